@@ -1,0 +1,35 @@
+# Every target sets itself up: a fresh machine needs only python3 (3.11+) and make.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint typecheck unit bench-codec vectors clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+demo: $(BIN)/.installed  ## the main job: a demonstration on a real embedded store
+	$(BIN)/cortex demo
+
+test: lint typecheck unit  ## everything CI runs
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check cortex tests tools
+	$(BIN)/ruff format --check cortex tests tools
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy
+
+unit: $(BIN)/.installed
+	$(BIN)/python -m pytest
+
+vectors: $(BIN)/.installed  ## regenerate specs/vectors (a FORMAT change if they differ)
+	$(BIN)/python tools/gen_vectors.py
+
+bench-codec: $(BIN)/.installed
+	$(BIN)/python tools/bench_codec.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

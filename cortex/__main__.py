@@ -1,0 +1,5 @@
+"""``python -m cortex``: the command-line interface."""
+
+from cortex.cli import entry
+
+entry()

@@ -1,0 +1,1017 @@
+"""Canonical CBOR for every record: a schema-driven encoder that validates as it writes.
+
+Encoding follows RFC 8949 §4.2.1 (core deterministic encoding): definite lengths, shortest
+integer and length heads, floats in the shortest IEEE width that keeps the value, map keys in
+bytewise order of their encodings, no tags. Record maps have small unsigned-integer keys (the
+field's position, see ``specs/format.md``); free maps have text keys. Text is NFC-normalised,
+times are integer microseconds since the Unix epoch (UTC), and numbers are coerced to the
+field's kind first, so ``1`` and ``1.0`` give the same bytes.
+
+Decoding is strict: bytes that do not re-encode to themselves raise ``NonCanonicalError``;
+unknown keys, wrong types and bad values raise ``CodecError``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import struct
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Generic, TypeVar
+
+import cbor2
+import msgspec
+
+from cortex.enums import (
+    CodedEnum,
+    ConstraintSource,
+    GoalStatus,
+    MemoryType,
+    ObjKind,
+    Outcome,
+    Polarity,
+    SourceKind,
+    Stance,
+    Strength,
+    Verb,
+    Visibility,
+)
+from cortex.errors import CodecError, NonCanonicalError, ValidationError
+from cortex.ids import MemoryId, Uri
+from cortex.records import (
+    DATA_TYPES,
+    Belief,
+    Capability,
+    Constraint,
+    Cost,
+    Data,
+    Event,
+    Fact,
+    Forms,
+    FrameRef,
+    Goal,
+    Head,
+    Identity,
+    Pattern,
+    Preference,
+    Provenance,
+    SourceRef,
+    Tombstone,
+    VectorRef,
+    Version,
+)
+
+__all__ = [
+    "DATA_SCHEMA_VERSION",
+    "LIMITS",
+    "StructCodec",
+    "decode_data",
+    "decode_head",
+    "decode_version",
+    "encode_data",
+    "encode_head",
+    "encode_version",
+    "from_micros",
+    "to_micros",
+]
+
+T = TypeVar("T")
+S = TypeVar("S", bound=msgspec.Struct)
+
+DATA_SCHEMA_VERSION: Final = 1
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_US: Final = timedelta(microseconds=1)
+
+
+class LIMITS:
+    """Size limits every record obeys (bytes are UTF-8 bytes after NFC normalisation)."""
+
+    TEXT_BYTES: Final = 16_384
+    """Any text field of typed data."""
+    SHORT_TEXT_BYTES: Final = 256
+    """Names, keys, ids and labels: actor, created_by, asset, profile keys, session ids."""
+    ITEMS: Final = 256
+    """Items in any list or entries in any map of typed data."""
+    TAGS: Final = 16
+    TAG_BYTES: Final = 64
+    FRAMES: Final = 16
+    OBJ_REF_BYTES: Final = 256
+    PUBLIC_KEY_BYTES: Final = 1_024
+    IMPORTANCE_MAX: Final = 10
+
+
+class _Invalid(Exception):
+    """A rule broken at ``where`` (path relative to the value being encoded)."""
+
+    def __init__(self, rule: str, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.message = message
+        self.where = where
+
+    def at(self, part: str) -> _Invalid:
+        self.where = part + self.where
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitive heads
+
+
+def _head(major: int, n: int) -> bytes:
+    mt = major << 5
+    if n < 24:
+        return bytes((mt | n,))
+    if n < 0x100:
+        return bytes((mt | 24, n))
+    if n < 0x10000:
+        return bytes((mt | 25,)) + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return bytes((mt | 26,)) + n.to_bytes(4, "big")
+    return bytes((mt | 27,)) + n.to_bytes(8, "big")
+
+
+_SMALL_UINT: Final = tuple(_head(0, i) for i in range(256))
+_TEXT_HEAD: Final = tuple(_head(3, i) for i in range(256))
+_pack_e = struct.Struct(">e").pack
+_unpack_e = struct.Struct(">e").unpack
+_pack_f = struct.Struct(">f").pack
+_unpack_f = struct.Struct(">f").unpack
+_pack_d = struct.Struct(">d").pack
+
+
+def _uint(n: int) -> bytes:
+    return _SMALL_UINT[n] if n < 256 else _head(0, n)
+
+
+def _int(n: int) -> bytes:
+    return _uint(n) if n >= 0 else _head(1, -1 - n)
+
+
+def _float(x: float) -> bytes:
+    try:
+        h = _pack_e(x)
+        if _unpack_e(h)[0] == x:
+            return b"\xf9" + h
+    except OverflowError:
+        pass
+    try:
+        f = _pack_f(x)
+        if _unpack_f(f)[0] == x:
+            return b"\xfa" + f
+    except OverflowError:
+        pass
+    return b"\xfb" + _pack_d(x)
+
+
+def _nfc(s: str) -> str:
+    if s.isascii() or unicodedata.is_normalized("NFC", s):
+        return s
+    return unicodedata.normalize("NFC", s)
+
+
+def _text_bytes(s: str) -> bytes:
+    b = s.encode("utf-8")
+    n = len(b)
+    return (_TEXT_HEAD[n] if n < 256 else _head(3, n)) + b
+
+
+def to_micros(when: datetime) -> int:
+    """Microseconds since the Unix epoch for an aware datetime.
+
+    Raises:
+        ValidationError: ``when`` is naive or not a datetime.
+    """
+    try:
+        return _Time().micros(when)
+    except _Invalid as exc:
+        raise ValidationError("time", exc.rule, exc.message) from None
+
+
+def from_micros(us: int) -> datetime:
+    """The aware UTC datetime for microseconds since the Unix epoch."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+# ---------------------------------------------------------------------------------------------
+# Field codecs: ``enc`` validates, normalises and returns canonical bytes; ``dec`` checks the
+# Python type of a cbor2-decoded value and builds the API value. ``empty`` says the value is
+# omitted from its map.
+
+
+class _Field(Generic[T]):
+    kind = "value"
+
+    def enc(self, v: Any) -> bytes:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def dec(self, v: Any) -> T:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def empty(self, v: Any) -> bool:
+        return v is None
+
+
+def _type_name(v: object) -> str:
+    return type(v).__name__
+
+
+class _Text(_Field[str]):
+    kind = "text"
+
+    def __init__(
+        self, max_bytes: int = LIMITS.TEXT_BYTES, check: Callable[[str], str | None] | None = None
+    ):
+        self.max_bytes = max_bytes
+        self.check = check
+
+    def enc(self, v: Any) -> bytes:
+        if type(v) is not str:
+            if not isinstance(v, str):
+                raise _Invalid("type", f"must be text, got {_type_name(v)}")
+            v = str(v)
+        if not v:
+            raise _Invalid(
+                "empty", "must not be empty text (leave an optional field unset instead)"
+            )
+        try:
+            b = _nfc(v).encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Invalid(
+                "utf8", "contains a lone surrogate; text must be valid Unicode"
+            ) from None
+        n = len(b)
+        if n > self.max_bytes:
+            raise _Invalid("max_bytes", f"is {n} bytes of UTF-8; the limit is {self.max_bytes}")
+        if self.check is not None:
+            problem = self.check(v)
+            if problem:
+                raise _Invalid("format", problem)
+        return (_TEXT_HEAD[n] if n < 256 else _head(3, n)) + b
+
+    def dec(self, v: Any) -> str:
+        if type(v) is not str:
+            raise _Invalid("type", f"must be text, got {_type_name(v)}")
+        return v
+
+
+def _check_uri(s: str) -> str | None:
+    try:
+        Uri.parse(s)
+    except ValidationError as exc:
+        return f"must be a version URI: {exc}"
+    return None
+
+
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?")
+
+
+def _check_decimal(s: str) -> str | None:
+    if _DECIMAL.fullmatch(s) is None:
+        return (
+            "must be a decimal number like '12.5' (no exponent, no '+', no trailing zeros), "
+            f"got {s!r}"
+        )
+    if s == "-0":
+        return "must not be negative zero"
+    return None
+
+
+class _Bytes(_Field[bytes]):
+    kind = "bytes"
+
+    def __init__(self, max_len: int, exact: int | None = None):
+        self.max_len = max_len
+        self.exact = exact
+
+    def enc(self, v: Any) -> bytes:
+        if not isinstance(v, bytes | bytearray | memoryview):
+            raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
+        b = bytes(v)
+        n = len(b)
+        if self.exact is not None and n != self.exact:
+            raise _Invalid("length", f"must be exactly {self.exact} bytes, got {n}")
+        if n > self.max_len:
+            raise _Invalid("max_bytes", f"is {n} bytes; the limit is {self.max_len}")
+        if self.exact is None and n == 0:
+            raise _Invalid("empty", "must not be empty")
+        return _head(2, n) + b
+
+    def dec(self, v: Any) -> bytes:
+        if type(v) is not bytes:
+            raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
+        return v
+
+
+class _Int(_Field[int]):
+    kind = "int"
+
+    def __init__(self, lo: int = 0, hi: int = 2**63 - 1):
+        self.lo = lo
+        self.hi = hi
+
+    def enc(self, v: Any) -> bytes:
+        if type(v) is not int:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise _Invalid("type", f"must be an integer, got {_type_name(v)}")
+            if isinstance(v, float) and not v.is_integer():
+                raise _Invalid("type", f"must be a whole number, got {v!r}")
+            v = int(v)
+        if not self.lo <= v <= self.hi:
+            raise _Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
+        return _int(v)
+
+    def dec(self, v: Any) -> int:
+        if type(v) is not int:
+            raise _Invalid("type", f"must be an integer, got {_type_name(v)}")
+        if not self.lo <= v <= self.hi:
+            raise _Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
+        return v
+
+
+class _Unit(_Field[float]):
+    """A float in [0, 1] (confidence, strength)."""
+
+    kind = "unit"
+
+    def enc(self, v: Any) -> bytes:
+        if type(v) is not float:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise _Invalid("type", f"must be a number in [0, 1], got {_type_name(v)}")
+            v = float(v)
+        if not 0.0 <= v <= 1.0:  # also rejects NaN
+            raise _Invalid("range", f"must be within [0, 1], got {v!r}")
+        return _float(v + 0.0)  # -0.0 becomes 0.0: equal values, equal bytes
+
+    def dec(self, v: Any) -> float:
+        if type(v) is not float:
+            raise _Invalid("type", f"must be a float, got {_type_name(v)}")
+        if not 0.0 <= v <= 1.0:
+            raise _Invalid("range", f"must be within [0, 1], got {v!r}")
+        return v
+
+
+class _Bool(_Field[bool]):
+    kind = "bool"
+
+    def enc(self, v: Any) -> bytes:
+        if type(v) is not bool:
+            raise _Invalid("type", f"must be true or false, got {_type_name(v)}")
+        return b"\xf5" if v else b"\xf4"
+
+    def dec(self, v: Any) -> bool:
+        if type(v) is not bool:
+            raise _Invalid("type", f"must be a boolean, got {_type_name(v)}")
+        return v
+
+    def empty(self, v: Any) -> bool:
+        return v is None or v is False
+
+
+class _Time(_Field[datetime]):
+    kind = "time"
+    _MIN: Final = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_US
+    _MAX: Final = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _ONE_US
+
+    def micros(self, v: Any) -> int:
+        if not isinstance(v, datetime):
+            raise _Invalid("type", f"must be a datetime, got {_type_name(v)}")
+        if v.tzinfo is None or v.utcoffset() is None:
+            raise _Invalid(
+                "naive_time",
+                "is a naive datetime; pass an aware one, e.g. datetime.now(timezone.utc)",
+            )
+        try:
+            return (v - _EPOCH) // _ONE_US
+        except OverflowError:
+            raise _Invalid("range", "is outside the years 1..9999 in UTC") from None
+
+    def enc(self, v: Any) -> bytes:
+        return _int(self.micros(v))
+
+    def dec(self, v: Any) -> datetime:
+        if type(v) is not int:
+            raise _Invalid("type", f"must be integer microseconds, got {_type_name(v)}")
+        if not self._MIN <= v <= self._MAX:
+            raise _Invalid("range", "is outside the years 1..9999")
+        return _EPOCH + timedelta(microseconds=v)
+
+
+class _Enum(_Field[CodedEnum]):
+    kind = "enum"
+
+    def __init__(self, cls: type[CodedEnum]):
+        self.cls = cls
+
+    def enc(self, v: Any) -> bytes:
+        m = self.cls.coerce(v)
+        if m is None:
+            raise _Invalid("enum", f"must be one of {self.cls.labels()}, got {v!r}")
+        return _SMALL_UINT[m.value]
+
+    def dec(self, v: Any) -> CodedEnum:
+        m = self.cls.coerce(v) if type(v) is int else None
+        if m is None:
+            raise _Invalid("enum", f"{v!r} is not a {self.cls.__name__} code")
+        return m
+
+
+class _Id(_Field[MemoryId]):
+    kind = "id"
+
+    def enc(self, v: Any) -> bytes:
+        if not isinstance(v, MemoryId):
+            raise _Invalid("type", f"must be a MemoryId, got {_type_name(v)}")
+        return b"\x50" + v.bytes
+
+    def dec(self, v: Any) -> MemoryId:
+        if type(v) is not bytes or len(v) != 16:
+            raise _Invalid("type", "must be 16 bytes")
+        return MemoryId(v)
+
+
+class _List(_Field[tuple[Any, ...]]):
+    kind = "list"
+
+    def __init__(self, item: _Field[Any], max_items: int = LIMITS.ITEMS, unique: bool = False):
+        self.item = item
+        self.max_items = max_items
+        self.unique = unique
+
+    def enc(self, v: Any) -> bytes:
+        if not isinstance(v, list | tuple):
+            raise _Invalid("type", f"must be a list, got {_type_name(v)}")
+        n = len(v)
+        if n > self.max_items:
+            raise _Invalid("max_items", f"has {n} items; the limit is {self.max_items}")
+        enc = self.item.enc
+        parts = [_head(4, n)]
+        for i, x in enumerate(v):
+            try:
+                parts.append(enc(x))
+            except _Invalid as exc:
+                raise exc.at(f"[{i}]") from None
+        if self.unique and len(set(parts)) != n + 1:
+            seen: set[bytes] = set()
+            for i, p in enumerate(parts[1:]):
+                if p in seen:
+                    raise _Invalid("duplicate", f"item {v[i]!r} appears twice").at(f"[{i}]")
+                seen.add(p)
+        return b"".join(parts)
+
+    def dec(self, v: Any) -> tuple[Any, ...]:
+        if type(v) is not list:
+            raise _Invalid("type", f"must be an array, got {_type_name(v)}")
+        dec = self.item.dec
+        out = []
+        for i, x in enumerate(v):
+            try:
+                out.append(dec(x))
+            except _Invalid as exc:
+                raise exc.at(f"[{i}]") from None
+        return tuple(out)
+
+    def empty(self, v: Any) -> bool:
+        return v is None or len(v) == 0
+
+
+class _Pair(_Field[tuple[int, int]]):
+    """A ``(start, end)`` span of non-negative integers with start <= end."""
+
+    kind = "span"
+    _int = _Int()
+
+    def enc(self, v: Any) -> bytes:
+        if not isinstance(v, list | tuple) or len(v) != 2:
+            raise _Invalid("type", "must be a (start, end) pair")
+        a, b = self._int.enc(v[0]), self._int.enc(v[1])
+        if int(v[0]) > int(v[1]):
+            raise _Invalid("range", f"start {v[0]} is after end {v[1]}")
+        return b"\x82" + a + b
+
+    def dec(self, v: Any) -> tuple[int, int]:
+        if type(v) is not list or len(v) != 2:
+            raise _Invalid("type", "must be an array of two integers")
+        a, b = self._int.dec(v[0]), self._int.dec(v[1])
+        if a > b:
+            raise _Invalid("range", f"start {a} is after end {b}")
+        return (a, b)
+
+
+class _TextMap(_Field[dict[str, str]]):
+    """A free map of text keys to text values, keys sorted by their encoded bytes."""
+
+    kind = "map"
+
+    def __init__(self, key: _Text, value: _Text, max_items: int = LIMITS.ITEMS):
+        self.key = key
+        self.value = value
+        self.max_items = max_items
+
+    def enc(self, v: Any) -> bytes:
+        if not isinstance(v, Mapping):
+            raise _Invalid("type", f"must be a mapping of text to text, got {_type_name(v)}")
+        n = len(v)
+        if n > self.max_items:
+            raise _Invalid("max_items", f"has {n} entries; the limit is {self.max_items}")
+        items = []
+        for k, x in v.items():
+            try:
+                kb = self.key.enc(k)
+            except _Invalid as exc:
+                raise exc.at(f"[{k!r}] (key)") from None
+            try:
+                items.append((kb, self.value.enc(x)))
+            except _Invalid as exc:
+                raise exc.at(f"[{k!r}]") from None
+        items.sort()
+        for a, b in itertools.pairwise(items):
+            if a[0] == b[0]:
+                raise _Invalid("duplicate", "two keys are equal after NFC normalisation")
+        return _head(5, n) + b"".join(k + x for k, x in items)
+
+    def dec(self, v: Any) -> dict[str, str]:
+        if type(v) is not dict:
+            raise _Invalid("type", f"must be a map, got {_type_name(v)}")
+        out = {}
+        for k, x in v.items():
+            try:
+                out[self.key.dec(k)] = self.value.dec(x)
+            except _Invalid as exc:
+                raise exc.at(f"[{k!r}]") from None
+        return out
+
+    def empty(self, v: Any) -> bool:
+        return v is None or len(v) == 0
+
+
+class StructCodec(_Field[S]):
+    """Encodes one record struct as a map with unsigned-integer keys.
+
+    Field ``i`` of ``fields`` gets key ``i + 1``; a top-level record (``schema_version`` set)
+    also carries key 0 = its schema version. Fields absent from the map take their defaults.
+
+    Args:
+        cls: the frozen struct type.
+        fields: ``(attribute name, field codec)`` in key order; must name every attribute.
+        schema_version: the value of key 0, or ``None`` for a nested record without key 0.
+    """
+
+    kind = "record"
+
+    def __init__(
+        self,
+        cls: type[S],
+        fields: Sequence[tuple[str, _Field[Any]]],
+        schema_version: int | None = None,
+    ) -> None:
+        names = [n for n, _ in fields]
+        declared = list(cls.__struct_fields__)
+        if sorted(names) != sorted(declared):
+            raise TypeError(f"codec for {cls.__name__} names {names}, struct has {declared}")
+        self.cls = cls
+        self.name = cls.__name__
+        self.schema_version = schema_version
+        required = set(declared) - _defaulted(cls)
+        self.fields = tuple(
+            (i + 1, _uint(i + 1), n, f, n in required) for i, (n, f) in enumerate(fields)
+        )
+        self._by_key = {k: (n, f) for k, _, n, f, _ in self.fields}
+        self._required = tuple((k, n) for k, _, n, _, r in self.fields if r)
+        self._sv = b"\x00" + _uint(schema_version) if schema_version is not None else b""
+
+    def enc(self, v: Any) -> bytes:
+        """Encode a struct (internal: raises ``_Invalid``; use ``encode``)."""
+        if type(v) is not self.cls:
+            raise _Invalid("type", f"must be a {self.name}, got {_type_name(v)}")
+        parts = [self._sv]
+        for _, kb, name, f, req in self.fields:
+            x = getattr(v, name)
+            if f.empty(x):
+                if req:
+                    raise _Invalid("required", "is required").at(f".{name}")
+                continue
+            try:
+                parts.append(kb)
+                parts.append(f.enc(x))
+            except _Invalid as exc:
+                raise exc.at(f".{name}") from None
+        return _head(5, (len(parts) - 1) // 2 + (self.schema_version is not None)) + b"".join(parts)
+
+    def dec(self, v: Any) -> S:
+        """Build a struct from decoded CBOR (internal: raises ``_Invalid``; use ``decode``)."""
+        if type(v) is not dict:
+            raise _Invalid("type", f"a {self.name} must be a map, got {_type_name(v)}")
+        kw = {}
+        sv = self.schema_version
+        for k, x in v.items():
+            if k == 0 and sv is not None:
+                if x != sv or type(x) is not int:
+                    raise _Invalid(
+                        "schema_version", f"{self.name} schema version {x!r} is not {sv}"
+                    )
+                continue
+            spec = self._by_key.get(k) if type(k) is int else None
+            if spec is None:
+                raise _Invalid("unknown_key", f"{self.name} has no field with key {k!r}")
+            name, f = spec
+            try:
+                kw[name] = f.dec(x)
+            except _Invalid as exc:
+                raise exc.at(f".{name}") from None
+        if sv is not None and 0 not in v:
+            raise _Invalid("schema_version", f"{self.name} lacks its schema version (key 0)")
+        for k, name in self._required:
+            if name not in kw:
+                raise _Invalid("required", f"{self.name} lacks required field {name} (key {k})")
+        return self.cls(**kw)
+
+    # -- public entry points -------------------------------------------------------------
+
+    def encode(self, value: S, path: str) -> bytes:
+        """Validate and encode ``value``.
+
+        Raises:
+            ValidationError: naming the field (under ``path``) and the rule it breaks.
+        """
+        try:
+            return self.enc(value)
+        except _Invalid as exc:
+            raise ValidationError(path + exc.where, exc.rule, exc.message) from None
+
+    def decode(self, data: bytes, path: str) -> S:
+        """Decode canonical bytes strictly.
+
+        Raises:
+            CodecError: not CBOR, or wrong keys, types or values.
+            NonCanonicalError: valid, but not the canonical encoding.
+        """
+        obj = _loads(data, path)
+        try:
+            value = self.dec(obj)
+        except _Invalid as exc:
+            raise CodecError(f"{path}{exc.where}: {exc.message}") from None
+        try:
+            again = self.enc(value)
+        except _Invalid as exc:
+            raise CodecError(f"{path}{exc.where}: {exc.message}") from None
+        if again != data:
+            raise NonCanonicalError(f"{path}: {explain_noncanonical(data)}")
+        return value
+
+
+def _defaulted(cls: type[msgspec.Struct]) -> set[str]:
+    return {
+        f.name
+        for f in msgspec.structs.fields(cls)
+        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+    }
+
+
+def _loads(data: bytes, path: str) -> Any:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise CodecError(f"{path}: expected bytes, got {_type_name(data)}")
+    try:
+        return cbor2.loads(data)
+    except cbor2.CBORDecodeError as exc:
+        raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# Diagnosis of non-canonical input (the slow path, only on failure)
+
+
+def explain_noncanonical(data: bytes) -> str:
+    """Say what makes ``data`` non-canonical: the first offending item and its offset."""
+    try:
+        end = _Walker(bytes(data)).item(0)
+    except _Explained as exc:
+        return str(exc)
+    if end != len(data):
+        return f"{len(data) - end} bytes of trailing data after the item at offset {end}"
+    return "does not re-encode to the same bytes"
+
+
+class _Explained(Exception):
+    pass
+
+
+class _Walker:
+    def __init__(self, b: bytes) -> None:
+        self.b = b
+
+    def _arg(self, pos: int) -> tuple[int, int, int, int]:
+        b = self.b
+        if pos >= len(b):
+            raise _Explained(f"truncated at offset {pos}")
+        ib = b[pos]
+        major, info = ib >> 5, ib & 31
+        if info < 24:
+            return major, info, info, pos + 1
+        if info == 31:
+            if major in (2, 3, 4, 5):
+                raise _Explained(f"indefinite-length item at offset {pos}")
+            if major == 7:
+                raise _Explained(f"stray break byte at offset {pos}")
+        if info > 27:
+            raise _Explained(f"reserved additional information {info} at offset {pos}")
+        size = 1 << (info - 24)
+        if major == 7:
+            return major, info, 0, pos + 1 + size
+        n = int.from_bytes(b[pos + 1 : pos + 1 + size], "big")
+        minimal = 24 if size == 1 else 1 << (8 * (size >> 1))
+        if n < minimal:
+            raise _Explained(f"non-shortest integer or length head at offset {pos}")
+        return major, info, n, pos + 1 + size
+
+    def item(self, pos: int) -> int:
+        major, info, n, nxt = self._arg(pos)
+        if major in (0, 1):
+            return nxt
+        if major in (2, 3):
+            if major == 3:
+                try:
+                    s = self.b[nxt : nxt + n].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise _Explained(f"invalid UTF-8 in text at offset {pos}") from None
+                if not unicodedata.is_normalized("NFC", s):
+                    raise _Explained(f"text at offset {pos} is not NFC-normalised")
+            return nxt + n
+        if major == 4:
+            for _ in range(n):
+                nxt = self.item(nxt)
+            return nxt
+        if major == 5:
+            prev: bytes | None = None
+            seen = set()
+            for _ in range(n):
+                kstart = nxt
+                nxt = self.item(nxt)
+                key = self.b[kstart:nxt]
+                if key in seen:
+                    raise _Explained(f"duplicate map key at offset {kstart}")
+                if prev is not None and key < prev:
+                    raise _Explained(f"map keys out of order at offset {kstart}")
+                seen.add(key)
+                prev = key
+                nxt = self.item(nxt)
+            return nxt
+        if major == 6:
+            raise _Explained(f"tag {n} at offset {pos}; tags are not allowed")
+        if info in (25, 26, 27):
+            x = struct.unpack({25: ">e", 26: ">f", 27: ">d"}[info], self.b[pos + 1 : nxt])[0]
+            if math.isnan(x) or _float(x) != self.b[pos:nxt]:
+                raise _Explained(f"float at offset {pos} is not in its shortest form")
+        return nxt
+
+
+# ---------------------------------------------------------------------------------------------
+# The record schemas (normative; mirrored in specs/format.md)
+
+_text = _Text()
+_short = _Text(LIMITS.SHORT_TEXT_BYTES)
+_uri = _Text(LIMITS.SHORT_TEXT_BYTES, _check_uri)
+_uris = _List(_uri, unique=True)
+_texts = _List(_text)
+_time = _Time()
+_unit = _Unit()
+_uint64 = _Int()
+_str_map = _TextMap(_short, _text)
+
+COST = StructCodec(Cost, [("asset", _short), ("amount", _Text(64, _check_decimal))])
+FORMS = StructCodec(Forms, [("short", _text), ("medium", _text)])
+FRAME_REF = StructCodec(
+    FrameRef,
+    [("verb", _Enum(Verb)), ("obj_kind", _Enum(ObjKind)), ("obj_ref", _Text(LIMITS.OBJ_REF_BYTES))],
+)
+TOMBSTONE = StructCodec(
+    Tombstone, [("reason", _text), ("at", _time), ("by", _short), ("purged_at", _time)]
+)
+SOURCE_REF = StructCodec(
+    SourceRef, [("session_id", _short), ("message_ids", _List(_short)), ("span", _Pair())]
+)
+PROVENANCE = StructCodec(
+    Provenance,
+    [("source", _Enum(SourceKind)), ("derived_from", _uris), ("sources", _List(SOURCE_REF))],
+)
+VECTOR_REF = StructCodec(
+    VectorRef, [("model_id", _short), ("dim", _Int(1, 65_536)), ("version", _Int(1))]
+)
+
+_DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
+    Identity: [
+        ("name", _text),
+        ("did", _short),
+        ("roles", _List(_short)),
+        ("profile", _str_map),
+        ("public_keys", _List(_Bytes(LIMITS.PUBLIC_KEY_BYTES))),
+    ],
+    Fact: [
+        ("statement", _text),
+        ("subject", _text),
+        ("predicate", _text),
+        ("object", _text),
+        ("source", _Enum(SourceKind)),
+        ("observed_at", _time),
+        ("confidence", _unit),
+    ],
+    Preference: [
+        ("topic", _text),
+        ("polarity", _Enum(Polarity)),
+        ("strength", _unit),
+        ("rationale", _text),
+    ],
+    Belief: [
+        ("statement", _text),
+        ("subject", _text),
+        ("stance", _Enum(Stance)),
+        ("confidence", _unit),
+        ("evidence_for", _uris),
+        ("evidence_against", _uris),
+    ],
+    Event: [
+        ("kind", _short),
+        ("outcome", _Enum(Outcome)),
+        ("counterparty", _short),
+        ("cost", COST),
+        ("duration_us", _uint64),
+        ("occurred_at", _time),
+        ("summary", _text),
+        ("intent_ref", _short),
+        ("artifacts", _texts),
+    ],
+    Goal: [
+        ("statement", _text),
+        ("status", _Enum(GoalStatus)),
+        ("horizon", _time),
+        ("success_criteria", _texts),
+        ("subgoals", _uris),
+    ],
+    Constraint: [
+        ("statement", _text),
+        ("polarity", _Enum(Polarity)),
+        ("strength", _Enum(Strength)),
+        ("source", _Enum(ConstraintSource)),
+        ("trigger", _text),
+    ],
+    Capability: [
+        ("subject", _text),
+        ("capability", _text),
+        ("verified", _Bool()),
+        ("parameters", _str_map),
+        ("last_observed", _time),
+    ],
+    Pattern: [
+        ("statement", _text),
+        ("strength", _unit),
+        ("coverage", _uint64),
+        ("derived_from", _uris),
+    ],
+}
+
+DATA_CODECS: dict[MemoryType, StructCodec[Any]] = {
+    t: StructCodec(cls, _DATA_FIELDS[cls], DATA_SCHEMA_VERSION) for t, cls in DATA_TYPES.items()
+}
+
+TAGS = _List(_Text(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)
+FRAMES = _List(FRAME_REF, max_items=LIMITS.FRAMES, unique=True)
+
+HEAD = StructCodec(
+    Head,
+    [
+        ("id", _Id()),
+        ("type", _Enum(MemoryType)),
+        ("current_version", _Int(1)),
+        ("actor_scope", _short),
+        ("visibility", _Enum(Visibility)),
+        ("importance", _Int(0, LIMITS.IMPORTANCE_MAX)),
+        ("tags", TAGS),
+        ("frames", FRAMES),
+        ("tombstone", TOMBSTONE),
+        ("created_at", _time),
+        ("last_updated_at", _time),
+        ("embedding_ref", VECTOR_REF),
+        ("forms", FORMS),
+    ],
+    schema_version=1,
+)
+
+VERSION = StructCodec(
+    Version,
+    [
+        ("id", _Id()),
+        ("version", _Int(1)),
+        ("type", _Enum(MemoryType)),
+        ("data", _Bytes(2**31)),
+        ("hash", _Bytes(32, exact=32)),
+        ("created_at", _time),
+        ("created_by", _short),
+        ("expires_at", _time),
+        ("confidence", _unit),
+        ("provenance", PROVENANCE),
+        ("forms", FORMS),
+        ("forms_override", _Bool()),
+        ("valid_from", _time),
+        ("valid_until", _time),
+    ],
+    schema_version=1,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+
+def data_codec(data: object) -> StructCodec[Any]:
+    """The codec for a typed data value.
+
+    Raises:
+        ValidationError: ``data`` is not one of the nine typed data structs.
+    """
+    codec = DATA_CODECS.get(getattr(data, "TYPE", None))  # type: ignore[arg-type]
+    if codec is None or type(data) is not codec.cls:
+        raise ValidationError(
+            "data",
+            "type",
+            f"must be one of the nine memory types (Fact, Event, ...), got {_type_name(data)}",
+        )
+    return codec
+
+
+def encode_data(data: Data) -> bytes:
+    """Validate typed data and return its canonical CBOR (the bytes that are hashed).
+
+    Raises:
+        ValidationError: naming the field (``data.<name>``) and the rule it breaks.
+    """
+    codec = data_codec(data)
+    try:
+        return codec.enc(data)
+    except _Invalid as exc:
+        raise ValidationError("data" + exc.where, exc.rule, exc.message) from None
+
+
+def decode_data(type_: MemoryType, data: bytes) -> Data:
+    """Decode canonical typed data of ``type_`` strictly.
+
+    Raises:
+        CodecError: the bytes are not a valid record of that type.
+        NonCanonicalError: the bytes are valid but not canonical.
+    """
+    codec = DATA_CODECS.get(type_)
+    if codec is None:
+        raise CodecError(f"unknown memory type code {type_!r}")
+    value: Data = codec.decode(data, "data")
+    return value
+
+
+def decode_data_trusted(type_: MemoryType, data: bytes) -> Data:
+    """Decode typed data already known to be canonical (its hash was just checked).
+
+    Skips the re-encoding check of ``decode_data``; every type and value check still runs.
+    """
+    codec = DATA_CODECS[type_]
+    try:
+        value: Data = codec.dec(_loads(data, "data"))
+    except _Invalid as exc:
+        raise CodecError(f"data{exc.where}: {exc.message}") from None
+    return value
+
+
+def encode_head(head: Head) -> bytes:
+    """Validate and encode a head (``m/<id>``)."""
+    return HEAD.encode(head, "head")
+
+
+def decode_head(data: bytes) -> Head:
+    """Decode a head strictly."""
+    return HEAD.decode(data, "head")
+
+
+def encode_version(version: Version) -> bytes:
+    """Validate and encode a version (``mv/<id>/v/<n>``)."""
+    return VERSION.encode(version, "version")
+
+
+def decode_version(data: bytes) -> Version:
+    """Decode a version strictly."""
+    return VERSION.decode(data, "version")
+
+
+def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Validate tags and return them NFC-normalised, in the caller's order.
+
+    Raises:
+        ValidationError: naming ``tags[i]`` and the rule.
+    """
+    tags = tuple(tags) if not isinstance(tags, str) else (tags,)
+    try:
+        TAGS.enc(tags)
+    except _Invalid as exc:
+        raise ValidationError("tags" + exc.where, exc.rule, exc.message) from None
+    return tuple(_nfc(t) for t in tags)

@@ -1,0 +1,74 @@
+"""The error hierarchy: one root, split by what the caller can do about it."""
+
+from __future__ import annotations
+
+__all__ = [
+    "CodecError",
+    "ConflictError",
+    "CortexError",
+    "FormatError",
+    "IntegrityError",
+    "MigrationRequiredError",
+    "NonCanonicalError",
+    "NotFoundError",
+    "StoreFullError",
+    "TombstonedError",
+    "ValidationError",
+]
+
+
+class CortexError(Exception):
+    """Root of every error cortex raises; no third-party exception escapes the API."""
+
+
+class ValidationError(CortexError, ValueError):
+    """Input breaks a rule; nothing was written.
+
+    Attributes:
+        field: dotted path of the offending field, e.g. ``data.confidence`` or ``head.tags[3]``.
+        rule: short name of the broken rule, e.g. ``range``, ``required``, ``max_bytes``.
+    """
+
+    def __init__(self, field: str, rule: str, message: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {message}")
+
+
+class CodecError(CortexError, ValueError):
+    """Bytes are not a valid encoding of the expected record (wrong type, unknown key, bad CBOR)."""
+
+
+class NonCanonicalError(CodecError):
+    """Bytes decode, but are not the canonical encoding of what they decode to."""
+
+
+class NotFoundError(CortexError, KeyError):
+    """No memory, version or edge with that name is visible to the caller."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ConflictError(CortexError):
+    """The write lost a race or contradicts the current state; re-read and retry."""
+
+
+class TombstonedError(ConflictError):
+    """The memory is tombstoned; it can be resolved for audit but not changed."""
+
+
+class IntegrityError(CortexError):
+    """Stored bytes fail their checksum or hash: the store is damaged; run ``cortex verify``."""
+
+
+class FormatError(CortexError):
+    """The store's on-disk format is unknown or newer than this version of cortex."""
+
+
+class MigrationRequiredError(FormatError):
+    """The store was written by an older format; run ``cortex migrate`` to upgrade it."""
+
+
+class StoreFullError(CortexError):
+    """The store cannot grow (disk full or the map size limit reached)."""

@@ -1,0 +1,29 @@
+"""Content hashes of versions: sha256 over a domain tag, the type byte and the canonical data."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+from cortex.enums import MemoryType
+
+__all__ = ["DOMAIN", "content_hash"]
+
+DOMAIN: Final = b"matrix.cortex.memory.v1"
+"""Domain separation tag: a hash of a cortex memory never equals a hash of anything else."""
+
+
+def content_hash(type_: MemoryType, data: bytes) -> bytes:
+    """``sha256(DOMAIN || type_byte || data)`` where ``data`` is the canonical CBOR of the data.
+
+    Args:
+        type_: the memory type; its code is the type byte.
+        data: canonical CBOR of the typed data, exactly as stored.
+
+    Returns:
+        The 32-byte digest.
+    """
+    return hashlib.sha256(DOMAIN + _TYPE_BYTES[type_] + data).digest()
+
+
+_TYPE_BYTES: Final = {t: bytes((t.value,)) for t in MemoryType}

@@ -1,0 +1,201 @@
+"""Memory ids (16-byte ULIDs, monotonic within a millisecond) and version URIs."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from typing import Final
+
+from cortex.enums import MemoryType
+from cortex.errors import ValidationError
+
+__all__ = ["MemoryId", "Uri", "new_id"]
+
+_CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_DECODE: Final = {c: i for i, c in enumerate(_CROCKFORD)}
+_ID_TEXT = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
+MAX_VERSION: Final = 2**63 - 1
+
+
+class MemoryId:
+    """A 16-byte ULID: 48-bit millisecond timestamp, then 80 bits of randomness.
+
+    Raw bytes and text never mix: build one with ``MemoryId(raw16)`` or ``MemoryId.parse(text)``.
+    Ids order by their bytes, which is creation order (to the millisecond).
+    """
+
+    __slots__ = ("_b",)
+    _b: bytes
+
+    def __init__(self, raw: bytes) -> None:
+        if type(raw) is not bytes or len(raw) != 16:
+            raise ValidationError("id", "type", "a MemoryId is exactly 16 raw bytes")
+        object.__setattr__(self, "_b", raw)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("MemoryId is immutable")
+
+    @classmethod
+    def parse(cls, text: str) -> MemoryId:
+        """Parse the 26-character Crockford base32 text form (upper case, as printed).
+
+        Raises:
+            ValidationError: the text is not a canonical ULID.
+        """
+        if not isinstance(text, str) or not _ID_TEXT.fullmatch(text):
+            raise ValidationError(
+                "id", "format", f"{text!r} is not a ULID: 26 upper-case Crockford base32 characters"
+            )
+        n = 0
+        for c in text:
+            n = (n << 5) | _DECODE[c]
+        return cls(n.to_bytes(16, "big"))
+
+    @property
+    def bytes(self) -> bytes:
+        """The 16 raw bytes."""
+        return self._b
+
+    @property
+    def timestamp_ms(self) -> int:
+        """Milliseconds since the Unix epoch when the id was made."""
+        return int.from_bytes(self._b[:6], "big")
+
+    def __str__(self) -> str:
+        n = int.from_bytes(self._b, "big")
+        return "".join(_CROCKFORD[(n >> s) & 31] for s in range(125, -1, -5))
+
+    def __repr__(self) -> str:
+        return f"MemoryId('{self}')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MemoryId) and other._b == self._b
+
+    def __lt__(self, other: MemoryId) -> bool:
+        return self._b < other._b
+
+    def __le__(self, other: MemoryId) -> bool:
+        return self._b <= other._b
+
+    def __hash__(self) -> int:
+        return hash(self._b)
+
+
+class _Generator:
+    """Monotonic ULIDs: within one millisecond the random part counts up by one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._last_rand = 0
+        self._pid = os.getpid()
+
+    def next(self) -> MemoryId:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if os.getpid() != self._pid:  # a forked child must not repeat the parent's sequence
+                self._pid, self._last_ms = os.getpid(), -1
+            if ms <= self._last_ms:
+                ms = self._last_ms
+                rand = self._last_rand + 1
+                if rand >= 1 << 80:  # 2^80 ids in one millisecond: borrow the next one
+                    ms, rand = ms + 1, int.from_bytes(os.urandom(10), "big") >> 1
+            else:
+                # the top bit clear leaves 2^79 increments of headroom in this millisecond
+                rand = int.from_bytes(os.urandom(10), "big") >> 1
+            self._last_ms, self._last_rand = ms, rand
+            return MemoryId(((ms << 80) | rand).to_bytes(16, "big"))
+
+
+_generator = _Generator()
+
+
+def new_id() -> MemoryId:
+    """Return a fresh id, greater than every id this process made before."""
+    return _generator.next()
+
+
+_URI = re.compile(r"cortex://([A-Za-z]+)/([0-9A-Za-z]{26})#(.*)", re.DOTALL)
+_VERSION_TEXT = re.compile(r"[1-9][0-9]{0,18}")
+
+
+class Uri:
+    """The name of one exact version: ``cortex://<TypeName>/<ULID>#<n>``."""
+
+    __slots__ = ("id", "type", "version")
+    type: MemoryType
+    id: MemoryId
+    version: int
+
+    def __init__(self, type: MemoryType, id: MemoryId, version: int) -> None:
+        if (
+            not isinstance(version, int)
+            or isinstance(version, bool)
+            or not 1 <= version <= MAX_VERSION
+        ):
+            raise ValidationError(
+                "uri", "version", f"version must be an integer >= 1, got {version!r}"
+            )
+        object.__setattr__(self, "type", MemoryType(type))
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "version", version)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Uri is immutable")
+
+    @classmethod
+    def parse(cls, text: str | Uri) -> Uri:
+        """Parse a URI strictly.
+
+        A URI must name one version: ``#latest``, a missing version, a version below 1, leading
+        zeros, lower-case ids and type names in any other spelling are all rejected.
+
+        Raises:
+            ValidationError: naming what is wrong and the expected shape.
+        """
+        if isinstance(text, Uri):
+            return text
+        if not isinstance(text, str):
+            raise ValidationError("uri", "type", f"a URI is a string, got {type(text).__name__}")
+        m = _URI.fullmatch(text)
+        if m is None:
+            raise ValidationError(
+                "uri", "format", f"{text!r} is not of the form cortex://<TypeName>/<ULID>#<version>"
+            )
+        tname, idtext, vtext = m.groups()
+        mtype = MemoryType.from_name(tname)
+        if mtype is None:
+            names = ", ".join(t.type_name for t in MemoryType)
+            raise ValidationError(
+                "uri", "type_name", f"unknown type {tname!r} in {text!r}; one of {names}"
+            )
+        if vtext == "latest":
+            raise ValidationError(
+                "uri", "version", f"{text!r}: '#latest' is not a version; use resolve_latest(id)"
+            )
+        if not _VERSION_TEXT.fullmatch(vtext) or int(vtext) > MAX_VERSION:
+            raise ValidationError(
+                "uri",
+                "version",
+                f"{text!r}: the version must be a whole number >= 1 without leading zeros",
+            )
+        return cls(mtype, MemoryId.parse(idtext), int(vtext))
+
+    def __str__(self) -> str:
+        return f"cortex://{self.type.type_name}/{self.id}#{self.version}"
+
+    def __repr__(self) -> str:
+        return f"Uri('{self}')"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Uri)
+            and other.id == self.id
+            and other.version == self.version
+            and other.type == self.type
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.version))
