@@ -32,6 +32,7 @@ class ValidationError(CortexError, ValueError):
     def __init__(self, field: str, rule: str, message: str) -> None:
         self.field = field
         self.rule = rule
+        self.message = message
         super().__init__(f"{field}: {message}")
 
 

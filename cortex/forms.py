@@ -12,7 +12,16 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from cortex.enums import CodedEnum
+from cortex.enums import (
+    CodedEnum,
+    ConstraintSource,
+    GoalStatus,
+    Outcome,
+    Polarity,
+    SourceKind,
+    Stance,
+    Strength,
+)
 from cortex.errors import ValidationError
 from cortex.records import (
     Belief,
@@ -85,8 +94,12 @@ def format_seconds(us: int) -> str:
     return (f"{whole}.{frac:06d}".rstrip("0").rstrip(".") if frac else str(whole)) + "s"
 
 
-def _label(v: CodedEnum) -> str:
-    return type(v).coerce(v).label  # type: ignore[union-attr]
+def _label(v: object, cls: type[CodedEnum]) -> str:
+    # callers may pass a member, its code or its label; the codec has already validated it
+    m = cls.coerce(v)
+    if m is None:
+        raise ValidationError("data", "enum", f"{v!r} is not a {cls.__name__}")
+    return m.label
 
 
 def _canonical_items(m: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -118,16 +131,16 @@ def _short_fact(d: Fact) -> str:
 
 def _short_preference(d: Preference) -> str:
     if d.strength is None:
-        return f"prefers {d.topic} ({_label(d.polarity)})"
-    return f"prefers {d.topic} ({_label(d.polarity)}, strength={d.strength:.2f})"
+        return f"prefers {d.topic} ({_label(d.polarity, Polarity)})"
+    return f"prefers {d.topic} ({_label(d.polarity, Polarity)}, strength={d.strength:.2f})"
 
 
 def _short_belief(d: Belief) -> str:
-    return f"{_label(d.stance)} {d.statement}"
+    return f"{_label(d.stance, Stance)} {d.statement}"
 
 
 def _short_event(d: Event) -> str:
-    s = f"{_label(d.outcome)} {d.kind}" if d.outcome is not None else d.kind
+    s = f"{_label(d.outcome, Outcome)} {d.kind}" if d.outcome is not None else d.kind
     if d.counterparty:
         s += f" with {d.counterparty}"
     if d.cost is not None:
@@ -136,11 +149,11 @@ def _short_event(d: Event) -> str:
 
 
 def _short_goal(d: Goal) -> str:
-    return f"[{_label(d.status)}] {d.statement}"
+    return f"[{_label(d.status, GoalStatus)}] {d.statement}"
 
 
 def _short_constraint(d: Constraint) -> str:
-    return f"[{_label(d.strength)}] {_label(d.polarity)} {d.statement}"
+    return f"[{_label(d.strength, Strength)}] {_label(d.polarity, Polarity)} {d.statement}"
 
 
 def _short_capability(d: Capability) -> str:
@@ -176,7 +189,7 @@ def _details_fact(d: Fact) -> list[str]:
     if d.object:
         out.append(f"object: {d.object}")
     if d.source is not None:
-        out.append(f"source: {_label(d.source)}")
+        out.append(f"source: {_label(d.source, SourceKind)}")
     if d.observed_at is not None:
         out.append(f"observed {format_time(d.observed_at)}")
     if d.confidence is not None:
@@ -226,7 +239,7 @@ def _details_goal(d: Goal) -> list[str]:
 
 
 def _details_constraint(d: Constraint) -> list[str]:
-    out = [f"source: {_label(d.source)}"]
+    out = [f"source: {_label(d.source, ConstraintSource)}"]
     if d.trigger:
         out.insert(0, f"trigger: {d.trigger}")
     return out

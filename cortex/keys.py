@@ -1,0 +1,242 @@
+"""The LMDB key layout: build and parse functions for every keyspace (DESIGN §5).
+
+Integers are fixed-width big-endian, ids are their raw 16 bytes, variable-length parts are
+hashed, so byte order equals logical order and no key of one keyspace is a prefix of a key of
+another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final, NamedTuple
+
+from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
+from cortex.errors import CodecError
+from cortex.ids import MemoryId
+
+__all__ = [
+    "EDGE_FROM",
+    "EDGE_TO",
+    "HEAD",
+    "IDX_ACTOR_OBJ",
+    "IDX_FRAME",
+    "IDX_TAG",
+    "IDX_TYPE",
+    "JOURNAL",
+    "META",
+    "VEC",
+    "VERSION",
+    "actor_obj_key",
+    "edge_from_key",
+    "edge_to_key",
+    "frame_key",
+    "head_key",
+    "journal_key",
+    "meta_key",
+    "obj_hash",
+    "prefix_end",
+    "tag_hash",
+    "tag_key",
+    "type_key",
+    "vec_key",
+    "version_key",
+    "version_prefix",
+]
+
+HEAD: Final = b"m/"
+VERSION: Final = b"mv/"
+IDX_TYPE: Final = b"idx/type/"
+IDX_TAG: Final = b"idx/tag/"
+IDX_FRAME: Final = b"idx/frame/"
+IDX_ACTOR_OBJ: Final = b"idx/actor_obj/"
+EDGE_FROM: Final = b"e/from/"
+EDGE_TO: Final = b"e/to/"
+JOURNAL: Final = b"j/"
+VEC: Final = b"vec/"
+META: Final = b"meta/"
+
+_V: Final = b"/v/"
+_U64_MAX: Final = 2**64 - 1
+
+
+def _u64(n: int) -> bytes:
+    if not 0 <= n <= _U64_MAX:
+        raise ValueError(f"{n} does not fit in an unsigned 64-bit key part")
+    return n.to_bytes(8, "big")
+
+
+def tag_hash(tag: str) -> bytes:
+    """First 8 bytes of sha256 of the NFC tag's UTF-8."""
+    return hashlib.sha256(tag.encode("utf-8")).digest()[:8]
+
+
+def obj_hash(obj_ref: str) -> bytes:
+    """First 16 bytes of sha256 of a frame's object reference."""
+    return hashlib.sha256(obj_ref.encode("utf-8")).digest()[:16]
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with ``prefix``."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        raise ValueError("a prefix of only 0xff bytes has no end")
+    p[-1] += 1
+    return bytes(p)
+
+
+# --- m/ id16 ----------------------------------------------------------------------------------
+
+
+def head_key(id_: MemoryId) -> bytes:
+    """``m/`` id16."""
+    return HEAD + id_.bytes
+
+
+def parse_head_key(key: bytes) -> MemoryId:
+    """The id of a head key."""
+    _expect(key, HEAD, 16)
+    return MemoryId(key[2:])
+
+
+# --- mv/ id16 /v/ u64 -------------------------------------------------------------------------
+
+
+def version_prefix(id_: MemoryId) -> bytes:
+    """``mv/`` id16 ``/v/``: every version of one memory."""
+    return VERSION + id_.bytes + _V
+
+
+def version_key(id_: MemoryId, n: int) -> bytes:
+    """``mv/`` id16 ``/v/`` u64(n)."""
+    return VERSION + id_.bytes + _V + _u64(n)
+
+
+def parse_version_key(key: bytes) -> tuple[MemoryId, int]:
+    """The id and version number of a version key."""
+    _expect(key, VERSION, 16 + 3 + 8)
+    if key[19:22] != _V:
+        raise CodecError(f"malformed version key {key.hex()}")
+    return MemoryId(key[3:19]), int.from_bytes(key[22:], "big")
+
+
+# --- indexes ----------------------------------------------------------------------------------
+
+
+def type_key(type_: MemoryType, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/type/`` t1 u64(created_us) id16."""
+    return IDX_TYPE + bytes((type_,)) + _u64(created_us) + id_.bytes
+
+
+class TypeEntry(NamedTuple):
+    """A parsed ``idx/type`` key."""
+
+    type: MemoryType
+    created_us: int
+    id: MemoryId
+
+
+def parse_type_key(key: bytes) -> TypeEntry:
+    """Parse an ``idx/type`` key."""
+    _expect(key, IDX_TYPE, 1 + 8 + 16)
+    p = len(IDX_TYPE)
+    return TypeEntry(
+        MemoryType(key[p]), int.from_bytes(key[p + 1 : p + 9], "big"), MemoryId(key[p + 9 :])
+    )
+
+
+def tag_key(tag: str, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/tag/`` sha256(tag)[:8] u64(created_us) id16."""
+    return IDX_TAG + tag_hash(tag) + _u64(created_us) + id_.bytes
+
+
+def parse_tag_key(key: bytes) -> tuple[bytes, int, MemoryId]:
+    """The tag hash, created time and id of an ``idx/tag`` key."""
+    _expect(key, IDX_TAG, 8 + 8 + 16)
+    p = len(IDX_TAG)
+    return key[p : p + 8], int.from_bytes(key[p + 8 : p + 16], "big"), MemoryId(key[p + 16 :])
+
+
+def frame_key(verb: Verb, kind: ObjKind, obj_ref: str, id_: MemoryId) -> bytes:
+    """``idx/frame/`` verb1 kind1 sha256(obj_ref)[:16] id16."""
+    return IDX_FRAME + bytes((verb, kind)) + obj_hash(obj_ref) + id_.bytes
+
+
+def parse_frame_key(key: bytes) -> tuple[Verb, ObjKind, bytes, MemoryId]:
+    """The verb, object kind, object hash and id of an ``idx/frame`` key."""
+    _expect(key, IDX_FRAME, 2 + 16 + 16)
+    p = len(IDX_FRAME)
+    return Verb(key[p]), ObjKind(key[p + 1]), key[p + 2 : p + 18], MemoryId(key[p + 18 :])
+
+
+def actor_obj_key(verb: Verb, obj_ref: str, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/actor_obj/`` verb1 sha256(obj_ref)[:16] u64(created_us) id16 (Events only)."""
+    return IDX_ACTOR_OBJ + bytes((verb,)) + obj_hash(obj_ref) + _u64(created_us) + id_.bytes
+
+
+def parse_actor_obj_key(key: bytes) -> tuple[Verb, bytes, int, MemoryId]:
+    """The verb, object hash, created time and id of an ``idx/actor_obj`` key."""
+    _expect(key, IDX_ACTOR_OBJ, 1 + 16 + 8 + 16)
+    p = len(IDX_ACTOR_OBJ)
+    return (
+        Verb(key[p]),
+        key[p + 1 : p + 17],
+        int.from_bytes(key[p + 17 : p + 25], "big"),
+        MemoryId(key[p + 25 :]),
+    )
+
+
+# --- edges ------------------------------------------------------------------------------------
+
+
+def edge_from_key(src: MemoryId, type_: EdgeType, dst: MemoryId) -> bytes:
+    """``e/from/`` src16 edge1 dst16."""
+    return EDGE_FROM + src.bytes + bytes((type_,)) + dst.bytes
+
+
+def edge_to_key(dst: MemoryId, type_: EdgeType, src: MemoryId) -> bytes:
+    """``e/to/`` dst16 edge1 src16."""
+    return EDGE_TO + dst.bytes + bytes((type_,)) + src.bytes
+
+
+def parse_edge_key(key: bytes) -> tuple[MemoryId, EdgeType, MemoryId]:
+    """``(src, type, dst)`` of either edge key."""
+    if key.startswith(EDGE_FROM):
+        _expect(key, EDGE_FROM, 33)
+        p = len(EDGE_FROM)
+        return MemoryId(key[p : p + 16]), EdgeType(key[p + 16]), MemoryId(key[p + 17 :])
+    _expect(key, EDGE_TO, 33)
+    p = len(EDGE_TO)
+    return MemoryId(key[p + 17 :]), EdgeType(key[p + 16]), MemoryId(key[p : p + 16])
+
+
+# --- journal, vectors, meta -------------------------------------------------------------------
+
+
+def journal_key(seq: int) -> bytes:
+    """``j/`` u64(seq)."""
+    return JOURNAL + _u64(seq)
+
+
+def parse_journal_key(key: bytes) -> int:
+    """The sequence number of a journal key."""
+    _expect(key, JOURNAL, 8)
+    return int.from_bytes(key[2:], "big")
+
+
+def vec_key(id_: MemoryId) -> bytes:
+    """``vec/`` id16."""
+    return VEC + id_.bytes
+
+
+def meta_key(name: str) -> bytes:
+    """``meta/`` name (ASCII, a fixed vocabulary: ``format``, ``owner``, ...)."""
+    if not name.isascii() or not name or "/" in name:
+        raise ValueError(f"bad meta key name {name!r}")
+    return META + name.encode("ascii")
+
+
+def _expect(key: bytes, prefix: bytes, rest: int) -> None:
+    if not key.startswith(prefix) or len(key) != len(prefix) + rest:
+        raise CodecError(f"malformed key {key!r}: expected {prefix!r} and {rest} more bytes")

@@ -1,0 +1,292 @@
+"""The ordered key-value layer under the store, and its LMDB implementation.
+
+The store speaks only this interface (get, put, delete, ordered scans, atomic write
+transactions, read snapshots), so another engine with bytewise-ordered keys can replace LMDB
+without touching the layers above.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import lmdb
+
+from cortex.errors import CortexError, IntegrityError, StoreFullError
+from cortex.keys import prefix_end
+
+__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn"]
+
+T = TypeVar("T")
+
+_MIN_MAP: int = 64 << 20
+_MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
+
+
+class ReadTxn(Protocol):
+    """A consistent snapshot of the store."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value under ``key`` or ``None``."""
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs whose key starts with ``prefix``, in key order (or reverse).
+
+        ``start`` (a full key, inclusive) skips ahead: forward scans begin at the first key
+        >= start, reverse scans at the last key <= start.
+        """
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        """Keys starting with ``prefix``, like ``scan`` without reading values."""
+
+
+class WriteTxn(ReadTxn, Protocol):
+    """A write transaction: all of it commits, or none of it."""
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        """Store ``value``; with ``overwrite=False`` keep an existing value and return False."""
+
+    def delete(self, key: bytes) -> bool:
+        """Remove ``key``; False when it was absent."""
+
+
+class KV(Protocol):
+    """An ordered key-value engine."""
+
+    def read(self) -> Any:
+        """A context manager giving a ``ReadTxn`` snapshot."""
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+
+    def close(self) -> None:
+        """Release the engine."""
+
+
+class _LmdbTxn:
+    """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
+
+    __slots__ = ("_txn",)
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self._txn = txn
+
+    def get(self, key: bytes) -> bytes | None:
+        v = self._txn.get(key)
+        return None if v is None else bytes(v)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            step = cur.prev if reverse else cur.next
+            while True:
+                k = bytes(cur.key())
+                if not k.startswith(prefix):
+                    return
+                yield k, bytes(cur.value())
+                if not step():
+                    return
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            step = cur.prev if reverse else cur.next
+            while True:
+                k = bytes(cur.key())
+                if not k.startswith(prefix):
+                    return
+                yield k
+                if not step():
+                    return
+
+    @staticmethod
+    def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:
+        if not reverse:
+            return bool(cur.set_range(start if start is not None and start > prefix else prefix))
+        # reverse: land on the last key <= bound
+        bound = start if start is not None else None
+        if bound is None:
+            end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+            if end is None or not cur.set_range(end):
+                return bool(cur.last())
+            return bool(cur.prev())
+        if cur.set_range(bound):
+            if cur.key() == bound:
+                return True
+            return bool(cur.prev())
+        return bool(cur.last())
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        return bool(self._txn.put(key, value, overwrite=overwrite))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self._txn.delete(key))
+
+
+class LmdbKV:
+    """LMDB as the ordered KV engine.
+
+    Durable by default: every commit is fsynced (data and meta pages). ``metasync=False`` skips
+    the flush of the meta page: a commit is then at risk until the next durable commit, and an
+    operating-system crash (not a process crash) may roll back the last transaction(s), but the
+    store is never corrupted. The map grows by doubling when full, without failing the write.
+    Several threads and processes may use one store; an environment inherited across ``fork()``
+    must not be used: the child reopens the store.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = _MIN_MAP,
+        create: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        if not readonly and create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        elif not (self.path / "data.mdb").exists():
+            raise CortexError(f"no store at {self.path} (data.mdb missing)")
+        self._pid = os.getpid()
+        self._grow_lock = threading.Lock()
+        try:
+            self._env = lmdb.open(
+                str(self.path),
+                map_size=max(map_size, _MIN_MAP),
+                subdir=True,
+                readonly=readonly,
+                metasync=metasync,
+                sync=True,
+                lock=True,
+                max_dbs=0,
+                max_readers=256,
+                create=create and not readonly,
+                max_spare_txns=4,
+            )
+            if not readonly:
+                self._env.reader_check()  # clear reader slots of processes that died
+        except lmdb.Error as exc:
+            raise CortexError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            raise CortexError(
+                "this store was opened before fork(); an LMDB environment must not cross a fork: "
+                "open the store again in the child process"
+            )
+
+    @contextmanager
+    def read(self) -> Iterator[_LmdbTxn]:
+        """A read snapshot (keep it short: it pins pages until it ends)."""
+        self._check_fork()
+        txn = self._begin(write=False)
+        try:
+            yield _LmdbTxn(txn)
+        finally:
+            txn.abort()
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""
+        self._check_fork()
+        if self.readonly:
+            raise CortexError("the store is open read-only")
+        while True:
+            txn = self._begin(write=True)
+            try:
+                result = fn(_LmdbTxn(txn))
+                txn.commit()
+                return result
+            except lmdb.MapFullError:
+                txn.abort()
+                self._grow()
+            except lmdb.Error as exc:
+                txn.abort()
+                raise _wrap(exc) from exc
+            except BaseException:
+                txn.abort()
+                raise
+
+    def _begin(self, *, write: bool) -> lmdb.Transaction:
+        for _ in range(3):
+            try:
+                return self._env.begin(write=write)
+            except lmdb.MapResizedError:
+                # another process grew the map: adopt its size and try again
+                self._env.set_mapsize(0)
+            except lmdb.Error as exc:
+                raise _wrap(exc) from exc
+        raise CortexError("the store's map keeps changing size under us; retry")
+
+    def _grow(self) -> None:
+        with self._grow_lock:
+            size = self._env.info()["map_size"]
+            if size >= _MAX_MAP:
+                raise StoreFullError(f"the store reached its size limit of {_MAX_MAP} bytes")
+            try:
+                self._env.set_mapsize(min(size * 2, _MAX_MAP))
+            except lmdb.Error as exc:
+                raise StoreFullError(f"cannot grow the store beyond {size} bytes: {exc}") from exc
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def info(self) -> dict[str, int]:
+        """Map size, pages in use and reader counts."""
+        info = self._env.info()
+        stat = self._env.stat()
+        return {
+            "map_size": int(info["map_size"]),
+            "last_txnid": int(info["last_txnid"]),
+            "readers": int(info["num_readers"]),
+            "entries": int(stat["entries"]),
+            "used_bytes": int(stat["psize"])
+            * (
+                int(stat["branch_pages"])
+                + int(stat["leaf_pages"])
+                + int(stat["overflow_pages"])
+                + 2  # the two meta pages
+            ),
+        }
+
+    def copy(self, dest: str | os.PathLike[str]) -> None:
+        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
+        self._check_fork()
+        Path(dest).mkdir(parents=True, exist_ok=False)
+        try:
+            self._env.copy(str(dest), compact=True)
+        except lmdb.Error as exc:
+            raise _wrap(exc) from exc
+
+    def sync(self) -> None:
+        """Flush to disk (needed only after commits made with ``metasync=False``)."""
+        self._env.sync(True)
+
+    def close(self) -> None:
+        """Close the environment (only in the process that opened it)."""
+        if os.getpid() == self._pid:
+            self._env.close()
+
+
+def _wrap(exc: lmdb.Error) -> CortexError:
+    if isinstance(exc, lmdb.MapFullError | lmdb.DiskError):
+        return StoreFullError(f"the store cannot grow: {exc}")
+    if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.InvalidError):
+        return IntegrityError(f"LMDB reports damage: {exc}; restore from a backup")
+    return CortexError(f"storage engine error: {exc}")

@@ -1,0 +1,1440 @@
+"""The store engine: immutable versions, mutable heads, indexes, edges and the journal on LMDB.
+
+Every mutation is one write transaction that writes its records, their index entries and one
+hash-chained journal entry. Every stored value is sealed with a CRC-32 so that a damaged record
+raises ``IntegrityError`` on read instead of returning wrong data; version data is also checked
+against its content hash. See ``specs/storage.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Final, Literal, Self
+
+import cbor2
+import msgspec
+
+from cortex._version import __version__
+from cortex.codec import (
+    FRAMES,
+    HEAD,
+    TOMBSTONE,
+    VERSION,
+    StructCodec,
+    _Bytes,
+    _Enum,
+    _Id,
+    _Int,
+    _Invalid,
+    _List,
+    _Text,
+    _time,
+    _Unit,
+    data_codec,
+    decode_data,
+    decode_data_trusted,
+    encode_tags,
+    to_micros,
+)
+from cortex.enums import CodedEnum, EdgeType, MemoryType, SourceKind, Visibility
+from cortex.errors import (
+    CodecError,
+    ConflictError,
+    CortexError,
+    FormatError,
+    IntegrityError,
+    MigrationRequiredError,
+    NotFoundError,
+    TombstonedError,
+    ValidationError,
+)
+from cortex.forms import check_override, render
+from cortex.hashing import content_hash
+from cortex.ids import MemoryId, Uri, new_id
+from cortex.keys import (
+    EDGE_FROM,
+    EDGE_TO,
+    IDX_ACTOR_OBJ,
+    IDX_FRAME,
+    IDX_TAG,
+    IDX_TYPE,
+    JOURNAL,
+    META,
+    VEC,
+    actor_obj_key,
+    edge_from_key,
+    edge_to_key,
+    frame_key,
+    head_key,
+    journal_key,
+    meta_key,
+    parse_edge_key,
+    parse_head_key,
+    parse_journal_key,
+    parse_version_key,
+    tag_key,
+    type_key,
+    vec_key,
+    version_key,
+    version_prefix,
+)
+from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Edge",
+    "JournalEntry",
+    "JournalKind",
+    "Memory",
+    "NewMemory",
+    "Problem",
+    "Store",
+    "VerifyReport",
+]
+
+FORMAT_VERSION: Final = 1
+"""The on-disk format this code reads and writes (separate from the package version)."""
+FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
+"""Format features this code understands; a store naming any other feature is refused."""
+
+_ZERO_HASH: Final = bytes(32)
+_HEAD_KEY_PREFIX: Final = b"m/"
+_VERSION_KEY_PREFIX: Final = b"mv/"
+
+
+# ---------------------------------------------------------------------------------------------
+# Store-level records
+
+
+class JournalKind(CodedEnum):
+    """What a journal entry records."""
+
+    INIT = 0x01
+    WRITE = 0x02
+    UPDATE = 0x03
+    UPDATE_HEAD = 0x04
+    TOMBSTONE = 0x05
+    PURGE = 0x06
+    ADD_EDGE = 0x07
+    REMOVE_EDGE = 0x08
+    EMBED = 0x09
+    MIGRATION = 0x0A
+
+
+class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One mutation, chained to the previous entry by ``prev = sha256(previous entry bytes)``.
+
+    Entries name what changed (ids, versions, content hashes, field names), never content, so a
+    purge erases everything but the proof.
+    """
+
+    seq: int
+    kind: JournalKind
+    at: datetime
+    by: str
+    prev: bytes
+    id: MemoryId | None = None
+    type: MemoryType | None = None
+    version: int | None = None
+    hash: bytes | None = None
+    fields: tuple[str, ...] = ()
+    reason: str | None = None
+    edge: EdgeType | None = None
+    dst: MemoryId | None = None
+
+
+class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The value under both keys of an edge."""
+
+    created_at: datetime
+    created_by: str
+    weight: float | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+
+
+class FormatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``meta/format``: what wrote the store and how to read it."""
+
+    format_version: int
+    features: tuple[str, ...]
+    created_by: str
+    created_at: datetime
+    owner: str
+
+
+_short = _Text(256)
+JOURNAL_CODEC: Final = StructCodec(
+    JournalEntry,
+    [
+        ("seq", _Int(1)),
+        ("kind", _Enum(JournalKind)),
+        ("at", _time),
+        ("by", _short),
+        ("prev", _Bytes(32, exact=32)),
+        ("id", _Id()),
+        ("type", _Enum(MemoryType)),
+        ("version", _Int(1)),
+        ("hash", _Bytes(32, exact=32)),
+        ("fields", _List(_short, max_items=16)),
+        ("reason", _Text()),
+        ("edge", _Enum(EdgeType)),
+        ("dst", _Id()),
+    ],
+    schema_version=1,
+)
+EDGE_CODEC: Final = StructCodec(
+    EdgeRecord,
+    [
+        ("created_at", _time),
+        ("created_by", _short),
+        ("weight", _Unit()),
+        ("removed_at", _time),
+        ("removed_by", _short),
+    ],
+    schema_version=1,
+)
+FORMAT_CODEC: Final = StructCodec(
+    FormatRecord,
+    [
+        ("format_version", _Int(1)),
+        ("features", _List(_short)),
+        ("created_by", _short),
+        ("created_at", _time),
+        ("owner", _short),
+    ],
+    schema_version=1,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# API value types
+
+
+class Memory(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of a memory as read: its URI, the current head, the version and its data.
+
+    ``data`` is ``None`` once the memory has been purged.
+    """
+
+    uri: Uri
+    head: Head
+    version: Version
+    data: Data | None
+
+    @property
+    def id(self) -> MemoryId:
+        """The memory's id."""
+        return self.head.id
+
+    @property
+    def tombstoned(self) -> bool:
+        """Whether the memory has been retired."""
+        return self.head.tombstone is not None
+
+
+class Edge(msgspec.Struct, frozen=True, kw_only=True):
+    """A typed link between two memories."""
+
+    src: MemoryId
+    type: EdgeType
+    dst: MemoryId
+    created_at: datetime
+    created_by: str
+    weight: float | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+
+    @property
+    def removed(self) -> bool:
+        """Whether the edge has been (softly) removed."""
+        return self.removed_at is not None
+
+
+class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory for ``write_many``: the data and the same options ``write`` takes."""
+
+    data: Data
+    tags: Sequence[str] = ()
+    frames: Sequence[FrameRef] = ()
+    importance: int = 5
+    visibility: Visibility | str = Visibility.PRIVATE
+    created_by: str | None = None
+    confidence: float = 1.0
+    provenance: Provenance | None = None
+    forms: Forms | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    expires_at: datetime | None = None
+    id: MemoryId | None = None
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One thing ``verify`` found wrong: the record (key or name) and what is wrong with it."""
+
+    record: str
+    what: str
+
+
+class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``verify``: ``ok`` is true when ``problems`` is empty."""
+
+    problems: tuple[Problem, ...]
+    memories: int
+    versions: int
+    index_entries: int
+    edges: int
+    journal_entries: int
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Sealing: every value is payload || crc32(payload), big-endian
+
+
+def _seal(payload: bytes) -> bytes:
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def _unseal(key: bytes, value: bytes) -> bytes:
+    payload = value[:-4]
+    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
+        raise IntegrityError(f"record {_show_key(key)} fails its checksum: the store is damaged")
+    return payload
+
+
+def _show_key(key: bytes) -> str:
+    try:
+        if key.startswith(_HEAD_KEY_PREFIX):
+            return f"m/{parse_head_key(key)}"
+        if key.startswith(_VERSION_KEY_PREFIX):
+            i, n = parse_version_key(key)
+            return f"mv/{i}/v/{n}"
+        if key.startswith(JOURNAL):
+            return f"j/{parse_journal_key(key)}"
+        if key.startswith(META):
+            return key.decode("ascii")
+    except (CodecError, ValueError, UnicodeDecodeError):
+        pass
+    return key.hex()
+
+
+def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+    """Decode a sealed record whose checksum proves it is what we wrote."""
+    payload = _unseal(key, value)
+    try:
+        return codec.dec(cbor2.loads(payload))
+    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None
+
+
+def _now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _coerce(cls: type[CodedEnum], value: object, field: str) -> Any:
+    m = cls.coerce(value)
+    if m is None:
+        raise ValidationError(field, "enum", f"must be one of {cls.labels()}, got {value!r}")
+    return m
+
+
+def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
+    frames = tuple(frames)
+    try:
+        FRAMES.enc(frames)
+    except _Invalid as exc:
+        raise ValidationError("frames" + exc.where, exc.rule, exc.message) from None
+    out = []
+    for f in frames:
+        payload = FRAMES.item.enc(f)
+        out.append(FRAMES.item.dec(cbor2.loads(payload)))
+    return tuple(out)
+
+
+def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
+    if isinstance(ref, MemoryId):
+        return ref
+    if isinstance(ref, Uri):
+        return ref.id
+    if isinstance(ref, str):
+        if ref.startswith("cortex://"):
+            return Uri.parse(ref).id
+        return MemoryId.parse(ref)
+    raise ValidationError(field, "type", f"must be a URI, a MemoryId or id text, got {ref!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prepared writes (all validation happens here, before any transaction)
+
+
+class _Prepared:
+    """A validated new memory and its sealed records."""
+
+    __slots__ = ("head", "head_bytes", "type", "version", "version_bytes")
+
+    def __init__(self, head: Head, version: Version) -> None:
+        self.head = head
+        self.version = version
+        self.type = head.type
+        self.head_bytes = _seal(HEAD.encode(head, "head"))
+        self.version_bytes = _seal(VERSION.encode(version, "version"))
+
+
+def _index_keys(head: Head) -> list[bytes]:
+    """Every index key a head implies (DESIGN §5)."""
+    created = to_micros(head.created_at)
+    keys = [type_key(head.type, created, head.id)]
+    keys.extend(tag_key(t, created, head.id) for t in head.tags)
+    for f in head.frames:
+        keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, head.id))
+        if head.type is MemoryType.EVENT:
+            keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
+    return keys
+
+
+class _Journal:
+    """Appends chained entries within one write transaction."""
+
+    def __init__(self, txn: WriteTxn, at: datetime, by: str) -> None:
+        self.txn = txn
+        self.at = at
+        self.by = by
+        last = next(txn.scan(JOURNAL, reverse=True), None)
+        if last is None:
+            self.seq, self.prev = 0, _ZERO_HASH
+        else:
+            self.seq = parse_journal_key(last[0])
+            self.prev = hashlib.sha256(_unseal(last[0], last[1])).digest()
+
+    def append(self, kind: JournalKind, **fields: Any) -> JournalEntry:
+        self.seq += 1
+        entry = JournalEntry(
+            seq=self.seq, kind=kind, at=self.at, by=self.by, prev=self.prev, **fields
+        )
+        payload = JOURNAL_CODEC.encode(entry, "journal")
+        self.txn.put(journal_key(self.seq), _seal(payload))
+        self.prev = hashlib.sha256(payload).digest()
+        return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+class Store:
+    """One actor's memory store: a directory holding one LMDB environment.
+
+    Open it with ``Cortex.open(path, actor=...)``; use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        kv: LmdbKV,
+        actor: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._kv = kv
+        self.actor = actor
+        self._clock = clock or _now_utc
+        self.format = self._check_format()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        actor: str,
+        create: bool = True,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = 64 << 20,
+        clock: Callable[[], datetime] | None = None,
+    ) -> Self:
+        """Open (and with ``create``, initialise) the store at ``path``.
+
+        Args:
+            path: the store directory.
+            actor: who is writing; the actor that creates a store owns it.
+            create: create the directory and initialise the store if it is new.
+            readonly: open for reading only.
+            metasync: ``False`` trades the durability of the last commits on an OS crash for
+                write speed (the store stays consistent); see ``LmdbKV``.
+            map_size: initial map size in bytes; it grows by doubling when full.
+            clock: a function returning the current aware time (tests pass a fixed clock).
+
+        Raises:
+            FormatError: the store's format is newer than this code or unknown.
+            MigrationRequiredError: the store is older; run ``cortex migrate``.
+            ValidationError: ``actor`` is empty or too long.
+        """
+        try:
+            _short.enc(actor)
+        except _Invalid as exc:
+            raise ValidationError("actor", exc.rule, exc.message) from None
+        kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        try:
+            return cls(kv, actor, clock=clock)
+        except BaseException:
+            kv.close()
+            raise
+
+    def close(self) -> None:
+        """Close the store; reads and writes after this fail."""
+        self._kv.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The store directory."""
+        return str(self._kv.path)
+
+    @property
+    def owner(self) -> str:
+        """The actor that owns the store."""
+        return self.format.owner
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise CortexError("the store's clock must return aware datetimes")
+        return now
+
+    # -- format ------------------------------------------------------------------------------
+
+    def _check_format(self) -> FormatRecord:
+        key = meta_key("format")
+        with self._kv.read() as txn:
+            raw = txn.get(key)
+            empty = raw is None and next(txn.keys(b""), None) is None
+        if raw is None:
+            if not empty:
+                raise FormatError(f"{self.path} holds data but no meta/format: not a cortex store")
+            if self._kv.readonly:
+                raise FormatError(f"{self.path} is empty; open it writable once to initialise it")
+            return self._kv.write(self._init_format)
+        try:
+            payload = _unseal(key, raw)
+            obj = cbor2.loads(payload)
+        except (IntegrityError, cbor2.CBORDecodeError, ValueError) as exc:
+            raise FormatError(f"{self.path}: meta/format is unreadable ({exc})") from None
+        version = obj.get(1) if isinstance(obj, dict) else None
+        if not isinstance(version, int):
+            raise FormatError(f"{self.path}: meta/format has no format version")
+        if version > FORMAT_VERSION:
+            raise FormatError(
+                f"{self.path} has format {version}, newer than this cortex ({FORMAT_VERSION}); "
+                "upgrade cortex to open it"
+            )
+        if version < FORMAT_VERSION:
+            raise MigrationRequiredError(
+                f"{self.path} has format {version}; this cortex needs {FORMAT_VERSION}: "
+                f"run `cortex --store {self.path} migrate`"
+            )
+        try:
+            record: FormatRecord = FORMAT_CODEC.dec(obj)
+        except _Invalid as exc:
+            raise FormatError(f"{self.path}: meta/format is invalid ({exc.message})") from None
+        unknown = set(record.features) - FEATURES
+        if unknown:
+            raise FormatError(
+                f"{self.path} uses features this cortex does not know: {sorted(unknown)}"
+            )
+        return record
+
+    def _init_format(self, txn: WriteTxn) -> FormatRecord:
+        if txn.get(meta_key("format")) is not None:  # another process won the race
+            raw = txn.get(meta_key("format"))
+            assert raw is not None
+            rec: FormatRecord = _trusted(FORMAT_CODEC, meta_key("format"), raw)
+            return rec
+        now = self._now()
+        record = FormatRecord(
+            format_version=FORMAT_VERSION,
+            features=tuple(sorted(FEATURES)),
+            created_by=f"cortex {__version__}",
+            created_at=now,
+            owner=self.actor,
+        )
+        txn.put(meta_key("format"), _seal(FORMAT_CODEC.encode(record, "meta/format")))
+        _Journal(txn, now, self.actor).append(JournalKind.INIT, reason=f"format {FORMAT_VERSION}")
+        return record
+
+    # -- preparing records -------------------------------------------------------------------
+
+    def _prepare(
+        self,
+        data: Data,
+        *,
+        id: MemoryId | None,
+        version: int,
+        created_at: datetime | None,
+        now: datetime,
+        tags: Sequence[str],
+        frames: Sequence[FrameRef],
+        importance: int,
+        visibility: Visibility | str,
+        created_by: str | None,
+        confidence: float,
+        provenance: Provenance | None,
+        forms: Forms | None,
+        valid_from: datetime | None,
+        valid_until: datetime | None,
+        expires_at: datetime | None,
+    ) -> _Prepared:
+        codec = data_codec(data)
+        data_bytes = codec.encode(data, "data")
+        mtype = codec.cls.TYPE
+        if forms is not None:
+            the_forms, override = check_override(forms), True
+        else:
+            the_forms, override = render(data), False
+        if id is not None and not isinstance(id, MemoryId):
+            raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
+        mid = id if id is not None else new_id()
+        ver = Version(
+            id=mid,
+            version=version,
+            type=mtype,
+            data=data_bytes,
+            hash=content_hash(mtype, data_bytes),
+            created_at=now,
+            created_by=created_by if created_by is not None else self.actor,
+            expires_at=expires_at,
+            confidence=confidence,
+            provenance=provenance
+            if provenance is not None
+            else Provenance(source=SourceKind.USER_INPUT),
+            forms=the_forms,
+            forms_override=override,
+            valid_from=valid_from,
+            valid_until=valid_until,
+        )
+        head = Head(
+            id=mid,
+            type=mtype,
+            current_version=version,
+            actor_scope=self.actor,
+            visibility=_coerce(Visibility, visibility, "visibility"),
+            importance=importance,
+            tags=encode_tags(tags),
+            frames=_normalize_frames(frames),
+            created_at=created_at or now,
+            last_updated_at=now,
+            forms=the_forms,
+        )
+        prepared = _Prepared(head, ver)  # encodes both records: every field rule is checked
+        if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
+            raise ValidationError("valid_until", "order", "is before valid_from")
+        if expires_at is not None and to_micros(expires_at) < to_micros(now):
+            raise ValidationError("expires_at", "order", "is in the past")
+        return prepared
+
+    def _put_new(self, txn: WriteTxn, p: _Prepared) -> None:
+        if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
+            raise ConflictError(f"a memory with id {p.head.id} already exists")
+        txn.put(version_key(p.head.id, 1), p.version_bytes)
+        for k in _index_keys(p.head):
+            txn.put(k, b"")
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        data: Data,
+        *,
+        tags: Sequence[str] = (),
+        frames: Sequence[FrameRef] = (),
+        importance: int = 5,
+        visibility: Visibility | str = Visibility.PRIVATE,
+        created_by: str | None = None,
+        confidence: float = 1.0,
+        provenance: Provenance | None = None,
+        forms: Forms | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expires_at: datetime | None = None,
+        id: MemoryId | None = None,
+    ) -> Uri:
+        """Write a new memory and return the URI of its version 1.
+
+        Args:
+            data: one of the nine typed data structs.
+            tags: up to 16 tags of up to 64 bytes (order kept, duplicates rejected).
+            frames: up to 16 ``FrameRef`` s.
+            importance: declared importance, 0..10.
+            visibility: private (default), scoped or actor_public.
+            created_by: who made this version (default: the store's actor).
+            confidence: 0..1.
+            provenance: where the content came from (default: user input).
+            forms: caller-rendered forms; stored verbatim, rejected if over budget.
+            valid_from: when the content starts being true.
+            valid_until: when it stops being true.
+            expires_at: when the version should no longer be used.
+            id: a caller-chosen id (default: a fresh ULID).
+
+        Raises:
+            ValidationError: any field breaks a rule; nothing is written.
+            ConflictError: ``id`` is taken.
+        """
+        now = self._now()
+        p = self._prepare(
+            data,
+            id=id,
+            version=1,
+            created_at=None,
+            now=now,
+            tags=tags,
+            frames=frames,
+            importance=importance,
+            visibility=visibility,
+            created_by=created_by,
+            confidence=confidence,
+            provenance=provenance,
+            forms=forms,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            expires_at=expires_at,
+        )
+
+        def txn_fn(txn: WriteTxn) -> None:
+            self._put_new(txn, p)
+            _Journal(txn, now, self.actor).append(
+                JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
+            )
+
+        self._kv.write(txn_fn)
+        return Uri(p.type, p.head.id, 1)
+
+    def write_many(self, items: Iterable[NewMemory | Data]) -> list[Uri]:
+        """Write many new memories in one transaction: all of them, or (on any error) none.
+
+        Raises:
+            ValidationError: naming the item (``items[i].data.…``); nothing is written.
+            ConflictError: an id is taken or repeated.
+        """
+        now = self._now()
+        prepared = []
+        for i, item in enumerate(items):
+            spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
+            try:
+                p = self._prepare(
+                    spec.data,
+                    id=spec.id,
+                    version=1,
+                    created_at=None,
+                    now=now,
+                    tags=spec.tags,
+                    frames=spec.frames,
+                    importance=spec.importance,
+                    visibility=spec.visibility,
+                    created_by=spec.created_by,
+                    confidence=spec.confidence,
+                    provenance=spec.provenance,
+                    forms=spec.forms,
+                    valid_from=spec.valid_from,
+                    valid_until=spec.valid_until,
+                    expires_at=spec.expires_at,
+                )
+                prepared.append(p)
+            except ValidationError as exc:
+                raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
+
+        def txn_fn(txn: WriteTxn) -> None:
+            journal = _Journal(txn, now, self.actor)
+            for p in prepared:
+                self._put_new(txn, p)
+                journal.append(
+                    JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
+                )
+
+        if prepared:
+            self._kv.write(txn_fn)
+        return [Uri(p.type, p.head.id, 1) for p in prepared]
+
+    def update(
+        self,
+        ref: Uri | MemoryId | str,
+        data: Data,
+        *,
+        expected_version: int | None = None,
+        created_by: str | None = None,
+        confidence: float = 1.0,
+        provenance: Provenance | None = None,
+        forms: Forms | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expires_at: datetime | None = None,
+    ) -> Uri:
+        """Write a new version of a memory; the head moves to it. Old versions stay readable.
+
+        Args:
+            ref: the memory (a URI of any of its versions, its id, or id text).
+            data: the new content, of the memory's type.
+            expected_version: if given, the update happens only while this is the current
+                version (compare-and-swap); otherwise ``ConflictError``.
+            created_by: who made this version (default: the store's actor).
+            confidence: 0..1.
+            provenance: where the content came from (default: user input).
+            forms: caller-rendered forms for this version.
+            valid_from: when the content starts being true.
+            valid_until: when it stops being true.
+            expires_at: when the version should no longer be used.
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: the data or options break a rule, or the type differs.
+            TombstonedError: the memory is tombstoned.
+            ConflictError: ``expected_version`` is stale.
+        """
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        p = self._prepare(
+            data,
+            id=mid,
+            version=1,  # renumbered inside the transaction
+            created_at=None,
+            now=now,
+            tags=(),
+            frames=(),
+            importance=5,
+            visibility=Visibility.PRIVATE,
+            created_by=created_by,
+            confidence=confidence,
+            provenance=provenance,
+            forms=forms,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            expires_at=expires_at,
+        )
+
+        def txn_fn(txn: WriteTxn) -> Uri:
+            head = self._head_for_change(txn, mid)
+            if head.type is not p.type:
+                raise ValidationError(
+                    "data",
+                    "type",
+                    f"memory {mid} is a {head.type.type_name}; an update must be a "
+                    f"{head.type.type_name} too, got {p.type.type_name}",
+                )
+            if expected_version is not None and expected_version != head.current_version:
+                raise ConflictError(
+                    f"memory {mid} is at version {head.current_version}, not {expected_version}: "
+                    "re-read it and retry"
+                )
+            n = head.current_version + 1
+            version = msgspec.structs.replace(p.version, version=n)
+            new_head = msgspec.structs.replace(
+                head, current_version=n, last_updated_at=now, forms=version.forms
+            )
+            if not txn.put(
+                version_key(mid, n), _seal(VERSION.encode(version, "version")), overwrite=False
+            ):
+                raise IntegrityError(f"version {n} of {mid} exists beyond the head")
+            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
+            )
+            return Uri(head.type, mid, n)
+
+        return self._kv.write(txn_fn)
+
+    def update_head(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        tags: Sequence[str] | None = None,
+        frames: Sequence[FrameRef] | None = None,
+        importance: int | None = None,
+        visibility: Visibility | str | None = None,
+        **other: object,
+    ) -> Head:
+        """Change a memory's tags, frames, importance or visibility; no new version.
+
+        Index entries are updated to match and the change is journalled (field names only).
+
+        Raises:
+            ValidationError: an empty patch, a field that is not patchable, or a bad value.
+            NotFoundError: no such memory.
+            TombstonedError: the memory is tombstoned.
+        """
+        if other:
+            name = sorted(other)[0]
+            raise ValidationError(
+                name,
+                "immutable",
+                "only tags, frames, importance and visibility change through update_head; "
+                "write a new version with update() for anything else",
+            )
+        patch: dict[str, Any] = {}
+        if tags is not None:
+            patch["tags"] = encode_tags(tags)
+        if frames is not None:
+            patch["frames"] = _normalize_frames(frames)
+        if importance is not None:
+            patch["importance"] = importance
+        if visibility is not None:
+            patch["visibility"] = _coerce(Visibility, visibility, "visibility")
+        if not patch:
+            raise ValidationError(
+                "patch", "empty", "nothing to change: pass tags, frames, importance or visibility"
+            )
+        mid = _as_id(ref, "uri")
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Head:
+            head = self._head_for_change(txn, mid)
+            new_head = msgspec.structs.replace(head, last_updated_at=now, **patch)
+            payload = HEAD.encode(new_head, "head")  # validates importance and the rest
+            self._move_index(txn, head, new_head)
+            txn.put(head_key(mid), _seal(payload))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.UPDATE_HEAD,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                fields=tuple(sorted(patch)),
+            )
+            return new_head
+
+        return self._kv.write(txn_fn)
+
+    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """Retire a memory: hidden from search, still resolvable for audit. Idempotent.
+
+        Returns:
+            The memory's tombstone (the existing one if it was already tombstoned).
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: ``reason`` is empty.
+        """
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
+        _check_tombstone(stone)
+
+        def txn_fn(txn: WriteTxn) -> Tombstone:
+            head = self._head(txn, mid)
+            if head.tombstone is not None:
+                return head.tombstone
+            new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
+            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.TOMBSTONE,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                reason=reason,
+            )
+            return stone
+
+        return self._kv.write(txn_fn)
+
+    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """Erase a memory's content: the data, forms, tags and frames of every version go.
+
+        The hashes, the tombstone and the journal stay, so the store can still prove the
+        memory existed and was erased; ``verify`` passes. Tombstones the memory if needed.
+        Idempotent.
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: ``reason`` is empty.
+        """
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        who = by if by is not None else self.actor
+        _check_tombstone(Tombstone(reason=reason, at=now, by=who))
+
+        def txn_fn(txn: WriteTxn) -> Tombstone:
+            head = self._head(txn, mid)
+            if head.tombstone is not None and head.tombstone.purged_at is not None:
+                return head.tombstone
+            stone = head.tombstone or Tombstone(reason=reason, at=now, by=who)
+            stone = msgspec.structs.replace(stone, purged_at=now)
+            new_head = msgspec.structs.replace(
+                head, tombstone=stone, tags=(), frames=(), forms=None, last_updated_at=now
+            )
+            for key, value in list(txn.scan(version_prefix(mid))):
+                v: Version = _trusted(VERSION, key, value)
+                erased = msgspec.structs.replace(v, data=None, forms=None)
+                txn.put(key, _seal(VERSION.encode(erased, "version")))
+            self._move_index(txn, head, new_head)
+            txn.delete(vec_key(mid))
+            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.PURGE,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                reason=reason,
+            )
+            return stone
+
+        return self._kv.write(txn_fn)
+
+    # -- edges -------------------------------------------------------------------------------
+
+    def add_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        *,
+        by: str | None = None,
+        weight: float | None = None,
+    ) -> Edge:
+        """Link two memories. Adding a live edge again changes nothing; a removed one revives.
+
+        Raises:
+            ValidationError: a self-edge, an unknown edge type or a bad weight.
+            NotFoundError: an endpoint does not exist.
+        """
+        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        et: EdgeType = _coerce(EdgeType, type, "type")
+        if s == d:
+            raise ValidationError("dst", "self_edge", f"an edge from {s} to itself is not allowed")
+        now = self._now()
+        record = EdgeRecord(
+            created_at=now, created_by=by if by is not None else self.actor, weight=weight
+        )
+        try:
+            payload = _seal(EDGE_CODEC.enc(record))
+        except _Invalid as exc:
+            raise ValidationError(exc.where.lstrip("."), exc.rule, exc.message) from None
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            for which, mid in (("src", s), ("dst", d)):
+                if txn.get(head_key(mid)) is None:
+                    raise NotFoundError(f"{which} memory {mid} does not exist")
+            fkey = edge_from_key(s, et, d)
+            old = txn.get(fkey)
+            if old is not None:
+                existing: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+                if existing.removed_at is None:
+                    return _edge(s, et, d, existing)
+            txn.put(fkey, payload)
+            txn.put(edge_to_key(d, et, s), payload)
+            _Journal(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
+            return _edge(s, et, d, record)
+
+        return self._kv.write(txn_fn)
+
+    def remove_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        *,
+        by: str | None = None,
+    ) -> Edge:
+        """Softly remove an edge: it stays, marked removed. Removing it again changes nothing.
+
+        Raises:
+            NotFoundError: there is no such edge.
+        """
+        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        et: EdgeType = _coerce(EdgeType, type, "type")
+        now = self._now()
+        who = by if by is not None else self.actor
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            fkey = edge_from_key(s, et, d)
+            old = txn.get(fkey)
+            if old is None:
+                raise NotFoundError(f"no {et.label} edge from {s} to {d}")
+            rec: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+            if rec.removed_at is not None:
+                return _edge(s, et, d, rec)
+            rec = msgspec.structs.replace(rec, removed_at=now, removed_by=who)
+            payload = _seal(EDGE_CODEC.encode(rec, "edge"))
+            txn.put(fkey, payload)
+            txn.put(edge_to_key(d, et, s), payload)
+            _Journal(txn, now, self.actor).append(JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d)
+            return _edge(s, et, d, rec)
+
+        return self._kv.write(txn_fn)
+
+    def edges(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        types: Iterable[EdgeType | str] | None = None,
+        include_removed: bool = False,
+    ) -> list[Edge]:
+        """Edges of a memory, outgoing (``out``), incoming (``in``) or both, in key order."""
+        mid = _as_id(ref)
+        if direction not in ("out", "in", "both"):
+            raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
+        wanted = None if types is None else {_coerce(EdgeType, t, "types") for t in types}
+        out = []
+        with self._kv.read() as txn:
+            prefixes = []
+            if direction in ("out", "both"):
+                prefixes.append(EDGE_FROM + mid.bytes)
+            if direction in ("in", "both"):
+                prefixes.append(EDGE_TO + mid.bytes)
+            for prefix in prefixes:
+                for key, value in txn.scan(prefix):
+                    s, et, d = parse_edge_key(key)
+                    if wanted is not None and et not in wanted:
+                        continue
+                    rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                    if rec.removed_at is not None and not include_removed:
+                        continue
+                    out.append(_edge(s, et, d, rec))
+        return out
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
+        key = head_key(mid)
+        raw = txn.get(key)
+        if raw is None:
+            raise NotFoundError(f"no memory {mid}")
+        head: Head = _trusted(HEAD, key, raw)
+        return head
+
+    def _head_for_change(self, txn: ReadTxn, mid: MemoryId) -> Head:
+        head = self._head(txn, mid)
+        if head.tombstone is not None:
+            raise TombstonedError(
+                f"memory {mid} was tombstoned ({head.tombstone.reason}); it can be resolved for "
+                "audit but not changed"
+            )
+        return head
+
+    def _version(self, txn: ReadTxn, mid: MemoryId, n: int) -> Version:
+        key = version_key(mid, n)
+        raw = txn.get(key)
+        if raw is None:
+            raise NotFoundError(f"no version {n} of memory {mid}")
+        return self._checked_version(key, raw)
+
+    @staticmethod
+    def _checked_version(key: bytes, raw: bytes) -> Version:
+        v: Version = _trusted(VERSION, key, raw)
+        if v.data is not None and content_hash(v.type, v.data) != v.hash:
+            raise IntegrityError(f"version {_show_key(key)}: data does not match its hash")
+        return v
+
+    @staticmethod
+    def _memory(head: Head, v: Version) -> Memory:
+        data = None
+        if v.data is not None:
+            try:
+                data = decode_data_trusted(v.type, v.data)
+            except CodecError as exc:
+                raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
+        return Memory(uri=Uri(v.type, v.id, v.version), head=head, version=v, data=data)
+
+    def resolve(self, uri: Uri | str) -> Memory:
+        """The exact version a URI names (tombstoned memories too, for audit).
+
+        Raises:
+            ValidationError: the URI is malformed (e.g. has no version or ``#latest``).
+            NotFoundError: no such memory or version, or the URI's type is wrong.
+        """
+        u = Uri.parse(uri)
+        with self._kv.read() as txn:
+            head = self._head(txn, u.id)
+            if head.type is not u.type:
+                raise NotFoundError(f"no {u.type.type_name} {u.id}")
+            if u.version > head.current_version:
+                raise NotFoundError(f"no version {u.version} of memory {u.id}")
+            v = self._version(txn, u.id, u.version)
+        return self._memory(head, v)
+
+    def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
+        """The current version of a memory.
+
+        Raises:
+            NotFoundError: no such memory.
+        """
+        mid = _as_id(ref)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            v = self._version(txn, mid, head.current_version)
+        return self._memory(head, v)
+
+    def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
+        """Every version of a memory, oldest first.
+
+        Raises:
+            NotFoundError: no such memory.
+        """
+        mid = _as_id(ref)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
+        return [self._memory(head, v) for v in versions]
+
+    def resolve_as_of(
+        self, ref: Uri | MemoryId | str, when: datetime, *, known_at: datetime | None = None
+    ) -> Memory:
+        """The version that was current at ``when``.
+
+        Only versions the store held at ``known_at`` (default: ``when``) count; of those, the
+        newest whose validity window ``[valid_from, valid_until)`` contains ``when`` wins. A
+        memory tombstoned at or before ``known_at`` has no current version.
+
+        Raises:
+            NotFoundError: the memory did not exist then, was tombstoned, or no version was
+                valid at ``when``.
+        """
+        mid = _as_id(ref)
+        t = to_micros(when)
+        k = to_micros(known_at) if known_at is not None else t
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            if head.tombstone is not None and to_micros(head.tombstone.at) <= k:
+                raise NotFoundError(f"memory {mid} was tombstoned at {head.tombstone.at}")
+            for key, raw in txn.scan(version_prefix(mid), reverse=True):
+                v = self._checked_version(key, raw)
+                if to_micros(v.created_at) > k:
+                    continue
+                if v.valid_from is not None and to_micros(v.valid_from) > t:
+                    continue
+                if v.valid_until is not None and to_micros(v.valid_until) <= t:
+                    continue
+                return self._memory(head, v)
+        raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
+
+    def journal(self, start: int = 1, *, reverse: bool = False) -> Iterator[JournalEntry]:
+        """Journal entries from sequence number ``start`` (or backwards from it)."""
+        with self._kv.read() as txn:
+            entries = [
+                _trusted(JOURNAL_CODEC, k, v)
+                for k, v in txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse)
+            ]
+        yield from entries
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:
+        before, after = set(_index_keys(old)), set(_index_keys(new))
+        for k in before - after:
+            txn.delete(k)
+        for k in after - before:
+            txn.put(k, b"")
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (memories by type and state, versions, edges, journal) and sizes."""
+        by_type = {t.type_name: 0 for t in MemoryType}
+        live = tombstoned = purged = versions = edges = journal = 0
+        with self._kv.read() as txn:
+            for key, value in txn.scan(_HEAD_KEY_PREFIX):
+                head: Head = _trusted(HEAD, key, value)
+                by_type[head.type.type_name] += 1
+                versions += head.current_version
+                if head.tombstone is None:
+                    live += 1
+                elif head.tombstone.purged_at is None:
+                    tombstoned += 1
+                else:
+                    purged += 1
+            edges = sum(1 for _ in txn.keys(EDGE_FROM))
+            last = next(txn.keys(JOURNAL, reverse=True), None)
+            journal = parse_journal_key(last) if last is not None else 0
+        info = self._kv.info()
+        return {
+            "format_version": self.format.format_version,
+            "owner": self.format.owner,
+            "memories": live + tombstoned + purged,
+            "live": live,
+            "tombstoned": tombstoned,
+            "purged": purged,
+            "by_type": by_type,
+            "versions": versions,
+            "edges": edges,
+            "journal_entries": journal,
+            "map_size": info["map_size"],
+            "used_bytes": info["used_bytes"],
+        }
+
+    def verify(self) -> VerifyReport:
+        """Check the whole store, reading it in one snapshot.
+
+        Re-hashes every version, checks that every head points at exactly its versions, that
+        every index entry matches a head and every head has its entries, that both halves of
+        every edge agree and their endpoints exist, that the journal chain is unbroken, and
+        that every record decodes strictly (canonical CBOR) and passes its checksum.
+
+        Returns:
+            The report; ``report.ok`` is true when nothing is wrong.
+        """
+        problems: list[Problem] = []
+        add = problems.append
+        heads: dict[MemoryId, Head] = {}
+        counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
+
+        def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+            try:
+                return codec.decode(_unseal(key, value), _show_key(key))
+            except (IntegrityError, CodecError) as exc:
+                add(Problem(_show_key(key), str(exc)))
+                return None
+
+        with self._kv.read() as txn:
+            fmt = txn.get(meta_key("format"))
+            if fmt is None:
+                add(Problem("meta/format", "missing"))
+            else:
+                strict(FORMAT_CODEC, meta_key("format"), fmt)
+            for key, value in txn.scan(_HEAD_KEY_PREFIX):
+                head = strict(HEAD, key, value)
+                if head is None:
+                    continue
+                if head_key(head.id) != key:
+                    add(Problem(_show_key(key), f"holds the head of {head.id}"))
+                    continue
+                heads[head.id] = head
+            seen_versions: dict[MemoryId, list[int]] = {}
+            for key, value in txn.scan(_VERSION_KEY_PREFIX):
+                counts["versions"] += 1
+                try:
+                    mid, n = parse_version_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed version key"))
+                    continue
+                seen_versions.setdefault(mid, []).append(n)
+                v = strict(VERSION, key, value)
+                if v is None:
+                    continue
+                name = _show_key(key)
+                if v.id != mid or v.version != n:
+                    add(Problem(name, f"holds version {v.id}#{v.version}"))
+                head = heads.get(mid)
+                if head is None:
+                    add(Problem(name, "has no head"))
+                    continue
+                if v.type is not head.type:
+                    add(Problem(name, f"type {v.type.type_name} differs from the head's"))
+                purged = head.tombstone is not None and head.tombstone.purged_at is not None
+                if v.data is None:
+                    if not purged:
+                        add(Problem(name, "has no data but the memory was not purged"))
+                    continue
+                if purged:
+                    add(Problem(name, "still holds data although the memory was purged"))
+                if content_hash(v.type, v.data) != v.hash:
+                    add(Problem(name, "data does not match its hash"))
+                    continue
+                try:
+                    decode_data(v.type, v.data)
+                except CodecError as exc:
+                    add(Problem(name, f"data: {exc}"))
+            for mid, head in heads.items():
+                ns = seen_versions.get(mid, [])
+                if ns != list(range(1, head.current_version + 1)):
+                    add(
+                        Problem(
+                            f"m/{mid}",
+                            f"points at versions 1..{head.current_version} but the store holds "
+                            f"{ns}",
+                        )
+                    )
+            expected: set[bytes] = set()
+            for head in heads.values():
+                expected.update(_index_keys(head))
+            actual: set[bytes] = set()
+            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ):
+                for key, value in txn.scan(prefix):
+                    counts["index"] += 1
+                    actual.add(key)
+                    if value:
+                        add(Problem(f"index {key.hex()}", "index entries hold no value"))
+            for key in sorted(actual - expected):
+                add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))
+            for key in sorted(expected - actual):
+                add(Problem(f"index {key.hex()}", "missing for its head"))
+            for key, value in txn.scan(EDGE_FROM):
+                counts["edges"] += 1
+                try:
+                    s, et, d = parse_edge_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed edge key"))
+                    continue
+                name = f"edge {s} {et.label} {d}"
+                strict(EDGE_CODEC, key, value)
+                if txn.get(edge_to_key(d, et, s)) != value:
+                    add(Problem(name, "its e/to half is missing or differs"))
+                for mid in (s, d):
+                    if mid not in heads:
+                        add(Problem(name, f"endpoint {mid} does not exist"))
+            for key, _value in txn.scan(EDGE_TO):
+                try:
+                    s, et, d = parse_edge_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed edge key"))
+                    continue
+                if txn.get(edge_from_key(s, et, d)) is None:
+                    add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
+            prev: bytes | None = _ZERO_HASH
+            expect_seq = 1
+            for key, value in txn.scan(JOURNAL):
+                counts["journal"] += 1
+                name = _show_key(key)
+                try:
+                    payload = _unseal(key, value)
+                    entry: JournalEntry = JOURNAL_CODEC.decode(payload, name)
+                except (IntegrityError, CodecError) as exc:
+                    add(Problem(name, str(exc)))
+                    prev, expect_seq = None, expect_seq + 1  # the next link cannot be checked
+                    continue
+                if entry.seq != expect_seq or parse_journal_key(key) != entry.seq:
+                    add(Problem(name, f"sequence {entry.seq} where {expect_seq} was expected"))
+                if prev is not None and entry.prev != prev:
+                    add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
+                prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
+            for key, _ in txn.scan(VEC):
+                if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
+                    add(Problem(key.hex(), "vector of no memory"))
+        return VerifyReport(
+            problems=tuple(problems),
+            memories=len(heads),
+            versions=counts["versions"],
+            index_entries=counts["index"],
+            edges=counts["edges"],
+            journal_entries=counts["journal"],
+        )
+
+
+def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
+    return Edge(
+        src=s,
+        type=et,
+        dst=d,
+        created_at=rec.created_at,
+        created_by=rec.created_by,
+        weight=rec.weight,
+        removed_at=rec.removed_at,
+        removed_by=rec.removed_by,
+    )
+
+
+def _check_tombstone(stone: Tombstone) -> None:
+    TOMBSTONE.encode(stone, "tombstone")
