@@ -1,6 +1,7 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
+from cortex.api import Cortex
 from cortex.codec import decode_data, encode_data
 from cortex.enums import (
     ConstraintSource,
@@ -54,18 +55,31 @@ from cortex.records import (
     VectorRef,
     Version,
 )
+from cortex.store import (
+    FORMAT_VERSION,
+    Edge,
+    JournalEntry,
+    JournalKind,
+    Memory,
+    NewMemory,
+    Problem,
+    VerifyReport,
+)
 
 __all__ = [
+    "FORMAT_VERSION",
     "Belief",
     "Capability",
     "CodecError",
     "ConflictError",
     "Constraint",
     "ConstraintSource",
+    "Cortex",
     "CortexError",
     "Cost",
     "Data",
     "DecayClass",
+    "Edge",
     "EdgeType",
     "Event",
     "Fact",
@@ -77,9 +91,13 @@ __all__ = [
     "Head",
     "Identity",
     "IntegrityError",
+    "JournalEntry",
+    "JournalKind",
+    "Memory",
     "MemoryId",
     "MemoryType",
     "MigrationRequiredError",
+    "NewMemory",
     "NonCanonicalError",
     "NotFoundError",
     "ObjKind",
@@ -87,6 +105,7 @@ __all__ = [
     "Pattern",
     "Polarity",
     "Preference",
+    "Problem",
     "Provenance",
     "SourceKind",
     "SourceRef",
@@ -99,6 +118,7 @@ __all__ = [
     "ValidationError",
     "VectorRef",
     "Verb",
+    "VerifyReport",
     "Version",
     "Visibility",
     "__version__",
