@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench-codec vectors clean
+.PHONY: demo test lint typecheck unit bench-codec bench-store vectors clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,3 +33,6 @@ bench-codec: $(BIN)/.installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+bench-store: $(BIN)/.installed
+	$(BIN)/python tools/bench_store.py

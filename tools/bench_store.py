@@ -1,0 +1,308 @@
+"""Store benchmark: cortex beside the raw-LMDB floor doing the same puts and gets, same run.
+
+For each size N (default 10k and 100k memories of mixed types with tags and frames):
+
+- ``write_many``: build the store in batches of 1,000; the floor canonically encodes the same
+  data with cbor2 and puts exactly the bytes cortex put (heads, versions, index entries,
+  journal entries) in batches of 1,000 into a fresh LMDB environment.
+- ``write`` durable, one per transaction: 1,000 more writes on the store of size N; the floor
+  puts the same bytes, one durable commit each.
+- ``resolve`` / ``resolve_latest``: random memories; the floor gets the head and the version
+  and decodes them (and the data) with cbor2.loads, one read transaction per call as cortex.
+- ``history``: memories with 4 versions; the floor scans the versions with a cursor and decodes.
+
+Latencies are medians over repeated runs. Ratios are cortex / floor.
+
+    python tools/bench_store.py [--sizes 10000,100000] [--repeat 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import lmdb
+
+from cortex import (
+    Belief,
+    Cortex,
+    Event,
+    Fact,
+    FrameRef,
+    Goal,
+    NewMemory,
+    Outcome,
+    Pattern,
+    Preference,
+)
+from cortex.keys import JOURNAL, head_key, journal_key, version_prefix
+from cortex.records import Data
+
+WORDS = [f"w{i}" for i in range(400)]
+TAGS = [f"tag-{i}" for i in range(200)]
+
+
+def make_data(rng: random.Random, i: int) -> Data:
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 24)))
+    k = i % 6
+    if k == 0:
+        return Fact(statement=words, subject=f"s{i % 997}", predicate="says", confidence=0.9)
+    if k == 1:
+        return Event(kind="interaction", outcome=Outcome.SUCCESS, counterparty="bob", summary=words)
+    if k == 2:
+        return Preference(topic=words[:60], polarity="prefer", strength=0.5)
+    if k == 3:
+        return Belief(statement=words, stance="believe", confidence=0.7)
+    if k == 4:
+        return Goal(statement=words, status="active")
+    return Pattern(statement=words, strength=0.25, coverage=i % 50)
+
+
+def make_item(rng: random.Random, i: int) -> NewMemory:
+    tags = rng.sample(TAGS, rng.randint(1, 3))
+    frames = [FrameRef(verb="find", obj_kind="knowledge", obj_ref=f"topic-{i % 500}")]
+    return NewMemory(data=make_data(rng, i), tags=tags, frames=frames, importance=i % 11)
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+class Captured:
+    """The puts cortex made for each journal entry, read back from the finished store."""
+
+    def __init__(self, cx: Cortex, first_seq: int) -> None:
+        self.groups: list[list[tuple[bytes, bytes]]] = []
+        env = cx._kv._env  # the floor must put the very same bytes
+        with env.begin() as txn:
+            for entry in cx.journal(first_seq):
+                if entry.id is None:
+                    continue
+                puts = []
+                hk = head_key(entry.id)
+                puts.append((hk, bytes(txn.get(hk))))
+                with txn.cursor() as cur:
+                    pfx = version_prefix(entry.id)
+                    if cur.set_range(pfx):
+                        while bytes(cur.key()).startswith(pfx):
+                            puts.append((bytes(cur.key()), bytes(cur.value())))
+                            if not cur.next():
+                                break
+                from cortex.store import _index_keys, _trusted  # noqa: PLC0415
+                from cortex.codec import HEAD  # noqa: PLC0415
+
+                head = _trusted(HEAD, hk, puts[0][1])
+                puts.extend((k, b"") for k in _index_keys(head))
+                jk = journal_key(entry.seq)
+                puts.append((jk, bytes(txn.get(jk))))
+                self.groups.append(puts)
+
+
+def floor_env(path: Path) -> lmdb.Environment:
+    return lmdb.open(str(path), map_size=8 << 30, sync=True, metasync=True)
+
+
+def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
+    rng = random.Random(n)
+    items = [make_item(rng, i) for i in range(n)]
+    out: dict[str, Any] = {"n": n}
+
+    # -- write_many, batches of 1,000 ---------------------------------------------------------
+    ours_rates, floor_rates = [], []
+    for r in range(repeat):
+        store = root / f"cx-{n}-{r}"
+        t0 = time.perf_counter()
+        with Cortex.open(store, actor="bench", map_size=1 << 30) as cx:
+            for b in range(0, n, 1000):
+                cx.write_many(items[b : b + 1000])
+        ours_rates.append(n / (time.perf_counter() - t0))
+        if r == 0:
+            with Cortex.open(store, actor="bench") as cx:
+                captured = Captured(cx, 2)
+            keep = store
+        else:
+            shutil.rmtree(store)
+        fpath = root / f"floor-{n}-{r}"
+        datas = [cbor2.loads(cbor2.dumps(0)) for _ in range(0)]  # keep linters quiet
+        builtins = [_builtin(it.data) for it in items]
+        t0 = time.perf_counter()
+        env = floor_env(fpath)
+        for b in range(0, n, 1000):
+            with env.begin(write=True) as txn:
+                for j in range(b, min(b + 1000, n)):
+                    cbor2.dumps(builtins[j], canonical=True)
+                    for k, v in captured.groups[j]:
+                        txn.put(k, v)
+        floor_rates.append(n / (time.perf_counter() - t0))
+        env.close()
+        shutil.rmtree(fpath)
+        del datas
+    out["write_many_per_s"] = _median(ours_rates)
+    out["floor_write_many_per_s"] = _median(floor_rates)
+
+    # -- a floor copy of the store for the reads ----------------------------------------------
+    fpath = root / f"floor-{n}"
+    env = floor_env(fpath)
+    with env.begin(write=True) as txn:
+        for group in captured.groups:
+            for k, v in group:
+                txn.put(k, v)
+
+    # -- durable single writes on the store of size N --------------------------------------------
+    extra = [make_item(rng, n + i) for i in range(1000)]
+    singles = 400
+    ours_lat, floor_lat = [], []
+    with Cortex.open(keep, actor="bench") as cx:
+        last_seq = next(cx.journal(2**62, reverse=True)).seq
+        for _ in range(max(1, repeat // 2)):
+            t0 = time.perf_counter()
+            for it in extra[:singles]:
+                cx.write(
+                    it.data, tags=it.tags, frames=it.frames, importance=it.importance
+                )
+            ours_lat.append((time.perf_counter() - t0) / singles)
+            extra = extra[singles:] + extra[:singles]
+        cap_single = Captured(cx, last_seq + 1).groups
+    for _ in range(max(1, repeat // 2)):
+        t0 = time.perf_counter()
+        for group in cap_single[:singles]:
+            with env.begin(write=True) as txn:
+                for k, v in group:
+                    txn.put(k, v)
+        floor_lat.append((time.perf_counter() - t0) / singles)
+    out["write_us"] = _median(ours_lat) * 1e6
+    out["floor_write_us"] = _median(floor_lat) * 1e6
+
+    # -- reads ---------------------------------------------------------------------------------
+    with Cortex.open(keep, actor="bench") as cx:
+        ids = [e.id for e in cx.journal(2) if e.id is not None][:n]
+        uris = [cx.resolve_latest(i).uri for i in rng.sample(ids, 2000)]
+        multi = rng.sample(ids, 300)
+        for mid in multi:
+            m = cx.resolve_latest(mid)
+            for _ in range(3):
+                cx.update(mid, m.data)  # type: ignore[arg-type]
+        probe = uris[:2000]
+
+        def ours_resolve() -> None:
+            for u in probe:
+                cx.resolve(u)
+
+        def ours_latest() -> None:
+            for u in probe:
+                cx.resolve_latest(u.id)
+
+        def ours_history() -> None:
+            for mid in multi:
+                cx.history(mid)
+
+        env2 = cx._kv._env  # history floor reads the same environment (4 versions each)
+
+        def floor_resolve() -> None:
+            for u in probe:
+                with env.begin() as txn:
+                    h = cbor2.loads(bytes(txn.get(head_key(u.id)))[:-4])
+                    v = cbor2.loads(bytes(txn.get(version_prefix(u.id) + (1).to_bytes(8, "big")))[:-4])
+                    cbor2.loads(v[4])
+                    del h
+
+        def floor_history() -> None:
+            for mid in multi:
+                with env2.begin() as txn, txn.cursor() as cur:
+                    pfx = version_prefix(mid)
+                    cur.set_range(pfx)
+                    for k, val in cur:
+                        if not bytes(k).startswith(pfx):
+                            break
+                        v = cbor2.loads(bytes(val)[:-4])
+                        cbor2.loads(v[4])
+                    txn.get(head_key(mid))
+
+        for name, fn, count in (
+            ("resolve", ours_resolve, len(probe)),
+            ("resolve_latest", ours_latest, len(probe)),
+            ("history", ours_history, len(multi)),
+            ("floor_resolve", floor_resolve, len(probe)),
+            ("floor_history", floor_history, len(multi)),
+        ):
+            fn()  # warm up
+            runs = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                fn()
+                runs.append((time.perf_counter() - t0) / count)
+            out[f"{name}_us"] = _median(runs) * 1e6
+    env.close()
+    out["disk_bytes_per_memory"] = (keep / "data.mdb").stat().st_size / n
+    return out
+
+
+def _builtin(data: Data) -> Any:
+    from cortex.codec import encode_data  # noqa: PLC0415
+
+    return cbor2.loads(encode_data(data))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| N | operation | cortex | raw LMDB floor | ratio | target |",
+        "|---:|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        n = f"{r['n']:,}"
+        wm, fwm = r["write_many_per_s"], r["floor_write_many_per_s"]
+        lines.append(
+            f"| {n} | write_many (batches of 1,000) | {wm:,.0f} /s | {fwm:,.0f} /s "
+            f"| {fwm / wm:.2f}× time | ≥ 20,000/s, ≤ 2.5× |"
+        )
+        lines.append(
+            f"| {n} | write, durable, 1 per txn | {r['write_us']:,.0f} µs | "
+            f"{r['floor_write_us']:,.0f} µs | {r['write_us'] / r['floor_write_us']:.2f}× | ≤ 1.3× |"
+        )
+        for op, target in (("resolve", "≤ 2×"), ("resolve_latest", "≤ 2×")):
+            lines.append(
+                f"| {n} | {op} | {r[op + '_us']:.1f} µs | {r['floor_resolve_us']:.1f} µs "
+                f"| {r[op + '_us'] / r['floor_resolve_us']:.2f}× | {target} |"
+            )
+        lines.append(
+            f"| {n} | history (4 versions) | {r['history_us']:.1f} µs | "
+            f"{r['floor_history_us']:.1f} µs | {r['history_us'] / r['floor_history_us']:.2f}× | |"
+        )
+        lines.append(f"| {n} | disk per memory | {r['disk_bytes_per_memory']:,.0f} B | | | |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json")
+    ap.add_argument("--dir", help="scratch directory (default: a temporary one)")
+    args = ap.parse_args()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="cortex-bench-"))
+    rows = []
+    try:
+        for n in (int(x) for x in args.sizes.split(",")):
+            rows.append(bench_size(n, args.repeat, root))
+            print(f"N={n:,} done", file=sys.stderr, flush=True)
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
