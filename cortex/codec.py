@@ -64,6 +64,18 @@ from cortex.records import (
     Version,
 )
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None
+"""Decode through the C accelerator ``cortex._speedups`` when it is built.
+
+Only the success path is accelerated: whatever it rejects is decoded again by the Python path,
+which raises exactly its own error. Tests switch this off to compare the two paths.
+"""
+
 __all__ = [
     "DATA_SCHEMA_VERSION",
     "LIMITS",
@@ -186,7 +198,7 @@ def to_micros(when: datetime) -> int:
         ValidationError: ``when`` is naive or not a datetime.
     """
     try:
-        return _Time().micros(when)
+        return _time.micros(when)
     except _Invalid as exc:
         raise ValidationError("time", exc.rule, exc.message) from None
 
@@ -213,6 +225,18 @@ class _Field(Generic[T]):
 
     def empty(self, v: Any) -> bool:
         return v is None
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        """Source lines that check (and convert) variable ``x`` for a generated decoder.
+
+        The lines raise ``_Fallback`` on any doubt; the generic ``dec`` then names the error.
+        """
+        ns[f"F{k}"] = self
+        return [f"{x} = F{k}.dec({x})"]
+
+
+class _Fallback(Exception):
+    """The generated decoder declined; the generic one will explain why."""
 
 
 def _type_name(v: object) -> str:
@@ -257,8 +281,20 @@ class _Text(_Field[str]):
             raise _Invalid("type", f"must be text, got {_type_name(v)}")
         return v
 
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        return [f"if type({x}) is not str: raise _FB"]
+
+
+_CANONICAL_URI = re.compile(
+    r"cortex://(?:"
+    + "|".join(t.type_name for t in MemoryType)
+    + r")/[0-7][0-9A-HJKMNP-TV-Z]{25}#[1-9][0-9]{0,17}"
+)
+
 
 def _check_uri(s: str) -> str | None:
+    if _CANONICAL_URI.fullmatch(s):  # the common case; versions < 10^18 fit in 63 bits
+        return None
     try:
         Uri.parse(s)
     except ValidationError as exc:
@@ -303,7 +339,16 @@ class _Bytes(_Field[bytes]):
     def dec(self, v: Any) -> bytes:
         if type(v) is not bytes:
             raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
+        if self.exact is not None and len(v) != self.exact:
+            raise _Invalid("length", f"must be exactly {self.exact} bytes, got {len(v)}")
+        if len(v) > self.max_len:
+            raise _Invalid("max_bytes", f"is {len(v)} bytes; the limit is {self.max_len}")
         return v
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        if self.exact is not None:
+            return [f"if type({x}) is not bytes or len({x}) != {self.exact}: raise _FB"]
+        return [f"if type({x}) is not bytes or len({x}) > {self.max_len}: raise _FB"]
 
 
 class _Int(_Field[int]):
@@ -331,6 +376,9 @@ class _Int(_Field[int]):
             raise _Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
         return v
 
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        return [f"if type({x}) is not int or not {self.lo} <= {x} <= {self.hi}: raise _FB"]
+
 
 class _Unit(_Field[float]):
     """A float in [0, 1] (confidence, strength)."""
@@ -353,6 +401,9 @@ class _Unit(_Field[float]):
             raise _Invalid("range", f"must be within [0, 1], got {v!r}")
         return v
 
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        return [f"if type({x}) is not float or not 0.0 <= {x} <= 1.0: raise _FB"]
+
 
 class _Bool(_Field[bool]):
     kind = "bool"
@@ -366,6 +417,9 @@ class _Bool(_Field[bool]):
         if type(v) is not bool:
             raise _Invalid("type", f"must be a boolean, got {_type_name(v)}")
         return v
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        return [f"if type({x}) is not bool: raise _FB"]
 
     def empty(self, v: Any) -> bool:
         return v is None or v is False
@@ -385,9 +439,14 @@ class _Time(_Field[datetime]):
                 "is a naive datetime; pass an aware one, e.g. datetime.now(timezone.utc)",
             )
         try:
-            return (v - _EPOCH) // _ONE_US
+            us: int = (v - _EPOCH) // _ONE_US
         except OverflowError:
             raise _Invalid("range", "is outside the years 1..9999 in UTC") from None
+        # an offset can push a local year-1 or year-9999 time outside them in UTC, and ``dec``
+        # rejects what lies outside: never write bytes that cannot be read back
+        if not self._MIN <= us <= self._MAX:
+            raise _Invalid("range", "is outside the years 1..9999 in UTC")
+        return us
 
     def enc(self, v: Any) -> bytes:
         return _int(self.micros(v))
@@ -398,6 +457,13 @@ class _Time(_Field[datetime]):
         if not self._MIN <= v <= self._MAX:
             raise _Invalid("range", "is outside the years 1..9999")
         return _EPOCH + timedelta(microseconds=v)
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        ns["_EPOCH"], ns["_td"] = _EPOCH, timedelta
+        return [
+            f"if type({x}) is not int or not {self._MIN} <= {x} <= {self._MAX}: raise _FB",
+            f"{x} = _EPOCH + _td(0, 0, {x})",
+        ]
 
 
 class _Enum(_Field[CodedEnum]):
@@ -418,6 +484,10 @@ class _Enum(_Field[CodedEnum]):
             raise _Invalid("enum", f"{v!r} is not a {self.cls.__name__} code")
         return m
 
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        ns[f"E{k}"] = {m.value: m for m in self.cls}
+        return [f"{x} = E{k}.get({x}) if type({x}) is int else None", f"if {x} is None: raise _FB"]
+
 
 class _Id(_Field[MemoryId]):
     kind = "id"
@@ -432,6 +502,10 @@ class _Id(_Field[MemoryId]):
             raise _Invalid("type", "must be 16 bytes")
         return MemoryId(v)
 
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        ns["MemoryId"] = MemoryId
+        return [f"if type({x}) is not bytes or len({x}) != 16: raise _FB", f"{x} = MemoryId({x})"]
+
 
 class _List(_Field[tuple[Any, ...]]):
     kind = "list"
@@ -440,8 +514,24 @@ class _List(_Field[tuple[Any, ...]]):
         self.item = item
         self.max_items = max_items
         self.unique = unique
+        # plain text items that are short ASCII need no per-item call (the common case)
+        self._ascii_max = (
+            min(item.max_bytes, 255) if isinstance(item, _Text) and item.check is None else 0
+        )
 
     def enc(self, v: Any) -> bytes:
+        m = self._ascii_max
+        if (
+            m
+            and type(v) in (tuple, list)
+            and len(v) <= self.max_items
+            and all(type(x) is str and 0 < len(x) <= m and x.isascii() for x in v)
+            and (not self.unique or len(set(v)) == len(v))
+        ):
+            return _head(4, len(v)) + b"".join(_TEXT_HEAD[len(x)] + x.encode() for x in v)
+        return self._enc_generic(v)
+
+    def _enc_generic(self, v: Any) -> bytes:
         if not isinstance(v, list | tuple):
             raise _Invalid("type", f"must be a list, got {_type_name(v)}")
         n = len(v)
@@ -461,6 +551,16 @@ class _List(_Field[tuple[Any, ...]]):
                     raise _Invalid("duplicate", f"item {v[i]!r} appears twice").at(f"[{i}]")
                 seen.add(p)
         return b"".join(parts)
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        if not isinstance(self.item, _Text):
+            return super().fast(x, k, ns)
+        return [
+            f"if type({x}) is not list or len({x}) > {self.max_items}: raise _FB",
+            f"for _i in {x}:",
+            "    if type(_i) is not str: raise _FB",
+            f"{x} = tuple({x})",
+        ]
 
     def dec(self, v: Any) -> tuple[Any, ...]:
         if type(v) is not list:
@@ -548,6 +648,60 @@ class _TextMap(_Field[dict[str, str]]):
         return v is None or len(v) == 0
 
 
+def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
+    """How ``cortex._speedups`` decodes a value of field ``f``; ``None`` if it cannot.
+
+    Exact types only: a subclass may have rules the C decoder does not know. The C decoder
+    mirrors the rules of each field's ``dec`` and ``enc`` (it accepts exactly the bytes that
+    decode and re-encode to themselves): a rule added to a field here must be added there too
+    (tests/test_speedups.py compares the two paths on generated, mutated and random input).
+    """
+    t = type(f)
+    if t is _Text:
+        assert isinstance(f, _Text)
+        if f.check is None:
+            return ("text", f.max_bytes, 0, ())
+        if f.check is _check_uri:
+            return ("text", f.max_bytes, 1, tuple(m.type_name.encode() for m in MemoryType))
+        if f.check is _check_decimal:
+            return ("text", f.max_bytes, 2, ())
+        return None
+    if t is _Bytes:
+        assert isinstance(f, _Bytes)
+        return ("bytes", f.max_len, f.exact)
+    if t is _Int:
+        assert isinstance(f, _Int)
+        return ("int", f.lo, f.hi)
+    if t is _Unit:
+        return ("unit",)
+    if t is _Bool:
+        return ("bool",)
+    if t is _Time:
+        return ("time", _Time._MIN, _Time._MAX)
+    if t is _Enum:
+        assert isinstance(f, _Enum)
+        return ("enum", {m.value: m for m in f.cls})
+    if t is _Id:
+        return ("id", MemoryId._trusted)
+    if t is _Pair:
+        assert isinstance(f, _Pair)
+        return ("pair", f._int.lo, f._int.hi)
+    if t is _List:
+        assert isinstance(f, _List)
+        item = _speedup_spec(f.item)
+        return None if item is None else ("list", item, f.max_items, f.unique)
+    if t is _TextMap:
+        assert isinstance(f, _TextMap)
+        key, value = _speedup_spec(f.key), _speedup_spec(f.value)
+        if key is None or value is None:
+            return None
+        return ("map", key, value, f.max_items)
+    if t is StructCodec:
+        assert isinstance(f, StructCodec)
+        return None if f._plan is None else ("record", f._plan)
+    return None
+
+
 class StructCodec(_Field[S]):
     """Encodes one record struct as a map with unsigned-integer keys.
 
@@ -575,16 +729,188 @@ class StructCodec(_Field[S]):
         self.cls = cls
         self.name = cls.__name__
         self.schema_version = schema_version
-        required = set(declared) - _defaulted(cls)
+        required = set(declared) - _omittable(cls)
         self.fields = tuple(
             (i + 1, _uint(i + 1), n, f, n in required) for i, (n, f) in enumerate(fields)
         )
         self._by_key = {k: (n, f) for k, _, n, f, _ in self.fields}
         self._required = tuple((k, n) for k, _, n, _, r in self.fields if r)
         self._sv = b"\x00" + _uint(schema_version) if schema_version is not None else b""
+        self._fast = self._compile()
+        self._fast_encoder = self._compile_enc()
+        self._plan: Any = self._speedup_plan()
+
+    def _speedup_plan(self) -> Any:
+        """The ``cortex._speedups.Plan`` of this record, or ``None``.
+
+        ``None`` when the extension is not built, or a field is of a kind the C decoder does
+        not know: such records always take the Python path.
+        """
+        if _sp is None:
+            return None
+        declared = tuple(self.cls.__struct_fields__)
+        struct_fields = {f.name: f for f in msgspec.structs.fields(self.cls)}
+        fields = []
+        for k, _, name, f, req in self.fields:
+            spec = _speedup_spec(f)
+            if spec is None:
+                return None
+            d = struct_fields[name]
+            factory = None if d.default_factory is msgspec.NODEFAULT else d.default_factory
+            default = None if d.default is msgspec.NODEFAULT else d.default
+            # absent is canonical only where the encoder omits the default
+            absent_ok = not req and f.empty(factory() if factory is not None else default)
+            fields.append((k, declared.index(name), absent_ok, default, factory, spec))
+        try:
+            return _sp.Plan(self.cls, declared, self.schema_version, tuple(fields))
+        except (TypeError, ValueError, OverflowError):  # pragma: no cover - schema tables
+            return None
+
+    def _compile(self) -> Callable[[Any], S]:
+        """Generate a straight-line decoder for this record (the read path's hot loop).
+
+        It performs the same checks as the generic decoder but raises ``_Fallback`` instead
+        of explaining; ``dec`` then re-runs the generic one for the message.
+        """
+        ns: dict[str, Any] = {"_FB": _Fallback, "_Invalid": _Invalid, "cls": self.cls}
+        allowed = {k for k, *_ in self.fields}
+        if self.schema_version is not None:
+            allowed.add(0)
+        ns["ALLOWED"] = frozenset(allowed)
+        defaults = {f.name: f for f in msgspec.structs.fields(self.cls)}
+        src = ["def fast(m):", "  try:"]
+        src.append("    if type(m) is not dict or not m.keys() <= ALLOWED: raise _FB")
+        if self.schema_version is not None:
+            src.append(
+                f"    if type(m.get(0)) is not int or m[0] != {self.schema_version}: raise _FB"
+            )
+        args = []
+        for k, _, name, f, req in self.fields:
+            x = f"v{k}"
+            check = f.fast(x, k, ns)
+            src.append(f"    {x} = m.get({k})")
+            if req:
+                src.append(f"    if {x} is None: raise _FB")
+                src.extend("    " + line for line in check)
+            else:
+                d = defaults[name]
+                if d.default_factory is not msgspec.NODEFAULT:
+                    ns[f"D{k}"] = d.default_factory
+                    default = f"D{k}()"
+                else:
+                    ns[f"D{k}"] = d.default
+                    default = f"D{k}"
+                src.append(f"    if {x} is None: {x} = {default}")
+                src.append("    else:")
+                src.extend("      " + line for line in check)
+            args.append(f"{name}={x}")
+        src.append(f"    return cls({', '.join(args)})")
+        src.append("  except _Invalid: raise _FB from None")
+        exec("\n".join(src), ns)  # generated from the fixed schema tables in this module
+        fast: Callable[[Any], S] = ns["fast"]
+        return fast
+
+    def _compile_enc(self) -> Callable[[Any], bytes]:
+        """Generate a straight-line encoder for this record (the write path's hot loop).
+
+        Common cases (ASCII text, small ints, enum members, floats in range) are inlined;
+        anything else goes through the field's own ``enc``. On any doubt it raises
+        ``_Fallback`` and ``enc`` re-runs the generic encoder, which names the error.
+        """
+        ns: dict[str, Any] = {
+            "_FB": _Fallback,
+            "_Invalid": _Invalid,
+            "cls": self.cls,
+            "SU": _SMALL_UINT,
+            "TH": _TEXT_HEAD,
+            "_head": _head,
+            "_int": _int,
+            "_float": _float,
+            "MemoryId": MemoryId,
+            "SV": self._sv,
+            "MH": tuple(bytes((0xA0 | i,)) for i in range(24)),
+            "J": b"".join,
+        }
+        src = ["def fast(v):", "  try:", "    if type(v) is not cls: raise _FB", "    p = [SV]"]
+        ap = "p.append"
+        for k, kb, name, f, req in self.fields:
+            ns[f"K{k}"], ns[f"F{k}"] = kb, f
+            x = f"x{k}"
+            src.append(f"    {x} = v.{name}")
+            if isinstance(f, _List | _TextMap):
+                empty = f"{x} is None or not {x}"
+            elif isinstance(f, _Bool):
+                empty = f"{x} is None or {x} is False"
+            else:
+                empty = f"{x} is None"
+            body: list[str]
+            if isinstance(f, _Text) and f.check is None:
+                body = [
+                    f"if type({x}) is str and {x}.isascii() and 0 < len({x}) < 256"
+                    f" and len({x}) <= {f.max_bytes}:",
+                    f"  {ap}(K{k}); {ap}(TH[len({x})] + {x}.encode())",
+                    f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
+                ]
+            elif isinstance(f, _Int):
+                body = [
+                    f"if type({x}) is int and {f.lo} <= {x} <= {f.hi}:",
+                    f"  {ap}(K{k}); {ap}(SU[{x}] if 0 <= {x} < 256 else _int({x}))",
+                    f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
+                ]
+            elif isinstance(f, _Enum):
+                codes: dict[Any, bytes] = {m.value: _SMALL_UINT[m.value] for m in f.cls}
+                codes.update({m.label: _SMALL_UINT[m.value] for m in f.cls})
+                ns[f"E{k}"] = codes
+                ns[f"ET{k}"] = frozenset({int, str, f.cls})  # not bool, float, Decimal, ...
+                body = [
+                    f"b = E{k}.get({x}) if type({x}) in ET{k} else None",
+                    "if b is None: raise _FB",
+                    f"{ap}(K{k}); {ap}(b)",
+                ]
+            elif isinstance(f, _Unit):
+                body = [
+                    f"if type({x}) is float and 0.0 <= {x} <= 1.0:",
+                    f"  {ap}(K{k}); {ap}(_float({x} + 0.0))",
+                    f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
+                ]
+            elif isinstance(f, _Time):
+                body = [f"{ap}(K{k}); {ap}(_int(F{k}.micros({x})))"]
+            elif isinstance(f, _Bool):
+                body = [f"if {x} is not True: raise _FB", f"{ap}(K{k}); {ap}(b'\\xf5')"]
+            elif isinstance(f, _Id):
+                body = [
+                    f"if type({x}) is not MemoryId: raise _FB",
+                    f"{ap}(K{k}); {ap}(b'\\x50' + {x}.bytes)",
+                ]
+            elif isinstance(f, StructCodec):
+                body = [f"{ap}(K{k}); {ap}(F{k}._fast_enc({x}))"]
+            else:
+                body = [f"{ap}(K{k}); {ap}(F{k}.enc({x}))"]
+            if req:
+                src.append(f"    if {empty}: raise _FB")
+                src.extend("    " + line for line in body)
+            else:
+                src.append(f"    if not ({empty}):")
+                src.extend("      " + line for line in body)
+        extra = 1 if self.schema_version is not None else 0
+        src.append(f"    n = (len(p) - 1) // 2 + {extra}")
+        src.append("    return (MH[n] if n < 24 else _head(5, n)) + J(p)")
+        src.append("  except _Invalid: raise _FB from None")
+        exec("\n".join(src), ns)  # generated from the fixed schema tables in this module
+        fast: Callable[[Any], bytes] = ns["fast"]
+        return fast
+
+    def _fast_enc(self, v: Any) -> bytes:
+        return self._fast_encoder(v)
 
     def enc(self, v: Any) -> bytes:
         """Encode a struct (internal: raises ``_Invalid``; use ``encode``)."""
+        try:
+            return self._fast_encoder(v)
+        except _Fallback:
+            return self._enc_generic(v)
+
+    def _enc_generic(self, v: Any) -> bytes:
         if type(v) is not self.cls:
             raise _Invalid("type", f"must be a {self.name}, got {_type_name(v)}")
         parts = [self._sv]
@@ -603,12 +929,23 @@ class StructCodec(_Field[S]):
 
     def dec(self, v: Any) -> S:
         """Build a struct from decoded CBOR (internal: raises ``_Invalid``; use ``decode``)."""
+        try:
+            return self._fast(v)
+        except _Fallback:
+            return self._dec_generic(v)
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        """Nested records call their own generated decoder."""
+        ns[f"F{k}"] = self
+        return [f"{x} = F{k}._fast({x})"]
+
+    def _dec_generic(self, v: Any) -> S:
         if type(v) is not dict:
             raise _Invalid("type", f"a {self.name} must be a map, got {_type_name(v)}")
         kw = {}
         sv = self.schema_version
         for k, x in v.items():
-            if k == 0 and sv is not None:
+            if type(k) is int and k == 0 and sv is not None:
                 if x != sv or type(x) is not int:
                     raise _Invalid(
                         "schema_version", f"{self.name} schema version {x!r} is not {sv}"
@@ -649,6 +986,13 @@ class StructCodec(_Field[S]):
             CodecError: not CBOR, or wrong keys, types or values.
             NonCanonicalError: valid, but not the canonical encoding.
         """
+        if _USE_SPEEDUPS and self._plan is not None:
+            try:
+                fast: S = _sp.decode(self._plan, data)
+            except _sp.Reject:
+                pass  # not canonical, or not valid: the Python path says which and why
+            else:
+                return fast
         obj = _loads(data, path)
         try:
             value = self.dec(obj)
@@ -659,15 +1003,27 @@ class StructCodec(_Field[S]):
         except _Invalid as exc:
             raise CodecError(f"{path}{exc.where}: {exc.message}") from None
         if again != data:
+            # the generated decoder is lenient where the bytes are never ours (a null for an
+            # absent field, a key 1.0 for 1): the generic one classifies those as CodecError
+            try:
+                self._dec_generic(obj)
+            except _Invalid as exc:
+                raise CodecError(f"{path}{exc.where}: {exc.message}") from None
             raise NonCanonicalError(f"{path}: {explain_noncanonical(data)}")
         return value
 
 
-def _defaulted(cls: type[msgspec.Struct]) -> set[str]:
+def _omittable(cls: type[msgspec.Struct]) -> set[str]:
+    """Fields left out of the map when empty: those whose default is None, (), {} or False.
+
+    A field with any other default (visibility, importance, confidence) is always written,
+    so ``None`` there is an error, not an omission.
+    """
     return {
         f.name
         for f in msgspec.structs.fields(cls)
-        if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT
+        if f.default_factory is not msgspec.NODEFAULT
+        or (f.default is not msgspec.NODEFAULT and f.default in (None, (), False))
     }
 
 
@@ -976,6 +1332,13 @@ def decode_data_trusted(type_: MemoryType, data: bytes) -> Data:
     Skips the re-encoding check of ``decode_data``; every type and value check still runs.
     """
     codec = DATA_CODECS[type_]
+    if _USE_SPEEDUPS and codec._plan is not None:
+        try:
+            fast: Data = _sp.decode(codec._plan, data)
+        except _sp.Reject:
+            pass  # the strict C decoder declined: maybe only non-canonical, decode as before
+        else:
+            return fast
     try:
         value: Data = codec.dec(_loads(data, "data"))
     except _Invalid as exc:
@@ -1004,14 +1367,16 @@ def decode_version(data: bytes) -> Version:
 
 
 def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
-    """Validate tags and return them NFC-normalised, in the caller's order.
+    """Return tags NFC-normalised, in the caller's order (the head's encoder validates them).
 
     Raises:
-        ValidationError: naming ``tags[i]`` and the rule.
+        ValidationError: naming ``head.tags[i]`` and the rule.
     """
     tags = tuple(tags) if not isinstance(tags, str) else (tags,)
+    if all(type(t) is str and t.isascii() for t in tags):
+        return tags  # the head's encoder checks the rules; ASCII needs no normalising
     try:
         TAGS.enc(tags)
     except _Invalid as exc:
-        raise ValidationError("tags" + exc.where, exc.rule, exc.message) from None
+        raise ValidationError("head.tags" + exc.where, exc.rule, exc.message) from None
     return tuple(_nfc(t) for t in tags)

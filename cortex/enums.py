@@ -40,7 +40,10 @@ class CodedEnum(enum.IntEnum):
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
-            return cls.__members__.get(value.upper()) if value.islower() else None
+            # compare with the label itself: str.upper() maps some non-ASCII letters to ASCII
+            # ("ſoft".upper() == "SOFT"), and only the exact label is accepted
+            m = cls.__members__.get(value.upper())
+            return m if m is not None and m.label == value else None
         if type(value) is int:
             try:
                 return cls(value)

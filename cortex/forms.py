@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from cortex.codec import decode_data_trusted, encode_data
 from cortex.enums import (
     CodedEnum,
     ConstraintSource,
@@ -280,24 +281,52 @@ def _templates(data: Data) -> tuple[Callable[[Any], str], Callable[[Any], list[s
     return t
 
 
-def render_short(data: Data) -> str:
-    """The short form (at most 50 tokens)."""
-    return truncate(_nfc(_templates(data)[0](data)), SHORT_TOKENS)
+def canonical(data: Data) -> Data:
+    """``data`` as it decodes from its canonical encoding.
+
+    That is: enum members, NFC text, coerced numbers (``1`` -> ``1.0`` in a float field,
+    ``-0.0`` -> ``0.0``), tuples. Forms are defined on this value, so equal records render
+    equally however they were built.
+
+    Raises:
+        ValidationError: ``data`` is not valid.
+    """
+    encoded = encode_data(data)  # raises ValidationError first for a non-record
+    return decode_data_trusted(data.TYPE, encoded)
 
 
-def render_medium(data: Data) -> str:
-    """The medium form (at most 200 tokens): the short text, then " — " and the details."""
-    short, details = _templates(data)
-    text = short(data)
-    parts = details(data)
+def _short(d: Data) -> str:
+    return truncate(_nfc(_templates(d)[0](d)), SHORT_TOKENS)
+
+
+def _medium(d: Data) -> str:
+    short, details = _templates(d)
+    text = short(d)
+    parts = details(d)
     if parts:
         text += _SEP + "; ".join(parts)
     return truncate(_nfc(text), MEDIUM_TOKENS)
 
 
-def render(data: Data) -> Forms:
-    """Both stored forms of ``data``."""
-    return Forms(short=render_short(data), medium=render_medium(data))
+def render_short(data: Data) -> str:
+    """The short form (at most 50 tokens)."""
+    return _short(canonical(data))
+
+
+def render_medium(data: Data) -> str:
+    """The medium form (at most 200 tokens): the short text, then " — " and the details."""
+    return _medium(canonical(data))
+
+
+def render(data: Data, *, is_canonical: bool = False) -> Forms:
+    """Both stored forms of ``data``.
+
+    Args:
+        data: the typed data.
+        is_canonical: ``data`` came from decoding (see ``canonical``); skips re-normalising.
+    """
+    d = data if is_canonical else canonical(data)
+    return Forms(short=_short(d), medium=_medium(d))
 
 
 def _full_value(v: Any) -> str:
@@ -326,6 +355,7 @@ def render_full(data: Data) -> str:
     The first line is ``TypeName: <short text>``, then one ``field: value`` line for every field
     that is set, in key order.
     """
+    data = canonical(data)
     short, _ = _templates(data)
     lines = [f"{data.TYPE.type_name}: {short(data)}"]
     for name in data.__struct_fields__:

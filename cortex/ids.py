@@ -38,6 +38,13 @@ class MemoryId:
         raise AttributeError("MemoryId is immutable")
 
     @classmethod
+    def _trusted(cls, raw: bytes) -> MemoryId:
+        """Wrap 16 raw bytes the caller has already checked (the decoders only): no validation."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "_b", raw)
+        return self
+
+    @classmethod
     def parse(cls, text: str) -> MemoryId:
         """Parse the 26-character Crockford base32 text form (upper case, as printed).
 
@@ -73,10 +80,14 @@ class MemoryId:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MemoryId) and other._b == self._b
 
-    def __lt__(self, other: MemoryId) -> bool:
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MemoryId):
+            return NotImplemented
         return self._b < other._b
 
-    def __le__(self, other: MemoryId) -> bool:
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, MemoryId):
+            return NotImplemented
         return self._b <= other._b
 
     def __hash__(self) -> int:
@@ -138,7 +149,13 @@ class Uri:
             raise ValidationError(
                 "uri", "version", f"version must be an integer >= 1, got {version!r}"
             )
-        object.__setattr__(self, "type", MemoryType(type))
+        if not isinstance(id, MemoryId):
+            raise ValidationError("uri", "type", f"id must be a MemoryId, got {id!r}")
+        try:
+            mtype = MemoryType(type)
+        except ValueError:
+            raise ValidationError("uri", "type_name", f"{type!r} is not a memory type") from None
+        object.__setattr__(self, "type", mtype)
         object.__setattr__(self, "id", id)
         object.__setattr__(self, "version", version)
 
@@ -181,7 +198,13 @@ class Uri:
                 "version",
                 f"{text!r}: the version must be a whole number >= 1 without leading zeros",
             )
-        return cls(mtype, MemoryId.parse(idtext), int(vtext))
+        try:
+            mid = MemoryId.parse(idtext)
+        except ValidationError:
+            raise ValidationError(
+                "uri", "id", f"{text!r}: the id must be 26 upper-case Crockford base32 characters"
+            ) from None
+        return cls(mtype, mid, int(vtext))
 
     def __str__(self) -> str:
         return f"cortex://{self.type.type_name}/{self.id}#{self.version}"

@@ -8,7 +8,7 @@ another.
 from __future__ import annotations
 
 import hashlib
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
 from cortex.errors import CodecError
@@ -54,6 +54,8 @@ EDGE_TO: Final = b"e/to/"
 JOURNAL: Final = b"j/"
 VEC: Final = b"vec/"
 META: Final = b"meta/"
+
+E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
 _V: Final = b"/v/"
 _U64_MAX: Final = 2**64 - 1
@@ -142,7 +144,9 @@ def parse_type_key(key: bytes) -> TypeEntry:
     _expect(key, IDX_TYPE, 1 + 8 + 16)
     p = len(IDX_TYPE)
     return TypeEntry(
-        MemoryType(key[p]), int.from_bytes(key[p + 1 : p + 9], "big"), MemoryId(key[p + 9 :])
+        _code(MemoryType, key, p),
+        int.from_bytes(key[p + 1 : p + 9], "big"),
+        MemoryId(key[p + 9 :]),
     )
 
 
@@ -167,7 +171,12 @@ def parse_frame_key(key: bytes) -> tuple[Verb, ObjKind, bytes, MemoryId]:
     """The verb, object kind, object hash and id of an ``idx/frame`` key."""
     _expect(key, IDX_FRAME, 2 + 16 + 16)
     p = len(IDX_FRAME)
-    return Verb(key[p]), ObjKind(key[p + 1]), key[p + 2 : p + 18], MemoryId(key[p + 18 :])
+    return (
+        _code(Verb, key, p),
+        _code(ObjKind, key, p + 1),
+        key[p + 2 : p + 18],
+        MemoryId(key[p + 18 :]),
+    )
 
 
 def actor_obj_key(verb: Verb, obj_ref: str, created_us: int, id_: MemoryId) -> bytes:
@@ -180,7 +189,7 @@ def parse_actor_obj_key(key: bytes) -> tuple[Verb, bytes, int, MemoryId]:
     _expect(key, IDX_ACTOR_OBJ, 1 + 16 + 8 + 16)
     p = len(IDX_ACTOR_OBJ)
     return (
-        Verb(key[p]),
+        _code(Verb, key, p),
         key[p + 1 : p + 17],
         int.from_bytes(key[p + 17 : p + 25], "big"),
         MemoryId(key[p + 25 :]),
@@ -205,10 +214,10 @@ def parse_edge_key(key: bytes) -> tuple[MemoryId, EdgeType, MemoryId]:
     if key.startswith(EDGE_FROM):
         _expect(key, EDGE_FROM, 33)
         p = len(EDGE_FROM)
-        return MemoryId(key[p : p + 16]), EdgeType(key[p + 16]), MemoryId(key[p + 17 :])
+        return MemoryId(key[p : p + 16]), _code(EdgeType, key, p + 16), MemoryId(key[p + 17 :])
     _expect(key, EDGE_TO, 33)
     p = len(EDGE_TO)
-    return MemoryId(key[p + 17 :]), EdgeType(key[p + 16]), MemoryId(key[p : p + 16])
+    return MemoryId(key[p + 17 :]), _code(EdgeType, key, p + 16), MemoryId(key[p : p + 16])
 
 
 # --- journal, vectors, meta -------------------------------------------------------------------
@@ -240,3 +249,11 @@ def meta_key(name: str) -> bytes:
 def _expect(key: bytes, prefix: bytes, rest: int) -> None:
     if not key.startswith(prefix) or len(key) != len(prefix) + rest:
         raise CodecError(f"malformed key {key!r}: expected {prefix!r} and {rest} more bytes")
+
+
+def _code(cls: type[E], key: bytes, at: int) -> E:
+    # a bad code byte is a malformed key, not a caller's ValueError
+    try:
+        return cls(key[at])
+    except ValueError:
+        raise CodecError(f"malformed key {key!r}: no {cls.__name__} with code {key[at]}") from None

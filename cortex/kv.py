@@ -118,7 +118,13 @@ class _LmdbTxn:
         if not reverse:
             return bool(cur.set_range(start if start is not None and start > prefix else prefix))
         # reverse: land on the last key <= bound
-        bound = start if start is not None else None
+        bound = start
+        if bound is not None and not bound.startswith(prefix):
+            # a start outside the prefix lies wholly before or after its keys; landing on the
+            # last key <= start would stop at a key of some other prefix in between
+            if bound < prefix:
+                return False
+            bound = None
         if bound is None:
             end = prefix_end(prefix) if prefix.strip(b"\xff") else None
             if end is None or not cur.set_range(end):
@@ -135,6 +141,55 @@ class _LmdbTxn:
 
     def delete(self, key: bytes) -> bool:
         return bool(self._txn.delete(key))
+
+
+class _Gate:
+    """Counts this process's live transactions so that a remap of the map waits for none.
+
+    LMDB's ``mdb_env_set_mapsize`` unmaps and remaps the file: any transaction of this process
+    still running (another thread's reader, or a writer that took the lock meanwhile) would then
+    read unmapped memory. py-lmdb leaves that check to the caller.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._remapping = False
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._remapping:
+                self._cond.wait()
+            self._active += 1
+        self._mine.n = getattr(self._mine, "n", 0) + 1
+
+    def leave(self) -> None:
+        self._mine.n -= 1
+        with self._cond:
+            self._active -= 1
+            if not self._active:
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if getattr(self._mine, "n", 0):
+            raise CortexError(
+                "the map must be resized while this thread holds a transaction of the same "
+                "store; end the transaction first"
+            )
+        with self._cond:
+            while self._remapping:
+                self._cond.wait()
+            self._remapping = True
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._remapping = False
+                self._cond.notify_all()
 
 
 class LmdbKV:
@@ -164,7 +219,7 @@ class LmdbKV:
         elif not (self.path / "data.mdb").exists():
             raise CortexError(f"no store at {self.path} (data.mdb missing)")
         self._pid = os.getpid()
-        self._grow_lock = threading.Lock()
+        self._gate = _Gate()
         try:
             self._env = lmdb.open(
                 str(self.path),
@@ -200,8 +255,11 @@ class LmdbKV:
         txn = self._begin(write=False)
         try:
             yield _LmdbTxn(txn)
+        except lmdb.Error as exc:  # e.g. a damaged page met while reading
+            raise _wrap(exc) from exc
         finally:
             txn.abort()
+            self._gate.leave()
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""
@@ -216,28 +274,44 @@ class LmdbKV:
                 return result
             except lmdb.MapFullError:
                 txn.abort()
-                self._grow()
+                full_at = int(self._env.info()["map_size"])
             except lmdb.Error as exc:
                 txn.abort()
                 raise _wrap(exc) from exc
             except BaseException:
                 txn.abort()
                 raise
+            finally:
+                self._gate.leave()
+            self._grow(full_at)
 
     def _begin(self, *, write: bool) -> lmdb.Transaction:
+        """Begin a transaction; the caller ends it, then calls ``self._gate.leave()``."""
         for _ in range(3):
+            self._gate.enter()
             try:
                 return self._env.begin(write=write)
             except lmdb.MapResizedError:
-                # another process grew the map: adopt its size and try again
-                self._env.set_mapsize(0)
+                self._gate.leave()
             except lmdb.Error as exc:
+                self._gate.leave()
                 raise _wrap(exc) from exc
+            except BaseException:
+                self._gate.leave()
+                raise
+            # another process grew the map: adopt its size and try again
+            with self._gate.exclusive():
+                try:
+                    self._env.set_mapsize(0)
+                except lmdb.Error as exc:
+                    raise _wrap(exc) from exc
         raise CortexError("the store's map keeps changing size under us; retry")
 
-    def _grow(self) -> None:
-        with self._grow_lock:
-            size = self._env.info()["map_size"]
+    def _grow(self, full_at: int) -> None:
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            if size > full_at:  # another thread grew it meanwhile
+                return
             if size >= _MAX_MAP:
                 raise StoreFullError(f"the store reached its size limit of {_MAX_MAP} bytes")
             try:
@@ -269,10 +343,13 @@ class LmdbKV:
         """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
         self._check_fork()
         Path(dest).mkdir(parents=True, exist_ok=False)
+        self._gate.enter()  # the copy runs its own read transaction
         try:
             self._env.copy(str(dest), compact=True)
         except lmdb.Error as exc:
             raise _wrap(exc) from exc
+        finally:
+            self._gate.leave()
 
     def sync(self) -> None:
         """Flush to disk (needed only after commits made with ``metasync=False``)."""

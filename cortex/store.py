@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -41,7 +42,7 @@ from cortex.codec import (
     encode_tags,
     to_micros,
 )
-from cortex.enums import CodedEnum, EdgeType, MemoryType, SourceKind, Visibility
+from cortex.enums import CodedEnum, EdgeType, MemoryType, ObjKind, SourceKind, Verb, Visibility
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -350,16 +351,29 @@ def _coerce(cls: type[CodedEnum], value: object, field: str) -> Any:
 
 
 def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
+    """Return frames with enum members and NFC references (validating the unusual ones)."""
     frames = tuple(frames)
+    if all(
+        type(f) is FrameRef
+        and type(f.verb) is Verb
+        and type(f.obj_kind) is ObjKind
+        and type(f.obj_ref) is str
+        and f.obj_ref.isascii()
+        for f in frames
+    ):
+        return frames  # the head's encoder checks the rules
     try:
         FRAMES.enc(frames)
     except _Invalid as exc:
-        raise ValidationError("frames" + exc.where, exc.rule, exc.message) from None
-    out = []
-    for f in frames:
-        payload = FRAMES.item.enc(f)
-        out.append(FRAMES.item.dec(cbor2.loads(payload)))
-    return tuple(out)
+        raise ValidationError("head.frames" + exc.where, exc.rule, exc.message) from None
+    return tuple(
+        FrameRef(
+            verb=Verb.coerce(f.verb),  # type: ignore[arg-type]  # validated just above
+            obj_kind=ObjKind.coerce(f.obj_kind),  # type: ignore[arg-type]
+            obj_ref=unicodedata.normalize("NFC", f.obj_ref),
+        )
+        for f in frames
+    )
 
 
 def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
@@ -534,10 +548,10 @@ class Store:
             if self._kv.readonly:
                 raise FormatError(f"{self.path} is empty; open it writable once to initialise it")
             return self._kv.write(self._init_format)
+        payload = _unseal(key, raw)  # damage is IntegrityError, not an unknown format
         try:
-            payload = _unseal(key, raw)
             obj = cbor2.loads(payload)
-        except (IntegrityError, cbor2.CBORDecodeError, ValueError) as exc:
+        except (cbor2.CBORDecodeError, ValueError) as exc:
             raise FormatError(f"{self.path}: meta/format is unreadable ({exc})") from None
         version = obj.get(1) if isinstance(obj, dict) else None
         if not isinstance(version, int):
@@ -609,7 +623,8 @@ class Store:
         if forms is not None:
             the_forms, override = check_override(forms), True
         else:
-            the_forms, override = render(data), False
+            the_forms = render(decode_data_trusted(mtype, data_bytes), is_canonical=True)
+            override = False
         if id is not None and not isinstance(id, MemoryId):
             raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
         mid = id if id is not None else new_id()
@@ -974,8 +989,15 @@ class Store:
                 return head.tombstone
             stone = head.tombstone or Tombstone(reason=reason, at=now, by=who)
             stone = msgspec.structs.replace(stone, purged_at=now)
+            # the vector goes below, so the head must stop pointing at it
             new_head = msgspec.structs.replace(
-                head, tombstone=stone, tags=(), frames=(), forms=None, last_updated_at=now
+                head,
+                tombstone=stone,
+                tags=(),
+                frames=(),
+                forms=None,
+                embedding_ref=None,
+                last_updated_at=now,
             )
             for key, value in list(txn.scan(version_prefix(mid))):
                 v: Version = _trusted(VERSION, key, value)
@@ -1085,7 +1107,11 @@ class Store:
         types: Iterable[EdgeType | str] | None = None,
         include_removed: bool = False,
     ) -> list[Edge]:
-        """Edges of a memory, outgoing (``out``), incoming (``in``) or both, in key order."""
+        """Edges of a memory, outgoing (``out``), incoming (``in``) or both, in key order.
+
+        Raises:
+            IntegrityError: an edge record is damaged or its two halves disagree.
+        """
         mid = _as_id(ref)
         if direction not in ("out", "in", "both"):
             raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
@@ -1103,6 +1129,13 @@ class Store:
                     if wanted is not None and et not in wanted:
                         continue
                     rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                    from_half = key.startswith(EDGE_FROM)
+                    twin = edge_to_key(d, et, s) if from_half else edge_from_key(s, et, d)
+                    if txn.get(twin) != value:
+                        raise IntegrityError(
+                            f"the two halves of edge {s} {et.label} {d} differ or one is "
+                            "missing: the store is damaged"
+                        )
                     if rec.removed_at is not None and not include_removed:
                         continue
                     out.append(_edge(s, et, d, rec))
@@ -1116,6 +1149,8 @@ class Store:
         if raw is None:
             raise NotFoundError(f"no memory {mid}")
         head: Head = _trusted(HEAD, key, raw)
+        if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
+            raise IntegrityError(f"record {_show_key(key)} holds the head of {head.id}")
         return head
 
     def _head_for_change(self, txn: ReadTxn, mid: MemoryId) -> Head:
@@ -1128,15 +1163,21 @@ class Store:
         return head
 
     def _version(self, txn: ReadTxn, mid: MemoryId, n: int) -> Version:
+        """Version ``n`` of a memory whose head says it exists (``n <= current_version``)."""
         key = version_key(mid, n)
         raw = txn.get(key)
         if raw is None:
-            raise NotFoundError(f"no version {n} of memory {mid}")
+            raise IntegrityError(
+                f"version {n} of memory {mid} is missing although its head points at it: "
+                "the store is damaged"
+            )
         return self._checked_version(key, raw)
 
     @staticmethod
     def _checked_version(key: bytes, raw: bytes) -> Version:
         v: Version = _trusted(VERSION, key, raw)
+        if version_key(v.id, v.version) != key:
+            raise IntegrityError(f"record {_show_key(key)} holds version {v.id}#{v.version}")
         if v.data is not None and content_hash(v.type, v.data) != v.hash:
             raise IntegrityError(f"version {_show_key(key)}: data does not match its hash")
         return v
@@ -1157,6 +1198,7 @@ class Store:
         Raises:
             ValidationError: the URI is malformed (e.g. has no version or ``#latest``).
             NotFoundError: no such memory or version, or the URI's type is wrong.
+            IntegrityError: the head or the version is damaged or missing.
         """
         u = Uri.parse(uri)
         with self._kv.read() as txn:
@@ -1173,6 +1215,7 @@ class Store:
 
         Raises:
             NotFoundError: no such memory.
+            IntegrityError: the head or the version is damaged or missing.
         """
         mid = _as_id(ref)
         with self._kv.read() as txn:
@@ -1185,11 +1228,19 @@ class Store:
 
         Raises:
             NotFoundError: no such memory.
+            IntegrityError: the head or a version is damaged, or a version is missing.
         """
         mid = _as_id(ref)
         with self._kv.read() as txn:
             head = self._head(txn, mid)
             versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
+        if [(v.id, v.version) for v in versions] != [
+            (mid, n) for n in range(1, head.current_version + 1)
+        ]:
+            raise IntegrityError(
+                f"memory {mid} points at versions 1..{head.current_version} but the store holds "
+                f"{[v.version for v in versions]}: the store is damaged"
+            )
         return [self._memory(head, v) for v in versions]
 
     def resolve_as_of(
@@ -1224,12 +1275,43 @@ class Store:
         raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
 
     def journal(self, start: int = 1, *, reverse: bool = False) -> Iterator[JournalEntry]:
-        """Journal entries from sequence number ``start`` (or backwards from it)."""
+        """Journal entries from sequence number ``start`` (or backwards from it).
+
+        Every link of the chain among the entries read, and to the entry before them, is
+        checked, so an entry altered with a matching checksum is caught too (all but the last
+        entry, which nothing after it vouches for).
+
+        Raises:
+            IntegrityError: an entry fails its checksum, does not decode, or breaks the chain.
+        """
         with self._kv.read() as txn:
-            entries = [
-                _trusted(JOURNAL_CODEC, k, v)
-                for k, v in txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse)
-            ]
+            pairs = list(txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse))
+            if reverse:
+                pairs.reverse()
+            prev, seq = _ZERO_HASH, 0
+            if pairs and parse_journal_key(pairs[0][0]) > 1:
+                seq = parse_journal_key(pairs[0][0]) - 1
+                raw = txn.get(journal_key(seq))
+                if raw is None:
+                    raise IntegrityError(f"journal entry j/{seq} is missing: the store is damaged")
+                prev = hashlib.sha256(_unseal(journal_key(seq), raw)).digest()
+        entries: list[JournalEntry] = []
+        for key, value in pairs:
+            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            if entry.seq != seq + 1 or parse_journal_key(key) != entry.seq:
+                raise IntegrityError(
+                    f"journal entry {_show_key(key)} holds sequence {entry.seq} where {seq + 1} "
+                    "was expected: the store is damaged"
+                )
+            if entry.prev != prev:
+                raise IntegrityError(
+                    f"journal entry {_show_key(key)} breaks the chain: it or the entry before it "
+                    "was altered"
+                )
+            prev, seq = hashlib.sha256(_unseal(key, value)).digest(), entry.seq
+            entries.append(entry)
+        if reverse:
+            entries.reverse()
         yield from entries
 
     # -- housekeeping ------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import json
 import statistics
 import sys
 import timeit
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import cbor2
 
@@ -35,7 +35,7 @@ from cortex import (
 from cortex.codec import decode_data_trusted
 from cortex.records import Data
 
-WHEN = datetime(2026, 11, 22, 9, 30, 15, 250000, tzinfo=timezone.utc)
+WHEN = datetime(2026, 11, 22, 9, 30, 15, 250000, tzinfo=UTC)
 URI = "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1"
 
 SAMPLES: list[Data] = [

@@ -26,7 +26,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from cortex import (
     Pattern,
     Preference,
 )
-from cortex.keys import JOURNAL, head_key, journal_key, version_prefix
+from cortex.keys import head_key, journal_key, version_prefix
 from cortex.records import Data
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -98,8 +97,8 @@ class Captured:
                             puts.append((bytes(cur.key()), bytes(cur.value())))
                             if not cur.next():
                                 break
-                from cortex.store import _index_keys, _trusted  # noqa: PLC0415
-                from cortex.codec import HEAD  # noqa: PLC0415
+                from cortex.codec import HEAD
+                from cortex.store import _index_keys, _trusted
 
                 head = _trusted(HEAD, hk, puts[0][1])
                 puts.extend((k, b"") for k in _index_keys(head))
@@ -167,9 +166,7 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
         for _ in range(max(1, repeat // 2)):
             t0 = time.perf_counter()
             for it in extra[:singles]:
-                cx.write(
-                    it.data, tags=it.tags, frames=it.frames, importance=it.importance
-                )
+                cx.write(it.data, tags=it.tags, frames=it.frames, importance=it.importance)
             ours_lat.append((time.perf_counter() - t0) / singles)
             extra = extra[singles:] + extra[:singles]
         cap_single = Captured(cx, last_seq + 1).groups
@@ -212,7 +209,9 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
             for u in probe:
                 with env.begin() as txn:
                     h = cbor2.loads(bytes(txn.get(head_key(u.id)))[:-4])
-                    v = cbor2.loads(bytes(txn.get(version_prefix(u.id) + (1).to_bytes(8, "big")))[:-4])
+                    v = cbor2.loads(
+                        bytes(txn.get(version_prefix(u.id) + (1).to_bytes(8, "big")))[:-4]
+                    )
                     cbor2.loads(v[4])
                     del h
 
@@ -248,7 +247,7 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
 
 
 def _builtin(data: Data) -> Any:
-    from cortex.codec import encode_data  # noqa: PLC0415
+    from cortex.codec import encode_data
 
     return cbor2.loads(encode_data(data))
 

@@ -1,0 +1,1466 @@
+/*
+ * cortex._speedups: a schema-driven, strict, one-pass decoder of canonical CBOR records.
+ *
+ * A ``Plan`` describes one record struct (built by ``StructCodec`` from its field list, see
+ * cortex/codec.py).  ``decode(plan, data)`` reads ``data`` straight into the struct and accepts
+ * only the canonical encoding (RFC 8949 section 4.2.1 plus the record rules of DESIGN.md section
+ * 3): shortest heads, shortest float width, definite lengths, no tags, record keys strictly
+ * increasing, text map keys strictly increasing in bytewise order of their encodings, no unknown
+ * keys, every required field present, no value the encoder would omit, valid NFC UTF-8 text,
+ * values in range and no trailing bytes.
+ *
+ * Any input it does not accept raises ``Reject``; the caller then runs the pure-Python decoder,
+ * which names the error (or, should this module ever be stricter than it, returns the value).
+ * So this module may reject conservatively but must never accept what the Python path rejects,
+ * and must build a value equal to the one the Python path builds.
+ *
+ * The decoder recurses only along the plan (a record's fields, a list's items), never along
+ * the input, so its depth is bounded by the schema; MAX_DEPTH guards against a cyclic plan.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if FLT_RADIX != 2 || FLT_MANT_DIG != 24 || DBL_MANT_DIG != 53
+#error "cortex._speedups needs IEEE 754 binary32 float and binary64 double"
+#endif
+
+#define MAX_DEPTH 32
+#define MAX_FIELDS 64
+#define STACK_SPANS 32
+
+enum {
+    K_TEXT = 1,
+    K_BYTES,
+    K_INT,
+    K_UNIT,
+    K_BOOL,
+    K_TIME,
+    K_ENUM,
+    K_ID,
+    K_LIST,
+    K_PAIR,
+    K_MAP,
+    K_RECORD,
+};
+
+enum { CHECK_NONE = 0, CHECK_URI = 1, CHECK_DECIMAL = 2 };
+
+static PyObject *Reject = NULL;        /* the one exception this module raises on bad input */
+static PyObject *is_normalized = NULL; /* unicodedata.is_normalized */
+static PyObject *str_NFC = NULL;       /* "NFC" */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Plans */
+
+typedef struct Spec {
+    int kind;
+    Py_ssize_t max_bytes; /* text: UTF-8 bytes; bytes: length */
+    int check;            /* text: CHECK_* */
+    PyObject *names;      /* text with CHECK_URI: tuple of bytes, the type names */
+    Py_ssize_t exact;     /* bytes: exact length, or -1 */
+    long long lo, hi;     /* int, time, pair: inclusive range */
+    PyObject **members;   /* enum: members by code (NULL where no member) */
+    Py_ssize_t n_members;
+    PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
+    struct Spec *item;    /* list: item; map: key */
+    struct Spec *value;   /* map: value */
+    Py_ssize_t max_items; /* list, map */
+    int unique;           /* list */
+    PyObject *plan;       /* record: a Plan */
+} Spec;
+
+typedef struct {
+    unsigned long long key;
+    Py_ssize_t slot;    /* index into kwnames */
+    int absent_ok;      /* the encoder omits the default value */
+    PyObject *dflt;     /* the default (when absent_ok and no factory) */
+    PyObject *factory;  /* called for the default, or NULL */
+    Spec spec;
+} Field;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cls;
+    PyObject *kwnames; /* tuple of attribute names, the order values are passed in */
+    int has_sv;
+    unsigned long long sv;
+    Py_ssize_t nfields;
+    Field *fields; /* in key order */
+} PlanObject;
+
+static PyTypeObject Plan_Type;
+
+static void
+spec_clear(Spec *s)
+{
+    Py_ssize_t i;
+    Py_CLEAR(s->names);
+    if (s->members != NULL) {
+        for (i = 0; i < s->n_members; i++) {
+            Py_XDECREF(s->members[i]);
+        }
+        PyMem_Free(s->members);
+        s->members = NULL;
+    }
+    Py_CLEAR(s->factory);
+    if (s->item != NULL) {
+        spec_clear(s->item);
+        PyMem_Free(s->item);
+        s->item = NULL;
+    }
+    if (s->value != NULL) {
+        spec_clear(s->value);
+        PyMem_Free(s->value);
+        s->value = NULL;
+    }
+    Py_CLEAR(s->plan);
+}
+
+static int
+as_ssize(PyObject *o, Py_ssize_t *out, const char *what)
+{
+    Py_ssize_t v;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "plan: %s must be an int", what);
+        return -1;
+    }
+    v = PyLong_AsSsize_t(o);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "plan: %s must be >= 0", what);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int
+as_llong(PyObject *o, long long *out, const char *what)
+{
+    long long v;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "plan: %s must be an int", what);
+        return -1;
+    }
+    v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int
+spec_arity(PyObject *t, Py_ssize_t n, const char *kind)
+{
+    if (PyTuple_GET_SIZE(t) != n) {
+        PyErr_Format(PyExc_ValueError, "plan: a %s spec has %zd items", kind, n);
+        return -1;
+    }
+    return 0;
+}
+
+static int spec_init(Spec *s, PyObject *t);
+
+static int
+spec_child(Spec **out, PyObject *t)
+{
+    Spec *c = PyMem_Calloc(1, sizeof(Spec));
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *out = c; /* owned by the parent from here, freed by spec_clear */
+    return spec_init(c, t);
+}
+
+/* Fill ``s`` (zeroed) from a spec tuple ``(kind name, params...)``; see _speedup_spec in
+ * codec.py.  On error ``s`` may be partly filled; spec_clear releases it. */
+static int
+spec_init(Spec *s, PyObject *t)
+{
+    PyObject *name;
+    s->exact = -1;
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
+        PyErr_SetString(PyExc_TypeError, "plan: a spec is a tuple (kind, params...)");
+        return -1;
+    }
+    name = PyTuple_GET_ITEM(t, 0);
+    if (PyUnicode_CompareWithASCIIString(name, "text") == 0) {
+        PyObject *names;
+        s->kind = K_TEXT;
+        if (spec_arity(t, 4, "text") < 0 ||
+            as_ssize(PyTuple_GET_ITEM(t, 1), &s->max_bytes, "max_bytes") < 0) {
+            return -1;
+        }
+        s->check = PyLong_Check(PyTuple_GET_ITEM(t, 2)) ? (int)PyLong_AsLong(PyTuple_GET_ITEM(t, 2))
+                                                         : -1;
+        if (s->check != CHECK_NONE && s->check != CHECK_URI && s->check != CHECK_DECIMAL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "plan: unknown text check");
+            }
+            return -1;
+        }
+        names = PyTuple_GET_ITEM(t, 3);
+        if (s->check == CHECK_URI) {
+            Py_ssize_t i;
+            if (!PyTuple_Check(names)) {
+                PyErr_SetString(PyExc_TypeError, "plan: URI type names must be a tuple");
+                return -1;
+            }
+            for (i = 0; i < PyTuple_GET_SIZE(names); i++) {
+                if (!PyBytes_Check(PyTuple_GET_ITEM(names, i))) {
+                    PyErr_SetString(PyExc_TypeError, "plan: URI type names must be bytes");
+                    return -1;
+                }
+            }
+            Py_INCREF(names);
+            s->names = names;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "bytes") == 0) {
+        s->kind = K_BYTES;
+        if (spec_arity(t, 3, "bytes") < 0 ||
+            as_ssize(PyTuple_GET_ITEM(t, 1), &s->max_bytes, "max_len") < 0) {
+            return -1;
+        }
+        if (PyTuple_GET_ITEM(t, 2) != Py_None &&
+            as_ssize(PyTuple_GET_ITEM(t, 2), &s->exact, "exact") < 0) {
+            return -1;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "int") == 0 ||
+        PyUnicode_CompareWithASCIIString(name, "time") == 0 ||
+        PyUnicode_CompareWithASCIIString(name, "pair") == 0) {
+        s->kind = PyUnicode_CompareWithASCIIString(name, "int") == 0    ? K_INT
+                  : PyUnicode_CompareWithASCIIString(name, "time") == 0 ? K_TIME
+                                                                        : K_PAIR;
+        if (spec_arity(t, 3, "range") < 0 || as_llong(PyTuple_GET_ITEM(t, 1), &s->lo, "lo") < 0 ||
+            as_llong(PyTuple_GET_ITEM(t, 2), &s->hi, "hi") < 0) {
+            return -1;
+        }
+        if (s->lo > s->hi) {
+            PyErr_SetString(PyExc_ValueError, "plan: empty range");
+            return -1;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "unit") == 0) {
+        s->kind = K_UNIT;
+        return spec_arity(t, 1, "unit");
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "bool") == 0) {
+        s->kind = K_BOOL;
+        return spec_arity(t, 1, "bool");
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "enum") == 0) {
+        PyObject *d, *k, *v;
+        Py_ssize_t pos = 0;
+        s->kind = K_ENUM;
+        if (spec_arity(t, 2, "enum") < 0) {
+            return -1;
+        }
+        d = PyTuple_GET_ITEM(t, 1);
+        if (!PyDict_Check(d)) {
+            PyErr_SetString(PyExc_TypeError, "plan: enum members must be a dict");
+            return -1;
+        }
+        s->n_members = 256; /* codes are one-byte unsigned integers */
+        s->members = PyMem_Calloc((size_t)s->n_members, sizeof(PyObject *));
+        if (s->members == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        while (PyDict_Next(d, &pos, &k, &v)) {
+            Py_ssize_t code;
+            if (as_ssize(k, &code, "enum code") < 0) {
+                return -1;
+            }
+            if (code >= s->n_members || s->members[code] != NULL) {
+                PyErr_SetString(PyExc_ValueError, "plan: enum codes must be distinct, < 256");
+                return -1;
+            }
+            Py_INCREF(v);
+            s->members[code] = v;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "id") == 0) {
+        s->kind = K_ID;
+        if (spec_arity(t, 2, "id") < 0) {
+            return -1;
+        }
+        if (!PyCallable_Check(PyTuple_GET_ITEM(t, 1))) {
+            PyErr_SetString(PyExc_TypeError, "plan: the id factory must be callable");
+            return -1;
+        }
+        Py_INCREF(PyTuple_GET_ITEM(t, 1));
+        s->factory = PyTuple_GET_ITEM(t, 1);
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "list") == 0) {
+        s->kind = K_LIST;
+        if (spec_arity(t, 4, "list") < 0 ||
+            as_ssize(PyTuple_GET_ITEM(t, 2), &s->max_items, "max_items") < 0) {
+            return -1;
+        }
+        s->unique = PyObject_IsTrue(PyTuple_GET_ITEM(t, 3));
+        if (s->unique < 0) {
+            return -1;
+        }
+        return spec_child(&s->item, PyTuple_GET_ITEM(t, 1));
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "map") == 0) {
+        s->kind = K_MAP;
+        if (spec_arity(t, 4, "map") < 0 ||
+            as_ssize(PyTuple_GET_ITEM(t, 3), &s->max_items, "max_items") < 0 ||
+            spec_child(&s->item, PyTuple_GET_ITEM(t, 1)) < 0 ||
+            spec_child(&s->value, PyTuple_GET_ITEM(t, 2)) < 0) {
+            return -1;
+        }
+        if (s->item->kind != K_TEXT) {
+            /* key order is checked on the encoded keys, which is right for text keys only */
+            PyErr_SetString(PyExc_ValueError, "plan: map keys must be text");
+            return -1;
+        }
+        return 0;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "record") == 0) {
+        s->kind = K_RECORD;
+        if (spec_arity(t, 2, "record") < 0) {
+            return -1;
+        }
+        if (!PyObject_TypeCheck(PyTuple_GET_ITEM(t, 1), &Plan_Type)) {
+            PyErr_SetString(PyExc_TypeError, "plan: a record spec needs a Plan");
+            return -1;
+        }
+        Py_INCREF(PyTuple_GET_ITEM(t, 1));
+        s->plan = PyTuple_GET_ITEM(t, 1);
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "plan: unknown field kind %R", name);
+    return -1;
+}
+
+static void
+Plan_dealloc(PlanObject *self)
+{
+    Py_ssize_t i;
+    if (self->fields != NULL) {
+        for (i = 0; i < self->nfields; i++) {
+            spec_clear(&self->fields[i].spec);
+            Py_XDECREF(self->fields[i].dflt);
+            Py_XDECREF(self->fields[i].factory);
+        }
+        PyMem_Free(self->fields);
+    }
+    Py_XDECREF(self->cls);
+    Py_XDECREF(self->kwnames);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Plan(cls, kwnames, schema_version, fields)
+ *   cls: the struct type, called with keyword arguments kwnames
+ *   kwnames: tuple of str, every attribute once
+ *   schema_version: int (key 0 of a top-level record) or None
+ *   fields: tuple of (key, slot, absent_ok, default, default_factory, spec) in key order */
+static PyObject *
+Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *cls, *kwnames, *sv, *fields;
+    PlanObject *self;
+    Py_ssize_t i, j, n;
+    static char *kwlist[] = {"cls", "kwnames", "schema_version", "fields", NULL};
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO!:Plan", kwlist, &cls, &PyTuple_Type,
+                                     &kwnames, &sv, &PyTuple_Type, &fields)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "plan: cls must be callable");
+        return NULL;
+    }
+    n = PyTuple_GET_SIZE(fields);
+    if (n > MAX_FIELDS || PyTuple_GET_SIZE(kwnames) != n) {
+        PyErr_SetString(PyExc_ValueError, "plan: too many fields, or kwnames do not match");
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, i))) {
+            PyErr_SetString(PyExc_TypeError, "plan: kwnames must be str");
+            return NULL;
+        }
+    }
+    self = (PlanObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(cls);
+    self->cls = cls;
+    Py_INCREF(kwnames);
+    self->kwnames = kwnames;
+    if (sv != Py_None) {
+        long long v;
+        if (as_llong(sv, &v, "schema_version") < 0 || v < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "plan: schema_version must be >= 0");
+            }
+            goto fail;
+        }
+        self->has_sv = 1;
+        self->sv = (unsigned long long)v;
+    }
+    self->fields = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(Field));
+    if (self->fields == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    self->nfields = n;
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(fields, i);
+        Field *f = &self->fields[i];
+        Py_ssize_t key;
+        int ok;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 6) {
+            PyErr_SetString(PyExc_TypeError,
+                            "plan: a field is (key, slot, absent_ok, default, factory, spec)");
+            goto fail;
+        }
+        if (as_ssize(PyTuple_GET_ITEM(t, 0), &key, "key") < 0 ||
+            as_ssize(PyTuple_GET_ITEM(t, 1), &f->slot, "slot") < 0) {
+            goto fail;
+        }
+        f->key = (unsigned long long)key;
+        if (key == 0 || (i > 0 && f->key <= self->fields[i - 1].key) || f->slot >= n) {
+            PyErr_SetString(PyExc_ValueError, "plan: keys must increase from 1; slots < n");
+            goto fail;
+        }
+        for (j = 0; j < i; j++) {
+            if (self->fields[j].slot == f->slot) {
+                PyErr_SetString(PyExc_ValueError, "plan: two fields share a slot");
+                goto fail;
+            }
+        }
+        ok = PyObject_IsTrue(PyTuple_GET_ITEM(t, 2));
+        if (ok < 0) {
+            goto fail;
+        }
+        f->absent_ok = ok;
+        Py_INCREF(PyTuple_GET_ITEM(t, 3));
+        f->dflt = PyTuple_GET_ITEM(t, 3);
+        if (PyTuple_GET_ITEM(t, 4) != Py_None) {
+            if (!PyCallable_Check(PyTuple_GET_ITEM(t, 4))) {
+                PyErr_SetString(PyExc_TypeError, "plan: default_factory must be callable");
+                goto fail;
+            }
+            Py_INCREF(PyTuple_GET_ITEM(t, 4));
+            f->factory = PyTuple_GET_ITEM(t, 4);
+        }
+        if (spec_init(&f->spec, PyTuple_GET_ITEM(t, 5)) < 0) {
+            goto fail;
+        }
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyTypeObject Plan_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cortex._speedups.Plan",
+    .tp_basicsize = sizeof(PlanObject),
+    .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Plan(cls, kwnames, schema_version, fields): how to decode one record struct.",
+    .tp_new = Plan_new,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reading */
+
+typedef struct {
+    const uint8_t *b;
+    Py_ssize_t len;
+    Py_ssize_t pos;
+} Reader;
+
+static int
+reject(const Reader *r, const char *why)
+{
+    PyErr_Format(Reject, "%s at offset %zd", why, r->pos);
+    return -1;
+}
+
+static PyObject *
+reject_null(const Reader *r, const char *why)
+{
+    reject(r, why);
+    return NULL;
+}
+
+/* The argument of the head at r->pos: definite, shortest.  Major type 7 is not read here. */
+static int
+read_head(Reader *r, int *major, uint64_t *arg)
+{
+    uint8_t ib, info;
+    Py_ssize_t size, i;
+    uint64_t v = 0;
+    if (r->pos >= r->len) {
+        return reject(r, "truncated");
+    }
+    ib = r->b[r->pos];
+    *major = ib >> 5;
+    info = ib & 31;
+    if (*major == 7) {
+        return reject(r, "unexpected simple value or float");
+    }
+    if (info < 24) {
+        *arg = info;
+        r->pos += 1;
+        return 0;
+    }
+    if (info > 27) {
+        return reject(r, "indefinite length or reserved head");
+    }
+    size = (Py_ssize_t)1 << (info - 24);
+    if (r->len - r->pos - 1 < size) {
+        return reject(r, "truncated head");
+    }
+    for (i = 0; i < size; i++) {
+        v = (v << 8) | r->b[r->pos + 1 + i];
+    }
+    /* shortest form: each width is used only for values the next smaller one cannot hold */
+    if ((size == 1 && v < 24) || (size == 2 && v <= 0xFF) || (size == 4 && v <= 0xFFFF) ||
+        (size == 8 && v <= 0xFFFFFFFFu)) {
+        return reject(r, "non-shortest head");
+    }
+    *arg = v;
+    r->pos += 1 + size;
+    return 0;
+}
+
+static int
+expect(Reader *r, int want, uint64_t *arg)
+{
+    int major;
+    Py_ssize_t at = r->pos;
+    if (read_head(r, &major, arg) < 0) {
+        return -1;
+    }
+    if (major != want) {
+        r->pos = at;
+        return reject(r, "unexpected major type");
+    }
+    return 0;
+}
+
+/* A definite-length string body of ``n`` bytes at r->pos. */
+static int
+take(Reader *r, uint64_t n, const uint8_t **p)
+{
+    if (n > (uint64_t)(r->len - r->pos)) {
+        return reject(r, "truncated string");
+    }
+    *p = r->b + r->pos;
+    r->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* An integer (major 0 or 1) within [lo, hi]. */
+static int
+read_int(Reader *r, long long lo, long long hi, long long *out)
+{
+    int major;
+    uint64_t a;
+    long long v;
+    Py_ssize_t at = r->pos;
+    if (read_head(r, &major, &a) < 0) {
+        return -1;
+    }
+    if (major == 0) {
+        if (a > (uint64_t)LLONG_MAX) {
+            r->pos = at;
+            return reject(r, "integer out of range");
+        }
+        v = (long long)a;
+    }
+    else if (major == 1) {
+        if (a > (uint64_t)LLONG_MAX) {
+            r->pos = at;
+            return reject(r, "integer out of range");
+        }
+        v = -1 - (long long)a; /* >= LLONG_MIN */
+    }
+    else {
+        r->pos = at;
+        return reject(r, "expected an integer");
+    }
+    if (v < lo || v > hi) {
+        r->pos = at;
+        return reject(r, "integer out of range");
+    }
+    *out = v;
+    return 0;
+}
+
+/* Exactly representable as IEEE binary16?  ``x`` is finite and non-negative. */
+static int
+fits_half(double x)
+{
+    double m;
+    uint64_t u;
+    if (x > 65504.0) {
+        return 0;
+    }
+    m = ldexp(x, 24); /* exact: a power-of-two scaling of a value far from overflow */
+    if (m != floor(m)) {
+        return 0; /* finer than the smallest subnormal, 2^-24 */
+    }
+    u = (uint64_t)m;
+    if (u == 0) {
+        return 1;
+    }
+    while ((u & 1) == 0) {
+        u >>= 1;
+    }
+    return u < 2048; /* at most 11 significant bits */
+}
+
+/* A float in [0, 1], in the shortest width that keeps it; -0.0 is not canonical (the encoder
+ * writes 0.0 for it). */
+static int
+read_unit(Reader *r, double *out)
+{
+    uint8_t ib;
+    double x;
+    Py_ssize_t at = r->pos;
+    if (r->pos >= r->len) {
+        return reject(r, "truncated");
+    }
+    ib = r->b[r->pos];
+    if (ib == 0xF9) {
+        uint16_t h;
+        int e, m;
+        if (r->len - r->pos < 3) {
+            return reject(r, "truncated float");
+        }
+        h = (uint16_t)((r->b[r->pos + 1] << 8) | r->b[r->pos + 2]);
+        if (h & 0x8000) {
+            return reject(r, "negative float");
+        }
+        e = (h >> 10) & 0x1F;
+        m = h & 0x3FF;
+        if (e == 31) {
+            return reject(r, "NaN or infinity");
+        }
+        x = e == 0 ? ldexp((double)m, -24) : ldexp((double)(m + 1024), e - 25);
+        r->pos += 3;
+    }
+    else if (ib == 0xFA) {
+        uint32_t u;
+        float f;
+        if (r->len - r->pos < 5) {
+            return reject(r, "truncated float");
+        }
+        u = ((uint32_t)r->b[r->pos + 1] << 24) | ((uint32_t)r->b[r->pos + 2] << 16) |
+            ((uint32_t)r->b[r->pos + 3] << 8) | (uint32_t)r->b[r->pos + 4];
+        if (u & 0x80000000u) {
+            return reject(r, "negative float");
+        }
+        if ((u & 0x7F800000u) == 0x7F800000u) {
+            return reject(r, "NaN or infinity");
+        }
+        memcpy(&f, &u, sizeof f);
+        x = (double)f;
+        if (x > 1.0) {
+            return reject(r, "float out of range");
+        }
+        if (fits_half(x)) {
+            return reject(r, "float not in its shortest form");
+        }
+        r->pos += 5;
+    }
+    else if (ib == 0xFB) {
+        uint64_t u = 0;
+        int i;
+        if (r->len - r->pos < 9) {
+            return reject(r, "truncated float");
+        }
+        for (i = 1; i <= 8; i++) {
+            u = (u << 8) | r->b[r->pos + i];
+        }
+        if (u & 0x8000000000000000ull) {
+            return reject(r, "negative float");
+        }
+        if ((u & 0x7FF0000000000000ull) == 0x7FF0000000000000ull) {
+            return reject(r, "NaN or infinity");
+        }
+        memcpy(&x, &u, sizeof x);
+        if (x > 1.0) {
+            return reject(r, "float out of range");
+        }
+        if ((double)(float)x == x) { /* in range for float: 0 <= x <= 1 */
+            return reject(r, "float not in its shortest form");
+        }
+        r->pos += 9;
+    }
+    else {
+        return reject(r, "expected a float");
+    }
+    if (!(x >= 0.0 && x <= 1.0)) {
+        r->pos = at;
+        return reject(r, "float out of range");
+    }
+    *out = x;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Text rules: the checks of _check_uri and _check_decimal, on ASCII bytes */
+
+static int
+is_digit(uint8_t c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int
+is_crockford(uint8_t c)
+{
+    /* [0-9A-HJKMNP-TV-Z] */
+    return is_digit(c) || (c >= 'A' && c <= 'H') || c == 'J' || c == 'K' || c == 'M' ||
+           c == 'N' || (c >= 'P' && c <= 'T') || (c >= 'V' && c <= 'Z');
+}
+
+/* cortex://<TypeName>/<ULID>#<version>, version 1..2^63-1 without leading zeros */
+static int
+uri_ok(const uint8_t *s, Py_ssize_t n, PyObject *names)
+{
+    static const char prefix[] = "cortex://";
+    static const char vmax[] = "9223372036854775807";
+    const Py_ssize_t plen = (Py_ssize_t)sizeof prefix - 1;
+    Py_ssize_t i, j, k, vlen;
+    if (n < plen || memcmp(s, prefix, (size_t)plen) != 0) {
+        return 0;
+    }
+    i = plen;
+    for (k = 0; k < PyTuple_GET_SIZE(names); k++) {
+        PyObject *nm = PyTuple_GET_ITEM(names, k);
+        Py_ssize_t len = PyBytes_GET_SIZE(nm);
+        if (n - i > len && memcmp(s + i, PyBytes_AS_STRING(nm), (size_t)len) == 0 &&
+            s[i + len] == '/') {
+            break;
+        }
+    }
+    if (k == PyTuple_GET_SIZE(names)) {
+        return 0;
+    }
+    i += PyBytes_GET_SIZE(PyTuple_GET_ITEM(names, k)) + 1;
+    /* [0-7][0-9A-HJKMNP-TV-Z]{25}# */
+    if (n - i < 27 || s[i] < '0' || s[i] > '7') {
+        return 0;
+    }
+    for (j = 1; j < 26; j++) {
+        if (!is_crockford(s[i + j])) {
+            return 0;
+        }
+    }
+    if (s[i + 26] != '#') {
+        return 0;
+    }
+    i += 27;
+    vlen = n - i;
+    if (vlen < 1 || vlen > 19 || s[i] < '1' || s[i] > '9') {
+        return 0;
+    }
+    for (j = i; j < n; j++) {
+        if (!is_digit(s[j])) {
+            return 0;
+        }
+    }
+    return vlen < 19 || memcmp(s + i, vmax, 19) <= 0;
+}
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]*[1-9])? and not "-0" */
+static int
+decimal_ok(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0, start;
+    if (i < n && s[i] == '-') {
+        i++;
+    }
+    start = i;
+    if (i >= n) {
+        return 0;
+    }
+    if (s[i] == '0') {
+        i++;
+    }
+    else if (s[i] >= '1' && s[i] <= '9') {
+        while (i < n && is_digit(s[i])) {
+            i++;
+        }
+    }
+    else {
+        return 0;
+    }
+    if (i == n) {
+        return !(start == 1 && n == 2 && s[1] == '0'); /* "-0" */
+    }
+    if (s[i] != '.') {
+        return 0;
+    }
+    i++;
+    if (i >= n) {
+        return 0;
+    }
+    for (; i < n; i++) {
+        if (!is_digit(s[i])) {
+            return 0;
+        }
+    }
+    return s[n - 1] != '0';
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Values */
+
+static PyObject *decode_record(PlanObject *pl, Reader *r, int depth);
+
+static PyObject *
+read_text(const Spec *s, Reader *r)
+{
+    uint64_t n;
+    const uint8_t *p;
+    PyObject *str;
+    Py_ssize_t at = r->pos;
+    if (expect(r, 3, &n) < 0) {
+        return NULL;
+    }
+    if (n == 0) {
+        r->pos = at;
+        return reject_null(r, "empty text");
+    }
+    if (n > (uint64_t)s->max_bytes) {
+        r->pos = at;
+        return reject_null(r, "text too long");
+    }
+    if (take(r, n, &p) < 0) {
+        return NULL;
+    }
+    if (s->check == CHECK_URI && !uri_ok(p, (Py_ssize_t)n, s->names)) {
+        r->pos = at;
+        return reject_null(r, "not a version URI");
+    }
+    if (s->check == CHECK_DECIMAL && !decimal_ok(p, (Py_ssize_t)n)) {
+        r->pos = at;
+        return reject_null(r, "not a decimal");
+    }
+    str = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)n, NULL);
+    if (str == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            r->pos = at;
+            return reject_null(r, "invalid UTF-8");
+        }
+        return NULL;
+    }
+    /* Every character below U+0300 is NFC_QC=Yes with combining class 0, so text of one-byte
+     * kind (ASCII and Latin-1) is NFC; anything else asks unicodedata. */
+    if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
+        PyObject *args[2] = {str_NFC, str};
+        PyObject *ok = PyObject_Vectorcall(is_normalized, args, 2, NULL);
+        int nfc;
+        if (ok == NULL) {
+            Py_DECREF(str);
+            return NULL;
+        }
+        nfc = ok == Py_True;
+        Py_DECREF(ok);
+        if (!nfc) {
+            Py_DECREF(str);
+            r->pos = at;
+            return reject_null(r, "text is not NFC");
+        }
+    }
+    return str;
+}
+
+static PyObject *
+read_bytes(const Spec *s, Reader *r)
+{
+    uint64_t n;
+    const uint8_t *p;
+    Py_ssize_t at = r->pos;
+    if (expect(r, 2, &n) < 0) {
+        return NULL;
+    }
+    if ((s->exact >= 0 && n != (uint64_t)s->exact) || n > (uint64_t)s->max_bytes ||
+        (s->exact < 0 && n == 0)) {
+        r->pos = at;
+        return reject_null(r, "bytes of the wrong length");
+    }
+    if (take(r, n, &p) < 0) {
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+}
+
+static long long
+floor_div(long long a, long long b, long long *rem)
+{
+    long long q = a / b, m = a % b;
+    if (m < 0) {
+        m += b;
+        q -= 1;
+    }
+    *rem = m;
+    return q;
+}
+
+/* Howard Hinnant's days_from_civil inverse: proleptic Gregorian date of day z (0 = 1970-01-01). */
+static void
+civil_from_days(long long z, int *y, int *m, int *d)
+{
+    long long era, yy;
+    unsigned doe, yoe, doy, mp;
+    z += 719468;
+    era = (z >= 0 ? z : z - 146096) / 146097;
+    doe = (unsigned)(z - era * 146097);
+    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    yy = (long long)yoe + era * 400;
+    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = (int)(yy + (*m <= 2));
+}
+
+/* Integer microseconds since the epoch -> aware UTC datetime (equal to _EPOCH + timedelta). */
+static PyObject *
+read_time(const Spec *s, Reader *r)
+{
+    long long us, rem, days;
+    int y, mo, d;
+    if (read_int(r, s->lo, s->hi, &us) < 0) {
+        return NULL;
+    }
+    days = floor_div(us, 86400000000LL, &rem);
+    civil_from_days(days, &y, &mo, &d);
+    if (y < 1 || y > 9999) {
+        return reject_null(r, "time out of range");
+    }
+    return PyDateTimeAPI->DateTime_FromDateAndTime(
+        y, mo, d, (int)(rem / 3600000000LL), (int)(rem / 60000000LL % 60),
+        (int)(rem / 1000000LL % 60), (int)(rem % 1000000LL), PyDateTime_TimeZone_UTC,
+        PyDateTimeAPI->DateTimeType);
+}
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t n;
+} Span;
+
+static int
+span_cmp(const void *a, const void *b)
+{
+    const Span *x = a, *y = b;
+    Py_ssize_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->p, y->p, (size_t)n);
+    if (c != 0) {
+        return c;
+    }
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static PyObject *decode_value(const Spec *s, Reader *r, int depth);
+
+static PyObject *
+read_list(const Spec *s, Reader *r, int depth)
+{
+    uint64_t n;
+    Py_ssize_t i, at = r->pos;
+    PyObject *out;
+    Span stack_spans[STACK_SPANS];
+    Span *spans = NULL;
+    if (expect(r, 4, &n) < 0) {
+        return NULL;
+    }
+    if (n > (uint64_t)s->max_items || n > (uint64_t)(r->len - r->pos)) {
+        r->pos = at;
+        return reject_null(r, "too many items");
+    }
+    if (s->unique && n > 1) {
+        spans = n <= STACK_SPANS ? stack_spans : PyMem_Malloc((size_t)n * sizeof(Span));
+        if (spans == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    out = PyTuple_New((Py_ssize_t)n);
+    if (out == NULL) {
+        goto fail;
+    }
+    for (i = 0; i < (Py_ssize_t)n; i++) {
+        Py_ssize_t start = r->pos;
+        PyObject *v = decode_value(s->item, r, depth + 1);
+        if (v == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(out, i, v);
+        if (spans != NULL) {
+            spans[i].p = r->b + start;
+            spans[i].n = r->pos - start;
+        }
+    }
+    if (spans != NULL) {
+        qsort(spans, (size_t)n, sizeof(Span), span_cmp);
+        for (i = 1; i < (Py_ssize_t)n; i++) {
+            if (span_cmp(&spans[i - 1], &spans[i]) == 0) {
+                r->pos = at;
+                reject(r, "duplicate list item");
+                goto fail;
+            }
+        }
+        if (spans != stack_spans) {
+            PyMem_Free(spans);
+        }
+    }
+    return out;
+fail:
+    Py_XDECREF(out);
+    if (spans != NULL && spans != stack_spans) {
+        PyMem_Free(spans);
+    }
+    return NULL;
+}
+
+static PyObject *
+read_map(const Spec *s, Reader *r, int depth)
+{
+    uint64_t n, i;
+    Py_ssize_t at = r->pos;
+    Span prev = {NULL, 0};
+    PyObject *out;
+    if (expect(r, 5, &n) < 0) {
+        return NULL;
+    }
+    if (n > (uint64_t)s->max_items || n > (uint64_t)(r->len - r->pos) / 2) {
+        r->pos = at;
+        return reject_null(r, "too many entries");
+    }
+    out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        Py_ssize_t start = r->pos;
+        Span cur;
+        PyObject *k, *v;
+        int rc;
+        k = decode_value(s->item, r, depth + 1);
+        if (k == NULL) {
+            goto fail;
+        }
+        cur.p = r->b + start;
+        cur.n = r->pos - start;
+        if (i > 0 && span_cmp(&prev, &cur) >= 0) {
+            Py_DECREF(k);
+            r->pos = start;
+            reject(r, "map keys out of order or repeated");
+            goto fail;
+        }
+        prev = cur;
+        v = decode_value(s->value, r, depth + 1);
+        if (v == NULL) {
+            Py_DECREF(k);
+            goto fail;
+        }
+        rc = PyDict_SetItem(out, k, v);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (rc < 0) {
+            goto fail;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+read_pair(const Spec *s, Reader *r)
+{
+    uint64_t n;
+    long long a, b;
+    Py_ssize_t at = r->pos;
+    PyObject *pa, *pb, *out;
+    if (expect(r, 4, &n) < 0) {
+        return NULL;
+    }
+    if (n != 2) {
+        r->pos = at;
+        return reject_null(r, "a pair has two items");
+    }
+    if (read_int(r, s->lo, s->hi, &a) < 0 || read_int(r, s->lo, s->hi, &b) < 0) {
+        return NULL;
+    }
+    if (a > b) {
+        r->pos = at;
+        return reject_null(r, "pair start after end");
+    }
+    pa = PyLong_FromLongLong(a);
+    if (pa == NULL) {
+        return NULL;
+    }
+    pb = PyLong_FromLongLong(b);
+    if (pb == NULL) {
+        Py_DECREF(pa);
+        return NULL;
+    }
+    out = PyTuple_Pack(2, pa, pb); /* takes its own references */
+    Py_DECREF(pa);
+    Py_DECREF(pb);
+    return out;
+}
+
+static PyObject *
+decode_value(const Spec *s, Reader *r, int depth)
+{
+    if (depth > MAX_DEPTH) {
+        return reject_null(r, "nested too deeply");
+    }
+    switch (s->kind) {
+    case K_TEXT:
+        return read_text(s, r);
+    case K_BYTES:
+        return read_bytes(s, r);
+    case K_INT: {
+        long long v;
+        if (read_int(r, s->lo, s->hi, &v) < 0) {
+            return NULL;
+        }
+        return PyLong_FromLongLong(v);
+    }
+    case K_UNIT: {
+        double x;
+        if (read_unit(r, &x) < 0) {
+            return NULL;
+        }
+        return PyFloat_FromDouble(x);
+    }
+    case K_BOOL:
+        if (r->pos < r->len && r->b[r->pos] == 0xF5) {
+            r->pos += 1;
+            Py_RETURN_TRUE;
+        }
+        if (r->pos < r->len && r->b[r->pos] == 0xF4) {
+            r->pos += 1;
+            Py_RETURN_FALSE;
+        }
+        return reject_null(r, "expected a boolean");
+    case K_TIME:
+        return read_time(s, r);
+    case K_ENUM: {
+        long long code;
+        Py_ssize_t at = r->pos;
+        PyObject *m;
+        if (read_int(r, 0, s->n_members - 1, &code) < 0) {
+            return NULL;
+        }
+        m = s->members[code];
+        if (m == NULL) {
+            r->pos = at;
+            return reject_null(r, "unknown enum code");
+        }
+        Py_INCREF(m);
+        return m;
+    }
+    case K_ID: {
+        uint64_t n;
+        const uint8_t *p;
+        PyObject *raw, *id;
+        Py_ssize_t at = r->pos;
+        if (expect(r, 2, &n) < 0) {
+            return NULL;
+        }
+        if (n != 16) {
+            r->pos = at;
+            return reject_null(r, "an id is 16 bytes");
+        }
+        if (take(r, n, &p) < 0) {
+            return NULL;
+        }
+        raw = PyBytes_FromStringAndSize((const char *)p, 16);
+        if (raw == NULL) {
+            return NULL;
+        }
+        id = PyObject_CallOneArg(s->factory, raw);
+        Py_DECREF(raw);
+        return id;
+    }
+    case K_LIST:
+        return read_list(s, r, depth);
+    case K_PAIR:
+        return read_pair(s, r);
+    case K_MAP:
+        return read_map(s, r, depth);
+    case K_RECORD:
+        return decode_record((PlanObject *)s->plan, r, depth);
+    default:
+        PyErr_SetString(PyExc_SystemError, "cortex._speedups: bad plan");
+        return NULL;
+    }
+}
+
+/* What the encoder leaves out of its map: such a value must not be present. */
+static int
+omitted(const Spec *s, PyObject *v)
+{
+    switch (s->kind) {
+    case K_LIST:
+        return PyTuple_GET_SIZE(v) == 0;
+    case K_MAP:
+        return PyDict_GET_SIZE(v) == 0;
+    case K_BOOL:
+        return v == Py_False;
+    default:
+        return 0;
+    }
+}
+
+static PyObject *
+decode_record(PlanObject *pl, Reader *r, int depth)
+{
+    PyObject *vals[MAX_FIELDS];
+    uint64_t n, i = 0, key, prev = 0;
+    Py_ssize_t fi = 0, j, at = r->pos;
+    PyObject *out = NULL;
+    const Py_ssize_t nf = pl->nfields;
+
+    if (depth > MAX_DEPTH) {
+        return reject_null(r, "nested too deeply");
+    }
+    if (expect(r, 5, &n) < 0) {
+        return NULL;
+    }
+    if (n > (uint64_t)(r->len - r->pos) / 2) {
+        r->pos = at;
+        return reject_null(r, "truncated map");
+    }
+    for (j = 0; j < nf; j++) {
+        vals[j] = NULL;
+    }
+    if (pl->has_sv) {
+        long long sv;
+        if (n == 0) {
+            return reject_null(r, "no schema version");
+        }
+        if (r->pos >= r->len || r->b[r->pos] != 0x00) {
+            return reject_null(r, "no schema version");
+        }
+        r->pos += 1;
+        if (read_int(r, 0, LLONG_MAX, &sv) < 0) {
+            return NULL;
+        }
+        if ((unsigned long long)sv != pl->sv) {
+            return reject_null(r, "wrong schema version");
+        }
+        i = 1;
+    }
+    for (; i < n; i++) {
+        const Field *f;
+        PyObject *v;
+        Py_ssize_t kat = r->pos;
+        if (expect(r, 0, &key) < 0) {
+            goto fail;
+        }
+        if (i > 0 && key <= prev) { /* with a schema version, prev is its key 0 */
+            r->pos = kat;
+            reject(r, "record keys out of order or repeated");
+            goto fail;
+        }
+        prev = key;
+        while (fi < nf && pl->fields[fi].key < key) {
+            fi++;
+        }
+        if (fi == nf || pl->fields[fi].key != key) {
+            r->pos = kat;
+            reject(r, "unknown record key");
+            goto fail;
+        }
+        f = &pl->fields[fi];
+        v = decode_value(&f->spec, r, depth + 1);
+        if (v == NULL) {
+            goto fail;
+        }
+        vals[f->slot] = v;
+        if (omitted(&f->spec, v)) {
+            r->pos = kat;
+            reject(r, "value the encoder omits is present");
+            goto fail;
+        }
+        fi++;
+    }
+    for (fi = 0; fi < nf; fi++) {
+        const Field *f = &pl->fields[fi];
+        if (vals[f->slot] != NULL) {
+            continue;
+        }
+        if (!f->absent_ok) {
+            r->pos = at;
+            reject(r, "record lacks a field its encoding always has");
+            goto fail;
+        }
+        if (f->factory != NULL) {
+            vals[f->slot] = PyObject_CallNoArgs(f->factory);
+            if (vals[f->slot] == NULL) {
+                goto fail;
+            }
+        }
+        else {
+            Py_INCREF(f->dflt);
+            vals[f->slot] = f->dflt;
+        }
+    }
+    out = PyObject_Vectorcall(pl->cls, vals, 0, pl->kwnames);
+fail:
+    for (j = 0; j < nf; j++) {
+        Py_XDECREF(vals[j]);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Module */
+
+PyDoc_STRVAR(decode_doc,
+             "decode(plan, data, /)\n--\n\n"
+             "Decode canonical CBOR ``data`` into the record ``plan`` describes; raise Reject "
+             "on anything else.");
+
+static PyObject *
+sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Reader r;
+    PyObject *out;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode(plan, data) takes two arguments");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], &Plan_Type)) {
+        PyErr_SetString(PyExc_TypeError, "decode: the first argument must be a Plan");
+        return NULL;
+    }
+    if (PyBytes_CheckExact(args[1])) {
+        r.b = (const uint8_t *)PyBytes_AS_STRING(args[1]);
+        r.len = PyBytes_GET_SIZE(args[1]);
+        r.pos = 0;
+        out = decode_record((PlanObject *)args[0], &r, 0);
+        if (out != NULL && r.pos != r.len) {
+            Py_DECREF(out);
+            return reject_null(&r, "trailing bytes");
+        }
+        return out;
+    }
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        PyErr_SetString(Reject, "not a contiguous bytes-like object");
+        return NULL;
+    }
+    /* the exported buffer cannot be resized while we hold it */
+    r.b = (const uint8_t *)view.buf;
+    r.len = view.len;
+    r.pos = 0;
+    out = decode_record((PlanObject *)args[0], &r, 0);
+    if (out != NULL && r.pos != r.len) {
+        Py_CLEAR(out);
+        reject(&r, "trailing bytes");
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "cortex._speedups",
+    .m_doc = "Strict one-pass decoder of canonical CBOR records (optional accelerator).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *m, *ud;
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&Plan_Type) < 0) {
+        return NULL;
+    }
+    m = PyModule_Create(&module_def);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (Reject == NULL) {
+        Reject = PyErr_NewExceptionWithDoc(
+            "cortex._speedups.Reject",
+            "The bytes are not a canonical record of the plan (the Python decoder says why).",
+            PyExc_ValueError, NULL);
+        if (Reject == NULL) {
+            goto fail;
+        }
+    }
+    if (is_normalized == NULL) {
+        ud = PyImport_ImportModule("unicodedata");
+        if (ud == NULL) {
+            goto fail;
+        }
+        is_normalized = PyObject_GetAttrString(ud, "is_normalized");
+        Py_DECREF(ud);
+        if (is_normalized == NULL) {
+            goto fail;
+        }
+    }
+    if (str_NFC == NULL) {
+        str_NFC = PyUnicode_InternFromString("NFC");
+        if (str_NFC == NULL) {
+            goto fail;
+        }
+    }
+    Py_INCREF(Reject);
+    if (PyModule_AddObject(m, "Reject", Reject) < 0) {
+        Py_DECREF(Reject);
+        goto fail;
+    }
+    Py_INCREF(&Plan_Type);
+    if (PyModule_AddObject(m, "Plan", (PyObject *)&Plan_Type) < 0) {
+        Py_DECREF(&Plan_Type);
+        goto fail;
+    }
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

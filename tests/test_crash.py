@@ -1,0 +1,252 @@
+"""Crash safety: kill writers with SIGKILL, reopen, nothing committed is lost or half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex import Cortex, JournalKind, MemoryId, Uri
+from tests import workers
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and fork-free spawn on POSIX")
+
+KILLS = 25
+BATCH = 20
+
+
+class Child:
+    """A worker subprocess whose stdout lines are JSON reports; use it in a ``with`` block."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in __exit__)
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._err)
+        assert self.proc.stdout is not None
+        self._out = self.proc.stdout
+        os.set_blocking(self._out.fileno(), False)
+        self._buf = b""
+        self.lines: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        self._out.close()
+        self._err.close()
+
+    def _take(self, chunk: bytes) -> None:
+        self._buf += chunk
+        *complete, self._buf = self._buf.split(b"\n")
+        self.lines.extend(json.loads(line) for line in complete)
+
+    def wait_for(self, op: str, timeout: float = 60.0) -> None:
+        """Block until the child reports ``op`` (it is then running, not just starting)."""
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._out, selectors.EVENT_READ)
+            while not any(line["op"] == op for line in self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"child never said {op!r} in {timeout} s")
+                if sel.select(min(left, 1.0)):
+                    chunk = self._out.read()
+                    if chunk is None:  # woken without data
+                        continue
+                    if not chunk:
+                        self.proc.wait(30)
+                        raise AssertionError(f"child exited before {op!r}: {self.stderr()}")
+                    self._take(chunk)
+
+    def kill(self) -> list[dict[str, Any]]:
+        """SIGKILL the child, then collect every complete line it managed to write.
+
+        A partial last line (no newline) was cut by the kill: that op is not reported.
+        """
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        os.set_blocking(self._out.fileno(), True)
+        self._take(self._out.read())
+        return self.lines
+
+    def stderr(self) -> str:
+        self._err.seek(0)
+        return self._err.read().decode(errors="replace")[-3000:]
+
+
+def _check_reports(cx: Cortex, seed: int, reports: list[dict[str, Any]]) -> int:
+    """Every op the child reported is in the store, whole. Returns how many were checked."""
+    n = 0
+    for r in reports:
+        op = r["op"]
+        if op == "write":
+            m = cx.resolve(r["uri"])
+            assert m.data == workers.fact_for(seed, r["i"], 0), r
+            assert m.head.tags[0] == r["tag"]
+        elif op == "many":
+            assert len(r["uris"]) == BATCH
+            for j, u in enumerate(r["uris"]):
+                m = cx.resolve(u)
+                assert m.data == workers.fact_for(seed, r["i"], j), (r, j)
+                assert m.head.tags[0] == r["tag"]
+        elif op == "update":
+            uri = Uri.parse(r["uri"])
+            m = cx.resolve(uri)
+            assert m.data == workers.fact_for(seed, r["i"], 0, uri.version), r
+            assert m.head.current_version >= uri.version
+        elif op == "head":
+            head = cx.resolve_latest(r["id"]).head
+            assert list(head.tags) == r["tags"], r
+            assert head.importance == r["importance"]
+        elif op == "tomb":
+            head = cx.resolve_latest(r["id"]).head
+            assert head.tombstone is not None, r
+            assert head.tombstone.reason == r["reason"]
+        elif op == "edge":
+            found = {(str(e.type.label), str(e.dst)) for e in cx.edges(r["src"])}
+            assert (r["type"], r["dst"]) in found, r
+        else:
+            continue
+        n += 1
+    return n
+
+
+def _check_whole_store(cx: Cortex) -> None:
+    """The heads, versions and edges are exactly what the journal says happened.
+
+    Also: every write_many batch (one tag per batch) is all there or not there at all.
+    """
+    report = cx.verify()
+    assert report.ok, report.problems[:10]
+    state: dict[MemoryId, dict[str, Any]] = {}
+    edges: set[tuple[MemoryId, str, MemoryId]] = set()
+    entries = list(cx.journal())
+    assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+    assert entries[0].kind is JournalKind.INIT
+    for e in entries[1:]:
+        if e.kind is JournalKind.WRITE:
+            assert e.id is not None and e.id not in state
+            state[e.id] = {"v": 1, "hashes": [e.hash], "tomb": False}
+        elif e.kind is JournalKind.UPDATE:
+            s = state[e.id]
+            assert e.version == s["v"] + 1
+            s["v"] = e.version
+            s["hashes"].append(e.hash)
+        elif e.kind is JournalKind.UPDATE_HEAD:
+            assert e.version == state[e.id]["v"]
+        elif e.kind is JournalKind.TOMBSTONE:
+            state[e.id]["tomb"] = True
+        elif e.kind is JournalKind.ADD_EDGE:
+            assert e.id is not None and e.edge is not None and e.dst is not None
+            edges.add((e.id, e.edge.label, e.dst))
+        else:
+            raise AssertionError(f"unexpected journal entry {e}")
+    stats = cx.stats()
+    assert stats["memories"] == len(state)
+    assert stats["journal_entries"] == len(entries)
+    assert stats["edges"] == len(edges)
+    batches: Counter[str] = Counter()
+    for mid, s in state.items():
+        hist = cx.history(mid)
+        assert [m.version.hash for m in hist] == s["hashes"], mid
+        head = hist[-1].head
+        assert head.current_version == s["v"]
+        assert (head.tombstone is not None) == s["tomb"]
+        if head.tags and head.tags[0].startswith("b"):
+            batches[head.tags[0]] += 1
+    assert {(e.src, e.type.label, e.dst) for mid in state for e in cx.edges(mid)} == edges
+    partial = {tag: n for tag, n in batches.items() if n != BATCH}
+    assert not partial, f"write_many batches partly visible: {partial}"
+
+
+def _delay(rng: random.Random) -> float:
+    """Seconds to let the child run: some kills land within milliseconds, some later."""
+    band = rng.choice([(0.0, 0.004), (0.004, 0.04), (0.04, 0.4)])
+    return rng.uniform(*band)
+
+
+def test_repeated_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
+    rng = random.Random(20240611)
+    path = tmp_path / "store"
+    total = Counter[str]()
+    for kill in range(KILLS):
+        seed = 1000 + kill
+        with Child(workers.command("crash_writer", path, seed)) as child:
+            child.wait_for("ready")
+            time.sleep(_delay(rng))
+            reports = child.kill()
+            assert child.proc.returncode == -signal.SIGKILL, child.stderr()
+        total.update(r["op"] for r in reports)
+        with Cortex.open(path, actor="checker") as cx:
+            _check_reports(cx, seed, reports)
+            _check_whole_store(cx)
+    # the runs did real work of every kind (not only kills before the first op)
+    assert all(total[op] > 0 for op in ("write", "many", "update", "head", "tomb", "edge")), total
+    # the last writer died holding nothing we cannot recover: a new process writes at once
+    out = subprocess.run(
+        workers.command("write_one", path, "after the kills"),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    uri = json.loads(out.stdout)["uri"]
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.resolve(uri).data.statement == "after the kills"  # type: ignore[union-attr]
+        _check_whole_store(cx)
+
+
+def _count_tag(cx: Cortex, tag: str) -> int:
+    ids = {e.id for e in cx.journal() if e.kind is JournalKind.WRITE}
+    return sum(tag in cx.resolve_latest(mid).head.tags for mid in ids if mid is not None)
+
+
+def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with Child(workers.command("big_batch_writer", path, 5000, 2500)) as child:
+        child.wait_for("mid")  # 2,500 of 5,000 memories are put, in an uncommitted transaction
+        reports = child.kill()
+    first = reports[0]
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.verify().ok
+        assert cx.resolve(first["uri"]).data == workers.fact_for(0, 0, 0)
+        assert cx.stats()["memories"] == 1
+        assert len(list(cx.journal())) == 2  # init and the one write
+        assert _count_tag(cx, "big") == 0
+    # the dead child held the writer lock: the next writer gets it (LMDB's robust mutex)
+    out = subprocess.run(
+        workers.command("write_one", path, "after"), capture_output=True, timeout=60, check=True
+    )
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.resolve(json.loads(out.stdout)["uri"]).version.version == 1
+        assert cx.stats()["memories"] == 2
+        assert cx.verify().ok
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.6])
+def test_kill_around_a_large_write_many_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
+    path = tmp_path / "store"
+    with Child(workers.command("big_batch_writer", path, 5000, 0)) as child:
+        child.wait_for("start")
+        time.sleep(delay)
+        reports = child.kill()
+    done = any(r["op"] == "done" for r in reports)
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.verify().ok
+        big = _count_tag(cx, "big")
+        assert big in (0, 5000)
+        if done:
+            assert big == 5000
+        assert len(list(cx.journal())) == 2 + big

@@ -1,0 +1,378 @@
+"""The key layout (cortex.keys): round trips, byte order = logical order, prefix freedom."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cortex import keys
+from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
+from cortex.errors import CodecError
+from cortex.ids import MemoryId
+
+U64 = 2**64 - 1
+
+ids = st.binary(min_size=16, max_size=16).map(MemoryId)
+u64s = st.integers(0, U64)
+micros = st.one_of(st.sampled_from([0, 1, 255, 256, 2**32, U64 - 1, U64]), u64s)
+mtypes = st.sampled_from(list(MemoryType))
+etypes = st.sampled_from(list(EdgeType))
+verbs = st.sampled_from(list(Verb))
+kinds = st.sampled_from(list(ObjKind))
+tag_text = st.text(min_size=1, max_size=20)
+obj_refs = st.text(max_size=40)
+
+ALL_PREFIXES = [
+    keys.HEAD,
+    keys.VERSION,
+    keys.IDX_TYPE,
+    keys.IDX_TAG,
+    keys.IDX_FRAME,
+    keys.IDX_ACTOR_OBJ,
+    keys.EDGE_FROM,
+    keys.EDGE_TO,
+    keys.JOURNAL,
+    keys.VEC,
+    keys.META,
+]
+
+
+def keyspace_of(key: bytes) -> list[bytes]:
+    """Every keyspace prefix ``key`` starts with (the layout demands exactly one)."""
+    return [p for p in ALL_PREFIXES if key.startswith(p)]
+
+
+# one built key of each keyspace, from drawn parts
+any_key = st.one_of(
+    ids.map(keys.head_key),
+    st.tuples(ids, st.integers(0, U64)).map(lambda a: keys.version_key(*a)),
+    st.tuples(mtypes, micros, ids).map(lambda a: keys.type_key(*a)),
+    st.tuples(tag_text, micros, ids).map(lambda a: keys.tag_key(*a)),
+    st.tuples(verbs, kinds, obj_refs, ids).map(lambda a: keys.frame_key(*a)),
+    st.tuples(verbs, obj_refs, micros, ids).map(lambda a: keys.actor_obj_key(*a)),
+    st.tuples(ids, etypes, ids).map(lambda a: keys.edge_from_key(*a)),
+    st.tuples(ids, etypes, ids).map(lambda a: keys.edge_to_key(*a)),
+    u64s.map(keys.journal_key),
+    ids.map(keys.vec_key),
+    st.sampled_from(["format", "owner", "cursor.vec"]).map(keys.meta_key),
+)
+
+
+# --- round trips --------------------------------------------------------------------------------
+
+
+@given(ids)
+def test_head_key_round_trip(i: MemoryId) -> None:
+    k = keys.head_key(i)
+    assert k == b"m/" + i.bytes
+    assert keys.parse_head_key(k) == i
+
+
+@given(ids, u64s)
+@example(MemoryId(bytes(16)), 0).via("smallest")
+@example(MemoryId(b"\xff" * 16), U64).via("largest")
+def test_version_key_round_trip(i: MemoryId, n: int) -> None:
+    k = keys.version_key(i, n)
+    assert len(k) == 3 + 16 + 3 + 8
+    assert k.startswith(keys.version_prefix(i))
+    assert keys.parse_version_key(k) == (i, n)
+
+
+@given(mtypes, micros, ids)
+def test_type_key_round_trip(t: MemoryType, us: int, i: MemoryId) -> None:
+    entry = keys.parse_type_key(keys.type_key(t, us, i))
+    assert entry == (t, us, i)
+    assert entry.type is t and entry.created_us == us and entry.id == i
+
+
+@given(tag_text, micros, ids)
+def test_tag_key_round_trip(tag: str, us: int, i: MemoryId) -> None:
+    assert keys.parse_tag_key(keys.tag_key(tag, us, i)) == (keys.tag_hash(tag), us, i)
+
+
+@given(verbs, kinds, obj_refs, ids)
+def test_frame_key_round_trip(v: Verb, kind: ObjKind, ref: str, i: MemoryId) -> None:
+    assert keys.parse_frame_key(keys.frame_key(v, kind, ref, i)) == (
+        v,
+        kind,
+        keys.obj_hash(ref),
+        i,
+    )
+
+
+@given(verbs, obj_refs, micros, ids)
+def test_actor_obj_key_round_trip(v: Verb, ref: str, us: int, i: MemoryId) -> None:
+    assert keys.parse_actor_obj_key(keys.actor_obj_key(v, ref, us, i)) == (
+        v,
+        keys.obj_hash(ref),
+        us,
+        i,
+    )
+
+
+@given(ids, etypes, ids)
+def test_edge_keys_round_trip(src: MemoryId, et: EdgeType, dst: MemoryId) -> None:
+    fk, tk = keys.edge_from_key(src, et, dst), keys.edge_to_key(dst, et, src)
+    assert fk.startswith(keys.EDGE_FROM + src.bytes)
+    assert tk.startswith(keys.EDGE_TO + dst.bytes)
+    assert keys.parse_edge_key(fk) == (src, et, dst)
+    assert keys.parse_edge_key(tk) == (src, et, dst)
+
+
+@given(u64s)
+@example(0)
+@example(U64)
+def test_journal_key_round_trip(seq: int) -> None:
+    assert keys.parse_journal_key(keys.journal_key(seq)) == seq
+
+
+def test_vec_and_meta_keys() -> None:
+    i = MemoryId(bytes(range(16)))
+    assert keys.vec_key(i) == b"vec/" + i.bytes
+    assert keys.meta_key("format") == b"meta/format"
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "fermé"])
+def test_meta_key_rejects_bad_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        keys.meta_key(name)
+
+
+@pytest.mark.parametrize("n", [-1, 2**64])
+def test_integers_out_of_u64_range_are_rejected(n: int) -> None:
+    with pytest.raises(ValueError):
+        keys.journal_key(n)
+    with pytest.raises(ValueError):
+        keys.version_key(MemoryId(bytes(16)), n)
+
+
+def test_hashes_are_sha256_prefixes() -> None:
+    import hashlib
+
+    assert keys.tag_hash("a") == hashlib.sha256(b"a").digest()[:8]
+    assert keys.obj_hash("svc") == hashlib.sha256(b"svc").digest()[:16]
+
+
+# --- byte order equals logical order ----------------------------------------------------------
+
+
+def _agrees(build: Callable[..., bytes], a: tuple[object, ...], b: tuple[object, ...]) -> None:
+    ka, kb = build(*a), build(*b)
+    la = tuple(x.bytes if isinstance(x, MemoryId) else x for x in a)
+    lb = tuple(x.bytes if isinstance(x, MemoryId) else x for x in b)
+    assert (ka < kb) == (la < lb)
+    assert (ka == kb) == (la == lb)
+
+
+@given(st.tuples(mtypes, micros, ids), st.tuples(mtypes, micros, ids))
+@example((MemoryType.FACT, 255, MemoryId(bytes(16))), (MemoryType.FACT, 256, MemoryId(bytes(16))))
+def test_type_keys_order_by_type_created_id(a: tuple[object, ...], b: tuple[object, ...]) -> None:
+    _agrees(keys.type_key, a, b)
+
+
+@given(u64s, u64s)
+@example(255, 256)
+@example(2**32 - 1, 2**32)
+def test_journal_keys_order_by_seq(a: int, b: int) -> None:
+    _agrees(keys.journal_key, (a,), (b,))
+
+
+@given(st.tuples(ids, u64s), st.tuples(ids, u64s))
+@example((MemoryId(bytes(16)), 9), (MemoryId(bytes(16)), 10))
+@example((MemoryId(bytes(16)), U64), (MemoryId(bytes(15) + b"\x01"), 0))
+def test_version_keys_order_by_id_then_n(a: tuple[object, ...], b: tuple[object, ...]) -> None:
+    _agrees(keys.version_key, a, b)
+
+
+@given(st.tuples(tag_text, micros, ids), st.tuples(tag_text, micros, ids))
+def test_tag_keys_order_by_hash_created_id(
+    a: tuple[str, int, MemoryId], b: tuple[str, int, MemoryId]
+) -> None:
+    ka, kb = keys.tag_key(*a), keys.tag_key(*b)
+    la = (keys.tag_hash(a[0]), a[1], a[2].bytes)
+    lb = (keys.tag_hash(b[0]), b[1], b[2].bytes)
+    assert (ka < kb) == (la < lb)
+
+
+@given(tag_text, st.lists(st.tuples(micros, ids), min_size=2, max_size=8))
+def test_one_tag_scans_in_created_order(tag: str, entries: list[tuple[int, MemoryId]]) -> None:
+    built = sorted(keys.tag_key(tag, us, i) for us, i in entries)
+    logical = sorted((us, i.bytes) for us, i in entries)
+    assert [keys.parse_tag_key(k)[1:] for k in built] == [(us, MemoryId(b)) for us, b in logical]
+
+
+@given(st.tuples(ids, etypes, ids), st.tuples(ids, etypes, ids))
+def test_edge_keys_order_by_src_type_dst(
+    a: tuple[MemoryId, EdgeType, MemoryId], b: tuple[MemoryId, EdgeType, MemoryId]
+) -> None:
+    _agrees(keys.edge_from_key, a, b)
+    _agrees(keys.edge_to_key, a, b)
+
+
+@given(st.tuples(verbs, obj_refs, micros, ids), st.tuples(verbs, obj_refs, micros, ids))
+def test_actor_obj_keys_order_by_verb_obj_created_id(
+    a: tuple[Verb, str, int, MemoryId], b: tuple[Verb, str, int, MemoryId]
+) -> None:
+    ka, kb = keys.actor_obj_key(*a), keys.actor_obj_key(*b)
+    la = (a[0], keys.obj_hash(a[1]), a[2], a[3].bytes)
+    lb = (b[0], keys.obj_hash(b[1]), b[2], b[3].bytes)
+    assert (ka < kb) == (la < lb)
+
+
+# --- prefix freedom ---------------------------------------------------------------------------
+
+
+def test_keyspace_prefixes_are_prefix_free() -> None:
+    for p, q in itertools.permutations(ALL_PREFIXES, 2):
+        assert not q.startswith(p), (p, q)
+    # the near-misses called out by the layout
+    assert not keys.VERSION.startswith(keys.HEAD)
+    assert not keys.META.startswith(keys.HEAD)
+    assert not keys.EDGE_TO.startswith(keys.EDGE_FROM)
+    assert not keys.IDX_TAG.startswith(keys.IDX_TYPE)
+
+
+@given(any_key)
+def test_every_key_belongs_to_exactly_one_keyspace(k: bytes) -> None:
+    assert len(keyspace_of(k)) == 1
+    assert len(k) <= 511  # LMDB's default maximum key size
+
+
+@given(ids, ids, u64s)
+def test_version_prefix_matches_only_its_own_memory(a: MemoryId, b: MemoryId, n: int) -> None:
+    assert keys.version_key(a, n).startswith(keys.version_prefix(a))
+    if a != b:
+        assert not keys.version_key(b, n).startswith(keys.version_prefix(a))
+    assert not keys.head_key(a).startswith(keys.version_prefix(a))
+
+
+@given(ids, ids, etypes, ids)
+def test_edge_scan_prefixes_match_only_their_endpoint(
+    a: MemoryId, b: MemoryId, et: EdgeType, other: MemoryId
+) -> None:
+    # the store scans EDGE_FROM + id and EDGE_TO + id
+    if a != b:
+        assert not keys.edge_from_key(b, et, other).startswith(keys.EDGE_FROM + a.bytes)
+        assert not keys.edge_to_key(b, et, other).startswith(keys.EDGE_TO + a.bytes)
+    assert not keys.edge_to_key(a, et, other).startswith(keys.EDGE_FROM)
+    assert not keys.edge_from_key(a, et, other).startswith(keys.EDGE_TO)
+
+
+@given(any_key, any_key)
+def test_no_key_is_a_proper_prefix_of_another(a: bytes, b: bytes) -> None:
+    if a != b:
+        assert not b.startswith(a)
+
+
+# --- prefix_end -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prefix", "end"),
+    [
+        (b"a", b"b"),
+        (b"m/", b"m0"),
+        (b"a\xff", b"b"),
+        (b"a\xfe\xff\xff", b"a\xff"),
+        (b"\x00", b"\x01"),
+        (b"\xfe", b"\xff"),
+    ],
+)
+def test_prefix_end_examples(prefix: bytes, end: bytes) -> None:
+    assert keys.prefix_end(prefix) == end
+
+
+@pytest.mark.parametrize("prefix", [b"", b"\xff", b"\xff\xff\xff"])
+def test_prefix_end_of_nothing_or_all_ff_is_an_error(prefix: bytes) -> None:
+    with pytest.raises(ValueError):
+        keys.prefix_end(prefix)
+
+
+@given(st.binary(min_size=1, max_size=8).filter(lambda p: p.strip(b"\xff")), st.binary())
+def test_prefix_end_bounds_every_key_with_the_prefix(prefix: bytes, rest: bytes) -> None:
+    end = keys.prefix_end(prefix)
+    assert prefix < end
+    assert prefix + rest < end
+    assert not end.startswith(prefix)
+    # nothing between the prefix's keys and the end lacks the prefix...
+    assert not (end + rest).startswith(prefix)
+
+
+@given(st.binary(min_size=1, max_size=6).filter(lambda p: p.strip(b"\xff")), st.binary(max_size=8))
+def test_prefix_end_is_the_least_upper_bound(prefix: bytes, k: bytes) -> None:
+    # every key < end either has the prefix or sorts before it
+    end = keys.prefix_end(prefix)
+    if k < end:
+        assert k.startswith(prefix) or k < prefix
+    else:
+        assert not k.startswith(prefix)
+
+
+# --- malformed keys ---------------------------------------------------------------------------
+
+Z = bytes(16)
+
+
+@pytest.mark.parametrize(
+    ("parse", "key"),
+    [
+        (keys.parse_head_key, b"m/" + bytes(15)),
+        (keys.parse_head_key, b"m/" + bytes(17)),
+        (keys.parse_head_key, b"mv/" + bytes(16)),
+        (keys.parse_head_key, b""),
+        (keys.parse_version_key, b"mv/" + Z + b"/v/" + bytes(7)),
+        (keys.parse_version_key, b"mv/" + Z + b"/x/" + bytes(8)),
+        (keys.parse_version_key, b"m/" + Z + b"/v/" + bytes(9)),
+        (keys.parse_type_key, b"idx/type/" + b"\x02" + bytes(8) + bytes(15)),
+        (keys.parse_type_key, b"idx/type/" + b"\x00" + bytes(8) + Z),
+        (keys.parse_type_key, b"idx/type/" + b"\xff" + bytes(8) + Z),
+        (keys.parse_type_key, b"idx/tag/" + b"\x02" + bytes(8) + Z),
+        (keys.parse_tag_key, b"idx/tag/" + bytes(8) + bytes(8) + bytes(17)),
+        (keys.parse_tag_key, b"idx/type/" + bytes(8) + bytes(8) + Z),
+        (keys.parse_frame_key, b"idx/frame/" + b"\x01\x01" + Z),
+        (keys.parse_frame_key, b"idx/frame/" + b"\x00\x01" + Z + Z),
+        (keys.parse_frame_key, b"idx/frame/" + b"\x01\x00" + Z + Z),
+        (keys.parse_actor_obj_key, b"idx/actor_obj/" + b"\x01" + Z + bytes(8)),
+        (keys.parse_actor_obj_key, b"idx/actor_obj/" + b"\x00" + Z + bytes(8) + Z),
+        (keys.parse_edge_key, b"e/from/" + Z + b"\x01" + bytes(15)),
+        (keys.parse_edge_key, b"e/to/" + Z + b"\x01" + bytes(17)),
+        (keys.parse_edge_key, b"e/from/" + Z + b"\x00" + Z),
+        (keys.parse_edge_key, b"e/to/" + Z + b"\xee" + Z),
+        (keys.parse_edge_key, b"e/x/" + Z + b"\x01" + Z),
+        (keys.parse_journal_key, b"j/" + bytes(7)),
+        (keys.parse_journal_key, b"j/" + bytes(9)),
+        (keys.parse_journal_key, b"k/" + bytes(8)),
+    ],
+)
+def test_malformed_keys_raise_codec_error(parse: Callable[[bytes], object], key: bytes) -> None:
+    with pytest.raises(CodecError):
+        parse(key)
+
+
+@given(any_key, st.data())
+def test_truncated_or_extended_keys_never_parse_silently(k: bytes, data: st.DataObject) -> None:
+    parsers: dict[bytes, Callable[[bytes], object]] = {
+        keys.HEAD: keys.parse_head_key,
+        keys.VERSION: keys.parse_version_key,
+        keys.IDX_TYPE: keys.parse_type_key,
+        keys.IDX_TAG: keys.parse_tag_key,
+        keys.IDX_FRAME: keys.parse_frame_key,
+        keys.IDX_ACTOR_OBJ: keys.parse_actor_obj_key,
+        keys.EDGE_FROM: keys.parse_edge_key,
+        keys.EDGE_TO: keys.parse_edge_key,
+        keys.JOURNAL: keys.parse_journal_key,
+    }
+    (space,) = keyspace_of(k)
+    parse = parsers.get(space)
+    if parse is None:
+        return
+    parse(k)  # the key as built parses
+    cut = data.draw(st.integers(0, len(k) - 1), label="cut")
+    with pytest.raises(CodecError):
+        parse(k[:cut])
+    with pytest.raises(CodecError):
+        parse(k + data.draw(st.binary(min_size=1, max_size=4), label="extra"))

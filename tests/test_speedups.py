@@ -1,0 +1,633 @@
+"""The C decoder (cortex._speedups) against the pure-Python strict decoder.
+
+The C path may only change speed: for every input both paths give an equal value of the same
+types, or the same error class and message. ``cortex._speedups.decode`` itself must accept
+exactly what the Python strict decoder accepts (it rejects by raising ``Reject`` only, and the
+wrappers then run the Python path for the message).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import unicodedata
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from cortex import codec
+from cortex.codec import (
+    DATA_CODECS,
+    HEAD,
+    VERSION,
+    StructCodec,
+    _head,
+    _Time,
+    decode_data,
+    decode_data_trusted,
+    decode_head,
+    decode_version,
+    encode_data,
+    encode_head,
+    encode_version,
+)
+from cortex.enums import CodedEnum, MemoryType, SourceKind
+from cortex.errors import CodecError
+from cortex.ids import MemoryId
+from cortex.records import Provenance, Version
+from tests.strategies import data_of_type, heads, versions
+
+sp = pytest.importorskip(
+    "cortex._speedups",
+    reason="the C accelerator cortex._speedups is not built (no C compiler at install time)",
+)
+
+NEGATIVE = Path(__file__).resolve().parent.parent / "specs" / "vectors" / "negative.json"
+
+
+def _store_codecs() -> dict[str, StructCodec[Any]]:
+    from cortex import store
+
+    return {
+        "journal": store.JOURNAL_CODEC,
+        "edge": store.EDGE_CODEC,
+        "format": store.FORMAT_CODEC,
+    }
+
+
+CODECS: dict[str, StructCodec[Any]] = {
+    **{t.type_name: c for t, c in DATA_CODECS.items()},
+    "head": HEAD,
+    "version": VERSION,
+    **_store_codecs(),
+}
+
+
+# -- helpers
+
+
+@contextmanager
+def _speedups(on: bool) -> Iterator[None]:
+    old = codec._USE_SPEEDUPS
+    codec._USE_SPEEDUPS = on
+    try:
+        yield
+    finally:
+        codec._USE_SPEEDUPS = old
+
+
+def _outcome(on: bool, fn: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+    """``("ok", value)`` or ``(error class, message)`` of ``fn(*args)`` on one path."""
+    with _speedups(on):
+        try:
+            return ("ok", fn(*args))
+        except Exception as exc:
+            return (type(exc), str(exc))
+
+
+def _raw(c: StructCodec[Any], data: Any) -> tuple[bool, Any]:
+    """The C decoder alone: ``(True, value)`` or ``(False, None)`` when it rejects."""
+    try:
+        return True, sp.decode(c._plan, data)
+    except sp.Reject:
+        return False, None
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (``1 == 1.0`` is not enough)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, msgspec.Struct):
+        return all(same(getattr(a, f), getattr(b, f)) for f in a.__struct_fields__)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, datetime):
+        return a == b and a.tzinfo is b.tzinfo and a.fold == b.fold
+    if isinstance(a, float):
+        return struct.pack(">d", a) == struct.pack(">d", b)
+    if isinstance(a, CodedEnum):
+        return a is b
+    return bool(a == b)
+
+
+def check_codec(c: StructCodec[Any], data: Any) -> None:
+    """Both paths of ``c.decode`` agree on ``data``, and the C decoder accepts what Python does."""
+    py = _outcome(False, c.decode, data, "x")
+    fast = _outcome(True, c.decode, data, "x")
+    assert py[0] == fast[0], (data, py, fast)
+    if py[0] == "ok":
+        assert same(py[1], fast[1]), (data, py, fast)
+    else:
+        assert py[1] == fast[1]
+    ok, value = _raw(c, data)
+    assert ok == (py[0] == "ok"), (bytes(data).hex(), py)
+    if ok:
+        assert same(value, py[1])
+
+
+def check_data(t: MemoryType, data: Any) -> None:
+    """``decode_data`` and ``decode_data_trusted`` agree on both paths for ``data``."""
+    for fn in (decode_data, decode_data_trusted):
+        py = _outcome(False, fn, t, data)
+        fast = _outcome(True, fn, t, data)
+        assert py[0] == fast[0], (fn.__name__, data, py, fast)
+        if py[0] == "ok":
+            assert same(py[1], fast[1])
+        else:
+            assert py[1] == fast[1]
+    check_codec(DATA_CODECS[t], data)
+
+
+def m(*entries: tuple[bytes, bytes]) -> bytes:
+    """A map of already-encoded (key, value) entries, in the order given."""
+    return _head(5, len(entries)) + b"".join(k + v for k, v in entries)
+
+
+def u(n: int) -> bytes:
+    return _head(0, n)
+
+
+def txt(s: str | bytes) -> bytes:
+    b = s.encode() if isinstance(s, str) else s
+    return _head(3, len(b)) + b
+
+
+def arr(*items: bytes) -> bytes:
+    return _head(4, len(items)) + b"".join(items)
+
+
+SV = (u(0), u(1))
+
+
+def fact(*extra: tuple[bytes, bytes], confidence: bytes | None = None) -> bytes:
+    entries = [SV, (u(1), txt("grass is green")), (u(2), txt("lawn")), (u(3), txt("colour"))]
+    entries += extra
+    if confidence is not None:
+        entries.append((u(7), confidence))
+    return m(*entries)
+
+
+# -- the extension is there and wired
+
+
+def test_plans_are_built_for_every_record() -> None:
+    assert codec._USE_SPEEDUPS
+    for name, c in CODECS.items():
+        assert isinstance(c._plan, sp.Plan), name
+
+
+def test_text_below_u0300_is_nfc() -> None:
+    # the C decoder skips unicodedata for text of one-byte kind (all characters < U+0100)
+    for c in range(0x300):
+        ch = chr(c)
+        assert unicodedata.is_normalized("NFC", ch)
+        assert unicodedata.combining(ch) == 0
+
+
+# -- valid records: equal values of the same types
+
+
+@pytest.mark.parametrize("t", list(MemoryType), ids=lambda t: t.type_name)
+@given(data=st.data())
+def test_data_roundtrip_equal(t: MemoryType, data: st.DataObject) -> None:
+    value = data.draw(data_of_type(t))
+    raw = encode_data(value)
+    check_data(t, raw)
+    ok, decoded = _raw(DATA_CODECS[t], raw)
+    assert ok and decoded == value
+    # other bytes-like objects decode the same
+    check_data(t, bytearray(raw))
+    check_data(t, memoryview(raw))
+
+
+@given(heads())
+def test_head_roundtrip_equal(head: Any) -> None:
+    raw = encode_head(head)
+    check_codec(HEAD, raw)
+    for on in (False, True):
+        with _speedups(on):
+            assert decode_head(raw) == head
+
+
+@given(versions())
+def test_version_roundtrip_equal(version: Any) -> None:
+    raw = encode_version(version)
+    check_codec(VERSION, raw)
+    for on in (False, True):
+        with _speedups(on):
+            assert decode_version(raw) == version
+
+
+@given(st.integers(_Time._MIN - 2, _Time._MAX + 2) | st.sampled_from([0, -1, 1, -(10**6)]))
+def test_times(us: int) -> None:
+    _check_time(us)
+
+
+def _check_time(us: int) -> None:
+    raw = fact((u(6), _head(0, us) if us >= 0 else _head(1, -1 - us)))
+    check_data(MemoryType.FACT, raw)
+    ok, value = _raw(DATA_CODECS[MemoryType.FACT], raw)
+    if _Time._MIN <= us <= _Time._MAX:
+        assert ok
+        assert value.observed_at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+        assert value.observed_at.tzinfo is UTC
+
+
+def test_time_bounds() -> None:
+    for us in (_Time._MIN, _Time._MAX, _Time._MIN - 1, _Time._MAX + 1, 0, -1, 951782400000000):
+        _check_time(us)
+
+
+@given(
+    st.one_of(
+        st.integers(0, 0xFFFF).map(lambda h: b"\xf9" + h.to_bytes(2, "big")),
+        st.integers(0, 0xFFFFFFFF).map(lambda f: b"\xfa" + f.to_bytes(4, "big")),
+        st.integers(0, 2**64 - 1).map(lambda d: b"\xfb" + d.to_bytes(8, "big")),
+        st.floats(0.0, 1.0).map(lambda x: b"\xfb" + struct.pack(">d", x)),
+        st.floats(0.0, 1.0, width=32).map(lambda x: b"\xfa" + struct.pack(">f", x)),
+        st.floats(0.0, 1.0).map(codec._float),
+    )
+)
+def test_float_widths(encoded: bytes) -> None:
+    check_data(MemoryType.FACT, fact(confidence=encoded))
+
+
+def test_float_edges() -> None:
+    edges = [0.0, -0.0, 1.0, 2.0**-24, 2.0**-25, 2.0**-14, 2.0**-149, 2.0**-126, 1 / 3, 0.1]
+    edges += [1.0 - 2.0**-11, 1.0 - 2.0**-12, 1.0 - 2.0**-24, 1.0 - 2.0**-25, 1.0 + 2.0**-52]
+    edges += [math.nan, math.inf, -math.inf, 5e-324, 2.0**-1074 * 3]
+    for x in edges:
+        for fmt, ib in ((">e", b"\xf9"), (">f", b"\xfa"), (">d", b"\xfb")):
+            try:
+                encoded = ib + struct.pack(fmt, x)
+            except OverflowError:
+                continue
+            check_data(MemoryType.FACT, fact(confidence=encoded))
+        if 0.0 <= x <= 1.0:
+            check_data(MemoryType.FACT, fact(confidence=codec._float(x + 0.0)))
+
+
+@given(st.text(st.characters(codec="utf-8"), max_size=12) | st.text(max_size=4))
+def test_any_text(s: str) -> None:
+    try:
+        b = s.encode("utf-8")
+    except UnicodeEncodeError:
+        b = s.encode("utf-8", "surrogatepass")
+    check_data(MemoryType.FACT, fact((u(4), txt(b))))
+    check_data(MemoryType.IDENTITY, m(SV, (u(1), txt("x")), (u(4), m((txt(b), txt(b))))))
+
+
+@given(st.binary(max_size=12))
+def test_any_utf8_bytes(b: bytes) -> None:
+    check_data(MemoryType.FACT, fact((u(4), txt(b))))
+
+
+URI = "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        URI,
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#9223372036854775807",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#9223372036854775808",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#999999999999999999",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#10000000000000000000",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#0",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#01",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#latest",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E",
+        "cortex://Fact/81K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0U#1",
+        "cortex://Fact/01k9zj0q5w3x4y5z6a7b8c9d0e#1",
+        "cortex://fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1",
+        "cortex://Facts/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1",
+        "cortex://Fac/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1",
+        "cortex://Pattern/7ZZZZZZZZZZZZZZZZZZZZZZZZZ#42",
+        "cortex://Identity/00000000000000000000000000#1",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1\n",
+        "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#١",
+        "xortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1",
+    ],
+)
+def test_uris(uri: str) -> None:
+    check_data(MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(4), arr(txt(uri)))))
+
+
+@pytest.mark.parametrize(
+    "amount",
+    ["0", "1", "-1", "-0", "12.5", "12.50", "0.0", "0.01", "-0.5", "01", "1.", ".5", "1e5", "+1",
+     "1299.99", "-", "", "1.2.3", "١٢", "0" * 64, "1" * 65],
+)  # fmt: skip
+def test_decimals(amount: str) -> None:
+    cost = m((u(1), txt("USD")), (u(2), txt(amount)))
+    check_data(MemoryType.EVENT, m(SV, (u(1), txt("buy")), (u(4), cost)))
+
+
+# -- invalid records: the same error on both paths
+
+
+def _negative_cases() -> list[Any]:
+    if not NEGATIVE.exists():
+        return []
+    cases = json.loads(NEGATIVE.read_text(encoding="utf-8"))["cases"]
+    return [pytest.param(c, id=c["name"]) for c in cases]
+
+
+@pytest.mark.parametrize("case", _negative_cases())
+def test_negative_vectors(case: dict[str, Any]) -> None:
+    t = MemoryType.from_name(case["type"])
+    assert t is not None
+    bad = bytes.fromhex(case["cbor_hex"])
+    py = _outcome(False, decode_data, t, bad)
+    fast = _outcome(True, decode_data, t, bad)
+    assert py == fast
+    assert py[0].__name__ == case["error"]
+    assert _raw(DATA_CODECS[t], bad) == (False, None)
+    check_data(t, bytes.fromhex(case["valid_hex"]))
+
+
+F32 = b"\xfa" + struct.pack(">f", 0.5)
+MALFORMED: dict[str, tuple[MemoryType, bytes]] = {
+    "valid": (MemoryType.FACT, fact()),
+    "f16_ok": (MemoryType.FACT, fact(confidence=b"\xf9\x38\x00")),
+    "f32_for_f16": (MemoryType.FACT, fact(confidence=F32)),
+    "f64_for_f16": (MemoryType.FACT, fact(confidence=b"\xfb" + struct.pack(">d", 0.5))),
+    "f64_for_f32": (MemoryType.FACT, fact(confidence=b"\xfb" + struct.pack(">d", 0.1 + 2**-30))),
+    "neg_zero_f16": (MemoryType.FACT, fact(confidence=b"\xf9\x80\x00")),
+    "nan_f64": (MemoryType.FACT, fact(confidence=b"\xfb" + struct.pack(">d", math.nan))),
+    "float_over_one": (MemoryType.FACT, fact(confidence=b"\xf9\x3c\x01")),
+    "int_for_float": (MemoryType.FACT, fact(confidence=u(1))),
+    "simple_for_float": (MemoryType.FACT, fact(confidence=b"\xf8\x20")),
+    "undefined": (MemoryType.FACT, fact(confidence=b"\xf7")),
+    "null": (MemoryType.FACT, fact((u(4), b"\xf6"))),
+    "float_key": (MemoryType.FACT, m(SV, (b"\xf9\x3c\x00", txt("x")))),
+    "neg_key": (MemoryType.FACT, m(SV, (b"\x20", txt("x")))),
+    "key_0_in_nested": (
+        MemoryType.EVENT,
+        m(SV, (u(1), txt("buy")), (u(4), m((u(0), u(1)), (u(1), txt("USD")), (u(2), txt("1"))))),
+    ),
+    "non_shortest_key_0": (MemoryType.FACT, b"\xa4\x18\x00" + fact()[3:]),
+    "map_head_1_byte": (MemoryType.FACT, b"\xb8\x04" + fact()[1:]),
+    "map_count_too_big": (MemoryType.FACT, b"\xa5" + fact()[1:]),
+    "map_count_huge": (MemoryType.FACT, b"\xbb" + (2**63).to_bytes(8, "big") + fact()[1:]),
+    "map_count_short": (MemoryType.FACT, b"\xa3" + fact()[1:]),
+    "text_len_huge": (MemoryType.FACT, m(SV, (u(1), b"\x7b" + (2**64 - 1).to_bytes(8, "big")))),
+    "text_len_past_end": (MemoryType.FACT, m(SV, (u(1), b"\x78\xff" + b"a" * 10))),
+    "text_len_non_shortest": (MemoryType.FACT, m(SV, (u(1), b"\x78\x01a"))),
+    "reserved_info": (MemoryType.FACT, m(SV, (u(1), b"\x7c"))),
+    "break": (MemoryType.FACT, m(SV, (u(1), b"\xff"))),
+    "tag_text": (MemoryType.FACT, m(SV, (u(1), b"\xd8\x20" + txt("x")))),
+    "overlong_utf8": (MemoryType.FACT, m(SV, (u(1), txt(b"\xc0\xaf")))),
+    "cesu_surrogate": (MemoryType.FACT, m(SV, (u(1), txt(b"\xed\xa0\x80")))),
+    "non_nfc_latin": (MemoryType.FACT, fact((u(4), txt("e\u0301")))),
+    "nfc_latin1": (MemoryType.FACT, fact((u(4), txt("café ÿ")))),
+    "nfc_cjk": (MemoryType.FACT, fact((u(4), txt("日本語 🎉")))),
+    "singleton_non_nfc": (MemoryType.FACT, fact((u(4), txt("\u212b")))),
+    "text_at_limit": (MemoryType.FACT, fact((u(4), txt("a" * 16384)))),
+    "text_over_limit": (MemoryType.FACT, fact((u(4), txt("a" * 16385)))),
+    "empty_text": (MemoryType.FACT, fact((u(4), txt("")))),
+    "enum_code_big": (MemoryType.FACT, fact((u(5), u(300)))),
+    "enum_negative": (MemoryType.FACT, fact((u(5), b"\x20"))),
+    "enum_ok": (MemoryType.FACT, fact((u(5), u(3)))),
+    "time_negative_huge": (MemoryType.FACT, fact((u(6), b"\x3b" + (2**64 - 1).to_bytes(8, "big")))),
+    "time_float": (MemoryType.FACT, fact((u(6), b"\xf9\x00\x00"))),
+    "int_max": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), u(2**63 - 1)))),
+    "int_over_max": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), u(2**63)))),
+    "int_u64_max": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), u(2**64 - 1)))),
+    "int_negative": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), b"\x20"))),
+    "dup_uri": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(4), arr(txt(URI), txt(URI))))),
+    "list_is_map": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(4), m((txt(URI), txt(URI)))))),
+    "list_indefinite": (MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(4), b"\x9f\xff"))),
+    "list_at_limit": (
+        MemoryType.GOAL,
+        m(SV, (u(1), txt("g")), (u(2), u(1)), (u(4), arr(*[txt("c")] * 256))),
+    ),
+    "list_over_limit": (
+        MemoryType.GOAL,
+        m(SV, (u(1), txt("g")), (u(2), u(1)), (u(4), arr(*[txt("c")] * 257))),
+    ),
+    "list_len_huge": (
+        MemoryType.GOAL,
+        m(SV, (u(1), txt("g")), (u(2), u(1)), (u(4), b"\x9b" + (2**64 - 1).to_bytes(8, "big"))),
+    ),
+    "list_truncated": (MemoryType.GOAL, m(SV, (u(1), txt("g")), (u(2), u(1)), (u(4), b"\x83a"))),
+    "false_bool": (
+        MemoryType.CAPABILITY,
+        m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(3), b"\xf4")),
+    ),
+    "true_bool": (
+        MemoryType.CAPABILITY,
+        m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(3), b"\xf5")),
+    ),
+    "int_bool": (MemoryType.CAPABILITY, m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(3), u(1)))),
+    "map_dup_key": (
+        MemoryType.CAPABILITY,
+        m(
+            SV,
+            (u(1), txt("a")),
+            (u(2), txt("b")),
+            (u(4), m((txt("k"), txt("v")), (txt("k"), txt("w")))),
+        ),
+    ),
+    "map_int_key": (
+        MemoryType.CAPABILITY,
+        m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(4), m((u(1), txt("v"))))),
+    ),
+    "map_empty_value": (
+        MemoryType.CAPABILITY,
+        m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(4), m((txt("k"), txt(""))))),
+    ),
+    "map_long_key": (
+        MemoryType.CAPABILITY,
+        m(SV, (u(1), txt("a")), (u(2), txt("b")), (u(4), m((txt("k" * 257), txt("v"))))),
+    ),
+    "map_len_first": (
+        MemoryType.CAPABILITY,
+        m(
+            SV,
+            (u(1), txt("a")),
+            (u(2), txt("b")),
+            (u(4), m((txt("b"), txt("v")), (txt("aa"), txt("w")))),
+        ),
+    ),
+    "empty_public_key": (MemoryType.IDENTITY, m(SV, (u(1), txt("a")), (u(5), arr(b"\x40")))),
+    "public_key_over_limit": (
+        MemoryType.IDENTITY,
+        m(SV, (u(1), txt("a")), (u(5), arr(_head(2, 1025) + b"k" * 1025))),
+    ),
+    "text_public_key": (MemoryType.IDENTITY, m(SV, (u(1), txt("a")), (u(5), arr(txt("k"))))),
+    "schema_version_2": (MemoryType.FACT, b"\xa4\x00\x02" + fact()[3:]),
+    "schema_version_text": (MemoryType.FACT, b"\xa4\x00\x61\x31" + fact()[3:]),
+    "no_map": (MemoryType.FACT, b"\x80"),
+    "empty_map": (MemoryType.FACT, b"\xa0"),
+    "trailing": (MemoryType.FACT, fact() + b"\x00"),
+    "empty": (MemoryType.FACT, b""),
+    "wrong_type_constraint": (MemoryType.CONSTRAINT, fact()),
+}
+
+
+@pytest.mark.parametrize(
+    "n", [0, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1]
+)
+def test_int_heads_of_every_width(n: int) -> None:
+    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n >= 1 << (8 * size):
+            continue
+        arg = bytes([info]) + n.to_bytes(size, "big")
+        check_data(MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), arg)))
+        check_data(
+            MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), bytes([0x20 | info]) + arg[1:]))
+        )
+        if n < 300:
+            text = bytes([0x60 | info]) + arg[1:] + b"t" * n
+            check_data(MemoryType.FACT, fact((u(4), text)))
+            check_data(MemoryType.GOAL, m(SV, (u(1), txt("g")), (u(2), bytes([info]) + arg[1:])))
+        if n < 24:
+            check_data(MemoryType.PATTERN, m(SV, (u(1), txt("p")), (u(3), bytes([n]))))
+
+
+@pytest.mark.parametrize("t,data", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed(t: MemoryType, data: bytes) -> None:
+    check_data(t, data)
+
+
+def test_not_bytes() -> None:
+    for bad in ("a4", None, 12, [1, 2], memoryview(b"\xa0\x00\x01" * 2)[::2]):
+        py = _outcome(False, decode_data, MemoryType.FACT, bad)
+        fast = _outcome(True, decode_data, MemoryType.FACT, bad)
+        assert py == fast
+        assert issubclass(py[0], CodecError)
+        assert _raw(DATA_CODECS[MemoryType.FACT], bad) == (False, None)
+
+
+def _pair_version(span: bytes) -> bytes:
+    source = m((u(1), txt("s")), (u(3), span))
+    prov = m((u(1), u(1)), (u(3), arr(source)))
+    base = encode_version(
+        Version(
+            id=MemoryId(bytes(16)),
+            version=1,
+            type=MemoryType.FACT,
+            hash=bytes(32),
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+            created_by="me",
+            provenance=Provenance(source=SourceKind.USER_INPUT),
+        )
+    )
+    plain = m((u(1), u(1)))
+    assert base.count(plain) == 1
+    return base.replace(plain, prov)
+
+
+@pytest.mark.parametrize(
+    "span",
+    [arr(u(1), u(2)), arr(u(2), u(2)), arr(u(3), u(2)), arr(u(1)), arr(u(1), u(2), u(3)),
+     arr(b"\x20", u(2)), arr(u(1), u(2**63)), arr(u(0), u(2**63 - 1)), m((u(1), u(2)))],
+)  # fmt: skip
+def test_pairs(span: bytes) -> None:
+    check_codec(VERSION, _pair_version(span))
+
+
+# -- fuzz: both paths agree on anything, and nothing crashes
+
+
+@given(st.sampled_from(list(CODECS)), st.binary(max_size=64))
+def test_fuzz_binary(name: str, data: bytes) -> None:
+    check_codec(CODECS[name], data)
+
+
+@given(st.sampled_from(list(MemoryType)), st.binary(max_size=48))
+def test_fuzz_map_prefix(t: MemoryType, tail: bytes) -> None:
+    # start like a record so the fuzz reaches the field decoders
+    check_data(t, b"\xa4\x00\x01\x01" + tail)
+
+
+def _mutate(draw: st.DrawFn, raw: bytes) -> bytes:
+    assume(raw)
+    i = draw(st.integers(0, len(raw) - 1))
+    how = draw(st.sampled_from(["set", "flip", "delete", "insert", "truncate"]))
+    if how == "set":
+        return raw[:i] + bytes([draw(st.integers(0, 255))]) + raw[i + 1 :]
+    if how == "flip":
+        return raw[:i] + bytes([raw[i] ^ (1 << draw(st.integers(0, 7)))]) + raw[i + 1 :]
+    if how == "delete":
+        return raw[:i] + raw[i + 1 :]
+    if how == "insert":
+        return raw[:i] + bytes([draw(st.integers(0, 255))]) + raw[i:]
+    return raw[:i]
+
+
+@given(st.data())
+def test_fuzz_mutated_data(data: st.DataObject) -> None:
+    t = data.draw(st.sampled_from(list(MemoryType)))
+    raw = encode_data(data.draw(data_of_type(t)))
+    check_data(t, raw)
+    check_data(t, _mutate(data.draw, raw))
+
+
+@given(st.data())
+def test_fuzz_mutated_head(data: st.DataObject) -> None:
+    check_codec(HEAD, _mutate(data.draw, encode_head(data.draw(heads()))))
+
+
+@given(st.data())
+def test_fuzz_mutated_version(data: st.DataObject) -> None:
+    check_codec(VERSION, _mutate(data.draw, encode_version(data.draw(versions()))))
+
+
+# -- the C module's own contract
+
+
+def test_reject_is_the_only_error() -> None:
+    plan = DATA_CODECS[MemoryType.FACT]._plan
+    with pytest.raises(sp.Reject):
+        sp.decode(plan, b"\xa0")
+    with pytest.raises(TypeError):
+        sp.decode(None, b"\xa0")
+    with pytest.raises(TypeError):
+        sp.decode(plan)
+
+
+def test_bad_plans_are_refused() -> None:
+    from cortex.records import Cost
+
+    names = ("asset", "amount")
+    text = ("text", 10, 0, ())
+    good = ((1, 0, False, None, None, text), (2, 1, False, None, None, text))
+    assert isinstance(sp.Plan(Cost, names, None, good), sp.Plan)
+    for fields in [
+        ((1, 0, False, None, None, text),),  # fewer fields than names
+        ((2, 0, False, None, None, text), (1, 1, False, None, None, text)),  # keys unsorted
+        ((1, 0, False, None, None, text), (2, 0, False, None, None, text)),  # slot twice
+        ((0, 0, False, None, None, text), (2, 1, False, None, None, text)),  # key 0
+        ((1, 0, False, None, None, ("nope",)), (2, 1, False, None, None, text)),
+        ((1, 0, False, None, None, ("int", 5, 1)), (2, 1, False, None, None, text)),
+        ((1, 0, False, None, None, ("enum", {256: 1})), (2, 1, False, None, None, text)),
+        ((1, 0, False, None, None, ("int", 0, 2**64)), (2, 1, False, None, None, text)),
+        ((1, 0, False, None, None, ("record", None)), (2, 1, False, None, None, text)),
+        (
+            (1, 0, False, None, None, ("map", ("int", 0, 1), text, 4)),
+            (2, 1, False, None, None, text),
+        ),
+    ]:
+        with pytest.raises((TypeError, ValueError, OverflowError)):
+            sp.Plan(Cost, names, None, fields)
+
+
+def test_python_path_without_extension(monkeypatch: pytest.MonkeyPatch) -> None:
+    # codec works when the extension is missing: no plan, the flag off
+    monkeypatch.setattr(codec, "_USE_SPEEDUPS", False)
+    raw = fact(confidence=b"\xf9\x38\x00")
+    assert decode_data(MemoryType.FACT, raw).confidence == 0.5

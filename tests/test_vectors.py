@@ -1,0 +1,185 @@
+"""Golden vectors (specs/vectors/*.json), checked in both directions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+import gen_vectors
+
+from cortex import errors
+from cortex.codec import LIMITS, decode_data, encode_data
+from cortex.enums import MemoryType
+from cortex.forms import (
+    MEDIUM_TOKENS,
+    SHORT_TOKENS,
+    count_tokens,
+    render_full,
+    render_medium,
+    render_short,
+)
+from cortex.hashing import content_hash
+from cortex.ids import Uri
+
+VECTORS = gen_vectors.VECTORS_DIR
+TYPE_FILES = {t: gen_vectors.file_name(t.type_name) for t in MemoryType}
+RENDER = {"short": render_short, "medium": render_medium, "full": render_full}
+
+
+def _load(name: str) -> Any:
+    return json.loads((VECTORS / name).read_text(encoding="utf-8"))
+
+
+def _cases() -> list[Any]:
+    out = []
+    for mtype, name in TYPE_FILES.items():
+        for case in _load(name)["cases"]:
+            out.append(pytest.param(mtype, case, id=f"{mtype.type_name}-{case['name']}"))
+    return out
+
+
+CASES = _cases()
+NEGATIVES = [pytest.param(c, id=c["name"]) for c in _load("negative.json")["cases"]]
+URIS = _load("uris.json")
+
+
+# -- the files themselves
+
+
+def test_generator_reproduces_committed_files() -> None:
+    built = gen_vectors.build()
+    on_disk = {p.name for p in VECTORS.glob("*.json")}
+    assert on_disk == set(built), "run python tools/gen_vectors.py"
+    for name, doc in built.items():
+        text = (VECTORS / name).read_text(encoding="utf-8")
+        assert json.loads(text) == json.loads(gen_vectors.dumps(doc)), name
+        assert text == gen_vectors.dumps(doc), f"{name} is not formatted by the generator"
+
+
+@pytest.mark.parametrize("mtype", list(MemoryType), ids=lambda t: t.type_name)
+def test_every_type_has_the_required_cases(mtype: MemoryType) -> None:
+    doc = _load(TYPE_FILES[mtype])
+    assert doc["type"] == mtype.type_name
+    assert doc["type_code"] == mtype.value
+    assert "conventions" in doc
+    names = [c["name"] for c in doc["cases"]]
+    assert len(names) == len(set(names))
+    assert {"minimal", "full", "nfc", "max_lengths"} <= set(names)
+    assert all(c["type"] == mtype.type_name for c in doc["cases"])
+
+
+@pytest.mark.parametrize("mtype", list(MemoryType), ids=lambda t: t.type_name)
+def test_minimal_sets_only_required_and_full_sets_everything(mtype: MemoryType) -> None:
+    cases = {c["name"]: c for c in _load(TYPE_FILES[mtype])["cases"]}
+    cls = gen_vectors.data_class(mtype.type_name)
+    required = {f.name for f in msgspec.structs.fields(cls) if f.required}
+    assert set(cases["minimal"]["input"]) == required
+    assert set(cases["full"]["input"]) == set(cls.__struct_fields__)
+
+
+def test_max_lengths_reach_the_limits() -> None:
+    for mtype, name in TYPE_FILES.items():
+        case = next(c for c in _load(name)["cases"] if c["name"] == "max_lengths")
+        value = gen_vectors.expected_value(mtype.type_name, case["input"])
+        fields = [getattr(value, f) for f in value.__struct_fields__]
+        assert max(len(v.encode()) for v in fields if type(v) is str) == LIMITS.TEXT_BYTES
+        collections = [len(v) for v in fields if isinstance(v, tuple | dict)]
+        if collections:
+            assert max(collections) == LIMITS.ITEMS, mtype
+        assert count_tokens(case["medium"]) == MEDIUM_TOKENS, mtype
+
+
+# -- (a) input -> bytes, hash, forms
+
+
+@pytest.mark.parametrize(("mtype", "case"), CASES)
+def test_input_encodes_to_vector(mtype: MemoryType, case: dict[str, Any]) -> None:
+    data = gen_vectors.parse_input(case["type"], case["input"])
+    assert data.TYPE is mtype
+    cbor = encode_data(data)
+    assert cbor.hex() == case["cbor_hex"]
+    assert content_hash(mtype, cbor).hex() == case["hash_hex"]
+
+
+def _form_params() -> list[Any]:
+    # forms are rendered from the canonical value, so the raw input renders like the vector
+    return [pytest.param(p.values[1], form, id=f"{p.id}-{form}") for p in CASES for form in RENDER]
+
+
+@pytest.mark.parametrize(("case", "form"), _form_params())
+def test_input_renders_to_vector(case: dict[str, Any], form: str) -> None:
+    data = gen_vectors.parse_input(case["type"], case["input"])
+    assert RENDER[form](data) == case[form]
+
+
+# -- (b) bytes -> value, and back
+
+
+@pytest.mark.parametrize(("mtype", "case"), CASES)
+def test_vector_decodes_to_input(mtype: MemoryType, case: dict[str, Any]) -> None:
+    cbor = bytes.fromhex(case["cbor_hex"])
+    value = decode_data(mtype, cbor)
+    expected = gen_vectors.expected_value(case["type"], case["input"])
+    assert value == expected
+    assert gen_vectors.typed(value) == gen_vectors.typed(expected)
+    assert encode_data(value) == cbor
+    for form, render in RENDER.items():
+        assert render(value) == case[form]
+    assert count_tokens(case["short"]) <= SHORT_TOKENS
+    assert count_tokens(case["medium"]) <= MEDIUM_TOKENS
+
+
+# -- (c) negative vectors
+
+
+@pytest.mark.parametrize("case", NEGATIVES)
+def test_negative_vector_is_rejected(case: dict[str, Any]) -> None:
+    mtype = MemoryType.from_name(case["type"])
+    assert mtype is not None
+    error = getattr(errors, case["error"])
+    assert error in (errors.CodecError, errors.NonCanonicalError)
+    with pytest.raises(errors.CodecError) as info:
+        decode_data(mtype, bytes.fromhex(case["cbor_hex"]))
+    assert type(info.value) is error, str(info.value)
+
+
+@pytest.mark.parametrize("case", NEGATIVES)
+def test_negative_vector_starts_from_valid_bytes(case: dict[str, Any]) -> None:
+    mtype = MemoryType.from_name(case["type"])
+    assert mtype is not None
+    valid = bytes.fromhex(case["valid_hex"])
+    assert encode_data(decode_data(mtype, valid)) == valid
+    assert case["cbor_hex"] != case["valid_hex"]
+
+
+def test_negative_vectors_cover_both_error_classes() -> None:
+    errors_named = {c.values[0]["error"] for c in NEGATIVES}
+    assert errors_named == {"CodecError", "NonCanonicalError"}
+
+
+# -- URIs
+
+
+@pytest.mark.parametrize("case", URIS["valid"], ids=lambda c: c["uri"])
+def test_valid_uri(case: dict[str, Any]) -> None:
+    u = Uri.parse(case["uri"])
+    assert u.type.type_name == case["type"]
+    assert str(u.id) == case["id"]
+    assert u.id.bytes.hex() == case["id_hex"]
+    assert u.version == case["version"]
+    assert u.id.timestamp_ms == case["timestamp_ms"]
+    assert str(u) == case["uri"]
+
+
+@pytest.mark.parametrize("case", URIS["invalid"], ids=lambda c: c["why"])
+def test_invalid_uri(case: dict[str, Any]) -> None:
+    with pytest.raises(errors.ValidationError) as info:
+        Uri.parse(case["uri"])
+    assert (info.value.field, info.value.rule) == (case["field"], case["rule"])

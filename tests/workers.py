@@ -1,0 +1,456 @@
+"""Code that runs in child processes for the crash, concurrency and corruption tests.
+
+Every function here opens its own store: nothing crosses a fork (children are started with
+``python -c`` or multiprocessing's 'spawn'). Children that report progress print one JSON line
+per event on stdout and flush it, *after* the call it reports has returned.
+
+Run one from a shell with ``python -m tests.workers NAME ARG...``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from cortex import Cortex, CortexError, Fact, MemoryId, NewMemory, NotFoundError
+from cortex.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+EDGE_TYPES = ("references", "derived_from", "corroborates", "part_of")
+
+
+def emit(obj: dict[str, Any]) -> None:
+    """Print one JSON line and flush it, so the parent sees it as soon as it is true."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def command(name: str, *args: object) -> list[str]:
+    """The argv that runs ``workers.NAME(*args)`` in a fresh interpreter via ``python -c``."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tests import workers; workers.main()"
+    )
+    return [sys.executable, "-c", code, name, *map(str, args)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash safety
+
+
+def fact_for(seed: int, i: int, j: int, version: int = 1) -> Fact:
+    """The content the crash writer writes for op ``i`` item ``j`` (recomputable by the parent).
+
+    Sizes vary from a few bytes to several pages so that commits touch overflow pages too.
+    """
+    size = (seed * 7919 + i * 104729 + j * 1299709 + version) % 9000
+    return Fact(
+        statement=f"s{seed}:{i}:{j}:v{version}",
+        subject=f"crash-{seed}",
+        predicate="wrote",
+        object="o" * size if size % 3 else None,
+    )
+
+
+def crash_writer(path: str, seed: str) -> None:
+    """Mutate the store in a loop until killed, reporting each op after it returns.
+
+    Ops: write, write_many (20 items, sharing a batch tag), update, update_head (appends a tag
+    and sets importance), tombstone, add_edge. Only ids written in this run are changed, and an
+    id gets at most one update_head or tombstone, so the parent can check each report exactly.
+    """
+    s = int(seed)
+    rng = random.Random(s)
+    cx = Cortex.open(path, actor="crasher")
+    emit({"op": "ready"})
+    written: list[MemoryId] = []
+    changeable: list[MemoryId] = []
+    version: dict[MemoryId, int] = {}
+    i = 0
+    while True:
+        i += 1
+        r = rng.random()
+        if r < 0.3 or len(changeable) < 3:
+            tag = f"w{s}-{i}"
+            uri = cx.write(fact_for(s, i, 0), tags=[tag])
+            written.append(uri.id)
+            changeable.append(uri.id)
+            version[uri.id] = 1
+            emit({"op": "write", "uri": str(uri), "i": i, "tag": tag})
+        elif r < 0.45:
+            tag = f"b{s}-{i}"
+            uris = cx.write_many(
+                NewMemory(data=fact_for(s, i, j), tags=[tag], importance=j % 11) for j in range(20)
+            )
+            for u in uris:
+                written.append(u.id)
+                changeable.append(u.id)
+                version[u.id] = 1
+            emit({"op": "many", "uris": [str(u) for u in uris], "i": i, "tag": tag})
+        elif r < 0.65:
+            mid = rng.choice(changeable)
+            uri = cx.update(mid, fact_for(s, i, 0, version[mid] + 1))
+            version[mid] = uri.version
+            emit({"op": "update", "uri": str(uri), "i": i})
+        elif r < 0.75:
+            mid = changeable.pop(rng.randrange(len(changeable)))
+            old = cx.resolve_latest(mid).head.tags
+            tags = [*old, f"h{s}-{i}"]
+            importance = rng.randint(0, 10)
+            cx.update_head(mid, tags=tags, importance=importance)
+            emit({"op": "head", "id": str(mid), "tags": tags, "importance": importance})
+        elif r < 0.85:
+            mid = changeable.pop(rng.randrange(len(changeable)))
+            reason = f"t{s}-{i}"
+            cx.tombstone(mid, reason)
+            emit({"op": "tomb", "id": str(mid), "reason": reason})
+        else:
+            src, dst = rng.sample(written, 2)
+            et = rng.choice(EDGE_TYPES)
+            cx.add_edge(src, et, dst)
+            emit({"op": "edge", "src": str(src), "type": et, "dst": str(dst)})
+
+
+def big_batch_writer(path: str, n: str, stall_at: str) -> None:
+    """Write one memory, then ``n`` memories in one write_many, reporting progress.
+
+    With ``stall_at`` > 0 the child stops inside the write transaction after that many memories
+    have been put, says ``mid`` and sleeps, so the parent's kill lands mid-transaction for sure.
+    """
+    count, stall = int(n), int(stall_at)
+    cx = Cortex.open(path, actor="bulk")
+    uri = cx.write(fact_for(0, 0, 0), tags=["before"])
+    emit({"op": "write", "uri": str(uri)})
+    if stall > 0:
+        original = Store._put_new
+        calls = 0
+
+        def put_new(self: Store, txn: Any, p: Any) -> None:
+            nonlocal calls
+            original(self, txn, p)
+            calls += 1
+            if calls == stall:
+                emit({"op": "mid", "puts": calls})
+                time.sleep(120)
+
+        Store._put_new = put_new  # type: ignore[method-assign]
+    items = [NewMemory(data=fact_for(1, 0, j), tags=["big"]) for j in range(count)]
+    emit({"op": "start"})
+    uris = cx.write_many(items)
+    emit({"op": "done", "n": len(uris)})
+    time.sleep(120)
+
+
+def write_one(path: str, statement: str) -> None:
+    """Open the store, write one memory and report its URI (proves the writer lock is free)."""
+    with Cortex.open(path, actor="after") as cx:
+        uri = cx.write(Fact(statement=statement, subject="after", predicate="wrote"))
+        emit({"op": "write", "uri": str(uri)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Concurrency
+
+
+def conc_id(k: int, i: int) -> MemoryId:
+    """The id writer ``k`` gives its memory ``i``: every process can name every other's."""
+    return MemoryId(b"\x01" + bytes([k]) + i.to_bytes(4, "big") + bytes(10))
+
+
+def conc_fact(k: int, i: int, version: int = 1) -> Fact:
+    """The content of writer ``k``'s memory ``i`` at ``version``."""
+    return Fact(
+        statement=f"p{k}-{i}-v{version}",
+        subject=f"proc{k}",
+        predicate="wrote",
+        object="x" * (1 + (k * 131 + i * 17) % 600),
+    )
+
+
+def conc_writer(cx: Cortex, k: int, nwriters: int, n: int, seed: int) -> dict[str, Any]:
+    """Writer ``k``'s share of a concurrency test, on a store shared with the others.
+
+    Writes memories ``0..n-1`` (singly and in write_many batches, tagged ``proc{k}``), updates
+    every 10th, links every 7th to its predecessor and re-tags every 13th; between ops it reads
+    other writers' memories and checks their content. Returns the counts the parent checks.
+    """
+    rng = random.Random(seed * 1000 + k)
+    tag = f"proc{k}"
+    mutations = cross_reads = misses = 0
+    i = 0
+    while i < n:
+        if rng.random() < 0.4:
+            size = min(rng.randint(2, 12), n - i)
+            cx.write_many(
+                NewMemory(data=conc_fact(k, j), tags=[tag], id=conc_id(k, j))
+                for j in range(i, i + size)
+            )
+        else:
+            size = 1
+            cx.write(conc_fact(k, i), tags=[tag], id=conc_id(k, i))
+        mutations += size
+        for j in range(i, i + size):
+            if j % 10 == 0:
+                cx.update(conc_id(k, j), conc_fact(k, j, 2), expected_version=1)
+                mutations += 1
+            if j % 7 == 6:
+                cx.add_edge(conc_id(k, j), "references", conc_id(k, j - 1))
+                mutations += 1
+            if j % 13 == 12:
+                cx.update_head(conc_id(k, j), tags=[tag, "thirteen"])
+                mutations += 1
+        i += size
+        for _ in range(2):
+            other = rng.randrange(nwriters)
+            j = rng.randrange(n)
+            try:
+                m = cx.resolve_latest(conc_id(other, j))
+            except NotFoundError:
+                misses += 1
+                continue
+            if m.data not in (conc_fact(other, j, 1), conc_fact(other, j, 2)):
+                raise AssertionError(f"writer {k} read wrong content for {other}/{j}: {m.data}")
+            cross_reads += 1
+    return {"k": k, "mutations": mutations, "cross_reads": cross_reads, "misses": misses}
+
+
+def conc_process(
+    path: str, k: int, *, nwriters: int, n: int, seed: int, start: Any, out: str
+) -> None:
+    """A spawned process: open the store, wait for the start signal, write, save the outcome."""
+    result: dict[str, Any]
+    try:
+        with Cortex.open(path, actor=f"proc{k}") as cx:
+            if not start.wait(60):
+                raise RuntimeError("no start signal")
+            result = conc_writer(cx, k, nwriters, n, seed)
+    except BaseException:
+        result = {"k": k, "error": traceback.format_exc()}
+    Path(out).write_text(json.dumps(result))
+
+
+def big_text(k: int, i: int, field: int) -> str:
+    """Text just under the 16 KiB field limit, different for every writer, memory and field."""
+    head = f"{k}:{i}:{field}:"
+    return head + "abcdefghijklmnop"[(k + i + field) % 16] * (16_380 - len(head))
+
+
+def big_fact(k: int, i: int) -> Fact:
+    """About 64 KiB of data: four text fields near their limit."""
+    return Fact(
+        statement=big_text(k, i, 0),
+        subject=big_text(k, i, 1),
+        predicate=big_text(k, i, 2),
+        object=big_text(k, i, 3),
+    )
+
+
+def grow_process(path: str, k: int, *, n: int, start: Any, grown: Any, out: str) -> None:
+    """A spawned process writing big memories with ids ``conc_id(k, i)``.
+
+    Writer 0 starts at once and writes until it has grown the map and committed past the old
+    size, then sets ``grown``; writer 1, which opened the store before that, starts only then,
+    so its first write must adopt the bigger map (``MapResizedError``). Then both write ``n``
+    more at once, crossing the next size together. Counts grows and adoptions.
+    """
+    from cortex.kv import LmdbKV, _Gate
+
+    counts = {"grows": 0, "remaps": 0}
+    original_grow, original_exclusive = LmdbKV._grow, _Gate.exclusive
+
+    def counting_grow(self: LmdbKV, *args: Any) -> None:
+        counts["grows"] += 1
+        original_grow(self, *args)
+
+    def counting_exclusive(self: _Gate) -> Any:  # every remap: a grow or an adoption
+        counts["remaps"] += 1
+        return original_exclusive(self)
+
+    LmdbKV._grow = counting_grow  # type: ignore[method-assign]
+    _Gate.exclusive = counting_exclusive  # type: ignore[method-assign]
+    result: dict[str, Any]
+    i = 0
+
+    def write_next(cx: Cortex) -> None:
+        nonlocal i
+        cx.write(big_fact(k, i), id=conc_id(k, i))
+        if i % 50 == 49:  # read back one of the other's, mid-growth
+            try:
+                m = cx.resolve_latest(conc_id(1 - k, i))
+            except NotFoundError:
+                pass
+            else:
+                assert m.data == big_fact(1 - k, i), "wrong content read"
+        i += 1
+
+    try:
+        with Cortex.open(path, actor=f"grow{k}", map_size=0) as cx:
+            first = cx.stats()["map_size"]
+            if not start.wait(60):
+                raise RuntimeError("no start signal")
+            if k == 0:
+                while not counts["grows"]:
+                    write_next(cx)
+                grown.set()
+            elif not grown.wait(120):
+                raise RuntimeError("writer 0 never grew the map")
+            for _ in range(n):
+                write_next(cx)
+            result = {
+                "k": k,
+                "written": i,
+                "grows": counts["grows"],
+                "adoptions": counts["remaps"] - counts["grows"],
+                "first": first,
+                "last": cx.stats()["map_size"],
+            }
+    except BaseException:
+        result = {"k": k, "error": traceback.format_exc()}
+    grown.set()  # never leave the other waiting
+    Path(out).write_text(json.dumps(result))
+
+
+def thread_grow(path: str, n: str) -> None:
+    """Threads of one process share a store while the map grows under them.
+
+    Two threads write big memories into a store opened at the minimum map size, so the map
+    grows several times, while two threads keep reading. Prints one JSON line with the outcome.
+    """
+    nw = 2
+    count = int(n)
+    errors: list[str] = []
+    done = threading.Event()
+    reads = 0
+    cx = Cortex.open(path, actor="threads", map_size=0)
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(count):
+                cx.write(big_fact(k, i), id=conc_id(k, i))
+        except BaseException:
+            errors.append(traceback.format_exc())
+
+    def reader(seed: int) -> None:
+        nonlocal reads
+        rng = random.Random(seed)
+        try:
+            while not done.is_set():
+                k, i = rng.randrange(nw), rng.randrange(count)
+                try:
+                    m = cx.resolve_latest(conc_id(k, i))
+                except NotFoundError:
+                    continue
+                if m.data != big_fact(k, i):
+                    raise AssertionError(f"wrong content for {k}/{i}")
+                reads += 1
+                time.sleep(0.0005)  # leave the writers some of the GIL
+        except BaseException:
+            errors.append(traceback.format_exc())
+
+    writers = [threading.Thread(target=writer, args=(k,)) for k in range(nw)]
+    readers = [threading.Thread(target=reader, args=(s,)) for s in range(2)]
+    for t in writers + readers:
+        t.start()
+    for t in writers:
+        t.join()
+    done.set()
+    for t in readers:
+        t.join()
+    missing = 0
+    for k in range(nw):
+        for i in range(count):
+            try:
+                ok = cx.resolve_latest(conc_id(k, i)).data == big_fact(k, i)
+            except CortexError:
+                ok = False
+            missing += not ok
+    report = cx.verify()
+    emit(
+        {
+            "errors": errors,
+            "reads": reads,
+            "missing": missing,
+            "problems": [[p.record, p.what] for p in report.problems[:5]],
+            "map_size": cx.stats()["map_size"],
+        }
+    )
+    cx.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Corruption
+
+
+def probe(path: str, ids_file: str) -> None:
+    """Open a possibly damaged store and read everything in it, classifying every outcome.
+
+    ``ids_file`` holds a JSON list of the ids of every memory in the store. Prints one JSON
+    line: ``open`` (``ok`` or the CortexError class), the journal (its length or the error
+    class), per memory what ``resolve_latest``, ``history`` and ``edges`` gave (content as
+    text, or the error class), and verify's problems. Any exception that is not a CortexError
+    is listed under ``foreign`` (and fails the test).
+    """
+    out: dict[str, Any] = {"foreign": []}
+
+    def attempt(what: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except CortexError as exc:
+            return {"error": type(exc).__name__}
+        except Exception:
+            out["foreign"].append(f"{what}: {traceback.format_exc()}")
+            return {"error": "foreign"}
+
+    cx = attempt("open", lambda: Cortex.open(path, actor="probe", create=False))
+    if isinstance(cx, dict):
+        out["open"] = cx["error"]
+        emit(out)
+        return
+    out["open"] = "ok"
+    journal = attempt("journal", lambda: list(cx.journal()))
+    out["journal"] = journal if isinstance(journal, dict) else [repr(e) for e in journal]
+    memories: dict[str, Any] = {}
+    for mid in json.loads(Path(ids_file).read_text()):
+        latest = attempt("resolve_latest", lambda mid=mid: cx.resolve_latest(mid))
+        hist = attempt("history", lambda mid=mid: cx.history(mid))
+        edges = attempt("edges", lambda mid=mid: cx.edges(mid, direction="both"))
+        memories[mid] = {
+            "latest": latest if isinstance(latest, dict) else repr((latest.head, latest.data)),
+            "history": hist if isinstance(hist, dict) else [repr(m.data) for m in hist],
+            "edges": edges if isinstance(edges, dict) else [repr(e) for e in edges],
+        }
+    out["memories"] = memories
+    report = attempt("verify", cx.verify)
+    out["verify"] = (
+        report if isinstance(report, dict) else [[p.record, p.what] for p in report.problems]
+    )
+    attempt("close", cx.close)
+    emit(out)
+
+
+def edit_value(path: str, key_hex: str, offset: str) -> None:
+    """Flip one byte of the value under a key, through LMDB, in a process of its own."""
+    import lmdb
+
+    key = bytes.fromhex(key_hex)
+    env = lmdb.open(path, subdir=True, max_dbs=0)
+    with env.begin(write=True) as txn:
+        value = bytearray(txn.get(key))
+        value[int(offset)] ^= 0x20
+        txn.put(key, bytes(value))
+    env.close()
+
+
+def main() -> None:
+    """Run ``workers.NAME(*ARGS)`` from the command line."""
+    name, *args = sys.argv[1:]
+    globals()[name](*args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1367 @@
+"""Golden vectors: regenerates ``specs/vectors/*.json`` from fixed inputs, deterministically.
+
+Run ``python tools/gen_vectors.py`` to rewrite the files, or ``--check`` to compare the committed
+files with what the code produces now (exit 1 on a difference). There is no randomness: ids,
+times and every input below are fixed.
+
+The JSON input helpers (``parse_input``, ``expected_value``, ``typed``) are shared with
+``tests/test_vectors.py``, so the conventions in ``CONVENTIONS`` are implemented once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import struct
+import sys
+import unicodedata
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import msgspec.inspect as mi
+
+from cortex.codec import LIMITS, decode_data, encode_data
+from cortex.enums import MemoryType
+from cortex.errors import CodecError, CortexError, ValidationError
+from cortex.forms import render_full, render_medium, render_short
+from cortex.hashing import content_hash
+from cortex.ids import MemoryId, Uri
+from cortex.records import DATA_TYPES, Data
+
+VECTORS_DIR: Final = Path(__file__).resolve().parent.parent / "specs" / "vectors"
+
+CONVENTIONS: Final = {
+    "input": (
+        "A JSON object: field name -> value. A field that is absent takes its default "
+        "(None, empty, False). Field names are the Python attribute names of specs/format.md."
+    ),
+    "text": (
+        "A JSON string, exactly as handed to the encoder: it may be decomposed (not NFC); the "
+        'encoder NFC-normalises it. Long text may be written {"$repeat": [unit, count]}, '
+        "meaning unit repeated count times."
+    ),
+    "numbers": (
+        "A JSON number with a fraction or exponent (1.0, 6.1e-05) is a float; one without "
+        "(1) is an integer. An integer in a float field, or an integral float in an integer "
+        "field, is deliberate: it tests numeric coercion. -0.0 is negative zero."
+    ),
+    "enums": 'The member\'s label, e.g. "user_input" (never its code).',
+    "times": (
+        "An RFC 3339 timestamp with an explicit offset (Z or +hh:mm), microsecond precision "
+        'at most, e.g. "2024-05-01T14:00:00.25+02:00". The encoder stores the instant.'
+    ),
+    "bytes": '{"$bytes": "<lower-case hex>"}.',
+    "records": "A nested record (Cost) is a JSON object with the same conventions.",
+    "maps": "A free map (profile, parameters) is a JSON object; its key order is irrelevant.",
+    "lists": "A JSON array.",
+    "cbor_hex": "The canonical CBOR of the typed data (specs/encoding.md), lower-case hex.",
+    "hash_hex": (
+        'sha256(b"matrix.cortex.memory.v1" || type_byte || cbor) (specs/hashing.md), '
+        "lower-case hex."
+    ),
+    "forms": (
+        "short, medium and full as rendered from the canonical value (specs/forms.md); "
+        "rendering the input before encoding MUST give the same text."
+    ),
+    "escaping": (
+        "Files are written with every non-ASCII character escaped (\\uXXXX), so decomposed "
+        "and precomposed text are told apart at a glance."
+    ),
+}
+
+NEGATIVE_CONVENTIONS: Final = {
+    "cases": (
+        "Each case is bytes that decode_data(type, bytes) MUST reject. valid_hex is a valid "
+        "canonical encoding; cbor_hex is made from it by the byte change described in why (plus "
+        "the map head's count where an entry is added or removed)."
+    ),
+    "error": (
+        "NonCanonicalError: the bytes are well-formed and describe a valid value, but are not "
+        "its canonical encoding. CodecError: the bytes are not valid CBOR, or not a valid "
+        "record of the type (unknown key, wrong type, missing field, value out of range). "
+        "NonCanonicalError is a subclass of CodecError; the class named is the exact one."
+    ),
+}
+
+URI_CONVENTIONS: Final = {
+    "valid": (
+        "Each uri parses; type, id (text), id_hex (the 16 raw bytes), version and "
+        "timestamp_ms are what it names, and printing the parsed URI gives uri back."
+    ),
+    "invalid": (
+        "Each uri MUST be rejected with a ValidationError; field and rule are the error's "
+        "field and rule in the reference implementation."
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON input -> structs (shared with tests/test_vectors.py)
+
+
+class InputError(ValueError):
+    """A vector's input does not follow ``CONVENTIONS``."""
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, dict) and set(v) == {"$repeat"}:
+        unit, count = v["$repeat"]
+        if not isinstance(unit, str) or type(count) is not int:
+            raise InputError(f"bad $repeat {v!r}")
+        return unit * count
+    if not isinstance(v, str):
+        raise InputError(f"expected text, got {v!r}")
+    return v
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _convert(t: mi.Type, v: Any, canonical: bool) -> Any:
+    if isinstance(t, mi.UnionType):
+        (t,) = (x for x in t.types if not isinstance(x, mi.NoneType))
+    if isinstance(t, mi.StrType):
+        s = _text(v)
+        return _nfc(s) if canonical else s
+    if isinstance(t, mi.EnumType):
+        if not isinstance(v, str) or v.upper() not in t.cls.__members__ or not v.islower():
+            raise InputError(f"{v!r} is not a {t.cls.__name__} label")
+        return t.cls[v.upper()]
+    if isinstance(t, mi.FloatType):
+        if type(v) not in (int, float):
+            raise InputError(f"expected a number, got {v!r}")
+        return float(v) + 0.0 if canonical else v
+    if isinstance(t, mi.IntType):
+        if type(v) not in (int, float):
+            raise InputError(f"expected a number, got {v!r}")
+        return int(v) if canonical else v
+    if isinstance(t, mi.BoolType):
+        if type(v) is not bool:
+            raise InputError(f"expected true or false, got {v!r}")
+        return v
+    if isinstance(t, mi.DateTimeType):
+        when = datetime.fromisoformat(v)
+        if when.tzinfo is None:
+            raise InputError(f"time {v!r} has no offset")
+        return when.astimezone(UTC) if canonical else when
+    if isinstance(t, mi.BytesType):
+        if not isinstance(v, dict) or set(v) != {"$bytes"}:
+            raise InputError(f"expected {{'$bytes': hex}}, got {v!r}")
+        return bytes.fromhex(v["$bytes"])
+    if isinstance(t, mi.VarTupleType):
+        return tuple(_convert(t.item_type, x, canonical) for x in v)
+    if isinstance(t, mi.DictType):
+        return {
+            _convert(t.key_type, k, canonical): _convert(t.value_type, x, canonical)
+            for k, x in v.items()
+        }
+    if isinstance(t, mi.StructType):
+        return _struct(t.cls, v, canonical)
+    raise InputError(f"no JSON convention for {t!r}")
+
+
+def _struct(cls: type[Any], obj: dict[str, Any], canonical: bool) -> Any:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    fields = {f.name: f for f in info.fields}
+    unknown = set(obj) - set(fields)
+    if unknown:
+        raise InputError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+    return cls(**{name: _convert(fields[name].type, v, canonical) for name, v in obj.items()})
+
+
+def data_class(type_name: str) -> type[Data]:
+    """The typed data struct for a type name (``"Fact"``)."""
+    mtype = MemoryType.from_name(type_name)
+    if mtype is None:
+        raise InputError(f"unknown type name {type_name!r}")
+    return DATA_TYPES[mtype]
+
+
+def parse_input(type_name: str, obj: dict[str, Any]) -> Data:
+    """Build the typed data a vector's ``input`` describes, as a caller would hand it in.
+
+    Text stays as written (possibly not NFC) and numbers keep their JSON kind (int or float),
+    so encoding it exercises normalisation and coercion.
+    """
+    value: Data = _struct(data_class(type_name), obj, canonical=False)
+    return value
+
+
+def expected_value(type_name: str, obj: dict[str, Any]) -> Data:
+    """The value decoding the vector's bytes must give: the input after NFC and coercion.
+
+    Text is NFC-normalised, integers in float fields become floats (-0.0 becomes 0.0),
+    integral floats in integer fields become integers and times are in UTC.
+    """
+    value: Data = _struct(data_class(type_name), obj, canonical=True)
+    return value
+
+
+def typed(v: Any) -> Any:
+    """A comparable picture of ``v`` that also records every Python type (1 != 1.0 here)."""
+    if isinstance(v, msgspec.Struct):
+        return (type(v).__name__, tuple((f, typed(getattr(v, f))) for f in v.__struct_fields__))
+    if isinstance(v, float):
+        return ("float", v.hex())
+    if isinstance(v, enum.Enum):
+        return (type(v).__name__, v.name)
+    if isinstance(v, datetime):
+        return ("datetime", v.isoformat())
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((typed(k), typed(x)) for k, x in v.items())))
+    if isinstance(v, tuple | list):
+        return (type(v).__name__, tuple(typed(x) for x in v))
+    return (type(v).__name__, v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixed ids, URIs and helpers
+
+_MS: Final = 1_714_564_800_000  # 2024-05-01T12:00:00Z
+
+
+def fixed_id(n: int) -> MemoryId:
+    """The ``n``-th fixed id: timestamp 2024-05-01T12:00:00Z, random part ``n``."""
+    return MemoryId(((_MS << 80) | n).to_bytes(16, "big"))
+
+
+def uri(type_name: str, n: int, version: int = 1) -> str:
+    """A version URI of fixed id ``n``."""
+    return f"cortex://{type_name}/{fixed_id(n)}#{version}"
+
+
+def rep(unit: str, count: int) -> dict[str, Any]:
+    """The ``$repeat`` marker for long text."""
+    return {"$repeat": [unit, count]}
+
+
+def _b(hex_text: str) -> dict[str, str]:
+    return {"$bytes": hex_text}
+
+
+T_NOON: Final = "2024-05-01T14:00:00+02:00"  # 12:00:00Z
+T_MICROS: Final = "2024-05-01T12:00:00.123456Z"
+T_OFFSET: Final = "2024-04-30T23:30:00.5-05:00"  # 2024-05-01T04:30:00.5Z
+T_BEFORE_EPOCH: Final = "1969-12-31T23:59:59.999999Z"  # -1 microsecond
+T_MIN: Final = "0001-01-01T00:00:00Z"
+T_MAX: Final = "9999-12-31T23:59:59.999999Z"
+
+F32_EXACT: Final = 0.100000001490116119384765625  # float32(0.1): needs 32 bits
+F16_MIN_NORMAL: Final = 0.00006103515625  # 2**-14
+F16_MIN_SUBNORMAL: Final = 2.0**-24
+F32_ONLY_SMALL: Final = 2.0**-25  # below every float16, exact in float32
+
+TEXT_MAX: Final = LIMITS.TEXT_BYTES
+SHORT_MAX: Final = LIMITS.SHORT_TEXT_BYTES
+ITEMS: Final = LIMITS.ITEMS
+
+Case = tuple[str, str, dict[str, Any]]  # name, note, input
+
+
+def _numbered(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i:03d}" for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Positive cases, by type. Every type has minimal, full, nfc and max_lengths cases.
+
+CASES: Final[dict[str, list[Case]]] = {
+    "Identity": [
+        ("minimal", "required fields only", {"name": "Ada"}),
+        (
+            "full",
+            "every optional field set; profile keys are ordered shortest first, then bytewise",
+            {
+                "name": "Ada Lovelace",
+                "did": "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK",
+                "roles": ["operator", "reviewer"],
+                "profile": {"language": "en", "team": "core", "tz": "Europe/London"},
+                "public_keys": [_b("00" * 31 + "01"), _b("ff" * 32)],
+            },
+        ),
+        (
+            "nfc",
+            "decomposed text (e + U+0301) is stored and rendered as precomposed U+00E9",
+            {
+                "name": "Jose\u0301",
+                "roles": ["de\u0301veloppeur"],
+                "profile": {"cafe\u0301": "cre\u0300me", "b": "1"},
+            },
+        ),
+        (
+            "profile_key_order",
+            "text keys sort by their encoding: shorter first, then bytewise (b < aa < ab < \u00e9)",
+            {"name": "order", "profile": {"\u00e9": "4", "ab": "3", "aa": "2", "b": "1"}},
+        ),
+        (
+            "short_at_budget",
+            "a short form of exactly 200 bytes (50 tokens) is not truncated",
+            {"name": "a" * 200},
+        ),
+        (
+            "short_over_budget",
+            "201 bytes: cut to 197 bytes and U+2026 appended",
+            {"name": "a" * 201},
+        ),
+        (
+            "truncate_utf8_boundary",
+            "byte 197 falls inside a 3-byte character: the cut drops the partial character",
+            {"name": "a" * 196 + "\u20ac" * 5},
+        ),
+        (
+            "max_lengths",
+            "name at 16384 bytes, did at 256 bytes, 256 roles, a 1024-byte public key",
+            {
+                "name": rep("abcdefgh", TEXT_MAX // 8),
+                "did": "did:" + "x" * (SHORT_MAX - 4),
+                "roles": _numbered("role", ITEMS),
+                "public_keys": [_b("5a" * LIMITS.PUBLIC_KEY_BYTES)],
+            },
+        ),
+    ],
+    "Fact": [
+        (
+            "minimal",
+            "required fields only",
+            {"statement": "grass is green", "subject": "lawn", "predicate": "color"},
+        ),
+        (
+            "full",
+            "every optional field set; the time has a +02:00 offset",
+            {
+                "statement": "Ada prefers morning meetings",
+                "subject": "ada",
+                "predicate": "meeting_time",
+                "object": "morning",
+                "source": "observed",
+                "observed_at": T_NOON,
+                "confidence": 0.75,
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input; the stored text and the forms are NFC",
+            {
+                "statement": "cafe\u0301 au lait",
+                "subject": "Zoe\u0308",
+                "predicate": "drinks",
+                "object": "n\u0303",
+            },
+        ),
+        (
+            "nfc_across_template",
+            "statement begins with U+0338: the rendered '=' + U+0338 composes to U+2260",
+            {"statement": "\u0338 equal", "subject": "x", "predicate": "p"},
+        ),
+        (
+            "float16",
+            "0.5 fits float16",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": 0.5},
+        ),
+        (
+            "float32",
+            "float32(0.1) = 0.100000001490116119384765625 needs 32 bits",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": F32_EXACT},
+        ),
+        (
+            "float64",
+            "0.1 is exact only in float64",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": 0.1},
+        ),
+        (
+            "float16_min_normal",
+            "2**-14, the smallest normal float16",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": F16_MIN_NORMAL},
+        ),
+        (
+            "float16_subnormal",
+            "2**-24, the smallest float16 subnormal, still fits 16 bits",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": F16_MIN_SUBNORMAL},
+        ),
+        (
+            "float32_below_float16",
+            "2**-25 is below every float16 but exact in float32",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": F32_ONLY_SMALL},
+        ),
+        (
+            "float_zero",
+            "0.0 encodes as f9 0000",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": 0.0},
+        ),
+        (
+            "float_negative_zero",
+            "-0.0 is stored as 0.0: equal values, equal bytes",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": -0.0},
+        ),
+        (
+            "coerce_int_to_float",
+            "confidence 1 (an integer) is stored as the float 1.0",
+            {"statement": "s", "subject": "x", "predicate": "p", "confidence": 1},
+        ),
+        (
+            "time_micros",
+            "a time with microseconds",
+            {"statement": "s", "subject": "x", "predicate": "p", "observed_at": T_MICROS},
+        ),
+        (
+            "time_before_epoch",
+            "one microsecond before the epoch is the negative integer -1",
+            {"statement": "s", "subject": "x", "predicate": "p", "observed_at": T_BEFORE_EPOCH},
+        ),
+        (
+            "time_min",
+            "0001-01-01T00:00:00Z, the earliest time",
+            {"statement": "s", "subject": "x", "predicate": "p", "observed_at": T_MIN},
+        ),
+        (
+            "time_max",
+            "9999-12-31T23:59:59.999999Z, the latest time",
+            {"statement": "s", "subject": "x", "predicate": "p", "observed_at": T_MAX},
+        ),
+        (
+            "max_lengths",
+            "a statement of 8192 x U+00E9 = 16384 UTF-8 bytes (the limit counts bytes)",
+            {"statement": rep("\u00e9", TEXT_MAX // 2), "subject": "x", "predicate": "p"},
+        ),
+    ],
+    "Preference": [
+        ("minimal", "required fields only", {"topic": "tea", "polarity": "prefer"}),
+        (
+            "full",
+            "every optional field set; 0.8 needs float64",
+            {
+                "topic": "green tea",
+                "polarity": "avoid",
+                "strength": 0.8,
+                "rationale": "caffeine late in the day",
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input",
+            {
+                "topic": "the\u0301",
+                "polarity": "neutral",
+                "rationale": "cre\u0300me bru\u0302le\u0301e",
+            },
+        ),
+        (
+            "round_half_even",
+            "0.125 is exact in binary and a tie: two decimals round it to even, 0.12",
+            {"topic": "t", "polarity": "do", "strength": 0.125},
+        ),
+        (
+            "round_binary_value",
+            "0.015 is 0.01499999... in binary, so two decimals give 0.01",
+            {"topic": "t", "polarity": "dont", "strength": 0.015},
+        ),
+        (
+            "coerce_int_to_float",
+            "strength 1 (an integer) is stored as the float 1.0",
+            {"topic": "t", "polarity": "prefer", "strength": 1},
+        ),
+        (
+            "max_lengths",
+            "rationale at 16384 bytes",
+            {
+                "topic": "tea",
+                "polarity": "prefer",
+                "rationale": rep("why.", TEXT_MAX // 4),
+            },
+        ),
+    ],
+    "Belief": [
+        ("minimal", "required fields only", {"statement": "it will rain", "stance": "suspect"}),
+        (
+            "full",
+            "every optional field set",
+            {
+                "statement": "the build is flaky",
+                "subject": "ci",
+                "stance": "believe",
+                "confidence": 0.875,
+                "evidence_for": [uri("Event", 1, 1), uri("Event", 2, 3)],
+                "evidence_against": [uri("Fact", 3, 2)],
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input",
+            {"statement": "the pin\u0303ata is full", "subject": "pin\u0303ata", "stance": "doubt"},
+        ),
+        (
+            "coerce_int_to_float",
+            "confidence 0 (an integer) is stored as the float 0.0",
+            {"statement": "s", "stance": "doubt", "confidence": 0},
+        ),
+        (
+            "evidence_against_only",
+            "the evidence count shows 0 for",
+            {"statement": "s", "stance": "doubt", "evidence_against": [uri("Fact", 4, 9)]},
+        ),
+        (
+            "max_lengths",
+            "statement at 16384 bytes, 256 evidence URIs",
+            {
+                "statement": rep("believe ", TEXT_MAX // 8),
+                "stance": "believe",
+                "evidence_for": [uri("Fact", 5, v) for v in range(1, ITEMS + 1)],
+            },
+        ),
+    ],
+    "Event": [
+        ("minimal", "required fields only", {"kind": "deploy"}),
+        (
+            "full",
+            "every optional field set; the time has a -05:00 offset and half a second",
+            {
+                "kind": "purchase",
+                "outcome": "success",
+                "counterparty": "acme-gpu",
+                "cost": {"asset": "USD", "amount": "12.5"},
+                "duration_us": 1_500_000,
+                "occurred_at": T_OFFSET,
+                "summary": "bought 4 GPU hours",
+                "intent_ref": "intent-42",
+                "artifacts": ["receipt.pdf", "invoice.json"],
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input",
+            {"kind": "re\u0301servation", "counterparty": "Cafe\u0301", "summary": "ta\u0302che"},
+        ),
+        (
+            "cost_without_outcome",
+            "no outcome: the short form starts with the kind; a negative decimal amount",
+            {"kind": "refund", "cost": {"asset": "EUR", "amount": "-0.25"}},
+        ),
+        (
+            "duration_zero",
+            "a zero duration is set (0 is not empty) and renders as 0s",
+            {"kind": "ping", "outcome": "failure", "duration_us": 0},
+        ),
+        (
+            "duration_one_micro",
+            "1 microsecond renders as 0.000001s",
+            {"kind": "ping", "outcome": "partial", "duration_us": 1},
+        ),
+        (
+            "duration_large",
+            "2**40 microseconds needs an 8-byte integer head",
+            {"kind": "archive", "duration_us": 2**40},
+        ),
+        (
+            "coerce_float_to_int",
+            "duration_us 1500000.0 (an integral float) is stored as the integer 1500000",
+            {"kind": "build", "duration_us": 1_500_000.0},
+        ),
+        (
+            "time_micros",
+            "occurred_at with microseconds: medium shows seconds, full shows microseconds",
+            {"kind": "tick", "occurred_at": T_MICROS},
+        ),
+        (
+            "medium_truncates",
+            "a long summary: the medium form is cut to 797 bytes plus U+2026",
+            {"kind": "report", "outcome": "success", "summary": "word " * 200},
+        ),
+        (
+            "max_lengths",
+            "kind at 256 bytes, summary at 16384 bytes, 256 artifacts",
+            {
+                "kind": "k" * SHORT_MAX,
+                "summary": rep("summary.", TEXT_MAX // 8),
+                "artifacts": _numbered("artifact-", ITEMS),
+            },
+        ),
+    ],
+    "Goal": [
+        ("minimal", "required fields only", {"statement": "ship v1", "status": "active"}),
+        (
+            "full",
+            "every optional field set",
+            {
+                "statement": "ship cortex v1",
+                "status": "paused",
+                "horizon": "2024-12-31T23:59:59+00:00",
+                "success_criteria": ["vectors pass", "docs tested"],
+                "subgoals": [uri("Goal", 6, 1), uri("Goal", 7, 2)],
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input",
+            {"statement": "finish the re\u0301sume\u0301", "status": "completed"},
+        ),
+        (
+            "horizon_far",
+            "the latest representable time",
+            {"statement": "s", "status": "abandoned", "horizon": T_MAX},
+        ),
+        (
+            "max_lengths",
+            "statement at 16384 bytes, 256 success criteria, 256 subgoals",
+            {
+                "statement": rep("goal", TEXT_MAX // 4),
+                "status": "active",
+                "success_criteria": _numbered("criterion ", ITEMS),
+                "subgoals": [uri("Goal", 8, v) for v in range(1, ITEMS + 1)],
+            },
+        ),
+    ],
+    "Constraint": [
+        (
+            "minimal",
+            "required fields only (all four); medium always names the source",
+            {
+                "statement": "never spend over 100 USD",
+                "polarity": "dont",
+                "strength": "hard",
+                "source": "user_declared",
+            },
+        ),
+        (
+            "full",
+            "every optional field set",
+            {
+                "statement": "ask before deleting files",
+                "polarity": "do",
+                "strength": "firm",
+                "source": "learned",
+                "trigger": "a tool call deletes a file",
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input",
+            {
+                "statement": "no cafe\u0301 after 4pm",
+                "polarity": "avoid",
+                "strength": "soft",
+                "source": "inferred",
+                "trigger": "o\u0308",
+            },
+        ),
+        (
+            "max_lengths",
+            "trigger at 16384 bytes",
+            {
+                "statement": "rule",
+                "polarity": "prefer",
+                "strength": "soft",
+                "source": "inferred",
+                "trigger": rep("when", TEXT_MAX // 4),
+            },
+        ),
+    ],
+    "Capability": [
+        (
+            "minimal",
+            "required fields only: unverified",
+            {"subject": "agent-7", "capability": "book flights"},
+        ),
+        (
+            "full",
+            "every optional field set; parameters ordered shortest key first",
+            {
+                "subject": "agent-7",
+                "capability": "book flights",
+                "verified": True,
+                "parameters": {"max_price": "400", "class": "economy", "seats": "1"},
+                "last_observed": T_MICROS,
+            },
+        ),
+        (
+            "nfc",
+            "decomposed input, including a parameter key",
+            {
+                "subject": "Rene\u0301",
+                "capability": "tradu\u0301ire",
+                "parameters": {"langue\u0301": "fr"},
+            },
+        ),
+        (
+            "max_lengths",
+            "capability at 16384 bytes, 256 parameters",
+            {
+                "subject": "s",
+                "capability": rep("can.", TEXT_MAX // 4),
+                "parameters": {f"p{i:03d}": str(i) for i in range(ITEMS)},
+            },
+        ),
+    ],
+    "Pattern": [
+        (
+            "minimal",
+            "required fields only: the short form is the statement",
+            {"statement": "retry"},
+        ),
+        (
+            "full",
+            "every optional field set",
+            {
+                "statement": "retry with backoff on 429",
+                "strength": 0.625,
+                "coverage": 12,
+                "derived_from": [uri("Event", 9, 1), uri("Event", 10, 1)],
+            },
+        ),
+        (
+            "recipe",
+            "a structured neo.pattern.v1 recipe is plain text to the codec",
+            {
+                "statement": 'neo.pattern.v1:{"name":"backoff","steps":["wait","retry"]}',
+                "coverage": 3,
+            },
+        ),
+        ("nfc", "decomposed input", {"statement": "mise en place, a\u0300 la carte"}),
+        (
+            "coverage_only",
+            "only coverage set",
+            {"statement": "s", "coverage": 0},
+        ),
+        (
+            "coerce_both",
+            "strength 1 (integer) becomes 1.0; coverage 3.0 (integral float) becomes 3",
+            {"statement": "s", "strength": 1, "coverage": 3.0},
+        ),
+        (
+            "max_lengths",
+            "statement at 16384 bytes, 256 derived_from URIs",
+            {
+                "statement": rep("pattern.", TEXT_MAX // 8),
+                "derived_from": [uri("Event", 11, v) for v in range(1, ITEMS + 1)],
+            },
+        ),
+    ],
+}
+
+
+def _case(type_name: str, name: str, note: str, inp: dict[str, Any]) -> dict[str, Any]:
+    mtype = MemoryType.from_name(type_name)
+    assert mtype is not None
+    data = parse_input(type_name, inp)
+    cbor = encode_data(data)
+    decoded = decode_data(mtype, cbor)
+    if typed(decoded) != typed(expected_value(type_name, inp)):
+        raise AssertionError(f"{type_name}/{name}: decoding does not give the expected value")
+    # Forms are a function of the canonical value; tests/test_vectors.py also renders the input.
+    return {
+        "name": name,
+        "note": note,
+        "type": type_name,
+        "input": inp,
+        "cbor_hex": cbor.hex(),
+        "hash_hex": content_hash(mtype, cbor).hex(),
+        "short": render_short(decoded),
+        "medium": render_medium(decoded),
+        "full": render_full(decoded),
+    }
+
+
+def _type_file(type_name: str) -> dict[str, Any]:
+    mtype = MemoryType.from_name(type_name)
+    assert mtype is not None
+    return {
+        "conventions": CONVENTIONS,
+        "type": type_name,
+        "type_code": mtype.value,
+        "cases": [_case(type_name, *c) for c in CASES[type_name]],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Negative vectors: one precise byte change to a valid encoding each
+
+
+def _hx(s: str) -> bytes:
+    return bytes.fromhex(s.replace(" ", ""))
+
+
+def sub(valid: bytes, old: str, new: str) -> bytes:
+    """Replace the one occurrence of hex ``old`` in ``valid`` by hex ``new``."""
+    o, n = _hx(old), _hx(new)
+    if valid.count(o) != 1:
+        raise AssertionError(f"{old!r} occurs {valid.count(o)} times in {valid.hex()}")
+    return valid.replace(o, n)
+
+
+def uint_hex(n: int, major: int = 0) -> str:
+    """The shortest CBOR head of ``n`` with major type ``major``, as hex."""
+    mt = major << 5
+    if n < 24:
+        return f"{mt | n:02x}"
+    for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+        if n < 1 << (8 * size):
+            return f"{mt | info:02x}" + n.to_bytes(size, "big").hex()
+    raise ValueError(n)
+
+
+def text_hex(s: str) -> str:
+    """The canonical CBOR text string ``s`` (UTF-8 of ``s`` as given), as hex."""
+    b = s.encode("utf-8")
+    return uint_hex(len(b), 3) + b.hex()
+
+
+FACT_MIN: Final = {"statement": "grass is green", "subject": "lawn", "predicate": "color"}
+FACT_FULL: Final = {
+    **FACT_MIN,
+    "source": "observed",
+    "observed_at": "2024-05-01T12:00:00Z",
+    "confidence": 0.5,
+}
+FACT_F32: Final = {**FACT_MIN, "confidence": F32_EXACT}
+FACT_CAFE: Final = {**FACT_MIN, "subject": "caf\u00e9"}
+IDENTITY_FULL: Final = {
+    "name": "Ada",
+    "roles": ["a", "b"],
+    "profile": {"b": "1", "aa": "2"},
+    "public_keys": [_b("0102")],
+}
+CAPABILITY_MIN: Final = {"subject": "bot", "capability": "fly"}
+PATTERN_COV: Final = {"statement": "retry", "coverage": 10}
+EVENT_FULL: Final = {
+    "kind": "buy",
+    "outcome": "success",
+    "cost": {"asset": "USD", "amount": "1.5"},
+    "duration_us": 1_500_000,
+}
+BELIEF_EVIDENCE: Final = {"statement": "s", "stance": "believe", "evidence_for": [uri("Fact", 1)]}
+
+_NOON_US: Final = 1_714_564_800_000_000
+_NOON_S: Final = 1_714_564_800
+_TIME_MAX_US: Final = 253_402_300_799_999_999
+
+Negative = tuple[str, str, dict[str, Any], Callable[[bytes], bytes], str, str]
+
+
+def _count(old: int, new: int) -> Callable[[bytes], bytes]:
+    """Change the top-level map head (the first byte) from ``old`` to ``new`` entries."""
+
+    def change(b: bytes) -> bytes:
+        if b[0] != 0xA0 | old:
+            raise AssertionError(f"expected a map of {old} entries, got {b[:1].hex()}")
+        return bytes((0xA0 | new,)) + b[1:]
+
+    return change
+
+
+def _then(*steps: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    def run(b: bytes) -> bytes:
+        for step in steps:
+            b = step(b)
+        return b
+
+    return run
+
+
+def _s(old: str, new: str) -> Callable[[bytes], bytes]:
+    return lambda b: sub(b, old, new)
+
+
+NC, CE = "NonCanonicalError", "CodecError"
+STATEMENT, LAWN, COLOR = text_hex("grass is green"), text_hex("lawn"), text_hex("color")
+
+NEGATIVES: Final[list[Negative]] = [
+    # -- map key order and duplicates
+    (
+        "unsorted_keys", "Fact", FACT_MIN,
+        _s(f"01 {STATEMENT} 02 {LAWN}", f"02 {LAWN} 01 {STATEMENT}"),
+        NC, "keys 1 and 2 swapped: map keys must be in bytewise order of their encodings",
+    ),
+    (
+        "unsorted_text_keys", "Identity", IDENTITY_FULL,
+        _s("a2 6162 6131 626161 6132", "a2 626161 6132 6162 6131"),
+        NC, "profile key 'aa' before 'b': encoded 62 61 61 sorts after 61 62 (shorter first)",
+    ),
+    (
+        "unsorted_nested_keys", "Event", EVENT_FULL,
+        _s("a2 01 63555344 02 63312e35", "a2 02 63312e35 01 63555344"),
+        NC, "the Cost map's keys 1 and 2 swapped",
+    ),
+    (
+        "duplicate_key", "Fact", FACT_MIN,
+        _then(_s(f"01 {STATEMENT}", f"01 {STATEMENT} 01 {STATEMENT}"), _count(4, 5)),
+        NC, "key 1 appears twice (the map head counts 5 entries)",
+    ),
+    # -- shortest heads
+    (
+        "non_shortest_key", "Fact", FACT_MIN,
+        _s(f"03 {COLOR}", f"1803 {COLOR}"),
+        NC, "key 3 written as 18 03 (one-byte argument) instead of 03",
+    ),
+    (
+        "non_shortest_int_1", "Pattern", PATTERN_COV,
+        _s("03 0a", "03 180a"),
+        NC, "coverage 10 written as 18 0a instead of 0a",
+    ),
+    (
+        "non_shortest_int_8", "Event", EVENT_FULL,
+        _s("05 1a0016e360", "05 1b000000000016e360"),
+        NC, "duration_us 1500000 written with an 8-byte argument instead of 4",
+    ),
+    (
+        "non_shortest_text_length", "Fact", FACT_MIN,
+        _s(f"02 {LAWN}", "02 7804 6c61776e"),
+        NC, "the 4-byte text 'lawn' with length head 78 04 instead of 64",
+    ),
+    (
+        "non_shortest_array_length", "Identity", IDENTITY_FULL,
+        _s("03 82 6161 6162", "03 9802 6161 6162"),
+        NC, "the 2-item roles array with head 98 02 instead of 82",
+    ),
+    (
+        "non_shortest_map_length", "Fact", FACT_MIN,
+        lambda b: _hx("b804") + b[1:],
+        NC, "the 4-entry top-level map with head b8 04 instead of a4",
+    ),
+    (
+        "non_shortest_bytes_length", "Identity", IDENTITY_FULL,
+        _s("05 81 420102", "05 81 58020102"),
+        NC, "the 2-byte public key with head 58 02 instead of 42",
+    ),
+    # -- shortest floats
+    (
+        "float32_for_float16", "Fact", FACT_FULL,
+        _s("07 f93800", "07 fa3f000000"),
+        NC, "confidence 0.5 as float32 (fa); float16 (f9 3800) keeps the value",
+    ),
+    (
+        "float64_for_float16", "Fact", FACT_FULL,
+        _s("07 f93800", "07 fb3fe0000000000000"),
+        NC, "confidence 0.5 as float64 (fb); float16 keeps the value",
+    ),
+    (
+        "float64_for_float32", "Fact", FACT_F32,
+        _s("07 fa3dcccccd", "07 fb3fb99999a0000000"),
+        NC, "confidence float32(0.1) as float64; float32 (fa 3dcccccd) keeps the value",
+    ),
+    (
+        "negative_zero", "Fact", FACT_FULL,
+        _s("07 f93800", "07 f98000"),
+        NC, "confidence -0.0 (f9 8000): it equals 0.0, whose encoding is f9 0000",
+    ),
+    # -- indefinite lengths
+    (
+        "indefinite_text", "Fact", FACT_MIN,
+        _s(f"02 {LAWN}", "02 7f 626c61 62776e ff"),
+        NC, "'lawn' as an indefinite-length text of two chunks ('la', 'wn')",
+    ),
+    (
+        "indefinite_bytes", "Identity", IDENTITY_FULL,
+        _s("05 81 420102", "05 81 5f 4101 4102 ff"),
+        NC, "the public key as an indefinite-length byte string of two chunks",
+    ),
+    (
+        "indefinite_array", "Identity", IDENTITY_FULL,
+        _s("03 82 6161 6162", "03 9f 6161 6162 ff"),
+        NC, "roles as an indefinite-length array",
+    ),
+    (
+        "indefinite_map", "Fact", FACT_MIN,
+        lambda b: _hx("bf") + b[1:] + _hx("ff"),
+        NC, "the top-level map as an indefinite-length map (bf ... ff)",
+    ),
+    # -- tags
+    (
+        "tag_1_time", "Fact", FACT_FULL,
+        _s(f"06 {uint_hex(_NOON_US)}", f"06 c1 {uint_hex(_NOON_S)}"),
+        CE, "observed_at as tag 1 (epoch seconds) instead of integer microseconds: a time is "
+        "an untagged integer",
+    ),
+    (
+        "tag_unknown", "Fact", FACT_FULL,
+        _s(f"06 {uint_hex(_NOON_US)}", f"06 d863 {uint_hex(_NOON_US)}"),
+        CE, "observed_at wrapped in tag 99: no tags are allowed",
+    ),
+    (
+        "tag_bignum", "Event", EVENT_FULL,
+        _s("05 1a0016e360", "05 c2 43 16e360"),
+        NC, "duration_us as tag 2 (unsigned bignum) of 3 bytes: the value is the integer "
+        "1500000, whose canonical form is 1a 0016e360",
+    ),
+    (
+        "tag_self_describe", "Fact", FACT_MIN,
+        lambda b: _hx("d9d9f7") + b,
+        CE, "the whole item wrapped in tag 55799 (self-described CBOR): no tags are allowed",
+    ),
+    # -- structure: keys and schema version
+    (
+        "unknown_key", "Fact", FACT_MIN,
+        _then(lambda b: b + _hx("08 6178"), _count(4, 5)),
+        CE, "key 8 does not exist in a Fact (it has keys 0..7)",
+    ),
+    (
+        "text_key", "Fact", FACT_MIN,
+        _s(f"01 {STATEMENT}", f"{text_hex('statement')} {STATEMENT}"),
+        CE, "field name 'statement' as a text key instead of its integer key 1",
+    ),
+    (
+        "bool_key", "Fact", FACT_MIN,
+        _s(f"01 {STATEMENT}", f"f5 {STATEMENT}"),
+        CE, "key 1 written as true (f5): keys are unsigned integers, and true is not 1",
+    ),
+    (
+        "float_key", "Fact", FACT_MIN,
+        _s(f"01 {STATEMENT}", f"f93c00 {STATEMENT}"),
+        CE, "key 1 written as the float 1.0 (f9 3c00): keys are unsigned integers",
+    ),
+    (
+        "nested_schema_version", "Event", EVENT_FULL,
+        _s("a2 01 63555344", "a3 00 01 01 63555344"),
+        CE, "a nested Cost map carries key 0: only top-level records have a schema version",
+    ),
+    (
+        "missing_schema_version", "Fact", FACT_MIN,
+        _s("a4 0001", "a3"),
+        CE, "key 0 (schema version) removed",
+    ),
+    (
+        "wrong_schema_version", "Fact", FACT_MIN,
+        _s("a4 0001", "a4 0002"),
+        CE, "schema version 2; this format is version 1",
+    ),
+    (
+        "missing_required", "Fact", FACT_MIN,
+        _then(_s(f"03 {COLOR}", ""), _count(4, 3)),
+        CE, "the required predicate (key 3) removed",
+    ),
+    (
+        "not_a_map", "Fact", FACT_MIN,
+        lambda b: _hx("88") + b[1:],
+        CE, "map head a4 replaced by array head 88: the 8 keys and values become an array",
+    ),
+    # -- wrong types
+    (
+        "text_for_int", "Pattern", PATTERN_COV,
+        _s("03 0a", "03 623130"),
+        CE, "coverage as the text '10' instead of the integer 10",
+    ),
+    (
+        "int_for_float", "Fact", FACT_FULL,
+        _s("07 f93800", "07 00"),
+        CE, "confidence as the integer 0: a float field holds a float (encoders coerce first)",
+    ),
+    (
+        "float_for_int", "Pattern", PATTERN_COV,
+        _s("03 0a", "03 f94900"),
+        CE, "coverage as the float 10.0 instead of the integer 10",
+    ),
+    (
+        "float_for_time", "Fact", FACT_FULL,
+        _s(f"06 {uint_hex(_NOON_US)}", "06 fb" + struct.pack(">d", _NOON_US).hex()),
+        CE, "observed_at as a float: a time is integer microseconds",
+    ),
+    (
+        "bytes_for_text", "Fact", FACT_MIN,
+        _s(f"02 {LAWN}", "02 44 6c61776e"),
+        CE, "subject as a byte string (44) instead of a text string (64)",
+    ),
+    (
+        "label_for_enum", "Fact", FACT_FULL,
+        _s("05 03", f"05 {text_hex('observed')}"),
+        CE, "source as its label 'observed' instead of its code 3",
+    ),
+    (
+        "int_for_bool", "Capability", {**CAPABILITY_MIN, "verified": True},
+        _s("03 f5", "03 01"),
+        CE, "verified as the integer 1 instead of true",
+    ),
+    (
+        "null_for_optional", "Fact", FACT_MIN,
+        _then(lambda b: b + _hx("04 f6"), _count(4, 5)),
+        CE, "object (key 4) present as null: an unset field is omitted",
+    ),
+    # -- text
+    (
+        "invalid_utf8", "Fact", FACT_MIN,
+        _s(f"02 {LAWN}", "02 64 6c61ff6e"),
+        CE, "the byte ff inside 'lawn' is not UTF-8",
+    ),
+    (
+        "utf8_surrogate", "Fact", FACT_MIN,
+        _s(f"02 {LAWN}", "02 64 6ceda080"),
+        CE, "ed a0 80 encodes the surrogate U+D800, which is not valid UTF-8",
+    ),
+    (
+        "non_nfc_text", "Fact", FACT_CAFE,
+        _s("65 636166c3a9", "66 63616665cc81"),
+        NC, "'caf\u00e9' with e + U+0301 (decomposed) instead of U+00E9: text is stored NFC",
+    ),
+    (
+        "empty_text", "Fact", FACT_MIN,
+        _s(f"01 {STATEMENT}", "01 60"),
+        CE, "an empty statement: text is never empty",
+    ),
+    (
+        "short_text_over_limit", "Identity", {"name": "Ada"},
+        _then(lambda b: b + _hx("02 790101" + "78" * 257), _count(2, 3)),
+        CE, "did of 257 bytes; the limit is 256",
+    ),
+    (
+        "list_over_limit", "Identity", {"name": "Ada"},
+        _then(lambda b: b + _hx("03 990101" + "6178" * 257), _count(2, 3)),
+        CE, "257 roles; the limit is 256 items",
+    ),
+    (
+        "bad_decimal", "Event", EVENT_FULL,
+        _s("02 63312e35", "02 64312e3530"),
+        CE, "cost amount '1.50': a decimal has no trailing zeros",
+    ),
+    (
+        "latest_uri", "Belief", BELIEF_EVIDENCE,
+        _s(text_hex(uri("Fact", 1)), text_hex(uri("Fact", 1)[:-1] + "latest")),
+        CE, "an evidence URI ending in #latest: URIs name one exact version",
+    ),
+    (
+        "duplicate_uri", "Belief", BELIEF_EVIDENCE,
+        _s(f"81 {text_hex(uri('Fact', 1))}", f"82 {text_hex(uri('Fact', 1)) * 2}"),
+        CE, "the same URI twice in evidence_for: URI lists hold distinct items",
+    ),
+    # -- values
+    (
+        "confidence_over_one", "Fact", FACT_FULL,
+        _s("07 f93800", "07 f93e00"),
+        CE, "confidence 1.5: it lies in [0, 1]",
+    ),
+    (
+        "confidence_negative", "Fact", FACT_FULL,
+        _s("07 f93800", "07 f9b800"),
+        CE, "confidence -0.5: it lies in [0, 1]",
+    ),
+    (
+        "confidence_nan", "Fact", FACT_FULL,
+        _s("07 f93800", "07 f97e00"),
+        CE, "confidence NaN: it lies in [0, 1]",
+    ),
+    (
+        "confidence_infinity", "Fact", FACT_FULL,
+        _s("07 f93800", "07 f97c00"),
+        CE, "confidence +infinity: it lies in [0, 1]",
+    ),
+    (
+        "enum_code_zero", "Fact", FACT_FULL,
+        _s("05 03", "05 00"),
+        CE, "source code 0: no SourceKind has it",
+    ),
+    (
+        "enum_code_unknown", "Fact", FACT_FULL,
+        _s("05 03", "05 05"),
+        CE, "source code 5: SourceKind has codes 1..4",
+    ),
+    (
+        "time_out_of_range", "Fact", FACT_FULL,
+        _s(f"06 {uint_hex(_NOON_US)}", f"06 {uint_hex(_TIME_MAX_US + 1)}"),
+        CE, "observed_at one microsecond after 9999-12-31T23:59:59.999999Z",
+    ),
+    # -- defaults written out
+    (
+        "explicit_false", "Capability", CAPABILITY_MIN,
+        _then(lambda b: b + _hx("03 f4"), _count(3, 4)),
+        NC, "verified present as false: false is omitted",
+    ),
+    (
+        "explicit_empty_list", "Identity", {"name": "Ada"},
+        _then(lambda b: b + _hx("03 80"), _count(2, 3)),
+        NC, "roles present as an empty array: empty lists are omitted",
+    ),
+    (
+        "explicit_empty_map", "Identity", {"name": "Ada"},
+        _then(lambda b: b + _hx("04 a0"), _count(2, 3)),
+        NC, "profile present as an empty map: empty maps are omitted",
+    ),
+    # -- framing
+    (
+        "trailing_byte", "Fact", FACT_MIN,
+        lambda b: b + _hx("00"),
+        NC, "one byte (00) after the item",
+    ),
+    (
+        "trailing_item", "Fact", FACT_MIN,
+        lambda b: b + _hx("a0"),
+        NC, "a second item (an empty map) after the first",
+    ),
+    (
+        "truncated", "Fact", FACT_MIN,
+        lambda b: b[:-1],
+        CE, "the last byte removed: the input ends inside an item",
+    ),
+    (
+        "empty_input", "Fact", FACT_MIN,
+        lambda b: b"",
+        CE, "no bytes at all",
+    ),
+]  # fmt: skip
+
+
+def _negative(spec: Negative) -> dict[str, Any]:
+    name, type_name, base, change, error, why = spec
+    mtype = MemoryType.from_name(type_name)
+    assert mtype is not None
+    valid = encode_data(parse_input(type_name, base))
+    decode_data(mtype, valid)
+    bad = change(valid)
+    try:
+        decode_data(mtype, bad)
+    except CodecError as exc:
+        if type(exc).__name__ != error:
+            raise AssertionError(
+                f"{name}: raised {type(exc).__name__} ({exc}), not {error}"
+            ) from exc
+    else:
+        raise AssertionError(f"{name}: {bad.hex()} decodes")
+    return {
+        "name": name,
+        "type": type_name,
+        "valid_hex": valid.hex(),
+        "cbor_hex": bad.hex(),
+        "error": error,
+        "why": why,
+    }
+
+
+def _negative_file() -> dict[str, Any]:
+    names = [n[0] for n in NEGATIVES]
+    assert len(set(names)) == len(names), "negative names repeat"
+    return {"conventions": NEGATIVE_CONVENTIONS, "cases": [_negative(n) for n in NEGATIVES]}
+
+
+# ---------------------------------------------------------------------------------------------
+# URIs
+
+_ID_1: Final = str(fixed_id(1))
+_ID_0: Final = "0" * 26
+_ID_MAX: Final = "7" + "Z" * 25
+
+VALID_URIS: Final = [
+    f"cortex://Fact/{_ID_1}#1",
+    f"cortex://Identity/{_ID_1}#42",
+    f"cortex://Pattern/{_ID_0}#1",
+    f"cortex://Event/{_ID_MAX}#9223372036854775807",
+    *(f"cortex://{t.type_name}/{fixed_id(100 + t.value)}#{t.value}" for t in MemoryType),
+]
+
+INVALID_URIS: Final = [
+    (f"cortex://Fact/{_ID_1}", "uri", "format", "no version"),
+    (f"cortex://Fact/{_ID_1}#", "uri", "version", "an empty version"),
+    (f"cortex://Fact/{_ID_1}#latest", "uri", "version", "#latest names no exact version"),
+    (f"cortex://Fact/{_ID_1}#0", "uri", "version", "versions start at 1"),
+    (f"cortex://Fact/{_ID_1}#-1", "uri", "version", "a negative version"),
+    (f"cortex://Fact/{_ID_1}#01", "uri", "version", "a leading zero"),
+    (f"cortex://Fact/{_ID_1}#+1", "uri", "version", "a sign"),
+    (f"cortex://Fact/{_ID_1}#1.0", "uri", "version", "not a whole number"),
+    (f"cortex://Fact/{_ID_1}# 1", "uri", "version", "a space"),
+    (f"cortex://Fact/{_ID_1}#1\n", "uri", "version", "a trailing newline"),
+    (f"cortex://Fact/{_ID_1}#1#2", "uri", "version", "two fragments"),
+    (f"cortex://Fact/{_ID_1}#9223372036854775808", "uri", "version", "above 2**63 - 1"),
+    (f"cortex://Fact/{_ID_1.lower()}#1", "uri", "id", "a lower-case id"),
+    (f"cortex://Fact/{_ID_1[:-1]}I#1", "uri", "id", "I is not a Crockford base32 digit"),
+    (f"cortex://Fact/{_ID_1[:-1]}U#1", "uri", "id", "U is not a Crockford base32 digit"),
+    (f"cortex://Fact/8{_ID_1[1:]}#1", "uri", "id", "a first character above 7 exceeds 128 bits"),
+    (f"cortex://Fact/{_ID_1[:-1]}#1", "uri", "format", "an id of 25 characters"),
+    (f"cortex://Fact/{_ID_1}0#1", "uri", "format", "an id of 27 characters"),
+    (f"cortex://fact/{_ID_1}#1", "uri", "type_name", "a lower-case type name"),
+    (f"cortex://FACT/{_ID_1}#1", "uri", "type_name", "an upper-case type name"),
+    (f"cortex://Facts/{_ID_1}#1", "uri", "type_name", "not a type name"),
+    (f"cortex://Memory/{_ID_1}#1", "uri", "type_name", "not a type name"),
+    (f"cortex:/Fact/{_ID_1}#1", "uri", "format", "one slash after the scheme"),
+    (f"CORTEX://Fact/{_ID_1}#1", "uri", "format", "an upper-case scheme"),
+    (f"https://Fact/{_ID_1}#1", "uri", "format", "another scheme"),
+    (f" cortex://Fact/{_ID_1}#1", "uri", "format", "leading white space"),
+    (f"cortex://Fact/{_ID_1}/#1", "uri", "format", "a slash before the fragment"),
+    (f"cortex://Fact/{_ID_1}?v=1", "uri", "format", "a query instead of a fragment"),
+]
+
+
+def _uri_file() -> dict[str, Any]:
+    valid = []
+    for text in VALID_URIS:
+        u = Uri.parse(text)
+        assert str(u) == text
+        valid.append(
+            {
+                "uri": text,
+                "type": u.type.type_name,
+                "id": str(u.id),
+                "id_hex": u.id.bytes.hex(),
+                "version": u.version,
+                "timestamp_ms": u.id.timestamp_ms,
+            }
+        )
+    invalid = []
+    for text, field, rule, why in INVALID_URIS:
+        try:
+            Uri.parse(text)
+        except ValidationError as exc:
+            if (exc.field, exc.rule) != (field, rule):
+                raise AssertionError(
+                    f"{text!r}: {exc.field}/{exc.rule}, not {field}/{rule}"
+                ) from exc
+        else:
+            raise AssertionError(f"{text!r} parses")
+        invalid.append({"uri": text, "field": field, "rule": rule, "why": why})
+    return {"conventions": URI_CONVENTIONS, "valid": valid, "invalid": invalid}
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def file_name(type_name: str) -> str:
+    """The vector file of a type: ``fact.json`` for ``Fact``."""
+    return f"{type_name.lower()}.json"
+
+
+def build() -> dict[str, Any]:
+    """Every vector file: file name -> JSON document. Deterministic.
+
+    Raises:
+        AssertionError: the code disagrees with a hand-written expectation (a negative
+            vector's error class, a URI's error, a round trip).
+    """
+    files = {file_name(t.type_name): _type_file(t.type_name) for t in MemoryType}
+    files["negative.json"] = _negative_file()
+    files["uris.json"] = _uri_file()
+    return files
+
+
+def dumps(doc: Any) -> str:
+    """The exact text of a vector file."""
+    return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``specs/vectors/*.json``, or with ``--check`` compare and report differences."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="compare only; exit 1 on change")
+    parser.add_argument("--out", type=Path, default=VECTORS_DIR, help="output directory")
+    args = parser.parse_args(argv)
+    try:
+        files = build()
+    except CortexError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    stale = []
+    for name, doc in files.items():
+        path = args.out / name
+        text = dumps(doc)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(name)
+        if not args.check:
+            args.out.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    verb = "differ" if args.check else "written"
+    print(f"{len(stale)} of {len(files)} files {verb}: {', '.join(stale) or '-'}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
