@@ -1,8 +1,9 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
-from cortex.api import Cortex
+from cortex.api import Cortex, ReaderView
 from cortex.codec import decode_data, encode_data
+from cortex.context import Bundle
 from cortex.enums import (
     ConstraintSource,
     DecayClass,
@@ -34,6 +35,27 @@ from cortex.errors import (
 from cortex.forms import count_tokens, render, render_full, render_medium, render_short
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
+from cortex.query import (
+    And,
+    Eq,
+    Follow,
+    Ge,
+    Gt,
+    HasTag,
+    Hit,
+    In,
+    Le,
+    Lt,
+    Matches,
+    Ne,
+    Not,
+    Or,
+    Predicate,
+    Query,
+    Result,
+    Window,
+    field_names,
+)
 from cortex.records import (
     Belief,
     Capability,
@@ -55,6 +77,8 @@ from cortex.records import (
     VectorRef,
     Version,
 )
+from cortex.salience import SalienceState, Weights
+from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
     FORMAT_VERSION,
     Edge,
@@ -68,7 +92,9 @@ from cortex.store import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "And",
     "Belief",
+    "Bundle",
     "Capability",
     "CodecError",
     "ConflictError",
@@ -81,32 +107,53 @@ __all__ = [
     "DecayClass",
     "Edge",
     "EdgeType",
+    "Eq",
     "Event",
     "Fact",
+    "Follow",
     "FormatError",
     "Forms",
+    "FrameMatch",
     "FrameRef",
+    "Ge",
     "Goal",
     "GoalStatus",
+    "Gt",
+    "HasTag",
     "Head",
+    "Hit",
     "Identity",
+    "In",
     "IntegrityError",
     "JournalEntry",
     "JournalKind",
+    "Le",
+    "Lt",
+    "Matches",
     "Memory",
     "MemoryId",
     "MemoryType",
     "MigrationRequiredError",
+    "Ne",
     "NewMemory",
     "NonCanonicalError",
+    "Not",
     "NotFoundError",
     "ObjKind",
+    "Or",
     "Outcome",
     "Pattern",
     "Polarity",
+    "Predicate",
     "Preference",
     "Problem",
     "Provenance",
+    "Query",
+    "Reader",
+    "ReaderView",
+    "Result",
+    "SalienceState",
+    "Scope",
     "SourceKind",
     "SourceRef",
     "Stance",
@@ -121,11 +168,14 @@ __all__ = [
     "VerifyReport",
     "Version",
     "Visibility",
+    "Weights",
+    "Window",
     "__version__",
     "content_hash",
     "count_tokens",
     "decode_data",
     "encode_data",
+    "field_names",
     "new_id",
     "render",
     "render_full",

@@ -1,10 +1,46 @@
-"""The public entry point: ``Cortex``, the store with everything built on it."""
+"""The public entry point: ``Cortex``, the store with find, context, salience and scopes."""
 
 from __future__ import annotations
 
-from cortex.store import Store
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
 
-__all__ = ["Cortex"]
+import msgspec
+
+from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
+from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
+from cortex.errors import NotFoundError, TombstonedError, ValidationError
+from cortex.ids import MemoryId, Uri, new_id
+from cortex.keys import salience_key
+from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.planner import Executor, TextSearch, VectorSearch, result
+from cortex.query import (
+    Eq,
+    Form,
+    Or,
+    Plan,
+    Predicate,
+    Query,
+    Result,
+    Window,
+    compile_query,
+    memory_type,
+)
+from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone
+from cortex.salience import (
+    DEFAULT_WEIGHTS,
+    SALIENCE_STATE,
+    SalienceState,
+    Weights,
+    decay_table,
+)
+from cortex.scope import Reader
+from cortex.store import JournalKind, Memory, Store, _as_id, _Journal, _seal, _trusted
+
+__all__ = ["Cortex", "ReaderView"]
+
+_FACETS = ("type", "tag", "subject", "counterparty")
 
 
 class Cortex(Store):
@@ -15,4 +51,501 @@ class Cortex(Store):
         with Cortex.open("agent.cortex", actor="agent-1") as cx:
             uri = cx.write(Fact(statement="...", subject="user", predicate="likes"))
             cx.resolve(uri)
+            cx.find(Query(types=["Fact"], limit=10))
+
+    Options of ``open`` beyond the store's: ``decay`` (decay class per memory type, overriding
+    ``cortex.salience.DEFAULT_DECAY``) and ``weights`` (salience weights).
     """
+
+    def __init__(
+        self,
+        kv: LmdbKV,
+        actor: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        decay: Mapping[MemoryType | str, DecayClass | str] | None = None,
+        weights: Weights | None = None,
+        salience_blend: float = 0.2,
+    ) -> None:
+        overrides: dict[MemoryType, DecayClass] = {}
+        for t, d in (decay or {}).items():
+            cls = DecayClass.coerce(d)
+            if cls is None:
+                raise ValidationError("decay", "enum", f"must be one of {DecayClass.labels()}")
+            overrides[memory_type(t, "decay")] = cls
+        if weights is not None and not isinstance(weights, Weights):
+            raise ValidationError("weights", "type", "must be a cortex.salience.Weights")
+        if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
+            raise ValidationError("salience_blend", "range", "must be in [0, 1]")
+        super().__init__(kv, actor, clock=clock)
+        self.decay = decay_table(overrides)
+        self.weights = weights or DEFAULT_WEIGHTS
+        self.salience_blend = float(salience_blend)
+
+    # -- seams for the search indexes --------------------------------------------------------
+
+    def _text_search(self) -> TextSearch | None:
+        """The lexical index's search, when the store has one."""
+        return None
+
+    def _vector_search(self) -> VectorSearch | None:
+        """The vector index's search, when the store has an embedder."""
+        return None
+
+    # -- find ------------------------------------------------------------------------------
+
+    def _reader(self, reader: Reader | None) -> Reader:
+        if reader is None:
+            return Reader(actor=self.actor)
+        if not isinstance(reader, Reader):
+            raise ValidationError("reader", "type", "must be a cortex.Reader")
+        return reader
+
+    def _executor(self, txn: ReadTxn, plan: Plan, reader: Reader, now: datetime) -> Executor:
+        return Executor(
+            self,
+            txn,
+            plan,
+            now,
+            reader=reader,
+            decay=self.decay,
+            weights=self.weights,
+            text_search=self._text_search(),
+            vector_search=self._vector_search(),
+            salience_blend=self.salience_blend,
+        )
+
+    def find(self, query: Query) -> Result:
+        """Find memories: start from an index, filter, order, limit, fit a token budget.
+
+        Args:
+            query: what to find (see ``Query``); it needs an index to start from (types, tags,
+                frames, text, near or from_) and a limit or a token budget.
+
+        Returns:
+            The hits in order (ties by id ascending), their token total, and the URIs the
+            budget dropped.
+
+        Raises:
+            ValidationError: the query is malformed or unplannable; the message says what to
+                add or change. Nothing is read or written.
+            NotFoundError: a walk starts from a memory that does not exist (or is hidden).
+        """
+        now = self._now()
+        if not isinstance(query, Query):
+            raise ValidationError(
+                "query", "type", f"find takes a Query, got {type(query).__name__}"
+            )
+        reader = self._reader(query.reader)
+        plan = compile_query(query, now, token_cap=reader.token_cap(now))
+        with self._kv.read() as txn:
+            kept, dropped = self._executor(txn, plan, reader, now).run()
+            res = result(kept, dropped, plan)
+        if plan.record_access and res.hits:
+            self._record_access([h.memory.id for h in res.hits], now)
+        return res
+
+    def _record_access(self, ids: Sequence[MemoryId], now: datetime) -> None:
+        def txn_fn(txn: WriteTxn) -> None:
+            for mid in ids:
+                st = _state(txn, mid)
+                txn.put(
+                    salience_key(mid),
+                    _seal(
+                        SALIENCE_STATE.encode(
+                            msgspec.structs.replace(st, accesses=st.accesses + 1, last_used_at=now),
+                            "salience",
+                        )
+                    ),
+                )
+
+        self._kv.write(txn_fn)
+
+    def attest(
+        self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
+    ) -> None:
+        """Record that memories were used to act, and how it went (raises their salience).
+
+        A ``success`` or ``partial`` outcome counts as a citation; a ``failure`` is counted
+        apart and does not raise salience. One journal entry per memory, all in one
+        transaction.
+
+        Raises:
+            NotFoundError: a memory does not exist; nothing is recorded.
+            TombstonedError: a memory is tombstoned; nothing is recorded.
+            ValidationError: an unknown outcome.
+        """
+        out = Outcome.coerce(outcome)
+        if out is None:
+            raise ValidationError("outcome", "enum", f"must be one of {Outcome.labels()}")
+        ids = list(dict.fromkeys(_as_id(u, "uris") for u in uris))
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> None:
+            journal = _Journal(txn, now, self.actor)
+            for mid in ids:
+                head = self._head(txn, mid)
+                if head.tombstone is not None:
+                    raise TombstonedError(f"memory {mid} is tombstoned; it cannot be attested")
+                st = _state(txn, mid)
+                if out is Outcome.FAILURE:
+                    st = msgspec.structs.replace(st, failures=st.failures + 1, last_used_at=now)
+                else:
+                    st = msgspec.structs.replace(st, citations=st.citations + 1, last_used_at=now)
+                txn.put(salience_key(mid), _seal(SALIENCE_STATE.encode(st, "salience")))
+                journal.append(
+                    JournalKind.ATTEST,
+                    id=mid,
+                    type=head.type,
+                    version=head.current_version,
+                    reason=out.label,
+                )
+
+        self._kv.write(txn_fn)
+
+    def salience_state(self, ref: Uri | MemoryId | str) -> SalienceState:
+        """A memory's use counters (zero for a memory never used).
+
+        Raises:
+            NotFoundError: no such memory.
+        """
+        mid = _as_id(ref)
+        with self._kv.read() as txn:
+            self._head(txn, mid)
+            return _state(txn, mid)
+
+    # -- context ---------------------------------------------------------------------------
+
+    def context(
+        self,
+        verb: Verb | str,
+        objects: Sequence[Any] | str = (),
+        budget_tokens: int = DEFAULT_BUDGET,
+        *,
+        query: str | None = None,
+        reader: Reader | None = None,
+        form: Form = "medium",
+        outcomes_per_object: int = 3,
+        recall_limit: int = 10,
+    ) -> Bundle:
+        """The working set for doing ``verb`` to ``objects``, in tiers, under one budget.
+
+        Args:
+            verb: the action (a ``Verb`` or its label).
+            objects: object references (``"ada"`` for any kind, ``"knowledge:ada"``,
+                ``(kind, ref)`` or ``FrameRef``).
+            budget_tokens: the token budget (default 3000, at most 4000).
+            query: text for the recall tier (needs the lexical index).
+            reader: who is reading (default: the store's actor).
+            form: the form rendered and counted (default medium).
+            outcomes_per_object: latest Events per object in the outcomes tier.
+            recall_limit: hits of the recall tier before the budget.
+
+        Returns:
+            A ``Bundle``; a pure read (nothing is recorded).
+
+        Raises:
+            ValidationError: a bad verb, object, budget or form.
+        """
+        v = Verb.coerce(verb)
+        if v is None:
+            raise ValidationError("verb", "enum", f"must be one of {Verb.labels()}")
+        objs = objects_of(objects)
+        if (
+            not isinstance(budget_tokens, int)
+            or isinstance(budget_tokens, bool)
+            or not 1 <= budget_tokens <= MAX_BUDGET
+        ):
+            raise ValidationError(
+                "budget_tokens",
+                "range",
+                f"must be an integer 1..{MAX_BUDGET}, got {budget_tokens!r}",
+            )
+        if not isinstance(outcomes_per_object, int) or outcomes_per_object < 0:
+            raise ValidationError("outcomes_per_object", "range", "must be an integer >= 0")
+        now = self._now()
+        rd = self._reader(reader)
+        base = Query(types=tuple(MemoryType), budget_tokens=budget_tokens, form=form, reader=rd)
+        plan = compile_query(base, now, token_cap=rd.token_cap(now))
+        plan = msgspec.structs.replace(plan, types=frozenset())
+        recall_plan = None
+        if query is not None:
+            recall_plan = compile_query(
+                Query(text=query, limit=recall_limit, form=form, reader=rd), now
+            )
+        with self._kv.read() as txn:
+            ex = self._executor(txn, plan, rd, now)
+            recall = None
+            if recall_plan is not None:
+                rex = self._executor(txn, recall_plan, rd, now)
+                recall = lambda: rex.run()[0]  # noqa: E731
+            return assemble(
+                ex,
+                v,
+                objs,
+                plan.budget or budget_tokens,
+                form=plan.form,
+                outcomes_per_object=outcomes_per_object,
+                recall=recall,
+            )
+
+    # -- facets and entities -----------------------------------------------------------------
+
+    def facets(
+        self,
+        window: Window | None = None,
+        by: Literal["type", "tag", "subject", "counterparty"] = "type",
+        *,
+        types: Sequence[MemoryType | str] = (),
+        reader: Reader | None = None,
+    ) -> dict[str, int]:
+        """Counts of live memories in a time window, by type, tag, subject or counterparty.
+
+        Reads every memory of the types in the window (the type index serves created-time
+        windows directly), so it costs what the window holds.
+
+        Returns:
+            ``{label: count}``, largest first, ties by label.
+        """
+        if by not in _FACETS:
+            raise ValidationError("by", "enum", f"must be one of {', '.join(_FACETS)}")
+        now = self._now()
+        rd = self._reader(reader)
+        ts = tuple(types) or tuple(MemoryType)
+        plan = compile_query(Query(types=ts, window=window, limit=1, reader=rd), now)
+        counts: dict[str, int] = {}
+        with self._kv.read() as txn:
+            ex = self._executor(txn, plan, rd, now)
+            for t in sorted(plan.types):
+                for mid in ex.ids_of_type(t):
+                    row = ex.accept(mid)
+                    if row is None:
+                        continue
+                    if by == "type":
+                        labels: Iterable[str] = (row.head.type.type_name,)
+                    elif by == "tag":
+                        labels = row.head.tags
+                    else:
+                        value = getattr(row.data, by, None)
+                        labels = (value,) if isinstance(value, str) else ()
+                    for label in labels:
+                        counts[label] = counts.get(label, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def about(
+        self,
+        subject: str,
+        attribute: str | None = None,
+        *,
+        limit: int = 100,
+        reader: Reader | None = None,
+        as_of: datetime | None = None,
+    ) -> Result:
+        """Every live memory about an entity, newest first.
+
+        That is: Identities named so, Facts, Beliefs and Capabilities with that subject, and
+        Events with it as counterparty. With ``attribute``: only Facts with that predicate and
+        Capabilities with that capability.
+        """
+        if not isinstance(subject, str) or not subject:
+            raise ValidationError("subject", "required", "must be non-empty text")
+        where: Predicate
+        if attribute is None:
+            types: tuple[MemoryType, ...] = (
+                MemoryType.IDENTITY,
+                MemoryType.FACT,
+                MemoryType.BELIEF,
+                MemoryType.EVENT,
+                MemoryType.CAPABILITY,
+            )
+            where = Or(
+                Eq("data.subject", subject),
+                Eq("data.counterparty", subject),
+                Eq("data.name", subject),
+            )
+        else:
+            types = (MemoryType.FACT, MemoryType.CAPABILITY)
+            where = Eq("data.subject", subject) & Or(
+                Eq("data.predicate", attribute), Eq("data.capability", attribute)
+            )
+        return self.find(Query(types=types, where=where, limit=limit, reader=reader, as_of=as_of))
+
+    # -- reads as a reader -------------------------------------------------------------------
+
+    def _check_visible(self, head: Head, reader: Reader | None) -> None:
+        if reader is None:
+            return
+        rd = self._reader(reader)
+        if not rd.can_see(head, self.owner, self._now()):
+            raise NotFoundError(f"no memory {head.id}")  # exactly what a missing one raises
+
+    def resolve(self, uri: Uri | str, *, reader: Reader | None = None) -> Memory:
+        """The exact version a URI names; with ``reader``, only if that reader may see it.
+
+        Raises:
+            ValidationError: the URI is malformed (e.g. has no version or ``#latest``).
+            NotFoundError: no such memory or version, or it is hidden from ``reader``.
+            IntegrityError: the head or the version is damaged or missing.
+        """
+        if reader is not None:
+            self._check_visible(self._head_of(_as_id(uri, "uri")), reader)
+        return super().resolve(uri)
+
+    def resolve_latest(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> Memory:
+        """The current version of a memory (see ``resolve`` for ``reader``)."""
+        m = super().resolve_latest(ref)
+        self._check_visible(m.head, reader)
+        return m
+
+    def history(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> list[Memory]:
+        """Every version of a memory, oldest first (see ``resolve`` for ``reader``)."""
+        if reader is not None:
+            self._check_visible(self._head_of(_as_id(ref)), reader)
+        return super().history(ref)
+
+    def resolve_as_of(
+        self,
+        ref: Uri | MemoryId | str,
+        when: datetime,
+        *,
+        known_at: datetime | None = None,
+        reader: Reader | None = None,
+    ) -> Memory:
+        """The version current at ``when`` (``Store.resolve_as_of``; ``reader`` as in resolve)."""
+        if reader is not None:
+            self._check_visible(self._head_of(_as_id(ref)), reader)
+        return super().resolve_as_of(ref, when, known_at=known_at)
+
+    def _head_of(self, mid: MemoryId) -> Head:
+        with self._kv.read() as txn:
+            return self._head(txn, mid)
+
+    def view(self, reader: Reader) -> ReaderView:
+        """The store as ``reader`` sees it.
+
+        Every read is filtered; writes go only through a writable scope (or as the owner).
+        """
+        return ReaderView(self, self._reader(reader))
+
+
+class ReaderView:
+    """The store seen by one reader (``Cortex.view``): hidden memories look missing."""
+
+    def __init__(self, cx: Cortex, reader: Reader) -> None:
+        self.cx = cx
+        self.reader = reader
+
+    def find(self, query: Query) -> Result:
+        """``Cortex.find`` as this reader."""
+        return self.cx.find(msgspec.structs.replace(query, reader=self.reader))
+
+    def context(self, verb: Verb | str, objects: Sequence[Any] | str = (), **kw: Any) -> Bundle:
+        """``Cortex.context`` as this reader."""
+        return self.cx.context(verb, objects, reader=self.reader, **kw)
+
+    def resolve(self, uri: Uri | str) -> Memory:
+        """``Cortex.resolve`` as this reader."""
+        return self.cx.resolve(uri, reader=self.reader)
+
+    def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
+        """``Cortex.resolve_latest`` as this reader."""
+        return self.cx.resolve_latest(ref, reader=self.reader)
+
+    def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
+        """``Cortex.history`` as this reader."""
+        return self.cx.history(ref, reader=self.reader)
+
+    def _writable(self, head: Head) -> None:
+        if not self.reader.can_write(head, self.cx.owner, self.cx._now()):
+            if self.reader.can_see(head, self.cx.owner, self.cx._now()):
+                raise ValidationError(
+                    "reader",
+                    "read_only",
+                    f"{self.reader.actor} may not write {head.id}: no "
+                    "writable scope of the reader selects it",
+                )
+            raise NotFoundError(f"no memory {head.id}")
+
+    def write(
+        self,
+        data: Data,
+        *,
+        tags: Sequence[str] = (),
+        frames: Sequence[FrameRef] = (),
+        importance: int = 5,
+        visibility: Visibility | str = Visibility.SCOPED,
+        confidence: float = 1.0,
+        provenance: Provenance | None = None,
+        forms: Forms | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expires_at: datetime | None = None,
+        id: MemoryId | None = None,
+    ) -> Uri:
+        """Write through the reader's scope.
+
+        Allowed when a writable, active scope selects the new memory (or the reader owns the
+        store). The version is created by the reader.
+
+        Raises:
+            ValidationError: no writable scope selects the memory, or a field is invalid.
+        """
+        mid = id if id is not None else new_id()
+        now = self.cx._now()
+        probe = Head(
+            id=mid,
+            type=data.TYPE,
+            current_version=1,
+            actor_scope=self.reader.actor,
+            visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
+            importance=importance if isinstance(importance, int) else 5,
+            tags=tuple(tags),
+            frames=tuple(frames),
+            created_at=now,
+            last_updated_at=now,
+        )
+        if not (
+            self.reader.actor == self.cx.owner
+            or any(s.writable and s.active(now) and s.selects(probe) for s in self.reader.scopes)
+        ):
+            raise ValidationError(
+                "reader",
+                "read_only",
+                f"{self.reader.actor} holds no writable scope that selects "
+                f"a {data.TYPE.type_name} with these tags and frames",
+            )
+        return self.cx.write(
+            data,
+            tags=tags,
+            frames=frames,
+            importance=importance,
+            visibility=visibility,
+            created_by=self.reader.actor,
+            confidence=confidence,
+            provenance=provenance,
+            forms=forms,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            expires_at=expires_at,
+            id=mid,
+        )
+
+    def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> Uri:
+        """``Cortex.update`` through a writable scope that selects the memory."""
+        self._writable(self.cx._head_of(_as_id(ref, "uri")))
+        kw.setdefault("created_by", self.reader.actor)
+        return self.cx.update(ref, data, **kw)
+
+    def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
+        """``Cortex.tombstone`` through a writable scope that selects the memory."""
+        self._writable(self.cx._head_of(_as_id(ref, "uri")))
+        return self.cx.tombstone(ref, reason, by=self.reader.actor)
+
+
+def _state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
+    key = salience_key(mid)
+    raw = txn.get(key)
+    if raw is None:
+        return SalienceState()
+    st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
+    return st

@@ -24,6 +24,7 @@ __all__ = [
     "IDX_TYPE",
     "JOURNAL",
     "META",
+    "SALIENCE",
     "VEC",
     "VERSION",
     "actor_obj_key",
@@ -35,6 +36,7 @@ __all__ = [
     "meta_key",
     "obj_hash",
     "prefix_end",
+    "salience_key",
     "tag_hash",
     "tag_key",
     "type_key",
@@ -53,6 +55,7 @@ EDGE_FROM: Final = b"e/from/"
 EDGE_TO: Final = b"e/to/"
 JOURNAL: Final = b"j/"
 VEC: Final = b"vec/"
+SALIENCE: Final = b"sal/"
 META: Final = b"meta/"
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
@@ -237,6 +240,11 @@ def parse_journal_key(key: bytes) -> int:
 def vec_key(id_: MemoryId) -> bytes:
     """``vec/`` id16."""
     return VEC + id_.bytes
+
+
+def salience_key(id_: MemoryId) -> bytes:
+    """``sal/`` id16: a memory's use counters (derived data, not hashed)."""
+    return SALIENCE + id_.bytes
 
 
 def meta_key(name: str) -> bytes:

@@ -66,6 +66,7 @@ from cortex.keys import (
     IDX_TYPE,
     JOURNAL,
     META,
+    SALIENCE,
     VEC,
     actor_obj_key,
     edge_from_key,
@@ -78,6 +79,7 @@ from cortex.keys import (
     parse_head_key,
     parse_journal_key,
     parse_version_key,
+    salience_key,
     tag_key,
     type_key,
     vec_key,
@@ -86,6 +88,7 @@ from cortex.keys import (
 )
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
+from cortex.salience import SALIENCE_STATE
 
 __all__ = [
     "FORMAT_VERSION",
@@ -126,6 +129,7 @@ class JournalKind(CodedEnum):
     REMOVE_EDGE = 0x08
     EMBED = 0x09
     MIGRATION = 0x0A
+    ATTEST = 0x0B
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -475,6 +479,7 @@ class Store:
         metasync: bool = True,
         map_size: int = 64 << 20,
         clock: Callable[[], datetime] | None = None,
+        **options: Any,
     ) -> Self:
         """Open (and with ``create``, initialise) the store at ``path``.
 
@@ -487,6 +492,7 @@ class Store:
                 write speed (the store stays consistent); see ``LmdbKV``.
             map_size: initial map size in bytes; it grows by doubling when full.
             clock: a function returning the current aware time (tests pass a fixed clock).
+            **options: further options of a subclass (``Cortex``: decay, weights, embedder).
 
         Raises:
             FormatError: the store's format is newer than this code or unknown.
@@ -499,7 +505,7 @@ class Store:
             raise ValidationError("actor", exc.rule, exc.message) from None
         kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
         try:
-            return cls(kv, actor, clock=clock)
+            return cls(kv, actor, clock=clock, **options)
         except BaseException:
             kv.close()
             raise
@@ -1005,6 +1011,7 @@ class Store:
                 txn.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
             txn.delete(vec_key(mid))
+            txn.delete(salience_key(mid))
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             _Journal(txn, now, self.actor).append(
                 JournalKind.PURGE,
@@ -1492,6 +1499,11 @@ class Store:
                 if prev is not None and entry.prev != prev:
                     add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
                 prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
+            for key, value in txn.scan(SALIENCE):
+                if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
+                    add(Problem(key.hex(), "salience state of no memory"))
+                    continue
+                strict(SALIENCE_STATE, key, value)
             for key, _ in txn.scan(VEC):
                 if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
                     add(Problem(key.hex(), "vector of no memory"))

@@ -32,7 +32,12 @@ ORDER = (
     "validate",
     "keys",
     "kv",
+    "salience",  # pure: decay and the salience formula, and the use-counter record
+    "scope",  # pure: readers, scopes and the visibility rules
     "store",
+    "query",  # the query language: Query, predicates, windows, results
+    "planner",  # the executor: index scans, filters, ordering, budgets
+    "context",  # the tiered working set built on the executor
     "api",
     "__init__",
     "cli",

@@ -1,0 +1,242 @@
+"""Context: an agent's working set for one action, assembled in tiers under one token budget.
+
+Tiers, in order (a memory appears once, in the first tier that holds it):
+
+1. ``pinned`` — Identity, hard Constraints and active Goals; their salience is floored at
+   ``PINNED_FLOOR`` so they are trimmed last;
+2. ``outcomes`` — the latest Events framed with the verb and each object (``idx/actor_obj``);
+3. ``frame`` — every memory framed with the verb and each object (``idx/frame``), by salience;
+4. ``recall`` — hybrid text/vector hits for ``query`` (when the store has a lexical index).
+
+The budget (default 3000 tokens, capped at ``MAX_BUDGET``) is shared: over it, the lowest
+salience memories across all tiers are dropped first, at least one is kept, and the dropped
+URIs are returned so the agent can resolve them later. Assembling a context is a pure read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from cortex.enums import GoalStatus, MemoryType, ObjKind, Strength, Verb
+from cortex.errors import ValidationError
+from cortex.forms import count_tokens
+from cortex.ids import MemoryId, Uri
+from cortex.keys import IDX_ACTOR_OBJ, IDX_FRAME, obj_hash
+from cortex.planner import Candidate, Executor, memory_of, to_hits
+from cortex.query import Form, Hit, render_form, trim_to_budget
+from cortex.records import FrameRef
+from cortex.scope import FrameMatch
+from cortex.store import Memory
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "MAX_BUDGET",
+    "PINNED_FLOOR",
+    "TIERS",
+    "Bundle",
+    "assemble",
+    "objects_of",
+]
+
+DEFAULT_BUDGET: Final = 3000
+MAX_BUDGET: Final = 4000
+PINNED_FLOOR: Final = 0.7
+TIERS: Final = ("pinned", "outcomes", "frame", "recall")
+_ID: Final = 16
+
+
+class Bundle(msgspec.Struct, frozen=True, kw_only=True):
+    """A context: hits in tier order, the tokens they take, the budget, and what was dropped."""
+
+    verb: Verb
+    hits: tuple[Hit, ...]
+    tokens: int
+    budget: int
+    dropped: tuple[Uri, ...] = ()
+
+    @property
+    def memories(self) -> list[Memory]:
+        """The memories, in tier order."""
+        return [h.memory for h in self.hits]
+
+    def tier(self, name: str) -> list[Hit]:
+        """The hits of one tier (``pinned``, ``outcomes``, ``frame`` or ``recall``)."""
+        return [h for h in self.hits if h.tier == name]
+
+    def render(self) -> str:
+        """The bundle as text for a prompt: one section per non-empty tier, one line per memory."""
+        lines: list[str] = []
+        for name in TIERS:
+            hits = self.tier(name)
+            if not hits:
+                continue
+            lines.append(f"## {name}")
+            lines.extend(f"- {h.text} [{h.memory.uri}]" for h in hits)
+        if self.dropped:
+            lines.append(f"## dropped ({len(self.dropped)}, resolve by URI if needed)")
+            lines.extend(f"- {u}" for u in self.dropped)
+        return "\n".join(lines)
+
+
+def objects_of(objects: Sequence[Any] | str) -> list[FrameMatch]:
+    """Object patterns from refs (``"ada"``: any kind), ``"kind:ref"``, tuples or ``FrameRef``.
+
+    The verb of each pattern is a placeholder; ``assemble`` applies the context's verb.
+    """
+    if isinstance(objects, str):
+        objects = [objects]
+    out = []
+    for o in objects:
+        kind: Any
+        ref: Any
+        if isinstance(o, FrameRef | FrameMatch):
+            kind, ref = o.obj_kind, o.obj_ref
+        elif isinstance(o, tuple) and len(o) == 2:
+            kind, ref = o
+        elif isinstance(o, str):
+            head, sep, tail = o.partition(":")
+            if sep and ObjKind.coerce(head) is not None:
+                kind, ref = head, tail
+            else:
+                kind, ref = None, o
+        else:
+            raise ValidationError("objects", "type", f"not an object: {o!r}")
+        if not isinstance(ref, str) or not ref:
+            raise ValidationError("objects", "type", "an object reference is non-empty text")
+        out.append(FrameMatch(verb=Verb.FIND, obj_kind=kind, obj_ref=ref))
+    return out
+
+
+def _by_salience(cands: list[Candidate]) -> list[Candidate]:
+    return sorted(cands, key=lambda c: (-c.salience, c.id.bytes))
+
+
+def assemble(
+    ex: Executor,
+    verb: Verb,
+    objects: list[FrameMatch],
+    budget: int,
+    *,
+    form: Form,
+    outcomes_per_object: int,
+    recall: Callable[[], list[Candidate]] | None = None,
+) -> Bundle:
+    """Build the tiers with ``ex`` (its plan supplies visibility, as-of and expiry rules)."""
+    seen: set[MemoryId] = set()
+    tiers: list[tuple[str, list[Candidate]]] = []
+
+    def take(name: str, cands: list[Candidate]) -> None:
+        fresh = [c for c in cands if c.id not in seen]
+        seen.update(c.id for c in fresh)
+        tiers.append((name, fresh))
+
+    take("pinned", _pinned(ex))
+    take("outcomes", _outcomes(ex, verb, objects, outcomes_per_object))
+    take("frame", _framed(ex, verb, objects))
+    if recall is not None:
+        take("recall", recall())
+    flat: list[tuple[str, Candidate]] = [(n, c) for n, cs in tiers for c in cs]
+    for _, c in flat:
+        c.memory = _memory(c)
+    kept, dropped = trim_to_budget(
+        flat,
+        lambda t: _tokens(t[1], form),
+        lambda t: t[1].salience,
+        budget,
+    )
+    hits: list[Hit] = []
+    total = 0
+    for name, c in kept:
+        [hit], n = to_hits([c], form, "salience")
+        hits.append(msgspec.structs.replace(hit, tier=name))
+        total += n
+    return Bundle(
+        verb=verb,
+        hits=tuple(hits),
+        tokens=total,
+        budget=budget,
+        dropped=tuple(c.memory.uri for _, c in dropped if c.memory is not None),
+    )
+
+
+def _memory(c: Candidate) -> Memory:
+    return memory_of(c.row)
+
+
+def _tokens(c: Candidate, form: Form) -> int:
+    assert c.memory is not None
+    return count_tokens(render_form(c.memory, form))
+
+
+def _scan_type(ex: Executor, t: MemoryType) -> Iterator[Candidate]:
+    for mid in ex.ids_of_type(t):
+        row = ex.accept(mid)
+        if row is not None:
+            yield Candidate(row)
+
+
+def _pinned(ex: Executor) -> list[Candidate]:
+    out = []
+    for c in _scan_type(ex, MemoryType.IDENTITY):
+        out.append(c)
+    for c in _scan_type(ex, MemoryType.CONSTRAINT):
+        if getattr(c.row.data, "strength", None) is Strength.HARD:
+            out.append(c)
+    for c in _scan_type(ex, MemoryType.GOAL):
+        if getattr(c.row.data, "status", None) is GoalStatus.ACTIVE:
+            out.append(c)
+    for c in out:
+        c.salience = max(PINNED_FLOOR, ex.salience_of(c.row))
+    return _by_salience(out)
+
+
+def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> list[Candidate]:
+    out: list[Candidate] = []
+    got: set[MemoryId] = set()
+    for o in objects:
+        assert o.obj_ref is not None
+        prefix = IDX_ACTOR_OBJ + bytes((verb,)) + obj_hash(o.obj_ref)
+        n = 0
+        for key in ex.txn.keys(prefix, reverse=True):
+            if n >= per:
+                break
+            mid = MemoryId._trusted(key[-_ID:])
+            if mid in got:
+                continue
+            row = ex.accept(mid)
+            if row is None or row.head.type is not MemoryType.EVENT:
+                continue
+            if o.obj_kind is not None and not any(
+                f.verb is verb and f.obj_kind is o.obj_kind and f.obj_ref == o.obj_ref
+                for f in row.head.frames
+            ):
+                continue
+            c = Candidate(row)
+            c.salience = ex.salience_of(row)
+            out.append(c)
+            got.add(mid)
+            n += 1
+    return out
+
+
+def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch]) -> list[Candidate]:
+    out: dict[MemoryId, Candidate] = {}
+    for o in objects:
+        assert o.obj_ref is not None
+        kinds = [o.obj_kind] if o.obj_kind is not None else list(ObjKind)
+        for kind in kinds:
+            prefix = IDX_FRAME + bytes((verb, kind)) + obj_hash(o.obj_ref)
+            for key in ex.txn.keys(prefix):
+                mid = MemoryId._trusted(key[-_ID:])
+                if mid in out:
+                    continue
+                row = ex.accept(mid)
+                if row is None:
+                    continue
+                c = Candidate(row)
+                c.salience = ex.salience_of(row)
+                out[mid] = c
+    return _by_salience(list(out.values()))

@@ -1,0 +1,540 @@
+"""The query executor: walks the chosen index in one snapshot; filters, orders, trims, renders.
+
+Index orders the executor relies on: ``idx/type`` and ``idx/tag`` keys sort by created time
+then id, so "newest first" streams straight off a reverse scan and stops after ``limit``
+accepted results, whatever the store's size; other orders read every candidate the index
+yields and sort them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from cortex.codec import decode_data_trusted, to_micros
+from cortex.enums import DecayClass, MemoryType
+from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
+from cortex.forms import count_tokens
+from cortex.ids import MemoryId, Uri
+from cortex.keys import (
+    EDGE_FROM,
+    EDGE_TO,
+    IDX_FRAME,
+    IDX_TAG,
+    IDX_TYPE,
+    obj_hash,
+    parse_edge_key,
+    salience_key,
+    tag_hash,
+    version_prefix,
+)
+from cortex.kv import ReadTxn
+from cortex.query import (
+    Form,
+    Hit,
+    Plan,
+    Result,
+    _Row,
+    fuse,
+    in_window,
+    own_time,
+    render_form,
+    trim_to_budget,
+)
+from cortex.records import Data, Head, Version
+from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
+from cortex.scope import Reader
+from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted
+
+__all__ = ["Candidate", "Executor", "TextSearch", "VectorSearch", "memory_of", "result", "to_hits"]
+
+_U64: Final = 8
+_ID: Final = 16
+_MAX_ID: Final = b"\xff" * 16
+
+TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
+"""``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
+VectorSearch = Callable[[ReadTxn, Any, int], list[tuple[MemoryId, float]]]
+"""``(txn, query vector or text, n) -> [(id, cosine)]`` best first."""
+
+
+class Candidate:
+    """An accepted memory on its way to becoming a hit."""
+
+    __slots__ = ("hop", "memory", "ranks", "relevance", "row", "salience", "scores")
+
+    def __init__(self, row: _Row) -> None:
+        self.row = row
+        self.memory: Memory | None = None
+        self.salience = 0.0
+        self.relevance = 0.0
+        self.hop: int | None = None
+        self.ranks: dict[str, int] = {}
+        self.scores: dict[str, float] = {}
+
+    @property
+    def id(self) -> MemoryId:
+        """The candidate's memory id."""
+        return self.row.head.id
+
+
+class Executor:
+    """Runs one plan against one read snapshot."""
+
+    def __init__(
+        self,
+        store: Store,
+        txn: ReadTxn,
+        plan: Plan,
+        now: datetime,
+        *,
+        reader: Reader,
+        decay: dict[MemoryType, DecayClass],
+        weights: Weights,
+        text_search: TextSearch | None = None,
+        vector_search: VectorSearch | None = None,
+        salience_blend: float = 0.2,
+    ) -> None:
+        self.store = store
+        self.txn = txn
+        self.plan = plan
+        self.now = now
+        self.now_us = to_micros(now)
+        self.reader = reader
+        self.owner = store.owner
+        self.decay = decay
+        self.weights = weights
+        self.text_search = text_search
+        self.vector_search = vector_search
+        self.salience_blend = salience_blend
+        # the time a query looks at: as_of when given, else now
+        self.at_us = plan.as_of if plan.as_of is not None else self.now_us
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def head(self, mid: MemoryId) -> Head | None:
+        """The head of ``mid``, or ``None`` when there is none."""
+        try:
+            return self.store._head(self.txn, mid)
+        except NotFoundError:
+            return None
+
+    def visible(self, head: Head) -> bool:
+        """Visibility and liveness (tombstones, creation after ``as_of``)."""
+        p = self.plan
+        if p.as_of is not None and to_micros(head.created_at) > p.as_of:
+            return False
+        if (
+            head.tombstone is not None
+            and not p.include_tombstoned
+            and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
+        ):
+            return False
+        return self.reader.can_see(head, self.owner, self.now)
+
+    def version_for(self, head: Head) -> Version | None:
+        """The version the query sees: the current one, or the one current at ``as_of``."""
+        p = self.plan
+        if p.as_of is None:
+            return self.store._version(self.txn, head.id, head.current_version)
+        for key, raw in self.txn.scan(version_prefix(head.id), reverse=True):
+            v = self.store._checked_version(key, raw)
+            if to_micros(v.created_at) > p.as_of:
+                continue
+            if v.valid_from is not None and to_micros(v.valid_from) > p.as_of:
+                continue
+            if v.valid_until is not None and to_micros(v.valid_until) <= p.as_of:
+                continue
+            return v
+        return None
+
+    def accept(self, mid: MemoryId, head: Head | None = None) -> _Row | None:
+        """The row of ``mid`` when it passes every filter of the plan, else ``None``."""
+        p = self.plan
+        if head is None:
+            head = self.head(mid)
+            if head is None:
+                return None
+        if p.types and head.type not in p.types:
+            return None
+        if not self.visible(head):
+            return None
+        if p.tags and not all(t in head.tags for t in p.tags):
+            return None
+        if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
+            return None
+        version = self.version_for(head)
+        if version is None:
+            return None
+        if (
+            not p.include_expired
+            and version.expires_at is not None
+            and to_micros(version.expires_at) <= self.at_us
+        ):
+            return None
+        row = _Row(head, version, lambda: _decode(version))
+        if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
+            return None
+        if p.where is not None and not p.where(row):
+            return None
+        return row
+
+    def state(self, mid: MemoryId) -> SalienceState | None:
+        """The use counters of ``mid`` (``None`` when never used)."""
+        key = salience_key(mid)
+        raw = self.txn.get(key)
+        if raw is None:
+            return None
+        st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
+        return st
+
+    def salience_of(self, row: _Row, vector: float | None = None) -> float:
+        """The salience of an accepted row now."""
+        return salience(
+            row.head,
+            self.state(row.head.id),
+            self.now,
+            decay=self.decay[row.head.type],
+            weights=self.weights,
+            vector=vector,
+        )
+
+    # -- index scans --------------------------------------------------------------------------
+
+    def _created_scan(self, prefix: bytes, descending: bool) -> Iterator[tuple[int, MemoryId]]:
+        """``(created_us, id)`` under an index keyed ``prefix u64(created) id16``.
+
+        In created order (newest first when ``descending``), ties by id ascending, inside the
+        plan's created-time window and ``as_of``.
+        """
+        p = self.plan
+        lo: int | None = None
+        hi: int | None = None  # exclusive
+        if p.window is not None and p.window_on == "created":
+            lo, hi = p.window
+        if p.as_of is not None:
+            hi = p.as_of + 1 if hi is None else min(hi, p.as_of + 1)
+        n = len(prefix)
+        if not descending:
+            start = prefix + lo.to_bytes(_U64, "big") if lo is not None else None
+            for key in self.txn.keys(prefix, start=start):
+                created = int.from_bytes(key[n : n + _U64], "big")
+                if hi is not None and created >= hi:
+                    return
+                yield created, MemoryId._trusted(key[n + _U64 :])
+            return
+        start = None
+        if hi is not None:
+            if hi <= 0:
+                return
+            start = prefix + (hi - 1).to_bytes(_U64, "big") + _MAX_ID
+        run: list[bytes] = []
+        run_at = -1
+        for key in self.txn.keys(prefix, start=start, reverse=True):
+            created = int.from_bytes(key[n : n + _U64], "big")
+            if lo is not None and created < lo:
+                break
+            if created != run_at:
+                # a reverse scan meets equal times in descending id order: flush reversed
+                for raw in reversed(run):
+                    yield run_at, MemoryId._trusted(raw)
+                run, run_at = [], created
+            run.append(key[n + _U64 :])
+        for raw in reversed(run):
+            yield run_at, MemoryId._trusted(raw)
+
+    def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
+        streams = [
+            self._created_scan(IDX_TYPE + bytes((t,)), descending) for t in sorted(self.plan.types)
+        ]
+        if len(streams) == 1:
+            merged: Iterator[tuple[int, MemoryId]] = streams[0]
+        else:
+            # newest first (or oldest first) across types; ties by id ascending
+            sign = -1 if descending else 1
+            merged = heapq.merge(*streams, key=lambda e: (sign * e[0], e[1].bytes))
+        for _, mid in merged:
+            yield mid
+
+    def ids_of_type(self, t: MemoryType) -> Iterator[MemoryId]:
+        """Ids of one type, newest first (inside the plan's created window and as_of)."""
+        for _, mid in self._created_scan(IDX_TYPE + bytes((t,)), True):
+            yield mid
+
+    def _tag_ids(self, descending: bool) -> Iterator[MemoryId]:
+        for _, mid in self._created_scan(IDX_TAG + tag_hash(self.plan.tags[0]), descending):
+            yield mid
+
+    def _frame_ids(self) -> Iterator[MemoryId]:
+        frames = self.plan.frames
+        f = next((f for f in frames if f.obj_ref is not None), frames[0])
+        prefix = IDX_FRAME + bytes((f.verb,))
+        if f.obj_kind is not None:
+            prefix += bytes((f.obj_kind,))
+            if f.obj_ref is not None:
+                prefix += obj_hash(f.obj_ref)
+        seen: set[bytes] = set()
+        for key in self.txn.keys(prefix):
+            raw = key[-_ID:]
+            if raw not in seen:  # a verb-only pattern meets a memory once per matching frame
+                seen.add(raw)
+                yield MemoryId._trusted(raw)
+
+    def _walk(self) -> Iterator[tuple[MemoryId, int]]:
+        """Breadth-first from ``from_``: ``(id, hops)`` by shortest path, each id once."""
+        p = self.plan
+        follow = p.follow
+        assert follow is not None
+        prefixes = []
+        if follow.direction in ("out", "both"):
+            prefixes.append((EDGE_FROM, True))
+        if follow.direction in ("in", "both"):
+            prefixes.append((EDGE_TO, False))
+        frontier: list[MemoryId] = []
+        seen: set[MemoryId] = set()
+        for mid in p.from_:
+            head = self.head(mid)
+            if head is None or not self.reader.can_see(head, self.owner, self.now):
+                raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
+            if mid not in seen:
+                seen.add(mid)
+                frontier.append(mid)
+        hop = 0
+        while frontier:
+            if hop >= follow.min_hops:
+                for mid in sorted(frontier, key=lambda m: m.bytes):
+                    yield mid, hop
+            if hop == follow.max_hops:
+                return
+            nxt: set[MemoryId] = set()
+            for mid in frontier:
+                head = self.head(mid)
+                if head is None or not self._passable(head):
+                    continue
+                for base, outgoing in prefixes:
+                    for key, value in self.txn.scan(base + mid.bytes):
+                        s, et, d = parse_edge_key(key)
+                        if p.edge_types is not None and et not in p.edge_types:
+                            continue
+                        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                        if rec.removed_at is not None:
+                            continue
+                        other = d if outgoing else s
+                        if other not in seen:
+                            seen.add(other)
+                            nxt.add(other)
+            frontier = list(nxt)
+            hop += 1
+
+    def _passable(self, head: Head) -> bool:
+        """Whether a walk may go on through ``head`` (visible and live)."""
+        p = self.plan
+        if head.tombstone is not None and not p.include_tombstoned:
+            return False
+        return self.reader.can_see(head, self.owner, self.now)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self) -> tuple[list[Candidate], list[Candidate]]:
+        """The hits in order and the candidates the budget dropped."""
+        p = self.plan
+        want = None if p.limit is None else p.offset + p.limit
+        streaming = p.order_by == "created" and p.start in ("type", "tag")
+        if p.start == "walk":
+            cands = self._from_walk()
+        elif p.start in ("text", "vector"):
+            cands = self._from_search(want)
+        elif streaming:
+            ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
+            cands = []
+            for mid in ids:
+                row = self.accept(mid)
+                if row is not None:
+                    cands.append(Candidate(row))
+                    if want is not None and len(cands) >= want:
+                        break
+        else:
+            ids = (
+                self._tag_ids(True)
+                if p.start == "tag"
+                else (self._frame_ids() if p.start == "frame" else self._type_ids(True))
+            )
+            cands = [Candidate(r) for r in (self.accept(m) for m in ids) if r is not None]
+        for c in cands:
+            if p.start not in ("vector", "text"):
+                c.salience = self.salience_of(c.row)
+        if not streaming:
+            cands.sort(key=self._sort_key)
+        cands = cands[p.offset :]
+        if p.limit is not None:
+            cands = cands[: p.limit]
+        for c in cands:
+            c.memory = memory_of(c.row)
+        dropped: list[Candidate] = []
+        if p.budget is not None:
+            cands, dropped = trim_to_budget(
+                cands,
+                lambda c: _tokens(c, p.form),
+                lambda c: c.salience,
+                p.budget,
+            )
+        return cands, dropped
+
+    def _sort_key(self, c: Candidate) -> tuple[Any, ...]:
+        p = self.plan
+        sign = -1 if p.descending else 1
+        h = c.row.head
+        if p.order_by == "salience":
+            k: Any = c.salience
+        elif p.order_by == "created":
+            k = to_micros(h.created_at)
+        elif p.order_by == "updated":
+            k = to_micros(h.last_updated_at)
+        elif p.order_by == "importance":
+            k = h.importance
+        elif p.order_by == "hop":
+            k = c.hop or 0
+        else:
+            k = c.relevance
+        return (sign * k, h.id.bytes)
+
+    def _from_walk(self) -> list[Candidate]:
+        out = []
+        for mid, hop in self._walk():
+            row = self.accept(mid)
+            if row is not None:
+                c = Candidate(row)
+                c.hop = hop
+                out.append(c)
+        return out
+
+    def _from_search(self, want: int | None) -> list[Candidate]:
+        """Text and vector plans: over-fetch from the ranked lists until enough pass."""
+        p = self.plan
+        lists: dict[str, Callable[[int], list[tuple[MemoryId, float]]]] = {}
+        if p.text is not None:
+            if self.text_search is None:
+                raise ValidationError(
+                    "text", "unavailable", "this store has no lexical index; run cortex migrate"
+                )
+            text_search = self.text_search
+            lists["lexical"] = lambda n: text_search(self.txn, p.text or "", n)
+        vec_query = p.near_vector if p.near_vector is not None else (p.near or p.text)
+        if (p.near is not None or p.near_vector is not None or p.text is not None) and (
+            self.vector_search is not None
+        ):
+            vector_search = self.vector_search
+            lists["vector"] = lambda n: vector_search(self.txn, vec_query, n)
+        elif p.near is not None or p.near_vector is not None:
+            raise ValidationError(
+                "near",
+                "unavailable",
+                "vector search needs an embedder: Cortex.open(..., embedder=…)",
+            )
+        n = max(32, 4 * (want or 0))
+        while True:
+            ranked = {name: fn(n) for name, fn in lists.items()}
+            exhausted = all(len(r) < n for r in ranked.values())
+            fused = (
+                fuse(ranked)
+                if len(ranked) > 1
+                else [
+                    (mid, s, {name: i}, {name: s})
+                    for name, r in ranked.items()
+                    for i, (mid, s) in enumerate(r, start=1)
+                ]
+            )
+            out = []
+            for mid, score, ranks, scores in fused:
+                row = self.accept(mid)
+                if row is None:
+                    continue
+                c = Candidate(row)
+                c.ranks = dict(ranks)
+                c.scores = dict(scores)
+                vec = scores.get("vector")
+                c.salience = self.salience_of(row, vector=vec)
+                c.relevance = self._blend(score, c.salience, len(ranked))
+                if len(ranked) > 1:
+                    c.ranks["fused"] = 0
+                    c.scores["fused"] = score
+                out.append(c)
+            if exhausted or (want is not None and len(out) >= want):
+                break
+            n *= 4
+        out.sort(key=lambda c: (-c.relevance, c.id.bytes))
+        if "fused" in (out[0].ranks if out else {}):
+            for i, c in enumerate(out, start=1):
+                c.ranks["fused"] = i
+        return out
+
+    def _blend(self, score: float, sal: float, lists: int) -> float:
+        """Relevance blended with salience: ``(1 - w) * relevance + w * salience``.
+
+        Fused scores are normalised by the best possible fused score (rank 1 everywhere);
+        a single list's scores by nothing (BM25 and cosine keep their own scale, so the blend
+        weight matters only for fused results).
+        """
+        w = self.salience_blend
+        if lists > 1:
+            best = lists / 61.0
+            return (1 - w) * (score / best) + w * sal
+        return score
+
+
+def _decode(v: Version) -> Data | None:
+    if v.data is None:
+        return None
+    try:
+        return decode_data_trusted(v.type, v.data)
+    except CodecError as exc:
+        raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
+
+
+def memory_of(row: _Row) -> Memory:
+    """The ``Memory`` of an accepted row."""
+    v = row.version
+    return Memory(uri=Uri(v.type, v.id, v.version), head=row.head, version=v, data=row.data)
+
+
+def _tokens(c: Candidate, form: Form) -> int:
+    assert c.memory is not None
+    return count_tokens(render_form(c.memory, form))
+
+
+def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list[Hit], int]:
+    """Render candidates as hits; returns the hits and their token total."""
+    hits = []
+    total = 0
+    for c in cands:
+        assert c.memory is not None
+        text = render_form(c.memory, form)
+        n = count_tokens(text)
+        total += n
+        score = c.relevance if order_by == "score" else c.salience
+        hits.append(
+            Hit(
+                memory=c.memory,
+                text=text,
+                tokens=n,
+                salience=c.salience,
+                score=score,
+                hop=c.hop,
+                ranks=c.ranks,
+                scores=c.scores,
+            )
+        )
+    return hits, total
+
+
+def result(cands: Sequence[Candidate], dropped: Sequence[Candidate], plan: Plan) -> Result:
+    """The ``Result`` of a run."""
+    hits, total = to_hits(cands, plan.form, plan.order_by)
+    return Result(
+        hits=tuple(hits),
+        tokens=total,
+        dropped=tuple(c.memory.uri for c in dropped if c.memory is not None),
+        plan=f"{plan.start} index, order by {plan.order_by}",
+    )
