@@ -8,6 +8,9 @@ Tiers, in order (a memory appears once, in the first tier that holds it):
 3. ``frame`` — every memory framed with the verb and each object (``idx/frame``), by salience;
 4. ``recall`` — hybrid text/vector hits for ``query`` (when the store has a lexical index).
 
+Each tier reads at most ``tier_limit`` candidates per type or object (default 200), newest
+first, so a context costs the same in a store of any size.
+
 The budget (default 3000 tokens, capped at ``MAX_BUDGET``) is shared: over it, the lowest
 salience memories across all tiers are dropped first, at least one is kept, and the dropped
 URIs are returned so the agent can resolve them later. Assembling a context is a pure read.
@@ -15,7 +18,7 @@ URIs are returned so the agent can resolve them later. Assembling a context is a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -122,6 +125,7 @@ def assemble(
     *,
     form: Form,
     outcomes_per_object: int,
+    tier_limit: int = 200,
     recall: Callable[[], list[Candidate]] | None = None,
 ) -> Bundle:
     """Build the tiers with ``ex`` (its plan supplies visibility, as-of and expiry rules)."""
@@ -133,9 +137,9 @@ def assemble(
         seen.update(c.id for c in fresh)
         tiers.append((name, fresh))
 
-    take("pinned", _pinned(ex))
+    take("pinned", _pinned(ex, tier_limit))
     take("outcomes", _outcomes(ex, verb, objects, outcomes_per_object))
-    take("frame", _framed(ex, verb, objects))
+    take("frame", _framed(ex, verb, objects, tier_limit))
     if recall is not None:
         take("recall", recall())
     flat: list[tuple[str, Candidate]] = [(n, c) for n, cs in tiers for c in cs]
@@ -171,23 +175,35 @@ def _tokens(c: Candidate, form: Form) -> int:
     return count_tokens(render_form(c.memory, form))
 
 
-def _scan_type(ex: Executor, t: MemoryType) -> Iterator[Candidate]:
+def _scan_type(
+    ex: Executor, t: MemoryType, keep: Callable[[Candidate], bool], limit: int
+) -> list[Candidate]:
+    out: list[Candidate] = []
     for mid in ex.ids_of_type(t):
+        if len(out) >= limit:
+            break
         row = ex.accept(mid)
         if row is not None:
-            yield Candidate(row)
+            c = Candidate(row)
+            if keep(c):
+                out.append(c)
+    return out
 
 
-def _pinned(ex: Executor) -> list[Candidate]:
-    out = []
-    for c in _scan_type(ex, MemoryType.IDENTITY):
-        out.append(c)
-    for c in _scan_type(ex, MemoryType.CONSTRAINT):
-        if getattr(c.row.data, "strength", None) is Strength.HARD:
-            out.append(c)
-    for c in _scan_type(ex, MemoryType.GOAL):
-        if getattr(c.row.data, "status", None) is GoalStatus.ACTIVE:
-            out.append(c)
+def _pinned(ex: Executor, limit: int) -> list[Candidate]:
+    out = _scan_type(ex, MemoryType.IDENTITY, lambda c: True, limit)
+    out += _scan_type(
+        ex,
+        MemoryType.CONSTRAINT,
+        lambda c: getattr(c.row.data, "strength", None) is Strength.HARD,
+        limit,
+    )
+    out += _scan_type(
+        ex,
+        MemoryType.GOAL,
+        lambda c: getattr(c.row.data, "status", None) is GoalStatus.ACTIVE,
+        limit,
+    )
     for c in out:
         c.salience = max(PINNED_FLOOR, ex.salience_of(c.row))
     return _by_salience(out)
@@ -222,17 +238,21 @@ def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> 
     return out
 
 
-def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch]) -> list[Candidate]:
+def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch], limit: int) -> list[Candidate]:
     out: dict[MemoryId, Candidate] = {}
     for o in objects:
         assert o.obj_ref is not None
         kinds = [o.obj_kind] if o.obj_kind is not None else list(ObjKind)
         for kind in kinds:
             prefix = IDX_FRAME + bytes((verb, kind)) + obj_hash(o.obj_ref)
-            for key in ex.txn.keys(prefix):
+            n = 0
+            for key in ex.txn.keys(prefix, reverse=True):  # newest ids first
+                if n >= limit:
+                    break
                 mid = MemoryId._trusted(key[-_ID:])
                 if mid in out:
                     continue
+                n += 1
                 row = ex.accept(mid)
                 if row is None:
                     continue

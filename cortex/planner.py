@@ -225,25 +225,22 @@ class Executor:
                     return
                 yield created, MemoryId._trusted(key[n + _U64 :])
             return
-        start = None
-        if hi is not None:
-            if hi <= 0:
+        # Newest first with ties by id ascending: find the next lower created time with one
+        # reverse seek, then read that time's ids forward (write_many gives a whole batch one
+        # time, so buffering a run in reverse would read all of it before the first result).
+        top = hi - 1 if hi is not None else None
+        while top is None or top >= 0:
+            seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
+            last = next(self.txn.keys(prefix, start=seek, reverse=True), None)
+            if last is None:
                 return
-            start = prefix + (hi - 1).to_bytes(_U64, "big") + _MAX_ID
-        run: list[bytes] = []
-        run_at = -1
-        for key in self.txn.keys(prefix, start=start, reverse=True):
-            created = int.from_bytes(key[n : n + _U64], "big")
+            created = int.from_bytes(last[n : n + _U64], "big")
             if lo is not None and created < lo:
-                break
-            if created != run_at:
-                # a reverse scan meets equal times in descending id order: flush reversed
-                for raw in reversed(run):
-                    yield run_at, MemoryId._trusted(raw)
-                run, run_at = [], created
-            run.append(key[n + _U64 :])
-        for raw in reversed(run):
-            yield run_at, MemoryId._trusted(raw)
+                return
+            run = prefix + last[n : n + _U64]
+            for k in self.txn.keys(run):
+                yield created, MemoryId._trusted(k[n + _U64 :])
+            top = created - 1
 
     def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
         streams = [

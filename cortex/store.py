@@ -129,7 +129,7 @@ class JournalKind(CodedEnum):
     REMOVE_EDGE = 0x08
     EMBED = 0x09
     MIGRATION = 0x0A
-    ATTEST = 0x0B
+    ATTEST = 0x0C
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -338,7 +338,7 @@ def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
     """Decode a sealed record whose checksum proves it is what we wrote."""
     payload = _unseal(key, value)
     try:
-        return codec.dec(cbor2.loads(payload))
+        return codec.decode_trusted(payload)
     except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
         raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None
 
