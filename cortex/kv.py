@@ -67,6 +67,9 @@ class KV(Protocol):
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
+    def copy(self, dest: str | os.PathLike[str]) -> None:
+        """Write a consistent, compacted copy to the new directory ``dest``."""
+
     def close(self) -> None:
         """Release the engine."""
 

@@ -26,6 +26,7 @@ ORDER = (
     "enums",
     "ids",
     "records",
+    "jsonmap",  # the JSON form of records (spec names, enum labels, ISO-8601 times)
     "codec",
     "hashing",
     "forms",
@@ -34,6 +35,7 @@ ORDER = (
     "kv",
     "store",
     "api",
+    "transfer",  # export and import bundles, over the store's internals
     "__init__",
     "cli",
     "__main__",
