@@ -487,7 +487,9 @@ class _Imported:
             if purged:
                 raise ValidationError("version.data", "purged", f"{name} holds data")
             if content_hash(v.type, v.data) != v.hash:
-                raise IntegrityError(f"{name}: the data does not match its hash")
+                raise IntegrityError(
+                    f"{name}: the data does not match its hash; nothing was imported"
+                )
             validate_memory(head, v, decode_data(v.type, v.data))
         self.version_bytes = [_seal(VERSION.encode(v, "version")) for v in self.versions]
 
