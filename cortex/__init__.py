@@ -58,6 +58,7 @@ from cortex.records import (
 from cortex.store import (
     FORMAT_VERSION,
     Edge,
+    ImportReport,
     JournalEntry,
     JournalKind,
     Memory,
@@ -65,6 +66,7 @@ from cortex.store import (
     Problem,
     VerifyReport,
 )
+from cortex.transfer import ExportReport, export_store, import_bundle
 
 __all__ = [
     "FORMAT_VERSION",
@@ -82,6 +84,7 @@ __all__ = [
     "Edge",
     "EdgeType",
     "Event",
+    "ExportReport",
     "Fact",
     "FormatError",
     "Forms",
@@ -90,6 +93,7 @@ __all__ = [
     "GoalStatus",
     "Head",
     "Identity",
+    "ImportReport",
     "IntegrityError",
     "JournalEntry",
     "JournalKind",
@@ -126,6 +130,8 @@ __all__ = [
     "count_tokens",
     "decode_data",
     "encode_data",
+    "export_store",
+    "import_bundle",
     "new_id",
     "render",
     "render_full",

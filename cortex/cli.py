@@ -55,13 +55,14 @@ from cortex import (
     Verb,
     Visibility,
     __version__,
+    export_store,
+    import_bundle,
     render_full,
 )
 from cortex.enums import CodedEnum
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, parse_time, to_plain
 from cortex.records import DATA_TYPES
-from cortex.transfer import export_store, import_bundle
 
 __all__ = ["entry", "main"]
 
@@ -750,6 +751,11 @@ def _print_entries(args: argparse.Namespace, entries: Sequence[JournalEntry]) ->
     sys.stdout.flush()
 
 
+def _pause(seconds: float) -> None:
+    """Wait between polls of ``log --follow`` (a seam for tests)."""
+    time.sleep(seconds)
+
+
 @_command("log", _log_args)
 def cmd_log(args: argparse.Namespace) -> int:
     """The journal: the last N entries, a range, or --follow; with --json one object per line."""
@@ -780,7 +786,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         seen = last.seq if last is not None else 0
         try:
             while True:
-                time.sleep(args.interval)
+                _pause(args.interval)
                 new = list(cx.journal(seen + 1))
                 if new:
                     seen = new[-1].seq

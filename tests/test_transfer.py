@@ -291,7 +291,7 @@ def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(source: Path, tmp_p
     for reseal in (False, True):
         (tmp_path / "bad.cbor").write_bytes(_cbor_bundle(items, reseal=reseal))
         with Cortex.open(tmp_path / "dst", actor="importer") as cx:
-            with pytest.raises(IntegrityError, match="hash|sha256"):
+            with pytest.raises(IntegrityError, match=r"hash|sha256"):
                 import_bundle(cx, tmp_path / "bad.cbor")
             assert cx.stats()["memories"] == 0
             assert [e.kind for e in cx.journal()] == [JournalKind.INIT]
@@ -349,7 +349,7 @@ def test_non_bundles_and_other_versions_are_refused(tmp_path: Path) -> None:
         )
     with pytest.raises(IntegrityError, match="cut short"):
         read_bundle(b'{"format":"cortex-export","version":1,"encoding":"jsonl","store_format":1}')
-    with pytest.raises(IntegrityError, match="not CBOR|not canonical|cortex export"):
+    with pytest.raises(IntegrityError, match=r"not CBOR|not canonical|cortex export"):
         read_bundle(b"\xff\x00")
     with (
         Cortex.open(tmp_path / "s", actor="x") as cx,
