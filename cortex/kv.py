@@ -8,6 +8,7 @@ without touching the layers above.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -350,6 +351,7 @@ class LmdbKV:
         try:
             self._env.copy(str(dest), compact=True)
         except lmdb.Error as exc:
+            shutil.rmtree(dest, ignore_errors=True)  # we made it: leave no half copy behind
             raise _wrap(exc) from exc
         finally:
             self._gate.leave()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -179,8 +180,6 @@ def test_write_takes_every_option(store: Path, capsys: pytest.CaptureFixture[str
 def test_write_reads_stdin(
     store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import io
-
     monkeypatch.setattr(sys, "stdin", io.StringIO('{"topic": "tea", "polarity": "prefer"}'))
     rc, out, _ = run(capsys, "write", "Preference", "-")
     assert rc == 0 and out.startswith("cortex://Preference/")
@@ -544,6 +543,29 @@ def test_import_refuses_a_tampered_bundle(
     assert run_json(capsys, "--store", str(copy), "info")["memories"] == 0
     rc, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"))
     assert rc == 1 and "cannot read" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_only_on_a_terminal(
+    store: Path,
+    fact: Uri,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run(capsys, "export", str(tmp_path / "a.jsonl"))
+    assert capsys.readouterr().err == ""  # not a terminal: no bar
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["export", str(tmp_path / "b.jsonl")]) == 0
+    assert main(["--store", str(tmp_path / "c"), "import", str(tmp_path / "b.jsonl")]) == 0
+    bars = term.getvalue()
+    assert "\rexport [" in bars and "100% 1/1\n" in bars
+    assert "\rverify [" in bars and "100%" in bars
 
 
 def test_backup(store: Path, fact: Uri, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -523,7 +523,7 @@ def test_backup_under_a_concurrent_writer_opens_and_verifies(tmp_path: Path) -> 
 def test_backup_is_compacted(tmp_path: Path) -> None:
     with Cortex.open(tmp_path / "s", actor="a") as cx:
         uris = cx.write_many(
-            [Fact(statement="x" * 4000, subject=str(i), predicate="p") for i in range(200)]
+            [Fact(statement="x" * 4000, subject=str(i), predicate="p") for i in range(60)]
         )
         for u in uris:
             cx.purge(u, reason="shrink")
