@@ -406,7 +406,8 @@ def cmd_update(args: argparse.Namespace) -> int:
         if args.merge:
             if not isinstance(given, dict):
                 raise ValidationError("data", "type", "a --merge patch must be a JSON object")
-            plain = {**to_plain(current.data), **given}
+            base = to_plain(current.data) if current.data is not None else {}
+            plain = {**base, **given}
             plain = {k: v for k, v in plain.items() if v is not None}
         data = from_plain(DATA_TYPES[current.head.type], plain, "data")
         uri = cx.update(
@@ -1170,6 +1171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"cortex: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as exc:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get("CORTEX_DEBUG"):
+            raise
+        print(
+            f"cortex: internal error ({type(exc).__name__}: {_one_line(exc)}); "
+            "set CORTEX_DEBUG=1 for the traceback and please report it",
+            file=sys.stderr,
+        )
         return 1
     return rc
 

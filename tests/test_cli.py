@@ -303,9 +303,26 @@ def test_tombstone_and_purge(store: Path, fact: Uri, capsys: pytest.CaptureFixtu
     assert "data" not in shown["version"] and shown["version"]["hash"]
     rc, out, _ = run(capsys, "show", str(fact), "--full")
     assert rc == 0 and "(purged)" in out
+    rc, _, err = run(capsys, "update", str(fact), '{"object": "x"}', "--merge")
+    assert rc == 1 and "tombstoned" in err
     rc, _, err = run(capsys, "tombstone", str(fact))
     assert rc == 2 and "--reason" in err
     assert run(capsys, "verify")[0] == 0
+
+
+def test_a_bug_is_one_line_too(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Any) -> Any:
+        raise TypeError("something\nunexpected")
+
+    monkeypatch.setattr(Cortex, "stats", broken)
+    rc, out, err = run(capsys, "stats")
+    assert rc == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("cortex: internal error (TypeError: something unexpected)")
+    monkeypatch.setenv("CORTEX_DEBUG", "1")
+    with pytest.raises(TypeError):
+        main(["stats"])
 
 
 # ---------------------------------------------------------------------------------------------
