@@ -51,6 +51,7 @@ from cortex import (
     SourceRef,
     Stance,
     Strength,
+    TombstonedError,
     ValidationError,
     Verb,
     Visibility,
@@ -402,6 +403,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     given = _json_arg(args.data, "data")
     with _open(args) as cx:
         current = cx.resolve_latest(args.ref)
+        if current.head.tombstone is not None:  # say so before judging the new data
+            raise TombstonedError(
+                f"memory {current.id} was tombstoned ({current.head.tombstone.reason}); it can "
+                "be resolved for audit but not changed"
+            )
         plain = given
         if args.merge:
             if not isinstance(given, dict):
