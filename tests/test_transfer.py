@@ -530,3 +530,75 @@ def test_backup_is_compacted(tmp_path: Path) -> None:
         assert cx.backup(tmp_path / "b").ok
     size = (tmp_path / "b" / "data.mdb").stat().st_size
     assert size < (tmp_path / "s" / "data.mdb").stat().st_size
+
+
+# ---------------------------------------------------------------------------------------------
+# Store.import_records on its own
+
+
+def _records(cx: Cortex, uri: Any) -> tuple[Head, list[Version]]:
+    history = cx.history(uri)
+    return history[-1].head, [m.version for m in history]
+
+
+def test_import_records_checks_each_memory(source: Path, tmp_path: Path) -> None:
+    import msgspec
+
+    with Cortex.open(source, actor="x") as cx:
+        memories = {m.head.type.type_name: _records(cx, m.id) for m in _all(cx)}
+    head, versions = memories["Fact"]
+    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+        cases: list[tuple[Any, type[Exception], str]] = [
+            ([(head, versions[:1])], ValidationError, "versions"),
+            ([(head, versions[::-1])], ValidationError, "versions"),
+            ([(head, versions), (head, versions)], ValidationError, "memories"),
+            (
+                [(head, [versions[0], msgspec.structs.replace(versions[1], data=None)])],
+                ValidationError,
+                "version.data",
+            ),
+            (
+                [(head, [versions[0], msgspec.structs.replace(versions[1], hash=bytes(32))])],
+                IntegrityError,
+                "",
+            ),
+            (
+                [(msgspec.structs.replace(head, importance=11), versions)],
+                ValidationError,
+                "head.importance",
+            ),
+        ]
+        for memories_arg, error, field in cases:
+            with pytest.raises(error) as info:
+                cx.import_records(memories_arg)
+            if field:
+                assert getattr(info.value, "field", "") == field
+        purged_head, purged_versions = memories["Preference"]
+        with pytest.raises(ValidationError, match="holds data"):
+            cx.import_records(
+                [(purged_head, [msgspec.structs.replace(purged_versions[0], data=b"\xa0")])]
+            )
+        assert cx.stats()["memories"] == 0
+        assert cx.import_records([(head, versions)]).memories_added == 1
+        assert cx.verify().ok
+
+
+def test_import_records_refuses_bad_edges(source: Path, tmp_path: Path) -> None:
+    import msgspec
+
+    with Cortex.open(source, actor="x") as cx:
+        memories = [_records(cx, m.id) for m in _all(cx)]
+        edges = [e for m in _all(cx) for e in cx.edges(m.id, direction="out", include_removed=True)]
+    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+        selfie = msgspec.structs.replace(edges[0], dst=edges[0].src)
+        with pytest.raises(ValidationError, match="itself"):
+            cx.import_records(memories, [selfie])
+        with pytest.raises(ValidationError, match="twice"):
+            cx.import_records(memories, [edges[0], edges[0]])
+        with pytest.raises(NotFoundError):
+            cx.import_records([], edges[:1])
+        changed = msgspec.structs.replace(edges[0], weight=0.25)
+        cx.import_records(memories, edges)
+        with pytest.raises(ConflictError, match="another record"):
+            cx.import_records([], [changed])
+        assert cx.import_records(memories, edges).edges_unchanged == len(edges)
