@@ -110,8 +110,15 @@ def _kind(obj: object) -> str:
 
 
 @functools.cache
-def _hints(cls: type[msgspec.Struct]) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _schema(cls: type[msgspec.Struct]) -> tuple[frozenset[str], tuple[str, ...], dict[str, Any]]:
+    """Field names, required field names and resolved field types (slow to work out: cached)."""
+    fields = msgspec.structs.fields(cls)
+    hints = typing.get_type_hints(cls)
+    return (
+        frozenset(f.name for f in fields),
+        tuple(f.name for f in fields if f.required),
+        {f.name: hints[f.name] for f in fields},
+    )
 
 
 def _convert(tp: Any, obj: Any, path: str) -> Any:
@@ -184,8 +191,7 @@ def _convert(tp: Any, obj: Any, path: str) -> Any:
 def _struct(cls: type[msgspec.Struct], obj: Any, path: str) -> Any:
     if not isinstance(obj, dict):
         raise ValidationError(path, "type", f"a {cls.__name__} must be an object, got {_kind(obj)}")
-    fields = msgspec.structs.fields(cls)
-    names = {f.name for f in fields}
+    names, required, hints = _schema(cls)
     for key in obj:
         if key not in names:
             raise ValidationError(
@@ -193,9 +199,8 @@ def _struct(cls: type[msgspec.Struct], obj: Any, path: str) -> Any:
                 "unknown_field",
                 f"{cls.__name__} has no field {key!r}; its fields are {', '.join(sorted(names))}",
             )
-    for f in fields:
-        if f.required and f.name not in obj:
-            raise ValidationError(f"{path}.{f.name}", "required", "is required")
-    hints = _hints(cls)
+    for name in required:
+        if name not in obj:
+            raise ValidationError(f"{path}.{name}", "required", "is required")
     kwargs = {k: _convert(hints[k], v, f"{path}.{k}") for k, v in obj.items()}
     return cls(**kwargs)
