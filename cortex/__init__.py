@@ -82,6 +82,7 @@ from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
     FORMAT_VERSION,
     Edge,
+    ImportReport,
     JournalEntry,
     JournalKind,
     Memory,
@@ -89,6 +90,7 @@ from cortex.store import (
     Problem,
     VerifyReport,
 )
+from cortex.transfer import ExportReport, export_store, import_bundle
 
 __all__ = [
     "FORMAT_VERSION",
@@ -109,6 +111,7 @@ __all__ = [
     "EdgeType",
     "Eq",
     "Event",
+    "ExportReport",
     "Fact",
     "Follow",
     "FormatError",
@@ -123,6 +126,7 @@ __all__ = [
     "Head",
     "Hit",
     "Identity",
+    "ImportReport",
     "In",
     "IntegrityError",
     "JournalEntry",
@@ -175,7 +179,9 @@ __all__ = [
     "count_tokens",
     "decode_data",
     "encode_data",
+    "export_store",
     "field_names",
+    "import_bundle",
     "new_id",
     "render",
     "render_full",

@@ -1,14 +1,24 @@
-"""The ``cortex`` command: a thin shell over the public API."""
+"""The ``cortex`` command: a thin shell over the public API.
+
+``main(argv)`` parses, runs one small function per command and returns the exit code: 0 ok,
+1 a cortex error (one line on stderr), 2 a usage error. Every command takes ``--json``; the
+store comes from ``--store`` or ``CORTEX_STORE``, the acting name from ``--actor`` or
+``CORTEX_ACTOR``. A new command is one ``@_command`` function (its docstring is its help).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import tempfile
-from collections.abc import Sequence
-from datetime import UTC, datetime
-
-import msgspec
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from cortex import (
     Belief,
@@ -18,126 +28,1136 @@ from cortex import (
     Cortex,
     CortexError,
     Cost,
+    EdgeType,
     Event,
     Fact,
+    FrameRef,
     Goal,
     GoalStatus,
     Identity,
+    JournalEntry,
+    JournalKind,
+    Memory,
+    MemoryId,
+    MemoryType,
     NewMemory,
+    ObjKind,
     Outcome,
     Pattern,
     Polarity,
     Preference,
+    Provenance,
     SourceKind,
+    SourceRef,
     Stance,
     Strength,
+    TombstonedError,
+    ValidationError,
+    Verb,
+    Visibility,
     __version__,
+    export_store,
+    import_bundle,
+    render_full,
 )
-from cortex.records import Data
+from cortex.enums import CodedEnum
+from cortex.forms import format_time
+from cortex.jsonmap import from_plain, parse_time, to_plain
+from cortex.records import DATA_TYPES
 
 __all__ = ["entry", "main"]
 
+E = TypeVar("E", bound=CodedEnum)
 
-def _sample_records() -> list[Data]:
-    when = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
-    return [
-        Identity(name="Ada", did="did:key:z6MkAda", roles=("researcher",), profile={"lang": "en"}),
-        Fact(
-            statement="Ada's home city is Zürich",
-            subject="ada",
-            predicate="home_city",
-            object="Zürich",
+# ---------------------------------------------------------------------------------------------
+# The command table
+
+
+class _Command(NamedTuple):
+    name: str
+    func: Callable[[argparse.Namespace], int]
+    configure: Callable[[argparse.ArgumentParser], None]
+
+
+_COMMANDS: list[_Command] = []
+_EDGE_COMMANDS: list[_Command] = []
+
+
+def _command(
+    name: str, configure: Callable[[argparse.ArgumentParser], None] = lambda p: None
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Register ``func`` as ``cortex NAME`` (``edge NAME`` when the name starts with ``edge ``)."""
+
+    def register(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        table = _EDGE_COMMANDS if name.startswith("edge ") else _COMMANDS
+        table.append(_Command(name.removeprefix("edge "), func, configure))
+        return func
+
+    return register
+
+
+class _UsageError(Exception):
+    """Bad invocation found after parsing (exit 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _enum_arg(cls: type[E]) -> Callable[[str], E]:
+    def parse(text: str) -> E:
+        m = cls.coerce(text)
+        if m is None:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of {cls.labels()}")
+        return m
+
+    parse.__name__ = cls.__name__
+    return parse
+
+
+def _time_arg(text: str) -> datetime:
+    if text == "now":
+        return datetime.now(UTC)
+    try:
+        return parse_time(text, "time")
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _frame_arg(text: str) -> FrameRef:
+    parts = text.split(":", 2)
+    if len(parts) != 3 or not parts[2]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not VERB:KIND:REF, e.g. find:knowledge:ada")
+    verb, kind = Verb.coerce(parts[0]), ObjKind.coerce(parts[1])
+    if verb is None:
+        raise argparse.ArgumentTypeError(f"verb {parts[0]!r} is not one of {Verb.labels()}")
+    if kind is None:
+        raise argparse.ArgumentTypeError(f"kind {parts[1]!r} is not one of {ObjKind.labels()}")
+    return FrameRef(verb=verb, obj_kind=kind, obj_ref=parts[2])
+
+
+def _type_arg(text: str) -> MemoryType:
+    m = MemoryType.from_name(text.capitalize())
+    if m is None:
+        names = ", ".join(t.type_name for t in MemoryType)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a memory type ({names})")
+    return m
+
+
+def _json_arg(text: str, field: str) -> Any:
+    """JSON given inline, as ``@FILE``, or as ``-`` (standard input)."""
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CortexError(f"cannot read {text[1:]}: {exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValidationError(field, "json", f"is not valid JSON ({exc})") from None
+
+
+def _store_path(args: argparse.Namespace) -> str:
+    path: str | None = args.store or os.environ.get("CORTEX_STORE")
+    if not path:
+        raise _UsageError("no store given: pass --store PATH or set CORTEX_STORE")
+    return path
+
+
+@contextmanager
+def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]:
+    path = _store_path(args)
+    if not create and not (Path(path) / "data.mdb").exists():
+        raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
+    actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
+    with Cortex.open(path, actor=actor, create=create) as cx:
+        yield cx
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+def _emit(args: argparse.Namespace, obj: Any, lines: Sequence[str] | str) -> None:
+    """Print ``obj`` as JSON with ``--json``, otherwise the readable ``lines``."""
+    if args.json:
+        print(json.dumps(obj, ensure_ascii=False, indent=2))
+    else:
+        print(lines if isinstance(lines, str) else "\n".join(lines))
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    cells = [[str(c) for c in headers], *[["" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+
+
+def _when(t: datetime | None) -> str:
+    return "" if t is None else format_time(t)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+class _Progress:
+    """A progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, unit: str = "") -> None:
+        self.label = label
+        self.unit = unit
+        self.on = sys.stderr.isatty()
+        self.drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.on or (done < total and now - self.drawn < 0.1):
+            return
+        self.drawn = now
+        frac = done / total if total else 1.0
+        bar = "#" * int(frac * 30)
+        amount = f"{_size(done)}/{_size(total)}" if self.unit == "bytes" else f"{done}/{total}"
+        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac:4.0%} {amount}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.on and self.drawn:
+            sys.stderr.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Store
+
+
+@_command("init")
+def cmd_init(args: argparse.Namespace) -> int:
+    """Create a store (the acting name becomes its owner); an existing store is left as is."""
+    existed = (Path(_store_path(args)) / "data.mdb").exists()
+    with _open(args, create=True) as cx:
+        obj = {
+            "path": cx.path,
+            "created": not existed,
+            "format_version": cx.format.format_version,
+            "owner": cx.owner,
+        }
+    what = "already a store" if existed else "created"
+    _emit(args, obj, f"{obj['path']}: {what} (format {obj['format_version']}, owner {cx.owner})")
+    return 0
+
+
+def _files(path: str) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in sorted(Path(path).iterdir()) if p.is_file()}
+
+
+@_command("info")
+def cmd_info(args: argparse.Namespace) -> int:
+    """The store at a glance: format, owner, counts, sizes and sidecar files."""
+    with _open(args) as cx:
+        stats = cx.stats()
+        fmt = cx.format
+        files = _files(cx.path)
+        obj = {
+            "path": cx.path,
+            "format_version": fmt.format_version,
+            "features": list(fmt.features),
+            "created_at": fmt.created_at.isoformat(),
+            "created_by": fmt.created_by,
+            "owner": fmt.owner,
+            "actor": cx.actor,
+            **{k: stats[k] for k in ("memories", "live", "tombstoned", "purged", "versions")},
+            "edges": stats["edges"],
+            "journal_entries": stats["journal_entries"],
+            "map_size": stats["map_size"],
+            "used_bytes": stats["used_bytes"],
+            "files": files,
+            "sidecars": {k: v for k, v in files.items() if k not in ("data.mdb", "lock.mdb")},
+        }
+    sidecars = ", ".join(f"{k} ({_size(v)})" for k, v in obj["sidecars"].items()) or "none"
+    _emit(
+        args,
+        obj,
+        [
+            f"store     {obj['path']}",
+            f"format    {fmt.format_version} ({', '.join(fmt.features)})",
+            f"created   {_when(fmt.created_at)} by {fmt.created_by}",
+            f"owner     {fmt.owner}  (acting as {cx.actor})",
+            f"memories  {stats['memories']} ({stats['live']} live, {stats['tombstoned']} "
+            f"tombstoned, {stats['purged']} purged) in {stats['versions']} versions",
+            f"edges     {stats['edges']}",
+            f"journal   {stats['journal_entries']} entries",
+            f"size      {_size(files.get('data.mdb', 0))} on disk, {_size(stats['used_bytes'])} "
+            f"used, map {_size(stats['map_size'])}",
+            f"sidecars  {sidecars}",
+        ],
+    )
+    return 0
+
+
+@_command("stats")
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Counts: memories by type and state, versions, edges, journal entries, sizes."""
+    with _open(args) as cx:
+        stats = cx.stats()
+    rows = [(name, n) for name, n in stats["by_type"].items()]
+    lines = _table(["type", "memories"], rows)
+    lines.append("")
+    for key in ("memories", "live", "tombstoned", "purged", "versions", "edges"):
+        lines.append(f"{key:<16}{stats[key]}")
+    lines.append(f"{'journal_entries':<16}{stats['journal_entries']}")
+    lines.append(f"{'used_bytes':<16}{stats['used_bytes']}")
+    _emit(args, stats, lines)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+
+
+def _version_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--confidence", type=float, default=1.0, help="0..1 (default 1)")
+    p.add_argument("--valid-from", type=_time_arg, metavar="TIME", help="ISO-8601 with offset")
+    p.add_argument("--valid-until", type=_time_arg, metavar="TIME", help="ISO-8601 with offset")
+    p.add_argument("--expires-at", type=_time_arg, metavar="TIME", help="ISO-8601 with offset")
+    p.add_argument("--created-by", metavar="NAME", help="who made this version")
+    p.add_argument(
+        "--source", type=_enum_arg(SourceKind), help=f"provenance source ({SourceKind.labels()})"
+    )
+    p.add_argument("--provenance", metavar="JSON", help="a Provenance object (overrides --source)")
+
+
+def _provenance(args: argparse.Namespace) -> Provenance | None:
+    if args.provenance is not None:
+        return from_plain(Provenance, _json_arg(args.provenance, "provenance"), "provenance")
+    return Provenance(source=args.source) if args.source is not None else None
+
+
+def _write_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("type", type=_type_arg, metavar="TYPE", help="Fact, Event, Goal, ...")
+    p.add_argument("data", metavar="JSON", help="the fields as JSON (or @FILE, or - for stdin)")
+    p.add_argument("--tag", action="append", default=[], help="a tag (repeat for more)")
+    p.add_argument(
+        "--frame",
+        action="append",
+        type=_frame_arg,
+        default=[],
+        metavar="VERB:KIND:REF",
+        help="a frame, e.g. find:knowledge:ada (repeat for more)",
+    )
+    p.add_argument("--importance", type=int, default=5, help="0..10 (default 5)")
+    p.add_argument(
+        "--visibility",
+        type=_enum_arg(Visibility),
+        default=Visibility.PRIVATE,
+        help=f"{Visibility.labels()} (default private)",
+    )
+    p.add_argument("--id", help="a caller-chosen ULID")
+    _version_options(p)
+
+
+@_command("write", _write_args)
+def cmd_write(args: argparse.Namespace) -> int:
+    """Write a new memory of TYPE from a JSON object of its fields; print its URI."""
+    data = from_plain(DATA_TYPES[args.type], _json_arg(args.data, "data"), "data")
+    mid = from_plain(MemoryId, args.id, "id") if args.id is not None else None
+    with _open(args) as cx:
+        uri = cx.write(
+            data,
+            tags=args.tag,
+            frames=args.frame,
+            importance=args.importance,
+            visibility=args.visibility,
+            created_by=args.created_by,
+            confidence=args.confidence,
+            provenance=_provenance(args),
+            valid_from=args.valid_from,
+            valid_until=args.valid_until,
+            expires_at=args.expires_at,
+            id=mid,
+        )
+    _emit(args, {"uri": str(uri)}, str(uri))
+    return 0
+
+
+def _update_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="URI", help="the memory (a URI of any version, or its id)")
+    p.add_argument("data", metavar="JSON", help="the new fields as JSON (or @FILE, or -)")
+    p.add_argument(
+        "--merge", action="store_true", help="apply JSON over the current fields (a patch)"
+    )
+    p.add_argument(
+        "--expected-version", type=int, metavar="N", help="fail unless N is the current version"
+    )
+    _version_options(p)
+
+
+@_command("update", _update_args)
+def cmd_update(args: argparse.Namespace) -> int:
+    """Write a new version of a memory from JSON (whole, or with --merge a patch); print its URI."""
+    given = _json_arg(args.data, "data")
+    with _open(args) as cx:
+        current = cx.resolve_latest(args.ref)
+        if current.head.tombstone is not None:  # say so before judging the new data
+            raise TombstonedError(
+                f"memory {current.id} was tombstoned ({current.head.tombstone.reason}); it can "
+                "be resolved for audit but not changed"
+            )
+        plain = given
+        if args.merge:
+            if not isinstance(given, dict):
+                raise ValidationError("data", "type", "a --merge patch must be a JSON object")
+            base = to_plain(current.data) if current.data is not None else {}
+            plain = {**base, **given}
+            plain = {k: v for k, v in plain.items() if v is not None}
+        data = from_plain(DATA_TYPES[current.head.type], plain, "data")
+        uri = cx.update(
+            current.id,
+            data,
+            expected_version=args.expected_version,
+            created_by=args.created_by,
+            confidence=args.confidence,
+            provenance=_provenance(args),
+            valid_from=args.valid_from,
+            valid_until=args.valid_until,
+            expires_at=args.expires_at,
+        )
+    _emit(args, {"uri": str(uri)}, str(uri))
+    return 0
+
+
+def _head_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="URI", help="the memory (a URI or its id)")
+    p.add_argument("--tag", action="append", help="set the tags (repeat for more)")
+    p.add_argument("--clear-tags", action="store_true", help="remove every tag")
+    p.add_argument(
+        "--frame",
+        action="append",
+        type=_frame_arg,
+        metavar="VERB:KIND:REF",
+        help="set the frames (repeat for more)",
+    )
+    p.add_argument("--clear-frames", action="store_true", help="remove every frame")
+    p.add_argument("--importance", type=int, help="0..10")
+    p.add_argument("--visibility", type=_enum_arg(Visibility), help=Visibility.labels())
+
+
+def _head_lines(head: Any) -> list[str]:
+    frames = ", ".join(f"{f.verb.label}:{f.obj_kind.label}:{f.obj_ref}" for f in head.frames)
+    lines = [
+        f"id          {head.id}  ({head.type.type_name}, current version {head.current_version})",
+        f"tags        {', '.join(head.tags) or '-'}",
+        f"frames      {frames or '-'}",
+        f"importance  {head.importance}   visibility {head.visibility.label}",
+        f"owner       {head.actor_scope}   created {_when(head.created_at)}   "
+        f"updated {_when(head.last_updated_at)}",
+    ]
+    if head.tombstone is not None:
+        t = head.tombstone
+        purged = f", purged {_when(t.purged_at)}" if t.purged_at else ""
+        lines.append(f"tombstone   {t.reason!r} by {t.by} at {_when(t.at)}{purged}")
+    return lines
+
+
+@_command("head", _head_args)
+def cmd_head(args: argparse.Namespace) -> int:
+    """Change a memory's tags, frames, importance or visibility (no new version)."""
+    tags = [] if args.clear_tags else args.tag
+    frames = [] if args.clear_frames else args.frame
+    with _open(args) as cx:
+        head = cx.update_head(
+            args.ref,
+            tags=tags,
+            frames=frames,
+            importance=args.importance,
+            visibility=args.visibility,
+        )
+    _emit(args, to_plain(head), _head_lines(head))
+    return 0
+
+
+def _retire_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="URI", help="the memory (a URI or its id)")
+    p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
+
+
+@_command("tombstone", _retire_args)
+def cmd_tombstone(args: argparse.Namespace) -> int:
+    """Retire a memory: hidden from search, still resolvable for audit (idempotent)."""
+    with _open(args) as cx:
+        stone = cx.tombstone(args.ref, args.reason)
+    _emit(args, to_plain(stone), f"tombstoned: {stone.reason!r} by {stone.by} at {_when(stone.at)}")
+    return 0
+
+
+@_command("purge", _retire_args)
+def cmd_purge(args: argparse.Namespace) -> int:
+    """Erase a memory's content in every version; hashes, tombstone and journal remain."""
+    with _open(args) as cx:
+        stone = cx.purge(args.ref, args.reason)
+    _emit(
+        args, to_plain(stone), f"purged: {stone.reason!r} by {stone.by} at {_when(stone.purged_at)}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads
+
+
+def _memory_json(m: Memory, *, full: bool = False) -> dict[str, Any]:
+    version = to_plain(m.version)
+    if m.data is not None:
+        version["data"] = to_plain(m.data)
+    out = {"uri": str(m.uri), "head": to_plain(m.head), "version": version}
+    if full:
+        out["full"] = render_full(m.data) if m.data is not None else None
+    return out
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="URI|ID", help="a version URI, or an id for its current version")
+    p.add_argument("--as-of", type=_time_arg, metavar="TIME", help="the version current then")
+    p.add_argument("--full", action="store_true", help="also print the full form")
+
+
+@_command("show", _show_args)
+def cmd_show(args: argparse.Namespace) -> int:
+    """Show one version: its forms, data, head, version record and provenance."""
+    with _open(args) as cx:
+        if args.as_of is not None:
+            m = cx.resolve_as_of(args.ref, args.as_of)
+        elif args.ref.startswith("cortex://"):
+            m = cx.resolve(args.ref)
+        else:
+            m = cx.resolve_latest(args.ref)
+    v = m.version
+    lines = [f"{m.uri}  (version {v.version} of {m.head.current_version})"]
+    if v.forms is not None:
+        lines += [f"short       {v.forms.short}", f"medium      {v.forms.medium}"]
+    lines.append("data" if m.data is not None else "data        (purged)")
+    if m.data is not None:
+        lines += [
+            f"  {k}: {json.dumps(x, ensure_ascii=False)}" for k, x in to_plain(m.data).items()
+        ]
+    lines.append("head")
+    lines += ["  " + line for line in _head_lines(m.head)]
+    lines += [
+        "version",
+        f"  hash        sha256 {v.hash.hex()}",
+        f"  created     {_when(v.created_at)} by {v.created_by}",
+        f"  confidence  {v.confidence}",
+    ]
+    if v.valid_from or v.valid_until or v.expires_at:
+        lines.append(
+            f"  valid       from {_when(v.valid_from) or '-'} until {_when(v.valid_until) or '-'}"
+            f"   expires {_when(v.expires_at) or '-'}"
+        )
+    prov = v.provenance
+    lines += ["provenance", f"  source      {prov.source.label}"]
+    if prov.derived_from:
+        lines.append(f"  derived     {', '.join(prov.derived_from)}")
+    for s in prov.sources:
+        msgs = ", ".join(s.message_ids)
+        span = f" span {s.span[0]}..{s.span[1]}" if s.span else ""
+        lines.append(f"  session     {s.session_id}{' messages ' + msgs if msgs else ''}{span}")
+    if args.full and m.data is not None:
+        lines += ["full", *("  " + line for line in render_full(m.data).splitlines())]
+    _emit(args, _memory_json(m, full=args.full), lines)
+    return 0
+
+
+def _id_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("ref", metavar="ID", help="the memory id (or a URI of any version)")
+
+
+@_command("history", _id_arg)
+def cmd_history(args: argparse.Namespace) -> int:
+    """Every version of a memory, oldest first."""
+    with _open(args) as cx:
+        versions = cx.history(args.ref)
+    rows = [
+        (
+            f"#{m.version.version}",
+            _when(m.version.created_at),
+            m.version.created_by,
+            m.version.hash.hex()[:16],
+            m.version.forms.short if m.version.forms else "(purged)",
+        )
+        for m in versions
+    ]
+    _emit(
+        args,
+        [_memory_json(m)["version"] for m in versions],
+        _table(["version", "created", "by", "hash", "short form"], rows),
+    )
+    return 0
+
+
+def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(obj, dict) and obj:
+        for k, v in obj.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else k, out)
+    else:
+        out[prefix] = obj
+    return out
+
+
+def _diffable(m: Memory) -> dict[str, Any]:
+    v = m.version
+    return _flatten(
+        {
+            "type": v.type.type_name,
+            "data": to_plain(m.data) if m.data is not None else None,
+            "forms": to_plain(v.forms),
+            "provenance": to_plain(v.provenance),
+            "confidence": v.confidence,
+            "validity": to_plain(
+                {"valid_from": v.valid_from, "valid_until": v.valid_until, "expires": v.expires_at}
+            ),
+            "created_at": to_plain(v.created_at),
+            "created_by": v.created_by,
+            "hash": v.hash.hex(),
+        },
+        "",
+        {},
+    )
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", metavar="URI", help="the first version")
+    p.add_argument("b", metavar="URI", help="the second version")
+
+
+@_command("diff", _diff_args)
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Field by field, what differs between two versions (data, forms, provenance, validity)."""
+    with _open(args) as cx:
+        a, b = _diffable(cx.resolve(args.a)), _diffable(cx.resolve(args.b))
+    fields = list(dict.fromkeys([*a, *b]))
+    changes = [{"field": f, "a": a.get(f), "b": b.get(f)} for f in fields if a.get(f) != b.get(f)]
+
+    def show(x: Any) -> str:
+        return "-" if x is None else json.dumps(x, ensure_ascii=False)
+
+    rows = [(c["field"], show(c["a"]), show(c["b"])) for c in changes]
+    lines = _table(["field", args.a, args.b], rows) if rows else ["no differences"]
+    _emit(args, {"a": args.a, "b": args.b, "changes": changes}, lines)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Edges
+
+
+def _edge_json(e: Any) -> dict[str, Any]:
+    out: dict[str, Any] = to_plain(e)
+    return out
+
+
+def _edge_rows(edges: Sequence[Any]) -> list[str]:
+    rows = [
+        (str(e.src), e.type.label, str(e.dst), _when(e.created_at), _when(e.removed_at) or "")
+        for e in edges
+    ]
+    return _table(["src", "type", "dst", "created", "removed"], rows) if rows else ["no edges"]
+
+
+def _edges_args(p: argparse.ArgumentParser) -> None:
+    _id_arg(p)
+    p.add_argument(
+        "--direction", choices=("out", "in", "both"), default="both", help="default both"
+    )
+    p.add_argument(
+        "--type", action="append", type=_enum_arg(EdgeType), help="only this type (repeatable)"
+    )
+    p.add_argument("--include-removed", action="store_true", help="also softly removed edges")
+
+
+@_command("edges", _edges_args)
+def cmd_edges(args: argparse.Namespace) -> int:
+    """The edges of a memory: outgoing, incoming or both, optionally of some types."""
+    with _open(args) as cx:
+        edges = cx.edges(
+            args.ref,
+            direction=args.direction,
+            types=args.type,
+            include_removed=args.include_removed,
+        )
+    _emit(args, [_edge_json(e) for e in edges], _edge_rows(edges))
+    return 0
+
+
+def _edge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="the source memory (id or URI)")
+    p.add_argument("type", type=_enum_arg(EdgeType), metavar="TYPE", help=EdgeType.labels())
+    p.add_argument("dst", metavar="DST", help="the destination memory (id or URI)")
+
+
+def _edge_add_args(p: argparse.ArgumentParser) -> None:
+    _edge_args(p)
+    p.add_argument("--weight", type=float, help="0..1")
+
+
+@_command("edge add", _edge_add_args)
+def cmd_edge_add(args: argparse.Namespace) -> int:
+    """Link SRC to DST with an edge of TYPE (adding a live edge again changes nothing)."""
+    with _open(args) as cx:
+        edge = cx.add_edge(args.src, args.type, args.dst, weight=args.weight)
+    _emit(args, _edge_json(edge), _edge_rows([edge]))
+    return 0
+
+
+@_command("edge remove", _edge_args)
+def cmd_edge_remove(args: argparse.Namespace) -> int:
+    """Softly remove an edge: it stays, marked removed (see edges --include-removed)."""
+    with _open(args) as cx:
+        edge = cx.remove_edge(args.src, args.type, args.dst)
+    _emit(args, _edge_json(edge), _edge_rows([edge]))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Journal and verify
+
+
+def _log_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--tail", type=int, default=20, metavar="N", help="the last N (20)")
+    p.add_argument("--from", dest="start", type=int, metavar="SEQ", help="from this entry on")
+    p.add_argument("--to", dest="end", type=int, metavar="SEQ", help="up to this entry")
+    p.add_argument(
+        "--kind", action="append", type=_enum_arg(JournalKind), help="only this kind (repeatable)"
+    )
+    p.add_argument("--follow", action="store_true", help="keep printing new entries (Ctrl-C)")
+    p.add_argument("--interval", type=float, default=0.5, help="seconds between polls (0.5)")
+
+
+def _entry_line(e: JournalEntry) -> str:
+    if e.edge is not None:
+        what = f"{e.id} {e.edge.label} {e.dst}"
+    elif e.id is not None:
+        what = f"{e.type.type_name if e.type else ''}/{e.id}#{e.version}"
+    else:
+        what = ""
+    extra = f" [{', '.join(e.fields)}]" if e.fields else ""
+    extra += f" ({e.reason})" if e.reason else ""
+    return f"{e.seq:>6}  {_when(e.at)}  {e.by:<12} {e.kind.label:<12} {what}{extra}"
+
+
+def _print_entries(args: argparse.Namespace, entries: Sequence[JournalEntry]) -> None:
+    for e in entries:
+        if args.json:
+            print(json.dumps(to_plain(e), ensure_ascii=False))
+        else:
+            print(_entry_line(e))
+    sys.stdout.flush()
+
+
+def _pause(seconds: float) -> None:
+    """Wait between polls of ``log --follow`` (a seam for tests)."""
+    time.sleep(seconds)
+
+
+@_command("log", _log_args)
+def cmd_log(args: argparse.Namespace) -> int:
+    """The journal: the last N entries, a range, or --follow; with --json one object per line."""
+    kinds = set(args.kind or ())
+
+    def wanted(e: JournalEntry) -> bool:
+        return not kinds or e.kind in kinds
+
+    with _open(args) as cx:
+        if args.start is not None or args.end is not None:
+            start = args.start or 1
+            limit = None if args.end is None else max(args.end - start + 1, 0)
+            entries = [e for e in cx.journal(start, limit=limit) if wanted(e)]
+        else:
+            entries = []
+            cursor = 2**63 - 1
+            while len(entries) < args.tail and cursor >= 1:
+                chunk = list(cx.journal(cursor, reverse=True, limit=1000))
+                if not chunk:
+                    break
+                entries += [e for e in chunk if wanted(e)]  # newest first
+                cursor = chunk[-1].seq - 1
+            entries = entries[: args.tail][::-1]
+        _print_entries(args, entries)
+        if not args.follow:
+            return 0
+        last = next(cx.journal(2**63 - 1, reverse=True, limit=1), None)
+        seen = last.seq if last is not None else 0
+        try:
+            while True:
+                _pause(args.interval)
+                new = list(cx.journal(seen + 1))
+                if new:
+                    seen = new[-1].seq
+                    _print_entries(args, [e for e in new if wanted(e)])
+        except KeyboardInterrupt:
+            return 0
+
+
+@_command("verify")
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
+    with _open(args) as cx:
+        report = cx.verify()
+    obj = {
+        "ok": report.ok,
+        "memories": report.memories,
+        "versions": report.versions,
+        "index_entries": report.index_entries,
+        "edges": report.edges,
+        "journal_entries": report.journal_entries,
+        "problems": [{"record": p.record, "what": p.what} for p in report.problems],
+    }
+    head = (
+        f"{'ok' if report.ok else 'DAMAGED'}: {report.memories} memories, {report.versions} "
+        f"versions, {report.index_entries} index entries, {report.edges} edges, "
+        f"{report.journal_entries} journal entries"
+    )
+    lines = [head]
+    if report.problems:
+        lines.append(f"{len(report.problems)} problem(s):")
+        lines += [f"  {p.record}: {p.what}" for p in report.problems]
+    _emit(args, obj, lines)
+    return 0 if report.ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Moving stores
+
+
+def _export_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        choices=("jsonl", "cbor"),
+        help="jsonl (readable) or cbor (bit-exact records); default from the file name",
+    )
+    p.add_argument("file", metavar="FILE", help="the bundle to write (replaced if it exists)")
+
+
+@_command("export", _export_args)
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write every memory (all versions) and edge to one bundle (specs/export.md)."""
+    encoding: Literal["jsonl", "cbor"] = args.format or (
+        "cbor" if args.file.endswith(".cbor") else "jsonl"
+    )
+    bar = _Progress("export")
+    with _open(args) as cx:
+        try:
+            report = export_store(cx, args.file, encoding=encoding, progress=bar)
+        finally:
+            bar.close()
+    _emit(
+        args,
+        to_plain(report),
+        f"{report.path}: {report.memories} memories, {report.versions} versions, "
+        f"{report.edges} edges ({report.encoding}, {_size(report.bytes)}, sha256 "
+        f"{report.sha256[:16]}…)",
+    )
+    return 0
+
+
+def _import_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="a bundle written by export (either format)")
+
+
+@_command("import", _import_args)
+def cmd_import(args: argparse.Namespace) -> int:
+    """Import a bundle, all or nothing, verifying every hash (creates the store if needed)."""
+    bar = _Progress("verify", unit="bytes")
+    with _open(args, create=True) as cx:
+        try:
+            report = import_bundle(cx, args.file, progress=bar)
+        finally:
+            bar.close()
+    _emit(
+        args,
+        to_plain(report),
+        f"imported {report.memories_added} memories ({report.versions_added} versions) and "
+        f"{report.edges_added} edges; {report.memories_unchanged} memories and "
+        f"{report.edges_unchanged} edges were already there",
+    )
+    return 0
+
+
+def _backup_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dest", metavar="DEST", help="a new directory for the copy")
+
+
+@_command("backup", _backup_args)
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Copy the store (consistent and compacted, writers may continue), then verify the copy."""
+    with _open(args) as cx:
+        report = cx.backup(args.dest)
+    size = sum(_files(args.dest).values())
+    obj = {
+        "dest": args.dest,
+        "bytes": size,
+        "ok": report.ok,
+        "memories": report.memories,
+        "versions": report.versions,
+        "problems": [{"record": p.record, "what": p.what} for p in report.problems],
+    }
+    lines = [
+        f"{args.dest}: {_size(size)}, {report.memories} memories, {report.versions} versions; "
+        f"verify {'ok' if report.ok else 'FAILED'}"
+    ]
+    lines += [f"  {p.record}: {p.what}" for p in report.problems]
+    _emit(args, obj, lines)
+    return 0 if report.ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The tour
+
+
+def _session(cx: Cortex, start: datetime) -> dict[str, Any]:
+    """A short scripted agent session, written the way an agent runtime would write it."""
+
+    def said(*messages: str) -> Provenance:
+        return Provenance(
             source=SourceKind.USER_INPUT,
-            confidence=0.95,
+            sources=(SourceRef(session_id="session-42", message_ids=messages),),
+        )
+
+    trip = FrameRef(verb=Verb.SCHEDULE, obj_kind=ObjKind.PLAN, obj_ref="trip:lisbon-2026")
+    ada = FrameRef(verb=Verb.FIND, obj_kind=ObjKind.KNOWLEDGE, obj_ref="person:ada")
+    # turn 1-3: who the user is, what she likes, what the agent learns
+    ident, concise, early, home, employer = cx.write_many(
+        [
+            NewMemory(
+                data=Identity(name="Ada Lovelace", did="did:key:z6MkAda", roles=("user",)),
+                importance=9,
+                frames=[ada],
+                provenance=said("m1"),
+            ),
+            NewMemory(
+                data=Preference(
+                    topic="concise answers",
+                    polarity=Polarity.PREFER,
+                    strength=0.9,
+                    rationale="asked to keep replies short",
+                ),
+                tags=("style",),
+                provenance=said("m2"),
+            ),
+            NewMemory(
+                data=Preference(topic="meetings before 10:00", polarity=Polarity.AVOID),
+                tags=("calendar",),
+                provenance=said("m2"),
+            ),
+            NewMemory(
+                data=Fact(
+                    statement="Ada lives in Zürich",
+                    subject="ada",
+                    predicate="home_city",
+                    object="Zürich",
+                    source=SourceKind.USER_INPUT,
+                ),
+                tags=("people",),
+                frames=[ada],
+                importance=7,
+                provenance=said("m3"),
+            ),
+            NewMemory(
+                data=Fact(
+                    statement="Ada works at the Analytical Engines Ltd",
+                    subject="ada",
+                    predicate="employer",
+                    source=SourceKind.DERIVED,
+                    confidence=0.6,
+                ),
+                tags=("people",),
+                provenance=Provenance(source=SourceKind.DERIVED),
+            ),
+        ]
+    )
+    # turn 4-6: a goal, a hard constraint, and the booking that serves the goal
+    goal = cx.write(
+        Goal(
+            statement="plan Ada's trip to the Lisbon conference",
+            status=GoalStatus.ACTIVE,
+            horizon=start + timedelta(days=30),
+            success_criteria=("flight booked", "hotel within 15 minutes of the venue"),
         ),
-        Preference(
-            topic="dark mode", polarity=Polarity.PREFER, strength=0.8, rationale="eye strain"
-        ),
-        Belief(statement="the build is flaky on Fridays", stance=Stance.SUSPECT, confidence=0.4),
-        Event(
-            kind="purchase",
-            outcome=Outcome.SUCCESS,
-            counterparty="gpu-vendor",
-            cost=Cost(asset="USD", amount="1299.99"),
-            occurred_at=when,
-            summary="bought a GPU for the lab",
-        ),
-        Goal(statement="ship cortex 1.0", status=GoalStatus.ACTIVE, horizon=when),
+        frames=[trip],
+        importance=8,
+        provenance=said("m4"),
+    )
+    limit = cx.write(
         Constraint(
-            statement="spend more than 2000 USD without asking",
+            statement="book anything over 600 CHF without asking",
             polarity=Polarity.DONT,
             strength=Strength.HARD,
             source=ConstraintSource.USER_DECLARED,
+            trigger="purchase",
         ),
-        Capability(subject="agent", capability="run SQL queries", verified=True),
-        Pattern(statement="retry flaky network calls with backoff", strength=0.7, coverage=12),
-    ]
+        importance=10,
+        provenance=said("m5"),
+    )
+    flight = cx.write(
+        Event(
+            kind="flight_booking",
+            outcome=Outcome.SUCCESS,
+            counterparty="SWISS",
+            cost=Cost(asset="CHF", amount="412.5"),
+            occurred_at=start,
+            summary="ZRH→LIS, 14 May, aisle seat",
+        ),
+        frames=[trip],
+        provenance=Provenance(source=SourceKind.OBSERVED),
+    )
+    cx.add_edge(flight, EdgeType.PART_OF, goal)
+    cx.add_edge(flight, EdgeType.REFERENCES, limit)
+    cx.write_many(
+        [
+            Capability(subject="agent", capability="book flights", verified=True),
+            Belief(
+                statement="Ada prefers aisle seats",
+                stance=Stance.SUSPECT,
+                evidence_for=(str(flight),),
+            ),
+            Pattern(statement="confirm the fare before paying", strength=0.8, coverage=3),
+        ]
+    )
+    # turn 7-8: Ada moved (an update), and the employer was a wrong guess (a tombstone)
+    moved = cx.update(
+        home,
+        Fact(
+            statement="Ada lives in Basel",
+            subject="ada",
+            predicate="home_city",
+            object="Basel",
+            source=SourceKind.USER_INPUT,
+        ),
+        expected_version=1,
+        provenance=said("m7"),
+        valid_from=start,
+    )
+    cx.update_head(moved, tags=("people", "moved"))
+    cx.tombstone(employer, reason="Ada said she is self-employed")
+    return {
+        "identity": ident,
+        "home": home,
+        "moved": moved,
+        "goal": goal,
+        "flight": flight,
+        "preference": concise,
+        "early": early,
+    }
 
 
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", nargs="?", metavar="DIR", help="where to build (default: a new temp dir)")
+
+
+@_command("demo", _demo_args)
 def cmd_demo(args: argparse.Namespace) -> int:
-    """A tour on a real embedded store: write every type, update, history, tombstone, verify."""
-    path = args.store or tempfile.mkdtemp(prefix="cortex-demo-")
-    print(f"store: {path}\n")
-    with Cortex.open(path, actor="demo-agent") as cx:
-        print("1. write one memory of every type (canonical CBOR, content hash, forms)")
-        uris = cx.write_many(
-            NewMemory(data=d, tags=("demo",), importance=7) for d in _sample_records()
-        )
-        for uri in uris:
-            m = cx.resolve(uri)
-            print(f"   {uri}")
-            print(f"      sha256 {m.version.hash.hex()[:32]}…  short: {m.version.forms.short}")  # type: ignore[union-attr]
-        fact_uri = uris[1]
-        print("\n2. update the Fact: a new immutable version; the head moves")
-        fact = cx.resolve(fact_uri).data
-        assert isinstance(fact, Fact)
-        v2 = cx.update(
-            fact_uri,
-            msgspec.structs.replace(fact, statement="Ada's home city is Basel", object="Basel"),
-            expected_version=1,
-        )
-        print(f"   {fact_uri} -> {v2}")
-        print("\n3. history: every version, oldest first")
-        for m in cx.history(v2.id):
-            print(f"   #{m.version.version}  {m.version.forms.short}")  # type: ignore[union-attr]
-        print("\n4. update_head: tags and importance change without a new version")
-        head = cx.update_head(v2, tags=("demo", "location"), importance=9)
-        print(
-            f"   tags={list(head.tags)} importance={head.importance} version={head.current_version}"
-        )
-        print("\n5. tombstone the Belief: hidden from search, still resolvable for audit")
-        stone = cx.tombstone(uris[3], reason="disproved by the CI logs")
-        m = cx.resolve(uris[3])
-        print(f"   {uris[3]} tombstoned={m.tombstoned} reason={stone.reason!r}")
-        try:
-            cx.update(uris[3], m.data)  # type: ignore[arg-type]
-        except CortexError as exc:
-            print(f"   update refused: {type(exc).__name__}: {exc}")
-        print("\n6. resolve exact versions: an old URI still names the old content")
-        print(f"   {fact_uri}: {cx.resolve(fact_uri).data.statement}")  # type: ignore[union-attr]
-        print(f"   {v2}: {cx.resolve(v2).data.statement}")  # type: ignore[union-attr]
-        print("\n7. the journal: one hash-chained entry per mutation")
-        for e in cx.journal():
-            what = f"{e.id}#{e.version}" if e.id is not None else e.reason
-            print(f"   j/{e.seq:<3} {e.kind.label:<12} {what}  prev={e.prev.hex()[:12]}…")
-        report = cx.verify()
-        print(
-            f"\n8. verify: ok={report.ok} memories={report.memories} versions={report.versions}"
-            f" index entries={report.index_entries} journal={report.journal_entries}"
-        )
-        for p in report.problems:
-            print(f"   problem: {p.record}: {p.what}")
-        return 0 if report.ok else 1
+    """A tour: build a store from a scripted agent session and run the main commands on it."""
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="cortex-demo-"))
+    store = root / "agent.cortex"
+    if (store / "data.mdb").exists():
+        raise CortexError(f"{store} exists; give the demo a new directory")
+    with Cortex.open(store, actor="travel-agent") as cx:
+        w = _session(cx, datetime.now(UTC).replace(microsecond=0))
+    print(f"A travel agent's session, written to {store} through the Python API.\n")
+    base = ["--store", str(store)] + (["--json"] if args.json else [])
+    steps: list[tuple[str, list[str]]] = [
+        ("the store at a glance", ["info"]),
+        ("the fact after Ada moved (version 2)", ["show", str(w["moved"])]),
+        ("every version of it", ["history", str(w["home"].id)]),
+        ("what changed between the versions", ["diff", str(w["home"]), str(w["moved"])]),
+        ("the edges of the flight booking", ["edges", str(w["flight"].id)]),
+        ("the last entries of the journal", ["log", "-n", "6"]),
+        ("prove the store intact", ["verify"]),
+        ("export it, readable", ["export", str(root / "agent.jsonl")]),
+        ("export it, bit-exact", ["export", str(root / "agent.cbor")]),
+    ]
+    rc = 0
+    for what, argv in steps:
+        rc |= _demo_step(what, [*base, *argv])
+    copy = ["--store", str(root / "copy.cortex")] + (["--json"] if args.json else [])
+    rc |= _demo_step(
+        "import the export into a second store", [*copy, "import", str(root / "agent.cbor")]
+    )
+    rc |= _demo_step(
+        "importing again changes nothing", [*copy, "import", str(root / "agent.jsonl")]
+    )
+    rc |= _demo_step("a backup, verified", [*base, "backup", str(root / "backup.cortex")])
+    print(f"\nEverything is in {root}; try `cortex --store {store} show {w['goal']}`.")
+    return rc
+
+
+def _demo_step(what: str, argv: list[str]) -> int:
+    shown = " ".join(a if " " not in a else repr(a) for a in argv)
+    print(f"── {what}\n$ cortex {shown}")
+    rc = main(argv)
+    print()
+    return rc
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and running
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every command also takes after its name (they default to the global ones)."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    g.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH", help=argparse.SUPPRESS)
+    g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    g.add_argument("--actor", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    return p
+
+
+def _summary(func: Callable[..., Any]) -> str:
+    doc = func.__doc__ or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cortex", description="Inspect and use a cortex memory store.")
+    p = argparse.ArgumentParser(
+        prog="cortex",
+        description="Inspect, change, verify and move a cortex memory store.",
+        epilog="The store may also come from CORTEX_STORE, the acting name from CORTEX_ACTOR. "
+        "Exit codes: 0 ok, 1 error, 2 usage.",
+    )
     p.add_argument("--version", action="version", version=f"cortex {__version__}")
+    p.add_argument("--store", metavar="PATH", help="the store directory (or CORTEX_STORE)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--actor", help="who is acting (or CORTEX_ACTOR; default 'cli')")
+    common = _common()
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="a tour of cortex on a real embedded store")
-    demo.add_argument("--store", help="store directory (default: a new temporary one)")
-    demo.set_defaults(func=cmd_demo)
+    for cmd in _COMMANDS:
+        sp = sub.add_parser(
+            cmd.name, parents=[common], help=_summary(cmd.func), description=cmd.func.__doc__
+        )
+        cmd.configure(sp)
+        sp.set_defaults(func=cmd.func)
+    edge = sub.add_parser(
+        "edge",
+        help="add or remove an edge",
+        description="Add or softly remove a typed edge between two memories.",
+    )
+    edge_sub = edge.add_subparsers(dest="edge_command", required=True, metavar="ACTION")
+    for cmd in _EDGE_COMMANDS:
+        sp = edge_sub.add_parser(
+            cmd.name, parents=[common], help=_summary(cmd.func), description=cmd.func.__doc__
+        )
+        cmd.configure(sp)
+        sp.set_defaults(func=cmd.func)
     return p
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,12 +1169,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         rc: int = args.func(args)
+    except _UsageError as exc:
+        print(f"cortex: {_one_line(exc)}", file=sys.stderr)
+        return 2
     except CortexError as exc:
-        print(f"cortex: {exc}", file=sys.stderr)
+        print(f"cortex: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"cortex: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as exc:  # a bug: still one line, unless asked for the traceback
+        if os.environ.get("CORTEX_DEBUG"):
+            raise
+        print(
+            f"cortex: internal error ({type(exc).__name__}: {_one_line(exc)}); "
+            "set CORTEX_DEBUG=1 for the traceback and please report it",
+            file=sys.stderr,
+        )
         return 1
     return rc
 
 
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `cortex log | head`: the reader left; that is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

@@ -8,6 +8,7 @@ without touching the layers above.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,6 +67,9 @@ class KV(Protocol):
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+
+    def copy(self, dest: str | os.PathLike[str]) -> None:
+        """Write a consistent, compacted copy to the new directory ``dest``."""
 
     def close(self) -> None:
         """Release the engine."""
@@ -347,6 +351,7 @@ class LmdbKV:
         try:
             self._env.copy(str(dest), compact=True)
         except lmdb.Error as exc:
+            shutil.rmtree(dest, ignore_errors=True)  # we made it: leave no half copy behind
             raise _wrap(exc) from exc
         finally:
             self._gate.leave()

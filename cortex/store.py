@@ -9,6 +9,7 @@ against its content hash. See ``specs/storage.md``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import unicodedata
 import zlib
@@ -40,6 +41,7 @@ from cortex.codec import (
     decode_data,
     decode_data_trusted,
     encode_tags,
+    encode_version,
     to_micros,
 )
 from cortex.enums import CodedEnum, EdgeType, MemoryType, ObjKind, SourceKind, Verb, Visibility
@@ -89,10 +91,12 @@ from cortex.keys import (
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
 from cortex.salience import SALIENCE_STATE
+from cortex.validate import validate_memory
 
 __all__ = [
     "FORMAT_VERSION",
     "Edge",
+    "ImportReport",
     "JournalEntry",
     "JournalKind",
     "Memory",
@@ -129,6 +133,7 @@ class JournalKind(CodedEnum):
     REMOVE_EDGE = 0x08
     EMBED = 0x09
     MIGRATION = 0x0A
+    IMPORT = 0x0B
     ATTEST = 0x0C
 
 
@@ -278,6 +283,16 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
     valid_until: datetime | None = None
     expires_at: datetime | None = None
     id: MemoryId | None = None
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``import_records``: what was added and what was already there."""
+
+    memories_added: int
+    memories_unchanged: int
+    versions_added: int
+    edges_added: int
+    edges_unchanged: int
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -444,6 +459,50 @@ class _Journal:
         self.txn.put(journal_key(self.seq), _seal(payload))
         self.prev = hashlib.sha256(payload).digest()
         return entry
+
+
+class _Imported:
+    """A validated memory brought in with its existing records (see ``import_records``)."""
+
+    __slots__ = ("head", "head_bytes", "version_bytes", "versions")
+
+    def __init__(self, head: Head, versions: Sequence[Version]) -> None:
+        self.head = head
+        self.versions = tuple(versions)
+        self.head_bytes = _seal(HEAD.encode(head, "head"))
+        where = f"memory {head.id}"
+        numbers = [v.version for v in self.versions]
+        if numbers != list(range(1, head.current_version + 1)):
+            raise ValidationError(
+                "versions",
+                "complete",
+                f"{where} is at version {head.current_version} but versions {numbers} are given",
+            )
+        purged = head.tombstone is not None and head.tombstone.purged_at is not None
+        for v in self.versions:
+            name = f"{where} version {v.version}"
+            if v.data is None:
+                encode_version(v)
+                if not purged:
+                    raise ValidationError("version.data", "required", f"{name} has no data")
+                if v.id != head.id or v.type is not head.type:
+                    raise ValidationError("version.id", "match", f"{name} names {v.id}")
+                continue
+            if purged:
+                raise ValidationError("version.data", "purged", f"{name} holds data")
+            if content_hash(v.type, v.data) != v.hash:
+                raise IntegrityError(
+                    f"{name}: the data does not match its hash; nothing was imported"
+                )
+            validate_memory(head, v, decode_data(v.type, v.data))
+        self.version_bytes = [_seal(VERSION.encode(v, "version")) for v in self.versions]
+
+    def held_by(self, txn: ReadTxn) -> bool:
+        """Whether the store holds exactly these records."""
+        if txn.get(head_key(self.head.id)) != self.head_bytes:
+            return False
+        stored = [value for _, value in txn.scan(version_prefix(self.head.id))]
+        return stored == self.version_bytes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1024,6 +1083,141 @@ class Store:
 
         return self._kv.write(txn_fn)
 
+    # -- import and backup -------------------------------------------------------------------
+
+    def import_records(
+        self,
+        memories: Iterable[tuple[Head, Sequence[Version]]],
+        edges: Iterable[Edge] = (),
+    ) -> ImportReport:
+        """Bring in memories with all their versions, and edges, exactly as they were.
+
+        Ids, versions, hashes, times, heads and edge records are kept byte for byte. Every
+        record is validated and every version's data checked against its hash before the one
+        write transaction starts. A memory or edge the store already holds with identical
+        records is left alone, so importing the same records again changes nothing; one it
+        holds with different records is a conflict. Each memory and edge brought in gets one
+        ``import`` journal entry. On any error nothing is written.
+
+        Args:
+            memories: ``(head, versions)`` pairs; ``versions`` are 1..``head.current_version``
+                in order.
+            edges: edges between imported or existing memories (removed ones too).
+
+        Returns:
+            How many memories, versions and edges were added or already present.
+
+        Raises:
+            IntegrityError: a version's data does not match its hash.
+            ValidationError: a record breaks a rule, or a memory or edge is given twice.
+            CodecError: a version's data is not a canonical record of its type.
+            ConflictError: the store holds a memory or edge of that name with other records.
+            NotFoundError: an edge's endpoint is neither imported nor in the store.
+        """
+        items = [_Imported(head, versions) for head, versions in memories]
+        if len({item.head.id for item in items}) != len(items):
+            raise ValidationError("memories", "unique", "a memory is given more than once")
+        links: dict[bytes, tuple[MemoryId, EdgeType, MemoryId, bytes]] = {}
+        for e in edges:
+            if e.src == e.dst:
+                raise ValidationError("edges", "self_edge", f"an edge from {e.src} to itself")
+            rec = EdgeRecord(
+                created_at=e.created_at,
+                created_by=e.created_by,
+                weight=e.weight,
+                removed_at=e.removed_at,
+                removed_by=e.removed_by,
+            )
+            key = edge_from_key(e.src, e.type, e.dst)
+            if key in links:
+                raise ValidationError(
+                    "edges", "unique", f"edge {e.src} {e.type.label} {e.dst} twice"
+                )
+            links[key] = (e.src, e.type, e.dst, _seal(EDGE_CODEC.encode(rec, "edge")))
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> ImportReport:
+            journal = _Journal(txn, now, self.actor)
+            added = same = versions = edges_added = edges_same = 0
+            for item in items:
+                if txn.get(head_key(item.head.id)) is not None:
+                    if not item.held_by(txn):
+                        raise ConflictError(
+                            f"memory {item.head.id} already exists with other records (head or "
+                            "versions differ); nothing was imported"
+                        )
+                    same += 1
+                    continue
+                self._put_imported(txn, item)
+                last = item.versions[-1]
+                journal.append(
+                    JournalKind.IMPORT,
+                    id=last.id,
+                    type=last.type,
+                    version=last.version,
+                    hash=last.hash,
+                )
+                added += 1
+                versions += len(item.versions)
+            for fkey, (s, et, d, payload) in links.items():
+                for which, mid in (("src", s), ("dst", d)):
+                    if txn.get(head_key(mid)) is None:
+                        raise NotFoundError(
+                            f"edge {s} {et.label} {d}: {which} {mid} does not exist"
+                        )
+                old = txn.get(fkey)
+                if old is not None:
+                    if old != payload:
+                        raise ConflictError(
+                            f"edge {s} {et.label} {d} already exists with another record; "
+                            "nothing was imported"
+                        )
+                    edges_same += 1
+                    continue
+                txn.put(fkey, payload)
+                txn.put(edge_to_key(d, et, s), payload)
+                journal.append(JournalKind.IMPORT, id=s, edge=et, dst=d)
+                edges_added += 1
+            return ImportReport(
+                memories_added=added,
+                memories_unchanged=same,
+                versions_added=versions,
+                edges_added=edges_added,
+                edges_unchanged=edges_same,
+            )
+
+        return self._kv.write(txn_fn)
+
+    def _put_imported(self, txn: WriteTxn, item: _Imported) -> None:
+        """Write an imported memory's head, versions and index entries (the one place)."""
+        txn.put(head_key(item.head.id), item.head_bytes)
+        for v, sealed in zip(item.versions, item.version_bytes, strict=True):
+            if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
+                raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
+        for k in _index_keys(item.head):
+            txn.put(k, b"")
+
+    def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
+        """Write a consistent, compacted copy of the store to the new directory ``dest``.
+
+        Writers may keep writing meanwhile: the copy is one read snapshot. The copy is then
+        opened and verified.
+
+        Returns:
+            The verify report of the copy.
+
+        Raises:
+            CortexError: ``dest`` exists or cannot be written.
+        """
+        try:
+            self._kv.copy(dest)
+        except FileExistsError:
+            raise CortexError(f"{dest} exists; a backup goes into a new directory") from None
+        except OSError as exc:
+            raise CortexError(f"cannot write the backup to {dest}: {exc}") from exc
+        with type(self).open(dest, actor=self.actor, create=False) as copy:
+            return copy.verify()
+
     # -- edges -------------------------------------------------------------------------------
 
     def add_edge(
@@ -1281,8 +1475,10 @@ class Store:
                 return self._memory(head, v)
         raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
 
-    def journal(self, start: int = 1, *, reverse: bool = False) -> Iterator[JournalEntry]:
-        """Journal entries from sequence number ``start`` (or backwards from it).
+    def journal(
+        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[JournalEntry]:
+        """Journal entries from sequence number ``start`` (or backwards from it), at most ``limit``.
 
         Every link of the chain among the entries read, and to the entry before them, is
         checked, so an entry altered with a matching checksum is caught too (all but the last
@@ -1292,7 +1488,8 @@ class Store:
             IntegrityError: an entry fails its checksum, does not decode, or breaks the chain.
         """
         with self._kv.read() as txn:
-            pairs = list(txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse))
+            scan = txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse)
+            pairs = list(itertools.islice(scan, limit))
             if reverse:
                 pairs.reverse()
             prev, seq = _ZERO_HASH, 0

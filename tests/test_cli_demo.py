@@ -1,4 +1,4 @@
-"""The ``cortex demo`` command."""
+"""The ``cortex demo`` tour: a store built from a scripted agent session, toured by the CLI."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cortex import Cortex, MemoryType
 from cortex.cli import main
-from cortex.enums import MemoryType
 from cortex.ids import Uri
 
 URI = re.compile(r"cortex://[A-Za-z]+/[0-9A-Z]{26}#[0-9]+")
@@ -17,23 +17,48 @@ URI = re.compile(r"cortex://[A-Za-z]+/[0-9A-Z]{26}#[0-9]+")
 
 @pytest.fixture(autouse=True)
 def _temp_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the demo may make a temporary store: keep it inside pytest's tmp_path
+    # the demo makes a temporary directory by default: keep it inside pytest's tmp_path
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
-def test_demo_prints_a_uri_for_every_type(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
+def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", str(tmp_path / "tour")]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    uris = [Uri.parse(text) for text in URI.findall(out)]
-    assert {u.type for u in uris} == set(MemoryType)
-    # the first URI of each type appears in type-code order, one memory per type
-    first: dict[MemoryType, Uri] = {}
-    for u in uris:
-        first.setdefault(u.type, u)
-    assert list(first) == list(MemoryType)
-    assert len({u.id for u in first.values()}) == len(MemoryType)
-    assert all(u.version == 1 for u in first.values())
+    for command in ("info", "show", "history", "diff", "edges", "log", "verify", "export",
+                    "import", "backup"):  # fmt: skip
+        assert f" {command} " in out or out.count(f" {command}\n"), command
+    assert "ok: 11 memories, 12 versions" in out
+    assert "11 memories and 2 edges were already there" in out  # the second import
+    assert "verify ok" in out
+    assert {Uri.parse(u).type for u in URI.findall(out)} >= {MemoryType.FACT, MemoryType.GOAL}
+    # the session wrote every type, an update and a tombstone
+    with Cortex.open(tmp_path / "tour" / "agent.cortex", actor="t", create=False) as cx:
+        stats = cx.stats()
+    assert all(n >= 1 for n in stats["by_type"].values())
+    assert (stats["versions"], stats["tombstoned"]) == (12, 1)
+    assert sorted(p.name for p in (tmp_path / "tour").iterdir()) == [
+        "agent.cbor",
+        "agent.cortex",
+        "agent.jsonl",
+        "backup.cortex",
+        "copy.cortex",
+    ]
+
+
+def test_demo_defaults_to_a_new_temporary_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo"]) == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("cortex-demo-")]
+    capsys.readouterr()
+
+
+def test_demo_refuses_to_reuse_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", str(tmp_path / "d")]) == 0
+    capsys.readouterr()
+    assert main(["demo", str(tmp_path / "d")]) == 1
+    assert "exists" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,6 +26,7 @@ ORDER = (
     "enums",
     "ids",
     "records",
+    "jsonmap",  # the JSON form of records (spec names, enum labels, ISO-8601 times)
     "codec",
     "hashing",
     "forms",
@@ -39,6 +40,7 @@ ORDER = (
     "planner",  # the executor: index scans, filters, ordering, budgets
     "context",  # the tiered working set built on the executor
     "api",
+    "transfer",  # export and import bundles, over the store's internals
     "__init__",
     "cli",
     "__main__",

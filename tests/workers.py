@@ -153,6 +153,20 @@ def write_one(path: str, statement: str) -> None:
         emit({"op": "write", "uri": str(uri)})
 
 
+def steady_writer(path: str, stop_file: str) -> None:
+    """Write small batches until ``stop_file`` exists (a writer for backups to race)."""
+    n = 0
+    with Cortex.open(path, actor="steady") as cx:
+        emit({"op": "started"})
+        while not Path(stop_file).exists():
+            cx.write_many(
+                Fact(statement=f"steady {n + j} " + "x" * 300, subject="s", predicate="p")
+                for j in range(20)
+            )
+            n += 20
+    emit({"op": "done", "n": n})
+
+
 # ---------------------------------------------------------------------------------------------
 # Concurrency
 

@@ -1,0 +1,757 @@
+"""The ``cortex`` command: every command through ``main(argv)``, and once as a real process."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+from cortex import Cortex, Fact, Uri, cli
+from cortex.cli import main
+from cortex.keys import version_key
+from tests import workers
+
+ROOT = Path(__file__).resolve().parent.parent
+FACT = '{"statement": "Ada lives in Zürich", "subject": "ada", "predicate": "home_city"}'
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    rc, out, err = run(capsys, "--json", *argv)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture
+def store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    path = tmp_path / "agent.cortex"
+    monkeypatch.setenv("CORTEX_STORE", str(path))
+    monkeypatch.setenv("CORTEX_ACTOR", "tester")
+    assert run(capsys, "init")[0] == 0
+    return path
+
+
+@pytest.fixture
+def fact(store: Path, capsys: pytest.CaptureFixture[str]) -> Uri:
+    obj = run_json(
+        capsys,
+        "write",
+        "Fact",
+        FACT,
+        "--tag",
+        "people",
+        "--frame",
+        "find:knowledge:person:ada",
+        "--importance",
+        "7",
+        "--valid-from",
+        "2026-01-01T00:00:00Z",
+    )
+    return Uri.parse(obj["uri"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Store
+
+
+def test_init_creates_and_is_idempotent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "s")
+    rc, out, err = run(capsys, "--store", path, "--actor", "agent-1", "init")
+    assert (rc, err) == (0, "")
+    assert "created" in out and "owner agent-1" in out
+    obj = run_json(capsys, "--store", path, "init")
+    assert obj["created"] is False and obj["owner"] == "agent-1" and obj["format_version"] == 1
+
+
+def test_store_may_follow_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(tmp_path / "s")
+    assert run(capsys, "init", "--store", path)[0] == 0
+    assert run_json(capsys, "info", "--store", path)["memories"] == 0
+    rc, out, _ = run(capsys, "info", "--store", path, "--json")
+    assert rc == 0 and json.loads(out)["path"] == path
+
+
+def test_info_and_stats(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "info")
+    assert rc == 0
+    assert "owner     tester" in out and "1 live" in out and "sidecars  none" in out
+    info = run_json(capsys, "info")
+    assert info["owner"] == "tester" and info["memories"] == 1 and info["versions"] == 1
+    assert info["format_version"] == 1 and "data.mdb" in info["files"] and info["sidecars"] == {}
+    (store / "vectors.hnsw").write_bytes(b"x" * 10)  # a sidecar file shows up
+    assert run_json(capsys, "info")["sidecars"] == {"vectors.hnsw": 10}
+    stats = run_json(capsys, "stats")
+    assert stats["by_type"]["Fact"] == 1 and stats["journal_entries"] == 2
+    rc, out, _ = run(capsys, "stats")
+    assert rc == 0 and re.search(r"Fact\s+1", out)
+
+
+def test_no_store_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CORTEX_STORE", raising=False)
+    rc, out, err = run(capsys, "info")
+    assert (rc, out) == (2, "") and "CORTEX_STORE" in err
+    rc, _, err = run(capsys, "--store", str(tmp_path / "nowhere"), "info")
+    assert rc == 1 and "init" in err and err.count("\n") == 1
+    assert not (tmp_path / "nowhere").exists()  # reading never creates a store
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+
+
+def test_write_prints_the_uri(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "write", "fact", FACT)
+    assert (rc, err) == (0, "")
+    uri = Uri.parse(out.strip())
+    with Cortex.open(store, actor="x") as cx:
+        m = cx.resolve(uri)
+    assert m.version.created_by == "tester" and m.head.actor_scope == "tester"
+
+
+def test_write_takes_every_option(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = {
+        "kind": "purchase",
+        "outcome": "success",
+        "cost": {"asset": "USD", "amount": "12.5"},
+        "occurred_at": "2026-11-22T10:30:00+01:00",
+    }
+    (store.parent / "event.json").write_text(json.dumps(data))
+    uri = run_json(
+        capsys,
+        "write",
+        "Event",
+        f"@{store.parent / 'event.json'}",
+        "--tag",
+        "a",
+        "--tag",
+        "b",
+        "--frame",
+        "acquire:asset:gpu",
+        "--importance",
+        "3",
+        "--visibility",
+        "actor_public",
+        "--confidence",
+        "0.5",
+        "--valid-from",
+        "2026-01-01T00:00:00Z",
+        "--valid-until",
+        "2027-01-01T00:00:00+00:00",
+        "--expires-at",
+        "2099-01-01T00:00:00Z",
+        "--created-by",
+        "someone",
+        "--provenance",
+        '{"source": "observed", "sources": [{"session_id": "s1", "span": [1, 2]}]}',
+        "--id",
+        "01HWT0D7G00000000000000001",
+    )["uri"]
+    assert uri == "cortex://Event/01HWT0D7G00000000000000001#1"
+    shown = run_json(capsys, "show", uri)
+    head, version = shown["head"], shown["version"]
+    assert head["tags"] == ["a", "b"] and head["importance"] == 3
+    assert head["visibility"] == "actor_public"
+    assert head["frames"] == [{"verb": "acquire", "obj_kind": "asset", "obj_ref": "gpu"}]
+    assert version["confidence"] == 0.5 and version["created_by"] == "someone"
+    assert version["provenance"]["sources"][0]["span"] == [1, 2]
+    assert version["data"]["occurred_at"] == "2026-11-22T09:30:00+00:00"
+    assert version["valid_until"] == "2027-01-01T00:00:00+00:00"
+
+
+def test_write_reads_stdin(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"topic": "tea", "polarity": "prefer"}'))
+    rc, out, _ = run(capsys, "write", "Preference", "-")
+    assert rc == 0 and out.startswith("cortex://Preference/")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["write", "Fact", '{"statement": "s", "subject": "u"}'], "data.predicate: is required"),
+        (["write", "Fact", '{"statement": "s"'], "data: is not valid JSON"),
+        (
+            ["write", "Fact", FACT.replace("}", ', "confidence": 2}')],
+            "data.confidence: must be within",
+        ),
+        (
+            ["write", "Preference", '{"topic": "t", "polarity": "loves"}'],
+            "data.polarity: must be one of prefer",
+        ),
+        (
+            ["write", "Fact", FACT.replace("}", ', "observed_at": "2026-01-01T00:00:00"}')],
+            "data.observed_at: '2026-01-01T00:00:00' has no offset",
+        ),
+        (["write", "Fact", FACT, "--importance", "11"], "head.importance"),
+        (["write", "Fact", FACT, "--tag", "x" * 65], "head.tags[0]"),
+        (["write", "Fact", "@/no/such/file.json"], "cannot read /no/such/file.json"),
+    ],
+)
+def test_write_errors_name_the_field(
+    store: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    rc, out, err = run(capsys, *argv)
+    assert rc == 1 and out == ""
+    assert err.startswith("cortex: ") and err.count("\n") == 1 and needle in err
+    assert run_json(capsys, "info")["memories"] == 0  # nothing was written
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["write", "Fruit", "{}"],
+        ["write", "Fact", FACT, "--frame", "find:knowledge"],
+        ["write", "Fact", FACT, "--frame", "look:knowledge:x"],
+        ["write", "Fact", FACT, "--visibility", "public"],
+        ["write", "Fact", FACT, "--valid-from", "yesterday"],
+        ["write", "Fact"],
+        ["edges", "x", "--direction", "up"],
+        ["log", "--kind", "nope"],
+        ["frobnicate"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(
+    store: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and "usage: cortex" in err
+
+
+def test_update_whole_and_merged(
+    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
+) -> None:
+    v2 = run_json(
+        capsys,
+        "update",
+        str(fact),
+        '{"statement": "Ada lives in Basel", "subject": "ada", "predicate": "home_city"}',
+        "--expected-version",
+        "1",
+    )["uri"]
+    assert v2 == str(Uri(fact.type, fact.id, 2))
+    rc, out, _ = run(capsys, "update", str(fact.id), '{"object": "Basel"}', "--merge")
+    assert rc == 0 and out.strip().endswith("#3")
+    data = run_json(capsys, "show", str(fact.id))["version"]["data"]
+    assert data == {
+        "statement": "Ada lives in Basel",
+        "subject": "ada",
+        "predicate": "home_city",
+        "object": "Basel",
+    }
+    rc, _, err = run(capsys, "update", str(fact), FACT, "--expected-version", "1")
+    assert rc == 1 and "is at version 3, not 1" in err
+    rc, _, err = run(capsys, "update", str(fact), "[1]", "--merge")
+    assert rc == 1 and "must be a JSON object" in err
+
+
+def test_head_changes_without_a_new_version(
+    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = run_json(
+        capsys,
+        "head",
+        str(fact),
+        "--tag",
+        "x",
+        "--tag",
+        "y",
+        "--frame",
+        "monitor:service:svc://a",
+        "--importance",
+        "9",
+        "--visibility",
+        "scoped",
+    )
+    assert head["tags"] == ["x", "y"] and head["importance"] == 9
+    assert head["visibility"] == "scoped" and head["current_version"] == 1
+    assert head["frames"] == [{"verb": "monitor", "obj_kind": "service", "obj_ref": "svc://a"}]
+    rc, out, _ = run(capsys, "head", str(fact.id), "--clear-tags", "--clear-frames")
+    assert rc == 0 and "tags        -" in out and "frames      -" in out
+    rc, _, err = run(capsys, "head", str(fact))
+    assert rc == 1 and "nothing to change" in err
+
+
+def test_tombstone_and_purge(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "tombstone", str(fact), "--reason", "wrong person")
+    assert rc == 0 and "tombstoned: 'wrong person' by tester" in out
+    rc, _, err = run(capsys, "update", str(fact), FACT)
+    assert rc == 1 and "tombstoned" in err
+    stone = run_json(capsys, "purge", str(fact), "--reason", "asked to forget")
+    assert stone["reason"] == "wrong person" and "purged_at" in stone
+    shown = run_json(capsys, "show", str(fact))
+    assert "data" not in shown["version"] and shown["version"]["hash"]
+    rc, out, _ = run(capsys, "show", str(fact), "--full")
+    assert rc == 0 and "(purged)" in out
+    rc, _, err = run(capsys, "update", str(fact), '{"object": "x"}', "--merge")
+    assert rc == 1 and "tombstoned" in err
+    rc, _, err = run(capsys, "tombstone", str(fact))
+    assert rc == 2 and "--reason" in err
+    assert run(capsys, "verify")[0] == 0
+
+
+def test_a_bug_is_one_line_too(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Any) -> Any:
+        raise TypeError("something\nunexpected")
+
+    monkeypatch.setattr(Cortex, "stats", broken)
+    rc, out, err = run(capsys, "stats")
+    assert rc == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("cortex: internal error (TypeError: something unexpected)")
+    monkeypatch.setenv("CORTEX_DEBUG", "1")
+    with pytest.raises(TypeError):
+        main(["stats"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads
+
+
+def test_show_forms_head_version_provenance(
+    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, out, _ = run(capsys, "show", str(fact), "--full")
+    assert rc == 0
+    for needle in (
+        str(fact),
+        "short       home_city(ada)=Ada lives in Zürich",
+        "medium",
+        'statement: "Ada lives in Zürich"',
+        "tags        people",
+        "frames      find:knowledge:person:ada",
+        "hash        sha256 ",
+        "created     ",
+        "source      user_input",
+        "full\n  Fact: home_city(ada)=Ada lives in Zürich",
+        "valid       from 2026-01-01T00:00:00Z",
+    ):
+        assert needle in out, needle
+    obj = run_json(capsys, "show", str(fact), "--full")
+    assert obj["uri"] == str(fact) and obj["full"].startswith("Fact: ")
+    assert obj["version"]["provenance"] == {"source": "user_input"}
+    rc, _, err = run(capsys, "show", "cortex://Fact/01HWT0D7G00000000000000001#1")
+    assert rc == 1 and "no memory" in err
+    rc, _, err = run(capsys, "show", str(fact).replace("#1", "#latest"))
+    assert rc == 1 and "cortex: " in err
+
+
+def test_show_as_of(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "update", str(fact), '{"object": "Basel"}', "--merge")
+    created = run_json(capsys, "history", str(fact.id))
+    t1, t2 = created[0]["created_at"], created[1]["created_at"]
+    assert run_json(capsys, "show", str(fact.id), "--as-of", t1)["uri"].endswith("#1")
+    assert run_json(capsys, "show", str(fact.id), "--as-of", t2)["uri"].endswith("#2")
+    assert run_json(capsys, "show", str(fact.id), "--as-of", "now")["uri"].endswith("#2")
+    rc, _, err = run(capsys, "show", str(fact.id), "--as-of", "2000-01-01T00:00:00Z")
+    assert rc == 1 and "no valid version" in err
+
+
+def test_history_lists_every_version(
+    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "update", str(fact), '{"object": "Basel"}', "--merge")
+    rc, out, _ = run(capsys, "history", str(fact))
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].split() == ["version", "created", "by", "hash", "short", "form"]
+    assert lines[1].startswith("#1") and lines[2].startswith("#2") and len(lines) == 3
+    versions = run_json(capsys, "history", str(fact.id))
+    assert [v["version"] for v in versions] == [1, 2]
+    assert versions[1]["data"]["object"] == "Basel"
+
+
+def test_diff_is_field_level(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    run(
+        capsys,
+        "update",
+        str(fact),
+        '{"statement": "Ada lives in Basel", "subject": "ada", "predicate": "home_city"}',
+        "--confidence",
+        "0.5",
+        "--source",
+        "derived",
+        "--valid-until",
+        "2030-01-01T00:00:00Z",
+    )
+    v2 = str(Uri(fact.type, fact.id, 2))
+    obj = run_json(capsys, "diff", str(fact), v2)
+    changes = {c["field"]: (c["a"], c["b"]) for c in obj["changes"]}
+    assert changes["data.statement"] == ("Ada lives in Zürich", "Ada lives in Basel")
+    assert changes["confidence"] == (1.0, 0.5)
+    assert changes["provenance.source"] == ("user_input", "derived")
+    assert changes["validity.valid_from"] == ("2026-01-01T00:00:00+00:00", None)
+    assert changes["validity.valid_until"] == (None, "2030-01-01T00:00:00+00:00")
+    assert {"forms.short", "forms.medium", "hash", "created_at"} <= set(changes)
+    assert "data.subject" not in changes and "type" not in changes
+    rc, out, _ = run(capsys, "diff", str(fact), str(fact))
+    assert rc == 0 and out.strip() == "no differences"
+    rc, out, _ = run(capsys, "diff", str(fact), v2)
+    assert rc == 0 and "data.statement" in out and '"Ada lives in Basel"' in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Edges
+
+
+def test_edges(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    other = run_json(capsys, "write", "Identity", '{"name": "Ada"}')["uri"]
+    oid = str(Uri.parse(other).id)
+    edge = run_json(capsys, "edge", "add", str(fact), "references", other, "--weight", "0.5")
+    assert edge["type"] == "references" and edge["weight"] == 0.5 and edge["dst"] == oid
+    run(capsys, "edge", "add", oid, "corroborates", str(fact.id))
+    assert len(run_json(capsys, "edges", str(fact.id))) == 2
+    out_only = run_json(capsys, "edges", str(fact.id), "--direction", "out")
+    assert [e["type"] for e in out_only] == ["references"]
+    typed = run_json(capsys, "edges", oid, "--type", "corroborates")
+    assert [e["type"] for e in typed] == ["corroborates"]
+    rc, out, _ = run(capsys, "edge", "remove", str(fact), "references", other)
+    assert rc == 0 and "references" in out
+    assert [e["type"] for e in run_json(capsys, "edges", str(fact.id))] == ["corroborates"]
+    removed = run_json(capsys, "edges", str(fact.id), "--include-removed")
+    assert [bool(e.get("removed_at")) for e in removed] == [True, False]
+    rc, out, _ = run(capsys, "edges", oid, "--direction", "out", "--type", "part_of")
+    assert rc == 0 and out.strip() == "no edges"
+    rc, _, err = run(capsys, "edge", "add", str(fact), "references", str(fact))
+    assert rc == 1 and "itself" in err
+    rc, _, err = run(capsys, "edge", "remove", str(fact), "part_of", other)
+    assert rc == 1 and "no part_of edge" in err
+    rc, _, err = run(capsys, "edge")
+    assert rc == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Journal
+
+
+def _seqs(out: str) -> list[int]:
+    return [int(line.split()[0]) for line in out.splitlines()]
+
+
+def test_log_tail_range_and_kind(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(30):
+        run(capsys, "write", "Fact", FACT.replace("Zürich", f"city {i}"))
+    rc, out, _ = run(capsys, "log")
+    assert rc == 0 and _seqs(out) == list(range(12, 32))  # the last 20, oldest first
+    assert _seqs(run(capsys, "log", "-n", "3")[1]) == [29, 30, 31]
+    assert _seqs(run(capsys, "log", "--from", "5", "--to", "7")[1]) == [5, 6, 7]
+    assert _seqs(run(capsys, "log", "--from", "30")[1]) == [30, 31]
+    assert _seqs(run(capsys, "log", "--kind", "init")[1]) == [1]
+    rc, out, _ = run(capsys, "--json", "log", "-n", "2")
+    entries = [json.loads(line) for line in out.splitlines()]
+    assert [e["seq"] for e in entries] == [30, 31] and entries[0]["kind"] == "write"
+    assert len(entries[0]["prev"]) == 64
+
+
+def test_log_tail_with_kind_reaches_back_past_a_chunk(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Cortex.open(store, actor="x") as cx:
+        cx.write_many(Fact(statement=f"s{i}", subject="u", predicate="p") for i in range(1200))
+    assert _seqs(run(capsys, "log", "--kind", "init")[1]) == [1]
+    assert _seqs(run(capsys, "log", "-n", "2", "--kind", "write")[1]) == [1200, 1201]
+
+
+def test_log_follow_prints_new_entries_until_interrupted(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal polls
+        polls += 1
+        if polls == 1:  # another process commits meanwhile (its actor is "after")
+            subprocess.run(workers.command("write_one", store, "new"), check=True, timeout=60)
+        elif polls == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_pause", sleep)
+    rc, out, _ = run(capsys, "log", "--follow", "--kind", "write")
+    assert rc == 0 and polls == 3
+    lines = out.splitlines()
+    assert len(lines) == 1 and "write" in lines[0] and " after " in lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Verify
+
+
+def _flip_version_byte(store: Path, uri: Uri) -> None:
+    env = lmdb.open(str(store), subdir=True, max_dbs=0)
+    try:
+        with env.begin(write=True) as txn:
+            key = version_key(uri.id, uri.version)
+            value = bytearray(txn.get(key))
+            value[len(value) // 2] ^= 0x01
+            txn.put(key, bytes(value))
+    finally:
+        env.close()
+
+
+def test_verify_exit_codes(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "verify")
+    assert rc == 0 and out.startswith("ok: 1 memories, 1 versions")
+    assert run_json(capsys, "verify")["ok"] is True
+    _flip_version_byte(store, fact)
+    rc, out, err = run(capsys, "verify")
+    assert rc == 1 and err == ""
+    assert out.startswith("DAMAGED") and f"mv/{fact.id}/v/1" in out and "checksum" in out
+    rc, out, _ = run(capsys, "--json", "verify")
+    report = json.loads(out)
+    assert rc == 1 and report["ok"] is False
+    assert report["problems"][0]["record"] == f"mv/{fact.id}/v/1"
+    rc, out, err = run(capsys, "show", str(fact))
+    assert rc == 1 and out == "" and "fails its checksum" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Export, import, backup
+
+
+def test_export_import_round_trip(
+    store: Path, fact: Uri, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "update", str(fact), '{"object": "Basel"}', "--merge")
+    for fmt, name in (("jsonl", "a.jsonl"), ("cbor", "a.cbor"), ("cbor", "b.bin")):
+        args = ["export", str(tmp_path / name)] + (["--format", fmt] if name == "b.bin" else [])
+        report = run_json(capsys, *args)
+        assert (report["encoding"], report["memories"], report["versions"]) == (fmt, 1, 2)
+    assert (tmp_path / "a.cbor").read_bytes() == (tmp_path / "b.bin").read_bytes()
+    copy = str(tmp_path / "copy")
+    rc, out, _ = run(capsys, "--store", copy, "import", str(tmp_path / "a.jsonl"))
+    assert rc == 0 and out.startswith("imported 1 memories (2 versions)")
+    again = run_json(capsys, "--store", copy, "import", str(tmp_path / "a.cbor"))
+    assert again["memories_added"] == 0 and again["memories_unchanged"] == 1
+    run(capsys, "--store", copy, "export", str(tmp_path / "c.jsonl"))
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()
+    rc, out, _ = run(capsys, "export", str(tmp_path / "d.jsonl"))
+    assert rc == 0 and "1 memories, 2 versions, 0 edges (jsonl" in out
+
+
+def test_import_refuses_a_tampered_bundle(
+    store: Path, fact: Uri, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(capsys, "export", str(tmp_path / "a.jsonl"))
+    text = (tmp_path / "a.jsonl").read_text(encoding="utf-8")
+    (tmp_path / "bad.jsonl").write_text(text.replace("Zürich", "Zurich"), encoding="utf-8")
+    copy = tmp_path / "copy"
+    rc, out, err = run(capsys, "--store", str(copy), "import", str(tmp_path / "bad.jsonl"))
+    assert rc == 1 and out == "" and "nothing was imported" in err and err.count("\n") == 1
+    assert run_json(capsys, "--store", str(copy), "info")["memories"] == 0
+    rc, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"))
+    assert rc == 1 and "cannot read" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_only_on_a_terminal(
+    store: Path,
+    fact: Uri,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run(capsys, "export", str(tmp_path / "a.jsonl"))
+    assert capsys.readouterr().err == ""  # not a terminal: no bar
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["export", str(tmp_path / "b.jsonl")]) == 0
+    assert main(["--store", str(tmp_path / "c"), "import", str(tmp_path / "b.jsonl")]) == 0
+    bars = term.getvalue()
+    assert "\rexport [" in bars and "100% 1/1\n" in bars
+    assert "\rverify [" in bars and "100%" in bars
+
+
+def test_backup(store: Path, fact: Uri, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "backup", str(tmp_path / "b1"))
+    assert rc == 0 and "verify ok" in out
+    report = run_json(capsys, "backup", str(tmp_path / "b2"))
+    assert report["ok"] is True and report["memories"] == 1 and report["bytes"] > 0
+    assert run_json(capsys, "--store", str(tmp_path / "b2"), "show", str(fact))["uri"] == str(fact)
+    rc, _, err = run(capsys, "backup", str(tmp_path / "b1"))
+    assert rc == 1 and "exists" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# Help and docs
+
+
+def _commands() -> list[tuple[list[str], argparse.ArgumentParser]]:
+    """Every command (``edge add`` as two words) with its parser."""
+    out = []
+
+    def walk(parser: argparse.ArgumentParser, prefix: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions):
+                        walk(sub, [*prefix, name])
+                    else:
+                        out.append(([*prefix, name], sub))
+
+    walk(cli._parser(), [])
+    return out
+
+
+def test_the_command_list_is_complete() -> None:
+    names = {" ".join(words) for words, _ in _commands()}
+    assert names == {
+        "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
+        "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
+        "import", "backup", "demo",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("words", [w for w, _ in _commands()], ids=" ".join)
+def test_every_command_has_help(words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, *words, "--help")
+    assert rc == 0
+    assert out.startswith(f"usage: cortex {' '.join(words)}")
+    assert "--json" in out
+    description = out.split("\n\n")[1]
+    assert len(description.strip()) > 20, f"cortex {' '.join(words)} needs a description"
+
+
+def _readme_cli_section() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## CLI")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+@pytest.mark.parametrize("words", [w for w, _ in _commands()], ids=" ".join)
+def test_every_command_is_in_the_readme(words: list[str]) -> None:
+    section = _readme_cli_section()
+    assert re.search(rf"^\| `cortex {' '.join(words)}[ `]", section, re.M), (
+        f"add a row for `cortex {' '.join(words)}` to the README's CLI table"
+    )
+
+
+def test_the_readme_cli_section_sits_before_specs() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.index("## CLI") < text.index("## Specs")
+
+
+# ---------------------------------------------------------------------------------------------
+# Real processes
+
+
+def _proc(*argv: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "cortex", *argv],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=60,
+    )
+
+
+def test_every_command_as_a_process(tmp_path: Path) -> None:
+    env = {"CORTEX_STORE": str(tmp_path / "s"), "CORTEX_ACTOR": "proc"}
+
+    def ok(*argv: str, input: str | None = None) -> str:
+        p = _proc(*argv, env=env, input=input)
+        assert p.returncode == 0, (argv, p.stderr)
+        assert p.stderr == ""
+        return str(p.stdout)
+
+    ok("init")
+    uri = ok("write", "Fact", "-", input=FACT).strip()
+    other = json.loads(ok("--json", "write", "Identity", '{"name": "Ada"}'))["uri"]
+    mid = str(Uri.parse(uri).id)
+    v2 = ok("update", uri, '{"object": "Basel"}', "--merge").strip()
+    assert "tags        t" in ok("head", uri, "--tag", "t")
+    assert "2 live" in ok("info") and "Fact" in ok("stats")
+    assert "Ada lives in Zürich" in ok("show", uri)
+    assert "#2" in ok("history", mid)
+    assert "data.object" in ok("diff", uri, v2)
+    ok("edge", "add", uri, "references", other)
+    assert "references" in ok("edges", mid)
+    ok("edge", "remove", uri, "references", other)
+    assert "edge" in ok("log", "-n", "3")
+    assert ok("verify").startswith("ok:")
+    ok("export", str(tmp_path / "x.cbor"))
+    assert "imported 2 memories" in ok(
+        "--store", str(tmp_path / "t"), "import", str(tmp_path / "x.cbor")
+    )
+    assert "verify ok" in ok("backup", str(tmp_path / "b"))
+    ok("tombstone", other, "--reason", "test")
+    ok("purge", other, "--reason", "test")
+    assert "Fact" in ok("demo", str(tmp_path / "demo"))
+    bad = _proc("show", "cortex://Fact/01HWT0D7G00000000000000001#1", env=env)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("cortex: no memory") and bad.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr
+    usage = _proc("show", env=env)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+def test_log_follow_as_a_process_stops_on_interrupt(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with Cortex.open(store, actor="a") as cx:
+        cx.write(Fact(statement="first", subject="u", predicate="p"))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cortex", "--store", str(store), "--json", "log", "--follow",
+         "--interval", "0.05"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert p.stdout is not None
+        assert [json.loads(p.stdout.readline())["seq"] for _ in range(2)] == [1, 2]
+        with Cortex.open(store, actor="b") as cx:
+            cx.write(Fact(statement="second", subject="u", predicate="p"))
+        entry = json.loads(p.stdout.readline())
+        assert (entry["seq"], entry["by"], entry["kind"]) == (3, "b", "write")
+    finally:
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and err == ""
+
+
+def test_a_broken_pipe_is_not_an_error(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with Cortex.open(store, actor="a") as cx:
+        cx.write_many(Fact(statement=f"s{i}", subject="u", predicate="p") for i in range(3000))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cortex", "--store", str(store), "log", "-n", "3000"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=30)
+    p.stderr.close()
+    assert b"Traceback" not in err
