@@ -48,6 +48,13 @@ class ReadTxn(Protocol):
     ) -> Iterator[bytes]:
         """Keys starting with ``prefix``, like ``scan`` without reading values."""
 
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        """The first key ``scan(prefix, start=start, reverse=reverse)`` would yield, or None.
+
+        Cheaper than ``next(keys(...))`` for many point seeks (index joins): the
+        implementation may reuse one cursor.
+        """
+
 
 class WriteTxn(ReadTxn, Protocol):
     """A write transaction: all of it commits, or none of it."""
@@ -78,10 +85,20 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_txn",)
+    __slots__ = ("_cur", "_txn")
 
     def __init__(self, txn: lmdb.Transaction) -> None:
         self._txn = txn
+        self._cur: lmdb.Cursor | None = None
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        if not self._position(cur, prefix, start, reverse):
+            return None
+        k = bytes(cur.key())
+        return k if k.startswith(prefix) else None
 
     def get(self, key: bytes) -> bytes | None:
         v = self._txn.get(key)

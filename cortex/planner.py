@@ -261,8 +261,35 @@ class Executor:
             yield mid
 
     def _tag_ids(self, descending: bool) -> Iterator[MemoryId]:
-        for _, mid in self._created_scan(IDX_TAG + tag_hash(self.plan.tags[0]), descending):
-            yield mid
+        """Ids carrying every tag (and of one of the types), by created time.
+
+        One tag alone is a plain scan. Several tags, or tags with types, are intersected by a
+        leapfrog join over the (created, id) order the tag and type indexes share: each index
+        seeks to the next key at or past the others' current key, so the work follows the
+        smallest of them instead of the first tag's size.
+        """
+        p = self.plan
+        groups = [[IDX_TAG + tag_hash(t)] for t in dict.fromkeys(p.tags)]
+        if p.types:
+            groups.append([IDX_TYPE + bytes((t,)) for t in sorted(p.types)])
+        if len(groups) == 1:
+            for _, mid in self._created_scan(groups[0][0], descending):
+                yield mid
+            return
+        lo, hi = self._created_bounds()
+        for raw in _leapfrog(self.txn, groups, descending, lo, hi):
+            yield MemoryId._trusted(raw[_U64:])
+
+    def _created_bounds(self) -> tuple[int | None, int | None]:
+        """The created-time range ``[lo, hi)`` the index scans may skip to."""
+        p = self.plan
+        lo: int | None = None
+        hi: int | None = None
+        if p.window is not None and p.window_on == "created":
+            lo, hi = p.window
+        if p.as_of is not None:
+            hi = p.as_of + 1 if hi is None else min(hi, p.as_of + 1)
+        return lo, hi
 
     def _frame_ids(self) -> Iterator[MemoryId]:
         frames = self.plan.frames
@@ -488,6 +515,75 @@ def _decode(v: Version) -> Data | None:
         return decode_data_trusted(v.type, v.data)
     except CodecError as exc:
         raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
+
+
+_SUFFIX: Final = _U64 + _ID
+_SUFFIX_MAX: Final = (1 << (8 * _SUFFIX)) - 1
+
+
+def _seek(txn: ReadTxn, prefixes: list[bytes], target: int, descending: bool) -> int | None:
+    """The nearest (created, id) suffix at or before (descending) / after ``target``.
+
+    Looks in every prefix of ``prefixes`` (a union) and returns the suffix as a 24-byte
+    big-endian integer; ``None`` when there is none.
+    """
+    best: int | None = None
+    for prefix in prefixes:
+        key = txn.seek(prefix, prefix + target.to_bytes(_SUFFIX, "big"), reverse=descending)
+        if key is None:
+            continue
+        x = int.from_bytes(key[len(prefix) :], "big")
+        if best is None or (x > best if descending else x < best):
+            best = x
+    return best
+
+
+def _leapfrog(
+    txn: ReadTxn, groups: list[list[bytes]], descending: bool, lo: int | None, hi: int | None
+) -> Iterator[bytes]:
+    """Suffixes (u64 created, id16) present in every group.
+
+    Created newest first (or oldest first), ties by id ascending, within ``[lo, hi)``.
+    """
+    shift = 8 * _ID
+    if descending:
+        target = _SUFFIX_MAX if hi is None else (hi << shift) - 1
+    else:
+        target = 0 if lo is None else lo << shift
+    run: list[int] = []
+    run_at = -1
+    while 0 <= target <= _SUFFIX_MAX:
+        cand = _seek(txn, groups[0], target, descending)
+        if cand is None:
+            break
+        agreed = True
+        for group in groups[1:]:
+            x = _seek(txn, group, cand, descending)
+            if x is None:
+                cand = None
+                break
+            if x != cand:
+                target, agreed = x, False
+                break
+        if cand is None:
+            break
+        if not agreed:
+            continue
+        created = cand >> shift
+        if (descending and lo is not None and created < lo) or (
+            not descending and hi is not None and created >= hi
+        ):
+            break
+        if descending and created != run_at:
+            # the join meets equal times in descending id order: emit each time's run reversed
+            yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
+            run, run_at = [], created
+        if descending:
+            run.append(cand)
+        else:
+            yield cand.to_bytes(_SUFFIX, "big")
+        target = cand - 1 if descending else cand + 1
+    yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
 
 
 def memory_of(row: _Row) -> Memory:
