@@ -23,8 +23,6 @@ from cortex import (
     MemoryId,
     ObjKind,
     Preference,
-    Query,
-    ValidationError,
     Verb,
     Weights,
     Window,
@@ -61,7 +59,11 @@ def scene(cx: Cortex, clock: Clock) -> dict[str, MemoryId]:
 
     w("ident", Identity(name="me"))
     w("hard", hard())
-    w("soft", Constraint(statement="s", polarity="do", strength="soft", source="learned"), frames=[A])
+    w(
+        "soft",
+        Constraint(statement="s", polarity="do", strength="soft", source="learned"),
+        frames=[A],
+    )
     w("goal", Goal(statement="g", status="active"), frames=[A])
     w("paused", Goal(statement="p", status="paused"))
     w("ev_model", Event(kind="m"), frames=[frame("svc://a", kind="model")])
@@ -351,4 +353,3 @@ def test_about_as_of(cx: Cortex, clock: Clock) -> None:
     assert isinstance(m.data, Fact) and m.data.statement == "36"
     [m] = cx.about("ada", "age").memories
     assert isinstance(m.data, Fact) and m.data.statement == "37"
-

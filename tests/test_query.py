@@ -30,7 +30,6 @@ from cortex import (
     GoalStatus,
     Gt,
     HasTag,
-    Identity,
     In,
     Le,
     Lt,
@@ -41,7 +40,6 @@ from cortex import (
     NewMemory,
     Not,
     NotFoundError,
-    ObjKind,
     Or,
     Outcome,
     Polarity,
@@ -52,9 +50,6 @@ from cortex import (
     SourceKind,
     Strength,
     Uri,
-    ValidationError,
-    Verb,
-    Visibility,
     Window,
     count_tokens,
     field_names,
@@ -180,7 +175,12 @@ F = ("Fact",)
 PREDICATE_CASES: list[tuple[str, Any, tuple[str, ...], set[str]]] = [
     # text
     ("eq text", Eq("data.subject", "ada"), ALL, {"f1", "cap1"}),
-    ("ne text (missing is unequal)", Ne("data.subject", "ada"), ALL, {"f2", "e1", "e2", "e3", "g1", "c1"}),
+    (
+        "ne text (missing is unequal)",
+        Ne("data.subject", "ada"),
+        ALL,
+        {"f2", "e1", "e2", "e3", "g1", "c1"},
+    ),
     ("ne text in one type", Ne("data.subject", "ada"), F, {"f2"}),
     ("lt text", Lt("data.subject", "b"), ALL, {"f1", "cap1"}),
     ("ge text", Ge("data.subject", "b"), ALL, {"f2"}),
@@ -219,7 +219,12 @@ PREDICATE_CASES: list[tuple[str, Any, tuple[str, ...], set[str]]] = [
     ("le datetime exact", Le("data.occurred_at", T0 - 2 * DAY), E, {"e1"}),
     ("lt datetime exact", Lt("data.occurred_at", T0 - 2 * DAY), E, set()),
     ("goal horizon", Gt("data.horizon", T0), ("Goal",), {"g1"}),
-    ("head created", Ge("head.created_at", T0 + timedelta(seconds=2)), ALL, {"e1", "e2", "e3", "g1", "c1", "cap1"}),
+    (
+        "head created",
+        Ge("head.created_at", T0 + timedelta(seconds=2)),
+        ALL,
+        {"e1", "e2", "e3", "g1", "c1", "cap1"},
+    ),
     ("version expires", Lt("version.expires_at", T0 + 101 * DAY), ALL, {"f2"}),
     ("version expires missing ne", Ne("version.expires_at", T0 + 100 * DAY), F, {"f1"}),
     # booleans
@@ -253,7 +258,12 @@ PREDICATE_CASES: list[tuple[str, Any, tuple[str, ...], set[str]]] = [
     ("or op", Eq("data.counterparty", "bob") | Eq("data.subject", "bob"), ALL, {"e2", "f2"}),
     ("not", Not(Lt("data.duration_us", 1000)), E, {"e2", "e3"}),
     ("not op", ~HasTag("a"), F, {"f2"}),
-    ("nested combinators", (HasTag("a") | HasTag("b")) & ~Eq("head.type", "event"), ALL, {"f1", "f2"}),
+    (
+        "nested combinators",
+        (HasTag("a") | HasTag("b")) & ~Eq("head.type", "event"),
+        ALL,
+        {"f1", "f2"},
+    ),
     ("and of three", And(HasTag("a"), HasTag("b"), Gt("head.importance", 5)), ALL, {"f1"}),
 ]
 
@@ -330,7 +340,7 @@ BAD_WHERE: list[tuple[str, Any, tuple[str, ...]]] = [
     ("free map param", Eq("data.parameters", "x"), ("Capability",)),
     ("text for int", Eq("head.importance", "high"), ALL),
     ("text for time", Eq("data.observed_at", "2030-01-01"), F),
-    ("naive time", Lt("data.observed_at", datetime(2030, 1, 1)), F),  # noqa: DTZ001
+    ("naive time", Lt("data.observed_at", datetime(2030, 1, 1)), F),
     ("unknown enum label", Eq("data.outcome", "great"), E),
     ("unknown enum code", Eq("data.outcome", 99), E),
     ("int for bool", Eq("data.verified", 1), ("Capability",)),
@@ -352,7 +362,9 @@ BAD_WHERE: list[tuple[str, Any, tuple[str, ...]]] = [
 ]
 
 
-@pytest.mark.parametrize(("pred", "types"), [c[1:] for c in BAD_WHERE], ids=[c[0] for c in BAD_WHERE])
+@pytest.mark.parametrize(
+    ("pred", "types"), [c[1:] for c in BAD_WHERE], ids=[c[0] for c in BAD_WHERE]
+)
 def test_bad_predicates_are_rejected_naming_where(
     cx: Cortex, zoo: dict[str, MemoryId], pred: Any, types: tuple[str, ...]
 ) -> None:
@@ -383,28 +395,50 @@ BAD_QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("no index with a where", {"limit": 10, "where": Eq("data.subject", "ada")}, "query"),
     ("unknown type", {"types": ("Nope",), "limit": 1}, "types"),
     ("frame ref without kind", {"frames": ("find::ada",), "limit": 1}, "frames"),
-    ("frame ref without kind (match)", {"frames": (FrameMatch(verb="find", obj_ref="x"),), "limit": 1}, "frames"),
+    (
+        "frame ref without kind (match)",
+        {"frames": (FrameMatch(verb="find", obj_ref="x"),), "limit": 1},
+        "frames",
+    ),
     ("follow without from_", {"types": F, "limit": 1, "follow": Follow()}, "from_"),
     ("hops over 6", {"from_": (new_id(),), "follow": Follow(max_hops=7), "limit": 1}, "follow"),
     ("negative hops", {"from_": (new_id(),), "follow": Follow(min_hops=-1), "limit": 1}, "follow"),
-    ("min over max", {"from_": (new_id(),), "follow": Follow(min_hops=3, max_hops=2), "limit": 1}, "follow"),
-    ("bad direction", {"from_": (new_id(),), "follow": Follow(direction="up"), "limit": 1}, "follow"),  # type: ignore[arg-type]
-    ("bad edge type", {"from_": (new_id(),), "follow": Follow(types=("likes",)), "limit": 1}, "follow"),
+    (
+        "min over max",
+        {"from_": (new_id(),), "follow": Follow(min_hops=3, max_hops=2), "limit": 1},
+        "follow",
+    ),
+    (
+        "bad direction",
+        {"from_": (new_id(),), "follow": Follow(direction="up"), "limit": 1},
+        "follow",
+    ),  # type: ignore[arg-type]
+    (
+        "bad edge type",
+        {"from_": (new_id(),), "follow": Follow(types=("likes",)), "limit": 1},
+        "follow",
+    ),
     ("hop without walk", {"types": F, "limit": 1, "order_by": "hop"}, "order_by"),
     ("score without text", {"types": F, "limit": 1, "order_by": "score"}, "order_by"),
     ("unknown order", {"types": F, "limit": 1, "order_by": "size"}, "order_by"),
     ("empty window", {"types": F, "limit": 1, "window": Window.between(T0, T0)}, "window"),
     ("reversed window", {"types": F, "limit": 1, "window": Window.between(T0 + DAY, T0)}, "window"),
-    ("naive window", {"types": F, "limit": 1, "window": Window.after(datetime(2030, 1, 1))}, "window"),  # noqa: DTZ001
+    (
+        "naive window",
+        {"types": F, "limit": 1, "window": Window.after(datetime(2030, 1, 1))},
+        "window",
+    ),
     ("days and start", {"types": F, "limit": 1, "window": Window(days=3, start=T0)}, "window"),
     ("zero days", {"types": F, "limit": 1, "window": Window.recent(0)}, "window"),
-    ("naive as_of", {"types": F, "limit": 1, "as_of": datetime(2030, 1, 1)}, "as_of"),  # noqa: DTZ001
+    ("naive as_of", {"types": F, "limit": 1, "as_of": datetime(2030, 1, 1)}, "as_of"),
     ("bad form", {"types": F, "limit": 1, "form": "long"}, "form"),
     ("bad reader", {"types": F, "limit": 1, "reader": "eve"}, "reader"),
 ]
 
 
-@pytest.mark.parametrize(("kw", "field"), [c[1:] for c in BAD_QUERIES], ids=[c[0] for c in BAD_QUERIES])
+@pytest.mark.parametrize(
+    ("kw", "field"), [c[1:] for c in BAD_QUERIES], ids=[c[0] for c in BAD_QUERIES]
+)
 def test_bad_queries_are_rejected_and_leave_no_trace(
     cx: Cortex, zoo: dict[str, MemoryId], kw: dict[str, Any], field: str
 ) -> None:
@@ -500,10 +534,7 @@ def test_frame_filter_with_types(cx: Cortex, framed: dict[str, MemoryId]) -> Non
 def _sorted_ids(pairs: list[tuple[Any, MemoryId]], descending: bool) -> list[MemoryId]:
     """Order by key in the given direction, ties by id ascending (bytewise)."""
     return [
-        m
-        for _, m in sorted(
-            pairs, key=lambda p: ((-p[0] if descending else p[0]), p[1].bytes)
-        )
+        m for _, m in sorted(pairs, key=lambda p: ((-p[0] if descending else p[0]), p[1].bytes))
     ]
 
 
@@ -524,9 +555,7 @@ def batch(cx: Cortex, clock: Clock) -> list[Uri]:
 def test_order_by_created_ties_by_id_ascending(
     cx: Cortex, batch: list[Uri], descending: bool
 ) -> None:
-    pairs = [
-        (cx.resolve_latest(u).head.created_at.timestamp(), u.id) for u in batch
-    ]
+    pairs = [(cx.resolve_latest(u).head.created_at.timestamp(), u.id) for u in batch]
     want = _sorted_ids(pairs, descending)
     got = order(cx.find(Query(types=F, limit=100, order_by="created", descending=descending)))
     assert got == want
@@ -720,7 +749,9 @@ def test_window_on_own_time(cx: Cortex, timed: dict[str, MemoryId]) -> None:
     assert _in(cx, Window.all()) == set(n.values())
 
 
-def test_window_on_created_and_updated(cx: Cortex, clock: Clock, timed: dict[str, MemoryId]) -> None:
+def test_window_on_created_and_updated(
+    cx: Cortex, clock: Clock, timed: dict[str, MemoryId]
+) -> None:
     n = timed
     got = _in(cx, Window.between(T0 + DAY, T0 + 3 * DAY, on="created"))
     assert got == {n["ev_new"], n["ev_none"]}
@@ -931,9 +962,7 @@ def test_walk_passes_through_memories_the_filters_reject(
     ev = cx.write(Event(kind="end")).id
     cx.add_edge(g["E"], "caused_by", ev)
     assert _walk(cx, [g["A"]], max_hops=6, qtypes=E) == {ev: 4}
-    res = cx.find(
-        Query(types=E, from_=(g["A"],), follow=Follow(max_hops=6), limit=10)
-    )
+    res = cx.find(Query(types=E, from_=(g["A"],), follow=Follow(max_hops=6), limit=10))
     assert [(h.memory.id, h.hop) for h in res.hits] == [(ev, 4)]
 
 
@@ -1033,7 +1062,10 @@ def test_find_agrees_with_a_brute_force_model(
     items: list[tuple[Any, ...]], queries: list[dict[str, Any]]
 ) -> None:
     clock = Clock()
-    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m", clock=clock) as cx:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock) as cx,
+    ):
         mids: list[MemoryId] = []
         for i, (t, tags, imp, step, change) in enumerate(items):
             mid = cx.write(_data(t, i), tags=tags, importance=imp).id
@@ -1051,7 +1083,9 @@ def test_find_agrees_with_a_brute_force_model(
         for q in queries:
             if not q["types"] and not q["tags"]:
                 q["types"] = [MemoryType.FACT]
-            res = cx.find(Query(**{k: tuple(v) if isinstance(v, list) else v for k, v in q.items()}))
+            res = cx.find(
+                Query(**{k: tuple(v) if isinstance(v, list) else v for k, v in q.items()})
+            )
             # the model
             rows = []
             for mid in mids:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from cortex import (
-    CortexError,
     Cortex,
+    CortexError,
     Event,
     Follow,
     Goal,
@@ -199,9 +199,7 @@ def test_facets_and_about_are_filtered(world: tuple[Cortex, dict[str, Uri]]) -> 
 def sel(tmp_path: Path, clock: Clock) -> Iterator[tuple[Cortex, dict[str, MemoryId]]]:
     with Cortex.open(tmp_path / "s", actor="owner", clock=clock) as cx:
         n = {
-            "m1": cx.write(
-                fact(1), tags=["a"], frames=[frame("x")], visibility="scoped"
-            ).id,
+            "m1": cx.write(fact(1), tags=["a"], frames=[frame("x")], visibility="scoped").id,
             "m2": cx.write(
                 Event(kind="k"),
                 tags=["a", "secret"],
@@ -209,7 +207,10 @@ def sel(tmp_path: Path, clock: Clock) -> Iterator[tuple[Cortex, dict[str, Memory
                 visibility="scoped",
             ).id,
             "m3": cx.write(
-                fact(3), tags=["b"], frames=[frame("z", "analyze", "agent")], visibility="actor_public"
+                fact(3),
+                tags=["b"],
+                frames=[frame("z", "analyze", "agent")],
+                visibility="actor_public",
             ).id,
             "m4": cx.write(Goal(statement="g", status="active"), visibility="scoped").id,
             "m5": cx.write(fact(5), tags=["a"], visibility="private").id,
@@ -257,7 +258,10 @@ def test_scope_selectors(sel: tuple[Cortex, dict[str, MemoryId]]) -> None:
         "m3", "m4"
     )
     # an exclusion in one scope does not hide what another scope selects
-    two = (Scope(tags=frozenset({"a"}), exclude_tags=frozenset({"secret"})), Scope(types=frozenset({"Event"})))
+    two = (
+        Scope(tags=frozenset({"a"}), exclude_tags=frozenset({"secret"})),
+        Scope(types=frozenset({"Event"})),
+    )
     assert _seen(cx, *two) == want("m1", "m2")
 
 
@@ -350,7 +354,7 @@ def test_scope_token_cap(ten: tuple[Cortex, list[Uri]], clock: Clock) -> None:
 
 
 def test_scope_token_cap_on_context(ten: tuple[Cortex, list[Uri]]) -> None:
-    cx, uris = ten
+    cx, _ = ten
     rd = Reader(actor="sam", scopes=(Scope(token_budget=25),))
     b = cx.context("find", ["svc://t"], reader=rd)
     assert b.tokens <= 25 and len(b.hits) == 2 and len(b.dropped) == 3
