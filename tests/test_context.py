@@ -38,7 +38,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "store", actor="agent", clock=clock) as store:
+    with Cortex.open(tmp_path / "store", actor="agent", clock=clock, metasync=False) as store:
         yield store
 
 
@@ -198,7 +198,7 @@ def test_pinned_salience_floor(cx: Cortex, clock: Clock) -> None:
 
 def test_pinned_salience_above_the_floor_counts(tmp_path: Path, clock: Clock) -> None:
     w = Weights(recency=1, access=0, citation=0, importance=1)
-    with Cortex.open(tmp_path / "w", actor="a", clock=clock, weights=w) as cx:
+    with Cortex.open(tmp_path / "w", actor="a", clock=clock, metasync=False, weights=w) as cx:
         g = cx.write(Goal(statement="g", status="active"), importance=9).id
         i = cx.write(Identity(name="me"), importance=0).id
         b = cx.context("find", ["x"])

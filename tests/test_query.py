@@ -66,7 +66,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "store", actor="agent", clock=clock) as store:
+    with Cortex.open(tmp_path / "store", actor="agent", clock=clock, metasync=False) as store:
         yield store
 
 
@@ -1064,7 +1064,7 @@ def test_find_agrees_with_a_brute_force_model(
     clock = Clock()
     with (
         tempfile.TemporaryDirectory() as d,
-        Cortex.open(Path(d) / "s", actor="m", clock=clock) as cx,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
     ):
         mids: list[MemoryId] = []
         for i, (t, tags, imp, step, change) in enumerate(items):

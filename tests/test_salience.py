@@ -61,7 +61,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "store", actor="agent", clock=clock) as store:
+    with Cortex.open(tmp_path / "store", actor="agent", clock=clock, metasync=False) as store:
         yield store
 
 
@@ -247,7 +247,7 @@ def test_salience_orders_results(cx: Cortex, clock: Clock) -> None:
 
 def test_decay_override_at_open(tmp_path: Path, clock: Clock) -> None:
     decay = {"Fact": "fast", MemoryType.EVENT: DecayClass.PERMANENT, "Identity": "slow"}
-    with Cortex.open(tmp_path / "s", actor="a", clock=clock, decay=decay) as cx:
+    with Cortex.open(tmp_path / "s", actor="a", clock=clock, metasync=False, decay=decay) as cx:
         f = cx.write(fact(1)).id
         e = cx.write(Event(kind="e")).id
         i = cx.write(Identity(name="me")).id
@@ -272,7 +272,7 @@ def test_bad_decay_is_rejected(tmp_path: Path) -> None:
 )
 def test_weights_are_renormalised(tmp_path: Path, clock: Clock, w: tuple[float, ...]) -> None:
     weights = Weights(recency=w[0], access=w[1], citation=w[2], importance=w[3])
-    with Cortex.open(tmp_path / "s", actor="a", clock=clock, weights=weights) as cx:
+    with Cortex.open(tmp_path / "s", actor="a", clock=clock, metasync=False, weights=weights) as cx:
         mid = cx.write(fact(1), importance=8).id
         cx.attest([mid])
         cx.attest([mid])

@@ -52,16 +52,16 @@ def world(tmp_path: Path, clock: Clock) -> Iterator[tuple[Cortex, dict[str, Uri]
     """A store owned by "owner" with every visibility, plus a private memory of "bob"."""
     path = tmp_path / "store"
     n: dict[str, Uri] = {}
-    with Cortex.open(path, actor="owner", clock=clock) as cx:
+    with Cortex.open(path, actor="owner", clock=clock, metasync=False) as cx:
         for name, vis in VIS.items():
             tags = [] if name.endswith("_out") else ["shared"]
             n[name] = cx.write(fact(name), tags=tags, frames=[frame("svc://v")], visibility=vis)
-    with Cortex.open(path, actor="bob", clock=clock) as cx:
+    with Cortex.open(path, actor="bob", clock=clock, metasync=False) as cx:
         assert cx.owner == "owner"
         n["bob_priv"] = cx.write(
             fact("bob"), tags=["shared"], frames=[frame("svc://v")], visibility="private"
         )
-    with Cortex.open(path, actor="owner", clock=clock) as cx:
+    with Cortex.open(path, actor="owner", clock=clock, metasync=False) as cx:
         yield cx, n
 
 
@@ -197,7 +197,7 @@ def test_facets_and_about_are_filtered(world: tuple[Cortex, dict[str, Uri]]) -> 
 
 @pytest.fixture
 def sel(tmp_path: Path, clock: Clock) -> Iterator[tuple[Cortex, dict[str, MemoryId]]]:
-    with Cortex.open(tmp_path / "s", actor="owner", clock=clock) as cx:
+    with Cortex.open(tmp_path / "s", actor="owner", clock=clock, metasync=False) as cx:
         n = {
             "m1": cx.write(fact(1), tags=["a"], frames=[frame("x")], visibility="scoped").id,
             "m2": cx.write(
@@ -311,7 +311,7 @@ def test_reader_and_scope_validation() -> None:
 
 @pytest.fixture
 def ten(tmp_path: Path, clock: Clock) -> Iterator[tuple[Cortex, list[Uri]]]:
-    with Cortex.open(tmp_path / "s", actor="owner", clock=clock) as cx:
+    with Cortex.open(tmp_path / "s", actor="owner", clock=clock, metasync=False) as cx:
         uris = []
         for i in range(5):
             uris.append(
