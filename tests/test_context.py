@@ -353,3 +353,27 @@ def test_about_as_of(cx: Cortex, clock: Clock) -> None:
     assert isinstance(m.data, Fact) and m.data.statement == "36"
     [m] = cx.about("ada", "age").memories
     assert isinstance(m.data, Fact) and m.data.statement == "37"
+
+
+def test_hidden_memories_leave_every_tier(cx: Cortex, clock: Clock) -> None:
+    from cortex import Reader
+
+    pub = {"visibility": "actor_public"}
+    ident = cx.write(Identity(name="me"), **pub).id
+    cx.write(Identity(name="secret me"))  # private
+    cx.write(hard("private rule"))
+    old = []
+    for i in range(3):
+        old.append(cx.write(Event(kind=f"old{i}"), frames=[A], **pub).id)
+        clock.tick()
+    for i in range(3):  # the latest events are private
+        cx.write(Event(kind=f"new{i}"), frames=[A])
+        clock.tick()
+    eve = Reader(actor="eve")
+    b = cx.context("find", ["svc://a"], reader=eve)
+    assert tier(b, "pinned") == [ident]
+    # hidden events do not use up the per-object quota
+    assert tier(b, "outcomes") == old[::-1]
+    assert tier(b, "frame") == []
+    owner = cx.context("find", ["svc://a"])
+    assert len(owner.tier("pinned")) == 3 and len(owner.tier("outcomes")) == 3

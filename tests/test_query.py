@@ -42,6 +42,7 @@ from cortex import (
     NotFoundError,
     Or,
     Outcome,
+    Pattern,
     Polarity,
     Preference,
     Provenance,
@@ -349,6 +350,7 @@ BAD_WHERE: list[tuple[str, Any, tuple[str, ...]]] = [
     ("in takes a list", In("data.subject", "ada"), F),
     ("in with a wrong kind", In("head.importance", [1, "x"]), ALL),
     ("bad regex", Matches("data.statement", "("), F),
+    ("empty has_tag", HasTag(""), F),
     ("matches on an int", Matches("head.importance", "5"), ALL),
     ("matches on a time", Matches("data.observed_at", "2030"), F),
     ("order a list", Lt("head.tags", "a"), ALL),
@@ -389,6 +391,7 @@ BAD_QUERIES: list[tuple[str, dict[str, Any], str]] = [
     ("limit 0", {"types": F, "limit": 0}, "limit"),
     ("limit too big", {"types": F, "limit": 100_001}, "limit"),
     ("limit not int", {"types": F, "limit": 2.0}, "limit"),
+    ("limit bool", {"types": F, "limit": True}, "limit"),
     ("budget 0", {"types": F, "budget_tokens": 0}, "budget_tokens"),
     ("negative offset", {"types": F, "limit": 1, "offset": -1}, "offset"),
     ("no index", {"limit": 10}, "query"),
@@ -1115,3 +1118,56 @@ def test_find_agrees_with_a_brute_force_model(
             want = rows[q["offset"] : q["offset"] + q["limit"]]
             assert [m.uri for m in res.memories] == [m.uri for m in want], q
             assert [m.data for m in res.memories] == [m.data for m in want]
+
+
+# --- fields shared by several types -----------------------------------------------------------
+
+
+@pytest.fixture
+def strengths(cx: Cortex) -> dict[str, MemoryId]:
+    hard = Constraint(statement="x", polarity="dont", strength="hard", source="learned")
+    return {
+        "hard": cx.write(hard, tags=["t"]).id,
+        "pref": cx.write(Preference(topic="x", polarity="prefer", strength=0.8), tags=["t"]).id,
+        "pat": cx.write(Pattern(statement="p", strength=0.2), tags=["t"]).id,
+    }
+
+
+def test_a_shared_field_compares_within_its_type(
+    cx: Cortex, strengths: dict[str, MemoryId]
+) -> None:
+    n = strengths
+    got = ids(cx.find(Query(types=("Constraint",), where=Eq("data.strength", "hard"), limit=5)))
+    assert got == {n["hard"]}
+    both = ("Preference", "Pattern")
+    got = ids(cx.find(Query(types=both, where=Gt("data.strength", 0.5), limit=5)))
+    assert got == {n["pref"]}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: §1.4 data.strength is an enum on Constraint and a float on Preference/Pattern; "
+    "without types narrowing it, the value is compared as text: an enum label never matches "
+    "and a number is rejected",
+)
+@pytest.mark.parametrize(
+    ("q", "want"),
+    [
+        ({"tags": ("t",), "where": Eq("data.strength", "hard")}, {"hard"}),
+        ({"types": ("Constraint", "Preference"), "where": Eq("data.strength", "hard")}, {"hard"}),
+        ({"tags": ("t",), "where": Gt("data.strength", 0.5)}, {"pref"}),
+    ],
+    ids=["enum label, tag start", "enum label, two types", "number, tag start"],
+)
+def test_a_shared_field_of_different_kinds_across_types(
+    cx: Cortex, strengths: dict[str, MemoryId], q: dict[str, Any], want: set[str]
+) -> None:
+    assert ids(cx.find(Query(limit=5, **q))) == {strengths[k] for k in want}
+
+
+def test_tags_and_frames_together(cx: Cortex) -> None:
+    a = cx.write(fact("a"), tags=["t"], frames=[frame("svc://a")]).id
+    cx.write(fact("b"), tags=["t"], frames=[frame("svc://b")])
+    cx.write(fact("c"), frames=[frame("svc://a")])
+    got = ids(cx.find(Query(tags=("t",), frames=("find:service:svc://a",), limit=5)))
+    assert got == {a}
