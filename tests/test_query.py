@@ -40,6 +40,7 @@ from cortex import (
     NewMemory,
     Not,
     NotFoundError,
+    ObjKind,
     Or,
     Outcome,
     Pattern,
@@ -51,6 +52,7 @@ from cortex import (
     SourceKind,
     Strength,
     Uri,
+    Verb,
     Window,
     count_tokens,
     field_names,
@@ -1055,8 +1057,56 @@ query_st = st.fixed_dictionaries(
         "order_by": st.sampled_from(["created", "importance", "updated", None]),
         "descending": st.sampled_from([None, True, False]),
         "include_tombstoned": st.booleans(),
-    }
+    },
+    optional={
+        "as_of": st.integers(0, 120),  # seconds after T0
+        "window": st.tuples(st.integers(0, 100), st.integers(1, 60)),  # created-time range
+    },
 )
+
+
+def _model(cx: Cortex, mids: list[MemoryId], q: dict[str, Any]) -> list[Any]:
+    """The query answered from history() and resolve_latest() of every memory."""
+    as_of = T0 + timedelta(seconds=q["as_of"]) if "as_of" in q else None
+    rows = []
+    for mid in mids:
+        hist = cx.history(mid)
+        latest = cx.resolve_latest(mid)
+        assert latest.uri == hist[-1].uri
+        h = latest.head
+        if q["types"] and h.type not in q["types"]:
+            continue
+        if not all(t in h.tags for t in q["tags"]):
+            continue
+        if "window" in q:
+            lo = T0 + timedelta(seconds=q["window"][0])
+            if not lo <= h.created_at < lo + timedelta(seconds=q["window"][1]):
+                continue
+        dead_at = h.tombstone.at if h.tombstone is not None else None
+        if as_of is None:
+            if dead_at is not None and not q["include_tombstoned"]:
+                continue
+            rows.append(latest)
+            continue
+        if h.created_at > as_of:
+            continue
+        if dead_at is not None and dead_at <= as_of and not q["include_tombstoned"]:
+            continue
+        seen = [m for m in hist if m.version.created_at <= as_of]
+        rows.append(seen[-1])
+    key = q["order_by"] or "created"
+    desc = True if q["descending"] is None else q["descending"]
+
+    def k(m: Any) -> float:
+        h = m.head
+        if key == "created":
+            return h.created_at.timestamp()
+        if key == "updated":
+            return h.last_updated_at.timestamp()
+        return float(h.importance)
+
+    rows.sort(key=lambda m: ((-k(m) if desc else k(m)), m.id.bytes))
+    return rows[q["offset"] : q["offset"] + q["limit"]]
 
 
 @settings(max_examples=60)
@@ -1074,6 +1124,7 @@ def test_find_agrees_with_a_brute_force_model(
             mid = cx.write(_data(t, i), tags=tags, importance=imp).id
             mids.append(mid)
             if change == "tomb":
+                clock.tick(2)
                 cx.tombstone(mid, "x")
             elif change == "update":
                 clock.tick(2)
@@ -1086,36 +1137,16 @@ def test_find_agrees_with_a_brute_force_model(
         for q in queries:
             if not q["types"] and not q["tags"]:
                 q["types"] = [MemoryType.FACT]
-            res = cx.find(
-                Query(**{k: tuple(v) if isinstance(v, list) else v for k, v in q.items()})
-            )
-            # the model
-            rows = []
-            for mid in mids:
-                hist = cx.history(mid)
-                latest = cx.resolve_latest(mid)
-                assert latest.uri == hist[-1].uri
-                h = latest.head
-                if q["types"] and h.type not in q["types"]:
-                    continue
-                if not all(t in h.tags for t in q["tags"]):
-                    continue
-                if h.tombstone is not None and not q["include_tombstoned"]:
-                    continue
-                rows.append(latest)
-            key = q["order_by"] or "created"
-            desc = True if q["descending"] is None else q["descending"]
-
-            def k(m: Any, key: str = key) -> float:
-                h = m.head
-                if key == "created":
-                    return h.created_at.timestamp()
-                if key == "updated":
-                    return h.last_updated_at.timestamp()
-                return float(h.importance)
-
-            rows.sort(key=lambda m: ((-k(m) if desc else k(m)), m.id.bytes))
-            want = rows[q["offset"] : q["offset"] + q["limit"]]
+            kw = {k: tuple(v) if isinstance(v, list) else v for k, v in q.items()}
+            if "as_of" in q:
+                kw["as_of"] = T0 + timedelta(seconds=q["as_of"])
+            if "window" in q:
+                lo = T0 + timedelta(seconds=q["window"][0])
+                kw["window"] = Window.between(
+                    lo, lo + timedelta(seconds=q["window"][1]), on="created"
+                )
+            res = cx.find(Query(**kw))
+            want = _model(cx, mids, q)
             assert [m.uri for m in res.memories] == [m.uri for m in want], q
             assert [m.data for m in res.memories] == [m.data for m in want]
 
@@ -1171,3 +1202,34 @@ def test_tags_and_frames_together(cx: Cortex) -> None:
     cx.write(fact("c"), frames=[frame("svc://a")])
     got = ids(cx.find(Query(tags=("t",), frames=("find:service:svc://a",), limit=5)))
     assert got == {a}
+
+
+# --- index keys hold truncated hashes: filters compare the head itself -------------------------
+
+
+def _plant(cx: Cortex, *keys: bytes) -> None:
+    """Add index entries that a hash collision would produce."""
+
+    def txn_fn(txn: Any) -> None:
+        for k in keys:
+            txn.put(k, b"")
+
+    cx._kv.write(txn_fn)
+
+
+def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
+    from cortex import keys as K
+    from cortex.codec import to_micros
+
+    real = cx.write(fact("real"), tags=["t"], frames=[frame("svc://a")]).id
+    impostor = cx.resolve_latest(cx.write(fact("impostor"), tags=["u"], frames=[frame("svc://b")]))
+    h = impostor.head
+    created = to_micros(h.created_at)
+    _plant(
+        cx,
+        K.tag_key("t", created, h.id),
+        K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", h.id),
+    )
+    assert ids(cx.find(Query(tags=("t",), limit=10))) == {real}
+    assert ids(cx.find(Query(frames=("find:service:svc://a",), limit=10))) == {real}
+    assert ids(cx.find(Query(frames=("find:service",), tags=("t",), limit=10))) == {real}
