@@ -377,3 +377,19 @@ def test_hidden_memories_leave_every_tier(cx: Cortex, clock: Clock) -> None:
     assert tier(b, "frame") == []
     owner = cx.context("find", ["svc://a"])
     assert len(owner.tier("pinned")) == 3 and len(owner.tier("outcomes")) == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: issue 4 item 2 / §1.5 ties break by id ascending; the outcomes tier breaks "
+    "equal created times by id descending (reverse index scan), unlike find's newest-first",
+)
+def test_outcome_ties_break_by_id_ascending(cx: Cortex) -> None:
+    from cortex import NewMemory
+
+    uris = cx.write_many([NewMemory(data=Event(kind=f"e{i}"), frames=[A]) for i in range(5)])
+    by_id = sorted((u.id for u in uris), key=lambda m: m.bytes)
+    newest_first = [m.id for m in cx.find(Query(types=("Event",), limit=3)).memories]
+    assert newest_first == by_id[:3]
+    b = cx.context("find", ["svc://a"])
+    assert tier(b, "outcomes") == newest_first
