@@ -23,6 +23,8 @@ from cortex import (
     MemoryId,
     ObjKind,
     Preference,
+    Query,
+    Reader,
     Verb,
     Weights,
     Window,
@@ -393,3 +395,64 @@ def test_outcome_ties_break_by_id_ascending(cx: Cortex) -> None:
     assert newest_first == by_id[:3]
     b = cx.context("find", ["svc://a"])
     assert tier(b, "outcomes") == newest_first
+
+
+# --- the recall seam: a stand-in lexical index ------------------------------------------------
+
+
+class _Lexical(Cortex):
+    """A Cortex whose "lexical index" scores a memory by how often the text occurs in it."""
+
+    docs: dict[MemoryId, str]
+
+    def _text_search(self) -> Any:
+        def search(txn: Any, text: str, n: int) -> list[tuple[MemoryId, float]]:
+            scored = [(mid, float(doc.count(text))) for mid, doc in self.docs.items()]
+            scored = [p for p in scored if p[1] > 0]
+            scored.sort(key=lambda p: (-p[1], p[0].bytes))
+            return scored[:n]
+
+        return search
+
+
+@pytest.fixture
+def lex(tmp_path: Path, clock: Clock) -> Iterator[_Lexical]:
+    with _Lexical.open(tmp_path / "lex", actor="agent", clock=clock, metasync=False) as store:
+        store.docs = {}
+        yield store
+
+
+def _doc(cx: _Lexical, text: str, **kw: Any) -> MemoryId:
+    mid = cx.write(Fact(statement=text, subject="s", predicate="p"), **kw).id
+    cx.docs[mid] = text
+    return mid
+
+
+def test_text_find_orders_by_score(lex: _Lexical) -> None:
+    one = _doc(lex, "tea")
+    three = _doc(lex, "tea tea tea", visibility="actor_public")
+    two = _doc(lex, "tea tea")
+    _doc(lex, "coffee")
+    res = lex.find(Query(text="tea", limit=10))
+    assert [m.id for m in res.memories] == [three, two, one]
+    assert [h.score for h in res.hits] == [3.0, 2.0, 1.0]
+    assert [h.ranks["lexical"] for h in res.hits] == [1, 2, 3]
+    res = lex.find(Query(text="tea", limit=10, order_by="score", descending=False))
+    assert [m.id for m in res.memories] == [one, two, three]
+    res = lex.find(Query(text="tea", limit=10, reader=Reader(actor="eve")))
+    assert [m.id for m in res.memories] == [three]
+
+
+def test_recall_tier_comes_last_and_dedups(lex: _Lexical) -> None:
+    framed = _doc(lex, "tea framed", frames=[A])
+    pinned = lex.write(Identity(name="tea lover")).id
+    lex.docs[pinned] = "tea lover"
+    loose = _doc(lex, "tea tea loose")
+    b = lex.context("find", ["svc://a"], query="tea")
+    assert tier(b, "pinned") == [pinned]
+    assert tier(b, "frame") == [framed]
+    assert tier(b, "recall") == [loose]
+    assert [h.tier for h in b.hits] == ["pinned", "frame", "recall"]
+    before = trace(lex)
+    lex.context("find", ["svc://a"], query="tea")
+    assert trace(lex) == before
