@@ -1,0 +1,80 @@
+"""Shared helpers for the find / salience / scope / context tests (specs/query.md)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cortex import (
+    Cortex,
+    Fact,
+    Forms,
+    FrameRef,
+    ObjKind,
+    ValidationError,
+    Verb,
+)
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+class Clock:
+    """A settable clock: it returns ``now`` until told otherwise."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, seconds: float = 1.0) -> datetime:
+        self.now += timedelta(seconds=seconds)
+        return self.now
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.now += delta
+        return self.now
+
+    def at(self, when: datetime) -> datetime:
+        self.now = when
+        return when
+
+
+def fact(i: int | str = 1, **kw: Any) -> Fact:
+    kw.setdefault("subject", "user")
+    kw.setdefault("predicate", "likes")
+    return Fact(statement=f"statement {i}", **kw)
+
+
+def frame(
+    ref: str = "svc://a", verb: Verb | str = Verb.FIND, kind: ObjKind | str = ObjKind.SERVICE
+) -> FrameRef:
+    return FrameRef(verb=verb, obj_kind=kind, obj_ref=ref)  # type: ignore[arg-type]
+
+
+def forms(tokens: int, tag: str = "x") -> Forms:
+    """Forms whose short and medium texts are exactly ``tokens`` tokens (4 bytes each)."""
+    text = (tag * (4 * tokens))[: 4 * tokens]
+    return Forms(short=text, medium=text)
+
+
+def trace(cx: Cortex) -> tuple[Any, ...]:
+    """What a pure read must leave unchanged: the journal head, the counts, the use counters."""
+    st = cx.stats()
+    st = {k: v for k, v in st.items() if k not in ("used_bytes", "map_size")}
+    last = next(cx.journal(reverse=True, start=2**62), None)
+    with cx._kv.read() as txn:
+        sal = list(txn.scan(b"sal/"))
+    return (sorted(st.items(), key=str), last, sal)
+
+
+def rejects(field: str, fn: Any, *args: Any, **kw: Any) -> ValidationError:
+    """``fn(*args, **kw)`` raises a ValidationError naming ``field`` (or a sub-field of it)."""
+    with pytest.raises(ValidationError) as info:
+        fn(*args, **kw)
+    err = info.value
+    assert err.field == field or err.field.startswith(field + "."), (err.field, str(err))
+    return err
