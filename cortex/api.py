@@ -95,8 +95,8 @@ class Cortex(Store):
     # -- find ------------------------------------------------------------------------------
 
     def _reader(self, reader: Reader | None) -> Reader:
-        if reader is None:
-            return Reader(actor=self.actor)
+        if reader is None:  # the handle itself is trusted: it reads as the owner
+            return Reader(actor=self.owner)
         if not isinstance(reader, Reader):
             raise ValidationError("reader", "type", "must be a cortex.Reader")
         return reader
@@ -188,8 +188,8 @@ class Cortex(Store):
                 if head.tombstone is not None:
                     raise TombstonedError(f"memory {mid} is tombstoned; it cannot be attested")
                 st = _state(txn, mid)
-                if out is Outcome.FAILURE:
-                    st = msgspec.structs.replace(st, failures=st.failures + 1, last_used_at=now)
+                if out is Outcome.FAILURE:  # counted for audit; a failure is not a use
+                    st = msgspec.structs.replace(st, failures=st.failures + 1)
                 else:
                     st = msgspec.structs.replace(st, citations=st.citations + 1, last_used_at=now)
                 txn.put(salience_key(mid), _seal(SALIENCE_STATE.encode(st, "salience")))
@@ -373,33 +373,37 @@ class Cortex(Store):
     # -- reads as a reader -------------------------------------------------------------------
 
     def _check_visible(self, head: Head, reader: Reader | None) -> None:
-        if reader is None:
-            return
         rd = self._reader(reader)
         if not rd.can_see(head, self.owner, self._now()):
             raise NotFoundError(f"no memory {head.id}")  # exactly what a missing one raises
 
+    def _restricted(self, reader: Reader | None) -> bool:
+        """Whether reads for ``reader`` need a visibility check (not for the owner)."""
+        return reader is not None and self._reader(reader).actor != self.owner
+
     def resolve(self, uri: Uri | str, *, reader: Reader | None = None) -> Memory:
-        """The exact version a URI names; with ``reader``, only if that reader may see it.
+        """The exact version a URI names, if ``reader`` (default: the owner) may see it.
 
         Raises:
             ValidationError: the URI is malformed (e.g. has no version or ``#latest``).
             NotFoundError: no such memory or version, or it is hidden from ``reader``.
             IntegrityError: the head or the version is damaged or missing.
         """
-        if reader is not None:
-            self._check_visible(self._head_of(_as_id(uri, "uri")), reader)
-        return super().resolve(uri)
+        m = super().resolve(uri)
+        if self._restricted(reader):
+            self._check_visible(m.head, reader)
+        return m
 
     def resolve_latest(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> Memory:
         """The current version of a memory (see ``resolve`` for ``reader``)."""
         m = super().resolve_latest(ref)
-        self._check_visible(m.head, reader)
+        if self._restricted(reader):
+            self._check_visible(m.head, reader)
         return m
 
     def history(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> list[Memory]:
         """Every version of a memory, oldest first (see ``resolve`` for ``reader``)."""
-        if reader is not None:
+        if self._restricted(reader):
             self._check_visible(self._head_of(_as_id(ref)), reader)
         return super().history(ref)
 
@@ -412,7 +416,7 @@ class Cortex(Store):
         reader: Reader | None = None,
     ) -> Memory:
         """The version current at ``when`` (``Store.resolve_as_of``; ``reader`` as in resolve)."""
-        if reader is not None:
+        if self._restricted(reader):
             self._check_visible(self._head_of(_as_id(ref)), reader)
         return super().resolve_as_of(ref, when, known_at=known_at)
 
@@ -455,16 +459,26 @@ class ReaderView:
         """``Cortex.history`` as this reader."""
         return self.cx.history(ref, reader=self.reader)
 
+    def resolve_as_of(
+        self, ref: Uri | MemoryId | str, when: datetime, *, known_at: datetime | None = None
+    ) -> Memory:
+        """``Cortex.resolve_as_of`` as this reader."""
+        return self.cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
+
+    def _owner(self) -> bool:
+        return self.reader.actor in (self.cx.owner, self.cx.actor)
+
     def _writable(self, head: Head) -> None:
-        if not self.reader.can_write(head, self.cx.owner, self.cx._now()):
-            if self.reader.can_see(head, self.cx.owner, self.cx._now()):
-                raise ValidationError(
-                    "reader",
-                    "read_only",
-                    f"{self.reader.actor} may not write {head.id}: no "
-                    "writable scope of the reader selects it",
-                )
-            raise NotFoundError(f"no memory {head.id}")
+        now = self.cx._now()
+        if not self.reader.can_see(head, self.cx.owner, now):
+            raise NotFoundError(f"no memory {head.id}")  # hidden looks exactly like missing
+        if not self.reader.can_write(head, self.cx.owner, now):
+            raise ValidationError(
+                "reader",
+                "read_only",
+                f"{self.reader.actor} may not write {head.id}: no writable scope of the reader "
+                "selects it",
+            )
 
     def write(
         self,
@@ -496,7 +510,7 @@ class ReaderView:
             id=mid,
             type=data.TYPE,
             current_version=1,
-            actor_scope=self.reader.actor,
+            actor_scope=self.cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
             tags=tuple(tags),
@@ -505,7 +519,7 @@ class ReaderView:
             last_updated_at=now,
         )
         if not (
-            self.reader.actor == self.cx.owner
+            self._owner()
             or any(s.writable and s.active(now) and s.selects(probe) for s in self.reader.scopes)
         ):
             raise ValidationError(
@@ -533,7 +547,10 @@ class ReaderView:
     def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> Uri:
         """``Cortex.update`` through a writable scope that selects the memory."""
         self._writable(self.cx._head_of(_as_id(ref, "uri")))
-        kw.setdefault("created_by", self.reader.actor)
+        if kw.setdefault("created_by", self.reader.actor) != self.reader.actor:
+            raise ValidationError(
+                "created_by", "reader", f"a write through a view is by {self.reader.actor}"
+            )
         return self.cx.update(ref, data, **kw)
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:

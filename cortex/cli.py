@@ -1132,7 +1132,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"cortex {__version__}")
     p.add_argument("--store", metavar="PATH", help="the store directory (or CORTEX_STORE)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    p.add_argument("--actor", help="who is acting (or CORTEX_ACTOR; default 'cli')")
+    p.add_argument(
+        "--actor",
+        help="who is acting (or CORTEX_ACTOR; default 'cli')",
+    )
     common = _common()
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in _COMMANDS:

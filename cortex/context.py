@@ -101,7 +101,8 @@ def objects_of(objects: Sequence[Any] | str) -> list[FrameMatch]:
             kind, ref = o
         elif isinstance(o, str):
             head, sep, tail = o.partition(":")
-            if sep and ObjKind.coerce(head) is not None:
+            # "kind:ref" names a kind; "service://x" is a reference that happens to look so
+            if sep and ObjKind.coerce(head) is not None and not tail.startswith("//"):
                 kind, ref = head, tail
             else:
                 kind, ref = None, o
@@ -216,19 +217,15 @@ def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> 
         assert o.obj_ref is not None
         prefix = IDX_ACTOR_OBJ + bytes((verb,)) + obj_hash(o.obj_ref)
         n = 0
-        for key in ex.txn.keys(prefix, reverse=True):
+        for _, mid in ex.created_scan(prefix, True):  # newest first, ties by id ascending
             if n >= per:
                 break
-            mid = MemoryId._trusted(key[-_ID:])
             if mid in got:
                 continue
             row = ex.accept(mid)
             if row is None or row.head.type is not MemoryType.EVENT:
                 continue
-            if o.obj_kind is not None and not any(
-                f.verb is verb and f.obj_kind is o.obj_kind and f.obj_ref == o.obj_ref
-                for f in row.head.frames
-            ):
+            if not _framed_with(row.head.frames, verb, o):
                 continue
             c = Candidate(row)
             c.salience = ex.salience_of(row)
@@ -236,6 +233,15 @@ def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> 
             got.add(mid)
             n += 1
     return out
+
+
+def _framed_with(frames: Sequence[FrameRef], verb: Verb, o: FrameMatch) -> bool:
+    return any(
+        f.verb is verb
+        and f.obj_ref == o.obj_ref
+        and (o.obj_kind is None or f.obj_kind is o.obj_kind)
+        for f in frames
+    )
 
 
 def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch], limit: int) -> list[Candidate]:
@@ -254,8 +260,8 @@ def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch], limit: int) -> 
                     continue
                 n += 1
                 row = ex.accept(mid)
-                if row is None:
-                    continue
+                if row is None or not _framed_with(row.head.frames, verb, o):
+                    continue  # index keys hold hashes: compare the head's own frames
                 c = Candidate(row)
                 c.salience = ex.salience_of(row)
                 out[mid] = c

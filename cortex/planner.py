@@ -203,7 +203,7 @@ class Executor:
 
     # -- index scans --------------------------------------------------------------------------
 
-    def _created_scan(self, prefix: bytes, descending: bool) -> Iterator[tuple[int, MemoryId]]:
+    def created_scan(self, prefix: bytes, descending: bool) -> Iterator[tuple[int, MemoryId]]:
         """``(created_us, id)`` under an index keyed ``prefix u64(created) id16``.
 
         In created order (newest first when ``descending``), ties by id ascending, inside the
@@ -244,7 +244,7 @@ class Executor:
 
     def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
         streams = [
-            self._created_scan(IDX_TYPE + bytes((t,)), descending) for t in sorted(self.plan.types)
+            self.created_scan(IDX_TYPE + bytes((t,)), descending) for t in sorted(self.plan.types)
         ]
         if len(streams) == 1:
             merged: Iterator[tuple[int, MemoryId]] = streams[0]
@@ -257,7 +257,7 @@ class Executor:
 
     def ids_of_type(self, t: MemoryType) -> Iterator[MemoryId]:
         """Ids of one type, newest first (inside the plan's created window and as_of)."""
-        for _, mid in self._created_scan(IDX_TYPE + bytes((t,)), True):
+        for _, mid in self.created_scan(IDX_TYPE + bytes((t,)), True):
             yield mid
 
     def _tag_ids(self, descending: bool) -> Iterator[MemoryId]:
@@ -273,7 +273,7 @@ class Executor:
         if p.types:
             groups.append([IDX_TYPE + bytes((t,)) for t in sorted(p.types)])
         if len(groups) == 1:
-            for _, mid in self._created_scan(groups[0][0], descending):
+            for _, mid in self.created_scan(groups[0][0], descending):
                 yield mid
             return
         lo, hi = self._created_bounds()
@@ -320,7 +320,11 @@ class Executor:
         seen: set[MemoryId] = set()
         for mid in p.from_:
             head = self.head(mid)
-            if head is None or not self.reader.can_see(head, self.owner, self.now):
+            if (
+                head is None
+                or not self.reader.can_see(head, self.owner, self.now)
+                or (p.as_of is not None and to_micros(head.created_at) > p.as_of)
+            ):
                 raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
             if mid not in seen:
                 seen.add(mid)
@@ -343,7 +347,7 @@ class Executor:
                         if p.edge_types is not None and et not in p.edge_types:
                             continue
                         rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
-                        if rec.removed_at is not None:
+                        if not self._edge_live(rec):
                             continue
                         other = d if outgoing else s
                         if other not in seen:
@@ -353,11 +357,26 @@ class Executor:
             hop += 1
 
     def _passable(self, head: Head) -> bool:
-        """Whether a walk may go on through ``head`` (visible and live)."""
+        """Whether a walk may go on through ``head``: visible, and live at the query's time."""
         p = self.plan
-        if head.tombstone is not None and not p.include_tombstoned:
+        if p.as_of is not None and to_micros(head.created_at) > p.as_of:
+            return False
+        if (
+            head.tombstone is not None
+            and not p.include_tombstoned
+            and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
+        ):
             return False
         return self.reader.can_see(head, self.owner, self.now)
+
+    def _edge_live(self, rec: EdgeRecord) -> bool:
+        """Whether an edge is followed: not removed (with ``as_of``: existing then)."""
+        p = self.plan
+        if p.as_of is None:
+            return rec.removed_at is None
+        if to_micros(rec.created_at) > p.as_of:
+            return False
+        return rec.removed_at is None or to_micros(rec.removed_at) > p.as_of
 
     # -- running ------------------------------------------------------------------------------
 

@@ -170,18 +170,24 @@ def field_names(type_: MemoryType | str | None = None) -> list[str]:
     return names
 
 
-def _field_kind(path: str, types: frozenset[MemoryType]) -> _Kind:
+def _field_kinds(path: str, types: frozenset[MemoryType]) -> dict[_Kind, frozenset[MemoryType]]:
+    """The kinds a field has, each with the memory types it has it in (all for head/version).
+
+    A data field may differ by type (``data.strength``: an enum on Constraint, a number on
+    Preference and Pattern); predicates compare each memory by its own type's kind.
+    """
     kind = _HEAD_FIELDS.get(path) or _VERSION_FIELDS.get(path)
     if kind is not None:
-        return kind
+        return {kind: frozenset(MemoryType)}
     if path.startswith("data."):
         pool = types or frozenset(MemoryType)
-        kinds = {_DATA_FIELDS[t][path] for t in pool if path in _DATA_FIELDS[t]}
-        if len(kinds) == 1:
-            return kinds.pop()
-        if len(kinds) > 1:
-            # same name, different types across memory types (rare): compare as text
-            return _Kind(str, any(k.many for k in kinds))
+        kinds: dict[_Kind, set[MemoryType]] = {}
+        for t in pool:
+            k = _DATA_FIELDS[t].get(path)
+            if k is not None:
+                kinds.setdefault(k, set()).add(t)
+        if kinds:
+            return {k: frozenset(ts) for k, ts in kinds.items()}
         where = ", ".join(sorted(t.type_name for t in pool))
         raise ValidationError(
             "where", "unknown_field", f"{path} is not a data field of {where}; see field_names()"
@@ -255,6 +261,8 @@ class Predicate:
 
 def _coerce_value(path: str, kind: _Kind, value: object) -> Any:
     py = kind.py
+    if py is MemoryType:
+        return memory_type(value, "where")
     if issubclass(py, CodedEnum):
         m = py.coerce(value)
         if m is None:
@@ -262,15 +270,16 @@ def _coerce_value(path: str, kind: _Kind, value: object) -> Any:
                 "where", "value", f"{path} is one of {py.labels()}, got {value!r}"
             )
         return m
-    if py is MemoryType:  # pragma: no cover - MemoryType is a CodedEnum, handled above
-        return memory_type(value, "where")
     if py is MemoryId:
         if isinstance(value, MemoryId):
             return value
         if isinstance(value, Uri):
             return value.id
         if isinstance(value, str):
-            return MemoryId.parse(value)
+            try:
+                return MemoryId.parse(value)
+            except ValidationError as exc:
+                raise ValidationError("where", "value", f"{path}: {exc.message}") from None
     elif py is datetime:
         if isinstance(value, datetime):
             if value.tzinfo is None:
@@ -280,10 +289,8 @@ def _coerce_value(path: str, kind: _Kind, value: object) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
     elif py is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value  # ints and floats compare numerically
     elif py is bool:
         if isinstance(value, bool):
             return value
@@ -305,6 +312,41 @@ def _norm(kind: _Kind, v: Any) -> Any:
     return v
 
 
+def _dispatch(
+    path: str,
+    types: frozenset[MemoryType],
+    build: Callable[[_Kind], Callable[[_Row], bool]],
+    otherwise: bool = False,
+) -> Callable[[_Row], bool]:
+    """A checker comparing each memory by its own type's kind of ``path``.
+
+    ``build`` makes the checker for one kind and raises ``ValidationError`` when the value
+    does not fit that kind. A memory whose type lacks the field, or whose kind the value does
+    not fit, gets ``otherwise`` (true only for ``Ne``); if the value fits no kind at all the
+    first error is raised.
+    """
+    checks: dict[MemoryType, Callable[[_Row], bool]] = {}
+    errors: list[ValidationError] = []
+    kinds = _field_kinds(path, types)
+    for kind, ts in kinds.items():
+        try:
+            fn = build(kind)
+        except ValidationError as exc:
+            errors.append(exc)
+            continue
+        if len(kinds) == 1 and len(ts) == len(MemoryType):
+            return fn
+        checks.update(dict.fromkeys(ts, fn))
+    if not checks:
+        raise errors[0]
+
+    def check(row: _Row) -> bool:
+        fn = checks.get(row.head.type)
+        return otherwise if fn is None else fn(row)
+
+    return check
+
+
 _OPS: Final[Mapping[str, Callable[[Any, Any], bool]]] = {
     "eq": lambda a, b: a == b,
     "ne": lambda a, b: a != b,
@@ -322,7 +364,9 @@ class _Compare(Predicate):
     OP: ClassVar[str] = "eq"
 
     def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
-        kind = _field_kind(self.field, types)
+        return _dispatch(self.field, types, self._build, otherwise=self.OP == "ne")
+
+    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
         op = self.OP
         if op in ("lt", "le", "gt", "ge") and not kind.orderable:
             raise ValidationError(
@@ -399,9 +443,11 @@ class In(Predicate):
     values: tuple[Any, ...]
 
     def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
-        kind = _field_kind(self.field, types)
         if isinstance(self.values, str | bytes) or not isinstance(self.values, Iterable):
             raise ValidationError("where", "value", f"in({self.field}) takes a list of values")
+        return _dispatch(self.field, types, self._build)
+
+    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
         wanted = frozenset(_coerce_value(self.field, kind, v) for v in self.values)
         path = self.field
         if kind.many:
@@ -433,7 +479,9 @@ class Matches(Predicate):
     pattern: str
 
     def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
-        kind = _field_kind(self.field, types)
+        return _dispatch(self.field, types, self._build)
+
+    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
         if kind.py is not str and not issubclass(kind.py, CodedEnum):
             raise ValidationError(
                 "where", "operator", f"matches needs a text field, not {self.field}"

@@ -190,9 +190,15 @@ class Reader(msgspec.Struct, frozen=True, kw_only=True):
         return any(s.active(now) and s.selects(head) for s in self.scopes)
 
     def can_write(self, head: Head, owner: str, now: datetime) -> bool:
-        """Whether the reader may write ``head`` (its owner, or through a writable scope)."""
+        """Whether the reader may write ``head``.
+
+        The owner may; anyone else only a memory it can see that one of its writable, active
+        scopes selects.
+        """
         if self.is_owner(head, owner):
             return True
+        if not self.can_see(head, owner, now):
+            return False
         return any(s.writable and s.active(now) and s.selects(head) for s in self.scopes)
 
     def token_cap(self, now: datetime) -> int | None:

@@ -518,21 +518,24 @@ class Store:
     def __init__(
         self,
         kv: LmdbKV,
-        actor: str,
+        actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._kv = kv
-        self.actor = actor
+        self._acting = actor
+        self.actor = actor or ""
         self._clock = clock or _now_utc
         self.format = self._check_format()
+        if actor is None:
+            self.actor = self.format.owner
 
     @classmethod
     def open(
         cls,
         path: str | os.PathLike[str],
         *,
-        actor: str,
+        actor: str | None,
         create: bool = True,
         readonly: bool = False,
         metasync: bool = True,
@@ -544,7 +547,8 @@ class Store:
 
         Args:
             path: the store directory.
-            actor: who is writing; the actor that creates a store owns it.
+            actor: who is writing; the actor that creates a store owns it. ``None`` acts as
+                the store's owner (an existing store only: tools that inspect a store).
             create: create the directory and initialise the store if it is new.
             readonly: open for reading only.
             metasync: ``False`` trades the durability of the last commits on an OS crash for
@@ -558,10 +562,11 @@ class Store:
             MigrationRequiredError: the store is older; run ``cortex migrate``.
             ValidationError: ``actor`` is empty or too long.
         """
-        try:
-            _short.enc(actor)
-        except _Invalid as exc:
-            raise ValidationError("actor", exc.rule, exc.message) from None
+        if actor is not None:
+            try:
+                _short.enc(actor)
+            except _Invalid as exc:
+                raise ValidationError("actor", exc.rule, exc.message) from None
         kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
         try:
             return cls(kv, actor, clock=clock, **options)
@@ -643,6 +648,10 @@ class Store:
         return record
 
     def _init_format(self, txn: WriteTxn) -> FormatRecord:
+        if self._acting is None:
+            raise ValidationError(
+                "actor", "required", "a new store needs an actor (its owner): pass actor=…"
+            )
         if txn.get(meta_key("format")) is not None:  # another process won the race
             raw = txn.get(meta_key("format"))
             assert raw is not None

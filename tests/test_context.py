@@ -381,11 +381,6 @@ def test_hidden_memories_leave_every_tier(cx: Cortex, clock: Clock) -> None:
     assert len(owner.tier("pinned")) == 3 and len(owner.tier("outcomes")) == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: issue 4 item 2 / §1.5 ties break by id ascending; the outcomes tier breaks "
-    "equal created times by id descending (reverse index scan), unlike find's newest-first",
-)
 def test_outcome_ties_break_by_id_ascending(cx: Cortex) -> None:
     from cortex import NewMemory
 

@@ -304,10 +304,6 @@ def test_head_tombstoned_predicate(cx: Cortex, zoo: dict[str, MemoryId]) -> None
     assert where(cx, Eq("head.tombstoned", False), F, include_tombstoned=True) == {zoo["f1"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §1.4 'ints and floats compare numerically' but an int field rejects 6.5",
-)
 def test_int_field_compares_numerically_with_a_float(cx: Cortex, zoo: dict[str, MemoryId]) -> None:
     assert where(cx, Gt("head.importance", 6.5)) == {zoo["f1"], zoo["e2"]}
 
@@ -377,11 +373,6 @@ def test_bad_predicates_are_rejected_naming_where(
     assert trace(cx) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §1 a malformed id compared with head.id must be rejected naming 'where'; "
-    "the error names 'id'",
-)
 def test_bad_id_value_is_rejected_naming_where(cx: Cortex, zoo: dict[str, MemoryId]) -> None:
     rejects("where", cx.find, Query(types=F, where=Eq("head.id", "not-an-id"), limit=5))
 
@@ -1011,11 +1002,6 @@ def test_walk_from_missing_or_hidden_start(cx: Cortex, graph: dict[str, MemoryId
     assert str(a.value).replace(str(missing), "?") == str(b.value).replace(str(g["A"]), "?")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §1.2/§1.7 with as_of a memory tombstoned after as_of counts as live, but the "
-    "walk refuses to pass through it",
-)
 def test_walk_as_of_passes_memories_tombstoned_later(
     cx: Cortex, clock: Clock, graph: dict[str, MemoryId]
 ) -> None:
@@ -1175,12 +1161,6 @@ def test_a_shared_field_compares_within_its_type(
     assert got == {n["pref"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §1.4 data.strength is an enum on Constraint and a float on Preference/Pattern; "
-    "without types narrowing it, the value is compared as text: an enum label never matches "
-    "and a number is rejected",
-)
 @pytest.mark.parametrize(
     ("q", "want"),
     [
@@ -1235,11 +1215,6 @@ def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
     assert ids(cx.find(Query(frames=("find:service",), tags=("t",), limit=10))) == {real}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §1.2 with as_of a memory created later does not exist, and §1.7 a walk from "
-    "a start that does not exist raises NotFoundError; the walk runs from it instead",
-)
 def test_walk_as_of_from_a_start_created_later(cx: Cortex, clock: Clock) -> None:
     a = cx.write(fact("a")).id
     clock.advance(DAY)

@@ -194,11 +194,6 @@ def test_attest_failure_is_counted_apart(cx: Cortex) -> None:
     assert st.failures == 1 and st.citations == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §2 a failure attestation 'does not raise salience', but it refreshes the "
-    "last-use time, so recency (and salience) rises",
-)
 def test_attest_failure_does_not_raise_salience(cx: Cortex, clock: Clock) -> None:
     a = cx.write(fact("a")).id
     clock.advance(100 * DAY)

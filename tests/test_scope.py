@@ -447,11 +447,6 @@ def test_writes_to_hidden_or_missing_memories_look_the_same(
     assert trace(cx) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §3 a private memory is hidden from a scoped reader, yet a writable scope "
-    "that selects it lets the reader update or tombstone it",
-)
 def test_a_writable_scope_cannot_write_a_private_memory(
     world: tuple[Cortex, dict[str, Uri]],
 ) -> None:
@@ -479,12 +474,6 @@ def test_view_find_overrides_the_query_reader(world: tuple[Cortex, dict[str, Uri
     assert {m.id for m in res.memories} == {n["pub"].id, n["pub_out"].id}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: §3 the memory's actor is an owner; through a store handle opened by bob, "
-    "bob's own view may update bob's memories but not write a new one (owner check compares "
-    "the store owner only)",
-)
 def test_the_memorys_actor_writes_through_its_own_view(tmp_path: Path, clock: Clock) -> None:
     path = tmp_path / "s"
     with Cortex.open(path, actor="owner", clock=clock, metasync=False):
