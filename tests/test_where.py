@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -286,3 +287,16 @@ def test_parsed_predicates_run_in_find(tmp_path: Path) -> None:
 
 def test_the_package_exports_parse_where() -> None:
     assert cortex.parse_where is parse_where and cortex.format_where is format_where
+
+
+def test_the_spec_examples_parse_as_documented() -> None:
+    spec = (Path(__file__).resolve().parent.parent / "specs" / "query.md").read_text("utf-8")
+    section = spec[spec.index("## 6. The where syntax") :]
+    rows = re.findall(r"^\| `(.+?)` \| `(.+?)` \|$", section, re.M)
+    assert len(rows) >= 4
+    names = {n: getattr(cortex, n) for n in ("And", "Or", "Not", "Eq", "Ne", "Lt", "Le", "Gt")}
+    names |= {n: getattr(cortex, n) for n in ("Ge", "In", "HasTag", "Matches")}
+    for text, tree in rows:
+        expected = eval(tree, {"datetime": datetime, "UTC": UTC, **names})
+        assert parse_where(text) == expected, text
+        assert parse_where(format_where(expected)) == expected
