@@ -687,7 +687,7 @@ def _edge_types_arg(text: str) -> tuple[EdgeType, ...]:
 def _hops_arg(text: str) -> tuple[int, int]:
     low, sep, high = text.partition("..")
     try:
-        return (int(low), int(high)) if sep else (1, int(low))
+        return (int(low), int(high)) if sep else (min(1, int(low)), int(low))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not MIN..MAX or N (1..N)") from None
 
@@ -803,8 +803,13 @@ def _find_args(p: argparse.ArgumentParser) -> None:
         help="default score for --text/--near, hop for walks, created otherwise",
     )
     d = o.add_mutually_exclusive_group()
-    d.add_argument("--asc", dest="descending", action="store_false", default=None)
-    d.add_argument("--desc", dest="descending", action="store_true", help="the order's direction")
+    d.add_argument("--asc", dest="descending", action="store_false", default=None, help="ascending")
+    d.add_argument(
+        "--desc",
+        dest="descending",
+        action="store_true",
+        help="descending (the default but for hop)",
+    )
     o.add_argument("--limit", type=int, default=10, help="at most N hits (default 10)")
     o.add_argument("--offset", type=int, default=0, help="skip N ordered hits")
     o.add_argument("--budget", type=int, metavar="TOKENS", help="fit the forms in TOKENS")

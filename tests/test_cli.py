@@ -597,6 +597,7 @@ def test_find_walks_edges(
                  "--direction", "in", "--hops", "1..2")
     ) == [w["goal"], w["new"]]  # fmt: skip
     assert _uris(run_json(capsys, "find", "--from", w["home"], "--follow", "supersedes")) == []
+    assert _uris(run_json(capsys, "find", "--from", w["home"], "--hops", "0")) == [w["home"]]
     rc, out, _ = run(capsys, "find", "--from", w["new"], "--hops", "2")
     assert rc == 0 and out.splitlines()[0].split() == ["#", "uri", "salience", "hop", "text"]
     rc, _, err = run(capsys, "find", "--from", "01HWT0D7G00000000000000001")
