@@ -91,6 +91,7 @@ from cortex.store import (
     VerifyReport,
 )
 from cortex.transfer import ExportReport, export_store, import_bundle
+from cortex.where import format_where, parse_where
 
 __all__ = [
     "FORMAT_VERSION",
@@ -181,8 +182,10 @@ __all__ = [
     "encode_data",
     "export_store",
     "field_names",
+    "format_where",
     "import_bundle",
     "new_id",
+    "parse_where",
     "render",
     "render_full",
     "render_medium",

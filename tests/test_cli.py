@@ -10,13 +10,28 @@ import re
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import lmdb
 import pytest
 
-from cortex import Cortex, Fact, Uri, cli
+from cortex import (
+    Cortex,
+    EdgeType,
+    Event,
+    Fact,
+    FrameRef,
+    Goal,
+    GoalStatus,
+    JournalKind,
+    ObjKind,
+    Uri,
+    Verb,
+    Visibility,
+    cli,
+)
 from cortex.cli import main
 from cortex.keys import version_key
 from tests import workers
@@ -411,6 +426,335 @@ def test_diff_is_field_level(store: Path, fact: Uri, capsys: pytest.CaptureFixtu
 
 
 # ---------------------------------------------------------------------------------------------
+# Find, context, facets, about, attest
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+@pytest.fixture
+def world(store: Path) -> dict[str, Uri]:
+    """A few memories of several types, tags, frames, times and edges (owner: tester)."""
+    trip = FrameRef(verb=Verb.SCHEDULE, obj_kind=ObjKind.PLAN, obj_ref="trip")
+    with Cortex.open(store, actor="tester") as cx:
+        w = {
+            "home": cx.write(
+                Fact(statement="Ada lives in Zürich", subject="ada", predicate="home_city"),
+                tags=("people",),
+                importance=7,
+            ),
+            "job": cx.write(
+                Fact(statement="Ada codes", subject="ada", predicate="skill", confidence=0.4),
+                tags=("people", "urgent"),
+                importance=3,
+            ),
+            "bob": cx.write(
+                Fact(statement="Bob cooks", subject="bob", predicate="skill"),
+                tags=("people",),
+                visibility=Visibility.ACTOR_PUBLIC,
+            ),
+            "goal": cx.write(
+                Goal(statement="plan the trip", status=GoalStatus.ACTIVE), frames=[trip]
+            ),
+            "old": cx.write(
+                Event(kind="flight", occurred_at=NOW - timedelta(days=40), counterparty="ada"),
+                frames=[trip],
+            ),
+            "new": cx.write(
+                Event(kind="hotel", occurred_at=NOW - timedelta(days=2), counterparty="SWISS"),
+                frames=[trip],
+            ),
+        }
+        cx.add_edge(w["new"], EdgeType.PART_OF, w["goal"])
+        cx.add_edge(w["goal"], EdgeType.REFERENCES, w["home"])
+    return w
+
+
+def _uris(obj: Any) -> list[str]:
+    return [h["uri"] for h in obj["hits"]]
+
+
+def test_find_json_and_table(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj = run_json(capsys, "find", "--type", "fact")
+    assert _uris(obj) == [str(world[k]) for k in ("bob", "job", "home")]  # newest first
+    assert obj["plan"] == "type index, order by created" and obj["dropped"] == []
+    hit = obj["hits"][0]
+    assert set(hit) == {"uri", "text", "tokens", "salience", "score", "hop", "ranks", "scores"}
+    assert hit["text"] == "skill(bob)=Bob cooks" and hit["hop"] is None
+    assert obj["tokens"] == sum(h["tokens"] for h in obj["hits"]) > 0
+    rc, out, err = run(capsys, "find", "--type", "fact", "--tag", "urgent")
+    assert (rc, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0].split() == ["#", "uri", "salience", "text"]
+    assert lines[1].split()[:2] == ["1", str(world["job"])] and "skill(ada)=Ada codes" in lines[1]
+    assert re.fullmatch(r"1 hit\(s\), \d+ tokens; tag index, order by created", lines[-1])
+    rc, out, _ = run(capsys, "find", "--type", "pattern")
+    assert rc == 0 and out == "no memories found (type index, order by created)\n"
+
+
+def test_find_where_tags_frames(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def find(*argv: str) -> list[str]:
+        return _uris(run_json(capsys, "find", *argv))
+
+    w = {k: str(v) for k, v in world.items()}
+    assert find("--type", "fact", "--where", 'data.subject = "ada" and head.importance >= 5') == [
+        w["home"]
+    ]
+    assert find(
+        "--tag", "people", "--where", "not (data.confidence < 0.5 or data.subject in [bob])"
+    ) == [w["home"]]
+    assert find("--tag", "people", "--where", r'data.statement ~ "^A.*s$"') == [w["job"]]
+    assert find("--tag", "people", "--tag", "urgent") == [w["job"]]
+    assert find("--type", "fact", "--where", "has_tag(urgent) or data.subject = bob") == [
+        w["bob"],
+        w["job"],
+    ]
+    assert find("--frame", "schedule:plan:trip", "--type", "event") == [w["new"], w["old"]]
+    assert find("--frame", "schedule", "--type", "goal") == [w["goal"]]
+    assert find("--frame", "schedule:plan:other") == []
+
+
+def test_find_windows(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def find(*argv: str) -> list[str]:
+        return _uris(run_json(capsys, "find", "--type", "event", *argv))
+
+    new, old = str(world["new"]), str(world["old"])
+    assert find("--recent", "7") == [new]  # own time: occurred_at
+    assert find("--recent", "7", "--on", "created") == [new, old]
+    assert find("--until", (NOW - timedelta(days=10)).isoformat()) == [old]
+    assert find("--since", (NOW - timedelta(days=10)).isoformat(), "--until", "now") == [new]
+    assert find("--recent", "1", "--on", "updated") == [new, old]
+    rc, _, err = run(capsys, "find", "--type", "event", "--on", "created")
+    assert rc == 2 and "--on needs a window" in err and err.count("\n") == 1
+    rc, _, err = run(capsys, "find", "--type", "event", "--recent", "2", "--since", "now")
+    assert rc == 1 and "window.days: give days or start, not both" in err
+
+
+def test_find_order_limit_offset_budget_form(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def find(*argv: str) -> Any:
+        return run_json(capsys, "find", "--type", "fact", *argv)
+
+    w = {k: str(v) for k, v in world.items()}
+    assert _uris(find("--asc")) == [w["home"], w["job"], w["bob"]]
+    assert _uris(find("--order-by", "importance")) == [w["home"], w["bob"], w["job"]]
+    assert _uris(find("--order-by", "importance", "--asc", "--limit", "1")) == [w["job"]]
+    assert _uris(find("--offset", "1", "--limit", "1")) == [w["job"]]
+    rc, out, _ = run(capsys, "find", "--type", "fact", "--offset", "2")
+    assert rc == 0 and out.splitlines()[1].startswith(f"3  {w['home']}")
+    budgeted = find("--budget", "15")
+    assert budgeted["tokens"] <= 15 and len(budgeted["dropped"]) >= 1
+    assert set(_uris(budgeted)) | set(budgeted["dropped"]) == {w["home"], w["job"], w["bob"]}
+    rc, out, _ = run(capsys, "find", "--type", "fact", "--budget", "15")
+    assert rc == 0 and "the budget dropped" in out
+    medium = find("--tag", "urgent", "--form", "medium")["hits"][0]["text"]
+    assert medium.startswith("skill(ada)=Ada codes — ") and "confidence 0.40" in medium
+    full = find("--form", "full", "--limit", "1")["hits"][0]["text"]
+    assert full.startswith("Fact: ") and "\nsubject: bob" in full
+    rc, out, _ = run(capsys, "find", "--type", "fact", "--form", "full", "--limit", "1")
+    assert rc == 0 and "\n    subject: bob\n" in out
+    rc, _, err = run(capsys, "find", "--type", "fact", "--order-by", "score")
+    assert rc == 1 and "order_by: order_by='score' needs text or near" in err
+    rc, _, err = run(capsys, "find", "--type", "fact", "--limit", "0")
+    assert rc == 1 and "limit: must be an integer 1..100000" in err
+
+
+def test_find_as_of_and_tombstoned(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = world["home"]
+    created = run_json(capsys, "show", str(home))["version"]["created_at"]
+    run(capsys, "update", str(home), '{"statement": "Ada lives in Basel"}', "--merge")
+    run(capsys, "tombstone", str(world["job"]), "--reason", "wrong")
+    w = {k: str(v) for k, v in world.items()}
+    v2 = str(Uri(home.type, home.id, 2))
+    assert _uris(run_json(capsys, "find", "--type", "fact")) == [w["bob"], v2]
+    past = run_json(capsys, "find", "--type", "fact", "--as-of", created)
+    assert str(home) in _uris(past) and w["job"] not in _uris(past)
+    assert w["job"] in _uris(run_json(capsys, "find", "--type", "fact", "--include-tombstoned"))
+
+
+def test_find_walks_edges(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = {k: str(v) for k, v in world.items()}
+    obj = run_json(capsys, "find", "--from", w["new"])
+    assert _uris(obj) == [w["goal"]] and obj["hits"][0]["hop"] == 1
+    obj = run_json(capsys, "find", "--from", str(world["new"].id), "--hops", "2")
+    assert _uris(obj) == [w["goal"], w["home"]] and [h["hop"] for h in obj["hits"]] == [1, 2]
+    assert _uris(run_json(capsys, "find", "--from", w["new"], "--hops", "0..1")) == [
+        w["new"],
+        w["goal"],
+    ]
+    assert _uris(
+        run_json(capsys, "find", "--from", w["home"], "--follow", "part_of,references",
+                 "--direction", "in", "--hops", "1..2")
+    ) == [w["goal"], w["new"]]  # fmt: skip
+    assert _uris(run_json(capsys, "find", "--from", w["home"], "--follow", "supersedes")) == []
+    assert _uris(run_json(capsys, "find", "--from", w["home"], "--hops", "0")) == [w["home"]]
+    rc, out, _ = run(capsys, "find", "--from", w["new"], "--hops", "2")
+    assert rc == 0 and out.splitlines()[0].split() == ["#", "uri", "salience", "hop", "text"]
+    rc, _, err = run(capsys, "find", "--from", "01HWT0D7G00000000000000001")
+    assert rc == 1 and "no memory" in err
+    rc, _, err = run(capsys, "find", "--from", w["new"], "--hops", "1..9")
+    assert rc == 1 and "follow.max_hops: must be an integer 0..6" in err
+
+
+def test_find_record_access_counts_a_use(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_json(capsys, "find", "--type", "goal")
+    with Cortex.open(store, actor="t") as cx:
+        assert cx.salience_state(world["goal"]).accesses == 0
+    run_json(capsys, "find", "--type", "goal", "--record-access")
+    with Cortex.open(store, actor="t") as cx:
+        assert cx.salience_state(world["goal"]).accesses == 1
+
+
+def test_find_reads_as_the_actor_or_the_owner(
+    store: Path,
+    world: dict[str, Uri],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert len(run_json(capsys, "find", "--type", "fact")["hits"]) == 3  # tester owns the store
+    # another actor sees only what is actor_public
+    assert _uris(run_json(capsys, "--actor", "stranger", "find", "--type", "fact")) == [
+        str(world["bob"])
+    ]
+    monkeypatch.delenv("CORTEX_ACTOR")  # no acting name given: read as the owner, like show
+    assert len(run_json(capsys, "find", "--type", "fact")["hits"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--text", "ada"], "text: this store has no lexical index"),
+        (["--near", "ada"], "near: vector search needs an embedder"),
+        (["--type", "fact", "--where", "data.x = "], "where: at column 10: expected a value"),
+        (["--type", "fact", "--where", "subject = ada"], "'subject' is not a field"),
+        (["--type", "fact", "--where", "data.nope = 1"], "data.nope is not a data field"),
+        (["--type", "fact", "--where", "head.importance = high"], "head.importance holds int"),
+        (["--type", "fact", "--where", "data.subject < [a]"], "expected a value"),
+    ],
+)
+def test_find_errors_are_one_line(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str], argv: list[str],
+    needle: str,
+) -> None:  # fmt: skip
+    rc, out, err = run(capsys, "find", *argv)
+    assert rc == 1 and out == "" and err.startswith("cortex: ") and err.count("\n") == 1
+    assert needle in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "a find starts from an index: add --type"),
+        (["--where", "data.x = 1"], "a find starts from an index"),
+        (["--type", "fact", "--follow", "part_of"], "add --from"),
+        (["--type", "fact", "--hops", "2"], "add --from"),
+        (["--frame", "look"], "argument --frame: 'look': must be one of find"),
+        (["--frame", "find::x"], "a reference needs its kind"),
+        (["--frame", "find:thing"], "'find:thing': must be one of service"),
+        (["--from", "x", "--hops", "a..b"], "is not MIN..MAX"),
+        (["--from", "x", "--follow", "likes"], "'likes' is not one of"),
+        (["--type", "fact", "--asc", "--desc"], "not allowed with argument"),
+        (["--type", "fruit"], "is not a memory type"),
+    ],
+)
+def test_find_usage_errors_exit_2(
+    store: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    rc, out, err = run(capsys, "find", *argv)
+    assert rc == 2 and out == "" and needle in err
+
+
+def test_context(store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]) -> None:
+    w = {k: str(v) for k, v in world.items()}
+    rc, out, err = run(capsys, "context", "schedule", "plan:trip")
+    assert (rc, err) == (0, "")
+    assert out.startswith("## pinned\n- [active] plan the trip")
+    assert "## outcomes\n- hotel with SWISS" in out and f"[{w['old']}]" in out
+    obj = run_json(capsys, "context", "schedule", "trip", "--budget", "200", "--form", "short")
+    assert obj["verb"] == "schedule" and obj["budget"] == 200 and obj["dropped"] == []
+    assert list(obj["tiers"]) == ["pinned", "outcomes", "frame", "recall"]
+    assert [h["uri"] for h in obj["tiers"]["pinned"]] == [w["goal"]]
+    assert [h["uri"] for h in obj["tiers"]["outcomes"]] == [w["new"], w["old"]]
+    assert obj["tiers"]["pinned"][0]["tier"] == "pinned"
+    assert obj["tokens"] == sum(h["tokens"] for t in obj["tiers"].values() for h in t)
+    tight = run_json(capsys, "context", "schedule", "trip", "--budget", "10")
+    assert tight["dropped"] and len(tight["dropped"]) + sum(map(len, tight["tiers"].values())) == 3
+    rc, out, _ = run(capsys, "context", "schedule", "trip", "--budget", "10")
+    assert rc == 0 and "## dropped (" in out
+    rc, out, _ = run(capsys, "--actor", "stranger", "context", "build", "nothing")
+    assert rc == 0 and out == "nothing in context for build nothing\n"
+    rc, _, err = run(capsys, "context", "schedule", "trip", "--query", "hotel")
+    assert rc == 1 and "text: this store has no lexical index" in err
+    rc, _, err = run(capsys, "context", "schedule", "trip", "--budget", "5000")
+    assert rc == 1 and "budget_tokens: must be an integer 1..4000" in err
+    rc, _, err = run(capsys, "context", "look", "trip")
+    assert rc == 2 and "'look' is not one of find" in err
+
+
+def test_facets(store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_json(capsys, "facets") == {"Event": 2, "Fact": 3, "Goal": 1}
+    assert run_json(capsys, "facets", "--by", "tag") == {"people": 3, "urgent": 1}
+    assert run_json(capsys, "facets", "--by", "subject") == {"ada": 2, "bob": 1}
+    assert run_json(capsys, "facets", "--by", "counterparty", "--recent", "7") == {"SWISS": 1}
+    assert run_json(capsys, "facets", "--type", "event", "--recent", "7", "--on", "created") == {
+        "Event": 2
+    }
+    rc, out, _ = run(capsys, "facets", "--by", "tag")
+    assert rc == 0 and out.splitlines()[0].split() == ["tag", "memories"]
+    assert re.search(r"^people\s+3$", out, re.M)
+    rc, out, _ = run(capsys, "facets", "--by", "counterparty", "--type", "goal")
+    assert rc == 0 and out == "none\n"
+    rc, _, err = run(capsys, "facets", "--by", "colour")
+    assert rc == 2 and "invalid choice" in err
+
+
+def test_about(store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]) -> None:
+    w = {k: str(v) for k, v in world.items()}
+    assert _uris(run_json(capsys, "about", "ada")) == [w["old"], w["job"], w["home"]]
+    assert _uris(run_json(capsys, "about", "ada", "home_city")) == [w["home"]]
+    rc, out, _ = run(capsys, "about", "bob")
+    assert rc == 0 and "skill(bob)=Bob cooks" in out
+    rc, out, _ = run(capsys, "about", "nobody")
+    assert rc == 0 and out.startswith("no memories found")
+    rc, _, err = run(capsys, "about", "")
+    assert rc == 1 and "subject: must be non-empty text" in err
+
+
+def test_attest(store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]) -> None:
+    goal, home = str(world["goal"]), str(world["home"].id)
+    rc, out, err = run(capsys, "attest", goal, home, "--outcome", "success")
+    assert (rc, err) == (0, "") and out.startswith("attested 2 memories: success")
+    obj = run_json(capsys, "attest", goal, "--outcome", "failure")
+    assert obj["outcome"] == "failure"
+    assert [(m["ref"], m["citations"], m["failures"]) for m in obj["memories"]] == [(goal, 1, 1)]
+    with Cortex.open(store, actor="t") as cx:
+        assert cx.salience_state(home).citations == 1
+        entries = [e for e in cx.journal(1) if e.kind is JournalKind.ATTEST]
+    assert [e.reason for e in entries] == ["success", "success", "failure"]
+    run(capsys, "tombstone", home, "--reason", "gone")
+    rc, out, err = run(capsys, "attest", goal, home, "--outcome", "partial")
+    assert rc == 1 and out == "" and "tombstoned" in err and err.count("\n") == 1
+    with Cortex.open(store, actor="t") as cx:
+        assert cx.salience_state(goal).citations == 1  # all or nothing
+    rc, _, err = run(capsys, "attest", goal)
+    assert rc == 2 and "--outcome" in err
+    rc, _, err = run(capsys, "attest", goal, "--outcome", "meh")
+    assert rc == 2 and "'meh' is not one of success" in err
+
+
+# ---------------------------------------------------------------------------------------------
 # Edges
 
 
@@ -621,7 +965,7 @@ def test_the_command_list_is_complete() -> None:
     assert names == {
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
-        "import", "backup", "demo",
+        "import", "backup", "demo", "find", "context", "facets", "about", "attest",
     }  # fmt: skip
 
 
@@ -700,6 +1044,11 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
         "--store", str(tmp_path / "t"), "import", str(tmp_path / "x.cbor")
     )
     assert "verify ok" in ok("backup", str(tmp_path / "b"))
+    assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
+    assert "## pinned" in ok("context", "find", "ada")
+    assert "Fact" in ok("facets")
+    assert "Ada" in ok("about", "ada")
+    assert "attested 1" in ok("attest", mid, "--outcome", "success")
     ok("tombstone", other, "--reason", "test")
     ok("purge", other, "--reason", "test")
     assert "Fact" in ok("demo", str(tmp_path / "demo"))

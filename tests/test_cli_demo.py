@@ -25,12 +25,15 @@ def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["demo", str(tmp_path / "tour")]) == 0
     out, err = capsys.readouterr()
     assert err == ""
-    for command in ("info", "show", "history", "diff", "edges", "log", "verify", "export",
-                    "import", "backup"):  # fmt: skip
+    for command in ("info", "show", "history", "diff", "edges", "find", "context", "log",
+                    "verify", "export", "import", "backup"):  # fmt: skip
         assert f" {command} " in out or out.count(f" {command}\n"), command
     assert "ok: 11 memories, 12 versions" in out
     assert "11 memories and 2 edges were already there" in out  # the second import
     assert "verify ok" in out
+    assert "home_city(ada)=Ada lives in Basel" in out  # the find with --where
+    assert "walk index, order by hop" in out  # the walk from the booking
+    assert "## pinned\n- Ada Lovelace" in out and "## outcomes\n- success flight_booking" in out
     assert {Uri.parse(u).type for u in URI.findall(out)} >= {MemoryType.FACT, MemoryType.GOAL}
     # the session wrote every type, an update and a tombstone
     with Cortex.open(tmp_path / "tour" / "agent.cortex", actor="t", create=False) as cx:

@@ -37,6 +37,7 @@ ORDER = (
     "scope",  # pure: readers, scopes and the visibility rules
     "store",
     "query",  # the query language: Query, predicates, windows, results
+    "where",  # pure: the readable where syntax, parsed to and printed from predicates
     "planner",  # the executor: index scans, filters, ordering, budgets
     "context",  # the tiered working set built on the executor
     "api",
