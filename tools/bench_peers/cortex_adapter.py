@@ -1,6 +1,8 @@
-"""cortex: ``write_many`` / ``write`` / ``resolve_latest`` today; ``find`` / ``context`` and
-text and vector search through feature detection, so a workload the store does not have yet is
-reported as ``n/a (not built yet)`` instead of being faked.
+"""The cortex adapter: every workload through cortex's public API, with feature detection.
+
+``write_many`` / ``write`` / ``resolve_latest`` exist today; ``find`` / ``context`` and text
+and vector search are detected, so a workload the store does not have yet is reported as
+``n/a (not built yet)`` instead of being faked.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class PrecomputedEmbedder:
         self.mismatched = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts``."""
         out = np.empty((len(texts), DIM), np.float32)
         for j, text in enumerate(texts):
             if text in self.queries:
@@ -83,6 +86,8 @@ def vector_hook(ds: Dataset) -> tuple[dict[str, Any] | None, str]:
 
 
 class System:
+    """The adapter the harness drives."""
+
     name = "cortex"
 
     def __init__(self, path: Path, ds: Dataset, log: Callable[[str], None]) -> None:
@@ -103,10 +108,13 @@ class System:
         return Cortex.open(self.path, actor="bench", map_size=1 << 30, **kw)
 
     def prepare(self, workload: str) -> None:
+        """Get ready for a workload (untimed)."""
         # Text search is hybrid when the store has an embedder: measure it on a plain handle,
         # and vector and hybrid search on a handle with the embedder.
-        want = "vector" if workload in ("vector_top10", "vector_top10_type", "hybrid_top10") else (
-            "plain"
+        want = (
+            "vector"
+            if workload in ("vector_top10", "vector_top10_type", "hybrid_top10")
+            else ("plain")
         )
         if workload == "ingest_single":
             want = "vector" if self.vec_kwargs else "plain"
@@ -121,23 +129,27 @@ class System:
         )
 
     def ingest_batch(self, start: int, stop: int) -> None:
+        """Write records ``start`` to ``stop`` in one durable transaction."""
         uris = self.cx.write_many([self._item(i) for i in range(start, stop)])
         for i, u in zip(range(start, stop), uris, strict=True):
             self.ids[u.id] = i
             self.by_n.append(u.id)
 
     def after_ingest(self) -> None:
+        """Finish the bulk load (untimed)."""
         if self.embedder is not None and self.embedder.mismatched:
             self.notes.append(
                 f"precomputed embedder: {self.embedder.mismatched} writes not matched in order"
             )
 
     def ingest_one(self, i: int) -> None:
+        """Write record ``i`` in a durable transaction of its own."""
         it = self._item(i)
         u = self.cx.write(it.data, tags=it.tags, importance=it.importance)
         self.ids[u.id] = i
 
     def get(self, i: int) -> Any:
+        """Read record ``i`` in full by its id."""
         return self.cx.resolve_latest(self.by_n[i])
 
     def _find(self, **kw: Any) -> list[int]:
@@ -147,9 +159,11 @@ class System:
         return [self.ids.get(m.id, -1) for m in res.memories]
 
     def find(self, type_: str, tag: str, limit: int) -> list[int]:
+        """Up to ``limit`` records of a type with a tag, newest first."""
         return self._find(types=[type_], tags=[tag], limit=limit)
 
     def text(self, q: str, k: int) -> list[int]:
+        """Text search: the top ``k`` records for ``q``."""
         return self._find(text=q, limit=k)
 
     def _need_vectors(self) -> None:
@@ -157,6 +171,7 @@ class System:
             raise NotAvailable(f"{NOT_BUILT} (vector write-side API)")
 
     def vector(self, j: int, k: int, type_: str | None) -> list[int]:
+        """Vector search for query vector ``j``, optionally within one type."""
         self._need_vectors()
         qv = self.ds.query_vectors[j]
         if type_ is None:
@@ -164,16 +179,19 @@ class System:
         return self._find(near_vector=qv, types=[type_], limit=k)
 
     def hybrid(self, q: str, j: int, k: int) -> list[int]:
+        """Text and vector search combined."""
         self._need_vectors()
         assert self.embedder is not None
         self.embedder.queries[q] = self.ds.query_vectors[j]
         return self._find(text=q, limit=k)
 
     def context(self, q: str, j: int) -> Any:
+        """The ``context`` bundle for a query (cortex only)."""
         if not hasattr(self.cx, "context"):
             raise NotAvailable(NOT_BUILT)
         tag = self.ds.tags[self.ds.get_ids[j]][0]
         return self.cx.context(verb="find", objects=[tag], budget_tokens=3000, query=q)
 
     def close(self) -> None:
+        """Close the store."""
         self.cx.close()

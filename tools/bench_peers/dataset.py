@@ -99,9 +99,7 @@ class Dataset:
         """Exact top-``k`` record numbers for each query vector (optionally type-filtered)."""
         out: list[list[int]] = []
         types = np.array([TYPES.index(t) for t in self.types[: self.n]])
-        for q, (j, qv) in zip(
-            self.vector_type_filters, enumerate(self.query_vectors), strict=True
-        ):
+        for q, (j, qv) in zip(self.vector_type_filters, enumerate(self.query_vectors), strict=True):
             del j
             scores = self.vectors[: self.n] @ qv
             if type_filter:

@@ -1,5 +1,6 @@
-"""The physical floor: raw LMDB doing the same puts and gets of the same bytes cortex wrote,
-and exact numpy search over an in-memory matrix (vectors also put in a second LMDB database).
+"""The physical floor: raw LMDB with the same puts and gets of cortex's bytes, exact numpy search.
+
+Vectors live in an in-memory matrix and are also put in a second LMDB database.
 
 The bytes are read back from the cortex store of the same size built earlier in the same run
 (before any timing), so the floor puts exactly cortex's encoded heads, versions, index entries
@@ -65,6 +66,8 @@ def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, byte
 
 
 class System:
+    """The adapter the harness drives."""
+
     name = "floor"
 
     def __init__(self, path: Path, ds: Dataset, log: Callable[[str], None]) -> None:
@@ -84,9 +87,7 @@ class System:
         assert head_key_raw(first) == head_key(MemoryId(first))
         assert version_raw(first, 1) == version_key(MemoryId(first), 1)
         path.mkdir(parents=True, exist_ok=True)
-        self.env = lmdb.open(
-            str(path / "lmdb"), map_size=_MAP, max_dbs=2, sync=True, metasync=True
-        )
+        self.env = lmdb.open(str(path / "lmdb"), map_size=_MAP, max_dbs=2, sync=True, metasync=True)
         self.main = self.env.open_db(b"main")
         self.vec = self.env.open_db(b"vec")
         self.chunks: list[np.ndarray] = []
@@ -100,12 +101,14 @@ class System:
         txn.put(mid, self.ds.vectors[i].tobytes(), db=self.vec)
 
     def ingest_batch(self, start: int, stop: int) -> None:
+        """Write records ``start`` to ``stop`` in one durable transaction."""
         with self.env.begin(write=True) as txn:
             for i in range(start, stop):
                 self._put(txn, i)
         self.chunks.append(self.ds.vectors[start:stop].copy())
 
     def after_ingest(self) -> None:
+        """Finish the bulk load (untimed)."""
         self.matrix = np.vstack(self.chunks)
         self.chunks = []
         types = np.array([self.type_codes[t] for t in self.ds.types[: self.ds.n]])
@@ -115,10 +118,12 @@ class System:
         self.sub = {t: self.matrix[ix] for t, ix in self.by_type.items()}
 
     def ingest_one(self, i: int) -> None:
+        """Write record ``i`` in a durable transaction of its own."""
         with self.env.begin(write=True) as txn:
             self._put(txn, i)
 
     def prepare(self, workload: str) -> None:
+        """Get ready for a workload (untimed)."""
         pass
 
     def _read(self, txn: Any, mid: bytes) -> tuple[Any, Any]:
@@ -127,10 +132,12 @@ class System:
         return head, cbor2.loads(ver[4])
 
     def get(self, i: int) -> Any:
+        """Read record ``i`` in full by its id."""
         with self.env.begin() as txn:
             return self._read(txn, self.groups[i][0])
 
     def find(self, type_: str, tag: str, limit: int) -> list[int]:
+        """Up to ``limit`` records of a type with a tag, newest first."""
         code = self.type_codes[type_]
         pfx = IDX_TAG + tag_hash(tag)
         found: list[int] = []
@@ -153,9 +160,11 @@ class System:
         return found
 
     def text(self, q: str, k: int) -> list[int]:
+        """Text search: the top ``k`` records for ``q``."""
         raise NotAvailable("no text index in the floor")
 
     def vector(self, j: int, k: int, type_: str | None) -> list[int]:
+        """Vector search for query vector ``j``, optionally within one type."""
         q = self.ds.query_vectors[j]
         if type_ is None:
             scores = self.matrix @ q
@@ -171,12 +180,15 @@ class System:
         return [int(i) for i in top]
 
     def hybrid(self, q: str, j: int, k: int) -> list[int]:
+        """Text and vector search combined."""
         raise NotAvailable("no text index in the floor")
 
     def context(self, q: str, j: int) -> Any:
+        """The ``context`` bundle for a query (cortex only)."""
         raise NotAvailable("cortex only")
 
     def close(self) -> None:
+        """Close the store."""
         self.env.close()
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from bench_peers import dataset
 
 
-class NotAvailable(Exception):  # noqa: N818 - it reads as a verdict, not an error
+class NotAvailable(Exception):
     """This system cannot run this workload (the message says why)."""
 
 
@@ -148,7 +148,10 @@ def run(
     truth_typed = ds.truth(type_filter=True)
 
     def workload(
-        name: str, items: list[Any], call: Callable[[Any], Any], score: Callable[..., Any] = None
+        name: str,
+        items: list[Any],
+        call: Callable[[Any], Any],
+        score: Callable[..., Any] | None = None,
     ) -> None:
         try:
             system.prepare(name)

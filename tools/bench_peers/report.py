@@ -69,9 +69,9 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
+    target = "bench-full" if doc["mode"] == "full" else "bench"
     out = [
-        f"Benchmark suite, {doc['mode']} mode: `make bench{'-full' if doc['mode'] == 'full' else ''}`"
-        f" ({doc['elapsed_s'] / 60:.1f} min).",
+        f"Benchmark suite, {doc['mode']} mode: `make {target}` ({doc['elapsed_s'] / 60:.1f} min).",
         f"Machine: {m['nproc']} × {m['cpu']}, {m['memory']}, Python {m['python']}, "
         f"{m['platform']}; load average {m['loadavg_at_start'][0]:.1f} at start, "
         f"{m['loadavg_at_end'][0]:.1f} at end.",
@@ -116,9 +116,7 @@ def markdown(doc: dict[str, Any]) -> str:
         rss = [res[s].get("peak_rss_above_dataset_mib") for s in systems]
         cd, cr = res.get("cortex", {}).get("disk_bytes_per_memory"), None
         cr = res.get("cortex", {}).get("peak_rss_above_dataset_mib")
-        row = ["disk per memory"] + [
-            _ratio(cd, res[p].get("disk_bytes_per_memory")) for p in peers
-        ]
+        row = ["disk per memory"] + [_ratio(cd, res[p].get("disk_bytes_per_memory")) for p in peers]
         row += [f"{d:,.0f} B" if d else "—" for d in disk]
         out.append("| " + " | ".join(row) + " |")
         row = ["peak memory above the data set"] + [

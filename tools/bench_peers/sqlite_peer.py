@@ -1,6 +1,8 @@
-"""SQLite peer: WAL mode (synchronous=FULL, so every commit is durable), the records as JSON
-rows, a tag table, FTS5 for BM25 text search and a ``sqlite-vec`` ``vec0`` table (with the type
-as a metadata column, filtered inside the scan) for exact vector search.
+"""The SQLite peer: WAL + FTS5 + sqlite-vec holding the same records as JSON rows.
+
+WAL mode with synchronous=FULL (every commit durable), a tag table, FTS5 for BM25 text search
+and a ``sqlite-vec`` ``vec0`` table (with the type as a metadata column, filtered inside the
+scan) for exact vector search.
 
 Uses the standard ``sqlite3`` when it can load extensions, else ``pysqlite3`` (pyenv's Python
 is built without extension loading).
@@ -32,6 +34,8 @@ def _driver() -> Any:
 
 
 class System:
+    """The adapter the harness drives."""
+
     name = "sqlite"
 
     def __init__(self, path: Path, ds: Dataset, log: Callable[[str], None]) -> None:
@@ -74,20 +78,24 @@ class System:
         )
 
     def ingest_batch(self, start: int, stop: int) -> None:
+        """Write records ``start`` to ``stop`` in one durable transaction."""
         self.con.execute("begin")
         for i in range(start, stop):
             self._insert(i)
         self.con.execute("commit")
 
     def ingest_one(self, i: int) -> None:
+        """Write record ``i`` in a durable transaction of its own."""
         self.con.execute("begin")
         self._insert(i)
         self.con.execute("commit")
 
     def after_ingest(self) -> None:
+        """Finish the bulk load (untimed)."""
         self.con.execute("pragma wal_checkpoint(truncate)")
 
     def prepare(self, workload: str) -> None:
+        """Get ready for a workload (untimed)."""
         pass
 
     def _bodies(self, ids: list[int]) -> list[int]:
@@ -97,10 +105,12 @@ class System:
         return [r - 1 for r in ids]
 
     def get(self, i: int) -> Any:
+        """Read record ``i`` in full by its id."""
         (body,) = self.con.execute("select body from mem where id = ?", (i + 1,)).fetchone()
         return json.loads(body)
 
     def find(self, type_: str, tag: str, limit: int) -> list[int]:
+        """Up to ``limit`` records of a type with a tag, newest first."""
         rows = self.con.execute(
             "select m.id, m.body from mem_tag t join mem m on m.id = t.id "
             "where t.tag = ? and m.type = ? order by t.id desc limit ?",
@@ -133,9 +143,11 @@ class System:
         return [r[0] for r in rows]
 
     def text(self, q: str, k: int) -> list[int]:
+        """Text search: the top ``k`` records for ``q``."""
         return self._bodies(self._fts(q, k))
 
     def vector(self, j: int, k: int, type_: str | None) -> list[int]:
+        """Vector search for query vector ``j``, optionally within one type."""
         return self._bodies(self._knn(j, k, type_))
 
     def hybrid(self, q: str, j: int, k: int) -> list[int]:
@@ -148,7 +160,9 @@ class System:
         return self._bodies(top)
 
     def context(self, q: str, j: int) -> Any:
+        """The ``context`` bundle for a query (cortex only)."""
         raise NotAvailable("cortex only")
 
     def close(self) -> None:
+        """Close the store."""
         self.con.close()
