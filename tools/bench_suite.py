@@ -5,7 +5,7 @@ runs in a subprocess of its own, so imports and peak memory do not interfere. Wr
 file and a Markdown table (ratios against the floor and the peers first, absolute numbers
 beside them).
 
-    python tools/bench_suite.py            # quick: 2k, 10k, 100k (slow peers at the small sizes)
+    python tools/bench_suite.py            # quick: 1k, 10k, 100k (slow peers at the small sizes)
     python tools/bench_suite.py --full     # 10k, 100k, 1M (1M: cortex, the floor and SQLite)
     python tools/bench_suite.py --systems cortex,floor --sizes 10000
 
@@ -37,11 +37,11 @@ from bench_peers.report import markdown  # noqa: E402
 # (mem0 writes ~25-50 memories/s here and Chroma ~1,000/s, so they stop at smaller sizes; every
 # size a slow peer runs at also runs cortex and the floor, so each peer has ratios.)
 QUICK = {
-    "cortex": (2_000, 10_000, 100_000),
-    "floor": (2_000, 10_000, 100_000),
-    "sqlite": (2_000, 10_000, 100_000),
-    "chroma": (2_000, 10_000),
-    "mem0": (2_000,),
+    "cortex": (1_000, 10_000, 100_000),
+    "floor": (1_000, 10_000, 100_000),
+    "sqlite": (1_000, 10_000, 100_000),
+    "chroma": (1_000, 10_000),
+    "mem0": (1_000,),
 }
 FULL = {
     "cortex": (10_000, 100_000, 1_000_000),
@@ -190,8 +190,14 @@ def main() -> int:
 
 
 def _peer_env() -> dict[str, str]:
-    """Keep the peers offline and quiet: no telemetry, no model downloads."""
+    """Keep the peers offline and quiet (no telemetry, no model downloads); one BLAS thread.
+
+    numpy's OpenBLAS would start a thread per core for every matrix-vector product, which on 2
+    shared cores is slower (and far noisier) than one thread; SQLite and the others scan on one.
+    """
     return {
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
         "ANONYMIZED_TELEMETRY": "False",
         "MEM0_TELEMETRY": "False",
         "HF_HUB_OFFLINE": "1",

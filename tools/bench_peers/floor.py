@@ -18,7 +18,7 @@ import lmdb
 import numpy as np
 
 from bench_peers.dataset import TYPES, Dataset
-from bench_peers.harness import NotAvailable
+from bench_peers.harness import NotAvailable, reset_peak
 from cortex.keys import (
     HEAD,
     IDX_TAG,
@@ -93,6 +93,13 @@ class System:
         self.chunks: list[np.ndarray] = []
         self.matrix = np.zeros((0, ds.vectors.shape[1]), np.float32)
         self.type_codes = {t: k + 1 for k, t in enumerate(TYPES)}
+        self.rss_baseline = reset_peak()  # cortex's bytes held for the puts are not the floor's
+
+    def vector_bytes(self) -> int:
+        """Bytes of the vector database (cortex holds no vectors yet: compare without them)."""
+        with self.env.begin() as txn:
+            s = txn.stat(self.vec)
+        return int(s["psize"] * (s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]))
 
     def _put(self, txn: Any, i: int) -> None:
         mid, puts = self.groups[i]

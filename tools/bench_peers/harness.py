@@ -111,6 +111,7 @@ def run(
         out["unavailable"] = f"error: {type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()
         return out
+    rss0 = getattr(system, "rss_baseline", rss0)  # after an adapter's untimed set-up
 
     # -- ingest, durable batches of 1,000 --------------------------------------------------------
     lat: list[float] = []
@@ -138,6 +139,8 @@ def run(
     system.after_ingest()
     out["disk_bytes"] = dir_bytes(path)
     out["disk_bytes_per_memory"] = out["disk_bytes"] / n
+    if hasattr(system, "vector_bytes"):
+        out["disk_bytes_vectors"] = system.vector_bytes()
     log(f"  ingest {n / total:,.0f} rec/s, {out['disk_bytes_per_memory']:,.0f} B/memory")
 
     # -- reads ---------------------------------------------------------------------------------

@@ -64,7 +64,14 @@ def _cost(w: dict[str, Any] | None, key: str) -> float | None:
 def _ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b == 0:
         return "—"
-    return f"{a / b:.2f}×"
+    r = a / b
+    return f"{r:.2f}×" if r >= 0.1 else f"{r:.3f}×"
+
+
+def _minus(per: float | None, vec: int | None, n: int) -> float | None:
+    if per is None:
+        return None
+    return per - (vec or 0) / n
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -78,7 +85,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         "Cells are p50 / p95 latency per call (ingest in batches: records per second). Ratios "
         "are cortex's time per operation over the other system's (p50; > 1 means cortex is "
-        "slower). r@10 is recall@10 against exact search.",
+        "slower). r@10 is recall@10 against exact search. Each system runs in its own process "
+        "(one BLAS thread); peak memory is the process's peak RSS after the data set is built.",
     ]
     by: dict[int, dict[str, dict[str, Any]]] = {}
     for r in doc["results"]:
@@ -119,6 +127,19 @@ def markdown(doc: dict[str, Any]) -> str:
         row = ["disk per memory"] + [_ratio(cd, res[p].get("disk_bytes_per_memory")) for p in peers]
         row += [f"{d:,.0f} B" if d else "—" for d in disk]
         out.append("| " + " | ".join(row) + " |")
+        vb = {s: res[s].get("disk_bytes_vectors") for s in systems}
+        if any(vb.values()):
+            row = ["disk per memory, without vectors"]
+            row += [
+                _ratio(cd, _minus(res[p].get("disk_bytes_per_memory"), vb[p], n)) for p in peers
+            ]
+            row += [
+                f"{x:,.0f} B"
+                if (x := _minus(res[s].get("disk_bytes_per_memory"), vb[s], n))
+                else "—"
+                for s in systems
+            ]
+            out.append("| " + " | ".join(row) + " |")
         row = ["peak memory above the data set"] + [
             _ratio(cr, res[p].get("peak_rss_above_dataset_mib")) for p in peers
         ]
