@@ -80,7 +80,11 @@ class PrecomputedEmbedder:
 # to write a vector with a memory (e.g. a ``vector=`` on ``NewMemory``).
 # ------------------------------------------------------------------------------------------------
 def vector_hook(ds: Dataset) -> tuple[dict[str, Any] | None, str]:
-    if "embedder" not in inspect.signature(Cortex.open).parameters:
+    params = {
+        *inspect.signature(Cortex.open).parameters,
+        *inspect.signature(Cortex.__init__).parameters,  # open passes its options through
+    }
+    if "embedder" not in params:
         return None, f"{NOT_BUILT}: Cortex.open takes no embedder"
     return {"embedder": PrecomputedEmbedder(ds)}, "vectors through a precomputed embedder"
 
@@ -155,12 +159,18 @@ class System:
     def _find(self, **kw: Any) -> list[int]:
         if not self.has_query or not hasattr(self.cx, "find"):
             raise NotAvailable(NOT_BUILT)
-        res = self.cx.find(cortex.Query(**kw))  # type: ignore[attr-defined]
+        try:
+            res = self.cx.find(cortex.Query(**kw))  # type: ignore[attr-defined]
+        except cortex.ValidationError as exc:
+            # a search the store cannot plan yet (no lexical index, no embedder) says so
+            if "text" in kw or "near_vector" in kw:
+                raise NotAvailable(f"{NOT_BUILT}: {exc}") from exc
+            raise
         return [self.ids.get(m.id, -1) for m in res.memories]
 
     def find(self, type_: str, tag: str, limit: int) -> list[int]:
         """Up to ``limit`` records of a type with a tag, newest first."""
-        return self._find(types=[type_], tags=[tag], limit=limit)
+        return self._find(types=(type_,), tags=(tag,), limit=limit)
 
     def text(self, q: str, k: int) -> list[int]:
         """Text search: the top ``k`` records for ``q``."""
@@ -176,7 +186,7 @@ class System:
         qv = self.ds.query_vectors[j]
         if type_ is None:
             return self._find(near_vector=qv, limit=k)
-        return self._find(near_vector=qv, types=[type_], limit=k)
+        return self._find(near_vector=qv, types=(type_,), limit=k)
 
     def hybrid(self, q: str, j: int, k: int) -> list[int]:
         """Text and vector search combined."""
@@ -189,8 +199,11 @@ class System:
         """The ``context`` bundle for a query (cortex only)."""
         if not hasattr(self.cx, "context"):
             raise NotAvailable(NOT_BUILT)
-        tag = self.ds.tags[self.ds.get_ids[j]][0]
-        return self.cx.context(verb="find", objects=[tag], budget_tokens=3000, query=q)
+        # the records carry no frames, so the bundle comes from the recall tier (the query)
+        try:
+            return self.cx.context(verb="find", objects=(), budget_tokens=3000, query=q)
+        except cortex.ValidationError as exc:
+            raise NotAvailable(f"{NOT_BUILT}: {exc}") from exc
 
     def close(self) -> None:
         """Close the store."""
