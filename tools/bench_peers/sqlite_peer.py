@@ -94,6 +94,11 @@ class System:
         """Finish the bulk load (untimed)."""
         self.con.execute("pragma wal_checkpoint(truncate)")
 
+    def vector_bytes(self) -> int:
+        """Bytes of the vector chunks (float32, allocated 1,024 rows at a time)."""
+        (b,) = self.con.execute("select sum(length(vectors)) from vec_vector_chunks00").fetchone()
+        return int(b or 0)
+
     def prepare(self, workload: str) -> None:
         """Get ready for a workload (untimed)."""
         pass
