@@ -92,6 +92,7 @@ def markdown(doc: dict[str, Any]) -> str:
     for r in doc["results"]:
         by.setdefault(r["n"], {})[r["system"]] = r
     reasons: dict[str, str] = {}
+    sampled: dict[str, list[str]] = {}
     spreads: list[tuple[float, str]] = []
     for n in sorted(by):
         res = by[n]
@@ -112,14 +113,15 @@ def markdown(doc: dict[str, Any]) -> str:
             row += [_cell(ws[s], key) for s in systems]
             out.append("| " + " | ".join(row) + " |")
             for s, w in ws.items():
-                if w and "na" in w:
+                if w and "na" in w and w["na"] != "cortex only":
                     reasons[f"{NAMES[s]}, {label}"] = w["na"]
                 if w and "error" in w:
-                    reasons[f"{NAMES[s]}, {label}"] = "error: " + w["error"]
+                    reasons[f"{NAMES[s]}, {label} at {n:,}"] = "error: " + w["error"]
                 if w and w.get("spread"):
                     spreads.append((w["spread"], f"{s} {key} at {n:,}"))
                 if w and "sampled" in w:
-                    reasons[f"{NAMES[s]}, {label} at {n:,}"] = w["sampled"]
+                    got = w["sampled"].split(" (")[0]
+                    sampled.setdefault(NAMES[s], []).append(f"{key} at {n:,}: {got}")
         disk = [res[s].get("disk_bytes_per_memory") for s in systems]
         rss = [res[s].get("peak_rss_above_dataset_mib") for s in systems]
         cd, cr = res.get("cortex", {}).get("disk_bytes_per_memory"), None
@@ -158,8 +160,12 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{worst[0] * 100:.0f}%, {worst[1]}); ingest ran once per size.",
         ]
     notes = sorted({n for r in doc["results"] for n in r.get("notes", []) if len(n) < 300})
-    if reasons or notes:
-        out += ["", "Not measured, sampled or noted:", ""]
-        out += [f"- {k}: {v}" for k, v in reasons.items()]
+    if reasons or notes or sampled:
+        out += ["", "Not measured (n/a), sampled, and notes (context is cortex's own):", ""]
+        out += [f"- {k}: n/a, {v}" for k, v in reasons.items()]
+        out += [
+            f"- {k}: fewer queries within the time budget ({'; '.join(v)})"
+            for k, v in sampled.items()
+        ]
         out += [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"
