@@ -239,6 +239,9 @@ def run(
         out["notes"].append(traceback.format_exc())
 
     out["notes"].extend(system.notes)
+    # what the RSS is made of before closing: heap (anon) and mapped files (LMDB maps its file)
+    out["rss_anon_mib_end"] = _status_mib("RssAnon")
+    out["rss_file_mib_end"] = _status_mib("RssFile")
     system.close()
     out["peak_rss_mib"] = rss_mib()  # ru_maxrss: after the reset, the peak since the data set
     out["rss_after_dataset_mib"] = rss0

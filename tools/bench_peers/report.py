@@ -147,6 +147,11 @@ def markdown(doc: dict[str, Any]) -> str:
         ]
         row += [f"{x:,.0f} MiB" if x is not None else "—" for x in rss]
         out.append("| " + " | ".join(row) + " |")
+        row = ["RSS at the end: heap + mapped files"] + ["" for _ in peers]
+        for s in systems:
+            a, f = res[s].get("rss_anon_mib_end"), res[s].get("rss_file_mib_end")
+            row.append(f"{a:,.0f} + {f:,.0f} MiB" if a is not None and f is not None else "—")
+        out.append("| " + " | ".join(row) + " |")
         for s in systems:
             if "unavailable" in res[s]:
                 reasons[f"{NAMES[s]} at {n:,}"] = res[s]["unavailable"]
