@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench-codec bench-store vectors clean
+.PHONY: demo test lint typecheck unit bench-codec bench-store bench bench-full vectors clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,3 +36,20 @@ clean:
 
 bench-store: $(BIN)/.installed
 	$(BIN)/python tools/bench_store.py
+
+# The benchmark suite (tools/bench_suite.py): cortex beside the raw-LMDB floor, SQLite
+# (WAL + FTS5 + sqlite-vec), Chroma and mem0, in a virtualenv of its own so the peers never
+# reach the dev environment. Results: bench-results/latest.json and latest.md.
+BENCH_VENV ?= .venv-bench
+
+$(BENCH_VENV)/.installed: pyproject.toml tools/bench-requirements.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-e . -r tools/bench-requirements.txt
+	touch $@
+
+bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores
+	$(BENCH_VENV)/bin/python tools/bench_suite.py --out bench-results/latest
+
+bench-full: $(BENCH_VENV)/.installed  ## all sizes, 1M for cortex, the floor and SQLite
+	$(BENCH_VENV)/bin/python tools/bench_suite.py --full --out bench-results/latest-full
