@@ -64,6 +64,7 @@ class FixedClock:
         self.now = START
 
     def __call__(self) -> datetime:
+        """The next instant."""
         self.now += timedelta(milliseconds=1)
         return self.now
 
@@ -172,7 +173,9 @@ def populate(cx: Cortex) -> None:
     )
     cx.update(
         fid(2),
-        Fact(statement="Ada moved to Genève", subject="ada", predicate="home_city", object="Genève"),
+        Fact(
+            statement="Ada moved to Genève", subject="ada", predicate="home_city", object="Genève"
+        ),
     )
     cx.update(fid(6), Goal(statement="ship cortex 1.0 with search", status=GoalStatus.ACTIVE))
     cx.update_head(fid(1), tags=["people", "founder"], importance=10, visibility="actor_public")
@@ -203,15 +206,17 @@ def main() -> int:
         )
         return 2
     out = Path(args.out)
-    with tempfile.TemporaryDirectory(prefix="cortex-fixture-") as tmp:
-        with Cortex.open(Path(tmp) / "s", actor=ACTOR, clock=FixedClock()) as cx:
-            populate(cx)
-            report = cx.verify()
-            assert report.ok, report.problems
-            if out.exists():
-                shutil.rmtree(out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            cx._kv.copy(out)  # compacted: small, and free of stale pages
+    with (
+        tempfile.TemporaryDirectory(prefix="cortex-fixture-") as tmp,
+        Cortex.open(Path(tmp) / "s", actor=ACTOR, clock=FixedClock()) as cx,
+    ):
+        populate(cx)
+        report = cx.verify()
+        assert report.ok, report.problems
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cx._kv.copy(out)  # compacted: small, and free of stale pages
     for f in sorted(out.iterdir()):
         print(f"{f.relative_to(ROOT)}: {f.stat().st_size} bytes")
     return 0
