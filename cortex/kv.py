@@ -2,13 +2,15 @@
 
 The store speaks only this interface (get, put, delete, ordered scans, atomic write
 transactions, read snapshots), so another engine with bytewise-ordered keys can replace LMDB
-without touching the layers above.
+without touching the layers above. Every stored value wears the same envelope (``seal``):
+its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/storage.md`` §3).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,14 +19,31 @@ from typing import Any, Protocol, TypeVar
 import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
-from cortex.keys import prefix_end
+from cortex.keys import prefix_end, show_key
 
-__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn"]
+__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
 T = TypeVar("T")
 
 _MIN_MAP: int = 64 << 20
 _MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
+
+
+def seal(payload: bytes) -> bytes:
+    """The stored form of a value: ``payload || crc32(payload)`` (4 bytes, big-endian)."""
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def unseal(key: bytes, value: bytes) -> bytes:
+    """The payload of a sealed value, checked.
+
+    Raises:
+        IntegrityError: the value fails its checksum (naming ``key``).
+    """
+    payload = value[:-4]
+    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
+        raise IntegrityError(f"record {show_key(key)} fails its checksum: the store is damaged")
+    return payload
 
 
 class ReadTxn(Protocol):

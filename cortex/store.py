@@ -11,8 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Literal, Self
@@ -20,6 +19,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
+from cortex import lexical
 from cortex._version import __version__
 from cortex.codec import (
     FRAMES,
@@ -65,7 +65,6 @@ from cortex.keys import (
     IDX_TAG,
     IDX_TYPE,
     JOURNAL,
-    META,
     VEC,
     actor_obj_key,
     edge_from_key,
@@ -75,16 +74,17 @@ from cortex.keys import (
     journal_key,
     meta_key,
     parse_edge_key,
-    parse_head_key,
     parse_journal_key,
     parse_version_key,
+    show_key,
     tag_key,
     type_key,
     vec_key,
     version_key,
     version_prefix,
 )
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, unseal
+from cortex.lexical import Indexer
 from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
 
 __all__ = [
@@ -99,9 +99,12 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 1
-"""The on-disk format this code reads and writes (separate from the package version)."""
-FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
+FORMAT_VERSION: Final = 2
+"""The on-disk format this code reads and writes (separate from the package version).
+
+Format 2 adds the lexical index (``specs/lexical.md``); ``cortex.migrate`` upgrades format 1.
+"""
+FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain", lexical.FEATURE})
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
@@ -292,6 +295,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     index_entries: int
     edges: int
     journal_entries: int
+    lexical_documents: int = 0
+    lexical_postings: int = 0
 
     @property
     def ok(self) -> bool:
@@ -303,31 +308,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 # Sealing: every value is payload || crc32(payload), big-endian
 
 
-def _seal(payload: bytes) -> bytes:
-    return payload + zlib.crc32(payload).to_bytes(4, "big")
-
-
-def _unseal(key: bytes, value: bytes) -> bytes:
-    payload = value[:-4]
-    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
-        raise IntegrityError(f"record {_show_key(key)} fails its checksum: the store is damaged")
-    return payload
-
-
-def _show_key(key: bytes) -> str:
-    try:
-        if key.startswith(_HEAD_KEY_PREFIX):
-            return f"m/{parse_head_key(key)}"
-        if key.startswith(_VERSION_KEY_PREFIX):
-            i, n = parse_version_key(key)
-            return f"mv/{i}/v/{n}"
-        if key.startswith(JOURNAL):
-            return f"j/{parse_journal_key(key)}"
-        if key.startswith(META):
-            return key.decode("ascii")
-    except (CodecError, ValueError, UnicodeDecodeError):
-        pass
-    return key.hex()
+_seal = seal
+_unseal = unseal
+_show_key = show_key
 
 
 def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
@@ -395,9 +378,10 @@ def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
 class _Prepared:
     """A validated new memory and its sealed records."""
 
-    __slots__ = ("head", "head_bytes", "type", "version", "version_bytes")
+    __slots__ = ("head", "head_bytes", "terms", "type", "version", "version_bytes")
 
-    def __init__(self, head: Head, version: Version) -> None:
+    def __init__(self, head: Head, version: Version, terms: list[str]) -> None:
+        self.terms = terms  # what the lexical index holds for the version
         self.head = head
         self.version = version
         self.type = head.type
@@ -592,6 +576,7 @@ class Store:
             owner=self.actor,
         )
         txn.put(meta_key("format"), _seal(FORMAT_CODEC.encode(record, "meta/format")))
+        Indexer(txn).flush()  # the (empty) collection statistics
         _Journal(txn, now, self.actor).append(JournalKind.INIT, reason=f"format {FORMAT_VERSION}")
         return record
 
@@ -620,10 +605,11 @@ class Store:
         codec = data_codec(data)
         data_bytes = codec.encode(data, "data")
         mtype = codec.cls.TYPE
+        decoded = decode_data_trusted(mtype, data_bytes)
         if forms is not None:
             the_forms, override = check_override(forms), True
         else:
-            the_forms = render(decode_data_trusted(mtype, data_bytes), is_canonical=True)
+            the_forms = render(decoded, is_canonical=True)
             override = False
         if id is not None and not isinstance(id, MemoryId):
             raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
@@ -659,7 +645,9 @@ class Store:
             last_updated_at=now,
             forms=the_forms,
         )
-        prepared = _Prepared(head, ver)  # encodes both records: every field rule is checked
+        # encodes both records (every field rule is checked); the terms are found out here, before
+        # the write transaction, so the writer lock is not held while rendering and tokenizing
+        prepared = _Prepared(head, ver, lexical.analyze(decoded))
         if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
             raise ValidationError("valid_until", "order", "is before valid_from")
         if expires_at is not None and to_micros(expires_at) < to_micros(now):
@@ -735,6 +723,9 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> None:
             self._put_new(txn, p)
+            lex = Indexer(txn)
+            lex.add(p.head.id, 1, p.terms)
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
             )
@@ -778,11 +769,14 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> None:
             journal = _Journal(txn, now, self.actor)
+            lex = Indexer(txn)
             for p in prepared:
                 self._put_new(txn, p)
+                lex.add(p.head.id, 1, p.terms)
                 journal.append(
                     JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
                 )
+            lex.flush()
 
         if prepared:
             self._kv.write(txn_fn)
@@ -868,6 +862,10 @@ class Store:
             ):
                 raise IntegrityError(f"version {n} of {mid} exists beyond the head")
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            lex = Indexer(txn)
+            lex.remove(mid)
+            lex.add(mid, n, p.terms)
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
             )
@@ -956,6 +954,9 @@ class Store:
                 return head.tombstone
             new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            lex = Indexer(txn)
+            lex.remove(mid)  # a tombstoned memory leaves the lexical index
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.TOMBSTONE,
                 id=mid,
@@ -1004,6 +1005,9 @@ class Store:
                 erased = msgspec.structs.replace(v, data=None, forms=None)
                 txn.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
+            lex = Indexer(txn)
+            if lex.remove(mid):  # absent already when the memory was tombstoned first
+                lex.flush()
             txn.delete(vec_key(mid))
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             _Journal(txn, now, self.actor).append(
@@ -1314,6 +1318,27 @@ class Store:
             entries.reverse()
         yield from entries
 
+    # -- search ------------------------------------------------------------------------------
+
+    def _lexical_search(
+        self,
+        query: str,
+        limit: int,
+        allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+    ) -> list[tuple[MemoryId, float]]:
+        """BM25 ranking of the live memories for ``query`` (for the query planner).
+
+        Args:
+            query: free text.
+            limit: how many ``(id, score)`` pairs at most, best first, ties by id ascending.
+            allow: only ids this predicate (or collection) accepts are ranked.
+
+        Raises:
+            IntegrityError: an index record is damaged.
+        """
+        with self._kv.read() as txn:
+            return lexical.search(txn, query, limit=limit, allow=allow)
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:
@@ -1341,6 +1366,7 @@ class Store:
             edges = sum(1 for _ in txn.keys(EDGE_FROM))
             last = next(txn.keys(JOURNAL, reverse=True), None)
             journal = parse_journal_key(last) if last is not None else 0
+            lex = lexical.read_stats(txn)
         info = self._kv.info()
         return {
             "format_version": self.format.format_version,
@@ -1353,6 +1379,12 @@ class Store:
             "versions": versions,
             "edges": edges,
             "journal_entries": journal,
+            "lexical": {
+                "documents": lex.documents,
+                "terms": lex.terms,
+                "postings": lex.postings,
+                "average_length": lex.total_length / lex.documents if lex.documents else 0.0,
+            },
             "map_size": info["map_size"],
             "used_bytes": info["used_bytes"],
         }
@@ -1372,6 +1404,7 @@ class Store:
         add = problems.append
         heads: dict[MemoryId, Head] = {}
         counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
+        current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
 
         def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
             try:
@@ -1429,6 +1462,9 @@ class Store:
                     decode_data(v.type, v.data)
                 except CodecError as exc:
                     add(Problem(name, f"data: {exc}"))
+                    continue
+                if n == head.current_version:
+                    current[mid] = v.data
             for mid, head in heads.items():
                 ns = seen_versions.get(mid, [])
                 if ns != list(range(1, head.current_version + 1)):
@@ -1495,6 +1531,13 @@ class Store:
             for key, _ in txn.scan(VEC):
                 if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
                     add(Problem(key.hex(), "vector of no memory"))
+            live = {
+                mid: (head.type, head.current_version, current[mid])
+                for mid, head in heads.items()
+                if head.tombstone is None and mid in current
+            }
+            lex_problems, lex = lexical.check(txn, live)
+            problems.extend(Problem(record, what) for record, what in lex_problems)
         return VerifyReport(
             problems=tuple(problems),
             memories=len(heads),
@@ -1502,6 +1545,8 @@ class Store:
             index_entries=counts["index"],
             edges=counts["edges"],
             journal_entries=counts["journal"],
+            lexical_documents=lex.documents,
+            lexical_postings=lex.postings,
         )
 
 

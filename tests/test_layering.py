@@ -32,8 +32,11 @@ ORDER = (
     "validate",
     "keys",
     "kv",
+    "text",  # the tokenizer of the lexical index (pure)
+    "lexical",  # the lexical index, written inside the store's transactions
     "store",
     "api",
+    "migrate",  # format migrations: below the CLI, which runs them
     "__init__",
     "cli",
     "__main__",
