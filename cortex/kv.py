@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import lmdb
 
@@ -108,14 +108,15 @@ class _LmdbTxn:
         with self._txn.cursor() as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
-            step = cur.prev if reverse else cur.next
-            while True:
-                k = bytes(cur.key())
+            # the iterators yield the current pair first; they run in C, and without
+            # ``buffers=True`` they yield bytes (copies), so nothing outlives the transaction
+            pairs = cast(
+                Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
+            )
+            for k, v in pairs:
                 if not k.startswith(prefix):
                     return
-                yield k, bytes(cur.value())
-                if not step():
-                    return
+                yield k, v
 
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
@@ -123,14 +124,14 @@ class _LmdbTxn:
         with self._txn.cursor() as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
-            step = cur.prev if reverse else cur.next
-            while True:
-                k = bytes(cur.key())
+            keys = cast(
+                Iterator[bytes],
+                cur.iterprev(values=False) if reverse else cur.iternext(values=False),
+            )
+            for k in keys:
                 if not k.startswith(prefix):
                     return
                 yield k
-                if not step():
-                    return
 
     @staticmethod
     def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:

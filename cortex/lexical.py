@@ -339,13 +339,21 @@ def search(
     k1, b = K1, B
     norm_a, norm_b = k1 * (1.0 - b), k1 * b / avgdl if avgdl else 0.0
 
-    def gain(w: float, tf: int, length: int) -> float:
-        return w * tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
+    # A posting's value bytes determine its tf and length, so its checked, decoded BM25 factor
+    # is memoised by those bytes: the many postings sharing (tf, length) cost one dict lookup.
+    memo: dict[bytes, float] = {}
+
+    def factor(key: bytes, value: bytes) -> float:
+        f = memo.get(value)
+        if f is None:
+            tf, length = _posting(key, value)
+            f = memo[value] = tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
+        return f
 
     scores: dict[bytes, float] = {}
-    allowed: Callable[[bytes], bool]
+    allowed: Callable[[bytes], bool] | None = None
     if allow is None:
-        allowed = _always
+        pass
     elif callable(allow):
         verdicts: dict[bytes, bool] = {}
 
@@ -364,8 +372,7 @@ def search(
                     key = posting_key(term, MemoryId(raw))
                     value = txn.get(key)
                     if value is not None:
-                        tf, length = _posting(key, value)
-                        total += gain(w, tf, length)
+                        total += w * factor(key, value)
                         hit = True
                 if hit:
                     scores[raw] = total
@@ -384,14 +391,19 @@ def search(
                     key = prefix + raw
                     value = txn.get(key)
                     if value is not None:
-                        tf, length = _posting(key, value)
-                        scores[raw] += gain(w, tf, length)
+                        scores[raw] += w * factor(key, value)
             else:
                 for key, value in txn.scan(prefix):
                     raw = key[-16:]
                     if raw in scores:
-                        tf, length = _posting(key, value)
-                        scores[raw] += gain(w, tf, length)
+                        f = memo.get(value)
+                        scores[raw] += w * (f if f is not None else factor(key, value))
+        elif allowed is None:
+            get = scores.get
+            for key, value in txn.scan(prefix):
+                raw = key[-16:]
+                f = memo.get(value)
+                scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(key, value))
         else:
             for key, value in txn.scan(prefix):
                 raw = key[-16:]
@@ -400,15 +412,11 @@ def search(
                     if not allowed(raw):
                         continue
                     s = 0.0
-                tf, length = _posting(key, value)
-                scores[raw] = s + gain(w, tf, length)
+                f = memo.get(value)
+                scores[raw] = s + w * (f if f is not None else factor(key, value))
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
     return _top(scores, limit)
-
-
-def _always(raw: bytes) -> bool:
-    return True
 
 
 def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
