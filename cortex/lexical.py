@@ -227,12 +227,8 @@ class Indexer:
         tfs = Counter(terms)
         length = sum(tfs.values())
         distinct = sorted(tfs, key=lambda t: t.encode("utf-8"))
-        self.txn.put(
-            lex_doc_key(mid),
-            seal(
-                DOC_CODEC.encode(LexDoc(version=version, length=length, terms=tuple(distinct)), "")
-            ),
-        )
+        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
+        self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
         for term in distinct:
             self.txn.put(posting_key(term, mid), _posting_value(tfs[term], length))
             self._df[term] = self._get_df(term) + 1
