@@ -17,21 +17,19 @@ from typing import Final
 
 import msgspec
 
-from cortex.codec import HEAD as HEAD_CODEC
-from cortex.codec import VERSION as VERSION_CODEC
-from cortex.codec import StructCodec, _Int, _List, _Text, _time, decode_data_trusted
-from cortex.errors import CortexError, FormatError, IntegrityError, ValidationError
-from cortex.keys import HEAD, meta_key, version_key
+from cortex.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.errors import CortexError, FormatError, ValidationError
+from cortex.keys import meta_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
-from cortex.lexical import Indexer, analyze
-from cortex.records import Head
 from cortex.store import (
     FORMAT_CODEC,
     FORMAT_VERSION,
     FormatRecord,
     JournalKind,
+    _index_live,
     _Journal,
+    _live_heads,
     _trusted,
 )
 
@@ -152,41 +150,13 @@ class _Migration:
         self.run = run
 
 
-def _live_heads(txn: ReadTxn) -> list[Head]:
-    heads = []
-    for key, value in txn.scan(HEAD):
-        head: Head = _trusted(HEAD_CODEC, key, value)
-        if head.tombstone is None:
-            heads.append(head)
-    return heads
-
-
 def _count_live(txn: ReadTxn) -> int:
     return len(_live_heads(txn))
 
 
 def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0001: index the current version of every live memory (tombstoned ones stay out)."""
-    lex = Indexer(txn)
-    n = 0
-    for head in _live_heads(txn):
-        key = version_key(head.id, head.current_version)
-        raw = txn.get(key)
-        if raw is None:
-            raise IntegrityError(
-                f"version {head.current_version} of {head.id} is missing: run `cortex verify`; "
-                "the store was not migrated"
-            )
-        version = _trusted(VERSION_CODEC, key, raw)
-        if version.data is None:
-            raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
-        lex.add(
-            head.id, head.current_version, analyze(decode_data_trusted(head.type, version.data))
-        )
-        n += 1
-        tick(n)
-    lex.flush()
-    return n
+    return _index_live(txn, tick)
 
 
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})

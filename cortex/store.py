@@ -65,6 +65,9 @@ from cortex.keys import (
     IDX_TAG,
     IDX_TYPE,
     JOURNAL,
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
     VEC,
     actor_obj_key,
     edge_from_key,
@@ -399,6 +402,45 @@ def _index_keys(head: Head) -> list[bytes]:
         if head.type is MemoryType.EVENT:
             keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
     return keys
+
+
+def _live_heads(txn: ReadTxn) -> list[Head]:
+    """The heads of every memory that is not tombstoned, in id order."""
+    heads = []
+    for key, value in txn.scan(_HEAD_KEY_PREFIX):
+        head: Head = _trusted(HEAD, key, value)
+        if head.tombstone is None:
+            heads.append(head)
+    return heads
+
+
+def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+    """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
+    lex = Indexer(txn)
+    n = 0
+    for head in _live_heads(txn):
+        key = version_key(head.id, head.current_version)
+        raw = txn.get(key)
+        if raw is None:
+            raise IntegrityError(
+                f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
+            )
+        version: Version = _trusted(VERSION, key, raw)
+        if version.data is None:
+            raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
+        lex.add(head.id, head.current_version, lexical.analyze(_decoded(head.type, version.data)))
+        n += 1
+        if tick is not None:
+            tick(n)
+    lex.flush()
+    return n
+
+
+def _decoded(mtype: MemoryType, data: bytes) -> Data:
+    try:
+        return decode_data_trusted(mtype, data)
+    except CodecError as exc:
+        raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
 
 
 class _Journal:
@@ -1338,6 +1380,30 @@ class Store:
         """
         with self._kv.read() as txn:
             return lexical.search(txn, query, limit=limit, allow=allow)
+
+    def _reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the lexical index from the live memories, in one write transaction.
+
+        The index is derived data: this repairs one that ``verify`` reports damaged (the
+        ``cortex reindex`` command). Nothing else changes and nothing is journalled.
+
+        Args:
+            progress: called as ``progress(done, total)`` while memories are indexed.
+
+        Returns:
+            How many memories were indexed.
+        """
+
+        def fn(txn: WriteTxn) -> int:
+            for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
+                for key in list(txn.keys(prefix)):
+                    txn.delete(key)
+            txn.delete(lexical.STATS_KEY)
+            total = len(_live_heads(txn)) if progress is not None else 0
+            tick = None if progress is None else (lambda done: progress(done, total))
+            return _index_live(txn, tick)
+
+        return self._kv.write(fn)
 
     # -- housekeeping ------------------------------------------------------------------------
 

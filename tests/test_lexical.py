@@ -281,3 +281,23 @@ def test_a_term_prefix_is_not_a_longer_terms_prefix() -> None:
         posting_key("", mid(1))
     with pytest.raises(ValueError):
         lex_term_key("a\x00b")
+
+
+def test_reindex_rebuilds_a_damaged_index(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        cx.write_many([NewMemory(data=fact(f"note number {i}"), id=mid(i)) for i in range(1, 8)])
+        cx.update(mid(2), fact("changed note"))
+        cx.tombstone(mid(3), "gone")
+        good = lex_state(cx)
+
+        def damage(txn: object) -> None:
+            txn.delete(posting_key("note", mid(4)))  # type: ignore[attr-defined]
+            txn.put(lex_term_key("ghost"), b"junk")  # type: ignore[attr-defined]
+
+        cx._kv.write(damage)
+        assert not cx.verify().ok
+        seen: list[tuple[int, int]] = []
+        assert cx._reindex_lexical(lambda done, total: seen.append((done, total))) == 6
+        assert seen[-1] == (6, 6)
+        assert cx.verify().ok
+        assert lex_state(cx) == good
