@@ -277,7 +277,9 @@ def migrate(
     The store is opened directly (the format check that makes ``Cortex.open`` refuse an older
     store is what this function exists to resolve). Running it on a store that is already at
     ``to`` changes nothing. If a migration fails, its transaction is rolled back: the store
-    stays at the format the previous migration left, exactly as it was.
+    stays at the format the previous migration left, exactly as it was. Other processes may
+    keep the store open (they wait for the writer lock); this process must not (LMDB allows one
+    environment per process and path).
 
     Args:
         path: the store directory (it must exist).
