@@ -277,8 +277,9 @@ def migrate(
     The store is opened directly (the format check that makes ``Cortex.open`` refuse an older
     store is what this function exists to resolve). Running it on a store that is already at
     ``to`` changes nothing. If a migration fails, its transaction is rolled back: the store
-    stays at the format the previous migration left, exactly as it was. Other processes may
-    keep the store open (they wait for the writer lock); this process must not (LMDB allows one
+    stays at the format the previous migration left, exactly as it was. Run it while nothing
+    else uses the store: a process that opened it with an older cortex would go on writing the
+    old format after the migration; and this process must not hold it open (LMDB allows one
     environment per process and path).
 
     Args:
