@@ -429,6 +429,10 @@ def check(
 ) -> tuple[list[tuple[str, str]], LexStats]:
     """Compare the index with what the live memories imply, both ways.
 
+    Memory stays proportional to the memories and the vocabulary, not to the postings: the
+    postings are first compared by count and an order-independent digest, and only when those
+    disagree are they diffed one by one (rendering every memory a second time) to name them.
+
     Args:
         txn: a read transaction.
         live: every live (not tombstoned) memory: its type, current version and data bytes.
@@ -438,72 +442,54 @@ def check(
     """
     problems: list[tuple[str, str]] = []
     add = problems.append
-    want_postings: dict[bytes, tuple[int, int]] = {}
-    want_docs: dict[MemoryId, LexDoc] = {}
     want_df: Counter[str] = Counter()
-    total = 0
-    for mid, (mtype, version, data) in live.items():
-        try:
-            terms = analyze(decode_data_trusted(mtype, data))
-        except CodecError:
-            continue  # the store's own checks report undecodable data
+    documents = total = postings = digest = 0
+    for mid, terms in _analyzed(live):
         tfs = Counter(terms)
         length = len(terms)
+        documents += 1
         total += length
-        distinct = tuple(sorted(tfs, key=lambda t: t.encode("utf-8")))
-        want_docs[mid] = LexDoc(version=version, length=length, terms=distinct)
+        postings += len(tfs)
+        want_df.update(tfs.keys())
+        raw = mid.bytes
         for term, tf in tfs.items():
-            want_postings[posting_key(term, mid)] = (tf, length)
-            want_df[term] += 1
-    want_stats = LexStats(
-        documents=len(want_docs),
-        total_length=total,
-        terms=len(want_df),
-        postings=len(want_postings),
-    )
-    for key, value in txn.scan(LEX_DOC):
-        name = show_key(key)
-        try:
-            mid = parse_lex_doc_key(key)
-            doc: LexDoc = DOC_CODEC.decode(unseal(key, value), name)
-        except (IntegrityError, CodecError) as exc:
-            add((name, str(exc)))
+            digest += hash((term, raw, tf, length))
+        want = LexDoc(
+            version=live[mid][1],
+            length=length,
+            terms=tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))),
+        )
+        key = lex_doc_key(mid)
+        value = txn.get(key)
+        if value is None:
+            add((show_key(key), "missing for a live memory"))
             continue
-        want = want_docs.pop(mid, None)
-        if want is None:
-            add((name, "indexes a memory that is missing or tombstoned"))
-        elif doc != want:
+        try:
+            doc: LexDoc = DOC_CODEC.decode(unseal(key, value), show_key(key))
+        except (IntegrityError, CodecError) as exc:
+            add((show_key(key), str(exc)))
+            continue
+        if doc != want:
             add(
                 (
-                    name,
+                    show_key(key),
                     f"holds version {doc.version}, length {doc.length} and its terms, "
                     f"where the memory implies version {want.version}, length {want.length}",
                 )
             )
-    for mid in want_docs:
-        add((f"lex/d/{mid}", "missing for a live memory"))
-    for key, value in txn.scan(LEX_POSTING):
-        name = show_key(key)
+    for key in txn.keys(LEX_DOC):
         try:
-            parse_posting_key(key)
-            got = _posting(key, value)
-        except (IntegrityError, CodecError) as exc:
-            add((name, str(exc)))
-            want_postings.pop(key, None)
+            indexed = parse_lex_doc_key(key) in live
+        except CodecError as exc:
+            add((key.hex(), str(exc)))
             continue
-        expected = want_postings.pop(key, None)
-        if expected is None:
-            add((name, "posting of no live memory or of a term it does not hold"))
-        elif got != expected:
-            add(
-                (
-                    name,
-                    f"holds tf={got[0]} length={got[1]}, expected tf={expected[0]} "
-                    f"length={expected[1]}",
-                )
-            )
-    for key in sorted(want_postings):
-        add((show_key(key), "posting missing"))
+        if not indexed:
+            add((show_key(key), "indexes a memory that is missing or tombstoned"))
+    want_stats = LexStats(
+        documents=documents, total_length=total, terms=len(want_df), postings=postings
+    )
+    if _posting_digest(txn) != (postings, digest & _MASK64):
+        problems.extend(_posting_problems(txn, live))
     for key, value in txn.scan(LEX_TERM):
         name = show_key(key)
         try:
@@ -526,3 +512,72 @@ def check(
         if stats != want_stats:
             add(("meta/lexical", f"holds {stats}, the live memories imply {want_stats}"))
     return problems, stats
+
+
+_MASK64: Final = (1 << 64) - 1
+
+
+def _analyzed(
+    live: dict[MemoryId, tuple[MemoryType, int, bytes]],
+) -> Iterable[tuple[MemoryId, list[str]]]:
+    for mid, (mtype, _, data) in live.items():
+        try:
+            yield mid, analyze(decode_data_trusted(mtype, data))
+        except CodecError:
+            continue  # the store's own checks report undecodable data
+
+
+def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
+    """``(count, digest)`` of the postings, or ``None`` when one of them is malformed."""
+    count = digest = 0
+    memo: dict[bytes, tuple[int, int]] = {}
+    p = len(LEX_POSTING)
+    for key, value in txn.scan(LEX_POSTING):
+        count += 1
+        got = memo.get(value)
+        try:
+            if got is None:
+                got = memo[value] = _posting(key, value)
+            if len(key) < p + 18 or key[-17] != 0:
+                return None
+            term = key[p:-17].decode("utf-8")
+        except (IntegrityError, UnicodeDecodeError):
+            return None
+        digest += hash((term, key[-16:], got[0], got[1]))
+    return count, digest & _MASK64
+
+
+def _posting_problems(
+    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+) -> list[tuple[str, str]]:
+    """Every posting that is missing, extra, damaged or wrong (the slow, exact diff)."""
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    want: dict[bytes, tuple[int, int]] = {}
+    for mid, terms in _analyzed(live):
+        tfs = Counter(terms)
+        for term, tf in tfs.items():
+            want[posting_key(term, mid)] = (tf, len(terms))
+    for key, value in txn.scan(LEX_POSTING):
+        name = show_key(key)
+        try:
+            parse_posting_key(key)
+            got = _posting(key, value)
+        except (IntegrityError, CodecError) as exc:
+            add((name, str(exc)))
+            want.pop(key, None)
+            continue
+        expected = want.pop(key, None)
+        if expected is None:
+            add((name, "posting of no live memory or of a term it does not hold"))
+        elif got != expected:
+            add(
+                (
+                    name,
+                    f"holds tf={got[0]} length={got[1]}, expected tf={expected[0]} "
+                    f"length={expected[1]}",
+                )
+            )
+    for key in sorted(want):
+        add((show_key(key), "posting missing"))
+    return problems

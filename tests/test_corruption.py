@@ -489,3 +489,17 @@ def test_statistics_deleted(small: Small) -> None:
     _edit(small.path, meta_key("lexical"), lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert list(_lex_problems(cx)) == ["meta/lexical"]
+
+
+def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
+    # passes its checksum and decodes: only the comparison with the memory's text can tell
+    key = posting_key("beta", small.b)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        with cx._kv.read() as txn:
+            raw = txn.get(key)
+    assert raw is not None and raw[:2] == b"\x82\x01"
+    _edit(small.path, key, lambda v: _seal(b"\x82\x02" + raw[2:-4]))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert list(problems) == [f"lex/p/beta/{small.b}"]
+        assert problems[f"lex/p/beta/{small.b}"][0].startswith("holds tf=2 ")
