@@ -494,12 +494,11 @@ def test_statistics_deleted(small: Small) -> None:
 def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
     # passes its checksum and decodes: only the comparison with the memory's text can tell
     key = posting_key("beta", small.b)
-    with Cortex.open(small.path, actor=ACTOR) as cx:
-        with cx._kv.read() as txn:
-            raw = txn.get(key)
-    assert raw is not None and raw[:2] == b"\x82\x01"
-    _edit(small.path, key, lambda v: _seal(b"\x82\x02" + raw[2:-4]))
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        raw = txn.get(key)
+    assert raw is not None and raw[:2] == b"\x82\x02"  # "beta" is in the short line too
+    _edit(small.path, key, lambda v: _seal(b"\x82\x03" + raw[2:-4]))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert list(problems) == [f"lex/p/beta/{small.b}"]
-        assert problems[f"lex/p/beta/{small.b}"][0].startswith("holds tf=2 ")
+        assert problems[f"lex/p/beta/{small.b}"][0].startswith("holds tf=3 ")
