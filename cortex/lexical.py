@@ -204,7 +204,8 @@ class Indexer:
     """Adds and removes memories within one write transaction; ``flush`` before it commits.
 
     Document frequencies and the statistics are kept in memory while the transaction runs, so a
-    batch touches each term entry once.
+    batch touches each term entry once; new postings are held back and put in key order by
+    ``flush``, which keeps LMDB's inserts local (a batch's postings of one term are adjacent).
     """
 
     def __init__(self, txn: WriteTxn) -> None:
@@ -212,6 +213,7 @@ class Indexer:
         self._stats = read_stats(txn)
         self._df: dict[str, int] = {}
         self._before: dict[str, int] = {}
+        self._pending: dict[bytes, bytes] = {}
 
     def _get_df(self, term: str) -> int:
         n = self._df.get(term)
@@ -226,12 +228,22 @@ class Indexer:
         """Index a memory (which must not be indexed already) with its terms."""
         tfs = Counter(terms)
         length = sum(tfs.values())
-        distinct = sorted(tfs, key=lambda t: t.encode("utf-8"))
-        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
+        encoded = sorted((term.encode("utf-8"), term) for term in tfs)
+        distinct = tuple(term for _, term in encoded)
+        if any(not b or b"\x00" in b for b, _ in encoded):
+            raise ValueError(f"bad search terms in {distinct!r}")
+        doc = LexDoc(version=version, length=length, terms=distinct)
         self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
-        for term in distinct:
-            self.txn.put(posting_key(term, mid), _posting_value(tfs[term], length))
-            self._df[term] = self._get_df(term) + 1
+        pending, dfs, tail = self._pending, self._df, b"\x00" + mid.bytes
+        values: dict[int, bytes] = {}  # by tf: every posting of the memory shares its length
+        for b, term in encoded:
+            tf = tfs[term]
+            value = values.get(tf)
+            if value is None:
+                value = values[tf] = _posting_value(tf, length)
+            pending[LEX_POSTING + b + tail] = value
+            n = dfs.get(term)
+            dfs[term] = (n if n is not None else self._get_df(term)) + 1
         s = self._stats
         self._stats = LexStats(
             documents=s.documents + 1,
@@ -248,7 +260,9 @@ class Indexer:
             return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
         for term in doc.terms:
-            self.txn.delete(posting_key(term, mid))
+            posting = posting_key(term, mid)
+            if self._pending.pop(posting, None) is None:
+                self.txn.delete(posting)
             self._df[term] = self._get_df(term) - 1
         self.txn.delete(key)
         s = self._stats
@@ -261,7 +275,10 @@ class Indexer:
         return True
 
     def flush(self) -> None:
-        """Write the changed document frequencies and the statistics."""
+        """Write the held-back postings, the changed document frequencies and the statistics."""
+        for key in sorted(self._pending):
+            self.txn.put(key, self._pending[key])
+        self._pending.clear()
         vocabulary = self._stats.terms
         for term, n in self._df.items():
             before = self._before[term]
