@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from cortex import lexical
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import NotFoundError, TombstonedError, ValidationError
@@ -85,8 +86,12 @@ class Cortex(Store):
     # -- seams for the search indexes --------------------------------------------------------
 
     def _text_search(self) -> TextSearch | None:
-        """The lexical index's search, when the store has one."""
-        return None
+        """The lexical index's search (BM25 over each live memory's full form)."""
+
+        def search(txn: ReadTxn, text: str, n: int) -> list[tuple[MemoryId, float]]:
+            return lexical.search(txn, text, limit=n)
+
+        return search
 
     def _vector_search(self) -> VectorSearch | None:
         """The vector index's search, when the store has an embedder."""

@@ -23,6 +23,9 @@ __all__ = [
     "IDX_TAG",
     "IDX_TYPE",
     "JOURNAL",
+    "LEX_DOC",
+    "LEX_POSTING",
+    "LEX_TERM",
     "META",
     "SALIENCE",
     "VEC",
@@ -33,10 +36,18 @@ __all__ = [
     "frame_key",
     "head_key",
     "journal_key",
+    "lex_doc_key",
+    "lex_term_key",
     "meta_key",
     "obj_hash",
+    "parse_lex_doc_key",
+    "parse_lex_term_key",
+    "parse_posting_key",
+    "posting_key",
+    "posting_prefix",
     "prefix_end",
     "salience_key",
+    "show_key",
     "tag_hash",
     "tag_key",
     "type_key",
@@ -56,6 +67,9 @@ EDGE_TO: Final = b"e/to/"
 JOURNAL: Final = b"j/"
 VEC: Final = b"vec/"
 SALIENCE: Final = b"sal/"
+LEX_POSTING: Final = b"lex/p/"
+LEX_DOC: Final = b"lex/d/"
+LEX_TERM: Final = b"lex/t/"
 META: Final = b"meta/"
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
@@ -252,6 +266,94 @@ def meta_key(name: str) -> bytes:
     if not name.isascii() or not name or "/" in name:
         raise ValueError(f"bad meta key name {name!r}")
     return META + name.encode("ascii")
+
+
+# --- lexical index: lex/p/ term 0x00 id16, lex/d/ id16, lex/t/ term ------------------------------
+# Terms are non-empty UTF-8 without NUL (the tokenizer yields letters and digits only), so the
+# NUL after a term ends it: the prefix of "ab" never matches the postings of "abc".
+
+
+def _term(term: str) -> bytes:
+    b = term.encode("utf-8")
+    if not b or b"\x00" in b:
+        raise ValueError(f"bad search term {term!r}")
+    return b
+
+
+def posting_prefix(term: str) -> bytes:
+    """``lex/p/`` term ``0x00``: every posting of one term."""
+    return LEX_POSTING + _term(term) + b"\x00"
+
+
+def posting_key(term: str, id_: MemoryId) -> bytes:
+    """``lex/p/`` term ``0x00`` id16: the posting of ``term`` in one memory."""
+    return LEX_POSTING + _term(term) + b"\x00" + id_.bytes
+
+
+def parse_posting_key(key: bytes) -> tuple[str, MemoryId]:
+    """The term and id of a posting key."""
+    p = len(LEX_POSTING)
+    if not key.startswith(LEX_POSTING) or len(key) < p + 18 or key[-17] != 0:
+        raise CodecError(f"malformed posting key {key!r}")
+    raw = key[p:-17]
+    if b"\x00" in raw:
+        raise CodecError(f"malformed posting key {key!r}")
+    try:
+        term = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CodecError(f"malformed posting key {key!r}: the term is not UTF-8") from None
+    return term, MemoryId(key[-16:])
+
+
+def lex_doc_key(id_: MemoryId) -> bytes:
+    """``lex/d/`` id16: what the lexical index holds for one memory."""
+    return LEX_DOC + id_.bytes
+
+
+def parse_lex_doc_key(key: bytes) -> MemoryId:
+    """The id of a ``lex/d/`` key."""
+    _expect(key, LEX_DOC, 16)
+    return MemoryId(key[len(LEX_DOC) :])
+
+
+def lex_term_key(term: str) -> bytes:
+    """``lex/t/`` term: the document frequency of one term."""
+    return LEX_TERM + _term(term)
+
+
+def parse_lex_term_key(key: bytes) -> str:
+    """The term of a ``lex/t/`` key."""
+    raw = key[len(LEX_TERM) :]
+    if not key.startswith(LEX_TERM) or not raw or b"\x00" in raw:
+        raise CodecError(f"malformed term key {key!r}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CodecError(f"malformed term key {key!r}: the term is not UTF-8") from None
+
+
+def show_key(key: bytes) -> str:
+    """A key as people read it in messages (``m/<id>``, ``lex/p/<term>/<id>``, ...), else hex."""
+    try:
+        if key.startswith(HEAD):
+            return f"m/{parse_head_key(key)}"
+        if key.startswith(VERSION):
+            i, n = parse_version_key(key)
+            return f"mv/{i}/v/{n}"
+        if key.startswith(JOURNAL):
+            return f"j/{parse_journal_key(key)}"
+        if key.startswith(LEX_POSTING):
+            term, i = parse_posting_key(key)
+            return f"lex/p/{term}/{i}"
+        if key.startswith(LEX_DOC):
+            return f"lex/d/{parse_lex_doc_key(key)}"
+        if key.startswith(LEX_TERM):
+            return f"lex/t/{parse_lex_term_key(key)}"
+        if key.startswith(META):
+            return key.decode("ascii")
+    except (CodecError, ValueError, UnicodeDecodeError):
+        pass
+    return key.hex()
 
 
 def _expect(key: bytes, prefix: bytes, rest: int) -> None:

@@ -2,7 +2,8 @@
 
 The store speaks only this interface (get, put, delete, ordered scans, atomic write
 transactions, read snapshots), so another engine with bytewise-ordered keys can replace LMDB
-without touching the layers above.
+without touching the layers above. Every stored value wears the same envelope (``seal``):
+its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/storage.md`` §3).
 """
 
 from __future__ import annotations
@@ -10,22 +11,40 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
-from cortex.keys import prefix_end
+from cortex.keys import prefix_end, show_key
 
-__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn"]
+__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
 T = TypeVar("T")
 
 _MIN_MAP: int = 64 << 20
 _MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
+
+
+def seal(payload: bytes) -> bytes:
+    """The stored form of a value: ``payload || crc32(payload)`` (4 bytes, big-endian)."""
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def unseal(key: bytes, value: bytes) -> bytes:
+    """The payload of a sealed value, checked.
+
+    Raises:
+        IntegrityError: the value fails its checksum (naming ``key``).
+    """
+    payload = value[:-4]
+    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
+        raise IntegrityError(f"record {show_key(key)} fails its checksum: the store is damaged")
+    return payload
 
 
 class ReadTxn(Protocol):
@@ -110,14 +129,15 @@ class _LmdbTxn:
         with self._txn.cursor() as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
-            step = cur.prev if reverse else cur.next
-            while True:
-                k = bytes(cur.key())
+            # the iterators yield the current pair first; they run in C, and without
+            # ``buffers=True`` they yield bytes (copies), so nothing outlives the transaction
+            pairs = cast(
+                Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
+            )
+            for k, v in pairs:
                 if not k.startswith(prefix):
                     return
-                yield k, bytes(cur.value())
-                if not step():
-                    return
+                yield k, v
 
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
@@ -125,14 +145,14 @@ class _LmdbTxn:
         with self._txn.cursor() as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
-            step = cur.prev if reverse else cur.next
-            while True:
-                k = bytes(cur.key())
+            keys = cast(
+                Iterator[bytes],
+                cur.iterprev(values=False) if reverse else cur.iternext(values=False),
+            )
+            for k in keys:
                 if not k.startswith(prefix):
                     return
                 yield k
-                if not step():
-                    return
 
     @staticmethod
     def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:

@@ -12,8 +12,7 @@ import hashlib
 import itertools
 import os
 import unicodedata
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Literal, Self
@@ -21,6 +20,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
+from cortex import lexical
 from cortex._version import __version__
 from cortex.codec import (
     FRAMES,
@@ -67,7 +67,9 @@ from cortex.keys import (
     IDX_TAG,
     IDX_TYPE,
     JOURNAL,
-    META,
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
     SALIENCE,
     VEC,
     actor_obj_key,
@@ -78,17 +80,18 @@ from cortex.keys import (
     journal_key,
     meta_key,
     parse_edge_key,
-    parse_head_key,
     parse_journal_key,
     parse_version_key,
     salience_key,
+    show_key,
     tag_key,
     type_key,
     vec_key,
     version_key,
     version_prefix,
 )
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, unseal
+from cortex.lexical import Indexer
 from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
 from cortex.salience import SALIENCE_STATE
 from cortex.validate import validate_memory
@@ -106,9 +109,12 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 1
-"""The on-disk format this code reads and writes (separate from the package version)."""
-FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
+FORMAT_VERSION: Final = 2
+"""The on-disk format this code reads and writes (separate from the package version).
+
+Format 2 adds the lexical index (``specs/lexical.md``); ``cortex.migrate`` upgrades format 1.
+"""
+FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain", lexical.FEATURE})
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
@@ -311,6 +317,8 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     index_entries: int
     edges: int
     journal_entries: int
+    lexical_documents: int = 0
+    lexical_postings: int = 0
 
     @property
     def ok(self) -> bool:
@@ -322,31 +330,9 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 # Sealing: every value is payload || crc32(payload), big-endian
 
 
-def _seal(payload: bytes) -> bytes:
-    return payload + zlib.crc32(payload).to_bytes(4, "big")
-
-
-def _unseal(key: bytes, value: bytes) -> bytes:
-    payload = value[:-4]
-    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
-        raise IntegrityError(f"record {_show_key(key)} fails its checksum: the store is damaged")
-    return payload
-
-
-def _show_key(key: bytes) -> str:
-    try:
-        if key.startswith(_HEAD_KEY_PREFIX):
-            return f"m/{parse_head_key(key)}"
-        if key.startswith(_VERSION_KEY_PREFIX):
-            i, n = parse_version_key(key)
-            return f"mv/{i}/v/{n}"
-        if key.startswith(JOURNAL):
-            return f"j/{parse_journal_key(key)}"
-        if key.startswith(META):
-            return key.decode("ascii")
-    except (CodecError, ValueError, UnicodeDecodeError):
-        pass
-    return key.hex()
+_seal = seal
+_unseal = unseal
+_show_key = show_key
 
 
 def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
@@ -414,9 +400,10 @@ def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
 class _Prepared:
     """A validated new memory and its sealed records."""
 
-    __slots__ = ("head", "head_bytes", "type", "version", "version_bytes")
+    __slots__ = ("head", "head_bytes", "terms", "type", "version", "version_bytes")
 
-    def __init__(self, head: Head, version: Version) -> None:
+    def __init__(self, head: Head, version: Version, terms: list[str]) -> None:
+        self.terms = terms  # what the lexical index holds for the version
         self.head = head
         self.version = version
         self.type = head.type
@@ -434,6 +421,45 @@ def _index_keys(head: Head) -> list[bytes]:
         if head.type is MemoryType.EVENT:
             keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
     return keys
+
+
+def _live_heads(txn: ReadTxn) -> list[Head]:
+    """The heads of every memory that is not tombstoned, in id order."""
+    heads = []
+    for key, value in txn.scan(_HEAD_KEY_PREFIX):
+        head: Head = _trusted(HEAD, key, value)
+        if head.tombstone is None:
+            heads.append(head)
+    return heads
+
+
+def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+    """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
+    lex = Indexer(txn)
+    n = 0
+    for head in _live_heads(txn):
+        key = version_key(head.id, head.current_version)
+        raw = txn.get(key)
+        if raw is None:
+            raise IntegrityError(
+                f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
+            )
+        version: Version = _trusted(VERSION, key, raw)
+        if version.data is None:
+            raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
+        lex.add(head.id, head.current_version, lexical.analyze(_decoded(head.type, version.data)))
+        n += 1
+        if tick is not None:
+            tick(n)
+    lex.flush()
+    return n
+
+
+def _decoded(mtype: MemoryType, data: bytes) -> Data:
+    try:
+        return decode_data_trusted(mtype, data)
+    except CodecError as exc:
+        raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
 
 
 class _Journal:
@@ -666,6 +692,7 @@ class Store:
             owner=self.actor,
         )
         txn.put(meta_key("format"), _seal(FORMAT_CODEC.encode(record, "meta/format")))
+        Indexer(txn).flush()  # the (empty) collection statistics
         _Journal(txn, now, self.actor).append(JournalKind.INIT, reason=f"format {FORMAT_VERSION}")
         return record
 
@@ -694,10 +721,11 @@ class Store:
         codec = data_codec(data)
         data_bytes = codec.encode(data, "data")
         mtype = codec.cls.TYPE
+        decoded = decode_data_trusted(mtype, data_bytes)
         if forms is not None:
             the_forms, override = check_override(forms), True
         else:
-            the_forms = render(decode_data_trusted(mtype, data_bytes), is_canonical=True)
+            the_forms = render(decoded, is_canonical=True)
             override = False
         if id is not None and not isinstance(id, MemoryId):
             raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
@@ -733,7 +761,9 @@ class Store:
             last_updated_at=now,
             forms=the_forms,
         )
-        prepared = _Prepared(head, ver)  # encodes both records: every field rule is checked
+        # encodes both records (every field rule is checked); the terms are found out here, before
+        # the write transaction, so the writer lock is not held while rendering and tokenizing
+        prepared = _Prepared(head, ver, lexical.analyze(decoded))
         if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
             raise ValidationError("valid_until", "order", "is before valid_from")
         if expires_at is not None and to_micros(expires_at) < to_micros(now):
@@ -809,6 +839,9 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> None:
             self._put_new(txn, p)
+            lex = Indexer(txn)
+            lex.add(p.head.id, 1, p.terms)
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
             )
@@ -852,11 +885,14 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> None:
             journal = _Journal(txn, now, self.actor)
+            lex = Indexer(txn)
             for p in prepared:
                 self._put_new(txn, p)
+                lex.add(p.head.id, 1, p.terms)
                 journal.append(
                     JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
                 )
+            lex.flush()
 
         if prepared:
             self._kv.write(txn_fn)
@@ -942,6 +978,10 @@ class Store:
             ):
                 raise IntegrityError(f"version {n} of {mid} exists beyond the head")
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            lex = Indexer(txn)
+            lex.remove(mid)
+            lex.add(mid, n, p.terms)
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
             )
@@ -1030,6 +1070,9 @@ class Store:
                 return head.tombstone
             new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            lex = Indexer(txn)
+            lex.remove(mid)  # a tombstoned memory leaves the lexical index
+            lex.flush()
             _Journal(txn, now, self.actor).append(
                 JournalKind.TOMBSTONE,
                 id=mid,
@@ -1078,6 +1121,9 @@ class Store:
                 erased = msgspec.structs.replace(v, data=None, forms=None)
                 txn.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
+            lex = Indexer(txn)
+            if lex.remove(mid):  # absent already when the memory was tombstoned first
+                lex.flush()
             txn.delete(vec_key(mid))
             txn.delete(salience_key(mid))
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
@@ -1147,6 +1193,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> ImportReport:
             journal = _Journal(txn, now, self.actor)
+            lex = Indexer(txn)
             added = same = versions = edges_added = edges_same = 0
             for item in items:
                 if txn.get(head_key(item.head.id)) is not None:
@@ -1157,7 +1204,7 @@ class Store:
                         )
                     same += 1
                     continue
-                self._put_imported(txn, item)
+                self._put_imported(txn, item, lex)
                 last = item.versions[-1]
                 journal.append(
                     JournalKind.IMPORT,
@@ -1187,6 +1234,7 @@ class Store:
                 txn.put(edge_to_key(d, et, s), payload)
                 journal.append(JournalKind.IMPORT, id=s, edge=et, dst=d)
                 edges_added += 1
+            lex.flush()
             return ImportReport(
                 memories_added=added,
                 memories_unchanged=same,
@@ -1197,14 +1245,18 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def _put_imported(self, txn: WriteTxn, item: _Imported) -> None:
-        """Write an imported memory's head, versions and index entries (the one place)."""
+    def _put_imported(self, txn: WriteTxn, item: _Imported, lex: Indexer) -> None:
+        """Write an imported memory's head, versions, index entries and lexical postings."""
         txn.put(head_key(item.head.id), item.head_bytes)
         for v, sealed in zip(item.versions, item.version_bytes, strict=True):
             if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
                 raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
         for k in _index_keys(item.head):
             txn.put(k, b"")
+        last = item.versions[-1]
+        if item.head.tombstone is None and last.data is not None:
+            terms = lexical.analyze(_decoded(last.type, last.data))
+            lex.add(item.head.id, last.version, terms)
 
     def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
         """Write a consistent, compacted copy of the store to the new directory ``dest``.
@@ -1527,6 +1579,51 @@ class Store:
             entries.reverse()
         yield from entries
 
+    # -- search ------------------------------------------------------------------------------
+
+    def _lexical_search(
+        self,
+        query: str,
+        limit: int,
+        allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+    ) -> list[tuple[MemoryId, float]]:
+        """BM25 ranking of the live memories for ``query`` (for the query planner).
+
+        Args:
+            query: free text.
+            limit: how many ``(id, score)`` pairs at most, best first, ties by id ascending.
+            allow: only ids this predicate (or collection) accepts are ranked.
+
+        Raises:
+            IntegrityError: an index record is damaged.
+        """
+        with self._kv.read() as txn:
+            return lexical.search(txn, query, limit=limit, allow=allow)
+
+    def _reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the lexical index from the live memories, in one write transaction.
+
+        The index is derived data: this repairs one that ``verify`` reports damaged (the
+        ``cortex reindex`` command). Nothing else changes and nothing is journalled.
+
+        Args:
+            progress: called as ``progress(done, total)`` while memories are indexed.
+
+        Returns:
+            How many memories were indexed.
+        """
+
+        def fn(txn: WriteTxn) -> int:
+            for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
+                for key in list(txn.keys(prefix)):
+                    txn.delete(key)
+            txn.delete(lexical.STATS_KEY)
+            total = len(_live_heads(txn)) if progress is not None else 0
+            tick = None if progress is None else (lambda done: progress(done, total))
+            return _index_live(txn, tick)
+
+        return self._kv.write(fn)
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:
@@ -1554,6 +1651,7 @@ class Store:
             edges = sum(1 for _ in txn.keys(EDGE_FROM))
             last = next(txn.keys(JOURNAL, reverse=True), None)
             journal = parse_journal_key(last) if last is not None else 0
+            lex = lexical.read_stats(txn)
         info = self._kv.info()
         return {
             "format_version": self.format.format_version,
@@ -1566,6 +1664,12 @@ class Store:
             "versions": versions,
             "edges": edges,
             "journal_entries": journal,
+            "lexical": {
+                "documents": lex.documents,
+                "terms": lex.terms,
+                "postings": lex.postings,
+                "average_length": lex.total_length / lex.documents if lex.documents else 0.0,
+            },
             "map_size": info["map_size"],
             "used_bytes": info["used_bytes"],
         }
@@ -1585,6 +1689,7 @@ class Store:
         add = problems.append
         heads: dict[MemoryId, Head] = {}
         counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
+        current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
 
         def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
             try:
@@ -1642,6 +1747,9 @@ class Store:
                     decode_data(v.type, v.data)
                 except CodecError as exc:
                     add(Problem(name, f"data: {exc}"))
+                    continue
+                if n == head.current_version:
+                    current[mid] = v.data
             for mid, head in heads.items():
                 ns = seen_versions.get(mid, [])
                 if ns != list(range(1, head.current_version + 1)):
@@ -1713,6 +1821,13 @@ class Store:
             for key, _ in txn.scan(VEC):
                 if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
                     add(Problem(key.hex(), "vector of no memory"))
+            live = {
+                mid: (head.type, head.current_version, current[mid])
+                for mid, head in heads.items()
+                if head.tombstone is None and mid in current
+            }
+            lex_problems, lex = lexical.check(txn, live)
+            problems.extend(Problem(record, what) for record, what in lex_problems)
         return VerifyReport(
             problems=tuple(problems),
             memories=len(heads),
@@ -1720,6 +1835,8 @@ class Store:
             index_entries=counts["index"],
             edges=counts["edges"],
             journal_entries=counts["journal"],
+            lexical_documents=lex.documents,
+            lexical_postings=lex.postings,
         )
 
 

@@ -36,7 +36,10 @@ from cortex.keys import (
     frame_key,
     head_key,
     journal_key,
+    lex_doc_key,
+    lex_term_key,
     meta_key,
+    posting_key,
     tag_key,
     type_key,
     version_key,
@@ -418,3 +421,84 @@ def test_damaged_edge_key(small: Small) -> None:
         assert f"edge {small.a} references {small.b}" in _problems(cx)
         with pytest.raises(IntegrityError):
             cx.edges(small.a)
+
+
+# ---------------------------------------------------------------------------------------------
+# The lexical index: damage to postings, document records, term entries and statistics
+
+
+def _lex_problems(cx: Cortex) -> dict[str, list[str]]:
+    return {k: v for k, v in _problems(cx).items() if k.startswith(("lex/", "meta/lexical"))}
+
+
+def test_posting_flip(small: Small) -> None:
+    key = posting_key("alpha", small.a)
+    _edit(small.path, key, _flip)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _problems(cx)
+        assert "checksum" in problems[f"lex/p/alpha/{small.a}"][0]
+        with pytest.raises(IntegrityError, match="lex/p/alpha"):
+            cx._lexical_search("alpha", 5)
+        assert [m for m, _ in cx._lexical_search("beta", 5)] == [small.b]  # other terms work
+
+
+def test_posting_deleted(small: Small) -> None:
+    _edit(small.path, posting_key("alpha", small.a), lambda _: None)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert problems == {f"lex/p/alpha/{small.a}": ["posting missing"]}
+
+
+def test_stale_posting_added(small: Small) -> None:
+    # a posting for a word the memory does not hold, sealed properly
+    _edit(small.path, posting_key("ghost", small.c), lambda _: _seal(b"\x82\x01\x03"))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert problems[f"lex/p/ghost/{small.c}"] == [
+            "posting of no live memory or of a term it does not hold"
+        ]
+
+
+def test_posting_of_a_tombstoned_memory(small: Small) -> None:
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        cx.tombstone(small.b, "gone")
+        assert cx.verify().ok
+        assert cx._lexical_search("beta", 5) == []
+    _edit(small.path, posting_key("beta", small.b), lambda _: _seal(b"\x82\x01\x09"))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert f"lex/p/beta/{small.b}" in _lex_problems(cx)
+
+
+def test_term_frequency_resealed_wrong(small: Small) -> None:
+    _edit(small.path, lex_term_key("user"), lambda _: _seal(b"\x07"))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _lex_problems(cx) == {"lex/t/user": ["document frequency 7, expected 2"]}
+
+
+def test_document_record_flip(small: Small) -> None:
+    _edit(small.path, lex_doc_key(small.a), _flip)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert "checksum" in _lex_problems(cx)[f"lex/d/{small.a}"][0]
+        # unindexing needs the record: a change to the memory refuses rather than guesses
+        with pytest.raises(IntegrityError):
+            cx.update(small.a, Fact(statement="three", subject="user", predicate="likes"))
+        assert cx.resolve_latest(small.a).version.version == 2
+
+
+def test_statistics_deleted(small: Small) -> None:
+    _edit(small.path, meta_key("lexical"), lambda _: None)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert list(_lex_problems(cx)) == ["meta/lexical"]
+
+
+def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
+    # passes its checksum and decodes: only the comparison with the memory's text can tell
+    key = posting_key("beta", small.b)
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        raw = txn.get(key)
+    assert raw is not None and raw[:2] == b"\x82\x02"  # "beta" is in the short line too
+    _edit(small.path, key, lambda v: _seal(b"\x82\x03" + raw[2:-4]))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert list(problems) == [f"lex/p/beta/{small.b}"]
+        assert problems[f"lex/p/beta/{small.b}"][0].startswith("holds tf=3 ")

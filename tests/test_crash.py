@@ -156,6 +156,8 @@ def _check_whole_store(cx: Cortex) -> None:
             raise AssertionError(f"unexpected journal entry {e}")
     stats = cx.stats()
     assert stats["memories"] == len(state)
+    # the lexical index holds exactly the live memories (verify checked every posting)
+    assert stats["lexical"]["documents"] == sum(not s["tomb"] for s in state.values())
     assert stats["journal_entries"] == len(entries)
     assert stats["edges"] == len(edges)
     batches: Counter[str] = Counter()
@@ -223,6 +225,7 @@ def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> Non
         assert cx.verify().ok
         assert cx.resolve(first["uri"]).data == workers.fact_for(0, 0, 0)
         assert cx.stats()["memories"] == 1
+        assert cx.stats()["lexical"]["documents"] == 1  # none of the batch's postings
         assert len(list(cx.journal())) == 2  # init and the one write
         assert _count_tag(cx, "big") == 0
     # the dead child held the writer lock: the next writer gets it (LMDB's robust mutex)

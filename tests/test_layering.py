@@ -33,6 +33,8 @@ ORDER = (
     "validate",
     "keys",
     "kv",
+    "text",  # the tokenizer of the lexical index (pure)
+    "lexical",  # the lexical index, written inside the store's transactions
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules
     "store",
@@ -42,6 +44,7 @@ ORDER = (
     "context",  # the tiered working set built on the executor
     "api",
     "transfer",  # export and import bundles, over the store's internals
+    "migrate",  # format migrations: below the CLI, which runs them
     "__init__",
     "cli",
     "__main__",

@@ -34,6 +34,8 @@ from cortex import (
     ValidationError,
     Visibility,
 )
+from cortex.lexical import analyze
+from tests.bm25 import check_ranking, scores
 from tests.strategies import any_data, data_of_type, frames, memory_types, tags
 
 EdgeKey = tuple[MemoryId, EdgeType, MemoryId]
@@ -269,6 +271,16 @@ class StoreMachine(RuleBasedStateMachine):
         assert edge.removed and (edge.src, edge.type, edge.dst) == key
         self.edges[key] = True
 
+    @rule(draw=st.data(), limit=st.integers(1, 8))
+    def lexical_search(self, draw: st.DataObject, limit: int) -> None:
+        """Search for words of a live memory: the ranking is BM25 over exactly the live ones."""
+        docs = self.live_terms()
+        words = sorted({t for terms in docs.values() for t in terms})
+        if not words:
+            return
+        query = " ".join(draw.draw(st.lists(st.sampled_from(words), min_size=1, max_size=3)))
+        check_ranking(self.cx._lexical_search(query, limit), scores(docs, query), limit)
+
     @rule()
     def reopen(self) -> None:
         self.cx.close()
@@ -283,6 +295,9 @@ class StoreMachine(RuleBasedStateMachine):
         if self.steps % 10 == 0:
             report = self.cx.verify()
             assert report.ok, report.problems
+
+    def live_terms(self) -> dict[MemoryId, list[str]]:
+        return {mid: analyze(m.versions[-1]) for mid, m in self.model.items() if not m.tombstoned}
 
     def check_everything(self) -> None:
         cx = self.cx
@@ -327,6 +342,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert stats["edges"] == len(self.edges)
         for t in MemoryType:
             assert stats["by_type"][t.type_name] == sum(m.type is t for m in models)
+        docs = self.live_terms()
+        lex = stats["lexical"]
+        assert lex["documents"] == len(docs)
+        assert lex["postings"] == sum(len(set(terms)) for terms in docs.values())
+        assert lex["terms"] == len({t for terms in docs.values() for t in terms})
 
 
 StoreMachine.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import (
+    FORMAT_VERSION,
     ConflictError,
     Cortex,
     Cost,
@@ -326,7 +327,7 @@ def test_cbor_bundle_layout(source: Path, tmp_path: Path) -> None:
         "format": "cortex-export",
         "version": 1,
         "encoding": "cbor",
-        "store_format": 1,
+        "store_format": FORMAT_VERSION,
     }
     kinds = [i[0] for i in items[1:]]
     assert kinds == ["memory"] * 5 + ["edge"] * 2 + ["end"]

@@ -1,0 +1,600 @@
+"""The lexical index: BM25 postings over each live memory's full form, kept in LMDB.
+
+The store updates the index inside the write transaction of every write, update, tombstone
+and purge (``Indexer``), so the index is never behind the records. ``search`` ranks by Okapi
+BM25 and skips posting lists that cannot change the top ``limit`` (MaxScore pruning). The
+layout and the scoring are normative: ``specs/lexical.md``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Final
+
+import cbor2
+import msgspec
+
+from cortex.codec import (
+    StructCodec,
+    _Int,
+    _Invalid,
+    _List,
+    _Text,
+    _uint,
+    decode_data_trusted,
+)
+from cortex.enums import MemoryType
+from cortex.errors import CodecError, IntegrityError
+from cortex.forms import render_full
+from cortex.ids import MemoryId
+from cortex.keys import (
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
+    lex_doc_key,
+    lex_term_key,
+    meta_key,
+    parse_lex_doc_key,
+    parse_lex_term_key,
+    parse_posting_key,
+    posting_key,
+    posting_prefix,
+    show_key,
+)
+from cortex.kv import ReadTxn, WriteTxn, seal, unseal
+from cortex.records import Data
+from cortex.text import tokenize
+
+__all__ = [
+    "FEATURE",
+    "K1",
+    "STATS_KEY",
+    "B",
+    "Indexer",
+    "LexDoc",
+    "LexStats",
+    "analyze",
+    "check",
+    "idf",
+    "read_stats",
+    "search",
+]
+
+K1: Final = 1.2
+"""BM25 term-frequency saturation."""
+B: Final = 0.75
+"""BM25 length normalisation."""
+FEATURE: Final = "lexical-bm25"
+"""The format feature naming this index (format version 2)."""
+STATS_KEY: Final = meta_key("lexical")
+
+# a bound on a term's contribution is idf * (K1 + 1); widened by this much so that rounding in
+# the sums can never prune a document that belongs in the results
+_SLACK: Final = 1e-9
+
+
+class LexDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``lex/d/`` id16: what the index holds for one memory, so it can be removed unrendered.
+
+    Attributes:
+        version: the version of the memory that was indexed (its current version).
+        length: the number of terms of its full form (with repeats).
+        terms: its distinct terms, sorted by their UTF-8 bytes.
+    """
+
+    version: int
+    length: int
+    terms: tuple[str, ...] = ()
+
+
+class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``meta/lexical``: collection statistics.
+
+    Attributes:
+        documents: indexed memories (N).
+        total_length: the sum of their lengths (for the average length).
+        terms: distinct terms in the index (``lex/t/`` keys).
+        postings: ``lex/p/`` keys.
+    """
+
+    documents: int = 0
+    total_length: int = 0
+    terms: int = 0
+    postings: int = 0
+
+
+DOC_CODEC: Final = StructCodec(
+    LexDoc,
+    [
+        ("version", _Int(1)),
+        ("length", _Int()),
+        ("terms", _List(_Text(256), max_items=2**32)),
+    ],
+    schema_version=1,
+)
+STATS_CODEC: Final = StructCodec(
+    LexStats,
+    [("documents", _Int()), ("total_length", _Int()), ("terms", _Int()), ("postings", _Int())],
+    schema_version=1,
+)
+
+
+def analyze(data: Data) -> list[str]:
+    """The terms the index holds for typed data: ``tokenize(render_full(data))``."""
+    return tokenize(render_full(data))
+
+
+def idf(n: int, df: int) -> float:
+    """BM25 inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never < 0)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+# ---------------------------------------------------------------------------------------------
+# Values: postings hold [tf, length] and term entries hold df, as canonical CBOR, sealed.
+
+
+def _posting_value(tf: int, length: int) -> bytes:
+    return seal(b"\x82" + _uint(tf) + _uint(length))
+
+
+def _read_uint(p: bytes, i: int) -> tuple[int, int]:
+    """A canonical CBOR unsigned integer at ``p[i]``: ``(value, next index)``."""
+    h = p[i]
+    if h < 24:
+        return h, i + 1
+    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(h)
+    if width is None or i + 1 + width > len(p):
+        raise ValueError("not an unsigned integer")
+    n = int.from_bytes(p[i + 1 : i + 1 + width], "big")
+    if _uint(n) != p[i : i + 1 + width]:
+        raise ValueError("integer not in its shortest form")
+    return n, i + 1 + width
+
+
+def _posting(key: bytes, value: bytes) -> tuple[int, int]:
+    """``(tf, length)`` of a sealed posting value."""
+    p = unseal(key, value)
+    try:
+        if p[0] != 0x82:
+            raise ValueError("not a list of two")
+        tf, i = _read_uint(p, 1)
+        length, i = _read_uint(p, i)
+        if i != len(p) or tf < 1:
+            raise ValueError("malformed")
+    except (ValueError, IndexError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+    return tf, length
+
+
+def _df(key: bytes, value: bytes) -> int:
+    p = unseal(key, value)
+    try:
+        n, i = _read_uint(p, 0)
+        if i != len(p) or n < 1:
+            raise ValueError("malformed")
+    except (ValueError, IndexError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+    return n
+
+
+def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+    try:
+        return codec.dec(cbor2.loads(unseal(key, value)))
+    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+
+
+def read_stats(txn: ReadTxn) -> LexStats:
+    """The collection statistics (all zero when nothing was ever indexed)."""
+    raw = txn.get(STATS_KEY)
+    if raw is None:
+        return LexStats()
+    stats: LexStats = _decode(STATS_CODEC, STATS_KEY, raw)
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class Indexer:
+    """Adds and removes memories within one write transaction; ``flush`` before it commits.
+
+    Document frequencies and the statistics are kept in memory while the transaction runs, so a
+    batch touches each term entry once; new postings are held back and put in key order by
+    ``flush``, which keeps LMDB's inserts local (a batch's postings of one term are adjacent).
+    """
+
+    def __init__(self, txn: WriteTxn) -> None:
+        self.txn = txn
+        self._stats = read_stats(txn)
+        self._df: dict[str, int] = {}
+        self._before: dict[str, int] = {}
+        self._pending: dict[bytes, bytes] = {}
+
+    def _get_df(self, term: str) -> int:
+        n = self._df.get(term)
+        if n is None:
+            key = lex_term_key(term)
+            raw = self.txn.get(key)
+            n = 0 if raw is None else _df(key, raw)
+            self._df[term] = self._before[term] = n
+        return n
+
+    def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
+        """Index a memory (which must not be indexed already) with its terms."""
+        tfs = Counter(terms)
+        length = sum(tfs.values())
+        encoded = sorted((term.encode("utf-8"), term) for term in tfs)
+        distinct = tuple(term for _, term in encoded)
+        if any(not b or b"\x00" in b for b, _ in encoded):
+            raise ValueError(f"bad search terms in {distinct!r}")
+        doc = LexDoc(version=version, length=length, terms=distinct)
+        self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
+        pending, dfs, tail = self._pending, self._df, b"\x00" + mid.bytes
+        values: dict[int, bytes] = {}  # by tf: every posting of the memory shares its length
+        for b, term in encoded:
+            tf = tfs[term]
+            value = values.get(tf)
+            if value is None:
+                value = values[tf] = _posting_value(tf, length)
+            pending[LEX_POSTING + b + tail] = value
+            n = dfs.get(term)
+            dfs[term] = (n if n is not None else self._get_df(term)) + 1
+        s = self._stats
+        self._stats = LexStats(
+            documents=s.documents + 1,
+            total_length=s.total_length + length,
+            terms=s.terms,
+            postings=s.postings + len(distinct),
+        )
+
+    def remove(self, mid: MemoryId) -> bool:
+        """Take a memory out of the index; False when it was not indexed."""
+        key = lex_doc_key(mid)
+        raw = self.txn.get(key)
+        if raw is None:
+            return False
+        doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        for term in doc.terms:
+            posting = posting_key(term, mid)
+            if self._pending.pop(posting, None) is None:
+                self.txn.delete(posting)
+            self._df[term] = self._get_df(term) - 1
+        self.txn.delete(key)
+        s = self._stats
+        self._stats = LexStats(
+            documents=s.documents - 1,
+            total_length=s.total_length - doc.length,
+            terms=s.terms,
+            postings=s.postings - len(doc.terms),
+        )
+        return True
+
+    def flush(self) -> None:
+        """Write the held-back postings, the changed document frequencies and the statistics."""
+        for key in sorted(self._pending):
+            self.txn.put(key, self._pending[key])
+        self._pending.clear()
+        vocabulary = self._stats.terms
+        for term, n in self._df.items():
+            before = self._before[term]
+            if n == before:
+                continue
+            if n < 0:
+                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
+            if n == 0:
+                self.txn.delete(lex_term_key(term))
+                vocabulary -= 1
+            else:
+                self.txn.put(lex_term_key(term), seal(_uint(n)))
+                vocabulary += before == 0
+            self._before[term] = n
+        self._stats = msgspec.structs.replace(self._stats, terms=vocabulary)
+        self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(self._stats, "meta/lexical")))
+
+
+# ---------------------------------------------------------------------------------------------
+# Searching
+
+
+def search(
+    txn: ReadTxn,
+    query: str,
+    *,
+    limit: int,
+    allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+) -> list[tuple[MemoryId, float]]:
+    """The ``limit`` best memories for ``query`` by BM25, best first, ties by id ascending.
+
+    Each distinct query term counts once. Posting lists that cannot change the result are
+    skipped or only probed (MaxScore), which gives exactly the ranking of a full evaluation.
+
+    Args:
+        txn: a read (or write) transaction of the store.
+        query: free text, tokenized like the documents.
+        limit: how many results at most (>= 1).
+        allow: only memories this accepts are ranked: a predicate, or a collection of ids.
+
+    Returns:
+        ``(id, score)`` pairs, at most ``limit``; empty when no term of the query is indexed.
+
+    Raises:
+        IntegrityError: an index record is damaged.
+    """
+    if limit < 1:
+        return []
+    stats = read_stats(txn)
+    n = stats.documents
+    if n == 0:
+        return []
+    avgdl = stats.total_length / n
+    # (upper bound, term, idf, df) of every indexed query term, rarest first
+    plan: list[tuple[float, str, float, int]] = []
+    for term in dict.fromkeys(tokenize(query)):
+        key = lex_term_key(term)
+        raw = txn.get(key)
+        if raw is None:
+            continue
+        df = _df(key, raw)
+        w = idf(n, df)
+        plan.append((w * (K1 + 1.0) * (1.0 + _SLACK), term, w, df))
+    if not plan:
+        return []
+    plan.sort(key=lambda p: (-p[0], p[1].encode("utf-8")))
+    rest = [0.0] * (len(plan) + 1)
+    for i in range(len(plan) - 1, -1, -1):
+        rest[i] = rest[i + 1] + plan[i][0]
+
+    k1, b = K1, B
+    norm_a, norm_b = k1 * (1.0 - b), k1 * b / avgdl if avgdl else 0.0
+
+    # A posting's value bytes determine its tf and length, so its checked, decoded BM25 factor
+    # is memoised by those bytes: the many postings sharing (tf, length) cost one dict lookup.
+    memo: dict[bytes, float] = {}
+
+    def factor(key: bytes, value: bytes) -> float:
+        f = memo.get(value)
+        if f is None:
+            tf, length = _posting(key, value)
+            f = memo[value] = tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
+        return f
+
+    scores: dict[bytes, float] = {}
+    allowed: Callable[[bytes], bool] | None = None
+    if allow is None:
+        pass
+    elif callable(allow):
+        verdicts: dict[bytes, bool] = {}
+
+        def allowed(raw: bytes) -> bool:
+            v = verdicts.get(raw)
+            if v is None:
+                v = verdicts[raw] = bool(allow(MemoryId(raw)))
+            return v
+    else:
+        ids = {m.bytes for m in allow}
+        if len(ids) * len(plan) < sum(p[3] for p in plan):
+            # a small allow-list: probe its members instead of scanning the lists
+            for raw in sorted(ids):
+                total, hit = 0.0, False
+                for _, term, w, _ in plan:
+                    key = posting_key(term, MemoryId(raw))
+                    value = txn.get(key)
+                    if value is not None:
+                        total += w * factor(key, value)
+                        hit = True
+                if hit:
+                    scores[raw] = total
+            return _top(scores, limit)
+        allowed = ids.__contains__
+
+    theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
+    for i, (_, term, w, df) in enumerate(plan):
+        prefix = posting_prefix(term)
+        if rest[i] < theta:
+            # no memory outside the candidates can reach the top any more: drop candidates that
+            # cannot either, and only update the rest
+            scores = {k: s for k, s in scores.items() if s + rest[i] >= theta}
+            if len(scores) * 4 < df:
+                for raw in list(scores):
+                    key = prefix + raw
+                    value = txn.get(key)
+                    if value is not None:
+                        scores[raw] += w * factor(key, value)
+            else:
+                for key, value in txn.scan(prefix):
+                    raw = key[-16:]
+                    if raw in scores:
+                        f = memo.get(value)
+                        scores[raw] += w * (f if f is not None else factor(key, value))
+        elif allowed is None:
+            get = scores.get
+            for key, value in txn.scan(prefix):
+                raw = key[-16:]
+                f = memo.get(value)
+                scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(key, value))
+        else:
+            for key, value in txn.scan(prefix):
+                raw = key[-16:]
+                s = scores.get(raw)
+                if s is None:
+                    if not allowed(raw):
+                        continue
+                    s = 0.0
+                f = memo.get(value)
+                scores[raw] = s + w * (f if f is not None else factor(key, value))
+        if len(scores) >= limit:
+            theta = heapq.nlargest(limit, scores.values())[-1]
+    return _top(scores, limit)
+
+
+def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
+    best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [(MemoryId(raw), s) for raw, s in best]
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification
+
+
+def check(
+    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+) -> tuple[list[tuple[str, str]], LexStats]:
+    """Compare the index with what the live memories imply, both ways.
+
+    Memory stays proportional to the memories and the vocabulary, not to the postings: the
+    postings are first compared by count and an order-independent digest, and only when those
+    disagree are they diffed one by one (rendering every memory a second time) to name them.
+
+    Args:
+        txn: a read transaction.
+        live: every live (not tombstoned) memory: its type, current version and data bytes.
+
+    Returns:
+        ``(problems, actual)``: ``(record, what is wrong)`` pairs and the statistics found.
+    """
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    want_df: Counter[str] = Counter()
+    documents = total = postings = digest = 0
+    for mid, terms in _analyzed(live):
+        tfs = Counter(terms)
+        length = len(terms)
+        documents += 1
+        total += length
+        postings += len(tfs)
+        want_df.update(tfs.keys())
+        raw = mid.bytes
+        for term, tf in tfs.items():
+            digest += hash((term, raw, tf, length))
+        want = LexDoc(
+            version=live[mid][1],
+            length=length,
+            terms=tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))),
+        )
+        key = lex_doc_key(mid)
+        value = txn.get(key)
+        if value is None:
+            add((show_key(key), "missing for a live memory"))
+            continue
+        try:
+            doc: LexDoc = DOC_CODEC.decode(unseal(key, value), show_key(key))
+        except (IntegrityError, CodecError) as exc:
+            add((show_key(key), str(exc)))
+            continue
+        if doc != want:
+            add(
+                (
+                    show_key(key),
+                    f"holds version {doc.version}, length {doc.length} and its terms, "
+                    f"where the memory implies version {want.version}, length {want.length}",
+                )
+            )
+    for key in txn.keys(LEX_DOC):
+        try:
+            indexed = parse_lex_doc_key(key) in live
+        except CodecError as exc:
+            add((key.hex(), str(exc)))
+            continue
+        if not indexed:
+            add((show_key(key), "indexes a memory that is missing or tombstoned"))
+    want_stats = LexStats(
+        documents=documents, total_length=total, terms=len(want_df), postings=postings
+    )
+    if _posting_digest(txn) != (postings, digest & _MASK64):
+        problems.extend(_posting_problems(txn, live))
+    for key, value in txn.scan(LEX_TERM):
+        name = show_key(key)
+        try:
+            term = parse_lex_term_key(key)
+            df = _df(key, value)
+        except (IntegrityError, CodecError) as exc:
+            add((name, str(exc)))
+            continue
+        expected_df = want_df.pop(term, 0)
+        if df != expected_df:
+            add((name, f"document frequency {df}, expected {expected_df}"))
+    for term in sorted(want_df, key=lambda t: t.encode("utf-8")):
+        add((f"lex/t/{term}", "missing"))
+    try:
+        stats = read_stats(txn)
+    except IntegrityError as exc:
+        add(("meta/lexical", str(exc)))
+        stats = LexStats()
+    else:
+        if stats != want_stats:
+            add(("meta/lexical", f"holds {stats}, the live memories imply {want_stats}"))
+    return problems, stats
+
+
+_MASK64: Final = (1 << 64) - 1
+
+
+def _analyzed(
+    live: dict[MemoryId, tuple[MemoryType, int, bytes]],
+) -> Iterable[tuple[MemoryId, list[str]]]:
+    for mid, (mtype, _, data) in live.items():
+        try:
+            yield mid, analyze(decode_data_trusted(mtype, data))
+        except CodecError:
+            continue  # the store's own checks report undecodable data
+
+
+def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
+    """``(count, digest)`` of the postings, or ``None`` when one of them is malformed."""
+    count = digest = 0
+    memo: dict[bytes, tuple[int, int]] = {}
+    p = len(LEX_POSTING)
+    for key, value in txn.scan(LEX_POSTING):
+        count += 1
+        got = memo.get(value)
+        try:
+            if got is None:
+                got = memo[value] = _posting(key, value)
+            if len(key) < p + 18 or key[-17] != 0:
+                return None
+            term = key[p:-17].decode("utf-8")
+        except (IntegrityError, UnicodeDecodeError):
+            return None
+        digest += hash((term, key[-16:], got[0], got[1]))
+    return count, digest & _MASK64
+
+
+def _posting_problems(
+    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+) -> list[tuple[str, str]]:
+    """Every posting that is missing, extra, damaged or wrong (the slow, exact diff)."""
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    want: dict[bytes, tuple[int, int]] = {}
+    for mid, terms in _analyzed(live):
+        tfs = Counter(terms)
+        for term, tf in tfs.items():
+            want[posting_key(term, mid)] = (tf, len(terms))
+    for key, value in txn.scan(LEX_POSTING):
+        name = show_key(key)
+        try:
+            parse_posting_key(key)
+            got = _posting(key, value)
+        except (IntegrityError, CodecError) as exc:
+            add((name, str(exc)))
+            want.pop(key, None)
+            continue
+        expected = want.pop(key, None)
+        if expected is None:
+            add((name, "posting of no live memory or of a term it does not hold"))
+        elif got != expected:
+            add(
+                (
+                    name,
+                    f"holds tf={got[0]} length={got[1]}, expected tf={expected[0]} "
+                    f"length={expected[1]}",
+                )
+            )
+    for key in sorted(want):
+        add((show_key(key), "posting missing"))
+    return problems

@@ -1,0 +1,303 @@
+"""The lexical index: BM25 scores, pruning that never changes the ranking, and consistency."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cortex import Cortex, Event, Fact, MemoryId, NewMemory, Outcome, Pattern, render_full
+from cortex.keys import (
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
+    lex_doc_key,
+    lex_term_key,
+    parse_lex_doc_key,
+    parse_lex_term_key,
+    parse_posting_key,
+    posting_key,
+    posting_prefix,
+    show_key,
+)
+from cortex.kv import LmdbKV
+from cortex.lexical import STATS_KEY, Indexer, LexStats, analyze, idf, read_stats, search
+from cortex.text import tokenize
+from tests.bm25 import check_ranking, scores
+
+T0 = datetime(2030, 6, 1, tzinfo=UTC)
+
+
+def mid(n: int) -> MemoryId:
+    return MemoryId(bytes(15) + bytes([n]))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+@pytest.fixture
+def kv(tmp_path: Path) -> Iterator[LmdbKV]:
+    k = LmdbKV(tmp_path / "kv")
+    yield k
+    k.close()
+
+
+def index(kv: LmdbKV, docs: dict[MemoryId, list[str]]) -> None:
+    def fn(txn: object) -> None:
+        lex = Indexer(txn)  # type: ignore[arg-type]
+        for m, terms in docs.items():
+            lex.add(m, 1, terms)
+        lex.flush()
+
+    kv.write(fn)
+
+
+def run(
+    kv: LmdbKV, query: str, limit: int = 10, allow: object = None
+) -> list[tuple[MemoryId, float]]:
+    with kv.read() as txn:
+        return search(txn, query, limit=limit, allow=allow)  # type: ignore[arg-type]
+
+
+# --- scores against hand-computed values ------------------------------------------------------
+# d1 = "the cat sat" (3 terms), d2 = "the dog sat on the mat" (6), d3 = "cat cat dog" (3).
+# N = 3, avgdl = 4; idf(df=2) = ln(1 + 1.5/2.5) = ln 1.6 = 0.470003629...; idf(df=1) = ln(8/3).
+# A 3-term document has norm = 1 - 0.75 + 0.75 * 3/4 = 0.8125; a 6-term one 1.375.
+TINY = {
+    mid(1): ["the", "cat", "sat"],
+    mid(2): ["the", "dog", "sat", "on", "the", "mat"],
+    mid(3): ["cat", "cat", "dog"],
+}
+
+
+def test_idf() -> None:
+    assert idf(3, 2) == pytest.approx(0.47000362924573563)
+    assert idf(3, 1) == pytest.approx(math.log(8 / 3))
+    assert idf(10, 10) > 0  # never negative, even for a term in every document
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        # cat: d3 tf=2 -> 0.4700 * 2*2.2 / (2 + 1.2*0.8125) = 0.695131; d1 tf=1 -> 0.523548
+        ("cat", [(3, 0.6951314180441133), (1, 0.523548346501579)]),
+        # dog: d3 (short) 0.523548 beats d2 (long) 0.4700 * 2.2 / (1 + 1.2*1.375) = 0.390192
+        ("dog", [(3, 0.523548346501579), (2, 0.39019169220400696)]),
+        # the + sat: d1 = 2 * 0.523548 = 1.047097; d2 = the(tf=2) 0.566580 + sat 0.390192
+        ("The SAT", [(1, 1.047096693003158), (2, 0.9567714096509212)]),
+        # mat: df=1, idf = ln(8/3); only d2 (long): 0.980829 * 2.2 / 2.65 = 0.814273
+        ("mat mat", [(2, 0.8142733421229427)]),
+        ("unicorn", []),
+        ("", []),
+    ],
+)
+def test_bm25_by_hand(kv: LmdbKV, query: str, expected: list[tuple[int, float]]) -> None:
+    index(kv, TINY)
+    got = run(kv, query)
+    assert [m for m, _ in got] == [mid(n) for n, _ in expected]
+    for (_, s), (_, want) in zip(got, expected, strict=True):
+        assert s == pytest.approx(want, rel=1e-12)
+
+
+def test_ties_go_to_the_smaller_id(kv: LmdbKV) -> None:
+    index(kv, {mid(9): ["x", "y"], mid(2): ["x", "z"], mid(5): ["x", "w"]})
+    got = run(kv, "x")
+    assert [m for m, _ in got] == [mid(2), mid(5), mid(9)]
+    assert len({s for _, s in got}) == 1
+    assert run(kv, "x", limit=2) == got[:2]
+
+
+def test_limit_and_allow(kv: LmdbKV) -> None:
+    index(kv, TINY)
+    assert run(kv, "cat", limit=1) == run(kv, "cat")[:1]
+    assert run(kv, "cat", limit=0) == []
+    only1 = run(kv, "cat", allow={mid(1)})
+    assert [m for m, _ in only1] == [mid(1)]
+    assert only1[0][1] == pytest.approx(0.523548346501579)  # statistics stay the collection's
+    assert run(kv, "cat", allow=lambda m: m != mid(3)) == only1
+    assert run(kv, "cat", allow=set()) == []
+
+
+def test_an_empty_index(kv: LmdbKV) -> None:
+    assert run(kv, "anything") == []
+    with kv.read() as txn:
+        assert read_stats(txn) == LexStats()
+
+
+# --- pruning gives exactly the full evaluation ------------------------------------------------
+
+VOCAB = [f"w{i}" for i in range(30)]
+# a skewed vocabulary: low words are common, high ones rare, as in text
+skewed = st.integers(0, 29).map(lambda i: VOCAB[min(i, int(i * i / 29))])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(st.lists(skewed, min_size=0, max_size=12), min_size=1, max_size=40),
+    query=st.lists(skewed, min_size=1, max_size=5).map(" ".join),
+    limit=st.integers(1, 12),
+    allow_mode=st.sampled_from(["none", "predicate", "small_set", "large_set"]),
+)
+def test_pruned_search_equals_brute_force(
+    docs: list[list[str]], query: str, limit: int, allow_mode: str
+) -> None:
+    corpus = {mid(i + 1): terms for i, terms in enumerate(docs)}
+    reference = scores(corpus, query)
+    allow: object = None
+    if allow_mode == "predicate":
+        allow = lambda m: m.bytes[-1] % 2 == 0  # noqa: E731
+    elif allow_mode == "small_set":
+        allow = {mid(1), mid(2), mid(99)}
+    elif allow_mode == "large_set":
+        allow = {mid(i + 1) for i in range(0, len(docs), 2)} | {mid(200)}
+    if allow is not None:
+        ok = allow if callable(allow) else allow.__contains__  # type: ignore[attr-defined]
+        reference = {m: s for m, s in reference.items() if ok(m)}
+    with tempfile.TemporaryDirectory() as tmp:
+        kv = LmdbKV(Path(tmp) / "kv")
+        try:
+            index(kv, corpus)
+            got = run(kv, query, limit, allow)
+        finally:
+            kv.close()
+    check_ranking(got, reference, limit)
+
+
+# --- the index in the store ------------------------------------------------------------------
+
+
+def lex_state(cx: Cortex, *, with_docs: bool = True) -> dict[bytes, bytes]:
+    out = {}
+    with cx._kv.read() as txn:
+        prefixes = [LEX_POSTING, LEX_TERM] + ([LEX_DOC] if with_docs else [])
+        for prefix in prefixes:
+            out.update(txn.scan(prefix))
+        stats = txn.get(STATS_KEY)
+        assert stats is not None
+        out[STATS_KEY] = stats
+    return out
+
+
+def fact(s: str) -> Fact:
+    return Fact(statement=s, subject="ada", predicate="said")
+
+
+def test_writes_updates_tombstones_and_purges_keep_the_index_exact(tmp_path: Path) -> None:
+    a, b, c, d, e = (mid(n) for n in range(1, 6))
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        cx.write(fact("Ada lives in Zürich"), id=a)
+        cx.write_many(
+            [
+                NewMemory(data=fact("Bob lives in Paris"), id=b),
+                NewMemory(data=fact("Cleo visited Zürich twice"), id=c),
+                NewMemory(data=fact("temporary note"), id=d),
+                NewMemory(data=Pattern(statement="retry with backoff", coverage=3), id=e),
+            ]
+        )
+        cx.update(a, fact("Ada lives in Basel"))
+        cx.update(a, fact("Ada lives in Genève now"))
+        cx.update_head(b, tags=["x"])  # no reindex, nothing changes
+        cx.tombstone(c, "wrong")
+        cx.purge(d, "forget")
+        cx.purge(c, "forget too")  # purge after tombstone
+        assert cx.verify().ok
+        assert [m for m, _ in cx._lexical_search("zurich", 10)] == []
+        assert [m for m, _ in cx._lexical_search("geneve", 10)] == [a]
+        assert [m for m, _ in cx._lexical_search("GENÈVE basel", 10)] == [a]
+        assert cx._lexical_search("temporary", 10) == []
+        live = {m: analyze(cx.resolve_latest(m).data) for m in (a, b, e)}  # type: ignore[arg-type]
+        check_ranking(cx._lexical_search("ada lives", 10), scores(live, "ada lives"), 10)
+        stats = cx.stats()["lexical"]
+        assert stats["documents"] == 3
+        got = lex_state(cx, with_docs=False)
+        with_docs = lex_state(cx)
+    # a fresh store holding only the live content has the same postings, terms and statistics
+    with Cortex.open(tmp_path / "y", actor="t", clock=Clock()) as fresh:
+        fresh.write(fact("Ada lives in Genève now"), id=a)
+        fresh.write(fact("Bob lives in Paris"), id=b)
+        fresh.write(Pattern(statement="retry with backoff", coverage=3), id=e)
+        assert lex_state(fresh, with_docs=False) == got
+        docs = {k: v for k, v in lex_state(fresh).items() if k.startswith(LEX_DOC)}
+    # the document records differ only in the version indexed (a is at version 3 there)
+    assert docs.keys() == {k for k in with_docs if k.startswith(LEX_DOC)}
+    assert docs[lex_doc_key(b)] == with_docs[lex_doc_key(b)]
+    assert docs[lex_doc_key(a)] != with_docs[lex_doc_key(a)]
+
+
+def test_the_full_form_is_what_is_indexed(tmp_path: Path) -> None:
+    ev = Event(kind="purchase", outcome=Outcome.SUCCESS, counterparty="gpu-vendor", summary="GPU")
+    with Cortex.open(tmp_path / "x", actor="t") as cx:
+        uri = cx.write(ev)
+        terms = tokenize(render_full(ev))
+        with cx._kv.read() as txn:
+            for term in set(terms):
+                assert txn.get(posting_key(term, uri.id)) is not None
+            assert read_stats(txn).total_length == len(terms)
+        assert [m for m, _ in cx._lexical_search("vendor", 5)] == [uri.id]
+
+
+def test_a_failed_write_leaves_the_index_untouched(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "x", actor="t") as cx:
+        cx.write(fact("one two three"), id=mid(1))
+        before = lex_state(cx)
+        with pytest.raises(Exception, match="exists"):
+            cx.write_many([NewMemory(data=fact("four")), NewMemory(data=fact("x"), id=mid(1))])
+        assert lex_state(cx) == before
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+
+@given(
+    st.text(
+        alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=64
+    )
+)
+def test_posting_keys_round_trip(term: str) -> None:
+    m = mid(7)
+    key = posting_key(term, m)
+    assert key.startswith(posting_prefix(term))
+    assert parse_posting_key(key) == (term, m)
+    assert parse_lex_term_key(lex_term_key(term)) == term
+    assert parse_lex_doc_key(lex_doc_key(m)) == m
+    assert show_key(key) == f"lex/p/{term}/{m}"
+
+
+def test_a_term_prefix_is_not_a_longer_terms_prefix() -> None:
+    assert not posting_key("abc", mid(1)).startswith(posting_prefix("ab"))
+    with pytest.raises(ValueError):
+        posting_key("", mid(1))
+    with pytest.raises(ValueError):
+        lex_term_key("a\x00b")
+
+
+def test_reindex_rebuilds_a_damaged_index(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        cx.write_many([NewMemory(data=fact(f"note number {i}"), id=mid(i)) for i in range(1, 8)])
+        cx.update(mid(2), fact("changed note"))
+        cx.tombstone(mid(3), "gone")
+        good = lex_state(cx)
+
+        def damage(txn: object) -> None:
+            txn.delete(posting_key("note", mid(4)))  # type: ignore[attr-defined]
+            txn.put(lex_term_key("ghost"), b"junk")  # type: ignore[attr-defined]
+
+        cx._kv.write(damage)
+        assert not cx.verify().ok
+        seen: list[tuple[int, int]] = []
+        assert cx._reindex_lexical(lambda done, total: seen.append((done, total))) == 6
+        assert seen[-1] == (6, 6)
+        assert cx.verify().ok
+        assert lex_state(cx) == good

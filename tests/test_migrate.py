@@ -1,0 +1,243 @@
+"""Migrations, on the committed format-1 fixture (tests/data/format1.cortex).
+
+"Equal" below means: every key of the store outside the journal and ``meta/migrations`` holds
+the same bytes (heads, versions, index entries, edges, lexical postings, document records,
+term frequencies, ``meta/lexical`` and even ``meta/format``); the journal of the migrated store
+is the old journal, byte for byte, plus one ``migration`` entry chained to it; and a store
+written fresh at the new format by the same operations journals the same entries (same kinds,
+times, actors, ids, versions, hashes, fields, reasons, edges) except the reason of its ``init``
+entry, which names the format it was created at.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import msgspec
+import pytest
+
+import cortex.lexical
+from cortex import (
+    Cortex,
+    FormatError,
+    JournalKind,
+    MigrationRequiredError,
+    ValidationError,
+)
+from cortex import migrate as M
+from cortex.keys import JOURNAL, meta_key
+from cortex.kv import LmdbKV
+from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
+
+
+def _fixture_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "make_fixture_v1", ROOT / "tools" / "make_fixture_v1.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_fixture_v1", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL = _fixture_tool()
+
+
+@pytest.fixture
+def v1(tmp_path: Path) -> Path:
+    path = tmp_path / "v1"
+    path.mkdir()
+    shutil.copy(FIXTURE / "data.mdb", path / "data.mdb")
+    return path
+
+
+def dump(path: Path) -> dict[bytes, bytes]:
+    kv = LmdbKV(path, create=False)
+    try:
+        with kv.read() as txn:
+            return dict(txn.scan(b""))
+    finally:
+        kv.close()
+
+
+def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
+    return sorted((k, v) for k, v in items.items() if k.startswith(JOURNAL))
+
+
+def without_journal(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    return {k: v for k, v in items.items() if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY}
+
+
+def fresh(tmp_path: Path) -> Path:
+    path = tmp_path / "fresh"
+    with Cortex.open(path, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
+        TOOL.populate(cx)
+    return path
+
+
+def test_the_fixture_is_format_1_and_opening_it_asks_for_migrate(v1: Path) -> None:
+    assert (FIXTURE / "data.mdb").stat().st_size < 100_000
+    with pytest.raises(MigrationRequiredError, match=r"cortex .*migrate"):
+        Cortex.open(v1, actor="x")
+    kv = LmdbKV(v1, create=False)
+    try:
+        with kv.read() as txn:
+            raw = txn.get(meta_key("format"))
+            assert raw is not None
+            record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
+    finally:
+        kv.close()
+    assert record.format_version == 1
+    assert set(record.features) == {"crc32-envelope", "journal-sha256-chain"}
+
+
+def test_the_migrations_form_a_chain_to_this_format() -> None:
+    assert [m.step.from_version for m in M.MIGRATIONS] == list(range(1, FORMAT_VERSION))
+    assert [m.step.to_version for m in M.MIGRATIONS] == list(range(2, FORMAT_VERSION + 1))
+    assert M.MIGRATIONS[-1].features == FEATURES
+    names = [m.step.name for m in M.MIGRATIONS]
+    assert names == sorted(names) and len(set(names)) == len(names)
+
+
+def test_plan(v1: Path) -> None:
+    steps = M.plan(v1)
+    assert [(s.name, s.from_version, s.to_version) for s in steps] == [("0001-lexical-index", 1, 2)]
+    assert M.plan(v1, to=1) == []
+
+
+def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) -> None:
+    before = dump(v1)
+    seen: list[tuple[str, int, int]] = []
+    report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 2, False)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0001-lexical-index", 9, True)
+    ]
+    assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)]
+    after = dump(v1)
+    want = dump(fresh(tmp_path))
+    # everything but the journal (and the record of migrations) is byte-identical
+    assert without_journal(after) == without_journal(want)
+    assert any(k.startswith(b"lex/p/") for k in after)
+    # the journal: the old one untouched, plus one migration entry
+    old, new = journal(before), journal(after)
+    assert new[:-1] == old
+    with Cortex.open(v1, actor="checker") as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        assert report_v.lexical_documents == 9
+        entries = list(cx.journal())
+        last = entries[-1]
+        assert last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
+        assert last.reason == "0001-lexical-index: format 1 -> 2"
+        assert cx.format.format_version == 2 and set(cx.format.features) == FEATURES
+        assert cx.stats()["lexical"]["documents"] == 9
+        hits = cx._lexical_search("Genève", 5)
+        assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
+    with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
+        fresh_entries = list(cx.journal())
+    assert len(fresh_entries) == len(entries) - 1
+
+    def essence(e: Any) -> dict[str, Any]:
+        d = msgspec.structs.asdict(e)
+        del d["prev"]
+        if e.kind is JournalKind.INIT:
+            del d["reason"]
+        return d
+
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-1]]
+    assert fresh_entries[0].reason == "format 2" and entries[0].reason == "format 1"
+    applied = M.applied(v1)
+    assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
+        ("0001-lexical-index", 1, 2, 9)
+    ]
+
+
+def test_a_dry_run_writes_nothing(v1: Path) -> None:
+    data = (v1 / "data.mdb").read_bytes()
+    report = M.migrate(v1, dry_run=True)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 2)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0001-lexical-index", 9, False)
+    ]
+    assert (v1 / "data.mdb").read_bytes() == data
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v1, actor="x")
+
+
+def test_running_it_again_is_a_no_op(v1: Path) -> None:
+    M.migrate(v1)
+    once = dump(v1)
+    report = M.migrate(v1)
+    assert report.steps == () and (report.from_version, report.to_version) == (2, 2)
+    assert M.migrate(v1, dry_run=True).steps == ()
+    assert dump(v1) == once
+    assert M.plan(v1) == []
+
+
+def test_a_migration_failing_half_way_leaves_format_1(
+    v1: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = dump(v1)
+    original = cortex.lexical.Indexer.add
+    calls = 0
+
+    def failing_add(self: Any, *args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            raise OSError("disk on fire")
+        original(self, *args)
+
+    monkeypatch.setattr(cortex.lexical.Indexer, "add", failing_add)
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v1)
+    assert calls == 5
+    assert dump(v1) == before
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v1, actor="x")
+    monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
+    assert M.migrate(v1).to_version == 2  # and it can be run again
+
+
+def test_targets(v1: Path) -> None:
+    with pytest.raises(ValidationError, match="knows formats up to"):
+        M.plan(v1, to=FORMAT_VERSION + 1)
+    with pytest.raises(ValidationError, match="integer"):
+        M.migrate(v1, to="2")  # type: ignore[arg-type]
+    assert M.migrate(v1, to=1).steps == ()
+    M.migrate(v1, to=2)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=1)
+
+
+def test_a_newer_store_is_refused(v1: Path) -> None:
+    kv = LmdbKV(v1, create=False)
+    key = meta_key("format")
+
+    def bump(txn: Any) -> None:
+        raw = txn.get(key)
+        record = FORMAT_CODEC.decode(_unseal(key, raw), "meta/format")
+        newer = msgspec.structs.replace(record, format_version=FORMAT_VERSION + 1)
+        txn.put(key, _seal(FORMAT_CODEC.encode(newer, "meta/format")))
+
+    try:
+        kv.write(bump)
+    finally:
+        kv.close()
+    with pytest.raises(FormatError, match="newer"):
+        M.migrate(v1)
+
+
+def test_not_a_store(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="no store"):
+        M.migrate(tmp_path / "nothing")

@@ -1,0 +1,103 @@
+"""The tokenizer: folding, term boundaries, limits, and the laws specs/lexical.md §2 states."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cortex.text import MAX_TOKEN_CHARS, fold, tokenize
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("Where does Ada live?", ["where", "does", "ada", "live"]),
+        ("Zürich ZURICH zürich", ["zurich", "zurich", "zurich"]),
+        ("Crème Brûlée, naïve café", ["creme", "brulee", "naive", "cafe"]),
+        ("Straße STRASSE", ["strasse", "strasse"]),  # casefold, not lower()
+        ("ﬁnance ①", ["finance", "1"]),  # compatibility forms: ligature, circled digit
+        (
+            "costs 3.5 USD, 1,299.99 in 2023-05-08",
+            ["costs", "3", "5", "usd", "1", "299", "99", "in", "2023", "05", "08"],
+        ),
+        ("RTX4090 v2 snake_case kebab-case", ["rtx4090", "v2", "snake", "case", "kebab", "case"]),
+        ("東京は日本", ["東", "京", "は", "日", "本"]),  # one term per ideograph / kana
+        ("Ελληνικά ΣΟΦΙΑ", ["ελληνικα", "σοφια"]),
+        ("Москва москва", ["москва", "москва"]),
+        ("한국어 텍스트", ["한국어", "텍스트"]),  # Hangul keeps its words, recomposed (NFC)
+        ("", []),
+        ("  ...  !!! ", []),
+        ("don't", ["don", "t"]),
+    ],
+)
+def test_examples(text: str, terms: list[str]) -> None:
+    assert tokenize(text) == terms
+
+
+def test_spacing_marks_stay_inside_words() -> None:
+    # Devanagari vowel signs are spacing marks (Mc): they do not split a word
+    (word,) = tokenize("हिन्दी")
+    assert word.startswith("ह") and len(word) > 2
+
+
+def test_long_tokens_are_cut() -> None:
+    assert tokenize("a" * 200) == ["a" * MAX_TOKEN_CHARS]
+    assert tokenize("é" * 100) == ["e" * MAX_TOKEN_CHARS]
+
+
+def test_fold() -> None:
+    assert fold("Ångström") == "angstrom"
+    assert fold("İstanbul") == "istanbul"
+
+
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+
+
+@given(words)
+@example("ß")
+@example("ΐ")
+@example("İ")
+@example("ǰ̌")
+@example("ᾈ")
+@example("ﷺ")
+@example("a" * 70 + "é")
+def test_idempotent_on_its_own_output(text: str) -> None:
+    terms = tokenize(text)
+    assert all(terms), "no empty terms"
+    assert all(len(t) <= MAX_TOKEN_CHARS for t in terms)
+    assert tokenize(" ".join(terms)) == terms
+    for t in terms:
+        assert tokenize(t) == [t]
+        assert unicodedata.is_normalized("NFC", t)
+        assert "\x00" not in t
+    assert fold(fold(text)) == fold(text)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_the_ascii_path_agrees_with_the_general_one(text: str) -> None:
+    # the general path, forced by a non-ASCII separator that is not part of any term
+    assert tokenize(text + " \u00b7") == tokenize(text)
+
+
+@given(words, words)
+def test_separators_split(a: str, b: str) -> None:
+    # terms never span a separator: tokenizing a concatenation with a space between is the
+    # concatenation of the tokenizations
+    assert tokenize(a + " " + b) == tokenize(a) + tokenize(b)
+
+
+@given(words)
+def test_case_and_accents_do_not_matter(text: str) -> None:
+    assert tokenize(text.upper()) == tokenize(text.lower()) or _casing_changes_letters(text)
+    stripped = "".join(
+        c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) != "Mn"
+    )
+    assert tokenize(stripped) == tokenize(text)
+
+
+def _casing_changes_letters(text: str) -> bool:
+    # upper() is not reversible for every letter (e.g. "ı".upper() == "I"): skip those texts
+    return fold(text.upper()) != fold(text)
