@@ -61,6 +61,7 @@ _TMP_PREFIX: Final = ".tmp-"
 _LOCK_NAME: Final = ".lock"
 _LABEL_RECORD: Final = struct.Struct(">Q16s")  # label, then the raw 16-byte id
 _CHUNK: Final = 4096
+_TIE_SLACK: Final = 8
 
 
 class IndexFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -169,7 +170,7 @@ class VectorIndex:
         )
         self._index.set_ef(self._ef)
 
-    def _configure(
+    def _configure(  # noqa: PLR0917 - private, called twice with every argument
         self, dim: int, m: int, ef_construction: int, ef: int, exact_below: int, threads: int
     ) -> None:
         """Check the parameters and make an hnswlib index that is not yet initialised."""
@@ -197,12 +198,12 @@ class VectorIndex:
 
     @property
     def m(self) -> int:
-        """hnswlib's M."""
+        """The graph degree M of hnswlib."""
         return self._m
 
     @property
     def ef_construction(self) -> int:
-        """hnswlib's build-time candidate list length."""
+        """The build-time candidate list length of hnswlib."""
         return self._ef_construction
 
     @property
@@ -243,23 +244,25 @@ class VectorIndex:
 
     # -- changes ------------------------------------------------------------------------------
 
-    def _unit_rows(self, vectors: object, rows: int) -> npt.NDArray[np.float32]:
+    def _unit_rows(
+        self, vectors: object, rows: int, field: str = "vectors"
+    ) -> npt.NDArray[np.float32]:
         try:
             arr = np.asarray(vectors, dtype=np.float32)
         except (TypeError, ValueError) as exc:
-            raise ValidationError("vectors", "type", f"not a numeric array: {exc}") from exc
+            raise ValidationError(field, "type", f"not a numeric array: {exc}") from exc
         if arr.ndim == 1 and rows == 1:
             arr = arr[None, :]
         if arr.shape != (rows, self._dim):
             raise ValidationError(
-                "vectors", "shape", f"expected shape ({rows}, {self._dim}), got {arr.shape}"
+                field, "shape", f"expected shape ({rows}, {self._dim}), got {arr.shape}"
             )
         if not np.isfinite(arr).all():
-            raise ValidationError("vectors", "finite", "vectors must not hold NaN or infinity")
+            raise ValidationError(field, "finite", "must not hold NaN or infinity")
         norms = np.linalg.norm(arr, axis=1)
         if rows and not (norms > 0).all():
             bad = int(np.flatnonzero(~(norms > 0))[0])
-            raise ValidationError(f"vectors[{bad}]", "zero", "a zero vector has no direction")
+            raise ValidationError(f"{field}[{bad}]", "zero", "a zero vector has no direction")
         return np.ascontiguousarray(arr / norms[:, None], dtype=np.float32)
 
     def add(self, ids: Sequence[MemoryId], vectors: npt.ArrayLike) -> None:
@@ -350,7 +353,7 @@ class VectorIndex:
             ValidationError: ``vector`` has the wrong shape, is not finite or is zero, or ``k``
                 or ``ef`` is out of range.
         """
-        q = self._unit_rows(vector, 1)[0]
+        q = self._unit_rows(vector, 1, "vector")[0]
         _positive("k", k, 0)
         if ef is not None:
             _positive("ef", ef)
@@ -368,12 +371,14 @@ class VectorIndex:
         ef: int | None,
         allow: Callable[[MemoryId], bool] | None,
     ) -> list[tuple[MemoryId, float]]:
-        k = min(k, len(self._labels))
+        # a few more than k, so that ids tied at the cut (duplicate vectors) still come back
+        # in id order rather than in graph order
+        fetch = min(k + _TIE_SLACK, len(self._labels))
         by_label = self._ids
         flt = None if allow is None else (lambda label: bool(allow(by_label[label])))
-        self._index.set_ef(max(ef if ef is not None else self._ef, k))
+        self._index.set_ef(max(ef if ef is not None else self._ef, fetch))
         try:
-            labels, distances = self._index.knn_query(q, k=k, num_threads=1, filter=flt)
+            labels, distances = self._index.knn_query(q, k=fetch, num_threads=1, filter=flt)
         except RuntimeError:
             # hnswlib found fewer than k allowed ids near the query (a restrictive filter):
             # answer by an exact scan rather than drop any
@@ -385,7 +390,7 @@ class VectorIndex:
             for label, d in zip(labels[0].tolist(), distances[0].tolist(), strict=True)
         ]
         hits.sort(key=lambda h: (-h[1], h[0].bytes))
-        return hits
+        return hits[:k]
 
     def _chunks(self) -> Iterator[tuple[list[MemoryId], npt.NDArray[np.float32]]]:
         """Live ids in id order with their vectors, in chunks (one cached chunk when small)."""
@@ -409,7 +414,8 @@ class VectorIndex:
     ) -> list[tuple[MemoryId, float]]:
         kept_ids: list[MemoryId] = []
         kept_scores: list[npt.NDArray[np.float32]] = []
-        for ids, matrix in self._chunks():
+        for chunk_ids, matrix in self._chunks():
+            ids = chunk_ids
             scores = matrix @ q
             if allow is not None:
                 mask = np.fromiter((bool(allow(i)) for i in ids), dtype=bool, count=len(ids))
@@ -549,7 +555,9 @@ class VectorIndex:
         path = Path(directory)
         meta = _read_meta(path)
         if meta.format != INDEX_FORMAT:
-            raise IndexCacheError("format", f"format {meta.format}, this cortex reads {INDEX_FORMAT}")
+            raise IndexCacheError(
+                "format", f"format {meta.format}, this cortex reads {INDEX_FORMAT}"
+            )
         if meta.model_id != model_id:
             raise IndexCacheError(
                 "other_model", f"saved for model {meta.model_id!r}, the store uses {model_id!r}"
@@ -713,7 +721,8 @@ def _parse_labels(data: bytes, meta: IndexMeta) -> list[tuple[int, MemoryId]]:
     size = _LABEL_RECORD.size
     if len(data) != meta.count * size:
         raise IndexCacheError(
-            "bad_metadata", f"the label map holds {len(data) // size} ids, metadata says {meta.count}"
+            "bad_metadata",
+            f"the label map holds {len(data) // size} ids, metadata says {meta.count}",
         )
     pairs = [(label, MemoryId(raw)) for label, raw in _LABEL_RECORD.iter_unpack(data)]
     labels = [label for label, _ in pairs]

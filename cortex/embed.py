@@ -95,7 +95,9 @@ def _fold(text: str) -> str:
         return text.lower()
     s = unicodedata.normalize("NFKD", text)
     s = "".join(c for c in s if unicodedata.category(c) not in _DROPPED).casefold()
-    s = "".join(c for c in unicodedata.normalize("NFKD", s) if unicodedata.category(c) not in _DROPPED)
+    s = "".join(
+        c for c in unicodedata.normalize("NFKD", s) if unicodedata.category(c) not in _DROPPED
+    )
     return unicodedata.normalize("NFC", s)
 
 
@@ -123,9 +125,7 @@ def hashing_features(text: str) -> list[tuple[str, float]]:
             out.append(("b:" + words[i - 1] + " " + w, _BIGRAM_WEIGHT))
         padded = "<" + w + ">"
         if len(padded) > 3:  # a one-character word's trigram would only repeat the word
-            out.extend(
-                ("c:" + padded[j : j + 3], _TRIGRAM_WEIGHT) for j in range(len(padded) - 2)
-            )
+            out.extend(("c:" + padded[j : j + 3], _TRIGRAM_WEIGHT) for j in range(len(padded) - 2))
     return out
 
 
@@ -193,10 +193,11 @@ _HIDDEN: Final = 384
 _INTERMEDIATE: Final = 1536
 _LN_EPS: Final = 1e-12
 _MAX_TOKENS: Final = 256  # sentence_bert_config.json: max_seq_length
+_INV_SQRT2: Final = np.float32(1.0 / math.sqrt(2.0))
 
 
 def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26); numpy has none and GELU needs it."""
+    """The error function to ~1e-7 absolute (Abramowitz & Stegun 7.1.26); numpy has none."""
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = t * (
@@ -207,7 +208,7 @@ def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 
 
 def _layer_norm(
-    x: npt.NDArray[np.float32], w: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
+    x: npt.NDArray[np.floating[Any]], w: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
     mean = x.mean(axis=-1, keepdims=True)
     centred = x - mean
@@ -228,9 +229,9 @@ class _Model:
             ) from exc
         weights_path = model_dir / "model.safetensors"
         tokenizer_path = model_dir / "tokenizer.json"
-        for p in (weights_path, tokenizer_path, model_dir / "config.json"):
-            if not p.is_file():
-                raise MissingDependencyError(f"the model file {p} is missing; {_INSTALL_HINT}")
+        for path in (weights_path, tokenizer_path, model_dir / "config.json"):
+            if not path.is_file():
+                raise MissingDependencyError(f"the model file {path} is missing; {_INSTALL_HINT}")
         try:
             config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
             shape = (
@@ -270,12 +271,18 @@ class _Model:
 
                 # q, k and v in one matrix: one matmul instead of three
                 qkv_w = np.concatenate(
-                    [w("attention.self.query.weight"), w("attention.self.key.weight"),
-                     w("attention.self.value.weight")]
+                    [
+                        w("attention.self.query.weight"),
+                        w("attention.self.key.weight"),
+                        w("attention.self.value.weight"),
+                    ]
                 ).T.copy()
                 qkv_b = np.concatenate(
-                    [w("attention.self.query.bias"), w("attention.self.key.bias"),
-                     w("attention.self.value.bias")]
+                    [
+                        w("attention.self.query.bias"),
+                        w("attention.self.key.bias"),
+                        w("attention.self.value.bias"),
+                    ]
                 )
                 self.layers.append(
                     {
@@ -294,7 +301,7 @@ class _Model:
                     }
                 )
         except KeyError as exc:
-            raise CortexError(f"{weights_path} lacks the tensor {exc}; reinstall the model") from exc
+            raise CortexError(f"{weights_path} lacks the tensor {exc}; reinstall it") from exc
 
     def forward(
         self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.float32]
@@ -320,9 +327,11 @@ class _Model:
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
             ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(n, length, _HIDDEN)
-            x = _layer_norm(ctx @ layer["out_w"] + layer["out_b"] + x, layer["ln1_w"], layer["ln1_b"])
+            x = _layer_norm(
+                ctx @ layer["out_w"] + layer["out_b"] + x, layer["ln1_w"], layer["ln1_b"]
+            )
             h = x @ layer["in_w"] + layer["in_b"]
-            h = h * np.float32(0.5) * (np.float32(1.0) + _erf(h * np.float32(1.0 / math.sqrt(2.0))))
+            h = np.asarray(h * 0.5 * (1.0 + _erf(h * _INV_SQRT2)), dtype=np.float32)  # exact GELU
             x = _layer_norm(h @ layer["ff_w"] + layer["ff_b"] + x, layer["ln2_w"], layer["ln2_b"])
         summed = (x * mask[:, :, None]).sum(axis=1)
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
