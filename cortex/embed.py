@@ -198,13 +198,22 @@ _INV_SQRT2: Final = np.float32(1.0 / math.sqrt(2.0))
 
 def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """The error function to ~1e-7 absolute (Abramowitz & Stegun 7.1.26); numpy has none."""
+    # in place on two buffers: this runs over every intermediate activation of every layer
     a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    y = 1.0 - poly * np.exp(-a * a)
-    return np.asarray(np.sign(x) * y, dtype=np.float32)
+    t = a * np.float32(0.3275911)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += c
+        poly *= t
+    a *= a
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a
+    np.subtract(1.0, poly, out=poly)
+    np.copysign(poly, x, out=poly)
+    return poly
 
 
 def _layer_norm(
@@ -310,14 +319,15 @@ class _Model:
         n, length = ids.shape
         head = _HIDDEN // _HEADS
         x = self.word[ids] + self.position[:length] + self.token_type
-        x = _layer_norm(x.astype(np.float32), *self.emb_ln)
+        # tokens of the whole batch as rows of one matrix: each dense layer is one GEMM
+        x = _layer_norm(x.reshape(n * length, _HIDDEN).astype(np.float32), *self.emb_ln)
         # padded keys get a large negative score, so softmax gives them no weight
         bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :].astype(np.float32)
         scale = np.float32(1.0 / math.sqrt(head))
         for layer in self.layers:
             qkv = x @ layer["qkv_w"] + layer["qkv_b"]
             q, k, v = (
-                qkv[..., i * _HIDDEN : (i + 1) * _HIDDEN]
+                qkv[:, i * _HIDDEN : (i + 1) * _HIDDEN]
                 .reshape(n, length, _HEADS, head)
                 .transpose(0, 2, 1, 3)
                 for i in range(3)
@@ -326,13 +336,14 @@ class _Model:
             scores -= scores.max(axis=-1, keepdims=True)
             probs = np.exp(scores)
             probs /= probs.sum(axis=-1, keepdims=True)
-            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(n, length, _HIDDEN)
+            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(n * length, _HIDDEN)
             x = _layer_norm(
                 ctx @ layer["out_w"] + layer["out_b"] + x, layer["ln1_w"], layer["ln1_b"]
             )
             h = x @ layer["in_w"] + layer["in_b"]
             h = np.asarray(h * 0.5 * (1.0 + _erf(h * _INV_SQRT2)), dtype=np.float32)  # exact GELU
             x = _layer_norm(h @ layer["ff_w"] + layer["ff_b"] + x, layer["ln2_w"], layer["ln2_b"])
+        x = x.reshape(n, length, _HIDDEN)
         summed = (x * mask[:, :, None]).sum(axis=1)
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
