@@ -198,7 +198,12 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     loaded, meta = VectorIndex.load(directory, model_id=MODEL, dim=DIM, exact_below=0)
     assert isinstance(meta, IndexMeta)
     assert (meta.watermark, meta.count, meta.elements, meta.model_id) == (41, 119, 120, MODEL)
-    assert (meta.space, meta.m, meta.ef_construction, meta.format) == ("cosine", 16, 200, 1)
+    assert (meta.space, meta.m, meta.ef_construction, meta.format) == (
+        "cosine",
+        ann.DEFAULT_M,
+        ann.DEFAULT_EF_CONSTRUCTION,
+        1,
+    )
     assert loaded.ef == 33 and loaded.ids() == index.ids()
     for q in x[:10]:
         assert loaded.search(q, 5) == index.search(q, 5)
@@ -340,6 +345,7 @@ def _rewrite_meta(directory: Path, **changes: object) -> None:
         ({"count": 5}, "bad_metadata"),
         ({"elements": 5}, "bad_metadata"),
         ({"m": 8}, "corrupt"),
+        ({"ef_construction": 50}, "corrupt"),
         ({"next_label": 10}, "corrupt"),
         ({"extra": 1}, "bad_metadata"),
         ({"dim": "24"}, "bad_metadata"),
