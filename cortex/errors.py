@@ -7,8 +7,10 @@ __all__ = [
     "ConflictError",
     "CortexError",
     "FormatError",
+    "IndexCacheError",
     "IntegrityError",
     "MigrationRequiredError",
+    "MissingDependencyError",
     "NonCanonicalError",
     "NotFoundError",
     "StoreFullError",
@@ -73,3 +75,22 @@ class MigrationRequiredError(FormatError):
 
 class StoreFullError(CortexError):
     """The store cannot grow (disk full or the map size limit reached)."""
+
+
+class MissingDependencyError(CortexError):
+    """An optional package or model file is not installed; the message says what to install."""
+
+
+class IndexCacheError(CortexError):
+    """A saved vector index cannot be used as it is; rebuild it from the stored vectors.
+
+    Attributes:
+        reason: what is wrong, one of ``missing``, ``truncated``, ``corrupt`` (a digest
+            mismatch), ``wrong_dim``, ``other_model``, ``bad_metadata``, ``format`` (a format
+            version this cortex does not read).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(f"vector index cache ({reason}): {message}")

@@ -37,6 +37,8 @@ ORDER = (
     "lexical",  # the lexical index, written inside the store's transactions
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules
+    "embed",  # embedders: text to vectors (imports no storage)
+    "ann",  # the vector index cache over hnswlib (imports no storage)
     "store",
     "query",  # the query language: Query, predicates, windows, results
     "where",  # pure: the readable where syntax, parsed to and printed from predicates

