@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
 from cortex import lexical
+from cortex.codec import encode_data
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
+from cortex.embed import Embedder
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
-from cortex.errors import NotFoundError, TombstonedError, ValidationError
+from cortex.errors import CortexError, NotFoundError, TombstonedError, ValidationError
+from cortex.forms import render, render_full
+from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
-from cortex.keys import salience_key
+from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, result
 from cortex.query import (
@@ -37,11 +41,26 @@ from cortex.salience import (
     decay_table,
 )
 from cortex.scope import Reader
-from cortex.store import JournalKind, Memory, Store, _as_id, _Journal, _seal, _trusted
+from cortex.sidecar import VectorSidecar, embed_checked, journal_head
+from cortex.store import (
+    JOURNAL_CODEC,
+    JournalEntry,
+    JournalKind,
+    Memory,
+    Store,
+    _as_id,
+    _Journal,
+    _Prepared,
+    _seal,
+    _trusted,
+)
+from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, to_bytes
 
-__all__ = ["Cortex", "ReaderView"]
+__all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
 _FACETS = ("type", "tag", "subject", "counterparty")
+DEDUPE_COSINE: Final = 0.92
+"""Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
 
 
 class Cortex(Store):
@@ -55,18 +74,26 @@ class Cortex(Store):
             cx.find(Query(types=["Fact"], limit=10))
 
     Options of ``open`` beyond the store's: ``decay`` (decay class per memory type, overriding
-    ``cortex.salience.DEFAULT_DECAY``) and ``weights`` (salience weights).
+    ``cortex.salience.DEFAULT_DECAY``), ``weights`` (salience weights), ``salience_blend`` (the
+    weight of salience in hybrid ranking), ``embedder`` (vectors and vector search: every new
+    version is embedded in its write transaction; the store records the model and refuses
+    another unless ``reembed=True``, which re-embeds every live memory, reporting to
+    ``progress(done, total)``), and ``dedupe`` (the default of ``write(..., dedupe=)``).
     """
 
     def __init__(
         self,
         kv: LmdbKV,
-        actor: str,
+        actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
         decay: Mapping[MemoryType | str, DecayClass | str] | None = None,
         weights: Weights | None = None,
         salience_blend: float = 0.2,
+        embedder: Embedder | None = None,
+        reembed: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+        dedupe: bool = False,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -78,10 +105,174 @@ class Cortex(Store):
             raise ValidationError("weights", "type", "must be a cortex.salience.Weights")
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise ValidationError(
+                "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
+            )
         super().__init__(kv, actor, clock=clock)
         self.decay = decay_table(overrides)
         self.weights = weights or DEFAULT_WEIGHTS
         self.salience_blend = float(salience_blend)
+        self.dedupe = bool(dedupe)
+        self.embedder = embedder
+        self._sidecar: VectorSidecar | None = None
+        if embedder is not None:
+            self._adopt(embedder, reembed=reembed, progress=progress)
+            self._sidecar = VectorSidecar(self.path, embedder)
+
+    # -- vectors -----------------------------------------------------------------------------
+
+    def _adopt(
+        self, e: Embedder, *, reembed: bool, progress: Callable[[int, int], None] | None
+    ) -> None:
+        """Record ``e`` as the store's model (or check it is), then embed what lacks a vector."""
+        with self._kv.read() as txn:
+            raw = txn.get(meta_key("vectors"))
+            meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
+        if meta is not None and (meta.model_id, meta.dim) != (e.model_id, e.dim):
+            if not reembed:
+                raise ValidationError(
+                    "embedder",
+                    "model",
+                    f"this store holds {meta.model_id} vectors (dim {meta.dim}), not "
+                    f"{e.model_id} (dim {e.dim}): open it with that embedder, or re-embed "
+                    "everything with Cortex.open(..., embedder=..., reembed=True) "
+                    "(cortex reindex --vectors)",
+                )
+            self._embed_pending(e, since=0, everything=True, progress=progress)
+        elif not self._kv.readonly:
+            self._embed_pending(e, since=0 if meta is None else meta.synced, progress=progress)
+
+    def _embed_pending(
+        self,
+        e: Embedder,
+        *,
+        since: int,
+        everything: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed live memories that lack a vector of their current version; returns how many.
+
+        Looks at the memories changed after journal entry ``since`` (all live memories with
+        ``everything``).
+
+        Embedding runs outside any transaction; one write transaction then stores the vectors
+        (one ``embed`` journal entry each) and ``meta/vectors``, skipping memories that changed
+        meanwhile (the next sweep takes them).
+        """
+        todo: list[tuple[MemoryId, int, str]] = []
+        with self._kv.read() as txn:
+            last = journal_head(txn)
+            ids: dict[MemoryId, None] = {}
+            if everything or since == 0:
+                for key in txn.keys(b"m/"):
+                    ids[MemoryId(key[2:])] = None
+            else:
+                for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
+                    entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+                    if (
+                        entry.id is not None
+                        and entry.edge is None
+                        and entry.kind
+                        in (
+                            JournalKind.WRITE,
+                            JournalKind.UPDATE,
+                            JournalKind.IMPORT,
+                        )
+                    ):
+                        ids[entry.id] = None
+            for mid in ids:
+                head = self._head(txn, mid)
+                if head.tombstone is not None:
+                    continue
+                if not everything:
+                    raw = txn.get(vec_key(mid))
+                    if raw is not None:
+                        rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+                        if rec.version == head.current_version and rec.model_id == e.model_id:
+                            continue
+                forms = head.forms
+                todo.append((mid, head.current_version, forms.medium if forms else ""))
+        vectors: list[bytes] = []
+        for i in range(0, len(todo), 64):
+            chunk = todo[i : i + 64]
+            for row in embed_checked(e, [t for _, _, t in chunk]):
+                vectors.append(to_bytes(row))
+            if progress is not None:
+                progress(min(i + 64, len(todo)), len(todo))
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> int:
+            journal = _Journal(txn, now, self.actor)
+            done = 0
+            for (mid, n, _), vec in zip(todo, vectors, strict=True):
+                head = self._head(txn, mid)
+                if head.tombstone is not None or head.current_version != n:
+                    continue
+                txn.put(vec_key(mid), self._seal_vector(e, n, vec))
+                journal.append(JournalKind.EMBED, id=mid, type=head.type, version=n)
+                done += 1
+            if everything:  # another model's vectors of memories not re-embedded must go
+                for key in list(txn.keys(VEC)):
+                    rec: VectorRecord = _trusted(VECTOR_RECORD, key, txn.get(key) or b"")
+                    if rec.model_id != e.model_id or rec.dim != e.dim:
+                        txn.delete(key)
+            meta = VectorsMeta(model_id=e.model_id, dim=e.dim, synced=last)
+            txn.put(meta_key("vectors"), _seal(VECTORS_META.encode(meta, "meta/vectors")))
+            return done
+
+        return self._kv.write(txn_fn)
+
+    def _seal_vector(self, e: Embedder, version: int, vector: bytes) -> bytes:
+        rec = VectorRecord(model_id=e.model_id, dim=e.dim, version=version, vector=vector)
+        return _seal(VECTOR_RECORD.encode(rec, "vector"))
+
+    def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
+        e = self.embedder
+        if e is None or not prepared:
+            return
+        texts = [p.version.forms.medium if p.version.forms else "" for p in prepared]
+        for i in range(0, len(texts), 64):
+            rows = embed_checked(e, texts[i : i + 64])
+            for p, row in zip(prepared[i : i + 64], rows, strict=True):
+                p.vector = to_bytes(row)
+
+    def _vector_value(self, version: int, vector: bytes) -> bytes:
+        assert self.embedder is not None
+        return self._seal_vector(self.embedder, version, vector)
+
+    def embed_pending(self) -> int:
+        """Embed live memories written by handles without the embedder; returns how many.
+
+        Opening the store with an embedder does this too.
+
+        Raises:
+            ValidationError: the store was opened without an embedder.
+        """
+        if self.embedder is None:
+            raise ValidationError("embedder", "required", "open the store with embedder=…")
+        with self._kv.read() as txn:
+            raw = txn.get(meta_key("vectors"))
+            meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
+        return self._embed_pending(self.embedder, since=0 if meta is None else meta.synced)
+
+    def vector_state(self) -> str:
+        """What the vector sidecar is doing: no embedder, not loaded, loaded, or rebuilt (why)."""
+        if self._sidecar is None:
+            return "no embedder"
+        return self._sidecar.state
+
+    def save_vectors(self) -> None:
+        """Save the vector index cache now (``close`` does it too)."""
+        if self._sidecar is not None:
+            self._sidecar.save()
+
+    def close(self) -> None:
+        """Save the vector index cache (if it changed) and close the store."""
+        if getattr(self, "_sidecar", None) is not None and not self._kv.readonly:
+            assert self._sidecar is not None
+            self._sidecar.save()
+        super().close()
 
     # -- seams for the search indexes --------------------------------------------------------
 
@@ -95,7 +286,72 @@ class Cortex(Store):
 
     def _vector_search(self) -> VectorSearch | None:
         """The vector index's search, when the store has an embedder."""
+        return None if self._sidecar is None else self._sidecar.search
+
+    # -- dedupe on write ------------------------------------------------------------------
+
+    def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> Uri:
+        """Write a new memory (``Store.write``), or with ``dedupe`` confirm an existing one.
+
+        With ``dedupe`` (default: the store's ``dedupe`` option), a live memory of the same type
+        whose current version has the same content hash, or (with an embedder) whose vector has
+        cosine >= ``DEDUPE_COSINE`` to this data's, is confirmed instead: its use counters record
+        the confirmation, a ``confirm`` journal entry names it and the hash of the data offered,
+        and its current URI is returned. Nothing new is written.
+
+        Raises:
+            ValidationError, ConflictError: as ``Store.write``.
+        """
+        if dedupe if dedupe is not None else self.dedupe:
+            hit = self._duplicate_of(data)
+            if hit is not None:
+                return self._confirm(hit, data)
+        return super().write(data, **options)
+
+    def _duplicate_of(self, data: Data) -> Memory | None:
+        """A live memory ``data`` duplicates (same type: equal hash, or a near vector)."""
+        try:
+            t = data.TYPE
+            digest = content_hash(t, encode_data(data))
+            forms = render(data)
+        except (AttributeError, CortexError):
+            return None  # the write itself reports what is wrong
+        with self._kv.read() as txn:
+            for mid, _ in lexical.search(txn, render_full(data), limit=10):
+                head = self._head(txn, mid)
+                if head.tombstone is None and head.type is t:
+                    v = self._version(txn, mid, head.current_version)
+                    if v.hash == digest:
+                        return self._memory(head, v)
+            if self._sidecar is not None and self.embedder is not None:
+                vec = embed_checked(self.embedder, [forms.medium])[0]
+                for mid, cos in self._sidecar.search(txn, vec, 10):
+                    if cos < DEDUPE_COSINE:
+                        break
+                    head = self._head(txn, mid)
+                    if head.tombstone is None and head.type is t:
+                        return self._memory(head, self._version(txn, mid, head.current_version))
         return None
+
+    def _confirm(self, m: Memory, data: Data) -> Uri:
+        digest = content_hash(m.version.type, encode_data(data))
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Uri:
+            head = self._head(txn, m.id)
+            st = _state(txn, m.id)
+            st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
+            txn.put(salience_key(m.id), _seal(SALIENCE_STATE.encode(st, "salience")))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.CONFIRM,
+                id=m.id,
+                type=head.type,
+                version=head.current_version,
+                hash=digest,
+            )
+            return Uri(head.type, m.id, head.current_version)
+
+        return self._kv.write(txn_fn)
 
     # -- find ------------------------------------------------------------------------------
 

@@ -75,13 +75,15 @@ class SalienceState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """Derived use counters of a memory (``sal/<id>``); not part of any hash.
 
     ``citations`` counts attestations with a success or partial outcome, ``failures`` those
-    with a failure outcome (kept for audit, not scored).
+    with a failure outcome (kept for audit, not scored); ``confirmations`` counts writes that
+    dedupe turned into a confirmation of this memory (a use: they refresh recency).
     """
 
     accesses: int = 0
     citations: int = 0
     failures: int = 0
     last_used_at: datetime | None = None
+    confirmations: int = 0
 
 
 SALIENCE_STATE: Final = StructCodec(
@@ -91,6 +93,7 @@ SALIENCE_STATE: Final = StructCodec(
         ("citations", _Int(0)),
         ("failures", _Int(0)),
         ("last_used_at", _time),
+        ("confirmations", _Int(0)),
     ],
     schema_version=1,
 )

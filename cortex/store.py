@@ -95,6 +95,7 @@ from cortex.lexical import Indexer
 from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
 from cortex.salience import SALIENCE_STATE
 from cortex.validate import validate_memory
+from cortex.vectors import VECTOR_RECORD, VECTORS_META
 
 __all__ = [
     "FORMAT_VERSION",
@@ -141,6 +142,7 @@ class JournalKind(CodedEnum):
     MIGRATION = 0x0A
     IMPORT = 0x0B
     ATTEST = 0x0C
+    CONFIRM = 0x0D
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -400,10 +402,11 @@ def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
 class _Prepared:
     """A validated new memory and its sealed records."""
 
-    __slots__ = ("head", "head_bytes", "terms", "type", "version", "version_bytes")
+    __slots__ = ("head", "head_bytes", "terms", "type", "vector", "version", "version_bytes")
 
     def __init__(self, head: Head, version: Version, terms: list[str]) -> None:
         self.terms = terms  # what the lexical index holds for the version
+        self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
         self.head = head
         self.version = version
         self.type = head.type
@@ -776,6 +779,17 @@ class Store:
         txn.put(version_key(p.head.id, 1), p.version_bytes)
         for k in _index_keys(p.head):
             txn.put(k, b"")
+        if p.vector is not None:
+            txn.put(vec_key(p.head.id), self._vector_value(1, p.vector))
+
+    # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
+
+    def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
+        """Set ``p.vector`` for each prepared version, before its transaction (no-op here)."""
+
+    def _vector_value(self, version: int, vector: bytes) -> bytes:
+        """The sealed ``vec/`` value of an embedding of ``version``."""
+        raise CortexError("this store has no embedder")  # pragma: no cover - never reached
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -836,6 +850,7 @@ class Store:
             valid_until=valid_until,
             expires_at=expires_at,
         )
+        self._embed_prepared([p])
 
         def txn_fn(txn: WriteTxn) -> None:
             self._put_new(txn, p)
@@ -882,6 +897,7 @@ class Store:
                 prepared.append(p)
             except ValidationError as exc:
                 raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
+        self._embed_prepared(prepared)
 
         def txn_fn(txn: WriteTxn) -> None:
             journal = _Journal(txn, now, self.actor)
@@ -953,6 +969,7 @@ class Store:
             valid_until=valid_until,
             expires_at=expires_at,
         )
+        self._embed_prepared([p])
 
         def txn_fn(txn: WriteTxn) -> Uri:
             head = self._head_for_change(txn, mid)
@@ -982,6 +999,10 @@ class Store:
             lex.remove(mid)
             lex.add(mid, n, p.terms)
             lex.flush()
+            if p.vector is not None:
+                txn.put(vec_key(mid), self._vector_value(n, p.vector))
+            else:  # the old version's vector no longer fits; embedded later (sidecar sweep)
+                txn.delete(vec_key(mid))
             _Journal(txn, now, self.actor).append(
                 JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
             )
@@ -1073,6 +1094,7 @@ class Store:
             lex = Indexer(txn)
             lex.remove(mid)  # a tombstoned memory leaves the lexical index
             lex.flush()
+            txn.delete(vec_key(mid))  # and the vector index
             _Journal(txn, now, self.actor).append(
                 JournalKind.TOMBSTONE,
                 id=mid,
@@ -1818,9 +1840,31 @@ class Store:
                     add(Problem(key.hex(), "salience state of no memory"))
                     continue
                 strict(SALIENCE_STATE, key, value)
-            for key, _ in txn.scan(VEC):
+            vmeta_raw = txn.get(meta_key("vectors"))
+            vmeta = (
+                None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
+            )
+            for key, value in txn.scan(VEC):
                 if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
                     add(Problem(key.hex(), "vector of no memory"))
+                    continue
+                vhead = heads[MemoryId(key[len(VEC) :])]
+                rec = strict(VECTOR_RECORD, key, value)
+                if rec is None:
+                    continue
+                name = f"vec/{vhead.id}"
+                if vhead.tombstone is not None:
+                    add(Problem(name, "a tombstoned memory still has a vector"))
+                if rec.version != vhead.current_version:
+                    add(Problem(name, f"embeds version {rec.version}, not the current one"))
+                if vmeta is None or (rec.model_id, rec.dim) != (vmeta.model_id, vmeta.dim):
+                    add(
+                        Problem(
+                            name, f"a {rec.model_id} vector the store's meta/vectors does not name"
+                        )
+                    )
+                if len(rec.vector) != 4 * rec.dim:
+                    add(Problem(name, f"holds {len(rec.vector)} bytes for {rec.dim} dimensions"))
             live = {
                 mid: (head.type, head.current_version, current[mid])
                 for mid, head in heads.items()

@@ -39,7 +39,9 @@ ORDER = (
     "scope",  # pure: readers, scopes and the visibility rules
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
+    "vectors",  # the stored vector records (vec/, meta/vectors)
     "store",
+    "sidecar",  # the vector index cache beside a store, caught up from its journal
     "query",  # the query language: Query, predicates, windows, results
     "where",  # pure: the readable where syntax, parsed to and printed from predicates
     "planner",  # the executor: index scans, filters, ordering, budgets

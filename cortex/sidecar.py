@@ -1,0 +1,194 @@
+"""The vector index sidecar: an hnswlib cache of the store's ``vec/`` records beside the store.
+
+LMDB is the truth; the index in ``<store>/vectors/`` is a cache. It is loaded (everything about
+it verified), or rebuilt from ``vec/`` when anything disagrees, and caught up from the journal
+before every search, so writes by other handles and processes are seen. See
+``specs/vector-index.md`` §3.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from cortex.ann import VectorIndex
+from cortex.embed import Embedder
+from cortex.errors import CortexError, IndexCacheError, ValidationError
+from cortex.ids import MemoryId
+from cortex.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
+from cortex.kv import ReadTxn
+from cortex.store import JOURNAL_CODEC, JournalEntry, JournalKind, _trusted
+from cortex.vectors import VECTOR_RECORD, VectorRecord, from_bytes
+
+__all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
+
+DIRECTORY: Final = "vectors"
+"""The sidecar's directory inside the store directory."""
+
+_CHANGES_VECTORS: Final = frozenset(
+    {
+        JournalKind.WRITE,
+        JournalKind.UPDATE,
+        JournalKind.TOMBSTONE,
+        JournalKind.PURGE,
+        JournalKind.EMBED,
+        JournalKind.IMPORT,
+    }
+)
+_BATCH: Final = 4096
+
+
+def journal_head(txn: ReadTxn) -> int:
+    """The sequence number of the newest journal entry (0 for none)."""
+    last = next(txn.keys(JOURNAL, reverse=True), None)
+    return 0 if last is None else parse_journal_key(last)
+
+
+class VectorSidecar:
+    """The vector index of one open store, for one embedder.
+
+    Args:
+        store_path: the store directory.
+        embedder: the store's embedder (its model id and dim name the index).
+    """
+
+    def __init__(self, store_path: str | Path, embedder: Embedder) -> None:
+        self.directory = Path(store_path) / DIRECTORY
+        self.embedder = embedder
+        self.index: VectorIndex | None = None
+        self.watermark = 0
+        self.state = "not loaded"
+        self._dirty = False
+        self._lock = threading.RLock()
+
+    # -- keeping the cache right ----------------------------------------------------------
+
+    def ready(self, txn: ReadTxn) -> VectorIndex:
+        """The index, loaded or rebuilt on first use and caught up to ``txn``'s journal."""
+        with self._lock:
+            if self.index is None:
+                try:
+                    index, meta = VectorIndex.load(
+                        self.directory, model_id=self.embedder.model_id, dim=self.embedder.dim
+                    )
+                except IndexCacheError as exc:
+                    self.index = self._rebuild(txn)
+                    self.state = f"rebuilt from the store ({exc.reason})"
+                else:
+                    self.index, self.watermark = index, meta.watermark
+                    self.state = "loaded"
+            self._catch_up(txn, self.index)
+            return self.index
+
+    def _rebuild(self, txn: ReadTxn) -> VectorIndex:
+        index = VectorIndex(self.embedder.dim)
+        ids: list[MemoryId] = []
+        rows: list[npt.NDArray[np.float32]] = []
+        for key, value in txn.scan(VEC):
+            rec = _record(key, value)
+            if rec.model_id != self.embedder.model_id or rec.dim != self.embedder.dim:
+                continue  # verify names it; the index holds one model
+            ids.append(MemoryId(key[len(VEC) :]))
+            rows.append(from_bytes(rec.vector, rec.dim))
+            if len(ids) >= _BATCH:
+                index.add(ids, np.stack(rows))
+                ids, rows = [], []
+        if ids:
+            index.add(ids, np.stack(rows))
+        self.watermark = journal_head(txn)
+        self._dirty = True
+        return index
+
+    def _catch_up(self, txn: ReadTxn, index: VectorIndex) -> None:
+        head = journal_head(txn)
+        if head <= self.watermark:
+            return  # already there (or another thread saw a newer snapshot)
+        touched: dict[MemoryId, None] = {}
+        for key, value in txn.scan(JOURNAL, start=journal_key(self.watermark + 1)):
+            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            if entry.seq > head:
+                break
+            if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
+                touched[entry.id] = None
+        for mid in touched:
+            raw = txn.get(vec_key(mid))
+            rec = None if raw is None else _record(vec_key(mid), raw)
+            if rec is not None and (rec.model_id, rec.dim) == (
+                self.embedder.model_id,
+                self.embedder.dim,
+            ):
+                index.add([mid], from_bytes(rec.vector, rec.dim)[None, :])
+            else:
+                index.remove(mid)
+        self.watermark = head
+        self._dirty = True
+
+    def search(self, txn: ReadTxn, query: Any, n: int) -> list[tuple[MemoryId, float]]:
+        """The ``n`` memories nearest ``query`` (text to embed, or a vector), best first.
+
+        Raises:
+            ValidationError: a query vector of the wrong shape.
+        """
+        if isinstance(query, str):
+            vector = self.embedder.embed([query])[0]
+        else:
+            vector = np.asarray(query, dtype=np.float32)
+            if vector.shape != (self.embedder.dim,):
+                raise ValidationError(
+                    "near_vector",
+                    "shape",
+                    f"must have {self.embedder.dim} dimensions ({self.embedder.model_id}), "
+                    f"got shape {vector.shape}",
+                )
+        index = self.ready(txn)
+        return index.search(vector, n)
+
+    def save(self) -> None:
+        """Save the cache if it changed (a failure is harmless: the next open rebuilds)."""
+        with self._lock:
+            if self.index is None or not self._dirty:
+                return
+            try:
+                self.index.save(
+                    self.directory, model_id=self.embedder.model_id, watermark=self.watermark
+                )
+            except (OSError, CortexError):
+                return
+            self._dirty = False
+
+    def drop(self) -> None:
+        """Forget the in-memory index (the next search loads or rebuilds it)."""
+        with self._lock:
+            self.index = None
+            self.watermark = 0
+            self.state = "not loaded"
+
+
+def _record(key: bytes, value: bytes) -> VectorRecord:
+    rec: VectorRecord = _trusted(VECTOR_RECORD, key, value)
+    return rec
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """``embedder.embed(texts)``, checked: shape ``(len(texts), dim)``, finite, float32.
+
+    Raises:
+        ValidationError: the embedder returned something else.
+    """
+    out = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dim) or not np.all(np.isfinite(out)):
+        raise ValidationError(
+            "embedder",
+            "output",
+            f"{embedder.model_id} returned shape {out.shape} for {len(texts)} texts of dim "
+            f"{embedder.dim} (or non-finite values)",
+        )
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    unit: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
+    return unit
