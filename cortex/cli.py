@@ -1381,7 +1381,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             if at == FORMAT_VERSION
             else f"{path}: already at format {at} (this cortex writes format {FORMAT_VERSION})"
         )
-        _emit(args, _migration_json(planned), text)
+        _emit(args, {**_migration_json(planned), "dry_run": args.dry_run}, text)
         return 0
     if args.dry_run:
         _emit(args, _migration_json(planned), [*_plan_lines(planned), "dry run: nothing written"])
