@@ -1348,8 +1348,10 @@ def _plan_lines(report: migrations.Report) -> list[str]:
         (s.step.name, f"{s.step.from_version} → {s.step.to_version}", s.records, s.step.description)
         for s in report.steps
     ]
-    head = f"{report.path}: format {report.from_version} → {report.to_version}, " + (
-        f"{len(rows)} migration(s)" if len(rows) != 1 else "1 migration"
+    n = len(rows)
+    head = (
+        f"{report.path}: format {report.from_version} → {report.to_version}, "
+        f"{n} migration{'' if n == 1 else 's'}"
     )
     return [head, *_table(["migration", "format", "records", "what"], rows)]
 
