@@ -41,6 +41,7 @@ __all__ = [
     "Step",
     "StepReport",
     "applied",
+    "known",
     "migrate",
     "plan",
 ]
@@ -239,6 +240,11 @@ def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:
     finally:
         kv.close()
     return [m.step for m in _steps(current, to, str(path))]
+
+
+def known() -> list[Step]:
+    """Every migration this cortex knows, in order (``cortex migrate --list``)."""
+    return [m.step for m in MIGRATIONS]
 
 
 def applied(path: str | os.PathLike[str]) -> list[Applied]:

@@ -1646,6 +1646,32 @@ class Store:
 
         return self._kv.write(fn)
 
+    def reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the lexical (BM25) index from the live memories (``cortex reindex``).
+
+        The index is derived data, kept in step with the records by every write; this repairs
+        one that ``verify`` reports damaged, in one write transaction: the old postings,
+        document and term records and ``meta/lexical`` are dropped and the current version of
+        every live memory is indexed again, so the result is the index a store written from
+        scratch would hold. No memory, edge or journal entry changes, and nothing is journalled
+        (the journal records changes to memories; a rebuild changes none).
+
+        Args:
+            progress: called as ``progress(done, total)`` while memories are indexed.
+
+        Returns:
+            How many memories were indexed.
+
+        Raises:
+            ValidationError: ``progress`` is not callable.
+            IntegrityError: a head or the version it points at is damaged (nothing is
+                written): run ``cortex verify``.
+            CortexError: the store is read-only or cannot be written.
+        """
+        if progress is not None and not callable(progress):
+            raise ValidationError("progress", "type", "must be a callable or None")
+        return self._reindex_lexical(progress)
+
     # -- housekeeping ------------------------------------------------------------------------
 
     def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,10 +35,11 @@ from cortex import (
     cli,
 )
 from cortex.cli import main
-from cortex.keys import version_key
+from cortex.keys import LEX_POSTING, lex_term_key, version_key
 from tests import workers
 
 ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FACT = '{"statement": "Ada lives in Zürich", "subject": "ada", "predicate": "home_city"}'
 
 
@@ -948,6 +950,210 @@ def test_backup(store: Path, fact: Uri, tmp_path: Path, capsys: pytest.CaptureFi
 
 
 # ---------------------------------------------------------------------------------------------
+# Migrate and reindex
+
+
+def _format1(dest: Path) -> Path:
+    """A copy of the committed format-1 fixture (never use the fixture itself)."""
+    dest.mkdir(parents=True)
+    shutil.copy(FIXTURE / "data.mdb", dest / "data.mdb")
+    return dest
+
+
+@pytest.fixture
+def v1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = _format1(tmp_path / "v1")
+    monkeypatch.setenv("CORTEX_STORE", str(path))
+    monkeypatch.setenv("CORTEX_ACTOR", "tester")
+    return path
+
+
+def test_a_format1_store_needs_migrate_then_works(
+    v1: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["info"], ["verify"], ["find", "--text", "Genève"], ["reindex"]):
+        rc, out, err = run(capsys, *argv)
+        assert (rc, out) == (1, ""), argv
+        assert f"has format 1; this cortex needs {FORMAT_VERSION}" in err
+        assert f"run `cortex --store {v1} migrate`" in err and err.count("\n") == 1
+    before = (v1 / "data.mdb").read_bytes()
+    rc, out, err = run(capsys, "migrate", "--dry-run")
+    assert (rc, err) == (0, "")
+    assert out.splitlines()[0] == f"{v1}: format 1 → 2, 1 migration"
+    assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
+    assert out.endswith("dry run: nothing written\n")
+    assert (v1 / "data.mdb").read_bytes() == before
+    assert run(capsys, "info")[0] == 1  # still format 1
+    rc, out, err = run(capsys, "migrate")
+    assert (rc, err) == (0, "")  # not a terminal: no bar
+    lines = out.splitlines()
+    assert lines[0] == f"{v1}: format 1 → 2, 1 migration" and "0001-lexical-index" in lines[2]
+    assert lines[-2:] == ["applied 0001-lexical-index (9 records)", f"{v1}: now at format 2"]
+    info = run_json(capsys, "info")
+    assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
+    assert run(capsys, "verify")[1].startswith("ok: 11 memories, 14 versions")
+    owner = ("--actor", "fixture-agent")  # the fixture's memories are private to its owner
+    hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
+    assert hits and "Genève" in hits[0]["text"]
+    assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
+    (entry,) = [
+        json.loads(line)
+        for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
+    ]
+    assert entry["by"] == "tester" and entry["reason"] == "0001-lexical-index: format 1 -> 2"
+    rc, out, err = run(capsys, "migrate")
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 2)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 2)\n"
+
+
+def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    step = {
+        "name": "0001-lexical-index",
+        "from_version": 1,
+        "to_version": 2,
+        "description": "build the lexical (BM25) index for every live memory",
+        "records": 9,
+    }
+    planned = run_json(capsys, "migrate", "--dry-run")
+    assert planned == {
+        "path": str(v1),
+        "from_version": 1,
+        "to_version": 2,
+        "dry_run": True,
+        "steps": [{**step, "applied": False}],
+    }
+    done = run_json(capsys, "migrate")
+    assert done == {**planned, "dry_run": False, "steps": [{**step, "applied": True}]}
+    again = run_json(capsys, "migrate")
+    assert again == {**planned, "from_version": 2, "dry_run": False, "steps": []}
+
+
+def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "migrate", "--to", "1")  # where it is: nothing to do
+    assert (rc, err) == (
+        0,
+        "",
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 2)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "3")
+    assert (rc, out) == (1, "") and err.count("\n") == 1
+    assert err == "cortex: --to 3: format 3 is unknown: this cortex knows formats up to 2\n"
+    assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
+    rc, out, err = run(capsys, "migrate", "--to", "1")
+    assert (rc, out) == (1, "") and err.count("\n") == 1
+    assert (
+        err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
+    )
+    assert run(capsys, "migrate", "--to", "two")[0] == 2
+
+
+def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run(capsys, "migrate", "--list")
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 2)"
+    assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
+    listed = run_json(capsys, "migrate", "--list")
+    assert (listed["format_version"], listed["applied"]) == (1, [])
+    assert [(k["name"], k["status"]) for k in listed["known"]] == [
+        ("0001-lexical-index", "pending")
+    ]
+    run(capsys, "migrate")
+    rc, out, _ = run(capsys, "migrate", "--list")
+    assert re.search(
+        r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
+    )
+    listed = run_json(capsys, "migrate", "--list")
+    assert listed["format_version"] == 2 and listed["known"][0]["status"] == "applied"
+    (applied,) = listed["applied"]
+    assert (applied["name"], applied["by"], applied["records"]) == (
+        "0001-lexical-index",
+        "tester",
+        9,
+    )
+    fresh = str(tmp_path / "fresh")
+    run(capsys, "--store", fresh, "init")
+    listed = run_json(capsys, "--store", fresh, "migrate", "--list")
+    assert listed["applied"] == [] and listed["known"][0]["status"] == "not needed"
+    rc, _, err = run(capsys, "migrate", "--list", "--dry-run")
+    assert rc == 2 and "--list" in err
+
+
+def test_migrate_without_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nowhere = tmp_path / "nowhere"
+    for argv in (["migrate"], ["migrate", "--list"], ["migrate", "--dry-run"]):
+        rc, out, err = run(capsys, "--store", str(nowhere), *argv)
+        assert (rc, out) == (1, "") and "init" in err and err.count("\n") == 1
+    assert not nowhere.exists()
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "data.mdb").write_bytes(b"not lmdb" * 512)
+    rc, _, err = run(capsys, "--store", str(tmp_path / "junk"), "migrate")
+    assert rc == 1 and err.startswith("cortex: ") and err.count("\n") == 1
+
+
+def _damage_lexical(store: Path) -> str:
+    """Delete one posting, add a stray term record; return the deleted posting's name."""
+    env = lmdb.open(str(store), subdir=True, max_dbs=0)
+    try:
+        with env.begin(write=True) as txn:
+            cur = txn.cursor()
+            assert cur.set_range(LEX_POSTING)
+            key = bytes(cur.key())
+            assert key.startswith(LEX_POSTING)
+            txn.delete(key)
+            txn.put(lex_term_key("ghost"), b"junk")
+    finally:
+        env.close()
+    return key.decode("utf-8", "replace")
+
+
+def test_reindex_repairs_the_lexical_index(
+    store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal = run(capsys, "log")[1]
+    _damage_lexical(store)
+    rc, out, _ = run(capsys, "verify")
+    assert rc == 1 and "lex/p/" in out and "lex/t/ghost" in out
+    live = run_json(capsys, "info")["live"]
+    rc, out, err = run(capsys, "reindex")
+    assert (rc, err) == (0, "")
+    assert out == f"{store}: lexical index rebuilt from {live} live memories\n"
+    assert run(capsys, "verify")[0] == 0
+    assert run(capsys, "log")[1] == journal  # a rebuild is not journalled
+    _damage_lexical(store)
+    assert run_json(capsys, "reindex", "--lexical") == {"path": str(store), "lexical": live}
+    assert run_json(capsys, "verify")["ok"] is True
+    hits = run_json(capsys, "find", "--text", "Zürich", "--limit", "5")["hits"]
+    assert str(world["home"]) in [h["uri"] for h in hits]
+
+
+def test_reindex_vectors_is_not_available_yet(
+    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _damage_lexical(store)
+    for argv in (["--vectors"], ["--vectors", "--model", "m"], ["--lexical", "--vectors"]):
+        rc, out, err = run(capsys, "reindex", *argv)
+        assert (rc, out) == (1, "") and err.count("\n") == 1
+        assert (
+            err
+            == "cortex: reindex --vectors is not available yet: this cortex has no vector index\n"
+        )
+    assert run(capsys, "verify")[0] == 1  # nothing was rebuilt
+    rc, _, err = run(capsys, "reindex", "--model", "m")
+    assert rc == 2 and "--model goes with --vectors" in err
+
+
+def test_migrate_and_reindex_bars_only_on_a_terminal(
+    v1: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["migrate"]) == 0
+    assert main(["reindex"]) == 0
+    bars = term.getvalue()
+    assert "\r0001-lexical-index [" in bars and "100% 9/9\n" in bars
+    assert "\rlexical [" in bars and bars.endswith("100% 9/9\n")
+    capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------------
 # Help and docs
 
 
@@ -973,7 +1179,8 @@ def test_the_command_list_is_complete() -> None:
     assert names == {
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
-        "import", "backup", "demo", "find", "context", "facets", "about", "attest",
+        "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
+        "reindex",
     }  # fmt: skip
 
 
@@ -1052,6 +1259,14 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
         "--store", str(tmp_path / "t"), "import", str(tmp_path / "x.cbor")
     )
     assert "verify ok" in ok("backup", str(tmp_path / "b"))
+    assert "lexical index rebuilt from 2 live memories" in ok("reindex")
+    assert "up to date" in ok("migrate")
+    old = str(_format1(tmp_path / "v1"))
+    refused = _proc("--store", old, "info", env=env)
+    assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
+    assert f"run `cortex --store {old} migrate`" in refused.stderr
+    assert "now at format 2" in ok("--store", old, "migrate")
+    assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")
     assert "Fact" in ok("facets")

@@ -12,7 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex import Cortex, Event, Fact, MemoryId, NewMemory, Outcome, Pattern, render_full
+from cortex import (
+    Cortex,
+    CortexError,
+    Event,
+    Fact,
+    MemoryId,
+    NewMemory,
+    Outcome,
+    Pattern,
+    ValidationError,
+    render_full,
+)
 from cortex.keys import (
     LEX_DOC,
     LEX_POSTING,
@@ -301,3 +312,23 @@ def test_reindex_rebuilds_a_damaged_index(tmp_path: Path) -> None:
         assert seen[-1] == (6, 6)
         assert cx.verify().ok
         assert lex_state(cx) == good
+
+
+def test_the_public_reindex_changes_only_the_index(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        cx.write_many([NewMemory(data=fact(f"note number {i}"), id=mid(i)) for i in range(1, 4)])
+        cx.tombstone(mid(3), "gone")
+        good = lex_state(cx)
+        with cx._kv.read() as txn:
+            records = {k: v for k, v in txn.scan(b"") if not k.startswith((b"lex/", STATS_KEY))}
+        cx._kv.write(lambda txn: txn.delete(posting_key("note", mid(1))))
+        assert cx.reindex_lexical() == 2  # live memories only; no progress needed
+        assert lex_state(cx) == good and cx.verify().ok
+        with cx._kv.read() as txn:  # no record and no journal entry changed: not journalled
+            after = {k: v for k, v in txn.scan(b"") if not k.startswith((b"lex/", STATS_KEY))}
+        assert after == records
+        with pytest.raises(ValidationError, match="progress"):
+            cx.reindex_lexical(progress=3)  # type: ignore[arg-type]
+    ro = Cortex.open(tmp_path / "x", actor="t", readonly=True, create=False)
+    with ro, pytest.raises(CortexError, match="read-only"):
+        ro.reindex_lexical()

@@ -106,6 +106,7 @@ def test_the_migrations_form_a_chain_to_this_format() -> None:
     assert M.MIGRATIONS[-1].features == FEATURES
     names = [m.step.name for m in M.MIGRATIONS]
     assert names == sorted(names) and len(set(names)) == len(names)
+    assert M.known() == [m.step for m in M.MIGRATIONS]
 
 
 def test_plan(v1: Path) -> None:
