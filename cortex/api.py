@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -11,7 +12,7 @@ import msgspec
 from cortex import lexical
 from cortex.codec import encode_data
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
-from cortex.embed import Embedder
+from cortex.embed import Embedder, embedder_for
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import CortexError, NotFoundError, TombstonedError, ValidationError
 from cortex.forms import render, render_full
@@ -90,7 +91,7 @@ class Cortex(Store):
         decay: Mapping[MemoryType | str, DecayClass | str] | None = None,
         weights: Weights | None = None,
         salience_blend: float = 0.2,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Literal["auto"] | None = None,
         reembed: bool = False,
         progress: Callable[[int, int], None] | None = None,
         dedupe: bool = False,
@@ -105,16 +106,26 @@ class Cortex(Store):
             raise ValidationError("weights", "type", "must be a cortex.salience.Weights")
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
-        if embedder is not None and not isinstance(embedder, Embedder):
+        if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
             raise ValidationError(
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
             )
         super().__init__(kv, actor, clock=clock)
+        if embedder == "auto":  # the embedder of the model the store holds, if it ships here
+            with self._kv.read() as txn:
+                raw = txn.get(meta_key("vectors"))
+            embedder = (
+                None
+                if raw is None
+                else embedder_for(_trusted(VECTORS_META, meta_key("vectors"), raw).model_id)
+            )
         self.decay = decay_table(overrides)
         self.weights = weights or DEFAULT_WEIGHTS
         self.salience_blend = float(salience_blend)
         self.dedupe = bool(dedupe)
         self.embedder = embedder
+        self.reembedded: int | None = None
+        """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
@@ -139,7 +150,7 @@ class Cortex(Store):
                     "everything with Cortex.open(..., embedder=..., reembed=True) "
                     "(cortex reindex --vectors)",
                 )
-            self._embed_pending(e, since=0, everything=True, progress=progress)
+            self.reembedded = self._embed_pending(e, since=0, everything=True, progress=progress)
         elif not self._kv.readonly:
             self._embed_pending(e, since=0 if meta is None else meta.synced, progress=progress)
 
@@ -255,6 +266,22 @@ class Cortex(Store):
             raw = txn.get(meta_key("vectors"))
             meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
         return self._embed_pending(self.embedder, since=0 if meta is None else meta.synced)
+
+    def reindex_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Re-embed every live memory with the store's embedder; returns how many.
+
+        One ``embed`` journal entry per memory; the vector index cache is rebuilt on the next
+        search.
+
+        Raises:
+            ValidationError: the store was opened without an embedder.
+        """
+        if self.embedder is None or self._sidecar is None:
+            raise ValidationError("embedder", "required", "open the store with embedder=…")
+        n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
+        self._sidecar.drop()
+        shutil.rmtree(self._sidecar.directory, ignore_errors=True)
+        return n
 
     def vector_state(self) -> str:
         """What the vector sidecar is doing: no embedder, not loaded, loaded, or rebuilt (why)."""

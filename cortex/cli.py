@@ -71,6 +71,7 @@ from cortex import (
 )
 from cortex import migrate as migrations
 from cortex.context import TIERS
+from cortex.embed import embedder_for
 from cortex.enums import CodedEnum
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, parse_time, to_plain
@@ -183,8 +184,18 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]
     if not create and not (Path(path) / "data.mdb").exists():
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
-    with Cortex.open(path, actor=actor, create=create) as cx:
+    with Cortex.open(path, actor=actor, create=create, embedder=_embedder(args)) as cx:
         yield cx
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    """The embedder the store is opened with: ``auto`` (default) picks the store's own model."""
+    name = getattr(args, "embedder", None) or os.environ.get("CORTEX_EMBEDDER") or "auto"
+    if name == "auto":
+        return "auto"
+    if name == "none":
+        return None
+    return embedder_for(name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1440,22 +1451,28 @@ def _reindex_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--vectors",
         action="store_true",
-        help="re-embed every live memory into the vector index (not available yet)",
+        help="re-embed every live memory into the vector index",
     )
-    p.add_argument("--model", metavar="NAME", help="with --vectors: the embedding model to use")
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="with --vectors: the embedder (hashing, hashing-v1-<dim>, minilm); another "
+        "model than the store's replaces all its vectors; default: the store's own",
+    )
 
 
 @_command("reindex", _reindex_args)
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild an index from the records: the lexical index (the default) or the vectors.
 
-    Indexes are derived data; this repairs one that `cortex verify` reports damaged. Memories,
-    edges and the journal are not changed, and the rebuild is not journalled.
+    Indexes are derived data; this repairs one that `cortex verify` reports damaged. Memories
+    and edges are not changed. The lexical rebuild is not journalled; re-embedding writes one
+    `embed` journal entry per memory (the vectors are stored records).
     """
     if args.model is not None and not args.vectors:
         raise _UsageError("--model goes with --vectors")
-    if args.vectors:  # fail before touching anything, even with --lexical
-        raise CortexError("reindex --vectors is not available yet: this cortex has no vector index")
+    if args.vectors:
+        return _reindex_vectors(args)
     bar = _Progress("lexical")
     with _open(args) as cx:
         try:
@@ -1467,6 +1484,34 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         args,
         {"path": path, "lexical": n},
         f"{path}: lexical index rebuilt from {n} live memories",
+    )
+    return 0
+
+
+def _reindex_vectors(args: argparse.Namespace) -> int:
+    path = _store_path(args)
+    if not (Path(path) / "data.mdb").exists():
+        raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
+    embedder: Any = embedder_for(args.model) if args.model else "auto"
+    bar = _Progress("embedding")
+    actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
+    try:
+        with Cortex.open(
+            path, actor=actor, create=False, embedder=embedder, reembed=True, progress=bar
+        ) as cx:
+            if cx.embedder is None:
+                raise CortexError(
+                    f"{path} holds no vectors yet: name the embedder with --model "
+                    "(hashing, hashing-v1-<dim> or minilm)"
+                )
+            n = cx.reembedded if cx.reembedded is not None else cx.reindex_vectors(progress=bar)
+            model = cx.embedder.model_id
+    finally:
+        bar.close()
+    _emit(
+        args,
+        {"path": path, "vectors": n, "model": model},
+        f"{path}: {n} live memories embedded with {model}",
     )
     return 0
 
@@ -1684,6 +1729,7 @@ def _common() -> argparse.ArgumentParser:
     g.add_argument("--store", default=argparse.SUPPRESS, metavar="PATH", help=argparse.SUPPRESS)
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     g.add_argument("--actor", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    g.add_argument("--embedder", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return p
 
 
@@ -1705,6 +1751,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--actor",
         help="who is acting (or CORTEX_ACTOR; default 'cli')",
+    )
+    p.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help="vectors: auto (the store's own model, the default), none, hashing, "
+        "hashing-v1-<dim> or minilm (or CORTEX_EMBEDDER)",
     )
     common = _common()
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

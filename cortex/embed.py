@@ -30,6 +30,7 @@ __all__ = [
     "Embedder",
     "HashingEmbedder",
     "MiniLM",
+    "embedder_for",
     "hashing_features",
 ]
 
@@ -457,3 +458,24 @@ class MiniLM:
                 mask[row, : len(e)] = 1.0
             out[chunk] = model.forward(ids, mask)
         return out
+
+
+def embedder_for(name: str) -> Embedder:
+    """An embedder that ships with cortex, by name or model id.
+
+    Names: ``hashing`` (``hashing-v1-384``), ``hashing-v1-<dim>``, ``minilm`` (its model id).
+
+    Raises:
+        ValidationError: no embedder of that name ships with cortex.
+    """
+    if name in ("minilm", MINILM_MODEL_ID):
+        return MiniLM()
+    if name == "hashing":
+        return HashingEmbedder()
+    if name.startswith("hashing-v1-") and name[len("hashing-v1-") :].isdigit():
+        return HashingEmbedder(int(name[len("hashing-v1-") :]))
+    raise ValidationError(
+        "embedder",
+        "unknown",
+        f"no embedder {name!r} ships with cortex: use hashing, hashing-v1-<dim> or minilm",
+    )

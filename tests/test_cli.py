@@ -1124,18 +1124,20 @@ def test_reindex_repairs_the_lexical_index(
     assert str(world["home"]) in [h["uri"] for h in hits]
 
 
-def test_reindex_vectors_is_not_available_yet(
-    store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _damage_lexical(store)
-    for argv in (["--vectors"], ["--vectors", "--model", "m"], ["--lexical", "--vectors"]):
-        rc, out, err = run(capsys, "reindex", *argv)
-        assert (rc, out) == (1, "") and err.count("\n") == 1
-        assert (
-            err
-            == "cortex: reindex --vectors is not available yet: this cortex has no vector index\n"
-        )
-    assert run(capsys, "verify")[0] == 1  # nothing was rebuilt
+def test_reindex_vectors(store: Path, fact: Uri, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(capsys, "reindex", "--vectors")
+    assert (rc, out) == (1, "") and err.count("\n") == 1 and "holds no vectors yet" in err
+    rc, out, err = run(capsys, "reindex", "--vectors", "--model", "m")
+    assert (rc, out) == (1, "") and "no embedder 'm' ships with cortex" in err
+    obj = run_json(capsys, "reindex", "--vectors", "--model", "hashing-v1-64")
+    assert obj["model"] == "hashing-v1-64" and obj["vectors"] >= 1
+    assert run(capsys, "verify")[0] == 0
+    found = run_json(capsys, "find", "--near", "Ada", "--limit", "1")
+    assert found["hits"][0]["uri"] == str(fact)  # auto: the store's own model
+    again = run_json(capsys, "reindex", "--vectors")
+    assert again == obj  # the same model: every live memory re-embedded once more
+    rc, _, err = run(capsys, "--embedder", "hashing", "find", "--near", "Ada")
+    assert rc == 1 and "holds hashing-v1-64 vectors" in err
     rc, _, err = run(capsys, "reindex", "--model", "m")
     assert rc == 2 and "--model goes with --vectors" in err
 
