@@ -1208,7 +1208,7 @@ def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
     _plant(
         cx,
         K.tag_key("t", created, h.id),
-        K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", h.id),
+        K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, h.id),
     )
     assert ids(cx.find(Query(tags=("t",), limit=10))) == {real}
     assert ids(cx.find(Query(frames=("find:service:svc://a",), limit=10))) == {real}
