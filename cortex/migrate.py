@@ -81,7 +81,8 @@ class StepReport(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         step: the migration.
-        records: how many records it rewrote or built (memories indexed, for 0001).
+        records: how many records it rewrote or built (memories indexed: the live ones for
+            0001, all of them for 0002).
         applied: whether it was committed (``False`` in a dry run).
     """
 
@@ -183,16 +184,16 @@ def _count_heads(txn: ReadTxn) -> int:
 def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0002: rewrite every frame index entry with its created time; build the pinned index.
 
-    Returns the index entries written (frame entries rewritten plus pin entries built).
+    Every memory is re-indexed (tombstoned ones too: they keep their entries, ``storage.md``
+    §2); returns how many.
     """
     for key in list(txn.keys(IDX_FRAME)):  # the format-2 layout: no created time
         txn.delete(key)
-    written = 0
-    for done, head in enumerate(_all_heads(txn), start=1):
+    done = 0
+    for head in _all_heads(txn):
         for key in _index_keys(head):
             if key.startswith(IDX_FRAME):
                 txn.put(key, b"")
-                written += 1
         vkey = version_key(head.id, head.current_version)
         raw = txn.get(vkey)
         if raw is None:
@@ -202,9 +203,9 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         version: Version = _trusted(VERSION_CODEC, vkey, raw)
         if version.data is not None and is_pinned(_decoded(head.type, version.data)):
             txn.put(_pin_key(head), b"")
-            written += 1
+        done += 1
         tick(done)
-    return written
+    return done
 
 
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
