@@ -1,4 +1,4 @@
-"""Migrations, on the committed format-1 fixture (tests/data/format1.cortex).
+"""Migrations, on the committed fixtures (tests/data/format1.cortex, format2.cortex).
 
 "Equal" below means: every key of the store outside the journal and ``meta/migrations`` holds
 the same bytes (heads, versions, index entries, edges, lexical postings, document records,
@@ -37,6 +37,7 @@ from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
+FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 
 
 def _fixture_tool() -> ModuleType:
@@ -58,6 +59,14 @@ def v1(tmp_path: Path) -> Path:
     path = tmp_path / "v1"
     path.mkdir()
     shutil.copy(FIXTURE / "data.mdb", path / "data.mdb")
+    return path
+
+
+@pytest.fixture
+def v2(tmp_path: Path) -> Path:
+    path = tmp_path / "v2"
+    path.mkdir()
+    shutil.copy(FIXTURE2 / "data.mdb", path / "data.mdb")
     return path
 
 
@@ -327,3 +336,28 @@ def test_a_newer_store_is_refused(v1: Path) -> None:
 def test_not_a_store(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no store"):
         M.migrate(tmp_path / "nothing")
+
+
+def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path: Path) -> None:
+    before = dump(v2)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 2
+    assert [s.name for s in M.plan(v2)] == ["0002-pinned-and-frame-time"]
+    report = M.migrate(v2)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0002-pinned-and-frame-time", 11, True)
+    ]
+    after = dump(v2)
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    # only the frame index, the pinned index and the records of the format changed
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(
+        k.startswith((K.IDX_FRAME, K.IDX_PIN, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        for k in changed
+    )
+    assert journal(after)[:-1] == journal(before)
+    with Cortex.open(v2, actor="checker") as cx:
+        assert cx.verify().ok
+        last = list(cx.journal())[-1]
+        assert last.reason == "0002-pinned-and-frame-time: format 2 -> 3"
+    assert [(a.name, a.records) for a in M.applied(v2)] == [("0002-pinned-and-frame-time", 11)]
