@@ -2,8 +2,8 @@
 
 Tiers, in order (a memory appears once, in the first tier that holds it):
 
-1. ``pinned`` — Identity, hard Constraints and active Goals; their salience is floored at
-   ``PINNED_FLOOR`` so they are trimmed last;
+1. ``pinned`` — Identity, hard Constraints and active Goals (``idx/pin``, newest first per
+   type); their salience is floored at ``PINNED_FLOOR`` so they are trimmed last;
 2. ``outcomes`` — the latest Events framed with the verb and each object (``idx/actor_obj``);
 3. ``frame`` — every memory framed with the verb and each object (``idx/frame``), by salience;
 4. ``recall`` — hybrid text/vector hits for ``query`` (when the store has a lexical index).
@@ -27,7 +27,7 @@ from cortex.enums import GoalStatus, MemoryType, ObjKind, Strength, Verb
 from cortex.errors import ValidationError
 from cortex.forms import count_tokens
 from cortex.ids import MemoryId, Uri
-from cortex.keys import IDX_ACTOR_OBJ, IDX_FRAME, obj_hash
+from cortex.keys import IDX_ACTOR_OBJ, IDX_PIN, frame_prefix, obj_hash
 from cortex.planner import Candidate, Executor, memory_of, to_hits
 from cortex.query import Form, Hit, render_form, trim_to_budget
 from cortex.records import FrameRef
@@ -48,7 +48,6 @@ DEFAULT_BUDGET: Final = 3000
 MAX_BUDGET: Final = 4000
 PINNED_FLOOR: Final = 0.7
 TIERS: Final = ("pinned", "outcomes", "frame", "recall")
-_ID: Final = 16
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -176,38 +175,31 @@ def _tokens(c: Candidate, form: Form) -> int:
     return count_tokens(render_form(c.memory, form))
 
 
-def _scan_type(
-    ex: Executor, t: MemoryType, keep: Callable[[Candidate], bool], limit: int
-) -> list[Candidate]:
-    out: list[Candidate] = []
-    for mid in ex.ids_of_type(t):
-        if len(out) >= limit:
-            break
-        row = ex.accept(mid)
-        if row is not None:
-            c = Candidate(row)
-            if keep(c):
-                out.append(c)
-    return out
-
-
 def _pinned(ex: Executor, limit: int) -> list[Candidate]:
-    out = _scan_type(ex, MemoryType.IDENTITY, lambda c: True, limit)
-    out += _scan_type(
-        ex,
-        MemoryType.CONSTRAINT,
-        lambda c: getattr(c.row.data, "strength", None) is Strength.HARD,
-        limit,
-    )
-    out += _scan_type(
-        ex,
-        MemoryType.GOAL,
-        lambda c: getattr(c.row.data, "status", None) is GoalStatus.ACTIVE,
-        limit,
-    )
+    out: list[Candidate] = []
+    for t, keep in _PIN_RULES:
+        kept = 0
+        # the pinned index holds what the current versions imply; the version a query sees
+        # (as_of) is checked again, like tags and frames are
+        for _, mid in ex.created_scan(IDX_PIN + bytes((t,)), True):
+            if kept >= limit:
+                break
+            row = ex.accept(mid)
+            if row is not None and row.head.type is t:
+                c = Candidate(row)
+                if keep(c):
+                    out.append(c)
+                    kept += 1
     for c in out:
         c.salience = max(PINNED_FLOOR, ex.salience_of(c.row))
     return _by_salience(out)
+
+
+_PIN_RULES: Final[tuple[tuple[MemoryType, Callable[[Candidate], bool]], ...]] = (
+    (MemoryType.IDENTITY, lambda c: True),
+    (MemoryType.CONSTRAINT, lambda c: getattr(c.row.data, "strength", None) is Strength.HARD),
+    (MemoryType.GOAL, lambda c: getattr(c.row.data, "status", None) is GoalStatus.ACTIVE),
+)
 
 
 def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> list[Candidate]:
@@ -250,12 +242,11 @@ def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch], limit: int) -> 
         assert o.obj_ref is not None
         kinds = [o.obj_kind] if o.obj_kind is not None else list(ObjKind)
         for kind in kinds:
-            prefix = IDX_FRAME + bytes((verb, kind)) + obj_hash(o.obj_ref)
             n = 0
-            for key in ex.txn.keys(prefix, reverse=True):  # newest ids first
+            # newest first, ties by id ascending (format 3 keys carry the created time)
+            for _, mid in ex.created_scan(frame_prefix(verb, kind, o.obj_ref), True):
                 if n >= limit:
                     break
-                mid = MemoryId._trusted(key[-_ID:])
                 if mid in out:
                     continue
                 n += 1

@@ -20,6 +20,7 @@ __all__ = [
     "HEAD",
     "IDX_ACTOR_OBJ",
     "IDX_FRAME",
+    "IDX_PIN",
     "IDX_TAG",
     "IDX_TYPE",
     "JOURNAL",
@@ -34,6 +35,7 @@ __all__ = [
     "edge_from_key",
     "edge_to_key",
     "frame_key",
+    "frame_prefix",
     "head_key",
     "journal_key",
     "lex_doc_key",
@@ -43,6 +45,7 @@ __all__ = [
     "parse_lex_doc_key",
     "parse_lex_term_key",
     "parse_posting_key",
+    "pin_key",
     "posting_key",
     "posting_prefix",
     "prefix_end",
@@ -62,6 +65,7 @@ IDX_TYPE: Final = b"idx/type/"
 IDX_TAG: Final = b"idx/tag/"
 IDX_FRAME: Final = b"idx/frame/"
 IDX_ACTOR_OBJ: Final = b"idx/actor_obj/"
+IDX_PIN: Final = b"idx/pin/"
 EDGE_FROM: Final = b"e/from/"
 EDGE_TO: Final = b"e/to/"
 JOURNAL: Final = b"j/"
@@ -179,20 +183,52 @@ def parse_tag_key(key: bytes) -> tuple[bytes, int, MemoryId]:
     return key[p : p + 8], int.from_bytes(key[p + 8 : p + 16], "big"), MemoryId(key[p + 16 :])
 
 
-def frame_key(verb: Verb, kind: ObjKind, obj_ref: str, id_: MemoryId) -> bytes:
-    """``idx/frame/`` verb1 kind1 sha256(obj_ref)[:16] id16."""
-    return IDX_FRAME + bytes((verb, kind)) + obj_hash(obj_ref) + id_.bytes
+def frame_prefix(verb: Verb, kind: ObjKind, obj_ref: str) -> bytes:
+    """``idx/frame/`` verb1 kind1 sha256(obj_ref)[:16]: one frame's entries, by created time."""
+    return IDX_FRAME + bytes((verb, kind)) + obj_hash(obj_ref)
 
 
-def parse_frame_key(key: bytes) -> tuple[Verb, ObjKind, bytes, MemoryId]:
-    """The verb, object kind, object hash and id of an ``idx/frame`` key."""
-    _expect(key, IDX_FRAME, 2 + 16 + 16)
+def frame_key(verb: Verb, kind: ObjKind, obj_ref: str, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/frame/`` verb1 kind1 sha256(obj_ref)[:16] u64(created_us) id16 (format >= 3)."""
+    return frame_prefix(verb, kind, obj_ref) + _u64(created_us) + id_.bytes
+
+
+class FrameEntry(NamedTuple):
+    """A parsed ``idx/frame`` key."""
+
+    verb: Verb
+    obj_kind: ObjKind
+    obj_hash: bytes
+    created_us: int
+    id: MemoryId
+
+
+def parse_frame_key(key: bytes) -> FrameEntry:
+    """Parse an ``idx/frame`` key (format >= 3)."""
+    _expect(key, IDX_FRAME, 2 + 16 + 8 + 16)
     p = len(IDX_FRAME)
-    return (
+    return FrameEntry(
         _code(Verb, key, p),
         _code(ObjKind, key, p + 1),
         key[p + 2 : p + 18],
-        MemoryId(key[p + 18 :]),
+        int.from_bytes(key[p + 18 : p + 26], "big"),
+        MemoryId(key[p + 26 :]),
+    )
+
+
+def pin_key(type_: MemoryType, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/pin/`` t1 u64(created_us) id16: a memory the context's pinned tier holds."""
+    return IDX_PIN + bytes((type_,)) + _u64(created_us) + id_.bytes
+
+
+def parse_pin_key(key: bytes) -> TypeEntry:
+    """Parse an ``idx/pin`` key (the same parts as an ``idx/type`` key)."""
+    _expect(key, IDX_PIN, 1 + 8 + 16)
+    p = len(IDX_PIN)
+    return TypeEntry(
+        _code(MemoryType, key, p),
+        int.from_bytes(key[p + 1 : p + 9], "big"),
+        MemoryId(key[p + 9 :]),
     )
 
 

@@ -17,20 +17,29 @@ from typing import Final
 
 import msgspec
 
+from cortex.codec import HEAD as HEAD_CODEC
+from cortex.codec import VERSION as VERSION_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
-from cortex.errors import CortexError, FormatError, ValidationError
-from cortex.keys import meta_key
+from cortex.errors import CortexError, FormatError, IntegrityError, ValidationError
+from cortex.keys import HEAD, IDX_FRAME, meta_key, version_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
+from cortex.records import Head, Version
 from cortex.store import (
     FORMAT_CODEC,
     FORMAT_VERSION,
+    FRAME_TIME_FEATURE,
+    PINNED_FEATURE,
     FormatRecord,
     JournalKind,
+    _decoded,
+    _index_keys,
     _index_live,
     _Journal,
     _live_heads,
+    _pin_key,
     _trusted,
+    is_pinned,
 )
 
 __all__ = [
@@ -73,7 +82,8 @@ class StepReport(msgspec.Struct, frozen=True, kw_only=True):
 
     Attributes:
         step: the migration.
-        records: how many records it rewrote or built (memories indexed, for 0001).
+        records: how many records it rewrote or built (memories indexed: the live ones for
+            0001, all of them for 0002).
         applied: whether it was committed (``False`` in a dry run).
     """
 
@@ -160,7 +170,47 @@ def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return _index_live(txn, tick)
 
 
+def _all_heads(txn: ReadTxn) -> list[Head]:
+    heads = []
+    for key, value in txn.scan(HEAD):
+        head: Head = _trusted(HEAD_CODEC, key, value)
+        heads.append(head)
+    return heads
+
+
+def _count_heads(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(HEAD))
+
+
+def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0002: rewrite every frame index entry with its created time; build the pinned index.
+
+    Every memory is re-indexed (tombstoned ones too: they keep their entries, ``storage.md``
+    §2); returns how many.
+    """
+    for key in list(txn.keys(IDX_FRAME)):  # the format-2 layout: no created time
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        for key in _index_keys(head):
+            if key.startswith(IDX_FRAME):
+                txn.put(key, b"")
+        vkey = version_key(head.id, head.current_version)
+        raw = txn.get(vkey)
+        if raw is None:
+            raise IntegrityError(
+                f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
+            )
+        version: Version = _trusted(VERSION_CODEC, vkey, raw)
+        if version.data is not None and is_pinned(_decoded(head.type, version.data)):
+            txn.put(_pin_key(head), b"")
+        done += 1
+        tick(done)
+    return done
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
+_FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
 MIGRATIONS: Final = (
     _Migration(
@@ -170,9 +220,20 @@ MIGRATIONS: Final = (
             to_version=2,
             description="build the lexical (BM25) index for every live memory",
         ),
-        _FORMAT1_FEATURES | {LEXICAL_FEATURE},
+        _FORMAT2_FEATURES,
         _count_live,
         _build_lexical,
+    ),
+    _Migration(
+        Step(
+            name="0002-pinned-and-frame-time",
+            from_version=2,
+            to_version=3,
+            description="rewrite frame index keys in created order; build the pinned index",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE},
+        _count_heads,
+        _frames_by_time_and_pins,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

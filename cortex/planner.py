@@ -1,9 +1,10 @@
 """The query executor: walks the chosen index in one snapshot; filters, orders, trims, renders.
 
-Index orders the executor relies on: ``idx/type`` and ``idx/tag`` keys sort by created time
-then id, so "newest first" streams straight off a reverse scan and stops after ``limit``
-accepted results, whatever the store's size; other orders read every candidate the index
-yields and sort them.
+Index orders the executor relies on: ``idx/type``, ``idx/tag`` and (for a frame pattern with a
+reference) ``idx/frame`` keys sort by created time then id, so "newest first" streams straight
+off a reverse scan and stops after ``limit`` accepted results, whatever the store's size; other
+orders, and frame patterns without a reference, read every candidate the index yields and sort
+them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cortex.keys import (
     IDX_FRAME,
     IDX_TAG,
     IDX_TYPE,
+    frame_prefix,
     obj_hash,
     parse_edge_key,
     salience_key,
@@ -261,15 +263,22 @@ class Executor:
             yield mid
 
     def _tag_ids(self, descending: bool) -> Iterator[MemoryId]:
-        """Ids carrying every tag (and of one of the types), by created time.
+        """Ids carrying every tag and full frame pattern (and of one of the types), by created time.
 
-        One tag alone is a plain scan. Several tags, or tags with types, are intersected by a
-        leapfrog join over the (created, id) order the tag and type indexes share: each index
-        seeks to the next key at or past the others' current key, so the work follows the
-        smallest of them instead of the first tag's size.
+        One tag or pattern alone is a plain scan. Several, or any with types, are intersected by
+        a leapfrog join over the (created, id) order the tag, frame and type indexes share: each
+        index seeks to the next key at or past the others' current key, so the work follows the
+        smallest of them instead of the first one's size. Patterns without a reference are
+        left to the filters.
         """
         p = self.plan
-        groups = [[IDX_TAG + tag_hash(t)] for t in dict.fromkeys(p.tags)]
+        full = {
+            frame_prefix(f.verb, f.obj_kind, f.obj_ref): None
+            for f in p.frames
+            if f.obj_kind is not None and f.obj_ref is not None
+        }
+        groups = [[prefix] for prefix in full]
+        groups += [[IDX_TAG + tag_hash(t)] for t in dict.fromkeys(p.tags)]
         if p.types:
             groups.append([IDX_TYPE + bytes((t,)) for t in sorted(p.types)])
         if len(groups) == 1:
@@ -279,6 +288,10 @@ class Executor:
         lo, hi = self._created_bounds()
         for raw in _leapfrog(self.txn, groups, descending, lo, hi):
             yield MemoryId._trusted(raw[_U64:])
+
+    def _full_pattern(self) -> bool:
+        """Whether some frame pattern names a reference (its index keys are in created order)."""
+        return any(f.obj_kind is not None and f.obj_ref is not None for f in self.plan.frames)
 
     def _created_bounds(self) -> tuple[int | None, int | None]:
         """The created-time range ``[lo, hi)`` the index scans may skip to."""
@@ -292,6 +305,7 @@ class Executor:
         return lo, hi
 
     def _frame_ids(self) -> Iterator[MemoryId]:
+        """Ids under the first frame pattern with a reference (else the first), in no order."""
         frames = self.plan.frames
         f = next((f for f in frames if f.obj_ref is not None), frames[0])
         prefix = IDX_FRAME + bytes((f.verb,))
@@ -384,12 +398,15 @@ class Executor:
         """The hits in order and the candidates the budget dropped."""
         p = self.plan
         want = None if p.limit is None else p.offset + p.limit
-        streaming = p.order_by == "created" and p.start in ("type", "tag")
+        streaming = p.order_by == "created" and (
+            p.start in ("type", "tag") or (p.start == "frame" and self._full_pattern())
+        )
         if p.start == "walk":
             cands = self._from_walk()
         elif p.start in ("text", "vector"):
             cands = self._from_search(want)
         elif streaming:
+            # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
             cands = []
             for mid in ids:
@@ -399,9 +416,10 @@ class Executor:
                     if want is not None and len(cands) >= want:
                         break
         else:
+            joined = p.start == "tag" or (p.start == "frame" and self._full_pattern())
             ids = (
                 self._tag_ids(True)
-                if p.start == "tag"
+                if joined
                 else (self._frame_ids() if p.start == "frame" else self._type_ids(True))
             )
             cands = [Candidate(r) for r in (self.accept(m) for m in ids) if r is not None]

@@ -44,7 +44,17 @@ from cortex.codec import (
     encode_version,
     to_micros,
 )
-from cortex.enums import CodedEnum, EdgeType, MemoryType, ObjKind, SourceKind, Verb, Visibility
+from cortex.enums import (
+    CodedEnum,
+    EdgeType,
+    GoalStatus,
+    MemoryType,
+    ObjKind,
+    SourceKind,
+    Strength,
+    Verb,
+    Visibility,
+)
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -64,6 +74,7 @@ from cortex.keys import (
     EDGE_TO,
     IDX_ACTOR_OBJ,
     IDX_FRAME,
+    IDX_PIN,
     IDX_TAG,
     IDX_TYPE,
     JOURNAL,
@@ -82,6 +93,7 @@ from cortex.keys import (
     parse_edge_key,
     parse_journal_key,
     parse_version_key,
+    pin_key,
     salience_key,
     show_key,
     tag_key,
@@ -92,7 +104,18 @@ from cortex.keys import (
 )
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, unseal
 from cortex.lexical import Indexer
-from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone, Version
+from cortex.records import (
+    Constraint,
+    Data,
+    Forms,
+    FrameRef,
+    Goal,
+    Head,
+    Identity,
+    Provenance,
+    Tombstone,
+    Version,
+)
 from cortex.salience import SALIENCE_STATE
 from cortex.validate import validate_memory
 from cortex.vectors import VECTOR_RECORD, VECTORS_META
@@ -110,12 +133,25 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 """The on-disk format this code reads and writes (separate from the package version).
 
-Format 2 adds the lexical index (``specs/lexical.md``); ``cortex.migrate`` upgrades format 1.
+Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
+index keys in created order. ``cortex.migrate`` upgrades older formats.
 """
-FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain", lexical.FEATURE})
+PINNED_FEATURE: Final = "pinned-index"
+"""Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
+FRAME_TIME_FEATURE: Final = "frame-index-by-time"
+"""Format 3: ``idx/frame/`` keys carry the created time before the id."""
+FEATURES: Final = frozenset(
+    {
+        "crc32-envelope",
+        "journal-sha256-chain",
+        lexical.FEATURE,
+        PINNED_FEATURE,
+        FRAME_TIME_FEATURE,
+    }
+)
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
@@ -402,11 +438,21 @@ def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
 class _Prepared:
     """A validated new memory and its sealed records."""
 
-    __slots__ = ("head", "head_bytes", "terms", "type", "vector", "version", "version_bytes")
+    __slots__ = (
+        "head",
+        "head_bytes",
+        "pinned",
+        "terms",
+        "type",
+        "vector",
+        "version",
+        "version_bytes",
+    )
 
-    def __init__(self, head: Head, version: Version, terms: list[str]) -> None:
+    def __init__(self, head: Head, version: Version, terms: list[str], pinned: bool) -> None:
         self.terms = terms  # what the lexical index holds for the version
         self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
+        self.pinned = pinned
         self.head = head
         self.version = version
         self.type = head.type
@@ -420,10 +466,37 @@ def _index_keys(head: Head) -> list[bytes]:
     keys = [type_key(head.type, created, head.id)]
     keys.extend(tag_key(t, created, head.id) for t in head.tags)
     for f in head.frames:
-        keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, head.id))
+        keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, created, head.id))
         if head.type is MemoryType.EVENT:
             keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
     return keys
+
+
+def is_pinned(data: Data | None) -> bool:
+    """Whether a version's data puts its memory in the pinned index (``storage.md`` §2).
+
+    Every Identity, Constraints of strength ``hard`` and Goals with status ``active``; purged
+    data (``None``) never.
+    """
+    if isinstance(data, Identity):
+        return True
+    if isinstance(data, Constraint):
+        return data.strength is Strength.HARD
+    if isinstance(data, Goal):
+        return data.status is GoalStatus.ACTIVE
+    return False
+
+
+def _pin_key(head: Head) -> bytes:
+    return pin_key(head.type, to_micros(head.created_at), head.id)
+
+
+def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
+    """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
+    if pinned:
+        txn.put(_pin_key(head), b"")
+    else:
+        txn.delete(_pin_key(head))
 
 
 def _live_heads(txn: ReadTxn) -> list[Head]:
@@ -493,7 +566,7 @@ class _Journal:
 class _Imported:
     """A validated memory brought in with its existing records (see ``import_records``)."""
 
-    __slots__ = ("head", "head_bytes", "version_bytes", "versions")
+    __slots__ = ("data", "head", "head_bytes", "version_bytes", "versions")
 
     def __init__(self, head: Head, versions: Sequence[Version]) -> None:
         self.head = head
@@ -508,6 +581,7 @@ class _Imported:
                 f"{where} is at version {head.current_version} but versions {numbers} are given",
             )
         purged = head.tombstone is not None and head.tombstone.purged_at is not None
+        self.data: Data | None = None  # the current version's decoded data
         for v in self.versions:
             name = f"{where} version {v.version}"
             if v.data is None:
@@ -523,7 +597,8 @@ class _Imported:
                 raise IntegrityError(
                     f"{name}: the data does not match its hash; nothing was imported"
                 )
-            validate_memory(head, v, decode_data(v.type, v.data))
+            self.data = decode_data(v.type, v.data)
+            validate_memory(head, v, self.data)
         self.version_bytes = [_seal(VERSION.encode(v, "version")) for v in self.versions]
 
     def held_by(self, txn: ReadTxn) -> bool:
@@ -766,7 +841,7 @@ class Store:
         )
         # encodes both records (every field rule is checked); the terms are found out here, before
         # the write transaction, so the writer lock is not held while rendering and tokenizing
-        prepared = _Prepared(head, ver, lexical.analyze(decoded))
+        prepared = _Prepared(head, ver, lexical.analyze(decoded), is_pinned(decoded))
         if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
             raise ValidationError("valid_until", "order", "is before valid_from")
         if expires_at is not None and to_micros(expires_at) < to_micros(now):
@@ -779,6 +854,8 @@ class Store:
         txn.put(version_key(p.head.id, 1), p.version_bytes)
         for k in _index_keys(p.head):
             txn.put(k, b"")
+        if p.pinned:
+            txn.put(_pin_key(p.head), b"")
         if p.vector is not None:
             txn.put(vec_key(p.head.id), self._vector_value(1, p.vector))
 
@@ -995,6 +1072,7 @@ class Store:
             ):
                 raise IntegrityError(f"version {n} of {mid} exists beyond the head")
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            _set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
             lex = Indexer(txn)
             lex.remove(mid)
             lex.add(mid, n, p.terms)
@@ -1143,6 +1221,7 @@ class Store:
                 erased = msgspec.structs.replace(v, data=None, forms=None)
                 txn.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
+            _set_pin(txn, head, False)  # the data is erased
             lex = Indexer(txn)
             if lex.remove(mid):  # absent already when the memory was tombstoned first
                 lex.flush()
@@ -1275,10 +1354,11 @@ class Store:
                 raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
         for k in _index_keys(item.head):
             txn.put(k, b"")
+        if is_pinned(item.data):
+            txn.put(_pin_key(item.head), b"")
         last = item.versions[-1]
-        if item.head.tombstone is None and last.data is not None:
-            terms = lexical.analyze(_decoded(last.type, last.data))
-            lex.add(item.head.id, last.version, terms)
+        if item.head.tombstone is None and item.data is not None:
+            lex.add(item.head.id, last.version, lexical.analyze(item.data))
 
     def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
         """Write a consistent, compacted copy of the store to the new directory ``dest``.
@@ -1738,6 +1818,7 @@ class Store:
         heads: dict[MemoryId, Head] = {}
         counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
         current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
+        pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
 
         def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
             try:
@@ -1792,12 +1873,14 @@ class Store:
                     add(Problem(name, "data does not match its hash"))
                     continue
                 try:
-                    decode_data(v.type, v.data)
+                    data = decode_data(v.type, v.data)
                 except CodecError as exc:
                     add(Problem(name, f"data: {exc}"))
                     continue
                 if n == head.current_version:
                     current[mid] = v.data
+                    if is_pinned(data):
+                        pinned.add(mid)
             for mid, head in heads.items():
                 ns = seen_versions.get(mid, [])
                 if ns != list(range(1, head.current_version + 1)):
@@ -1811,8 +1894,10 @@ class Store:
             expected: set[bytes] = set()
             for head in heads.values():
                 expected.update(_index_keys(head))
+                if head.id in pinned:
+                    expected.add(_pin_key(head))
             actual: set[bytes] = set()
-            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ):
+            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN):
                 for key, value in txn.scan(prefix):
                     counts["index"] += 1
                     actual.add(key)

@@ -979,16 +979,21 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 2, 1 migration"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 3, 2 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
+    assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert out.endswith("dry run: nothing written\n")
     assert (v1 / "data.mdb").read_bytes() == before
     assert run(capsys, "info")[0] == 1  # still format 1
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 2, 1 migration" and "0001-lexical-index" in lines[2]
-    assert lines[-2:] == ["applied 0001-lexical-index (9 records)", f"{v1}: now at format 2"]
+    assert lines[0] == f"{v1}: format 1 → 3, 2 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-3:] == [
+        "applied 0001-lexical-index (9 records)",
+        "applied 0002-pinned-and-frame-time (11 records)",
+        f"{v1}: now at format 3",
+    ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
     assert run(capsys, "verify")[1].startswith("ok: 11 memories, 14 versions")
@@ -996,14 +1001,15 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    (entry,) = [
+    entry, second = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
     assert entry["by"] == "tester" and entry["reason"] == "0001-lexical-index: format 1 -> 2"
+    assert second["reason"] == "0002-pinned-and-frame-time: format 2 -> 3"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 2)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 2)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 3)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 3)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1014,18 +1020,29 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "description": "build the lexical (BM25) index for every live memory",
         "records": 9,
     }
+    step2 = {
+        "name": "0002-pinned-and-frame-time",
+        "from_version": 2,
+        "to_version": 3,
+        "description": "rewrite frame index keys in created order; build the pinned index",
+        "records": 11,
+    }
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 2,
+        "to_version": 3,
         "dry_run": True,
-        "steps": [{**step, "applied": False}],
+        "steps": [{**step, "applied": False}, {**step2, "applied": False}],
     }
     done = run_json(capsys, "migrate")
-    assert done == {**planned, "dry_run": False, "steps": [{**step, "applied": True}]}
+    assert done == {
+        **planned,
+        "dry_run": False,
+        "steps": [{**step, "applied": True}, {**step2, "applied": True}],
+    }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 2, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 3, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1033,27 +1050,29 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 2)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "3")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 3)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "4")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 3: format 3 is unknown: this cortex knows formats up to 2\n"
+    assert err == "cortex: --to 4: format 4 is unknown: this cortex knows formats up to 3\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
+    assert run_json(capsys, "migrate")["to_version"] == 3
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 2)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 3)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
     assert [(k["name"], k["status"]) for k in listed["known"]] == [
-        ("0001-lexical-index", "pending")
+        ("0001-lexical-index", "pending"),
+        ("0002-pinned-and-frame-time", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1061,8 +1080,8 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 2 and listed["known"][0]["status"] == "applied"
-    (applied,) = listed["applied"]
+    assert listed["format_version"] == 3 and listed["known"][0]["status"] == "applied"
+    applied, _ = listed["applied"]
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1267,7 +1286,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 2" in ok("--store", old, "migrate")
+    assert "now at format 3" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

@@ -451,3 +451,137 @@ def test_recall_tier_comes_last_and_dedups(lex: _Lexical) -> None:
     before = trace(lex)
     lex.context("find", ["svc://a"], query="tea")
     assert trace(lex) == before
+
+
+# --- the pinned index (format 3): maintained by every write path, read by the pinned tier ----
+
+
+def pins(cx: Cortex) -> list[MemoryId]:
+    """The ids in ``idx/pin``, in key order (type, created time, id)."""
+    from cortex import keys as K
+
+    with cx._kv.read() as txn:
+        return [K.parse_pin_key(k).id for k in txn.keys(K.IDX_PIN)]
+
+
+def goal(status: str) -> Goal:
+    return Goal(statement=f"a {status} goal", status=status)  # type: ignore[arg-type]
+
+
+def soft(statement: str = "maybe") -> Constraint:
+    return Constraint(statement=statement, polarity="do", strength="soft", source="learned")
+
+
+def test_writes_pin_identities_hard_constraints_and_active_goals(cx: Cortex, clock: Clock) -> None:
+    from cortex import NewMemory
+
+    ident = cx.write(Identity(name="me")).id
+    clock.tick()
+    made = cx.write_many(
+        [
+            NewMemory(data=hard()),
+            NewMemory(data=soft()),
+            NewMemory(data=goal("active")),
+            NewMemory(data=goal("paused")),
+            NewMemory(data=fact("f")),
+        ]
+    )
+    assert set(pins(cx)) == {ident, made[0].id, made[2].id}
+    assert cx.verify().ok
+
+
+def test_update_pins_and_unpins(cx: Cortex, clock: Clock) -> None:
+    g = cx.write(goal("paused")).id
+    c = cx.write(soft()).id
+    assert pins(cx) == []
+    clock.tick()
+    cx.update(g, goal("active"))
+    cx.update(c, hard())
+    assert set(pins(cx)) == {g, c}
+    assert set(tier(cx.context("find"), "pinned")) == {g, c}
+    clock.tick()
+    cx.update(g, goal("completed"))
+    assert pins(cx) == [c]
+    cx.update(c, hard("still hard"))  # stays pinned, once
+    assert pins(cx) == [c]
+    cx.update(c, soft())
+    assert pins(cx) == []
+    assert tier(cx.context("find"), "pinned") == []
+    assert cx.verify().ok
+
+
+def test_update_head_and_tombstone_keep_the_pin_purge_removes_it(cx: Cortex, clock: Clock) -> None:
+    a = cx.write(hard("a")).id
+    b = cx.write(Identity(name="b")).id
+    cx.update_head(a, tags=["x"], importance=9)
+    assert set(pins(cx)) == {a, b}
+    cx.tombstone(a, "retired")  # readers filter by the head, like the other indexes
+    assert set(pins(cx)) == {a, b}
+    assert tier(cx.context("find"), "pinned") == [b]
+    cx.purge(a, "erase")  # the data is gone: so is the entry
+    cx.purge(b, "erase")
+    assert pins(cx) == []
+    assert tier(cx.context("find"), "pinned") == []
+    assert cx.verify().ok
+
+
+def test_import_pins_from_the_current_version(tmp_path: Path, cx: Cortex, clock: Clock) -> None:
+    src_path = tmp_path / "src"
+    with Cortex.open(src_path, actor="agent", clock=clock, metasync=False) as src:
+        kept = src.write(goal("paused")).id
+        src.update(kept, goal("active"))  # pinned now, not at version 1
+        dropped = src.write(hard()).id
+        src.update(dropped, soft())  # pinned at version 1, not now
+        gone = src.write(Identity(name="gone")).id
+        src.tombstone(gone, "retired")  # tombstoned but not purged: pinned
+        erased = src.write(Identity(name="erased")).id
+        src.purge(erased, "erase")
+        records = [
+            (hist[-1].head, [m.version for m in hist])
+            for hist in (src.history(m) for m in (kept, dropped, gone, erased))
+        ]
+        want = set(pins(src))
+    assert want == {kept, gone}
+    cx.import_records(records)
+    assert set(pins(cx)) == want
+    assert cx.verify().ok
+    assert tier(cx.context("find"), "pinned") == [kept]
+
+
+def test_the_pinned_tier_reads_the_pinned_index(cx: Cortex, clock: Clock) -> None:
+    from cortex import keys as K
+    from cortex.codec import to_micros
+
+    a = cx.write(hard("a")).id
+    s = cx.resolve_latest(cx.write(soft("s"))).head
+    # without its entry a pinned memory is not in the tier: the tier does not scan the types
+    key = K.pin_key(s.type, to_micros(cx.resolve_latest(a).head.created_at), a)
+    cx._kv.write(lambda txn: txn.delete(key))
+    assert tier(cx.context("find"), "pinned") == []
+    # a stale entry is filtered by the version's own data
+    cx._kv.write(lambda txn: txn.put(K.pin_key(s.type, to_micros(s.created_at), s.id), b""))
+    assert tier(cx.context("find"), "pinned") == []
+    assert not cx.verify().ok
+
+
+def test_the_pinned_tier_is_bounded_newest_first_per_type(
+    cx: Cortex, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+
+    import cortex.api
+    from cortex.context import assemble
+
+    made: dict[str, list[MemoryId]] = {"ident": [], "hard": [], "goal": []}
+    for i in range(5):
+        made["ident"].append(cx.write(Identity(name=f"me{i}")).id)
+        made["hard"].append(cx.write(hard(f"h{i}")).id)
+        made["goal"].append(cx.write(goal("active")).id)
+        clock.tick()
+    cx.tombstone(made["hard"][4], "retired")  # skipped: the limit counts the kept ones
+    b = cx.context("find")
+    assert set(tier(b, "pinned")) == {m for ms in made.values() for m in ms} - {made["hard"][4]}
+    monkeypatch.setattr(cortex.api, "assemble", functools.partial(assemble, tier_limit=2))
+    b = cx.context("find")
+    want = {*made["ident"][3:], *made["hard"][2:4], *made["goal"][3:]}
+    assert set(tier(b, "pinned")) == want

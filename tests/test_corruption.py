@@ -16,6 +16,8 @@ import lmdb
 import pytest
 
 from cortex import (
+    Constraint,
+    ConstraintSource,
     Cortex,
     CortexError,
     EdgeType,
@@ -26,6 +28,7 @@ from cortex import (
     ObjKind,
     Polarity,
     Preference,
+    Strength,
     Uri,
     Verb,
 )
@@ -39,6 +42,7 @@ from cortex.keys import (
     lex_doc_key,
     lex_term_key,
     meta_key,
+    pin_key,
     posting_key,
     tag_key,
     type_key,
@@ -267,7 +271,7 @@ def test_index_entry_deleted(small: Small) -> None:
 
 
 def test_frame_index_entry_deleted(small: Small) -> None:
-    key = frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", small.a)
+    key = frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", small.created_a, small.a)
     _edit(small.path, key, lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert _problems(cx) == {f"index {key.hex()}": ["missing for its head"]}
@@ -278,6 +282,54 @@ def test_stale_index_entry_added(small: Small) -> None:
     _edit(small.path, key, lambda _: b"")
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert _problems(cx) == {f"index {key.hex()}": ["matches no head (stale index entry)"]}
+
+
+def _pins(path: Path) -> tuple[bytes, bytes]:
+    """A hard Constraint (pinned) and a soft one (not): the pin key of each."""
+    keys = []
+    with Cortex.open(path, actor=ACTOR) as cx:
+        for strength in (Strength.HARD, Strength.SOFT):
+            uri = cx.write(
+                Constraint(
+                    statement=f"a {strength.label} rule",
+                    polarity=Polarity.DONT,
+                    strength=strength,
+                    source=ConstraintSource.USER_DECLARED,
+                )
+            )
+            head = cx.resolve_latest(uri).head
+            keys.append(pin_key(MemoryType.CONSTRAINT, to_micros(head.created_at), uri.id))
+        assert cx.verify().ok
+    return keys[0], keys[1]
+
+
+def test_pin_entry_deleted(small: Small) -> None:
+    hard, _ = _pins(small.path)
+    _edit(small.path, hard, lambda _: None)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _problems(cx) == {f"index {hard.hex()}": ["missing for its head"]}
+
+
+def test_stale_pin_entry_added(small: Small) -> None:
+    _, soft = _pins(small.path)  # a soft Constraint is not pinned
+    _edit(small.path, soft, lambda _: b"")
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _problems(cx) == {f"index {soft.hex()}": ["matches no head (stale index entry)"]}
+
+
+def test_damaged_pin_entry(small: Small) -> None:
+    hard, _ = _pins(small.path)
+    _edit(small.path, hard, lambda _: b"\x00")  # index entries hold no value
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _problems(cx) == {f"index {hard.hex()}": ["index entries hold no value"]}
+    moved = hard[:-1] + bytes([hard[-1] ^ 0x01])  # the id damaged: stale, and one missing
+    _edit(small.path, hard, lambda _: None)
+    _edit(small.path, moved, lambda _: b"")
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _problems(cx) == {
+            f"index {hard.hex()}": ["missing for its head"],
+            f"index {moved.hex()}": ["matches no head (stale index entry)"],
+        }
 
 
 def test_older_version_deleted(small: Small) -> None:

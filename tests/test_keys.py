@@ -33,6 +33,7 @@ ALL_PREFIXES = [
     keys.IDX_TAG,
     keys.IDX_FRAME,
     keys.IDX_ACTOR_OBJ,
+    keys.IDX_PIN,
     keys.EDGE_FROM,
     keys.EDGE_TO,
     keys.JOURNAL,
@@ -52,7 +53,8 @@ any_key = st.one_of(
     st.tuples(ids, st.integers(0, U64)).map(lambda a: keys.version_key(*a)),
     st.tuples(mtypes, micros, ids).map(lambda a: keys.type_key(*a)),
     st.tuples(tag_text, micros, ids).map(lambda a: keys.tag_key(*a)),
-    st.tuples(verbs, kinds, obj_refs, ids).map(lambda a: keys.frame_key(*a)),
+    st.tuples(verbs, kinds, obj_refs, micros, ids).map(lambda a: keys.frame_key(*a)),
+    st.tuples(mtypes, micros, ids).map(lambda a: keys.pin_key(*a)),
     st.tuples(verbs, obj_refs, micros, ids).map(lambda a: keys.actor_obj_key(*a)),
     st.tuples(ids, etypes, ids).map(lambda a: keys.edge_from_key(*a)),
     st.tuples(ids, etypes, ids).map(lambda a: keys.edge_to_key(*a)),
@@ -94,14 +96,22 @@ def test_tag_key_round_trip(tag: str, us: int, i: MemoryId) -> None:
     assert keys.parse_tag_key(keys.tag_key(tag, us, i)) == (keys.tag_hash(tag), us, i)
 
 
-@given(verbs, kinds, obj_refs, ids)
-def test_frame_key_round_trip(v: Verb, kind: ObjKind, ref: str, i: MemoryId) -> None:
-    assert keys.parse_frame_key(keys.frame_key(v, kind, ref, i)) == (
-        v,
-        kind,
-        keys.obj_hash(ref),
-        i,
-    )
+@given(verbs, kinds, obj_refs, micros, ids)
+def test_frame_key_round_trip(v: Verb, kind: ObjKind, ref: str, us: int, i: MemoryId) -> None:
+    k = keys.frame_key(v, kind, ref, us, i)
+    assert k.startswith(keys.frame_prefix(v, kind, ref))
+    entry = keys.parse_frame_key(k)
+    assert entry == (v, kind, keys.obj_hash(ref), us, i)
+    assert entry.created_us == us and entry.id == i
+
+
+@given(mtypes, micros, ids)
+def test_pin_key_round_trip(t: MemoryType, us: int, i: MemoryId) -> None:
+    k = keys.pin_key(t, us, i)
+    assert k == b"idx/pin/" + bytes((t,)) + us.to_bytes(8, "big") + i.bytes
+    entry = keys.parse_pin_key(k)
+    assert entry == (t, us, i)
+    assert entry.type is t and entry.created_us == us and entry.id == i
 
 
 @given(verbs, obj_refs, micros, ids)
@@ -211,6 +221,40 @@ def test_edge_keys_order_by_src_type_dst(
 ) -> None:
     _agrees(keys.edge_from_key, a, b)
     _agrees(keys.edge_to_key, a, b)
+
+
+@given(
+    st.tuples(verbs, kinds, obj_refs, micros, ids), st.tuples(verbs, kinds, obj_refs, micros, ids)
+)
+@example(
+    (Verb.FIND, ObjKind.SERVICE, "a", 255, MemoryId(bytes(16))),
+    (Verb.FIND, ObjKind.SERVICE, "a", 256, MemoryId(bytes(16))),
+)
+def test_frame_keys_order_by_verb_kind_obj_created_id(
+    a: tuple[Verb, ObjKind, str, int, MemoryId], b: tuple[Verb, ObjKind, str, int, MemoryId]
+) -> None:
+    ka, kb = keys.frame_key(*a), keys.frame_key(*b)
+    la = (a[0], a[1], keys.obj_hash(a[2]), a[3], a[4].bytes)
+    lb = (b[0], b[1], keys.obj_hash(b[2]), b[3], b[4].bytes)
+    assert (ka < kb) == (la < lb)
+    assert (ka == kb) == (la == lb)
+
+
+@given(verbs, kinds, obj_refs, st.lists(st.tuples(micros, ids), min_size=2, max_size=8))
+def test_one_frame_scans_in_created_order(
+    v: Verb, kind: ObjKind, ref: str, entries: list[tuple[int, MemoryId]]
+) -> None:
+    built = sorted(keys.frame_key(v, kind, ref, us, i) for us, i in entries)
+    logical = sorted(set((us, i.bytes) for us, i in entries))
+    assert [keys.parse_frame_key(k)[3:] for k in dict.fromkeys(built)] == [
+        (us, MemoryId(b)) for us, b in logical
+    ]
+
+
+@given(st.tuples(mtypes, micros, ids), st.tuples(mtypes, micros, ids))
+@example((MemoryType.GOAL, 255, MemoryId(bytes(16))), (MemoryType.GOAL, 256, MemoryId(bytes(16))))
+def test_pin_keys_order_by_type_created_id(a: tuple[object, ...], b: tuple[object, ...]) -> None:
+    _agrees(keys.pin_key, a, b)
 
 
 @given(st.tuples(verbs, obj_refs, micros, ids), st.tuples(verbs, obj_refs, micros, ids))
@@ -334,8 +378,12 @@ Z = bytes(16)
         (keys.parse_tag_key, b"idx/tag/" + bytes(8) + bytes(8) + bytes(17)),
         (keys.parse_tag_key, b"idx/type/" + bytes(8) + bytes(8) + Z),
         (keys.parse_frame_key, b"idx/frame/" + b"\x01\x01" + Z),
-        (keys.parse_frame_key, b"idx/frame/" + b"\x00\x01" + Z + Z),
-        (keys.parse_frame_key, b"idx/frame/" + b"\x01\x00" + Z + Z),
+        (keys.parse_frame_key, b"idx/frame/" + b"\x01\x01" + Z + Z),  # format 2: no time
+        (keys.parse_frame_key, b"idx/frame/" + b"\x00\x01" + Z + bytes(8) + Z),
+        (keys.parse_frame_key, b"idx/frame/" + b"\x01\x00" + Z + bytes(8) + Z),
+        (keys.parse_pin_key, b"idx/pin/" + b"\x02" + bytes(8) + bytes(15)),
+        (keys.parse_pin_key, b"idx/pin/" + b"\x00" + bytes(8) + Z),
+        (keys.parse_pin_key, b"idx/type/" + b"\x02" + bytes(8) + Z),
         (keys.parse_actor_obj_key, b"idx/actor_obj/" + b"\x01" + Z + bytes(8)),
         (keys.parse_actor_obj_key, b"idx/actor_obj/" + b"\x00" + Z + bytes(8) + Z),
         (keys.parse_edge_key, b"e/from/" + Z + b"\x01" + bytes(15)),
@@ -361,6 +409,7 @@ def test_truncated_or_extended_keys_never_parse_silently(k: bytes, data: st.Data
         keys.IDX_TYPE: keys.parse_type_key,
         keys.IDX_TAG: keys.parse_tag_key,
         keys.IDX_FRAME: keys.parse_frame_key,
+        keys.IDX_PIN: keys.parse_pin_key,
         keys.IDX_ACTOR_OBJ: keys.parse_actor_obj_key,
         keys.EDGE_FROM: keys.parse_edge_key,
         keys.EDGE_TO: keys.parse_edge_key,

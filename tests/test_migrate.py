@@ -1,9 +1,9 @@
-"""Migrations, on the committed format-1 fixture (tests/data/format1.cortex).
+"""Migrations, on the committed fixtures (tests/data/format1.cortex, format2.cortex).
 
 "Equal" below means: every key of the store outside the journal and ``meta/migrations`` holds
 the same bytes (heads, versions, index entries, edges, lexical postings, document records,
 term frequencies, ``meta/lexical`` and even ``meta/format``); the journal of the migrated store
-is the old journal, byte for byte, plus one ``migration`` entry chained to it; and a store
+is the old journal, byte for byte, plus one ``migration`` entry per step chained to it; and a store
 written fresh at the new format by the same operations journals the same entries (same kinds,
 times, actors, ids, versions, hashes, fields, reasons, edges) except the reason of its ``init``
 entry, which names the format it was created at.
@@ -29,6 +29,7 @@ from cortex import (
     MigrationRequiredError,
     ValidationError,
 )
+from cortex import keys as K
 from cortex import migrate as M
 from cortex.keys import JOURNAL, meta_key
 from cortex.kv import LmdbKV
@@ -36,6 +37,7 @@ from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
+FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 
 
 def _fixture_tool() -> ModuleType:
@@ -57,6 +59,14 @@ def v1(tmp_path: Path) -> Path:
     path = tmp_path / "v1"
     path.mkdir()
     shutil.copy(FIXTURE / "data.mdb", path / "data.mdb")
+    return path
+
+
+@pytest.fixture
+def v2(tmp_path: Path) -> Path:
+    path = tmp_path / "v2"
+    path.mkdir()
+    shutil.copy(FIXTURE2 / "data.mdb", path / "data.mdb")
     return path
 
 
@@ -109,9 +119,13 @@ def test_the_migrations_form_a_chain_to_this_format() -> None:
     assert M.known() == [m.step for m in M.MIGRATIONS]
 
 
+STEPS = [("0001-lexical-index", 1, 2), ("0002-pinned-and-frame-time", 2, 3)]
+
+
 def test_plan(v1: Path) -> None:
     steps = M.plan(v1)
-    assert [(s.name, s.from_version, s.to_version) for s in steps] == [("0001-lexical-index", 1, 2)]
+    assert [(s.name, s.from_version, s.to_version) for s in steps] == STEPS
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v1, to=2)] == STEPS[:1]
     assert M.plan(v1, to=1) == []
 
 
@@ -119,34 +133,46 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 2, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 3, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0001-lexical-index", 9, True)
+        ("0001-lexical-index", 9, True),
+        ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
     ]
-    assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)]
+    assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
+        ("0002-pinned-and-frame-time", i, 11) for i in range(1, 12)
+    ]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
     assert without_journal(after) == without_journal(want)
     assert any(k.startswith(b"lex/p/") for k in after)
-    # the journal: the old one untouched, plus one migration entry
+    # the pinned index: the Identity, the active Goal and the hard Constraint
+    pins = [K.parse_pin_key(k) for k in after if k.startswith(K.IDX_PIN)]
+    assert sorted(p.id for p in pins) == [TOOL.fid(1), TOOL.fid(6), TOOL.fid(7)]
+    # every frame entry is in the format-3 layout, none in the old one
+    frames = [k for k in after if k.startswith(K.IDX_FRAME)]
+    old_frames = [k for k in before if k.startswith(K.IDX_FRAME)]
+    assert len(frames) == len(old_frames) > 0 and not set(frames) & set(old_frames)
+    assert all(K.parse_frame_key(k).created_us > 0 for k in frames)
+    # the journal: the old one untouched, plus one migration entry per step
     old, new = journal(before), journal(after)
-    assert new[:-1] == old
+    assert new[:-2] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        last = entries[-1]
-        assert last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
-        assert last.reason == "0001-lexical-index: format 1 -> 2"
-        assert cx.format.format_version == 2 and set(cx.format.features) == FEATURES
+        first, last = entries[-2:]
+        assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
+        assert first.reason == "0001-lexical-index: format 1 -> 2"
+        assert last.reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert cx.format.format_version == 3 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 1
+    assert len(fresh_entries) == len(entries) - 2
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -155,31 +181,70 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-1]]
-    assert fresh_entries[0].reason == "format 2" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-2]]
+    assert fresh_entries[0].reason == "format 3" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
-        ("0001-lexical-index", 1, 2, 9)
+        ("0001-lexical-index", 1, 2, 9),
+        ("0002-pinned-and-frame-time", 2, 3, 11),
     ]
+
+
+def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
+    before = dump(v1)
+    report = M.migrate(v1, to=2)
+    assert (report.from_version, report.to_version) == (1, 2)
+    assert [s.step.name for s in report.steps] == ["0001-lexical-index"]
+    assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
+    at2 = dump(v1)
+    key = meta_key("format")
+    record = FORMAT_CODEC.decode(_unseal(key, at2[key]), "meta/format")
+    assert record.format_version == 2
+    assert set(record.features) == {"crc32-envelope", "journal-sha256-chain", "lexical-bm25"}
+    # 0001 adds the lexical index and touches no other index: frame keys keep the format-2
+    # layout and there is no pinned index yet
+    idx = {k: v for k, v in at2.items() if k.startswith(b"idx/")}
+    assert idx == {k: v for k, v in before.items() if k.startswith(b"idx/")}
+    assert not any(k.startswith(K.IDX_PIN) for k in at2)
+    assert any(k.startswith(b"lex/p/") for k in at2)
+    # this cortex reads format 3 only: a format-2 store asks for the rest of the migration
+    with pytest.raises(MigrationRequiredError, match="migrate"):
+        Cortex.open(v1, actor="x")
+    assert [s.name for s in M.plan(v1)] == ["0002-pinned-and-frame-time"]
+    # and finishing it later gives exactly what migrating in one go gives
+    report = M.migrate(v1)
+    assert [s.step.name for s in report.steps] == ["0002-pinned-and-frame-time"]
+    assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
+    with Cortex.open(v1, actor="checker") as cx:
+        assert cx.verify().ok
 
 
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 2)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 3)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0001-lexical-index", 9, False)
+        ("0001-lexical-index", 9, False),
+        ("0002-pinned-and-frame-time", 11, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
+    M.migrate(v1, to=2)
+    at2 = (v1 / "data.mdb").read_bytes()
+    report = M.migrate(v1, dry_run=True)
+    assert (report.from_version, report.to_version) == (2, 3)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0002-pinned-and-frame-time", 11, False)
+    ]
+    assert (v1 / "data.mdb").read_bytes() == at2
 
 
 def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (2, 2)
+    assert report.steps == () and (report.from_version, report.to_version) == (3, 3)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -207,7 +272,33 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 2  # and it can be run again
+    assert M.migrate(v1).to_version == 3  # and it can be run again
+
+
+def test_0002_failing_half_way_leaves_format_2(
+    v1: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    M.migrate(v1, to=2)
+    before = dump(v1)
+    original = M.is_pinned
+    calls = 0
+
+    def failing(data: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 5:  # after the frame keys were deleted and some rewritten
+            raise OSError("disk on fire")
+        return original(data)
+
+    monkeypatch.setattr(M, "is_pinned", failing)
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v1)
+    assert calls == 5
+    assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
+    assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
+    monkeypatch.setattr(M, "is_pinned", original)
+    assert M.migrate(v1).to_version == 3  # and it can be run again
+    assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
 def test_targets(v1: Path) -> None:
@@ -219,6 +310,10 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=2)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=1)
+    assert M.migrate(v1, to=2).steps == ()
+    M.migrate(v1, to=3)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=2)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -242,3 +337,28 @@ def test_a_newer_store_is_refused(v1: Path) -> None:
 def test_not_a_store(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="no store"):
         M.migrate(tmp_path / "nothing")
+
+
+def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path: Path) -> None:
+    before = dump(v2)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 2
+    assert [s.name for s in M.plan(v2)] == ["0002-pinned-and-frame-time"]
+    report = M.migrate(v2)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0002-pinned-and-frame-time", 11, True)
+    ]
+    after = dump(v2)
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    # only the frame index, the pinned index and the records of the format changed
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(
+        k.startswith((K.IDX_FRAME, K.IDX_PIN, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        for k in changed
+    )
+    assert journal(after)[:-1] == journal(before)
+    with Cortex.open(v2, actor="checker") as cx:
+        assert cx.verify().ok
+        last = list(cx.journal())[-1]
+        assert last.reason == "0002-pinned-and-frame-time: format 2 -> 3"
+    assert [(a.name, a.records) for a in M.applied(v2)] == [("0002-pinned-and-frame-time", 11)]

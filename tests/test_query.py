@@ -1016,6 +1016,20 @@ def test_walk_as_of_passes_memories_tombstoned_later(
 
 _TYPES = [MemoryType.FACT, MemoryType.EVENT, MemoryType.GOAL]
 _TAGS = ["a", "b", "c"]
+_FRAMES = [
+    ("find", "service", "svc://a"),
+    ("find", "service", "svc://b"),
+    ("monitor", "service", "svc://a"),
+]
+# patterns with a reference stream off the frame index (and join tags and types); the others
+# read every candidate
+_PATTERNS = [
+    "find:service:svc://a",
+    "find:service:svc://b",
+    "monitor:service:svc://a",
+    "find",
+    "find:service",
+]
 
 
 def _data(t: MemoryType, i: int) -> Any:
@@ -1031,13 +1045,15 @@ item_st = st.tuples(
     st.lists(st.sampled_from(_TAGS), unique=True, max_size=3),
     st.integers(0, 10),
     st.sampled_from([0, 0, 1, 7]),  # seconds to advance after: 0 gives created-time ties
-    st.sampled_from(["none", "none", "tomb", "update", "head"]),
+    st.sampled_from(["none", "none", "tomb", "update", "head", "frames"]),
+    st.lists(st.sampled_from(_FRAMES), unique=True, max_size=2),
 )
 
 query_st = st.fixed_dictionaries(
     {
         "types": st.lists(st.sampled_from(_TYPES), unique=True, max_size=3),
         "tags": st.lists(st.sampled_from(_TAGS), unique=True, max_size=2),
+        "frames": st.lists(st.sampled_from(_PATTERNS), unique=True, max_size=2),
         "limit": st.integers(1, 8),
         "offset": st.integers(0, 3),
         "order_by": st.sampled_from(["created", "importance", "updated", None]),
@@ -1049,6 +1065,10 @@ query_st = st.fixed_dictionaries(
         "window": st.tuples(st.integers(0, 100), st.integers(1, 60)),  # created-time range
     },
 )
+
+
+def _parts(patterns: list[str]) -> list[tuple[str, ...]]:
+    return [tuple(p.split(":", 2)) for p in patterns]
 
 
 def _model(cx: Cortex, mids: list[MemoryId], q: dict[str, Any]) -> list[Any]:
@@ -1063,6 +1083,9 @@ def _model(cx: Cortex, mids: list[MemoryId], q: dict[str, Any]) -> list[Any]:
         if q["types"] and h.type not in q["types"]:
             continue
         if not all(t in h.tags for t in q["tags"]):
+            continue
+        frames = [(f.verb.label, f.obj_kind.label, f.obj_ref) for f in h.frames]
+        if not all(any(f[: len(p)] == p for f in frames) for p in _parts(q["frames"])):
             continue
         if "window" in q:
             lo = T0 + timedelta(seconds=q["window"][0])
@@ -1106,8 +1129,9 @@ def test_find_agrees_with_a_brute_force_model(
         Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
     ):
         mids: list[MemoryId] = []
-        for i, (t, tags, imp, step, change) in enumerate(items):
-            mid = cx.write(_data(t, i), tags=tags, importance=imp).id
+        for i, (t, tags, imp, step, change, frames) in enumerate(items):
+            made = [frame(ref, verb, kind) for verb, kind, ref in frames]
+            mid = cx.write(_data(t, i), tags=tags, importance=imp, frames=made).id
             mids.append(mid)
             if change == "tomb":
                 clock.tick(2)
@@ -1118,10 +1142,15 @@ def test_find_agrees_with_a_brute_force_model(
             elif change == "head":
                 clock.tick(3)
                 cx.update_head(mid, importance=10 - imp)
+            elif change == "frames":
+                clock.tick(3)
+                cx.update_head(
+                    mid, frames=[frame(ref, verb, kind) for verb, kind, ref in _FRAMES[:2]]
+                )
             clock.tick(step)
         clock.tick(1)
         for q in queries:
-            if not q["types"] and not q["tags"]:
+            if not q["types"] and not q["tags"] and not q["frames"]:
                 q["types"] = [MemoryType.FACT]
             kw = {k: tuple(v) if isinstance(v, list) else v for k, v in q.items()}
             if "as_of" in q:
@@ -1208,7 +1237,7 @@ def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
     _plant(
         cx,
         K.tag_key("t", created, h.id),
-        K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", h.id),
+        K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, h.id),
     )
     assert ids(cx.find(Query(tags=("t",), limit=10))) == {real}
     assert ids(cx.find(Query(frames=("find:service:svc://a",), limit=10))) == {real}
@@ -1234,3 +1263,109 @@ def test_walk_as_of_leaves_out_memories_created_later(cx: Cortex, clock: Clock) 
     got = _walk(cx, [a], as_of=T0 + DAY / 2)
     assert got == {b: 1}
     assert _walk(cx, [a]) == {b: 1, late: 1}
+
+
+# --- frame patterns with a reference stream off the frame index (format 3) ------------------
+
+
+@pytest.fixture
+def on_a(cx: Cortex, clock: Clock) -> list[tuple[float, MemoryId]]:
+    """Twelve memories framed find:service:svc://a; ids chosen against the created order.
+
+    Ids descend as time goes on, and every third memory shares its time with the one before,
+    so neither the ids nor the write order give the created order and ties are exercised.
+    """
+    made: list[tuple[float, MemoryId]] = []
+    for i in range(12):
+        mid = MemoryId(bytes(15) + bytes((200 - i,)))
+        data = fact(i) if i % 2 else Event(kind=f"e{i}")
+        cx.write(data, id=mid, frames=[frame("svc://a")], tags=["t"] if i % 3 else [])
+        made.append((clock.now.timestamp(), mid))
+        if i % 3 != 1:
+            clock.tick(5)
+    cx.write(fact("elsewhere"), frames=[frame("svc://b")], tags=["t"])
+    return made
+
+
+@pytest.mark.parametrize("descending", [True, False])
+def test_a_frame_with_a_reference_streams_in_created_order(
+    cx: Cortex, on_a: list[tuple[float, MemoryId]], descending: bool
+) -> None:
+    want = _sorted_ids(on_a, descending)
+    for limit in (1, 2, 5, 12, 20):
+        for offset in (0, 1, 4):
+            q = Query(
+                frames=("find:service:svc://a",), limit=limit, offset=offset, descending=descending
+            )
+            assert order(cx.find(q)) == want[offset : offset + limit], (limit, offset)
+    # every other order reads all candidates and sorts; created order agrees with it
+    res = cx.find(Query(frames=("find:service:svc://a",), limit=20, order_by="importance"))
+    assert len(res) == 12
+
+
+def test_a_frame_stream_stops_after_the_limit(
+    cx: Cortex, on_a: list[tuple[float, MemoryId]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.planner import Executor
+
+    seen: list[MemoryId] = []
+    original = Executor.accept
+
+    def counting(self: Executor, mid: MemoryId, head: Any = None) -> Any:
+        seen.append(mid)
+        return original(self, mid, head)
+
+    monkeypatch.setattr(Executor, "accept", counting)
+    res = cx.find(Query(frames=("find:service:svc://a",), limit=3))
+    assert order(res) == _sorted_ids(on_a, True)[:3]
+    assert seen == order(res)  # three reads, not twelve
+    seen.clear()
+    cx.find(Query(frames=("find",), limit=3))  # no reference: every candidate is read
+    assert len(seen) == 13
+
+
+def test_a_frame_joins_tags_and_types(cx: Cortex, on_a: list[tuple[float, MemoryId]]) -> None:
+    tagged = {m for m in ids(cx.find(Query(tags=("t",), limit=100)))}
+    facts = {m for m in ids(cx.find(Query(types=("Fact",), limit=100)))}
+    want = _sorted_ids(on_a, True)
+    pattern = ("find:service:svc://a",)
+    got = order(cx.find(Query(frames=pattern, tags=("t",), limit=100)))
+    assert got == [m for m in want if m in tagged]
+    got = order(cx.find(Query(frames=pattern, types=("Fact",), limit=3)))
+    assert got == [m for m in want if m in facts][:3]
+    got = order(cx.find(Query(frames=pattern, types=("Fact",), tags=("t",), limit=100)))
+    assert got == [m for m in want if m in facts and m in tagged]
+    old_first = _sorted_ids(on_a, False)
+    got = order(cx.find(Query(frames=pattern, tags=("t",), limit=3, descending=False)))
+    assert got == [m for m in old_first if m in tagged][:3]
+    # two full patterns intersect; a partial one beside a full one is a filter
+    assert order(cx.find(Query(frames=(*pattern, "find:service:svc://b"), limit=100))) == []
+    got = order(cx.find(Query(frames=(*pattern, "find:service"), limit=4)))
+    assert got == want[:4]
+
+
+def test_frame_streams_compare_the_heads_frames(cx: Cortex, clock: Clock) -> None:
+    from cortex import keys as K
+    from cortex.codec import to_micros
+
+    real = cx.write(fact("real"), frames=[frame("svc://a")]).id
+    clock.tick()
+    impostor = cx.resolve_latest(cx.write(fact("impostor"), frames=[frame("svc://b")])).head
+    created = to_micros(impostor.created_at)
+    _plant(cx, K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, impostor.id))
+    assert order(cx.find(Query(frames=("find:service:svc://a",), limit=1))) == [real]
+
+
+def test_frame_streams_honour_as_of_and_created_windows(cx: Cortex, clock: Clock) -> None:
+    made = []
+    for i in range(6):
+        made.append(cx.write(fact(i), frames=[frame("svc://a")]).id)
+        clock.advance(DAY)
+    pattern = ("find:service:svc://a",)
+    got = order(cx.find(Query(frames=pattern, as_of=T0 + 2 * DAY, limit=10)))
+    assert got == [made[2], made[1], made[0]]
+    window = Window.between(T0 + DAY, T0 + 4 * DAY, on="created")
+    got = order(cx.find(Query(frames=pattern, window=window, limit=2)))
+    assert got == [made[3], made[2]]
+    got = order(cx.find(Query(frames=pattern, window=window, limit=10, descending=False)))
+    assert got == [made[1], made[2], made[3]]

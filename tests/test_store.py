@@ -112,7 +112,7 @@ def index_keys(cx: Cortex, mid: MemoryId) -> dict[bytes, list[bytes]]:
     """Index entries of one memory, by index prefix."""
     out: dict[bytes, list[bytes]] = {}
     with cx._kv.read() as r:
-        for prefix in (K.IDX_TYPE, K.IDX_TAG, K.IDX_FRAME, K.IDX_ACTOR_OBJ):
+        for prefix in (K.IDX_TYPE, K.IDX_TAG, K.IDX_FRAME, K.IDX_ACTOR_OBJ, K.IDX_PIN):
             out[prefix] = [k for k in r.keys(prefix) if k.endswith(mid.bytes)]
     return out
 
@@ -320,8 +320,8 @@ def test_update_head_moves_the_index_entries(cx: Cortex) -> None:
     assert sorted(idx[K.IDX_TAG]) == sorted(K.tag_key(t, created, mid) for t in ("t1", "t2"))
     assert sorted(idx[K.IDX_FRAME]) == sorted(
         [
-            K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", mid),
-            K.frame_key(Verb.ACQUIRE, ObjKind.ASSET, "svc://b", mid),
+            K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, mid),
+            K.frame_key(Verb.ACQUIRE, ObjKind.ASSET, "svc://b", created, mid),
         ]
     )
     assert sorted(idx[K.IDX_ACTOR_OBJ]) == sorted(
@@ -334,7 +334,7 @@ def test_update_head_moves_the_index_entries(cx: Cortex) -> None:
     idx = index_keys(cx, mid)
     assert idx[K.IDX_TYPE] == [K.type_key(MemoryType.EVENT, created, mid)]
     assert sorted(idx[K.IDX_TAG]) == sorted(K.tag_key(t, created, mid) for t in ("t2", "t3"))
-    assert idx[K.IDX_FRAME] == [K.frame_key(Verb.MONITOR, ObjKind.SERVICE, "svc://c", mid)]
+    assert idx[K.IDX_FRAME] == [K.frame_key(Verb.MONITOR, ObjKind.SERVICE, "svc://c", created, mid)]
     assert idx[K.IDX_ACTOR_OBJ] == [K.actor_obj_key(Verb.MONITOR, "svc://c", created, mid)]
     cx.update_head(uri, importance=9)  # no index change
     assert index_keys(cx, mid) == idx
@@ -726,7 +726,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
         raw = r.get(K.meta_key("format"))
     assert raw is not None
     record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
-    assert record.format_version == FORMAT_VERSION == 2
+    assert record.format_version == FORMAT_VERSION == 3
     assert set(record.features) == FEATURES
     assert record.owner == "agent-1" == cx.owner
     assert record.created_at == T0
