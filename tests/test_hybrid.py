@@ -23,7 +23,9 @@ def cx(tmp_path: Path) -> Iterator[Cortex]:
         yield store
 
 
-def _by_hand(cx: Cortex, query_vec: np.ndarray, ids: list[MemoryId]) -> list[tuple[MemoryId, float]]:
+def _by_hand(
+    cx: Cortex, query_vec: np.ndarray, ids: list[MemoryId]
+) -> list[tuple[MemoryId, float]]:
     """Exact cosine ranking of ``ids`` against ``query_vec``, ties by id ascending."""
     q = query_vec / np.linalg.norm(query_vec)
     scored = []
@@ -196,7 +198,9 @@ def _tiny(path: Path, **kw: Any) -> list[MemoryId]:
         return [cx.write(fact(t)).id for t in TINY]
 
 
-def _lists(path: Path, text: str) -> tuple[list[tuple[MemoryId, float]], list[tuple[MemoryId, float]]]:
+def _lists(
+    path: Path, text: str
+) -> tuple[list[tuple[MemoryId, float]], list[tuple[MemoryId, float]]]:
     """The lexical list (from a handle without an embedder) and the vector list by hand."""
     with open_store(path) as cx:
         lex = cx.find(Query(text=text, limit=100))
@@ -265,7 +269,7 @@ def test_rrf_by_hand_on_two_lists() -> None:
     want = {a: 1 / 61 + 1 / 63, b: 1 / 62 + 1 / 62, c: 1 / 61}
     assert [m for m, *_ in out] == [a, b, c]  # 1/61 + 1/63 > 2/62 > 1/61
     assert want[a] > want[b] > want[c]
-    for m, s, ranks, scores in out:
+    for m, s, *_ in out:
         assert s == pytest.approx(want[m], rel=1e-15)
     assert out[1][2] == {"lexical": 2, "vector": 2} and out[1][3] == {"lexical": 5.0, "vector": 0.8}
     assert out[2][2] == {"vector": 1}

@@ -86,8 +86,12 @@ def test_a_handle_that_never_searched_leaves_the_cache_alone(tmp_path: Path) -> 
         cx.write(fact("one more"))
     assert _meta(path) == before  # stale is fine: the next search catches up
     with open_store(path, embedder=E) as cx:
-        assert cx.find(Query(near="one more", limit=1)).hits[0].memory.version.forms.medium.endswith(  # type: ignore[union-attr]
-            "one more"
+        assert (
+            cx.find(Query(near="one more", limit=1))
+            .hits[0]
+            .memory.version.forms.medium.endswith(  # type: ignore[union-attr]
+                "one more"
+            )
         )
         assert cx.vector_state() == "loaded"
 
@@ -297,7 +301,11 @@ def test_hnsw_path_matches_the_exact_path(tmp_path: Path, monkeypatch: pytest.Mo
     with open_store(path, embedder=E) as cx:  # loaded, then caught up through the graph
         assert cx._sidecar is not None
         cx.write(fact("an accordion concert downtown"))
-        assert cx.find(Query(near="accordion concert", limit=1)).hits[0].memory.version.forms.medium.endswith(  # type: ignore[union-attr]
-            "downtown"
+        assert (
+            cx.find(Query(near="accordion concert", limit=1))
+            .hits[0]
+            .memory.version.forms.medium.endswith(  # type: ignore[union-attr]
+                "downtown"
+            )
         )
         assert cx._sidecar.index is not None and cx._sidecar.index.exact_below == 0

@@ -215,7 +215,9 @@ def test_reembed_re_embeds_every_live_memory(tmp_path: Path) -> None:
         cx.find(Query(near="tea", limit=3))  # a sidecar of the old model gets saved
     other = HashingEmbedder(32)
     calls: list[tuple[int, int]] = []
-    with open_store(path, embedder=other, reembed=True, progress=lambda d, t: calls.append((d, t))) as cx:
+    with open_store(
+        path, embedder=other, reembed=True, progress=lambda d, t: calls.append((d, t))
+    ) as cx:
         assert calls and calls[-1] == (80, 80) and all(t == 80 for _, t in calls)
         assert [d for d, _ in calls] == sorted(d for d, _ in calls)
         meta = vectors_meta(cx)
@@ -304,7 +306,7 @@ def test_imported_memories_get_vectors(tmp_path: Path) -> None:
         assert vec_ids(cx) == {u.id for u in uris}
         for u in uris:
             _assert_current(cx, u.id)
-        assert cx.find(Query(near=str(uris[2].id) + " " + "mountain hiking trip", limit=1)).uris == [
+        assert cx.find(Query(near="mountain hiking trip in the alps number 2", limit=1)).uris == [
             uris[2]
         ]
         assert cx.verify().ok
