@@ -294,3 +294,14 @@ def test_text_without_an_embedder_is_lexical_only(tmp_path: Path) -> None:
         for i, h in enumerate(res.hits, start=1):
             assert h.ranks == {"lexical": i} and set(h.scores) == {"lexical"}
         assert cx.vector_state() == "no embedder"
+
+
+def test_text_and_near_together_rank_the_vector_list_by_near(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    ids = _tiny(path)
+    with open_store(path, embedder=E) as cx:
+        res = cx.find(Query(text="green tea", near="mountain hiking", limit=10))
+        by_vec = {h.memory.id: h.ranks["vector"] for h in res.hits}
+        assert by_vec[ids[5]] == 1  # "mountain hiking" leads the vector list
+        lexical = {h.memory.id: h.ranks.get("lexical") for h in res.hits}
+        assert lexical[ids[5]] is None and lexical[ids[1]] is not None

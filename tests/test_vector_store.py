@@ -317,3 +317,76 @@ def test_imported_memories_get_vectors(tmp_path: Path) -> None:
     with open_store(dst2, embedder=E) as cx:
         assert vec_ids(cx) == {u.id for u in uris}
         assert cx.verify().ok
+
+
+# -- embedders that misbehave, and other handles ------------------------------------------------
+
+
+class _Flaky:
+    """An embedder that works until told to return garbage."""
+
+    def __init__(self) -> None:
+        self.model_id = E.model_id
+        self.dim = DIM
+        self.broken = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = E.embed(texts)
+        return np.full_like(out, np.nan) if self.broken else out
+
+
+def test_a_failing_embedder_fails_the_write_and_writes_nothing(tmp_path: Path) -> None:
+    flaky = _Flaky()
+    with open_store(tmp_path / "s", embedder=flaky) as cx:
+        u = cx.write(fact("green tea"))
+        head = next(cx.journal(reverse=True, start=2**62))
+        flaky.broken = True
+        for call in (
+            lambda: cx.write(fact("black coffee")),
+            lambda: cx.write_many([fact("a"), fact("b")]),
+            lambda: cx.update(u, fact("mountain hiking")),
+        ):
+            with pytest.raises(ValidationError) as info:
+                call()
+            assert info.value.field == "embedder"
+        assert next(cx.journal(reverse=True, start=2**62)) == head
+        assert len(cx.find(Query(types=("Fact",), limit=10))) == 1
+        _assert_current(cx, u.id)
+        assert cx.verify().ok
+
+
+def test_an_object_that_is_not_an_embedder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as info:
+        open_store(tmp_path / "s", embedder=object())
+    assert info.value.field == "embedder"
+
+
+def test_update_head_keeps_the_vector(cx: Cortex) -> None:
+    u = cx.write(fact("green tea"))
+    before = raw_vec(cx, u.id)
+    cx.update_head(u, tags=["drinks"])
+    assert raw_vec(cx, u.id) == before
+    assert cx.find(Query(near="green tea", tags=("drinks",), limit=1)).uris == [u]
+    assert cx.verify().ok
+
+
+def test_a_backup_has_the_vectors_and_rebuilds_its_index(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s", embedder=E) as cx:
+        uris = cx.write_many([topic_fact(i) for i in range(10)])
+        cx.find(Query(near="x", limit=1))
+        assert cx.backup(tmp_path / "bk").ok
+    with open_store(tmp_path / "bk", embedder=E) as cx:
+        assert vec_ids(cx) == {u.id for u in uris}
+        assert cx.find(Query(near="baking sourdough bread number 5", limit=1)).uris == [uris[5]]
+        assert cx.vector_state() == "rebuilt from the store (missing)"
+
+
+def test_a_read_only_handle_searches_without_writing(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_store(path, embedder=E) as cx:
+        uris = cx.write_many([topic_fact(i) for i in range(10)])
+    with open_store(path, embedder=E, readonly=True) as cx:
+        assert cx.find(Query(near="learning the violin number 7", limit=1)).uris == [uris[7]]
+    assert not (path / "vectors").exists()  # a read-only handle saves no cache
+    with pytest.raises(ValidationError):  # another model is refused read-only too
+        open_store(path, embedder=HashingEmbedder(32), readonly=True)
