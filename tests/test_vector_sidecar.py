@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cortex import MemoryId, Query
+from cortex import MemoryId, Query, Uri
 from cortex.ann import VectorIndex
 from cortex.embed import HashingEmbedder
 
@@ -309,3 +309,60 @@ def test_hnsw_path_matches_the_exact_path(tmp_path: Path, monkeypatch: pytest.Mo
             )
         )
         assert cx._sidecar.index is not None and cx._sidecar.index.exact_below == 0
+
+
+def test_an_older_save_put_back_is_caught_up(tmp_path: Path) -> None:
+    """A cache older than the store (an earlier save restored, a crash mid-save) catches up."""
+    path = tmp_path / "s"
+    uris = _store(path, 12)
+    with open_store(path, embedder=E) as cx:
+        snapshot(cx)
+    shutil.copytree(_cache(path), tmp_path / "old-cache")
+    with open_store(path, embedder=E) as cx:
+        cx.write(fact("an accordion concert downtown"))
+        cx.update(uris[1], fact("quantum physics lecture"))
+        cx.tombstone(uris[2], "x")
+        snapshot(cx)
+    # a crash between writing the new data files and replacing index.json leaves both
+    for p in (tmp_path / "old-cache").iterdir():
+        shutil.copy(p, _cache(path) / p.name)
+    (_cache(path) / ".tmp-0123456789abcdef.hnsw").write_bytes(b"half a save")
+    with open_store(path, embedder=E) as cx:
+        live = snapshot(cx)
+        assert cx.vector_state() == "loaded"
+    names = sorted(p.name for p in _cache(path).iterdir())
+    meta = _meta(path)
+    assert names == sorted(
+        [".lock", "index.json", meta["index_file"]["name"], meta["labels_file"]["name"]]
+    )  # the stray temp file and the superseded data files are gone after the save
+    assert fresh_snapshot(path) == live
+
+
+def test_a_cache_that_cannot_be_saved_is_harmless(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    uris = _store(path, 6)
+    (path / "vectors").write_bytes(b"not a directory")
+    with open_store(path, embedder=E) as cx:
+        res = cx.find(Query(near="baking sourdough bread number 5", limit=1))
+        assert res.uris == [Uri.parse(uris[5])]
+        cx.save_vectors()  # swallowed: the next open rebuilds
+    with open_store(path, embedder=E) as cx:
+        cx.find(Query(near="x", limit=1))
+        assert cx.vector_state().startswith("rebuilt")
+
+
+def test_an_update_without_the_embedder_drops_the_stale_vector_from_the_index(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s"
+    uris = _store(path, 8)
+    old_text = "reading long novels at night number 3"
+    target = MemoryId.parse(uris[3].split("/")[-1].split("#")[0])
+    with open_store(path, embedder=E) as cx:
+        assert cx.find(Query(near=old_text, limit=1)).hits[0].memory.id == target
+        run_child(path, [{"update": str(target), "statement": "quantum physics"}], embedder=False)
+        res = cx.find(Query(near=old_text, limit=8))
+        assert target not in [h.memory.id for h in res]  # no vector until it is embedded
+        assert cx.embed_pending() == 1
+        res = cx.find(Query(near="quantum physics", limit=1))
+        assert res.hits[0].memory.id == target and res.hits[0].uri.version == 2
