@@ -273,3 +273,19 @@ def test_an_expired_memory_is_not_a_duplicate(tmp_path: Path) -> None:
         got = cx.write(fact(BASE), dedupe=True)
         assert got != old
         assert cx.find(Query(types=("Fact",), limit=10)).uris == [got]
+
+
+def test_a_confirmation_refreshes_recency(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from .qsupport import Clock
+
+    clock = Clock()
+    with open_store(tmp_path / "s", embedder=E, clock=clock) as cx:
+        u = cx.write(fact(BASE))
+        clock.advance(timedelta(days=60))
+        before = cx.find(Query(types=("Fact",), limit=1)).hits[0].salience
+        assert cx.write(fact(NEAR), dedupe=True) == u
+        assert cx.salience_state(u).last_used_at == clock.now
+        after = cx.find(Query(types=("Fact",), limit=1)).hits[0].salience
+        assert after > before

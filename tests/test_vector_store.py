@@ -428,3 +428,14 @@ def test_reembed_with_the_same_model_repairs_a_damaged_vector(tmp_path: Path) ->
         assert cx.verify().ok
         _assert_current(cx, mid)
         assert cx.find(Query(near="green tea", limit=1)).hits[0].memory.id == mid
+
+
+def test_the_pending_sweep_on_open_reports_progress(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_store(path) as cx:
+        uris = cx.write_many([topic_fact(i) for i in range(70)])
+    calls: list[tuple[int, int]] = []
+    with open_store(path, embedder=E, progress=lambda d, t: calls.append((d, t))) as cx:
+        assert calls == [(64, 70), (70, 70)]
+        assert vec_ids(cx) == {u.id for u in uris}
+        assert cx.verify().ok
