@@ -289,3 +289,21 @@ def test_a_confirmation_refreshes_recency(tmp_path: Path) -> None:
         assert cx.salience_state(u).last_used_at == clock.now
         after = cx.find(Query(types=("Fact",), limit=1)).hits[0].salience
         assert after > before
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: the near-duplicate check only looks at the 10 nearest vectors; when 10 "
+    "memories of other types are nearer, a same-type near duplicate is missed",
+)
+def test_a_near_duplicate_behind_ten_other_types_is_still_found(tmp_path: Path) -> None:
+    medium = render(fact(NEAR)).medium
+    with open_store(tmp_path / "s", embedder=E) as cx:
+        existing = cx.write(fact(BASE))
+        for i in range(10):  # Beliefs embedded exactly like the offered Fact: cosine 1
+            cx.write(
+                Belief(statement=f"belief {i}", stance="believe"),
+                forms=Forms(short=medium, medium=medium),
+            )
+        assert _cos(fact(BASE), fact(NEAR)) >= DEDUPE_COSINE
+        assert cx.write(fact(NEAR), dedupe=True) == existing
