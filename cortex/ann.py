@@ -93,6 +93,8 @@ class IndexMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
             journal after it.
         index_file: the hnswlib file.
         labels_file: the label map.
+        anchor: the caller's fingerprint of the state at ``watermark`` (the store: the digest
+            of that journal entry), so a cache of another history is refused.
     """
 
     format: int
@@ -108,6 +110,7 @@ class IndexMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     watermark: int
     index_file: IndexFile
     labels_file: IndexFile
+    anchor: str = ""
 
 
 class _Envelope(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -453,7 +456,9 @@ class VectorIndex:
 
     # -- persistence --------------------------------------------------------------------------
 
-    def save(self, directory: str | Path, *, model_id: str, watermark: int) -> IndexMeta:
+    def save(
+        self, directory: str | Path, *, model_id: str, watermark: int, anchor: str = ""
+    ) -> IndexMeta:
         """Save the index into ``directory`` atomically, replacing any saved index there.
 
         Data files are written under temporary names, fsynced and renamed to names derived
@@ -465,6 +470,7 @@ class VectorIndex:
             directory: the cache directory (created if missing).
             model_id: the embedder that made the vectors.
             watermark: the journal sequence number the contents reflect.
+            anchor: a fingerprint of the state at ``watermark`` (stored, returned by ``load``).
 
         Returns:
             The metadata written.
@@ -480,11 +486,11 @@ class VectorIndex:
         try:
             path.mkdir(parents=True, exist_ok=True)
             with _dir_lock(path), self._lock:
-                return self._save_locked(path, model_id, watermark)
+                return self._save_locked(path, model_id, watermark, anchor)
         except OSError as exc:
             raise CortexError(f"cannot save the vector index in {path}: {exc}") from exc
 
-    def _save_locked(self, path: Path, model_id: str, watermark: int) -> IndexMeta:
+    def _save_locked(self, path: Path, model_id: str, watermark: int, anchor: str) -> IndexMeta:
         tmp_index = path / f"{_TMP_PREFIX}{secrets.token_hex(8)}.hnsw"
         tmp_labels = tmp_index.with_suffix(".bin")
         tmp_meta = tmp_index.with_suffix(".json")
@@ -508,6 +514,7 @@ class VectorIndex:
                 elements=int(self._index.get_current_count()),
                 next_label=self._next_label,
                 watermark=watermark,
+                anchor=anchor,
                 index_file=IndexFile(
                     name=f"vectors-{index_digest[:16]}.hnsw", size=index_size, sha256=index_digest
                 ),

@@ -10,12 +10,17 @@ from typing import Any, Final, Literal
 import msgspec
 
 from cortex import lexical
-from cortex.codec import encode_data
+from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.embed import Embedder, embedder_for
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
-from cortex.errors import CortexError, NotFoundError, TombstonedError, ValidationError
-from cortex.forms import render, render_full
+from cortex.errors import (
+    IntegrityError,
+    NotFoundError,
+    TombstonedError,
+    ValidationError,
+)
+from cortex.forms import render
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
 from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
@@ -60,6 +65,20 @@ from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMet
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
 _FACETS = ("type", "tag", "subject", "counterparty")
+_WRITE_DEFAULTS: Final[dict[str, Any]] = {
+    "tags": (),
+    "frames": (),
+    "importance": 5,
+    "visibility": Visibility.PRIVATE,
+    "created_by": None,
+    "confidence": 1.0,
+    "provenance": None,
+    "forms": None,
+    "valid_from": None,
+    "valid_until": None,
+    "expires_at": None,
+    "id": None,
+}
 DEDUPE_COSINE: Final = 0.92
 """Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
 
@@ -129,7 +148,7 @@ class Cortex(Store):
         self._sidecar: VectorSidecar | None = None
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
-            self._sidecar = VectorSidecar(self.path, embedder)
+            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read)
 
     # -- vectors -----------------------------------------------------------------------------
 
@@ -140,17 +159,17 @@ class Cortex(Store):
         with self._kv.read() as txn:
             raw = txn.get(meta_key("vectors"))
             meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
-        if meta is not None and (meta.model_id, meta.dim) != (e.model_id, e.dim):
-            if not reembed:
-                raise ValidationError(
-                    "embedder",
-                    "model",
-                    f"this store holds {meta.model_id} vectors (dim {meta.dim}), not "
-                    f"{e.model_id} (dim {e.dim}): open it with that embedder, or re-embed "
-                    "everything with Cortex.open(..., embedder=..., reembed=True) "
-                    "(cortex reindex --vectors)",
-                )
+        if reembed and not self._kv.readonly:
             self.reembedded = self._embed_pending(e, since=0, everything=True, progress=progress)
+        elif meta is not None and (meta.model_id, meta.dim) != (e.model_id, e.dim):
+            raise ValidationError(
+                "embedder",
+                "model",
+                f"this store holds {meta.model_id} vectors (dim {meta.dim}), not "
+                f"{e.model_id} (dim {e.dim}): open it with that embedder, or re-embed "
+                "everything with Cortex.open(..., embedder=..., reembed=True) "
+                "(cortex reindex --vectors --model NAME)",
+            )
         elif not self._kv.readonly:
             self._embed_pending(e, since=0 if meta is None else meta.synced, progress=progress)
 
@@ -197,11 +216,13 @@ class Cortex(Store):
                 if head.tombstone is not None:
                     continue
                 if not everything:
-                    raw = txn.get(vec_key(mid))
-                    if raw is not None:
-                        rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
-                        if rec.version == head.current_version and rec.model_id == e.model_id:
-                            continue
+                    rec = _vector_or_none(txn, mid)
+                    if rec is not None and (rec.version, rec.model_id, rec.dim) == (
+                        head.current_version,
+                        e.model_id,
+                        e.dim,
+                    ):
+                        continue
                 forms = head.forms
                 todo.append((mid, head.current_version, forms.medium if forms else ""))
         vectors: list[bytes] = []
@@ -223,10 +244,10 @@ class Cortex(Store):
                 txn.put(vec_key(mid), self._seal_vector(e, n, vec))
                 journal.append(JournalKind.EMBED, id=mid, type=head.type, version=n)
                 done += 1
-            if everything:  # another model's vectors of memories not re-embedded must go
+            if everything:  # every vector not just written (other models, damaged) goes
+                written = {mid for mid, _, _ in todo}
                 for key in list(txn.keys(VEC)):
-                    rec: VectorRecord = _trusted(VECTOR_RECORD, key, txn.get(key) or b"")
-                    if rec.model_id != e.model_id or rec.dim != e.dim:
+                    if MemoryId(key[len(VEC) :]) not in written:
                         txn.delete(key)
             meta = VectorsMeta(model_id=e.model_id, dim=e.dim, synced=last)
             txn.put(meta_key("vectors"), _seal(VECTORS_META.encode(meta, "meta/vectors")))
@@ -320,44 +341,67 @@ class Cortex(Store):
     def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> Uri:
         """Write a new memory (``Store.write``), or with ``dedupe`` confirm an existing one.
 
-        With ``dedupe`` (default: the store's ``dedupe`` option), a live memory of the same type
-        whose current version has the same content hash, or (with an embedder) whose vector has
-        cosine >= ``DEDUPE_COSINE`` to this data's, is confirmed instead: its use counters record
-        the confirmation, a ``confirm`` journal entry names it and the hash of the data offered,
-        and its current URI is returned. Nothing new is written.
+        With ``dedupe`` (default: the store's ``dedupe`` option) and no caller-chosen ``id``, a
+        live, unexpired memory of the same type whose current version has the same content
+        hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's,
+        is confirmed instead: its use counters record the confirmation, a ``confirm`` journal
+        entry names it and the hash of the data offered, and its current URI is returned.
+        Nothing new is written. The options are validated either way.
 
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
         """
-        if dedupe if dedupe is not None else self.dedupe:
-            hit = self._duplicate_of(data)
+        return self._write(data, dedupe, None, options)
+
+    def _write(
+        self, data: Data, dedupe: bool | None, reader: Reader | None, options: dict[str, Any]
+    ) -> Uri:
+        if (dedupe if dedupe is not None else self.dedupe) and options.get("id") is None:
+            merged: dict[str, Any] = {**_WRITE_DEFAULTS, **options}
+            self._prepare(data, version=1, created_at=None, now=self._now(), **merged)
+            hit = self._duplicate_of(data, reader)
             if hit is not None:
                 return self._confirm(hit, data)
         return super().write(data, **options)
 
-    def _duplicate_of(self, data: Data) -> Memory | None:
+    def _duplicate_of(self, data: Data, reader: Reader | None) -> Memory | None:
         """A live memory ``data`` duplicates (same type: equal hash, or a near vector)."""
-        try:
-            t = data.TYPE
-            digest = content_hash(t, encode_data(data))
-            forms = render(data)
-        except (AttributeError, CortexError):
-            return None  # the write itself reports what is wrong
+        t = data.TYPE
+        digest = content_hash(t, encode_data(data))
+        now = self._now()
+        rd = self._reader(reader)
+
+        def usable(txn: ReadTxn, mid: MemoryId) -> Memory | None:
+            head = self._head(txn, mid)
+            if head.tombstone is not None or head.type is not t:
+                return None
+            if not rd.can_see(head, self.owner, now):
+                return None  # a duplicate the reader cannot see must not be revealed
+            v = self._version(txn, mid, head.current_version)
+            if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
+                return None
+            return self._memory(head, v)
+
         with self._kv.read() as txn:
-            for mid, _ in lexical.search(txn, render_full(data), limit=10):
-                head = self._head(txn, mid)
-                if head.tombstone is None and head.type is t:
-                    v = self._version(txn, mid, head.current_version)
-                    if v.hash == digest:
-                        return self._memory(head, v)
+            for mid in lexical.same_terms(txn, lexical.analyze(data)):
+                m = usable(txn, mid)
+                if m is not None and m.version.hash == digest:
+                    return m
             if self._sidecar is not None and self.embedder is not None:
+                forms = render(data)
                 vec = embed_checked(self.embedder, [forms.medium])[0]
-                for mid, cos in self._sidecar.search(txn, vec, 10):
-                    if cos < DEDUPE_COSINE:
-                        break
-                    head = self._head(txn, mid)
-                    if head.tombstone is None and head.type is t:
-                        return self._memory(head, self._version(txn, mid, head.current_version))
+                n = 16
+                while True:
+                    near = self._sidecar.search(txn, vec, n)
+                    for mid, cos in near:
+                        if cos < DEDUPE_COSINE:
+                            return None
+                        m = usable(txn, mid)
+                        if m is not None:
+                            return m
+                    if len(near) < n:
+                        return None
+                    n *= 4  # every hit so far was close but unusable: look further
         return None
 
     def _confirm(self, m: Memory, data: Data) -> Uri:
@@ -783,6 +827,7 @@ class ReaderView:
         valid_until: datetime | None = None,
         expires_at: datetime | None = None,
         id: MemoryId | None = None,
+        dedupe: bool | None = None,
     ) -> Uri:
         """Write through the reader's scope.
 
@@ -816,21 +861,23 @@ class ReaderView:
                 f"{self.reader.actor} holds no writable scope that selects "
                 f"a {data.TYPE.type_name} with these tags and frames",
             )
-        return self.cx.write(
-            data,
-            tags=tags,
-            frames=frames,
-            importance=importance,
-            visibility=visibility,
-            created_by=self.reader.actor,
-            confidence=confidence,
-            provenance=provenance,
-            forms=forms,
-            valid_from=valid_from,
-            valid_until=valid_until,
-            expires_at=expires_at,
-            id=mid,
-        )
+        options: dict[str, Any] = {
+            "tags": tags,
+            "frames": frames,
+            "importance": importance,
+            "visibility": visibility,
+            "created_by": self.reader.actor,
+            "confidence": confidence,
+            "provenance": provenance,
+            "forms": forms,
+            "valid_from": valid_from,
+            "valid_until": valid_until,
+            "expires_at": expires_at,
+            "id": mid,
+        }
+        if id is None and (dedupe if dedupe is not None else self.cx.dedupe):
+            del options["id"]  # a duplicate is looked for only among what the reader sees
+        return self.cx._write(data, dedupe, self.reader, options)
 
     def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> Uri:
         """``Cortex.update`` through a writable scope that selects the memory."""
@@ -854,3 +901,15 @@ def _state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
         return SalienceState()
     st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
     return st
+
+
+def _vector_or_none(txn: ReadTxn, mid: MemoryId) -> VectorRecord | None:
+    """The stored vector of ``mid``; ``None`` when there is none or it is damaged (re-embed)."""
+    raw = txn.get(vec_key(mid))
+    if raw is None:
+        return None
+    try:
+        rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+    except IntegrityError:
+        return None
+    return rec

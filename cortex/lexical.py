@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
 import cbor2
@@ -60,6 +60,7 @@ __all__ = [
     "check",
     "idf",
     "read_stats",
+    "same_terms",
     "search",
 ]
 
@@ -598,3 +599,32 @@ def _posting_problems(
     for key in sorted(want):
         add((show_key(key), "posting missing"))
     return problems
+
+
+def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
+    """Live memories indexed with exactly these terms (the candidates of an exact duplicate).
+
+    Reads only the posting list of the rarest term, keeping the documents of the same length
+    and the same count of that term; an exact duplicate is always among them.
+    """
+    if not terms:
+        return []
+    counts: dict[str, int] = {}
+    for t in terms:
+        counts[t] = counts.get(t, 0) + 1
+    rarest: tuple[int, str] | None = None
+    for t in counts:
+        raw = txn.get(lex_term_key(t))
+        if raw is None:
+            return []  # a term no live memory holds: nothing is the same
+        df = _df(lex_term_key(t), raw)
+        if rarest is None or df < rarest[0]:
+            rarest = (df, t)
+    assert rarest is not None
+    term = rarest[1]
+    out = []
+    for key, value in txn.scan(posting_prefix(term)):
+        tf, length = _posting(key, value)
+        if length == len(terms) and tf == counts[term]:
+            out.append(parse_posting_key(key)[1])
+    return out

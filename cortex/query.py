@@ -902,6 +902,10 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
     if q.where is not None:
         where = _compiled(q.where, types)
         where_data = q.where._touches_data()
+    if isinstance(q.near_vector, str | bytes):
+        raise ValidationError(
+            "near_vector", "type", "is a vector (numbers); give text to embed as near="
+        )
     for name in ("text", "near"):
         v = getattr(q, name)
         if v is not None and (not isinstance(v, str) or not v.strip()):

@@ -8,8 +8,9 @@ before every search, so writes by other handles and processes are seen. See
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -57,7 +58,8 @@ class VectorSidecar:
         embedder: the store's embedder (its model id and dim name the index).
     """
 
-    def __init__(self, store_path: str | Path, embedder: Embedder) -> None:
+    def __init__(self, store_path: str | Path, embedder: Embedder, read: Callable[[], Any]) -> None:
+        self._anchor_txn = read  # a read snapshot of the store (for the anchor when saving)
         self.directory = Path(store_path) / DIRECTORY
         self.embedder = embedder
         self.index: VectorIndex | None = None
@@ -80,8 +82,16 @@ class VectorSidecar:
                     self.index = self._rebuild(txn)
                     self.state = f"rebuilt from the store ({exc.reason})"
                 else:
-                    self.index, self.watermark = index, meta.watermark
-                    self.state = "loaded"
+                    if meta.watermark > journal_head(txn) or meta.anchor != _anchor(
+                        txn, meta.watermark
+                    ):
+                        # the cache reflects another history (a restored older copy, commits
+                        # lost with metasync=False): its watermark does not name our journal
+                        self.index = self._rebuild(txn)
+                        self.state = "rebuilt from the store (another history)"
+                    else:
+                        self.index, self.watermark = index, meta.watermark
+                        self.state = "loaded"
             self._catch_up(txn, self.index)
             return self.index
 
@@ -135,9 +145,14 @@ class VectorSidecar:
             ValidationError: a query vector of the wrong shape.
         """
         if isinstance(query, str):
-            vector = self.embedder.embed([query])[0]
+            vector = embed_checked(self.embedder, [query])[0]
         else:
-            vector = np.asarray(query, dtype=np.float32)
+            try:
+                vector = np.asarray(query, dtype=np.float32)
+            except (TypeError, ValueError):
+                raise ValidationError(
+                    "near_vector", "type", "must be a sequence of numbers (a float32 array)"
+                ) from None
             if vector.shape != (self.embedder.dim,):
                 raise ValidationError(
                     "near_vector",
@@ -145,6 +160,8 @@ class VectorSidecar:
                     f"must have {self.embedder.dim} dimensions ({self.embedder.model_id}), "
                     f"got shape {vector.shape}",
                 )
+            if not np.all(np.isfinite(vector)) or not np.any(vector):
+                raise ValidationError("near_vector", "value", "must be finite and not all zero")
         index = self.ready(txn)
         return index.search(vector, n)
 
@@ -154,8 +171,13 @@ class VectorSidecar:
             if self.index is None or not self._dirty:
                 return
             try:
+                with self._anchor_txn() as txn:
+                    anchor = _anchor(txn, self.watermark)
                 self.index.save(
-                    self.directory, model_id=self.embedder.model_id, watermark=self.watermark
+                    self.directory,
+                    model_id=self.embedder.model_id,
+                    watermark=self.watermark,
+                    anchor=anchor,
                 )
             except (OSError, CortexError):
                 return
@@ -167,6 +189,14 @@ class VectorSidecar:
             self.index = None
             self.watermark = 0
             self.state = "not loaded"
+
+
+def _anchor(txn: ReadTxn, seq: int) -> str:
+    """The digest of journal entry ``seq`` (empty for 0 or a missing entry)."""
+    if seq == 0:
+        return ""
+    raw = txn.get(journal_key(seq))
+    return "" if raw is None else hashlib.sha256(raw).hexdigest()
 
 
 def _record(key: bytes, value: bytes) -> VectorRecord:

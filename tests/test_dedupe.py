@@ -189,11 +189,6 @@ def test_invalid_data_is_rejected_with_dedupe_too(tmp_path: Path) -> None:
         assert _confirms(cx) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor): with dedupe, write options are not validated when a duplicate is "
-    "found: importance=99 or a malformed tag is accepted as a confirmation",
-)
 @pytest.mark.parametrize("options", [{"importance": 99}, {"tags": ["", ""]}])
 def test_invalid_options_are_rejected_with_dedupe_too(tmp_path: Path, options: Any) -> None:
     from cortex import ValidationError
@@ -204,11 +199,6 @@ def test_invalid_options_are_rejected_with_dedupe_too(tmp_path: Path, options: A
             cx.write(fact(BASE), dedupe=True, **options)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the exact-duplicate check only looks at the top 10 lexical hits of the new "
-    "data's full form; an exact duplicate outranked by 10 shorter memories is written again",
-)
 def test_an_exact_duplicate_outranked_lexically_is_still_found(tmp_path: Path) -> None:
     target = fact("kiwi kiwi kiwi kiwi kiwi kiwi kiwi kiwi mango")
     with open_store(tmp_path / "s") as cx:
@@ -224,12 +214,6 @@ def test_dedupe_is_not_fooled_by_unit_scaling() -> None:
     assert np.linalg.norm(va) == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with the store's dedupe on, a write through a ReaderView is deduplicated "
-    "against memories hidden from that reader: it returns the hidden memory's URI (leaking "
-    "its existence, and by cosine, its content) and the reader's write is dropped",
-)
 def test_a_view_write_is_not_deduplicated_against_what_the_reader_cannot_see(
     tmp_path: Path,
 ) -> None:
@@ -255,11 +239,6 @@ def test_a_view_write_is_not_deduplicated_against_what_the_reader_cannot_see(
             view.resolve(secret)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: dedupe confirms an expired memory (past expires_at): the new write is dropped "
-    "and a default find (include_expired=False) returns nothing for it",
-)
 def test_an_expired_memory_is_not_a_duplicate(tmp_path: Path) -> None:
     from datetime import timedelta
 
@@ -291,11 +270,6 @@ def test_a_confirmation_refreshes_recency(tmp_path: Path) -> None:
         assert after > before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the near-duplicate check only looks at the 10 nearest vectors; when 10 "
-    "memories of other types are nearer, a same-type near duplicate is missed",
-)
 def test_a_near_duplicate_behind_ten_other_types_is_still_found(tmp_path: Path) -> None:
     medium = render(fact(NEAR)).medium
     with open_store(tmp_path / "s", embedder=E) as cx:

@@ -82,11 +82,6 @@ def test_near_vector_of_the_wrong_shape_is_rejected(cx: Cortex, shape: tuple[int
     assert str(DIM) in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a NaN or zero near_vector is rejected naming the internal field 'vector' / "
-    "'vector[0]', not 'near_vector'",
-)
 @pytest.mark.parametrize("bad", ["nan", "zero"])
 def test_near_vector_nan_or_zero_names_near_vector(cx: Cortex, bad: str) -> None:
     cx.write(fact("tea"))
@@ -96,11 +91,6 @@ def test_near_vector_nan_or_zero_names_near_vector(cx: Cortex, bad: str) -> None
     assert info.value.field == "near_vector"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a non-numeric near_vector escapes as a bare ValueError/TypeError (and a str "
-    "near_vector is silently embedded as text) instead of a ValidationError",
-)
 @pytest.mark.parametrize("bad", ["tea", ["a"] * DIM, {"a": 1}])
 def test_near_vector_non_numeric_is_a_validation_error(cx: Cortex, bad: Any) -> None:
     cx.write(fact("tea"))
