@@ -372,16 +372,7 @@ class Executor:
 
     def _passable(self, head: Head) -> bool:
         """Whether a walk may go on through ``head``: visible, and live at the query's time."""
-        p = self.plan
-        if p.as_of is not None and to_micros(head.created_at) > p.as_of:
-            return False
-        if (
-            head.tombstone is not None
-            and not p.include_tombstoned
-            and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
-        ):
-            return False
-        return self.reader.can_see(head, self.owner, self.now)
+        return self.visible(head)
 
     def _edge_live(self, rec: EdgeRecord) -> bool:
         """Whether an edge is followed: not removed (with ``as_of``: existing then)."""
