@@ -193,6 +193,12 @@ class Cortex(Store):
         todo: list[tuple[MemoryId, int, str]] = []
         with self._kv.read() as txn:
             last = journal_head(txn)
+            raw_meta = txn.get(meta_key("vectors"))
+            synced_before = (
+                None
+                if raw_meta is None
+                else _trusted(VECTORS_META, meta_key("vectors"), raw_meta).synced
+            )
             ids: dict[MemoryId, None] = {}
             if everything or since == 0:
                 for key in txn.keys(b"m/"):
@@ -225,6 +231,8 @@ class Cortex(Store):
                         continue
                 forms = head.forms
                 todo.append((mid, head.current_version, forms.medium if forms else ""))
+        if not todo and not everything and synced_before == last:
+            return 0  # nothing to embed and the cursor is current: no write at all
         vectors: list[bytes] = []
         for i in range(0, len(todo), 64):
             chunk = todo[i : i + 64]
@@ -303,6 +311,25 @@ class Cortex(Store):
         self._sidecar.drop()
         shutil.rmtree(self._sidecar.directory, ignore_errors=True)
         return n
+
+    def vector_info(self) -> dict[str, Any] | None:
+        """The store's vectors: model, dim, how many, the sync cursor and the index state.
+
+        ``None`` when the store holds no vectors (never opened with an embedder).
+        """
+        with self._kv.read() as txn:
+            raw = txn.get(meta_key("vectors"))
+            if raw is None:
+                return None
+            meta: VectorsMeta = _trusted(VECTORS_META, meta_key("vectors"), raw)
+            count = sum(1 for _ in txn.keys(VEC))
+        return {
+            "model_id": meta.model_id,
+            "dim": meta.dim,
+            "vectors": count,
+            "synced": meta.synced,
+            "index": self.vector_state(),
+        }
 
     def vector_state(self) -> str:
         """What the vector sidecar is doing: no embedder, not loaded, loaded, or rebuilt (why)."""

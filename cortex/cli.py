@@ -300,7 +300,14 @@ def cmd_info(args: argparse.Namespace) -> int:
             "used_bytes": stats["used_bytes"],
             "files": files,
             "sidecars": {k: v for k, v in files.items() if k not in ("data.mdb", "lock.mdb")},
+            "vectors": cx.vector_info(),
         }
+    vec = obj["vectors"]
+    vectors = (
+        "none (never opened with an embedder)"
+        if vec is None
+        else f"{vec['vectors']} of {vec['model_id']} (dim {vec['dim']}); index {vec['index']}"
+    )
     sidecars = ", ".join(f"{k} ({_size(v)})" for k, v in obj["sidecars"].items()) or "none"
     _emit(
         args,
@@ -317,6 +324,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"size      {_size(files.get('data.mdb', 0))} on disk, {_size(stats['used_bytes'])} "
             f"used, map {_size(stats['map_size'])}",
             f"sidecars  {sidecars}",
+            f"vectors   {vectors}",
         ],
     )
     return 0
@@ -1183,8 +1191,12 @@ def cmd_log(args: argparse.Namespace) -> int:
 @_command("verify")
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
+    bar = _Progress("verify")
     with _open(args) as cx:
-        report = cx.verify()
+        try:
+            report = cx.verify(progress=bar)
+        finally:
+            bar.close()
     obj = {
         "ok": report.ok,
         "memories": report.memories,

@@ -1802,13 +1802,18 @@ class Store:
             "used_bytes": info["used_bytes"],
         }
 
-    def verify(self) -> VerifyReport:
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
         """Check the whole store, reading it in one snapshot.
 
         Re-hashes every version, checks that every head points at exactly its versions, that
         every index entry matches a head and every head has its entries, that both halves of
         every edge agree and their endpoints exist, that the journal chain is unbroken, and
         that every record decodes strictly (canonical CBOR) and passes its checksum.
+
+        Args:
+            progress: called as ``progress(phase, 7)`` as each of the seven phases (heads,
+                versions, indexes, edges, journal, vectors, lexical index) starts, and
+                ``progress(7, 7)`` at the end.
 
         Returns:
             The report; ``report.ok`` is true when nothing is wrong.
@@ -1819,6 +1824,10 @@ class Store:
         counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
         current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
         pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
+
+        def tick(phase: int) -> None:
+            if progress is not None:
+                progress(phase, 7)
 
         def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
             try:
@@ -1833,6 +1842,7 @@ class Store:
                 add(Problem("meta/format", "missing"))
             else:
                 strict(FORMAT_CODEC, meta_key("format"), fmt)
+            tick(0)
             for key, value in txn.scan(_HEAD_KEY_PREFIX):
                 head = strict(HEAD, key, value)
                 if head is None:
@@ -1842,6 +1852,7 @@ class Store:
                     continue
                 heads[head.id] = head
             seen_versions: dict[MemoryId, list[int]] = {}
+            tick(1)
             for key, value in txn.scan(_VERSION_KEY_PREFIX):
                 counts["versions"] += 1
                 try:
@@ -1897,6 +1908,7 @@ class Store:
                 if head.id in pinned:
                     expected.add(_pin_key(head))
             actual: set[bytes] = set()
+            tick(2)
             for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN):
                 for key, value in txn.scan(prefix):
                     counts["index"] += 1
@@ -1907,6 +1919,7 @@ class Store:
                 add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))
             for key in sorted(expected - actual):
                 add(Problem(f"index {key.hex()}", "missing for its head"))
+            tick(3)
             for key, value in txn.scan(EDGE_FROM):
                 counts["edges"] += 1
                 try:
@@ -1931,6 +1944,7 @@ class Store:
                     add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
             prev: bytes | None = _ZERO_HASH
             expect_seq = 1
+            tick(4)
             for key, value in txn.scan(JOURNAL):
                 counts["journal"] += 1
                 name = _show_key(key)
@@ -1955,6 +1969,7 @@ class Store:
             vmeta = (
                 None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
             )
+            tick(5)
             for key, value in txn.scan(VEC):
                 if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
                     add(Problem(key.hex(), "vector of no memory"))
@@ -1981,8 +1996,10 @@ class Store:
                 for mid, head in heads.items()
                 if head.tombstone is None and mid in current
             }
+            tick(6)
             lex_problems, lex = lexical.check(txn, live)
             problems.extend(Problem(record, what) for record, what in lex_problems)
+        tick(7)
         return VerifyReport(
             problems=tuple(problems),
             memories=len(heads),

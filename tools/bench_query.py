@@ -1,8 +1,8 @@
 """Query benchmark: find by type, by tag, by frame (limit 10) and context, at several sizes.
 
 For each size N (default 10k, 100k and 1M memories of all nine types in an agent-like mix —
-40% events, 25% facts, 1% identities —, 1–3 of 200 tags, 0–2
-frames over 10 verbs × 3 object kinds × 5,000 references), the store is built with
+40% events, 25% facts, 1% identities —, 1–3 of 200 tags, 0–2 frames over 10 verbs × 3 object
+kinds × 5,000 references, and for 5% one of 20 hot frames), the store is built with
 ``write_many`` in batches of 1,000 (``metasync=False``: the build is not what is measured), then
 each query kind runs ``--queries`` times with random arguments; the table gives the median over
 ``--repeat`` rounds of each round's p50 and p95 latency. The floor is a raw LMDB prefix scan
@@ -49,6 +49,9 @@ TAGS = [f"tag-{i}" for i in range(200)]
 VERBS = list(Verb)
 KINDS = [ObjKind.KNOWLEDGE, ObjKind.SERVICE, ObjKind.AGENT]
 REFS = [f"obj-{i}" for i in range(5000)]
+# hot frames: 5% of memories carry one of 20, so each holds >= 10 memories at every size and
+# "find frame, limit 10" returns 10 hits at 10k as at 1M (a fair flatness measure)
+HOT = [FrameRef(verb=Verb.MONITOR, obj_kind=ObjKind.SERVICE, obj_ref=f"hot-{i}") for i in range(20)]
 
 
 # an agent's store: mostly events and facts, few identities, hard constraints and active goals
@@ -84,6 +87,8 @@ def make_item(rng: random.Random, i: int) -> NewMemory:
         FrameRef(verb=rng.choice(VERBS), obj_kind=rng.choice(KINDS), obj_ref=rng.choice(REFS))
         for _ in range(rng.randint(0, 2))
     ]
+    if rng.random() < 0.05:
+        frames.append(rng.choice(HOT))
     frames = list({(f.verb, f.obj_kind, f.obj_ref): f for f in frames}.values())
     return NewMemory(
         data=make_data(rng, i),
@@ -158,6 +163,9 @@ def bench_size(n: int, queries: int, repeat: int, root: Path) -> list[dict[str, 
             f = rng.choice(framed)
             cx.find(Query(frames=[f], limit=10))
 
+        def by_hot_frame() -> None:
+            cx.find(Query(frames=[rng.choice(HOT)], limit=10))
+
         def context() -> None:
             f = rng.choice(framed)
             cx.context(f.verb, [f"{f.obj_kind.label}:{f.obj_ref}"], budget_tokens=3000)
@@ -175,6 +183,7 @@ def bench_size(n: int, queries: int, repeat: int, root: Path) -> list[dict[str, 
             ("find tag, limit 10", by_tag, queries),
             ("find type + tag, limit 10", by_type_tag, queries),
             ("find frame, limit 10", by_frame, queries),
+            ("find hot frame (10+ hits), limit 10", by_hot_frame, queries),
             ("context, 3000 tokens", context, max(20, queries // 5)),
         ]
         for name, fn, count in kinds:
