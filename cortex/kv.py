@@ -286,7 +286,7 @@ class LmdbKV:
         if os.getpid() != self._pid:
             raise CortexError(
                 "this store was opened before fork(); an LMDB environment must not cross a fork: "
-                "open the store again in the child process"
+                "open the store in a process started with spawn (multiprocessing) or after exec"
             )
 
     @contextmanager
