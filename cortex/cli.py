@@ -71,7 +71,7 @@ from cortex import (
 )
 from cortex import migrate as migrations
 from cortex.context import TIERS
-from cortex.embed import embedder_for
+from cortex.embed import HashingEmbedder, MiniLM, embedder_for
 from cortex.enums import CodedEnum
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, parse_time, to_plain
@@ -1679,9 +1679,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     store = root / "agent.cortex"
     if (store / "data.mdb").exists():
         raise CortexError(f"{store} exists; give the demo a new directory")
-    with Cortex.open(store, actor="travel-agent") as cx:
+    embedder = _demo_embedder()
+    with Cortex.open(store, actor="travel-agent", embedder=embedder) as cx:
         w = _session(cx, datetime.now(UTC).replace(microsecond=0))
-    print(f"A travel agent's session, written to {store} through the Python API.\n")
+    print(
+        f"A travel agent's session, written to {store} through the Python API, "
+        f"embedded with {embedder.model_id}.\n"
+    )
     # act as the session's agent: the finds below see what it sees, whatever CORTEX_ACTOR says
     base = ["--store", str(store), "--actor", "travel-agent"] + (["--json"] if args.json else [])
     steps: list[tuple[str, list[str]]] = [
@@ -1693,6 +1697,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         (
             "find the important facts about Ada (a --where predicate)",
             ["find", "--type", "fact", "--where", "data.subject = ada and head.importance >= 5"],
+        ),
+        (
+            "search by words and meaning: BM25 and vectors fused (the store's own embedder)",
+            ["find", "--text", "where does Ada live now", "--limit", "3"],
+        ),
+        (
+            "search by meaning alone",
+            ["find", "--near", "keeping the trip cheap", "--limit", "3"],
         ),
         (
             "what the booking serves: a walk along its edges",
@@ -1720,6 +1732,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rc |= _demo_step("a backup, verified", [*base, "backup", str(root / "backup.cortex")])
     print(f"\nEverything is in {root}; try `cortex --store {store} show {w['goal']}`.")
     return rc
+
+
+def _demo_embedder() -> Any:
+    """MiniLM when its weights are installed (``make`` installs them), else the hashing one."""
+    try:
+        model = MiniLM()
+        model.load()
+    except CortexError:
+        return HashingEmbedder()
+    return model
 
 
 def _demo_step(what: str, argv: list[str]) -> int:
