@@ -8,7 +8,7 @@ Tiers, in order (a memory appears once, in the first tier that holds it):
 3. ``frame`` — every memory framed with the verb and each object (``idx/frame``), by salience;
 4. ``recall`` — hybrid text/vector hits for ``query`` (when the store has a lexical index).
 
-Each tier reads at most ``tier_limit`` candidates per type or object (default 200), newest
+Each tier reads at most ``tier_limit`` candidates per type or object (default 64), newest
 first, so a context costs the same in a store of any size.
 
 The budget (default 3000 tokens, capped at ``MAX_BUDGET``) is shared: over it, the lowest
@@ -125,7 +125,7 @@ def assemble(
     *,
     form: Form,
     outcomes_per_object: int,
-    tier_limit: int = 200,
+    tier_limit: int = 64,
     recall: Callable[[], list[Candidate]] | None = None,
 ) -> Bundle:
     """Build the tiers with ``ex`` (its plan supplies visibility, as-of and expiry rules)."""
