@@ -3,8 +3,9 @@
 For each size N (default 10k and 100k memories of mixed types with tags and frames):
 
 - ``write_many``: build the store in batches of 1,000; the floor canonically encodes the same
-  data with cbor2 and puts exactly the bytes cortex put (heads, versions, index entries,
-  journal entries) in batches of 1,000 into a fresh LMDB environment.
+  data with cbor2 and puts exactly the bytes cortex put (heads, versions, index entries, pins,
+  the lexical document, postings, term frequencies and statistics, journal entries) in batches
+  of 1,000 into a fresh LMDB environment.
 - ``write`` durable, one per transaction: 1,000 more writes on the store of size N; the floor
   puts the same bytes, one durable commit each.
 - ``resolve`` / ``resolve_latest``: random memories; the floor gets the head and the version
@@ -98,10 +99,29 @@ class Captured:
                             if not cur.next():
                                 break
                 from cortex.codec import HEAD
-                from cortex.store import _index_keys, _trusted
+                from cortex.keys import lex_doc_key, lex_term_key, posting_key
+                from cortex.lexical import DOC_CODEC as LEX_DOC_CODEC
+                from cortex.lexical import STATS_KEY
+                from cortex.store import _index_keys, _pin_key, _trusted
 
                 head = _trusted(HEAD, hk, puts[0][1])
                 puts.extend((k, b"") for k in _index_keys(head))
+                pk = _pin_key(head)
+                if txn.get(pk) is not None:
+                    puts.append((pk, b""))
+                # the lexical index (format 2): the document record, one posting per distinct
+                # term, each term's document frequency and the collection statistics
+                dk = lex_doc_key(entry.id)
+                raw_doc = txn.get(dk)
+                if raw_doc is not None:
+                    puts.append((dk, bytes(raw_doc)))
+                    doc = _trusted(LEX_DOC_CODEC, dk, bytes(raw_doc))
+                    for term in doc.terms:
+                        k = posting_key(term, entry.id)
+                        puts.append((k, bytes(txn.get(k))))
+                        tk = lex_term_key(term)
+                        puts.append((tk, bytes(txn.get(tk))))
+                    puts.append((STATS_KEY, bytes(txn.get(STATS_KEY))))
                 jk = journal_key(entry.seq)
                 puts.append((jk, bytes(txn.get(jk))))
                 self.groups.append(puts)
