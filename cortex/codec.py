@@ -185,12 +185,6 @@ def _nfc(s: str) -> str:
     return unicodedata.normalize("NFC", s)
 
 
-def _text_bytes(s: str) -> bytes:
-    b = s.encode("utf-8")
-    n = len(b)
-    return (_TEXT_HEAD[n] if n < 256 else _head(3, n)) + b
-
-
 def to_micros(when: datetime) -> int:
     """Microseconds since the Unix epoch for an aware datetime.
 
