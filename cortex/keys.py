@@ -31,6 +31,7 @@ __all__ = [
     "SALIENCE",
     "VEC",
     "VERSION",
+    "TagEntry",
     "actor_obj_key",
     "edge_from_key",
     "edge_to_key",
@@ -53,6 +54,7 @@ __all__ = [
     "show_key",
     "tag_hash",
     "tag_key",
+    "tag_prefix",
     "type_key",
     "vec_key",
     "version_key",
@@ -171,16 +173,36 @@ def parse_type_key(key: bytes) -> TypeEntry:
     )
 
 
-def tag_key(tag: str, created_us: int, id_: MemoryId) -> bytes:
-    """``idx/tag/`` sha256(tag)[:8] u64(created_us) id16."""
-    return IDX_TAG + tag_hash(tag) + _u64(created_us) + id_.bytes
+def tag_key(tag: str, type_: MemoryType, created_us: int, id_: MemoryId) -> bytes:
+    """``idx/tag/`` sha256(tag)[:8] t1 u64(created_us) id16 (format 4: the type after the tag)."""
+    return IDX_TAG + tag_hash(tag) + bytes((type_,)) + _u64(created_us) + id_.bytes
 
 
-def parse_tag_key(key: bytes) -> tuple[bytes, int, MemoryId]:
-    """The tag hash, created time and id of an ``idx/tag`` key."""
-    _expect(key, IDX_TAG, 8 + 8 + 16)
+def tag_prefix(tag: str, type_: MemoryType | None = None) -> bytes:
+    """``idx/tag/`` sha256(tag)[:8] [t1]: a tag's entries, or its entries of one type by time."""
+    prefix = IDX_TAG + tag_hash(tag)
+    return prefix if type_ is None else prefix + bytes((type_,))
+
+
+class TagEntry(NamedTuple):
+    """A parsed ``idx/tag`` key."""
+
+    tag_hash: bytes
+    type: MemoryType
+    created_us: int
+    id: MemoryId
+
+
+def parse_tag_key(key: bytes) -> TagEntry:
+    """The tag hash, type, created time and id of an ``idx/tag`` key."""
+    _expect(key, IDX_TAG, 8 + 1 + 8 + 16)
     p = len(IDX_TAG)
-    return key[p : p + 8], int.from_bytes(key[p + 8 : p + 16], "big"), MemoryId(key[p + 16 :])
+    return TagEntry(
+        key[p : p + 8],
+        _code(MemoryType, key, p + 8),
+        int.from_bytes(key[p + 9 : p + 17], "big"),
+        MemoryId(key[p + 17 :]),
+    )
 
 
 def frame_prefix(verb: Verb, kind: ObjKind, obj_ref: str) -> bytes:

@@ -21,7 +21,7 @@ from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import VERSION as VERSION_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.errors import CortexError, FormatError, IntegrityError, ValidationError
-from cortex.keys import HEAD, IDX_FRAME, meta_key, version_key
+from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key, version_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head, Version
@@ -30,6 +30,7 @@ from cortex.store import (
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
+    TAG_TYPE_FEATURE,
     FormatRecord,
     JournalKind,
     _decoded,
@@ -209,6 +210,23 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
+def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0003: rewrite every tag index entry with the memory's type after the tag hash.
+
+    Every memory is re-indexed (tombstoned ones keep their entries); returns how many.
+    """
+    for key in list(txn.keys(IDX_TAG)):  # the format-3 layout: no type
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        for key in _index_keys(head):
+            if key.startswith(IDX_TAG):
+                txn.put(key, b"")
+        done += 1
+        tick(done)
+    return done
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -234,6 +252,17 @@ MIGRATIONS: Final = (
         _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE},
         _count_heads,
         _frames_by_time_and_pins,
+    ),
+    _Migration(
+        Step(
+            name="0003-tag-index-by-type",
+            from_version=3,
+            to_version=4,
+            description="rewrite tag index keys with the type after the tag",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE},
+        _count_heads,
+        _tags_by_type,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

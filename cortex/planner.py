@@ -23,13 +23,12 @@ from cortex.keys import (
     EDGE_FROM,
     EDGE_TO,
     IDX_FRAME,
-    IDX_TAG,
     IDX_TYPE,
     frame_prefix,
     obj_hash,
     parse_edge_key,
     salience_key,
-    tag_hash,
+    tag_prefix,
     version_prefix,
 )
 from cortex.kv import ReadTxn
@@ -278,11 +277,21 @@ class Executor:
             if f.obj_kind is not None and f.obj_ref is not None
         }
         groups = [[prefix] for prefix in full]
-        groups += [[IDX_TAG + tag_hash(t)] for t in dict.fromkeys(p.tags)]
-        if p.types:
-            groups.append([IDX_TYPE + bytes((t,)) for t in sorted(p.types)])
+        # a tag's entries sit under one prefix per type (format 4): the types of the query, or
+        # all of them, so tags with types need no separate type index in the join
+        types = sorted(p.types) if p.types else list(MemoryType)
+        groups += [[tag_prefix(t, ty) for ty in types] for t in dict.fromkeys(p.tags)]
+        if p.types and not p.tags:
+            groups.append([IDX_TYPE + bytes((t,)) for t in types])
         if len(groups) == 1:
-            for _, mid in self.created_scan(groups[0][0], descending):
+            scans = [self.created_scan(prefix, descending) for prefix in groups[0]]
+            sign = -1 if descending else 1
+            merged = (
+                scans[0]
+                if len(scans) == 1
+                else heapq.merge(*scans, key=lambda e: (sign * e[0], e[1].bytes))
+            )
+            for _, mid in merged:
                 yield mid
             return
         lo, hi = self._created_bounds()

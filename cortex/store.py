@@ -133,16 +133,19 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
-index keys in created order. ``cortex.migrate`` upgrades older formats.
+index keys in created order; format 4 tag index keys by type. ``cortex.migrate`` upgrades older
+formats.
 """
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
 """Format 3: ``idx/frame/`` keys carry the created time before the id."""
+TAG_TYPE_FEATURE: Final = "tag-index-by-type"
+"""Format 4: ``idx/tag/`` keys carry the memory's type after the tag hash."""
 FEATURES: Final = frozenset(
     {
         "crc32-envelope",
@@ -150,6 +153,7 @@ FEATURES: Final = frozenset(
         lexical.FEATURE,
         PINNED_FEATURE,
         FRAME_TIME_FEATURE,
+        TAG_TYPE_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -464,7 +468,7 @@ def _index_keys(head: Head) -> list[bytes]:
     """Every index key a head implies (DESIGN §5)."""
     created = to_micros(head.created_at)
     keys = [type_key(head.type, created, head.id)]
-    keys.extend(tag_key(t, created, head.id) for t in head.tags)
+    keys.extend(tag_key(t, head.type, created, head.id) for t in head.tags)
     for f in head.frames:
         keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, created, head.id))
         if head.type is MemoryType.EVENT:

@@ -979,20 +979,22 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 3, 2 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 4, 3 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
+    assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
     assert out.endswith("dry run: nothing written\n")
     assert (v1 / "data.mdb").read_bytes() == before
     assert run(capsys, "info")[0] == 1  # still format 1
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 3, 2 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-3:] == [
+    assert lines[0] == f"{v1}: format 1 → 4, 3 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-4:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
-        f"{v1}: now at format 3",
+        "applied 0003-tag-index-by-type (11 records)",
+        f"{v1}: now at format 4",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1001,15 +1003,16 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second = [
+    entry, second, third = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
     assert entry["by"] == "tester" and entry["reason"] == "0001-lexical-index: format 1 -> 2"
     assert second["reason"] == "0002-pinned-and-frame-time: format 2 -> 3"
+    assert third["reason"] == "0003-tag-index-by-type: format 3 -> 4"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 3)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 3)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 4)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 4)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1027,22 +1030,29 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "description": "rewrite frame index keys in created order; build the pinned index",
         "records": 11,
     }
+    step3 = {
+        "name": "0003-tag-index-by-type",
+        "from_version": 3,
+        "to_version": 4,
+        "description": "rewrite tag index keys with the type after the tag",
+        "records": 11,
+    }
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 3,
+        "to_version": 4,
         "dry_run": True,
-        "steps": [{**step, "applied": False}, {**step2, "applied": False}],
+        "steps": [{**s, "applied": False} for s in (step, step2, step3)],
     }
     done = run_json(capsys, "migrate")
     assert done == {
         **planned,
         "dry_run": False,
-        "steps": [{**step, "applied": True}, {**step2, "applied": True}],
+        "steps": [{**s, "applied": True} for s in (step, step2, step3)],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 3, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 4, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1050,29 +1060,30 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 3)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "4")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 4)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "5")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 4: format 4 is unknown: this cortex knows formats up to 3\n"
+    assert err == "cortex: --to 5: format 5 is unknown: this cortex knows formats up to 4\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 3
+    assert run_json(capsys, "migrate")["to_version"] == 4
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 3)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 4)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
     assert [(k["name"], k["status"]) for k in listed["known"]] == [
         ("0001-lexical-index", "pending"),
         ("0002-pinned-and-frame-time", "pending"),
+        ("0003-tag-index-by-type", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1080,8 +1091,8 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 3 and listed["known"][0]["status"] == "applied"
-    applied, _ = listed["applied"]
+    assert listed["format_version"] == 4 and listed["known"][0]["status"] == "applied"
+    applied, _, _ = listed["applied"]
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1286,7 +1297,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 3" in ok("--store", old, "migrate")
+    assert "now at format 4" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

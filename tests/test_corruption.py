@@ -278,7 +278,7 @@ def test_frame_index_entry_deleted(small: Small) -> None:
 
 
 def test_stale_index_entry_added(small: Small) -> None:
-    key = tag_key("ghost", small.created_a, small.a)
+    key = tag_key("ghost", MemoryType.FACT, small.created_a, small.a)
     _edit(small.path, key, lambda _: b"")
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert _problems(cx) == {f"index {key.hex()}": ["matches no head (stale index entry)"]}

@@ -52,7 +52,7 @@ any_key = st.one_of(
     ids.map(keys.head_key),
     st.tuples(ids, st.integers(0, U64)).map(lambda a: keys.version_key(*a)),
     st.tuples(mtypes, micros, ids).map(lambda a: keys.type_key(*a)),
-    st.tuples(tag_text, micros, ids).map(lambda a: keys.tag_key(*a)),
+    st.tuples(tag_text, mtypes, micros, ids).map(lambda a: keys.tag_key(*a)),
     st.tuples(verbs, kinds, obj_refs, micros, ids).map(lambda a: keys.frame_key(*a)),
     st.tuples(mtypes, micros, ids).map(lambda a: keys.pin_key(*a)),
     st.tuples(verbs, obj_refs, micros, ids).map(lambda a: keys.actor_obj_key(*a)),
@@ -91,9 +91,11 @@ def test_type_key_round_trip(t: MemoryType, us: int, i: MemoryId) -> None:
     assert entry.type is t and entry.created_us == us and entry.id == i
 
 
-@given(tag_text, micros, ids)
-def test_tag_key_round_trip(tag: str, us: int, i: MemoryId) -> None:
-    assert keys.parse_tag_key(keys.tag_key(tag, us, i)) == (keys.tag_hash(tag), us, i)
+@given(tag_text, mtypes, micros, ids)
+def test_tag_key_round_trip(tag: str, t: MemoryType, us: int, i: MemoryId) -> None:
+    assert keys.parse_tag_key(keys.tag_key(tag, t, us, i)) == (keys.tag_hash(tag), t, us, i)
+    assert keys.tag_key(tag, t, us, i).startswith(keys.tag_prefix(tag, t))
+    assert keys.tag_prefix(tag, t).startswith(keys.tag_prefix(tag))
 
 
 @given(verbs, kinds, obj_refs, micros, ids)
@@ -198,21 +200,23 @@ def test_version_keys_order_by_id_then_n(a: tuple[object, ...], b: tuple[object,
     _agrees(keys.version_key, a, b)
 
 
-@given(st.tuples(tag_text, micros, ids), st.tuples(tag_text, micros, ids))
-def test_tag_keys_order_by_hash_created_id(
-    a: tuple[str, int, MemoryId], b: tuple[str, int, MemoryId]
+@given(st.tuples(tag_text, mtypes, micros, ids), st.tuples(tag_text, mtypes, micros, ids))
+def test_tag_keys_order_by_hash_type_created_id(
+    a: tuple[str, MemoryType, int, MemoryId], b: tuple[str, MemoryType, int, MemoryId]
 ) -> None:
     ka, kb = keys.tag_key(*a), keys.tag_key(*b)
-    la = (keys.tag_hash(a[0]), a[1], a[2].bytes)
-    lb = (keys.tag_hash(b[0]), b[1], b[2].bytes)
+    la = (keys.tag_hash(a[0]), int(a[1]), a[2], a[3].bytes)
+    lb = (keys.tag_hash(b[0]), int(b[1]), b[2], b[3].bytes)
     assert (ka < kb) == (la < lb)
 
 
-@given(tag_text, st.lists(st.tuples(micros, ids), min_size=2, max_size=8))
-def test_one_tag_scans_in_created_order(tag: str, entries: list[tuple[int, MemoryId]]) -> None:
-    built = sorted(keys.tag_key(tag, us, i) for us, i in entries)
+@given(tag_text, mtypes, st.lists(st.tuples(micros, ids), min_size=2, max_size=8))
+def test_one_tag_and_type_scans_in_created_order(
+    tag: str, t: MemoryType, entries: list[tuple[int, MemoryId]]
+) -> None:
+    built = sorted(keys.tag_key(tag, t, us, i) for us, i in entries)
     logical = sorted((us, i.bytes) for us, i in entries)
-    assert [keys.parse_tag_key(k)[1:] for k in built] == [(us, MemoryId(b)) for us, b in logical]
+    assert [keys.parse_tag_key(k)[2:] for k in built] == [(us, MemoryId(b)) for us, b in logical]
 
 
 @given(st.tuples(ids, etypes, ids), st.tuples(ids, etypes, ids))
@@ -375,8 +379,10 @@ Z = bytes(16)
         (keys.parse_type_key, b"idx/type/" + b"\x00" + bytes(8) + Z),
         (keys.parse_type_key, b"idx/type/" + b"\xff" + bytes(8) + Z),
         (keys.parse_type_key, b"idx/tag/" + b"\x02" + bytes(8) + Z),
-        (keys.parse_tag_key, b"idx/tag/" + bytes(8) + bytes(8) + bytes(17)),
-        (keys.parse_tag_key, b"idx/type/" + bytes(8) + bytes(8) + Z),
+        (keys.parse_tag_key, b"idx/tag/" + bytes(8) + b"\x02" + bytes(8) + bytes(17)),
+        (keys.parse_tag_key, b"idx/type/" + bytes(8) + b"\x02" + bytes(8) + Z),
+        (keys.parse_tag_key, b"idx/tag/" + bytes(8) + bytes(8) + Z),  # format 3: no type
+        (keys.parse_tag_key, b"idx/tag/" + bytes(8) + b"\x00" + bytes(8) + Z),
         (keys.parse_frame_key, b"idx/frame/" + b"\x01\x01" + Z),
         (keys.parse_frame_key, b"idx/frame/" + b"\x01\x01" + Z + Z),  # format 2: no time
         (keys.parse_frame_key, b"idx/frame/" + b"\x00\x01" + Z + bytes(8) + Z),

@@ -119,7 +119,11 @@ def test_the_migrations_form_a_chain_to_this_format() -> None:
     assert M.known() == [m.step for m in M.MIGRATIONS]
 
 
-STEPS = [("0001-lexical-index", 1, 2), ("0002-pinned-and-frame-time", 2, 3)]
+STEPS = [
+    ("0001-lexical-index", 1, 2),
+    ("0002-pinned-and-frame-time", 2, 3),
+    ("0003-tag-index-by-type", 3, 4),
+]
 
 
 def test_plan(v1: Path) -> None:
@@ -133,13 +137,16 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 3, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 4, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
+        ("0003-tag-index-by-type", 11, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
-        ("0002-pinned-and-frame-time", i, 11) for i in range(1, 12)
+        (name, i, 11)
+        for name in ("0002-pinned-and-frame-time", "0003-tag-index-by-type")
+        for i in range(1, 12)
     ]
     after = dump(v1)
     want = dump(fresh(tmp_path))
@@ -155,24 +162,30 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(frames) == len(old_frames) > 0 and not set(frames) & set(old_frames)
     assert all(K.parse_frame_key(k).created_us > 0 for k in frames)
     # the journal: the old one untouched, plus one migration entry per step
+    # every tag entry is in the format-4 layout (the type after the tag), none in the old one
+    tags = [k for k in after if k.startswith(K.IDX_TAG)]
+    old_tags = [k for k in before if k.startswith(K.IDX_TAG)]
+    assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
+    assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-2] == old
+    assert new[:-3] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, last = entries[-2:]
+        first, second, last = entries[-3:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
-        assert last.reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert cx.format.format_version == 3 and set(cx.format.features) == FEATURES
+        assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert last.reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert cx.format.format_version == 4 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 2
+    assert len(fresh_entries) == len(entries) - 3
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -181,12 +194,13 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-2]]
-    assert fresh_entries[0].reason == "format 3" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-3]]
+    assert fresh_entries[0].reason == "format 4" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
         ("0002-pinned-and-frame-time", 2, 3, 11),
+        ("0003-tag-index-by-type", 3, 4, 11),
     ]
 
 
@@ -207,13 +221,14 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     assert idx == {k: v for k, v in before.items() if k.startswith(b"idx/")}
     assert not any(k.startswith(K.IDX_PIN) for k in at2)
     assert any(k.startswith(b"lex/p/") for k in at2)
-    # this cortex reads format 3 only: a format-2 store asks for the rest of the migration
+    # this cortex reads format 4 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
         Cortex.open(v1, actor="x")
-    assert [s.name for s in M.plan(v1)] == ["0002-pinned-and-frame-time"]
+    rest = ["0002-pinned-and-frame-time", "0003-tag-index-by-type"]
+    assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
     report = M.migrate(v1)
-    assert [s.step.name for s in report.steps] == ["0002-pinned-and-frame-time"]
+    assert [s.step.name for s in report.steps] == rest
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v1, actor="checker") as cx:
         assert cx.verify().ok
@@ -222,10 +237,11 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 3)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 4)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
+        ("0003-tag-index-by-type", 11, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -233,9 +249,10 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 3)
+    assert (report.from_version, report.to_version) == (2, 4)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0002-pinned-and-frame-time", 11, False)
+        ("0002-pinned-and-frame-time", 11, False),
+        ("0003-tag-index-by-type", 11, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -244,7 +261,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (3, 3)
+    assert report.steps == () and (report.from_version, report.to_version) == (4, 4)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -272,7 +289,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 3  # and it can be run again
+    assert M.migrate(v1).to_version == 4  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -297,7 +314,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 3  # and it can be run again
+    assert M.migrate(v1).to_version == 4  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -314,6 +331,9 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=3)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=2)
+    M.migrate(v1, to=4)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=3)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -343,22 +363,27 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     before = dump(v2)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 2
-    assert [s.name for s in M.plan(v2)] == ["0002-pinned-and-frame-time"]
+    assert [s.name for s in M.plan(v2)] == ["0002-pinned-and-frame-time", "0003-tag-index-by-type"]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0002-pinned-and-frame-time", 11, True)
+        ("0002-pinned-and-frame-time", 11, True),
+        ("0003-tag-index-by-type", 11, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
-    # only the frame index, the pinned index and the records of the format changed
+    # only the frame, tag and pinned indexes and the records of the format changed
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.IDX_FRAME, K.IDX_PIN, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
         for k in changed
     )
-    assert journal(after)[:-1] == journal(before)
+    assert journal(after)[:-2] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
-        last = list(cx.journal())[-1]
-        assert last.reason == "0002-pinned-and-frame-time: format 2 -> 3"
-    assert [(a.name, a.records) for a in M.applied(v2)] == [("0002-pinned-and-frame-time", 11)]
+        entries = list(cx.journal())
+        assert entries[-2].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-1].reason == "0003-tag-index-by-type: format 3 -> 4"
+    assert [(a.name, a.records) for a in M.applied(v2)] == [
+        ("0002-pinned-and-frame-time", 11),
+        ("0003-tag-index-by-type", 11),
+    ]

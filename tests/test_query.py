@@ -1236,7 +1236,7 @@ def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
     created = to_micros(h.created_at)
     _plant(
         cx,
-        K.tag_key("t", created, h.id),
+        K.tag_key("t", h.type, created, h.id),
         K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, h.id),
     )
     assert ids(cx.find(Query(tags=("t",), limit=10))) == {real}

@@ -317,7 +317,9 @@ def test_update_head_moves_the_index_entries(cx: Cortex) -> None:
     mid, created = uri.id, to_micros(T0)
     idx = index_keys(cx, mid)
     assert idx[K.IDX_TYPE] == [K.type_key(MemoryType.EVENT, created, mid)]
-    assert sorted(idx[K.IDX_TAG]) == sorted(K.tag_key(t, created, mid) for t in ("t1", "t2"))
+    assert sorted(idx[K.IDX_TAG]) == sorted(
+        K.tag_key(t, MemoryType.EVENT, created, mid) for t in ("t1", "t2")
+    )
     assert sorted(idx[K.IDX_FRAME]) == sorted(
         [
             K.frame_key(Verb.FIND, ObjKind.SERVICE, "svc://a", created, mid),
@@ -333,7 +335,9 @@ def test_update_head_moves_the_index_entries(cx: Cortex) -> None:
     cx.update_head(uri, tags=["t2", "t3"], frames=[frame("svc://c", Verb.MONITOR)])
     idx = index_keys(cx, mid)
     assert idx[K.IDX_TYPE] == [K.type_key(MemoryType.EVENT, created, mid)]
-    assert sorted(idx[K.IDX_TAG]) == sorted(K.tag_key(t, created, mid) for t in ("t2", "t3"))
+    assert sorted(idx[K.IDX_TAG]) == sorted(
+        K.tag_key(t, MemoryType.EVENT, created, mid) for t in ("t2", "t3")
+    )
     assert idx[K.IDX_FRAME] == [K.frame_key(Verb.MONITOR, ObjKind.SERVICE, "svc://c", created, mid)]
     assert idx[K.IDX_ACTOR_OBJ] == [K.actor_obj_key(Verb.MONITOR, "svc://c", created, mid)]
     cx.update_head(uri, importance=9)  # no index change
@@ -726,7 +730,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
         raw = r.get(K.meta_key("format"))
     assert raw is not None
     record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
-    assert record.format_version == FORMAT_VERSION == 3
+    assert record.format_version == FORMAT_VERSION == 4
     assert set(record.features) == FEATURES
     assert record.owner == "agent-1" == cx.owner
     assert record.created_at == T0

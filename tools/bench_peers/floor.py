@@ -146,7 +146,8 @@ class System:
     def find(self, type_: str, tag: str, limit: int) -> list[int]:
         """Up to ``limit`` records of a type with a tag, newest first."""
         code = self.type_codes[type_]
-        pfx = IDX_TAG + tag_hash(tag)
+        # cortex's tag keys (format 4) put the type after the tag: the same prefix scan
+        pfx = IDX_TAG + tag_hash(tag) + bytes((code,))
         found: list[int] = []
         with self.env.begin() as txn, txn.cursor(db=self.main) as cur:
             end = pfx + b"\xff" * 40
