@@ -183,19 +183,35 @@ def _count_heads(txn: ReadTxn) -> int:
     return sum(1 for _ in txn.keys(HEAD))
 
 
-def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """0002: rewrite every frame index entry with its created time; build the pinned index.
+def _rewrite_index(
+    txn: WriteTxn,
+    prefix: bytes,
+    tick: Callable[[int], None],
+    also: Callable[[Head], None] | None = None,
+) -> int:
+    """Delete every key under ``prefix`` and write the entries every head implies there now.
 
     Every memory is re-indexed (tombstoned ones too: they keep their entries, ``storage.md``
-    §2); returns how many.
+    §2), ``also`` run on each; returns how many.
     """
-    for key in list(txn.keys(IDX_FRAME)):  # the format-2 layout: no created time
+    for key in list(txn.keys(prefix)):  # the old layout
         txn.delete(key)
     done = 0
     for head in _all_heads(txn):
         for key in _index_keys(head):
-            if key.startswith(IDX_FRAME):
+            if key.startswith(prefix):
                 txn.put(key, b"")
+        if also is not None:
+            also(head)
+        done += 1
+        tick(done)
+    return done
+
+
+def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0002: rewrite every frame index entry with its created time; build the pinned index."""
+
+    def pin(head: Head) -> None:
         vkey = version_key(head.id, head.current_version)
         raw = txn.get(vkey)
         if raw is None:
@@ -205,26 +221,13 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         version: Version = _trusted(VERSION_CODEC, vkey, raw)
         if version.data is not None and is_pinned(_decoded(head.type, version.data)):
             txn.put(_pin_key(head), b"")
-        done += 1
-        tick(done)
-    return done
+
+    return _rewrite_index(txn, IDX_FRAME, tick, pin)
 
 
 def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """0003: rewrite every tag index entry with the memory's type after the tag hash.
-
-    Every memory is re-indexed (tombstoned ones keep their entries); returns how many.
-    """
-    for key in list(txn.keys(IDX_TAG)):  # the format-3 layout: no type
-        txn.delete(key)
-    done = 0
-    for head in _all_heads(txn):
-        for key in _index_keys(head):
-            if key.startswith(IDX_TAG):
-                txn.put(key, b"")
-        done += 1
-        tick(done)
-    return done
+    """0003: rewrite every tag index entry with the memory's type after the tag hash."""
+    return _rewrite_index(txn, IDX_TAG, tick)
 
 
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
