@@ -25,7 +25,7 @@ from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
 from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
-from cortex.planner import Executor, TextSearch, VectorSearch, result
+from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
     Eq,
     Form,
@@ -437,7 +437,7 @@ class Cortex(Store):
 
         def txn_fn(txn: WriteTxn) -> Uri:
             head = self._head(txn, m.id)
-            st = _state(txn, m.id)
+            st = read_state(txn, m.id)
             st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
             txn.put(salience_key(m.id), _seal(SALIENCE_STATE.encode(st, "salience")))
             _Journal(txn, now, self.actor).append(
@@ -507,7 +507,7 @@ class Cortex(Store):
     def _record_access(self, ids: Sequence[MemoryId], now: datetime) -> None:
         def txn_fn(txn: WriteTxn) -> None:
             for mid in ids:
-                st = _state(txn, mid)
+                st = read_state(txn, mid)
                 txn.put(
                     salience_key(mid),
                     _seal(
@@ -546,7 +546,7 @@ class Cortex(Store):
                 head = self._head(txn, mid)
                 if head.tombstone is not None:
                     raise TombstonedError(f"memory {mid} is tombstoned; it cannot be attested")
-                st = _state(txn, mid)
+                st = read_state(txn, mid)
                 if out is Outcome.FAILURE:  # counted for audit; a failure is not a use
                     st = msgspec.structs.replace(st, failures=st.failures + 1)
                 else:
@@ -571,7 +571,7 @@ class Cortex(Store):
         mid = _as_id(ref)
         with self._kv.read() as txn:
             self._head(txn, mid)
-            return _state(txn, mid)
+            return read_state(txn, mid)
 
     # -- context ---------------------------------------------------------------------------
 
@@ -919,15 +919,6 @@ class ReaderView:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
         self._writable(self.cx._head_of(_as_id(ref, "uri")))
         return self.cx.tombstone(ref, reason, by=self.reader.actor)
-
-
-def _state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
-    key = salience_key(mid)
-    raw = txn.get(key)
-    if raw is None:
-        return SalienceState()
-    st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
-    return st
 
 
 def _vector_or_none(txn: ReadTxn, mid: MemoryId) -> VectorRecord | None:

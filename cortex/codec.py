@@ -18,6 +18,7 @@ import math
 import re
 import struct
 import unicodedata
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Generic, TypeVar
@@ -208,14 +209,16 @@ def from_micros(us: int) -> datetime:
 # omitted from its map.
 
 
-class _Field(Generic[T]):
+class _Field(ABC, Generic[T]):
     kind = "value"
 
-    def enc(self, v: Any) -> bytes:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def enc(self, v: Any) -> bytes:
+        """Canonical bytes of ``v`` (raises ``_Invalid``)."""
 
-    def dec(self, v: Any) -> T:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def dec(self, v: Any) -> T:
+        """The API value of a cbor2-decoded ``v`` (raises ``_Invalid``)."""
 
     def empty(self, v: Any) -> bool:
         return v is None

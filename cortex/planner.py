@@ -49,7 +49,16 @@ from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
 from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted
 
-__all__ = ["Candidate", "Executor", "TextSearch", "VectorSearch", "memory_of", "result", "to_hits"]
+__all__ = [
+    "Candidate",
+    "Executor",
+    "TextSearch",
+    "VectorSearch",
+    "memory_of",
+    "read_state",
+    "result",
+    "to_hits",
+]
 
 _U64: Final = 8
 _ID: Final = 16
@@ -182,14 +191,9 @@ class Executor:
             return None
         return row
 
-    def state(self, mid: MemoryId) -> SalienceState | None:
-        """The use counters of ``mid`` (``None`` when never used)."""
-        key = salience_key(mid)
-        raw = self.txn.get(key)
-        if raw is None:
-            return None
-        st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
-        return st
+    def state(self, mid: MemoryId) -> SalienceState:
+        """The use counters of ``mid`` (all zero when never used)."""
+        return read_state(self.txn, mid)
 
     def salience_of(self, row: _Row, vector: float | None = None) -> float:
         """The salience of an accepted row now."""
@@ -621,6 +625,19 @@ def _leapfrog(
             yield cand.to_bytes(_SUFFIX, "big")
         target = cand - 1 if descending else cand + 1
     yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
+
+
+_NEVER_USED: Final = SalienceState()
+
+
+def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
+    """The use counters of ``mid`` in ``sal/`` (all zero when never used)."""
+    key = salience_key(mid)
+    raw = txn.get(key)
+    if raw is None:
+        return _NEVER_USED
+    st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
+    return st
 
 
 def memory_of(row: _Row) -> Memory:

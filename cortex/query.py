@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -238,7 +239,7 @@ class _Row:
 # Predicates
 
 
-class Predicate:
+class Predicate(ABC):
     """A condition on a memory; combine with ``&``, ``|`` and ``~``."""
 
     __slots__ = ()
@@ -252,8 +253,9 @@ class Predicate:
     def __invert__(self) -> Predicate:
         return Not(self)
 
+    @abstractmethod
     def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
-        raise NotImplementedError  # pragma: no cover - every concrete predicate overrides it
+        """The check this predicate makes, its field names and values validated for ``types``."""
 
     def _touches_data(self) -> bool:
         return False
