@@ -29,6 +29,7 @@ from cortex.planner import Executor, TextSearch, VectorSearch, read_state, resul
 from cortex.query import (
     Eq,
     Form,
+    Fusion,
     Or,
     Plan,
     Predicate,
@@ -95,10 +96,12 @@ class Cortex(Store):
 
     Options of ``open`` beyond the store's: ``decay`` (decay class per memory type, overriding
     ``cortex.salience.DEFAULT_DECAY``), ``weights`` (salience weights), ``salience_blend`` (the
-    weight of salience in hybrid ranking), ``embedder`` (vectors and vector search: every new
-    version is embedded in its write transaction; the store records the model and refuses
-    another unless ``reembed=True``, which re-embeds every live memory, reporting to
-    ``progress(done, total)``), and ``dedupe`` (the default of ``write(..., dedupe=)``).
+    weight of salience in hybrid ranking), ``fusion`` (how a text query merges its lexical and
+    vector rankings: ``cortex.Fusion``, or ``"convex"`` (the default) / ``"rrf"``),
+    ``embedder`` (vectors and vector search: every new version is embedded in its write
+    transaction; the store records the model and refuses another unless ``reembed=True``,
+    which re-embeds every live memory, reporting to ``progress(done, total)``), and
+    ``dedupe`` (the default of ``write(..., dedupe=)``).
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class Cortex(Store):
         decay: Mapping[MemoryType | str, DecayClass | str] | None = None,
         weights: Weights | None = None,
         salience_blend: float = 0.2,
+        fusion: Fusion | str = "convex",
         embedder: Embedder | Literal["auto"] | None = None,
         reembed: bool = False,
         progress: Callable[[int, int], None] | None = None,
@@ -125,6 +129,7 @@ class Cortex(Store):
             raise ValidationError("weights", "type", "must be a cortex.salience.Weights")
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
+        fusion = Fusion.coerce(fusion)
         if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
             raise ValidationError(
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
@@ -141,6 +146,7 @@ class Cortex(Store):
         self.decay = decay_table(overrides)
         self.weights = weights or DEFAULT_WEIGHTS
         self.salience_blend = float(salience_blend)
+        self.fusion = fusion
         self.dedupe = bool(dedupe)
         self.embedder = embedder
         self.reembedded: int | None = None
@@ -472,6 +478,7 @@ class Cortex(Store):
             text_search=self._text_search(),
             vector_search=self._vector_search(),
             salience_blend=self.salience_blend,
+            fusion=self.fusion,
         )
 
     def find(self, query: Query) -> Result:

@@ -46,12 +46,14 @@ from cortex.keys import (
 )
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
 from cortex.records import Data
-from cortex.text import tokenize
+from cortex.text import query_terms
+from cortex.text import terms as doc_terms
 
 __all__ = [
     "FEATURE",
     "K1",
     "STATS_KEY",
+    "STEM_FEATURE",
     "B",
     "Indexer",
     "LexDoc",
@@ -70,6 +72,8 @@ B: Final = 0.75
 """BM25 length normalisation."""
 FEATURE: Final = "lexical-bm25"
 """The format feature naming this index (format version 2)."""
+STEM_FEATURE: Final = "lexical-stem-english"
+"""The format feature of stemmed terms (format version 5): terms are ``text.terms``."""
 STATS_KEY: Final = meta_key("lexical")
 
 # a bound on a term's contribution is idf * (K1 + 1); widened by this much so that rounding in
@@ -124,8 +128,8 @@ STATS_CODEC: Final = StructCodec(
 
 
 def analyze(data: Data) -> list[str]:
-    """The terms the index holds for typed data: ``tokenize(render_full(data))``."""
-    return tokenize(render_full(data))
+    """The terms the index holds for typed data: ``terms(render_full(data))``."""
+    return doc_terms(render_full(data))
 
 
 def idf(n: int, df: int) -> float:
@@ -316,7 +320,8 @@ def search(
 
     Args:
         txn: a read (or write) transaction of the store.
-        query: free text, tokenized like the documents.
+        query: free text; its ``query_terms`` (stemmed like the documents, function words
+            left out) are searched.
         limit: how many results at most (>= 1).
         allow: only memories this accepts are ranked: a predicate, or a collection of ids.
 
@@ -335,7 +340,7 @@ def search(
     avgdl = stats.total_length / n
     # (upper bound, term, idf, df) of every indexed query term, rarest first
     plan: list[tuple[float, str, float, int]] = []
-    for term in dict.fromkeys(tokenize(query)):
+    for term in query_terms(query):
         key = lex_term_key(term)
         raw = txn.get(key)
         if raw is None:

@@ -24,6 +24,7 @@ from cortex.errors import CortexError, FormatError, IntegrityError, ValidationEr
 from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key, version_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
+from cortex.lexical import STEM_FEATURE
 from cortex.records import Head, Version
 from cortex.store import (
     FORMAT_CODEC,
@@ -39,6 +40,7 @@ from cortex.store import (
     _Journal,
     _live_heads,
     _pin_key,
+    _rebuild_lexical,
     _trusted,
     is_pinned,
 )
@@ -230,6 +232,11 @@ def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return _rewrite_index(txn, IDX_TAG, tick)
 
 
+def _stemmed_terms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0004: rebuild the lexical index with stemmed terms (``lexical.md`` §2, step 4)."""
+    return _rebuild_lexical(txn, tick)
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -266,6 +273,17 @@ MIGRATIONS: Final = (
         _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE},
         _count_heads,
         _tags_by_type,
+    ),
+    _Migration(
+        Step(
+            name="0004-lexical-stemming",
+            from_version=4,
+            to_version=5,
+            description="rebuild the lexical index with stemmed (Snowball English) terms",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE},
+        _count_live,
+        _stemmed_terms,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

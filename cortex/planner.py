@@ -34,6 +34,7 @@ from cortex.keys import (
 from cortex.kv import ReadTxn
 from cortex.query import (
     Form,
+    Fusion,
     Hit,
     Plan,
     Result,
@@ -106,6 +107,7 @@ class Executor:
         text_search: TextSearch | None = None,
         vector_search: VectorSearch | None = None,
         salience_blend: float = 0.2,
+        fusion: Fusion | None = None,
     ) -> None:
         self.store = store
         self.txn = txn
@@ -119,6 +121,7 @@ class Executor:
         self.text_search = text_search
         self.vector_search = vector_search
         self.salience_blend = salience_blend
+        self.fusion = fusion or Fusion()
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
 
@@ -503,7 +506,7 @@ class Executor:
             ranked = {name: fn(n) for name, fn in lists.items()}
             exhausted = all(len(r) < n for r in ranked.values())
             fused = (
-                fuse(ranked)
+                fuse(ranked, self.fusion)
                 if len(ranked) > 1
                 else [
                     (mid, s, {name: i}, {name: s})
@@ -538,14 +541,13 @@ class Executor:
     def _blend(self, score: float, sal: float, lists: int) -> float:
         """Relevance blended with salience: ``(1 - w) * relevance + w * salience``.
 
-        Fused scores are normalised by the best possible fused score (rank 1 everywhere);
-        a single list's scores by nothing (BM25 and cosine keep their own scale, so the blend
+        Fused scores lie in [0, 1] (``fuse`` divides by the best possible one); a single
+        list's scores are not blended (BM25 and cosine keep their own scale, so the blend
         weight matters only for fused results).
         """
         w = self.salience_blend
         if lists > 1:
-            best = lists / 61.0
-            return (1 - w) * (score / best) + w * sal
+            return (1 - w) * score + w * sal
         return score
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "And",
     "Eq",
     "Follow",
+    "Fusion",
     "Ge",
     "Gt",
     "HasTag",
@@ -1052,21 +1053,86 @@ def in_window(t: int, window: tuple[int | None, int | None]) -> bool:
     return (start is None or t >= start) and (end is None or t < end)
 
 
-def fuse(
-    lists: Mapping[str, Sequence[tuple[MemoryId, float]]], k: int = 60
-) -> list[tuple[MemoryId, float, dict[str, int], dict[str, float]]]:
-    """Reciprocal rank fusion: ``sum(1 / (k + rank))`` over the ranked lists (rank from 1).
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How a text query with an embedder merges its lexical and vector rankings.
 
-    Returns ``(id, fused score, ranks by list, scores by list)`` best first, ties by id.
+    ``"convex"`` (the default): each list's scores are min-max normalised over the results it
+    returned (best 1, worst 0; a list whose scores are all equal gives 1 to each), and a
+    memory's fused score is ``lexical_weight * lexical + (1 - lexical_weight) * vector``, a
+    list that did not return the memory counting 0. ``"rrf"``: reciprocal rank fusion,
+    ``sum(1 / (k + rank))`` over the lists (rank from 1), which ignores the scores. Either
+    fused score is then divided by its best possible value (1 in both lists), so it lies in
+    [0, 1] before the salience blend.
+
+    On the LoCoMo development split (``tools/bench_retrieval.py``) convex fusion with equal
+    weights gave recall@10 0.73 where RRF with k = 60 gave 0.66: BM25 and cosine scores carry
+    how much better the first results are, which ranks alone drop.
+
+    Args:
+        method: ``"convex"`` or ``"rrf"``.
+        lexical_weight: the weight of the lexical list in convex fusion, in [0, 1].
+        k: the RRF constant, >= 1.
+
+    Raises:
+        ValidationError: an argument is out of range.
     """
+
+    method: Literal["convex", "rrf"] = "convex"
+    lexical_weight: float = 0.5
+    k: int = 60
+
+    def __post_init__(self) -> None:
+        if self.method not in ("convex", "rrf"):
+            raise ValidationError("fusion", "enum", 'method must be "convex" or "rrf"')
+        w = self.lexical_weight
+        if type(w) not in (int, float) or not 0.0 <= w <= 1.0:
+            raise ValidationError("fusion", "range", "lexical_weight must be a number in [0, 1]")
+        if type(self.k) is not int or self.k < 1:
+            raise ValidationError("fusion", "range", "k must be an int >= 1")
+
+    @classmethod
+    def coerce(cls, value: object) -> Fusion:
+        """A ``Fusion`` from itself or a method name (``"convex"``, ``"rrf"``)."""
+        if isinstance(value, Fusion):
+            return value
+        if value in ("convex", "rrf"):
+            return cls(method=value)
+        raise ValidationError("fusion", "type", 'must be a cortex.Fusion, "convex" or "rrf"')
+
+    def weight(self, name: str) -> float:
+        """The weight of the list ``name`` (``"lexical"`` or ``"vector"``) in convex fusion."""
+        return self.lexical_weight if name == "lexical" else 1.0 - self.lexical_weight
+
+
+def fuse(
+    lists: Mapping[str, Sequence[tuple[MemoryId, float]]], fusion: Fusion | None = None
+) -> list[tuple[MemoryId, float, dict[str, int], dict[str, float]]]:
+    """Merge ranked lists (best first) as ``fusion`` says (``Fusion()`` by default).
+
+    Returns ``(id, fused score in [0, 1], ranks by list, scores by list)`` best first, ties by
+    id; ranks count from 1.
+    """
+    f = fusion or Fusion()
     fused: dict[MemoryId, float] = {}
     ranks: dict[MemoryId, dict[str, int]] = {}
     scores: dict[MemoryId, dict[str, float]] = {}
+    if f.method == "rrf":
+        best = len(lists) / (f.k + 1)
+    else:
+        best = sum(f.weight(name) for name in lists) or 1.0
     for name, items in lists.items():
-        for rank, (mid, score) in enumerate(items, start=1):
-            fused[mid] = fused.get(mid, 0.0) + 1.0 / (k + rank)
+        if f.method == "rrf":
+            parts = [1.0 / (f.k + rank) for rank in range(1, len(items) + 1)]
+        else:
+            w, values = f.weight(name), [score for _, score in items]
+            lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
+            span = hi - lo
+            parts = [w * ((v - lo) / span if span > 0 else 1.0) for v in values]
+        for rank, ((mid, score), part) in enumerate(zip(items, parts, strict=True), start=1):
+            fused[mid] = fused.get(mid, 0.0) + part
             ranks.setdefault(mid, {})[name] = rank
             scores.setdefault(mid, {})[name] = score
-    out = [(mid, s, ranks[mid], scores[mid]) for mid, s in fused.items()]
+    out = [(mid, s / best, ranks[mid], scores[mid]) for mid, s in fused.items()]
     out.sort(key=lambda t: (-t[1], t[0].bytes))
     return out

@@ -133,12 +133,12 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
-index keys in created order; format 4 tag index keys by type. ``cortex.migrate`` upgrades older
-formats.
+index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms.
+``cortex.migrate`` upgrades older formats.
 """
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
@@ -154,6 +154,7 @@ FEATURES: Final = frozenset(
         PINNED_FEATURE,
         FRAME_TIME_FEATURE,
         TAG_TYPE_FEATURE,
+        lexical.STEM_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -533,6 +534,15 @@ def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int
             tick(n)
     lex.flush()
     return n
+
+
+def _rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+    """Drop the whole lexical index and index every live memory again; returns how many."""
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
+        for key in list(txn.keys(prefix)):
+            txn.delete(key)
+    txn.delete(lexical.STATS_KEY)
+    return _index_live(txn, tick)
 
 
 def _decoded(mtype: MemoryType, data: bytes) -> Data:
@@ -1720,13 +1730,9 @@ class Store:
         """
 
         def fn(txn: WriteTxn) -> int:
-            for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
-                for key in list(txn.keys(prefix)):
-                    txn.delete(key)
-            txn.delete(lexical.STATS_KEY)
             total = len(_live_heads(txn)) if progress is not None else 0
             tick = None if progress is None else (lambda done: progress(done, total))
-            return _index_live(txn, tick)
+            return _rebuild_lexical(txn, tick)
 
         return self._kv.write(fn)
 

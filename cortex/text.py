@@ -1,18 +1,24 @@
-"""The tokenizer of the lexical index: text to search terms (``specs/lexical.md`` §2).
+"""The analyzer of the lexical index: text to search terms (``specs/lexical.md`` §2).
 
-Pure functions. Documents and queries go through the same ``tokenize``, so whatever it folds
-together (case, accents, compatibility forms) matches in both directions.
+Pure functions. ``tokenize`` splits folded text into words; ``terms`` stems them (Snowball
+English) into what the index holds; ``query_terms`` does the same for a query and leaves out
+English function words ("what", "did", "the") unless the query has nothing else. Documents and
+queries go through the same folding and stemming, so whatever they merge (case, accents,
+compatibility forms, inflections) matches in both directions.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import threading
 import unicodedata
 from functools import cache
 from typing import Final
 
-__all__ = ["MAX_TOKEN_CHARS", "fold", "tokenize"]
+import Stemmer
+
+__all__ = ["MAX_TOKEN_CHARS", "STEMMER", "STOP_WORDS", "fold", "query_terms", "terms", "tokenize"]
 
 MAX_TOKEN_CHARS: Final = 64
 """Longer tokens are cut to their first 64 characters (code points), in documents and queries."""
@@ -84,3 +90,63 @@ def tokenize(text: str) -> list[str]:
     else:
         found = _token_re().findall(fold(text))
     return [t if len(t) <= MAX_TOKEN_CHARS else t[:MAX_TOKEN_CHARS] for t in found]
+
+
+STEMMER: Final = "snowball-english"
+"""The stemming algorithm applied to every token (Snowball's English, "Porter2")."""
+
+# English function words: left out of queries (not of documents) when a query has other terms.
+# Contraction remnants are here because the tokenizer splits "don't" into "don", "t".
+STOP_WORDS: Final = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could d did do does doing don down during each few
+    for from further had has have having he her here hers herself him himself his how i if
+    in into is it its itself just ll m me might more most must my myself no nor not now of
+    off on once only or other ought our ours ourselves out over own re s same shall she
+    should so some such t than that the their theirs them themselves then there these they
+    this those through to too under until up ve very was we were what when where which while
+    who whom why will with would you your yours yourself yourselves
+    """.split()  # noqa: SIM905 (a word list reads better as text)
+)
+
+_local = threading.local()
+
+
+def _stem_words(words: list[str]) -> list[str]:
+    # PyStemmer objects are not thread-safe: one per thread (each with its own small cache)
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    stems: list[str] = stemmer.stemWords(words)
+    return [s or w for s, w in zip(stems, words, strict=True)]
+
+
+def terms(text: str) -> list[str]:
+    """The index terms of a document: its tokens, each stemmed (Snowball English).
+
+    Args:
+        text: any text (a memory's full form).
+
+    Returns:
+        ``stem(t)`` for every ``t`` of ``tokenize(text)``, in order, with repeats; never an
+        empty string (a token the stemmer would empty stays as it is).
+    """
+    return _stem_words(tokenize(text))
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms a query searches for, in order of first occurrence.
+
+    Tokens in ``STOP_WORDS`` are dropped before stemming, unless every token is one (then all
+    are kept, so "who are you" still finds something); the rest are stemmed as in ``terms``.
+
+    Args:
+        text: the query.
+
+    Returns:
+        Distinct terms; empty only when the query has no token at all.
+    """
+    tokens = tokenize(text)
+    content = [t for t in tokens if t not in STOP_WORDS]
+    return list(dict.fromkeys(_stem_words(content or tokens)))

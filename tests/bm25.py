@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from cortex.ids import MemoryId
-from cortex.text import tokenize
+from cortex.text import query_terms
 
 K1 = 1.2
 B = 0.75
@@ -24,7 +24,7 @@ def scores(docs: Mapping[MemoryId, Sequence[str]], query: str) -> dict[MemoryId,
     for mid, terms in docs.items():
         tf = Counter(terms)
         total, hit = 0.0, False
-        for q in dict.fromkeys(tokenize(query)):
+        for q in query_terms(query):
             if tf[q]:
                 idf = math.log(1 + (n - df[q] + 0.5) / (df[q] + 0.5))
                 norm = 1 - B + B * len(terms) / avgdl

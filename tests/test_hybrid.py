@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cortex import Cortex, Eq, Event, MemoryId, Query, ValidationError
+from cortex import Cortex, Eq, Event, Fusion, MemoryId, Query, ValidationError
 from cortex.query import fuse
 
 from .vsupport import DIM, E, fact, open_store, topic_fact
@@ -171,14 +171,15 @@ def test_offset_pages_through_the_vector_ranking(
     assert page == full[40:60]
 
 
-# -- hybrid: RRF (k=60) by hand ------------------------------------------------------------------
+# -- hybrid: convex fusion and RRF (k=60) by hand -----------------------------------------
 
 TINY = (
     "green tea every morning",
     "green tea",
     "black coffee",
     "tea ceremony in kyoto",
-    "greenish teas",  # no lexical match for "green tea"; close by character trigrams
+    "greenish teapots",  # no lexical match for "green tea" (stems greenish, teapot); close
+    # by character trigrams
     "mountain hiking",
 )
 
@@ -207,8 +208,30 @@ def _ids_of(cx: Cortex) -> list[tuple[MemoryId, int]]:
     return [(h.memory.id, h.memory.version.version) for h in res.hits]
 
 
+def _fused_by_hand(
+    lexical: list[tuple[MemoryId, float]], vector: list[tuple[MemoryId, float]], method: str
+) -> dict[MemoryId, float]:
+    """The fused score of every memory, in [0, 1], computed from the two lists by hand."""
+    if method == "rrf":  # sum of 1 / (60 + rank), over the best possible (rank 1 in both)
+        lrank = {m: i for i, (m, _) in enumerate(lexical, start=1)}
+        vrank = {m: i for i, (m, _) in enumerate(vector, start=1)}
+        raw = {
+            m: (1 / (60 + lrank[m]) if m in lrank else 0.0) + 1 / (60 + v) for m, v in vrank.items()
+        }
+        return {m: s / (2 / 61) for m, s in raw.items()}
+
+    # convex: each list min-max normalised over what it returned, weights 1/2 each
+    def norm(xs: list[tuple[MemoryId, float]]) -> dict[MemoryId, float]:
+        lo, hi = min(s for _, s in xs), max(s for _, s in xs)
+        return {m: (s - lo) / (hi - lo) for m, s in xs}
+
+    ln, vn = norm(lexical), norm(vector)
+    return {m: 0.5 * ln.get(m, 0.0) + 0.5 * vn[m] for m in vn}
+
+
+@pytest.mark.parametrize("method", ["convex", "rrf"])
 @pytest.mark.parametrize("blend", [0.0, 0.2, 0.5])
-def test_hybrid_fuses_by_rrf_and_blends_salience(tmp_path: Path, blend: float) -> None:
+def test_hybrid_fuses_and_blends_salience(tmp_path: Path, blend: float, method: str) -> None:
     path = tmp_path / "s"
     _tiny(path)
     text = "green tea"
@@ -216,29 +239,32 @@ def test_hybrid_fuses_by_rrf_and_blends_salience(tmp_path: Path, blend: float) -
     assert len(lexical) == 3 and len(vector) == len(TINY)
     lrank = {m: i for i, (m, _) in enumerate(lexical, start=1)}
     vrank = {m: i for i, (m, _) in enumerate(vector, start=1)}
-    fused = {m: (1 / (60 + lrank[m]) if m in lrank else 0.0) + 1 / (60 + vrank[m]) for m in vrank}
-    with open_store(path, embedder=E, salience_blend=blend) as cx:
+    fused = _fused_by_hand(lexical, vector, method)
+    with open_store(path, embedder=E, salience_blend=blend, fusion=method) as cx:
         res = cx.find(Query(text=text, limit=10))
         assert len(res.hits) == len(TINY)
         for h in res.hits:
             m = h.memory.id
             assert h.ranks.get("lexical") == lrank.get(m)
             assert h.ranks["vector"] == vrank[m]
-            assert h.scores["fused"] == pytest.approx(fused[m], rel=1e-12)
+            # the vector list's cosines are float32 in the store, float64 by hand
+            assert h.scores["fused"] == pytest.approx(fused[m], abs=1e-5)
             assert h.scores["vector"] == pytest.approx(dict(vector)[m], abs=1e-5)
             if m in lrank:
                 assert h.scores["lexical"] == pytest.approx(dict(lexical)[m], rel=1e-9)
-            # relevance: fused normalised by the best possible (rank 1 in both lists), blended
-            want = (1 - blend) * fused[m] / (2 / 61) + blend * h.salience
-            assert h.score == pytest.approx(want, rel=1e-9)
+            # relevance: the fused score (in [0, 1]) blended with salience
+            want = (1 - blend) * h.scores["fused"] + blend * h.salience
+            assert h.score == pytest.approx(want, rel=1e-9, abs=1e-12)
         assert [h.ranks["fused"] for h in res.hits] == list(range(1, len(TINY) + 1))
         assert [h.score for h in res.hits] == sorted((h.score for h in res.hits), reverse=True)
         if blend == 0.0:
             want_order = sorted(fused, key=lambda m: (-fused[m], m.bytes))
             assert [h.memory.id for h in res.hits] == want_order
         # the ``fuse`` helper does the same arithmetic
-        helper = {m: s for m, s, _, _ in fuse({"lexical": lexical, "vector": vector})}
-        assert helper == pytest.approx(fused)
+        helper = {
+            m: s for m, s, _, _ in fuse({"lexical": lexical, "vector": vector}, Fusion(method))
+        }
+        assert helper == pytest.approx(fused, rel=1e-12)
 
 
 def test_hybrid_brings_in_what_only_the_vector_list_finds(tmp_path: Path) -> None:
@@ -255,8 +281,10 @@ def test_hybrid_brings_in_what_only_the_vector_list_finds(tmp_path: Path) -> Non
 
 def test_rrf_by_hand_on_two_lists() -> None:
     a, b, c = (MemoryId(bytes([i]) * 16) for i in (1, 2, 3))
-    out = fuse({"lexical": [(a, 9.0), (b, 5.0)], "vector": [(c, 0.9), (b, 0.8), (a, 0.1)]})
-    want = {a: 1 / 61 + 1 / 63, b: 1 / 62 + 1 / 62, c: 1 / 61}
+    rrf = Fusion("rrf")
+    out = fuse({"lexical": [(a, 9.0), (b, 5.0)], "vector": [(c, 0.9), (b, 0.8), (a, 0.1)]}, rrf)
+    best = 2 / 61
+    want = {a: (1 / 61 + 1 / 63) / best, b: (1 / 62 + 1 / 62) / best, c: (1 / 61) / best}
     assert [m for m, *_ in out] == [a, b, c]  # 1/61 + 1/63 > 2/62 > 1/61
     assert want[a] > want[b] > want[c]
     for m, s, *_ in out:
@@ -264,8 +292,42 @@ def test_rrf_by_hand_on_two_lists() -> None:
     assert out[1][2] == {"lexical": 2, "vector": 2} and out[1][3] == {"lexical": 5.0, "vector": 0.8}
     assert out[2][2] == {"vector": 1}
     # ties by id ascending
-    tie = fuse({"lexical": [(b, 1.0)], "vector": [(a, 1.0)]})
+    tie = fuse({"lexical": [(b, 1.0)], "vector": [(a, 1.0)]}, rrf)
     assert [m for m, *_ in tie] == [a, b]
+
+
+def test_convex_fusion_by_hand_on_two_lists() -> None:
+    a, b, c, d = (MemoryId(bytes([i]) * 16) for i in (1, 2, 3, 4))
+    lists = {
+        "lexical": [(a, 9.0), (b, 5.0), (d, 1.0)],  # normalised: a 1, b 0.5, d 0
+        "vector": [(c, 0.9), (b, 0.8), (a, 0.4)],  # normalised: c 1, b 0.8, a 0
+    }
+    out = fuse(lists)  # the default: convex, equal weights
+    want = {a: 0.5, b: 0.5 * 0.5 + 0.5 * 0.8, c: 0.5, d: 0.0}
+    assert [m for m, *_ in out] == [b, a, c, d]  # 0.65, then the 0.5 tie by id, then 0
+    for m, s, *_ in out:
+        assert s == pytest.approx(want[m], abs=1e-12)
+    assert out[0][2] == {"lexical": 2, "vector": 2} and out[0][3] == {"lexical": 5.0, "vector": 0.8}
+    # the weight moves the balance: lexical 0.8 puts a (lexical best) first
+    out = fuse(lists, Fusion(lexical_weight=0.8))
+    assert [m for m, *_ in out][:2] == [a, b]
+    assert dict((m, s) for m, s, *_ in out)[a] == pytest.approx(0.8)
+    # a list whose scores are all equal gives each of its results 1 (times its weight)
+    flat = fuse({"lexical": [(a, 2.0), (b, 2.0)], "vector": [(b, 0.3)]})
+    assert [(m, s) for m, s, *_ in flat] == [(b, pytest.approx(1.0)), (a, pytest.approx(0.5))]
+    # one list alone still scores in [0, 1]
+    assert [s for _, s, *_ in fuse({"vector": [(a, 0.9), (b, 0.1)]})] == [1.0, 0.0]
+
+
+def test_fusion_is_validated(tmp_path: Path) -> None:
+    for bad in ("borda", 3, None):
+        with pytest.raises(ValidationError) as info:
+            open_store(tmp_path / "s", embedder=E, fusion=bad)
+        assert info.value.field == "fusion"
+    for kw in ({"lexical_weight": 1.5}, {"lexical_weight": "x"}, {"k": 0}, {"method": "x"}):
+        with pytest.raises(ValidationError, match=r"method|weight|k must"):
+            Fusion(**kw)  # type: ignore[arg-type]
+    assert Fusion.coerce("rrf") == Fusion(method="rrf")
 
 
 def test_salience_blend_is_validated(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import Stemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,8 @@ from cortex.kv import LmdbKV
 from cortex.lexical import STATS_KEY, Indexer, LexStats, analyze, idf, read_stats, search
 from cortex.text import tokenize
 from tests.bm25 import check_ranking, scores
+
+STEM = Stemmer.Stemmer("english").stemWord
 
 T0 = datetime(2030, 6, 1, tzinfo=UTC)
 
@@ -106,8 +109,12 @@ def test_idf() -> None:
         ("cat", [(3, 0.6951314180441133), (1, 0.523548346501579)]),
         # dog: d3 (short) 0.523548 beats d2 (long) 0.4700 * 2.2 / (1 + 1.2*1.375) = 0.390192
         ("dog", [(3, 0.523548346501579), (2, 0.39019169220400696)]),
-        # the + sat: d1 = 2 * 0.523548 = 1.047097; d2 = the(tf=2) 0.566580 + sat 0.390192
-        ("The SAT", [(1, 1.047096693003158), (2, 0.9567714096509212)]),
+        # "the" is a function word, left out beside "sat": d1 0.523548, d2 (long) 0.390192
+        ("The SAT", [(1, 0.523548346501579), (2, 0.39019169220400696)]),
+        # a query of function words only keeps them: d2 the(tf=2) 0.566580, d1 0.523548
+        ("the", [(2, 0.5665797174469143), (1, 0.523548346501579)]),
+        # queries are stemmed like documents: "cats" searches "cat"
+        ("cats", [(3, 0.6951314180441133), (1, 0.523548346501579)]),
         # mat: df=1, idf = ln(8/3); only d2 (long): 0.980829 * 2.2 / 2.65 = 0.814273
         ("mat mat", [(2, 0.8142733421229427)]),
         ("unicorn", []),
@@ -251,7 +258,8 @@ def test_the_full_form_is_what_is_indexed(tmp_path: Path) -> None:
     ev = Event(kind="purchase", outcome=Outcome.SUCCESS, counterparty="gpu-vendor", summary="GPU")
     with Cortex.open(tmp_path / "x", actor="t") as cx:
         uri = cx.write(ev)
-        terms = tokenize(render_full(ev))
+        terms = analyze(ev)
+        assert terms == [STEM(t) for t in tokenize(render_full(ev))]
         with cx._kv.read() as txn:
             for term in set(terms):
                 assert txn.get(posting_key(term, uri.id)) is not None

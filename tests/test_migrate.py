@@ -123,6 +123,7 @@ STEPS = [
     ("0001-lexical-index", 1, 2),
     ("0002-pinned-and-frame-time", 2, 3),
     ("0003-tag-index-by-type", 3, 4),
+    ("0004-lexical-stemming", 4, 5),
 ]
 
 
@@ -137,17 +138,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 4, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 5, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
         ("0003-tag-index-by-type", 11, True),
+        ("0004-lexical-stemming", 9, True),  # the live memories
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
         for name in ("0002-pinned-and-frame-time", "0003-tag-index-by-type")
         for i in range(1, 12)
-    ]
+    ] + [("0004-lexical-stemming", i, 9) for i in range(1, 10)]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -168,24 +170,25 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-3] == old
+    assert new[:-4] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, last = entries[-3:]
+        first, second, third, last = entries[-4:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert last.reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert cx.format.format_version == 4 and set(cx.format.features) == FEATURES
+        assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert last.reason == "0004-lexical-stemming: format 4 -> 5"
+        assert cx.format.format_version == 5 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 3
+    assert len(fresh_entries) == len(entries) - 4
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -194,13 +197,14 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-3]]
-    assert fresh_entries[0].reason == "format 4" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-4]]
+    assert fresh_entries[0].reason == "format 5" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
         ("0002-pinned-and-frame-time", 2, 3, 11),
         ("0003-tag-index-by-type", 3, 4, 11),
+        ("0004-lexical-stemming", 4, 5, 9),
     ]
 
 
@@ -221,10 +225,10 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     assert idx == {k: v for k, v in before.items() if k.startswith(b"idx/")}
     assert not any(k.startswith(K.IDX_PIN) for k in at2)
     assert any(k.startswith(b"lex/p/") for k in at2)
-    # this cortex reads format 4 only: a format-2 store asks for the rest of the migration
+    # this cortex reads format 5 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
         Cortex.open(v1, actor="x")
-    rest = ["0002-pinned-and-frame-time", "0003-tag-index-by-type"]
+    rest = ["0002-pinned-and-frame-time", "0003-tag-index-by-type", "0004-lexical-stemming"]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
     report = M.migrate(v1)
@@ -237,11 +241,12 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 4)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
+        ("0004-lexical-stemming", 9, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -249,10 +254,11 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 4)
+    assert (report.from_version, report.to_version) == (2, 5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
+        ("0004-lexical-stemming", 9, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -261,7 +267,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (4, 4)
+    assert report.steps == () and (report.from_version, report.to_version) == (5, 5)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -289,7 +295,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 4  # and it can be run again
+    assert M.migrate(v1).to_version == 5  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -314,7 +320,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 4  # and it can be run again
+    assert M.migrate(v1).to_version == 5  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -334,6 +340,9 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=4)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=3)
+    M.migrate(v1, to=5)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=4)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -363,27 +372,39 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     before = dump(v2)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 2
-    assert [s.name for s in M.plan(v2)] == ["0002-pinned-and-frame-time", "0003-tag-index-by-type"]
+    assert [s.name for s in M.plan(v2)] == [
+        "0002-pinned-and-frame-time",
+        "0003-tag-index-by-type",
+        "0004-lexical-stemming",
+    ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, True),
         ("0003-tag-index-by-type", 11, True),
+        ("0004-lexical-stemming", 9, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
-    # only the frame, tag and pinned indexes and the records of the format changed
+    # only the frame, tag, pinned and lexical indexes and the records of the format changed
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, b"lex/", JOURNAL))
+        or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
-    assert journal(after)[:-2] == journal(before)
+    # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
+    assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
+    assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
+    assert journal(after)[:-3] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-2].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-1].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-3].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-2].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-1].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
         ("0003-tag-index-by-type", 11),
+        ("0004-lexical-stemming", 9),
     ]

@@ -28,7 +28,7 @@ def scene(cx: Cortex) -> dict[str, MemoryId]:
         "pinned": cx.write(Identity(name="green tea lover")).id,
         "framed": cx.write(fact("green tea at the service"), frames=[A]).id,
         "loose": cx.write(fact("green tea every morning")).id,
-        "vector_only": cx.write(fact("greenish teas")).id,  # no lexical match for the query
+        "vector_only": cx.write(fact("greenish teapots")).id,  # no lexical match for the query
         "public": cx.write(fact("green tea in public"), visibility="actor_public").id,
     }
     for i in range(8):
@@ -103,7 +103,7 @@ def test_recall_is_a_pure_read_and_absent_without_a_query(
 def test_recall_without_an_embedder_is_lexical(tmp_path: Path) -> None:
     path = tmp_path / "s"
     with open_store(path, embedder=E) as cx:
-        vec_only = cx.write(fact("greenish teas")).id
+        vec_only = cx.write(fact("greenish teapots")).id
         lex = cx.write(fact("green tea every morning")).id
     with open_store(path) as cx:
         hits = cx.context("find", ["svc://a"], query="green tea").tier("recall")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import unicodedata
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex.text import MAX_TOKEN_CHARS, fold, tokenize
+from cortex.text import MAX_TOKEN_CHARS, STOP_WORDS, fold, query_terms, terms, tokenize
 
 
 @pytest.mark.parametrize(
@@ -101,3 +102,39 @@ def test_case_and_accents_do_not_matter(text: str) -> None:
 def _casing_changes_letters(text: str) -> bool:
     # upper() is not reversible for every letter (e.g. "ı".upper() == "I"): skip those texts
     return fold(text.upper()) != fold(text)
+
+
+# -- the analyzer: stemmed index terms and query terms (lexical.md §2 steps 4-5)
+
+
+@given(st.text(max_size=80))
+def test_terms_are_stemmed_tokens(text: str) -> None:
+    tokens, stemmed = tokenize(text), terms(text)
+    assert len(stemmed) == len(tokens)
+    for token, term in zip(tokens, stemmed, strict=True):
+        assert term and "\x00" not in term and len(term) <= len(token) + 1
+    assert terms(text.upper()) == stemmed or _casing_changes_letters(text)
+
+
+@given(st.text(max_size=80))
+def test_query_terms_are_distinct_stems_of_content_words(text: str) -> None:
+    got = query_terms(text)
+    assert len(got) == len(set(got))
+    tokens = tokenize(text)
+    content = [t for t in tokens if t not in STOP_WORDS]
+    assert set(got) == set(terms(" ".join(content or tokens)))
+    assert bool(got) == bool(tokens)
+
+
+def test_query_terms_leave_function_words_out_unless_that_is_all() -> None:
+    assert query_terms("What did Ada say about the meetings?") == ["ada", "say", "meet"]
+    assert query_terms("Who are you?") == ["who", "are", "you"]
+    assert query_terms("") == []
+
+
+def test_stemming_is_thread_safe() -> None:
+    words = [f"connections{i} running adoption" for i in range(200)]
+    want = [terms(w) for w in words]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(5):
+            assert list(pool.map(terms, words)) == want

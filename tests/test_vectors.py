@@ -27,6 +27,7 @@ from cortex.forms import (
 )
 from cortex.hashing import content_hash
 from cortex.ids import Uri
+from cortex.text import STOP_WORDS, query_terms, terms, tokenize
 
 VECTORS = gen_vectors.VECTORS_DIR
 TYPE_FILES = {t: gen_vectors.file_name(t.type_name) for t in MemoryType}
@@ -183,3 +184,35 @@ def test_invalid_uri(case: dict[str, Any]) -> None:
     with pytest.raises(errors.ValidationError) as info:
         Uri.parse(case["uri"])
     assert (info.value.field, info.value.rule) == (case["field"], case["rule"])
+
+
+# -- the lexical analyzer (specs/lexical.md §2)
+
+LEXICAL = _load("lexical.json")
+
+
+@pytest.mark.parametrize(("token", "stem"), LEXICAL["stems"])
+def test_stem_vector(token: str, stem: str) -> None:
+    assert terms(token) == [stem]
+
+
+@pytest.mark.parametrize("case", LEXICAL["documents"], ids=lambda c: c["text"][:24])
+def test_document_terms_vector(case: dict[str, Any]) -> None:
+    assert tokenize(case["text"]) == case["tokens"]
+    assert terms(case["text"]) == case["terms"]
+
+
+@pytest.mark.parametrize("case", LEXICAL["queries"], ids=lambda c: c["text"][:24])
+def test_query_terms_vector(case: dict[str, Any]) -> None:
+    assert query_terms(case["text"]) == case["terms"]
+
+
+def test_lexical_vectors_cover_merging_and_keeping_apart() -> None:
+    stems = dict(LEXICAL["stems"])
+    assert stems["running"] == stems["runs"] == stems["run"]  # inflections merge
+    assert stems["adoption"] == stems["adopted"]
+    assert stems["tea"] == stems["teas"] != stems["teapot"]  # different words stay apart
+    assert stems["green"] != stems["greenish"]
+    assert any(
+        q["terms"] and set(q["text"].lower().split()) <= STOP_WORDS for q in LEXICAL["queries"]
+    )

@@ -10,8 +10,9 @@ category, for k = 5 and 10, and the ingest rate.
 Retrievers:
 
 - ``lexical``: the store's BM25 index (``Store._lexical_search``), always;
-- ``find(text)``: ``cx.find(Query(text=q, limit=k))`` once ``cortex.Query`` exists (lexical,
-  or hybrid when the store has an embedder);
+- ``find(text)`` / ``hybrid``: ``cx.find(Query(text=q, limit=k))`` (lexical without an
+  embedder; with one, lexical and vector fused by the store's default, convex fusion);
+- ``hybrid (rrf)``: the same with reciprocal rank fusion (``cortex.Fusion("rrf")``, k = 60);
 - ``vector``: ``cx.find(Query(near=q, limit=k))``, with ``--embedder`` only.
 
 ``--embedder module:factory`` names a callable returning an embedder (for example
@@ -84,18 +85,28 @@ def _find(field: str) -> Retriever:
     """``cx.find(Query(<field>=q, limit=k))``: the lead's query API (``text`` or ``near``)."""
 
     def run(cx: Cortex, q: str, k: int) -> list[MemoryId]:
-        query = cortex.Query(limit=k, **{field: q})  # type: ignore[attr-defined]
-        return [h.memory.id for h in cx.find(query).hits]  # type: ignore[attr-defined]
+        query = cortex.Query(limit=k, **{field: q})
+        return [h.memory.id for h in cx.find(query).hits]
 
     return run
 
 
+def _rrf(cx: Cortex, q: str, k: int) -> list[MemoryId]:
+    """The hybrid find with reciprocal rank fusion (k = 60) instead of the default fusion."""
+    default = cx.fusion
+    cx.fusion = cortex.Fusion("rrf")
+    try:
+        return _find("text")(cx, q, k)
+    finally:
+        cx.fusion = default
+
+
 def retrievers(with_embedder: bool) -> dict[str, Retriever]:
     out: dict[str, Retriever] = {"lexical": lexical}
-    if hasattr(cortex, "Query"):
-        out["hybrid" if with_embedder else "find(text)"] = _find("text")
-        if with_embedder:
-            out["vector"] = _find("near")
+    out["hybrid" if with_embedder else "find(text)"] = _find("text")
+    if with_embedder:
+        out["hybrid (rrf)"] = _rrf
+        out["vector"] = _find("near")
     return out
 
 

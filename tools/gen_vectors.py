@@ -1311,6 +1311,66 @@ def _uri_file() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The lexical analyzer (specs/lexical.md §2): stems, document terms, query terms
+
+LEXICAL_CONVENTIONS: Final = {
+    "stems": "[token, stem]: the Snowball English stem of a folded token (lexical.md §2 step 4)",
+    "documents": "text -> tokens (tokenize) and terms (the index terms: tokens, stemmed)",
+    "queries": "text -> terms (query_terms: function words left out unless all are; stemmed; "
+    "distinct, in order of first occurrence)",
+}
+STEM_WORDS: Final = (  # noqa: SIM905 (a word list reads better as text)
+    # inflections that merge
+    "run running runs ran runner "
+    "connect connected connecting connection connections "
+    "adopt adopted adopting adoption adoptions "
+    "agency agencies happy happiness happily "
+    "generous generously generosity painting paintings painted "
+    "study studies studied studying "
+    "argue argued argues arguing argument "
+    "relate relational relativity "
+    "hopeful hopefully hopefulness "
+    "caress caresses ponies ties cats "
+    "sky skies dying lying news "
+    "gently early only singly "
+    "generate generates generation generations "
+    "communism communication "
+    # words the algorithm leaves alone or keeps apart
+    "went was is the tea teas green greenish teapot "
+    "lgbtq 2023 08t13 rtx4090 zurich cafe σοφια москва 東"
+).split()
+LEXICAL_DOCUMENTS: Final = (
+    "I went to a LGBTQ support group yesterday and it was so powerful.",
+    "Event: interaction with Caroline\noccurred_at: 2023-05-08T13:56:00Z",
+    "Running, runs and ran: the runner's RUNNING shoes.",
+    "Crème brûlée at the Café de Genève",
+    "東京は日本",
+    "",
+)
+LEXICAL_QUERIES: Final = (
+    "When did Caroline go to the LGBTQ support group?",
+    "What are Melanie's hobbies?",
+    "who are you",
+    "the the THE",
+    "Paintings? painting, painted!",
+    "",
+)
+
+
+def _lexical_file() -> dict[str, Any]:
+    from cortex.text import query_terms, terms, tokenize
+
+    return {
+        "conventions": LEXICAL_CONVENTIONS,
+        "stems": [[w, s] for w in STEM_WORDS for (s,) in [terms(w)]],
+        "documents": [
+            {"text": t, "tokens": tokenize(t), "terms": terms(t)} for t in LEXICAL_DOCUMENTS
+        ],
+        "queries": [{"text": t, "terms": query_terms(t)} for t in LEXICAL_QUERIES],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
 # Files
 
 
@@ -1329,6 +1389,7 @@ def build() -> dict[str, Any]:
     files = {file_name(t.type_name): _type_file(t.type_name) for t in MemoryType}
     files["negative.json"] = _negative_file()
     files["uris.json"] = _uri_file()
+    files["lexical.json"] = _lexical_file()
     return files
 
 
