@@ -1057,22 +1057,28 @@ def in_window(t: int, window: tuple[int | None, int | None]) -> bool:
 class Fusion:
     """How a text query with an embedder merges its lexical and vector rankings.
 
-    ``"convex"`` (the default): each list's scores are min-max normalised over the results it
-    returned (best 1, worst 0; a list whose scores are all equal gives 1 to each), and a
-    memory's fused score is ``lexical_weight * lexical + (1 - lexical_weight) * vector``, a
-    list that did not return the memory counting 0. ``"rrf"``: reciprocal rank fusion,
-    ``sum(1 / (k + rank))`` over the lists (rank from 1), which ignores the scores. Either
-    fused score is then divided by its best possible value (1 in both lists), so it lies in
-    [0, 1] before the salience blend.
+    Each list counts with its first ``depth`` results only, so a memory's fused score does not
+    depend on how deep the lists were fetched (a larger limit, a later page, or filters that
+    made the planner fetch more): pages of one query agree with each other.
+
+    ``"convex"`` (the default): in each list a score ``s`` becomes ``(s - lo) / (hi - lo)``,
+    ``hi`` its best score and ``lo`` its ``depth``-th (or last) one, so the first result gets 1
+    and the ``depth``-th 0 (a list whose scores are all equal gives 1 to each); a memory's fused
+    score is ``lexical_weight * lexical + (1 - lexical_weight) * vector``, a list that did not
+    return the memory among its first ``depth`` counting 0. ``"rrf"``: reciprocal rank fusion,
+    ``sum(1 / (k + rank))`` over the lists (rank from 1, up to ``depth``), which ignores the
+    scores. Either fused score is then divided by its best possible value (first in both
+    lists), so it lies in [0, 1] before the salience blend.
 
     On the LoCoMo development split (``tools/bench_retrieval.py``) convex fusion with equal
-    weights gave recall@10 0.73 where RRF with k = 60 gave 0.66: BM25 and cosine scores carry
+    weights gave recall@10 0.73 where RRF with k = 60 gave 0.68: BM25 and cosine scores carry
     how much better the first results are, which ranks alone drop.
 
     Args:
         method: ``"convex"`` or ``"rrf"``.
         lexical_weight: the weight of the lexical list in convex fusion, in [0, 1].
         k: the RRF constant, >= 1.
+        depth: how many results of each list count, >= 2.
 
     Raises:
         ValidationError: an argument is out of range.
@@ -1081,6 +1087,7 @@ class Fusion:
     method: Literal["convex", "rrf"] = "convex"
     lexical_weight: float = 0.5
     k: int = 60
+    depth: int = 32
 
     def __post_init__(self) -> None:
         if self.method not in ("convex", "rrf"):
@@ -1090,6 +1097,8 @@ class Fusion:
             raise ValidationError("fusion", "range", "lexical_weight must be a number in [0, 1]")
         if type(self.k) is not int or self.k < 1:
             raise ValidationError("fusion", "range", "k must be an int >= 1")
+        if type(self.depth) is not int or self.depth < 2:
+            raise ValidationError("fusion", "range", "depth must be an int >= 2")
 
     @classmethod
     def coerce(cls, value: object) -> Fusion:
@@ -1108,10 +1117,10 @@ class Fusion:
 def fuse(
     lists: Mapping[str, Sequence[tuple[MemoryId, float]]], fusion: Fusion | None = None
 ) -> list[tuple[MemoryId, float, dict[str, int], dict[str, float]]]:
-    """Merge ranked lists (best first) as ``fusion`` says (``Fusion()`` by default).
+    """Merge ranked lists (each best first) as ``fusion`` says (``Fusion()`` by default).
 
-    Returns ``(id, fused score in [0, 1], ranks by list, scores by list)`` best first, ties by
-    id; ranks count from 1.
+    Returns ``(id, fused score in [0, 1], ranks by list, scores by list)`` for every memory of
+    every list, best first, ties by id; ranks count from 1.
     """
     f = fusion or Fusion()
     fused: dict[MemoryId, float] = {}
@@ -1122,13 +1131,16 @@ def fuse(
     else:
         best = sum(f.weight(name) for name in lists) or 1.0
     for name, items in lists.items():
+        counted = items[: f.depth]
         if f.method == "rrf":
-            parts = [1.0 / (f.k + rank) for rank in range(1, len(items) + 1)]
-        else:
-            w, values = f.weight(name), [score for _, score in items]
-            lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
+            parts = [1.0 / (f.k + rank) for rank in range(1, len(counted) + 1)]
+        elif counted:
+            w, hi, lo = f.weight(name), counted[0][1], counted[-1][1]
             span = hi - lo
-            parts = [w * ((v - lo) / span if span > 0 else 1.0) for v in values]
+            parts = [w * (max(0.0, s - lo) / span if span > 0 else 1.0) for _, s in counted]
+        else:
+            parts = []
+        parts += [0.0] * (len(items) - len(counted))
         for rank, ((mid, score), part) in enumerate(zip(items, parts, strict=True), start=1):
             fused[mid] = fused.get(mid, 0.0) + part
             ranks.setdefault(mid, {})[name] = rank

@@ -4,6 +4,7 @@ salience; without an embedder ``text`` is lexical only."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -357,3 +358,39 @@ def test_text_and_near_together_rank_the_vector_list_by_near(tmp_path: Path) -> 
         assert by_vec[ids[5]] == 1  # "mountain hiking" leads the vector list
         lexical = {h.memory.id: h.ranks.get("lexical") for h in res.hits}
         assert lexical[ids[5]] is None and lexical[ids[1]] is not None
+
+
+def test_depth_caps_what_each_list_contributes() -> None:
+    ids = [MemoryId(bytes([i]) * 16) for i in range(1, 41)]
+    lexical = [(m, 40.0 - i) for i, m in enumerate(ids)]  # 40 results, scores 40 .. 1
+    vector = [(m, 1.0 - i / 100) for i, m in enumerate(reversed(ids))]
+    for method in ("convex", "rrf"):
+        f = Fusion(method, depth=8)  # type: ignore[arg-type]
+        deep = {m: s for m, s, *_ in fuse({"lexical": lexical, "vector": vector}, f)}
+        shallow = {m: s for m, s, *_ in fuse({"lexical": lexical[:8], "vector": vector[:8]}, f)}
+        # the first 8 of each list score the same however deep the lists go; the rest get 0
+        assert {m: deep[m] for m in shallow} == pytest.approx(shallow)
+        assert all(deep[m] == 0.0 for m in deep if m not in shallow)
+    # convex: the first of a list gets 1, its depth-th 0
+    out = {m: s for m, s, *_ in fuse({"lexical": lexical}, Fusion(depth=8))}
+    assert out[ids[0]] == 1.0 and out[ids[7]] == 0.0 and out[ids[3]] == pytest.approx(4 / 7)
+
+
+def test_pages_of_a_hybrid_query_agree(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    words = ["green", "tea", "coffee", "kyoto", "hiking", "morning", "garden", "river", "cup"]
+    with open_store(tmp_path / "s", embedder=E) as cx:
+        for i in range(150):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+            cx.write(fact(f"{text} {i}"), tags=["third"] if i % 3 == 0 else [])
+        query = "green tea in the morning"
+        first = cx.find(Query(text=query, limit=30)).uris
+        pages = [
+            u for off in (0, 10, 20) for u in cx.find(Query(text=query, limit=10, offset=off)).uris
+        ]
+        assert pages == first
+        assert cx.find(Query(text=query, limit=100)).uris[:30] == first
+        # a filter that makes the planner fetch deeper does not reorder what passes it
+        everything = cx.find(Query(text=query, limit=150)).hits
+        passing = [h.memory.uri for h in everything if "third" in h.memory.head.tags]
+        assert cx.find(Query(text=query, tags=["third"], limit=8)).uris == passing[:8]
