@@ -204,54 +204,53 @@ def read_stats(txn: ReadTxn) -> LexStats:
 class Indexer:
     """Adds and removes memories within one write transaction; ``flush`` before it commits.
 
-    Document frequencies and the statistics are kept in memory while the transaction runs, so a
-    batch touches each term entry once; new postings are held back and put in key order by
-    ``flush``, which keeps LMDB's inserts local (a batch's postings of one term are adjacent).
+    Document frequency changes and the statistics are kept in memory while the transaction
+    runs, so a batch reads and writes each term entry once; new postings are held back and put
+    in key order by ``flush``, which keeps LMDB's inserts local (a batch's postings of one term
+    are adjacent).
     """
 
     def __init__(self, txn: WriteTxn) -> None:
         self.txn = txn
-        self._stats = read_stats(txn)
-        self._df: dict[str, int] = {}
-        self._before: dict[str, int] = {}
+        s = read_stats(txn)
+        self._documents, self._total, self._terms, self._postings = (
+            s.documents,
+            s.total_length,
+            s.terms,
+            s.postings,
+        )
+        self._delta: Counter[str] = Counter()  # df changes not yet written, by term
         self._pending: dict[bytes, bytes] = {}
-
-    def _get_df(self, term: str) -> int:
-        n = self._df.get(term)
-        if n is None:
-            key = lex_term_key(term)
-            raw = self.txn.get(key)
-            n = 0 if raw is None else _df(key, raw)
-            self._df[term] = self._before[term] = n
-        return n
+        self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
         """Index a memory (which must not be indexed already) with its terms."""
         tfs = Counter(terms)
         length = sum(tfs.values())
-        encoded = sorted((term.encode("utf-8"), term) for term in tfs)
-        distinct = tuple(term for _, term in encoded)
-        if any(not b or b"\x00" in b for b, _ in encoded):
-            raise ValueError(f"bad search terms in {distinct!r}")
-        doc = LexDoc(version=version, length=length, terms=distinct)
+        # code point order is UTF-8 byte order (lexical.md §4 sorts by the UTF-8 bytes)
+        distinct = sorted(tfs)
+        joined = "\x00".join(distinct)
+        if distinct and ("" in tfs or joined.count("\x00") != len(distinct) - 1):
+            raise ValueError(f"bad search terms in {tuple(distinct)!r}")
+        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
         self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
-        pending, dfs, tail = self._pending, self._df, b"\x00" + mid.bytes
-        values: dict[int, bytes] = {}  # by tf: every posting of the memory shares its length
-        for b, term in encoded:
-            tf = tfs[term]
-            value = values.get(tf)
+        if not distinct:
+            self._documents += 1
+            return
+        tail = b"\x00" + mid.bytes
+        values, memo = [], self._values
+        for tf in map(tfs.__getitem__, distinct):
+            value = memo.get((tf, length))
             if value is None:
-                value = values[tf] = _posting_value(tf, length)
-            pending[LEX_POSTING + b + tail] = value
-            n = dfs.get(term)
-            dfs[term] = (n if n is not None else self._get_df(term)) + 1
-        s = self._stats
-        self._stats = LexStats(
-            documents=s.documents + 1,
-            total_length=s.total_length + length,
-            terms=s.terms,
-            postings=s.postings + len(distinct),
+                value = memo[tf, length] = _posting_value(tf, length)
+            values.append(value)
+        self._pending.update(
+            zip([LEX_POSTING + b + tail for b in joined.encode("utf-8").split(b"\x00")], values)
         )
+        self._delta.update(distinct)
+        self._documents += 1
+        self._total += length
+        self._postings += len(distinct)
 
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
@@ -264,38 +263,48 @@ class Indexer:
             posting = posting_key(term, mid)
             if self._pending.pop(posting, None) is None:
                 self.txn.delete(posting)
-            self._df[term] = self._get_df(term) - 1
+            self._delta[term] -= 1
         self.txn.delete(key)
-        s = self._stats
-        self._stats = LexStats(
-            documents=s.documents - 1,
-            total_length=s.total_length - doc.length,
-            terms=s.terms,
-            postings=s.postings - len(doc.terms),
-        )
+        self._documents -= 1
+        self._total -= doc.length
+        self._postings -= len(doc.terms)
         return True
 
     def flush(self) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics."""
-        for key in sorted(self._pending):
-            self.txn.put(key, self._pending[key])
-        self._pending.clear()
-        vocabulary = self._stats.terms
-        for term, n in self._df.items():
-            before = self._before[term]
+        txn = self.txn
+        if self._pending:
+            txn.put_many(sorted(self._pending.items()))
+            self._pending.clear()
+        vocabulary = self._terms
+        puts = []
+        # every touched entry is read (and checked), even one whose count did not change
+        for term in sorted(self._delta):
+            key = lex_term_key(term)
+            raw = txn.get(key)
+            before = 0 if raw is None else _df(key, raw)
+            n = before + self._delta[term]
             if n == before:
                 continue
             if n < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             if n == 0:
-                self.txn.delete(lex_term_key(term))
+                txn.delete(key)
                 vocabulary -= 1
             else:
-                self.txn.put(lex_term_key(term), seal(_uint(n)))
+                puts.append((key, seal(_uint(n))))
                 vocabulary += before == 0
-            self._before[term] = n
-        self._stats = msgspec.structs.replace(self._stats, terms=vocabulary)
-        self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(self._stats, "meta/lexical")))
+        if puts:
+            txn.put_many(puts)
+        self._delta.clear()
+        self._terms = vocabulary
+        stats = LexStats(
+            documents=self._documents,
+            total_length=self._total,
+            terms=vocabulary,
+            postings=self._postings,
+        )
+        txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
 
 
 # ---------------------------------------------------------------------------------------------
