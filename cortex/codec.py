@@ -149,6 +149,7 @@ def _head(major: int, n: int) -> bytes:
 
 _SMALL_UINT: Final = tuple(_head(0, i) for i in range(256))
 _TEXT_HEAD: Final = tuple(_head(3, i) for i in range(256))
+_TEXT_HEAD_CHR: Final = tuple(h.decode("latin-1") for h in _TEXT_HEAD)  # a head as 1-2 chars
 _pack_e = struct.Struct(">e").pack
 _unpack_e = struct.Struct(">e").unpack
 _pack_f = struct.Struct(">f").pack
@@ -427,7 +428,15 @@ class _Time(_Field[datetime]):
     _MIN: Final = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_US
     _MAX: Final = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _ONE_US
 
+    # the last time converted: one write converts the same ``now`` for the head, the version,
+    # the index keys and the journal (datetimes are immutable, and the reference held here keeps
+    # the object alive, so identity means the same value)
+    _last: tuple[Any, int] = (None, 0)
+
     def micros(self, v: Any) -> int:
+        last = self._last
+        if last[0] is v:
+            return last[1]
         if not isinstance(v, datetime):
             raise _Invalid("type", f"must be a datetime, got {_type_name(v)}")
         if v.tzinfo is None or v.utcoffset() is None:
@@ -443,6 +452,7 @@ class _Time(_Field[datetime]):
         # rejects what lies outside: never write bytes that cannot be read back
         if not self._MIN <= us <= self._MAX:
             raise _Invalid("range", "is outside the years 1..9999 in UTC")
+        self._last = (v, us)
         return us
 
     def enc(self, v: Any) -> bytes:
@@ -518,14 +528,16 @@ class _List(_Field[tuple[Any, ...]]):
 
     def enc(self, v: Any) -> bytes:
         m = self._ascii_max
-        if (
-            m
-            and type(v) in (tuple, list)
-            and len(v) <= self.max_items
-            and all(type(x) is str and 0 < len(x) <= m and x.isascii() for x in v)
-            and (not self.unique or len(set(v)) == len(v))
-        ):
-            return _head(4, len(v)) + b"".join(_TEXT_HEAD[len(x)] + x.encode() for x in v)
+        if m and type(v) in (tuple, list) and len(v) <= self.max_items:
+            if not v:
+                return b"\x80"
+            # the lexical document's terms and the tags are such lists on every write: one
+            # pass over the items, no generator, and one encode (the heads are latin-1 chars)
+            if set(map(type, v)) == {str} and "".join(v).isascii():
+                lens = [*map(len, v)]
+                if min(lens) > 0 and max(lens) <= m and (not self.unique or len(set(v)) == len(v)):
+                    th = _TEXT_HEAD_CHR
+                    return _head(4, len(v)) + "".join([th[len(x)] + x for x in v]).encode("latin-1")
         return self._enc_generic(v)
 
     def _enc_generic(self, v: Any) -> bytes:

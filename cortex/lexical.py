@@ -123,9 +123,12 @@ STATS_CODEC: Final = StructCodec(
 )
 
 
-def analyze(data: Data) -> list[str]:
-    """The terms the index holds for typed data: ``tokenize(render_full(data))``."""
-    return tokenize(render_full(data))
+def analyze(data: Data, *, is_canonical: bool = False) -> list[str]:
+    """The terms the index holds for typed data: ``tokenize(render_full(data))``.
+
+    ``is_canonical``: ``data`` came from decoding (``forms.canonical``); skips re-normalising.
+    """
+    return tokenize(render_full(data, is_canonical=is_canonical))
 
 
 def idf(n: int, df: int) -> float:
@@ -141,18 +144,24 @@ def _posting_value(tf: int, length: int) -> bytes:
     return seal(b"\x82" + _uint(tf) + _uint(length))
 
 
+# the width of a CBOR unsigned integer after its head byte, and the least value it may hold in
+# that width (a smaller one has a shorter, canonical form)
+_UINT_WIDTHS: Final = {24: (1, 24), 25: (2, 0x100), 26: (4, 0x10000), 27: (8, 0x100000000)}
+
+
 def _read_uint(p: bytes, i: int) -> tuple[int, int]:
     """A canonical CBOR unsigned integer at ``p[i]``: ``(value, next index)``."""
     h = p[i]
     if h < 24:
         return h, i + 1
-    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(h)
-    if width is None or i + 1 + width > len(p):
+    spec = _UINT_WIDTHS.get(h)
+    if spec is None or i + 1 + spec[0] > len(p):
         raise ValueError("not an unsigned integer")
-    n = int.from_bytes(p[i + 1 : i + 1 + width], "big")
-    if _uint(n) != p[i : i + 1 + width]:
+    end = i + 1 + spec[0]
+    n = int.from_bytes(p[i + 1 : end], "big")
+    if n < spec[1]:
         raise ValueError("integer not in its shortest form")
-    return n, i + 1 + width
+    return n, end
 
 
 def _posting(key: bytes, value: bytes) -> tuple[int, int]:
@@ -183,7 +192,7 @@ def _df(key: bytes, value: bytes) -> int:
 
 def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
     try:
-        return codec.dec(cbor2.loads(unseal(key, value)))
+        return codec.decode_trusted(unseal(key, value))
     except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
         raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
 
@@ -245,7 +254,11 @@ class Indexer:
                 value = memo[tf, length] = _posting_value(tf, length)
             values.append(value)
         self._pending.update(
-            zip([LEX_POSTING + b + tail for b in joined.encode("utf-8").split(b"\x00")], values)
+            zip(
+                [LEX_POSTING + b + tail for b in joined.encode("utf-8").split(b"\x00")],
+                values,
+                strict=True,
+            )
         )
         self._delta.update(distinct)
         self._documents += 1

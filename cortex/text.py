@@ -83,4 +83,6 @@ def tokenize(text: str) -> list[str]:
         found = _ASCII_TOKEN.findall(text.lower())
     else:
         found = _token_re().findall(fold(text))
+    if not found or max(map(len, found)) <= MAX_TOKEN_CHARS:
+        return found
     return [t if len(t) <= MAX_TOKEN_CHARS else t[:MAX_TOKEN_CHARS] for t in found]
