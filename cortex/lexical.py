@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
@@ -229,7 +229,9 @@ class Indexer:
             s.postings,
         )
         self._delta: Counter[str] = Counter()  # df changes not yet written, by term
-        self._pending: dict[bytes, bytes] = {}
+        # new postings not yet written: term -> {id16: sealed [tf, dl]}; ids of one batch mostly
+        # arrive in ascending order (ULIDs), so each term's postings are nearly sorted already
+        self._pending: defaultdict[str, dict[bytes, bytes]] = defaultdict(dict)
         self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
@@ -246,20 +248,13 @@ class Indexer:
         if not distinct:
             self._documents += 1
             return
-        tail = b"\x00" + mid.bytes
-        values, memo = [], self._values
-        for tf in map(tfs.__getitem__, distinct):
+        raw, pending, memo = mid.bytes, self._pending, self._values
+        for term in distinct:
+            tf = tfs[term]
             value = memo.get((tf, length))
             if value is None:
                 value = memo[tf, length] = _posting_value(tf, length)
-            values.append(value)
-        self._pending.update(
-            zip(
-                [LEX_POSTING + b + tail for b in joined.encode("utf-8").split(b"\x00")],
-                values,
-                strict=True,
-            )
-        )
+            pending[term][raw] = value
         self._delta.update(distinct)
         self._documents += 1
         self._total += length
@@ -272,10 +267,11 @@ class Indexer:
         if raw is None:
             return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        raw = mid.bytes
         for term in doc.terms:
-            posting = posting_key(term, mid)
-            if self._pending.pop(posting, None) is None:
-                self.txn.delete(posting)
+            held = self._pending.get(term)
+            if held is None or held.pop(raw, None) is None:
+                self.txn.delete(posting_key(term, mid))
             self._delta[term] -= 1
         self.txn.delete(key)
         self._documents -= 1
@@ -287,7 +283,12 @@ class Indexer:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
         if self._pending:
-            txn.put_many(sorted(self._pending.items()))
+            # in key order: terms sorted (code point order is UTF-8 byte order), then ids
+            items: list[tuple[bytes, bytes]] = []
+            for term in sorted(self._pending):
+                prefix = posting_prefix(term)
+                items += [(prefix + raw, v) for raw, v in sorted(self._pending[term].items())]
+            txn.put_many(items)
             self._pending.clear()
         vocabulary = self._terms
         puts = []
