@@ -514,6 +514,24 @@ class _Id(_Field[MemoryId]):
         return [f"if type({x}) is not bytes or len({x}) != 16: raise _FB", f"{x} = MemoryId({x})"]
 
 
+def _ascii_texts(v: list[Any] | tuple[Any, ...], max_chars: int) -> bytes | None:
+    """The CBOR array of ``v`` when every item is a str of 1..max_chars ASCII characters.
+
+    ``None`` otherwise (the generic encoder then checks and explains). ``max_chars`` <= 255:
+    each item's head is then ``_TEXT_HEAD``, one or two bytes, which latin-1 keeps as they are.
+    The C accelerator's ``encode_ascii_texts`` returns the same.
+    """
+    if not v:
+        return b"\x80"
+    if set(map(type, v)) != {str} or not "".join(v).isascii():
+        return None
+    lens = [*map(len, v)]
+    if min(lens) < 1 or max(lens) > max_chars:
+        return None
+    th = _TEXT_HEAD_CHR
+    return _head(4, len(v)) + "".join([th[len(x)] + x for x in v]).encode("latin-1")
+
+
 class _List(_Field[tuple[Any, ...]]):
     kind = "list"
 
@@ -529,15 +547,10 @@ class _List(_Field[tuple[Any, ...]]):
     def enc(self, v: Any) -> bytes:
         m = self._ascii_max
         if m and type(v) in (tuple, list) and len(v) <= self.max_items:
-            if not v:
-                return b"\x80"
-            # the lexical document's terms and the tags are such lists on every write: one
-            # pass over the items, no generator, and one encode (the heads are latin-1 chars)
-            if set(map(type, v)) == {str} and "".join(v).isascii():
-                lens = [*map(len, v)]
-                if min(lens) > 0 and max(lens) <= m and (not self.unique or len(set(v)) == len(v)):
-                    th = _TEXT_HEAD_CHR
-                    return _head(4, len(v)) + "".join([th[len(x)] + x for x in v]).encode("latin-1")
+            # tags and the lexical document's terms are such lists on every write
+            fast = _sp.encode_ascii_texts(v, m) if _USE_SPEEDUPS else _ascii_texts(v, m)
+            if fast is not None and (not self.unique or len(set(v)) == len(v)):
+                return fast
         return self._enc_generic(v)
 
     def _enc_generic(self, v: Any) -> bytes:

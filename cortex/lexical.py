@@ -48,6 +48,15 @@ from cortex.kv import ReadTxn, WriteTxn, seal, unseal
 from cortex.records import Data
 from cortex.text import tokenize
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None
+"""Count terms in C (``cortex._speedups.count_terms``) when it is built; tests switch this off
+to compare with the Python path."""
+
 __all__ = [
     "FEATURE",
     "K1",
@@ -58,6 +67,7 @@ __all__ = [
     "LexStats",
     "analyze",
     "check",
+    "count_terms",
     "idf",
     "read_stats",
     "same_terms",
@@ -129,6 +139,23 @@ def analyze(data: Data, *, is_canonical: bool = False) -> list[str]:
     ``is_canonical``: ``data`` came from decoding (``forms.canonical``); skips re-normalising.
     """
     return tokenize(render_full(data, is_canonical=is_canonical))
+
+
+def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
+    """The distinct terms in code point order (which is their UTF-8 byte order) and their counts.
+
+    Raises:
+        ValueError: a term is empty or contains U+0000 (it cannot be part of a key).
+    """
+    if _USE_SPEEDUPS and type(terms) is list:
+        counted = _sp.count_terms(terms)
+        if counted is not None:
+            return counted
+    tfs = Counter(terms)
+    distinct = sorted(tfs)
+    if "" in tfs or any("\x00" in t for t in distinct):
+        raise ValueError(f"bad search terms in {tuple(distinct)!r}")
+    return distinct, [tfs[t] for t in distinct]
 
 
 def idf(n: int, df: int) -> float:
@@ -236,21 +263,15 @@ class Indexer:
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
         """Index a memory (which must not be indexed already) with its terms."""
-        tfs = Counter(terms)
-        length = sum(tfs.values())
-        # code point order is UTF-8 byte order (lexical.md §4 sorts by the UTF-8 bytes)
-        distinct = sorted(tfs)
-        joined = "\x00".join(distinct)
-        if distinct and ("" in tfs or joined.count("\x00") != len(distinct) - 1):
-            raise ValueError(f"bad search terms in {tuple(distinct)!r}")
+        distinct, counts = count_terms(terms)
+        length = sum(counts)
         doc = LexDoc(version=version, length=length, terms=tuple(distinct))
         self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
         if not distinct:
             self._documents += 1
             return
         raw, pending, memo = mid.bytes, self._pending, self._values
-        for term in distinct:
-            tf = tfs[term]
+        for term, tf in zip(distinct, counts, strict=True):
             value = memo.get((tf, length))
             if value is None:
                 value = memo[tf, length] = _posting_value(tf, length)

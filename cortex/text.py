@@ -12,6 +12,15 @@ import unicodedata
 from functools import cache
 from typing import Final
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None
+"""Tokenize ASCII text in C (``cortex._speedups.ascii_tokens``) when it is built; tests switch
+this off to compare with the Python path, which stays the definition."""
+
 __all__ = ["MAX_TOKEN_CHARS", "fold", "tokenize"]
 
 MAX_TOKEN_CHARS: Final = 64
@@ -80,6 +89,10 @@ def tokenize(text: str) -> list[str]:
         The terms; never an empty string, and ``tokenize(" ".join(terms)) == terms``.
     """
     if text.isascii():
+        if _USE_SPEEDUPS and type(text) is str:
+            tokens = _sp.ascii_tokens(text)
+            if tokens is not None:
+                return tokens
         found = _ASCII_TOKEN.findall(text.lower())
     else:
         found = _token_re().findall(fold(text))
