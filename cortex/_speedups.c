@@ -1,7 +1,8 @@
 /*
  * cortex._speedups: a schema-driven, strict, one-pass decoder of canonical CBOR records, and
- * at the end of the file three hot loops of the write path: tokenizing ASCII text, counting
- * terms, and encoding a list of short ASCII text strings (tags, a lexical document's terms).
+ * at the end of the file the hot loops of the write path: tokenizing ASCII text, counting
+ * terms, holding and ordering the lexical postings of a transaction, and encoding a list of
+ * short ASCII text strings (tags, a lexical document's terms).
  *
  * A ``Plan`` describes one record struct (built by ``StructCodec`` from its field list, see
  * cortex/codec.py).  ``decode(plan, data)`` reads ``data`` straight into the struct and accepts
@@ -1608,10 +1609,178 @@ sp_encode_ascii_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+PyDoc_STRVAR(add_postings_doc,
+             "add_postings(pending, terms, values, raw, /)\n--\n\n"
+             "``pending[term][raw] = value`` for each term and value (``pending`` maps a term to "
+             "a dict, created when missing); ``cortex.lexical._add_postings`` in C.");
+
+static PyObject *
+sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *pending, *terms, *values, *raw;
+    Py_ssize_t n, i;
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "add_postings takes four arguments");
+        return NULL;
+    }
+    pending = args[0];
+    terms = args[1];
+    values = args[2];
+    raw = args[3];
+    if (!PyDict_CheckExact(pending) || !PyList_CheckExact(terms) || !PyList_CheckExact(values)) {
+        PyErr_SetString(PyExc_TypeError, "add_postings(dict, list, list, raw)");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(terms);
+    if (PyList_GET_SIZE(values) != n) {
+        PyErr_SetString(PyExc_ValueError, "add_postings: as many values as terms");
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *term = PyList_GET_ITEM(terms, i);
+        PyObject *group = PyDict_GetItemWithError(pending, term); /* borrowed */
+        if (group == NULL) {
+            int rc;
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            group = PyDict_New();
+            if (group == NULL) {
+                return NULL;
+            }
+            rc = PyDict_SetItem(pending, term, group);
+            Py_DECREF(group); /* pending holds it */
+            if (rc < 0) {
+                return NULL;
+            }
+        }
+        else if (!PyDict_Check(group)) {
+            PyErr_SetString(PyExc_TypeError, "add_postings: pending must map terms to dicts");
+            return NULL;
+        }
+        if (PyDict_SetItem(group, raw, PyList_GET_ITEM(values, i)) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(posting_items_doc,
+             "posting_items(prefix, pending, /)\n--\n\n"
+             "The ``(prefix + term + b'\\\\x00' + raw, value)`` pairs of ``pending`` (a term to "
+             "{raw: value}) in key order; None when a term or raw is not what a key can hold "
+             "(``cortex.lexical._posting_items`` then raises).");
+
+static PyObject *
+sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *pending, *terms, *out = NULL, *items = NULL;
+    Py_ssize_t t, nterms;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "posting_items(prefix, pending) takes two arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    pending = args[1];
+    if (!PyBytes_CheckExact(prefix) || !PyDict_CheckExact(pending)) {
+        PyErr_SetString(PyExc_TypeError, "posting_items(bytes, dict)");
+        return NULL;
+    }
+    terms = PyDict_Keys(pending);
+    if (terms == NULL) {
+        return NULL;
+    }
+    nterms = PyList_GET_SIZE(terms);
+    for (t = 0; t < nterms; t++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(terms, t))) {
+            Py_DECREF(terms);
+            Py_RETURN_NONE;
+        }
+    }
+    /* exact str keys: the sort compares code points (the UTF-8 byte order) and cannot fail */
+    if (PyList_Sort(terms) < 0) {
+        goto fail;
+    }
+    out = PyList_New(0);
+    if (out == NULL) {
+        goto fail;
+    }
+    for (t = 0; t < nterms; t++) {
+        PyObject *term = PyList_GET_ITEM(terms, t);
+        PyObject *group = PyDict_GetItemWithError(pending, term); /* borrowed */
+        const char *tb;
+        Py_ssize_t tlen, plen = PyBytes_GET_SIZE(prefix), i, nitems;
+        if (group == NULL || !PyDict_CheckExact(group)) {
+            if (!PyErr_Occurred()) {
+                goto none;
+            }
+            goto fail;
+        }
+        tb = PyUnicode_AsUTF8AndSize(term, &tlen);
+        if (tb == NULL) { /* a lone surrogate: the Python path names it */
+            PyErr_Clear();
+            goto none;
+        }
+        if (tlen == 0 || memchr(tb, 0, (size_t)tlen) != NULL) {
+            goto none;
+        }
+        items = PyDict_Items(group);
+        if (items == NULL || PyList_Sort(items) < 0) {
+            goto fail;
+        }
+        nitems = PyList_GET_SIZE(items);
+        for (i = 0; i < nitems; i++) {
+            PyObject *pair = PyList_GET_ITEM(items, i);
+            PyObject *raw = PyTuple_GET_ITEM(pair, 0), *key, *kv;
+            Py_ssize_t rlen;
+            char *k;
+            if (!PyBytes_CheckExact(raw)) {
+                goto none;
+            }
+            rlen = PyBytes_GET_SIZE(raw);
+            key = PyBytes_FromStringAndSize(NULL, plen + tlen + 1 + rlen);
+            if (key == NULL) {
+                goto fail;
+            }
+            k = PyBytes_AS_STRING(key);
+            memcpy(k, PyBytes_AS_STRING(prefix), (size_t)plen);
+            memcpy(k + plen, tb, (size_t)tlen);
+            k[plen + tlen] = 0;
+            memcpy(k + plen + tlen + 1, PyBytes_AS_STRING(raw), (size_t)rlen);
+            kv = PyTuple_Pack(2, key, PyTuple_GET_ITEM(pair, 1));
+            Py_DECREF(key);
+            if (kv == NULL || PyList_Append(out, kv) < 0) {
+                Py_XDECREF(kv);
+                goto fail;
+            }
+            Py_DECREF(kv);
+        }
+        Py_CLEAR(items);
+    }
+    Py_DECREF(terms);
+    return out;
+none:
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_DECREF(terms);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_DECREF(terms);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
     {"count_terms", (PyCFunction)sp_count_terms, METH_O, count_terms_doc},
+    {"add_postings", (PyCFunction)(void (*)(void))sp_add_postings, METH_FASTCALL,
+     add_postings_doc},
+    {"posting_items", (PyCFunction)(void (*)(void))sp_posting_items, METH_FASTCALL,
+     posting_items_doc},
     {"encode_ascii_texts", (PyCFunction)(void (*)(void))sp_encode_ascii_texts, METH_FASTCALL,
      encode_ascii_texts_doc},
     {NULL, NULL, 0, NULL},

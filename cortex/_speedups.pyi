@@ -27,3 +27,13 @@ def count_terms(terms: list[str], /) -> tuple[list[str], list[int]] | None:
 
 def encode_ascii_texts(items: object, max_chars: int, /) -> bytes | None:
     """The CBOR array of short ASCII text strings ``items``; ``None`` when one is not such."""
+
+def add_postings(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes, /
+) -> None:
+    """``pending[term][raw] = value`` for each term and value."""
+
+def posting_items(
+    prefix: bytes, pending: dict[str, dict[bytes, bytes]], /
+) -> list[tuple[bytes, bytes]] | None:
+    """The posting keys and values of ``pending`` in key order; ``None`` for a bad term or id."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
@@ -158,6 +158,33 @@ def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
     return distinct, [tfs[t] for t in distinct]
 
 
+def _add_postings(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes
+) -> None:
+    """Hold the postings of one memory (id16 ``raw``): ``pending[term][raw] = value``.
+
+    ``cortex._speedups.add_postings`` does the same in C.
+    """
+    for term, value in zip(terms, values, strict=True):
+        held = pending.get(term)
+        if held is None:
+            held = pending[term] = {}
+        held[raw] = value
+
+
+def _posting_items(pending: dict[str, dict[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The held postings as ``(key, value)`` pairs in key order.
+
+    Terms in code point order (their UTF-8 byte order), then ids. ``cortex._speedups
+    .posting_items`` returns the same, or None where this raises.
+    """
+    items: list[tuple[bytes, bytes]] = []
+    for term in sorted(pending):
+        prefix = posting_prefix(term)
+        items += [(prefix + raw, v) for raw, v in sorted(pending[term].items())]
+    return items
+
+
 def idf(n: int, df: int) -> float:
     """BM25 inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never < 0)."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -258,7 +285,7 @@ class Indexer:
         self._delta: Counter[str] = Counter()  # df changes not yet written, by term
         # new postings not yet written: term -> {id16: sealed [tf, dl]}; ids of one batch mostly
         # arrive in ascending order (ULIDs), so each term's postings are nearly sorted already
-        self._pending: defaultdict[str, dict[bytes, bytes]] = defaultdict(dict)
+        self._pending: dict[str, dict[bytes, bytes]] = {}
         self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
@@ -270,12 +297,17 @@ class Indexer:
         if not distinct:
             self._documents += 1
             return
-        raw, pending, memo = mid.bytes, self._pending, self._values
-        for term, tf in zip(distinct, counts, strict=True):
+        memo, by_tf = self._values, {}
+        for tf in set(counts):
             value = memo.get((tf, length))
             if value is None:
                 value = memo[tf, length] = _posting_value(tf, length)
-            pending[term][raw] = value
+            by_tf[tf] = value
+        values = [*map(by_tf.__getitem__, counts)]
+        if _USE_SPEEDUPS:
+            _sp.add_postings(self._pending, distinct, values, mid.bytes)
+        else:
+            _add_postings(self._pending, distinct, values, mid.bytes)
         self._delta.update(distinct)
         self._documents += 1
         self._total += length
@@ -304,12 +336,8 @@ class Indexer:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
         if self._pending:
-            # in key order: terms sorted (code point order is UTF-8 byte order), then ids
-            items: list[tuple[bytes, bytes]] = []
-            for term in sorted(self._pending):
-                prefix = posting_prefix(term)
-                items += [(prefix + raw, v) for raw, v in sorted(self._pending[term].items())]
-            txn.put_many(items)
+            items = _sp.posting_items(LEX_POSTING, self._pending) if _USE_SPEEDUPS else None
+            txn.put_many(items if items is not None else _posting_items(self._pending))
             self._pending.clear()
         vocabulary = self._terms
         puts = []

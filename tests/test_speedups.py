@@ -745,3 +745,81 @@ def test_encode_ascii_texts_arguments() -> None:
     for bad in (0, 256):
         with pytest.raises(ValueError):
             sp.encode_ascii_texts([], bad)
+
+
+_PENDING = st.dictionaries(
+    st.text(max_size=3) | st.sampled_from(["", "\x00", "a\x00", "é", "\ud800", "東"]),
+    st.dictionaries(st.binary(min_size=0, max_size=3), st.binary(max_size=3), max_size=4),
+    max_size=6,
+)
+
+
+@given(_PENDING)
+@example({})
+@example({"b": {b"\x02": b"x", b"\x01": b"y"}, "a": {b"\x03": b"z"}, "é": {}})
+@example({"a": {b"\x01": b"v"}, "": {b"\x01": b"v"}})
+@example({"\ud800": {b"\x01": b"v"}})
+def test_posting_items_agree(pending: dict[str, dict[bytes, bytes]]) -> None:
+    from cortex import lexical
+    from cortex.keys import LEX_POSTING
+
+    c = sp.posting_items(LEX_POSTING, pending)
+    try:
+        py = lexical._posting_items(pending)
+    except ValueError:  # an empty term, U+0000 or a lone surrogate: no key holds it
+        assert c is None
+    else:
+        assert c == py
+        assert all(type(k) is bytes and type(v) is bytes for k, v in c)
+
+
+@given(_PENDING, st.lists(st.text(max_size=3), max_size=8), st.binary(max_size=3))
+def test_add_postings_agree(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], raw: bytes
+) -> None:
+    from cortex import lexical
+
+    values = [t.encode("utf-8", "surrogatepass") for t in terms]
+    a = {k: dict(v) for k, v in pending.items()}
+    b = {k: dict(v) for k, v in pending.items()}
+    sp.add_postings(a, terms, values, raw)
+    lexical._add_postings(b, terms, values, raw)
+    assert a == b
+    assert [list(g) for g in a.values()] == [list(g) for g in b.values()]  # insertion order
+
+
+def test_posting_helpers_arguments() -> None:
+    with pytest.raises(ValueError):
+        sp.add_postings({}, ["a"], [], b"x")
+    with pytest.raises(TypeError):
+        sp.add_postings({}, ("a",), [b"v"], b"x")
+    with pytest.raises(TypeError):
+        sp.posting_items("lex/p/", {})
+
+
+def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
+    """A batch indexed with the C helpers leaves exactly the store the Python path leaves."""
+    from cortex import lexical
+    from cortex.kv import LmdbKV
+
+    docs = {
+        MemoryId(bytes([i]) * 16): ["b", "a", "é", "a", f"t{i % 3}", "東"][: 2 + i % 5]
+        for i in range(1, 12)
+    }
+    stores = []
+    for on in (False, True):
+        kv = LmdbKV(tmp_path / f"kv-{on}")
+        with _module_speedups(lexical, on):
+
+            def fn(txn: Any) -> None:
+                lex = lexical.Indexer(txn)
+                for m, terms in docs.items():
+                    lex.add(m, 1, terms)
+                lex.remove(MemoryId(bytes([3]) * 16))
+                lex.flush()
+
+            kv.write(fn)
+        with kv.read() as txn:
+            stores.append(list(txn.scan(b"")))
+        kv.close()
+    assert stores[0] == stores[1]
