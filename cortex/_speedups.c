@@ -1668,14 +1668,15 @@ sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(posting_items_doc,
              "posting_items(prefix, pending, /)\n--\n\n"
-             "The ``(prefix + term + b'\\\\x00' + raw, value)`` pairs of ``pending`` (a term to "
-             "{raw: value}) in key order; None when a term or raw is not what a key can hold "
+             "The keys ``prefix + term + b'\\\\x00' + raw`` of ``pending`` (a term to "
+             "{raw: value}) in key order and their values: ``(keys, values)``, two lists (no "
+             "tuple per posting); None when a term or raw is not what a key can hold "
              "(``cortex.lexical._posting_items`` then raises).");
 
 static PyObject *
 sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *prefix, *pending, *terms, *out = NULL, *items = NULL;
+    PyObject *prefix, *pending, *terms, *out = NULL, *outv = NULL, *items = NULL;
     Py_ssize_t t, nterms;
     (void)module;
     if (nargs != 2) {
@@ -1704,7 +1705,8 @@ sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto fail;
     }
     out = PyList_New(0);
-    if (out == NULL) {
+    outv = PyList_New(0);
+    if (out == NULL || outv == NULL) {
         goto fail;
     }
     for (t = 0; t < nterms; t++) {
@@ -1733,7 +1735,8 @@ sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         nitems = PyList_GET_SIZE(items);
         for (i = 0; i < nitems; i++) {
             PyObject *pair = PyList_GET_ITEM(items, i);
-            PyObject *raw = PyTuple_GET_ITEM(pair, 0), *key, *kv;
+            PyObject *raw = PyTuple_GET_ITEM(pair, 0), *key;
+            int rc;
             Py_ssize_t rlen;
             char *k;
             if (!PyBytes_CheckExact(raw)) {
@@ -1749,26 +1752,31 @@ sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             memcpy(k + plen, tb, (size_t)tlen);
             k[plen + tlen] = 0;
             memcpy(k + plen + tlen + 1, PyBytes_AS_STRING(raw), (size_t)rlen);
-            kv = PyTuple_Pack(2, key, PyTuple_GET_ITEM(pair, 1));
+            rc = PyList_Append(out, key);
             Py_DECREF(key);
-            if (kv == NULL || PyList_Append(out, kv) < 0) {
-                Py_XDECREF(kv);
+            if (rc < 0 || PyList_Append(outv, PyTuple_GET_ITEM(pair, 1)) < 0) {
                 goto fail;
             }
-            Py_DECREF(kv);
         }
         Py_CLEAR(items);
     }
     Py_DECREF(terms);
-    return out;
+    {
+        PyObject *res = PyTuple_Pack(2, out, outv);
+        Py_DECREF(out);
+        Py_DECREF(outv);
+        return res;
+    }
 none:
     Py_XDECREF(items);
     Py_XDECREF(out);
+    Py_XDECREF(outv);
     Py_DECREF(terms);
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(items);
     Py_XDECREF(out);
+    Py_XDECREF(outv);
     Py_DECREF(terms);
     return NULL;
 }

@@ -35,5 +35,5 @@ def add_postings(
 
 def posting_items(
     prefix: bytes, pending: dict[str, dict[bytes, bytes]], /
-) -> list[tuple[bytes, bytes]] | None:
-    """The posting keys and values of ``pending`` in key order; ``None`` for a bad term or id."""
+) -> tuple[list[bytes], list[bytes]] | None:
+    """The posting keys of ``pending`` in key order and their values; ``None`` for a bad term."""
