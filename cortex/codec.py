@@ -71,6 +71,8 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None
+# an extension built from an older _speedups.c lacks it: then the Python path runs
+_HAS_ASCII_TEXTS: Final = _sp is not None and hasattr(_sp, "encode_ascii_texts")
 """Decode through the C accelerator ``cortex._speedups`` when it is built.
 
 Only the success path is accelerated: whatever it rejects is decoded again by the Python path,
@@ -548,7 +550,11 @@ class _List(_Field[tuple[Any, ...]]):
         m = self._ascii_max
         if m and type(v) in (tuple, list) and len(v) <= self.max_items:
             # tags and the lexical document's terms are such lists on every write
-            fast = _sp.encode_ascii_texts(v, m) if _USE_SPEEDUPS else _ascii_texts(v, m)
+            fast = (
+                _sp.encode_ascii_texts(v, m)
+                if _USE_SPEEDUPS and _HAS_ASCII_TEXTS
+                else _ascii_texts(v, m)
+            )
             if fast is not None and (not self.unique or len(set(v)) == len(v)):
                 return fast
         return self._enc_generic(v)

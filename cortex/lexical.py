@@ -53,9 +53,12 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_USE_SPEEDUPS: bool = _sp is not None
-"""Count terms in C (``cortex._speedups.count_terms``) when it is built; tests switch this off
-to compare with the Python path."""
+# an extension built from an older _speedups.c lacks the functions: then the Python paths run
+_USE_SPEEDUPS: bool = _sp is not None and all(
+    hasattr(_sp, name) for name in ("count_terms", "add_postings", "posting_items")
+)
+"""Count terms, hold and order postings in C (``cortex._speedups``) when it is built; tests
+switch this off to compare with the Python paths."""
 
 __all__ = [
     "FEATURE",

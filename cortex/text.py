@@ -17,7 +17,8 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_USE_SPEEDUPS: bool = _sp is not None
+# an extension built from an older _speedups.c lacks the function: then the Python path runs
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "ascii_tokens")
 """Tokenize ASCII text in C (``cortex._speedups.ascii_tokens``) when it is built; tests switch
 this off to compare with the Python path, which stays the definition."""
 

@@ -823,3 +823,18 @@ def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
             stores.append(list(txn.scan(b"")))
         kv.close()
     assert stores[0] == stores[1]
+
+
+def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build of an older _speedups.c (decode only) must not break writing: the flags say so."""
+    from cortex import lexical, text
+    from cortex.codec import TAGS
+
+    want = TAGS.enc(("alpha", "beta"))
+    monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
+    assert TAGS.enc(("alpha", "beta")) == want
+    for module, names in (
+        (text, ("ascii_tokens",)),
+        (lexical, ("count_terms", "add_postings", "posting_items")),
+    ):
+        assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
