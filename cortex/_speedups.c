@@ -1,5 +1,8 @@
 /*
- * cortex._speedups: a schema-driven, strict, one-pass decoder of canonical CBOR records.
+ * cortex._speedups: a schema-driven, strict, one-pass decoder of canonical CBOR records, and
+ * at the end of the file the hot loops of the write path: tokenizing ASCII text, counting
+ * terms, holding and ordering the lexical postings of a transaction, and encoding a list of
+ * short ASCII text strings (tags, a lexical document's terms).
  *
  * A ``Plan`` describes one record struct (built by ``StructCodec`` from its field list, see
  * cortex/codec.py).  ``decode(plan, data)`` reads ``data`` straight into the struct and accepts
@@ -1395,15 +1398,407 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The lexical index's hot loops (cortex/text.py, cortex/lexical.py keep the definitions: these
+ * return exactly what the pure-Python paths return, or None where they do not apply). */
+
+#define MAX_TOKEN_CHARS 64 /* cortex.text.MAX_TOKEN_CHARS */
+
+PyDoc_STRVAR(ascii_tokens_doc,
+             "ascii_tokens(text, /)\n--\n\n"
+             "``tokenize(text)`` for ASCII text: the maximal runs of ASCII letters and digits, "
+             "lower-cased, each cut to 64 characters; None when ``text`` is not ASCII.");
+
+static PyObject *
+sp_ascii_tokens(PyObject *module, PyObject *text)
+{
+    const Py_UCS1 *s;
+    Py_ssize_t n, i = 0;
+    PyObject *out, *tok;
+    char buf[MAX_TOKEN_CHARS];
+    (void)module;
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_tokens: text must be a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) {
+        Py_RETURN_NONE;
+    }
+    s = PyUnicode_1BYTE_DATA(text);
+    n = PyUnicode_GET_LENGTH(text);
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    while (i < n) {
+        Py_ssize_t len = 0;
+        while (i < n) {
+            Py_UCS1 c = s[i];
+            if (c >= 'A' && c <= 'Z') {
+                c = (Py_UCS1)(c + ('a' - 'A'));
+            }
+            else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) {
+                break;
+            }
+            if (len < MAX_TOKEN_CHARS) {
+                buf[len] = (char)c;
+            }
+            len++;
+            i++;
+        }
+        if (len > 0) {
+            tok = PyUnicode_FromStringAndSize(buf, len < MAX_TOKEN_CHARS ? len : MAX_TOKEN_CHARS);
+            if (tok == NULL || PyList_Append(out, tok) < 0) {
+                Py_XDECREF(tok);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(tok);
+        }
+        else {
+            i++; /* a separator */
+        }
+    }
+    return out;
+}
+
+PyDoc_STRVAR(count_terms_doc,
+             "count_terms(terms, /)\n--\n\n"
+             "The distinct terms of the list ``terms`` in code point order and how often each "
+             "occurs: ``(distinct, counts)``; None when an item is not a non-empty str without "
+             "U+0000.");
+
+static PyObject *
+sp_count_terms(PyObject *module, PyObject *terms)
+{
+    PyObject *sorted, *distinct = NULL, *counts = NULL, *prev = NULL, *res = NULL;
+    Py_ssize_t n, i, run = 0;
+    (void)module;
+    if (!PyList_CheckExact(terms)) {
+        PyErr_SetString(PyExc_TypeError, "count_terms: terms must be a list");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(terms);
+    for (i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(terms, i);
+        Py_ssize_t len;
+        if (!PyUnicode_CheckExact(t)) {
+            Py_RETURN_NONE;
+        }
+        len = PyUnicode_GET_LENGTH(t);
+        if (len == 0 || PyUnicode_FindChar(t, 0, 0, len, 1) != -1) {
+            Py_RETURN_NONE;
+        }
+    }
+    sorted = PyList_GetSlice(terms, 0, n);
+    if (sorted == NULL) {
+        return NULL;
+    }
+    /* exact str items only: the sort compares code points and cannot fail */
+    if (PyList_Sort(sorted) < 0) {
+        goto done;
+    }
+    distinct = PyList_New(0);
+    counts = PyList_New(0);
+    if (distinct == NULL || counts == NULL) {
+        goto done;
+    }
+    for (i = 0; i <= n; i++) {
+        PyObject *t = i < n ? PyList_GET_ITEM(sorted, i) : NULL;
+        if (t != NULL && prev != NULL) {
+            int eq = PyUnicode_Compare(t, prev) == 0;
+            if (eq) {
+                run++;
+                continue;
+            }
+        }
+        if (prev != NULL) {
+            PyObject *c = PyLong_FromSsize_t(run);
+            if (c == NULL || PyList_Append(distinct, prev) < 0 || PyList_Append(counts, c) < 0) {
+                Py_XDECREF(c);
+                goto done;
+            }
+            Py_DECREF(c);
+        }
+        prev = t;
+        run = 1;
+    }
+    res = PyTuple_Pack(2, distinct, counts);
+done:
+    Py_DECREF(sorted);
+    Py_XDECREF(distinct);
+    Py_XDECREF(counts);
+    return res;
+}
+
+PyDoc_STRVAR(encode_ascii_texts_doc,
+             "encode_ascii_texts(items, max_chars, /)\n--\n\n"
+             "The canonical CBOR array of the text strings ``items`` (a list or tuple) when every "
+             "item is a str of 1..max_chars ASCII characters (max_chars <= 255); else None.");
+
+static PyObject *
+sp_encode_ascii_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *items, *seq, *out;
+    Py_ssize_t n, i, size, max_chars;
+    size_t head_len;
+    uint64_t count;
+    char *p;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_ascii_texts(items, max_chars) takes two arguments");
+        return NULL;
+    }
+    items = args[0];
+    max_chars = PyLong_AsSsize_t(args[1]);
+    if (max_chars == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (max_chars < 1 || max_chars > 255) {
+        PyErr_SetString(PyExc_ValueError, "encode_ascii_texts: max_chars must be 1..255");
+        return NULL;
+    }
+    if (!PyList_CheckExact(items) && !PyTuple_CheckExact(items)) {
+        Py_RETURN_NONE;
+    }
+    seq = items;
+    n = PySequence_Fast_GET_SIZE(seq);
+    size = 0;
+    for (i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t len;
+        if (!PyUnicode_CheckExact(t) || !PyUnicode_IS_ASCII(t)) {
+            Py_RETURN_NONE;
+        }
+        len = PyUnicode_GET_LENGTH(t);
+        if (len < 1 || len > max_chars) {
+            Py_RETURN_NONE;
+        }
+        size += (len < 24 ? 1 : 2) + len;
+    }
+    count = (uint64_t)n;
+    head_len = count < 24 ? 1 : count < 0x100 ? 2 : count < 0x10000 ? 3 : count < 0x100000000ULL ? 5 : 9;
+    out = PyBytes_FromStringAndSize(NULL, size + (Py_ssize_t)head_len);
+    if (out == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(out);
+    if (head_len == 1) {
+        *p++ = (char)(0x80 | count);
+    }
+    else {
+        size_t w = head_len - 1, k;
+        *p++ = (char)(w == 1 ? 0x98 : w == 2 ? 0x99 : w == 4 ? 0x9a : 0x9b);
+        for (k = 0; k < w; k++) {
+            *p++ = (char)(count >> (8 * (w - 1 - k)));
+        }
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+        if (len < 24) {
+            *p++ = (char)(0x60 | len);
+        }
+        else {
+            *p++ = (char)0x78;
+            *p++ = (char)len;
+        }
+        memcpy(p, PyUnicode_1BYTE_DATA(t), (size_t)len);
+        p += len;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(add_postings_doc,
+             "add_postings(pending, terms, values, raw, /)\n--\n\n"
+             "``pending[term][raw] = value`` for each term and value (``pending`` maps a term to "
+             "a dict, created when missing); ``cortex.lexical._add_postings`` in C.");
+
+static PyObject *
+sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *pending, *terms, *values, *raw;
+    Py_ssize_t n, i;
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "add_postings takes four arguments");
+        return NULL;
+    }
+    pending = args[0];
+    terms = args[1];
+    values = args[2];
+    raw = args[3];
+    if (!PyDict_CheckExact(pending) || !PyList_CheckExact(terms) || !PyList_CheckExact(values)) {
+        PyErr_SetString(PyExc_TypeError, "add_postings(dict, list, list, raw)");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(terms);
+    if (PyList_GET_SIZE(values) != n) {
+        PyErr_SetString(PyExc_ValueError, "add_postings: as many values as terms");
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *term = PyList_GET_ITEM(terms, i);
+        PyObject *group = PyDict_GetItemWithError(pending, term); /* borrowed */
+        if (group == NULL) {
+            int rc;
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            group = PyDict_New();
+            if (group == NULL) {
+                return NULL;
+            }
+            rc = PyDict_SetItem(pending, term, group);
+            Py_DECREF(group); /* pending holds it */
+            if (rc < 0) {
+                return NULL;
+            }
+        }
+        else if (!PyDict_Check(group)) {
+            PyErr_SetString(PyExc_TypeError, "add_postings: pending must map terms to dicts");
+            return NULL;
+        }
+        if (PyDict_SetItem(group, raw, PyList_GET_ITEM(values, i)) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(posting_items_doc,
+             "posting_items(prefix, pending, /)\n--\n\n"
+             "The keys ``prefix + term + b'\\\\x00' + raw`` of ``pending`` (a term to "
+             "{raw: value}) in key order and their values: ``(keys, values)``, two lists (no "
+             "tuple per posting); None when a term or raw is not what a key can hold "
+             "(``cortex.lexical._posting_items`` then raises).");
+
+static PyObject *
+sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *pending, *terms, *out = NULL, *outv = NULL, *items = NULL;
+    Py_ssize_t t, nterms;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "posting_items(prefix, pending) takes two arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    pending = args[1];
+    if (!PyBytes_CheckExact(prefix) || !PyDict_CheckExact(pending)) {
+        PyErr_SetString(PyExc_TypeError, "posting_items(bytes, dict)");
+        return NULL;
+    }
+    terms = PyDict_Keys(pending);
+    if (terms == NULL) {
+        return NULL;
+    }
+    nterms = PyList_GET_SIZE(terms);
+    for (t = 0; t < nterms; t++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(terms, t))) {
+            Py_DECREF(terms);
+            Py_RETURN_NONE;
+        }
+    }
+    /* exact str keys: the sort compares code points (the UTF-8 byte order) and cannot fail */
+    if (PyList_Sort(terms) < 0) {
+        goto fail;
+    }
+    out = PyList_New(0);
+    outv = PyList_New(0);
+    if (out == NULL || outv == NULL) {
+        goto fail;
+    }
+    for (t = 0; t < nterms; t++) {
+        PyObject *term = PyList_GET_ITEM(terms, t);
+        PyObject *group = PyDict_GetItemWithError(pending, term); /* borrowed */
+        const char *tb;
+        Py_ssize_t tlen, plen = PyBytes_GET_SIZE(prefix), i, nitems;
+        if (group == NULL || !PyDict_CheckExact(group)) {
+            if (!PyErr_Occurred()) {
+                goto none;
+            }
+            goto fail;
+        }
+        tb = PyUnicode_AsUTF8AndSize(term, &tlen);
+        if (tb == NULL) { /* a lone surrogate: the Python path names it */
+            PyErr_Clear();
+            goto none;
+        }
+        if (tlen == 0 || memchr(tb, 0, (size_t)tlen) != NULL) {
+            goto none;
+        }
+        items = PyDict_Items(group);
+        if (items == NULL || PyList_Sort(items) < 0) {
+            goto fail;
+        }
+        nitems = PyList_GET_SIZE(items);
+        for (i = 0; i < nitems; i++) {
+            PyObject *pair = PyList_GET_ITEM(items, i);
+            PyObject *raw = PyTuple_GET_ITEM(pair, 0), *key;
+            int rc;
+            Py_ssize_t rlen;
+            char *k;
+            if (!PyBytes_CheckExact(raw)) {
+                goto none;
+            }
+            rlen = PyBytes_GET_SIZE(raw);
+            key = PyBytes_FromStringAndSize(NULL, plen + tlen + 1 + rlen);
+            if (key == NULL) {
+                goto fail;
+            }
+            k = PyBytes_AS_STRING(key);
+            memcpy(k, PyBytes_AS_STRING(prefix), (size_t)plen);
+            memcpy(k + plen, tb, (size_t)tlen);
+            k[plen + tlen] = 0;
+            memcpy(k + plen + tlen + 1, PyBytes_AS_STRING(raw), (size_t)rlen);
+            rc = PyList_Append(out, key);
+            Py_DECREF(key);
+            if (rc < 0 || PyList_Append(outv, PyTuple_GET_ITEM(pair, 1)) < 0) {
+                goto fail;
+            }
+        }
+        Py_CLEAR(items);
+    }
+    Py_DECREF(terms);
+    {
+        PyObject *res = PyTuple_Pack(2, out, outv);
+        Py_DECREF(out);
+        Py_DECREF(outv);
+        return res;
+    }
+none:
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_XDECREF(outv);
+    Py_DECREF(terms);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(items);
+    Py_XDECREF(out);
+    Py_XDECREF(outv);
+    Py_DECREF(terms);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
+    {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
+    {"count_terms", (PyCFunction)sp_count_terms, METH_O, count_terms_doc},
+    {"add_postings", (PyCFunction)(void (*)(void))sp_add_postings, METH_FASTCALL,
+     add_postings_doc},
+    {"posting_items", (PyCFunction)(void (*)(void))sp_posting_items, METH_FASTCALL,
+     posting_items_doc},
+    {"encode_ascii_texts", (PyCFunction)(void (*)(void))sp_encode_ascii_texts, METH_FASTCALL,
+     encode_ascii_texts_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "cortex._speedups",
-    .m_doc = "Strict one-pass decoder of canonical CBOR records (optional accelerator).",
+    .m_doc = "Strict one-pass decoder of canonical CBOR records and the lexical index's hot "
+             "loops (optional accelerator).",
     .m_size = -1,
     .m_methods = methods,
 };

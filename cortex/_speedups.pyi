@@ -18,3 +18,22 @@ class Plan:
 
 def decode(plan: Plan, data: bytes | bytearray | memoryview, /) -> Any:
     """Decode canonical CBOR ``data`` into the record ``plan`` describes; raise ``Reject``."""
+
+def ascii_tokens(text: str, /) -> list[str] | None:
+    """``tokenize(text)`` for ASCII text; ``None`` when ``text`` is not ASCII."""
+
+def count_terms(terms: list[str], /) -> tuple[list[str], list[int]] | None:
+    """Distinct terms in code point order and their counts; ``None`` for a bad item."""
+
+def encode_ascii_texts(items: object, max_chars: int, /) -> bytes | None:
+    """The CBOR array of short ASCII text strings ``items``; ``None`` when one is not such."""
+
+def add_postings(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes, /
+) -> None:
+    """``pending[term][raw] = value`` for each term and value."""
+
+def posting_items(
+    prefix: bytes, pending: dict[str, dict[bytes, bytes]], /
+) -> tuple[list[bytes], list[bytes]] | None:
+    """The posting keys of ``pending`` in key order and their values; ``None`` for a bad term."""

@@ -71,6 +71,8 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None
+# an extension built from an older _speedups.c lacks it: then the Python path runs
+_HAS_ASCII_TEXTS: Final = _sp is not None and hasattr(_sp, "encode_ascii_texts")
 """Decode through the C accelerator ``cortex._speedups`` when it is built.
 
 Only the success path is accelerated: whatever it rejects is decoded again by the Python path,
@@ -149,6 +151,7 @@ def _head(major: int, n: int) -> bytes:
 
 _SMALL_UINT: Final = tuple(_head(0, i) for i in range(256))
 _TEXT_HEAD: Final = tuple(_head(3, i) for i in range(256))
+_TEXT_HEAD_CHR: Final = tuple(h.decode("latin-1") for h in _TEXT_HEAD)  # a head as 1-2 chars
 _pack_e = struct.Struct(">e").pack
 _unpack_e = struct.Struct(">e").unpack
 _pack_f = struct.Struct(">f").pack
@@ -427,7 +430,15 @@ class _Time(_Field[datetime]):
     _MIN: Final = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_US
     _MAX: Final = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC) - _EPOCH) // _ONE_US
 
+    # the last time converted: one write converts the same ``now`` for the head, the version,
+    # the index keys and the journal (datetimes are immutable, and the reference held here keeps
+    # the object alive, so identity means the same value)
+    _last: tuple[Any, int] = (None, 0)
+
     def micros(self, v: Any) -> int:
+        last = self._last
+        if last[0] is v:
+            return last[1]
         if not isinstance(v, datetime):
             raise _Invalid("type", f"must be a datetime, got {_type_name(v)}")
         if v.tzinfo is None or v.utcoffset() is None:
@@ -443,6 +454,7 @@ class _Time(_Field[datetime]):
         # rejects what lies outside: never write bytes that cannot be read back
         if not self._MIN <= us <= self._MAX:
             raise _Invalid("range", "is outside the years 1..9999 in UTC")
+        self._last = (v, us)
         return us
 
     def enc(self, v: Any) -> bytes:
@@ -504,6 +516,24 @@ class _Id(_Field[MemoryId]):
         return [f"if type({x}) is not bytes or len({x}) != 16: raise _FB", f"{x} = MemoryId({x})"]
 
 
+def _ascii_texts(v: list[Any] | tuple[Any, ...], max_chars: int) -> bytes | None:
+    """The CBOR array of ``v`` when every item is a str of 1..max_chars ASCII characters.
+
+    ``None`` otherwise (the generic encoder then checks and explains). ``max_chars`` <= 255:
+    each item's head is then ``_TEXT_HEAD``, one or two bytes, which latin-1 keeps as they are.
+    The C accelerator's ``encode_ascii_texts`` returns the same.
+    """
+    if not v:
+        return b"\x80"
+    if set(map(type, v)) != {str} or not "".join(v).isascii():
+        return None
+    lens = [*map(len, v)]
+    if min(lens) < 1 or max(lens) > max_chars:
+        return None
+    th = _TEXT_HEAD_CHR
+    return _head(4, len(v)) + "".join([th[len(x)] + x for x in v]).encode("latin-1")
+
+
 class _List(_Field[tuple[Any, ...]]):
     kind = "list"
 
@@ -518,14 +548,15 @@ class _List(_Field[tuple[Any, ...]]):
 
     def enc(self, v: Any) -> bytes:
         m = self._ascii_max
-        if (
-            m
-            and type(v) in (tuple, list)
-            and len(v) <= self.max_items
-            and all(type(x) is str and 0 < len(x) <= m and x.isascii() for x in v)
-            and (not self.unique or len(set(v)) == len(v))
-        ):
-            return _head(4, len(v)) + b"".join(_TEXT_HEAD[len(x)] + x.encode() for x in v)
+        if m and type(v) in (tuple, list) and len(v) <= self.max_items:
+            # tags and the lexical document's terms are such lists on every write
+            fast = (
+                _sp.encode_ascii_texts(v, m)
+                if _USE_SPEEDUPS and _HAS_ASCII_TEXTS
+                else _ascii_texts(v, m)
+            )
+            if fast is not None and (not self.unique or len(set(v)) == len(v)):
+                return fast
         return self._enc_generic(v)
 
     def _enc_generic(self, v: Any) -> bytes:

@@ -7,7 +7,7 @@ Codes are never renumbered or reused; new members are appended. On disk a member
 from __future__ import annotations
 
 import enum
-from typing import Self
+from typing import Any, Self
 
 __all__ = [
     "ConstraintSource",
@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 
+# each enum's members by label, built on first use (the classes are fixed)
+_BY_LABEL: dict[type[Any], dict[str, Any]] = {}
+
+
 class CodedEnum(enum.IntEnum):
     """An enum whose value is its on-disk byte and whose ``label`` is its lower-case name."""
 
@@ -40,10 +44,12 @@ class CodedEnum(enum.IntEnum):
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
-            # compare with the label itself: str.upper() maps some non-ASCII letters to ASCII
-            # ("ſoft".upper() == "SOFT"), and only the exact label is accepted
-            m = cls.__members__.get(value.upper())
-            return m if m is not None and m.label == value else None
+            # only the exact label is accepted (not "ſoft", though "ſoft".upper() == "SOFT")
+            by_label = _BY_LABEL.get(cls)
+            if by_label is None:
+                by_label = _BY_LABEL[cls] = {m.label: m for m in cls}
+            m: Self | None = by_label.get(value)
+            return m
         if type(value) is int:
             try:
                 return cls(value)

@@ -349,13 +349,18 @@ def _full_value(v: Any) -> str:
     return str(v)
 
 
-def render_full(data: Data) -> str:
+def render_full(data: Data, *, is_canonical: bool = False) -> str:
     """The full form, never truncated.
 
     The first line is ``TypeName: <short text>``, then one ``field: value`` line for every field
     that is set, in key order.
+
+    Args:
+        data: the typed data.
+        is_canonical: ``data`` came from decoding (see ``canonical``); skips re-normalising.
     """
-    data = canonical(data)
+    if not is_canonical:
+        data = canonical(data)
     short, _ = _templates(data)
     lines = [f"{data.TYPE.type_name}: {short(data)}"]
     for name in data.__struct_fields__:

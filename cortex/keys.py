@@ -8,6 +8,7 @@ another.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Final, NamedTuple, TypeVar
 
 from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
@@ -90,11 +91,15 @@ def _u64(n: int) -> bytes:
     return n.to_bytes(8, "big")
 
 
+# Tags and object references recur across memories: their hashes are remembered (pure
+# functions of the text, bounded caches).
+@lru_cache(maxsize=4096)
 def tag_hash(tag: str) -> bytes:
     """First 8 bytes of sha256 of the NFC tag's UTF-8."""
     return hashlib.sha256(tag.encode("utf-8")).digest()[:8]
 
 
+@lru_cache(maxsize=4096)
 def obj_hash(obj_ref: str) -> bytes:
     """First 16 bytes of sha256 of a frame's object reference."""
     return hashlib.sha256(obj_ref.encode("utf-8")).digest()[:16]

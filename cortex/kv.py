@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
@@ -83,6 +83,9 @@ class WriteTxn(ReadTxn, Protocol):
 
     def delete(self, key: bytes) -> bool:
         """Remove ``key``; False when it was absent."""
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store every ``(key, value)`` pair, overwriting; fastest when the keys are sorted."""
 
 
 class KV(Protocol):
@@ -182,6 +185,11 @@ class _LmdbTxn:
 
     def delete(self, key: bytes) -> bool:
         return bool(self._txn.delete(key))
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        # one call into the engine for the whole batch; in key order LMDB's inserts stay local
+        with self._txn.cursor() as cur:
+            cur.putmulti(items)
 
 
 class _Gate:

@@ -49,6 +49,18 @@ from cortex.records import Data
 from cortex.text import query_terms
 from cortex.text import terms as doc_terms
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+# an extension built from an older _speedups.c lacks the functions: then the Python paths run
+_USE_SPEEDUPS: bool = _sp is not None and all(
+    hasattr(_sp, name) for name in ("count_terms", "add_postings", "posting_items")
+)
+"""Count terms, hold and order postings in C (``cortex._speedups``) when it is built; tests
+switch this off to compare with the Python paths."""
+
 __all__ = [
     "FEATURE",
     "K1",
@@ -60,6 +72,7 @@ __all__ = [
     "LexStats",
     "analyze",
     "check",
+    "count_terms",
     "idf",
     "read_stats",
     "same_terms",
@@ -127,9 +140,62 @@ STATS_CODEC: Final = StructCodec(
 )
 
 
-def analyze(data: Data) -> list[str]:
-    """The terms the index holds for typed data: ``terms(render_full(data))``."""
-    return doc_terms(render_full(data))
+def analyze(data: Data, *, is_canonical: bool = False) -> list[str]:
+    """The terms the index holds for typed data: ``terms(render_full(data))``.
+
+    ``is_canonical``: ``data`` came from decoding (``forms.canonical``); skips re-normalising.
+    """
+    return doc_terms(render_full(data, is_canonical=is_canonical))
+
+
+def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
+    """The distinct terms in code point order (which is their UTF-8 byte order) and their counts.
+
+    Raises:
+        ValueError: a term is empty or contains U+0000 (it cannot be part of a key).
+    """
+    if _USE_SPEEDUPS and type(terms) is list:
+        counted = _sp.count_terms(terms)
+        if counted is not None:
+            return counted
+    tfs = Counter(terms)
+    distinct = sorted(tfs)
+    if "" in tfs or any("\x00" in t for t in distinct):
+        raise ValueError(f"bad search terms in {tuple(distinct)!r}")
+    return distinct, [tfs[t] for t in distinct]
+
+
+def _add_postings(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes
+) -> None:
+    """Hold the postings of one memory (id16 ``raw``): ``pending[term][raw] = value``.
+
+    ``cortex._speedups.add_postings`` does the same in C.
+    """
+    for term, value in zip(terms, values, strict=True):
+        held = pending.get(term)
+        if held is None:
+            held = pending[term] = {}
+        held[raw] = value
+
+
+def _posting_items(pending: dict[str, dict[bytes, bytes]]) -> tuple[list[bytes], list[bytes]]:
+    """The held postings' keys in key order, and their values.
+
+    Terms in code point order (their UTF-8 byte order), then ids. Two lists, not a pair per
+    posting: ``zip`` of them feeds ``put_many`` without allocating (the garbage collector runs
+    by allocations). ``cortex._speedups.posting_items`` returns the same, or None where this
+    raises.
+    """
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    for term in sorted(pending):
+        prefix = posting_prefix(term)
+        held = pending[term]
+        ids = sorted(held)
+        keys += [prefix + raw for raw in ids]
+        values += [held[raw] for raw in ids]
+    return keys, values
 
 
 def idf(n: int, df: int) -> float:
@@ -145,18 +211,24 @@ def _posting_value(tf: int, length: int) -> bytes:
     return seal(b"\x82" + _uint(tf) + _uint(length))
 
 
+# the width of a CBOR unsigned integer after its head byte, and the least value it may hold in
+# that width (a smaller one has a shorter, canonical form)
+_UINT_WIDTHS: Final = {24: (1, 24), 25: (2, 0x100), 26: (4, 0x10000), 27: (8, 0x100000000)}
+
+
 def _read_uint(p: bytes, i: int) -> tuple[int, int]:
     """A canonical CBOR unsigned integer at ``p[i]``: ``(value, next index)``."""
     h = p[i]
     if h < 24:
         return h, i + 1
-    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(h)
-    if width is None or i + 1 + width > len(p):
+    spec = _UINT_WIDTHS.get(h)
+    if spec is None or i + 1 + spec[0] > len(p):
         raise ValueError("not an unsigned integer")
-    n = int.from_bytes(p[i + 1 : i + 1 + width], "big")
-    if _uint(n) != p[i : i + 1 + width]:
+    end = i + 1 + spec[0]
+    n = int.from_bytes(p[i + 1 : end], "big")
+    if n < spec[1]:
         raise ValueError("integer not in its shortest form")
-    return n, i + 1 + width
+    return n, end
 
 
 def _posting(key: bytes, value: bytes) -> tuple[int, int]:
@@ -174,7 +246,35 @@ def _posting(key: bytes, value: bytes) -> tuple[int, int]:
     return tf, length
 
 
+# Sealed df values seen or written, both ways: the same bytes always hold the same count, so a
+# value found here needs no checksum or decoding (a write reads and writes ~20 of them).
+_DF_OF: dict[bytes, int] = {}
+_DF_VALUE: dict[int, bytes] = {}
+_DF_MEMO_MAX: Final = 1 << 16
+
+
+def _df_value(n: int) -> bytes:
+    """The sealed ``lex/t/`` value of ``df = n``."""
+    value = _DF_VALUE.get(n)
+    if value is None:
+        if len(_DF_VALUE) >= _DF_MEMO_MAX:
+            _DF_VALUE.clear()
+        value = _DF_VALUE[n] = seal(_uint(n))
+    return value
+
+
 def _df(key: bytes, value: bytes) -> int:
+    n = _DF_OF.get(value)
+    if n is not None:
+        return n
+    n = _df_checked(key, value)
+    if len(_DF_OF) >= _DF_MEMO_MAX:
+        _DF_OF.clear()
+    _DF_OF[value] = n
+    return n
+
+
+def _df_checked(key: bytes, value: bytes) -> int:
     p = unseal(key, value)
     try:
         n, i = _read_uint(p, 0)
@@ -187,7 +287,7 @@ def _df(key: bytes, value: bytes) -> int:
 
 def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
     try:
-        return codec.dec(cbor2.loads(unseal(key, value)))
+        return codec.decode_trusted(unseal(key, value))
     except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
         raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
 
@@ -208,54 +308,51 @@ def read_stats(txn: ReadTxn) -> LexStats:
 class Indexer:
     """Adds and removes memories within one write transaction; ``flush`` before it commits.
 
-    Document frequencies and the statistics are kept in memory while the transaction runs, so a
-    batch touches each term entry once; new postings are held back and put in key order by
-    ``flush``, which keeps LMDB's inserts local (a batch's postings of one term are adjacent).
+    Document frequency changes and the statistics are kept in memory while the transaction
+    runs, so a batch reads and writes each term entry once; new postings are held back and put
+    in key order by ``flush``, which keeps LMDB's inserts local (a batch's postings of one term
+    are adjacent).
     """
 
     def __init__(self, txn: WriteTxn) -> None:
         self.txn = txn
-        self._stats = read_stats(txn)
-        self._df: dict[str, int] = {}
-        self._before: dict[str, int] = {}
-        self._pending: dict[bytes, bytes] = {}
-
-    def _get_df(self, term: str) -> int:
-        n = self._df.get(term)
-        if n is None:
-            key = lex_term_key(term)
-            raw = self.txn.get(key)
-            n = 0 if raw is None else _df(key, raw)
-            self._df[term] = self._before[term] = n
-        return n
+        s = read_stats(txn)
+        self._documents, self._total, self._terms, self._postings = (
+            s.documents,
+            s.total_length,
+            s.terms,
+            s.postings,
+        )
+        self._delta: Counter[str] = Counter()  # df changes not yet written, by term
+        # new postings not yet written: term -> {id16: sealed [tf, dl]}; ids of one batch mostly
+        # arrive in ascending order (ULIDs), so each term's postings are nearly sorted already
+        self._pending: dict[str, dict[bytes, bytes]] = {}
+        self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
         """Index a memory (which must not be indexed already) with its terms."""
-        tfs = Counter(terms)
-        length = sum(tfs.values())
-        encoded = sorted((term.encode("utf-8"), term) for term in tfs)
-        distinct = tuple(term for _, term in encoded)
-        if any(not b or b"\x00" in b for b, _ in encoded):
-            raise ValueError(f"bad search terms in {distinct!r}")
-        doc = LexDoc(version=version, length=length, terms=distinct)
+        distinct, counts = count_terms(terms)
+        length = sum(counts)
+        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
         self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
-        pending, dfs, tail = self._pending, self._df, b"\x00" + mid.bytes
-        values: dict[int, bytes] = {}  # by tf: every posting of the memory shares its length
-        for b, term in encoded:
-            tf = tfs[term]
-            value = values.get(tf)
+        if not distinct:
+            self._documents += 1
+            return
+        memo, by_tf = self._values, {}
+        for tf in set(counts):
+            value = memo.get((tf, length))
             if value is None:
-                value = values[tf] = _posting_value(tf, length)
-            pending[LEX_POSTING + b + tail] = value
-            n = dfs.get(term)
-            dfs[term] = (n if n is not None else self._get_df(term)) + 1
-        s = self._stats
-        self._stats = LexStats(
-            documents=s.documents + 1,
-            total_length=s.total_length + length,
-            terms=s.terms,
-            postings=s.postings + len(distinct),
-        )
+                value = memo[tf, length] = _posting_value(tf, length)
+            by_tf[tf] = value
+        values = [*map(by_tf.__getitem__, counts)]
+        if _USE_SPEEDUPS:
+            _sp.add_postings(self._pending, distinct, values, mid.bytes)
+        else:
+            _add_postings(self._pending, distinct, values, mid.bytes)
+        self._delta.update(distinct)
+        self._documents += 1
+        self._total += length
+        self._postings += len(distinct)
 
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
@@ -264,42 +361,55 @@ class Indexer:
         if raw is None:
             return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        raw = mid.bytes
         for term in doc.terms:
-            posting = posting_key(term, mid)
-            if self._pending.pop(posting, None) is None:
-                self.txn.delete(posting)
-            self._df[term] = self._get_df(term) - 1
+            held = self._pending.get(term)
+            if held is None or held.pop(raw, None) is None:
+                self.txn.delete(posting_key(term, mid))
+            self._delta[term] -= 1
         self.txn.delete(key)
-        s = self._stats
-        self._stats = LexStats(
-            documents=s.documents - 1,
-            total_length=s.total_length - doc.length,
-            terms=s.terms,
-            postings=s.postings - len(doc.terms),
-        )
+        self._documents -= 1
+        self._total -= doc.length
+        self._postings -= len(doc.terms)
         return True
 
     def flush(self) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics."""
-        for key in sorted(self._pending):
-            self.txn.put(key, self._pending[key])
-        self._pending.clear()
-        vocabulary = self._stats.terms
-        for term, n in self._df.items():
-            before = self._before[term]
+        txn = self.txn
+        if self._pending:
+            held = _sp.posting_items(LEX_POSTING, self._pending) if _USE_SPEEDUPS else None
+            keys, values = held if held is not None else _posting_items(self._pending)
+            txn.put_many(zip(keys, values, strict=True))
+            self._pending.clear()
+        vocabulary = self._terms
+        puts = []
+        # every touched entry is read (and checked), even one whose count did not change
+        for term in sorted(self._delta):
+            key = lex_term_key(term)
+            raw = txn.get(key)
+            before = 0 if raw is None else _df(key, raw)
+            n = before + self._delta[term]
             if n == before:
                 continue
             if n < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             if n == 0:
-                self.txn.delete(lex_term_key(term))
+                txn.delete(key)
                 vocabulary -= 1
             else:
-                self.txn.put(lex_term_key(term), seal(_uint(n)))
+                puts.append((key, _df_value(n)))
                 vocabulary += before == 0
-            self._before[term] = n
-        self._stats = msgspec.structs.replace(self._stats, terms=vocabulary)
-        self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(self._stats, "meta/lexical")))
+        if puts:
+            txn.put_many(puts)
+        self._delta.clear()
+        self._terms = vocabulary
+        stats = LexStats(
+            documents=self._documents,
+            total_length=self._total,
+            terms=vocabulary,
+            postings=self._postings,
+        )
+        txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -410,6 +410,16 @@ def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
         for f in frames
     ):
         return frames  # the head's encoder checks the rules
+    if all(type(f) is FrameRef and type(f.obj_ref) is str and f.obj_ref.isascii() for f in frames):
+        # labels (``verb="find"``): coerced as FRAMES.enc would check them, and the head's
+        # encoder checks the other rules, naming the same fields
+        verbs = [Verb.coerce(f.verb) for f in frames]
+        kinds = [ObjKind.coerce(f.obj_kind) for f in frames]
+        if None not in verbs and None not in kinds:
+            return tuple(
+                FrameRef(verb=v, obj_kind=k, obj_ref=f.obj_ref)  # type: ignore[arg-type]
+                for v, k, f in zip(verbs, kinds, frames, strict=True)
+            )
     try:
         FRAMES.enc(frames)
     except _Invalid as exc:
@@ -855,7 +865,9 @@ class Store:
         )
         # encodes both records (every field rule is checked); the terms are found out here, before
         # the write transaction, so the writer lock is not held while rendering and tokenizing
-        prepared = _Prepared(head, ver, lexical.analyze(decoded), is_pinned(decoded))
+        prepared = _Prepared(
+            head, ver, lexical.analyze(decoded, is_canonical=True), is_pinned(decoded)
+        )
         if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
             raise ValidationError("valid_until", "order", "is before valid_from")
         if expires_at is not None and to_micros(expires_at) < to_micros(now):

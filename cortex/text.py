@@ -18,6 +18,16 @@ from typing import Final
 
 import Stemmer
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+# an extension built from an older _speedups.c lacks the function: then the Python path runs
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "ascii_tokens")
+"""Tokenize ASCII text in C (``cortex._speedups.ascii_tokens``) when it is built; tests switch
+this off to compare with the Python path, which stays the definition."""
+
 __all__ = ["MAX_TOKEN_CHARS", "STEMMER", "STOP_WORDS", "fold", "query_terms", "terms", "tokenize"]
 
 MAX_TOKEN_CHARS: Final = 64
@@ -86,9 +96,15 @@ def tokenize(text: str) -> list[str]:
         The terms; never an empty string, and ``tokenize(" ".join(terms)) == terms``.
     """
     if text.isascii():
+        if _USE_SPEEDUPS and type(text) is str:
+            tokens = _sp.ascii_tokens(text)
+            if tokens is not None:
+                return tokens
         found = _ASCII_TOKEN.findall(text.lower())
     else:
         found = _token_re().findall(fold(text))
+    if not found or max(map(len, found)) <= MAX_TOKEN_CHARS:
+        return found
     return [t if len(t) <= MAX_TOKEN_CHARS else t[:MAX_TOKEN_CHARS] for t in found]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from cortex import codec
@@ -631,3 +631,210 @@ def test_python_path_without_extension(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(codec, "_USE_SPEEDUPS", False)
     raw = fact(confidence=b"\xf9\x38\x00")
     assert decode_data(MemoryType.FACT, raw).confidence == 0.5
+
+
+# -- the write path's hot loops: tokenizing, counting terms, short ASCII text lists
+
+
+@contextmanager
+def _module_speedups(module: Any, on: bool) -> Iterator[None]:
+    old = module._USE_SPEEDUPS
+    module._USE_SPEEDUPS = on
+    try:
+        yield
+    finally:
+        module._USE_SPEEDUPS = old
+
+
+def _both(module: Any, fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` gives equal values of the same types, or the same error, on both paths."""
+    outcomes = []
+    for on in (False, True):
+        with _module_speedups(module, on):
+            try:
+                outcomes.append(("ok", fn(*args)))
+            except Exception as exc:
+                outcomes.append((type(exc), str(exc)))
+    (py_kind, py), (c_kind, c) = outcomes
+    assert py_kind == c_kind, (args, outcomes)
+    if py_kind == "ok":
+        assert type(py) is type(c) and py == c, (args, outcomes)
+        if isinstance(py, list):
+            assert [type(x) for x in py] == [type(x) for x in c]
+    else:
+        assert py == c
+
+
+_ASCII = st.characters(max_codepoint=127)
+_TOKEN_TEXT = st.text(_ASCII, max_size=80) | st.text(max_size=20)
+
+
+@given(_TOKEN_TEXT)
+@example("")
+@example("Hello, World! rtx4090 3.5 2023-05-08 under_score")
+@example("x" * 64 + " " + "Y" * 65 + "z" * 200)
+@example("\x00A\x7fB\tc")
+@example("Zürich ZURICH")
+def test_tokenize_paths_agree(s: str) -> None:
+    from cortex import text
+
+    _both(text, text.tokenize, s)
+    if not s.isascii():
+        assert sp.ascii_tokens(s) is None
+
+
+_TERMS = st.lists(
+    st.text(max_size=4)
+    | st.sampled_from(["", "\x00", "a\x00b", "é", "a", "b", "東", "\U00020000"]),
+    max_size=30,
+)
+
+
+@given(_TERMS)
+@example([])
+@example(["b", "a", "b", "c", "a", "b"])
+@example(["a", ""])
+@example(["é", "e", "z", "\U00020000", "\uffff"])
+def test_count_terms_paths_agree(terms: list[str]) -> None:
+    from cortex import lexical
+
+    _both(lexical, lexical.count_terms, terms)
+
+
+def test_count_terms_refuses_what_cannot_be_a_key() -> None:
+    assert sp.count_terms(["a", ""]) is None
+    assert sp.count_terms(["a\x00"]) is None
+    assert sp.count_terms(["a", 1]) is None
+    with pytest.raises(TypeError):
+        sp.count_terms(("a",))
+
+
+_ITEMS = st.lists(
+    st.text(_ASCII, max_size=30)
+    | st.text(max_size=3)
+    | st.sampled_from(["", "x" * 23, "x" * 24, "x" * 255, "x" * 256, 1, None, b"a"]),
+    max_size=30,
+)
+
+
+@given(_ITEMS, st.sampled_from([1, 23, 24, 64, 255]), st.booleans())
+@example([], 64, False)
+@example(["a"] * 24, 255, True)
+@example(["x" * 255], 255, False)
+def test_ascii_text_lists_agree(items: list[Any], max_chars: int, as_tuple: bool) -> None:
+    v = tuple(items) if as_tuple else items
+    assert sp.encode_ascii_texts(v, max_chars) == codec._ascii_texts(v, max_chars)
+
+
+@given(_ITEMS, st.booleans())
+@example(["a", "a"], False)
+@example(["t" * 64, "é"], True)
+def test_text_list_fields_agree(items: list[Any], as_tuple: bool) -> None:
+    from cortex.codec import TAGS
+    from cortex.lexical import DOC_CODEC
+
+    v = tuple(items) if as_tuple else items
+    _both(codec, TAGS.enc, v)
+    terms = DOC_CODEC.fields[2][3]
+    _both(codec, terms.enc, v)
+
+
+def test_encode_ascii_texts_arguments() -> None:
+    assert sp.encode_ascii_texts("ab", 64) is None  # a str is not a list
+    assert sp.encode_ascii_texts(["ab"] * 300, 64) == codec._head(4, 300) + b"\x62ab" * 300
+    for bad in (0, 256):
+        with pytest.raises(ValueError):
+            sp.encode_ascii_texts([], bad)
+
+
+_PENDING = st.dictionaries(
+    st.text(max_size=3) | st.sampled_from(["", "\x00", "a\x00", "é", "\ud800", "東"]),
+    st.dictionaries(st.binary(min_size=0, max_size=3), st.binary(max_size=3), max_size=4),
+    max_size=6,
+)
+
+
+@given(_PENDING)
+@example({})
+@example({"b": {b"\x02": b"x", b"\x01": b"y"}, "a": {b"\x03": b"z"}, "é": {}})
+@example({"a": {b"\x01": b"v"}, "": {b"\x01": b"v"}})
+@example({"\ud800": {b"\x01": b"v"}})
+def test_posting_items_agree(pending: dict[str, dict[bytes, bytes]]) -> None:
+    from cortex import lexical
+    from cortex.keys import LEX_POSTING
+
+    c = sp.posting_items(LEX_POSTING, pending)
+    try:
+        py = lexical._posting_items(pending)
+    except ValueError:  # an empty term, U+0000 or a lone surrogate: no key holds it
+        assert c is None
+    else:
+        assert c == py
+        assert c is not None and all(type(x) is bytes for part in c for x in part)
+
+
+@given(_PENDING, st.lists(st.text(max_size=3), max_size=8), st.binary(max_size=3))
+def test_add_postings_agree(
+    pending: dict[str, dict[bytes, bytes]], terms: list[str], raw: bytes
+) -> None:
+    from cortex import lexical
+
+    values = [t.encode("utf-8", "surrogatepass") for t in terms]
+    a = {k: dict(v) for k, v in pending.items()}
+    b = {k: dict(v) for k, v in pending.items()}
+    sp.add_postings(a, terms, values, raw)
+    lexical._add_postings(b, terms, values, raw)
+    assert a == b
+    assert [list(g) for g in a.values()] == [list(g) for g in b.values()]  # insertion order
+
+
+def test_posting_helpers_arguments() -> None:
+    with pytest.raises(ValueError):
+        sp.add_postings({}, ["a"], [], b"x")
+    with pytest.raises(TypeError):
+        sp.add_postings({}, ("a",), [b"v"], b"x")
+    with pytest.raises(TypeError):
+        sp.posting_items("lex/p/", {})
+
+
+def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
+    """A batch indexed with the C helpers leaves exactly the store the Python path leaves."""
+    from cortex import lexical
+    from cortex.kv import LmdbKV
+
+    docs = {
+        MemoryId(bytes([i]) * 16): ["b", "a", "é", "a", f"t{i % 3}", "東"][: 2 + i % 5]
+        for i in range(1, 12)
+    }
+    stores = []
+    for on in (False, True):
+        kv = LmdbKV(tmp_path / f"kv-{on}")
+        with _module_speedups(lexical, on):
+
+            def fn(txn: Any) -> None:
+                lex = lexical.Indexer(txn)
+                for m, terms in docs.items():
+                    lex.add(m, 1, terms)
+                lex.remove(MemoryId(bytes([3]) * 16))
+                lex.flush()
+
+            kv.write(fn)
+        with kv.read() as txn:
+            stores.append(list(txn.scan(b"")))
+        kv.close()
+    assert stores[0] == stores[1]
+
+
+def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build of an older _speedups.c (decode only) must not break writing: the flags say so."""
+    from cortex import lexical, text
+    from cortex.codec import TAGS
+
+    want = TAGS.enc(("alpha", "beta"))
+    monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
+    assert TAGS.enc(("alpha", "beta")) == want
+    for module, names in (
+        (text, ("ascii_tokens",)),
+        (lexical, ("count_terms", "add_postings", "posting_items")),
+    ):
+        assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
