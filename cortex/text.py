@@ -127,15 +127,28 @@ STOP_WORDS: Final = frozenset(
 )
 
 _local = threading.local()
+_STEMS: dict[str, str] = {}
+"""token -> stem, shared by every thread (a dict's get and update are atomic in CPython)."""
+_STEMS_MAX: Final = 1 << 17
+"""Entries at most: the cache is emptied when a new batch would pass this (vocabularies are
+Zipfian, so the hot words come back at once)."""
 
 
 def _stem_words(words: list[str]) -> list[str]:
-    # PyStemmer objects are not thread-safe: one per thread (each with its own small cache)
+    cache = _STEMS
+    found = [cache.get(w) for w in words]
+    if None not in found:
+        return found  # type: ignore[return-value]  # no None left
+    missing = list(dict.fromkeys(w for w, s in zip(words, found, strict=True) if s is None))
+    # PyStemmer objects are not thread-safe: one per thread
     stemmer = getattr(_local, "stemmer", None)
     if stemmer is None:
-        stemmer = _local.stemmer = Stemmer.Stemmer("english")
-    stems: list[str] = stemmer.stemWords(words)
-    return [s or w for s, w in zip(stems, words, strict=True)]
+        stemmer = _local.stemmer = Stemmer.Stemmer("english", 0)  # no cache of its own
+    new = {w: s or w for w, s in zip(missing, stemmer.stemWords(missing), strict=True)}
+    if len(cache) + len(new) > _STEMS_MAX:
+        cache.clear()
+    cache.update(new)
+    return [s if s is not None else new[w] for w, s in zip(words, found, strict=True)]
 
 
 def terms(text: str) -> list[str]:

@@ -6,6 +6,7 @@ import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import Stemmer
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -138,3 +139,19 @@ def test_stemming_is_thread_safe() -> None:
     with ThreadPoolExecutor(4) as pool:
         for _ in range(5):
             assert list(pool.map(terms, words)) == want
+
+
+def test_the_stem_cache_is_bounded_and_never_changes_a_stem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cortex.text as T
+
+    want = {w: Stemmer.Stemmer("english").stemWord(w) for w in ("running", "adoptions", "teas")}
+    monkeypatch.setattr(T, "_STEMS_MAX", 4)
+    T._STEMS.clear()
+    for i in range(50):
+        words = [f"word{i}", "running", f"x{i}s", "adoptions", "teas"]
+        got = T._stem_words(words)
+        assert got[1] == want["running"] and got[3:] == [want["adoptions"], want["teas"]]
+        assert len(T._STEMS) <= 5  # emptied whenever a batch would pass the bound
+    T._STEMS.clear()
