@@ -400,28 +400,36 @@ def _coerce(cls: type[CodedEnum], value: object, field: str) -> Any:
     return m
 
 
+_VERB_OF: Final[dict[object, Verb]] = {**{m: m for m in Verb}, **{m.label: m for m in Verb}}
+_KIND_OF: Final[dict[object, ObjKind]] = {
+    **{m: m for m in ObjKind},
+    **{m.label: m for m in ObjKind},
+}
+_VERB_TYPES: Final = frozenset({Verb, str})
+_KIND_TYPES: Final = frozenset({ObjKind, str})
+
+
 def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
     """Return frames with enum members and NFC references (validating the unusual ones)."""
     frames = tuple(frames)
-    if all(
-        type(f) is FrameRef
-        and type(f.verb) is Verb
-        and type(f.obj_kind) is ObjKind
-        and type(f.obj_ref) is str
-        and f.obj_ref.isascii()
-        for f in frames
-    ):
-        return frames  # the head's encoder checks the rules
-    if all(type(f) is FrameRef and type(f.obj_ref) is str and f.obj_ref.isascii() for f in frames):
-        # labels (``verb="find"``): coerced as FRAMES.enc would check them, and the head's
-        # encoder checks the other rules, naming the same fields
-        verbs = [Verb.coerce(f.verb) for f in frames]
-        kinds = [ObjKind.coerce(f.obj_kind) for f in frames]
-        if None not in verbs and None not in kinds:
-            return tuple(
-                FrameRef(verb=v, obj_kind=k, obj_ref=f.obj_ref)  # type: ignore[arg-type]
-                for v, k, f in zip(verbs, kinds, frames, strict=True)
-            )
+    # the common case: members or exact labels (``verb="find"``, coerced as FRAMES.enc would
+    # check them) and ASCII references; the head's encoder checks the other rules, naming the
+    # same fields
+    verb_of, kind_of = _VERB_OF, _KIND_OF
+    out = []
+    for f in frames:
+        if type(f) is not FrameRef:
+            break
+        v, k, ref = f.verb, f.obj_kind, f.obj_ref
+        verb = verb_of.get(v) if type(v) in _VERB_TYPES else None
+        kind = kind_of.get(k) if type(k) in _KIND_TYPES else None
+        if verb is None or kind is None or type(ref) is not str or not ref.isascii():
+            break
+        out.append(
+            f if verb is v and kind is k else FrameRef(verb=verb, obj_kind=kind, obj_ref=ref)
+        )
+    else:
+        return tuple(out)
     try:
         FRAMES.enc(frames)
     except _Invalid as exc:
