@@ -151,6 +151,7 @@ def _head(major: int, n: int) -> bytes:
 
 _SMALL_UINT: Final = tuple(_head(0, i) for i in range(256))
 _TEXT_HEAD: Final = tuple(_head(3, i) for i in range(256))
+_SMALL_ARRAY_HEAD: Final = tuple(_head(4, i) for i in range(24))
 _TEXT_HEAD_CHR: Final = tuple(h.decode("latin-1") for h in _TEXT_HEAD)  # a head as 1-2 chars
 _pack_e = struct.Struct(">e").pack
 _unpack_e = struct.Struct(">e").unpack
@@ -545,6 +546,11 @@ class _List(_Field[tuple[Any, ...]]):
         self._ascii_max = (
             min(item.max_bytes, 255) if isinstance(item, _Text) and item.check is None else 0
         )
+        # record items (frames) go through the record's generated encoder (StructCodec is
+        # defined below; it marks itself with ``kind = "record"``)
+        self._struct_item: Callable[[Any], bytes] | None = (
+            getattr(item, "_fast_enc", None) if item.kind == "record" and max_items < 24 else None
+        )
 
     def enc(self, v: Any) -> bytes:
         m = self._ascii_max
@@ -557,6 +563,15 @@ class _List(_Field[tuple[Any, ...]]):
             )
             if fast is not None and (not self.unique or len(set(v)) == len(v)):
                 return fast
+        elif self._struct_item and type(v) is tuple and len(v) <= self.max_items:
+            # a head's frames: each through the record's generated encoder
+            try:
+                parts = [*map(self._struct_item, v)]
+            except _Fallback:
+                pass
+            else:
+                if not self.unique or len(set(parts)) == len(parts):
+                    return _SMALL_ARRAY_HEAD[len(parts)] + b"".join(parts)
         return self._enc_generic(v)
 
     def _enc_generic(self, v: Any) -> bytes:
@@ -749,8 +764,15 @@ class StructCodec(_Field[S]):
         cls: type[S],
         fields: Sequence[tuple[str, _Field[Any]]],
         schema_version: int | None = None,
+        *,
+        memo_last: bool = False,
     ) -> None:
         names = [n for n, _ in fields]
+        # a write encodes the same nested value twice (the forms of the head and the version):
+        # the last one encoded is remembered by identity (only for records of immutable fields;
+        # the reference held keeps the object alive, so identity means the same value)
+        self.memo_last = memo_last
+        self._last_enc: tuple[Any, bytes] = (None, b"")
         declared = list(cls.__struct_fields__)
         if sorted(names) != sorted(declared):
             raise TypeError(f"codec for {cls.__name__} names {names}, struct has {declared}")
@@ -929,6 +951,13 @@ class StructCodec(_Field[S]):
         return fast
 
     def _fast_enc(self, v: Any) -> bytes:
+        if self.memo_last:
+            last = self._last_enc
+            if last[0] is v:
+                return last[1]
+            b = self._fast_encoder(v)
+            self._last_enc = (v, b)
+            return b
         return self._fast_encoder(v)
 
     def enc(self, v: Any) -> bytes:
@@ -1186,7 +1215,7 @@ _uint64 = _Int()
 _str_map = _TextMap(_short, _text)
 
 COST = StructCodec(Cost, [("asset", _short), ("amount", _Text(64, _check_decimal))])
-FORMS = StructCodec(Forms, [("short", _text), ("medium", _text)])
+FORMS = StructCodec(Forms, [("short", _text), ("medium", _text)], memo_last=True)
 FRAME_REF = StructCodec(
     FrameRef,
     [("verb", _Enum(Verb)), ("obj_kind", _Enum(ObjKind)), ("obj_ref", _Text(LIMITS.OBJ_REF_BYTES))],

@@ -309,9 +309,9 @@ class Indexer:
     """Adds and removes memories within one write transaction; ``flush`` before it commits.
 
     Document frequency changes and the statistics are kept in memory while the transaction
-    runs, so a batch reads and writes each term entry once; new postings are held back and put
-    in key order by ``flush``, which keeps LMDB's inserts local (a batch's postings of one term
-    are adjacent).
+    runs, so a batch reads and writes each term entry once; new postings (and documents) are
+    held back and put in key order by ``flush``, which keeps LMDB's inserts local (a batch's
+    postings of one term are adjacent).
     """
 
     def __init__(self, txn: WriteTxn) -> None:
@@ -328,13 +328,14 @@ class Indexer:
         # arrive in ascending order (ULIDs), so each term's postings are nearly sorted already
         self._pending: dict[str, dict[bytes, bytes]] = {}
         self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
+        self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
         """Index a memory (which must not be indexed already) with its terms."""
         distinct, counts = count_terms(terms)
         length = sum(counts)
         doc = LexDoc(version=version, length=length, terms=tuple(distinct))
-        self.txn.put(lex_doc_key(mid), seal(DOC_CODEC.encode(doc, "lex/d")))
+        self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
         if not distinct:
             self._documents += 1
             return
@@ -357,9 +358,12 @@ class Indexer:
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
         key = lex_doc_key(mid)
-        raw = self.txn.get(key)
+        raw = self._docs.pop(key, None)
+        held_doc = raw is not None
         if raw is None:
-            return False
+            raw = self.txn.get(key)
+            if raw is None:
+                return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
         raw = mid.bytes
         for term in doc.terms:
@@ -367,7 +371,8 @@ class Indexer:
             if held is None or held.pop(raw, None) is None:
                 self.txn.delete(posting_key(term, mid))
             self._delta[term] -= 1
-        self.txn.delete(key)
+        if not held_doc:
+            self.txn.delete(key)
         self._documents -= 1
         self._total -= doc.length
         self._postings -= len(doc.terms)
@@ -376,6 +381,9 @@ class Indexer:
     def flush(self) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
+        if self._docs:
+            txn.put_many(self._docs.items())
+            self._docs.clear()
         if self._pending:
             held = _sp.posting_items(LEX_POSTING, self._pending) if _USE_SPEEDUPS else None
             keys, values = held if held is not None else _posting_items(self._pending)

@@ -36,6 +36,7 @@ from cortex.codec import (
     _List,
     _Text,
     _time,
+    _uint,
     _Unit,
     data_codec,
     decode_data,
@@ -160,6 +161,7 @@ FEATURES: Final = frozenset(
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
+_sha256 = hashlib.sha256
 _HEAD_KEY_PREFIX: Final = b"m/"
 _VERSION_KEY_PREFIX: Final = b"mv/"
 
@@ -398,28 +400,36 @@ def _coerce(cls: type[CodedEnum], value: object, field: str) -> Any:
     return m
 
 
+_VERB_OF: Final[dict[object, Verb]] = {**{m: m for m in Verb}, **{m.label: m for m in Verb}}
+_KIND_OF: Final[dict[object, ObjKind]] = {
+    **{m: m for m in ObjKind},
+    **{m.label: m for m in ObjKind},
+}
+_VERB_TYPES: Final = frozenset({Verb, str})
+_KIND_TYPES: Final = frozenset({ObjKind, str})
+
+
 def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
     """Return frames with enum members and NFC references (validating the unusual ones)."""
     frames = tuple(frames)
-    if all(
-        type(f) is FrameRef
-        and type(f.verb) is Verb
-        and type(f.obj_kind) is ObjKind
-        and type(f.obj_ref) is str
-        and f.obj_ref.isascii()
-        for f in frames
-    ):
-        return frames  # the head's encoder checks the rules
-    if all(type(f) is FrameRef and type(f.obj_ref) is str and f.obj_ref.isascii() for f in frames):
-        # labels (``verb="find"``): coerced as FRAMES.enc would check them, and the head's
-        # encoder checks the other rules, naming the same fields
-        verbs = [Verb.coerce(f.verb) for f in frames]
-        kinds = [ObjKind.coerce(f.obj_kind) for f in frames]
-        if None not in verbs and None not in kinds:
-            return tuple(
-                FrameRef(verb=v, obj_kind=k, obj_ref=f.obj_ref)  # type: ignore[arg-type]
-                for v, k, f in zip(verbs, kinds, frames, strict=True)
-            )
+    # the common case: members or exact labels (``verb="find"``, coerced as FRAMES.enc would
+    # check them) and ASCII references; the head's encoder checks the other rules, naming the
+    # same fields
+    verb_of, kind_of = _VERB_OF, _KIND_OF
+    out = []
+    for f in frames:
+        if type(f) is not FrameRef:
+            break
+        v, k, ref = f.verb, f.obj_kind, f.obj_ref
+        verb = verb_of.get(v) if type(v) in _VERB_TYPES else None
+        kind = kind_of.get(k) if type(k) in _KIND_TYPES else None
+        if verb is None or kind is None or type(ref) is not str or not ref.isascii():
+            break
+        out.append(
+            f if verb is v and kind is k else FrameRef(verb=verb, obj_kind=kind, obj_ref=ref)
+        )
+    else:
+        return tuple(out)
     try:
         FRAMES.enc(frames)
     except _Invalid as exc:
@@ -569,6 +579,7 @@ class _Journal:
         self.txn = txn
         self.at = at
         self.by = by
+        self._write_shared: bytes | None = None
         last = next(txn.scan(JOURNAL, reverse=True), None)
         if last is None:
             self.seq, self.prev = 0, _ZERO_HASH
@@ -585,6 +596,73 @@ class _Journal:
         self.txn.put(journal_key(self.seq), _seal(payload))
         self.prev = hashlib.sha256(payload).digest()
         return entry
+
+    def write_entry(
+        self, mid: MemoryId, mtype: MemoryType, version: int, hash: bytes
+    ) -> tuple[bytes, bytes]:
+        """The next ``write`` entry's key and sealed value, for the caller to put.
+
+        The same bytes as ``append(JournalKind.WRITE, id=..., type=..., version=..., hash=...)``
+        (tests compare the two), built from the parts every entry of this transaction shares:
+        the entry's map holds keys 0..9, in order, and only ``seq``, ``prev`` and the memory's
+        fields vary.
+        """
+        shared = self._write_shared
+        seq = self.seq + 1
+        if (
+            shared is None
+            or type(mid) is not MemoryId
+            or type(hash) is not bytes
+            or len(hash) != 32
+            or not 1 <= version < 1 << 63
+            or seq >= 1 << 63
+        ):
+            # the first entry, or anything unusual: the codec checks (and names any error)
+            key, value = (
+                journal_key(seq),
+                _seal(
+                    JOURNAL_CODEC.encode(
+                        JournalEntry(
+                            seq=seq,
+                            kind=JournalKind.WRITE,
+                            at=self.at,
+                            by=self.by,
+                            prev=self.prev,
+                            id=mid,
+                            type=mtype,
+                            version=version,
+                            hash=hash,
+                        ),
+                        "journal",
+                    )
+                ),
+            )
+            self.seq, self.prev = seq, _sha256(value[:-4]).digest()
+            if shared is None:  # at and by passed the codec's checks
+                self._write_shared = (
+                    b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
+                )
+            return key, value
+        self.seq = seq
+        payload = b"".join(
+            (
+                b"\xaa\x00\x01\x01",
+                _uint(seq),
+                shared,
+                b"\x05\x58\x20",
+                self.prev,
+                b"\x06\x50",
+                mid.bytes,
+                b"\x07",
+                _uint(mtype.value),
+                b"\x08",
+                _uint(version),
+                b"\x09\x58\x20",
+                hash,
+            )
+        )
+        self.prev = _sha256(payload).digest()
+        return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
 
 
 class _Imported:
@@ -874,16 +952,20 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         return prepared
 
-    def _put_new(self, txn: WriteTxn, p: _Prepared) -> None:
+    def _put_new(self, txn: WriteTxn, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
+        """Put the head (a taken id is a conflict); hold its other records in ``puts``.
+
+        The caller puts ``puts`` with ``txn.put_many`` in the same transaction: one call into
+        the engine for a batch's versions, index entries and journal entries.
+        """
         if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
             raise ConflictError(f"a memory with id {p.head.id} already exists")
-        txn.put(version_key(p.head.id, 1), p.version_bytes)
-        for k in _index_keys(p.head):
-            txn.put(k, b"")
+        puts.append((version_key(p.head.id, 1), p.version_bytes))
+        puts += [(k, b"") for k in _index_keys(p.head)]
         if p.pinned:
-            txn.put(_pin_key(p.head), b"")
+            puts.append((_pin_key(p.head), b""))
         if p.vector is not None:
-            txn.put(vec_key(p.head.id), self._vector_value(1, p.vector))
+            puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
 
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
 
@@ -956,13 +1038,15 @@ class Store:
         self._embed_prepared([p])
 
         def txn_fn(txn: WriteTxn) -> None:
-            self._put_new(txn, p)
+            puts: list[tuple[bytes, bytes]] = []
+            self._put_new(txn, p, puts)
             lex = Indexer(txn)
             lex.add(p.head.id, 1, p.terms)
-            lex.flush()
-            _Journal(txn, now, self.actor).append(
-                JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
+            puts.append(
+                _Journal(txn, now, self.actor).write_entry(p.head.id, p.type, 1, p.version.hash)
             )
+            txn.put_many(puts)
+            lex.flush()
 
         self._kv.write(txn_fn)
         return Uri(p.type, p.head.id, 1)
@@ -1005,12 +1089,12 @@ class Store:
         def txn_fn(txn: WriteTxn) -> None:
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
+            puts: list[tuple[bytes, bytes]] = []
             for p in prepared:
-                self._put_new(txn, p)
+                self._put_new(txn, p, puts)
                 lex.add(p.head.id, 1, p.terms)
-                journal.append(
-                    JournalKind.WRITE, id=p.head.id, type=p.type, version=1, hash=p.version.hash
-                )
+                puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
+            txn.put_many(puts)
             lex.flush()
 
         if prepared:

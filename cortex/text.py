@@ -136,7 +136,7 @@ Zipfian, so the hot words come back at once)."""
 
 def _stem_words(words: list[str]) -> list[str]:
     cache = _STEMS
-    found = [cache.get(w) for w in words]
+    found = [*map(cache.get, words)]
     if None not in found:
         return found  # type: ignore[return-value]  # no None left
     missing = list(dict.fromkeys(w for w, s in zip(words, found, strict=True) if s is None))

@@ -23,7 +23,7 @@ from cortex.codec import (
     encode_version,
     explain_noncanonical,
 )
-from cortex.enums import MemoryType, Polarity, SourceKind, Visibility
+from cortex.enums import MemoryType, ObjKind, Polarity, SourceKind, Verb, Visibility
 from cortex.errors import CodecError, NonCanonicalError, ValidationError
 from cortex.hashing import DOMAIN, content_hash
 from cortex.ids import MemoryId, Uri
@@ -736,3 +736,21 @@ def test_encoding_rejects_what_decoding_would() -> None:
         encode_version(_version(hash=b"\x00" * 31))
     with pytest.raises(ValidationError):
         encode_head(msgspec.structs.replace(HEAD, current_version=0))
+
+
+def test_frames_fast_path_equals_the_generic_encoder() -> None:
+    """A head's frames go through the record encoder; bytes and errors match the generic path."""
+    from cortex.codec import FRAMES, _Invalid
+    from cortex.records import FrameRef
+
+    a = FrameRef(verb="find", obj_kind="knowledge", obj_ref="x")  # labels: fall back
+    b = FrameRef(verb=Verb.FIND, obj_kind=ObjKind.KNOWLEDGE, obj_ref="y")
+    for frames in [(), (b,), (b, b), (a, b), tuple(b for _ in range(17))]:
+        try:
+            want = FRAMES._enc_generic(frames)
+        except _Invalid as exc:
+            with pytest.raises(_Invalid) as got:
+                FRAMES.enc(frames)
+            assert got.value.rule == exc.rule
+            continue
+        assert FRAMES.enc(frames) == want

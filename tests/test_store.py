@@ -11,6 +11,8 @@ from typing import Any
 import cbor2
 import msgspec
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import cortex.store
 from cortex import (
@@ -53,7 +55,15 @@ from cortex import (
 from cortex import keys as K
 from cortex.codec import HEAD, to_micros
 from cortex.kv import LmdbKV
-from cortex.store import FEATURES, FORMAT_CODEC, JOURNAL_CODEC, FormatRecord, _seal, _unseal
+from cortex.store import (
+    FEATURES,
+    FORMAT_CODEC,
+    JOURNAL_CODEC,
+    FormatRecord,
+    JournalEntry,
+    _seal,
+    _unseal,
+)
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -1117,3 +1127,123 @@ def test_bad_input_leaves_the_store_unchanged(
         call(cx, populated)
     assert _state(cx) == before
     assert cx.verify().ok
+
+
+# -- the write path's journal entries, built from shared parts ---------------------------------
+
+
+def _journal_at(seq: int, prev: bytes, at: datetime, by: str) -> cortex.store._Journal:
+    j = cortex.store._Journal.__new__(cortex.store._Journal)
+    j.txn, j.at, j.by, j.seq, j.prev = None, at, by, seq - 1, prev  # type: ignore[assignment]
+    j._write_shared = None
+    return j
+
+
+@settings(max_examples=200)
+@given(
+    seq=st.integers(1, 2**63 + 1),
+    version=st.integers(1, 2**63 - 1),
+    mtype=st.sampled_from(list(MemoryType)),
+    digest=st.binary(min_size=32, max_size=32),
+    prev=st.binary(min_size=32, max_size=32),
+    micros=st.integers(-(2**40), 2**52),
+    by=st.text(min_size=1, max_size=64),
+    raw_id=st.binary(min_size=16, max_size=16),
+)
+@example(
+    seq=1,
+    version=1,
+    mtype=MemoryType.FACT,
+    digest=bytes(32),
+    prev=bytes(32),
+    micros=0,
+    by="a",
+    raw_id=bytes(16),
+)
+@example(
+    seq=23,
+    version=24,
+    mtype=MemoryType.EVENT,
+    digest=b"\xff" * 32,
+    prev=bytes(32),
+    micros=-1,
+    by="é" * 128,
+    raw_id=b"\xff" * 16,
+)
+@example(
+    seq=255,
+    version=256,
+    mtype=MemoryType.IDENTITY,
+    digest=bytes(32),
+    prev=bytes(32),
+    micros=2**32,
+    by="x" * 256,
+    raw_id=bytes(16),
+)
+@example(
+    seq=65536,
+    version=2**32,
+    mtype=MemoryType.GOAL,
+    digest=bytes(32),
+    prev=bytes(32),
+    micros=2**52,
+    by="Ω",
+    raw_id=bytes(16),
+)
+def test_write_entry_equals_the_codec(
+    *,
+    seq: int,
+    version: int,
+    mtype: MemoryType,
+    digest: bytes,
+    prev: bytes,
+    micros: int,
+    by: str,
+    raw_id: bytes,
+) -> None:
+    """``_Journal.write_entry`` puts the bytes ``append(JournalKind.WRITE, ...)`` would."""
+    at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    mid = MemoryId(raw_id)
+    try:
+        want = JOURNAL_CODEC.encode(
+            JournalEntry(
+                seq=seq,
+                kind=JournalKind.WRITE,
+                at=at,
+                by=by,
+                prev=prev,
+                id=mid,
+                type=mtype,
+                version=version,
+                hash=digest,
+            ),
+            "journal",
+        )
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            _journal_at(seq, prev, at, by).write_entry(mid, mtype, version, digest)
+        assert (got.value.field, got.value.rule) == (exc.field, exc.rule)
+        return
+    j = _journal_at(seq, prev, at, by)
+    key, value = j.write_entry(mid, mtype, version, digest)
+    assert key == K.journal_key(seq)
+    assert value == _seal(want)
+    assert j.seq == seq and j.prev == hashlib.sha256(want).digest()
+    # the next entry (built from the shared parts) chains on this one
+    if seq + 1 < 2**63:
+        key2, value2 = j.write_entry(mid, mtype, version, digest)
+        want2 = JOURNAL_CODEC.encode(
+            JournalEntry(
+                seq=seq + 1,
+                kind=JournalKind.WRITE,
+                at=at,
+                by=by,
+                prev=hashlib.sha256(want).digest(),
+                id=mid,
+                type=mtype,
+                version=version,
+                hash=digest,
+            ),
+            "journal",
+        )
+        assert (key2, value2) == (K.journal_key(seq + 1), _seal(want2))
