@@ -23,6 +23,7 @@ import msgspec
 from cortex import lexical
 from cortex._version import __version__
 from cortex.codec import (
+    DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
     TOMBSTONE,
@@ -41,6 +42,7 @@ from cortex.codec import (
     data_codec,
     decode_data,
     decode_data_trusted,
+    encode_new_pair,
     encode_tags,
     encode_version,
     to_micros,
@@ -51,7 +53,6 @@ from cortex.enums import (
     GoalStatus,
     MemoryType,
     ObjKind,
-    SourceKind,
     Strength,
     Verb,
     Visibility,
@@ -481,8 +482,9 @@ class _Prepared:
         self.head = head
         self.version = version
         self.type = head.type
-        self.head_bytes = _seal(HEAD.encode(head, "head"))
-        self.version_bytes = _seal(VERSION.encode(version, "version"))
+        head_bytes, version_bytes = encode_new_pair(head, version)
+        self.head_bytes = _seal(head_bytes)
+        self.version_bytes = _seal(version_bytes)
 
 
 def _index_keys(head: Head) -> list[bytes]:
@@ -920,9 +922,7 @@ class Store:
             created_by=created_by if created_by is not None else self.actor,
             expires_at=expires_at,
             confidence=confidence,
-            provenance=provenance
-            if provenance is not None
-            else Provenance(source=SourceKind.USER_INPUT),
+            provenance=provenance if provenance is not None else DEFAULT_PROVENANCE,
             forms=the_forms,
             forms_override=override,
             valid_from=valid_from,
