@@ -85,11 +85,10 @@ from cortex.keys import (
     LEX_TERM,
     SALIENCE,
     VEC,
-    actor_obj_key,
     edge_from_key,
     edge_to_key,
-    frame_key,
     head_key,
+    index_keys,
     journal_key,
     meta_key,
     parse_edge_key,
@@ -98,8 +97,6 @@ from cortex.keys import (
     pin_key,
     salience_key,
     show_key,
-    tag_key,
-    type_key,
     vec_key,
     version_key,
     version_prefix,
@@ -489,14 +486,14 @@ class _Prepared:
 
 def _index_keys(head: Head) -> list[bytes]:
     """Every index key a head implies (DESIGN §5)."""
-    created = to_micros(head.created_at)
-    keys = [type_key(head.type, created, head.id)]
-    keys.extend(tag_key(t, head.type, created, head.id) for t in head.tags)
-    for f in head.frames:
-        keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, created, head.id))
-        if head.type is MemoryType.EVENT:
-            keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
-    return keys
+    return index_keys(
+        head.type,
+        to_micros(head.created_at),
+        head.id,
+        head.tags,
+        head.frames,
+        actor_obj=head.type is MemoryType.EVENT,
+    )
 
 
 def is_pinned(data: Data | None) -> bool:
