@@ -1455,3 +1455,178 @@ def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
     except _Invalid as exc:
         raise ValidationError("head.tags" + exc.where, exc.rule, exc.message) from None
     return tuple(_nfc(t) for t in tags)
+
+
+# ---------------------------------------------------------------------------------------------
+# A new memory's head and version, encoded together
+
+
+DEFAULT_PROVENANCE: Final = Provenance(source=SourceKind.USER_INPUT)
+"""The provenance of a version written without one (its bytes are encoded once, below)."""
+
+_DEFAULT_PROVENANCE_BYTES: Final = PROVENANCE.enc(DEFAULT_PROVENANCE)
+_HEAD_SV: Final = HEAD._sv
+_VERSION_SV: Final = VERSION._sv
+_ONE_F16: Final = _float(1.0)
+_DATA_MAX: Final = 2**31
+_UINT63: Final = 2**63 - 1
+
+
+class _ShortMemo:
+    """``_short.enc``, remembering the last text (the actor of every write) by identity.
+
+    One tuple, replaced whole, so a thread never sees one text with another's bytes; the
+    reference held keeps the text alive, so identity means the same value.
+    """
+
+    last: tuple[Any, bytes] = (None, b"")
+
+    def enc(self, s: Any) -> bytes:
+        last = self.last
+        if last[0] is s:
+            return last[1]
+        b = _short.enc(s)
+        self.last = (s, b)
+        return b
+
+
+_short_bytes = _ShortMemo().enc
+
+
+def _micros_bytes(v: Any) -> bytes:
+    us = _time.micros(v)
+    return _SMALL_UINT[us] if 0 <= us < 256 else _int(us)
+
+
+def encode_new_pair(head: Head, version: Version) -> tuple[bytes, bytes]:
+    """``(encode_head(head), encode_version(version))`` for a new memory, sharing their parts.
+
+    A memory written or updated through the store has a head and a version that share the id,
+    the type, the forms and a time: these are checked and encoded once, and the fields the
+    store made itself (the version number, the data it just encoded, its hash, no tombstone
+    or vector) only have their Python types checked. Every field a caller supplied is checked
+    here by its own field codec, once. Anything else — an unusual type, a value breaking a
+    rule — goes through ``HEAD.encode`` and ``VERSION.encode``, which stay the definition:
+    they give the same bytes (tests compare the two on generated records) and name the
+    field and rule of any error.
+
+    Raises:
+        ValidationError: naming the field (``head.…`` or ``version.…``) and the rule it breaks.
+    """
+    try:
+        return _encode_new_pair(head, version)
+    except (_Fallback, _Invalid):
+        return HEAD.encode(head, "head"), VERSION.encode(version, "version")
+
+
+def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
+    # raises _Fallback (or _Invalid from a field codec) for anything the generic encoders
+    # must look at; never an error of its own
+    if type(h) is not Head or type(v) is not Version:
+        raise _Fallback
+    mid, mtype, n = h.id, h.type, h.current_version
+    if (
+        type(mid) is not MemoryId
+        or v.id is not mid
+        or type(mtype) is not MemoryType
+        or v.type is not mtype
+        or type(n) is not int
+        or v.version != n
+        or not 1 <= n <= _UINT63
+        or h.tombstone is not None
+        or h.embedding_ref is not None
+    ):
+        raise _Fallback
+    id_part = b"\x01\x50" + mid.bytes
+    type_code = _SMALL_UINT[mtype.value]
+    version_part = _SMALL_UINT[n] if n < 256 else _uint(n)
+    forms = h.forms
+    forms_part = b"" if forms is None else b"\x0d" + FORMS._fast_enc(forms)
+    if v.forms is not forms:
+        raise _Fallback
+
+    # the head, field by field in key order (the generic encoder's order, so the first bad
+    # field found is the one it would name)
+    vis, imp, tags, frames = h.visibility, h.importance, h.tags, h.frames
+    if type(vis) is not Visibility or type(imp) is not int or not 0 <= imp <= LIMITS.IMPORTANCE_MAX:
+        raise _Fallback
+    created = _micros_bytes(h.created_at)
+    updated = created if h.last_updated_at is h.created_at else _micros_bytes(h.last_updated_at)
+    parts = [
+        id_part,
+        b"\x02",
+        type_code,
+        b"\x03",
+        version_part,
+        b"\x04",
+        _short_bytes(h.actor_scope),
+        b"\x05",
+        _SMALL_UINT[vis.value],
+        b"\x06",
+        _SMALL_UINT[imp],
+    ]
+    count = 7  # the schema version and the six fields above
+    if tags:
+        parts += (b"\x07", TAGS.enc(tags))
+        count += 1
+    if frames:
+        parts += (b"\x08", FRAMES.enc(frames))
+        count += 1
+    parts += (b"\x0a", created, b"\x0b", updated, forms_part)
+    count += 3 if forms_part else 2
+    head_bytes = _SMALL_MAP_HEAD[count] + _HEAD_SV + b"".join(parts)
+
+    # the version
+    data, digest, conf, prov = v.data, v.hash, v.confidence, v.provenance
+    if (
+        type(data) is not bytes
+        or not 0 < len(data) <= _DATA_MAX
+        or type(digest) is not bytes
+        or len(digest) != 32
+        or type(v.forms_override) is not bool
+    ):
+        raise _Fallback
+    at = v.created_at
+    vcreated = updated if at is h.last_updated_at else _micros_bytes(at)
+    parts = [
+        id_part,
+        b"\x02",
+        version_part,
+        b"\x03",
+        type_code,
+        b"\x04",
+        _head(2, len(data)),
+        data,
+        b"\x05\x58\x20",
+        digest,
+        b"\x06",
+        vcreated,
+        b"\x07",
+        _short_bytes(v.created_by),
+    ]
+    count = 10  # the schema version, the seven fields above, confidence and provenance
+    if v.expires_at is not None:
+        parts += (b"\x08", _micros_bytes(v.expires_at))
+        count += 1
+    parts += (
+        b"\x09",
+        _ONE_F16 if conf == 1.0 and type(conf) is float else _unit.enc(conf),
+        b"\x0a",
+        _DEFAULT_PROVENANCE_BYTES if prov is DEFAULT_PROVENANCE else PROVENANCE.enc(prov),
+    )
+    if forms_part:
+        parts.append(b"\x0b" + forms_part[1:])
+        count += 1
+    if v.forms_override:
+        parts.append(b"\x0c\xf5")
+        count += 1
+    if v.valid_from is not None:
+        parts += (b"\x0d", _micros_bytes(v.valid_from))
+        count += 1
+    if v.valid_until is not None:
+        parts += (b"\x0e", _micros_bytes(v.valid_until))
+        count += 1
+    return head_bytes, _SMALL_MAP_HEAD[count] + _VERSION_SV + b"".join(parts)
+
+
+_SMALL_MAP_HEAD: Final = tuple(_head(5, i) for i in range(24))

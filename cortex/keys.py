@@ -8,12 +8,14 @@ another.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Final, NamedTuple, TypeVar
 
 from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
 from cortex.errors import CodecError
 from cortex.ids import MemoryId
+from cortex.records import FrameRef
 
 __all__ = [
     "EDGE_FROM",
@@ -39,6 +41,7 @@ __all__ = [
     "frame_key",
     "frame_prefix",
     "head_key",
+    "index_keys",
     "journal_key",
     "lex_doc_key",
     "lex_term_key",
@@ -93,6 +96,7 @@ def _u64(n: int) -> bytes:
 
 # Tags and object references recur across memories: their hashes are remembered (pure
 # functions of the text, bounded caches).
+@lru_cache(maxsize=4096)
 @lru_cache(maxsize=4096)
 def tag_hash(tag: str) -> bytes:
     """First 8 bytes of sha256 of the NFC tag's UTF-8."""
@@ -157,6 +161,35 @@ def parse_version_key(key: bytes) -> tuple[MemoryId, int]:
 def type_key(type_: MemoryType, created_us: int, id_: MemoryId) -> bytes:
     """``idx/type/`` t1 u64(created_us) id16."""
     return IDX_TYPE + bytes((type_,)) + _u64(created_us) + id_.bytes
+
+
+def index_keys(
+    type_: MemoryType,
+    created_us: int,
+    id_: MemoryId,
+    tags: Iterable[str],
+    frames: Iterable[FrameRef],
+    *,
+    actor_obj: bool,
+) -> list[bytes]:
+    """Every index key of one memory (the store's ``_index_keys``).
+
+    The same keys as ``type_key``, ``tag_key``, ``frame_key`` and (with ``actor_obj``)
+    ``actor_obj_key``, built around the tail ``u64(created_us) id16`` they share.
+    """
+    tail = _u64(created_us) + id_.bytes
+    t = _TYPE_BYTE[type_]
+    keys = [IDX_TYPE + t + tail]
+    keys += [IDX_TAG + tag_hash(tag) + t + tail for tag in tags]
+    for f in frames:
+        h = obj_hash(f.obj_ref)
+        keys.append(IDX_FRAME + bytes((f.verb, f.obj_kind)) + h + tail)
+        if actor_obj:
+            keys.append(IDX_ACTOR_OBJ + bytes((f.verb,)) + h + tail)
+    return keys
+
+
+_TYPE_BYTE: Final = {t: bytes((t,)) for t in MemoryType}
 
 
 class TypeEntry(NamedTuple):

@@ -23,6 +23,7 @@ import msgspec
 from cortex import lexical
 from cortex._version import __version__
 from cortex.codec import (
+    DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
     TOMBSTONE,
@@ -41,6 +42,7 @@ from cortex.codec import (
     data_codec,
     decode_data,
     decode_data_trusted,
+    encode_new_pair,
     encode_tags,
     encode_version,
     to_micros,
@@ -51,7 +53,6 @@ from cortex.enums import (
     GoalStatus,
     MemoryType,
     ObjKind,
-    SourceKind,
     Strength,
     Verb,
     Visibility,
@@ -84,11 +85,10 @@ from cortex.keys import (
     LEX_TERM,
     SALIENCE,
     VEC,
-    actor_obj_key,
     edge_from_key,
     edge_to_key,
-    frame_key,
     head_key,
+    index_keys,
     journal_key,
     meta_key,
     parse_edge_key,
@@ -97,8 +97,6 @@ from cortex.keys import (
     pin_key,
     salience_key,
     show_key,
-    tag_key,
-    type_key,
     vec_key,
     version_key,
     version_prefix,
@@ -481,20 +479,21 @@ class _Prepared:
         self.head = head
         self.version = version
         self.type = head.type
-        self.head_bytes = _seal(HEAD.encode(head, "head"))
-        self.version_bytes = _seal(VERSION.encode(version, "version"))
+        head_bytes, version_bytes = encode_new_pair(head, version)
+        self.head_bytes = _seal(head_bytes)
+        self.version_bytes = _seal(version_bytes)
 
 
 def _index_keys(head: Head) -> list[bytes]:
     """Every index key a head implies (DESIGN §5)."""
-    created = to_micros(head.created_at)
-    keys = [type_key(head.type, created, head.id)]
-    keys.extend(tag_key(t, head.type, created, head.id) for t in head.tags)
-    for f in head.frames:
-        keys.append(frame_key(f.verb, f.obj_kind, f.obj_ref, created, head.id))
-        if head.type is MemoryType.EVENT:
-            keys.append(actor_obj_key(f.verb, f.obj_ref, created, head.id))
-    return keys
+    return index_keys(
+        head.type,
+        to_micros(head.created_at),
+        head.id,
+        head.tags,
+        head.frames,
+        actor_obj=head.type is MemoryType.EVENT,
+    )
 
 
 def is_pinned(data: Data | None) -> bool:
@@ -920,9 +919,7 @@ class Store:
             created_by=created_by if created_by is not None else self.actor,
             expires_at=expires_at,
             confidence=confidence,
-            provenance=provenance
-            if provenance is not None
-            else Provenance(source=SourceKind.USER_INPUT),
+            provenance=provenance if provenance is not None else DEFAULT_PROVENANCE,
             forms=the_forms,
             forms_override=override,
             valid_from=valid_from,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Final
 
 import cbor2
 import msgspec
@@ -14,12 +15,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cortex.codec import (
+    DEFAULT_PROVENANCE,
     LIMITS,
     decode_data,
     decode_head,
     decode_version,
     encode_data,
     encode_head,
+    encode_new_pair,
     encode_version,
     explain_noncanonical,
 )
@@ -49,6 +52,8 @@ from tests.strategies import (
     any_data,
     data_of_type,
     heads,
+    memories,
+    respell,
     respelled,
     versions,
 )
@@ -754,3 +759,176 @@ def test_frames_fast_path_equals_the_generic_encoder() -> None:
             assert got.value.rule == exc.rule
             continue
         assert FRAMES.enc(frames) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# A new memory's head and version encoded together (``encode_new_pair``) against the definition
+
+
+def _both(encode: Any, head: Any, version: Any) -> Any:
+    try:
+        return encode(head, version)
+    except ValidationError as exc:
+        return (exc.field, exc.rule, exc.message)
+
+
+def _separately(head: Any, version: Any) -> tuple[bytes, bytes]:
+    return encode_head(head), encode_version(version)
+
+
+_PAIR_RESPELL: Final = ("importance", "visibility", "tags", "frames", "created_at")
+_VERSION_RESPELL: Final = ("created_by", "confidence", "expires_at", "valid_from", "provenance")
+
+
+@st.composite
+def _new_pairs(draw: st.DrawFn) -> tuple[Head, Version]:
+    """A head and a version shaped as the store makes them, some fields respelled."""
+    head, version, _ = draw(memories())
+    # mostly the store's shape (the shared path), sometimes any valid pair (the generic one)
+    as_store = draw(st.integers(0, 3)) > 0
+    if as_store:
+        head = msgspec.structs.replace(head, tombstone=None, embedding_ref=None)
+    if as_store:
+        version = msgspec.structs.replace(
+            version,
+            id=head.id,
+            version=head.current_version,
+            forms=head.forms,
+            created_at=head.last_updated_at,
+        )
+        if draw(st.booleans()):
+            version = msgspec.structs.replace(version, provenance=DEFAULT_PROVENANCE)
+        if draw(st.booleans()):
+            version = msgspec.structs.replace(version, created_by=head.actor_scope)
+    for name in draw(st.lists(st.sampled_from(_PAIR_RESPELL), max_size=2, unique=True)):
+        spelled = respell(getattr(head, name), draw)
+        head = msgspec.structs.replace(head, **{name: spelled})
+    for name in draw(st.lists(st.sampled_from(_VERSION_RESPELL), max_size=2, unique=True)):
+        spelled = respell(getattr(version, name), draw)
+        version = msgspec.structs.replace(version, **{name: spelled})
+    return head, version
+
+
+_PAIR_HEAD: Final = Head(
+    id=MemoryId(bytes(range(16))),
+    type=MemoryType.FACT,
+    current_version=1,
+    actor_scope="agent",
+    importance=5,
+    tags=("a", "b"),
+    frames=(FrameRef(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="svc"),),
+    created_at=T0,
+    last_updated_at=T0,
+    forms=Forms(short="s", medium="m"),
+)
+_PAIR_DATA: Final = encode_data(Fact(statement="s", subject="s", predicate="p"))
+_PAIR_VERSION: Final = Version(
+    id=_PAIR_HEAD.id,
+    version=1,
+    type=MemoryType.FACT,
+    data=_PAIR_DATA,
+    hash=content_hash(MemoryType.FACT, _PAIR_DATA),
+    created_at=T0,
+    created_by="agent",
+    provenance=DEFAULT_PROVENANCE,
+    forms=_PAIR_HEAD.forms,
+)
+_NAIVE: Final = datetime(2026, 1, 1)  # a naive time is the point
+
+
+@settings(max_examples=150)
+@given(_new_pairs())
+@example((_PAIR_HEAD, _PAIR_VERSION))
+@example((msgspec.structs.replace(_PAIR_HEAD, current_version=300), _PAIR_VERSION))
+@example(
+    (
+        msgspec.structs.replace(_PAIR_HEAD, current_version=300, tags=(), frames=(), forms=None),
+        msgspec.structs.replace(_PAIR_VERSION, version=300, forms=None, forms_override=True),
+    )
+)
+def test_new_pair_is_the_head_and_version_encoders(pair: tuple[Head, Version]) -> None:
+    head, version = pair
+    assert _both(encode_new_pair, head, version) == _both(_separately, head, version)
+
+
+_BAD_HEAD: Final[list[dict[str, Any]]] = [
+    {"importance": 11},
+    {"importance": -1},
+    {"importance": True},
+    {"importance": 5.5},
+    {"importance": None},
+    {"importance": "5"},
+    {"visibility": None},
+    {"visibility": "bogus"},
+    {"actor_scope": ""},
+    {"actor_scope": "x" * 300},
+    {"tags": ("a", "a")},
+    {"tags": ("",)},
+    {"tags": tuple(str(i) for i in range(17))},
+    {"tags": ("\ud800",)},
+    {"frames": _PAIR_HEAD.frames * 2},
+    {"frames": (FrameRef(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="x" * 257),)},
+    {"created_at": _NAIVE},
+    {"created_at": None},
+    {"last_updated_at": _NAIVE},
+    {"forms": Forms(short="", medium="m")},
+    {"current_version": 0},
+    {"id": b"0123456789abcdef"},
+]
+_BAD_VERSION: Final[list[dict[str, Any]]] = [
+    {"confidence": 2.0},
+    {"confidence": math.nan},
+    {"confidence": None},
+    {"confidence": True},
+    {"confidence": -0.1},
+    {"created_by": ""},
+    {"created_by": None},
+    {"created_by": 5},
+    {"expires_at": _NAIVE},
+    {"valid_from": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))},
+    {"valid_until": "2026"},
+    {"provenance": None},
+    {"provenance": Provenance(source=SourceKind.DERIVED, derived_from=("not a uri",))},
+    {"forms_override": 1},
+    {"data": b""},
+    {"hash": b"short"},
+    {"created_at": _NAIVE},
+    {"version": 0},
+]
+
+
+@pytest.mark.parametrize("bad", _BAD_HEAD)
+def test_new_pair_names_a_bad_head_field_as_the_head_encoder(bad: dict[str, Any]) -> None:
+    head = msgspec.structs.replace(_PAIR_HEAD, **bad)
+    got = _both(encode_new_pair, head, _PAIR_VERSION)
+    assert isinstance(got, tuple) and got[0].startswith("head")
+    assert got == _both(_separately, head, _PAIR_VERSION)
+
+
+@pytest.mark.parametrize("bad", _BAD_VERSION)
+def test_new_pair_names_a_bad_version_field_as_the_version_encoder(bad: dict[str, Any]) -> None:
+    version = msgspec.structs.replace(_PAIR_VERSION, **bad)
+    got = _both(encode_new_pair, _PAIR_HEAD, version)
+    assert isinstance(got, tuple) and got[0].startswith("version")
+    assert got == _both(_separately, _PAIR_HEAD, version)
+    # a bad head field is named first, as the head is encoded first
+    head = msgspec.structs.replace(_PAIR_HEAD, importance=11)
+    assert _both(encode_new_pair, head, version)[0] == "head.importance"
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"forms_override": None},
+        {"data": None},
+        {"confidence": 1},
+        {"confidence": -0.0},
+        {"created_by": "agént"},
+        {"created_at": T0.astimezone(timezone(timedelta(hours=-3)))},
+        {"id": MemoryId(bytes(16))},
+    ],
+)
+def test_new_pair_of_unusual_valid_versions(odd: dict[str, Any]) -> None:
+    version = msgspec.structs.replace(_PAIR_VERSION, **odd)
+    got = _both(encode_new_pair, _PAIR_HEAD, version)
+    assert got == _both(_separately, _PAIR_HEAD, version)

@@ -13,6 +13,7 @@ from cortex import keys
 from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
 from cortex.errors import CodecError
 from cortex.ids import MemoryId
+from cortex.records import FrameRef
 
 U64 = 2**64 - 1
 
@@ -431,3 +432,34 @@ def test_truncated_or_extended_keys_never_parse_silently(k: bytes, data: st.Data
         parse(k[:cut])
     with pytest.raises(CodecError):
         parse(k + data.draw(st.binary(min_size=1, max_size=4), label="extra"))
+
+
+_FRAMES = st.lists(
+    st.builds(
+        FrameRef,
+        verb=st.sampled_from(list(Verb)),
+        obj_kind=st.sampled_from(list(ObjKind)),
+        obj_ref=st.text(min_size=1, max_size=8),
+    ),
+    max_size=3,
+)
+
+
+@given(
+    st.sampled_from(list(MemoryType)),
+    st.integers(0, 2**63 - 1),
+    st.binary(min_size=16, max_size=16),
+    st.tuples(st.lists(st.text(min_size=1, max_size=8), max_size=4), _FRAMES, st.booleans()),
+)
+def test_index_keys_are_the_single_key_builders(
+    t: MemoryType, created: int, raw: bytes, entries: tuple[list[str], list[FrameRef], bool]
+) -> None:
+    tags, frames, actor_obj = entries
+    mid = MemoryId(raw)
+    expected = [keys.type_key(t, created, mid)]
+    expected += [keys.tag_key(tag, t, created, mid) for tag in tags]
+    for f in frames:
+        expected.append(keys.frame_key(f.verb, f.obj_kind, f.obj_ref, created, mid))
+        if actor_obj:
+            expected.append(keys.actor_obj_key(f.verb, f.obj_ref, created, mid))
+    assert keys.index_keys(t, created, mid, tags, frames, actor_obj=actor_obj) == expected
