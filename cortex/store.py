@@ -387,6 +387,9 @@ def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
         raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _now_utc() -> datetime:
     return datetime.now(UTC)
 
@@ -808,6 +811,8 @@ class Store:
         now = self._clock()
         if not isinstance(now, datetime) or now.tzinfo is None:
             raise CortexError("the store's clock must return aware datetimes")
+        if now < _EPOCH:  # index keys hold created times as unsigned microseconds
+            raise CortexError(f"the store's clock returned {now.isoformat()}, before 1970")
         return now
 
     # -- format ------------------------------------------------------------------------------

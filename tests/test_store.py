@@ -865,6 +865,18 @@ def test_the_clock_must_be_aware(path: Path) -> None:
         Cortex.open(path, actor="a", clock=lambda: datetime(2030, 1, 1))
 
 
+def test_a_clock_before_1970_is_refused_with_a_clear_error(path: Path) -> None:
+    now = [T0]
+    with Cortex.open(path, actor="a", clock=lambda: now[0]) as store:
+        uri = store.write(fact())
+        now[0] = datetime(1969, 12, 31, 23, 59, tzinfo=UTC)
+        with pytest.raises(CortexError, match="before 1970") as info:
+            store.write(fact(2))
+        assert type(info.value) is CortexError  # not a ValueError from building index keys
+        now[0] = T0
+        assert store.resolve_latest(uri.id).version.version == 1
+
+
 def test_a_closed_store_refuses_work(path: Path, clock: Clock) -> None:
     store = Cortex.open(path, actor="a", clock=clock)
     uri = store.write(fact())
