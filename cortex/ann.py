@@ -46,12 +46,12 @@ __all__ = [
 ]
 
 # Chosen with tools/bench_ann.py (100k x 384 embedding-like vectors, one thread; specs/
-# vector-index.md §4): M=32 reaches recall@10 0.952 at ef=56 (0.964 at 64), where M=16 needs
-# ef~112 for 0.95 and is then slower per query; ef_construction 800 builds no better graph
-# than 400 (the same recall at every ef).
+# vector-index.md §4): M=32 reaches recall@10 0.964 at ef=64 (0.952 at 56, ~10% faster), where
+# M=16 needs ef~112 for 0.95 and is then slower per query; ef_construction 800 builds no better
+# graph than 400 (the same recall at every ef).
 DEFAULT_M: Final = 32
 DEFAULT_EF_CONSTRUCTION: Final = 400
-DEFAULT_EF: Final = 56
+DEFAULT_EF: Final = 64
 EXACT_BELOW: Final = 5000
 """Below this many vectors ``search`` is an exact numpy scan: as fast, and never misses."""
 

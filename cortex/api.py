@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from cortex import lexical
+from cortex.ann import DEFAULT_EF
 from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.embed import Embedder, embedder_for
@@ -100,8 +101,10 @@ class Cortex(Store):
     vector rankings: ``cortex.Fusion``, or ``"convex"`` (the default) / ``"rrf"``),
     ``embedder`` (vectors and vector search: every new version is embedded in its write
     transaction; the store records the model and refuses another unless ``reembed=True``,
-    which re-embeds every live memory, reporting to ``progress(done, total)``), and
-    ``dedupe`` (the default of ``write(..., dedupe=)``).
+    which re-embeds every live memory, reporting to ``progress(done, total)``),
+    ``dedupe`` (the default of ``write(..., dedupe=)``), and ``vector_ef`` (the vector index's
+    search-time candidate list: larger finds more true neighbours and is slower; see
+    ``specs/vector-index.md`` §4).
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class Cortex(Store):
         reembed: bool = False,
         progress: Callable[[int, int], None] | None = None,
         dedupe: bool = False,
+        vector_ef: int = DEFAULT_EF,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -130,6 +134,8 @@ class Cortex(Store):
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
         fusion = Fusion.coerce(fusion)
+        if type(vector_ef) is not int or vector_ef < 1:
+            raise ValidationError("vector_ef", "range", f"must be an int >= 1, got {vector_ef!r}")
         if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
             raise ValidationError(
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
@@ -154,7 +160,7 @@ class Cortex(Store):
         self._sidecar: VectorSidecar | None = None
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
-            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read)
+            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read, ef=vector_ef)
 
     # -- vectors -----------------------------------------------------------------------------
 

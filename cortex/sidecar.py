@@ -17,7 +17,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cortex.ann import VectorIndex
+from cortex.ann import DEFAULT_EF, VectorIndex
 from cortex.embed import Embedder
 from cortex.errors import CortexError, IndexCacheError, ValidationError
 from cortex.ids import MemoryId
@@ -56,12 +56,22 @@ class VectorSidecar:
     Args:
         store_path: the store directory.
         embedder: the store's embedder (its model id and dim name the index).
+        read: opens a read snapshot of the store.
+        ef: the index's search-time candidate list length (``VectorIndex.ef``).
     """
 
-    def __init__(self, store_path: str | Path, embedder: Embedder, read: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        store_path: str | Path,
+        embedder: Embedder,
+        read: Callable[[], Any],
+        *,
+        ef: int = DEFAULT_EF,
+    ) -> None:
         self._anchor_txn = read  # a read snapshot of the store (for the anchor when saving)
         self.directory = Path(store_path) / DIRECTORY
         self.embedder = embedder
+        self.ef = ef
         self.index: VectorIndex | None = None
         self.watermark = 0
         self.state = "not loaded"
@@ -76,7 +86,10 @@ class VectorSidecar:
             if self.index is None:
                 try:
                     index, meta = VectorIndex.load(
-                        self.directory, model_id=self.embedder.model_id, dim=self.embedder.dim
+                        self.directory,
+                        model_id=self.embedder.model_id,
+                        dim=self.embedder.dim,
+                        ef=self.ef,
                     )
                 except IndexCacheError as exc:
                     self.index = self._rebuild(txn)
@@ -96,7 +109,7 @@ class VectorSidecar:
             return self.index
 
     def _rebuild(self, txn: ReadTxn) -> VectorIndex:
-        index = VectorIndex(self.embedder.dim)
+        index = VectorIndex(self.embedder.dim, ef=self.ef)
         ids: list[MemoryId] = []
         rows: list[npt.NDArray[np.float32]] = []
         for key, value in txn.scan(VEC):

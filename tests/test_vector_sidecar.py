@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cortex import MemoryId, Query, Uri
-from cortex.ann import VectorIndex
+from cortex import MemoryId, Query, Uri, ValidationError
+from cortex.ann import DEFAULT_EF, VectorIndex
 from cortex.embed import HashingEmbedder
 
 from .vsupport import (
@@ -361,3 +361,25 @@ def test_an_update_without_the_embedder_drops_the_stale_vector_from_the_index(
         assert cx.embed_pending() == 1
         res = cx.find(Query(near="quantum physics", limit=1))
         assert res.hits[0].memory.id == target and res.hits[0].uri.version == 2
+
+
+def test_vector_ef_sets_the_index_search_depth(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with open_store(path, embedder=E) as cx:
+        cx.write(fact("green tea"))
+        cx.find(Query(near="tea", limit=1))
+        assert cx._sidecar is not None and cx._sidecar.index is not None
+        assert cx._sidecar.index.ef == DEFAULT_EF == 64
+    with open_store(path, embedder=E, vector_ef=200) as cx:  # loaded from the saved cache
+        cx.find(Query(near="tea", limit=1))
+        assert cx._sidecar is not None and cx._sidecar.index is not None
+        assert cx._sidecar.index.ef == 200
+    shutil.rmtree(path / "vectors")
+    with open_store(path, embedder=E, vector_ef=48) as cx:  # rebuilt from the store
+        cx.find(Query(near="tea", limit=1))
+        assert cx._sidecar is not None and cx._sidecar.index is not None
+        assert cx._sidecar.index.ef == 48
+    for bad in (0, -1, 2.5, "64"):
+        with pytest.raises(ValidationError) as info:
+            open_store(path, embedder=E, vector_ef=bad)
+        assert info.value.field == "vector_ef"
