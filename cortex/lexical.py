@@ -663,7 +663,7 @@ def _analyzed(
 ) -> Iterable[tuple[MemoryId, list[str]]]:
     for mid, (mtype, _, data) in live.items():
         try:
-            yield mid, analyze(decode_data_trusted(mtype, data))
+            yield mid, analyze(decode_data_trusted(mtype, data), is_canonical=True)
         except CodecError:
             continue  # the store's own checks report undecodable data
 

@@ -18,14 +18,13 @@ from typing import Final
 import msgspec
 
 from cortex.codec import HEAD as HEAD_CODEC
-from cortex.codec import VERSION as VERSION_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
-from cortex.errors import CortexError, FormatError, IntegrityError, ValidationError
-from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key, version_key
+from cortex.errors import CortexError, FormatError, ValidationError
+from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.lexical import STEM_FEATURE
-from cortex.records import Head, Version
+from cortex.records import Head
 from cortex.store import (
     FORMAT_CODEC,
     FORMAT_VERSION,
@@ -34,6 +33,7 @@ from cortex.store import (
     TAG_TYPE_FEATURE,
     FormatRecord,
     JournalKind,
+    _current_version,
     _decoded,
     _index_keys,
     _index_live,
@@ -214,13 +214,7 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0002: rewrite every frame index entry with its created time; build the pinned index."""
 
     def pin(head: Head) -> None:
-        vkey = version_key(head.id, head.current_version)
-        raw = txn.get(vkey)
-        if raw is None:
-            raise IntegrityError(
-                f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
-            )
-        version: Version = _trusted(VERSION_CODEC, vkey, raw)
+        version = _current_version(txn, head)
         if version.data is not None and is_pinned(_decoded(head.type, version.data)):
             txn.put(_pin_key(head), b"")
 

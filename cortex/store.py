@@ -536,21 +536,28 @@ def _live_heads(txn: ReadTxn) -> list[Head]:
     return heads
 
 
+def _current_version(txn: ReadTxn, head: Head) -> Version:
+    """The version ``head`` points at; an integrity error when it is missing."""
+    key = version_key(head.id, head.current_version)
+    raw = txn.get(key)
+    if raw is None:
+        raise IntegrityError(
+            f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
+        )
+    version: Version = _trusted(VERSION, key, raw)
+    return version
+
+
 def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
     lex = Indexer(txn)
     n = 0
     for head in _live_heads(txn):
-        key = version_key(head.id, head.current_version)
-        raw = txn.get(key)
-        if raw is None:
-            raise IntegrityError(
-                f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
-            )
-        version: Version = _trusted(VERSION, key, raw)
+        version = _current_version(txn, head)
         if version.data is None:
             raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
-        lex.add(head.id, head.current_version, lexical.analyze(_decoded(head.type, version.data)))
+        data = _decoded(head.type, version.data)
+        lex.add(head.id, head.current_version, lexical.analyze(data, is_canonical=True))
         n += 1
         if tick is not None:
             tick(n)

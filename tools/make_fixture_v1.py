@@ -205,7 +205,12 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    out = Path(args.out)
+    write_fixture(Path(args.out))
+    return 0
+
+
+def write_fixture(out: Path) -> None:
+    """``populate`` a store with the fixed clock, verify it, and copy it (compacted) to ``out``."""
     with (
         tempfile.TemporaryDirectory(prefix="cortex-fixture-") as tmp,
         Cortex.open(Path(tmp) / "s", actor=ACTOR, clock=FixedClock()) as cx,
@@ -218,8 +223,7 @@ def main() -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         cx._kv.copy(out)  # compacted: small, and free of stale pages
     for f in sorted(out.iterdir()):
-        print(f"{f.relative_to(ROOT)}: {f.stat().st_size} bytes")
-    return 0
+        print(f"{f}: {f.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

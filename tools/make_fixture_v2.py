@@ -1,6 +1,6 @@
 """Build the format-2 fixture store ``tests/data/format2.cortex/`` (a compacted LMDB copy).
 
-Like the format-1 fixture (``make_fixture_v1.py``, whose ``populate`` and clock it reuses), the
+Like the format-1 fixture (``make_fixture_v1.py``, whose ``write_fixture`` it reuses), the
 fixture is DATA, not a build product: it was generated once, at a commit where on-disk format 2
 was current (``cortex.store.FORMAT_VERSION == 2``; 49aca3f), by copying this script and
 ``make_fixture_v1.py`` into a checkout of that commit and running it there. Code that writes a
@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-from cortex import Cortex  # noqa: E402  (the repository's cortex, not an installed one)
 
 
 def _v1_tool() -> Any:
@@ -50,21 +46,7 @@ def main() -> int:
             file=sys.stderr,
         )
         return 2
-    v1 = _v1_tool()
-    out = Path(args.out)
-    with (
-        tempfile.TemporaryDirectory(prefix="cortex-fixture-") as tmp,
-        Cortex.open(Path(tmp) / "s", actor=v1.ACTOR, clock=v1.FixedClock()) as cx,
-    ):
-        v1.populate(cx)
-        report = cx.verify()
-        assert report.ok, report.problems
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        cx._kv.copy(out)  # compacted: small, and free of stale pages
-    for f in sorted(out.iterdir()):
-        print(f"{f}: {f.stat().st_size} bytes")
+    _v1_tool().write_fixture(Path(args.out))
     return 0
 
 
