@@ -11,7 +11,7 @@ from typing import Final
 from cortex.enums import MemoryType
 from cortex.errors import ValidationError
 
-__all__ = ["MemoryId", "Uri", "new_id"]
+__all__ = ["MemoryId", "Uri", "new_id", "new_ids"]
 
 _CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE: Final = {c: i for i, c in enumerate(_CROCKFORD)}
@@ -101,31 +101,54 @@ class _Generator:
         self._lock = threading.Lock()
         self._last_ms = -1
         self._last_rand = 0
-        self._pid = os.getpid()
+
+    def _after_fork(self) -> None:
+        # a forked child must not repeat the parent's sequence (nor inherit a held lock)
+        self._lock = threading.Lock()
+        self._last_ms = -1
 
     def next(self) -> MemoryId:
+        return self.take(1)[0]
+
+    def take(self, n: int) -> list[MemoryId]:
+        """``n`` fresh ids in ascending order, under one acquisition of the lock.
+
+        They share one reading of the clock: made together, they are made in one millisecond,
+        counting up from one draw of randomness (or from the last id, when the clock has not
+        moved past it).
+        """
+        trusted = MemoryId._trusted
         with self._lock:
             ms = time.time_ns() // 1_000_000
-            if os.getpid() != self._pid:  # a forked child must not repeat the parent's sequence
-                self._pid, self._last_ms = os.getpid(), -1
             if ms <= self._last_ms:
-                ms = self._last_ms
-                rand = self._last_rand + 1
-                if rand >= 1 << 80:  # 2^80 ids in one millisecond: borrow the next one
-                    ms, rand = ms + 1, int.from_bytes(os.urandom(10), "big") >> 1
+                ms, rand = self._last_ms, self._last_rand + 1
             else:
                 # the top bit clear leaves 2^79 increments of headroom in this millisecond
                 rand = int.from_bytes(os.urandom(10), "big") >> 1
-            self._last_ms, self._last_rand = ms, rand
-            return MemoryId(((ms << 80) | rand).to_bytes(16, "big"))
+            out = []
+            for _ in range(n):
+                if rand >= 1 << 80:  # 2^80 ids in one millisecond: borrow the next one
+                    ms, rand = ms + 1, int.from_bytes(os.urandom(10), "big") >> 1
+                out.append(trusted(((ms << 80) | rand).to_bytes(16, "big")))
+                rand += 1
+            if out:
+                self._last_ms, self._last_rand = ms, rand - 1
+        return out
 
 
 _generator = _Generator()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_generator._after_fork)
 
 
 def new_id() -> MemoryId:
     """Return a fresh id, greater than every id this process made before."""
-    return _generator.next()
+    return _generator.take(1)[0]
+
+
+def new_ids(n: int) -> list[MemoryId]:
+    """``n`` fresh ids, ascending, each greater than every id this process made before."""
+    return _generator.take(n)
 
 
 _URI = re.compile(r"cortex://([A-Za-z]+)/([0-9A-Za-z]{26})#(.*)", re.DOTALL)
@@ -161,6 +184,16 @@ class Uri:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Uri is immutable")
+
+    @classmethod
+    def _trusted(cls, type: MemoryType, id: MemoryId, version: int) -> Uri:
+        """A URI of parts the caller made itself (a member, an id, a version >= 1): unchecked."""
+        self = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(self, "type", type)
+        setattr_(self, "id", id)
+        setattr_(self, "version", version)
+        return self
 
     @classmethod
     def parse(cls, text: str | Uri) -> Uri:

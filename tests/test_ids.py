@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import types
 from typing import Any
@@ -203,12 +204,46 @@ def test_a_forked_child_starts_a_fresh_sequence(monkeypatch: pytest.MonkeyPatch)
     _fake_clock(monkeypatch, 2_000)
     gen = ids._Generator()
     parent = gen.next()
-    fake_os = types.SimpleNamespace(getpid=lambda: -1, urandom=lambda n: b"\x00" * n)
-    monkeypatch.setattr(ids, "os", fake_os)
+    monkeypatch.setattr(ids, "os", types.SimpleNamespace(urandom=lambda n: b"\x00" * n))
+    gen._after_fork()  # what os.register_at_fork runs in the child
     child = gen.next()
     assert child.timestamp_ms == 2_000
     assert _rand(child) == 0  # fresh randomness, not the parent's sequence + 1
     assert _rand(child) != _rand(parent) + 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_real_fork_does_not_repeat_the_parents_next_id() -> None:
+    last = ids.new_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first id, to the parent
+        try:
+            os.write(write, ids.new_id().bytes)
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = MemoryId(os.read(read, 16))
+    os.close(read)
+    os.waitpid(pid, 0)
+    mine = ids.new_id()
+    assert child != mine
+    if child.timestamp_ms == last.timestamp_ms:  # not simply the parent's sequence + 1
+        assert _rand(child) != _rand(last) + 1
+
+
+def test_a_batch_counts_up_within_one_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_clock(monkeypatch, 7_000, 7_000)
+    gen = ids._Generator()
+    batch = gen.take(500)
+    assert [_rand(m) - _rand(batch[0]) for m in batch] == list(range(500))
+    assert gen.take(0) == []
+    after = gen.next()
+    assert after.timestamp_ms == 7_000 and _rand(after) == _rand(batch[-1]) + 1
+    gen._last_rand = 2**80 - 3
+    spill = gen.take(4)
+    assert [m.timestamp_ms for m in spill] == [7_000, 7_000, 7_001, 7_001]
+    assert all(a < b for a, b in itertools.pairwise([after, *spill]))
 
 
 # ---------------------------------------------------------------------------------------------
