@@ -1666,119 +1666,151 @@ sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(posting_items_doc,
-             "posting_items(prefix, pending, /)\n--\n\n"
-             "The keys ``prefix + term + b'\\\\x00' + raw`` of ``pending`` (a term to "
-             "{raw: value}) in key order and their values: ``(keys, values)``, two lists (no "
-             "tuple per posting); None when a term or raw is not what a key can hold "
-             "(``cortex.lexical._posting_items`` then raises).");
+/* -- posting blocks (cortex.postings): the sorted run of a term's new postings, and where a run
+ * of postings splits into blocks ------------------------------------------------------------ */
+
+static uint32_t crc_table[256]; /* CRC-32 (IEEE 802.3, reflected), as zlib.crc32 */
+
+static void
+crc_init(void)
+{
+    uint32_t i, k, c;
+    for (i = 0; i < 256; i++) {
+        c = i;
+        for (k = 0; k < 8; k++) {
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        }
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t
+crc32_of(const unsigned char *p, Py_ssize_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+static int
+cmp_id16(const void *a, const void *b)
+{
+    return memcmp(*(const char *const *)a, *(const char *const *)b, 16);
+}
+
+PyDoc_STRVAR(posting_run_doc,
+             "posting_run(changes, /)\n--\n\n"
+             "The postings of ``changes`` ({id16: tail8}) in id order, joined: id, tail, id, "
+             "tail...; None when a key is not 16 bytes or a value not 8 bytes (a removal: "
+             "``cortex.postings._run`` in C).");
 
 static PyObject *
-sp_posting_items(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+sp_posting_run(PyObject *module, PyObject *changes)
 {
-    PyObject *prefix, *pending, *terms, *out = NULL, *outv = NULL, *items = NULL;
-    Py_ssize_t t, nterms;
+    Py_ssize_t n, pos = 0, i = 0;
+    PyObject *k, *v, *out;
+    const char **ids;
+    char *dst;
     (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "posting_items(prefix, pending) takes two arguments");
+    if (!PyDict_CheckExact(changes)) {
+        PyErr_SetString(PyExc_TypeError, "posting_run(dict)");
         return NULL;
     }
-    prefix = args[0];
-    pending = args[1];
-    if (!PyBytes_CheckExact(prefix) || !PyDict_CheckExact(pending)) {
-        PyErr_SetString(PyExc_TypeError, "posting_items(bytes, dict)");
-        return NULL;
+    n = PyDict_GET_SIZE(changes);
+    if (n == 0) {
+        Py_RETURN_NONE;
     }
-    terms = PyDict_Keys(pending);
-    if (terms == NULL) {
-        return NULL;
+    ids = PyMem_Malloc((size_t)n * 2 * sizeof(char *));
+    if (ids == NULL) {
+        return PyErr_NoMemory();
     }
-    nterms = PyList_GET_SIZE(terms);
-    for (t = 0; t < nterms; t++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(terms, t))) {
-            Py_DECREF(terms);
+    /* pairs (id, tail) sorted together: sort pointers to the ids, each followed in the array
+       by its tail; qsort moves pairs by sorting an index of pair starts */
+    while (PyDict_Next(changes, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 || !PyBytes_CheckExact(v) ||
+            PyBytes_GET_SIZE(v) != 8) {
+            PyMem_Free(ids);
             Py_RETURN_NONE;
         }
+        ids[2 * i] = PyBytes_AS_STRING(k);
+        ids[2 * i + 1] = PyBytes_AS_STRING(v);
+        i++;
     }
-    /* exact str keys: the sort compares code points (the UTF-8 byte order) and cannot fail */
-    if (PyList_Sort(terms) < 0) {
-        goto fail;
+    qsort(ids, (size_t)n, 2 * sizeof(char *), cmp_id16);
+    out = PyBytes_FromStringAndSize(NULL, n * 24);
+    if (out == NULL) {
+        PyMem_Free(ids);
+        return NULL;
+    }
+    dst = PyBytes_AS_STRING(out);
+    for (i = 0; i < n; i++) {
+        memcpy(dst + 24 * i, ids[2 * i], 16);
+        memcpy(dst + 24 * i + 16, ids[2 * i + 1], 8);
+    }
+    PyMem_Free(ids);
+    return out;
+}
+
+PyDoc_STRVAR(cut_blocks_doc,
+             "cut_blocks(run, held, block_max, spread, /)\n--\n\n"
+             "``cortex.postings.blocks(run, held)`` in C: the block payloads of a run of "
+             "postings (24 bytes each); a posting begins a block when its block is full "
+             "(``block_max``) or ``crc32(id) % spread == 0``.");
+
+static PyObject *
+sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *out, *piece;
+    const unsigned char *p;
+    Py_ssize_t n, i, start = 0, count, held, block_max, spread;
+    (void)module;
+    if (nargs != 4 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "cut_blocks(bytes, held, block_max, spread)");
+        return NULL;
+    }
+    held = PyLong_AsSsize_t(args[1]);
+    block_max = PyLong_AsSsize_t(args[2]);
+    spread = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    n = PyBytes_GET_SIZE(args[0]);
+    if (n % 24 != 0 || held < 0 || block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "cut_blocks: a run of 24-byte postings, held >= 0, "
+                                          "block_max >= 1, 1 <= spread < 2**32");
+        return NULL;
     }
     out = PyList_New(0);
-    outv = PyList_New(0);
-    if (out == NULL || outv == NULL) {
-        goto fail;
+    if (out == NULL) {
+        return NULL;
     }
-    for (t = 0; t < nterms; t++) {
-        PyObject *term = PyList_GET_ITEM(terms, t);
-        PyObject *group = PyDict_GetItemWithError(pending, term); /* borrowed */
-        const char *tb;
-        Py_ssize_t tlen, plen = PyBytes_GET_SIZE(prefix), i, nitems;
-        if (group == NULL || !PyDict_CheckExact(group)) {
-            if (!PyErr_Occurred()) {
-                goto none;
+    count = held ? held - 1 : 0; /* postings in the current block before the one at i */
+    for (i = held ? 0 : 24; i < n; i += 24) {
+        count++;
+        if (count >= block_max || crc32_of(p + i, 16) % (uint32_t)spread == 0) {
+            piece = PyBytes_FromStringAndSize((const char *)p + start, i - start);
+            if (piece == NULL || PyList_Append(out, piece) < 0) {
+                Py_XDECREF(piece);
+                Py_DECREF(out);
+                return NULL;
             }
-            goto fail;
+            Py_DECREF(piece);
+            start = i;
+            count = 0;
         }
-        tb = PyUnicode_AsUTF8AndSize(term, &tlen);
-        if (tb == NULL) { /* a lone surrogate: the Python path names it */
-            PyErr_Clear();
-            goto none;
-        }
-        if (tlen == 0 || memchr(tb, 0, (size_t)tlen) != NULL) {
-            goto none;
-        }
-        items = PyDict_Items(group);
-        if (items == NULL || PyList_Sort(items) < 0) {
-            goto fail;
-        }
-        nitems = PyList_GET_SIZE(items);
-        for (i = 0; i < nitems; i++) {
-            PyObject *pair = PyList_GET_ITEM(items, i);
-            PyObject *raw = PyTuple_GET_ITEM(pair, 0), *key;
-            int rc;
-            Py_ssize_t rlen;
-            char *k;
-            if (!PyBytes_CheckExact(raw)) {
-                goto none;
-            }
-            rlen = PyBytes_GET_SIZE(raw);
-            key = PyBytes_FromStringAndSize(NULL, plen + tlen + 1 + rlen);
-            if (key == NULL) {
-                goto fail;
-            }
-            k = PyBytes_AS_STRING(key);
-            memcpy(k, PyBytes_AS_STRING(prefix), (size_t)plen);
-            memcpy(k + plen, tb, (size_t)tlen);
-            k[plen + tlen] = 0;
-            memcpy(k + plen + tlen + 1, PyBytes_AS_STRING(raw), (size_t)rlen);
-            rc = PyList_Append(out, key);
-            Py_DECREF(key);
-            if (rc < 0 || PyList_Append(outv, PyTuple_GET_ITEM(pair, 1)) < 0) {
-                goto fail;
-            }
-        }
-        Py_CLEAR(items);
     }
-    Py_DECREF(terms);
-    {
-        PyObject *res = PyTuple_Pack(2, out, outv);
+    piece = PyBytes_FromStringAndSize((const char *)p + start, n - start);
+    if (piece == NULL || PyList_Append(out, piece) < 0) {
+        Py_XDECREF(piece);
         Py_DECREF(out);
-        Py_DECREF(outv);
-        return res;
+        return NULL;
     }
-none:
-    Py_XDECREF(items);
-    Py_XDECREF(out);
-    Py_XDECREF(outv);
-    Py_DECREF(terms);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(items);
-    Py_XDECREF(out);
-    Py_XDECREF(outv);
-    Py_DECREF(terms);
-    return NULL;
+    Py_DECREF(piece);
+    return out;
 }
 
 static PyMethodDef methods[] = {
@@ -1787,10 +1819,10 @@ static PyMethodDef methods[] = {
     {"count_terms", (PyCFunction)sp_count_terms, METH_O, count_terms_doc},
     {"add_postings", (PyCFunction)(void (*)(void))sp_add_postings, METH_FASTCALL,
      add_postings_doc},
-    {"posting_items", (PyCFunction)(void (*)(void))sp_posting_items, METH_FASTCALL,
-     posting_items_doc},
     {"encode_ascii_texts", (PyCFunction)(void (*)(void))sp_encode_ascii_texts, METH_FASTCALL,
      encode_ascii_texts_doc},
+    {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
+    {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1807,6 +1839,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     PyObject *m, *ud;
+    crc_init();
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) {
         return NULL;

@@ -33,7 +33,8 @@ def add_postings(
 ) -> None:
     """``pending[term][raw] = value`` for each term and value."""
 
-def posting_items(
-    prefix: bytes, pending: dict[str, dict[bytes, bytes]], /
-) -> tuple[list[bytes], list[bytes]] | None:
-    """The posting keys of ``pending`` in key order and their values; ``None`` for a bad term."""
+def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
+    """The postings of ``changes`` joined in id order; ``None`` when one is not id16: tail8."""
+
+def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
+    """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import cbor2
@@ -40,11 +40,11 @@ from cortex.keys import (
     parse_lex_doc_key,
     parse_lex_term_key,
     parse_posting_key,
-    posting_key,
     posting_prefix,
     show_key,
 )
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
+from cortex.postings import ENTRY, apply, block_entries, block_payload, entry_tail, find
 from cortex.records import Data
 from cortex.text import query_terms
 from cortex.text import terms as doc_terms
@@ -56,12 +56,13 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 
 # an extension built from an older _speedups.c lacks the functions: then the Python paths run
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("count_terms", "add_postings", "posting_items")
+    hasattr(_sp, name) for name in ("count_terms", "add_postings")
 )
-"""Count terms, hold and order postings in C (``cortex._speedups``) when it is built; tests
-switch this off to compare with the Python paths."""
+"""Count terms and hold postings in C (``cortex._speedups``) when it is built; tests switch
+this off to compare with the Python paths."""
 
 __all__ = [
+    "BLOCKS_FEATURE",
     "FEATURE",
     "K1",
     "STATS_KEY",
@@ -87,6 +88,8 @@ FEATURE: Final = "lexical-bm25"
 """The format feature naming this index (format version 2)."""
 STEM_FEATURE: Final = "lexical-stem-english"
 """The format feature of stemmed terms (format version 5): terms are ``text.terms``."""
+BLOCKS_FEATURE: Final = "lexical-posting-blocks"
+"""The format feature of postings kept in blocks (format version 6): ``cortex.postings``."""
 STATS_KEY: Final = meta_key("lexical")
 
 # a bound on a term's contribution is idf * (K1 + 1); widened by this much so that rounding in
@@ -179,36 +182,14 @@ def _add_postings(
         held[raw] = value
 
 
-def _posting_items(pending: dict[str, dict[bytes, bytes]]) -> tuple[list[bytes], list[bytes]]:
-    """The held postings' keys in key order, and their values.
-
-    Terms in code point order (their UTF-8 byte order), then ids. Two lists, not a pair per
-    posting: ``zip`` of them feeds ``put_many`` without allocating (the garbage collector runs
-    by allocations). ``cortex._speedups.posting_items`` returns the same, or None where this
-    raises.
-    """
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    for term in sorted(pending):
-        prefix = posting_prefix(term)
-        held = pending[term]
-        ids = sorted(held)
-        keys += [prefix + raw for raw in ids]
-        values += [held[raw] for raw in ids]
-    return keys, values
-
-
 def idf(n: int, df: int) -> float:
     """BM25 inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never < 0)."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 # ---------------------------------------------------------------------------------------------
-# Values: postings hold [tf, length] and term entries hold df, as canonical CBOR, sealed.
-
-
-def _posting_value(tf: int, length: int) -> bytes:
-    return seal(b"\x82" + _uint(tf) + _uint(length))
+# Values: postings hold tf and length in their blocks (``cortex.postings``); term entries hold
+# df, as a canonical CBOR unsigned integer, sealed.
 
 
 # the width of a CBOR unsigned integer after its head byte, and the least value it may hold in
@@ -229,21 +210,6 @@ def _read_uint(p: bytes, i: int) -> tuple[int, int]:
     if n < spec[1]:
         raise ValueError("integer not in its shortest form")
     return n, end
-
-
-def _posting(key: bytes, value: bytes) -> tuple[int, int]:
-    """``(tf, length)`` of a sealed posting value."""
-    p = unseal(key, value)
-    try:
-        if p[0] != 0x82:
-            raise ValueError("not a list of two")
-        tf, i = _read_uint(p, 1)
-        length, i = _read_uint(p, i)
-        if i != len(p) or tf < 1:
-            raise ValueError("malformed")
-    except (ValueError, IndexError) as exc:
-        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
-    return tf, length
 
 
 # Sealed df values seen or written, both ways: the same bytes always hold the same count, so a
@@ -310,8 +276,8 @@ class Indexer:
 
     Document frequency changes and the statistics are kept in memory while the transaction
     runs, so a batch reads and writes each term entry once; new postings (and documents) are
-    held back and put in key order by ``flush``, which keeps LMDB's inserts local (a batch's
-    postings of one term are adjacent).
+    held back and written by ``flush``, each term's once: a batch of new memories appends to
+    the last block of each of its terms (``cortex.postings``).
     """
 
     def __init__(self, txn: WriteTxn) -> None:
@@ -324,10 +290,10 @@ class Indexer:
             s.postings,
         )
         self._delta: Counter[str] = Counter()  # df changes not yet written, by term
-        # new postings not yet written: term -> {id16: sealed [tf, dl]}; ids of one batch mostly
-        # arrive in ascending order (ULIDs), so each term's postings are nearly sorted already
+        # new postings not yet written: term -> {id16: tf and length (8 bytes)}; ids of one
+        # batch mostly arrive in ascending order (ULIDs), so they mostly append
         self._pending: dict[str, dict[bytes, bytes]] = {}
-        self._values: dict[tuple[int, int], bytes] = {}  # sealed [tf, dl] values, memoised
+        self._values: dict[tuple[int, int], bytes] = {}  # posting tails, memoised
         self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
@@ -343,7 +309,7 @@ class Indexer:
         for tf in set(counts):
             value = memo.get((tf, length))
             if value is None:
-                value = memo[tf, length] = _posting_value(tf, length)
+                value = memo[tf, length] = entry_tail(tf, length)
             by_tf[tf] = value
         values = [*map(by_tf.__getitem__, counts)]
         if _USE_SPEEDUPS:
@@ -369,7 +335,7 @@ class Indexer:
         for term in doc.terms:
             held = self._pending.get(term)
             if held is None or held.pop(raw, None) is None:
-                self.txn.delete(posting_key(term, mid))
+                apply(self.txn, term, {raw: None})
             self._delta[term] -= 1
         if not held_doc:
             self.txn.delete(key)
@@ -384,11 +350,14 @@ class Indexer:
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
-        if self._pending:
-            held = _sp.posting_items(LEX_POSTING, self._pending) if _USE_SPEEDUPS else None
-            keys, values = held if held is not None else _posting_items(self._pending)
-            txn.put_many(zip(keys, values, strict=True))
-            self._pending.clear()
+        blocks: list[tuple[bytes, bytes]] = []
+        for term in sorted(self._pending):
+            held = self._pending[term]
+            if held:
+                apply(txn, term, held, blocks)
+        self._pending.clear()
+        if blocks:
+            txn.put_many(blocks)
         vocabulary = self._terms
         puts = []
         # every touched entry is read (and checked), even one whose count did not change
@@ -418,10 +387,6 @@ class Indexer:
             postings=self._postings,
         )
         txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
-
-
-# ---------------------------------------------------------------------------------------------
-# Searching
 
 
 def search(
@@ -476,15 +441,16 @@ def search(
     k1, b = K1, B
     norm_a, norm_b = k1 * (1.0 - b), k1 * b / avgdl if avgdl else 0.0
 
-    # A posting's value bytes determine its tf and length, so its checked, decoded BM25 factor
-    # is memoised by those bytes: the many postings sharing (tf, length) cost one dict lookup.
+    # A posting's tail (its 8 bytes after the id) is its tf and length, so its BM25 factor is
+    # memoised by those bytes: the many postings sharing (tf, length) cost one dict lookup.
     memo: dict[bytes, float] = {}
 
-    def factor(key: bytes, value: bytes) -> float:
-        f = memo.get(value)
+    def factor(tail: bytes) -> float:
+        f = memo.get(tail)
         if f is None:
-            tf, length = _posting(key, value)
-            f = memo[value] = tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
+            tf = int.from_bytes(tail[:4], "big")
+            length = int.from_bytes(tail[4:], "big")
+            f = memo[tail] = tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
         return f
 
     scores: dict[bytes, float] = {}
@@ -506,10 +472,9 @@ def search(
             for raw in sorted(ids):
                 total, hit = 0.0, False
                 for _, term, w, _ in plan:
-                    key = posting_key(term, MemoryId(raw))
-                    value = txn.get(key)
-                    if value is not None:
-                        total += w * factor(key, value)
+                    tail = find(txn, posting_prefix(term), raw)
+                    if tail is not None:
+                        total += w * factor(tail)
                         hit = True
                 if hit:
                     scores[raw] = total
@@ -525,35 +490,39 @@ def search(
             scores = {k: s for k, s in scores.items() if s + rest[i] >= theta}
             if len(scores) * 4 < df:
                 for raw in list(scores):
-                    key = prefix + raw
-                    value = txn.get(key)
-                    if value is not None:
-                        scores[raw] += w * factor(key, value)
+                    tail = find(txn, prefix, raw)
+                    if tail is not None:
+                        scores[raw] += w * factor(tail)
             else:
-                for key, value in txn.scan(prefix):
-                    raw = key[-16:]
+                for raw, tail in _entries(txn, prefix):
                     if raw in scores:
-                        f = memo.get(value)
-                        scores[raw] += w * (f if f is not None else factor(key, value))
+                        f = memo.get(tail)
+                        scores[raw] += w * (f if f is not None else factor(tail))
         elif allowed is None:
             get = scores.get
-            for key, value in txn.scan(prefix):
-                raw = key[-16:]
-                f = memo.get(value)
-                scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(key, value))
+            for raw, tail in _entries(txn, prefix):
+                f = memo.get(tail)
+                scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
         else:
-            for key, value in txn.scan(prefix):
-                raw = key[-16:]
+            for raw, tail in _entries(txn, prefix):
                 s = scores.get(raw)
                 if s is None:
                     if not allowed(raw):
                         continue
                     s = 0.0
-                f = memo.get(value)
-                scores[raw] = s + w * (f if f is not None else factor(key, value))
+                f = memo.get(tail)
+                scores[raw] = s + w * (f if f is not None else factor(tail))
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
     return _top(scores, limit)
+
+
+def _entries(txn: ReadTxn, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(id16, tail)`` of every posting under a term's ``prefix``, in id order."""
+    for key, value in txn.scan(prefix):
+        p = block_payload(key, value)
+        for i in range(0, len(p), ENTRY):
+            yield p[i : i + 16], p[i + 16 : i + ENTRY]
 
 
 def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
@@ -668,59 +637,91 @@ def _analyzed(
             continue  # the store's own checks report undecodable data
 
 
-def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
-    """``(count, digest)`` of the postings, or ``None`` when one of them is malformed."""
-    count = digest = 0
-    memo: dict[bytes, tuple[int, int]] = {}
-    p = len(LEX_POSTING)
+def _blocks(
+    txn: ReadTxn,
+) -> Iterator[tuple[bytes, str | None, list[tuple[bytes, int, int]] | str]]:
+    """Every posting block: ``(key, term, postings)``, or ``(key, term, what is wrong)``.
+
+    Checks each block (``block_entries``) and the order of the blocks of a term: each begins
+    after the previous one's last posting. ``term`` is None when the key is malformed.
+    """
+    last_term: str | None = None
+    last_id = b""
     for key, value in txn.scan(LEX_POSTING):
-        count += 1
-        got = memo.get(value)
         try:
-            if got is None:
-                got = memo[value] = _posting(key, value)
-            if len(key) < p + 18 or key[-17] != 0:
-                return None
-            term = key[p:-17].decode("utf-8")
-        except (IntegrityError, UnicodeDecodeError):
+            term = parse_posting_key(key)[0]
+        except CodecError as exc:
+            yield key, None, str(exc)
+            continue
+        try:
+            entries = block_entries(key, value)
+        except IntegrityError as exc:
+            yield key, term, str(exc)
+            continue
+        if term == last_term and entries[0][0] <= last_id:
+            yield key, term, "overlaps the block before it"
+            continue
+        last_term, last_id = term, entries[-1][0]
+        yield key, term, entries
+
+
+def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
+    """``(count, digest)`` of the postings, or ``None`` when a block is malformed."""
+    count = digest = 0
+    for _, term, entries in _blocks(txn):
+        if isinstance(entries, str):
             return None
-        digest += hash((term, key[-16:], got[0], got[1]))
+        count += len(entries)
+        for raw, tf, length in entries:
+            digest += hash((term, raw, tf, length))
     return count, digest & _MASK64
 
 
 def _posting_problems(
     txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
 ) -> list[tuple[str, str]]:
-    """Every posting that is missing, extra, damaged or wrong (the slow, exact diff)."""
+    """Every damaged block, and every posting missing, extra or wrong (the slow, exact diff).
+
+    A posting is named ``lex/p/<term>/<id>``.
+    """
     problems: list[tuple[str, str]] = []
     add = problems.append
     want: dict[bytes, tuple[int, int]] = {}
     for mid, terms in _analyzed(live):
         tfs = Counter(terms)
         for term, tf in tfs.items():
-            want[posting_key(term, mid)] = (tf, len(terms))
-    for key, value in txn.scan(LEX_POSTING):
-        name = show_key(key)
-        try:
-            parse_posting_key(key)
-            got = _posting(key, value)
-        except (IntegrityError, CodecError) as exc:
-            add((name, str(exc)))
-            want.pop(key, None)
+            want[posting_prefix(term) + mid.bytes] = (tf, len(terms))
+    blocks = list(_blocks(txn))
+    for i, (key, block_term, entries) in enumerate(blocks):
+        if block_term is None or isinstance(entries, str):
+            add((show_key(key) if block_term is not None else key.hex(), str(entries)))
+            if block_term is not None:
+                # the postings this block should hold are not named again one by one: the ids
+                # from its key to the next block's of the term
+                held = posting_prefix(block_term)
+                following = blocks[i + 1][0] if i + 1 < len(blocks) else b""
+                end = following if following.startswith(held) else None
+                for k in [k for k in want if k.startswith(held) and k >= key]:
+                    if end is None or k < end:
+                        del want[k]
             continue
-        expected = want.pop(key, None)
-        if expected is None:
-            add((name, "posting of no live memory or of a term it does not hold"))
-        elif got != expected:
-            add(
-                (
-                    name,
-                    f"holds tf={got[0]} length={got[1]}, expected tf={expected[0]} "
-                    f"length={expected[1]}",
+        prefix = posting_prefix(block_term)
+        for raw, tf, length in entries:
+            k = prefix + raw
+            name = show_key(k)
+            expected = want.pop(k, None)
+            if expected is None:
+                add((name, "posting of no live memory or of a term it does not hold"))
+            elif (tf, length) != expected:
+                add(
+                    (
+                        name,
+                        f"holds tf={tf} length={length}, expected tf={expected[0]} "
+                        f"length={expected[1]}",
+                    )
                 )
-            )
-    for key in sorted(want):
-        add((show_key(key), "posting missing"))
+    for k in sorted(want):
+        add((show_key(k), "posting missing"))
     return problems
 
 
@@ -745,9 +746,5 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
             rarest = (df, t)
     assert rarest is not None
     term = rarest[1]
-    out = []
-    for key, value in txn.scan(posting_prefix(term)):
-        tf, length = _posting(key, value)
-        if length == len(terms) and tf == counts[term]:
-            out.append(parse_posting_key(key)[1])
-    return out
+    want = entry_tail(counts[term], len(terms))
+    return [MemoryId(raw) for raw, tail in _entries(txn, posting_prefix(term)) if tail == want]

@@ -22,8 +22,8 @@ from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
+from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
-from cortex.lexical import STEM_FEATURE
 from cortex.records import Head
 from cortex.store import (
     FORMAT_CODEC,
@@ -231,6 +231,11 @@ def _stemmed_terms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return _rebuild_lexical(txn, tick)
 
 
+def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0005: rebuild the lexical index with its postings in blocks (``lexical.md`` §4)."""
+    return _rebuild_lexical(txn, tick)
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -278,6 +283,18 @@ MIGRATIONS: Final = (
         _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE},
         _count_live,
         _stemmed_terms,
+    ),
+    _Migration(
+        Step(
+            name="0005-posting-blocks",
+            from_version=5,
+            to_version=6,
+            description="rebuild the lexical index with its postings in blocks",
+        ),
+        _FORMAT2_FEATURES
+        | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE, BLOCKS_FEATURE},
+        _count_live,
+        _posting_blocks,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

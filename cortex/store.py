@@ -132,12 +132,12 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 5
+FORMAT_VERSION: Final = 6
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
-index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms.
-``cortex.migrate`` upgrades older formats.
+index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
+format 6 postings in blocks. ``cortex.migrate`` upgrades older formats.
 """
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
@@ -154,6 +154,7 @@ FEATURES: Final = frozenset(
         FRAME_TIME_FEATURE,
         TAG_TYPE_FEATURE,
         lexical.STEM_FEATURE,
+        lexical.BLOCKS_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""

@@ -979,24 +979,26 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 5, 4 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 6, 5 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
     assert re.search(r"^0004-lexical-stemming\s+4 → 5\s+9\s+rebuild the lexical", out, re.M)
+    assert re.search(r"^0005-posting-blocks\s+5 → 6\s+9\s+rebuild the lexical", out, re.M)
     assert out.endswith("dry run: nothing written\n")
     assert (v1 / "data.mdb").read_bytes() == before
     assert run(capsys, "info")[0] == 1  # still format 1
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 5, 4 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-5:] == [
+    assert lines[0] == f"{v1}: format 1 → 6, 5 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-6:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
         "applied 0004-lexical-stemming (9 records)",
-        f"{v1}: now at format 5",
+        "applied 0005-posting-blocks (9 records)",
+        f"{v1}: now at format 6",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1005,7 +1007,7 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth = [
+    entry, second, third, fourth, fifth = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1013,9 +1015,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert second["reason"] == "0002-pinned-and-frame-time: format 2 -> 3"
     assert third["reason"] == "0003-tag-index-by-type: format 3 -> 4"
     assert fourth["reason"] == "0004-lexical-stemming: format 4 -> 5"
+    assert fifth["reason"] == "0005-posting-blocks: format 5 -> 6"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 5)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 5)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 6)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 6)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1047,22 +1050,30 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "description": "rebuild the lexical index with stemmed (Snowball English) terms",
         "records": 9,
     }
+    step5 = {
+        "name": "0005-posting-blocks",
+        "from_version": 5,
+        "to_version": 6,
+        "description": "rebuild the lexical index with its postings in blocks",
+        "records": 9,
+    }
+    steps = (step, step2, step3, step4, step5)
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 5,
+        "to_version": 6,
         "dry_run": True,
-        "steps": [{**s, "applied": False} for s in (step, step2, step3, step4)],
+        "steps": [{**s, "applied": False} for s in steps],
     }
     done = run_json(capsys, "migrate")
     assert done == {
         **planned,
         "dry_run": False,
-        "steps": [{**s, "applied": True} for s in (step, step2, step3, step4)],
+        "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 5, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 6, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1070,23 +1081,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 5)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "6")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 6)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "7")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 6: format 6 is unknown: this cortex knows formats up to 5\n"
+    assert err == "cortex: --to 7: format 7 is unknown: this cortex knows formats up to 6\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 5
+    assert run_json(capsys, "migrate")["to_version"] == 6
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 5)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 6)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1095,6 +1106,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0002-pinned-and-frame-time", "pending"),
         ("0003-tag-index-by-type", "pending"),
         ("0004-lexical-stemming", "pending"),
+        ("0005-posting-blocks", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1102,8 +1114,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 5 and listed["known"][0]["status"] == "applied"
-    applied, _, _, _ = listed["applied"]
+    assert listed["format_version"] == 6 and listed["known"][0]["status"] == "applied"
+    applied, *_ = listed["applied"]
+    assert len(listed["applied"]) == 5
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1308,7 +1321,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 5" in ok("--store", old, "migrate")
+    assert "now at format 6" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -48,6 +49,7 @@ from cortex.keys import (
     type_key,
     version_key,
 )
+from cortex.postings import entry_tail
 from cortex.records import FrameRef
 from cortex.store import _seal
 from tests import workers
@@ -366,7 +368,13 @@ def test_current_version_deleted(small: Small) -> None:
 def _build_larger(path: Path) -> list[str]:
     """A store with small and multi-page values, several versions and edges; returns its ids."""
     rng = random.Random(99)
-    with Cortex.open(path, actor=ACTOR) as cx:
+    start = datetime(2026, 1, 2, tzinfo=UTC)
+    ticks = itertools.count()
+
+    def clock() -> datetime:  # a fixed clock and fixed ids: the same file bytes every run
+        return start + timedelta(milliseconds=next(ticks))
+
+    with Cortex.open(path, actor=ACTOR, clock=clock) as cx:
         uris = [
             cx.write(
                 Fact(
@@ -375,6 +383,7 @@ def _build_larger(path: Path) -> list[str]:
                     predicate="p",
                 ),
                 tags=[f"t{i % 5}"],
+                id=MemoryId(bytes.fromhex("019b7c0a8c00") + rng.randbytes(10)),
             )
             for i in range(40)
         ]
@@ -503,7 +512,8 @@ def test_posting_deleted(small: Small) -> None:
 
 def test_stale_posting_added(small: Small) -> None:
     # a posting for a word the memory does not hold, sealed properly
-    _edit(small.path, posting_key("ghost", small.c), lambda _: _seal(b"\x82\x01\x03"))
+    block = small.c.bytes + entry_tail(1, 3)
+    _edit(small.path, posting_key("ghost", small.c), lambda _: _seal(block))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert problems[f"lex/p/ghost/{small.c}"] == [
@@ -512,6 +522,7 @@ def test_stale_posting_added(small: Small) -> None:
 
 
 def test_posting_of_a_tombstoned_memory(small: Small) -> None:
+    # a block under the key of a posting the tombstone removed (here: an old format's value)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         cx.tombstone(small.b, "gone")
         assert cx.verify().ok
@@ -548,8 +559,10 @@ def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
     key = posting_key("beta", small.b)
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
         raw = txn.get(key)
-    assert raw is not None and raw[:2] == b"\x82\x02"  # "beta" is in the short line too
-    _edit(small.path, key, lambda v: _seal(b"\x82\x03" + raw[2:-4]))
+    # the block of "beta" holds one posting: id16, tf (u32), length (u32)
+    assert raw is not None and len(raw) == 24 + 4
+    assert raw[16:20] == (2).to_bytes(4, "big")  # "beta" is in the short line too
+    _edit(small.path, key, lambda v: _seal(raw[:16] + (3).to_bytes(4, "big") + raw[20:24]))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert list(problems) == [f"lex/p/beta/{small.b}"]

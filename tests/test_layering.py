@@ -34,6 +34,7 @@ ORDER = (
     "keys",
     "kv",
     "text",  # the tokenizer of the lexical index (pure)
+    "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules

@@ -1,4 +1,4 @@
-"""Migrations, on the committed fixtures (tests/data/format1.cortex, format2.cortex).
+"""Migrations, on the committed fixtures (tests/data/format1.cortex, format2, format5).
 
 "Equal" below means: every key of the store outside the journal and ``meta/migrations`` holds
 the same bytes (heads, versions, index entries, edges, lexical postings, document records,
@@ -38,6 +38,7 @@ from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
+FIXTURE5 = ROOT / "tests" / "data" / "format5.cortex"  # ... and at format 5
 
 
 def _fixture_tool() -> ModuleType:
@@ -67,6 +68,14 @@ def v2(tmp_path: Path) -> Path:
     path = tmp_path / "v2"
     path.mkdir()
     shutil.copy(FIXTURE2 / "data.mdb", path / "data.mdb")
+    return path
+
+
+@pytest.fixture
+def v5(tmp_path: Path) -> Path:
+    path = tmp_path / "v5"
+    path.mkdir()
+    shutil.copy(FIXTURE5 / "data.mdb", path / "data.mdb")
     return path
 
 
@@ -124,6 +133,7 @@ STEPS = [
     ("0002-pinned-and-frame-time", 2, 3),
     ("0003-tag-index-by-type", 3, 4),
     ("0004-lexical-stemming", 4, 5),
+    ("0005-posting-blocks", 5, 6),
 ]
 
 
@@ -138,18 +148,23 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 5, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 6, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
         ("0003-tag-index-by-type", 11, True),
         ("0004-lexical-stemming", 9, True),  # the live memories
+        ("0005-posting-blocks", 9, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
         for name in ("0002-pinned-and-frame-time", "0003-tag-index-by-type")
         for i in range(1, 12)
-    ] + [("0004-lexical-stemming", i, 9) for i in range(1, 10)]
+    ] + [
+        (name, i, 9)
+        for name in ("0004-lexical-stemming", "0005-posting-blocks")
+        for i in range(1, 10)
+    ]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -170,25 +185,26 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-4] == old
+    assert new[:-5] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, last = entries[-4:]
+        first, second, third, fourth, last = entries[-5:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert last.reason == "0004-lexical-stemming: format 4 -> 5"
-        assert cx.format.format_version == 5 and set(cx.format.features) == FEATURES
+        assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
+        assert last.reason == "0005-posting-blocks: format 5 -> 6"
+        assert cx.format.format_version == 6 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 4
+    assert len(fresh_entries) == len(entries) - 5
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -197,14 +213,15 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-4]]
-    assert fresh_entries[0].reason == "format 5" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-5]]
+    assert fresh_entries[0].reason == "format 6" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
         ("0002-pinned-and-frame-time", 2, 3, 11),
         ("0003-tag-index-by-type", 3, 4, 11),
         ("0004-lexical-stemming", 4, 5, 9),
+        ("0005-posting-blocks", 5, 6, 9),
     ]
 
 
@@ -228,7 +245,12 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     # this cortex reads format 5 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
         Cortex.open(v1, actor="x")
-    rest = ["0002-pinned-and-frame-time", "0003-tag-index-by-type", "0004-lexical-stemming"]
+    rest = [
+        "0002-pinned-and-frame-time",
+        "0003-tag-index-by-type",
+        "0004-lexical-stemming",
+        "0005-posting-blocks",
+    ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
     report = M.migrate(v1)
@@ -241,12 +263,13 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 5)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 6)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
+        ("0005-posting-blocks", 9, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -254,11 +277,12 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 5)
+    assert (report.from_version, report.to_version) == (2, 6)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
+        ("0005-posting-blocks", 9, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -267,7 +291,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (5, 5)
+    assert report.steps == () and (report.from_version, report.to_version) == (6, 6)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -295,7 +319,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 5  # and it can be run again
+    assert M.migrate(v1).to_version == 6  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -320,7 +344,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 5  # and it can be run again
+    assert M.migrate(v1).to_version == 6  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -343,6 +367,9 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=5)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=4)
+    M.migrate(v1, to=6)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=5)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -376,12 +403,14 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0002-pinned-and-frame-time",
         "0003-tag-index-by-type",
         "0004-lexical-stemming",
+        "0005-posting-blocks",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, True),
         ("0003-tag-index-by-type", 11, True),
         ("0004-lexical-stemming", 9, True),
+        ("0005-posting-blocks", 9, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -395,16 +424,46 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-3] == journal(before)
+    assert journal(after)[:-4] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-3].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-2].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-1].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-4].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-3].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-2].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-1].reason == "0005-posting-blocks: format 5 -> 6"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
         ("0003-tag-index-by-type", 11),
         ("0004-lexical-stemming", 9),
+        ("0005-posting-blocks", 9),
     ]
+
+
+def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path: Path) -> None:
+    """Format 5 held one key per posting; 0005 puts them in blocks and changes nothing else."""
+    before = dump(v5)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 5
+    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks"]
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v5, actor="x")
+    report = M.migrate(v5)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0005-posting-blocks", 9, True)
+    ]
+    after = dump(v5)
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(
+        k.startswith((K.LEX_POSTING, JOURNAL)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+    )
+    old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
+    new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
+    assert len(new_blocks) < len(old_postings)
+    assert journal(after)[:-1] == journal(before)
+    with Cortex.open(v5, actor="checker") as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0005-posting-blocks: format 5 -> 6"
+        assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]

@@ -754,25 +754,6 @@ _PENDING = st.dictionaries(
 )
 
 
-@given(_PENDING)
-@example({})
-@example({"b": {b"\x02": b"x", b"\x01": b"y"}, "a": {b"\x03": b"z"}, "é": {}})
-@example({"a": {b"\x01": b"v"}, "": {b"\x01": b"v"}})
-@example({"\ud800": {b"\x01": b"v"}})
-def test_posting_items_agree(pending: dict[str, dict[bytes, bytes]]) -> None:
-    from cortex import lexical
-    from cortex.keys import LEX_POSTING
-
-    c = sp.posting_items(LEX_POSTING, pending)
-    try:
-        py = lexical._posting_items(pending)
-    except ValueError:  # an empty term, U+0000 or a lone surrogate: no key holds it
-        assert c is None
-    else:
-        assert c == py
-        assert c is not None and all(type(x) is bytes for part in c for x in part)
-
-
 @given(_PENDING, st.lists(st.text(max_size=3), max_size=8), st.binary(max_size=3))
 def test_add_postings_agree(
     pending: dict[str, dict[bytes, bytes]], terms: list[str], raw: bytes
@@ -793,8 +774,6 @@ def test_posting_helpers_arguments() -> None:
         sp.add_postings({}, ["a"], [], b"x")
     with pytest.raises(TypeError):
         sp.add_postings({}, ("a",), [b"v"], b"x")
-    with pytest.raises(TypeError):
-        sp.posting_items("lex/p/", {})
 
 
 def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
@@ -835,6 +814,6 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     assert TAGS.enc(("alpha", "beta")) == want
     for module, names in (
         (text, ("ascii_tokens",)),
-        (lexical, ("count_terms", "add_postings", "posting_items")),
+        (lexical, ("count_terms", "add_postings")),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS

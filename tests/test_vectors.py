@@ -216,3 +216,57 @@ def test_lexical_vectors_cover_merging_and_keeping_apart() -> None:
     assert any(
         q["terms"] and set(q["text"].lower().split()) <= STOP_WORDS for q in LEXICAL["queries"]
     )
+
+
+# -- posting blocks (specs/lexical.md §4a), checked against the rule written out here anew
+
+POSTINGS = _load("postings.json")
+
+
+def _spec_blocks(term: str, postings: list[list[Any]]) -> list[list[str]]:
+    """The blocks §4a describes, computed from its text alone (zlib's CRC-32, struct)."""
+    import struct
+    import zlib
+
+    prefix = b"lex/p/" + term.encode("utf-8") + b"\x00"
+    out: list[list[bytes]] = []
+    for hex_id, tf, dl in postings:
+        raw = bytes.fromhex(hex_id)
+        entry = raw + struct.pack(">II", tf, dl)
+        if not out or zlib.crc32(raw) % 32 == 0 or len(out[-1]) == 64:
+            out.append([])
+        out[-1].append(entry)
+    blocks = []
+    for entries in out:
+        payload = b"".join(entries)
+        value = payload + zlib.crc32(payload).to_bytes(4, "big")
+        blocks.append([(prefix + entries[0][:16]).hex(), value.hex()])
+    return blocks
+
+
+@pytest.mark.parametrize("case", POSTINGS["cases"], ids=lambda c: c["why"])
+def test_posting_block_vectors(case: dict[str, Any], tmp_path: Path) -> None:
+    from cortex.kv import LmdbKV
+    from cortex.postings import apply, entry_tail
+
+    assert _spec_blocks(case["term"], case["postings"]) == case["blocks"]
+    # the store's writer, adding the postings in two halves in either order, gives the same
+    rows = {bytes.fromhex(i): entry_tail(tf, dl) for i, tf, dl in case["postings"]}
+    ids = list(rows)
+    for name, halves in {"up": (ids[::2], ids[1::2]), "down": (ids[1::2], ids[::2])}.items():
+        kv = LmdbKV(tmp_path / name)
+        for half in halves:
+            kv.write(lambda txn, half=half: apply(txn, case["term"], {i: rows[i] for i in half}))
+        with kv.read() as txn:
+            got = [[k.hex(), v.hex()] for k, v in txn.scan(b"lex/p/")]
+        kv.close()
+        assert got == case["blocks"]
+
+
+def test_posting_boundary_vectors() -> None:
+    from cortex.postings import is_boundary
+
+    for hex_id, marked in POSTINGS["boundaries"]:
+        assert is_boundary(bytes.fromhex(hex_id)) is marked
+    assert any(m for _, m in POSTINGS["boundaries"])
+    assert not all(m for _, m in POSTINGS["boundaries"])

@@ -2,14 +2,14 @@
 
 For each size N (default 10k and 100k memories of mixed types with tags and frames):
 
-- ``write_many``: build the store in batches of 1,000; the floor canonically encodes the same
-  data with cbor2 and puts exactly the bytes cortex put (heads, versions, index entries, pins,
-  the lexical document, postings, term frequencies and statistics, journal entries) in batches
-  of 1,000 into a fresh LMDB environment. It repeats each term's entry and the statistics for
-  every memory; a second floor puts them once per batch, exactly cortex's puts (a second row).
+- ``write_many``: build the store in batches of 1,000. The floor replays, with raw py-lmdb
+  into a fresh environment, exactly the key-value operations cortex made (recorded on an
+  untimed run that builds the same store): every get, seek, scan step, put (with putmulti where
+  cortex used it) and delete of the same bytes, one write transaction per batch; and it
+  canonically encodes each memory's data with cbor2 (the "encode" of encode+raw puts).
 - ``write`` durable, one per transaction: 400 more writes (per repeat) on the store of size N;
-  the floor puts the same bytes, one durable commit each, alternating with cortex in blocks of 50,
-  into a copy of the store written like cortex's (batches of 1,000).
+  the floor replays each write's recorded operations, one durable commit each, alternating with
+  cortex in blocks of 50, into a replica of the store (built by replaying the build).
 - ``resolve`` / ``resolve_latest``: random memories; the floor gets the head and the version
   and decodes them (and the data) with cbor2.loads, one read transaction per call as cortex.
 - ``history``: memories with 4 versions; the floor scans the versions with a cursor and decodes.
@@ -29,6 +29,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,7 @@ from cortex import (
     Pattern,
     Preference,
 )
-from cortex.keys import head_key, journal_key, version_prefix
+from cortex.keys import head_key, version_prefix
 from cortex.records import Data
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -80,104 +82,126 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-class Captured:
-    """The puts cortex made for each journal entry, read back from the finished store."""
+# -- recording cortex's key-value operations, and replaying them on raw LMDB -------------------
 
-    def __init__(self, cx: Cortex, first_seq: int) -> None:
-        self.groups: list[list[tuple[bytes, bytes]]] = []
-        env = cx._kv._env  # the floor must put the very same bytes
-        with env.begin() as txn:
-            for entry in cx.journal(first_seq):
-                if entry.id is None:
-                    continue
-                puts = []
-                hk = head_key(entry.id)
-                puts.append((hk, bytes(txn.get(hk))))
-                with txn.cursor() as cur:
-                    pfx = version_prefix(entry.id)
-                    if cur.set_range(pfx):
-                        while bytes(cur.key()).startswith(pfx):
-                            puts.append((bytes(cur.key()), bytes(cur.value())))
-                            if not cur.next():
-                                break
-                from cortex.codec import HEAD
-                from cortex.keys import lex_doc_key, lex_term_key, posting_key
-                from cortex.lexical import DOC_CODEC as LEX_DOC_CODEC
-                from cortex.lexical import STATS_KEY
-                from cortex.store import _index_keys, _pin_key, _trusted
-
-                head = _trusted(HEAD, hk, puts[0][1])
-                puts.extend((k, b"") for k in _index_keys(head))
-                pk = _pin_key(head)
-                if txn.get(pk) is not None:
-                    puts.append((pk, b""))
-                # the lexical index (format 2): the document record, one posting per distinct
-                # term, each term's document frequency and the collection statistics
-                dk = lex_doc_key(entry.id)
-                raw_doc = txn.get(dk)
-                if raw_doc is not None:
-                    puts.append((dk, bytes(raw_doc)))
-                    doc = _trusted(LEX_DOC_CODEC, dk, bytes(raw_doc))
-                    for term in doc.terms:
-                        k = posting_key(term, entry.id)
-                        puts.append((k, bytes(txn.get(k))))
-                        tk = lex_term_key(term)
-                        puts.append((tk, bytes(txn.get(tk))))
-                    puts.append((STATS_KEY, bytes(txn.get(STATS_KEY))))
-                jk = journal_key(entry.seq)
-                puts.append((jk, bytes(txn.get(jk))))
-                self.groups.append(puts)
+GET, SEEK, SCAN, PUT, MANY, DELETE = range(6)
+Op = tuple[Any, ...]
 
 
-def split_batches(
-    groups: list[list[tuple[bytes, bytes]]], batch: int
-) -> tuple[list[list[tuple[bytes, bytes]]], list[list[tuple[bytes, bytes]]]]:
-    """Each memory's own puts, and per batch its term entries and statistics (once each)."""
-    from cortex.keys import LEX_TERM
-    from cortex.lexical import STATS_KEY
+class _Recording:
+    """A write transaction that logs every operation before doing it (``cortex.kv``'s API)."""
 
-    own: list[list[tuple[bytes, bytes]]] = []
-    shared: list[list[tuple[bytes, bytes]]] = []
-    for b in range(0, len(groups), batch):
-        once: dict[bytes, bytes] = {}
-        for group in groups[b : b + batch]:
-            mine = []
-            for k, v in group:
-                if k.startswith(LEX_TERM) or k == STATS_KEY:
-                    once[k] = v
-                else:
-                    mine.append((k, v))
-            own.append(mine)
-        shared.append(sorted(once.items()))
-    return own, shared
+    def __init__(self, txn: Any, ops: list[Op]) -> None:
+        self._txn = txn
+        self._ops = ops
+
+    def get(self, key: bytes) -> bytes | None:
+        self._ops.append((GET, key))
+        return self._txn.get(key)  # type: ignore[no-any-return]
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        self._ops.append((SEEK, start, reverse))
+        return self._txn.seek(prefix, start, reverse=reverse)  # type: ignore[no-any-return]
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        op = [SCAN, start if start is not None else prefix, reverse, 0]
+        self._ops.append(op)  # type: ignore[arg-type]  # the count is filled in as it goes
+        for pair in self._txn.scan(prefix, start=start, reverse=reverse):
+            op[3] += 1
+            yield pair
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        for k, _ in self.scan(prefix, start=start, reverse=reverse):
+            yield k
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        self._ops.append((PUT, key, value, overwrite))
+        return self._txn.put(key, value, overwrite=overwrite)  # type: ignore[no-any-return]
+
+    def put_many(self, items: Any) -> None:
+        items = list(items)
+        self._ops.append((MANY, items))
+        self._txn.put_many(items)
+
+    def delete(self, key: bytes) -> bool:
+        self._ops.append((DELETE, key))
+        return self._txn.delete(key)  # type: ignore[no-any-return]
 
 
-def floor_write_many(
-    path: Path,
-    builtins: list[Any],
-    own: list[list[tuple[bytes, bytes]]],
-    shared: list[list[tuple[bytes, bytes]]],
-) -> float:
-    """Memories/s of the floor writing a fresh environment at ``path`` (removed after).
+@contextmanager
+def recording(cx: Cortex) -> Iterator[list[list[Op]]]:
+    """Log the operations of every write transaction of ``cx``: one list per transaction."""
+    kv = cx._kv
+    txns: list[list[Op]] = []
+    real = kv.write
 
-    Each memory: canonical cbor2 of its data and its ``own`` puts; transactions of 1,000, each
-    ending with its batch's ``shared`` puts.
+    def write(fn: Any) -> Any:
+        def logged(txn: Any) -> Any:
+            ops: list[Op] = []
+            result = fn(_Recording(txn, ops))
+            txns.append(ops)  # only a transaction that ran to its commit
+            return result
+
+        return real(logged)
+
+    kv.write = write  # type: ignore[method-assign]
+    try:
+        yield txns
+    finally:
+        del kv.write
+
+
+def replay(env: lmdb.Environment, ops: list[Op]) -> None:
+    """Do ``ops`` in one raw write transaction of ``env`` (committed)."""
+    with env.begin(write=True) as txn, txn.cursor() as cur:
+        for op in ops:
+            kind = op[0]
+            if kind == MANY:
+                cur.putmulti(op[1])
+            elif kind == PUT:
+                txn.put(op[1], op[2], overwrite=op[3])
+            elif kind == GET:
+                txn.get(op[1])
+            elif kind == SEEK:
+                if not cur.set_range(op[1]) and op[2]:
+                    cur.last()
+                elif op[2]:
+                    cur.prev()
+                cur.key()
+            elif kind == SCAN:
+                cur.set_range(op[1])
+                step = cur.prev if op[2] else cur.next
+                for _ in range(op[3]):
+                    cur.value()
+                    step()
+            else:
+                txn.delete(op[1])
+
+
+def floor_write_many(path: Path, builtins: list[Any], batches: list[list[Op]]) -> float:
+    """Memories/s of the floor replaying the build's batches into a fresh environment.
+
+    The environment at ``path`` is removed after; each batch also cbor2-encodes its data.
     """
     n = len(builtins)
     t0 = time.perf_counter()
     env = floor_env(path)
-    for b in range(0, n, 1000):
-        with env.begin(write=True) as txn:
-            for j in range(b, min(b + 1000, n)):
-                cbor2.dumps(builtins[j], canonical=True)
-                for k, v in own[j]:
-                    txn.put(k, v)
-            for k, v in shared[b // 1000]:
-                txn.put(k, v)
+    for b, ops in enumerate(batches):
+        for j in range(b * 1000, min(b * 1000 + 1000, n)):
+            cbor2.dumps(builtins[j], canonical=True)
+        replay(env, ops)
     rate = n / (time.perf_counter() - t0)
     env.close()
     shutil.rmtree(path)
     return rate
+
+
+def _puts(ops: list[Op]) -> int:
+    return sum(len(op[1]) if op[0] == MANY else op[0] == PUT for op in ops)
 
 
 def floor_env(path: Path) -> lmdb.Environment:
@@ -190,7 +214,17 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"n": n}
 
     # -- write_many, batches of 1,000 ---------------------------------------------------------
-    ours_rates, floor_rates, exact_rates = [], [], []
+    # an untimed build records cortex's operations; it is the store the rest measures on
+    keep = root / f"cx-{n}"
+    with Cortex.open(keep, actor="bench", map_size=1 << 30) as cx:
+        with recording(cx) as batches:
+            for b in range(0, n, 1000):
+                cx.write_many(items[b : b + 1000])
+        if len(batches) != -(-n // 1000):
+            raise SystemExit("a batch ran twice (the map grew): the recording is not one build")
+    out["puts_per_memory"] = sum(map(_puts, batches)) / n
+    builtins = [_builtin(it.data) for it in items]
+    ours_rates, floor_rates = [], []
     for r in range(repeat):
         store = root / f"cx-{n}-{r}"
         t0 = time.perf_counter()
@@ -198,44 +232,22 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
             for b in range(0, n, 1000):
                 cx.write_many(items[b : b + 1000])
         ours_rates.append(n / (time.perf_counter() - t0))
-        if r == 0:
-            with Cortex.open(store, actor="bench") as cx:
-                captured = Captured(cx, 2)
-            keep = store
-        else:
-            shutil.rmtree(store)
-        builtins = [_builtin(it.data) for it in items]
-        floor_rates.append(
-            floor_write_many(root / f"floor-{n}-{r}", builtins, captured.groups, [[]] * n)
-        )
-        # The floor above puts every lex/t/ entry and meta/lexical once per memory holding the
-        # term (~22 puts a memory); cortex puts each once per batch. This floor puts exactly
-        # cortex's puts (split outside the timing): each batch's own records, then its terms'
-        # entries and the statistics once.
-        own, shared = split_batches(captured.groups, 1000)
-        exact_rates.append(floor_write_many(root / f"floor-exact-{n}-{r}", builtins, own, shared))
+        shutil.rmtree(store)
+        floor_rates.append(floor_write_many(root / f"floor-{n}-{r}", builtins, batches))
     out["write_many_per_s"] = _median(ours_rates)
     out["floor_write_many_per_s"] = _median(floor_rates)
-    out["exact_floor_write_many_per_s"] = _median(exact_rates)
 
-    # -- a floor copy of the store for the single writes and the reads -------------------------
-    # Written like cortex's store, in transactions of 1,000 memories. Written in one
-    # transaction it has no free pages (cortex's has ~2,000 at 10k), and a commit on it cost
-    # ~15-20% less than the same puts on a store written in batches (interleaved, 10k: +218,
-    # +206, +237 us for cortex's commits over the floor's; built in batches: +45, +149, +31 us).
+    # -- a replica of the store for the floor's single writes and reads -----------------------
     fpath = root / f"floor-{n}"
     env = floor_env(fpath)
-    for b in range(0, len(captured.groups), 1000):
-        with env.begin(write=True) as txn:
-            for group in captured.groups[b : b + 1000]:
-                for k, v in group:
-                    txn.put(k, v)
+    for ops in batches:
+        replay(env, ops)
 
     # -- durable single writes on the store of size N --------------------------------------------
-    # Cortex and the floor alternate in blocks of 50 writes, the floor putting the bytes of the
-    # block cortex just wrote: an fsync costs ~1-2 ms and drifts with the disk's other load, so
-    # 400 writes of one side followed by 400 of the other measured the drift as much as either.
-    # Each repeat puts new keys on both sides (the floor used to replay the first 400 again).
+    # Cortex and the floor alternate in blocks of 50 writes, the floor replaying the operations
+    # of the block cortex just wrote (recorded as it ran: appending a tuple per operation, ~0.1%
+    # of a durable write): an fsync costs ~1-2 ms and drifts with the disk's other load, so 400
+    # writes of one side followed by 400 of the other measured the drift as much as either.
     extra = [make_item(rng, n + i) for i in range(1000)]
     singles, block = 400, 50
     ours_lat, floor_lat = [], []
@@ -243,17 +255,14 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
         for _ in range(max(1, repeat // 2)):
             ours_t = floor_t = 0.0
             for b in range(0, singles, block):
-                last_seq = next(cx.journal(2**62, reverse=True)).seq
+                with recording(cx) as writes:
+                    t0 = time.perf_counter()
+                    for it in extra[b : b + block]:
+                        cx.write(it.data, tags=it.tags, frames=it.frames, importance=it.importance)
+                    ours_t += time.perf_counter() - t0
                 t0 = time.perf_counter()
-                for it in extra[b : b + block]:
-                    cx.write(it.data, tags=it.tags, frames=it.frames, importance=it.importance)
-                ours_t += time.perf_counter() - t0
-                groups = Captured(cx, last_seq + 1).groups
-                t0 = time.perf_counter()
-                for group in groups:
-                    with env.begin(write=True) as txn:
-                        for k, v in group:
-                            txn.put(k, v)
+                for ops in writes:
+                    replay(env, ops)
                 floor_t += time.perf_counter() - t0
             ours_lat.append(ours_t / singles)
             floor_lat.append(floor_t / singles)
@@ -341,14 +350,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         n = f"{r['n']:,}"
         wm, fwm = r["write_many_per_s"], r["floor_write_many_per_s"]
-        ewm = r["exact_floor_write_many_per_s"]
         lines.append(
-            f"| {n} | write_many (batches of 1,000), floor with cortex's exact puts "
-            f"| {wm:,.0f} /s | {ewm:,.0f} /s | {ewm / wm:.2f}× time | ≥ 20,000/s, ≤ 2.5× |"
-        )
-        lines.append(
-            f"| {n} | write_many, floor repeating term entries per memory | {wm:,.0f} /s "
-            f"| {fwm:,.0f} /s | {fwm / wm:.2f}× time | |"
+            f"| {n} | write_many (batches of 1,000; {r['puts_per_memory']:.1f} puts a memory) "
+            f"| {wm:,.0f} /s | {fwm:,.0f} /s | {fwm / wm:.2f}× time | ≥ 20,000/s, ≤ 2.5× |"
         )
         lines.append(
             f"| {n} | write, durable, 1 per txn | {r['write_us']:,.0f} µs | "

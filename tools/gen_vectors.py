@@ -1370,6 +1370,59 @@ def _lexical_file() -> dict[str, Any]:
     }
 
 
+POSTINGS_CONVENTIONS: Final = {
+    "boundaries": "[id (hex), whether a posting of this id always begins a block: crc32(id) "
+    "mod 32 == 0] (lexical.md §4a)",
+    "cases": "a term's postings [id (hex), tf, dl] in id order -> its blocks [key (hex), sealed "
+    "value (hex)]: lex/p/ term 0x00 first-id -> id16 tf(u32 BE) dl(u32 BE)... crc32(BE)",
+}
+
+
+def _posting_ids(n: int, *, seed: int, boundaries: bool | None = None) -> list[bytes]:
+    """``n`` distinct ids, ascending, from a fixed seed (only boundaries or none, if asked)."""
+    import random
+
+    from cortex.postings import is_boundary
+
+    rng = random.Random(seed)
+    out: set[bytes] = set()
+    while len(out) < n:
+        raw = rng.randbytes(16)
+        if boundaries is None or is_boundary(raw) == boundaries:
+            out.add(raw)
+    return sorted(out)
+
+
+def _postings_file() -> dict[str, Any]:
+    from cortex.keys import posting_prefix
+    from cortex.kv import seal
+    from cortex.postings import blocks, entry_tail, is_boundary
+
+    def case(term: str, ids: list[bytes], why: str) -> dict[str, Any]:
+        rows = [(raw, 1 + i % 3, 3 + i % 7) for i, raw in enumerate(ids)]
+        run = b"".join(raw + entry_tail(tf, dl) for raw, tf, dl in rows)
+        prefix = posting_prefix(term)
+        return {
+            "why": why,
+            "term": term,
+            "postings": [[raw.hex(), tf, dl] for raw, tf, dl in rows],
+            "blocks": [[(prefix + b[:16]).hex(), seal(b).hex()] for b in blocks(run)],
+        }
+
+    some = _posting_ids(12, seed=1)
+    marked = _posting_ids(6, seed=2, boundaries=True)
+    return {
+        "conventions": POSTINGS_CONVENTIONS,
+        "boundaries": [[raw.hex(), is_boundary(raw)] for raw in sorted(some + marked)],
+        "cases": [
+            case("tea", _posting_ids(3, seed=3), "a few postings: one block"),
+            case("zürich", sorted(_posting_ids(150, seed=4) + marked), "boundaries split"),
+            case("run", _posting_ids(70, seed=5, boundaries=False), "a full block splits at 64"),
+            case("a", [bytes(16), bytes(15) + b"\x01"], "the smallest ids"),
+        ],
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Files
 
@@ -1390,6 +1443,7 @@ def build() -> dict[str, Any]:
     files["negative.json"] = _negative_file()
     files["uris.json"] = _uri_file()
     files["lexical.json"] = _lexical_file()
+    files["postings.json"] = _postings_file()
     return files
 
 
