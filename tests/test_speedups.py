@@ -835,6 +835,16 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     assert TAGS.enc(("alpha", "beta")) == want
     for module, names in (
         (text, ("ascii_tokens",)),
-        (lexical, ("count_terms", "add_postings", "posting_items")),
+        (
+            lexical,
+            (
+                "count_terms",
+                "add_postings",
+                "posting_items",
+                "ascii_term_counts",
+                "StemTable",
+                "index_doc",
+            ),
+        ),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
