@@ -1409,27 +1409,13 @@ PyDoc_STRVAR(ascii_tokens_doc,
              "``tokenize(text)`` for ASCII text: the maximal runs of ASCII letters and digits, "
              "lower-cased, each cut to 64 characters; None when ``text`` is not ASCII.");
 
-static PyObject *
-sp_ascii_tokens(PyObject *module, PyObject *text)
+/* The next token of the ASCII text s[0..n) at or after *pos: its lower-cased first
+ * MAX_TOKEN_CHARS characters are written to buf; returns their count (0: no token is left) and
+ * moves *pos past the token.  The tokenizer of ``ascii_tokens`` and ``ascii_term_counts``. */
+static Py_ssize_t
+next_ascii_token(const Py_UCS1 *s, Py_ssize_t n, Py_ssize_t *pos, char *buf)
 {
-    const Py_UCS1 *s;
-    Py_ssize_t n, i = 0;
-    PyObject *out, *tok;
-    char buf[MAX_TOKEN_CHARS];
-    (void)module;
-    if (!PyUnicode_CheckExact(text)) {
-        PyErr_SetString(PyExc_TypeError, "ascii_tokens: text must be a str");
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(text)) {
-        Py_RETURN_NONE;
-    }
-    s = PyUnicode_1BYTE_DATA(text);
-    n = PyUnicode_GET_LENGTH(text);
-    out = PyList_New(0);
-    if (out == NULL) {
-        return NULL;
-    }
+    Py_ssize_t i = *pos;
     while (i < n) {
         Py_ssize_t len = 0;
         while (i < n) {
@@ -1447,17 +1433,44 @@ sp_ascii_tokens(PyObject *module, PyObject *text)
             i++;
         }
         if (len > 0) {
-            tok = PyUnicode_FromStringAndSize(buf, len < MAX_TOKEN_CHARS ? len : MAX_TOKEN_CHARS);
-            if (tok == NULL || PyList_Append(out, tok) < 0) {
-                Py_XDECREF(tok);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(tok);
+            *pos = i;
+            return len < MAX_TOKEN_CHARS ? len : MAX_TOKEN_CHARS;
         }
-        else {
-            i++; /* a separator */
+        i++; /* a separator */
+    }
+    *pos = i;
+    return 0;
+}
+
+static PyObject *
+sp_ascii_tokens(PyObject *module, PyObject *text)
+{
+    const Py_UCS1 *s;
+    Py_ssize_t n, i = 0, len;
+    PyObject *out, *tok;
+    char buf[MAX_TOKEN_CHARS];
+    (void)module;
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_tokens: text must be a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) {
+        Py_RETURN_NONE;
+    }
+    s = PyUnicode_1BYTE_DATA(text);
+    n = PyUnicode_GET_LENGTH(text);
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    while ((len = next_ascii_token(s, n, &i, buf)) > 0) {
+        tok = PyUnicode_FromStringAndSize(buf, len);
+        if (tok == NULL || PyList_Append(out, tok) < 0) {
+            Py_XDECREF(tok);
+            Py_DECREF(out);
+            return NULL;
         }
+        Py_DECREF(tok);
     }
     return out;
 }
@@ -1813,6 +1826,712 @@ sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The lexical side of a write, one call each (cortex/lexical.py keeps the definitions:
+ * ``analyze_counts`` and ``Indexer.add_counted``): the counted terms of an ASCII full form whose
+ * tokens are all in the stem cache, and the document, postings and df changes of one memory. */
+
+static PyObject *zlib_crc32 = NULL; /* zlib.crc32: cortex.kv.seal appends it to every value */
+
+/* A distinct token of a text: its lower-cased characters in a scratch buffer. */
+typedef struct {
+    Py_ssize_t off, len, count;
+    uint32_t hash;
+} TokenRun;
+
+typedef struct {
+    uint64_t prefix; /* the stem's first 8 bytes, big-endian, zero-padded: orders most pairs */
+    PyObject *stem;  /* a new reference */
+    Py_ssize_t count;
+} StemCount;
+
+/* Code point order of two ASCII str (their byte order). */
+static int
+ascii_str_cmp(PyObject *a, PyObject *b)
+{
+    Py_ssize_t la = PyUnicode_GET_LENGTH(a), lb = PyUnicode_GET_LENGTH(b);
+    int c = memcmp(PyUnicode_1BYTE_DATA(a), PyUnicode_1BYTE_DATA(b), (size_t)(la < lb ? la : lb));
+    return c != 0 ? c : (la > lb) - (la < lb);
+}
+
+/* Stems hold no U+0000, so zero padding sorts a proper prefix first, as code point order does. */
+static uint64_t
+ascii_prefix(PyObject *t)
+{
+    const Py_UCS1 *p = PyUnicode_1BYTE_DATA(t);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(t), i;
+    uint64_t k = 0;
+    for (i = 0; i < 8; i++) {
+        k = (k << 8) | (i < len ? p[i] : 0);
+    }
+    return k;
+}
+
+static int
+stem_count_cmp(const void *a, const void *b)
+{
+    const StemCount *x = (const StemCount *)a, *y = (const StemCount *)b;
+    if (x->prefix != y->prefix) {
+        return x->prefix < y->prefix ? -1 : 1;
+    }
+    return ascii_str_cmp(x->stem, y->stem);
+}
+
+/* Sort by stem: insertion sort for the usual few dozen terms, qsort beyond. */
+static void
+sort_stem_counts(StemCount *sc, Py_ssize_t n)
+{
+    Py_ssize_t i, j;
+    if (n > 48) {
+        qsort(sc, (size_t)n, sizeof(StemCount), stem_count_cmp);
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        StemCount x = sc[i];
+        for (j = i; j > 0 && stem_count_cmp(&sc[j - 1], &x) > 0; j--) {
+            sc[j] = sc[j - 1];
+        }
+        sc[j] = x;
+    }
+}
+
+/* Whether t is an exact str of 1..max ASCII characters without U+0000 (a term a key can hold). */
+static int
+is_ascii_term(PyObject *t, Py_ssize_t max)
+{
+    Py_ssize_t len;
+    if (!PyUnicode_CheckExact(t) || !PyUnicode_IS_ASCII(t)) {
+        return 0;
+    }
+    len = PyUnicode_GET_LENGTH(t);
+    return len >= 1 && len <= max && memchr(PyUnicode_1BYTE_DATA(t), 0, (size_t)len) == NULL;
+}
+
+/* A token -> stem table beside the stem cache dict: what ``ascii_term_counts`` found in the
+ * dict, keyed by the token's bytes, so a token seen before costs no str object and no dict
+ * lookup.  A stem is a function of its token, so an entry never goes stale (whatever the dict
+ * drops); the table is emptied when half full.  It holds only str: no reference cycles. */
+
+typedef struct {
+    PyObject *token; /* an exact ASCII str (a strong reference); NULL: the slot is empty */
+    PyObject *stem;  /* a strong reference */
+    uint32_t hash;   /* FNV-1a of the token */
+} StemSlot;
+
+typedef struct {
+    PyObject_HEAD
+    StemSlot *slots;
+    Py_ssize_t mask; /* slots - 1 */
+    Py_ssize_t used;
+} StemTableObject;
+
+static PyTypeObject StemTable_Type;
+
+static uint32_t
+fnv1a(const char *p, Py_ssize_t n)
+{
+    uint32_t h = 2166136261u;
+    Py_ssize_t i;
+    for (i = 0; i < n; i++) {
+        h = (h ^ (uint8_t)p[i]) * 16777619u;
+    }
+    return h;
+}
+
+static void
+stem_table_clear(StemTableObject *t)
+{
+    Py_ssize_t i;
+    for (i = 0; i <= t->mask; i++) {
+        PyObject *token = t->slots[i].token, *stem = t->slots[i].stem;
+        t->slots[i].token = NULL;
+        t->slots[i].stem = NULL;
+        Py_XDECREF(token);
+        Py_XDECREF(stem);
+    }
+    t->used = 0;
+}
+
+/* The stem of the token p[0..n) (hash h), borrowed, or NULL when the table lacks it. */
+static PyObject *
+stem_table_get(const StemTableObject *t, uint32_t h, const char *p, Py_ssize_t n)
+{
+    Py_ssize_t slot;
+    for (slot = (Py_ssize_t)h & t->mask;; slot = (slot + 1) & t->mask) {
+        const StemSlot *e = &t->slots[slot];
+        if (e->token == NULL) {
+            return NULL;
+        }
+        if (e->hash == h && PyUnicode_GET_LENGTH(e->token) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(e->token), p, (size_t)n) == 0) {
+            return e->stem;
+        }
+    }
+}
+
+/* Remember token (an exact ASCII str, hash h) -> stem. */
+static void
+stem_table_put(StemTableObject *t, uint32_t h, PyObject *token, PyObject *stem)
+{
+    Py_ssize_t slot, n = PyUnicode_GET_LENGTH(token);
+    if (t->used >= (t->mask + 1) / 2) {
+        stem_table_clear(t);
+    }
+    for (slot = (Py_ssize_t)h & t->mask; t->slots[slot].token != NULL;
+         slot = (slot + 1) & t->mask) {
+        const StemSlot *e = &t->slots[slot];
+        if (e->hash == h && PyUnicode_GET_LENGTH(e->token) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(e->token), PyUnicode_1BYTE_DATA(token), (size_t)n) == 0) {
+            return; /* already there */
+        }
+    }
+    Py_INCREF(token);
+    Py_INCREF(stem);
+    t->slots[slot].token = token;
+    t->slots[slot].stem = stem;
+    t->slots[slot].hash = h;
+    t->used++;
+}
+
+static PyObject *
+StemTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"slots", NULL};
+    Py_ssize_t slots = 1 << 16;
+    StemTableObject *self;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|n:StemTable", kwlist, &slots)) {
+        return NULL;
+    }
+    if (slots < 2 || slots > (1 << 24) || (slots & (slots - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "StemTable: slots must be a power of two, 2..2**24");
+        return NULL;
+    }
+    self = (StemTableObject *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slots = PyMem_Calloc((size_t)slots, sizeof(StemSlot));
+    if (self->slots == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->mask = slots - 1;
+    self->used = 0;
+    return (PyObject *)self;
+}
+
+static void
+StemTable_dealloc(StemTableObject *self)
+{
+    if (self->slots != NULL) {
+        stem_table_clear(self);
+        PyMem_Free(self->slots);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t
+StemTable_len(StemTableObject *self)
+{
+    return self->used;
+}
+
+static PyObject *
+StemTable_clear_method(StemTableObject *self, PyObject *unused)
+{
+    (void)unused;
+    stem_table_clear(self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef StemTable_methods[] = {
+    {"clear", (PyCFunction)StemTable_clear_method, METH_NOARGS, "Forget every entry."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods StemTable_as_sequence = {
+    .sq_length = (lenfunc)StemTable_len,
+};
+
+static PyTypeObject StemTable_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cortex._speedups.StemTable",
+    .tp_basicsize = sizeof(StemTableObject),
+    .tp_dealloc = (destructor)StemTable_dealloc,
+    .tp_as_sequence = &StemTable_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "StemTable(slots=65536): the token -> stem table of ascii_term_counts.",
+    .tp_methods = StemTable_methods,
+    .tp_new = StemTable_new,
+};
+
+PyDoc_STRVAR(ascii_term_counts_doc,
+             "ascii_term_counts(text, stems, table, /)\n--\n\n"
+             "``count_terms(terms(text))`` for ASCII text whose every token is a key of "
+             "``stems`` (cortex.text's token -> stem cache; ``table``, a StemTable used with "
+             "no other dict, remembers what was found there): the distinct stems in code point "
+             "order and their counts, ``(distinct, counts)``; None when text is not ASCII, a "
+             "token is not in the cache or a stem is not a non-empty ASCII str without U+0000.");
+
+static PyObject *
+sp_ascii_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text, *stems, *distinct = NULL, *counts = NULL, *res = NULL;
+    StemTableObject *table;
+    const Py_UCS1 *s;
+    Py_ssize_t n, maxtok, cap = 16, nd = 0, held = 0, used = 0, pos = 0, len, i, m;
+    TokenRun *runs;
+    StemCount *sc;
+    Py_ssize_t *index;
+    char *chars;
+    void *block;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "ascii_term_counts(text, stems, table) takes three arguments");
+        return NULL;
+    }
+    text = args[0];
+    stems = args[1];
+    if (!PyUnicode_CheckExact(text) || !PyDict_CheckExact(stems) ||
+        !PyObject_TypeCheck(args[2], &StemTable_Type)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_term_counts(str, dict, StemTable)");
+        return NULL;
+    }
+    table = (StemTableObject *)args[2];
+    n = PyUnicode_GET_LENGTH(text);
+    if (!PyUnicode_IS_ASCII(text) || n > ((Py_ssize_t)1 << 40)) {
+        Py_RETURN_NONE;
+    }
+    s = PyUnicode_1BYTE_DATA(text);
+    maxtok = n / 2 + 1; /* tokens are separated by at least one character */
+    if (n > 4096) {     /* a long text: room for the tokens it has, not for the most it could */
+        char buf[MAX_TOKEN_CHARS];
+        maxtok = 1;
+        while (next_ascii_token(s, n, &pos, buf) > 0) {
+            maxtok++;
+        }
+        pos = 0;
+    }
+    while (cap < 2 * maxtok) {
+        cap <<= 1;
+    }
+    /* runs, stem counts and the open-addressed index of runs (at most half full), then the
+     * tokens' characters: a distinct token's come from its own part of the text, so n bytes */
+    block = PyMem_Malloc((size_t)maxtok * (sizeof(TokenRun) + sizeof(StemCount)) +
+                         (size_t)cap * sizeof(Py_ssize_t) + (size_t)n + 1);
+    if (block == NULL) {
+        return PyErr_NoMemory();
+    }
+    runs = (TokenRun *)block;
+    sc = (StemCount *)(runs + maxtok);
+    index = (Py_ssize_t *)(sc + maxtok);
+    chars = (char *)(index + cap);
+    memset(index, 0xff, (size_t)cap * sizeof(Py_ssize_t)); /* -1: empty */
+    while ((len = next_ascii_token(s, n, &pos, chars + used)) > 0) {
+        const char *t = chars + used;
+        uint32_t h = fnv1a(t, len);
+        Py_ssize_t slot;
+        for (slot = (Py_ssize_t)(h & (uint32_t)(cap - 1));; slot = (slot + 1) & (cap - 1)) {
+            Py_ssize_t k = index[slot];
+            if (k < 0) {
+                index[slot] = nd;
+                runs[nd].off = used;
+                runs[nd].len = len;
+                runs[nd].count = 1;
+                runs[nd].hash = h;
+                nd++;
+                used += len;
+                break;
+            }
+            if (runs[k].hash == h && runs[k].len == len) {
+                const char *u = chars + runs[k].off;
+                for (i = 0; i < len && u[i] == t[i]; i++) {
+                }
+                if (i == len) {
+                    runs[k].count++;
+                    break;
+                }
+            }
+        }
+    }
+    for (i = 0; i < nd; i++) {
+        const char *t = chars + runs[i].off;
+        PyObject *tok, *stem = stem_table_get(table, runs[i].hash, t, runs[i].len);
+        if (stem != NULL) {
+            Py_INCREF(stem);
+        }
+        else {
+            tok = PyUnicode_New(runs[i].len, 127);
+            if (tok == NULL) {
+                goto done;
+            }
+            memcpy(PyUnicode_1BYTE_DATA(tok), t, (size_t)runs[i].len);
+            stem = PyDict_GetItemWithError(stems, tok); /* borrowed */
+            Py_XINCREF(stem);
+            if (stem == NULL) {
+                Py_DECREF(tok);
+                if (PyErr_Occurred()) {
+                    goto done;
+                }
+                goto none; /* not stemmed yet: the Python path stems it into the cache */
+            }
+            if (!is_ascii_term(stem, PY_SSIZE_T_MAX)) {
+                Py_DECREF(tok);
+                Py_DECREF(stem);
+                goto none;
+            }
+            stem_table_put(table, runs[i].hash, tok, stem);
+            Py_DECREF(tok);
+        }
+        sc[held].prefix = ascii_prefix(stem);
+        sc[held].stem = stem;
+        sc[held].count = runs[i].count;
+        held++;
+    }
+    sort_stem_counts(sc, held);
+    /* tokens with the same stem ("run", "running") count as one term */
+    for (i = 0, m = 0; i < held; i++) {
+        if (m > 0 && stem_count_cmp(&sc[m - 1], &sc[i]) == 0) {
+            sc[m - 1].count += sc[i].count;
+            Py_DECREF(sc[i].stem);
+        }
+        else {
+            sc[m++] = sc[i];
+        }
+    }
+    held = m;
+    distinct = PyList_New(m);
+    counts = PyList_New(m);
+    if (distinct == NULL || counts == NULL) {
+        goto done;
+    }
+    for (i = 0; i < m; i++) {
+        PyObject *c = PyLong_FromSsize_t(sc[i].count);
+        if (c == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(counts, i, c);
+    }
+    for (i = 0; i < m; i++) {
+        PyList_SET_ITEM(distinct, i, sc[i].stem); /* the list takes the reference */
+    }
+    held = 0;
+    res = PyTuple_Pack(2, distinct, counts);
+    goto done;
+none:
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (i = 0; i < held; i++) {
+        Py_DECREF(sc[i].stem);
+    }
+    PyMem_Free(block);
+    Py_XDECREF(distinct);
+    Py_XDECREF(counts);
+    return res;
+}
+
+/* The bytes of a CBOR head of major type `major` and argument v (shortest form) at p, or only
+ * their count when p is NULL. */
+static Py_ssize_t
+put_head(char *p, int major, uint64_t v)
+{
+    int w = v < 24 ? 0 : v < 0x100 ? 1 : v < 0x10000 ? 2 : v < 0x100000000ULL ? 4 : 8, k;
+    if (p != NULL) {
+        int info = w == 0 ? (int)v : w == 1 ? 24 : w == 2 ? 25 : w == 4 ? 26 : 27;
+        *p++ = (char)((major << 5) | info);
+        for (k = 0; k < w; k++) {
+            *p++ = (char)(v >> (8 * (w - 1 - k)));
+        }
+    }
+    return 1 + w;
+}
+
+/* Append the checksum of ``cortex.kv.seal`` to b, a new bytes object of the payload and 4 more
+ * bytes: big-endian zlib.crc32 of the payload. */
+static int
+seal_in_place(PyObject *b)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(b) - 4;
+    char *p = PyBytes_AS_STRING(b);
+    PyObject *view, *crc;
+    unsigned long c;
+    view = PyMemoryView_FromMemory(p, n, PyBUF_READ);
+    if (view == NULL) {
+        return -1;
+    }
+    crc = PyObject_CallOneArg(zlib_crc32, view);
+    Py_DECREF(view);
+    if (crc == NULL) {
+        return -1;
+    }
+    c = PyLong_AsUnsignedLong(crc);
+    Py_DECREF(crc);
+    if (c == (unsigned long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    p[n] = (char)(c >> 24);
+    p[n + 1] = (char)(c >> 16);
+    p[n + 2] = (char)(c >> 8);
+    p[n + 3] = (char)c;
+    return 0;
+}
+
+/* The sealed posting value [tf, length] of length (as an int) from memo (length -> {tf: value}),
+ * made and remembered when missing; a new reference. */
+static PyObject *
+posting_value(PyObject *by_length, Py_ssize_t tf, Py_ssize_t length)
+{
+    /* a posting's tail (cortex.postings.entry_tail): tf and length, u32 big-endian each */
+    PyObject *key, *value;
+    unsigned char *p;
+    if (tf < 1 || tf > length || (uint64_t)length > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "a posting needs 1 <= tf <= length < 2**32");
+        return NULL;
+    }
+    key = PyLong_FromSsize_t(tf);
+    if (key == NULL) {
+        return NULL;
+    }
+    value = PyDict_GetItemWithError(by_length, key); /* borrowed */
+    if (value != NULL || PyErr_Occurred()) {
+        Py_XINCREF(value);
+        Py_DECREF(key);
+        return value;
+    }
+    value = PyBytes_FromStringAndSize(NULL, 8);
+    if (value == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    p = (unsigned char *)PyBytes_AS_STRING(value);
+    p[0] = (unsigned char)(tf >> 24);
+    p[1] = (unsigned char)(tf >> 16);
+    p[2] = (unsigned char)(tf >> 8);
+    p[3] = (unsigned char)tf;
+    p[4] = (unsigned char)((uint64_t)length >> 24);
+    p[5] = (unsigned char)((uint64_t)length >> 16);
+    p[6] = (unsigned char)((uint64_t)length >> 8);
+    p[7] = (unsigned char)length;
+    if (PyDict_SetItem(by_length, key, value) < 0) {
+        Py_DECREF(value);
+        value = NULL;
+    }
+    Py_DECREF(key);
+    return value;
+}
+
+#define SMALL_TF 16
+
+PyDoc_STRVAR(index_doc_doc,
+             "index_doc(docs, doc_key, pending, memo, raw, version, distinct, counts, /)\n"
+             "--\n\n"
+             "``cortex.lexical.Indexer.add_counted`` in C: ``docs[doc_key]`` = the sealed "
+             "LexDoc(version, length, distinct) and ``pending[term][raw]`` = the sealed posting "
+             "value [count, length] of each term (one object per value through ``memo``: "
+             "length -> {count: value}); returns the length (the sum of the counts). None, "
+             "changing nothing, unless ``distinct`` is a list of strictly "
+             "increasing ASCII str of 1..255 characters without U+0000, ``counts`` a list of as "
+             "many ints >= 1 and ``version`` an int of 1..2**63-1.");
+
+static PyObject *
+sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *docs, *doc_key, *pending, *memo, *raw, *version, *distinct, *counts;
+    PyObject *doc = NULL, *by_length = NULL, *len_obj = NULL, *res = NULL;
+    PyObject *small[SMALL_TF] = {NULL};
+    unsigned long long ver;
+    Py_ssize_t m, i, length = 0, size;
+    char *p;
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "index_doc takes eight arguments");
+        return NULL;
+    }
+    docs = args[0];
+    doc_key = args[1];
+    pending = args[2];
+    memo = args[3];
+    raw = args[4];
+    version = args[5];
+    distinct = args[6];
+    counts = args[7];
+    if (!PyDict_CheckExact(docs) || !PyBytes_CheckExact(doc_key) || !PyDict_CheckExact(pending) ||
+        !PyDict_CheckExact(memo) || !PyBytes_CheckExact(raw)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "index_doc(dict, bytes, dict, dict, bytes, version, distinct, counts)");
+        return NULL;
+    }
+    if (!PyList_CheckExact(distinct) || !PyList_CheckExact(counts) || !PyLong_CheckExact(version)) {
+        Py_RETURN_NONE;
+    }
+    m = PyList_GET_SIZE(distinct);
+    if (PyList_GET_SIZE(counts) != m) {
+        Py_RETURN_NONE;
+    }
+    ver = PyLong_AsUnsignedLongLong(version);
+    if (ver == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* negative or too large: the Python path names it */
+        Py_RETURN_NONE;
+    }
+    if (ver < 1 || ver > (unsigned long long)INT64_MAX) { /* the range of LexDoc.version */
+        Py_RETURN_NONE;
+    }
+    /* check everything before changing anything; size the document meanwhile */
+    size = 0;
+    for (i = 0; i < m; i++) {
+        PyObject *t = PyList_GET_ITEM(distinct, i), *c = PyList_GET_ITEM(counts, i);
+        Py_ssize_t tf;
+        if (!is_ascii_term(t, 255) ||
+            (i > 0 && ascii_str_cmp(PyList_GET_ITEM(distinct, i - 1), t) >= 0)) {
+            Py_RETURN_NONE;
+        }
+        if (!PyLong_CheckExact(c)) {
+            Py_RETURN_NONE;
+        }
+        tf = PyLong_AsSsize_t(c);
+        if (tf == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (tf < 1 || length > PY_SSIZE_T_MAX - tf) {
+            Py_RETURN_NONE;
+        }
+        length += tf;
+        size += put_head(NULL, 3, (uint64_t)PyUnicode_GET_LENGTH(t)) + PyUnicode_GET_LENGTH(t);
+    }
+    if ((uint64_t)length > 0xFFFFFFFFu) { /* a posting's tail holds the length in 32 bits */
+        Py_RETURN_NONE;
+    }
+    /* {0: 1, 1: version, 2: length, 3: [terms]} (no key 3 without terms), sealed */
+    size += 1 + 2 + 1 + put_head(NULL, 0, ver) + 1 + put_head(NULL, 0, (uint64_t)length);
+    if (m > 0) {
+        size += 1 + put_head(NULL, 4, (uint64_t)m);
+    }
+    doc = PyBytes_FromStringAndSize(NULL, size + 4);
+    if (doc == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(doc);
+    *p++ = (char)(m > 0 ? 0xa4 : 0xa3);
+    *p++ = 0x00;
+    *p++ = 0x01;
+    *p++ = 0x01;
+    p += put_head(p, 0, ver);
+    *p++ = 0x02;
+    p += put_head(p, 0, (uint64_t)length);
+    if (m > 0) {
+        *p++ = 0x03;
+        p += put_head(p, 4, (uint64_t)m);
+        for (i = 0; i < m; i++) {
+            PyObject *t = PyList_GET_ITEM(distinct, i);
+            Py_ssize_t tlen = PyUnicode_GET_LENGTH(t);
+            p += put_head(p, 3, (uint64_t)tlen);
+            memcpy(p, PyUnicode_1BYTE_DATA(t), (size_t)tlen);
+            p += tlen;
+        }
+    }
+    if (seal_in_place(doc) < 0) {
+        goto done;
+    }
+    if (m > 0) {
+        len_obj = PyLong_FromSsize_t(length);
+        if (len_obj == NULL) {
+            goto done;
+        }
+        by_length = PyDict_GetItemWithError(memo, len_obj); /* borrowed */
+        if (by_length == NULL) {
+            if (PyErr_Occurred()) {
+                goto done;
+            }
+            by_length = PyDict_New();
+            if (by_length == NULL || PyDict_SetItem(memo, len_obj, by_length) < 0) {
+                goto done;
+            }
+        }
+        else if (!PyDict_CheckExact(by_length)) {
+            PyErr_SetString(PyExc_TypeError, "index_doc: memo must map lengths to dicts");
+            by_length = NULL;
+            goto done;
+        }
+        else {
+            Py_INCREF(by_length);
+        }
+    }
+    /* zlib.crc32 may have let other threads run: the items are read (and held) again */
+    for (i = 0; i < m; i++) {
+        PyObject *term, *c, *value, *group;
+        Py_ssize_t tf;
+        int rc;
+        if (i >= PyList_GET_SIZE(distinct) || i >= PyList_GET_SIZE(counts)) {
+            goto changed;
+        }
+        term = PyList_GET_ITEM(distinct, i);
+        c = PyList_GET_ITEM(counts, i);
+        tf = PyLong_CheckExact(c) ? PyLong_AsSsize_t(c) : -1;
+        if (tf < 1 || !PyUnicode_CheckExact(term)) {
+            goto changed;
+        }
+        if (tf < SMALL_TF && small[tf] != NULL) {
+            value = small[tf];
+            Py_INCREF(value);
+        }
+        else {
+            value = posting_value(by_length, tf, length);
+            if (value == NULL) {
+                goto done;
+            }
+            if (tf < SMALL_TF) {
+                small[tf] = value;
+                Py_INCREF(value);
+            }
+        }
+        /* pending[term][raw] = value */
+        Py_INCREF(term);
+        group = PyDict_GetItemWithError(pending, term); /* borrowed */
+        if (group == NULL) {
+            if (!PyErr_Occurred()) {
+                group = PyDict_New();
+            }
+            if (group != NULL && PyDict_SetItem(pending, term, group) < 0) {
+                Py_CLEAR(group);
+            }
+        }
+        else if (!PyDict_Check(group)) {
+            PyErr_SetString(PyExc_TypeError, "index_doc: pending must map terms to dicts");
+            group = NULL;
+        }
+        else {
+            Py_INCREF(group);
+        }
+        rc = group != NULL ? PyDict_SetItem(group, raw, value) : -1;
+        Py_XDECREF(group);
+        Py_DECREF(term);
+        Py_DECREF(value);
+        if (rc < 0) {
+            goto done;
+        }
+    }
+    if (PyDict_SetItem(docs, doc_key, doc) < 0) {
+        goto done;
+    }
+    res = PyLong_FromSsize_t(length);
+    goto done;
+changed:
+    if (!PyErr_Occurred()) {
+        PyErr_SetString(PyExc_RuntimeError, "index_doc: distinct or counts changed meanwhile");
+    }
+done:
+    for (i = 0; i < SMALL_TF; i++) {
+        Py_XDECREF(small[i]);
+    }
+    Py_XDECREF(by_length);
+    Py_XDECREF(len_obj);
+    Py_XDECREF(doc);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -1823,6 +2542,9 @@ static PyMethodDef methods[] = {
      encode_ascii_texts_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
+    {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
+     ascii_term_counts_doc},
+    {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1844,7 +2566,7 @@ PyInit__speedups(void)
     if (PyDateTimeAPI == NULL) {
         return NULL;
     }
-    if (PyType_Ready(&Plan_Type) < 0) {
+    if (PyType_Ready(&Plan_Type) < 0 || PyType_Ready(&StemTable_Type) < 0) {
         return NULL;
     }
     m = PyModule_Create(&module_def);
@@ -1877,6 +2599,17 @@ PyInit__speedups(void)
             goto fail;
         }
     }
+    if (zlib_crc32 == NULL) {
+        PyObject *zlib = PyImport_ImportModule("zlib");
+        if (zlib == NULL) {
+            goto fail;
+        }
+        zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
+        Py_DECREF(zlib);
+        if (zlib_crc32 == NULL) {
+            goto fail;
+        }
+    }
     Py_INCREF(Reject);
     if (PyModule_AddObject(m, "Reject", Reject) < 0) {
         Py_DECREF(Reject);
@@ -1885,6 +2618,11 @@ PyInit__speedups(void)
     Py_INCREF(&Plan_Type);
     if (PyModule_AddObject(m, "Plan", (PyObject *)&Plan_Type) < 0) {
         Py_DECREF(&Plan_Type);
+        goto fail;
+    }
+    Py_INCREF(&StemTable_Type);
+    if (PyModule_AddObject(m, "StemTable", (PyObject *)&StemTable_Type) < 0) {
+        Py_DECREF(&StemTable_Type);
         goto fail;
     }
     return m;

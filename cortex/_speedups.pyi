@@ -38,3 +38,29 @@ def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
 
 def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
     """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
+
+class StemTable:
+    """The token -> stem table of ``ascii_term_counts`` (what it found in the stem cache)."""
+
+    def __init__(self, slots: int = 65536) -> None: ...
+    def __len__(self) -> int: ...
+    def clear(self) -> None:
+        """Forget every entry."""
+
+def ascii_term_counts(
+    text: str, stems: dict[str, str], table: StemTable, /
+) -> tuple[list[str], list[int]] | None:
+    """``count_terms(terms(text))`` for ASCII text whose tokens are all in ``stems``; else None."""
+
+def index_doc(
+    docs: dict[bytes, bytes],
+    doc_key: bytes,
+    pending: dict[str, dict[bytes, bytes]],
+    memo: dict[int, dict[int, bytes]],
+    raw: bytes,
+    version: int,
+    distinct: list[str],
+    counts: list[int],
+    /,
+) -> int | None:
+    """Hold one memory's sealed document and postings; its length, or None (nothing changed)."""

@@ -7,6 +7,7 @@ then truncate to the budget at a UTF-8 boundary with "…".
 
 from __future__ import annotations
 
+import operator
 import unicodedata
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -49,6 +50,7 @@ __all__ = [
     "render_full",
     "render_medium",
     "render_short",
+    "render_with_short",
     "truncate",
 ]
 
@@ -95,7 +97,18 @@ def format_seconds(us: int) -> str:
     return (f"{whole}.{frac:06d}".rstrip("0").rstrip(".") if frac else str(whole)) + "s"
 
 
+# each enum's labels by the id of their member: a member lives as long as its class, so an id
+# found here is that member's (``label`` builds its text on every call)
+_LABELS: Final[dict[type[CodedEnum], dict[int, str]]] = {}
+
+
 def _label(v: object, cls: type[CodedEnum]) -> str:
+    by_id = _LABELS.get(cls)
+    if by_id is None:
+        by_id = _LABELS[cls] = {id(m): m.label for m in cls}
+    label = by_id.get(id(v))
+    if label is not None:
+        return label
     # callers may pass a member, its code or its label; the codec has already validated it
     m = cls.coerce(v)
     if m is None:
@@ -325,13 +338,35 @@ def render(data: Data, *, is_canonical: bool = False) -> Forms:
         data: the typed data.
         is_canonical: ``data`` came from decoding (see ``canonical``); skips re-normalising.
     """
+    return render_with_short(data, is_canonical=is_canonical)[0]
+
+
+def render_with_short(data: Data, *, is_canonical: bool = False) -> tuple[Forms, str]:
+    """``render(data)`` and the filled short template, which ``render_full`` takes as ``short``.
+
+    The template is filled once for both forms (and the full form), not once for each.
+    """
     d = data if is_canonical else canonical(data)
-    return Forms(short=_short(d), medium=_medium(d))
+    short, details = _templates(d)
+    text = short(d)
+    parts = details(d)
+    medium = text + _SEP + "; ".join(parts) if parts else text
+    forms = Forms(
+        short=truncate(_nfc(text), SHORT_TOKENS), medium=truncate(_nfc(medium), MEDIUM_TOKENS)
+    )
+    return forms, text
 
 
 def _full_value(v: Any) -> str:
+    t = type(v)
+    if t is str:
+        return v  # type: ignore[no-any-return]  # the most common value
+    if t is float:
+        return repr(v)
+    if t is int:
+        return str(v)
     if isinstance(v, CodedEnum):
-        return v.label
+        return _label(v, type(v))
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, datetime):
@@ -349,7 +384,23 @@ def _full_value(v: Any) -> str:
     return str(v)
 
 
-def render_full(data: Data, *, is_canonical: bool = False) -> str:
+def _full_spec(cls: type[Any]) -> tuple[str, Callable[[Any], tuple[Any, ...]], tuple[Any, ...]]:
+    """What ``render_full`` needs of a memory type.
+
+    ``"TypeName: "``, a getter of every field's value in key order, and each field's line
+    prefix ``"name: "`` (``None`` for ``duration_us``, written as ``duration: <seconds>``).
+    """
+    names = cls.__struct_fields__
+    get = operator.attrgetter(*names)
+    getter = get if len(names) > 1 else lambda d: (get(d),)
+    prefixes = tuple(None if n == "duration_us" else f"{n}: " for n in names)
+    return f"{cls.TYPE.type_name}: ", getter, prefixes
+
+
+_FULL_SPECS: Final = {cls: _full_spec(cls) for cls in _TEMPLATES}
+
+
+def render_full(data: Data, *, is_canonical: bool = False, short: str | None = None) -> str:
     """The full form, never truncated.
 
     The first line is ``TypeName: <short text>``, then one ``field: value`` line for every field
@@ -358,19 +409,31 @@ def render_full(data: Data, *, is_canonical: bool = False) -> str:
     Args:
         data: the typed data.
         is_canonical: ``data`` came from decoding (see ``canonical``); skips re-normalising.
+        short: the text of the short template for ``data`` (before NFC and truncation), when
+            the caller has it (``render_with_short``); else it is filled here.
     """
     if not is_canonical:
         data = canonical(data)
-    short, _ = _templates(data)
-    lines = [f"{data.TYPE.type_name}: {short(data)}"]
-    for name in data.__struct_fields__:
-        v = getattr(data, name)
-        if v is None or v is False or (isinstance(v, tuple | dict) and not v):
+    spec = _FULL_SPECS.get(type(data))
+    if spec is None:
+        _templates(data)  # raises: not a memory type
+    assert spec is not None
+    head, getter, prefixes = spec
+    if short is None:
+        short = _templates(data)[0](data)
+    lines = [head + short]
+    append = lines.append
+    for prefix, v in zip(prefixes, getter(data), strict=True):
+        if v is None or v is False:
             continue
-        if name == "duration_us":
-            lines.append(f"duration: {format_seconds(int(v))}")
+        if type(v) is str and prefix is not None:
+            append(prefix + v)  # the most common value
+        elif isinstance(v, tuple | dict) and not v:
             continue
-        lines.append(f"{name}: {_full_value(v)}")
+        elif prefix is None:
+            append(f"duration: {format_seconds(int(v))}")
+        else:
+            append(prefix + _full_value(v))
     return _nfc("\n".join(lines))
 
 

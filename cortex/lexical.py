@@ -46,7 +46,7 @@ from cortex.keys import (
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
 from cortex.postings import ENTRY, apply, block_entries, block_payload, entry_tail, find
 from cortex.records import Data
-from cortex.text import query_terms
+from cortex.text import _STEMS, query_terms
 from cortex.text import terms as doc_terms
 
 try:
@@ -56,10 +56,20 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 
 # an extension built from an older _speedups.c lacks the functions: then the Python paths run
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("count_terms", "add_postings")
+    hasattr(_sp, name)
+    for name in (
+        "count_terms",
+        "add_postings",
+        "ascii_term_counts",
+        "StemTable",
+        "index_doc",
+    )
 )
-"""Count terms and hold postings in C (``cortex._speedups``) when it is built; tests switch
-this off to compare with the Python paths."""
+"""Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
+tests switch this off to compare with the Python paths."""
+
+# what ascii_term_counts found in the stem cache (text._STEMS), by the token's bytes
+_STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
 
 __all__ = [
     "BLOCKS_FEATURE",
@@ -72,6 +82,7 @@ __all__ = [
     "LexDoc",
     "LexStats",
     "analyze",
+    "analyze_counts",
     "check",
     "count_terms",
     "idf",
@@ -149,6 +160,23 @@ def analyze(data: Data, *, is_canonical: bool = False) -> list[str]:
     ``is_canonical``: ``data`` came from decoding (``forms.canonical``); skips re-normalising.
     """
     return doc_terms(render_full(data, is_canonical=is_canonical))
+
+
+def analyze_counts(
+    data: Data, *, is_canonical: bool = False, short: str | None = None
+) -> tuple[list[str], list[int]]:
+    """``count_terms(analyze(data))``: what ``Indexer.add_counted`` takes.
+
+    ``short``: the text of ``data``'s short template, when the caller has it (``render_full``).
+    """
+    full = render_full(data, is_canonical=is_canonical, short=short)
+    if _USE_SPEEDUPS:
+        # an ASCII text whose tokens were all stemmed before (the common case) in one call;
+        # otherwise the Python path stems the new tokens into the cache
+        counted = _sp.ascii_term_counts(full, _STEMS, _STEM_TABLE)
+        if counted is not None:
+            return counted
+    return count_terms(doc_terms(full))
 
 
 def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
@@ -289,16 +317,45 @@ class Indexer:
             s.terms,
             s.postings,
         )
-        self._delta: Counter[str] = Counter()  # df changes not yet written, by term
+        # df changes not yet written, by term, of the postings deleted; the held new ones
+        # (``_pending``) are counted in by ``flush``
+        self._delta: Counter[str] = Counter()
         # new postings not yet written: term -> {id16: tf and length (8 bytes)}; ids of one
         # batch mostly arrive in ascending order (ULIDs), so they mostly append
         self._pending: dict[str, dict[bytes, bytes]] = {}
         self._values: dict[tuple[int, int], bytes] = {}  # posting tails, memoised
+        self._by_length: dict[int, dict[int, bytes]] = {}  # the same for C: dl -> {tf: tail}
         self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
         """Index a memory (which must not be indexed already) with its terms."""
-        distinct, counts = count_terms(terms)
+        self.add_counted(mid, version, *count_terms(terms))
+
+    def add_counted(
+        self, mid: MemoryId, version: int, distinct: list[str], counts: list[int]
+    ) -> None:
+        """Index a memory (which must not be indexed already) with its counted terms.
+
+        ``distinct`` and ``counts`` are what ``count_terms`` gives for its terms: the distinct
+        terms in code point order and how often each occurs.
+        """
+        if _USE_SPEEDUPS:
+            raw = mid.bytes
+            n = _sp.index_doc(
+                self._docs,
+                LEX_DOC + raw,
+                self._pending,
+                self._by_length,
+                raw,
+                version,
+                distinct,
+                counts,
+            )
+            if n is not None:
+                self._documents += 1
+                self._total += n
+                self._postings += len(distinct)
+                return
         length = sum(counts)
         doc = LexDoc(version=version, length=length, terms=tuple(distinct))
         self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
@@ -316,7 +373,6 @@ class Indexer:
             _sp.add_postings(self._pending, distinct, values, mid.bytes)
         else:
             _add_postings(self._pending, distinct, values, mid.bytes)
-        self._delta.update(distinct)
         self._documents += 1
         self._total += length
         self._postings += len(distinct)
@@ -336,7 +392,7 @@ class Indexer:
             held = self._pending.get(term)
             if held is None or held.pop(raw, None) is None:
                 apply(self.txn, term, {raw: None})
-            self._delta[term] -= 1
+                self._delta[term] -= 1
         if not held_doc:
             self.txn.delete(key)
         self._documents -= 1
@@ -347,6 +403,9 @@ class Indexer:
     def flush(self) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
+        delta = self._delta
+        for term, group in self._pending.items():
+            delta[term] += len(group)  # a term whose postings were all removed again is touched
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
@@ -361,11 +420,11 @@ class Indexer:
         vocabulary = self._terms
         puts = []
         # every touched entry is read (and checked), even one whose count did not change
-        for term in sorted(self._delta):
+        for term in sorted(delta):
             key = lex_term_key(term)
             raw = txn.get(key)
             before = 0 if raw is None else _df(key, raw)
-            n = before + self._delta[term]
+            n = before + delta[term]
             if n == before:
                 continue
             if n < 0:
@@ -378,7 +437,7 @@ class Indexer:
                 vocabulary += before == 0
         if puts:
             txn.put_many(puts)
-        self._delta.clear()
+        delta.clear()
         self._terms = vocabulary
         stats = LexStats(
             documents=self._documents,

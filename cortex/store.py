@@ -68,7 +68,7 @@ from cortex.errors import (
     TombstonedError,
     ValidationError,
 )
-from cortex.forms import check_override, render
+from cortex.forms import check_override, render_with_short
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
 from cortex.keys import (
@@ -476,8 +476,10 @@ class _Prepared:
         "version_bytes",
     )
 
-    def __init__(self, head: Head, version: Version, terms: list[str], pinned: bool) -> None:
-        self.terms = terms  # what the lexical index holds for the version
+    def __init__(
+        self, head: Head, version: Version, terms: tuple[list[str], list[int]], pinned: bool
+    ) -> None:
+        self.terms = terms  # what the lexical index holds for the version: ``count_terms``
         self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
         self.pinned = pinned
         self.head = head
@@ -914,10 +916,11 @@ class Store:
         data_bytes = codec.encode(data, "data")
         mtype = codec.cls.TYPE
         decoded = decode_data_trusted(mtype, data_bytes)
+        short = None  # the filled short template, which the full form starts with
         if forms is not None:
             the_forms, override = check_override(forms), True
         else:
-            the_forms = render(decoded, is_canonical=True)
+            the_forms, short = render_with_short(decoded, is_canonical=True)
             override = False
         if id is not None and not isinstance(id, MemoryId):
             raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
@@ -954,7 +957,10 @@ class Store:
         # encodes both records (every field rule is checked); the terms are found out here, before
         # the write transaction, so the writer lock is not held while rendering and tokenizing
         prepared = _Prepared(
-            head, ver, lexical.analyze(decoded, is_canonical=True), is_pinned(decoded)
+            head,
+            ver,
+            lexical.analyze_counts(decoded, is_canonical=True, short=short),
+            is_pinned(decoded),
         )
         if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
             raise ValidationError("valid_until", "order", "is before valid_from")
@@ -1051,7 +1057,7 @@ class Store:
             puts: list[tuple[bytes, bytes]] = []
             self._put_new(txn, p, puts)
             lex = Indexer(txn)
-            lex.add(p.head.id, 1, p.terms)
+            lex.add_counted(p.head.id, 1, *p.terms)
             puts.append(
                 _Journal(txn, now, self.actor).write_entry(p.head.id, p.type, 1, p.version.hash)
             )
@@ -1102,7 +1108,7 @@ class Store:
             puts: list[tuple[bytes, bytes]] = []
             for p in prepared:
                 self._put_new(txn, p, puts)
-                lex.add(p.head.id, 1, p.terms)
+                lex.add_counted(p.head.id, 1, *p.terms)
                 puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             txn.put_many(puts)
             lex.flush()
@@ -1195,7 +1201,7 @@ class Store:
             _set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
             lex = Indexer(txn)
             lex.remove(mid)
-            lex.add(mid, n, p.terms)
+            lex.add_counted(mid, n, *p.terms)
             lex.flush()
             if p.vector is not None:
                 txn.put(vec_key(mid), self._vector_value(n, p.vector))

@@ -491,3 +491,53 @@ def test_override_rejects_bad_values(forms: object, field: str, rule: str) -> No
     with pytest.raises(ValidationError) as info:
         check_override(forms)
     assert (info.value.field, info.value.rule) == (field, rule)
+
+
+def _full_reference(data: Data) -> str:
+    """The full form as ``specs/forms.md`` words it, field by field (``render_full`` is faster)."""
+    from collections.abc import Mapping
+
+    from cortex import forms
+    from cortex.enums import CodedEnum
+
+    def value(v: object) -> str:
+        if isinstance(v, CodedEnum):
+            return v.label
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, datetime):
+            return format_time(v, precise=True)
+        if isinstance(v, bytes):
+            return v.hex()
+        if isinstance(v, Cost):
+            return f"{v.amount} {v.asset}"
+        if isinstance(v, Mapping):
+            return forms._pairs(v)
+        if isinstance(v, list | tuple):
+            return ", ".join(value(x) for x in v)
+        if isinstance(v, float):
+            return repr(v)
+        return str(v)
+
+    short, _ = forms._templates(data)
+    lines = [f"{data.TYPE.type_name}: {short(data)}"]
+    for name in data.__struct_fields__:
+        v = getattr(data, name)
+        if v is None or v is False or (isinstance(v, tuple | dict) and not v):
+            continue
+        if name == "duration_us":
+            lines.append(f"duration: {format_seconds(int(v))}")
+            continue
+        lines.append(f"{name}: {value(v)}")
+    return unicodedata.normalize("NFC", "\n".join(lines))
+
+
+@given(any_data())
+def test_full_form_and_render_with_short_agree_with_their_definitions(data: Data) -> None:
+    from cortex.forms import render_with_short
+
+    full = render_full(data)
+    assert full == _full_reference(data)
+    forms, short = render_with_short(data)
+    assert forms == render(data) == Forms(short=render_short(data), medium=render_medium(data))
+    assert render_full(data, short=short) == full

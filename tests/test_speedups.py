@@ -806,7 +806,7 @@ def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
 
 def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """A build of an older _speedups.c (decode only) must not break writing: the flags say so."""
-    from cortex import lexical, text
+    from cortex import lexical, postings, text
     from cortex.codec import TAGS
 
     want = TAGS.enc(("alpha", "beta"))
@@ -814,6 +814,16 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     assert TAGS.enc(("alpha", "beta")) == want
     for module, names in (
         (text, ("ascii_tokens",)),
-        (lexical, ("count_terms", "add_postings")),
+        (
+            lexical,
+            (
+                "count_terms",
+                "add_postings",
+                "ascii_term_counts",
+                "StemTable",
+                "index_doc",
+            ),
+        ),
+        (postings, ("posting_run", "cut_blocks")),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS

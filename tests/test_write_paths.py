@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import cortex
-from cortex import Cortex, FrameRef, NewMemory
+from cortex import Cortex, Fact, FrameRef, NewMemory, lexical, text
 from cortex.enums import ObjKind, Verb
 from cortex.ids import MemoryId
 
@@ -77,9 +77,23 @@ def _dump(cx: Cortex) -> list[tuple[bytes, bytes]]:
 def _bench_workload(cx: Cortex) -> None:
     """Batches of the benchmark's memories, then updates, head patches and tombstones."""
     rng = random.Random(7)
+    # the stem caches start empty, so the first texts take the lexical index's slow path
+    text._STEMS.clear()
+    if lexical._STEM_TABLE is not None:
+        lexical._STEM_TABLE.clear()
     items = []
     for i in range(600):
         item = BENCH.make_item(rng, i)
+        if i % 42 == 24:  # (a Fact) the lexical index's slow paths: non-ASCII, unseen words
+            words = f"Zoë's café №{i} 東京 Ελλάδα"
+            if i // 42 % 2:
+                words = f"Unseen{i}a ascii ONLY {'long' * 20}"
+            item = NewMemory(
+                data=Fact(statement=words, subject=f"s{i}", predicate="says"),
+                tags=item.tags,
+                frames=item.frames,
+                importance=item.importance,
+            )
         if i % 7 == 0:  # non-ASCII text, references and tags on the slow paths
             item = NewMemory(
                 data=item.data,

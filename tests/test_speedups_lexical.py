@@ -1,0 +1,315 @@
+"""The lexical side of a write in C against its Python definition.
+
+``cortex._speedups.ascii_term_counts`` (with its ``StemTable``) must give what
+``count_terms(terms(text))`` gives, or None; ``index_doc`` must leave exactly what the Python
+path of ``Indexer.add_counted`` leaves (the sealed document, the postings, the statistics), or
+return None having changed nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from cortex import lexical, text
+from cortex.ids import MemoryId
+from cortex.keys import LEX_DOC
+from cortex.kv import seal
+from cortex.lexical import DOC_CODEC, LexDoc, count_terms
+from cortex.postings import entry_tail
+from cortex.records import Data
+from tests.strategies import any_data
+from tests.test_speedups import _both, _module_speedups
+
+sp = pytest.importorskip(
+    "cortex._speedups",
+    reason="the C accelerator cortex._speedups is not built (no C compiler at install time)",
+)
+
+_ASCII = st.characters(max_codepoint=127)
+_WORDS = ["run", "Running", "RUNS", "ran", "the", "a", "x" * 64, "Y" * 70, "3", "5", "2023"]
+# texts of repeated words (stems that merge, cut tokens) and of any characters
+_DOC_TEXT = (
+    st.lists(st.sampled_from(_WORDS) | st.text(_ASCII, max_size=8), max_size=40).map(" ".join)
+    | st.text(_ASCII, max_size=200)
+    | st.text(max_size=20)
+)
+
+
+def _definition(s: str) -> tuple[list[str], list[int]]:
+    """``count_terms(terms(s))`` on the Python paths (it also stems new tokens into the cache)."""
+    with _module_speedups(text, False), _module_speedups(lexical, False):
+        return count_terms(text.terms(s))
+
+
+@given(_DOC_TEXT)
+@example("")
+@example("Running runs RUN ran, the runner's run: 3.5 2023-05-08")
+@example("x" * 64 + " " + "X" * 65 + " " + "x" * 200 + " " + "y" * 63)
+@example("\x00A\x7fB\tc a_b")
+@example("Zürich ZURICH")
+@example(" ".join(f"w{i % 700}" for i in range(1500)))  # a long text: room for its tokens
+def test_ascii_term_counts_is_count_terms_of_terms(s: str) -> None:
+    table = sp.StemTable()
+    first = sp.ascii_term_counts(s, text._STEMS, table)  # None when a token is not stemmed yet
+    want = _definition(s)
+    if not s.isascii():
+        assert first is None
+        assert sp.ascii_term_counts(s, text._STEMS, table) is None
+        return
+    assert first is None or first == want
+    for t in (table, sp.StemTable()):  # from the table, and from the dict
+        got = sp.ascii_term_counts(s, text._STEMS, t)
+        assert got == want
+        assert type(got) is tuple and [type(x) for x in got] == [list, list]
+        assert all(type(x) is str for x in got[0]) and all(type(n) is int for n in got[1])
+
+
+def test_ascii_term_counts_without_the_stem_is_none() -> None:
+    assert sp.ascii_term_counts("abc def", {"abc": "abc"}, sp.StemTable()) is None
+    assert sp.ascii_term_counts("", {}, sp.StemTable()) == ([], [])
+    assert sp.ascii_term_counts("  ,. ", {}, sp.StemTable()) == ([], [])
+    stems = {"runs": "run", "running": "run", "b": "b"}
+    assert sp.ascii_term_counts("Running b RUNS b", stems, sp.StemTable()) == (
+        ["b", "run"],
+        [2, 2],
+    )
+
+
+@pytest.mark.parametrize("stem", ["", "é", "a\x00", 1, None, b"a"])
+def test_ascii_term_counts_refuses_odd_stems(stem: object) -> None:
+    table = sp.StemTable()
+    assert sp.ascii_term_counts("abc", {"abc": stem}, table) is None
+    assert len(table) == 0
+
+
+def test_the_stem_table_stays_within_half_its_slots() -> None:
+    words = [f"w{i}" for i in range(50)]
+    stems = {w: w.upper().lower() for w in words}
+    table = sp.StemTable(slots=4)
+    for w in words:
+        got = sp.ascii_term_counts(f"{w} {w} x{w}", {**stems, f"x{w}": "a"}, table)
+        assert got == (["a", w], [1, 2])
+        assert len(table) <= 2
+    table.clear()
+    assert len(table) == 0
+    assert len(sp.StemTable()) == 0
+
+
+def test_stem_table_and_term_count_arguments() -> None:
+    for bad in (0, 1, 3, 6, 2**25, -4):
+        with pytest.raises(ValueError):
+            sp.StemTable(bad)
+    with pytest.raises(TypeError):
+        sp.StemTable("8")
+    table = sp.StemTable(slots=8)
+    for args in (
+        ("a", {}),
+        ("a", {}, table, 1),
+        (b"a", {}, table),
+        ("a", [], table),
+        ("a", {}, {}),
+    ):
+        with pytest.raises(TypeError):
+            sp.ascii_term_counts(*args)
+
+
+@given(any_data())
+def test_analyze_counts_paths_agree(data: Data) -> None:
+    from cortex.forms import render_with_short
+
+    _both(lexical, lambda d: lexical.analyze_counts(d, is_canonical=True), data)
+    want = count_terms(lexical.analyze(data, is_canonical=True))
+    assert lexical.analyze_counts(data, is_canonical=True) == want
+    short = render_with_short(data, is_canonical=True)[1]
+    assert lexical.analyze_counts(data, is_canonical=True, short=short) == want
+
+
+# -- index_doc
+
+
+class _NoTxn:
+    def get(self, key: bytes) -> None:
+        return None
+
+
+def _indexed(on: bool, docs: list[tuple[MemoryId, int, Any, Any]]) -> tuple[Any, ...]:
+    """What an Indexer holds after ``add_counted`` of each doc, on one path (or the error)."""
+    with _module_speedups(lexical, on):
+        lex = lexical.Indexer(_NoTxn())  # type: ignore[arg-type]
+        try:
+            for mid, version, distinct, counts in docs:
+                lex.add_counted(mid, version, distinct, counts)
+        except Exception as exc:
+            return (type(exc), str(exc))
+        pending = {t: list(held.items()) for t, held in lex._pending.items()}
+        return (
+            list(lex._docs.items()),
+            list(pending.items()),
+            lex._documents,
+            lex._total,
+            lex._postings,
+        )
+
+
+_TERMS = st.lists(
+    st.text(_ASCII, max_size=30)
+    | st.text(max_size=3)
+    | st.sampled_from(["x" * 24, "x" * 255, "x" * 256, "é", "a\x00", "東"]),
+    max_size=40,
+)
+_VERSIONS = st.sampled_from(
+    [0, 1, 23, 24, 255, 256, 65535, 65536, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -1]
+)
+
+
+@given(st.lists(st.tuples(_TERMS, _VERSIONS | st.integers(1, 2**70)), max_size=4))
+@example([(["b", "a", "b"], 1), (["a"] * 30, 2)])
+@example([([f"t{i:03d}" for i in range(300)] * 2, 2**40)])
+@example([(["a"], 0)])
+def test_index_doc_is_add_counted(batch: list[tuple[list[str], int]]) -> None:
+    docs = []
+    for i, (terms, version) in enumerate(batch):
+        try:
+            distinct, counts = count_terms(terms)
+        except ValueError:
+            continue
+        docs.append((MemoryId(bytes([i % 2 + 1]) * 16), version, distinct, counts))
+    assert _indexed(False, docs) == _indexed(True, docs)
+
+
+def test_index_doc_leaves_a_length_over_32_bits_to_python() -> None:
+    """A posting holds the length in 32 bits: nothing is held, Python raises."""
+    docs: dict[bytes, bytes] = {}
+    pending: dict[str, dict[bytes, bytes]] = {}
+    raw = b"\x07" * 16
+    args = (docs, LEX_DOC + raw, pending, {}, raw, 1, ["x", "y"], [2**31, 2**31])
+    assert sp.index_doc(*args) is None
+    assert docs == {} and pending == {}
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        entry_tail(2**31, 2**32)
+
+
+@pytest.mark.parametrize(
+    ("distinct", "counts"),
+    [
+        ([], []),
+        (["a"], [1]),
+        (sorted(f"t{i}" for i in range(23)), [1] * 23),
+        ([f"t{i:03d}" for i in range(24)], list(range(1, 25))),
+        ([f"t{i:04d}" for i in range(256)], [1] * 256),
+        ([f"t{i:05d}" for i in range(65536)], [1] * 65536),
+        (["x" * 23, "y" * 24, "z" * 255], [2**30, 2**31 - 1, 2**30]),  # length 2**32 - 1
+    ],
+)
+@pytest.mark.parametrize("version", [1, 23, 24, 255, 256, 65535, 65536, 2**32 - 1, 2**63 - 1])
+def test_index_doc_encodes_the_document(
+    distinct: list[str], counts: list[int], version: int
+) -> None:
+    docs: dict[bytes, bytes] = {}
+    pending: dict[str, dict[bytes, bytes]] = {}
+    memo: dict[int, dict[int, bytes]] = {}
+    raw = b"\x07" * 16
+    length = sp.index_doc(docs, LEX_DOC + raw, pending, memo, raw, version, distinct, counts)
+    assert length == sum(counts)
+    doc = LexDoc(version=version, length=length, terms=tuple(distinct))
+    assert docs == {LEX_DOC + raw: seal(DOC_CODEC.encode(doc, "lex/d"))}
+    assert list(pending) == distinct
+    for term, tf in zip(distinct, counts, strict=True):
+        assert pending[term] == {raw: entry_tail(tf, length)}
+    # one object per value: equal counts share it, and a second document reuses the memo
+    if len(counts) > 1 and counts[0] == counts[1]:
+        assert pending[distinct[0]][raw] is pending[distinct[1]][raw]
+    other = b"\x08" * 16
+    sp.index_doc(docs, LEX_DOC + other, pending, memo, other, version, distinct, counts)
+    for term in distinct:
+        assert pending[term][other] is pending[term][raw]
+
+
+@pytest.mark.parametrize(
+    ("version", "distinct", "counts"),
+    [
+        (1, ["b", "a"], [1, 1]),  # not in order
+        (1, ["a", "a"], [1, 1]),  # not distinct
+        (1, ["a", "é"], [1, 1]),
+        (1, ["a", "x" * 256], [1, 1]),
+        (1, ["a\x00"], [1]),
+        (1, [""], [1]),
+        (1, [b"a"], [1]),
+        (1, ["a"], [0]),
+        (1, ["a"], [-1]),
+        (1, ["a"], [True]),
+        (1, ["a"], [1.0]),
+        (1, ["a"], [2**63]),
+        (1, ["a", "b"], [1]),
+        (1, ("a",), [1]),
+        (1, ["a"], (1,)),
+        (0, ["a"], [1]),
+        (-1, ["a"], [1]),
+        (2**63, ["a"], [1]),
+        (2**64, ["a"], [1]),
+        (True, ["a"], [1]),
+        (1.0, ["a"], [1]),
+        ("1", ["a"], [1]),
+    ],
+)
+def test_index_doc_leaves_the_unusual_to_python(version: Any, distinct: Any, counts: Any) -> None:
+    docs: dict[bytes, bytes] = {}
+    pending: dict[str, dict[bytes, bytes]] = {}
+    memo: dict[int, dict[int, bytes]] = {}
+    raw = b"\x07" * 16
+    assert sp.index_doc(docs, b"k", pending, memo, raw, version, distinct, counts) is None
+    assert docs == pending == memo == {}
+
+
+def test_index_doc_arguments() -> None:
+    raw = b"\x07" * 16
+    good: list[Any] = [{}, b"k", {}, {}, raw, 1, ["a"], [1]]
+    with pytest.raises(TypeError):
+        sp.index_doc(*good[:-1])
+    for i, bad in [(0, []), (1, "k"), (2, []), (3, []), (4, "r"), (4, bytearray(raw))]:
+        args = [*good]
+        args[i] = bad
+        with pytest.raises(TypeError):
+            sp.index_doc(*args)
+    with pytest.raises(TypeError):  # pending must map terms to dicts
+        sp.index_doc({}, b"k", {"a": []}, {}, raw, 1, ["a"], [1])
+    with pytest.raises(TypeError):  # memo must map lengths to dicts
+        sp.index_doc({}, b"k", {}, {1: []}, raw, 1, ["a"], [1])
+
+
+def test_add_counted_paths_write_the_same(tmp_path: Path) -> None:
+    """Batches indexed (and re-indexed) with index_doc leave the store the Python path leaves."""
+    from cortex.kv import LmdbKV
+
+    vocabulary = ["b", "a", "é", "x" * 40, "東", *(f"t{i}" for i in range(40))]
+    docs = {
+        MemoryId(bytes([i]) * 16): count_terms(
+            [vocabulary[(i * k) % len(vocabulary)] for k in range(i * 3)]
+        )
+        for i in range(1, 30)
+    }
+    stores = []
+    for on in (False, True):
+        kv = LmdbKV(tmp_path / f"kv-{on}")
+        with _module_speedups(lexical, on):
+            for part in (list(docs.items())[:15], list(docs.items())[15:]):
+
+                def fn(txn: Any, part: Any = part) -> None:
+                    lex = lexical.Indexer(txn)
+                    for m, (distinct, counts) in part:
+                        lex.add_counted(m, 1, distinct, counts)
+                    lex.remove(MemoryId(bytes([3]) * 16))  # held, then stored
+                    lex.remove(MemoryId(bytes([20]) * 16))
+                    lex.add_counted(MemoryId(bytes([3]) * 16), 2, ["a", "b"], [1, 2])
+                    lex.flush()
+
+                kv.write(fn)
+        with kv.read() as txn:
+            stores.append(list(txn.scan(b"")))
+        kv.close()
+    assert stores[0] == stores[1]
