@@ -71,7 +71,7 @@ from cortex.errors import (
 )
 from cortex.forms import check_override, render
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, new_id, new_ids
 from cortex.keys import (
     EDGE_FROM,
     EDGE_TO,
@@ -636,6 +636,15 @@ class _Journal:
         """
         shared = self._write_shared
         seq = self.seq + 1
+        if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
+            # the C accelerator checks the rest as below (None: the code below runs)
+            entry = _sp.journal_entry(
+                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash, _sha256
+            )
+            if entry is not None:
+                key, value, self.prev = entry
+                self.seq = seq
+                return key, value
         if (
             shared is None
             or type(mid) is not MemoryId
@@ -671,13 +680,6 @@ class _Journal:
                 )
             return key, value
         self.seq = seq
-        if _USE_SPEEDUPS:
-            entry = _sp.journal_entry(
-                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash, _sha256
-            )
-            if entry is not None:
-                key, value, self.prev = entry
-                return key, value
         payload = b"".join(
             (
                 b"\xaa\x00\x01\x01",
@@ -1119,12 +1121,14 @@ class Store:
         """
         now = self._now()
         prepared = []
+        items = list(items)
+        fresh = new_ids(len(items))  # one draw for the batch (an item's own id leaves one unused)
         for i, item in enumerate(items):
             spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
             try:
                 p = self._prepare(
                     spec.data,
-                    id=spec.id,
+                    id=spec.id if spec.id is not None else fresh[i],
                     version=1,
                     created_at=None,
                     now=now,
