@@ -1682,28 +1682,48 @@ sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* -- posting blocks (cortex.postings): the sorted run of a term's new postings, and where a run
  * of postings splits into blocks ------------------------------------------------------------ */
 
-static uint32_t crc_table[256]; /* CRC-32 (IEEE 802.3, reflected), as zlib.crc32 */
+/* CRC-32 (ISO-HDLC, the one of zlib.crc32: reflected polynomial 0xEDB88320), eight bytes a step
+ * through eight tables.  The tables are filled once at import and only read after. */
+static uint32_t crc_table[8][256];
 
 static void
 crc_init(void)
 {
-    uint32_t i, k, c;
+    uint32_t i, c;
+    int k;
     for (i = 0; i < 256; i++) {
         c = i;
         for (k = 0; k < 8; k++) {
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
         }
-        crc_table[i] = c;
+        crc_table[0][i] = c;
+    }
+    for (i = 0; i < 256; i++) {
+        for (k = 1; k < 8; k++) {
+            c = crc_table[k - 1][i];
+            crc_table[k][i] = (c >> 8) ^ crc_table[0][c & 0xFF];
+        }
     }
 }
 
 static uint32_t
-crc32_of(const unsigned char *p, Py_ssize_t n)
+crc32_of(const uint8_t *p, Py_ssize_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
-    Py_ssize_t i;
-    for (i = 0; i < n; i++) {
-        c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi =
+            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^
+            crc_table[2][(hi >> 8) & 0xFF] ^ crc_table[1][(hi >> 16) & 0xFF] ^
+            crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) {
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
     }
     return c ^ 0xFFFFFFFFu;
 }
@@ -1831,7 +1851,6 @@ sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * ``analyze_counts`` and ``Indexer.add_counted``): the counted terms of an ASCII full form whose
  * tokens are all in the stem cache, and the document, postings and df changes of one memory. */
 
-static PyObject *zlib_crc32 = NULL; /* zlib.crc32: cortex.kv.seal appends it to every value */
 
 /* A distinct token of a text: its lower-cased characters in a scratch buffer. */
 typedef struct {
@@ -2255,22 +2274,7 @@ seal_in_place(PyObject *b)
 {
     Py_ssize_t n = PyBytes_GET_SIZE(b) - 4;
     char *p = PyBytes_AS_STRING(b);
-    PyObject *view, *crc;
-    unsigned long c;
-    view = PyMemoryView_FromMemory(p, n, PyBUF_READ);
-    if (view == NULL) {
-        return -1;
-    }
-    crc = PyObject_CallOneArg(zlib_crc32, view);
-    Py_DECREF(view);
-    if (crc == NULL) {
-        return -1;
-    }
-    c = PyLong_AsUnsignedLong(crc);
-    Py_DECREF(crc);
-    if (c == (unsigned long)-1 && PyErr_Occurred()) {
-        return -1;
-    }
+    uint32_t c = crc32_of((const uint8_t *)p, n);
     p[n] = (char)(c >> 24);
     p[n + 1] = (char)(c >> 16);
     p[n + 2] = (char)(c >> 8);
@@ -2459,7 +2463,8 @@ sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_INCREF(by_length);
         }
     }
-    /* zlib.crc32 may have let other threads run: the items are read (and held) again */
+    /* the items are read (and held) again: nothing above can have run Python code, but the
+       second pass does not rely on it */
     for (i = 0; i < m; i++) {
         PyObject *term, *c, *value, *group;
         Py_ssize_t tf;
@@ -2532,6 +2537,1311 @@ done:
     return res;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The records of a new memory: its head and version, sealed (cortex/codec.py encode_new_pair,
+ * cortex/kv.py seal), its index keys (cortex/keys.py index_keys) and its journal entry
+ * (cortex/store.py _Journal.write_entry).  The Python code keeps the definitions: these return
+ * the same bytes, or None wherever they are not sure (anything but the common case: ASCII text,
+ * exact types, times in UTC), and the Python path then runs and names any error.  They never
+ * raise for a bad record, only for bad arguments of their own (a plan of the wrong shape). */
+
+/* Attribute names, interned once at import (never changed after). */
+enum {
+    A_ID,
+    A_TYPE,
+    A_CURRENT_VERSION,
+    A_ACTOR_SCOPE,
+    A_VISIBILITY,
+    A_IMPORTANCE,
+    A_TAGS,
+    A_FRAMES,
+    A_TOMBSTONE,
+    A_CREATED_AT,
+    A_LAST_UPDATED_AT,
+    A_EMBEDDING_REF,
+    A_FORMS,
+    A_VERSION,
+    A_DATA,
+    A_HASH,
+    A_CREATED_BY,
+    A_EXPIRES_AT,
+    A_CONFIDENCE,
+    A_PROVENANCE,
+    A_FORMS_OVERRIDE,
+    A_VALID_FROM,
+    A_VALID_UNTIL,
+    A_SHORT,
+    A_MEDIUM,
+    A_VERB,
+    A_OBJ_KIND,
+    A_OBJ_REF,
+    A_BYTES,
+    A_DIGEST,
+    N_ATTRS,
+};
+
+static const char *const attr_names[N_ATTRS] = {
+    "id",         "type",       "current_version", "actor_scope",    "visibility",
+    "importance", "tags",       "frames",          "tombstone",      "created_at",
+    "last_updated_at", "embedding_ref", "forms",   "version",        "data",
+    "hash",       "created_by", "expires_at",      "confidence",     "provenance",
+    "forms_override", "valid_from", "valid_until", "short",          "medium",
+    "verb",       "obj_kind",   "obj_ref",         "bytes",          "digest",
+};
+
+static PyObject *attr[N_ATTRS];
+
+/* An output buffer: on the stack, moved to the heap when a record outgrows it. */
+#define OUT_STACK 2048
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+    char stack[OUT_STACK];
+} Out;
+
+static void
+out_init(Out *o)
+{
+    o->p = o->stack;
+    o->len = 0;
+    o->cap = OUT_STACK;
+}
+
+static void
+out_free(Out *o)
+{
+    if (o->p != o->stack) {
+        PyMem_Free(o->p);
+    }
+}
+
+static int
+out_reserve(Out *o, Py_ssize_t n)
+{
+    Py_ssize_t cap = o->cap;
+    char *p;
+    if (n <= cap - o->len) {
+        return 0;
+    }
+    if (n > PY_SSIZE_T_MAX / 2 - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap - o->len < n) {
+        cap *= 2;
+    }
+    if (o->p == o->stack) {
+        p = PyMem_Malloc((size_t)cap);
+        if (p != NULL) {
+            memcpy(p, o->stack, (size_t)o->len);
+        }
+    }
+    else {
+        p = PyMem_Realloc(o->p, (size_t)cap);
+    }
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static int
+out_put(Out *o, const void *b, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0) {
+        return -1;
+    }
+    memcpy(o->p + o->len, b, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int
+out_byte(Out *o, uint8_t b)
+{
+    if (o->len < o->cap) {
+        o->p[o->len++] = (char)b;
+        return 0;
+    }
+    return out_put(o, &b, 1);
+}
+
+/* A CBOR head in its shortest form (codec._head). */
+static int
+out_head(Out *o, int major, uint64_t n)
+{
+    uint8_t b[9];
+    int w, k;
+    if (n < 24) {
+        b[0] = (uint8_t)((major << 5) | (int)n);
+        return out_put(o, b, 1);
+    }
+    w = n < 0x100 ? 1 : n < 0x10000 ? 2 : n < 0x100000000ULL ? 4 : 8;
+    b[0] = (uint8_t)((major << 5) | (w == 1 ? 24 : w == 2 ? 25 : w == 4 ? 26 : 27));
+    for (k = 0; k < w; k++) {
+        b[1 + k] = (uint8_t)(n >> (8 * (w - 1 - k)));
+    }
+    return out_put(o, b, 1 + w);
+}
+
+/* A CBOR integer (codec._int). */
+static int
+out_int(Out *o, long long v)
+{
+    if (v >= 0) {
+        return out_head(o, 0, (uint64_t)v);
+    }
+    return out_head(o, 1, (uint64_t)(-1 - v));
+}
+
+/* The encoders below return 1 when they wrote the value, 0 when it is not a common case (the
+ * caller returns None), -1 on an error (out of memory). */
+
+/* An exact str that is NFC, of 1..max bytes of UTF-8 (codec._Text.enc without its check): ASCII
+ * directly; other text when unicodedata says it is NFC (else the Python path normalizes it),
+ * encoded here (a lone surrogate: the Python path names it). */
+static int
+out_text(Out *o, PyObject *s, Py_ssize_t max)
+{
+    Py_ssize_t len, n = 0, i;
+    int kind;
+    const void *data;
+    char *p;
+    if (!PyUnicode_CheckExact(s)) {
+        return 0;
+    }
+    len = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        if (len < 1 || len > max) {
+            return 0;
+        }
+        if (out_head(o, 3, (uint64_t)len) < 0 || out_put(o, PyUnicode_1BYTE_DATA(s), len) < 0) {
+            return -1;
+        }
+        return 1;
+    }
+    kind = PyUnicode_KIND(s);
+    data = PyUnicode_DATA(s);
+    /* every character below U+0300 is NFC_QC=Yes with combining class 0 (see read_text) */
+    if (kind != PyUnicode_1BYTE_KIND) {
+        PyObject *args[2] = {str_NFC, s};
+        PyObject *ok = PyObject_Vectorcall(is_normalized, args, 2, NULL);
+        int nfc;
+        if (ok == NULL) {
+            return -1;
+        }
+        nfc = ok == Py_True;
+        Py_DECREF(ok);
+        if (!nfc) {
+            return 0;
+        }
+    }
+    for (i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c <= 0xDFFF) {
+            return 0;
+        }
+        n += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    }
+    if (n > max) { /* n >= 1: not ASCII, so not empty */
+        return 0;
+    }
+    if (out_head(o, 3, (uint64_t)n) < 0 || out_reserve(o, n) < 0) {
+        return -1;
+    }
+    p = o->p + o->len;
+    for (i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 0x80) {
+            *p++ = (char)c;
+        }
+        else if (c < 0x800) {
+            *p++ = (char)(0xC0 | (c >> 6));
+            *p++ = (char)(0x80 | (c & 0x3F));
+        }
+        else if (c < 0x10000) {
+            *p++ = (char)(0xE0 | (c >> 12));
+            *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *p++ = (char)(0x80 | (c & 0x3F));
+        }
+        else {
+            *p++ = (char)(0xF0 | (c >> 18));
+            *p++ = (char)(0x80 | ((c >> 12) & 0x3F));
+            *p++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *p++ = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    o->len += n;
+    return 1;
+}
+
+/* Days from 0001-01-01 (day 1) to y-m-d in the proleptic Gregorian calendar (date.toordinal). */
+static long long
+ordinal(int y, int m, int d)
+{
+    static const int before[13] = {0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+    long long p = (long long)y - 1;
+    long long n = p * 365 + p / 4 - p / 100 + p / 400 + before[m] + d;
+    if (m > 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)) {
+        n += 1;
+    }
+    return n;
+}
+
+#define EPOCH_ORDINAL 719163 /* date(1970, 1, 1).toordinal() */
+
+/* An exact datetime whose tzinfo is the UTC singleton: microseconds since the epoch (every
+ * such time lies in the years 1..9999 of UTC, the range _Time allows). */
+static int
+time_micros(PyObject *v, long long *us)
+{
+    long long days;
+    if (!PyDateTime_CheckExact(v) || PyDateTime_DATE_GET_TZINFO(v) != PyDateTime_TimeZone_UTC) {
+        return 0;
+    }
+    days = ordinal(PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v)) -
+           EPOCH_ORDINAL;
+    *us = (((days * 24 + PyDateTime_DATE_GET_HOUR(v)) * 60 + PyDateTime_DATE_GET_MINUTE(v)) * 60 +
+           PyDateTime_DATE_GET_SECOND(v)) *
+              1000000LL +
+          PyDateTime_DATE_GET_MICROSECOND(v);
+    return 1;
+}
+
+static int
+out_time(Out *o, PyObject *v)
+{
+    long long us;
+    int rc = time_micros(v, &us);
+    if (rc <= 0) {
+        return rc;
+    }
+    return out_int(o, us) < 0 ? -1 : 1;
+}
+
+/* A member of exactly the enum class ``cls`` (an int with a code 0..255): its code. */
+static int
+out_member(Out *o, PyObject *v, PyObject *cls)
+{
+    long code;
+    if ((PyObject *)Py_TYPE(v) != cls || !PyLong_Check(v)) {
+        return 0;
+    }
+    code = PyLong_AsLong(v);
+    if (code == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (code < 0 || code > 255) {
+        return 0;
+    }
+    return out_head(o, 0, (uint64_t)code) < 0 ? -1 : 1;
+}
+
+/* An exact int in lo..hi (lo >= 0). */
+static int
+exact_int(PyObject *v, long long lo, long long hi, long long *out)
+{
+    int overflow;
+    long long x;
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < lo || x > hi) {
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* An exact float in [0, 1] in the shortest IEEE width that keeps it (codec._unit.enc). */
+static int
+out_unit(Out *o, PyObject *v)
+{
+    uint8_t b[9];
+    double x;
+    int n;
+    if (!PyFloat_CheckExact(v)) {
+        return 0;
+    }
+    x = PyFloat_AS_DOUBLE(v);
+    if (!(x >= 0.0 && x <= 1.0)) {
+        return 0;
+    }
+    if (x == 0.0) {
+        x = 0.0; /* -0.0 becomes 0.0: equal values, equal bytes */
+    }
+    if (fits_half(x)) {
+        b[0] = 0xF9;
+        n = 3;
+        if (PyFloat_Pack2(x, (char *)b + 1, 0) < 0) {
+            return -1;
+        }
+    }
+    else if ((double)(float)x == x) {
+        b[0] = 0xFA;
+        n = 5;
+        if (PyFloat_Pack4(x, (char *)b + 1, 0) < 0) {
+            return -1;
+        }
+    }
+    else {
+        b[0] = 0xFB;
+        n = 9;
+        if (PyFloat_Pack8(x, (char *)b + 1, 0) < 0) {
+            return -1;
+        }
+    }
+    return out_put(o, b, n) < 0 ? -1 : 1;
+}
+
+/* ``payload || crc32(payload)`` (4 bytes, big-endian): kv.seal. */
+static PyObject *
+sealed(const char *payload, Py_ssize_t n)
+{
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n + 4);
+    uint32_t crc;
+    char *p;
+    if (out == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(out);
+    memcpy(p, payload, (size_t)n);
+    crc = crc32_of((const uint8_t *)payload, n);
+    p[n] = (char)(crc >> 24);
+    p[n + 1] = (char)(crc >> 16);
+    p[n + 2] = (char)(crc >> 8);
+    p[n + 3] = (char)crc;
+    return out;
+}
+
+PyDoc_STRVAR(seal_doc,
+             "seal(payload, /)\n--\n\n"
+             "``payload + zlib.crc32(payload).to_bytes(4, 'big')`` (cortex.kv.seal) for bytes.");
+
+static PyObject *
+sp_seal(PyObject *module, PyObject *payload)
+{
+    (void)module;
+    if (!PyBytes_CheckExact(payload)) {
+        PyErr_SetString(PyExc_TypeError, "seal: payload must be bytes");
+        return NULL;
+    }
+    return sealed(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
+}
+
+/* The plan of encode_new_pair (built once by cortex/codec.py, see _NEW_PAIR_PLAN). */
+enum {
+    NP_HEAD,           /* the Head class */
+    NP_VERSION,        /* the Version class */
+    NP_MEMORY_ID,      /* the MemoryId class */
+    NP_MEMORY_TYPE,    /* enum classes */
+    NP_VISIBILITY,
+    NP_FORMS,          /* the Forms class */
+    NP_FRAME_REF,      /* the FrameRef class */
+    NP_VERB,
+    NP_OBJ_KIND,
+    NP_PROVENANCE,     /* DEFAULT_PROVENANCE, and its bytes */
+    NP_PROVENANCE_BYTES,
+    NP_HEAD_SV,        /* key 0 and the schema version, of a head and of a version */
+    NP_VERSION_SV,
+    NP_HEAD_FIELDS,    /* Head.__struct_fields__, Version.__struct_fields__ */
+    NP_VERSION_FIELDS,
+    NP_ASTUPLE,        /* msgspec.structs.astuple: a struct's fields in their order */
+    NP_SHORT_MAX,      /* LIMITS: short text, text, tags, tag, frames, obj_ref, importance */
+    NP_TEXT_MAX,
+    NP_TAGS_MAX,
+    NP_TAG_MAX,
+    NP_FRAMES_MAX,
+    NP_OBJ_REF_MAX,
+    NP_IMPORTANCE_MAX,
+    NP_DATA_MAX,       /* a version's data, bytes */
+    NP_LEN,
+};
+
+typedef struct {
+    PyObject *obj[NP_SHORT_MAX];
+    Py_ssize_t lim[NP_LEN - NP_SHORT_MAX];
+} PairPlan;
+
+static int
+pair_plan(PyObject *t, PairPlan *pl)
+{
+    Py_ssize_t i;
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != NP_LEN) {
+        PyErr_SetString(PyExc_TypeError, "encode_new_pair: bad plan");
+        return -1;
+    }
+    for (i = 0; i < NP_SHORT_MAX; i++) {
+        PyObject *x = PyTuple_GET_ITEM(t, i);
+        int ok = i <= NP_OBJ_KIND                             ? PyType_Check(x)
+                 : i == NP_PROVENANCE                         ? 1
+                 : i == NP_HEAD_FIELDS || i == NP_VERSION_FIELDS ? PyTuple_CheckExact(x)
+                 : i == NP_ASTUPLE                            ? PyCallable_Check(x)
+                                                              : PyBytes_CheckExact(x);
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "encode_new_pair: bad plan");
+            return -1;
+        }
+        pl->obj[i] = x;
+    }
+    for (i = NP_SHORT_MAX; i < NP_LEN; i++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (v < 1 || (i == NP_TAG_MAX && v > 255)) {
+            PyErr_SetString(PyExc_ValueError, "encode_new_pair: bad limit in the plan");
+            return -1;
+        }
+        pl->lim[i - NP_SHORT_MAX] = v;
+    }
+    return 1;
+}
+
+#define LIM(pl, k) ((pl)->lim[(k) - NP_SHORT_MAX])
+
+/* Equal exact strs (both checked already: the comparison cannot fail). */
+static int
+same_text(PyObject *a, PyObject *b)
+{
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* A head's tags (TAGS): a list or tuple of distinct NFC strs of 1..TAG_MAX bytes. */
+static int
+out_tags(Out *o, PyObject *tags, const PairPlan *pl)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(tags), i, j;
+    int rc;
+    if (n > LIM(pl, NP_TAGS_MAX)) {
+        return 0;
+    }
+    if (out_head(o, 4, (uint64_t)n) < 0) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(tags, i);
+        rc = out_text(o, t, LIM(pl, NP_TAG_MAX));
+        if (rc <= 0) {
+            return rc;
+        }
+        for (j = 0; j < i; j++) {
+            if (same_text(t, PySequence_Fast_GET_ITEM(tags, j))) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* A head's frames (FRAMES): a tuple of distinct FrameRefs of enum members and NFC references;
+ * each one a map {1: verb, 2: obj_kind, 3: obj_ref}. */
+static int
+out_frames(Out *o, PyObject *frames, const PairPlan *pl)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(frames), i, j, k;
+    PyObject *parts[16][3] = {{NULL}}; /* verb, obj_kind, obj_ref of each frame */
+    int rc = 1;
+    if (n > LIM(pl, NP_FRAMES_MAX) || n > 16) {
+        return 0;
+    }
+    if (out_head(o, 4, (uint64_t)n) < 0) {
+        return -1;
+    }
+    for (i = 0; i < n && rc > 0; i++) {
+        PyObject *f = PyTuple_GET_ITEM(frames, i), **x = parts[i];
+        if ((PyObject *)Py_TYPE(f) != pl->obj[NP_FRAME_REF]) {
+            rc = 0;
+            break;
+        }
+        for (k = 0; k < 3; k++) {
+            x[k] = PyObject_GetAttr(f, attr[A_VERB + k]);
+            if (x[k] == NULL) {
+                rc = -1;
+                break;
+            }
+        }
+        if (rc < 0) {
+            break;
+        }
+        if (out_byte(o, 0xA3) < 0 || out_byte(o, 0x01) < 0) {
+            rc = -1;
+        }
+        else if ((rc = out_member(o, x[0], pl->obj[NP_VERB])) > 0) {
+            if (out_byte(o, 0x02) < 0) {
+                rc = -1;
+            }
+            else if ((rc = out_member(o, x[1], pl->obj[NP_OBJ_KIND])) > 0) {
+                rc = out_byte(o, 0x03) < 0 ? -1 : out_text(o, x[2], LIM(pl, NP_OBJ_REF_MAX));
+            }
+        }
+        for (j = 0; j < i && rc > 0; j++) {
+            if (parts[j][0] == x[0] && parts[j][1] == x[1] && same_text(parts[j][2], x[2])) {
+                rc = 0; /* a repeated frame: the generic encoder names it */
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        for (k = 0; k < 3; k++) {
+            Py_XDECREF(parts[i][k]);
+        }
+    }
+    return rc;
+}
+
+/* Forms {1: short, 2: medium}. */
+static int
+out_forms(Out *o, PyObject *forms, const PairPlan *pl)
+{
+    PyObject *s, *m;
+    int rc;
+    if ((PyObject *)Py_TYPE(forms) != pl->obj[NP_FORMS]) {
+        return 0;
+    }
+    s = PyObject_GetAttr(forms, attr[A_SHORT]);
+    if (s == NULL) {
+        return -1;
+    }
+    m = PyObject_GetAttr(forms, attr[A_MEDIUM]);
+    if (m == NULL) {
+        Py_DECREF(s);
+        return -1;
+    }
+    if (out_byte(o, 0xA2) < 0 || out_byte(o, 0x01) < 0) {
+        rc = -1;
+    }
+    else if ((rc = out_text(o, s, LIM(pl, NP_TEXT_MAX))) > 0) {
+        rc = out_byte(o, 0x02) < 0 ? -1 : out_text(o, m, LIM(pl, NP_TEXT_MAX));
+    }
+    Py_DECREF(s);
+    Py_DECREF(m);
+    return rc;
+}
+
+#define HEAD_FIELDS 13
+#define VERSION_FIELDS 14
+
+/* The fields of Head and Version in their declared order (msgspec.structs.astuple's order). */
+static const int head_attrs[HEAD_FIELDS] = {
+    A_ID,         A_TYPE, A_CURRENT_VERSION, A_ACTOR_SCOPE, A_VISIBILITY,
+    A_IMPORTANCE, A_TAGS, A_FRAMES,          A_TOMBSTONE,   A_CREATED_AT,
+    A_LAST_UPDATED_AT, A_EMBEDDING_REF, A_FORMS,
+};
+
+static const int version_attrs[VERSION_FIELDS] = {
+    A_ID,         A_VERSION,    A_TYPE,       A_DATA,           A_HASH,
+    A_CREATED_AT, A_CREATED_BY, A_EXPIRES_AT, A_CONFIDENCE,     A_PROVENANCE,
+    A_FORMS,      A_FORMS_OVERRIDE, A_VALID_FROM, A_VALID_UNTIL,
+};
+
+/* Whether ``names`` (a __struct_fields__ tuple) are the fields ``want`` names, in order. */
+static int
+fields_are(PyObject *names, const int *want, Py_ssize_t n)
+{
+    Py_ssize_t i;
+    if (PyTuple_GET_SIZE(names) != n) {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(names, i);
+        if (x != attr[want[i]] &&
+            (!PyUnicode_CheckExact(x) || PyUnicode_Compare(x, attr[want[i]]) != 0)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The fields of a struct as a tuple of ``n`` (msgspec.structs.astuple); None when not such. */
+static PyObject *
+fields_of(PyObject *astuple, PyObject *obj, Py_ssize_t n)
+{
+    PyObject *t = PyObject_CallOneArg(astuple, obj);
+    if (t != NULL && (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != n)) {
+        Py_DECREF(t);
+        PyErr_SetString(PyExc_TypeError, "encode_new_pair: astuple gave no tuple of the fields");
+        return NULL;
+    }
+    return t;
+}
+
+/* Where the head's encoding holds its forms (the version holds the same bytes). */
+typedef struct {
+    Py_ssize_t at, len;
+} Part;
+
+/* The head's map (key 0 and the fields in key order); h[] holds its fields. */
+static int
+encode_head(Out *o, PyObject *const *h, PyObject *id_bytes, const PairPlan *pl, Part *forms)
+{
+    long long n;
+    int rc, count = 9; /* the schema version, six fields, the two times */
+    PyObject *tags = h[6], *frames = h[7];
+    forms->at = forms->len = 0;
+    /* the map head is written last, over this byte (fewer than 24 entries: one byte) */
+    if (out_byte(o, 0) < 0 || out_put(o, PyBytes_AS_STRING(pl->obj[NP_HEAD_SV]),
+                                      PyBytes_GET_SIZE(pl->obj[NP_HEAD_SV])) < 0) {
+        return -1;
+    }
+    if (out_byte(o, 0x01) < 0 || out_byte(o, 0x50) < 0 ||
+        out_put(o, PyBytes_AS_STRING(id_bytes), 16) < 0 || out_byte(o, 0x02) < 0) {
+        return -1;
+    }
+    if ((rc = out_member(o, h[1], pl->obj[NP_MEMORY_TYPE])) <= 0) {
+        return rc;
+    }
+    if (!exact_int(h[2], 1, LLONG_MAX, &n)) {
+        return 0;
+    }
+    if (out_byte(o, 0x03) < 0 || out_head(o, 0, (uint64_t)n) < 0 || out_byte(o, 0x04) < 0) {
+        return -1;
+    }
+    if ((rc = out_text(o, h[3], LIM(pl, NP_SHORT_MAX))) <= 0) {
+        return rc;
+    }
+    if (out_byte(o, 0x05) < 0) {
+        return -1;
+    }
+    if ((rc = out_member(o, h[4], pl->obj[NP_VISIBILITY])) <= 0) {
+        return rc;
+    }
+    if (!exact_int(h[5], 0, LIM(pl, NP_IMPORTANCE_MAX), &n)) {
+        return 0;
+    }
+    if (out_byte(o, 0x06) < 0 || out_head(o, 0, (uint64_t)n) < 0) {
+        return -1;
+    }
+    if (tags != Py_None) {
+        if (!PyList_CheckExact(tags) && !PyTuple_CheckExact(tags)) {
+            return 0;
+        }
+        if (PySequence_Fast_GET_SIZE(tags) > 0) {
+            if (out_byte(o, 0x07) < 0) {
+                return -1;
+            }
+            if ((rc = out_tags(o, tags, pl)) <= 0) {
+                return rc;
+            }
+            count++;
+        }
+    }
+    if (frames != Py_None) {
+        if (!PyList_CheckExact(frames) && !PyTuple_CheckExact(frames)) {
+            return 0;
+        }
+        if (PySequence_Fast_GET_SIZE(frames) > 0) {
+            /* a tuple of its own: nothing run meanwhile can change it */
+            PyObject *snap = PySequence_Tuple(frames);
+            if (snap == NULL) {
+                return -1;
+            }
+            rc = out_byte(o, 0x08) < 0 ? -1 : out_frames(o, snap, pl);
+            Py_DECREF(snap);
+            if (rc <= 0) {
+                return rc;
+            }
+            count++;
+        }
+    }
+    if (h[8] != Py_None || h[11] != Py_None) { /* a tombstone or a vector: not a new memory */
+        return 0;
+    }
+    if (out_byte(o, 0x0A) < 0) {
+        return -1;
+    }
+    if ((rc = out_time(o, h[9])) <= 0) {
+        return rc;
+    }
+    if (out_byte(o, 0x0B) < 0) {
+        return -1;
+    }
+    if ((rc = out_time(o, h[10])) <= 0) {
+        return rc;
+    }
+    if (h[12] != Py_None) {
+        if (out_byte(o, 0x0D) < 0) {
+            return -1;
+        }
+        forms->at = o->len;
+        if ((rc = out_forms(o, h[12], pl)) <= 0) {
+            return rc;
+        }
+        forms->len = o->len - forms->at;
+        count++;
+    }
+    o->p[0] = (char)(0xA0 | count);
+    return 1;
+}
+
+/* The version's map; v[] holds its fields, h[] the head's (the shared ones are checked), and
+ * ``head`` the head's encoding, whose forms it repeats. */
+static int
+encode_version(Out *o, PyObject *const *v, PyObject *const *h, PyObject *id_bytes,
+               const PairPlan *pl, const char *head, Part forms)
+{
+    long long n, head_n;
+    int rc, count = 10; /* the schema version, seven fields, confidence and provenance */
+    PyObject *data = v[3], *hash = v[4];
+    Py_ssize_t size;
+    if (v[0] != h[0] || v[2] != h[1] || v[10] != h[12]) { /* id, type and forms are shared */
+        return 0;
+    }
+    if (!exact_int(v[1], 1, LLONG_MAX, &n) || !exact_int(h[2], 1, LLONG_MAX, &head_n) ||
+        n != head_n) {
+        return 0;
+    }
+    if (!PyBytes_CheckExact(data) || !PyBytes_CheckExact(hash) || PyBytes_GET_SIZE(hash) != 32) {
+        return 0;
+    }
+    size = PyBytes_GET_SIZE(data);
+    if (size < 1 || size > LIM(pl, NP_DATA_MAX)) {
+        return 0;
+    }
+    if (out_reserve(o, size + 256) < 0) {
+        return -1;
+    }
+    if (out_byte(o, 0) < 0 || out_put(o, PyBytes_AS_STRING(pl->obj[NP_VERSION_SV]),
+                                      PyBytes_GET_SIZE(pl->obj[NP_VERSION_SV])) < 0) {
+        return -1;
+    }
+    if (out_byte(o, 0x01) < 0 || out_byte(o, 0x50) < 0 ||
+        out_put(o, PyBytes_AS_STRING(id_bytes), 16) < 0 || out_byte(o, 0x02) < 0 ||
+        out_head(o, 0, (uint64_t)n) < 0 || out_byte(o, 0x03) < 0) {
+        return -1;
+    }
+    if ((rc = out_member(o, v[2], pl->obj[NP_MEMORY_TYPE])) <= 0) {
+        return rc;
+    }
+    if (out_byte(o, 0x04) < 0 || out_head(o, 2, (uint64_t)size) < 0 ||
+        out_put(o, PyBytes_AS_STRING(data), size) < 0 || out_byte(o, 0x05) < 0 ||
+        out_byte(o, 0x58) < 0 || out_byte(o, 0x20) < 0 ||
+        out_put(o, PyBytes_AS_STRING(hash), 32) < 0 || out_byte(o, 0x06) < 0) {
+        return -1;
+    }
+    if ((rc = out_time(o, v[5])) <= 0) {
+        return rc;
+    }
+    if (out_byte(o, 0x07) < 0) {
+        return -1;
+    }
+    if ((rc = out_text(o, v[6], LIM(pl, NP_SHORT_MAX))) <= 0) {
+        return rc;
+    }
+    if (v[7] != Py_None) {
+        if (out_byte(o, 0x08) < 0) {
+            return -1;
+        }
+        if ((rc = out_time(o, v[7])) <= 0) {
+            return rc;
+        }
+        count++;
+    }
+    if (out_byte(o, 0x09) < 0) {
+        return -1;
+    }
+    if ((rc = out_unit(o, v[8])) <= 0) {
+        return rc;
+    }
+    if (v[9] != pl->obj[NP_PROVENANCE]) {
+        return 0;
+    }
+    if (out_byte(o, 0x0A) < 0 || out_put(o, PyBytes_AS_STRING(pl->obj[NP_PROVENANCE_BYTES]),
+                                         PyBytes_GET_SIZE(pl->obj[NP_PROVENANCE_BYTES])) < 0) {
+        return -1;
+    }
+    if (forms.len > 0) { /* the same forms as the head's, encoded there */
+        if (out_byte(o, 0x0B) < 0 || out_put(o, head + forms.at, forms.len) < 0) {
+            return -1;
+        }
+        count++;
+    }
+    if (v[11] == Py_True) {
+        if (out_byte(o, 0x0C) < 0 || out_byte(o, 0xF5) < 0) {
+            return -1;
+        }
+        count++;
+    }
+    else if (v[11] != Py_False) {
+        return 0;
+    }
+    if (v[12] != Py_None) {
+        if (out_byte(o, 0x0D) < 0) {
+            return -1;
+        }
+        if ((rc = out_time(o, v[12])) <= 0) {
+            return rc;
+        }
+        count++;
+    }
+    if (v[13] != Py_None) {
+        if (out_byte(o, 0x0E) < 0) {
+            return -1;
+        }
+        if ((rc = out_time(o, v[13])) <= 0) {
+            return rc;
+        }
+        count++;
+    }
+    o->p[0] = (char)(0xA0 | count);
+    return 1;
+}
+
+PyDoc_STRVAR(encode_new_pair_doc,
+             "encode_new_pair(head, version, plan, /)\n--\n\n"
+             "``(seal(encode_head(head)), seal(encode_version(version)))`` of a new memory's "
+             "records in the common case (NFC text, exact types, times in UTC, the default "
+             "provenance, the id, type and forms shared); None otherwise.  ``plan`` is "
+             "cortex.codec._NEW_PAIR_PLAN.");
+
+static PyObject *
+sp_encode_new_pair(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *head, *version, *ht = NULL, *vt = NULL, *id_bytes = NULL, *hs = NULL, *vs;
+    PyObject *const *h, *const *v;
+    PairPlan pl;
+    Part forms;
+    Out o;
+    int rc;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_new_pair(head, version, plan) takes three arguments");
+        return NULL;
+    }
+    head = args[0];
+    version = args[1];
+    if (pair_plan(args[2], &pl) < 0) {
+        return NULL;
+    }
+    if ((PyObject *)Py_TYPE(head) != pl.obj[NP_HEAD] ||
+        (PyObject *)Py_TYPE(version) != pl.obj[NP_VERSION] ||
+        !fields_are(pl.obj[NP_HEAD_FIELDS], head_attrs, HEAD_FIELDS) ||
+        !fields_are(pl.obj[NP_VERSION_FIELDS], version_attrs, VERSION_FIELDS)) {
+        Py_RETURN_NONE;
+    }
+    ht = fields_of(pl.obj[NP_ASTUPLE], head, HEAD_FIELDS);
+    if (ht == NULL) {
+        return NULL;
+    }
+    vt = fields_of(pl.obj[NP_ASTUPLE], version, VERSION_FIELDS);
+    if (vt == NULL) {
+        Py_DECREF(ht);
+        return NULL;
+    }
+    h = &PyTuple_GET_ITEM(ht, 0);
+    v = &PyTuple_GET_ITEM(vt, 0);
+    out_init(&o);
+    rc = 0;
+    if ((PyObject *)Py_TYPE(h[0]) != pl.obj[NP_MEMORY_ID]) {
+        goto done;
+    }
+    id_bytes = PyObject_GetAttr(h[0], attr[A_BYTES]);
+    if (id_bytes == NULL) {
+        rc = -1;
+        goto done;
+    }
+    if (!PyBytes_CheckExact(id_bytes) || PyBytes_GET_SIZE(id_bytes) != 16) {
+        goto done;
+    }
+    rc = encode_head(&o, h, id_bytes, &pl, &forms);
+    if (rc <= 0) {
+        goto done;
+    }
+    hs = sealed(o.p, o.len);
+    if (hs == NULL) {
+        rc = -1;
+        goto done;
+    }
+    o.len = 0;
+    rc = encode_version(&o, v, h, id_bytes, &pl, PyBytes_AS_STRING(hs), forms);
+    if (rc <= 0) {
+        goto done;
+    }
+    vs = sealed(o.p, o.len);
+    if (vs == NULL) {
+        rc = -1;
+        goto done;
+    }
+    out_free(&o);
+    Py_DECREF(ht);
+    Py_DECREF(vt);
+    Py_DECREF(id_bytes);
+    {
+        PyObject *res = PyTuple_Pack(2, hs, vs);
+        Py_DECREF(hs);
+        Py_DECREF(vs);
+        return res;
+    }
+done:
+    out_free(&o);
+    Py_DECREF(ht);
+    Py_DECREF(vt);
+    Py_XDECREF(id_bytes);
+    Py_XDECREF(hs);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* The plan of index_keys (built once by cortex/keys.py, see _INDEX_PLAN). */
+enum {
+    IX_TYPE,      /* the keyspace prefixes */
+    IX_TAG,
+    IX_FRAME,
+    IX_ACTOR_OBJ,
+    IX_TYPE_BYTE, /* {MemoryType: its byte} */
+    IX_FRAME_REF, /* the FrameRef class */
+    IX_TAG_HASH,  /* tag_hash, obj_hash */
+    IX_OBJ_HASH,
+    IX_LEN,
+};
+
+/* prefix || middle || tail as one bytes object (NULL on error). */
+static PyObject *
+join3(PyObject *prefix, const char *mid, Py_ssize_t nmid, const char *tail, Py_ssize_t ntail)
+{
+    Py_ssize_t np = PyBytes_GET_SIZE(prefix);
+    PyObject *k = PyBytes_FromStringAndSize(NULL, np + nmid + ntail);
+    char *p;
+    if (k == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(k);
+    memcpy(p, PyBytes_AS_STRING(prefix), (size_t)np);
+    memcpy(p + np, mid, (size_t)nmid);
+    memcpy(p + np + nmid, tail, (size_t)ntail);
+    return k;
+}
+
+static int
+append_new(PyObject *list, PyObject *item)
+{
+    int rc;
+    if (item == NULL) {
+        return -1;
+    }
+    rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* A code 0..255 of an int (bytes((verb, kind)) takes no other); -1 when it is not one. */
+static int
+code_byte(PyObject *v)
+{
+    long c;
+    if (!PyLong_Check(v)) {
+        return -1;
+    }
+    c = PyLong_AsLong(v);
+    if (c == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return c >= 0 && c <= 255 ? (int)c : -1;
+}
+
+/* The hash ``fn(text)`` as exact bytes: 1, or 0 (not bytes), or -1 (fn raised). */
+static int
+hash_of(PyObject *fn, PyObject *text, PyObject **out)
+{
+    *out = PyObject_CallOneArg(fn, text);
+    if (*out == NULL) {
+        return -1;
+    }
+    if (!PyBytes_CheckExact(*out)) {
+        Py_CLEAR(*out);
+        return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(index_keys_doc,
+             "index_keys(plan, type, created_us, id_bytes, tags, frames, actor_obj, /)\n--\n\n"
+             "``cortex.keys.index_keys`` for a list or tuple of str tags and of FrameRefs whose "
+             "verb and kind are codes 0..255; None otherwise.  ``plan`` is "
+             "cortex.keys._INDEX_PLAN.");
+
+static PyObject *
+sp_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *plan, *tb, *tags, *frames, *out = NULL;
+    PyObject *const *ix;
+    unsigned long long us;
+    char tail[1 + 8 + 64], mid[2 + 64];
+    Py_ssize_t ntail, nid, i, ntags, nframes, nh;
+    int actor_obj, k;
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_keys takes seven arguments");
+        return NULL;
+    }
+    plan = args[0];
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != IX_LEN) {
+        PyErr_SetString(PyExc_TypeError, "index_keys: bad plan");
+        return NULL;
+    }
+    ix = &PyTuple_GET_ITEM(plan, 0);
+    for (k = IX_TYPE; k <= IX_ACTOR_OBJ; k++) {
+        if (!PyBytes_CheckExact(ix[k])) {
+            PyErr_SetString(PyExc_TypeError, "index_keys: bad plan");
+            return NULL;
+        }
+    }
+    if (!PyDict_CheckExact(ix[IX_TYPE_BYTE]) || !PyType_Check(ix[IX_FRAME_REF]) ||
+        !PyCallable_Check(ix[IX_TAG_HASH]) || !PyCallable_Check(ix[IX_OBJ_HASH])) {
+        PyErr_SetString(PyExc_TypeError, "index_keys: bad plan");
+        return NULL;
+    }
+    tags = args[4];
+    frames = args[5];
+    if (!PyLong_Check(args[2]) || !PyBytes_CheckExact(args[3]) ||
+        (!PyList_CheckExact(tags) && !PyTuple_CheckExact(tags)) ||
+        (!PyList_CheckExact(frames) && !PyTuple_CheckExact(frames))) {
+        Py_RETURN_NONE;
+    }
+    us = PyLong_AsUnsignedLongLong(args[2]);
+    if (us == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* negative or over 64 bits: _u64 names it */
+        Py_RETURN_NONE;
+    }
+    nid = PyBytes_GET_SIZE(args[3]);
+    if (nid > 64) {
+        Py_RETURN_NONE;
+    }
+    tb = PyDict_GetItemWithError(ix[IX_TYPE_BYTE], args[1]); /* borrowed */
+    if (tb == NULL) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear(); /* unhashable: the Python path raises */
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyBytes_CheckExact(tb) || PyBytes_GET_SIZE(tb) != 1 || !PyBool_Check(args[6])) {
+        Py_RETURN_NONE;
+    }
+    /* t1 || u64(created_us) || id: the type key's tail; the others use the part after t1 */
+    tail[0] = PyBytes_AS_STRING(tb)[0];
+    actor_obj = args[6] == Py_True;
+    ntags = PySequence_Fast_GET_SIZE(tags);
+    nframes = PySequence_Fast_GET_SIZE(frames);
+    for (i = 0; i < ntags; i++) {
+        if (!PyUnicode_CheckExact(PySequence_Fast_GET_ITEM(tags, i))) {
+            Py_RETURN_NONE;
+        }
+    }
+    for (i = 0; i < nframes; i++) {
+        if ((PyObject *)Py_TYPE(PySequence_Fast_GET_ITEM(frames, i)) != ix[IX_FRAME_REF]) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* tuples of their own: the hash functions (Python code) cannot change them under us */
+    tags = PySequence_Tuple(tags);
+    if (tags == NULL) {
+        return NULL;
+    }
+    frames = PySequence_Tuple(frames);
+    if (frames == NULL) {
+        Py_DECREF(tags);
+        return NULL;
+    }
+    for (k = 0; k < 8; k++) {
+        tail[1 + k] = (char)(us >> (8 * (7 - k)));
+    }
+    memcpy(tail + 9, PyBytes_AS_STRING(args[3]), (size_t)nid);
+    ntail = 9 + nid;
+    out = PyList_New(0);
+    if (out == NULL) {
+        goto fail;
+    }
+    if (append_new(out, join3(ix[IX_TYPE], "", 0, tail, ntail)) < 0) {
+        goto fail;
+    }
+    for (i = 0; i < ntags; i++) {
+        PyObject *hv;
+        int rc = hash_of(ix[IX_TAG_HASH], PySequence_Fast_GET_ITEM(tags, i), &hv);
+        if (rc <= 0) {
+            goto bail;
+        }
+        rc = append_new(out, join3(ix[IX_TAG], PyBytes_AS_STRING(hv), PyBytes_GET_SIZE(hv), tail,
+                                   ntail));
+        Py_DECREF(hv);
+        if (rc < 0) {
+            goto fail;
+        }
+    }
+    for (i = 0; i < nframes; i++) {
+        PyObject *f = PySequence_Fast_GET_ITEM(frames, i), *ref, *hv, *verb, *kind;
+        int rc, vb, kb;
+        ref = PyObject_GetAttr(f, attr[A_OBJ_REF]);
+        if (ref == NULL) {
+            goto fail;
+        }
+        rc = hash_of(ix[IX_OBJ_HASH], ref, &hv);
+        Py_DECREF(ref);
+        if (rc <= 0) {
+            goto bail;
+        }
+        verb = PyObject_GetAttr(f, attr[A_VERB]);
+        kind = verb == NULL ? NULL : PyObject_GetAttr(f, attr[A_OBJ_KIND]);
+        if (kind == NULL) {
+            Py_XDECREF(verb);
+            Py_DECREF(hv);
+            goto fail;
+        }
+        vb = code_byte(verb);
+        kb = code_byte(kind);
+        Py_DECREF(verb);
+        Py_DECREF(kind);
+        if (vb < 0 || kb < 0) {
+            Py_DECREF(hv);
+            goto none;
+        }
+        nh = PyBytes_GET_SIZE(hv);
+        if (nh > 64) {
+            Py_DECREF(hv);
+            goto none;
+        }
+        /* verb1 kind1 hash || the tail after t1; actor_obj: verb1 hash || the same */
+        mid[0] = (char)vb;
+        mid[1] = (char)kb;
+        memcpy(mid + 2, PyBytes_AS_STRING(hv), (size_t)nh);
+        Py_DECREF(hv);
+        rc = append_new(out, join3(ix[IX_FRAME], mid, 2 + nh, tail + 1, ntail - 1));
+        if (rc == 0 && actor_obj) {
+            mid[1] = (char)vb;
+            rc = append_new(out, join3(ix[IX_ACTOR_OBJ], mid + 1, 1 + nh, tail + 1, ntail - 1));
+        }
+        if (rc < 0) {
+            goto fail;
+        }
+    }
+    Py_DECREF(tags);
+    Py_DECREF(frames);
+    return out;
+bail:
+    if (PyErr_Occurred()) {
+        goto fail; /* a hash function raised: the Python path would raise the same */
+    }
+none:
+    Py_DECREF(tags);
+    Py_DECREF(frames);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(tags);
+    Py_DECREF(frames);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+PyDoc_STRVAR(journal_entry_doc,
+             "journal_entry(prefix, shared, seq, prev, id_bytes, type, version, hash, sha256, "
+             "/)\n--\n\n"
+             "The key, sealed value and sha256 digest of a ``write`` journal entry "
+             "(``cortex.store._Journal.write_entry``): ``(key, value, digest)``; None when an "
+             "argument is not what that fast path takes.");
+
+static PyObject *
+sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *shared, *prev, *idb, *hash, *payload, *key = NULL, *value = NULL;
+    PyObject *hobj = NULL, *digest = NULL, *res = NULL;
+    long long seq, version, code;
+    Out o;
+    char *p;
+    Py_ssize_t np;
+    int k;
+    (void)module;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "journal_entry takes nine arguments");
+        return NULL;
+    }
+    prefix = args[0];
+    shared = args[1];
+    prev = args[3];
+    idb = args[4];
+    hash = args[7];
+    if (!PyBytes_CheckExact(prefix) || !PyCallable_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "journal_entry: bad prefix or sha256");
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(shared) || !PyBytes_CheckExact(prev) || PyBytes_GET_SIZE(prev) != 32 ||
+        !PyBytes_CheckExact(idb) || PyBytes_GET_SIZE(idb) != 16 || !PyBytes_CheckExact(hash) ||
+        PyBytes_GET_SIZE(hash) != 32 || !exact_int(args[2], 1, LLONG_MAX, &seq) ||
+        !exact_int(args[6], 1, LLONG_MAX, &version) ||
+        /* a MemoryType member: an int of a subclass (not a plain int, not a bool) */
+        !PyLong_Check(args[5]) || PyLong_CheckExact(args[5]) || PyBool_Check(args[5])) {
+        Py_RETURN_NONE;
+    }
+    code = PyLong_AsLongLong(args[5]);
+    if (code == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (code < 0) {
+        Py_RETURN_NONE;
+    }
+    /* {0: 1, 1: seq, <shared: 2 kind, 3 at, 4 by>, 5: prev, 6: id, 7: type, 8: version,
+     * 9: hash} */
+    out_init(&o);
+    if (out_put(&o, "\xaa\x00\x01\x01", 4) < 0 || out_head(&o, 0, (uint64_t)seq) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(shared), PyBytes_GET_SIZE(shared)) < 0 ||
+        out_put(&o, "\x05\x58\x20", 3) < 0 || out_put(&o, PyBytes_AS_STRING(prev), 32) < 0 ||
+        out_put(&o, "\x06\x50", 2) < 0 || out_put(&o, PyBytes_AS_STRING(idb), 16) < 0 ||
+        out_byte(&o, 0x07) < 0 || out_head(&o, 0, (uint64_t)code) < 0 || out_byte(&o, 0x08) < 0 ||
+        out_head(&o, 0, (uint64_t)version) < 0 || out_put(&o, "\x09\x58\x20", 3) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(hash), 32) < 0) {
+        out_free(&o);
+        return NULL;
+    }
+    payload = PyBytes_FromStringAndSize(o.p, o.len);
+    out_free(&o);
+    if (payload == NULL) {
+        return NULL;
+    }
+    hobj = PyObject_CallOneArg(args[8], payload);
+    if (hobj == NULL) {
+        goto done;
+    }
+    digest = PyObject_CallMethodNoArgs(hobj, attr[A_DIGEST]);
+    if (digest == NULL) {
+        goto done;
+    }
+    value = sealed(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
+    if (value == NULL) {
+        goto done;
+    }
+    np = PyBytes_GET_SIZE(prefix);
+    key = PyBytes_FromStringAndSize(NULL, np + 8);
+    if (key == NULL) {
+        goto done;
+    }
+    p = PyBytes_AS_STRING(key);
+    memcpy(p, PyBytes_AS_STRING(prefix), (size_t)np);
+    for (k = 0; k < 8; k++) {
+        p[np + k] = (char)((unsigned long long)seq >> (8 * (7 - k)));
+    }
+    res = PyTuple_Pack(3, key, value, digest);
+done:
+    Py_DECREF(payload);
+    Py_XDECREF(hobj);
+    Py_XDECREF(digest);
+    Py_XDECREF(value);
+    Py_XDECREF(key);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -2545,6 +3855,12 @@ static PyMethodDef methods[] = {
     {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
      ascii_term_counts_doc},
     {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},
+    {"encode_new_pair", (PyCFunction)(void (*)(void))sp_encode_new_pair, METH_FASTCALL,
+     encode_new_pair_doc},
+    {"index_keys", (PyCFunction)(void (*)(void))sp_index_keys, METH_FASTCALL, index_keys_doc},
+    {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
+     journal_entry_doc},
+    {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2599,15 +3915,13 @@ PyInit__speedups(void)
             goto fail;
         }
     }
-    if (zlib_crc32 == NULL) {
-        PyObject *zlib = PyImport_ImportModule("zlib");
-        if (zlib == NULL) {
-            goto fail;
-        }
-        zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
-        Py_DECREF(zlib);
-        if (zlib_crc32 == NULL) {
-            goto fail;
+    if (attr[0] == NULL) {
+        int i;
+        for (i = 0; i < N_ATTRS; i++) {
+            attr[i] = PyUnicode_InternFromString(attr_names[i]);
+            if (attr[i] == NULL) {
+                goto fail;
+            }
         }
     }
     Py_INCREF(Reject);

@@ -64,3 +64,37 @@ def index_doc(
     /,
 ) -> int | None:
     """Hold one memory's sealed document and postings; its length, or None (nothing changed)."""
+
+def encode_new_pair(
+    head: Any, version: Any, plan: tuple[Any, ...], /
+) -> tuple[bytes, bytes] | None:
+    """The sealed head and version of a new memory in the common case; ``None`` otherwise."""
+
+def index_keys(
+    plan: tuple[Any, ...],
+    type: Any,
+    created_us: int,
+    id_bytes: bytes,
+    tags: Any,
+    frames: Any,
+    actor_obj: bool,
+    /,
+) -> list[bytes] | None:
+    """``cortex.keys.index_keys`` for str tags and FrameRefs; ``None`` when not sure."""
+
+def journal_entry(
+    prefix: bytes,
+    shared: bytes,
+    seq: int,
+    prev: bytes,
+    id_bytes: bytes,
+    type: Any,
+    version: int,
+    hash: bytes,
+    sha256: Any,
+    /,
+) -> tuple[bytes, bytes, bytes] | None:
+    """The key, sealed value and digest of a ``write`` journal entry; ``None`` when not sure."""
+
+def seal(payload: bytes, /) -> bytes:
+    """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.kv.seal``)."""

@@ -1448,7 +1448,10 @@ def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
         ValidationError: naming ``head.tags[i]`` and the rule.
     """
     tags = tuple(tags) if not isinstance(tags, str) else (tags,)
-    if all(type(t) is str and t.isascii() for t in tags):
+    for t in tags:
+        if type(t) is not str or not t.isascii():
+            break
+    else:
         return tags  # the head's encoder checks the rules; ASCII needs no normalising
     try:
         TAGS.enc(tags)
@@ -1630,3 +1633,32 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
 
 
 _SMALL_MAP_HEAD: Final = tuple(_head(5, i) for i in range(24))
+
+_NEW_PAIR_PLAN: Final = (
+    Head,
+    Version,
+    MemoryId,
+    MemoryType,
+    Visibility,
+    Forms,
+    FrameRef,
+    Verb,
+    ObjKind,
+    DEFAULT_PROVENANCE,
+    _DEFAULT_PROVENANCE_BYTES,
+    _HEAD_SV,
+    _VERSION_SV,
+    Head.__struct_fields__,
+    Version.__struct_fields__,
+    msgspec.structs.astuple,
+    LIMITS.SHORT_TEXT_BYTES,
+    LIMITS.TEXT_BYTES,
+    LIMITS.TAGS,
+    LIMITS.TAG_BYTES,
+    LIMITS.FRAMES,
+    LIMITS.OBJ_REF_BYTES,
+    LIMITS.IMPORTANCE_MAX,
+    _DATA_MAX,
+)
+"""What ``cortex._speedups.encode_new_pair`` needs to know of the records and their rules (the
+classes, the shared constant parts, the limits of the fields it encodes), in its order."""

@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Final
 
 from cortex.enums import MemoryType
@@ -40,8 +41,8 @@ class MemoryId:
     @classmethod
     def _trusted(cls, raw: bytes) -> MemoryId:
         """Wrap 16 raw bytes the caller has already checked (the decoders only): no validation."""
-        self = object.__new__(cls)
-        object.__setattr__(self, "_b", raw)
+        self = _new(cls)
+        _set_raw(self, raw)
         return self
 
     @classmethod
@@ -92,6 +93,11 @@ class MemoryId:
 
     def __hash__(self) -> int:
         return hash(self._b)
+
+
+_new = object.__new__
+# the slot itself, past the immutability guard (one C call)
+_set_raw: Callable[[MemoryId, bytes], None] = vars(MemoryId)["_b"].__set__
 
 
 class _Generator:

@@ -17,6 +17,14 @@ from cortex.errors import CodecError
 from cortex.ids import MemoryId
 from cortex.records import FrameRef
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "index_keys")
+"""Build ``index_keys`` through the C accelerator (an older build lacks it: the Python path)."""
+
 __all__ = [
     "EDGE_FROM",
     "EDGE_TO",
@@ -177,6 +185,12 @@ def index_keys(
     The same keys as ``type_key``, ``tag_key``, ``frame_key`` and (with ``actor_obj``)
     ``actor_obj_key``, built around the tail ``u64(created_us) id16`` they share.
     """
+    if _USE_SPEEDUPS and type(id_) is MemoryId:
+        fast: list[bytes] | None = _sp.index_keys(
+            _INDEX_PLAN, type_, created_us, id_.bytes, tags, frames, actor_obj
+        )
+        if fast is not None:
+            return fast
     tail = _u64(created_us) + id_.bytes
     t = _TYPE_BYTE[type_]
     keys = [IDX_TYPE + t + tail]
@@ -190,6 +204,17 @@ def index_keys(
 
 
 _TYPE_BYTE: Final = {t: bytes((t,)) for t in MemoryType}
+# what the C ``index_keys`` needs (it returns None where it is not sure: then the code above runs)
+_INDEX_PLAN: Final = (
+    IDX_TYPE,
+    IDX_TAG,
+    IDX_FRAME,
+    IDX_ACTOR_OBJ,
+    _TYPE_BYTE,
+    FrameRef,
+    tag_hash,
+    obj_hash,
+)
 
 
 class TypeEntry(NamedTuple):

@@ -23,6 +23,7 @@ import msgspec
 from cortex import lexical
 from cortex._version import __version__
 from cortex.codec import (
+    _NEW_PAIR_PLAN,
     DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
@@ -70,7 +71,7 @@ from cortex.errors import (
 )
 from cortex.forms import check_override, render_with_short
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, new_id, new_ids
 from cortex.keys import (
     EDGE_FROM,
     EDGE_TO,
@@ -118,6 +119,20 @@ from cortex.records import (
 from cortex.salience import SALIENCE_STATE
 from cortex.validate import validate_memory
 from cortex.vectors import VECTOR_RECORD, VECTORS_META
+
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = (
+    _sp is not None and hasattr(_sp, "encode_new_pair") and hasattr(_sp, "journal_entry")
+)
+"""Encode and seal a new memory's records and its journal entry through the C accelerator.
+
+It returns the same bytes as the Python path or declines (an older build lacks it); tests switch
+this off to compare the two.
+"""
 
 __all__ = [
     "FORMAT_VERSION",
@@ -485,9 +500,12 @@ class _Prepared:
         self.head = head
         self.version = version
         self.type = head.type
-        head_bytes, version_bytes = encode_new_pair(head, version)
-        self.head_bytes = _seal(head_bytes)
-        self.version_bytes = _seal(version_bytes)
+        # both records sealed, in one call in the common case
+        pair = _sp.encode_new_pair(head, version, _NEW_PAIR_PLAN) if _USE_SPEEDUPS else None
+        if pair is None:
+            head_bytes, version_bytes = encode_new_pair(head, version)
+            pair = _seal(head_bytes), _seal(version_bytes)
+        self.head_bytes, self.version_bytes = pair
 
 
 def _index_keys(head: Head) -> list[bytes]:
@@ -621,6 +639,15 @@ class _Journal:
         """
         shared = self._write_shared
         seq = self.seq + 1
+        if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
+            # the C accelerator checks the rest as below (None: the code below runs)
+            entry = _sp.journal_entry(
+                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash, _sha256
+            )
+            if entry is not None:
+                key, value, self.prev = entry
+                self.seq = seq
+                return key, value
         if (
             shared is None
             or type(mid) is not MemoryId
@@ -675,6 +702,10 @@ class _Journal:
         )
         self.prev = _sha256(payload).digest()
         return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
+
+
+class _IdTaken(Exception):
+    """A batch's head was not added: its id is taken or repeated (``Store._put_heads``)."""
 
 
 class _Imported:
@@ -946,7 +977,9 @@ class Store:
             type=mtype,
             current_version=version,
             actor_scope=self.actor,
-            visibility=_coerce(Visibility, visibility, "visibility"),
+            visibility=visibility
+            if type(visibility) is Visibility
+            else _coerce(Visibility, visibility, "visibility"),
             importance=importance,
             tags=encode_tags(tags),
             frames=_normalize_frames(frames),
@@ -968,20 +1001,39 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         return prepared
 
-    def _put_new(self, txn: WriteTxn, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
+    def _put_new(
+        self, txn: WriteTxn, p: _Prepared, puts: list[tuple[bytes, bytes]], *, head: bool = True
+    ) -> None:
         """Put the head (a taken id is a conflict); hold its other records in ``puts``.
 
         The caller puts ``puts`` with ``txn.put_many`` in the same transaction: one call into
-        the engine for a batch's versions, index entries and journal entries.
+        the engine for a batch's versions, index entries and journal entries. ``head=False``:
+        the caller put the head already (``_put_heads``).
         """
-        if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
-            raise ConflictError(f"a memory with id {p.head.id} already exists")
-        puts.append((version_key(p.head.id, 1), p.version_bytes))
-        puts += [(k, b"") for k in _index_keys(p.head)]
+        h = p.head
+        if head and not txn.put(head_key(h.id), p.head_bytes, overwrite=False):
+            raise ConflictError(f"a memory with id {h.id} already exists")
+        puts.append((version_key(h.id, 1), p.version_bytes))
+        puts += [(k, b"") for k in _index_keys(h)]
         if p.pinned:
-            puts.append((_pin_key(p.head), b""))
+            puts.append((_pin_key(h), b""))
         if p.vector is not None:
-            puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
+            puts.append((vec_key(h.id), self._vector_value(1, p.vector)))
+
+    def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
+        """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
+
+        Nothing is overwritten, and the count of heads added tells whether an id was taken (or
+        given twice). Which one is then named by running the transaction again with
+        ``one_by_one`` (the error aborted this one): each head is put on its own, and the first
+        taken id is a ``ConflictError``, the same as for a single write.
+        """
+        if one_by_one:
+            for p in prepared:
+                if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
+                    raise ConflictError(f"a memory with id {p.head.id} already exists")
+        elif txn.add_many([(head_key(p.head.id), p.head_bytes) for p in prepared]) != len(prepared):
+            raise _IdTaken
 
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
 
@@ -1076,12 +1128,14 @@ class Store:
         """
         now = self._now()
         prepared = []
+        items = list(items)
+        fresh = new_ids(len(items))  # one draw for the batch (an item's own id leaves one unused)
         for i, item in enumerate(items):
             spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
             try:
                 p = self._prepare(
                     spec.data,
-                    id=spec.id,
+                    id=spec.id if spec.id is not None else fresh[i],
                     version=1,
                     created_at=None,
                     now=now,
@@ -1102,19 +1156,23 @@ class Store:
                 raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
         self._embed_prepared(prepared)
 
-        def txn_fn(txn: WriteTxn) -> None:
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> None:
+            self._put_heads(txn, prepared, one_by_one)
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
             for p in prepared:
-                self._put_new(txn, p, puts)
+                self._put_new(txn, p, puts, head=False)
                 lex.add_counted(p.head.id, 1, *p.terms)
                 puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             txn.put_many(puts)
             lex.flush()
 
         if prepared:
-            self._kv.write(txn_fn)
+            try:
+                self._kv.write(txn_fn)
+            except _IdTaken:  # nothing was written: run it again to name the id
+                self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
         return [Uri(p.type, p.head.id, 1) for p in prepared]
 
     def update(

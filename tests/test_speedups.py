@@ -14,13 +14,13 @@ import struct
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from cortex import codec
@@ -40,7 +40,7 @@ from cortex.codec import (
     encode_version,
 )
 from cortex.enums import CodedEnum, MemoryType, SourceKind
-from cortex.errors import CodecError
+from cortex.errors import CodecError, ValidationError
 from cortex.ids import MemoryId
 from cortex.records import Provenance, Version
 from tests.strategies import data_of_type, heads, versions
@@ -812,6 +812,8 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     want = TAGS.enc(("alpha", "beta"))
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
+    from cortex import keys, kv, store
+
     for module, names in (
         (text, ("ascii_tokens",)),
         (
@@ -825,5 +827,362 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
             ),
         ),
         (postings, ("posting_run", "cut_blocks")),
+        (store, ("encode_new_pair", "journal_entry")),
+        (keys, ("index_keys",)),
+        (kv, ("seal",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
+
+
+# -- the records of a new memory: its sealed head and version, index keys, journal entry
+
+
+def _sealed_pair(head: Any, version: Any) -> tuple[bytes, bytes] | None:
+    """The definition: each record by its generic encoder, sealed; None when one is invalid."""
+    from cortex.kv import seal
+
+    try:
+        return seal(encode_head(head)), seal(encode_version(version))
+    except ValidationError:
+        return None
+
+
+def _utc(t: datetime) -> datetime:
+    return t.astimezone(UTC)
+
+
+@st.composite
+def _store_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
+    """A head and version shaped as the store makes them (the C path's case), some fields odd."""
+    from cortex.codec import DEFAULT_PROVENANCE
+    from tests.strategies import forms, frames, respell, tags
+
+    version = draw(versions(purged=False))
+    head = draw(heads(id=version.id, type=version.type, current_version=version.version))
+    shared = draw(st.one_of(st.none(), forms()))
+    head = msgspec.structs.replace(
+        head,
+        tombstone=None,
+        embedding_ref=None,
+        tags=draw(tags()),
+        frames=draw(frames()),
+        forms=shared,
+        created_at=_utc(head.created_at),
+        last_updated_at=_utc(head.last_updated_at),
+    )
+    version = msgspec.structs.replace(
+        version,
+        forms=shared,
+        created_at=_utc(version.created_at),
+        provenance=DEFAULT_PROVENANCE if draw(st.integers(0, 3)) else version.provenance,
+        expires_at=None if version.expires_at is None else _utc(version.expires_at),
+        valid_from=None if version.valid_from is None else _utc(version.valid_from),
+        valid_until=None if version.valid_until is None else _utc(version.valid_until),
+    )
+    # now and then one field spelled another way, or broken
+    odd = draw(st.integers(0, 9))
+    if odd == 0:
+        name = draw(st.sampled_from(["tags", "frames", "importance", "visibility", "created_at"]))
+        head = msgspec.structs.replace(head, **{name: respell(getattr(head, name), draw)})
+    elif odd == 1:
+        name = draw(st.sampled_from(["confidence", "created_by", "expires_at", "valid_from"]))
+        version = msgspec.structs.replace(version, **{name: respell(getattr(version, name), draw)})
+    elif odd == 2:
+        head = msgspec.structs.replace(head, tags=head.tags + head.tags[:1])
+    return head, version
+
+
+def _pinned_pair(**changes: Any) -> tuple[Any, Any]:
+    """A store-shaped pair with ``changes`` (``head.x`` / ``version.x`` / ``forms``)."""
+    from cortex.codec import DEFAULT_PROVENANCE
+    from cortex.enums import ObjKind, Verb
+    from cortex.hashing import content_hash
+    from cortex.records import Fact, Forms, FrameRef, Head
+
+    t0 = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=UTC)
+    forms = changes.pop("forms", Forms(short="s", medium="m — ü"))
+    mid = MemoryId(bytes(range(16)))
+    data = encode_data(Fact(statement="s", subject="s", predicate="p"))
+    head = Head(
+        id=mid,
+        type=MemoryType.FACT,
+        current_version=1,
+        actor_scope="agent",
+        importance=5,
+        tags=("a", "b"),
+        frames=(FrameRef(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="svc"),),
+        created_at=t0,
+        last_updated_at=t0,
+        forms=forms,
+    )
+    version = Version(
+        id=mid,
+        version=1,
+        type=MemoryType.FACT,
+        data=data,
+        hash=content_hash(MemoryType.FACT, data),
+        created_at=t0,
+        created_by="agent",
+        provenance=DEFAULT_PROVENANCE,
+        forms=forms,
+    )
+    h = {k[5:]: v for k, v in changes.items() if k.startswith("head_")}
+    v = {k[8:]: v for k, v in changes.items() if k.startswith("version_")}
+    return msgspec.structs.replace(head, **h), msgspec.structs.replace(version, **v)
+
+
+@settings(max_examples=300)
+@given(_store_pairs())
+def test_new_pair_is_the_sealed_head_and_version(pair: tuple[Any, Any]) -> None:
+    from cortex.codec import _NEW_PAIR_PLAN
+
+    head, version = pair
+    got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
+    if got is not None:  # None: the Python path runs (and names any error)
+        assert got == _sealed_pair(head, version)
+
+
+_LONG: Final = "x" * 16_384
+
+
+@pytest.mark.parametrize(
+    ("changes", "taken"),
+    [
+        ({}, True),
+        ({"forms": None}, True),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium="Zoë")}, True),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium="e\u0301")}, False),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium="\ud800")}, False),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium="😀" * 4096)}, True),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium=_LONG)}, True),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, medium=_LONG + "x")}, False),
+        ({"forms": msgspec.structs.replace(_pinned_pair()[0].forms, short="")}, False),
+        ({"head_tags": ()}, True),
+        ({"head_tags": None}, True),
+        ({"head_tags": ["a", "b"]}, True),
+        ({"head_tags": tuple(f"t{i}" for i in range(16))}, True),
+        ({"head_tags": tuple(f"t{i}" for i in range(17))}, False),
+        ({"head_tags": ("a", "a")}, False),
+        ({"head_tags": ("x" * 64, "é" * 32)}, True),
+        ({"head_tags": ("x" * 65,)}, False),
+        ({"head_tags": ("é" * 33,)}, False),
+        ({"head_tags": ("",)}, False),
+        ({"head_tags": (1,)}, False),
+        ({"head_tags": "ab"}, False),
+        ({"head_frames": ()}, True),
+        ({"head_frames": _pinned_pair()[0].frames * 2}, False),
+        ({"head_frames": list(_pinned_pair()[0].frames)}, True),
+        ({"head_actor_scope": "é" * 128}, True),
+        ({"head_actor_scope": "é" * 129}, False),
+        ({"head_actor_scope": "x" * 256}, True),
+        ({"head_importance": 10}, True),
+        ({"head_importance": 11}, False),
+        ({"head_importance": True}, False),
+        ({"head_importance": 5.0}, False),
+        ({"head_visibility": "scoped"}, False),
+        ({"head_current_version": 2**63 - 1, "version_version": 2**63 - 1}, True),
+        ({"head_current_version": 300, "version_version": 300}, True),
+        ({"head_current_version": 2, "version_version": 1}, False),
+        ({"head_current_version": 0, "version_version": 0}, False),
+        ({"head_created_at": datetime(1, 1, 1, tzinfo=UTC)}, True),
+        ({"head_created_at": datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)}, True),
+        ({"head_created_at": datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)}, True),
+        ({"head_created_at": datetime(2024, 2, 29, 12, tzinfo=UTC)}, True),
+        ({"head_created_at": datetime(2026, 1, 1)}, False),
+        ({"head_created_at": datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=1)))}, False),
+        ({"version_confidence": 0.5}, True),
+        ({"version_confidence": 0.1}, True),
+        ({"version_confidence": 0.10000000149011612}, True),
+        ({"version_confidence": 2.0**-24}, True),
+        ({"version_confidence": 0.0}, True),
+        ({"version_confidence": -0.0}, True),
+        ({"version_confidence": 1}, False),
+        ({"version_confidence": math.nan}, False),
+        ({"version_confidence": 1.5}, False),
+        ({"version_forms_override": True}, True),
+        ({"version_forms_override": 1}, False),
+        ({"version_expires_at": datetime(2030, 1, 1, tzinfo=UTC)}, True),
+        ({"version_valid_from": datetime(2020, 1, 1, tzinfo=UTC)}, True),
+        ({"version_valid_until": datetime(2030, 1, 1, tzinfo=UTC)}, True),
+        ({"version_provenance": Provenance(source=SourceKind.USER_INPUT)}, False),
+        ({"version_created_by": ""}, False),
+        ({"version_created_by": None}, False),
+        ({"version_data": b""}, False),
+        ({"version_data": bytearray(b"x")}, False),
+        ({"version_hash": b"short"}, False),
+        ({"version_id": MemoryId(bytes(range(16)))}, False),  # equal, not the same object
+        ({"head_tombstone": "x"}, False),
+    ],
+)
+def test_new_pair_pinned_cases(changes: dict[str, Any], taken: bool) -> None:
+    from cortex.codec import _NEW_PAIR_PLAN
+
+    head, version = _pinned_pair(**changes)
+    got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
+    assert (got is not None) == taken
+    if got is not None:
+        assert got == _sealed_pair(head, version)
+
+
+def test_new_pair_arguments() -> None:
+    from cortex.codec import _NEW_PAIR_PLAN
+
+    head, version = _pinned_pair()
+    assert sp.encode_new_pair(version, head, _NEW_PAIR_PLAN) is None
+    assert sp.encode_new_pair(head, None, _NEW_PAIR_PLAN) is None
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version)
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version, _NEW_PAIR_PLAN[:-1])
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version, list(_NEW_PAIR_PLAN))
+    bad = list(_NEW_PAIR_PLAN)
+    bad[0] = "Head"
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version, tuple(bad))
+    bad = list(_NEW_PAIR_PLAN)
+    bad[-1] = 0
+    with pytest.raises(ValueError):
+        sp.encode_new_pair(head, version, tuple(bad))
+    bad = list(_NEW_PAIR_PLAN)
+    bad[-1] = "many"
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version, tuple(bad))
+    # fields in another order than the C encoder knows: it declines
+    bad = list(_NEW_PAIR_PLAN)
+    bad[13] = tuple(reversed(bad[13]))
+    assert sp.encode_new_pair(head, version, tuple(bad)) is None
+    # an astuple that gives no tuple of the fields
+    bad = list(_NEW_PAIR_PLAN)
+    bad[15] = lambda s: None
+    with pytest.raises(TypeError):
+        sp.encode_new_pair(head, version, tuple(bad))
+
+
+@given(st.binary(max_size=600))
+@example(b"")
+@example(b"\x00" * 8)
+@example(bytes(range(256)) * 3)
+def test_seal_is_zlib_crc32(payload: bytes) -> None:
+    import zlib
+
+    assert sp.seal(payload) == payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def test_seal_arguments() -> None:
+    from cortex import kv
+
+    with pytest.raises(TypeError):
+        sp.seal(bytearray(b"x"))
+    _both(kv, kv.seal, b"payload")
+    _both(kv, kv.seal, bytearray(b"payload"))  # not bytes: zlib's path, the same bytes
+
+
+def _index_args(draw: st.DrawFn) -> tuple[Any, ...]:
+    from cortex.enums import ObjKind, Verb
+    from cortex.records import FrameRef
+    from tests.strategies import frames, tags
+
+    mtype = draw(st.sampled_from([*MemoryType, 2, 99, "Fact"]))
+    created = draw(st.sampled_from([0, 1, 2**64 - 1, 2**64, -1, True]) | st.integers(0, 2**62))
+    mid = draw(st.sampled_from([MemoryId(bytes(range(16))), MemoryId(bytes(16))]))
+    the_tags: Any = draw(tags() | st.lists(st.sampled_from(["a", "é", "\ud800", 3]), max_size=3))
+    the_frames: Any = draw(
+        frames()
+        | st.lists(
+            st.builds(
+                FrameRef,
+                verb=st.sampled_from([Verb.FIND, 2, 300, "find"]),
+                obj_kind=st.sampled_from([ObjKind.AGENT, 1, -1]),
+                obj_ref=st.sampled_from(["svc", "Zoë", "\ud800", 5]),
+            ),
+            max_size=3,
+        )
+    )
+    if draw(st.booleans()):
+        the_tags, the_frames = list(the_tags), list(the_frames)
+    actor_obj = draw(st.sampled_from([True, False, 1, None]))
+    return mtype, created, mid, the_tags, the_frames, actor_obj
+
+
+@given(st.composite(_index_args)())
+@example((MemoryType.EVENT, 2**60, MemoryId(bytes(16)), ("a", "b"), (), True))
+def test_index_keys_paths_agree(args: tuple[Any, ...]) -> None:
+    from cortex import keys
+
+    mtype, created, mid, the_tags, the_frames, actor_obj = args
+
+    def fn() -> list[bytes]:
+        return keys.index_keys(mtype, created, mid, the_tags, the_frames, actor_obj=actor_obj)
+
+    _both(keys, fn)
+
+
+def test_index_keys_arguments() -> None:
+    from cortex.keys import _INDEX_PLAN
+
+    args = (MemoryType.FACT, 5, bytes(16), ("a",), (), False)
+    assert isinstance(sp.index_keys(_INDEX_PLAN, *args), list)
+    with pytest.raises(TypeError):
+        sp.index_keys(_INDEX_PLAN, *args[:-1])
+    with pytest.raises(TypeError):
+        sp.index_keys(_INDEX_PLAN[:-1], *args)
+    with pytest.raises(TypeError):
+        sp.index_keys((1,) * len(_INDEX_PLAN), *args)
+    assert sp.index_keys(_INDEX_PLAN, MemoryType.FACT, 5, bytes(65), (), (), False) is None
+    assert sp.index_keys(_INDEX_PLAN, [], 5, bytes(16), (), (), False) is None  # unhashable
+    # a hash function that raises: the same error as the Python path's
+    plan = (*_INDEX_PLAN[:6], lambda t: 1 / 0, _INDEX_PLAN[7])
+    with pytest.raises(ZeroDivisionError):
+        sp.index_keys(plan, *args)
+    plan = (*_INDEX_PLAN[:6], lambda t: "not bytes", _INDEX_PLAN[7])
+    assert sp.index_keys(plan, *args) is None
+
+
+@given(
+    seq=st.sampled_from([1, 23, 24, 255, 256, 2**32, 2**63 - 2]) | st.integers(1, 10**6),
+    version=st.sampled_from([1, 24, 2**16, 2**63 - 1]),
+    mtype=st.sampled_from(list(MemoryType)),
+    digest=st.binary(min_size=32, max_size=32),
+    raw=st.binary(min_size=16, max_size=16),
+    by=st.sampled_from(["agent", "é" * 10, "x" * 256]),
+)
+def test_journal_entry_paths_agree(
+    *, seq: int, version: int, mtype: MemoryType, digest: bytes, raw: bytes, by: str
+) -> None:
+    from cortex import store
+
+    def entries() -> list[Any]:
+        j = store._Journal.__new__(store._Journal)
+        j.txn, j.at, j.by = None, datetime(2026, 1, 2, tzinfo=UTC), by  # type: ignore[assignment]
+        j._write_shared, j.seq, j.prev = None, seq - 1, bytes(range(32))
+        mid = MemoryId(raw)
+        out = [j.write_entry(mid, mtype, version, digest) for _ in range(2)]
+        return [*out, j.seq, j.prev]
+
+    _both(store, entries)
+
+
+def test_journal_entry_arguments() -> None:
+    import hashlib
+
+    from cortex.keys import JOURNAL
+
+    ok = (JOURNAL, b"\x02\x02", 1, bytes(32), bytes(16), MemoryType.FACT, 1, bytes(32))
+    key, value, digest = sp.journal_entry(*ok, hashlib.sha256)
+    assert key == JOURNAL + (1).to_bytes(8, "big")
+    assert digest == hashlib.sha256(value[:-4]).digest()
+    with pytest.raises(TypeError):
+        sp.journal_entry(*ok)
+    with pytest.raises(TypeError):
+        sp.journal_entry(*ok, None)
+    with pytest.raises(TypeError):
+        sp.journal_entry("j/", *ok[1:], hashlib.sha256)
+    for i, odd in [(2, 0), (2, 2**63), (3, bytes(31)), (4, bytes(15)), (5, 2), (5, True)]:
+        args = list(ok)
+        args[i] = odd
+        assert sp.journal_entry(*args, hashlib.sha256) is None, (i, odd)
+    for i, odd in [(6, 0), (6, 1.0), (7, bytearray(32)), (1, None)]:
+        args = list(ok)
+        args[i] = odd
+        assert sp.journal_entry(*args, hashlib.sha256) is None, (i, odd)

@@ -685,11 +685,23 @@ def test_write_many_with_a_repeated_or_taken_id_writes_nothing(cx: Cortex) -> No
     taken = cx.write(fact(0)).id
     before = snapshot(cx)
     dup = new_id()
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError, match=f"a memory with id {dup} already exists"):
         cx.write_many([NewMemory(data=fact(1), id=dup), fact(2), NewMemory(data=fact(3), id=dup)])
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError, match=f"a memory with id {taken} already exists"):
         cx.write_many([fact(1), NewMemory(data=fact(3), id=taken)])
     assert snapshot(cx) == before
+
+
+def test_write_many_names_a_taken_id_whose_head_is_the_same(path: Path) -> None:
+    """The same memory written again at the same instant: its head's bytes are the same."""
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    mid = new_id()
+    with Cortex.open(path, actor="a", clock=lambda: at) as store:
+        store.write_many([NewMemory(data=fact(1), id=mid)])
+        before = snapshot(store)
+        with pytest.raises(ConflictError, match=f"a memory with id {mid} already exists"):
+            store.write_many([fact(2), NewMemory(data=fact(1), id=mid), fact(3)])
+        assert snapshot(store) == before
 
 
 # --- ids and URIs -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import random
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta, timezone
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,8 +22,10 @@ import pytest
 
 import cortex
 from cortex import Cortex, Fact, FrameRef, NewMemory, lexical, text
-from cortex.enums import ObjKind, Verb
+from cortex.enums import ObjKind, SourceKind, Verb, Visibility
+from cortex.errors import ConflictError
 from cortex.ids import MemoryId
+from cortex.records import Forms, Provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,6 +110,35 @@ def _bench_workload(cx: Cortex) -> None:
         items.append(NewMemory(**{**_fields(item), "id": _id(i)}))
     for b in range(0, len(items), 250):
         cx.write_many(items[b : b + 250])
+    # options off the accelerated paths: a provenance, other confidences and visibilities, a
+    # created_by to normalize, validity and expiry times, caller forms, times at an offset
+    later = FIXTURE.START + timedelta(days=400)
+    cx.write_many(
+        [
+            NewMemory(
+                data=BENCH.make_data(rng, i),
+                id=_id(2000 + i),
+                tags=[f"o{i % 3}"],
+                confidence=[0.3, 1, 0.5, 0.1][i % 4],
+                visibility=["scoped", Visibility.ACTOR_PUBLIC, "private"][i % 3],
+                created_by=["agént", "Ω", None, "bot"][i % 4],
+                provenance=[None, Provenance(source=SourceKind.DERIVED)][i % 2],
+                valid_from=[None, FIXTURE.START][i % 2],
+                valid_until=[None, later.astimezone(timezone(timedelta(hours=3)))][i % 3 % 2],
+                expires_at=[None, later][i % 2],
+                forms=[None, Forms(short=f"s{i}", medium="caller’s words")][i % 5 % 2],
+            )
+            for i in range(30)
+        ]
+    )
+    # a taken id, and an id given twice: nothing is written, the error names the id
+    for batch in (
+        [NewMemory(data=BENCH.make_data(rng, 1), id=_id(3000)), items[5]],
+        [NewMemory(data=BENCH.make_data(rng, 2), id=_id(3001))] * 2,
+    ):
+        with pytest.raises(ConflictError, match="already exists") as info:
+            cx.write_many(batch)
+        assert str(batch[-1].id) in str(info.value)
     for i in range(0, 600, 11):
         cx.update(_id(i), BENCH.make_data(rng, i + 6))
     for i in range(3, 600, 13):

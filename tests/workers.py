@@ -130,9 +130,9 @@ def big_batch_writer(path: str, n: str, stall_at: str) -> None:
         original = Store._put_new
         calls = 0
 
-        def put_new(self: Store, txn: Any, p: Any, puts: Any) -> None:
+        def put_new(self: Store, txn: Any, p: Any, puts: Any, **kw: Any) -> None:
             nonlocal calls
-            original(self, txn, p, puts)
+            original(self, txn, p, puts, **kw)
             calls += 1
             if calls == stall:
                 emit({"op": "mid", "puts": calls})
