@@ -1846,6 +1846,130 @@ sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+PyDoc_STRVAR(block_append_doc,
+             "block_append(prefix, run, key, value, block_max, spread, /)\n--\n\n"
+             "Append a run of new postings (ids after every posting of the block) to the "
+             "stored block ``key: value`` of a term's ``prefix``: the blocks that change, as "
+             "``[(key, sealed value), ...]`` (``cortex.postings.apply``'s append in C); None "
+             "when the block fails its checks or the run does not come after it (the Python "
+             "path then says why).");
+
+static PyObject *
+sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *run, *key, *value, *out = NULL, *pair;
+    const unsigned char *r, *v;
+    Py_ssize_t nr, nv, np, held, block_max, spread, i, start, count, plen;
+    int extending = 1; /* the next piece extends the stored block */
+    uint32_t crc;
+    (void)module;
+    if (nargs != 6 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
+        !PyBytes_CheckExact(args[2]) || !PyBytes_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "block_append(bytes, bytes, bytes, bytes, block_max, spread)");
+        return NULL;
+    }
+    prefix = args[0];
+    run = args[1];
+    key = args[2];
+    value = args[3];
+    block_max = PyLong_AsSsize_t(args[4]);
+    spread = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "block_append: block_max >= 1, 1 <= spread < 2**32");
+        return NULL;
+    }
+    r = (const unsigned char *)PyBytes_AS_STRING(run);
+    nr = PyBytes_GET_SIZE(run);
+    v = (const unsigned char *)PyBytes_AS_STRING(value);
+    nv = PyBytes_GET_SIZE(value);
+    plen = PyBytes_GET_SIZE(prefix);
+    np = nv - 4; /* the stored block's payload */
+    if (nr == 0 || nr % 24 != 0 || np < 24 || np % 24 != 0 || np / 24 > block_max ||
+        PyBytes_GET_SIZE(key) != plen + 16 ||
+        memcmp(PyBytes_AS_STRING(key), PyBytes_AS_STRING(prefix), (size_t)plen) != 0 ||
+        memcmp(v, PyBytes_AS_STRING(key) + plen, 16) != 0 || memcmp(v + np - 24, r, 16) >= 0) {
+        Py_RETURN_NONE;
+    }
+    crc = crc32_of(v, np);
+    if (v[np] != (unsigned char)(crc >> 24) || v[np + 1] != (unsigned char)(crc >> 16) ||
+        v[np + 2] != (unsigned char)(crc >> 8) || v[np + 3] != (unsigned char)crc) {
+        Py_RETURN_NONE;
+    }
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    held = np / 24;
+    /* cut the run as cut_blocks(run, held): pieces [start, i); the first one extends the
+       stored block */
+    count = held - 1;
+    start = 0;
+    for (i = 0; i <= nr; i += 24) {
+        int split = 0;
+        if (i < nr) {
+            count++;
+            split = count >= block_max || crc32_of(r + i, 16) % (uint32_t)spread == 0;
+        }
+        if (i == nr || split) {
+            int first = extending;
+            Py_ssize_t size = (first ? np : 0) + (i - start);
+            PyObject *k, *sv;
+            char *p;
+            uint32_t c;
+            extending = 0;
+            if (first && i == 0) { /* the run begins a block of its own: the stored one stays */
+                count = 0;
+                continue;
+            }
+            k = PyBytes_FromStringAndSize(NULL, plen + 16);
+            sv = PyBytes_FromStringAndSize(NULL, size + 4);
+            if (k == NULL || sv == NULL) {
+                Py_XDECREF(k);
+                Py_XDECREF(sv);
+                goto fail;
+            }
+            p = PyBytes_AS_STRING(sv);
+            if (first) {
+                memcpy(p, v, (size_t)np);
+                memcpy(p + np, r, (size_t)(i - start));
+            }
+            else {
+                memcpy(p, r + start, (size_t)(i - start));
+            }
+            c = crc32_of((const uint8_t *)p, size);
+            p[size] = (char)(c >> 24);
+            p[size + 1] = (char)(c >> 16);
+            p[size + 2] = (char)(c >> 8);
+            p[size + 3] = (char)c;
+            memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
+            memcpy(PyBytes_AS_STRING(k) + plen, p, 16);
+            pair = PyTuple_New(2);
+            if (pair == NULL) {
+                Py_DECREF(k);
+                Py_DECREF(sv);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(pair, 0, k);
+            PyTuple_SET_ITEM(pair, 1, sv);
+            if (PyList_Append(out, pair) < 0) {
+                Py_DECREF(pair);
+                goto fail;
+            }
+            Py_DECREF(pair);
+            start = i;
+            count = 0;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* The lexical side of a write, one call each (cortex/lexical.py keeps the definitions:
  * ``analyze_counts`` and ``Indexer.add_counted``): the counted terms of an ASCII full form whose
@@ -3852,6 +3976,8 @@ static PyMethodDef methods[] = {
      encode_ascii_texts_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
+    {"block_append", (PyCFunction)(void (*)(void))sp_block_append, METH_FASTCALL,
+     block_append_doc},
     {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
      ascii_term_counts_doc},
     {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},

@@ -39,6 +39,11 @@ def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
 def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
     """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
 
+def block_append(
+    prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /
+) -> list[tuple[bytes, bytes]] | None:
+    """The blocks that change when ``run`` is appended to the stored block; None if unsure."""
+
 class StemTable:
     """The token -> stem table of ``ascii_term_counts`` (what it found in the stem cache)."""
 

@@ -85,6 +85,14 @@ class ReadTxn(Protocol):
         implementation may reuse one cursor.
         """
 
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """``(k0, v0, k1)``: the last pair at or before ``key`` and the first key after it.
+
+        ``key`` starts with ``prefix``; each is None where there is no such key within
+        ``prefix``. One positioning, for a writer that reads the block a key falls in and
+        needs to know what follows it.
+        """
+
 
 class WriteTxn(ReadTxn, Protocol):
     """A write transaction: all of it commits, or none of it."""
@@ -138,6 +146,28 @@ class _LmdbTxn:
             return None
         k = bytes(cur.key())
         return k if k.startswith(prefix) else None
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        k0 = v0 = k1 = None
+        if cur.set_range(key):
+            if cur.key() == key:
+                k0, v0 = key, bytes(cur.value())
+                if cur.next():
+                    k1 = bytes(cur.key())
+            else:
+                k1 = bytes(cur.key())
+                if cur.prev():
+                    k0, v0 = bytes(cur.key()), bytes(cur.value())
+        elif cur.last():
+            k0, v0 = bytes(cur.key()), bytes(cur.value())
+        if k0 is not None and not k0.startswith(prefix):
+            k0 = v0 = None
+        if k1 is not None and not k1.startswith(prefix):
+            k1 = None
+        return k0, v0, k1
 
     def get(self, key: bytes) -> bytes | None:
         v = self._txn.get(key)

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("posting_run", "cut_blocks")
+    hasattr(_sp, name) for name in ("posting_run", "cut_blocks", "block_append")
 )
 """Join and cut runs of postings in C (``cortex._speedups``) when it is built; tests switch
 this off to compare with the Python paths."""
@@ -228,19 +228,28 @@ def apply(
     if run is not None:
         # the common case first: new ids after the term's last block begins
         lo, hi = run[:16], run[-ENTRY:-8]
-        start = txn.seek(prefix, prefix + lo, reverse=True)
-        if start is not None and start[-16:] < lo:
-            after = txn.seek(prefix, prefix + lo)
-            if after is None or (after[-16:] > hi and is_boundary(after[-16:])):
-                value = txn.get(start)
-                if value is None:  # pragma: no cover - the key was just found
-                    raise IntegrityError(f"record {show_key(start)} vanished")
-                payload = block_payload(start, value)
-                if payload[-ENTRY:-8] < lo:  # after its last posting: append
-                    cut = blocks(run, len(payload) // ENTRY)
-                    cut[0] = payload + cut[0]
-                    _write(txn, prefix, cut, {start: payload}, puts)
+        start, value, after = txn.around(prefix, prefix + lo)
+        if (
+            start is not None
+            and value is not None
+            and start[-16:] < lo
+            and (after is None or (after[-16:] > hi and is_boundary(after[-16:])))
+        ):
+            if _USE_SPEEDUPS:
+                changed = _sp.block_append(prefix, run, start, value, BLOCK_MAX, SPREAD)
+                if changed is not None:  # else the checks below say what is wrong
+                    if puts is None:
+                        for key, block in changed:
+                            txn.put(key, block)
+                    else:
+                        puts += changed
                     return len(changes)
+            payload = block_payload(start, value)
+            if payload[-ENTRY:-8] < lo:  # after its last posting: append
+                cut = blocks(run, len(payload) // ENTRY)
+                cut[0] = payload + cut[0]
+                _write(txn, prefix, cut, {start: payload}, puts)
+                return len(changes)
     ids = sorted(changes)
     lo, hi = ids[0], ids[-1]
     # the first block that may change: the one holding the id just before ``lo`` (its first

@@ -1117,7 +1117,7 @@ class Store:
             lex.flush()
 
         self._kv.write(txn_fn)
-        return Uri(p.type, p.head.id, 1)
+        return Uri._trusted(p.type, p.head.id, 1)
 
     def write_many(self, items: Iterable[NewMemory | Data]) -> list[Uri]:
         """Write many new memories in one transaction: all of them, or (on any error) none.
@@ -1173,7 +1173,8 @@ class Store:
                 self._kv.write(txn_fn)
             except _IdTaken:  # nothing was written: run it again to name the id
                 self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
-        return [Uri(p.type, p.head.id, 1) for p in prepared]
+        trusted = Uri._trusted
+        return [trusted(p.type, p.head.id, 1) for p in prepared]
 
     def update(
         self,
@@ -1268,7 +1269,7 @@ class Store:
             _Journal(txn, now, self.actor).append(
                 JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
             )
-            return Uri(head.type, mid, n)
+            return Uri._trusted(head.type, mid, n)
 
         return self._kv.write(txn_fn)
 

@@ -353,3 +353,16 @@ def test_uri_equality_and_immutability() -> None:
     assert len({a, Uri.parse(str(a))}) == 1
     with pytest.raises(AttributeError):
         a.version = 2
+
+
+@given(
+    st.sampled_from(list(MemoryType)),
+    st.binary(min_size=16, max_size=16),
+    st.integers(1, 2**63 - 1),
+)
+def test_trusted_uri_equals_a_checked_one(t: MemoryType, raw: bytes, version: int) -> None:
+    trusted = Uri._trusted(t, MemoryId(raw), version)
+    checked = Uri(t, MemoryId(raw), version)
+    assert trusted == checked and str(trusted) == str(checked) and hash(trusted) == hash(checked)
+    with pytest.raises(AttributeError):
+        trusted.version = 2  # type: ignore[misc]

@@ -199,6 +199,37 @@ def test_scan_matches_the_model(
         store.close()
 
 
+@given(keyset, st.binary(max_size=2), st.binary(max_size=4))
+def test_around_matches_the_model(
+    tmp_path_factory: pytest.TempPathFactory, ks: list[bytes], prefix: bytes, key: bytes
+) -> None:
+    store = LmdbKV(tmp_path_factory.mktemp("around"))
+    try:
+        store.write(lambda t: [t.put(k, k + b"v") for k in ks])
+        inside = sorted(k for k in ks if k.startswith(prefix))
+        before = [k for k in inside if k <= key]
+        after = [k for k in inside if k > key]
+        want = (
+            before[-1] if before else None,
+            before[-1] + b"v" if before else None,
+            after[0] if after else None,
+        )
+        # only the neighbours of ``key`` in the whole store count: a key of another prefix
+        # between them hides what lies beyond it
+        every = sorted(ks)
+        at = [k for k in every if k <= key]
+        nxt = [k for k in every if k > key]
+        if at and not at[-1].startswith(prefix):
+            want = (None, None, want[2])
+        if nxt and not nxt[0].startswith(prefix):
+            want = (want[0], want[1], None)
+        with store.read() as r:
+            assert r.around(prefix, key) == want
+        store.write(lambda t: t.around(prefix, key) == want or pytest.fail("write view"))
+    finally:
+        store.close()
+
+
 def test_a_scan_may_stop_early(filled: LmdbKV) -> None:
     with filled.read() as r:
         for k, _ in r.scan(b"a"):

@@ -280,3 +280,63 @@ def test_c_arguments_are_checked() -> None:
             sp.cut_blocks(b"", *args)
     with pytest.raises(TypeError):
         sp.cut_blocks(b"", "0", 64, 32)
+
+
+def _python_append(prefix: bytes, run: bytes, payload: bytes) -> list[tuple[bytes, bytes]]:
+    """What ``apply`` writes when it appends ``run`` to the block ``payload`` (Python path)."""
+    cut = postings._blocks(run, len(payload) // ENTRY)
+    cut[0] = payload + cut[0]
+    out = []
+    for i, block in enumerate(cut):
+        if i == 0 and block == payload:
+            continue  # unchanged
+        out.append((prefix + block[:16], seal(block)))
+    return out
+
+
+@given(
+    st.lists(_ids, unique=True, min_size=2, max_size=200).map(sorted),
+    st.integers(1, BLOCK_MAX),
+    st.sampled_from([(64, 32), (3, 2), (64, 1), (5, 1000)]),
+)
+def test_block_append_agrees(ids: list[bytes], stored: int, shape: tuple[int, int]) -> None:
+    block_max, spread = shape
+    stored = min(stored, len(ids) - 1, block_max)
+    prefix = posting_prefix("tea")
+    old = b"".join(raw + entry_tail(1, 2) for raw in ids[:stored])
+    run = b"".join(raw + entry_tail(2, 3) for raw in ids[stored:])
+    key = prefix + old[:16]
+    got = sp.block_append(prefix, run, key, seal(old), block_max, spread)
+    saved = postings.BLOCK_MAX, postings.SPREAD
+    try:
+        postings.BLOCK_MAX, postings.SPREAD = block_max, spread  # type: ignore[misc]
+        want = _python_append(prefix, run, old)
+    finally:
+        postings.BLOCK_MAX, postings.SPREAD = saved  # type: ignore[misc]
+    assert got == want
+
+
+def test_block_append_leaves_anything_unusual_to_python() -> None:
+    prefix = posting_prefix("tea")
+    old = b"".join(_raw(i) + entry_tail(1, 2) for i in (1, 2))
+    run = _raw(9) + entry_tail(1, 1)
+    key = prefix + _raw(1)
+    assert sp.block_append(prefix, run, key, seal(old), 64, 32)  # the usual case works
+    damaged = bytearray(seal(old))
+    damaged[3] ^= 1
+    for args in [
+        (prefix, run, key, bytes(damaged)),  # fails its checksum
+        (prefix, _raw(2) + entry_tail(1, 1), key, seal(old)),  # not after the block
+        (prefix, b"", key, seal(old)),  # nothing to append
+        (prefix, run[:-1], key, seal(old)),  # not whole postings
+        (prefix, run, prefix + _raw(2), seal(old)),  # the key is not the first id
+        (posting_prefix("teas"), run, key, seal(old)),  # another term's key
+        (prefix, run, key, seal(old[:-1])),  # not whole postings stored
+        (prefix, run, key, seal(b"")),  # an empty block
+    ]:
+        assert sp.block_append(*args, 64, 32) is None, args
+    assert sp.block_append(prefix, run, key, seal(old * 0 + old), 1, 32) is None  # over full
+    with pytest.raises(TypeError):
+        sp.block_append(prefix, run, key, "x", 64, 32)
+    with pytest.raises(ValueError):
+        sp.block_append(prefix, run, key, seal(old), 0, 32)

@@ -84,7 +84,7 @@ def _median(xs: list[float]) -> float:
 
 # -- recording cortex's key-value operations, and replaying them on raw LMDB -------------------
 
-GET, SEEK, SCAN, PUT, MANY, DELETE = range(6)
+GET, SEEK, AROUND, SCAN, PUT, MANY, ADD, DELETE = range(8)
 Op = tuple[Any, ...]
 
 
@@ -102,6 +102,10 @@ class _Recording:
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         self._ops.append((SEEK, start, reverse))
         return self._txn.seek(prefix, start, reverse=reverse)  # type: ignore[no-any-return]
+
+    def around(self, prefix: bytes, key: bytes) -> Any:
+        self._ops.append((AROUND, key))
+        return self._txn.around(prefix, key)
 
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
@@ -126,6 +130,11 @@ class _Recording:
         items = list(items)
         self._ops.append((MANY, items))
         self._txn.put_many(items)
+
+    def add_many(self, items: Any) -> int:
+        items = list(items)
+        self._ops.append((ADD, items))
+        return self._txn.add_many(items)  # type: ignore[no-any-return]
 
     def delete(self, key: bytes) -> bool:
         self._ops.append((DELETE, key))
@@ -162,6 +171,8 @@ def replay(env: lmdb.Environment, ops: list[Op]) -> None:
             kind = op[0]
             if kind == MANY:
                 cur.putmulti(op[1])
+            elif kind == ADD:
+                cur.putmulti(op[1], overwrite=False)
             elif kind == PUT:
                 txn.put(op[1], op[2], overwrite=op[3])
             elif kind == GET:
@@ -172,6 +183,15 @@ def replay(env: lmdb.Environment, ops: list[Op]) -> None:
                 elif op[2]:
                     cur.prev()
                 cur.key()
+            elif kind == AROUND:
+                if cur.set_range(op[1]):
+                    if cur.key() == op[1]:
+                        cur.value()
+                        cur.next()
+                    elif cur.prev():
+                        cur.value()
+                elif cur.last():
+                    cur.value()
             elif kind == SCAN:
                 cur.set_range(op[1])
                 step = cur.prev if op[2] else cur.next
@@ -201,7 +221,7 @@ def floor_write_many(path: Path, builtins: list[Any], batches: list[list[Op]]) -
 
 
 def _puts(ops: list[Op]) -> int:
-    return sum(len(op[1]) if op[0] == MANY else op[0] == PUT for op in ops)
+    return sum(len(op[1]) if op[0] in (MANY, ADD) else op[0] == PUT for op in ops)
 
 
 def floor_env(path: Path) -> lmdb.Environment:
