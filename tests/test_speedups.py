@@ -894,38 +894,13 @@ def _store_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
 
 def _pinned_pair(**changes: Any) -> tuple[Any, Any]:
     """A store-shaped pair with ``changes`` (``head.x`` / ``version.x`` / ``forms``)."""
-    from cortex.codec import DEFAULT_PROVENANCE
-    from cortex.enums import ObjKind, Verb
-    from cortex.hashing import content_hash
-    from cortex.records import Fact, Forms, FrameRef, Head
+    from cortex.records import Forms
+    from tests.test_codec import _PAIR_HEAD, _PAIR_VERSION
 
     t0 = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=UTC)
     forms = changes.pop("forms", Forms(short="s", medium="m — ü"))
-    mid = MemoryId(bytes(range(16)))
-    data = encode_data(Fact(statement="s", subject="s", predicate="p"))
-    head = Head(
-        id=mid,
-        type=MemoryType.FACT,
-        current_version=1,
-        actor_scope="agent",
-        importance=5,
-        tags=("a", "b"),
-        frames=(FrameRef(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="svc"),),
-        created_at=t0,
-        last_updated_at=t0,
-        forms=forms,
-    )
-    version = Version(
-        id=mid,
-        version=1,
-        type=MemoryType.FACT,
-        data=data,
-        hash=content_hash(MemoryType.FACT, data),
-        created_at=t0,
-        created_by="agent",
-        provenance=DEFAULT_PROVENANCE,
-        forms=forms,
-    )
+    head = msgspec.structs.replace(_PAIR_HEAD, created_at=t0, last_updated_at=t0, forms=forms)
+    version = msgspec.structs.replace(_PAIR_VERSION, created_at=t0, forms=forms)
     h = {k[5:]: v for k, v in changes.items() if k.startswith("head_")}
     v = {k[8:]: v for k, v in changes.items() if k.startswith("version_")}
     return msgspec.structs.replace(head, **h), msgspec.structs.replace(version, **v)
