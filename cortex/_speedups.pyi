@@ -39,6 +39,11 @@ def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
 def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
     """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
 
+def append_runs(
+    cursor: Any, items: list[tuple[bytes, dict[bytes, bytes]]], block_max: int, spread: int, /
+) -> tuple[list[tuple[bytes, bytes]], list[int]]:
+    """The blocks the common cases of many terms' appends change, and the items left over."""
+
 def block_append(
     prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /
 ) -> list[tuple[bytes, bytes]] | None:

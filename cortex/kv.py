@@ -147,6 +147,17 @@ class _LmdbTxn:
         k = bytes(cur.key())
         return k if k.startswith(prefix) else None
 
+    def cursor(self) -> lmdb.Cursor:
+        """The transaction's cursor (set_range, key, value, next, prev, last).
+
+        For the C accelerator's batch walks (``cortex.postings.apply_many``); an engine without
+        such a cursor has no ``cursor`` method.
+        """
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        return cur
+
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
         cur = self._cur
         if cur is None:

@@ -44,7 +44,15 @@ from cortex.keys import (
     show_key,
 )
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
-from cortex.postings import ENTRY, apply, block_entries, block_payload, entry_tail, find
+from cortex.postings import (
+    ENTRY,
+    apply,
+    apply_many,
+    block_entries,
+    block_payload,
+    entry_tail,
+    find,
+)
 from cortex.records import Data
 from cortex.text import _STEMS, query_terms
 from cortex.text import terms as doc_terms
@@ -410,11 +418,9 @@ class Indexer:
             txn.put_many(self._docs.items())
             self._docs.clear()
         blocks: list[tuple[bytes, bytes]] = []
-        for term in sorted(self._pending):
-            held = self._pending[term]
-            if held:
-                apply(txn, term, held, blocks)
-        self._pending.clear()
+        pending = self._pending
+        apply_many(txn, [(t, pending[t]) for t in sorted(pending) if pending[t]], blocks)
+        pending.clear()
         if blocks:
             txn.put_many(blocks)
         vocabulary = self._terms

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("posting_run", "cut_blocks", "block_append")
+    hasattr(_sp, name) for name in ("posting_run", "cut_blocks", "block_append", "append_runs")
 )
 """Join and cut runs of postings in C (``cortex._speedups``) when it is built; tests switch
 this off to compare with the Python paths."""
@@ -41,6 +41,7 @@ __all__ = [
     "ENTRY",
     "SPREAD",
     "apply",
+    "apply_many",
     "block_entries",
     "block_payload",
     "blocks",
@@ -303,3 +304,25 @@ def _write(
             txn.put(key, value)
     else:
         puts += new
+
+
+def apply_many(
+    txn: WriteTxn,
+    changes: list[tuple[str, dict[bytes, bytes]]],
+    puts: list[tuple[bytes, bytes]],
+) -> None:
+    """``apply(txn, term, held, puts)`` for each ``(term, held)``, in term order.
+
+    With the C accelerator and an engine that lends its cursor, the common cases (appending
+    after a term's last block, a term's first blocks) run in one call; the rest as ``apply``.
+    """
+    cursor = getattr(txn, "cursor", None)
+    if _USE_SPEEDUPS and cursor is not None:
+        items = [(posting_prefix(term), held) for term, held in changes]
+        got, left = _sp.append_runs(cursor(), items, BLOCK_MAX, SPREAD)
+        puts += got
+        for i in left:
+            apply(txn, *changes[i], puts)
+        return
+    for term, held in changes:
+        apply(txn, term, held, puts)

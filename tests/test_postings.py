@@ -340,3 +340,73 @@ def test_block_append_leaves_anything_unusual_to_python() -> None:
         sp.block_append(prefix, run, key, "x", 64, 32)
     with pytest.raises(ValueError):
         sp.block_append(prefix, run, key, seal(old), 0, 32)
+
+
+batches_st = st.lists(
+    st.dictionaries(
+        st.sampled_from([*TERMS, "c", "d"]),
+        st.dictionaries(st.integers(0, 300), st.tuples(st.integers(1, 3), st.integers(3, 5))),
+        max_size=4,
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=60)
+@given(batches_st, st.data())
+def test_apply_many_writes_what_apply_writes(
+    tmp_path_factory: Any, batches: Any, data: st.DataObject
+) -> None:
+    """The C walk over many terms (appends, first blocks, the rest left to ``apply``) leaves
+    the store the Python path leaves, removals between batches included."""
+    kvs = [LmdbKV(tmp_path_factory.mktemp("m") / f"kv{on}") for on in (0, 1)]
+    live: dict[str, set[int]] = {}
+    try:
+        for batch in batches:
+            changes = []
+            for term in sorted(batch):
+                held: dict[bytes, bytes] = {}
+                for i, (tf, dl) in batch[term].items():
+                    if i not in live.get(term, set()):
+                        held[_raw(i)] = entry_tail(tf, dl)
+                if held:
+                    changes.append((term, held))
+                    live.setdefault(term, set()).update(int.from_bytes(r, "big") for r in held)
+            for on, kv in zip((False, True), kvs, strict=True):
+
+                def fn(txn: Any, on: bool = on, changes: Any = changes) -> None:
+                    puts: list[tuple[bytes, bytes]] = []
+                    with accelerated(on):
+                        postings.apply_many(txn, [(t, dict(h)) for t, h in changes], puts)
+                    txn.put_many(puts)
+
+                kv.write(fn)
+            # some removals, the same on both sides
+            gone = [
+                (t, i) for t in sorted(live) for i in sorted(live[t]) if data.draw(st.booleans())
+            ][:5]
+            for t, i in gone:
+                live[t].discard(i)
+                for kv in kvs:
+                    kv.write(lambda txn, t=t, i=i: apply(txn, t, {_raw(i): None}))
+        dumps = []
+        for kv in kvs:
+            with kv.read() as txn:
+                dumps.append(list(txn.scan(b"")))
+        assert dumps[0] == dumps[1]
+        for term, ids in live.items():
+            assert [e[0] for _, es in _layout(kvs[1], term) for e in es] == [
+                _raw(i) for i in sorted(ids)
+            ]
+    finally:
+        for kv in kvs:
+            kv.close()
+
+
+def test_append_runs_arguments() -> None:
+    with pytest.raises(TypeError):
+        sp.append_runs(None, (), 64, 32)
+    with pytest.raises(ValueError):
+        sp.append_runs(None, [], 0, 32)
+    with pytest.raises(TypeError):
+        sp.append_runs(None, [("x", {})], 64, 32)

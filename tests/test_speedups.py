@@ -826,7 +826,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "index_doc",
             ),
         ),
-        (postings, ("posting_run", "cut_blocks", "block_append")),
+        (postings, ("posting_run", "cut_blocks", "block_append", "append_runs")),
         (store, ("encode_new_pair", "journal_entry")),
         (keys, ("index_keys",)),
         (kv, ("seal",)),
