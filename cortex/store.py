@@ -638,6 +638,14 @@ class _Journal:
         fields vary.
         """
         shared = self._write_shared
+        if shared is None:
+            # the parts every entry shares, checked by the journal codec's own field codecs
+            # (a single write's only entry is its first: it takes this path too)
+            try:
+                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
+            except (_Invalid, TypeError, ValueError, AttributeError):
+                shared = None  # the codec below names the field and the rule
+            self._write_shared = shared
         seq = self.seq + 1
         if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
             # the C accelerator checks the rest as below (None: the code below runs)
@@ -656,7 +664,7 @@ class _Journal:
             or not 1 <= version < 1 << 63
             or seq >= 1 << 63
         ):
-            # the first entry, or anything unusual: the codec checks (and names any error)
+            # anything unusual: the codec checks (and names any error)
             key, value = (
                 journal_key(seq),
                 _seal(
@@ -677,10 +685,6 @@ class _Journal:
                 ),
             )
             self.seq, self.prev = seq, _sha256(value[:-4]).digest()
-            if shared is None:  # at and by passed the codec's checks
-                self._write_shared = (
-                    b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
-                )
             return key, value
         self.seq = seq
         payload = b"".join(

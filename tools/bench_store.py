@@ -85,7 +85,7 @@ def _median(xs: list[float]) -> float:
 
 # -- recording cortex's key-value operations, and replaying them on raw LMDB -------------------
 
-GET, SEEK, AROUND, SCAN, PUT, MANY, ADD, DELETE = range(8)
+GET, SEEK, AROUND, SCAN, PUT, MANY, ADD, DELETE, CURSOR = range(9)
 Op = tuple[Any, ...]
 
 
@@ -107,6 +107,9 @@ class _Recording:
     def around(self, prefix: bytes, key: bytes) -> Any:
         self._ops.append((AROUND, key))
         return self._txn.around(prefix, key)
+
+    def cursor(self) -> _RecordingCursor:
+        return _RecordingCursor(self._txn.cursor(), self._ops)
 
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
@@ -140,6 +143,36 @@ class _Recording:
     def delete(self, key: bytes) -> bool:
         self._ops.append((DELETE, key))
         return self._txn.delete(key)  # type: ignore[no-any-return]
+
+
+class _RecordingCursor:
+    """The transaction's cursor as the C accelerator walks it, each step logged."""
+
+    def __init__(self, cur: Any, ops: list[Op]) -> None:
+        self._cur = cur
+        self._ops = ops
+
+    def _step(self, name: str, *args: Any) -> Any:
+        self._ops.append((CURSOR, name, *args))
+        return getattr(self._cur, name)(*args)
+
+    def set_range(self, key: bytes) -> bool:
+        return bool(self._step("set_range", key))
+
+    def key(self) -> bytes:
+        return bytes(self._step("key"))
+
+    def value(self) -> bytes:
+        return bytes(self._step("value"))
+
+    def prev(self) -> bool:
+        return bool(self._step("prev"))
+
+    def next(self) -> bool:
+        return bool(self._step("next"))
+
+    def last(self) -> bool:
+        return bool(self._step("last"))
 
 
 @contextmanager
@@ -184,6 +217,8 @@ def replay(env: lmdb.Environment, ops: list[Op]) -> None:
                 elif op[2]:
                     cur.prev()
                 cur.key()
+            elif kind == CURSOR:
+                getattr(cur, op[1])(*op[2:])
             elif kind == AROUND:
                 if cur.set_range(op[1]):
                     if cur.key() == op[1]:
