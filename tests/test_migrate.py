@@ -55,28 +55,26 @@ def _fixture_tool() -> ModuleType:
 TOOL = _fixture_tool()
 
 
+def _copy(fixture: Path, dest: Path) -> Path:
+    """A writable copy of a committed fixture store."""
+    dest.mkdir()
+    shutil.copy(fixture / "data.mdb", dest / "data.mdb")
+    return dest
+
+
 @pytest.fixture
 def v1(tmp_path: Path) -> Path:
-    path = tmp_path / "v1"
-    path.mkdir()
-    shutil.copy(FIXTURE / "data.mdb", path / "data.mdb")
-    return path
+    return _copy(FIXTURE, tmp_path / "v1")
 
 
 @pytest.fixture
 def v2(tmp_path: Path) -> Path:
-    path = tmp_path / "v2"
-    path.mkdir()
-    shutil.copy(FIXTURE2 / "data.mdb", path / "data.mdb")
-    return path
+    return _copy(FIXTURE2, tmp_path / "v2")
 
 
 @pytest.fixture
 def v5(tmp_path: Path) -> Path:
-    path = tmp_path / "v5"
-    path.mkdir()
-    shutil.copy(FIXTURE5 / "data.mdb", path / "data.mdb")
-    return path
+    return _copy(FIXTURE5, tmp_path / "v5")
 
 
 def dump(path: Path) -> dict[bytes, bytes]:
