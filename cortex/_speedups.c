@@ -4234,6 +4234,155 @@ done:
     return res;
 }
 
+/* -- document frequencies (cortex.lexical.Indexer.flush): read, change and write the lex/t/
+ * entries of a flush's terms through the transaction's cursor ----------------------------- */
+
+static PyObject *m_set_key = NULL;
+
+/* The df a sealed lex/t/ value holds (a canonical CBOR unsigned integer >= 1), or -1 when the
+ * value fails its checks. */
+static long long
+df_of(PyObject *value)
+{
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(value);
+    Py_ssize_t n = PyBytes_GET_SIZE(value) - 4, w, i;
+    uint32_t c;
+    uint64_t v, least;
+    if (n < 1) {
+        return -1;
+    }
+    c = crc32_of(p, n);
+    if (p[n] != (unsigned char)(c >> 24) || p[n + 1] != (unsigned char)(c >> 16) ||
+        p[n + 2] != (unsigned char)(c >> 8) || p[n + 3] != (unsigned char)c) {
+        return -1;
+    }
+    if (p[0] < 24) {
+        w = 0;
+        v = p[0];
+        least = 0;
+    }
+    else if (p[0] >= 24 && p[0] <= 27) {
+        w = (Py_ssize_t)1 << (p[0] - 24);
+        least = p[0] == 24 ? 24 : (uint64_t)1 << (8 * (w / 2));
+        v = 0;
+        if (n < 1 + w) {
+            return -1;
+        }
+        for (i = 0; i < w; i++) {
+            v = (v << 8) | p[1 + i];
+        }
+    }
+    else {
+        return -1;
+    }
+    if (n != 1 + w || v < least || v < 1 || v > (uint64_t)LLONG_MAX) {
+        return -1;
+    }
+    return (long long)v;
+}
+
+PyDoc_STRVAR(df_updates_doc,
+             "df_updates(cursor, items, /)\n--\n\n"
+             "``Indexer.flush``'s document frequencies in C: ``items`` is ``[(lex/t/ key, "
+             "delta), ...]``; each entry is read with the cursor (set_key, value: bytes), "
+             "changed by its delta and its new value made. ``(puts, deletes, added, removed)``: "
+             "the sealed values to put, the keys to delete, the entries created and deleted; "
+             "None when a stored value fails its checks or a count would go below 0 (the Python "
+             "path then says why; nothing was changed).");
+
+static PyObject *
+sp_df_updates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *cursor, *items, *puts = NULL, *deletes = NULL, *res = NULL;
+    Py_ssize_t t, n, added = 0, removed = 0;
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "df_updates(cursor, list)");
+        return NULL;
+    }
+    cursor = args[0];
+    items = args[1];
+    puts = PyList_New(0);
+    deletes = PyList_New(0);
+    if (puts == NULL || deletes == NULL) {
+        goto done;
+    }
+    n = PyList_GET_SIZE(items);
+    for (t = 0; t < n; t++) {
+        PyObject *item = PyList_GET_ITEM(items, t), *key, *value;
+        long long before = 0, delta, after;
+        int found;
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "df_updates: items are (bytes, int) pairs");
+            goto done;
+        }
+        key = PyTuple_GET_ITEM(item, 0);
+        delta = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
+        if (delta == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_CLEAR(puts);
+            Py_CLEAR(deletes);
+            Py_RETURN_NONE;
+        }
+        found = cursor_step(cursor, m_set_key, key);
+        if (found < 0) {
+            goto done;
+        }
+        if (found) {
+            value = cursor_get(cursor, m_value);
+            if (value == NULL) {
+                goto done;
+            }
+            before = df_of(value);
+            Py_DECREF(value);
+            if (before < 0) {
+                Py_CLEAR(puts);
+                Py_CLEAR(deletes);
+                Py_RETURN_NONE;
+            }
+        }
+        if ((delta > 0 && before > LLONG_MAX - delta) || before + delta < 0) {
+            Py_CLEAR(puts);
+            Py_CLEAR(deletes);
+            Py_RETURN_NONE;
+        }
+        after = before + delta;
+        if (after == before) {
+            continue;
+        }
+        if (after == 0) {
+            if (PyList_Append(deletes, key) < 0) {
+                goto done;
+            }
+            removed++;
+        }
+        else {
+            PyObject *v = PyBytes_FromStringAndSize(NULL, put_head(NULL, 0, (uint64_t)after) + 4),
+                     *pair;
+            if (v == NULL) {
+                goto done;
+            }
+            put_head(PyBytes_AS_STRING(v), 0, (uint64_t)after);
+            seal_in_place(v);
+            pair = PyTuple_Pack(2, key, v);
+            Py_DECREF(v);
+            if (pair == NULL || PyList_Append(puts, pair) < 0) {
+                Py_XDECREF(pair);
+                goto done;
+            }
+            Py_DECREF(pair);
+            added += before == 0;
+        }
+    }
+    res = Py_BuildValue("(OOnn)", puts, deletes, added, removed);
+done:
+    Py_XDECREF(puts);
+    Py_XDECREF(deletes);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -4248,6 +4397,7 @@ static PyMethodDef methods[] = {
      block_append_doc},
     {"append_runs", (PyCFunction)(void (*)(void))sp_append_runs, METH_FASTCALL,
      append_runs_doc},
+    {"df_updates", (PyCFunction)(void (*)(void))sp_df_updates, METH_FASTCALL, df_updates_doc},
     {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
      ascii_term_counts_doc},
     {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},
@@ -4318,7 +4468,8 @@ PyInit__speedups(void)
         m_prev = PyUnicode_InternFromString("prev");
         m_last = PyUnicode_InternFromString("last");
         m_next = PyUnicode_InternFromString("next");
-        if (m_set_range == NULL || m_key == NULL || m_value == NULL || m_prev == NULL ||
+        m_set_key = PyUnicode_InternFromString("set_key");
+        if (m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL || m_prev == NULL ||
             m_last == NULL || m_next == NULL) {
             goto fail;
         }

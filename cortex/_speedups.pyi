@@ -44,6 +44,11 @@ def append_runs(
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
     """The blocks the common cases of many terms' appends change, and the items left over."""
 
+def df_updates(
+    cursor: Any, items: list[tuple[bytes, int]], /
+) -> tuple[list[tuple[bytes, bytes]], list[bytes], int, int] | None:
+    """New df entries of a flush: puts, deletes, entries created, deleted; None if unsure."""
+
 def block_append(
     prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /
 ) -> list[tuple[bytes, bytes]] | None:

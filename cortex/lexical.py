@@ -71,6 +71,7 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
         "ascii_term_counts",
         "StemTable",
         "index_doc",
+        "df_updates",
     )
 )
 """Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
@@ -424,8 +425,17 @@ class Indexer:
         if blocks:
             txn.put_many(blocks)
         vocabulary = self._terms
-        puts = []
-        # every touched entry is read (and checked), even one whose count did not change
+        puts: list[tuple[bytes, bytes]] = []
+        cursor = getattr(txn, "cursor", None)
+        if _USE_SPEEDUPS and cursor is not None and delta:
+            # every touched entry is read (and checked), even one whose count did not change
+            got = _sp.df_updates(cursor(), [(lex_term_key(t), delta[t]) for t in sorted(delta)])
+            if got is not None:  # else the loop below says what is wrong
+                puts, deletes, added, removed = got
+                for key in deletes:
+                    txn.delete(key)
+                vocabulary += added - removed
+                delta.clear()
         for term in sorted(delta):
             key = lex_term_key(term)
             raw = txn.get(key)

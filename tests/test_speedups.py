@@ -824,6 +824,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "ascii_term_counts",
                 "StemTable",
                 "index_doc",
+                "df_updates",
             ),
         ),
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs")),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cortex import lexical, text
 from cortex.ids import MemoryId
-from cortex.keys import LEX_DOC
+from cortex.keys import LEX_DOC, lex_term_key
 from cortex.kv import seal
 from cortex.lexical import DOC_CODEC, LexDoc, count_terms
 from cortex.postings import entry_tail
@@ -313,3 +313,64 @@ def test_add_counted_paths_write_the_same(tmp_path: Path) -> None:
             stores.append(list(txn.scan(b"")))
         kv.close()
     assert stores[0] == stores[1]
+
+
+# -- document frequencies at flush (df_updates)
+
+
+def _df_store(tmp_path: Path, counts: dict[str, int]) -> Any:
+    from cortex.kv import LmdbKV
+
+    kv = LmdbKV(tmp_path / "df")
+    kv.write(
+        lambda txn: [txn.put(lex_term_key(t), lexical._df_value(n)) for t, n in counts.items()]
+    )
+    return kv
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 2**40), max_size=6),
+    st.dictionaries(st.sampled_from("abcdefghij"), st.integers(-3, 3), max_size=8),
+)
+def test_df_updates_agree(
+    tmp_path_factory: Any, stored: dict[str, int], delta: dict[str, int]
+) -> None:
+    kv = _df_store(tmp_path_factory.mktemp("d"), stored)
+    try:
+        items = [(lex_term_key(t), d) for t, d in sorted(delta.items())]
+
+        def fn(txn: Any) -> Any:
+            return sp.df_updates(txn.cursor(), items)
+
+        got = kv.write(fn)
+        after = {t: stored.get(t, 0) + d for t, d in delta.items()}
+        if any(n < 0 for n in after.values()):
+            assert got is None
+            return
+        puts, deletes, added, removed = got
+        assert puts == [
+            (lex_term_key(t), lexical._df_value(after[t]))
+            for t in sorted(delta)
+            if after[t] and after[t] != stored.get(t, 0)
+        ]
+        assert deletes == [lex_term_key(t) for t in sorted(delta) if not after[t] and stored.get(t)]
+        assert added == sum(1 for t in delta if after[t] and not stored.get(t))
+        assert removed == len(deletes)
+    finally:
+        kv.close()
+
+
+def test_df_updates_leave_damage_to_python(tmp_path: Path) -> None:
+    kv = _df_store(tmp_path, {"a": 5})
+    try:
+        for bad in (b"\x05", seal(b"\x18\x05"), seal(b"\x00"), seal(b"\x05\x05"), seal(b"")):
+            kv.write(lambda txn, bad=bad: txn.put(lex_term_key("a"), bad))
+            assert (
+                kv.write(lambda txn: sp.df_updates(txn.cursor(), [(lex_term_key("a"), 1)])) is None
+            )
+        with pytest.raises(TypeError):
+            sp.df_updates(None, [("a", 1)])
+        with pytest.raises(TypeError):
+            sp.df_updates(None, ())
+    finally:
+        kv.close()

@@ -159,6 +159,9 @@ class _RecordingCursor:
     def set_range(self, key: bytes) -> bool:
         return bool(self._step("set_range", key))
 
+    def set_key(self, key: bytes) -> bool:
+        return bool(self._step("set_key", key))
+
     def key(self) -> bytes:
         return bytes(self._step("key"))
 
