@@ -29,7 +29,11 @@ def encode_ascii_texts(items: object, max_chars: int, /) -> bytes | None:
     """The CBOR array of short ASCII text strings ``items``; ``None`` when one is not such."""
 
 def add_postings(
-    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes, /
+    pending: dict[str, dict[bytes, bytes | None]],
+    terms: list[str],
+    values: list[bytes],
+    raw: bytes,
+    /,
 ) -> None:
     """``pending[term][raw] = value`` for each term and value."""
 
@@ -40,7 +44,11 @@ def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[by
     """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
 
 def append_runs(
-    cursor: Any, items: list[tuple[bytes, dict[bytes, bytes]]], block_max: int, spread: int, /
+    cursor: Any,
+    items: list[tuple[bytes, dict[bytes, bytes | None]]],
+    block_max: int,
+    spread: int,
+    /,
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
     """The blocks the common cases of many terms' appends change, and the items left over."""
 
@@ -70,7 +78,7 @@ def ascii_term_counts(
 def index_doc(
     docs: dict[bytes, bytes],
     doc_key: bytes,
-    pending: dict[str, dict[bytes, bytes]],
+    pending: dict[str, dict[bytes, bytes | None]],
     memo: dict[int, dict[int, bytes]],
     raw: bytes,
     version: int,

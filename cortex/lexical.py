@@ -45,13 +45,11 @@ from cortex.keys import (
 )
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
 from cortex.postings import (
-    ENTRY,
-    apply,
     apply_many,
     block_entries,
-    block_payload,
     entry_tail,
     find,
+    term_entries,
 )
 from cortex.records import Data
 from cortex.text import _STEMS, query_terms
@@ -206,7 +204,10 @@ def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
 
 
 def _add_postings(
-    pending: dict[str, dict[bytes, bytes]], terms: list[str], values: list[bytes], raw: bytes
+    pending: dict[str, dict[bytes, bytes | None]],
+    terms: list[str],
+    values: list[bytes],
+    raw: bytes,
 ) -> None:
     """Hold the postings of one memory (id16 ``raw``): ``pending[term][raw] = value``.
 
@@ -329,11 +330,13 @@ class Indexer:
         # df changes not yet written, by term, of the postings deleted; the held new ones
         # (``_pending``) are counted in by ``flush``
         self._delta: Counter[str] = Counter()
-        # new postings not yet written: term -> {id16: tf and length (8 bytes)}; ids of one
-        # batch mostly arrive in ascending order (ULIDs), so they mostly append
-        self._pending: dict[str, dict[bytes, bytes]] = {}
-        self._values: dict[tuple[int, int], bytes] = {}  # posting tails, memoised
-        self._by_length: dict[int, dict[int, bytes]] = {}  # the same for C: dl -> {tf: tail}
+        # postings not yet written: term -> {id16: tf and length (8 bytes), or None to remove a
+        # stored one}; ids of one batch mostly arrive in ascending order (ULIDs), so new
+        # postings mostly append, and an update's removal and addition meet in one rewrite
+        self._pending: dict[str, dict[bytes, bytes | None]] = {}
+        self._by_length: dict[int, dict[int, bytes]] = {}  # index_doc's tails: dl -> {tf: tail}
+        # memories whose stored postings are to go (None in ``_pending``): id16 -> their terms
+        self._gone: dict[bytes, frozenset[str]] = {}
         self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
 
     def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
@@ -371,13 +374,7 @@ class Indexer:
         if not distinct:
             self._documents += 1
             return
-        memo, by_tf = self._values, {}
-        for tf in set(counts):
-            value = memo.get((tf, length))
-            if value is None:
-                value = memo[tf, length] = entry_tail(tf, length)
-            by_tf[tf] = value
-        values = [*map(by_tf.__getitem__, counts)]
+        values = [entry_tail(tf, length) for tf in counts]  # (memoised there)
         if _USE_SPEEDUPS:
             _sp.add_postings(self._pending, distinct, values, mid.bytes)
         else:
@@ -397,10 +394,19 @@ class Indexer:
                 return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
         raw = mid.bytes
-        for term in doc.terms:
-            held = self._pending.get(term)
-            if held is None or held.pop(raw, None) is None:
-                apply(self.txn, term, {raw: None})
+        pending, gone = self._pending, self._gone
+        if held_doc:  # added in this transaction: its postings are held, not stored
+            stored = gone.get(raw, frozenset())
+            for term in doc.terms:
+                group = pending[term]
+                if term in stored:
+                    group[raw] = None  # the removal of its stored posting stands
+                else:
+                    del group[raw]
+        else:  # the stored postings go at flush, with any new ones of the same terms
+            gone[raw] = frozenset(doc.terms)
+            for term in doc.terms:
+                pending.setdefault(term, {})[raw] = None
                 self._delta[term] -= 1
         if not held_doc:
             self.txn.delete(key)
@@ -413,8 +419,12 @@ class Indexer:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
         delta = self._delta
+        # the new postings count in (a term whose postings were all removed again is touched)
         for term, group in self._pending.items():
-            delta[term] += len(group)  # a term whose postings were all removed again is touched
+            added = len(group)
+            if self._gone and None in group.values():
+                added -= sum(v is None for v in group.values())
+            delta[term] += added
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
@@ -422,6 +432,7 @@ class Indexer:
         pending = self._pending
         apply_many(txn, [(t, pending[t]) for t in sorted(pending) if pending[t]], blocks)
         pending.clear()
+        self._gone.clear()
         if blocks:
             txn.put_many(blocks)
         vocabulary = self._terms
@@ -569,17 +580,17 @@ def search(
                     if tail is not None:
                         scores[raw] += w * factor(tail)
             else:
-                for raw, tail in _entries(txn, prefix):
+                for raw, tail in term_entries(txn, prefix):
                     if raw in scores:
                         f = memo.get(tail)
                         scores[raw] += w * (f if f is not None else factor(tail))
         elif allowed is None:
             get = scores.get
-            for raw, tail in _entries(txn, prefix):
+            for raw, tail in term_entries(txn, prefix):
                 f = memo.get(tail)
                 scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
         else:
-            for raw, tail in _entries(txn, prefix):
+            for raw, tail in term_entries(txn, prefix):
                 s = scores.get(raw)
                 if s is None:
                     if not allowed(raw):
@@ -590,14 +601,6 @@ def search(
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
     return _top(scores, limit)
-
-
-def _entries(txn: ReadTxn, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """``(id16, tail)`` of every posting under a term's ``prefix``, in id order."""
-    for key, value in txn.scan(prefix):
-        p = block_payload(key, value)
-        for i in range(0, len(p), ENTRY):
-            yield p[i : i + 16], p[i + 16 : i + ENTRY]
 
 
 def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
@@ -822,4 +825,4 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     assert rarest is not None
     term = rarest[1]
     want = entry_tail(counts[term], len(terms))
-    return [MemoryId(raw) for raw, tail in _entries(txn, posting_prefix(term)) if tail == want]
+    return [MemoryId(raw) for raw, tail in term_entries(txn, posting_prefix(term)) if tail == want]

@@ -123,9 +123,12 @@ def _pairs(payload: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield payload[i : i + 16], payload[i + 16 : i + ENTRY]
 
 
-def term_entries(txn: ReadTxn, term: str) -> Iterator[tuple[bytes, bytes]]:
-    """``(id16, tail)`` of every posting of ``term``, in id order (blocks checked on read)."""
-    for key, value in txn.scan(posting_prefix(term)):
+def term_entries(txn: ReadTxn, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(id16, tail)`` of every posting under a term's ``posting_prefix``, in id order.
+
+    Each block is checked as it is read.
+    """
+    for key, value in txn.scan(prefix):
         yield from _pairs(block_payload(key, value))
 
 
@@ -308,7 +311,7 @@ def _write(
 
 def apply_many(
     txn: WriteTxn,
-    changes: list[tuple[str, dict[bytes, bytes]]],
+    changes: list[tuple[str, dict[bytes, bytes | None]]],
     puts: list[tuple[bytes, bytes]],
 ) -> None:
     """``apply(txn, term, held, puts)`` for each ``(term, held)``, in term order.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import Stemmer
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cortex import (
@@ -340,3 +340,71 @@ def test_the_public_reindex_changes_only_the_index(tmp_path: Path) -> None:
     ro = Cortex.open(tmp_path / "x", actor="t", readonly=True, create=False)
     with ro, pytest.raises(CortexError, match="read-only"):
         ro.reindex_lexical()
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "flush"]),
+        st.integers(1, 6),
+        st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1, max_size=4),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=80)
+@given(_OPS)
+@example([("add", 1, ["a", "b"]), ("add", 1, ["b", "c"]), ("remove", 1, ["a"])])  # split 1 | 2
+@example([("add", 1, ["a"]), ("add", 2, ["a"]), ("add", 1, ["a", "b"]), ("add", 1, ["c"])])
+def test_removals_and_additions_held_in_one_transaction(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, list[str]]]
+) -> None:
+    """Removals wait for ``flush`` beside the additions (an update rewrites each block once):
+    any mix of adds, removes and flushes, in one transaction or several, leaves the index a
+    fresh one of the memories left would have, byte for byte."""
+    root = tmp_path_factory.mktemp("held")
+    kv = LmdbKV(root / "mixed")
+    live: dict[int, list[str]] = {}
+    version: dict[int, int] = {}
+
+    def run(txn: object, batch: list[tuple[str, int, list[str]]]) -> None:
+        lex = Indexer(txn)  # type: ignore[arg-type]
+        for op, n, terms in batch:
+            if op == "flush":
+                lex.flush()
+            elif op == "remove":
+                assert lex.remove(mid(n)) == (n in live)
+                live.pop(n, None)
+            else:  # add, replacing the memory if it is indexed (an update)
+                lex.remove(mid(n))
+                version[n] = version.get(n, 0) + 1
+                lex.add(mid(n), version[n], terms)
+                live[n] = terms
+        lex.flush()
+
+    try:
+        # the ops in two transactions, split in the middle
+        half = len(ops) // 2
+        kv.write(lambda txn: run(txn, ops[:half]))
+        kv.write(lambda txn: run(txn, ops[half:]))
+        with kv.read() as txn:
+            got = {k: v for k, v in txn.scan(b"lex/") if not k.startswith(LEX_DOC)}
+            got[STATS_KEY] = txn.get(STATS_KEY)
+    finally:
+        kv.close()
+    fresh = LmdbKV(root / "fresh")
+    try:
+
+        def build(txn: object) -> None:
+            lex = Indexer(txn)  # type: ignore[arg-type]
+            for n in sorted(live):
+                lex.add(mid(n), version[n], live[n])
+            lex.flush()
+
+        fresh.write(build)
+        with fresh.read() as txn:
+            want = {k: v for k, v in txn.scan(b"lex/") if not k.startswith(LEX_DOC)}
+            want[STATS_KEY] = txn.get(STATS_KEY)
+    finally:
+        fresh.close()
+    assert got == want
