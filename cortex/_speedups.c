@@ -1787,6 +1787,117 @@ sp_posting_run(PyObject *module, PyObject *changes)
     return out;
 }
 
+PyDoc_STRVAR(merge_run_doc,
+             "merge_run(payloads, changes, /)\n--\n\n"
+             "The postings of the block ``payloads`` (in key order) with ``changes`` "
+             "({id16: tail8 or None}) applied: ``(run, delta)``, the joined postings in id "
+             "order and the change in their count; None when a removed id is not there, or "
+             "anything is not what ``cortex.postings.apply`` holds (its Python path then runs).");
+
+static PyObject *
+sp_merge_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *payloads, *changes, *k, *v, *out = NULL, *res = NULL;
+    Py_ssize_t nb, nc, total = 0, b, i, pos = 0, c = 0, delta = 0;
+    const char **ids = NULL;
+    char *dst, *last = NULL;
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "merge_run(list, dict)");
+        return NULL;
+    }
+    payloads = args[0];
+    changes = args[1];
+    nb = PyList_GET_SIZE(payloads);
+    for (b = 0; b < nb; b++) {
+        PyObject *p = PyList_GET_ITEM(payloads, b);
+        if (!PyBytes_CheckExact(p) || PyBytes_GET_SIZE(p) % 24 != 0) {
+            Py_RETURN_NONE;
+        }
+        total += PyBytes_GET_SIZE(p);
+    }
+    nc = PyDict_GET_SIZE(changes);
+    ids = PyMem_Malloc((size_t)(nc > 0 ? nc : 1) * 2 * sizeof(char *));
+    if (ids == NULL) {
+        return PyErr_NoMemory();
+    }
+    while (PyDict_Next(changes, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 ||
+            (v != Py_None && (!PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v) != 8))) {
+            PyMem_Free(ids);
+            Py_RETURN_NONE;
+        }
+        ids[2 * c] = PyBytes_AS_STRING(k);
+        ids[2 * c + 1] = v == Py_None ? NULL : PyBytes_AS_STRING(v);
+        c++;
+    }
+    qsort(ids, (size_t)nc, 2 * sizeof(char *), cmp_id16);
+    out = PyBytes_FromStringAndSize(NULL, total + 24 * nc); /* at most; cut to size below */
+    if (out == NULL) {
+        goto done;
+    }
+    dst = PyBytes_AS_STRING(out);
+    c = 0;
+    for (b = 0; b <= nb; b++) {
+        const char *p = b < nb ? PyBytes_AS_STRING(PyList_GET_ITEM(payloads, b)) : NULL;
+        Py_ssize_t n = b < nb ? PyBytes_GET_SIZE(PyList_GET_ITEM(payloads, b)) : 0;
+        for (i = 0; i <= n; i += 24) {
+            const char *old = i < n ? p + i : NULL;
+            if (old == NULL && b < nb) {
+                break; /* the next block */
+            }
+            if (old != NULL && last != NULL && memcmp(last, old, 16) >= 0) {
+                Py_CLEAR(out); /* stored postings out of order: left to the Python path */
+                goto none;
+            }
+            /* the changes before this posting (all of them after the last one) */
+            while (c < nc && (old == NULL || memcmp(ids[2 * c], old, 16) < 0)) {
+                if (ids[2 * c + 1] == NULL) {
+                    Py_CLEAR(out); /* removing a posting that is not there */
+                    goto none;
+                }
+                memcpy(dst, ids[2 * c], 16);
+                memcpy(dst + 16, ids[2 * c + 1], 8);
+                dst += 24;
+                delta++;
+                c++;
+            }
+            if (old == NULL) {
+                break;
+            }
+            last = (char *)old;
+            if (c < nc && memcmp(ids[2 * c], old, 16) == 0) {
+                if (ids[2 * c + 1] == NULL) {
+                    delta--; /* removed */
+                }
+                else {
+                    memcpy(dst, old, 16);
+                    memcpy(dst + 16, ids[2 * c + 1], 8);
+                    dst += 24;
+                }
+                c++;
+            }
+            else {
+                memcpy(dst, old, 24);
+                dst += 24;
+            }
+        }
+    }
+    if (_PyBytes_Resize(&out, dst - PyBytes_AS_STRING(out)) < 0) {
+        goto done;
+    }
+    res = Py_BuildValue("(Nn)", out, delta);
+    out = NULL;
+    goto done;
+none:
+    PyMem_Free(ids);
+    Py_RETURN_NONE;
+done:
+    PyMem_Free(ids);
+    Py_XDECREF(out);
+    return res;
+}
+
 PyDoc_STRVAR(cut_blocks_doc,
              "cut_blocks(run, held, block_max, spread, /)\n--\n\n"
              "``cortex.postings.blocks(run, held)`` in C: the block payloads of a run of "
@@ -4393,6 +4504,7 @@ static PyMethodDef methods[] = {
      encode_ascii_texts_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
+    {"merge_run", (PyCFunction)(void (*)(void))sp_merge_run, METH_FASTCALL, merge_run_doc},
     {"block_append", (PyCFunction)(void (*)(void))sp_block_append, METH_FASTCALL,
      block_append_doc},
     {"append_runs", (PyCFunction)(void (*)(void))sp_append_runs, METH_FASTCALL,

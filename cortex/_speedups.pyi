@@ -40,6 +40,11 @@ def add_postings(
 def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
     """The postings of ``changes`` joined in id order; ``None`` when one is not id16: tail8."""
 
+def merge_run(
+    payloads: list[bytes], changes: dict[bytes, bytes | None], /
+) -> tuple[bytes, int] | None:
+    """The blocks' postings with ``changes`` applied, and the change in their count; or None."""
+
 def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
     """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
 

@@ -31,7 +31,8 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("posting_run", "cut_blocks", "block_append", "append_runs")
+    hasattr(_sp, name)
+    for name in ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")
 )
 """Join and cut runs of postings in C (``cortex._speedups``) when it is built; tests switch
 this off to compare with the Python paths."""
@@ -267,6 +268,15 @@ def apply(
         if first > hi and old and is_boundary(first):
             break  # from here on the blocks are as they were
         old[key] = block_payload(key, value)
+    merged_c = (
+        _sp.merge_run(list(old.values()), changes)
+        if _USE_SPEEDUPS and type(changes) is dict
+        else None
+    )
+    if merged_c is not None:
+        merged, delta = merged_c
+        _write(txn, prefix, blocks(merged) if merged else [], old, puts)
+        return delta
     held: dict[bytes, bytes] = {}
     for payload in old.values():
         held.update(_pairs(payload))

@@ -410,3 +410,39 @@ def test_append_runs_arguments() -> None:
         sp.append_runs(None, [], 0, 32)
     with pytest.raises(TypeError):
         sp.append_runs(None, [("x", {})], 64, 32)
+
+
+@given(
+    st.lists(st.integers(0, 200), unique=True, max_size=150).map(sorted),
+    st.integers(1, 64),
+    st.dictionaries(st.integers(0, 220), st.one_of(st.none(), st.integers(1, 3)), max_size=40),
+)
+def test_merge_run_agrees(stored: list[int], size: int, change: dict[int, int | None]) -> None:
+    run = b"".join(_raw(i) + entry_tail(1, 4) for i in stored)
+    payloads = [run[j : j + size * ENTRY] for j in range(0, len(run), size * ENTRY)]
+    changes = {_raw(i): None if v is None else entry_tail(v, 4) for i, v in change.items()}
+    got = sp.merge_run(payloads, changes)
+    if any(v is None and i not in stored for i, v in change.items()):
+        assert got is None  # a removal of a posting that is not there
+        return
+    held = {_raw(i): entry_tail(1, 4) for i in stored}
+    for raw, tail in changes.items():
+        if tail is None:
+            del held[raw]
+        else:
+            held[raw] = tail
+    assert got == (
+        b"".join(raw + held[raw] for raw in sorted(held)),
+        len(held) - len(stored),
+    )
+
+
+def test_merge_run_leaves_the_unusual_to_python() -> None:
+    a, b = _raw(1) + entry_tail(1, 1), _raw(2) + entry_tail(1, 1)
+    assert sp.merge_run([a + b], {}) == (a + b, 0)
+    assert sp.merge_run([b + a], {}) is None  # stored out of order
+    assert sp.merge_run([a[:-1]], {}) is None
+    assert sp.merge_run([a], {_raw(1)[:15]: None}) is None
+    assert sp.merge_run([a], {_raw(1): b"short"}) is None
+    with pytest.raises(TypeError):
+        sp.merge_run((a,), {})

@@ -827,7 +827,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "df_updates",
             ),
         ),
-        (postings, ("posting_run", "cut_blocks", "block_append", "append_runs")),
+        (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
         (store, ("encode_new_pair", "journal_entry")),
         (keys, ("index_keys",)),
         (kv, ("seal",)),
