@@ -58,6 +58,7 @@ enum { CHECK_NONE = 0, CHECK_URI = 1, CHECK_DECIMAL = 2 };
 static PyObject *Reject = NULL;        /* the one exception this module raises on bad input */
 static PyObject *is_normalized = NULL; /* unicodedata.is_normalized */
 static PyObject *str_NFC = NULL;       /* "NFC" */
+static PyObject *one_obj = NULL;       /* 1 */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Plans */
@@ -3080,6 +3081,11 @@ enum {
     A_OBJ_REF,
     A_BYTES,
     A_DIGEST,
+    A_HEAD,
+    A_PINNED,
+    A_TERMS,
+    A_VECTOR,
+    A_VERSION_BYTES,
     N_ATTRS,
 };
 
@@ -3090,6 +3096,7 @@ static const char *const attr_names[N_ATTRS] = {
     "hash",       "created_by", "expires_at",      "confidence",     "provenance",
     "forms_override", "valid_from", "valid_until", "short",          "medium",
     "verb",       "obj_kind",   "obj_ref",         "bytes",          "digest",
+    "head",       "pinned",     "terms",           "vector",         "version_bytes",
 };
 
 static PyObject *attr[N_ATTRS];
@@ -4494,6 +4501,317 @@ done:
     return res;
 }
 
+
+/* The plan of stage_new (built once by cortex/store.py, see _STAGE_PLAN). */
+enum {
+    SG_VERSION,   /* the prefixes: mv/, /v/ (before a version number), idx/pin/, lex/d/, j/ */
+    SG_V,
+    SG_PIN,
+    SG_LEX_DOC,
+    SG_JOURNAL,
+    SG_INDEX_PLAN, /* cortex.keys._INDEX_PLAN */
+    SG_MEMORY_ID,  /* the MemoryId class */
+    SG_EVENT,      /* MemoryType.EVENT (its memories have actor_obj entries) */
+    SG_SHA256,     /* hashlib.sha256 */
+    SG_LEN,
+};
+
+/* A new reference to getattr(o, attr[a]), or NULL with an exception set. */
+static PyObject *
+get_attr(PyObject *o, int a)
+{
+    return PyObject_GetAttr(o, attr[a]);
+}
+
+/* (key, value) appended to list; steals neither. */
+static int
+append_pair(PyObject *list, PyObject *key, PyObject *value)
+{
+    PyObject *pair = PyTuple_Pack(2, key, value);
+    int rc;
+    if (pair == NULL) {
+        return -1;
+    }
+    rc = PyList_Append(list, pair);
+    Py_DECREF(pair);
+    return rc;
+}
+
+/* Stage one prepared memory (see stage_new): 1 staged, 0 not the fast path (nothing changed),
+ * -1 error. */
+static int
+stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, PyObject *docs,
+          PyObject *pending, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
+          Py_ssize_t *length, Py_ssize_t *nterms)
+{
+    PyObject *vector = NULL, *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
+    PyObject *created = NULL, *tags = NULL, *frames = NULL, *us_obj = NULL, *keys = NULL;
+    PyObject *version = NULL, *hash = NULL, *vbytes = NULL, *pinned = NULL, *terms = NULL;
+    PyObject *entry = NULL, *seq_obj = NULL, *doc_key = NULL, *n = NULL, *vkey = NULL;
+    PyObject *tb, *empty = NULL;
+    long long us;
+    Py_ssize_t i, nk;
+    int rc = -1;
+    vector = get_attr(p, A_VECTOR);
+    if (vector == NULL) {
+        goto done;
+    }
+    if (vector != Py_None) { /* a vector entry: the Python path */
+        rc = 0;
+        goto done;
+    }
+    if ((head = get_attr(p, A_HEAD)) == NULL || (id = get_attr(head, A_ID)) == NULL) {
+        goto done;
+    }
+    if ((PyObject *)Py_TYPE(id) != sg[SG_MEMORY_ID]) {
+        rc = 0;
+        goto done;
+    }
+    if ((raw = get_attr(id, A_BYTES)) == NULL || (mtype = get_attr(head, A_TYPE)) == NULL ||
+        (created = get_attr(head, A_CREATED_AT)) == NULL || (tags = get_attr(head, A_TAGS)) == NULL ||
+        (frames = get_attr(head, A_FRAMES)) == NULL || (version = get_attr(p, A_VERSION)) == NULL ||
+        (hash = get_attr(version, A_HASH)) == NULL ||
+        (vbytes = get_attr(p, A_VERSION_BYTES)) == NULL || (pinned = get_attr(p, A_PINNED)) == NULL ||
+        (terms = get_attr(p, A_TERMS)) == NULL) {
+        goto done;
+    }
+    if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 16 || !PyBytes_CheckExact(vbytes) ||
+        !PyBool_Check(pinned) || !PyTuple_CheckExact(terms) || PyTuple_GET_SIZE(terms) != 2 ||
+        !time_micros(created, &us) || us < 0 || *seq >= LLONG_MAX) {
+        rc = 0;
+        goto done;
+    }
+    tb = PyDict_GetItemWithError(PyTuple_GET_ITEM(sg[SG_INDEX_PLAN], IX_TYPE_BYTE), mtype);
+    if (tb == NULL || !PyBytes_CheckExact(tb) || PyBytes_GET_SIZE(tb) != 1) {
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        rc = 0;
+        goto done;
+    }
+    /* the pure parts first: the index keys and the journal entry */
+    us_obj = PyLong_FromLongLong(us);
+    if (us_obj == NULL) {
+        goto done;
+    }
+    {
+        PyObject *a[7] = {sg[SG_INDEX_PLAN], mtype, us_obj, raw, tags, frames,
+                          mtype == sg[SG_EVENT] ? Py_True : Py_False};
+        keys = sp_index_keys(module, a, 7);
+    }
+    if (keys == NULL || keys == Py_None) {
+        rc = keys == NULL ? -1 : 0;
+        goto done;
+    }
+    seq_obj = PyLong_FromLongLong(*seq + 1);
+    if (seq_obj == NULL) {
+        goto done;
+    }
+    {
+        PyObject *a[9] = {sg[SG_JOURNAL], shared, seq_obj, *prev, raw, mtype, one_obj,
+                          hash, sg[SG_SHA256]};
+        entry = sp_journal_entry(module, a, 9);
+    }
+    if (entry == NULL || entry == Py_None) {
+        rc = entry == NULL ? -1 : 0;
+        goto done;
+    }
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+        PyErr_SetString(PyExc_RuntimeError, "stage_new: a journal entry of the wrong shape");
+        goto done;
+    }
+    /* the postings and the lex/d record: the one step that changes anything (or nothing) */
+    doc_key = join3(sg[SG_LEX_DOC], "", 0, PyBytes_AS_STRING(raw), 16);
+    if (doc_key == NULL) {
+        goto done;
+    }
+    {
+        PyObject *a[8] = {docs, doc_key, pending, memo, raw, one_obj,
+                          PyTuple_GET_ITEM(terms, 0), PyTuple_GET_ITEM(terms, 1)};
+        n = sp_index_doc(module, a, 8);
+    }
+    if (n == NULL || n == Py_None) {
+        rc = n == NULL ? -1 : 0;
+        goto done;
+    }
+    *length = PyLong_AsSsize_t(n);
+    if (*length == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    *nterms = PyList_GET_SIZE(PyTuple_GET_ITEM(terms, 0)); /* a list: index_doc took it */
+    /* what is put: the version, the index entries, the pin, the journal entry */
+    {
+        char tail[3 + 8];
+        memcpy(tail, PyBytes_AS_STRING(sg[SG_V]), 3);
+        memset(tail + 3, 0, 7);
+        tail[10] = 1;
+        vkey = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(sg[SG_VERSION]) + 16 + 11);
+        if (vkey == NULL) {
+            goto done;
+        }
+        memcpy(PyBytes_AS_STRING(vkey), PyBytes_AS_STRING(sg[SG_VERSION]),
+               (size_t)PyBytes_GET_SIZE(sg[SG_VERSION]));
+        memcpy(PyBytes_AS_STRING(vkey) + PyBytes_GET_SIZE(sg[SG_VERSION]), PyBytes_AS_STRING(raw),
+               16);
+        memcpy(PyBytes_AS_STRING(vkey) + PyBytes_GET_SIZE(sg[SG_VERSION]) + 16, tail, 11);
+    }
+    if (append_pair(puts, vkey, vbytes) < 0) {
+        goto done;
+    }
+    empty = PyBytes_FromStringAndSize(NULL, 0);
+    if (empty == NULL) {
+        goto done;
+    }
+    nk = PyList_GET_SIZE(keys);
+    for (i = 0; i < nk; i++) {
+        if (append_pair(puts, PyList_GET_ITEM(keys, i), empty) < 0) {
+            goto done;
+        }
+    }
+    if (pinned == Py_True) {
+        char mid[1 + 8];
+        PyObject *pk;
+        int k;
+        mid[0] = PyBytes_AS_STRING(tb)[0];
+        for (k = 0; k < 8; k++) {
+            mid[1 + k] = (char)((unsigned long long)us >> (8 * (7 - k)));
+        }
+        pk = join3(sg[SG_PIN], mid, 9, PyBytes_AS_STRING(raw), 16);
+        if (pk == NULL) {
+            goto done;
+        }
+        k = append_pair(puts, pk, empty);
+        Py_DECREF(pk);
+        if (k < 0) {
+            goto done;
+        }
+    }
+    if (append_pair(puts, PyTuple_GET_ITEM(entry, 0), PyTuple_GET_ITEM(entry, 1)) < 0) {
+        goto done;
+    }
+    *seq += 1;
+    Py_INCREF(PyTuple_GET_ITEM(entry, 2));
+    Py_SETREF(*prev, PyTuple_GET_ITEM(entry, 2));
+    rc = 1;
+done:
+    Py_XDECREF(vector);
+    Py_XDECREF(head);
+    Py_XDECREF(id);
+    Py_XDECREF(raw);
+    Py_XDECREF(mtype);
+    Py_XDECREF(created);
+    Py_XDECREF(tags);
+    Py_XDECREF(frames);
+    Py_XDECREF(us_obj);
+    Py_XDECREF(keys);
+    Py_XDECREF(version);
+    Py_XDECREF(hash);
+    Py_XDECREF(vbytes);
+    Py_XDECREF(pinned);
+    Py_XDECREF(terms);
+    Py_XDECREF(entry);
+    Py_XDECREF(seq_obj);
+    Py_XDECREF(doc_key);
+    Py_XDECREF(n);
+    Py_XDECREF(vkey);
+    Py_XDECREF(empty);
+    return rc;
+}
+
+PyDoc_STRVAR(stage_new_doc,
+             "stage_new(plan, prepared, start, puts, docs, pending, memo, shared, seq, prev, /)"
+             "\n--\n\n"
+             "The loop of ``cortex.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
+             "for each new memory (version 1, its head put already) append to ``puts`` its "
+             "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
+             "``prev``, with the entries' ``shared`` parts), and index its terms as "
+             "``index_doc`` does into ``docs``, ``pending`` and ``memo``.  Stops at the first "
+             "memory that is not the common case (a vector, or anything ``index_keys``, "
+             "``journal_entry`` or ``index_doc`` leave to Python), changing nothing for it.  "
+             "Returns ``(next, seq, prev, documents, total_length, postings)``: where it "
+             "stopped (``len(prepared)`` when done), the journal's last seq and hash, and what "
+             "the staged memories add to the lexical statistics.");
+
+static PyObject *
+sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *plan, *prepared, *puts, *docs, *pending, *memo, *shared, *prev;
+    PyObject *const *sg;
+    Py_ssize_t start, i, n, documents = 0, total = 0, postings = 0;
+    long long seq;
+    int k;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "stage_new takes ten arguments");
+        return NULL;
+    }
+    plan = args[0];
+    prepared = args[1];
+    puts = args[3];
+    docs = args[4];
+    pending = args[5];
+    memo = args[6];
+    shared = args[7];
+    if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != SG_LEN) {
+        PyErr_SetString(PyExc_TypeError, "stage_new: bad plan");
+        return NULL;
+    }
+    sg = &PyTuple_GET_ITEM(plan, 0);
+    for (k = SG_VERSION; k <= SG_JOURNAL; k++) {
+        if (!PyBytes_CheckExact(sg[k])) {
+            PyErr_SetString(PyExc_TypeError, "stage_new: bad plan");
+            return NULL;
+        }
+    }
+    if (PyBytes_GET_SIZE(sg[SG_V]) != 3 || !PyTuple_CheckExact(sg[SG_INDEX_PLAN]) ||
+        PyTuple_GET_SIZE(sg[SG_INDEX_PLAN]) != IX_LEN ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(sg[SG_INDEX_PLAN], IX_TYPE_BYTE)) ||
+        !PyType_Check(sg[SG_MEMORY_ID]) || !PyCallable_Check(sg[SG_SHA256])) {
+        PyErr_SetString(PyExc_TypeError, "stage_new: bad plan");
+        return NULL;
+    }
+    if (!PyList_CheckExact(prepared) || !PyList_CheckExact(puts) || !PyDict_CheckExact(docs) ||
+        !PyDict_CheckExact(pending) || !PyDict_CheckExact(memo) || !PyBytes_CheckExact(shared) ||
+        !PyBytes_CheckExact(args[9]) || !PyLong_CheckExact(args[2]) ||
+        !PyLong_CheckExact(args[8])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stage_new(plan, list, int, list, dict, dict, dict, bytes, int, bytes)");
+        return NULL;
+    }
+    start = PyLong_AsSsize_t(args[2]);
+    seq = PyLong_AsLongLong(args[8]);
+    if ((start == -1 || seq == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0 || seq < 0) {
+        PyErr_SetString(PyExc_ValueError, "stage_new: start and seq must be >= 0");
+        return NULL;
+    }
+    prev = args[9];
+    Py_INCREF(prev);
+    n = PyList_GET_SIZE(prepared);
+    for (i = start; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(prepared, i);
+        Py_ssize_t length = 0, nterms = 0;
+        int rc;
+        Py_INCREF(p);
+        rc = stage_one(module, sg, p, puts, docs, pending, memo, shared, &seq, &prev, &length,
+                       &nterms);
+        Py_DECREF(p);
+        if (rc < 0) {
+            Py_DECREF(prev);
+            return NULL;
+        }
+        if (rc == 0) {
+            break;
+        }
+        documents += 1;
+        total += length;
+        postings += nterms;
+        n = PyList_GET_SIZE(prepared);
+    }
+    return Py_BuildValue("(nLNnnn)", i, seq, prev, documents, total, postings);
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -4519,6 +4837,7 @@ static PyMethodDef methods[] = {
     {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
      journal_entry_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
+    {"stage_new", (PyCFunction)(void (*)(void))sp_stage_new, METH_FASTCALL, stage_new_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -4564,6 +4883,12 @@ PyInit__speedups(void)
         is_normalized = PyObject_GetAttrString(ud, "is_normalized");
         Py_DECREF(ud);
         if (is_normalized == NULL) {
+            goto fail;
+        }
+    }
+    if (one_obj == NULL) {
+        one_obj = PyLong_FromLong(1);
+        if (one_obj == NULL) {
             goto fail;
         }
     }

@@ -126,3 +126,18 @@ def journal_entry(
 
 def seal(payload: bytes, /) -> bytes:
     """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.kv.seal``)."""
+
+def stage_new(
+    plan: tuple[Any, ...],
+    prepared: list[Any],
+    start: int,
+    puts: list[tuple[bytes, bytes]],
+    docs: dict[bytes, bytes],
+    pending: dict[str, dict[bytes, bytes | None]],
+    memo: dict[int, dict[int, bytes]],
+    shared: bytes,
+    seq: int,
+    prev: bytes,
+    /,
+) -> tuple[int, int, bytes, int, int, int]:
+    """``Store._stage_new``'s loop: ``(next, seq, prev, documents, total_length, postings)``."""

@@ -105,7 +105,6 @@ def _u64(n: int) -> bytes:
 # Tags and object references recur across memories: their hashes are remembered (pure
 # functions of the text, bounded caches).
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)
 def tag_hash(tag: str) -> bytes:
     """First 8 bytes of sha256 of the NFC tag's UTF-8."""
     return hashlib.sha256(tag.encode("utf-8")).digest()[:8]

@@ -383,6 +383,15 @@ class Indexer:
         self._total += length
         self._postings += len(distinct)
 
+    def counted(self, documents: int, total_length: int, postings: int) -> None:
+        """Count in documents staged into ``_docs`` and ``_pending`` as ``add_counted`` does.
+
+        ``cortex.store.Store._stage_new`` stages them through the C accelerator.
+        """
+        self._documents += documents
+        self._total += total_length
+        self._postings += postings
+
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
         key = lex_doc_key(mid)

@@ -73,6 +73,8 @@ from cortex.forms import check_override, render_with_short
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id, new_ids
 from cortex.keys import (
+    _INDEX_PLAN,
+    _V,
     EDGE_FROM,
     EDGE_TO,
     IDX_ACTOR_OBJ,
@@ -102,6 +104,7 @@ from cortex.keys import (
     version_key,
     version_prefix,
 )
+from cortex.keys import VERSION as VERSION_PREFIX
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, unseal
 from cortex.lexical import Indexer
 from cortex.records import (
@@ -126,9 +129,13 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = (
-    _sp is not None and hasattr(_sp, "encode_new_pair") and hasattr(_sp, "journal_entry")
+    _sp is not None
+    and hasattr(_sp, "encode_new_pair")
+    and hasattr(_sp, "journal_entry")
+    and hasattr(_sp, "stage_new")
 )
-"""Encode and seal a new memory's records and its journal entry through the C accelerator.
+"""Encode and seal a new memory's records and its journal entry, and stage a batch's records
+(``Store._stage_new``), through the C accelerator.
 
 It returns the same bytes as the Python path or declines (an older build lacks it); tests switch
 this off to compare the two.
@@ -602,6 +609,20 @@ def _decoded(mtype: MemoryType, data: bytes) -> Data:
         raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
 
 
+# what the C ``stage_new`` needs (``Store._stage_new``)
+_STAGE_PLAN: Final = (
+    VERSION_PREFIX,
+    _V,
+    IDX_PIN,
+    LEX_DOC,
+    JOURNAL,
+    _INDEX_PLAN,
+    MemoryId,
+    MemoryType.EVENT,
+    hashlib.sha256,
+)
+
+
 class _Journal:
     """Appends chained entries within one write transaction."""
 
@@ -627,6 +648,22 @@ class _Journal:
         self.prev = hashlib.sha256(payload).digest()
         return entry
 
+    def write_shared(self) -> bytes | None:
+        """The encoded parts every ``write`` entry of this transaction shares (kind, at, by).
+
+        None when the journal codec has to check them (it then names the field and the rule).
+        """
+        shared = self._write_shared
+        if shared is None:
+            # checked by the journal codec's own field codecs (a single write's only entry is
+            # its first: it takes this path too)
+            try:
+                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
+            except (_Invalid, TypeError, ValueError, AttributeError):
+                return None
+            self._write_shared = shared
+        return shared
+
     def write_entry(
         self, mid: MemoryId, mtype: MemoryType, version: int, hash: bytes
     ) -> tuple[bytes, bytes]:
@@ -637,15 +674,7 @@ class _Journal:
         the entry's map holds keys 0..9, in order, and only ``seq``, ``prev`` and the memory's
         fields vary.
         """
-        shared = self._write_shared
-        if shared is None:
-            # the parts every entry shares, checked by the journal codec's own field codecs
-            # (a single write's only entry is its first: it takes this path too)
-            try:
-                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
-            except (_Invalid, TypeError, ValueError, AttributeError):
-                shared = None  # the codec below names the field and the rule
-            self._write_shared = shared
+        shared = self.write_shared()
         seq = self.seq + 1
         if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
             # the C accelerator checks the rest as below (None: the code below runs)
@@ -1024,6 +1053,45 @@ class Store:
         if p.vector is not None:
             puts.append((vec_key(h.id), self._vector_value(1, p.vector)))
 
+    def _stage_new(
+        self,
+        txn: WriteTxn,
+        prepared: list[_Prepared],
+        puts: list[tuple[bytes, bytes]],
+        journal: _Journal,
+        lex: Indexer,
+    ) -> None:
+        """Hold in ``puts`` every record of new memories but their heads (put already).
+
+        Their versions, index entries, pins, vectors and journal entries, in that order for
+        each; their terms go into ``lex``. The C accelerator does this for the common case and
+        stops at a memory it leaves to the code below (a vector, non-ASCII terms, ...).
+        """
+        i, n = 0, len(prepared)
+        while i < n:
+            shared = journal.write_shared() if _USE_SPEEDUPS else None
+            if shared is not None:
+                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
+                    _STAGE_PLAN,
+                    prepared,
+                    i,
+                    puts,
+                    lex._docs,
+                    lex._pending,
+                    lex._by_length,
+                    shared,
+                    journal.seq,
+                    journal.prev,
+                )
+                lex.counted(documents, total, postings)
+                if i == n:
+                    break
+            p = prepared[i]
+            self._put_new(txn, p, puts, head=False)
+            lex.add_counted(p.head.id, 1, *p.terms)
+            puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
+            i += 1
+
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
 
@@ -1165,10 +1233,7 @@ class Store:
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
-            for p in prepared:
-                self._put_new(txn, p, puts, head=False)
-                lex.add_counted(p.head.id, 1, *p.terms)
-                puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
+            self._stage_new(txn, prepared, puts, journal, lex)
             txn.put_many(puts)
             lex.flush()
 

@@ -13,7 +13,7 @@ import math
 import struct
 import unicodedata
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
@@ -828,7 +828,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
             ),
         ),
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
-        (store, ("encode_new_pair", "journal_entry")),
+        (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
         (kv, ("seal",)),
     ):
@@ -1162,3 +1162,137 @@ def test_journal_entry_arguments() -> None:
         args = list(ok)
         args[i] = odd
         assert sp.journal_entry(*args, hashlib.sha256) is None, (i, odd)
+
+
+# -- a batch's staging (cortex.store.Store._stage_new): the loop of new memories in one call
+
+
+def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()) -> Any:
+    """What ``_stage_new`` leaves for ``items``: the puts, the lexical state, the journal's."""
+    from cortex import lexical, store
+
+    now = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    s = store.Store.open(
+        tmp_path / f"s{len(list(tmp_path.iterdir()))}", actor="agent", clock=lambda: now
+    )
+    prepared = []
+    for i, (data, tags, frames) in enumerate(items):
+        p = s._prepare(
+            data,
+            id=MemoryId(bytes([i + 1]) * 16),
+            version=1,
+            created_at=None,
+            now=now,
+            tags=tags,
+            frames=frames,
+            importance=5,
+            visibility="private",
+            created_by=None,
+            confidence=1.0,
+            provenance=None,
+            forms=None,
+            valid_from=None,
+            valid_until=None,
+            expires_at=None,
+        )
+        if i in vectors:
+            p.vector = bytes(8)
+        prepared.append(p)
+    s._vector_value = lambda version, vector: b"vec" + vector  # type: ignore[method-assign]
+    out: list[Any] = []
+
+    def fn(txn: Any) -> None:
+        journal = store._Journal(txn, now, "agent")
+        lex = lexical.Indexer(txn)
+        puts: list[tuple[bytes, bytes]] = []
+        s._stage_new(txn, prepared, puts, journal, lex)
+        out.extend(
+            [
+                puts,
+                dict(lex._docs),
+                {t: dict(g) for t, g in lex._pending.items()},
+                (lex._documents, lex._total, lex._postings),
+                (journal.seq, journal.prev),
+            ]
+        )
+        raise _Rollback
+
+    with suppress(_Rollback):
+        s._kv.write(fn)
+    s.close()
+    return out
+
+
+class _Rollback(Exception):
+    pass
+
+
+def test_stage_new_paths_agree(tmp_path: Path) -> None:
+    """The C loop stages exactly what the Python loop stages, and hands over where it stops."""
+    from cortex.enums import GoalStatus, Outcome
+    from cortex.records import Event, Fact, FrameRef, Goal, Identity
+
+    frame = FrameRef(verb="find", obj_kind="knowledge", obj_ref="topic-1")
+    other = FrameRef(verb="find", obj_kind="knowledge", obj_ref="topic-2")
+    items = [
+        (Fact(statement="alpha beta beta", subject="s", predicate="is"), ("t1", "t2"), ()),
+        (Event(kind="call", outcome=Outcome.SUCCESS, summary="gamma"), (), (frame,)),
+        (Goal(statement="ship it", status=GoalStatus.ACTIVE), ("t1",), (frame, other)),
+        (Fact(statement="東京 ωμέγα", subject="s", predicate="is"), (), ()),  # non-ASCII terms
+        (Identity(name="agent one"), (), ()),  # pinned
+        (Fact(statement="delta", subject="s", predicate="is"), ("t3",), ()),
+        (Goal(statement="done already", status=GoalStatus.COMPLETED), (), ()),
+    ]
+    from cortex import store
+
+    by_python: list[int] = []
+    put_new = store.Store._put_new
+
+    def counted(self: Any, txn: Any, p: Any, puts: Any, *, head: bool = True) -> None:
+        by_python.append(p.head.id.bytes[0] - 1)
+        put_new(self, txn, p, puts, head=head)
+
+    for vectors in (set(), {0}, {5, 6}, set(range(len(items)))):
+        staged = []
+        for on in (False, True):
+            by_python.clear()
+            with _module_speedups(store, on), pytest.MonkeyPatch.context() as mp:
+                mp.setattr(store.Store, "_put_new", counted)
+                staged.append(_staged(tmp_path, items, vectors=vectors))
+        assert staged[0] == staged[1], vectors
+        # the C loop leaves to Python only the memory with non-ASCII terms and those with vectors
+        assert by_python == sorted({3} | vectors), vectors
+        assert staged[0][4][0] == 1 + len(items)  # after the store's first entry
+
+
+def test_stage_new_arguments(tmp_path: Path) -> None:
+    import hashlib
+
+    from cortex.store import _STAGE_PLAN
+
+    ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32)]
+    assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0)
+    with pytest.raises(TypeError):
+        sp.stage_new(*ok[:-1])
+    with pytest.raises(TypeError):
+        sp.stage_new(_STAGE_PLAN[:-1], *ok[1:])
+    with pytest.raises(TypeError):
+        sp.stage_new((b"",) * 5 + _STAGE_PLAN[5:8] + (None,), *ok[1:])
+    for i, odd in [(1, ()), (2, 0.0), (3, ()), (4, []), (7, "x"), (8, 1.0), (9, bytearray(32))]:
+        args = list(ok)
+        args[i] = odd
+        with pytest.raises(TypeError):
+            sp.stage_new(*args)
+    for i in (2, 8):
+        args = list(ok)
+        args[i] = -1
+        with pytest.raises(ValueError):
+            sp.stage_new(*args)
+    # a start past the end stages nothing; something that is not a prepared memory raises
+    args = list(ok)
+    args[1], args[2] = [object()], 1
+    assert sp.stage_new(*args)[0] == 1
+    args[2] = 0
+    with pytest.raises(AttributeError):
+        sp.stage_new(*args)
+    assert hashlib.sha256 is _STAGE_PLAN[-1]

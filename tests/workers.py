@@ -127,18 +127,16 @@ def big_batch_writer(path: str, n: str, stall_at: str) -> None:
     uri = cx.write(fact_for(0, 0, 0), tags=["before"])
     emit({"op": "write", "uri": str(uri)})
     if stall > 0:
-        original = Store._put_new
-        calls = 0
+        original = Store._stage_new
 
-        def put_new(self: Store, txn: Any, p: Any, puts: Any, **kw: Any) -> None:
-            nonlocal calls
-            original(self, txn, p, puts, **kw)
-            calls += 1
-            if calls == stall:
-                emit({"op": "mid", "puts": calls})
-                time.sleep(120)
+        def stage_new(self: Store, txn: Any, prepared: Any, puts: Any, *args: Any) -> None:
+            # the heads of all are put; the other records of the first ``stall`` go in too
+            original(self, txn, prepared[:stall], puts, *args)
+            txn.put_many(puts)
+            emit({"op": "mid", "puts": stall})
+            time.sleep(120)
 
-        Store._put_new = put_new  # type: ignore[method-assign]
+        Store._stage_new = stage_new  # type: ignore[method-assign]
     items = [NewMemory(data=fact_for(1, 0, j), tags=["big"]) for j in range(count)]
     emit({"op": "start"})
     uris = cx.write_many(items)
