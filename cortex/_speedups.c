@@ -2596,37 +2596,17 @@ PyDoc_STRVAR(ascii_term_counts_doc,
              "order and their counts, ``(distinct, counts)``; None when text is not ASCII, a "
              "token is not in the cache or a stem is not a non-empty ASCII str without U+0000.");
 
+/* ascii_term_counts of the ASCII characters s[0..n) (n <= 2**40). */
 static PyObject *
-sp_ascii_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+term_counts(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, StemTableObject *table)
 {
-    PyObject *text, *stems, *distinct = NULL, *counts = NULL, *res = NULL;
-    StemTableObject *table;
-    const Py_UCS1 *s;
-    Py_ssize_t n, maxtok, cap = 16, nd = 0, held = 0, used = 0, pos = 0, len, i, m;
+    PyObject *distinct = NULL, *counts = NULL, *res = NULL;
+    Py_ssize_t maxtok, cap = 16, nd = 0, held = 0, used = 0, pos = 0, len, i, m;
     TokenRun *runs;
     StemCount *sc;
     Py_ssize_t *index;
     char *chars;
     void *block;
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError,
-                        "ascii_term_counts(text, stems, table) takes three arguments");
-        return NULL;
-    }
-    text = args[0];
-    stems = args[1];
-    if (!PyUnicode_CheckExact(text) || !PyDict_CheckExact(stems) ||
-        !PyObject_TypeCheck(args[2], &StemTable_Type)) {
-        PyErr_SetString(PyExc_TypeError, "ascii_term_counts(str, dict, StemTable)");
-        return NULL;
-    }
-    table = (StemTableObject *)args[2];
-    n = PyUnicode_GET_LENGTH(text);
-    if (!PyUnicode_IS_ASCII(text) || n > ((Py_ssize_t)1 << 40)) {
-        Py_RETURN_NONE;
-    }
-    s = PyUnicode_1BYTE_DATA(text);
     maxtok = n / 2 + 1; /* tokens are separated by at least one character */
     if (n > 4096) {     /* a long text: room for the tokens it has, not for the most it could */
         char buf[MAX_TOKEN_CHARS];
@@ -2752,6 +2732,196 @@ done:
     PyMem_Free(block);
     Py_XDECREF(distinct);
     Py_XDECREF(counts);
+    return res;
+}
+
+static PyObject *
+sp_ascii_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "ascii_term_counts(text, stems, table) takes three arguments");
+        return NULL;
+    }
+    text = args[0];
+    if (!PyUnicode_CheckExact(text) || !PyDict_CheckExact(args[1]) ||
+        !PyObject_TypeCheck(args[2], &StemTable_Type)) {
+        PyErr_SetString(PyExc_TypeError, "ascii_term_counts(str, dict, StemTable)");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text) || PyUnicode_GET_LENGTH(text) > ((Py_ssize_t)1 << 40)) {
+        Py_RETURN_NONE;
+    }
+    return term_counts(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), args[1],
+                       (StemTableObject *)args[2]);
+}
+
+/* A growing byte buffer of ASCII text (full_term_counts). */
+typedef struct {
+    Py_UCS1 *p;
+    Py_ssize_t len, cap;
+    Py_UCS1 small[512];
+} TextBuf;
+
+/* Append the str s if it is ASCII: 1; 0 when it is not (or too long); -1 out of memory. */
+static int
+text_add(TextBuf *b, PyObject *s)
+{
+    Py_ssize_t n;
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s)) {
+        return 0;
+    }
+    n = PyUnicode_GET_LENGTH(s);
+    if (n > ((Py_ssize_t)1 << 39) || b->len > ((Py_ssize_t)1 << 39)) {
+        return 0;
+    }
+    if (b->len + n > b->cap) {
+        Py_ssize_t cap = b->cap;
+        Py_UCS1 *p;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        p = PyMem_Malloc((size_t)cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(p, b->p, (size_t)b->len);
+        if (b->p != b->small) {
+            PyMem_Free(b->p);
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, PyUnicode_1BYTE_DATA(s), (size_t)n);
+    b->len += n;
+    return 1;
+}
+
+PyDoc_STRVAR(full_term_counts_doc,
+             "full_term_counts(head, short, prefixes, values, labels, stems, table, /)\n--\n\n"
+             "``ascii_term_counts(render_full(data))`` without the full form's string: "
+             "``head`` is the ``\"TypeName: \"`` of ``data``'s type, ``short`` its filled short "
+             "template, ``prefixes`` the fields' line prefixes ``\"name: \"`` and ``values`` "
+             "their values (cortex.forms._FULL_SPECS); ``labels`` maps each enum class to "
+             "{member: label}.  None, for the Python path, when any text is not ASCII or a "
+             "value is not one of: None, False, True, str, int, float, an empty tuple or dict, "
+             "an enum member of ``labels``.");
+
+static PyObject *
+sp_full_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefixes, *values, *labels, *res = NULL;
+    TextBuf b;
+    Py_ssize_t i, n;
+    int rc;
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "full_term_counts takes seven arguments");
+        return NULL;
+    }
+    prefixes = args[2];
+    values = args[3];
+    labels = args[4];
+    if (!PyTuple_CheckExact(prefixes) || !PyTuple_CheckExact(values) ||
+        !PyDict_CheckExact(labels) || !PyDict_CheckExact(args[5]) ||
+        !PyObject_TypeCheck(args[6], &StemTable_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "full_term_counts(str, str, tuple, tuple, dict, dict, StemTable)");
+        return NULL;
+    }
+    n = PyTuple_GET_SIZE(prefixes);
+    if (PyTuple_GET_SIZE(values) != n) {
+        Py_RETURN_NONE;
+    }
+    b.p = b.small;
+    b.len = 0;
+    b.cap = (Py_ssize_t)sizeof(b.small);
+    /* "TypeName: " short, then "\n" prefix value for each value that is set (render_full) */
+    rc = text_add(&b, args[0]);
+    if (rc > 0) {
+        rc = text_add(&b, args[1]);
+    }
+    for (i = 0; i < n && rc > 0; i++) {
+        PyObject *prefix = PyTuple_GET_ITEM(prefixes, i), *v = PyTuple_GET_ITEM(values, i);
+        PyObject *text = NULL, *by_member;
+        if (v == Py_None || v == Py_False) {
+            continue;
+        }
+        if ((PyTuple_CheckExact(v) && PyTuple_GET_SIZE(v) == 0) ||
+            (PyDict_CheckExact(v) && PyDict_GET_SIZE(v) == 0)) {
+            continue;
+        }
+        if (prefix == Py_None) { /* the duration line: the Python path */
+            rc = 0;
+            break;
+        }
+        if (PyUnicode_CheckExact(v)) {
+            text = v;
+            Py_INCREF(text);
+        }
+        else if (v == Py_True) {
+            text = PyUnicode_FromString("true");
+        }
+        else if (PyFloat_CheckExact(v)) {
+            text = PyObject_Repr(v);
+        }
+        else if (PyLong_CheckExact(v)) {
+            text = PyObject_Str(v);
+        }
+        else if (PyLong_Check(v) &&
+                 (by_member = PyDict_GetItemWithError(labels, (PyObject *)Py_TYPE(v))) != NULL) {
+            if (!PyDict_CheckExact(by_member)) {
+                rc = 0;
+                break;
+            }
+            text = PyDict_GetItemWithError(by_member, v); /* borrowed */
+            if (text == NULL) {
+                rc = PyErr_Occurred() ? -1 : 0;
+                break;
+            }
+            Py_INCREF(text);
+        }
+        else {
+            rc = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (text == NULL) {
+            rc = -1;
+            break;
+        }
+        {
+            static const Py_UCS1 nl = '\n';
+            if (b.len + 1 > b.cap) {
+                /* grow through text_add's path: a one-character str */
+                PyObject *one = PyUnicode_FromStringAndSize("\n", 1);
+                rc = one == NULL ? -1 : text_add(&b, one);
+                Py_XDECREF(one);
+            }
+            else {
+                b.p[b.len++] = nl;
+            }
+        }
+        if (rc > 0) {
+            rc = text_add(&b, prefix);
+        }
+        if (rc > 0) {
+            rc = text_add(&b, text);
+        }
+        Py_DECREF(text);
+    }
+    if (rc > 0) {
+        res = term_counts(b.p, b.len, args[5], (StemTableObject *)args[6]);
+    }
+    else if (rc == 0) {
+        res = Py_None;
+        Py_INCREF(res);
+    }
+    if (b.p != b.small) {
+        PyMem_Free(b.p);
+    }
     return res;
 }
 
@@ -4830,6 +5000,8 @@ static PyMethodDef methods[] = {
     {"df_updates", (PyCFunction)(void (*)(void))sp_df_updates, METH_FASTCALL, df_updates_doc},
     {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
      ascii_term_counts_doc},
+    {"full_term_counts", (PyCFunction)(void (*)(void))sp_full_term_counts, METH_FASTCALL,
+     full_term_counts_doc},
     {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},
     {"encode_new_pair", (PyCFunction)(void (*)(void))sp_encode_new_pair, METH_FASTCALL,
      encode_new_pair_doc},

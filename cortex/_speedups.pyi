@@ -80,6 +80,18 @@ def ascii_term_counts(
 ) -> tuple[list[str], list[int]] | None:
     """``count_terms(terms(text))`` for ASCII text whose tokens are all in ``stems``; else None."""
 
+def full_term_counts(
+    head: str,
+    short: str,
+    prefixes: tuple[str | None, ...],
+    values: tuple[Any, ...],
+    labels: dict[type, dict[Any, str]],
+    stems: dict[str, str],
+    table: StemTable,
+    /,
+) -> tuple[list[str], list[int]] | None:
+    """``ascii_term_counts(render_full(data))`` from the full form's parts; else None."""
+
 def index_doc(
     docs: dict[bytes, bytes],
     doc_key: bytes,

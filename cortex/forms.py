@@ -400,6 +400,20 @@ def _full_spec(cls: type[Any]) -> tuple[str, Callable[[Any], tuple[Any, ...]], t
 _FULL_SPECS: Final = {cls: _full_spec(cls) for cls in _TEMPLATES}
 
 
+def _coded_enums() -> list[type[CodedEnum]]:
+    found, todo = [], list(CodedEnum.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    return found
+
+
+# each enum class's {member: label}: what ``_full_value`` writes for a member (the C
+# ``full_term_counts`` looks labels up here)
+_FULL_LABELS: Final = {cls: {m: m.label for m in cls} for cls in _coded_enums()}
+
+
 def render_full(data: Data, *, is_canonical: bool = False, short: str | None = None) -> str:
     """The full form, never truncated.
 

@@ -28,7 +28,7 @@ from cortex.codec import (
 )
 from cortex.enums import MemoryType
 from cortex.errors import CodecError, IntegrityError
-from cortex.forms import render_full
+from cortex.forms import _FULL_LABELS, _FULL_SPECS, render_full
 from cortex.ids import MemoryId
 from cortex.keys import (
     LEX_DOC,
@@ -70,6 +70,7 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
         "StemTable",
         "index_doc",
         "df_updates",
+        "full_term_counts",
     )
 )
 """Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
@@ -176,6 +177,17 @@ def analyze_counts(
 
     ``short``: the text of ``data``'s short template, when the caller has it (``render_full``).
     """
+    if _USE_SPEEDUPS and is_canonical and short is not None:
+        # the full form's terms without its string, in one call (the common case: ASCII text,
+        # values of plain types and enums, every token stemmed before)
+        spec = _FULL_SPECS.get(type(data))
+        if spec is not None:
+            head, getter, prefixes = spec
+            counted = _sp.full_term_counts(
+                head, short, prefixes, getter(data), _FULL_LABELS, _STEMS, _STEM_TABLE
+            )
+            if counted is not None:
+                return counted
     full = render_full(data, is_canonical=is_canonical, short=short)
     if _USE_SPEEDUPS:
         # an ASCII text whose tokens were all stemmed before (the common case) in one call;

@@ -825,6 +825,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "StemTable",
                 "index_doc",
                 "df_updates",
+                "full_term_counts",
             ),
         ),
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),

@@ -129,6 +129,95 @@ def test_analyze_counts_paths_agree(data: Data) -> None:
     assert lexical.analyze_counts(data, is_canonical=True, short=short) == want
 
 
+def _full_counts(data: Data) -> Any:
+    """``full_term_counts`` of canonical ``data``: (distinct, counts), or None (Python path)."""
+    from cortex.forms import _FULL_LABELS, _FULL_SPECS, render_with_short
+
+    head, getter, prefixes = _FULL_SPECS[type(data)]
+    short = render_with_short(data, is_canonical=True)[1]
+    count_terms(lexical.analyze(data, is_canonical=True))  # stems every token into the cache
+    return sp.full_term_counts(
+        head, short, prefixes, getter(data), _FULL_LABELS, text._STEMS, sp.StemTable()
+    )
+
+
+@given(any_data())
+def test_full_term_counts_is_the_full_forms_counts(data: Data) -> None:
+    got = _full_counts(data)
+    if got is not None:
+        assert got == count_terms(lexical.analyze(data, is_canonical=True))
+
+
+def test_full_term_counts_takes_the_common_values() -> None:
+    """Plain values and enum members in C; a duration, a time, a list or non-ASCII: None."""
+    from datetime import UTC, datetime
+
+    from cortex.enums import Outcome, Polarity, SourceKind, Stance
+    from cortex.forms import canonical
+    from cortex.records import Belief, Event, Fact, Identity, Pattern, Preference
+
+    common = [
+        Fact(
+            statement="a b",
+            subject="s",
+            predicate="p",
+            confidence=0.9,
+            source=SourceKind.USER_INPUT,
+        ),
+        Event(kind="call", outcome=Outcome.SUCCESS, counterparty="bob", summary="went well"),
+        Preference(topic="tea", polarity=Polarity.PREFER, strength=0.5),
+        Belief(statement="x is y", stance=Stance.BELIEVE, confidence=0.7),
+        Pattern(statement="mornings", strength=0.25, coverage=7),
+    ]
+    for data in map(canonical, common):
+        got = _full_counts(data)
+        assert got is not None, data
+        assert got == count_terms(lexical.analyze(data, is_canonical=True))
+    odd = [
+        Event(kind="call", duration_us=1_500_000),
+        Fact(
+            statement="a", subject="s", predicate="p", observed_at=datetime(2026, 1, 1, tzinfo=UTC)
+        ),
+        Fact(statement="café", subject="s", predicate="p"),
+        Identity(name="agent", roles=("admin",)),
+    ]
+    for data in map(canonical, odd):
+        assert _full_counts(data) is None, data
+        assert lexical.analyze_counts(data, is_canonical=True) == count_terms(
+            lexical.analyze(data, is_canonical=True)
+        )
+
+
+def test_full_term_counts_arguments() -> None:
+    table = sp.StemTable(slots=8)
+    ok = ("Fact: ", "x", ("a: ",), ("b",), {}, {"fact": "fact", "x": "x", "a": "a", "b": "b"})
+    assert sp.full_term_counts(*ok, table) == (["a", "b", "fact", "x"], [1, 1, 1, 1])
+    assert sp.full_term_counts(*ok[:3], ("b", "c"), *ok[4:], table) is None  # lengths differ
+    assert sp.full_term_counts(*ok[:3], (object(),), *ok[4:], table) is None
+
+    class Code(int):
+        pass
+
+    stems = {**ok[5], "5": "5", "five": "five"}
+    assert sp.full_term_counts(*ok[:3], (5,), {}, stems, table) == (
+        ["5", "a", "fact", "x"],
+        [1] * 4,
+    )
+    assert sp.full_term_counts(*ok[:3], (Code(5),), {}, stems, table) is None  # no labels
+    assert sp.full_term_counts(*ok[:3], (Code(5),), {Code: []}, stems, table) is None
+    got = sp.full_term_counts(*ok[:3], (Code(5),), {Code: {Code(5): "five"}}, stems, table)
+    assert got == (["a", "fact", "five", "x"], [1] * 4)
+    for i, bad in [(2, ["a: "]), (3, ["b"]), (4, []), (5, [])]:
+        args = list(ok)
+        args[i] = bad
+        with pytest.raises(TypeError):
+            sp.full_term_counts(*args, table)
+    with pytest.raises(TypeError):
+        sp.full_term_counts(*ok, {})
+    with pytest.raises(TypeError):
+        sp.full_term_counts(*ok)
+
+
 # -- index_doc
 
 

@@ -7,9 +7,11 @@ For each size N (default 10k and 100k memories of mixed types with tags and fram
   untimed run that builds the same store): every get, seek, scan step, put (with putmulti where
   cortex used it) and delete of the same bytes, one write transaction per batch; and it
   canonically encodes each memory's data with cbor2 (the "encode" of encode+raw puts).
-- ``write`` durable, one per transaction: 400 more writes (per repeat) on the store of size N;
-  the floor replays each write's recorded operations, one durable commit each, alternating with
-  cortex in blocks of 50, into a replica of the store (built by replaying the build).
+- ``write`` durable, one per transaction: 400 more writes (per two repeats) on the store of
+  size N; the floor replays each write's operations, one durable commit each, alternating with
+  cortex in blocks of 50, into a replica of the store (built by replaying the build). The
+  operations are recorded on a twin of cortex's store doing the same writes (same ids, same
+  data) untimed just before, so cortex's timed writes carry no recorder.
 - ``resolve`` / ``resolve_latest``: random memories; the floor gets the head and the version
   and decodes them (and the data) with cbor2.loads, one read transaction per call as cortex.
 - ``history``: memories with 4 versions; the floor scans the versions with a cursor and decodes.
@@ -50,6 +52,7 @@ from cortex import (
     Pattern,
     Preference,
 )
+from cortex.ids import new_ids
 from cortex.keys import head_key, version_prefix
 from cortex.records import Data
 
@@ -307,29 +310,44 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
         replay(env, ops)
 
     # -- durable single writes on the store of size N --------------------------------------------
-    # Cortex and the floor alternate in blocks of 50 writes, the floor replaying the operations
-    # of the block cortex just wrote (recorded as it ran: appending a tuple per operation, ~0.1%
-    # of a durable write): an fsync costs ~1-2 ms and drifts with the disk's other load, so 400
-    # writes of one side followed by 400 of the other measured the drift as much as either.
-    extra = [make_item(rng, n + i) for i in range(1000)]
-    singles, block = 400, 50
+    # Cortex and the floor alternate in blocks of 50 writes: an fsync costs ~1-2 ms and drifts
+    # with the disk's other load, so 400 writes of one side followed by 400 of the other
+    # measured the drift as much as either. The floor replays the operations of the same 50
+    # writes (the same ids and data) recorded on a twin of the store, untimed, just before:
+    # recording the timed writes themselves would charge cortex for the recorder (a Python
+    # call for every operation and cursor step the C accelerator makes).
+    twin = root / f"cx-{n}-twin"
+    shutil.copytree(keep, twin)
+    singles, block, rounds = 400, 50, max(1, repeat // 2)
+    extra = [make_item(rng, n + i) for i in range(singles * rounds)]
+    extra_ids = new_ids(len(extra))
     ours_lat, floor_lat = [], []
-    with Cortex.open(keep, actor="bench") as cx:
-        for _ in range(max(1, repeat // 2)):
+    with Cortex.open(keep, actor="bench") as cx, Cortex.open(twin, actor="bench") as tw:
+        for r in range(rounds):
             ours_t = floor_t = 0.0
-            for b in range(0, singles, block):
-                with recording(cx) as writes:
-                    t0 = time.perf_counter()
-                    for it in extra[b : b + block]:
-                        cx.write(it.data, tags=it.tags, frames=it.frames, importance=it.importance)
-                    ours_t += time.perf_counter() - t0
+            for b in range(r * singles, (r + 1) * singles, block):
+                todo = [(extra[i], extra_ids[i]) for i in range(b, b + block)]
+                with recording(tw) as writes:
+                    for it, mid in todo:
+                        tw.write(
+                            it.data,
+                            tags=it.tags,
+                            frames=it.frames,
+                            importance=it.importance,
+                            id=mid,
+                        )
+                t0 = time.perf_counter()
+                for it, mid in todo:
+                    cx.write(
+                        it.data, tags=it.tags, frames=it.frames, importance=it.importance, id=mid
+                    )
+                ours_t += time.perf_counter() - t0
                 t0 = time.perf_counter()
                 for ops in writes:
                     replay(env, ops)
                 floor_t += time.perf_counter() - t0
             ours_lat.append(ours_t / singles)
             floor_lat.append(floor_t / singles)
-            extra = extra[singles:] + extra[:singles]
     out["write_us"] = _median(ours_lat) * 1e6
     out["floor_write_us"] = _median(floor_lat) * 1e6
 
