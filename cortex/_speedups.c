@@ -1735,6 +1735,54 @@ cmp_id16(const void *a, const void *b)
     return memcmp(*(const char *const *)a, *(const char *const *)b, 16);
 }
 
+static int
+cmp_record24(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+/* A run of new postings (a bytes-like buffer of id16 + tail8 records, as index_new appends
+ * them) as bytes in id order; None when it is empty, not whole records, or an id repeats. */
+static PyObject *
+fresh_run(PyObject *buf)
+{
+    const char *p;
+    char *q;
+    Py_ssize_t n, i;
+    PyObject *out;
+    if (PyByteArray_CheckExact(buf)) {
+        p = PyByteArray_AS_STRING(buf);
+        n = PyByteArray_GET_SIZE(buf);
+    }
+    else {
+        p = PyBytes_AS_STRING(buf);
+        n = PyBytes_GET_SIZE(buf);
+    }
+    if (n == 0 || n % 24 != 0) {
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize(p, n);
+    if (out == NULL) {
+        return NULL;
+    }
+    q = PyBytes_AS_STRING(out);
+    for (i = 24; i < n; i += 24) { /* a batch's ids mostly arrive in order (ULIDs) */
+        if (memcmp(q + i - 24, q + i, 16) >= 0) {
+            break;
+        }
+    }
+    if (i < n) {
+        qsort(q, (size_t)(n / 24), 24, cmp_record24);
+        for (i = 24; i < n; i += 24) {
+            if (memcmp(q + i - 24, q + i, 16) == 0) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    return out;
+}
+
 PyDoc_STRVAR(posting_run_doc,
              "posting_run(changes, /)\n--\n\n"
              "The postings of ``changes`` ({id16: tail8}) in id order, joined: id, tail, id, "
@@ -2178,7 +2226,8 @@ new_blocks(PyObject *module, PyObject *prefix, PyObject *run, PyObject *const *l
 PyDoc_STRVAR(append_runs_doc,
              "append_runs(cursor, items, block_max, spread, /)\n--\n\n"
              "``cortex.postings.apply``'s common case for many terms in one call: ``items`` is "
-             "``[(prefix, changes), ...]`` (a term's posting prefix and {id16: tail8}); for "
+             "``[(prefix, changes), ...]`` (a term's posting prefix and {id16: tail8}, or new "
+             "postings as bytes or a bytearray of id16 + tail8 records, any order); for "
              "each whose new ids all come after the term's last block begins (and before its "
              "next boundary block), or whose term has no block, the blocks that change are "
              "found with the cursor (set_range, key, value, prev, last: bytes) and returned. "
@@ -2220,14 +2269,17 @@ sp_append_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int found, left = 0;
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-            !PyDict_CheckExact(PyTuple_GET_ITEM(item, 1))) {
-            PyErr_SetString(PyExc_TypeError, "append_runs: items are (bytes, dict) pairs");
+            !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
+              PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
+              PyByteArray_CheckExact(PyTuple_GET_ITEM(item, 1)))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "append_runs: items are (bytes, dict or new postings) pairs");
             goto done;
         }
         prefix = PyTuple_GET_ITEM(item, 0);
         changes = PyTuple_GET_ITEM(item, 1);
         plen = PyBytes_GET_SIZE(prefix);
-        run = sp_posting_run(module, changes);
+        run = PyDict_CheckExact(changes) ? sp_posting_run(module, changes) : fresh_run(changes);
         if (run == NULL) {
             goto done;
         }
@@ -3013,8 +3065,10 @@ PyDoc_STRVAR(index_doc_doc,
              "increasing ASCII str of 1..255 characters without U+0000, ``counts`` a list of as "
              "many ints >= 1 and ``version`` an int of 1..2**63-1.");
 
+/* index_doc (fresh == 0) or index_new (fresh == 1): the same checks and document; a posting
+ * goes into pending[term][raw], or onto the end of fresh[term] (a bytearray). */
 static PyObject *
-sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
 {
     PyObject *docs, *doc_key, *pending, *memo, *raw, *version, *distinct, *counts;
     PyObject *doc = NULL, *by_length = NULL, *len_obj = NULL, *res = NULL;
@@ -3022,7 +3076,6 @@ sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     unsigned long long ver;
     Py_ssize_t m, i, length = 0, size;
     char *p;
-    (void)module;
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError, "index_doc takes eight arguments");
         return NULL;
@@ -3036,9 +3089,13 @@ sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     distinct = args[6];
     counts = args[7];
     if (!PyDict_CheckExact(docs) || !PyBytes_CheckExact(doc_key) || !PyDict_CheckExact(pending) ||
-        !PyDict_CheckExact(memo) || !PyBytes_CheckExact(raw)) {
+        !PyDict_CheckExact(memo) || !PyBytes_CheckExact(raw) ||
+        (fresh && PyBytes_GET_SIZE(raw) != 16)) {
         PyErr_SetString(PyExc_TypeError,
-                        "index_doc(dict, bytes, dict, dict, bytes, version, distinct, counts)");
+                        fresh ? "index_new(dict, bytes, dict, dict, bytes16, version, distinct, "
+                                "counts)"
+                              : "index_doc(dict, bytes, dict, dict, bytes, version, distinct, "
+                                "counts)");
         return NULL;
     }
     if (!PyList_CheckExact(distinct) || !PyList_CheckExact(counts) || !PyLong_CheckExact(version)) {
@@ -3166,25 +3223,41 @@ sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_INCREF(value);
             }
         }
-        /* pending[term][raw] = value */
+        /* pending[term][raw] = value, or fresh[term] += raw + value */
         Py_INCREF(term);
         group = PyDict_GetItemWithError(pending, term); /* borrowed */
         if (group == NULL) {
             if (!PyErr_Occurred()) {
-                group = PyDict_New();
+                group = fresh ? PyByteArray_FromStringAndSize(NULL, 0) : PyDict_New();
             }
             if (group != NULL && PyDict_SetItem(pending, term, group) < 0) {
                 Py_CLEAR(group);
             }
         }
-        else if (!PyDict_Check(group)) {
-            PyErr_SetString(PyExc_TypeError, "index_doc: pending must map terms to dicts");
+        else if (fresh ? !PyByteArray_CheckExact(group) : !PyDict_Check(group)) {
+            PyErr_SetString(PyExc_TypeError,
+                            fresh ? "index_new: fresh must map terms to bytearrays"
+                                  : "index_doc: pending must map terms to dicts");
             group = NULL;
         }
         else {
             Py_INCREF(group);
         }
-        rc = group != NULL ? PyDict_SetItem(group, raw, value) : -1;
+        if (group == NULL) {
+            rc = -1;
+        }
+        else if (fresh) {
+            Py_ssize_t at = PyByteArray_GET_SIZE(group);
+            rc = PyByteArray_Resize(group, at + 24);
+            if (rc == 0) {
+                char *d = PyByteArray_AS_STRING(group) + at;
+                memcpy(d, PyBytes_AS_STRING(raw), 16);
+                memcpy(d + 16, PyBytes_AS_STRING(value), 8);
+            }
+        }
+        else {
+            rc = PyDict_SetItem(group, raw, value);
+        }
         Py_XDECREF(group);
         Py_DECREF(term);
         Py_DECREF(value);
@@ -3209,6 +3282,27 @@ done:
     Py_XDECREF(len_obj);
     Py_XDECREF(doc);
     return res;
+}
+
+static PyObject *
+sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return index_doc_into(args, nargs, 0);
+}
+
+PyDoc_STRVAR(index_new_doc,
+             "index_new(docs, doc_key, fresh, memo, raw, version, distinct, counts, /)\n"
+             "--\n\n"
+             "``index_doc`` for a memory new to the index (``Indexer.add_counted(new=True)``): "
+             "each posting is appended to ``fresh[term]``, a bytearray of id16 + tail8 "
+             "records, instead of set in a dict.  ``raw`` must be 16 bytes.");
+
+static PyObject *
+sp_index_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return index_doc_into(args, nargs, 1);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -4798,7 +4892,7 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     {
         PyObject *a[8] = {docs, doc_key, pending, memo, raw, one_obj,
                           PyTuple_GET_ITEM(terms, 0), PyTuple_GET_ITEM(terms, 1)};
-        n = sp_index_doc(module, a, 8);
+        n = sp_index_new(module, a, 8);
     }
     if (n == NULL || n == Py_None) {
         rc = n == NULL ? -1 : 0;
@@ -4889,15 +4983,15 @@ done:
 }
 
 PyDoc_STRVAR(stage_new_doc,
-             "stage_new(plan, prepared, start, puts, docs, pending, memo, shared, seq, prev, /)"
+             "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, /)"
              "\n--\n\n"
              "The loop of ``cortex.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
              "for each new memory (version 1, its head put already) append to ``puts`` its "
              "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
              "``prev``, with the entries' ``shared`` parts), and index its terms as "
-             "``index_doc`` does into ``docs``, ``pending`` and ``memo``.  Stops at the first "
+             "``index_new`` does into ``docs``, ``fresh`` and ``memo``.  Stops at the first "
              "memory that is not the common case (a vector, or anything ``index_keys``, "
-             "``journal_entry`` or ``index_doc`` leave to Python), changing nothing for it.  "
+             "``journal_entry`` or ``index_new`` leave to Python), changing nothing for it.  "
              "Returns ``(next, seq, prev, documents, total_length, postings)``: where it "
              "stopped (``len(prepared)`` when done), the journal's last seq and hash, and what "
              "the staged memories add to the lexical statistics.");
@@ -5003,6 +5097,7 @@ static PyMethodDef methods[] = {
     {"full_term_counts", (PyCFunction)(void (*)(void))sp_full_term_counts, METH_FASTCALL,
      full_term_counts_doc},
     {"index_doc", (PyCFunction)(void (*)(void))sp_index_doc, METH_FASTCALL, index_doc_doc},
+    {"index_new", (PyCFunction)(void (*)(void))sp_index_new, METH_FASTCALL, index_new_doc},
     {"encode_new_pair", (PyCFunction)(void (*)(void))sp_encode_new_pair, METH_FASTCALL,
      encode_new_pair_doc},
     {"index_keys", (PyCFunction)(void (*)(void))sp_index_keys, METH_FASTCALL, index_keys_doc},

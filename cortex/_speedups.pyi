@@ -50,7 +50,7 @@ def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[by
 
 def append_runs(
     cursor: Any,
-    items: list[tuple[bytes, dict[bytes, bytes | None]]],
+    items: list[tuple[bytes, Any]],
     block_max: int,
     spread: int,
     /,
@@ -105,6 +105,19 @@ def index_doc(
 ) -> int | None:
     """Hold one memory's sealed document and postings; its length, or None (nothing changed)."""
 
+def index_new(
+    docs: dict[bytes, bytes],
+    doc_key: bytes,
+    fresh: dict[str, bytearray],
+    memo: dict[int, dict[int, bytes]],
+    raw: bytes,
+    version: int,
+    distinct: list[str],
+    counts: list[int],
+    /,
+) -> int | None:
+    """``index_doc`` for a memory new to the index: its postings appended to ``fresh``."""
+
 def encode_new_pair(
     head: Any, version: Any, plan: tuple[Any, ...], /
 ) -> tuple[bytes, bytes] | None:
@@ -145,7 +158,7 @@ def stage_new(
     start: int,
     puts: list[tuple[bytes, bytes]],
     docs: dict[bytes, bytes],
-    pending: dict[str, dict[bytes, bytes | None]],
+    fresh: dict[str, bytearray],
     memo: dict[int, dict[int, bytes]],
     shared: bytes,
     seq: int,

@@ -12,6 +12,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 import cbor2
@@ -45,10 +46,12 @@ from cortex.keys import (
 )
 from cortex.kv import ReadTxn, WriteTxn, seal, unseal
 from cortex.postings import (
+    ENTRY,
     apply_many,
     block_entries,
     entry_tail,
     find,
+    fresh_changes,
     term_entries,
 )
 from cortex.records import Data
@@ -69,6 +72,7 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
         "ascii_term_counts",
         "StemTable",
         "index_doc",
+        "index_new",
         "df_updates",
         "full_term_counts",
     )
@@ -232,6 +236,21 @@ def _add_postings(
         held[raw] = value
 
 
+def _add_fresh(
+    fresh: dict[str, bytearray], terms: list[str], values: list[bytes], raw: bytes
+) -> None:
+    """Append one new memory's postings (id16 ``raw``): ``fresh[term] += raw + value``.
+
+    ``cortex._speedups.index_new`` does the same in C.
+    """
+    for term, value in zip(terms, values, strict=True):
+        records = fresh.get(term)
+        if records is None:
+            records = fresh[term] = bytearray()
+        records += raw
+        records += value
+
+
 def idf(n: int, df: int) -> float:
     """BM25 inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never < 0)."""
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -346,6 +365,10 @@ class Indexer:
         # stored one}; ids of one batch mostly arrive in ascending order (ULIDs), so new
         # postings mostly append, and an update's removal and addition meet in one rewrite
         self._pending: dict[str, dict[bytes, bytes | None]] = {}
+        # the postings of memories new to the index in this transaction (``add_counted(new=
+        # True)``): term -> their id16 + tail8 records in arrival order, appended without
+        # hashing; merged into ``_pending`` only where something else touches the term
+        self._fresh: dict[str, bytearray] = {}
         self._by_length: dict[int, dict[int, bytes]] = {}  # index_doc's tails: dl -> {tf: tail}
         # memories whose stored postings are to go (None in ``_pending``): id16 -> their terms
         self._gone: dict[bytes, frozenset[str]] = {}
@@ -356,25 +379,31 @@ class Indexer:
         self.add_counted(mid, version, *count_terms(terms))
 
     def add_counted(
-        self, mid: MemoryId, version: int, distinct: list[str], counts: list[int]
+        self,
+        mid: MemoryId,
+        version: int,
+        distinct: list[str],
+        counts: list[int],
+        *,
+        new: bool = False,
     ) -> None:
         """Index a memory (which must not be indexed already) with its counted terms.
 
         ``distinct`` and ``counts`` are what ``count_terms`` gives for its terms: the distinct
-        terms in code point order and how often each occurs.
+        terms in code point order and how often each occurs. ``new``: the memory is new to the
+        store in this transaction (no posting of it is stored or held), as for a write.
         """
         if _USE_SPEEDUPS:
             raw = mid.bytes
-            n = _sp.index_doc(
-                self._docs,
-                LEX_DOC + raw,
-                self._pending,
-                self._by_length,
-                raw,
-                version,
-                distinct,
-                counts,
-            )
+            key = LEX_DOC + raw
+            if new:
+                n = _sp.index_new(
+                    self._docs, key, self._fresh, self._by_length, raw, version, distinct, counts
+                )
+            else:
+                n = _sp.index_doc(
+                    self._docs, key, self._pending, self._by_length, raw, version, distinct, counts
+                )
             if n is not None:
                 self._documents += 1
                 self._total += n
@@ -387,7 +416,9 @@ class Indexer:
             self._documents += 1
             return
         values = [entry_tail(tf, length) for tf in counts]  # (memoised there)
-        if _USE_SPEEDUPS:
+        if new:
+            _add_fresh(self._fresh, distinct, values, mid.bytes)
+        elif _USE_SPEEDUPS:
             _sp.add_postings(self._pending, distinct, values, mid.bytes)
         else:
             _add_postings(self._pending, distinct, values, mid.bytes)
@@ -419,6 +450,8 @@ class Indexer:
         if held_doc:  # added in this transaction: its postings are held, not stored
             stored = gone.get(raw, frozenset())
             for term in doc.terms:
+                if term in self._fresh:
+                    self._spill(term)
                 group = pending[term]
                 if term in stored:
                     group[raw] = None  # the removal of its stored posting stands
@@ -436,23 +469,38 @@ class Indexer:
         self._postings -= len(doc.terms)
         return True
 
+    def _spill(self, term: str) -> None:
+        """Move a term's new postings from ``_fresh`` into ``_pending``."""
+        group = self._pending.setdefault(term, {})
+        group.update(fresh_changes(self._fresh.pop(term)))
+
     def flush(self) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics."""
         txn = self.txn
         delta = self._delta
+        pending, fresh = self._pending, self._fresh
+        for term in [t for t in fresh if t in pending]:
+            self._spill(term)
         # the new postings count in (a term whose postings were all removed again is touched)
-        for term, group in self._pending.items():
+        for term, group in pending.items():
             added = len(group)
             if self._gone and None in group.values():
                 added -= sum(v is None for v in group.values())
             delta[term] += added
+        for term, records in fresh.items():
+            delta[term] += len(records) // ENTRY
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
         blocks: list[tuple[bytes, bytes]] = []
-        pending = self._pending
-        apply_many(txn, [(t, pending[t]) for t in sorted(pending) if pending[t]], blocks)
+        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = [
+            (t, g) for t, g in pending.items() if g
+        ]
+        changes += fresh.items()
+        changes.sort(key=itemgetter(0))
+        apply_many(txn, changes, blocks)
         pending.clear()
+        fresh.clear()
         self._gone.clear()
         if blocks:
             txn.put_many(blocks)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 from cortex.errors import IntegrityError
@@ -48,6 +48,7 @@ __all__ = [
     "blocks",
     "entry_tail",
     "find",
+    "fresh_changes",
     "is_boundary",
     "term_entries",
 ]
@@ -319,23 +320,44 @@ def _write(
         puts += new
 
 
+def fresh_changes(records: bytes | bytearray) -> dict[bytes, bytes | None]:
+    """New postings held as id16 + tail8 records, as ``apply``'s changes.
+
+    ``Indexer.add_counted(new=True)`` holds a new memory's postings so.
+
+    Raises:
+        ValueError: the records are not whole, or an id repeats (a memory indexed twice).
+    """
+    out: dict[bytes, bytes | None] = {
+        bytes(records[i : i + 16]): bytes(records[i + 16 : i + ENTRY])
+        for i in range(0, len(records), ENTRY)
+    }
+    if len(records) % ENTRY or len(out) * ENTRY != len(records):
+        raise ValueError("new postings that are not whole records, or an id given twice")
+    return out
+
+
 def apply_many(
     txn: WriteTxn,
-    changes: list[tuple[str, dict[bytes, bytes | None]]],
+    changes: Sequence[tuple[str, Mapping[bytes, bytes | None] | bytes | bytearray]],
     puts: list[tuple[bytes, bytes]],
 ) -> None:
     """``apply(txn, term, held, puts)`` for each ``(term, held)``, in term order.
 
-    With the C accelerator and an engine that lends its cursor, the common cases (appending
-    after a term's last block, a term's first blocks) run in one call; the rest as ``apply``.
+    ``held`` is a mapping of changes, or new postings as id16 + tail8 records (in any order;
+    ``fresh_changes``). With the C accelerator and an engine that lends its cursor, the common
+    cases (appending after a term's last block, a term's first blocks) run in one call; the
+    rest as ``apply``.
     """
     cursor = getattr(txn, "cursor", None)
     if _USE_SPEEDUPS and cursor is not None:
         items = [(posting_prefix(term), held) for term, held in changes]
         got, left = _sp.append_runs(cursor(), items, BLOCK_MAX, SPREAD)
         puts += got
-        for i in left:
-            apply(txn, *changes[i], puts)
-        return
-    for term, held in changes:
-        apply(txn, term, held, puts)
+        todo: Iterable[tuple[str, Mapping[bytes, bytes | None] | bytes | bytearray]] = (
+            changes[i] for i in left
+        )
+    else:
+        todo = changes
+    for term, held in todo:
+        apply(txn, term, held if isinstance(held, Mapping) else fresh_changes(held), puts)

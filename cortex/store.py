@@ -1034,18 +1034,9 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         return prepared
 
-    def _put_new(
-        self, txn: WriteTxn, p: _Prepared, puts: list[tuple[bytes, bytes]], *, head: bool = True
-    ) -> None:
-        """Put the head (a taken id is a conflict); hold its other records in ``puts``.
-
-        The caller puts ``puts`` with ``txn.put_many`` in the same transaction: one call into
-        the engine for a batch's versions, index entries and journal entries. ``head=False``:
-        the caller put the head already (``_put_heads``).
-        """
+    def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
+        """Hold in ``puts`` the records of a new memory but its head (``_put_heads``)."""
         h = p.head
-        if head and not txn.put(head_key(h.id), p.head_bytes, overwrite=False):
-            raise ConflictError(f"a memory with id {h.id} already exists")
         puts.append((version_key(h.id, 1), p.version_bytes))
         puts += [(k, b"") for k in _index_keys(h)]
         if p.pinned:
@@ -1077,7 +1068,7 @@ class Store:
                     i,
                     puts,
                     lex._docs,
-                    lex._pending,
+                    lex._fresh,
                     lex._by_length,
                     shared,
                     journal.seq,
@@ -1087,8 +1078,8 @@ class Store:
                 if i == n:
                     break
             p = prepared[i]
-            self._put_new(txn, p, puts, head=False)
-            lex.add_counted(p.head.id, 1, *p.terms)
+            self._put_new(p, puts)
+            lex.add_counted(p.head.id, 1, *p.terms, new=True)
             puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             i += 1
 
@@ -1175,16 +1166,14 @@ class Store:
             valid_until=valid_until,
             expires_at=expires_at,
         )
-        self._embed_prepared([p])
+        prepared = [p]
+        self._embed_prepared(prepared)
 
         def txn_fn(txn: WriteTxn) -> None:
+            self._put_heads(txn, prepared, one_by_one=True)
             puts: list[tuple[bytes, bytes]] = []
-            self._put_new(txn, p, puts)
             lex = Indexer(txn)
-            lex.add_counted(p.head.id, 1, *p.terms)
-            puts.append(
-                _Journal(txn, now, self.actor).write_entry(p.head.id, p.type, 1, p.version.hash)
-            )
+            self._stage_new(txn, prepared, puts, _Journal(txn, now, self.actor), lex)
             txn.put_many(puts)
             lex.flush()
 

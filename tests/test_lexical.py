@@ -39,7 +39,16 @@ from cortex.keys import (
     show_key,
 )
 from cortex.kv import LmdbKV
-from cortex.lexical import STATS_KEY, Indexer, LexStats, analyze, idf, read_stats, search
+from cortex.lexical import (
+    STATS_KEY,
+    Indexer,
+    LexStats,
+    analyze,
+    count_terms,
+    idf,
+    read_stats,
+    search,
+)
 from cortex.text import tokenize
 from tests.bm25 import check_ranking, scores
 
@@ -356,12 +365,15 @@ _OPS = st.lists(
 @given(_OPS)
 @example([("add", 1, ["a", "b"]), ("add", 1, ["b", "c"]), ("remove", 1, ["a"])])  # split 1 | 2
 @example([("add", 1, ["a"]), ("add", 2, ["a"]), ("add", 1, ["a", "b"]), ("add", 1, ["c"])])
+@example([("add", 2, ["a"]), ("add", 1, ["a"]), ("remove", 2, ["a"]), ("add", 3, ["a", "b"])])
+@example([("add", 1, ["a", "b"]), ("flush", 1, ["a"]), ("add", 2, ["b"]), ("add", 1, ["b"])])
 def test_removals_and_additions_held_in_one_transaction(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, list[str]]]
 ) -> None:
     """Removals wait for ``flush`` beside the additions (an update rewrites each block once):
-    any mix of adds, removes and flushes, in one transaction or several, leaves the index a
-    fresh one of the memories left would have, byte for byte."""
+    any mix of adds (of new memories, held as new postings, and of updates), removes and
+    flushes, in one transaction or several, leaves the index a fresh one of the memories left
+    would have, byte for byte."""
     root = tmp_path_factory.mktemp("held")
     kv = LmdbKV(root / "mixed")
     live: dict[int, list[str]] = {}
@@ -376,9 +388,11 @@ def test_removals_and_additions_held_in_one_transaction(
                 assert lex.remove(mid(n)) == (n in live)
                 live.pop(n, None)
             else:  # add, replacing the memory if it is indexed (an update)
-                lex.remove(mid(n))
+                new = n not in version  # never indexed: held as new postings (a write)
+                if not new:
+                    lex.remove(mid(n))
                 version[n] = version.get(n, 0) + 1
-                lex.add(mid(n), version[n], terms)
+                lex.add_counted(mid(n), version[n], *count_terms(terms), new=new)
                 live[n] = terms
         lex.flush()
 
@@ -398,7 +412,7 @@ def test_removals_and_additions_held_in_one_transaction(
         def build(txn: object) -> None:
             lex = Indexer(txn)  # type: ignore[arg-type]
             for n in sorted(live):
-                lex.add(mid(n), version[n], live[n])
+                lex.add_counted(mid(n), version[n], *count_terms(live[n]), new=n % 2 == 0)
             lex.flush()
 
         fresh.write(build)

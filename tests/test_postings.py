@@ -372,12 +372,20 @@ def test_apply_many_writes_what_apply_writes(
                 if held:
                     changes.append((term, held))
                     live.setdefault(term, set()).update(int.from_bytes(r, "big") for r in held)
+            # new postings held as records (a write's), in any order, or as a mapping
+            held_as = [data.draw(st.sampled_from(["dict", "records", "shuffled"])) for _ in changes]
             for on, kv in zip((False, True), kvs, strict=True):
 
-                def fn(txn: Any, on: bool = on, changes: Any = changes) -> None:
+                def fn(
+                    txn: Any, on: bool = on, changes: Any = changes, held_as: Any = held_as
+                ) -> None:
                     puts: list[tuple[bytes, bytes]] = []
+                    items = [
+                        (t, dict(h) if how == "dict" else _records(h, how == "shuffled"))
+                        for (t, h), how in zip(changes, held_as, strict=True)
+                    ]
                     with accelerated(on):
-                        postings.apply_many(txn, [(t, dict(h)) for t, h in changes], puts)
+                        postings.apply_many(txn, items, puts)
                     txn.put_many(puts)
 
                 kv.write(fn)
@@ -401,6 +409,32 @@ def test_apply_many_writes_what_apply_writes(
     finally:
         for kv in kvs:
             kv.close()
+
+
+def _records(held: dict[bytes, bytes], shuffled: bool) -> bytearray:
+    """New postings as ``Indexer.add_counted(new=True)`` holds them: id16 + tail8 records."""
+    order = sorted(held, reverse=shuffled)  # reversed: the C path sorts them
+    return bytearray(b"".join(raw + held[raw] for raw in order))
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_new_postings_that_are_not_records_are_refused(tmp_path: Path, on: bool) -> None:
+    tail = entry_tail(1, 2)
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        for bad in (_raw(1) + tail + _raw(1) + tail, _raw(1) + tail[:4]):
+            with accelerated(on), pytest.raises(ValueError, match=r"whole records|twice"):
+                kv.write(lambda txn, bad=bad: postings.apply_many(txn, [("a", bad)], []))
+        with accelerated(on):
+            kv.write(lambda txn: postings.apply_many(txn, [("a", bytearray())], []))  # nothing
+        with kv.read() as txn:
+            assert list(txn.scan(b"")) == []
+    finally:
+        kv.close()
+    assert postings.fresh_changes(_raw(2) + tail + _raw(1) + tail) == {
+        _raw(2): tail,
+        _raw(1): tail,
+    }
 
 
 def test_append_runs_arguments() -> None:

@@ -824,6 +824,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "ascii_term_counts",
                 "StemTable",
                 "index_doc",
+                "index_new",
                 "df_updates",
                 "full_term_counts",
             ),
@@ -1212,6 +1213,7 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
                 puts,
                 dict(lex._docs),
                 {t: dict(g) for t, g in lex._pending.items()},
+                {t: bytes(b) for t, b in lex._fresh.items()},
                 (lex._documents, lex._total, lex._postings),
                 (journal.seq, journal.prev),
             ]
@@ -1249,9 +1251,9 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
     by_python: list[int] = []
     put_new = store.Store._put_new
 
-    def counted(self: Any, txn: Any, p: Any, puts: Any, *, head: bool = True) -> None:
+    def counted(self: Any, p: Any, puts: Any) -> None:
         by_python.append(p.head.id.bytes[0] - 1)
-        put_new(self, txn, p, puts, head=head)
+        put_new(self, p, puts)
 
     for vectors in (set(), {0}, {5, 6}, set(range(len(items)))):
         staged = []
@@ -1263,7 +1265,7 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
         assert staged[0] == staged[1], vectors
         # the C loop leaves to Python only the memory with non-ASCII terms and those with vectors
         assert by_python == sorted({3} | vectors), vectors
-        assert staged[0][4][0] == 1 + len(items)  # after the store's first entry
+        assert staged[0][5][0] == 1 + len(items)  # after the store's first entry
 
 
 def test_stage_new_arguments(tmp_path: Path) -> None:

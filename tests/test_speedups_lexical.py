@@ -226,19 +226,22 @@ class _NoTxn:
         return None
 
 
-def _indexed(on: bool, docs: list[tuple[MemoryId, int, Any, Any]]) -> tuple[Any, ...]:
+def _indexed(
+    on: bool, docs: list[tuple[MemoryId, int, Any, Any]], *, new: bool = False
+) -> tuple[Any, ...]:
     """What an Indexer holds after ``add_counted`` of each doc, on one path (or the error)."""
     with _module_speedups(lexical, on):
         lex = lexical.Indexer(_NoTxn())  # type: ignore[arg-type]
         try:
             for mid, version, distinct, counts in docs:
-                lex.add_counted(mid, version, distinct, counts)
+                lex.add_counted(mid, version, distinct, counts, new=new)
         except Exception as exc:
             return (type(exc), str(exc))
         pending = {t: list(held.items()) for t, held in lex._pending.items()}
         return (
             list(lex._docs.items()),
             list(pending.items()),
+            [(t, bytes(records)) for t, records in lex._fresh.items()],
             lex._documents,
             lex._total,
             lex._postings,
@@ -269,6 +272,9 @@ def test_index_doc_is_add_counted(batch: list[tuple[list[str], int]]) -> None:
             continue
         docs.append((MemoryId(bytes([i % 2 + 1]) * 16), version, distinct, counts))
     assert _indexed(False, docs) == _indexed(True, docs)
+    # as new memories (distinct ids): their postings appended as records
+    docs = [(MemoryId(bytes([i + 1]) * 16), *doc[1:]) for i, doc in enumerate(docs)]
+    assert _indexed(False, docs, new=True) == _indexed(True, docs, new=True)
 
 
 def test_index_doc_leaves_a_length_over_32_bits_to_python() -> None:
