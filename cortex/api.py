@@ -55,6 +55,7 @@ from cortex.store import (
     JournalEntry,
     JournalKind,
     Memory,
+    NewMemory,
     Store,
     _as_id,
     _Journal,
@@ -67,20 +68,6 @@ from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMet
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
 _FACETS = ("type", "tag", "subject", "counterparty")
-_WRITE_DEFAULTS: Final[dict[str, Any]] = {
-    "tags": (),
-    "frames": (),
-    "importance": 5,
-    "visibility": Visibility.PRIVATE,
-    "created_by": None,
-    "confidence": 1.0,
-    "provenance": None,
-    "forms": None,
-    "valid_from": None,
-    "valid_until": None,
-    "expires_at": None,
-    "id": None,
-}
 DEDUPE_COSINE: Final = 0.92
 """Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
 
@@ -396,8 +383,7 @@ class Cortex(Store):
         self, data: Data, dedupe: bool | None, reader: Reader | None, options: dict[str, Any]
     ) -> Uri:
         if (dedupe if dedupe is not None else self.dedupe) and options.get("id") is None:
-            merged: dict[str, Any] = {**_WRITE_DEFAULTS, **options}
-            self._prepare(data, version=1, created_at=None, now=self._now(), **merged)
+            self._prepare(NewMemory(data=data, **options), self._now())  # validates
             hit = self._duplicate_of(data, reader)
             if hit is not None:
                 return self._confirm(hit, data)

@@ -956,49 +956,46 @@ class Store:
 
     # -- preparing records -------------------------------------------------------------------
 
-    def _prepare(
-        self,
-        data: Data,
-        *,
-        id: MemoryId | None,
-        version: int,
-        created_at: datetime | None,
-        now: datetime,
-        tags: Sequence[str],
-        frames: Sequence[FrameRef],
-        importance: int,
-        visibility: Visibility | str,
-        created_by: str | None,
-        confidence: float,
-        provenance: Provenance | None,
-        forms: Forms | None,
-        valid_from: datetime | None,
-        valid_until: datetime | None,
-        expires_at: datetime | None,
-    ) -> _Prepared:
+    def _prepare(self, spec: NewMemory, now: datetime, fresh: MemoryId | None = None) -> _Prepared:
+        """Validate a new memory (or a new version: ``update``) and encode its records.
+
+        Its id is ``spec.id``, else ``fresh``, else a new one. The terms are found here too,
+        before the write transaction, so the writer lock is not held while rendering and
+        tokenizing.
+
+        Raises:
+            ValidationError: naming the field and the rule it breaks.
+        """
+        data = spec.data
         codec = data_codec(data)
         data_bytes = codec.encode(data, "data")
         mtype = codec.cls.TYPE
         decoded = decode_data_trusted(mtype, data_bytes)
         short = None  # the filled short template, which the full form starts with
-        if forms is not None:
-            the_forms, override = check_override(forms), True
+        if spec.forms is not None:
+            the_forms, override = check_override(spec.forms), True
         else:
             the_forms, short = render_with_short(decoded, is_canonical=True)
             override = False
-        if id is not None and not isinstance(id, MemoryId):
-            raise ValidationError("id", "type", f"must be a MemoryId, got {type(id).__name__}")
-        mid = id if id is not None else new_id()
+        mid = spec.id
+        if mid is None:
+            mid = fresh if fresh is not None else new_id()
+        elif not isinstance(mid, MemoryId):
+            raise ValidationError("id", "type", f"must be a MemoryId, got {type(mid).__name__}")
+        visibility = spec.visibility
+        created_by = spec.created_by
+        provenance = spec.provenance
+        valid_from, valid_until, expires_at = spec.valid_from, spec.valid_until, spec.expires_at
         ver = Version(
             id=mid,
-            version=version,
+            version=1,
             type=mtype,
             data=data_bytes,
             hash=content_hash(mtype, data_bytes),
             created_at=now,
             created_by=created_by if created_by is not None else self.actor,
             expires_at=expires_at,
-            confidence=confidence,
+            confidence=spec.confidence,
             provenance=provenance if provenance is not None else DEFAULT_PROVENANCE,
             forms=the_forms,
             forms_override=override,
@@ -1008,20 +1005,19 @@ class Store:
         head = Head(
             id=mid,
             type=mtype,
-            current_version=version,
+            current_version=1,
             actor_scope=self.actor,
             visibility=visibility
             if type(visibility) is Visibility
             else _coerce(Visibility, visibility, "visibility"),
-            importance=importance,
-            tags=encode_tags(tags),
-            frames=_normalize_frames(frames),
-            created_at=created_at or now,
+            importance=spec.importance,
+            tags=encode_tags(spec.tags),
+            frames=_normalize_frames(spec.frames),
+            created_at=now,
             last_updated_at=now,
             forms=the_forms,
         )
-        # encodes both records (every field rule is checked); the terms are found out here, before
-        # the write transaction, so the writer lock is not held while rendering and tokenizing
+        # encodes both records (every field rule is checked)
         prepared = _Prepared(
             head,
             ver,
@@ -1148,12 +1144,8 @@ class Store:
             ConflictError: ``id`` is taken.
         """
         now = self._now()
-        p = self._prepare(
-            data,
-            id=id,
-            version=1,
-            created_at=None,
-            now=now,
+        spec = NewMemory(
+            data=data,
             tags=tags,
             frames=frames,
             importance=importance,
@@ -1165,7 +1157,9 @@ class Store:
             valid_from=valid_from,
             valid_until=valid_until,
             expires_at=expires_at,
+            id=id,
         )
+        p = self._prepare(spec, now)
         prepared = [p]
         self._embed_prepared(prepared)
 
@@ -1194,25 +1188,7 @@ class Store:
         for i, item in enumerate(items):
             spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
             try:
-                p = self._prepare(
-                    spec.data,
-                    id=spec.id if spec.id is not None else fresh[i],
-                    version=1,
-                    created_at=None,
-                    now=now,
-                    tags=spec.tags,
-                    frames=spec.frames,
-                    importance=spec.importance,
-                    visibility=spec.visibility,
-                    created_by=spec.created_by,
-                    confidence=spec.confidence,
-                    provenance=spec.provenance,
-                    forms=spec.forms,
-                    valid_from=spec.valid_from,
-                    valid_until=spec.valid_until,
-                    expires_at=spec.expires_at,
-                )
-                prepared.append(p)
+                prepared.append(self._prepare(spec, now, fresh[i]))
             except ValidationError as exc:
                 raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
         self._embed_prepared(prepared)
@@ -1271,16 +1247,8 @@ class Store:
         """
         mid = _as_id(ref, "uri")
         now = self._now()
-        p = self._prepare(
-            data,
-            id=mid,
-            version=1,  # renumbered inside the transaction
-            created_at=None,
-            now=now,
-            tags=(),
-            frames=(),
-            importance=5,
-            visibility=Visibility.PRIVATE,
+        spec = NewMemory(
+            data=data,
             created_by=created_by,
             confidence=confidence,
             provenance=provenance,
@@ -1288,7 +1256,9 @@ class Store:
             valid_from=valid_from,
             valid_until=valid_until,
             expires_at=expires_at,
+            id=mid,
         )
+        p = self._prepare(spec, now)  # its version is renumbered inside the transaction
         self._embed_prepared([p])
 
         def txn_fn(txn: WriteTxn) -> Uri:
