@@ -5076,6 +5076,36 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nLNnnn)", i, seq, prev, documents, total, postings);
 }
 
+PyDoc_STRVAR(unseal_doc,
+             "unseal(value, /)\n--\n\n"
+             "``cortex.kv.unseal``'s check in C: the payload of bytes ``payload || "
+             "crc32(payload)`` (4 bytes, big-endian, zlib's CRC-32), or None when the value is "
+             "shorter than 5 bytes or fails the checksum.");
+
+static PyObject *
+sp_unseal(PyObject *module, PyObject *value)
+{
+    const unsigned char *p;
+    Py_ssize_t n;
+    uint32_t c;
+    (void)module;
+    if (!PyBytes_CheckExact(value)) {
+        PyErr_SetString(PyExc_TypeError, "unseal(bytes)");
+        return NULL;
+    }
+    n = PyBytes_GET_SIZE(value) - 4;
+    if (n < 1) {
+        Py_RETURN_NONE;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(value);
+    c = crc32_of(p, n);
+    if (p[n] != (unsigned char)(c >> 24) || p[n + 1] != (unsigned char)(c >> 16) ||
+        p[n + 2] != (unsigned char)(c >> 8) || p[n + 3] != (unsigned char)c) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)p, n);
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -5104,6 +5134,7 @@ static PyMethodDef methods[] = {
     {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
      journal_entry_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
+    {"unseal", (PyCFunction)sp_unseal, METH_O, unseal_doc},
     {"stage_new", (PyCFunction)(void (*)(void))sp_stage_new, METH_FASTCALL, stage_new_doc},
     {NULL, NULL, 0, NULL},
 };

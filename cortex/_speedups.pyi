@@ -149,6 +149,9 @@ def journal_entry(
 ) -> tuple[bytes, bytes, bytes] | None:
     """The key, sealed value and digest of a ``write`` journal entry; ``None`` when not sure."""
 
+def unseal(value: bytes, /) -> bytes | None:
+    """The payload of a sealed value whose checksum holds; else None."""
+
 def seal(payload: bytes, /) -> bytes:
     """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.kv.seal``)."""
 

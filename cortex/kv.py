@@ -15,6 +15,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Protocol, TypeVar, cast
 
 import lmdb
@@ -29,8 +30,9 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "seal")
-"""Seal through the C accelerator (the same CRC-32; an older build lacks it: zlib here)."""
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "seal") and hasattr(_sp, "unseal")
+"""Seal and unseal through the C accelerator (the same CRC-32; an older build lacks it: zlib
+here)."""
 
 T = TypeVar("T")
 
@@ -52,10 +54,15 @@ def unseal(key: bytes, value: bytes) -> bytes:
     Raises:
         IntegrityError: the value fails its checksum (naming ``key``).
     """
-    payload = value[:-4]
-    if len(value) < 5 or zlib.crc32(payload).to_bytes(4, "big") != value[-4:]:
-        raise IntegrityError(f"record {show_key(key)} fails its checksum: the store is damaged")
-    return payload
+    if _USE_SPEEDUPS and type(value) is bytes:
+        checked: bytes | None = _sp.unseal(value)
+        if checked is not None:
+            return checked
+    else:
+        payload = value[:-4]
+        if len(value) >= 5 and zlib.crc32(payload).to_bytes(4, "big") == value[-4:]:
+            return payload
+    raise IntegrityError(f"record {show_key(key)} fails its checksum: the store is damaged")
 
 
 class ReadTxn(Protocol):
@@ -263,23 +270,25 @@ class _Gate:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # a plain lock: its with-statement costs no Python call
+        self._cond = threading.Condition(self._lock)
         self._active = 0
         self._remapping = False
         self._mine = threading.local()
 
     def enter(self) -> None:
-        with self._cond:
+        with self._lock:
             while self._remapping:
                 self._cond.wait()
             self._active += 1
-        self._mine.n = getattr(self._mine, "n", 0) + 1
+        mine = self._mine
+        mine.n = getattr(mine, "n", 0) + 1
 
     def leave(self) -> None:
         self._mine.n -= 1
-        with self._cond:
+        with self._lock:
             self._active -= 1
-            if not self._active:
+            if not self._active and self._remapping:  # a remap waits for the last one
                 self._cond.notify_all()
 
     @contextmanager
@@ -301,6 +310,37 @@ class _Gate:
             with self._cond:
                 self._remapping = False
                 self._cond.notify_all()
+
+
+class _Read:
+    """``LmdbKV.read()``: begins a read transaction on entry, ends it on exit."""
+
+    __slots__ = ("_kv", "_txn")
+
+    def __init__(self, kv: LmdbKV) -> None:
+        self._kv = kv
+        self._txn: lmdb.Transaction | None = None
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        self._txn = kv._begin(write=False)
+        return _LmdbTxn(self._txn)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        txn, self._txn = self._txn, None
+        try:
+            if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
+                raise _wrap(exc) from exc
+        finally:
+            if txn is not None:
+                txn.abort()
+                self._kv._gate.leave()
 
 
 class LmdbKV:
@@ -359,18 +399,9 @@ class LmdbKV:
                 "open the store in a process started with spawn (multiprocessing) or after exec"
             )
 
-    @contextmanager
-    def read(self) -> Iterator[_LmdbTxn]:
-        """A read snapshot (keep it short: it pins pages until it ends)."""
-        self._check_fork()
-        txn = self._begin(write=False)
-        try:
-            yield _LmdbTxn(txn)
-        except lmdb.Error as exc:  # e.g. a damaged page met while reading
-            raise _wrap(exc) from exc
-        finally:
-            txn.abort()
-            self._gate.leave()
+    def read(self) -> _Read:
+        """A read snapshot, as a context manager (keep it short: it pins pages until it ends)."""
+        return _Read(self)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""

@@ -1748,12 +1748,19 @@ class Store:
                 f"version {n} of memory {mid} is missing although its head points at it: "
                 "the store is damaged"
             )
-        return self._checked_version(key, raw)
+        return self._checked_version(key, raw, mid, n)
 
     @staticmethod
-    def _checked_version(key: bytes, raw: bytes) -> Version:
+    def _checked_version(
+        key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0
+    ) -> Version:
+        """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows)."""
         v: Version = _trusted(VERSION, key, raw)
-        if version_key(v.id, v.version) != key:
+        if (
+            (v.id != mid or v.version != n)
+            if mid is not None
+            else version_key(v.id, v.version) != key
+        ):
             raise IntegrityError(f"record {_show_key(key)} holds version {v.id}#{v.version}")
         if v.data is not None and content_hash(v.type, v.data) != v.hash:
             raise IntegrityError(f"version {_show_key(key)}: data does not match its hash")
@@ -1767,7 +1774,7 @@ class Store:
                 data = decode_data_trusted(v.type, v.data)
             except CodecError as exc:
                 raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
-        return Memory(uri=Uri(v.type, v.id, v.version), head=head, version=v, data=data)
+        return Memory(uri=Uri._trusted(v.type, v.id, v.version), head=head, version=v, data=data)
 
     def resolve(self, uri: Uri | str) -> Memory:
         """The exact version a URI names (tombstoned memories too, for audit).

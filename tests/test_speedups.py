@@ -832,7 +832,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
-        (kv, ("seal",)),
+        (kv, ("seal", "unseal")),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
 
@@ -1056,6 +1056,22 @@ def test_seal_arguments() -> None:
     _both(kv, kv.seal, bytearray(b"payload"))  # not bytes: zlib's path, the same bytes
 
 
+@given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
+def test_unseal_is_the_checked_payload(payload: bytes, at: int, flip: int) -> None:
+    """C and Python unseal agree on every value, sealed or damaged (one byte changed)."""
+    from cortex import kv
+
+    sealed = kv.seal(payload)
+    damaged = bytearray(sealed)
+    damaged[at % len(damaged)] ^= flip
+    for value in (sealed, bytes(damaged), sealed[:-1], b""):
+        _both(kv, kv.unseal, b"k", value)
+        whole = len(value) >= 5 and kv.seal(value[:-4]) == value
+        assert sp.unseal(value) == (value[:-4] if whole else None)
+    with pytest.raises(TypeError):
+        sp.unseal(bytearray(sealed))
+
+
 def _index_args(draw: st.DrawFn) -> tuple[Any, ...]:
     from cortex.enums import ObjKind, Verb
     from cortex.records import FrameRef
@@ -1179,24 +1195,10 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
     )
     prepared = []
     for i, (data, tags, frames) in enumerate(items):
-        p = s._prepare(
-            data,
-            id=MemoryId(bytes([i + 1]) * 16),
-            version=1,
-            created_at=None,
-            now=now,
-            tags=tags,
-            frames=frames,
-            importance=5,
-            visibility="private",
-            created_by=None,
-            confidence=1.0,
-            provenance=None,
-            forms=None,
-            valid_from=None,
-            valid_until=None,
-            expires_at=None,
+        spec = store.NewMemory(
+            data=data, tags=tags, frames=frames, id=MemoryId(bytes([i + 1]) * 16)
         )
+        p = s._prepare(spec, now)
         if i in vectors:
             p.vector = bytes(8)
         prepared.append(p)
