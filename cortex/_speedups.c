@@ -1685,6 +1685,240 @@ sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* CRC-32 (ISO-HDLC, the one of zlib.crc32: reflected polynomial 0xEDB88320), eight bytes a step
  * through eight tables.  The tables are filled once at import and only read after. */
+/* ------------------------------------------------------------------------------------------ */
+/* SHA-256 (FIPS 180-4): content hashes and the journal's chain hashes without hashlib's
+ * per-call set-up.  The compression runs on the x86 SHA extensions when the CPU has them
+ * (checked once with cpuid), else in portable C; tests compare both with hashlib. */
+
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2,
+};
+
+#define ROTR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void
+sha256_blocks_c(uint32_t st[8], const uint8_t *p, size_t nblocks)
+{
+    uint32_t w[64];
+    while (nblocks--) {
+        uint32_t a = st[0], b = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6],
+                 h = st[7];
+        int t;
+        for (t = 0; t < 16; t++) {
+            w[t] = (uint32_t)p[4 * t] << 24 | (uint32_t)p[4 * t + 1] << 16 |
+                   (uint32_t)p[4 * t + 2] << 8 | (uint32_t)p[4 * t + 3];
+        }
+        for (t = 16; t < 64; t++) {
+            uint32_t s0 = ROTR32(w[t - 15], 7) ^ ROTR32(w[t - 15], 18) ^ (w[t - 15] >> 3);
+            uint32_t s1 = ROTR32(w[t - 2], 17) ^ ROTR32(w[t - 2], 19) ^ (w[t - 2] >> 10);
+            w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+        }
+        for (t = 0; t < 64; t++) {
+            uint32_t t1 = h + (ROTR32(e, 6) ^ ROTR32(e, 11) ^ ROTR32(e, 25)) +
+                          ((e & f) ^ (~e & g)) + K256[t] + w[t];
+            uint32_t t2 = (ROTR32(a, 2) ^ ROTR32(a, 13) ^ ROTR32(a, 22)) +
+                          ((a & b) ^ (a & c) ^ (b & c));
+            h = g;
+            g = f;
+            f = e;
+            e = d + t1;
+            d = c;
+            c = b;
+            b = a;
+            a = t1 + t2;
+        }
+        st[0] += a;
+        st[1] += b;
+        st[2] += c;
+        st[3] += d;
+        st[4] += e;
+        st[5] += f;
+        st[6] += g;
+        st[7] += h;
+        p += 64;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_SHA_NI_PATH 1
+
+/* The same compression on the SHA extensions: the state lives as ABEF and CDGH in two
+ * registers; each sha256rnds2 does two rounds, each group of four words two of them. */
+__attribute__((target("sha,sse4.1,ssse3"))) static void
+sha256_blocks_ni(uint32_t st[8], const uint8_t *p, size_t nblocks)
+{
+    const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i t0 = _mm_loadu_si128((const __m128i *)&st[0]); /* a b c d */
+    __m128i s1 = _mm_loadu_si128((const __m128i *)&st[4]); /* e f g h */
+    __m128i s0;
+    t0 = _mm_shuffle_epi32(t0, 0xB1);  /* b a d c */
+    s1 = _mm_shuffle_epi32(s1, 0x1B);  /* h g f e */
+    s0 = _mm_alignr_epi8(t0, s1, 8);   /* f e b a: ABEF */
+    s1 = _mm_blend_epi16(s1, t0, 0xF0); /* h g d c: CDGH */
+    while (nblocks--) {
+        __m128i w[4], abef = s0, cdgh = s1;
+        int j;
+        for (j = 0; j < 4; j++) {
+            w[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), swap);
+        }
+        for (j = 0; j < 16; j++) {
+            __m128i wk;
+            if (j >= 4) { /* the next four schedule words from the last sixteen */
+                __m128i t = _mm_sha256msg1_epu32(w[j & 3], w[(j + 1) & 3]);
+                t = _mm_add_epi32(t, _mm_alignr_epi8(w[(j + 3) & 3], w[(j + 2) & 3], 4));
+                w[j & 3] = _mm_sha256msg2_epu32(t, w[(j + 3) & 3]);
+            }
+            wk = _mm_add_epi32(w[j & 3], _mm_loadu_si128((const __m128i *)&K256[4 * j]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, wk);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(wk, 0x0E));
+        }
+        s0 = _mm_add_epi32(s0, abef);
+        s1 = _mm_add_epi32(s1, cdgh);
+        p += 64;
+    }
+    t0 = _mm_shuffle_epi32(s0, 0x1B);   /* a b e f */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);   /* g h c d */
+    s0 = _mm_blend_epi16(t0, s1, 0xF0); /* a b c d */
+    s1 = _mm_alignr_epi8(s1, t0, 8);    /* e f g h */
+    _mm_storeu_si128((__m128i *)&st[0], s0);
+    _mm_storeu_si128((__m128i *)&st[4], s1);
+}
+
+static int
+cpu_has_sha_ni(void)
+{
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 19)) || !(c & (1u << 9))) {
+        return 0; /* SSE4.1, SSSE3 */
+    }
+    if (__get_cpuid_max(0, NULL) < 7) {
+        return 0;
+    }
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 29) & 1; /* SHA */
+}
+#endif
+
+static void (*sha256_blocks)(uint32_t st[8], const uint8_t *p, size_t nblocks) = sha256_blocks_c;
+
+static void
+sha256_init(void)
+{
+#ifdef HAVE_SHA_NI_PATH
+    if (cpu_has_sha_ni()) {
+        sha256_blocks = sha256_blocks_ni;
+    }
+#endif
+}
+
+/* sha256 of the concatenation of n parts into out (32 bytes). */
+static void
+sha256_parts(const uint8_t *const *parts, const size_t *lens, int n, uint8_t out[32])
+{
+    uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    uint8_t buf[128];
+    size_t fill = 0, total = 0, k;
+    int i;
+    for (i = 0; i < n; i++) {
+        const uint8_t *p = parts[i];
+        size_t len = lens[i];
+        total += len;
+        if (fill > 0) {
+            size_t take = 64 - fill < len ? 64 - fill : len;
+            memcpy(buf + fill, p, take);
+            fill += take;
+            p += take;
+            len -= take;
+            if (fill < 64) {
+                continue;
+            }
+            sha256_blocks(st, buf, 1);
+            fill = 0;
+        }
+        if (len >= 64) {
+            sha256_blocks(st, p, len / 64);
+            p += len - len % 64;
+            len %= 64;
+        }
+        memcpy(buf, p, len);
+        fill = len;
+    }
+    /* 0x80, zeros, the length in bits (64-bit big-endian): one or two more blocks */
+    buf[fill++] = 0x80;
+    k = fill <= 56 ? 64 : 128;
+    memset(buf + fill, 0, k - fill);
+    total *= 8;
+    for (i = 0; i < 8; i++) {
+        buf[k - 1 - i] = (uint8_t)(total >> (8 * i));
+    }
+    sha256_blocks(st, buf, k / 64);
+    for (i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(st[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(st[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(st[i] >> 8);
+        out[4 * i + 3] = (uint8_t)st[i];
+    }
+}
+
+PyDoc_STRVAR(sha256_doc,
+             "sha256(*parts, portable=False)\n--\n\n"
+             "``hashlib.sha256(b''.join(parts)).digest()`` for bytes parts, without joining "
+             "them (content hashes: the domain and type prefix, then the data).  "
+             "``portable=True`` forces the portable compression (tests).");
+
+static PyObject *
+sp_sha256(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    const uint8_t *parts[8];
+    size_t lens[8];
+    uint8_t out[32];
+    Py_ssize_t i;
+    void (*saved)(uint32_t *, const uint8_t *, size_t) = sha256_blocks;
+    int portable = 0;
+    (void)module;
+    if (kwnames != NULL) {
+        if (PyTuple_GET_SIZE(kwnames) != 1 ||
+            PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "portable") != 0) {
+            PyErr_SetString(PyExc_TypeError, "sha256: the only keyword is portable");
+            return NULL;
+        }
+        portable = PyObject_IsTrue(args[nargs]);
+        if (portable < 0) {
+            return NULL;
+        }
+    }
+    if (nargs > 8) {
+        PyErr_SetString(PyExc_TypeError, "sha256 takes at most eight parts");
+        return NULL;
+    }
+    for (i = 0; i < nargs; i++) {
+        if (!PyBytes_CheckExact(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "sha256: the parts must be bytes");
+            return NULL;
+        }
+        parts[i] = (const uint8_t *)PyBytes_AS_STRING(args[i]);
+        lens[i] = (size_t)PyBytes_GET_SIZE(args[i]);
+    }
+    if (portable) {
+        sha256_blocks = sha256_blocks_c;
+    }
+    sha256_parts(parts, lens, (int)nargs, out);
+    sha256_blocks = saved;
+    return PyBytes_FromStringAndSize((const char *)out, 32);
+}
+
 static uint32_t crc_table[8][256];
 
 static void
@@ -4520,8 +4754,8 @@ fail:
 }
 
 PyDoc_STRVAR(journal_entry_doc,
-             "journal_entry(prefix, shared, seq, prev, id_bytes, type, version, hash, sha256, "
-             "/)\n--\n\n"
+             "journal_entry(prefix, shared, seq, prev, id_bytes, type, version, hash, /)\n"
+             "--\n\n"
              "The key, sealed value and sha256 digest of a ``write`` journal entry "
              "(``cortex.store._Journal.write_entry``): ``(key, value, digest)``; None when an "
              "argument is not what that fast path takes.");
@@ -4530,15 +4764,15 @@ static PyObject *
 sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *prefix, *shared, *prev, *idb, *hash, *payload, *key = NULL, *value = NULL;
-    PyObject *hobj = NULL, *digest = NULL, *res = NULL;
+    PyObject *digest = NULL, *res = NULL;
     long long seq, version, code;
     Out o;
     char *p;
     Py_ssize_t np;
     int k;
     (void)module;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "journal_entry takes nine arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "journal_entry takes eight arguments");
         return NULL;
     }
     prefix = args[0];
@@ -4546,8 +4780,8 @@ sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     prev = args[3];
     idb = args[4];
     hash = args[7];
-    if (!PyBytes_CheckExact(prefix) || !PyCallable_Check(args[8])) {
-        PyErr_SetString(PyExc_TypeError, "journal_entry: bad prefix or sha256");
+    if (!PyBytes_CheckExact(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "journal_entry: bad prefix");
         return NULL;
     }
     if (!PyBytes_CheckExact(shared) || !PyBytes_CheckExact(prev) || PyBytes_GET_SIZE(prev) != 32 ||
@@ -4584,13 +4818,15 @@ sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (payload == NULL) {
         return NULL;
     }
-    hobj = PyObject_CallOneArg(args[8], payload);
-    if (hobj == NULL) {
-        goto done;
-    }
-    digest = PyObject_CallMethodNoArgs(hobj, attr[A_DIGEST]);
-    if (digest == NULL) {
-        goto done;
+    {
+        const uint8_t *part = (const uint8_t *)PyBytes_AS_STRING(payload);
+        size_t len = (size_t)PyBytes_GET_SIZE(payload);
+        uint8_t out[32];
+        sha256_parts(&part, &len, 1, out);
+        digest = PyBytes_FromStringAndSize((const char *)out, 32);
+        if (digest == NULL) {
+            goto done;
+        }
     }
     value = sealed(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
     if (value == NULL) {
@@ -4609,7 +4845,6 @@ sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     res = PyTuple_Pack(3, key, value, digest);
 done:
     Py_DECREF(payload);
-    Py_XDECREF(hobj);
     Py_XDECREF(digest);
     Py_XDECREF(value);
     Py_XDECREF(key);
@@ -4776,7 +5011,6 @@ enum {
     SG_INDEX_PLAN, /* cortex.keys._INDEX_PLAN */
     SG_MEMORY_ID,  /* the MemoryId class */
     SG_EVENT,      /* MemoryType.EVENT (its memories have actor_obj entries) */
-    SG_SHA256,     /* hashlib.sha256 */
     SG_LEN,
 };
 
@@ -4872,9 +5106,8 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         goto done;
     }
     {
-        PyObject *a[9] = {sg[SG_JOURNAL], shared, seq_obj, *prev, raw, mtype, one_obj,
-                          hash, sg[SG_SHA256]};
-        entry = sp_journal_entry(module, a, 9);
+        PyObject *a[8] = {sg[SG_JOURNAL], shared, seq_obj, *prev, raw, mtype, one_obj, hash};
+        entry = sp_journal_entry(module, a, 8);
     }
     if (entry == NULL || entry == Py_None) {
         rc = entry == NULL ? -1 : 0;
@@ -5029,7 +5262,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyBytes_GET_SIZE(sg[SG_V]) != 3 || !PyTuple_CheckExact(sg[SG_INDEX_PLAN]) ||
         PyTuple_GET_SIZE(sg[SG_INDEX_PLAN]) != IX_LEN ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(sg[SG_INDEX_PLAN], IX_TYPE_BYTE)) ||
-        !PyType_Check(sg[SG_MEMORY_ID]) || !PyCallable_Check(sg[SG_SHA256])) {
+        !PyType_Check(sg[SG_MEMORY_ID])) {
         PyErr_SetString(PyExc_TypeError, "stage_new: bad plan");
         return NULL;
     }
@@ -5134,6 +5367,7 @@ static PyMethodDef methods[] = {
     {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
      journal_entry_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
+    {"sha256", (PyCFunction)(void (*)(void))sp_sha256, METH_FASTCALL | METH_KEYWORDS, sha256_doc},
     {"unseal", (PyCFunction)sp_unseal, METH_O, unseal_doc},
     {"stage_new", (PyCFunction)(void (*)(void))sp_stage_new, METH_FASTCALL, stage_new_doc},
     {NULL, NULL, 0, NULL},
@@ -5153,6 +5387,7 @@ PyInit__speedups(void)
 {
     PyObject *m, *ud;
     crc_init();
+    sha256_init();
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) {
         return NULL;

@@ -144,10 +144,12 @@ def journal_entry(
     type: Any,
     version: int,
     hash: bytes,
-    sha256: Any,
     /,
 ) -> tuple[bytes, bytes, bytes] | None:
     """The key, sealed value and digest of a ``write`` journal entry; ``None`` when not sure."""
+
+def sha256(*parts: bytes, portable: bool = False) -> bytes:
+    """``hashlib.sha256(b''.join(parts)).digest()`` (at most eight parts)."""
 
 def unseal(value: bytes, /) -> bytes | None:
     """The payload of a sealed value whose checksum holds; else None."""

@@ -619,7 +619,6 @@ _STAGE_PLAN: Final = (
     _INDEX_PLAN,
     MemoryId,
     MemoryType.EVENT,
-    hashlib.sha256,
 )
 
 
@@ -679,7 +678,7 @@ class _Journal:
         if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
             # the C accelerator checks the rest as below (None: the code below runs)
             entry = _sp.journal_entry(
-                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash, _sha256
+                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash
             )
             if entry is not None:
                 key, value, self.prev = entry

@@ -812,7 +812,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     want = TAGS.enc(("alpha", "beta"))
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
-    from cortex import keys, kv, store
+    from cortex import hashing, keys, kv, store
 
     for module, names in (
         (text, ("ascii_tokens",)),
@@ -833,6 +833,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
         (kv, ("seal", "unseal")),
+        (hashing, ("sha256",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
 
@@ -1056,6 +1057,33 @@ def test_seal_arguments() -> None:
     _both(kv, kv.seal, bytearray(b"payload"))  # not bytes: zlib's path, the same bytes
 
 
+@given(st.lists(st.binary(max_size=150), max_size=8), st.booleans())
+@example([b"a" * 55], False)
+@example([b"a" * 56], True)
+@example([b"a" * 64, b"b" * 63, b"c"], False)
+@example([b"x" * 1000], True)
+def test_sha256_is_hashlib(parts: list[bytes], portable: bool) -> None:
+    import hashlib
+
+    want = hashlib.sha256(b"".join(parts)).digest()
+    assert sp.sha256(*parts, portable=portable) == want
+    assert sp.sha256(*parts) == want
+
+
+def test_sha256_arguments() -> None:
+    from cortex import hashing
+
+    with pytest.raises(TypeError):
+        sp.sha256(b"x" * 9, *([b""] * 8))
+    with pytest.raises(TypeError):
+        sp.sha256(bytearray(b"x"))
+    with pytest.raises(TypeError):
+        sp.sha256(b"x", fast=True)
+    for t in MemoryType:
+        _both(hashing, hashing.content_hash, t, b"\xa1\x01\x02" * 30)
+    _both(hashing, hashing.content_hash, MemoryType.FACT, bytearray(b"x"))  # hashlib's path
+
+
 @given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
 def test_unseal_is_the_checked_payload(payload: bytes, at: int, flip: int) -> None:
     """C and Python unseal agree on every value, sealed or damaged (one byte changed)."""
@@ -1163,23 +1191,23 @@ def test_journal_entry_arguments() -> None:
     from cortex.keys import JOURNAL
 
     ok = (JOURNAL, b"\x02\x02", 1, bytes(32), bytes(16), MemoryType.FACT, 1, bytes(32))
-    key, value, digest = sp.journal_entry(*ok, hashlib.sha256)
+    key, value, digest = sp.journal_entry(*ok)
     assert key == JOURNAL + (1).to_bytes(8, "big")
     assert digest == hashlib.sha256(value[:-4]).digest()
     with pytest.raises(TypeError):
-        sp.journal_entry(*ok)
+        sp.journal_entry(*ok[:-1])
     with pytest.raises(TypeError):
         sp.journal_entry(*ok, None)
     with pytest.raises(TypeError):
-        sp.journal_entry("j/", *ok[1:], hashlib.sha256)
+        sp.journal_entry("j/", *ok[1:])
     for i, odd in [(2, 0), (2, 2**63), (3, bytes(31)), (4, bytes(15)), (5, 2), (5, True)]:
         args = list(ok)
         args[i] = odd
-        assert sp.journal_entry(*args, hashlib.sha256) is None, (i, odd)
+        assert sp.journal_entry(*args) is None, (i, odd)
     for i, odd in [(6, 0), (6, 1.0), (7, bytearray(32)), (1, None)]:
         args = list(ok)
         args[i] = odd
-        assert sp.journal_entry(*args, hashlib.sha256) is None, (i, odd)
+        assert sp.journal_entry(*args) is None, (i, odd)
 
 
 # -- a batch's staging (cortex.store.Store._stage_new): the loop of new memories in one call
@@ -1271,7 +1299,6 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
 
 
 def test_stage_new_arguments(tmp_path: Path) -> None:
-    import hashlib
 
     from cortex.store import _STAGE_PLAN
 
@@ -1282,7 +1309,7 @@ def test_stage_new_arguments(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         sp.stage_new(_STAGE_PLAN[:-1], *ok[1:])
     with pytest.raises(TypeError):
-        sp.stage_new((b"",) * 5 + _STAGE_PLAN[5:8] + (None,), *ok[1:])
+        sp.stage_new((b"",) * 5 + _STAGE_PLAN[5:], *ok[1:])
     for i, odd in [(1, ()), (2, 0.0), (3, ()), (4, []), (7, "x"), (8, 1.0), (9, bytearray(32))]:
         args = list(ok)
         args[i] = odd
@@ -1300,4 +1327,3 @@ def test_stage_new_arguments(tmp_path: Path) -> None:
     args[2] = 0
     with pytest.raises(AttributeError):
         sp.stage_new(*args)
-    assert hashlib.sha256 is _STAGE_PLAN[-1]
