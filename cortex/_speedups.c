@@ -843,6 +843,25 @@ decimal_ok(const uint8_t *s, Py_ssize_t n)
 
 static PyObject *decode_record(PlanObject *pl, Reader *r, int depth);
 
+/* Whether str is NFC by its characters alone: each below U+0300 (NFC_QC=Yes, combining class
+ * 0), or U+2014 EM DASH or U+2026 HORIZONTAL ELLIPSIS (the separator of a medium form and the
+ * mark of a cut one: NFC_QC=Yes, combining class 0, in no canonical composition).  A string of
+ * characters that are all NFC_QC=Yes with class 0 is NFC. */
+static int
+plainly_nfc(PyObject *str)
+{
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t i, n = PyUnicode_GET_LENGTH(str);
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x300 && c != 0x2014 && c != 0x2026) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *
 read_text(const Spec *s, Reader *r)
 {
@@ -882,8 +901,9 @@ read_text(const Spec *s, Reader *r)
         return NULL;
     }
     /* Every character below U+0300 is NFC_QC=Yes with combining class 0, so text of one-byte
-     * kind (ASCII and Latin-1) is NFC; anything else asks unicodedata. */
-    if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND) {
+     * kind (ASCII and Latin-1) is NFC; so is text of those and the forms' punctuation
+     * (plainly_nfc); anything else asks unicodedata. */
+    if (PyUnicode_KIND(str) != PyUnicode_1BYTE_KIND && !plainly_nfc(str)) {
         PyObject *args[2] = {str_NFC, str};
         PyObject *ok = PyObject_Vectorcall(is_normalized, args, 2, NULL);
         int nfc;
@@ -3735,7 +3755,7 @@ out_text(Out *o, PyObject *s, Py_ssize_t max)
     kind = PyUnicode_KIND(s);
     data = PyUnicode_DATA(s);
     /* every character below U+0300 is NFC_QC=Yes with combining class 0 (see read_text) */
-    if (kind != PyUnicode_1BYTE_KIND) {
+    if (kind != PyUnicode_1BYTE_KIND && !plainly_nfc(s)) {
         PyObject *args[2] = {str_NFC, s};
         PyObject *ok = PyObject_Vectorcall(is_normalized, args, 2, NULL);
         int nfc;

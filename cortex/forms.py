@@ -65,6 +65,11 @@ def count_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // 4)
 
 
+_SHORT_BYTES: Final = SHORT_TOKENS * 4
+_MEDIUM_BYTES: Final = MEDIUM_TOKENS * 4
+_SEP_EXTRA: Final = len(_SEP.encode()) - len(_SEP)  # the separator's bytes beyond its characters
+
+
 def truncate(text: str, max_tokens: int) -> str:
     """Fit ``text`` into ``max_tokens`` tokens.
 
@@ -350,11 +355,18 @@ def render_with_short(data: Data, *, is_canonical: bool = False) -> tuple[Forms,
     short, details = _templates(d)
     text = short(d)
     parts = details(d)
-    medium = text + _SEP + "; ".join(parts) if parts else text
-    forms = Forms(
-        short=truncate(_nfc(text), SHORT_TOKENS), medium=truncate(_nfc(medium), MEDIUM_TOKENS)
-    )
-    return forms, text
+    # ASCII text within its budget (the common case) is NFC already and needs no cut; so is
+    # ASCII joined by the separator (" — ": U+2014, 3 bytes of UTF-8, composes with nothing)
+    plain = text.isascii()
+    short_form = text if plain and len(text) <= _SHORT_BYTES else truncate(_nfc(text), SHORT_TOKENS)
+    if parts:
+        detail = "; ".join(parts)
+        medium = text + _SEP + detail
+        n = len(medium) + _SEP_EXTRA if plain and detail.isascii() else _MEDIUM_BYTES + 1
+    else:
+        medium, n = text, len(text) if plain else _MEDIUM_BYTES + 1
+    medium_form = medium if n <= _MEDIUM_BYTES else truncate(_nfc(medium), MEDIUM_TOKENS)
+    return Forms(short=short_form, medium=medium_form), text
 
 
 def _full_value(v: Any) -> str:

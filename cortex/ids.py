@@ -194,11 +194,10 @@ class Uri:
     @classmethod
     def _trusted(cls, type: MemoryType, id: MemoryId, version: int) -> Uri:
         """A URI of parts the caller made itself (a member, an id, a version >= 1): unchecked."""
-        self = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(self, "type", type)
-        setattr_(self, "id", id)
-        setattr_(self, "version", version)
+        self = _new(cls)
+        _set_uri_type(self, type)
+        _set_uri_id(self, id)
+        _set_uri_version(self, version)
         return self
 
     @classmethod
@@ -261,3 +260,9 @@ class Uri:
 
     def __hash__(self) -> int:
         return hash((self.id, self.version))
+
+
+# the slots themselves, past the immutability guard (one C call each: ``Uri._trusted``)
+_set_uri_type: Final[Callable[[Uri, MemoryType], None]] = vars(Uri)["type"].__set__
+_set_uri_id: Final[Callable[[Uri, MemoryId], None]] = vars(Uri)["id"].__set__
+_set_uri_version: Final[Callable[[Uri, int], None]] = vars(Uri)["version"].__set__

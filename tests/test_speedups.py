@@ -192,6 +192,25 @@ def test_text_below_u0300_is_nfc() -> None:
         ch = chr(c)
         assert unicodedata.is_normalized("NFC", ch)
         assert unicodedata.combining(ch) == 0
+    # nor for the forms' punctuation beside such text: NFC_QC=Yes, class 0, composes with nothing
+    for ch in ("\u2014", "\u2026"):
+        assert unicodedata.combining(ch) == 0
+        for c in range(0x300):
+            for pair in (chr(c) + ch, ch + chr(c)):
+                assert unicodedata.is_normalized("NFC", pair)
+
+
+_PUNCTUATED = st.text(st.sampled_from("a\u00e9 \u2014\u2026\u0301\u0327\u1e09e\u0308"), max_size=8)
+
+
+@given(_PUNCTUATED)
+@example("a \u2014 b\u2026")
+@example("\u2014\u0301")
+@example("e\u0301\u2014")
+def test_text_with_the_forms_punctuation(s: str) -> None:
+    """Text of the forms' punctuation and other characters decodes and encodes as in Python."""
+    b = s.encode("utf-8")
+    check_data(MemoryType.FACT, fact((u(4), txt(b))))
 
 
 # -- valid records: equal values of the same types
