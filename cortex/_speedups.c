@@ -72,6 +72,7 @@ typedef struct Spec {
     long long lo, hi;     /* int, time, pair: inclusive range */
     PyObject **members;   /* enum: members by code (NULL where no member) */
     Py_ssize_t n_members;
+    PyObject *labels;     /* enum: {label: code} (the encoder takes labels), or NULL */
     PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
     struct Spec *item;    /* list: item; map: key */
     struct Spec *value;   /* map: value */
@@ -114,6 +115,7 @@ spec_clear(Spec *s)
         s->members = NULL;
     }
     Py_CLEAR(s->factory);
+    Py_CLEAR(s->labels);
     if (s->item != NULL) {
         spec_clear(s->item);
         PyMem_Free(s->item);
@@ -272,7 +274,15 @@ spec_init(Spec *s, PyObject *t)
         PyObject *d, *k, *v;
         Py_ssize_t pos = 0;
         s->kind = K_ENUM;
-        if (spec_arity(t, 2, "enum") < 0) {
+        if (PyTuple_GET_SIZE(t) == 3) { /* ("enum", members, labels) */
+            if (!PyDict_CheckExact(PyTuple_GET_ITEM(t, 2))) {
+                PyErr_SetString(PyExc_TypeError, "plan: enum labels must be a dict");
+                return -1;
+            }
+            Py_INCREF(PyTuple_GET_ITEM(t, 2));
+            s->labels = PyTuple_GET_ITEM(t, 2);
+        }
+        else if (spec_arity(t, 2, "enum") < 0) {
             return -1;
         }
         d = PyTuple_GET_ITEM(t, 1);
@@ -4424,6 +4434,239 @@ encode_version(Out *o, PyObject *const *v, PyObject *const *h, PyObject *id_byte
     return 1;
 }
 
+/* -- records by their plan: the encoder of StructCodec.encode in C (cortex/codec.py keeps the
+ * definition).  Each function returns 1 (written), 0 (not the common case: nothing promised,
+ * the Python encoder runs and names any error) or -1 (an exception). */
+
+static int enc_record(Out *o, PlanObject *pl, PyObject *v, int depth);
+
+static int
+enc_value(Out *o, const Spec *s, PyObject *x, int depth)
+{
+    long long n;
+    switch (s->kind) {
+    case K_TEXT:
+        if (s->check != CHECK_NONE) {
+            /* ASCII only: the checks read the UTF-8 bytes */
+            const uint8_t *p;
+            Py_ssize_t len;
+            if (!PyUnicode_CheckExact(x) || !PyUnicode_IS_ASCII(x)) {
+                return 0;
+            }
+            p = PyUnicode_1BYTE_DATA(x);
+            len = PyUnicode_GET_LENGTH(x);
+            if (s->check == CHECK_URI ? !uri_ok(p, len, s->names) : !decimal_ok(p, len)) {
+                return 0;
+            }
+        }
+        return out_text(o, x, s->max_bytes);
+    case K_BYTES: {
+        Py_ssize_t len;
+        if (!PyBytes_CheckExact(x)) {
+            return 0;
+        }
+        len = PyBytes_GET_SIZE(x);
+        if ((s->exact >= 0 ? len != s->exact : len == 0) || len > s->max_bytes) {
+            return 0;
+        }
+        return out_head(o, 2, (uint64_t)len) < 0 || out_put(o, PyBytes_AS_STRING(x), len) < 0
+                   ? -1
+                   : 1;
+    }
+    case K_INT:
+        if (!exact_int(x, s->lo, s->hi, &n)) {
+            return 0;
+        }
+        return out_int(o, n) < 0 ? -1 : 1;
+    case K_UNIT:
+        return out_unit(o, x);
+    case K_BOOL:
+        if (x != Py_True) {
+            return 0;
+        }
+        return out_byte(o, 0xF5) < 0 ? -1 : 1;
+    case K_TIME:
+        if (!time_micros(x, &n) || n < s->lo || n > s->hi) {
+            return 0;
+        }
+        return out_int(o, n) < 0 ? -1 : 1;
+    case K_ENUM: {
+        /* a member of its class, its code (an exact int) or its label, as the Python encoder */
+        long code;
+        if (PyUnicode_CheckExact(x)) {
+            PyObject *c = s->labels != NULL ? PyDict_GetItemWithError(s->labels, x) : NULL;
+            if (c == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            x = c;
+        }
+        else if (!PyLong_Check(x) || PyBool_Check(x)) {
+            return 0;
+        }
+        code = PyLong_AsLong(x);
+        if (code == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (code < 0 || code >= s->n_members || s->members[code] == NULL ||
+            (!PyLong_CheckExact(x) && s->members[code] != x)) {
+            return 0;
+        }
+        return out_head(o, 0, (uint64_t)code) < 0 ? -1 : 1;
+    }
+    case K_LIST: {
+        Py_ssize_t i, j, len, *at;
+        int rc = 1;
+        if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x)) {
+            return 0;
+        }
+        x = PySequence_Tuple(x); /* a tuple of its own: nothing run meanwhile can change it */
+        if (x == NULL) {
+            return -1;
+        }
+        len = PyTuple_GET_SIZE(x);
+        if (len > s->max_items || len > 4096) {
+            Py_DECREF(x);
+            return 0;
+        }
+        at = PyMem_Malloc((size_t)(len + 1) * sizeof(Py_ssize_t));
+        if (at == NULL) {
+            Py_DECREF(x);
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (out_head(o, 4, (uint64_t)len) < 0) {
+            rc = -1;
+        }
+        for (i = 0; i < len && rc > 0; i++) {
+            at[i] = o->len;
+            rc = enc_value(o, s->item, PyTuple_GET_ITEM(x, i), depth);
+        }
+        at[len] = o->len;
+        /* unique: no two items encode alike (an accepted item's encoding is its value's) */
+        for (i = 0; i < len && rc > 0 && s->unique; i++) {
+            for (j = i + 1; j < len; j++) {
+                if (at[i + 1] - at[i] == at[j + 1] - at[j] &&
+                    memcmp(o->p + at[i], o->p + at[j], (size_t)(at[i + 1] - at[i])) == 0) {
+                    rc = 0;
+                    break;
+                }
+            }
+        }
+        PyMem_Free(at);
+        Py_DECREF(x);
+        return rc;
+    }
+    case K_RECORD:
+        return enc_record(o, (PlanObject *)s->plan, x, depth + 1);
+    default: /* maps, pairs and ids: the Python encoder */
+        return 0;
+    }
+}
+
+/* Whether x is what the encoder leaves out for s (None, an empty list or map, False): 1; 0 when
+ * it is written; -1 when it is of a type the C path does not take. */
+static int
+enc_empty(const Spec *s, PyObject *x)
+{
+    if (x == Py_None) {
+        return 1;
+    }
+    switch (s->kind) {
+    case K_LIST:
+        if (PyList_CheckExact(x)) {
+            return PyList_GET_SIZE(x) == 0;
+        }
+        if (PyTuple_CheckExact(x)) {
+            return PyTuple_GET_SIZE(x) == 0;
+        }
+        return -1;
+    case K_MAP:
+        return PyDict_CheckExact(x) ? PyDict_GET_SIZE(x) == 0 : -1;
+    case K_BOOL:
+        return x == Py_False;
+    default:
+        return 0;
+    }
+}
+
+static int
+enc_record(Out *o, PlanObject *pl, PyObject *v, int depth)
+{
+    Py_ssize_t i, head_at;
+    int count = 0, rc = 1;
+    if (depth > MAX_DEPTH || (PyObject *)Py_TYPE(v) != pl->cls || pl->nfields >= 23) {
+        return 0;
+    }
+    head_at = o->len;
+    if (out_byte(o, 0xA0) < 0) { /* the map head, its count filled in below */
+        return -1;
+    }
+    if (pl->has_sv) {
+        if (out_byte(o, 0x00) < 0 || out_head(o, 0, pl->sv) < 0) {
+            return -1;
+        }
+        count++;
+    }
+    for (i = 0; i < pl->nfields && rc > 0; i++) {
+        const Field *f = &pl->fields[i];
+        PyObject *x = PyObject_GetAttr(v, PyTuple_GET_ITEM(pl->kwnames, f->slot));
+        int empty;
+        if (x == NULL) {
+            return -1;
+        }
+        empty = enc_empty(&f->spec, x);
+        if (empty != 0) {
+            rc = empty < 0 || !f->absent_ok ? 0 : 1; /* a required field: Python names it */
+        }
+        else if (out_head(o, 0, f->key) < 0) {
+            rc = -1;
+        }
+        else {
+            rc = enc_value(o, &f->spec, x, depth);
+            count++;
+        }
+        Py_DECREF(x);
+    }
+    if (rc > 0) {
+        o->p[head_at] = (char)(0xA0 | count);
+    }
+    return rc;
+}
+
+PyDoc_STRVAR(encode_doc,
+             "encode(plan, value, /)\n--\n\n"
+             "``StructCodec.encode`` of ``value`` by its plan in the common case (exact types, "
+             "NFC text, enum members, times in UTC, no maps): the canonical bytes; None "
+             "otherwise (the Python encoder then runs and names any error).");
+
+static PyObject *
+sp_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Out o;
+    PyObject *res;
+    int rc;
+    (void)module;
+    if (nargs != 2 || !PyObject_TypeCheck(args[0], &Plan_Type)) {
+        PyErr_SetString(PyExc_TypeError, "encode(plan, value)");
+        return NULL;
+    }
+    out_init(&o);
+    rc = enc_record(&o, (PlanObject *)args[0], args[1], 0);
+    if (rc < 0) {
+        out_free(&o);
+        return NULL;
+    }
+    if (rc == 0) {
+        out_free(&o);
+        Py_RETURN_NONE;
+    }
+    res = PyBytes_FromStringAndSize(o.p, o.len);
+    out_free(&o);
+    return res;
+}
+
 PyDoc_STRVAR(encode_new_pair_doc,
              "encode_new_pair(head, version, plan, /)\n--\n\n"
              "``(seal(encode_head(head)), seal(encode_version(version)))`` of a new memory's "
@@ -5387,6 +5630,7 @@ static PyMethodDef methods[] = {
     {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
      journal_entry_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
+    {"encode", (PyCFunction)(void (*)(void))sp_encode, METH_FASTCALL, encode_doc},
     {"sha256", (PyCFunction)(void (*)(void))sp_sha256, METH_FASTCALL | METH_KEYWORDS, sha256_doc},
     {"unseal", (PyCFunction)sp_unseal, METH_O, unseal_doc},
     {"stage_new", (PyCFunction)(void (*)(void))sp_stage_new, METH_FASTCALL, stage_new_doc},

@@ -148,6 +148,9 @@ def journal_entry(
 ) -> tuple[bytes, bytes, bytes] | None:
     """The key, sealed value and digest of a ``write`` journal entry; ``None`` when not sure."""
 
+def encode(plan: Plan, value: Any, /) -> bytes | None:
+    """``StructCodec.encode`` of ``value`` in the common case; else None."""
+
 def sha256(*parts: bytes, portable: bool = False) -> bytes:
     """``hashlib.sha256(b''.join(parts)).digest()`` (at most eight parts)."""
 

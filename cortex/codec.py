@@ -73,6 +73,7 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 _USE_SPEEDUPS: bool = _sp is not None
 # an extension built from an older _speedups.c lacks it: then the Python path runs
 _HAS_ASCII_TEXTS: Final = _sp is not None and hasattr(_sp, "encode_ascii_texts")
+_HAS_ENCODE: Final = _sp is not None and hasattr(_sp, "encode")
 """Decode through the C accelerator ``cortex._speedups`` when it is built.
 
 Only the success path is accelerated: whatever it rejects is decoded again by the Python path,
@@ -723,7 +724,7 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         return ("time", _Time._MIN, _Time._MAX)
     if t is _Enum:
         assert isinstance(f, _Enum)
-        return ("enum", {m.value: m for m in f.cls})
+        return ("enum", {m.value: m for m in f.cls}, {m.label: m.value for m in f.cls})
     if t is _Id:
         return ("id", MemoryId._trusted)
     if t is _Pair:
@@ -1031,6 +1032,10 @@ class StructCodec(_Field[S]):
         Raises:
             ValidationError: naming the field (under ``path``) and the rule it breaks.
         """
+        if _USE_SPEEDUPS and _HAS_ENCODE and self._plan is not None:
+            fast: bytes | None = _sp.encode(self._plan, value)  # the common case, in C
+            if fast is not None:
+                return fast
         try:
             return self.enc(value)
         except _Invalid as exc:

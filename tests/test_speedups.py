@@ -1346,3 +1346,75 @@ def test_stage_new_arguments(tmp_path: Path) -> None:
     args[2] = 0
     with pytest.raises(AttributeError):
         sp.stage_new(*args)
+
+
+# -- records encoded by their plan (codec.StructCodec.encode's common case in C)
+
+
+def _python_encoding(codec_: StructCodec[Any], value: Any) -> bytes | None:
+    """The Python encoder's bytes for ``value``; None when it refuses it."""
+    try:
+        return codec_.enc(value)
+    except codec._Invalid:
+        return None
+
+
+def _odd(value: Any, draw: st.DrawFn) -> Any:
+    """``value`` with one field set to something unusual: another spelling or a bad value."""
+    from tests.strategies import respell
+
+    name = draw(st.sampled_from(value.__struct_fields__))
+    try:
+        other = respell(getattr(value, name), draw)
+    except TypeError:  # a type respell does not know (an id, a frame)
+        other = getattr(value, name)
+    odd = draw(
+        st.sampled_from(
+            [None, "", "x", "e\u0301", 0, -1, 2**70, 1.5, -0.0, True, False, (), ("a", "a"), b""]
+        )
+        | st.just(other)
+        | st.just(datetime(2026, 1, 1))
+    )
+    return msgspec.structs.replace(value, **{name: odd})
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_encode_is_the_python_encoder(data: st.DataObject) -> None:
+    """C ``encode`` gives the Python encoder's bytes, or declines: never other bytes, never a
+    value the Python encoder refuses."""
+    t = data.draw(st.sampled_from(list(MemoryType)))
+    value = data.draw(data_of_type(t))
+    records: list[tuple[StructCodec[Any], Any]] = [
+        (DATA_CODECS[t], value),
+        (HEAD, data.draw(heads())),
+        (VERSION, data.draw(versions(value))),
+    ]
+    for codec_, record in records:
+        got = sp.encode(codec_._plan, record)
+        assert got is None or got == _python_encoding(codec_, record)
+        odd = _odd(record, data.draw)
+        got = sp.encode(codec_._plan, odd)
+        assert got is None or got == _python_encoding(codec_, odd), odd
+
+
+def test_encode_takes_the_common_records() -> None:
+    """Records as callers write them (ASCII text, members or labels, floats, tuples): in C."""
+    from cortex.records import Belief, Event, Fact, Goal, Pattern, Preference
+
+    common = [
+        Fact(statement="w1 w2", subject="s1", predicate="says", confidence=0.9),
+        Event(kind="interaction", outcome="success", counterparty="bob", summary="w3"),
+        Preference(topic="w4 w5", polarity="prefer", strength=0.5),
+        Belief(statement="w6", stance="believe", confidence=0.7),
+        Goal(statement="w7", status="active"),
+        Pattern(statement="w8", strength=0.25, coverage=3),
+    ]
+    for d in common:
+        codec_ = DATA_CODECS[d.TYPE]
+        assert sp.encode(codec_._plan, d) == _python_encoding(codec_, d) is not None
+    with pytest.raises(TypeError):
+        sp.encode(None, d)
+    with pytest.raises(TypeError):
+        sp.encode(codec_._plan)
+    assert sp.encode(DATA_CODECS[MemoryType.GOAL]._plan, d) is None  # not its record type
