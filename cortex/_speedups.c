@@ -5602,6 +5602,68 @@ sp_unseal(PyObject *module, PyObject *value)
     return PyBytes_FromStringAndSize((const char *)p, n);
 }
 
+typedef struct {
+    const char *key;
+    Py_ssize_t len, at;
+    PyObject *item;
+} KeyRef;
+
+static int
+keyref_cmp(const void *a, const void *b)
+{
+    const KeyRef *x = (const KeyRef *)a, *y = (const KeyRef *)b;
+    int c = memcmp(x->key, y->key, (size_t)(x->len < y->len ? x->len : y->len));
+    if (c != 0) {
+        return c;
+    }
+    if (x->len != y->len) {
+        return x->len < y->len ? -1 : 1;
+    }
+    return x->at < y->at ? -1 : x->at > y->at; /* equal keys keep their order */
+}
+
+PyDoc_STRVAR(sort_pairs_doc,
+             "sort_pairs(pairs, /)\n--\n\n"
+             "Sort a list of ``(key, value)`` tuples in place by key (bytes, in byte order), "
+             "stably: ``pairs.sort(key=itemgetter(0))`` without a Python call per item.");
+
+static PyObject *
+sp_sort_pairs(PyObject *module, PyObject *pairs)
+{
+    Py_ssize_t n, i;
+    KeyRef *refs;
+    (void)module;
+    if (!PyList_CheckExact(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "sort_pairs(list)");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(pairs);
+    refs = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(KeyRef));
+    if (refs == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(pairs, i), *key;
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_CheckExact(key = PyTuple_GET_ITEM(item, 0))) {
+            PyMem_Free(refs);
+            PyErr_SetString(PyExc_TypeError, "sort_pairs: items are (bytes, value) tuples");
+            return NULL;
+        }
+        refs[i].key = PyBytes_AS_STRING(key);
+        refs[i].len = PyBytes_GET_SIZE(key);
+        refs[i].at = i;
+        refs[i].item = item;
+    }
+    qsort(refs, (size_t)n, sizeof(KeyRef), keyref_cmp);
+    /* the list holds the same items: only their places change (no reference counts move) */
+    for (i = 0; i < n; i++) {
+        PyList_SET_ITEM(pairs, i, refs[i].item);
+    }
+    PyMem_Free(refs);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
@@ -5630,6 +5692,7 @@ static PyMethodDef methods[] = {
     {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
      journal_entry_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
+    {"sort_pairs", (PyCFunction)sp_sort_pairs, METH_O, sort_pairs_doc},
     {"encode", (PyCFunction)(void (*)(void))sp_encode, METH_FASTCALL, encode_doc},
     {"sha256", (PyCFunction)(void (*)(void))sp_sha256, METH_FASTCALL | METH_KEYWORDS, sha256_doc},
     {"unseal", (PyCFunction)sp_unseal, METH_O, unseal_doc},

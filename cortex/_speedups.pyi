@@ -154,6 +154,9 @@ def encode(plan: Plan, value: Any, /) -> bytes | None:
 def sha256(*parts: bytes, portable: bool = False) -> bytes:
     """``hashlib.sha256(b''.join(parts)).digest()`` (at most eight parts)."""
 
+def sort_pairs(pairs: list[tuple[bytes, Any]], /) -> None:
+    """Sort ``(key, value)`` tuples in place by key, stably."""
+
 def unseal(value: bytes, /) -> bytes | None:
     """The payload of a sealed value whose checksum holds; else None."""
 

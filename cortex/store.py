@@ -105,7 +105,7 @@ from cortex.keys import (
     version_prefix,
 )
 from cortex.keys import VERSION as VERSION_PREFIX
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, unseal
+from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
 from cortex.records import (
     Constraint,
@@ -1198,6 +1198,7 @@ class Store:
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
             self._stage_new(txn, prepared, puts, journal, lex)
+            sort_by_key(puts)  # in key order, each put lands beside the last
             txn.put_many(puts)
             lex.flush()
 

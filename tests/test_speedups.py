@@ -851,7 +851,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
-        (kv, ("seal", "unseal")),
+        (kv, ("seal", "unseal", "sort_pairs")),
         (hashing, ("sha256",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
@@ -1418,3 +1418,25 @@ def test_encode_takes_the_common_records() -> None:
     with pytest.raises(TypeError):
         sp.encode(codec_._plan)
     assert sp.encode(DATA_CODECS[MemoryType.GOAL]._plan, d) is None  # not its record type
+
+
+@given(st.lists(st.tuples(st.binary(max_size=6), st.integers()), max_size=60))
+@example([(b"b", 1), (b"a", 2), (b"b", 0), (b"", 3), (b"a\x00", 4), (b"a", 5)])
+def test_sort_pairs_is_a_stable_sort_by_key(pairs: list[tuple[bytes, int]]) -> None:
+    from cortex import kv
+
+    for on in (False, True):
+        got = list(pairs)
+        with _module_speedups(kv, on):
+            kv.sort_by_key(got)
+        assert got == sorted(pairs, key=lambda p: p[0])
+
+
+def test_sort_pairs_arguments() -> None:
+    with pytest.raises(TypeError):
+        sp.sort_pairs(((b"a", 1),))
+    for bad in ([(b"a", 1), ("b", 2)], [(b"a",)], [[b"a", 1]], [(b"a", 1, 2)]):
+        pairs = list(bad)
+        with pytest.raises(TypeError):
+            sp.sort_pairs(pairs)
+        assert pairs == bad  # untouched
