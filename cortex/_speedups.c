@@ -5305,7 +5305,7 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
           PyObject *pending, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
           Py_ssize_t *length, Py_ssize_t *nterms)
 {
-    PyObject *vector = NULL, *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
+    PyObject *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
     PyObject *created = NULL, *tags = NULL, *frames = NULL, *us_obj = NULL, *keys = NULL;
     PyObject *version = NULL, *hash = NULL, *vbytes = NULL, *pinned = NULL, *terms = NULL;
     PyObject *entry = NULL, *seq_obj = NULL, *doc_key = NULL, *n = NULL, *vkey = NULL;
@@ -5313,14 +5313,6 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     long long us;
     Py_ssize_t i, nk;
     int rc = -1;
-    vector = get_attr(p, A_VECTOR);
-    if (vector == NULL) {
-        goto done;
-    }
-    if (vector != Py_None) { /* a vector entry: the Python path */
-        rc = 0;
-        goto done;
-    }
     if ((head = get_attr(p, A_HEAD)) == NULL || (id = get_attr(head, A_ID)) == NULL) {
         goto done;
     }
@@ -5454,7 +5446,6 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     Py_SETREF(*prev, PyTuple_GET_ITEM(entry, 2));
     rc = 1;
 done:
-    Py_XDECREF(vector);
     Py_XDECREF(head);
     Py_XDECREF(id);
     Py_XDECREF(raw);
@@ -5484,9 +5475,10 @@ PyDoc_STRVAR(stage_new_doc,
              "The loop of ``cortex.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
              "for each new memory (version 1, its head put already) append to ``puts`` its "
              "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
-             "``prev``, with the entries' ``shared`` parts), and index its terms as "
+             "``prev``, with the entries' ``shared`` parts; not its vector), and index its "
+             "terms as "
              "``index_new`` does into ``docs``, ``fresh`` and ``memo``.  Stops at the first "
-             "memory that is not the common case (a vector, or anything ``index_keys``, "
+             "memory that is not the common case (anything ``index_keys``, "
              "``journal_entry`` or ``index_new`` leave to Python), changing nothing for it.  "
              "Returns ``(next, seq, prev, documents, total_length, postings)``: where it "
              "stopped (``len(prepared)`` when done), the journal's last seq and hash, and what "

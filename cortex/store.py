@@ -1030,14 +1030,12 @@ class Store:
         return prepared
 
     def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
-        """Hold in ``puts`` the records of a new memory but its head (``_put_heads``)."""
+        """Hold in ``puts`` a new memory's version, index entries and pin."""
         h = p.head
         puts.append((version_key(h.id, 1), p.version_bytes))
         puts += [(k, b"") for k in _index_keys(h)]
         if p.pinned:
             puts.append((_pin_key(h), b""))
-        if p.vector is not None:
-            puts.append((vec_key(h.id), self._vector_value(1, p.vector)))
 
     def _stage_new(
         self,
@@ -1049,10 +1047,12 @@ class Store:
     ) -> None:
         """Hold in ``puts`` every record of new memories but their heads (put already).
 
-        Their versions, index entries, pins, vectors and journal entries, in that order for
-        each; their terms go into ``lex``. The C accelerator does this for the common case and
-        stops at a memory it leaves to the code below (a vector, non-ASCII terms, ...).
+        Their versions, index entries, pins and journal entries, in that order for each, then
+        their vectors; their terms go into ``lex``. The C accelerator does this (but the
+        vectors) for the common case and stops at a memory it leaves to the code below
+        (non-ASCII terms, ...).
         """
+        with_vectors = [p for p in prepared if p.vector is not None]
         i, n = 0, len(prepared)
         while i < n:
             shared = journal.write_shared() if _USE_SPEEDUPS else None
@@ -1077,6 +1077,9 @@ class Store:
             lex.add_counted(p.head.id, 1, *p.terms, new=True)
             puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             i += 1
+        for p in with_vectors:
+            assert p.vector is not None
+            puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
