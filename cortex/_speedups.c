@@ -5288,21 +5288,14 @@ get_attr(PyObject *o, int a)
 static int
 append_pair(PyObject *list, PyObject *key, PyObject *value)
 {
-    PyObject *pair = PyTuple_Pack(2, key, value);
-    int rc;
-    if (pair == NULL) {
-        return -1;
-    }
-    rc = PyList_Append(list, pair);
-    Py_DECREF(pair);
-    return rc;
+    return append_new(list, PyTuple_Pack(2, key, value));
 }
 
 /* Stage one prepared memory (see stage_new): 1 staged, 0 not the fast path (nothing changed),
  * -1 error. */
 static int
 stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, PyObject *docs,
-          PyObject *pending, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
+          PyObject *fresh, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
           Py_ssize_t *length, Py_ssize_t *nterms)
 {
     PyObject *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
@@ -5378,7 +5371,7 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         goto done;
     }
     {
-        PyObject *a[8] = {docs, doc_key, pending, memo, raw, one_obj,
+        PyObject *a[8] = {docs, doc_key, fresh, memo, raw, one_obj,
                           PyTuple_GET_ITEM(terms, 0), PyTuple_GET_ITEM(terms, 1)};
         n = sp_index_new(module, a, 8);
     }
@@ -5487,7 +5480,7 @@ PyDoc_STRVAR(stage_new_doc,
 static PyObject *
 sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *prepared, *puts, *docs, *pending, *memo, *shared, *prev;
+    PyObject *plan, *prepared, *puts, *docs, *fresh, *memo, *shared, *prev;
     PyObject *const *sg;
     Py_ssize_t start, i, n, documents = 0, total = 0, postings = 0;
     long long seq;
@@ -5500,7 +5493,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     prepared = args[1];
     puts = args[3];
     docs = args[4];
-    pending = args[5];
+    fresh = args[5];
     memo = args[6];
     shared = args[7];
     if (!PyTuple_CheckExact(plan) || PyTuple_GET_SIZE(plan) != SG_LEN) {
@@ -5522,7 +5515,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (!PyList_CheckExact(prepared) || !PyList_CheckExact(puts) || !PyDict_CheckExact(docs) ||
-        !PyDict_CheckExact(pending) || !PyDict_CheckExact(memo) || !PyBytes_CheckExact(shared) ||
+        !PyDict_CheckExact(fresh) || !PyDict_CheckExact(memo) || !PyBytes_CheckExact(shared) ||
         !PyBytes_CheckExact(args[9]) || !PyLong_CheckExact(args[2]) ||
         !PyLong_CheckExact(args[8])) {
         PyErr_SetString(PyExc_TypeError,
@@ -5546,7 +5539,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t length = 0, nterms = 0;
         int rc;
         Py_INCREF(p);
-        rc = stage_one(module, sg, p, puts, docs, pending, memo, shared, &seq, &prev, &length,
+        rc = stage_one(module, sg, p, puts, docs, fresh, memo, shared, &seq, &prev, &length,
                        &nterms);
         Py_DECREF(p);
         if (rc < 0) {
