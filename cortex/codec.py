@@ -1313,6 +1313,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
 DATA_CODECS: dict[MemoryType, StructCodec[Any]] = {
     t: StructCodec(cls, _DATA_FIELDS[cls], DATA_SCHEMA_VERSION) for t, cls in DATA_TYPES.items()
 }
+_CODEC_OF_CLASS: Final[dict[type, StructCodec[Any]]] = {c.cls: c for c in DATA_CODECS.values()}
 
 TAGS = _List(_Text(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)
 FRAMES = _List(FRAME_REF, max_items=LIMITS.FRAMES, unique=True)
@@ -1369,6 +1370,9 @@ def data_codec(data: object) -> StructCodec[Any]:
     Raises:
         ValidationError: ``data`` is not one of the nine typed data structs.
     """
+    codec = _CODEC_OF_CLASS.get(type(data))
+    if codec is not None:
+        return codec
     codec = DATA_CODECS.get(getattr(data, "TYPE", None))  # type: ignore[arg-type]
     if codec is None or type(data) is not codec.cls:
         raise ValidationError(

@@ -104,6 +104,7 @@ from cortex.keys import (
     version_key,
     version_prefix,
 )
+from cortex.keys import HEAD as HEAD_KEY
 from cortex.keys import VERSION as VERSION_PREFIX
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
@@ -183,7 +184,7 @@ FEATURES: Final = frozenset(
 
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
-_HEAD_KEY_PREFIX: Final = b"m/"
+_HEAD_KEY_PREFIX: Final = HEAD_KEY  # ``m/``
 _VERSION_KEY_PREFIX: Final = b"mv/"
 
 
@@ -1093,7 +1094,9 @@ class Store:
             for p in prepared:
                 if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
                     raise ConflictError(f"a memory with id {p.head.id} already exists")
-        elif txn.add_many([(head_key(p.head.id), p.head_bytes) for p in prepared]) != len(prepared):
+        elif txn.add_many(
+            [(_HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes) for p in prepared]
+        ) != len(prepared):
             raise _IdTaken
 
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
