@@ -185,7 +185,7 @@ FEATURES: Final = frozenset(
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
 _HEAD_KEY_PREFIX: Final = HEAD_KEY  # ``m/``
-_VERSION_KEY_PREFIX: Final = b"mv/"
+_VERSION_KEY_PREFIX: Final = VERSION_PREFIX  # ``mv/``
 
 
 # ---------------------------------------------------------------------------------------------
