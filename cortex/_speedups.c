@@ -1840,7 +1840,9 @@ cpu_has_sha_ni(void)
 }
 #endif
 
-static void (*sha256_blocks)(uint32_t st[8], const uint8_t *p, size_t nblocks) = sha256_blocks_c;
+typedef void (*Sha256Blocks)(uint32_t st[8], const uint8_t *p, size_t nblocks);
+
+static Sha256Blocks sha256_blocks = sha256_blocks_c;
 
 static void
 sha256_init(void)
@@ -1852,9 +1854,10 @@ sha256_init(void)
 #endif
 }
 
-/* sha256 of the concatenation of n parts into out (32 bytes). */
+/* sha256 of the concatenation of n parts into out (32 bytes), compressed by ``blocks``. */
 static void
-sha256_parts(const uint8_t *const *parts, const size_t *lens, int n, uint8_t out[32])
+sha256_with(Sha256Blocks blocks, const uint8_t *const *parts, const size_t *lens, int n,
+            uint8_t out[32])
 {
     uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                       0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -1874,11 +1877,11 @@ sha256_parts(const uint8_t *const *parts, const size_t *lens, int n, uint8_t out
             if (fill < 64) {
                 continue;
             }
-            sha256_blocks(st, buf, 1);
+            blocks(st, buf, 1);
             fill = 0;
         }
         if (len >= 64) {
-            sha256_blocks(st, p, len / 64);
+            blocks(st, p, len / 64);
             p += len - len % 64;
             len %= 64;
         }
@@ -1893,13 +1896,20 @@ sha256_parts(const uint8_t *const *parts, const size_t *lens, int n, uint8_t out
     for (i = 0; i < 8; i++) {
         buf[k - 1 - i] = (uint8_t)(total >> (8 * i));
     }
-    sha256_blocks(st, buf, k / 64);
+    blocks(st, buf, k / 64);
     for (i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(st[i] >> 24);
         out[4 * i + 1] = (uint8_t)(st[i] >> 16);
         out[4 * i + 2] = (uint8_t)(st[i] >> 8);
         out[4 * i + 3] = (uint8_t)st[i];
     }
+}
+
+/* sha256 of the concatenation of n parts into out, on this CPU's fastest compression. */
+static void
+sha256_parts(const uint8_t *const *parts, const size_t *lens, int n, uint8_t out[32])
+{
+    sha256_with(sha256_blocks, parts, lens, n, out);
 }
 
 PyDoc_STRVAR(sha256_doc,
@@ -1915,7 +1925,6 @@ sp_sha256(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     size_t lens[8];
     uint8_t out[32];
     Py_ssize_t i;
-    void (*saved)(uint32_t *, const uint8_t *, size_t) = sha256_blocks;
     int portable = 0;
     (void)module;
     if (kwnames != NULL) {
@@ -1941,11 +1950,7 @@ sp_sha256(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         parts[i] = (const uint8_t *)PyBytes_AS_STRING(args[i]);
         lens[i] = (size_t)PyBytes_GET_SIZE(args[i]);
     }
-    if (portable) {
-        sha256_blocks = sha256_blocks_c;
-    }
-    sha256_parts(parts, lens, (int)nargs, out);
-    sha256_blocks = saved;
+    sha256_with(portable ? sha256_blocks_c : sha256_blocks, parts, lens, (int)nargs, out);
     return PyBytes_FromStringAndSize((const char *)out, 32);
 }
 
@@ -3081,39 +3086,45 @@ typedef struct {
     Py_UCS1 small[512];
 } TextBuf;
 
-/* Append the str s if it is ASCII: 1; 0 when it is not (or too long); -1 out of memory. */
+/* Append n characters at p: 1, or 0 when the text would pass 2**39 characters; -1 out of
+ * memory. */
 static int
-text_add(TextBuf *b, PyObject *s)
+text_put(TextBuf *b, const Py_UCS1 *p, Py_ssize_t n)
 {
-    Py_ssize_t n;
-    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s)) {
-        return 0;
-    }
-    n = PyUnicode_GET_LENGTH(s);
     if (n > ((Py_ssize_t)1 << 39) || b->len > ((Py_ssize_t)1 << 39)) {
         return 0;
     }
     if (b->len + n > b->cap) {
         Py_ssize_t cap = b->cap;
-        Py_UCS1 *p;
+        Py_UCS1 *q;
         while (cap < b->len + n) {
             cap *= 2;
         }
-        p = PyMem_Malloc((size_t)cap);
-        if (p == NULL) {
+        q = PyMem_Malloc((size_t)cap);
+        if (q == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        memcpy(p, b->p, (size_t)b->len);
+        memcpy(q, b->p, (size_t)b->len);
         if (b->p != b->small) {
             PyMem_Free(b->p);
         }
-        b->p = p;
+        b->p = q;
         b->cap = cap;
     }
-    memcpy(b->p + b->len, PyUnicode_1BYTE_DATA(s), (size_t)n);
+    memcpy(b->p + b->len, p, (size_t)n);
     b->len += n;
     return 1;
+}
+
+/* Append the str s if it is ASCII: 1; 0 when it is not (or too long); -1 out of memory. */
+static int
+text_add(TextBuf *b, PyObject *s)
+{
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s)) {
+        return 0;
+    }
+    return text_put(b, PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s));
 }
 
 PyDoc_STRVAR(full_term_counts_doc,
@@ -3208,18 +3219,7 @@ sp_full_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             rc = -1;
             break;
         }
-        {
-            static const Py_UCS1 nl = '\n';
-            if (b.len + 1 > b.cap) {
-                /* grow through text_add's path: a one-character str */
-                PyObject *one = PyUnicode_FromStringAndSize("\n", 1);
-                rc = one == NULL ? -1 : text_add(&b, one);
-                Py_XDECREF(one);
-            }
-            else {
-                b.p[b.len++] = nl;
-            }
-        }
+        rc = text_put(&b, (const Py_UCS1 *)"\n", 1);
         if (rc > 0) {
             rc = text_add(&b, prefix);
         }

@@ -1371,10 +1371,7 @@ def data_codec(data: object) -> StructCodec[Any]:
         ValidationError: ``data`` is not one of the nine typed data structs.
     """
     codec = _CODEC_OF_CLASS.get(type(data))
-    if codec is not None:
-        return codec
-    codec = DATA_CODECS.get(getattr(data, "TYPE", None))  # type: ignore[arg-type]
-    if codec is None or type(data) is not codec.cls:
+    if codec is None:
         raise ValidationError(
             "data",
             "type",

@@ -352,7 +352,7 @@ def render_with_short(data: Data, *, is_canonical: bool = False) -> tuple[Forms,
     The template is filled once for both forms (and the full form), not once for each.
     """
     d = data if is_canonical else canonical(data)
-    short, details = _TEMPLATES.get(type(d)) or _templates(d)
+    short, details = _templates(d)
     text = short(d)
     parts = details(d)
     # ASCII text within its budget (the common case) is NFC already and needs no cut; so is

@@ -427,7 +427,7 @@ class Indexer:
         self._postings += len(distinct)
 
     def counted(self, documents: int, total_length: int, postings: int) -> None:
-        """Count in documents staged into ``_docs`` and ``_pending`` as ``add_counted`` does.
+        """Count in documents staged into ``_docs`` and ``_fresh`` as ``add_counted`` does.
 
         ``cortex.store.Store._stage_new`` stages them through the C accelerator.
         """

@@ -104,8 +104,8 @@ from cortex.keys import (
     version_key,
     version_prefix,
 )
-from cortex.keys import HEAD as HEAD_KEY
-from cortex.keys import VERSION as VERSION_PREFIX
+from cortex.keys import HEAD as _HEAD_KEY_PREFIX
+from cortex.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
 from cortex.records import (
@@ -184,8 +184,6 @@ FEATURES: Final = frozenset(
 
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
-_HEAD_KEY_PREFIX: Final = HEAD_KEY  # ``m/``
-_VERSION_KEY_PREFIX: Final = VERSION_PREFIX  # ``mv/``
 
 
 # ---------------------------------------------------------------------------------------------
@@ -612,7 +610,7 @@ def _decoded(mtype: MemoryType, data: bytes) -> Data:
 
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
-    VERSION_PREFIX,
+    _VERSION_KEY_PREFIX,
     _V,
     IDX_PIN,
     LEX_DOC,
@@ -1040,7 +1038,6 @@ class Store:
 
     def _stage_new(
         self,
-        txn: WriteTxn,
         prepared: list[_Prepared],
         puts: list[tuple[bytes, bytes]],
         journal: _Journal,
@@ -1053,7 +1050,6 @@ class Store:
         vectors) for the common case and stops at a memory it leaves to the code below
         (non-ASCII terms, ...).
         """
-        with_vectors = [p for p in prepared if p.vector is not None]
         i, n = 0, len(prepared)
         while i < n:
             shared = journal.write_shared() if _USE_SPEEDUPS else None
@@ -1078,9 +1074,9 @@ class Store:
             lex.add_counted(p.head.id, 1, *p.terms, new=True)
             puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             i += 1
-        for p in with_vectors:
-            assert p.vector is not None
-            puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
+        for p in prepared:
+            if p.vector is not None:
+                puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
@@ -1172,7 +1168,7 @@ class Store:
             self._put_heads(txn, prepared, one_by_one=True)
             puts: list[tuple[bytes, bytes]] = []
             lex = Indexer(txn)
-            self._stage_new(txn, prepared, puts, _Journal(txn, now, self.actor), lex)
+            self._stage_new(prepared, puts, _Journal(txn, now, self.actor), lex)
             txn.put_many(puts)
             lex.flush()
 
@@ -1203,7 +1199,7 @@ class Store:
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
-            self._stage_new(txn, prepared, puts, journal, lex)
+            self._stage_new(prepared, puts, journal, lex)
             sort_by_key(puts)  # in key order, each put lands beside the last
             txn.put_many(puts)
             lex.flush()

@@ -25,9 +25,9 @@ from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, 
 from cortex.ids import MemoryId
 from cortex.jsonmap import from_plain, to_plain
 from cortex.keys import EDGE_FROM, parse_edge_key, version_prefix
+from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.records import DATA_TYPES, Head, Version
 from cortex.store import (
-    _HEAD_KEY_PREFIX,
     EDGE_CODEC,
     FORMAT_VERSION,
     Edge,

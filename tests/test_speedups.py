@@ -1256,7 +1256,7 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
         journal = store._Journal(txn, now, "agent")
         lex = lexical.Indexer(txn)
         puts: list[tuple[bytes, bytes]] = []
-        s._stage_new(txn, prepared, puts, journal, lex)
+        s._stage_new(prepared, puts, journal, lex)
         out.extend(
             [
                 puts,

@@ -129,10 +129,10 @@ def big_batch_writer(path: str, n: str, stall_at: str) -> None:
     if stall > 0:
         original = Store._stage_new
 
-        def stage_new(self: Store, txn: Any, prepared: Any, puts: Any, *args: Any) -> None:
+        def stage_new(self: Store, prepared: Any, puts: Any, journal: Any, lex: Any) -> None:
             # the heads of all are put; the other records of the first ``stall`` go in too
-            original(self, txn, prepared[:stall], puts, *args)
-            txn.put_many(puts)
+            original(self, prepared[:stall], puts, journal, lex)
+            journal.txn.put_many(puts)
             emit({"op": "mid", "puts": stall})
             time.sleep(120)
 
