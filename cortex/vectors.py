@@ -7,13 +7,14 @@ embeds); the hnswlib index beside the store is only a cache of them (``cortex.si
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from cortex.codec import StructCodec, _Bytes, _Int, _Text
+from cortex.errors import ValidationError
 
 __all__ = [
     "MAX_DIM",
@@ -21,6 +22,7 @@ __all__ = [
     "VECTOR_RECORD",
     "VectorRecord",
     "VectorsMeta",
+    "check_vector",
     "from_bytes",
     "to_bytes",
 ]
@@ -79,3 +81,38 @@ def from_bytes(raw: bytes, dim: int) -> npt.NDArray[np.float32]:
     """The float32 vector of a stored record (a copy, independent of the buffer)."""
     out: npt.NDArray[np.float32] = np.frombuffer(raw, dtype="<f4", count=dim).astype(np.float32)
     return out
+
+
+def check_vector(value: Any, dim: int, model_id: str, field: str) -> npt.NDArray[np.float32]:
+    """A caller's vector, checked and scaled to unit length (float32).
+
+    It must be a flat sequence (or array) of ``dim`` real numbers, finite and not all zero;
+    any length is normalised, as the embedders' own output is.
+
+    Raises:
+        ValidationError: naming ``field`` and what is wrong (type, dimension, value).
+    """
+    if isinstance(value, str | bytes | bytearray | memoryview) or value is None:
+        raise ValidationError(
+            field, "type", f"must be a sequence of {dim} numbers, got {type(value).__name__}"
+        )
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise ValidationError(
+            field, "type", f"must be a sequence of {dim} numbers (a float array)"
+        ) from None
+    if arr.shape != (dim,):
+        raise ValidationError(
+            field,
+            "shape",
+            f"must have {dim} dimensions ({model_id}), got shape {arr.shape}",
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValidationError(field, "value", "must be finite (no NaN or infinity)")
+    top = float(np.max(np.abs(arr)))
+    if top == 0.0:
+        raise ValidationError(field, "value", "must not be all zero (it has no direction)")
+    arr = arr / top  # first to [-1, 1], so neither the huge nor the tiny overflow the norm
+    unit: npt.NDArray[np.float32] = (arr / np.linalg.norm(arr)).astype(np.float32)
+    return unit

