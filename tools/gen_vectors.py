@@ -1444,7 +1444,97 @@ def build() -> dict[str, Any]:
     files["uris.json"] = _uri_file()
     files["lexical.json"] = _lexical_file()
     files["postings.json"] = _postings_file()
+    files["chunks.json"] = _chunks_file()
     return files
+
+
+def chunk_documents() -> list[dict[str, Any]]:
+    """The documents of ``chunks.json``: name, text and the sizes they are cut with."""
+    prose = "\n\n".join(
+        " ".join(
+            f"Paragraph {p} sentence {i} says that the {('red', 'blue', 'green')[i % 3]} "
+            f"boat left harbour number {p * 10 + i} at dawn."
+            for i in range(4 + p % 5)
+        )
+        for p in range(24)
+    )
+    code = "\n".join(f"    total += weight[{i}] * value[{i}]  # step {i}" for i in range(60))
+    markdown = (
+        "# Release notes\n\n"
+        "This release changes how memories are chunked. Read the whole note before upgrading.\n\n"
+        "## Install\n\n"
+        "- download the wheel\n- install it with pip\n  into a fresh virtualenv\n"
+        "- run the smoke test\n\n"
+        "## The new loop\n\n"
+        "```python\ndef score(weight, value):\n    total = 0\n"
+        + code
+        + "\n    return total\n```\n\n"
+        "After the code block comes a paragraph. It has two sentences.\n\n"
+        "### Notes\n\n"
+        + " ".join(f"Note {i}: the chunk after a fence starts fresh." for i in range(40))
+        + "\n\n~~~\nshort fence\n~~~\n"
+    )
+    cjk = "\n\n".join(
+        "".join(f"第{p}段第{i}句说明了记忆的分块方法。" for i in range(12)) for p in range(6)
+    )
+    long_sentence = (
+        "".join(f"Short sentence {i} comes before it. " for i in range(25))
+        + "A single sentence that goes on "
+        + " and on ".join(f"past landmark {i}" for i in range(48))
+        + " without ever ending until here. "
+        + "".join(f"Short sentence {i} comes after it. " for i in range(25))
+        + "\n"
+    )
+    unbroken = "x" * 2000 + " tail words after the long word."
+    small = "# A\n\nOne two three. Four five six. Seven eight nine ten.\n\n- a\n- b\n\n# B\n\ntext"
+    return [
+        {"name": "markdown with code fences", "text": markdown},
+        {"name": "plain prose", "text": prose},
+        {"name": "CJK", "text": cjk},
+        {"name": "one 300-token sentence", "text": long_sentence},
+        {"name": "a word longer than a chunk", "text": unbroken},
+        {"name": "small sizes", "text": small, "target": 8, "overlap": 4},
+        {"name": "empty", "text": ""},
+    ]
+
+
+def _chunks_file() -> dict[str, Any]:
+    import hashlib
+
+    from cortex.chunk import DEFAULT_OVERLAP, DEFAULT_TARGET, chunk_text
+
+    cases = []
+    for doc in chunk_documents():
+        target = doc.get("target", DEFAULT_TARGET)
+        overlap = doc.get("overlap", DEFAULT_OVERLAP)
+        raw = doc["text"].encode("utf-8")
+        chunks = chunk_text(doc["text"], target=target, overlap=overlap)
+        cases.append(
+            {
+                "name": doc["name"],
+                "target": target,
+                "overlap": overlap,
+                "text": doc["text"],
+                "chunks": [
+                    {
+                        "start": c.start,
+                        "end": c.end,
+                        "tokens": c.tokens,
+                        "sha256": hashlib.sha256(raw[c.start : c.end]).hexdigest(),
+                    }
+                    for c in chunks
+                ],
+            }
+        )
+    return {
+        "conventions": {
+            "offsets": "UTF-8 byte offsets into text: the chunk is text_bytes[start:end].",
+            "tokens": "ceil((end - start) / 4), cortex's token count.",
+            "sha256": "of the chunk's bytes, lower-case hex.",
+            "rules": "specs/chunking.md",
+        },
+        "cases": cases,
+    }
 
 
 def dumps(doc: Any) -> str:
