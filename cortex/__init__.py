@@ -79,6 +79,7 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SalienceState, Weights
+from cortex.schema import from_json, json_schema, json_schemas
 from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
     FORMAT_VERSION,
@@ -185,7 +186,10 @@ __all__ = [
     "export_store",
     "field_names",
     "format_where",
+    "from_json",
     "import_bundle",
+    "json_schema",
+    "json_schemas",
     "new_id",
     "parse_where",
     "render",

@@ -217,6 +217,10 @@ def from_micros(us: int) -> datetime:
 class _Field(ABC, Generic[T]):
     kind = "value"
 
+    def json_schema(self) -> dict[str, Any]:
+        """This field's rules as JSON Schema (``cortex.schema`` builds the records' schemas)."""
+        raise NotImplementedError(type(self).__name__)  # pragma: no cover - every kind has one
+
     @abstractmethod
     def enc(self, v: Any) -> bytes:
         """Canonical bytes of ``v`` (raises ``_Invalid``)."""
@@ -253,6 +257,16 @@ class _Text(_Field[str]):
     ):
         self.max_bytes = max_bytes
         self.check = check
+
+    def json_schema(self) -> dict[str, Any]:
+        """This field's rules as JSON Schema (the byte limit as ``maxLength``, an upper bound)."""
+        out: dict[str, Any] = {"type": "string", "maxLength": self.max_bytes}
+        if self.check is _check_uri:
+            out["pattern"] = "^cortex://[A-Za-z]+/[0-9A-HJKMNP-TV-Z]{26}#[1-9][0-9]*$"
+            out["description"] = "a version URI: cortex://<Type>/<ULID>#<n>"
+        elif self.check is _check_decimal:
+            out["pattern"] = _DECIMAL.pattern.join("^$")
+        return out
 
     def enc(self, v: Any) -> bytes:
         if type(v) is not str:
@@ -325,6 +339,11 @@ class _Bytes(_Field[bytes]):
         self.max_len = max_len
         self.exact = exact
 
+    def json_schema(self) -> dict[str, Any]:
+        """Bytes as lower-case hex text."""
+        n = self.exact if self.exact is not None else self.max_len
+        return {"type": "string", "pattern": "^([0-9a-f]{2})*$", "maxLength": 2 * n}
+
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, bytes | bytearray | memoryview):
             raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
@@ -360,6 +379,10 @@ class _Int(_Field[int]):
         self.lo = lo
         self.hi = hi
 
+    def json_schema(self) -> dict[str, Any]:
+        """An integer in its range."""
+        return {"type": "integer", "minimum": self.lo, "maximum": self.hi}
+
     def enc(self, v: Any) -> bytes:
         if type(v) is not int:
             if isinstance(v, bool) or not isinstance(v, int | float):
@@ -387,6 +410,10 @@ class _Unit(_Field[float]):
 
     kind = "unit"
 
+    def json_schema(self) -> dict[str, Any]:
+        """A number in [0, 1]."""
+        return {"type": "number", "minimum": 0, "maximum": 1}
+
     def enc(self, v: Any) -> bytes:
         if type(v) is not float:
             if isinstance(v, bool) or not isinstance(v, int | float):
@@ -409,6 +436,10 @@ class _Unit(_Field[float]):
 
 class _Bool(_Field[bool]):
     kind = "bool"
+
+    def json_schema(self) -> dict[str, Any]:
+        """A boolean."""
+        return {"type": "boolean"}
 
     def enc(self, v: Any) -> bytes:
         if type(v) is not bool:
@@ -459,6 +490,10 @@ class _Time(_Field[datetime]):
         self._last = (v, us)
         return us
 
+    def json_schema(self) -> dict[str, Any]:
+        """An ISO-8601 time with an offset."""
+        return {"type": "string", "format": "date-time"}
+
     def enc(self, v: Any) -> bytes:
         return _int(self.micros(v))
 
@@ -483,6 +518,10 @@ class _Enum(_Field[CodedEnum]):
     def __init__(self, cls: type[CodedEnum]):
         self.cls = cls
 
+    def json_schema(self) -> dict[str, Any]:
+        """One of the enum's labels (never its integer code)."""
+        return {"type": "string", "enum": [m.label for m in self.cls]}
+
     def enc(self, v: Any) -> bytes:
         m = self.cls.coerce(v)
         if m is None:
@@ -502,6 +541,10 @@ class _Enum(_Field[CodedEnum]):
 
 class _Id(_Field[MemoryId]):
     kind = "id"
+
+    def json_schema(self) -> dict[str, Any]:
+        """A memory id: 26 characters of Crockford base32 (a ULID)."""
+        return {"type": "string", "pattern": "^[0-9A-HJKMNP-TV-Z]{26}$"}
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, MemoryId):
@@ -552,6 +595,17 @@ class _List(_Field[tuple[Any, ...]]):
         self._struct_item: Callable[[Any], bytes] | None = (
             getattr(item, "_fast_enc", None) if item.kind == "record" and max_items < 24 else None
         )
+
+    def json_schema(self) -> dict[str, Any]:
+        """An array of its items, within its length (and unique when the rule says so)."""
+        out: dict[str, Any] = {
+            "type": "array",
+            "items": self.item.json_schema(),
+            "maxItems": self.max_items,
+        }
+        if self.unique:
+            out["uniqueItems"] = True
+        return out
 
     def enc(self, v: Any) -> bytes:
         m = self._ascii_max
@@ -628,6 +682,15 @@ class _Pair(_Field[tuple[int, int]]):
     kind = "span"
     _int = _Int()
 
+    def json_schema(self) -> dict[str, Any]:
+        """Two non-negative integers."""
+        return {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0},
+            "minItems": 2,
+            "maxItems": 2,
+        }
+
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, list | tuple) or len(v) != 2:
             raise _Invalid("type", "must be a (start, end) pair")
@@ -654,6 +717,15 @@ class _TextMap(_Field[dict[str, str]]):
         self.key = key
         self.value = value
         self.max_items = max_items
+
+    def json_schema(self) -> dict[str, Any]:
+        """An object of text values, within its size."""
+        return {
+            "type": "object",
+            "additionalProperties": self.value.json_schema(),
+            "propertyNames": self.key.json_schema(),
+            "maxProperties": self.max_items,
+        }
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, Mapping):
@@ -960,6 +1032,15 @@ class StructCodec(_Field[S]):
             self._last_enc = (v, b)
             return b
         return self._fast_encoder(v)
+
+    def json_schema(self) -> dict[str, Any]:
+        """The record as a JSON Schema object: every field's rules, the required ones named."""
+        return {
+            "type": "object",
+            "properties": {n: f.json_schema() for _, _, n, f, _ in self.fields},
+            "required": [n for _, _, n, _, r in self.fields if r],
+            "additionalProperties": False,
+        }
 
     def enc(self, v: Any) -> bytes:
         """Encode a struct (internal: raises ``_Invalid``; use ``encode``)."""

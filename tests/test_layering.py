@@ -31,9 +31,11 @@ ORDER = (
     "hashing",
     "forms",
     "validate",
+    "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
     "keys",
     "kv",
     "text",  # the tokenizer of the lexical index (pure)
+    "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
     "salience",  # pure: decay and the salience formula, and the use-counter record

@@ -1,0 +1,182 @@
+"""JSON Schemas of the nine types and ``from_json`` (issue 13 item 4): checked against the golden
+vectors both ways, against an independent JSON Schema validator, and on what LLMs produce."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from cortex import (
+    Fact,
+    MemoryType,
+    Polarity,
+    Preference,
+    ValidationError,
+    encode_data,
+    from_json,
+    json_schema,
+    json_schemas,
+)
+from cortex.jsonmap import to_plain
+from cortex.schema import memory_type_of
+
+from .test_vectors import gen_vectors
+
+VECTORS = Path(__file__).resolve().parent.parent / "specs" / "vectors"
+
+
+def _golden() -> list[tuple[MemoryType, dict[str, Any]]]:
+    out = []
+    for t in MemoryType:
+        doc = json.loads((VECTORS / gen_vectors.file_name(t.type_name)).read_text())
+        out += [(t, case) for case in doc["cases"]]
+    return out
+
+
+GOLDEN = _golden()
+
+
+def test_every_type_has_a_valid_schema_with_descriptions() -> None:
+    schemas = json_schemas()
+    assert list(schemas) == [t.type_name for t in MemoryType]
+    for name, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["title"] == name and schema["description"]
+        assert schema["additionalProperties"] is False
+        for field, prop in schema["properties"].items():
+            assert prop["description"], f"{name}.{field}"
+            assert "integer code" not in json.dumps(prop)
+    fact = schemas["Fact"]
+    assert fact["required"] == ["statement", "subject", "predicate"]
+    assert fact["properties"]["source"]["enum"] == ["user_input", "derived", "observed", "imported"]
+    assert fact["properties"]["confidence"] == {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1,
+        "description": fact["properties"]["confidence"]["description"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("t", "case"), GOLDEN, ids=lambda x: x["name"] if isinstance(x, dict) else ""
+)
+def test_golden_data_round_trips_and_validates(t: MemoryType, case: dict[str, Any]) -> None:
+    data = gen_vectors.expected_value(t.type_name, case["input"])
+    plain = to_plain(data)
+    jsonschema.validate(plain, json_schema(t), format_checker=jsonschema.FormatChecker())
+    back = from_json(t, plain)
+    assert back == data
+    assert encode_data(back).hex() == case["cbor_hex"]
+
+
+def test_type_names_and_classes() -> None:
+    assert memory_type_of("fact") is memory_type_of("Fact") is memory_type_of(Fact)
+    assert memory_type_of(MemoryType.GOAL) is MemoryType.GOAL
+    for bad in ("Facts", "", 2, None, dict):
+        with pytest.raises(ValidationError) as info:
+            memory_type_of(bad)  # type: ignore[arg-type]
+        assert info.value.field == "type"
+
+
+# -- what an LLM produces ------------------------------------------------------------------------
+
+
+def test_nulls_case_and_spacing_numbers_as_text() -> None:
+    got = from_json(
+        "Preference",
+        {"topic": "green tea", "polarity": " Prefer ", "strength": "0.8", "rationale": None},
+    )
+    assert got == Preference(topic="green tea", polarity=Polarity.PREFER, strength=0.8)
+    c = from_json(
+        "constraint",
+        {
+            "statement": "no flights",
+            "polarity": "DONT",
+            "strength": "Hard",
+            "source": "user-declared",
+        },
+    )
+    assert c.source.label == "user_declared"  # type: ignore[union-attr]
+
+
+def test_times_dates_and_zones() -> None:
+    f = {"statement": "s", "subject": "a", "predicate": "p"}
+    aware = from_json("Fact", {**f, "observed_at": "2024-05-01T14:00:00+02:00"})
+    assert aware.observed_at == datetime(2024, 5, 1, 12, tzinfo=UTC)  # type: ignore[union-attr]
+    for naive in ("2024-05-01T14:00:00", "2024-05-01"):
+        with pytest.raises(ValidationError) as info:
+            from_json("Fact", {**f, "observed_at": naive})
+        assert (info.value.field, info.value.rule) == ("data.observed_at", "naive_time")
+    day = from_json("Fact", {**f, "observed_at": "2024-05-01"}, assume_tz=UTC)
+    assert day.observed_at == datetime(2024, 5, 1, tzinfo=UTC)  # type: ignore[union-attr]
+    tz = timezone(timedelta(hours=-5))
+    local = from_json("Fact", {**f, "observed_at": "2024-05-01T09:30"}, assume_tz=tz)
+    assert local.observed_at == datetime(2024, 5, 1, 14, 30, tzinfo=UTC)  # type: ignore[union-attr]
+    with pytest.raises(ValidationError) as info:
+        from_json("Fact", {**f, "observed_at": "last tuesday"}, assume_tz=UTC)
+    assert info.value.field == "data.observed_at"
+
+
+F: dict[str, Any] = {"statement": "s", "subject": "a", "predicate": "p"}
+
+
+@pytest.mark.parametrize(
+    ("t", "obj", "field", "rule"),
+    [
+        ("Fact", {"statement": "s", "subject": "a"}, "data.predicate", "required"),
+        (
+            "Fact",
+            {**F, "mood": 1},
+            "data.mood",
+            "unknown_field",
+        ),
+        ("Fact", {"statement": None, "subject": "a", "predicate": "p"}, "data.statement", "type"),
+        ("Fact", {"statement": 5, "subject": "a", "predicate": "p"}, "data.statement", "type"),
+        (
+            "Fact",
+            {**F, "statement": "x" * 20_000},
+            "data.statement",
+            "size",
+        ),
+        (
+            "Fact",
+            {**F, "confidence": 1.5},
+            "data.confidence",
+            "range",
+        ),
+        (
+            "Fact",
+            {**F, "confidence": "high"},
+            "data.confidence",
+            "type",
+        ),
+        ("Preference", {"topic": "t", "polarity": "love"}, "data.polarity", "enum"),
+        ("Preference", {"topic": "t", "polarity": 1}, "data.polarity", "enum"),
+        (
+            "Event",
+            {"kind": "trip", "cost": {"asset": "CHF", "amount": "1e3"}},
+            "data.cost.amount",
+            "",
+        ),
+        ("Event", {"kind": "trip", "duration_us": -1}, "data.duration_us", "range"),
+        (
+            "Goal",
+            {"statement": "g", "status": "active", "subgoals": ["not a uri"]},
+            "data.subgoals[0]",
+            "",
+        ),
+        ("Fact", ["a", "list"], "data", "type"),
+        ("Fact", "text", "data", "type"),
+    ],
+)
+def test_bad_input_names_the_field(t: str, obj: Any, field: str, rule: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        from_json(t, obj, assume_tz=UTC)
+    assert info.value.field == field
+    if rule:  # (the codec names its size, decimal and URI rules its own way)
+        assert info.value.rule == rule
