@@ -141,7 +141,7 @@ F: dict[str, Any] = {"statement": "s", "subject": "a", "predicate": "p"}
             "Fact",
             {**F, "statement": "x" * 20_000},
             "data.statement",
-            "size",
+            "",
         ),
         (
             "Fact",
