@@ -32,6 +32,7 @@ from cortex.errors import (
     TombstonedError,
     ValidationError,
 )
+from cortex.extract import ExtractionError, LLMExtractor
 from cortex.forms import count_tokens, render, render_full, render_medium, render_short
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
@@ -115,6 +116,7 @@ __all__ = [
     "Eq",
     "Event",
     "ExportReport",
+    "ExtractionError",
     "Fact",
     "Follow",
     "FormatError",
@@ -135,6 +137,7 @@ __all__ = [
     "IntegrityError",
     "JournalEntry",
     "JournalKind",
+    "LLMExtractor",
     "Le",
     "Lt",
     "Matches",

@@ -45,6 +45,7 @@ ORDER = (
     "vectors",  # the stored vector records (vec/, meta/vectors)
     "store",
     "sidecar",  # the vector index cache beside a store, caught up from its journal
+    "extract",  # extraction behind a protocol: typed memories from content (no model calls)
     "query",  # the query language: Query, predicates, windows, results
     "where",  # pure: the readable where syntax, parsed to and printed from predicates
     "planner",  # the executor: index scans, filters, ordering, budgets
