@@ -11,6 +11,7 @@ import msgspec
 
 from cortex import lexical
 from cortex.ann import DEFAULT_EF
+from cortex.claims import same_claim
 from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.embed import Embedder, External, embedder_for
@@ -49,6 +50,8 @@ from cortex.salience import (
     decay_table,
 )
 from cortex.scope import Reader
+from cortex.search import SearchResult, known_entities
+from cortex.search import search as _search
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
 from cortex.store import (
     JOURNAL_CODEC,
@@ -152,6 +155,7 @@ class Cortex(Store):
         self.reembedded: int | None = None
         """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
+        self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
             self._sidecar = VectorSidecar(self.path, embedder, self._kv.read, ef=vector_ef)
@@ -474,7 +478,8 @@ class Cortex(Store):
                         if cos < DEDUPE_COSINE:
                             return None
                         m = usable(txn, mid)
-                        if m is not None:
+                        # near in meaning is not enough: the claims must be the same
+                        if m is not None and m.data is not None and same_claim(m.data, data).same:
                             return m
                     if len(near) < n:
                         return None
@@ -779,6 +784,26 @@ class Cortex(Store):
                 Eq("data.predicate", attribute), Eq("data.capability", attribute)
             )
         return self.find(Query(types=types, where=where, limit=limit, reader=reader, as_of=as_of))
+
+    def search(
+        self, question: str, *, limit: int = 10, reader: Reader | None = None
+    ) -> SearchResult:
+        """Answer a question in plain words: route it, then run the handler it picks.
+
+        The router (``cortex.router.route``, no LLM) reads the question's type, entities,
+        attribute and time window against the store's entity names; the handler fuses
+        ``find`` calls (``cortex.search``). ``find(Query(text=...))`` stays the direct way.
+
+        Raises:
+            ValidationError: a bad question or limit.
+        """
+        if reader is not None:
+            return _search(self, question, limit=limit, reader=reader)
+        with self._kv.read() as txn:
+            head = journal_head(txn)
+        if self._entities is None or self._entities[0] != head:
+            self._entities = (head, known_entities(self))  # the owner's, until the next change
+        return _search(self, question, limit=limit, entities=self._entities[1])
 
     # -- reads as a reader -------------------------------------------------------------------
 

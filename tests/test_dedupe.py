@@ -1,5 +1,7 @@
-"""Dedupe on write (issue 5 item 5): an exact content-hash match, or cosine >= 0.92 against a
-live memory of the same type, returns the existing URI and records a confirmation."""
+"""Dedupe on write (issue 5 item 5, issue 14 item 2): an exact content-hash match, or cosine >=
+0.92 against a live memory of the same type *that states the same claim* (``cortex.claims``),
+returns the existing URI and records a confirmation; a near text that differs in negation,
+numbers, times, entities, polarity or detail is written."""
 
 from __future__ import annotations
 
@@ -22,12 +24,16 @@ from cortex import (
     render,
 )
 from cortex.api import DEDUPE_COSINE
+from cortex.claims import same_claim
 
 from .vsupport import E, fact, open_store
 
 BASE = "the user drinks green tea every morning before the long walk to the office in town"
-NEAR = BASE + " with a friend"
-EDGE = BASE.replace("every morning", "on sundays")
+# the same claim in other words (articles, order of the time phrase): confirmed
+NEAR = "the user drinks the green tea every morning before a long walk to the office in town"
+# near in the embedding but another claim: written
+EDGE = BASE.replace("every morning", "on sundays")  # another time, cosine just above 0.92
+DETAIL = BASE + " with a friend"  # says more
 FAR = BASE.replace("green tea every morning", "black coffee on sundays")
 
 
@@ -39,7 +45,11 @@ def _cos(a: Data, b: Data) -> float:
 def test_the_texts_are_where_the_tests_need_them() -> None:
     assert DEDUPE_COSINE == 0.92
     assert _cos(fact(BASE), fact(NEAR)) >= 0.94
+    assert same_claim(fact(BASE), fact(NEAR)).same
     assert DEDUPE_COSINE <= _cos(fact(BASE), fact(EDGE)) < 0.93
+    assert same_claim(fact(BASE), fact(EDGE)).reason == "date_time"
+    assert _cos(fact(BASE), fact(DETAIL)) >= 0.94
+    assert same_claim(fact(BASE), fact(DETAIL)).reason == "detail"
     assert 0.85 <= _cos(fact(BASE), fact(FAR)) < DEDUPE_COSINE
 
 
@@ -87,8 +97,17 @@ def test_a_near_duplicate_is_confirmed_not_written(tmp_path: Path) -> None:
         _assert_confirmed(cx, got, existing, fact(NEAR))
         assert _count(cx) == before
         assert cx.resolve_latest(existing.id).data == fact(BASE)  # the old content stays
-        got = cx.write(fact(EDGE), dedupe=True)  # just above the threshold
-        _assert_confirmed(cx, got, existing, fact(EDGE), n=2)
+        assert cx.verify().ok
+
+
+@pytest.mark.parametrize("text", [EDGE, DETAIL])
+def test_a_near_text_with_another_claim_is_written(tmp_path: Path, text: str) -> None:
+    with open_store(tmp_path / "s", embedder=E) as cx:
+        existing = cx.write(fact(BASE))
+        got = cx.write(fact(text), dedupe=True)  # cosine above the threshold, another claim
+        assert got != existing and got.version == 1
+        assert _count(cx) == 2 and _confirms(cx) == []
+        assert cx.resolve(got).data == fact(text)
         assert cx.verify().ok
 
 

@@ -36,6 +36,8 @@ ORDER = (
     "kv",
     "text",  # the tokenizer of the lexical index (pure)
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
+    "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
+    "router",  # pure: a question's type, entities, attribute and time window (no LLM)
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
     "salience",  # pure: decay and the salience formula, and the use-counter record
@@ -50,6 +52,7 @@ ORDER = (
     "where",  # pure: the readable where syntax, parsed to and printed from predicates
     "planner",  # the executor: index scans, filters, ordering, budgets
     "context",  # the tiered working set built on the executor
+    "search",  # search(question): the router's handlers over find, about and facets
     "api",
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them

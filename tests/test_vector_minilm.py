@@ -58,3 +58,30 @@ def test_minilm_store_end_to_end(tmp_path: Path, minilm: MiniLM) -> None:
     with open_store(path, embedder=minilm) as cx:
         assert cx.find(Query(near="a feline resting on furniture", limit=1)).uris[0] in uris
         assert cx.vector_state() == "loaded"
+
+
+# The pairs that dedupe=True confirmed instead of writing before the claim guard (issue 14):
+# each second text contradicts the first, yet MiniLM puts most of them above the threshold.
+CONTRADICTIONS = (
+    ("Sam is not allergic to peanuts", "Sam is allergic to peanuts", "sam", "sam"),
+    ("I fly to Paris on Tuesday", "I fly to Paris on Monday", "user", "user"),
+    ("the budget is 4000 CHF", "the budget is 400 CHF", "budget", "budget"),
+    ("the meeting is at 9pm", "the meeting is at 9am", "meeting", "meeting"),
+    ("Bob dislikes tea", "Bob likes tea", "bob", "bob"),
+    ("Bob likes tea", "Alice likes tea", "bob", "alice"),
+)
+
+
+def test_minilm_dedupe_never_merges_contradicting_facts(tmp_path: Path, minilm: MiniLM) -> None:
+    with open_store(tmp_path / "s", embedder=minilm, dedupe=True) as cx:
+        above = 0
+        for first, second, s1, s2 in CONTRADICTIONS:
+            a = fact(first, subject=s1, predicate="said")
+            b = fact(second, subject=s2, predicate="said")
+            va, vb = minilm.embed([render(a).medium, render(b).medium])
+            above += float(va @ vb) >= DEDUPE_COSINE
+            u1, u2 = cx.write(a), cx.write(b)
+            assert u1 != u2, (first, second)
+            assert cx.resolve(u2).data == b
+        assert above >= 3  # the guard, not the threshold, keeps them apart
+        assert cx.verify().ok

@@ -101,9 +101,15 @@ def _rrf(cx: Cortex, q: str, k: int) -> list[MemoryId]:
         cx.fusion = default
 
 
+def _search(cx: Cortex, q: str, k: int) -> list[MemoryId]:
+    """``cx.search(q, limit=k)``: the router picks the handler (``cortex.search``)."""
+    return [h.memory.id for h in cx.search(q, limit=k).hits]
+
+
 def retrievers(with_embedder: bool) -> dict[str, Retriever]:
     out: dict[str, Retriever] = {"lexical": lexical}
     out["hybrid" if with_embedder else "find(text)"] = _find("text")
+    out["search (routed)"] = _search
     if with_embedder:
         out["hybrid (rrf)"] = _rrf
         out["vector"] = _find("near")

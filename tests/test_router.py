@@ -1,0 +1,203 @@
+"""The query router (issue 13 item 5): hand cases for each rule, the labelled set at a floor, and
+``search`` running the handler it picks on a real store."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cortex import Cortex, Event, Fact, Preference, ValidationError
+from cortex.router import QUERY_TYPES, RouterOutput, Temporal, route
+
+NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)  # a Monday
+
+
+def R(a: tuple[int, int, int], b: tuple[int, int, int], phrase: str) -> Temporal:
+    return Temporal(type="range", start=date(*a), end=date(*b), phrase=phrase)
+
+
+def Rc(days: int, phrase: str) -> Temporal:
+    return Temporal(type="recent", days=days, phrase=phrase)
+
+
+def A(a: tuple[int, int, int] | None, phrase: str, anchor: str | None = None) -> Temporal:
+    return Temporal(
+        type="after", start=None if a is None else date(*a), phrase=phrase, anchor=anchor
+    )
+
+
+def B(anchor: str | None, phrase: str, end: date | None = None) -> Temporal:
+    return Temporal(type="before", end=end, phrase=phrase, anchor=anchor)
+
+
+def r(q: str, **kw: Any) -> RouterOutput:
+    return route(q, now=NOW, **kw)
+
+
+# -- time phrases ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q", "want"),
+    [
+        ("what happened last week", Rc(7, "last week")),
+        ("anything in the past 3 months", Rc(90, "in the past 3 months")),
+        ("over the last two weeks", Rc(14, "over the last two weeks")),
+        ("what did I do today", Rc(1, "today")),
+        ("news from this morning", Rc(1, "this morning")),
+        ("what did I read recently", Rc(30, "recently")),
+        ("what did we say yesterday", R((2026, 11, 22), (2026, 11, 22), "yesterday")),
+        ("what did we discuss in May 2023", R((2023, 5, 1), (2023, 5, 31), "in May 2023")),
+        ("meetings in March", R((2026, 3, 1), (2026, 3, 31), "in March")),
+        ("what happened in December", R((2025, 12, 1), (2025, 12, 31), "in December")),
+        ("trips in 2024", R((2024, 1, 1), (2024, 12, 31), "in 2024")),
+        ("what happened last year", R((2025, 1, 1), (2025, 12, 31), "last year")),
+        ("calls on March 3rd", R((2026, 3, 3), (2026, 3, 3), "on March 3rd")),
+        ("notes from 2024-05-01", A((2024, 5, 1), "from 2024-05-01")),
+        ("between March and June", R((2026, 3, 1), (2026, 6, 30), "between March and June")),
+        ("from May to June 2024", R((2024, 5, 1), (2024, 6, 30), "from May to June 2024")),
+        ("what did Sam say since Tuesday", A((2026, 11, 17), "since Tuesday")),
+        ("before May 5 what happened", B(None, "before May 5", end=date(2026, 5, 4))),
+        ("what did I do before the trip", B("the trip", "before the trip")),
+        ("what changed after the offsite?", A(None, "after the offsite", anchor="the offsite")),
+        ("the plan in Q3 2025", R((2025, 7, 1), (2025, 9, 30), "in Q3 2025")),
+        ("what did I eat last Friday", R((2026, 11, 20), (2026, 11, 20), "last Friday")),
+        ("who do I know in Paris", Temporal()),
+    ],
+)  # fmt: skip
+def test_time_phrases(q: str, want: Temporal) -> None:
+    assert r(q).temporal == want
+
+
+def test_the_time_phrase_leaves_the_text() -> None:
+    assert r("What did we discuss in May 2023?").text == "What did we discuss ?"
+    assert r("last week").text == ""
+
+
+# -- types, entities, attributes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("q", "kind"),
+    [
+        ("what do I prefer for breakfast", "aspect_query"),
+        ("what are my goals this quarter", "aspect_query"),
+        ("What rules did I set for emails?", "aspect_query"),
+        ("who is Sarah Chen", "entity_lookup"),
+        ("what's Ana's phone number", "entity_lookup"),
+        ("tell me about Project Atlas", "entity_lookup"),
+        ("what happened last week", "temporal"),
+        ("what did we discuss yesterday", "temporal"),
+        ("what topics came up this month", "temporal_facets"),
+        ("who did I talk to most in May", "temporal_facets"),
+        ("how do I know Priya", "relationship"),
+        ("who does Tom report to", "relationship"),
+        ("connection between Acme and Project Atlas", "relationship"),
+        ("anything about hiking?", "exploratory"),
+        ("ideas we had for the launch", "exploratory"),
+    ],
+)
+def test_types(q: str, kind: str) -> None:
+    assert r(q).query_type == kind
+
+
+def test_entities_attributes_and_modes() -> None:
+    out = r("whats sam's email", entities=["Sam"])
+    assert (out.entity_hints, out.lookup_mode, out.attribute_hint) == (
+        ("Sam",),
+        "attribute",
+        "email",
+    )
+    out = r("where does @marco live")
+    assert (out.entity_hints, out.attribute_hint) == (("marco",), "home_city")
+    out = r("tell me about sarah chen", entities=["Sarah Chen", "Sarah"])
+    assert out.entity_hints == ("Sarah Chen",) and out.lookup_mode == "broad"
+    assert r("What did I do on Monday").entity_hints == ()  # weekdays and months are not names
+    assert r("what are my goals").lookup_mode is None
+
+
+def test_facets_and_aspects() -> None:
+    assert r("what topics came up this month").facets == ("topics",)
+    assert "entities" in r("who did I talk to most in May").facets
+    assert r("what do I like and what are my goals").aspects == ("Preference", "Goal")
+
+
+def test_output_shape() -> None:
+    out = r("what happened last week")
+    assert 0.5 <= out.confidence <= 0.99 and out.routing_time_ms >= 0
+    assert out.should_search and out.matched_labels == () and out.selected_labels == ()
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValidationError):
+        route(5)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        route("x", now=datetime(2026, 1, 1))
+
+
+@given(st.text(max_size=200))
+def test_any_text_routes(q: str) -> None:
+    out = route(q, now=NOW, entities=["Sam", "Sarah Chen"])
+    assert out.query_type in QUERY_TYPES
+    assert 0 <= out.confidence <= 1
+
+
+# -- search on a store -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cx(tmp_path: Path) -> Any:
+    with Cortex.open(tmp_path / "s", actor="me", clock=lambda: NOW) as store:
+        store.write(
+            Fact(statement="Ana's phone is +41 79 555 01 02", subject="Ana", predicate="phone")
+        )
+        store.write(Fact(statement="Ana lives in Bern", subject="Ana", predicate="home_city"))
+        store.write(Preference(topic="green tea in the morning", polarity="prefer"))
+        store.write(
+            Event(
+                kind="trip",
+                summary="the trip to Rome",
+                occurred_at=datetime(2026, 10, 1, tzinfo=UTC),
+            )
+        )
+        store.write(Event(kind="meeting", summary="budget meeting with Ana", counterparty="Ana",
+                          occurred_at=datetime(2026, 9, 20, tzinfo=UTC)))  # fmt: skip
+        store.write(Event(kind="meeting", summary="design meeting with Ana", counterparty="Ana",
+                          occurred_at=datetime(2026, 11, 20, tzinfo=UTC)))  # fmt: skip
+        yield store
+
+
+def test_search_attribute_lookup(cx: Cortex) -> None:
+    res = cx.search("what is Ana's phone number?")
+    assert res.route.query_type == "entity_lookup" and res.route.entity_hints == ("Ana",)
+    assert res.hits[0].memory.data.predicate == "phone"  # type: ignore[union-attr]
+
+
+def test_search_in_a_window_and_before_an_event(cx: Cortex) -> None:
+    res = cx.search("which meetings did I have last week")
+    assert [h.memory.data.summary for h in res.hits] == ["design meeting with Ana"]  # type: ignore[union-attr]
+    res = cx.search("meetings before the trip")
+    assert res.route.temporal.anchor == "the trip"
+    assert [h.memory.data.summary for h in res.hits] == ["budget meeting with Ana"]  # type: ignore[union-attr]
+    res = cx.search("what happened before the wedding")
+    assert any("no event matches" in n for n in res.notes)
+
+
+def test_search_aspects_and_facets(cx: Cortex) -> None:
+    res = cx.search("what do I prefer to drink?")
+    assert res.route.query_type == "aspect_query"
+    assert isinstance(res.hits[0].memory.data, Preference)
+    res = cx.search("who did I talk to most this month")
+    assert res.route.query_type == "temporal_facets"
+    assert res.facets["counterparty"] == {"Ana": 1}
+
+
+def test_search_arguments(cx: Cortex) -> None:
+    for bad in (0, 1001, 2.0):
+        with pytest.raises(ValidationError):
+            cx.search("x", limit=bad)  # type: ignore[arg-type]
