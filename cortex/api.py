@@ -9,11 +9,13 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from cortex import core as _core
 from cortex import lexical
 from cortex.ann import DEFAULT_EF
 from cortex.claims import same_claim
 from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
+from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
@@ -804,6 +806,53 @@ class Cortex(Store):
         if self._entities is None or self._entities[0] != head:
             self._entities = (head, known_entities(self))  # the owner's, until the next change
         return _search(self, question, limit=limit, entities=self._entities[1])
+
+    # -- core memory (cortex.core) ----------------------------------------------------------
+
+    def core_get(
+        self, section: str | None = None, *, as_of: datetime | None = None
+    ) -> dict[str, Any]:
+        """Core memory: ``{"user": {...}, "agent": {...}}``, or one section's ``{key: value}``.
+
+        With ``as_of``, the blocks as they were then.
+
+        Raises:
+            ValidationError: an unknown section.
+        """
+        if section is not None:
+            return _core.read(self, section, as_of)
+        return {s: _core.read(self, s, as_of) for s in _core.SECTIONS}
+
+    def core_update(self, section: str, key: str, value: str) -> Uri:
+        """Set one key of core memory (``user`` or ``agent``); returns the section's new URI.
+
+        One call, no read-modify-write by the caller: concurrent changes to other keys land
+        too. Setting a key to the value it has writes nothing and returns the current URI.
+
+        Raises:
+            ValidationError: an unknown section, an empty or over-long key or value.
+            TombstonedError: the section's memory was tombstoned.
+        """
+        if not isinstance(value, str):
+            raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        return _core.change(self, section, key, value)
+
+    def core_delete(self, section: str, key: str) -> Uri:
+        """Remove one key of core memory; returns the section's new URI.
+
+        Raises:
+            NotFoundError: the section has no such key.
+            ValidationError: an unknown section or a bad key.
+        """
+        return _core.change(self, section, key, None)
+
+    def core_history(self, section: str, key: str) -> list[CoreChange]:
+        """Every change of one core key, oldest first (value ``None``: deleted)."""
+        return _core.history(self, section, key)
+
+    def core_yaml(self, *, as_of: datetime | None = None) -> str:
+        """Core memory as YAML, for a prompt."""
+        return _core.core_yaml(self.core_get(as_of=as_of))
 
     # -- reads as a reader -------------------------------------------------------------------
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -1177,15 +1179,31 @@ def cmd_log(args: argparse.Namespace) -> int:
             return 0
         last = next(cx.journal(2**63 - 1, reverse=True, limit=1), None)
         seen = last.seq if last is not None else 0
+        # Ctrl-C sets a flag checked between polls: a KeyboardInterrupt raised inside a read
+        # (between taking the store's transaction gate and releasing it) would leave the gate
+        # held, and closing the store would then wait for it forever
+        stop: list[int] = []
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = (
+            signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum))
+            if main_thread
+            else None
+        )
         try:
-            while True:
+            while not stop:
                 _pause(args.interval)
+                if stop:
+                    break
                 new = list(cx.journal(seen + 1))
                 if new:
                     seen = new[-1].seq
                     _print_entries(args, [e for e in new if wanted(e)])
-        except KeyboardInterrupt:
-            return 0
+        except KeyboardInterrupt:  # from the pause, or before the handler took over
+            pass
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
+        return 0
 
 
 @_command("verify")

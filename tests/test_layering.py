@@ -52,6 +52,7 @@ ORDER = (
     "where",  # pure: the readable where syntax, parsed to and printed from predicates
     "planner",  # the executor: index scans, filters, ordering, budgets
     "context",  # the tiered working set built on the executor
+    "core",  # core memory: the user and agent key-value blocks, one Identity each
     "search",  # search(question): the router's handlers over find, about and facets
     "api",
     "transfer",  # export and import bundles, over the store's internals
