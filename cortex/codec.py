@@ -49,6 +49,7 @@ from cortex.records import (
     Constraint,
     Cost,
     Data,
+    Episode,
     Event,
     Fact,
     Forms,
@@ -82,6 +83,8 @@ which raises exactly its own error. Tests switch this off to compare the two pat
 
 __all__ = [
     "DATA_SCHEMA_VERSION",
+    "EPISODE",
+    "EPISODE_MAX_BYTES",
     "LIMITS",
     "StructCodec",
     "decode_data",
@@ -1436,6 +1439,42 @@ VERSION = StructCodec(
         ("forms_override", _Bool()),
         ("valid_from", _time),
         ("valid_until", _time),
+    ],
+    schema_version=1,
+)
+
+
+EPISODE_MAX_BYTES: Final = 64 * 1024 * 1024
+"""The longest episode content, in UTF-8 bytes (64 MiB)."""
+_SOURCE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def _check_source(s: str) -> str | None:
+    if _SOURCE.fullmatch(s) is None:
+        return (
+            "must be a short lower-case name like 'chat', 'mcp', 'upload', 'api' or 'tool' "
+            f"(letters, digits, '_', '.', '-'; at most 64), got {s!r}"
+        )
+    return None
+
+
+EPISODE = StructCodec(
+    Episode,
+    [
+        ("id", _Id()),
+        ("content", _Bytes(EPISODE_MAX_BYTES)),
+        ("hash", _Bytes(32, exact=32)),
+        ("occurred_at", _time),
+        ("created_at", _time),
+        ("created_by", _short),
+        ("source", _Text(64, _check_source)),
+        ("channel", _short),
+        ("labels", _List(_Text(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)),
+        ("visibility", _Enum(Visibility)),
+        ("media_type", _Text(128)),
+        ("chunks", _List(_Pair(), max_items=2**31)),
+        ("chunker", _Int(0, 255)),
+        ("purged_at", _time),
     ],
     schema_version=1,
 )

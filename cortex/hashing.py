@@ -16,10 +16,13 @@ _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "sha256")
 """Hash through the C accelerator's SHA-256 (no per-call set-up, no joined copy of the data);
 hashlib otherwise. Tests compare the two."""
 
-__all__ = ["DOMAIN", "content_hash"]
+__all__ = ["DOMAIN", "EPISODE_DOMAIN", "content_hash", "episode_hash"]
 
 DOMAIN: Final = b"matrix.cortex.memory.v1"
 """Domain separation tag: a hash of a cortex memory never equals a hash of anything else."""
+
+EPISODE_DOMAIN: Final = b"matrix.cortex.episode.v1"
+"""The domain of episode hashes (``specs/episodes.md``): never equal to a memory's."""
 
 
 def content_hash(type_: MemoryType, data: bytes) -> bytes:
@@ -42,3 +45,8 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
 
 _TYPE_BYTES: Final = {t: bytes((t.value,)) for t in MemoryType}
 _PREFIXES: Final = {t: DOMAIN + b for t, b in _TYPE_BYTES.items()}
+
+
+def episode_hash(content: bytes) -> bytes:
+    """``sha256(EPISODE_DOMAIN || content)``: the content hash of an episode's UTF-8 bytes."""
+    return hashlib.sha256(EPISODE_DOMAIN + content).digest()

@@ -32,6 +32,7 @@ __all__ = [
     "Constraint",
     "Cost",
     "Data",
+    "Episode",
     "Event",
     "Fact",
     "Forms",
@@ -279,3 +280,28 @@ class Version(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     forms_override: bool = False
     valid_from: datetime | None = None
     valid_until: datetime | None = None
+
+
+class Episode(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The verbatim source of memories (``ep/<id>``): a chat turn, a document, a tool result.
+
+    ``content`` is the text's UTF-8 bytes exactly as given (never normalised); ``hash`` is
+    ``sha256("matrix.cortex.episode.v1" || content)``. ``chunks`` are the ``[start, end)`` byte
+    spans of its search chunks (``specs/chunking.md``, version ``chunker``). After a purge
+    ``content`` is ``None`` and ``chunks`` empty; ``hash`` remains as proof of what was erased.
+    """
+
+    id: MemoryId
+    content: bytes | None = None
+    hash: bytes
+    occurred_at: datetime
+    created_at: datetime
+    created_by: str
+    source: str
+    channel: str | None = None
+    labels: tuple[str, ...] = ()
+    visibility: Visibility = Visibility.PRIVATE
+    media_type: str | None = None
+    chunks: tuple[tuple[int, int], ...] = ()
+    chunker: int = 1
+    purged_at: datetime | None = None

@@ -36,6 +36,7 @@ ORDER = (
     "kv",
     "text",  # the tokenizer of the lexical index (pure)
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
+    "episode",  # the verbatim source of memories as records: build, encode, check
     "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
     "router",  # pure: a question's type, entities, attribute and time window (no LLM)
     "postings",  # the lexical index's posting blocks

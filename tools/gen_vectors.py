@@ -1445,7 +1445,104 @@ def build() -> dict[str, Any]:
     files["lexical.json"] = _lexical_file()
     files["postings.json"] = _postings_file()
     files["chunks.json"] = _chunks_file()
+    files["episodes.json"] = _episodes_file()
     return files
+
+
+def episode_inputs() -> list[dict[str, Any]]:
+    """The episodes of ``episodes.json``: every field of ``new_episode`` as JSON."""
+    docs = {d["name"]: d["text"] for d in chunk_documents()}
+    base = {
+        "id": "01JD2R7X4E000000000000000A",
+        "occurred_at": "2026-11-20T09:30:00Z",
+        "created_at": "2026-11-20T09:30:01.5Z",
+        "created_by": "agent-1",
+        "source": "chat",
+    }
+    return [
+        {"name": "minimal", **base, "content": "Sam: I moved to Lisbon last month."},
+        {
+            "name": "every field",
+            **base,
+            "id": "01JD2R7X4E000000000000000B",
+            "content": "Ana: Noted. Café at 9?\r\nSam: Yes — ok 👍",
+            "source": "mcp",
+            "channel": "thread-42",
+            "labels": ["travel", "sam"],
+            "visibility": "scoped",
+            "media_type": "text/plain",
+        },
+        {
+            "name": "not normalised (decomposed e + combining acute kept)",
+            **base,
+            "id": "01JD2R7X4E000000000000000C",
+            "content": "Cafe\u0301 au lait",
+        },
+        {
+            "name": "markdown document, chunked",
+            **base,
+            "id": "01JD2R7X4E000000000000000D",
+            "source": "upload",
+            "media_type": "text/markdown",
+            "content": docs["markdown with code fences"],
+        },
+        {
+            "name": "CJK, chunked",
+            **base,
+            "id": "01JD2R7X4E000000000000000E",
+            "source": "upload",
+            "content": docs["CJK"],
+        },
+    ]
+
+
+def build_episode(obj: dict[str, Any]) -> Any:
+    """The episode record an ``episodes.json`` input describes."""
+    from cortex.episode import new_episode
+    from cortex.jsonmap import parse_time
+
+    kw = {k: v for k, v in obj.items() if k not in ("name", "id")}
+    kw["occurred_at"] = parse_time(kw["occurred_at"], "occurred_at")
+    kw["created_at"] = parse_time(kw["created_at"], "created_at")
+    return new_episode(id=MemoryId.parse(obj["id"]), **kw)
+
+
+def _episodes_file() -> dict[str, Any]:
+    from cortex.episode import encode_episode, purged
+
+    cases = []
+    for obj in episode_inputs():
+        ep = build_episode(obj)
+        cases.append(
+            {
+                "name": obj["name"],
+                "input": {k: v for k, v in obj.items() if k != "name"},
+                "hash_hex": ep.hash.hex(),
+                "chunks": [list(c) for c in ep.chunks],
+                "cbor_hex": encode_episode(ep).hex(),
+            }
+        )
+    first = build_episode(episode_inputs()[0])
+    gone = purged(first, first.created_at)
+    cases.append(
+        {
+            "name": "minimal, purged at its creation time",
+            "input": None,
+            "hash_hex": gone.hash.hex(),
+            "chunks": [],
+            "cbor_hex": encode_episode(gone).hex(),
+        }
+    )
+    return {
+        "conventions": {
+            "hash": 'sha256("matrix.cortex.episode.v1" || the UTF-8 bytes of content), hex.',
+            "content": "stored as given: the UTF-8 bytes of the JSON string, never normalised.",
+            "chunks": "[start, end) UTF-8 byte spans of specs/chunking.md version 1.",
+            "cbor_hex": "the canonical CBOR record of specs/episodes.md, hex.",
+            "times": "RFC 3339 with an offset; stored as UTC microseconds.",
+        },
+        "cases": cases,
+    }
 
 
 def chunk_documents() -> list[dict[str, Any]]:
