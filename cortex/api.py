@@ -24,9 +24,13 @@ from cortex.errors import (
     TombstonedError,
     ValidationError,
 )
+from cortex.extract import Extractor
 from cortex.forms import render
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
+from cortex.ingest import EpisodeLink, IngestResult, visible_episode
+from cortex.ingest import episode_of as _episode_of
+from cortex.ingest import ingest as _ingest
 from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
@@ -43,7 +47,7 @@ from cortex.query import (
     compile_query,
     memory_type,
 )
-from cortex.records import Data, Forms, FrameRef, Head, Provenance, Tombstone
+from cortex.records import Data, Episode, Forms, FrameRef, Head, Provenance, Tombstone
 from cortex.salience import (
     DEFAULT_WEIGHTS,
     SALIENCE_STATE,
@@ -806,6 +810,137 @@ class Cortex(Store):
         if self._entities is None or self._entities[0] != head:
             self._entities = (head, known_entities(self))  # the owner's, until the next change
         return _search(self, question, limit=limit, entities=self._entities[1])
+
+    # -- episodes and ingest (cortex.ingest) ------------------------------------------------
+
+    def ingest(
+        self,
+        content: str,
+        *,
+        occurred_at: datetime | None = None,
+        source: str = "api",
+        channel: str | None = None,
+        labels: Sequence[str] = (),
+        visibility: Visibility | str = Visibility.PRIVATE,
+        media_type: str | None = None,
+        extractor: Extractor | None = None,
+        id: MemoryId | None = None,
+    ) -> IngestResult:
+        """Keep ``content`` verbatim as an episode; with ``extractor``, write what it holds.
+
+        The episode (its text, hash and chunks) and every extracted memory — each pointing at
+        the episode and the span of its quote — are written in one transaction, or nothing is.
+
+        Args:
+            content: the text, exactly as given (up to 64 MiB).
+            occurred_at: when it was said or made (default: now).
+            source: the entry point (``chat``, ``mcp``, ``upload``, ``api``, ``tool``, ...).
+            channel: the sub-source (thread, repository, session id).
+            labels: up to 16 labels.
+            visibility: private (default), scoped or actor_public.
+            media_type: e.g. ``text/markdown``.
+            extractor: turns the content into memories (``cortex.LLMExtractor``; your own
+                rules); without one only the episode is stored.
+            id: a caller-chosen episode id.
+
+        Raises:
+            ValidationError: a field breaks a rule (named); ExtractionError: the extraction
+                failed; ConflictError: the id is taken. Nothing is written in any case.
+        """
+        return _ingest(
+            self,
+            content,
+            occurred_at=occurred_at,
+            source=source,
+            channel=channel,
+            labels=labels,
+            visibility=visibility,
+            media_type=media_type,
+            extractor=extractor,
+            id=id,
+        )
+
+    def episode(self, ref: MemoryId | str, *, reader: Reader | None = None) -> Episode:
+        """An episode by id (``cortex.episode.episode_text`` gives its text).
+
+        Raises:
+            NotFoundError: no such episode, or the reader may not see it.
+            IntegrityError: the record is damaged.
+        """
+        eid = _as_id(ref, "episode")
+        with self._kv.read() as txn:
+            ep = self._episode(txn, eid)
+        if not visible_episode(ep, reader, self.owner):
+            raise NotFoundError(f"no episode {eid}")
+        return ep
+
+    def episodes(
+        self,
+        *,
+        limit: int = 50,
+        source: str | None = None,
+        channel: str | None = None,
+        label: str | None = None,
+        reader: Reader | None = None,
+    ) -> list[Episode]:
+        """The newest episodes, optionally of one source, channel or label.
+
+        Raises:
+            ValidationError: a bad limit.
+        """
+        if type(limit) is not int or not 1 <= limit <= 10_000:
+            raise ValidationError("limit", "range", "must be an int in 1..10000")
+        out: list[Episode] = []
+        with self._kv.read() as txn:
+            for ep in self._episodes(txn):
+                if (source is not None and ep.source != source) or (
+                    channel is not None and ep.channel != channel
+                ):
+                    continue
+                if label is not None and label not in ep.labels:
+                    continue
+                if not visible_episode(ep, reader, self.owner):
+                    continue
+                out.append(ep)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def episode_of(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> EpisodeLink:
+        """The episode a memory was drawn from, the span and the quoted text.
+
+        Raises:
+            NotFoundError: the memory or its episode is missing or hidden, or it was not drawn
+                from an episode.
+        """
+        return _episode_of(self, ref, reader)
+
+    def memories_from(self, ref: MemoryId | str, *, reader: Reader | None = None) -> list[Uri]:
+        """The current URIs of the memories drawn from an episode, in id order.
+
+        Raises:
+            NotFoundError: no such episode (or hidden from the reader).
+        """
+        ep = self.episode(ref, reader=reader)
+        rd = self._reader(reader)
+        now = self._now()
+        out: list[Uri] = []
+        with self._kv.read() as txn:
+            for mid in self._memories_of_episode(txn, ep.id):
+                head = self._head(txn, mid)
+                if rd.can_see(head, self.owner, now):
+                    out.append(Uri(head.type, mid, head.current_version))
+        return out
+
+    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
+        """Erase an episode's text and chunks; its hash, times, links and journal stay.
+
+        The memories drawn from it are not changed (purge them too if they repeat the text).
+
+        Raises:
+            NotFoundError: no such episode. ValidationError: an empty reason.
+        """
+        return self._purge_episode(_as_id(ref, "episode"), reason, by)
 
     # -- core memory (cortex.core) ----------------------------------------------------------
 

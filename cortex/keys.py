@@ -28,6 +28,8 @@ _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "index_keys")
 __all__ = [
     "EDGE_FROM",
     "EDGE_TO",
+    "EPISODE",
+    "EPISODE_MEMORY",
     "HEAD",
     "IDX_ACTOR_OBJ",
     "IDX_FRAME",
@@ -46,6 +48,8 @@ __all__ = [
     "actor_obj_key",
     "edge_from_key",
     "edge_to_key",
+    "episode_key",
+    "episode_memory_key",
     "frame_key",
     "frame_prefix",
     "head_key",
@@ -55,6 +59,8 @@ __all__ = [
     "lex_term_key",
     "meta_key",
     "obj_hash",
+    "parse_episode_key",
+    "parse_episode_memory_key",
     "parse_lex_doc_key",
     "parse_lex_term_key",
     "parse_posting_key",
@@ -89,6 +95,10 @@ LEX_POSTING: Final = b"lex/p/"
 LEX_DOC: Final = b"lex/d/"
 LEX_TERM: Final = b"lex/t/"
 META: Final = b"meta/"
+EPISODE: Final = b"ep/"
+"""``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
+EPISODE_MEMORY: Final = b"prov/e/"
+"""``prov/e/`` episode id16 + memory id16: a memory drawn from the episode (format 7)."""
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
@@ -452,6 +462,37 @@ def parse_lex_term_key(key: bytes) -> str:
         raise CodecError(f"malformed term key {key!r}: the term is not UTF-8") from None
 
 
+def episode_key(eid: MemoryId) -> bytes:
+    """``ep/`` id16."""
+    return EPISODE + eid.bytes
+
+
+def parse_episode_key(key: bytes) -> MemoryId:
+    """The episode id of an ``ep/`` key.
+
+    Raises:
+        CodecError: not an episode key.
+    """
+    _expect(key, EPISODE, 16)
+    return MemoryId(key[len(EPISODE) :])
+
+
+def episode_memory_key(eid: MemoryId, mid: MemoryId) -> bytes:
+    """``prov/e/`` episode id16 + memory id16."""
+    return EPISODE_MEMORY + eid.bytes + mid.bytes
+
+
+def parse_episode_memory_key(key: bytes) -> tuple[MemoryId, MemoryId]:
+    """``(episode id, memory id)`` of a ``prov/e/`` key.
+
+    Raises:
+        CodecError: not such a key.
+    """
+    _expect(key, EPISODE_MEMORY, 32)
+    at = len(EPISODE_MEMORY)
+    return MemoryId(key[at : at + 16]), MemoryId(key[at + 16 :])
+
+
 def show_key(key: bytes) -> str:
     """A key as people read it in messages (``m/<id>``, ``lex/p/<term>/<id>``, ...), else hex."""
     try:
@@ -469,6 +510,11 @@ def show_key(key: bytes) -> str:
             return f"lex/d/{parse_lex_doc_key(key)}"
         if key.startswith(LEX_TERM):
             return f"lex/t/{parse_lex_term_key(key)}"
+        if key.startswith(EPISODE):
+            return f"ep/{parse_episode_key(key)}"
+        if key.startswith(EPISODE_MEMORY):
+            e, m = parse_episode_memory_key(key)
+            return f"prov/e/{e}/{m}"
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

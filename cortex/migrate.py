@@ -26,6 +26,7 @@ from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
+    EPISODES_FEATURE,
     FORMAT_CODEC,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
@@ -239,6 +240,16 @@ def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
+
+def _no_records(txn: ReadTxn) -> int:
+    return 0
+
+
+def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """Format 7 adds keyspaces that start empty: nothing to rewrite."""
+    return 0
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -295,6 +306,25 @@ MIGRATIONS: Final = (
         | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE, BLOCKS_FEATURE},
         _count_live,
         _posting_blocks,
+    ),
+    _Migration(
+        Step(
+            name="0006-episodes",
+            from_version=6,
+            to_version=7,
+            description="allow episodes (ep/, prov/e/); no record changes",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+        },
+        _no_records,
+        _nothing,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

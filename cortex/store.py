@@ -58,6 +58,7 @@ from cortex.enums import (
     Verb,
     Visibility,
 )
+from cortex.episode import check_episode, decode_episode, encode_episode, purged
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -90,11 +91,15 @@ from cortex.keys import (
     VEC,
     edge_from_key,
     edge_to_key,
+    episode_key,
+    episode_memory_key,
     head_key,
     index_keys,
     journal_key,
     meta_key,
     parse_edge_key,
+    parse_episode_key,
+    parse_episode_memory_key,
     parse_journal_key,
     parse_version_key,
     pin_key,
@@ -104,6 +109,8 @@ from cortex.keys import (
     version_key,
     version_prefix,
 )
+from cortex.keys import EPISODE as EPISODE_PREFIX
+from cortex.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
@@ -111,6 +118,7 @@ from cortex.lexical import Indexer
 from cortex.records import (
     Constraint,
     Data,
+    Episode,
     Forms,
     FrameRef,
     Goal,
@@ -155,13 +163,17 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 6
+FORMAT_VERSION: Final = 7
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
-format 6 postings in blocks. ``cortex.migrate`` upgrades older formats.
+format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds).
+``cortex.migrate`` upgrades older formats.
 """
+EPISODES_FEATURE: Final = "episodes"
+"""Format 7: ``ep/`` episode records, the ``prov/e/`` index, journal kinds episode and
+episode_purge (``specs/episodes.md``)."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -178,6 +190,7 @@ FEATURES: Final = frozenset(
         TAG_TYPE_FEATURE,
         lexical.STEM_FEATURE,
         lexical.BLOCKS_FEATURE,
+        EPISODES_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -206,6 +219,8 @@ class JournalKind(CodedEnum):
     IMPORT = 0x0B
     ATTEST = 0x0C
     CONFIRM = 0x0D
+    EPISODE = 0x0E
+    EPISODE_PURGE = 0x0F
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -366,6 +381,8 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     versions_added: int
     edges_added: int
     edges_unchanged: int
+    episodes_added: int = 0
+    episodes_unchanged: int = 0
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -386,6 +403,7 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     journal_entries: int
     lexical_documents: int = 0
     lexical_postings: int = 0
+    episodes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -1230,6 +1248,97 @@ class Store:
         trusted = Uri._trusted
         return [trusted(p.type, p.head.id, 1) for p in prepared]
 
+    def _write_episode(self, ep: Episode, items: Sequence[NewMemory]) -> list[Uri]:
+        """Write an episode and the memories drawn from it in one transaction: all or none.
+
+        Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
+        records the episode (its id and hash) before the memories' writes.
+
+        Raises:
+            ValidationError: naming the item (``items[i].…``); nothing is written.
+            ConflictError: the episode's id, or an item's id, is taken.
+        """
+        now = self._now()
+        fresh = new_ids(len(items))
+        prepared = []
+        for i, spec in enumerate(items):
+            try:
+                prepared.append(self._prepare(spec, now, fresh[i]))
+            except ValidationError as exc:
+                raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
+        self._embed_prepared(prepared)
+        record = _seal(encode_episode(ep))
+
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> None:
+            if not txn.put(episode_key(ep.id), record, overwrite=False):
+                raise ConflictError(f"episode {ep.id} exists: give another id")
+            journal = _Journal(txn, now, self.actor)
+            journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
+            if not prepared:
+                return
+            self._put_heads(txn, prepared, one_by_one)
+            lex = Indexer(txn)
+            puts: list[tuple[bytes, bytes]] = []
+            self._stage_new(prepared, puts, journal, lex)
+            puts += [(episode_memory_key(ep.id, p.head.id), b"") for p in prepared]
+            sort_by_key(puts)
+            txn.put_many(puts)
+            lex.flush()
+
+        try:
+            self._kv.write(txn_fn)
+        except _IdTaken:  # nothing was written: run it again to name the id
+            self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
+        return [Uri._trusted(p.type, p.head.id, 1) for p in prepared]
+
+    def _episode(self, txn: ReadTxn, eid: MemoryId) -> Episode:
+        raw = txn.get(episode_key(eid))
+        if raw is None:
+            raise NotFoundError(f"no episode {eid}")
+        key = episode_key(eid)
+        try:
+            ep = decode_episode(_unseal(key, raw))
+        except CodecError as exc:
+            raise IntegrityError(f"{_show_key(key)}: {exc}") from None
+        check_episode(ep)
+        if ep.id != eid:
+            raise IntegrityError(f"{_show_key(key)} holds episode {ep.id}")
+        return ep
+
+    def _episodes(self, txn: ReadTxn, *, reverse: bool = True) -> Iterator[Episode]:
+        """Every episode, newest id first (ULIDs order by time)."""
+        for key, _ in txn.scan(EPISODE_PREFIX, reverse=reverse):
+            yield self._episode(txn, parse_episode_key(key))
+
+    def _memories_of_episode(self, txn: ReadTxn, eid: MemoryId) -> list[MemoryId]:
+        prefix = EPISODE_MEMORY_PREFIX + eid.bytes
+        return [parse_episode_memory_key(k)[1] for k in txn.keys(prefix)]
+
+    def _purge_episode(self, eid: MemoryId, reason: str, by: str | None = None) -> Episode:
+        """Erase an episode's text and chunks; its hash, times and links stay. Idempotent.
+
+        Raises:
+            NotFoundError: no such episode.
+            ValidationError: an empty reason.
+        """
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "required", "say why the episode is erased")
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Episode:
+            ep = self._episode(txn, eid)
+            if ep.content is None:
+                return ep
+            gone = purged(ep, now)
+            txn.put(episode_key(eid), _seal(encode_episode(gone)))
+            _Journal(txn, now, by if by is not None else self.actor).append(
+                JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
+            )
+            return gone
+
+        result: Episode = self._kv.write(txn_fn)
+        return result
+
     def update(
         self,
         ref: Uri | MemoryId | str,
@@ -1481,6 +1590,7 @@ class Store:
         self,
         memories: Iterable[tuple[Head, Sequence[Version]]],
         edges: Iterable[Edge] = (),
+        episodes: Iterable[Episode] = (),
     ) -> ImportReport:
         """Bring in memories with all their versions, and edges, exactly as they were.
 
@@ -1495,9 +1605,12 @@ class Store:
             memories: ``(head, versions)`` pairs; ``versions`` are 1..``head.current_version``
                 in order.
             edges: edges between imported or existing memories (removed ones too).
+            episodes: episode records (purged ones too), checked (hash, chunks) and kept byte
+                for byte; every imported memory whose versions name an episode is indexed
+                under it (``prov/e/``).
 
         Returns:
-            How many memories, versions and edges were added or already present.
+            How many memories, versions, edges and episodes were added or already present.
 
         Raises:
             IntegrityError: a version's data does not match its hash.
@@ -1509,6 +1622,18 @@ class Store:
         items = [_Imported(head, versions) for head, versions in memories]
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
+        eps: dict[MemoryId, bytes] = {}
+        for ep in episodes:
+            check_episode(ep)
+            if ep.id in eps:
+                raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
+            eps[ep.id] = _seal(encode_episode(ep))
+        drawn = [
+            (found[0], item.head.id)
+            for item in items
+            for found in {episode_source(v.provenance) for v in item.versions}
+            if found is not None
+        ]
         links: dict[bytes, tuple[MemoryId, EdgeType, MemoryId, bytes]] = {}
         for e in edges:
             if e.src == e.dst:
@@ -1571,6 +1696,24 @@ class Store:
                 txn.put(edge_to_key(d, et, s), payload)
                 journal.append(JournalKind.IMPORT, id=s, edge=et, dst=d)
                 edges_added += 1
+            eps_added = eps_same = 0
+            for eid, sealed in eps.items():
+                old = txn.get(episode_key(eid))
+                if old is not None:
+                    if old != sealed:
+                        raise ConflictError(
+                            f"episode {eid} already exists with another record; nothing was "
+                            "imported"
+                        )
+                    eps_same += 1
+                    continue
+                txn.put(episode_key(eid), sealed)
+                ep_hash = decode_episode(_unseal(episode_key(eid), sealed)).hash
+                journal.append(JournalKind.EPISODE, id=eid, hash=ep_hash, reason="import")
+                eps_added += 1
+            for eid, mid in drawn:
+                if txn.get(episode_key(eid)) is not None:
+                    txn.put(episode_memory_key(eid, mid), b"")
             lex.flush()
             return ImportReport(
                 memories_added=added,
@@ -1578,6 +1721,8 @@ class Store:
                 versions_added=versions,
                 edges_added=edges_added,
                 edges_unchanged=edges_same,
+                episodes_added=eps_added,
+                episodes_unchanged=eps_same,
             )
 
         return self._kv.write(txn_fn)
@@ -2238,6 +2383,7 @@ class Store:
             tick(6)
             lex_problems, lex = lexical.check(txn, live)
             problems.extend(Problem(record, what) for record, what in lex_problems)
+            n_episodes = _verify_episodes(txn, heads, add)
         tick(7)
         return VerifyReport(
             problems=tuple(problems),
@@ -2248,6 +2394,7 @@ class Store:
             journal_entries=counts["journal"],
             lexical_documents=lex.documents,
             lexical_postings=lex.postings,
+            episodes=n_episodes,
         )
 
 
@@ -2266,3 +2413,56 @@ def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
 
 def _check_tombstone(stone: Tombstone) -> None:
     TOMBSTONE.encode(stone, "tombstone")
+
+
+# ---------------------------------------------------------------------------------------------
+# Episodes (format 7; ``specs/episodes.md``)
+
+
+def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
+                     ) -> int:  # fmt: skip
+    """Check every ``ep/`` record and ``prov/e/`` entry; returns how many episodes there are."""
+    seen: set[MemoryId] = set()
+    for key, value in txn.scan(EPISODE_PREFIX):
+        name = _show_key(key)
+        try:
+            eid = parse_episode_key(key)
+            ep = decode_episode(_unseal(key, value))
+            check_episode(ep)
+        except (CodecError, IntegrityError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if ep.id != eid:
+            add(Problem(name, f"holds episode {ep.id}"))
+        seen.add(eid)
+    for key, value in txn.scan(EPISODE_MEMORY_PREFIX):
+        name = _show_key(key)
+        try:
+            eid, mid = parse_episode_memory_key(key)
+        except CodecError as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if value:
+            add(Problem(name, "an index entry holds a value"))
+        if eid not in seen:
+            add(Problem(name, "names an episode the store does not hold"))
+        if mid not in heads:
+            add(Problem(name, "names a memory the store does not hold"))
+    return len(seen)
+
+
+def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:
+    """The episode a version's provenance names (``episode:<id>``) and the span, if any."""
+    if provenance is None:
+        return None
+    for src in provenance.sources:
+        if src.session_id.startswith(EPISODE_SESSION):
+            try:
+                return MemoryId.parse(src.session_id[len(EPISODE_SESSION) :]), src.span
+            except ValidationError:
+                return None
+    return None
+
+
+EPISODE_SESSION: Final = "episode:"
+"""A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""

@@ -1,7 +1,8 @@
 """Export and import: a whole store as one JSON Lines or CBOR bundle (``specs/export.md``).
 
 A bundle holds a header, every memory (its head and all its versions), every edge (removed
-ones too) and a trailer with counts and the sha256 of everything before it. Export reads one
+ones too), every episode (version 2 bundles, written when the store holds episodes) and a
+trailer with counts and the sha256 of everything before it. Export reads one
 snapshot and writes the file atomically; import verifies the whole bundle (structure, digest,
 every version's hash) before it writes anything, then writes it in one transaction.
 """
@@ -21,12 +22,14 @@ import msgspec
 
 from cortex.codec import HEAD, VERSION, decode_data, encode_data
 from cortex.enums import EdgeType
+from cortex.episode import decode_episode, encode_episode
 from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
 from cortex.ids import MemoryId
 from cortex.jsonmap import from_plain, to_plain
-from cortex.keys import EDGE_FROM, parse_edge_key, version_prefix
+from cortex.keys import EDGE_FROM, parse_edge_key, parse_episode_key, version_prefix
+from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
-from cortex.records import DATA_TYPES, Head, Version
+from cortex.records import DATA_TYPES, Episode, Head, Version
 from cortex.store import (
     EDGE_CODEC,
     FORMAT_VERSION,
@@ -51,8 +54,11 @@ __all__ = [
 
 BUNDLE_FORMAT: Final = "cortex-export"
 """The name every bundle's header carries."""
-BUNDLE_VERSION: Final = 1
-"""The bundle layout this code writes and reads (separate from the store's format)."""
+BUNDLE_VERSION: Final = 2
+"""The newest bundle layout this code writes and reads (separate from the store's format).
+
+Version 1 holds memories and edges; version 2 adds episodes (and an ``episodes`` count in the
+trailer). A store without episodes is still written as version 1, byte for byte as before."""
 
 Encoding = Literal["jsonl", "cbor"]
 Progress = Callable[[int, int], None]
@@ -69,6 +75,7 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
     edges: int
     bytes: int
     sha256: str
+    episodes: int = 0
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,6 +85,7 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     store_format: int
     memories: list[tuple[Head, list[Version]]]
     edges: list[Edge]
+    episodes: list[Episode] = msgspec.field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +100,11 @@ def _snapshot(store: Store) -> Iterator[tuple[int, Any]]:
     without their checksum), checked on the way out.
     """
     with store._kv.read() as txn:
-        total = sum(1 for _ in txn.keys(_HEAD_KEY_PREFIX)) + sum(1 for _ in txn.keys(EDGE_FROM))
+        total = (
+            sum(1 for _ in txn.keys(_HEAD_KEY_PREFIX))
+            + sum(1 for _ in txn.keys(EDGE_FROM))
+            + sum(1 for _ in txn.keys(EPISODE_PREFIX))
+        )
         for key, value in txn.scan(_HEAD_KEY_PREFIX):
             head: Head = _trusted(HEAD, key, value)
             versions = [
@@ -109,6 +121,9 @@ def _snapshot(store: Store) -> Iterator[tuple[int, Any]]:
             s, et, d = parse_edge_key(key)
             rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
             yield total, (_edge(s, et, d, rec), _unseal(key, value))
+        for key, _ in txn.scan(EPISODE_PREFIX):
+            ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
+            yield total, (ep,)
 
 
 def _json_line(obj: dict[str, Any]) -> bytes:
@@ -119,6 +134,30 @@ def _cbor(obj: Any) -> bytes:
     return cbor2.dumps(obj, canonical=True)
 
 
+def _episode_json(ep: Episode) -> dict[str, Any]:
+    """An episode as a JSON line: its fields, the content as text (exactly its UTF-8)."""
+    out: dict[str, Any] = {"kind": "episode", **to_plain(ep)}
+    if ep.content is not None:
+        out["content"] = ep.content.decode("utf-8")
+    return out
+
+
+def _episode_from_json(obj: dict[str, Any], where: str) -> Episode:
+    rest = {k: v for k, v in obj.items() if k not in ("kind", "content")}
+    ep = from_plain(Episode, rest, where)
+    content = obj.get("content")
+    if content is not None:
+        if not isinstance(content, str):
+            raise ValidationError(f"{where}.content", "type", "must be text")
+        try:
+            raw = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(f"{where}.content", "utf8", "is not valid Unicode") from None
+        ep = msgspec.structs.replace(ep, content=raw)
+    encode_episode(ep)  # every field rule
+    return ep
+
+
 def _version_json(v: Version) -> dict[str, Any]:
     out: dict[str, Any] = to_plain(v)
     if v.data is not None:
@@ -126,10 +165,10 @@ def _version_json(v: Version) -> dict[str, Any]:
     return out
 
 
-def _header(encoding: Encoding) -> dict[str, Any]:
+def _header(encoding: Encoding, version: int = BUNDLE_VERSION) -> dict[str, Any]:
     return {
         "format": BUNDLE_FORMAT,
-        "version": BUNDLE_VERSION,
+        "version": version,
         "encoding": encoding,
         "store_format": FORMAT_VERSION,
     }
@@ -165,6 +204,10 @@ def export_store(
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     counts = {"memories": 0, "versions": 0, "edges": 0}
+    with store._kv.read() as txn:
+        has_episodes = next(iter(txn.keys(EPISODE_PREFIX)), None) is not None
+    if has_episodes:
+        counts["episodes"] = 0
     size = 0
     try:
         with open(tmp, "wb") as out:
@@ -175,10 +218,19 @@ def export_store(
                 out.write(chunk)
                 size += len(chunk)
 
-            header = _header(encoding)
+            header = _header(encoding, 2 if has_episodes else 1)
             emit(_json_line(header) if encoding == "jsonl" else _cbor(header))
             for done, (total, item) in enumerate(_snapshot(store), start=1):
-                if len(item) == 3:
+                if len(item) == 1:
+                    if "episodes" not in counts:  # one was written since the check above
+                        raise CortexError("an episode appeared while exporting: export again")
+                    (ep,) = item
+                    counts["episodes"] += 1
+                    if encoding == "jsonl":
+                        emit(_json_line(_episode_json(ep)))
+                    else:
+                        emit(_cbor(["episode", encode_episode(ep)]))
+                elif len(item) == 3:
                     head, head_payload, versions = item
                     counts["memories"] += 1
                     counts["versions"] += len(versions)
@@ -230,9 +282,9 @@ def _refuse(where: str, what: str) -> IntegrityError:
 def _check_header(header: Any, encoding: Encoding) -> int:
     if not isinstance(header, dict) or header.get("format") != BUNDLE_FORMAT:
         raise FormatError(f"not a cortex export: the first item must be a {BUNDLE_FORMAT} header")
-    if header.get("version") != BUNDLE_VERSION:
+    if header.get("version") not in (1, BUNDLE_VERSION):
         raise FormatError(
-            f"bundle version {header.get('version')!r} is not {BUNDLE_VERSION}; "
+            f"bundle version {header.get('version')!r} is not 1 or {BUNDLE_VERSION}; "
             "use the cortex that wrote it"
         )
     if header.get("encoding") != encoding:
@@ -285,6 +337,7 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
     lines.pop()
     memories: list[tuple[Head, list[Version]]] = []
     edges: list[Edge] = []
+    episodes: list[Episode] = []
     counts = {"memories": 0, "versions": 0, "edges": 0}
     digest = hashlib.sha256()
     store_format = 0
@@ -297,6 +350,8 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             raise _refuse(where, f"not JSON ({exc})") from None
         if n == 1:
             store_format = _check_header(obj, "jsonl")
+            if obj.get("version") == 2:
+                counts["episodes"] = 0
         elif not isinstance(obj, dict) or "kind" not in obj:
             raise _refuse(where, "an item must be an object with a kind")
         elif obj["kind"] == "memory":
@@ -314,6 +369,12 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             except ValidationError as exc:
                 raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
             counts["edges"] += 1
+        elif obj["kind"] == "episode" and "episodes" in counts:
+            try:
+                episodes.append(_episode_from_json(obj, "episode"))
+            except ValidationError as exc:
+                raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
+            counts["episodes"] += 1
         elif obj["kind"] == "end":
             if n != len(lines):
                 raise _refuse(where, "items follow the trailer")
@@ -332,7 +393,13 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             progress(offset, len(data))
     else:
         raise _refuse(f"line {len(lines)}", "the bundle is cut short (no trailer)")
-    return Bundle(encoding="jsonl", store_format=store_format, memories=memories, edges=edges)
+    return Bundle(
+        encoding="jsonl",
+        store_format=store_format,
+        memories=memories,
+        edges=edges,
+        episodes=episodes,
+    )
 
 
 def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
@@ -340,6 +407,7 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
     decoder = cbor2.CBORDecoder(stream)
     memories: list[tuple[Head, list[Version]]] = []
     edges: list[Edge] = []
+    episodes: list[Episode] = []
     counts = {"memories": 0, "versions": 0, "edges": 0}
     store_format = 0
     n = 0
@@ -357,6 +425,8 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
             raise _refuse(where, "not canonical CBOR")
         if n == 1:
             store_format = _check_header(item, "cbor")
+            if item.get("version") == 2:
+                counts["episodes"] = 0
             continue
         if not isinstance(item, list) or not item:
             raise _refuse(where, "an item must be an array starting with its kind")
@@ -376,6 +446,9 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
                 src, dst = MemoryId(_bytes(item[1])), MemoryId(_bytes(item[3]))
                 edges.append(_edge(src, et, dst, rec))
                 counts["edges"] += 1
+            elif kind == "episode" and len(item) == 2 and "episodes" in counts:
+                episodes.append(decode_episode(_bytes(item[1])))
+                counts["episodes"] += 1
             elif kind == "end" and len(item) == 2:
                 _check_trailer(item[1], counts, hashlib.sha256(data[:start]).digest(), where)
                 if stream.tell() != len(data):
@@ -387,7 +460,13 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
             raise _refuse(where, str(exc)) from None
         if progress is not None:
             progress(stream.tell(), len(data))
-    return Bundle(encoding="cbor", store_format=store_format, memories=memories, edges=edges)
+    return Bundle(
+        encoding="cbor",
+        store_format=store_format,
+        memories=memories,
+        edges=edges,
+        episodes=episodes,
+    )
 
 
 def _bytes(x: object) -> bytes:
@@ -438,4 +517,4 @@ def import_bundle(
     except OSError as exc:
         raise CortexError(f"cannot read {path}: {exc}") from exc
     bundle = read_bundle(data, progress=progress)
-    return store.import_records(bundle.memories, bundle.edges)
+    return store.import_records(bundle.memories, bundle.edges, bundle.episodes)

@@ -54,6 +54,7 @@ ORDER = (
     "planner",  # the executor: index scans, filters, ordering, budgets
     "context",  # the tiered working set built on the executor
     "core",  # core memory: the user and agent key-value blocks, one Identity each
+    "ingest",  # content -> an episode and the memories drawn from it, in one transaction
     "search",  # search(question): the router's handlers over find, about and facets
     "api",
     "transfer",  # export and import bundles, over the store's internals

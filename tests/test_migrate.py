@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 FIXTURE5 = ROOT / "tests" / "data" / "format5.cortex"  # ... and at format 5
+FIXTURE6 = ROOT / "tests" / "data" / "format6.cortex"  # ... and at format 6
 
 
 def _fixture_tool() -> ModuleType:
@@ -132,6 +133,7 @@ STEPS = [
     ("0003-tag-index-by-type", 3, 4),
     ("0004-lexical-stemming", 4, 5),
     ("0005-posting-blocks", 5, 6),
+    ("0006-episodes", 6, 7),
 ]
 
 
@@ -146,13 +148,14 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 6, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 7, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
         ("0003-tag-index-by-type", 11, True),
         ("0004-lexical-stemming", 9, True),  # the live memories
         ("0005-posting-blocks", 9, True),
+        ("0006-episodes", 0, True),  # no records change
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -183,26 +186,27 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-5] == old
+    assert new[:-6] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, last = entries[-5:]
+        first, second, third, fourth, fifth, last = entries[-6:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
         assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
-        assert last.reason == "0005-posting-blocks: format 5 -> 6"
-        assert cx.format.format_version == 6 and set(cx.format.features) == FEATURES
+        assert fifth.reason == "0005-posting-blocks: format 5 -> 6"
+        assert last.reason == "0006-episodes: format 6 -> 7"
+        assert cx.format.format_version == 7 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 5
+    assert len(fresh_entries) == len(entries) - 6
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -211,8 +215,8 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-5]]
-    assert fresh_entries[0].reason == "format 6" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-6]]
+    assert fresh_entries[0].reason == "format 7" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -220,6 +224,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0003-tag-index-by-type", 3, 4, 11),
         ("0004-lexical-stemming", 4, 5, 9),
         ("0005-posting-blocks", 5, 6, 9),
+        ("0006-episodes", 6, 7, 0),
     ]
 
 
@@ -248,6 +253,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0003-tag-index-by-type",
         "0004-lexical-stemming",
         "0005-posting-blocks",
+        "0006-episodes",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -261,13 +267,14 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 6)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 7)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
+        ("0006-episodes", 0, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -275,12 +282,13 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 6)
+    assert (report.from_version, report.to_version) == (2, 7)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
+        ("0006-episodes", 0, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -289,7 +297,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (6, 6)
+    assert report.steps == () and (report.from_version, report.to_version) == (7, 7)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -317,7 +325,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 6  # and it can be run again
+    assert M.migrate(v1).to_version == 7  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -342,7 +350,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 6  # and it can be run again
+    assert M.migrate(v1).to_version == 7  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -402,6 +410,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0003-tag-index-by-type",
         "0004-lexical-stemming",
         "0005-posting-blocks",
+        "0006-episodes",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -409,6 +418,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0003-tag-index-by-type", 11, True),
         ("0004-lexical-stemming", 9, True),
         ("0005-posting-blocks", 9, True),
+        ("0006-episodes", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -422,20 +432,22 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-4] == journal(before)
+    assert journal(after)[:-5] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-4].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-3].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-2].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-1].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-5].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-4].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-3].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-2].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-1].reason == "0006-episodes: format 6 -> 7"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
         ("0003-tag-index-by-type", 11),
         ("0004-lexical-stemming", 9),
         ("0005-posting-blocks", 9),
+        ("0006-episodes", 0),
     ]
 
 
@@ -444,12 +456,13 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     before = dump(v5)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 5
-    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks"]
+    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks", "0006-episodes"]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x")
     report = M.migrate(v5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0005-posting-blocks", 9, True)
+        ("0005-posting-blocks", 9, True),
+        ("0006-episodes", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -460,8 +473,34 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-1] == journal(before)
+    assert journal(after)[:-2] == journal(before)
     with Cortex.open(v5, actor="checker") as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0005-posting-blocks: format 5 -> 6"
+        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
+
+
+def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
+    tmp_path: Path,
+) -> None:
+    """Format 7 allows episodes; 0006 rewrites no record, only the format and its journal."""
+    v6 = _copy(FIXTURE6, tmp_path / "v6")
+    before = dump(v6)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v6, actor="x")
+    report = M.migrate(v6)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0006-episodes", 0, True)
+    ]
+    after = dump(v6)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(k.startswith(JOURNAL) or k in (key, M.MIGRATIONS_KEY) for k in changed)
+    assert journal(after)[:-1] == journal(before)
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
+    assert record.format_version == 7 and "episodes" in record.features
+    with Cortex.open(v6, actor="checker") as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
