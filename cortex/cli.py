@@ -47,6 +47,7 @@ from cortex import (
     MemoryId,
     MemoryType,
     NewMemory,
+    NotFoundError,
     ObjKind,
     Outcome,
     Pattern,
@@ -75,9 +76,11 @@ from cortex import migrate as migrations
 from cortex.context import TIERS
 from cortex.embed import HashingEmbedder, MiniLM, embedder_for
 from cortex.enums import CodedEnum
+from cortex.episode import episode_text
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, parse_time, to_plain
-from cortex.records import DATA_TYPES
+from cortex.records import DATA_TYPES, Episode
+from cortex.store import episode_source
 
 __all__ = ["entry", "main"]
 
@@ -568,6 +571,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             m = cx.resolve(args.ref)
         else:
             m = cx.resolve_latest(args.ref)
+        source = _source_quote(cx, m)
     v = m.version
     lines = [f"{m.uri}  (version {v.version} of {m.head.current_version})"]
     if v.forms is not None:
@@ -598,10 +602,31 @@ def cmd_show(args: argparse.Namespace) -> int:
         msgs = ", ".join(s.message_ids)
         span = f" span {s.span[0]}..{s.span[1]}" if s.span else ""
         lines.append(f"  session     {s.session_id}{' messages ' + msgs if msgs else ''}{span}")
+    if source is not None:
+        lines += ["source", f"  episode     {source.episode}"]
+        if source.span is not None:
+            lines.append(f"  span        bytes {source.span[0]}..{source.span[1]}")
+        if source.quote is not None:
+            lines.append(f"  quote       {json.dumps(source.quote, ensure_ascii=False)}")
+        elif source.span is not None:
+            lines.append("  quote       (the episode was purged)")
     if args.full and m.data is not None:
         lines += ["full", *("  " + line for line in render_full(m.data).splitlines())]
-    _emit(args, _memory_json(m, full=args.full), lines)
+    obj = _memory_json(m, full=args.full)
+    if source is not None:
+        obj["source"] = to_plain(source)
+    _emit(args, obj, lines)
     return 0
+
+
+def _source_quote(cx: Cortex, m: Memory) -> Any:
+    """The episode a shown version was drawn from (``None`` when it names none)."""
+    if episode_source(m.version.provenance) is None:
+        return None
+    try:
+        return cx.episode_of(m.uri)
+    except NotFoundError:
+        return None
 
 
 def _id_arg(p: argparse.ArgumentParser) -> None:
@@ -1128,6 +1153,8 @@ def _log_args(p: argparse.ArgumentParser) -> None:
 def _entry_line(e: JournalEntry) -> str:
     if e.edge is not None:
         what = f"{e.id} {e.edge.label} {e.dst}"
+    elif e.id is not None and e.type is None:  # an episode (format 7)
+        what = f"ep/{e.id}"
     elif e.id is not None:
         what = f"{e.type.type_name if e.type else ''}/{e.id}#{e.version}"
     else:
@@ -1222,12 +1249,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         "index_entries": report.index_entries,
         "edges": report.edges,
         "journal_entries": report.journal_entries,
+        "episodes": report.episodes,
         "problems": [{"record": p.record, "what": p.what} for p in report.problems],
     }
     head = (
         f"{'ok' if report.ok else 'DAMAGED'}: {report.memories} memories, {report.versions} "
         f"versions, {report.index_entries} index entries, {report.edges} edges, "
         f"{report.journal_entries} journal entries"
+        + (f", {report.episodes} episodes" if report.episodes else "")
     )
     lines = [head]
     if report.problems:
@@ -1248,6 +1277,108 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         help="jsonl (readable) or cbor (bit-exact records); default from the file name",
     )
     p.add_argument("file", metavar="FILE", help="the bundle to write (replaced if it exists)")
+
+
+def _ingest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the content (UTF-8 text); - reads stdin")
+    p.add_argument("--source", default="upload", help="the entry point (default: upload)")
+    p.add_argument("--channel", help="the sub-source: thread, repository, session id")
+    p.add_argument("--label", action="append", help="a label (repeat for more)")
+    p.add_argument("--at", type=_time_arg, metavar="TIME", help="when it occurred (default: now)")
+    p.add_argument("--media-type", help="e.g. text/markdown (default: by the file's suffix)")
+    p.add_argument(
+        "--visibility", type=_enum_arg(Visibility), help="private (default), scoped, actor_public"
+    )
+
+
+@_command("ingest", _ingest_args)
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Keep a file (or stdin) verbatim as an episode, chunked for search (no extraction)."""
+    try:
+        raw = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
+        raise CortexError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(
+            "content", "utf8", f"{args.file} is not UTF-8 text (byte {exc.start})"
+        ) from None
+    media = args.media_type
+    if media is None and args.file.endswith((".md", ".markdown")):
+        media = "text/markdown"
+    with _open(args) as cx:
+        res = cx.ingest(
+            text,
+            occurred_at=args.at,
+            source=args.source,
+            channel=args.channel,
+            labels=args.label or (),
+            visibility=args.visibility or Visibility.PRIVATE,
+            media_type=media,
+        )
+    ep = res.episode
+    _emit(
+        args,
+        _episode_json(ep),
+        f"episode {ep.id}: {_size(len(ep.content or b''))}, {len(ep.chunks)} chunks, "
+        f"sha256 {ep.hash.hex()[:16]}…",
+    )
+    return 0
+
+
+def _episode_json(ep: Episode) -> dict[str, Any]:
+    obj: dict[str, Any] = {k: v for k, v in to_plain(ep).items() if k != "content"}
+    obj["bytes"] = len(ep.content) if ep.content is not None else None
+    return obj
+
+
+def _episodes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("id", nargs="?", metavar="ID", help="show one episode (its text with --text)")
+    p.add_argument("--source", help="only this source")
+    p.add_argument("--channel", help="only this channel")
+    p.add_argument("--label", help="only episodes with this label")
+    p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
+    p.add_argument("--text", action="store_true", help="print the episode's text")
+
+
+@_command("episodes", _episodes_args)
+def cmd_episodes(args: argparse.Namespace) -> int:
+    """List episodes, newest first, or show one (with --text, its verbatim text)."""
+    with _open(args) as cx:
+        if args.id is not None:
+            ep = cx.episode(args.id)
+            drawn = cx.memories_from(ep.id)
+            if args.text:
+                text = episode_text(ep)
+                if text is None:
+                    raise NotFoundError(f"episode {ep.id} was purged: its text is gone")
+                sys.stdout.write(text)
+                return 0
+            obj = {**_episode_json(ep), "memories": [str(u) for u in drawn]}
+            lines = [
+                f"episode     {ep.id}",
+                f"occurred    {_when(ep.occurred_at)}   stored {_when(ep.created_at)} by "
+                f"{ep.created_by}",
+                f"source      {ep.source}{' / ' + ep.channel if ep.channel else ''}",
+                f"size        {_size(len(ep.content)) if ep.content is not None else '(purged)'}"
+                f", {len(ep.chunks)} chunks, sha256 {ep.hash.hex()}",
+            ]
+            if ep.labels:
+                lines.append(f"labels      {', '.join(ep.labels)}")
+            lines += [f"memory      {u}" for u in drawn]
+            _emit(args, obj, lines)
+            return 0
+        eps = cx.episodes(
+            limit=args.limit, source=args.source, channel=args.channel, label=args.label
+        )
+    rows = []
+    for ep in eps:
+        text = episode_text(ep)
+        first = " ".join((text or "(purged)").split())[:60]
+        rows.append(f"{ep.id}  {_when(ep.occurred_at)}  {ep.source:<8} {first}")
+    _emit(args, [_episode_json(ep) for ep in eps], rows or ["no episodes"])
+    return 0
 
 
 @_command("export", _export_args)

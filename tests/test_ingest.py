@@ -270,3 +270,56 @@ def test_an_altered_episode_is_refused(cx: Cortex, tmp_path: Path) -> None:
         with pytest.raises(IntegrityError, match="hash"):
             import_bundle(other, path)
         assert digest(other) == before
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+
+def test_cli_ingest_episodes_and_show_quote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from .test_cli import run, run_json
+
+    path = tmp_path / "s.cortex"
+    monkeypatch.setenv("CORTEX_STORE", str(path))
+    monkeypatch.setenv("CORTEX_ACTOR", "agent")
+    assert run(capsys, "init")[0] == 0
+    doc = tmp_path / "notes.md"
+    doc.write_text("# Notes\n\nSam moved to Lisbon.\n", encoding="utf-8")
+    rc, out, err = run(capsys, "ingest", str(doc), "--label", "travel", "--channel", "t1")
+    assert rc == 0 and err == "" and out.startswith("episode ") and "1 chunks" in out
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO("Ana: café at 9?\n".encode())))
+    got = run_json(capsys, "ingest", "-", "--source", "chat")
+    assert got["source"] == "chat" and got["bytes"] == len("Ana: café at 9?\n".encode())
+    listed = run_json(capsys, "episodes")
+    assert [e["source"] for e in listed] == ["chat", "upload"]
+    assert listed[1]["media_type"] == "text/markdown" and listed[1]["labels"] == ["travel"]
+    assert run_json(capsys, "episodes", "--label", "travel")[0]["id"] == listed[1]["id"]
+    rc, out, _ = run(capsys, "episodes", listed[1]["id"], "--text")
+    assert (rc, out) == (0, "# Notes\n\nSam moved to Lisbon.\n")
+    # a memory drawn from an episode shows its source quote
+    with Cortex.open(path, actor="agent") as cx:
+        res = cx.ingest(CHAT, extractor=LLMExtractor(llm(ANSWER)))
+    rc, out, _ = run(capsys, "show", str(res.memories[0]))
+    assert rc == 0 and f"episode     {res.episode.id}" in out
+    assert 'quote       "I moved to Lisbon last month"' in out
+    shown = run_json(capsys, "show", str(res.memories[0]))
+    assert shown["source"]["quote"] == "I moved to Lisbon last month"
+    one = run_json(capsys, "episodes", str(res.episode.id))
+    assert one["memories"] == [str(u) for u in cx_memories(path, res.episode.id)]
+    rc, out, _ = run(capsys, "verify")
+    assert rc == 0 and out.startswith("ok:") and "3 episodes" in out
+    rc, _, err = run(capsys, "ingest", str(tmp_path / "missing.txt"))
+    assert rc == 1 and "cannot read" in err
+    (tmp_path / "bad.txt").write_bytes(b"\xff\xfe")
+    rc, _, err = run(capsys, "ingest", str(tmp_path / "bad.txt"))
+    assert rc == 1 and "not UTF-8" in err
+    rc, _, err = run(capsys, "ingest", str(doc), "--source", "Bad Source")
+    assert rc == 1 and "episode.source" in err
+
+
+def cx_memories(path: Path, eid: Any) -> list[Any]:
+    with Cortex.open(path, actor="agent") as cx:
+        return cx.memories_from(eid)
