@@ -10,7 +10,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from cortex import core as _core
-from cortex import lexical
+from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
 from cortex.claims import same_claim
 from cortex.codec import encode_data, to_micros
@@ -558,10 +558,20 @@ class Cortex(Store):
                 "query", "type", f"find takes a Query, got {type(query).__name__}"
             )
         reader = self._reader(query.reader)
+        wanted = query.evidence
+        if type(wanted) is not int or not 0 <= wanted <= 100:
+            raise ValidationError("evidence", "range", "must be an int in 0..100")
+        if wanted and query.text is None:
+            raise ValidationError("evidence", "text", "episode evidence needs text=")
         plan = compile_query(query, now, token_cap=reader.token_cap(now))
         with self._kv.read() as txn:
             kept, dropped = self._executor(txn, plan, reader, now).run()
             res = result(kept, dropped, plan)
+            if wanted:
+                found = evidence.search(
+                    txn, query.text or "", wanted, self._visible_episode(txn, query.reader)
+                )
+                res = msgspec.structs.replace(res, evidence=tuple(found))
         if plan.record_access and res.hits:
             self._record_access([h.memory.id for h in res.hits], now)
         return res
@@ -873,6 +883,18 @@ class Cortex(Store):
         if not visible_episode(ep, reader, self.owner):
             raise NotFoundError(f"no episode {eid}")
         return ep
+
+    def _visible_episode(
+        self, txn: ReadTxn, reader: Reader | None
+    ) -> Callable[[MemoryId], Episode | None]:
+        def get(eid: MemoryId) -> Episode | None:
+            try:
+                ep = self._episode(txn, eid)
+            except NotFoundError:
+                return None
+            return ep if visible_episode(ep, reader, self.owner) else None
+
+        return get
 
     def episodes(
         self,

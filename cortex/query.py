@@ -25,6 +25,7 @@ import msgspec
 from cortex.codec import to_micros
 from cortex.enums import CodedEnum, EdgeType, MemoryType
 from cortex.errors import ValidationError
+from cortex.evidence import Evidence
 from cortex.forms import render_full
 from cortex.ids import MemoryId, Uri
 from cortex.records import DATA_TYPES, Data, FrameRef, Head, Provenance, Version
@@ -719,6 +720,9 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
         follow: the walk (see ``Follow``); defaults to one hop out along any edge.
         reader: who is reading; ``None`` is the store's own actor.
         record_access: count this find as a use of each memory returned (salience).
+        evidence: with ``text``, also return up to this many episode chunks that match it
+            (``Result.evidence``: episode, chunk, byte span, text, score), ranked by their own
+            BM25 index; 0 (default) returns none. At most 100.
     """
 
     types: tuple[MemoryType | str, ...] = ()
@@ -742,6 +746,7 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
     follow: Follow | None = None
     reader: Reader | None = None
     record_access: bool = False
+    evidence: int = 0
 
 
 class Hit(msgspec.Struct, frozen=True, kw_only=True):
@@ -769,12 +774,17 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Result(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``find`` returns: the hits in order, the token total, and what the budget dropped."""
+    """What ``find`` returns: the hits in order, the token total, and what the budget dropped.
+
+    ``evidence`` holds episode chunks (not memories) when the query asked for them.
+    """
 
     hits: tuple[Hit, ...]
     tokens: int
     dropped: tuple[Uri, ...] = ()
     plan: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    """Episode chunks that match the query's text (``Query(evidence=N)``), best first."""
 
     @property
     def memories(self) -> list[Memory]:

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
-from cortex import lexical
+from cortex import evidence, lexical
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -1272,6 +1272,7 @@ class Store:
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> None:
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
+            evidence.index_episode(txn, ep)
             journal = _Journal(txn, now, self.actor)
             journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
             if not prepared:
@@ -1330,6 +1331,7 @@ class Store:
             if ep.content is None:
                 return ep
             gone = purged(ep, now)
+            evidence.unindex_episode(txn, ep)
             txn.put(episode_key(eid), _seal(encode_episode(gone)))
             _Journal(txn, now, by if by is not None else self.actor).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
@@ -1708,8 +1710,9 @@ class Store:
                     eps_same += 1
                     continue
                 txn.put(episode_key(eid), sealed)
-                ep_hash = decode_episode(_unseal(episode_key(eid), sealed)).hash
-                journal.append(JournalKind.EPISODE, id=eid, hash=ep_hash, reason="import")
+                imported = decode_episode(_unseal(episode_key(eid), sealed))
+                evidence.index_episode(txn, imported)
+                journal.append(JournalKind.EPISODE, id=eid, hash=imported.hash, reason="import")
                 eps_added += 1
             for eid, mid in drawn:
                 if txn.get(episode_key(eid)) is not None:
@@ -2423,6 +2426,7 @@ def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[P
                      ) -> int:  # fmt: skip
     """Check every ``ep/`` record and ``prov/e/`` entry; returns how many episodes there are."""
     seen: set[MemoryId] = set()
+    good: list[Episode] = []
     for key, value in txn.scan(EPISODE_PREFIX):
         name = _show_key(key)
         try:
@@ -2435,6 +2439,9 @@ def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[P
         if ep.id != eid:
             add(Problem(name, f"holds episode {ep.id}"))
         seen.add(eid)
+        good.append(ep)
+    for record, what in evidence.check(txn, good):
+        add(Problem(record, what))
     for key, value in txn.scan(EPISODE_MEMORY_PREFIX):
         name = _show_key(key)
         try:

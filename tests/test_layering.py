@@ -41,6 +41,7 @@ ORDER = (
     "router",  # pure: a question's type, entities, attribute and time window (no LLM)
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
+    "evidence",  # episode chunks by BM25, beside the memories (format 7)
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules
     "embed",  # embedders: text to vectors (imports no storage)
