@@ -58,6 +58,7 @@ from cortex.query import (
     Window,
     field_names,
 )
+from cortex.quick import Memories
 from cortex.records import (
     Belief,
     Capability,
@@ -141,6 +142,7 @@ __all__ = [
     "Le",
     "Lt",
     "Matches",
+    "Memories",
     "Memory",
     "MemoryId",
     "MemoryType",

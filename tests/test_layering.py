@@ -58,6 +58,7 @@ ORDER = (
     "ingest",  # content -> an episode and the memories drawn from it, in one transaction
     "search",  # search(question): the router's handlers over find, about and facets
     "api",
+    "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them
     "__init__",
