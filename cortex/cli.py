@@ -43,6 +43,7 @@ from cortex import (
     Identity,
     JournalEntry,
     JournalKind,
+    LLMExtractor,
     Memory,
     MemoryId,
     MemoryType,
@@ -1879,7 +1880,94 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "importing again changes nothing", [*copy, "import", str(root / "agent.jsonl")]
     )
     rc |= _demo_step("a backup, verified", [*base, "backup", str(root / "backup.cortex")])
+    rc |= _demo_ingest(root, args.json)
     print(f"\nEverything is in {root}; try `cortex --store {store} show {w['goal']}`.")
+    return rc
+
+
+_DEMO_CHAT = (
+    "Ada: I'm flying to Lisbon on the 12th. Please keep me off red-eye flights.\n"
+    "Agent: Noted. Any preference for the hotel?\n"
+    "Ada: Somewhere quiet near Alfama. And I'm vegetarian, so dinners need to work for that."
+)
+_DEMO_DOC = """# Lisbon trip notes
+
+## Budget
+
+The whole trip should stay under 1,800 EUR, flights included.
+
+## Checklist
+
+- book the airport transfer
+- reserve the fado evening in Alfama
+
+```text
+confirmation: LIS-4471
+```
+"""
+
+
+def _demo_model(prompt: str) -> str:
+    """A scripted stand-in for the runtime's LLM: what a model would extract from the chat."""
+    return json.dumps(
+        [
+            {
+                "type": "Constraint",
+                "data": {
+                    "statement": "Never book red-eye flights for Ada",
+                    "polarity": "dont",
+                    "strength": "hard",
+                    "source": "user_declared",
+                },
+                "quote": "Please keep me off red-eye flights.",
+            },
+            {
+                "type": "Preference",
+                "data": {"topic": "a quiet hotel near Alfama", "polarity": "prefer"},
+                "quote": "Somewhere quiet near Alfama.",
+            },
+            {
+                "type": "Fact",
+                "data": {
+                    "statement": "Ada is vegetarian",
+                    "subject": "ada",
+                    "predicate": "diet",
+                    "object": "vegetarian",
+                    "source": "user_input",
+                },
+                "quote": "I'm vegetarian",
+            },
+        ]
+    )
+
+
+def _demo_ingest(root: Path, as_json: bool) -> int:
+    """Episodes: a conversation with an extractor, then a document through the CLI."""
+    notes = root / "notes.cortex"
+    with Cortex.open(notes, actor="travel-agent") as cx:
+        res = cx.ingest(
+            _DEMO_CHAT,
+            source="chat",
+            channel="trip-planning",
+            extractor=LLMExtractor(_demo_model),
+        )
+    print(
+        f"\nA conversation ingested into {notes} with an extractor (a scripted stand-in for your "
+        f"LLM): episode {res.episode.id}, {len(res.memories)} memories drawn from it.\n"
+    )
+    doc = root / "trip-notes.md"
+    doc.write_text(_DEMO_DOC, encoding="utf-8")
+    base = ["--store", str(notes), "--actor", "travel-agent"] + (["--json"] if as_json else [])
+    rc = _demo_step("a document, kept verbatim and chunked", [*base, "ingest", str(doc)])
+    rc |= _demo_step("the episodes, newest first", [*base, "episodes"])
+    rc |= _demo_step(
+        "a memory drawn from the conversation, with its source quote",
+        [*base, "show", str(res.memories[0])],
+    )
+    rc |= _demo_step(
+        "the conversation and what came out of it", [*base, "episodes", str(res.episode.id)]
+    )
+    rc |= _demo_step("prove it intact", [*base, "verify"])
     return rc
 
 

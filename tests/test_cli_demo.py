@@ -46,7 +46,13 @@ def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixt
         "agent.jsonl",
         "backup.cortex",
         "copy.cortex",
+        "notes.cortex",
+        "trip-notes.md",
     ]
+    # episodes: a conversation and a document go in, memories come out with their quotes
+    assert "3 memories drawn from it" in out
+    assert 'quote       "Please keep me off red-eye flights."' in out
+    assert "ok: 3 memories, 3 versions" in out and "2 episodes" in out
 
 
 def test_demo_defaults_to_a_new_temporary_directory(
