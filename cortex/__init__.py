@@ -38,6 +38,7 @@ from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
 from cortex.query import (
     And,
+    EpisodeMatch,
     Eq,
     Follow,
     Fusion,
@@ -114,6 +115,7 @@ __all__ = [
     "DecayClass",
     "Edge",
     "EdgeType",
+    "EpisodeMatch",
     "Eq",
     "Event",
     "ExportReport",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -35,9 +36,11 @@ from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_k
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
+    EpisodeMatch,
     Eq,
     Form,
     Fusion,
+    In,
     Or,
     Plan,
     Predicate,
@@ -563,6 +566,11 @@ class Cortex(Store):
             raise ValidationError("evidence", "range", "must be an int in 0..100")
         if wanted and query.text is None:
             raise ValidationError("evidence", "text", "episode evidence needs text=")
+        if query.episode is not None:
+            narrowed = self._episode_query(query)
+            if narrowed is None:
+                return Result(hits=(), tokens=0, plan="episode: no matching episode")
+            query = narrowed
         plan = compile_query(query, now, token_cap=reader.token_cap(now))
         with self._kv.read() as txn:
             kept, dropped = self._executor(txn, plan, reader, now).run()
@@ -883,6 +891,39 @@ class Cortex(Store):
         if not visible_episode(ep, reader, self.owner):
             raise NotFoundError(f"no episode {eid}")
         return ep
+
+    def _episode_query(self, query: Query) -> Query | None:
+        """``query`` with its episode filter as an id predicate; ``None``: no memory matches."""
+        m = query.episode
+        if isinstance(m, MemoryId | str):
+            m = EpisodeMatch(id=_as_id(m, "episode"))
+        if not isinstance(m, EpisodeMatch):
+            raise ValidationError("episode", "type", "must be an EpisodeMatch or an episode id")
+        ids: set[MemoryId] = set()
+        with self._kv.read() as txn:
+            if m.id is not None:
+                candidates: list[Episode] = []
+                with contextlib.suppress(NotFoundError):
+                    candidates.append(self._episode(txn, m.id))
+            else:
+                candidates = list(self._episodes(txn))
+            for ep in candidates:
+                if (m.source is not None and ep.source != m.source) or (
+                    m.channel is not None and ep.channel != m.channel
+                ):
+                    continue
+                if m.label is not None and m.label not in ep.labels:
+                    continue
+                if not visible_episode(ep, query.reader, self.owner):
+                    continue
+                ids.update(self._memories_of_episode(txn, ep.id))
+        if not ids:
+            return None
+        only = In("head.id", tuple(sorted(str(i) for i in ids)))
+        where = only if query.where is None else (query.where & only)
+        starts = query.types or query.tags or query.frames or query.text or query.near
+        types = query.types if starts or query.from_ else tuple(MemoryType)
+        return msgspec.structs.replace(query, where=where, types=types, episode=None)
 
     def _visible_episode(
         self, txn: ReadTxn, reader: Reader | None

@@ -35,6 +35,7 @@ from cortex.store import Memory
 __all__ = [
     "MAX_HOPS",
     "And",
+    "EpisodeMatch",
     "Eq",
     "Follow",
     "Fusion",
@@ -686,6 +687,18 @@ class Follow(msgspec.Struct, frozen=True, kw_only=True):
 # Query and result
 
 
+class EpisodeMatch(msgspec.Struct, frozen=True, kw_only=True):
+    """Episodes whose memories a query keeps: by id, source, channel or label (all given hold).
+
+    ``Query(episode=...)`` takes one, or an episode id alone.
+    """
+
+    id: MemoryId | None = None
+    source: str | None = None
+    channel: str | None = None
+    label: str | None = None
+
+
 class Query(msgspec.Struct, frozen=True, kw_only=True):
     """What to find.
 
@@ -720,6 +733,8 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
         follow: the walk (see ``Follow``); defaults to one hop out along any edge.
         reader: who is reading; ``None`` is the store's own actor.
         record_access: count this find as a use of each memory returned (salience).
+        episode: only memories drawn from matching episodes (``EpisodeMatch``, or an episode
+            id); with no other index to start from, every type is scanned.
         evidence: with ``text``, also return up to this many episode chunks that match it
             (``Result.evidence``: episode, chunk, byte span, text, score), ranked by their own
             BM25 index; 0 (default) returns none. At most 100.
@@ -746,6 +761,7 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
     follow: Follow | None = None
     reader: Reader | None = None
     record_access: bool = False
+    episode: EpisodeMatch | MemoryId | str | None = None
     evidence: int = 0
 
 

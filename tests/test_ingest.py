@@ -323,3 +323,30 @@ def test_cli_ingest_episodes_and_show_quote(
 def cx_memories(path: Path, eid: Any) -> list[Any]:
     with Cortex.open(path, actor="agent") as cx:
         return cx.memories_from(eid)
+
+
+def test_find_by_episode_source_channel_and_label(cx: Cortex) -> None:
+    from cortex import EpisodeMatch
+
+    chat = cx.ingest(CHAT, source="chat", channel="t1", labels=["travel"],
+                     extractor=LLMExtractor(llm(ANSWER)))  # fmt: skip
+    other_answer = [{**ANSWER[0], "data": {**ANSWER[0]["data"], "statement": "Sam owns a boat"},
+                     "quote": "Sam"}]  # fmt: skip
+    mail = cx.ingest(
+        "Sam: I bought a boat", source="email", extractor=LLMExtractor(llm(other_answer))
+    )
+    plain = cx.write(Fact(statement="Sam lives in Lisbon too", subject="sam", predicate="p"))
+
+    def ids(**kw: Any) -> set[Any]:
+        return {h.memory.id for h in cx.find(Query(limit=20, **kw)).hits}
+
+    assert ids(episode=EpisodeMatch(source="chat")) == {u.id for u in chat.memories}
+    assert ids(episode=mail.episode.id) == {u.id for u in mail.memories}
+    assert ids(episode=str(mail.episode.id), types=("Fact",)) == {u.id for u in mail.memories}
+    assert ids(episode=EpisodeMatch(label="travel", channel="t1")) == {u.id for u in chat.memories}
+    assert ids(episode=EpisodeMatch(source="upload")) == set()
+    assert ids(episode=new_id()) == set()
+    lisbon = ids(text="lisbon", episode=EpisodeMatch(source="chat"))
+    assert lisbon == {chat.memories[0].id} and plain.id not in lisbon
+    with pytest.raises(ValidationError):
+        cx.find(Query(limit=1, episode=5))  # type: ignore[arg-type]
