@@ -25,8 +25,9 @@ from cortex.errors import (
     TombstonedError,
     ValidationError,
 )
+from cortex.evidence import search as evidence_search
 from cortex.extract import Extractor
-from cortex.forms import render
+from cortex.forms import count_tokens, render
 from cortex.hashing import content_hash
 from cortex.ids import MemoryId, Uri, new_id
 from cortex.ingest import EpisodeLink, IngestResult, visible_episode
@@ -666,6 +667,7 @@ class Cortex(Store):
         form: Form = "medium",
         outcomes_per_object: int = 3,
         recall_limit: int = 10,
+        evidence: int = 0,
     ) -> Bundle:
         """The working set for doing ``verb`` to ``objects``, in tiers, under one budget.
 
@@ -679,6 +681,9 @@ class Cortex(Store):
             form: the form rendered and counted (default medium).
             outcomes_per_object: latest Events per object in the outcomes tier.
             recall_limit: hits of the recall tier before the budget.
+            evidence: with ``query``, also up to this many episode chunks matching it
+                (``Bundle.evidence``), added best first while they fit in what the memories
+                left of the budget.
 
         Returns:
             A ``Bundle``; a pure read (nothing is recorded).
@@ -702,6 +707,10 @@ class Cortex(Store):
             )
         if not isinstance(outcomes_per_object, int) or outcomes_per_object < 0:
             raise ValidationError("outcomes_per_object", "range", "must be an integer >= 0")
+        if type(evidence) is not int or not 0 <= evidence <= 100:
+            raise ValidationError("evidence", "range", "must be an int in 0..100")
+        if evidence and query is None:
+            raise ValidationError("evidence", "text", "episode evidence needs query=")
         now = self._now()
         rd = self._reader(reader)
         base = Query(types=tuple(MemoryType), budget_tokens=budget_tokens, form=form, reader=rd)
@@ -718,7 +727,7 @@ class Cortex(Store):
             if recall_plan is not None:
                 rex = self._executor(txn, recall_plan, rd, now)
                 recall = lambda: rex.run()[0]  # noqa: E731
-            return assemble(
+            bundle = assemble(
                 ex,
                 v,
                 objs,
@@ -726,6 +735,19 @@ class Cortex(Store):
                 form=plan.form,
                 outcomes_per_object=outcomes_per_object,
                 recall=recall,
+            )
+            if not evidence or query is None:
+                return bundle
+            room = bundle.budget - bundle.tokens
+            chunks = []
+            for e in evidence_search(txn, query, evidence, self._visible_episode(txn, reader)):
+                n = count_tokens(e.text)
+                if n > room:
+                    continue
+                chunks.append(e)
+                room -= n
+            return msgspec.structs.replace(
+                bundle, evidence=tuple(chunks), tokens=bundle.budget - room
             )
 
     # -- facets and entities -----------------------------------------------------------------

@@ -25,6 +25,7 @@ import msgspec
 
 from cortex.enums import GoalStatus, MemoryType, ObjKind, Strength, Verb
 from cortex.errors import ValidationError
+from cortex.evidence import Evidence
 from cortex.forms import count_tokens
 from cortex.ids import MemoryId, Uri
 from cortex.keys import IDX_ACTOR_OBJ, IDX_PIN, frame_prefix, obj_hash
@@ -58,6 +59,8 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     tokens: int
     budget: int
     dropped: tuple[Uri, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    """Episode chunks for the query (``context(evidence=N)``), within the budget."""
 
     @property
     def memories(self) -> list[Memory]:
@@ -77,6 +80,12 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
                 continue
             lines.append(f"## {name}")
             lines.extend(f"- {h.text} [{h.memory.uri}]" for h in hits)
+        if self.evidence:
+            lines.append("## evidence (episode text)")
+            lines.extend(
+                f"- {' '.join(e.text.split())} [episode {e.episode} bytes {e.span[0]}..{e.span[1]}]"
+                for e in self.evidence
+            )
         if self.dropped:
             lines.append(f"## dropped ({len(self.dropped)}, resolve by URI if needed)")
             lines.extend(f"- {u}" for u in self.dropped)

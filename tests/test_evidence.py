@@ -112,3 +112,18 @@ def test_bad_evidence_arguments(cx: Cortex, kw: dict[str, Any]) -> None:
 
 def test_an_empty_index_finds_nothing(cx: Cortex) -> None:
     assert cx.find(Query(text="anything", limit=1, evidence=3)).evidence == ()
+
+
+def test_the_context_bundle_carries_evidence_within_its_budget(cx: Cortex) -> None:
+    cx.ingest(DOC)
+    cx.write(Fact(statement="the southern harbour opens at six", subject="h", predicate="p"))
+    bundle = cx.context("find", ["knowledge:harbour"], 1500, query="southern harbour", evidence=5)
+    assert bundle.evidence and bundle.tokens <= bundle.budget == 1500
+    assert all("southern" in e.text for e in bundle.evidence)
+    text = bundle.render()
+    assert "## evidence (episode text)" in text and "bytes " in text
+    small = cx.context("find", ["knowledge:harbour"], 60, query="southern harbour", evidence=5)
+    assert small.tokens <= 60 and len(small.evidence) < len(bundle.evidence)
+    assert cx.context("find", ["x"], query="southern harbour").evidence == ()
+    with pytest.raises(ValidationError):
+        cx.context("find", ["x"], evidence=2)
