@@ -578,7 +578,11 @@ class Cortex(Store):
             res = result(kept, dropped, plan)
             if wanted:
                 found = evidence.search(
-                    txn, query.text or "", wanted, self._visible_episode(txn, query.reader)
+                    txn,
+                    query.text or "",
+                    wanted,
+                    self._visible_episode(txn, query.reader),
+                    self._query_vector(query.text or ""),
                 )
                 res = msgspec.structs.replace(res, evidence=tuple(found))
         if plan.record_access and res.hits:
@@ -740,7 +744,10 @@ class Cortex(Store):
                 return bundle
             room = bundle.budget - bundle.tokens
             chunks = []
-            for e in evidence_search(txn, query, evidence, self._visible_episode(txn, reader)):
+            qvec = self._query_vector(query)
+            for e in evidence_search(
+                txn, query, evidence, self._visible_episode(txn, reader), qvec
+            ):
                 n = count_tokens(e.text)
                 if n > room:
                     continue
@@ -913,6 +920,24 @@ class Cortex(Store):
         if not visible_episode(ep, reader, self.owner):
             raise NotFoundError(f"no episode {eid}")
         return ep
+
+    def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
+        """The vectors of ``ep``'s chunks by the store's embedder (``None`` without one)."""
+        e = self.embedder
+        if e is None or isinstance(e, External) or ep.content is None:
+            return None
+        texts = [ep.content[a:b].decode("utf-8") for a, b in ep.chunks]
+        out: list[bytes] = []
+        for i in range(0, len(texts), 64):
+            out += [to_bytes(row) for row in embed_checked(e, texts[i : i + 64])]
+        return out
+
+    def _query_vector(self, text: str) -> Any:
+        """The query's vector for episode evidence (``None`` without a local embedder)."""
+        e = self.embedder
+        if e is None or isinstance(e, External):
+            return None
+        return embed_checked(e, [text])[0]
 
     def _episode_query(self, query: Query) -> Query | None:
         """``query`` with its episode filter as an id predicate; ``None``: no memory matches."""

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from cortex.errors import IntegrityError
 from cortex.ids import MemoryId
@@ -37,9 +39,11 @@ __all__ = [
     "CHUNK_POSTING",
     "CHUNK_STATS",
     "CHUNK_TERM",
+    "CHUNK_VECTOR",
     "Evidence",
     "check",
     "index_episode",
+    "put_vectors",
     "search",
     "unindex_episode",
 ]
@@ -48,6 +52,11 @@ CHUNK_POSTING: Final = b"cx/p/"
 CHUNK_DOC: Final = b"cx/d/"
 CHUNK_TERM: Final = b"cx/t/"
 CHUNK_STATS: Final = meta_key("chunks")
+CHUNK_VECTOR: Final = b"cv/"
+"""``cv/`` episode16 chunk_u32 → the chunk's unit float32 vector (little-endian), by the
+store's model (``meta/vectors``), when the episode was ingested by a handle with an embedder."""
+FUSION_DEPTH: Final = 32
+"""How many results of each list count in the convex fusion of lexical and vector rankings."""
 
 
 class Evidence(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,9 +146,40 @@ def index_episode(txn: WriteTxn, ep: Episode) -> None:
 
 
 def unindex_episode(txn: WriteTxn, ep: Episode) -> None:
-    """Remove ``ep``'s chunks from the index (before its content is erased)."""
+    """Remove ``ep``'s chunks (and their vectors) from the index, before its content goes."""
     if ep.content is not None and ep.chunks:
         _apply(txn, ep, -1)
+    for key in list(txn.keys(CHUNK_VECTOR + ep.id.bytes)):
+        txn.delete(key)
+
+
+def put_vectors(txn: WriteTxn, ep: Episode, vectors: Sequence[bytes]) -> None:
+    """Store one vector per chunk of ``ep`` (float32 little-endian, unit length)."""
+    if len(vectors) != len(ep.chunks):
+        raise IntegrityError(f"{len(vectors)} vectors for {len(ep.chunks)} chunks")
+    for i, vec in enumerate(vectors):
+        txn.put(CHUNK_VECTOR + _doc(ep.id, i), seal(vec))
+
+
+def _vector_ranking(
+    txn: ReadTxn, query: npt.NDArray[np.float32], n: int
+) -> list[tuple[bytes, float]]:
+    """The ``n`` chunks nearest ``query`` by cosine (exact: every stored chunk vector)."""
+    docs: list[bytes] = []
+    rows: list[bytes] = []
+    width = 4 * len(query)
+    for key, raw in txn.scan(CHUNK_VECTOR):
+        vec = unseal(key, raw)
+        if len(vec) != width:
+            continue  # another model's vector (verify names it)
+        docs.append(key[len(CHUNK_VECTOR) :])
+        rows.append(vec)
+    if not docs:
+        return []
+    matrix = np.frombuffer(b"".join(rows), dtype="<f4").reshape(len(docs), len(query))
+    cos = matrix @ query.astype(np.float32)
+    best = np.argsort(-cos, kind="stable")[:n]
+    return [(docs[i], float(cos[i])) for i in best]
 
 
 def search(
@@ -147,12 +187,66 @@ def search(
     query: str,
     limit: int,
     episode: Callable[[MemoryId], Episode | None],
+    query_vector: npt.NDArray[np.float32] | None = None,
 ) -> list[Evidence]:
-    """The ``limit`` best chunks for ``query`` by BM25, best first, ties by episode and chunk.
+    """The ``limit`` best chunks for ``query``, best first, ties by episode and chunk.
 
-    ``episode(id)`` returns the episode a hit belongs to when the reader may see it (``None``
-    hides the hit).
+    By BM25 alone, or — given the query's vector — BM25 and cosine fused as memories are
+    (convex, half each, over each list's first ``FUSION_DEPTH``). ``episode(id)`` returns the
+    episode a hit belongs to when the reader may see it (``None`` hides the hit).
     """
+    lexical = _bm25(txn, query)
+    if query_vector is not None:
+        vector = _vector_ranking(txn, query_vector, max(FUSION_DEPTH, 4 * limit))
+        ranked = _fuse(lexical, vector)
+    else:
+        ranked = lexical
+    out: list[Evidence] = []
+    cache: dict[bytes, Episode | None] = {}
+    for doc, score in ranked:
+        raw_id, chunk = doc[:16], int.from_bytes(doc[16:], "big")
+        if raw_id not in cache:
+            cache[raw_id] = episode(MemoryId(raw_id))
+        ep = cache[raw_id]
+        if ep is None or ep.content is None or chunk >= len(ep.chunks):
+            continue
+        a, b = ep.chunks[chunk]
+        out.append(
+            Evidence(
+                episode=ep.id,
+                chunk=chunk,
+                span=(a, b),
+                text=ep.content[a:b].decode("utf-8"),
+                score=round(score, 9),
+                rank=len(out) + 1,
+            )
+        )
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _fuse(
+    lexical: list[tuple[bytes, float]], vector: list[tuple[bytes, float]]
+) -> list[tuple[bytes, float]]:
+    """Convex fusion of two rankings (each best first), half each, as ``cortex.query.Fusion``."""
+    fused: dict[bytes, float] = {}
+    for items in (lexical, vector):
+        counted = items[:FUSION_DEPTH]
+        if not counted:
+            continue
+        hi, lo = counted[0][1], counted[-1][1]
+        span = hi - lo
+        for doc, s in counted:
+            part = 0.5 * ((max(0.0, s - lo) / span) if span > 0 else 1.0)
+            fused[doc] = fused.get(doc, 0.0) + part
+        for doc, _ in items[FUSION_DEPTH:]:
+            fused.setdefault(doc, 0.0)
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _bm25(txn: ReadTxn, query: str) -> list[tuple[bytes, float]]:
+    """Every chunk holding a query term with its BM25 score, best first, ties by key."""
     n, total = _stats(txn)
     if n == 0:
         return []
@@ -171,31 +265,7 @@ def search(
             dl = _u32(CHUNK_DOC + doc, txn.get(CHUNK_DOC + doc))
             norm = tf + K1 * (1 - B + B * dl / avgdl) if avgdl else tf + K1
             scores[doc] = scores.get(doc, 0.0) + w * tf * (K1 + 1) / norm
-    out: list[Evidence] = []
-    ranked = heapq.nsmallest(len(scores), scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    cache: dict[bytes, Episode | None] = {}
-    for doc, score in ranked:
-        raw_id, chunk = doc[:16], int.from_bytes(doc[16:], "big")
-        if raw_id not in cache:
-            cache[raw_id] = episode(MemoryId(raw_id))
-        ep = cache[raw_id]
-        if ep is None or ep.content is None or chunk >= len(ep.chunks):
-            continue
-        a, b = ep.chunks[chunk]
-        text = ep.content[a:b].decode("utf-8")
-        out.append(
-            Evidence(
-                episode=ep.id,
-                chunk=chunk,
-                span=(a, b),
-                text=text,
-                score=round(score, 9),
-                rank=len(out) + 1,
-            )
-        )
-        if len(out) >= limit:
-            break
-    return out
+    return heapq.nsmallest(len(scores), scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def check(txn: ReadTxn, episodes: Iterable[Episode]) -> list[tuple[str, str]]:
@@ -237,6 +307,18 @@ def check(txn: ReadTxn, episodes: Iterable[Episode]) -> list[tuple[str, str]]:
                 (prefix.decode(), f"{what}: {seen} entries, the episodes need {len(want)}")
             )
 
+    for key, raw in txn.scan(CHUNK_VECTOR):
+        doc = key[len(CHUNK_VECTOR) :]
+        if doc not in want_doc:
+            problems.append((key.hex(), "a vector of no chunk of a live episode"))
+            continue
+        try:
+            vec = unseal(key, raw)
+        except IntegrityError as exc:
+            problems.append((key.hex(), str(exc)))
+            continue
+        if not vec or len(vec) % 4:
+            problems.append((key.hex(), f"a vector of {len(vec)} bytes"))
     compare(CHUNK_POSTING, want_post, "chunk posting")
     compare(CHUNK_DOC, want_doc, "chunk length")
     compare(CHUNK_TERM, {t.encode("utf-8"): c for t, c in want_df.items()}, "chunk term")

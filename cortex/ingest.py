@@ -127,7 +127,7 @@ def ingest(
             )
             items.append(msgspec.structs.replace(memory, provenance=prov))
         dropped = out.dropped
-    uris = cx._write_episode(ep, items)
+    uris = cx._write_episode(ep, items, cx._chunk_vectors(ep))
     return IngestResult(episode=ep, memories=tuple(uris), dropped=dropped)
 
 

@@ -1248,7 +1248,12 @@ class Store:
         trusted = Uri._trusted
         return [trusted(p.type, p.head.id, 1) for p in prepared]
 
-    def _write_episode(self, ep: Episode, items: Sequence[NewMemory]) -> list[Uri]:
+    def _write_episode(
+        self,
+        ep: Episode,
+        items: Sequence[NewMemory],
+        chunk_vectors: Sequence[bytes] | None = None,
+    ) -> list[Uri]:
         """Write an episode and the memories drawn from it in one transaction: all or none.
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
@@ -1273,6 +1278,8 @@ class Store:
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
             evidence.index_episode(txn, ep)
+            if chunk_vectors is not None:
+                evidence.put_vectors(txn, ep, chunk_vectors)
             journal = _Journal(txn, now, self.actor)
             journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
             if not prepared:

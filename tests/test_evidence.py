@@ -127,3 +127,37 @@ def test_the_context_bundle_carries_evidence_within_its_budget(cx: Cortex) -> No
     assert cx.context("find", ["x"], query="southern harbour").evidence == ()
     with pytest.raises(ValidationError):
         cx.context("find", ["x"], evidence=2)
+
+
+def test_with_an_embedder_chunks_have_vectors_and_rank_fused(tmp_path: Path) -> None:
+    from cortex.embed import HashingEmbedder
+    from cortex.evidence import CHUNK_VECTOR
+
+    e = HashingEmbedder(64)
+    with Cortex.open(tmp_path / "s", actor="agent", embedder=e) as cx:
+        ep = cx.ingest(DOC).episode
+        with cx._kv.read() as txn:
+            assert len(list(txn.keys(CHUNK_VECTOR))) == len(ep.chunks)
+        found = cx.find(Query(text="southern harbour boats", limit=1, evidence=3)).evidence
+        assert len(found) == 3 and all("southern" in x.text for x in found)
+        assert 0 < found[0].score <= 1  # a fused score, as memories' are
+        assert cx.verify().ok
+        cx.purge_episode(ep.id, "gone")
+        with cx._kv.read() as txn:
+            assert list(txn.keys(CHUNK_VECTOR)) == []
+        assert cx.verify().ok
+    # the same store without the embedder still finds chunks by their words
+    with Cortex.open(tmp_path / "t", actor="agent") as cx:
+        cx.ingest(DOC)
+        assert cx.find(Query(text="southern harbour", limit=1, evidence=2)).evidence
+
+
+def test_verify_names_a_stray_chunk_vector(cx: Cortex) -> None:
+    from cortex.evidence import CHUNK_VECTOR
+    from cortex.ids import new_id
+    from cortex.kv import seal
+
+    cx.ingest(DOC)
+    stray = CHUNK_VECTOR + new_id().bytes + (0).to_bytes(4, "big")
+    cx._kv.write(lambda txn: txn.put(stray, seal(b"\x00" * 16)))
+    assert any("vector of no chunk" in p.what for p in cx.verify().problems)

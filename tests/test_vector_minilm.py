@@ -85,3 +85,14 @@ def test_minilm_dedupe_never_merges_contradicting_facts(tmp_path: Path, minilm: 
             assert cx.resolve(u2).data == b
         assert above >= 3  # the guard, not the threshold, keeps them apart
         assert cx.verify().ok
+
+
+def test_minilm_finds_episode_text_by_meaning(tmp_path: Path, minilm: MiniLM) -> None:
+    doc = (
+        "## Pets\n\nMy kitten naps on the couch all afternoon.\n\n"
+        "## Markets\n\nStock markets fell sharply today.\n"
+    )
+    with open_store(tmp_path / "s", embedder=minilm) as cx:
+        cx.ingest(doc + "\n\n".join(f"Filler paragraph {i} about paperwork." for i in range(60)))
+        found = cx.find(Query(text="a feline resting on furniture", limit=1, evidence=2)).evidence
+        assert found and "kitten" in found[0].text
