@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,17 @@ from cortex import (
 )
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def digest_of_store(cx: Cortex) -> str:
+    """A digest of every key and value of the store (a failed call must leave it unchanged)."""
+    h = hashlib.sha256()
+    with cx._kv.read() as txn:
+        for key, value in txn.scan(b""):
+            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
+    return h.hexdigest()
+
+
 DAY = timedelta(days=1)
 
 

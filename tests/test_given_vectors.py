@@ -5,7 +5,6 @@ length, stored exactly as an embedder's output would be, searched by ``near_vect
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +14,10 @@ import pytest
 from cortex import Cortex, NewMemory, Query, ValidationError
 from cortex.embed import External
 
+from .qsupport import digest_of_store
 from .vsupport import DIM, E, fact, open_store, vec_record
 
 MODEL = "example/hosted-embedding-3"
-
-
-def digest_of_store(cx: Cortex) -> str:
-    """A digest of every key and value of the store."""
-    h = hashlib.sha256()
-    with cx._kv.read() as txn:
-        for key, value in txn.scan(b""):
-            h.update(len(key).to_bytes(4, "big") + key + len(value).to_bytes(4, "big") + value)
-    return h.hexdigest()
 
 
 def _unit(seed: int, dim: int = 8) -> np.ndarray:

@@ -28,6 +28,8 @@ from cortex.episode import episode_text
 from cortex.extract import Context, Extracted, Extraction
 from cortex.ids import new_id
 
+from .qsupport import digest_of_store as digest
+
 CHAT = (
     "Sam: I moved to Lisbon last month, and I can't stand cilantro.\n"
     "Ana: Noted! Flying to Paris on Tuesday?\n"
@@ -50,14 +52,6 @@ T = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 
 def llm(answer: Any) -> Any:
     return lambda prompt: answer if isinstance(answer, str) else json.dumps(answer)
-
-
-def digest(cx: Cortex) -> str:
-    h = hashlib.sha256()
-    with cx._kv.read() as txn:
-        for k, v in txn.scan(b""):
-            h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
-    return h.hexdigest()
 
 
 @pytest.fixture
