@@ -934,6 +934,50 @@ def cmd_find(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("question", metavar="QUESTION", help="a question in plain words")
+    p.add_argument("-n", "--limit", type=int, default=10, help="how many hits (default 10)")
+
+
+@_command("search", _search_args)
+def cmd_search(args: argparse.Namespace) -> int:
+    """Ask in plain words: the router reads the question, its handler finds the memories.
+
+    Prints how the question was routed (type, entities, attribute, time window, confidence),
+    then the hits. See specs/router.md.
+    """
+    with _open(args) as cx:
+        res = cx.search(args.question, limit=args.limit, reader=_reader(args, cx))
+    r = res.route
+    t = r.temporal
+    window = t.type if t.type == "all" else (
+        f"{t.type} {t.days or ''}{' days' if t.days else ''}"
+        f"{' from ' + str(t.start) if t.start else ''}{' to ' + str(t.end) if t.end else ''}"
+        f"{' (' + t.anchor + ')' if t.anchor else ''}"
+    )  # fmt: skip
+    lines = [
+        f"route       {r.query_type} (confidence {r.confidence:.2f}, {r.routing_time_ms:.2f} ms)",
+        f"entities    {', '.join(r.entity_hints) or '-'}"
+        + (f"   attribute {r.attribute_hint}" if r.attribute_hint else ""),
+        f"window      {window}" + (f"   aspects {', '.join(r.aspects)}" if r.aspects else ""),
+    ]
+    lines += [f"note        {n}" for n in res.notes]
+    for dim, counts in res.facets.items():
+        top = ", ".join(f"{k} {v}" for k, v in list(counts.items())[:5])
+        lines.append(f"facet       {dim}: {top}")
+    lines += [f"{i:>3}. {h.memory.uri}  {h.text}" for i, h in enumerate(res.hits, start=1)]
+    if not res.hits:
+        lines.append("no memories found")
+    obj = {
+        "route": to_plain(r),
+        "notes": list(res.notes),
+        "facets": res.facets,
+        "hits": [{"uri": str(h.memory.uri), "text": h.text, "score": h.score} for h in res.hits],
+    }
+    _emit(args, obj, lines)
+    return 0
+
+
 def _context_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("verb", type=_enum_arg(Verb), metavar="VERB", help=Verb.labels())
     p.add_argument(

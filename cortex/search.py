@@ -203,6 +203,13 @@ def search(
         return SearchResult(hits=hits, route=r, window=window, notes=tuple(notes))
     asked = window  # the question's own window (facets count in it whatever the text finds)
     base = find(text, window)
+    if qt == "temporal" and window is not None and not base:
+        # "what happened last week": the words match nothing, the window is the question
+        q = Query(types=tuple(MemoryType), window=window, limit=limit, reader=reader)
+        listed = tuple(cx.find(q).hits)
+        if listed:
+            notes.append("the words matched nothing in the window: its memories, newest first")
+            return SearchResult(hits=listed, route=r, window=window, notes=tuple(notes))
     if window is not None and not base:
         notes.append("nothing in the window matched: searched without it")
         window = None

@@ -201,3 +201,12 @@ def test_search_arguments(cx: Cortex) -> None:
     for bad in (0, 1001, 2.0):
         with pytest.raises(ValidationError):
             cx.search("x", limit=bad)  # type: ignore[arg-type]
+
+
+def test_search_lists_the_window_when_its_words_match_nothing(cx: Cortex) -> None:
+    res = cx.search("what happened last week")
+    assert res.route.query_type == "temporal"
+    summaries = [getattr(h.memory.data, "summary", None) for h in res.hits]
+    assert "design meeting with Ana" in summaries  # 3 days ago
+    assert "budget meeting with Ana" not in summaries and "the trip to Rome" not in summaries
+    assert any("newest first" in n for n in res.notes)
