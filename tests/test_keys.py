@@ -463,3 +463,94 @@ def test_index_keys_are_the_single_key_builders(
         if actor_obj:
             expected.append(keys.actor_obj_key(f.verb, f.obj_ref, created, mid))
     assert keys.index_keys(t, created, mid, tags, frames, actor_obj=actor_obj) == expected
+
+
+# --- the lexical keyspaces: lex/p/ term 0x00 id16, lex/d/ id16, lex/t/ term -------------------
+
+terms = st.text(
+    st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1
+)
+
+
+@given(terms, ids)
+@example("a", MemoryId(Z))
+@example("caf\u00e9", MemoryId(b"\xff" * 16))
+def test_lexical_keys_round_trip(term: str, i: MemoryId) -> None:
+    assert keys.parse_posting_key(keys.posting_key(term, i)) == (term, i)
+    assert keys.posting_key(term, i).startswith(keys.posting_prefix(term))
+    assert keys.parse_lex_term_key(keys.lex_term_key(term)) == term
+    assert keys.parse_lex_doc_key(keys.lex_doc_key(i)) == i
+
+
+@pytest.mark.parametrize("term", ["", "a\x00b"])
+def test_lexical_keys_refuse_terms_that_cannot_end_at_a_nul(term: str) -> None:
+    with pytest.raises(ValueError):
+        keys.posting_prefix(term)
+    with pytest.raises(ValueError):
+        keys.lex_term_key(term)
+    with pytest.raises(ValueError):
+        keys.posting_key(term, MemoryId(Z))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"",
+        b"lex/p/" + Z,  # no term, no NUL
+        b"lex/p/" + b"\x00" + Z,  # an empty term
+        b"lex/p/" + b"a" + Z,  # no NUL before the id
+        b"lex/p/" + b"a\x00" + bytes(15),  # a short id
+        b"lex/p/" + b"a\x00b\x00" + Z,  # a NUL inside the term
+        b"lex/p/" + b"\xff\xfe\x00" + Z,  # not UTF-8
+        b"lex/t/" + b"a\x00" + Z,  # another keyspace
+        b"lex/x/" + b"a\x00" + Z,
+    ],
+)
+def test_malformed_posting_keys_raise_codec_error(key: bytes) -> None:
+    with pytest.raises(CodecError):
+        keys.parse_posting_key(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"", b"lex/t/", b"lex/t/a\x00", b"lex/t/\x00a", b"lex/t/\xff", b"lex/p/abc", b"lex/abc"],
+)
+def test_malformed_term_keys_raise_codec_error(key: bytes) -> None:
+    with pytest.raises(CodecError):
+        keys.parse_lex_term_key(key)
+
+
+@pytest.mark.parametrize("key", [b"lex/d/" + bytes(15), b"lex/d/" + bytes(17), b"lex/t/" + Z])
+def test_malformed_doc_keys_raise_codec_error(key: bytes) -> None:
+    with pytest.raises(CodecError):
+        keys.parse_lex_doc_key(key)
+
+
+def test_show_key_reads_every_named_keyspace() -> None:
+    i = MemoryId(bytes(range(16)))
+    assert keys.show_key(keys.head_key(i)) == f"m/{i}"
+    assert keys.show_key(keys.version_key(i, 7)) == f"mv/{i}/v/7"
+    assert keys.show_key(keys.journal_key(42)) == "j/42"
+    assert keys.show_key(keys.posting_key("caf\u00e9", i)) == f"lex/p/caf\u00e9/{i}"
+    assert keys.show_key(keys.lex_doc_key(i)) == f"lex/d/{i}"
+    assert keys.show_key(keys.lex_term_key("word")) == "lex/t/word"
+    assert keys.show_key(keys.meta_key("format")) == "meta/format"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        b"m/" + bytes(15),
+        b"mv/" + Z + b"/x/" + bytes(8),
+        b"j/" + bytes(3),
+        b"lex/p/a" + Z,
+        b"lex/d/" + bytes(3),
+        b"lex/t/a\x00",
+        b"meta/caf\xc3\xa9",
+        b"vec/" + Z,  # a keyspace show_key does not name
+        b"\xff\x00",
+        b"",
+    ],
+)
+def test_show_key_falls_back_to_hex(key: bytes) -> None:
+    assert keys.show_key(key) == key.hex()

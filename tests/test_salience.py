@@ -313,3 +313,59 @@ def test_use_counters_are_not_hashed(cx: Cortex) -> None:
 def test_salience_state_of_a_missing_memory(cx: Cortex) -> None:
     with pytest.raises(NotFoundError):
         cx.salience_state(new_id())
+
+
+# --- the weights and the counters' record, on their own ---------------------------------------
+
+WEIGHT_NAMES = ("recency", "access", "citation", "importance", "vector")
+
+
+@pytest.mark.parametrize("name", WEIGHT_NAMES)
+@pytest.mark.parametrize("bad", [-0.01, 1.01, -1, 2, math.nan, math.inf, True, "0.5", None])
+def test_a_weight_outside_0_1_is_refused(name: str, bad: Any) -> None:
+    with pytest.raises(ValidationError) as err:
+        Weights(**{name: bad})
+    assert err.value.field == f"weights.{name}" and err.value.rule == "range"
+
+
+@pytest.mark.parametrize("name", WEIGHT_NAMES)
+def test_weights_at_the_bounds_are_accepted(name: str) -> None:
+    assert getattr(Weights(**{name: 0}), name) == 0
+    assert getattr(Weights(**{name: 1}), name) == 1
+    assert getattr(Weights(**{name: 0.0}), name) == 0.0
+    assert getattr(Weights(**{name: 1.0}), name) == 1.0
+
+
+def test_the_non_vector_weights_must_not_all_be_zero() -> None:
+    zero = {"recency": 0, "access": 0, "citation": 0, "importance": 0}
+    for vector in (0.0, 1.0):
+        with pytest.raises(ValidationError) as err:
+            Weights(**zero, vector=vector)
+        assert err.value.field == "weights" and err.value.rule == "range"
+    for name in zero:  # any one of them is enough
+        w = Weights(**{**zero, name: 0.01})
+        assert getattr(w, name) == 0.01
+    assert Weights() == Weights(recency=0.25, access=0.15, citation=0.30, importance=0.20)
+    assert Weights().vector == 0.10
+
+
+def test_the_counters_record_is_the_storage_spec_layout() -> None:
+    """storage.md §2: a sealed SalienceState {0: 1, 1: accesses, 2: citations, 3: failures,
+    4: last_used_at µs}; key 0 is the schema version 1."""
+    import cbor2
+
+    from cortex.errors import CodecError
+    from cortex.salience import SALIENCE_STATE
+
+    st = SalienceState(accesses=3, citations=2, failures=1, last_used_at=T0, confirmations=4)
+    raw = SALIENCE_STATE.encode(st, "sal")
+    m = cbor2.loads(raw)
+    assert m[0] == 1
+    assert (m[1], m[2], m[3], m[4]) == (3, 2, 1, int(T0.timestamp()) * 1_000_000)
+    assert raw == cbor2.dumps(m, canonical=True)
+    assert SALIENCE_STATE.decode(raw, "sal") == st
+    for version in (0, 2):
+        with pytest.raises(CodecError):
+            SALIENCE_STATE.decode(cbor2.dumps({**m, 0: version}, canonical=True), "sal")
+    with pytest.raises(CodecError):
+        SALIENCE_STATE.decode(cbor2.dumps({k: v for k, v in m.items() if k}), "sal")

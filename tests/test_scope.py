@@ -25,6 +25,9 @@ from cortex import (
     Visibility,
     new_id,
 )
+from cortex.enums import ObjKind, Verb
+from cortex.records import FrameRef, Head
+from cortex.scope import FrameMatch
 
 from .qsupport import DAY, T0, Clock, fact, forms, frame, trace
 
@@ -484,3 +487,235 @@ def test_the_memorys_actor_writes_through_its_own_view(tmp_path: Path, clock: Cl
         view.update(uri, fact(2))  # allowed: bob is the memory's actor
         new = view.write(fact(3))
         assert cx.resolve_latest(new).head.actor_scope == "bob"
+
+
+# --- the rules on their own (cortex.scope, specs/query.md §3) ---------------------------------
+
+
+def _head(vis: str, *, actor: str = "owner", **kw: Any) -> Head:
+    kw.setdefault("type", MemoryType.FACT)
+    return Head(
+        id=kw.pop("id", new_id()),
+        current_version=1,
+        actor_scope=actor,
+        visibility=Visibility.coerce(vis),
+        created_at=T0,
+        last_updated_at=T0,
+        **kw,
+    )
+
+
+def _ref(verb: str = "find", kind: str = "service", ref: str = "svc://a") -> FrameRef:
+    return FrameRef(verb=Verb.coerce(verb), obj_kind=ObjKind.coerce(kind), obj_ref=ref)
+
+
+PRIVATE, SCOPED, PUBLIC = "private", "scoped", "actor_public"
+ALL_VIS = (PRIVATE, SCOPED, PUBLIC)
+
+
+@pytest.mark.parametrize("vis", ALL_VIS)
+def test_owners_see_and_write_everything(vis: str) -> None:
+    h = _head(vis, actor="bob")
+    for actor in ("owner", "bob"):  # the store's owner, the memory's actor
+        rd = Reader(actor=actor, scopes=(Scope(tags=frozenset({"zzz"})),))
+        assert rd.is_owner(h, "owner")
+        assert rd.can_see(h, "owner", T0)
+        assert rd.can_write(h, "owner", T0)
+    assert not Reader(actor="eve").is_owner(h, "owner")
+
+
+def test_an_unscoped_reader_sees_only_public_memories_and_writes_none() -> None:
+    rd = Reader(actor="eve")
+    assert [rd.can_see(_head(v), "owner", T0) for v in ALL_VIS] == [False, False, True]
+    assert not any(rd.can_write(_head(v), "owner", T0) for v in ALL_VIS)
+
+
+def test_a_scoped_reader_sees_what_a_scope_selects_but_never_private() -> None:
+    rd = Reader(actor="sam", scopes=(Scope(tags=frozenset({"a"})),))
+    assert [rd.can_see(_head(v, tags=("a",)), "owner", T0) for v in ALL_VIS] == [
+        False,
+        True,
+        True,
+    ]
+    # a scoped reader is restricted to its scopes, for public memories too
+    assert not rd.can_see(_head(PUBLIC, tags=("b",)), "owner", T0)
+    assert not rd.can_see(_head(SCOPED), "owner", T0)
+
+
+def test_a_writable_scope_never_grants_a_private_memory() -> None:
+    rd = Reader(actor="sam", scopes=(Scope(tags=frozenset({"a"}), writable=True),))
+    priv = _head(PRIVATE, tags=("a",))
+    assert rd.scopes[0].active(T0) and rd.scopes[0].selects(priv)
+    assert not rd.can_see(priv, "owner", T0)
+    assert not rd.can_write(priv, "owner", T0)
+    assert rd.can_write(_head(SCOPED, tags=("a",)), "owner", T0)
+    assert rd.can_write(_head(PUBLIC, tags=("a",)), "owner", T0)
+
+
+def test_writing_needs_a_writable_active_scope_that_selects_the_memory() -> None:
+    h = _head(SCOPED, tags=("a",))
+    ro = Scope(tags=frozenset({"a"}))
+    rw = Scope(tags=frozenset({"a"}), writable=True)
+    rw_other = Scope(tags=frozenset({"b"}), writable=True)
+    rw_expired = Scope(tags=frozenset({"a"}), writable=True, expires_at=T0)
+    assert not Reader(actor="sam", scopes=(ro,)).can_write(h, "owner", T0)
+    assert not Reader(actor="sam", scopes=(ro, rw_other)).can_write(h, "owner", T0)
+    assert not Reader(actor="sam", scopes=(ro, rw_expired)).can_write(h, "owner", T0)
+    assert Reader(actor="sam", scopes=(ro, rw_expired)).can_write(h, "owner", T0 - DAY)
+    assert Reader(actor="sam", scopes=(rw_other, rw)).can_write(h, "owner", T0)
+    # visible through a read-only scope, selected by a writable one: allowed
+    both = Reader(actor="sam", scopes=(Scope(ids=frozenset({h.id})), rw))
+    assert both.can_write(h, "owner", T0)
+
+
+def test_a_writable_view_cannot_create_a_private_memory(
+    world: tuple[Cortex, dict[str, Uri]],
+) -> None:
+    cx, _ = world
+    before = trace(cx)
+    with pytest.raises(ValidationError):
+        cx.view(W).write(fact("x"), tags=["shared"], visibility="private")
+    assert trace(cx) == before
+    # the owner's view may
+    assert cx.view(Reader(actor="owner")).write(fact("x"), visibility="private")
+
+
+def test_scope_activity_ends_at_expires_at() -> None:
+    assert Scope().active(T0)
+    s = Scope(expires_at=T0)
+    assert s.active(T0 - DAY / 86_400_000_000)
+    assert not s.active(T0)
+    assert not s.active(T0 + DAY)
+
+
+def test_selectors_one_by_one() -> None:
+    fr = _ref("find", "service", "svc://x")
+    h = _head(SCOPED, tags=("a", "b"), frames=(fr,))
+    assert Scope().selects(h)
+    assert Scope(types=frozenset({"Fact"})).selects(h)
+    assert not Scope(types=frozenset({"Goal"})).selects(h)
+    assert Scope(ids=frozenset({h.id})).selects(h)
+    assert not Scope(ids=frozenset({new_id()})).selects(h)
+    assert Scope(tags=frozenset({"b", "z"})).selects(h)
+    assert not Scope(tags=frozenset({"z"})).selects(h)
+    assert Scope(frames=("find",)).selects(h)
+    assert Scope(frames=("find:service",)).selects(h)
+    assert Scope(frames=("find:service:svc://x",)).selects(h)
+    assert not Scope(frames=("find:service:svc://y",)).selects(h)
+    assert not Scope(frames=("find:model",)).selects(h)
+    assert not Scope(frames=("build",)).selects(h)
+    assert not Scope(frames=("find",)).selects(_head(SCOPED))  # no frames at all
+    # every exclude list wins over every include list
+    assert not Scope(exclude_types=frozenset({"Fact"})).selects(h)
+    assert not Scope(exclude_ids=frozenset({h.id})).selects(h)
+    assert not Scope(exclude_tags=frozenset({"b"})).selects(h)
+    assert not Scope(exclude_frames=("find:service:svc://x",)).selects(h)
+    assert Scope(exclude_types=frozenset({"Goal"})).selects(h)
+    assert Scope(exclude_ids=frozenset({new_id()})).selects(h)
+    assert Scope(exclude_tags=frozenset({"z"})).selects(h)
+    assert Scope(exclude_frames=("build",)).selects(h)
+    assert Scope(exclude_tags=frozenset({"z"})).selects(_head(SCOPED))
+
+
+def test_frame_match_kinds_must_be_valid() -> None:
+    with pytest.raises(ValidationError) as bad:
+        FrameMatch(verb=Verb.FIND, obj_kind="spaceship")  # type: ignore[arg-type]
+    assert bad.value.field == "frame.obj_kind"
+    with pytest.raises(ValidationError) as bad:
+        Scope(frames=(("find", "spaceship"),))
+    assert bad.value.field == "frame.obj_kind"
+    with pytest.raises(ValidationError) as bad:
+        FrameMatch(verb="fly")  # type: ignore[arg-type]
+    assert bad.value.field == "frame.verb"
+    m = FrameMatch(verb="find", obj_kind="model")  # type: ignore[arg-type]
+    assert m.verb is Verb.FIND and m.obj_kind is ObjKind.MODEL
+
+
+@pytest.mark.parametrize("ref", ["", 5, b"svc://a", ("svc://a",)])
+def test_frame_match_refs_must_be_non_empty_text(ref: Any) -> None:
+    with pytest.raises(ValidationError) as bad:
+        FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref=ref)
+    assert bad.value.field == "frame.obj_ref"
+
+
+def test_frame_match_refs_are_nfc() -> None:
+    m = FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="cafe\u0301")
+    assert m.obj_ref == "caf\u00e9"
+    assert m.matches(_ref(ref="caf\u00e9"))
+
+
+def test_frame_match_of_every_form() -> None:
+    full = FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="svc://a:b")
+    assert FrameMatch.of(full) is full
+    assert FrameMatch.of(_ref(ref="svc://a:b")) == full
+    assert FrameMatch.of("find:service:svc://a:b") == full  # the ref keeps its colons
+    assert FrameMatch.of(("find", "service", "svc://a:b")) == full
+    assert FrameMatch.of(["find"]) == FrameMatch(verb=Verb.FIND)
+    assert FrameMatch.of("find::") == FrameMatch(verb=Verb.FIND)  # empty parts: no restriction
+    for bad in ((), ("find", "service", "x", "y"), 7, None):
+        with pytest.raises(ValidationError) as err:
+            FrameMatch.of(bad)  # type: ignore[arg-type]
+        assert err.value.field == "frames"
+
+
+def test_frame_match_matches() -> None:
+    fr = _ref("find", "service", "svc://a")
+    assert FrameMatch(verb=Verb.FIND).matches(fr)
+    assert not FrameMatch(verb=Verb.BUILD).matches(fr)
+    assert FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.SERVICE).matches(fr)
+    assert not FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.MODEL).matches(fr)
+    ref = FrameMatch(verb=Verb.FIND, obj_kind=ObjKind.SERVICE, obj_ref="svc://a")
+    assert ref.matches(fr)
+    assert not ref.matches(_ref("find", "service", "svc://b"))
+    assert not ref.matches(_ref("build", "service", "svc://a"))
+
+
+def test_scope_fields_are_normalised() -> None:
+    mid = new_id()
+    s = Scope(
+        types=["Fact", MemoryType.GOAL],  # type: ignore[arg-type]
+        exclude_types=["Event"],  # type: ignore[arg-type]
+        tags=["cafe\u0301"],  # type: ignore[arg-type]
+        exclude_tags=["nai\u0308ve"],  # type: ignore[arg-type]
+        ids=[str(mid)],  # type: ignore[arg-type]
+        exclude_ids=[str(mid)],  # type: ignore[arg-type]
+        frames=["find"],  # type: ignore[arg-type]
+        exclude_frames=[("build", "model")],  # type: ignore[arg-type]
+    )
+    assert s.types == frozenset({MemoryType.FACT, MemoryType.GOAL})
+    assert s.exclude_types == frozenset({MemoryType.EVENT})
+    assert s.tags == frozenset({"caf\u00e9"}) and s.exclude_tags == frozenset({"na\u00efve"})
+    assert s.ids == s.exclude_ids == frozenset({mid})
+    assert s.frames == (FrameMatch(verb=Verb.FIND),)
+    assert s.exclude_frames == (FrameMatch(verb=Verb.BUILD, obj_kind=ObjKind.MODEL),)
+    with pytest.raises(ValidationError) as bad:
+        Scope(exclude_types=frozenset({"Nope"}))
+    assert bad.value.field == "scope.exclude_types"
+    assert Scope(token_budget=1).token_budget == 1
+    for budget in (0, -3, 2.5, "10"):
+        with pytest.raises(ValidationError) as bad:
+            Scope(token_budget=budget)  # type: ignore[arg-type]
+        assert bad.value.field == "scope.token_budget"
+    assert Scope(expires_at=T0).expires_at == T0
+
+
+def test_reader_validation() -> None:
+    for actor in ("", None, 5):
+        with pytest.raises(ValidationError) as bad:
+            Reader(actor=actor)  # type: ignore[arg-type]
+        assert bad.value.field == "reader.actor"
+    s = Scope()
+    assert Reader(actor="a", scopes=[s]).scopes == (s,)  # type: ignore[arg-type]
+
+
+def test_token_cap_rules() -> None:
+    capped, wide = Scope(token_budget=20), Scope(token_budget=30)
+    gone = Scope(token_budget=5, expires_at=T0)
+    assert Reader(actor="a").token_cap(T0) is None
+    assert Reader(actor="a", scopes=(capped,)).token_cap(T0) == 20
+    assert Reader(actor="a", scopes=(capped, wide)).token_cap(T0) == 30
+    assert Reader(actor="a", scopes=(wide, capped)).token_cap(T0) == 30
+    assert Reader(actor="a", scopes=(capped, Scope())).token_cap(T0) is None
+    assert Reader(actor="a", scopes=(capped, gone)).token_cap(T0) == 20
+    assert Reader(actor="a", scopes=(capped, gone)).token_cap(T0 - DAY) == 20
+    assert Reader(actor="a", scopes=(gone,)).token_cap(T0) is None

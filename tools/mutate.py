@@ -1,0 +1,702 @@
+"""Mutation testing of the modules that guard access and meaning (``make mutate``).
+
+Each mutant is one small change to one module's Python source (an operator or a constant
+swapped, ``and``/``or`` exchanged, a ``not`` dropped, a condition forced ``True`` or ``False``,
+a ``raise`` or a call statement turned into ``pass``). It is written into a private copy of the
+tree and the module's own test files run against it (``pytest -x``); a mutant they miss runs
+against a wider set. A mutant no test kills survives, and is kept only with a reason in
+``tools/mutate_equivalent.toml`` (``equivalent`` or ``text-only``), keyed by its description.
+
+The Python path is the one mutated: every run imports ``cortex._speedups`` as absent, so the
+C accelerator (which shadows several functions of codec, keys and the write path) never runs.
+
+Not mutated: docstrings, annotations, f-strings and the strings of ``raise`` statements
+(messages), ``__all__``. A module listed with ``functions`` is mutated only there (transfer:
+the verification of bundles). A module with ``rate`` < 1 is sampled: a mutant runs when the
+first 8 bytes of sha256 of its description, as a fraction of 2**64, are below the rate, so a
+mutant is in or out of the sample whatever else changes in the file; the functions named in
+``focus`` are mutated whole.
+
+Each mutant runs only the tests that reach it: one traced run of each test set records which
+lines of the module every test executes, and a mutant runs the tests that execute its line
+(every test, for code that runs on import).
+
+Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]``.
+Writes ``DIR/report.md`` and ``DIR/report.json``; exits 1 when a module misses its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+REASONS = ROOT / "tools" / "mutate_equivalent.toml"
+KINDS = ("equivalent", "text-only")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module under mutation and the tests that guard it."""
+
+    name: str
+    path: str
+    own: tuple[str, ...]
+    wider: tuple[str, ...]
+    goal: float = 0.95
+    functions: tuple[str, ...] = ()
+    rate: float = 1.0
+    focus: tuple[str, ...] = ()  # functions mutated whole whatever the rate
+
+
+TARGETS = (
+    Target(
+        "scope",
+        "cortex/scope.py",
+        ("tests/test_scope.py",),
+        ("tests/test_query.py", "tests/test_context.py"),
+        goal=1.0,
+    ),
+    Target(
+        "keys",
+        "cortex/keys.py",
+        ("tests/test_keys.py",),
+        ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
+        rate=0.3,
+        focus=("parse_posting_key", "parse_lex_term_key", "show_key"),
+    ),
+    Target(
+        "codec",
+        "cortex/codec.py",
+        ("tests/test_codec.py",),
+        ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
+        rate=0.07,
+    ),
+    Target(
+        "forms",
+        "cortex/forms.py",
+        ("tests/test_forms.py",),
+        ("tests/test_given_vectors.py", "tests/test_validation.py"),
+        rate=0.3,
+        focus=("render_with_short", "truncate"),
+    ),
+    Target(
+        "salience",
+        "cortex/salience.py",
+        ("tests/test_salience.py",),
+        ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
+    ),
+    Target(
+        "where",
+        "cortex/where.py",
+        ("tests/test_where.py",),
+        ("tests/test_query.py", "tests/test_cli.py"),
+        rate=0.2,
+    ),
+    Target(
+        "transfer",
+        "cortex/transfer.py",
+        ("tests/test_transfer.py",),
+        ("tests/test_cli.py", "tests/test_corruption.py"),
+        functions=(
+            "_check_header",
+            "_check_trailer",
+            "_memory_from_json",
+            "_read_jsonl",
+            "_read_cbor",
+            "_bytes",
+            "read_bundle",
+        ),
+        rate=0.35,
+    ),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutants
+
+
+@dataclass
+class Mutant:
+    """One change to one module; ``key`` is its stable description."""
+
+    module: str
+    key: str
+    line: int
+    original: str
+    replacement: str
+    status: str = "pending"  # killed-own, killed-wider, survived, timeout-*, skipped
+    detail: str = ""
+    seconds: float = 0.0
+    reason: dict[str, str] = field(default_factory=dict)
+    lines: tuple[int, int] = (0, 0)  # the lines a test must run to reach the mutant
+    in_function: bool = True
+
+
+_BINOPS: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+    ast.BitXor: ast.BitAnd,
+}
+_CMPOPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+
+Path_ = tuple[tuple[str, int | None], ...]
+
+
+@dataclass
+class _Candidate:
+    path: Path_
+    kind: str
+    node: ast.AST
+    new: ast.AST
+    qualname: str
+    statement: bool = False
+    stmt_line: int = 0
+    in_function: bool = False
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+def _candidates(tree: ast.Module) -> Iterator[_Candidate]:
+    """Every mutation of ``tree``, in source order."""
+
+    def walk(  # noqa: PLR0917
+        node: ast.AST, path: Path_, qual: str, in_raise: bool, line: int, in_fn: bool
+    ) -> Iterator[_Candidate]:
+        if isinstance(node, ast.JoinedStr):
+            return  # f-strings: text
+        if isinstance(node, ast.stmt):
+            line = node.lineno
+        for cand in _here(node, path, qual, in_raise):
+            cand.stmt_line, cand.in_function = line, in_fn
+            yield cand
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            qual = f"{qual}.{node.name}" if qual != "<module>" else node.name
+        # a function's body runs when it is called; its defaults when it is defined
+        body_fn = in_fn or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for name, value in ast.iter_fields(node):
+            if name in ("annotation", "returns", "decorator_list", "type_comment"):
+                continue
+            if isinstance(node, ast.ClassDef) and name in ("bases", "keywords"):
+                continue  # frozen=True and friends: the struct's declaration
+            if isinstance(value, list):
+                for i, child in enumerate(value):
+                    if isinstance(child, ast.AST):
+                        if isinstance(child, ast.stmt) and _skip_stmt(child):
+                            continue
+                        yield from walk(
+                            child,
+                            (*path, (name, i)),
+                            qual,
+                            in_raise or isinstance(child, ast.Raise),
+                            line,
+                            body_fn if name == "body" else in_fn,
+                        )
+            elif isinstance(value, ast.AST):
+                yield from walk(value, (*path, (name, None)), qual, in_raise, line, in_fn)
+
+    yield from walk(tree, (), "<module>", False, 1, False)
+
+
+def _skip_stmt(stmt: ast.stmt) -> bool:
+    if _is_docstring(stmt):
+        return True
+    if isinstance(stmt, ast.Assign | ast.AnnAssign):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return True
+    if isinstance(stmt, ast.ImportFrom | ast.Import):
+        return True
+    return isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test)
+
+
+def _here(node: ast.AST, path: Path_, qual: str, in_raise: bool) -> Iterator[_Candidate]:
+    def c(kind: str, new: ast.AST, statement: bool = False) -> _Candidate:
+        return _Candidate(path, kind, node, new, qual, statement)
+
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        new = copy.deepcopy(node)
+        new.op = _BINOPS[type(node.op)]()
+        yield c("binop", new)
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _BINOPS:
+        new = copy.deepcopy(node)
+        new.op = _BINOPS[type(node.op)]()
+        yield c("augassign", new, statement=True)
+    elif isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            if type(op) in _CMPOPS:
+                new = copy.deepcopy(node)
+                new.ops[i] = _CMPOPS[type(op)]()
+                yield c("compare", new)
+    elif isinstance(node, ast.BoolOp):
+        new = copy.deepcopy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        yield c("boolop", new)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
+        yield c("unary-drop", copy.deepcopy(node.operand))
+    elif isinstance(node, ast.Constant) and not in_raise:
+        v = node.value
+        if isinstance(v, bool):
+            yield c("const", ast.Constant(not v))
+        elif isinstance(v, int | float):
+            yield c("const", ast.Constant(v + 1))
+        elif isinstance(v, str | bytes) and v:
+            yield c("const", ast.Constant(("XX" + v + "XX") if isinstance(v, str) else b"X" + v))
+    elif isinstance(node, ast.Raise):
+        yield c("raise-pass", ast.Pass(), statement=True)
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        yield c("call-pass", ast.Pass(), statement=True)
+    # conditions forced either way (the test of if/while/ternary/comprehension filter)
+    tests: list[tuple[str, int | None, ast.AST]] = []
+    if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+        tests.append(("test", None, node.test))
+    elif isinstance(node, ast.comprehension):
+        tests += [("ifs", i, t) for i, t in enumerate(node.ifs)]
+    for fname, idx, test in tests:
+        if isinstance(test, ast.Constant):
+            continue
+        for forced in (True, False):
+            yield _Candidate(
+                (*path, (fname, idx)),
+                f"cond-{str(forced).lower()}",
+                test,
+                ast.Constant(forced),
+                qual,
+            )
+
+
+def _set_at(tree: ast.AST, path: Path_, new: ast.AST) -> None:
+    parent = tree
+    for name, idx in path[:-1]:
+        child = getattr(parent, name)
+        parent = child[idx] if idx is not None else child
+    name, idx = path[-1]
+    if idx is None:
+        setattr(parent, name, new)
+    else:
+        getattr(parent, name)[idx] = new
+
+
+def _offsets(source: bytes) -> list[int]:
+    starts, pos = [], 0
+    for line in source.splitlines(keepends=True):
+        starts.append(pos)
+        pos += len(line)
+    starts.append(pos)
+    return starts
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
+    """The mutants of ``target``, their mutated sources by key, and how many did not apply."""
+    source = (ROOT / target.path).read_bytes()
+    tree = ast.parse(source)
+    starts = _offsets(source)
+    out: list[Mutant] = []
+    sources: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    failed = 0
+    for cand in _candidates(tree):
+        top = cand.qualname.split(".", 1)[0]
+        if target.functions and top not in target.functions:
+            continue
+        node = cand.node
+        assert node.end_lineno is not None and node.end_col_offset is not None
+        begin = starts[node.lineno - 1] + node.col_offset
+        end = starts[node.end_lineno - 1] + node.end_col_offset
+        original = source[begin:end].decode("utf-8")
+        new_text = ast.unparse(cand.new)
+        base = (
+            f"{cand.qualname}: {cand.kind}: {_one_line(ast.unparse(node))} => {_one_line(new_text)}"
+        )
+        seen[base] = seen.get(base, 0) + 1
+        key = base if seen[base] == 1 else f"{base} #{seen[base]}"
+        if target.rate < 1 and top not in target.focus:
+            h = int.from_bytes(hashlib.sha256(f"{target.name}|{key}".encode()).digest()[:8])
+            if h / 2**64 >= target.rate:
+                continue
+        # the change made in the tree (undone below) is the one the text must parse to
+        _set_at(tree, cand.path, cand.new)
+        want = ast.dump(tree)
+        _set_at(tree, cand.path, node)
+        mutated = None
+        for text in [new_text] if cand.statement else [f"({new_text})", new_text]:
+            attempt = source[:begin] + text.encode("utf-8") + source[end:]
+            try:
+                if ast.dump(ast.parse(attempt)) == want:
+                    mutated = attempt.decode("utf-8")
+                    break
+            except SyntaxError:
+                continue
+        if mutated is None:
+            failed += 1
+            continue
+        m = Mutant(target.name, key, node.lineno, _one_line(original), new_text)
+        m.lines = (min(cand.stmt_line, node.lineno), node.end_lineno)
+        m.in_function = cand.in_function
+        out.append(m)
+        sources[key] = mutated
+    return out, sources, failed
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+class Plugin:
+    """A pytest plugin for the runs: traces lines, or selects tests.
+
+    With ``MUTATE_TRACE`` (the module's path) it records which lines of the module each test
+    runs, written as JSON to ``MUTATE_TRACE_OUT``; with ``MUTATE_SELECT`` (a JSON file of node
+    ids and seconds) it keeps only those tests, fastest first.
+    """
+
+    def __init__(self) -> None:
+        self.trace = os.environ.get("MUTATE_TRACE")
+        self.out = os.environ.get("MUTATE_TRACE_OUT")
+        sel = os.environ.get("MUTATE_SELECT")
+        self.select = json.loads(Path(sel).read_text()) if sel else None
+        self.seen: dict[str, Any] = {}
+        self.lines: set[int] = set()
+        self.start = 0.0
+
+    def _global(self, frame: Any, event: str, arg: Any) -> Any:
+        if self.trace and frame.f_code.co_filename.endswith(self.trace):
+            return self._local
+        return None
+
+    def _local(self, frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.lines.add(frame.f_lineno)
+        return self._local
+
+    def pytest_collection_modifyitems(self, session: Any, config: Any, items: list[Any]) -> None:
+        """The pytest hook."""
+        if self.select is None:
+            return
+        keep = [i for i in items if i.nodeid in self.select]
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in self.select])
+        items[:] = sorted(keep, key=lambda i: self.select[i.nodeid])
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        """The pytest hook."""
+        self.lines, self.start = set(), time.monotonic()
+        if self.trace:
+            threading.settrace(self._global)
+            sys.settrace(self._global)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        """The pytest hook."""
+        if self.trace:
+            sys.settrace(None)
+            threading.settrace(None)  # type: ignore[arg-type]
+            self.seen[nodeid] = [sorted(self.lines), time.monotonic() - self.start]
+
+    def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        """The pytest hook."""
+        if self.out:
+            Path(self.out).write_text(json.dumps(self.seen))
+
+
+_RUNNER = (
+    "import sys; sys.modules['cortex._speedups'] = None; sys.path.insert(1, 'tools'); "
+    "import mutate, pytest; sys.exit(pytest.main(sys.argv[1:], plugins=[mutate.Plugin()]))"
+)
+_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "*.egg-info", "__pycache__", "*.so", "mutation-results",
+    "bench-results", ".mypy_cache", ".ruff_cache", ".hypothesis",
+)  # fmt: skip
+
+
+class Workspace:
+    """A private copy of the tree in which one mutant at a time is written."""
+
+    def __init__(self, base: Path, n: int) -> None:
+        self.root = base / f"w{n}"
+        shutil.copytree(ROOT, self.root, ignore=_IGNORE)
+        self.tick = 0
+
+    def write(self, rel: str, text: str) -> None:
+        """Write ``text`` as the module ``rel`` of this copy."""
+        p = self.root / rel
+        p.write_text(text, encoding="utf-8")
+        # a unique mtime, so no cached bytecode of another mutant of the same size is reused
+        self.tick += 1
+        stamp = 1_000_000_000 + self.tick
+        os.utime(p, (stamp, stamp))
+
+    def pytest(
+        self, files: tuple[str, ...], timeout: float, **env_extra: str
+    ) -> tuple[int | None, float, str]:
+        """Run pytest on ``files``; ``(exit code or None on timeout, seconds, last line)``."""
+        env = dict(os.environ, CORTEX_NO_SPEEDUPS="1", HYPOTHESIS_PROFILE="ci", **env_extra)
+        env.pop("PYTHONPATH", None)
+        cmd = [sys.executable, "-c", _RUNNER, "-x", "-q", "--no-header", "-p", "no:cacheprovider"]
+        start = time.monotonic()
+        with subprocess.Popen(
+            [*cmd, *files],
+            cwd=self.root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        ) as proc:
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                return None, time.monotonic() - start, "timeout"
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        return proc.returncode, time.monotonic() - start, lines[-1] if lines else ""
+
+
+def _reasons() -> dict[str, dict[str, dict[str, str]]]:
+    if not REASONS.exists():
+        return {}
+    with open(REASONS, "rb") as f:
+        data: dict[str, dict[str, dict[str, str]]] = tomllib.load(f)
+    for module, entries in data.items():
+        for key, r in entries.items():
+            if r.get("kind") not in KINDS or not r.get("why"):
+                raise SystemExit(f"{REASONS}: [{module}] {key!r}: kind must be {KINDS}, with a why")
+    return data
+
+
+def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float] | None:
+    """The tests that reach ``m`` with their seconds (``None``: run every test)."""
+    if not m.in_function:
+        return None  # runs on import (or on definition): every test reaches it
+    lo, hi = m.lines
+    return {
+        nodeid: secs
+        for nodeid, (lines, secs) in traced.items()
+        if any(lo <= n <= hi for n in lines)
+    }
+
+
+def run_target(
+    target: Target, spaces: list[Workspace], jobs: int, log: Any
+) -> tuple[list[Mutant], dict[str, Any]]:
+    """Mutate one module and run the tests that reach each mutant against it."""
+    mutants, sources, failed = mutants_of(target)
+    original = (ROOT / target.path).read_text(encoding="utf-8")
+    traced: dict[str, dict[str, Any]] = {}
+    base: dict[str, float] = {}
+    for phase, files in (("own", target.own), ("wider", target.wider)):
+        out = spaces[0].root / f".trace-{phase}.json"
+        env = {"MUTATE_TRACE": "/" + target.path, "MUTATE_TRACE_OUT": str(out)}
+        code, secs, last = spaces[0].pytest(files, 1800, **env)
+        if code != 0:
+            raise SystemExit(f"{target.name}: the {phase} tests fail unmutated: {last}")
+        traced[phase], base[phase] = json.loads(out.read_text()), secs
+    print(
+        f"[{target.name}] {len(mutants)} mutants ({failed} not applicable); traced own tests "
+        f"{base['own']:.0f}s, wider {base['wider']:.0f}s",
+        file=log,
+        flush=True,
+    )
+
+    def one(space: Workspace, m: Mutant) -> None:
+        space.write(target.path, sources[m.key])
+        try:
+            for phase, files in (("own", target.own), ("wider", target.wider)):
+                chosen = _selection(m, traced[phase])
+                if chosen is not None and not chosen:
+                    continue  # no test of this set runs the mutated line
+                env: dict[str, str] = {}
+                budget = base[phase]
+                if chosen is not None:
+                    sel = space.root / ".select.json"
+                    sel.write_text(json.dumps(chosen))
+                    env["MUTATE_SELECT"] = str(sel)
+                    budget = sum(chosen.values())
+                code, secs, last = space.pytest(files, 3 * budget + 30, **env)
+                m.seconds += secs
+                if code is None:
+                    m.status, m.detail = f"timeout-{phase}", last
+                    return
+                if code != 0:
+                    m.status, m.detail = f"killed-{phase}", last
+                    return
+            m.status, m.detail = "survived", ""
+        finally:
+            space.write(target.path, original)
+
+    todo = list(mutants)
+    done = 0
+
+    def worker(space: Workspace) -> None:
+        nonlocal done
+        while todo:
+            m = todo.pop(0)
+            one(space, m)
+            done += 1
+            if m.status == "survived" or done % 25 == 0:
+                print(f"  [{target.name}] {done}/{len(mutants)} {m.status}: {m.key}", file=log)
+                log.flush()
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(worker, spaces[:jobs]))
+    return mutants, {"not_applicable": failed, "traced_seconds": base}
+
+
+def _score(mutants: list[Mutant], target: Target) -> dict[str, Any]:
+    total = len(mutants)
+    own = sum(m.status in ("killed-own", "timeout-own") for m in mutants)
+    killed = sum(m.status.startswith(("killed", "timeout")) for m in mutants)
+    kept = [m for m in mutants if m.status == "survived" and m.reason]
+    unexplained = [m for m in mutants if m.status == "survived" and not m.reason]
+    denominator = total - len(kept)
+    score = killed / denominator if denominator else 1.0
+    return {
+        "module": target.name,
+        "path": target.path,
+        "sampled_rate": target.rate,
+        "mutants": total,
+        "killed_by_own_tests": own,
+        "killed": killed,
+        "equivalent": sum(m.reason.get("kind") == "equivalent" for m in kept),
+        "text_only": sum(m.reason.get("kind") == "text-only" for m in kept),
+        "unexplained_survivors": len(unexplained),
+        "score": round(score, 4),
+        "goal": target.goal,
+        "met": score >= target.goal,
+    }
+
+
+def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[str]) -> str:
+    lines = [
+        "# Mutation testing",
+        "",
+        "Score = killed / (mutants - kept survivors); kept = equivalent or text-only, with a "
+        "reason in tools/mutate_equivalent.toml.",
+        "",
+        "| module | mutants | killed by own tests | killed | equivalent | text-only "
+        "| unexplained | score | goal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in scores:
+        rate = "" if s["sampled_rate"] >= 1 else f" (sample {s['sampled_rate']:.0%})"
+        lines.append(
+            f"| {s['module']}{rate} | {s['mutants']} | {s['killed_by_own_tests']} | {s['killed']} "
+            f"| {s['equivalent']} | {s['text_only']} | {s['unexplained_survivors']} "
+            f"| {s['score']:.1%} | {s['goal']:.0%}{'' if s['met'] else ' **missed**'} |"
+        )
+    lines += ["", "## Survivors", ""]
+    for m in mutants:
+        if m.status != "survived":
+            continue
+        why = f"{m.reason['kind']}: {m.reason['why']}" if m.reason else "**no reason: a test gap**"
+        lines.append(f"- `{m.module}.py:{m.line}` `{m.key}`  \n  {why}")
+    if stale:
+        lines += ["", "## Reasons that match no survivor (remove them)", ""]
+        lines += [f"- `{k}`" for k in stale]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--module", action="append", choices=[t.name for t in TARGETS])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", default=str(ROOT / "mutation-results"))
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    args = parser.parse_args(argv)
+    targets = [t for t in TARGETS if not args.module or t.name in args.module]
+    reasons = _reasons()
+    if args.list:
+        for t in targets:
+            ms, _, failed = mutants_of(t)
+            print(f"# {t.name}: {len(ms)} mutants ({failed} not applicable)")
+            for m in ms:
+                print(f"{t.path}:{m.line}: {m.key}")
+        return 0
+    started = time.monotonic()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    scores, everything, extra, stale = [], [], {}, []
+    with tempfile.TemporaryDirectory(prefix="cortex-mutate-") as tmp:
+        spaces = [Workspace(Path(tmp), n) for n in range(max(1, args.jobs))]
+        for t in targets:
+            mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout)
+            given = reasons.get(t.name, {})
+            for m in mutants:
+                if m.status == "survived" and m.key in given:
+                    m.reason = dict(given[m.key])
+            survived = {m.key for m in mutants if m.status == "survived"}
+            stale += [f"{t.name}: {k}" for k in given if k not in survived]
+            s = _score(mutants, t)
+            print(
+                f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
+                f"{s['unexplained_survivors']} unexplained",
+                flush=True,
+            )
+            scores.append(s)
+            everything += mutants
+            extra[t.name] = info
+    elapsed = time.monotonic() - started
+    report = {
+        "seconds": round(elapsed, 1),
+        "jobs": args.jobs,
+        "scores": scores,
+        "modules": extra,
+        "stale_reasons": stale,
+        "mutants": [asdict(m) for m in everything],
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    md = _markdown(scores, everything, stale) + f"\nRun time: {elapsed / 60:.1f} min.\n"
+    (out / "report.md").write_text(md, encoding="utf-8")
+    print(md)
+    return 0 if all(s["met"] for s in scores) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
