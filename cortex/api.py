@@ -10,6 +10,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from cortex import argcheck
 from cortex import core as _core
 from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
@@ -622,7 +623,7 @@ class Cortex(Store):
         out = Outcome.coerce(outcome)
         if out is None:
             raise ValidationError("outcome", "enum", f"must be one of {Outcome.labels()}")
-        ids = list(dict.fromkeys(_as_id(u, "uris") for u in uris))
+        ids = list(dict.fromkeys(_as_id(u, "uris") for u in argcheck.items(uris, "uris")))
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> None:

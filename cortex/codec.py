@@ -421,7 +421,10 @@ class _Unit(_Field[float]):
         if type(v) is not float:
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise _Invalid("type", f"must be a number in [0, 1], got {_type_name(v)}")
-            v = float(v)
+            try:
+                v = float(v)
+            except OverflowError:  # an int past the float range
+                raise _Invalid("range", "must be within [0, 1], got an int too large for a float") from None
         if not 0.0 <= v <= 1.0:  # also rejects NaN
             raise _Invalid("range", f"must be within [0, 1], got {v!r}")
         return _float(v + 0.0)  # -0.0 becomes 0.0: equal values, equal bytes
@@ -676,7 +679,9 @@ class _List(_Field[tuple[Any, ...]]):
         return tuple(out)
 
     def empty(self, v: Any) -> bool:
-        return v is None or len(v) == 0
+        # only None and an empty list or tuple are left out: another falsy value (0, "")
+        # is a wrong type, and enc says so
+        return v is None or (type(v) in (list, tuple) and not v)
 
 
 class _Pair(_Field[tuple[int, int]]):
@@ -764,7 +769,7 @@ class _TextMap(_Field[dict[str, str]]):
         return out
 
     def empty(self, v: Any) -> bool:
-        return v is None or len(v) == 0
+        return v is None or (isinstance(v, Mapping) and not v)
 
 
 def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
@@ -963,8 +968,10 @@ class StructCodec(_Field[S]):
             ns[f"K{k}"], ns[f"F{k}"] = kb, f
             x = f"x{k}"
             src.append(f"    {x} = v.{name}")
-            if isinstance(f, _List | _TextMap):
-                empty = f"{x} is None or not {x}"
+            if isinstance(f, _List):
+                empty = f"{x} is None or (type({x}) in (list, tuple) and not {x})"
+            elif isinstance(f, _TextMap):
+                empty = f"{x} is None or (type({x}) is dict and not {x})"
             elif isinstance(f, _Bool):
                 empty = f"{x} is None or {x} is False"
             else:
@@ -1573,7 +1580,13 @@ def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
     Raises:
         ValidationError: naming ``head.tags[i]`` and the rule.
     """
-    tags = tuple(tags) if not isinstance(tags, str) else (tags,)
+    if type(tags) is not tuple:
+        if isinstance(tags, str):
+            tags = (tags,)
+        elif tags is None or isinstance(tags, bytes | Mapping) or not isinstance(tags, Iterable):
+            raise ValidationError("head.tags", "type", f"must be a list, got {_type_name(tags)}")
+        else:
+            tags = tuple(tags)
     for t in tags:
         if type(t) is not str or not t.isascii():
             break

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
-from cortex import evidence, lexical
+from cortex import argcheck, evidence, lexical
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -430,6 +430,7 @@ def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_U64_MAX: Final = 2**64 - 1
 
 
 def _now_utc() -> datetime:
@@ -454,7 +455,8 @@ _KIND_TYPES: Final = frozenset({ObjKind, str})
 
 def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
     """Return frames with enum members and NFC references (validating the unusual ones)."""
-    frames = tuple(frames)
+    if type(frames) is not tuple:
+        frames = argcheck.items(frames, "head.frames")
     # the common case: members or exact labels (``verb="find"``, coerced as FRAMES.enc would
     # check them) and ASCII references; the head's encoder checks the other rules, naming the
     # same fields
@@ -1220,7 +1222,7 @@ class Store:
         """
         now = self._now()
         prepared = []
-        items = list(items)
+        items = list(argcheck.items(items, "items"))
         fresh = new_ids(len(items))  # one draw for the batch (an item's own id leaves one unused)
         for i, item in enumerate(items):
             spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
@@ -1870,7 +1872,11 @@ class Store:
         mid = _as_id(ref)
         if direction not in ("out", "in", "both"):
             raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
-        wanted = None if types is None else {_coerce(EdgeType, t, "types") for t in types}
+        wanted = (
+            None
+            if types is None
+            else {_coerce(EdgeType, t, "types") for t in argcheck.items(types, "types")}
+        )
         out = []
         with self._kv.read() as txn:
             prefixes = []
@@ -2037,19 +2043,39 @@ class Store:
         raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
 
     def journal(
-        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+        self, start: int | None = None, *, reverse: bool = False, limit: int | None = None
     ) -> Iterator[JournalEntry]:
         """Journal entries from sequence number ``start`` (or backwards from it), at most ``limit``.
+
+        Without ``start`` a forward read begins at the first entry and a reverse one at the
+        last, so ``journal(reverse=True, limit=3)`` is the newest three, newest first.
 
         Every link of the chain among the entries read, and to the entry before them, is
         checked, so an entry altered with a matching checksum is caught too (all but the last
         entry, which nothing after it vouches for).
 
+        Args:
+            start: a sequence number, 0..2**64-1 (entries count from 1).
+            reverse: newest first, from ``start`` down.
+            limit: at most this many entries (>= 0); ``None``: no limit.
+
         Raises:
+            ValidationError: ``start`` or ``limit`` is not an integer in range, ``reverse``
+                not a bool (checked when called, before anything is read).
             IntegrityError: an entry fails its checksum, does not decode, or breaks the chain.
         """
+        if start is None:
+            start = _U64_MAX if reverse else 1
+        start = argcheck.integer(start, "start", 0, _U64_MAX)
+        if limit is not None:
+            limit = argcheck.integer(limit, "limit", 0)
+        if type(reverse) is not bool:
+            raise ValidationError("reverse", "type", "must be True or False")
+        return iter(self._journal(start, reverse, limit))
+
+    def _journal(self, start: int, reverse: bool, limit: int | None) -> list[JournalEntry]:
         with self._kv.read() as txn:
-            scan = txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse)
+            scan = txn.scan(JOURNAL, start=journal_key(start), reverse=reverse)
             pairs = list(itertools.islice(scan, limit))
             if reverse:
                 pairs.reverse()
@@ -2077,7 +2103,7 @@ class Store:
             entries.append(entry)
         if reverse:
             entries.reverse()
-        yield from entries
+        return entries
 
     # -- search ------------------------------------------------------------------------------
 
