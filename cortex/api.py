@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -90,6 +91,9 @@ from cortex.vectors import (
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
 _FACETS = ("type", "tag", "subject", "counterparty")
+_WRITE_OPTIONS: Final = frozenset(
+    n for n in inspect.signature(Store.write).parameters if n not in ("self", "data")
+)
 DEDUPE_COSINE: Final = 0.92
 """Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
 
@@ -133,7 +137,7 @@ class Cortex(Store):
         vector_ef: int = DEFAULT_EF,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
-        for t, d in (decay or {}).items():
+        for t, d in (argcheck.mapping(decay, "decay") if decay is not None else {}).items():
             cls = DecayClass.coerce(d)
             if cls is None:
                 raise ValidationError("decay", "enum", f"must be one of {DecayClass.labels()}")
@@ -143,6 +147,9 @@ class Cortex(Store):
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
         fusion = Fusion.coerce(fusion)
+        argcheck.flag(reembed, "reembed")
+        argcheck.flag(dedupe, "dedupe")
+        argcheck.callback(progress, "progress")
         if type(vector_ef) is not int or vector_ef < 1:
             raise ValidationError("vector_ef", "range", f"must be an int >= 1, got {vector_ef!r}")
         if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
@@ -352,6 +359,7 @@ class Cortex(Store):
         Raises:
             ValidationError: the store was opened without an embedder.
         """
+        argcheck.callback(progress, "progress")
         if self.embedder is None or self._sidecar is None:
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
@@ -438,6 +446,15 @@ class Cortex(Store):
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
         """
+        unknown = sorted(set(options) - _WRITE_OPTIONS)
+        if unknown:
+            raise ValidationError(
+                unknown[0],
+                "unknown",
+                f"is not an option of write; the options are {', '.join(sorted(_WRITE_OPTIONS))}",
+            )
+        if dedupe is not None:
+            argcheck.flag(dedupe, "dedupe")
         return self._write(data, dedupe, None, options)
 
     def _write(
@@ -780,7 +797,7 @@ class Cortex(Store):
             raise ValidationError("by", "enum", f"must be one of {', '.join(_FACETS)}")
         now = self._now()
         rd = self._reader(reader)
-        ts = tuple(types) or tuple(MemoryType)
+        ts = argcheck.items(types, "types") or tuple(MemoryType)
         plan = compile_query(Query(types=ts, window=window, limit=1, reader=rd), now)
         counts: dict[str, int] = {}
         with self._kv.read() as txn:
@@ -852,7 +869,7 @@ class Cortex(Store):
             ValidationError: a bad question or limit.
         """
         if reader is not None:
-            return _search(self, question, limit=limit, reader=reader)
+            return _search(self, question, limit=limit, reader=self._reader(reader))
         with self._kv.read() as txn:
             head = journal_head(txn)
         if self._entities is None or self._entities[0] != head:
@@ -916,6 +933,7 @@ class Cortex(Store):
             IntegrityError: the record is damaged.
         """
         eid = _as_id(ref, "episode")
+        self._reader(reader)
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
         if not visible_episode(ep, reader, self.owner):
@@ -1001,6 +1019,10 @@ class Cortex(Store):
         """
         if type(limit) is not int or not 1 <= limit <= 10_000:
             raise ValidationError("limit", "range", "must be an int in 1..10000")
+        self._reader(reader)
+        for name, value in (("source", source), ("channel", channel), ("label", label)):
+            if value is not None:
+                argcheck.text(value, name)
         out: list[Episode] = []
         with self._kv.read() as txn:
             for ep in self._episodes(txn):
@@ -1024,6 +1046,7 @@ class Cortex(Store):
             NotFoundError: the memory or its episode is missing or hidden, or it was not drawn
                 from an episode.
         """
+        self._reader(reader)
         return _episode_of(self, ref, reader)
 
     def memories_from(self, ref: MemoryId | str, *, reader: Reader | None = None) -> list[Uri]:
@@ -1171,6 +1194,10 @@ class ReaderView:
 
     def find(self, query: Query) -> Result:
         """``Cortex.find`` as this reader."""
+        if not isinstance(query, Query):
+            raise ValidationError(
+                "query", "type", f"find takes a Query, got {type(query).__name__}"
+            )
         return self.cx.find(msgspec.structs.replace(query, reader=self.reader))
 
     def context(self, verb: Verb | str, objects: Sequence[Any] | str = (), **kw: Any) -> Bundle:

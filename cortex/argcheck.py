@@ -10,7 +10,8 @@ lists become tuples).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -19,9 +20,13 @@ from cortex.errors import ValidationError
 __all__ = [
     "MAX_DEPTH",
     "aware",
+    "callback",
+    "flag",
     "integer",
     "items",
+    "mapping",
     "number",
+    "path",
     "text",
     "texts",
     "unicode",
@@ -163,4 +168,66 @@ def aware(value: object, field: str) -> datetime:
         raise ValidationError(field, "type", f"must be a datetime, got {_kind(value)}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "naive", "must be an aware datetime (with a timezone)")
+    return value
+
+
+def flag(value: object, field: str) -> bool:
+    """``value`` itself if it is ``True`` or ``False`` (no truthy stand-ins).
+
+    Raises:
+        ValidationError: rule ``type``.
+    """
+    if type(value) is not bool:
+        raise ValidationError(field, "type", f"must be True or False, got {_kind(value)}")
+    return value
+
+
+def callback(value: object, field: str) -> Callable[..., object] | None:
+    """``value`` if it is ``None`` or callable (a progress callback, a clock).
+
+    Raises:
+        ValidationError: rule ``type``.
+    """
+    if value is not None and not callable(value):
+        raise ValidationError(field, "type", f"must be callable, got {_kind(value)}")
+    return value
+
+
+def mapping(value: object, field: str) -> Mapping[object, object]:
+    """``value`` if it is a mapping (a dict).
+
+    Raises:
+        ValidationError: rule ``type``.
+    """
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, "type", f"must be a mapping, got {_kind(value)}")
+    return value
+
+
+def path(value: object, field: str) -> str:
+    """``value`` as a file-system path: text or ``os.PathLike``, non-empty, without NUL, and
+    encodable as UTF-8 (LMDB takes its paths as UTF-8).
+
+    Raises:
+        ValidationError: rule ``type``, ``empty`` or ``path``.
+    """
+    if isinstance(value, os.PathLike):
+        try:
+            value = os.fspath(value)
+        except TypeError:
+            raise ValidationError(field, "type", "its __fspath__ returns no path") from None
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    if not isinstance(value, str):
+        raise ValidationError(field, "type", f"must be a path (text), got {_kind(value)}")
+    if not value:
+        raise ValidationError(field, "empty", "must not be empty")
+    if "\x00" in value:
+        raise ValidationError(field, "path", "contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            field, "path", f"{value!r} is not valid UTF-8 (a lone surrogate or undecodable byte)"
+        ) from None
     return value

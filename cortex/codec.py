@@ -26,6 +26,7 @@ from typing import Any, Final, Generic, TypeVar
 import cbor2
 import msgspec
 
+from cortex.argcheck import MAX_DEPTH
 from cortex.enums import (
     CodedEnum,
     ConstraintSource,
@@ -1207,6 +1208,63 @@ def _loads(data: bytes, path: str) -> Any:
         raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# The extent of one untrusted CBOR item, checked without recursion (bundles)
+
+
+def cbor_extent(data: bytes, pos: int = 0, max_depth: int = MAX_DEPTH) -> int:
+    """The end offset of the CBOR item at ``pos``, after checking its structure.
+
+    The item must be well formed with definite lengths, hold no tags (so no shared references,
+    cycles, big numbers or MIME messages) and nest at most ``max_depth`` arrays and maps. The
+    walk keeps its own stack, so no input can exhaust Python's. Values (UTF-8 of text, the
+    shortest forms) are left to the decoder and the canonical check.
+
+    Raises:
+        CodecError: naming the offset and what is wrong.
+    """
+    n = len(data)
+    remaining = [1]  # items still to read at each open level
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        if pos >= n:
+            raise CodecError(f"CBOR cut short at offset {pos}")
+        ib = data[pos]
+        major, info = ib >> 5, ib & 31
+        if info < 24:
+            arg, pos = info, pos + 1
+        elif info <= 27:
+            size = 1 << (info - 24)
+            if pos + 1 + size > n:
+                raise CodecError(f"CBOR cut short at offset {pos}")
+            arg = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+            pos += 1 + size
+        elif info == 31:
+            raise CodecError(f"indefinite-length CBOR item at offset {pos}")
+        else:
+            raise CodecError(f"reserved CBOR additional information {info} at offset {pos}")
+        if major in (2, 3):
+            if arg > n - pos:
+                raise CodecError(f"CBOR string at offset {pos} runs past the end")
+            pos += arg
+        elif major in (4, 5):
+            if arg:
+                if len(remaining) > max_depth:
+                    raise CodecError(
+                        f"CBOR nested deeper than {max_depth} arrays and maps at offset {pos}"
+                    )
+                count = arg if major == 4 else 2 * arg
+                if count > n - pos:  # every item takes at least one byte
+                    raise CodecError(f"CBOR array or map at offset {pos} runs past the end")
+                remaining.append(count)
+        elif major == 6:
+            raise CodecError(f"CBOR tag {arg} at offset {pos}: bundles and records hold no tags")
+    return pos
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Final
 
 import msgspec
 
+from cortex import argcheck
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.errors import CortexError, FormatError, ValidationError
@@ -367,7 +368,7 @@ def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
 
 
 def _open(path: str | os.PathLike[str], readonly: bool) -> LmdbKV:
-    return LmdbKV(path, readonly=readonly, create=False)
+    return LmdbKV(argcheck.path(path, "path"), readonly=readonly, create=False)
 
 
 def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:

@@ -9,6 +9,7 @@ against its content hash. See ``specs/storage.md``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import os
 import unicodedata
@@ -768,9 +769,22 @@ class _Imported:
 
     def __init__(self, head: Head, versions: Sequence[Version]) -> None:
         self.head = head
-        self.versions = tuple(versions)
-        self.head_bytes = _seal(HEAD.encode(head, "head"))
+        self.head_bytes = _seal(HEAD.encode(head, "head"))  # checks it is a valid Head
         where = f"memory {head.id}"
+        self.versions = argcheck.items(versions, "versions")
+        for v in self.versions:
+            if type(v) is not Version:
+                raise ValidationError(
+                    "versions", "type", f"{where}: versions are Version records, got "
+                    f"{type(v).__name__}"
+                )
+        if head.created_at < _EPOCH:  # index keys hold it as unsigned microseconds
+            raise ValidationError(
+                "head.created_at",
+                "range",
+                f"{where} was created at {head.created_at.isoformat()}, before 1970; a store "
+                "keys memories by creation time since the Unix epoch",
+            )
         numbers = [v.version for v in self.versions]
         if numbers != list(range(1, head.current_version + 1)):
             raise ValidationError(
@@ -809,6 +823,19 @@ class _Imported:
 
 # ---------------------------------------------------------------------------------------------
 # The store
+
+
+_MAX_MAP_SIZE: Final = 1 << 40  # the engine's own ceiling (kv._MAX_MAP)
+
+
+def _options_of(cls: type) -> frozenset[str]:
+    """The keyword options ``cls.__init__`` takes beyond the store's own."""
+    params = inspect.signature(cls.__init__).parameters
+    return frozenset(
+        n
+        for n, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("clock",)
+    )
 
 
 class Store:
@@ -862,14 +889,37 @@ class Store:
         Raises:
             FormatError: the store's format is newer than this code or unknown.
             MigrationRequiredError: the store is older; run ``cortex migrate``.
-            ValidationError: ``actor`` is empty or too long.
+            ValidationError: ``actor`` is empty or too long, or an argument is of the wrong
+                type or out of range (an unknown option too).
+            CortexError: the store cannot be opened (the message names the path and why).
         """
+        where = argcheck.path(path, "path")
         if actor is not None:
             try:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        for name, flag in (("create", create), ("readonly", readonly), ("metasync", metasync)):
+            argcheck.flag(flag, name)
+        argcheck.integer(map_size, "map_size", 0, _MAX_MAP_SIZE)
+        argcheck.callback(clock, "clock")
+        accepted = _options_of(cls)
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValidationError(
+                unknown[0],
+                "unknown",
+                f"is not an option of {cls.__name__}.open; the options are "
+                f"{', '.join(sorted(accepted))}",
+            )
+        try:
+            kv = LmdbKV(
+                where, readonly=readonly, metasync=metasync, map_size=map_size, create=create
+            )
+        except OSError as exc:  # creating the directory: a file in the way, no permission, ...
+            raise CortexError(
+                f"cannot open the store at {where[:200]}: {exc.strerror or exc}"
+            ) from exc
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:
@@ -1630,15 +1680,30 @@ class Store:
             ConflictError: the store holds a memory or edge of that name with other records.
             NotFoundError: an edge's endpoint is neither imported nor in the store.
         """
-        items = [_Imported(head, versions) for head, versions in memories]
+        items = []
+        for i, pair in enumerate(argcheck.items(memories, "memories")):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValidationError(
+                    f"memories[{i}]", "type", "each memory is a (head, versions) pair"
+                )
+            items.append(_Imported(pair[0], pair[1]))
+        edges = argcheck.items(edges, "edges")
+        episodes = argcheck.items(episodes, "episodes")
+        for name, seq, cls in (("edges", edges, Edge), ("episodes", episodes, Episode)):
+            for i, x in enumerate(seq):
+                if type(x) is not cls:
+                    raise ValidationError(
+                        f"{name}[{i}]", "type", f"must be a {cls.__name__}, got {type(x).__name__}"
+                    )
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
         eps: dict[MemoryId, bytes] = {}
         for ep in episodes:
+            sealed = _seal(encode_episode(ep))  # every field's rule first, then the hash
             check_episode(ep)
             if ep.id in eps:
                 raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
-            eps[ep.id] = _seal(encode_episode(ep))
+            eps[ep.id] = sealed
         drawn = [
             (found[0], item.head.id)
             for item in items
@@ -1765,6 +1830,7 @@ class Store:
         Raises:
             CortexError: ``dest`` exists or cannot be written.
         """
+        dest = argcheck.path(dest, "dest")
         try:
             self._kv.copy(dest)
         except FileExistsError:
@@ -2138,6 +2204,7 @@ class Store:
         Returns:
             How many memories were indexed.
         """
+        argcheck.callback(progress, "progress")
 
         def fn(txn: WriteTxn) -> int:
             total = len(_live_heads(txn)) if progress is not None else 0
@@ -2238,6 +2305,7 @@ class Store:
         Returns:
             The report; ``report.ok`` is true when nothing is wrong.
         """
+        argcheck.callback(progress, "progress")
         problems: list[Problem] = []
         add = problems.append
         heads: dict[MemoryId, Head] = {}
