@@ -75,13 +75,14 @@ from cortex import (
     parse_where,
     render_full,
 )
+from cortex import argcheck
 from cortex import migrate as migrations
 from cortex.context import TIERS
 from cortex.embed import HashingEmbedder, MiniLM, embedder_for
 from cortex.enums import CodedEnum
 from cortex.episode import episode_text
 from cortex.forms import format_time
-from cortex.jsonmap import from_plain, parse_time, to_plain
+from cortex.jsonmap import from_plain, loads, parse_time, to_plain
 from cortex.records import DATA_TYPES, Episode
 from cortex.store import episode_source
 
@@ -183,10 +184,7 @@ def _json_arg(text: str, field: str) -> Any:
             text = Path(text[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise CortexError(f"cannot read {text[1:]}: {exc}") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValidationError(field, "json", f"is not valid JSON ({exc})") from None
+    return loads(text, field)  # nesting bounded (MAX_DEPTH), errors as ValidationError
 
 
 def _store_path(args: argparse.Namespace) -> str:
@@ -1274,6 +1272,11 @@ def _pause(seconds: float) -> None:
 def cmd_log(args: argparse.Namespace) -> int:
     """The journal: the last N entries, a range, or --follow; with --json one object per line."""
     kinds = set(args.kind or ())
+    for name, value in (("--from", args.start), ("--to", args.end)):
+        if value is not None:
+            argcheck.integer(value, name, 0, 2**64 - 1)  # journal sequence numbers are u64
+    argcheck.integer(args.tail, "--tail", 0)
+    argcheck.number(args.interval, "--interval", 0.01, 3600.0)
 
     def wanted(e: JournalEntry) -> bool:
         return not kinds or e.kind in kinds

@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import itertools
 import os
+import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -1951,6 +1952,7 @@ class Store:
             if direction in ("in", "both"):
                 prefixes.append(EDGE_TO + mid.bytes)
             for prefix in prefixes:
+                check_edge_neighbours(txn, mid, prefix[: -len(mid.bytes)])
                 for key, value in txn.scan(prefix):
                     s, et, d = parse_edge_key(key)
                     if wanted is not None and et not in wanted:
@@ -2133,8 +2135,8 @@ class Store:
         if start is None:
             start = _U64_MAX if reverse else 1
         start = argcheck.integer(start, "start", 0, _U64_MAX)
-        if limit is not None:
-            limit = argcheck.integer(limit, "limit", 0)
+        if limit is not None:  # more than the journal can hold is no limit
+            limit = min(argcheck.integer(limit, "limit", 0), sys.maxsize)
         if type(reverse) is not bool:
             raise ValidationError("reverse", "type", "must be True or False")
         return iter(self._journal(start, reverse, limit))
@@ -2513,6 +2515,49 @@ def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
         removed_at=rec.removed_at,
         removed_by=rec.removed_by,
     )
+
+
+def check_edge_neighbours(txn: ReadTxn, mid: MemoryId, base: bytes) -> None:
+    """Raise if an edge of ``mid`` lost its ``base`` half's key to damage (``e/from/``, ``e/to/``).
+
+    Keys carry no checksum. A damaged id byte in ``e/from/<mid>...`` moves the edge out of
+    ``mid``'s range: a scan of the range would silently miss it. Such a key stays where it was
+    in cursor order (damage in a page does not re-sort it), right before ``mid``'s range or where
+    the scan of the range stopped; and its twin in the other half still names ``mid``. So the
+    key just before the range and the key the scan stops at are checked: one whose twin, with
+    ``mid`` in place of its own id, holds the same record while ``mid``'s own key for that edge
+    is missing is ``mid``'s edge, damaged. (``verify`` finds every damaged edge key.)
+
+    Raises:
+        IntegrityError: naming the edge.
+    """
+    prefix = base + mid.bytes
+    keyspace = EDGE_FROM if base == EDGE_FROM else EDGE_TO
+    stop = next((k for k in txn.keys(keyspace, start=prefix) if not k.startswith(prefix)), None)
+    before = next(iter(txn.keys(keyspace, start=prefix, reverse=True)), None)
+    for key in (stop, before):
+        if key is None or len(key) != len(prefix) + 17:
+            continue
+        try:
+            src, et, dst = parse_edge_key(key)
+        except (CortexError, ValueError):
+            continue
+        if keyspace == EDGE_FROM:  # e/from/<src> et <dst>: the twin is e/to/<dst> et <mid>
+            other, end = src, dst
+            twin, own = edge_to_key(dst, et, mid), edge_from_key(mid, et, dst)
+        else:  # e/to/<dst> et <src>: the twin is e/from/<src> et <mid>
+            other, end = dst, src
+            twin, own = edge_from_key(src, et, mid), edge_to_key(mid, et, src)
+        if other == mid or txn.get(own) is not None:
+            continue
+        value = txn.get(key)
+        if value is not None and txn.get(twin) == value:
+            half = "e/from" if keyspace == EDGE_FROM else "e/to"
+            raise IntegrityError(
+                f"edge {mid if half == 'e/from' else end} {et.label} "
+                f"{end if half == 'e/from' else mid}: its {half} key is damaged (it names "
+                f"{other}); the store is damaged: run cortex verify and restore from a backup"
+            )
 
 
 def _check_tombstone(stone: Tombstone) -> None:
