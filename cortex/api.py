@@ -11,12 +11,11 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from cortex import argcheck
+from cortex import argcheck, evidence, lexical
 from cortex import core as _core
-from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
 from cortex.claims import same_claim
-from cortex.codec import encode_data, to_micros
+from cortex.codec import encode_data, encode_tags, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
@@ -1269,8 +1268,8 @@ class ReaderView:
             actor_scope=self.cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
-            tags=tuple(tags),
-            frames=tuple(frames),
+            tags=encode_tags(tags),
+            frames=argcheck.items(frames, "head.frames"),
             created_at=now,
             last_updated_at=now,
         )

@@ -205,8 +205,9 @@ def mapping(value: object, field: str) -> Mapping[object, object]:
 
 
 def path(value: object, field: str) -> str:
-    """``value`` as a file-system path: text or ``os.PathLike``, non-empty, without NUL, and
-    encodable as UTF-8 (LMDB takes its paths as UTF-8).
+    """``value`` as a file-system path (text or ``os.PathLike``).
+
+    It must be non-empty, without NUL and encodable as UTF-8 (LMDB takes its paths as UTF-8).
 
     Raises:
         ValidationError: rule ``type``, ``empty`` or ``path``.

@@ -70,12 +70,12 @@ from cortex import (
     Visibility,
     Window,
     __version__,
+    argcheck,
     export_store,
     import_bundle,
     parse_where,
     render_full,
 )
-from cortex import argcheck
 from cortex import migrate as migrations
 from cortex.context import TIERS
 from cortex.embed import HashingEmbedder, MiniLM, embedder_for
@@ -86,7 +86,15 @@ from cortex.jsonmap import from_plain, loads, parse_time, to_plain
 from cortex.records import DATA_TYPES, Episode
 from cortex.store import episode_source
 
-__all__ = ["EXIT_ERROR", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "entry", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "entry",
+    "main",
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -198,8 +206,10 @@ def _store_path(args: argparse.Namespace) -> str:
 def _open(
     args: argparse.Namespace, *, create: bool = False, readonly: bool = False
 ) -> Iterator[Cortex]:
-    """The store of ``--store``; commands that only read open it read-only, so they work on a
-    store the user may not write (a read-only mount, another user's files)."""
+    """The store of ``--store``, opened read-only for commands that only read.
+
+    So they work on a store the user may not write (a read-only mount, another user's files).
+    """
     path = _store_path(args)
     if not create and not (Path(path) / "data.mdb").exists():
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")

@@ -425,7 +425,9 @@ class _Unit(_Field[float]):
             try:
                 v = float(v)
             except OverflowError:  # an int past the float range
-                raise _Invalid("range", "must be within [0, 1], got an int too large for a float") from None
+                raise _Invalid(
+                    "range", "must be within [0, 1], got an int too large for a float"
+                ) from None
         if not 0.0 <= v <= 1.0:  # also rejects NaN
             raise _Invalid("range", f"must be within [0, 1], got {v!r}")
         return _float(v + 0.0)  # -0.0 becomes 0.0: equal values, equal bytes
@@ -1585,9 +1587,12 @@ def decode_data(type_: MemoryType, data: bytes) -> Data:
         CodecError: the bytes are not a valid record of that type.
         NonCanonicalError: the bytes are valid but not canonical.
     """
-    codec = DATA_CODECS.get(type_)
+    try:
+        codec = DATA_CODECS.get(type_)
+    except TypeError:  # unhashable: no type at all
+        codec = None
     if codec is None:
-        raise CodecError(f"unknown memory type code {type_!r}")
+        raise CodecError(f"unknown memory type code {type_!r:.100}")
     value: Data = codec.decode(data, "data")
     return value
 

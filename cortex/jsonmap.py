@@ -38,8 +38,10 @@ def json_depth(text: str | bytes, limit: int = MAX_DEPTH) -> int:
     Brackets inside strings do not count. Runs in one pass without recursion, so it may look
     at text ``json.loads`` would not survive.
     """
-    opening = (text.count("[") + text.count("{")) if isinstance(text, str) else (
-        text.count(b"[") + text.count(b"{")
+    opening = (
+        (text.count("[") + text.count("{"))
+        if isinstance(text, str)
+        else (text.count(b"[") + text.count(b"{"))
     )
     if opening <= limit:  # the common case: too few brackets to nest too deep
         return opening

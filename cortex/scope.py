@@ -133,12 +133,13 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
             ids = []
             for v in argcheck.items(getattr(self, name), f"scope.{name}"):
                 if isinstance(v, str):
-                    v = MemoryId.parse(v)
-                elif not isinstance(v, MemoryId):
+                    ids.append(MemoryId.parse(v))
+                elif isinstance(v, MemoryId):
+                    ids.append(v)
+                else:
                     raise ValidationError(
                         f"scope.{name}", "type", f"must be memory ids, got {type(v).__name__}"
                     )
-                ids.append(v)
             set_(self, name, frozenset(ids))
         for name in ("frames", "exclude_frames"):
             frames = argcheck.items(getattr(self, name), f"scope.{name}")

@@ -776,8 +776,9 @@ class _Imported:
         for v in self.versions:
             if type(v) is not Version:
                 raise ValidationError(
-                    "versions", "type", f"{where}: versions are Version records, got "
-                    f"{type(v).__name__}"
+                    "versions",
+                    "type",
+                    f"{where}: versions are Version records, got {type(v).__name__}",
                 )
         if head.created_at < _EPOCH:  # index keys hold it as unsigned microseconds
             raise ValidationError(
@@ -831,7 +832,7 @@ _MAX_MAP_SIZE: Final = 1 << 40  # the engine's own ceiling (kv._MAX_MAP)
 
 def _options_of(cls: type) -> frozenset[str]:
     """The keyword options ``cls.__init__`` takes beyond the store's own."""
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters
     return frozenset(
         n
         for n, p in params.items()

@@ -190,9 +190,7 @@ class _Parser:
     def nest(self) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise _error(
-                self.tok.pos, f"nested deeper than {MAX_DEPTH} levels of 'not' and '('"
-            )
+            raise _error(self.tok.pos, f"nested deeper than {MAX_DEPTH} levels of 'not' and '('")
 
     @property
     def tok(self) -> _Token:

@@ -284,8 +284,17 @@ def test_cbor_extent() -> None:
     assert cbor_extent(ok + b"\x00") == len(ok)
     nested = bytes.fromhex("81" * MAX_DEPTH + "00")
     assert cbor_extent(nested) == len(nested)
-    for bad in ("81" * (MAX_DEPTH + 1) + "00", "d81c81d81d00", "d8246178", "9f00ff", "5b" + "ff" * 8,
-                "9bffffffffffffffff", "", "1c", "61"):
+    for bad in (
+        "81" * (MAX_DEPTH + 1) + "00",
+        "d81c81d81d00",
+        "d8246178",
+        "9f00ff",
+        "5b" + "ff" * 8,
+        "9bffffffffffffffff",
+        "",
+        "1c",
+        "61",
+    ):
         with pytest.raises(CodecError):
             cbor_extent(bytes.fromhex(bad))
 
@@ -326,7 +335,9 @@ def test_paths_and_options(tmp_path: Path, cx: Cortex) -> None:
 # CLI
 
 
-def _cli(*argv: str, env: dict[str, str] | None = None, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+def _cli(
+    *argv: str, env: dict[str, str] | None = None, **kw: Any
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-m", "cortex", *argv],
         capture_output=True,
@@ -353,8 +364,10 @@ def test_cli_hostile_arguments(store: Path, capsys: pytest.CaptureFixture[str]) 
         (["write", "Fact", "[" * 1000 + "]" * 1000], "nests deeper than 64"),
         (["facets", "--recent", "nan"], "window.days"),
         (["log", "--to", "99999999999999999999"], "--to: must be an integer"),
-        (["find", "--type", "fact", "--where", "not " * 1000 + "data.x = 1", "--limit", "1"],
-         "deeper than 64"),
+        (
+            ["find", "--type", "fact", "--where", "not " * 1000 + "data.x = 1", "--limit", "1"],
+            "deeper than 64",
+        ),
     ]
     for argv, message in cases:
         before = _digest(store)
@@ -377,8 +390,10 @@ def _digest(path: Path) -> str:
 
 def test_cli_broken_pipe_is_quiet(store: Path) -> None:
     # a reader that leaves after a few bytes: `cortex find ... | head -c 10`
-    for argv in (["find", "--type", "fact", "--limit", "200", "--form", "full"],
-                 ["--json", "log", "-n", "200"]):
+    for argv in (
+        ["find", "--type", "fact", "--limit", "200", "--form", "full"],
+        ["--json", "log", "-n", "200"],
+    ):
         proc = subprocess.Popen(
             [sys.executable, "-m", "cortex", "--store", str(store), *argv],
             stdout=subprocess.PIPE,
@@ -393,7 +408,9 @@ def test_cli_broken_pipe_is_quiet(store: Path) -> None:
         assert err == b"", err
 
 
-def test_cli_internal_error_code(store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_internal_error_code(
+    store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(self: Any) -> Any:
         raise KeyError("bug")
 
@@ -432,8 +449,9 @@ def _can_mount() -> bool:
 def test_cli_reads_on_a_read_only_mount(store: Path, tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "none", str(mnt)],
-                       capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=32m", "none", str(mnt)], capture_output=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount: {r.stderr.decode().strip()}")
     try:
@@ -444,11 +462,21 @@ def test_cli_reads_on_a_read_only_mount(store: Path, tmp_path: Path) -> None:
         found = _cli("--store", s, "--json", "find", "--type", "fact", "--limit", "1")
         assert found.returncode == 0, found.stderr
         uri = json.loads(found.stdout)["hits"][0]["uri"]
-        for argv in (["show", uri], ["history", uri], ["stats"], ["info"], ["log", "-n", "3"],
-                     ["context", "find", "knowledge:ada"], ["about", "ada"], ["facets"]):
+        for argv in (
+            ["show", uri],
+            ["history", uri],
+            ["stats"],
+            ["info"],
+            ["log", "-n", "3"],
+            ["context", "find", "knowledge:ada"],
+            ["about", "ada"],
+            ["facets"],
+        ):
             r = _cli("--store", s, *argv)
             assert r.returncode == 0, (argv, r.stderr)
-        w = _cli("--store", s, "write", "Fact", '{"statement": "x", "subject": "a", "predicate": "b"}')
+        w = _cli(
+            "--store", s, "write", "Fact", '{"statement": "x", "subject": "a", "predicate": "b"}'
+        )
         assert w.returncode == 1 and b"Read-only file system" in w.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

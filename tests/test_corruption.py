@@ -489,7 +489,9 @@ def test_edge_key_flipped_in_place(small: Small, tmp_path: Path, half: str, byte
     # the damage a bad page does: one byte of the id in the key flips where the key lies in
     # its page (LMDB does not re-sort it); the edge must not silently vanish from either end
     et = EdgeType.REFERENCES
-    key = edge_from_key(small.a, et, small.b) if half == "from" else edge_to_key(small.b, et, small.a)
+    key = (
+        edge_from_key(small.a, et, small.b) if half == "from" else edge_to_key(small.b, et, small.a)
+    )
     compact = tmp_path / "compact"  # no freed pages holding old copies of the key
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert cx.backup(compact).ok

@@ -1499,9 +1499,8 @@ def _hostile_write(draw: st.DrawFn) -> tuple[Any, dict[str, Any]]:
 def test_writes_agree_and_refuse_alike(tmp_path_factory: pytest.TempPathFactory, data: Any) -> None:
     """A write of the same (often hostile) input: the same records on both paths, or the same
     CortexError on both with the store unchanged."""
-    from tests.qsupport import Clock, digest_of_store
-
     from cortex import Cortex
+    from tests.qsupport import Clock, digest_of_store
 
     data_, kw = _hostile_write(data.draw)
     mid = MemoryId(bytes(range(16)))
