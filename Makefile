@@ -34,7 +34,7 @@ package: $(BIN)/.installed
 	$(BIN)/python tools/check_package.py
 
 # the long fuzz profile (tests/test_fuzz.py with FUZZ_EXAMPLES examples per surface; make test
-# runs 25): calls tried per surface and every escape, in fuzz-results/latest.json; run it
+# runs 30): calls tried per surface and every escape, in fuzz-results/latest.json; run it
 # before a release
 FUZZ_EXAMPLES ?= 1000
 fuzz: $(BIN)/.installed

@@ -15,7 +15,7 @@ from cortex import argcheck, evidence, lexical
 from cortex import core as _core
 from cortex.ann import DEFAULT_EF
 from cortex.claims import same_claim
-from cortex.codec import encode_data, encode_tags, to_micros
+from cortex.codec import data_codec, encode_data, encode_tags, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
@@ -1259,6 +1259,7 @@ class ReaderView:
         Raises:
             ValidationError: no writable scope selects the memory, or a field is invalid.
         """
+        data_codec(data)  # a ValidationError for anything that is not typed data
         mid = id if id is not None else new_id()
         now = self.cx._now()
         probe = Head(

@@ -368,7 +368,11 @@ def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
 
 
 def _open(path: str | os.PathLike[str], readonly: bool) -> LmdbKV:
-    return LmdbKV(argcheck.path(path, "path"), readonly=readonly, create=False)
+    where = argcheck.path(path, "path")
+    try:
+        return LmdbKV(where, readonly=readonly, create=False)
+    except OSError as exc:  # the path itself: too long, not a directory, no permission
+        raise CortexError(f"cannot open the store at {where[:200]}: {exc.strerror or exc}") from exc
 
 
 def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:

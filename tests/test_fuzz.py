@@ -29,7 +29,10 @@ from tests.fuzz import (
     new_world,
 )
 
-QUICK = 25
+# hypothesis reprs a strategy now and then (labels, reports); some hold long hostile values
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+
+QUICK = 30
 """Examples per surface in ``make test`` (about a minute for every surface on 2 cores)."""
 
 _SETTINGS = settings(
