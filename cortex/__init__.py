@@ -1,7 +1,7 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
-from cortex.api import Cortex, ReaderView
+from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.codec import decode_data, encode_data
 from cortex.context import Bundle
 from cortex.enums import (
@@ -35,7 +35,7 @@ from cortex.errors import (
 from cortex.extract import ExtractionError, LLMExtractor
 from cortex.forms import count_tokens, render, render_full, render_medium, render_short
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id
 from cortex.query import (
     And,
     EpisodeMatch,
@@ -104,7 +104,9 @@ __all__ = [
     "Belief",
     "Bundle",
     "Capability",
+    "ChainLink",
     "CodecError",
+    "Conflict",
     "ConflictError",
     "Constraint",
     "ConstraintSource",
@@ -185,6 +187,8 @@ __all__ = [
     "Visibility",
     "Weights",
     "Window",
+    "WriteOutcome",
+    "WriteResult",
     "__version__",
     "content_hash",
     "count_tokens",

@@ -13,12 +13,13 @@ import msgspec
 from cortex import core as _core
 from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
+from cortex.chains import effective_time
 from cortex.claims import same_claim
-from cortex.codec import encode_data, to_micros
+from cortex.codec import decode_data, encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
-from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
+from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -29,11 +30,22 @@ from cortex.evidence import search as evidence_search
 from cortex.extract import Extractor
 from cortex.forms import count_tokens, render
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, WriteResult, new_id
 from cortex.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.ingest import episode_of as _episode_of
 from cortex.ingest import ingest as _ingest
-from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
+from cortex.keys import (
+    EDGE_FROM,
+    JOURNAL,
+    VEC,
+    edge_from_key,
+    edge_to_key,
+    journal_key,
+    meta_key,
+    parse_edge_key,
+    salience_key,
+    vec_key,
+)
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
@@ -64,13 +76,16 @@ from cortex.search import SearchResult, known_entities
 from cortex.search import search as _search
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
 from cortex.store import (
+    EDGE_CODEC,
     JOURNAL_CODEC,
+    Edge,
     JournalEntry,
     JournalKind,
     Memory,
     NewMemory,
     Store,
     _as_id,
+    _edge,
     _Journal,
     _Prepared,
     _seal,
@@ -424,15 +439,22 @@ class Cortex(Store):
 
     # -- dedupe on write ------------------------------------------------------------------
 
-    def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> Uri:
+    def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> WriteResult:
         """Write a new memory (``Store.write``), or with ``dedupe`` confirm an existing one.
 
         With ``dedupe`` (default: the store's ``dedupe`` option) and no caller-chosen ``id``, a
         live, unexpired memory of the same type whose current version has the same content
-        hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's,
-        is confirmed instead: its use counters record the confirmation, a ``confirm`` journal
-        entry names it and the hash of the data offered, and its current URI is returned.
-        Nothing new is written. The options are validated either way.
+        hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's
+        and states the same claim (``cortex.claims.same_claim``), is confirmed instead: its use
+        counters record the confirmation, a ``confirm`` journal entry names it and the hash of
+        the data offered, and the result is its current URI with outcome ``confirmed`` and the
+        reason. Nothing new is written. The exact match is checked again inside the write
+        transaction, so two processes writing the same data at once make one memory. The
+        options are validated either way.
+
+        Returns:
+            A ``WriteResult`` (a ``Uri``) whose ``outcome`` says what happened: ``created``,
+            ``confirmed``, or a temporal chain's ``superseded``, ``archived``, ``conflict``.
 
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
@@ -441,18 +463,47 @@ class Cortex(Store):
 
     def _write(
         self, data: Data, dedupe: bool | None, reader: Reader | None, options: dict[str, Any]
-    ) -> Uri:
-        if (dedupe if dedupe is not None else self.dedupe) and options.get("id") is None:
-            p = self._prepare(NewMemory(data=data, **options), self._now())  # validates
-            hit = self._duplicate_of(data, reader, p.vector)
-            if hit is not None:
-                return self._confirm(hit, data)
-        return super().write(data, **options)
+    ) -> WriteResult:
+        now = self._now()
+        spec = NewMemory(data=data, **options)
+        visible = None
+        if reader is not None:
+            owner = self.owner
+
+            def visible(head: Head) -> bool:
+                return reader.can_see(head, owner, now)
+
+        if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
+            return self._write_new(spec, now, visible)
+        p = self._prepare(spec, now)  # validates
+        hit = self._duplicate_of(data, reader, p.vector)
+        if hit is not None:
+            return self._confirm(hit[0], data, hit[1])
+        terms = lexical.analyze(data)
+        digest = content_hash(data.TYPE, encode_data(data))
+
+        def duplicate(txn: WriteTxn) -> WriteResult | None:
+            # the same check, in the write transaction: a writer that got there first
+            for mid in lexical.same_terms(txn, terms):
+                head = self._head(txn, mid)
+                if head.tombstone is not None or head.type is not data.TYPE:
+                    continue
+                if visible is not None and not visible(head):
+                    continue
+                v = self._version(txn, mid, head.current_version)
+                if v.hash != digest:
+                    continue
+                if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
+                    continue
+                return self._confirm_in(txn, head, digest, now, _SAME_CONTENT)
+            return None
+
+        return self._write_new(spec, now, visible, duplicate)
 
     def _duplicate_of(
         self, data: Data, reader: Reader | None, given: bytes | None = None
-    ) -> Memory | None:
-        """A live memory ``data`` duplicates (same type: equal hash, or a near vector)."""
+    ) -> tuple[Memory, str] | None:
+        """A live memory ``data`` duplicates (same type: equal hash, or a near vector), and why."""
         t = data.TYPE
         digest = content_hash(t, encode_data(data))
         now = self._now()
@@ -473,7 +524,7 @@ class Cortex(Store):
             for mid in lexical.same_terms(txn, lexical.analyze(data)):
                 m = usable(txn, mid)
                 if m is not None and m.version.hash == digest:
-                    return m
+                    return m, _SAME_CONTENT
             if self._sidecar is not None and self.embedder is not None:
                 if given is not None:
                     vec = from_bytes(given, self.embedder.dim)
@@ -490,31 +541,35 @@ class Cortex(Store):
                         m = usable(txn, mid)
                         # near in meaning is not enough: the claims must be the same
                         if m is not None and m.data is not None and same_claim(m.data, data).same:
-                            return m
+                            return m, f"cosine {cos:.3f} and the same claim"
                     if len(near) < n:
                         return None
                     n *= 4  # every hit so far was close but unusable: look further
         return None
 
-    def _confirm(self, m: Memory, data: Data) -> Uri:
+    def _confirm(self, m: Memory, data: Data, reason: str) -> WriteResult:
         digest = content_hash(m.version.type, encode_data(data))
         now = self._now()
+        return self._kv.write(
+            lambda txn: self._confirm_in(txn, self._head(txn, m.id), digest, now, reason)
+        )
 
-        def txn_fn(txn: WriteTxn) -> Uri:
-            head = self._head(txn, m.id)
-            st = read_state(txn, m.id)
-            st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
-            txn.put(salience_key(m.id), _seal(SALIENCE_STATE.encode(st, "salience")))
-            _Journal(txn, now, self.actor).append(
-                JournalKind.CONFIRM,
-                id=m.id,
-                type=head.type,
-                version=head.current_version,
-                hash=digest,
-            )
-            return Uri(head.type, m.id, head.current_version)
-
-        return self._kv.write(txn_fn)
+    def _confirm_in(
+        self, txn: WriteTxn, head: Head, digest: bytes, now: datetime, reason: str
+    ) -> WriteResult:
+        """Record a confirmation of ``head``'s memory by data of hash ``digest``."""
+        st = read_state(txn, head.id)
+        st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
+        txn.put(salience_key(head.id), _seal(SALIENCE_STATE.encode(st, "salience")))
+        _Journal(txn, now, self.actor).append(
+            JournalKind.CONFIRM,
+            id=head.id,
+            type=head.type,
+            version=head.current_version,
+            hash=digest,
+        )
+        uri = Uri._trusted(head.type, head.id, head.current_version)
+        return WriteResult.of(uri, "confirmed", reason=reason)
 
     # -- find ------------------------------------------------------------------------------
 
@@ -1099,6 +1154,151 @@ class Cortex(Store):
         """Core memory as YAML, for a prompt."""
         return _core.core_yaml(self.core_get(as_of=as_of))
 
+    # -- temporal chains and conflicts (``specs/claims.md`` §6-§7) -------------------------
+
+    def chain(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        reader: Reader | None = None,
+        as_of: datetime | None = None,
+    ) -> list[ChainLink]:
+        """The temporal chain a memory belongs to, the current truth first.
+
+        Each link is a memory (its current version), the time its claim starts being true
+        (``since``), the time a later one took over (``until``; ``None`` for the current one)
+        and what superseded it. A memory that no other supersedes or is superseded by is a
+        chain of one. ``as_of`` reads the chain as the store held it then; memories the
+        reader may not see are left out.
+
+        Raises:
+            NotFoundError: no such memory (or hidden from ``reader``).
+        """
+        mid = _as_id(ref)
+        rd = self._reader(reader)
+        now = self._now()
+        at = to_micros(as_of) if as_of is not None else to_micros(now)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            if not rd.can_see(head, self.owner, now):
+                raise NotFoundError(f"no memory {mid}")
+            top, seen = mid, {mid}
+            while (up := self._superseder(txn, top, at)) is not None and up not in seen:
+                seen.add(up)
+                top = up
+            order: list[MemoryId] = []
+            by: dict[MemoryId, MemoryId | None] = {top: None}
+            todo = [top]
+            while todo:
+                cur = todo.pop()
+                order.append(cur)
+                prefix = EDGE_FROM + cur.bytes + bytes((EdgeType.SUPERSEDES,))
+                for key, value in txn.scan(prefix):
+                    rec = _trusted(EDGE_CODEC, key, value)
+                    if to_micros(rec.created_at) > at or (
+                        rec.removed_at is not None and to_micros(rec.removed_at) <= at
+                    ):
+                        continue
+                    older = MemoryId(key[-16:])
+                    if older not in by:
+                        by[older] = cur
+                        todo.append(older)
+            links: list[ChainLink] = []
+            for m in order:
+                h = self._head(txn, m)
+                if not rd.can_see(h, self.owner, now):
+                    continue
+                v = self._version(txn, m, h.current_version)
+                data = None if v.data is None else decode_data(h.type, v.data)
+                since = effective_time(data, v.valid_from, v.created_at)
+                links.append(ChainLink(memory=self._memory(h, v), since=since, superseded_by=by[m]))
+        when = {link.memory.id: link.since for link in links}
+        out = []
+        for link in links:
+            until = None
+            if link.superseded_by is not None:
+                later = when.get(link.superseded_by, link.since)
+                until = later if later > link.since else link.since
+            out.append(msgspec.structs.replace(link, until=until))
+        out.sort(key=lambda lk: (lk.until is not None, -to_micros(lk.since)))
+        return out
+
+    def conflicts(self, *, reader: Reader | None = None) -> list[Conflict]:
+        """Open conflicts: live ``contradicts`` edges between two current memories.
+
+        A write that meets a competitor of equal time and confidence opens one (both stay
+        current); ``resolve_conflict`` closes it. Oldest first.
+        """
+        rd = self._reader(reader)
+        now = self._now()
+        now_us = to_micros(now)
+        out = []
+        with self._kv.read() as txn:
+            for key, value in txn.scan(EDGE_FROM):
+                s, et, d = parse_edge_key(key)
+                if et is not EdgeType.CONTRADICTS:
+                    continue
+                rec = _trusted(EDGE_CODEC, key, value)
+                if rec.removed_at is not None:
+                    continue
+                pair = []
+                for mid in (s, d):
+                    h = self._head(txn, mid)
+                    if h.tombstone is not None or not rd.can_see(h, self.owner, now):
+                        break
+                    if self._superseder(txn, mid, now_us) is not None:
+                        break
+                    pair.append(self._memory(h, self._version(txn, mid, h.current_version)))
+                if len(pair) == 2:
+                    out.append(Conflict(a=pair[0], b=pair[1], since=rec.created_at))
+        out.sort(key=lambda c: to_micros(c.since))
+        return out
+
+    def resolve_conflict(
+        self, winner: Uri | MemoryId | str, loser: Uri | MemoryId | str, *, reason: str
+    ) -> Edge:
+        """Close a conflict: ``winner`` supersedes ``loser`` from now on, in one transaction.
+
+        The ``contradicts`` edges between them are removed (kept, marked removed) and a
+        ``supersedes`` edge added; the journal records both and ``reason``.
+
+        Raises:
+            NotFoundError: either memory does not exist.
+            ValidationError: the same memory twice, or an empty reason.
+        """
+        w, lo = _as_id(winner, "winner"), _as_id(loser, "loser")
+        if w == lo:
+            raise ValidationError("loser", "self_edge", "a memory cannot supersede itself")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "required", "say why (non-empty text)")
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            for mid in (w, lo):
+                self._head(txn, mid)  # NotFoundError
+            journal = _Journal(txn, now, self.actor)
+            for s, d in ((w, lo), (lo, w)):
+                fkey = edge_from_key(s, EdgeType.CONTRADICTS, d)
+                raw = txn.get(fkey)
+                if raw is None:
+                    continue
+                rec = _trusted(EDGE_CODEC, fkey, raw)
+                if rec.removed_at is None:
+                    rec = msgspec.structs.replace(rec, removed_at=now, removed_by=self.actor)
+                    payload = _seal(EDGE_CODEC.encode(rec, "edge"))
+                    txn.put(fkey, payload)
+                    txn.put(edge_to_key(d, EdgeType.CONTRADICTS, s), payload)
+                    journal.append(JournalKind.REMOVE_EDGE, id=s, edge=EdgeType.CONTRADICTS, dst=d)
+            self._put_edge(
+                txn, w, EdgeType.SUPERSEDES, lo, journal=journal, reason=f"conflict: {reason}"
+            )
+            fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
+            raw = txn.get(fkey)
+            assert raw is not None
+            return _edge(w, EdgeType.SUPERSEDES, lo, _trusted(EDGE_CODEC, fkey, raw))
+
+        return self._kv.write(txn_fn)
+
     # -- reads as a reader -------------------------------------------------------------------
 
     def _check_visible(self, head: Head, reader: Reader | None) -> None:
@@ -1223,7 +1423,8 @@ class ReaderView:
         id: MemoryId | None = None,
         dedupe: bool | None = None,
         vector: Any = None,
-    ) -> Uri:
+        supersede: bool | None = None,
+    ) -> WriteResult:
         """Write through the reader's scope.
 
         Allowed when a writable, active scope selects the new memory (or the reader owns the
@@ -1269,24 +1470,60 @@ class ReaderView:
             "expires_at": expires_at,
             "id": mid,
             "vector": vector,
+            "supersede": supersede,
         }
         if id is None and (dedupe if dedupe is not None else self.cx.dedupe):
             del options["id"]  # a duplicate is looked for only among what the reader sees
         return self.cx._write(data, dedupe, self.reader, options)
 
-    def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> Uri:
+    def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> WriteResult:
         """``Cortex.update`` through a writable scope that selects the memory."""
-        self._writable(self.cx._head_of(_as_id(ref, "uri")))
+        mid = _as_id(ref, "uri")
+        self._writable(self.cx._head_of(mid))
         if kw.setdefault("created_by", self.reader.actor) != self.reader.actor:
             raise ValidationError(
                 "created_by", "reader", f"a write through a view is by {self.reader.actor}"
             )
-        return self.cx.update(ref, data, **kw)
+        expected = kw.pop("expected_version", None)
+        now = self.cx._now()
+        reader, owner = self.reader, self.cx.owner
+        spec = NewMemory(data=data, id=mid, **kw)
+        return self.cx._update(
+            mid, spec, now, expected, lambda head: reader.can_see(head, owner, now)
+        )
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
         self._writable(self.cx._head_of(_as_id(ref, "uri")))
         return self.cx.tombstone(ref, reason, by=self.reader.actor)
+
+
+_SAME_CONTENT: Final = "the same content (equal hash)"
+
+
+class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory of a temporal chain (``Cortex.chain``)."""
+
+    memory: Memory
+    since: datetime
+    """When its claim starts being true (``valid_from``, a Fact's ``observed_at``, or when
+    it was written)."""
+    until: datetime | None = None
+    """When a later memory took over (``None``: the current truth)."""
+    superseded_by: MemoryId | None = None
+
+    @property
+    def current(self) -> bool:
+        """Whether this is the chain's current truth."""
+        return self.superseded_by is None
+
+
+class Conflict(msgspec.Struct, frozen=True, kw_only=True):
+    """Two current memories that contradict each other at equal time and confidence."""
+
+    a: Memory
+    b: Memory
+    since: datetime
 
 
 def _embedder_of(meta: VectorsMeta) -> Embedder:

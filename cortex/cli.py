@@ -67,6 +67,7 @@ from cortex import (
     Verb,
     Visibility,
     Window,
+    WriteResult,
     __version__,
     export_store,
     import_bundle,
@@ -395,6 +396,44 @@ def _write_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--id", help="a caller-chosen ULID")
     _version_options(p)
+    _supersede_option(p)
+
+
+def _supersede_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--supersede",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="temporal chains (specs/claims.md): auto applies the rules; yes makes a Fact "
+        "compete on subject and predicate whatever the predicate; no skips them",
+    )
+
+
+def _supersede(args: argparse.Namespace) -> bool | None:
+    return {"auto": None, "yes": True, "no": False}[args.supersede]
+
+
+def _emit_write(args: argparse.Namespace, result: WriteResult) -> None:
+    """The URI on stdout (scripts read it); what else happened on stderr, or all in JSON."""
+    if args.json:
+        _emit(
+            args,
+            {
+                "uri": str(result),
+                "outcome": result.outcome,
+                "supersedes": [str(u) for u in result.supersedes],
+                "superseded_by": [str(u) for u in result.superseded_by],
+                "conflicts_with": [str(u) for u in result.conflicts_with],
+                "reason": result.reason,
+            },
+            "",
+        )
+        return
+    print(str(result))
+    if result.outcome not in ("created", "new_version") or (
+        result.supersedes or result.superseded_by or result.conflicts_with
+    ):
+        print(f"cortex: {result.summary()}", file=sys.stderr)
 
 
 @_command("write", _write_args)
@@ -416,8 +455,9 @@ def cmd_write(args: argparse.Namespace) -> int:
             valid_until=args.valid_until,
             expires_at=args.expires_at,
             id=mid,
+            supersede=_supersede(args),
         )
-    _emit(args, {"uri": str(uri)}, str(uri))
+    _emit_write(args, uri)
     return 0
 
 
@@ -431,6 +471,7 @@ def _update_args(p: argparse.ArgumentParser) -> None:
         "--expected-version", type=int, metavar="N", help="fail unless N is the current version"
     )
     _version_options(p)
+    _supersede_option(p)
 
 
 @_command("update", _update_args)
@@ -462,8 +503,9 @@ def cmd_update(args: argparse.Namespace) -> int:
             valid_from=args.valid_from,
             valid_until=args.valid_until,
             expires_at=args.expires_at,
+            supersede=_supersede(args),
         )
-    _emit(args, {"uri": str(uri)}, str(uri))
+    _emit_write(args, uri)
     return 0
 
 

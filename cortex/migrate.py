@@ -20,12 +20,13 @@ import msgspec
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.errors import CortexError, FormatError, ValidationError
-from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key
+from cortex.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
 from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
+    CLAIMS_FEATURE,
     EPISODES_FEATURE,
     FORMAT_CODEC,
     FORMAT_VERSION,
@@ -34,6 +35,7 @@ from cortex.store import (
     TAG_TYPE_FEATURE,
     FormatRecord,
     JournalKind,
+    _claim_hashes,
     _current_version,
     _decoded,
     _index_keys,
@@ -250,6 +252,25 @@ def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return 0
 
 
+def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0007: index every memory with content under its claim keys (``claims.md`` §5).
+
+    Tombstoned memories keep their entries (as their other index entries); purged ones have no
+    content. Memories that already compete stay as they are: no chain is inferred from the past.
+    """
+    for key in list(txn.keys(IDX_CLAIM)):
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        version = _current_version(txn, head)
+        if version.data is not None:
+            for c in _claim_hashes(_decoded(head.type, version.data)):
+                txn.put(claim_index_key(c, head.id), b"")
+        done += 1
+        tick(done)
+    return done
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -325,6 +346,26 @@ MIGRATIONS: Final = (
         },
         _no_records,
         _nothing,
+    ),
+    _Migration(
+        Step(
+            name="0007-claim-index",
+            from_version=7,
+            to_version=8,
+            description="index Facts and Preferences under their claim keys (temporal chains)",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+        },
+        _count_heads,
+        _claim_index,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

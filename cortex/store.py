@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
-from cortex import evidence, lexical
+from cortex import chains, evidence, lexical
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -72,13 +72,14 @@ from cortex.errors import (
 )
 from cortex.forms import check_override, render_with_short
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id, new_ids
+from cortex.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id, new_ids
 from cortex.keys import (
     _INDEX_PLAN,
     _V,
     EDGE_FROM,
     EDGE_TO,
     IDX_ACTOR_OBJ,
+    IDX_CLAIM,
     IDX_FRAME,
     IDX_PIN,
     IDX_TAG,
@@ -89,6 +90,8 @@ from cortex.keys import (
     LEX_TERM,
     SALIENCE,
     VEC,
+    claim_index_key,
+    claim_index_prefix,
     edge_from_key,
     edge_to_key,
     episode_key,
@@ -163,17 +166,20 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 7
+FORMAT_VERSION: Final = 8
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
-format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds).
+format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
+format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5).
 ``cortex.migrate`` upgrades older formats.
 """
 EPISODES_FEATURE: Final = "episodes"
 """Format 7: ``ep/`` episode records, the ``prov/e/`` index, journal kinds episode and
 episode_purge (``specs/episodes.md``)."""
+CLAIMS_FEATURE: Final = "claim-index"
+"""Format 8: ``idx/claim/`` indexes every memory under the hashes of its claim keys."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -191,6 +197,7 @@ FEATURES: Final = frozenset(
         lexical.STEM_FEATURE,
         lexical.BLOCKS_FEATURE,
         EPISODES_FEATURE,
+        CLAIMS_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -371,6 +378,9 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
     id: MemoryId | None = None
     vector: Any = None
     """Its embedding, computed by the caller with the store's model (``cortex.embed``)."""
+    supersede: bool | None = None
+    """Temporal chains (``specs/claims.md`` §6): ``None`` applies the rules, ``True`` makes a
+    Fact compete on subject and predicate whatever the predicate, ``False`` skips them."""
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -507,14 +517,18 @@ class _Prepared:
     """A validated new memory and its sealed records."""
 
     __slots__ = (
+        "claims",
+        "conf",
         "head",
         "head_bytes",
+        "lookup",
         "pinned",
         "terms",
         "type",
         "vector",
         "version",
         "version_bytes",
+        "when",
     )
 
     def __init__(
@@ -522,6 +536,10 @@ class _Prepared:
     ) -> None:
         self.terms = terms  # what the lexical index holds for the version: ``count_terms``
         self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
+        self.claims: tuple[bytes, ...] = ()  # the claim hashes it is indexed under
+        self.lookup: bytes | None = None  # the claim hash its competitors hold
+        self.when = version.created_at  # when its claim starts being true
+        self.conf = version.confidence
         self.pinned = pinned
         self.head = head
         self.version = version
@@ -559,6 +577,11 @@ def is_pinned(data: Data | None) -> bool:
     if isinstance(data, Goal):
         return data.status is GoalStatus.ACTIVE
     return False
+
+
+def _claim_hashes(data: Data | None) -> tuple[bytes, ...]:
+    """The ``idx/claim/`` hashes of a memory's current data (``specs/claims.md`` §5)."""
+    return tuple(chains.claim_hash(k) for k in chains.claim_keys(data))
 
 
 def _pin_key(head: Head) -> bytes:
@@ -1048,6 +1071,22 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         if spec.vector is not None:
             prepared.vector = self._given_vector(spec.vector)
+        keys = chains.claim_keys(decoded)
+        if keys:
+            prepared.claims = tuple(chains.claim_hash(k) for k in keys)
+            if spec.supersede is not False:
+                lk = chains.lookup_key(decoded, force=spec.supersede is True)
+                prepared.lookup = None if lk is None else chains.claim_hash(lk)
+            prepared.when = chains.effective_time(decoded, valid_from, now)
+            prepared.conf = chains.effective_confidence(decoded, spec.confidence)
+        elif spec.supersede is True:
+            raise ValidationError(
+                "supersede",
+                "type",
+                f"a {mtype.type_name} has no claim key: only Facts and Preferences supersede",
+            )
+        elif spec.supersede is not None and not isinstance(spec.supersede, bool):
+            raise ValidationError("supersede", "type", "must be True, False or None")
         return prepared
 
     def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
@@ -1099,6 +1138,8 @@ class Store:
         for p in prepared:
             if p.vector is not None:
                 puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
+            for c in p.claims:
+                puts.append((claim_index_key(c, p.head.id), b""))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
@@ -1154,8 +1195,9 @@ class Store:
         expires_at: datetime | None = None,
         id: MemoryId | None = None,
         vector: Any = None,
-    ) -> Uri:
-        """Write a new memory and return the URI of its version 1.
+        supersede: bool | None = None,
+    ) -> WriteResult:
+        """Write a new memory; the result is the URI of its version 1 and what happened.
 
         Args:
             data: one of the nine typed data structs.
@@ -1174,6 +1216,14 @@ class Store:
             vector: its embedding, computed by the caller with the store's model (checked for
                 dimension and finiteness, scaled to unit length); by default the store's
                 embedder computes it.
+            supersede: temporal chains (``specs/claims.md`` §6): by default a Fact or
+                Preference that competes with a current one (same subject and predicate, or
+                topic) supersedes it, is archived, or stays in open conflict; ``True`` makes
+                any Fact compete on subject and predicate; ``False`` skips the rules.
+
+        Returns:
+            A ``WriteResult`` (a ``Uri``): ``outcome`` ``created``, ``superseded``,
+            ``archived`` or ``conflict``, with the URIs involved.
 
         Raises:
             ValidationError: any field breaks a rule; nothing is written.
@@ -1195,24 +1245,47 @@ class Store:
             expires_at=expires_at,
             id=id,
             vector=vector,
+            supersede=supersede,
         )
+        return self._write_new(spec, now, None)
+
+    def _write_new(
+        self,
+        spec: NewMemory,
+        now: datetime,
+        visible: Callable[[Head], bool] | None,
+        duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
+    ) -> WriteResult:
+        """Write one new memory; ``visible`` limits the memories it may compete with.
+
+        ``duplicate``, run first in the write transaction, may confirm an existing memory
+        instead (dedupe): its result is returned and nothing else is written.
+        """
         p = self._prepare(spec, now)
         prepared = [p]
         self._embed_prepared(prepared)
 
-        def txn_fn(txn: WriteTxn) -> None:
+        def txn_fn(txn: WriteTxn) -> list[WriteResult]:
+            if duplicate is not None:
+                confirmed = duplicate(txn)
+                if confirmed is not None:
+                    return [confirmed]
             self._put_heads(txn, prepared, one_by_one=True)
             puts: list[tuple[bytes, bytes]] = []
             lex = Indexer(txn)
-            self._stage_new(prepared, puts, _Journal(txn, now, self.actor), lex)
+            journal = _Journal(txn, now, self.actor)
+            self._stage_new(prepared, puts, journal, lex)
             txn.put_many(puts)
             lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, visible)
 
-        self._kv.write(txn_fn)
-        return Uri._trusted(p.type, p.head.id, 1)
+        return self._kv.write(txn_fn)[0]
 
-    def write_many(self, items: Iterable[NewMemory | Data]) -> list[Uri]:
+    def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
         """Write many new memories in one transaction: all of them, or (on any error) none.
+
+        Each result says what its write did (``write``); the temporal-chain rules apply in
+        order, as if the items were written one by one.
 
         Raises:
             ValidationError: naming the item (``items[i].data.…``); nothing is written.
@@ -1230,7 +1303,7 @@ class Store:
                 raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
         self._embed_prepared(prepared)
 
-        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> None:
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             self._put_heads(txn, prepared, one_by_one)
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
@@ -1239,21 +1312,21 @@ class Store:
             sort_by_key(puts)  # in key order, each put lands beside the last
             txn.put_many(puts)
             lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, None)
 
-        if prepared:
-            try:
-                self._kv.write(txn_fn)
-            except _IdTaken:  # nothing was written: run it again to name the id
-                self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
-        trusted = Uri._trusted
-        return [trusted(p.type, p.head.id, 1) for p in prepared]
+        if not prepared:
+            return []
+        try:
+            return self._kv.write(txn_fn)
+        except _IdTaken:  # nothing was written: run it again to name the id
+            return self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
 
     def _write_episode(
         self,
         ep: Episode,
         items: Sequence[NewMemory],
         chunk_vectors: Sequence[bytes] | None = None,
-    ) -> list[Uri]:
+    ) -> list[WriteResult]:
         """Write an episode and the memories drawn from it in one transaction: all or none.
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
@@ -1274,7 +1347,7 @@ class Store:
         self._embed_prepared(prepared)
         record = _seal(encode_episode(ep))
 
-        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> None:
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
             evidence.index_episode(txn, ep)
@@ -1283,7 +1356,7 @@ class Store:
             journal = _Journal(txn, now, self.actor)
             journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
             if not prepared:
-                return
+                return []
             self._put_heads(txn, prepared, one_by_one)
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
@@ -1292,12 +1365,147 @@ class Store:
             sort_by_key(puts)
             txn.put_many(puts)
             lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, None)
 
         try:
-            self._kv.write(txn_fn)
+            return self._kv.write(txn_fn)
         except _IdTaken:  # nothing was written: run it again to name the id
-            self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
-        return [Uri._trusted(p.type, p.head.id, 1) for p in prepared]
+            return self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
+
+    # -- temporal chains (``specs/claims.md`` §6) ------------------------------------------
+
+    def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
+        """The claim hashes a memory is indexed under (its current version's data)."""
+        v = self._version(txn, head.id, head.current_version)
+        return () if v.data is None else _claim_hashes(_decoded(head.type, v.data))
+
+    def _resolve_chains(
+        self,
+        txn: WriteTxn,
+        prepared: Sequence[_Prepared],
+        journal: _Journal,
+        now: datetime,
+        visible: Callable[[Head], bool] | None,
+    ) -> list[WriteResult]:
+        """Apply the chain rules to new memories and say what each write did.
+
+        In order: a later memory of the batch is not a competitor of an earlier one.
+        """
+        later = {p.head.id for p in prepared if p.lookup is not None}
+        out = []
+        for p in prepared:
+            uri = Uri._trusted(p.type, p.head.id, 1)
+            if p.lookup is None:
+                out.append(WriteResult.of(uri, "created"))
+                continue
+            later.discard(p.head.id)
+            sup, by, con = self._chain(
+                txn, p, mid=p.head.id, skip=later, journal=journal, now=now, visible=visible
+            )
+            outcome: WriteOutcome = (
+                "archived" if by else "conflict" if con else "superseded" if sup else "created"
+            )
+            out.append(
+                WriteResult.of(uri, outcome, supersedes=sup, superseded_by=by, conflicts_with=con)
+            )
+        return out
+
+    def _chain(
+        self,
+        txn: WriteTxn,
+        p: _Prepared,
+        *,
+        mid: MemoryId,
+        skip: Collection[MemoryId],
+        journal: _Journal,
+        now: datetime,
+        visible: Callable[[Head], bool] | None,
+    ) -> tuple[tuple[Uri, ...], tuple[Uri, ...], tuple[Uri, ...]]:
+        """Link ``mid`` (holding ``p``'s content) with its current competitors.
+
+        Returns the URIs it supersedes, that supersede it and that it conflicts with.
+        """
+        if p.lookup is None:
+            return (), (), ()
+        now_us = to_micros(now)
+        sup: list[Uri] = []
+        by: list[Uri] = []
+        con: list[Uri] = []
+        for key in list(txn.keys(claim_index_prefix(p.lookup))):
+            oid = MemoryId(key[-16:])
+            if oid == mid or oid in skip:
+                continue
+            head = self._head(txn, oid)
+            if head.tombstone is not None or head.type is not p.type:
+                continue
+            if visible is not None and not visible(head):
+                continue  # a memory the writer may not see is no competitor of its write
+            if self._superseder(txn, oid, now_us) is not None:
+                continue  # history already
+            v = self._version(txn, oid, head.current_version)
+            if v.data is None or (v.expires_at is not None and to_micros(v.expires_at) <= now_us):
+                continue
+            data = _decoded(head.type, v.data)
+            when = to_micros(chains.effective_time(data, v.valid_from, v.created_at))
+            conf = chains.effective_confidence(data, v.confidence)
+            other = Uri._trusted(head.type, oid, head.current_version)
+            winner = chains.winner(to_micros(p.when), p.conf, when, conf)
+            if winner == "new":
+                if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
+                    sup.append(other)
+            elif winner == "old":
+                if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
+                    by.append(other)
+            elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
+                con.append(other)
+        return tuple(sup), tuple(by), tuple(con)
+
+    def _put_edge(
+        self,
+        txn: WriteTxn,
+        s: MemoryId,
+        et: EdgeType,
+        d: MemoryId,
+        *,
+        journal: _Journal,
+        reason: str | None = None,
+    ) -> bool:
+        """Add a live edge (both halves, journalled) unless it is live already."""
+        fkey = edge_from_key(s, et, d)
+        old = txn.get(fkey)
+        if old is not None and _trusted(EDGE_CODEC, fkey, old).removed_at is None:
+            return False
+        record = EdgeRecord(created_at=journal.at, created_by=self.actor)
+        payload = _seal(EDGE_CODEC.encode(record, "edge"))
+        txn.put(fkey, payload)
+        txn.put(edge_to_key(d, et, s), payload)
+        journal.append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d, reason=reason)
+        return True
+
+    def _superseder(self, txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
+        """The memory that supersedes ``mid`` at ``at_us``, if any.
+
+        That is a live ``supersedes`` edge to it then, from a memory that existed and was not
+        tombstoned then.
+        """
+        prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+        for key, value in txn.scan(prefix):
+            rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+            if to_micros(rec.created_at) > at_us:
+                continue
+            if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
+                continue
+            src = MemoryId(key[-16:])
+            try:
+                head = self._head(txn, src)
+            except NotFoundError:
+                continue
+            if to_micros(head.created_at) > at_us:
+                continue
+            if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
+                continue
+            return src
+        return None
 
     def _episode(self, txn: ReadTxn, eid: MemoryId) -> Episode:
         raw = txn.get(episode_key(eid))
@@ -1362,8 +1570,13 @@ class Store:
         valid_until: datetime | None = None,
         expires_at: datetime | None = None,
         vector: Any = None,
-    ) -> Uri:
+        supersede: bool | None = None,
+    ) -> WriteResult:
         """Write a new version of a memory; the head moves to it. Old versions stay readable.
+
+        The result's ``outcome`` is ``new_version``; when the new content competes with another
+        current memory (``write``'s ``supersede``), ``supersedes``, ``superseded_by`` or
+        ``conflicts_with`` name it.
 
         Args:
             ref: the memory (a URI of any of its versions, its id, or id text).
@@ -1378,6 +1591,7 @@ class Store:
             valid_until: when it stops being true.
             expires_at: when the version should no longer be used.
             vector: the new version's embedding, computed by the caller (as ``write``).
+            supersede: the temporal-chain rules for the new content (as ``write``).
 
         Raises:
             NotFoundError: no such memory.
@@ -1398,11 +1612,22 @@ class Store:
             expires_at=expires_at,
             id=mid,
             vector=vector,
+            supersede=supersede,
         )
+        return self._update(mid, spec, now, expected_version, None)
+
+    def _update(
+        self,
+        mid: MemoryId,
+        spec: NewMemory,
+        now: datetime,
+        expected_version: int | None,
+        visible: Callable[[Head], bool] | None,
+    ) -> WriteResult:
         p = self._prepare(spec, now)  # its version is renumbered inside the transaction
         self._embed_prepared([p])
 
-        def txn_fn(txn: WriteTxn) -> Uri:
+        def txn_fn(txn: WriteTxn) -> WriteResult:
             head = self._head_for_change(txn, mid)
             if head.type is not p.type:
                 raise ValidationError(
@@ -1417,6 +1642,7 @@ class Store:
                     "re-read it and retry"
                 )
             n = head.current_version + 1
+            old_claims = self._claims_of(txn, head)
             version = msgspec.structs.replace(p.version, version=n)
             new_head = msgspec.structs.replace(
                 head, current_version=n, last_updated_at=now, forms=version.forms
@@ -1435,10 +1661,20 @@ class Store:
                 txn.put(vec_key(mid), self._vector_value(n, p.vector))
             else:  # the old version's vector no longer fits; embedded later (sidecar sweep)
                 txn.delete(vec_key(mid))
-            _Journal(txn, now, self.actor).append(
-                JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash
+            journal = _Journal(txn, now, self.actor)
+            journal.append(JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash)
+            for c in set(old_claims) - set(p.claims):
+                txn.delete(claim_index_key(c, mid))
+            for c in set(p.claims) - set(old_claims):
+                txn.put(claim_index_key(c, mid), b"")
+            links = self._chain(txn, p, mid=mid, skip=(), journal=journal, now=now, visible=visible)
+            return WriteResult.of(
+                Uri._trusted(head.type, mid, n),
+                "new_version",
+                supersedes=links[0],
+                superseded_by=links[1],
+                conflicts_with=links[2],
             )
-            return Uri._trusted(head.type, mid, n)
 
         return self._kv.write(txn_fn)
 
@@ -1570,6 +1806,8 @@ class Store:
                 embedding_ref=None,
                 last_updated_at=now,
             )
+            for c in self._claims_of(txn, head):  # hashes of the content: they go with it
+                txn.delete(claim_index_key(c, mid))
             for key, value in list(txn.scan(version_prefix(mid))):
                 v: Version = _trusted(VERSION, key, value)
                 erased = msgspec.structs.replace(v, data=None, forms=None)
@@ -1747,6 +1985,8 @@ class Store:
             txn.put(k, b"")
         if is_pinned(item.data):
             txn.put(_pin_key(item.head), b"")
+        for c in _claim_hashes(item.data):
+            txn.put(claim_index_key(c, item.head.id), b"")
         last = item.versions[-1]
         if item.head.tombstone is None and item.data is not None:
             lex.add(item.head.id, last.version, lexical.analyze(item.data))
@@ -2218,6 +2458,7 @@ class Store:
         counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
         current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
         pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
+        claimed: set[bytes] = set()  # the idx/claim/ entries their current data implies
 
         def tick(phase: int) -> None:
             if progress is not None:
@@ -2286,6 +2527,7 @@ class Store:
                     current[mid] = v.data
                     if is_pinned(data):
                         pinned.add(mid)
+                    claimed.update(claim_index_key(c, mid) for c in _claim_hashes(data))
             for mid, head in heads.items():
                 ns = seen_versions.get(mid, [])
                 if ns != list(range(1, head.current_version + 1)):
@@ -2303,7 +2545,8 @@ class Store:
                     expected.add(_pin_key(head))
             actual: set[bytes] = set()
             tick(2)
-            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN):
+            expected |= claimed
+            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM):
                 for key, value in txn.scan(prefix):
                     counts["index"] += 1
                     actual.add(key)
@@ -2394,6 +2637,19 @@ class Store:
             lex_problems, lex = lexical.check(txn, live)
             problems.extend(Problem(record, what) for record, what in lex_problems)
             n_episodes = _verify_episodes(txn, heads, add)
+            # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
+            # separator key in a branch page misroutes lookups while scans still see every
+            # record, so every key must also be found by a lookup.
+            for key, value in txn.scan(b""):
+                if txn.get(key) != value:
+                    add(
+                        Problem(
+                            show_key(key),
+                            "a lookup does not find this key that a scan finds: a branch page of "
+                            "the file is damaged (run `cortex backup` from an intact copy, or "
+                            "restore one)",
+                        )
+                    )
         tick(7)
         return VerifyReport(
             problems=tuple(problems),

@@ -38,6 +38,7 @@ ORDER = (
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
     "episode",  # the verbatim source of memories as records: build, encode, check
     "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
+    "chains",  # pure: claim keys and which of two competing memories is the current truth
     "router",  # pure: a question's type, entities, attribute and time window (no LLM)
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions

@@ -27,6 +27,7 @@ from cortex import (
     FormatError,
     JournalKind,
     MigrationRequiredError,
+    Query,
     ValidationError,
 )
 from cortex import keys as K
@@ -40,6 +41,7 @@ FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 FIXTURE5 = ROOT / "tests" / "data" / "format5.cortex"  # ... and at format 5
 FIXTURE6 = ROOT / "tests" / "data" / "format6.cortex"  # ... and at format 6
+FIXTURE7 = ROOT / "tests" / "data" / "format7.cortex"  # ... and at format 7
 
 
 def _fixture_tool() -> ModuleType:
@@ -134,6 +136,7 @@ STEPS = [
     ("0004-lexical-stemming", 4, 5),
     ("0005-posting-blocks", 5, 6),
     ("0006-episodes", 6, 7),
+    ("0007-claim-index", 7, 8),
 ]
 
 
@@ -148,7 +151,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 7, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 8, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -156,6 +159,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 9, True),  # the live memories
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),  # no records change
+        ("0007-claim-index", 11, True),  # every memory
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -165,7 +169,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         (name, i, 9)
         for name in ("0004-lexical-stemming", "0005-posting-blocks")
         for i in range(1, 10)
-    ]
+    ] + [("0007-claim-index", i, 11) for i in range(1, 12)]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -186,27 +190,28 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-6] == old
+    assert new[:-7] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, last = entries[-6:]
+        first, second, third, fourth, fifth, sixth, last = entries[-7:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
         assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
         assert fifth.reason == "0005-posting-blocks: format 5 -> 6"
-        assert last.reason == "0006-episodes: format 6 -> 7"
-        assert cx.format.format_version == 7 and set(cx.format.features) == FEATURES
+        assert sixth.reason == "0006-episodes: format 6 -> 7"
+        assert last.reason == "0007-claim-index: format 7 -> 8"
+        assert cx.format.format_version == 8 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 6
+    assert len(fresh_entries) == len(entries) - 7
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -215,8 +220,8 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-6]]
-    assert fresh_entries[0].reason == "format 7" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-7]]
+    assert fresh_entries[0].reason == "format 8" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -225,6 +230,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 4, 5, 9),
         ("0005-posting-blocks", 5, 6, 9),
         ("0006-episodes", 6, 7, 0),
+        ("0007-claim-index", 7, 8, 11),
     ]
 
 
@@ -254,6 +260,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-claim-index",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -267,7 +274,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 7)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -275,6 +282,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-claim-index", 11, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -282,13 +290,14 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 7)
+    assert (report.from_version, report.to_version) == (2, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-claim-index", 11, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -297,7 +306,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (7, 7)
+    assert report.steps == () and (report.from_version, report.to_version) == (8, 8)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -325,7 +334,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -350,7 +359,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -411,6 +420,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-claim-index",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -419,28 +429,30 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9, True),
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     # only the frame, tag, pinned and lexical indexes and the records of the format changed
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, b"lex/", JOURNAL))
+        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, K.IDX_CLAIM, b"lex/", JOURNAL))
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-5] == journal(before)
+    assert journal(after)[:-6] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-5].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-4].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-3].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-2].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-1].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-6].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-5].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-4].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-3].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-2].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-1].reason == "0007-claim-index: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -448,6 +460,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9),
         ("0005-posting-blocks", 9),
         ("0006-episodes", 0),
+        ("0007-claim-index", 11),
     ]
 
 
@@ -456,27 +469,33 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     before = dump(v5)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 5
-    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks", "0006-episodes"]
+    assert [s.name for s in M.plan(v5)] == [
+        "0005-posting-blocks",
+        "0006-episodes",
+        "0007-claim-index",
+    ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x")
     report = M.migrate(v5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.LEX_POSTING, JOURNAL)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+        k.startswith((K.LEX_POSTING, K.IDX_CLAIM, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        for k in changed
     )
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-2] == journal(before)
+    assert journal(after)[:-3] == journal(before)
     with Cortex.open(v5, actor="checker") as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -492,15 +511,56 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         Cortex.open(v6, actor="x")
     report = M.migrate(v6)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0006-episodes", 0, True)
+        ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert all(k.startswith(JOURNAL) or k in (key, M.MIGRATIONS_KEY) for k in changed)
-    assert journal(after)[:-1] == journal(before)
+    assert all(
+        k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+    )
+    assert journal(after)[:-2] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 7 and "episodes" in record.features
+    assert record.format_version == 8 and "episodes" in record.features
     with Cortex.open(v6, actor="checker") as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+
+
+def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """Format 8 indexes claim keys; 0007 adds ``idx/claim/`` entries and changes no record."""
+    v7 = _copy(FIXTURE7, tmp_path / "v7")
+    before = dump(v7)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 7
+    assert not any(k.startswith(K.IDX_CLAIM) for k in before)
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v7, actor="x")
+    report = M.migrate(v7)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0007-claim-index", 11, True)
+    ]
+    after = dump(v7)
+    added = set(after) - set(before)
+    assert {k for k in added if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY} == {
+        k for k in after if k.startswith(K.IDX_CLAIM)
+    }
+    # every Fact and Preference that has content (the purged one has none), none other
+    claims = {K.parse_claim_index_key(k)[1] for k in after if k.startswith(K.IDX_CLAIM)}
+    with Cortex.open(v7, actor="checker") as cx:
+        want = {
+            h.memory.id
+            for h in cx.find(
+                Query(types=("Fact", "Preference"), include_tombstoned=True, limit=100)
+            ).hits
+            if h.memory.data is not None
+        }
+    assert claims == want and len(want) >= 3
+    assert all(before[k] == after[k] for k in before if k not in (key, M.MIGRATIONS_KEY))
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    with Cortex.open(v7, actor="checker") as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
