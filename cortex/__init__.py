@@ -31,6 +31,7 @@ from cortex.errors import (
     StoreFullError,
     TombstonedError,
     ValidationError,
+    WriteBudgetError,
 )
 from cortex.extract import ExtractionError, LLMExtractor
 from cortex.forms import count_tokens, render, render_full, render_medium, render_short
@@ -187,6 +188,7 @@ __all__ = [
     "Visibility",
     "Weights",
     "Window",
+    "WriteBudgetError",
     "WriteOutcome",
     "WriteResult",
     "__version__",

@@ -26,6 +26,7 @@ from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
+    BUDGETS_FEATURE,
     CLAIMS_FEATURE,
     EPISODES_FEATURE,
     FORMAT_CODEC,
@@ -363,6 +364,7 @@ MIGRATIONS: Final = (
             BLOCKS_FEATURE,
             EPISODES_FEATURE,
             CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
         },
         _count_heads,
         _claim_index,

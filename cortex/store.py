@@ -13,9 +13,11 @@ import itertools
 import os
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Final, Literal, Self
+from typing import Any, Final, Literal, NamedTuple, Self, TypeVar
 
 import cbor2
 import msgspec
@@ -69,6 +71,7 @@ from cortex.errors import (
     NotFoundError,
     TombstonedError,
     ValidationError,
+    WriteBudgetError,
 )
 from cortex.forms import check_override, render_with_short
 from cortex.hashing import content_hash
@@ -180,6 +183,8 @@ EPISODES_FEATURE: Final = "episodes"
 episode_purge (``specs/episodes.md``)."""
 CLAIMS_FEATURE: Final = "claim-index"
 """Format 8: ``idx/claim/`` indexes every memory under the hashes of its claim keys."""
+BUDGETS_FEATURE: Final = "write-budgets"
+"""Format 8: ``task/`` write counts and the journal kind ``budget_drop``."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -198,6 +203,7 @@ FEATURES: Final = frozenset(
         lexical.BLOCKS_FEATURE,
         EPISODES_FEATURE,
         CLAIMS_FEATURE,
+        BUDGETS_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -228,6 +234,7 @@ class JournalKind(CodedEnum):
     CONFIRM = 0x0D
     EPISODE = 0x0E
     EPISODE_PURGE = 0x0F
+    BUDGET_DROP = 0x10
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -778,6 +785,22 @@ class _Journal:
         return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
 
 
+class _BudgetSpent(Exception):
+    """A write transaction found its task's budget spent (``Store._charge``)."""
+
+
+class _Task(NamedTuple):
+    hash: bytes  # sha256(task id)[:16]
+    limit: int
+
+
+_T = TypeVar("_T")
+DEFAULT_WRITE_BUDGET: Final = 50
+"""Seed 003: 50 writes per task."""
+TASK_PREFIX: Final = b"task/"
+"""``task/`` sha256(task id)[:16]: the sealed count of a task's writes (8 bytes, big-endian)."""
+
+
 class _IdTaken(Exception):
     """A batch's head was not added: its id is taken or repeated (``Store._put_heads``)."""
 
@@ -846,6 +869,7 @@ class Store:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._kv = kv
+        self._task: ContextVar[_Task | None] = ContextVar(f"cortex-task-{id(self)}", default=None)
         self._acting = actor
         self.actor = actor or ""
         self._clock = clock or _now_utc
@@ -1270,6 +1294,7 @@ class Store:
                 confirmed = duplicate(txn)
                 if confirmed is not None:
                     return [confirmed]
+            self._charge(txn, 1)
             self._put_heads(txn, prepared, one_by_one=True)
             puts: list[tuple[bytes, bytes]] = []
             lex = Indexer(txn)
@@ -1279,7 +1304,7 @@ class Store:
             lex.flush()
             return self._resolve_chains(txn, prepared, journal, now, visible)
 
-        return self._kv.write(txn_fn)[0]
+        return self._budgeted(txn_fn, now)[0]
 
     def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
         """Write many new memories in one transaction: all of them, or (on any error) none.
@@ -1304,6 +1329,7 @@ class Store:
         self._embed_prepared(prepared)
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
+            self._charge(txn, len(prepared))
             self._put_heads(txn, prepared, one_by_one)
             journal = _Journal(txn, now, self.actor)
             lex = Indexer(txn)
@@ -1317,9 +1343,9 @@ class Store:
         if not prepared:
             return []
         try:
-            return self._kv.write(txn_fn)
+            return self._budgeted(txn_fn, now)
         except _IdTaken:  # nothing was written: run it again to name the id
-            return self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
+            return self._budgeted(lambda txn: txn_fn(txn, one_by_one=True), now)
 
     def _write_episode(
         self,
@@ -1348,6 +1374,7 @@ class Store:
         record = _seal(encode_episode(ep))
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
+            self._charge(txn, len(prepared))
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
             evidence.index_episode(txn, ep)
@@ -1368,9 +1395,72 @@ class Store:
             return self._resolve_chains(txn, prepared, journal, now, None)
 
         try:
-            return self._kv.write(txn_fn)
+            return self._budgeted(txn_fn, now)
         except _IdTaken:  # nothing was written: run it again to name the id
-            return self._kv.write(lambda txn: txn_fn(txn, one_by_one=True))
+            return self._budgeted(lambda txn: txn_fn(txn, one_by_one=True), now)
+
+    # -- write budgets (``specs/claims.md`` §9) ------------------------------------------------
+
+    @contextmanager
+    def task(self, task_id: str, *, limit: int = DEFAULT_WRITE_BUDGET) -> Iterator[None]:
+        """Count the writes made inside this block against ``task_id``'s budget of ``limit``.
+
+        The count is kept in the store (``task/`` sha256(task_id)[:16]), so every handle and
+        process working on one task shares it. A write that would exceed it writes nothing,
+        journals a ``budget_drop`` entry and raises ``WriteBudgetError``. Memories count (a
+        batch as its size, an update as one); confirmations and head changes do not.
+
+        Raises:
+            ValidationError: an empty task id, or a limit that is not a positive integer.
+        """
+        if not isinstance(task_id, str) or not task_id.strip() or len(task_id) > 256:
+            raise ValidationError("task", "required", "a task id is non-empty text (<= 256)")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10**9:
+            raise ValidationError("limit", "range", "must be an integer from 1 to 10**9")
+        token = self._task.set(_Task(hashlib.sha256(task_id.encode("utf-8")).digest()[:16], limit))
+        try:
+            yield
+        finally:
+            self._task.reset(token)
+
+    def task_usage(self, task_id: str) -> int:
+        """How many writes ``task_id`` has made (0 for a task never seen)."""
+        key = TASK_PREFIX + hashlib.sha256(task_id.encode("utf-8")).digest()[:16]
+        with self._kv.read() as txn:
+            raw = txn.get(key)
+        return 0 if raw is None else int.from_bytes(_unseal(key, raw), "big")
+
+    def _charge(self, txn: WriteTxn, n: int) -> None:
+        """Count ``n`` writes against the current task, or raise ``_BudgetSpent``."""
+        task = self._task.get()
+        if task is None or n == 0:
+            return
+        key = TASK_PREFIX + task.hash
+        raw = txn.get(key)
+        used = 0 if raw is None else int.from_bytes(_unseal(key, raw), "big")
+        if used + n > task.limit:
+            raise _BudgetSpent(
+                f"task {task.hash.hex()}: its write budget of {task.limit} is spent ({used} "
+                f"written); {n} write{'s' if n != 1 else ''} dropped"
+            )
+        txn.put(key, _seal((used + n).to_bytes(8, "big")))
+
+    def _budgeted(self, txn_fn: Callable[[WriteTxn], _T], now: datetime) -> _T:
+        """Run a write transaction, or journal a drop when the task's budget is spent.
+
+        The drop is journalled in a transaction of its own (the write's was abandoned whole),
+        then ``WriteBudgetError`` is raised.
+        """
+        try:
+            return self._kv.write(txn_fn)
+        except _BudgetSpent as spent:
+            message = str(spent)
+            self._kv.write(
+                lambda txn: _Journal(txn, now, self.actor).append(
+                    JournalKind.BUDGET_DROP, reason=message
+                )
+            )
+            raise WriteBudgetError(message) from None
 
     # -- temporal chains (``specs/claims.md`` §6) ------------------------------------------
 
@@ -1628,6 +1718,7 @@ class Store:
         self._embed_prepared([p])
 
         def txn_fn(txn: WriteTxn) -> WriteResult:
+            self._charge(txn, 1)
             head = self._head_for_change(txn, mid)
             if head.type is not p.type:
                 raise ValidationError(
@@ -1676,7 +1767,7 @@ class Store:
                 conflicts_with=links[2],
             )
 
-        return self._kv.write(txn_fn)
+        return self._budgeted(txn_fn, now)
 
     def update_head(
         self,
@@ -2546,6 +2637,12 @@ class Store:
             actual: set[bytes] = set()
             tick(2)
             expected |= claimed
+            for key, value in txn.scan(TASK_PREFIX):
+                try:
+                    if len(key) != len(TASK_PREFIX) + 16 or len(_unseal(key, value)) != 8:
+                        add(Problem(key.hex(), "a task's write count is malformed"))
+                except IntegrityError as exc:
+                    add(Problem(key.hex(), str(exc)))
             for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM):
                 for key, value in txn.scan(prefix):
                     counts["index"] += 1
