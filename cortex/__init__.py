@@ -23,6 +23,7 @@ from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
+    EngineError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -99,7 +100,6 @@ from cortex.transfer import ExportReport, export_store, import_bundle
 from cortex.where import format_where, parse_where
 
 __all__ = [
-    "FORMAT_VERSION",
     "And",
     "Belief",
     "Bundle",
@@ -115,11 +115,13 @@ __all__ = [
     "DecayClass",
     "Edge",
     "EdgeType",
+    "EngineError",
     "EpisodeMatch",
     "Eq",
     "Event",
     "ExportReport",
     "ExtractionError",
+    "FORMAT_VERSION",
     "Fact",
     "Follow",
     "FormatError",

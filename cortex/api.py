@@ -34,7 +34,8 @@ from cortex.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.ingest import episode_of as _episode_of
 from cortex.ingest import ingest as _ingest
 from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.engines import vectors_root
+from cortex.kv import KV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
     EpisodeMatch,
@@ -117,7 +118,7 @@ class Cortex(Store):
 
     def __init__(
         self,
-        kv: LmdbKV,
+        kv: KV,
         actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
@@ -168,7 +169,9 @@ class Cortex(Store):
         self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
-            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read, ef=vector_ef)
+            self._sidecar = VectorSidecar(
+                vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
+            )
 
     # -- vectors -----------------------------------------------------------------------------
 
@@ -355,7 +358,8 @@ class Cortex(Store):
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
         self._sidecar.drop()
-        shutil.rmtree(self._sidecar.directory, ignore_errors=True)
+        if self._sidecar.directory is not None:
+            shutil.rmtree(self._sidecar.directory, ignore_errors=True)
         return n
 
     def vector_info(self) -> dict[str, Any] | None:

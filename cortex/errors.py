@@ -77,6 +77,11 @@ class StoreFullError(CortexError):
     """The store cannot grow (disk full or the map size limit reached)."""
 
 
+class EngineError(CortexError):
+    """The storage server failed or cannot be reached (a PostgreSQL store); the message says
+    whether anything was written and what to do."""
+
+
 class MissingDependencyError(CortexError):
     """An optional package or model file is not installed; the message says what to install."""
 
