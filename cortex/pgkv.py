@@ -190,6 +190,13 @@ class _Scan:
             f"(SELECT k, v FROM {t} WHERE k <= %s AND k >= %s ORDER BY k DESC LIMIT 1) "
             f"UNION ALL (SELECT k, NULL FROM {t} WHERE k > %s ORDER BY k LIMIT 1)"
         )
+        self.around_many = (
+            "SELECT q.i, a.k, a.v, b.k FROM unnest(%s::bytea[], %s::bytea[]) "
+            "WITH ORDINALITY AS q(p, key, i) "
+            f"LEFT JOIN LATERAL (SELECT k, v FROM {t} WHERE k <= q.key AND k >= q.p "
+            "ORDER BY k DESC LIMIT 1) a ON true "
+            f"LEFT JOIN LATERAL (SELECT k FROM {t} WHERE k > q.key ORDER BY k LIMIT 1) b ON true"
+        )
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -354,6 +361,11 @@ class _PgRead:
         return next(self.keys(prefix, start=start, reverse=reverse), None)
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        return self._server_around(prefix, key)
+
+    def _server_around(
+        self, prefix: bytes, key: bytes
+    ) -> tuple[bytes | None, bytes | None, bytes | None]:
         k0 = v0 = k1 = None
         for k, v in self._c.rows(self._c.q.around, (key, prefix, key)):
             if v is not None and bytes(k) <= key:
@@ -379,6 +391,7 @@ class _PgWrite(_PgRead):
         self._buf: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []  # the keys of _buf, in order
         self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
+        self._arounds: dict[tuple[bytes, bytes], tuple[Any, Any, Any]] = {}  # server arounds
 
     # -- reads over the overlay --------------------------------------------------------------
 
@@ -461,12 +474,56 @@ class _PgWrite(_PgRead):
             yield k
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
-        if not self._sorted:
-            return super().around(prefix, key)
-        pair = next(self._merged(prefix, key, True, "kv"), None)
-        k0, v0 = pair if pair is not None else (None, None)
-        k1 = next(self.keys(prefix, start=key + b"\x00"), None)
+        got = self._arounds.get((prefix, key))
+        if got is None:
+            got = self._server_around(prefix, key)
+            self._arounds[(prefix, key)] = got
+        k0, v0, k1 = got
+        s = self._sorted
+        if not s:
+            return got
+        buf = self._buf
+        if (k0 is not None and k0 in buf) or (k1 is not None and k1 in buf and buf[k1] is None):
+            # the overlay changed a pair the server named: merge the long way
+            pair = next(self._merged(prefix, key, True, "kv"), None)
+            m0, mv = pair if pair is not None else (None, None)
+            return m0, mv, next(self.keys(prefix, start=key + b"\x00"), None)
+        # the overlay's nearest live keys on either side, within the prefix
+        i = bisect.bisect_right(s, key)
+        j = i - 1
+        while j >= 0 and s[j] >= prefix and buf[s[j]] is None:
+            j -= 1
+        if j >= 0 and s[j].startswith(prefix) and (k0 is None or s[j] > k0):
+            k0, v0 = s[j], buf[s[j]]
+        while i < len(s) and buf[s[i]] is None:
+            i += 1
+        if i < len(s) and s[i].startswith(prefix) and (k1 is None or s[i] < k1):
+            k1 = s[i]
         return k0, v0, k1
+
+    def prefetch(self, keys: Iterable[bytes]) -> None:
+        """Read ``keys`` from the server in one query, for the ``get`` calls that follow."""
+        want = [k for k in keys if k not in self._buf and k not in self._known]
+        if not want:
+            return
+        found = {bytes(k): bytes(v) for k, v in self._c.rows(self._c.q.get_any, (want,))}
+        for k in want:
+            self._known[k] = found.get(k)
+
+    def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+        """``around(prefix, key)`` of the server for every pair, in one query."""
+        want = [(p, k) for p, k in pairs if (p, k) not in self._arounds]
+        if not want:
+            return
+        got = self._c.rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
+        for i, k0, v0, k1 in got:
+            prefix, key = want[int(i) - 1]
+            b1 = None if k1 is None else bytes(k1)
+            self._arounds[(prefix, key)] = (
+                None if k0 is None else bytes(k0),
+                None if v0 is None else bytes(v0),
+                b1 if b1 is not None and b1.startswith(prefix) else None,
+            )
 
     # -- writes ------------------------------------------------------------------------------
 
