@@ -145,3 +145,20 @@ def store_path(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> A
         return tmp_path / "store"
     make: Callable[[], str] = request.getfixturevalue("pg_url")
     return make()
+
+
+@pytest.fixture
+def place(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[str], Any]:
+    """``place(name)``: the location of the test's store ``name`` on its engine (the same name
+    gives the same place)."""
+    made: dict[str, Any] = {}
+
+    def where(name: str) -> Any:
+        if name not in made:
+            if engine == "lmdb":
+                made[name] = tmp_path / name
+            else:
+                made[name] = request.getfixturevalue("pg_url")()
+        return made[name]
+
+    return where
