@@ -252,7 +252,7 @@ class _Conn:
             try:
                 return self._first(query, params)
             except psycopg.OperationalError:
-                if not self.conn.closed:
+                if not (self.conn.broken or self.conn.closed):
                     raise
                 self.begun = False
                 self.kv._putconn(self.conn)
@@ -778,7 +778,7 @@ class PgKV:
                 time.sleep(min(0.001 * 2**attempt, 0.2) * (0.5 + random.random()))
                 continue
             except psycopg.Error as exc:
-                gone = c.conn is None or c.conn.closed or isinstance(exc, psycopg.OperationalError)
+                gone = c.conn is None or c.conn.broken or c.conn.closed
                 c.release(failed=True)
                 if gone and committing:
                     raise EngineError(
