@@ -100,6 +100,7 @@ from cortex.transfer import ExportReport, export_store, import_bundle
 from cortex.where import format_where, parse_where
 
 __all__ = [
+    "FORMAT_VERSION",
     "And",
     "Belief",
     "Bundle",
@@ -121,7 +122,6 @@ __all__ = [
     "Event",
     "ExportReport",
     "ExtractionError",
-    "FORMAT_VERSION",
     "Fact",
     "Follow",
     "FormatError",

@@ -18,6 +18,7 @@ from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
+from cortex.engines import vectors_root
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
@@ -34,7 +35,6 @@ from cortex.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.ingest import episode_of as _episode_of
 from cortex.ingest import ingest as _ingest
 from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
-from cortex.engines import vectors_root
 from cortex.kv import KV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (

@@ -64,6 +64,13 @@ def vectors_root(kv: Any) -> Path | None:
     return Path(kv.path)
 
 
+def _put_all(kv: LmdbKV, pairs: list[tuple[bytes, bytes]]) -> None:
+    def fn(txn: Any) -> None:
+        txn.put_many(pairs)
+
+    kv.write(fn)
+
+
 class CopyReport:
     """What ``copy_kv`` copied: ``records`` pairs, ``bytes`` of keys and values, the digest."""
 
@@ -136,10 +143,10 @@ def copy_kv(
                         n += 1
                         size += len(k) + len(v)
                         if len(batch) >= _CHUNK:
-                            dst_l.write(lambda t, b=batch: t.put_many(b))
+                            _put_all(dst_l, batch)
                             batch = []
                     if batch:
-                        dst_l.write(lambda t, b=batch: t.put_many(b))
+                        _put_all(dst_l, batch)
             finally:
                 dst_l.close()
             part.rename(target)

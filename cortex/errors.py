@@ -78,8 +78,10 @@ class StoreFullError(CortexError):
 
 
 class EngineError(CortexError):
-    """The storage server failed or cannot be reached (a PostgreSQL store); the message says
-    whether anything was written and what to do."""
+    """The storage server failed or cannot be reached (a PostgreSQL store).
+
+    The message says whether anything was written and what to do.
+    """
 
 
 class MissingDependencyError(CortexError):

@@ -19,9 +19,9 @@ import msgspec
 
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.engines import open_kv
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key
-from cortex.engines import open_kv
 from cortex.kv import KV, ReadTxn, WriteTxn, seal
 from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE

@@ -177,7 +177,10 @@ class _Scan:
         self.rev_end = {
             (name, True): f"SELECT {c} FROM {t} WHERE k >= %s ORDER BY k DESC LIMIT %s"
             for name, c in cols.items()
-        } | {(name, False): f"SELECT {c} FROM {t} ORDER BY k DESC LIMIT %s" for name, c in cols.items()}
+        } | {
+            (name, False): f"SELECT {c} FROM {t} ORDER BY k DESC LIMIT %s"
+            for name, c in cols.items()
+        }
         self.fwd_after = {
             name: f"SELECT {c} FROM {t} WHERE k > %s AND k < %s ORDER BY k LIMIT %s"
             for name, c in cols.items()
@@ -202,9 +205,7 @@ class _Scan:
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
             "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
         )
-        self.create = (
-            f"CREATE TABLE IF NOT EXISTS {t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
-        )
+        self.create = f"CREATE TABLE IF NOT EXISTS {t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
         self.size = f"SELECT pg_total_relation_size('{t}'), count(*) FROM {t}"
 
 
@@ -262,8 +263,11 @@ class _Conn:
         return list(self.conn.execute(query, params, binary=True).fetchall())
 
     def release(self, *, failed: bool) -> None:
-        """Return the connection to the pool; after a failure roll back and drop the writer
-        lock first (a connection that cannot is closed: its session, and lock, end)."""
+        """Return the connection to the pool.
+
+        After a failure, roll back and drop the writer lock first; a connection that cannot is
+        closed (its session, and the lock, end with it).
+        """
         conn, self.conn = self.conn, None
         if conn is None:
             return
@@ -304,9 +308,7 @@ class _PgRead:
         rows = self._c.rows(self._c.q.get, (key,))
         return bytes(rows[0][0]) if rows else None
 
-    def _pages(
-        self, prefix: bytes, start: bytes | None, reverse: bool, cols: str
-    ) -> Iterator[Any]:
+    def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
         q = self._c.q
         n = _PAGE_FIRST
         if not reverse:
@@ -333,6 +335,7 @@ class _PgRead:
             top, incl = bound
             has_lo = bool(prefix)
             while True:
+                params: tuple[Any, ...]
                 if top is None:  # from the very end of the keyspace
                     params = (prefix, n) if has_lo else (n,)
                     rows = self._c.rows(q.rev_end[(cols, has_lo)], params)
@@ -729,7 +732,7 @@ class PgKV:
             return
         try:
             self._pool.putconn(conn)
-        except Exception:  # noqa: BLE001 - a returned connection the pool refuses is dropped
+        except Exception:
             conn.close()
 
     # -- transactions ------------------------------------------------------------------------
@@ -820,20 +823,24 @@ class PgKV:
         psycopg, _ = _psycopg()
         self._check_fork()
         a, b = self._lock_key
-        c = _Conn(self, f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE")
+        c = _Conn(
+            self, f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
+        )
         conn = c.conn
         n = size = 0
         try:
             c.start()
             if conn.execute(f'SELECT 1 FROM "{self.table}" LIMIT 1').fetchone() is not None:
                 raise CortexError(f"{self.path} holds records; a copy goes into an empty store")
-            with conn.cursor() as cur:
-                with cur.copy(f'COPY "{self.table}" (k, v) FROM STDIN (FORMAT BINARY)') as cp:
-                    cp.set_types(["bytea", "bytea"])
-                    for k, v in pairs:
-                        cp.write_row((k, v))
-                        n += 1
-                        size += len(k) + len(v)
+            with (
+                conn.cursor() as cur,
+                cur.copy(f'COPY "{self.table}" (k, v) FROM STDIN (FORMAT BINARY)') as cp,
+            ):
+                cp.set_types(["bytea", "bytea"])
+                for k, v in pairs:
+                    cp.write_row((k, v))
+                    n += 1
+                    size += len(k) + len(v)
             conn.execute("COMMIT")
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
         except psycopg.Error as exc:

@@ -48,6 +48,7 @@ from cortex.codec import (
     encode_version,
     to_micros,
 )
+from cortex.engines import copy_kv, open_kv
 from cortex.enums import (
     CodedEnum,
     EdgeType,
@@ -113,7 +114,6 @@ from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
-from cortex.engines import copy_kv, open_kv
 from cortex.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
 from cortex.records import (

@@ -30,6 +30,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # The PostgreSQL tests never skip in CI (CI=1) or with CORTEX_PG_REQUIRED=1: a missing server or
 # psycopg fails them. CORTEX_PG_URL=postgresql:///db?host=... uses a running server instead.
 
+import contextlib  # noqa: E402
 import itertools  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -125,10 +126,9 @@ def pg_url(pg_server: _Server) -> Iterator[Callable[[], str]]:
 
     yield make
     for name in made:
-        try:
+        # a dead server (a crash test) leaves the table to the cluster's removal
+        with contextlib.suppress(Exception):
             pg_server.drop(name)
-        except Exception:  # noqa: BLE001 - a dead server (a crash test) leaves it to the cluster
-            pass
 
 
 @pytest.fixture(params=ENGINES)

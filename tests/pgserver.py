@@ -32,7 +32,7 @@ def required() -> bool:
 
 
 def find_bin() -> Path | None:
-    """The newest Debian server binary directory (``/usr/lib/postgresql/N/bin``), or CORTEX_PG_BIN."""
+    """The newest Debian server binaries (``/usr/lib/postgresql/N/bin``), or CORTEX_PG_BIN."""
     given = os.environ.get("CORTEX_PG_BIN")
     if given:
         return Path(given)
@@ -104,7 +104,9 @@ class PgCluster:
 
     def start_server(self) -> None:
         """Start (or restart) the server on the existing data directory."""
-        got = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "start", check=False)
+        got = self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "start", check=False
+        )
         if got.returncode != 0:
             log = self.log.read_text() if self.log.exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {got.stdout}{got.stderr}\n{log[-2000:]}")

@@ -11,7 +11,6 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest

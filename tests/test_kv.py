@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.errors import CortexError
 from cortex.engines import open_kv
+from cortex.errors import CortexError
 from cortex.kv import LmdbKV, WriteTxn
 
 KEYS = [

@@ -31,8 +31,8 @@ from cortex import (
 )
 from cortex import keys as K
 from cortex import migrate as M
-from cortex.keys import JOURNAL, meta_key
 from cortex.engines import copy_kv, open_kv
+from cortex.keys import JOURNAL, meta_key
 from cortex.kv import LmdbKV
 from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
 

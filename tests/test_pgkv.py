@@ -110,8 +110,14 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("put"), st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"b\xff"]), st.binary(max_size=3)),
-        st.tuples(st.just("del"), st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"c"]), st.just(b"")),
+        st.tuples(
+            st.just("put"),
+            st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"b\xff"]),
+            st.binary(max_size=3),
+        ),
+        st.tuples(
+            st.just("del"), st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"c"]), st.just(b"")
+        ),
         st.tuples(st.just("add"), st.sampled_from([b"a1", b"a3", b"c"]), st.just(b"n")),
     ),
     max_size=12,
@@ -119,7 +125,9 @@ ops = st.lists(
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops, st.sampled_from([b"", b"a", b"a1", b"b"]), st.sampled_from([None, b"a1", b"a2\x00", b"b"]))
+@given(
+    ops, st.sampled_from([b"", b"a", b"a1", b"b"]), st.sampled_from([None, b"a1", b"a2\x00", b"b"])
+)
 def test_a_write_transaction_reads_its_own_changes_like_the_model(
     pg_url: Any, script: list[tuple[str, bytes, bytes]], prefix: bytes, start: bytes | None
 ) -> None:
@@ -143,7 +151,11 @@ def test_a_write_transaction_reads_its_own_changes_like_the_model(
                     model.setdefault(k, v)
                 ks = sorted(x for x in model if x.startswith(prefix))
                 fwd = [x for x in ks if start is None or x >= start]
-                rev = [x for x in ks[::-1] if start is None or not start.startswith(prefix) or x <= start]
+                rev = [
+                    x
+                    for x in ks[::-1]
+                    if start is None or not start.startswith(prefix) or x <= start
+                ]
                 if start is not None and not start.startswith(prefix) and start < prefix:
                     rev = []
                 assert list(t.keys(prefix, start=start)) == fwd
@@ -203,7 +215,9 @@ def test_endless_conflicts_end_in_a_conflict_error_with_nothing_written(
         with _raw(url) as other:
             other.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
             other.execute(f'SELECT v FROM "{kv.table}" WHERE k = %s', (b"y",))
-            other.execute(f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"%d" % len(tries), b"x"))
+            other.execute(
+                f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"%d" % len(tries), b"x")
+            )
             other.execute("COMMIT")
         t.put(b"y", b"mine")
 
@@ -304,7 +318,11 @@ def test_several_processes_write_and_search_one_store(url: str) -> None:
     Cortex.open(url, actor="owner").close()
     names = [f"p{i}" for i in range(4)]
     procs = [
-        subprocess.Popen(workers.command("shared_writer", url, name, 25), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            workers.command("shared_writer", url, name, 25),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for name in names
     ]
     outs = []
@@ -336,7 +354,10 @@ def test_a_write_in_one_process_is_found_by_the_next_search_in_another(url: str)
         cx.write(Fact(statement="green tea in the morning", subject="u", predicate="likes"))
         assert cx.find(Query(near="green tea", limit=1)).hits  # the index is built here
         out = subprocess.run(
-            workers.command("shared_writer", url, "other", 1), capture_output=True, timeout=120, check=True
+            workers.command("shared_writer", url, "other", 1),
+            capture_output=True,
+            timeout=120,
+            check=True,
         )
         uri = [json.loads(x) for x in out.stdout.decode().splitlines()][1]["uri"]
         got = cx.find(Query(near="other wrote note 0 about kites", limit=1))
@@ -348,7 +369,9 @@ def test_a_write_in_one_process_is_found_by_the_next_search_in_another(url: str)
 
 def _fill(where: Any) -> None:
     with Cortex.open(where, actor="agent") as cx:
-        uris = cx.write_many(Fact(statement=f"fact {i} about rivers", subject="s", predicate="p") for i in range(30))
+        uris = cx.write_many(
+            Fact(statement=f"fact {i} about rivers", subject="s", predicate="p") for i in range(30)
+        )
         cx.update(uris[0], Fact(statement="fact 0 changed", subject="s", predicate="p"))
         cx.tombstone(uris[1], "gone")
         cx.add_edge(uris[2], "references", uris[3])
@@ -367,16 +390,22 @@ def test_cortex_copy_lmdb_to_postgres_and_back(tmp_path: Path, url: str, pg_url:
     src = tmp_path / "src"
     _fill(src)
     cli = [workers.sys.executable, "-m", "cortex"]
-    out = subprocess.run([*cli, "--json", "copy", str(src), url], capture_output=True, timeout=120, check=False)
+    out = subprocess.run(
+        [*cli, "--json", "copy", str(src), url], capture_output=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr.decode()
     assert json.loads(out.stdout)["records"] == len(_all(src))
     back = tmp_path / "back"
-    out = subprocess.run([*cli, "copy", url, str(back)], capture_output=True, timeout=120, check=False)
+    out = subprocess.run(
+        [*cli, "copy", url, str(back)], capture_output=True, timeout=120, check=False
+    )
     assert out.returncode == 0, out.stderr.decode()
     assert b"exports identical" in out.stdout
     assert _all(src) == _all(url) == _all(back)
     # a copy into a store that holds records is refused, and changes nothing
-    again = subprocess.run([*cli, "copy", str(src), url], capture_output=True, timeout=120, check=False)
+    again = subprocess.run(
+        [*cli, "copy", str(src), url], capture_output=True, timeout=120, check=False
+    )
     assert again.returncode != 0 and b"holds records" in again.stderr
     assert _all(url) == _all(src)
     with Cortex.open(url, actor="checker") as cx:

@@ -138,7 +138,9 @@ def test_both_encodings_carry_the_same_store(source: Path, tmp_path: Path, place
     assert _dump(place("a_jsonl")) == _dump(place("a_cbor"))
 
 
-def test_import_keeps_ids_versions_heads_and_journals_it(source: Path, tmp_path: Path, place: Any) -> None:
+def test_import_keeps_ids_versions_heads_and_journals_it(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     _export(source, tmp_path / "a.cbor", "cbor")
     with Cortex.open(source, actor="x") as cx:
         before = {m.id: cx.history(m.id) for m in _all(cx)}
@@ -280,7 +282,9 @@ def _cbor_bundle(items: list[Any], reseal: bool = True) -> bytes:
     return body + cbor2.dumps(items[-1], canonical=True)
 
 
-def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(source: Path, tmp_path: Path, place: Any) -> None:
+def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     data = _export(source, tmp_path / "a.cbor", "cbor")
     items = _cbor_items(data)
     version = cbor2.loads(items[1][2][0])
@@ -298,7 +302,9 @@ def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(source: Path, tmp_p
             assert [e.kind for e in cx.journal()] == [JournalKind.INIT]
 
 
-def test_a_cbor_bundle_with_a_changed_hash_is_refused(source: Path, tmp_path: Path, place: Any) -> None:
+def test_a_cbor_bundle_with_a_changed_hash_is_refused(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     data = _export(source, tmp_path / "a.cbor", "cbor")
     items = _cbor_items(data)
     version = cbor2.loads(items[2][2][0])

@@ -472,7 +472,9 @@ def shared_writer(path: str, name: str, n: str) -> None:
         emit({"op": "ready"})
         for i in range(int(n)):
             uri = cx.write(
-                Fact(statement=f"{name} wrote note {i} about kites", subject=name, predicate="wrote"),
+                Fact(
+                    statement=f"{name} wrote note {i} about kites", subject=name, predicate="wrote"
+                ),
                 tags=[name],
             )
             emit({"op": "write", "uri": str(uri)})
