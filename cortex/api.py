@@ -19,6 +19,7 @@ from cortex.codec import decode_data, encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
+from cortex.engines import vectors_root
 from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
@@ -46,7 +47,7 @@ from cortex.keys import (
     salience_key,
     vec_key,
 )
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.kv import KV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
     EpisodeMatch,
@@ -132,7 +133,7 @@ class Cortex(Store):
 
     def __init__(
         self,
-        kv: LmdbKV,
+        kv: KV,
         actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
@@ -183,7 +184,9 @@ class Cortex(Store):
         self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
-            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read, ef=vector_ef)
+            self._sidecar = VectorSidecar(
+                vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
+            )
 
     # -- vectors -----------------------------------------------------------------------------
 
@@ -370,7 +373,8 @@ class Cortex(Store):
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
         self._sidecar.drop()
-        shutil.rmtree(self._sidecar.directory, ignore_errors=True)
+        if self._sidecar.directory is not None:
+            shutil.rmtree(self._sidecar.directory, ignore_errors=True)
         return n
 
     def vector_info(self) -> dict[str, Any] | None:

@@ -77,6 +77,8 @@ from cortex import (
 from cortex import migrate as migrations
 from cortex.context import TIERS
 from cortex.embed import HashingEmbedder, MiniLM, embedder_for
+from cortex.engines import copy_kv, is_url, open_kv
+from cortex.engines import exists as store_exists
 from cortex.enums import CodedEnum
 from cortex.episode import episode_text
 from cortex.forms import format_time
@@ -188,7 +190,7 @@ def _store_path(args: argparse.Namespace) -> str:
 @contextmanager
 def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]:
     path = _store_path(args)
-    if not create and not (Path(path) / "data.mdb").exists():
+    if not create and not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
     with Cortex.open(path, actor=actor, create=create, embedder=_embedder(args)) as cx:
@@ -268,7 +270,7 @@ class _Progress:
 @_command("init")
 def cmd_init(args: argparse.Namespace) -> int:
     """Create a store (the acting name becomes its owner); an existing store is left as is."""
-    existed = (Path(_store_path(args)) / "data.mdb").exists()
+    existed = store_exists(_store_path(args))
     with _open(args, create=True) as cx:
         obj = {
             "path": cx.path,
@@ -282,6 +284,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _files(path: str) -> dict[str, int]:
+    if is_url(path):  # a PostgreSQL store has no files of its own
+        return {}
     return {p.name: p.stat().st_size for p in sorted(Path(path).iterdir()) if p.is_file()}
 
 
@@ -1540,6 +1544,57 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _copy_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="the store to copy: a directory or a URL")
+    p.add_argument(
+        "dst", metavar="DST", help="a new directory, or a URL naming an absent or empty store"
+    )
+
+
+@_command("copy", _copy_args)
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Copy a store between LMDB and PostgreSQL (either way), all or nothing, then verify it.
+
+    Every record is copied from one read snapshot of SRC and read back; then both stores are
+    exported and the two bundles must be byte for byte the same.
+    """
+    if not store_exists(args.src):
+        raise CortexError(f"no store at {args.src}")
+    if store_exists(args.dst) and not is_url(args.dst):
+        raise CortexError(f"{args.dst} exists; a copy goes into a new directory")
+    bar = _Progress("copy")
+    src = open_kv(args.src, readonly=True, create=False)
+    try:
+        report = copy_kv(src, args.dst, progress=bar)
+    finally:
+        src.close()
+        bar.close()
+    digests = []
+    with tempfile.TemporaryDirectory(prefix="cortex-copy-") as tmp:
+        for i, where in enumerate((args.src, args.dst)):
+            with Cortex.open(where, actor=None, readonly=True, create=False) as cx:
+                digests.append(export_store(cx, Path(tmp, f"{i}.jsonl")).sha256)
+    if digests[0] != digests[1]:
+        raise CortexError(
+            f"the exports of {args.src} and {args.dst} differ; the copy is not faithful: "
+            "remove it and copy again"
+        )
+    obj = {
+        "src": args.src,
+        "dst": args.dst,
+        "records": report.records,
+        "bytes": report.bytes,
+        "export_sha256": digests[0],
+    }
+    _emit(
+        args,
+        obj,
+        f"{args.dst}: {report.records} records ({_size(report.bytes)}) copied from {args.src}; "
+        f"exports identical (sha256 {digests[0][:16]}…)",
+    )
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Upgrading and repairing
 
@@ -1547,7 +1602,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def _existing_store(args: argparse.Namespace) -> str:
     """The store's path, for commands that open it without ``Cortex.open`` (its format check)."""
     path = _store_path(args)
-    if not (Path(path) / "data.mdb").exists():
+    if not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     return path
 
@@ -1738,7 +1793,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def _reindex_vectors(args: argparse.Namespace) -> int:
     path = _store_path(args)
-    if not (Path(path) / "data.mdb").exists():
+    if not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     embedder: Any = embedder_for(args.model) if args.model else "auto"
     bar = _Progress("embedding")

@@ -84,6 +84,13 @@ class WriteBudgetError(CortexError):
     """
 
 
+class EngineError(CortexError):
+    """The storage server failed or cannot be reached (a PostgreSQL store).
+
+    The message says whether anything was written and what to do.
+    """
+
+
 class MissingDependencyError(CortexError):
     """An optional package or model file is not installed; the message says what to install."""
 

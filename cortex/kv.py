@@ -136,7 +136,11 @@ class WriteTxn(ReadTxn, Protocol):
 
 
 class KV(Protocol):
-    """An ordered key-value engine."""
+    """An ordered key-value engine (``LmdbKV``; ``cortex.pgkv.PgKV``)."""
+
+    path: Any
+    """Where the store is: a directory, or a URL without its password."""
+    readonly: bool
 
     def read(self) -> Any:
         """A context manager giving a ``ReadTxn`` snapshot."""
@@ -144,8 +148,8 @@ class KV(Protocol):
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
-    def copy(self, dest: str | os.PathLike[str]) -> None:
-        """Write a consistent, compacted copy to the new directory ``dest``."""
+    def info(self) -> dict[str, int]:
+        """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
 
     def close(self) -> None:
         """Release the engine."""

@@ -19,9 +19,10 @@ import msgspec
 
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.engines import open_kv
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
+from cortex.kv import KV, ReadTxn, WriteTxn, seal
 from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
@@ -409,8 +410,9 @@ def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
     return [m for m in MIGRATIONS if current <= m.step.from_version < target]
 
 
-def _open(path: str | os.PathLike[str], readonly: bool) -> LmdbKV:
-    return LmdbKV(path, readonly=readonly, create=False)
+def _open(path: str | os.PathLike[str], readonly: bool) -> KV:
+    kv: KV = open_kv(path, readonly=readonly, create=False)
+    return kv
 
 
 def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:

@@ -50,6 +50,7 @@ from cortex.codec import (
     encode_version,
     to_micros,
 )
+from cortex.engines import copy_kv, open_kv
 from cortex.enums import (
     CodedEnum,
     EdgeType,
@@ -119,7 +120,7 @@ from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
+from cortex.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
 from cortex.records import (
     Constraint,
@@ -863,7 +864,7 @@ class Store:
 
     def __init__(
         self,
-        kv: LmdbKV,
+        kv: KV,
         actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
@@ -914,7 +915,7 @@ class Store:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        kv = open_kv(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:
@@ -2095,7 +2096,10 @@ class Store:
             CortexError: ``dest`` exists or cannot be written.
         """
         try:
-            self._kv.copy(dest)
+            if isinstance(self._kv, LmdbKV):
+                self._kv.copy(dest)
+            else:  # another engine: an LMDB copy of one read snapshot
+                copy_kv(self._kv, dest)
         except FileExistsError:
             raise CortexError(f"{dest} exists; a backup goes into a new directory") from None
         except OSError as exc:

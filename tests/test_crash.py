@@ -11,7 +11,6 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,9 +179,9 @@ def _delay(rng: random.Random) -> float:
     return rng.uniform(*band)
 
 
-def test_repeated_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
+def test_repeated_sigkill_loses_nothing_committed(store_path: Any) -> None:
     rng = random.Random(20240611)
-    path = tmp_path / "store"
+    path = store_path
     total = Counter[str]()
     for kill in range(KILLS):
         seed = 1000 + kill
@@ -215,8 +214,8 @@ def _count_tag(cx: Cortex, tag: str) -> int:
     return sum(tag in cx.resolve_latest(mid).head.tags for mid in ids if mid is not None)
 
 
-def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> None:
-    path = tmp_path / "store"
+def test_kill_inside_a_large_write_many_leaves_none_of_it(store_path: Any) -> None:
+    path = store_path
     with Child(workers.command("big_batch_writer", path, 5000, 2500)) as child:
         child.wait_for("mid")  # 2,500 of 5,000 memories are put, in an uncommitted transaction
         reports = child.kill()
@@ -239,8 +238,8 @@ def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.6])
-def test_kill_around_a_large_write_many_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
-    path = tmp_path / "store"
+def test_kill_around_a_large_write_many_is_all_or_nothing(store_path: Any, delay: float) -> None:
+    path = store_path
     with Child(workers.command("big_batch_writer", path, 5000, 0)) as child:
         child.wait_for("start")
         time.sleep(delay)

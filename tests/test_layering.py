@@ -34,6 +34,8 @@ ORDER = (
     "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
     "keys",
     "kv",
+    "pgkv",  # the PostgreSQL engine behind the same interface (psycopg, imported lazily)
+    "engines",  # a path or a URL to its engine; copying a store between engines
     "text",  # the tokenizer of the lexical index (pure)
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
     "episode",  # the verbatim source of memories as records: build, encode, check

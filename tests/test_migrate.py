@@ -32,6 +32,7 @@ from cortex import (
 )
 from cortex import keys as K
 from cortex import migrate as M
+from cortex.engines import copy_kv, open_kv
 from cortex.keys import JOURNAL, meta_key
 from cortex.kv import LmdbKV
 from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
@@ -58,30 +59,43 @@ def _fixture_tool() -> ModuleType:
 TOOL = _fixture_tool()
 
 
-def _copy(fixture: Path, dest: Path) -> Path:
-    """A writable copy of a committed fixture store."""
+def _copy(fixture: Path, dest: Path, url: str | None = None) -> Any:
+    """A writable copy of a committed fixture store: a directory, or the store at ``url``."""
     dest.mkdir()
     shutil.copy(fixture / "data.mdb", dest / "data.mdb")
-    return dest
+    if url is None:
+        return dest
+    src = LmdbKV(dest, readonly=True, create=False)
+    try:
+        copy_kv(src, url)  # the same records on PostgreSQL
+    finally:
+        src.close()
+    return url
 
 
 @pytest.fixture
-def v1(tmp_path: Path) -> Path:
-    return _copy(FIXTURE, tmp_path / "v1")
+def target(store_path: Any) -> str | None:
+    """Where the fixture copies go: None (a directory) or a PostgreSQL URL."""
+    return store_path if isinstance(store_path, str) else None
 
 
 @pytest.fixture
-def v2(tmp_path: Path) -> Path:
-    return _copy(FIXTURE2, tmp_path / "v2")
+def v1(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE, tmp_path / "v1", target)
 
 
 @pytest.fixture
-def v5(tmp_path: Path) -> Path:
-    return _copy(FIXTURE5, tmp_path / "v5")
+def v2(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE2, tmp_path / "v2", target)
 
 
-def dump(path: Path) -> dict[bytes, bytes]:
-    kv = LmdbKV(path, create=False)
+@pytest.fixture
+def v5(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE5, tmp_path / "v5", target)
+
+
+def dump(path: Any) -> dict[bytes, bytes]:
+    kv = open_kv(path, create=False)
     try:
         with kv.read() as txn:
             return dict(txn.scan(b""))
@@ -108,7 +122,7 @@ def test_the_fixture_is_format_1_and_opening_it_asks_for_migrate(v1: Path) -> No
     assert (FIXTURE / "data.mdb").stat().st_size < 100_000
     with pytest.raises(MigrationRequiredError, match=r"cortex .*migrate"):
         Cortex.open(v1, actor="x")
-    kv = LmdbKV(v1, create=False)
+    kv = open_kv(v1, create=False)
     try:
         with kv.read() as txn:
             raw = txn.get(meta_key("format"))
@@ -272,7 +286,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 
 
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
-    data = (v1 / "data.mdb").read_bytes()
+    data = dump(v1)
     report = M.migrate(v1, dry_run=True)
     assert report.dry_run and (report.from_version, report.to_version) == (1, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -284,11 +298,11 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0006-episodes", 0, False),
         ("0007-claim-index", 11, False),
     ]
-    assert (v1 / "data.mdb").read_bytes() == data
+    assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     M.migrate(v1, to=2)
-    at2 = (v1 / "data.mdb").read_bytes()
+    at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
     assert (report.from_version, report.to_version) == (2, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -299,7 +313,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0006-episodes", 0, False),
         ("0007-claim-index", 11, False),
     ]
-    assert (v1 / "data.mdb").read_bytes() == at2
+    assert dump(v1) == at2
 
 
 def test_running_it_again_is_a_no_op(v1: Path) -> None:
@@ -388,7 +402,7 @@ def test_targets(v1: Path) -> None:
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
-    kv = LmdbKV(v1, create=False)
+    kv = open_kv(v1, create=False)
     key = meta_key("format")
 
     def bump(txn: Any) -> None:
@@ -500,10 +514,10 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
 
 
 def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
-    tmp_path: Path,
+    tmp_path: Path, target: str | None
 ) -> None:
     """Format 7 allows episodes; 0006 rewrites no record, only the format and its journal."""
-    v6 = _copy(FIXTURE6, tmp_path / "v6")
+    v6 = _copy(FIXTURE6, tmp_path / "v6", target)
     before = dump(v6)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6

@@ -458,6 +458,47 @@ def edit_value(path: str, key_hex: str, offset: str) -> None:
     env.close()
 
 
+# ---------------------------------------------------------------------------------------------
+# Many processes, one PostgreSQL store
+
+
+def shared_writer(path: str, name: str, n: str) -> None:
+    """Write ``n`` facts tagged ``name`` (one of several processes on one store), searching
+    for the previous process's words between writes; report every write after it returns."""
+    from cortex import Query
+    from cortex.embed import HashingEmbedder
+
+    with Cortex.open(path, actor=name, embedder=HashingEmbedder(64)) as cx:
+        emit({"op": "ready"})
+        for i in range(int(n)):
+            uri = cx.write(
+                Fact(
+                    statement=f"{name} wrote note {i} about kites", subject=name, predicate="wrote"
+                ),
+                tags=[name],
+            )
+            emit({"op": "write", "uri": str(uri)})
+            if i % 5 == 0:
+                cx.find(Query(near="note about kites", limit=3))
+        emit({"op": "done"})
+
+
+def steady_pg_writer(path: str) -> None:
+    """Write one memory at a time until the server goes away; report each acknowledged write,
+    then the error that ended the run (a CortexError, never a raw driver exception)."""
+    i = 0
+    with Cortex.open(path, actor="steady") as cx:
+        emit({"op": "ready"})
+        while True:
+            i += 1
+            try:
+                uri = cx.write(fact_for(7, i, 0), tags=[f"s{i}"])
+            except CortexError as exc:
+                emit({"op": "error", "kind": type(exc).__name__, "message": str(exc)})
+                return
+            emit({"op": "write", "uri": str(uri), "i": i})
+
+
 def main() -> None:
     """Run ``workers.NAME(*ARGS)`` from the command line."""
     name, *args = sys.argv[1:]
