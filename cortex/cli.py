@@ -190,7 +190,10 @@ def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]
     if not create and not (Path(path) / "data.mdb").exists():
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
-    with Cortex.open(path, actor=actor, create=create, embedder=_embedder(args)) as cx:
+    # the CLI administers the store: it reads as the owner unless a command passes a reader
+    with Cortex.open(
+        path, actor=actor, create=create, embedder=_embedder(args), as_owner=True
+    ) as cx:
         yield cx
 
 
@@ -1703,7 +1706,13 @@ def _reindex_vectors(args: argparse.Namespace) -> int:
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
     try:
         with Cortex.open(
-            path, actor=actor, create=False, embedder=embedder, reembed=True, progress=bar
+            path,
+            actor=actor,
+            create=False,
+            embedder=embedder,
+            reembed=True,
+            progress=bar,
+            as_owner=True,
         ) as cx:
             if cx.embedder is None:
                 raise CortexError(
