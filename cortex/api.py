@@ -1094,6 +1094,7 @@ class Cortex(Store):
         """
         if not isinstance(value, str):
             raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, value)
 
     def core_delete(self, section: str, key: str) -> Uri:
@@ -1103,6 +1104,7 @@ class Cortex(Store):
             NotFoundError: the section has no such key.
             ValidationError: an unknown section or a bad key.
         """
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, None)
 
     def core_history(self, section: str, key: str) -> list[CoreChange]:
@@ -1425,10 +1427,12 @@ class ReaderView:
         """``Cortex.core_update`` through a writable scope that selects the block."""
         if not isinstance(value, str):
             raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._cx._as, section)
         return _core.change(self, section, key, value)
 
     def core_delete(self, section: str, key: str) -> Uri:
         """``Cortex.core_delete`` through a writable scope that selects the block."""
+        _core_writable(self.resolve_latest, self._cx._as, section)
         return _core.change(self, section, key, None)
 
     def _writable(self, head: Head) -> None:
@@ -1543,6 +1547,26 @@ class ReaderView:
                 "reader", "read_only", f"{self.reader.actor} holds no writable scope"
             )
         return cx.ingest(content, **options)
+
+
+def _core_writable(
+    resolve_latest: Callable[[MemoryId], Memory], reader: Reader | None, section: str
+) -> None:
+    """Refuse a core change by another actor than the owner when the block is not visible.
+
+    The blocks are the owner's: another actor changes one only through a writable scope that
+    selects it, and never creates one (its fixed id would be taken by the wrong actor).
+    """
+    if reader is None:
+        return
+    try:
+        resolve_latest(_core.core_id(section))
+    except NotFoundError:
+        raise NotFoundError(
+            f"core memory's {section} block is missing or not visible to {reader.actor}: the "
+            "owner creates it, and a writable scope over it (e.g. tags ['core']) lets another "
+            "actor change it"
+        ) from None
 
 
 def _embedder_of(meta: VectorsMeta) -> Embedder:

@@ -1732,6 +1732,199 @@ def _reindex_vectors(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# The MCP server (cortex.serve)
+
+
+def _tokens_path(args: argparse.Namespace) -> Path:
+    given = getattr(args, "tokens", None) or os.environ.get("CORTEX_TOKENS")
+    return Path(given) if given else Path(_store_path(args)) / "mcp-tokens.json"
+
+
+def _budget_arg(text: str) -> int | None:
+    if text in ("none", "off"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 0 or 'none'")
+    return n
+
+
+def _scopes(args: argparse.Namespace) -> tuple[Any, ...]:
+    from cortex.serve.tokens import scope_from_json
+
+    return tuple(
+        scope_from_json(_json_arg(text, f"scope[{i}]"), f"scope[{i}]")
+        for i, text in enumerate(args.scope or ())
+    )
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP (default: stdio)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    p.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="HTTP bearer-token file (or CORTEX_TOKENS; default: STORE/mcp-tokens.json)",
+    )
+    p.add_argument(
+        "--init-tokens",
+        action="store_true",
+        help="create the token file with an owner token (printed once on stderr), then serve",
+    )
+    p.add_argument(
+        "--write-budget",
+        type=_budget_arg,
+        default=50,
+        metavar="N",
+        help="writes per session (task) unless a token says otherwise; 'none': no limit "
+        "(default: 50)",
+    )
+    p.add_argument(
+        "--scope",
+        action="append",
+        metavar="JSON",
+        help='stdio: a scope of the acting name, e.g. \'{"tags": ["shared"], '
+        '"writable": true}\' (repeat for more)',
+    )
+
+
+@_command("serve", _serve_args)
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the store's memory tools over MCP: stdio (one client), or HTTP with tokens."""
+    from cortex.serve.tokens import TokenFile
+    from cortex.serve.tools import Identity
+
+    try:
+        from cortex.serve.server import serve_http, serve_stdio
+    except ImportError as exc:
+        raise CortexError(
+            f"cortex serve needs the MCP SDK ({exc.name} is missing): "
+            "pip install 'cortex-store[mcp]'"
+        ) from None
+    path = _store_path(args)
+    if not (Path(path) / "data.mdb").exists():
+        raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
+    if args.http and args.scope:
+        raise _UsageError("--scope is for stdio; over HTTP each token carries its scopes")
+    tokens = TokenFile(_tokens_path(args))
+    with Cortex.open(path, actor=None, create=False, embedder=_embedder(args)) as cx:
+        if args.init_tokens:
+            if tokens.exists():
+                raise CortexError(
+                    f"{tokens.path} exists: rotate a token with `cortex tokens rotate NAME`"
+                )
+            token = tokens.add("owner", cx.owner)
+            print(
+                f"cortex: created {tokens.path} with token 'owner' (acts as {cx.owner}); "
+                f"it is shown only now:\n{token}",
+                file=sys.stderr,
+            )
+        if args.http:
+
+            def ready(url: str) -> None:
+                print(
+                    f"cortex: serving {path} at {url} (bearer tokens: {tokens.path})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+            serve_http(
+                cx,
+                tokens,
+                host=args.host,
+                port=args.port,
+                write_budget=args.write_budget,
+                ready=ready,
+            )
+            return 0
+        actor = args.actor or os.environ.get("CORTEX_ACTOR") or cx.owner
+        identity = Identity(name="stdio", actor=actor, scopes=_scopes(args))
+        if identity.scopes and actor == cx.owner:
+            raise _UsageError("--scope restricts another actor than the owner: pass --actor")
+        serve_stdio(cx, identity, write_budget=args.write_budget)
+    return 0
+
+
+def _tokens_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=("list", "add", "rotate", "remove"),
+        help="list (default), add NAME, rotate NAME or remove NAME",
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="the token's name")
+    p.add_argument(
+        "--for",
+        dest="for_actor",
+        metavar="ACTOR",
+        help="add: the actor the token acts as (default: the store's owner)",
+    )
+    p.add_argument("--scope", action="append", metavar="JSON", help="add: a scope (repeat)")
+    p.add_argument("--write-budget", type=_budget_arg, metavar="N", help="add: writes per session")
+    p.add_argument(
+        "--tokens", metavar="FILE", help="the token file (default: STORE/mcp-tokens.json)"
+    )
+
+
+@_command("tokens", _tokens_args)
+def cmd_tokens(args: argparse.Namespace) -> int:
+    """List, add, rotate or remove the bearer tokens of `cortex serve --http` (hashes only)."""
+    from cortex.serve.tokens import TokenFile, scope_to_json
+
+    tokens = TokenFile(_tokens_path(args))
+    if args.action == "list":
+        entries = tokens.entries() if tokens.exists() else ()
+        obj = [
+            {
+                "name": e.name,
+                "actor": e.actor,
+                "scopes": [scope_to_json(s) for s in e.scopes],
+                "write_budget": e.write_budget,
+                "created_at": e.created_at.isoformat(),
+            }
+            for e in entries
+        ]
+        rows = [
+            [
+                e.name,
+                e.actor,
+                ", ".join(s.name for s in e.scopes) or "-",
+                "default" if e.write_budget is None else e.write_budget,
+                _when(e.created_at),
+            ]
+            for e in entries
+        ]
+        lines = _table(["name", "actor", "scopes", "write budget", "created"], rows)
+        _emit(args, obj, lines if entries else f"no tokens in {tokens.path}")
+        return 0
+    if not args.name:
+        raise _UsageError(f"tokens {args.action} needs a NAME")
+    if args.action == "remove":
+        tokens.remove(args.name)
+        _emit(args, {"removed": args.name}, f"removed token {args.name!r}")
+        return 0
+    if args.action == "rotate":
+        token = tokens.rotate(args.name)
+    else:
+        actor = args.for_actor
+        if actor is None:
+            with _open(args) as cx:
+                actor = cx.owner
+        token = tokens.add(args.name, actor, scopes=_scopes(args), write_budget=args.write_budget)
+    _emit(
+        args,
+        {"name": args.name, "token": token, "file": str(tokens.path)},
+        [f"token {args.name!r} (shown only now; {tokens.path} keeps its hash):", token],
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # The tour
 
 

@@ -62,6 +62,8 @@ ORDER = (
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them
     "__init__",
+    "aio",  # AsyncCortex: the API for asyncio runtimes, every call in a worker thread
+    "serve",  # cortex serve: the MCP tools, the token file, the stdio and HTTP transports
     "cli",
     "__main__",
 )

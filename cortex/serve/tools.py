@@ -310,7 +310,10 @@ def _data_schema() -> dict[str, Any]:
         schema = json_schema(t)
         schema.pop("$schema", None)
         branches.append(
-            {"if": {"properties": {"type": {"const": t.type_name}}}, "then": {"properties": {"data": schema}}}
+            {
+                "if": {"properties": {"type": {"const": t.type_name}}},
+                "then": {"properties": {"data": schema}},
+            }
         )
     return {"allOf": branches}
 
@@ -447,11 +450,12 @@ def _resolve(c: Caller, ref: str) -> Memory:
     """The memory a reference names: an exact version for a URI with one, else the latest."""
     if ref.startswith("cortex://") and "#" in ref:
         return c.view.resolve(Uri.parse(ref))
-    mid = ref.split("/")[-1].split("#")[0] if ref.startswith("cortex://") else ref
-    return c.view.resolve_latest(_memory_id(mid))
+    return c.view.resolve_latest(_memory_id(ref))
 
 
-def _memory_id(text: str) -> MemoryId:
+def _memory_id(ref: str) -> MemoryId:
+    """The id a URI (of any version) or an id names."""
+    text = ref.rsplit("/", maxsplit=1)[-1].split("#", maxsplit=1)[0] if "://" in ref else ref
     try:
         return MemoryId.parse(text)
     except (CortexError, ValueError):
@@ -546,7 +550,11 @@ def _memory_about_user(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_core_get(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     blocks = c.view.core_get(as_of=_opt_time(args, "as_of"))
-    return {"user": blocks.get("user", {}), "agent": blocks.get("agent", {}), "yaml": core_yaml(blocks)}
+    return {
+        "user": blocks.get("user", {}),
+        "agent": blocks.get("agent", {}),
+        "yaml": core_yaml(blocks),
+    }
 
 
 def _memory_core_update(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -609,16 +617,12 @@ def _memory_get(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     as_of = _opt_time(args, "as_of")
     if as_of is None:
         return memory_json(_resolve(c, args["ref"]))
-    ref = args["ref"]
-    mid = ref.split("/")[-1].split("#")[0] if ref.startswith("cortex://") else ref
-    m = c.view.resolve_as_of(_memory_id(mid), as_of, known_at=_opt_time(args, "known_at"))
+    m = c.view.resolve_as_of(_memory_id(args["ref"]), as_of, known_at=_opt_time(args, "known_at"))
     return memory_json(m)
 
 
 def _memory_history(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    ref = args["ref"]
-    mid = ref.split("/")[-1].split("#")[0] if ref.startswith("cortex://") else ref
-    versions = c.view.history(_memory_id(mid))
+    versions = c.view.history(_memory_id(args["ref"]))
     limit, offset = args.get("limit", 20), args.get("offset", 0)
     page = versions[offset : offset + limit]
     nxt = offset + limit if offset + limit < len(versions) else None
@@ -896,7 +900,7 @@ def _tools() -> tuple[Tool, ...]:
         Tool(
             "memory_find",
             "Find memories by text (BM25, hybrid with vectors), near (meaning), types, tags, "
-            "frames, a where expression (e.g. \"data.subject = ada and not has_tag(old)\"), a "
+            'frames, a where expression (e.g. "data.subject = ada and not has_tag(old)"), a '
             "time window and as_of; paged with limit/offset and cut to budget_tokens (lowest "
             "salience dropped first).",
             _obj(
