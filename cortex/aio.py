@@ -58,7 +58,7 @@ async def _change(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any, **
                 await asyncio.shield(fut)
             except asyncio.CancelledError:
                 continue  # cancelled again: still wait for the transaction to end
-            except BaseException:  # noqa: S110 - the change failed whole; the cancel wins
+            except BaseException:  # the change failed whole; the cancellation still wins
                 break
         raise
 

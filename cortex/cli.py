@@ -2127,6 +2127,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     rc |= _demo_step("a backup, verified", [*base, "backup", str(root / "backup.cortex")])
     rc |= _demo_ingest(root, args.json)
+    rc |= _demo_mcp(store)
     print(f"\nEverything is in {root}; try `cortex --store {store} show {w['goal']}`.")
     return rc
 
@@ -2214,6 +2215,69 @@ def _demo_ingest(root: Path, as_json: bool) -> int:
         "the conversation and what came out of it", [*base, "episodes", str(res.episode.id)]
     )
     rc |= _demo_step("prove it intact", [*base, "verify"])
+    return rc
+
+
+_DEMO_AGENT: list[tuple[str, str, dict[str, Any]]] = [
+    ("recall before answering", "memory_search", {"query": "where does Ada live?", "topK": 3}),
+    ("the working set for the task", "memory_context",
+     {"verb": "schedule", "objects": ["plan:trip:lisbon-2026"], "budget_tokens": 300}),
+    ("remember what the user just said", "memory_write",
+     {"type": "Preference", "data": {"topic": "aisle seats", "polarity": "prefer"},
+      "tags": ["travel"], "importance": 6}),
+    ("keep a key in core memory", "memory_core_update",
+     {"section": "user", "key": "seat", "value": "aisle"}),
+    ("check it is there", "memory_find", {"text": "aisle seats", "limit": 3}),
+    ("a bad call comes back as a tool error", "memory_write", {"type": "Fact", "data": {}}),
+    ("who am I, and what is left of my write budget", "memory_status", {}),
+]  # fmt: skip
+
+
+def _demo_mcp(store: Path) -> int:
+    """An agent loop over MCP: `cortex serve` on stdio, driven by the SDK's client."""
+    print("\n── an agent loop over MCP: `cortex serve` (stdio) driven by the MCP SDK's client")
+    try:
+        import anyio
+        from mcp import Client, StdioServerParameters, stdio_client
+    except ImportError:
+        print("skipped: the MCP SDK is not installed (pip install 'cortex-store[mcp]')")
+        return 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "cortex", "--store", str(store), "serve"], env=env
+    )
+
+    def brief(obj: Any) -> str:
+        text = json.dumps(obj, ensure_ascii=False)
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    errlog: Any = sys.stderr
+    try:
+        errlog.fileno()  # the server's stderr goes to ours, when ours is a real file
+    except (OSError, ValueError):
+        errlog = tempfile.TemporaryFile("w+")  # noqa: SIM115 - kept open for the server
+
+    async def agent() -> int:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            tools = (await client.list_tools()).tools
+            print(f"{len(tools)} tools: {', '.join(t.name for t in tools)}")
+            errors = 0
+            for why, name, arguments in _DEMO_AGENT:
+                r = await client.call_tool(name, arguments)
+                print(f"· {why}\n  {name} {brief(arguments)}")
+                if r.is_error:
+                    errors += 1
+                    text = r.content[0].text if r.content else ""  # type: ignore[union-attr]
+                    print(f"  → tool error: {text}")
+                else:
+                    print(f"  → {brief(r.structured_content)}")
+            return 0 if errors == 1 else 1
+
+    try:
+        rc: int = anyio.run(agent)
+    finally:
+        if errlog is not sys.stderr:
+            errlog.close()
     return rc
 
 

@@ -531,7 +531,9 @@ class _Shared:
     _open: ClassVar[dict[tuple[int, str], _Shared]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, key: tuple[int, str], env: Any, readonly: bool, metasync: bool) -> None:
+    def __init__(
+        self, key: tuple[int, str], env: lmdb.Environment, readonly: bool, metasync: bool
+    ) -> None:
         self.key = key
         self.env = env
         self.gate = _Gate()

@@ -207,7 +207,9 @@ def http_app(
     return mcp.server.streamable_http_app(
         host=host,
         token_verifier=_Verifier(tokens),
-        auth=AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=None),
+        auth=AuthSettings.model_validate(
+            {"issuer_url": f"http://{host}:{port}", "resource_server_url": None}
+        ),
     )
 
 
