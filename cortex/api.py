@@ -874,7 +874,7 @@ class Cortex(Store):
         Raises:
             ValidationError: a bad question or limit.
         """
-        if reader is not None or self._as is not None:
+        if self._restricted(reader):
             return _search(self, question, limit=limit, reader=self._reader(reader))
         with self._kv.read() as txn:
             head = journal_head(txn)
@@ -1201,7 +1201,8 @@ class Cortex(Store):
         other._acting = reader.actor
         other._space = self._space or self.actor
         other._as = None if reader.actor == self.owner else reader
-        other._entities = None
+        if other._as is not None:
+            other._entities = None  # the owner's entity names are not the reader's
         return other
 
     def _may_change(self, ref: Uri | MemoryId | str) -> None:

@@ -26,7 +26,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-from cortex import Cortex, CortexError, __version__
+from cortex import Cortex, CortexError, ReaderView, __version__
 from cortex.serve import tools
 from cortex.serve.tokens import TokenFile
 
@@ -62,6 +62,7 @@ class MCPServer:
         self.write_budget = write_budget
         self.budget = tools.WriteBudget()
         self.limiter = anyio.CapacityLimiter(_THREADS)
+        self._views: dict[tools.Identity, ReaderView] = {}
         self.server: Server[Any] = Server(
             "cortex",
             version=__version__,
@@ -106,8 +107,11 @@ class MCPServer:
             return _error(str(exc))
 
         def run() -> dict[str, Any]:
+            view = self._views.get(identity)
+            if view is None:  # one view per identity: its caches live as long as the server
+                view = self._views[identity] = tools.view_of(self.cx, identity)
             caller = tools.Caller(
-                self.cx, identity, self.budget, task, default_budget=self.write_budget
+                self.cx, identity, self.budget, task, default_budget=self.write_budget, view=view
             )
             return tools.call(caller, name, args)
 

@@ -138,6 +138,11 @@ class WriteBudget:
             raise
 
 
+def view_of(cx: Cortex, identity: Identity) -> ReaderView:
+    """The store as ``identity`` sees it (the owner's view for the owner)."""
+    return cx.view(Reader(actor=identity.actor, scopes=identity.scopes))
+
+
 @dataclass
 class Caller:
     """One call's caller: its identity, its view of the store, and its budget key."""
@@ -147,10 +152,18 @@ class Caller:
     budget: WriteBudget
     task: str
     default_budget: int | None = DEFAULT_WRITE_BUDGET
-    view: ReaderView = field(init=False)
+    view: ReaderView | None = None
+    """The identity's view (made here when not given; a server keeps one per identity)."""
 
     def __post_init__(self) -> None:
-        self.view = self.cx.view(Reader(actor=self.identity.actor, scopes=self.identity.scopes))
+        if self.view is None:
+            self.view = view_of(self.cx, self.identity)
+
+    @property
+    def v(self) -> ReaderView:
+        """The caller's view of the store."""
+        assert self.view is not None
+        return self.view
 
     @property
     def is_owner(self) -> bool:
@@ -449,8 +462,8 @@ def from_plain_frame(verb: str, kind: str, ref: str, field: str) -> FrameRef:
 def _resolve(c: Caller, ref: str) -> Memory:
     """The memory a reference names: an exact version for a URI with one, else the latest."""
     if ref.startswith("cortex://") and "#" in ref:
-        return c.view.resolve(Uri.parse(ref))
-    return c.view.resolve_latest(_memory_id(ref))
+        return c.v.resolve(Uri.parse(ref))
+    return c.v.resolve_latest(_memory_id(ref))
 
 
 def _memory_id(ref: str) -> MemoryId:
@@ -482,7 +495,7 @@ def _memory_search(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     since, until = _opt_time(args, "startTime"), _opt_time(args, "endTime")
     if labels or since or until:  # a filtered search: find with the filters, ranked by text
         window = None if since is None and until is None else Window(start=since, end=until)
-        res = c.view.find(
+        res = c.v.find(
             Query(
                 text=query,
                 tags=tuple(labels),
@@ -492,7 +505,7 @@ def _memory_search(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
             )
         )
         return {"results": [_hit_json(h) for h in res.hits], "query_type": "filtered"}
-    found = c.view.search(query, limit=limit)
+    found = c.v.search(query, limit=limit)
     return {
         "results": [_hit_json(h) for h in found.hits],
         "query_type": str(found.route.query_type),
@@ -513,7 +526,7 @@ def _ingested(c: Caller, res: Any) -> dict[str, Any]:
 
 def _memory_ingest(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with c.writing():
-        res = c.view.ingest(
+        res = c.v.ingest(
             args["content"],
             source=args.get("source", "mcp"),
             channel=args.get("channel"),
@@ -527,7 +540,7 @@ def _memory_ingest(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_save(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with c.writing():
-        res = c.view.ingest(
+        res = c.v.ingest(
             args["content"],
             source=args.get("source", "manual"),
             visibility="private" if c.is_owner else "actor_public",
@@ -536,9 +549,9 @@ def _memory_save(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_about_user(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    user = c.view.core_get("user")
-    about = c.view.about("user", limit=MAX_LIMIT)
-    prefs = c.view.find(Query(types=("Preference",), limit=20, budget_tokens=1000))
+    user = c.v.core_get("user")
+    about = c.v.about("user", limit=MAX_LIMIT)
+    prefs = c.v.find(Query(types=("Preference",), limit=20, budget_tokens=1000))
     seen: set[str] = set()
     hits = []
     for h in (*about.hits, *prefs.hits):
@@ -549,7 +562,7 @@ def _memory_about_user(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_core_get(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    blocks = c.view.core_get(as_of=_opt_time(args, "as_of"))
+    blocks = c.v.core_get(as_of=_opt_time(args, "as_of"))
     return {
         "user": blocks.get("user", {}),
         "agent": blocks.get("agent", {}),
@@ -559,13 +572,13 @@ def _memory_core_get(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_core_update(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with c.writing():
-        uri = c.view.core_update(args["section"], args["key"], args["value"])
+        uri = c.v.core_update(args["section"], args["key"], args["value"])
     return _written(c, uri)
 
 
 def _memory_core_delete(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     with c.writing():
-        uri = c.view.core_delete(args["section"], args["key"])
+        uri = c.v.core_delete(args["section"], args["key"])
     return _written(c, uri)
 
 
@@ -577,7 +590,7 @@ def _memory_write(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     data = from_json(args["type"], args["data"])
     frames = _frames(args.get("frames", []), "frames")
     with c.writing():
-        uri = c.view.write(
+        uri = c.v.write(
             data,
             tags=tuple(args.get("tags", ())),
             frames=frames,
@@ -601,7 +614,7 @@ def _memory_update(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
         given = {**to_plain(current.data), **given}
     data = from_json(current.head.type, given)
     with c.writing():
-        uri = c.view.update(
+        uri = c.v.update(
             current.id,
             data,
             expected_version=args.get("expected_version"),
@@ -617,12 +630,12 @@ def _memory_get(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     as_of = _opt_time(args, "as_of")
     if as_of is None:
         return memory_json(_resolve(c, args["ref"]))
-    m = c.view.resolve_as_of(_memory_id(args["ref"]), as_of, known_at=_opt_time(args, "known_at"))
+    m = c.v.resolve_as_of(_memory_id(args["ref"]), as_of, known_at=_opt_time(args, "known_at"))
     return memory_json(m)
 
 
 def _memory_history(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    versions = c.view.history(_memory_id(args["ref"]))
+    versions = c.v.history(_memory_id(args["ref"]))
     limit, offset = args.get("limit", 20), args.get("offset", 0)
     page = versions[offset : offset + limit]
     nxt = offset + limit if offset + limit < len(versions) else None
@@ -655,11 +668,11 @@ def _memory_find(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
         budget_tokens=args.get("budget_tokens", DEFAULT_FIND_BUDGET),
         form=args.get("form", "short"),
     )
-    return _hits_json(c.view.find(q), limit, offset)
+    return _hits_json(c.v.find(q), limit, offset)
 
 
 def _memory_context(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    b = c.view.context(
+    b = c.v.context(
         args["verb"],
         list(args.get("objects", ())),
         budget_tokens=args.get("budget_tokens", DEFAULT_FIND_BUDGET),
@@ -677,7 +690,7 @@ def _memory_context(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 def _memory_about(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     limit = args.get("limit", 20)
-    res = c.view.about(
+    res = c.v.about(
         args["subject"], args.get("attribute"), limit=limit, as_of=_opt_time(args, "as_of")
     )
     return _hits_json(res, limit, 0)
@@ -686,7 +699,7 @@ def _memory_about(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 def _memory_forget(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
     current = _resolve(c, args["ref"])
     with c.writing():
-        stone = c.view.tombstone(current.id, args["reason"])
+        stone = c.v.tombstone(current.id, args["reason"])
     return {
         "uri": str(current.uri),
         "tombstoned_at": stone.at.isoformat(),
@@ -696,7 +709,7 @@ def _memory_forget(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _memory_status(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    counts = c.view.facets(by="type")
+    counts = c.v.facets(by="type")
     return {
         "store": c.cx.path,
         "owner": c.cx.owner,
