@@ -106,7 +106,7 @@ def test_as_owner_and_the_owner_see_everything(world: tuple[Path, dict[str, obje
 def test_a_view_holds_no_handle_and_journals_its_reader(
     world: tuple[Path, dict[str, object]],
 ) -> None:
-    path, n = world
+    path, _ = world
     with Cortex.open(path, actor=OWNER) as cx:
         view = cx.view(Reader(actor="helper", scopes=(SHARED_W,)))
         assert not hasattr(view, "cx")
