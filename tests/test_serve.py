@@ -549,3 +549,60 @@ def test_http_write_budget_is_per_session(http: HttpServer, store: Path) -> None
         assert await one_session() == [False, False, True]  # a new session, a new budget
 
     anyio.run(main)
+
+
+# ---------------------------------------------------------------------------------------------
+# the token commands
+
+
+def test_the_tokens_command(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cortex.cli import main
+
+    base = ["--store", str(store), "--json"]
+    assert main([*base, "tokens"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    scope = json.dumps({"name": "shared", "tags": ["shared"], "writable": True})
+    assert main([*base, "tokens", "add", "helper", "--for", "helper", "--scope", scope,
+                 "--write-budget", "5"]) == 0  # fmt: skip
+    made = json.loads(capsys.readouterr().out)
+    assert made["token"].startswith("ctx_") and made["name"] == "helper"
+    path = Path(made["file"])
+    assert path == store / "mcp-tokens.json" and made["token"] not in path.read_text()
+    assert main([*base, "tokens", "add", "owner"]) == 0
+    capsys.readouterr()
+    assert main([*base, "tokens", "list"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["name"], e["actor"], e["write_budget"]) for e in listed] == [
+        ("helper", "helper", 5),
+        ("owner", OWNER, None),
+    ]
+    assert listed[0]["scopes"] == [json.loads(scope)]
+    tokens = TokenFile(path)
+    assert tokens.verify(made["token"]).name == "helper"  # type: ignore[union-attr]
+    assert main([*base, "tokens", "rotate", "helper"]) == 0
+    rotated = json.loads(capsys.readouterr().out)["token"]
+    assert tokens.verify(made["token"]) is None and tokens.verify(rotated) is not None
+    assert main([*base, "tokens", "add", "helper"]) == 1  # the name is taken
+    assert "exists" in capsys.readouterr().err
+    assert main([*base, "tokens", "add", "x", "--scope", '{"colour": "red"}']) == 1
+    assert "scope[0].colour" in capsys.readouterr().err
+    assert main([*base, "tokens", "remove", "helper"]) == 0
+    assert main([*base, "tokens", "remove", "helper"]) == 1
+    assert main([*base, "tokens", "rotate"]) == 2  # no name
+    capsys.readouterr()
+    assert main([*base, "serve", "--http", "--init-tokens", "--port", "1"]) == 1  # file exists
+    assert "rotate" in capsys.readouterr().err
+
+
+def test_a_token_file_with_a_clearance_is_refused(tmp_path: Path) -> None:
+    from cortex import CortexError
+
+    tokens = TokenFile(tmp_path / "t.json")
+    tokens.add("a", "helper")
+    body = json.loads(tokens.path.read_text())
+    body["tokens"][0]["clearance"] = "secret"
+    tokens.path.write_text(json.dumps(body))
+    with pytest.raises(CortexError, match="clearance"):
+        tokens.entries()
