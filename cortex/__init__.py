@@ -1,6 +1,7 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
+from cortex.aio import AsyncCortex, AsyncReaderView
 from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.codec import decode_data, encode_data
 from cortex.context import Bundle
@@ -103,6 +104,8 @@ from cortex.where import format_where, parse_where
 __all__ = [
     "FORMAT_VERSION",
     "And",
+    "AsyncCortex",
+    "AsyncReaderView",
     "Belief",
     "Bundle",
     "Capability",

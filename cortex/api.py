@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -72,7 +73,7 @@ from cortex.salience import (
     Weights,
     decay_table,
 )
-from cortex.scope import Reader
+from cortex.scope import Reader, Scope
 from cortex.search import SearchResult, known_entities
 from cortex.search import search as _search
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
@@ -129,6 +130,13 @@ class Cortex(Store):
     ``dedupe`` (the default of ``write(..., dedupe=)``), and ``vector_ef`` (the vector index's
     search-time candidate list: larger finds more true neighbours and is slower; see
     ``specs/vector-index.md`` §4).
+
+    A handle opened with an ``actor`` that is not the store's owner reads and writes as that
+    actor: every read applies its visibility and ``scopes`` (``cortex.Scope``), new memories
+    are its own, and it changes another's memory only through a writable scope that selects
+    it. ``as_owner=True`` opens it as the owner instead (it sees and may change everything;
+    its changes are still journalled under its own name). Several handles of one store in one
+    process share one LMDB environment.
     """
 
     def __init__(
@@ -146,6 +154,8 @@ class Cortex(Store):
         progress: Callable[[int, int], None] | None = None,
         dedupe: bool = False,
         vector_ef: int = DEFAULT_EF,
+        as_owner: bool = False,
+        scopes: Sequence[Scope] = (),
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -165,6 +175,19 @@ class Cortex(Store):
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
             )
         super().__init__(kv, actor, clock=clock)
+        # -- who this handle reads and writes as (issue 15) --
+        self._as: Reader | None = None
+        """The reader every call of a restricted handle reads as; ``None``: the owner."""
+        if actor is not None and actor != self.owner and not as_owner:
+            self._as = Reader(actor=actor, scopes=tuple(scopes))
+        elif scopes:
+            raise ValidationError(
+                "scopes",
+                "owner",
+                "scopes restrict a handle opened by another actor than the owner "
+                f"({self.owner}) without as_owner=True; the owner's handle sees everything",
+            )
+        # -- end --
         if embedder == "auto":  # the embedder of the model the store holds, if it ships here
             with self._kv.read() as txn:
                 raw = txn.get(meta_key("vectors"))
@@ -470,12 +493,7 @@ class Cortex(Store):
     ) -> WriteResult:
         now = self._now()
         spec = NewMemory(data=data, **options)
-        visible = None
-        if reader is not None:
-            owner = self.owner
-
-            def visible(head: Head) -> bool:
-                return reader.can_see(head, owner, now)
+        visible = self._visible_to(reader if reader is not None else self._as, now)
 
         if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
             return self._write_new(spec, now, visible)
@@ -578,8 +596,8 @@ class Cortex(Store):
     # -- find ------------------------------------------------------------------------------
 
     def _reader(self, reader: Reader | None) -> Reader:
-        if reader is None:  # the handle itself is trusted: it reads as the owner
-            return Reader(actor=self.owner)
+        if reader is None:  # the handle's own reader: the owner, or its restricted actor
+            return self._as if self._as is not None else Reader(actor=self.owner)
         if not isinstance(reader, Reader):
             raise ValidationError("reader", "type", "must be a cortex.Reader")
         return reader
@@ -664,7 +682,7 @@ class Cortex(Store):
 
         self._kv.write(txn_fn)
 
-    def attest(
+    def _attest(
         self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
     ) -> None:
         """Record that memories were used to act, and how it went (raises their salience).
@@ -909,8 +927,8 @@ class Cortex(Store):
         Raises:
             ValidationError: a bad question or limit.
         """
-        if reader is not None:
-            return _search(self, question, limit=limit, reader=reader)
+        if self._restricted(reader):
+            return _search(self, question, limit=limit, reader=self._reader(reader))
         with self._kv.read() as txn:
             head = journal_head(txn)
         if self._entities is None or self._entities[0] != head:
@@ -976,7 +994,7 @@ class Cortex(Store):
         eid = _as_id(ref, "episode")
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
-        if not visible_episode(ep, reader, self.owner):
+        if not visible_episode(ep, self._reader(reader), self.owner):
             raise NotFoundError(f"no episode {eid}")
         return ep
 
@@ -1020,7 +1038,7 @@ class Cortex(Store):
                     continue
                 if m.label is not None and m.label not in ep.labels:
                     continue
-                if not visible_episode(ep, query.reader, self.owner):
+                if not visible_episode(ep, self._reader(query.reader), self.owner):
                     continue
                 ids.update(self._memories_of_episode(txn, ep.id))
         if not ids:
@@ -1039,7 +1057,7 @@ class Cortex(Store):
                 ep = self._episode(txn, eid)
             except NotFoundError:
                 return None
-            return ep if visible_episode(ep, reader, self.owner) else None
+            return ep if visible_episode(ep, self._reader(reader), self.owner) else None
 
         return get
 
@@ -1068,7 +1086,7 @@ class Cortex(Store):
                     continue
                 if label is not None and label not in ep.labels:
                     continue
-                if not visible_episode(ep, reader, self.owner):
+                if not visible_episode(ep, self._reader(reader), self.owner):
                     continue
                 out.append(ep)
                 if len(out) >= limit:
@@ -1101,16 +1119,6 @@ class Cortex(Store):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
 
-    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
-        """Erase an episode's text and chunks; its hash, times, links and journal stay.
-
-        The memories drawn from it are not changed (purge them too if they repeat the text).
-
-        Raises:
-            NotFoundError: no such episode. ValidationError: an empty reason.
-        """
-        return self._purge_episode(_as_id(ref, "episode"), reason, by)
-
     # -- core memory (cortex.core) ----------------------------------------------------------
 
     def core_get(
@@ -1139,6 +1147,7 @@ class Cortex(Store):
         """
         if not isinstance(value, str):
             raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, value)
 
     def core_delete(self, section: str, key: str) -> Uri:
@@ -1148,6 +1157,7 @@ class Cortex(Store):
             NotFoundError: the section has no such key.
             ValidationError: an unknown section or a bad key.
         """
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, None)
 
     def core_history(self, section: str, key: str) -> list[CoreChange]:
@@ -1312,7 +1322,7 @@ class Cortex(Store):
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
-        return reader is not None and self._reader(reader).actor != self.owner
+        return self._reader(reader).actor != self.owner
 
     def resolve(self, uri: Uri | str, *, reader: Reader | None = None) -> Memory:
         """The exact version a URI names, if ``reader`` (default: the owner) may see it.
@@ -1360,49 +1370,291 @@ class Cortex(Store):
     def view(self, reader: Reader) -> ReaderView:
         """The store as ``reader`` sees it.
 
-        Every read is filtered; writes go only through a writable scope (or as the owner).
+        Every read is filtered; writes go only through a writable scope (or as the owner) and
+        are made and journalled by the reader's actor. A restricted handle (opened by another
+        actor than the owner) gives only a view of its own reader.
+
+        Raises:
+            ValidationError: not a ``Reader``, or a restricted handle asked for another reader.
         """
-        return ReaderView(self, self._reader(reader))
+        rd = self._reader(reader)
+        if self._as is not None and rd != self._as:
+            raise ValidationError(
+                "reader",
+                "restricted",
+                f"this handle reads as {self._as.actor}: it cannot open a view for another reader",
+            )
+        return ReaderView(self, rd)
+
+    # -- restricted handles (issue 15): changes only where the handle's reader may write --
+
+    def _acting_for(self, reader: Reader) -> Cortex:
+        """This handle acting as ``reader``: the same environment, indexes and options.
+
+        Its changes are made and journalled by ``reader.actor``; its new memories are this
+        handle's (``actor_scope``); it reads as ``reader``.
+        """
+        other = copy.copy(self)
+        other.actor = reader.actor
+        other._acting = reader.actor
+        other._space = self._space or self.actor
+        other._as = None if reader.actor == self.owner else reader
+        if other._as is not None:
+            other._entities = None  # the owner's entity names are not the reader's
+        return other
+
+    def _may_change(self, ref: Uri | MemoryId | str) -> None:
+        """Refuse a change by a restricted handle to a memory its reader may not write."""
+        rd = self._as
+        if rd is None:
+            return
+        mid = _as_id(ref, "uri")
+        head = self._head_of(mid)
+        now = self._now()
+        if not rd.can_see(head, self.owner, now):
+            raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
+        if not rd.can_write(head, self.owner, now):
+            raise ValidationError(
+                "actor",
+                "read_only",
+                f"{rd.actor} may not change {mid}: it is not {rd.actor}'s and no writable scope "
+                "of the handle selects it",
+            )
+
+    def update(self, ref: Uri | MemoryId | str, data: Data, **options: Any) -> WriteResult:
+        """``Store.update``; a restricted handle changes only what its reader may write.
+
+        Its new content competes only with memories its reader sees (``specs/claims.md`` §6).
+        """
+        self._may_change(ref)
+        if self._as is None:
+            return super().update(ref, data, **options)
+        mid = _as_id(ref, "uri")
+        expected = options.pop("expected_version", None)
+        now = self._now()
+        spec = NewMemory(data=data, id=mid, **options)
+        return self._update(mid, spec, now, expected, self._visible_to(self._as, now))
+
+    def _visible_to(self, reader: Reader | None, now: datetime) -> Callable[[Head], bool] | None:
+        """What a write by ``reader`` may compete with (``None``: the owner, everything)."""
+        if reader is None or reader.actor == self.owner:
+            return None
+        owner = self.owner
+        return lambda head: reader.can_see(head, owner, now)
+
+    def update_head(self, ref: Uri | MemoryId | str, **patch: Any) -> Head:
+        """``Store.update_head``; a restricted handle changes only what its reader may write."""
+        self._may_change(ref)
+        return super().update_head(ref, **patch)
+
+    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """``Store.tombstone``; a restricted handle retires only what its reader may write."""
+        self._may_change(ref)
+        return super().tombstone(ref, reason, by)
+
+    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """``Store.purge``; a restricted handle erases only what its reader may write."""
+        self._may_change(ref)
+        return super().purge(ref, reason, by)
+
+    def add_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        **options: Any,
+    ) -> Edge:
+        """``Store.add_edge``; a restricted handle links from what it may write to what it sees."""
+        self._may_change(src)
+        if self._as is not None:
+            self._check_visible(self._head_of(_as_id(dst, "dst")), None)
+        return super().add_edge(src, type, dst, **options)
+
+    def remove_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        **options: Any,
+    ) -> Edge:
+        """``Store.remove_edge``; a restricted handle unlinks only from what it may write."""
+        self._may_change(src)
+        return super().remove_edge(src, type, dst, **options)
+
+    def edges(self, ref: Uri | MemoryId | str, **options: Any) -> list[Edge]:
+        """``Store.edges``; a restricted handle sees the edges between memories it sees."""
+        if self._as is None:
+            return super().edges(ref, **options)
+        self._check_visible(self._head_of(_as_id(ref)), None)
+        out = []
+        for e in super().edges(ref, **options):
+            try:
+                for mid in (e.src, e.dst):
+                    self._check_visible(self._head_of(mid), None)
+            except NotFoundError:
+                continue
+            out.append(e)
+        return out
+
+    def journal(
+        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[JournalEntry]:
+        """``Store.journal``; a restricted handle reads only the entries of what it sees.
+
+        Entries of hidden memories, of edges touching one, of episodes it may not see, and
+        store-wide entries are left out (the sequence numbers show the gaps).
+        """
+        if self._as is None:
+            yield from super().journal(start, reverse=reverse, limit=limit)
+            return
+        rd, now = self._as, self._now()
+        entries = list(super().journal(start, reverse=reverse, limit=limit))
+        with self._kv.read() as txn:
+            for entry in entries:
+                if entry.id is None:
+                    continue
+                try:
+                    if entry.kind in (JournalKind.EPISODE, JournalKind.EPISODE_PURGE):
+                        if not visible_episode(self._episode(txn, entry.id), rd, self.owner):
+                            continue
+                        yield entry
+                        continue
+                    heads = [self._head(txn, entry.id)]
+                    if entry.dst is not None:
+                        heads.append(self._head(txn, entry.dst))
+                except NotFoundError:
+                    continue
+                if all(rd.can_see(h, self.owner, now) for h in heads):
+                    yield entry
+
+    def attest(
+        self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
+    ) -> None:
+        """``attest`` (use counters); a restricted handle attests only memories it sees."""
+        uris = list(uris)
+        if self._as is not None:
+            for u in uris:
+                self._check_visible(self._head_of(_as_id(u, "uris")), None)
+        self._attest(uris, outcome)
+
+    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
+        """Erase an episode's text and chunks; its hash, times, links and journal stay.
+
+        The memories drawn from it are not changed (purge them too if they repeat the text).
+
+        Raises:
+            NotFoundError: no such episode. ValidationError: an empty reason, or a restricted
+                handle (only the owner purges episodes).
+        """
+        if self._as is not None:
+            raise ValidationError(
+                "actor", "read_only", f"only the owner ({self.owner}) purges episodes"
+            )
+        return self._purge_episode(_as_id(ref, "episode"), reason, by)
 
 
 class ReaderView:
-    """The store seen by one reader (``Cortex.view``): hidden memories look missing."""
+    """The store seen by one reader (``Cortex.view``): hidden memories look missing.
+
+    A view hands out no handle of the store: its reads are the reader's, and its changes are
+    made and journalled by the reader's actor, into the memories of the handle it came from.
+    """
 
     def __init__(self, cx: Cortex, reader: Reader) -> None:
-        self.cx = cx
+        self._cx = cx._acting_for(reader)
         self.reader = reader
+
+    @property
+    def owner(self) -> str:
+        """The actor that owns the store."""
+        return self._cx.owner
 
     def find(self, query: Query) -> Result:
         """``Cortex.find`` as this reader."""
-        return self.cx.find(msgspec.structs.replace(query, reader=self.reader))
+        return self._cx.find(msgspec.structs.replace(query, reader=self.reader))
 
     def context(self, verb: Verb | str, objects: Sequence[Any] | str = (), **kw: Any) -> Bundle:
         """``Cortex.context`` as this reader."""
-        return self.cx.context(verb, objects, reader=self.reader, **kw)
+        kw.pop("reader", None)
+        return self._cx.context(verb, objects, reader=self.reader, **kw)
+
+    def search(self, question: str, *, limit: int = 10) -> SearchResult:
+        """``Cortex.search`` as this reader."""
+        return self._cx.search(question, limit=limit, reader=self.reader)
+
+    def about(
+        self,
+        subject: str,
+        attribute: str | None = None,
+        *,
+        limit: int = 100,
+        as_of: datetime | None = None,
+    ) -> Result:
+        """``Cortex.about`` as this reader."""
+        return self._cx.about(subject, attribute, limit=limit, reader=self.reader, as_of=as_of)
+
+    def facets(
+        self,
+        window: Window | None = None,
+        by: Literal["type", "tag", "subject", "counterparty"] = "type",
+        *,
+        types: Sequence[MemoryType | str] = (),
+    ) -> dict[str, int]:
+        """``Cortex.facets`` as this reader."""
+        return self._cx.facets(window, by, types=types, reader=self.reader)
 
     def resolve(self, uri: Uri | str) -> Memory:
         """``Cortex.resolve`` as this reader."""
-        return self.cx.resolve(uri, reader=self.reader)
+        return self._cx.resolve(uri, reader=self.reader)
 
     def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
         """``Cortex.resolve_latest`` as this reader."""
-        return self.cx.resolve_latest(ref, reader=self.reader)
+        return self._cx.resolve_latest(ref, reader=self.reader)
 
     def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
         """``Cortex.history`` as this reader."""
-        return self.cx.history(ref, reader=self.reader)
+        return self._cx.history(ref, reader=self.reader)
 
     def resolve_as_of(
         self, ref: Uri | MemoryId | str, when: datetime, *, known_at: datetime | None = None
     ) -> Memory:
         """``Cortex.resolve_as_of`` as this reader."""
-        return self.cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
+        return self._cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
+
+    def episode(self, ref: MemoryId | str) -> Episode:
+        """``Cortex.episode`` as this reader."""
+        return self._cx.episode(ref, reader=self.reader)
+
+    def core_get(
+        self, section: str | None = None, *, as_of: datetime | None = None
+    ) -> dict[str, Any]:
+        """Core memory as this reader sees it (a hidden block reads as empty)."""
+        return self._cx.core_get(section, as_of=as_of)
+
+    def core_history(self, section: str, key: str) -> list[CoreChange]:
+        """``Cortex.core_history`` as this reader (nothing for a hidden block)."""
+        try:
+            return self._cx.core_history(section, key)
+        except NotFoundError:
+            return []
+
+    def core_update(self, section: str, key: str, value: str) -> Uri:
+        """``Cortex.core_update`` through a writable scope that selects the block."""
+        if not isinstance(value, str):
+            raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._cx._as, section)
+        return _core.change(self, section, key, value)
+
+    def core_delete(self, section: str, key: str) -> Uri:
+        """``Cortex.core_delete`` through a writable scope that selects the block."""
+        _core_writable(self.resolve_latest, self._cx._as, section)
+        return _core.change(self, section, key, None)
 
     def _writable(self, head: Head) -> None:
-        now = self.cx._now()
-        if not self.reader.can_see(head, self.cx.owner, now):
+        now = self._cx._now()
+        if not self.reader.can_see(head, self._cx.owner, now):
             raise NotFoundError(f"no memory {head.id}")  # hidden looks exactly like missing
-        if not self.reader.can_write(head, self.cx.owner, now):
+        if not self.reader.can_write(head, self._cx.owner, now):
             raise ValidationError(
                 "reader",
                 "read_only",
@@ -1432,18 +1684,19 @@ class ReaderView:
         """Write through the reader's scope.
 
         Allowed when a writable, active scope selects the new memory (or the reader owns the
-        store). The version is created by the reader.
+        store). The version is created, and the write journalled, by the reader.
 
         Raises:
             ValidationError: no writable scope selects the memory, or a field is invalid.
         """
+        cx = self._cx
         mid = id if id is not None else new_id()
-        now = self.cx._now()
+        now = cx._now()
         probe = Head(
             id=mid,
             type=data.TYPE,
             current_version=1,
-            actor_scope=self.cx.actor,
+            actor_scope=cx._space or cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
             tags=tuple(tags),
@@ -1453,7 +1706,7 @@ class ReaderView:
         )
         # the rule of updates (Reader.can_write): a non-owner writes only what it can see, so
         # never a private memory
-        if not self.reader.can_write(probe, self.cx.owner, now):
+        if not self.reader.can_write(probe, cx.owner, now):
             raise ValidationError(
                 "reader",
                 "read_only",
@@ -1476,30 +1729,68 @@ class ReaderView:
             "vector": vector,
             "supersede": supersede,
         }
-        if id is None and (dedupe if dedupe is not None else self.cx.dedupe):
+        if id is None and (dedupe if dedupe is not None else cx.dedupe):
             del options["id"]  # a duplicate is looked for only among what the reader sees
-        return self.cx._write(data, dedupe, self.reader, options)
+        return cx._write(data, dedupe, self.reader, options)
 
     def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> WriteResult:
         """``Cortex.update`` through a writable scope that selects the memory."""
         mid = _as_id(ref, "uri")
-        self._writable(self.cx._head_of(mid))
+        self._writable(self._cx._head_of(mid))
         if kw.setdefault("created_by", self.reader.actor) != self.reader.actor:
             raise ValidationError(
                 "created_by", "reader", f"a write through a view is by {self.reader.actor}"
             )
         expected = kw.pop("expected_version", None)
-        now = self.cx._now()
-        reader, owner = self.reader, self.cx.owner
+        now = self._cx._now()
+        reader, owner = self.reader, self._cx.owner
         spec = NewMemory(data=data, id=mid, **kw)
-        return self.cx._update(
+        return self._cx._update(
             mid, spec, now, expected, lambda head: reader.can_see(head, owner, now)
         )
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
-        self._writable(self.cx._head_of(_as_id(ref, "uri")))
-        return self.cx.tombstone(ref, reason, by=self.reader.actor)
+        self._writable(self._cx._head_of(_as_id(ref, "uri")))
+        return self._cx.tombstone(ref, reason, by=self.reader.actor)
+
+    def ingest(self, content: str, **options: Any) -> IngestResult:
+        """``Cortex.ingest`` by the reader: it needs an active writable scope (or ownership).
+
+        The episode is created, and journalled, by the reader's actor.
+
+        Raises:
+            ValidationError: the reader holds no active writable scope; as ``Cortex.ingest``.
+        """
+        cx = self._cx
+        now = cx._now()
+        if self.reader.actor != cx.owner and not any(
+            s.writable and s.active(now) for s in self.reader.scopes
+        ):
+            raise ValidationError(
+                "reader", "read_only", f"{self.reader.actor} holds no writable scope"
+            )
+        return cx.ingest(content, **options)
+
+
+def _core_writable(
+    resolve_latest: Callable[[MemoryId], Memory], reader: Reader | None, section: str
+) -> None:
+    """Refuse a core change by another actor than the owner when the block is not visible.
+
+    The blocks are the owner's: another actor changes one only through a writable scope that
+    selects it, and never creates one (its fixed id would be taken by the wrong actor).
+    """
+    if reader is None:
+        return
+    try:
+        resolve_latest(_core.core_id(section))
+    except NotFoundError:
+        raise NotFoundError(
+            f"core memory's {section} block is missing or not visible to {reader.actor}: the "
+            "owner creates it, and a writable scope over it (e.g. tags ['core']) lets another "
+            "actor change it"
+        ) from None
 
 
 _SAME_CONTENT: Final = "the same content (equal hash)"

@@ -873,6 +873,9 @@ class Store:
         self._task: ContextVar[_Task | None] = ContextVar(f"cortex-task-{id(self)}", default=None)
         self._acting = actor
         self.actor = actor or ""
+        self._space: str | None = None
+        """Whose new memories this handle writes (their ``actor_scope``); ``None``: its actor's.
+        A ``ReaderView`` acts as its reader but writes into its handle's memories."""
         self._clock = clock or _now_utc
         self.format = self._check_format()
         if actor is None:
@@ -1072,7 +1075,7 @@ class Store:
             id=mid,
             type=mtype,
             current_version=1,
-            actor_scope=self.actor,
+            actor_scope=self._space or self.actor,
             visibility=visibility
             if type(visibility) is Visibility
             else _coerce(Visibility, visibility, "visibility"),

@@ -131,3 +131,27 @@ def test_one_budget_across_processes(tmp_path: Path) -> None:
         drops = [e for e in cx.journal() if e.kind is JournalKind.BUDGET_DROP]
         assert len(drops) == 40
         assert cx.verify().ok
+
+
+def test_an_asyncio_task_carries_its_budget(tmp_path: Path) -> None:
+    import asyncio
+
+    from cortex import AsyncCortex
+
+    async def main() -> tuple[int, int]:
+        async with await AsyncCortex.open(tmp_path / "a", actor="agent") as cx:
+
+            async def agent(name: str) -> int:
+                dropped = 0
+                with cx.task(name, limit=2):
+                    for i in range(3):
+                        try:
+                            await cx.write(Event(kind="note", summary=f"{name} {i}"))
+                        except WriteBudgetError:
+                            dropped += 1
+                return dropped
+
+            drops = await asyncio.gather(agent("a"), agent("b"))
+            return sum(drops), await cx.task_usage("a")
+
+    assert asyncio.run(main()) == (2, 2)

@@ -148,7 +148,7 @@ def test_write_prints_the_uri(store: Path, capsys: pytest.CaptureFixture[str]) -
     rc, out, err = run(capsys, "write", "fact", FACT)
     assert (rc, err) == (0, "")
     uri = Uri.parse(out.strip())
-    with Cortex.open(store, actor="x") as cx:
+    with Cortex.open(store, actor="x", as_owner=True) as cx:
         m = cx.resolve(uri)
     assert m.version.created_by == "tester" and m.head.actor_scope == "tester"
 
@@ -621,10 +621,10 @@ def test_find_record_access_counts_a_use(
     store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_json(capsys, "find", "--type", "goal")
-    with Cortex.open(store, actor="t") as cx:
+    with Cortex.open(store, actor="t", as_owner=True) as cx:
         assert cx.salience_state(world["goal"]).accesses == 0
     run_json(capsys, "find", "--type", "goal", "--record-access")
-    with Cortex.open(store, actor="t") as cx:
+    with Cortex.open(store, actor="t", as_owner=True) as cx:
         assert cx.salience_state(world["goal"]).accesses == 1
 
 
@@ -749,14 +749,14 @@ def test_attest(store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixtur
     obj = run_json(capsys, "attest", goal, "--outcome", "failure")
     assert obj["outcome"] == "failure"
     assert [(m["ref"], m["citations"], m["failures"]) for m in obj["memories"]] == [(goal, 1, 1)]
-    with Cortex.open(store, actor="t") as cx:
+    with Cortex.open(store, actor="t", as_owner=True) as cx:
         assert cx.salience_state(home).citations == 1
         entries = [e for e in cx.journal(1) if e.kind is JournalKind.ATTEST]
     assert [e.reason for e in entries] == ["success", "success", "failure"]
     run(capsys, "tombstone", home, "--reason", "gone")
     rc, out, err = run(capsys, "attest", goal, home, "--outcome", "partial")
     assert rc == 1 and out == "" and "tombstoned" in err and err.count("\n") == 1
-    with Cortex.open(store, actor="t") as cx:
+    with Cortex.open(store, actor="t", as_owner=True) as cx:
         assert cx.salience_state(goal).citations == 1  # all or nothing
     rc, _, err = run(capsys, "attest", goal)
     assert rc == 2 and "--outcome" in err
@@ -820,7 +820,7 @@ def test_log_tail_range_and_kind(store: Path, capsys: pytest.CaptureFixture[str]
 def test_log_tail_with_kind_reaches_back_past_a_chunk(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Cortex.open(store, actor="x") as cx:
+    with Cortex.open(store, actor="x", as_owner=True) as cx:
         cx.write_many(Fact(statement=f"s{i}", subject="u", predicate="p") for i in range(1200))
     assert _seqs(run(capsys, "log", "--kind", "init")[1]) == [1]
     assert _seqs(run(capsys, "log", "-n", "2", "--kind", "write")[1]) == [1200, 1201]
@@ -1258,7 +1258,7 @@ def test_the_command_list_is_complete() -> None:
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
-        "reindex", "ingest", "episodes", "search", "copy",
+        "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens",
     }  # fmt: skip
 
 

@@ -191,7 +191,7 @@ def test_repeated_sigkill_loses_nothing_committed(store_path: Any) -> None:
             reports = child.kill()
             assert child.proc.returncode == -signal.SIGKILL, child.stderr()
         total.update(r["op"] for r in reports)
-        with Cortex.open(path, actor="checker") as cx:
+        with Cortex.open(path, actor="checker", as_owner=True) as cx:
             _check_reports(cx, seed, reports)
             _check_whole_store(cx)
     # the runs did real work of every kind (not only kills before the first op)
@@ -204,7 +204,7 @@ def test_repeated_sigkill_loses_nothing_committed(store_path: Any) -> None:
         check=True,
     )
     uri = json.loads(out.stdout)["uri"]
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.resolve(uri).data.statement == "after the kills"  # type: ignore[union-attr]
         _check_whole_store(cx)
 
@@ -220,7 +220,7 @@ def test_kill_inside_a_large_write_many_leaves_none_of_it(store_path: Any) -> No
         child.wait_for("mid")  # 2,500 of 5,000 memories are put, in an uncommitted transaction
         reports = child.kill()
     first = reports[0]
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert cx.resolve(first["uri"]).data == workers.fact_for(0, 0, 0)
         assert cx.stats()["memories"] == 1
@@ -231,7 +231,7 @@ def test_kill_inside_a_large_write_many_leaves_none_of_it(store_path: Any) -> No
     out = subprocess.run(
         workers.command("write_one", path, "after"), capture_output=True, timeout=60, check=True
     )
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.resolve(json.loads(out.stdout)["uri"]).version.version == 1
         assert cx.stats()["memories"] == 2
         assert cx.verify().ok
@@ -245,7 +245,7 @@ def test_kill_around_a_large_write_many_is_all_or_nothing(store_path: Any, delay
         time.sleep(delay)
         reports = child.kill()
     done = any(r["op"] == "done" for r in reports)
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         big = _count_tag(cx, "big")
         assert big in (0, 5000)

@@ -61,10 +61,12 @@ ORDER = (
     "ingest",  # content -> an episode and the memories drawn from it, in one transaction
     "search",  # search(question): the router's handlers over find, about and facets
     "api",
+    "aio",  # AsyncCortex: the API for asyncio runtimes, every call in a worker thread
     "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them
     "__init__",
+    "serve",  # cortex serve: the MCP tools, the token file, the stdio and HTTP transports
     "cli",
     "__main__",
 )

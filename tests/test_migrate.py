@@ -121,7 +121,7 @@ def fresh(tmp_path: Path) -> Path:
 def test_the_fixture_is_format_1_and_opening_it_asks_for_migrate(v1: Path) -> None:
     assert (FIXTURE / "data.mdb").stat().st_size < 100_000
     with pytest.raises(MigrationRequiredError, match=r"cortex .*migrate"):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     kv = open_kv(v1, create=False)
     try:
         with kv.read() as txn:
@@ -205,7 +205,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
     assert new[:-7] == old
-    with Cortex.open(v1, actor="checker") as cx:
+    with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
@@ -223,7 +223,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
-    with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
+    with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
     assert len(fresh_entries) == len(entries) - 7
 
@@ -267,7 +267,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     assert any(k.startswith(b"lex/p/") for k in at2)
     # this cortex reads format 5 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     rest = [
         "0002-pinned-and-frame-time",
         "0003-tag-index-by-type",
@@ -281,7 +281,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     report = M.migrate(v1)
     assert [s.step.name for s in report.steps] == rest
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
-    with Cortex.open(v1, actor="checker") as cx:
+    with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
 
@@ -300,7 +300,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
@@ -346,7 +346,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     assert calls == 5
     assert dump(v1) == before
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
     assert M.migrate(v1).to_version == 8  # and it can be run again
 
@@ -458,7 +458,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
     assert journal(after)[:-6] == journal(before)
-    with Cortex.open(v2, actor="checker") as cx:
+    with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
         assert entries[-6].reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -489,7 +489,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0007-claim-index",
     ]
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v5, actor="x")
+        Cortex.open(v5, actor="x", as_owner=True)
     report = M.migrate(v5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0005-posting-blocks", 9, True),
@@ -507,7 +507,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
     assert journal(after)[:-3] == journal(before)
-    with Cortex.open(v5, actor="checker") as cx:
+    with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
@@ -522,7 +522,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v6, actor="x")
+        Cortex.open(v6, actor="x", as_owner=True)
     report = M.migrate(v6)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0006-episodes", 0, True),
@@ -537,7 +537,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
     assert record.format_version == 8 and "episodes" in record.features
-    with Cortex.open(v6, actor="checker") as cx:
+    with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
 
@@ -564,7 +564,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     }
     # every Fact and Preference that has content (the purged one has none), none other
     claims = {K.parse_claim_index_key(k)[1] for k in after if k.startswith(K.IDX_CLAIM)}
-    with Cortex.open(v7, actor="checker") as cx:
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         want = {
             h.memory.id
             for h in cx.find(
@@ -575,6 +575,6 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert claims == want and len(want) >= 3
     assert all(before[k] == after[k] for k in before if k not in (key, M.MIGRATIONS_KEY))
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
-    with Cortex.open(v7, actor="checker") as cx:
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"

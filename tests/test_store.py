@@ -761,7 +761,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
     first = next(cx.journal())
     assert first.seq == 1 and first.kind is JournalKind.INIT and first.prev == bytes(32)
     cx.close()
-    with Cortex.open(path, actor="someone-else") as again:
+    with Cortex.open(path, actor="someone-else", as_owner=True) as again:
         assert again.owner == "agent-1" and again.actor == "someone-else"
         assert again.format == record
         assert journal_len(again) == 1
@@ -860,7 +860,7 @@ def test_opening_readonly_needs_an_initialised_store(path: Path) -> None:
 
 
 def test_readonly_store_reads_and_refuses_writes(made: Path) -> None:
-    with Cortex.open(made, actor="reader", readonly=True) as ro:
+    with Cortex.open(made, actor="reader", as_owner=True, readonly=True) as ro:
         assert ro.stats()["memories"] == 1
         with pytest.raises(CortexError):
             ro.write(fact(9))

@@ -100,7 +100,7 @@ def source(place: Any) -> Path:
 
 
 def _export(store: Path, out: Path, encoding: str) -> bytes:
-    with Cortex.open(store, actor="exporter", create=False) as cx:
+    with Cortex.open(store, actor="exporter", as_owner=True, create=False) as cx:
         export_store(cx, out, encoding=encoding)  # type: ignore[arg-type]
     return out.read_bytes()
 
@@ -108,7 +108,7 @@ def _export(store: Path, out: Path, encoding: str) -> bytes:
 def _dump(where: Path | str | Cortex) -> dict[bytes, bytes]:
     """Every key and value but the journal and meta/format (the store's own life story)."""
     if isinstance(where, Path | str):
-        with Cortex.open(where, actor="reader", create=False) as cx:
+        with Cortex.open(where, actor="reader", as_owner=True, create=False) as cx:
             return _dump(cx)
     with where._kv.read() as txn:
         return {k: v for k, v in txn.scan(b"") if not k.startswith((b"j/", b"meta/"))}
@@ -133,7 +133,7 @@ def test_both_encodings_carry_the_same_store(source: Path, tmp_path: Path, place
     _export(source, tmp_path / "a.jsonl", "jsonl")
     _export(source, tmp_path / "a.cbor", "cbor")
     for name in ("a.jsonl", "a.cbor"):
-        with Cortex.open(place(name.replace(".", "_")), actor="x") as cx:
+        with Cortex.open(place(name.replace(".", "_")), actor="x", as_owner=True) as cx:
             import_bundle(cx, tmp_path / name)
     assert _dump(place("a_jsonl")) == _dump(place("a_cbor"))
 
@@ -142,7 +142,7 @@ def test_import_keeps_ids_versions_heads_and_journals_it(
     source: Path, tmp_path: Path, place: Any
 ) -> None:
     _export(source, tmp_path / "a.cbor", "cbor")
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         before = {m.id: cx.history(m.id) for m in _all(cx)}
         edges = {e for m in _all(cx) for e in _edge_keys(cx, m.id)}
     with Cortex.open(place("dst"), actor="importer") as cx:
@@ -184,7 +184,7 @@ def test_import_is_idempotent(source: Path, tmp_path: Path, place: Any, encoding
         assert (again.memories_unchanged, again.edges_unchanged) == (5, 2)
         assert cx.stats()["journal_entries"] == seq  # nothing was written
     # and into the store it came from
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         assert import_bundle(cx, tmp_path / "a").memories_unchanged == 5
 
 
@@ -194,7 +194,7 @@ def test_import_refuses_a_conflicting_memory_and_writes_nothing(
     _export(source, tmp_path / "a.cbor", "cbor")
     with Cortex.open(place("dst"), actor="importer") as cx:
         import_bundle(cx, tmp_path / "a.cbor")
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         mid = next(m.id for m in _all(cx) if m.head.type.type_name == "Event")
         cx.update_head(mid, tags=["changed"])
     _export(source, tmp_path / "b.cbor", "cbor")
@@ -359,7 +359,7 @@ def test_non_bundles_and_other_versions_are_refused(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match=r"not CBOR|not canonical|cortex export"):
         read_bundle(b"\xff\x00")
     with (
-        Cortex.open(tmp_path / "s", actor="x") as cx,
+        Cortex.open(tmp_path / "s", actor="x", as_owner=True) as cx,
         pytest.raises(Exception, match="cannot read"),
     ):
         import_bundle(cx, tmp_path / "missing.jsonl")
@@ -553,7 +553,7 @@ def _records(cx: Cortex, uri: Any) -> tuple[Head, list[Version]]:
 def test_import_records_checks_each_memory(source: Path, tmp_path: Path, place: Any) -> None:
     import msgspec
 
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         memories = {m.head.type.type_name: _records(cx, m.id) for m in _all(cx)}
     head, versions = memories["Fact"]
     with Cortex.open(place("dst"), actor="importer") as cx:
@@ -595,7 +595,7 @@ def test_import_records_checks_each_memory(source: Path, tmp_path: Path, place: 
 def test_import_records_refuses_bad_edges(source: Path, tmp_path: Path, place: Any) -> None:
     import msgspec
 
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         memories = [_records(cx, m.id) for m in _all(cx)]
         edges = [e for m in _all(cx) for e in cx.edges(m.id, direction="out", include_removed=True)]
     with Cortex.open(place("dst"), actor="importer") as cx:
