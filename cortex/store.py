@@ -1191,6 +1191,10 @@ class Store:
     def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
         """Set ``p.vector`` for each prepared version, before its transaction (no-op here)."""
 
+    def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
+        """The vectors of an episode's chunks (``None`` here: the plain store embeds nothing)."""
+        return None
+
     def _given_vector(self, vector: Any) -> bytes:
         """A caller's vector for a new version, checked against the store's model."""
         raise ValidationError(
@@ -1965,11 +1969,15 @@ class Store:
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
         eps: dict[MemoryId, bytes] = {}
+        chunk_vectors: dict[MemoryId, list[bytes]] = {}
         for ep in episodes:
             check_episode(ep)
             if ep.id in eps:
                 raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
             eps[ep.id] = _seal(encode_episode(ep))
+            vectors = self._chunk_vectors(ep)  # with a local embedder: found by meaning too
+            if vectors is not None:
+                chunk_vectors[ep.id] = vectors
         drawn = [
             (found[0], item.head.id)
             for item in items
@@ -2052,6 +2060,8 @@ class Store:
                 txn.put(episode_key(eid), sealed)
                 imported = decode_episode(_unseal(episode_key(eid), sealed))
                 evidence.index_episode(txn, imported)
+                if eid in chunk_vectors:
+                    evidence.put_vectors(txn, imported, chunk_vectors[eid])
                 journal.append(JournalKind.EPISODE, id=eid, hash=imported.hash, reason="import")
                 eps_added += 1
             for eid, mid in drawn:
