@@ -1306,6 +1306,7 @@ class Cortex(Store):
             self._put_edge(
                 txn, w, EdgeType.SUPERSEDES, lo, journal=journal, reason=f"conflict: {reason}"
             )
+            self._remark(txn, (lo,), to_micros(now))
             fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
             raw = txn.get(fkey)
             assert raw is not None

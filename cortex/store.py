@@ -592,6 +592,36 @@ def _claim_hashes(data: Data | None) -> tuple[bytes, ...]:
     return tuple(chains.claim_hash(k) for k in chains.claim_keys(data))
 
 
+SUPERSEDED: Final = b"s"
+"""The value of an ``idx/claim/`` entry of a superseded memory (``claims.md`` §5): writes skip
+it without reading the memory, so a long chain costs a write nothing."""
+
+
+def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
+    """The memory that supersedes ``mid`` at ``at_us``, if any (``claims.md`` §6).
+
+    That is a live ``supersedes`` edge to it then, from a memory that existed and was not
+    tombstoned then.
+    """
+    prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+    for key, value in txn.scan(prefix):
+        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        if to_micros(rec.created_at) > at_us:
+            continue
+        if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
+            continue
+        raw = txn.get(head_key(src := MemoryId(key[-16:])))
+        if raw is None:
+            continue
+        head: Head = _trusted(HEAD, head_key(src), raw)
+        if to_micros(head.created_at) > at_us:
+            continue
+        if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
+            continue
+        return src
+    return None
+
+
 def _pin_key(head: Head) -> bytes:
     return pin_key(head.type, to_micros(head.created_at), head.id)
 
@@ -1529,9 +1559,9 @@ class Store:
         sup: list[Uri] = []
         by: list[Uri] = []
         con: list[Uri] = []
-        for key in list(txn.keys(claim_index_prefix(p.lookup))):
+        for key, mark in list(txn.scan(claim_index_prefix(p.lookup))):
             oid = MemoryId(key[-16:])
-            if oid == mid or oid in skip:
+            if oid == mid or oid in skip or mark == SUPERSEDED:
                 continue
             head = self._head(txn, oid)
             if head.tombstone is not None or head.type is not p.type:
@@ -1551,9 +1581,11 @@ class Store:
             if winner == "new":
                 if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
                     sup.append(other)
+                    self._mark(txn, oid, _claim_hashes(data), now_us)
             elif winner == "old":
                 if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
                     by.append(other)
+                    self._mark(txn, mid, p.claims, now_us)
             elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
                 con.append(other)
         return tuple(sup), tuple(by), tuple(con)
@@ -1581,29 +1613,28 @@ class Store:
         return True
 
     def _superseder(self, txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
-        """The memory that supersedes ``mid`` at ``at_us``, if any.
+        """The memory that supersedes ``mid`` at ``at_us``, if any (``superseder``)."""
+        return superseder(txn, mid, at_us)
 
-        That is a live ``supersedes`` edge to it then, from a memory that existed and was not
-        tombstoned then.
-        """
-        prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
-        for key, value in txn.scan(prefix):
-            rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
-            if to_micros(rec.created_at) > at_us:
-                continue
-            if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
-                continue
-            src = MemoryId(key[-16:])
+    def _mark(self, txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes], now_us: int) -> None:
+        """Set the ``idx/claim/`` entries of ``mid`` to say whether it is superseded now."""
+        mark = SUPERSEDED if superseder(txn, mid, now_us) is not None else b""
+        for c in claims:
+            txn.put(claim_index_key(c, mid), mark)
+
+    def _remark(self, txn: WriteTxn, mids: Iterable[MemoryId], now_us: int) -> None:
+        """Mark again the claim entries of memories whose superseders may have changed."""
+        for mid in mids:
             try:
-                head = self._head(txn, src)
+                head = self._head(txn, mid)
             except NotFoundError:
                 continue
-            if to_micros(head.created_at) > at_us:
-                continue
-            if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
-                continue
-            return src
-        return None
+            self._mark(txn, mid, self._claims_of(txn, head), now_us)
+
+    def _losers(self, txn: ReadTxn, mid: MemoryId) -> list[MemoryId]:
+        """The memories ``mid`` has a (live or removed) ``supersedes`` edge to."""
+        prefix = EDGE_FROM + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+        return [MemoryId(key[-16:]) for key in txn.keys(prefix)]
 
     def _episode(self, txn: ReadTxn, eid: MemoryId) -> Episode:
         raw = txn.get(episode_key(eid))
@@ -1764,8 +1795,7 @@ class Store:
             journal.append(JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash)
             for c in set(old_claims) - set(p.claims):
                 txn.delete(claim_index_key(c, mid))
-            for c in set(p.claims) - set(old_claims):
-                txn.put(claim_index_key(c, mid), b"")
+            self._mark(txn, mid, p.claims, to_micros(now))
             links = self._chain(txn, p, mid=mid, skip=(), journal=journal, now=now, visible=visible)
             return WriteResult.of(
                 Uri._trusted(head.type, mid, n),
@@ -1862,6 +1892,8 @@ class Store:
             lex.remove(mid)  # a tombstoned memory leaves the lexical index
             lex.flush()
             txn.delete(vec_key(mid))  # and the vector index
+            # what it superseded may be the truth again (``claims.md`` §6)
+            self._remark(txn, self._losers(txn, mid), to_micros(now))
             _Journal(txn, now, self.actor).append(
                 JournalKind.TOMBSTONE,
                 id=mid,
@@ -1919,6 +1951,7 @@ class Store:
             txn.delete(vec_key(mid))
             txn.delete(salience_key(mid))
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
             _Journal(txn, now, self.actor).append(
                 JournalKind.PURGE,
                 id=mid,
@@ -2067,6 +2100,13 @@ class Store:
             for eid, mid in drawn:
                 if txn.get(episode_key(eid)) is not None:
                     txn.put(episode_memory_key(eid, mid), b"")
+            # the imported edges say which imported memories are superseded
+            self._remark(
+                txn,
+                {item.head.id for item in items}
+                | {d for (_, et, d, _) in links.values() if et is EdgeType.SUPERSEDES},
+                to_micros(now),
+            )
             lex.flush()
             return ImportReport(
                 memories_added=added,
@@ -2162,6 +2202,8 @@ class Store:
                     return _edge(s, et, d, existing)
             txn.put(fkey, payload)
             txn.put(edge_to_key(d, et, s), payload)
+            if et is EdgeType.SUPERSEDES:
+                self._remark(txn, (d,), to_micros(now))
             _Journal(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
             return _edge(s, et, d, record)
 
@@ -2197,6 +2239,8 @@ class Store:
             payload = _seal(EDGE_CODEC.encode(rec, "edge"))
             txn.put(fkey, payload)
             txn.put(edge_to_key(d, et, s), payload)
+            if et is EdgeType.SUPERSEDES:
+                self._remark(txn, (d,), to_micros(now))
             _Journal(txn, now, self.actor).append(JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d)
             return _edge(s, et, d, rec)
 
@@ -2567,6 +2611,7 @@ class Store:
         current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
         pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
         claimed: set[bytes] = set()  # the idx/claim/ entries their current data implies
+        claim_ids: set[MemoryId] = set()
 
         def tick(phase: int) -> None:
             if progress is not None:
@@ -2636,6 +2681,7 @@ class Store:
                     if is_pinned(data):
                         pinned.add(mid)
                     claimed.update(claim_index_key(c, mid) for c in _claim_hashes(data))
+                    claim_ids.add(mid)
             for mid, head in heads.items():
                 ns = seen_versions.get(mid, [])
                 if ns != list(range(1, head.current_version + 1)):
@@ -2654,6 +2700,19 @@ class Store:
             actual: set[bytes] = set()
             tick(2)
             expected |= claimed
+            now_us = to_micros(self._now())
+            marks = {mid: superseder(txn, mid, now_us) is not None for mid in claim_ids}
+            for key, value in txn.scan(IDX_CLAIM):
+                if key not in claimed:
+                    continue  # reported below as stale
+                want = SUPERSEDED if marks[MemoryId(key[-16:])] else b""
+                if value != want:
+                    add(
+                        Problem(
+                            f"index {key.hex()}",
+                            "the claim entry's mark disagrees with the supersedes edges",
+                        )
+                    )
             for key, value in txn.scan(TASK_PREFIX):
                 try:
                     if len(key) != len(TASK_PREFIX) + 16 or len(_unseal(key, value)) != 8:
@@ -2664,7 +2723,7 @@ class Store:
                 for key, value in txn.scan(prefix):
                     counts["index"] += 1
                     actual.add(key)
-                    if value:
+                    if value and prefix is not IDX_CLAIM:
                         add(Problem(f"index {key.hex()}", "index entries hold no value"))
             for key in sorted(actual - expected):
                 add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))

@@ -380,3 +380,40 @@ def test_golden_claim_keys() -> None:
         assert [claim_hash(k).hex() for k in keys] == case["hashes"]
         want = None if case["lookup"] is None else case["lookup"].encode("utf-8")
         assert lookup_key(data) == want, case["name"]
+
+
+def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
+    cx: Cortex, clock: Clock
+) -> None:
+    from cortex.keys import IDX_CLAIM, parse_claim_index_key
+    from cortex.store import SUPERSEDED
+
+    def marks() -> dict[Any, set[bytes]]:
+        out: dict[Any, set[bytes]] = {}
+        with cx._kv.read() as txn:
+            for key, value in txn.scan(IDX_CLAIM):
+                out.setdefault(parse_claim_index_key(key)[1], set()).add(value)
+        return out
+
+    uris = []
+    for city in ("A", "B", "C"):
+        uris.append(cx.write(home(city)))
+        clock.advance(timedelta(days=1))
+    assert marks() == {uris[0].id: {SUPERSEDED}, uris[1].id: {SUPERSEDED}, uris[2].id: {b""}}
+    cx.tombstone(uris[2], "wrong")  # B is the truth again, and competes again
+    assert marks()[uris[1].id] == {b""} and marks()[uris[0].id] == {SUPERSEDED}
+    d = cx.write(home("D"))
+    assert d.supersedes == (uris[1].uri,)
+    # a hand-made supersedes edge marks too, and removing it unmarks
+    other = cx.write(home("X", who="Ada"))
+    cx.add_edge(d, EdgeType.SUPERSEDES, other)
+    assert marks()[other.id] == {SUPERSEDED}
+    cx.remove_edge(d, EdgeType.SUPERSEDES, other)
+    assert marks()[other.id] == {b""}
+    assert cx.verify().ok
+    # a wrong mark is a problem verify names
+
+    with cx._kv.read() as txn:
+        key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(other.id.bytes))
+    cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
+    assert any("mark" in p.what for p in cx.verify().problems)
