@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -14,7 +15,7 @@ import msgspec
 from cortex import core as _core
 from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
-from cortex.chains import effective_time
+from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
 from cortex.codec import decode_data, encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
@@ -52,10 +53,10 @@ from cortex.kv import KV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
     EpisodeMatch,
-    Eq,
     Form,
     Fusion,
     In,
+    Matches,
     Or,
     Plan,
     Predicate,
@@ -882,38 +883,68 @@ class Cortex(Store):
         subject: str,
         attribute: str | None = None,
         *,
+        types: Sequence[MemoryType | str] | None = None,
         limit: int = 100,
         reader: Reader | None = None,
         as_of: datetime | None = None,
     ) -> Result:
-        """Every live memory about an entity, newest first.
+        """Every current memory about an entity, newest first.
 
         That is: Identities named so, Facts, Beliefs and Capabilities with that subject, and
-        Events with it as counterparty. With ``attribute``: only Facts with that predicate and
-        Capabilities with that capability.
+        Events with it as counterparty — the name compared as claim keys compare it (case,
+        surrounding punctuation, a leading ``@`` and runs of spaces do not matter: "Sarah",
+        "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With ``attribute``: only Facts
+        with that predicate and Capabilities with that capability (compared the same way:
+        "Home City" = ``home_city``). ``types`` keeps only some of these types.
+
+        Raises:
+            ValidationError: an empty subject, or a type about() cannot answer with.
         """
-        if not isinstance(subject, str) or not subject:
+        if not isinstance(subject, str) or not norm_entity(subject):
             raise ValidationError("subject", "required", "must be non-empty text")
-        where: Predicate
-        if attribute is None:
-            types: tuple[MemoryType, ...] = (
+        name = _entity_pattern(subject)
+        allowed: tuple[MemoryType, ...] = (
+            (MemoryType.FACT, MemoryType.CAPABILITY)
+            if attribute is not None
+            else (
                 MemoryType.IDENTITY,
                 MemoryType.FACT,
                 MemoryType.BELIEF,
                 MemoryType.EVENT,
                 MemoryType.CAPABILITY,
             )
-            where = Or(
-                Eq("data.subject", subject),
-                Eq("data.counterparty", subject),
-                Eq("data.name", subject),
-            )
-        else:
-            types = (MemoryType.FACT, MemoryType.CAPABILITY)
-            where = Eq("data.subject", subject) & Or(
-                Eq("data.predicate", attribute), Eq("data.capability", attribute)
-            )
-        return self.find(Query(types=types, where=where, limit=limit, reader=reader, as_of=as_of))
+        )
+        chosen = allowed
+        if types is not None:
+            if isinstance(types, str | MemoryType):
+                types = (types,)
+            wanted = []
+            for t in types:
+                mt = t if isinstance(t, MemoryType) else None
+                if isinstance(t, str):
+                    mt = MemoryType.from_name(t) or MemoryType.coerce(t.lower())
+                if mt is None or mt not in allowed:
+                    raise ValidationError(
+                        "types",
+                        "about",
+                        f"about() finds {', '.join(a.type_name for a in allowed)}; not {t!r}",
+                    )
+                wanted.append(mt)
+            chosen = tuple(dict.fromkeys(wanted))
+        # the field that names the entity, by type (a where may name only fields of its types)
+        naming = {
+            "data.subject": {MemoryType.FACT, MemoryType.BELIEF, MemoryType.CAPABILITY},
+            "data.counterparty": {MemoryType.EVENT},
+            "data.name": {MemoryType.IDENTITY},
+        }
+        where: Predicate = Or(*(Matches(f, name) for f, ts in naming.items() if ts & set(chosen)))
+        if attribute is not None:
+            if not isinstance(attribute, str) or not norm_predicate(attribute):
+                raise ValidationError("attribute", "required", "must be non-empty text")
+            what = _predicate_pattern(attribute)
+            of = {MemoryType.FACT: "data.predicate", MemoryType.CAPABILITY: "data.capability"}
+            where = where & Or(*(Matches(of[t], what) for t in chosen))
+        return self.find(Query(types=chosen, where=where, limit=limit, reader=reader, as_of=as_of))
 
     def search(
         self, question: str, *, limit: int = 10, reader: Reader | None = None
@@ -1795,6 +1826,18 @@ def _core_writable(
 
 
 _SAME_CONTENT: Final = "the same content (equal hash)"
+
+
+def _entity_pattern(name: str) -> str:
+    """A regex matching the spellings of ``name`` that normalise alike (``norm_entity``)."""
+    words = norm_entity(name).split(" ")
+    return r"(?i)^[\W_]*" + r"\s+".join(re.escape(w) for w in words) + r"[\W_]*$"
+
+
+def _predicate_pattern(predicate: str) -> str:
+    """A regex matching the spellings of a predicate that normalise alike (``norm_predicate``)."""
+    parts = norm_predicate(predicate).split("_")
+    return r"(?i)^[\W_]*" + r"[\W_]+".join(re.escape(w) for w in parts) + r"[\W_]*$"
 
 
 class ChainLink(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,7 +18,7 @@ from typing import Final
 import msgspec
 
 from cortex.codec import HEAD as HEAD_CODEC
-from cortex.codec import StructCodec, _Int, _List, _Text, _time, to_micros
+from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.engines import open_kv
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
@@ -264,13 +264,12 @@ def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """
     for key in list(txn.keys(IDX_CLAIM)):
         txn.delete(key)
-    now_us = to_micros(datetime.now(UTC))
     done = 0
     for head in _all_heads(txn):
         version = _current_version(txn, head)
         if version.data is not None:
             # a supersedes edge added by hand before format 8 already ends a memory's time
-            mark = SUPERSEDED if superseder(txn, head.id, now_us) is not None else b""
+            mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
             for c in _claim_hashes(_decoded(head.type, version.data)):
                 txn.put(claim_index_key(c, head.id), mark)
         done += 1

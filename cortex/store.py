@@ -592,6 +592,7 @@ def _claim_hashes(data: Data | None) -> tuple[bytes, ...]:
     return tuple(chains.claim_hash(k) for k in chains.claim_keys(data))
 
 
+_FOREVER: Final = 2**63 - 1
 SUPERSEDED: Final = b"s"
 """The value of an ``idx/claim/`` entry of a superseded memory (``claims.md`` §5): writes skip
 it without reading the memory, so a long chain costs a write nothing."""
@@ -1618,7 +1619,8 @@ class Store:
 
     def _mark(self, txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes], now_us: int) -> None:
         """Set the ``idx/claim/`` entries of ``mid`` to say whether it is superseded now."""
-        mark = SUPERSEDED if superseder(txn, mid, now_us) is not None else b""
+        # as the store stands, whatever the clocks of the processes that wrote it say
+        mark = SUPERSEDED if superseder(txn, mid, _FOREVER) is not None else b""
         for c in claims:
             txn.put(claim_index_key(c, mid), mark)
 
@@ -2700,8 +2702,7 @@ class Store:
             actual: set[bytes] = set()
             tick(2)
             expected |= claimed
-            now_us = to_micros(self._now())
-            marks = {mid: superseder(txn, mid, now_us) is not None for mid in claim_ids}
+            marks = {mid: superseder(txn, mid, _FOREVER) is not None for mid in claim_ids}
             for key, value in txn.scan(IDX_CLAIM):
                 if key not in claimed:
                     continue  # reported below as stale

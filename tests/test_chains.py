@@ -417,3 +417,27 @@ def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
         key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(other.id.bytes))
     cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
     assert any("mark" in p.what for p in cx.verify().problems)
+
+
+def test_about_meets_every_spelling_of_a_name(cx: Cortex, clock: Clock) -> None:
+    from cortex import Belief, Identity
+
+    f = cx.write(home("Lisbon", who="Sarah Chen"))
+    b = cx.write(Belief(statement="sarah chen likes tea", subject="sarah  chen", stance="believe"))
+    e = cx.write(Event(kind="call", summary="called", counterparty="@Sarah Chen"))
+    i = cx.write(Identity(name="SARAH CHEN."))
+    cx.write(home("Oslo", who="Sarah"))  # another person: not her
+    everything = {f.id, b.id, e.id, i.id}
+    for spelling in ("Sarah Chen", "sarah chen", "@sarah   chen", " Sarah Chen! "):
+        assert {h.memory.id for h in cx.about(spelling).hits} == everything, spelling
+    assert [h.memory.id for h in cx.about("@sarah chen", "Home City").hits] == [f.id]
+    assert {h.memory.id for h in cx.about("sarah chen", types=["Fact", "event"]).hits} == {
+        f.id,
+        e.id,
+    }
+    with pytest.raises(ValidationError, match="about"):
+        cx.about("sarah chen", types=["Goal"])
+    with pytest.raises(ValidationError):
+        cx.about(" @ ")
+    with pytest.raises(ValidationError):
+        cx.about("sarah", " ")
