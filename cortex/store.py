@@ -1413,7 +1413,7 @@ class Store:
         record = _seal(encode_episode(ep))
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
-            self._charge(txn, len(prepared))
+            self._charge(txn, 1 + len(prepared))  # the episode is a write too
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
             evidence.index_episode(txn, ep)
@@ -1446,8 +1446,9 @@ class Store:
 
         The count is kept in the store (``task/`` sha256(task_id)[:16]), so every handle and
         process working on one task shares it. A write that would exceed it writes nothing,
-        journals a ``budget_drop`` entry and raises ``WriteBudgetError``. Memories count (a
-        batch as its size, an update as one); confirmations and head changes do not.
+        journals a ``budget_drop`` entry and raises ``WriteBudgetError``. Memories and episodes
+        count (a batch as its size, an update as one, an ingest as its episode and memories);
+        confirmations, head changes, edges and tombstones do not.
 
         Raises:
             ValidationError: an empty task id, or a limit that is not a positive integer.

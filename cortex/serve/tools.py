@@ -16,7 +16,7 @@ There is no tool that clears the store.
 
 from __future__ import annotations
 
-import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -43,6 +43,7 @@ from cortex import (
     Verb,
     Visibility,
     Window,
+    WriteBudgetError,
     from_json,
     json_schema,
     parse_where,
@@ -98,44 +99,44 @@ class Identity:
 
 
 class WriteBudget:
-    """Writes per task: each key (an MCP session, or a token without sessions) may make ``n``.
+    """Writes per task (an MCP session, or a token without sessions), kept by the store.
 
-    A simple stand-in kept at the server until the store's own write budgets land; the one
-    method the tools call is ``take``.
+    Each key is a task of the store's write budgets (``Cortex.task``, ``specs/claims.md`` §9)
+    named for this server run, so the count is exact under concurrent calls, a failed write
+    costs nothing, a batch counts what it stores, and every drop is journalled.
     """
 
     def __init__(self) -> None:
-        self._used: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self.run = uuid.uuid4().hex  # a server run's tasks are its own
 
-    def used(self, key: str) -> int:
+    def task_id(self, key: str) -> str:
+        """The store task that counts ``key``'s writes."""
+        return f"mcp:{self.run}:{key}"
+
+    def used(self, cx: Cortex, key: str) -> int:
         """Writes counted for ``key``."""
-        with self._lock:
-            return self._used.get(key, 0)
+        return cx.task_usage(self.task_id(key))
 
     @contextmanager
-    def take(self, key: str, limit: int | None) -> Iterator[None]:
-        """Count one write for ``key`` if it fits in ``limit``; give it back if it fails.
+    def take(self, cx: Cortex, key: str, limit: int | None) -> Iterator[None]:
+        """Count the writes of this block against ``key``'s budget of ``limit``.
 
         Raises:
-            ToolError: the budget is spent (nothing is written).
+            ToolError: the budget is spent (nothing was written; the store journals the drop).
         """
-        with self._lock:
-            used = self._used.get(key, 0)
-            if limit is not None and used >= limit:
-                raise ToolError(
-                    f"write budget spent: this session made its {limit} writes (the per-task "
-                    "budget); nothing was written. Finish the task, or start a new session; "
-                    "an operator can raise it with `cortex serve --write-budget N` or a "
-                    "token's write_budget"
-                )
-            self._used[key] = used + 1
-        try:
+        if limit is None:
             yield
-        except BaseException:
-            with self._lock:
-                self._used[key] -= 1
-            raise
+            return
+        try:
+            with cx.task(self.task_id(key), limit=limit):
+                yield
+        except WriteBudgetError:
+            raise ToolError(
+                f"write budget spent: this session made its {limit} writes (the per-task "
+                "budget); nothing was written. Finish the task, or start a new session; "
+                "an operator can raise it with `cortex serve --write-budget N` or a "
+                "token's write_budget"
+            ) from None
 
 
 def view_of(cx: Cortex, identity: Identity) -> ReaderView:
@@ -179,12 +180,12 @@ class Caller:
     def writes_left(self) -> int | None:
         """What is left of the write budget (``None``: no limit)."""
         limit = self.write_limit
-        return None if limit is None else max(0, limit - self.budget.used(self.task))
+        return None if limit is None else max(0, limit - self.budget.used(self.cx, self.task))
 
     @contextmanager
     def writing(self) -> Iterator[None]:
         """One write against the budget (refunded when the write fails)."""
-        with self.budget.take(self.task, self.write_limit):
+        with self.budget.take(self.cx, self.task, self.write_limit):
             yield
 
 
@@ -717,7 +718,7 @@ def _memory_status(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "identity": c.identity.name,
         "owner_access": c.is_owner,
         "scopes": [s.name for s in c.identity.scopes],
-        "writes_used": c.budget.used(c.task),
+        "writes_used": c.budget.used(c.cx, c.task),
         "write_budget": c.write_limit,
         "writes_left": c.writes_left(),
         "memories": counts,
