@@ -894,8 +894,9 @@ class Cortex(Store):
         that subject, and Events with it as counterparty — the name compared as claim keys
         compare it (case, surrounding punctuation, a leading ``@`` and runs of spaces do not
         matter: "Sarah", "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With
-        ``attribute``: only Facts with that predicate and Capabilities with that capability (compared the same way:
-        "Home City" = ``home_city``). ``types`` keeps only some of these types.
+        ``attribute``: only Facts with that predicate and Capabilities with that capability
+        (compared the same way: "Home City" = ``home_city``). ``types`` keeps only some of
+        these types.
 
         Raises:
             ValidationError: an empty subject, or a type about() cannot answer with.
