@@ -1412,6 +1412,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
         ("polarity", _Enum(Polarity)),
         ("strength", _unit),
         ("rationale", _text),
+        ("subject", _text),
     ],
     Belief: [
         ("statement", _text),
@@ -1438,6 +1439,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
         ("horizon", _time),
         ("success_criteria", _texts),
         ("subgoals", _uris),
+        ("subject", _text),
     ],
     Constraint: [
         ("statement", _text),

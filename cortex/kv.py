@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 import lmdb
 
@@ -136,7 +136,11 @@ class WriteTxn(ReadTxn, Protocol):
 
 
 class KV(Protocol):
-    """An ordered key-value engine."""
+    """An ordered key-value engine (``LmdbKV``; ``cortex.pgkv.PgKV``)."""
+
+    path: Any
+    """Where the store is: a directory, or a URL without its password."""
+    readonly: bool
 
     def read(self) -> Any:
         """A context manager giving a ``ReadTxn`` snapshot."""
@@ -144,8 +148,8 @@ class KV(Protocol):
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
-    def copy(self, dest: str | os.PathLike[str]) -> None:
-        """Write a consistent, compacted copy to the new directory ``dest``."""
+    def info(self) -> dict[str, int]:
+        """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
 
     def close(self) -> None:
         """Release the engine."""
@@ -380,34 +384,22 @@ class LmdbKV:
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.metasync = metasync
         if not readonly and create:
             self.path.mkdir(parents=True, exist_ok=True)
         elif not (self.path / "data.mdb").exists():
             raise CortexError(f"no store at {self.path} (data.mdb missing)")
         self._pid = os.getpid()
-        self._gate = _Gate()
-        try:
-            self._env = lmdb.open(
-                str(self.path),
-                map_size=max(map_size, _MIN_MAP),
-                subdir=True,
-                readonly=readonly,
-                metasync=metasync,
-                sync=True,
-                lock=True,
-                max_dbs=0,
-                max_readers=256,
-                create=create and not readonly,
-                max_spare_txns=4,
-            )
-            if not readonly:
-                self._env.reader_check()  # clear reader slots of processes that died
-        except lmdb.Error as exc:
-            raise CortexError(f"cannot open the store at {self.path}: {exc}") from exc
+        self._closed = False
+        self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
+        self._env = self._shared.env
+        self._gate = self._shared.gate
 
     # -- transactions ------------------------------------------------------------------------
 
     def _check_fork(self) -> None:
+        if self._closed:
+            raise CortexError(f"the store at {self.path} is closed; open it again to use it")
         if os.getpid() != self._pid:
             raise CortexError(
                 "this store was opened before fork(); an LMDB environment must not cross a fork: "
@@ -428,6 +420,9 @@ class LmdbKV:
             try:
                 result = fn(_LmdbTxn(txn))
                 txn.commit()
+                if self.metasync and not self._shared.metasync:
+                    # the shared environment skips the meta flush; this handle asked for it
+                    self._env.sync(True)
                 return result
             except lmdb.MapFullError:
                 txn.abort()
@@ -514,9 +509,86 @@ class LmdbKV:
         self._env.sync(True)
 
     def close(self) -> None:
-        """Close the environment (only in the process that opened it)."""
+        """Close this handle; the environment closes with the last handle of this process.
+
+        Closing twice is harmless; in a child process after ``fork()`` it does nothing.
+        """
+        if self._closed:
+            return
+        self._closed = True
         if os.getpid() == self._pid:
-            self._env.close()
+            self._shared.release()
+
+
+class _Shared:
+    """One LMDB environment of this process, shared by every ``LmdbKV`` of the same path.
+
+    LMDB allows one environment per file and process (py-lmdb refuses a second open, and
+    closing a second one would drop the first one's locks), so several handles of one store in
+    one process (one per agent of a runtime) share it, and its transaction gate: a remap of
+    the map waits for the transactions of every handle. The first open sets the engine's
+    options; a later handle asking for durable commits (``metasync``) of an environment opened
+    without them syncs after each of its own commits. A read-only environment cannot be shared
+    by a writable handle.
+    """
+
+    _open: ClassVar[dict[tuple[int, str], _Shared]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self, key: tuple[int, str], env: lmdb.Environment, readonly: bool, metasync: bool
+    ) -> None:
+        self.key = key
+        self.env = env
+        self.gate = _Gate()
+        self.readonly = readonly
+        self.metasync = metasync
+        self.users = 1
+
+    @classmethod
+    def acquire(
+        cls, path: Path, readonly: bool, metasync: bool, map_size: int, create: bool
+    ) -> _Shared:
+        key = (os.getpid(), os.path.realpath(path))
+        with cls._lock:
+            shared = cls._open.get(key)
+            if shared is not None:
+                if shared.readonly and not readonly:
+                    raise CortexError(
+                        f"the store at {path} is open read-only in this process: close those "
+                        "handles before opening it for writing"
+                    )
+                shared.users += 1
+                return shared
+            try:
+                env = lmdb.open(
+                    str(path),
+                    map_size=max(map_size, _MIN_MAP),
+                    subdir=True,
+                    readonly=readonly,
+                    metasync=metasync,
+                    sync=True,
+                    lock=True,
+                    max_dbs=0,
+                    max_readers=256,
+                    create=create and not readonly,
+                    max_spare_txns=4,
+                )
+                if not readonly:
+                    env.reader_check()  # clear reader slots of processes that died
+            except lmdb.Error as exc:
+                raise CortexError(f"cannot open the store at {path}: {exc}") from exc
+            shared = cls._open[key] = cls(key, env, readonly, metasync)
+            return shared
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if self._open.get(self.key) is self:
+                del self._open[self.key]
+        self.env.close()
 
 
 def _wrap(exc: lmdb.Error) -> CortexError:

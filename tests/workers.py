@@ -146,7 +146,7 @@ def big_batch_writer(path: str, n: str, stall_at: str) -> None:
 
 def write_one(path: str, statement: str) -> None:
     """Open the store, write one memory and report its URI (proves the writer lock is free)."""
-    with Cortex.open(path, actor="after") as cx:
+    with Cortex.open(path, actor="after", as_owner=True) as cx:
         uri = cx.write(Fact(statement=statement, subject="after", predicate="wrote"))
         emit({"op": "write", "uri": str(uri)})
 
@@ -154,7 +154,7 @@ def write_one(path: str, statement: str) -> None:
 def steady_writer(path: str, stop_file: str) -> None:
     """Write small batches until ``stop_file`` exists (a writer for backups to race)."""
     n = 0
-    with Cortex.open(path, actor="steady") as cx:
+    with Cortex.open(path, actor="steady", as_owner=True) as cx:
         emit({"op": "started"})
         while not Path(stop_file).exists():
             cx.write_many(
@@ -237,7 +237,7 @@ def conc_process(
     """A spawned process: open the store, wait for the start signal, write, save the outcome."""
     result: dict[str, Any]
     try:
-        with Cortex.open(path, actor=f"proc{k}") as cx:
+        with Cortex.open(path, actor=f"proc{k}", as_owner=True) as cx:
             if not start.wait(60):
                 raise RuntimeError("no start signal")
             result = conc_writer(cx, k, nwriters, n, seed)
@@ -301,7 +301,7 @@ def grow_process(path: str, k: int, *, n: int, start: Any, grown: Any, out: str)
         i += 1
 
     try:
-        with Cortex.open(path, actor=f"grow{k}", map_size=0) as cx:
+        with Cortex.open(path, actor=f"grow{k}", map_size=0, as_owner=True) as cx:
             first = cx.stats()["map_size"]
             if not start.wait(60):
                 raise RuntimeError("no start signal")
@@ -418,7 +418,7 @@ def probe(path: str, ids_file: str) -> None:
             out["foreign"].append(f"{what}: {traceback.format_exc()}")
             return {"error": "foreign"}
 
-    cx = attempt("open", lambda: Cortex.open(path, actor="probe", create=False))
+    cx = attempt("open", lambda: Cortex.open(path, actor="probe", as_owner=True, create=False))
     if isinstance(cx, dict):
         out["open"] = cx["error"]
         emit(out)
@@ -456,6 +456,47 @@ def edit_value(path: str, key_hex: str, offset: str) -> None:
         value[int(offset)] ^= 0x20
         txn.put(key, bytes(value))
     env.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Many processes, one PostgreSQL store
+
+
+def shared_writer(path: str, name: str, n: str) -> None:
+    """Write ``n`` facts tagged ``name`` (one of several processes on one store), searching
+    for the previous process's words between writes; report every write after it returns."""
+    from cortex import Query
+    from cortex.embed import HashingEmbedder
+
+    with Cortex.open(path, actor=name, embedder=HashingEmbedder(64)) as cx:
+        emit({"op": "ready"})
+        for i in range(int(n)):
+            uri = cx.write(
+                Fact(
+                    statement=f"{name} wrote note {i} about kites", subject=name, predicate="wrote"
+                ),
+                tags=[name],
+            )
+            emit({"op": "write", "uri": str(uri)})
+            if i % 5 == 0:
+                cx.find(Query(near="note about kites", limit=3))
+        emit({"op": "done"})
+
+
+def steady_pg_writer(path: str) -> None:
+    """Write one memory at a time until the server goes away; report each acknowledged write,
+    then the error that ended the run (a CortexError, never a raw driver exception)."""
+    i = 0
+    with Cortex.open(path, actor="steady") as cx:
+        emit({"op": "ready"})
+        while True:
+            i += 1
+            try:
+                uri = cx.write(fact_for(7, i, 0), tags=[f"s{i}"])
+            except CortexError as exc:
+                emit({"op": "error", "kind": type(exc).__name__, "message": str(exc)})
+                return
+            emit({"op": "write", "uri": str(uri), "i": i})
 
 
 def main() -> None:
