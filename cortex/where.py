@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from cortex import argcheck
 from cortex.argcheck import MAX_DEPTH
 from cortex.enums import CodedEnum
 from cortex.errors import ValidationError
@@ -381,7 +382,7 @@ def _field(field: str) -> str:
 
 
 def _list(values: Any) -> str:
-    return "[" + ", ".join(_scalar(v) for v in values) + "]"
+    return "[" + ", ".join(_scalar(v) for v in argcheck.items(values, "where")) + "]"
 
 
 def _scalar(value: Any) -> str:
