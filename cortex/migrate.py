@@ -34,6 +34,7 @@ from cortex.store import (
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
+    SENSITIVITY_FEATURE,
     SUPERSEDED,
     TAG_TYPE_FEATURE,
     FormatRecord,
@@ -359,7 +360,8 @@ MIGRATIONS: Final = (
             name="0007-claim-index",
             from_version=7,
             to_version=8,
-            description="index Facts and Preferences under their claim keys (temporal chains)",
+            description="index Facts and Preferences under their claim keys (temporal chains); "
+            "allow sensitivity labels (sens/; every existing memory is internal)",
         ),
         _FORMAT2_FEATURES
         | {
@@ -371,6 +373,7 @@ MIGRATIONS: Final = (
             EPISODES_FEATURE,
             CLAIMS_FEATURE,
             BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
         },
         _count_heads,
         _claim_index,
