@@ -360,8 +360,7 @@ MIGRATIONS: Final = (
             name="0007-claim-index",
             from_version=7,
             to_version=8,
-            description="index Facts and Preferences under their claim keys (temporal chains); "
-            "allow sensitivity labels (sens/; every existing memory is internal)",
+            description="index Facts and Preferences under their claim keys (temporal chains)",
         ),
         _FORMAT2_FEATURES
         | {
