@@ -134,11 +134,12 @@ class Cortex(Store):
     ``specs/vector-index.md`` §4).
 
     A handle opened with an ``actor`` that is not the store's owner reads and writes as that
-    actor: every read applies its visibility and ``scopes`` (``cortex.Scope``), new memories
-    are its own, and it changes another's memory only through a writable scope that selects
-    it. ``as_owner=True`` opens it as the owner instead (it sees and may change everything;
-    its changes are still journalled under its own name). Several handles of one store in one
-    process share one LMDB environment.
+    actor: every read applies its visibility, ``scopes`` (``cortex.Scope``) and ``clearance``
+    (the most sensitive level it sees and may set: ``internal`` by default;
+    ``specs/sensitivity.md``), new memories are its own, and it changes another's memory only
+    through a writable scope that selects it. ``as_owner=True`` opens it as the owner instead
+    (it sees and may change everything; its changes are still journalled under its own name).
+    Several handles of one store in one process share one LMDB environment.
     """
 
     def __init__(
@@ -158,6 +159,7 @@ class Cortex(Store):
         vector_ef: int = DEFAULT_EF,
         as_owner: bool = False,
         scopes: Sequence[Scope] = (),
+        clearance: Sensitivity | str | None = None,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -181,13 +183,19 @@ class Cortex(Store):
         self._as: Reader | None = None
         """The reader every call of a restricted handle reads as; ``None``: the owner."""
         if actor is not None and actor != self.owner and not as_owner:
-            self._as = Reader(actor=actor, scopes=tuple(scopes))
-        elif scopes:
+            self._as = Reader(
+                actor=actor,
+                scopes=tuple(scopes),
+                clearance=_sens.coerce_level(
+                    Sensitivity.INTERNAL if clearance is None else clearance, "clearance"
+                ),
+            )
+        elif scopes or clearance is not None:
             raise ValidationError(
-                "scopes",
+                "scopes" if scopes else "clearance",
                 "owner",
-                "scopes restrict a handle opened by another actor than the owner "
-                f"({self.owner}) without as_owner=True; the owner's handle sees everything",
+                "scopes and a clearance restrict a handle opened by another actor than the "
+                f"owner ({self.owner}) without as_owner=True; the owner's handle sees everything",
             )
         # -- end --
         if embedder == "auto":  # the embedder of the model the store holds, if it ships here
@@ -1296,6 +1304,8 @@ class Cortex(Store):
             ValidationError: the same memory twice, or an empty reason.
         """
         w, lo = _as_id(winner, "winner"), _as_id(loser, "loser")
+        self._may_change(w)  # a restricted handle resolves only what it may write
+        self._may_change(lo)
         if w == lo:
             raise ValidationError("loser", "self_edge", "a memory cannot supersede itself")
         if not isinstance(reason, str) or not reason.strip():
@@ -1375,8 +1385,8 @@ class Cortex(Store):
             raise ValidationError(
                 "sensitivity",
                 "clearance",
-                f"{writer.actor} is cleared for {writer.clearance.label}: it cannot set "
-                f"{lv.label} (ask the owner, or a reader cleared for it)",
+                f"{writer.actor}'s clearance is {writer.clearance.label}: it cannot set "
+                f"{lv.label} (the owner, or a reader cleared for {lv.label}, can)",
             )
 
     def sensitivity(
@@ -1551,6 +1561,9 @@ class Cortex(Store):
         if reader is None or reader.actor == self.owner:
             return None
         return lambda txn, head: self._sees(txn, reader, head, now)
+
+    def _writer_sees(self, now: datetime) -> Visible | None:
+        return self._visible_to(self._as, now)
 
     def update_head(self, ref: Uri | MemoryId | str, **patch: Any) -> Head:
         """``Store.update_head``; a restricted handle changes only what its reader may write.

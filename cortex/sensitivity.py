@@ -79,21 +79,16 @@ def level_of(txn: ReadTxn, id_: MemoryId, *, episode: bool = False) -> Sensitivi
     return DEFAULT if raw is None else decode_level(key, raw)
 
 
-def put_level(
-    txn: WriteTxn, id_: MemoryId, level: Sensitivity, *, episode: bool = False
-) -> Sensitivity:
+def put_level(txn: WriteTxn, id_: MemoryId, level: Sensitivity, *, episode: bool = False) -> None:
     """Store ``level`` for a memory (or an episode); ``internal`` deletes the entry.
 
-    Returns:
-        The level it had before.
+    The old entry is not read, so setting a level also repairs a damaged one.
     """
-    before = level_of(txn, id_, episode=episode)
     key = sens_key(id_, episode=episode)
     if level is DEFAULT:
         txn.delete(key)
-    elif level is not before:
+    else:
         txn.put(key, encode_level(level))
-    return before
 
 
 class Gate:

@@ -1242,6 +1242,13 @@ class Store:
         ) != len(prepared):
             raise _IdTaken
 
+    def _writer_sees(self, now: datetime) -> Visible | None:
+        """What a batch or an ingest by this handle may compete with (``None``: everything).
+
+        ``cortex.api.Cortex`` narrows it for a handle that reads as another actor.
+        """
+        return None
+
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
 
     def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
@@ -1406,7 +1413,7 @@ class Store:
             sort_by_key(puts)  # in key order, each put lands beside the last
             txn.put_many(puts)
             lex.flush()
-            return self._resolve_chains(txn, prepared, journal, now, None)
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
 
         if not prepared:
             return []
@@ -1464,7 +1471,7 @@ class Store:
             sort_by_key(puts)
             txn.put_many(puts)
             lex.flush()
-            return self._resolve_chains(txn, prepared, journal, now, None)
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
 
         try:
             return self._budgeted(txn_fn, now)
@@ -1760,6 +1767,7 @@ class Store:
         expires_at: datetime | None = None,
         vector: Any = None,
         supersede: bool | None = None,
+        sensitivity: None = None,
     ) -> WriteResult:
         """Write a new version of a memory; the head moves to it. Old versions stay readable.
 
@@ -1781,6 +1789,8 @@ class Store:
             expires_at: when the version should no longer be used.
             vector: the new version's embedding, computed by the caller (as ``write``).
             supersede: the temporal-chain rules for the new content (as ``write``).
+            sensitivity: refused (a ``ValidationError``): an update keeps the memory's level;
+                ``update_head(ref, sensitivity=...)`` changes it.
 
         Raises:
             NotFoundError: no such memory.
@@ -1802,6 +1812,7 @@ class Store:
             id=mid,
             vector=vector,
             supersede=supersede,
+            sensitivity=sensitivity,
         )
         return self._update(mid, spec, now, expected_version, None)
 
