@@ -575,6 +575,46 @@ def test_purge_removes_the_level(tmp_path: Path) -> None:
         assert cx.verify().ok
 
 
+def test_on_both_engines(store_path: Any, place: Callable[[str], Any], tmp_path: Path) -> None:
+    """The levels, the gate, a change, a purge, verify, export and import, on LMDB and PG."""
+    helper = Reader(actor=HELPER, scopes=(SHARED,))
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        plain = [
+            cx.write(
+                Fact(statement=f"note {i}", subject="n", predicate=f"p{i}"),
+                tags=["shared"],
+                visibility="scoped",
+            )
+            for i in range(3)
+        ]
+        view = cx.view(helper)
+        assert len(view.find(Query(types=["Fact"], limit=10)).memories) == 3  # no label yet
+        secret = cx.write(
+            Fact(statement="note secret", subject="n", predicate="s"),
+            tags=["shared"],
+            visibility="scoped",
+            sensitivity="confidential",
+        )
+        ep = cx.ingest("minutes", visibility="actor_public", sensitivity="restricted").episode
+        assert {m.id for m in view.find(Query(types=["Fact"], limit=10)).memories} == {
+            u.id for u in plain
+        }
+        assert cx.episodes(reader=helper) == []
+        cx.update_head(plain[0], sensitivity="restricted")
+        assert len(view.find(Query(text="note", limit=10)).memories) == 2
+        cx.purge(plain[0], "erasure")
+        assert cx.verify().ok
+        report = export_store(cx, tmp_path / "b.jsonl", include_confidential=True)
+        assert (report.memories, report.confidential, report.withheld) == (4, 1, 1)
+        assert list(cx.journal())[-1].kind is JournalKind.EXPORT
+    with Cortex.open(place("copy"), actor=OWNER) as dst:
+        import_bundle(dst, tmp_path / "b.jsonl")
+        assert dst.sensitivity(secret) is CONFIDENTIAL
+        with pytest.raises(NotFoundError):
+            dst.episode(ep.id)
+        assert dst.verify().ok
+
+
 # ---------------------------------------------------------------------------------------------
 # verify
 
