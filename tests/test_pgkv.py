@@ -300,7 +300,8 @@ def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
         acked = [r for r in reports if r["op"] == "write"]
         assert acked, "the writer wrote nothing before the stop"
         all_acked.update(r["uri"] for r in acked)
-        with Cortex.open(url, actor="checker") as cx:
+        # the checker audits every writer's memories: it opens as the owner (query.md §3)
+        with Cortex.open(url, actor="checker", as_owner=True) as cx:
             for r in acked:
                 m = cx.resolve(r["uri"])
                 assert m.data == workers.fact_for(7, r["i"], 0)
@@ -334,7 +335,7 @@ def test_several_processes_write_and_search_one_store(url: str) -> None:
     assert len(uris) == 100 and len({u.split("#")[0] for u in uris}) == 100
     from cortex.embed import HashingEmbedder
 
-    with Cortex.open(url, actor="checker", embedder=HashingEmbedder(64)) as cx:
+    with Cortex.open(url, actor="checker", embedder=HashingEmbedder(64), as_owner=True) as cx:
         assert cx.stats()["memories"] == 100
         assert all(u.endswith("#1") for u in uris)
         seqs = [e.seq for e in cx.journal()]
