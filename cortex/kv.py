@@ -8,21 +8,24 @@ its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/s
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import shutil
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, TypeVar, cast
 
 import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.keys import prefix_end, show_key
+from cortex.pages import PageProblem, check_file, check_snapshot, short_path
 
 __all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
@@ -154,11 +157,13 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_cur", "_txn")
+    __slots__ = ("_cur", "_txn", "damage")
 
     def __init__(self, txn: lmdb.Transaction) -> None:
         self._txn = txn
         self._cur: lmdb.Cursor | None = None
+        self.damage: list[PageProblem] = []
+        """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
 
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         cur = self._cur
@@ -351,11 +356,51 @@ class _Read:
         txn, self._txn = self._txn, None
         try:
             if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self._kv.path) from exc
         finally:
             if txn is not None:
                 txn.abort()
                 self._kv._gate.leave()
+
+
+class _CheckedRead(_Read):
+    """``LmdbKV.read_checked()``: a read snapshot whose pages were checked before LMDB walks them.
+
+    The transaction it yields carries ``damage``: the structural problems of the snapshot's
+    pages (``cortex.pages``), empty when LMDB may walk them. A caller that finds damage must not
+    walk the damaged key ranges through LMDB (it would abort the process).
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, kv: LmdbKV, ranges: list[tuple[bytes, bytes | None]] | None) -> None:
+        super().__init__(kv)
+        self._ranges = ranges
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        for _ in range(20):
+            txn = kv._begin(write=False)
+            try:
+                damage = check_snapshot(kv.path, txn.id(), self._ranges)
+            except OSError as exc:
+                txn.abort()
+                kv._gate.leave()
+                raise CortexError(f"cannot read {short_path(kv.path)}: {exc.strerror}") from exc
+            except BaseException:
+                txn.abort()
+                kv._gate.leave()
+                raise
+            if damage is not None:
+                self._txn = txn
+                wrapped = _LmdbTxn(txn)
+                wrapped.damage = damage
+                return wrapped
+            # two commits overwrote the snapshot's meta page before it was read: take a newer one
+            txn.abort()
+            kv._gate.leave()
+        raise CortexError("the store changes too fast to check its pages; retry")
 
 
 class LmdbKV:
@@ -380,30 +425,62 @@ class LmdbKV:
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        if not readonly and create:
-            self.path.mkdir(parents=True, exist_ok=True)
-        elif not (self.path / "data.mdb").exists():
-            raise CortexError(f"no store at {self.path} (data.mdb missing)")
+        self.locked = True
+        """False when a read-only open fell back to reading without the lock file."""
+        self._metasync = metasync
+        shown = short_path(self.path)
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise CortexError(
+                    f"cannot open the store at {shown}: it is a file, not a directory"
+                )
+            if not readonly and create:
+                self.path.mkdir(parents=True, exist_ok=True)
+            data = self.path / "data.mdb"
+            if data.exists():
+                check_file(self.path)  # before LMDB maps it: a truncated file is a SIGBUS
+            elif readonly or not create:
+                raise CortexError(f"no store at {shown} (data.mdb missing)")
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
         self._pid = os.getpid()
         self._gate = _Gate()
-        try:
-            self._env = lmdb.open(
-                str(self.path),
-                map_size=max(map_size, _MIN_MAP),
-                subdir=True,
-                readonly=readonly,
-                metasync=metasync,
-                sync=True,
-                lock=True,
-                max_dbs=0,
-                max_readers=256,
-                create=create and not readonly,
-                max_spare_txns=4,
-            )
-            if not readonly:
+        self._env = self._open_env(max(map_size, _MIN_MAP), create=create)
+        if not readonly:
+            try:
                 self._env.reader_check()  # clear reader slots of processes that died
+            except lmdb.Error as exc:
+                self._env.close()
+                raise _wrap(exc, self.path) from exc
+
+    def _open_env(self, map_size: int, *, create: bool = False) -> lmdb.Environment:
+        shown = short_path(self.path)
+        options: dict[str, Any] = {
+            "map_size": map_size,
+            "subdir": True,
+            "readonly": self.readonly,
+            "metasync": self._metasync,
+            "sync": True,
+            "max_dbs": 0,
+            "max_readers": 256,
+            "create": create and not self.readonly,
+            "max_spare_txns": 4,
+        }
+        try:
+            return lmdb.open(str(self.path), lock=True, **options)
         except lmdb.Error as exc:
-            raise CortexError(f"cannot open the store at {self.path}: {exc}") from exc
+            if self.readonly and getattr(exc, "code", None) == errno.EACCES:
+                # the user may read the files but not write lock.mdb: read without the lock
+                # (a snapshot read; see ``specs/storage.md`` §9)
+                try:
+                    env = lmdb.open(str(self.path), lock=False, **options)
+                except lmdb.Error as again:
+                    raise CortexError(f"cannot open the store at {shown}: {again}") from again
+                self.locked = False
+                return env
+            raise CortexError(_lmdb_open_message(shown, exc, self.readonly)) from exc
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, self.readonly)) from exc
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -417,6 +494,16 @@ class LmdbKV:
     def read(self) -> _Read:
         """A read snapshot, as a context manager (keep it short: it pins pages until it ends)."""
         return _Read(self)
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _Read:
+        """A read snapshot whose pages are checked first: its transaction's ``damage``.
+
+        ``ranges`` (``[start, end)`` key intervals, ``end`` None for no end) limits the check
+        to the pages holding those keys; without it every page of both trees is checked. For
+        whole-file walks (verify, stats, export, backup), which LMDB would abort on a damaged
+        page.
+        """
+        return _CheckedRead(self, ranges)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""
@@ -434,7 +521,7 @@ class LmdbKV:
                 full_at = int(self._env.info()["map_size"])
             except lmdb.Error as exc:
                 txn.abort()
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self.path) from exc
             except BaseException:
                 txn.abort()
                 raise
@@ -452,16 +539,21 @@ class LmdbKV:
                 self._gate.leave()
             except lmdb.Error as exc:
                 self._gate.leave()
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self.path) from exc
             except BaseException:
                 self._gate.leave()
                 raise
             # another process grew the map: adopt its size and try again
             with self._gate.exclusive():
+                size = int(self._env.info()["map_size"])
                 try:
                     self._env.set_mapsize(0)
                 except lmdb.Error as exc:
-                    raise _wrap(exc) from exc
+                    self._reopen(size)
+                    raise StoreFullError(
+                        f"another process grew the store beyond what this process can map "
+                        f"({exc}); free memory or raise the address-space limit (ulimit -v)"
+                    ) from exc
         raise CortexError("the store's map keeps changing size under us; retry")
 
     def _grow(self, full_at: int) -> None:
@@ -474,7 +566,21 @@ class LmdbKV:
             try:
                 self._env.set_mapsize(min(size * 2, _MAX_MAP))
             except lmdb.Error as exc:
-                raise StoreFullError(f"cannot grow the store beyond {size} bytes: {exc}") from exc
+                # py-lmdb invalidates an environment whose remap failed: open it again at the
+                # size that worked, so this handle keeps reading (and writes once space exists)
+                self._reopen(size)
+                raise StoreFullError(
+                    f"the store is full: its map cannot grow beyond {size} bytes because the "
+                    f"process cannot reserve more address space ({exc.args[0]}); free memory "
+                    "or raise the address-space limit (ulimit -v), then retry. Nothing was "
+                    "written; reads still work"
+                ) from exc
+
+    def _reopen(self, map_size: int) -> None:
+        """Replace an environment a failed remap left unusable (no transaction is running)."""
+        with suppress(lmdb.Error):
+            self._env.close()
+        self._env = self._open_env(map_size)
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -505,7 +611,7 @@ class LmdbKV:
             self._env.copy(str(dest), compact=True)
         except lmdb.Error as exc:
             shutil.rmtree(dest, ignore_errors=True)  # we made it: leave no half copy behind
-            raise _wrap(exc) from exc
+            raise _wrap(exc, Path(dest)) from exc
         finally:
             self._gate.leave()
 
@@ -519,9 +625,79 @@ class LmdbKV:
             self._env.close()
 
 
-def _wrap(exc: lmdb.Error) -> CortexError:
-    if isinstance(exc, lmdb.MapFullError | lmdb.DiskError):
+_FULL_BELOW: Final = 1 << 20
+"""Free bytes below which a failed write is taken for a full disk (LMDB reports a short
+write as EIO)."""
+
+
+def _disk_full(path: Path) -> str | None:
+    """Why writing under ``path`` fails for lack of space, or None when there is space."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < _FULL_BELOW:
+        return f"the disk holding {short_path(path)} is full ({free} bytes free)"
+    soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            size = (path / "data.mdb").stat().st_size if path.is_dir() else 0
+        except OSError:
+            size = 0
+        if size + _FULL_BELOW >= soft:
+            return f"the store's file reached the process's file size limit ({soft} bytes)"
+    return None
+
+
+def _wrap(exc: lmdb.Error, path: Path | None = None) -> CortexError:
+    code = getattr(exc, "code", None)
+    if isinstance(exc, lmdb.MapFullError):
         return StoreFullError(f"the store cannot grow: {exc}")
+    full = None
+    if code in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, lmdb.DiskError):
+        full = (_disk_full(path) if path is not None else None) or "the disk is full"
+    elif code == errno.EFBIG:
+        full = "the store's file reached the process's file size limit (ulimit -f)"
+    elif code == errno.EIO and path is not None:
+        full = _disk_full(path)  # LMDB reports a short write (a disk that filled) as EIO
+    if full is not None:
+        return StoreFullError(
+            f"{full}: the write failed and nothing was written; free space (or raise the "
+            "limit), then retry"
+        )
     if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.InvalidError):
         return IntegrityError(f"LMDB reports damage: {exc}; restore from a backup")
     return CortexError(f"storage engine error: {exc}")
+
+
+def _os_message(shown: str, exc: OSError, readonly: bool) -> str:
+    """What an ``OSError`` met opening the store at ``shown`` means, and what to do."""
+    reasons = {
+        errno.ENOTDIR: "a part of the path is a file, not a directory",
+        errno.EEXIST: "it is a file, not a directory",
+        errno.ENAMETOOLONG: "the name is too long for the file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only"
+        + ("" if readonly else " (open it with readonly=True, or `cortex` read commands)"),
+        errno.ENOSPC: "the disk is full",
+        errno.ELOOP: "too many symbolic links",
+    }
+    why = reasons.get(exc.errno or 0) or exc.strerror or str(exc)
+    return f"cannot open the store at {shown}: {why}"
+
+
+def _lmdb_open_message(shown: str, exc: lmdb.Error, readonly: bool) -> str:
+    code = getattr(exc, "code", None)
+    if code == errno.EROFS and not readonly:
+        return (
+            f"cannot open the store at {shown} for writing: the file system is read-only "
+            "(open it with readonly=True to read it)"
+        )
+    if code == errno.EACCES:
+        hint = "" if readonly else " (open it with readonly=True to read a store you may only read)"
+        return f"cannot open the store at {shown}: permission denied{hint}"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"cannot open the store at {shown}: the disk is full"
+    return f"cannot open the store at {shown}: {exc}"

@@ -29,6 +29,7 @@ from cortex.jsonmap import from_plain, to_plain
 from cortex.keys import EDGE_FROM, parse_edge_key, parse_episode_key, version_prefix
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
+from cortex.pages import damage_error
 from cortex.records import DATA_TYPES, Episode, Head, Version
 from cortex.store import (
     EDGE_CODEC,
@@ -99,7 +100,9 @@ def _snapshot(store: Store) -> Iterator[tuple[int, Any]]:
     ``(edge, edge_payload)``; payloads are the stored canonical encodings (the sealed bytes
     without their checksum), checked on the way out.
     """
-    with store._kv.read() as txn:
+    with store._kv.read_checked() as txn:
+        if txn.damage:  # LMDB would abort walking the damaged pages
+            raise damage_error(store.path, txn.damage)
         total = (
             sum(1 for _ in txn.keys(_HEAD_KEY_PREFIX))
             + sum(1 for _ in txn.keys(EDGE_FROM))
@@ -204,7 +207,9 @@ def export_store(
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     counts = {"memories": 0, "versions": 0, "edges": 0}
-    with store._kv.read() as txn:
+    with store._kv.read_checked([(EPISODE_PREFIX, EPISODE_PREFIX)]) as txn:
+        if txn.damage:
+            raise damage_error(store.path, txn.damage)
         has_episodes = next(iter(txn.keys(EPISODE_PREFIX)), None) is not None
     if has_episodes:
         counts["episodes"] = 0
