@@ -25,7 +25,7 @@ import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.keys import prefix_end, show_key
-from cortex.pages import PageProblem, check_file, check_snapshot, short_path
+from cortex.pages import PageProblem, check_file, check_snapshot, damage_error, short_path
 
 __all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
@@ -412,6 +412,11 @@ class LmdbKV:
     store is never corrupted. The map grows by doubling when full, without failing the write.
     Several threads and processes may use one store; an environment inherited across ``fork()``
     must not be used: the child reopens the store.
+
+    LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
+    (``cortex.pages.check_file``: a truncated file or a damaged meta page is an
+    ``IntegrityError``, not a SIGBUS), ``read_checked`` checks a snapshot's pages before a
+    whole-file walk, and ``check_pages`` checks every page at open.
     """
 
     def __init__(
@@ -422,6 +427,7 @@ class LmdbKV:
         metasync: bool = True,
         map_size: int = _MIN_MAP,
         create: bool = True,
+        check_pages: bool = False,
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
@@ -446,12 +452,19 @@ class LmdbKV:
         self._pid = os.getpid()
         self._gate = _Gate()
         self._env = self._open_env(max(map_size, _MIN_MAP), create=create)
-        if not readonly:
-            try:
+        try:
+            if not readonly:
                 self._env.reader_check()  # clear reader slots of processes that died
-            except lmdb.Error as exc:
-                self._env.close()
-                raise _wrap(exc, self.path) from exc
+            if check_pages:
+                with self.read_checked() as txn:
+                    if txn.damage:
+                        raise damage_error(self.path, txn.damage)
+        except lmdb.Error as exc:
+            self._env.close()
+            raise _wrap(exc, self.path) from exc
+        except BaseException:
+            self._env.close()
+            raise
 
     def _open_env(self, map_size: int, *, create: bool = False) -> lmdb.Environment:
         shown = short_path(self.path)

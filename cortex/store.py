@@ -844,6 +844,7 @@ class Store:
         metasync: bool = True,
         map_size: int = 64 << 20,
         clock: Callable[[], datetime] | None = None,
+        check_pages: bool = False,
         **options: Any,
     ) -> Self:
         """Open (and with ``create``, initialise) the store at ``path``.
@@ -858,9 +859,16 @@ class Store:
                 write speed (the store stays consistent); see ``LmdbKV``.
             map_size: initial map size in bytes; it grows by doubling when full.
             clock: a function returning the current aware time (tests pass a fixed clock).
+            check_pages: check every page of the file before anything reads it, and refuse a
+                structurally damaged file with ``IntegrityError`` (LMDB may crash the process
+                reading a damaged page; ``verify``, ``stats``, ``export`` and ``backup`` check
+                the pages they walk either way). It reads the whole file: about 10 ms per
+                1,000 memories (``specs/storage.md`` §9).
             **options: further options of a subclass (``Cortex``: decay, weights, embedder).
 
         Raises:
+            IntegrityError: ``data.mdb`` is truncated, a meta page is damaged, or (with
+                ``check_pages``) a page is damaged.
             FormatError: the store's format is newer than this code or unknown.
             MigrationRequiredError: the store is older; run ``cortex migrate``.
             ValidationError: ``actor`` is empty or too long.
@@ -870,7 +878,14 @@ class Store:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        kv = LmdbKV(
+            path,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            create=create,
+            check_pages=check_pages,
+        )
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:

@@ -1247,7 +1247,7 @@ def test_the_command_list_is_complete() -> None:
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
-        "reindex", "ingest", "episodes", "search",
+        "reindex", "ingest", "episodes", "search", "salvage",
     }  # fmt: skip
 
 
