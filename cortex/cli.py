@@ -41,6 +41,7 @@ from cortex import (
     GoalStatus,
     Hit,
     Identity,
+    IntegrityError,
     JournalEntry,
     JournalKind,
     LLMExtractor,
@@ -1283,11 +1284,20 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
     bar = _Progress("verify")
-    with _open(args) as cx:
-        try:
-            report = cx.verify(progress=bar)
-        finally:
-            bar.close()
+    try:
+        with _open(args) as cx:
+            try:
+                report = cx.verify(progress=bar)
+            finally:
+                bar.close()
+    except IntegrityError as exc:  # damage met opening it (a truncated file, a damaged page)
+        bar.close()
+        _emit(
+            args,
+            {"ok": False, "problems": [{"record": "data.mdb", "what": _one_line(exc)}]},
+            ["DAMAGED: the store cannot be opened", f"  {_one_line(exc)}"],
+        )
+        return 1
     obj = {
         "ok": report.ok,
         "memories": report.memories,

@@ -482,7 +482,7 @@ class LmdbKV:
         try:
             return lmdb.open(str(self.path), lock=True, **options)
         except lmdb.Error as exc:
-            if self.readonly and getattr(exc, "code", None) == errno.EACCES:
+            if self.readonly and getattr(exc, "code", None) in (errno.EACCES, errno.EPERM):
                 # the user may read the files but not write lock.mdb: read without the lock
                 # (a snapshot read; see ``specs/storage.md`` §9)
                 try:
@@ -708,7 +708,7 @@ def _lmdb_open_message(shown: str, exc: lmdb.Error, readonly: bool) -> str:
             f"cannot open the store at {shown} for writing: the file system is read-only "
             "(open it with readonly=True to read it)"
         )
-    if code == errno.EACCES:
+    if code in (errno.EACCES, errno.EPERM):
         hint = "" if readonly else " (open it with readonly=True to read a store you may only read)"
         return f"cannot open the store at {shown}: permission denied{hint}"
     if code in (errno.ENOSPC, errno.EDQUOT):

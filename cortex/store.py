@@ -929,7 +929,11 @@ class Store:
 
     def _check_format(self) -> FormatRecord:
         key = meta_key("format")
-        with self._kv.read() as txn:
+        # the pages on the way to meta/format (and the first key) are checked first: a damaged
+        # one would make LMDB refuse the read or abort the process (``specs/storage.md`` §9)
+        with self._kv.read_checked([(b"", b""), (key, key)]) as txn:
+            if txn.damage:
+                raise damage_error(self.path, txn.damage)
             raw = txn.get(key)
             empty = raw is None and next(txn.keys(b""), None) is None
         if raw is None:

@@ -120,7 +120,7 @@ class Layout(NamedTuple):
     pages: int
     kinds: dict[int, str]  # page -> meta, branch, leaf, overflow, free-tree, free
     key_pages: dict[bytes, set[int]]  # key -> the leaf and overflow pages holding it
-    values: dict[int, list[tuple[int, int]]]  # page -> (offset, length) of values on it
+    values: dict[int, list[tuple[int, int, bytes]]]  # page -> (offset, length, key) of values
 
 
 def layout(path: Path) -> Layout:
@@ -133,7 +133,7 @@ def layout(path: Path) -> Layout:
         total = f.size // PSIZE
         kinds = {0: "meta", 1: "meta"}
         key_pages: dict[bytes, set[int]] = {}
-        values: dict[int, list[tuple[int, int]]] = {}
+        values: dict[int, list[tuple[int, int, bytes]]] = {}
         for tree, name in ((meta.main, "main"), (meta.free, "free-tree")):
             if tree.root == pg.P_INVALID:
                 continue
@@ -164,9 +164,9 @@ def layout(path: Path) -> Layout:
                             kinds[q] = "overflow"
                             if name == "main":
                                 key_pages[key].add(q)
-                        values.setdefault(ov, []).append((16, min(dsize, PSIZE - 16)))
+                        values.setdefault(ov, []).append((16, min(dsize, PSIZE - 16), key))
                     elif dsize and name == "main":
-                        values.setdefault(p, []).append((ptr + 8 + ks, dsize))
+                        values.setdefault(p, []).append((ptr + 8 + ks, dsize, key))
         for p in range(total):
             kinds.setdefault(p, "free")
     return Layout(total, kinds, key_pages, values)
@@ -221,7 +221,7 @@ def trials(store: Path, lay: Layout, classes: tuple[str, ...], every: int = 1) -
     if "value" in classes:
         for p in sorted(lay.values):
             spans = lay.values[p]
-            off, length = spans[p % len(spans)]
+            off, length, _key = spans[p % len(spans)]
             at = off + (length // 2 if length > 1 else 0)
             out.append(
                 Trial(
