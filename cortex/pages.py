@@ -125,14 +125,21 @@ class DataFile:
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_RDONLY)
         self.psize = 4096
+        self._size = os.fstat(self._fd).st_size
 
     @property
     def size(self) -> int:
         """The file's size now."""
-        return os.fstat(self._fd).st_size
+        self._size = os.fstat(self._fd).st_size
+        return self._size
 
     def read_at(self, offset: int, n: int) -> bytes:
         """Up to ``n`` bytes at ``offset`` (fewer at the end of the file)."""
+        if offset < 0 or n < 0 or offset + n > 1 << 62:
+            return b""  # a page number read off a damaged page: nothing lies there
+        if offset + n > self._size:
+            self._size = os.fstat(self._fd).st_size  # it may have grown since
+        n = min(n, max(0, self._size - offset))  # never allocate for bytes the file lacks
         out = b""
         while len(out) < n:
             got = os.pread(self._fd, n - len(out), offset + len(out))
@@ -634,7 +641,7 @@ def _leaf_nodes(
             if kend + 8 > psize:
                 continue
             ovpg = _U64.unpack_from(page, kend)[0]
-            if not 2 <= ovpg < next_pgno:
+            if not 2 <= ovpg < next_pgno or ovpg * psize + PAGE_HEADER + dsize > next_pgno * psize:
                 continue
             value = f.read_at(ovpg * psize + PAGE_HEADER, dsize)
             if len(value) != dsize:
@@ -731,6 +738,8 @@ def read_records(path: str | os.PathLike[str]) -> Found:
             for key, value in _leaf_nodes(f, page, psize, next_pgno):
                 records.setdefault(key, value)
         for ovpg in overflow:
+            if not 2 <= ovpg < next_pgno:
+                continue
             hdr = f.page(ovpg)[:PAGE_HEADER]
             if len(hdr) == PAGE_HEADER:
                 npages = _U32.unpack_from(hdr, 12)[0]
