@@ -82,6 +82,7 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SalienceState, Weights
+from cortex.salvage import SalvageLoss, SalvageReport, salvage
 from cortex.schema import from_json, json_schema, json_schemas
 from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
@@ -168,6 +169,8 @@ __all__ = [
     "ReaderView",
     "Result",
     "SalienceState",
+    "SalvageLoss",
+    "SalvageReport",
     "Scope",
     "SourceKind",
     "SourceRef",
@@ -203,4 +206,5 @@ __all__ = [
     "render_full",
     "render_medium",
     "render_short",
+    "salvage",
 ]

@@ -77,7 +77,7 @@ from cortex.store import (
 )
 from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta
 
-__all__ = ["Lost", "SalvageReport", "salvage"]
+__all__ = ["SalvageLoss", "SalvageReport", "salvage"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -85,7 +85,7 @@ _EPISODE_KINDS: Final = frozenset({JournalKind.EPISODE, JournalKind.EPISODE_PURG
 _EDGE_KINDS: Final = frozenset({JournalKind.ADD_EDGE, JournalKind.REMOVE_EDGE})
 
 
-class Lost(msgspec.Struct, frozen=True, kw_only=True):
+class SalvageLoss(msgspec.Struct, frozen=True, kw_only=True):
     """Something the damaged store held that the new store does not.
 
     Attributes:
@@ -136,7 +136,7 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
     episodes: int
     vectors: int
     salience: int
-    lost: tuple[Lost, ...]
+    lost: tuple[SalvageLoss, ...]
     notes: tuple[str, ...]
     verify_ok: bool
 
@@ -370,7 +370,7 @@ def salvage(
             f"the damaged store has format {recs.format.format_version}; the new one has "
             f"format {FORMAT_VERSION}"
         )
-    lost: list[Lost] = []
+    lost: list[SalvageLoss] = []
     memories: list[tuple[Head, list[Version]]] = []
     kept: set[MemoryId] = set()
     heads = recs.heads
@@ -406,12 +406,12 @@ def salvage(
                 if values
                 else recs.edge_problems.get(key, "its record was not found")
             )
-            lost.append(Lost(kind="edge", id=name, why=why, seen_in=seen))
+            lost.append(SalvageLoss(kind="edge", id=name, why=why, seen_in=seen))
             continue
         missing = [m for m in (s, d) if m not in kept]
         if missing:
             why = f"its endpoint {missing[0]} was not recovered"
-            lost.append(Lost(kind="edge", id=name, why=why, seen_in=seen))
+            lost.append(SalvageLoss(kind="edge", id=name, why=why, seen_in=seen))
             continue
         (value,) = values
         rec: EdgeRecord = EDGE_CODEC.decode(unseal(edge_from_key(s, et, d), value), name)
@@ -420,7 +420,7 @@ def salvage(
     for eid in sorted(set(recs.seen.episodes) - set(recs.episodes)):
         why = recs.episode_problems.get(eid) or "its record was not found"
         seen = tuple(sorted(recs.seen.episodes[eid]))
-        lost.append(Lost(kind="episode", id=str(eid), why=why, seen_in=seen))
+        lost.append(SalvageLoss(kind="episode", id=str(eid), why=why, seen_in=seen))
     if any(p.startswith("meta page") for p in (x.what for x in found.problems)):
         notes.append(
             "a meta page is damaged: the store was read as of the other meta page's commit, "
@@ -472,9 +472,9 @@ def _memory_problem(mid: MemoryId, head: Head, recs: _Records) -> str | None:
     return _stale(head, recs.journal)
 
 
-def _lost_memory(mid: MemoryId, why: str, recs: _Records) -> Lost:
+def _lost_memory(mid: MemoryId, why: str, recs: _Records) -> SalvageLoss:
     mtype = recs.seen.types.get(mid)
-    return Lost(
+    return SalvageLoss(
         kind="memory",
         id=str(mid),
         type=None if mtype is None else mtype.type_name,
