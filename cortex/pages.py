@@ -273,7 +273,6 @@ class _Check:
         self.seen: set[int] = set()
         self.counts = [0, 0, 0, 0]  # branch, leaf, overflow pages, entries
         self.file_pages = f.size // meta.psize
-        self.free_pages: list[int] = []
 
     def add(self, page: int, what: str) -> None:
         if len(self.problems) < self.limit:
@@ -438,8 +437,6 @@ class _Check:
             for ovpg, dsize in big:
                 if not self.overflow(pgno, ovpg, dsize):
                     return None
-            if integer_keys:
-                self.free_lists(page, ptrs)
             return []
         self.counts[0] += 1
         out: list[tuple[int, bytes | None, bytes | None]] = []
@@ -472,19 +469,6 @@ class _Check:
             return False
         self.counts[2] += npages
         return True
-
-    def free_lists(self, page: bytes, ptrs: Iterable[int]) -> None:
-        """Collect the page numbers the free tree's records list (for salvage)."""
-        for ptr in ptrs:
-            nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
-            if nflags:
-                continue  # a huge free list in overflow pages: not needed for the check
-            at = ptr + NODE_HEADER + ksize
-            data = page[at : at + (nlo | nhi << 16)]
-            if len(data) >= 8:
-                count = _U64.unpack_from(data, 0)[0]
-                if 8 * (count + 1) <= len(data):
-                    self.free_pages.extend(struct.unpack_from(f"<{count}Q", data, 8))
 
 
 def _check(
@@ -621,9 +605,20 @@ class Found(NamedTuple):
 
 
 def _leaf_nodes(
-    f: DataFile, page: bytes, psize: int, next_pgno: int
+    f: DataFile,
+    page: bytes,
+    psize: int,
+    next_pgno: int,
+    bounds: tuple[bytes | None, bytes | None] = (None, None),
+    *,
+    outside: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Every node of a leaf page whose bounds hold, overflow values read; damage skipped."""
+    """Every node of a leaf page whose bounds hold, overflow values read; damage skipped.
+
+    Only keys inside ``bounds`` (the parent's separators), or with ``outside`` only those
+    outside them: a damaged key or separator, or a page reached through a damaged pointer.
+    """
+    lo, hi = bounds
     _pg, _pad, _flags, lower, _upper = _HDR.unpack_from(page, 0)
     if not PAGE_HEADER <= lower <= psize:
         lower = psize  # a damaged bound: try every slot, the checksums decide
@@ -636,6 +631,8 @@ def _leaf_nodes(
         if not 0 < ksize <= MAX_KEY or kend > psize:
             continue
         key = page[ptr + NODE_HEADER : kend]
+        if ((lo is not None and key < lo) or (hi is not None and key >= hi)) != outside:
+            continue
         dsize = nlo | nhi << 16
         if nflags == F_BIGDATA:
             if kend + 8 > psize:
@@ -653,71 +650,105 @@ def _leaf_nodes(
         yield key, value
 
 
+class _Walked(NamedTuple):
+    reached: set[int]
+    """Tree pages and the overflow runs of their values."""
+    leaves: list[tuple[bytes, bytes | None, bytes | None]]
+    """Each leaf page's bytes and the key bounds its parent gave it."""
+
+
 def _walk(
-    f: DataFile, meta: Meta, tree: Tree, problems: list[PageProblem]
-) -> tuple[set[int], list[bytes], list[int]]:
-    """Tolerantly walk a tree: the pages reached, the leaf pages' bytes, the overflow starts."""
-    reached: set[int] = set()
-    leaves: list[bytes] = []
-    overflow: list[int] = []
+    f: DataFile,
+    meta: Meta,
+    tree: Tree,
+    problems: list[PageProblem],
+    *,
+    skip: frozenset[int] = frozenset(),
+    bounded: bool = True,
+) -> _Walked:
+    """Tolerantly walk a tree from its root, damage skipped page by page.
+
+    Pages in ``skip`` (free pages) are never entered: a damaged pointer to one would bring back
+    a stale copy of an older state. With ``bounded`` each child gets the key bounds of its
+    parent's separators.
+    """
+    out = _Walked(set(), [])
     if tree.root == P_INVALID:
-        return reached, leaves, overflow
+        return out
     psize = meta.psize
-    stack = [(tree.root, 1)]
+
+    def note(pgno: int, what: str) -> None:
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(PageProblem(pgno, what))
+
+    stack: list[tuple[int, int, bytes | None, bytes | None]] = [(tree.root, 1, None, None)]
     while stack:
-        pgno, depth = stack.pop()
-        if pgno in reached or not 2 <= pgno < meta.next_pgno:
+        pgno, depth, lo, hi = stack.pop()
+        if pgno in out.reached or not 2 <= pgno < meta.next_pgno:
+            continue
+        if pgno in skip:
+            note(pgno, "a branch page points at a free page")
             continue
         page = f.page(pgno)
         if len(page) < psize:
-            if len(problems) < MAX_PROBLEMS:
-                problems.append(PageProblem(pgno, "lies beyond the end of the file"))
+            note(pgno, "lies beyond the end of the file")
             continue
-        reached.add(pgno)
+        out.reached.add(pgno)
         hpgno, _pad, flags, lower, _upper = _HDR.unpack_from(page, 0)
         if flags == P_LEAF or (depth == tree.depth and flags & P_LEAF):
-            leaves.append(page)
+            out.leaves.append((page, lo, hi))
+            if hpgno != pgno or flags != P_LEAF or depth != tree.depth:
+                note(pgno, "a leaf page with a damaged header")
             for i in range(PAGE_HEADER, min(lower, psize), 2):
                 ptr = struct.unpack_from("<H", page, i)[0]
-                if ptr + NODE_HEADER <= psize:
-                    nflags = _NODE.unpack_from(page, ptr)[2]
-                    ksize = _NODE.unpack_from(page, ptr)[3]
-                    at = ptr + NODE_HEADER + ksize
-                    if nflags == F_BIGDATA and at + 8 <= psize:
-                        overflow.append(_U64.unpack_from(page, at)[0])
-            if (hpgno != pgno or flags != P_LEAF or depth != tree.depth) and len(
-                problems
-            ) < MAX_PROBLEMS:
-                problems.append(PageProblem(pgno, "a leaf page with a damaged header"))
+                if ptr + NODE_HEADER > psize:
+                    continue
+                nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+                at = ptr + NODE_HEADER + ksize
+                if nflags == F_BIGDATA and at + 8 <= psize:
+                    _run(f, _U64.unpack_from(page, at)[0], nlo | nhi << 16, meta, out.reached)
             continue
         if flags != P_BRANCH or hpgno != pgno or depth >= tree.depth or depth >= MAX_DEPTH:
-            if len(problems) < MAX_PROBLEMS:
-                problems.append(
-                    PageProblem(pgno, f"does not parse (flags {flags:#06x}, header page {hpgno})")
-                )
+            note(pgno, f"does not parse (flags {flags:#06x}, header page {hpgno})")
             continue
         if not PAGE_HEADER <= lower <= psize:
-            if len(problems) < MAX_PROBLEMS:
-                problems.append(PageProblem(pgno, f"a branch page with bound {lower}"))
+            note(pgno, f"a branch page with bound {lower}")
             continue
+        nodes: list[tuple[int, bytes]] = []
         for i in range(PAGE_HEADER, lower, 2):
             ptr = struct.unpack_from("<H", page, i)[0]
             if ptr + NODE_HEADER > psize:
                 continue
-            nlo, nhi, nflags, _ksize = _NODE.unpack_from(page, ptr)
-            stack.append((nlo | nhi << 16 | nflags << 32, depth + 1))
-    return reached, leaves, overflow
+            nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+            key = page[ptr + NODE_HEADER : min(psize, ptr + NODE_HEADER + ksize)]
+            nodes.append((nlo | nhi << 16 | nflags << 32, key))
+        for i, (child, key) in enumerate(nodes):
+            clo = lo if i == 0 or not bounded else key
+            chi = hi if i == len(nodes) - 1 or not bounded else nodes[i + 1][1]
+            stack.append((child, depth + 1, clo, chi))
+    return out
+
+
+def _run(f: DataFile, ovpg: int, dsize: int, meta: Meta, into: set[int]) -> None:
+    """Add the overflow run of a value starting at ``ovpg`` to ``into`` (when it checks)."""
+    if not 2 <= ovpg < meta.next_pgno:
+        return
+    hdr = f.page(ovpg)[:PAGE_HEADER]
+    if len(hdr) < PAGE_HEADER or _HDR.unpack_from(hdr, 0)[2] != P_OVERFLOW:
+        return
+    npages = (PAGE_HEADER - 1 + dsize) // meta.psize + 1
+    into.update(range(ovpg, min(ovpg + npages, meta.next_pgno)))
 
 
 def read_records(path: str | os.PathLike[str]) -> Found:
     """Read every record that still parses from a (possibly damaged) store directory.
 
-    Walks the newest meta page's tree, tolerating damage page by page. When pages could not be
-    reached (a damaged branch page, a truncated file) and the free-page tree is intact, every
-    page that is neither reached nor free is a cut-off page of the live tree: its records are
-    read too (a record reached through the tree wins over one on a cut-off page). Without an
-    intact free-page tree, cut-off pages are not searched: they cannot be told from stale
-    copies of older states.
+    Walks the newest meta page's tree, tolerating damage page by page and never entering a
+    page the free-page tree lists. When pages could not be reached (a damaged branch page, a
+    truncated file) and the free-page tree is intact, every page that is neither reached nor
+    free is a cut-off page of the live tree: its records are read too (a record reached
+    through the tree wins over one on a cut-off page). Without an intact free-page tree,
+    cut-off pages are not searched: they cannot be told from stale copies of older states.
     """
     problems: list[PageProblem] = []
     records: dict[bytes, bytes] = {}
@@ -731,59 +762,47 @@ def read_records(path: str | os.PathLike[str]) -> Found:
             return Found({}, problems, f.size // 4096, False, [])
         f.psize = psize = meta.psize
         next_pgno = min(meta.next_pgno, -(-f.size // psize))
+        # the free pages first: stale copies of older states, never read as records
+        free_problems: list[PageProblem] = []
+        free_tree = _walk(f, meta, meta.free, free_problems, bounded=False)
+        free = set(free_tree.reached)
+        for page, _lo, _hi in free_tree.leaves:
+            for _key, value in _leaf_nodes(f, page, psize, next_pgno):
+                count = _U64.unpack_from(value, 0)[0] if len(value) >= 8 else 0
+                if 8 * (count + 1) <= len(value):
+                    free.update(struct.unpack_from(f"<{count}Q", value, 8))
+        free_ok = not free_problems
         before = len(problems)
-        reached, leaves, overflow = _walk(f, meta, meta.main, problems)
-        main_damaged = len(problems) > before
-        for page in leaves:
-            for key, value in _leaf_nodes(f, page, psize, next_pgno):
+        main = _walk(f, meta, meta.main, problems, skip=frozenset(free) if free_ok else frozenset())
+        for page, lo, hi in main.leaves:
+            for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
                 records.setdefault(key, value)
-        for ovpg in overflow:
-            if not 2 <= ovpg < next_pgno:
-                continue
-            hdr = f.page(ovpg)[:PAGE_HEADER]
-            if len(hdr) == PAGE_HEADER:
-                npages = _U32.unpack_from(hdr, 12)[0]
-                if _HDR.unpack_from(hdr, 0)[2] == P_OVERFLOW and npages < next_pgno:
-                    reached.update(range(ovpg, ovpg + npages))
-        missing_pages = meta.next_pgno > -(-f.size // psize)
         want = meta.main.branch_pages + meta.main.leaf_pages + meta.main.overflow_pages
-        lost_pages = main_damaged or missing_pages or len(reached) != want
-        orphans_searched = False
+        cut_off = (
+            len(problems) > before
+            or meta.next_pgno > -(-f.size // psize)
+            or len(main.reached) != want
+        )
         ambiguous: list[bytes] = []
-        if lost_pages:
-            free_problems: list[PageProblem] = []
-            free_reached, free_leaves, _ = _walk(f, meta, meta.free, free_problems)
-            check = _Check(f, meta, None, MAX_PROBLEMS)
-            for page in free_leaves:
-                _pg, _pad, _flags, lower, _upper = _HDR.unpack_from(page, 0)
-                n = max(0, min((lower - PAGE_HEADER) >> 1, (psize - PAGE_HEADER) >> 1))
-                check.free_lists(page, struct.unpack_from(f"<{n}H", page, PAGE_HEADER))
-            if free_problems or _has_big_free_lists(free_leaves, psize):
-                problems.append(
-                    PageProblem(
-                        -1,
-                        "the free-page tree is damaged: pages cut off from the tree were not "
-                        "searched (they cannot be told from stale copies of older states)",
-                    )
+        if cut_off and not free_ok:
+            problems += free_problems[: MAX_PROBLEMS - len(problems)]
+            problems.append(
+                PageProblem(
+                    -1,
+                    "the free-page tree is damaged too: pages cut off from the tree were not "
+                    "searched (they cannot be told from stale copies of older states)",
                 )
-            else:
-                orphans_searched = True
-                taken = reached | free_reached | set(check.free_pages)
-                orphan_records, ambiguous = _orphans(f, psize, next_pgno, taken)
-                for key, value in orphan_records.items():
+            )
+        searched = free_ok and cut_off
+        if searched:
+            orphan_records, ambiguous = _orphans(f, psize, next_pgno, main.reached | free)
+            for key, value in orphan_records.items():
+                records.setdefault(key, value)
+        if free_ok:  # keys outside their separators, last: none of these pages is free
+            for page, lo, hi in main.leaves:
+                for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
                     records.setdefault(key, value)
-        return Found(records, problems, meta.next_pgno, orphans_searched, ambiguous)
-
-
-def _has_big_free_lists(leaves: list[bytes], psize: int) -> bool:
-    """Whether a free-tree record lives in overflow pages (not read here: treated as damage)."""
-    for page in leaves:
-        lower = _HDR.unpack_from(page, 0)[3]
-        for i in range(PAGE_HEADER, min(lower, psize), 2):
-            ptr = struct.unpack_from("<H", page, i)[0]
-            if ptr + NODE_HEADER <= psize and _NODE.unpack_from(page, ptr)[2] == F_BIGDATA:
-                return True
-    return False
+        return Found(records, problems, meta.next_pgno, searched, ambiguous)
 
 
 def _orphans(
