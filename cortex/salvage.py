@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -188,11 +188,13 @@ class _Records:
         self.salience: dict[MemoryId, bytes] = {}
         self.format: FormatRecord | None = None
         self.seen = _Sightings()
+        self.said: dict[MemoryId, _Said] = {}
         for key, value in found.records.items():
             try:
                 self._take(key, value)
-            except (CodecError, IntegrityError, ValidationError, ValueError):
+            except Exception:  # damaged bytes may fail any decoder in any way: a bad record
                 self.bad += 1
+        self.said = _journal_says(self.journal)
 
     def _strict(self, codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
         return codec.decode(unseal(key, value), show_key(key))
@@ -290,20 +292,39 @@ class _Records:
             self.seen.memory(e.id, "journal", e.type)
 
 
-def _stale(head: Head, journal: dict[int, JournalEntry]) -> str | None:
-    """Why ``head`` is older than the surviving journal says, or None."""
-    for seq in sorted(journal, reverse=True):
+class _Said(NamedTuple):
+    """What the surviving journal says of one memory's latest state."""
+
+    version: int
+    tombstoned: bool
+    purged: bool
+
+
+def _journal_says(journal: dict[int, JournalEntry]) -> dict[MemoryId, _Said]:
+    said: dict[MemoryId, _Said] = {}
+    for seq in sorted(journal):
         e = journal[seq]
-        if e.id != head.id or e.kind in _EPISODE_KINDS or e.edge is not None:
+        if e.id is None or e.kind in _EPISODE_KINDS or e.edge is not None:
             continue
-        if e.version is not None and e.version > head.current_version:
-            return f"its head is at version {head.current_version}; the journal names {e.version}"
-        if e.kind is JournalKind.PURGE and (
-            head.tombstone is None or head.tombstone.purged_at is None
-        ):
-            return "the journal records a purge its head does not show"
-        if e.kind is JournalKind.TOMBSTONE and head.tombstone is None:
-            return "the journal records a tombstone its head does not show"
+        old = said.get(e.id, _Said(0, False, False))
+        said[e.id] = _Said(
+            max(old.version, e.version or 0),
+            old.tombstoned or e.kind in (JournalKind.TOMBSTONE, JournalKind.PURGE),
+            old.purged or e.kind is JournalKind.PURGE,
+        )
+    return said
+
+
+def _stale(head: Head, said: _Said | None) -> str | None:
+    """Why ``head`` is older than the surviving journal says, or None."""
+    if said is None:
+        return None
+    if said.version > head.current_version:
+        return f"its head is at version {head.current_version}; the journal names {said.version}"
+    if said.purged and (head.tombstone is None or head.tombstone.purged_at is None):
+        return "the journal records a purge its head does not show"
+    if said.tombstoned and head.tombstone is None:
+        return "the journal records a tombstone its head does not show"
     return None
 
 
@@ -469,7 +490,7 @@ def _memory_problem(mid: MemoryId, head: Head, recs: _Records) -> str | None:
     extra = sorted(set(have) - set(range(1, head.current_version + 1)))
     if extra:
         return f"its head is at version {head.current_version} but version {extra[0]} exists"
-    return _stale(head, recs.journal)
+    return _stale(head, recs.said.get(mid))
 
 
 def _lost_memory(mid: MemoryId, why: str, recs: _Records) -> SalvageLoss:
