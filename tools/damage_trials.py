@@ -451,7 +451,7 @@ class Outcome(NamedTuple):
 
     trial: Trial
     verdict: str  # crash, wrong, missed, refused, reported, clean
-    ops: dict[str, str]  # op -> equal, error, wrong, crash, skipped
+    ops: dict[str, str]  # op -> equal, error, rebuilt, partial (salvage), wrong, crash, skipped
     details: list[str]
 
 
@@ -485,8 +485,8 @@ def run_child(
         else:
             results[obj["op"]] = obj["result"]
             started = None
-    if rc != 0:
-        crashed = started or "exit"
+    if rc != 0:  # a signal, a timeout (-999) or an exit before any op reported
+        crashed = started or next((o for o in ops if o not in results), ops[-1])
         results[crashed] = {"crash": rc, "stderr": err.decode(errors="replace")[-800:]}
         return results, crashed
     return results, None
@@ -628,7 +628,7 @@ def _salvage_outcome(
     if missed:
         details.append(f"salvage: missed {len(missed)} undamaged memories, e.g. {missed[0]}")
         return "missed"
-    return "equal" if set(r["memories"]) == set(base_mems) else "error"
+    return "equal" if set(r["memories"]) == set(base_mems) else "partial"
 
 
 def _touched(mid: str, trial: Trial, lay: Layout) -> bool:
