@@ -511,10 +511,10 @@ class LmdbKV:
     def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _Read:
         """A read snapshot whose pages are checked first: its transaction's ``damage``.
 
-        ``ranges`` (``[start, end)`` key intervals, ``end`` None for no end) limits the check
-        to the pages holding those keys; without it every page of both trees is checked. For
-        whole-file walks (verify, stats, export, backup), which LMDB would abort on a damaged
-        page.
+        ``ranges`` (``[start, end]`` key intervals, ``end`` None for no end) limits the check
+        to the pages holding those keys and the leaves beside them; without it every page of
+        both trees is checked. For whole-file walks (verify, stats, export, backup), which LMDB
+        would abort on a damaged page.
         """
         return _CheckedRead(self, ranges)
 
@@ -693,7 +693,7 @@ def _os_message(shown: str, exc: OSError, readonly: bool) -> str:
         errno.EACCES: "permission denied",
         errno.EPERM: "permission denied",
         errno.EROFS: "the file system is read-only"
-        + ("" if readonly else " (open it with readonly=True, or `cortex` read commands)"),
+        + ("" if readonly else " (open it with readonly=True to read it)"),
         errno.ENOSPC: "the disk is full",
         errno.ELOOP: "too many symbolic links",
     }

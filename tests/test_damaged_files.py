@@ -490,7 +490,7 @@ def test_damage_trials_walks_report_damage(trial_outcomes: list[Any]) -> None:
         (o.trial.name, o.verdict, o.ops) for o in zeroed
     ]
     sidecar = [o for o in trial_outcomes if o.trial.cls == "sidecar"]
-    assert all(o.ops["vector"] == "equal" for o in sidecar)  # rebuilt, same hits
+    assert sidecar and all(o.ops["vector"] in ("equal", "rebuilt") for o in sidecar)
 
 
 # ---------------------------------------------------------------------------------------------
