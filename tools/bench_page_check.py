@@ -47,7 +47,9 @@ def build(path: Path, n: int) -> None:
                 [
                     NewMemory(
                         data=Fact(
-                            statement=" ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 30))),
+                            statement=" ".join(
+                                rng.choice(WORDS) for _ in range(rng.randrange(4, 30))
+                            ),
                             subject=f"s{i % 50}",
                             predicate="p",
                         ),
@@ -82,48 +84,50 @@ def child(path: Path, what: str) -> None:
     )
 
 
+STATS_RANGES: list[tuple[bytes, bytes | None]] = [
+    (HEAD, prefix_end(HEAD)),
+    (EDGE_FROM, prefix_end(EDGE_FROM)),
+    (prefix_end(JOURNAL), prefix_end(JOURNAL)),
+    (meta_key("lexical"), meta_key("lexical")),
+]
+
+
+def measure(path: Path, work: Path, r: int) -> list[float]:
+    """The medians of one store, in the order of the table's columns."""
+    with Cortex.open(path, actor="bench") as cx:
+        with cx._kv.read() as txn:
+            tid = txn._txn.id()
+            full = median(lambda: pg.check_snapshot(path, tid), r)
+            ranged = median(lambda: pg.check_snapshot(path, tid, STATS_RANGES), r)
+        verify = median(cx.verify, max(1, r // 2))
+        stats = median(cx.stats, r)
+    open_plain = median(lambda: Cortex.open(path, actor="bench").close(), r)
+    open_checked = median(lambda: Cortex.open(path, actor="bench", check_pages=True).close(), r)
+    child_open = median(lambda: child(path, "open"), r)
+    child_verify = median(lambda: child(path, "verify"), max(1, r // 2))
+    dest = work / "salvaged"
+
+    def run_salvage() -> None:
+        shutil.rmtree(dest, ignore_errors=True)
+        salvage(path, dest)
+
+    salv = median(run_salvage, max(1, r // 2))
+    shutil.rmtree(dest, ignore_errors=True)
+    return [full, ranged, verify, stats, open_plain, open_checked, child_open, child_verify, salv]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    stats_ranges: list[tuple[bytes, bytes | None]] = [
-        (HEAD, prefix_end(HEAD)),
-        (EDGE_FROM, prefix_end(EDGE_FROM)),
-        (prefix_end(JOURNAL), prefix_end(JOURNAL)),
-        (meta_key("lexical"), meta_key("lexical")),
-    ]
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for n in (int(x) for x in args.sizes.split(",")):
             path = Path(work) / f"s{n}"
             build(path, n)
             size = (path / "data.mdb").stat().st_size
-            r = args.repeat
-            with Cortex.open(path, actor="bench") as cx:
-                with cx._kv.read() as txn:
-                    tid = txn._txn.id()
-                    full = median(lambda tid=tid: pg.check_snapshot(path, tid), r)
-                    ranged = median(lambda tid=tid: pg.check_snapshot(path, tid, stats_ranges), r)
-                verify = median(cx.verify, max(1, r // 2))
-                stats = median(cx.stats, r)
-            open_plain = median(lambda: Cortex.open(path, actor="bench").close(), r)
-            open_checked = median(
-                lambda: Cortex.open(path, actor="bench", check_pages=True).close(), r
-            )
-            child_open = median(lambda: child(path, "open"), r)
-            child_verify = median(lambda: child(path, "verify"), max(1, r // 2))
-            dest = Path(work) / "salvaged"
-
-            def run_salvage(dest: Path = dest) -> None:
-                shutil.rmtree(dest, ignore_errors=True)
-                salvage(path, dest)
-
-            salv = median(run_salvage, max(1, r // 2))
-            rows.append(
-                (n, size, full, ranged, verify, stats, open_plain, open_checked, child_open,
-                 child_verify, salv)
-            )  # fmt: skip
+            rows.append((n, size, *measure(path, Path(work), args.repeat)))
             shutil.rmtree(path)
     print(
         "| memories | data.mdb | full page check | stats' ranged check | verify (with check) | "
