@@ -862,7 +862,7 @@ class Store:
             check_pages: check every page of the file before anything reads it, and refuse a
                 structurally damaged file with ``IntegrityError`` (LMDB may crash the process
                 reading a damaged page; ``verify``, ``stats``, ``export`` and ``backup`` check
-                the pages they walk either way). It reads the whole file: about 10 ms per
+                the pages they walk either way). It reads the whole file: about 6 ms per
                 1,000 memories (``specs/storage.md`` §9).
             **options: further options of a subclass (``Cortex``: decay, weights, embedder).
 
