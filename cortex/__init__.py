@@ -1,7 +1,8 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
-from cortex.api import Cortex, ReaderView
+from cortex.aio import AsyncCortex, AsyncReaderView
+from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.codec import decode_data, encode_data
 from cortex.context import Bundle
 from cortex.enums import (
@@ -23,6 +24,7 @@ from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
+    EngineError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -31,11 +33,12 @@ from cortex.errors import (
     StoreFullError,
     TombstonedError,
     ValidationError,
+    WriteBudgetError,
 )
 from cortex.extract import ExtractionError, LLMExtractor
 from cortex.forms import count_tokens, render, render_full, render_medium, render_short
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id
 from cortex.query import (
     And,
     EpisodeMatch,
@@ -102,10 +105,14 @@ from cortex.where import format_where, parse_where
 __all__ = [
     "FORMAT_VERSION",
     "And",
+    "AsyncCortex",
+    "AsyncReaderView",
     "Belief",
     "Bundle",
     "Capability",
+    "ChainLink",
     "CodecError",
+    "Conflict",
     "ConflictError",
     "Constraint",
     "ConstraintSource",
@@ -116,6 +123,7 @@ __all__ = [
     "DecayClass",
     "Edge",
     "EdgeType",
+    "EngineError",
     "EpisodeMatch",
     "Eq",
     "Event",
@@ -188,6 +196,9 @@ __all__ = [
     "Visibility",
     "Weights",
     "Window",
+    "WriteBudgetError",
+    "WriteOutcome",
+    "WriteResult",
     "__version__",
     "content_hash",
     "count_tokens",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
 
@@ -13,12 +15,14 @@ import msgspec
 from cortex import core as _core
 from cortex import evidence, lexical
 from cortex.ann import DEFAULT_EF
+from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
-from cortex.codec import encode_data, to_micros
+from cortex.codec import decode_data, encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
-from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
+from cortex.engines import vectors_root
+from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -29,19 +33,30 @@ from cortex.evidence import search as evidence_search
 from cortex.extract import Extractor
 from cortex.forms import count_tokens, render
 from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, new_id
+from cortex.ids import MemoryId, Uri, WriteResult, new_id
 from cortex.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.ingest import episode_of as _episode_of
 from cortex.ingest import ingest as _ingest
-from cortex.keys import JOURNAL, VEC, journal_key, meta_key, salience_key, vec_key
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn
+from cortex.keys import (
+    EDGE_FROM,
+    JOURNAL,
+    VEC,
+    edge_from_key,
+    edge_to_key,
+    journal_key,
+    meta_key,
+    parse_edge_key,
+    salience_key,
+    vec_key,
+)
+from cortex.kv import KV, ReadTxn, WriteTxn
 from cortex.planner import Executor, TextSearch, VectorSearch, read_state, result
 from cortex.query import (
     EpisodeMatch,
-    Eq,
     Form,
     Fusion,
     In,
+    Matches,
     Or,
     Plan,
     Predicate,
@@ -59,18 +74,21 @@ from cortex.salience import (
     Weights,
     decay_table,
 )
-from cortex.scope import Reader
+from cortex.scope import Reader, Scope
 from cortex.search import SearchResult, known_entities
 from cortex.search import search as _search
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
 from cortex.store import (
+    EDGE_CODEC,
     JOURNAL_CODEC,
+    Edge,
     JournalEntry,
     JournalKind,
     Memory,
     NewMemory,
     Store,
     _as_id,
+    _edge,
     _Journal,
     _Prepared,
     _seal,
@@ -113,11 +131,18 @@ class Cortex(Store):
     ``dedupe`` (the default of ``write(..., dedupe=)``), and ``vector_ef`` (the vector index's
     search-time candidate list: larger finds more true neighbours and is slower; see
     ``specs/vector-index.md`` §4).
+
+    A handle opened with an ``actor`` that is not the store's owner reads and writes as that
+    actor: every read applies its visibility and ``scopes`` (``cortex.Scope``), new memories
+    are its own, and it changes another's memory only through a writable scope that selects
+    it. ``as_owner=True`` opens it as the owner instead (it sees and may change everything;
+    its changes are still journalled under its own name). Several handles of one store in one
+    process share one LMDB environment.
     """
 
     def __init__(
         self,
-        kv: LmdbKV,
+        kv: KV,
         actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
@@ -130,6 +155,8 @@ class Cortex(Store):
         progress: Callable[[int, int], None] | None = None,
         dedupe: bool = False,
         vector_ef: int = DEFAULT_EF,
+        as_owner: bool = False,
+        scopes: Sequence[Scope] = (),
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -149,6 +176,19 @@ class Cortex(Store):
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.embed)"
             )
         super().__init__(kv, actor, clock=clock)
+        # -- who this handle reads and writes as (issue 15) --
+        self._as: Reader | None = None
+        """The reader every call of a restricted handle reads as; ``None``: the owner."""
+        if actor is not None and actor != self.owner and not as_owner:
+            self._as = Reader(actor=actor, scopes=tuple(scopes))
+        elif scopes:
+            raise ValidationError(
+                "scopes",
+                "owner",
+                "scopes restrict a handle opened by another actor than the owner "
+                f"({self.owner}) without as_owner=True; the owner's handle sees everything",
+            )
+        # -- end --
         if embedder == "auto":  # the embedder of the model the store holds, if it ships here
             with self._kv.read() as txn:
                 raw = txn.get(meta_key("vectors"))
@@ -168,7 +208,9 @@ class Cortex(Store):
         self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress)
-            self._sidecar = VectorSidecar(self.path, embedder, self._kv.read, ef=vector_ef)
+            self._sidecar = VectorSidecar(
+                vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
+            )
 
     # -- vectors -----------------------------------------------------------------------------
 
@@ -355,7 +397,8 @@ class Cortex(Store):
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
         self._sidecar.drop()
-        shutil.rmtree(self._sidecar.directory, ignore_errors=True)
+        if self._sidecar.directory is not None:
+            shutil.rmtree(self._sidecar.directory, ignore_errors=True)
         return n
 
     def vector_info(self) -> dict[str, Any] | None:
@@ -424,15 +467,22 @@ class Cortex(Store):
 
     # -- dedupe on write ------------------------------------------------------------------
 
-    def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> Uri:
+    def write(self, data: Data, *, dedupe: bool | None = None, **options: Any) -> WriteResult:
         """Write a new memory (``Store.write``), or with ``dedupe`` confirm an existing one.
 
         With ``dedupe`` (default: the store's ``dedupe`` option) and no caller-chosen ``id``, a
         live, unexpired memory of the same type whose current version has the same content
-        hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's,
-        is confirmed instead: its use counters record the confirmation, a ``confirm`` journal
-        entry names it and the hash of the data offered, and its current URI is returned.
-        Nothing new is written. The options are validated either way.
+        hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's
+        and states the same claim (``cortex.claims.same_claim``), is confirmed instead: its use
+        counters record the confirmation, a ``confirm`` journal entry names it and the hash of
+        the data offered, and the result is its current URI with outcome ``confirmed`` and the
+        reason. Nothing new is written. The exact match is checked again inside the write
+        transaction, so two processes writing the same data at once make one memory. The
+        options are validated either way.
+
+        Returns:
+            A ``WriteResult`` (a ``Uri``) whose ``outcome`` says what happened: ``created``,
+            ``confirmed``, or a temporal chain's ``superseded``, ``archived``, ``conflict``.
 
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
@@ -441,18 +491,42 @@ class Cortex(Store):
 
     def _write(
         self, data: Data, dedupe: bool | None, reader: Reader | None, options: dict[str, Any]
-    ) -> Uri:
-        if (dedupe if dedupe is not None else self.dedupe) and options.get("id") is None:
-            p = self._prepare(NewMemory(data=data, **options), self._now())  # validates
-            hit = self._duplicate_of(data, reader, p.vector)
-            if hit is not None:
-                return self._confirm(hit, data)
-        return super().write(data, **options)
+    ) -> WriteResult:
+        now = self._now()
+        spec = NewMemory(data=data, **options)
+        visible = self._visible_to(reader if reader is not None else self._as, now)
+
+        if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
+            return self._write_new(spec, now, visible)
+        p = self._prepare(spec, now)  # validates
+        hit = self._duplicate_of(data, reader, p.vector)
+        if hit is not None:
+            return self._confirm(hit[0], data, hit[1])
+        terms = lexical.analyze(data)
+        digest = content_hash(data.TYPE, encode_data(data))
+
+        def duplicate(txn: WriteTxn) -> WriteResult | None:
+            # the same check, in the write transaction: a writer that got there first
+            for mid in lexical.same_terms(txn, terms):
+                head = self._head(txn, mid)
+                if head.tombstone is not None or head.type is not data.TYPE:
+                    continue
+                if visible is not None and not visible(head):
+                    continue
+                v = self._version(txn, mid, head.current_version)
+                if v.hash != digest:
+                    continue
+                if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
+                    continue
+                return self._confirm_in(txn, head, digest, now, _SAME_CONTENT)
+            return None
+
+        return self._write_new(spec, now, visible, duplicate)
 
     def _duplicate_of(
         self, data: Data, reader: Reader | None, given: bytes | None = None
-    ) -> Memory | None:
-        """A live memory ``data`` duplicates (same type: equal hash, or a near vector)."""
+    ) -> tuple[Memory, str] | None:
+        """A live memory ``data`` duplicates (same type: equal hash, or a near vector), and why."""
         t = data.TYPE
         digest = content_hash(t, encode_data(data))
         now = self._now()
@@ -473,7 +547,7 @@ class Cortex(Store):
             for mid in lexical.same_terms(txn, lexical.analyze(data)):
                 m = usable(txn, mid)
                 if m is not None and m.version.hash == digest:
-                    return m
+                    return m, _SAME_CONTENT
             if self._sidecar is not None and self.embedder is not None:
                 if given is not None:
                     vec = from_bytes(given, self.embedder.dim)
@@ -490,37 +564,41 @@ class Cortex(Store):
                         m = usable(txn, mid)
                         # near in meaning is not enough: the claims must be the same
                         if m is not None and m.data is not None and same_claim(m.data, data).same:
-                            return m
+                            return m, f"cosine {cos:.3f} and the same claim"
                     if len(near) < n:
                         return None
                     n *= 4  # every hit so far was close but unusable: look further
         return None
 
-    def _confirm(self, m: Memory, data: Data) -> Uri:
+    def _confirm(self, m: Memory, data: Data, reason: str) -> WriteResult:
         digest = content_hash(m.version.type, encode_data(data))
         now = self._now()
+        return self._kv.write(
+            lambda txn: self._confirm_in(txn, self._head(txn, m.id), digest, now, reason)
+        )
 
-        def txn_fn(txn: WriteTxn) -> Uri:
-            head = self._head(txn, m.id)
-            st = read_state(txn, m.id)
-            st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
-            txn.put(salience_key(m.id), _seal(SALIENCE_STATE.encode(st, "salience")))
-            _Journal(txn, now, self.actor).append(
-                JournalKind.CONFIRM,
-                id=m.id,
-                type=head.type,
-                version=head.current_version,
-                hash=digest,
-            )
-            return Uri(head.type, m.id, head.current_version)
-
-        return self._kv.write(txn_fn)
+    def _confirm_in(
+        self, txn: WriteTxn, head: Head, digest: bytes, now: datetime, reason: str
+    ) -> WriteResult:
+        """Record a confirmation of ``head``'s memory by data of hash ``digest``."""
+        st = read_state(txn, head.id)
+        st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
+        txn.put(salience_key(head.id), _seal(SALIENCE_STATE.encode(st, "salience")))
+        _Journal(txn, now, self.actor).append(
+            JournalKind.CONFIRM,
+            id=head.id,
+            type=head.type,
+            version=head.current_version,
+            hash=digest,
+        )
+        uri = Uri._trusted(head.type, head.id, head.current_version)
+        return WriteResult.of(uri, "confirmed", reason=reason)
 
     # -- find ------------------------------------------------------------------------------
 
     def _reader(self, reader: Reader | None) -> Reader:
-        if reader is None:  # the handle itself is trusted: it reads as the owner
-            return Reader(actor=self.owner)
+        if reader is None:  # the handle's own reader: the owner, or its restricted actor
+            return self._as if self._as is not None else Reader(actor=self.owner)
         if not isinstance(reader, Reader):
             raise ValidationError("reader", "type", "must be a cortex.Reader")
         return reader
@@ -605,7 +683,7 @@ class Cortex(Store):
 
         self._kv.write(txn_fn)
 
-    def attest(
+    def _attest(
         self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
     ) -> None:
         """Record that memories were used to act, and how it went (raises their salience).
@@ -805,38 +883,68 @@ class Cortex(Store):
         subject: str,
         attribute: str | None = None,
         *,
+        types: Sequence[MemoryType | str] | None = None,
         limit: int = 100,
         reader: Reader | None = None,
         as_of: datetime | None = None,
     ) -> Result:
-        """Every live memory about an entity, newest first.
+        """Every current memory about an entity, newest first.
 
         That is: Identities named so, Facts, Beliefs and Capabilities with that subject, and
-        Events with it as counterparty. With ``attribute``: only Facts with that predicate and
-        Capabilities with that capability.
+        Events with it as counterparty — the name compared as claim keys compare it (case,
+        surrounding punctuation, a leading ``@`` and runs of spaces do not matter: "Sarah",
+        "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With ``attribute``: only Facts
+        with that predicate and Capabilities with that capability (compared the same way:
+        "Home City" = ``home_city``). ``types`` keeps only some of these types.
+
+        Raises:
+            ValidationError: an empty subject, or a type about() cannot answer with.
         """
-        if not isinstance(subject, str) or not subject:
+        if not isinstance(subject, str) or not norm_entity(subject):
             raise ValidationError("subject", "required", "must be non-empty text")
-        where: Predicate
-        if attribute is None:
-            types: tuple[MemoryType, ...] = (
+        name = _entity_pattern(subject)
+        allowed: tuple[MemoryType, ...] = (
+            (MemoryType.FACT, MemoryType.CAPABILITY)
+            if attribute is not None
+            else (
                 MemoryType.IDENTITY,
                 MemoryType.FACT,
                 MemoryType.BELIEF,
                 MemoryType.EVENT,
                 MemoryType.CAPABILITY,
             )
-            where = Or(
-                Eq("data.subject", subject),
-                Eq("data.counterparty", subject),
-                Eq("data.name", subject),
-            )
-        else:
-            types = (MemoryType.FACT, MemoryType.CAPABILITY)
-            where = Eq("data.subject", subject) & Or(
-                Eq("data.predicate", attribute), Eq("data.capability", attribute)
-            )
-        return self.find(Query(types=types, where=where, limit=limit, reader=reader, as_of=as_of))
+        )
+        chosen = allowed
+        if types is not None:
+            if isinstance(types, str | MemoryType):
+                types = (types,)
+            wanted = []
+            for t in types:
+                mt = t if isinstance(t, MemoryType) else None
+                if isinstance(t, str):
+                    mt = MemoryType.from_name(t) or MemoryType.coerce(t.lower())
+                if mt is None or mt not in allowed:
+                    raise ValidationError(
+                        "types",
+                        "about",
+                        f"about() finds {', '.join(a.type_name for a in allowed)}; not {t!r}",
+                    )
+                wanted.append(mt)
+            chosen = tuple(dict.fromkeys(wanted))
+        # the field that names the entity, by type (a where may name only fields of its types)
+        naming = {
+            "data.subject": {MemoryType.FACT, MemoryType.BELIEF, MemoryType.CAPABILITY},
+            "data.counterparty": {MemoryType.EVENT},
+            "data.name": {MemoryType.IDENTITY},
+        }
+        where: Predicate = Or(*(Matches(f, name) for f, ts in naming.items() if ts & set(chosen)))
+        if attribute is not None:
+            if not isinstance(attribute, str) or not norm_predicate(attribute):
+                raise ValidationError("attribute", "required", "must be non-empty text")
+            what = _predicate_pattern(attribute)
+            of = {MemoryType.FACT: "data.predicate", MemoryType.CAPABILITY: "data.capability"}
+            where = where & Or(*(Matches(of[t], what) for t in chosen))
+        return self.find(Query(types=chosen, where=where, limit=limit, reader=reader, as_of=as_of))
 
     def search(
         self, question: str, *, limit: int = 10, reader: Reader | None = None
@@ -850,8 +958,8 @@ class Cortex(Store):
         Raises:
             ValidationError: a bad question or limit.
         """
-        if reader is not None:
-            return _search(self, question, limit=limit, reader=reader)
+        if self._restricted(reader):
+            return _search(self, question, limit=limit, reader=self._reader(reader))
         with self._kv.read() as txn:
             head = journal_head(txn)
         if self._entities is None or self._entities[0] != head:
@@ -917,7 +1025,7 @@ class Cortex(Store):
         eid = _as_id(ref, "episode")
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
-        if not visible_episode(ep, reader, self.owner):
+        if not visible_episode(ep, self._reader(reader), self.owner):
             raise NotFoundError(f"no episode {eid}")
         return ep
 
@@ -961,7 +1069,7 @@ class Cortex(Store):
                     continue
                 if m.label is not None and m.label not in ep.labels:
                     continue
-                if not visible_episode(ep, query.reader, self.owner):
+                if not visible_episode(ep, self._reader(query.reader), self.owner):
                     continue
                 ids.update(self._memories_of_episode(txn, ep.id))
         if not ids:
@@ -980,7 +1088,7 @@ class Cortex(Store):
                 ep = self._episode(txn, eid)
             except NotFoundError:
                 return None
-            return ep if visible_episode(ep, reader, self.owner) else None
+            return ep if visible_episode(ep, self._reader(reader), self.owner) else None
 
         return get
 
@@ -1009,7 +1117,7 @@ class Cortex(Store):
                     continue
                 if label is not None and label not in ep.labels:
                     continue
-                if not visible_episode(ep, reader, self.owner):
+                if not visible_episode(ep, self._reader(reader), self.owner):
                     continue
                 out.append(ep)
                 if len(out) >= limit:
@@ -1042,16 +1150,6 @@ class Cortex(Store):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
 
-    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
-        """Erase an episode's text and chunks; its hash, times, links and journal stay.
-
-        The memories drawn from it are not changed (purge them too if they repeat the text).
-
-        Raises:
-            NotFoundError: no such episode. ValidationError: an empty reason.
-        """
-        return self._purge_episode(_as_id(ref, "episode"), reason, by)
-
     # -- core memory (cortex.core) ----------------------------------------------------------
 
     def core_get(
@@ -1080,6 +1178,7 @@ class Cortex(Store):
         """
         if not isinstance(value, str):
             raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, value)
 
     def core_delete(self, section: str, key: str) -> Uri:
@@ -1089,6 +1188,7 @@ class Cortex(Store):
             NotFoundError: the section has no such key.
             ValidationError: an unknown section or a bad key.
         """
+        _core_writable(self.resolve_latest, self._as, section)
         return _core.change(self, section, key, None)
 
     def core_history(self, section: str, key: str) -> list[CoreChange]:
@@ -1099,6 +1199,152 @@ class Cortex(Store):
         """Core memory as YAML, for a prompt."""
         return _core.core_yaml(self.core_get(as_of=as_of))
 
+    # -- temporal chains and conflicts (``specs/claims.md`` §6-§7) -------------------------
+
+    def chain(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        reader: Reader | None = None,
+        as_of: datetime | None = None,
+    ) -> list[ChainLink]:
+        """The temporal chain a memory belongs to, the current truth first.
+
+        Each link is a memory (its current version), the time its claim starts being true
+        (``since``), the time a later one took over (``until``; ``None`` for the current one)
+        and what superseded it. A memory that no other supersedes or is superseded by is a
+        chain of one. ``as_of`` reads the chain as the store held it then; memories the
+        reader may not see are left out.
+
+        Raises:
+            NotFoundError: no such memory (or hidden from ``reader``).
+        """
+        mid = _as_id(ref)
+        rd = self._reader(reader)
+        now = self._now()
+        at = to_micros(as_of) if as_of is not None else to_micros(now)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            if not rd.can_see(head, self.owner, now):
+                raise NotFoundError(f"no memory {mid}")
+            top, seen = mid, {mid}
+            while (up := self._superseder(txn, top, at)) is not None and up not in seen:
+                seen.add(up)
+                top = up
+            order: list[MemoryId] = []
+            by: dict[MemoryId, MemoryId | None] = {top: None}
+            todo = [top]
+            while todo:
+                cur = todo.pop()
+                order.append(cur)
+                prefix = EDGE_FROM + cur.bytes + bytes((EdgeType.SUPERSEDES,))
+                for key, value in txn.scan(prefix):
+                    rec = _trusted(EDGE_CODEC, key, value)
+                    if to_micros(rec.created_at) > at or (
+                        rec.removed_at is not None and to_micros(rec.removed_at) <= at
+                    ):
+                        continue
+                    older = MemoryId(key[-16:])
+                    if older not in by:
+                        by[older] = cur
+                        todo.append(older)
+            links: list[ChainLink] = []
+            for m in order:
+                h = self._head(txn, m)
+                if not rd.can_see(h, self.owner, now):
+                    continue
+                v = self._version(txn, m, h.current_version)
+                data = None if v.data is None else decode_data(h.type, v.data)
+                since = effective_time(data, v.valid_from, v.created_at)
+                links.append(ChainLink(memory=self._memory(h, v), since=since, superseded_by=by[m]))
+        when = {link.memory.id: link.since for link in links}
+        out = []
+        for link in links:
+            until = None
+            if link.superseded_by is not None:
+                later = when.get(link.superseded_by, link.since)
+                until = later if later > link.since else link.since
+            out.append(msgspec.structs.replace(link, until=until))
+        out.sort(key=lambda lk: (lk.until is not None, -to_micros(lk.since)))
+        return out
+
+    def conflicts(self, *, reader: Reader | None = None) -> list[Conflict]:
+        """Open conflicts: live ``contradicts`` edges between two current memories.
+
+        A write that meets a competitor of equal time and confidence opens one (both stay
+        current); ``resolve_conflict`` closes it. Oldest first.
+        """
+        rd = self._reader(reader)
+        now = self._now()
+        now_us = to_micros(now)
+        out = []
+        with self._kv.read() as txn:
+            for key, value in txn.scan(EDGE_FROM):
+                s, et, d = parse_edge_key(key)
+                if et is not EdgeType.CONTRADICTS:
+                    continue
+                rec = _trusted(EDGE_CODEC, key, value)
+                if rec.removed_at is not None:
+                    continue
+                pair = []
+                for mid in (s, d):
+                    h = self._head(txn, mid)
+                    if h.tombstone is not None or not rd.can_see(h, self.owner, now):
+                        break
+                    if self._superseder(txn, mid, now_us) is not None:
+                        break
+                    pair.append(self._memory(h, self._version(txn, mid, h.current_version)))
+                if len(pair) == 2:
+                    out.append(Conflict(a=pair[0], b=pair[1], since=rec.created_at))
+        out.sort(key=lambda c: to_micros(c.since))
+        return out
+
+    def resolve_conflict(
+        self, winner: Uri | MemoryId | str, loser: Uri | MemoryId | str, *, reason: str
+    ) -> Edge:
+        """Close a conflict: ``winner`` supersedes ``loser`` from now on, in one transaction.
+
+        The ``contradicts`` edges between them are removed (kept, marked removed) and a
+        ``supersedes`` edge added; the journal records both and ``reason``.
+
+        Raises:
+            NotFoundError: either memory does not exist.
+            ValidationError: the same memory twice, or an empty reason.
+        """
+        w, lo = _as_id(winner, "winner"), _as_id(loser, "loser")
+        if w == lo:
+            raise ValidationError("loser", "self_edge", "a memory cannot supersede itself")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "required", "say why (non-empty text)")
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            for mid in (w, lo):
+                self._head(txn, mid)  # NotFoundError
+            journal = _Journal(txn, now, self.actor)
+            for s, d in ((w, lo), (lo, w)):
+                fkey = edge_from_key(s, EdgeType.CONTRADICTS, d)
+                raw = txn.get(fkey)
+                if raw is None:
+                    continue
+                rec = _trusted(EDGE_CODEC, fkey, raw)
+                if rec.removed_at is None:
+                    rec = msgspec.structs.replace(rec, removed_at=now, removed_by=self.actor)
+                    payload = _seal(EDGE_CODEC.encode(rec, "edge"))
+                    txn.put(fkey, payload)
+                    txn.put(edge_to_key(d, EdgeType.CONTRADICTS, s), payload)
+                    journal.append(JournalKind.REMOVE_EDGE, id=s, edge=EdgeType.CONTRADICTS, dst=d)
+            self._put_edge(
+                txn, w, EdgeType.SUPERSEDES, lo, journal=journal, reason=f"conflict: {reason}"
+            )
+            self._remark(txn, (lo,), to_micros(now))
+            fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
+            raw = txn.get(fkey)
+            assert raw is not None
+            return _edge(w, EdgeType.SUPERSEDES, lo, _trusted(EDGE_CODEC, fkey, raw))
+
+        return self._kv.write(txn_fn)
+
     # -- reads as a reader -------------------------------------------------------------------
 
     def _check_visible(self, head: Head, reader: Reader | None) -> None:
@@ -1108,7 +1354,7 @@ class Cortex(Store):
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
-        return reader is not None and self._reader(reader).actor != self.owner
+        return self._reader(reader).actor != self.owner
 
     def resolve(self, uri: Uri | str, *, reader: Reader | None = None) -> Memory:
         """The exact version a URI names, if ``reader`` (default: the owner) may see it.
@@ -1156,49 +1402,291 @@ class Cortex(Store):
     def view(self, reader: Reader) -> ReaderView:
         """The store as ``reader`` sees it.
 
-        Every read is filtered; writes go only through a writable scope (or as the owner).
+        Every read is filtered; writes go only through a writable scope (or as the owner) and
+        are made and journalled by the reader's actor. A restricted handle (opened by another
+        actor than the owner) gives only a view of its own reader.
+
+        Raises:
+            ValidationError: not a ``Reader``, or a restricted handle asked for another reader.
         """
-        return ReaderView(self, self._reader(reader))
+        rd = self._reader(reader)
+        if self._as is not None and rd != self._as:
+            raise ValidationError(
+                "reader",
+                "restricted",
+                f"this handle reads as {self._as.actor}: it cannot open a view for another reader",
+            )
+        return ReaderView(self, rd)
+
+    # -- restricted handles (issue 15): changes only where the handle's reader may write --
+
+    def _acting_for(self, reader: Reader) -> Cortex:
+        """This handle acting as ``reader``: the same environment, indexes and options.
+
+        Its changes are made and journalled by ``reader.actor``; its new memories are this
+        handle's (``actor_scope``); it reads as ``reader``.
+        """
+        other = copy.copy(self)
+        other.actor = reader.actor
+        other._acting = reader.actor
+        other._space = self._space or self.actor
+        other._as = None if reader.actor == self.owner else reader
+        if other._as is not None:
+            other._entities = None  # the owner's entity names are not the reader's
+        return other
+
+    def _may_change(self, ref: Uri | MemoryId | str) -> None:
+        """Refuse a change by a restricted handle to a memory its reader may not write."""
+        rd = self._as
+        if rd is None:
+            return
+        mid = _as_id(ref, "uri")
+        head = self._head_of(mid)
+        now = self._now()
+        if not rd.can_see(head, self.owner, now):
+            raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
+        if not rd.can_write(head, self.owner, now):
+            raise ValidationError(
+                "actor",
+                "read_only",
+                f"{rd.actor} may not change {mid}: it is not {rd.actor}'s and no writable scope "
+                "of the handle selects it",
+            )
+
+    def update(self, ref: Uri | MemoryId | str, data: Data, **options: Any) -> WriteResult:
+        """``Store.update``; a restricted handle changes only what its reader may write.
+
+        Its new content competes only with memories its reader sees (``specs/claims.md`` §6).
+        """
+        self._may_change(ref)
+        if self._as is None:
+            return super().update(ref, data, **options)
+        mid = _as_id(ref, "uri")
+        expected = options.pop("expected_version", None)
+        now = self._now()
+        spec = NewMemory(data=data, id=mid, **options)
+        return self._update(mid, spec, now, expected, self._visible_to(self._as, now))
+
+    def _visible_to(self, reader: Reader | None, now: datetime) -> Callable[[Head], bool] | None:
+        """What a write by ``reader`` may compete with (``None``: the owner, everything)."""
+        if reader is None or reader.actor == self.owner:
+            return None
+        owner = self.owner
+        return lambda head: reader.can_see(head, owner, now)
+
+    def update_head(self, ref: Uri | MemoryId | str, **patch: Any) -> Head:
+        """``Store.update_head``; a restricted handle changes only what its reader may write."""
+        self._may_change(ref)
+        return super().update_head(ref, **patch)
+
+    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """``Store.tombstone``; a restricted handle retires only what its reader may write."""
+        self._may_change(ref)
+        return super().tombstone(ref, reason, by)
+
+    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+        """``Store.purge``; a restricted handle erases only what its reader may write."""
+        self._may_change(ref)
+        return super().purge(ref, reason, by)
+
+    def add_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        **options: Any,
+    ) -> Edge:
+        """``Store.add_edge``; a restricted handle links from what it may write to what it sees."""
+        self._may_change(src)
+        if self._as is not None:
+            self._check_visible(self._head_of(_as_id(dst, "dst")), None)
+        return super().add_edge(src, type, dst, **options)
+
+    def remove_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        **options: Any,
+    ) -> Edge:
+        """``Store.remove_edge``; a restricted handle unlinks only from what it may write."""
+        self._may_change(src)
+        return super().remove_edge(src, type, dst, **options)
+
+    def edges(self, ref: Uri | MemoryId | str, **options: Any) -> list[Edge]:
+        """``Store.edges``; a restricted handle sees the edges between memories it sees."""
+        if self._as is None:
+            return super().edges(ref, **options)
+        self._check_visible(self._head_of(_as_id(ref)), None)
+        out = []
+        for e in super().edges(ref, **options):
+            try:
+                for mid in (e.src, e.dst):
+                    self._check_visible(self._head_of(mid), None)
+            except NotFoundError:
+                continue
+            out.append(e)
+        return out
+
+    def journal(
+        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[JournalEntry]:
+        """``Store.journal``; a restricted handle reads only the entries of what it sees.
+
+        Entries of hidden memories, of edges touching one, of episodes it may not see, and
+        store-wide entries are left out (the sequence numbers show the gaps).
+        """
+        if self._as is None:
+            yield from super().journal(start, reverse=reverse, limit=limit)
+            return
+        rd, now = self._as, self._now()
+        entries = list(super().journal(start, reverse=reverse, limit=limit))
+        with self._kv.read() as txn:
+            for entry in entries:
+                if entry.id is None:
+                    continue
+                try:
+                    if entry.kind in (JournalKind.EPISODE, JournalKind.EPISODE_PURGE):
+                        if not visible_episode(self._episode(txn, entry.id), rd, self.owner):
+                            continue
+                        yield entry
+                        continue
+                    heads = [self._head(txn, entry.id)]
+                    if entry.dst is not None:
+                        heads.append(self._head(txn, entry.dst))
+                except NotFoundError:
+                    continue
+                if all(rd.can_see(h, self.owner, now) for h in heads):
+                    yield entry
+
+    def attest(
+        self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
+    ) -> None:
+        """``attest`` (use counters); a restricted handle attests only memories it sees."""
+        uris = list(uris)
+        if self._as is not None:
+            for u in uris:
+                self._check_visible(self._head_of(_as_id(u, "uris")), None)
+        self._attest(uris, outcome)
+
+    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
+        """Erase an episode's text and chunks; its hash, times, links and journal stay.
+
+        The memories drawn from it are not changed (purge them too if they repeat the text).
+
+        Raises:
+            NotFoundError: no such episode. ValidationError: an empty reason, or a restricted
+                handle (only the owner purges episodes).
+        """
+        if self._as is not None:
+            raise ValidationError(
+                "actor", "read_only", f"only the owner ({self.owner}) purges episodes"
+            )
+        return self._purge_episode(_as_id(ref, "episode"), reason, by)
 
 
 class ReaderView:
-    """The store seen by one reader (``Cortex.view``): hidden memories look missing."""
+    """The store seen by one reader (``Cortex.view``): hidden memories look missing.
+
+    A view hands out no handle of the store: its reads are the reader's, and its changes are
+    made and journalled by the reader's actor, into the memories of the handle it came from.
+    """
 
     def __init__(self, cx: Cortex, reader: Reader) -> None:
-        self.cx = cx
+        self._cx = cx._acting_for(reader)
         self.reader = reader
+
+    @property
+    def owner(self) -> str:
+        """The actor that owns the store."""
+        return self._cx.owner
 
     def find(self, query: Query) -> Result:
         """``Cortex.find`` as this reader."""
-        return self.cx.find(msgspec.structs.replace(query, reader=self.reader))
+        return self._cx.find(msgspec.structs.replace(query, reader=self.reader))
 
     def context(self, verb: Verb | str, objects: Sequence[Any] | str = (), **kw: Any) -> Bundle:
         """``Cortex.context`` as this reader."""
-        return self.cx.context(verb, objects, reader=self.reader, **kw)
+        kw.pop("reader", None)
+        return self._cx.context(verb, objects, reader=self.reader, **kw)
+
+    def search(self, question: str, *, limit: int = 10) -> SearchResult:
+        """``Cortex.search`` as this reader."""
+        return self._cx.search(question, limit=limit, reader=self.reader)
+
+    def about(
+        self,
+        subject: str,
+        attribute: str | None = None,
+        *,
+        limit: int = 100,
+        as_of: datetime | None = None,
+    ) -> Result:
+        """``Cortex.about`` as this reader."""
+        return self._cx.about(subject, attribute, limit=limit, reader=self.reader, as_of=as_of)
+
+    def facets(
+        self,
+        window: Window | None = None,
+        by: Literal["type", "tag", "subject", "counterparty"] = "type",
+        *,
+        types: Sequence[MemoryType | str] = (),
+    ) -> dict[str, int]:
+        """``Cortex.facets`` as this reader."""
+        return self._cx.facets(window, by, types=types, reader=self.reader)
 
     def resolve(self, uri: Uri | str) -> Memory:
         """``Cortex.resolve`` as this reader."""
-        return self.cx.resolve(uri, reader=self.reader)
+        return self._cx.resolve(uri, reader=self.reader)
 
     def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
         """``Cortex.resolve_latest`` as this reader."""
-        return self.cx.resolve_latest(ref, reader=self.reader)
+        return self._cx.resolve_latest(ref, reader=self.reader)
 
     def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
         """``Cortex.history`` as this reader."""
-        return self.cx.history(ref, reader=self.reader)
+        return self._cx.history(ref, reader=self.reader)
 
     def resolve_as_of(
         self, ref: Uri | MemoryId | str, when: datetime, *, known_at: datetime | None = None
     ) -> Memory:
         """``Cortex.resolve_as_of`` as this reader."""
-        return self.cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
+        return self._cx.resolve_as_of(ref, when, known_at=known_at, reader=self.reader)
+
+    def episode(self, ref: MemoryId | str) -> Episode:
+        """``Cortex.episode`` as this reader."""
+        return self._cx.episode(ref, reader=self.reader)
+
+    def core_get(
+        self, section: str | None = None, *, as_of: datetime | None = None
+    ) -> dict[str, Any]:
+        """Core memory as this reader sees it (a hidden block reads as empty)."""
+        return self._cx.core_get(section, as_of=as_of)
+
+    def core_history(self, section: str, key: str) -> list[CoreChange]:
+        """``Cortex.core_history`` as this reader (nothing for a hidden block)."""
+        try:
+            return self._cx.core_history(section, key)
+        except NotFoundError:
+            return []
+
+    def core_update(self, section: str, key: str, value: str) -> Uri:
+        """``Cortex.core_update`` through a writable scope that selects the block."""
+        if not isinstance(value, str):
+            raise ValidationError("value", "type", f"must be text, got {type(value).__name__}")
+        _core_writable(self.resolve_latest, self._cx._as, section)
+        return _core.change(self, section, key, value)
+
+    def core_delete(self, section: str, key: str) -> Uri:
+        """``Cortex.core_delete`` through a writable scope that selects the block."""
+        _core_writable(self.resolve_latest, self._cx._as, section)
+        return _core.change(self, section, key, None)
 
     def _writable(self, head: Head) -> None:
-        now = self.cx._now()
-        if not self.reader.can_see(head, self.cx.owner, now):
+        now = self._cx._now()
+        if not self.reader.can_see(head, self._cx.owner, now):
             raise NotFoundError(f"no memory {head.id}")  # hidden looks exactly like missing
-        if not self.reader.can_write(head, self.cx.owner, now):
+        if not self.reader.can_write(head, self._cx.owner, now):
             raise ValidationError(
                 "reader",
                 "read_only",
@@ -1223,22 +1711,24 @@ class ReaderView:
         id: MemoryId | None = None,
         dedupe: bool | None = None,
         vector: Any = None,
-    ) -> Uri:
+        supersede: bool | None = None,
+    ) -> WriteResult:
         """Write through the reader's scope.
 
         Allowed when a writable, active scope selects the new memory (or the reader owns the
-        store). The version is created by the reader.
+        store). The version is created, and the write journalled, by the reader.
 
         Raises:
             ValidationError: no writable scope selects the memory, or a field is invalid.
         """
+        cx = self._cx
         mid = id if id is not None else new_id()
-        now = self.cx._now()
+        now = cx._now()
         probe = Head(
             id=mid,
             type=data.TYPE,
             current_version=1,
-            actor_scope=self.cx.actor,
+            actor_scope=cx._space or cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
             tags=tuple(tags),
@@ -1248,7 +1738,7 @@ class ReaderView:
         )
         # the rule of updates (Reader.can_write): a non-owner writes only what it can see, so
         # never a private memory
-        if not self.reader.can_write(probe, self.cx.owner, now):
+        if not self.reader.can_write(probe, cx.owner, now):
             raise ValidationError(
                 "reader",
                 "read_only",
@@ -1269,24 +1759,110 @@ class ReaderView:
             "expires_at": expires_at,
             "id": mid,
             "vector": vector,
+            "supersede": supersede,
         }
-        if id is None and (dedupe if dedupe is not None else self.cx.dedupe):
+        if id is None and (dedupe if dedupe is not None else cx.dedupe):
             del options["id"]  # a duplicate is looked for only among what the reader sees
-        return self.cx._write(data, dedupe, self.reader, options)
+        return cx._write(data, dedupe, self.reader, options)
 
-    def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> Uri:
+    def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> WriteResult:
         """``Cortex.update`` through a writable scope that selects the memory."""
-        self._writable(self.cx._head_of(_as_id(ref, "uri")))
+        mid = _as_id(ref, "uri")
+        self._writable(self._cx._head_of(mid))
         if kw.setdefault("created_by", self.reader.actor) != self.reader.actor:
             raise ValidationError(
                 "created_by", "reader", f"a write through a view is by {self.reader.actor}"
             )
-        return self.cx.update(ref, data, **kw)
+        expected = kw.pop("expected_version", None)
+        now = self._cx._now()
+        reader, owner = self.reader, self._cx.owner
+        spec = NewMemory(data=data, id=mid, **kw)
+        return self._cx._update(
+            mid, spec, now, expected, lambda head: reader.can_see(head, owner, now)
+        )
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
-        self._writable(self.cx._head_of(_as_id(ref, "uri")))
-        return self.cx.tombstone(ref, reason, by=self.reader.actor)
+        self._writable(self._cx._head_of(_as_id(ref, "uri")))
+        return self._cx.tombstone(ref, reason, by=self.reader.actor)
+
+    def ingest(self, content: str, **options: Any) -> IngestResult:
+        """``Cortex.ingest`` by the reader: it needs an active writable scope (or ownership).
+
+        The episode is created, and journalled, by the reader's actor.
+
+        Raises:
+            ValidationError: the reader holds no active writable scope; as ``Cortex.ingest``.
+        """
+        cx = self._cx
+        now = cx._now()
+        if self.reader.actor != cx.owner and not any(
+            s.writable and s.active(now) for s in self.reader.scopes
+        ):
+            raise ValidationError(
+                "reader", "read_only", f"{self.reader.actor} holds no writable scope"
+            )
+        return cx.ingest(content, **options)
+
+
+def _core_writable(
+    resolve_latest: Callable[[MemoryId], Memory], reader: Reader | None, section: str
+) -> None:
+    """Refuse a core change by another actor than the owner when the block is not visible.
+
+    The blocks are the owner's: another actor changes one only through a writable scope that
+    selects it, and never creates one (its fixed id would be taken by the wrong actor).
+    """
+    if reader is None:
+        return
+    try:
+        resolve_latest(_core.core_id(section))
+    except NotFoundError:
+        raise NotFoundError(
+            f"core memory's {section} block is missing or not visible to {reader.actor}: the "
+            "owner creates it, and a writable scope over it (e.g. tags ['core']) lets another "
+            "actor change it"
+        ) from None
+
+
+_SAME_CONTENT: Final = "the same content (equal hash)"
+
+
+def _entity_pattern(name: str) -> str:
+    """A regex matching the spellings of ``name`` that normalise alike (``norm_entity``)."""
+    words = norm_entity(name).split(" ")
+    return r"(?i)^[\W_]*" + r"\s+".join(re.escape(w) for w in words) + r"[\W_]*$"
+
+
+def _predicate_pattern(predicate: str) -> str:
+    """A regex matching the spellings of a predicate that normalise alike (``norm_predicate``)."""
+    parts = norm_predicate(predicate).split("_")
+    return r"(?i)^[\W_]*" + r"[\W_]+".join(re.escape(w) for w in parts) + r"[\W_]*$"
+
+
+class ChainLink(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory of a temporal chain (``Cortex.chain``)."""
+
+    memory: Memory
+    since: datetime
+    """When its claim starts being true (``valid_from``, a Fact's ``observed_at``, or when
+    it was written)."""
+    until: datetime | None = None
+    """When a later memory took over (``None``: the current truth)."""
+    superseded_by: MemoryId | None = None
+
+    @property
+    def current(self) -> bool:
+        """Whether this is the chain's current truth."""
+        return self.superseded_by is None
+
+
+class Conflict(msgspec.Struct, frozen=True, kw_only=True):
+    """Two current memories that contradict each other at equal time and confidence."""
+
+    a: Memory
+    b: Memory
+    since: datetime
 
 
 def _embedder_of(meta: VectorsMeta) -> Embedder:

@@ -15,9 +15,9 @@ the same claim only when every field agrees after normalisation —
   dates, clock times, ``today``) may move within the sentence.
 
 Otherwise ``Verdict.reason`` says why, in the first matching class: ``negation``, ``number``,
-``date_time``, ``unit``, ``entity``, ``polarity``, ``modality``, ``detail`` (one says more than
-the other) or ``wording`` (any other change of words), or ``field:<name>`` for a non-text
-field. Pure and deterministic.
+``date_time``, ``unit``, ``entity``, ``polarity``, ``modality``, ``tense``, ``detail`` (one
+says more than the other) or ``wording`` (any other change of words), or ``field:<name>`` for a
+non-text field. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -122,6 +122,10 @@ _NEGATIONS: Final = frozenset(
     _words("not no never none nobody nothing neither nor without nowhere longer")
 )
 _MODALS: Final = frozenset(_words("must may might should could can will would shall need"))
+_PAST: Final = frozenset(_words("was were had did used formerly previously former once ex"))
+"""Words that put a claim in the past ("Anna was the CTO" is not "Anna is the CTO")."""
+_NOT_PAST: Final = frozenset(_words("need seed feed speed bed red shed bleed breed weed"))
+"""Words ending in -ed that are not past forms."""
 _DROP: Final = frozenset(
     _words(
         "a an the is are was were be been being am do does did to of at on in for by that this "
@@ -255,11 +259,15 @@ def _tokens(text: str) -> list[_Tok]:
                 out.append(_Tok(n, "number"))
             else:
                 out.append(_Tok(w, "word"))
+        elif w in _PAST:
+            out.append(_Tok("past", "tense"))
         elif w in _DROP:
             pass
         else:
             syn = _SYNONYMS.get(w, w)
             out.append(_Tok(_stem(syn), "word", capital=w in capitals))
+            if len(w) > 4 and w.endswith("ed") and w not in _NOT_PAST:
+                out.append(_Tok("past", "tense"))  # "lived": the stem alone reads as "lives"
         i += 1
     # a unit before its number ("$ 4000") reads as after it ("4000 dollars")
     for k in range(len(out) - 1):
@@ -309,6 +317,8 @@ def _text_verdict(a: str, b: str) -> str | None:
             return "polarity"
     if differs("modal"):
         return "modality"
+    if differs("tense"):
+        return "tense"
     if not only_a or not only_b:
         return "detail" if only_a or only_b else "wording"  # same words, another order
     return "wording"

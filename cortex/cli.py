@@ -68,6 +68,7 @@ from cortex import (
     Verb,
     Visibility,
     Window,
+    WriteResult,
     __version__,
     export_store,
     import_bundle,
@@ -77,6 +78,8 @@ from cortex import (
 from cortex import migrate as migrations
 from cortex.context import TIERS
 from cortex.embed import HashingEmbedder, MiniLM, embedder_for
+from cortex.engines import copy_kv, is_url, open_kv
+from cortex.engines import exists as store_exists
 from cortex.enums import CodedEnum
 from cortex.episode import episode_text
 from cortex.forms import format_time
@@ -189,10 +192,13 @@ def _store_path(args: argparse.Namespace) -> str:
 @contextmanager
 def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]:
     path = _store_path(args)
-    if not create and not (Path(path) / "data.mdb").exists():
+    if not create and not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
-    with Cortex.open(path, actor=actor, create=create, embedder=_embedder(args)) as cx:
+    # the CLI administers the store: it reads as the owner unless a command passes a reader
+    with Cortex.open(
+        path, actor=actor, create=create, embedder=_embedder(args), as_owner=True
+    ) as cx:
         yield cx
 
 
@@ -269,7 +275,7 @@ class _Progress:
 @_command("init")
 def cmd_init(args: argparse.Namespace) -> int:
     """Create a store (the acting name becomes its owner); an existing store is left as is."""
-    existed = (Path(_store_path(args)) / "data.mdb").exists()
+    existed = store_exists(_store_path(args))
     with _open(args, create=True) as cx:
         obj = {
             "path": cx.path,
@@ -283,6 +289,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _files(path: str) -> dict[str, int]:
+    if is_url(path):  # a PostgreSQL store has no files of its own
+        return {}
     return {p.name: p.stat().st_size for p in sorted(Path(path).iterdir()) if p.is_file()}
 
 
@@ -397,6 +405,44 @@ def _write_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--id", help="a caller-chosen ULID")
     _version_options(p)
+    _supersede_option(p)
+
+
+def _supersede_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--supersede",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="temporal chains (specs/claims.md): auto applies the rules; yes makes a Fact "
+        "compete on subject and predicate whatever the predicate; no skips them",
+    )
+
+
+def _supersede(args: argparse.Namespace) -> bool | None:
+    return {"auto": None, "yes": True, "no": False}[args.supersede]
+
+
+def _emit_write(args: argparse.Namespace, result: WriteResult) -> None:
+    """The URI on stdout (scripts read it); what else happened on stderr, or all in JSON."""
+    if args.json:
+        _emit(
+            args,
+            {
+                "uri": str(result),
+                "outcome": result.outcome,
+                "supersedes": [str(u) for u in result.supersedes],
+                "superseded_by": [str(u) for u in result.superseded_by],
+                "conflicts_with": [str(u) for u in result.conflicts_with],
+                "reason": result.reason,
+            },
+            "",
+        )
+        return
+    print(str(result))
+    if result.outcome not in ("created", "new_version") or (
+        result.supersedes or result.superseded_by or result.conflicts_with
+    ):
+        print(f"cortex: {result.summary()}", file=sys.stderr)
 
 
 @_command("write", _write_args)
@@ -418,8 +464,9 @@ def cmd_write(args: argparse.Namespace) -> int:
             valid_until=args.valid_until,
             expires_at=args.expires_at,
             id=mid,
+            supersede=_supersede(args),
         )
-    _emit(args, {"uri": str(uri)}, str(uri))
+    _emit_write(args, uri)
     return 0
 
 
@@ -433,6 +480,7 @@ def _update_args(p: argparse.ArgumentParser) -> None:
         "--expected-version", type=int, metavar="N", help="fail unless N is the current version"
     )
     _version_options(p)
+    _supersede_option(p)
 
 
 @_command("update", _update_args)
@@ -464,8 +512,9 @@ def cmd_update(args: argparse.Namespace) -> int:
             valid_from=args.valid_from,
             valid_until=args.valid_until,
             expires_at=args.expires_at,
+            supersede=_supersede(args),
         )
-    _emit(args, {"uri": str(uri)}, str(uri))
+    _emit_write(args, uri)
     return 0
 
 
@@ -1518,6 +1567,57 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _copy_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", metavar="SRC", help="the store to copy: a directory or a URL")
+    p.add_argument(
+        "dst", metavar="DST", help="a new directory, or a URL naming an absent or empty store"
+    )
+
+
+@_command("copy", _copy_args)
+def cmd_copy(args: argparse.Namespace) -> int:
+    """Copy a store between LMDB and PostgreSQL (either way), all or nothing, then verify it.
+
+    Every record is copied from one read snapshot of SRC and read back; then both stores are
+    exported and the two bundles must be byte for byte the same.
+    """
+    if not store_exists(args.src):
+        raise CortexError(f"no store at {args.src}")
+    if store_exists(args.dst) and not is_url(args.dst):
+        raise CortexError(f"{args.dst} exists; a copy goes into a new directory")
+    bar = _Progress("copy")
+    src = open_kv(args.src, readonly=True, create=False)
+    try:
+        report = copy_kv(src, args.dst, progress=bar)
+    finally:
+        src.close()
+        bar.close()
+    digests = []
+    with tempfile.TemporaryDirectory(prefix="cortex-copy-") as tmp:
+        for i, where in enumerate((args.src, args.dst)):
+            with Cortex.open(where, actor=None, readonly=True, create=False) as cx:
+                digests.append(export_store(cx, Path(tmp, f"{i}.jsonl")).sha256)
+    if digests[0] != digests[1]:
+        raise CortexError(
+            f"the exports of {args.src} and {args.dst} differ; the copy is not faithful: "
+            "remove it and copy again"
+        )
+    obj = {
+        "src": args.src,
+        "dst": args.dst,
+        "records": report.records,
+        "bytes": report.bytes,
+        "export_sha256": digests[0],
+    }
+    _emit(
+        args,
+        obj,
+        f"{args.dst}: {report.records} records ({_size(report.bytes)}) copied from {args.src}; "
+        f"exports identical (sha256 {digests[0][:16]}…)",
+    )
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Upgrading and repairing
 
@@ -1525,7 +1625,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
 def _existing_store(args: argparse.Namespace) -> str:
     """The store's path, for commands that open it without ``Cortex.open`` (its format check)."""
     path = _store_path(args)
-    if not (Path(path) / "data.mdb").exists():
+    if not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     return path
 
@@ -1716,14 +1816,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def _reindex_vectors(args: argparse.Namespace) -> int:
     path = _store_path(args)
-    if not (Path(path) / "data.mdb").exists():
+    if not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     embedder: Any = embedder_for(args.model) if args.model else "auto"
     bar = _Progress("embedding")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
     try:
         with Cortex.open(
-            path, actor=actor, create=False, embedder=embedder, reembed=True, progress=bar
+            path,
+            actor=actor,
+            create=False,
+            embedder=embedder,
+            reembed=True,
+            progress=bar,
+            as_owner=True,
         ) as cx:
             if cx.embedder is None:
                 raise CortexError(
@@ -1775,6 +1881,199 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     lines += [f"note: {n}" for n in report.notes]
     _emit(args, obj, lines)
     return 0 if report.verify_ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The MCP server (cortex.serve)
+
+
+def _tokens_path(args: argparse.Namespace) -> Path:
+    given = getattr(args, "tokens", None) or os.environ.get("CORTEX_TOKENS")
+    return Path(given) if given else Path(_store_path(args)) / "mcp-tokens.json"
+
+
+def _budget_arg(text: str) -> int | None:
+    if text in ("none", "off"):
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count >= 0 or 'none'")
+    return n
+
+
+def _scopes(args: argparse.Namespace) -> tuple[Any, ...]:
+    from cortex.serve.tokens import scope_from_json
+
+    return tuple(
+        scope_from_json(_json_arg(text, f"scope[{i}]"), f"scope[{i}]")
+        for i, text in enumerate(args.scope or ())
+    )
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP (default: stdio)")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    p.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="HTTP bearer-token file (or CORTEX_TOKENS; default: STORE/mcp-tokens.json)",
+    )
+    p.add_argument(
+        "--init-tokens",
+        action="store_true",
+        help="create the token file with an owner token (printed once on stderr), then serve",
+    )
+    p.add_argument(
+        "--write-budget",
+        type=_budget_arg,
+        default=50,
+        metavar="N",
+        help="writes per session (task) unless a token says otherwise; 'none': no limit "
+        "(default: 50)",
+    )
+    p.add_argument(
+        "--scope",
+        action="append",
+        metavar="JSON",
+        help='stdio: a scope of the acting name, e.g. \'{"tags": ["shared"], '
+        '"writable": true}\' (repeat for more)',
+    )
+
+
+@_command("serve", _serve_args)
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the store's memory tools over MCP: stdio (one client), or HTTP with tokens."""
+    from cortex.serve.tokens import TokenFile
+    from cortex.serve.tools import Identity
+
+    try:
+        from cortex.serve.server import serve_http, serve_stdio
+    except ImportError as exc:
+        raise CortexError(
+            f"cortex serve needs the MCP SDK ({exc.name} is missing): "
+            "pip install 'cortex-store[mcp]'"
+        ) from None
+    path = _store_path(args)
+    if not (Path(path) / "data.mdb").exists():
+        raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
+    if args.http and args.scope:
+        raise _UsageError("--scope is for stdio; over HTTP each token carries its scopes")
+    tokens = TokenFile(_tokens_path(args))
+    with Cortex.open(path, actor=None, create=False, embedder=_embedder(args)) as cx:
+        if args.init_tokens:
+            if tokens.exists():
+                raise CortexError(
+                    f"{tokens.path} exists: rotate a token with `cortex tokens rotate NAME`"
+                )
+            token = tokens.add("owner", cx.owner)
+            print(
+                f"cortex: created {tokens.path} with token 'owner' (acts as {cx.owner}); "
+                f"it is shown only now:\n{token}",
+                file=sys.stderr,
+            )
+        if args.http:
+
+            def ready(url: str) -> None:
+                print(
+                    f"cortex: serving {path} at {url} (bearer tokens: {tokens.path})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+            serve_http(
+                cx,
+                tokens,
+                host=args.host,
+                port=args.port,
+                write_budget=args.write_budget,
+                ready=ready,
+            )
+            return 0
+        actor = args.actor or os.environ.get("CORTEX_ACTOR") or cx.owner
+        identity = Identity(name="stdio", actor=actor, scopes=_scopes(args))
+        if identity.scopes and actor == cx.owner:
+            raise _UsageError("--scope restricts another actor than the owner: pass --actor")
+        serve_stdio(cx, identity, write_budget=args.write_budget)
+    return 0
+
+
+def _tokens_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        nargs="?",
+        default="list",
+        choices=("list", "add", "rotate", "remove"),
+        help="list (default), add NAME, rotate NAME or remove NAME",
+    )
+    p.add_argument("name", nargs="?", metavar="NAME", help="the token's name")
+    p.add_argument(
+        "--for",
+        dest="for_actor",
+        metavar="ACTOR",
+        help="add: the actor the token acts as (default: the store's owner)",
+    )
+    p.add_argument("--scope", action="append", metavar="JSON", help="add: a scope (repeat)")
+    p.add_argument("--write-budget", type=_budget_arg, metavar="N", help="add: writes per session")
+    p.add_argument(
+        "--tokens", metavar="FILE", help="the token file (default: STORE/mcp-tokens.json)"
+    )
+
+
+@_command("tokens", _tokens_args)
+def cmd_tokens(args: argparse.Namespace) -> int:
+    """List, add, rotate or remove the bearer tokens of `cortex serve --http` (hashes only)."""
+    from cortex.serve.tokens import TokenFile, scope_to_json
+
+    tokens = TokenFile(_tokens_path(args))
+    if args.action == "list":
+        entries = tokens.entries() if tokens.exists() else ()
+        obj = [
+            {
+                "name": e.name,
+                "actor": e.actor,
+                "scopes": [scope_to_json(s) for s in e.scopes],
+                "write_budget": e.write_budget,
+                "created_at": e.created_at.isoformat(),
+            }
+            for e in entries
+        ]
+        rows = [
+            [
+                e.name,
+                e.actor,
+                ", ".join(s.name for s in e.scopes) or "-",
+                "default" if e.write_budget is None else e.write_budget,
+                _when(e.created_at),
+            ]
+            for e in entries
+        ]
+        lines = _table(["name", "actor", "scopes", "write budget", "created"], rows)
+        _emit(args, obj, lines if entries else f"no tokens in {tokens.path}")
+        return 0
+    if not args.name:
+        raise _UsageError(f"tokens {args.action} needs a NAME")
+    if args.action == "remove":
+        tokens.remove(args.name)
+        _emit(args, {"removed": args.name}, f"removed token {args.name!r}")
+        return 0
+    if args.action == "rotate":
+        token = tokens.rotate(args.name)
+    else:
+        actor = args.for_actor
+        if actor is None:
+            with _open(args) as cx:
+                actor = cx.owner
+        token = tokens.add(args.name, actor, scopes=_scopes(args), write_budget=args.write_budget)
+    _emit(
+        args,
+        {"name": args.name, "token": token, "file": str(tokens.path)},
+        [f"token {args.name!r} (shown only now; {tokens.path} keeps its hash):", token],
+    )
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1980,6 +2279,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     rc |= _demo_step("a backup, verified", [*base, "backup", str(root / "backup.cortex")])
     rc |= _demo_ingest(root, args.json)
+    rc |= _demo_mcp(store)
     print(f"\nEverything is in {root}; try `cortex --store {store} show {w['goal']}`.")
     return rc
 
@@ -2067,6 +2367,69 @@ def _demo_ingest(root: Path, as_json: bool) -> int:
         "the conversation and what came out of it", [*base, "episodes", str(res.episode.id)]
     )
     rc |= _demo_step("prove it intact", [*base, "verify"])
+    return rc
+
+
+_DEMO_AGENT: list[tuple[str, str, dict[str, Any]]] = [
+    ("recall before answering", "memory_search", {"query": "where does Ada live?", "topK": 3}),
+    ("the working set for the task", "memory_context",
+     {"verb": "schedule", "objects": ["plan:trip:lisbon-2026"], "budget_tokens": 300}),
+    ("remember what the user just said", "memory_write",
+     {"type": "Preference", "data": {"topic": "aisle seats", "polarity": "prefer"},
+      "tags": ["travel"], "importance": 6}),
+    ("keep a key in core memory", "memory_core_update",
+     {"section": "user", "key": "seat", "value": "aisle"}),
+    ("check it is there", "memory_find", {"text": "aisle seats", "limit": 3}),
+    ("a bad call comes back as a tool error", "memory_write", {"type": "Fact", "data": {}}),
+    ("who am I, and what is left of my write budget", "memory_status", {}),
+]  # fmt: skip
+
+
+def _demo_mcp(store: Path) -> int:
+    """An agent loop over MCP: `cortex serve` on stdio, driven by the SDK's client."""
+    print("\n── an agent loop over MCP: `cortex serve` (stdio) driven by the MCP SDK's client")
+    try:
+        import anyio
+        from mcp import Client, StdioServerParameters, stdio_client
+    except ImportError:
+        print("skipped: the MCP SDK is not installed (pip install 'cortex-store[mcp]')")
+        return 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORTEX_")}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "cortex", "--store", str(store), "serve"], env=env
+    )
+
+    def brief(obj: Any) -> str:
+        text = json.dumps(obj, ensure_ascii=False)
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    errlog: Any = sys.stderr
+    try:
+        errlog.fileno()  # the server's stderr goes to ours, when ours is a real file
+    except (OSError, ValueError):
+        errlog = tempfile.TemporaryFile("w+")  # noqa: SIM115 - kept open for the server
+
+    async def agent() -> int:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            tools = (await client.list_tools()).tools
+            print(f"{len(tools)} tools: {', '.join(t.name for t in tools)}")
+            errors = 0
+            for why, name, arguments in _DEMO_AGENT:
+                r = await client.call_tool(name, arguments)
+                print(f"· {why}\n  {name} {brief(arguments)}")
+                if r.is_error:
+                    errors += 1
+                    text = r.content[0].text if r.content else ""  # type: ignore[union-attr]
+                    print(f"  → tool error: {text}")
+                else:
+                    print(f"  → {brief(r.structured_content)}")
+            return 0 if errors == 1 else 1
+
+    try:
+        rc: int = anyio.run(agent)
+    finally:
+        if errlog is not sys.stderr:
+            errlog.close()
     return rc
 
 

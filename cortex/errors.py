@@ -77,6 +77,20 @@ class StoreFullError(CortexError):
     """The store cannot grow (disk full or the map size limit reached)."""
 
 
+class WriteBudgetError(CortexError):
+    """A write was dropped: the task's write budget is spent (seed 003: 50 writes per task).
+
+    Nothing of the write was stored; the journal records the drop (``budget_drop``).
+    """
+
+
+class EngineError(CortexError):
+    """The storage server failed or cannot be reached (a PostgreSQL store).
+
+    The message says whether anything was written and what to do.
+    """
+
+
 class MissingDependencyError(CortexError):
     """An optional package or model file is not installed; the message says what to install."""
 

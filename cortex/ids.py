@@ -7,12 +7,12 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Literal
 
 from cortex.enums import MemoryType
 from cortex.errors import ValidationError
 
-__all__ = ["MemoryId", "Uri", "new_id", "new_ids"]
+__all__ = ["MemoryId", "Uri", "WriteResult", "new_id", "new_ids"]
 
 _CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE: Final = {c: i for i, c in enumerate(_CROCKFORD)}
@@ -266,3 +266,102 @@ class Uri:
 _set_uri_type: Final[Callable[[Uri, MemoryType], None]] = vars(Uri)["type"].__set__
 _set_uri_id: Final[Callable[[Uri, MemoryId], None]] = vars(Uri)["id"].__set__
 _set_uri_version: Final[Callable[[Uri, int], None]] = vars(Uri)["version"].__set__
+
+
+WriteOutcome = Literal["created", "new_version", "confirmed", "superseded", "archived", "conflict"]
+"""What a write did (``WriteResult.outcome``)."""
+
+
+class WriteResult(Uri):
+    """What a write did, and the URI of the version to hold on to (it *is* that ``Uri``).
+
+    ``outcome`` is one of:
+
+    - ``created``: a new memory was written;
+    - ``new_version``: an update wrote a new version;
+    - ``confirmed``: nothing was written; an existing memory (this URI) says the same and its
+      confirmation was recorded (dedupe; ``reason`` says why it matched);
+    - ``superseded``: a new memory was written and ended the time of the memories in
+      ``supersedes`` as the current truth (``specs/claims.md`` §6, §8);
+    - ``archived``: a new memory was written, but ``superseded_by`` stays the current truth (it
+      is later or more confident): the new one is history from the start;
+    - ``conflict``: a new memory was written and contradicts ``conflicts_with`` at equal
+      confidence and time: both stay current, an open conflict (``Cortex.conflicts``).
+
+    A write the store refuses raises instead (``ValidationError``, ``ConflictError``,
+    ``WriteBudgetError``, ...): nothing is ever dropped silently.
+    """
+
+    __slots__ = ("conflicts_with", "outcome", "reason", "superseded_by", "supersedes")
+    outcome: WriteOutcome
+    supersedes: tuple[Uri, ...]
+    superseded_by: tuple[Uri, ...]
+    conflicts_with: tuple[Uri, ...]
+    reason: str | None
+
+    @classmethod
+    def of(
+        cls,
+        uri: Uri,
+        outcome: WriteOutcome,
+        *,
+        supersedes: tuple[Uri, ...] = (),
+        superseded_by: tuple[Uri, ...] = (),
+        conflicts_with: tuple[Uri, ...] = (),
+        reason: str | None = None,
+    ) -> WriteResult:
+        """A result for ``uri``."""
+        self = _new(cls)
+        _set_uri_type(self, uri.type)
+        _set_uri_id(self, uri.id)
+        _set_uri_version(self, uri.version)
+        for name, value in (
+            ("outcome", outcome),
+            ("supersedes", supersedes),
+            ("superseded_by", superseded_by),
+            ("conflicts_with", conflicts_with),
+            ("reason", reason),
+        ):
+            object.__setattr__(self, name, value)
+        return self
+
+    @property
+    def uri(self) -> Uri:
+        """The plain ``Uri`` of the version."""
+        return Uri._trusted(self.type, self.id, self.version)
+
+    @property
+    def written(self) -> bool:
+        """Whether this write stored a new version (everything but ``confirmed``)."""
+        return self.outcome != "confirmed"
+
+    def __repr__(self) -> str:
+        parts = [f"WriteResult('{Uri.__str__(self)}', outcome={self.outcome!r}"]
+        for name in ("supersedes", "superseded_by", "conflicts_with"):
+            value = getattr(self, name)
+            if value:
+                parts.append(f"{name}=[{', '.join(str(u) for u in value)}]")
+        if self.reason:
+            parts.append(f"reason={self.reason!r}")
+        return ", ".join(parts) + ")"
+
+    def summary(self) -> str:
+        """One line that says what happened, for logs and agents."""
+        text = {
+            "created": "created",
+            "new_version": "new version",
+            "confirmed": "confirmed (nothing written)",
+            "superseded": "created",
+            "archived": "created as history",
+            "conflict": "created",
+        }[self.outcome]
+        line = f"{text} {Uri.__str__(self)}"
+        if self.supersedes:
+            line += "; supersedes " + ", ".join(str(u) for u in self.supersedes)
+        if self.superseded_by:
+            line += "; superseded by " + ", ".join(str(u) for u in self.superseded_by)
+        if self.conflicts_with:
+            line += "; conflicts with " + ", ".join(str(u) for u in self.conflicts_with)
+        if self.reason:
+            line += f" ({self.reason})"
+        return line

@@ -32,6 +32,7 @@ __all__ = [
     "EPISODE_MEMORY",
     "HEAD",
     "IDX_ACTOR_OBJ",
+    "IDX_CLAIM",
     "IDX_FRAME",
     "IDX_PIN",
     "IDX_TAG",
@@ -46,6 +47,8 @@ __all__ = [
     "VERSION",
     "TagEntry",
     "actor_obj_key",
+    "claim_index_key",
+    "claim_index_prefix",
     "edge_from_key",
     "edge_to_key",
     "episode_key",
@@ -59,6 +62,7 @@ __all__ = [
     "lex_term_key",
     "meta_key",
     "obj_hash",
+    "parse_claim_index_key",
     "parse_episode_key",
     "parse_episode_memory_key",
     "parse_lex_doc_key",
@@ -86,6 +90,8 @@ IDX_TAG: Final = b"idx/tag/"
 IDX_FRAME: Final = b"idx/frame/"
 IDX_ACTOR_OBJ: Final = b"idx/actor_obj/"
 IDX_PIN: Final = b"idx/pin/"
+IDX_CLAIM: Final = b"idx/claim/"
+"""``idx/claim/`` claim hash16 + id16: a memory holding a claim key (``claims.md`` §5, format 8)."""
 EDGE_FROM: Final = b"e/from/"
 EDGE_TO: Final = b"e/to/"
 JOURNAL: Final = b"j/"
@@ -326,6 +332,25 @@ def parse_pin_key(key: bytes) -> TypeEntry:
     )
 
 
+def claim_index_prefix(claim: bytes) -> bytes:
+    """``idx/claim/`` hash16: the memories holding one claim key (``cortex.chains.claim_hash``)."""
+    if len(claim) != 16:
+        raise ValueError("a claim hash is 16 bytes")
+    return IDX_CLAIM + claim
+
+
+def claim_index_key(claim: bytes, id_: MemoryId) -> bytes:
+    """``idx/claim/`` hash16 id16."""
+    return claim_index_prefix(claim) + id_.bytes
+
+
+def parse_claim_index_key(key: bytes) -> tuple[bytes, MemoryId]:
+    """The claim hash and memory id of an ``idx/claim`` key."""
+    _expect(key, IDX_CLAIM, 16 + 16)
+    p = len(IDX_CLAIM)
+    return key[p : p + 16], MemoryId(key[p + 16 :])
+
+
 def actor_obj_key(verb: Verb, obj_ref: str, created_us: int, id_: MemoryId) -> bytes:
     """``idx/actor_obj/`` verb1 sha256(obj_ref)[:16] u64(created_us) id16 (Events only)."""
     return IDX_ACTOR_OBJ + bytes((verb,)) + obj_hash(obj_ref) + _u64(created_us) + id_.bytes
@@ -515,6 +540,9 @@ def show_key(key: bytes) -> str:
         if key.startswith(EPISODE_MEMORY):
             e, m = parse_episode_memory_key(key)
             return f"prov/e/{e}/{m}"
+        if key.startswith(IDX_CLAIM):
+            c, m = parse_claim_index_key(key)
+            return f"idx/claim/{c.hex()}/{m}"
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

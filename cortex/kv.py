@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
 import lmdb
 
@@ -139,16 +139,27 @@ class WriteTxn(ReadTxn, Protocol):
 
 
 class KV(Protocol):
-    """An ordered key-value engine."""
+    """An ordered key-value engine (``LmdbKV``; ``cortex.pgkv.PgKV``)."""
+
+    path: Any
+    """Where the store is: a directory, or a URL without its password."""
+    readonly: bool
 
     def read(self) -> Any:
         """A context manager giving a ``ReadTxn`` snapshot."""
 
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> Any:
+        """``read()`` for a whole-store walk, its pages checked first.
+
+        The transaction's ``damage`` lists the damaged pages (LMDB: ``cortex.pages``; an engine
+        that checks its own pages: always empty).
+        """
+
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
-    def copy(self, dest: str | os.PathLike[str]) -> None:
-        """Write a consistent, compacted copy to the new directory ``dest``."""
+    def info(self) -> dict[str, int]:
+        """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
 
     def close(self) -> None:
         """Release the engine."""
@@ -431,9 +442,7 @@ class LmdbKV:
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        self.locked = True
-        """False when a read-only open fell back to reading without the lock file."""
-        self._metasync = metasync
+        self.metasync = metasync
         shown = short_path(self.path)
         try:
             if self.path.exists() and not self.path.is_dir():
@@ -442,62 +451,39 @@ class LmdbKV:
                 )
             if not readonly and create:
                 self.path.mkdir(parents=True, exist_ok=True)
-            data = self.path / "data.mdb"
-            if data.exists():
-                check_file(self.path)  # before LMDB maps it: a truncated file is a SIGBUS
-            elif readonly or not create:
+            elif not (self.path / "data.mdb").exists():
                 raise CortexError(f"no store at {shown} (data.mdb missing)")
         except OSError as exc:
             raise CortexError(_os_message(shown, exc, readonly)) from exc
         self._pid = os.getpid()
-        self._gate = _Gate()
-        self._env = self._open_env(max(map_size, _MIN_MAP), create=create)
-        try:
-            if not readonly:
-                self._env.reader_check()  # clear reader slots of processes that died
-            if check_pages:
+        self._closed = False
+        self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
+        self._gate = self._shared.gate
+        if check_pages:
+            try:
                 with self.read_checked() as txn:
                     if txn.damage:
                         raise damage_error(self.path, txn.damage)
-        except lmdb.Error as exc:
-            self._env.close()
-            raise _wrap(exc, self.path) from exc
-        except BaseException:
-            self._env.close()
-            raise
+            except BaseException:
+                self.close()
+                raise
 
-    def _open_env(self, map_size: int, *, create: bool = False) -> lmdb.Environment:
-        shown = short_path(self.path)
-        options: dict[str, Any] = {
-            "map_size": map_size,
-            "subdir": True,
-            "readonly": self.readonly,
-            "metasync": self._metasync,
-            "sync": True,
-            "max_dbs": 0,
-            "max_readers": 256,
-            "create": create and not self.readonly,
-            "max_spare_txns": 4,
-        }
-        try:
-            return lmdb.open(str(self.path), lock=True, **options)
-        except lmdb.Error as exc:
-            if self.readonly and getattr(exc, "code", None) in (errno.EACCES, errno.EPERM):
-                # the user may read the files but not write lock.mdb: read without the lock
-                # (a snapshot read; see ``specs/storage.md`` §9)
-                try:
-                    env = lmdb.open(str(self.path), lock=False, **options)
-                except lmdb.Error as again:
-                    raise CortexError(f"cannot open the store at {shown}: {again}") from again
-                self.locked = False
-                return env
-            raise CortexError(_lmdb_open_message(shown, exc, self.readonly)) from exc
-        except OSError as exc:
-            raise CortexError(_os_message(shown, exc, self.readonly)) from exc
+    @property
+    def _env(self) -> lmdb.Environment:
+        # read through the shared record at every use: a failed remap replaces the environment
+        # for every handle of the store in this process (``_Shared.reopen``)
+        return self._shared.env
+
+    @property
+    def locked(self) -> bool:
+        """False when a read-only open fell back to reading without the lock file."""
+        return self._shared.locked
 
     # -- transactions ------------------------------------------------------------------------
 
     def _check_fork(self) -> None:
+        if self._closed:
+            raise CortexError(f"the store at {self.path} is closed; open it again to use it")
         if os.getpid() != self._pid:
             raise CortexError(
                 "this store was opened before fork(); an LMDB environment must not cross a fork: "
@@ -528,6 +514,9 @@ class LmdbKV:
             try:
                 result = fn(_LmdbTxn(txn))
                 txn.commit()
+                if self.metasync and not self._shared.metasync:
+                    # the shared environment skips the meta flush; this handle asked for it
+                    self._env.sync(True)
                 return result
             except lmdb.MapFullError:
                 txn.abort()
@@ -590,10 +579,8 @@ class LmdbKV:
                 ) from exc
 
     def _reopen(self, map_size: int) -> None:
-        """Replace an environment a failed remap left unusable (no transaction is running)."""
-        with suppress(lmdb.Error):
-            self._env.close()
-        self._env = self._open_env(map_size)
+        """Replace an environment a failed remap left unusable (under the exclusive gate)."""
+        self._shared.reopen(map_size)
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -633,9 +620,149 @@ class LmdbKV:
         self._env.sync(True)
 
     def close(self) -> None:
-        """Close the environment (only in the process that opened it)."""
+        """Close this handle; the environment closes with the last handle of this process.
+
+        Closing twice is harmless; in a child process after ``fork()`` it does nothing.
+        """
+        if self._closed:
+            return
+        self._closed = True
         if os.getpid() == self._pid:
-            self._env.close()
+            self._shared.release()
+
+
+class _Shared:
+    """One LMDB environment of this process, shared by every ``LmdbKV`` of the same path.
+
+    LMDB allows one environment per file and process (py-lmdb refuses a second open, and
+    closing a second one would drop the first one's locks), so several handles of one store in
+    one process (one per agent of a runtime) share it, and its transaction gate: a remap of
+    the map waits for the transactions of every handle. The first open sets the engine's
+    options; a later handle asking for durable commits (``metasync``) of an environment opened
+    without them syncs after each of its own commits. A read-only environment cannot be shared
+    by a writable handle.
+
+    Every open checks ``data.mdb`` first (``cortex.pages.check_file``: a truncated file or a
+    damaged meta page is an ``IntegrityError``, not a SIGBUS), also when the environment is
+    already open: the file may have been damaged since. A read-only first open that may not
+    write ``lock.mdb`` reads without the lock (``locked`` False). A remap that fails replaces
+    the environment (``reopen``), and every handle reads ``env`` from here at each use.
+    """
+
+    _open: ClassVar[dict[tuple[int, str], _Shared]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        key: tuple[int, str],
+        path: Path,
+        env: lmdb.Environment,
+        *,
+        readonly: bool,
+        metasync: bool,
+        locked: bool,
+    ) -> None:
+        self.key = key
+        self.path = path
+        self.env = env
+        self.gate = _Gate()
+        self.readonly = readonly
+        self.metasync = metasync
+        self.locked = locked
+        self.users = 1
+
+    @classmethod
+    def acquire(
+        cls, path: Path, readonly: bool, metasync: bool, map_size: int, create: bool
+    ) -> _Shared:
+        shown = short_path(path)
+        try:
+            if (path / "data.mdb").exists():
+                check_file(path)  # before LMDB maps it: a truncated file is a SIGBUS
+            key = (os.getpid(), os.path.realpath(path))
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
+        with cls._lock:
+            shared = cls._open.get(key)
+            if shared is not None:
+                if shared.readonly and not readonly:
+                    raise CortexError(
+                        f"the store at {shown} is open read-only in this process: close those "
+                        "handles before opening it for writing"
+                    )
+                shared.users += 1
+                return shared
+            env, locked = _open_env(path, max(map_size, _MIN_MAP), readonly, metasync, create)
+            try:
+                if not readonly:
+                    env.reader_check()  # clear reader slots of processes that died
+            except lmdb.Error as exc:
+                env.close()
+                raise _wrap(exc, path) from exc
+            shared = cls._open[key] = cls(
+                key, path, env, readonly=readonly, metasync=metasync, locked=locked
+            )
+            return shared
+
+    def reopen(self, map_size: int) -> None:
+        """Open the environment again at ``map_size`` (the caller holds the exclusive gate).
+
+        py-lmdb invalidates an environment whose remap failed; every handle of this store in
+        this process reads ``env`` at each use, so all of them move to the new one.
+        """
+        with suppress(lmdb.Error):
+            self.env.close()
+        self.env, _locked = _open_env(
+            self.path, map_size, self.readonly, self.metasync, False, lock=self.locked
+        )
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if self._open.get(self.key) is self:
+                del self._open[self.key]
+        self.env.close()
+
+
+def _open_env(
+    path: Path,
+    map_size: int,
+    readonly: bool,
+    metasync: bool,
+    create: bool,
+    *,
+    lock: bool = True,
+) -> tuple[lmdb.Environment, bool]:
+    """LMDB's environment of ``path``, and whether it holds the lock file.
+
+    A read-only open that may not write ``lock.mdb`` (EACCES, EPERM) reads without the lock:
+    a snapshot read (``specs/storage.md`` §9).
+    """
+    shown = short_path(path)
+    options: dict[str, Any] = {
+        "map_size": map_size,
+        "subdir": True,
+        "readonly": readonly,
+        "metasync": metasync,
+        "sync": True,
+        "max_dbs": 0,
+        "max_readers": 256,
+        "create": create and not readonly,
+        "max_spare_txns": 4,
+    }
+    try:
+        return lmdb.open(str(path), lock=lock, **options), lock
+    except lmdb.Error as exc:
+        if lock and readonly and getattr(exc, "code", None) in (errno.EACCES, errno.EPERM):
+            try:
+                return lmdb.open(str(path), lock=False, **options), False
+            except lmdb.Error as again:
+                raise CortexError(f"cannot open the store at {shown}: {again}") from again
+        raise CortexError(_lmdb_open_message(shown, exc, readonly)) from exc
+    except OSError as exc:
+        raise CortexError(_os_message(shown, exc, readonly)) from exc
 
 
 _FULL_BELOW: Final = 1 << 20

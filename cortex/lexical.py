@@ -516,6 +516,9 @@ class Indexer:
                     txn.delete(key)
                 vocabulary += added - removed
                 delta.clear()
+        prefetch = getattr(txn, "prefetch", None)
+        if prefetch is not None and delta:  # an engine across a network: one round trip
+            prefetch([lex_term_key(t) for t in delta])
         for term in sorted(delta):
             key = lex_term_key(term)
             raw = txn.get(key)

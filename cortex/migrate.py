@@ -19,21 +19,26 @@ import msgspec
 
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.engines import open_kv
 from cortex.errors import CortexError, FormatError, ValidationError
-from cortex.keys import HEAD, IDX_FRAME, IDX_TAG, meta_key
-from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal
+from cortex.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
+from cortex.kv import KV, ReadTxn, WriteTxn, seal
 from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
+    BUDGETS_FEATURE,
+    CLAIMS_FEATURE,
     EPISODES_FEATURE,
     FORMAT_CODEC,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
+    SUPERSEDED,
     TAG_TYPE_FEATURE,
     FormatRecord,
     JournalKind,
+    _claim_hashes,
     _current_version,
     _decoded,
     _index_keys,
@@ -44,6 +49,7 @@ from cortex.store import (
     _rebuild_lexical,
     _trusted,
     is_pinned,
+    superseder,
 )
 
 __all__ = [
@@ -250,6 +256,27 @@ def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return 0
 
 
+def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0007: index every memory with content under its claim keys (``claims.md`` §5).
+
+    Tombstoned memories keep their entries (as their other index entries); purged ones have no
+    content. Memories that already compete stay as they are: no chain is inferred from the past.
+    """
+    for key in list(txn.keys(IDX_CLAIM)):
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        version = _current_version(txn, head)
+        if version.data is not None:
+            # a supersedes edge added by hand before format 8 already ends a memory's time
+            mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
+            for c in _claim_hashes(_decoded(head.type, version.data)):
+                txn.put(claim_index_key(c, head.id), mark)
+        done += 1
+        tick(done)
+    return done
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -326,6 +353,27 @@ MIGRATIONS: Final = (
         _no_records,
         _nothing,
     ),
+    _Migration(
+        Step(
+            name="0007-claim-index",
+            from_version=7,
+            to_version=8,
+            description="index Facts and Preferences under their claim keys (temporal chains)",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+        },
+        _count_heads,
+        _claim_index,
+    ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""
 
@@ -366,8 +414,9 @@ def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
     return [m for m in MIGRATIONS if current <= m.step.from_version < target]
 
 
-def _open(path: str | os.PathLike[str], readonly: bool) -> LmdbKV:
-    return LmdbKV(path, readonly=readonly, create=False)
+def _open(path: str | os.PathLike[str], readonly: bool) -> KV:
+    kv: KV = open_kv(path, readonly=readonly, create=False)
+    return kv
 
 
 def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:

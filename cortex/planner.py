@@ -174,6 +174,8 @@ class Executor:
             return None
         if not self.visible(head):
             return None
+        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+            return None
         if p.tags and not all(t in head.tags for t in p.tags):
             return None
         if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):

@@ -337,6 +337,11 @@ def fresh_changes(records: bytes | bytearray) -> dict[bytes, bytes | None]:
     return out
 
 
+def _first_id(records: bytes | bytearray) -> bytes:
+    """The smallest id of id16 + tail8 records."""
+    return min(bytes(records[i : i + 16]) for i in range(0, len(records), ENTRY))
+
+
 def apply_many(
     txn: WriteTxn,
     changes: Sequence[tuple[str, Mapping[bytes, bytes | None] | bytes | bytearray]],
@@ -350,6 +355,16 @@ def apply_many(
     rest as ``apply``.
     """
     cursor = getattr(txn, "cursor", None)
+    prefetch = getattr(txn, "prefetch_around", None)
+    if prefetch is not None and cursor is None:
+        # an engine across a network reads each term's first around() in one round trip
+        prefetch(
+            [
+                (p, p + (min(held) if isinstance(held, Mapping) else _first_id(held)))
+                for p, held in ((posting_prefix(t), h) for t, h in changes)
+                if held
+            ]
+        )
     if _USE_SPEEDUPS and cursor is not None:
         items = [(posting_prefix(term), held) for term, held in changes]
         got, left = _sp.append_runs(cursor(), items, BLOCK_MAX, SPREAD)

@@ -719,6 +719,8 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
             later left out, memories tombstoned later still in. Head fields (tags, frames,
             importance, visibility) are the current ones: heads keep no history.
         include_tombstoned: also return tombstoned (and purged) memories.
+        include_superseded: also return memories another has superseded (temporal chains,
+            ``specs/claims.md`` §6); by default only the current truth of a chain is found.
         include_expired: also return versions past their ``expires_at``.
         order_by: salience, created, updated, importance, hop or score (relevance); the default
             is score for text/vector queries, hop for walks and created (newest first)
@@ -750,6 +752,7 @@ class Query(msgspec.Struct, frozen=True, kw_only=True):
     window: Window | None = None
     as_of: datetime | None = None
     include_tombstoned: bool = False
+    include_superseded: bool = False
     include_expired: bool = False
     order_by: OrderKey | None = None
     descending: bool | None = None
@@ -891,6 +894,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     window_on: str
     as_of: int | None
     include_tombstoned: bool
+    include_superseded: bool
     include_expired: bool
     order_by: str
     descending: bool
@@ -1033,6 +1037,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         window_on=window_on,
         as_of=as_of,
         include_tombstoned=bool(q.include_tombstoned),
+        include_superseded=bool(q.include_superseded),
         include_expired=bool(q.include_expired),
         order_by=order_by,
         descending=descending,

@@ -251,6 +251,15 @@ _ASPECTS: Final = (
      r"worr(?:y|ies|ied)", "Problem"),
 )  # fmt: skip
 
+_KIN: Final = re.compile(
+    r"(?:'s|s') (?:\w+ )?(?:manager|boss|wife|husband|partner|sister|brother|mother|father|mom|"
+    r"dad|son|daughter|colleague|coworker|friend|cousin|mentor|cofounder|co-founder|"
+    r"team ?mates?|roommate|girlfriend|boyfriend|parents?|kids?|children|siblings?|direct "
+    r"reports|investors?)\b",
+    re.IGNORECASE,
+)
+"""A possessive before a relational noun (one adjective allowed): "Emily's college roommate"."""
+
 _RELATIONSHIP: Final = re.compile(
     r"\b(related to|relationship|relation to|connection|connected|connects?|link(?:ed)? between|"
     r"know each other|how do(?:es)? (?:i|we|\w+) know|how did (?:i|we|\w+) meet|reports? to|"
@@ -565,6 +574,10 @@ def route(
     rel = _RELATIONSHIP.search(text)
     if rel:
         score["relationship"] += 2.0 + (0.5 if len(ents) >= 2 else 0.0)
+        if _KIN.search(text):
+            # "who is Sam's manager": the answer is whoever stands in that relation to the
+            # entity, not the entity itself
+            score["relationship"] += 1.0
     if len(ents) >= 2 and re.search(r"\b(and|between|with)\b", text, re.I):
         score["relationship"] += 1.0
     facets = _FACETS.search(q)

@@ -4,9 +4,9 @@ The damaged file is never opened with LMDB (it may crash on it): ``cortex.pages`
 records off every page that still parses. Each record must pass its checksum and decode
 strictly; each version's data must match its hash. Whole memories (the head and every version),
 edges whose endpoints survive and episodes go into the new store through the import path, which
-rebuilds every index; stored vectors and use counters follow. What could not be recovered is
-named by id, from the journal entries, edges and index keys that survive. ``specs/storage.md``
-§10 is normative.
+rebuilds every index (the claim index and its superseded marks included); stored vectors, use
+counters and write-budget counts follow. What could not be recovered is named by id, from the
+journal entries, edges and index keys that survive. ``specs/storage.md`` §10 is normative.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from cortex.keys import (
     EPISODE,
     EPISODE_MEMORY,
     IDX_ACTOR_OBJ,
+    IDX_CLAIM,
     IDX_FRAME,
     IDX_PIN,
     IDX_TAG,
@@ -57,6 +58,7 @@ from cortex.keys import (
 )
 from cortex.kv import WriteTxn, seal, unseal
 from cortex.pages import Found, read_records, short_path
+from cortex.pgkv import is_url
 from cortex.records import Episode, Head, Version
 from cortex.salience import SALIENCE_STATE
 from cortex.store import (
@@ -64,6 +66,7 @@ from cortex.store import (
     FORMAT_CODEC,
     FORMAT_VERSION,
     JOURNAL_CODEC,
+    TASK_PREFIX,
     Edge,
     EdgeRecord,
     FormatRecord,
@@ -119,6 +122,7 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
         episodes: episodes recovered.
         vectors: stored vectors recovered.
         salience: use-counter records recovered.
+        tasks: write-budget counts (``task/``) carried over as they were.
         lost: what could not be recovered, by id.
         notes: anything else the caller should know.
         verify_ok: whether the new store verifies.
@@ -136,6 +140,7 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
     episodes: int
     vectors: int
     salience: int
+    tasks: int
     lost: tuple[SalvageLoss, ...]
     notes: tuple[str, ...]
     verify_ok: bool
@@ -186,6 +191,7 @@ class _Records:
         self.vectors: dict[MemoryId, VectorRecord] = {}
         self.vectors_meta: VectorsMeta | None = None
         self.salience: dict[MemoryId, bytes] = {}
+        self.tasks: dict[bytes, bytes] = {}
         self.format: FormatRecord | None = None
         self.seen = _Sightings()
         self.said: dict[MemoryId, _Said] = {}
@@ -266,7 +272,7 @@ class _Records:
         elif key.startswith(IDX_TYPE):
             t = parse_type_key(key)
             self.seen.memory(t.id, "index", t.type)
-        elif key.startswith((IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, LEX_DOC)):
+        elif key.startswith((IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM, LEX_DOC)):
             if len(key) >= 16 + 4:
                 self.seen.memory(MemoryId(key[-16:]), "index")
         elif key.startswith(VEC):
@@ -276,6 +282,10 @@ class _Records:
             mid = MemoryId(key[len(SALIENCE) :])
             self._strict(SALIENCE_STATE, key, value)
             self.salience[mid] = value
+        elif key.startswith(TASK_PREFIX):
+            if len(key) != len(TASK_PREFIX) + 16 or len(unseal(key, value)) != 8:
+                raise ValueError(key)
+            self.tasks[key] = value
         elif key == meta_key("format"):
             self.format = self._strict(FORMAT_CODEC, key, value)
         elif key == meta_key("vectors"):
@@ -343,8 +353,9 @@ def salvage(
     versions) matching its hash, and its head no older than the surviving journal; an edge when
     a half of it checks and both endpoints are recovered; an episode when its record checks.
     ``dest`` (a new directory) gets them through the import path, which rebuilds every index,
-    then the stored vectors and use counters of recovered memories. Its journal starts anew:
-    one ``import`` entry per memory, edge and episode, one ``embed`` entry per vector.
+    then the stored vectors and use counters of recovered memories and every task's write
+    count (``task/``, as it was). Its journal starts anew: one ``import`` entry per memory,
+    edge and episode, one ``embed`` entry per vector.
 
     Args:
         source: the damaged store's directory.
@@ -359,6 +370,13 @@ def salvage(
     Raises:
         CortexError: ``source`` is not a store directory, or ``dest`` exists.
     """
+    for which, target in (("damaged", source), ("new", dest)):
+        if is_url(target):  # Path() would fold "postgresql://" into a relative directory
+            raise CortexError(
+                f"salvage reads and writes LMDB directories, and the {which} store is a URL: a "
+                "PostgreSQL store's files are the server's (repair them with PostgreSQL's "
+                "tools); salvage into a directory, then `cortex copy` it into PostgreSQL"
+            )
     src, out = Path(source), Path(dest)
     shown = short_path(src)
     try:
@@ -451,7 +469,7 @@ def salvage(
         notes.append("pages cut off from the tree were not searched (see the damaged pages)")
     owner = actor or (recs.format.owner if recs.format is not None else "salvage")
     tick("write", 0, 1)
-    vectors, salience = _write(out, owner, memories, edges, episodes, recs, kept, notes)
+    vectors, salience, tasks = _write(out, owner, memories, edges, episodes, recs, kept, notes)
     tick("write", 1, 1)
     tick("verify", 0, 1)
     with Store.open(out, actor=owner, create=False) as new:
@@ -470,6 +488,7 @@ def salvage(
         episodes=len(episodes),
         vectors=vectors,
         salience=salience,
+        tasks=tasks,
         lost=tuple(lost),
         notes=tuple(notes),
         verify_ok=report.ok,
@@ -513,8 +532,8 @@ def _write(  # noqa: PLR0917 - private: the pieces of one salvage
     recs: _Records,
     kept: set[MemoryId],
     notes: list[str],
-) -> tuple[int, int]:
-    """Create the new store and write what was recovered; returns (vectors, use counters)."""
+) -> tuple[int, int, int]:
+    """Create the new store and write what was recovered: (vectors, use counters, tasks)."""
     try:
         with Store.open(out, actor=owner, create=True) as new:
             new.import_records(memories, edges, episodes)
@@ -534,8 +553,12 @@ def _extras(
     recs: _Records,
     kept: set[MemoryId],
     notes: list[str],
-) -> tuple[int, int]:
-    """Stored vectors (one ``embed`` entry each) and use counters of the recovered memories."""
+) -> tuple[int, int, int]:
+    """Stored vectors (one ``embed`` entry each), use counters and task write counts.
+
+    The use counters are those of the recovered memories; the write-budget counts are every
+    task's, as they were (a spent budget stays spent).
+    """
     meta = recs.vectors_meta
     vectors = 0
     if meta is not None:
@@ -568,4 +591,6 @@ def _extras(
         if mid in kept:
             txn.put(salience_key(mid), value)
             counters += 1
-    return vectors, counters
+    for key, value in recs.tasks.items():
+        txn.put(key, value)
+    return vectors, counters, len(recs.tasks)

@@ -54,7 +54,8 @@ class VectorSidecar:
     """The vector index of one open store, for one embedder.
 
     Args:
-        store_path: the store directory.
+        store_path: the directory the cache lives in (``vectors/`` inside it); None keeps the
+            index in memory only (a PostgreSQL store without ``vectors=``).
         embedder: the store's embedder (its model id and dim name the index).
         read: opens a read snapshot of the store.
         ef: the index's search-time candidate list length (``VectorIndex.ef``).
@@ -62,14 +63,14 @@ class VectorSidecar:
 
     def __init__(
         self,
-        store_path: str | Path,
+        store_path: str | Path | None,
         embedder: Embedder,
         read: Callable[[], Any],
         *,
         ef: int = DEFAULT_EF,
     ) -> None:
         self._anchor_txn = read  # a read snapshot of the store (for the anchor when saving)
-        self.directory = Path(store_path) / DIRECTORY
+        self.directory = None if store_path is None else Path(store_path) / DIRECTORY
         self.embedder = embedder
         self.ef = ef
         self.index: VectorIndex | None = None
@@ -85,6 +86,8 @@ class VectorSidecar:
         with self._lock:
             if self.index is None:
                 try:
+                    if self.directory is None:
+                        raise IndexCacheError("missing", "the store keeps no index cache on disk")
                     index, meta = VectorIndex.load(
                         self.directory,
                         model_id=self.embedder.model_id,
@@ -167,7 +170,7 @@ class VectorSidecar:
     def save(self) -> None:
         """Save the cache if it changed (a failure is harmless: the next open rebuilds)."""
         with self._lock:
-            if self.index is None or not self._dirty:
+            if self.index is None or not self._dirty or self.directory is None:
                 return
             try:
                 with self._anchor_txn() as txn:

@@ -39,7 +39,8 @@ def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixt
     with Cortex.open(tmp_path / "tour" / "agent.cortex", actor="t", create=False) as cx:
         stats = cx.stats()
     assert all(n >= 1 for n in stats["by_type"].values())
-    assert (stats["versions"], stats["tombstoned"]) == (12, 1)
+    # and the agent loop over MCP a Preference and the core user block
+    assert (stats["versions"], stats["tombstoned"]) == (14, 1)
     assert sorted(p.name for p in (tmp_path / "tour").iterdir()) == [
         "agent.cbor",
         "agent.cortex",
@@ -53,6 +54,10 @@ def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "3 memories drawn from it" in out
     assert 'quote       "Please keep me off red-eye flights."' in out
     assert "ok: 3 memories, 3 versions" in out and "2 episodes" in out
+    # an agent loop over MCP: cortex serve on stdio, driven by the SDK's client
+    assert "16 tools: memory_search" in out
+    assert "memory_write" in out and "→ tool error: memory_write: data:" in out
+    assert '"writes_left": 48' in out
 
 
 def test_demo_defaults_to_a_new_temporary_directory(

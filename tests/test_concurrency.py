@@ -95,7 +95,7 @@ def test_processes_write_and_read_one_store(tmp_path: Path) -> None:
     assert not errors, errors[0]
     assert all(r["mutations"] == _expected_mutations(N) for r in results)
     assert sum(r["cross_reads"] for r in results) > 0  # they did read each other's writes
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         _check_store(cx, writers, N, sum(r["mutations"] for r in results))
 
 
@@ -137,7 +137,7 @@ def test_two_processes_grow_the_map_at_once(tmp_path: Path) -> None:
     for r in results:
         assert r["first"] == 64 << 20
         assert r["last"] >= 256 << 20  # each saw the map reach 256 MiB, by itself or not
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         for r in results:
             for i in range(r["written"]):

@@ -140,7 +140,7 @@ def test_core_memory_is_found_like_any_memory(cx: Cortex) -> None:
 
 
 def _writer(path: str, worker: int, n: int) -> None:
-    with Cortex.open(path, actor=f"w{worker}") as cx:
+    with Cortex.open(path, actor=f"w{worker}", as_owner=True) as cx:
         for i in range(n):
             cx.core_update("user", f"k{worker}-{i}", f"v{i}")
 
@@ -155,7 +155,7 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    with Cortex.open(path, actor="check") as cx:
+    with Cortex.open(path, actor="check", as_owner=True) as cx:
         block = cx.core_get("user")
         assert block == {f"k{w}-{i}": f"v{i}" for w in range(4) for i in range(15)}
         assert len(cx.history(core_id("user"))) == 60

@@ -11,7 +11,6 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,9 +179,9 @@ def _delay(rng: random.Random) -> float:
     return rng.uniform(*band)
 
 
-def test_repeated_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
+def test_repeated_sigkill_loses_nothing_committed(store_path: Any) -> None:
     rng = random.Random(20240611)
-    path = tmp_path / "store"
+    path = store_path
     total = Counter[str]()
     for kill in range(KILLS):
         seed = 1000 + kill
@@ -192,7 +191,7 @@ def test_repeated_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
             reports = child.kill()
             assert child.proc.returncode == -signal.SIGKILL, child.stderr()
         total.update(r["op"] for r in reports)
-        with Cortex.open(path, actor="checker") as cx:
+        with Cortex.open(path, actor="checker", as_owner=True) as cx:
             _check_reports(cx, seed, reports)
             _check_whole_store(cx)
     # the runs did real work of every kind (not only kills before the first op)
@@ -205,7 +204,7 @@ def test_repeated_sigkill_loses_nothing_committed(tmp_path: Path) -> None:
         check=True,
     )
     uri = json.loads(out.stdout)["uri"]
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.resolve(uri).data.statement == "after the kills"  # type: ignore[union-attr]
         _check_whole_store(cx)
 
@@ -215,13 +214,13 @@ def _count_tag(cx: Cortex, tag: str) -> int:
     return sum(tag in cx.resolve_latest(mid).head.tags for mid in ids if mid is not None)
 
 
-def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> None:
-    path = tmp_path / "store"
+def test_kill_inside_a_large_write_many_leaves_none_of_it(store_path: Any) -> None:
+    path = store_path
     with Child(workers.command("big_batch_writer", path, 5000, 2500)) as child:
         child.wait_for("mid")  # 2,500 of 5,000 memories are put, in an uncommitted transaction
         reports = child.kill()
     first = reports[0]
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert cx.resolve(first["uri"]).data == workers.fact_for(0, 0, 0)
         assert cx.stats()["memories"] == 1
@@ -232,21 +231,21 @@ def test_kill_inside_a_large_write_many_leaves_none_of_it(tmp_path: Path) -> Non
     out = subprocess.run(
         workers.command("write_one", path, "after"), capture_output=True, timeout=60, check=True
     )
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.resolve(json.loads(out.stdout)["uri"]).version.version == 1
         assert cx.stats()["memories"] == 2
         assert cx.verify().ok
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.15, 0.6])
-def test_kill_around_a_large_write_many_is_all_or_nothing(tmp_path: Path, delay: float) -> None:
-    path = tmp_path / "store"
+def test_kill_around_a_large_write_many_is_all_or_nothing(store_path: Any, delay: float) -> None:
+    path = store_path
     with Child(workers.command("big_batch_writer", path, 5000, 0)) as child:
         child.wait_for("start")
         time.sleep(delay)
         reports = child.kill()
     done = any(r["op"] == "done" for r in reports)
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         big = _count_tag(cx, "big")
         assert big in (0, 5000)

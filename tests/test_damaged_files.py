@@ -133,7 +133,10 @@ def test_truncated_data_file_is_refused_before_it_is_mapped(
     store: Path, cut: int | str, readonly: bool
 ) -> None:
     size = (store / "data.mdb").stat().st_size
-    ends = {"half": size // 2 // PSIZE * PSIZE, "last": size - PSIZE}
+    # "last": the file cut at its last page in use (pages after it may be free ones, which a
+    # file may lack: test_free_pages_missing_at_the_end_are_not_truncation)
+    used = max(n for n, kind in _pages_of(store).items() if kind != "free")
+    ends = {"half": size // 2 // PSIZE * PSIZE, "last": used * PSIZE}
     at = ends[cut] if isinstance(cut, str) else cut * PSIZE
     os.truncate(store / "data.mdb", at)
     got = _run(
@@ -274,6 +277,13 @@ def test_a_lock_file_the_user_may_not_write(store: Path) -> None:
             assert not cx._kv.locked  # a snapshot read without the lock file
             assert cx.verify().ok
             assert cx.stats()["memories"] == 30
+            # the fallback is the process's environment: a second reader shares it, a writer
+            # is refused while it is open
+            with Cortex.open(store, actor="builder", readonly=True) as again:
+                assert again._kv._shared is cx._kv._shared and not again._kv.locked
+                assert again.stats()["memories"] == 30
+            with pytest.raises(CortexError, match="open read-only in this process"):
+                Cortex.open(store, actor="builder")
     finally:
         if os.geteuid() == 0:
             subprocess.run(["chattr", "-i", str(lock)], check=False)
@@ -305,6 +315,11 @@ def test_verify_and_stats_on_a_zeroed_page(compact: Path, kind: str) -> None:
     assert stats.returncode in (0, 1), stats.stderr  # refused when it meets the damage
     if stats.returncode == 1:
         assert "structurally damaged" in stats.stderr
+    # `cortex copy` walks the whole source: checked first, nothing created
+    copied = _cli("copy", str(compact), str(compact.parent / "copied"))
+    assert copied.returncode == 1, copied.stderr
+    assert "structurally damaged" in copied.stderr
+    assert not (compact.parent / "copied").exists()
 
 
 def test_every_zeroed_page_of_a_compacted_store_verifies_to_a_report(compact: Path) -> None:
@@ -386,6 +401,41 @@ def test_check_pages_at_open(compact: Path) -> None:
     assert "structurally damaged" in got.stdout and "cortex salvage" in got.stdout
 
 
+_SHARED_OPEN = """
+import os, sys
+from cortex import Cortex, IntegrityError
+first = Cortex.open(sys.argv[1], actor="builder")
+n = first.stats()["memories"]
+shared = first._kv._shared
+with open(os.path.join(sys.argv[1], "data.mdb"), "r+b") as f:
+    if sys.argv[2] == "truncate":
+        f.truncate(os.path.getsize(f.name) // 2 // 4096 * 4096)
+    else:
+        f.seek(int(sys.argv[2]) * 4096)
+        f.write(bytes(4096))
+try:
+    Cortex.open(sys.argv[1], actor="builder", check_pages=sys.argv[2] != "truncate")
+    print("opened")
+except IntegrityError as exc:
+    print("IntegrityError", exc)
+print("users", shared.users, n)
+os._exit(0)  # the first handle maps the damaged file: leave without touching it
+"""
+
+
+@pytest.mark.parametrize("how", ["truncate", "leaf"])
+def test_a_second_handle_checks_the_file_the_first_one_mapped(compact: Path, how: str) -> None:
+    # several handles of one store in one process share one environment; each open still
+    # checks the file (it may have been damaged since the first open mapped it)
+    what = how if how == "truncate" else str(_first_page(compact, "leaf"))
+    got = _run(_SHARED_OPEN, str(compact), what)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert lines[0].startswith("IntegrityError"), got.stdout
+    assert ("truncated" if how == "truncate" else "structurally damaged") in lines[0]
+    assert lines[1] == "users 1 30"  # the refused open left no reference behind
+
+
 # ---------------------------------------------------------------------------------------------
 # Full disks and address space
 
@@ -441,6 +491,9 @@ def test_a_map_that_cannot_grow_keeps_the_handle(tmp_path: Path) -> None:
     assert "address space" in out["failure"][1]
     assert out["read_back"] == "kept" and out["found"] >= 1  # reads kept working
     assert out["again"].startswith("cortex://Fact/")  # and writes, once space existed
+    # a second handle of the store in the process shares the environment the remap replaced
+    assert out["shared"] and out["other_read"] == "kept"
+    assert out["other_again"].startswith("cortex://Fact/")
     assert out["verify_ok"]
 
 
@@ -514,6 +567,42 @@ def test_salvage_of_an_intact_store_is_complete(store: Path, tmp_path: Path) -> 
         salvage(store, tmp_path / "new")
     with pytest.raises(CortexError, match="no store"):
         salvage(tmp_path / "nothing", tmp_path / "new2")
+
+
+def _claims(path: Path) -> dict[bytes, bytes]:
+    with Cortex.open(path, actor="builder", create=False) as cx, cx._kv.read() as txn:
+        return dict(txn.scan(b"idx/claim/"))
+
+
+def test_salvage_carries_format_8(tmp_path: Path) -> None:
+    # the claim index and its superseded marks are rebuilt by the import; the task/ write
+    # counts are carried as they were (a spent budget stays spent)
+    src = tmp_path / "src"
+    with Cortex.open(src, actor="builder") as cx:
+        old = cx.write(Fact(statement="Sam lives in Lisbon", subject="sam", predicate="home_city"))
+        new = cx.write(Fact(statement="Sam lives in Porto", subject="sam", predicate="home_city"))
+        assert new.outcome == "superseded"
+        with cx.task("t-1", limit=2):
+            cx.write(Fact(statement="one", subject="x", predicate="p"))
+            cx.write(Fact(statement="two", subject="x", predicate="p"))
+        chain = [(str(link.memory.uri), link.current) for link in cx.chain(old)]
+    report = salvage(src, tmp_path / "new")
+    assert report.complete and report.verify_ok and report.tasks == 1, report
+    assert _claims(tmp_path / "new") == _claims(src)
+    assert b"s" in _claims(src).values()  # a superseded mark is among them
+    with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx:
+        assert [(str(link.memory.uri), link.current) for link in cx.chain(old)] == chain
+        assert cx.task_usage("t-1") == 2
+
+
+def test_salvage_and_backup_take_directories_only(store: Path, tmp_path: Path) -> None:
+    url = "postgresql://u@localhost/db?store=x"
+    with pytest.raises(CortexError, match="LMDB directories"):
+        salvage(url, tmp_path / "new")
+    with pytest.raises(CortexError, match="LMDB directories"):
+        salvage(store, url)
+    with Cortex.open(store, actor="builder") as cx, pytest.raises(CortexError, match="not a URL"):
+        cx.backup(url)  # a backup is a directory too (`cortex copy` goes into PostgreSQL)
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,23 @@ def test_with_an_embedder_chunks_have_vectors_and_rank_fused(tmp_path: Path) -> 
         assert cx.find(Query(text="southern harbour", limit=1, evidence=2)).evidence
 
 
+def test_imported_episodes_get_chunk_vectors_from_the_importing_store(tmp_path: Path) -> None:
+    from cortex import export_store, import_bundle
+    from cortex.embed import HashingEmbedder
+    from cortex.evidence import CHUNK_VECTOR
+
+    with Cortex.open(tmp_path / "plain", actor="agent") as cx:
+        ep = cx.ingest(DOC).episode
+        export_store(cx, tmp_path / "b.jsonl")
+    with Cortex.open(tmp_path / "e", actor="agent", embedder=HashingEmbedder(64)) as cx:
+        import_bundle(cx, tmp_path / "b.jsonl")
+        with cx._kv.read() as txn:
+            assert len(list(txn.keys(CHUNK_VECTOR))) == len(ep.chunks)
+        found = cx.find(Query(text="southern harbour boats", limit=1, evidence=3)).evidence
+        assert found and 0 < found[0].score <= 1
+        assert cx.verify().ok
+
+
 def test_verify_names_a_stray_chunk_vector(cx: Cortex) -> None:
     from cortex.evidence import CHUNK_VECTOR
     from cortex.ids import new_id

@@ -19,8 +19,8 @@ from .vsupport import DIM, E, fact, open_store, topic_fact
 
 
 @pytest.fixture
-def cx(tmp_path: Path) -> Iterator[Cortex]:
-    with open_store(tmp_path / "store", embedder=E) as store:
+def cx(store_path: Any) -> Iterator[Cortex]:
+    with open_store(store_path, embedder=E) as store:
         yield store
 
 
@@ -100,8 +100,8 @@ def test_near_vector_non_numeric_is_a_validation_error(cx: Cortex, bad: Any) -> 
     assert info.value.field == "near_vector"
 
 
-def test_near_without_an_embedder_is_refused(tmp_path: Path) -> None:
-    with open_store(tmp_path / "s") as cx:
+def test_near_without_an_embedder_is_refused(place: Any) -> None:
+    with open_store(place("s")) as cx:
         cx.write(fact("tea"))
         for q in (Query(near="tea", limit=1), Query(near_vector=[1.0] * DIM, limit=1)):
             with pytest.raises(ValidationError) as info:
@@ -232,8 +232,8 @@ def _fused_by_hand(
 
 @pytest.mark.parametrize("method", ["convex", "rrf"])
 @pytest.mark.parametrize("blend", [0.0, 0.2, 0.5])
-def test_hybrid_fuses_and_blends_salience(tmp_path: Path, blend: float, method: str) -> None:
-    path = tmp_path / "s"
+def test_hybrid_fuses_and_blends_salience(place: Any, blend: float, method: str) -> None:
+    path = place("s")
     _tiny(path)
     text = "green tea"
     lexical, vector = _lists(path, text)
@@ -268,8 +268,8 @@ def test_hybrid_fuses_and_blends_salience(tmp_path: Path, blend: float, method: 
         assert helper == pytest.approx(fused, rel=1e-12)
 
 
-def test_hybrid_brings_in_what_only_the_vector_list_finds(tmp_path: Path) -> None:
-    path = tmp_path / "s"
+def test_hybrid_brings_in_what_only_the_vector_list_finds(place: Any) -> None:
+    path = place("s")
     ids = _tiny(path)
     with open_store(path) as cx:
         assert ids[4] not in [h.memory.id for h in cx.find(Query(text="green tea", limit=10))]
@@ -320,10 +320,10 @@ def test_convex_fusion_by_hand_on_two_lists() -> None:
     assert [s for _, s, *_ in fuse({"vector": [(a, 0.9), (b, 0.1)]})] == [1.0, 0.0]
 
 
-def test_fusion_is_validated(tmp_path: Path) -> None:
+def test_fusion_is_validated(place: Any) -> None:
     for bad in ("borda", 3, None):
         with pytest.raises(ValidationError) as info:
-            open_store(tmp_path / "s", embedder=E, fusion=bad)
+            open_store(place("s"), embedder=E, fusion=bad)
         assert info.value.field == "fusion"
     for kw in ({"lexical_weight": 1.5}, {"lexical_weight": "x"}, {"k": 0}, {"method": "x"}):
         with pytest.raises(ValidationError, match=r"method|weight|k must"):
@@ -331,15 +331,15 @@ def test_fusion_is_validated(tmp_path: Path) -> None:
     assert Fusion.coerce("rrf") == Fusion(method="rrf")
 
 
-def test_salience_blend_is_validated(tmp_path: Path) -> None:
+def test_salience_blend_is_validated(place: Any) -> None:
     for bad in (-0.1, 1.5, "x"):
         with pytest.raises(ValidationError) as info:
-            open_store(tmp_path / "s", embedder=E, salience_blend=bad)
+            open_store(place("s"), embedder=E, salience_blend=bad)
         assert info.value.field == "salience_blend"
 
 
-def test_text_without_an_embedder_is_lexical_only(tmp_path: Path) -> None:
-    path = tmp_path / "s"
+def test_text_without_an_embedder_is_lexical_only(place: Any) -> None:
+    path = place("s")
     _tiny(path)  # the store holds vectors, but this handle has no embedder
     with open_store(path) as cx:
         res = cx.find(Query(text="green tea", limit=10))
@@ -349,8 +349,8 @@ def test_text_without_an_embedder_is_lexical_only(tmp_path: Path) -> None:
         assert cx.vector_state() == "no embedder"
 
 
-def test_text_and_near_together_rank_the_vector_list_by_near(tmp_path: Path) -> None:
-    path = tmp_path / "s"
+def test_text_and_near_together_rank_the_vector_list_by_near(place: Any) -> None:
+    path = place("s")
     ids = _tiny(path)
     with open_store(path, embedder=E) as cx:
         res = cx.find(Query(text="green tea", near="mountain hiking", limit=10))
@@ -376,10 +376,10 @@ def test_depth_caps_what_each_list_contributes() -> None:
     assert out[ids[0]] == 1.0 and out[ids[7]] == 0.0 and out[ids[3]] == pytest.approx(4 / 7)
 
 
-def test_pages_of_a_hybrid_query_agree(tmp_path: Path) -> None:
+def test_pages_of_a_hybrid_query_agree(place: Any) -> None:
     rng = random.Random(7)
     words = ["green", "tea", "coffee", "kyoto", "hiking", "morning", "garden", "river", "cup"]
-    with open_store(tmp_path / "s", embedder=E) as cx:
+    with open_store(place("s"), embedder=E) as cx:
         for i in range(150):
             text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
             cx.write(fact(f"{text} {i}"), tags=["third"] if i % 3 == 0 else [])

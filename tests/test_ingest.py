@@ -324,8 +324,8 @@ def test_find_by_episode_source_channel_and_label(cx: Cortex) -> None:
 
     chat = cx.ingest(CHAT, source="chat", channel="t1", labels=["travel"],
                      extractor=LLMExtractor(llm(ANSWER)))  # fmt: skip
-    other_answer = [{**ANSWER[0], "data": {**ANSWER[0]["data"], "statement": "Sam owns a boat"},
-                     "quote": "Sam"}]  # fmt: skip
+    other_answer = [{**ANSWER[0], "data": {**ANSWER[0]["data"], "statement": "Sam owns a boat",
+                                           "predicate": "owns"}, "quote": "Sam"}]  # fmt: skip
     mail = cx.ingest(
         "Sam: I bought a boat", source="email", extractor=LLMExtractor(llm(other_answer))
     )

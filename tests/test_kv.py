@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cortex.engines import open_kv
 from cortex.errors import CortexError
 from cortex.kv import LmdbKV, WriteTxn
 
@@ -35,8 +36,9 @@ KEYS = [
 
 
 @pytest.fixture
-def kv(tmp_path: Path) -> Iterator[LmdbKV]:
-    store = LmdbKV(tmp_path / "kv")
+def kv(store_path: Any) -> Iterator[LmdbKV]:
+    """An engine: LMDB or PostgreSQL (tests/conftest.py); the contract is the same."""
+    store = open_kv(store_path)
     yield store
     store.close()
 
@@ -269,6 +271,7 @@ def test_write_returns_the_function_result(kv: LmdbKV) -> None:
     assert kv.write(lambda t: 42) == 42
 
 
+@pytest.mark.lmdb_only
 def test_lmdb_errors_are_wrapped(kv: LmdbKV) -> None:
     with pytest.raises(CortexError) as info:
         kv.write(lambda t: t.put(b"k" * 600, b"v"))  # over LMDB's key size limit
@@ -278,8 +281,10 @@ def test_lmdb_errors_are_wrapped(kv: LmdbKV) -> None:
 
 
 def test_a_read_snapshot_does_not_see_later_commits(kv: LmdbKV) -> None:
+    """From its first read on (PostgreSQL takes the snapshot there; LMDB at ``read()``)."""
     kv.write(lambda t: t.put(b"k", b"before"))
     with kv.read() as r:
+        assert r.get(b"nothing") is None
         kv.write(lambda t: (t.put(b"k", b"after"), t.put(b"k2", b"new")))
         assert r.get(b"k") == b"before"
         assert r.get(b"k2") is None
@@ -289,6 +294,7 @@ def test_a_read_snapshot_does_not_see_later_commits(kv: LmdbKV) -> None:
         assert r.get(b"k2") == b"new"
 
 
+@pytest.mark.lmdb_only
 def test_values_are_copies_that_outlive_the_transaction(filled: LmdbKV) -> None:
     with filled.read() as r:
         pairs = list(r.scan(b"a"))
@@ -304,6 +310,7 @@ def test_values_are_copies_that_outlive_the_transaction(filled: LmdbKV) -> None:
 MIB = 1 << 20
 
 
+@pytest.mark.lmdb_only
 def test_map_grows_instead_of_failing_in_one_transaction(tmp_path: Path) -> None:
     store = LmdbKV(tmp_path / "kv", map_size=1)  # clamped to the 64 MiB minimum
     try:
@@ -319,6 +326,7 @@ def test_map_grows_instead_of_failing_in_one_transaction(tmp_path: Path) -> None
         store.close()
 
 
+@pytest.mark.lmdb_only
 def test_map_grows_across_transactions_and_reopens(tmp_path: Path) -> None:
     path = tmp_path / "kv"
     store = LmdbKV(path, map_size=1)
@@ -352,6 +360,7 @@ def test_map_grows_across_transactions_and_reopens(tmp_path: Path) -> None:
 # --- process safety ---------------------------------------------------------------------------
 
 
+@pytest.mark.lmdb_only
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (POSIX)")
 def test_an_environment_inherited_across_fork_is_refused(kv: LmdbKV) -> None:
     kv.write(lambda t: t.put(b"k", b"v"))
@@ -386,6 +395,7 @@ def test_an_environment_inherited_across_fork_is_refused(kv: LmdbKV) -> None:
     reason="py-lmdb refuses a second open in the child ('already open in this process') while "
     "the inherited environment is registered, and LmdbKV.close() does nothing in the child",
 )
+@pytest.mark.lmdb_only
 def test_a_child_may_open_the_store_afresh_after_fork(kv: LmdbKV) -> None:
     kv.write(lambda t: t.put(b"k", b"v"))
     path = kv.path
@@ -449,6 +459,7 @@ class _SpyEnv:
         return getattr(self._env, name)
 
 
+@pytest.mark.lmdb_only
 def test_reader_check_runs_on_a_writable_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -479,6 +490,7 @@ print(kv._env.readers())
 """
 
 
+@pytest.mark.lmdb_only
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
 def test_opening_clears_reader_slots_of_killed_processes(kv: LmdbKV) -> None:
     kv.write(lambda t: t.put(b"k", b"v"))
@@ -509,6 +521,7 @@ def test_opening_clears_reader_slots_of_killed_processes(kv: LmdbKV) -> None:
         assert r.get(b"k") == b"after"
 
 
+@pytest.mark.lmdb_only
 def test_info_reports_sizes(filled: LmdbKV) -> None:
     info = filled.info()
     assert info["entries"] == len(KEYS)

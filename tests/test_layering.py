@@ -35,10 +35,13 @@ ORDER = (
     "keys",
     "pages",  # the LMDB data file read directly: meta pages, page structure, salvageable records
     "kv",
+    "pgkv",  # the PostgreSQL engine behind the same interface (psycopg, imported lazily)
+    "engines",  # a path or a URL to its engine; copying a store between engines
     "text",  # the tokenizer of the lexical index (pure)
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
     "episode",  # the verbatim source of memories as records: build, encode, check
     "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
+    "chains",  # pure: claim keys and which of two competing memories is the current truth
     "router",  # pure: a question's type, entities, attribute and time window (no LLM)
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
@@ -59,11 +62,13 @@ ORDER = (
     "ingest",  # content -> an episode and the memories drawn from it, in one transaction
     "search",  # search(question): the router's handlers over find, about and facets
     "api",
+    "aio",  # AsyncCortex: the API for asyncio runtimes, every call in a worker thread
     "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them
     "salvage",  # a damaged store's checked records copied into a new store, losses named
     "__init__",
+    "serve",  # cortex serve: the MCP tools, the token file, the stdio and HTTP transports
     "cli",
     "__main__",
 )

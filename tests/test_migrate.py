@@ -27,10 +27,12 @@ from cortex import (
     FormatError,
     JournalKind,
     MigrationRequiredError,
+    Query,
     ValidationError,
 )
 from cortex import keys as K
 from cortex import migrate as M
+from cortex.engines import copy_kv, open_kv
 from cortex.keys import JOURNAL, meta_key
 from cortex.kv import LmdbKV
 from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
@@ -40,6 +42,7 @@ FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 FIXTURE5 = ROOT / "tests" / "data" / "format5.cortex"  # ... and at format 5
 FIXTURE6 = ROOT / "tests" / "data" / "format6.cortex"  # ... and at format 6
+FIXTURE7 = ROOT / "tests" / "data" / "format7.cortex"  # ... and at format 7
 
 
 def _fixture_tool() -> ModuleType:
@@ -56,30 +59,43 @@ def _fixture_tool() -> ModuleType:
 TOOL = _fixture_tool()
 
 
-def _copy(fixture: Path, dest: Path) -> Path:
-    """A writable copy of a committed fixture store."""
+def _copy(fixture: Path, dest: Path, url: str | None = None) -> Any:
+    """A writable copy of a committed fixture store: a directory, or the store at ``url``."""
     dest.mkdir()
     shutil.copy(fixture / "data.mdb", dest / "data.mdb")
-    return dest
+    if url is None:
+        return dest
+    src = LmdbKV(dest, readonly=True, create=False)
+    try:
+        copy_kv(src, url)  # the same records on PostgreSQL
+    finally:
+        src.close()
+    return url
 
 
 @pytest.fixture
-def v1(tmp_path: Path) -> Path:
-    return _copy(FIXTURE, tmp_path / "v1")
+def target(store_path: Any) -> str | None:
+    """Where the fixture copies go: None (a directory) or a PostgreSQL URL."""
+    return store_path if isinstance(store_path, str) else None
 
 
 @pytest.fixture
-def v2(tmp_path: Path) -> Path:
-    return _copy(FIXTURE2, tmp_path / "v2")
+def v1(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE, tmp_path / "v1", target)
 
 
 @pytest.fixture
-def v5(tmp_path: Path) -> Path:
-    return _copy(FIXTURE5, tmp_path / "v5")
+def v2(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE2, tmp_path / "v2", target)
 
 
-def dump(path: Path) -> dict[bytes, bytes]:
-    kv = LmdbKV(path, create=False)
+@pytest.fixture
+def v5(tmp_path: Path, target: str | None) -> Any:
+    return _copy(FIXTURE5, tmp_path / "v5", target)
+
+
+def dump(path: Any) -> dict[bytes, bytes]:
+    kv = open_kv(path, create=False)
     try:
         with kv.read() as txn:
             return dict(txn.scan(b""))
@@ -105,8 +121,8 @@ def fresh(tmp_path: Path) -> Path:
 def test_the_fixture_is_format_1_and_opening_it_asks_for_migrate(v1: Path) -> None:
     assert (FIXTURE / "data.mdb").stat().st_size < 100_000
     with pytest.raises(MigrationRequiredError, match=r"cortex .*migrate"):
-        Cortex.open(v1, actor="x")
-    kv = LmdbKV(v1, create=False)
+        Cortex.open(v1, actor="x", as_owner=True)
+    kv = open_kv(v1, create=False)
     try:
         with kv.read() as txn:
             raw = txn.get(meta_key("format"))
@@ -134,6 +150,7 @@ STEPS = [
     ("0004-lexical-stemming", 4, 5),
     ("0005-posting-blocks", 5, 6),
     ("0006-episodes", 6, 7),
+    ("0007-claim-index", 7, 8),
 ]
 
 
@@ -148,7 +165,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 7, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 8, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -156,6 +173,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 9, True),  # the live memories
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),  # no records change
+        ("0007-claim-index", 11, True),  # every memory
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -165,7 +183,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         (name, i, 9)
         for name in ("0004-lexical-stemming", "0005-posting-blocks")
         for i in range(1, 10)
-    ]
+    ] + [("0007-claim-index", i, 11) for i in range(1, 12)]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -186,27 +204,28 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-6] == old
-    with Cortex.open(v1, actor="checker") as cx:
+    assert new[:-7] == old
+    with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, last = entries[-6:]
+        first, second, third, fourth, fifth, sixth, last = entries[-7:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
         assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
         assert fifth.reason == "0005-posting-blocks: format 5 -> 6"
-        assert last.reason == "0006-episodes: format 6 -> 7"
-        assert cx.format.format_version == 7 and set(cx.format.features) == FEATURES
+        assert sixth.reason == "0006-episodes: format 6 -> 7"
+        assert last.reason == "0007-claim-index: format 7 -> 8"
+        assert cx.format.format_version == 8 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
-    with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
+    with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 6
+    assert len(fresh_entries) == len(entries) - 7
 
     def essence(e: Any) -> dict[str, Any]:
         d = msgspec.structs.asdict(e)
@@ -215,8 +234,8 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             del d["reason"]
         return d
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-6]]
-    assert fresh_entries[0].reason == "format 7" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-7]]
+    assert fresh_entries[0].reason == "format 8" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -225,6 +244,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 4, 5, 9),
         ("0005-posting-blocks", 5, 6, 9),
         ("0006-episodes", 6, 7, 0),
+        ("0007-claim-index", 7, 8, 11),
     ]
 
 
@@ -247,27 +267,28 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     assert any(k.startswith(b"lex/p/") for k in at2)
     # this cortex reads format 5 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     rest = [
         "0002-pinned-and-frame-time",
         "0003-tag-index-by-type",
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-claim-index",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
     report = M.migrate(v1)
     assert [s.step.name for s in report.steps] == rest
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
-    with Cortex.open(v1, actor="checker") as cx:
+    with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
 
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
-    data = (v1 / "data.mdb").read_bytes()
+    data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 7)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -275,29 +296,31 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-claim-index", 11, False),
     ]
-    assert (v1 / "data.mdb").read_bytes() == data
+    assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     M.migrate(v1, to=2)
-    at2 = (v1 / "data.mdb").read_bytes()
+    at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 7)
+    assert (report.from_version, report.to_version) == (2, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-claim-index", 11, False),
     ]
-    assert (v1 / "data.mdb").read_bytes() == at2
+    assert dump(v1) == at2
 
 
 def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (7, 7)
+    assert report.steps == () and (report.from_version, report.to_version) == (8, 8)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -323,9 +346,9 @@ def test_a_migration_failing_half_way_leaves_format_1(
     assert calls == 5
     assert dump(v1) == before
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v1, actor="x")
+        Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -350,7 +373,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -379,7 +402,7 @@ def test_targets(v1: Path) -> None:
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
-    kv = LmdbKV(v1, create=False)
+    kv = open_kv(v1, create=False)
     key = meta_key("format")
 
     def bump(txn: Any) -> None:
@@ -411,6 +434,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-claim-index",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -419,28 +443,30 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9, True),
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     # only the frame, tag, pinned and lexical indexes and the records of the format changed
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, b"lex/", JOURNAL))
+        k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, K.IDX_CLAIM, b"lex/", JOURNAL))
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-5] == journal(before)
-    with Cortex.open(v2, actor="checker") as cx:
+    assert journal(after)[:-6] == journal(before)
+    with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-5].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-4].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-3].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-2].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-1].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-6].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-5].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-4].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-3].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-2].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-1].reason == "0007-claim-index: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -448,6 +474,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9),
         ("0005-posting-blocks", 9),
         ("0006-episodes", 0),
+        ("0007-claim-index", 11),
     ]
 
 
@@ -456,51 +483,98 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     before = dump(v5)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 5
-    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks", "0006-episodes"]
+    assert [s.name for s in M.plan(v5)] == [
+        "0005-posting-blocks",
+        "0006-episodes",
+        "0007-claim-index",
+    ]
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v5, actor="x")
+        Cortex.open(v5, actor="x", as_owner=True)
     report = M.migrate(v5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.LEX_POSTING, JOURNAL)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+        k.startswith((K.LEX_POSTING, K.IDX_CLAIM, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        for k in changed
     )
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-2] == journal(before)
-    with Cortex.open(v5, actor="checker") as cx:
+    assert journal(after)[:-3] == journal(before)
+    with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
 def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
-    tmp_path: Path,
+    tmp_path: Path, target: str | None
 ) -> None:
     """Format 7 allows episodes; 0006 rewrites no record, only the format and its journal."""
-    v6 = _copy(FIXTURE6, tmp_path / "v6")
+    v6 = _copy(FIXTURE6, tmp_path / "v6", target)
     before = dump(v6)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6
     with pytest.raises(MigrationRequiredError):
-        Cortex.open(v6, actor="x")
+        Cortex.open(v6, actor="x", as_owner=True)
     report = M.migrate(v6)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0006-episodes", 0, True)
+        ("0006-episodes", 0, True),
+        ("0007-claim-index", 11, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert all(k.startswith(JOURNAL) or k in (key, M.MIGRATIONS_KEY) for k in changed)
-    assert journal(after)[:-1] == journal(before)
+    assert all(
+        k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+    )
+    assert journal(after)[:-2] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 7 and "episodes" in record.features
-    with Cortex.open(v6, actor="checker") as cx:
+    assert record.format_version == 8 and "episodes" in record.features
+    with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+
+
+def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """Format 8 indexes claim keys; 0007 adds ``idx/claim/`` entries and changes no record."""
+    v7 = _copy(FIXTURE7, tmp_path / "v7")
+    before = dump(v7)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 7
+    assert not any(k.startswith(K.IDX_CLAIM) for k in before)
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v7, actor="x")
+    report = M.migrate(v7)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0007-claim-index", 11, True)
+    ]
+    after = dump(v7)
+    added = set(after) - set(before)
+    assert {k for k in added if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY} == {
+        k for k in after if k.startswith(K.IDX_CLAIM)
+    }
+    # every Fact and Preference that has content (the purged one has none), none other
+    claims = {K.parse_claim_index_key(k)[1] for k in after if k.startswith(K.IDX_CLAIM)}
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
+        want = {
+            h.memory.id
+            for h in cx.find(
+                Query(types=("Fact", "Preference"), include_tombstoned=True, limit=100)
+            ).hits
+            if h.memory.data is not None
+        }
+    assert claims == want and len(want) >= 3
+    assert all(before[k] == after[k] for k in before if k not in (key, M.MIGRATIONS_KEY))
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"

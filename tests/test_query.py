@@ -68,8 +68,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "store", actor="agent", clock=clock, metasync=False) as store:
+def cx(store_path: Any, clock: Clock) -> Iterator[Cortex]:
+    with Cortex.open(store_path, actor="agent", clock=clock, metasync=False) as store:
         yield store
 
 

@@ -54,7 +54,7 @@ from cortex import (
 )
 from cortex import keys as K
 from cortex.codec import HEAD, to_micros
-from cortex.kv import LmdbKV
+from cortex.engines import open_kv
 from cortex.store import (
     FEATURES,
     FORMAT_CODEC,
@@ -92,8 +92,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "store"
+def path(store_path: Any) -> Any:
+    """The store, on each engine (tests/conftest.py)."""
+    return store_path
 
 
 @pytest.fixture
@@ -752,7 +753,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
         raw = r.get(K.meta_key("format"))
     assert raw is not None
     record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
-    assert record.format_version == FORMAT_VERSION == 7
+    assert record.format_version == FORMAT_VERSION == 8
     assert set(record.features) == FEATURES
     assert record.owner == "agent-1" == cx.owner
     assert record.created_at == T0
@@ -760,14 +761,14 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
     first = next(cx.journal())
     assert first.seq == 1 and first.kind is JournalKind.INIT and first.prev == bytes(32)
     cx.close()
-    with Cortex.open(path, actor="someone-else") as again:
+    with Cortex.open(path, actor="someone-else", as_owner=True) as again:
         assert again.owner == "agent-1" and again.actor == "someone-else"
         assert again.format == record
         assert journal_len(again) == 1
 
 
 def _doctor_format(path: Path, **changes: Any) -> None:
-    kv = LmdbKV(path)
+    kv = open_kv(path)
     try:
         key = K.meta_key("format")
 
@@ -783,7 +784,7 @@ def _doctor_format(path: Path, **changes: Any) -> None:
 
 
 def _put_format_map(path: Path, fields: dict[int, Any]) -> None:
-    kv = LmdbKV(path)
+    kv = open_kv(path)
     try:
         kv.write(lambda t: t.put(K.meta_key("format"), _seal(cbor2.dumps(fields, canonical=True))))
     finally:
@@ -834,7 +835,7 @@ def test_an_unknown_feature_fails_closed(made: Path) -> None:
     [b"garbage", _seal(b"\xff\xff"), _seal(cbor2.dumps([1, 2])), _seal(cbor2.dumps({0: 1}))],
 )
 def test_an_unreadable_format_record_fails_closed(made: Path, value: bytes) -> None:
-    kv = LmdbKV(made)
+    kv = open_kv(made)
     kv.write(lambda t: t.put(K.meta_key("format"), value))
     kv.close()
     # a failed checksum may be reported as damage rather than as an unknown format
@@ -843,7 +844,7 @@ def test_an_unreadable_format_record_fails_closed(made: Path, value: bytes) -> N
 
 
 def test_a_store_without_format_but_with_data_is_refused(path: Path) -> None:
-    kv = LmdbKV(path)
+    kv = open_kv(path)
     kv.write(lambda t: t.put(b"something", b"else"))
     kv.close()
     with pytest.raises(FormatError, match="not a cortex store"):
@@ -853,13 +854,13 @@ def test_a_store_without_format_but_with_data_is_refused(path: Path) -> None:
 def test_opening_readonly_needs_an_initialised_store(path: Path) -> None:
     with pytest.raises(CortexError):
         Cortex.open(path, actor="a", readonly=True)
-    LmdbKV(path).close()  # an empty environment
+    open_kv(path).close()  # an empty environment
     with pytest.raises(FormatError, match="empty"):
         Cortex.open(path, actor="a", readonly=True)
 
 
 def test_readonly_store_reads_and_refuses_writes(made: Path) -> None:
-    with Cortex.open(made, actor="reader", readonly=True) as ro:
+    with Cortex.open(made, actor="reader", as_owner=True, readonly=True) as ro:
         assert ro.stats()["memories"] == 1
         with pytest.raises(CortexError):
             ro.write(fact(9))

@@ -93,22 +93,22 @@ def _populate(cx: Cortex) -> dict[str, Any]:
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> Path:
-    with Cortex.open(tmp_path / "src", actor="agent-1") as cx:
+def source(place: Any) -> Path:
+    with Cortex.open(place("src"), actor="agent-1") as cx:
         _populate(cx)
-    return tmp_path / "src"
+    return place("src")  # type: ignore[no-any-return]
 
 
 def _export(store: Path, out: Path, encoding: str) -> bytes:
-    with Cortex.open(store, actor="exporter", create=False) as cx:
+    with Cortex.open(store, actor="exporter", as_owner=True, create=False) as cx:
         export_store(cx, out, encoding=encoding)  # type: ignore[arg-type]
     return out.read_bytes()
 
 
-def _dump(where: Path | Cortex) -> dict[bytes, bytes]:
+def _dump(where: Path | str | Cortex) -> dict[bytes, bytes]:
     """Every key and value but the journal and meta/format (the store's own life story)."""
-    if isinstance(where, Path):
-        with Cortex.open(where, actor="reader", create=False) as cx:
+    if isinstance(where, Path | str):
+        with Cortex.open(where, actor="reader", as_owner=True, create=False) as cx:
             return _dump(cx)
     with where._kv.read() as txn:
         return {k: v for k, v in txn.scan(b"") if not k.startswith((b"j/", b"meta/"))}
@@ -116,34 +116,36 @@ def _dump(where: Path | Cortex) -> dict[bytes, bytes]:
 
 @pytest.mark.parametrize("encoding", ["jsonl", "cbor"])
 def test_export_import_export_is_byte_identical(
-    source: Path, tmp_path: Path, encoding: str
+    source: Path, tmp_path: Path, place: Any, encoding: str
 ) -> None:
     first = _export(source, tmp_path / f"a.{encoding}", encoding)
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         report = import_bundle(cx, tmp_path / f"a.{encoding}")
         assert (report.memories_added, report.versions_added, report.edges_added) == (5, 6, 2)
         assert cx.verify().ok
-    second = _export(tmp_path / "dst", tmp_path / f"b.{encoding}", encoding)
+    second = _export(place("dst"), tmp_path / f"b.{encoding}", encoding)
     assert first == second
     # the records themselves are byte for byte those of the source
-    assert _dump(source) == _dump(tmp_path / "dst")
+    assert _dump(source) == _dump(place("dst"))
 
 
-def test_both_encodings_carry_the_same_store(source: Path, tmp_path: Path) -> None:
+def test_both_encodings_carry_the_same_store(source: Path, tmp_path: Path, place: Any) -> None:
     _export(source, tmp_path / "a.jsonl", "jsonl")
     _export(source, tmp_path / "a.cbor", "cbor")
     for name in ("a.jsonl", "a.cbor"):
-        with Cortex.open(tmp_path / name.replace(".", "_"), actor="x") as cx:
+        with Cortex.open(place(name.replace(".", "_")), actor="x", as_owner=True) as cx:
             import_bundle(cx, tmp_path / name)
-    assert _dump(tmp_path / "a_jsonl") == _dump(tmp_path / "a_cbor")
+    assert _dump(place("a_jsonl")) == _dump(place("a_cbor"))
 
 
-def test_import_keeps_ids_versions_heads_and_journals_it(source: Path, tmp_path: Path) -> None:
+def test_import_keeps_ids_versions_heads_and_journals_it(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     _export(source, tmp_path / "a.cbor", "cbor")
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         before = {m.id: cx.history(m.id) for m in _all(cx)}
         edges = {e for m in _all(cx) for e in _edge_keys(cx, m.id)}
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         import_bundle(cx, tmp_path / "a.cbor")
         after = {m.id: cx.history(m.id) for m in _all(cx)}
         assert after == before
@@ -172,9 +174,9 @@ def _edge_keys(cx: Cortex, mid: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("encoding", ["jsonl", "cbor"])
-def test_import_is_idempotent(source: Path, tmp_path: Path, encoding: str) -> None:
+def test_import_is_idempotent(source: Path, tmp_path: Path, place: Any, encoding: str) -> None:
     _export(source, tmp_path / "a", encoding)
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         import_bundle(cx, tmp_path / "a")
         seq = cx.stats()["journal_entries"]
         again = import_bundle(cx, tmp_path / "a")
@@ -182,24 +184,24 @@ def test_import_is_idempotent(source: Path, tmp_path: Path, encoding: str) -> No
         assert (again.memories_unchanged, again.edges_unchanged) == (5, 2)
         assert cx.stats()["journal_entries"] == seq  # nothing was written
     # and into the store it came from
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         assert import_bundle(cx, tmp_path / "a").memories_unchanged == 5
 
 
 def test_import_refuses_a_conflicting_memory_and_writes_nothing(
-    source: Path, tmp_path: Path
+    source: Path, tmp_path: Path, place: Any
 ) -> None:
     _export(source, tmp_path / "a.cbor", "cbor")
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         import_bundle(cx, tmp_path / "a.cbor")
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         mid = next(m.id for m in _all(cx) if m.head.type.type_name == "Event")
         cx.update_head(mid, tags=["changed"])
     _export(source, tmp_path / "b.cbor", "cbor")
-    before = _dump(tmp_path / "dst")
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx, pytest.raises(ConflictError):
+    before = _dump(place("dst"))
+    with Cortex.open(place("dst"), actor="importer") as cx, pytest.raises(ConflictError):
         import_bundle(cx, tmp_path / "b.cbor")
-    assert _dump(tmp_path / "dst") == before
+    assert _dump(place("dst")) == before
 
 
 def _tampered_jsonl(data: bytes, change: Any) -> bytes:
@@ -250,11 +252,11 @@ def _drop_a_version(objs: list[dict[str, Any]]) -> None:
     ],
 )
 def test_a_tampered_jsonl_bundle_is_refused_with_nothing_written(
-    source: Path, tmp_path: Path, change: Any, error: type[Exception]
+    source: Path, tmp_path: Path, place: Any, change: Any, error: type[Exception]
 ) -> None:
     data = _export(source, tmp_path / "a.jsonl", "jsonl")
     (tmp_path / "bad.jsonl").write_bytes(_tampered_jsonl(data, change))
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         before = _dump(cx)
         with pytest.raises(error, match="nothing was imported"):
             import_bundle(cx, tmp_path / "bad.jsonl")
@@ -280,7 +282,9 @@ def _cbor_bundle(items: list[Any], reseal: bool = True) -> bytes:
     return body + cbor2.dumps(items[-1], canonical=True)
 
 
-def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(source: Path, tmp_path: Path) -> None:
+def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     data = _export(source, tmp_path / "a.cbor", "cbor")
     items = _cbor_items(data)
     version = cbor2.loads(items[1][2][0])
@@ -291,21 +295,23 @@ def test_a_cbor_bundle_with_one_changed_data_byte_is_refused(source: Path, tmp_p
     items[1][2][0] = cbor2.dumps(version, canonical=True)
     for reseal in (False, True):
         (tmp_path / "bad.cbor").write_bytes(_cbor_bundle(items, reseal=reseal))
-        with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+        with Cortex.open(place("dst"), actor="importer") as cx:
             with pytest.raises(IntegrityError, match=r"hash|sha256"):
                 import_bundle(cx, tmp_path / "bad.cbor")
             assert cx.stats()["memories"] == 0
             assert [e.kind for e in cx.journal()] == [JournalKind.INIT]
 
 
-def test_a_cbor_bundle_with_a_changed_hash_is_refused(source: Path, tmp_path: Path) -> None:
+def test_a_cbor_bundle_with_a_changed_hash_is_refused(
+    source: Path, tmp_path: Path, place: Any
+) -> None:
     data = _export(source, tmp_path / "a.cbor", "cbor")
     items = _cbor_items(data)
     version = cbor2.loads(items[2][2][0])
     version[5] = bytes([version[5][0] ^ 0x80]) + version[5][1:]
     items[2][2][0] = cbor2.dumps(version, canonical=True)
     (tmp_path / "bad.cbor").write_bytes(_cbor_bundle(items))
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         with pytest.raises(IntegrityError, match="does not match its hash"):
             import_bundle(cx, tmp_path / "bad.cbor")
         assert cx.stats()["memories"] == 0
@@ -353,13 +359,13 @@ def test_non_bundles_and_other_versions_are_refused(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match=r"not CBOR|not canonical|cortex export"):
         read_bundle(b"\xff\x00")
     with (
-        Cortex.open(tmp_path / "s", actor="x") as cx,
+        Cortex.open(tmp_path / "s", actor="x", as_owner=True) as cx,
         pytest.raises(Exception, match="cannot read"),
     ):
         import_bundle(cx, tmp_path / "missing.jsonl")
 
 
-def test_an_edge_to_a_missing_memory_is_refused(source: Path, tmp_path: Path) -> None:
+def test_an_edge_to_a_missing_memory_is_refused(source: Path, tmp_path: Path, place: Any) -> None:
     data = _export(source, tmp_path / "a.jsonl", "jsonl")
 
     def drop_ident(objs: list[dict[str, Any]]) -> None:
@@ -369,7 +375,7 @@ def test_an_edge_to_a_missing_memory_is_refused(source: Path, tmp_path: Path) ->
         _resealed(objs)
 
     (tmp_path / "bad.jsonl").write_bytes(_tampered_jsonl(data, drop_ident))
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         with pytest.raises(NotFoundError, match="does not exist"):
             import_bundle(cx, tmp_path / "bad.jsonl")
         assert cx.stats()["memories"] == 0
@@ -392,7 +398,8 @@ def test_export_is_atomic_and_replaces(source: Path, tmp_path: Path) -> None:
     out.write_text("old")
     _export(source, out, "jsonl")
     assert out.read_bytes().startswith(b'{"format":"cortex-export"')
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "src"]
+    src = [] if isinstance(source, str) else ["src"]  # a URL store has no directory
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", *src]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,6 +528,7 @@ def test_backup_under_a_concurrent_writer_opens_and_verifies(tmp_path: Path) -> 
         cx.backup(tmp_path / "backup0")
 
 
+@pytest.mark.lmdb_only
 def test_backup_is_compacted(tmp_path: Path) -> None:
     with Cortex.open(tmp_path / "s", actor="a") as cx:
         uris = cx.write_many(
@@ -542,13 +550,13 @@ def _records(cx: Cortex, uri: Any) -> tuple[Head, list[Version]]:
     return history[-1].head, [m.version for m in history]
 
 
-def test_import_records_checks_each_memory(source: Path, tmp_path: Path) -> None:
+def test_import_records_checks_each_memory(source: Path, tmp_path: Path, place: Any) -> None:
     import msgspec
 
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         memories = {m.head.type.type_name: _records(cx, m.id) for m in _all(cx)}
     head, versions = memories["Fact"]
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         cases: list[tuple[Any, type[Exception], str]] = [
             ([(head, versions[:1])], ValidationError, "versions"),
             ([(head, versions[::-1])], ValidationError, "versions"),
@@ -584,13 +592,13 @@ def test_import_records_checks_each_memory(source: Path, tmp_path: Path) -> None
         assert cx.verify().ok
 
 
-def test_import_records_refuses_bad_edges(source: Path, tmp_path: Path) -> None:
+def test_import_records_refuses_bad_edges(source: Path, tmp_path: Path, place: Any) -> None:
     import msgspec
 
-    with Cortex.open(source, actor="x") as cx:
+    with Cortex.open(source, actor="x", as_owner=True) as cx:
         memories = [_records(cx, m.id) for m in _all(cx)]
         edges = [e for m in _all(cx) for e in cx.edges(m.id, direction="out", include_removed=True)]
-    with Cortex.open(tmp_path / "dst", actor="importer") as cx:
+    with Cortex.open(place("dst"), actor="importer") as cx:
         selfie = msgspec.structs.replace(edges[0], dst=edges[0].src)
         with pytest.raises(ValidationError, match="itself"):
             cx.import_records(memories, [selfie])

@@ -145,7 +145,7 @@ def topic_fact(i: int) -> Fact:
     return fact(f"{TOPICS[i % len(TOPICS)]} number {i}")
 
 
-def run_child(path: Path, ops: list[dict[str, Any]], *, embedder: bool = True) -> list[str]:
+def run_child(path: Any, ops: list[dict[str, Any]], *, embedder: bool = True) -> list[str]:
     """Run ``ops`` in a fresh interpreter on the store at ``path``; returns what it printed.
 
     Ops: ``{"write": statement}``, ``{"update": id, "statement": s}``, ``{"tombstone": id}``,
@@ -171,7 +171,7 @@ def run_child(path: Path, ops: list[dict[str, Any]], *, embedder: bool = True) -
 def child_main() -> None:
     path, ops_json, with_embedder = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
     kw: dict[str, Any] = {"embedder": E} if with_embedder else {}
-    with open_store(Path(path), **kw) as cx:
+    with open_store(path if path.startswith("postgres") else Path(path), **kw) as cx:
         for op in json.loads(ops_json):
             if "write" in op:
                 print(cx.write(fact(op["write"])).id)

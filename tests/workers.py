@@ -147,7 +147,7 @@ def big_batch_writer(path: str, n: str, stall_at: str) -> None:
 
 def write_one(path: str, statement: str) -> None:
     """Open the store, write one memory and report its URI (proves the writer lock is free)."""
-    with Cortex.open(path, actor="after") as cx:
+    with Cortex.open(path, actor="after", as_owner=True) as cx:
         uri = cx.write(Fact(statement=statement, subject="after", predicate="wrote"))
         emit({"op": "write", "uri": str(uri)})
 
@@ -155,7 +155,7 @@ def write_one(path: str, statement: str) -> None:
 def steady_writer(path: str, stop_file: str) -> None:
     """Write small batches until ``stop_file`` exists (a writer for backups to race)."""
     n = 0
-    with Cortex.open(path, actor="steady") as cx:
+    with Cortex.open(path, actor="steady", as_owner=True) as cx:
         emit({"op": "started"})
         while not Path(stop_file).exists():
             cx.write_many(
@@ -238,7 +238,7 @@ def conc_process(
     """A spawned process: open the store, wait for the start signal, write, save the outcome."""
     result: dict[str, Any]
     try:
-        with Cortex.open(path, actor=f"proc{k}") as cx:
+        with Cortex.open(path, actor=f"proc{k}", as_owner=True) as cx:
             if not start.wait(60):
                 raise RuntimeError("no start signal")
             result = conc_writer(cx, k, nwriters, n, seed)
@@ -302,7 +302,7 @@ def grow_process(path: str, k: int, *, n: int, start: Any, grown: Any, out: str)
         i += 1
 
     try:
-        with Cortex.open(path, actor=f"grow{k}", map_size=0) as cx:
+        with Cortex.open(path, actor=f"grow{k}", map_size=0, as_owner=True) as cx:
             first = cx.stats()["map_size"]
             if not start.wait(60):
                 raise RuntimeError("no start signal")
@@ -419,7 +419,7 @@ def probe(path: str, ids_file: str) -> None:
             out["foreign"].append(f"{what}: {traceback.format_exc()}")
             return {"error": "foreign"}
 
-    cx = attempt("open", lambda: Cortex.open(path, actor="probe", create=False))
+    cx = attempt("open", lambda: Cortex.open(path, actor="probe", as_owner=True, create=False))
     if isinstance(cx, dict):
         out["open"] = cx["error"]
         emit(out)
@@ -521,10 +521,15 @@ def fill_until_full(path: str, filler: str, limit: str) -> None:
 
 
 def fill_map(path: str) -> None:
-    """Fill the map while the address space cannot hold a larger one; the handle must live."""
+    """Fill the map while the address space cannot hold a larger one; the handle must live.
+
+    A second handle of the store shares the process's environment: the failed remap replaces
+    the environment for both.
+    """
     import resource
 
     cx = Cortex.open(path, actor="filler")
+    other = Cortex.open(path, actor="filler")
     kept = cx.write(Fact(statement="kept", subject="map", predicate="fills"))
     status = Path("/proc/self/status").read_text().splitlines()
     vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
@@ -545,11 +550,13 @@ def fill_map(path: str) -> None:
         refused = type(exc).__name__
     read_back = cx.resolve(kept).data.statement
     found = len(cx.find(Query(types=["Fact"], limit=10)).hits)
+    other_read = other.resolve(kept).data.statement
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     with cx._kv.read() as txn:
         keys = sum(1 for _ in txn.keys(b"zz/"))
     cx._kv.write(lambda txn: [txn.delete(k) for k in [f"zz/{i:04}".encode() for i in range(keys)]])
     again = str(cx.write(Fact(statement="written again", subject="map", predicate="fills")))
+    other_again = str(other.write(Fact(statement="other again", subject="map", predicate="fills")))
     emit(
         {
             "failure": failure,
@@ -557,10 +564,55 @@ def fill_map(path: str) -> None:
             "read_back": read_back,
             "found": found,
             "again": again,
+            "shared": cx._kv._shared is other._kv._shared,
+            "other_read": other_read,
+            "other_again": other_again,
             "verify_ok": cx.verify().ok,
         }
     )
+    other.close()
     cx.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Many processes, one PostgreSQL store
+
+
+def shared_writer(path: str, name: str, n: str) -> None:
+    """Write ``n`` facts tagged ``name`` (one of several processes on one store), searching
+    for the previous process's words between writes; report every write after it returns."""
+    from cortex import Query
+    from cortex.embed import HashingEmbedder
+
+    with Cortex.open(path, actor=name, embedder=HashingEmbedder(64)) as cx:
+        emit({"op": "ready"})
+        for i in range(int(n)):
+            uri = cx.write(
+                Fact(
+                    statement=f"{name} wrote note {i} about kites", subject=name, predicate="wrote"
+                ),
+                tags=[name],
+            )
+            emit({"op": "write", "uri": str(uri)})
+            if i % 5 == 0:
+                cx.find(Query(near="note about kites", limit=3))
+        emit({"op": "done"})
+
+
+def steady_pg_writer(path: str) -> None:
+    """Write one memory at a time until the server goes away; report each acknowledged write,
+    then the error that ended the run (a CortexError, never a raw driver exception)."""
+    i = 0
+    with Cortex.open(path, actor="steady") as cx:
+        emit({"op": "ready"})
+        while True:
+            i += 1
+            try:
+                uri = cx.write(fact_for(7, i, 0), tags=[f"s{i}"])
+            except CortexError as exc:
+                emit({"op": "error", "kind": type(exc).__name__, "message": str(exc)})
+                return
+            emit({"op": "write", "uri": str(uri), "i": i})
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ salvage into a new store. Outcomes are classified against the intact store:
 - wrong: a call returned data that differs from the intact store's without an error (or
   verify said ok although a read differed, or backup left a copy that does not verify, or
   salvage recovered a memory whose records differ);
-- missed: salvage did not recover a memory whose records lie on undamaged pages;
+- missed: salvage did not recover a memory whose records lie on undamaged pages (and, when the
+  free-page tree is damaged too, whose way from the root is undamaged);
 - otherwise each call either returned what the intact store returns or raised a CortexError.
 
 Damage classes (``--classes``): ``truncate`` (data.mdb cut at every page boundary), ``zero``
@@ -121,6 +122,7 @@ class Layout(NamedTuple):
     kinds: dict[int, str]  # page -> meta, branch, leaf, overflow, free-tree, free
     key_pages: dict[bytes, set[int]]  # key -> the leaf and overflow pages holding it
     values: dict[int, list[tuple[int, int, bytes]]]  # page -> (offset, length, key) of values
+    parents: dict[int, int]  # a page of the main tree below the root -> its branch page
 
 
 def layout(path: Path) -> Layout:
@@ -134,6 +136,7 @@ def layout(path: Path) -> Layout:
         kinds = {0: "meta", 1: "meta"}
         key_pages: dict[bytes, set[int]] = {}
         values: dict[int, list[tuple[int, int, bytes]]] = {}
+        parents: dict[int, int] = {}
         for tree, name in ((meta.main, "main"), (meta.free, "free-tree")):
             if tree.root == pg.P_INVALID:
                 continue
@@ -149,6 +152,8 @@ def layout(path: Path) -> Layout:
                     for ptr in ptrs:
                         lo, hi, fl, _k = struct.unpack_from("<HHHH", page, ptr)
                         stack.append(lo | hi << 16 | fl << 32)
+                        if name == "main":
+                            parents[stack[-1]] = p
                     continue
                 kinds[p] = "leaf" if name == "main" else name
                 for ptr in ptrs:
@@ -169,7 +174,7 @@ def layout(path: Path) -> Layout:
                         values.setdefault(p, []).append((ptr + 8 + ks, dsize, key))
         for p in range(total):
             kinds.setdefault(p, "free")
-    return Layout(total, kinds, key_pages, values)
+    return Layout(total, kinds, key_pages, values, parents)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -632,7 +637,13 @@ def _salvage_outcome(
 
 
 def _touched(mid: str, trial: Trial, lay: Layout) -> bool:
-    """Whether a page holding one of the memory's head or version records is damaged."""
+    """Whether salvage may lose the memory (its pages, or the way to them, damaged).
+
+    A page holding its head or a version is damaged, or, with the free-page tree damaged too,
+    a branch page above one of them: salvage reads the leaves a damaged branch page cuts off
+    only when the free-page tree is intact (``specs/storage.md`` §10), since without it they
+    cannot be told from stale pages.
+    """
     from cortex.ids import MemoryId
     from cortex.keys import HEAD, VERSION
 
@@ -641,9 +652,23 @@ def _touched(mid: str, trial: Trial, lay: Layout) -> bool:
     for key, where in lay.key_pages.items():
         if key == HEAD + raw or key.startswith(VERSION + raw):
             pages |= where
-    if trial.cls == "truncate":
-        return any(p >= trial.damaged_pages[0] for p in pages)
-    return bool(pages & set(trial.damaged_pages))
+
+    def damaged(p: int) -> bool:
+        if trial.cls == "truncate":
+            return p >= trial.damaged_pages[0]
+        return p in trial.damaged_pages
+
+    if any(damaged(p) for p in pages):
+        return True
+    if not any(damaged(p) for p, kind in lay.kinds.items() if kind == "free-tree"):
+        return False
+    for start in pages:
+        p = start
+        while p in lay.parents:
+            p = lay.parents[p]
+            if damaged(p):
+                return True
+    return False
 
 
 def run(

@@ -1446,7 +1446,66 @@ def build() -> dict[str, Any]:
     files["postings.json"] = _postings_file()
     files["chunks.json"] = _chunks_file()
     files["episodes.json"] = _episodes_file()
+    files["claims.json"] = _claims_file()
     return files
+
+
+def claim_inputs() -> list[dict[str, Any]]:
+    """The memories of ``claims.json``: a type and its fields as JSON."""
+    return [
+        {"name": "single-valued predicate", "type": "Fact",
+         "input": {"statement": "Sam lives in Berlin", "subject": "Sam", "predicate": "home_city"}},
+        {"name": "subject spelled otherwise, predicate with spaces", "type": "Fact",
+         "input": {"statement": "sam lives in Lisbon", "subject": " @SAM ",
+                   "predicate": "Home City", "object": "Lisbon"}},
+        {"name": "many-valued predicate with an object", "type": "Fact",
+         "input": {"statement": "Sam is allergic to peanuts", "subject": "Sam",
+                   "predicate": "allergic_to", "object": "Peanuts"}},
+        {"name": "a negated predicate competes with the claim it negates", "type": "Fact",
+         "input": {"statement": "Sam is not allergic to peanuts", "subject": "sam",
+                   "predicate": "is not allergic-to", "object": "peanuts."}},
+        {"name": "many-valued predicate, no object: no lookup key", "type": "Fact",
+         "input": {"statement": "Sam likes things", "subject": "Sam", "predicate": "likes"}},
+        {"name": "favorite_ prefix is single-valued", "type": "Fact",
+         "input": {"statement": "Sam's favourite colour is teal", "subject": "Sam",
+                   "predicate": "favorite_color", "object": "teal"}},
+        {"name": "non-ASCII, NFKC", "type": "Fact",
+         "input": {"statement": "東京は日本の首都です", "subject": "東京",
+                   "predicate": "capital_of", "object": "日本"}},
+        {"name": "Preference topic", "type": "Preference",
+         "input": {"topic": "  Dark   Mode ", "polarity": "prefer"}},
+        {"name": "other types have no key", "type": "Event",
+         "input": {"kind": "note", "summary": "Sam called"}},
+    ]  # fmt: skip
+
+
+def _claims_file() -> dict[str, Any]:
+    from cortex import chains
+
+    cases = []
+    for case in claim_inputs():
+        data = parse_input(case["type"], case["input"])
+        keys = chains.claim_keys(data)
+        lookup = chains.lookup_key(data)
+        cases.append(
+            {
+                "name": case["name"],
+                "type": case["type"],
+                "input": case["input"],
+                "keys": [k.decode("utf-8") for k in keys],
+                "hashes": [chains.claim_hash(k).hex() for k in keys],
+                "lookup": None if lookup is None else lookup.decode("utf-8"),
+            }
+        )
+    return {
+        "conventions": {
+            "keys": "claim keys, parts joined by U+001F (specs/claims.md section 5)",
+            "hashes": "sha256('matrix.cortex.claim.v1' || UTF-8 key)[:16], lower-case hex: the "
+            "claim16 of idx/claim/ keys",
+            "lookup": "the key a new memory looks up its competitors by (null: none)",
+        },
+        "cases": cases,
+    }
 
 
 def episode_inputs() -> list[dict[str, Any]]:

@@ -1,0 +1,471 @@
+"""The PostgreSQL engine's own rules: bytewise order, the write overlay, retries, failures of the
+server, several processes on one store, and copying between engines.
+
+The KV contract and the store's behaviour are tested once for both engines (test_kv,
+test_store, ...); this module holds what only a server can do.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cortex import Cortex, CortexError, Fact, Query
+from cortex.engines import copy_kv, exists, open_kv
+from cortex.errors import ConflictError, EngineError, StoreFullError
+from cortex.pgkv import RETRIES, PgKV, parse_url
+
+from . import workers
+from .test_crash import Child
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def url(pg_url: Callable[[], str]) -> str:
+    return pg_url()
+
+
+@pytest.fixture
+def kv(url: str) -> Iterator[PgKV]:
+    store = PgKV(url)
+    yield store
+    store.close()
+
+
+def _raw(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(parse_url(url).conninfo, autocommit=True)
+
+
+# --- order and URLs ---------------------------------------------------------------------------
+
+
+keys = st.binary(min_size=1, max_size=12)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(keys, min_size=1, max_size=60, unique=True))
+def test_bytea_orders_keys_bytewise_as_python_and_lmdb_do(pg_url: Any, ks: list[bytes]) -> None:
+    kv = PgKV(pg_url())
+    try:
+        kv.write(lambda t: t.put_many((k, b"") for k in ks))
+        with kv.read() as r:
+            assert list(r.keys(b"")) == sorted(ks)
+            assert list(r.keys(b"", reverse=True)) == sorted(ks, reverse=True)
+        kv.drop()
+    finally:
+        kv.close()
+
+
+def test_collation_does_not_apply_to_bytea(url: str) -> None:
+    import psycopg
+
+    with _raw(url) as conn, pytest.raises(psycopg.errors.DatatypeMismatch):
+        conn.execute("SELECT '\\x61'::bytea COLLATE \"C\"")
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("postgresql:///db", "names no store"),
+        ("postgresql:///db?store=Bad-Name", "not allowed"),
+        ("postgresql:///db?store=a&pool=0", "pool"),
+    ],
+)
+def test_bad_urls_are_refused(bad: str, says: str) -> None:
+    with pytest.raises(CortexError, match=says):
+        parse_url(bad)
+
+
+def test_the_password_never_shows() -> None:
+    u = parse_url("postgresql://me:secret@db.example/x?store=a&sslmode=require")
+    assert "secret" not in u.shown and ":***@" in u.shown
+    assert "store=" not in u.conninfo and "sslmode=require" in u.conninfo
+
+
+def test_a_missing_store_is_not_created_without_create(url: str) -> None:
+    assert not exists(url)
+    with pytest.raises(CortexError, match="no store"):
+        PgKV(url, create=False)
+    with pytest.raises(CortexError, match="no store"):
+        Cortex.open(url, actor="a", readonly=True)
+
+
+def test_lmdb_page_checks_are_accepted_and_check_nothing(url: str) -> None:
+    # check_pages and read_checked are LMDB's file checks (storage.md §9): the server checks
+    # its own pages, so the options are accepted and the walks find no damage to report
+    with Cortex.open(url, actor="a", check_pages=True) as cx:
+        cx.write(Fact(statement="one", subject="s", predicate="p"))
+        with cx._kv.read_checked() as txn:
+            assert txn.damage == [] and next(txn.keys(b""), None) is not None
+        assert cx.verify().ok and cx.stats()["memories"] == 1
+
+
+def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="unreachable"):
+        PgKV(f"postgresql:///x?host={tmp_path}&store=a")
+
+
+# --- the write overlay against a model --------------------------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("put"),
+            st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"b\xff"]),
+            st.binary(max_size=3),
+        ),
+        st.tuples(
+            st.just("del"), st.sampled_from([b"a", b"a1", b"a2", b"ab", b"b", b"c"]), st.just(b"")
+        ),
+        st.tuples(st.just("add"), st.sampled_from([b"a1", b"a3", b"c"]), st.just(b"n")),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops, st.sampled_from([b"", b"a", b"a1", b"b"]), st.sampled_from([None, b"a1", b"a2\x00", b"b"])
+)
+def test_a_write_transaction_reads_its_own_changes_like_the_model(
+    pg_url: Any, script: list[tuple[str, bytes, bytes]], prefix: bytes, start: bytes | None
+) -> None:
+    kv = PgKV(pg_url())
+    base = {b"a": b"0", b"a2": b"0", b"b": b"0", b"c": b"0"}
+    try:
+        kv.write(lambda t: t.put_many(base.items()))
+        model = dict(base)
+
+        def fn(t: Any) -> list[Any]:
+            seen: list[Any] = []
+            for op, k, v in script:
+                if op == "put":
+                    t.put(k, v)
+                    model[k] = v
+                elif op == "del":
+                    assert t.delete(k) == (k in model)
+                    model.pop(k, None)
+                else:
+                    assert t.add_many([(k, v)]) == (k not in model)
+                    model.setdefault(k, v)
+                ks = sorted(x for x in model if x.startswith(prefix))
+                fwd = [x for x in ks if start is None or x >= start]
+                rev = [
+                    x
+                    for x in ks[::-1]
+                    if start is None or not start.startswith(prefix) or x <= start
+                ]
+                if start is not None and not start.startswith(prefix) and start < prefix:
+                    rev = []
+                assert list(t.keys(prefix, start=start)) == fwd
+                assert [k2 for k2, _ in t.scan(prefix, start=start, reverse=True)] == rev
+                probe = prefix + b"1"
+                before = [x for x in ks if x <= probe]
+                after = [x for x in ks if x > probe]
+                k0, v0, k1 = t.around(prefix, probe)
+                assert (k0, k1) == (before[-1] if before else None, after[0] if after else None)
+                assert v0 == (model[k0] if k0 is not None else None)
+                seen.append(t.get(k))
+            return seen
+
+        kv.write(fn)
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == model
+    finally:
+        kv.drop()
+        kv.close()
+
+
+# --- retries and failures ---------------------------------------------------------------------
+
+
+def test_a_serialization_failure_is_retried(url: str, kv: PgKV) -> None:
+    """A transaction outside cortex's lock makes the first try fail; the second commits."""
+    kv.write(lambda t: t.put_many([(b"x", b"0"), (b"y", b"0")]))
+    tries = []
+
+    def fn(t: Any) -> None:
+        tries.append(1)
+        t.get(b"x")  # reads x; writes y
+        if len(tries) == 1:
+            with _raw(url) as other:  # reads y, writes x, commits first: a cycle
+                other.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                other.execute(f'SELECT v FROM "{kv.table}" WHERE k = %s', (b"y",))
+                other.execute(f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"o", b"x"))
+                other.execute("COMMIT")
+        t.put(b"y", b"1")
+
+    kv.write(fn)
+    assert len(tries) == 2
+    with kv.read() as r:
+        assert (r.get(b"x"), r.get(b"y")) == (b"o", b"1")
+
+
+def test_endless_conflicts_end_in_a_conflict_error_with_nothing_written(
+    url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    kv.write(lambda t: t.put_many([(b"x", b"0"), (b"y", b"0")]))
+    tries = []
+
+    def fn(t: Any) -> None:
+        tries.append(1)
+        t.get(b"x")
+        with _raw(url) as other:
+            other.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            other.execute(f'SELECT v FROM "{kv.table}" WHERE k = %s', (b"y",))
+            other.execute(
+                f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"%d" % len(tries), b"x")
+            )
+            other.execute("COMMIT")
+        t.put(b"y", b"mine")
+
+    with pytest.raises(ConflictError, match=f"{RETRIES} tries"):
+        kv.write(fn)
+    assert len(tries) == RETRIES
+    with kv.read() as r:
+        assert r.get(b"y") == b"0"
+    kv.write(lambda t: t.put(b"z", b"1"))  # the lock was released
+
+
+def test_a_full_disk_is_a_store_full_error_and_writes_nothing(url: str, kv: PgKV) -> None:
+    """The server's disk-full error (raised here by a trigger: the same SQLSTATE 53100)."""
+    kv.write(lambda t: t.put(b"a", b"1"))
+    with _raw(url) as conn:
+        conn.execute(
+            "CREATE FUNCTION cortex_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.k = '\\x7a'::bytea THEN RAISE EXCEPTION 'could not extend file' "
+            "USING ERRCODE = 'disk_full'; END IF; RETURN NEW; END $$"
+        )
+        conn.execute(
+            f'CREATE TRIGGER full_disk BEFORE INSERT OR UPDATE ON "{kv.table}" '
+            "FOR EACH ROW EXECUTE FUNCTION cortex_full()"
+        )
+    try:
+        with pytest.raises(StoreFullError, match="out of resources"):
+            kv.write(lambda t: t.put_many([(b"b", b"2"), (b"z", b"3")]))
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"a": b"1"}
+        kv.write(lambda t: t.put(b"c", b"4"))  # the writer lock was released
+    finally:
+        with _raw(url) as conn:
+            conn.execute(f'DROP TRIGGER full_disk ON "{kv.table}"')
+            conn.execute("DROP FUNCTION cortex_full()")
+
+
+def _cluster(pg_server: Any) -> Any:
+    if pg_server.cluster is None:
+        pytest.skip("CORTEX_PG_URL names an outside server: it is not ours to stop")
+    return pg_server.cluster
+
+
+def test_a_server_restart_is_survived_by_an_open_store(pg_server: Any, url: str) -> None:
+    cluster = _cluster(pg_server)
+    with Cortex.open(url, actor="a") as cx:
+        first = cx.write(Fact(statement="before", subject="s", predicate="p"))
+        cluster.stop_server("fast")
+        with pytest.raises(EngineError):
+            cx.write(Fact(statement="while down", subject="s", predicate="p"))
+        with pytest.raises(EngineError):
+            cx.resolve(first)
+        cluster.start_server()
+        # the pooled connections are dead: each is replaced on its first query
+        assert cx.resolve(first).data.statement == "before"  # type: ignore[union-attr]
+        cx.write(Fact(statement="after", subject="s", predicate="p"))
+        assert cx.stats()["memories"] == 2
+        assert cx.verify().ok
+
+
+def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
+    pg_server: Any, url: str
+) -> None:
+    """``pg_ctl stop -m immediate`` (a crash of the server) under a writer; after recovery
+    every acknowledged write is there, whole, and verify is clean."""
+    cluster = _cluster(pg_server)
+    Cortex.open(url, actor="init").close()
+    all_acked: set[str] = set()
+    for round_ in range(3):
+        with Child(workers.command("steady_pg_writer", url)) as child:
+            child.wait_for("ready")
+            time.sleep(0.3 + 0.2 * round_)
+            cluster.stop_server("immediate")
+            deadline = time.monotonic() + 60
+            while child.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reports = child.kill()
+        cluster.start_server()
+        errors = [r for r in reports if r["op"] == "error"]
+        assert len(errors) == 1 and errors[0]["kind"] == "EngineError", child.stderr()
+        acked = [r for r in reports if r["op"] == "write"]
+        assert acked, "the writer wrote nothing before the stop"
+        all_acked.update(r["uri"] for r in acked)
+        with Cortex.open(url, actor="checker", as_owner=True) as cx:
+            for r in acked:
+                m = cx.resolve(r["uri"])
+                assert m.data == workers.fact_for(7, r["i"], 0)
+                assert f"s{r['i']}" in m.head.tags
+            # at most the one write in flight may have landed unacknowledged
+            assert 0 <= cx.stats()["memories"] - len(all_acked) <= round_ + 1
+            report = cx.verify()
+            assert report.ok, report.problems
+
+
+# --- many processes, one store ----------------------------------------------------------------
+
+
+def test_several_processes_write_and_search_one_store(url: str) -> None:
+    Cortex.open(url, actor="owner").close()
+    names = [f"p{i}" for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            workers.command("shared_writer", url, name, 25),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in names
+    ]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err.decode()
+        outs.append([json.loads(line) for line in out.decode().splitlines()])
+    uris = [r["uri"] for out in outs for r in out if r["op"] == "write"]
+    assert len(uris) == 100 and len({u.split("#")[0] for u in uris}) == 100
+    from cortex.embed import HashingEmbedder
+
+    with Cortex.open(url, actor="checker", as_owner=True, embedder=HashingEmbedder(64)) as cx:
+        assert cx.stats()["memories"] == 100
+        assert all(u.endswith("#1") for u in uris)
+        seqs = [e.seq for e in cx.journal()]
+        assert seqs == list(range(1, len(seqs) + 1))  # one chain, no gaps, no forks
+        report = cx.verify()
+        assert report.ok, report.problems
+        # each process's writes are found by a search here (the index caught up from the journal)
+        for name in names:
+            hits = cx.find(Query(near=f"{name} wrote note 3 about kites", limit=1))
+            assert hits.memories[0].head.tags == (name,)
+
+
+def test_a_write_in_one_process_is_found_by_the_next_search_in_another(url: str) -> None:
+    from cortex.embed import HashingEmbedder
+
+    with Cortex.open(url, actor="reader", embedder=HashingEmbedder(64)) as cx:
+        cx.write(Fact(statement="green tea in the morning", subject="u", predicate="likes"))
+        assert cx.find(Query(near="green tea", limit=1)).hits  # the index is built here
+        out = subprocess.run(
+            workers.command("shared_writer", url, "other", 1),
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        uri = [json.loads(x) for x in out.stdout.decode().splitlines()][1]["uri"]
+        got = cx.find(Query(near="other wrote note 0 about kites", limit=1))
+        assert str(got.uris[0]) == uri
+
+
+# --- copying between engines ------------------------------------------------------------------
+
+
+def _fill(where: Any) -> None:
+    with Cortex.open(where, actor="agent") as cx:
+        uris = cx.write_many(
+            Fact(statement=f"fact {i} about rivers", subject="s", predicate="p") for i in range(30)
+        )
+        cx.update(uris[0], Fact(statement="fact 0 changed", subject="s", predicate="p"))
+        cx.tombstone(uris[1], "gone")
+        cx.add_edge(uris[2], "references", uris[3])
+
+
+def _all(where: Any) -> dict[bytes, bytes]:
+    kv = open_kv(where, create=False)
+    try:
+        with kv.read() as r:
+            return dict(r.scan(b""))
+    finally:
+        kv.close()
+
+
+def test_cortex_copy_lmdb_to_postgres_and_back(tmp_path: Path, url: str, pg_url: Any) -> None:
+    src = tmp_path / "src"
+    _fill(src)
+    cli = [workers.sys.executable, "-m", "cortex"]
+    out = subprocess.run(
+        [*cli, "--json", "copy", str(src), url], capture_output=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    assert json.loads(out.stdout)["records"] == len(_all(src))
+    back = tmp_path / "back"
+    out = subprocess.run(
+        [*cli, "copy", url, str(back)], capture_output=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    assert b"exports identical" in out.stdout
+    assert _all(src) == _all(url) == _all(back)
+    # a copy into a store that holds records is refused, and changes nothing
+    again = subprocess.run(
+        [*cli, "copy", str(src), url], capture_output=True, timeout=120, check=False
+    )
+    assert again.returncode != 0 and b"holds records" in again.stderr
+    assert _all(url) == _all(src)
+    with Cortex.open(url, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+
+
+def test_a_failed_copy_into_postgres_leaves_nothing(tmp_path: Path, url: str) -> None:
+    src = tmp_path / "src"
+    _fill(src)
+    kv = open_kv(src, readonly=True, create=False)
+    real = kv.read
+
+    class Boom(Exception):
+        pass
+
+    def broken() -> Any:
+        ctx = real()
+
+        class Ctx:
+            def __enter__(self) -> Any:
+                txn = ctx.__enter__()
+
+                class T:
+                    def keys(self, p: bytes) -> Any:
+                        return txn.keys(p)
+
+                    def scan(self, p: bytes) -> Any:
+                        for i, pair in enumerate(txn.scan(p)):
+                            if i == 50:
+                                raise Boom
+                            yield pair
+
+                return T()
+
+            def __exit__(self, *a: Any) -> None:
+                ctx.__exit__(*a)
+
+        return Ctx()
+
+    kv.read = broken  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Boom):
+            copy_kv(kv, url)
+    finally:
+        kv.close()
+    assert _all(url) == {}
+
+
+def test_backup_of_a_postgres_store_is_an_lmdb_copy(tmp_path: Path, url: str) -> None:
+    _fill(url)
+    with Cortex.open(url, actor="a") as cx:
+        assert cx.backup(tmp_path / "b").ok
+    assert _all(tmp_path / "b") == _all(url)

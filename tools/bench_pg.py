@@ -1,0 +1,196 @@
+"""cortex on LMDB and on PostgreSQL, beside plain psycopg doing the same statements (the floor).
+
+Starts a private PostgreSQL cluster (tests/pgserver.py: Debian's binaries, a unix socket,
+fsync on), fills a store of N memories on each engine, then measures (medians of repeats):
+
+- a durable single write (``Cortex.write`` of one Fact) against a plain ``INSERT`` + ``COMMIT``
+  of one row holding as many bytes as cortex's commit sends;
+- get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
+- 4 and 8 writer processes on one store: writes per second in all.
+
+    python tools/bench_pg.py [--sizes 10000,100000] [--out bench-results/pg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cortex import Cortex, Fact, NewMemory  # noqa: E402
+from tests import pgserver  # noqa: E402
+
+REPEATS = 300
+
+
+def fact(i: int) -> Fact:
+    return Fact(
+        statement=f"the user {i} likes green tea in the morning", subject="user", predicate="likes"
+    )
+
+
+def fill(where: Any, n: int) -> list[Any]:
+    uris: list[Any] = []
+    with Cortex.open(where, actor="bench") as cx:
+        for lo in range(0, n, 2000):
+            uris += cx.write_many(NewMemory(data=fact(i)) for i in range(lo, min(n, lo + 2000)))
+    return uris
+
+
+def median_us(fn: Any, repeats: int = REPEATS) -> float:
+    times = []
+    for i in range(repeats):
+        t = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def commit_bytes(url: str) -> int:
+    """Bytes of keys and values one cortex write sends at commit (measured on the engine)."""
+    import cortex.pgkv as P
+
+    seen: list[int] = []
+    real = P._PgWrite.commit
+
+    def spy(self: Any) -> None:
+        seen.append(sum(len(k) + len(v or b"") for k, v in self._buf.items()))
+        real(self)
+
+    P._PgWrite.commit = spy  # type: ignore[method-assign]
+    try:
+        with Cortex.open(url, actor="bench") as cx:
+            for i in range(20):
+                cx.write(fact(10**9 + i))
+    finally:
+        P._PgWrite.commit = real  # type: ignore[method-assign]
+    return int(statistics.median(seen))
+
+
+def floors(conninfo: str, size: int, keys: list[bytes], table: str) -> dict[str, float]:
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True, prepare_threshold=0) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS floor (k bytea PRIMARY KEY, v bytea NOT NULL)")
+        payload = os.urandom(size)
+
+        def insert(i: int) -> None:
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO floor (k, v) VALUES (%s, %s)", (os.urandom(16), payload))
+            conn.execute("COMMIT")
+
+        def select(i: int) -> None:
+            conn.execute(
+                f'SELECT v FROM "{table}" WHERE k = %s', (keys[i % len(keys)],), binary=True
+            ).fetchone()
+
+        return {"insert_commit_us": median_us(insert), "pk_select_us": median_us(select, 2000)}
+
+
+def writers(where: str, procs: int, each: int) -> float:
+    code = (
+        "import sys; from cortex import Cortex, Fact\n"
+        "w, n, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
+        "cx = Cortex.open(w, actor=name)\n"
+        "print('ready', flush=True); sys.stdin.readline()\n"
+        "for i in range(n):\n"
+        "    cx.write(Fact(statement=f'{name} {i} kites', subject=name, predicate='wrote'))\n"
+        "cx.close()\n"
+    )
+    ps = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, where, str(each), f"w{p}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(procs)
+    ]
+    for p in ps:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    t = time.perf_counter()
+    for p in ps:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in ps:
+        assert p.wait(timeout=600) == 0
+    return procs * each / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="10000")
+    ap.add_argument("--out", default="bench-results/pg")
+    args = ap.parse_args()
+    bindir = pgserver.find_bin()
+    if bindir is None:
+        raise SystemExit("no PostgreSQL server binaries: apt-get install -y postgresql")
+    cluster = pgserver.PgCluster(bindir).start()
+    results: dict[str, Any] = {"sizes": {}, "writers": {}}
+    try:
+        with tempfile.TemporaryDirectory(prefix="cortex-bench-pg-") as tmp:
+            for n in [int(x) for x in args.sizes.split(",")]:
+                row: dict[str, Any] = {}
+                for engine in ("lmdb", "postgres"):
+                    where: Any = Path(tmp, f"s{n}") if engine == "lmdb" else cluster.url(f"b{n}")
+                    uris = fill(where, n)
+                    with Cortex.open(where, actor="bench") as cx:
+                        row[f"{engine}_write_us"] = median_us(
+                            lambda i, cx=cx, n=n: cx.write(fact(n + i))
+                        )
+                        row[f"{engine}_get_us"] = median_us(
+                            lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % len(u)]), 2000
+                        )
+                from cortex.keys import head_key
+
+                size = commit_bytes(cluster.url(f"b{n}"))
+                keys = [head_key(u.id) for u in uris[:2000]]
+                row.update(floors(cluster.conninfo(), size, keys, f"cortex_b{n}"))
+                row["commit_bytes"] = size
+                row["write_ratio"] = row["postgres_write_us"] / row["insert_commit_us"]
+                row["get_ratio"] = row["postgres_get_us"] / row["pk_select_us"]
+                results["sizes"][n] = row
+                print(n, json.dumps(row), flush=True)
+            for procs in (4, 8):
+                each = 100
+                lm = writers(str(Path(tmp, f"w{procs}")), procs, each)
+                pg = writers(cluster.url(f"w{procs}"), procs, each)
+                results["writers"][procs] = {"lmdb_writes_per_s": lm, "postgres_writes_per_s": pg}
+                print(procs, "writers", results["writers"][procs], flush=True)
+    finally:
+        cluster.stop()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2))
+    lines = [
+        "| memories | LMDB write µs | PG write µs | floor INSERT+COMMIT µs | ratio | "
+        "LMDB get µs | PG get µs | floor PK SELECT µs | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['lmdb_write_us']:.0f} | {r['postgres_write_us']:.0f} | "
+            f"{r['insert_commit_us']:.0f} ({r['commit_bytes']} B) | {r['write_ratio']:.2f} | "
+            f"{r['lmdb_get_us']:.0f} | {r['postgres_get_us']:.0f} | {r['pk_select_us']:.0f} | "
+            f"{r['get_ratio']:.2f} |"
+        )
+    lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
+    for p, r in results["writers"].items():
+        lines.append(f"| {p} | {r['lmdb_writes_per_s']:.0f} | {r['postgres_writes_per_s']:.0f} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
