@@ -406,6 +406,7 @@ def _write_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--id", help="a caller-chosen ULID")
     _version_options(p)
     _supersede_option(p)
+    _task_options(p)
 
 
 def _supersede_option(p: argparse.ArgumentParser) -> None:
@@ -416,6 +417,26 @@ def _supersede_option(p: argparse.ArgumentParser) -> None:
         help="temporal chains (specs/claims.md): auto applies the rules; yes makes a Fact "
         "compete on subject and predicate whatever the predicate; no skips them",
     )
+
+
+def _task_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--task",
+        metavar="ID",
+        help="count this write against task ID's write budget (kept in the store)",
+    )
+    p.add_argument(
+        "--budget", type=int, default=50, metavar="N", help="the task's budget (default 50)"
+    )
+
+
+@contextmanager
+def _in_task(cx: Cortex, args: argparse.Namespace) -> Iterator[None]:
+    if args.task is None:
+        yield
+    else:
+        with cx.task(args.task, limit=args.budget):
+            yield
 
 
 def _supersede(args: argparse.Namespace) -> bool | None:
@@ -450,7 +471,7 @@ def cmd_write(args: argparse.Namespace) -> int:
     """Write a new memory of TYPE from a JSON object of its fields; print its URI."""
     data = from_plain(DATA_TYPES[args.type], _json_arg(args.data, "data"), "data")
     mid = from_plain(MemoryId, args.id, "id") if args.id is not None else None
-    with _open(args) as cx:
+    with _open(args) as cx, _in_task(cx, args):
         uri = cx.write(
             data,
             tags=args.tag,
@@ -705,6 +726,81 @@ def cmd_history(args: argparse.Namespace) -> int:
         [_memory_json(m)["version"] for m in versions],
         _table(["version", "created", "by", "hash", "short form"], rows),
     )
+    return 0
+
+
+def _chain_args(p: argparse.ArgumentParser) -> None:
+    _id_arg(p)
+    p.add_argument("--as-of", type=_time_arg, metavar="TIME", help="the chain as it stood then")
+
+
+@_command("chain", _chain_args)
+def cmd_chain(args: argparse.Namespace) -> int:
+    """The temporal chain of a memory: the current truth first, then what it superseded."""
+    with _open(args) as cx:
+        links = cx.chain(args.ref, as_of=args.as_of)
+    rows = [
+        (
+            "current" if link.current else "history",
+            _when(link.since),
+            _when(link.until),
+            str(link.memory.uri),
+            link.memory.version.forms.short if link.memory.version.forms else "(purged)",
+        )
+        for link in links
+    ]
+    obj = [
+        {
+            "uri": str(link.memory.uri),
+            "current": link.current,
+            "since": _when(link.since),
+            "until": _when(link.until) or None,
+            "superseded_by": None if link.superseded_by is None else str(link.superseded_by),
+        }
+        for link in links
+    ]
+    _emit(args, obj, _table(["", "since", "until", "uri", "short form"], rows))
+    return 0
+
+
+def _conflicts_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--resolve",
+        nargs=2,
+        metavar=("WINNER", "LOSER"),
+        help="close a conflict: WINNER supersedes LOSER from now on (needs --reason)",
+    )
+    p.add_argument("--reason", help="why (journalled with the resolution)")
+
+
+@_command("conflicts", _conflicts_args)
+def cmd_conflicts(args: argparse.Namespace) -> int:
+    """Open conflicts (two current memories that contradict each other), or resolve one."""
+    with _open(args) as cx:
+        if args.resolve:
+            if not args.reason:
+                raise ValidationError("reason", "required", "--resolve needs --reason TEXT")
+            edge = cx.resolve_conflict(args.resolve[0], args.resolve[1], reason=args.reason)
+            _emit(
+                args,
+                {"winner": str(edge.src), "loser": str(edge.dst), "at": _when(edge.created_at)},
+                f"{edge.src} now supersedes {edge.dst}",
+            )
+            return 0
+        found = cx.conflicts()
+    rows = [
+        (
+            _when(c.since),
+            str(c.a.uri),
+            str(c.b.uri),
+            c.a.version.forms.short if c.a.version.forms else "",
+            c.b.version.forms.short if c.b.version.forms else "",
+        )
+        for c in found
+    ]
+    obj = [{"since": _when(c.since), "a": str(c.a.uri), "b": str(c.b.uri)} for c in found]
+    lines = _table(["since", "a", "b", "a says", "b says"], rows) if found else "no open conflicts"
+    _emit(args, obj, lines)
     return 0
 
 

@@ -1258,7 +1258,8 @@ def test_the_command_list_is_complete() -> None:
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
-        "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens", "salvage",
+        "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens", "chain",
+        "conflicts", "salvage",
     }  # fmt: skip
 
 
@@ -1405,3 +1406,32 @@ def test_a_broken_pipe_is_not_an_error(tmp_path: Path) -> None:
     p.wait(timeout=30)
     p.stderr.close()
     assert b"Traceback" not in err
+
+
+def test_chain_conflicts_and_task_budget(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = run_json(capsys, "write", "Fact", FACT)["uri"]
+    rc, out, err = run(capsys, "write", "Fact", FACT.replace("Zürich", "Basel"))
+    assert rc == 0 and out.startswith("cortex://Fact/") and "supersedes " + first in err
+    second = out.strip()
+    links = run_json(capsys, "chain", first)
+    assert [x["uri"] for x in links] == [second, first] and links[0]["current"]
+    rc, out, _ = run(capsys, "chain", first)
+    assert rc == 0 and "current" in out and "history" in out
+    same = "2026-01-01T00:00:00Z"
+    a = run_json(capsys, "write", "Fact", FACT.replace("ada", "bob"), "--valid-from", same)
+    b = run_json(capsys, "write", "Fact", FACT.replace("ada", "bob").replace("Zürich", "Oslo"),
+                 "--valid-from", same)  # fmt: skip
+    assert b["outcome"] == "conflict" and b["conflicts_with"] == [a["uri"]]
+    listed = run_json(capsys, "conflicts")
+    assert len(listed) == 1 and {listed[0]["a"], listed[0]["b"]} == {a["uri"], b["uri"]}
+    assert run(capsys, "conflicts", "--resolve", b["uri"], a["uri"])[0] == 1  # no --reason
+    rc, out, _ = run(capsys, "conflicts", "--resolve", b["uri"], a["uri"], "--reason", "said so")
+    assert rc == 0 and "now supersedes" in out
+    assert run(capsys, "conflicts")[1] == "no open conflicts\n"
+    for i in range(2):
+        assert (
+            run(capsys, "write", "Event", f'{{"kind": "n{i}"}}', "--task", "t", "--budget", "2")[0]
+            == 0
+        )
+    rc, _, err = run(capsys, "write", "Event", '{"kind": "n3"}', "--task", "t", "--budget", "2")
+    assert rc == 1 and "budget of 2 is spent" in err

@@ -115,3 +115,42 @@ def test_dedupe_with_minilm_never_merges_a_distinct_pair(tmp_path: Path) -> None
                 cx.tombstone(u, "next pair")  # each pair on its own
     assert wrong == []
     assert merged >= 1  # measured 4 of the 6 (the others sit at the cosine threshold)
+
+
+def _same_fact_writer(path: str, barrier: Any, out: Any) -> None:
+    from cortex import Cortex
+
+    fact = Fact(statement="Sam is allergic to peanuts", subject="Sam", predicate="note")
+    with Cortex.open(path, actor="agent") as cx:
+        barrier.wait()
+        r = cx.write(fact, dedupe=True)
+        out.put((str(r), r.outcome))
+
+
+def test_processes_writing_the_same_fact_make_one_memory(tmp_path: Path) -> None:
+    """The exact dedupe match is checked again inside the write transaction: four processes
+    writing the same data at the same moment make one memory and three confirmations."""
+    import multiprocessing as mp
+
+    from cortex import Cortex, JournalKind, Query
+
+    path = tmp_path / "s"
+    with Cortex.open(path, actor="agent"):
+        pass
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [
+        ctx.Process(target=_same_fact_writer, args=(str(path), barrier, out)) for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    results = [out.get(timeout=5) for _ in procs]
+    assert sorted(o for _, o in results) == ["confirmed", "confirmed", "confirmed", "created"]
+    assert len({uri for uri, _ in results}) == 1
+    with Cortex.open(path, actor="agent") as cx:
+        assert len(cx.find(Query(types=("Fact",), limit=10)).hits) == 1
+        assert sum(e.kind is JournalKind.CONFIRM for e in cx.journal()) == 3
+        assert cx.verify().ok
