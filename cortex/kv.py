@@ -586,8 +586,11 @@ class LmdbKV:
 
     def info(self) -> dict[str, int]:
         """Map size, pages in use and reader counts."""
-        info = self._env.info()
-        stat = self._env.stat()
+        try:
+            info = self._env.info()
+            stat = self._env.stat()
+        except lmdb.Error as exc:  # e.g. the environment a failed remap is replacing
+            raise _wrap(exc, self.path) from exc
         return {
             "map_size": int(info["map_size"]),
             "last_txnid": int(info["last_txnid"]),
@@ -617,7 +620,10 @@ class LmdbKV:
 
     def sync(self) -> None:
         """Flush to disk (needed only after commits made with ``metasync=False``)."""
-        self._env.sync(True)
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _wrap(exc, self.path) from exc
 
     def close(self) -> None:
         """Close this handle; the environment closes with the last handle of this process.
