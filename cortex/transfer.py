@@ -26,7 +26,13 @@ from cortex.episode import decode_episode, encode_episode
 from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
 from cortex.ids import MemoryId
 from cortex.jsonmap import from_plain, to_plain
-from cortex.keys import EDGE_FROM, parse_edge_key, parse_episode_key, version_prefix
+from cortex.keys import (
+    EDGE_FROM,
+    edge_to_key,
+    parse_edge_key,
+    parse_episode_key,
+    version_prefix,
+)
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.pages import damage_error
@@ -123,6 +129,13 @@ def _snapshot(store: Store) -> Iterator[tuple[int, Any]]:
         for key, value in txn.scan(EDGE_FROM):
             s, et, d = parse_edge_key(key)
             rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+            # the endpoints come from the key, which no checksum covers: a damaged key would
+            # export an edge between other memories, so its twin half must agree
+            if txn.get(edge_to_key(d, et, s)) != value:
+                raise IntegrityError(
+                    f"the two halves of edge {s} {et.label} {d} differ or one is missing: the "
+                    "store is damaged; run `cortex verify`"
+                )
             yield total, (_edge(s, et, d, rec), _unseal(key, value))
         for key, _ in txn.scan(EPISODE_PREFIX):
             ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks

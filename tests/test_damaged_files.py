@@ -368,6 +368,24 @@ def test_export_and_backup_of_a_structurally_damaged_store(compact: Path, tmp_pa
     assert not dest.exists()
 
 
+def test_export_refuses_an_edge_whose_key_was_damaged(store: Path, tmp_path: Path) -> None:
+    # no checksum covers a key: a bit flipped in an edge's key names other endpoints (found by
+    # tools/damage_trials.py, where export wrote such an edge without an error)
+    lay = trials_tool.layout(store)
+    key = next(k for k in sorted(lay.key_pages) if k.startswith(b"e/from/"))
+    page = min(lay.key_pages[key])
+    with open(store / "data.mdb", "r+b") as f:
+        raw = bytearray(f.read())
+    at = page * PSIZE + raw[page * PSIZE : (page + 1) * PSIZE].index(key) + len(key) - 3
+    raw[at] ^= 0x08  # a bit of the destination id: the key still sorts in place
+    (store / "data.mdb").write_bytes(bytes(raw))
+    with Cortex.open(store, actor="builder") as cx:
+        assert not cx.verify().ok
+    got = _cli("--store", str(store), "export", str(tmp_path / "out.jsonl"))
+    assert got.returncode == 1 and "two halves of edge" in got.stderr, got.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 def test_backup_of_a_store_with_a_damaged_record_leaves_no_copy(
     store: Path, tmp_path: Path
 ) -> None:
