@@ -890,12 +890,13 @@ class Cortex(Store):
     ) -> Result:
         """Every current memory about an entity, newest first.
 
-        That is: Identities named so, Facts, Beliefs and Capabilities with that subject, and
-        Events with it as counterparty — the name compared as claim keys compare it (case,
-        surrounding punctuation, a leading ``@`` and runs of spaces do not matter: "Sarah",
-        "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With ``attribute``: only Facts
-        with that predicate and Capabilities with that capability (compared the same way:
-        "Home City" = ``home_city``). ``types`` keeps only some of these types.
+        That is: Identities named so, Facts, Beliefs, Capabilities, Preferences and Goals with
+        that subject, and Events with it as counterparty — the name compared as claim keys
+        compare it (case, surrounding punctuation, a leading ``@`` and runs of spaces do not
+        matter: "Sarah", "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With
+        ``attribute``: only Facts with that predicate and Capabilities with that capability
+        (compared the same way: "Home City" = ``home_city``). ``types`` keeps only some of
+        these types.
 
         Raises:
             ValidationError: an empty subject, or a type about() cannot answer with.
@@ -912,6 +913,8 @@ class Cortex(Store):
                 MemoryType.BELIEF,
                 MemoryType.EVENT,
                 MemoryType.CAPABILITY,
+                MemoryType.PREFERENCE,
+                MemoryType.GOAL,
             )
         )
         chosen = allowed
@@ -933,7 +936,13 @@ class Cortex(Store):
             chosen = tuple(dict.fromkeys(wanted))
         # the field that names the entity, by type (a where may name only fields of its types)
         naming = {
-            "data.subject": {MemoryType.FACT, MemoryType.BELIEF, MemoryType.CAPABILITY},
+            "data.subject": {
+                MemoryType.FACT,
+                MemoryType.BELIEF,
+                MemoryType.CAPABILITY,
+                MemoryType.PREFERENCE,
+                MemoryType.GOAL,
+            },
             "data.counterparty": {MemoryType.EVENT},
             "data.name": {MemoryType.IDENTITY},
         }

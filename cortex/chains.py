@@ -153,7 +153,8 @@ def claim_keys(data: Data | None) -> tuple[bytes, ...]:
     """Every claim key a memory's data is indexed under (none for other types or purged data).
 
     A Fact: ``fact␟subject␟predicate`` and, with an object, ``fact␟subject␟predicate␟object``;
-    a Preference: ``preference␟topic`` (``␟`` is U+001F, the parts normalised).
+    a Preference: ``preference␟topic``, or ``preference␟topic␟subject`` when it says whose it is
+    (``␟`` is U+001F, the parts normalised).
     """
     if isinstance(data, Fact):
         s, p = norm_entity(data.subject), norm_predicate(data.predicate)
@@ -164,7 +165,11 @@ def claim_keys(data: Data | None) -> tuple[bytes, ...]:
         return (_key("fact", s, p), _key("fact", s, p, norm_entity(data.object)))
     if isinstance(data, Preference):
         t = norm_entity(data.topic)
-        return (_key("preference", t),) if t else ()
+        if not t:
+            return ()
+        if data.subject is not None and norm_entity(data.subject):
+            return (_key("preference", t, norm_entity(data.subject)),)  # someone else's
+        return (_key("preference", t),)
     return ()
 
 

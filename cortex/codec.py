@@ -1345,6 +1345,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
         ("polarity", _Enum(Polarity)),
         ("strength", _unit),
         ("rationale", _text),
+        ("subject", _text),
     ],
     Belief: [
         ("statement", _text),
@@ -1371,6 +1372,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
         ("horizon", _time),
         ("success_criteria", _texts),
         ("subgoals", _uris),
+        ("subject", _text),
     ],
     Constraint: [
         ("statement", _text),

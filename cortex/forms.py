@@ -217,7 +217,8 @@ def _details_fact(d: Fact) -> list[str]:
 
 
 def _details_preference(d: Preference) -> list[str]:
-    return [f"rationale: {d.rationale}"] if d.rationale else []
+    out = [f"about {d.subject}"] if d.subject else []
+    return out + ([f"rationale: {d.rationale}"] if d.rationale else [])
 
 
 def _details_belief(d: Belief) -> list[str]:
@@ -247,7 +248,7 @@ def _details_event(d: Event) -> list[str]:
 
 
 def _details_goal(d: Goal) -> list[str]:
-    out = []
+    out = [f"about {d.subject}"] if d.subject else []
     if d.horizon is not None:
         out.append(f"horizon {format_time(d.horizon)}")
     if d.success_criteria:

@@ -99,6 +99,8 @@ class Preference(_TypedData, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     polarity: Polarity
     strength: float | None = None
     rationale: str | None = None
+    subject: str | None = None
+    """Whose preference it is (``None``: the user's); store format 8."""
 
 
 class Belief(_TypedData, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -144,6 +146,8 @@ class Goal(_TypedData, frozen=True, kw_only=True, forbid_unknown_fields=True):
     horizon: datetime | None = None
     success_criteria: tuple[str, ...] = ()
     subgoals: tuple[str, ...] = ()
+    subject: str | None = None
+    """Whose goal it is (``None``: the user's); store format 8."""
 
 
 class Constraint(_TypedData, frozen=True, kw_only=True, forbid_unknown_fields=True):

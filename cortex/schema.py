@@ -59,6 +59,7 @@ DESCRIPTIONS: Final[dict[MemoryType, tuple[str, dict[str, str]]]] = {
             "polarity": "prefer, avoid or neutral (do / dont for instructions)",
             "strength": "how strong, 0..1",
             "rationale": "why, when it was said",
+            "subject": "whose preference it is, when not the user's (a name)",
         },
     ),
     MemoryType.BELIEF: (
@@ -94,6 +95,7 @@ DESCRIPTIONS: Final[dict[MemoryType, tuple[str, dict[str, str]]]] = {
             "horizon": "by when, ISO-8601",
             "success_criteria": "how to tell it is reached",
             "subgoals": "URIs of sub-goals",
+            "subject": "whose goal it is, when not the user's (a name)",
         },
     ),
     MemoryType.CONSTRAINT: (

@@ -436,8 +436,24 @@ def test_about_meets_every_spelling_of_a_name(cx: Cortex, clock: Clock) -> None:
         e.id,
     }
     with pytest.raises(ValidationError, match="about"):
-        cx.about("sarah chen", types=["Goal"])
+        cx.about("sarah chen", types=["Pattern"])
     with pytest.raises(ValidationError):
         cx.about(" @ ")
     with pytest.raises(ValidationError):
         cx.about("sarah", " ")
+
+
+def test_preferences_and_goals_say_whom_they_are_about(cx: Cortex, clock: Clock) -> None:
+    from cortex import Goal
+
+    mine = cx.write(Preference(topic="window seats", polarity=Polarity.PREFER))
+    clock.advance(timedelta(hours=1))
+    anas = cx.write(Preference(topic="window seats", polarity=Polarity.AVOID, subject="Ana"))
+    assert anas.outcome == "created"  # Ana's preference does not compete with the user's
+    clock.advance(timedelta(hours=1))
+    again = cx.write(Preference(topic="Window Seats", polarity=Polarity.PREFER, subject="@ana"))
+    assert again.supersedes == (anas.uri,)
+    goal = cx.write(Goal(statement="run a marathon", status="active", subject="Ana"))
+    assert {h.memory.id for h in cx.about("ana").hits} == {again.id, goal.id}
+    assert cx.resolve_latest(mine).head.tombstone is None
+    assert "about Ana" in cx.resolve(goal).version.forms.medium

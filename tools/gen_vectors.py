@@ -443,6 +443,17 @@ CASES: Final[dict[str, list[Case]]] = {
             },
         ),
         (
+            "full_format_8",
+            "every field, with subject (store format 8: whose preference it is)",
+            {
+                "topic": "green tea",
+                "polarity": "avoid",
+                "strength": 0.8,
+                "rationale": "caffeine late in the day",
+                "subject": "Sam",
+            },
+        ),
+        (
             "nfc",
             "decomposed input",
             {
@@ -593,6 +604,18 @@ CASES: Final[dict[str, list[Case]]] = {
                 "horizon": "2024-12-31T23:59:59+00:00",
                 "success_criteria": ["vectors pass", "docs tested"],
                 "subgoals": [uri("Goal", 6, 1), uri("Goal", 7, 2)],
+            },
+        ),
+        (
+            "full_format_8",
+            "every field, with subject (store format 8: whose goal it is)",
+            {
+                "statement": "ship cortex v1",
+                "status": "paused",
+                "horizon": "2024-12-31T23:59:59+00:00",
+                "success_criteria": ["vectors pass", "docs tested"],
+                "subgoals": [uri("Goal", 6, 1), uri("Goal", 7, 2)],
+                "subject": "Ana",
             },
         ),
         (
@@ -1474,6 +1497,8 @@ def claim_inputs() -> list[dict[str, Any]]:
                    "predicate": "capital_of", "object": "日本"}},
         {"name": "Preference topic", "type": "Preference",
          "input": {"topic": "  Dark   Mode ", "polarity": "prefer"}},
+        {"name": "someone else's Preference competes only with theirs", "type": "Preference",
+         "input": {"topic": "dark mode", "polarity": "avoid", "subject": "@Ana"}},
         {"name": "other types have no key", "type": "Event",
          "input": {"kind": "note", "summary": "Sam called"}},
     ]  # fmt: skip
