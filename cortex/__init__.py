@@ -86,6 +86,7 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SalienceState, Weights
+from cortex.salvage import SalvageLoss, SalvageReport, salvage
 from cortex.schema import from_json, json_schema, json_schemas
 from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
@@ -177,6 +178,8 @@ __all__ = [
     "ReaderView",
     "Result",
     "SalienceState",
+    "SalvageLoss",
+    "SalvageReport",
     "Scope",
     "Sensitivity",
     "SourceKind",
@@ -217,4 +220,5 @@ __all__ = [
     "render_full",
     "render_medium",
     "render_short",
+    "salvage",
 ]

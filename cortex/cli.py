@@ -41,6 +41,7 @@ from cortex import (
     GoalStatus,
     Hit,
     Identity,
+    IntegrityError,
     JournalEntry,
     JournalKind,
     LLMExtractor,
@@ -86,6 +87,7 @@ from cortex.episode import episode_text
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, parse_time, to_plain
 from cortex.records import DATA_TYPES, Episode
+from cortex.salvage import salvage
 from cortex.store import episode_source
 
 __all__ = ["entry", "main"]
@@ -1449,11 +1451,20 @@ def cmd_log(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
     bar = _Progress("verify")
-    with _open(args) as cx:
-        try:
-            report = cx.verify(progress=bar)
-        finally:
-            bar.close()
+    try:
+        with _open(args) as cx:
+            try:
+                report = cx.verify(progress=bar)
+            finally:
+                bar.close()
+    except IntegrityError as exc:  # damage met opening it (a truncated file, a damaged page)
+        bar.close()
+        _emit(
+            args,
+            {"ok": False, "problems": [{"record": "data.mdb", "what": _one_line(exc)}]},
+            ["DAMAGED: the store cannot be opened", f"  {_one_line(exc)}"],
+        )
+        return 1
     obj = {
         "ok": report.ok,
         "memories": report.memories,
@@ -1684,19 +1695,28 @@ def cmd_backup(args: argparse.Namespace) -> int:
     """Copy the store (consistent and compacted, writers may continue), then verify the copy."""
     with _open(args) as cx:
         report = cx.backup(args.dest)
-    size = sum(_files(args.dest).values())
+    # a backup that does not verify is removed (Store.backup): no damaged copy is left
+    size = sum(_files(args.dest).values()) if report.ok else 0
     obj = {
         "dest": args.dest,
         "bytes": size,
         "ok": report.ok,
+        "kept": report.ok,
         "memories": report.memories,
         "versions": report.versions,
         "problems": [{"record": p.record, "what": p.what} for p in report.problems],
     }
-    lines = [
-        f"{args.dest}: {_size(size)}, {report.memories} memories, {report.versions} versions; "
-        f"verify {'ok' if report.ok else 'FAILED'}"
-    ]
+    lines = (
+        [
+            f"{args.dest}: {_size(size)}, {report.memories} memories, {report.versions} "
+            "versions; verify ok"
+        ]
+        if report.ok
+        else [
+            f"backup FAILED: the store does not verify, so no copy was kept at {args.dest}; "
+            "`cortex salvage` copies what is intact into a new store"
+        ]
+    )
     lines += [f"  {p.record}: {p.what}" for p in report.problems]
     _emit(args, obj, lines)
     return 0 if report.ok else 1
@@ -1981,6 +2001,41 @@ def _reindex_vectors(args: argparse.Namespace) -> int:
         f"{path}: {n} live memories embedded with {model}",
     )
     return 0
+
+
+def _salvage_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("damaged", metavar="DAMAGED", help="the damaged store's directory (only read)")
+    p.add_argument("new", metavar="NEW", help="a new directory for the recovered store")
+
+
+@_command("salvage", _salvage_args)
+def cmd_salvage(args: argparse.Namespace) -> int:
+    """Copy every record of a damaged store that still checks into a new store; name the rest."""
+    bars = _StepBars()
+    try:
+        report = salvage(args.damaged, args.new, actor=args.actor, progress=bars)
+    finally:
+        bars.close()
+    obj = to_plain(report)
+    lines = [
+        f"{args.new}: recovered {report.memories} memories ({report.versions} versions), "
+        f"{report.edges} edges, {report.episodes} episodes, {report.vectors} vectors; "
+        f"verify {'ok' if report.verify_ok else 'FAILED'}",
+        f"read {report.records_read} records from {report.pages} pages of {args.damaged}: "
+        f"{report.records_bad} failed their checks, {len(report.damaged_pages)} page problems",
+    ]
+    lines += [f"  {p}" for p in report.damaged_pages]
+    if report.lost:
+        lines.append(f"lost {len(report.lost)}:")
+        lines += _table(
+            ["kind", "id", "type", "why", "named in"],
+            [(x.kind, x.id, x.type or "", x.why, ", ".join(x.seen_in)) for x in report.lost],
+        )
+    else:
+        lines.append("nothing lost")
+    lines += [f"note: {n}" for n in report.notes]
+    _emit(args, obj, lines)
+    return 0 if report.verify_ok else 1
 
 
 # ---------------------------------------------------------------------------------------------

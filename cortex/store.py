@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import shutil
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,7 +51,7 @@ from cortex.codec import (
     encode_version,
     to_micros,
 )
-from cortex.engines import copy_kv, open_kv
+from cortex.engines import copy_kv, is_url, open_kv
 from cortex.enums import (
     CodedEnum,
     EdgeType,
@@ -113,6 +114,7 @@ from cortex.keys import (
     parse_sens_key,
     parse_version_key,
     pin_key,
+    prefix_end,
     salience_key,
     sens_key,
     show_key,
@@ -126,6 +128,7 @@ from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.lexical import Indexer
+from cortex.pages import PageProblem, damage_error
 from cortex.records import (
     Constraint,
     Data,
@@ -945,6 +948,7 @@ class Store:
         metasync: bool = True,
         map_size: int = 64 << 20,
         clock: Callable[[], datetime] | None = None,
+        check_pages: bool = False,
         **options: Any,
     ) -> Self:
         """Open (and with ``create``, initialise) the store at ``path``.
@@ -959,9 +963,16 @@ class Store:
                 write speed (the store stays consistent); see ``LmdbKV``.
             map_size: initial map size in bytes; it grows by doubling when full.
             clock: a function returning the current aware time (tests pass a fixed clock).
+            check_pages: check every page of the file before anything reads it, and refuse a
+                structurally damaged file with ``IntegrityError`` (LMDB may crash the process
+                reading a damaged page; ``verify``, ``stats``, ``export`` and ``backup`` check
+                the pages they walk either way). It reads the whole file: about 6 ms per
+                1,000 memories (``specs/storage.md`` §9).
             **options: further options of a subclass (``Cortex``: decay, weights, embedder).
 
         Raises:
+            IntegrityError: ``data.mdb`` is truncated, a meta page is damaged, or (with
+                ``check_pages``) a page is damaged.
             FormatError: the store's format is newer than this code or unknown.
             MigrationRequiredError: the store is older; run ``cortex migrate``.
             ValidationError: ``actor`` is empty or too long.
@@ -971,7 +982,14 @@ class Store:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = open_kv(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        kv = open_kv(
+            path,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            create=create,
+            check_pages=check_pages,
+        )
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:
@@ -1015,7 +1033,11 @@ class Store:
 
     def _check_format(self) -> FormatRecord:
         key = meta_key("format")
-        with self._kv.read() as txn:
+        # the pages on the way to meta/format (and the first key) are checked first: a damaged
+        # one would make LMDB refuse the read or abort the process (``specs/storage.md`` §9)
+        with self._kv.read_checked([(b"", b""), (key, key)]) as txn:
+            if txn.damage:
+                raise damage_error(self.path, txn.damage)
             raw = txn.get(key)
             empty = raw is None and next(txn.keys(b""), None) is None
         if raw is None:
@@ -2246,15 +2268,30 @@ class Store:
     def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
         """Write a consistent, compacted copy of the store to the new directory ``dest``.
 
-        Writers may keep writing meanwhile: the copy is one read snapshot. The copy is then
-        opened and verified.
+        Writers may keep writing meanwhile: the copy is one read snapshot. The store's pages
+        are checked first (a structurally damaged file is not copied: LMDB would crash
+        copying it); the copy is then opened and verified, and removed when it does not
+        verify, so ``dest`` only ever holds a good backup.
 
         Returns:
-            The verify report of the copy.
+            The verify report of the copy (``ok``), or of what was wrong (``not ok``: no copy
+            is left at ``dest``).
 
         Raises:
-            CortexError: ``dest`` exists or cannot be written.
+            CortexError: ``dest`` exists or cannot be written, or is a URL (a backup is an LMDB
+                directory; ``cortex copy`` copies a store into PostgreSQL).
         """
+        if is_url(dest):  # Path() would fold "postgresql://" into a relative directory
+            raise CortexError(
+                "a backup goes into a new directory, not a URL: to put a copy of the store in "
+                "PostgreSQL, use `cortex copy SRC URL`"
+            )
+        if os.path.lexists(dest):
+            raise CortexError(f"{dest} exists; a backup goes into a new directory")
+        with self._kv.read_checked() as txn:
+            damage = txn.damage
+        if damage:
+            return _structural_report(damage)
         try:
             if isinstance(self._kv, LmdbKV):
                 self._kv.copy(dest)
@@ -2264,8 +2301,15 @@ class Store:
             raise CortexError(f"{dest} exists; a backup goes into a new directory") from None
         except OSError as exc:
             raise CortexError(f"cannot write the backup to {dest}: {exc}") from exc
-        with type(self).open(dest, actor=self.actor, create=False) as copy:
-            return copy.verify()
+        try:
+            with type(self).open(dest, actor=self.actor, create=False) as copy:
+                report = copy.verify()
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        if not report.ok:
+            shutil.rmtree(dest, ignore_errors=True)  # never leave a damaged copy behind
+        return report
 
     # -- edges -------------------------------------------------------------------------------
 
@@ -2658,7 +2702,15 @@ class Store:
         """Counts (memories by type and state, versions, edges, journal) and sizes."""
         by_type = {t.type_name: 0 for t in MemoryType}
         live = tombstoned = purged = versions = edges = journal = 0
-        with self._kv.read() as txn:
+        ranges: list[tuple[bytes, bytes | None]] = [
+            (_HEAD_KEY_PREFIX, prefix_end(_HEAD_KEY_PREFIX)),
+            (EDGE_FROM, prefix_end(EDGE_FROM)),
+            (prefix_end(JOURNAL), prefix_end(JOURNAL)),  # the last entry, read backwards
+            (meta_key("lexical"), meta_key("lexical")),
+        ]
+        with self._kv.read_checked(ranges) as txn:
+            if txn.damage:  # LMDB would abort on the damaged pages: refuse, naming them
+                raise damage_error(self.path, txn.damage)
             for key, value in txn.scan(_HEAD_KEY_PREFIX):
                 head: Head = _trusted(HEAD, key, value)
                 by_type[head.type.type_name] += 1
@@ -2708,6 +2760,10 @@ class Store:
                 versions, indexes, edges, journal, vectors, lexical index) starts, and
                 ``progress(7, 7)`` at the end.
 
+        Before anything is read the snapshot's pages are checked (``cortex.pages``): LMDB has
+        no page checksums and aborts the process on some damaged pages, so a file with
+        structural damage is reported page by page (``data.mdb page N``) and not walked.
+
         Returns:
             The report; ``report.ok`` is true when nothing is wrong.
         """
@@ -2731,7 +2787,10 @@ class Store:
                 add(Problem(_show_key(key), str(exc)))
                 return None
 
-        with self._kv.read() as txn:
+        with self._kv.read_checked() as txn:
+            if txn.damage:  # LMDB would abort walking the damaged pages: report them instead
+                tick(7)
+                return _structural_report(txn.damage)
             fmt = txn.get(meta_key("format"))
             if fmt is None:
                 add(Problem("meta/format", "missing"))
@@ -2942,6 +3001,32 @@ class Store:
             lexical_postings=lex.postings,
             episodes=n_episodes,
         )
+
+
+def _structural_report(damage: Sequence[PageProblem]) -> VerifyReport:
+    """The verify report of a file whose pages LMDB cannot walk safely."""
+    problems = [
+        Problem("data.mdb" if p.page < 0 else f"data.mdb page {p.page}", p.what) for p in damage
+    ]
+    problems.append(
+        Problem(
+            "data.mdb",
+            "the file is structurally damaged: LMDB would crash walking it, so its records "
+            "were not checked; `cortex salvage` copies every record that still reads and "
+            "checks into a new store",
+        )
+    )
+    return VerifyReport(
+        problems=tuple(problems),
+        memories=0,
+        versions=0,
+        index_entries=0,
+        edges=0,
+        journal_entries=0,
+        lexical_documents=0,
+        lexical_postings=0,
+        episodes=0,
+    )
 
 
 def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:

@@ -38,6 +38,7 @@ from cortex.jsonmap import from_plain, to_plain
 from cortex.keys import (
     EDGE_FROM,
     SENS,
+    edge_to_key,
     parse_edge_key,
     parse_episode_key,
     parse_sens_key,
@@ -46,6 +47,7 @@ from cortex.keys import (
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.kv import ReadTxn
+from cortex.pages import damage_error
 from cortex.records import DATA_TYPES, Episode, Head, Version
 from cortex.scope import Reader
 from cortex.sensitivity import DEFAULT, decode_level
@@ -262,6 +264,13 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
             yield total, None
             continue
         rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        # the endpoints come from the key, which no checksum covers: a damaged key would
+        # export an edge between other memories, so its twin half must agree
+        if txn.get(edge_to_key(d, et, s)) != value:
+            raise IntegrityError(
+                f"the two halves of edge {s} {et.label} {d} differ or one is missing: the "
+                "store is damaged; run `cortex verify`"
+            )
         yield total, (_edge(s, et, d, rec), _unseal(key, value))
     for key, _ in txn.scan(EPISODE_PREFIX):
         ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
@@ -447,7 +456,9 @@ def export_store(
                 out.write(chunk)
                 size += len(chunk)
 
-            with store._kv.read() as txn:
+            with store._kv.read_checked() as txn:
+                if txn.damage:  # LMDB would abort walking the damaged pages
+                    raise damage_error(store.path, txn.damage)
                 plan = _Plan(store, txn, include_confidential)
                 counts, sha = _bundle(
                     store, txn, plan=plan, encoding=encoding, emit=emit, progress=progress

@@ -101,6 +101,16 @@ def test_a_missing_store_is_not_created_without_create(url: str) -> None:
         Cortex.open(url, actor="a", readonly=True)
 
 
+def test_lmdb_page_checks_are_accepted_and_check_nothing(url: str) -> None:
+    # check_pages and read_checked are LMDB's file checks (storage.md §9): the server checks
+    # its own pages, so the options are accepted and the walks find no damage to report
+    with Cortex.open(url, actor="a", check_pages=True) as cx:
+        cx.write(Fact(statement="one", subject="s", predicate="p"))
+        with cx._kv.read_checked() as txn:
+            assert txn.damage == [] and next(txn.keys(b""), None) is not None
+        assert cx.verify().ok and cx.stats()["memories"] == 1
+
+
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="unreachable"):
         PgKV(f"postgresql:///x?host={tmp_path}&store=a")
