@@ -14,6 +14,7 @@ from cortex.enums import (
     ObjKind,
     Outcome,
     Polarity,
+    Sensitivity,
     SourceKind,
     Stance,
     Strength,
@@ -85,6 +86,7 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SalienceState, Weights
+from cortex.salvage import SalvageLoss, SalvageReport, salvage
 from cortex.schema import from_json, json_schema, json_schemas
 from cortex.scope import FrameMatch, Reader, Scope
 from cortex.store import (
@@ -98,7 +100,7 @@ from cortex.store import (
     Problem,
     VerifyReport,
 )
-from cortex.transfer import ExportReport, export_store, import_bundle
+from cortex.transfer import ExportReport, export_digest, export_store, import_bundle
 from cortex.where import format_where, parse_where
 
 __all__ = [
@@ -176,7 +178,10 @@ __all__ = [
     "ReaderView",
     "Result",
     "SalienceState",
+    "SalvageLoss",
+    "SalvageReport",
     "Scope",
+    "Sensitivity",
     "SourceKind",
     "SourceRef",
     "Stance",
@@ -201,6 +206,7 @@ __all__ = [
     "count_tokens",
     "decode_data",
     "encode_data",
+    "export_digest",
     "export_store",
     "field_names",
     "format_where",
@@ -214,4 +220,5 @@ __all__ = [
     "render_full",
     "render_medium",
     "render_short",
+    "salvage",
 ]

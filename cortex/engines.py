@@ -16,6 +16,7 @@ from typing import Any
 
 from cortex.errors import CortexError
 from cortex.kv import LmdbKV
+from cortex.pages import damage_error
 from cortex.pgkv import PgKV, is_url
 
 __all__ = ["CopyReport", "copy_kv", "exists", "is_url", "open_kv", "vectors_root"]
@@ -30,11 +31,24 @@ def open_kv(
     metasync: bool = True,
     map_size: int = 64 << 20,
     create: bool = True,
+    check_pages: bool = False,
 ) -> Any:
-    """The engine for ``target``: ``postgresql://...?store=NAME`` or an LMDB directory."""
+    """The engine for ``target``: ``postgresql://...?store=NAME`` or an LMDB directory.
+
+    ``metasync``, ``map_size`` and ``check_pages`` are LMDB's options; PostgreSQL accepts and
+    ignores them (the server keeps its own files: it flushes every commit, grows its tables,
+    and reports a damaged page as an error, never a crash; ``specs/postgres.md``).
+    """
     if is_url(target):
         return PgKV(str(target), readonly=readonly, create=create)
-    return LmdbKV(target, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+    return LmdbKV(
+        target,
+        readonly=readonly,
+        metasync=metasync,
+        map_size=map_size,
+        create=create,
+        check_pages=check_pages,
+    )
 
 
 def exists(target: str | os.PathLike[str]) -> bool:
@@ -104,9 +118,13 @@ def copy_kv(
         progress: called as ``progress(done, total)`` in records.
 
     Raises:
+        IntegrityError: the source's pages are structurally damaged (LMDB would crash walking
+            them; ``cortex salvage`` recovers what is intact).
         CortexError: ``dest`` exists and holds records, or the copy does not match.
     """
-    with src.read() as txn:
+    with src.read_checked() as txn:
+        if txn.damage:  # a whole-store walk: checked first (``specs/storage.md`` §9)
+            raise damage_error(src.path, txn.damage)
         total = sum(1 for _ in txn.keys(b""))
     h = hashlib.sha256()
     done = 0

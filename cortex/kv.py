@@ -8,21 +8,24 @@ its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/s
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import shutil
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
 import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.keys import prefix_end, show_key
+from cortex.pages import PageProblem, check_file, check_snapshot, damage_error, short_path
 
 __all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
@@ -145,6 +148,13 @@ class KV(Protocol):
     def read(self) -> Any:
         """A context manager giving a ``ReadTxn`` snapshot."""
 
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> Any:
+        """``read()`` for a whole-store walk, its pages checked first.
+
+        The transaction's ``damage`` lists the damaged pages (LMDB: ``cortex.pages``; an engine
+        that checks its own pages: always empty).
+        """
+
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
@@ -158,11 +168,13 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_cur", "_txn")
+    __slots__ = ("_cur", "_txn", "damage")
 
     def __init__(self, txn: lmdb.Transaction) -> None:
         self._txn = txn
         self._cur: lmdb.Cursor | None = None
+        self.damage: list[PageProblem] = []
+        """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
 
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         cur = self._cur
@@ -355,11 +367,51 @@ class _Read:
         txn, self._txn = self._txn, None
         try:
             if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self._kv.path) from exc
         finally:
             if txn is not None:
                 txn.abort()
                 self._kv._gate.leave()
+
+
+class _CheckedRead(_Read):
+    """``LmdbKV.read_checked()``: a read snapshot whose pages were checked before LMDB walks them.
+
+    The transaction it yields carries ``damage``: the structural problems of the snapshot's
+    pages (``cortex.pages``), empty when LMDB may walk them. A caller that finds damage must not
+    walk the damaged key ranges through LMDB (it would abort the process).
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, kv: LmdbKV, ranges: list[tuple[bytes, bytes | None]] | None) -> None:
+        super().__init__(kv)
+        self._ranges = ranges
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        for _ in range(20):
+            txn = kv._begin(write=False)
+            try:
+                damage = check_snapshot(kv.path, txn.id(), self._ranges)
+            except OSError as exc:
+                txn.abort()
+                kv._gate.leave()
+                raise CortexError(f"cannot read {short_path(kv.path)}: {exc.strerror}") from exc
+            except BaseException:
+                txn.abort()
+                kv._gate.leave()
+                raise
+            if damage is not None:
+                self._txn = txn
+                wrapped = _LmdbTxn(txn)
+                wrapped.damage = damage
+                return wrapped
+            # two commits overwrote the snapshot's meta page before it was read: take a newer one
+            txn.abort()
+            kv._gate.leave()
+        raise CortexError("the store changes too fast to check its pages; retry")
 
 
 class LmdbKV:
@@ -371,6 +423,11 @@ class LmdbKV:
     store is never corrupted. The map grows by doubling when full, without failing the write.
     Several threads and processes may use one store; an environment inherited across ``fork()``
     must not be used: the child reopens the store.
+
+    LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
+    (``cortex.pages.check_file``: a truncated file or a damaged meta page is an
+    ``IntegrityError``, not a SIGBUS), ``read_checked`` checks a snapshot's pages before a
+    whole-file walk, and ``check_pages`` checks every page at open.
     """
 
     def __init__(
@@ -381,19 +438,46 @@ class LmdbKV:
         metasync: bool = True,
         map_size: int = _MIN_MAP,
         create: bool = True,
+        check_pages: bool = False,
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self.metasync = metasync
-        if not readonly and create:
-            self.path.mkdir(parents=True, exist_ok=True)
-        elif not (self.path / "data.mdb").exists():
-            raise CortexError(f"no store at {self.path} (data.mdb missing)")
+        shown = short_path(self.path)
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise CortexError(
+                    f"cannot open the store at {shown}: it is a file, not a directory"
+                )
+            if not readonly and create:
+                self.path.mkdir(parents=True, exist_ok=True)
+            elif not (self.path / "data.mdb").exists():
+                raise CortexError(f"no store at {shown} (data.mdb missing)")
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
         self._pid = os.getpid()
         self._closed = False
         self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
-        self._env = self._shared.env
         self._gate = self._shared.gate
+        if check_pages:
+            try:
+                with self.read_checked() as txn:
+                    if txn.damage:
+                        raise damage_error(self.path, txn.damage)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def _env(self) -> lmdb.Environment:
+        # read through the shared record at every use: a failed remap replaces the environment
+        # for every handle of the store in this process (``_Shared.reopen``)
+        return self._shared.env
+
+    @property
+    def locked(self) -> bool:
+        """False when a read-only open fell back to reading without the lock file."""
+        return self._shared.locked
 
     # -- transactions ------------------------------------------------------------------------
 
@@ -409,6 +493,16 @@ class LmdbKV:
     def read(self) -> _Read:
         """A read snapshot, as a context manager (keep it short: it pins pages until it ends)."""
         return _Read(self)
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _Read:
+        """A read snapshot whose pages are checked first: its transaction's ``damage``.
+
+        ``ranges`` (``[start, end]`` key intervals, ``end`` None for no end) limits the check
+        to the pages holding those keys and the leaves beside them; without it every page of
+        both trees is checked. For whole-file walks (verify, stats, export, backup), which LMDB
+        would abort on a damaged page.
+        """
+        return _CheckedRead(self, ranges)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""
@@ -429,7 +523,7 @@ class LmdbKV:
                 full_at = int(self._env.info()["map_size"])
             except lmdb.Error as exc:
                 txn.abort()
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self.path) from exc
             except BaseException:
                 txn.abort()
                 raise
@@ -447,16 +541,21 @@ class LmdbKV:
                 self._gate.leave()
             except lmdb.Error as exc:
                 self._gate.leave()
-                raise _wrap(exc) from exc
+                raise _wrap(exc, self.path) from exc
             except BaseException:
                 self._gate.leave()
                 raise
             # another process grew the map: adopt its size and try again
             with self._gate.exclusive():
+                size = int(self._env.info()["map_size"])
                 try:
                     self._env.set_mapsize(0)
                 except lmdb.Error as exc:
-                    raise _wrap(exc) from exc
+                    self._reopen(size)
+                    raise StoreFullError(
+                        f"another process grew the store beyond what this process can map "
+                        f"({exc}); free memory or raise the address-space limit (ulimit -v)"
+                    ) from exc
         raise CortexError("the store's map keeps changing size under us; retry")
 
     def _grow(self, full_at: int) -> None:
@@ -469,14 +568,29 @@ class LmdbKV:
             try:
                 self._env.set_mapsize(min(size * 2, _MAX_MAP))
             except lmdb.Error as exc:
-                raise StoreFullError(f"cannot grow the store beyond {size} bytes: {exc}") from exc
+                # py-lmdb invalidates an environment whose remap failed: open it again at the
+                # size that worked, so this handle keeps reading (and writes once space exists)
+                self._reopen(size)
+                raise StoreFullError(
+                    f"the store is full: its map cannot grow beyond {size} bytes because the "
+                    f"process cannot reserve more address space ({exc.args[0]}); free memory "
+                    "or raise the address-space limit (ulimit -v), then retry. Nothing was "
+                    "written; reads still work"
+                ) from exc
+
+    def _reopen(self, map_size: int) -> None:
+        """Replace an environment a failed remap left unusable (under the exclusive gate)."""
+        self._shared.reopen(map_size)
 
     # -- housekeeping ------------------------------------------------------------------------
 
     def info(self) -> dict[str, int]:
         """Map size, pages in use and reader counts."""
-        info = self._env.info()
-        stat = self._env.stat()
+        try:
+            info = self._env.info()
+            stat = self._env.stat()
+        except lmdb.Error as exc:  # e.g. the environment a failed remap is replacing
+            raise _wrap(exc, self.path) from exc
         return {
             "map_size": int(info["map_size"]),
             "last_txnid": int(info["last_txnid"]),
@@ -500,13 +614,16 @@ class LmdbKV:
             self._env.copy(str(dest), compact=True)
         except lmdb.Error as exc:
             shutil.rmtree(dest, ignore_errors=True)  # we made it: leave no half copy behind
-            raise _wrap(exc) from exc
+            raise _wrap(exc, Path(dest)) from exc
         finally:
             self._gate.leave()
 
     def sync(self) -> None:
         """Flush to disk (needed only after commits made with ``metasync=False``)."""
-        self._env.sync(True)
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _wrap(exc, self.path) from exc
 
     def close(self) -> None:
         """Close this handle; the environment closes with the last handle of this process.
@@ -530,56 +647,80 @@ class _Shared:
     options; a later handle asking for durable commits (``metasync``) of an environment opened
     without them syncs after each of its own commits. A read-only environment cannot be shared
     by a writable handle.
+
+    Every open checks ``data.mdb`` first (``cortex.pages.check_file``: a truncated file or a
+    damaged meta page is an ``IntegrityError``, not a SIGBUS), also when the environment is
+    already open: the file may have been damaged since. A read-only first open that may not
+    write ``lock.mdb`` reads without the lock (``locked`` False). A remap that fails replaces
+    the environment (``reopen``), and every handle reads ``env`` from here at each use.
     """
 
     _open: ClassVar[dict[tuple[int, str], _Shared]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
-        self, key: tuple[int, str], env: lmdb.Environment, readonly: bool, metasync: bool
+        self,
+        key: tuple[int, str],
+        path: Path,
+        env: lmdb.Environment,
+        *,
+        readonly: bool,
+        metasync: bool,
+        locked: bool,
     ) -> None:
         self.key = key
+        self.path = path
         self.env = env
         self.gate = _Gate()
         self.readonly = readonly
         self.metasync = metasync
+        self.locked = locked
         self.users = 1
 
     @classmethod
     def acquire(
         cls, path: Path, readonly: bool, metasync: bool, map_size: int, create: bool
     ) -> _Shared:
-        key = (os.getpid(), os.path.realpath(path))
+        shown = short_path(path)
+        try:
+            if (path / "data.mdb").exists():
+                check_file(path)  # before LMDB maps it: a truncated file is a SIGBUS
+            key = (os.getpid(), os.path.realpath(path))
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
         with cls._lock:
             shared = cls._open.get(key)
             if shared is not None:
                 if shared.readonly and not readonly:
                     raise CortexError(
-                        f"the store at {path} is open read-only in this process: close those "
+                        f"the store at {shown} is open read-only in this process: close those "
                         "handles before opening it for writing"
                     )
                 shared.users += 1
                 return shared
+            env, locked = _open_env(path, max(map_size, _MIN_MAP), readonly, metasync, create)
             try:
-                env = lmdb.open(
-                    str(path),
-                    map_size=max(map_size, _MIN_MAP),
-                    subdir=True,
-                    readonly=readonly,
-                    metasync=metasync,
-                    sync=True,
-                    lock=True,
-                    max_dbs=0,
-                    max_readers=256,
-                    create=create and not readonly,
-                    max_spare_txns=4,
-                )
                 if not readonly:
                     env.reader_check()  # clear reader slots of processes that died
             except lmdb.Error as exc:
-                raise CortexError(f"cannot open the store at {path}: {exc}") from exc
-            shared = cls._open[key] = cls(key, env, readonly, metasync)
+                env.close()
+                raise _wrap(exc, path) from exc
+            shared = cls._open[key] = cls(
+                key, path, env, readonly=readonly, metasync=metasync, locked=locked
+            )
             return shared
+
+    def reopen(self, map_size: int) -> None:
+        """Open the environment again at ``map_size`` (the caller holds the exclusive gate).
+
+        py-lmdb invalidates an environment whose remap failed; every handle of this store in
+        this process reads ``env`` at each use, so all of them move to the new one.
+        """
+        with suppress(lmdb.Error):
+            self.env.close()
+        self.env, _locked = _open_env(
+            self.path, map_size, self.readonly, self.metasync, False, lock=self.locked
+        )
 
     def release(self) -> None:
         with self._lock:
@@ -591,9 +732,118 @@ class _Shared:
         self.env.close()
 
 
-def _wrap(exc: lmdb.Error) -> CortexError:
-    if isinstance(exc, lmdb.MapFullError | lmdb.DiskError):
+def _open_env(
+    path: Path,
+    map_size: int,
+    readonly: bool,
+    metasync: bool,
+    create: bool,
+    *,
+    lock: bool = True,
+) -> tuple[lmdb.Environment, bool]:
+    """LMDB's environment of ``path``, and whether it holds the lock file.
+
+    A read-only open that may not write ``lock.mdb`` (EACCES, EPERM) reads without the lock:
+    a snapshot read (``specs/storage.md`` §9).
+    """
+    shown = short_path(path)
+    options: dict[str, Any] = {
+        "map_size": map_size,
+        "subdir": True,
+        "readonly": readonly,
+        "metasync": metasync,
+        "sync": True,
+        "max_dbs": 0,
+        "max_readers": 256,
+        "create": create and not readonly,
+        "max_spare_txns": 4,
+    }
+    try:
+        return lmdb.open(str(path), lock=lock, **options), lock
+    except lmdb.Error as exc:
+        if lock and readonly and getattr(exc, "code", None) in (errno.EACCES, errno.EPERM):
+            try:
+                return lmdb.open(str(path), lock=False, **options), False
+            except lmdb.Error as again:
+                raise CortexError(f"cannot open the store at {shown}: {again}") from again
+        raise CortexError(_lmdb_open_message(shown, exc, readonly)) from exc
+    except OSError as exc:
+        raise CortexError(_os_message(shown, exc, readonly)) from exc
+
+
+_FULL_BELOW: Final = 1 << 20
+"""Free bytes below which a failed write is taken for a full disk (LMDB reports a short
+write as EIO)."""
+
+
+def _disk_full(path: Path) -> str | None:
+    """Why writing under ``path`` fails for lack of space, or None when there is space."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < _FULL_BELOW:
+        return f"the disk holding {short_path(path)} is full ({free} bytes free)"
+    soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            size = (path / "data.mdb").stat().st_size if path.is_dir() else 0
+        except OSError:
+            size = 0
+        if size + _FULL_BELOW >= soft:
+            return f"the store's file reached the process's file size limit ({soft} bytes)"
+    return None
+
+
+def _wrap(exc: lmdb.Error, path: Path | None = None) -> CortexError:
+    code = getattr(exc, "code", None)
+    if isinstance(exc, lmdb.MapFullError):
         return StoreFullError(f"the store cannot grow: {exc}")
+    full = None
+    if code in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, lmdb.DiskError):
+        full = (_disk_full(path) if path is not None else None) or "the disk is full"
+    elif code == errno.EFBIG:
+        full = "the store's file reached the process's file size limit (ulimit -f)"
+    elif code == errno.EIO and path is not None:
+        full = _disk_full(path)  # LMDB reports a short write (a disk that filled) as EIO
+    if full is not None:
+        return StoreFullError(
+            f"{full}: the write failed and nothing was written; free space (or raise the "
+            "limit), then retry"
+        )
     if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.InvalidError):
         return IntegrityError(f"LMDB reports damage: {exc}; restore from a backup")
     return CortexError(f"storage engine error: {exc}")
+
+
+def _os_message(shown: str, exc: OSError, readonly: bool) -> str:
+    """What an ``OSError`` met opening the store at ``shown`` means, and what to do."""
+    reasons = {
+        errno.ENOTDIR: "a part of the path is a file, not a directory",
+        errno.EEXIST: "it is a file, not a directory",
+        errno.ENAMETOOLONG: "the name is too long for the file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only"
+        + ("" if readonly else " (open it with readonly=True to read it)"),
+        errno.ENOSPC: "the disk is full",
+        errno.ELOOP: "too many symbolic links",
+    }
+    why = reasons.get(exc.errno or 0) or exc.strerror or str(exc)
+    return f"cannot open the store at {shown}: {why}"
+
+
+def _lmdb_open_message(shown: str, exc: lmdb.Error, readonly: bool) -> str:
+    code = getattr(exc, "code", None)
+    if code == errno.EROFS and not readonly:
+        return (
+            f"cannot open the store at {shown} for writing: the file system is read-only "
+            "(open it with readonly=True to read it)"
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        hint = "" if readonly else " (open it with readonly=True to read a store you may only read)"
+        return f"cannot open the store at {shown}: permission denied{hint}"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"cannot open the store at {shown}: the disk is full"
+    return f"cannot open the store at {shown}: {exc}"

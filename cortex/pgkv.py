@@ -303,6 +303,8 @@ class _PgRead:
 
     def __init__(self, c: _Conn) -> None:
         self._c = c
+        self.damage: list[Any] = []
+        """Always empty: the server checks its own pages (``PgKV.read_checked``)."""
 
     def get(self, key: bytes) -> bytes | None:
         rows = self._c.rows(self._c.q.get, (key,))
@@ -739,6 +741,16 @@ class PgKV:
 
     def read(self) -> _ReadCtx:
         """A read snapshot (REPEATABLE READ, READ ONLY), as a context manager."""
+        return _ReadCtx(self)
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _ReadCtx:
+        """``read()``; its transaction's ``damage`` is always empty.
+
+        The LMDB engine checks a snapshot's pages before a whole-store walk (LMDB would crash
+        on a damaged page); PostgreSQL checks its own pages and reports a damaged one as an
+        error of the query that meets it, so there is nothing to check here. ``ranges`` is
+        accepted for the same interface and ignored.
+        """
         return _ReadCtx(self)
 
     def write(self, fn: Callable[[Any], T]) -> T:

@@ -1222,6 +1222,48 @@ def _task(w: World, draw: st.DrawFn) -> None:
     w.call(write_in_task, draw(task_id), **kw)
 
 
+_LEVELS = ("public", "internal", "confidential", "restricted", "secret")
+
+
+@surface("Cortex.sensitivity")
+def _sensitivity(w: World, draw: st.DrawFn) -> None:
+    level = arg(st.sampled_from(_LEVELS[:4]), *_LEVELS)
+    what = draw(st.sampled_from(("of", "episode_of", "set_episode", "head", "write", "read")))
+    kw: dict[str, Any] = {}
+    if what in ("of", "episode_of"):
+        opt(draw, kw, "reader", w.reader())
+    if what == "of":
+        w.call(w.cx.sensitivity, draw(w.ref()), **kw)
+    elif what == "episode_of":
+        w.call(w.cx.episode_sensitivity, draw(w.episode_ref()), **kw)
+    elif what == "set_episode":
+        w.call(w.cx.set_episode_sensitivity, draw(w.episode_ref()), draw(level))
+    elif what == "head":
+        w.call(w.cx.update_head, draw(w.ref()), sensitivity=draw(level))
+    elif what == "write":
+        w.call(w.cx.write, draw(data_arg()), sensitivity=draw(level))
+    else:  # a reader's clearance, then a read through it
+        clearance = draw(level)
+
+        def read_as(c: Any, ref: Any) -> Any:
+            return w.cx.resolve_latest(ref, reader=Reader(actor="guest", clearance=c))
+
+        w.call(read_as, clearance, draw(w.ref()))
+
+
+@surface("salvage+export_digest")
+def _salvage(w: World, draw: st.DrawFn) -> None:
+    if draw(st.booleans()):
+        w.call(cortex.export_digest, w.cx, encoding=draw(texts_arg("jsonl", "cbor")))
+        return
+    source = arg(st.just(str(w.path)), str(w.root / "nowhere"), "", "\x00", *SURROGATES)
+    dest = arg(st.builds(lambda: str(w.tmp("salvaged"))), str(w.path), "\x00", *SURROGATES)
+    kw: dict[str, Any] = {}
+    opt(draw, kw, "actor", texts_arg("owner"))
+    opt(draw, kw, "progress", callbacks())
+    w.call(cortex.salvage, draw(source), draw(dest), **kw)
+
+
 @surface("Cortex.open")
 def _open(w: World, draw: st.DrawFn) -> None:
     kw: dict[str, Any] = {}
@@ -1245,6 +1287,8 @@ def _open(w: World, draw: st.DrawFn) -> None:
     opt(draw, kw, "dedupe", arg(st.booleans()))
     opt(draw, kw, "vector_ef", ints_arg(1, 1000))
     opt(draw, kw, "embedder", arg(st.sampled_from((None, "auto"))))
+    opt(draw, kw, "check_pages", arg(st.booleans()))
+    opt(draw, kw, "clearance", arg(st.sampled_from(_LEVELS[:4]), *_LEVELS))
     if draw(st.integers(0, 9)) == 0:
         kw["clock"] = draw(
             st.sampled_from(
@@ -1784,6 +1828,9 @@ def _values(w: World, dest: str) -> list[str]:
         "scope": ['{"types": ["Fact"]}', '{"tags": ["people"], "writable": true}', "{}"],
         "write_budget": ["1", "0", "50"],
         "task": ["task-1", "task-2"],
+        "set_sensitivity": ["public", "confidential", "restricted", "secret"],
+        "sensitivity": ["public", "confidential", "restricted", "secret"],
+        "clearance": ["public", "confidential", "restricted"],
         "direction": ["out", "in", "both"],
         "on": ["own", "created", "updated"],
         "order_by": ["salience", "created", "score", "hop"],
@@ -1798,6 +1845,10 @@ def _values(w: World, dest: str) -> list[str]:
         return [str(w.cli_store), str(w.root / "nowhere")]
     if dest == "dst":  # copy
         return [str(w.tmp("cli-copy")), str(w.cli_store)]
+    if dest == "damaged":  # salvage
+        return [str(w.cli_store), str(w.root / "nowhere")]
+    if dest == "new":
+        return [str(w.tmp("cli-salvaged")), str(w.cli_store)]
     if dest == "tokens":
         return [str(w.root / "tokens.json"), str(w.root / "nowhere" / "t.json")]
     return table.get(dest, ["x"])

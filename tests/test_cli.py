@@ -1260,7 +1260,7 @@ def test_the_command_list_is_complete() -> None:
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
         "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens", "chain",
-        "conflicts",
+        "conflicts", "salvage",
     }  # fmt: skip
 
 

@@ -34,6 +34,7 @@ ORDER = (
     "validate",
     "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
     "keys",
+    "pages",  # the LMDB data file read directly: meta pages, page structure, salvageable records
     "kv",
     "pgkv",  # the PostgreSQL engine behind the same interface (psycopg, imported lazily)
     "engines",  # a path or a URL to its engine; copying a store between engines
@@ -48,6 +49,7 @@ ORDER = (
     "evidence",  # episode chunks by BM25, beside the memories (format 7)
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules
+    "sensitivity",  # sensitivity labels (sens/) and what a reader's clearance lets through
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
     "vectors",  # the stored vector records (vec/, meta/vectors)
@@ -66,6 +68,7 @@ ORDER = (
     "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
     "transfer",  # export and import bundles, over the store's internals
     "migrate",  # format migrations: below the CLI, which runs them
+    "salvage",  # a damaged store's checked records copied into a new store, losses named
     "__init__",
     "serve",  # cortex serve: the MCP tools, the token file, the stdio and HTTP transports
     "cli",

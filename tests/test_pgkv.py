@@ -101,6 +101,16 @@ def test_a_missing_store_is_not_created_without_create(url: str) -> None:
         Cortex.open(url, actor="a", readonly=True)
 
 
+def test_lmdb_page_checks_are_accepted_and_check_nothing(url: str) -> None:
+    # check_pages and read_checked are LMDB's file checks (storage.md §9): the server checks
+    # its own pages, so the options are accepted and the walks find no damage to report
+    with Cortex.open(url, actor="a", check_pages=True) as cx:
+        cx.write(Fact(statement="one", subject="s", predicate="p"))
+        with cx._kv.read_checked() as txn:
+            assert txn.damage == [] and next(txn.keys(b""), None) is not None
+        assert cx.verify().ok and cx.stats()["memories"] == 1
+
+
 def test_an_unreachable_server_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="unreachable"):
         PgKV(f"postgresql:///x?host={tmp_path}&store=a")
@@ -300,6 +310,7 @@ def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
         acked = [r for r in reports if r["op"] == "write"]
         assert acked, "the writer wrote nothing before the stop"
         all_acked.update(r["uri"] for r in acked)
+        # the checker audits every writer's memories: it opens as the owner (query.md §3)
         with Cortex.open(url, actor="checker", as_owner=True) as cx:
             for r in acked:
                 m = cx.resolve(r["uri"])

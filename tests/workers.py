@@ -10,6 +10,7 @@ Run one from a shell with ``python -m tests.workers NAME ARG...``.
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import threading
@@ -18,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from cortex import Cortex, CortexError, Fact, MemoryId, NewMemory, NotFoundError
+from cortex import Cortex, CortexError, Fact, MemoryId, NewMemory, NotFoundError, Query
 from cortex.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -456,6 +457,121 @@ def edit_value(path: str, key_hex: str, offset: str) -> None:
         value[int(offset)] ^= 0x20
         txn.put(key, bytes(value))
     env.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Full disks and address space (issue 20: a failed write is a StoreFullError, the handle lives)
+
+
+def fill_until_full(path: str, filler: str, limit: str) -> None:
+    """Write until the store cannot grow, free space, then verify and write again.
+
+    ``filler`` is a file taking most of a small file system (deleted to free space), or ``-``;
+    ``limit`` is a soft RLIMIT_FSIZE in bytes above the store's size now (``0``: none), lifted
+    to free space. Prints what the failed write raised, whether verify passed afterwards and
+    whether a write then succeeded.
+    """
+    import resource
+
+    cx = Cortex.open(path, actor="filler")
+    if filler != "-" and not Path(filler).exists():  # leave about 1.5 MiB free
+        st = os.statvfs(path)
+        Path(filler).write_bytes(b"\0" * max(0, st.f_bavail * st.f_frsize - (3 << 19)))
+    if int(limit):
+        size = (Path(path) / "data.mdb").stat().st_size
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + int(limit), hard))
+    before = cx.stats()["memories"]
+    failure = None
+    written = 0
+    for i in range(20000):
+        try:
+            cx.write(
+                Fact(statement=f"fill {i}", subject="disk", predicate="fills", object="f" * 3000)
+            )
+            written += 1
+        except CortexError as exc:
+            failure = [type(exc).__name__, str(exc)]
+            break
+        except Exception as exc:
+            failure = ["foreign", f"{type(exc).__name__}: {exc}"]
+            break
+    after_failure = cx.stats()["memories"]
+    if filler != "-":
+        Path(filler).unlink()
+    if int(limit):
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    report = cx.verify()
+    try:
+        cx.write(Fact(statement="after", subject="disk", predicate="fills"))
+        again = True
+    except CortexError:
+        again = False
+    emit(
+        {
+            "failure": failure,
+            "written": written,
+            "counted": after_failure - before,
+            "verify_ok": report.ok,
+            "problems": [[p.record, p.what] for p in report.problems[:3]],
+            "write_again": again,
+        }
+    )
+    cx.close()
+
+
+def fill_map(path: str) -> None:
+    """Fill the map while the address space cannot hold a larger one; the handle must live.
+
+    A second handle of the store shares the process's environment: the failed remap replaces
+    the environment for both.
+    """
+    import resource
+
+    cx = Cortex.open(path, actor="filler")
+    other = Cortex.open(path, actor="filler")
+    kept = cx.write(Fact(statement="kept", subject="map", predicate="fills"))
+    status = Path("/proc/self/status").read_text().splitlines()
+    vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize"))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (vm + (48 << 20), hard))
+    failure = None
+    blob = random.Random(1).randbytes(1 << 20)
+    for i in range(200):
+        try:
+            cx._kv.write(lambda txn, i=i: txn.put(f"zz/{i:04}".encode(), blob))
+        except CortexError as exc:
+            failure = [type(exc).__name__, str(exc)]
+            break
+    try:
+        cx.write(Fact(statement="refused", subject="map", predicate="fills"))
+        refused = None
+    except CortexError as exc:
+        refused = type(exc).__name__
+    read_back = cx.resolve(kept).data.statement
+    found = len(cx.find(Query(types=["Fact"], limit=10)).hits)
+    other_read = other.resolve(kept).data.statement
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    with cx._kv.read() as txn:
+        keys = sum(1 for _ in txn.keys(b"zz/"))
+    cx._kv.write(lambda txn: [txn.delete(k) for k in [f"zz/{i:04}".encode() for i in range(keys)]])
+    again = str(cx.write(Fact(statement="written again", subject="map", predicate="fills")))
+    other_again = str(other.write(Fact(statement="other again", subject="map", predicate="fills")))
+    emit(
+        {
+            "failure": failure,
+            "refused": refused,
+            "read_back": read_back,
+            "found": found,
+            "again": again,
+            "shared": cx._kv._shared is other._kv._shared,
+            "other_read": other_read,
+            "other_again": other_again,
+            "verify_ok": cx.verify().ok,
+        }
+    )
+    other.close()
+    cx.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,836 @@
+"""The LMDB data file read directly: meta pages, B-tree page structure, and salvageable records.
+
+LMDB trusts its file: its pages carry no checksum, a page reference into a truncated file is a
+SIGBUS, and a damaged page met while a cursor walks aborts the process (``IS_LEAF(mp)``). This
+module reads ``data.mdb`` with ``pread`` (never a mapping, so a short file is an error, not a
+signal) and checks what LMDB would follow before it follows it: the meta pages against the
+file's size before the file is mapped, and every page of a snapshot's tree before a whole-file
+walk. It also reads records off whatever pages still parse, for ``cortex salvage``.
+``specs/storage.md`` §9 lists the checks. Only LMDB's 0.9 data format (version 1) on a
+little-endian 64-bit build is read: the one cortex writes.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Final, NamedTuple, Self
+
+from cortex.errors import IntegrityError
+
+__all__ = [
+    "DataFile",
+    "Found",
+    "Meta",
+    "PageProblem",
+    "Tree",
+    "check_file",
+    "check_snapshot",
+    "damage_error",
+    "read_records",
+    "short_path",
+]
+
+PAGE_HEADER: Final = 16
+"""``MDB_page``: pgno (u64), pad (u16), flags (u16), lower and upper (u16 each)."""
+NODE_HEADER: Final = 8
+"""``MDB_node``: lo, hi, flags, ksize (u16 each); key and data follow."""
+P_BRANCH: Final = 0x01
+P_LEAF: Final = 0x02
+P_OVERFLOW: Final = 0x04
+P_META: Final = 0x08
+F_BIGDATA: Final = 0x01
+MAGIC: Final = 0xBEEFC0DE
+DATA_VERSION: Final = 1
+P_INVALID: Final = 2**64 - 1
+MAX_KEY: Final = 511
+MAX_DEPTH: Final = 32  # LMDB's cursor stack
+MAX_PROBLEMS: Final = 200
+
+_META = struct.Struct("<QHHHHIIQQ")  # page header, magic, version, address, mapsize
+_DB = struct.Struct("<IHHQQQQQ")  # MDB_db: pad (psize in the free DB), flags, depth, counts, root
+_TAIL = struct.Struct("<QQ")  # last_pg, txnid
+_HDR = struct.Struct("<QHHHH")
+_NODE = struct.Struct("<HHHH")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_PAGE_SIZES: Final = (4096, 8192, 16384, 32768, 65536, 1024, 2048, 512)
+
+
+class Tree(NamedTuple):
+    """One ``MDB_db`` of a meta page: the free-page tree or the main tree."""
+
+    depth: int
+    branch_pages: int
+    leaf_pages: int
+    overflow_pages: int
+    entries: int
+    root: int
+
+
+class Meta(NamedTuple):
+    """One meta page (``slot`` 0 or 1) that parses."""
+
+    slot: int
+    psize: int
+    last_pg: int
+    txnid: int
+    free: Tree
+    main: Tree
+
+    @property
+    def next_pgno(self) -> int:
+        """One past the last page the snapshot may reference."""
+        return self.last_pg + 1
+
+
+class PageProblem(NamedTuple):
+    """What is wrong with one page (``page`` -1: the file as a whole)."""
+
+    page: int
+    what: str
+
+    def __str__(self) -> str:
+        where = "data.mdb" if self.page < 0 else f"data.mdb page {self.page}"
+        return f"{where}: {self.what}"
+
+
+def damage_error(path: str | os.PathLike[str], damage: list[PageProblem]) -> IntegrityError:
+    """The error of a whole-file walk refused because the snapshot's pages are damaged."""
+    more = f" (and {len(damage) - 3} more)" if len(damage) > 3 else ""
+    return IntegrityError(
+        f"{short_path(path)} is structurally damaged: "
+        + "; ".join(str(p) for p in damage[:3])
+        + f"{more}. LMDB would crash walking it, so nothing was read. `cortex verify` lists "
+        "the damage; `cortex salvage` copies what is intact into a new store"
+    )
+
+
+def short_path(path: str | os.PathLike[str], limit: int = 120) -> str:
+    """A path for a message: in full when short, else its ends and its length."""
+    text = os.fspath(path)
+    if len(text) <= limit:
+        return text
+    return f"{text[:40]}…{text[-40:]} ({len(text)} characters)"
+
+
+class DataFile:
+    """``data.mdb`` open for ``pread``: reads past the end come back short, never as a signal."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self.psize = 4096
+        self._size = os.fstat(self._fd).st_size
+
+    @property
+    def size(self) -> int:
+        """The file's size now."""
+        self._size = os.fstat(self._fd).st_size
+        return self._size
+
+    def read_at(self, offset: int, n: int) -> bytes:
+        """Up to ``n`` bytes at ``offset`` (fewer at the end of the file)."""
+        if offset < 0 or n < 0 or offset + n > 1 << 62:
+            return b""  # a page number read off a damaged page: nothing lies there
+        if offset + n > self._size:
+            self._size = os.fstat(self._fd).st_size  # it may have grown since
+        n = min(n, max(0, self._size - offset))  # never allocate for bytes the file lacks
+        out = b""
+        while len(out) < n:
+            got = os.pread(self._fd, n - len(out), offset + len(out))
+            if not got:
+                break
+            out += got
+        return out
+
+    def page(self, pgno: int, count: int = 1) -> bytes:
+        """Pages ``pgno`` .. ``pgno + count - 1`` (short when the file ends first)."""
+        return self.read_at(pgno * self.psize, count * self.psize)
+
+    def close(self) -> None:
+        """Close the file."""
+        os.close(self._fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Meta pages
+
+
+def parse_meta(buf: bytes, slot: int) -> Meta | str:
+    """The meta page in ``buf`` (at least its first 152 bytes), or why it is not one."""
+    need = _META.size + 2 * _DB.size + _TAIL.size
+    if len(buf) < need:
+        return "is cut short"
+    pgno, _pad, flags, _lo, _up, magic, version, _addr, _mapsize = _META.unpack_from(buf, 0)
+    if not flags & P_META:
+        return f"is not a meta page (flags {flags:#06x})"
+    if magic != MAGIC:
+        return f"has a wrong magic number ({magic:#010x})"
+    if version != DATA_VERSION:
+        return f"has LMDB data format {version}, not {DATA_VERSION}"
+    dbs = []
+    psize = 0
+    for i in range(2):
+        pad, _dflags, depth, branch, leaf, overflow, entries, root = _DB.unpack_from(
+            buf, _META.size + i * _DB.size
+        )
+        if i == 0:
+            psize = pad
+        dbs.append(Tree(depth, branch, leaf, overflow, entries, root))
+    last_pg, txnid = _TAIL.unpack_from(buf, _META.size + 2 * _DB.size)
+    if psize not in _PAGE_SIZES:
+        return f"names an impossible page size {psize}"
+    if pgno != slot:
+        return f"names itself page {pgno}"
+    if last_pg < 1 or last_pg >= 2**48:
+        return f"names an impossible last page {last_pg}"
+    for name, tree in zip(("free", "main"), dbs, strict=True):
+        if tree.root == P_INVALID:
+            if tree.depth or tree.entries:
+                return f"has an empty {name} tree with depth {tree.depth}"
+            continue
+        if not 2 <= tree.root <= last_pg or not 1 <= tree.depth <= MAX_DEPTH:
+            return f"names an impossible {name} tree (root {tree.root}, depth {tree.depth})"
+    return Meta(slot, psize, last_pg, txnid, dbs[0], dbs[1])
+
+
+def read_metas(f: DataFile) -> tuple[Meta | str, Meta | str]:
+    """Both meta pages, each parsed or the reason it does not parse.
+
+    The second page lies one page size after the first; when the first cannot tell the page
+    size, the usual sizes are tried.
+    """
+    head = f.read_at(0, 256)
+    m0 = parse_meta(head, 0) if head else "is missing (the file is empty)"
+    sizes = [m0.psize] if isinstance(m0, Meta) else list(_PAGE_SIZES)
+    m1: Meta | str = "is missing (the file ends within page 0)"
+    for psize in sizes:
+        buf = f.read_at(psize, 256)
+        if not buf:
+            continue
+        got = parse_meta(buf, 1)
+        if isinstance(got, Meta) and got.psize != psize:
+            got = f"names page size {got.psize} but lies at offset {psize}"
+        m1 = got
+        if isinstance(m1, Meta):
+            break
+    if isinstance(m0, Meta) and isinstance(m1, Meta) and m0.psize != m1.psize:
+        m1 = f"names page size {m1.psize}, meta page 0 names {m0.psize}"
+    return m0, m1
+
+
+def newest(metas: Iterable[Meta | str]) -> Meta | None:
+    """The meta page LMDB would use: the valid one with the larger transaction id."""
+    good = [m for m in metas if isinstance(m, Meta)]
+    return max(good, key=lambda m: m.txnid) if good else None
+
+
+def _format_of(f: DataFile) -> int | None:
+    """The LMDB data format the file's first meta page names (None: no magic found)."""
+    buf = f.read_at(0, 64)
+    for off in range(0, len(buf) - 7, 4):
+        if _U32.unpack_from(buf, off)[0] == MAGIC:
+            return int(_U32.unpack_from(buf, off + 4)[0])
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The structure check
+
+
+class _Check:
+    """Walks a snapshot's trees from their roots, checking every page before descending."""
+
+    def __init__(
+        self,
+        f: DataFile,
+        meta: Meta,
+        ranges: list[tuple[bytes, bytes | None]] | None,
+        limit: int,
+    ) -> None:
+        self.f = f
+        self.meta = meta
+        self.psize = meta.psize
+        self.ranges = ranges
+        self.limit = limit
+        self.problems: list[PageProblem] = []
+        self.seen: set[int] = set()
+        self.counts = [0, 0, 0, 0]  # branch, leaf, overflow pages, entries
+        self.file_pages = f.size // meta.psize
+
+    def add(self, page: int, what: str) -> None:
+        if len(self.problems) < self.limit:
+            self.problems.append(PageProblem(page, what))
+
+    def full(self) -> bool:
+        return len(self.problems) >= self.limit
+
+    def wanted(self, lo: bytes | None, hi: bytes | None) -> bool:
+        """Whether the key interval [lo, hi) meets a range [start, end] the caller will read."""
+        if self.ranges is None:
+            return True
+        for start, end in self.ranges:
+            if (hi is None or start < hi) and (end is None or lo is None or lo <= end):
+                return True
+        return False
+
+    def claim(self, pgno: int, what: str, count: int = 1) -> bool:
+        """Take pages ``pgno``.. as seen; False (with a problem) when they cannot be used."""
+        if pgno + count > self.meta.next_pgno:
+            self.add(
+                pgno,
+                f"{what} lies beyond the snapshot's last page {self.meta.last_pg}",
+            )
+            return False
+        if pgno + count > self.file_pages:
+            self.add(
+                pgno,
+                f"{what} lies beyond the end of the file ({self.file_pages} pages): "
+                "the file is truncated",
+            )
+            return False
+        if pgno < 2:
+            self.add(pgno, f"{what} points at a meta page")
+            return False
+        for p in range(pgno, pgno + count):
+            if p in self.seen:
+                self.add(p, f"{what} is referenced twice (a cycle or a shared page)")
+                return False
+        self.seen.update(range(pgno, pgno + count))
+        return True
+
+    def tree(self, tree: Tree, name: str, integer_keys: bool) -> None:
+        if tree.root == P_INVALID:
+            return
+        counts_before = list(self.counts)
+        # depth-first, in key order: (pgno, depth, lo, hi, parent, mode); mode 0 follows the
+        # children the ranges need, 1 only the leftmost path, 2 only the rightmost: a cursor
+        # leaving a range steps onto the neighbouring leaf, which must be checked too
+        stack: list[tuple[int, int, bytes | None, bytes | None, int, int]] = [
+            (tree.root, 1, None, None, -1, 0)
+        ]
+        while stack and not self.full():
+            pgno, depth, lo, hi, parent, mode = stack.pop()
+            where = f"the {name} tree's root" if parent < 0 else f"a child of page {parent}"
+            if not self.claim(pgno, f"page {pgno} ({where})"):
+                continue
+            page = self.f.page(pgno)
+            leaf = depth == tree.depth
+            children = self.page(page, pgno, leaf=leaf, lo=lo, hi=hi, integer_keys=integer_keys)
+            if not children:
+                continue
+            if mode == 1:
+                picked = [(0, 1)]
+            elif mode == 2:
+                picked = [(len(children) - 1, 2)]
+            else:
+                hits = [i for i, (_c, clo, chi) in enumerate(children) if self.wanted(clo, chi)]
+                picked = [(i, 0) for i in hits]
+                if hits and self.ranges is not None:
+                    if hits[0] > 0:
+                        picked.insert(0, (hits[0] - 1, 2))
+                    if hits[-1] + 1 < len(children):
+                        picked.append((hits[-1] + 1, 1))
+            for i, how in reversed(picked):
+                child, clo, chi = children[i]
+                stack.append((child, depth + 1, clo, chi, pgno, how))
+        if self.ranges is None and not self.problems:
+            got = [a - b for a, b in zip(self.counts, counts_before, strict=True)]
+            want = [tree.branch_pages, tree.leaf_pages, tree.overflow_pages, tree.entries]
+            if got != want:
+                self.add(
+                    -1,
+                    f"the {name} tree holds {got[0]} branch, {got[1]} leaf and {got[2]} "
+                    f"overflow pages and {got[3]} entries; its meta page says {want[0]}, "
+                    f"{want[1]}, {want[2]} and {want[3]}",
+                )
+
+    def page(
+        self,
+        page: bytes,
+        pgno: int,
+        *,
+        leaf: bool,
+        lo: bytes | None,
+        hi: bytes | None,
+        integer_keys: bool,
+    ) -> list[tuple[int, bytes | None, bytes | None]] | None:
+        """Check one branch or leaf page; its children (branch) or [] (leaf); None if damaged."""
+        psize = self.psize
+        hpgno, _pad, flags, lower, upper = _HDR.unpack_from(page, 0)
+        kind = "leaf" if leaf else "branch"
+        if hpgno != pgno:
+            self.add(pgno, f"its header names page {hpgno} (expected a {kind} page)")
+            return None
+        if flags != (P_LEAF if leaf else P_BRANCH):
+            self.add(pgno, f"is not a {kind} page (flags {flags:#06x})")
+            return None
+        if not PAGE_HEADER <= lower <= upper <= psize or lower % 2:
+            self.add(pgno, f"has impossible bounds (lower {lower}, upper {upper})")
+            return None
+        n = (lower - PAGE_HEADER) >> 1
+        if n < (1 if leaf else 2):
+            self.add(pgno, f"a {kind} page with {n} keys")
+            return None
+        ptrs = struct.unpack_from(f"<{n}H", page, PAGE_HEADER)
+        keys: list[bytes] = []
+        children: list[int] = []
+        big: list[tuple[int, int]] = []
+        for i, ptr in enumerate(ptrs):
+            if ptr < upper or ptr + NODE_HEADER > psize or ptr % 2:
+                self.add(pgno, f"node {i} lies outside the page's node area (offset {ptr})")
+                return None
+            nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+            kend = ptr + NODE_HEADER + ksize
+            if kend > psize or ksize > MAX_KEY or (ksize == 0 and (leaf or i > 0)):
+                self.add(pgno, f"node {i} has an impossible key size {ksize}")
+                return None
+            keys.append(page[ptr + NODE_HEADER : kend])
+            if leaf:
+                dsize = nlo | nhi << 16
+                if nflags == F_BIGDATA:
+                    if kend + 8 > psize:
+                        self.add(pgno, f"node {i}'s overflow reference runs off the page")
+                        return None
+                    big.append((_U64.unpack_from(page, kend)[0], dsize))
+                elif nflags:
+                    self.add(pgno, f"node {i} has flags {nflags:#06x} cortex never writes")
+                    return None
+                elif kend + dsize > psize:
+                    self.add(pgno, f"node {i}'s value ({dsize} bytes) runs off the page")
+                    return None
+            else:
+                children.append(nlo | nhi << 16 | nflags << 32)
+        # keys in order, inside the bounds the parent gave this page
+        ordered = [int.from_bytes(k, "little") for k in keys] if integer_keys else keys
+        first = 0 if leaf else 1
+        for i in range(first + 1, n):
+            if not ordered[i - 1] < ordered[i]:  # type: ignore[operator]
+                self.add(pgno, f"keys {i - 1} and {i} are out of order")
+                return None
+        if not integer_keys and n > first:
+            if lo is not None and keys[first] < lo:
+                self.add(pgno, "its first key sorts before its parent's separator")
+                return None
+            if hi is not None and keys[-1] >= hi:
+                self.add(pgno, "its last key sorts after the next separator of its parent")
+                return None
+        if leaf:
+            self.counts[1] += 1
+            self.counts[3] += n
+            for ovpg, dsize in big:
+                if not self.overflow(pgno, ovpg, dsize):
+                    return None
+            return []
+        self.counts[0] += 1
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        for i, child in enumerate(children):
+            clo = lo if i == 0 else keys[i]
+            chi = hi if i == n - 1 else keys[i + 1]
+            if integer_keys:
+                clo = chi = None
+            out.append((child, clo, chi))
+        return out
+
+    def overflow(self, parent: int, ovpg: int, dsize: int) -> bool:
+        what = f"the overflow page {ovpg} of a value on page {parent}"
+        if ovpg >= self.meta.next_pgno or ovpg >= self.file_pages:
+            self.claim(ovpg, what)  # reports why
+            return False
+        hdr = self.f.page(ovpg)[:PAGE_HEADER]
+        hpgno, _pad, flags, _lo, _up = _HDR.unpack_from(hdr, 0)
+        npages = _U32.unpack_from(hdr, 12)[0]
+        if hpgno != ovpg or flags != P_OVERFLOW:
+            self.add(
+                ovpg, f"is not an overflow page (its header names page {hpgno}, flags {flags:#06x})"
+            )
+            return False
+        need = (PAGE_HEADER - 1 + dsize) // self.psize + 1
+        if npages != need:
+            self.add(ovpg, f"an overflow run of {npages} pages for a {dsize}-byte value")
+            return False
+        if not self.claim(ovpg, what, npages):
+            return False
+        self.counts[2] += npages
+        return True
+
+
+def _check(
+    f: DataFile,
+    meta: Meta,
+    ranges: list[tuple[bytes, bytes | None]] | None = None,
+    limit: int = MAX_PROBLEMS,
+) -> _Check:
+    f.psize = meta.psize
+    c = _Check(f, meta, ranges, limit)
+    if meta.main.depth > MAX_DEPTH or meta.free.depth > MAX_DEPTH:
+        c.add(-1, f"a tree {max(meta.main.depth, meta.free.depth)} levels deep")
+        return c
+    c.tree(meta.main, "main", integer_keys=False)
+    if ranges is None:
+        c.tree(meta.free, "free-page", integer_keys=True)
+    return c
+
+
+def check_snapshot(
+    path: str | os.PathLike[str],
+    txnid: int,
+    ranges: list[tuple[bytes, bytes | None]] | None = None,
+) -> list[PageProblem] | None:
+    """Check every page of the snapshot ``txnid`` (or those holding keys in ``ranges``).
+
+    The caller holds a read transaction of that snapshot, so its pages cannot be reused
+    meanwhile. ``ranges`` are ``[start, end)`` key intervals (``end`` None: to the last key);
+    without them both trees are checked whole and their page counts compared with the meta
+    page.
+
+    Returns:
+        The problems found (empty: LMDB can walk it safely), or None when neither meta page
+        describes ``txnid`` any more (two commits happened since it began: retry).
+    """
+    with DataFile(os.path.join(path, "data.mdb")) as f:
+        if _format_of(f) not in (None, DATA_VERSION):
+            return []  # another LMDB data format: nothing here reads it
+        for _ in range(3):
+            m0, m1 = read_metas(f)
+            meta = next((m for m in (m0, m1) if isinstance(m, Meta) and m.txnid == txnid), None)
+            if meta is None:
+                return None
+            again = read_metas(f)[meta.slot]
+            if again == meta:  # not torn by a commit writing that slot meanwhile
+                return _check(f, meta, ranges).problems
+        return None
+
+
+def check_file(path: str | os.PathLike[str], *, settle: float = 1.0) -> None:
+    """Refuse a ``data.mdb`` that LMDB would crash on or silently replace, before it is mapped.
+
+    Checks both meta pages (LMDB refuses a file with either damaged) and that the file holds
+    every page the newest one's trees reference: when it is shorter than the meta page's last
+    page, the trees are walked to tell free pages at the end (a legitimate short file) from
+    truncation. An empty file is refused: LMDB would silently start a new, empty store in it.
+    A file that is empty or short while another process is creating the store settles within
+    ``settle`` seconds.
+
+    Raises:
+        IntegrityError: the file is truncated or a meta page is damaged (naming which).
+    """
+    name = os.path.join(path, "data.mdb")
+    shown = short_path(name)
+    deadline = time.monotonic() + settle
+    while True:
+        with DataFile(name) as f:
+            size = f.size
+            fmt = _format_of(f)
+            if size and fmt is not None and fmt != DATA_VERSION:
+                return  # another LMDB data format (1.0): py-lmdb picks its engine
+            m0, m1 = read_metas(f)
+            meta = newest((m0, m1))
+            bad = [(i, m) for i, m in enumerate((m0, m1)) if isinstance(m, str)]
+            if not bad and meta is not None:
+                if size >= meta.next_pgno * meta.psize:
+                    return
+                problems = _truncation(f, meta)
+                if problems is None or not problems:
+                    return  # unsettled (writers) or only free pages at the end: fine
+                raise IntegrityError(
+                    f"{shown} is truncated: it is {size} bytes ({size // meta.psize} pages) but "
+                    f"the store's tree references pages up to {max(p.page for p in problems)}, "
+                    "and LMDB would crash on it. Restore the store from a backup, or recover "
+                    "what is left with `cortex salvage`"
+                )
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    if size == 0:
+        raise IntegrityError(
+            f"{shown} is empty (0 bytes): the store's file was truncated, and LMDB would start "
+            "a new, empty store in it. Restore it from a backup; if the store never held "
+            "anything, delete its directory"
+        )
+    which = "; ".join(f"meta page {i} {why}" for i, why in bad)
+    raise IntegrityError(
+        f"{shown} is damaged: {which}. LMDB cannot open it. Restore the store from a backup, "
+        "or recover what is left with `cortex salvage`"
+    )
+
+
+def _truncation(f: DataFile, meta: Meta) -> list[PageProblem] | None:
+    """Pages the trees need beyond the end of the file (None: writers keep changing it)."""
+    for _ in range(3):
+        c = _check(f, meta, limit=10**9)
+        beyond = [p for p in c.problems if "beyond the end of the file" in p.what]
+        now = newest(read_metas(f))
+        if now is not None and now.txnid == meta.txnid:
+            return beyond
+        if now is None:
+            return beyond
+        meta = now
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Salvage: records from every page that still parses
+
+
+class Found(NamedTuple):
+    """What a tolerant read of a damaged file found."""
+
+    records: dict[bytes, bytes]
+    """Key to value, each from a page that parses (values still need their checksum)."""
+    problems: list[PageProblem]
+    """The pages that do not parse, or could not be reached."""
+    pages: int
+    """Pages in the snapshot read (``last_pg + 1``), or in the file when no meta parses."""
+    orphans_searched: bool
+    """Whether pages cut off from the tree were searched for records."""
+    ambiguous: list[bytes]
+    """Keys found with different values on two cut-off pages (left out)."""
+
+
+def _leaf_nodes(
+    f: DataFile,
+    page: bytes,
+    psize: int,
+    next_pgno: int,
+    bounds: tuple[bytes | None, bytes | None] = (None, None),
+    *,
+    outside: bool = False,
+) -> Iterator[tuple[bytes, bytes]]:
+    """Every node of a leaf page whose bounds hold, overflow values read; damage skipped.
+
+    Only keys inside ``bounds`` (the parent's separators), or with ``outside`` only those
+    outside them: a damaged key or separator, or a page reached through a damaged pointer.
+    """
+    lo, hi = bounds
+    _pg, _pad, _flags, lower, _upper = _HDR.unpack_from(page, 0)
+    if not PAGE_HEADER <= lower <= psize:
+        lower = psize  # a damaged bound: try every slot, the checksums decide
+    n = min((lower - PAGE_HEADER) >> 1, (psize - PAGE_HEADER) >> 1)
+    for (ptr,) in struct.iter_unpack("<H", page[PAGE_HEADER : PAGE_HEADER + 2 * n]):
+        if ptr < PAGE_HEADER + 2 * n or ptr + NODE_HEADER > psize:
+            continue
+        nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+        kend = ptr + NODE_HEADER + ksize
+        if not 0 < ksize <= MAX_KEY or kend > psize:
+            continue
+        key = page[ptr + NODE_HEADER : kend]
+        if ((lo is not None and key < lo) or (hi is not None and key >= hi)) != outside:
+            continue
+        dsize = nlo | nhi << 16
+        if nflags == F_BIGDATA:
+            if kend + 8 > psize:
+                continue
+            ovpg = _U64.unpack_from(page, kend)[0]
+            if not 2 <= ovpg < next_pgno or ovpg * psize + PAGE_HEADER + dsize > next_pgno * psize:
+                continue
+            value = f.read_at(ovpg * psize + PAGE_HEADER, dsize)
+            if len(value) != dsize:
+                continue
+        elif nflags == 0 and kend + dsize <= psize:
+            value = page[kend : kend + dsize]
+        else:
+            continue
+        yield key, value
+
+
+class _Walked(NamedTuple):
+    reached: set[int]
+    """Tree pages and the overflow runs of their values."""
+    leaves: list[tuple[bytes, bytes | None, bytes | None]]
+    """Each leaf page's bytes and the key bounds its parent gave it."""
+
+
+def _walk(
+    f: DataFile,
+    meta: Meta,
+    tree: Tree,
+    problems: list[PageProblem],
+    *,
+    skip: frozenset[int] = frozenset(),
+    bounded: bool = True,
+) -> _Walked:
+    """Tolerantly walk a tree from its root, damage skipped page by page.
+
+    Pages in ``skip`` (free pages) are never entered: a damaged pointer to one would bring back
+    a stale copy of an older state. With ``bounded`` each child gets the key bounds of its
+    parent's separators.
+    """
+    out = _Walked(set(), [])
+    if tree.root == P_INVALID:
+        return out
+    psize = meta.psize
+
+    def note(pgno: int, what: str) -> None:
+        if len(problems) < MAX_PROBLEMS:
+            problems.append(PageProblem(pgno, what))
+
+    stack: list[tuple[int, int, bytes | None, bytes | None]] = [(tree.root, 1, None, None)]
+    while stack:
+        pgno, depth, lo, hi = stack.pop()
+        if pgno in out.reached or not 2 <= pgno < meta.next_pgno:
+            continue
+        if pgno in skip:
+            note(pgno, "a branch page points at a free page")
+            continue
+        page = f.page(pgno)
+        if len(page) < psize:
+            note(pgno, "lies beyond the end of the file")
+            continue
+        out.reached.add(pgno)
+        hpgno, _pad, flags, lower, _upper = _HDR.unpack_from(page, 0)
+        if flags == P_LEAF or (depth == tree.depth and flags & P_LEAF):
+            out.leaves.append((page, lo, hi))
+            if hpgno != pgno or flags != P_LEAF or depth != tree.depth:
+                note(pgno, "a leaf page with a damaged header")
+            for i in range(PAGE_HEADER, min(lower, psize), 2):
+                ptr = struct.unpack_from("<H", page, i)[0]
+                if ptr + NODE_HEADER > psize:
+                    continue
+                nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+                at = ptr + NODE_HEADER + ksize
+                if nflags == F_BIGDATA and at + 8 <= psize:
+                    _run(f, _U64.unpack_from(page, at)[0], nlo | nhi << 16, meta, out.reached)
+            continue
+        if flags != P_BRANCH or hpgno != pgno or depth >= tree.depth or depth >= MAX_DEPTH:
+            note(pgno, f"does not parse (flags {flags:#06x}, header page {hpgno})")
+            continue
+        if not PAGE_HEADER <= lower <= psize:
+            note(pgno, f"a branch page with bound {lower}")
+            continue
+        nodes: list[tuple[int, bytes]] = []
+        for i in range(PAGE_HEADER, lower, 2):
+            ptr = struct.unpack_from("<H", page, i)[0]
+            if ptr + NODE_HEADER > psize:
+                continue
+            nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+            key = page[ptr + NODE_HEADER : min(psize, ptr + NODE_HEADER + ksize)]
+            nodes.append((nlo | nhi << 16 | nflags << 32, key))
+        for i, (child, key) in enumerate(nodes):
+            clo = lo if i == 0 or not bounded else key
+            chi = hi if i == len(nodes) - 1 or not bounded else nodes[i + 1][1]
+            stack.append((child, depth + 1, clo, chi))
+    return out
+
+
+def _run(f: DataFile, ovpg: int, dsize: int, meta: Meta, into: set[int]) -> None:
+    """Add the overflow run of a value starting at ``ovpg`` to ``into`` (when it checks)."""
+    if not 2 <= ovpg < meta.next_pgno:
+        return
+    hdr = f.page(ovpg)[:PAGE_HEADER]
+    if len(hdr) < PAGE_HEADER or _HDR.unpack_from(hdr, 0)[2] != P_OVERFLOW:
+        return
+    npages = (PAGE_HEADER - 1 + dsize) // meta.psize + 1
+    into.update(range(ovpg, min(ovpg + npages, meta.next_pgno)))
+
+
+def read_records(path: str | os.PathLike[str]) -> Found:
+    """Read every record that still parses from a (possibly damaged) store directory.
+
+    Walks the newest meta page's tree, tolerating damage page by page and never entering a
+    page the free-page tree lists. When pages could not be reached (a damaged branch page, a
+    truncated file) and the free-page tree is intact, every page that is neither reached nor
+    free is a cut-off page of the live tree: its records are read too (a record reached
+    through the tree wins over one on a cut-off page). Without an intact free-page tree,
+    cut-off pages are not searched: they cannot be told from stale copies of older states.
+    """
+    problems: list[PageProblem] = []
+    records: dict[bytes, bytes] = {}
+    with DataFile(os.path.join(path, "data.mdb")) as f:
+        metas = read_metas(f)
+        for i, m in enumerate(metas):
+            if isinstance(m, str):
+                problems.append(PageProblem(i, f"meta page {i} {m}"))
+        meta = newest(metas)
+        if meta is None:
+            return Found({}, problems, f.size // 4096, False, [])
+        f.psize = psize = meta.psize
+        next_pgno = min(meta.next_pgno, -(-f.size // psize))
+        # the free pages first: stale copies of older states, never read as records
+        free_problems: list[PageProblem] = []
+        free_tree = _walk(f, meta, meta.free, free_problems, bounded=False)
+        free = set(free_tree.reached)
+        for page, _lo, _hi in free_tree.leaves:
+            for _key, value in _leaf_nodes(f, page, psize, next_pgno):
+                count = _U64.unpack_from(value, 0)[0] if len(value) >= 8 else 0
+                if 8 * (count + 1) <= len(value):
+                    free.update(struct.unpack_from(f"<{count}Q", value, 8))
+        free_ok = not free_problems
+        before = len(problems)
+        main = _walk(f, meta, meta.main, problems, skip=frozenset(free) if free_ok else frozenset())
+        for page, lo, hi in main.leaves:
+            for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
+                records.setdefault(key, value)
+        want = meta.main.branch_pages + meta.main.leaf_pages + meta.main.overflow_pages
+        cut_off = (
+            len(problems) > before
+            or meta.next_pgno > -(-f.size // psize)
+            or len(main.reached) != want
+        )
+        ambiguous: list[bytes] = []
+        if cut_off and not free_ok:
+            problems += free_problems[: MAX_PROBLEMS - len(problems)]
+            problems.append(
+                PageProblem(
+                    -1,
+                    "the free-page tree is damaged too: pages cut off from the tree were not "
+                    "searched (they cannot be told from stale copies of older states)",
+                )
+            )
+        searched = free_ok and cut_off
+        if searched:
+            orphan_records, ambiguous = _orphans(f, psize, next_pgno, main.reached | free)
+            for key, value in orphan_records.items():
+                records.setdefault(key, value)
+        if free_ok:  # keys outside their separators, last: none of these pages is free
+            for page, lo, hi in main.leaves:
+                for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
+                    records.setdefault(key, value)
+        return Found(records, problems, meta.next_pgno, searched, ambiguous)
+
+
+def _orphans(
+    f: DataFile, psize: int, next_pgno: int, taken: set[int]
+) -> tuple[dict[bytes, bytes], list[bytes]]:
+    """Records on leaf pages that are neither reached from the tree nor free."""
+    candidates = [p for p in range(2, next_pgno) if p not in taken]
+    covered: set[int] = set()
+    pages: dict[int, bytes] = {}
+    for pgno in candidates:
+        page = f.page(pgno)
+        if len(page) < psize:
+            continue
+        hpgno, _pad, flags, _lo, _up = _HDR.unpack_from(page, 0)
+        if flags == P_OVERFLOW and hpgno == pgno:
+            npages = _U32.unpack_from(page, 12)[0]
+            covered.update(range(pgno + 1, min(pgno + npages, next_pgno)))
+        elif flags == P_LEAF:
+            pages[pgno] = page
+    found: dict[bytes, bytes] = {}
+    clash: set[bytes] = set()
+    for pgno, page in pages.items():
+        if pgno in covered:
+            continue  # the middle of a value, which only looks like a leaf page
+        for key, value in _leaf_nodes(f, page, psize, next_pgno):
+            old = found.setdefault(key, value)
+            if old != value:
+                clash.add(key)
+    for key in clash:
+        del found[key]
+    return found, sorted(clash)
