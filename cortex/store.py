@@ -872,8 +872,10 @@ class _Imported:
     __slots__ = ("data", "head", "head_bytes", "version_bytes", "versions")
 
     def __init__(self, head: Head, versions: Sequence[Version]) -> None:
-        self.head = head
         self.head_bytes = _seal(HEAD.encode(head, "head"))  # checks it is a valid Head
+        if head.tags is None or head.frames is None:  # encoded as empty: index them so too
+            head = msgspec.structs.replace(head, tags=head.tags or (), frames=head.frames or ())
+        self.head = head
         where = f"memory {head.id}"
         self.versions = argcheck.items(versions, "versions")
         for v in self.versions:

@@ -448,6 +448,9 @@ def export_store(
         raise ValidationError("include_confidential", "type", "must be True or False")
     argcheck.callback(progress, "progress")
     target = Path(argcheck.path(path, "path"))
+    if os.path.isdir(target):  # refused first: the rename at the end would fail after the
+        # export was journalled (include_confidential)
+        raise CortexError(f"cannot write the export to {target}: it is a directory")
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     size = 0
     try:

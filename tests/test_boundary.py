@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import cbor2
+import msgspec
 import pytest
 
 from cortex import (
@@ -480,3 +481,29 @@ def test_cli_reads_on_a_read_only_mount(store: Path, tmp_path: Path) -> None:
         assert w.returncode == 1 and b"read-only" in w.stderr.lower()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# found by make fuzz after the merges
+
+
+def test_import_records_head_with_none_lists(cx: Cortex, tmp_path: Path) -> None:
+    from cortex.records import Version
+    from tests.strategies import FULL
+
+    src = tmp_path / "src"
+    with Cortex.open(src, actor="owner", clock=Clock(T0)) as other:
+        uri = other.write(FULL[MemoryType.FACT])
+        m = other.resolve(uri)
+    head = msgspec.structs.replace(m.head, tags=None, frames=None)
+    versions: list[Version] = [m.version]
+    report = cx.import_records([(head, versions)])
+    assert report.memories_added == 1 and cx.verify().ok
+
+
+def test_confidential_export_to_a_directory_journals_nothing(cx: Cortex, tmp_path: Path) -> None:
+    cx.write(fact(), sensitivity="confidential")
+    before = digest_of_store(cx)
+    with pytest.raises(CortexError, match="it is a directory"):
+        export_store(cx, tmp_path, include_confidential=True)
+    assert digest_of_store(cx) == before  # no export entry for an export that did not happen
