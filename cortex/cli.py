@@ -1699,7 +1699,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         "cbor" if args.file.endswith(".cbor") else "jsonl"
     )
     bar = _Progress("export")
-    # a confidential export is journalled: the store must be writable then
+    # an export with confidential records is journalled: only that one opens writable
     with _open(args, readonly=not args.include_confidential) as cx:
         try:
             report = export_store(

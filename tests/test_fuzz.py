@@ -33,7 +33,7 @@ from tests.fuzz import (
 pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
 
 QUICK = 30
-"""Examples per surface in ``make test`` (about a minute for every surface on 2 cores)."""
+"""Examples per surface in ``make test`` (about 20 s for every surface on 2 cores)."""
 
 _SETTINGS = settings(
     max_examples=fuzz_examples(QUICK),
