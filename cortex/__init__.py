@@ -14,6 +14,7 @@ from cortex.enums import (
     ObjKind,
     Outcome,
     Polarity,
+    Sensitivity,
     SourceKind,
     Stance,
     Strength,
@@ -99,7 +100,7 @@ from cortex.store import (
     Problem,
     VerifyReport,
 )
-from cortex.transfer import ExportReport, export_store, import_bundle
+from cortex.transfer import ExportReport, export_digest, export_store, import_bundle
 from cortex.where import format_where, parse_where
 
 __all__ = [
@@ -180,6 +181,7 @@ __all__ = [
     "SalvageLoss",
     "SalvageReport",
     "Scope",
+    "Sensitivity",
     "SourceKind",
     "SourceRef",
     "Stance",
@@ -204,6 +206,7 @@ __all__ = [
     "count_tokens",
     "decode_data",
     "encode_data",
+    "export_digest",
     "export_store",
     "field_names",
     "format_where",

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.context import Bundle
 from cortex.core import CoreChange
-from cortex.enums import MemoryType, Outcome, Verb
+from cortex.enums import MemoryType, Outcome, Sensitivity, Verb
 from cortex.ids import MemoryId, Uri, WriteResult
 from cortex.ingest import EpisodeLink, IngestResult
 from cortex.query import Query, Result, Window
@@ -181,6 +181,12 @@ class AsyncCortex:
         """``Cortex.purge_episode``."""
         return await _change(self._pool, self.sync.purge_episode, ref, reason, by)
 
+    async def set_episode_sensitivity(
+        self, ref: MemoryId | str, sensitivity: Sensitivity | str
+    ) -> Episode:
+        """``Cortex.set_episode_sensitivity``."""
+        return await _change(self._pool, self.sync.set_episode_sensitivity, ref, sensitivity)
+
     async def core_update(self, section: str, key: str, value: str) -> Uri:
         """``Cortex.core_update``."""
         return await _change(self._pool, self.sync.core_update, section, key, value)
@@ -273,6 +279,14 @@ class AsyncCortex:
     async def edges(self, ref: Uri | MemoryId | str, **kw: Any) -> list[Edge]:
         """``Cortex.edges``."""
         return await _read(self._pool, self.sync.edges, ref, **kw)
+
+    async def sensitivity(self, ref: Uri | MemoryId | str, **kw: Any) -> Sensitivity:
+        """``Cortex.sensitivity``."""
+        return await _read(self._pool, self.sync.sensitivity, ref, **kw)
+
+    async def episode_sensitivity(self, ref: MemoryId | str, **kw: Any) -> Sensitivity:
+        """``Cortex.episode_sensitivity``."""
+        return await _read(self._pool, self.sync.episode_sensitivity, ref, **kw)
 
     async def episode(self, ref: MemoryId | str, **kw: Any) -> Episode:
         """``Cortex.episode``."""

@@ -14,6 +14,7 @@ import msgspec
 
 from cortex import core as _core
 from cortex import evidence, lexical
+from cortex import sensitivity as _sens
 from cortex.ann import DEFAULT_EF
 from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
@@ -22,7 +23,7 @@ from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
 from cortex.engines import vectors_root
-from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Verb, Visibility
+from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Sensitivity, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -87,6 +88,7 @@ from cortex.store import (
     Memory,
     NewMemory,
     Store,
+    Visible,
     _as_id,
     _edge,
     _Journal,
@@ -133,11 +135,12 @@ class Cortex(Store):
     ``specs/vector-index.md`` §4).
 
     A handle opened with an ``actor`` that is not the store's owner reads and writes as that
-    actor: every read applies its visibility and ``scopes`` (``cortex.Scope``), new memories
-    are its own, and it changes another's memory only through a writable scope that selects
-    it. ``as_owner=True`` opens it as the owner instead (it sees and may change everything;
-    its changes are still journalled under its own name). Several handles of one store in one
-    process share one LMDB environment.
+    actor: every read applies its visibility, ``scopes`` (``cortex.Scope``) and ``clearance``
+    (the most sensitive level it sees and may set: ``internal`` by default;
+    ``specs/sensitivity.md``), new memories are its own, and it changes another's memory only
+    through a writable scope that selects it. ``as_owner=True`` opens it as the owner instead
+    (it sees and may change everything; its changes are still journalled under its own name).
+    Several handles of one store in one process share one LMDB environment.
     """
 
     def __init__(
@@ -157,6 +160,7 @@ class Cortex(Store):
         vector_ef: int = DEFAULT_EF,
         as_owner: bool = False,
         scopes: Sequence[Scope] = (),
+        clearance: Sensitivity | str | None = None,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
         for t, d in (decay or {}).items():
@@ -180,13 +184,19 @@ class Cortex(Store):
         self._as: Reader | None = None
         """The reader every call of a restricted handle reads as; ``None``: the owner."""
         if actor is not None and actor != self.owner and not as_owner:
-            self._as = Reader(actor=actor, scopes=tuple(scopes))
-        elif scopes:
+            self._as = Reader(
+                actor=actor,
+                scopes=tuple(scopes),
+                clearance=_sens.coerce_level(
+                    Sensitivity.INTERNAL if clearance is None else clearance, "clearance"
+                ),
+            )
+        elif scopes or clearance is not None:
             raise ValidationError(
-                "scopes",
+                "scopes" if scopes else "clearance",
                 "owner",
-                "scopes restrict a handle opened by another actor than the owner "
-                f"({self.owner}) without as_owner=True; the owner's handle sees everything",
+                "scopes and a clearance restrict a handle opened by another actor than the "
+                f"owner ({self.owner}) without as_owner=True; the owner's handle sees everything",
             )
         # -- end --
         if embedder == "auto":  # the embedder of the model the store holds, if it ships here
@@ -494,7 +504,9 @@ class Cortex(Store):
     ) -> WriteResult:
         now = self._now()
         spec = NewMemory(data=data, **options)
-        visible = self._visible_to(reader if reader is not None else self._as, now)
+        writer = reader if reader is not None else self._as
+        self._check_level(writer, spec.sensitivity)
+        visible = self._visible_to(writer, now)
 
         if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
             return self._write_new(spec, now, visible)
@@ -511,7 +523,7 @@ class Cortex(Store):
                 head = self._head(txn, mid)
                 if head.tombstone is not None or head.type is not data.TYPE:
                     continue
-                if visible is not None and not visible(head):
+                if visible is not None and not visible(txn, head):
                     continue
                 v = self._version(txn, mid, head.current_version)
                 if v.hash != digest:
@@ -536,7 +548,7 @@ class Cortex(Store):
             head = self._head(txn, mid)
             if head.tombstone is not None or head.type is not t:
                 return None
-            if not rd.can_see(head, self.owner, now):
+            if not self._sees(txn, rd, head, now):
                 return None  # a duplicate the reader cannot see must not be revealed
             v = self._version(txn, mid, head.current_version)
             if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
@@ -732,6 +744,8 @@ class Cortex(Store):
             NotFoundError: no such memory.
         """
         mid = _as_id(ref)
+        if self._as is not None:
+            self._check_visible(self._head_of(mid), None)
         with self._kv.read() as txn:
             self._head(txn, mid)
             return read_state(txn, mid)
@@ -989,6 +1003,7 @@ class Cortex(Store):
         media_type: str | None = None,
         extractor: Extractor | None = None,
         id: MemoryId | None = None,
+        sensitivity: Sensitivity | str | None = None,
     ) -> IngestResult:
         """Keep ``content`` verbatim as an episode; with ``extractor``, write what it holds.
 
@@ -1006,11 +1021,15 @@ class Cortex(Store):
             extractor: turns the content into memories (``cortex.LLMExtractor``; your own
                 rules); without one only the episode is stored.
             id: a caller-chosen episode id.
+            sensitivity: the episode's level (default ``internal``; ``specs/sensitivity.md``);
+                the memories drawn from it carry their own (``NewMemory.sensitivity``).
 
         Raises:
-            ValidationError: a field breaks a rule (named); ExtractionError: the extraction
-                failed; ConflictError: the id is taken. Nothing is written in any case.
+            ValidationError: a field breaks a rule (named), or a restricted handle sets a
+                level above its clearance; ExtractionError: the extraction failed;
+                ConflictError: the id is taken. Nothing is written in any case.
         """
+        self._check_level(self._as, sensitivity)
         return _ingest(
             self,
             content,
@@ -1022,6 +1041,8 @@ class Cortex(Store):
             media_type=media_type,
             extractor=extractor,
             id=id,
+            sensitivity=_sens.DEFAULT if sensitivity is None else _sens.coerce_level(sensitivity),
+            check=None if self._as is None else (lambda lv: self._check_level(self._as, lv)),
         )
 
     def episode(self, ref: MemoryId | str, *, reader: Reader | None = None) -> Episode:
@@ -1034,8 +1055,8 @@ class Cortex(Store):
         eid = _as_id(ref, "episode")
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
-        if not visible_episode(ep, self._reader(reader), self.owner):
-            raise NotFoundError(f"no episode {eid}")
+            if not self._sees_episode(txn, ep, self._reader(reader)):
+                raise NotFoundError(f"no episode {eid}")
         return ep
 
     def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
@@ -1078,7 +1099,7 @@ class Cortex(Store):
                     continue
                 if m.label is not None and m.label not in ep.labels:
                     continue
-                if not visible_episode(ep, self._reader(query.reader), self.owner):
+                if not self._sees_episode(txn, ep, self._reader(query.reader)):
                     continue
                 ids.update(self._memories_of_episode(txn, ep.id))
         if not ids:
@@ -1092,12 +1113,14 @@ class Cortex(Store):
     def _visible_episode(
         self, txn: ReadTxn, reader: Reader | None
     ) -> Callable[[MemoryId], Episode | None]:
+        rd = self._reader(reader)
+
         def get(eid: MemoryId) -> Episode | None:
             try:
                 ep = self._episode(txn, eid)
             except NotFoundError:
                 return None
-            return ep if visible_episode(ep, self._reader(reader), self.owner) else None
+            return ep if self._sees_episode(txn, ep, rd) else None
 
         return get
 
@@ -1126,7 +1149,7 @@ class Cortex(Store):
                     continue
                 if label is not None and label not in ep.labels:
                     continue
-                if not visible_episode(ep, self._reader(reader), self.owner):
+                if not self._sees_episode(txn, ep, self._reader(reader)):
                     continue
                 out.append(ep)
                 if len(out) >= limit:
@@ -1155,7 +1178,7 @@ class Cortex(Store):
         with self._kv.read() as txn:
             for mid in self._memories_of_episode(txn, ep.id):
                 head = self._head(txn, mid)
-                if rd.can_see(head, self.owner, now):
+                if self._sees(txn, rd, head, now):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
 
@@ -1234,7 +1257,7 @@ class Cortex(Store):
         at = to_micros(as_of) if as_of is not None else to_micros(now)
         with self._kv.read() as txn:
             head = self._head(txn, mid)
-            if not rd.can_see(head, self.owner, now):
+            if not self._sees(txn, rd, head, now):
                 raise NotFoundError(f"no memory {mid}")
             top, seen = mid, {mid}
             while (up := self._superseder(txn, top, at)) is not None and up not in seen:
@@ -1260,7 +1283,7 @@ class Cortex(Store):
             links: list[ChainLink] = []
             for m in order:
                 h = self._head(txn, m)
-                if not rd.can_see(h, self.owner, now):
+                if not self._sees(txn, rd, h, now):
                     continue
                 v = self._version(txn, m, h.current_version)
                 data = None if v.data is None else decode_data(h.type, v.data)
@@ -1298,7 +1321,7 @@ class Cortex(Store):
                 pair = []
                 for mid in (s, d):
                     h = self._head(txn, mid)
-                    if h.tombstone is not None or not rd.can_see(h, self.owner, now):
+                    if h.tombstone is not None or not self._sees(txn, rd, h, now):
                         break
                     if self._superseder(txn, mid, now_us) is not None:
                         break
@@ -1321,6 +1344,8 @@ class Cortex(Store):
             ValidationError: the same memory twice, or an empty reason.
         """
         w, lo = _as_id(winner, "winner"), _as_id(loser, "loser")
+        self._may_change(w)  # a restricted handle resolves only what it may write
+        self._may_change(lo)
         if w == lo:
             raise ValidationError("loser", "self_edge", "a memory cannot supersede itself")
         if not isinstance(reason, str) or not reason.strip():
@@ -1358,8 +1383,104 @@ class Cortex(Store):
 
     def _check_visible(self, head: Head, reader: Reader | None) -> None:
         rd = self._reader(reader)
-        if not rd.can_see(head, self.owner, self._now()):
+        if not (rd.can_see(head, self.owner, self._now()) and self._cleared(rd, head.id)):
             raise NotFoundError(f"no memory {head.id}")  # exactly what a missing one raises
+
+    # -- sensitivity (``specs/sensitivity.md``) ---------------------------------------------
+
+    def _cleared(
+        self, rd: Reader, rid: MemoryId, txn: ReadTxn | None = None, *, episode: bool = False
+    ) -> bool:
+        """Whether ``rd``'s clearance lets it see a memory (or an episode).
+
+        The owner, and a reader cleared for ``restricted``, read no ``sens/`` entry.
+        """
+        if rd.actor == self.owner or rd.clearance is Sensitivity.RESTRICTED:
+            return True
+        if txn is None:
+            with self._kv.read() as own:
+                level = _sens.level_of(own, rid, episode=episode)
+        else:
+            level = _sens.level_of(txn, rid, episode=episode)
+        return level <= rd.clearance
+
+    def _sees(self, txn: ReadTxn, rd: Reader, head: Head, now: datetime) -> bool:
+        """Visibility and clearance: whether ``rd`` may see ``head``'s memory."""
+        return rd.can_see(head, self.owner, now) and self._cleared(rd, head.id, txn)
+
+    def _sees_episode(self, txn: ReadTxn, ep: Episode, rd: Reader) -> bool:
+        """Visibility and clearance: whether ``rd`` may see the episode ``ep``."""
+        return visible_episode(ep, rd, self.owner) and self._cleared(rd, ep.id, txn, episode=True)
+
+    def _check_level(self, writer: Reader | None, level: object) -> None:
+        """Refuse a level a writer other than the owner is not cleared for (or a bad one).
+
+        Raises:
+            ValidationError: rule ``enum`` (no such level) or ``clearance``.
+        """
+        if level is None:
+            return
+        lv = _sens.coerce_level(level)
+        if writer is not None and not writer.clears(lv, self.owner):
+            raise ValidationError(
+                "sensitivity",
+                "clearance",
+                f"{writer.actor}'s clearance is {writer.clearance.label}: it cannot set "
+                f"{lv.label} (the owner, or a reader cleared for {lv.label}, can)",
+            )
+
+    def sensitivity(
+        self, ref: Uri | MemoryId | str, *, reader: Reader | None = None
+    ) -> Sensitivity:
+        """A memory's sensitivity (``internal`` unless another level was set).
+
+        Raises:
+            NotFoundError: no such memory, or hidden from ``reader``.
+        """
+        mid = _as_id(ref)
+        rd = self._reader(reader)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            level = _sens.level_of(txn, mid)
+            if rd.actor != self.owner and not (
+                rd.can_see(head, self.owner, self._now()) and level <= rd.clearance
+            ):
+                raise NotFoundError(f"no memory {mid}")
+        return level
+
+    def episode_sensitivity(
+        self, ref: MemoryId | str, *, reader: Reader | None = None
+    ) -> Sensitivity:
+        """An episode's sensitivity (``internal`` unless another level was set).
+
+        Raises:
+            NotFoundError: no such episode, or hidden from ``reader``.
+        """
+        eid = _as_id(ref, "episode")
+        rd = self._reader(reader)
+        with self._kv.read() as txn:
+            ep = self._episode(txn, eid)
+            if not self._sees_episode(txn, ep, rd):
+                raise NotFoundError(f"no episode {eid}")
+            return _sens.level_of(txn, eid, episode=True)
+
+    def set_episode_sensitivity(
+        self, ref: MemoryId | str, sensitivity: Sensitivity | str
+    ) -> Episode:
+        """Change an episode's sensitivity, in one transaction journalled ``episode_update``.
+
+        Only the owner changes an episode's level (a restricted handle changes no episode).
+
+        Raises:
+            NotFoundError: no such episode. ValidationError: a bad level, a purged episode
+                (nothing is left to protect), or a restricted handle.
+        """
+        level = _sens.coerce_level(sensitivity)
+        if self._as is not None:
+            raise ValidationError(
+                "actor", "read_only", f"only the owner ({self.owner}) changes an episode"
+            )
+        return self._set_episode_sensitivity(_as_id(ref, "episode"), level)
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
@@ -1452,8 +1573,7 @@ class Cortex(Store):
         mid = _as_id(ref, "uri")
         head = self._head_of(mid)
         now = self._now()
-        if not rd.can_see(head, self.owner, now):
-            raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
+        self._check_visible(head, rd)  # hidden looks exactly like missing
         if not rd.can_write(head, self.owner, now):
             raise ValidationError(
                 "actor",
@@ -1476,17 +1596,38 @@ class Cortex(Store):
         spec = NewMemory(data=data, id=mid, **options)
         return self._update(mid, spec, now, expected, self._visible_to(self._as, now))
 
-    def _visible_to(self, reader: Reader | None, now: datetime) -> Callable[[Head], bool] | None:
+    def _visible_to(self, reader: Reader | None, now: datetime) -> Visible | None:
         """What a write by ``reader`` may compete with (``None``: the owner, everything)."""
         if reader is None or reader.actor == self.owner:
             return None
-        owner = self.owner
-        return lambda head: reader.can_see(head, owner, now)
+        return lambda txn, head: self._sees(txn, reader, head, now)
+
+    def _writer_sees(self, now: datetime) -> Visible | None:
+        return self._visible_to(self._as, now)
 
     def update_head(self, ref: Uri | MemoryId | str, **patch: Any) -> Head:
-        """``Store.update_head``; a restricted handle changes only what its reader may write."""
+        """``Store.update_head``; a restricted handle changes only what its reader may write.
+
+        Such a handle may set a sensitivity only up to its reader's clearance.
+        """
         self._may_change(ref)
+        self._check_level(self._as, patch.get("sensitivity"))
         return super().update_head(ref, **patch)
+
+    def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
+        """``Store.write_many``; a restricted handle sets sensitivities up to its clearance."""
+        if self._as is None:
+            return super().write_many(items)
+        items = list(items)
+        for i, item in enumerate(items):
+            if isinstance(item, NewMemory):
+                try:
+                    self._check_level(self._as, item.sensitivity)
+                except ValidationError as exc:
+                    raise ValidationError(
+                        f"items[{i}].{exc.field}", exc.rule, exc.message
+                    ) from None
+        return super().write_many(items)
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
         """``Store.tombstone``; a restricted handle retires only what its reader may write."""
@@ -1527,14 +1668,16 @@ class Cortex(Store):
         if self._as is None:
             return super().edges(ref, **options)
         self._check_visible(self._head_of(_as_id(ref)), None)
+        rd, now = self._as, self._now()
         out = []
-        for e in super().edges(ref, **options):
-            try:
-                for mid in (e.src, e.dst):
-                    self._check_visible(self._head_of(mid), None)
-            except NotFoundError:
-                continue
-            out.append(e)
+        edges = super().edges(ref, **options)
+        with self._kv.read() as txn:
+            for e in edges:
+                try:
+                    if all(self._sees(txn, rd, self._head(txn, m), now) for m in (e.src, e.dst)):
+                        out.append(e)
+                except NotFoundError:
+                    continue
         return out
 
     def journal(
@@ -1555,8 +1698,8 @@ class Cortex(Store):
                 if entry.id is None:
                     continue
                 try:
-                    if entry.kind in (JournalKind.EPISODE, JournalKind.EPISODE_PURGE):
-                        if not visible_episode(self._episode(txn, entry.id), rd, self.owner):
+                    if entry.kind in _EPISODE_KINDS:
+                        if not self._sees_episode(txn, self._episode(txn, entry.id), rd):
                             continue
                         yield entry
                         continue
@@ -1565,7 +1708,7 @@ class Cortex(Store):
                         heads.append(self._head(txn, entry.dst))
                 except NotFoundError:
                     continue
-                if all(rd.can_see(h, self.owner, now) for h in heads):
+                if all(self._sees(txn, rd, h, now) for h in heads):
                     yield entry
 
     def attest(
@@ -1693,8 +1836,7 @@ class ReaderView:
 
     def _writable(self, head: Head) -> None:
         now = self._cx._now()
-        if not self.reader.can_see(head, self._cx.owner, now):
-            raise NotFoundError(f"no memory {head.id}")  # hidden looks exactly like missing
+        self._cx._check_visible(head, self.reader)  # hidden looks exactly like missing
         if not self.reader.can_write(head, self._cx.owner, now):
             raise ValidationError(
                 "reader",
@@ -1721,14 +1863,17 @@ class ReaderView:
         dedupe: bool | None = None,
         vector: Any = None,
         supersede: bool | None = None,
+        sensitivity: Sensitivity | str | None = None,
     ) -> WriteResult:
         """Write through the reader's scope.
 
         Allowed when a writable, active scope selects the new memory (or the reader owns the
-        store). The version is created, and the write journalled, by the reader.
+        store), at a sensitivity up to the reader's clearance. The version is created, and the
+        write journalled, by the reader.
 
         Raises:
-            ValidationError: no writable scope selects the memory, or a field is invalid.
+            ValidationError: no writable scope selects the memory, the level is above the
+                reader's clearance (rule ``clearance``), or a field is invalid.
         """
         cx = self._cx
         mid = id if id is not None else new_id()
@@ -1769,6 +1914,7 @@ class ReaderView:
             "id": mid,
             "vector": vector,
             "supersede": supersede,
+            "sensitivity": sensitivity,
         }
         if id is None and (dedupe if dedupe is not None else cx.dedupe):
             del options["id"]  # a duplicate is looked for only among what the reader sees
@@ -1784,11 +1930,8 @@ class ReaderView:
             )
         expected = kw.pop("expected_version", None)
         now = self._cx._now()
-        reader, owner = self.reader, self._cx.owner
         spec = NewMemory(data=data, id=mid, **kw)
-        return self._cx._update(
-            mid, spec, now, expected, lambda head: reader.can_see(head, owner, now)
-        )
+        return self._cx._update(mid, spec, now, expected, self._cx._visible_to(self.reader, now))
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
@@ -1835,6 +1978,11 @@ def _core_writable(
 
 
 _SAME_CONTENT: Final = "the same content (equal hash)"
+_EPISODE_KINDS: Final = (
+    JournalKind.EPISODE,
+    JournalKind.EPISODE_PURGE,
+    JournalKind.EPISODE_UPDATE,
+)
 
 
 def _entity_pattern(name: str) -> str:

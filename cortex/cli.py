@@ -59,6 +59,7 @@ from cortex import (
     Query,
     Reader,
     Result,
+    Sensitivity,
     SourceKind,
     SourceRef,
     Stance,
@@ -70,6 +71,7 @@ from cortex import (
     Window,
     WriteResult,
     __version__,
+    export_digest,
     export_store,
     import_bundle,
     parse_where,
@@ -404,9 +406,18 @@ def _write_args(p: argparse.ArgumentParser) -> None:
         help=f"{Visibility.labels()} (default private)",
     )
     p.add_argument("--id", help="a caller-chosen ULID")
+    _sensitivity_option(p)
     _version_options(p)
     _supersede_option(p)
     _task_options(p)
+
+
+def _sensitivity_option(p: argparse.ArgumentParser, what: str = "memory") -> None:
+    p.add_argument(
+        "--sensitivity",
+        type=_enum_arg(Sensitivity),
+        help=f"the {what}'s sensitivity: {Sensitivity.labels()} (default internal)",
+    )
 
 
 def _supersede_option(p: argparse.ArgumentParser) -> None:
@@ -486,6 +497,7 @@ def cmd_write(args: argparse.Namespace) -> int:
             expires_at=args.expires_at,
             id=mid,
             supersede=_supersede(args),
+            sensitivity=args.sensitivity,
         )
     _emit_write(args, uri)
     return 0
@@ -553,6 +565,7 @@ def _head_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clear-frames", action="store_true", help="remove every frame")
     p.add_argument("--importance", type=int, help="0..10")
     p.add_argument("--visibility", type=_enum_arg(Visibility), help=Visibility.labels())
+    p.add_argument("--sensitivity", type=_enum_arg(Sensitivity), help=f"{Sensitivity.labels()}")
 
 
 def _head_lines(head: Any) -> list[str]:
@@ -574,7 +587,7 @@ def _head_lines(head: Any) -> list[str]:
 
 @_command("head", _head_args)
 def cmd_head(args: argparse.Namespace) -> int:
-    """Change a memory's tags, frames, importance or visibility (no new version)."""
+    """Change a memory's tags, frames, importance, visibility or sensitivity (no new version)."""
     tags = [] if args.clear_tags else args.tag
     frames = [] if args.clear_frames else args.frame
     with _open(args) as cx:
@@ -584,8 +597,14 @@ def cmd_head(args: argparse.Namespace) -> int:
             frames=frames,
             importance=args.importance,
             visibility=args.visibility,
+            sensitivity=args.sensitivity,
         )
-    _emit(args, to_plain(head), _head_lines(head))
+        level = cx.sensitivity(head.id)
+    _emit(
+        args,
+        {**to_plain(head), "sensitivity": level.label},
+        [*_head_lines(head), f"sensitivity {level.label}"],
+    )
     return 0
 
 
@@ -645,6 +664,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         else:
             m = cx.resolve_latest(args.ref)
         source = _source_quote(cx, m)
+        level = cx.sensitivity(m.id)
     v = m.version
     lines = [f"{m.uri}  (version {v.version} of {m.head.current_version})"]
     if v.forms is not None:
@@ -656,6 +676,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         ]
     lines.append("head")
     lines += ["  " + line for line in _head_lines(m.head)]
+    lines.append(f"  sensitivity {level.label}")
     lines += [
         "version",
         f"  hash        sha256 {v.hash.hex()}",
@@ -686,6 +707,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.full and m.data is not None:
         lines += ["full", *("  " + line for line in render_full(m.data).splitlines())]
     obj = _memory_json(m, full=args.full)
+    obj["sensitivity"] = level.label
     if source is not None:
         obj["source"] = to_plain(source)
     _emit(args, obj, lines)
@@ -1477,6 +1499,12 @@ def _export_args(p: argparse.ArgumentParser) -> None:
         choices=("jsonl", "cbor"),
         help="jsonl (readable) or cbor (bit-exact records); default from the file name",
     )
+    p.add_argument(
+        "--include-confidential",
+        action="store_true",
+        help="let confidential memories and episodes leave too (journalled); restricted ones "
+        "never leave",
+    )
     p.add_argument("file", metavar="FILE", help="the bundle to write (replaced if it exists)")
 
 
@@ -1490,6 +1518,7 @@ def _ingest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--visibility", type=_enum_arg(Visibility), help="private (default), scoped, actor_public"
     )
+    _sensitivity_option(p, "episode")
 
 
 @_command("ingest", _ingest_args)
@@ -1517,6 +1546,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             labels=args.label or (),
             visibility=args.visibility or Visibility.PRIVATE,
             media_type=media,
+            sensitivity=args.sensitivity,
         )
     ep = res.episode
     _emit(
@@ -1541,22 +1571,37 @@ def _episodes_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", help="only episodes with this label")
     p.add_argument("-n", "--limit", type=int, default=20, help="how many (default 20)")
     p.add_argument("--text", action="store_true", help="print the episode's text")
+    p.add_argument(
+        "--set-sensitivity",
+        type=_enum_arg(Sensitivity),
+        metavar="LEVEL",
+        help=f"change the episode's sensitivity ({Sensitivity.labels()}); needs ID",
+    )
 
 
 @_command("episodes", _episodes_args)
 def cmd_episodes(args: argparse.Namespace) -> int:
     """List episodes, newest first, or show one (with --text, its verbatim text)."""
+    if args.set_sensitivity is not None and args.id is None:
+        raise ValidationError("id", "required", "--set-sensitivity changes one episode: give ID")
     with _open(args) as cx:
         if args.id is not None:
+            if args.set_sensitivity is not None:
+                cx.set_episode_sensitivity(args.id, args.set_sensitivity)
             ep = cx.episode(args.id)
             drawn = cx.memories_from(ep.id)
+            level = cx.episode_sensitivity(ep.id)
             if args.text:
                 text = episode_text(ep)
                 if text is None:
                     raise NotFoundError(f"episode {ep.id} was purged: its text is gone")
                 sys.stdout.write(text)
                 return 0
-            obj = {**_episode_json(ep), "memories": [str(u) for u in drawn]}
+            obj = {
+                **_episode_json(ep),
+                "sensitivity": level.label,
+                "memories": [str(u) for u in drawn],
+            }
             lines = [
                 f"episode     {ep.id}",
                 f"occurred    {_when(ep.occurred_at)}   stored {_when(ep.created_at)} by "
@@ -1567,6 +1612,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
             ]
             if ep.labels:
                 lines.append(f"labels      {', '.join(ep.labels)}")
+            lines.append(f"sensitivity {level.label}")
             lines += [f"memory      {u}" for u in drawn]
             _emit(args, obj, lines)
             return 0
@@ -1591,16 +1637,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     bar = _Progress("export")
     with _open(args) as cx:
         try:
-            report = export_store(cx, args.file, encoding=encoding, progress=bar)
+            report = export_store(
+                cx,
+                args.file,
+                encoding=encoding,
+                progress=bar,
+                include_confidential=args.include_confidential,
+            )
         finally:
             bar.close()
-    _emit(
-        args,
-        to_plain(report),
+    lines = [
         f"{report.path}: {report.memories} memories, {report.versions} versions, "
         f"{report.edges} edges ({report.encoding}, {_size(report.bytes)}, sha256 "
-        f"{report.sha256[:16]}…)",
-    )
+        f"{report.sha256[:16]}…)"
+    ]
+    if report.confidential:
+        lines.append(f"included {report.confidential} confidential (recorded in the journal)")
+    if report.withheld:
+        lines.append(
+            f"withheld {report.withheld} restricted"
+            f"{'' if args.include_confidential else ' or confidential'} memories and episodes "
+            "(and their edges)"
+        )
+    _emit(args, to_plain(report), lines)
     return 0
 
 
@@ -1674,8 +1733,9 @@ def _copy_args(p: argparse.ArgumentParser) -> None:
 def cmd_copy(args: argparse.Namespace) -> int:
     """Copy a store between LMDB and PostgreSQL (either way), all or nothing, then verify it.
 
-    Every record is copied from one read snapshot of SRC and read back; then both stores are
-    exported and the two bundles must be byte for byte the same.
+    Every record is copied from one read snapshot of SRC and read back; then the bundles of both
+    stores (every sensitivity level, digested in memory: nothing is written) must be byte for
+    byte the same.
     """
     if not store_exists(args.src):
         raise CortexError(f"no store at {args.src}")
@@ -1689,10 +1749,9 @@ def cmd_copy(args: argparse.Namespace) -> int:
         src.close()
         bar.close()
     digests = []
-    with tempfile.TemporaryDirectory(prefix="cortex-copy-") as tmp:
-        for i, where in enumerate((args.src, args.dst)):
-            with Cortex.open(where, actor=None, readonly=True, create=False) as cx:
-                digests.append(export_store(cx, Path(tmp, f"{i}.jsonl")).sha256)
+    for where in (args.src, args.dst):
+        with Cortex.open(where, actor=None, readonly=True, create=False) as cx:
+            digests.append(export_digest(cx))  # every level: nothing leaves the process
     if digests[0] != digests[1]:
         raise CortexError(
             f"the exports of {args.src} and {args.dst} differ; the copy is not faithful: "
@@ -2038,6 +2097,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help='stdio: a scope of the acting name, e.g. \'{"tags": ["shared"], '
         '"writable": true}\' (repeat for more)',
     )
+    p.add_argument(
+        "--clearance",
+        type=_enum_arg(Sensitivity),
+        help="stdio: the most sensitive level the acting name sees and may set "
+        f"({Sensitivity.labels()}; default internal; the owner sees every level)",
+    )
 
 
 @_command("serve", _serve_args)
@@ -2056,8 +2121,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     path = _store_path(args)
     if not (Path(path) / "data.mdb").exists():
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
-    if args.http and args.scope:
-        raise _UsageError("--scope is for stdio; over HTTP each token carries its scopes")
+    if args.http and (args.scope or args.clearance is not None):
+        raise _UsageError(
+            "--scope and --clearance are for stdio; over HTTP each token carries its own"
+        )
     tokens = TokenFile(_tokens_path(args))
     with Cortex.open(path, actor=None, create=False, embedder=_embedder(args)) as cx:
         if args.init_tokens:
@@ -2090,7 +2157,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
             return 0
         actor = args.actor or os.environ.get("CORTEX_ACTOR") or cx.owner
-        identity = Identity(name="stdio", actor=actor, scopes=_scopes(args))
+        identity = Identity(
+            name="stdio",
+            actor=actor,
+            scopes=_scopes(args),
+            clearance=args.clearance or Sensitivity.INTERNAL,
+        )
         if identity.scopes and actor == cx.owner:
             raise _UsageError("--scope restricts another actor than the owner: pass --actor")
         serve_stdio(cx, identity, write_budget=args.write_budget)
@@ -2115,6 +2187,12 @@ def _tokens_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scope", action="append", metavar="JSON", help="add: a scope (repeat)")
     p.add_argument("--write-budget", type=_budget_arg, metavar="N", help="add: writes per session")
     p.add_argument(
+        "--clearance",
+        type=_enum_arg(Sensitivity),
+        help=f"add: the most sensitive level the token sees ({Sensitivity.labels()}; "
+        "default internal; the owner sees every level)",
+    )
+    p.add_argument(
         "--tokens", metavar="FILE", help="the token file (default: STORE/mcp-tokens.json)"
     )
 
@@ -2132,6 +2210,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
                 "name": e.name,
                 "actor": e.actor,
                 "scopes": [scope_to_json(s) for s in e.scopes],
+                "clearance": e.clearance.label,
                 "write_budget": e.write_budget,
                 "created_at": e.created_at.isoformat(),
             }
@@ -2142,12 +2221,13 @@ def cmd_tokens(args: argparse.Namespace) -> int:
                 e.name,
                 e.actor,
                 ", ".join(s.name for s in e.scopes) or "-",
+                e.clearance.label,
                 "default" if e.write_budget is None else e.write_budget,
                 _when(e.created_at),
             ]
             for e in entries
         ]
-        lines = _table(["name", "actor", "scopes", "write budget", "created"], rows)
+        lines = _table(["name", "actor", "scopes", "clearance", "write budget", "created"], rows)
         _emit(args, obj, lines if entries else f"no tokens in {tokens.path}")
         return 0
     if not args.name:
@@ -2163,7 +2243,13 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         if actor is None:
             with _open(args) as cx:
                 actor = cx.owner
-        token = tokens.add(args.name, actor, scopes=_scopes(args), write_budget=args.write_budget)
+        token = tokens.add(
+            args.name,
+            actor,
+            scopes=_scopes(args),
+            write_budget=args.write_budget,
+            clearance=args.clearance or Sensitivity.INTERNAL,
+        )
     _emit(
         args,
         {"name": args.name, "token": token, "file": str(tokens.path)},

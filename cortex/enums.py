@@ -18,6 +18,7 @@ __all__ = [
     "ObjKind",
     "Outcome",
     "Polarity",
+    "Sensitivity",
     "SourceKind",
     "Stance",
     "Strength",
@@ -96,6 +97,20 @@ class Visibility(CodedEnum):
     PRIVATE = 0x01
     SCOPED = 0x02
     ACTOR_PUBLIC = 0x03
+
+
+class Sensitivity(CodedEnum):
+    """How sensitive a memory or an episode is (seed 003), in order: each level is more so.
+
+    ``public`` (no restrictions), ``internal`` (the default), ``confidential`` (needs a reader
+    cleared for it, and an explicit flag to leave in an export), ``restricted`` (never leaves
+    in a bulk export). Readers see a level at or below their clearance (``specs/sensitivity.md``).
+    """
+
+    PUBLIC = 0x01
+    INTERNAL = 0x02
+    CONFIDENTIAL = 0x03
+    RESTRICTED = 0x04
 
 
 class SourceKind(CodedEnum):

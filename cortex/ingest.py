@@ -11,13 +11,13 @@ the version's provenance, ``memories_from(episode)`` scans ``prov/e/<episode>``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import msgspec
 
-from cortex.enums import SourceKind, Visibility
+from cortex.enums import Sensitivity, SourceKind, Visibility
 from cortex.episode import episode_text, new_episode
 from cortex.errors import CortexError, NotFoundError, ValidationError
 from cortex.extract import Context, Dropped, Extraction, ExtractionError, Extractor
@@ -63,11 +63,17 @@ def ingest(
     media_type: str | None = None,
     extractor: Extractor | None = None,
     id: MemoryId | None = None,
+    sensitivity: Sensitivity = Sensitivity.INTERNAL,
+    check: Callable[[object], None] | None = None,
 ) -> IngestResult:
     """Store ``content`` as an episode and, with an extractor, the memories it holds.
 
+    ``sensitivity`` is the episode's level; ``check``, when given, vets each extracted
+    memory's level (a restricted handle's clearance) before anything is written.
+
     Raises:
-        ValidationError: a field of the episode breaks a rule (named).
+        ValidationError: a field of the episode breaks a rule (named), or ``check`` refuses a
+            memory's level (``items[i].sensitivity``).
         ExtractionError: the extractor failed, or returned something unusable; nothing written.
         ConflictError: ``id`` is taken.
     """
@@ -117,6 +123,13 @@ def ingest(
             memory = getattr(item, "memory", None)
             if not isinstance(memory, NewMemory):
                 raise ExtractionError(f"items[{i}]", "type", "each item must hold a NewMemory")
+            if check is not None:
+                try:
+                    check(memory.sensitivity)
+                except ValidationError as exc:
+                    raise ValidationError(
+                        f"items[{i}].{exc.field}", exc.rule, exc.message
+                    ) from None
             span = item.span
             sources = (SourceRef(session_id=session, span=span),)
             given = memory.provenance
@@ -127,7 +140,7 @@ def ingest(
             )
             items.append(msgspec.structs.replace(memory, provenance=prov))
         dropped = out.dropped
-    uris = cx._write_episode(ep, items, cx._chunk_vectors(ep))
+    uris = cx._write_episode(ep, items, cx._chunk_vectors(ep), sensitivity)
     return IngestResult(episode=ep, memories=tuple(uris), dropped=dropped)
 
 

@@ -43,6 +43,9 @@ __all__ = [
     "LEX_TERM",
     "META",
     "SALIENCE",
+    "SENS",
+    "SENS_EPISODE",
+    "SENS_MEMORY",
     "VEC",
     "VERSION",
     "TagEntry",
@@ -68,11 +71,13 @@ __all__ = [
     "parse_lex_doc_key",
     "parse_lex_term_key",
     "parse_posting_key",
+    "parse_sens_key",
     "pin_key",
     "posting_key",
     "posting_prefix",
     "prefix_end",
     "salience_key",
+    "sens_key",
     "show_key",
     "tag_hash",
     "tag_key",
@@ -105,6 +110,12 @@ EPISODE: Final = b"ep/"
 """``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
 EPISODE_MEMORY: Final = b"prov/e/"
 """``prov/e/`` episode id16 + memory id16: a memory drawn from the episode (format 7)."""
+SENS: Final = b"sens/"
+"""``sens/``: the sensitivity of memories and episodes that are not ``internal`` (format 8)."""
+SENS_MEMORY: Final = b"sens/m/"
+"""``sens/m/`` id16: a memory's sensitivity, one sealed byte (absent: ``internal``)."""
+SENS_EPISODE: Final = b"sens/e/"
+"""``sens/e/`` id16: an episode's sensitivity, one sealed byte (absent: ``internal``)."""
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
@@ -518,6 +529,26 @@ def parse_episode_memory_key(key: bytes) -> tuple[MemoryId, MemoryId]:
     return MemoryId(key[at : at + 16]), MemoryId(key[at + 16 :])
 
 
+def sens_key(id_: MemoryId, *, episode: bool = False) -> bytes:
+    """``sens/m/`` id16 (a memory's), or ``sens/e/`` id16 (an episode's: ``episode=True``).
+
+    Memory and episode ids are separate namespaces (a caller may give both the same ULID), so
+    each has its own prefix.
+    """
+    return (SENS_EPISODE if episode else SENS_MEMORY) + id_.bytes
+
+
+def parse_sens_key(key: bytes) -> tuple[bool, MemoryId]:
+    """``(is_episode, id)`` of a ``sens/`` key.
+
+    Raises:
+        CodecError: not such a key.
+    """
+    episode = key.startswith(SENS_EPISODE)
+    _expect(key, SENS_EPISODE if episode else SENS_MEMORY, 16)
+    return episode, MemoryId(key[len(SENS_MEMORY) :])
+
+
 def show_key(key: bytes) -> str:
     """A key as people read it in messages (``m/<id>``, ``lex/p/<term>/<id>``, ...), else hex."""
     try:
@@ -543,6 +574,9 @@ def show_key(key: bytes) -> str:
         if key.startswith(IDX_CLAIM):
             c, m = parse_claim_index_key(key)
             return f"idx/claim/{c.hex()}/{m}"
+        if key.startswith(SENS):
+            episode, i = parse_sens_key(key)
+            return f"sens/{'e' if episode else 'm'}/{i}"
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

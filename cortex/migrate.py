@@ -34,6 +34,7 @@ from cortex.store import (
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
+    SENSITIVITY_FEATURE,
     SUPERSEDED,
     TAG_TYPE_FEATURE,
     FormatRecord,
@@ -370,6 +371,7 @@ MIGRATIONS: Final = (
             EPISODES_FEATURE,
             CLAIMS_FEATURE,
             BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
         },
         _count_heads,
         _claim_index,

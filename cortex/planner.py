@@ -48,6 +48,7 @@ from cortex.query import (
 from cortex.records import Data, Head, Version
 from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
+from cortex.sensitivity import gate
 from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted
 
 __all__ = [
@@ -116,6 +117,9 @@ class Executor:
         self.now_us = to_micros(now)
         self.reader = reader
         self.owner = store.owner
+        # the reader's clearance (``specs/sensitivity.md``): None for the owner, who reads no
+        # sens/ entry at all
+        self.gate = gate(txn, reader, self.owner)
         self.decay = decay
         self.weights = weights
         self.text_search = text_search
@@ -145,7 +149,9 @@ class Executor:
             and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
         ):
             return False
-        return self.reader.can_see(head, self.owner, self.now)
+        return self.reader.can_see(head, self.owner, self.now) and (
+            self.gate is None or self.gate.memory(head.id)
+        )
 
     def version_for(self, head: Head) -> Version | None:
         """The version the query sees: the current one, or the one current at ``as_of``."""
@@ -355,6 +361,7 @@ class Executor:
             if (
                 head is None
                 or not self.reader.can_see(head, self.owner, self.now)
+                or (self.gate is not None and not self.gate.memory(mid))
                 or (p.as_of is not None and to_micros(head.created_at) > p.as_of)
             ):
                 raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing

@@ -6,7 +6,10 @@ The rules (``specs/query.md`` §Visibility):
   ``actor_scope``;
 - another actor holding no scope sees ``actor_public`` memories;
 - a reader holding scopes sees the ``scoped`` and ``actor_public`` memories that at least one of
-  its unexpired scopes selects; ``private`` memories never.
+  its unexpired scopes selects; ``private`` memories never;
+- and any reader but the store's owner sees only memories and episodes whose sensitivity is at
+  or below its ``clearance`` (``internal`` by default; ``specs/sensitivity.md``): the levels
+  live in the store, so ``cortex.sensitivity`` checks them inside a read.
 
 A scope selects a head when the head matches every non-empty include list (any entry of a list
 matches) and no exclude list; exclusion always wins. A hidden memory is indistinguishable from a
@@ -24,7 +27,7 @@ import msgspec
 from msgspec.structs import force_setattr
 
 from cortex.codec import to_micros
-from cortex.enums import MemoryType, ObjKind, Verb, Visibility
+from cortex.enums import MemoryType, ObjKind, Sensitivity, Verb, Visibility
 from cortex.errors import ValidationError
 from cortex.ids import MemoryId
 from cortex.records import FrameRef, Head
@@ -165,15 +168,31 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Reader(msgspec.Struct, frozen=True, kw_only=True):
-    """Who is reading: an actor and the scopes it holds."""
+    """Who is reading: an actor, the scopes it holds and its clearance.
+
+    ``clearance`` is the most sensitive level the reader may see (``internal`` by default, so
+    memories written without a level stay visible as before); the store's owner sees every
+    level whatever its clearance.
+    """
 
     actor: str
     scopes: tuple[Scope, ...] = ()
+    clearance: Sensitivity = Sensitivity.INTERNAL
 
     def __post_init__(self) -> None:
         if not isinstance(self.actor, str) or not self.actor:
             raise ValidationError("reader.actor", "required", "must be non-empty text")
         force_setattr(self, "scopes", tuple(self.scopes))
+        clearance = Sensitivity.coerce(self.clearance)
+        if clearance is None:
+            raise ValidationError(
+                "reader.clearance", "enum", f"must be one of {Sensitivity.labels()}"
+            )
+        force_setattr(self, "clearance", clearance)
+
+    def clears(self, level: Sensitivity, owner: str) -> bool:
+        """Whether the reader may see (or set) ``level``: the owner always."""
+        return self.actor == owner or level <= self.clearance
 
     def is_owner(self, head: Head, owner: str) -> bool:
         """Whether the reader owns ``head`` (the store's owner or the memory's actor)."""

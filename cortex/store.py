@@ -13,7 +13,7 @@ import itertools
 import os
 import shutil
 import unicodedata
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -58,6 +58,7 @@ from cortex.enums import (
     GoalStatus,
     MemoryType,
     ObjKind,
+    Sensitivity,
     Strength,
     Verb,
     Visibility,
@@ -94,6 +95,7 @@ from cortex.keys import (
     LEX_POSTING,
     LEX_TERM,
     SALIENCE,
+    SENS,
     VEC,
     claim_index_key,
     claim_index_prefix,
@@ -109,10 +111,12 @@ from cortex.keys import (
     parse_episode_key,
     parse_episode_memory_key,
     parse_journal_key,
+    parse_sens_key,
     parse_version_key,
     pin_key,
     prefix_end,
     salience_key,
+    sens_key,
     show_key,
     vec_key,
     version_key,
@@ -139,6 +143,8 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SALIENCE_STATE
+from cortex.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
+from cortex.sensitivity import coerce_level, decode_level, encode_level, level_of, put_level
 from cortex.validate import validate_memory
 from cortex.vectors import VECTOR_RECORD, VECTORS_META
 
@@ -189,6 +195,9 @@ CLAIMS_FEATURE: Final = "claim-index"
 """Format 8: ``idx/claim/`` indexes every memory under the hashes of its claim keys."""
 BUDGETS_FEATURE: Final = "write-budgets"
 """Format 8: ``task/`` write counts and the journal kind ``budget_drop``."""
+SENSITIVITY_FEATURE: Final = "sensitivity"
+"""Format 8: ``sens/`` levels of memories and episodes, the journal kinds ``episode_update``
+and ``export`` (``specs/sensitivity.md``)."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -208,6 +217,7 @@ FEATURES: Final = frozenset(
         EPISODES_FEATURE,
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
+        SENSITIVITY_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -239,6 +249,8 @@ class JournalKind(CodedEnum):
     EPISODE = 0x0E
     EPISODE_PURGE = 0x0F
     BUDGET_DROP = 0x10
+    EPISODE_UPDATE = 0x11
+    EXPORT = 0x12
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -392,6 +404,9 @@ class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
     supersede: bool | None = None
     """Temporal chains (``specs/claims.md`` §6): ``None`` applies the rules, ``True`` makes a
     Fact compete on subject and predicate whatever the predicate, ``False`` skips them."""
+    sensitivity: Sensitivity | str | None = None
+    """Its sensitivity (``specs/sensitivity.md``); ``None``: ``internal``. An update keeps the
+    memory's level (``update_head(ref, sensitivity=...)`` changes it)."""
 
 
 class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -534,6 +549,7 @@ class _Prepared:
         "head_bytes",
         "lookup",
         "pinned",
+        "sens",
         "terms",
         "type",
         "vector",
@@ -552,6 +568,7 @@ class _Prepared:
         self.when = version.created_at  # when its claim starts being true
         self.conf = version.confidence
         self.pinned = pinned
+        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (a sens/ entry unless internal)
         self.head = head
         self.version = version
         self.type = head.type
@@ -818,6 +835,11 @@ class _Journal:
         )
         self.prev = _sha256(payload).digest()
         return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
+
+
+Visible = Callable[[ReadTxn, Head], bool]
+"""Whether a writer may see a memory (its head, read in the write's transaction): what a
+write by a reader other than the owner may compete with or confirm."""
 
 
 class _BudgetSpent(Exception):
@@ -1152,6 +1174,8 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         if spec.vector is not None:
             prepared.vector = self._given_vector(spec.vector)
+        if spec.sensitivity is not None:
+            prepared.sens = coerce_level(spec.sensitivity)
         keys = chains.claim_keys(decoded)
         if keys:
             prepared.claims = tuple(chains.claim_hash(k) for k in keys)
@@ -1221,6 +1245,8 @@ class Store:
                 puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
             for c in p.claims:
                 puts.append((claim_index_key(c, p.head.id), b""))
+            if p.sens is not DEFAULT_SENSITIVITY:
+                puts.append((sens_key(p.head.id), encode_level(p.sens)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
@@ -1238,6 +1264,13 @@ class Store:
             [(_HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes) for p in prepared]
         ) != len(prepared):
             raise _IdTaken
+
+    def _writer_sees(self, now: datetime) -> Visible | None:
+        """What a batch or an ingest by this handle may compete with (``None``: everything).
+
+        ``cortex.api.Cortex`` narrows it for a handle that reads as another actor.
+        """
+        return None
 
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
 
@@ -1281,6 +1314,7 @@ class Store:
         id: MemoryId | None = None,
         vector: Any = None,
         supersede: bool | None = None,
+        sensitivity: Sensitivity | str | None = None,
     ) -> WriteResult:
         """Write a new memory; the result is the URI of its version 1 and what happened.
 
@@ -1305,6 +1339,8 @@ class Store:
                 Preference that competes with a current one (same subject and predicate, or
                 topic) supersedes it, is archived, or stays in open conflict; ``True`` makes
                 any Fact compete on subject and predicate; ``False`` skips the rules.
+            sensitivity: public, internal (default), confidential or restricted
+                (``specs/sensitivity.md``); stored in the write's transaction.
 
         Returns:
             A ``WriteResult`` (a ``Uri``): ``outcome`` ``created``, ``superseded``,
@@ -1331,6 +1367,7 @@ class Store:
             id=id,
             vector=vector,
             supersede=supersede,
+            sensitivity=sensitivity,
         )
         return self._write_new(spec, now, None)
 
@@ -1338,7 +1375,7 @@ class Store:
         self,
         spec: NewMemory,
         now: datetime,
-        visible: Callable[[Head], bool] | None,
+        visible: Visible | None,
         duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
     ) -> WriteResult:
         """Write one new memory; ``visible`` limits the memories it may compete with.
@@ -1399,7 +1436,7 @@ class Store:
             sort_by_key(puts)  # in key order, each put lands beside the last
             txn.put_many(puts)
             lex.flush()
-            return self._resolve_chains(txn, prepared, journal, now, None)
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
 
         if not prepared:
             return []
@@ -1413,11 +1450,13 @@ class Store:
         ep: Episode,
         items: Sequence[NewMemory],
         chunk_vectors: Sequence[bytes] | None = None,
+        sensitivity: Sensitivity = DEFAULT_SENSITIVITY,
     ) -> list[WriteResult]:
         """Write an episode and the memories drawn from it in one transaction: all or none.
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
-        records the episode (its id and hash) before the memories' writes.
+        records the episode (its id and hash) before the memories' writes. The episode's
+        ``sensitivity`` (unless ``internal``) goes to ``sens/e/`` in the same transaction.
 
         Raises:
             ValidationError: naming the item (``items[i].…``); nothing is written.
@@ -1438,6 +1477,8 @@ class Store:
             self._charge(txn, 1 + len(prepared))  # the episode is a write too
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
+            if sensitivity is not DEFAULT_SENSITIVITY:
+                txn.put(sens_key(ep.id, episode=True), encode_level(sensitivity))
             evidence.index_episode(txn, ep)
             if chunk_vectors is not None:
                 evidence.put_vectors(txn, ep, chunk_vectors)
@@ -1453,7 +1494,7 @@ class Store:
             sort_by_key(puts)
             txn.put_many(puts)
             lex.flush()
-            return self._resolve_chains(txn, prepared, journal, now, None)
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
 
         try:
             return self._budgeted(txn_fn, now)
@@ -1537,7 +1578,7 @@ class Store:
         prepared: Sequence[_Prepared],
         journal: _Journal,
         now: datetime,
-        visible: Callable[[Head], bool] | None,
+        visible: Visible | None,
     ) -> list[WriteResult]:
         """Apply the chain rules to new memories and say what each write did.
 
@@ -1571,7 +1612,7 @@ class Store:
         skip: Collection[MemoryId],
         journal: _Journal,
         now: datetime,
-        visible: Callable[[Head], bool] | None,
+        visible: Visible | None,
     ) -> tuple[tuple[Uri, ...], tuple[Uri, ...], tuple[Uri, ...]]:
         """Link ``mid`` (holding ``p``'s content) with its current competitors.
 
@@ -1590,7 +1631,7 @@ class Store:
             head = self._head(txn, oid)
             if head.tombstone is not None or head.type is not p.type:
                 continue
-            if visible is not None and not visible(head):
+            if visible is not None and not visible(txn, head):
                 continue  # a memory the writer may not see is no competitor of its write
             if self._superseder(txn, oid, now_us) is not None:
                 continue  # history already
@@ -1702,10 +1743,36 @@ class Store:
             gone = purged(ep, now)
             evidence.unindex_episode(txn, ep)
             txn.put(episode_key(eid), _seal(encode_episode(gone)))
+            txn.delete(sens_key(eid, episode=True))  # nothing left to protect
             _Journal(txn, now, by if by is not None else self.actor).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
             return gone
+
+        result: Episode = self._kv.write(txn_fn)
+        return result
+
+    def _set_episode_sensitivity(self, eid: MemoryId, level: Sensitivity) -> Episode:
+        """Store an episode's level and journal it (``episode_update``, field ``sensitivity``).
+
+        Raises:
+            NotFoundError: no such episode.
+            ValidationError: the episode was purged (a purge removed its level; nothing is
+                left to protect).
+        """
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Episode:
+            ep = self._episode(txn, eid)
+            if ep.content is None:
+                raise ValidationError(
+                    "episode", "purged", f"episode {eid} was purged: nothing is left to protect"
+                )
+            put_level(txn, eid, level, episode=True)
+            _Journal(txn, now, self.actor).append(
+                JournalKind.EPISODE_UPDATE, id=eid, hash=ep.hash, fields=("sensitivity",)
+            )
+            return ep
 
         result: Episode = self._kv.write(txn_fn)
         return result
@@ -1725,6 +1792,7 @@ class Store:
         expires_at: datetime | None = None,
         vector: Any = None,
         supersede: bool | None = None,
+        sensitivity: None = None,
     ) -> WriteResult:
         """Write a new version of a memory; the head moves to it. Old versions stay readable.
 
@@ -1746,6 +1814,8 @@ class Store:
             expires_at: when the version should no longer be used.
             vector: the new version's embedding, computed by the caller (as ``write``).
             supersede: the temporal-chain rules for the new content (as ``write``).
+            sensitivity: refused (a ``ValidationError``): an update keeps the memory's level;
+                ``update_head(ref, sensitivity=...)`` changes it.
 
         Raises:
             NotFoundError: no such memory.
@@ -1767,6 +1837,7 @@ class Store:
             id=mid,
             vector=vector,
             supersede=supersede,
+            sensitivity=sensitivity,
         )
         return self._update(mid, spec, now, expected_version, None)
 
@@ -1776,8 +1847,15 @@ class Store:
         spec: NewMemory,
         now: datetime,
         expected_version: int | None,
-        visible: Callable[[Head], bool] | None,
+        visible: Visible | None,
     ) -> WriteResult:
+        if spec.sensitivity is not None:
+            raise ValidationError(
+                "sensitivity",
+                "immutable",
+                "an update keeps the memory's sensitivity: change it with "
+                "update_head(ref, sensitivity=...)",
+            )
         p = self._prepare(spec, now)  # its version is renumbered inside the transaction
         self._embed_prepared([p])
 
@@ -1840,11 +1918,13 @@ class Store:
         frames: Sequence[FrameRef] | None = None,
         importance: int | None = None,
         visibility: Visibility | str | None = None,
+        sensitivity: Sensitivity | str | None = None,
         **other: object,
     ) -> Head:
-        """Change a memory's tags, frames, importance or visibility; no new version.
+        """Change a memory's tags, frames, importance, visibility or sensitivity; no new version.
 
-        Index entries are updated to match and the change is journalled (field names only).
+        Index entries (and the ``sens/`` entry) are updated to match in the same transaction
+        and the change is journalled (field names only: ``sensitivity`` names a level change).
 
         Raises:
             ValidationError: an empty patch, a field that is not patchable, or a bad value.
@@ -1856,8 +1936,8 @@ class Store:
             raise ValidationError(
                 name,
                 "immutable",
-                "only tags, frames, importance and visibility change through update_head; "
-                "write a new version with update() for anything else",
+                "only tags, frames, importance, visibility and sensitivity change through "
+                "update_head; write a new version with update() for anything else",
             )
         patch: dict[str, Any] = {}
         if tags is not None:
@@ -1868,9 +1948,12 @@ class Store:
             patch["importance"] = importance
         if visibility is not None:
             patch["visibility"] = _coerce(Visibility, visibility, "visibility")
-        if not patch:
+        level = None if sensitivity is None else coerce_level(sensitivity)
+        if not patch and level is None:
             raise ValidationError(
-                "patch", "empty", "nothing to change: pass tags, frames, importance or visibility"
+                "patch",
+                "empty",
+                "nothing to change: pass tags, frames, importance, visibility or sensitivity",
             )
         mid = _as_id(ref, "uri")
         now = self._now()
@@ -1881,12 +1964,16 @@ class Store:
             payload = HEAD.encode(new_head, "head")  # validates importance and the rest
             self._move_index(txn, head, new_head)
             txn.put(head_key(mid), _seal(payload))
+            fields = sorted(patch)
+            if level is not None:  # the level lives beside the head (``sensitivity.md`` §2)
+                put_level(txn, mid, level)
+                fields.append("sensitivity")
             _Journal(txn, now, self.actor).append(
                 JournalKind.UPDATE_HEAD,
                 id=mid,
                 type=head.type,
                 version=head.current_version,
-                fields=tuple(sorted(patch)),
+                fields=tuple(sorted(fields)),
             )
             return new_head
 
@@ -1975,6 +2062,7 @@ class Store:
                 lex.flush()
             txn.delete(vec_key(mid))
             txn.delete(salience_key(mid))
+            txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
             _Journal(txn, now, self.actor).append(
@@ -1995,6 +2083,9 @@ class Store:
         memories: Iterable[tuple[Head, Sequence[Version]]],
         edges: Iterable[Edge] = (),
         episodes: Iterable[Episode] = (),
+        *,
+        sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        episode_sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
     ) -> ImportReport:
         """Bring in memories with all their versions, and edges, exactly as they were.
 
@@ -2012,6 +2103,9 @@ class Store:
             episodes: episode records (purged ones too), checked (hash, chunks) and kept byte
                 for byte; every imported memory whose versions name an episode is indexed
                 under it (``prov/e/``).
+            sensitivity: the level of imported memories that are not ``internal`` (by id).
+            episode_sensitivity: the same for imported episodes. A memory or episode the
+                store already holds must hold the same level (else a conflict).
 
         Returns:
             How many memories, versions, edges and episodes were added or already present.
@@ -2026,16 +2120,20 @@ class Store:
         items = [_Imported(head, versions) for head, versions in memories]
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
+        levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
         eps: dict[MemoryId, bytes] = {}
+        purged_eps: dict[MemoryId, bool] = {}
         chunk_vectors: dict[MemoryId, list[bytes]] = {}
         for ep in episodes:
             check_episode(ep)
             if ep.id in eps:
                 raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
             eps[ep.id] = _seal(encode_episode(ep))
+            purged_eps[ep.id] = ep.content is None
             vectors = self._chunk_vectors(ep)  # with a local embedder: found by meaning too
             if vectors is not None:
                 chunk_vectors[ep.id] = vectors
+        ep_levels = _import_levels(episode_sensitivity, purged_eps, "episode_sensitivity")
         drawn = [
             (found[0], item.head.id)
             for item in items
@@ -2066,15 +2164,18 @@ class Store:
             lex = Indexer(txn)
             added = same = versions = edges_added = edges_same = 0
             for item in items:
+                level = levels.get(item.head.id, DEFAULT_SENSITIVITY)
                 if txn.get(head_key(item.head.id)) is not None:
-                    if not item.held_by(txn):
+                    if not item.held_by(txn) or level_of(txn, item.head.id) is not level:
                         raise ConflictError(
-                            f"memory {item.head.id} already exists with other records (head or "
-                            "versions differ); nothing was imported"
+                            f"memory {item.head.id} already exists with other records (head, "
+                            "versions or sensitivity differ); nothing was imported"
                         )
                     same += 1
                     continue
                 self._put_imported(txn, item, lex)
+                if level is not DEFAULT_SENSITIVITY:
+                    txn.put(sens_key(item.head.id), encode_level(level))
                 last = item.versions[-1]
                 journal.append(
                     JournalKind.IMPORT,
@@ -2107,15 +2208,18 @@ class Store:
             eps_added = eps_same = 0
             for eid, sealed in eps.items():
                 old = txn.get(episode_key(eid))
+                level = ep_levels.get(eid, DEFAULT_SENSITIVITY)
                 if old is not None:
-                    if old != sealed:
+                    if old != sealed or level_of(txn, eid, episode=True) is not level:
                         raise ConflictError(
-                            f"episode {eid} already exists with another record; nothing was "
-                            "imported"
+                            f"episode {eid} already exists with another record or sensitivity; "
+                            "nothing was imported"
                         )
                     eps_same += 1
                     continue
                 txn.put(episode_key(eid), sealed)
+                if level is not DEFAULT_SENSITIVITY:
+                    txn.put(sens_key(eid, episode=True), encode_level(level))
                 imported = decode_episode(_unseal(episode_key(eid), sealed))
                 evidence.index_episode(txn, imported)
                 if eid in chunk_vectors:
@@ -2871,6 +2975,7 @@ class Store:
             lex_problems, lex = lexical.check(txn, live)
             problems.extend(Problem(record, what) for record, what in lex_problems)
             n_episodes = _verify_episodes(txn, heads, add)
+            _verify_sensitivity(txn, heads, add)
             # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
             # separator key in a branch page misroutes lookups while scans still see every
             # record, so every key must also be found by a lookup.
@@ -2941,6 +3046,38 @@ def _check_tombstone(stone: Tombstone) -> None:
     TOMBSTONE.encode(stone, "tombstone")
 
 
+def _import_levels(
+    given: Mapping[MemoryId, Any] | None,
+    imported: Mapping[MemoryId, Head] | Mapping[MemoryId, bool],
+    field: str,
+) -> dict[MemoryId, Sensitivity]:
+    """The levels of an import, checked: each names an imported, unpurged record.
+
+    ``imported`` maps the imported memories to their heads (or episodes to whether they were
+    purged): a purged record has nothing left to protect and holds no level.
+    """
+    out: dict[MemoryId, Sensitivity] = {}
+    for mid, value in (given or {}).items():
+        level = coerce_level(value, f"{field}[{mid}]")
+        if mid not in imported:
+            raise ValidationError(
+                f"{field}[{mid}]", "unknown", "names no memory or episode of the import"
+            )
+        rec = imported[mid]
+        gone = (
+            rec
+            if isinstance(rec, bool)
+            else (rec.tombstone is not None and rec.tombstone.purged_at is not None)
+        )
+        if gone and level is not DEFAULT_SENSITIVITY:
+            raise ValidationError(
+                f"{field}[{mid}]", "purged", "a purged record holds no sensitivity level"
+            )
+        if level is not DEFAULT_SENSITIVITY:
+            out[mid] = level
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Episodes (format 7; ``specs/episodes.md``)
 
@@ -2979,6 +3116,43 @@ def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[P
         if mid not in heads:
             add(Problem(name, "names a memory the store does not hold"))
     return len(seen)
+
+
+def _verify_sensitivity(
+    txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
+) -> None:
+    """Check every ``sens/`` entry (``sensitivity.md`` §2).
+
+    Each needs a well-formed key, a sealed level other than ``internal``, and an existing
+    memory or episode that was not purged.
+    """
+    for key, value in txn.scan(SENS):
+        name = _show_key(key)
+        try:
+            episode, rid = parse_sens_key(key)
+            level = decode_level(key, value)
+        except (CodecError, IntegrityError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if level is DEFAULT_SENSITIVITY:
+            add(Problem(name, "holds the default level (internal): the entry must be absent"))
+        if episode:
+            raw = txn.get(episode_key(rid))
+            if raw is None:
+                add(Problem(name, "the level of an episode the store does not hold"))
+                continue
+            try:
+                gone = decode_episode(_unseal(episode_key(rid), raw)).content is None
+            except (CodecError, IntegrityError):
+                continue  # the episode itself is reported
+            if gone:
+                add(Problem(name, "the level of a purged episode (a purge removes it)"))
+            continue
+        head = heads.get(rid)
+        if head is None:
+            add(Problem(name, "the level of a memory the store does not hold"))
+        elif head.tombstone is not None and head.tombstone.purged_at is not None:
+            add(Problem(name, "the level of a purged memory (a purge removes it)"))
 
 
 def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:

@@ -20,31 +20,47 @@ from typing import Any, Final, Literal
 import cbor2
 import msgspec
 
+from cortex.api import Cortex
 from cortex.codec import HEAD, VERSION, decode_data, encode_data
-from cortex.enums import EdgeType
+from cortex.enums import EdgeType, Sensitivity
 from cortex.episode import decode_episode, encode_episode
-from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
+from cortex.errors import (
+    CodecError,
+    CortexError,
+    FormatError,
+    IntegrityError,
+    NotFoundError,
+    ValidationError,
+)
 from cortex.ids import MemoryId
+from cortex.ingest import visible_episode
 from cortex.jsonmap import from_plain, to_plain
 from cortex.keys import (
     EDGE_FROM,
+    SENS,
     edge_to_key,
     parse_edge_key,
     parse_episode_key,
+    parse_sens_key,
     version_prefix,
 )
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
+from cortex.kv import ReadTxn
 from cortex.pages import damage_error
 from cortex.records import DATA_TYPES, Episode, Head, Version
+from cortex.scope import Reader
+from cortex.sensitivity import DEFAULT, decode_level
 from cortex.store import (
     EDGE_CODEC,
     FORMAT_VERSION,
     Edge,
     EdgeRecord,
     ImportReport,
+    JournalKind,
     Store,
     _edge,
+    _Journal,
     _trusted,
     _unseal,
 )
@@ -54,6 +70,7 @@ __all__ = [
     "BUNDLE_VERSION",
     "Bundle",
     "ExportReport",
+    "export_digest",
     "export_store",
     "import_bundle",
     "read_bundle",
@@ -61,11 +78,13 @@ __all__ = [
 
 BUNDLE_FORMAT: Final = "cortex-export"
 """The name every bundle's header carries."""
-BUNDLE_VERSION: Final = 2
+BUNDLE_VERSION: Final = 3
 """The newest bundle layout this code writes and reads (separate from the store's format).
 
 Version 1 holds memories and edges; version 2 adds episodes (and an ``episodes`` count in the
-trailer). A store without episodes is still written as version 1, byte for byte as before."""
+trailer); version 3 lets memory and episode items carry a sensitivity other than ``internal``.
+An export is written at the lowest version that holds it, so a store without labels (or
+episodes) gives the same bytes as before."""
 
 Encoding = Literal["jsonl", "cbor"]
 Progress = Callable[[int, int], None]
@@ -83,6 +102,11 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int
     sha256: str
     episodes: int = 0
+    confidential: int = 0
+    """Confidential memories and episodes in the bundle (``include_confidential``)."""
+    withheld: int = 0
+    """Memories and episodes the export policy kept in the store (restricted ones, and
+    confidential ones without ``include_confidential``)."""
 
 
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
@@ -93,53 +117,165 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     memories: list[tuple[Head, list[Version]]]
     edges: list[Edge]
     episodes: list[Episode] = msgspec.field(default_factory=list)
+    sensitivity: dict[MemoryId, Sensitivity] = msgspec.field(default_factory=dict)
+    """The levels of memories other than ``internal`` (version 3)."""
+    episode_sensitivity: dict[MemoryId, Sensitivity] = msgspec.field(default_factory=dict)
+    """The levels of episodes other than ``internal`` (version 3)."""
 
 
 # ---------------------------------------------------------------------------------------------
 # Export
 
 
-def _snapshot(store: Store) -> Iterator[tuple[int, Any]]:
-    """``(total, item)`` for every memory, then every edge, from one read snapshot.
+class _Plan:
+    """What leaves the store in one export (``specs/sensitivity.md`` §4), read in ``txn``.
 
-    Items are ``(head, head_payload, [(version, version_payload)])`` and
-    ``(edge, edge_payload)``; payloads are the stored canonical encodings (the sealed bytes
-    without their checksum), checked on the way out.
+    ``restricted`` memories and episodes never leave; ``confidential`` ones only with
+    ``include_confidential``; a restricted handle (opened by another actor than the owner)
+    exports only what its reader sees. Only levels other than ``internal`` are stored, so the
+    plan reads the ``sens/`` entries once and decides each record by its id.
     """
-    with store._kv.read_checked() as txn:
-        if txn.damage:  # LMDB would abort walking the damaged pages
-            raise damage_error(store.path, txn.damage)
-        total = (
-            sum(1 for _ in txn.keys(_HEAD_KEY_PREFIX))
-            + sum(1 for _ in txn.keys(EDGE_FROM))
-            + sum(1 for _ in txn.keys(EPISODE_PREFIX))
-        )
-        for key, value in txn.scan(_HEAD_KEY_PREFIX):
-            head: Head = _trusted(HEAD, key, value)
-            versions = [
-                (store._checked_version(k, raw), _unseal(k, raw))
-                for k, raw in txn.scan(version_prefix(head.id))
-            ]
-            if [v.version for v, _ in versions] != list(range(1, head.current_version + 1)):
-                raise IntegrityError(
-                    f"memory {head.id} points at versions 1..{head.current_version} but the "
-                    "store holds others: the store is damaged; run `cortex verify`"
-                )
-            yield total, (head, _unseal(key, value), versions)
-        for key, value in txn.scan(EDGE_FROM):
-            s, et, d = parse_edge_key(key)
-            rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
-            # the endpoints come from the key, which no checksum covers: a damaged key would
-            # export an edge between other memories, so its twin half must agree
-            if txn.get(edge_to_key(d, et, s)) != value:
-                raise IntegrityError(
-                    f"the two halves of edge {s} {et.label} {d} differ or one is missing: the "
-                    "store is damaged; run `cortex verify`"
-                )
-            yield total, (_edge(s, et, d, rec), _unseal(key, value))
-        for key, _ in txn.scan(EPISODE_PREFIX):
-            ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
-            yield total, (ep,)
+
+    def __init__(
+        self, store: Store, txn: ReadTxn, include_confidential: bool, everything: bool = False
+    ) -> None:
+        self.store = store
+        self.everything = everything  # the digest of a whole store (``export_digest``)
+        self.include_confidential = include_confidential
+        self.reader: Reader | None = store._as if isinstance(store, Cortex) else None
+        self.now = store._now()
+        self.levels: dict[bytes, Sensitivity] = {}  # raw id -> level, memories
+        self.episode_levels: dict[bytes, Sensitivity] = {}
+        for key, value in txn.scan(SENS):
+            episode, rid = parse_sens_key(key)
+            (self.episode_levels if episode else self.levels)[rid.bytes] = decode_level(key, value)
+        self.kept_out: set[bytes] = set()  # memories left out: their edges stay too
+        self.withheld = 0  # left out by the policy (not hidden from the reader)
+        self.confidential = 0  # confidential records in the bundle
+        self.has_episodes = txn.seek(EPISODE_PREFIX, EPISODE_PREFIX) is not None
+        labelled = False
+        for raw, level in self.levels.items():
+            head = _head_or_none(store, txn, MemoryId._trusted(raw))
+            if head is not None and self._leaves(level, self._sees(head)) and level != DEFAULT:
+                labelled = True
+                break
+        if not labelled:
+            for raw, level in self.episode_levels.items():
+                ep = _episode_or_none(store, txn, MemoryId._trusted(raw))
+                if ep is not None and self._leaves(level, self._sees_episode(ep)):
+                    labelled = True
+                    break
+        # version 3 only when an item carries a level: other bundles stay byte for byte
+        self.version = 3 if labelled else 2 if self.has_episodes else 1
+
+    def _sees(self, head: Head) -> bool:
+        rd = self.reader
+        if rd is None:
+            return True
+        level = self.levels.get(head.id.bytes, DEFAULT)
+        return rd.can_see(head, self.store.owner, self.now) and rd.clears(level, self.store.owner)
+
+    def _sees_episode(self, ep: Episode) -> bool:
+        rd = self.reader
+        if rd is None:
+            return True
+        level = self.episode_levels.get(ep.id.bytes, DEFAULT)
+        return visible_episode(ep, rd, self.store.owner) and rd.clears(level, self.store.owner)
+
+    def _leaves(self, level: Sensitivity, seen: bool) -> bool:
+        if not seen or self.everything:
+            return seen
+        if level is Sensitivity.RESTRICTED:
+            return False
+        return level is not Sensitivity.CONFIDENTIAL or self.include_confidential
+
+    def memory(self, head: Head) -> Sensitivity | None:
+        """The level a memory leaves with, or ``None``: it stays (counted when withheld)."""
+        level = self.levels.get(head.id.bytes, DEFAULT)
+        seen = self._sees(head)
+        if not self._leaves(level, seen):
+            self.kept_out.add(head.id.bytes)
+            self.withheld += seen
+            return None
+        self.confidential += level is Sensitivity.CONFIDENTIAL
+        return level
+
+    def episode(self, ep: Episode) -> Sensitivity | None:
+        """The level an episode leaves with, or ``None``: it stays."""
+        level = self.episode_levels.get(ep.id.bytes, DEFAULT)
+        seen = self._sees_episode(ep)
+        if not self._leaves(level, seen):
+            self.withheld += seen
+            return None
+        self.confidential += level is Sensitivity.CONFIDENTIAL
+        return level
+
+    def edge(self, s: MemoryId, d: MemoryId) -> bool:
+        """Whether an edge leaves: both its ends do."""
+        return s.bytes not in self.kept_out and d.bytes not in self.kept_out
+
+
+def _head_or_none(store: Store, txn: ReadTxn, mid: MemoryId) -> Head | None:
+    try:
+        return store._head(txn, mid)
+    except NotFoundError:
+        return None
+
+
+def _episode_or_none(store: Store, txn: ReadTxn, eid: MemoryId) -> Episode | None:
+    try:
+        return store._episode(txn, eid)
+    except NotFoundError:
+        return None
+
+
+def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, Any]]:
+    """``(total, item)`` for every memory, then every edge, then every episode that leaves.
+
+    Items are ``(head, head_payload, [(version, version_payload)], level)``,
+    ``(edge, edge_payload)`` and ``(episode, level)``; payloads are the stored canonical
+    encodings (the sealed bytes without their checksum), checked on the way out. ``total``
+    counts every record, those that stay too (for progress).
+    """
+    total = (
+        sum(1 for _ in txn.keys(_HEAD_KEY_PREFIX))
+        + sum(1 for _ in txn.keys(EDGE_FROM))
+        + sum(1 for _ in txn.keys(EPISODE_PREFIX))
+    )
+    for key, value in txn.scan(_HEAD_KEY_PREFIX):
+        head: Head = _trusted(HEAD, key, value)
+        level = plan.memory(head)
+        if level is None:
+            yield total, None
+            continue
+        versions = [
+            (store._checked_version(k, raw), _unseal(k, raw))
+            for k, raw in txn.scan(version_prefix(head.id))
+        ]
+        if [v.version for v, _ in versions] != list(range(1, head.current_version + 1)):
+            raise IntegrityError(
+                f"memory {head.id} points at versions 1..{head.current_version} but the "
+                "store holds others: the store is damaged; run `cortex verify`"
+            )
+        yield total, (head, _unseal(key, value), versions, level)
+    for key, value in txn.scan(EDGE_FROM):
+        s, et, d = parse_edge_key(key)
+        if not plan.edge(s, d):
+            yield total, None
+            continue
+        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        # the endpoints come from the key, which no checksum covers: a damaged key would
+        # export an edge between other memories, so its twin half must agree
+        if txn.get(edge_to_key(d, et, s)) != value:
+            raise IntegrityError(
+                f"the two halves of edge {s} {et.label} {d} differ or one is missing: the "
+                "store is damaged; run `cortex verify`"
+            )
+        yield total, (_edge(s, et, d, rec), _unseal(key, value))
+    for key, _ in txn.scan(EPISODE_PREFIX):
+        ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
+        level = plan.episode(ep)
+        yield total, None if level is None else (ep, level)
 
 
 def _json_line(obj: dict[str, Any]) -> bytes:
@@ -158,8 +294,18 @@ def _episode_json(ep: Episode) -> dict[str, Any]:
     return out
 
 
+def _level(value: Any, where: str) -> Sensitivity:
+    """A bundle item's level (a label in JSON Lines, a code in CBOR)."""
+    level = Sensitivity.coerce(value)
+    if level is None:
+        raise ValidationError(
+            f"{where}.sensitivity", "enum", f"must be one of {Sensitivity.labels()}"
+        )
+    return level
+
+
 def _episode_from_json(obj: dict[str, Any], where: str) -> Episode:
-    rest = {k: v for k, v in obj.items() if k not in ("kind", "content")}
+    rest = {k: v for k, v in obj.items() if k not in ("kind", "content", "sensitivity")}
     ep = from_plain(Episode, rest, where)
     content = obj.get("content")
     if content is not None:
@@ -190,14 +336,93 @@ def _header(encoding: Encoding, version: int = BUNDLE_VERSION) -> dict[str, Any]
     }
 
 
+def _bundle(
+    store: Store,
+    txn: ReadTxn,
+    *,
+    plan: _Plan,
+    encoding: Encoding,
+    emit: Callable[[bytes], None],
+    progress: Progress | None,
+) -> tuple[dict[str, int], bytes]:
+    """Emit the bundle of ``plan`` from ``txn``, trailer included; its counts and digest."""
+    digest = hashlib.sha256()
+    counts = {"memories": 0, "versions": 0, "edges": 0}
+    if plan.version >= 2:
+        counts["episodes"] = 0
+
+    def put(chunk: bytes) -> None:
+        digest.update(chunk)
+        emit(chunk)
+
+    header = _header(encoding, plan.version)
+    put(_json_line(header) if encoding == "jsonl" else _cbor(header))
+    labels = plan.version >= 3
+    for done, (total, item) in enumerate(_snapshot(store, txn, plan), start=1):
+        if item is None:
+            pass
+        elif len(item) == 2 and isinstance(item[0], Episode):
+            ep, level = item
+            counts["episodes"] += 1
+            tagged = labels and level is not DEFAULT
+            if encoding == "jsonl":
+                line = _episode_json(ep)
+                if tagged:
+                    line["sensitivity"] = level.label
+                put(_json_line(line))
+            else:
+                cbor_item: list[Any] = ["episode", encode_episode(ep)]
+                put(_cbor([*cbor_item, int(level)] if tagged else cbor_item))
+        elif len(item) == 4:
+            head, head_payload, versions, level = item
+            counts["memories"] += 1
+            counts["versions"] += len(versions)
+            tagged = labels and level is not DEFAULT
+            if encoding == "jsonl":
+                obj: dict[str, Any] = {
+                    "kind": "memory",
+                    "head": to_plain(head),
+                    "versions": [_version_json(v) for v, _ in versions],
+                }
+                if tagged:
+                    obj["sensitivity"] = level.label
+                put(_json_line(obj))
+            else:
+                cbor_item = ["memory", head_payload, [p for _, p in versions]]
+                put(_cbor([*cbor_item, int(level)] if tagged else cbor_item))
+        else:
+            edge, payload = item
+            counts["edges"] += 1
+            if encoding == "jsonl":
+                put(_json_line({"kind": "edge", **to_plain(edge)}))
+            else:
+                put(_cbor(["edge", edge.src.bytes, int(edge.type), edge.dst.bytes, payload]))
+        if progress is not None:
+            progress(done, total)
+    sha = digest.digest()
+    if encoding == "jsonl":
+        emit(_json_line({"kind": "end", **counts, "sha256": sha.hex()}))
+    else:
+        emit(_cbor(["end", {**counts, "sha256": sha}]))
+    return counts, sha
+
+
 def export_store(
     store: Store,
     path: str | os.PathLike[str],
     *,
     encoding: Encoding = "jsonl",
     progress: Progress | None = None,
+    include_confidential: bool = False,
 ) -> ExportReport:
-    """Write every memory (all versions) and every edge of ``store`` to one bundle file.
+    """Write the memories (all versions), edges and episodes of ``store`` to one bundle file.
+
+    The export policy of ``specs/sensitivity.md`` §4 holds: ``restricted`` memories and
+    episodes never leave; ``confidential`` ones only with ``include_confidential``, and such
+    an export is journalled (kind ``export``: how many confidential records left, the
+    encoding and the bundle's sha256; no content); an edge leaves only with both its ends. A
+    restricted handle exports only what its reader sees. Levels other than ``internal``
+    travel in the bundle (version 3).
 
     The bundle is read from one snapshot, so writers may continue meanwhile. The same store
     content always gives the same bytes. The file appears whole or not at all (it is written
@@ -208,85 +433,87 @@ def export_store(
         path: the file to write (replaced if it exists).
         encoding: ``jsonl`` (readable JSON Lines) or ``cbor`` (the canonical record bytes).
         progress: called as ``progress(done, total)`` with memories and edges written.
+        include_confidential: let ``confidential`` memories and episodes leave too.
 
     Raises:
-        ValidationError: an unknown encoding.
+        ValidationError: an unknown encoding, or ``include_confidential`` is not a bool.
         IntegrityError: the store is damaged (a record fails its checksum or hash).
-        CortexError: the file cannot be written.
+        CortexError: the file cannot be written, or the store (read-only) cannot journal an
+            export that includes confidential records; no file is written then.
     """
     if encoding not in ("jsonl", "cbor"):
         raise ValidationError("encoding", "enum", f"must be jsonl or cbor, got {encoding!r}")
+    if not isinstance(include_confidential, bool):
+        raise ValidationError("include_confidential", "type", "must be True or False")
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    digest = hashlib.sha256()
-    counts = {"memories": 0, "versions": 0, "edges": 0}
-    with store._kv.read_checked([(EPISODE_PREFIX, EPISODE_PREFIX)]) as txn:
-        if txn.damage:
-            raise damage_error(store.path, txn.damage)
-        has_episodes = next(iter(txn.keys(EPISODE_PREFIX)), None) is not None
-    if has_episodes:
-        counts["episodes"] = 0
     size = 0
     try:
         with open(tmp, "wb") as out:
 
             def emit(chunk: bytes) -> None:
                 nonlocal size
-                digest.update(chunk)
                 out.write(chunk)
                 size += len(chunk)
 
-            header = _header(encoding, 2 if has_episodes else 1)
-            emit(_json_line(header) if encoding == "jsonl" else _cbor(header))
-            for done, (total, item) in enumerate(_snapshot(store), start=1):
-                if len(item) == 1:
-                    if "episodes" not in counts:  # one was written since the check above
-                        raise CortexError("an episode appeared while exporting: export again")
-                    (ep,) = item
-                    counts["episodes"] += 1
-                    if encoding == "jsonl":
-                        emit(_json_line(_episode_json(ep)))
-                    else:
-                        emit(_cbor(["episode", encode_episode(ep)]))
-                elif len(item) == 3:
-                    head, head_payload, versions = item
-                    counts["memories"] += 1
-                    counts["versions"] += len(versions)
-                    if encoding == "jsonl":
-                        line = {
-                            "kind": "memory",
-                            "head": to_plain(head),
-                            "versions": [_version_json(v) for v, _ in versions],
-                        }
-                        emit(_json_line(line))
-                    else:
-                        emit(_cbor(["memory", head_payload, [p for _, p in versions]]))
-                else:
-                    edge, payload = item
-                    counts["edges"] += 1
-                    if encoding == "jsonl":
-                        emit(_json_line({"kind": "edge", **to_plain(edge)}))
-                    else:
-                        emit(
-                            _cbor(["edge", edge.src.bytes, int(edge.type), edge.dst.bytes, payload])
-                        )
-                if progress is not None:
-                    progress(done, total)
-            sha = digest.digest()
-            if encoding == "jsonl":
-                trailer = _json_line({"kind": "end", **counts, "sha256": sha.hex()})
-            else:
-                trailer = _cbor(["end", {**counts, "sha256": sha}])
-            out.write(trailer)
-            size += len(trailer)
+            with store._kv.read_checked() as txn:
+                if txn.damage:  # LMDB would abort walking the damaged pages
+                    raise damage_error(store.path, txn.damage)
+                plan = _Plan(store, txn, include_confidential)
+                counts, sha = _bundle(
+                    store, txn, plan=plan, encoding=encoding, emit=emit, progress=progress
+                )
             out.flush()
             os.fsync(out.fileno())
+        if include_confidential:
+            _journal_export(store, plan.confidential, encoding, sha)
         os.replace(tmp, target)
     except OSError as exc:
         raise CortexError(f"cannot write the export to {target}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
-    return ExportReport(path=str(target), encoding=encoding, **counts, bytes=size, sha256=sha.hex())
+    return ExportReport(
+        path=str(target),
+        encoding=encoding,
+        **counts,
+        bytes=size,
+        sha256=sha.hex(),
+        confidential=plan.confidential,
+        withheld=plan.withheld,
+    )
+
+
+def _journal_export(store: Store, confidential: int, encoding: str, sha: bytes) -> None:
+    """Record an export that was allowed confidential records (before the file appears)."""
+    if store._kv.readonly:
+        raise CortexError(
+            "an export that includes confidential records is recorded in the journal: open "
+            "the store writable (not readonly) to export them"
+        )
+    now = store._now()
+    store._kv.write(
+        lambda txn: _Journal(txn, now, store.actor).append(
+            JournalKind.EXPORT,
+            reason=(
+                f"exported {confidential} confidential memories and episodes "
+                f"({encoding}, sha256 {sha.hex()})"
+            ),
+        )
+    )
+
+
+def export_digest(store: Store, *, encoding: Encoding = "jsonl") -> str:
+    """The sha256 of the bundle of the WHOLE store, every level included, writing nothing.
+
+    For comparing two stores (``cortex copy``): nothing leaves the process, so the export
+    policy does not apply; a restricted handle still digests only what its reader sees.
+    """
+    with store._kv.read() as txn:
+        plan = _Plan(store, txn, include_confidential=True, everything=True)
+        _, sha = _bundle(
+            store, txn, plan=plan, encoding=encoding, emit=lambda chunk: None, progress=None
+        )
+    return sha.hex()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,9 +527,9 @@ def _refuse(where: str, what: str) -> IntegrityError:
 def _check_header(header: Any, encoding: Encoding) -> int:
     if not isinstance(header, dict) or header.get("format") != BUNDLE_FORMAT:
         raise FormatError(f"not a cortex export: the first item must be a {BUNDLE_FORMAT} header")
-    if header.get("version") not in (1, BUNDLE_VERSION):
+    if header.get("version") not in (1, 2, BUNDLE_VERSION) or type(header["version"]) is not int:
         raise FormatError(
-            f"bundle version {header.get('version')!r} is not 1 or {BUNDLE_VERSION}; "
+            f"bundle version {header.get('version')!r} is not 1 to {BUNDLE_VERSION}; "
             "use the cortex that wrote it"
         )
     if header.get("encoding") != encoding:
@@ -356,6 +583,9 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
     memories: list[tuple[Head, list[Version]]] = []
     edges: list[Edge] = []
     episodes: list[Episode] = []
+    levels: dict[MemoryId, Sensitivity] = {}
+    episode_levels: dict[MemoryId, Sensitivity] = {}
+    labels = False  # version 3: items may carry a sensitivity
     counts = {"memories": 0, "versions": 0, "edges": 0}
     digest = hashlib.sha256()
     store_format = 0
@@ -368,13 +598,18 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             raise _refuse(where, f"not JSON ({exc})") from None
         if n == 1:
             store_format = _check_header(obj, "jsonl")
-            if obj.get("version") == 2:
+            if obj["version"] >= 2:
                 counts["episodes"] = 0
+            labels = obj["version"] >= 3
         elif not isinstance(obj, dict) or "kind" not in obj:
             raise _refuse(where, "an item must be an object with a kind")
+        elif "sensitivity" in obj and not labels:
+            raise _refuse(where, "a sensitivity in a bundle of version 1 or 2")
         elif obj["kind"] == "memory":
             try:
                 memories.append(_memory_from_json(obj, "memory"))
+                if "sensitivity" in obj:
+                    levels[memories[-1][0].id] = _level(obj["sensitivity"], "memory")
             except ValidationError as exc:
                 raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
             counts["memories"] += 1
@@ -390,6 +625,8 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
         elif obj["kind"] == "episode" and "episodes" in counts:
             try:
                 episodes.append(_episode_from_json(obj, "episode"))
+                if "sensitivity" in obj:
+                    episode_levels[episodes[-1].id] = _level(obj["sensitivity"], "episode")
             except ValidationError as exc:
                 raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
             counts["episodes"] += 1
@@ -417,6 +654,8 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
         memories=memories,
         edges=edges,
         episodes=episodes,
+        sensitivity=levels,
+        episode_sensitivity=episode_levels,
     )
 
 
@@ -426,6 +665,9 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
     memories: list[tuple[Head, list[Version]]] = []
     edges: list[Edge] = []
     episodes: list[Episode] = []
+    levels: dict[MemoryId, Sensitivity] = {}
+    episode_levels: dict[MemoryId, Sensitivity] = {}
+    labels = False  # version 3: items may carry a sensitivity code
     counts = {"memories": 0, "versions": 0, "edges": 0}
     store_format = 0
     n = 0
@@ -443,17 +685,20 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
             raise _refuse(where, "not canonical CBOR")
         if n == 1:
             store_format = _check_header(item, "cbor")
-            if item.get("version") == 2:
+            if item["version"] >= 2:
                 counts["episodes"] = 0
+            labels = item["version"] >= 3
             continue
         if not isinstance(item, list) or not item:
             raise _refuse(where, "an item must be an array starting with its kind")
         kind = item[0]
         try:
-            if kind == "memory" and len(item) == 3 and isinstance(item[2], list):
+            if kind == "memory" and len(item) in (3, 3 + labels) and isinstance(item[2], list):
                 head = HEAD.decode(_bytes(item[1]), "head")
                 versions = [VERSION.decode(_bytes(b), "version") for b in item[2]]
                 memories.append((head, versions))
+                if len(item) == 4:
+                    levels[head.id] = _code(item[3])
                 counts["memories"] += 1
                 counts["versions"] += len(versions)
             elif kind == "edge" and len(item) == 5:
@@ -464,8 +709,10 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
                 src, dst = MemoryId(_bytes(item[1])), MemoryId(_bytes(item[3]))
                 edges.append(_edge(src, et, dst, rec))
                 counts["edges"] += 1
-            elif kind == "episode" and len(item) == 2 and "episodes" in counts:
+            elif kind == "episode" and len(item) in (2, 2 + labels) and "episodes" in counts:
                 episodes.append(decode_episode(_bytes(item[1])))
+                if len(item) == 3:
+                    episode_levels[episodes[-1].id] = _code(item[2])
                 counts["episodes"] += 1
             elif kind == "end" and len(item) == 2:
                 _check_trailer(item[1], counts, hashlib.sha256(data[:start]).digest(), where)
@@ -484,7 +731,16 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
         memories=memories,
         edges=edges,
         episodes=episodes,
+        sensitivity=levels,
+        episode_sensitivity=episode_levels,
     )
+
+
+def _code(x: object) -> Sensitivity:
+    level = Sensitivity.coerce(x) if type(x) is int else None
+    if level is None:
+        raise CodecError(f"sensitivity {x!r} is not a Sensitivity code")
+    return level
 
 
 def _bytes(x: object) -> bytes:
@@ -535,4 +791,10 @@ def import_bundle(
     except OSError as exc:
         raise CortexError(f"cannot read {path}: {exc}") from exc
     bundle = read_bundle(data, progress=progress)
-    return store.import_records(bundle.memories, bundle.edges, bundle.episodes)
+    return store.import_records(
+        bundle.memories,
+        bundle.edges,
+        bundle.episodes,
+        sensitivity=bundle.sensitivity,
+        episode_sensitivity=bundle.episode_sensitivity,
+    )

@@ -48,6 +48,7 @@ ORDER = (
     "evidence",  # episode chunks by BM25, beside the memories (format 7)
     "salience",  # pure: decay and the salience formula, and the use-counter record
     "scope",  # pure: readers, scopes and the visibility rules
+    "sensitivity",  # sensitivity labels (sens/) and what a reader's clearance lets through
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
     "vectors",  # the stored vector records (vec/, meta/vectors)

@@ -310,6 +310,7 @@ def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
         acked = [r for r in reports if r["op"] == "write"]
         assert acked, "the writer wrote nothing before the stop"
         all_acked.update(r["uri"] for r in acked)
+        # the checker audits every writer's memories: it opens as the owner (query.md §3)
         with Cortex.open(url, actor="checker", as_owner=True) as cx:
             for r in acked:
                 m = cx.resolve(r["uri"])

@@ -1470,7 +1470,67 @@ def build() -> dict[str, Any]:
     files["chunks.json"] = _chunks_file()
     files["episodes.json"] = _episodes_file()
     files["claims.json"] = _claims_file()
+    files["sensitivity.json"] = _sensitivity_file()
     return files
+
+
+def _sensitivity_file() -> dict[str, Any]:
+    """``sens/`` keys and values (``specs/sensitivity.md`` §2), and values a reader refuses."""
+    import zlib
+
+    from cortex.enums import Sensitivity
+    from cortex.keys import sens_key
+    from cortex.sensitivity import decode_level, encode_level
+
+    def sealed(payload: bytes) -> str:
+        return (payload + zlib.crc32(payload).to_bytes(4, "big")).hex()
+
+    ids = {False: "01ARZ3NDEKTSV4RRFFQ69G5FAV", True: "01J0000000000000000000000Z"}
+    vectors = []
+    for level in Sensitivity:
+        if level is Sensitivity.INTERNAL:  # the default is never stored
+            continue
+        for episode in (False, True):
+            key = sens_key(MemoryId.parse(ids[episode]), episode=episode)
+            value = encode_level(level)
+            assert value.hex() == sealed(bytes((int(level),)))
+            assert decode_level(key, value) is level
+            vectors.append(
+                {
+                    "name": f"{'episode' if episode else 'memory'} {level.label}",
+                    "id": ids[episode],
+                    "episode": episode,
+                    "level": level.label,
+                    "key": key.hex(),
+                    "value": value.hex(),
+                }
+            )
+    key = sens_key(MemoryId.parse(ids[False])).hex()
+    negative = [
+        {"name": "the checksum does not match", "key": key, "value": "0300000000"},
+        {"name": "code 0 names no level", "key": key, "value": sealed(b"\x00")},
+        {"name": "code 5 names no level", "key": key, "value": sealed(b"\x05")},
+        {"name": "two bytes", "key": key, "value": sealed(b"\x03\x03")},
+        {"name": "an empty payload", "key": key, "value": sealed(b"")},
+        {"name": "a CBOR text label instead of the code", "key": key,
+         "value": sealed(b"\x66public")},
+    ]  # fmt: skip
+    for case in negative:
+        try:
+            decode_level(bytes.fromhex(case["key"]), bytes.fromhex(case["value"]))
+        except CortexError:
+            continue
+        raise AssertionError(f"sensitivity vector {case['name']!r} decodes")
+    return {
+        "conventions": {
+            "key": "sens/m/ (a memory) or sens/e/ (an episode) and the 16 raw id bytes, hex",
+            "value": "the level's one-byte code (the canonical CBOR of the unsigned code) and "
+            "its CRC-32, big-endian, hex; only levels other than internal are stored",
+            "negative": "values a reader MUST refuse as damaged",
+        },
+        "vectors": vectors,
+        "negative": negative,
+    }
 
 
 def claim_inputs() -> list[dict[str, Any]]:

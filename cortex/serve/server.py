@@ -202,6 +202,7 @@ def http_app(
             actor=entry.actor,
             scopes=entry.scopes,
             write_budget=entry.write_budget,
+            clearance=entry.clearance,
         )
         session = request.headers.get("mcp-session-id") if request is not None else None
         task = f"session:{session}" if session else f"token:{entry.sha256}"

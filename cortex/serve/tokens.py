@@ -2,10 +2,10 @@
 
 A token is shown once, when it is made; the file keeps only its SHA-256 (tokens are 256 random
 bits, so a plain hash is enough to make a stolen file useless), the name it was given, the
-actor it acts as, the scopes that actor holds (``cortex.Scope`` in JSON), a sensitivity
-clearance (reserved: must be ``null`` until stores label sensitivity) and an optional write
-budget. The file is written atomically with mode 0600; the server re-reads it when it
-changes, so ``cortex tokens rotate`` or ``remove`` takes effect at the next request.
+actor it acts as, the scopes that actor holds (``cortex.Scope`` in JSON), its sensitivity
+clearance (a level label; ``null`` reads as ``internal``) and an optional write budget. The
+file is written atomically with mode 0600; the server re-reads it when it changes, so
+``cortex tokens rotate`` or ``remove`` takes effect at the next request.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
+from cortex.enums import Sensitivity
 from cortex.errors import CortexError, NotFoundError, ValidationError
 from cortex.ids import MemoryId
 from cortex.jsonmap import parse_time
@@ -50,7 +51,8 @@ class TokenEntry(msgspec.Struct, frozen=True, kw_only=True):
         sha256: hex SHA-256 of the token (the token itself is never stored).
         actor: the actor the token acts as; the store's owner sees everything.
         scopes: what a non-owner may see and (``writable``) write.
-        clearance: reserved for sensitivity labels; ``None``.
+        clearance: the most sensitive level the token's reader sees (``internal`` by default;
+            the store's owner sees every level whatever it says).
         write_budget: writes allowed per MCP session (``None``: the server's default).
         created_at: when the token was made or last rotated.
     """
@@ -59,7 +61,7 @@ class TokenEntry(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str
     actor: str
     scopes: tuple[Scope, ...] = ()
-    clearance: str | None = None
+    clearance: Sensitivity = Sensitivity.INTERNAL
     write_budget: int | None = None
     created_at: datetime
 
@@ -186,7 +188,7 @@ def _entry_json(e: TokenEntry) -> dict[str, Any]:
         "sha256": e.sha256,
         "actor": e.actor,
         "scopes": [scope_to_json(s) for s in e.scopes],
-        "clearance": e.clearance,
+        "clearance": e.clearance.label,
         "write_budget": e.write_budget,
         "created_at": e.created_at.isoformat(),
     }
@@ -199,12 +201,15 @@ def _entry_from_json(obj: Any, i: int) -> TokenEntry:
     for key in ("name", "sha256", "actor"):
         if not isinstance(obj.get(key), str) or not obj[key]:
             raise ValidationError(f"{field}.{key}", "required", "must be non-empty text")
-    if obj.get("clearance") is not None:
-        raise ValidationError(
-            f"{field}.clearance",
-            "unsupported",
-            "sensitivity clearance is not supported by this cortex yet; set it to null",
-        )
+    clearance = Sensitivity.INTERNAL
+    if obj.get("clearance") is not None:  # null (files written before labels): internal
+        given = obj["clearance"]
+        found = Sensitivity.coerce(given) if isinstance(given, str) else None
+        if found is None:
+            raise ValidationError(
+                f"{field}.clearance", "enum", f"must be one of {Sensitivity.labels()} or null"
+            )
+        clearance = found
     budget = obj.get("write_budget")
     if budget is not None and (type(budget) is not int or budget < 0):
         raise ValidationError(f"{field}.write_budget", "range", "must be an integer >= 0")
@@ -216,6 +221,7 @@ def _entry_from_json(obj: Any, i: int) -> TokenEntry:
         sha256=obj["sha256"],
         actor=obj["actor"],
         scopes=tuple(scope_from_json(s, f"{field}.scopes[{j}]") for j, s in enumerate(scopes)),
+        clearance=clearance,
         write_budget=budget,
         created_at=parse_time(obj.get("created_at"), f"{field}.created_at"),
     )
@@ -316,12 +322,18 @@ class TokenFile:
         *,
         scopes: Sequence[Scope] = (),
         write_budget: int | None = None,
+        clearance: Sensitivity | str = Sensitivity.INTERNAL,
     ) -> str:
         """Add a token; returns it (shown once: only its hash is kept).
 
         Raises:
-            ValidationError: a bad or taken name, an empty actor, a bad budget.
+            ValidationError: a bad or taken name, an empty actor, a bad budget or clearance.
         """
+        level = Sensitivity.coerce(clearance)
+        if level is None:
+            raise ValidationError(
+                "clearance", "enum", f"must be one of {Sensitivity.labels()}, got {clearance!r}"
+            )
         if not isinstance(name, str) or not name or len(name) > _NAME_MAX or name.strip() != name:
             raise ValidationError("name", "type", f"must be 1..{_NAME_MAX} characters, trimmed")
         if not isinstance(actor, str) or not actor:
@@ -340,6 +352,7 @@ class TokenFile:
                 sha256=_digest(token),
                 actor=actor,
                 scopes=tuple(scopes),
+                clearance=level,
                 write_budget=write_budget,
                 created_at=datetime.now(UTC),
             )

@@ -38,6 +38,7 @@ from cortex import (
     ReaderView,
     Result,
     Scope,
+    Sensitivity,
     Uri,
     ValidationError,
     Verb,
@@ -90,12 +91,14 @@ class Identity:
         actor: the actor it reads and writes as; the store's owner sees everything.
         scopes: what a non-owner sees and (``writable``) may write.
         write_budget: writes per session (``None``: the server's default; 0: none allowed).
+        clearance: the most sensitive level a non-owner sees and may set (``internal``).
     """
 
     name: str
     actor: str
     scopes: tuple[Scope, ...] = ()
     write_budget: int | None = None
+    clearance: Sensitivity = Sensitivity.INTERNAL
 
 
 class WriteBudget:
@@ -141,7 +144,9 @@ class WriteBudget:
 
 def view_of(cx: Cortex, identity: Identity) -> ReaderView:
     """The store as ``identity`` sees it (the owner's view for the owner)."""
-    return cx.view(Reader(actor=identity.actor, scopes=identity.scopes))
+    return cx.view(
+        Reader(actor=identity.actor, scopes=identity.scopes, clearance=identity.clearance)
+    )
 
 
 @dataclass
@@ -315,6 +320,11 @@ _FRAMES: Final = {
     "description": "frames as verb:kind:ref, e.g. find:knowledge:ada",
 }
 _VISIBILITY: Final = {"type": "string", "enum": [v.label for v in Visibility]}
+_SENSITIVITY: Final = {
+    "type": "string",
+    "enum": [s.label for s in Sensitivity],
+    "description": "default internal; at most the connection's clearance",
+}
 
 
 def _data_schema() -> dict[str, Any]:
@@ -535,6 +545,7 @@ def _memory_ingest(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
             occurred_at=_opt_time(args, "occurred_at"),
             media_type=args.get("media_type"),
             visibility=args.get("visibility", "private" if c.is_owner else "actor_public"),
+            sensitivity=args.get("sensitivity"),
         )
     return _ingested(c, res)
 
@@ -602,6 +613,7 @@ def _memory_write(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
             valid_until=_opt_time(args, "valid_until"),
             expires_at=_opt_time(args, "expires_at"),
             dedupe=args.get("dedupe"),
+            sensitivity=args.get("sensitivity"),
         )
     return _written(c, uri)
 
@@ -718,6 +730,7 @@ def _memory_status(c: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "identity": c.identity.name,
         "owner_access": c.is_owner,
         "scopes": [s.name for s in c.identity.scopes],
+        "clearance": "restricted" if c.is_owner else c.identity.clearance.label,
         "writes_used": c.budget.used(c.cx, c.task),
         "write_budget": c.write_limit,
         "writes_left": c.writes_left(),
@@ -745,6 +758,7 @@ _INGEST_IN: Final = _obj(
         "occurred_at": _TIME,
         "media_type": {"type": "string", "minLength": 1},
         "visibility": _VISIBILITY,
+        "sensitivity": _SENSITIVITY,
     },
     ("content",),
 )
@@ -753,6 +767,7 @@ _WRITE_OPTIONS: Final = {
     "frames": _FRAMES,
     "importance": {"type": "integer", "minimum": 0, "maximum": 10},
     "visibility": _VISIBILITY,
+    "sensitivity": _SENSITIVITY,
     "confidence": {"type": "number", "minimum": 0, "maximum": 1},
     "valid_from": _TIME,
     "valid_until": _TIME,
@@ -1021,6 +1036,7 @@ def _tools() -> tuple[Tool, ...]:
                     "identity": {"type": "string"},
                     "owner_access": {"type": "boolean"},
                     "scopes": {"type": "array", "items": {"type": "string"}},
+                    "clearance": {"type": "string", "enum": [s.label for s in Sensitivity]},
                     "writes_used": {"type": "integer"},
                     "write_budget": _nullable({"type": "integer"}),
                     "writes_left": _nullable({"type": "integer"}),
