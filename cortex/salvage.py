@@ -390,8 +390,9 @@ def salvage(
     Args:
         source: the damaged store's directory.
         dest: a new directory for the recovered store.
-        actor: the owner of the new store when the damaged one's ``meta/format`` is lost
-            (default: the recorded owner, else ``salvage``).
+        actor: the owner of the new store when neither the damaged one's ``meta/format`` nor
+            its journal's ``init`` entry survives (default ``salvage``); the recorded owner
+            always wins.
         progress: called as ``progress(step, done, total)``.
 
     Returns:
@@ -498,7 +499,7 @@ def salvage(
     if not found.orphans_searched and found.problems:
         notes.append("pages cut off from the tree were not searched (see the damaged pages)")
     levels, episode_levels, restricted = _levels(found, recs, memories, episodes, notes)
-    owner = actor or (recs.format.owner if recs.format is not None else "salvage")
+    owner = _owner(recs, actor)
     tick("write", 0, 1)
     vectors, salience, tasks = _write(
         out,
@@ -561,6 +562,22 @@ def _lost_memory(mid: MemoryId, why: str, recs: _Records) -> SalvageLoss:
         why=why,
         seen_in=tuple(sorted(recs.seen.memories.get(mid, ()))),
     )
+
+
+def _owner(recs: _Records, actor: str | None) -> str:
+    """Who owns the new store: the damaged store's owner if anything still names it.
+
+    ``meta/format`` names it, or, when that record is lost, the journal's ``init`` entry;
+    else ``actor`` (or ``salvage``). The owner is the one reader who sees every memory
+    (``specs/query.md`` §3): a new owner would hide the old one's private and labelled
+    memories from it.
+    """
+    if recs.format is not None:
+        return recs.format.owner
+    init = next((e for e in recs.journal.values() if e.kind is JournalKind.INIT), None)
+    if init is not None:
+        return init.by
+    return actor or "salvage"
 
 
 def _levels(

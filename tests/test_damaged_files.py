@@ -679,6 +679,22 @@ def test_salvage_restricts_every_unlabelled_record_when_labels_may_be_lost(
         assert {cx.sensitivity(m).label for m in recovered} == {"restricted"}
 
 
+def test_salvage_keeps_the_owner_when_meta_format_is_lost(store: Path, tmp_path: Path) -> None:
+    # the owner is the one reader who sees everything: the journal's init entry names it
+    lay = trials_tool.layout(store)
+    (page,) = lay.key_pages[b"meta/format"]
+    off, length, _k = next(v for v in lay.values[page] if v[2] == b"meta/format")
+    with open(store / "data.mdb", "r+b") as f:
+        f.seek(page * PSIZE + off + length // 2)
+        b = f.read(1)
+        f.seek(page * PSIZE + off + length // 2)
+        f.write(bytes([b[0] ^ 0x01]))
+    report = salvage(store, tmp_path / "new", actor="someone-else")
+    assert report.verify_ok and report.memories == 30, report
+    with Cortex.open(tmp_path / "new", actor=None, create=False) as cx:
+        assert cx.owner == "builder"
+
+
 def test_salvage_and_backup_take_directories_only(store: Path, tmp_path: Path) -> None:
     url = "postgresql://u@localhost/db?store=x"
     with pytest.raises(CortexError, match="LMDB directories"):
