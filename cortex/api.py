@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -12,13 +13,13 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from cortex import argcheck, evidence, lexical
 from cortex import core as _core
-from cortex import evidence, lexical
 from cortex import sensitivity as _sens
 from cortex.ann import DEFAULT_EF
 from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
-from cortex.codec import decode_data, encode_data, to_micros
+from cortex.codec import data_codec, decode_data, encode_data, encode_tags, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
@@ -109,6 +110,9 @@ from cortex.vectors import (
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
 _FACETS = ("type", "tag", "subject", "counterparty")
+_WRITE_OPTIONS: Final = frozenset(
+    n for n in inspect.signature(Store.write).parameters if n not in ("self", "data")
+)
 DEDUPE_COSINE: Final = 0.92
 """Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
 
@@ -163,7 +167,7 @@ class Cortex(Store):
         clearance: Sensitivity | str | None = None,
     ) -> None:
         overrides: dict[MemoryType, DecayClass] = {}
-        for t, d in (decay or {}).items():
+        for t, d in (argcheck.mapping(decay, "decay") if decay is not None else {}).items():
             cls = DecayClass.coerce(d)
             if cls is None:
                 raise ValidationError("decay", "enum", f"must be one of {DecayClass.labels()}")
@@ -173,6 +177,9 @@ class Cortex(Store):
         if not isinstance(salience_blend, int | float) or not 0 <= salience_blend <= 1:
             raise ValidationError("salience_blend", "range", "must be in [0, 1]")
         fusion = Fusion.coerce(fusion)
+        argcheck.flag(reembed, "reembed")
+        argcheck.flag(dedupe, "dedupe")
+        argcheck.callback(progress, "progress")
         if type(vector_ef) is not int or vector_ef < 1:
             raise ValidationError("vector_ef", "range", f"must be an int >= 1, got {vector_ef!r}")
         if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
@@ -403,6 +410,7 @@ class Cortex(Store):
         Raises:
             ValidationError: the store was opened without an embedder.
         """
+        argcheck.callback(progress, "progress")
         if self.embedder is None or self._sidecar is None:
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         n = self._embed_pending(self.embedder, since=0, everything=True, progress=progress)
@@ -497,6 +505,15 @@ class Cortex(Store):
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
         """
+        unknown = sorted(set(options) - _WRITE_OPTIONS)
+        if unknown:
+            raise ValidationError(
+                unknown[0],
+                "unknown",
+                f"is not an option of write; the options are {', '.join(sorted(_WRITE_OPTIONS))}",
+            )
+        if dedupe is not None:
+            argcheck.flag(dedupe, "dedupe")
         return self._write(data, dedupe, None, options)
 
     def _write(
@@ -712,7 +729,7 @@ class Cortex(Store):
         out = Outcome.coerce(outcome)
         if out is None:
             raise ValidationError("outcome", "enum", f"must be one of {Outcome.labels()}")
-        ids = list(dict.fromkeys(_as_id(u, "uris") for u in uris))
+        ids = list(dict.fromkeys(_as_id(u, "uris") for u in argcheck.items(uris, "uris")))
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> None:
@@ -871,7 +888,7 @@ class Cortex(Store):
             raise ValidationError("by", "enum", f"must be one of {', '.join(_FACETS)}")
         now = self._now()
         rd = self._reader(reader)
-        ts = tuple(types) or tuple(MemoryType)
+        ts = argcheck.items(types, "types") or tuple(MemoryType)
         plan = compile_query(Query(types=ts, window=window, limit=1, reader=rd), now)
         counts: dict[str, int] = {}
         with self._kv.read() as txn:
@@ -1053,6 +1070,7 @@ class Cortex(Store):
             IntegrityError: the record is damaged.
         """
         eid = _as_id(ref, "episode")
+        self._reader(reader)
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
             if not self._sees_episode(txn, ep, self._reader(reader)):
@@ -1140,6 +1158,10 @@ class Cortex(Store):
         """
         if type(limit) is not int or not 1 <= limit <= 10_000:
             raise ValidationError("limit", "range", "must be an int in 1..10000")
+        self._reader(reader)
+        for name, value in (("source", source), ("channel", channel), ("label", label)):
+            if value is not None:
+                argcheck.text(value, name)
         out: list[Episode] = []
         with self._kv.read() as txn:
             for ep in self._episodes(txn):
@@ -1163,6 +1185,7 @@ class Cortex(Store):
             NotFoundError: the memory or its episode is missing or hidden, or it was not drawn
                 from an episode.
         """
+        self._reader(reader)
         return _episode_of(self, ref, reader)
 
     def memories_from(self, ref: MemoryId | str, *, reader: Reader | None = None) -> list[Uri]:
@@ -1681,27 +1704,30 @@ class Cortex(Store):
         return out
 
     def journal(
-        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+        self, start: int | None = None, *, reverse: bool = False, limit: int | None = None
     ) -> Iterator[JournalEntry]:
         """``Store.journal``; a restricted handle reads only the entries of what it sees.
 
         Entries of hidden memories, of edges touching one, of episodes it may not see, and
         store-wide entries are left out (the sequence numbers show the gaps).
         """
+        entries = super().journal(start, reverse=reverse, limit=limit)  # checked, read now
         if self._as is None:
-            yield from super().journal(start, reverse=reverse, limit=limit)
-            return
+            return entries
+        return iter(self._visible_entries(list(entries)))
+
+    def _visible_entries(self, entries: list[JournalEntry]) -> list[JournalEntry]:
         rd, now = self._as, self._now()
-        entries = list(super().journal(start, reverse=reverse, limit=limit))
+        assert rd is not None
+        out: list[JournalEntry] = []
         with self._kv.read() as txn:
             for entry in entries:
                 if entry.id is None:
                     continue
                 try:
                     if entry.kind in _EPISODE_KINDS:
-                        if not self._sees_episode(txn, self._episode(txn, entry.id), rd):
-                            continue
-                        yield entry
+                        if self._sees_episode(txn, self._episode(txn, entry.id), rd):
+                            out.append(entry)
                         continue
                     heads = [self._head(txn, entry.id)]
                     if entry.dst is not None:
@@ -1709,13 +1735,14 @@ class Cortex(Store):
                 except NotFoundError:
                     continue
                 if all(self._sees(txn, rd, h, now) for h in heads):
-                    yield entry
+                    out.append(entry)
+        return out
 
     def attest(
         self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
     ) -> None:
         """``attest`` (use counters); a restricted handle attests only memories it sees."""
-        uris = list(uris)
+        uris = list(argcheck.items(uris, "uris"))
         if self._as is not None:
             for u in uris:
                 self._check_visible(self._head_of(_as_id(u, "uris")), None)
@@ -1755,6 +1782,10 @@ class ReaderView:
 
     def find(self, query: Query) -> Result:
         """``Cortex.find`` as this reader."""
+        if not isinstance(query, Query):
+            raise ValidationError(
+                "query", "type", f"find takes a Query, got {type(query).__name__}"
+            )
         return self._cx.find(msgspec.structs.replace(query, reader=self.reader))
 
     def context(self, verb: Verb | str, objects: Sequence[Any] | str = (), **kw: Any) -> Bundle:
@@ -1875,6 +1906,7 @@ class ReaderView:
             ValidationError: no writable scope selects the memory, the level is above the
                 reader's clearance (rule ``clearance``), or a field is invalid.
         """
+        data_codec(data)  # a ValidationError for anything that is not typed data
         cx = self._cx
         mid = id if id is not None else new_id()
         now = cx._now()
@@ -1885,8 +1917,8 @@ class ReaderView:
             actor_scope=cx._space or cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
-            tags=tuple(tags),
-            frames=tuple(frames),
+            tags=encode_tags(tags),
+            frames=argcheck.items(frames, "head.frames"),
             created_at=now,
             last_updated_at=now,
         )

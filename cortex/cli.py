@@ -1,7 +1,8 @@
 """The ``cortex`` command: a thin shell over the public API.
 
 ``main(argv)`` parses, runs one small function per command and returns the exit code: 0 ok,
-1 a cortex error (one line on stderr), 2 a usage error. Every command takes ``--json``; the
+1 a cortex error (one line on stderr), 2 a usage error, 70 an internal error (a bug in cortex,
+so scripts can tell it from a problem with their input). Every command takes ``--json``; the
 store comes from ``--store`` or ``CORTEX_STORE``, the acting name from ``--actor`` or
 ``CORTEX_ACTOR``. A new command is one ``@_command`` function (its docstring is its help).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -71,6 +73,7 @@ from cortex import (
     Window,
     WriteResult,
     __version__,
+    argcheck,
     export_digest,
     export_store,
     import_bundle,
@@ -85,12 +88,30 @@ from cortex.engines import exists as store_exists
 from cortex.enums import CodedEnum
 from cortex.episode import episode_text
 from cortex.forms import format_time
-from cortex.jsonmap import from_plain, parse_time, to_plain
+from cortex.jsonmap import from_plain, loads, parse_time, to_plain
 from cortex.records import DATA_TYPES, Episode
 from cortex.salvage import salvage
 from cortex.store import episode_source
 
-__all__ = ["entry", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "entry",
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""A cortex error: bad input, a missing memory, a damaged store (one line on stderr)."""
+EXIT_USAGE = 2
+"""A bad invocation: an unknown option, a missing argument."""
+EXIT_INTERNAL = 70
+"""An internal error, a bug in cortex (``EX_SOFTWARE`` of sysexits.h); please report it."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C)."""
 
 E = TypeVar("E", bound=CodedEnum)
 
@@ -178,10 +199,7 @@ def _json_arg(text: str, field: str) -> Any:
             text = Path(text[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise CortexError(f"cannot read {text[1:]}: {exc}") from exc
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise ValidationError(field, "json", f"is not valid JSON ({exc})") from None
+    return loads(text, field)  # nesting bounded (MAX_DEPTH), errors as ValidationError
 
 
 def _store_path(args: argparse.Namespace) -> str:
@@ -192,16 +210,57 @@ def _store_path(args: argparse.Namespace) -> str:
 
 
 @contextmanager
-def _open(args: argparse.Namespace, *, create: bool = False) -> Iterator[Cortex]:
+def _open(
+    args: argparse.Namespace, *, create: bool = False, readonly: bool = False
+) -> Iterator[Cortex]:
+    """The store of ``--store``, opened read-only for commands that only read.
+
+    So they work on a store the user may not write (a read-only mount, another user's files).
+    """
     path = _store_path(args)
     if not create and not store_exists(path):
         raise CortexError(f"no store at {path}; create one with `cortex --store {path} init`")
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
     # the CLI administers the store: it reads as the owner unless a command passes a reader
     with Cortex.open(
-        path, actor=actor, create=create, embedder=_embedder(args), as_owner=True
+        path,
+        actor=actor,
+        create=create,
+        readonly=readonly,
+        embedder=_embedder(args),
+        as_owner=True,
     ) as cx:
         yield cx
+
+
+@contextmanager
+def _new_or_existing(args: argparse.Namespace) -> Iterator[Cortex]:
+    """The store of ``--store``, created if missing, but only if the block succeeds.
+
+    A new store is built in a hidden directory beside the path and moved into place when the
+    block returns; when it raises, the hidden directory goes and nothing is left at the path.
+    """
+    target = _store_path(args)
+    if is_url(target) or store_exists(target):  # a server's store: its import is one transaction
+        with _open(args, create=True) as cx:
+            yield cx
+        return
+    path = Path(target)
+    if path.exists() and not path.is_dir():
+        raise CortexError(f"{path} is a file, not a store directory")
+    tmp = path.parent / f".{path.name}.new-{os.getpid()}"
+    actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
+    try:
+        with Cortex.open(tmp, actor=actor, embedder=_embedder(args), as_owner=True) as cx:
+            yield cx
+        if path.exists():  # an empty directory the user made: the store's files go into it
+            for item in tmp.iterdir():
+                item.rename(path / item.name)
+            tmp.rmdir()
+        else:
+            tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _embedder(args: argparse.Namespace) -> Any:
@@ -299,7 +358,7 @@ def _files(path: str) -> dict[str, int]:
 @_command("info")
 def cmd_info(args: argparse.Namespace) -> int:
     """The store at a glance: format, owner, counts, sizes and sidecar files."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         stats = cx.stats()
         fmt = cx.format
         files = _files(cx.path)
@@ -351,7 +410,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 @_command("stats")
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts: memories by type and state, versions, edges, journal entries, sizes."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         stats = cx.stats()
     rows = [(name, n) for name, n in stats["by_type"].items()]
     lines = _table(["type", "memories"], rows)
@@ -656,7 +715,7 @@ def _show_args(p: argparse.ArgumentParser) -> None:
 @_command("show", _show_args)
 def cmd_show(args: argparse.Namespace) -> int:
     """Show one version: its forms, data, head, version record and provenance."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         if args.as_of is not None:
             m = cx.resolve_as_of(args.ref, args.as_of)
         elif args.ref.startswith("cortex://"):
@@ -731,7 +790,7 @@ def _id_arg(p: argparse.ArgumentParser) -> None:
 @_command("history", _id_arg)
 def cmd_history(args: argparse.Namespace) -> int:
     """Every version of a memory, oldest first."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         versions = cx.history(args.ref)
     rows = [
         (
@@ -864,7 +923,7 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
 @_command("diff", _diff_args)
 def cmd_diff(args: argparse.Namespace) -> int:
     """Field by field, what differs between two versions (data, forms, provenance, validity)."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         a, b = _diffable(cx.resolve(args.a)), _diffable(cx.resolve(args.b))
     fields = list(dict.fromkeys([*a, *b]))
     changes = [{"field": f, "a": a.get(f), "b": b.get(f)} for f in fields if a.get(f) != b.get(f)]
@@ -1075,7 +1134,7 @@ def cmd_find(args: argparse.Namespace) -> int:
         )
     where = parse_where(args.where) if args.where is not None else None
     window, follow = _window(args), _follow(args)
-    with _open(args) as cx:
+    with _open(args, readonly=not args.record_access) as cx:
         query = Query(
             types=tuple(args.type),
             tags=tuple(args.tag),
@@ -1115,7 +1174,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     Prints how the question was routed (type, entities, attribute, time window, confidence),
     then the hits. See specs/router.md.
     """
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         res = cx.search(args.question, limit=args.limit, reader=_reader(args, cx))
     r = res.route
     t = r.temporal
@@ -1170,7 +1229,7 @@ def cmd_context(args: argparse.Namespace) -> int:
     framed with the verb and each object), frame (memories framed so) and recall (--query).
     A pure read: nothing is recorded.
     """
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         bundle = cx.context(
             args.verb,
             args.objects,
@@ -1212,7 +1271,7 @@ def _facets_args(p: argparse.ArgumentParser) -> None:
 def cmd_facets(args: argparse.Namespace) -> int:
     """Count live memories by type, tag, subject or counterparty, largest first."""
     window = Window.recent(args.recent, on=args.on) if args.recent is not None else None
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         counts = cx.facets(window, args.by, types=args.type, reader=_reader(args, cx))
     lines = _table([args.by, "memories"], list(counts.items())) if counts else ["none"]
     _emit(args, counts, lines)
@@ -1236,7 +1295,7 @@ def cmd_about(args: argparse.Namespace) -> int:
     Events with it as counterparty; with ATTRIBUTE, Facts with that predicate and Capabilities
     with that capability.
     """
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         res = cx.about(
             args.subject,
             args.attribute,
@@ -1309,7 +1368,7 @@ def _edges_args(p: argparse.ArgumentParser) -> None:
 @_command("edges", _edges_args)
 def cmd_edges(args: argparse.Namespace) -> int:
     """The edges of a memory: outgoing, incoming or both, optionally of some types."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         edges = cx.edges(
             args.ref,
             direction=args.direction,
@@ -1396,11 +1455,16 @@ def _pause(seconds: float) -> None:
 def cmd_log(args: argparse.Namespace) -> int:
     """The journal: the last N entries, a range, or --follow; with --json one object per line."""
     kinds = set(args.kind or ())
+    for name, value in (("--from", args.start), ("--to", args.end)):
+        if value is not None:
+            argcheck.integer(value, name, 0, 2**64 - 1)  # journal sequence numbers are u64
+    argcheck.integer(args.tail, "--tail", 0)
+    argcheck.number(args.interval, "--interval", 0.01, 3600.0)
 
     def wanted(e: JournalEntry) -> bool:
         return not kinds or e.kind in kinds
 
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         if args.start is not None or args.end is not None:
             start = args.start or 1
             limit = None if args.end is None else max(args.end - start + 1, 0)
@@ -1452,7 +1516,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
     bar = _Progress("verify")
     try:
-        with _open(args) as cx:
+        with _open(args, readonly=True) as cx:
             try:
                 report = cx.verify(progress=bar)
             finally:
@@ -1584,7 +1648,7 @@ def cmd_episodes(args: argparse.Namespace) -> int:
     """List episodes, newest first, or show one (with --text, its verbatim text)."""
     if args.set_sensitivity is not None and args.id is None:
         raise ValidationError("id", "required", "--set-sensitivity changes one episode: give ID")
-    with _open(args) as cx:
+    with _open(args, readonly=args.set_sensitivity is None) as cx:
         if args.id is not None:
             if args.set_sensitivity is not None:
                 cx.set_episode_sensitivity(args.id, args.set_sensitivity)
@@ -1635,7 +1699,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         "cbor" if args.file.endswith(".cbor") else "jsonl"
     )
     bar = _Progress("export")
-    with _open(args) as cx:
+    # an export with confidential records is journalled: only that one opens writable
+    with _open(args, readonly=not args.include_confidential) as cx:
         try:
             report = export_store(
                 cx,
@@ -1671,7 +1736,7 @@ def _import_args(p: argparse.ArgumentParser) -> None:
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a bundle, all or nothing, verifying every hash (creates the store if needed)."""
     bar = _Progress("verify", unit="bytes")
-    with _open(args, create=True) as cx:
+    with _new_or_existing(args) as cx:
         try:
             report = import_bundle(cx, args.file, progress=bar)
         finally:
@@ -1693,7 +1758,7 @@ def _backup_args(p: argparse.ArgumentParser) -> None:
 @_command("backup", _backup_args)
 def cmd_backup(args: argparse.Namespace) -> int:
     """Copy the store (consistent and compacted, writers may continue), then verify the copy."""
-    with _open(args) as cx:
+    with _open(args, readonly=True) as cx:
         report = cx.backup(args.dest)
     # a backup that does not verify is removed (Store.backup): no damaged copy is left
     size = sum(_files(args.dest).values()) if report.ok else 0
@@ -2658,7 +2723,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="cortex",
         description="Inspect, change, verify and move a cortex memory store.",
         epilog="The store may also come from CORTEX_STORE, the acting name from CORTEX_ACTOR. "
-        "Exit codes: 0 ok, 1 error, 2 usage.",
+        "Exit codes: 0 ok, 1 error, 2 usage, 70 internal error (a bug: please report it).",
     )
     p.add_argument("--version", action="version", version=f"cortex {__version__}")
     p.add_argument("--store", metavar="PATH", help="the store directory (or CORTEX_STORE)")
@@ -2701,7 +2766,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 cortex error, 2 usage)."""
+    """Run the CLI; return the exit code (0 ok, 1 cortex error, 2 usage, 70 internal error)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -2711,15 +2776,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         rc: int = args.func(args)
     except _UsageError as exc:
         print(f"cortex: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except CortexError as exc:
         print(f"cortex: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
+    except (KeyboardInterrupt, BrokenPipeError):  # entry() ends quietly on both
+        raise
     except OSError as exc:
         print(f"cortex: {_one_line(exc)}", file=sys.stderr)
-        return 1
-    except (KeyboardInterrupt, BrokenPipeError):
-        raise
+        return EXIT_ERROR
     except Exception as exc:  # a bug: still one line, unless asked for the traceback
         if os.environ.get("CORTEX_DEBUG"):
             raise
@@ -2728,7 +2793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "set CORTEX_DEBUG=1 for the traceback and please report it",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_INTERNAL
     return rc
 
 
@@ -2739,8 +2804,8 @@ def entry() -> None:
         sys.stdout.flush()
     except BrokenPipeError:  # e.g. `cortex log | head`: the reader left; that is not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        code = 0
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit, and no message
+        code = EXIT_OK
     except KeyboardInterrupt:
-        code = 130
+        code = EXIT_INTERRUPTED
     sys.exit(code)

@@ -26,6 +26,7 @@ from typing import Any, Final, Generic, TypeVar
 import cbor2
 import msgspec
 
+from cortex.argcheck import MAX_DEPTH
 from cortex.enums import (
     CodedEnum,
     ConstraintSource,
@@ -421,7 +422,12 @@ class _Unit(_Field[float]):
         if type(v) is not float:
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise _Invalid("type", f"must be a number in [0, 1], got {_type_name(v)}")
-            v = float(v)
+            try:
+                v = float(v)
+            except OverflowError:  # an int past the float range
+                raise _Invalid(
+                    "range", "must be within [0, 1], got an int too large for a float"
+                ) from None
         if not 0.0 <= v <= 1.0:  # also rejects NaN
             raise _Invalid("range", f"must be within [0, 1], got {v!r}")
         return _float(v + 0.0)  # -0.0 becomes 0.0: equal values, equal bytes
@@ -676,7 +682,9 @@ class _List(_Field[tuple[Any, ...]]):
         return tuple(out)
 
     def empty(self, v: Any) -> bool:
-        return v is None or len(v) == 0
+        # only None and an empty list or tuple are left out: another falsy value (0, "")
+        # is a wrong type, and enc says so
+        return v is None or (type(v) in (list, tuple) and not v)
 
 
 class _Pair(_Field[tuple[int, int]]):
@@ -764,7 +772,7 @@ class _TextMap(_Field[dict[str, str]]):
         return out
 
     def empty(self, v: Any) -> bool:
-        return v is None or len(v) == 0
+        return v is None or (isinstance(v, Mapping) and not v)
 
 
 def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
@@ -963,8 +971,10 @@ class StructCodec(_Field[S]):
             ns[f"K{k}"], ns[f"F{k}"] = kb, f
             x = f"x{k}"
             src.append(f"    {x} = v.{name}")
-            if isinstance(f, _List | _TextMap):
-                empty = f"{x} is None or not {x}"
+            if isinstance(f, _List):
+                empty = f"{x} is None or (type({x}) in (list, tuple) and not {x})"
+            elif isinstance(f, _TextMap):
+                empty = f"{x} is None or (type({x}) is dict and not {x})"
             elif isinstance(f, _Bool):
                 empty = f"{x} is None or {x} is False"
             else:
@@ -1200,6 +1210,63 @@ def _loads(data: bytes, path: str) -> Any:
         raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise CodecError(f"{path}: not valid CBOR ({exc})") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# The extent of one untrusted CBOR item, checked without recursion (bundles)
+
+
+def cbor_extent(data: bytes, pos: int = 0, max_depth: int = MAX_DEPTH) -> int:
+    """The end offset of the CBOR item at ``pos``, after checking its structure.
+
+    The item must be well formed with definite lengths, hold no tags (so no shared references,
+    cycles, big numbers or MIME messages) and nest at most ``max_depth`` arrays and maps. The
+    walk keeps its own stack, so no input can exhaust Python's. Values (UTF-8 of text, the
+    shortest forms) are left to the decoder and the canonical check.
+
+    Raises:
+        CodecError: naming the offset and what is wrong.
+    """
+    n = len(data)
+    remaining = [1]  # items still to read at each open level
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        if pos >= n:
+            raise CodecError(f"CBOR cut short at offset {pos}")
+        ib = data[pos]
+        major, info = ib >> 5, ib & 31
+        if info < 24:
+            arg, pos = info, pos + 1
+        elif info <= 27:
+            size = 1 << (info - 24)
+            if pos + 1 + size > n:
+                raise CodecError(f"CBOR cut short at offset {pos}")
+            arg = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+            pos += 1 + size
+        elif info == 31:
+            raise CodecError(f"indefinite-length CBOR item at offset {pos}")
+        else:
+            raise CodecError(f"reserved CBOR additional information {info} at offset {pos}")
+        if major in (2, 3):
+            if arg > n - pos:
+                raise CodecError(f"CBOR string at offset {pos} runs past the end")
+            pos += arg
+        elif major in (4, 5):
+            if arg:
+                if len(remaining) > max_depth:
+                    raise CodecError(
+                        f"CBOR nested deeper than {max_depth} arrays and maps at offset {pos}"
+                    )
+                count = arg if major == 4 else 2 * arg
+                if count > n - pos:  # every item takes at least one byte
+                    raise CodecError(f"CBOR array or map at offset {pos} runs past the end")
+                remaining.append(count)
+        elif major == 6:
+            raise CodecError(f"CBOR tag {arg} at offset {pos}: bundles and records hold no tags")
+    return pos
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1522,9 +1589,12 @@ def decode_data(type_: MemoryType, data: bytes) -> Data:
         CodecError: the bytes are not a valid record of that type.
         NonCanonicalError: the bytes are valid but not canonical.
     """
-    codec = DATA_CODECS.get(type_)
+    try:
+        codec = DATA_CODECS.get(type_)
+    except TypeError:  # unhashable: no type at all
+        codec = None
     if codec is None:
-        raise CodecError(f"unknown memory type code {type_!r}")
+        raise CodecError(f"unknown memory type code {type_!r:.100}")
     value: Data = codec.decode(data, "data")
     return value
 
@@ -1575,7 +1645,13 @@ def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
     Raises:
         ValidationError: naming ``head.tags[i]`` and the rule.
     """
-    tags = tuple(tags) if not isinstance(tags, str) else (tags,)
+    if type(tags) is not tuple:
+        if isinstance(tags, str):
+            tags = (tags,)
+        elif tags is None or isinstance(tags, bytes | Mapping) or not isinstance(tags, Iterable):
+            raise ValidationError("head.tags", "type", f"must be a list, got {_type_name(tags)}")
+        else:
+            tags = tuple(tags)
     for t in tags:
         if type(t) is not str or not t.isascii():
             break

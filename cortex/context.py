@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
+from cortex import argcheck
 from cortex.enums import GoalStatus, MemoryType, ObjKind, Strength, Verb
 from cortex.errors import ValidationError
 from cortex.evidence import Evidence
@@ -100,7 +101,7 @@ def objects_of(objects: Sequence[Any] | str) -> list[FrameMatch]:
     if isinstance(objects, str):
         objects = [objects]
     out = []
-    for o in objects:
+    for o in argcheck.items(objects, "objects"):
         kind: Any
         ref: Any
         if isinstance(o, FrameRef | FrameMatch):

@@ -61,8 +61,19 @@ _SEP: Final = " \u2014 "  # " — " between the short form and the medium detail
 
 
 def count_tokens(text: str) -> int:
-    """Tokens as cortex counts them: ``ceil(utf8_bytes / 4)``."""
-    return -(-len(text.encode("utf-8")) // 4)
+    """Tokens as cortex counts them: ``ceil(utf8_bytes / 4)``.
+
+    Raises:
+        ValidationError: ``text`` is not text, or holds a lone surrogate.
+    """
+    try:
+        return -(-len(text.encode("utf-8")) // 4)
+    except (AttributeError, TypeError, UnicodeEncodeError):  # the rare case: say which
+        if not isinstance(text, str):
+            raise ValidationError(
+                "text", "type", f"must be text, got {type(text).__name__}"
+            ) from None
+        raise ValidationError("text", "utf8", "contains a lone surrogate") from None
 
 
 _SHORT_BYTES: Final = SHORT_TOKENS * 4

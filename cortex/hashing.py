@@ -6,6 +6,7 @@ import hashlib
 from typing import Final
 
 from cortex.enums import MemoryType
+from cortex.errors import ValidationError
 
 try:
     from cortex import _speedups as _sp
@@ -34,13 +35,21 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
 
     Returns:
         The 32-byte digest.
+
+    Raises:
+        ValidationError: ``type_`` is not a memory type, or ``data`` not bytes.
     """
-    if _USE_SPEEDUPS and type(data) is bytes:
-        prefix = _PREFIXES.get(type_)
-        if prefix is not None:
-            digest: bytes = _sp.sha256(prefix, data)
+    if type(type_) is MemoryType and type(data) is bytes:
+        if _USE_SPEEDUPS:
+            digest: bytes = _sp.sha256(_PREFIXES[type_], data)
             return digest
-    return hashlib.sha256(DOMAIN + _TYPE_BYTES[type_] + data).digest()
+        return hashlib.sha256(_PREFIXES[type_] + data).digest()
+    t = MemoryType.coerce(type_) if isinstance(type_, int) and not isinstance(type_, bool) else None
+    if t is None:
+        raise ValidationError("type", "enum", f"must be a MemoryType, got {type(type_).__name__}")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ValidationError("data", "type", f"must be bytes, got {type(data).__name__}")
+    return hashlib.sha256(_PREFIXES[t] + bytes(data)).digest()
 
 
 _TYPE_BYTES: Final = {t: bytes((t.value,)) for t in MemoryType}

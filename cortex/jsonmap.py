@@ -9,6 +9,8 @@ canonical bytes.
 from __future__ import annotations
 
 import functools
+import json
+import re
 import types
 import typing
 from datetime import datetime
@@ -16,13 +18,63 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from cortex.argcheck import MAX_DEPTH
 from cortex.enums import CodedEnum
 from cortex.errors import ValidationError
 from cortex.ids import MemoryId, Uri
 
-__all__ = ["from_plain", "parse_time", "to_plain"]
+__all__ = ["from_plain", "json_depth", "loads", "parse_time", "to_plain"]
 
 T = TypeVar("T")
+
+# a JSON string (skipped whole, escapes and all) or a bracket; what lies between is flat
+_NESTING_STR: Any = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+_NESTING_BYTES: Any = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def json_depth(text: str | bytes, limit: int = MAX_DEPTH) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest, counted up to ``limit + 1``.
+
+    Brackets inside strings do not count. Runs in one pass without recursion, so it may look
+    at text ``json.loads`` would not survive.
+    """
+    opening = (
+        (text.count("[") + text.count("{"))
+        if isinstance(text, str)
+        else (text.count(b"[") + text.count(b"{"))
+    )
+    if opening <= limit:  # the common case: too few brackets to nest too deep
+        return opening
+    depth = deepest = 0
+    pattern = _NESTING_STR if isinstance(text, str) else _NESTING_BYTES
+    for m in pattern.finditer(text):
+        c = m.group()[0]
+        if c in ("[", "{", 0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif c in ("]", "}", 0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def loads(text: str | bytes, field: str, max_depth: int = MAX_DEPTH) -> Any:
+    """Parse JSON text whose arrays and objects nest at most ``max_depth`` levels.
+
+    Raises:
+        ValidationError: rule ``json`` (not JSON, or not UTF-8) or ``depth`` (checked before
+            parsing, so deep input never reaches the recursive parser).
+    """
+    if json_depth(text, max_depth) > max_depth:
+        raise ValidationError(
+            field, "depth", f"JSON nests deeper than {max_depth} levels of arrays and objects"
+        )
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValidationError(field, "json", f"is not valid JSON ({exc})") from None
 
 
 def to_plain(value: Any) -> Any:

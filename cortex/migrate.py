@@ -17,6 +17,7 @@ from typing import Final
 
 import msgspec
 
+from cortex import argcheck
 from cortex.codec import HEAD as HEAD_CODEC
 from cortex.codec import StructCodec, _Int, _List, _Text, _time
 from cortex.engines import open_kv
@@ -417,7 +418,11 @@ def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
 
 
 def _open(path: str | os.PathLike[str], readonly: bool) -> KV:
-    kv: KV = open_kv(path, readonly=readonly, create=False)
+    where = argcheck.path(path, "path")
+    try:
+        kv: KV = open_kv(where, readonly=readonly, create=False)
+    except OSError as exc:  # the path itself: too long, not a directory, no permission
+        raise CortexError(f"cannot open the store at {where[:200]}: {exc.strerror or exc}") from exc
     return kv
 
 

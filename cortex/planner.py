@@ -49,7 +49,7 @@ from cortex.records import Data, Head, Version
 from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
 from cortex.sensitivity import gate
-from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted
+from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted, check_edge_neighbours
 
 __all__ = [
     "Candidate",
@@ -381,6 +381,7 @@ class Executor:
                 if head is None or not self._passable(head):
                     continue
                 for base, outgoing in prefixes:
+                    check_edge_neighbours(self.txn, mid, base)
                     for key, value in self.txn.scan(base + mid.bytes):
                         s, et, d = parse_edge_key(key)
                         if p.edge_types is not None and et not in p.edge_types:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 
 import msgspec
 
+from cortex import argcheck
 from cortex.codec import to_micros
 from cortex.enums import CodedEnum, EdgeType, MemoryType
 from cortex.errors import ValidationError
@@ -34,6 +35,7 @@ from cortex.store import Memory
 
 __all__ = [
     "MAX_HOPS",
+    "MAX_WINDOW_DAYS",
     "And",
     "EpisodeMatch",
     "Eq",
@@ -60,6 +62,8 @@ __all__ = [
 
 MAX_HOPS: Final = 6
 """The longest edge walk a query may ask for."""
+MAX_WINDOW_DAYS: Final = 365_000
+"""The longest ``Window(days=...)``: about a thousand years back from the query's time."""
 
 Form: TypeAlias = Literal["short", "medium", "full"]
 OrderKey: TypeAlias = Literal["salience", "created", "updated", "importance", "hop", "score"]
@@ -180,6 +184,8 @@ def _field_kinds(path: str, types: frozenset[MemoryType]) -> dict[_Kind, frozens
     A data field may differ by type (``data.strength``: an enum on Constraint, a number on
     Preference and Pattern); predicates compare each memory by its own type's kind.
     """
+    if not isinstance(path, str):
+        raise ValidationError("where", "type", f"a field name is text, got {type(path).__name__}")
     kind = _HEAD_FIELDS.get(path) or _VERSION_FIELDS.get(path)
     if kind is not None:
         return {kind: frozenset(MemoryType)}
@@ -292,7 +298,7 @@ def _coerce_value(path: str, kind: _Kind, value: object) -> Any:
             return to_micros(value)
     elif py is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            return argcheck.number(value, "where")
     elif py is int:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value  # ints and floats compare numerically
@@ -491,9 +497,11 @@ class Matches(Predicate):
             raise ValidationError(
                 "where", "operator", f"matches needs a text field, not {self.field}"
             )
+        # OverflowError: a repeat count past the engine's; RecursionError: groups nested past
+        # what Python's own pattern parser can recurse into
         try:
-            rx = re.compile(self.pattern)
-        except (re.error, TypeError) as exc:
+            rx = re.compile(argcheck.text(self.pattern, "where", empty=True))
+        except (re.error, OverflowError, RecursionError) as exc:
             raise ValidationError(
                 "where", "regex", f"bad pattern {self.pattern!r}: {exc}"
             ) from None
@@ -579,6 +587,26 @@ class Not(Predicate):
         return self.part._touches_data()
 
 
+def check_depth(p: object, field: str = "where") -> None:
+    """Refuse a predicate nested deeper than ``argcheck.MAX_DEPTH`` (walked without recursion).
+
+    Raises:
+        ValidationError: rule ``depth``.
+    """
+    todo: list[tuple[object, int]] = [(p, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > argcheck.MAX_DEPTH:
+            raise ValidationError(
+                field, "depth", f"predicates nest deeper than {argcheck.MAX_DEPTH} levels"
+            )
+        if isinstance(node, And | Or):
+            parts = node.parts if isinstance(node.parts, tuple) else ()
+            todo.extend((x, depth + 1) for x in parts)
+        elif isinstance(node, Not):
+            todo.append((node.part, depth + 1))
+
+
 def _compiled(p: object, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
     if not isinstance(p, Predicate):
         raise ValidationError("where", "type", f"not a predicate: {p!r}")
@@ -649,20 +677,17 @@ class Window(msgspec.Struct, frozen=True, kw_only=True):
             raise ValidationError("window.on", "enum", "must be 'own', 'created' or 'updated'")
         for name in ("start", "end"):
             t = getattr(self, name)
-            if t is not None and (not isinstance(t, datetime) or t.tzinfo is None):
-                raise ValidationError(f"window.{name}", "naive", "must be an aware datetime")
+            if t is not None:
+                argcheck.aware(t, f"window.{name}")
         start = to_micros(self.start) if self.start is not None else None
         end = to_micros(self.end) if self.end is not None else None
         if self.days is not None:
             if start is not None:
                 raise ValidationError("window.days", "conflict", "give days or start, not both")
-            if (
-                not isinstance(self.days, int | float)
-                or isinstance(self.days, bool)
-                or self.days <= 0
-            ):
+            days = argcheck.number(self.days, "window.days", 0, MAX_WINDOW_DAYS)
+            if days <= 0:
                 raise ValidationError("window.days", "range", "must be a positive number of days")
-            start = to_micros(now - timedelta(days=self.days))
+            start = to_micros(now - timedelta(days=days))
             end = end if end is not None else to_micros(now) + 1
         if start is not None and end is not None and start >= end:
             raise ValidationError("window", "order", "start must be before end")
@@ -920,10 +945,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
     if not isinstance(q, Query):
         raise ValidationError("query", "type", f"find takes a Query, got {type(q).__name__}")
     types = frozenset(memory_type(t) for t in _as_tuple(q.types, "types"))
-    tags = tuple(_as_tuple(q.tags, "tags"))
-    for t in tags:
-        if not isinstance(t, str) or not t:
-            raise ValidationError("tags", "type", f"tags are non-empty text, got {t!r}")
+    tags = argcheck.texts(_as_tuple(q.tags, "tags"), "tags")
     frames = tuple(FrameMatch.of(f) for f in _as_tuple(q.frames, "frames"))
     for f in frames:
         if f.obj_ref is not None and f.obj_kind is None:
@@ -933,6 +955,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
     where = None
     where_data = False
     if q.where is not None:
+        check_depth(q.where)
         where = _compiled(q.where, types)
         where_data = q.where._touches_data()
     if isinstance(q.near_vector, str | bytes):

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr
 
+from cortex import argcheck
 from cortex.codec import to_micros
 from cortex.enums import MemoryType, ObjKind, Sensitivity, Verb, Visibility
 from cortex.errors import ValidationError
@@ -58,8 +59,7 @@ class FrameMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
                 )
             force_setattr(self, "obj_kind", kind)
         if self.obj_ref is not None:
-            if not isinstance(self.obj_ref, str) or not self.obj_ref:
-                raise ValidationError("frame.obj_ref", "type", "must be non-empty text")
+            argcheck.text(self.obj_ref, "frame.obj_ref")
             force_setattr(self, "obj_ref", unicodedata.normalize("NFC", self.obj_ref))
 
     @classmethod
@@ -91,7 +91,7 @@ class FrameMatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 def _types(values: Iterable[MemoryType | str], field: str) -> frozenset[MemoryType]:
     out = set()
-    for v in values:
+    for v in argcheck.items(values, field):
         t = MemoryType.coerce(v) if not isinstance(v, str) else MemoryType.from_name(v)
         if t is None:
             raise ValidationError(field, "enum", f"unknown memory type {v!r}")
@@ -128,23 +128,31 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         set_ = force_setattr
         set_(self, "types", _types(self.types, "scope.types"))
         set_(self, "exclude_types", _types(self.exclude_types, "scope.exclude_types"))
+        argcheck.text(self.name, "scope.name")
         for name in ("tags", "exclude_tags"):
-            set_(
-                self, name, frozenset(unicodedata.normalize("NFC", t) for t in getattr(self, name))
-            )
+            tags = argcheck.texts(getattr(self, name), f"scope.{name}")
+            set_(self, name, frozenset(unicodedata.normalize("NFC", t) for t in tags))
         for name in ("ids", "exclude_ids"):
-            vals = getattr(self, name)
-            set_(
-                self, name, frozenset(MemoryId.parse(v) if isinstance(v, str) else v for v in vals)
-            )
+            ids = []
+            for v in argcheck.items(getattr(self, name), f"scope.{name}"):
+                if isinstance(v, str):
+                    ids.append(MemoryId.parse(v))
+                elif isinstance(v, MemoryId):
+                    ids.append(v)
+                else:
+                    raise ValidationError(
+                        f"scope.{name}", "type", f"must be memory ids, got {type(v).__name__}"
+                    )
+            set_(self, name, frozenset(ids))
         for name in ("frames", "exclude_frames"):
-            set_(self, name, tuple(FrameMatch.of(f) for f in getattr(self, name)))
-        if self.expires_at is not None and self.expires_at.tzinfo is None:
-            raise ValidationError("scope.expires_at", "naive", "must be an aware datetime")
-        if self.token_budget is not None and (
-            not isinstance(self.token_budget, int) or self.token_budget < 1
-        ):
-            raise ValidationError("scope.token_budget", "range", "must be a positive integer")
+            frames = argcheck.items(getattr(self, name), f"scope.{name}")
+            set_(self, name, tuple(FrameMatch.of(f) for f in frames))
+        if self.expires_at is not None:
+            argcheck.aware(self.expires_at, "scope.expires_at")
+        if type(self.writable) is not bool:
+            raise ValidationError("scope.writable", "type", "must be True or False")
+        if self.token_budget is not None:
+            argcheck.integer(self.token_budget, "scope.token_budget", 1)
 
     def active(self, now: datetime) -> bool:
         """Whether the scope still grants anything at ``now``."""
@@ -182,7 +190,14 @@ class Reader(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if not isinstance(self.actor, str) or not self.actor:
             raise ValidationError("reader.actor", "required", "must be non-empty text")
-        force_setattr(self, "scopes", tuple(self.scopes))
+        argcheck.unicode(self.actor, "reader.actor")
+        scopes = argcheck.items(self.scopes, "reader.scopes")
+        for i, s in enumerate(scopes):
+            if not isinstance(s, Scope):
+                raise ValidationError(
+                    f"reader.scopes[{i}]", "type", f"must be a cortex.Scope, got {type(s).__name__}"
+                )
+        force_setattr(self, "scopes", scopes)
         clearance = Sensitivity.coerce(self.clearance)
         if clearance is None:
             raise ValidationError(

@@ -9,9 +9,11 @@ against its content hash. See ``specs/storage.md``.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import os
 import shutil
+import sys
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,7 +25,7 @@ from typing import Any, Final, Literal, NamedTuple, Self, TypeVar
 import cbor2
 import msgspec
 
-from cortex import chains, evidence, lexical
+from cortex import argcheck, chains, evidence, lexical
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -466,6 +468,7 @@ def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_U64_MAX: Final = 2**64 - 1
 
 
 def _now_utc() -> datetime:
@@ -490,7 +493,8 @@ _KIND_TYPES: Final = frozenset({ObjKind, str})
 
 def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
     """Return frames with enum members and NFC references (validating the unusual ones)."""
-    frames = tuple(frames)
+    if type(frames) is not tuple:
+        frames = argcheck.items(frames, "head.frames")
     # the common case: members or exact labels (``verb="find"``, coerced as FRAMES.enc would
     # check them) and ASCII references; the head's encoder checks the other rules, naming the
     # same fields
@@ -869,9 +873,23 @@ class _Imported:
 
     def __init__(self, head: Head, versions: Sequence[Version]) -> None:
         self.head = head
-        self.versions = tuple(versions)
-        self.head_bytes = _seal(HEAD.encode(head, "head"))
+        self.head_bytes = _seal(HEAD.encode(head, "head"))  # checks it is a valid Head
         where = f"memory {head.id}"
+        self.versions = argcheck.items(versions, "versions")
+        for v in self.versions:
+            if type(v) is not Version:
+                raise ValidationError(
+                    "versions",
+                    "type",
+                    f"{where}: versions are Version records, got {type(v).__name__}",
+                )
+        if head.created_at < _EPOCH:  # index keys hold it as unsigned microseconds
+            raise ValidationError(
+                "head.created_at",
+                "range",
+                f"{where} was created at {head.created_at.isoformat()}, before 1970; a store "
+                "keys memories by creation time since the Unix epoch",
+            )
         numbers = [v.version for v in self.versions]
         if numbers != list(range(1, head.current_version + 1)):
             raise ValidationError(
@@ -910,6 +928,19 @@ class _Imported:
 
 # ---------------------------------------------------------------------------------------------
 # The store
+
+
+_MAX_MAP_SIZE: Final = 1 << 40  # the engine's own ceiling (kv._MAX_MAP)
+
+
+def _options_of(cls: type) -> frozenset[str]:
+    """The keyword options ``cls.__init__`` takes beyond the store's own."""
+    params = inspect.signature(cls).parameters
+    return frozenset(
+        n
+        for n, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("clock",)
+    )
 
 
 class Store:
@@ -975,21 +1006,42 @@ class Store:
                 ``check_pages``) a page is damaged.
             FormatError: the store's format is newer than this code or unknown.
             MigrationRequiredError: the store is older; run ``cortex migrate``.
-            ValidationError: ``actor`` is empty or too long.
+            ValidationError: ``actor`` is empty or too long, or an argument is of the wrong
+                type or out of range (an unknown option too).
+            CortexError: the store cannot be opened (the message names the path and why).
         """
+        where = argcheck.path(path, "path")
         if actor is not None:
             try:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = open_kv(
-            path,
-            readonly=readonly,
-            metasync=metasync,
-            map_size=map_size,
-            create=create,
-            check_pages=check_pages,
-        )
+        for name, flag in (("create", create), ("readonly", readonly), ("metasync", metasync)):
+            argcheck.flag(flag, name)
+        argcheck.integer(map_size, "map_size", 0, _MAX_MAP_SIZE)
+        argcheck.callback(clock, "clock")
+        accepted = _options_of(cls)
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValidationError(
+                unknown[0],
+                "unknown",
+                f"is not an option of {cls.__name__}.open; the options are "
+                f"{', '.join(sorted(accepted))}",
+            )
+        try:
+            kv = open_kv(
+                where,
+                readonly=readonly,
+                metasync=metasync,
+                map_size=map_size,
+                create=create,
+                check_pages=check_pages,
+            )
+        except OSError as exc:  # creating the directory: a file in the way, no permission, ...
+            raise CortexError(
+                f"cannot open the store at {where[:200]}: {exc.strerror or exc}"
+            ) from exc
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:
@@ -1416,7 +1468,7 @@ class Store:
         """
         now = self._now()
         prepared = []
-        items = list(items)
+        items = list(argcheck.items(items, "items"))
         fresh = new_ids(len(items))  # one draw for the batch (an item's own id leaves one unused)
         for i, item in enumerate(items):
             spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
@@ -1516,8 +1568,7 @@ class Store:
         Raises:
             ValidationError: an empty task id, or a limit that is not a positive integer.
         """
-        if not isinstance(task_id, str) or not task_id.strip() or len(task_id) > 256:
-            raise ValidationError("task", "required", "a task id is non-empty text (<= 256)")
+        _check_task_id(task_id)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10**9:
             raise ValidationError("limit", "range", "must be an integer from 1 to 10**9")
         token = self._task.set(_Task(hashlib.sha256(task_id.encode("utf-8")).digest()[:16], limit))
@@ -1527,7 +1578,12 @@ class Store:
             self._task.reset(token)
 
     def task_usage(self, task_id: str) -> int:
-        """How many writes ``task_id`` has made (0 for a task never seen)."""
+        """How many writes ``task_id`` has made (0 for a task never seen).
+
+        Raises:
+            ValidationError: ``task_id`` is not non-empty text of valid Unicode (<= 256).
+        """
+        _check_task_id(task_id)
         key = TASK_PREFIX + hashlib.sha256(task_id.encode("utf-8")).digest()[:16]
         with self._kv.read() as txn:
             raw = txn.get(key)
@@ -2117,7 +2173,21 @@ class Store:
             ConflictError: the store holds a memory or edge of that name with other records.
             NotFoundError: an edge's endpoint is neither imported nor in the store.
         """
-        items = [_Imported(head, versions) for head, versions in memories]
+        items = []
+        for i, pair in enumerate(argcheck.items(memories, "memories")):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValidationError(
+                    f"memories[{i}]", "type", "each memory is a (head, versions) pair"
+                )
+            items.append(_Imported(pair[0], pair[1]))
+        edges = argcheck.items(edges, "edges")
+        episodes = argcheck.items(episodes, "episodes")
+        for name, seq, cls in (("edges", edges, Edge), ("episodes", episodes, Episode)):
+            for i, x in enumerate(seq):
+                if type(x) is not cls:
+                    raise ValidationError(
+                        f"{name}[{i}]", "type", f"must be a {cls.__name__}, got {type(x).__name__}"
+                    )
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
         levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
@@ -2125,10 +2195,11 @@ class Store:
         purged_eps: dict[MemoryId, bool] = {}
         chunk_vectors: dict[MemoryId, list[bytes]] = {}
         for ep in episodes:
+            sealed = _seal(encode_episode(ep))  # every field's rule first, then the hash
             check_episode(ep)
             if ep.id in eps:
                 raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
-            eps[ep.id] = _seal(encode_episode(ep))
+            eps[ep.id] = sealed
             purged_eps[ep.id] = ep.content is None
             vectors = self._chunk_vectors(ep)  # with a local embedder: found by meaning too
             if vectors is not None:
@@ -2281,6 +2352,7 @@ class Store:
             CortexError: ``dest`` exists or cannot be written, or is a URL (a backup is an LMDB
                 directory; ``cortex copy`` copies a store into PostgreSQL).
         """
+        dest = argcheck.path(dest, "dest")
         if is_url(dest):  # Path() would fold "postgresql://" into a relative directory
             raise CortexError(
                 "a backup goes into a new directory, not a URL: to put a copy of the store in "
@@ -2413,7 +2485,11 @@ class Store:
         mid = _as_id(ref)
         if direction not in ("out", "in", "both"):
             raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
-        wanted = None if types is None else {_coerce(EdgeType, t, "types") for t in types}
+        wanted = (
+            None
+            if types is None
+            else {_coerce(EdgeType, t, "types") for t in argcheck.items(types, "types")}
+        )
         out = []
         with self._kv.read() as txn:
             prefixes = []
@@ -2422,6 +2498,7 @@ class Store:
             if direction in ("in", "both"):
                 prefixes.append(EDGE_TO + mid.bytes)
             for prefix in prefixes:
+                check_edge_neighbours(txn, mid, prefix[: -len(mid.bytes)])
                 for key, value in txn.scan(prefix):
                     s, et, d = parse_edge_key(key)
                     if wanted is not None and et not in wanted:
@@ -2580,19 +2657,39 @@ class Store:
         raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
 
     def journal(
-        self, start: int = 1, *, reverse: bool = False, limit: int | None = None
+        self, start: int | None = None, *, reverse: bool = False, limit: int | None = None
     ) -> Iterator[JournalEntry]:
         """Journal entries from sequence number ``start`` (or backwards from it), at most ``limit``.
+
+        Without ``start`` a forward read begins at the first entry and a reverse one at the
+        last, so ``journal(reverse=True, limit=3)`` is the newest three, newest first.
 
         Every link of the chain among the entries read, and to the entry before them, is
         checked, so an entry altered with a matching checksum is caught too (all but the last
         entry, which nothing after it vouches for).
 
+        Args:
+            start: a sequence number, 0..2**64-1 (entries count from 1).
+            reverse: newest first, from ``start`` down.
+            limit: at most this many entries (>= 0); ``None``: no limit.
+
         Raises:
+            ValidationError: ``start`` or ``limit`` is not an integer in range, ``reverse``
+                not a bool (checked when called, before anything is read).
             IntegrityError: an entry fails its checksum, does not decode, or breaks the chain.
         """
+        if start is None:
+            start = _U64_MAX if reverse else 1
+        start = argcheck.integer(start, "start", 0, _U64_MAX)
+        if limit is not None:  # more than the journal can hold is no limit
+            limit = min(argcheck.integer(limit, "limit", 0), sys.maxsize)
+        if type(reverse) is not bool:
+            raise ValidationError("reverse", "type", "must be True or False")
+        return iter(self._journal(start, reverse, limit))
+
+    def _journal(self, start: int, reverse: bool, limit: int | None) -> list[JournalEntry]:
         with self._kv.read() as txn:
-            scan = txn.scan(JOURNAL, start=journal_key(max(start, 0)), reverse=reverse)
+            scan = txn.scan(JOURNAL, start=journal_key(start), reverse=reverse)
             pairs = list(itertools.islice(scan, limit))
             if reverse:
                 pairs.reverse()
@@ -2620,7 +2717,7 @@ class Store:
             entries.append(entry)
         if reverse:
             entries.reverse()
-        yield from entries
+        return entries
 
     # -- search ------------------------------------------------------------------------------
 
@@ -2655,6 +2752,7 @@ class Store:
         Returns:
             How many memories were indexed.
         """
+        argcheck.callback(progress, "progress")
 
         def fn(txn: WriteTxn) -> int:
             total = len(_live_heads(txn)) if progress is not None else 0
@@ -2767,6 +2865,7 @@ class Store:
         Returns:
             The report; ``report.ok`` is true when nothing is wrong.
         """
+        argcheck.callback(progress, "progress")
         problems: list[Problem] = []
         add = problems.append
         heads: dict[MemoryId, Head] = {}
@@ -3040,6 +3139,55 @@ def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
         removed_at=rec.removed_at,
         removed_by=rec.removed_by,
     )
+
+
+def _check_task_id(task_id: object) -> None:
+    if not isinstance(task_id, str) or not task_id.strip() or len(task_id) > 256:
+        raise ValidationError("task", "required", "a task id is non-empty text (<= 256)")
+    argcheck.unicode(task_id, "task")
+
+
+def check_edge_neighbours(txn: ReadTxn, mid: MemoryId, base: bytes) -> None:
+    """Raise if an edge of ``mid`` lost its ``base`` half's key to damage (``e/from/``, ``e/to/``).
+
+    Keys carry no checksum. A damaged id byte in ``e/from/<mid>...`` moves the edge out of
+    ``mid``'s range: a scan of the range would silently miss it. Such a key stays where it was
+    in cursor order (damage in a page does not re-sort it), right before ``mid``'s range or where
+    the scan of the range stopped; and its twin in the other half still names ``mid``. So the
+    key just before the range and the key the scan stops at are checked: one whose twin, with
+    ``mid`` in place of its own id, holds the same record while ``mid``'s own key for that edge
+    is missing is ``mid``'s edge, damaged. (``verify`` finds every damaged edge key.)
+
+    Raises:
+        IntegrityError: naming the edge.
+    """
+    prefix = base + mid.bytes
+    keyspace = EDGE_FROM if base == EDGE_FROM else EDGE_TO
+    stop = next((k for k in txn.keys(keyspace, start=prefix) if not k.startswith(prefix)), None)
+    before = next(iter(txn.keys(keyspace, start=prefix, reverse=True)), None)
+    for key in (stop, before):
+        if key is None or len(key) != len(prefix) + 17:
+            continue
+        try:
+            src, et, dst = parse_edge_key(key)
+        except (CortexError, ValueError):
+            continue
+        if keyspace == EDGE_FROM:  # e/from/<src> et <dst>: the twin is e/to/<dst> et <mid>
+            other, end = src, dst
+            twin, own = edge_to_key(dst, et, mid), edge_from_key(mid, et, dst)
+        else:  # e/to/<dst> et <src>: the twin is e/from/<src> et <mid>
+            other, end = dst, src
+            twin, own = edge_from_key(src, et, mid), edge_to_key(mid, et, src)
+        if other == mid or txn.get(own) is not None:
+            continue
+        value = txn.get(key)
+        if value is not None and txn.get(twin) == value:
+            half = "e/from" if keyspace == EDGE_FROM else "e/to"
+            raise IntegrityError(
+                f"edge {mid if half == 'e/from' else end} {et.label} "
+                f"{end if half == 'e/from' else mid}: its {half} key is damaged (it names "
+                f"{other}); the store is damaged: run cortex verify and restore from a backup"
+            )
 
 
 def _check_tombstone(stone: Tombstone) -> None:

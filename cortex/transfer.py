@@ -9,8 +9,8 @@ every version's hash) before it writes anything, then writes it in one transacti
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import io
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -20,8 +20,9 @@ from typing import Any, Final, Literal
 import cbor2
 import msgspec
 
+from cortex import argcheck
 from cortex.api import Cortex
-from cortex.codec import HEAD, VERSION, decode_data, encode_data
+from cortex.codec import HEAD, VERSION, cbor_extent, decode_data, encode_data
 from cortex.enums import EdgeType, Sensitivity
 from cortex.episode import decode_episode, encode_episode
 from cortex.errors import (
@@ -34,7 +35,7 @@ from cortex.errors import (
 )
 from cortex.ids import MemoryId
 from cortex.ingest import visible_episode
-from cortex.jsonmap import from_plain, to_plain
+from cortex.jsonmap import from_plain, loads, to_plain
 from cortex.keys import (
     EDGE_FROM,
     SENS,
@@ -445,7 +446,8 @@ def export_store(
         raise ValidationError("encoding", "enum", f"must be jsonl or cbor, got {encoding!r}")
     if not isinstance(include_confidential, bool):
         raise ValidationError("include_confidential", "type", "must be True or False")
-    target = Path(path)
+    argcheck.callback(progress, "progress")
+    target = Path(argcheck.path(path, "path"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     size = 0
     try:
@@ -471,7 +473,8 @@ def export_store(
     except OSError as exc:
         raise CortexError(f"cannot write the export to {target}: {exc}") from exc
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # the name may be what failed (too long, ...)
+            tmp.unlink(missing_ok=True)
     return ExportReport(
         path=str(target),
         encoding=encoding,
@@ -593,9 +596,9 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
     for n, line in enumerate(lines, start=1):
         where = f"line {n}"
         try:
-            obj = json.loads(line)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise _refuse(where, f"not JSON ({exc})") from None
+            obj = loads(line, where)
+        except ValidationError as exc:
+            raise _refuse(where, f"not JSON ({exc.message})") from None
         if n == 1:
             store_format = _check_header(obj, "jsonl")
             if obj["version"] >= 2:
@@ -660,8 +663,6 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
 
 
 def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
-    stream = io.BytesIO(data)
-    decoder = cbor2.CBORDecoder(stream)
     memories: list[tuple[Head, list[Version]]] = []
     edges: list[Edge] = []
     episodes: list[Episode] = []
@@ -671,17 +672,24 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
     counts = {"memories": 0, "versions": 0, "edges": 0}
     store_format = 0
     n = 0
+    end = 0
     while True:
-        start = stream.tell()
+        start = end
         if start == len(data):
             raise _refuse(f"byte {start}", "the bundle is cut short (no trailer)")
         n += 1
         where = f"item {n} (byte {start})"
         try:
-            item = decoder.decode()
-        except (cbor2.CBORDecodeError, ValueError, TypeError, EOFError) as exc:
+            # its structure first (no tags, definite lengths, bounded nesting): no input
+            # reaches the decoder that could make it recurse deeply, loop or build cycles
+            end = cbor_extent(data, start)
+            raw = data[start:end]
+            item = cbor2.loads(raw)
+        except CodecError as exc:
             raise _refuse(where, f"not CBOR ({exc})") from None
-        if _cbor(item) != data[start : stream.tell()]:
+        except (cbor2.CBORDecodeError, ValueError, TypeError, OverflowError) as exc:
+            raise _refuse(where, f"not CBOR ({exc})") from None
+        if _cbor(item) != raw:
             raise _refuse(where, "not canonical CBOR")
         if n == 1:
             store_format = _check_header(item, "cbor")
@@ -716,7 +724,7 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
                 counts["episodes"] += 1
             elif kind == "end" and len(item) == 2:
                 _check_trailer(item[1], counts, hashlib.sha256(data[:start]).digest(), where)
-                if stream.tell() != len(data):
+                if end != len(data):
                     raise _refuse(where, "bytes follow the trailer")
                 break
             else:
@@ -724,7 +732,7 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
         except (CodecError, ValidationError) as exc:
             raise _refuse(where, str(exc)) from None
         if progress is not None:
-            progress(stream.tell(), len(data))
+            progress(end, len(data))
     return Bundle(
         encoding="cbor",
         store_format=store_format,
@@ -786,8 +794,9 @@ def import_bundle(
         ConflictError: the store holds a memory or edge of the same name with other records.
         CortexError: the file cannot be read.
     """
+    argcheck.callback(progress, "progress")
     try:
-        data = Path(path).read_bytes()
+        data = Path(argcheck.path(path, "path")).read_bytes()
     except OSError as exc:
         raise CortexError(f"cannot read {path}: {exc}") from exc
     bundle = read_bundle(data, progress=progress)

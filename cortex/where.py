@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from cortex.argcheck import MAX_DEPTH
 from cortex.enums import CodedEnum
 from cortex.errors import ValidationError
 from cortex.ids import MemoryId, Uri
@@ -46,6 +47,7 @@ from cortex.query import (
     Not,
     Or,
     Predicate,
+    check_depth,
 )
 
 __all__ = ["format_where", "parse_where"]
@@ -133,9 +135,12 @@ def _tokens(src: str) -> list[_Token]:
                     "quote it if it is text",
                 )
             text = m.group()
-            number: int | float = (
-                int(text) if re.fullmatch(r"-?\d+", text) else float(text)  # 1, -2 vs 1.5, 1e3
-            )
+            try:
+                number: int | float = (
+                    int(text) if re.fullmatch(r"-?\d+", text) else float(text)  # 1, -2 vs 1.5
+                )
+            except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+                raise _error(i, f"the number has {len(text)} digits; too long") from None
             out.append(_Token("number", text, number, i))
             i = end
             continue
@@ -180,6 +185,12 @@ class _Parser:
     def __init__(self, src: str) -> None:
         self.toks = _tokens(src)
         self.i = 0
+        self.depth = 0  # open "(" and "not" around the current token (argcheck.MAX_DEPTH)
+
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _error(self.tok.pos, f"nested deeper than {MAX_DEPTH} levels of 'not' and '('")
 
     @property
     def tok(self) -> _Token:
@@ -229,13 +240,18 @@ class _Parser:
 
     def not_expr(self) -> Predicate:
         if self.keyword("not"):
-            return Not(self.not_expr())
+            self.nest()
+            p: Predicate = Not(self.not_expr())
+            self.depth -= 1
+            return p
         return self.atom()
 
     def atom(self) -> Predicate:
         if self.punct("("):
+            self.nest()
             p = self.or_expr()
             self.expect(")", "')' to close the '('")
+            self.depth -= 1
             return p
         t = self.tok
         if t.kind != "word" or t.text.lower() in _KEYWORDS:
@@ -324,10 +340,15 @@ def format_where(p: Predicate) -> str:
             ``And``/``Or``, a value that is not text, a number, a bool or an aware time
             (enum members print as their labels), or a NaN or infinite number.
     """
+    check_depth(p)
+    return _format(p)
+
+
+def _format(p: Predicate) -> str:
     if isinstance(p, And | Or):
         if len(p.parts) < 2:
             if len(p.parts) == 1:
-                return format_where(p.parts[0])
+                return _format(p.parts[0])
             raise ValidationError("where", "empty", f"an empty {type(p).__name__}() has no syntax")
         word = " and " if isinstance(p, And) else " or "
         return word.join(_grouped(part) for part in p.parts)
@@ -349,7 +370,7 @@ def format_where(p: Predicate) -> str:
 
 
 def _grouped(p: Predicate) -> str:
-    text = format_where(p)
+    text = _format(p)
     return f"({text})" if isinstance(p, And | Or) and len(p.parts) > 1 else text
 
 

@@ -23,6 +23,7 @@ ORDER = (
     "_speedups",  # the optional C extension (its interface: _speedups.pyi); imports nothing
     "_version",
     "errors",
+    "argcheck",  # argument checks at the public boundary (types, ranges, valid Unicode)
     "enums",
     "ids",
     "records",

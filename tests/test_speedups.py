@@ -1,9 +1,11 @@
 """The C decoder (cortex._speedups) against the pure-Python strict decoder.
 
 The C path may only change speed: for every input both paths give an equal value of the same
-types, or the same error class and message. ``cortex._speedups.decode`` itself must accept
-exactly what the Python strict decoder accepts (it rejects by raising ``Reject`` only, and the
-wrappers then run the Python path for the message).
+types, or the same error class and message, and at the public boundary that error is a
+``CortexError`` on both paths (issue 20: agreeing on a raw ``TypeError`` is not enough).
+``cortex._speedups.decode`` itself must accept exactly what the Python strict decoder accepts
+(it rejects by raising ``Reject`` only, and the wrappers then run the Python path for the
+message).
 """
 
 from __future__ import annotations
@@ -40,9 +42,9 @@ from cortex.codec import (
     encode_version,
 )
 from cortex.enums import CodedEnum, MemoryType, SourceKind
-from cortex.errors import CodecError, ValidationError
+from cortex.errors import CodecError, CortexError, ValidationError
 from cortex.ids import MemoryId
-from cortex.records import Provenance, Version
+from cortex.records import Identity, Provenance, Version
 from tests.strategies import data_of_type, heads, versions
 
 sp = pytest.importorskip(
@@ -129,6 +131,7 @@ def check_codec(c: StructCodec[Any], data: Any) -> None:
         assert same(py[1], fast[1]), (data, py, fast)
     else:
         assert py[1] == fast[1]
+        assert issubclass(py[0], CortexError), py  # and so fast[0], the same class
     ok, value = _raw(c, data)
     assert ok == (py[0] == "ok"), (bytes(data).hex(), py)
     if ok:
@@ -145,6 +148,7 @@ def check_data(t: MemoryType, data: Any) -> None:
             assert same(py[1], fast[1])
         else:
             assert py[1] == fast[1]
+            assert issubclass(py[0], CortexError), py
     check_codec(DATA_CODECS[t], data)
 
 
@@ -665,8 +669,12 @@ def _module_speedups(module: Any, on: bool) -> Iterator[None]:
         module._USE_SPEEDUPS = old
 
 
-def _both(module: Any, fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)`` gives equal values of the same types, or the same error, on both paths."""
+def _both(module: Any, fn: Callable[..., Any], *args: Any, public: bool = False) -> None:
+    """``fn(*args)`` gives equal values of the same types, or the same error, on both paths.
+
+    With ``public`` (a call of the public surface) that error is a ``CortexError`` on both;
+    internal helpers may raise what their callers turn into one.
+    """
     outcomes = []
     for on in (False, True):
         with _module_speedups(module, on):
@@ -682,6 +690,7 @@ def _both(module: Any, fn: Callable[..., Any], *args: Any) -> None:
             assert [type(x) for x in py] == [type(x) for x in c]
     else:
         assert py == c
+        assert not public or issubclass(py_kind, CortexError), (args, outcomes)
 
 
 _ASCII = st.characters(max_codepoint=127)
@@ -756,6 +765,9 @@ def test_text_list_fields_agree(items: list[Any], as_tuple: bool) -> None:
     _both(codec, TAGS.enc, v)
     terms = DOC_CODEC.fields[2][3]
     _both(codec, terms.enc, v)
+    # and through the public encoders: a ValidationError naming the field on both paths
+    _both(codec, codec.encode_tags, v, public=True)
+    _both(codec, encode_data, Identity(name="n", roles=v), public=True)
 
 
 def test_encode_ascii_texts_arguments() -> None:
@@ -1101,6 +1113,8 @@ def test_sha256_arguments() -> None:
     for t in MemoryType:
         _both(hashing, hashing.content_hash, t, b"\xa1\x01\x02" * 30)
     _both(hashing, hashing.content_hash, MemoryType.FACT, bytearray(b"x"))  # hashlib's path
+    for t, data in ((None, b"x"), ("Fact", b"x"), (MemoryType.FACT, "x"), (99, b"")):
+        _both(hashing, hashing.content_hash, t, data, public=True)
 
 
 @given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
@@ -1112,7 +1126,7 @@ def test_unseal_is_the_checked_payload(payload: bytes, at: int, flip: int) -> No
     damaged = bytearray(sealed)
     damaged[at % len(damaged)] ^= flip
     for value in (sealed, bytes(damaged), sealed[:-1], b""):
-        _both(kv, kv.unseal, b"k", value)
+        _both(kv, kv.unseal, b"k", value, public=True)  # damage: IntegrityError on both
         whole = len(value) >= 5 and kv.seal(value[:-4]) == value
         assert sp.unseal(value) == (value[:-4] if whole else None)
     with pytest.raises(TypeError):
@@ -1440,3 +1454,89 @@ def test_sort_pairs_arguments() -> None:
         with pytest.raises(TypeError):
             sp.sort_pairs(pairs)
         assert pairs == bad  # untouched
+
+
+# -- the public boundary on both paths: the same CortexError, the store untouched (issue 20)
+
+
+@contextmanager
+def _every_speedup(on: bool) -> Iterator[None]:
+    """Every module's switch of the C accelerator, on or off."""
+    from cortex import hashing, keys, kv, lexical, postings, store, text
+
+    modules = [codec, hashing, keys, kv, lexical, postings, store, text]
+    old = [m._USE_SPEEDUPS for m in modules]
+    for m in modules:
+        m._USE_SPEEDUPS = on and m._USE_SPEEDUPS
+    try:
+        yield
+    finally:
+        for m, flag in zip(modules, old, strict=True):
+            m._USE_SPEEDUPS = flag
+
+
+def _hostile_write(draw: st.DrawFn) -> tuple[Any, dict[str, Any]]:
+    from tests.fuzz import data_arg, frames_arg, hostile, ints_arg, list_of, numbers_arg
+
+    data = draw(data_arg())
+    kw: dict[str, Any] = {}
+    if draw(st.booleans()):
+        kw["tags"] = draw(list_of(st.sampled_from(["a", "é", "t" * 64, "t" * 65, "\ud800", ""])))
+    if draw(st.booleans()):
+        kw["frames"] = draw(frames_arg())
+    if draw(st.booleans()):
+        kw["importance"] = draw(ints_arg(0, 10))
+    if draw(st.booleans()):
+        kw["confidence"] = draw(numbers_arg(0, 1))
+    if draw(st.booleans()):
+        kw["visibility"] = draw(st.sampled_from(["private", "scoped", 1, "nope"]) | hostile())
+    # an iterator would be used up by the first path: both get its items as a list
+    return data, {k: list(v) if isinstance(v, Iterator) else v for k, v in kw.items()}
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_writes_agree_and_refuse_alike(tmp_path_factory: pytest.TempPathFactory, data: Any) -> None:
+    """A write of the same (often hostile) input: the same records on both paths, or the same
+    CortexError on both with the store unchanged."""
+    from cortex import Cortex
+    from tests.qsupport import Clock, digest_of_store
+
+    data_, kw = _hostile_write(data.draw)
+    mid = MemoryId(bytes(range(16)))
+    outcomes = []
+    for on in (False, True):
+        root = tmp_path_factory.mktemp("parity")
+        with _every_speedup(on), Cortex.open(root / "s", actor="me", clock=Clock()) as cx:
+            before = digest_of_store(cx)
+            try:
+                cx.write(data_, id=mid, **kw)
+            except Exception as exc:
+                assert isinstance(exc, CortexError), (on, type(exc), exc)
+                assert digest_of_store(cx) == before
+                outcomes.append((type(exc), str(exc)))
+            else:
+                outcomes.append(("ok", digest_of_store(cx)))
+    assert outcomes[0] == outcomes[1], (data_, kw, outcomes)
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_decoders_refuse_alike(data: Any) -> None:
+    """Any bytes to the public decoders: the same value on both paths, or the same CortexError."""
+    from tests.fuzz import HOSTILE_CBOR
+
+    raw = data.draw(
+        st.sampled_from(HOSTILE_CBOR)
+        | st.binary(max_size=40)
+        | data_of_type(MemoryType.EVENT).map(encode_data)
+    )
+    t = data.draw(st.sampled_from(list(MemoryType)))
+    for fn, args in (
+        (decode_data, (t, raw)),
+        (decode_head, (raw,)),
+        (decode_version, (raw,)),
+    ):
+        py, fast = (_outcome(on, fn, *args) for on in (False, True))
+        assert py[0] == fast[0] and (py[0] == "ok" or py[1] == fast[1]), (fn, raw, py, fast)
+        assert py[0] == "ok" or issubclass(py[0], CortexError), (fn, raw, py)
