@@ -602,6 +602,10 @@ class Found(NamedTuple):
     """Whether pages cut off from the tree were searched for records."""
     ambiguous: list[bytes]
     """Keys found with different values on two cut-off pages (left out)."""
+    suspect: list[tuple[bytes | None, bytes | None]]
+    """Key ranges ``[lo, hi)`` (None: unbounded) of the live tree where records may have been
+    lost without a trace: those of pages that could not be read, and of leaf pages that did
+    not yield every node within their bounds. ``[(None, None)]`` when no tree could be read."""
 
 
 def _leaf_nodes(
@@ -655,6 +659,8 @@ class _Walked(NamedTuple):
     """Tree pages and the overflow runs of their values."""
     leaves: list[tuple[bytes, bytes | None, bytes | None]]
     """Each leaf page's bytes and the key bounds its parent gave it."""
+    lost: list[tuple[bytes | None, bytes | None]]
+    """The key bounds of the pages that could not be read (or were reached twice)."""
 
 
 def _walk(
@@ -672,7 +678,7 @@ def _walk(
     a stale copy of an older state. With ``bounded`` each child gets the key bounds of its
     parent's separators.
     """
-    out = _Walked(set(), [])
+    out = _Walked(set(), [], [])
     if tree.root == P_INVALID:
         return out
     psize = meta.psize
@@ -685,13 +691,16 @@ def _walk(
     while stack:
         pgno, depth, lo, hi = stack.pop()
         if pgno in out.reached or not 2 <= pgno < meta.next_pgno:
+            out.lost.append((lo, hi))  # a damaged pointer: the page it named is not reached
             continue
         if pgno in skip:
             note(pgno, "a branch page points at a free page")
+            out.lost.append((lo, hi))
             continue
         page = f.page(pgno)
         if len(page) < psize:
             note(pgno, "lies beyond the end of the file")
+            out.lost.append((lo, hi))
             continue
         out.reached.add(pgno)
         hpgno, _pad, flags, lower, _upper = _HDR.unpack_from(page, 0)
@@ -710,9 +719,11 @@ def _walk(
             continue
         if flags != P_BRANCH or hpgno != pgno or depth >= tree.depth or depth >= MAX_DEPTH:
             note(pgno, f"does not parse (flags {flags:#06x}, header page {hpgno})")
+            out.lost.append((lo, hi))
             continue
         if not PAGE_HEADER <= lower <= psize:
             note(pgno, f"a branch page with bound {lower}")
+            out.lost.append((lo, hi))
             continue
         nodes: list[tuple[int, bytes]] = []
         for i in range(PAGE_HEADER, lower, 2):
@@ -759,7 +770,7 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 problems.append(PageProblem(i, f"meta page {i} {m}"))
         meta = newest(metas)
         if meta is None:
-            return Found({}, problems, f.size // 4096, False, [])
+            return Found({}, problems, f.size // 4096, False, [], [(None, None)])
         f.psize = psize = meta.psize
         next_pgno = min(meta.next_pgno, -(-f.size // psize))
         # the free pages first: stale copies of older states, never read as records
@@ -774,9 +785,14 @@ def read_records(path: str | os.PathLike[str]) -> Found:
         free_ok = not free_problems
         before = len(problems)
         main = _walk(f, meta, meta.main, problems, skip=frozenset(free) if free_ok else frozenset())
+        suspect = list(main.lost)
         for page, lo, hi in main.leaves:
+            got = 0
             for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
                 records.setdefault(key, value)
+                got += 1
+            if got != _node_count(page, psize):  # a node dropped, or a key out of its bounds
+                suspect.append((lo, hi))
         want = meta.main.branch_pages + meta.main.leaf_pages + meta.main.overflow_pages
         cut_off = (
             len(problems) > before
@@ -802,7 +818,13 @@ def read_records(path: str | os.PathLike[str]) -> Found:
             for page, lo, hi in main.leaves:
                 for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
                     records.setdefault(key, value)
-        return Found(records, problems, meta.next_pgno, searched, ambiguous)
+        return Found(records, problems, meta.next_pgno, searched, ambiguous, suspect)
+
+
+def _node_count(page: bytes, psize: int) -> int:
+    """How many nodes a page's header says it holds (-1: a damaged bound)."""
+    lower = _HDR.unpack_from(page, 0)[3]
+    return (lower - PAGE_HEADER) >> 1 if PAGE_HEADER <= lower <= psize else -1
 
 
 def _orphans(

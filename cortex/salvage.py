@@ -21,7 +21,7 @@ import msgspec
 
 from cortex import argcheck
 from cortex.codec import HEAD, VERSION, StructCodec
-from cortex.enums import EdgeType, MemoryType
+from cortex.enums import EdgeType, MemoryType, Sensitivity
 from cortex.episode import check_episode, decode_episode
 from cortex.errors import CodecError, CortexError, IntegrityError, ValidationError
 from cortex.hashing import content_hash
@@ -40,13 +40,16 @@ from cortex.keys import (
     JOURNAL,
     LEX_DOC,
     SALIENCE,
+    SENS,
     VEC,
     edge_from_key,
     meta_key,
     parse_edge_key,
     parse_journal_key,
+    parse_sens_key,
     parse_type_key,
     parse_version_key,
+    prefix_end,
     salience_key,
     show_key,
     vec_key,
@@ -62,6 +65,7 @@ from cortex.pages import Found, read_records, short_path
 from cortex.pgkv import is_url
 from cortex.records import Episode, Head, Version
 from cortex.salience import SALIENCE_STATE
+from cortex.sensitivity import decode_level
 from cortex.store import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -85,7 +89,10 @@ __all__ = ["SalvageLoss", "SalvageReport", "salvage"]
 
 Progress = Callable[[str, int, int], None]
 
-_EPISODE_KINDS: Final = frozenset({JournalKind.EPISODE, JournalKind.EPISODE_PURGE})
+_EPISODE_KINDS: Final = frozenset(
+    {JournalKind.EPISODE, JournalKind.EPISODE_PURGE, JournalKind.EPISODE_UPDATE}
+)
+"""Journal kinds whose id names an episode (episode and memory ids are separate namespaces)."""
 _EDGE_KINDS: Final = frozenset({JournalKind.ADD_EDGE, JournalKind.REMOVE_EDGE})
 
 
@@ -124,6 +131,11 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
         vectors: stored vectors recovered.
         salience: use-counter records recovered.
         tasks: write-budget counts (``task/``) carried over as they were.
+        restricted: memories and episodes recovered as ``restricted`` because their level
+            could not be read (its record failed its checks, or the ``sens/`` keys lay on
+            damaged pages): salvage never lowers a level it cannot read (``specs/storage.md``
+            §10); the owner sees them and relabels them with ``update_head`` or
+            ``set_episode_sensitivity``.
         lost: what could not be recovered, by id.
         notes: anything else the caller should know.
         verify_ok: whether the new store verifies.
@@ -142,6 +154,7 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
     vectors: int
     salience: int
     tasks: int
+    restricted: int
     lost: tuple[SalvageLoss, ...]
     notes: tuple[str, ...]
     verify_ok: bool
@@ -193,6 +206,12 @@ class _Records:
         self.vectors_meta: VectorsMeta | None = None
         self.salience: dict[MemoryId, bytes] = {}
         self.tasks: dict[bytes, bytes] = {}
+        self.levels: dict[tuple[bool, MemoryId], Sensitivity] = {}
+        """Sensitivity levels read, by ``(is_episode, id)``."""
+        self.unreadable_levels: set[tuple[bool, MemoryId]] = set()
+        """Ids whose ``sens/`` record is there but fails its checks."""
+        self.labels_lost = False
+        """Whether a ``sens/`` record was found whose key does not parse."""
         self.format: FormatRecord | None = None
         self.seen = _Sightings()
         self.said: dict[MemoryId, _Said] = {}
@@ -283,6 +302,17 @@ class _Records:
             mid = MemoryId(key[len(SALIENCE) :])
             self._strict(SALIENCE_STATE, key, value)
             self.salience[mid] = value
+        elif key.startswith(SENS):
+            try:
+                which = parse_sens_key(key)
+            except CodecError:
+                self.labels_lost = True  # whose label it was cannot be told
+                raise
+            try:
+                self.levels[which] = decode_level(key, value)
+            except IntegrityError:
+                self.unreadable_levels.add(which)
+                raise
         elif key.startswith(TASK_PREFIX):
             if len(key) != len(TASK_PREFIX) + 16 or len(unseal(key, value)) != 8:
                 raise ValueError(key)
@@ -361,8 +391,9 @@ def salvage(
     Args:
         source: the damaged store's directory.
         dest: a new directory for the recovered store.
-        actor: the owner of the new store when the damaged one's ``meta/format`` is lost
-            (default: the recorded owner, else ``salvage``).
+        actor: the owner of the new store when neither the damaged one's ``meta/format`` nor
+            its journal's ``init`` entry survives (default ``salvage``); the recorded owner
+            always wins.
         progress: called as ``progress(step, done, total)``.
 
     Returns:
@@ -473,9 +504,18 @@ def salvage(
         )
     if not found.orphans_searched and found.problems:
         notes.append("pages cut off from the tree were not searched (see the damaged pages)")
-    owner = actor or (recs.format.owner if recs.format is not None else "salvage")
+    levels, episode_levels, restricted = _levels(found, recs, memories, episodes, notes)
+    owner = _owner(recs, actor)
     tick("write", 0, 1)
-    vectors, salience, tasks = _write(out, owner, memories, edges, episodes, recs, kept, notes)
+    vectors, salience, tasks = _write(
+        out,
+        owner,
+        (memories, edges, episodes),
+        (levels, episode_levels),
+        recs,
+        kept,
+        notes,
+    )
     tick("write", 1, 1)
     tick("verify", 0, 1)
     with Store.open(out, actor=owner, create=False) as new:
@@ -495,6 +535,7 @@ def salvage(
         vectors=vectors,
         salience=salience,
         tasks=tasks,
+        restricted=restricted,
         lost=tuple(lost),
         notes=tuple(notes),
         verify_ok=report.ok,
@@ -529,20 +570,91 @@ def _lost_memory(mid: MemoryId, why: str, recs: _Records) -> SalvageLoss:
     )
 
 
+def _owner(recs: _Records, actor: str | None) -> str:
+    """Who owns the new store: the damaged store's owner if anything still names it.
+
+    ``meta/format`` names it, or, when that record is lost, the journal's ``init`` entry;
+    else ``actor`` (or ``salvage``). The owner is the one reader who sees every memory
+    (``specs/query.md`` §3): a new owner would hide the old one's private and labelled
+    memories from it.
+    """
+    if recs.format is not None:
+        return recs.format.owner
+    init = next((e for e in recs.journal.values() if e.kind is JournalKind.INIT), None)
+    if init is not None:
+        return init.by
+    return actor or "salvage"
+
+
+def _levels(
+    found: Found,
+    recs: _Records,
+    memories: list[tuple[Head, list[Version]]],
+    episodes: list[Episode],
+    notes: list[str],
+) -> tuple[dict[MemoryId, Sensitivity], dict[MemoryId, Sensitivity], int]:
+    """The sensitivity of each recovered memory and episode, and how many became restricted.
+
+    A level is never lowered for want of reading it: a record whose ``sens/`` entry fails its
+    checks is ``restricted``, and so is every record without an entry when entries may have
+    been lost without a trace (the ``sens/`` keys lie in a key range of damaged pages, or an
+    entry's key is damaged or names nothing else the store names). Purged records hold none.
+    """
+    end = prefix_end(SENS)
+    uncertain = recs.labels_lost or any(
+        (lo is None or lo < end) and (hi is None or hi > SENS) for lo, hi in found.suspect
+    )
+    for is_episode, mid in list(recs.levels) + list(recs.unreadable_levels):
+        if mid not in (recs.seen.episodes if is_episode else recs.seen.memories):
+            uncertain = True  # a damaged key moved a level onto an id nothing else names
+    out: tuple[dict[MemoryId, Sensitivity], dict[MemoryId, Sensitivity]] = ({}, {})
+    restricted = 0
+    items = [
+        *(
+            (False, h.id, h.tombstone is not None and h.tombstone.purged_at is not None)
+            for h, _ in memories
+        ),
+        *((True, ep.id, ep.content is None) for ep in episodes),
+    ]
+    for is_episode, mid, purged in items:
+        if purged:
+            continue
+        level = recs.levels.get((is_episode, mid))
+        if level is None and ((is_episode, mid) in recs.unreadable_levels or uncertain):
+            level = Sensitivity.RESTRICTED
+            restricted += 1
+        if level is not None and level is not Sensitivity.INTERNAL:
+            out[is_episode][mid] = level
+    if restricted:
+        notes.append(
+            f"{restricted} memories and episodes were recovered as restricted: their "
+            "sensitivity could not be read (a sens/ record failed its checks, or lay on "
+            "damaged pages), and salvage never lowers a level. The owner sees them; relabel "
+            "with update_head(ref, sensitivity=...) or set_episode_sensitivity(id, ...)"
+        )
+    return out[0], out[1], restricted
+
+
 def _write(  # noqa: PLR0917 - private: the pieces of one salvage
     out: Path,
     owner: str,
-    memories: list[tuple[Head, list[Version]]],
-    edges: list[Edge],
-    episodes: list[Episode],
+    records: tuple[list[tuple[Head, list[Version]]], list[Edge], list[Episode]],
+    levels: tuple[dict[MemoryId, Sensitivity], dict[MemoryId, Sensitivity]],
     recs: _Records,
     kept: set[MemoryId],
     notes: list[str],
 ) -> tuple[int, int, int]:
     """Create the new store and write what was recovered: (vectors, use counters, tasks)."""
+    memories, edges, episodes = records
     try:
         with Store.open(out, actor=owner, create=True) as new:
-            new.import_records(memories, edges, episodes)
+            new.import_records(
+                memories,
+                edges,
+                episodes,
+                sensitivity=levels[0],
+                episode_sensitivity=levels[1],
+            )
             return new._kv.write(
                 lambda txn: _extras(new, txn, memories=memories, recs=recs, kept=kept, notes=notes)
             )

@@ -613,6 +613,88 @@ def test_salvage_carries_format_8(tmp_path: Path) -> None:
         assert cx.task_usage("t-1") == 2
 
 
+def _labelled(path: Path) -> dict[str, Any]:
+    """A store of labelled and unlabelled memories and an episode; the ids by label."""
+    with Cortex.open(path, actor="builder") as cx:
+        ids = {
+            level: cx.write(
+                Fact(statement=f"a {level} fact", subject="s", predicate=f"p{level}"),
+                sensitivity=level,
+            ).id
+            for level in ("public", "internal", "confidential", "restricted")
+        }
+        ep = cx.ingest("a confidential conversation " * 20, source="chat").episode
+        cx.set_episode_sensitivity(ep.id, "confidential")
+        for i in range(40):  # enough records that the sens/ keys get a leaf page of their own
+            cx.write(Fact(statement=f"filler {i} " + "f" * 600, subject="f", predicate=f"q{i}"))
+    return {**ids, "episode": ep.id}
+
+
+def _levels_of(path: Path, ids: dict[str, Any]) -> dict[str, str]:
+    with Cortex.open(path, actor="builder", create=False) as cx:
+        out = {k: cx.sensitivity(v).label for k, v in ids.items() if k != "episode"}
+        out["episode"] = cx.episode_sensitivity(ids["episode"]).label
+    return out
+
+
+def test_salvage_carries_sensitivity_levels(tmp_path: Path) -> None:
+    ids = _labelled(tmp_path / "src")
+    report = salvage(tmp_path / "src", tmp_path / "new")
+    assert report.complete and report.verify_ok and report.restricted == 0, report
+    assert _levels_of(tmp_path / "new", ids) == _levels_of(tmp_path / "src", ids)
+    assert _levels_of(tmp_path / "new", ids)["restricted"] == "restricted"
+
+
+def test_salvage_never_lowers_a_level_it_cannot_read(tmp_path: Path) -> None:
+    # a damaged sens/ value: that memory comes back restricted, the others as they were
+    ids = _labelled(tmp_path / "src")
+    lay = trials_tool.layout(tmp_path / "src")
+    key = b"sens/m/" + ids["public"].bytes
+    (page,) = lay.key_pages[key]
+    off, _length, _k = next(v for v in lay.values[page] if v[2] == key)
+    with open(tmp_path / "src" / "data.mdb", "r+b") as f:
+        f.seek(page * PSIZE + off)
+        f.write(bytes([0x04 ^ 0xFF]))  # the code byte: the checksum fails
+    report = salvage(tmp_path / "src", tmp_path / "new")
+    assert report.verify_ok and report.restricted == 1, report
+    got = _levels_of(tmp_path / "new", ids)
+    assert got["public"] == "restricted" and got["confidential"] == "confidential"
+    assert any("recovered as restricted" in n for n in report.notes)
+
+
+def test_salvage_restricts_every_unlabelled_record_when_labels_may_be_lost(
+    tmp_path: Path,
+) -> None:
+    # the leaf page holding the sens/ keys zeroed: no level can be trusted to be absent
+    ids = _labelled(tmp_path / "src")
+    lay = trials_tool.layout(tmp_path / "src")
+    (page,) = lay.key_pages[b"sens/m/" + ids["public"].bytes]
+    _zero(tmp_path / "src", page)
+    report = salvage(tmp_path / "src", tmp_path / "new")
+    assert report.verify_ok and report.restricted > 0, report
+    with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx, cx._kv.read() as txn:
+        recovered = {MemoryId(k[2:]) for k in txn.keys(b"m/")}
+    assert recovered and report.restricted >= 1
+    with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx:
+        assert {cx.sensitivity(m).label for m in recovered} == {"restricted"}
+
+
+def test_salvage_keeps_the_owner_when_meta_format_is_lost(store: Path, tmp_path: Path) -> None:
+    # the owner is the one reader who sees everything: the journal's init entry names it
+    lay = trials_tool.layout(store)
+    (page,) = lay.key_pages[b"meta/format"]
+    off, length, _k = next(v for v in lay.values[page] if v[2] == b"meta/format")
+    with open(store / "data.mdb", "r+b") as f:
+        f.seek(page * PSIZE + off + length // 2)
+        b = f.read(1)
+        f.seek(page * PSIZE + off + length // 2)
+        f.write(bytes([b[0] ^ 0x01]))
+    report = salvage(store, tmp_path / "new", actor="someone-else")
+    assert report.verify_ok and report.memories == 30, report
+    with Cortex.open(tmp_path / "new", actor=None, create=False) as cx:
+        assert cx.owner == "builder"
+
+
 def test_salvage_and_backup_take_directories_only(store: Path, tmp_path: Path) -> None:
     url = "postgresql://u@localhost/db?store=x"
     with pytest.raises(CortexError, match="LMDB directories"):

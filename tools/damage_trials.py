@@ -344,7 +344,7 @@ def child(store: str, ops: str, scratch: str) -> None:
                 dest = work / "salvaged"
                 shutil.rmtree(dest, ignore_errors=True)
                 rep = salvage(store, dest)
-                with Cortex.open(dest, actor="builder", create=False) as new:
+                with Cortex.open(dest, actor=None, create=False) as new:  # as its owner
                     mems = {str(m): _memory_digest(new, m, parts=True) for m in _all_heads(new)}
                 result = {
                     "verify_ok": rep.verify_ok,
@@ -615,6 +615,7 @@ def _salvage_outcome(
         m
         for m, d in r["memories"].items()
         if m not in base_mems
+        or "records" not in d  # a recovered memory its owner cannot read
         or d["records"] != base_mems[m]["records"]
         or not set(d["edges"]) <= set(base_mems[m]["edges"])
     ]
