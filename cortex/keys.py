@@ -30,6 +30,7 @@ __all__ = [
     "EDGE_TO",
     "EPISODE",
     "EPISODE_MEMORY",
+    "ERASURE",
     "HEAD",
     "IDX_ACTOR_OBJ",
     "IDX_FRAME",
@@ -50,6 +51,7 @@ __all__ = [
     "edge_to_key",
     "episode_key",
     "episode_memory_key",
+    "erasure_key",
     "frame_key",
     "frame_prefix",
     "head_key",
@@ -61,6 +63,7 @@ __all__ = [
     "obj_hash",
     "parse_episode_key",
     "parse_episode_memory_key",
+    "parse_erasure_key",
     "parse_lex_doc_key",
     "parse_lex_term_key",
     "parse_posting_key",
@@ -99,6 +102,8 @@ EPISODE: Final = b"ep/"
 """``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
 EPISODE_MEMORY: Final = b"prov/e/"
 """``prov/e/`` episode id16 + memory id16: a memory drawn from the episode (format 7)."""
+ERASURE: Final = b"er/"
+"""``er/`` u64(seq): the erasure record of the purge journalled at seq (format 8)."""
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
@@ -381,6 +386,17 @@ def parse_journal_key(key: bytes) -> int:
     return int.from_bytes(key[2:], "big")
 
 
+def erasure_key(seq: int) -> bytes:
+    """``er/`` u64(seq): the erasure record of the purge journalled at ``seq``."""
+    return ERASURE + _u64(seq)
+
+
+def parse_erasure_key(key: bytes) -> int:
+    """The journal sequence number of an erasure record's key."""
+    _expect(key, ERASURE, 8)
+    return int.from_bytes(key[len(ERASURE) :], "big")
+
+
 def vec_key(id_: MemoryId) -> bytes:
     """``vec/`` id16."""
     return VEC + id_.bytes
@@ -515,6 +531,8 @@ def show_key(key: bytes) -> str:
         if key.startswith(EPISODE_MEMORY):
             e, m = parse_episode_memory_key(key)
             return f"prov/e/{e}/{m}"
+        if key.startswith(ERASURE):
+            return f"er/{parse_erasure_key(key)}"
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

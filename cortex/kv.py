@@ -27,7 +27,7 @@ from cortex import scrub as _scrub
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.keys import prefix_end, show_key
 
-__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "Zeroed", "seal", "unseal"]
+__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
 try:
     from cortex import _speedups as _sp
@@ -144,6 +144,291 @@ class KV(Protocol):
 
     def read(self) -> Any:
         """A context manager giving a ``ReadTxn`` snapshot."""
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+
+    def copy(self, dest: str | os.PathLike[str]) -> None:
+        """Write a consistent, compacted copy to the new directory ``dest``."""
+
+    def close(self) -> None:
+        """Release the engine."""
+
+
+class _LmdbTxn:
+    """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
+
+    __slots__ = ("_cur", "_txn")
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self._txn = txn
+        self._cur: lmdb.Cursor | None = None
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        if not self._position(cur, prefix, start, reverse):
+            return None
+        k = bytes(cur.key())
+        return k if k.startswith(prefix) else None
+
+    def cursor(self) -> lmdb.Cursor:
+        """The transaction's cursor (set_range, key, value, next, prev, last).
+
+        For the C accelerator's batch walks (``cortex.postings.apply_many``); an engine without
+        such a cursor has no ``cursor`` method.
+        """
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        return cur
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        k0 = v0 = k1 = None
+        if cur.set_range(key):
+            if cur.key() == key:
+                k0, v0 = key, bytes(cur.value())
+                if cur.next():
+                    k1 = bytes(cur.key())
+            else:
+                k1 = bytes(cur.key())
+                if cur.prev():
+                    k0, v0 = bytes(cur.key()), bytes(cur.value())
+        elif cur.last():
+            k0, v0 = bytes(cur.key()), bytes(cur.value())
+        if k0 is not None and not k0.startswith(prefix):
+            k0 = v0 = None
+        if k1 is not None and not k1.startswith(prefix):
+            k1 = None
+        return k0, v0, k1
+
+    def get(self, key: bytes) -> bytes | None:
+        v = self._txn.get(key)
+        return None if v is None else bytes(v)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            # the iterators yield the current pair first; they run in C, and without
+            # ``buffers=True`` they yield bytes (copies), so nothing outlives the transaction
+            pairs = cast(
+                Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
+            )
+            for k, v in pairs:
+                if not k.startswith(prefix):
+                    return
+                yield k, v
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            keys = cast(
+                Iterator[bytes],
+                cur.iterprev(values=False) if reverse else cur.iternext(values=False),
+            )
+            for k in keys:
+                if not k.startswith(prefix):
+                    return
+                yield k
+
+    @staticmethod
+    def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:
+        if not reverse:
+            return bool(cur.set_range(start if start is not None and start > prefix else prefix))
+        # reverse: land on the last key <= bound
+        bound = start
+        if bound is not None and not bound.startswith(prefix):
+            # a start outside the prefix lies wholly before or after its keys; landing on the
+            # last key <= start would stop at a key of some other prefix in between
+            if bound < prefix:
+                return False
+            bound = None
+        if bound is None:
+            end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+            if end is None or not cur.set_range(end):
+                return bool(cur.last())
+            return bool(cur.prev())
+        if cur.set_range(bound):
+            if cur.key() == bound:
+                return True
+            return bool(cur.prev())
+        return bool(cur.last())
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        return bool(self._txn.put(key, value, overwrite=overwrite))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self._txn.delete(key))
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        # one call into the engine for the whole batch; in key order LMDB's inserts stay local
+        with self._txn.cursor() as cur:
+            cur.putmulti(items)
+
+    def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        with self._txn.cursor() as cur:
+            return int(cur.putmulti(items, overwrite=False)[1])
+
+
+class _Gate:
+    """Counts this process's live transactions so that a remap of the map waits for none.
+
+    LMDB's ``mdb_env_set_mapsize`` unmaps and remaps the file: any transaction of this process
+    still running (another thread's reader, or a writer that took the lock meanwhile) would then
+    read unmapped memory. py-lmdb leaves that check to the caller.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a plain lock: its with-statement costs no Python call
+        self._cond = threading.Condition(self._lock)
+        self._active = 0
+        self._remapping = False
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        with self._lock:
+            while self._remapping:
+                self._cond.wait()
+            self._active += 1
+        mine = self._mine
+        mine.n = getattr(mine, "n", 0) + 1
+
+    def leave(self) -> None:
+        self._mine.n -= 1
+        with self._lock:
+            self._active -= 1
+            if not self._active and self._remapping:  # a remap waits for the last one
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if getattr(self._mine, "n", 0):
+            raise CortexError(
+                "the map must be resized while this thread holds a transaction of the same "
+                "store; end the transaction first"
+            )
+        with self._cond:
+            while self._remapping:
+                self._cond.wait()
+            self._remapping = True
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._remapping = False
+                self._cond.notify_all()
+
+
+class _Read:
+    """``LmdbKV.read()``: begins a read transaction on entry, ends it on exit."""
+
+    __slots__ = ("_kv", "_txn")
+
+    def __init__(self, kv: LmdbKV) -> None:
+        self._kv = kv
+        self._txn: lmdb.Transaction | None = None
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        self._txn = kv._begin(write=False)
+        return _LmdbTxn(self._txn)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        txn, self._txn = self._txn, None
+        try:
+            if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
+                raise _wrap(exc) from exc
+        finally:
+            if txn is not None:
+                txn.abort()
+                self._kv._gate.leave()
+
+
+class LmdbKV:
+    """LMDB as the ordered KV engine.
+
+    Durable by default: every commit is fsynced (data and meta pages). ``metasync=False`` skips
+    the flush of the meta page: a commit is then at risk until the next durable commit, and an
+    operating-system crash (not a process crash) may roll back the last transaction(s), but the
+    store is never corrupted. The map grows by doubling when full, without failing the write.
+    Several threads and processes may use one store; an environment inherited across ``fork()``
+    must not be used: the child reopens the store.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = _MIN_MAP,
+        create: bool = True,
+        epoch_prefix: bytes | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._metasync = metasync
+        self._epoch_prefix = epoch_prefix
+        self._epoch_seen: Any = _NEVER
+        if not readonly and create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        elif not (self.path / "data.mdb").exists():
+            raise CortexError(f"no store at {self.path} (data.mdb missing)")
+        self._pid = os.getpid()
+        self._gate = _Gate()
+        self._env = self._open(max(map_size, _MIN_MAP), create=create and not readonly)
+
+    def _open(self, map_size: int, *, create: bool) -> lmdb.Environment:
+        try:
+            env = lmdb.open(
+                str(self.path),
+                map_size=map_size,
+                subdir=True,
+                readonly=self.readonly,
+                metasync=self._metasync,
+                sync=True,
+                lock=True,
+                max_dbs=0,
+                max_readers=256,
+                create=create,
+                max_spare_txns=4,
+            )
+            if not self.readonly:
+                env.reader_check()  # clear reader slots of processes that died
+        except lmdb.Error as exc:
+            raise CortexError(f"cannot open the store at {self.path}: {exc}") from exc
+        return env
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            raise CortexError(
+                "this store was opened before fork(); an LMDB environment must not cross a fork: "
+                "open the store in a process started with spawn (multiprocessing) or after exec"
+            )
+
+    def read(self) -> _Read:
+        """A read snapshot, as a context manager (keep it short: it pins pages until it ends)."""
+        return _Read(self)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
@@ -310,8 +595,8 @@ class KV(Protocol):
             delay = min(delay * 2, 0.05)
 
     @contextmanager
-    def _file_under_lock(self) -> Iterator[tuple[int, Any, int, int]]:
-        """``(fd, mmap, page size, oldest)`` of ``data.mdb`` while this process holds LMDB's
+    def _file_under_lock(self) -> Iterator[tuple[int, Any, int, int, list[tuple[int, int]]]]:
+        """``(fd, mmap, page size, oldest, snapshots)`` of ``data.mdb`` while this process holds LMDB's
         writer lock (an empty write transaction): no commit changes the file meanwhile.
 
         ``oldest`` is LMDB's own bound for reusing a free page: the smaller of the last
@@ -326,12 +611,13 @@ class KV(Protocol):
         buf: mmap.mmap | None = None
         try:
             last = self.last_txnid()
-            oldest = min([last, *(t for _, t in self.snapshots())])
+            snapshots = self.snapshots()
+            oldest = min([last, *(t for _, t in snapshots)])
             psize = int(self._env.stat()["psize"])
             fd = os.open(self.path / "data.mdb", os.O_RDWR)
             size = os.fstat(fd).st_size
             buf = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            yield fd, buf, psize, oldest
+            yield fd, buf, psize, oldest, snapshots
         except lmdb.Error as exc:
             raise _wrap(exc) from exc
         except OSError as exc:
@@ -355,18 +641,17 @@ class KV(Protocol):
             LayoutError: the file does not parse as LMDB 0.9 (nothing is written).
             CortexError: the store is read-only or the file cannot be written.
         """
-        with self._file_under_lock() as (fd, buf, psize, oldest):
+        with self._file_under_lock() as (fd, buf, psize, oldest, snapshots):
             layout = _scrub.read_layout(buf, psize, len(buf), oldest)
             counts = _scrub.zero(fd, buf, layout)
-            holding = [(pid, t) for pid, t in self.snapshots() if t < layout.meta.txnid]
-        return counts, holding
+        return counts, snapshots
 
     def inspect(self, fn: Callable[[Any, _scrub.Layout], T]) -> T:
         """Run ``fn(buffer, layout)`` on ``data.mdb`` under the writer lock (for an audit).
 
         ``buffer`` is a read-only map of the file, valid only during the call.
         """
-        with self._file_under_lock() as (_, buf, psize, oldest):
+        with self._file_under_lock() as (_, buf, psize, oldest, _snapshots):
             return fn(buf, _scrub.read_layout(buf, psize, len(buf), oldest))
 
     def copy(self, dest: str | os.PathLike[str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ from typing import Any, Final, Literal, Self
 import cbor2
 import msgspec
 
-from cortex import evidence, lexical
+from cortex import erasure, evidence, lexical
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -59,10 +60,19 @@ from cortex.enums import (
     Visibility,
 )
 from cortex.episode import check_episode, decode_episode, encode_episode, purged
+from cortex.erasure import (
+    ERASURE_CODEC,
+    SCRUB_CODEC,
+    ErasureKind,
+    ErasureRecord,
+    ScrubMark,
+    ScrubReport,
+)
 from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
+    ErasurePendingError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -93,6 +103,7 @@ from cortex.keys import (
     edge_to_key,
     episode_key,
     episode_memory_key,
+    erasure_key,
     head_key,
     index_keys,
     journal_key,
@@ -100,6 +111,7 @@ from cortex.keys import (
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
+    parse_erasure_key,
     parse_journal_key,
     parse_version_key,
     pin_key,
@@ -111,6 +123,7 @@ from cortex.keys import (
 )
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
+from cortex.keys import ERASURE as ERASURE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.kv import LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
@@ -125,6 +138,7 @@ from cortex.records import (
     Head,
     Identity,
     Provenance,
+    SourceRef,
     Tombstone,
     Version,
 )
@@ -163,14 +177,17 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 7
+FORMAT_VERSION: Final = 8
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
-format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds).
-``cortex.migrate`` upgrades older formats.
+format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
+format 8 erasure records (``er/``, ``meta/scrub``). ``cortex.migrate`` upgrades older formats.
 """
+ERASURE_FEATURE: Final = "erasure-records"
+"""Format 8: ``er/`` erasure records (what a purge erased, as needles), ``meta/scrub``, and the
+content hash of the erased current version on ``purge`` journal entries."""
 EPISODES_FEATURE: Final = "episodes"
 """Format 7: ``ep/`` episode records, the ``prov/e/`` index, journal kinds episode and
 episode_purge (``specs/episodes.md``)."""
@@ -191,12 +208,15 @@ FEATURES: Final = frozenset(
         lexical.STEM_FEATURE,
         lexical.BLOCKS_FEATURE,
         EPISODES_FEATURE,
+        ERASURE_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
+SCRUB_KEY: Final = b"meta/scrub"
+"""The last erasure step (``erasure.ScrubMark``, format 8)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -867,7 +887,14 @@ class Store:
                 _short.enc(actor)
             except _Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
-        kv = LmdbKV(path, readonly=readonly, metasync=metasync, map_size=map_size, create=create)
+        kv = LmdbKV(
+            path,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            create=create,
+            epoch_prefix=ERASURE_PREFIX,  # an erasure renews every writer's page buffers
+        )
         try:
             return cls(kv, actor, clock=clock, **options)
         except BaseException:
@@ -1322,30 +1349,49 @@ class Store:
         prefix = EPISODE_MEMORY_PREFIX + eid.bytes
         return [parse_episode_memory_key(k)[1] for k in txn.keys(prefix)]
 
-    def _purge_episode(self, eid: MemoryId, reason: str, by: str | None = None) -> Episode:
+    def _purge_episode(
+        self,
+        eid: MemoryId,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Episode:
         """Erase an episode's text and chunks; its hash, times and links stay. Idempotent.
+
+        Writes an erasure record; with ``scrub`` runs the erasure step (as ``purge``).
 
         Raises:
             NotFoundError: no such episode.
-            ValidationError: an empty reason.
+            ValidationError: an empty reason, or a negative ``wait``.
+            ErasurePendingError: as for ``purge``.
         """
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "required", "say why the episode is erased")
+        _check_wait(wait)
         now = self._now()
+        who = by if by is not None else self.actor
 
         def txn_fn(txn: WriteTxn) -> Episode:
             ep = self._episode(txn, eid)
             if ep.content is None:
                 return ep
             gone = purged(ep, now)
-            evidence.unindex_episode(txn, ep)
-            txn.put(episode_key(eid), _seal(encode_episode(gone)))
-            _Journal(txn, now, by if by is not None else self.actor).append(
+            rec = erasure.Recorder(txn)
+            evidence.unindex_episode(rec, ep)
+            rec.put(episode_key(eid), _seal(encode_episode(gone)))
+            entry = _Journal(txn, now, who).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
+            fragments, kept = rec.changes()
+            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash],
+                         fragments, kept)
             return gone
 
         result: Episode = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"episode {eid}", wait)
         return result
 
     def update(
@@ -1502,8 +1548,19 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def tombstone(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        erase: bool = False,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """Retire a memory: hidden from search, still resolvable for audit. Idempotent.
+
+        With ``erase`` the memory is purged instead (``purge``, with its erasure step): its
+        content leaves every record and every file of the store.
 
         Returns:
             The memory's tombstone (the existing one if it was already tombstoned).
@@ -1511,7 +1568,10 @@ class Store:
         Raises:
             NotFoundError: no such memory.
             ValidationError: ``reason`` is empty.
+            ErasurePendingError: with ``erase``, as for ``purge``.
         """
+        if erase:
+            return self.purge(ref, reason, by, scrub=True, wait=wait)
         mid = _as_id(ref, "uri")
         now = self._now()
         stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
@@ -1538,21 +1598,47 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def purge(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """Erase a memory's content: the data, forms, tags and frames of every version go.
 
         The hashes, the tombstone and the journal stay, so the store can still prove the
         memory existed and was erased; ``verify`` passes. Tombstones the memory if needed.
-        Idempotent.
+        Idempotent. Provenance keeps only its kind, the URIs it was derived from and the
+        spans of episodes it was drawn from. An erasure record (``er/``) keeps fingerprints
+        of every record the purge removed or rewrote, for ``verify_erasure``.
+
+        With ``scrub`` (the default) the erasure step (``scrub``) runs before it returns: no
+        byte of the erased content is then left in any file of the store directory
+        (``specs/storage.md`` §9). Without it the bytes stay in freed pages until the next
+        ``scrub``.
+
+        Args:
+            ref: the memory.
+            reason: why (journalled).
+            by: who asked (default: this handle's actor).
+            scrub: run the erasure step now.
+            wait: seconds the erasure step waits for read snapshots older than the purge.
 
         Raises:
             NotFoundError: no such memory.
-            ValidationError: ``reason`` is empty.
+            ValidationError: ``reason`` is empty, or ``wait`` is negative.
+            ErasurePendingError: the memory is purged, but a snapshot opened before the purge
+                still holds pages with its bytes after ``wait`` seconds (or the erasure step
+                failed); run ``scrub`` once it ends.
         """
         mid = _as_id(ref, "uri")
         now = self._now()
         who = by if by is not None else self.actor
         _check_tombstone(Tombstone(reason=reason, at=now, by=who))
+        _check_wait(wait)
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
             head = self._head(txn, mid)
@@ -1570,28 +1656,110 @@ class Store:
                 embedding_ref=None,
                 last_updated_at=now,
             )
+            rec = erasure.Recorder(txn)
+            hashes: list[bytes] = []
+            current_hash: bytes | None = None
             for key, value in list(txn.scan(version_prefix(mid))):
                 v: Version = _trusted(VERSION, key, value)
-                erased = msgspec.structs.replace(v, data=None, forms=None)
-                txn.put(key, _seal(VERSION.encode(erased, "version")))
+                hashes.append(v.hash)
+                if v.version == head.current_version:
+                    current_hash = v.hash
+                erased = msgspec.structs.replace(
+                    v, data=None, forms=None, provenance=_erased_provenance(v.provenance)
+                )
+                rec.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
             _set_pin(txn, head, False)  # the data is erased
-            lex = Indexer(txn)
+            lex = Indexer(rec)
             if lex.remove(mid):  # absent already when the memory was tombstoned first
                 lex.flush()
-            txn.delete(vec_key(mid))
+            rec.delete(vec_key(mid))
             txn.delete(salience_key(mid))
-            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
-            _Journal(txn, now, self.actor).append(
+            rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            entry = _Journal(txn, now, self.actor).append(
                 JournalKind.PURGE,
                 id=mid,
                 type=head.type,
                 version=head.current_version,
+                hash=current_hash,
                 reason=reason,
             )
+            fragments, kept = rec.changes()
+            old_vec = rec.before.get(vec_key(mid))
+            if old_vec is not None:
+                fragments += _sidecar_copies(vec_key(mid), old_vec)
+            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, fragments, kept)
             return stone
 
-        return self._kv.write(txn_fn)
+        stone: Tombstone = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"memory {mid}", wait)
+        return stone
+
+    def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+        """The erasure step: zero every byte of the store's files that no reader can read again.
+
+        Commits ``meta/scrub`` (so that the pages the last commits released from the previous
+        meta page's tree may be reused), waits up to ``wait`` seconds for read snapshots older
+        than that, then, holding the writer lock (writers wait, readers go on), overwrites with
+        zeros every free page LMDB may reuse, every page gap and the unused end of every large
+        value (``cortex.scrub``). A kill at any point leaves the store consistent.
+
+        Returns:
+            What it did; ``complete`` is False when a snapshot older than the step still held
+            pages after ``wait`` seconds (run it again once the snapshot ends).
+
+        Raises:
+            ValidationError: ``wait`` is negative.
+            CortexError: the store is read-only, the host is not 64-bit little-endian, or
+                ``data.mdb`` does not parse as LMDB 0.9 (then nothing is written).
+        """
+        _check_wait(wait)
+        started = time.perf_counter()
+        now = self._now()
+
+        def mark(txn: WriteTxn) -> None:
+            raw = txn.get(SCRUB_KEY)
+            count = 1 if raw is None else _trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
+            record = ScrubMark(at=now, by=self.actor, count=count)
+            txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
+
+        self._kv.write(mark)
+        target = self._kv.last_txnid() - 1
+        self._kv.wait_for_snapshots(target, wait)
+        counts, snapshots = self._kv.zero_unused()
+        holding = tuple(sorted((pid, t) for pid, t in snapshots if t <= target))
+        return ScrubReport(
+            complete=not holding,
+            free_pages=counts.free_pages,
+            free_pages_zeroed=counts.free_pages_zeroed,
+            held_pages=counts.held_pages,
+            gaps_zeroed=counts.gaps_zeroed,
+            tails_zeroed=counts.tails_zeroed,
+            beyond_pages_zeroed=counts.beyond_pages_zeroed,
+            bytes_zeroed=counts.bytes_zeroed,
+            holding=holding,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _erase_now(self, what: str, wait: float) -> ScrubReport:
+        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete."""
+        try:
+            report = self.scrub(wait=wait)
+        except CortexError as exc:
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but the erasure step failed: "
+                f"{exc}; its bytes stay in freed pages until `cortex scrub` succeeds"
+            ) from exc
+        if not report.complete:
+            pids = ", ".join(f"pid {pid} (txn {t})" for pid, t in report.holding)
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but read snapshots opened "
+                f"before the purge still hold pages with its bytes after {wait:g} s: {pids}; "
+                "run `cortex scrub` (Store.scrub()) once they end, or purge again",
+                report,
+            )
+        return report
 
     # -- import and backup -------------------------------------------------------------------
 
@@ -2480,3 +2648,54 @@ def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, 
 
 EPISODE_SESSION: Final = "episode:"
 """A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
+
+
+def _check_wait(wait: object) -> None:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+        raise ValidationError("wait", "range", f"must be a number of seconds >= 0, got {wait!r}")
+
+
+def _erased_provenance(p: Provenance) -> Provenance:
+    """A purged version's provenance: its kind, the URIs it was derived from and the episode
+    spans it was drawn from (ids and offsets); session ids and message ids are caller text."""
+    sources = tuple(
+        SourceRef(session_id=src.session_id, span=src.span)
+        for src in p.sources
+        if episode_source(Provenance(source=p.source, sources=(src,))) is not None
+    )
+    return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
+
+
+def _sidecar_copies(key: bytes, value: bytes) -> list[bytes]:
+    """The vector of a ``vec/`` record as the vector index cache holds it (hnswlib scales it
+    to unit length once more, in float32), for the erasure record's needles."""
+    try:
+        rec = VECTOR_RECORD.decode(_unseal(key, value), "vector")
+    except (IntegrityError, CodecError):
+        return []
+    return [erasure.sidecar_copy(rec.vector)]
+
+
+def _put_erasure(
+    txn: WriteTxn,
+    seq: int,
+    kind: ErasureKind,
+    mid: MemoryId,
+    at: datetime,
+    by: str,
+    hashes: Sequence[bytes],
+    fragments: list[bytes],
+    kept: list[bytes],
+) -> None:
+    record = ErasureRecord(
+        seq=seq,
+        kind=kind,
+        id=mid,
+        at=at,
+        by=by,
+        hashes=tuple(hashes),
+        needles=erasure.needles_of(fragments, kept),
+        records=len(fragments),
+        size=sum(len(f) for f in fragments),
+    )
+    txn.put(erasure_key(seq), _seal(ERASURE_CODEC.encode(record, "erasure")))

@@ -1,0 +1,487 @@
+"""Erasure records: what a purge removed, kept as fingerprints an auditor searches files for.
+
+A purge journals what it erased (ids, content hashes) and writes one erasure record
+(``er/`` seq, ``specs/storage.md`` §9) holding *needles*: fingerprints of 16-byte windows of
+every stored record the purge deleted or rewrote, taken 16 bytes apart (the bytes a leftover
+copy in a free page, a page gap or a cache file would show). A fingerprint is a 32-bit
+window hash (fast to compute at every offset of a file) and a keyed 64-bit BLAKE2b of the
+window (to confirm a match). The record holds no content: it lets someone holding the store
+test a guess of a whole 16-byte run of what was erased, as the content hash of each version
+(kept since format 1) lets them test a guess of the whole version; it cannot be read back.
+
+``scan`` slides over a file and reports every offset where a needle's window occurs. Any
+leftover run of at least 31 bytes of an erased record contains a needle's window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from cortex.codec import StructCodec, _Bytes, _Enum, _Id, _Int, _List, _Text, _time
+from cortex.enums import CodedEnum
+from cortex.errors import CortexError
+from cortex.ids import MemoryId
+from cortex.kv import WriteTxn
+
+__all__ = [
+    "ERASURE_CODEC",
+    "SCRUB_CODEC",
+    "WINDOW",
+    "ErasureKind",
+    "ErasureRecord",
+    "ErasureReport",
+    "Needles",
+    "Residue",
+    "ScrubMark",
+    "ScrubReport",
+    "Recorder",
+    "needles_of",
+    "sidecar_copy",
+    "window_hashes",
+]
+
+WINDOW: Final = 16
+"""Bytes per fingerprinted window."""
+MAX_NEEDLES: Final = 65536
+"""Needles per record at most; a larger erasure (a big episode) spaces them further apart."""
+NEEDLE_SIZE: Final = 12  # 4 bytes of window hash, 8 of BLAKE2b
+_PERSON: Final = b"cortex.erase.v1"
+_P: Final = 0x9E3779B1  # odd, so invertible modulo 2**32
+_Q: Final = pow(_P, -1, 1 << 32)
+_TABLE: Final = np.array(
+    [
+        int.from_bytes(hashlib.sha256(b"cortex.erasure.table.v1" + bytes([i])).digest()[:4], "big")
+        for i in range(256)
+    ],
+    dtype=np.uint32,
+)
+_CHUNK: Final = 1 << 14  # window hashes per numpy pass: the arrays stay in cache
+_BITS: Final = 24
+
+
+def _powers(base: int, n: int) -> npt.NDArray[np.uint32]:
+    out = np.empty(n, dtype=np.uint32)
+    out[0] = 1
+    out[1:] = base
+    return np.cumprod(out, dtype=np.uint32)
+
+
+_QPOW: Final = _powers(_Q, _CHUNK + WINDOW)
+_PPOW: Final = _powers(_P, _CHUNK + WINDOW)
+
+
+def window_hashes(data: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint32]:
+    """The 32-bit hash of every ``WINDOW``-byte window of ``data`` (``len - WINDOW + 1``).
+
+    ``h(w) = sum(T[w[j]] * Q**j) mod 2**32`` for a fixed random table ``T``: position-free, so
+    a prefix sum gives every window in a few array passes.
+    """
+    n = len(data)
+    if n < WINDOW:
+        return np.zeros(0, dtype=np.uint32)
+    out = np.empty(n - WINDOW + 1, dtype=np.uint32)
+    for start in range(0, n - WINDOW + 1, _CHUNK):
+        part = data[start : min(n, start + _CHUNK + WINDOW - 1)]
+        m = len(part)
+        t = np.take(_TABLE, part)
+        t *= _QPOW[:m]
+        s = np.empty(m + 1, dtype=np.uint32)
+        s[0] = 0
+        np.cumsum(t, out=s[1:])
+        x = s[WINDOW:] - s[:-WINDOW]
+        x *= _PPOW[: m - WINDOW + 1]
+        out[start : start + len(x)] = x
+    return out
+
+
+def _confirm(window: bytes) -> bytes:
+    return hashlib.blake2b(window, digest_size=8, person=_PERSON).digest()
+
+
+def needles_of(fragments: Iterable[bytes], kept: Iterable[bytes] = ()) -> bytes:
+    """The packed needles of ``fragments``, leaving out windows that occur in ``kept``.
+
+    ``fragments`` are the stored bytes an erasure removed (a key and its old value); ``kept``
+    the bytes it wrote in their place (a rewritten record's key and new value), whose windows
+    are not evidence of anything. Windows start every ``WINDOW`` bytes, and one ends at each
+    fragment's end; when there would be more than ``MAX_NEEDLES`` they start further apart.
+    """
+    frags = [f for f in fragments if len(f) >= WINDOW]
+    if not frags:
+        return b""
+    seen = {k[i : i + WINDOW] for k in kept for i in range(len(k) - WINDOW + 1)}
+    total = sum(len(f) // WINDOW + 1 for f in frags)
+    stride = WINDOW * max(1, -(-total // MAX_NEEDLES))
+    out: dict[bytes, None] = {}
+    for f in frags:
+        hashes = window_hashes(np.frombuffer(f, dtype=np.uint8))
+        starts = list(range(0, len(f) - WINDOW + 1, stride))
+        if starts[-1] != len(f) - WINDOW:
+            starts.append(len(f) - WINDOW)
+        for i in starts:
+            w = f[i : i + WINDOW]
+            if w in seen or len(set(w)) < 3:  # shared, or a run like 16 zero bytes
+                continue
+            out[int(hashes[i]).to_bytes(4, "big") + _confirm(w)] = None
+            if len(out) >= MAX_NEEDLES:
+                return b"".join(out)
+    return b"".join(out)
+
+
+def sidecar_copy(vector: bytes) -> bytes:
+    """A stored float32 vector as the hnswlib cache holds it: scaled to unit length by the
+    index (numpy), then again by hnswlib (a float32 sum in order, ``1 / (sqrt + 1e-30)``)."""
+    v = np.frombuffer(vector, dtype="<f4")
+    if not len(v) or not np.isfinite(v).all():
+        return b""
+    row = v[None, :]
+    norms = np.linalg.norm(row, axis=1)
+    if not norms[0] > 0:
+        return b""
+    unit = np.ascontiguousarray(row / norms[:, None], dtype=np.float32)[0]
+    acc = np.float32(0.0)
+    for x in unit:
+        acc = np.float32(acc + np.float32(x * x))
+    scale = np.float32(1.0) / (np.float32(np.sqrt(acc)) + np.float32(1e-30))
+    return (unit * scale).astype("<f4").tobytes()
+
+
+class ErasureKind(CodedEnum):
+    """What an erasure record erased."""
+
+    MEMORY = 0x01
+    EPISODE = 0x02
+
+
+class ErasureRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``er/`` u64(seq): what the purge journalled at ``seq`` erased, as needles.
+
+    Attributes:
+        seq: the journal entry of the purge (kind ``purge`` or ``episode_purge``).
+        kind: a memory or an episode.
+        id: its id.
+        at: when it was erased.
+        by: who erased it.
+        hashes: the content hashes of what was erased (every version's; the episode's).
+        window: bytes per fingerprinted window (``WINDOW``).
+        needles: ``NEEDLE_SIZE``-byte needles: a 32-bit window hash then 8 bytes of BLAKE2b.
+        records: stored records the purge deleted or rewrote.
+        size: their bytes before (keys and values).
+    """
+
+    seq: int
+    kind: ErasureKind
+    id: MemoryId
+    at: datetime
+    by: str
+    hashes: tuple[bytes, ...] = ()
+    window: int = WINDOW
+    needles: bytes = b""
+    records: int = 0
+    size: int = 0
+
+
+ERASURE_CODEC: Final = StructCodec(
+    ErasureRecord,
+    [
+        ("seq", _Int(1)),
+        ("kind", _Enum(ErasureKind)),
+        ("id", _Id()),
+        ("at", _time),
+        ("by", _Text(256)),
+        ("hashes", _List(_Bytes(32, exact=32), max_items=1 << 24)),
+        ("window", _Int(1, 4096)),
+        ("needles", _Bytes(NEEDLE_SIZE * MAX_NEEDLES)),
+        ("records", _Int(0)),
+        ("size", _Int(0)),
+    ],
+    schema_version=1,
+)
+
+
+class ScrubMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``meta/scrub``: the last erasure step (its commit is what frees the pages a purge
+    released from the previous meta page's tree, so they can be zeroed)."""
+
+    at: datetime
+    by: str
+    count: int
+
+
+SCRUB_CODEC: Final = StructCodec(
+    ScrubMark, [("at", _time), ("by", _Text(256)), ("count", _Int(1))], schema_version=1
+)
+
+
+class ScrubReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one erasure step (``scrub``) did.
+
+    Attributes:
+        complete: every byte an erased record left in the store's files is gone: no read
+            snapshot older than the step held a page, and nothing failed.
+        free_pages: free pages LMDB may reuse (every one is now zero).
+        free_pages_zeroed: of those, how many held bytes.
+        held_pages: free pages a read snapshot or the previous meta page may still read
+            (their gaps are zeroed; they are zeroed whole by a later step).
+        gaps_zeroed: page gaps (between node pointers and nodes) that held bytes.
+        tails_zeroed: unused ends of large values' last pages that held bytes.
+        beyond_pages_zeroed: pages past the last one in use that held bytes.
+        bytes_zeroed: bytes overwritten in ``data.mdb``.
+        holding: ``(pid, txn id)`` of the read snapshots older than the step still open when
+            it gave up waiting.
+        sidecar_files: vector index files rewritten without erased vectors.
+        seconds: how long it took.
+    """
+
+    complete: bool
+    free_pages: int
+    free_pages_zeroed: int
+    held_pages: int
+    gaps_zeroed: int
+    tails_zeroed: int
+    beyond_pages_zeroed: int
+    bytes_zeroed: int
+    holding: tuple[tuple[int, int], ...] = ()
+    sidecar_files: int = 0
+    seconds: float = 0.0
+
+
+class Residue(msgspec.Struct, frozen=True, kw_only=True):
+    """One place a file holds a window of erased bytes.
+
+    Attributes:
+        file: the file, relative to the store directory.
+        offset: where the window starts.
+        region: for ``data.mdb`` what the bytes are (``free``, ``held``, ``gap``, ``tail``,
+            ``beyond``, ``meta``, ``node``, ``overflow``); ``file`` for other files.
+        seq: the erasure record (its journal seq) whose needle matched.
+        id: the memory or episode erased.
+        key: for a live record (``node``), its key (shown escaped).
+    """
+
+    file: str
+    offset: int
+    region: str
+    seq: int
+    id: str
+    key: str | None = None
+
+
+class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``verify_erasure``.
+
+    Attributes:
+        ok: no residue, no problem.
+        records: erasure records checked.
+        needles: needles searched for.
+        files: files scanned (relative paths).
+        scanned: bytes scanned.
+        residues: windows of erased records found outside live records.
+        shared: windows found that a live record also holds (the same bytes are live
+            content of another record: not evidence of a leftover).
+        problems: ``(record, what)`` for live records that still hold erased content.
+        unscrubbed: bytes of ``data.mdb`` no reader can read but not zero (written since the
+            last erasure step; not erased content unless a residue says so).
+        held_pages: free pages a read snapshot or the previous meta page may still read.
+        seconds: how long it took.
+    """
+
+    ok: bool
+    records: int
+    needles: int
+    files: tuple[str, ...]
+    scanned: int
+    residues: tuple[Residue, ...]
+    shared: tuple[Residue, ...]
+    problems: tuple[tuple[str, str], ...]
+    unscrubbed: int
+    held_pages: int
+    seconds: float
+
+
+class Needles:
+    """Every needle of some erasure records, indexed for ``scan``."""
+
+    def __init__(self, records: Iterable[ErasureRecord]) -> None:
+        self.owner: dict[bytes, list[int]] = {}  # the 12-byte needle -> record seqs
+        self.records: dict[int, ErasureRecord] = {}
+        for rec in records:
+            self.records[rec.seq] = rec
+            raw = rec.needles
+            for i in range(0, len(raw) - NEEDLE_SIZE + 1, NEEDLE_SIZE):
+                self.owner.setdefault(raw[i : i + NEEDLE_SIZE], []).append(rec.seq)
+        hashes = np.array(
+            sorted({int.from_bytes(n[:4], "big") for n in self.owner}), dtype=np.uint32
+        )
+        self.hashes = hashes
+        self.table = np.zeros(1 << _BITS, dtype=bool)
+        self.table[hashes & ((1 << _BITS) - 1)] = True
+
+    def __len__(self) -> int:
+        return len(self.owner)
+
+    def scan(self, data: npt.NDArray[np.uint8]) -> Iterator[tuple[int, bytes]]:
+        """``(offset, needle)`` of every needle window in ``data``."""
+        if not len(self.hashes):
+            return
+        n = len(data)
+        step = 1 << 22
+        mask = (1 << _BITS) - 1
+        for start in range(0, max(0, n - WINDOW + 1), step):
+            part = data[start : min(n, start + step + WINDOW - 1)]
+            h = window_hashes(part)
+            cand = np.nonzero(self.table[h & mask])[0]
+            if not len(cand):
+                continue
+            hc = h[cand]
+            pos = np.searchsorted(self.hashes, hc)
+            pos[pos >= len(self.hashes)] = 0
+            for i in cand[self.hashes[pos] == hc].tolist():
+                at = start + i
+                needle = int(h[i]).to_bytes(4, "big") + _confirm(bytes(data[at : at + WINDOW]))
+                if needle in self.owner:
+                    yield at, needle
+
+    def match(self, window: bytes) -> bytes | None:
+        """The needle of a ``WINDOW``-byte window, if it is one."""
+        h = window_hashes(np.frombuffer(window, dtype=np.uint8))
+        if len(window) != WINDOW:
+            return None
+        needle = int(h[0]).to_bytes(4, "big") + _confirm(window)
+        return needle if needle in self.owner else None
+
+
+def scan_file(path: Path, needles: Needles) -> tuple[int, list[tuple[int, bytes]]]:
+    """``(size, [(offset, needle), ...])`` for one file (mapped, not read into memory).
+
+    Raises:
+        CortexError: the file cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise CortexError(f"cannot read {path} to audit it: {exc}") from exc
+    try:
+        size = os.fstat(fd).st_size
+        if size < WINDOW:
+            data = os.pread(fd, size, 0)
+            return size, list(needles.scan(np.frombuffer(data, dtype=np.uint8)))
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as buf:
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            try:
+                return size, list(needles.scan(arr))
+            finally:
+                del arr
+    except OSError as exc:
+        raise CortexError(f"cannot read {path} to audit it: {exc}") from exc
+    finally:
+        os.close(fd)
+
+
+def store_files(root: Path) -> list[Path]:
+    """Every regular file under the store directory, in a stable order."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            if p.is_file() and not p.is_symlink():
+                out.append(p)
+    return out
+
+
+CONTENT_PREFIXES: Final = (
+    b"m/",
+    b"mv/",
+    b"lex/p/",
+    b"lex/d/",
+    b"lex/t/",
+    b"vec/",
+    b"ep/",
+    b"cx/p/",
+    b"cx/t/",
+    b"cv/",
+)
+"""Keyspaces whose keys or values carry memory or episode content (``specs/storage.md`` §2);
+the others hold ids, hashes, counts and times."""
+
+
+class Recorder:
+    """A write transaction that remembers the bytes each content record had before.
+
+    The purge runs through it; afterwards ``fragments`` are the keys and old values it deleted
+    or rewrote, and ``kept`` the keys and values it wrote in their place. It lends no cursor,
+    so the lexical index takes its plain path through ``get``/``put``/``delete``.
+    """
+
+    def __init__(self, txn: WriteTxn) -> None:
+        self._txn = txn
+        self.before: dict[bytes, bytes | None] = {}
+
+    def _note(self, key: bytes) -> None:
+        if key not in self.before and key.startswith(CONTENT_PREFIXES):
+            self.before[key] = self._txn.get(key)
+
+    # reads pass through
+    def get(self, key: bytes) -> bytes | None:
+        return self._txn.get(key)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        return self._txn.scan(prefix, start=start, reverse=reverse)
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        return self._txn.keys(prefix, start=start, reverse=reverse)
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        return self._txn.seek(prefix, start, reverse=reverse)
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        return self._txn.around(prefix, key)
+
+    # writes are noted first
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        self._note(key)
+        return self._txn.put(key, value, overwrite=overwrite)
+
+    def delete(self, key: bytes) -> bool:
+        self._note(key)
+        return self._txn.delete(key)
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        items = list(items)
+        for key, _ in items:
+            self._note(key)
+        self._txn.put_many(items)
+
+    def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        items = list(items)
+        for key, _ in items:
+            self._note(key)
+        return self._txn.add_many(items)
+
+    def changes(self) -> tuple[list[bytes], list[bytes]]:
+        """``(fragments, kept)``: key + old value of every content record changed, and key +
+        new value of those still present."""
+        fragments: list[bytes] = []
+        kept: list[bytes] = []
+        for key, old in self.before.items():
+            if old is not None:
+                fragments.append(key + old)
+            new = self._txn.get(key)
+            if new is not None:
+                kept.append(key + new)
+        return fragments, kept
