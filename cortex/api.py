@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
 from cortex import core as _core
 from cortex import evidence, lexical
-from cortex.ann import DEFAULT_EF
+from cortex.ann import DEFAULT_EF, erase_saved
 from cortex.claims import same_claim
 from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
+from cortex.erasure import ScrubReport
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
 from cortex.errors import (
     IntegrityError,
@@ -62,6 +65,7 @@ from cortex.salience import (
 from cortex.scope import Reader
 from cortex.search import SearchResult, known_entities
 from cortex.search import search as _search
+from cortex.sidecar import DIRECTORY as SIDECAR_DIRECTORY
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
 from cortex.store import (
     JOURNAL_CODEC,
@@ -382,6 +386,22 @@ class Cortex(Store):
         if self._sidecar is None:
             return "no embedder"
         return self._sidecar.state
+
+    def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+        """The erasure step (``Store.scrub``), then the vector index cache beside the store.
+
+        Saved index files keep no vector of a memory that has no stored vector any more: they
+        are rewritten without it (``cortex.ann.erase_saved``), whether or not this handle has
+        an embedder.
+        """
+        report = super().scrub(wait=wait)
+        started = time.perf_counter()
+        with self._kv.read() as txn:
+            live = {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}
+        files = erase_saved(Path(self.path) / SIDECAR_DIRECTORY, live.__contains__)
+        return msgspec.structs.replace(
+            report, sidecar_files=files, seconds=report.seconds + time.perf_counter() - started
+        )
 
     def save_vectors(self) -> None:
         """Save the vector index cache now (``close`` does it too)."""
@@ -1042,15 +1062,26 @@ class Cortex(Store):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
 
-    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
+    def purge_episode(
+        self,
+        ref: MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Episode:
         """Erase an episode's text and chunks; its hash, times, links and journal stay.
 
         The memories drawn from it are not changed (purge them too if they repeat the text).
+        As for ``purge``, an erasure record keeps fingerprints of what went, and with
+        ``scrub`` (the default) no byte of it is left in the store's files on return.
 
         Raises:
             NotFoundError: no such episode. ValidationError: an empty reason.
+            ErasurePendingError: as for ``purge``.
         """
-        return self._purge_episode(_as_id(ref, "episode"), reason, by)
+        return self._purge_episode(_as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
 
     # -- core memory (cortex.core) ----------------------------------------------------------
 

@@ -27,26 +27,36 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from cortex.codec import StructCodec, _Bytes, _Enum, _Id, _Int, _List, _Text, _time
+from cortex.codec import HEAD, VERSION, StructCodec, _Bytes, _Enum, _Id, _Int, _List, _Text, _time
 from cortex.enums import CodedEnum
+from cortex.episode import decode_episode
 from cortex.errors import CortexError
 from cortex.ids import MemoryId
-from cortex.kv import WriteTxn
+from cortex.kv import WriteTxn, unseal
+from cortex.records import Forms, Head, Version
+from cortex.vectors import VECTOR_RECORD
 
 __all__ = [
+    "CONTENT_PREFIXES",
     "ERASURE_CODEC",
+    "KEYED_CONTENT",
+    "MAX_NEEDLES",
+    "NEEDLE_SIZE",
     "SCRUB_CODEC",
     "WINDOW",
     "ErasureKind",
     "ErasureRecord",
     "ErasureReport",
     "Needles",
+    "Recorder",
     "Residue",
     "ScrubMark",
     "ScrubReport",
-    "Recorder",
+    "content_of",
     "needles_of",
+    "scan_file",
     "sidecar_copy",
+    "store_files",
     "window_hashes",
 ]
 
@@ -108,18 +118,16 @@ def _confirm(window: bytes) -> bytes:
     return hashlib.blake2b(window, digest_size=8, person=_PERSON).digest()
 
 
-def needles_of(fragments: Iterable[bytes], kept: Iterable[bytes] = ()) -> bytes:
-    """The packed needles of ``fragments``, leaving out windows that occur in ``kept``.
+def needles_of(fragments: Iterable[bytes]) -> bytes:
+    """The packed needles of ``fragments``: the erased content as stored (``content_of``).
 
-    ``fragments`` are the stored bytes an erasure removed (a key and its old value); ``kept``
-    the bytes it wrote in their place (a rewritten record's key and new value), whose windows
-    are not evidence of anything. Windows start every ``WINDOW`` bytes, and one ends at each
-    fragment's end; when there would be more than ``MAX_NEEDLES`` they start further apart.
+    Windows start every ``WINDOW`` bytes, and one ends at each fragment's end; when there
+    would be more than ``MAX_NEEDLES`` they start further apart. A fragment shorter than a
+    window has none (it is found inside the longer ones that hold it).
     """
     frags = [f for f in fragments if len(f) >= WINDOW]
     if not frags:
         return b""
-    seen = {k[i : i + WINDOW] for k in kept for i in range(len(k) - WINDOW + 1)}
     total = sum(len(f) // WINDOW + 1 for f in frags)
     stride = WINDOW * max(1, -(-total // MAX_NEEDLES))
     out: dict[bytes, None] = {}
@@ -130,7 +138,7 @@ def needles_of(fragments: Iterable[bytes], kept: Iterable[bytes] = ()) -> bytes:
             starts.append(len(f) - WINDOW)
         for i in starts:
             w = f[i : i + WINDOW]
-            if w in seen or len(set(w)) < 3:  # shared, or a run like 16 zero bytes
+            if len(set(w)) < 3:  # a run like 16 zero bytes: evidence of nothing
                 continue
             out[int(hashes[i]).to_bytes(4, "big") + _confirm(w)] = None
             if len(out) >= MAX_NEEDLES:
@@ -239,6 +247,7 @@ class ScrubReport(msgspec.Struct, frozen=True, kw_only=True):
         bytes_zeroed: bytes overwritten in ``data.mdb``.
         holding: ``(pid, txn id)`` of the read snapshots older than the step still open when
             it gave up waiting.
+        separators: branch-page copies of deleted content keys whose subtrees were rewritten.
         sidecar_files: vector index files rewritten without erased vectors.
         seconds: how long it took.
     """
@@ -252,6 +261,7 @@ class ScrubReport(msgspec.Struct, frozen=True, kw_only=True):
     beyond_pages_zeroed: int
     bytes_zeroed: int
     holding: tuple[tuple[int, int], ...] = ()
+    separators: int = 0
     sidecar_files: int = 0
     seconds: float = 0.0
 
@@ -293,6 +303,9 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
         unscrubbed: bytes of ``data.mdb`` no reader can read but not zero (written since the
             last erasure step; not erased content unless a residue says so).
         held_pages: free pages a read snapshot or the previous meta page may still read.
+        stale_separators: copies of deleted term keys (lexical and evidence postings and
+            terms) that branch pages still hold (the next erasure step rewrites them; any
+            update or tombstone leaves some, an erasure step leaves none).
         seconds: how long it took.
     """
 
@@ -306,6 +319,7 @@ class ErasureReport(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[tuple[str, str], ...]
     unscrubbed: int
     held_pages: int
+    stale_separators: int
     seconds: float
 
 
@@ -400,6 +414,7 @@ def store_files(root: Path) -> list[Path]:
     return out
 
 
+_KEY_ONLY: Final = (b"lex/p/", b"lex/t/", b"cx/p/", b"cx/t/")
 CONTENT_PREFIXES: Final = (
     b"m/",
     b"mv/",
@@ -414,6 +429,49 @@ CONTENT_PREFIXES: Final = (
 )
 """Keyspaces whose keys or values carry memory or episode content (``specs/storage.md`` §2);
 the others hold ids, hashes, counts and times."""
+KEYED_CONTENT: Final = _KEY_ONLY
+"""Keyspaces whose keys themselves carry content (a term): a deleted one must not live on as a
+B-tree separator."""
+
+
+def content_of(key: bytes, value: bytes) -> list[bytes]:
+    """The content a stored record holds, as the bytes that appear in the file.
+
+    Data (canonical CBOR), form texts, tags, frame references and caller text in provenance
+    of versions and heads; the terms of lexical keys and documents; vectors; episode text.
+    Ids, hashes, times and counts are not content. A value that does not decode is taken
+    whole.
+    """
+    try:
+        payload = unseal(key, value) if not key.startswith(_KEY_ONLY) else b""
+        if key.startswith(b"mv/"):
+            v: Version = VERSION.decode(payload, "version")
+            out = [] if v.data is None else [v.data]
+            out += _forms(v.forms)
+            for src in v.provenance.sources:
+                out += [src.session_id.encode(), *(m.encode() for m in src.message_ids)]
+            return out
+        if key.startswith(b"m/"):
+            h: Head = HEAD.decode(payload, "head")
+            out = [t.encode() for t in h.tags] + [f.obj_ref.encode() for f in h.frames]
+            return out + _forms(h.forms)
+        if key.startswith(_KEY_ONLY):
+            return [key]  # the term is the content; the value is a count or postings
+        if key.startswith(b"vec/"):
+            rec = VECTOR_RECORD.decode(payload, "vector")
+            return [rec.vector, sidecar_copy(rec.vector)]
+        if key.startswith(b"ep/"):
+            ep = decode_episode(payload)
+            return [] if ep.content is None else [ep.content]
+        return [payload]  # lex/d/ (the terms), cv/ (a vector)
+    except (CortexError, UnicodeError):
+        return [key + value]
+
+
+def _forms(forms: Forms | None) -> list[bytes]:
+    if forms is None:
+        return []
+    return [t.encode() for t in (forms.short, forms.medium) if t]
 
 
 class Recorder:
@@ -473,15 +531,10 @@ class Recorder:
             self._note(key)
         return self._txn.add_many(items)
 
-    def changes(self) -> tuple[list[bytes], list[bytes]]:
-        """``(fragments, kept)``: key + old value of every content record changed, and key +
-        new value of those still present."""
-        fragments: list[bytes] = []
-        kept: list[bytes] = []
+    def erased(self) -> list[bytes]:
+        """The content the records changed held before (``content_of`` their old values)."""
+        out: list[bytes] = []
         for key, old in self.before.items():
             if old is not None:
-                fragments.append(key + old)
-            new = self._txn.get(key)
-            if new is not None:
-                kept.append(key + new)
-        return fragments, kept
+                out += content_of(key, old)
+        return out

@@ -646,6 +646,37 @@ class LmdbKV:
             counts = _scrub.zero(fd, buf, layout)
         return counts, snapshots
 
+    def refresh_separators(self, txn: WriteTxn, prefixes: tuple[bytes, ...]) -> int:
+        """Rewrite the subtrees under separators that name deleted keys with ``prefixes``.
+
+        Call it inside ``write(fn)`` (``txn`` is that transaction; nothing else is committed
+        meanwhile, so the file holds the tree ``txn`` started from). A separator is a copy of a
+        key in a branch page (``cortex.scrub.separators``); when the key was deleted the copy
+        stays. Deleting every key under it and putting them back with the same values makes
+        LMDB merge or rebalance those pages, which drops the stale copy; the store's contents
+        do not change. Returns how many stale separators were found.
+        """
+        psize = int(self._env.stat()["psize"])
+        try:
+            with (self.path / "data.mdb").open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as buf:
+                    stale = [
+                        (key, child)
+                        for key, child in _scrub.separators(buf, psize)
+                        if key.startswith(prefixes) and txn.get(key) is None
+                    ]
+                    keys: dict[bytes, None] = {}
+                    for _, child in stale:
+                        keys.update(dict.fromkeys(_scrub.subtree_keys(buf, psize, child)))
+        except OSError as exc:
+            raise CortexError(f"cannot read {self.path / 'data.mdb'}: {exc}") from exc
+        pairs = [(k, v) for k in keys if (v := txn.get(k)) is not None]
+        for key, _ in pairs:
+            txn.delete(key)
+        txn.put_many(pairs)
+        return len(stale)
+
     def inspect(self, fn: Callable[[Any, _scrub.Layout], T]) -> T:
         """Run ``fn(buffer, layout)`` on ``data.mdb`` under the writer lock (for an audit).
 

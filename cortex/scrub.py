@@ -26,6 +26,7 @@ kill at any point leaves a consistent file. The layout is LMDB 0.9's (data versi
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import sys
@@ -38,7 +39,16 @@ import numpy.typing as npt
 
 from cortex.errors import CortexError, IntegrityError
 
-__all__ = ["Layout", "LayoutError", "ZeroCounts", "read_layout", "supported", "zero"]
+__all__ = [
+    "Layout",
+    "LayoutError",
+    "ZeroCounts",
+    "read_layout",
+    "separators",
+    "subtree_keys",
+    "supported",
+    "zero",
+]
 
 PAGEHDRSZ: Final = 16
 NODESIZE: Final = 8
@@ -141,6 +151,7 @@ class Layout:
     runs: list[tuple[int, int]] = field(default_factory=list)
     values: list[tuple[int, int]] = field(default_factory=list)
     held: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    _cache: Any = field(default=None, repr=False, compare=False)
 
     def reusable(self) -> npt.NDArray[np.int64]:
         """Free pages LMDB may reuse now (sorted)."""
@@ -151,46 +162,64 @@ class Layout:
         """Free pages a snapshot or the previous meta page may still read."""
         return sum(len(ps) for t, ps in self.free.items() if t >= self.oldest)
 
+    def _lookup(self) -> tuple[dict[int, int], list[int], dict[int, tuple[int, int]], set[int]]:
+        cached: Any = self._cache
+        if cached is None:
+            free_of = {p: t for t, ps in self.free.items() for p in ps}
+            starts = sorted(first for first, _ in self.runs)
+            runs = {first: (n, -1) for first, n in self.runs}
+            for first, nbytes in self.values:
+                runs[first] = (runs[first][0], nbytes)
+            cached = (free_of, starts, runs, set(self.leaf.tolist()) | set(self.branch.tolist()))
+            self._cache = cached
+        result: tuple[dict[int, int], list[int], dict[int, tuple[int, int]], set[int]] = cached
+        return result
+
+    def is_branch(self, offset: int) -> bool:
+        """Whether the byte at ``offset`` is in a live branch page."""
+        return bool(np.isin(offset // self.psize, self.branch))
+
     def region(self, buf: Any, offset: int) -> str:
         """What the byte at ``offset`` is: ``meta``, ``free``, ``held``, ``gap``, ``node``,
         ``overflow``, ``tail`` or ``beyond``.
 
-        ``free`` bytes are reusable (a scrub zeroes them), ``held`` ones belong to a free page a
-        snapshot or the previous meta may still read, ``node`` and ``overflow`` ones are live
-        records, ``gap`` and ``tail`` are unused parts of live pages.
+        ``free`` bytes are in a page LMDB may reuse (a scrub zeroes it), ``held`` ones in a free
+        page a snapshot or the previous meta may still read, ``node`` and ``overflow`` ones
+        belong to live records, ``gap`` and ``tail`` are unused parts of live pages.
         """
         page, at = divmod(offset, self.psize)
         if page < 2:
             return "meta"
         if page > self.meta.last_pg:
             return "beyond"
-        for t, ps in self.free.items():
-            if page in ps:
-                return "free" if t < self.oldest else "held"
-        for first, n in self.runs:
-            if first <= page < first + n:
-                for vfirst, nbytes in self.values:
-                    if vfirst == first and offset >= first * self.psize + PAGEHDRSZ + nbytes:
-                        return "tail"
-                return "overflow"
+        free_of, starts, runs, _ = self._lookup()
+        txnid = free_of.get(page)
+        if txnid is not None:
+            return "free" if txnid < self.oldest else "held"
+        k = bisect.bisect_right(starts, page) - 1
+        if k >= 0:
+            first = starts[k]
+            n, nbytes = runs[first]
+            if page < first + n:
+                end = first * self.psize + PAGEHDRSZ + nbytes
+                return "tail" if nbytes >= 0 and offset >= end else "overflow"
         base = page * self.psize
-        lower = _U16.unpack_from(buf, base + 12)[0]
-        upper = _U16.unpack_from(buf, base + 14)[0]
+        lower, upper = struct.unpack_from("<HH", buf, base + 12)
         return "gap" if lower <= at < upper else "node"
 
     def node_key(self, buf: Any, offset: int) -> bytes | None:
-        """The key of the live leaf node holding the byte at ``offset`` (None if none does)."""
+        """The key of the live node (leaf or branch) holding the byte at ``offset``."""
         page = offset // self.psize
-        base = page * self.psize
-        if page not in set(self.leaf.tolist()):
+        if page not in self._lookup()[3]:
             return None
+        base = page * self.psize
         lower = _U16.unpack_from(buf, base + 12)[0]
-        best: int | None = None
+        best = -1
         for i in range((lower - PAGEHDRSZ) // 2):
-            ptr = _U16.unpack_from(buf, base + PAGEHDRSZ + 2 * i)[0]
-            if base + ptr <= offset and (best is None or ptr > best - base):
-                best = base + ptr
-        if best is None:
+            node = base + _U16.unpack_from(buf, base + PAGEHDRSZ + 2 * i)[0]
+            if best < node <= offset:
+                best = node
+        if best < 0:
             return None
         ksize = _U16.unpack_from(buf, best + 6)[0]
         return bytes(buf[best + NODESIZE : best + NODESIZE + ksize])
@@ -260,6 +289,56 @@ class _Pages:
         if not flags & P_OVERFLOW or n < 1 or page + n - 1 > self.last_pg:
             raise LayoutError(f"page {page} is not the start of an overflow run")
         return int(n)
+
+
+def separators(buf: Any, psize: int) -> list[tuple[bytes, int]]:
+    """``(key, child page)`` of every separator in the main tree's branch pages.
+
+    LMDB copies a leaf's first key into its parent when it splits the page, and does not
+    change it when that key is later deleted: a deleted key can live on there, in a live page.
+    The first node of a branch page has no key and is left out.
+    """
+    meta, _ = read_metas(buf, psize)
+    if meta.main.root == P_INVALID:
+        return []
+    pages = _Pages(buf, psize, meta.last_pg)
+    out: list[tuple[bytes, int]] = []
+    stack = [meta.main.root]
+    while stack:
+        page = stack.pop()
+        flags, _, _ = pages.header(page)
+        if not flags & P_BRANCH:
+            continue
+        for i, node in enumerate(pages.nodes(page)):
+            lo, hi, top, ksize = struct.unpack_from("<HHHH", buf, node)
+            child = lo | hi << 16 | top << 32
+            stack.append(child)
+            if i and ksize:
+                out.append((bytes(buf[node + NODESIZE : node + NODESIZE + ksize]), child))
+    return out
+
+
+def subtree_keys(buf: Any, psize: int, page: int) -> list[bytes]:
+    """Every key of the leaves under ``page`` (a page of the main tree), in order."""
+    meta, _ = read_metas(buf, psize)
+    pages = _Pages(buf, psize, meta.last_pg)
+    out: list[bytes] = []
+    stack = [page]
+    while stack:
+        pg = stack.pop()
+        flags, _, _ = pages.header(pg)
+        nodes = list(pages.nodes(pg))
+        if flags & P_BRANCH:
+            for node in reversed(nodes):
+                lo, hi, top = struct.unpack_from("<HHH", buf, node)
+                stack.append(lo | hi << 16 | top << 32)
+        elif flags & P_LEAF and not flags & (P_LEAF2 | P_SUBP):
+            for node in nodes:
+                ksize = _U16.unpack_from(buf, node + 6)[0]
+                out.append(bytes(buf[node + NODESIZE : node + NODESIZE + ksize]))
+        else:
+            raise LayoutError(f"page {pg} of the main tree is neither branch nor leaf")
+    return out
 
 
 def _free_db(pages: _Pages, root: int) -> tuple[dict[int, list[int]], list[int], list[int]]:

@@ -15,6 +15,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Self
 
@@ -62,9 +63,12 @@ from cortex.enums import (
 from cortex.episode import check_episode, decode_episode, encode_episode, purged
 from cortex.erasure import (
     ERASURE_CODEC,
+    KEYED_CONTENT,
     SCRUB_CODEC,
     ErasureKind,
     ErasureRecord,
+    ErasureReport,
+    Residue,
     ScrubMark,
     ScrubReport,
 )
@@ -107,6 +111,7 @@ from cortex.keys import (
     head_key,
     index_keys,
     journal_key,
+    lex_doc_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
@@ -143,6 +148,7 @@ from cortex.records import (
     Version,
 )
 from cortex.salience import SALIENCE_STATE
+from cortex.scrub import Layout, separators, unused_ranges
 from cortex.validate import validate_memory
 from cortex.vectors import VECTOR_RECORD, VECTORS_META
 
@@ -215,6 +221,7 @@ FEATURES: Final = frozenset(
 
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
+_Placed = tuple[int, bytes, str, bytes | None]  # offset, needle, region, live key
 SCRUB_KEY: Final = b"meta/scrub"
 """The last erasure step (``erasure.ScrubMark``, format 8)."""
 
@@ -1384,9 +1391,7 @@ class Store:
             entry = _Journal(txn, now, who).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
-            fragments, kept = rec.changes()
-            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash],
-                         fragments, kept)
+            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash], rec)
             return gone
 
         result: Episode = self._kv.write(txn_fn)
@@ -1684,11 +1689,7 @@ class Store:
                 hash=current_hash,
                 reason=reason,
             )
-            fragments, kept = rec.changes()
-            old_vec = rec.before.get(vec_key(mid))
-            if old_vec is not None:
-                fragments += _sidecar_copies(vec_key(mid), old_vec)
-            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, fragments, kept)
+            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, rec)
             return stone
 
         stone: Tombstone = self._kv.write(txn_fn)
@@ -1718,13 +1719,21 @@ class Store:
         started = time.perf_counter()
         now = self._now()
 
-        def mark(txn: WriteTxn) -> None:
+        def mark(txn: WriteTxn) -> int:
             raw = txn.get(SCRUB_KEY)
             count = 1 if raw is None else _trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
             record = ScrubMark(at=now, by=self.actor, count=count)
             txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
+            return self._kv.refresh_separators(txn, erasure.KEYED_CONTENT)
 
-        self._kv.write(mark)
+        # the pages that held stale separators are freed by the commit that rewrote them: one
+        # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
+        separators = 0
+        for _ in range(4):
+            found = self._kv.write(mark)
+            separators += found
+            if not found:
+                break
         target = self._kv.last_txnid() - 1
         self._kv.wait_for_snapshots(target, wait)
         counts, snapshots = self._kv.zero_unused()
@@ -1739,6 +1748,100 @@ class Store:
             beyond_pages_zeroed=counts.beyond_pages_zeroed,
             bytes_zeroed=counts.bytes_zeroed,
             holding=holding,
+            seconds=time.perf_counter() - started,
+        )
+
+    def verify_erasure(self) -> ErasureReport:
+        """Audit every erasure: nothing a purge erased is left in a record or in any file.
+
+        For each erasure record (``er/``): the memory's or episode's records hold no content
+        (no data, forms, tags, frames or caller text in provenance; no lexical document,
+        vector or use counters; an episode without text, chunks, evidence or chunk vectors).
+        Then every file under the store directory is scanned, byte by byte, for the record's
+        needles (``cortex.erasure``); a match in ``data.mdb`` is placed in the page structure
+        under the writer lock (writers wait for that part only). A match inside a live record
+        of another memory is *shared* (the same bytes are live content), anything else a
+        *residue*.
+
+        Returns:
+            The report; ``ok`` when there is no residue and no problem.
+
+        Raises:
+            CortexError: the store is read-only (the audit reads ``data.mdb`` under the writer
+                lock) or a file cannot be read.
+        """
+        started = time.perf_counter()
+        problems: list[tuple[str, str]] = []
+        records: list[ErasureRecord] = []
+        with self._kv.read() as txn:
+            for key, value in txn.scan(ERASURE_PREFIX):
+                try:
+                    rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), "erasure")
+                except (IntegrityError, CodecError) as exc:
+                    problems.append((_show_key(key), str(exc)))
+                    continue
+                records.append(rec)
+                problems.extend(_leftovers(txn, rec))
+        needles = erasure.Needles(records)
+        root = Path(self.path)
+        names: list[str] = []
+        scanned = 0
+        hits: dict[str, list[tuple[int, bytes]]] = {}
+        for path in erasure.store_files(root):
+            name = path.relative_to(root).as_posix()
+            size, found = erasure.scan_file(path, needles)
+            names.append(name)
+            scanned += size
+            if found:
+                hits[name] = found
+        data_hits = hits.pop("data.mdb", [])
+
+        def place(buf: Any, layout: Layout) -> tuple[list[_Placed], int, int, list[bytes]]:
+            placed = []
+            for offset, needle in data_hits:
+                if needles.match(bytes(buf[offset : offset + erasure.WINDOW])) != needle:
+                    continue  # rewritten since the scan
+                region = layout.region(buf, offset)
+                key = layout.node_key(buf, offset) if region == "node" else None
+                placed.append((offset, needle, region, key))
+            unused = sum(n for _, n, _ in unused_ranges(buf, layout))
+            keyed = [k for k, _ in separators(buf, layout.psize) if k.startswith(KEYED_CONTENT)]
+            return placed, unused, layout.held_count(), keyed
+
+        placed, unscrubbed, held, keyed = self._kv.inspect(place)
+        with self._kv.read() as txn:
+            stale = sum(1 for k in keyed if txn.get(k) is None)
+        live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
+        residues: list[Residue] = []
+        shared: list[Residue] = []
+        found_all = [("data.mdb", off, needle, region, key) for off, needle, region, key in placed]
+        found_all += [
+            (name, off, needle, "file", None) for name, found in hits.items() for off, needle in found
+        ]
+        for name, offset, needle, region, key in found_all:
+            for seq in needles.owner[needle]:
+                rec = needles.records[seq]
+                residue = Residue(
+                    file=name,
+                    offset=offset,
+                    region=region,
+                    seq=seq,
+                    id=str(rec.id),
+                    key=None if key is None else _show_key(key),
+                )
+                (shared if needle in live else residues).append(residue)
+        return ErasureReport(
+            ok=not residues and not problems,
+            records=len(records),
+            needles=len(needles),
+            files=tuple(names),
+            scanned=scanned,
+            residues=tuple(residues),
+            shared=tuple(shared),
+            problems=tuple(problems),
+            unscrubbed=unscrubbed,
+            held_pages=held,
+            stale_separators=stale,
             seconds=time.perf_counter() - started,
         )
 
@@ -2506,6 +2609,7 @@ class Store:
                     add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
             prev: bytes | None = _ZERO_HASH
             expect_seq = 1
+            erasures: dict[int, tuple[JournalKind, MemoryId | None]] = {}
             tick(4)
             for key, value in txn.scan(JOURNAL):
                 counts["journal"] += 1
@@ -2521,7 +2625,13 @@ class Store:
                     add(Problem(name, f"sequence {entry.seq} where {expect_seq} was expected"))
                 if prev is not None and entry.prev != prev:
                     add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
+                if entry.kind in (JournalKind.PURGE, JournalKind.EPISODE_PURGE):
+                    erasures[entry.seq] = (entry.kind, entry.id)
                 prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
+            _verify_erasure_records(txn, erasures, add)
+            raw_scrub = txn.get(SCRUB_KEY)
+            if raw_scrub is not None:
+                strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
             for key, value in txn.scan(SALIENCE):
                 if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
                     add(Problem(key.hex(), "salience state of no memory"))
@@ -2650,6 +2760,75 @@ EPISODE_SESSION: Final = "episode:"
 """A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
 
 
+def _verify_erasure_records(
+    txn: ReadTxn,
+    purges: dict[int, tuple[JournalKind, MemoryId | None]],
+    add: Callable[[Problem], None],
+) -> None:
+    """Every ``er/`` record decodes, is keyed by its seq and names a purge journalled there."""
+    want = {JournalKind.PURGE: ErasureKind.MEMORY, JournalKind.EPISODE_PURGE: ErasureKind.EPISODE}
+    for key, value in txn.scan(ERASURE_PREFIX):
+        name = _show_key(key)
+        try:
+            seq = parse_erasure_key(key)
+            rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), name)
+        except (IntegrityError, CodecError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if rec.seq != seq:
+            add(Problem(name, f"holds the erasure record of journal entry {rec.seq}"))
+            continue
+        purge = purges.get(seq)
+        if purge is None:
+            add(Problem(name, "names no purge in the journal"))
+        elif want[purge[0]] is not rec.kind or purge[1] != rec.id:
+            add(Problem(name, f"does not match journal entry {seq} ({purge[0].label})"))
+        if len(rec.needles) % erasure.NEEDLE_SIZE:
+            add(Problem(name, "its needles are not whole"))
+
+
+def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
+    """``(record, what)`` for every record of an erased memory or episode still holding content."""
+    out: list[tuple[str, str]] = []
+    mid = rec.id
+    if rec.kind is ErasureKind.EPISODE:
+        raw = txn.get(episode_key(mid))
+        if raw is None:
+            return [(f"ep/{mid}", "the erased episode is missing")]
+        try:
+            ep = decode_episode(_unseal(episode_key(mid), raw))
+        except (IntegrityError, CodecError) as exc:
+            return [(f"ep/{mid}", str(exc))]
+        if ep.content is not None or ep.chunks:
+            out.append((f"ep/{mid}", "still holds its text"))
+        for prefix in (evidence.CHUNK_DOC, evidence.CHUNK_VECTOR):
+            if next(txn.keys(prefix + mid.bytes), None) is not None:
+                out.append((f"{prefix.decode()}{mid}", "the erased episode still has chunks here"))
+        return out
+    raw = txn.get(head_key(mid))
+    if raw is None:
+        return [(f"m/{mid}", "the erased memory is missing")]
+    head: Head = _trusted(HEAD, head_key(mid), raw)
+    if head.tombstone is None or head.tombstone.purged_at is None:
+        out.append((f"m/{mid}", "is not purged"))
+    if head.tags or head.frames or head.forms is not None:
+        out.append((f"m/{mid}", "still holds tags, frames or forms"))
+    for key, value in txn.scan(version_prefix(mid)):
+        v: Version = _trusted(VERSION, key, value)
+        if v.data is not None or v.forms is not None:
+            out.append((_show_key(key), "still holds data or forms"))
+        if v.provenance != _erased_provenance(v.provenance):
+            out.append((_show_key(key), "its provenance still holds session or message ids"))
+    for key, what in (
+        (lex_doc_key(mid), "a lexical document"),
+        (vec_key(mid), "a vector"),
+        (salience_key(mid), "use counters"),
+    ):
+        if txn.get(key) is not None:
+            out.append((_show_key(key), f"the erased memory still has {what}"))
+    return out
+
+
 def _check_wait(wait: object) -> None:
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
         raise ValidationError("wait", "range", f"must be a number of seconds >= 0, got {wait!r}")
@@ -2666,16 +2845,6 @@ def _erased_provenance(p: Provenance) -> Provenance:
     return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
 
 
-def _sidecar_copies(key: bytes, value: bytes) -> list[bytes]:
-    """The vector of a ``vec/`` record as the vector index cache holds it (hnswlib scales it
-    to unit length once more, in float32), for the erasure record's needles."""
-    try:
-        rec = VECTOR_RECORD.decode(_unseal(key, value), "vector")
-    except (IntegrityError, CodecError):
-        return []
-    return [erasure.sidecar_copy(rec.vector)]
-
-
 def _put_erasure(
     txn: WriteTxn,
     seq: int,
@@ -2684,9 +2853,9 @@ def _put_erasure(
     at: datetime,
     by: str,
     hashes: Sequence[bytes],
-    fragments: list[bytes],
-    kept: list[bytes],
+    recorded: erasure.Recorder,
 ) -> None:
+    content = recorded.erased()
     record = ErasureRecord(
         seq=seq,
         kind=kind,
@@ -2694,8 +2863,8 @@ def _put_erasure(
         at=at,
         by=by,
         hashes=tuple(hashes),
-        needles=erasure.needles_of(fragments, kept),
-        records=len(fragments),
-        size=sum(len(f) for f in fragments),
+        needles=erasure.needles_of(content),
+        records=sum(1 for v in recorded.before.values() if v is not None),
+        size=sum(len(c) for c in content),
     )
     txn.put(erasure_key(seq), _seal(ERASURE_CODEC.encode(record, "erasure")))

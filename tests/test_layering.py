@@ -33,6 +33,7 @@ ORDER = (
     "validate",
     "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
     "keys",
+    "scrub",  # the unused bytes of an LMDB data file, read from its pages and zeroed
     "kv",
     "text",  # the tokenizer of the lexical index (pure)
     "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
@@ -47,6 +48,7 @@ ORDER = (
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
     "vectors",  # the stored vector records (vec/, meta/vectors)
+    "erasure",  # what a purge erased, as needles an audit searches the store's files for
     "store",
     "sidecar",  # the vector index cache beside a store, caught up from its journal
     "extract",  # extraction behind a protocol: typed memories from content (no model calls)
