@@ -387,14 +387,14 @@ class Cortex(Store):
             return "no embedder"
         return self._sidecar.state
 
-    def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
         """The erasure step (``Store.scrub``), then the vector index cache beside the store.
 
         Saved index files keep no vector of a memory that has no stored vector any more: they
         are rewritten without it (``cortex.ann.erase_saved``), whether or not this handle has
         an embedder.
         """
-        report = super().scrub(wait=wait)
+        report = super()._scrub(wait, now)
         started = time.perf_counter()
         with self._kv.read() as txn:
             live = {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}

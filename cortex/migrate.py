@@ -27,6 +27,7 @@ from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
     EPISODES_FEATURE,
+    ERASURE_FEATURE,
     FORMAT_CODEC,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
@@ -246,7 +247,7 @@ def _no_records(txn: ReadTxn) -> int:
 
 
 def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """Format 7 adds keyspaces that start empty: nothing to rewrite."""
+    """Formats 7 and 8 add keyspaces that start empty: nothing to rewrite."""
     return 0
 
 
@@ -322,6 +323,26 @@ MIGRATIONS: Final = (
             STEM_FEATURE,
             BLOCKS_FEATURE,
             EPISODES_FEATURE,
+        },
+        _no_records,
+        _nothing,
+    ),
+    _Migration(
+        Step(
+            name="0007-erasure-records",
+            from_version=7,
+            to_version=8,
+            description="allow erasure records (er/, meta/scrub); no record changes",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+            ERASURE_FEATURE,
         },
         _no_records,
         _nothing,

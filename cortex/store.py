@@ -1396,7 +1396,7 @@ class Store:
 
         result: Episode = self._kv.write(txn_fn)
         if scrub:
-            self._erase_now(f"episode {eid}", wait)
+            self._erase_now(f"episode {eid}", wait, now)
         return result
 
     def update(
@@ -1694,7 +1694,7 @@ class Store:
 
         stone: Tombstone = self._kv.write(txn_fn)
         if scrub:
-            self._erase_now(f"memory {mid}", wait)
+            self._erase_now(f"memory {mid}", wait, now)
         return stone
 
     def scrub(self, *, wait: float = 30.0) -> ScrubReport:
@@ -1716,8 +1716,10 @@ class Store:
                 ``data.mdb`` does not parse as LMDB 0.9 (then nothing is written).
         """
         _check_wait(wait)
+        return self._scrub(wait, self._now())
+
+    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
         started = time.perf_counter()
-        now = self._now()
 
         def mark(txn: WriteTxn) -> int:
             raw = txn.get(SCRUB_KEY)
@@ -1845,10 +1847,11 @@ class Store:
             seconds=time.perf_counter() - started,
         )
 
-    def _erase_now(self, what: str, wait: float) -> ScrubReport:
-        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete."""
+    def _erase_now(self, what: str, wait: float, now: datetime) -> ScrubReport:
+        """Run the erasure step after a purge (marked with the purge's time, so that a purge
+        reads the clock once); raise ``ErasurePendingError`` unless it is complete."""
         try:
-            report = self.scrub(wait=wait)
+            report = self._scrub(wait, now)
         except CortexError as exc:
             raise ErasurePendingError(
                 f"{what} is purged (no read returns its content), but the erasure step failed: "

@@ -40,6 +40,7 @@ FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
 FIXTURE5 = ROOT / "tests" / "data" / "format5.cortex"  # ... and at format 5
 FIXTURE6 = ROOT / "tests" / "data" / "format6.cortex"  # ... and at format 6
+FIXTURE7 = ROOT / "tests" / "data" / "format7.cortex"  # ... and at format 7
 
 
 def _fixture_tool() -> ModuleType:
@@ -91,8 +92,17 @@ def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
     return sorted((k, v) for k, v in items.items() if k.startswith(JOURNAL))
 
 
+ERASURE_ONLY = (K.ERASURE, meta_key("scrub"))
+"""What a store written fresh at format 8 has and a migrated one cannot: the erasure record
+of its purge and the mark of the erasure step that followed it (``specs/storage.md`` §9)."""
+
+
 def without_journal(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
-    return {k: v for k, v in items.items() if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY}
+    return {
+        k: v
+        for k, v in items.items()
+        if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY and not k.startswith(ERASURE_ONLY)
+    }
 
 
 def fresh(tmp_path: Path) -> Path:
@@ -134,6 +144,7 @@ STEPS = [
     ("0004-lexical-stemming", 4, 5),
     ("0005-posting-blocks", 5, 6),
     ("0006-episodes", 6, 7),
+    ("0007-erasure-records", 7, 8),
 ]
 
 
@@ -148,7 +159,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 7, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 8, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -156,6 +167,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 9, True),  # the live memories
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),  # no records change
+        ("0007-erasure-records", 0, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -186,37 +198,31 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-6] == old
+    assert new[:-7] == old
     with Cortex.open(v1, actor="checker") as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, last = entries[-6:]
+        first, second, third, fourth, fifth, sixth, last = entries[-7:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert third.reason == "0003-tag-index-by-type: format 3 -> 4"
         assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
         assert fifth.reason == "0005-posting-blocks: format 5 -> 6"
-        assert last.reason == "0006-episodes: format 6 -> 7"
-        assert cx.format.format_version == 7 and set(cx.format.features) == FEATURES
+        assert sixth.reason == "0006-episodes: format 6 -> 7"
+        assert last.reason == "0007-erasure-records: format 7 -> 8"
+        assert cx.format.format_version == 8 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker") as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 6
+    assert len(fresh_entries) == len(entries) - 7
 
-    def essence(e: Any) -> dict[str, Any]:
-        d = msgspec.structs.asdict(e)
-        del d["prev"]
-        if e.kind is JournalKind.INIT:
-            del d["reason"]
-        return d
-
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-6]]
-    assert fresh_entries[0].reason == "format 7" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-7]]
+    assert fresh_entries[0].reason == "format 8" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -225,7 +231,23 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0004-lexical-stemming", 4, 5, 9),
         ("0005-posting-blocks", 5, 6, 9),
         ("0006-episodes", 6, 7, 0),
+        ("0007-erasure-records", 7, 8, 0),
     ]
+
+
+def essence(e: Any) -> dict[str, Any]:
+    """A journal entry as the same operations journal it at any format.
+
+    The init entry names the format it was created at; since format 8 a purge entry also
+    carries the content hash of the version it erased.
+    """
+    d = msgspec.structs.asdict(e)
+    del d["prev"]
+    if e.kind is JournalKind.INIT:
+        del d["reason"]
+    if e.kind is JournalKind.PURGE:
+        del d["hash"]
+    return d
 
 
 def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
@@ -254,6 +276,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-erasure-records",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -267,7 +290,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 7)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -275,6 +298,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-erasure-records", 0, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == data
     with pytest.raises(MigrationRequiredError):
@@ -282,13 +306,14 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = (v1 / "data.mdb").read_bytes()
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 7)
+    assert (report.from_version, report.to_version) == (2, 8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
         ("0004-lexical-stemming", 9, False),
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
+        ("0007-erasure-records", 0, False),
     ]
     assert (v1 / "data.mdb").read_bytes() == at2
 
@@ -297,7 +322,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (7, 7)
+    assert report.steps == () and (report.from_version, report.to_version) == (8, 8)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -325,7 +350,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x")
     monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -350,7 +375,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 7  # and it can be run again
+    assert M.migrate(v1).to_version == 8  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -376,6 +401,9 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=6)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=5)
+    M.migrate(v1, to=7)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=6)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -411,6 +439,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0004-lexical-stemming",
         "0005-posting-blocks",
         "0006-episodes",
+        "0007-erasure-records",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -419,6 +448,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9, True),
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-erasure-records", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -432,15 +462,16 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-5] == journal(before)
+    assert journal(after)[:-6] == journal(before)
     with Cortex.open(v2, actor="checker") as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-5].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-4].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-3].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-2].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-1].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-6].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-5].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-4].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-3].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-2].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-1].reason == "0007-erasure-records: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -448,6 +479,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0004-lexical-stemming", 9),
         ("0005-posting-blocks", 9),
         ("0006-episodes", 0),
+        ("0007-erasure-records", 0),
     ]
 
 
@@ -456,13 +488,18 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     before = dump(v5)
     key = meta_key("format")
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 5
-    assert [s.name for s in M.plan(v5)] == ["0005-posting-blocks", "0006-episodes"]
+    assert [s.name for s in M.plan(v5)] == [
+        "0005-posting-blocks",
+        "0006-episodes",
+        "0007-erasure-records",
+    ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x")
     report = M.migrate(v5)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
+        ("0007-erasure-records", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -473,10 +510,10 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-2] == journal(before)
+    assert journal(after)[:-3] == journal(before)
     with Cortex.open(v5, actor="checker") as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-1].reason == "0007-erasure-records: format 7 -> 8"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -490,7 +527,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v6, actor="x")
-    report = M.migrate(v6)
+    report = M.migrate(v6, to=7)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0006-episodes", 0, True)
     ]
@@ -498,9 +535,44 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(k.startswith(JOURNAL) or k in (key, M.MIGRATIONS_KEY) for k in changed)
     assert journal(after)[:-1] == journal(before)
-    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
     assert record.format_version == 7 and "episodes" in record.features
+    M.migrate(v6)
+    assert without_journal(dump(v6)) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v6, actor="checker") as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0006-episodes: format 6 -> 7"
+        assert list(cx.journal())[-2].reason == "0006-episodes: format 6 -> 7"
+
+
+def test_migrating_the_format_7_fixture_allows_erasure_records_and_changes_no_record(
+    tmp_path: Path,
+) -> None:
+    """Format 8 adds erasure records; 0007 rewrites no record, only the format and its journal.
+
+    The fixture's purge (at format 7) left no erasure record: ``verify_erasure`` has nothing
+    of it to search for, and a scrub still zeroes every page it freed.
+    """
+    v7 = _copy(FIXTURE7, tmp_path / "v7")
+    before = dump(v7)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 7
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v7, actor="x")
+    report = M.migrate(v7)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0007-erasure-records", 0, True)
+    ]
+    after = dump(v7)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(k.startswith(JOURNAL) or k in (key, M.MIGRATIONS_KEY) for k in changed)
+    assert journal(after)[:-1] == journal(before)
+    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    assert not any(k.startswith(ERASURE_ONLY) for k in after)
+    record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
+    assert record.format_version == 8 and "erasure-records" in record.features
+    with Cortex.open(v7, actor="checker") as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0007-erasure-records: format 7 -> 8"
+        report_e = cx.verify_erasure()
+        assert report_e.ok and report_e.records == 0
+        assert cx.scrub().complete
