@@ -19,10 +19,12 @@ from cortex.enums import (
     Verb,
     Visibility,
 )
+from cortex.erasure import ErasureReport, Residue, ScrubReport
 from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
+    ErasurePendingError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -117,6 +119,8 @@ __all__ = [
     "EdgeType",
     "EpisodeMatch",
     "Eq",
+    "ErasurePendingError",
+    "ErasureReport",
     "Event",
     "ExportReport",
     "ExtractionError",
@@ -166,9 +170,11 @@ __all__ = [
     "Query",
     "Reader",
     "ReaderView",
+    "Residue",
     "Result",
     "SalienceState",
     "Scope",
+    "ScrubReport",
     "SourceKind",
     "SourceRef",
     "Stance",

@@ -138,7 +138,9 @@ def needles_of(fragments: Iterable[bytes]) -> bytes:
             starts.append(len(f) - WINDOW)
         for i in starts:
             w = f[i : i + WINDOW]
-            if len(set(w)) < 3:  # a run like 16 zero bytes: evidence of nothing
+            if len(set(w)) < 3 or w.count(0) >= WINDOW // 2:
+                # a run like 16 zero bytes, or mostly zeros (a sparse vector's stretch):
+                # such windows turn up everywhere and identify nothing
                 continue
             out[int(hashes[i]).to_bytes(4, "big") + _confirm(w)] = None
             if len(out) >= MAX_NEEDLES:
@@ -182,7 +184,8 @@ class ErasureRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         by: who erased it.
         hashes: the content hashes of what was erased (every version's; the episode's).
         window: bytes per fingerprinted window (``WINDOW``).
-        needles: ``NEEDLE_SIZE``-byte needles: a 32-bit window hash then 8 bytes of BLAKE2b.
+        needles: ``NEEDLE_SIZE``-byte needles, a 32-bit window hash then 8 bytes of BLAKE2b
+            (``None``: the erased content was too short to fingerprint).
         records: stored records the purge deleted or rewrote.
         size: their bytes before (keys and values).
     """
@@ -194,7 +197,7 @@ class ErasureRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     by: str
     hashes: tuple[bytes, ...] = ()
     window: int = WINDOW
-    needles: bytes = b""
+    needles: bytes | None = None
     records: int = 0
     size: int = 0
 
@@ -331,7 +334,7 @@ class Needles:
         self.records: dict[int, ErasureRecord] = {}
         for rec in records:
             self.records[rec.seq] = rec
-            raw = rec.needles
+            raw = rec.needles or b""
             for i in range(0, len(raw) - NEEDLE_SIZE + 1, NEEDLE_SIZE):
                 self.owner.setdefault(raw[i : i + NEEDLE_SIZE], []).append(rec.seq)
         hashes = np.array(
@@ -456,7 +459,10 @@ def content_of(key: bytes, value: bytes) -> list[bytes]:
             out = [t.encode() for t in h.tags] + [f.obj_ref.encode() for f in h.frames]
             return out + _forms(h.forms)
         if key.startswith(_KEY_ONLY):
-            return [key]  # the term is the content; the value is a count or postings
+            # the term is the content (ended by 0x00 where ids follow); the value is a count
+            # or postings
+            end = key.find(b"\x00")
+            return [key if end < 0 else key[: end + 1]]
         if key.startswith(b"vec/"):
             rec = VECTOR_RECORD.decode(payload, "vector")
             return [rec.vector, sidecar_copy(rec.vector)]

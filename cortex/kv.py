@@ -447,13 +447,19 @@ class LmdbKV:
                 epoch = None
                 if self._epoch_prefix is not None:
                     epoch = self._epoch(txn)
-                    renew = self._epoch_seen is not _NEVER and epoch != self._epoch_seen
+                    # only this write holds a transaction of this thread: it can renew (a
+                    # thread inside a read snapshot renews at a later write instead)
+                    renew = (
+                        self._epoch_seen is not _NEVER
+                        and epoch != self._epoch_seen
+                        and self._gate._mine.n == 1
+                    )
                 if renew:
                     txn.abort()
                 else:
                     result = fn(_LmdbTxn(txn))
                     txn.commit()
-                    if self._epoch_prefix is not None:
+                    if self._epoch_prefix is not None and self._gate._mine.n == 1:
                         self._epoch_seen = epoch
                     return result
             except lmdb.MapFullError:
@@ -495,16 +501,13 @@ class LmdbKV:
         self._renew()
 
     def _renew(self) -> None:
-        try:
-            with self._gate.exclusive():
-                size = int(self._env.info()["map_size"])
-                self._env.close()
-                self._env = self._open(size, create=False)
-                self._epoch_seen = _NEVER
-        except CortexError:
-            if getattr(self._gate._mine, "n", 0):
-                return  # this thread holds a transaction: renew at its next write instead
-            raise
+        if getattr(self._gate._mine, "n", 0):
+            return  # this thread holds a transaction: it renews at a later write instead
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            self._env.close()
+            self._env = self._open(size, create=False)
+            self._epoch_seen = _NEVER
 
     def _begin(self, *, write: bool) -> lmdb.Transaction:
         """Begin a transaction; the caller ends it, then calls ``self._gate.leave()``."""

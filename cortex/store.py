@@ -1730,10 +1730,10 @@ class Store:
 
         # the pages that held stale separators are freed by the commit that rewrote them: one
         # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
-        separators = 0
+        rewritten = 0
         for _ in range(4):
             found = self._kv.write(mark)
-            separators += found
+            rewritten += found
             if not found:
                 break
         target = self._kv.last_txnid() - 1
@@ -1750,6 +1750,7 @@ class Store:
             beyond_pages_zeroed=counts.beyond_pages_zeroed,
             bytes_zeroed=counts.bytes_zeroed,
             holding=holding,
+            separators=rewritten,
             seconds=time.perf_counter() - started,
         )
 
@@ -2786,7 +2787,7 @@ def _verify_erasure_records(
             add(Problem(name, "names no purge in the journal"))
         elif want[purge[0]] is not rec.kind or purge[1] != rec.id:
             add(Problem(name, f"does not match journal entry {seq} ({purge[0].label})"))
-        if len(rec.needles) % erasure.NEEDLE_SIZE:
+        if len(rec.needles or b"") % erasure.NEEDLE_SIZE:
             add(Problem(name, "its needles are not whole"))
 
 
@@ -2866,7 +2867,7 @@ def _put_erasure(
         at=at,
         by=by,
         hashes=tuple(hashes),
-        needles=erasure.needles_of(content),
+        needles=erasure.needles_of(content) or None,
         records=sum(1 for v in recorded.before.values() if v is not None),
         size=sum(len(c) for c in content),
     )

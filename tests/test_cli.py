@@ -979,28 +979,30 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 7, 6 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 8, 7 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
     assert re.search(r"^0004-lexical-stemming\s+4 → 5\s+9\s+rebuild the lexical", out, re.M)
     assert re.search(r"^0005-posting-blocks\s+5 → 6\s+9\s+rebuild the lexical", out, re.M)
     assert re.search(r"^0006-episodes\s+6 → 7\s+0\s+allow episodes", out, re.M)
+    assert re.search(r"^0007-erasure-records\s+7 → 8\s+0\s+allow erasure records", out, re.M)
     assert out.endswith("dry run: nothing written\n")
     assert (v1 / "data.mdb").read_bytes() == before
     assert run(capsys, "info")[0] == 1  # still format 1
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 7, 6 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-7:] == [
+    assert lines[0] == f"{v1}: format 1 → 8, 7 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-8:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
         "applied 0004-lexical-stemming (9 records)",
         "applied 0005-posting-blocks (9 records)",
         "applied 0006-episodes (0 records)",
-        f"{v1}: now at format 7",
+        "applied 0007-erasure-records (0 records)",
+        f"{v1}: now at format 8",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1009,7 +1011,7 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth, fifth, sixth = [
+    entry, second, third, fourth, fifth, sixth, seventh = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1019,9 +1021,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert fourth["reason"] == "0004-lexical-stemming: format 4 -> 5"
     assert fifth["reason"] == "0005-posting-blocks: format 5 -> 6"
     assert sixth["reason"] == "0006-episodes: format 6 -> 7"
+    assert seventh["reason"] == "0007-erasure-records: format 7 -> 8"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 7)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 7)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 8)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 8)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1067,12 +1070,19 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "description": "allow episodes (ep/, prov/e/); no record changes",
         "records": 0,
     }
-    steps = (step, step2, step3, step4, step5, step6)
+    step7 = {
+        "name": "0007-erasure-records",
+        "from_version": 7,
+        "to_version": 8,
+        "description": "allow erasure records (er/, meta/scrub); no record changes",
+        "records": 0,
+    }
+    steps = (step, step2, step3, step4, step5, step6, step7)
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 7,
+        "to_version": 8,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1083,7 +1093,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 7, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 8, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1091,23 +1101,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 7)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "8")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 8)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "9")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 8: format 8 is unknown: this cortex knows formats up to 7\n"
+    assert err == "cortex: --to 9: format 9 is unknown: this cortex knows formats up to 8\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 7
+    assert run_json(capsys, "migrate")["to_version"] == 8
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 7)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 8)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1118,6 +1128,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0004-lexical-stemming", "pending"),
         ("0005-posting-blocks", "pending"),
         ("0006-episodes", "pending"),
+        ("0007-erasure-records", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1125,9 +1136,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 7 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 8 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 6
+    assert len(listed["applied"]) == 7
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1247,7 +1258,7 @@ def test_the_command_list_is_complete() -> None:
         "init", "info", "stats", "write", "update", "head", "tombstone", "purge", "show",
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
-        "reindex", "ingest", "episodes", "search",
+        "reindex", "ingest", "episodes", "search", "scrub",
     }  # fmt: skip
 
 
@@ -1332,7 +1343,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 7" in ok("--store", old, "migrate")
+    assert "now at format 8" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")
