@@ -341,8 +341,11 @@ class Needles:
             sorted({int.from_bytes(n[:4], "big") for n in self.owner}), dtype=np.uint32
         )
         self.hashes = hashes
-        self.table = np.zeros(1 << _BITS, dtype=bool)
-        self.table[hashes & ((1 << _BITS) - 1)] = True
+        # a first filter on the low bits of the hash: about 1 in 64 offsets pass it, and the
+        # table stays small enough to stay in cache
+        self.bits = max(12, min(_BITS, (max(1, len(hashes)) * 64).bit_length()))
+        self.table = np.zeros(1 << self.bits, dtype=bool)
+        self.table[hashes & ((1 << self.bits) - 1)] = True
 
     def __len__(self) -> int:
         return len(self.owner)
@@ -352,8 +355,8 @@ class Needles:
         if not len(self.hashes):
             return
         n = len(data)
-        step = 1 << 22
-        mask = (1 << _BITS) - 1
+        step = 1 << 20
+        mask = (1 << self.bits) - 1
         for start in range(0, max(0, n - WINDOW + 1), step):
             part = data[start : min(n, start + step + WINDOW - 1)]
             h = window_hashes(part)
@@ -441,7 +444,7 @@ def content_of(key: bytes, value: bytes) -> list[bytes]:
     """The content a stored record holds, as the bytes that appear in the file.
 
     Data (canonical CBOR), form texts, tags, frame references and caller text in provenance
-    of versions and heads; the terms of lexical keys and documents; vectors; episode text.
+    of versions and heads; the terms of lexical and evidence keys; vectors; episode text.
     Ids, hashes, times and counts are not content. A value that does not decode is taken
     whole.
     """
@@ -469,7 +472,7 @@ def content_of(key: bytes, value: bytes) -> list[bytes]:
         if key.startswith(b"ep/"):
             ep = decode_episode(payload)
             return [] if ep.content is None else [ep.content]
-        return [payload]  # lex/d/ (the terms), cv/ (a vector)
+        return [payload]  # cv/ (a vector), lex/d/ (the terms)
     except (CortexError, UnicodeError):
         return [key + value]
 
@@ -538,9 +541,29 @@ class Recorder:
         return self._txn.add_many(items)
 
     def erased(self) -> list[bytes]:
-        """The content the records changed held before (``content_of`` their old values)."""
+        """The content the records changed held before (``content_of`` their old values).
+
+        A term counts only where its key went (its last posting or its document frequency):
+        a term other records still hold is live content, not evidence of a leftover. The
+        lexical document (the sorted terms of the memory) is left out for the same reason;
+        the text it was made from is in.
+        """
+        gone = {  # terms whose document frequency went to zero: no record holds them now
+            key.replace(b"/t/", b"/p/", 1) + b"\x00"
+            for key, old in self.before.items()
+            if old is not None
+            and key.startswith((b"lex/t/", b"cx/t/"))
+            and self._txn.get(key) is None
+        }
         out: list[bytes] = []
         for key, old in self.before.items():
-            if old is not None:
-                out += content_of(key, old)
+            if old is None or key.startswith(b"lex/d/"):
+                continue
+            if key.startswith(_KEY_ONLY):
+                if key.startswith((b"lex/t/", b"cx/t/")):
+                    if self._txn.get(key) is not None:
+                        continue
+                elif key[: key.find(b"\x00") + 1] not in gone:
+                    continue
+            out += content_of(key, old)
         return out

@@ -35,31 +35,10 @@ from cortex.records import Forms, Provenance, SourceRef
 from cortex.store import _trusted
 from cortex.vectors import VECTOR_RECORD
 from tests import workers
-from tests.test_crash import Child
+from tests.test_crash import PAGE, Child, occurrences
 from tests.vsupport import E
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="subprocesses and SIGKILL on POSIX")
-
-PAGE = 4096
-
-
-def occurrences(root: Path, needles: list[bytes]) -> dict[str, Counter[int]]:
-    """Where any needle occurs: ``{file: Counter(page or 0 -> hits)}`` over every file."""
-    out: dict[str, Counter[int]] = {}
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            path = Path(dirpath) / name
-            data = path.read_bytes()
-            found: Counter[int] = Counter()
-            for needle in needles:
-                start = data.find(needle)
-                while start >= 0:
-                    found[start // PAGE] += 1
-                    start = data.find(needle, start + 1)
-            if found:
-                out[path.relative_to(root).as_posix()] = found
-    return out
-
 
 def vector_bytes(cx: Cortex, mid: Any) -> list[bytes]:
     """A memory's stored vector and the copy the hnswlib cache holds, as needles (whole: the
