@@ -799,9 +799,10 @@ def _elements(path: Path) -> tuple[int, int, int, int]:
 
 
 def _plan(path: Path, dim: int, drop_labels: set[int]) -> tuple[dict[int, int], list[int]]:
-    """What ``_apply`` changes in an hnswlib file: ``({element: new flag byte}, [elements
-    whose vector to zero])`` so that the elements labelled ``drop_labels`` are deleted and no
-    deleted element keeps its vector.
+    """What ``_apply`` changes in an hnswlib file, without changing it.
+
+    Returns ``({element: new flag byte}, [elements whose vector to zero])``, so that the
+    elements labelled ``drop_labels`` are deleted and no deleted element keeps its vector.
 
     Raises:
         IndexCacheError: the file is not an hnswlib file of ``dim`` floats.

@@ -20,8 +20,8 @@ from cortex.codec import encode_data, to_micros
 from cortex.context import DEFAULT_BUDGET, MAX_BUDGET, Bundle, assemble, objects_of
 from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
-from cortex.erasure import ScrubReport
 from cortex.enums import DecayClass, MemoryType, Outcome, Verb, Visibility
+from cortex.erasure import ScrubReport
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -395,10 +395,13 @@ class Cortex(Store):
         an embedder.
         """
         report = super()._scrub(wait, now)
+        directory = Path(self.path) / SIDECAR_DIRECTORY
+        if not directory.is_dir():
+            return report
         started = time.perf_counter()
         with self._kv.read() as txn:
             live = {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}
-        files = erase_saved(Path(self.path) / SIDECAR_DIRECTORY, live.__contains__)
+        files = erase_saved(directory, live.__contains__)
         return msgspec.structs.replace(
             report, sidecar_files=files, seconds=report.seconds + time.perf_counter() - started
         )

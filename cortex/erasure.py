@@ -149,8 +149,11 @@ def needles_of(fragments: Iterable[bytes]) -> bytes:
 
 
 def sidecar_copy(vector: bytes) -> bytes:
-    """A stored float32 vector as the hnswlib cache holds it: scaled to unit length by the
-    index (numpy), then again by hnswlib (a float32 sum in order, ``1 / (sqrt + 1e-30)``)."""
+    """A stored float32 vector as the hnswlib cache holds it.
+
+    Scaled to unit length by the index (numpy), then again by hnswlib (a float32 sum in
+    order, ``1 / (sqrt + 1e-30)``).
+    """
     v = np.frombuffer(vector, dtype="<f4")
     if not len(v) or not np.isfinite(v).all():
         return b""
@@ -163,7 +166,8 @@ def sidecar_copy(vector: bytes) -> bytes:
     for x in unit:
         acc = np.float32(acc + np.float32(x * x))
     scale = np.float32(1.0) / (np.float32(np.sqrt(acc)) + np.float32(1e-30))
-    return (unit * scale).astype("<f4").tobytes()
+    copy: bytes = (unit * scale).astype("<f4").tobytes()
+    return copy
 
 
 class ErasureKind(CodedEnum):
@@ -221,8 +225,11 @@ ERASURE_CODEC: Final = StructCodec(
 
 
 class ScrubMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``meta/scrub``: the last erasure step (its commit is what frees the pages a purge
-    released from the previous meta page's tree, so they can be zeroed)."""
+    """``meta/scrub``: the last erasure step.
+
+    Its commit is what frees the pages a purge released from the previous meta page's tree,
+    so that they can be zeroed.
+    """
 
     at: datetime
     by: str
@@ -486,9 +493,9 @@ def _forms(forms: Forms | None) -> list[bytes]:
 class Recorder:
     """A write transaction that remembers the bytes each content record had before.
 
-    The purge runs through it; afterwards ``fragments`` are the keys and old values it deleted
-    or rewrote, and ``kept`` the keys and values it wrote in their place. It lends no cursor,
-    so the lexical index takes its plain path through ``get``/``put``/``delete``.
+    A purge runs through it; ``before`` then maps every content key it deleted or rewrote to
+    its old value, and ``erased`` gives the content those held. It lends no cursor, so the
+    lexical index takes its plain path through ``get``/``put``/``delete``.
     """
 
     def __init__(self, txn: WriteTxn) -> None:
@@ -499,42 +506,50 @@ class Recorder:
         if key not in self.before and key.startswith(CONTENT_PREFIXES):
             self.before[key] = self._txn.get(key)
 
-    # reads pass through
     def get(self, key: bytes) -> bytes | None:
+        """As ``WriteTxn``'s (reads pass through)."""
         return self._txn.get(key)
 
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
+        """As ``WriteTxn``'s (reads pass through)."""
         return self._txn.scan(prefix, start=start, reverse=reverse)
 
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[bytes]:
+        """As ``WriteTxn``'s (reads pass through)."""
         return self._txn.keys(prefix, start=start, reverse=reverse)
 
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        """As ``WriteTxn``'s (reads pass through)."""
         return self._txn.seek(prefix, start, reverse=reverse)
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """As ``WriteTxn``'s (reads pass through)."""
         return self._txn.around(prefix, key)
 
     # writes are noted first
     def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        """As ``WriteTxn``'s, noting the old value first."""
         self._note(key)
         return self._txn.put(key, value, overwrite=overwrite)
 
     def delete(self, key: bytes) -> bool:
+        """As ``WriteTxn``'s, noting the old value first."""
         self._note(key)
         return self._txn.delete(key)
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """As ``WriteTxn``'s, noting the old value first."""
         items = list(items)
         for key, _ in items:
             self._note(key)
         self._txn.put_many(items)
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        """As ``WriteTxn``'s, noting the old value first."""
         items = list(items)
         for key, _ in items:
             self._note(key)

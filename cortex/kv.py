@@ -490,17 +490,14 @@ class LmdbKV:
             key = bytes(cur.key())
             return key if key.startswith(prefix) else None
 
-    def renew(self) -> None:
+    def _renew(self) -> None:
         """Close and reopen the environment: LMDB frees the page buffers it recycles.
 
-        A writer builds each page it writes in a buffer it keeps from earlier writes, and the
+        A writer builds each page it writes in a buffer kept from earlier writes, and the
         unused part of the page is written as the buffer left it. After an erasure those
         buffers may hold erased bytes; a fresh environment's buffers start zeroed. Waits for
-        this process's other transactions; a thread that holds one itself renews nothing.
+        this process's other transactions.
         """
-        self._renew()
-
-    def _renew(self) -> None:
         if getattr(self._gate._mine, "n", 0):
             return  # this thread holds a transaction: it renews at a later write instead
         with self._gate.exclusive():
@@ -599,8 +596,9 @@ class LmdbKV:
 
     @contextmanager
     def _file_under_lock(self) -> Iterator[tuple[int, Any, int, int, list[tuple[int, int]]]]:
-        """``(fd, mmap, page size, oldest, snapshots)`` of ``data.mdb`` while this process holds LMDB's
-        writer lock (an empty write transaction): no commit changes the file meanwhile.
+        """``data.mdb`` under LMDB's writer lock: ``(fd, mmap, page size, oldest, snapshots)``.
+
+        The lock is held by an empty write transaction: no commit changes the file meanwhile.
 
         ``oldest`` is LMDB's own bound for reusing a free page: the smaller of the last
         committed transaction id and every open read snapshot's.
@@ -638,7 +636,8 @@ class LmdbKV:
 
         Holds the writer lock while it runs (writers wait; readers go on). Free pages a read
         snapshot or the previous meta page may still read are left (only their gaps are
-        zeroed): the counts say how many, and the snapshots holding them are returned.
+        zeroed): the counts say how many. Returns the counts and ``(pid, txn id)`` of every
+        read snapshot open at the time.
 
         Raises:
             LayoutError: the file does not parse as LMDB 0.9 (nothing is written).
@@ -664,10 +663,11 @@ class LmdbKV:
             with (self.path / "data.mdb").open("rb") as f:
                 size = os.fstat(f.fileno()).st_size
                 with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as buf:
+                    layout = _scrub.read_layout(buf, psize, size, 0, details=False)
                     stale = [
                         (key, child)
-                        for key, child in _scrub.separators(buf, psize)
-                        if key.startswith(prefixes) and txn.get(key) is None
+                        for key, child in _scrub.separators(buf, layout, prefixes)
+                        if txn.get(key) is None
                     ]
                     keys: dict[bytes, None] = {}
                     for _, child in stale:

@@ -180,10 +180,11 @@ class Layout:
         return bool(np.isin(offset // self.psize, self.branch))
 
     def region(self, buf: Any, offset: int) -> str:
-        """What the byte at ``offset`` is: ``meta``, ``free``, ``held``, ``gap``, ``node``,
-        ``overflow``, ``tail`` or ``beyond``.
+        """What the byte at ``offset`` is.
 
-        ``free`` bytes are in a page LMDB may reuse (a scrub zeroes it), ``held`` ones in a free
+        One of ``meta``, ``free``, ``held``, ``gap``, ``node``, ``overflow``, ``tail`` or
+        ``beyond``. ``free`` bytes are in a page LMDB may reuse (a scrub zeroes it), ``held``
+        ones in a free
         page a snapshot or the previous meta may still read, ``node`` and ``overflow`` ones
         belong to live records, ``gap`` and ``tail`` are unused parts of live pages.
         """
@@ -244,15 +245,13 @@ def read_metas(buf: Any, psize: int) -> tuple[Meta, Meta]:
     Raises:
         LayoutError: a meta page is not an LMDB 0.9 meta page of this page size.
     """
-    metas = [_meta(buf, p, psize) for p in (0, 1)]
-    if metas[0] is None or metas[1] is None:
+    first, second = _meta(buf, 0, psize), _meta(buf, 1, psize)
+    if first is None or second is None:
         raise LayoutError("the data file's meta pages are not LMDB 0.9 meta pages")
-    for m in metas:
+    for m in (first, second):
         if m.psize != psize:
             raise LayoutError(f"the data file's page size is {m.psize}, LMDB reports {psize}")
-    newest = max(metas, key=lambda m: m.txnid)
-    other = metas[1 - newest.page]
-    return newest, other
+    return (first, second) if first.txnid > second.txnid else (second, first)
 
 
 class _Pages:
@@ -291,31 +290,42 @@ class _Pages:
         return int(n)
 
 
-def separators(buf: Any, psize: int) -> list[tuple[bytes, int]]:
-    """``(key, child page)`` of every separator in the main tree's branch pages.
+def separators(
+    buf: Any, layout: Layout, prefixes: tuple[bytes, ...] = (b"",)
+) -> list[tuple[bytes, int]]:
+    """``(key, child page)`` of every separator with one of ``prefixes`` in the branch pages.
 
     LMDB copies a leaf's first key into its parent when it splits the page, and does not
     change it when that key is later deleted: a deleted key can live on there, in a live page.
-    The first node of a branch page has no key and is left out.
+    The first node of a branch page has no key and is left out. (The free database's branch
+    pages are included; their keys are 8-byte transaction ids.)
     """
-    meta, _ = read_metas(buf, psize)
-    if meta.main.root == P_INVALID:
+    pages = layout.branch
+    if not len(pages):
         return []
-    pages = _Pages(buf, psize, meta.last_pg)
-    out: list[tuple[bytes, int]] = []
-    stack = [meta.main.root]
-    while stack:
-        page = stack.pop()
-        flags, _, _ = pages.header(page)
-        if not flags & P_BRANCH:
-            continue
-        for i, node in enumerate(pages.nodes(page)):
-            lo, hi, top, ksize = struct.unpack_from("<HHHH", buf, node)
-            child = lo | hi << 16 | top << 32
-            stack.append(child)
-            if i and ksize:
-                out.append((bytes(buf[node + NODESIZE : node + NODESIZE + ksize]), child))
-    return out
+    psize = layout.psize
+    flat = np.frombuffer(buf, dtype=np.uint8, count=(layout.meta.last_pg + 1) * psize)
+    base = pages * psize
+    nkeys = (_u16(flat, base + 12) - PAGEHDRSZ) // 2
+    total = int(nkeys.sum())
+    page_of = np.repeat(base, nkeys)
+    index = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(nkeys) - nkeys, nkeys)
+    node = page_of + _u16(flat, page_of + PAGEHDRSZ + 2 * index)
+    ksize = _u16(flat, node + 6)
+    key_at = node + NODESIZE
+    match = np.zeros(total, dtype=bool)
+    for prefix in prefixes:
+        m = (index > 0) & (ksize >= len(prefix))
+        for k, byte in enumerate(prefix):
+            m &= flat[np.minimum(key_at + k, len(flat) - 1)] == byte
+        match |= m
+    child = _u16(flat, node) | (_u16(flat, node + 2) << 16) | (_u16(flat, node + 4) << 32)
+    return [
+        (bytes(buf[at : at + n]), int(c))
+        for at, n, c in zip(
+            key_at[match].tolist(), ksize[match].tolist(), child[match].tolist(), strict=True
+        )
+    ]
 
 
 def subtree_keys(buf: Any, psize: int, page: int) -> list[bytes]:
@@ -341,19 +351,19 @@ def subtree_keys(buf: Any, psize: int, page: int) -> list[bytes]:
     return out
 
 
-def _free_db(pages: _Pages, root: int) -> tuple[dict[int, list[int]], list[int], list[int]]:
-    """The free database: ``({txnid: pages}, its branch and leaf pages, its overflow pages)``."""
+def _free_db(pages: _Pages, root: int) -> dict[int, list[int]]:
+    """The free database: ``{txnid: pages it freed}``.
+
+    Its own pages are counted with the pages in use, against the meta page's totals.
+    """
     free: dict[int, list[int]] = {}
-    tree: list[int] = []
-    overflow: list[int] = []
     if root == P_INVALID:
-        return free, tree, overflow
+        return free
     buf = pages.buf
     stack = [root]
     while stack:
         page = stack.pop()
         flags, _, _ = pages.header(page)
-        tree.append(page)
         if flags & P_BRANCH:
             for node in pages.nodes(page):
                 lo, hi, top = struct.unpack_from("<HHH", buf, node)
@@ -370,7 +380,6 @@ def _free_db(pages: _Pages, root: int) -> tuple[dict[int, list[int]], list[int],
             if nflags & F_BIGDATA:
                 first = _U64.unpack_from(buf, node + NODESIZE + 8)[0]
                 n = pages.run(first)
-                overflow.extend(range(first, first + n))
                 start = first * pages.psize + PAGEHDRSZ
                 if size > n * pages.psize - PAGEHDRSZ:
                     raise LayoutError(f"free list {txnid} is longer than its overflow pages")
@@ -383,10 +392,10 @@ def _free_db(pages: _Pages, root: int) -> tuple[dict[int, list[int]], list[int],
             if count != size // 8 - 1:
                 raise LayoutError(f"free list {txnid} holds {count} ids in {size} bytes")
             free[int(txnid)] = [int(p) for p in ids[1:]]
-    return free, tree, overflow
+    return free
 
 
-def read_layout(buf: Any, psize: int, size: int, oldest: int) -> Layout:
+def read_layout(buf: Any, psize: int, size: int, oldest: int, *, details: bool = True) -> Layout:
     """Parse the data file in ``buf`` (the caller holds LMDB's writer lock).
 
     Args:
@@ -395,6 +404,8 @@ def read_layout(buf: Any, psize: int, size: int, oldest: int) -> Layout:
         size: the file's size.
         oldest: free pages listed under transaction ids below it may be reused: the smaller of
             the last committed transaction id and every open reader snapshot's.
+        details: also find the large values' lengths and the held pages' gaps (what zeroing
+            needs; a walk of the branch pages does not).
 
     Raises:
         LayoutError: anything does not parse, or the pages found do not add up to what the
@@ -411,15 +422,15 @@ def read_layout(buf: Any, psize: int, size: int, oldest: int) -> Layout:
     if last >= npages:
         raise LayoutError(f"the meta page names page {last}, the file has {npages}")
     pages = _Pages(buf, psize, last)
-    free, free_tree, free_overflow = _free_db(pages, meta.free.root)
+    free = _free_db(pages, meta.free.root)
     is_free = np.zeros(last + 1, dtype=bool)
     for ps in free.values():
         arr = np.array(ps, dtype=np.int64)
-        if arr.size and (arr.min() < 2 or arr.max() > last or is_free[arr].any()):
+        if not arr.size:
+            continue
+        if arr.min() < 2 or arr.max() > last or is_free[arr].any() or len(set(ps)) != len(ps):
             raise LayoutError("the free list names a page twice or outside the file")
         is_free[arr] = True
-    if len(np.unique(np.array(ps_all := [p for ps in free.values() for p in ps]))) != len(ps_all):
-        raise LayoutError("the free list names a page twice")
     rows = np.frombuffer(buf, dtype=np.uint8, count=(last + 1) * psize).reshape(last + 1, psize)
     flags = rows[:, 10].astype(np.int64) | (rows[:, 11].astype(np.int64) << 8)
     used = ~is_free
@@ -464,17 +475,17 @@ def read_layout(buf: Any, psize: int, size: int, oldest: int) -> Layout:
         leaf=leaf,
         runs=runs,
     )
-    layout.values = _big_values(buf, layout, rows, flags)
-    layout.held = _held(buf, layout, flags, pages)
-    _ = free_tree, free_overflow  # counted through the meta page totals above
+    if details:
+        layout.values = _big_values(buf, layout, rows)
+        layout.held = _held(buf, layout, flags)
     return layout
 
 
-def _big_values(
-    buf: Any, layout: Layout, rows: npt.NDArray[np.uint8], flags: npt.NDArray[np.int64]
-) -> list[tuple[int, int]]:
-    """``(first page, bytes)`` of every large value a live leaf holds, found without a loop
-    over nodes (a leaf's node pointers, then each node's flags)."""
+def _big_values(buf: Any, layout: Layout, rows: npt.NDArray[np.uint8]) -> list[tuple[int, int]]:
+    """``(first page, bytes)`` of every large value a live leaf holds.
+
+    Found without a Python loop over nodes: every leaf's node pointers, then each node's flags.
+    """
     if not layout.runs or not len(layout.leaf):
         return []
     psize = layout.psize
@@ -503,11 +514,10 @@ def _big_values(
         if n is None or PAGEHDRSZ + nbytes > n * psize:
             raise LayoutError(f"a large value names page {first}, not a live overflow run")
         out.append((int(first), int(nbytes)))
-    _ = flags
     return out
 
 
-def _held(buf: Any, layout: Layout, flags: npt.NDArray[np.int64], pages: _Pages) -> Any:
+def _held(buf: Any, layout: Layout, flags: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """Free pages not yet reusable that are branch or leaf pages of some older tree.
 
     Their gaps may be zeroed (no reader reads a gap). Each freeing transaction's pages are
@@ -539,7 +549,6 @@ def _held(buf: Any, layout: Layout, flags: npt.NDArray[np.int64], pages: _Pages)
             _, lower, upper = struct.unpack_from("<HHH", buf, page * psize + 10)
             if PAGEHDRSZ <= lower <= upper <= psize and not (lower - PAGEHDRSZ) % 2:
                 out.append(page)
-    _ = pages
     return np.array(sorted(out), dtype=np.int64)
 
 
@@ -551,22 +560,32 @@ def _nonzero_pages(rows: npt.NDArray[np.uint8], pages: npt.NDArray[np.int64]) ->
     return out
 
 
+def _u16(flat: npt.NDArray[np.uint8], at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    return flat[at].astype(np.int64) | (flat[at + 1].astype(np.int64) << 8)
+
+
 def _dirty_gaps(
-    rows: npt.NDArray[np.uint8], pages: npt.NDArray[np.int64], psize: int
+    flat: npt.NDArray[np.uint8], pages: npt.NDArray[np.int64], psize: int
 ) -> list[tuple[int, int, int]]:
-    """``(page, lower, upper)`` of each page whose gap holds a non-zero byte."""
-    out: list[tuple[int, int, int]] = []
-    cols = np.arange(psize, dtype=np.int64)
-    for i in range(0, len(pages), _ROWS):
-        chunk = pages[i : i + _ROWS]
-        block = rows[chunk]
-        lower = block[:, 12].astype(np.int64) | (block[:, 13].astype(np.int64) << 8)
-        upper = block[:, 14].astype(np.int64) | (block[:, 15].astype(np.int64) << 8)
-        mask = (cols >= lower[:, None]) & (cols < upper[:, None])
-        dirty = ((block != 0) & mask).any(axis=1)
-        for j in np.nonzero(dirty)[0].tolist():
-            out.append((int(chunk[j]), int(lower[j]), int(upper[j])))
-    return out
+    """``(page, lower, upper)`` of each page whose gap holds a non-zero byte (one pass)."""
+    if not len(pages):
+        return []
+    pages = np.sort(pages)
+    base = pages * psize
+    lower, upper = _u16(flat, base + 12), _u16(flat, base + 14)
+    keep = upper > lower
+    pages, base, lower, upper = pages[keep], base[keep], lower[keep], upper[keep]
+    if not len(pages):
+        return []
+    bounds = np.empty(2 * len(pages), dtype=np.int64)
+    bounds[0::2] = base + lower
+    bounds[1::2] = base + upper
+    last_open = bounds[-1] >= len(flat)  # a gap reaching the end of the file
+    ored = np.bitwise_or.reduceat(flat, bounds[:-1] if last_open else bounds)[0::2]
+    if last_open:
+        ored[-1] = np.bitwise_or.reduce(flat[bounds[-2] :])
+    dirty = np.nonzero(ored)[0]
+    return [(int(pages[k]), int(lower[k]), int(upper[k])) for k in dirty.tolist()]
 
 
 def unused_ranges(buf: Any, layout: Layout) -> list[tuple[int, int, str]]:
@@ -577,12 +596,13 @@ def unused_ranges(buf: Any, layout: Layout) -> list[tuple[int, int, str]]:
     """
     psize = layout.psize
     last = layout.meta.last_pg
-    rows = np.frombuffer(buf, dtype=np.uint8, count=(last + 1) * psize).reshape(last + 1, psize)
+    flat = np.frombuffer(buf, dtype=np.uint8, count=(last + 1) * psize)
+    rows = flat.reshape(last + 1, psize)
     out: list[tuple[int, int, str]] = []
     for page in _nonzero_pages(rows, layout.reusable()):
         out.append((page * psize, psize, "free"))
     gap_pages = np.concatenate([layout.branch, layout.leaf, layout.held])
-    for page, lower, upper in _dirty_gaps(rows, gap_pages, psize):
+    for page, lower, upper in _dirty_gaps(flat, gap_pages, psize):
         out.append((page * psize + lower, upper - lower, "gap"))
     runs = dict(layout.runs)
     for first, nbytes in layout.values:
@@ -626,7 +646,10 @@ def zero(fd: int, buf: Any, layout: Layout) -> ZeroCounts:
             counts.tails_zeroed += 1
         else:
             counts.beyond_pages_zeroed += -(-length // layout.psize)
-    os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:  # macOS
+        os.fsync(fd)
     return counts
 
 
@@ -634,10 +657,10 @@ def _coalesced(ranges: list[tuple[int, int, str]]) -> Iterator[tuple[int, int, s
     """Adjacent ranges of one kind as one (fewer writes); gaps and tails stay one each."""
     cur: list[Any] | None = None
     for offset, length, what in ranges:
-        if cur is not None and what in ("free", "beyond") and cur[2] == what:
-            if cur[0] + cur[1] == offset:
-                cur[1] += length
-                continue
+        joins = cur is not None and what in ("free", "beyond") and cur[2] == what
+        if joins and cur is not None and cur[0] + cur[1] == offset:
+            cur[1] += length
+            continue
         if cur is not None:
             yield cur[0], cur[1], cur[2]
         cur = [offset, length, what]

@@ -1808,7 +1808,7 @@ class Store:
                 key = layout.node_key(buf, offset) if region == "node" else None
                 placed.append((offset, needle, region, key))
             unused = sum(n for _, n, _ in unused_ranges(buf, layout))
-            keyed = [k for k, _ in separators(buf, layout.psize) if k.startswith(KEYED_CONTENT)]
+            keyed = [k for k, _ in separators(buf, layout, KEYED_CONTENT)]
             return placed, unused, layout.held_count(), keyed
 
         placed, unscrubbed, held, keyed = self._kv.inspect(place)
@@ -1817,11 +1817,15 @@ class Store:
         live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
         residues: list[Residue] = []
         shared: list[Residue] = []
-        found_all = [("data.mdb", off, needle, region, key) for off, needle, region, key in placed]
-        found_all += [
-            (name, off, needle, "file", None) for name, found in hits.items() for off, needle in found
+        found_all: list[tuple[str, int, bytes, str, bytes | None]] = [
+            ("data.mdb", off, needle, region, key) for off, needle, region, key in placed
         ]
-        for name, offset, needle, region, key in found_all:
+        found_all += [
+            (name, off, needle, "file", None)
+            for name, found in hits.items()
+            for off, needle in found
+        ]
+        for name, offset, needle, region, live_key in found_all:
             for seq in needles.owner[needle]:
                 rec = needles.records[seq]
                 residue = Residue(
@@ -1830,7 +1834,7 @@ class Store:
                     region=region,
                     seq=seq,
                     id=str(rec.id),
-                    key=None if key is None else _show_key(key),
+                    key=None if live_key is None else _show_key(live_key),
                 )
                 (shared if needle in live else residues).append(residue)
         return ErasureReport(
@@ -1849,8 +1853,10 @@ class Store:
         )
 
     def _erase_now(self, what: str, wait: float, now: datetime) -> ScrubReport:
-        """Run the erasure step after a purge (marked with the purge's time, so that a purge
-        reads the clock once); raise ``ErasurePendingError`` unless it is complete."""
+        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete.
+
+        The step is marked with the purge's time, so that a purge reads the clock once.
+        """
         try:
             report = self._scrub(wait, now)
         except CortexError as exc:
@@ -2839,8 +2845,11 @@ def _check_wait(wait: object) -> None:
 
 
 def _erased_provenance(p: Provenance) -> Provenance:
-    """A purged version's provenance: its kind, the URIs it was derived from and the episode
-    spans it was drawn from (ids and offsets); session ids and message ids are caller text."""
+    """A purged version's provenance: what of it is not caller text.
+
+    Its kind, the URIs it was derived from and the episode spans it was drawn from (ids and
+    offsets); session ids and message ids are caller text and go.
+    """
     sources = tuple(
         SourceRef(session_id=src.session_id, span=src.span)
         for src in p.sources
@@ -2849,7 +2858,7 @@ def _erased_provenance(p: Provenance) -> Provenance:
     return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
 
 
-def _put_erasure(
+def _put_erasure(  # noqa: PLR0917 - private, one call site each for memories and episodes
     txn: WriteTxn,
     seq: int,
     kind: ErasureKind,

@@ -480,7 +480,9 @@ def erasure_writer(path: str, stop_file: str, seed: str, secrets: str) -> None:
     s = int(seed)
     rng = random.Random(s)
     with Cortex.open(path, actor=f"writer{s}", embedder=E) as cx:
-        ids = [str(cx.write(secret_fact(f"w{s}x", i), tags=["secret"]).id) for i in range(int(secrets))]
+        ids = [
+            str(cx.write(secret_fact(f"w{s}x", i), tags=["secret"]).id) for i in range(int(secrets))
+        ]
         emit({"op": "secrets", "ids": ids})
         n = 0
         while not Path(stop_file).exists():
