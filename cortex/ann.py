@@ -46,6 +46,7 @@ __all__ = [
     "IndexMeta",
     "VectorIndex",
     "erase_saved",
+    "saved_region",
 ]
 
 # Chosen with tools/bench_ann.py (100k x 384 embedding-like vectors, one thread; specs/
@@ -948,3 +949,24 @@ def _erase_locked(path: Path, live: Callable[[MemoryId], bool]) -> int:
     ]
     _remove_unreferenced(path, keep)
     return changed + 3 + len(stale)
+
+
+def saved_region(path: Path, offsets: Sequence[int]) -> list[str]:
+    """What each byte offset of a saved hnswlib file is: ``vector`` (the vector of an element
+    in use), ``deleted`` (where a deleted element's vector was) or ``file`` (anything else, or
+    a file this module cannot read)."""
+    try:
+        count, size, label_at, data_at = _elements(path)
+        with path.open("rb") as f:
+            data = f.read(_HNSW_HEADER.size + count * size)
+    except (IndexCacheError, OSError):
+        return ["file"] * len(offsets)
+    out = []
+    for offset in offsets:
+        i, at = divmod(offset - _HNSW_HEADER.size, size)
+        if offset < _HNSW_HEADER.size or i >= count or not data_at <= at < label_at:
+            out.append("file")
+        else:
+            deleted = data[_HNSW_HEADER.size + i * size + 2] & _DELETE_MARK
+            out.append("deleted" if deleted else "vector")
+    return out

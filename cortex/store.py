@@ -23,6 +23,7 @@ import cbor2
 import msgspec
 
 from cortex import erasure, evidence, lexical
+from cortex.ann import saved_region
 from cortex._version import __version__
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -1820,11 +1821,15 @@ class Store:
         found_all: list[tuple[str, int, bytes, str, bytes | None]] = [
             ("data.mdb", off, needle, region, key) for off, needle, region, key in placed
         ]
-        found_all += [
-            (name, off, needle, "file", None)
-            for name, found in hits.items()
-            for off, needle in found
-        ]
+        for name, found in hits.items():
+            if name.endswith(".hnsw"):  # the vector index cache: placed like data.mdb
+                regions = saved_region(root / name, [off for off, _ in found])
+            else:
+                regions = ["file"] * len(found)
+            for (off, needle), region in zip(found, regions, strict=True):
+                found_all.append((name, off, needle, region, None))
+                if region == "vector":
+                    live.add(needle)
         for name, offset, needle, region, live_key in found_all:
             for seq in needles.owner[needle]:
                 rec = needles.records[seq]

@@ -7,7 +7,8 @@ commit and running it there:
 
 - format 2: 49aca3f (``cortex.store.FORMAT_VERSION == 2``);
 - format 5: a564bb0 (postings one per key, before the posting blocks of format 6);
-- format 6: 470d343 (posting blocks, before the episodes of format 7).
+- format 6: 470d343 (posting blocks, before the episodes of format 7);
+- format 7: 2a5fba8 (episodes, before the erasure records of format 8).
 
 Code that writes another format cannot regenerate them, and this script refuses to try. The
 migration tests migrate a copy and compare it with a store written fresh by the current code
@@ -42,7 +43,7 @@ def main() -> int:
     from cortex.store import FORMAT_VERSION
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", type=int, default=2, help="the format to build (2, 5 or 6)")
+    parser.add_argument("--format", type=int, default=2, help="the format to build (2, 5, 6, 7)")
     parser.add_argument("--out", help="default: tests/data/format<N>.cortex")
     args = parser.parse_args()
     if args.format != FORMAT_VERSION:
