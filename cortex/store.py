@@ -23,8 +23,8 @@ import cbor2
 import msgspec
 
 from cortex import erasure, evidence, lexical
-from cortex.ann import saved_region
 from cortex._version import __version__
+from cortex.ann import saved_region
 from cortex.codec import (
     _NEW_PAIR_PLAN,
     DEFAULT_PROVENANCE,

@@ -34,7 +34,7 @@ from cortex.records import Forms, Provenance, SourceRef
 from cortex.store import _trusted
 from cortex.vectors import VECTOR_RECORD
 from tests import workers
-from tests.test_crash import PAGE, Child, occurrences
+from tests.test_crash import Child, occurrences
 from tests.vsupport import E
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="subprocesses and SIGKILL on POSIX")
