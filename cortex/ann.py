@@ -952,9 +952,10 @@ def _erase_locked(path: Path, live: Callable[[MemoryId], bool]) -> int:
 
 
 def saved_region(path: Path, offsets: Sequence[int]) -> list[str]:
-    """What each byte offset of a saved hnswlib file is: ``vector`` (the vector of an element
-    in use), ``deleted`` (where a deleted element's vector was) or ``file`` (anything else, or
-    a file this module cannot read).
+    """What each byte offset of a saved hnswlib file is.
+
+    ``vector`` (the vector of an element in use), ``deleted`` (where a deleted element's
+    vector was) or ``file`` (anything else, or a file this module cannot read).
     """
     try:
         count, size, label_at, data_at = _elements(path)
