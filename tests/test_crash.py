@@ -52,12 +52,12 @@ class Child:
         *complete, self._buf = self._buf.split(b"\n")
         self.lines.extend(json.loads(line) for line in complete)
 
-    def wait_for(self, op: str, timeout: float = 60.0) -> None:
-        """Block until the child reports ``op`` (it is then running, not just starting)."""
+    def wait_for(self, op: str, timeout: float = 60.0, count: int = 1) -> None:
+        """Block until the child has reported ``op`` ``count`` times (it is then running)."""
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
             sel.register(self._out, selectors.EVENT_READ)
-            while not any(line["op"] == op for line in self.lines):
+            while sum(line["op"] == op for line in self.lines) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(f"child never said {op!r} in {timeout} s")

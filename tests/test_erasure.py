@@ -118,7 +118,10 @@ def test_purge_leaves_no_byte_of_any_kind_of_record_in_any_file(tmp_path: Path) 
             for mid in purge_ids + written:
                 cx.purge(mid, "erasure request")
             cx.purge_episode(ep.id, "erasure request")
-        w1.wait_for("wrote")  # the writers go on committing after the purges
+        purged_at = time.time()
+        for w in (w1, w2):  # the writers go on committing after the purges
+            while not any(x["op"] == "wrote" and x["at"] > purged_at + 0.2 for x in w.lines):
+                w.wait_for("wrote", count=sum(x["op"] == "wrote" for x in w.lines) + 1)
         time.sleep(0.5)
         done.touch()
         for child in (w1, w2, r1, r2):

@@ -492,7 +492,7 @@ def erasure_writer(path: str, stop_file: str, seed: str, secrets: str) -> None:
                 for j in range(5)
             )
             n += 5
-            emit({"op": "wrote", "n": n})
+            emit({"op": "wrote", "n": n, "at": time.time()})
     emit({"op": "done", "n": n})
 
 
