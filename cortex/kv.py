@@ -15,7 +15,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
@@ -625,7 +625,8 @@ class LmdbKV:
             raise CortexError(f"cannot erase in {self.path / 'data.mdb'}: {exc}") from exc
         finally:
             if buf is not None:
-                buf.close()
+                with suppress(BufferError):  # a view still held (an error on its way out):
+                    buf.close()  # the map closes when the view goes
             if fd >= 0:
                 os.close(fd)
             txn.abort()
