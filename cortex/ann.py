@@ -22,7 +22,6 @@ import mmap
 import os
 import re
 import secrets
-import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -898,16 +897,19 @@ def _erase_locked(path: Path, live: Callable[[MemoryId], bool]) -> int:
                 p.unlink()
                 changed += 1
         return changed
-    tmp_index = path / f"{_TMP_PREFIX}{secrets.token_hex(8)}.hnsw"
-    tmp_labels = tmp_index.with_suffix(".bin")
-    tmp_meta = tmp_index.with_suffix(".json")
-    created = [tmp_index, tmp_labels, tmp_meta]
     if not drop and not marks and not dirty:
         return changed
+    # the vectors are zeroed in the file itself, where they are (a copy would leave them in the
+    # blocks of the old file); it is then renamed after its new digest. A crash before the new
+    # index.json leaves a file that fails its digest: the next search rebuilds the cache. A
+    # reader loading it meanwhile gets deleted elements with zero vectors, which its journal
+    # replay removes anyway.
+    tmp_labels = path / f"{_TMP_PREFIX}{secrets.token_hex(8)}.bin"
+    tmp_meta = tmp_labels.with_suffix(".json")
+    created = [tmp_labels, tmp_meta]
     try:
-        shutil.copyfile(path / meta.index_file.name, tmp_index)
-        _apply(tmp_index, meta.dim, marks, dirty)
-        index_digest, index_size = _fsync_and_digest(tmp_index)
+        _apply(path / meta.index_file.name, meta.dim, marks, dirty)
+        index_digest, index_size = _fsync_and_digest(path / meta.index_file.name)
         kept = [(label, mid) for label, mid in pairs if label not in drop]
         labels_data = b"".join(_LABEL_RECORD.pack(lb, mid.bytes) for lb, mid in kept)
         _write_synced(tmp_labels, labels_data)
@@ -927,8 +929,7 @@ def _erase_locked(path: Path, live: Callable[[MemoryId], bool]) -> int:
             {"meta": msgspec.Raw(body), "sha256": hashlib.sha256(body).hexdigest()}
         )
         _write_synced(tmp_meta, envelope + b"\n")
-        os.replace(tmp_index, path / new.index_file.name)
-        created.append(path / new.index_file.name)
+        os.replace(path / meta.index_file.name, path / new.index_file.name)
         os.replace(tmp_labels, path / new.labels_file.name)
         created.append(path / new.labels_file.name)
         _fsync_dir(path)

@@ -556,6 +556,22 @@ def purge_these(path: str, ids: str) -> None:
     emit({"op": "scrubbed", "complete": report.complete})
 
 
+def kv_erase(path: str) -> None:
+    """At the key-value level: delete every ``s`` key, record an erasure (``er/``), make the
+    freed pages reusable and zero what no reader can read (as the erasure step does)."""
+    from cortex.kv import LmdbKV
+
+    kv = LmdbKV(path, create=False, epoch_prefix=b"er/")
+    try:
+        kv.write(lambda txn: [txn.delete(k) for k in list(txn.keys(b"s"))])
+        kv.write(lambda txn: txn.put(b"er/" + bytes(8), b"x"))
+        kv.write(lambda txn: txn.put(b"mark", b"1"))
+        counts, _ = kv.zero_unused()
+    finally:
+        kv.close()
+    emit({"op": "zeroed", "bytes": counts.bytes_zeroed})
+
+
 def stalled_scrub(path: str) -> None:
     """Purge one memory, then stop inside the zeroing of the erasure step and wait."""
     from cortex import scrub as scrub_module
