@@ -2,12 +2,13 @@
 
 A purge journals what it erased (ids, content hashes) and writes one erasure record
 (``er/`` seq, ``specs/storage.md`` §9) holding *needles*: fingerprints of 16-byte windows of
-every stored record the purge deleted or rewrote, taken 16 bytes apart (the bytes a leftover
-copy in a free page, a page gap or a cache file would show). A fingerprint is a 32-bit
-window hash (fast to compute at every offset of a file) and a keyed 64-bit BLAKE2b of the
-window (to confirm a match). The record holds no content: it lets someone holding the store
-test a guess of a whole 16-byte run of what was erased, as the content hash of each version
-(kept since format 1) lets them test a guess of the whole version; it cannot be read back.
+the content the records it deleted or rewrote held, as stored (``content_of``), taken 16 bytes
+apart (the bytes a leftover copy in a free page, a page gap or a cache file would show). A
+needle is a 32-bit window hash (fast to compute at every offset of a file) and 64 bits of a
+personalised BLAKE2b of the window (to confirm a match). The record holds no content: it lets
+someone holding the store test a guess of a whole 16-byte run of what was erased, as the
+content hash of each version (kept since format 1) lets them test a guess of the whole
+version; nothing in it can be read back without guessing.
 
 ``scan`` slides over a file and reports every offset where a needle's window occurs. Any
 leftover run of at least 31 bytes of an erased record contains a needle's window.

@@ -417,6 +417,11 @@ def read_layout(buf: Any, psize: int, size: int, oldest: int, *, details: bool =
     if size < 2 * psize:
         raise LayoutError("the data file is shorter than its two meta pages")
     meta, _ = read_metas(buf, psize)
+    if meta.txnid < oldest:
+        raise LayoutError(
+            f"the newest meta page is of transaction {meta.txnid}, older than {oldest}: the file "
+            "is not the one LMDB has open"
+        )
     npages = size // psize
     last = meta.last_pg
     if last >= npages:
