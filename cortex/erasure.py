@@ -284,7 +284,9 @@ class Residue(msgspec.Struct, frozen=True, kw_only=True):
         file: the file, relative to the store directory.
         offset: where the window starts.
         region: for ``data.mdb`` what the bytes are (``free``, ``held``, ``gap``, ``tail``,
-            ``beyond``, ``meta``, ``node``, ``overflow``); ``file`` for other files.
+            ``beyond``, ``meta``, ``separator``: a branch-page copy of a deleted key;
+            ``node``, ``overflow``: a live record); in a saved vector index ``vector`` (an
+            element in use) or ``deleted``; ``file`` for anything else.
         seq: the erasure record (its journal seq) whose needle matched.
         id: the memory or episode erased.
         key: for a live record (``node``), its key (shown escaped).

@@ -1764,8 +1764,9 @@ class Store:
         Then every file under the store directory is scanned, byte by byte, for the record's
         needles (``cortex.erasure``); a match in ``data.mdb`` is placed in the page structure
         under the writer lock (writers wait for that part only). A match inside a live record
-        of another memory is *shared* (the same bytes are live content), anything else a
-        *residue*.
+        (or a branch-page copy of a key that exists) is *shared*: the same bytes are live
+        content. Anything else — free space, page gaps, a copy of a deleted key, another file —
+        is a *residue*.
 
         Returns:
             The report; ``ok`` when there is no residue and no problem.
@@ -1807,6 +1808,8 @@ class Store:
                     continue  # rewritten since the scan
                 region = layout.region(buf, offset)
                 key = layout.node_key(buf, offset) if region == "node" else None
+                if region == "node" and layout.is_branch(offset):
+                    region = "branch"  # a key's copy: live only if that key still exists
                 placed.append((offset, needle, region, key))
             unused = sum(n for _, n, _ in unused_ranges(buf, layout))
             keyed = [k for k, _ in separators(buf, layout, KEYED_CONTENT)]
@@ -1815,6 +1818,12 @@ class Store:
         placed, unscrubbed, held, keyed = self._kv.inspect(place)
         with self._kv.read() as txn:
             stale = sum(1 for k in keyed if txn.get(k) is None)
+            placed = [
+                (off, needle, ("node" if txn.get(key) is not None else "separator"), key)
+                if region == "branch" and key is not None
+                else (off, needle, region, key)
+                for off, needle, region, key in placed
+            ]
         live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
         residues: list[Residue] = []
         shared: list[Residue] = []

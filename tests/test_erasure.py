@@ -323,6 +323,9 @@ def test_stale_separators_of_deleted_terms_are_rewritten(tmp_path: Path) -> None
         for u in doomed:
             cx.purge(u.id, "erase", scrub=False)
         assert occurrences(root, sorted(victims))  # at least in the branch pages
+        audit = cx.verify_erasure()
+        assert "separator" in {r.region for r in audit.residues}
+        assert audit.stale_separators >= len(victims)
         report = cx.scrub()
         assert report.separators >= len(victims)
         assert occurrences(root, sorted(victims)) == {}
