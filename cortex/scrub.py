@@ -534,7 +534,6 @@ def _held(buf: Any, layout: Layout, flags: npt.NDArray[np.int64]) -> npt.NDArray
     for txnid, ps in layout.free.items():
         if txnid < layout.oldest:
             continue
-        mine = set(ps)
         skip_to = -1
         for page in sorted(ps):
             if page < skip_to:
@@ -542,11 +541,10 @@ def _held(buf: Any, layout: Layout, flags: npt.NDArray[np.int64]) -> npt.NDArray
             f = int(flags[page])
             if f & P_OVERFLOW and not f & (P_BRANCH | P_LEAF | P_META):
                 n = _U32.unpack_from(buf, page * psize + 12)[0]
-                if n >= 1 and all(p in mine for p in range(page, page + n)):
-                    skip_to = page + n
-                    continue
-                # not a whole run of this transaction: raw data or a stale header; leave it
-                skip_to = page + 1
+                # a run is freed whole, by one transaction; a header that claims otherwise
+                # is raw data or stale: whatever pages it claims are left alone too (not
+                # zeroing is always safe)
+                skip_to = page + max(1, n)
                 continue
             kind = f & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2 | P_SUBP)
             if kind not in (P_BRANCH, P_LEAF):
