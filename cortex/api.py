@@ -7,6 +7,7 @@ import copy
 import inspect
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -16,7 +17,7 @@ import msgspec
 from cortex import argcheck, evidence, lexical
 from cortex import core as _core
 from cortex import sensitivity as _sens
-from cortex.ann import DEFAULT_EF
+from cortex.ann import DEFAULT_EF, erase_saved
 from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
 from cortex.codec import data_codec, decode_data, encode_data, encode_tags, to_micros
@@ -25,6 +26,7 @@ from cortex.core import CoreChange
 from cortex.embed import Embedder, External, embedder_for
 from cortex.engines import vectors_root
 from cortex.enums import DecayClass, EdgeType, MemoryType, Outcome, Sensitivity, Verb, Visibility
+from cortex.erasure import ScrubReport
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -79,6 +81,7 @@ from cortex.salience import (
 from cortex.scope import Reader, Scope
 from cortex.search import SearchResult, known_entities
 from cortex.search import search as _search
+from cortex.sidecar import DIRECTORY as SIDECAR_DIRECTORY
 from cortex.sidecar import VectorSidecar, embed_checked, journal_head
 from cortex.store import (
     EDGE_CODEC,
@@ -443,6 +446,26 @@ class Cortex(Store):
         if self._sidecar is None:
             return "no embedder"
         return self._sidecar.state
+
+    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
+        """The erasure step (``Store.scrub``), then the vector index cache beside the store.
+
+        Saved index files keep no vector of a memory that has no stored vector any more: they
+        are rewritten without it (``cortex.ann.erase_saved``), whether or not this handle has
+        an embedder.
+        """
+        report = super()._scrub(wait, now)
+        root = vectors_root(self._kv)
+        directory = None if root is None else root / SIDECAR_DIRECTORY
+        if directory is None or not directory.is_dir():
+            return report
+        started = time.perf_counter()
+        with self._kv.read() as txn:
+            live = {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}
+        files = erase_saved(directory, live.__contains__)
+        return msgspec.structs.replace(
+            report, sidecar_files=files, seconds=report.seconds + time.perf_counter() - started
+        )
 
     def save_vectors(self) -> None:
         """Save the vector index cache now (``close`` does it too)."""
@@ -1652,15 +1675,31 @@ class Cortex(Store):
                     ) from None
         return super().write_many(items)
 
-    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def tombstone(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        erase: bool = False,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """``Store.tombstone``; a restricted handle retires only what its reader may write."""
         self._may_change(ref)
-        return super().tombstone(ref, reason, by)
+        return super().tombstone(ref, reason, by, erase=erase, wait=wait)
 
-    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def purge(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """``Store.purge``; a restricted handle erases only what its reader may write."""
         self._may_change(ref)
-        return super().purge(ref, reason, by)
+        return super().purge(ref, reason, by, scrub=scrub, wait=wait)
 
     def add_edge(
         self,
@@ -1748,20 +1787,31 @@ class Cortex(Store):
                 self._check_visible(self._head_of(_as_id(u, "uris")), None)
         self._attest(uris, outcome)
 
-    def purge_episode(self, ref: MemoryId | str, reason: str, by: str | None = None) -> Episode:
+    def purge_episode(
+        self,
+        ref: MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Episode:
         """Erase an episode's text and chunks; its hash, times, links and journal stay.
 
         The memories drawn from it are not changed (purge them too if they repeat the text).
+        As for ``purge``, an erasure record keeps fingerprints of what went, and with
+        ``scrub`` (the default) no byte of it is left in the store's files on return.
 
         Raises:
             NotFoundError: no such episode. ValidationError: an empty reason, or a restricted
                 handle (only the owner purges episodes).
+            ErasurePendingError: as for ``purge``.
         """
         if self._as is not None:
             raise ValidationError(
                 "actor", "read_only", f"only the owner ({self.owner}) purges episodes"
             )
-        return self._purge_episode(_as_id(ref, "episode"), reason, by)
+        return self._purge_episode(_as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
 
 
 class ReaderView:

@@ -87,6 +87,7 @@ from cortex.engines import copy_kv, is_url, open_kv
 from cortex.engines import exists as store_exists
 from cortex.enums import CodedEnum
 from cortex.episode import episode_text
+from cortex.erasure import ErasureReport
 from cortex.forms import format_time
 from cortex.jsonmap import from_plain, loads, parse_time, to_plain
 from cortex.records import DATA_TYPES, Episode
@@ -672,24 +673,97 @@ def _retire_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
 
 
-@_command("tombstone", _retire_args)
+def _wait_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long the erasure step waits for older read snapshots (default 30)",
+    )
+
+
+def _tombstone_args(p: argparse.ArgumentParser) -> None:
+    _retire_args(p)
+    p.add_argument(
+        "--erase",
+        action="store_true",
+        help="erase the content too (a purge): gone from every record and every file",
+    )
+    _wait_arg(p)
+
+
+def _purge_args(p: argparse.ArgumentParser) -> None:
+    _retire_args(p)
+    p.add_argument(
+        "--no-scrub",
+        dest="scrub",
+        action="store_false",
+        help="skip the erasure step: the bytes stay in freed pages until `cortex scrub`",
+    )
+    _wait_arg(p)
+
+
+@_command("tombstone", _tombstone_args)
 def cmd_tombstone(args: argparse.Namespace) -> int:
     """Retire a memory: hidden from search, still resolvable for audit (idempotent)."""
     with _open(args) as cx:
-        stone = cx.tombstone(args.ref, args.reason)
-    _emit(args, to_plain(stone), f"tombstoned: {stone.reason!r} by {stone.by} at {_when(stone.at)}")
+        stone = cx.tombstone(args.ref, args.reason, erase=args.erase, wait=args.wait)
+    if stone.purged_at is not None:
+        line = f"purged: {stone.reason!r} by {stone.by} at {_when(stone.purged_at)}"
+    else:
+        line = f"tombstoned: {stone.reason!r} by {stone.by} at {_when(stone.at)}"
+    _emit(args, to_plain(stone), line)
     return 0
 
 
-@_command("purge", _retire_args)
+@_command("purge", _purge_args)
 def cmd_purge(args: argparse.Namespace) -> int:
-    """Erase a memory's content in every version; hashes, tombstone and journal remain."""
+    """Erase a memory's content in every version and from the store's files; hashes remain."""
     with _open(args) as cx:
-        stone = cx.purge(args.ref, args.reason)
-    _emit(
-        args, to_plain(stone), f"purged: {stone.reason!r} by {stone.by} at {_when(stone.purged_at)}"
-    )
+        stone = cx.purge(args.ref, args.reason, scrub=args.scrub, wait=args.wait)
+    line = f"purged: {stone.reason!r} by {stone.by} at {_when(stone.purged_at)}"
+    if not args.scrub:
+        line += "; its bytes stay in freed pages until `cortex scrub`"
+    _emit(args, to_plain(stone), line)
     return 0
+
+
+@_command("scrub", _wait_arg)
+def cmd_scrub(args: argparse.Namespace) -> int:
+    """Zero every byte of the store's files no reader can read again (the erasure step)."""
+    with _open(args) as cx:
+        report = cx.scrub(wait=args.wait)
+    obj = to_plain(report)
+    if not report.files_zeroed:  # PostgreSQL: VACUUM, the files are the operator's part
+        lines = [
+            f"{'complete' if report.complete else 'INCOMPLETE'}: VACUUM removed the dead rows "
+            f"in {report.seconds:.2f} s; the server's files, WAL and replicas are the "
+            "operator's part (specs/storage.md section 11)"
+        ]
+        if report.holding:
+            pids = ", ".join(f"pid {pid} (xmin age {t})" for pid, t in report.holding)
+            lines.append(f"transactions older than this scrub still open: {pids}; run it again")
+        _emit(args, obj, lines)
+        return 0 if report.complete else 1
+    lines = [
+        f"{'complete' if report.complete else 'INCOMPLETE'}: {report.free_pages} free pages "
+        f"({report.free_pages_zeroed} not yet zero), {report.gaps_zeroed} page gaps, "
+        f"{report.tails_zeroed} value tails, {report.separators} stale separators; "
+        f"{_size(report.bytes_zeroed)} zeroed in {report.seconds:.2f} s",
+    ]
+    if report.sidecar_files:
+        lines.append(f"vector index: {report.sidecar_files} files rewritten or removed")
+    if report.held_pages:
+        lines.append(
+            f"{report.held_pages} free pages the previous commit or open readers may still read "
+            "(zeroed by a later scrub)"
+        )
+    if report.holding:
+        pids = ", ".join(f"pid {pid} (txn {t})" for pid, t in report.holding)
+        lines.append(f"read snapshots older than this scrub still open: {pids}; run it again")
+    _emit(args, obj, lines)
+    return 0 if report.complete else 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1511,16 +1585,28 @@ def cmd_log(args: argparse.Namespace) -> int:
         return 0
 
 
-@_command("verify")
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--erasure",
+        action="store_true",
+        help="also audit every purge: search every file of the store for what it erased",
+    )
+
+
+@_command("verify", _verify_args)
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check the whole store (hashes, heads, indexes, edges, journal); exit 1 if damaged."""
     bar = _Progress("verify")
+    audit = None
     try:
-        with _open(args, readonly=True) as cx:
+        # the erasure audit reads data.mdb under the writer lock: it needs a writable handle
+        with _open(args, readonly=not args.erasure) as cx:
             try:
                 report = cx.verify(progress=bar)
             finally:
                 bar.close()
+            if args.erasure:
+                audit = cx.verify_erasure()
     except IntegrityError as exc:  # damage met opening it (a truncated file, a damaged page)
         bar.close()
         _emit(
@@ -1549,8 +1635,37 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if report.problems:
         lines.append(f"{len(report.problems)} problem(s):")
         lines += [f"  {p.record}: {p.what}" for p in report.problems]
+    if audit is not None:
+        obj["erasure"] = to_plain(audit)
+        lines += _erasure_lines(audit)
     _emit(args, obj, lines)
-    return 0 if report.ok else 1
+    return 0 if report.ok and (audit is None or audit.ok) else 1
+
+
+def _erasure_lines(audit: ErasureReport) -> list[str]:
+    lines = [
+        f"erasure {'ok' if audit.ok else 'FAILED'}: {audit.records} erasure records, "
+        f"{audit.needles} needles, {len(audit.files)} files ({_size(audit.scanned)}) scanned "
+        f"in {audit.seconds:.2f} s: {len(audit.residues)} residues, {len(audit.shared)} "
+        "matches shared with live records"
+    ]
+    if not audit.files_searched:
+        lines.append(
+            "  the records were checked; the files are the PostgreSQL server's and were not "
+            "searched (specs/storage.md section 11)"
+        )
+    for r in audit.residues[:20]:
+        lines.append(f"  residue of {r.id} (er/{r.seq}) in {r.file} at {r.offset} ({r.region})")
+    if len(audit.residues) > 20:
+        lines.append(f"  ... and {len(audit.residues) - 20} more")
+    lines += [f"  {record}: {what}" for record, what in audit.problems]
+    if audit.unscrubbed or audit.stale_separators:
+        lines.append(
+            f"  not yet scrubbed: {_size(audit.unscrubbed)} of unused bytes and "
+            f"{audit.stale_separators} stale separators, written since the last scrub "
+            "(`cortex scrub` clears them)"
+        )
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,12 +32,14 @@ def open_kv(
     map_size: int = 64 << 20,
     create: bool = True,
     check_pages: bool = False,
+    epoch_prefix: bytes | None = None,
 ) -> Any:
     """The engine for ``target``: ``postgresql://...?store=NAME`` or an LMDB directory.
 
-    ``metasync``, ``map_size`` and ``check_pages`` are LMDB's options; PostgreSQL accepts and
-    ignores them (the server keeps its own files: it flushes every commit, grows its tables,
-    and reports a damaged page as an error, never a crash; ``specs/postgres.md``).
+    ``metasync``, ``map_size``, ``check_pages`` and ``epoch_prefix`` are LMDB's options;
+    PostgreSQL accepts and ignores them (the server keeps its own files: it flushes every
+    commit, grows its tables, and reports a damaged page as an error, never a crash;
+    ``specs/postgres.md``).
     """
     if is_url(target):
         return PgKV(str(target), readonly=readonly, create=create)
@@ -48,6 +50,7 @@ def open_kv(
         map_size=map_size,
         create=create,
         check_pages=check_pages,
+        epoch_prefix=epoch_prefix,
     )
 
 

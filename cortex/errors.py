@@ -6,6 +6,7 @@ __all__ = [
     "CodecError",
     "ConflictError",
     "CortexError",
+    "ErasurePendingError",
     "FormatError",
     "IndexCacheError",
     "IntegrityError",
@@ -59,6 +60,22 @@ class ConflictError(CortexError):
 
 class TombstonedError(ConflictError):
     """The memory is tombstoned; it can be resolved for audit but not changed."""
+
+
+class ErasurePendingError(CortexError):
+    """The purge is done, but some bytes it erased are still in the store's files.
+
+    The content is gone from every record (no read returns it); pages that held it are still
+    read by a snapshot opened before the purge, or the erasure step failed. ``cortex scrub``
+    (``Store.scrub()``) zeroes them once the snapshot ends; calling ``purge`` again does too.
+
+    Attributes:
+        report: the erasure step's ``ScrubReport`` (``None`` when it failed before one).
+    """
+
+    def __init__(self, message: str, report: object | None = None) -> None:
+        self.report = report
+        super().__init__(message)
 
 
 class IntegrityError(CortexError):

@@ -30,6 +30,7 @@ __all__ = [
     "EDGE_TO",
     "EPISODE",
     "EPISODE_MEMORY",
+    "ERASURE",
     "HEAD",
     "IDX_ACTOR_OBJ",
     "IDX_CLAIM",
@@ -56,6 +57,7 @@ __all__ = [
     "edge_to_key",
     "episode_key",
     "episode_memory_key",
+    "erasure_key",
     "frame_key",
     "frame_prefix",
     "head_key",
@@ -68,6 +70,7 @@ __all__ = [
     "parse_claim_index_key",
     "parse_episode_key",
     "parse_episode_memory_key",
+    "parse_erasure_key",
     "parse_lex_doc_key",
     "parse_lex_term_key",
     "parse_posting_key",
@@ -116,6 +119,8 @@ SENS_MEMORY: Final = b"sens/m/"
 """``sens/m/`` id16: a memory's sensitivity, one sealed byte (absent: ``internal``)."""
 SENS_EPISODE: Final = b"sens/e/"
 """``sens/e/`` id16: an episode's sensitivity, one sealed byte (absent: ``internal``)."""
+ERASURE: Final = b"er/"
+"""``er/`` u64(seq): the erasure record of the purge journalled at seq (format 8)."""
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
@@ -417,6 +422,17 @@ def parse_journal_key(key: bytes) -> int:
     return int.from_bytes(key[2:], "big")
 
 
+def erasure_key(seq: int) -> bytes:
+    """``er/`` u64(seq): the erasure record of the purge journalled at ``seq``."""
+    return ERASURE + _u64(seq)
+
+
+def parse_erasure_key(key: bytes) -> int:
+    """The journal sequence number of an erasure record's key."""
+    _expect(key, ERASURE, 8)
+    return int.from_bytes(key[len(ERASURE) :], "big")
+
+
 def vec_key(id_: MemoryId) -> bytes:
     """``vec/`` id16."""
     return VEC + id_.bytes
@@ -577,6 +593,8 @@ def show_key(key: bytes) -> str:
         if key.startswith(SENS):
             episode, i = parse_sens_key(key)
             return f"sens/{'e' if episode else 'm'}/{i}"
+        if key.startswith(ERASURE):
+            return f"er/{parse_erasure_key(key)}"
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

@@ -9,10 +9,12 @@ its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/s
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import resource
 import shutil
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -23,6 +25,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
 import lmdb
 
+from cortex import scrub as _scrub
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.keys import prefix_end, show_key
 from cortex.pages import PageProblem, check_file, check_snapshot, damage_error, short_path
@@ -44,6 +47,7 @@ T = TypeVar("T")
 
 _MIN_MAP: int = 64 << 20
 _MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
+_NEVER: Any = object()  # no write through this environment yet
 
 
 def seal(payload: bytes) -> bytes:
@@ -439,6 +443,7 @@ class LmdbKV:
         map_size: int = _MIN_MAP,
         create: bool = True,
         check_pages: bool = False,
+        epoch_prefix: bytes | None = None,
     ) -> None:
         self.path = Path(path)
         self.readonly = readonly
@@ -458,6 +463,8 @@ class LmdbKV:
         self._pid = os.getpid()
         self._closed = False
         self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
+        if epoch_prefix is not None:
+            self._shared.epoch_prefix = epoch_prefix
         self._gate = self._shared.gate
         if check_pages:
             try:
@@ -505,19 +512,41 @@ class LmdbKV:
         return _CheckedRead(self, ranges)
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``."""
+        """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
+
+        With an ``epoch_prefix``, a change of the last key under it since this environment's
+        last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
+        no page buffer of an earlier write carries erased bytes into the pages this one writes.
+        """
         self._check_fork()
         if self.readonly:
             raise CortexError("the store is open read-only")
         while True:
             txn = self._begin(write=True)
+            renew = False
             try:
-                result = fn(_LmdbTxn(txn))
-                txn.commit()
-                if self.metasync and not self._shared.metasync:
-                    # the shared environment skips the meta flush; this handle asked for it
-                    self._env.sync(True)
-                return result
+                epoch = None
+                shared = self._shared
+                if shared.epoch_prefix is not None:
+                    epoch = self._epoch(txn)
+                    # only this write holds a transaction of this thread: it can renew (a
+                    # thread inside a read snapshot renews at a later write instead)
+                    renew = (
+                        shared.epoch_seen is not _NEVER
+                        and epoch != shared.epoch_seen
+                        and self._gate._mine.n == 1
+                    )
+                if renew:
+                    txn.abort()
+                else:
+                    result = fn(_LmdbTxn(txn))
+                    txn.commit()
+                    if self.metasync and not shared.metasync:
+                        # the shared environment skips the meta flush; this handle asked for it
+                        self._env.sync(True)
+                    if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                        shared.epoch_seen = epoch
+                    return result
             except lmdb.MapFullError:
                 txn.abort()
                 full_at = int(self._env.info()["map_size"])
@@ -529,7 +558,37 @@ class LmdbKV:
                 raise
             finally:
                 self._gate.leave()
-            self._grow(full_at)
+            if renew:
+                self._renew()
+            else:
+                self._grow(full_at)
+
+    def _epoch(self, txn: lmdb.Transaction) -> bytes | None:
+        prefix = self._shared.epoch_prefix
+        assert prefix is not None
+        with txn.cursor() as cur:
+            end = prefix_end(prefix)
+            found = cur.set_range(end) if end is not None else False
+            moved = cur.prev() if found else cur.last()
+            if not moved:
+                return None
+            key = bytes(cur.key())
+            return key if key.startswith(prefix) else None
+
+    def _renew(self) -> None:
+        """Close and reopen the environment: LMDB frees the page buffers it recycles.
+
+        A writer builds each page it writes in a buffer kept from earlier writes, and the
+        unused part of the page is written as the buffer left it. After an erasure those
+        buffers may hold erased bytes; a fresh environment's buffers start zeroed. Waits for
+        this process's other transactions.
+        """
+        if getattr(self._gate._mine, "n", 0):
+            return  # this thread holds a transaction: it renews at a later write instead
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            self._shared.reopen(size)
+            self._shared.epoch_seen = _NEVER
 
     def _begin(self, *, write: bool) -> lmdb.Transaction:
         """Begin a transaction; the caller ends it, then calls ``self._gate.leave()``."""
@@ -605,6 +664,135 @@ class LmdbKV:
             ),
         }
 
+    def snapshots(self) -> list[tuple[int, int]]:
+        """``(pid, txn id)`` of every open read snapshot of the store, in any process."""
+        self._check_fork()
+        if not self.readonly:
+            try:
+                self._env.reader_check()  # slots of processes that died hold nothing
+            except lmdb.Error as exc:
+                raise _wrap(exc) from exc
+        out: list[tuple[int, int]] = []
+        for line in self._env.readers().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0].isdigit() and parts[2].isdigit():
+                out.append((int(parts[0]), int(parts[2])))
+        return out
+
+    def last_txnid(self) -> int:
+        """The id of the last committed write transaction."""
+        return int(self._env.info()["last_txnid"])
+
+    def wait_for_snapshots(self, newer_than: int, timeout: float) -> list[tuple[int, int]]:
+        """Wait until no read snapshot is at ``newer_than`` or older; those left at the end.
+
+        Snapshots are short (a read, a search); one that stays open longer than ``timeout``
+        seconds is returned instead of waited for.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        delay = 0.001
+        while True:
+            old = [(pid, t) for pid, t in self.snapshots() if t <= newer_than]
+            if not old or time.monotonic() >= deadline:
+                return old
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    @contextmanager
+    def _file_under_lock(self) -> Iterator[tuple[int, Any, int, int, list[tuple[int, int]]]]:
+        """``data.mdb`` under LMDB's writer lock: ``(fd, mmap, page size, oldest, snapshots)``.
+
+        The lock is held by an empty write transaction: no commit changes the file meanwhile.
+
+        ``oldest`` is LMDB's own bound for reusing a free page: the smaller of the last
+        committed transaction id and every open read snapshot's.
+        """
+        self._check_fork()
+        if self.readonly:
+            raise CortexError("the store is open read-only: open it writable to erase")
+        _scrub.check_host()
+        txn = self._begin(write=True)
+        fd = -1
+        buf: mmap.mmap | None = None
+        try:
+            last = self.last_txnid()
+            snapshots = self.snapshots()
+            oldest = min([last, *(t for _, t in snapshots)])
+            psize = int(self._env.stat()["psize"])
+            fd = os.open(self.path / "data.mdb", os.O_RDWR)
+            size = os.fstat(fd).st_size
+            buf = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            yield fd, buf, psize, oldest, snapshots
+        except lmdb.Error as exc:
+            raise _wrap(exc) from exc
+        except OSError as exc:
+            raise CortexError(f"cannot erase in {self.path / 'data.mdb'}: {exc}") from exc
+        finally:
+            if buf is not None:
+                with suppress(BufferError):  # a view still held (an error on its way out):
+                    buf.close()  # the map closes when the view goes
+            if fd >= 0:
+                os.close(fd)
+            txn.abort()
+            self._gate.leave()
+
+    def zero_unused(self) -> tuple[_scrub.ZeroCounts, list[tuple[int, int]]]:
+        """Zero every byte of ``data.mdb`` no reader can read again (``cortex.scrub``).
+
+        Holds the writer lock while it runs (writers wait; readers go on). Free pages a read
+        snapshot or the previous meta page may still read are left (only their gaps are
+        zeroed): the counts say how many. Returns the counts and ``(pid, txn id)`` of every
+        read snapshot open at the time.
+
+        Raises:
+            LayoutError: the file does not parse as LMDB 0.9 (nothing is written).
+            CortexError: the store is read-only or the file cannot be written.
+        """
+        with self._file_under_lock() as (fd, buf, psize, oldest, snapshots):
+            layout = _scrub.read_layout(buf, psize, len(buf), oldest)
+            counts = _scrub.zero(fd, buf, layout)
+        return counts, snapshots
+
+    def refresh_separators(self, txn: WriteTxn, prefixes: tuple[bytes, ...]) -> int:
+        """Rewrite the subtrees under separators that name deleted keys with ``prefixes``.
+
+        Call it inside ``write(fn)`` (``txn`` is that transaction; nothing else is committed
+        meanwhile, so the file holds the tree ``txn`` started from). A separator is a copy of a
+        key in a branch page (``cortex.scrub.separators``); when the key was deleted the copy
+        stays. Deleting every key under it and putting them back with the same values makes
+        LMDB merge or rebalance those pages, which drops the stale copy; the store's contents
+        do not change. Returns how many stale separators were found.
+        """
+        psize = int(self._env.stat()["psize"])
+        try:
+            with (self.path / "data.mdb").open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as buf:
+                    layout = _scrub.read_layout(buf, psize, size, 0, details=False)
+                    stale = [
+                        (key, child)
+                        for key, child in _scrub.separators(buf, layout, prefixes)
+                        if txn.get(key) is None
+                    ]
+                    keys: dict[bytes, None] = {}
+                    for _, child in stale:
+                        keys.update(dict.fromkeys(_scrub.subtree_keys(buf, psize, child)))
+        except OSError as exc:
+            raise CortexError(f"cannot read {self.path / 'data.mdb'}: {exc}") from exc
+        pairs = [(k, v) for k in keys if (v := txn.get(k)) is not None]
+        for key, _ in pairs:
+            txn.delete(key)
+        txn.put_many(pairs)
+        return len(stale)
+
+    def inspect(self, fn: Callable[[Any, _scrub.Layout], T]) -> T:
+        """Run ``fn(buffer, layout)`` on ``data.mdb`` under the writer lock (for an audit).
+
+        ``buffer`` is a read-only map of the file, valid only during the call.
+        """
+        with self._file_under_lock() as (_, buf, psize, oldest, _snapshots):
+            return fn(buf, _scrub.read_layout(buf, psize, len(buf), oldest))
+
     def copy(self, dest: str | os.PathLike[str]) -> None:
         """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
         self._check_fork()
@@ -676,6 +864,10 @@ class _Shared:
         self.metasync = metasync
         self.locked = locked
         self.users = 1
+        self.epoch_prefix: bytes | None = None
+        """The keyspace whose last key changes at each erasure (``LmdbKV.write``)."""
+        self.epoch_seen: Any = _NEVER
+        """That key as this environment's last write saw it."""
 
     @classmethod
     def acquire(

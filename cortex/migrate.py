@@ -31,6 +31,7 @@ from cortex.store import (
     BUDGETS_FEATURE,
     CLAIMS_FEATURE,
     EPISODES_FEATURE,
+    ERASURE_FEATURE,
     FORMAT_CODEC,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
@@ -254,7 +255,7 @@ def _no_records(txn: ReadTxn) -> int:
 
 
 def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """Format 7 adds keyspaces that start empty: nothing to rewrite."""
+    """Formats 7 and 8 add keyspaces that start empty: nothing to rewrite."""
     return 0
 
 
@@ -360,7 +361,8 @@ MIGRATIONS: Final = (
             name="0007-claim-index",
             from_version=7,
             to_version=8,
-            description="index Facts and Preferences under their claim keys (temporal chains)",
+            description="index Facts and Preferences under their claim keys (temporal chains); "
+            "allow write budgets, sensitivity levels and erasure records",
         ),
         _FORMAT2_FEATURES
         | {
@@ -373,6 +375,7 @@ MIGRATIONS: Final = (
             CLAIMS_FEATURE,
             BUDGETS_FEATURE,
             SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
+            ERASURE_FEATURE,  # no purge has an erasure record yet: no entry
         },
         _count_heads,
         _claim_index,

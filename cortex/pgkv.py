@@ -875,6 +875,41 @@ class PgKV:
         finally:
             self._putconn(conn)
 
+    def vacuum(self, wait: float) -> list[tuple[int, int]]:
+        """The erasure step's part on PostgreSQL (``specs/storage.md`` §11): ``VACUUM``.
+
+        Runs ``VACUUM`` on the store's table (and so its TOAST table and indexes), which
+        removes the dead row versions a purge left from every row and index entry. A
+        transaction whose snapshot began before the purge keeps them: the step waits up to
+        ``wait`` seconds for such transactions (other than this connection's) to end, vacuums
+        again, and returns ``(pid, age of its xmin)`` of those still open. ``VACUUM`` does not
+        overwrite the bytes of what it removes; the files are the operator's part.
+        """
+        psycopg, _ = _psycopg()
+        held = """
+            SELECT pid, age(backend_xmin) FROM pg_stat_activity
+            WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+              AND datname = current_database()
+              AND age(backend_xmin) >= age(%s::text::xid)
+            ORDER BY pid"""
+        conn = self._getconn()
+        try:
+            # the oldest transaction that may still see a dead row of the purge: one older
+            # than every transaction committed so far
+            (now_xid,) = conn.execute("SELECT txid_current()::text").fetchone()
+            now_xid = str(int(now_xid) & 0xFFFFFFFF)
+            deadline = time.monotonic() + wait
+            while True:
+                conn.execute(f'VACUUM "{self.table}"')
+                holding = [(int(p), int(a)) for p, a in conn.execute(held, (now_xid,))]
+                if not holding or time.monotonic() >= deadline:
+                    return holding
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        except psycopg.Error as exc:
+            raise _wrap(exc, f"vacuuming {self.path}") from exc
+        finally:
+            self._putconn(conn)
+
     def close(self) -> None:
         """Close the pool (only in the process that opened it)."""
         with self._lock:

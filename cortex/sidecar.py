@@ -172,14 +172,21 @@ class VectorSidecar:
         with self._lock:
             if self.index is None or not self._dirty or self.directory is None:
                 return
-            try:
+            index = self.index
+
+            def prepare() -> tuple[int, str]:
+                # caught up under the directory lock: a purge committed before this save is in
+                # it, so the file never brings back a vector an erasure step removed
                 with self._anchor_txn() as txn:
-                    anchor = _anchor(txn, self.watermark)
-                self.index.save(
+                    self._catch_up(txn, index)
+                    return self.watermark, _anchor(txn, self.watermark)
+
+            try:
+                index.save(
                     self.directory,
                     model_id=self.embedder.model_id,
                     watermark=self.watermark,
-                    anchor=anchor,
+                    prepare=prepare,
                 )
             except (OSError, CortexError):
                 return

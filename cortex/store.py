@@ -14,19 +14,22 @@ import itertools
 import os
 import shutil
 import sys
+import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, Self, TypeVar
+from typing import Any, Final, Literal, NamedTuple, Self, TypeVar, cast
 
 import cbor2
 import msgspec
 
-from cortex import argcheck, chains, evidence, lexical
+from cortex import argcheck, chains, erasure, evidence, lexical
 from cortex._version import __version__
+from cortex.ann import saved_region
 from cortex.codec import (
     _NEW_PAIR_PLAN,
     DEFAULT_PROVENANCE,
@@ -66,10 +69,22 @@ from cortex.enums import (
     Visibility,
 )
 from cortex.episode import check_episode, decode_episode, encode_episode, purged
+from cortex.erasure import (
+    ERASURE_CODEC,
+    KEYED_CONTENT,
+    SCRUB_CODEC,
+    ErasureKind,
+    ErasureRecord,
+    ErasureReport,
+    Residue,
+    ScrubMark,
+    ScrubReport,
+)
 from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
+    ErasurePendingError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -105,13 +120,16 @@ from cortex.keys import (
     edge_to_key,
     episode_key,
     episode_memory_key,
+    erasure_key,
     head_key,
     index_keys,
     journal_key,
+    lex_doc_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
+    parse_erasure_key,
     parse_journal_key,
     parse_sens_key,
     parse_version_key,
@@ -126,6 +144,7 @@ from cortex.keys import (
 )
 from cortex.keys import EPISODE as EPISODE_PREFIX
 from cortex.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
+from cortex.keys import ERASURE as ERASURE_PREFIX
 from cortex.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
@@ -141,10 +160,12 @@ from cortex.records import (
     Head,
     Identity,
     Provenance,
+    SourceRef,
     Tombstone,
     Version,
 )
 from cortex.salience import SALIENCE_STATE
+from cortex.scrub import Layout, separators, unused_ranges
 from cortex.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
 from cortex.sensitivity import coerce_level, decode_level, encode_level, level_of, put_level
 from cortex.validate import validate_memory
@@ -187,9 +208,12 @@ FORMAT_VERSION: Final = 8
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
 format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
-format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5).
-``cortex.migrate`` upgrades older formats.
+format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity
+and erasure records (``er/``, ``meta/scrub``). ``cortex.migrate`` upgrades older formats.
 """
+ERASURE_FEATURE: Final = "erasure-records"
+"""Format 8: ``er/`` erasure records (what a purge erased, as needles), ``meta/scrub``, and the
+content hash of the erased current version on ``purge`` journal entries."""
 EPISODES_FEATURE: Final = "episodes"
 """Format 7: ``ep/`` episode records, the ``prov/e/`` index, journal kinds episode and
 episode_purge (``specs/episodes.md``)."""
@@ -220,12 +244,16 @@ FEATURES: Final = frozenset(
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
         SENSITIVITY_FEATURE,
+        ERASURE_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
 
 _ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
+_Placed = tuple[int, bytes, str, bytes | None]  # offset, needle, region, live key
+SCRUB_KEY: Final = b"meta/scrub"
+"""The last erasure step (``erasure.ScrubMark``, format 8)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1044,6 +1072,7 @@ class Store:
                 map_size=map_size,
                 create=create,
                 check_pages=check_pages,
+                epoch_prefix=ERASURE_PREFIX,  # an erasure renews every writer's page buffers
             )
         except OSError as exc:  # creating the directory: a file in the way, no permission, ...
             raise CortexError(
@@ -1788,31 +1817,48 @@ class Store:
         prefix = EPISODE_MEMORY_PREFIX + eid.bytes
         return [parse_episode_memory_key(k)[1] for k in txn.keys(prefix)]
 
-    def _purge_episode(self, eid: MemoryId, reason: str, by: str | None = None) -> Episode:
+    def _purge_episode(
+        self,
+        eid: MemoryId,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Episode:
         """Erase an episode's text and chunks; its hash, times and links stay. Idempotent.
+
+        Writes an erasure record; with ``scrub`` runs the erasure step (as ``purge``).
 
         Raises:
             NotFoundError: no such episode.
-            ValidationError: an empty reason.
+            ValidationError: an empty reason, or a negative ``wait``.
+            ErasurePendingError: as for ``purge``.
         """
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "required", "say why the episode is erased")
+        _check_wait(wait)
         now = self._now()
+        who = by if by is not None else self.actor
 
         def txn_fn(txn: WriteTxn) -> Episode:
             ep = self._episode(txn, eid)
             if ep.content is None:
                 return ep
             gone = purged(ep, now)
-            evidence.unindex_episode(txn, ep)
-            txn.put(episode_key(eid), _seal(encode_episode(gone)))
+            rec = erasure.Recorder(txn)
+            evidence.unindex_episode(rec, ep)
+            rec.put(episode_key(eid), _seal(encode_episode(gone)))
             txn.delete(sens_key(eid, episode=True))  # nothing left to protect
-            _Journal(txn, now, by if by is not None else self.actor).append(
+            entry = _Journal(txn, now, who).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
+            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash], rec)
             return gone
 
         result: Episode = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"episode {eid}", wait, now)
         return result
 
     def _set_episode_sensitivity(self, eid: MemoryId, level: Sensitivity) -> Episode:
@@ -2042,8 +2088,19 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def tombstone(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def tombstone(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        erase: bool = False,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """Retire a memory: hidden from search, still resolvable for audit. Idempotent.
+
+        With ``erase`` the memory is purged instead (``purge``, with its erasure step): its
+        content leaves every record and every file of the store.
 
         Returns:
             The memory's tombstone (the existing one if it was already tombstoned).
@@ -2051,7 +2108,10 @@ class Store:
         Raises:
             NotFoundError: no such memory.
             ValidationError: ``reason`` is empty.
+            ErasurePendingError: with ``erase``, as for ``purge``.
         """
+        if erase:
+            return self.purge(ref, reason, by, scrub=True, wait=wait)
         mid = _as_id(ref, "uri")
         now = self._now()
         stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
@@ -2080,21 +2140,47 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def purge(self, ref: Uri | MemoryId | str, reason: str, by: str | None = None) -> Tombstone:
+    def purge(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Tombstone:
         """Erase a memory's content: the data, forms, tags and frames of every version go.
 
         The hashes, the tombstone and the journal stay, so the store can still prove the
         memory existed and was erased; ``verify`` passes. Tombstones the memory if needed.
-        Idempotent.
+        Idempotent. Provenance keeps only its kind, the URIs it was derived from and the
+        spans of episodes it was drawn from. An erasure record (``er/``) keeps fingerprints
+        of every record the purge removed or rewrote, for ``verify_erasure``.
+
+        With ``scrub`` (the default) the erasure step (``scrub``) runs before it returns: no
+        byte of the erased content is then left in any file of the store directory
+        (``specs/storage.md`` §11). Without it the bytes stay in freed pages until the next
+        ``scrub``.
+
+        Args:
+            ref: the memory.
+            reason: why (journalled).
+            by: who asked (default: this handle's actor).
+            scrub: run the erasure step now.
+            wait: seconds the erasure step waits for read snapshots older than the purge.
 
         Raises:
             NotFoundError: no such memory.
-            ValidationError: ``reason`` is empty.
+            ValidationError: ``reason`` is empty, or ``wait`` is negative.
+            ErasurePendingError: the memory is purged, but a snapshot opened before the purge
+                still holds pages with its bytes after ``wait`` seconds (or the erasure step
+                failed); run ``scrub`` once it ends.
         """
         mid = _as_id(ref, "uri")
         now = self._now()
         who = by if by is not None else self.actor
         _check_tombstone(Tombstone(reason=reason, at=now, by=who))
+        _check_wait(wait)
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
             head = self._head(txn, mid)
@@ -2114,30 +2200,280 @@ class Store:
             )
             for c in self._claims_of(txn, head):  # hashes of the content: they go with it
                 txn.delete(claim_index_key(c, mid))
+            rec = erasure.Recorder(txn)
+            hashes: list[bytes] = []
+            current_hash: bytes | None = None
             for key, value in list(txn.scan(version_prefix(mid))):
                 v: Version = _trusted(VERSION, key, value)
-                erased = msgspec.structs.replace(v, data=None, forms=None)
-                txn.put(key, _seal(VERSION.encode(erased, "version")))
+                hashes.append(v.hash)
+                if v.version == head.current_version:
+                    current_hash = v.hash
+                erased = msgspec.structs.replace(
+                    v, data=None, forms=None, provenance=_erased_provenance(v.provenance)
+                )
+                rec.put(key, _seal(VERSION.encode(erased, "version")))
             self._move_index(txn, head, new_head)
             _set_pin(txn, head, False)  # the data is erased
-            lex = Indexer(txn)
+            lex = Indexer(rec)
             if lex.remove(mid):  # absent already when the memory was tombstoned first
                 lex.flush()
-            txn.delete(vec_key(mid))
+            rec.delete(vec_key(mid))
             txn.delete(salience_key(mid))
             txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
-            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
-            _Journal(txn, now, self.actor).append(
+            entry = _Journal(txn, now, self.actor).append(
                 JournalKind.PURGE,
                 id=mid,
                 type=head.type,
                 version=head.current_version,
+                hash=current_hash,
                 reason=reason,
             )
+            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, rec)
             return stone
 
-        return self._kv.write(txn_fn)
+        stone: Tombstone = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"memory {mid}", wait, now)
+        return stone
+
+    def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+        """The erasure step: zero every byte of the store's files that no reader can read again.
+
+        Commits ``meta/scrub`` (so that the pages the last commits released from the previous
+        meta page's tree may be reused), waits up to ``wait`` seconds for read snapshots older
+        than that, then, holding the writer lock (writers wait, readers go on), overwrites with
+        zeros every free page LMDB may reuse, every page gap and the unused end of every large
+        value (``cortex.scrub``). A kill at any point leaves the store consistent.
+
+        Returns:
+            What it did; ``complete`` is False when a snapshot older than the step still held
+            pages after ``wait`` seconds (run it again once the snapshot ends).
+
+        Raises:
+            ValidationError: ``wait`` is negative.
+            CortexError: the store is read-only, the host is not 64-bit little-endian, or
+                ``data.mdb`` does not parse as LMDB 0.9 (then nothing is written).
+        """
+        _check_wait(wait)
+        return self._scrub(wait, self._now())
+
+    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
+        started = time.perf_counter()
+
+        def mark(txn: WriteTxn) -> int:
+            raw = txn.get(SCRUB_KEY)
+            count = 1 if raw is None else _trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
+            record = ScrubMark(at=now, by=self.actor, count=count)
+            txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
+            if not isinstance(self._kv, LmdbKV):
+                return 0
+            return self._kv.refresh_separators(txn, erasure.KEYED_CONTENT)
+
+        lmdb_files = isinstance(self._kv, LmdbKV)
+        if not lmdb_files:
+            # PostgreSQL (``specs/storage.md`` §11): the mark, then VACUUM of the store's table;
+            # the server's files, its WAL and replicas are the operator's part
+            self._kv.write(mark)
+            pg_holding = self._kv.vacuum(wait)  # type: ignore[attr-defined]
+            return ScrubReport(
+                complete=not pg_holding,
+                free_pages=0,
+                free_pages_zeroed=0,
+                held_pages=0,
+                gaps_zeroed=0,
+                tails_zeroed=0,
+                beyond_pages_zeroed=0,
+                bytes_zeroed=0,
+                holding=tuple(pg_holding),
+                files_zeroed=False,
+                seconds=time.perf_counter() - started,
+            )
+        # the pages that held stale separators are freed by the commit that rewrote them: one
+        # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
+        rewritten = 0
+        for _ in range(4):
+            found = self._kv.write(mark)
+            rewritten += found
+            if not found:
+                break
+        kv = cast(LmdbKV, self._kv)
+        target = kv.last_txnid() - 1
+        kv.wait_for_snapshots(target, wait)
+        counts, snapshots = kv.zero_unused()
+        holding = tuple(sorted((pid, t) for pid, t in snapshots if t <= target))
+        return ScrubReport(
+            complete=not holding,
+            free_pages=counts.free_pages,
+            free_pages_zeroed=counts.free_pages_zeroed,
+            held_pages=counts.held_pages,
+            gaps_zeroed=counts.gaps_zeroed,
+            tails_zeroed=counts.tails_zeroed,
+            beyond_pages_zeroed=counts.beyond_pages_zeroed,
+            bytes_zeroed=counts.bytes_zeroed,
+            holding=holding,
+            separators=rewritten,
+            seconds=time.perf_counter() - started,
+        )
+
+    def verify_erasure(self) -> ErasureReport:
+        """Audit every erasure: nothing a purge erased is left in a record or in any file.
+
+        For each erasure record (``er/``): the memory's or episode's records hold no content
+        (no data, forms, tags, frames or caller text in provenance; no lexical document,
+        vector or use counters; an episode without text, chunks, evidence or chunk vectors).
+        Then every file under the store directory is scanned, byte by byte, for the record's
+        needles (``cortex.erasure``); a match in ``data.mdb`` is placed in the page structure
+        under the writer lock (writers wait for that part only). A match inside a live record
+        (or a branch-page copy of a key that exists) is *shared*: the same bytes are live
+        content. Anything else — free space, page gaps, a copy of a deleted key, another file —
+        is a *residue*.
+
+        Returns:
+            The report; ``ok`` when there is no residue and no problem.
+
+        Raises:
+            CortexError: the store is read-only (the audit reads ``data.mdb`` under the writer
+                lock) or a file cannot be read.
+        """
+        started = time.perf_counter()
+        problems: list[tuple[str, str]] = []
+        records: list[ErasureRecord] = []
+        with self._kv.read() as txn:
+            for key, value in txn.scan(ERASURE_PREFIX):
+                try:
+                    rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), "erasure")
+                except (IntegrityError, CodecError) as exc:
+                    problems.append((_show_key(key), str(exc)))
+                    continue
+                records.append(rec)
+                problems.extend(_leftovers(txn, rec))
+        needles = erasure.Needles(records)
+        if not isinstance(self._kv, LmdbKV):
+            # PostgreSQL: the records are checked; the files are the server's (§11)
+            return ErasureReport(
+                ok=not problems,
+                records=len(records),
+                needles=len(needles),
+                files=(),
+                scanned=0,
+                residues=(),
+                shared=(),
+                problems=tuple(problems),
+                unscrubbed=0,
+                held_pages=0,
+                stale_separators=0,
+                files_searched=False,
+                seconds=time.perf_counter() - started,
+            )
+        root = Path(self.path)
+        names: list[str] = []
+        scanned = 0
+        hits: dict[str, list[tuple[int, bytes]]] = {}
+        for path in erasure.store_files(root):
+            name = path.relative_to(root).as_posix()
+            size, found = erasure.scan_file(path, needles)
+            names.append(name)
+            scanned += size
+            if found:
+                hits[name] = found
+        data_hits = hits.pop("data.mdb", [])
+
+        def place(buf: Any, layout: Layout) -> tuple[list[_Placed], int, int, list[bytes]]:
+            placed = []
+            for offset, needle in data_hits:
+                if needles.match(bytes(buf[offset : offset + erasure.WINDOW])) != needle:
+                    continue  # rewritten since the scan
+                region = layout.region(buf, offset)
+                key = layout.node_key(buf, offset) if region == "node" else None
+                if region == "node" and layout.is_branch(offset):
+                    region = "branch"  # a key's copy: live only if that key still exists
+                placed.append((offset, needle, region, key))
+            unused = sum(n for _, n, _ in unused_ranges(buf, layout))
+            keyed = [k for k, _ in separators(buf, layout, KEYED_CONTENT)]
+            return placed, unused, layout.held_count(), keyed
+
+        placed, unscrubbed, held, keyed = self._kv.inspect(place)
+        with self._kv.read() as txn:
+            stale = sum(1 for k in keyed if txn.get(k) is None)
+            placed = [
+                (off, needle, ("node" if txn.get(key) is not None else "separator"), key)
+                if region == "branch" and key is not None
+                else (off, needle, region, key)
+                for off, needle, region, key in placed
+            ]
+        live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
+        residues: list[Residue] = []
+        shared: list[Residue] = []
+        found_all: list[tuple[str, int, bytes, str, bytes | None]] = [
+            ("data.mdb", off, needle, region, key) for off, needle, region, key in placed
+        ]
+        for name, found in hits.items():
+            if name.endswith(".hnsw"):  # the vector index cache: placed like data.mdb
+                regions = saved_region(root / name, [off for off, _ in found])
+            else:
+                regions = ["file"] * len(found)
+            for (off, needle), region in zip(found, regions, strict=True):
+                found_all.append((name, off, needle, region, None))
+                if region == "vector":
+                    live.add(needle)
+        for name, offset, needle, region, live_key in found_all:
+            for seq in needles.owner[needle]:
+                rec = needles.records[seq]
+                residue = Residue(
+                    file=name,
+                    offset=offset,
+                    region=region,
+                    seq=seq,
+                    id=str(rec.id),
+                    key=None if live_key is None else _show_key(live_key),
+                )
+                (shared if needle in live else residues).append(residue)
+        return ErasureReport(
+            ok=not residues and not problems,
+            records=len(records),
+            needles=len(needles),
+            files=tuple(names),
+            scanned=scanned,
+            residues=tuple(residues),
+            shared=tuple(shared),
+            problems=tuple(problems),
+            unscrubbed=unscrubbed,
+            held_pages=held,
+            stale_separators=stale,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _erase_now(self, what: str, wait: float, now: datetime) -> ScrubReport:
+        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete.
+
+        The step is marked with the purge's time, so that a purge reads the clock once.
+        """
+        try:
+            report = self._scrub(wait, now)
+        except CortexError as exc:
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but the erasure step failed: "
+                f"{exc}; its bytes stay in freed pages until `cortex scrub` succeeds"
+            ) from exc
+        if not report.complete and not report.files_zeroed:
+            pids = ", ".join(f"pid {pid} (xmin age {t})" for pid, t in report.holding)
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but transactions older than "
+                f"the purge still keep its dead rows after {wait:g} s: {pids}; run `cortex "
+                "scrub` (Store.scrub()) once they end, or purge again",
+                report,
+            )
+        if not report.complete:
+            pids = ", ".join(f"pid {pid} (txn {t})" for pid, t in report.holding)
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but read snapshots opened "
+                f"before the purge still hold pages with its bytes after {wait:g} s: {pids}; "
+                "run `cortex scrub` (Store.scrub()) once they end, or purge again",
+                report,
+            )
+        return report
 
     # -- import and backup -------------------------------------------------------------------
 
@@ -3025,6 +3361,7 @@ class Store:
                     add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
             prev: bytes | None = _ZERO_HASH
             expect_seq = 1
+            erasures: dict[int, tuple[JournalKind, MemoryId | None]] = {}
             tick(4)
             for key, value in txn.scan(JOURNAL):
                 counts["journal"] += 1
@@ -3040,7 +3377,13 @@ class Store:
                     add(Problem(name, f"sequence {entry.seq} where {expect_seq} was expected"))
                 if prev is not None and entry.prev != prev:
                     add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
+                if entry.kind in (JournalKind.PURGE, JournalKind.EPISODE_PURGE):
+                    erasures[entry.seq] = (entry.kind, entry.id)
                 prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
+            _verify_erasure_records(txn, erasures, add)
+            raw_scrub = txn.get(SCRUB_KEY)
+            if raw_scrub is not None:
+                strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
             for key, value in txn.scan(SALIENCE):
                 if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
                     add(Problem(key.hex(), "salience state of no memory"))
@@ -3325,3 +3668,116 @@ def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, 
 
 EPISODE_SESSION: Final = "episode:"
 """A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
+
+
+def _verify_erasure_records(
+    txn: ReadTxn,
+    purges: dict[int, tuple[JournalKind, MemoryId | None]],
+    add: Callable[[Problem], None],
+) -> None:
+    """Every ``er/`` record decodes, is keyed by its seq and names a purge journalled there."""
+    want = {JournalKind.PURGE: ErasureKind.MEMORY, JournalKind.EPISODE_PURGE: ErasureKind.EPISODE}
+    for key, value in txn.scan(ERASURE_PREFIX):
+        name = _show_key(key)
+        try:
+            seq = parse_erasure_key(key)
+            rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), name)
+        except (IntegrityError, CodecError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if rec.seq != seq:
+            add(Problem(name, f"holds the erasure record of journal entry {rec.seq}"))
+            continue
+        purge = purges.get(seq)
+        if purge is None:
+            add(Problem(name, "names no purge in the journal"))
+        elif want[purge[0]] is not rec.kind or purge[1] != rec.id:
+            add(Problem(name, f"does not match journal entry {seq} ({purge[0].label})"))
+        if len(rec.needles or b"") % erasure.NEEDLE_SIZE:
+            add(Problem(name, "its needles are not whole"))
+
+
+def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
+    """``(record, what)`` for every record of an erased memory or episode still holding content."""
+    out: list[tuple[str, str]] = []
+    mid = rec.id
+    if rec.kind is ErasureKind.EPISODE:
+        raw = txn.get(episode_key(mid))
+        if raw is None:
+            return [(f"ep/{mid}", "the erased episode is missing")]
+        try:
+            ep = decode_episode(_unseal(episode_key(mid), raw))
+        except (IntegrityError, CodecError) as exc:
+            return [(f"ep/{mid}", str(exc))]
+        if ep.content is not None or ep.chunks:
+            out.append((f"ep/{mid}", "still holds its text"))
+        for prefix in (evidence.CHUNK_DOC, evidence.CHUNK_VECTOR):
+            if next(txn.keys(prefix + mid.bytes), None) is not None:
+                out.append((f"{prefix.decode()}{mid}", "the erased episode still has chunks here"))
+        return out
+    raw = txn.get(head_key(mid))
+    if raw is None:
+        return [(f"m/{mid}", "the erased memory is missing")]
+    head: Head = _trusted(HEAD, head_key(mid), raw)
+    if head.tombstone is None or head.tombstone.purged_at is None:
+        out.append((f"m/{mid}", "is not purged"))
+    if head.tags or head.frames or head.forms is not None:
+        out.append((f"m/{mid}", "still holds tags, frames or forms"))
+    for key, value in txn.scan(version_prefix(mid)):
+        v: Version = _trusted(VERSION, key, value)
+        if v.data is not None or v.forms is not None:
+            out.append((_show_key(key), "still holds data or forms"))
+        if v.provenance != _erased_provenance(v.provenance):
+            out.append((_show_key(key), "its provenance still holds session or message ids"))
+    for key, what in (
+        (lex_doc_key(mid), "a lexical document"),
+        (vec_key(mid), "a vector"),
+        (salience_key(mid), "use counters"),
+    ):
+        if txn.get(key) is not None:
+            out.append((_show_key(key), f"the erased memory still has {what}"))
+    return out
+
+
+def _check_wait(wait: object) -> None:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+        raise ValidationError("wait", "range", f"must be a number of seconds >= 0, got {wait!r}")
+
+
+def _erased_provenance(p: Provenance) -> Provenance:
+    """A purged version's provenance: what of it is not caller text.
+
+    Its kind, the URIs it was derived from and the episode spans it was drawn from (ids and
+    offsets); session ids and message ids are caller text and go.
+    """
+    sources = tuple(
+        SourceRef(session_id=src.session_id, span=src.span)
+        for src in p.sources
+        if episode_source(Provenance(source=p.source, sources=(src,))) is not None
+    )
+    return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
+
+
+def _put_erasure(  # noqa: PLR0917 - private, one call site each for memories and episodes
+    txn: WriteTxn,
+    seq: int,
+    kind: ErasureKind,
+    mid: MemoryId,
+    at: datetime,
+    by: str,
+    hashes: Sequence[bytes],
+    recorded: erasure.Recorder,
+) -> None:
+    content = recorded.erased()
+    record = ErasureRecord(
+        seq=seq,
+        kind=kind,
+        id=mid,
+        at=at,
+        by=by,
+        hashes=tuple(hashes),
+        needles=erasure.needles_of(content) or None,
+        records=sum(1 for v in recorded.before.values() if v is not None),
+        size=sum(len(c) for c in content),
+    )
+    txn.put(erasure_key(seq), _seal(ERASURE_CODEC.encode(record, "erasure")))

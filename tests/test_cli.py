@@ -1075,7 +1075,8 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "name": "0007-claim-index",
         "from_version": 7,
         "to_version": 8,
-        "description": "index Facts and Preferences under their claim keys (temporal chains)",
+        "description": "index Facts and Preferences under their claim keys (temporal chains); "
+        "allow write budgets, sensitivity levels and erasure records",
         "records": 11,
     }
     steps = (step, step2, step3, step4, step5, step6, step7)
@@ -1260,7 +1261,7 @@ def test_the_command_list_is_complete() -> None:
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
         "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens", "chain",
-        "conflicts", "salvage",
+        "conflicts", "salvage", "scrub",
     }  # fmt: skip
 
 

@@ -11,11 +11,12 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cortex import Cortex, JournalKind, MemoryId, Uri
+from cortex import Cortex, Fact, JournalKind, MemoryId, Uri
 from tests import workers
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="SIGKILL and fork-free spawn on POSIX")
@@ -51,12 +52,12 @@ class Child:
         *complete, self._buf = self._buf.split(b"\n")
         self.lines.extend(json.loads(line) for line in complete)
 
-    def wait_for(self, op: str, timeout: float = 60.0) -> None:
-        """Block until the child reports ``op`` (it is then running, not just starting)."""
+    def wait_for(self, op: str, timeout: float = 60.0, count: int = 1) -> None:
+        """Block until the child has reported ``op`` ``count`` times (it is then running)."""
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as sel:
             sel.register(self._out, selectors.EVENT_READ)
-            while not any(line["op"] == op for line in self.lines):
+            while sum(line["op"] == op for line in self.lines) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(f"child never said {op!r} in {timeout} s")
@@ -252,3 +253,109 @@ def test_kill_around_a_large_write_many_is_all_or_nothing(store_path: Any, delay
         if done:
             assert big == 5000
         assert len(list(cx.journal())) == 2 + big
+
+
+# ---------------------------------------------------------------------------------------------
+# Erasure: a kill during a purge's erasure step (issue 21)
+
+ERASE_KILLS = 12
+PAGE = 4096
+
+
+def occurrences(root: Path, needles: list[bytes]) -> dict[str, Counter[int]]:
+    """Where any needle occurs: ``{file: Counter(page -> hits)}`` over every file under root."""
+    out: dict[str, Counter[int]] = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = Path(dirpath) / name
+            data = path.read_bytes()
+            found: Counter[int] = Counter()
+            for needle in needles:
+                start = data.find(needle)
+                while start >= 0:
+                    found[start // PAGE] += 1
+                    start = data.find(needle, start + 1)
+            if found:
+                out[path.relative_to(root).as_posix()] = found
+    return out
+
+
+def _filled(path: Path, n: int) -> None:
+    """A store big enough that an erasure step takes a while (it reads every page)."""
+    with Cortex.open(path, actor="setup") as cx:
+        cx.write_many(
+            Fact(statement=f"filler {i} " + "x" * (i % 400), subject="s", predicate="p")
+            for i in range(n)
+        )
+
+
+def test_kill_inside_the_zeroing_leaves_a_consistent_store(tmp_path: Path) -> None:
+    """The child stops half way through zeroing (holding the writer lock) and is killed."""
+    path = tmp_path / "store"
+    _filled(path, 2000)
+    with Child(workers.command("stalled_scrub", path)) as child:
+        child.wait_for("mid")
+        reports = child.kill()
+    uri = next(r["uri"] for r in reports if r["op"] == "write")
+    word = b"zqxstall0000"
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.verify().ok
+        assert cx.resolve(uri).data is None  # the purge committed before its erasure step
+        assert cx.stats()["memories"] == 2001
+    # the dead child held the writer lock: the next writer gets it, and the erasure completes
+    out = subprocess.run(
+        workers.command("write_one", path, "after"), capture_output=True, timeout=60, check=True
+    )
+    with Cortex.open(path, actor="checker") as cx:
+        assert cx.resolve(json.loads(out.stdout)["uri"]).data is not None
+        assert cx.scrub().complete
+        assert cx.verify().ok and cx.verify_erasure().ok
+    assert occurrences(path, [word]) == {}
+
+
+def test_repeated_sigkill_during_purges_and_erasure_steps(tmp_path: Path) -> None:
+    """A child writes secrets and purges them (each purge runs the erasure step) until it is
+    killed at a random moment; after every kill the store is whole, every acknowledged write
+    and purge is there, and after the last one a single erasure step leaves no secret of any
+    purged memory in any file."""
+    rng = random.Random(20261125)
+    path = tmp_path / "store"
+    _filled(path, 3000)
+    words: dict[str, bytes] = {}  # memory id -> its secret word
+    acknowledged: set[str] = set()
+    purges = 0
+    for kill in range(ERASE_KILLS):
+        seed = 3000 + kill
+        with Child(workers.command("erasure_crasher", path, seed)) as child:
+            child.wait_for("ready")
+            time.sleep(rng.uniform(0.0, 1.2))
+            reports = child.kill()
+            assert child.proc.returncode == -signal.SIGKILL, child.stderr()
+        for r in reports:
+            if r["op"] == "write":
+                for j, u in enumerate(r["uris"]):
+                    words[str(Uri.parse(u).id)] = f"zqxc{seed}x{r['i'] + j:04d}".encode()
+            elif r["op"] == "purge":
+                acknowledged.add(r["id"])
+                purges += 1
+        with Cortex.open(path, actor="checker") as cx:
+            report = cx.verify()
+            assert report.ok, report.problems[:10]
+            purged = {str(e.id) for e in cx.journal() if e.kind is JournalKind.PURGE}
+            assert acknowledged <= purged
+            for mid, word in words.items():
+                m = cx.resolve_latest(mid)
+                if mid in purged:
+                    assert m.data is None and m.head.tombstone is not None
+                else:
+                    assert word.decode() in m.data.statement  # type: ignore[union-attr]
+    assert purges >= ERASE_KILLS  # the runs got far enough to purge, many times
+    with Cortex.open(path, actor="checker") as cx:
+        purged = {str(e.id) for e in cx.journal() if e.kind is JournalKind.PURGE}
+        assert cx.scrub().complete
+        audit = cx.verify_erasure()
+        assert audit.ok and audit.records == len(purged), audit.residues[:5]
+    gone = [words[mid] for mid in purged]
+    assert gone and occurrences(path, gone) == {}
+    kept = [w for mid, w in words.items() if mid not in purged]
+    assert kept and occurrences(path, kept)  # the live ones are still there

@@ -35,6 +35,7 @@ ORDER = (
     "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
     "keys",
     "pages",  # the LMDB data file read directly: meta pages, page structure, salvageable records
+    "scrub",  # the unused bytes of an LMDB data file, read from its pages and zeroed
     "kv",
     "pgkv",  # the PostgreSQL engine behind the same interface (psycopg, imported lazily)
     "engines",  # a path or a URL to its engine; copying a store between engines
@@ -53,6 +54,7 @@ ORDER = (
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
     "vectors",  # the stored vector records (vec/, meta/vectors)
+    "erasure",  # what a purge erased, as needles an audit searches the store's files for
     "store",
     "sidecar",  # the vector index cache beside a store, caught up from its journal
     "extract",  # extraction behind a protocol: typed memories from content (no model calls)

@@ -107,8 +107,17 @@ def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
     return sorted((k, v) for k, v in items.items() if k.startswith(JOURNAL))
 
 
+ERASURE_ONLY = (K.ERASURE, meta_key("scrub"))
+"""What a store written fresh at format 8 has and a migrated one cannot: the erasure record
+of its purge and the mark of the erasure step that followed it (``specs/storage.md`` §11)."""
+
+
 def without_journal(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
-    return {k: v for k, v in items.items() if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY}
+    return {
+        k: v
+        for k, v in items.items()
+        if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY and not k.startswith(ERASURE_ONLY)
+    }
 
 
 def fresh(tmp_path: Path) -> Path:
@@ -227,13 +236,6 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         fresh_entries = list(cx.journal())
     assert len(fresh_entries) == len(entries) - 7
 
-    def essence(e: Any) -> dict[str, Any]:
-        d = msgspec.structs.asdict(e)
-        del d["prev"]
-        if e.kind is JournalKind.INIT:
-            del d["reason"]
-        return d
-
     assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-7]]
     assert fresh_entries[0].reason == "format 8" and entries[0].reason == "format 1"
     applied = M.applied(v1)
@@ -246,6 +248,21 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0006-episodes", 6, 7, 0),
         ("0007-claim-index", 7, 8, 11),
     ]
+
+
+def essence(e: Any) -> dict[str, Any]:
+    """A journal entry as the same operations journal it at any format.
+
+    The init entry names the format it was created at; since format 8 a purge entry also
+    carries the content hash of the version it erased.
+    """
+    d = msgspec.structs.asdict(e)
+    del d["prev"]
+    if e.kind is JournalKind.INIT:
+        del d["reason"]
+    if e.kind is JournalKind.PURGE:
+        del d["hash"]
+    return d
 
 
 def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
@@ -399,6 +416,9 @@ def test_targets(v1: Path) -> None:
     M.migrate(v1, to=6)
     with pytest.raises(ValidationError, match="only go forward"):
         M.migrate(v1, to=5)
+    M.migrate(v1, to=7)
+    with pytest.raises(ValidationError, match="only go forward"):
+        M.migrate(v1, to=6)
 
 
 def test_a_newer_store_is_refused(v1: Path) -> None:
@@ -578,3 +598,18 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+
+
+def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
+    """The fixture's purge (at format 7) left no erasure record: ``verify_erasure`` has nothing
+    of it to search for, and a scrub still zeroes every page it freed."""
+    v7 = _copy(FIXTURE7, tmp_path / "v7")
+    M.migrate(v7)
+    after = dump(v7)
+    assert not any(k.startswith(ERASURE_ONLY) for k in after)
+    record = FORMAT_CODEC.decode(_unseal(meta_key("format"), after[meta_key("format")]), "f")
+    assert "erasure-records" in record.features
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
+        report_e = cx.verify_erasure()
+        assert report_e.ok and report_e.records == 0
+        assert cx.scrub().complete

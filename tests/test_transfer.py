@@ -106,12 +106,13 @@ def _export(store: Path, out: Path, encoding: str) -> bytes:
 
 
 def _dump(where: Path | str | Cortex) -> dict[bytes, bytes]:
-    """Every key and value but the journal and meta/format (the store's own life story)."""
+    """Every key and value but the journal, meta/ and erasure records (the store's own life
+    story: a bundle carries memories, never what a purge erased)."""
     if isinstance(where, Path | str):
         with Cortex.open(where, actor="reader", as_owner=True, create=False) as cx:
             return _dump(cx)
     with where._kv.read() as txn:
-        return {k: v for k, v in txn.scan(b"") if not k.startswith((b"j/", b"meta/"))}
+        return {k: v for k, v in txn.scan(b"") if not k.startswith((b"j/", b"meta/", b"er/"))}
 
 
 @pytest.mark.parametrize("encoding", ["jsonl", "cbor"])

@@ -67,7 +67,7 @@ def crash_writer(path: str, seed: str) -> None:
     """
     s = int(seed)
     rng = random.Random(s)
-    cx = Cortex.open(path, actor="crasher")
+    cx = Cortex.open(path, actor="crasher", as_owner=True)
     emit({"op": "ready"})
     written: list[MemoryId] = []
     changeable: list[MemoryId] = []
@@ -613,6 +613,139 @@ def steady_pg_writer(path: str) -> None:
                 emit({"op": "error", "kind": type(exc).__name__, "message": str(exc)})
                 return
             emit({"op": "write", "uri": str(uri), "i": i})
+
+
+# Erasure (tests/test_erasure.py)
+
+
+def secret_fact(tag: str, i: int) -> Fact:
+    """A memory whose statement holds the distinctive term ``zqx{tag}{i:04d}`` twice."""
+    word = f"zqx{tag}{i:04d}"
+    return Fact(statement=f"{word} is private: {word} must go", subject="user", predicate="secret")
+
+
+def erasure_writer(path: str, stop_file: str, seed: str, secrets: str) -> None:
+    """Write ``secrets`` secret memories first (reported), then filler until ``stop_file``.
+
+    The secrets sit in this process's LMDB page buffers afterwards: once another process
+    purges them, this writer's next commit must not carry them back into the file.
+    """
+    from tests.vsupport import E
+
+    s = int(seed)
+    rng = random.Random(s)
+    with Cortex.open(path, actor=f"writer{s}", embedder=E, as_owner=True) as cx:
+        ids = [
+            str(cx.write(secret_fact(f"w{s}x", i), tags=["secret"]).id) for i in range(int(secrets))
+        ]
+        emit({"op": "secrets", "ids": ids})
+        n = 0
+        while not Path(stop_file).exists():
+            words = " ".join(rng.choice(("tea", "sea", "hill", "bread", "chess")) for _ in range(5))
+            cx.write_many(
+                Fact(statement=f"filler {s}-{n + j} {words}", subject="f", predicate="p")
+                for j in range(5)
+            )
+            n += 5
+            emit({"op": "wrote", "n": n, "at": time.time()})
+    emit({"op": "done", "n": n})
+
+
+def erasure_reader(path: str, stop_file: str, seed: str) -> None:
+    """Read (resolve, lexical and vector search) in a loop until ``stop_file`` exists."""
+    from cortex import Query
+    from tests.vsupport import E
+
+    rng = random.Random(int(seed))
+    reads = 0
+    with Cortex.open(path, actor="reader", embedder=E, readonly=True, as_owner=True) as cx:
+        emit({"op": "started"})
+        while not Path(stop_file).exists():
+            q = rng.choice(("tea", "private", "filler", "secret", "hill"))
+            for hit in cx.find(Query(text=q, limit=5)).hits:
+                cx.resolve(hit.uri)
+            cx.find(Query(near=q, limit=3))
+            reads += 1
+    emit({"op": "done", "reads": reads})
+
+
+def snapshot_holder(path: str) -> None:
+    """Open a read snapshot, say so, and keep it open until killed."""
+    from cortex.kv import LmdbKV
+
+    kv = LmdbKV(path, readonly=True, create=False)
+    with kv.read() as txn:
+        txn.get(b"meta/format")
+        emit({"op": "holding"})
+        time.sleep(300)
+
+
+def erasure_crasher(path: str, seed: str) -> None:
+    """Write secret memories and purge them (with the erasure step) in a loop until killed.
+
+    Reports each purge after it returned (the bytes are then gone from every file), and
+    each write, so the parent can check that nothing acknowledged is lost.
+    """
+    s = int(seed)
+    with Cortex.open(path, actor="crasher", as_owner=True) as cx:
+        emit({"op": "ready"})
+        i = 0
+        while True:
+            uris = cx.write_many(
+                NewMemory(data=secret_fact(f"c{s}x", i + j), tags=[f"c{s}-{i + j}"])
+                for j in range(3)
+            )
+            emit({"op": "write", "uris": [str(u) for u in uris], "i": i})
+            for u in uris[:2]:
+                cx.purge(u.id, "crash test")
+                emit({"op": "purge", "id": str(u.id), "i": i})
+            i += 3
+
+
+def purge_these(path: str, ids: str) -> None:
+    """Purge the memories with the given comma-separated ids, then run one erasure step."""
+    with Cortex.open(path, actor="purger", as_owner=True) as cx:
+        for mid in ids.split(","):
+            cx.purge(mid, "erasure request", scrub=False)
+        report = cx.scrub()
+    emit({"op": "scrubbed", "complete": report.complete})
+
+
+def kv_erase(path: str) -> None:
+    """At the key-value level: delete every ``s`` key, record an erasure (``er/``), make the
+    freed pages reusable and zero what no reader can read (as the erasure step does)."""
+    from cortex.kv import LmdbKV
+
+    kv = LmdbKV(path, create=False, epoch_prefix=b"er/")
+    try:
+        kv.write(lambda txn: [txn.delete(k) for k in list(txn.keys(b"s"))])
+        kv.write(lambda txn: txn.put(b"er/" + bytes(8), b"x"))
+        kv.write(lambda txn: txn.put(b"mark", b"1"))
+        counts, _ = kv.zero_unused()
+    finally:
+        kv.close()
+    emit({"op": "zeroed", "bytes": counts.bytes_zeroed})
+
+
+def stalled_scrub(path: str) -> None:
+    """Purge one memory, then stop inside the zeroing of the erasure step and wait."""
+    from cortex import scrub as scrub_module
+
+    original = scrub_module.zero
+
+    def zero(fd: int, buf: Any, layout: Any) -> Any:
+        ranges = scrub_module.unused_ranges(buf, layout)
+        for offset, length, _ in ranges[: len(ranges) // 2]:  # half of it, then stop
+            os.pwrite(fd, bytes(length), offset)
+        emit({"op": "mid", "ranges": len(ranges)})
+        time.sleep(300)
+        return original(fd, buf, layout)
+
+    scrub_module.zero = zero  # type: ignore[assignment]
+    with Cortex.open(path, actor="stalled", as_owner=True) as cx:
+        uri = cx.write(secret_fact("stall", 0))
+        emit({"op": "write", "uri": str(uri)})
+        cx.purge(uri.id, "stalled")
 
 
 def main() -> None:

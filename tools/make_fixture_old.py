@@ -8,7 +8,8 @@ commit and running it there:
 - format 2: 49aca3f (``cortex.store.FORMAT_VERSION == 2``);
 - format 5: a564bb0 (postings one per key, before the posting blocks of format 6);
 - format 6: 470d343 (posting blocks, before the episodes of format 7);
-- format 7: 2a5fba8 (episodes, before the claim index of format 8).
+- format 7: 2a5fba8 (episodes, before the claim index, write budgets, sensitivity and erasure
+  records of format 8).
 
 Code that writes another format cannot regenerate them, and this script refuses to try. The
 migration tests migrate a copy and compare it with a store written fresh by the current code
