@@ -1628,6 +1628,33 @@ class Cortex(Store):
                 "of the handle selects it",
             )
 
+    def _guard_change(self, txn: ReadTxn, mid: MemoryId, head: Head | None = None) -> None:
+        """``_may_change`` again, inside the change's transaction (a restricted handle).
+
+        What the reader sees and may write is decided by the snapshot the change is written on.
+        """
+        rd = self._as
+        if rd is None:
+            return
+        if head is None:
+            head = self._head(txn, mid)
+        now = self._now()
+        if not self._sees(txn, rd, head, now):
+            raise NotFoundError(f"no memory {mid}")  # exactly what a missing one raises
+        if not rd.can_write(head, self.owner, now):
+            raise ValidationError(
+                "actor",
+                "read_only",
+                f"{rd.actor} may not change {mid}: it is not {rd.actor}'s and no writable scope "
+                "of the handle selects it",
+            )
+
+    def _guard_see(self, txn: ReadTxn, mid: MemoryId) -> None:
+        """A restricted handle links only to memories its reader sees (inside the change)."""
+        rd = self._as
+        if rd is not None and not self._sees(txn, rd, self._head(txn, mid), self._now()):
+            raise NotFoundError(f"no memory {mid}")
+
     def update(self, ref: Uri | MemoryId | str, data: Data, **options: Any) -> WriteResult:
         """``Store.update``; a restricted handle changes only what its reader may write.
 
@@ -1748,12 +1775,26 @@ class Cortex(Store):
         """``Store.journal``; a restricted handle reads only the entries of what it sees.
 
         Entries of hidden memories, of edges touching one, of episodes it may not see, and
-        store-wide entries are left out (the sequence numbers show the gaps).
+        store-wide entries are left out (the sequence numbers show the gaps); ``limit`` counts
+        the entries returned, so a reader gets up to ``limit`` of those it may see.
         """
         entries = super().journal(start, reverse=reverse, limit=limit)  # checked, read now
         if self._as is None:
             return entries
-        return iter(self._visible_entries(list(entries)))
+        if limit is None:
+            return iter(self._visible_entries(list(entries)))
+        # ``limit`` counts the entries the reader gets: read on in pages past hidden ones
+        out: list[JournalEntry] = []
+        page, asked = list(entries), limit
+        while True:
+            out += self._visible_entries(page)
+            if len(out) >= limit or len(page) < asked:  # enough, or the journal's end
+                return iter(out[:limit])
+            after = page[-1].seq + (-1 if reverse else 1)
+            if after < 1:
+                return iter(out)
+            asked = max(limit, 64)
+            page = list(super().journal(after, reverse=reverse, limit=asked))
 
     def _visible_entries(self, entries: list[JournalEntry]) -> list[JournalEntry]:
         rd, now = self._as, self._now()

@@ -1971,6 +1971,7 @@ class Store:
         def txn_fn(txn: WriteTxn) -> WriteResult:
             self._charge(txn, 1)
             head = self._head_for_change(txn, mid)
+            self._guard_change(txn, mid, head)
             if head.type is not p.type:
                 raise ValidationError(
                     "data",
@@ -2069,6 +2070,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> Head:
             head = self._head_for_change(txn, mid)
+            self._guard_change(txn, mid, head)
             new_head = msgspec.structs.replace(head, last_updated_at=now, **patch)
             payload = HEAD.encode(new_head, "head")  # validates importance and the rest
             self._move_index(txn, head, new_head)
@@ -2119,6 +2121,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
             head = self._head(txn, mid)
+            self._guard_change(txn, mid, head)
             if head.tombstone is not None:
                 return head.tombstone
             new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
@@ -2184,6 +2187,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
             head = self._head(txn, mid)
+            self._guard_change(txn, mid, head)
             if head.tombstone is not None and head.tombstone.purged_at is not None:
                 return head.tombstone
             stone = head.tombstone or Tombstone(reason=reason, at=now, by=who)
@@ -2760,6 +2764,8 @@ class Store:
             for which, mid in (("src", s), ("dst", d)):
                 if txn.get(head_key(mid)) is None:
                     raise NotFoundError(f"{which} memory {mid} does not exist")
+            self._guard_change(txn, s)
+            self._guard_see(txn, d)
             fkey = edge_from_key(s, et, d)
             old = txn.get(fkey)
             if old is not None:
@@ -2794,6 +2800,7 @@ class Store:
         who = by if by is not None else self.actor
 
         def txn_fn(txn: WriteTxn) -> Edge:
+            self._guard_change(txn, s)
             fkey = edge_from_key(s, et, d)
             old = txn.get(fkey)
             if old is None:
@@ -2860,6 +2867,18 @@ class Store:
         return out
 
     # -- reads -------------------------------------------------------------------------------
+
+    def _guard_change(self, txn: ReadTxn, mid: MemoryId, head: Head | None = None) -> None:
+        """Refuse, inside a change's write transaction, a change this handle may not make.
+
+        ``head`` is the memory's head when read already. The store refuses nothing; ``Cortex``
+        refuses what a restricted handle's reader may not write, in the same transaction as
+        the change, so no concurrent change of visibility, scope or level slips between the
+        check and the write.
+        """
+
+    def _guard_see(self, txn: ReadTxn, mid: MemoryId) -> None:
+        """Refuse, inside a change's transaction, a link to a memory this handle may not see."""
 
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
         key = head_key(mid)

@@ -5,6 +5,7 @@ Several handles of one store in one process share one LMDB environment.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,92 @@ def test_handles_of_one_store_share_one_environment(tmp_path: Path) -> None:
         c.close()
     with Cortex.open(path, actor=None) as again:  # the environment was closed with the last
         assert again.verify().ok
+
+
+@pytest.mark.parametrize("change", ["update", "update_head", "tombstone", "purge", "add_edge"])
+def test_the_permission_check_is_made_again_inside_the_change(
+    world: tuple[Path, dict[str, object]], change: str
+) -> None:
+    """The owner takes the memory out of the helper's writable scope after the helper's first
+    check and before its transaction: the change is refused in the transaction, nothing is
+    written. The helper's clock is the hook: it is read between the check and the write."""
+    path, n = world
+    target = n["shared"]
+    owner = Cortex.open(path, actor=OWNER)
+    calls = {"n": 0, "hit": False}
+
+    def clock() -> datetime:
+        calls["n"] += 1
+        if calls["n"] == trigger and not calls["hit"]:
+            calls["hit"] = True  # the owner's change lands between check and write
+            owner.update_head(target, tags=["elsewhere"])  # type: ignore[arg-type]
+        return datetime.now(UTC)
+
+    trigger = 2  # _may_change reads the clock first; the next read precedes the transaction
+    before = owner.resolve(target).head  # type: ignore[arg-type]
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO], clock=clock) as h:
+        act = {
+            "update": lambda: h.update(target, fact("rewritten by helper")),  # type: ignore[arg-type]
+            "update_head": lambda: h.update_head(target, importance=0.9),  # type: ignore[arg-type]
+            "tombstone": lambda: h.tombstone(target, "helper retires it"),  # type: ignore[arg-type]
+            "purge": lambda: h.purge(target, "helper erases it"),  # type: ignore[arg-type]
+            "add_edge": lambda: h.add_edge(target, "corroborates", n["other"]),  # type: ignore[arg-type]
+        }[change]
+        with pytest.raises(NotFoundError):  # now hidden from the helper: exactly as missing
+            act()
+    assert calls["hit"]
+    after = owner.resolve(target)  # type: ignore[arg-type]
+    assert after.head.tags == ("elsewhere",) and after.head.tombstone is None
+    assert after.head.current_version == before.current_version
+    assert after.head.importance == before.importance
+    assert after.data == fact("shared note")
+    assert {e.dst for e in owner.edges(target)} == {  # type: ignore[arg-type]
+        n["priv"].id,
+        n["pub"].id,
+        n["other"].id,  # type: ignore[attr-defined]
+    }
+    assert all(e.by != "helper" for e in owner.journal())
+    owner.close()
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_restricted_journal_limit_counts_what_the_reader_gets(
+    tmp_path: Path, reverse: bool
+) -> None:
+    """``journal(limit=n)`` on a restricted handle returns n entries the reader may see when
+    the journal holds that many, however many hidden ones lie between them."""
+    path = tmp_path / "s"
+    with Cortex.open(path, actor=OWNER, metasync=False) as cx:
+        shared = []
+        for i in range(150):
+            cx.write(fact(f"private {i}"))
+            if i % 30 == 0:
+                shared.append(cx.write(fact(f"shared {i}"), tags=["shared"], visibility="scoped"))
+        everything = list(cx.journal(reverse=reverse))
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W]) as h:
+        seen = list(h.journal(reverse=reverse))
+        assert {e.id for e in seen} == {u.id for u in shared}  # type: ignore[attr-defined]
+        assert len(seen) == 5
+        for n in (0, 1, 3, 5, 9):
+            got = list(h.journal(reverse=reverse, limit=n))
+            assert got == seen[:n]
+        start = everything[len(everything) // 2].seq
+        got = list(h.journal(start, reverse=reverse, limit=2))
+        expect = [e for e in seen if (e.seq <= start if reverse else e.seq >= start)][:2]
+        assert got == expect and len(got) == 2
+
+
+def test_a_taken_id_is_refused_alike_whether_hidden_or_visible(
+    world: tuple[Path, dict[str, object]],
+) -> None:
+    """The one fact about a hidden memory a restricted handle learns (``query.md`` §3): that
+    an id it already knows is taken. The refusal says no more for a hidden memory."""
+    path, n = world
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W]) as h:
+        mine = h.write(fact("helper's own"))
+        messages = []
+        for mid in (n["priv"].id, mine.id):  # type: ignore[attr-defined]
+            with pytest.raises(CortexError) as caught:
+                h.write(fact("taken"), id=mid)
+            messages.append((type(caught.value), str(caught.value).replace(str(mid), "ID")))
+        assert messages[0] == messages[1]
