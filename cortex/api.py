@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from cortex import argcheck, evidence, lexical
 from cortex import core as _core
@@ -70,7 +72,16 @@ from cortex.query import (
     compile_query,
     memory_type,
 )
-from cortex.records import Data, Episode, Forms, FrameRef, Head, Provenance, Tombstone
+from cortex.records import (
+    Data,
+    Episode,
+    Forms,
+    FrameRef,
+    Head,
+    Provenance,
+    Tombstone,
+    Version,
+)
 from cortex.salience import (
     DEFAULT_WEIGHTS,
     SALIENCE_STATE,
@@ -118,6 +129,19 @@ _WRITE_OPTIONS: Final = frozenset(
 )
 DEDUPE_COSINE: Final = 0.92
 """Cosine at or above which ``write(..., dedupe=True)`` takes new data for an existing memory."""
+
+
+_NEW_KINDS: Final = frozenset({JournalKind.WRITE, JournalKind.UPDATE, JournalKind.IMPORT})
+
+
+def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
+    """The memories of type ``t`` written, updated or imported after journal entry ``since``."""
+    out: list[MemoryId] = []
+    for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
+        entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+        if entry.kind in _NEW_KINDS and entry.type is t and entry.id is not None:
+            out.append(entry.id)
+    return out
 
 
 class Cortex(Store):
@@ -551,34 +575,64 @@ class Cortex(Store):
         if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
             return self._write_new(spec, now, visible)
         p = self._prepare(spec, now)  # validates
-        hit = self._duplicate_of(data, reader, p.vector)
+        hit, vec, since = self._duplicate_of(data, reader, p.vector)
         if hit is not None:
             return self._confirm(hit[0], data, hit[1])
+        if vec is not None and p.vector is None and spec.forms is None:
+            p.vector = to_bytes(vec)  # the text the write embeds: embed it once
         terms = lexical.analyze(data)
         digest = content_hash(data.TYPE, encode_data(data))
 
+        def usable(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
+            head = self._head(txn, mid)
+            if head.tombstone is not None or head.type is not data.TYPE:
+                return None
+            if visible is not None and not visible(txn, head):
+                return None
+            v = self._version(txn, mid, head.current_version)
+            if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
+                return None
+            return head, v
+
         def duplicate(txn: WriteTxn) -> WriteResult | None:
-            # the same check, in the write transaction: a writer that got there first
+            # the same checks, in the write transaction: a writer that got there first
             for mid in lexical.same_terms(txn, terms):
-                head = self._head(txn, mid)
-                if head.tombstone is not None or head.type is not data.TYPE:
+                found = usable(txn, mid)
+                if found is not None and found[1].hash == digest:
+                    return self._confirm_in(txn, found[0], digest, now, _SAME_CONTENT)
+            if vec is None:
+                return None
+            # the cosine path saw the store as of journal entry ``since``: the memories written
+            # after it are compared here, so two writers of one claim make one memory
+            for mid in _written_since(txn, since, data.TYPE):
+                found = usable(txn, mid)
+                if found is None:
                     continue
-                if visible is not None and not visible(txn, head):
+                other = self._memory(*found).data
+                if other is None:
                     continue
-                v = self._version(txn, mid, head.current_version)
-                if v.hash != digest:
+                raw = txn.get(vec_key(mid))
+                if raw is None:
                     continue
-                if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
-                    continue
-                return self._confirm_in(txn, head, digest, now, _SAME_CONTENT)
+                rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+                if len(rec.vector) != len(vec) * 4:
+                    continue  # another model's vector
+                cos = float(np.dot(from_bytes(rec.vector, len(vec)), vec))
+                if cos >= DEDUPE_COSINE and same_claim(other, data).same:
+                    reason = f"cosine {cos:.3f} and the same claim (written meanwhile)"
+                    return self._confirm_in(txn, found[0], digest, now, reason)
             return None
 
-        return self._write_new(spec, now, visible, duplicate)
+        return self._write_new(spec, now, visible, duplicate, ready=p)
 
     def _duplicate_of(
         self, data: Data, reader: Reader | None, given: bytes | None = None
-    ) -> tuple[Memory, str] | None:
-        """A live memory ``data`` duplicates (same type: equal hash, or a near vector), and why."""
+    ) -> tuple[tuple[Memory, str] | None, npt.NDArray[np.float32] | None, int]:
+        """A live memory ``data`` duplicates (same type: equal hash, or a near vector), and why.
+
+        Also the vector the cosine path compared (None when it did not run) and the journal
+        entry the check saw the store at (the write's transaction checks what came after it).
+        """
         t = data.TYPE
         digest = content_hash(t, encode_data(data))
         now = self._now()
@@ -596,31 +650,32 @@ class Cortex(Store):
             return self._memory(head, v)
 
         with self._kv.read() as txn:
+            since = journal_head(txn)
             for mid in lexical.same_terms(txn, lexical.analyze(data)):
                 m = usable(txn, mid)
                 if m is not None and m.version.hash == digest:
-                    return m, _SAME_CONTENT
-            if self._sidecar is not None and self.embedder is not None:
-                if given is not None:
-                    vec = from_bytes(given, self.embedder.dim)
-                elif isinstance(self.embedder, External):
-                    return None  # no vector to compare (the write itself will ask for one)
-                else:
-                    vec = embed_checked(self.embedder, [render(data).medium])[0]
-                n = 16
-                while True:
-                    near = self._sidecar.search(txn, vec, n)
-                    for mid, cos in near:
-                        if cos < DEDUPE_COSINE:
-                            return None
-                        m = usable(txn, mid)
-                        # near in meaning is not enough: the claims must be the same
-                        if m is not None and m.data is not None and same_claim(m.data, data).same:
-                            return m, f"cosine {cos:.3f} and the same claim"
-                    if len(near) < n:
-                        return None
-                    n *= 4  # every hit so far was close but unusable: look further
-        return None
+                    return (m, _SAME_CONTENT), None, since
+            if self._sidecar is None or self.embedder is None:
+                return None, None, since
+            if given is not None:
+                vec = from_bytes(given, self.embedder.dim)
+            elif isinstance(self.embedder, External):
+                return None, None, since  # no vector to compare (the write will ask for one)
+            else:
+                vec = embed_checked(self.embedder, [render(data).medium])[0]
+            n = 16
+            while True:
+                near = self._sidecar.search(txn, vec, n)
+                for mid, cos in near:
+                    if cos < DEDUPE_COSINE:
+                        return None, vec, since
+                    m = usable(txn, mid)
+                    # near in meaning is not enough: the claims must be the same
+                    if m is not None and m.data is not None and same_claim(m.data, data).same:
+                        return (m, f"cosine {cos:.3f} and the same claim"), vec, since
+                if len(near) < n:
+                    return None, vec, since
+                n *= 4  # every hit so far was close but unusable: look further
 
     def _confirm(self, m: Memory, data: Data, reason: str) -> WriteResult:
         digest = content_hash(m.version.type, encode_data(data))

@@ -1465,13 +1465,16 @@ class Store:
         now: datetime,
         visible: Visible | None,
         duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
+        *,
+        ready: _Prepared | None = None,
     ) -> WriteResult:
         """Write one new memory; ``visible`` limits the memories it may compete with.
 
         ``duplicate``, run first in the write transaction, may confirm an existing memory
-        instead (dedupe): its result is returned and nothing else is written.
+        instead (dedupe): its result is returned and nothing else is written. ``ready``: ``spec``
+        prepared already (its vector, if set, is the one stored).
         """
-        p = self._prepare(spec, now)
+        p = ready if ready is not None else self._prepare(spec, now)
         prepared = [p]
         self._embed_prepared(prepared)
 

@@ -298,7 +298,7 @@ def test_kill_inside_the_zeroing_leaves_a_consistent_store(tmp_path: Path) -> No
         reports = child.kill()
     uri = next(r["uri"] for r in reports if r["op"] == "write")
     word = b"zqxstall0000"
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         assert cx.resolve(uri).data is None  # the purge committed before its erasure step
         assert cx.stats()["memories"] == 2001
@@ -306,7 +306,7 @@ def test_kill_inside_the_zeroing_leaves_a_consistent_store(tmp_path: Path) -> No
     out = subprocess.run(
         workers.command("write_one", path, "after"), capture_output=True, timeout=60, check=True
     )
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         assert cx.resolve(json.loads(out.stdout)["uri"]).data is not None
         assert cx.scrub().complete
         assert cx.verify().ok and cx.verify_erasure().ok
@@ -338,7 +338,7 @@ def test_repeated_sigkill_during_purges_and_erasure_steps(tmp_path: Path) -> Non
             elif r["op"] == "purge":
                 acknowledged.add(r["id"])
                 purges += 1
-        with Cortex.open(path, actor="checker") as cx:
+        with Cortex.open(path, actor="checker", as_owner=True) as cx:
             report = cx.verify()
             assert report.ok, report.problems[:10]
             purged = {str(e.id) for e in cx.journal() if e.kind is JournalKind.PURGE}
@@ -350,7 +350,7 @@ def test_repeated_sigkill_during_purges_and_erasure_steps(tmp_path: Path) -> Non
                 else:
                     assert word.decode() in m.data.statement  # type: ignore[union-attr]
     assert purges >= ERASE_KILLS  # the runs got far enough to purge, many times
-    with Cortex.open(path, actor="checker") as cx:
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
         purged = {str(e.id) for e in cx.journal() if e.kind is JournalKind.PURGE}
         assert cx.scrub().complete
         audit = cx.verify_erasure()

@@ -154,3 +154,51 @@ def test_processes_writing_the_same_fact_make_one_memory(tmp_path: Path) -> None
         assert len(cx.find(Query(types=("Fact",), limit=10)).hits) == 1
         assert sum(e.kind is JournalKind.CONFIRM for e in cx.journal()) == 3
         assert cx.verify().ok
+
+
+def test_a_paraphrase_written_between_check_and_write_is_confirmed(tmp_path: Path) -> None:
+    """The cosine path is checked again inside the write transaction (issue 14 item 2): while
+    one handle compares a paraphrase against the store, another handle writes the first of the
+    pair; the comparison missed it (its snapshot is older), the transaction finds it among the
+    memories written since and confirms it, so the two writers make one memory."""
+    from cortex import Cortex, Query, render
+    from cortex.api import DEDUPE_COSINE
+    from cortex.embed import MiniLM
+
+    model = MiniLM(batch_size=32)
+    model.load()
+    pair = None
+    for p in PAIRS:
+        if p["label"] != "same" or not same_claim(data(p["a"]), data(p["b"])).same:
+            continue
+        va, vb = model.embed([render(data(p["a"])).medium, render(data(p["b"])).medium])
+        if float(va @ vb) >= DEDUPE_COSINE + 0.01:  # clearly over: no rounding at the edge
+            pair = p
+            break
+    assert pair is not None
+
+    class Meanwhile:
+        """MiniLM, but its first call lets another handle write the first of the pair."""
+
+        model_id, dim = model.model_id, model.dim
+
+        def __init__(self) -> None:
+            self.first: Any = None
+
+        def embed(self, texts: Any) -> Any:
+            if self.first is None:
+                with Cortex.open(tmp_path / "s", actor="agent", embedder=model) as other:
+                    self.first = other.write(data(pair["a"]), supersede=False)
+            return model.embed(texts)
+
+    with Cortex.open(tmp_path / "s", actor="agent", embedder=model):
+        pass  # the store, with the model's vector index
+    hook = Meanwhile()
+    with Cortex.open(tmp_path / "s", actor="agent", embedder=hook) as cx:
+        second = cx.write(data(pair["b"]), dedupe=True, supersede=False)
+        assert hook.first is not None and hook.first.outcome == "created"
+        assert second.outcome == "confirmed", second.summary()
+        assert second.id == hook.first.id
+        assert second.reason is not None and "written meanwhile" in second.reason
+        assert len(cx.find(Query(types=(data(pair["a"]).TYPE,), limit=10)).hits) == 1
+        assert cx.verify().ok

@@ -111,6 +111,53 @@ TARGETS = (
         rate=0.2,
     ),
     Target(
+        "sensitivity",
+        "cortex/sensitivity.py",
+        ("tests/test_sensitivity.py",),
+        ("tests/test_handles.py", "tests/test_transfer.py", "tests/test_damaged_files.py"),
+        goal=1.0,
+    ),
+    Target(
+        "access",  # the restricted handle's rules in the API (visibility, clearance, writes)
+        "cortex/api.py",
+        ("tests/test_handles.py", "tests/test_sensitivity.py"),
+        ("tests/test_scope.py", "tests/test_query.py", "tests/test_core.py"),
+        goal=1.0,
+        functions=(
+            "Cortex._check_visible",
+            "Cortex._cleared",
+            "Cortex._sees",
+            "Cortex._sees_episode",
+            "Cortex._check_level",
+            "Cortex._may_change",
+            "Cortex._guard_change",
+            "Cortex._guard_see",
+            "Cortex._visible_to",
+            "Cortex._visible_entries",
+            "Cortex._acting_for",
+        ),
+    ),
+    Target(
+        "tokens",  # the MCP identity binding: token file, scopes from JSON
+        "cortex/serve/tokens.py",
+        ("tests/test_serve.py",),
+        ("tests/test_sensitivity.py",),
+        goal=1.0,
+    ),
+    Target(
+        "budgets",  # the write budget of a task (seed 003)
+        "cortex/store.py",
+        ("tests/test_budgets.py",),
+        ("tests/test_serve.py", "tests/test_aio.py"),
+        functions=("Store.task", "Store.task_usage", "Store._charge", "Store._budgeted"),
+    ),
+    Target(
+        "chains",  # claim keys and which memory is the current truth
+        "cortex/chains.py",
+        ("tests/test_chains.py",),
+        ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
+    ),
+    Target(
         "transfer",
         "cortex/transfer.py",
         ("tests/test_transfer.py",),
@@ -334,6 +381,11 @@ def _one_line(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _within(qualname: str, names: tuple[str, ...]) -> bool:
+    """Whether ``qualname`` is one of ``names`` (a function, or ``Class.method``) or in one."""
+    return any(qualname == n or qualname.startswith(n + ".") for n in names)
+
+
 def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
     """The mutants of ``target``, their mutated sources by key, and how many did not apply."""
     source = (ROOT / target.path).read_bytes()
@@ -345,7 +397,7 @@ def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
     failed = 0
     for cand in _candidates(tree):
         top = cand.qualname.split(".", 1)[0]
-        if target.functions and top not in target.functions:
+        if target.functions and not _within(cand.qualname, target.functions):
             continue
         node = cand.node
         assert node.end_lineno is not None and node.end_col_offset is not None
@@ -358,7 +410,7 @@ def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
         )
         seen[base] = seen.get(base, 0) + 1
         key = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        if target.rate < 1 and top not in target.focus:
+        if target.rate < 1 and top not in target.focus and not _within(cand.qualname, target.focus):
             h = int.from_bytes(hashlib.sha256(f"{target.name}|{key}".encode()).digest()[:8])
             if h / 2**64 >= target.rate:
                 continue
