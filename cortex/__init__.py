@@ -2,6 +2,7 @@
 
 from cortex._version import __version__
 from cortex.aio import AsyncCortex, AsyncReaderView
+from cortex.aliases import AliasChange, AliasSuggestion
 from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.codec import decode_data, encode_data
 from cortex.context import Bundle
@@ -107,6 +108,8 @@ from cortex.where import format_where, parse_where
 
 __all__ = [
     "FORMAT_VERSION",
+    "AliasChange",
+    "AliasSuggestion",
     "And",
     "AsyncCortex",
     "AsyncReaderView",

@@ -23,6 +23,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+from cortex.aliases import AliasChange, AliasSuggestion
 from cortex.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.context import Bundle
 from cortex.core import CoreChange
@@ -332,6 +333,22 @@ class AsyncCortex:
     async def verify(self) -> VerifyReport:
         """``Cortex.verify``."""
         return await _read(self._pool, self.sync.verify)
+
+    async def alias(self, name: str, alias: str) -> AliasChange:
+        """``Cortex.alias``."""
+        return await _change(self._pool, self.sync.alias, name, alias)
+
+    async def unalias(self, alias: str) -> AliasChange:
+        """``Cortex.unalias``."""
+        return await _change(self._pool, self.sync.unalias, alias)
+
+    async def aliases(self, name: str | None = None) -> dict[str, tuple[str, ...]]:
+        """``Cortex.aliases``."""
+        return await _read(self._pool, self.sync.aliases, name)
+
+    async def suggest_aliases(self, **options: Any) -> list[AliasSuggestion]:
+        """``Cortex.suggest_aliases`` (it embeds: in the pool)."""
+        return await _read(self._pool, self.sync.suggest_aliases, **options)
 
     async def verify_erasure(self) -> ErasureReport:
         """``Cortex.verify_erasure``."""

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from cortex import argcheck, evidence, lexical
 from cortex import core as _core
 from cortex import sensitivity as _sens
+from cortex.aliases import AliasChange, AliasSuggestion, normal_name, read_aliases, suggest
 from cortex.ann import DEFAULT_EF, erase_saved
 from cortex.chains import effective_time, norm_entity, norm_predicate
 from cortex.claims import same_claim
@@ -1002,7 +1003,8 @@ class Cortex(Store):
         That is: Identities named so, Facts, Beliefs, Capabilities, Preferences and Goals with
         that subject, and Events with it as counterparty — the name compared as claim keys
         compare it (case, surrounding punctuation, a leading ``@`` and runs of spaces do not
-        matter: "Sarah", "sarah" and "@sarah" meet; ``specs/claims.md`` §5). With
+        matter: "Sarah", "sarah" and "@sarah" meet; ``specs/claims.md`` §5), and every alias
+        of the entity (``alias``) with it. With
         ``attribute``: only Facts with that predicate and Capabilities with that capability
         (compared the same way: "Home City" = ``home_city``). ``types`` keeps only some of
         these types.
@@ -1012,7 +1014,8 @@ class Cortex(Store):
         """
         if not isinstance(subject, str) or not norm_entity(subject):
             raise ValidationError("subject", "required", "must be non-empty text")
-        name = _entity_pattern(subject)
+        with self._kv.read() as txn:
+            spellings = read_aliases(txn).group(norm_entity(subject))
         allowed: tuple[MemoryType, ...] = (
             (MemoryType.FACT, MemoryType.CAPABILITY)
             if attribute is not None
@@ -1055,7 +1058,14 @@ class Cortex(Store):
             "data.counterparty": {MemoryType.EVENT},
             "data.name": {MemoryType.IDENTITY},
         }
-        where: Predicate = Or(*(Matches(f, name) for f, ts in naming.items() if ts & set(chosen)))
+        where: Predicate = Or(
+            *(
+                Matches(f, _entity_pattern(name))
+                for f, ts in naming.items()
+                if ts & set(chosen)
+                for name in spellings
+            )
+        )
         if attribute is not None:
             if not isinstance(attribute, str) or not norm_predicate(attribute):
                 raise ValidationError("attribute", "required", "must be non-empty text")
@@ -1282,6 +1292,99 @@ class Cortex(Store):
                 if self._sees(txn, rd, head, now):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
+
+    # -- entity aliases (``specs/claims.md`` §10) ------------------------------------------
+
+    def alias(self, name: str, alias: str) -> AliasChange:
+        """Say that ``alias`` is another name of the entity ``name``.
+
+        From then on a Fact or Preference about either name competes with those about the
+        other (temporal chains, ``specs/claims.md`` §6) and ``about`` finds both. Names compare
+        normalised ("@Sarah" = "sarah"); the entity keeps ``name``'s canonical name (if
+        ``name`` is an alias already, its entity's), and an alias that had aliases of its own
+        brings them along. Nothing already stored is rewritten: memories that compete now stay
+        current until the next write of their claim. Journalled (kind ``alias``, a hash).
+
+        Returns:
+            What it did (``AliasChange``): ``added``, ``moved`` or ``unchanged``.
+
+        Raises:
+            ValidationError: a name that is empty once normalised or too long, the same name
+                twice, ``alias`` an alias of another entity already (``unalias`` it first), or
+                a restricted handle (only the owner names entities).
+        """
+        self._owner_only("names entities")
+        canonical_of = normal_name(name, "name")
+        other = normal_name(alias, "alias")
+        return self._alias(canonical_of, other, alias)
+
+    def unalias(self, alias: str) -> AliasChange:
+        """Remove an alias: ``alias`` names only itself from then on (``removed``/``absent``).
+
+        Raises:
+            ValidationError: an empty or too long name, or a restricted handle.
+        """
+        self._owner_only("names entities")
+        return self._unalias(normal_name(alias, "alias"))
+
+    def aliases(self, name: str | None = None) -> dict[str, tuple[str, ...]]:
+        """The entities that have aliases: canonical name → its aliases (normalised, sorted).
+
+        With ``name``: only its entity (``{}`` when it has no alias). A restricted handle must
+        name one (the names of every entity are the owner's to list).
+
+        Raises:
+            ValidationError: a bad name, or a restricted handle without ``name``.
+        """
+        if name is None:
+            self._owner_only("lists every entity's aliases")
+            with self._kv.read() as txn:
+                return read_aliases(txn).groups()
+        normal = normal_name(name, "name")
+        with self._kv.read() as txn:
+            group = read_aliases(txn).group(normal)
+        return {group[0]: group[1:]} if len(group) > 1 else {}
+
+    def suggest_aliases(
+        self, *, threshold: float = 0.8, limit: int = 20, reader: Reader | None = None
+    ) -> list[AliasSuggestion]:
+        """Pairs of entity names that may name one entity: candidates for ``alias``.
+
+        The names (normalised) are those ``about`` can find (Fact, Belief, Capability,
+        Preference and Goal subjects, Event counterparties, Identity names) that the reader
+        sees. A pair is offered when one name's words are all words of the other and their
+        embeddings' cosine is at least ``WORDS_COSINE`` ("sarah" / "sarah chen"), or when the
+        cosine reaches ``threshold`` ("nyc" / "new york city"); pairs already one entity are
+        left out. Nothing is merged: call ``alias`` for the pairs that are one entity. Word
+        pairs first, then by cosine; at most ``limit``.
+
+        Raises:
+            ValidationError: no embedder that computes vectors here (``External`` has no
+                model to run), or a threshold outside (0, 1].
+        """
+        if not isinstance(threshold, int | float) or not 0 < threshold <= 1:
+            raise ValidationError("threshold", "range", "must be a number in (0, 1]")
+        argcheck.integer(limit, "limit", 0)
+        e = self.embedder
+        if e is None or isinstance(e, External):
+            raise ValidationError(
+                "embedder",
+                "required",
+                "suggesting aliases embeds entity names: open the store with a local embedder "
+                "(embedder=cortex.embed.MiniLM() or HashingEmbedder)",
+            )
+        rd = self._reader(reader)
+        normals = sorted({norm_entity(n) for n in known_entities(self, rd)} - {""})
+        if len(normals) < 2 or limit == 0:
+            return []
+        with self._kv.read() as txn:
+            known = read_aliases(txn)
+        vecs = embed_checked(e, normals)
+        return suggest(normals, vecs, float(threshold), known)[:limit]
+
+    def _owner_only(self, what: str) -> None:
+        if self._as is not None:
+            raise ValidationError("actor", "read_only", f"only the owner ({self.owner}) {what}")
 
     # -- core memory (cortex.core) ----------------------------------------------------------
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Callable
 from datetime import datetime
 from typing import Final
 
@@ -38,6 +39,7 @@ __all__ = [
     "effective_confidence",
     "effective_time",
     "lookup_key",
+    "lookup_keys",
     "norm_entity",
     "norm_predicate",
     "single_valued",
@@ -171,6 +173,33 @@ def claim_keys(data: Data | None) -> tuple[bytes, ...]:
             return (_key("preference", t, norm_entity(data.subject)),)  # someone else's
         return (_key("preference", t),)
     return ()
+
+
+def lookup_keys(
+    data: Data, force: bool = False, group: Callable[[str], tuple[str, ...]] | None = None
+) -> tuple[bytes, ...]:
+    """``lookup_key`` under every spelling of its entities (``specs/claims.md`` §10).
+
+    ``group`` gives the normalised spellings of an entity (its aliases, canonical name first);
+    a Fact's subject and object and a Preference's subject are spelled every way it gives, a
+    Preference's topic as it is. Without ``group``: ``(lookup_key(data, force),)`` or ``()``.
+    """
+    key = lookup_key(data, force)
+    if key is None:
+        return ()
+    if group is None:
+        return (key,)
+    if isinstance(data, Fact):
+        s, p = norm_entity(data.subject), norm_predicate(data.predicate)
+        if force or single_valued(p):
+            return tuple(_key("fact", s2, p) for s2 in group(s))
+        o = norm_entity(data.object or "")
+        return tuple(_key("fact", s2, p, o2) for s2 in group(s) for o2 in group(o))
+    if isinstance(data, Preference) and data.subject is not None:
+        t, who = norm_entity(data.topic), norm_entity(data.subject)
+        if who:
+            return tuple(_key("preference", t, w) for w in group(who))
+    return (key,)
 
 
 def lookup_key(data: Data, force: bool = False) -> bytes | None:

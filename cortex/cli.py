@@ -959,6 +959,72 @@ def cmd_conflicts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _alias_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the entity (its canonical name, or one of its aliases)")
+    p.add_argument("alias", help="another name of it")
+
+
+@_command("alias", _alias_args)
+def cmd_alias(args: argparse.Namespace) -> int:
+    """Say that ALIAS is another name of the entity NAME (claims and about meet)."""
+    with _open(args) as cx:
+        change = cx.alias(args.name, args.alias)
+    said = {
+        "added": f"{change.alias!r} now names {change.canonical!r}",
+        "moved": f"{change.alias!r} and its aliases {', '.join(change.moved)} now name "
+        f"{change.canonical!r}",
+        "unchanged": f"{change.alias!r} names {change.canonical!r} already",
+    }[change.outcome]
+    _emit(args, to_plain(change), [said, f"  {change.canonical}: {', '.join(change.group[1:])}"])
+    return 0
+
+
+def _unalias_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("alias", help="the alias to remove")
+
+
+@_command("unalias", _unalias_args)
+def cmd_unalias(args: argparse.Namespace) -> int:
+    """Remove an alias: the name names only itself again."""
+    with _open(args) as cx:
+        change = cx.unalias(args.alias)
+    said = (
+        f"{change.alias!r} no longer names {change.canonical!r}"
+        if change.outcome == "removed"
+        else f"{change.alias!r} is no alias"
+    )
+    _emit(args, to_plain(change), said)
+    return 0
+
+
+def _aliases_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", help="only this entity")
+    p.add_argument(
+        "--suggest",
+        action="store_true",
+        help="list pairs of entity names that may be one entity (needs --embedder); "
+        "nothing is merged",
+    )
+    p.add_argument("--threshold", type=float, default=0.8, help="--suggest: the least cosine (0.8)")
+    p.add_argument("-n", "--limit", type=int, default=20, help="--suggest: at most N pairs")
+
+
+@_command("aliases", _aliases_args)
+def cmd_aliases(args: argparse.Namespace) -> int:
+    """The entities that have aliases, or (--suggest) names that may be one entity."""
+    with _open(args, readonly=not args.suggest) as cx:
+        if args.suggest:
+            found = cx.suggest_aliases(threshold=args.threshold, limit=args.limit)
+            rows = [(f"{s.cosine:.3f}", s.reason, s.a, s.b) for s in found]
+            lines = _table(["cosine", "why", "a", "b"], rows) if found else "no names to suggest"
+            _emit(args, [to_plain(s) for s in found], lines)
+            return 0
+        groups = cx.aliases(args.name)
+    pairs = [(c, ", ".join(a)) for c, a in groups.items()]
+    _emit(args, groups, _table(["entity", "aliases"], pairs) if groups else "no aliases")
+    return 0
+
+
 def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
     if isinstance(obj, dict) and obj:
         for k, v in obj.items():

@@ -28,6 +28,7 @@ _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "index_keys")
 __all__ = [
     "EDGE_FROM",
     "EDGE_TO",
+    "ENTITY_ALIAS",
     "EPISODE",
     "EPISODE_MEMORY",
     "ERASURE",
@@ -119,6 +120,8 @@ SENS_MEMORY: Final = b"sens/m/"
 """``sens/m/`` id16: a memory's sensitivity, one sealed byte (absent: ``internal``)."""
 SENS_EPISODE: Final = b"sens/e/"
 """``sens/e/`` id16: an episode's sensitivity, one sealed byte (absent: ``internal``)."""
+ENTITY_ALIAS: Final = b"ent/a/"
+"""``ent/a/`` normalised alias (UTF-8): an entity alias record (format 8, ``claims.md`` §10)."""
 ERASURE: Final = b"er/"
 """``er/`` u64(seq): the erasure record of the purge journalled at seq (format 8)."""
 
@@ -595,6 +598,8 @@ def show_key(key: bytes) -> str:
             return f"sens/{'e' if episode else 'm'}/{i}"
         if key.startswith(ERASURE):
             return f"er/{parse_erasure_key(key)}"
+        if key.startswith(ENTITY_ALIAS):
+            return "ent/a/" + key[len(ENTITY_ALIAS) :].decode("utf-8")
         if key.startswith(META):
             return key.decode("ascii")
     except (CodecError, ValueError, UnicodeDecodeError):

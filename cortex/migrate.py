@@ -28,6 +28,7 @@ from cortex.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.records import Head
 from cortex.store import (
+    ALIASES_FEATURE,
     BUDGETS_FEATURE,
     CLAIMS_FEATURE,
     EPISODES_FEATURE,
@@ -362,7 +363,7 @@ MIGRATIONS: Final = (
             from_version=7,
             to_version=8,
             description="index Facts and Preferences under their claim keys (temporal chains); "
-            "allow write budgets, sensitivity levels and erasure records",
+            "allow write budgets, sensitivity levels, erasure records and aliases",
         ),
         _FORMAT2_FEATURES
         | {
@@ -376,6 +377,7 @@ MIGRATIONS: Final = (
             BUDGETS_FEATURE,
             SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
             ERASURE_FEATURE,  # no purge has an erasure record yet: no entry
+            ALIASES_FEATURE,  # no alias yet: no entry
         },
         _count_heads,
         _claim_index,

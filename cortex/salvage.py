@@ -20,6 +20,8 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
+from cortex.aliases import ALIAS_PREFIX
+from cortex.aliases import decode_record as decode_alias
 from cortex.codec import HEAD, VERSION, StructCodec
 from cortex.enums import EdgeType, MemoryType, Sensitivity
 from cortex.episode import check_episode, decode_episode
@@ -130,7 +132,8 @@ class SalvageReport(msgspec.Struct, frozen=True, kw_only=True):
         episodes: episodes recovered.
         vectors: stored vectors recovered.
         salience: use-counter records recovered.
-        tasks: write-budget counts (``task/``) carried over as they were.
+        tasks: write-budget counts (``task/``) carried over as they were (entity aliases,
+            ``ent/a/``, are carried too).
         restricted: memories and episodes recovered as ``restricted`` because their level
             could not be read (its record failed its checks, or the ``sens/`` keys lay on
             damaged pages): salvage never lowers a level it cannot read (``specs/storage.md``
@@ -206,6 +209,7 @@ class _Records:
         self.vectors_meta: VectorsMeta | None = None
         self.salience: dict[MemoryId, bytes] = {}
         self.tasks: dict[bytes, bytes] = {}
+        self.aliases: dict[bytes, bytes] = {}
         self.levels: dict[tuple[bool, MemoryId], Sensitivity] = {}
         """Sensitivity levels read, by ``(is_episode, id)``."""
         self.unreadable_levels: set[tuple[bool, MemoryId]] = set()
@@ -317,6 +321,9 @@ class _Records:
             if len(key) != len(TASK_PREFIX) + 16 or len(unseal(key, value)) != 8:
                 raise ValueError(key)
             self.tasks[key] = value
+        elif key.startswith(ALIAS_PREFIX):
+            decode_alias(key, value)  # checked: the name normalises to the key
+            self.aliases[key] = value
         elif key == meta_key("format"):
             self.format = self._strict(FORMAT_CODEC, key, value)
         elif key == meta_key("vectors"):
@@ -711,4 +718,14 @@ def _extras(
             counters += 1
     for key, value in recs.tasks.items():
         txn.put(key, value)
+    # entity aliases (claims.md section 10), each whose canonical name is no alias itself
+    aliases = {k[len(ALIAS_PREFIX) :]: decode_alias(k, v) for k, v in recs.aliases.items()}
+    chained = 0
+    for key, value in recs.aliases.items():
+        if decode_alias(key, value).canonical.encode("utf-8") in aliases:
+            chained += 1
+            continue
+        txn.put(key, value)
+    if chained:
+        notes.append(f"{chained} aliases named an alias as their entity and were left out")
     return vectors, counters, len(recs.tasks)

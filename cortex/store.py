@@ -29,6 +29,17 @@ import msgspec
 
 from cortex import argcheck, chains, erasure, evidence, lexical
 from cortex._version import __version__
+from cortex.aliases import (
+    ALIAS_CODEC,
+    ALIAS_PREFIX,
+    AliasChange,
+    AliasRecord,
+    alias_hash,
+    alias_key,
+    plan_alias,
+    read_aliases,
+)
+from cortex.aliases import decode_record as decode_alias
 from cortex.ann import saved_region
 from cortex.codec import (
     _NEW_PAIR_PLAN,
@@ -208,9 +219,12 @@ FORMAT_VERSION: Final = 8
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
 format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
-format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity
-and erasure records (``er/``, ``meta/scrub``). ``cortex.migrate`` upgrades older formats.
+format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
+erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``). ``cortex.migrate``
+upgrades older formats.
 """
+ALIASES_FEATURE: Final = "entity-aliases"
+"""Format 8: ``ent/a/`` entity alias records and the journal kind ``alias`` (``claims.md`` §10)."""
 ERASURE_FEATURE: Final = "erasure-records"
 """Format 8: ``er/`` erasure records (what a purge erased, as needles), ``meta/scrub``, and the
 content hash of the erased current version on ``purge`` journal entries."""
@@ -245,6 +259,7 @@ FEATURES: Final = frozenset(
         BUDGETS_FEATURE,
         SENSITIVITY_FEATURE,
         ERASURE_FEATURE,
+        ALIASES_FEATURE,
     }
 )
 """Format features this code understands; a store naming any other feature is refused."""
@@ -281,6 +296,7 @@ class JournalKind(CodedEnum):
     BUDGET_DROP = 0x10
     EPISODE_UPDATE = 0x11
     EXPORT = 0x12
+    ALIAS = 0x13
 
 
 class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -577,6 +593,8 @@ class _Prepared:
     __slots__ = (
         "claims",
         "conf",
+        "data",
+        "force",
         "head",
         "head_bytes",
         "lookup",
@@ -597,6 +615,8 @@ class _Prepared:
         self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
         self.claims: tuple[bytes, ...] = ()  # the claim hashes it is indexed under
         self.lookup: bytes | None = None  # the claim hash its competitors hold
+        self.data: Data | None = None  # its data, when it has a lookup (aliases respell it)
+        self.force = False  # the caller's supersede=True
         self.when = version.created_at  # when its claim starts being true
         self.conf = version.confidence
         self.pinned = pinned
@@ -1270,6 +1290,7 @@ class Store:
             if spec.supersede is not False:
                 lk = chains.lookup_key(decoded, force=spec.supersede is True)
                 prepared.lookup = None if lk is None else chains.claim_hash(lk)
+                prepared.data, prepared.force = decoded, spec.supersede is True
             prepared.when = chains.effective_time(decoded, valid_from, now)
             prepared.conf = chains.effective_confidence(decoded, spec.confidence)
         elif spec.supersede is True:
@@ -1660,6 +1681,71 @@ class Store:
             )
             raise WriteBudgetError(message) from None
 
+    # -- entity aliases (``specs/claims.md`` §10) ------------------------------------------
+
+    def _alias(self, canonical_of: str, alias: str, given: str) -> AliasChange:
+        """Record ``alias`` as another name of ``canonical_of``'s entity, journalled.
+
+        Both are normalised; ``given`` is the alias as the caller wrote it. The journal entry
+        (kind ``alias``) carries the alias's hash, never the name.
+        """
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> AliasChange:
+            names = read_aliases(txn)
+            c, writes = plan_alias(names, canonical_of, alias)
+            if not writes:
+                return AliasChange(
+                    outcome="unchanged", canonical=c, alias=alias, group=names.group(c)
+                )
+            journal = _Journal(txn, now, self.actor)
+            for a, canon in writes:
+                old = names.records.get(a)
+                rec = AliasRecord(
+                    canonical=canon,
+                    name=given if a == alias else (old.name if old else a),
+                    at=now if a == alias or old is None else old.at,
+                    by=self.actor if a == alias or old is None else old.by,
+                )
+                txn.put(alias_key(a), _seal(ALIAS_CODEC.encode(rec, "alias")))
+                journal.append(JournalKind.ALIAS, hash=alias_hash(a), reason="alias")
+            after = read_aliases(txn)
+            moved = tuple(a for a, _ in writes[1:])
+            return AliasChange(
+                outcome="moved" if moved else "added",
+                canonical=c,
+                alias=alias,
+                moved=moved,
+                group=after.group(c),
+            )
+
+        result: AliasChange = self._kv.write(txn_fn)
+        return result
+
+    def _unalias(self, alias: str) -> AliasChange:
+        """Remove the alias ``alias`` (normalised), journalled (``alias``, reason ``unalias``)."""
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> AliasChange:
+            names = read_aliases(txn)
+            rec = names.records.get(alias)
+            if rec is None:
+                c = names.canonical(alias)
+                return AliasChange(outcome="absent", canonical=c, alias=alias, group=names.group(c))
+            txn.delete(alias_key(alias))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.ALIAS, hash=alias_hash(alias), reason="unalias"
+            )
+            return AliasChange(
+                outcome="removed",
+                canonical=rec.canonical,
+                alias=alias,
+                group=read_aliases(txn).group(rec.canonical),
+            )
+
+        result: AliasChange = self._kv.write(txn_fn)
+        return result
+
     # -- temporal chains (``specs/claims.md`` §6) ------------------------------------------
 
     def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
@@ -1719,10 +1805,12 @@ class Store:
         sup: list[Uri] = []
         by: list[Uri] = []
         con: list[Uri] = []
-        for key, mark in list(txn.scan(claim_index_prefix(p.lookup))):
+        seen: set[MemoryId] = set()
+        for key, mark in self._competitors(txn, p):
             oid = MemoryId(key[-16:])
-            if oid == mid or oid in skip or mark == SUPERSEDED:
+            if oid == mid or oid in skip or mark == SUPERSEDED or oid in seen:
                 continue
+            seen.add(oid)
             head = self._head(txn, oid)
             if head.tombstone is not None or head.type is not p.type:
                 continue
@@ -1749,6 +1837,19 @@ class Store:
             elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
                 con.append(other)
         return tuple(sup), tuple(by), tuple(con)
+
+    def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[tuple[bytes, bytes]]:
+        """The ``idx/claim/`` entries under ``p``'s lookup, in every spelling of its entities.
+
+        The spellings are those the store's aliases give (``specs/claims.md`` §10).
+        """
+        assert p.lookup is not None
+        lookups: tuple[bytes, ...] = (p.lookup,)
+        names = read_aliases(txn)
+        if names and p.data is not None:
+            keys = chains.lookup_keys(p.data, p.force, names.group)
+            lookups = tuple(dict.fromkeys(chains.claim_hash(k) for k in keys))
+        return [pair for lk in lookups for pair in txn.scan(claim_index_prefix(lk))]
 
     def _put_edge(
         self,
@@ -3447,6 +3548,7 @@ class Store:
             problems.extend(Problem(record, what) for record, what in lex_problems)
             n_episodes = _verify_episodes(txn, heads, add)
             _verify_sensitivity(txn, heads, add)
+            _verify_aliases(txn, add)
             # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
             # separator key in a branch page misroutes lookups while scans still see every
             # record, so every key must also be found by a lookup.
@@ -3673,6 +3775,27 @@ def _verify_sensitivity(
             add(Problem(name, "the level of a memory the store does not hold"))
         elif head.tombstone is not None and head.tombstone.purged_at is not None:
             add(Problem(name, "the level of a purged memory (a purge removes it)"))
+
+
+def _verify_aliases(txn: ReadTxn, add: Callable[[Problem], None]) -> None:
+    """Check every ``ent/a/`` record (``claims.md`` §10).
+
+    Each decodes, its key is its name normalised, and its canonical name is no alias itself.
+    """
+    records: dict[str, AliasRecord] = {}
+    for key, value in txn.scan(ALIAS_PREFIX):
+        try:
+            records[key[len(ALIAS_PREFIX) :].decode("utf-8")] = decode_alias(key, value)
+        except (IntegrityError, UnicodeDecodeError) as exc:
+            add(Problem(_show_key(key), str(exc)))
+    for alias, rec in records.items():
+        if rec.canonical in records:
+            add(
+                Problem(
+                    _show_key(alias_key(alias)),
+                    "its canonical name is an alias itself (an entity has one canonical name)",
+                )
+            )
 
 
 def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:

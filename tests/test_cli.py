@@ -1076,7 +1076,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "from_version": 7,
         "to_version": 8,
         "description": "index Facts and Preferences under their claim keys (temporal chains); "
-        "allow write budgets, sensitivity levels and erasure records",
+        "allow write budgets, sensitivity levels, erasure records and aliases",
         "records": 11,
     }
     steps = (step, step2, step3, step4, step5, step6, step7)
@@ -1261,7 +1261,7 @@ def test_the_command_list_is_complete() -> None:
         "history", "diff", "edges", "edge add", "edge remove", "log", "verify", "export",
         "import", "backup", "demo", "find", "context", "facets", "about", "attest", "migrate",
         "reindex", "ingest", "episodes", "search", "copy", "serve", "tokens", "chain",
-        "conflicts", "salvage", "scrub",
+        "conflicts", "salvage", "scrub", "alias", "unalias", "aliases",
     }  # fmt: skip
 
 
@@ -1437,3 +1437,29 @@ def test_chain_conflicts_and_task_budget(store: Path, capsys: pytest.CaptureFixt
         )
     rc, _, err = run(capsys, "write", "Event", '{"kind": "n3"}', "--task", "t", "--budget", "2")
     assert rc == 1 and "budget of 2 is spent" in err
+
+
+def test_alias_commands(tmp_path: Path, capsys: Any) -> None:
+    """cortex alias / unalias / aliases: say what happened, list, suggest with an embedder."""
+    store = tmp_path / "s"
+    base = ["--store", str(store)]
+    assert main([*base, "init"]) == 0
+    capsys.readouterr()
+    assert main([*base, "alias", "Sarah Chen", "@sarah"]) == 0
+    assert "'sarah' now names 'sarah chen'" in capsys.readouterr().out
+    assert main([*base, "aliases"]) == 0
+    assert "sarah chen  sarah" in capsys.readouterr().out
+    assert main([*base, "--json", "aliases", "SARAH"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"sarah chen": ["sarah"]}
+    assert main([*base, "alias", "Bob", "sarah"]) == 1
+    assert "unalias it first" in capsys.readouterr().err
+    assert main([*base, "unalias", "sarah"]) == 0
+    assert "no longer names" in capsys.readouterr().out
+    fact = '{"statement": "x", "subject": "Sarah", "predicate": "home_city"}'
+    assert main([*base, "write", "Fact", fact]) == 0
+    fact2 = '{"statement": "y", "subject": "Sarah Chen", "predicate": "home_city"}'
+    assert main([*base, "write", "Fact", fact2]) == 0
+    capsys.readouterr()
+    assert main([*base, "--embedder", "hashing", "--json", "aliases", "--suggest"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert {(g["a"], g["b"], g["reason"]) for g in got} >= {("sarah", "sarah chen", "words")}

@@ -604,6 +604,7 @@ def test_salvage_carries_format_8(tmp_path: Path) -> None:
             cx.write(Fact(statement="one", subject="x", predicate="p"))
             cx.write(Fact(statement="two", subject="x", predicate="p"))
         chain = [(str(link.memory.uri), link.current) for link in cx.chain(old)]
+        cx.alias("Sam Smith", "sam")  # entity aliases are carried too
     report = salvage(src, tmp_path / "new")
     assert report.complete and report.verify_ok and report.tasks == 1, report
     assert _claims(tmp_path / "new") == _claims(src)
@@ -611,6 +612,9 @@ def test_salvage_carries_format_8(tmp_path: Path) -> None:
     with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx:
         assert [(str(link.memory.uri), link.current) for link in cx.chain(old)] == chain
         assert cx.task_usage("t-1") == 2
+        assert cx.aliases() == {"sam smith": ("sam",)}
+        then = cx.write(Fact(statement="in Faro", subject="Sam Smith", predicate="home_city"))
+        assert then.supersedes == (new.uri,)
 
 
 def _labelled(path: Path) -> dict[str, Any]:

@@ -1566,6 +1566,8 @@ def claim_inputs() -> list[dict[str, Any]]:
 
 def _claims_file() -> dict[str, Any]:
     from cortex import chains
+    from cortex.aliases import ALIAS_CODEC, Aliases, AliasRecord, alias_hash, alias_key
+    from cortex.records import Fact
 
     cases = []
     for case in claim_inputs():
@@ -1582,14 +1584,79 @@ def _claims_file() -> dict[str, Any]:
                 "lookup": None if lookup is None else lookup.decode("utf-8"),
             }
         )
+    aliases = []
+    for alias, canonical, name in (
+        ("sarah", "sarah chen", "@Sarah"),
+        ("new york city", "nyc", "New York City"),
+        ("zoë", "zoë kravitz", "Zoë"),
+    ):
+        rec = AliasRecord(
+            canonical=canonical,
+            name=name,
+            at=datetime(2026, 11, 25, 15, 30, tzinfo=UTC),
+            by="agent-1",
+        )
+        payload = ALIAS_CODEC.encode(rec, "alias")
+        aliases.append(
+            {
+                "alias": alias,
+                "record": {
+                    "canonical": canonical,
+                    "name": name,
+                    "at": "2026-11-25T15:30:00+00:00",
+                    "by": "agent-1",
+                },
+                "key_hex": alias_key(alias).hex(),
+                "payload_hex": payload.hex(),
+                "journal_hash_hex": alias_hash(alias).hex(),
+            }
+        )
+    lookups = []
+    for name, fields, force, table in (
+        (
+            "single-valued predicate, subject with an alias",
+            {"statement": "Sarah lives in Lisbon", "subject": "@Sarah", "predicate": "home_city"},
+            False,
+            {"sarah": "sarah chen"},
+        ),
+        (
+            "object with two aliases",
+            {"statement": "Sam knows her", "subject": "Sam", "predicate": "knows",
+             "object": "Sarah Chen"},
+            False,
+            {"sarah": "sarah chen", "dr chen": "sarah chen"},
+        ),
+    ):  # fmt: skip
+        names = Aliases(
+            {a: AliasRecord(canonical=c, name=a, at=datetime(2026, 1, 1, tzinfo=UTC), by="x")
+             for a, c in table.items()}
+        )  # fmt: skip
+        keys = chains.lookup_keys(Fact(**fields), force, names.group)
+        lookups.append(
+            {
+                "name": name,
+                "input": fields,
+                "force": force,
+                "aliases": table,
+                "lookups": [k.decode("utf-8") for k in keys],
+                "hashes": [chains.claim_hash(k).hex() for k in keys],
+            }
+        )
     return {
         "conventions": {
             "keys": "claim keys, parts joined by U+001F (specs/claims.md section 5)",
+            "aliases": "entity alias records (specs/claims.md section 10): the key ent/a/ + the "
+            "normalised alias, the record's canonical CBOR payload (before the CRC-32 seal), and "
+            "sha256('matrix.cortex.alias.v1' || alias), the hash alias journal entries carry",
+            "alias_lookups": "the keys a new Fact looks its competitors up by, given aliases "
+            "(normalised alias -> canonical name): every spelling of its entities, canonical first",
             "hashes": "sha256('matrix.cortex.claim.v1' || UTF-8 key)[:16], lower-case hex: the "
             "claim16 of idx/claim/ keys",
             "lookup": "the key a new memory looks up its competitors by (null: none)",
         },
         "cases": cases,
+        "aliases": aliases,
+        "alias_lookups": lookups,
     }
 
 
