@@ -56,8 +56,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "s", actor="agent", clock=clock, metasync=False) as c:
+def cx(store_path: Any, clock: Clock) -> Iterator[Cortex]:
+    """A store on each engine (LMDB, and PostgreSQL when its server is installed)."""
+    with Cortex.open(store_path, actor="agent", clock=clock, metasync=False) as c:
         yield c
 
 
