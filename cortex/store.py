@@ -465,6 +465,8 @@ class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
     edges_unchanged: int
     episodes_added: int = 0
     episodes_unchanged: int = 0
+    aliases_added: int = 0
+    aliases_unchanged: int = 0
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -2593,6 +2595,7 @@ class Store:
         *,
         sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
         episode_sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        aliases: Mapping[str, AliasRecord] | None = None,
     ) -> ImportReport:
         """Bring in memories with all their versions, and edges, exactly as they were.
 
@@ -2613,6 +2616,9 @@ class Store:
             sensitivity: the level of imported memories that are not ``internal`` (by id).
             episode_sensitivity: the same for imported episodes. A memory or episode the
                 store already holds must hold the same level (else a conflict).
+            aliases: entity alias records by normalised alias (``claims.md`` §10); one the
+                store holds with another record is a conflict, and no canonical name may be
+                an alias once they are in.
 
         Returns:
             How many memories, versions, edges and episodes were added or already present.
@@ -2642,6 +2648,7 @@ class Store:
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
         levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
+        alias_records = _import_aliases(aliases)
         eps: dict[MemoryId, bytes] = {}
         purged_eps: dict[MemoryId, bool] = {}
         chunk_vectors: dict[MemoryId, list[bytes]] = {}
@@ -2759,6 +2766,7 @@ class Store:
                 to_micros(now),
             )
             lex.flush()
+            aliases_added, aliases_same = _put_aliases(txn, alias_records, journal)
             return ImportReport(
                 memories_added=added,
                 memories_unchanged=same,
@@ -2767,6 +2775,8 @@ class Store:
                 edges_unchanged=edges_same,
                 episodes_added=eps_added,
                 episodes_unchanged=eps_same,
+                aliases_added=aliases_added,
+                aliases_unchanged=aliases_same,
             )
 
         return self._kv.write(txn_fn)
@@ -3775,6 +3785,49 @@ def _verify_sensitivity(
             add(Problem(name, "the level of a memory the store does not hold"))
         elif head.tombstone is not None and head.tombstone.purged_at is not None:
             add(Problem(name, "the level of a purged memory (a purge removes it)"))
+
+
+def _import_aliases(aliases: Mapping[str, AliasRecord] | None) -> dict[str, bytes]:
+    """Imported alias records, checked and sealed, by normalised alias."""
+    if aliases is None:
+        return {}
+    if not isinstance(aliases, Mapping):
+        raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
+    out: dict[str, bytes] = {}
+    for alias, rec in aliases.items():
+        if not isinstance(alias, str) or type(rec) is not AliasRecord:
+            raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
+        sealed = _seal(ALIAS_CODEC.encode(rec, "alias"))
+        decode_alias(alias_key(alias), sealed)  # the name normalises to the alias
+        out[alias] = sealed
+    return out
+
+
+def _put_aliases(txn: WriteTxn, records: dict[str, bytes], journal: _Journal) -> tuple[int, int]:
+    """Write imported aliases (journalled, reason ``import``): (added, already there)."""
+    if not records:
+        return 0, 0
+    added = same = 0
+    for alias, sealed in records.items():
+        old = txn.get(alias_key(alias))
+        if old == sealed:
+            same += 1
+            continue
+        if old is not None:
+            raise ConflictError(f"the store holds alias {alias!r} with another record")
+        txn.put(alias_key(alias), sealed)
+        journal.append(JournalKind.ALIAS, hash=alias_hash(alias), reason="import")
+        added += 1
+    names = read_aliases(txn)
+    for alias, rec in names.records.items():
+        if rec.canonical in names.records:
+            raise ValidationError(
+                "aliases",
+                "chain",
+                f"{alias!r} would name {rec.canonical!r}, itself an alias of "
+                f"{names.records[rec.canonical].canonical!r}: an entity has one canonical name",
+            )
+    return added, same
 
 
 def _verify_aliases(txn: ReadTxn, add: Callable[[Problem], None]) -> None:

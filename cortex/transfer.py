@@ -21,7 +21,10 @@ import cbor2
 import msgspec
 
 from cortex import argcheck
+from cortex.aliases import ALIAS_CODEC, ALIAS_PREFIX, AliasRecord
+from cortex.aliases import decode_record as decode_alias
 from cortex.api import Cortex
+from cortex.chains import norm_entity
 from cortex.codec import HEAD, VERSION, cbor_extent, decode_data, encode_data
 from cortex.enums import EdgeType, Sensitivity
 from cortex.episode import decode_episode, encode_episode
@@ -79,13 +82,14 @@ __all__ = [
 
 BUNDLE_FORMAT: Final = "cortex-export"
 """The name every bundle's header carries."""
-BUNDLE_VERSION: Final = 3
+BUNDLE_VERSION: Final = 4
 """The newest bundle layout this code writes and reads (separate from the store's format).
 
 Version 1 holds memories and edges; version 2 adds episodes (and an ``episodes`` count in the
-trailer); version 3 lets memory and episode items carry a sensitivity other than ``internal``.
-An export is written at the lowest version that holds it, so a store without labels (or
-episodes) gives the same bytes as before."""
+trailer); version 3 lets memory and episode items carry a sensitivity other than ``internal``;
+version 4 adds entity aliases (``alias`` items after the episodes, an ``aliases`` count). An
+export is written at the lowest version that holds it, so a store without aliases, labels or
+episodes gives the same bytes as before."""
 
 Encoding = Literal["jsonl", "cbor"]
 Progress = Callable[[int, int], None]
@@ -103,6 +107,7 @@ class ExportReport(msgspec.Struct, frozen=True, kw_only=True):
     bytes: int
     sha256: str
     episodes: int = 0
+    aliases: int = 0
     confidential: int = 0
     """Confidential memories and episodes in the bundle (``include_confidential``)."""
     withheld: int = 0
@@ -122,6 +127,8 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     """The levels of memories other than ``internal`` (version 3)."""
     episode_sensitivity: dict[MemoryId, Sensitivity] = msgspec.field(default_factory=dict)
     """The levels of episodes other than ``internal`` (version 3)."""
+    aliases: dict[str, AliasRecord] = msgspec.field(default_factory=dict)
+    """Entity aliases by normalised alias (version 4)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,8 +173,15 @@ class _Plan:
                 if ep is not None and self._leaves(level, self._sees_episode(ep)):
                     labelled = True
                     break
-        # version 3 only when an item carries a level: other bundles stay byte for byte
-        self.version = 3 if labelled else 2 if self.has_episodes else 1
+        # aliases are the owner's (a restricted handle lists none: claims.md section 10)
+        self.aliases = (
+            []
+            if self.reader is not None and self.reader.actor != store.owner
+            else list(txn.scan(ALIAS_PREFIX))
+        )
+        # version 3 only when an item carries a level, 4 when aliases leave: other bundles
+        # stay byte for byte
+        self.version = 4 if self.aliases else 3 if labelled else 2 if self.has_episodes else 1
 
     def _sees(self, head: Head) -> bool:
         rd = self.reader
@@ -351,6 +365,8 @@ def _bundle(
     counts = {"memories": 0, "versions": 0, "edges": 0}
     if plan.version >= 2:
         counts["episodes"] = 0
+    if plan.version >= 4:
+        counts["aliases"] = 0
 
     def put(chunk: bytes) -> None:
         digest.update(chunk)
@@ -400,6 +416,14 @@ def _bundle(
                 put(_cbor(["edge", edge.src.bytes, int(edge.type), edge.dst.bytes, payload]))
         if progress is not None:
             progress(done, total)
+    for key, value in plan.aliases:
+        alias = key[len(ALIAS_PREFIX) :].decode("utf-8")
+        rec = decode_alias(key, value)
+        counts["aliases"] += 1
+        if encoding == "jsonl":
+            put(_json_line({"kind": "alias", "alias": alias, **to_plain(rec)}))
+        else:
+            put(_cbor(["alias", _unseal(key, value)]))
     sha = digest.digest()
     if encoding == "jsonl":
         emit(_json_line({"kind": "end", **counts, "sha256": sha.hex()}))
@@ -538,7 +562,10 @@ def _refuse(where: str, what: str) -> IntegrityError:
 def _check_header(header: Any, encoding: Encoding) -> int:
     if not isinstance(header, dict) or header.get("format") != BUNDLE_FORMAT:
         raise FormatError(f"not a cortex export: the first item must be a {BUNDLE_FORMAT} header")
-    if header.get("version") not in (1, 2, BUNDLE_VERSION) or type(header["version"]) is not int:
+    if (
+        header.get("version") not in range(1, BUNDLE_VERSION + 1)
+        or type(header["version"]) is not int
+    ):
         raise FormatError(
             f"bundle version {header.get('version')!r} is not 1 to {BUNDLE_VERSION}; "
             "use the cortex that wrote it"
@@ -597,6 +624,7 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
     levels: dict[MemoryId, Sensitivity] = {}
     episode_levels: dict[MemoryId, Sensitivity] = {}
     labels = False  # version 3: items may carry a sensitivity
+    aliases: dict[str, AliasRecord] = {}
     counts = {"memories": 0, "versions": 0, "edges": 0}
     digest = hashlib.sha256()
     store_format = 0
@@ -611,6 +639,8 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             store_format = _check_header(obj, "jsonl")
             if obj["version"] >= 2:
                 counts["episodes"] = 0
+            if obj["version"] >= 4:
+                counts["aliases"] = 0
             labels = obj["version"] >= 3
         elif not isinstance(obj, dict) or "kind" not in obj:
             raise _refuse(where, "an item must be an object with a kind")
@@ -641,6 +671,16 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
             except ValidationError as exc:
                 raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
             counts["episodes"] += 1
+        elif obj["kind"] == "alias" and "aliases" in counts:
+            fields = {k: v for k, v in obj.items() if k not in ("kind", "alias")}
+            try:
+                rec = from_plain(AliasRecord, fields, "alias")
+                key = _alias_item_key(obj.get("alias"), rec, aliases)
+                ALIAS_CODEC.encode(rec, "alias")  # every field rule
+            except ValidationError as exc:
+                raise ValidationError(f"{where}: {exc.field}", exc.rule, exc.message) from None
+            aliases[key] = rec
+            counts["aliases"] += 1
         elif obj["kind"] == "end":
             if n != len(lines):
                 raise _refuse(where, "items follow the trailer")
@@ -667,6 +707,7 @@ def _read_jsonl(data: bytes, progress: Progress | None) -> Bundle:
         episodes=episodes,
         sensitivity=levels,
         episode_sensitivity=episode_levels,
+        aliases=aliases,
     )
 
 
@@ -677,6 +718,7 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
     levels: dict[MemoryId, Sensitivity] = {}
     episode_levels: dict[MemoryId, Sensitivity] = {}
     labels = False  # version 3: items may carry a sensitivity code
+    aliases: dict[str, AliasRecord] = {}
     counts = {"memories": 0, "versions": 0, "edges": 0}
     store_format = 0
     n = 0
@@ -703,6 +745,8 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
             store_format = _check_header(item, "cbor")
             if item["version"] >= 2:
                 counts["episodes"] = 0
+            if item["version"] >= 4:
+                counts["aliases"] = 0
             labels = item["version"] >= 3
             continue
         if not isinstance(item, list) or not item:
@@ -730,6 +774,10 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
                 if len(item) == 3:
                     episode_levels[episodes[-1].id] = _code(item[2])
                 counts["episodes"] += 1
+            elif kind == "alias" and len(item) == 2 and "aliases" in counts:
+                alias_rec: AliasRecord = ALIAS_CODEC.decode(_bytes(item[1]), "alias")
+                aliases[_alias_item_key(None, alias_rec, aliases)] = alias_rec
+                counts["aliases"] += 1
             elif kind == "end" and len(item) == 2:
                 _check_trailer(item[1], counts, hashlib.sha256(data[:start]).digest(), where)
                 if end != len(data):
@@ -749,7 +797,23 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
         episodes=episodes,
         sensitivity=levels,
         episode_sensitivity=episode_levels,
+        aliases=aliases,
     )
+
+
+def _alias_item_key(given: object, rec: AliasRecord, seen: dict[str, AliasRecord]) -> str:
+    """The normalised alias an ``alias`` item is for: its record's name normalised.
+
+    A JSON Lines item also names it, and the two must agree; each alias once per bundle.
+    """
+    alias = norm_entity(rec.name)
+    if given is not None and given != alias:
+        raise ValidationError(
+            "alias", "name", f"is {given!r} but the record's name gives {alias!r}"
+        )
+    if not alias or alias == rec.canonical or alias in seen:
+        raise ValidationError("alias", "record", f"{alias!r}: an empty, self or repeated alias")
+    return alias
 
 
 def _code(x: object) -> Sensitivity:
@@ -814,4 +878,5 @@ def import_bundle(
         bundle.episodes,
         sensitivity=bundle.sensitivity,
         episode_sensitivity=bundle.episode_sensitivity,
+        aliases=bundle.aliases,
     )

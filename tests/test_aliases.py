@@ -283,3 +283,58 @@ def test_read_aliases_matches_the_store(cx: Cortex) -> None:
         names = read_aliases(txn)
     assert names.group("sarah") == ("sarah chen", "sarah")
     assert names.canonical("bob") == "bob"
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "cbor"])
+def test_aliases_travel_in_bundles(tmp_path: Path, encoding: str) -> None:
+    """Bundle version 4 (``export.md``): alias items after the episodes, an ``aliases`` count;
+    export, import and export again give the same bytes; a store without aliases still writes
+    the version it wrote before."""
+    from cortex.transfer import export_store, import_bundle, read_bundle
+
+    src = tmp_path / "src"
+    with Cortex.open(src, actor="agent") as cx:
+        cx.write(home("Berlin"))
+        plain = export_store(cx, tmp_path / f"plain.{encoding}", encoding=encoding)
+        assert plain.aliases == 0
+        assert read_bundle((tmp_path / f"plain.{encoding}").read_bytes()).aliases == {}
+        cx.alias("Sarah Chen", "@Sarah")
+        cx.alias("Sarah Chen", "Dr. Chen")
+        first = export_store(cx, tmp_path / f"a.{encoding}", encoding=encoding)
+    assert first.aliases == 2
+    data = (tmp_path / f"a.{encoding}").read_bytes()
+    assert read_bundle(data).aliases.keys() == {"sarah", "dr. chen"}
+    if encoding == "jsonl":
+        assert b'"version":4' in data.split(b"\n")[0]
+        assert b'"aliases":2' in data.split(b"\n")[-2]
+    dst = tmp_path / "dst"
+    with Cortex.open(dst, actor="agent") as cx:
+        report = import_bundle(cx, tmp_path / f"a.{encoding}")
+        assert report.aliases_added == 2
+        assert cx.aliases() == {"sarah chen": ("dr. chen", "sarah")}
+        again = import_bundle(cx, tmp_path / f"a.{encoding}")
+        assert (again.aliases_added, again.aliases_unchanged) == (0, 2)
+        second = export_store(cx, tmp_path / f"b.{encoding}", encoding=encoding)
+        assert cx.verify().ok
+    assert second.sha256 == first.sha256
+    assert (tmp_path / f"b.{encoding}").read_bytes() == data
+
+
+def test_an_imported_alias_that_conflicts_or_chains_is_refused(tmp_path: Path) -> None:
+    from cortex import ConflictError
+    from cortex.transfer import export_store, import_bundle
+
+    with Cortex.open(tmp_path / "src", actor="agent") as cx:
+        cx.alias("Sarah Chen", "sarah")
+        export_store(cx, tmp_path / "a.jsonl")
+    with Cortex.open(tmp_path / "other", actor="agent") as cx:
+        cx.alias("Sarah Connor", "sarah")
+        before = cx.aliases()
+        with pytest.raises(ConflictError):
+            import_bundle(cx, tmp_path / "a.jsonl")
+        assert cx.aliases() == before
+    with Cortex.open(tmp_path / "third", actor="agent") as cx:
+        cx.alias("Chen Family", "sarah chen")  # the bundle's canonical name is an alias here
+        with pytest.raises(ValidationError, match="canonical"):
+            import_bundle(cx, tmp_path / "a.jsonl")
+        assert cx.aliases() == {"chen family": ("sarah chen",)}
