@@ -159,6 +159,15 @@ class KV(Protocol):
         that checks its own pages: always empty).
         """
 
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` (None: absent) and the last pair under the prefix ``last``.
+
+        Read from one snapshot: for reads of a few known keys, which an engine with round trips
+        serves in one.
+        """
+
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
 
@@ -510,6 +519,18 @@ class LmdbKV:
         would abort on a damaged page.
         """
         return _CheckedRead(self, ranges)
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` and the last pair under the prefix ``last`` (``KV``)."""
+        with self.read() as txn:
+            values = [txn.get(k) for k in keys]
+            tail = None
+            if last is not None:
+                k = next(txn.keys(last, reverse=True), None)
+                tail = None if k is None else (k, txn.get(k) or b"")
+        return values, tail
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.

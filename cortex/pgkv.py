@@ -200,6 +200,10 @@ class _Scan:
             "ORDER BY k DESC LIMIT 1) a ON true "
             f"LEFT JOIN LATERAL (SELECT k FROM {t} WHERE k > q.key ORDER BY k LIMIT 1) b ON true"
         )
+        self.point = (
+            f"SELECT 0, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
+            f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
+        )
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -752,6 +756,44 @@ class PgKV:
         accepted for the same interface and ignored.
         """
         return _ReadCtx(self)
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` and the last pair under the prefix ``last``, in ONE statement.
+
+        One round trip and one snapshot (a statement sees one), no transaction to begin or
+        end: for reads of a few known keys (get by id).
+        """
+        self._check_fork()
+        psycopg, _ = _psycopg()
+        lo = hi = b""
+        if last is not None:
+            end = prefix_end(last) if last.strip(b"\xff") else None
+            lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
+        for attempt in (0, 1):
+            conn = self._getconn()
+            try:
+                if last is None:
+                    rows = [
+                        (0, k, v) for k, v in conn.execute(self._sql.get_any, (keys,), binary=True)
+                    ]
+                else:
+                    rows = conn.execute(self._sql.point, (keys, lo, hi), binary=True).fetchall()
+            except psycopg.OperationalError as exc:
+                dead = conn.broken or conn.closed
+                self._putconn(conn)
+                if dead and attempt == 0:
+                    continue  # a pooled connection the server dropped: once more, fresh
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except psycopg.Error as exc:
+                self._putconn(conn)
+                raise _wrap(exc, f"reading {self.path}") from exc
+            self._putconn(conn)
+            found = {bytes(k): bytes(v) for w, k, v in rows if w == 0}
+            tail = next(((bytes(k), bytes(v)) for w, k, v in rows if w == 1), None)
+            return [found.get(k) for k in keys], tail
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def write(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` in one SERIALIZABLE transaction and commit; re-run on conflict.

@@ -2995,8 +2995,12 @@ class Store:
         """Refuse, inside a change's transaction, a link to a memory this handle may not see."""
 
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
+        return self._head_from(mid, txn.get(head_key(mid)))
+
+    @staticmethod
+    def _head_from(mid: MemoryId, raw: bytes | None) -> Head:
+        """The head of ``mid`` from its stored value (None: no such memory), checked."""
         key = head_key(mid)
-        raw = txn.get(key)
         if raw is None:
             raise NotFoundError(f"no memory {mid}")
         head: Head = _trusted(HEAD, key, raw)
@@ -3059,14 +3063,20 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         u = Uri.parse(uri)
-        with self._kv.read() as txn:
-            head = self._head(txn, u.id)
-            if head.type is not u.type:
-                raise NotFoundError(f"no {u.type.type_name} {u.id}")
-            if u.version > head.current_version:
-                raise NotFoundError(f"no version {u.version} of memory {u.id}")
-            v = self._version(txn, u.id, u.version)
-        return self._memory(head, v)
+        # one snapshot read of both keys (one round trip on an engine with round trips)
+        hkey, vkey = head_key(u.id), version_key(u.id, u.version)
+        (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
+        head = self._head_from(u.id, hraw)
+        if head.type is not u.type:
+            raise NotFoundError(f"no {u.type.type_name} {u.id}")
+        if u.version > head.current_version:
+            raise NotFoundError(f"no version {u.version} of memory {u.id}")
+        if vraw is None:
+            raise IntegrityError(
+                f"version {u.version} of memory {u.id} is missing although its head points at "
+                "it: the store is damaged"
+            )
+        return self._memory(head, self._checked_version(vkey, vraw, u.id, u.version))
 
     def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
         """The current version of a memory.
@@ -3076,10 +3086,17 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         mid = _as_id(ref)
-        with self._kv.read() as txn:
-            head = self._head(txn, mid)
-            v = self._version(txn, mid, head.current_version)
-        return self._memory(head, v)
+        # the head and the last version key in one snapshot read: versions are 1..current,
+        # so the last key under the memory's prefix is its current version
+        (hraw,), last = self._kv.point_read([head_key(mid)], version_prefix(mid))
+        head = self._head_from(mid, hraw)
+        vkey = version_key(mid, head.current_version)
+        if last is None or last[0] != vkey:
+            raise IntegrityError(
+                f"version {head.current_version} of memory {mid} is not the last one stored "
+                "although its head points at it: the store is damaged"
+            )
+        return self._memory(head, self._checked_version(vkey, last[1], mid, head.current_version))
 
     def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
         """Every version of a memory, oldest first.

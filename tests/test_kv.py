@@ -527,3 +527,19 @@ def test_info_reports_sizes(filled: LmdbKV) -> None:
     assert info["entries"] == len(KEYS)
     assert info["map_size"] >= 64 * MIB
     assert info["used_bytes"] > 0
+
+
+def test_point_read_reads_keys_and_the_last_pair_of_a_prefix(kv: LmdbKV) -> None:
+    """``point_read``: the values of some keys and the last pair under a prefix, from one
+    snapshot (one statement on PostgreSQL); absent keys are None, an empty prefix gives None."""
+
+    def fill(txn: WriteTxn) -> None:
+        for k in (b"m/a", b"m/b", b"mv/a\x00\x01", b"mv/a\x00\x02", b"mv/a\xff", b"mv/b\x00"):
+            txn.put(k, b"v:" + k)
+
+    kv.write(fill)
+    assert kv.point_read([b"m/a", b"m/zz", b"m/b"]) == ([b"v:m/a", None, b"v:m/b"], None)
+    assert kv.point_read([b"m/a"], b"mv/a") == ([b"v:m/a"], (b"mv/a\xff", b"v:mv/a\xff"))
+    assert kv.point_read([], b"mv/b\x00") == ([], (b"mv/b\x00", b"v:mv/b\x00"))
+    assert kv.point_read([b"m/c"], b"mv/c") == ([None], None)
+    assert kv.point_read([b"m/a", b"m/a"], b"\xff") == ([b"v:m/a", b"v:m/a"], None)
