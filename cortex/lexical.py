@@ -574,6 +574,10 @@ def search(
     """
     if limit < 1:
         return []
+    terms = query_terms(query)
+    load = getattr(txn, "preload", None)
+    if load is not None:  # an engine with round trips: the stats and every term in one
+        load([STATS_KEY, *(lex_term_key(t) for t in terms)])
     stats = read_stats(txn)
     n = stats.documents
     if n == 0:
@@ -581,7 +585,7 @@ def search(
     avgdl = stats.total_length / n
     # (upper bound, term, idf, df) of every indexed query term, rarest first
     plan: list[tuple[float, str, float, int]] = []
-    for term in query_terms(query):
+    for term in terms:
         key = lex_term_key(term)
         raw = txn.get(key)
         if raw is None:

@@ -51,6 +51,8 @@ RETRIES: Final = 12
 """How many times a write is tried when the server reports a serialization failure."""
 _PAGE_FIRST: Final = 8
 _PAGE_MAX: Final = 2048
+_PRELOAD_SCAN: Final = 8
+"""``preload`` keeps a prefix when it holds at most this many pairs (edges of a memory)."""
 _BATCH_ROWS: Final = 4096  # rows per INSERT ... unnest statement at commit
 _BATCH_BYTES: Final = 16 << 20
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -204,6 +206,13 @@ class _Scan:
             f"SELECT 0, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
             f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
         )
+        self.preload = (
+            f"SELECT 0, NULL::bigint, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
+            "SELECT 1, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
+            "WITH ORDINALITY AS q(p, e, i) "
+            f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
+            "ORDER BY k LIMIT %s) a ON true"
+        )
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -303,16 +312,53 @@ def _rev_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes | None, bool]
 
 
 class _PgRead:
-    """The reads of one transaction, straight from the server (no overlay)."""
+    """The reads of one transaction, straight from the server (no overlay).
+
+    ``preload`` reads many keys and short prefixes in one round trip for the reads that follow
+    (the snapshot does not change, so what it read stays true).
+    """
 
     def __init__(self, c: _Conn) -> None:
         self._c = c
         self.damage: list[Any] = []
         """Always empty: the server checks its own pages (``PgKV.read_checked``)."""
+        self._loaded: dict[bytes, bytes | None] = {}  # preloaded values (None: absent)
+        self._loaded_scans: dict[bytes, list[tuple[bytes, bytes]]] = {}  # whole short prefixes
 
     def get(self, key: bytes) -> bytes | None:
+        if key in self._loaded:
+            return self._loaded[key]
         rows = self._c.rows(self._c.q.get, (key,))
         return bytes(rows[0][0]) if rows else None
+
+    def preload(self, keys: Iterable[bytes], prefixes: Iterable[bytes] = ()) -> None:
+        """Read ``keys`` and short prefixes in one query, for the reads that follow.
+
+        A prefix is kept whole when it holds at most ``_PRELOAD_SCAN`` pairs; ``get`` and
+        ``scan`` (of a kept prefix, from its start) then need no query.
+        """
+        want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
+        pre = [
+            p for p in dict.fromkeys(prefixes) if p not in self._loaded_scans and p.strip(b"\xff")
+        ]
+        if not want and not pre:
+            return
+        rows = self._c.rows(
+            self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], _PRELOAD_SCAN + 1)
+        )
+        found: dict[bytes, bytes] = {}
+        scans: dict[int, list[tuple[bytes, bytes]]] = {}
+        for w, i, k, v in rows:
+            if w == 0:
+                found[bytes(k)] = bytes(v)
+            else:
+                scans.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        for k in want:
+            self._loaded[k] = found.get(k)
+        for i, p in enumerate(pre, start=1):
+            pairs = scans.get(i, [])
+            if len(pairs) <= _PRELOAD_SCAN:  # the whole prefix: a scan of it needs no query
+                self._loaded_scans[p] = sorted(pairs)
 
     def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
         q = self._c.q
@@ -357,6 +403,10 @@ class _PgRead:
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
+        loaded = self._loaded_scans.get(prefix) if start is None else None
+        if loaded is not None:
+            yield from (reversed(loaded) if reverse else loaded)
+            return
         for k, v in self._pages(prefix, start, reverse, "kv"):
             yield bytes(k), bytes(v)
 

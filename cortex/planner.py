@@ -10,12 +10,13 @@ them.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from cortex.codec import decode_data_trusted, to_micros
-from cortex.enums import DecayClass, MemoryType
+from cortex.enums import DecayClass, EdgeType, MemoryType
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
 from cortex.forms import count_tokens
 from cortex.ids import MemoryId, Uri
@@ -25,10 +26,13 @@ from cortex.keys import (
     IDX_FRAME,
     IDX_TYPE,
     frame_prefix,
+    head_key,
     obj_hash,
     parse_edge_key,
     salience_key,
+    sens_key,
     tag_prefix,
+    version_key,
     version_prefix,
 )
 from cortex.kv import ReadTxn
@@ -168,6 +172,37 @@ class Executor:
                 continue
             return v
         return None
+
+    def preload(self, mids: Sequence[MemoryId]) -> None:
+        """Read what accepting ``mids`` will read, in two round trips where reads have them.
+
+        An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
+        reads in place, and nothing happens.
+
+        Heads, use counters, sensitivity entries and the ``supersedes`` edges to each memory
+        first; then the versions the query sees and the heads of their superseders.
+        """
+        load = getattr(self.txn, "preload", None)
+        if load is None or not mids:
+            return
+        keys = [head_key(m) for m in mids] + [salience_key(m) for m in mids]
+        if self.gate is not None:
+            keys += [sens_key(m) for m in mids]
+        into = bytes((EdgeType.SUPERSEDES,))
+        load(keys, [EDGE_TO + m.bytes + into for m in mids])
+        more: list[bytes] = []
+        prefixes: list[bytes] = []
+        for m in mids:
+            head = self.head(m)
+            if head is None:
+                continue
+            if self.plan.as_of is None:
+                more.append(version_key(m, head.current_version))
+            else:
+                prefixes.append(version_prefix(m))
+            for key, _ in self.txn.scan(EDGE_TO + m.bytes + into):  # loaded: no query
+                more.append(head_key(MemoryId(key[-16:])))
+        load(more, prefixes)
 
     def accept(self, mid: MemoryId, head: Head | None = None) -> _Row | None:
         """The row of ``mid`` when it passes every filter of the plan, else ``None``."""
@@ -426,12 +461,19 @@ class Executor:
             # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
             cands = []
-            for mid in ids:
-                row = self.accept(mid)
-                if row is not None:
-                    cands.append(Candidate(row))
-                    if want is not None and len(cands) >= want:
-                        break
+            size = max(8, want or 0)
+            while want is None or len(cands) < want:
+                chunk = list(itertools.islice(ids, size))
+                if not chunk:
+                    break
+                self.preload(chunk)
+                for mid in chunk:
+                    row = self.accept(mid)
+                    if row is not None:
+                        cands.append(Candidate(row))
+                        if want is not None and len(cands) >= want:
+                            break
+                size = min(size * 4, 512)
         else:
             joined = p.start == "tag" or (p.start == "frame" and self._full_pattern())
             ids = (
@@ -439,7 +481,11 @@ class Executor:
                 if joined
                 else (self._frame_ids() if p.start == "frame" else self._type_ids(True))
             )
-            cands = [Candidate(r) for r in (self.accept(m) for m in ids) if r is not None]
+            cands = []
+            it = iter(ids)
+            while chunk := list(itertools.islice(it, 512)):
+                self.preload(chunk)
+                cands += [Candidate(r) for r in (self.accept(m) for m in chunk) if r is not None]
         for c in cands:
             if p.start not in ("vector", "text"):
                 c.salience = self.salience_of(c.row)
@@ -525,6 +571,7 @@ class Executor:
                 ]
             )
             out = []
+            self.preload([mid for mid, _, _, _ in fused])
             for mid, score, ranks, scores in fused:
                 row = self.accept(mid)
                 if row is None:

@@ -470,3 +470,43 @@ def test_backup_of_a_postgres_store_is_an_lmdb_copy(tmp_path: Path, url: str) ->
     with Cortex.open(url, actor="a") as cx:
         assert cx.backup(tmp_path / "b").ok
     assert _all(tmp_path / "b") == _all(url)
+
+
+def test_preload_serves_gets_and_short_prefixes_without_queries(url: str) -> None:
+    """``preload`` (read snapshots of the PostgreSQL engine): keys and prefixes of at most 8
+    pairs in one query; the reads that follow need none; a longer prefix still scans right."""
+    import psycopg
+
+    kv = PgKV(url)
+    try:
+        kv.write(
+            lambda txn: txn.put_many(
+                [(b"h/%d" % i, b"v%d" % i) for i in range(5)]
+                + [(b"e/a/%d" % i, b"x") for i in range(3)]
+                + [(b"e/b/%02d" % i, b"y") for i in range(12)]
+            )
+        )
+        seen: list[str] = []
+        real = psycopg.Connection.execute
+
+        def spy(self: Any, query: Any, *a: Any, **k: Any) -> Any:
+            seen.append(str(query))
+            return real(self, query, *a, **k)
+
+        with kv.read() as txn:
+            assert txn.get(b"h/0") == b"v0"  # begins the snapshot
+            psycopg.Connection.execute = spy  # type: ignore[method-assign]
+            try:
+                txn.preload([b"h/1", b"h/2", b"h/9"], [b"e/a/", b"e/b/", b"e/c/"])
+                assert len(seen) == 1
+                assert [txn.get(k) for k in (b"h/1", b"h/2", b"h/9")] == [b"v1", b"v2", None]
+                assert [k for k, _ in txn.scan(b"e/a/")] == [b"e/a/0", b"e/a/1", b"e/a/2"]
+                assert list(txn.scan(b"e/c/")) == []
+                assert [k for k, _ in txn.scan(b"e/a/", reverse=True)][0] == b"e/a/2"
+                assert len(seen) == 1  # all of it from the preload
+                assert len(list(txn.scan(b"e/b/"))) == 12  # longer than 8: read again
+                assert len(seen) > 1
+            finally:
+                psycopg.Connection.execute = real  # type: ignore[method-assign]
+    finally:
+        kv.close()

@@ -6,6 +6,7 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
 - a durable single write (``Cortex.write`` of one Fact) against a plain ``INSERT`` + ``COMMIT``
   of one row holding as many bytes as cortex's commit sends;
 - get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
+- find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
 - 4 and 8 writer processes on one store: writes per second in all.
 
     python tools/bench_pg.py [--sizes 10000,100000] [--out bench-results/pg]
@@ -27,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cortex import Cortex, Fact, NewMemory  # noqa: E402
+from cortex import Cortex, Fact, NewMemory, Query  # noqa: E402
 from tests import pgserver  # noqa: E402
 
 REPEATS = 300
@@ -43,7 +44,9 @@ def fill(where: Any, n: int) -> list[Any]:
     uris: list[Any] = []
     with Cortex.open(where, actor="bench") as cx:
         for lo in range(0, n, 2000):
-            uris += cx.write_many(NewMemory(data=fact(i)) for i in range(lo, min(n, lo + 2000)))
+            uris += cx.write_many(
+                NewMemory(data=fact(i), tags=(f"t{i % 50}",)) for i in range(lo, min(n, lo + 2000))
+            )
     return uris
 
 
@@ -152,6 +155,18 @@ def main() -> None:
                         row[f"{engine}_get_us"] = median_us(
                             lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % len(u)]), 2000
                         )
+                        row[f"{engine}_find_tag_us"] = median_us(
+                            lambda i, cx=cx: cx.find(
+                                Query(types=["Fact"], tags=[f"t{i % 50}"], limit=10)
+                            ),
+                            500,
+                        )
+                        row[f"{engine}_find_text_us"] = median_us(
+                            lambda i, cx=cx: cx.find(
+                                Query(text=f"user {i % 997} green tea", limit=10)
+                            ),
+                            200,
+                        )
                 from cortex.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
@@ -184,6 +199,17 @@ def main() -> None:
             f"{r['insert_commit_us']:.0f} ({r['commit_bytes']} B) | {r['write_ratio']:.2f} | "
             f"{r['lmdb_get_us']:.0f} | {r['postgres_get_us']:.0f} | {r['pk_select_us']:.0f} | "
             f"{r['get_ratio']:.2f} |"
+        )
+    lines += [
+        "",
+        "| memories | LMDB find type+tag µs | PG find type+tag µs | LMDB find text µs | "
+        "PG find text µs |",
+        "|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['lmdb_find_tag_us']:.0f} | {r['postgres_find_tag_us']:.0f} | "
+            f"{r['lmdb_find_text_us']:.0f} | {r['postgres_find_text_us']:.0f} |"
         )
     lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
     for p, r in results["writers"].items():
