@@ -502,7 +502,7 @@ def test_preload_serves_gets_and_short_prefixes_without_queries(url: str) -> Non
                 assert [txn.get(k) for k in (b"h/1", b"h/2", b"h/9")] == [b"v1", b"v2", None]
                 assert [k for k, _ in txn.scan(b"e/a/")] == [b"e/a/0", b"e/a/1", b"e/a/2"]
                 assert list(txn.scan(b"e/c/")) == []
-                assert [k for k, _ in txn.scan(b"e/a/", reverse=True)][0] == b"e/a/2"
+                assert next(k for k, _ in txn.scan(b"e/a/", reverse=True)) == b"e/a/2"
                 assert len(seen) == 1  # all of it from the preload
                 assert len(list(txn.scan(b"e/b/"))) == 12  # longer than 8: read again
                 assert len(seen) > 1
