@@ -184,19 +184,28 @@ def test_repeated_sigkill_loses_nothing_committed(store_path: Any) -> None:
     rng = random.Random(20240611)
     path = store_path
     total = Counter[str]()
-    for kill in range(KILLS):
-        seed = 1000 + kill
+    kinds = ("write", "many", "update", "head", "tomb", "edge")
+
+    def one_kill(seed: int, delay: float) -> None:
         with Child(workers.command("crash_writer", path, seed)) as child:
             child.wait_for("ready")
-            time.sleep(_delay(rng))
+            time.sleep(delay)
             reports = child.kill()
             assert child.proc.returncode == -signal.SIGKILL, child.stderr()
         total.update(r["op"] for r in reports)
         with Cortex.open(path, actor="checker", as_owner=True) as cx:
             _check_reports(cx, seed, reports)
             _check_whole_store(cx)
-    # the runs did real work of every kind (not only kills before the first op)
-    assert all(total[op] > 0 for op in ("write", "many", "update", "head", "tomb", "edge")), total
+
+    for kill in range(KILLS):
+        one_kill(1000 + kill, _delay(rng))
+    # the runs did real work of every kind (not only kills before the first op): on a slow
+    # machine the short runs may not reach every kind, so longer ones follow until they do
+    for extra in range(8):
+        if all(total[op] > 0 for op in kinds):
+            break
+        one_kill(2000 + extra, 0.5 * 2**extra)
+    assert all(total[op] > 0 for op in kinds), total
     # the last writer died holding nothing we cannot recover: a new process writes at once
     out = subprocess.run(
         workers.command("write_one", path, "after the kills"),
