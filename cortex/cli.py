@@ -2690,6 +2690,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "the working set for scheduling the trip, under 400 tokens",
             ["context", "schedule", "plan:trip:lisbon-2026", "--budget", "400"],
         ),
+        ("one person, two names: say so once", ["alias", "Ada Lovelace", "ada"]),
+        (
+            "a fact under the other name ends the old one's time as the truth",
+            [
+                "write",
+                "Fact",
+                '{"statement": "Ada lives in Zurich", "subject": "Ada Lovelace", '
+                '"predicate": "home_city", "object": "Zurich"}',
+            ],
+        ),
+        ("where Ada lived, through time", ["chain", str(w["home"].id)]),
         ("the last entries of the journal", ["log", "-n", "6"]),
         ("prove the store intact", ["verify"]),
         ("export it, readable", ["export", str(root / "agent.jsonl")]),
