@@ -24,12 +24,16 @@ def _temp_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", str(tmp_path / "tour")]) == 0
     out, err = capsys.readouterr()
-    assert err == ""
+    # the one line on stderr: the write under Ada's other name says what it superseded
+    assert re.fullmatch(r"cortex: created \S+; supersedes \S+\n", err), err
     for command in ("info", "show", "history", "diff", "edges", "find", "context", "log",
                     "verify", "export", "import", "backup"):  # fmt: skip
         assert f" {command} " in out or out.count(f" {command}\n"), command
-    assert "ok: 11 memories, 12 versions" in out
-    assert "11 memories and 2 edges were already there" in out  # the second import
+    assert "ok: 12 memories, 13 versions" in out
+    assert "12 memories and 3 edges were already there" in out  # the second import
+    assert "'ada' now names 'ada lovelace'" in out  # the alias, then the chain across names
+    assert re.search(r"current .* home_city\(Ada Lovelace\)=Ada lives in Zurich", out)
+    assert re.search(r"history .* home_city\(ada\)=Ada lives in Basel", out)
     assert "verify ok" in out
     assert "home_city(ada)=Ada lives in Basel" in out  # the find with --where
     assert "walk index, order by hop" in out  # the walk from the booking
@@ -40,7 +44,7 @@ def test_demo_tours_the_main_commands(tmp_path: Path, capsys: pytest.CaptureFixt
         stats = cx.stats()
     assert all(n >= 1 for n in stats["by_type"].values())
     # and the agent loop over MCP a Preference and the core user block
-    assert (stats["versions"], stats["tombstoned"]) == (14, 1)
+    assert (stats["versions"], stats["tombstoned"]) == (15, 1)
     assert sorted(p.name for p in (tmp_path / "tour").iterdir()) == [
         "agent.cbor",
         "agent.cortex",
