@@ -8,15 +8,6 @@ from typing import Final
 from cortex.enums import MemoryType
 from cortex.errors import ValidationError
 
-try:
-    from cortex import _speedups as _sp
-except ImportError:  # pragma: no cover - installed without a C compiler
-    _sp = None  # type: ignore[assignment]
-
-_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "sha256")
-"""Hash through the C accelerator's SHA-256 (no per-call set-up, no joined copy of the data);
-hashlib otherwise. Tests compare the two."""
-
 __all__ = ["DOMAIN", "EPISODE_DOMAIN", "content_hash", "episode_hash"]
 
 DOMAIN: Final = b"matrix.cortex.memory.v1"
@@ -40,9 +31,6 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
         ValidationError: ``type_`` is not a memory type, or ``data`` not bytes.
     """
     if type(type_) is MemoryType and type(data) is bytes:
-        if _USE_SPEEDUPS:
-            digest: bytes = _sp.sha256(_PREFIXES[type_], data)
-            return digest
         return hashlib.sha256(_PREFIXES[type_] + data).digest()
     t = MemoryType.coerce(type_) if isinstance(type_, int) and not isinstance(type_, bool) else None
     if t is None:

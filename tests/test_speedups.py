@@ -843,7 +843,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     want = TAGS.enc(("alpha", "beta"))
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
-    from cortex import hashing, keys, kv, store
+    from cortex import keys, kv, store
 
     for module, names in (
         (text, ("ascii_tokens",)),
@@ -864,7 +864,6 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
         (kv, ("seal", "unseal", "sort_pairs")),
-        (hashing, ("sha256",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
 
@@ -1088,33 +1087,21 @@ def test_seal_arguments() -> None:
     _both(kv, kv.seal, bytearray(b"payload"))  # not bytes: zlib's path, the same bytes
 
 
-@given(st.lists(st.binary(max_size=150), max_size=8), st.booleans())
-@example([b"a" * 55], False)
-@example([b"a" * 56], True)
-@example([b"a" * 64, b"b" * 63, b"c"], False)
-@example([b"x" * 1000], True)
-def test_sha256_is_hashlib(parts: list[bytes], portable: bool) -> None:
+def test_content_hashes_are_hashlibs() -> None:
+    """The accelerator keeps no SHA-256 of its own: content hashes are hashlib's (OpenSSL)."""
     import hashlib
 
-    want = hashlib.sha256(b"".join(parts)).digest()
-    assert sp.sha256(*parts, portable=portable) == want
-    assert sp.sha256(*parts) == want
-
-
-def test_sha256_arguments() -> None:
     from cortex import hashing
 
-    with pytest.raises(TypeError):
-        sp.sha256(b"x" * 9, *([b""] * 8))
-    with pytest.raises(TypeError):
-        sp.sha256(bytearray(b"x"))
-    with pytest.raises(TypeError):
-        sp.sha256(b"x", fast=True)
+    assert not hasattr(sp, "sha256")
     for t in MemoryType:
-        _both(hashing, hashing.content_hash, t, b"\xa1\x01\x02" * 30)
-    _both(hashing, hashing.content_hash, MemoryType.FACT, bytearray(b"x"))  # hashlib's path
+        data = b"\xa1\x01\x02" * 30
+        want = hashlib.sha256(hashing.DOMAIN + bytes((t.value,)) + data).digest()
+        assert hashing.content_hash(t, data) == want
+        assert hashing.content_hash(t, bytearray(data)) == want
     for t, data in ((None, b"x"), ("Fact", b"x"), (MemoryType.FACT, "x"), (99, b"")):
-        _both(hashing, hashing.content_hash, t, data, public=True)
+        with pytest.raises(CortexError):
+            hashing.content_hash(t, data)  # type: ignore[arg-type]
 
 
 @given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
@@ -1462,9 +1449,9 @@ def test_sort_pairs_arguments() -> None:
 @contextmanager
 def _every_speedup(on: bool) -> Iterator[None]:
     """Every module's switch of the C accelerator, on or off."""
-    from cortex import hashing, keys, kv, lexical, postings, store, text
+    from cortex import keys, kv, lexical, postings, store, text
 
-    modules = [codec, hashing, keys, kv, lexical, postings, store, text]
+    modules = [codec, keys, kv, lexical, postings, store, text]
     old = [m._USE_SPEEDUPS for m in modules]
     for m in modules:
         m._USE_SPEEDUPS = on and m._USE_SPEEDUPS
