@@ -801,6 +801,7 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&view);
     return out;
 }
+
 static PyMethodDef decode_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {NULL, NULL, 0, NULL},

@@ -1121,9 +1121,12 @@ sp_encode_ascii_texts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return out;
 }
+
 static PyMethodDef encode_methods[] = {
-    {"encode_ascii_texts", (PyCFunction)(void (*)(void))sp_encode_ascii_texts, METH_FASTCALL, encode_ascii_texts_doc},
-    {"encode_new_pair", (PyCFunction)(void (*)(void))sp_encode_new_pair, METH_FASTCALL, encode_new_pair_doc},
+    {"encode_ascii_texts", (PyCFunction)(void (*)(void))sp_encode_ascii_texts, METH_FASTCALL,
+     encode_ascii_texts_doc},
+    {"encode_new_pair", (PyCFunction)(void (*)(void))sp_encode_new_pair, METH_FASTCALL,
+     encode_new_pair_doc},
     {"encode", (PyCFunction)(void (*)(void))sp_encode, METH_FASTCALL, encode_doc},
     {NULL, NULL, 0, NULL},
 };

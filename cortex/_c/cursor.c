@@ -445,8 +445,8 @@ cx_cursor_init(PyObject *m)
         m_last = PyUnicode_InternFromString("last");
         m_next = PyUnicode_InternFromString("next");
         m_set_key = PyUnicode_InternFromString("set_key");
-        if (m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL || m_prev == NULL ||
-            m_last == NULL || m_next == NULL) {
+        if (m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL ||
+            m_prev == NULL || m_last == NULL || m_next == NULL) {
             return -1;
         }
     }

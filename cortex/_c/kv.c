@@ -169,6 +169,7 @@ sp_sort_pairs(PyObject *module, PyObject *pairs)
     PyMem_Free(refs);
     Py_RETURN_NONE;
 }
+
 static PyMethodDef kv_methods[] = {
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
     {"sort_pairs", (PyCFunction)sp_sort_pairs, METH_O, sort_pairs_doc},

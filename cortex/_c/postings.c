@@ -406,6 +406,7 @@ fail:
     Py_DECREF(out);
     return NULL;
 }
+
 static PyMethodDef postings_methods[] = {
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},

@@ -712,11 +712,14 @@ sp_full_term_counts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return res;
 }
+
 static PyMethodDef tokenize_methods[] = {
     {"ascii_tokens", (PyCFunction)sp_ascii_tokens, METH_O, ascii_tokens_doc},
     {"count_terms", (PyCFunction)sp_count_terms, METH_O, count_terms_doc},
-    {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL, ascii_term_counts_doc},
-    {"full_term_counts", (PyCFunction)(void (*)(void))sp_full_term_counts, METH_FASTCALL, full_term_counts_doc},
+    {"ascii_term_counts", (PyCFunction)(void (*)(void))sp_ascii_term_counts, METH_FASTCALL,
+     ascii_term_counts_doc},
+    {"full_term_counts", (PyCFunction)(void (*)(void))sp_full_term_counts, METH_FASTCALL,
+     full_term_counts_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -659,9 +659,11 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return Py_BuildValue("(nLNnnn)", i, seq, prev, documents, total, postings);
 }
+
 static PyMethodDef write_methods[] = {
     {"index_keys", (PyCFunction)(void (*)(void))sp_index_keys, METH_FASTCALL, index_keys_doc},
-    {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL, journal_entry_doc},
+    {"journal_entry", (PyCFunction)(void (*)(void))sp_journal_entry, METH_FASTCALL,
+     journal_entry_doc},
     {"stage_new", (PyCFunction)(void (*)(void))sp_stage_new, METH_FASTCALL, stage_new_doc},
     {NULL, NULL, 0, NULL},
 };
