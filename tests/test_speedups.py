@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -1527,3 +1528,51 @@ def test_decoders_refuse_alike(data: Any) -> None:
         py, fast = (_outcome(on, fn, *args) for on in (False, True))
         assert py[0] == fast[0] and (py[0] == "ok" or py[1] == fast[1]), (fn, raw, py, fast)
         assert py[0] == "ok" or issubclass(py[0], CortexError), (fn, raw, py)
+
+
+# -- every export of the accelerator has a test against its Python definition
+
+_LEX = "tests.test_speedups_lexical"
+_POST = "tests.test_postings"
+PARITY: dict[str, tuple[str, ...]] = {
+    "Plan": ("test_plans_are_built_for_every_record", "test_bad_plans_are_refused"),
+    "Reject": ("test_reject_is_the_only_error", "test_decoders_refuse_alike"),
+    "decode": ("test_data_roundtrip_equal", "test_fuzz_mutated_data", "test_negative_vectors"),
+    "encode": ("test_encode_is_the_python_encoder",),
+    "encode_new_pair": ("test_new_pair_is_the_sealed_head_and_version",),
+    "encode_ascii_texts": ("test_ascii_text_lists_agree", "test_text_list_fields_agree"),
+    "ascii_tokens": ("test_tokenize_paths_agree",),
+    "count_terms": ("test_count_terms_paths_agree",),
+    "StemTable": (f"{_LEX}::test_the_stem_table_stays_within_half_its_slots",),
+    "ascii_term_counts": (f"{_LEX}::test_ascii_term_counts_is_count_terms_of_terms",),
+    "full_term_counts": (f"{_LEX}::test_full_term_counts_is_the_full_forms_counts",),
+    "add_postings": ("test_add_postings_agree",),
+    "index_doc": (f"{_LEX}::test_index_doc_is_add_counted",),
+    "index_new": (f"{_LEX}::test_index_doc_is_add_counted",),  # its new=True half
+    "posting_run": (f"{_POST}::test_posting_run_agrees",),
+    "merge_run": (f"{_POST}::test_merge_run_agrees",),
+    "cut_blocks": (f"{_POST}::test_cut_blocks_agrees",),
+    "block_append": (f"{_POST}::test_block_append_agrees",),
+    "append_runs": (f"{_POST}::test_apply_many_writes_what_apply_writes",),
+    "df_updates": (f"{_LEX}::test_df_updates_agree",),
+    "index_keys": ("test_index_keys_paths_agree",),
+    "journal_entry": ("test_journal_entry_paths_agree",),
+    "stage_new": ("test_stage_new_paths_agree",),
+    "seal": ("test_seal_is_zlib_crc32",),
+    "unseal": ("test_unseal_is_the_checked_payload",),
+    "sort_pairs": ("test_sort_pairs_is_a_stable_sort_by_key",),
+}
+"""Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
+(``module::test``, or a test of this module). A new export must name its test here."""
+
+
+def test_every_export_is_compared_with_its_python_definition() -> None:
+    import importlib
+
+    exported = {n for n in dir(sp) if not n.startswith("_")}
+    assert exported == set(PARITY), "name the parity tests of new exports in PARITY"
+    for name, tests in PARITY.items():
+        for test in tests:
+            module, _, fn = test.rpartition("::")
+            where = importlib.import_module(module) if module else sys.modules[__name__]
+            assert callable(getattr(where, fn, None)), f"{name}: no test {test}"
