@@ -31,7 +31,9 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
         ValidationError: ``type_`` is not a memory type, or ``data`` not bytes.
     """
     if type(type_) is MemoryType and type(data) is bytes:
-        return hashlib.sha256(_PREFIXES[type_] + data).digest()
+        h = _SEEDED[type_].copy()  # a copy skips OpenSSL's set-up of a new hash object
+        h.update(data)
+        return h.digest()
     t = MemoryType.coerce(type_) if isinstance(type_, int) and not isinstance(type_, bool) else None
     if t is None:
         raise ValidationError("type", "enum", f"must be a MemoryType, got {type(type_).__name__}")
@@ -42,6 +44,8 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
 
 _TYPE_BYTES: Final = {t: bytes((t.value,)) for t in MemoryType}
 _PREFIXES: Final = {t: DOMAIN + b for t, b in _TYPE_BYTES.items()}
+_SEEDED: Final = {t: hashlib.sha256(p) for t, p in _PREFIXES.items()}
+"""hashlib objects that have hashed each type's prefix: copied, never updated themselves."""
 
 
 def episode_hash(content: bytes) -> bytes:

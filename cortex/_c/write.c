@@ -9,8 +9,8 @@
 #include "common.h"
 
 static PyObject *one_obj = NULL;     /* 1 */
-static PyObject *sha256_new = NULL;  /* hashlib.sha256 */
-static PyObject *str_digest = NULL;  /* "digest" */
+static PyObject *sha256_blank = NULL; /* hashlib.sha256(): copied for each digest */
+static PyObject *str_copy = NULL, *str_update = NULL, *str_digest = NULL;
 
 /* The plan of index_keys (built once by cortex/keys.py, see _INDEX_PLAN). */
 enum {
@@ -328,13 +328,18 @@ sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (payload == NULL) {
         return NULL;
     }
-    /* the chain hash: hashlib.sha256(payload).digest(), called from here */
+    /* the chain hash: hashlib.sha256(payload).digest(), as a copy of a blank hashlib object
+     * updated with the payload (a copy skips OpenSSL's per-object set-up) */
     {
-        PyObject *h = PyObject_CallOneArg(sha256_new, payload);
+        PyObject *h = PyObject_CallMethodNoArgs(sha256_blank, str_copy), *r;
         if (h == NULL) {
             goto done;
         }
-        digest = PyObject_CallMethodNoArgs(h, str_digest);
+        r = PyObject_CallMethodOneArg(h, str_update, payload);
+        if (r != NULL) {
+            Py_DECREF(r);
+            digest = PyObject_CallMethodNoArgs(h, str_digest);
+        }
         Py_DECREF(h);
         if (digest == NULL) {
             goto done;
@@ -677,20 +682,22 @@ cx_write_init(PyObject *m)
             return -1;
         }
     }
-    if (sha256_new == NULL) {
+    if (sha256_blank == NULL) {
         PyObject *hashlib = PyImport_ImportModule("hashlib");
         if (hashlib == NULL) {
             return -1;
         }
-        sha256_new = PyObject_GetAttrString(hashlib, "sha256");
+        sha256_blank = PyObject_CallMethod(hashlib, "sha256", NULL);
         Py_DECREF(hashlib);
-        if (sha256_new == NULL) {
+        if (sha256_blank == NULL) {
             return -1;
         }
     }
     if (str_digest == NULL) {
+        str_copy = PyUnicode_InternFromString("copy");
+        str_update = PyUnicode_InternFromString("update");
         str_digest = PyUnicode_InternFromString("digest");
-        if (str_digest == NULL) {
+        if (str_copy == NULL || str_update == NULL || str_digest == NULL) {
             return -1;
         }
     }
