@@ -91,7 +91,7 @@ PyDoc_STRVAR(index_keys_doc,
              "verb and kind are codes 0..255; None otherwise.  ``plan`` is "
              "cortex.keys._INDEX_PLAN.");
 
-PyObject *
+static PyObject *
 sp_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *plan, *tb, *tags, *frames, *out = NULL;
@@ -270,7 +270,7 @@ PyDoc_STRVAR(journal_entry_doc,
              "(``cortex.store._Journal.write_entry``): ``(key, value, digest)``; None when an "
              "argument is not what that fast path takes.");
 
-PyObject *
+static PyObject *
 sp_journal_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *prefix, *shared, *prev, *idb, *hash, *payload, *key = NULL, *value = NULL;
