@@ -9,6 +9,14 @@ calls, not wall-clock time: the disk's flushes and other work on a shared machin
 (the store is opened with ``metasync=False``). Ids come from a counter (``store_digest``'s), the
 clock is fixed and the data comes from a seeded generator, so every repeat does the same work.
 
+``--calls`` times instead the two hashes a new memory costs, in CPU nanoseconds a call (the
+minimum and median of 60 rounds, interleaved): its journal entry (``_speedups.journal_entry``,
+the chain hash inside it) and its content hash (``hashing.content_hash``); ``--other SO`` loads
+another build of the accelerator (a ``_speedups*.so`` file) into the same process and times its
+journal entry, and its content hash when it has the ``sha256`` of builds before issue 17:
+
+    python tools/bench_write_path.py --calls --other /tmp/base/cortex/_speedups.cpython-311-*.so
+
 Printed: the median CPU microseconds per memory of each phase over the repeats, and the spread
 (min..max). To compare two builds of cortex, run the tool with each on ``PYTHONPATH``,
 alternating, and compare the medians. For an instruction count instead of a time, run one
@@ -63,13 +71,56 @@ def one_run(size: int, singles: int) -> tuple[float, float]:
     return batched, single
 
 
+def time_calls(other: Path | None) -> None:
+    """CPU nanoseconds a call of the two hashes of a new memory (and of another build's)."""
+    import importlib.machinery
+    import importlib.util
+    import timeit
+
+    from cortex import _speedups, hashing
+    from cortex.enums import MemoryType
+    from cortex.keys import JOURNAL
+
+    shared = b"\x02\x02\x03\x1b\x00\x00\x01\x9a\x00\x00\x00\x00\x04\x65agent"
+    entry = (JOURNAL, shared, 12345, bytes(32), bytes(16), MemoryType.FACT, 1, bytes(32))
+    data = b"\xa5" * 180  # about a memory's canonical data
+    cases: dict[str, Any] = {
+        "journal_entry": lambda: _speedups.journal_entry(*entry),
+        "content_hash": lambda: hashing.content_hash(MemoryType.FACT, data),
+    }
+    if other is not None:
+        loader = importlib.machinery.ExtensionFileLoader("other._speedups", str(other))
+        spec = importlib.util.spec_from_loader("other._speedups", loader)
+        assert spec is not None
+        sp = importlib.util.module_from_spec(spec)
+        loader.exec_module(sp)
+        assert sp.journal_entry(*entry) == _speedups.journal_entry(*entry)
+        cases["other journal_entry"] = lambda: sp.journal_entry(*entry)
+        if hasattr(sp, "sha256"):
+            prefix = hashing.DOMAIN + bytes((MemoryType.FACT.value,))
+            assert sp.sha256(prefix, data) == hashing.content_hash(MemoryType.FACT, data)
+            cases["other content hash (its sha256)"] = lambda: sp.sha256(prefix, data)
+    n = 20_000
+    got: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(60):
+        for k, fn in cases.items():
+            got[k].append(timeit.timeit(fn, number=n, timer=time.thread_time) / n * 1e9)
+    for k, xs in got.items():
+        print(f"{k:34} {min(xs):6.0f} ns CPU a call (min), {statistics.median(xs):6.0f} (median)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=5000)
     ap.add_argument("--singles", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--calls", action="store_true", help="time the two hashes of a memory")
+    ap.add_argument("--other", type=Path, help="with --calls: another build's _speedups .so")
     args = ap.parse_args(argv)
+    if args.calls:
+        time_calls(args.other)
+        return 0
     batched: list[float] = []
     single: list[float] = []
     for _ in range(args.repeat):
