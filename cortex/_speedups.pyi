@@ -1,4 +1,4 @@
-"""Type stub of the optional C accelerator (cortex/_speedups.c)."""
+"""Type stub of the optional C accelerator (built from cortex/_c/*.c, see common.h)."""
 
 from typing import Any
 
@@ -150,9 +150,6 @@ def journal_entry(
 
 def encode(plan: Plan, value: Any, /) -> bytes | None:
     """``StructCodec.encode`` of ``value`` in the common case; else None."""
-
-def sha256(*parts: bytes, portable: bool = False) -> bytes:
-    """``hashlib.sha256(b''.join(parts)).digest()`` (at most eight parts)."""
 
 def sort_pairs(pairs: list[tuple[bytes, Any]], /) -> None:
     """Sort ``(key, value)`` tuples in place by key, stably."""

@@ -8,15 +8,6 @@ from typing import Final
 from cortex.enums import MemoryType
 from cortex.errors import ValidationError
 
-try:
-    from cortex import _speedups as _sp
-except ImportError:  # pragma: no cover - installed without a C compiler
-    _sp = None  # type: ignore[assignment]
-
-_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "sha256")
-"""Hash through the C accelerator's SHA-256 (no per-call set-up, no joined copy of the data);
-hashlib otherwise. Tests compare the two."""
-
 __all__ = ["DOMAIN", "EPISODE_DOMAIN", "content_hash", "episode_hash"]
 
 DOMAIN: Final = b"matrix.cortex.memory.v1"
@@ -40,10 +31,9 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
         ValidationError: ``type_`` is not a memory type, or ``data`` not bytes.
     """
     if type(type_) is MemoryType and type(data) is bytes:
-        if _USE_SPEEDUPS:
-            digest: bytes = _sp.sha256(_PREFIXES[type_], data)
-            return digest
-        return hashlib.sha256(_PREFIXES[type_] + data).digest()
+        h = _SEEDED[type_].copy()  # a copy skips OpenSSL's set-up of a new hash object
+        h.update(data)
+        return h.digest()
     t = MemoryType.coerce(type_) if isinstance(type_, int) and not isinstance(type_, bool) else None
     if t is None:
         raise ValidationError("type", "enum", f"must be a MemoryType, got {type(type_).__name__}")
@@ -54,6 +44,8 @@ def content_hash(type_: MemoryType, data: bytes) -> bytes:
 
 _TYPE_BYTES: Final = {t: bytes((t.value,)) for t in MemoryType}
 _PREFIXES: Final = {t: DOMAIN + b for t, b in _TYPE_BYTES.items()}
+_SEEDED: Final = {t: hashlib.sha256(p) for t, p in _PREFIXES.items()}
+"""hashlib objects that have hashed each type's prefix: copied, never updated themselves."""
 
 
 def episode_hash(content: bytes) -> bytes:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("codec", "hashing", "keys", "kv", "lexical", "postings", "store", "text")
+MODULES = ("codec", "keys", "kv", "lexical", "postings", "store", "text")
 
 PROBE = f"""
 import tests.conftest

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -843,7 +844,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     want = TAGS.enc(("alpha", "beta"))
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
-    from cortex import hashing, keys, kv, store
+    from cortex import keys, kv, store
 
     for module, names in (
         (text, ("ascii_tokens",)),
@@ -864,7 +865,6 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (keys, ("index_keys",)),
         (kv, ("seal", "unseal", "sort_pairs")),
-        (hashing, ("sha256",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
 
@@ -1088,33 +1088,21 @@ def test_seal_arguments() -> None:
     _both(kv, kv.seal, bytearray(b"payload"))  # not bytes: zlib's path, the same bytes
 
 
-@given(st.lists(st.binary(max_size=150), max_size=8), st.booleans())
-@example([b"a" * 55], False)
-@example([b"a" * 56], True)
-@example([b"a" * 64, b"b" * 63, b"c"], False)
-@example([b"x" * 1000], True)
-def test_sha256_is_hashlib(parts: list[bytes], portable: bool) -> None:
+def test_content_hashes_are_hashlibs() -> None:
+    """The accelerator keeps no SHA-256 of its own: content hashes are hashlib's (OpenSSL)."""
     import hashlib
 
-    want = hashlib.sha256(b"".join(parts)).digest()
-    assert sp.sha256(*parts, portable=portable) == want
-    assert sp.sha256(*parts) == want
-
-
-def test_sha256_arguments() -> None:
     from cortex import hashing
 
-    with pytest.raises(TypeError):
-        sp.sha256(b"x" * 9, *([b""] * 8))
-    with pytest.raises(TypeError):
-        sp.sha256(bytearray(b"x"))
-    with pytest.raises(TypeError):
-        sp.sha256(b"x", fast=True)
+    assert not hasattr(sp, "sha256")
     for t in MemoryType:
-        _both(hashing, hashing.content_hash, t, b"\xa1\x01\x02" * 30)
-    _both(hashing, hashing.content_hash, MemoryType.FACT, bytearray(b"x"))  # hashlib's path
+        data = b"\xa1\x01\x02" * 30
+        want = hashlib.sha256(hashing.DOMAIN + bytes((t.value,)) + data).digest()
+        assert hashing.content_hash(t, data) == want
+        assert hashing.content_hash(t, bytearray(data)) == want
     for t, data in ((None, b"x"), ("Fact", b"x"), (MemoryType.FACT, "x"), (99, b"")):
-        _both(hashing, hashing.content_hash, t, data, public=True)
+        with pytest.raises(CortexError):
+            hashing.content_hash(t, data)  # type: ignore[arg-type]
 
 
 @given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
@@ -1462,9 +1450,9 @@ def test_sort_pairs_arguments() -> None:
 @contextmanager
 def _every_speedup(on: bool) -> Iterator[None]:
     """Every module's switch of the C accelerator, on or off."""
-    from cortex import hashing, keys, kv, lexical, postings, store, text
+    from cortex import keys, kv, lexical, postings, store, text
 
-    modules = [codec, hashing, keys, kv, lexical, postings, store, text]
+    modules = [codec, keys, kv, lexical, postings, store, text]
     old = [m._USE_SPEEDUPS for m in modules]
     for m in modules:
         m._USE_SPEEDUPS = on and m._USE_SPEEDUPS
@@ -1540,3 +1528,51 @@ def test_decoders_refuse_alike(data: Any) -> None:
         py, fast = (_outcome(on, fn, *args) for on in (False, True))
         assert py[0] == fast[0] and (py[0] == "ok" or py[1] == fast[1]), (fn, raw, py, fast)
         assert py[0] == "ok" or issubclass(py[0], CortexError), (fn, raw, py)
+
+
+# -- every export of the accelerator has a test against its Python definition
+
+_LEX = "tests.test_speedups_lexical"
+_POST = "tests.test_postings"
+PARITY: dict[str, tuple[str, ...]] = {
+    "Plan": ("test_plans_are_built_for_every_record", "test_bad_plans_are_refused"),
+    "Reject": ("test_reject_is_the_only_error", "test_decoders_refuse_alike"),
+    "decode": ("test_data_roundtrip_equal", "test_fuzz_mutated_data", "test_negative_vectors"),
+    "encode": ("test_encode_is_the_python_encoder",),
+    "encode_new_pair": ("test_new_pair_is_the_sealed_head_and_version",),
+    "encode_ascii_texts": ("test_ascii_text_lists_agree", "test_text_list_fields_agree"),
+    "ascii_tokens": ("test_tokenize_paths_agree",),
+    "count_terms": ("test_count_terms_paths_agree",),
+    "StemTable": (f"{_LEX}::test_the_stem_table_stays_within_half_its_slots",),
+    "ascii_term_counts": (f"{_LEX}::test_ascii_term_counts_is_count_terms_of_terms",),
+    "full_term_counts": (f"{_LEX}::test_full_term_counts_is_the_full_forms_counts",),
+    "add_postings": ("test_add_postings_agree",),
+    "index_doc": (f"{_LEX}::test_index_doc_is_add_counted",),
+    "index_new": (f"{_LEX}::test_index_doc_is_add_counted",),  # its new=True half
+    "posting_run": (f"{_POST}::test_posting_run_agrees",),
+    "merge_run": (f"{_POST}::test_merge_run_agrees",),
+    "cut_blocks": (f"{_POST}::test_cut_blocks_agrees",),
+    "block_append": (f"{_POST}::test_block_append_agrees",),
+    "append_runs": (f"{_POST}::test_apply_many_writes_what_apply_writes",),
+    "df_updates": (f"{_LEX}::test_df_updates_agree",),
+    "index_keys": ("test_index_keys_paths_agree",),
+    "journal_entry": ("test_journal_entry_paths_agree",),
+    "stage_new": ("test_stage_new_paths_agree",),
+    "seal": ("test_seal_is_zlib_crc32",),
+    "unseal": ("test_unseal_is_the_checked_payload",),
+    "sort_pairs": ("test_sort_pairs_is_a_stable_sort_by_key",),
+}
+"""Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
+(``module::test``, or a test of this module). A new export must name its test here."""
+
+
+def test_every_export_is_compared_with_its_python_definition() -> None:
+    import importlib
+
+    exported = {n for n in dir(sp) if not n.startswith("_")}
+    assert exported == set(PARITY), "name the parity tests of new exports in PARITY"
+    for name, tests in PARITY.items():
+        for test in tests:
+            module, _, fn = test.rpartition("::")
+            where = importlib.import_module(module) if module else sys.modules[__name__]
+            assert callable(getattr(where, fn, None)), f"{name}: no test {test}"

@@ -23,19 +23,21 @@ import tempfile
 import textwrap
 import time
 import venv
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Files a user's install needs that setuptools could silently leave out.
+# Files a user's install needs that setuptools could silently leave out: every source and header
+# of the C accelerator (cortex/_c/, built by setup.py into cortex._speedups) among them.
 SDIST_MUST_HOLD = (
     "pyproject.toml",
     "setup.py",
     "README.md",
-    "cortex/_speedups.c",
     "cortex/_speedups.pyi",
     "cortex/py.typed",
     "cortex/__init__.py",
+    *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "cortex" / "_c").glob("*.[ch]")),
 )
 
 SMOKE = textwrap.dedent(
@@ -124,6 +126,11 @@ def main() -> int:
         missing = [f for f in SDIST_MUST_HOLD if f not in names]
         if missing:
             print(f"the sdist {sdist.name} lacks {missing}", file=sys.stderr)
+            return 1
+        with zipfile.ZipFile(wheel) as whl:
+            sources = [n for n in whl.namelist() if n.startswith("cortex/_c/")]
+        if sources:
+            print(f"the wheel {wheel.name} ships the C sources {sources}", file=sys.stderr)
             return 1
         py = fresh_venv(work / "venv")
         run([str(py), "-m", "pip", "install", "--quiet", f"{wheel}[embed]"])

@@ -1,0 +1,313 @@
+/*
+ * The shared header of cortex._speedups, the optional C accelerator of cortex.  The module is
+ * one extension built from the files of this directory, one concern each:
+ *
+ *   module.c       the module: PyInit__speedups runs each part's init
+ *   plan.c         record plans (the Plan type) and the value rules both codecs apply
+ *   cbor_decode.c  the strict one-pass decoder of canonical CBOR records
+ *   cbor_encode.c  the encoder of records: a struct by its plan, a new memory's head and
+ *                  version, a list of short ASCII texts
+ *   tokenize.c     ASCII tokens, term counts, the stem table, the full form's term counts
+ *   staging.c      a transaction's pending lexical documents and postings
+ *   postings.c     runs of postings and posting blocks (join, merge, cut, append)
+ *   cursor.c       driving an LMDB cursor: posting blocks and document frequencies of a flush
+ *   write.c        the write path's records: index keys, journal entries, stage_new
+ *   kv.c           CRC-32 sealing (cortex.kv.seal / unseal) and the stable sort of puts
+ *
+ * The Python code keeps every definition (cortex/codec.py, text.py, lexical.py, postings.py,
+ * keys.py, kv.py, store.py): each function here returns exactly what its Python definition
+ * returns, or None (or Reject) where it does not apply, and the tests compare the two.
+ *
+ * Names shared between files are declared here; they have hidden visibility, so the module's
+ * only exported symbol stays PyInit__speedups.  Everything else is static to its file.
+ */
+
+#ifndef CORTEX_SPEEDUPS_COMMON_H
+#define CORTEX_SPEEDUPS_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if FLT_RADIX != 2 || FLT_MANT_DIG != 24 || DBL_MANT_DIG != 53
+#error "cortex._speedups needs IEEE 754 binary32 float and binary64 double"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CX_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CX_HIDDEN
+#endif
+
+/* -- the parts: each adds its functions and types to the module ---------------------------- */
+
+CX_HIDDEN int cx_plan_init(PyObject *m);
+CX_HIDDEN int cx_decode_init(PyObject *m);
+CX_HIDDEN int cx_encode_init(PyObject *m);
+CX_HIDDEN int cx_tokenize_init(PyObject *m);
+CX_HIDDEN int cx_staging_init(PyObject *m);
+CX_HIDDEN int cx_postings_init(PyObject *m);
+CX_HIDDEN int cx_cursor_init(PyObject *m);
+CX_HIDDEN int cx_write_init(PyObject *m);
+CX_HIDDEN int cx_kv_init(PyObject *m);
+
+/* -- record plans (plan.c): how a record struct is decoded and encoded ---------------------- */
+
+#define MAX_DEPTH 32
+#define MAX_FIELDS 64
+
+enum {
+    K_TEXT = 1,
+    K_BYTES,
+    K_INT,
+    K_UNIT,
+    K_BOOL,
+    K_TIME,
+    K_ENUM,
+    K_ID,
+    K_LIST,
+    K_PAIR,
+    K_MAP,
+    K_RECORD,
+};
+
+enum { CHECK_NONE = 0, CHECK_URI = 1, CHECK_DECIMAL = 2 };
+
+typedef struct Spec {
+    int kind;
+    Py_ssize_t max_bytes; /* text: UTF-8 bytes; bytes: length */
+    int check;            /* text: CHECK_* */
+    PyObject *names;      /* text with CHECK_URI: tuple of bytes, the type names */
+    Py_ssize_t exact;     /* bytes: exact length, or -1 */
+    long long lo, hi;     /* int, time, pair: inclusive range */
+    PyObject **members;   /* enum: members by code (NULL where no member) */
+    Py_ssize_t n_members;
+    PyObject *labels;     /* enum: {label: code} (the encoder takes labels), or NULL */
+    PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
+    struct Spec *item;    /* list: item; map: key */
+    struct Spec *value;   /* map: value */
+    Py_ssize_t max_items; /* list, map */
+    int unique;           /* list */
+    PyObject *plan;       /* record: a Plan */
+} Spec;
+
+typedef struct {
+    unsigned long long key;
+    Py_ssize_t slot;    /* index into kwnames */
+    int absent_ok;      /* the encoder omits the default value */
+    PyObject *dflt;     /* the default (when absent_ok and no factory) */
+    PyObject *factory;  /* called for the default, or NULL */
+    Spec spec;
+} Field;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *cls;
+    PyObject *kwnames; /* tuple of attribute names, the order values are passed in */
+    int has_sv;
+    unsigned long long sv;
+    Py_ssize_t nfields;
+    Field *fields; /* in key order */
+} PlanObject;
+
+CX_HIDDEN extern PyTypeObject Plan_Type;
+CX_HIDDEN extern PyObject *is_normalized; /* unicodedata.is_normalized */
+CX_HIDDEN extern PyObject *str_NFC;       /* "NFC" */
+
+/* the value rules of the codecs (codec.py's checks) */
+CX_HIDDEN int fits_half(double x);
+CX_HIDDEN int uri_ok(const uint8_t *s, Py_ssize_t n, PyObject *names);
+CX_HIDDEN int decimal_ok(const uint8_t *s, Py_ssize_t n);
+CX_HIDDEN int plainly_nfc(PyObject *str);
+
+/* -- the encoder's output buffer (cbor_encode.c, write.c) ----------------------------------- */
+
+/* An output buffer: on the stack, moved to the heap when a record outgrows it. */
+#define OUT_STACK 2048
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+    char stack[OUT_STACK];
+} Out;
+
+static inline void
+out_init(Out *o)
+{
+    o->p = o->stack;
+    o->len = 0;
+    o->cap = OUT_STACK;
+}
+
+static inline void
+out_free(Out *o)
+{
+    if (o->p != o->stack) {
+        PyMem_Free(o->p);
+    }
+}
+
+static inline int
+out_reserve(Out *o, Py_ssize_t n)
+{
+    Py_ssize_t cap = o->cap;
+    char *p;
+    if (n <= cap - o->len) {
+        return 0;
+    }
+    if (n > PY_SSIZE_T_MAX / 2 - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (cap - o->len < n) {
+        cap *= 2;
+    }
+    if (o->p == o->stack) {
+        p = PyMem_Malloc((size_t)cap);
+        if (p != NULL) {
+            memcpy(p, o->stack, (size_t)o->len);
+        }
+    }
+    else {
+        p = PyMem_Realloc(o->p, (size_t)cap);
+    }
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int
+out_put(Out *o, const void *b, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0) {
+        return -1;
+    }
+    memcpy(o->p + o->len, b, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int
+out_byte(Out *o, uint8_t b)
+{
+    if (o->len < o->cap) {
+        o->p[o->len++] = (char)b;
+        return 0;
+    }
+    return out_put(o, &b, 1);
+}
+
+/* A CBOR head in its shortest form (codec._head). */
+static inline int
+out_head(Out *o, int major, uint64_t n)
+{
+    uint8_t b[9];
+    int w, k;
+    if (n < 24) {
+        b[0] = (uint8_t)((major << 5) | (int)n);
+        return out_put(o, b, 1);
+    }
+    w = n < 0x100 ? 1 : n < 0x10000 ? 2 : n < 0x100000000ULL ? 4 : 8;
+    b[0] = (uint8_t)((major << 5) | (w == 1 ? 24 : w == 2 ? 25 : w == 4 ? 26 : 27));
+    for (k = 0; k < w; k++) {
+        b[1 + k] = (uint8_t)(n >> (8 * (w - 1 - k)));
+    }
+    return out_put(o, b, 1 + w);
+}
+
+/* Attribute names, interned once at import (never changed after; cbor_encode.c). */
+enum {
+    A_ID,
+    A_TYPE,
+    A_CURRENT_VERSION,
+    A_ACTOR_SCOPE,
+    A_VISIBILITY,
+    A_IMPORTANCE,
+    A_TAGS,
+    A_FRAMES,
+    A_TOMBSTONE,
+    A_CREATED_AT,
+    A_LAST_UPDATED_AT,
+    A_EMBEDDING_REF,
+    A_FORMS,
+    A_VERSION,
+    A_DATA,
+    A_HASH,
+    A_CREATED_BY,
+    A_EXPIRES_AT,
+    A_CONFIDENCE,
+    A_PROVENANCE,
+    A_FORMS_OVERRIDE,
+    A_VALID_FROM,
+    A_VALID_UNTIL,
+    A_SHORT,
+    A_MEDIUM,
+    A_VERB,
+    A_OBJ_KIND,
+    A_OBJ_REF,
+    A_BYTES,
+    A_DIGEST,
+    A_HEAD,
+    A_PINNED,
+    A_TERMS,
+    A_VECTOR,
+    A_VERSION_BYTES,
+    N_ATTRS,
+};
+
+CX_HIDDEN extern PyObject *attr[N_ATTRS];
+
+CX_HIDDEN int time_micros(PyObject *v, long long *us);
+CX_HIDDEN int exact_int(PyObject *v, long long lo, long long hi, long long *out);
+
+/* -- sealing (kv.c): payload || crc32(payload), 4 bytes big-endian -------------------------- */
+
+/* CRC-32 (ISO-HDLC, the one of zlib.crc32: reflected polynomial 0xEDB88320), eight bytes a step
+ * through eight tables.  The tables are filled once at import and only read after. */
+CX_HIDDEN extern uint32_t crc_table[8][256];
+
+static inline uint32_t
+crc32_of(const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi =
+            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^
+            crc_table[2][(hi >> 8) & 0xFF] ^ crc_table[1][(hi >> 16) & 0xFF] ^
+            crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) {
+        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+CX_HIDDEN PyObject *sealed(const char *payload, Py_ssize_t n);
+CX_HIDDEN int seal_in_place(PyObject *b);
+
+/* -- the lexical index (tokenize.c, staging.c, postings.c) ---------------------------------- */
+
+CX_HIDDEN int ascii_str_cmp(PyObject *a, PyObject *b);
+CX_HIDDEN int is_ascii_term(PyObject *t, Py_ssize_t max);
+CX_HIDDEN Py_ssize_t put_head(char *p, int major, uint64_t v);
+CX_HIDDEN PyObject *fresh_run(PyObject *buf);
+CX_HIDDEN PyObject *sp_posting_run(PyObject *module, PyObject *changes);
+CX_HIDDEN PyObject *sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+CX_HIDDEN PyObject *sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+CX_HIDDEN PyObject *sp_index_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#endif /* CORTEX_SPEEDUPS_COMMON_H */

@@ -1,0 +1,422 @@
+/*
+ * Posting blocks (cortex/postings.py keeps the definitions): the sorted run of a term's new
+ * postings, a block's postings with changes applied, where a run of postings splits into
+ * blocks, and the blocks that change when a run is appended to a term's last block.
+ */
+
+#include "common.h"
+
+static int
+cmp_id16(const void *a, const void *b)
+{
+    return memcmp(*(const char *const *)a, *(const char *const *)b, 16);
+}
+
+static int
+cmp_record24(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+/* A run of new postings (a bytes-like buffer of id16 + tail8 records, as index_new appends
+ * them) as bytes in id order; None when it is empty, not whole records, or an id repeats. */
+PyObject *
+fresh_run(PyObject *buf)
+{
+    const char *p;
+    char *q;
+    Py_ssize_t n, i;
+    PyObject *out;
+    if (PyByteArray_CheckExact(buf)) {
+        p = PyByteArray_AS_STRING(buf);
+        n = PyByteArray_GET_SIZE(buf);
+    }
+    else {
+        p = PyBytes_AS_STRING(buf);
+        n = PyBytes_GET_SIZE(buf);
+    }
+    if (n == 0 || n % 24 != 0) {
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize(p, n);
+    if (out == NULL) {
+        return NULL;
+    }
+    q = PyBytes_AS_STRING(out);
+    for (i = 24; i < n; i += 24) { /* a batch's ids mostly arrive in order (ULIDs) */
+        if (memcmp(q + i - 24, q + i, 16) >= 0) {
+            break;
+        }
+    }
+    if (i < n) {
+        qsort(q, (size_t)(n / 24), 24, cmp_record24);
+        for (i = 24; i < n; i += 24) {
+            if (memcmp(q + i - 24, q + i, 16) == 0) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+        }
+    }
+    return out;
+}
+
+PyDoc_STRVAR(posting_run_doc,
+             "posting_run(changes, /)\n--\n\n"
+             "The postings of ``changes`` ({id16: tail8}) in id order, joined: id, tail, id, "
+             "tail...; None when a key is not 16 bytes or a value not 8 bytes (a removal: "
+             "``cortex.postings._run`` in C).");
+
+PyObject *
+sp_posting_run(PyObject *module, PyObject *changes)
+{
+    Py_ssize_t n, pos = 0, i = 0;
+    PyObject *k, *v, *out;
+    const char **ids;
+    char *dst;
+    (void)module;
+    if (!PyDict_CheckExact(changes)) {
+        PyErr_SetString(PyExc_TypeError, "posting_run(dict)");
+        return NULL;
+    }
+    n = PyDict_GET_SIZE(changes);
+    if (n == 0) {
+        Py_RETURN_NONE;
+    }
+    ids = PyMem_Malloc((size_t)n * 2 * sizeof(char *));
+    if (ids == NULL) {
+        return PyErr_NoMemory();
+    }
+    /* pairs (id, tail) sorted together: sort pointers to the ids, each followed in the array
+       by its tail; qsort moves pairs by sorting an index of pair starts */
+    while (PyDict_Next(changes, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 || !PyBytes_CheckExact(v) ||
+            PyBytes_GET_SIZE(v) != 8) {
+            PyMem_Free(ids);
+            Py_RETURN_NONE;
+        }
+        ids[2 * i] = PyBytes_AS_STRING(k);
+        ids[2 * i + 1] = PyBytes_AS_STRING(v);
+        i++;
+    }
+    qsort(ids, (size_t)n, 2 * sizeof(char *), cmp_id16);
+    out = PyBytes_FromStringAndSize(NULL, n * 24);
+    if (out == NULL) {
+        PyMem_Free(ids);
+        return NULL;
+    }
+    dst = PyBytes_AS_STRING(out);
+    for (i = 0; i < n; i++) {
+        memcpy(dst + 24 * i, ids[2 * i], 16);
+        memcpy(dst + 24 * i + 16, ids[2 * i + 1], 8);
+    }
+    PyMem_Free(ids);
+    return out;
+}
+
+PyDoc_STRVAR(merge_run_doc,
+             "merge_run(payloads, changes, /)\n--\n\n"
+             "The postings of the block ``payloads`` (in key order) with ``changes`` "
+             "({id16: tail8 or None}) applied: ``(run, delta)``, the joined postings in id "
+             "order and the change in their count; None when a removed id is not there, or "
+             "anything is not what ``cortex.postings.apply`` holds (its Python path then runs).");
+
+static PyObject *
+sp_merge_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *payloads, *changes, *k, *v, *out = NULL, *res = NULL;
+    Py_ssize_t nb, nc, total = 0, b, i, pos = 0, c = 0, delta = 0;
+    const char **ids = NULL;
+    char *dst, *last = NULL;
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "merge_run(list, dict)");
+        return NULL;
+    }
+    payloads = args[0];
+    changes = args[1];
+    nb = PyList_GET_SIZE(payloads);
+    for (b = 0; b < nb; b++) {
+        PyObject *p = PyList_GET_ITEM(payloads, b);
+        if (!PyBytes_CheckExact(p) || PyBytes_GET_SIZE(p) % 24 != 0) {
+            Py_RETURN_NONE;
+        }
+        total += PyBytes_GET_SIZE(p);
+    }
+    nc = PyDict_GET_SIZE(changes);
+    ids = PyMem_Malloc((size_t)(nc > 0 ? nc : 1) * 2 * sizeof(char *));
+    if (ids == NULL) {
+        return PyErr_NoMemory();
+    }
+    while (PyDict_Next(changes, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 ||
+            (v != Py_None && (!PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v) != 8))) {
+            PyMem_Free(ids);
+            Py_RETURN_NONE;
+        }
+        ids[2 * c] = PyBytes_AS_STRING(k);
+        ids[2 * c + 1] = v == Py_None ? NULL : PyBytes_AS_STRING(v);
+        c++;
+    }
+    qsort(ids, (size_t)nc, 2 * sizeof(char *), cmp_id16);
+    out = PyBytes_FromStringAndSize(NULL, total + 24 * nc); /* at most; cut to size below */
+    if (out == NULL) {
+        goto done;
+    }
+    dst = PyBytes_AS_STRING(out);
+    c = 0;
+    for (b = 0; b <= nb; b++) {
+        const char *p = b < nb ? PyBytes_AS_STRING(PyList_GET_ITEM(payloads, b)) : NULL;
+        Py_ssize_t n = b < nb ? PyBytes_GET_SIZE(PyList_GET_ITEM(payloads, b)) : 0;
+        for (i = 0; i <= n; i += 24) {
+            const char *old = i < n ? p + i : NULL;
+            if (old == NULL && b < nb) {
+                break; /* the next block */
+            }
+            if (old != NULL && last != NULL && memcmp(last, old, 16) >= 0) {
+                Py_CLEAR(out); /* stored postings out of order: left to the Python path */
+                goto none;
+            }
+            /* the changes before this posting (all of them after the last one) */
+            while (c < nc && (old == NULL || memcmp(ids[2 * c], old, 16) < 0)) {
+                if (ids[2 * c + 1] == NULL) {
+                    Py_CLEAR(out); /* removing a posting that is not there */
+                    goto none;
+                }
+                memcpy(dst, ids[2 * c], 16);
+                memcpy(dst + 16, ids[2 * c + 1], 8);
+                dst += 24;
+                delta++;
+                c++;
+            }
+            if (old == NULL) {
+                break;
+            }
+            last = (char *)old;
+            if (c < nc && memcmp(ids[2 * c], old, 16) == 0) {
+                if (ids[2 * c + 1] == NULL) {
+                    delta--; /* removed */
+                }
+                else {
+                    memcpy(dst, old, 16);
+                    memcpy(dst + 16, ids[2 * c + 1], 8);
+                    dst += 24;
+                }
+                c++;
+            }
+            else {
+                memcpy(dst, old, 24);
+                dst += 24;
+            }
+        }
+    }
+    if (_PyBytes_Resize(&out, dst - PyBytes_AS_STRING(out)) < 0) {
+        goto done;
+    }
+    res = Py_BuildValue("(Nn)", out, delta);
+    out = NULL;
+    goto done;
+none:
+    PyMem_Free(ids);
+    Py_RETURN_NONE;
+done:
+    PyMem_Free(ids);
+    Py_XDECREF(out);
+    return res;
+}
+
+PyDoc_STRVAR(cut_blocks_doc,
+             "cut_blocks(run, held, block_max, spread, /)\n--\n\n"
+             "``cortex.postings.blocks(run, held)`` in C: the block payloads of a run of "
+             "postings (24 bytes each); a posting begins a block when its block is full "
+             "(``block_max``) or ``crc32(id) % spread == 0``.");
+
+PyObject *
+sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *out, *piece;
+    const unsigned char *p;
+    Py_ssize_t n, i, start = 0, count, held, block_max, spread;
+    (void)module;
+    if (nargs != 4 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "cut_blocks(bytes, held, block_max, spread)");
+        return NULL;
+    }
+    held = PyLong_AsSsize_t(args[1]);
+    block_max = PyLong_AsSsize_t(args[2]);
+    spread = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    n = PyBytes_GET_SIZE(args[0]);
+    if (n % 24 != 0 || held < 0 || block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "cut_blocks: a run of 24-byte postings, held >= 0, "
+                                          "block_max >= 1, 1 <= spread < 2**32");
+        return NULL;
+    }
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    count = held ? held - 1 : 0; /* postings in the current block before the one at i */
+    for (i = held ? 0 : 24; i < n; i += 24) {
+        count++;
+        if (count >= block_max || crc32_of(p + i, 16) % (uint32_t)spread == 0) {
+            piece = PyBytes_FromStringAndSize((const char *)p + start, i - start);
+            if (piece == NULL || PyList_Append(out, piece) < 0) {
+                Py_XDECREF(piece);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(piece);
+            start = i;
+            count = 0;
+        }
+    }
+    piece = PyBytes_FromStringAndSize((const char *)p + start, n - start);
+    if (piece == NULL || PyList_Append(out, piece) < 0) {
+        Py_XDECREF(piece);
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(piece);
+    return out;
+}
+
+PyDoc_STRVAR(block_append_doc,
+             "block_append(prefix, run, key, value, block_max, spread, /)\n--\n\n"
+             "Append a run of new postings (ids after every posting of the block) to the "
+             "stored block ``key: value`` of a term's ``prefix``: the blocks that change, as "
+             "``[(key, sealed value), ...]`` (``cortex.postings.apply``'s append in C); None "
+             "when the block fails its checks or the run does not come after it (the Python "
+             "path then says why).");
+
+PyObject *
+sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *prefix, *run, *key, *value, *out = NULL, *pair;
+    const unsigned char *r, *v;
+    Py_ssize_t nr, nv, np, held, block_max, spread, i, start, count, plen;
+    int extending = 1; /* the next piece extends the stored block */
+    uint32_t crc;
+    (void)module;
+    if (nargs != 6 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
+        !PyBytes_CheckExact(args[2]) || !PyBytes_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "block_append(bytes, bytes, bytes, bytes, block_max, spread)");
+        return NULL;
+    }
+    prefix = args[0];
+    run = args[1];
+    key = args[2];
+    value = args[3];
+    block_max = PyLong_AsSsize_t(args[4]);
+    spread = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "block_append: block_max >= 1, 1 <= spread < 2**32");
+        return NULL;
+    }
+    r = (const unsigned char *)PyBytes_AS_STRING(run);
+    nr = PyBytes_GET_SIZE(run);
+    v = (const unsigned char *)PyBytes_AS_STRING(value);
+    nv = PyBytes_GET_SIZE(value);
+    plen = PyBytes_GET_SIZE(prefix);
+    np = nv - 4; /* the stored block's payload */
+    if (nr == 0 || nr % 24 != 0 || np < 24 || np % 24 != 0 || np / 24 > block_max ||
+        PyBytes_GET_SIZE(key) != plen + 16 ||
+        memcmp(PyBytes_AS_STRING(key), PyBytes_AS_STRING(prefix), (size_t)plen) != 0 ||
+        memcmp(v, PyBytes_AS_STRING(key) + plen, 16) != 0 || memcmp(v + np - 24, r, 16) >= 0) {
+        Py_RETURN_NONE;
+    }
+    crc = crc32_of(v, np);
+    if (v[np] != (unsigned char)(crc >> 24) || v[np + 1] != (unsigned char)(crc >> 16) ||
+        v[np + 2] != (unsigned char)(crc >> 8) || v[np + 3] != (unsigned char)crc) {
+        Py_RETURN_NONE;
+    }
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    held = np / 24;
+    /* cut the run as cut_blocks(run, held): pieces [start, i); the first one extends the
+       stored block */
+    count = held - 1;
+    start = 0;
+    for (i = 0; i <= nr; i += 24) {
+        int split = 0;
+        if (i < nr) {
+            count++;
+            split = count >= block_max || crc32_of(r + i, 16) % (uint32_t)spread == 0;
+        }
+        if (i == nr || split) {
+            int first = extending;
+            Py_ssize_t size = (first ? np : 0) + (i - start);
+            PyObject *k, *sv;
+            char *p;
+            uint32_t c;
+            extending = 0;
+            if (first && i == 0) { /* the run begins a block of its own: the stored one stays */
+                count = 0;
+                continue;
+            }
+            k = PyBytes_FromStringAndSize(NULL, plen + 16);
+            sv = PyBytes_FromStringAndSize(NULL, size + 4);
+            if (k == NULL || sv == NULL) {
+                Py_XDECREF(k);
+                Py_XDECREF(sv);
+                goto fail;
+            }
+            p = PyBytes_AS_STRING(sv);
+            if (first) {
+                memcpy(p, v, (size_t)np);
+                memcpy(p + np, r, (size_t)(i - start));
+            }
+            else {
+                memcpy(p, r + start, (size_t)(i - start));
+            }
+            c = crc32_of((const uint8_t *)p, size);
+            p[size] = (char)(c >> 24);
+            p[size + 1] = (char)(c >> 16);
+            p[size + 2] = (char)(c >> 8);
+            p[size + 3] = (char)c;
+            memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
+            memcpy(PyBytes_AS_STRING(k) + plen, p, 16);
+            pair = PyTuple_New(2);
+            if (pair == NULL) {
+                Py_DECREF(k);
+                Py_DECREF(sv);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(pair, 0, k);
+            PyTuple_SET_ITEM(pair, 1, sv);
+            if (PyList_Append(out, pair) < 0) {
+                Py_DECREF(pair);
+                goto fail;
+            }
+            Py_DECREF(pair);
+            start = i;
+            count = 0;
+        }
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef postings_methods[] = {
+    {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
+    {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
+    {"merge_run", (PyCFunction)(void (*)(void))sp_merge_run, METH_FASTCALL, merge_run_doc},
+    {"block_append", (PyCFunction)(void (*)(void))sp_block_append, METH_FASTCALL, block_append_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+cx_postings_init(PyObject *m)
+{
+    return PyModule_AddFunctions(m, postings_methods);
+}

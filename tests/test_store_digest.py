@@ -1,0 +1,67 @@
+"""The bytes a deterministic store holds, and the golden vectors, are pinned by digest.
+
+``tools/store_digest.py`` builds a store with a fixed clock and fixed ids through every kind of
+write and hashes every key and value of its LMDB environment. Any change to a stored byte —
+meant (a FORMAT change: record the new digests with its migration) or not — fails here, on the
+C accelerator and on the pure-Python path alike.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "store_digest.py"
+
+# Recorded at issue 17's base (bd56699, store format 8); equal on both paths.
+STORE_DIGEST = "85b04dea30be6281909d5298d5d9110911e836090ed8804f155f01fb676c16cd"
+STORE_KEYS = 6355
+STORE_DIGEST_NO_EMBEDDER = "21f9d7a63691f78d9785bb640d176d75dead3002319576c2bede048c0492c5dd"
+VECTORS_DIGEST = "c8740cd6d5103eba694e9f68fb5c6a969acf5293d6200dbc5330b977cb262938"
+
+
+def _tool() -> Any:
+    spec = importlib.util.spec_from_file_location("store_digest", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_store_and_vectors_digests_are_the_recorded_ones(tmp_path: Path) -> None:
+    out = _tool().measure("hashing", tmp_path)
+    assert (out["store"], out["keys"]) == (STORE_DIGEST, STORE_KEYS), out["keyspaces"]
+    assert out["vectors"] == out["vectors_built"] == VECTORS_DIGEST
+
+
+def test_the_store_without_vectors(tmp_path: Path) -> None:
+    assert _tool().measure("none", tmp_path)["store"] == STORE_DIGEST_NO_EMBEDDER
+
+
+@pytest.mark.parametrize("switch", ["1", None], ids=["pure-python", "accelerated"])
+def test_both_paths_store_the_same_bytes(switch: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CORTEX_NO_SPEEDUPS"}
+    if switch is not None:
+        env["CORTEX_NO_SPEEDUPS"] = switch
+    run = subprocess.run(
+        [sys.executable, str(TOOL), "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = json.loads(run.stdout)
+    assert out["store"] == STORE_DIGEST, out["keyspaces"]
+    built = subprocess.run(
+        [sys.executable, "-c", "import cortex._speedups"], cwd=ROOT, capture_output=True
+    )
+    assert out["accelerated"] is (switch is None and built.returncode == 0)
