@@ -570,7 +570,11 @@ class MiniLM:
             MissingDependencyError, CortexError: as ``load``; CortexError also when
                 onnxruntime fails on a batch.
         """
-        items = _check_texts(texts)
+        given = _check_texts(texts)
+        # a text given twice (a memory that quotes its whole chunk) is embedded once
+        rows: dict[str, int] = {}
+        where = [rows.setdefault(t, len(rows)) for t in given]
+        items = list(rows)
         out = np.zeros((len(items), _HIDDEN), dtype=np.float32)
         if not items:
             return out
@@ -587,7 +591,7 @@ class MiniLM:
                 ids[row, : len(e)] = e
                 mask[row, : len(e)] = 1.0
             out[chunk] = _pool(model.encode(ids, mask), mask)
-        return out
+        return out if len(items) == len(given) else out[where]
 
 
 def embedder_for(name: str) -> Embedder:
