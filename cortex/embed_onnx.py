@@ -53,18 +53,32 @@ def _graph(
     layers: Sequence[dict[str, npt.NDArray[np.float32]]],
     heads: int,
     eps: float,
-) -> bytes:
-    """The serialised ModelProto of the encoder.
+) -> tuple[bytes, dict[str, npt.NDArray[Any]]]:
+    """The serialised ModelProto of the encoder, and the weights it names.
 
     Inputs ``input_ids`` (int64) and ``mask`` (int32, 1 for a token, 0 for padding), both
-    ``(n, length)``; output ``hidden``, float32 ``(n, length, hidden)``.
+    ``(n, length)``; output ``hidden``, float32 ``(n, length, hidden)``. Every weight is an
+    initializer marked as external data: the session is handed the numpy arrays themselves
+    (``SessionOptions.add_external_initializers``), so the 90 MB of weights are neither copied
+    into the protobuf nor serialised.
     """
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     inits: list[Any] = []
+    weights: dict[str, npt.NDArray[Any]] = {}
 
     def const(name: str, value: npt.NDArray[Any]) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        arr = np.ascontiguousarray(value)
+        t = TensorProto()
+        t.name = name
+        t.data_type = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        t.dims.extend(arr.shape)
+        t.data_location = TensorProto.EXTERNAL
+        for key, val in (("location", name), ("offset", "0"), ("length", str(arr.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, val
+        inits.append(t)
+        weights[name] = arr
         return name
 
     node = helper.make_node
@@ -160,7 +174,7 @@ def _graph(
         producer_name="cortex",
     )
     data: bytes = model.SerializeToString()
-    return data
+    return data, weights
 
 
 class OnnxEncoder:
@@ -198,7 +212,7 @@ class OnnxEncoder:
                 "pip install 'cortex-store[embed-fast]' (or use runtime='numpy')"
             ) from exc
         try:
-            model = _graph(
+            model, weights = _graph(
                 word=word,
                 position=position,
                 token_type=token_type,
@@ -223,7 +237,11 @@ class OnnxEncoder:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only: onnxruntime logs to stderr itself
+        # the arrays stay referenced here for the session's life (it reads them in place)
+        self._weights = weights
+        self._values = [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()]
         try:
+            opts.add_external_initializers(list(weights), self._values)
             self._session = ort.InferenceSession(
                 model, sess_options=opts, providers=["CPUExecutionProvider"]
             )
