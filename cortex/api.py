@@ -383,13 +383,15 @@ class Cortex(Store):
         rec = VectorRecord(model_id=e.model_id, dim=e.dim, version=version, vector=vector)
         return _seal(VECTOR_RECORD.encode(rec, "vector"))
 
-    def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
+    def _embed_prepared(
+        self, prepared: Sequence[_Prepared], chunks: Sequence[str] | None = None
+    ) -> list[bytes] | None:
         e = self.embedder
         if e is None:
-            return
+            return None
         todo = [p for p in prepared if p.vector is None]  # the rest came with their vector
-        if not todo:
-            return
+        if not todo and (chunks is None or isinstance(e, External)):
+            return None
         if isinstance(e, External):
             i = next(i for i, p in enumerate(prepared) if p.vector is None)
             raise ValidationError(
@@ -398,11 +400,15 @@ class Cortex(Store):
                 f"this store's vectors ({e.model_id}, dim {e.dim}) are computed outside cortex: "
                 "pass vector=… with every write and update",
             )
+        # one list, embedded in calls of 64: the embedder batches them (fewer, fuller batches)
         texts = [p.version.forms.medium if p.version.forms else "" for p in todo]
+        texts += chunks or ()
+        vectors: list[bytes] = []
         for i in range(0, len(texts), 64):
-            rows = embed_checked(e, texts[i : i + 64])
-            for p, row in zip(todo[i : i + 64], rows, strict=True):
-                p.vector = to_bytes(row)
+            vectors += [to_bytes(row) for row in embed_checked(e, texts[i : i + 64])]
+        for p, vec in zip(todo, vectors, strict=False):
+            p.vector = vec
+        return None if chunks is None else vectors[len(todo) :]
 
     def _given_vector(self, vector: Any) -> bytes:
         e = self.embedder
@@ -576,11 +582,11 @@ class Cortex(Store):
         if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
             return self._write_new(spec, now, visible)
         p = self._prepare(spec, now)  # validates
+        if not isinstance(self.embedder, External):
+            self._embed_prepared([p])  # once, for the dedupe check and the write
         hit, vec, since = self._duplicate_of(data, reader, p.vector)
         if hit is not None:
             return self._confirm(hit[0], data, hit[1])
-        if vec is not None and p.vector is None and spec.forms is None:
-            p.vector = to_bytes(vec)  # the text the write embeds: embed it once
         terms = lexical.analyze(data)
         digest = content_hash(data.TYPE, encode_data(data))
 
@@ -624,7 +630,7 @@ class Cortex(Store):
                     return self._confirm_in(txn, found[0], digest, now, reason)
             return None
 
-        return self._write_new(spec, now, visible, duplicate, ready=p)
+        return self._write_new(spec, now, visible, duplicate, p)
 
     def _duplicate_of(
         self, data: Data, reader: Reader | None, given: bytes | None = None
@@ -1181,6 +1187,8 @@ class Cortex(Store):
         e = self.embedder
         if e is None or isinstance(e, External):
             return None
+        if self._sidecar is not None:  # shared with the memories' vector search: embedded once
+            return self._sidecar.query_vector(text)
         return embed_checked(e, [text])[0]
 
     def _episode_query(self, query: Query) -> Query | None:

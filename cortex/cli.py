@@ -2928,7 +2928,7 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder",
         metavar="NAME",
         help="vectors: auto (the store's own model, the default), none, hashing, "
-        "hashing-v1-<dim> or minilm (or CORTEX_EMBEDDER)",
+        "hashing-v1-<dim>, minilm, minilm-numpy or minilm-onnx (or CORTEX_EMBEDDER)",
     )
     common = _common()
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -140,7 +140,8 @@ def ingest(
             )
             items.append(msgspec.structs.replace(memory, provenance=prov))
         dropped = out.dropped
-    uris = cx._write_episode(ep, items, cx._chunk_vectors(ep), sensitivity)
+    # the chunks and the memories are embedded together, in the same batches
+    uris = cx._write_episode(ep, items, None, sensitivity, embed_chunks=True)
     return IngestResult(episode=ep, memories=tuple(uris), dropped=dropped)
 
 

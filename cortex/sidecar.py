@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -30,6 +31,9 @@ __all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
 
 DIRECTORY: Final = "vectors"
 """The sidecar's directory inside the store directory."""
+
+QUERY_CACHE: Final = 32
+"""How many recent query texts keep their vectors (``VectorSidecar.query_vector``)."""
 
 _CHANGES_VECTORS: Final = frozenset(
     {
@@ -78,6 +82,8 @@ class VectorSidecar:
         self.state = "not loaded"
         self._dirty = False
         self._lock = threading.RLock()
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     # -- keeping the cache right ----------------------------------------------------------
 
@@ -161,11 +167,31 @@ class VectorSidecar:
             ValidationError: a query vector of the wrong shape.
         """
         if isinstance(query, str):
-            vector = embed_checked(self.embedder, [query])[0]
+            vector = self.query_vector(query)
         else:
             vector = check_vector(query, self.embedder.dim, self.embedder.model_id, "near_vector")
         index = self.ready(txn)
         return index.search(vector, n)
+
+    def query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        """``text`` embedded as a query (read-only).
+
+        The vectors of the last ``QUERY_CACHE`` texts are kept, so a query that ranks by
+        vector and also searches episode evidence, or widens its vector search, or a question
+        ``search`` sends to several handlers, embeds its text once.
+        """
+        with self._queries_lock:
+            hit = self._queries.get(text)
+            if hit is not None:
+                self._queries.move_to_end(text)
+                return hit
+        vector: npt.NDArray[np.float32] = embed_checked(self.embedder, [text])[0]
+        vector.setflags(write=False)
+        with self._queries_lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
 
     def save(self) -> None:
         """Save the cache if it changed (a failure is harmless: the next open rebuilds)."""

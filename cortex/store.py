@@ -1385,8 +1385,15 @@ class Store:
 
     # -- vectors (``cortex.api.Cortex`` embeds; the plain store writes none) -----------------
 
-    def _embed_prepared(self, prepared: Sequence[_Prepared]) -> None:
-        """Set ``p.vector`` for each prepared version, before its transaction (no-op here)."""
+    def _embed_prepared(
+        self, prepared: Sequence[_Prepared], chunks: Sequence[str] | None = None
+    ) -> list[bytes] | None:
+        """Set ``p.vector`` for each prepared version, before its transaction (no-op here).
+
+        With ``chunks`` (an episode's chunk texts), embed them in the same batches and return
+        their vectors; ``None``: no vectors (the plain store embeds nothing).
+        """
+        return None
 
     def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
         """The vectors of an episode's chunks (``None`` here: the plain store embeds nothing)."""
@@ -1488,16 +1495,16 @@ class Store:
         now: datetime,
         visible: Visible | None,
         duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
-        *,
-        ready: _Prepared | None = None,
+        p: _Prepared | None = None,
     ) -> WriteResult:
         """Write one new memory; ``visible`` limits the memories it may compete with.
 
         ``duplicate``, run first in the write transaction, may confirm an existing memory
-        instead (dedupe): its result is returned and nothing else is written. ``ready``: ``spec``
-        prepared already (its vector, if set, is the one stored).
+        instead (dedupe): its result is returned and nothing else is written. ``p`` is
+        ``spec`` already prepared (and embedded) by the caller, at ``now``.
         """
-        p = ready if ready is not None else self._prepare(spec, now)
+        if p is None:
+            p = self._prepare(spec, now)
         prepared = [p]
         self._embed_prepared(prepared)
 
@@ -1565,8 +1572,13 @@ class Store:
         items: Sequence[NewMemory],
         chunk_vectors: Sequence[bytes] | None = None,
         sensitivity: Sensitivity = DEFAULT_SENSITIVITY,
+        *,
+        embed_chunks: bool = False,
     ) -> list[WriteResult]:
         """Write an episode and the memories drawn from it in one transaction: all or none.
+
+        With ``embed_chunks`` (and no ``chunk_vectors``), the store's embedder embeds the
+        episode's chunks together with the memories, in the same batches.
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
         records the episode (its id and hash) before the memories' writes. The episode's
@@ -1584,7 +1596,11 @@ class Store:
                 prepared.append(self._prepare(spec, now, fresh[i]))
             except ValidationError as exc:
                 raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
-        self._embed_prepared(prepared)
+        if embed_chunks and chunk_vectors is None and ep.content is not None:
+            texts = [ep.content[a:b].decode("utf-8") for a, b in ep.chunks]
+            chunk_vectors = self._embed_prepared(prepared, texts)
+        else:
+            self._embed_prepared(prepared)
         record = _seal(encode_episode(ep))
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:

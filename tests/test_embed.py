@@ -121,10 +121,12 @@ def test_embedders_satisfy_the_protocol() -> None:
 # -- MiniLM ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def minilm() -> MiniLM:
-    model = MiniLM(batch_size=4)
+# every MiniLM test runs in both runtimes: numpy (the definition) and onnx (the fast one)
+@pytest.fixture(scope="module", params=["numpy", "onnx"])
+def minilm(request: pytest.FixtureRequest) -> MiniLM:
+    model = MiniLM(batch_size=4, runtime=request.param)
     model.load()
+    assert model.active_runtime == request.param
     return model
 
 
@@ -158,7 +160,7 @@ def test_minilm_truncates_to_256_tokens(minilm: MiniLM, reference: dict[str, obj
 def test_minilm_batching_does_not_change_vectors(minilm: MiniLM) -> None:
     texts = ["short", "a somewhat longer sentence about a cat on a mat", "ünïcödé", "x " * 40]
     one = np.vstack([minilm.embed([t]) for t in texts])
-    together = MiniLM(batch_size=3).embed(texts)
+    together = MiniLM(batch_size=3, runtime=minilm.runtime).embed(texts)
     assert np.allclose(one, together, atol=1e-5)
     assert minilm.embed([]).shape == (0, 384)
 
@@ -208,3 +210,7 @@ def test_minilm_rejects_bad_settings() -> None:
         MiniLM(batch_size=0)
     with pytest.raises(ValidationError):
         MiniLM(max_tokens=512)
+    with pytest.raises(ValidationError, match="runtime"):
+        MiniLM(runtime="torch")
+    with pytest.raises(ValidationError, match="threads"):
+        MiniLM(threads=0)

@@ -52,6 +52,7 @@ ORDER = (
     "scope",  # pure: readers, scopes and the visibility rules
     "sensitivity",  # sensitivity labels (sens/) and what a reader's clearance lets through
     "aliases",  # entity aliases (ent/a/): other names of an entity, for claims and about
+    "embed_onnx",  # MiniLM's encoder as an onnx graph run by onnxruntime (lazy imports)
     "embed",  # embedders: text to vectors (imports no storage)
     "ann",  # the vector index cache over hnswlib (imports no storage)
     "vectors",  # the stored vector records (vec/, meta/vectors)
