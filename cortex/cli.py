@@ -10,6 +10,7 @@ store comes from ``--store`` or ``CORTEX_STORE``, the acting name from ``--actor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -2885,7 +2886,9 @@ def _demo_embedder() -> Any:
 def _demo_step(what: str, argv: list[str]) -> int:
     shown = " ".join(a if " " not in a else repr(a) for a in argv)
     print(f"── {what}\n$ cortex {shown}")
-    rc = main(argv)
+    # what a command says on stderr (a write's summary) belongs to the tour: in line, on stdout
+    with contextlib.redirect_stderr(sys.stdout):
+        rc = main(argv)
     print()
     return rc
 

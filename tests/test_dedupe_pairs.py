@@ -178,23 +178,25 @@ def test_a_paraphrase_written_between_check_and_write_is_confirmed(tmp_path: Pat
     assert pair is not None
 
     class Meanwhile:
-        """MiniLM, but its first call lets another handle write the first of the pair."""
+        """The handle's vector index, but its first search (made inside the dedupe check's
+        read snapshot) lets another handle write the first of the pair."""
 
-        model_id, dim = model.model_id, model.dim
-
-        def __init__(self) -> None:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
             self.first: Any = None
 
-        def embed(self, texts: Any) -> Any:
+        def search(self, txn: Any, vec: Any, n: int) -> Any:
             if self.first is None:
                 with Cortex.open(tmp_path / "s", actor="agent", embedder=model) as other:
                     self.first = other.write(data(pair["a"]), supersede=False)
-            return model.embed(texts)
+            return self.inner.search(txn, vec, n)
 
-    with Cortex.open(tmp_path / "s", actor="agent", embedder=model):
-        pass  # the store, with the model's vector index
-    hook = Meanwhile()
-    with Cortex.open(tmp_path / "s", actor="agent", embedder=hook) as cx:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    with Cortex.open(tmp_path / "s", actor="agent", embedder=model) as cx:
+        hook = Meanwhile(cx._sidecar)
+        cx._sidecar = hook  # type: ignore[assignment]
         second = cx.write(data(pair["b"]), dedupe=True, supersede=False)
         assert hook.first is not None and hook.first.outcome == "created"
         assert second.outcome == "confirmed", second.summary()
