@@ -29,6 +29,7 @@ from cortex.keys import (
     parse_edge_key,
     salience_key,
     tag_prefix,
+    type_key,
     version_prefix,
 )
 from cortex.kv import ReadTxn
@@ -46,10 +47,12 @@ from cortex.query import (
     trim_to_budget,
 )
 from cortex.records import Data, Head, Version
+from cortex.rerank import CONTEXT_GAP, CONTEXT_SCAN, context_scores, entity_names, names_any
 from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
 from cortex.sensitivity import gate
 from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted, check_edge_neighbours
+from cortex.text import fold, tokenize
 
 __all__ = [
     "Candidate",
@@ -542,10 +545,140 @@ class Executor:
             if exhausted or (want is not None and len(out) >= want):
                 break
             n *= 4
+        f = self.fusion
+        if p.text is not None and (f.context_weight > 0 or f.entity_weight > 0):
+            out = self._rerank(out, ranked, fused)
         out.sort(key=lambda c: (-c.relevance, c.id.bytes))
         if "fused" in (out[0].ranks if out else {}):
             for i, c in enumerate(out, start=1):
                 c.ranks["fused"] = i
+        return out
+
+    def _rerank(
+        self,
+        cands: list[Candidate],
+        ranked: dict[str, list[tuple[MemoryId, float]]],
+        fused: list[tuple[MemoryId, float, dict[str, int], dict[str, float]]],
+    ) -> list[Candidate]:
+        """A text query's context and entity terms (``cortex.rerank``, ``specs/query.md`` §1.9).
+
+        The base of a memory is its fused score, or with one list its score over the list's
+        best. Only the first ``depth`` of each list lend context or count a named entity, and
+        they do whether or not they pass the query's filters (only what the reader may see
+        counts), so, as for fusion, a memory's score depends neither on how deep the lists
+        were fetched nor on the filters: a filtered query keeps the unfiltered order of what
+        passes. Neighbours no list returned join the candidates with their context alone, when
+        they pass the filters.
+        """
+        f = self.fusion
+        p = self.plan
+        many = len(ranked) > 1
+        (name, items), *_ = ranked.items()
+        hi = items[0][1] if items else 0.0
+        q_tokens = tokenize(fold(p.text or ""))
+
+        def base_of(mid: MemoryId, score: float, scores: dict[str, float]) -> float:
+            b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
+            return min(1.0, max(0.0, b))
+
+        within = {m for r in ranked.values() for m, _ in r[: f.depth]}
+        own: dict[MemoryId, float] = {}
+        rows: dict[MemoryId, _Row] = {}
+        entity: set[MemoryId] = set()
+        for mid, score, _, scores in fused:
+            if mid not in within:
+                continue
+            row = self._seen_row(mid)
+            if row is None:
+                continue
+            b = base_of(mid, score, scores)
+            named = f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data))
+            own[mid] = b + (f.entity_weight if named else 0.0)
+            rows[mid] = row
+            if named:
+                entity.add(mid)
+        by_id = {c.id: c for c in cands}
+        links: dict[MemoryId, list[MemoryId]] = {}
+        if f.context > 0 and f.context_weight > 0:
+            for mid, score in own.items():
+                if score <= 0:
+                    continue
+                links[mid] = [r.head.id for r in self._neighbours(rows[mid], f.context)]
+                for nid in links[mid]:
+                    if nid in by_id:
+                        continue
+                    row = self.accept(nid)
+                    if row is not None:
+                        c = Candidate(row)
+                        c.salience = self.salience_of(row)
+                        if many:
+                            c.ranks["fused"] = 0
+                        by_id[nid] = c
+                        cands.append(c)
+        context = context_scores(own, links)
+        norm = (1.0 + f.entity_weight) * (1.0 + f.context_weight)
+        for c in cands:
+            ctx = context.get(c.id, 0.0)
+            if ctx > 0:
+                c.scores["context"] = ctx
+            if c.id in entity:
+                c.scores["entity"] = f.entity_weight
+            mine = own.get(c.id)
+            if mine is None:
+                mine = base_of(c.id, c.scores.get("fused", 0.0), c.scores)
+            score = (mine + f.context_weight * ctx) / norm
+            c.relevance = self._blend(score, c.salience, 2) if many else score
+        return cands
+
+    def _seen_row(self, mid: MemoryId) -> _Row | None:
+        """The row of ``mid`` when the reader may see it, whatever the query's filters."""
+        p = self.plan
+        head = self.head(mid)
+        if head is None or not self.visible(head):
+            return None
+        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+            return None
+        version = self.version_for(head)
+        if version is None:
+            return None
+        if (
+            not p.include_expired
+            and version.expires_at is not None
+            and to_micros(version.expires_at) <= self.at_us
+        ):
+            return None
+        return _Row(head, version, lambda: _decode(version))
+
+    def _neighbours(self, row: _Row, window: int) -> list[_Row]:
+        """The memories next to ``row`` that lend it context (``cortex.rerank``).
+
+        Up to ``window`` on each side in its type index (created time, then id) that the reader
+        may see (whatever the query's filters), stopping at the first whose own time is more
+        than ``CONTEXT_GAP`` from its own.
+        """
+        h = row.head
+        prefix = IDX_TYPE + bytes((h.type,))
+        key = type_key(h.type, to_micros(h.created_at), h.id)
+        at = own_time(row, "own")
+        gap = int(CONTEXT_GAP.total_seconds() * 1_000_000)
+        out: list[_Row] = []
+        for reverse in (True, False):
+            taken = read = 0
+            for k in self.txn.keys(prefix, start=key, reverse=reverse):
+                if k == key:
+                    continue
+                read += 1
+                if read > window + CONTEXT_SCAN:
+                    break
+                other = self._seen_row(MemoryId(bytes(k[-_ID:])))
+                if other is None:
+                    continue
+                if abs(own_time(other, "own") - at) > gap:
+                    break
+                out.append(other)
+                taken += 1
+                if taken == window:
+                    break
         return out
 
     def _blend(self, score: float, sal: float, lists: int) -> float:
