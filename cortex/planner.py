@@ -47,7 +47,14 @@ from cortex.query import (
     trim_to_budget,
 )
 from cortex.records import Data, Head, Version
-from cortex.rerank import CONTEXT_GAP, CONTEXT_SCAN, context_scores, entity_names, names_any
+from cortex.rerank import (
+    CONTEXT_GAP,
+    CONTEXT_SCAN,
+    combine,
+    context_scores,
+    entity_names,
+    names_any,
+)
 from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
 from cortex.sensitivity import gate
@@ -535,7 +542,9 @@ class Executor:
                 c = Candidate(row)
                 c.ranks = dict(ranks)
                 c.scores = dict(scores)
-                vec = scores.get("vector")
+                # the cosine counts (salience's V) among the vector list's first ``depth`` only,
+                # like the list itself: a deeper fetch does not change a memory's relevance
+                vec = scores.get("vector") if ranks.get("vector", 0) <= self.fusion.depth else None
                 c.salience = self.salience_of(row, vector=vec)
                 c.relevance = self._blend(score, c.salience, len(ranked))
                 if len(ranked) > 1:
@@ -577,31 +586,31 @@ class Executor:
         hi = items[0][1] if items else 0.0
         q_tokens = tokenize(fold(p.text or ""))
 
-        def base_of(mid: MemoryId, score: float, scores: dict[str, float]) -> float:
+        def base_of(score: float, scores: dict[str, float]) -> float:
             b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
             return min(1.0, max(0.0, b))
 
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
-        own: dict[MemoryId, float] = {}
+        base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
         rows: dict[MemoryId, _Row] = {}
-        entity: set[MemoryId] = set()
+        named: set[MemoryId] = set()
         for mid, score, _, scores in fused:
             if mid not in within:
                 continue
             row = self._seen_row(mid)
             if row is None:
                 continue
-            b = base_of(mid, score, scores)
-            named = f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data))
-            own[mid] = b + (f.entity_weight if named else 0.0)
+            base[mid] = b = base_of(score, scores)
             rows[mid] = row
-            if named:
-                entity.add(mid)
+            if f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data)):
+                named.add(mid)
+        cw, ew = f.context_weight, f.entity_weight
+        own = {m: combine(b, m in named, 0.0, cw, ew) for m, b in base.items()}
         by_id = {c.id: c for c in cands}
         links: dict[MemoryId, list[MemoryId]] = {}
         if f.context > 0 and f.context_weight > 0:
             for mid, score in own.items():
-                if score <= 0:
+                if score <= 0 or rows[mid].head.type != MemoryType.EVENT:
                     continue
                 links[mid] = [r.head.id for r in self._neighbours(rows[mid], f.context)]
                 for nid in links[mid]:
@@ -616,18 +625,18 @@ class Executor:
                         by_id[nid] = c
                         cands.append(c)
         context = context_scores(own, links)
-        norm = (1.0 + f.entity_weight) * (1.0 + f.context_weight)
         for c in cands:
             ctx = context.get(c.id, 0.0)
+            if ctx <= 0 and c.id not in named:
+                continue  # no term applies: the relevance stays as fusion left it
             if ctx > 0:
                 c.scores["context"] = ctx
-            if c.id in entity:
+            if c.id in named:
                 c.scores["entity"] = f.entity_weight
-            mine = own.get(c.id)
-            if mine is None:
-                mine = base_of(c.id, c.scores.get("fused", 0.0), c.scores)
-            score = (mine + f.context_weight * ctx) / norm
-            c.relevance = self._blend(score, c.salience, 2) if many else score
+            b = base.get(c.id, base_of(c.scores.get("fused", 0.0), c.scores))
+            score = combine(b, c.id in named, ctx, f.context_weight, f.entity_weight)
+            # one list: back on its own scale (its raw score plus the terms times its best)
+            c.relevance = self._blend(score, c.salience, 2) if many else hi * score
         return cands
 
     def _seen_row(self, mid: MemoryId) -> _Row | None:

@@ -3,11 +3,12 @@
 A text query's fused (or single-list) scores are adjusted by two rules (``specs/query.md``
 §1.9), each with a weight in ``cortex.Fusion``:
 
-- *context*: a memory's score gains ``context_weight`` times the best score among its
-  neighbours — the memories of its type written just before and after it whose own times lie
-  within ``CONTEXT_GAP`` of its own (the turns around it in the same conversation), so the
-  answer that follows a matching question, or a turn between two matching ones, ranks with
-  them;
+- *context*: an Event's score gains ``context_weight`` times the best score among its
+  neighbours — the Events written just before and after it whose own times lie within
+  ``CONTEXT_GAP`` of its own (the turns around it in the same conversation), so the answer that
+  follows a matching question, or a turn between two matching ones, ranks with them. Only
+  Events: they are episodic, a sequence of what happened; a Fact or a Preference states
+  something on its own, and the one written before it need not be related;
 - *entity*: a memory whose entity field (an Event's counterparty, a Fact's, Belief's or
   Capability's subject, an Identity's name) the query names, as whole words, gains
   ``entity_weight``: the field is the speaker or the subject, the words of the text only
@@ -102,12 +103,11 @@ def context_scores(
 def combine(
     base: float, named: bool, context: float, context_weight: float, entity_weight: float
 ) -> float:
-    """``(base + entity_weight * named + context_weight * context) / (1 + ew) / (1 + cw)``.
+    """``base + entity_weight * named + context_weight * context``.
 
-    ``base`` and ``context`` lie in [0, 1] (a fused score, or a single list's score over its
-    best), so the result does too. ``named`` counts only for a memory with a base score:
-    ``context`` is the best *combined* base of a neighbour, so pass it already including the
-    neighbour's entity term (``context_scores`` over ``base + entity_weight * named``).
+    ``base`` is a fused score, or a single list's score over its best (both in [0, 1]);
+    ``named`` counts only for a memory with a base score. ``context`` is the best combined
+    base of a neighbour (``context_scores`` over ``base + entity_weight * named``).
     """
     own = base + (entity_weight if named and base > 0.0 else 0.0)
-    return (own + context_weight * context) / ((1.0 + entity_weight) * (1.0 + context_weight))
+    return own + context_weight * context
