@@ -50,6 +50,7 @@ from cortex.records import Data, Head, Version
 from cortex.rerank import (
     CONTEXT_GAP,
     CONTEXT_SCAN,
+    CONTEXT_SOURCES,
     combine,
     context_scores,
     entity_names,
@@ -136,6 +137,8 @@ class Executor:
         self.vector_search = vector_search
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
+        # rows the reader may see, by id, read once per query (``_seen_row``)
+        self._seen: dict[MemoryId, _Row | None] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
 
@@ -591,6 +594,7 @@ class Executor:
             return min(1.0, max(0.0, b))
 
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
+        self._seen.update((c.id, c.row) for c in cands)  # accepted rows are seen rows
         base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
         rows: dict[MemoryId, _Row] = {}
         named: set[MemoryId] = set()
@@ -609,22 +613,23 @@ class Executor:
         by_id = {c.id: c for c in cands}
         links: dict[MemoryId, list[MemoryId]] = {}
         if f.context > 0 and f.context_weight > 0:
-            for mid, score in own.items():
-                if score <= 0 or rows[mid].head.type != MemoryType.EVENT:
+            best = sorted(own, key=lambda m: (-own[m], m.bytes))[:CONTEXT_SOURCES]
+            for mid in best:
+                if own[mid] <= 0 or rows[mid].head.type != MemoryType.EVENT:
                     continue
                 links[mid] = [r.head.id for r in self._neighbours(rows[mid], f.context)]
                 for nid in links[mid]:
                     if nid in by_id:
                         continue
-                    row = self.accept(nid)
-                    if row is not None:
+                    row = self._seen_row(nid)
+                    if row is not None and self._passes(row):
                         c = Candidate(row)
                         c.salience = self.salience_of(row)
                         if many:
                             c.ranks["fused"] = 0
                         by_id[nid] = c
                         cands.append(c)
-        context = context_scores(own, links)
+        context = context_scores({m: own[m] for m in links}, links)
         for c in cands:
             ctx = context.get(c.id, 0.0)
             if ctx <= 0 and c.id not in named:
@@ -639,8 +644,28 @@ class Executor:
             c.relevance = self._blend(score, c.salience, 2) if many else hi * score
         return cands
 
+    def _passes(self, row: _Row) -> bool:
+        """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""
+        p = self.plan
+        head = row.head
+        if p.types and head.type not in p.types:
+            return False
+        if p.tags and not all(t in head.tags for t in p.tags):
+            return False
+        if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
+            return False
+        if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
+            return False
+        return p.where is None or bool(p.where(row))
+
     def _seen_row(self, mid: MemoryId) -> _Row | None:
         """The row of ``mid`` when the reader may see it, whatever the query's filters."""
+        if mid in self._seen:
+            return self._seen[mid]
+        row = self._seen[mid] = self._read_seen(mid)
+        return row
+
+    def _read_seen(self, mid: MemoryId) -> _Row | None:
         p = self.plan
         head = self.head(mid)
         if head is None or not self.visible(head):
