@@ -190,7 +190,8 @@ def test_a_filter_keeps_the_unfiltered_order(tmp_path: Path) -> None:
 
 
 def test_a_named_counterparty_counts(tmp_path: Path) -> None:
-    with open_store(tmp_path / "s") as cx:
+    assert Fusion().entity_weight == 0.0  # off by default: measured, no gain beyond context
+    with open_store(tmp_path / "s", fusion=Fusion(entity_weight=0.1)) as cx:
         far = T0 + timedelta(days=3)
         bob = cx.write(_turn("Bob", "I baked rye bread today")).id
         ana = cx.write(_turn("Ana", "I baked rye bread today", at=far)).id

@@ -115,6 +115,25 @@ def report(grid: dict[str, dict[str, Rows]]) -> str:
     return "\n".join(lines)
 
 
+class Memo:
+    """An embedder that remembers what it embedded: each question is embedded once per sweep."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id: str = inner.model_id
+        self.dim: int = inner.dim
+        self.seen: dict[str, Any] = {}
+
+    def embed(self, texts: Any) -> Any:
+        """The inner embedder's vectors, each text embedded once."""
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
+        if todo:
+            self.seen.update(zip(todo, self.inner.embed(todo), strict=True))
+        return np.stack([self.seen[t] for t in texts]) if texts else self.inner.embed([])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "bench" / "locomo"))
@@ -131,7 +150,7 @@ def main() -> int:
     embedder = None
     if args.embedder != "none":
         module, _, factory = args.embedder.partition(":")
-        embedder = getattr(importlib.import_module(module), factory)()
+        embedder = Memo(getattr(importlib.import_module(module), factory)())
     grid: dict[str, dict[str, Rows]] = {}
     with tempfile.TemporaryDirectory(prefix="cortex-sweep-") as tmp:
         where = Path(args.dir) if args.dir else Path(tmp)
