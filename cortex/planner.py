@@ -32,6 +32,7 @@ from cortex.keys import (
     salience_key,
     sens_key,
     tag_prefix,
+    type_key,
     version_key,
     version_prefix,
 )
@@ -50,10 +51,20 @@ from cortex.query import (
     trim_to_budget,
 )
 from cortex.records import Data, Head, Version
+from cortex.rerank import (
+    CONTEXT_GAP,
+    CONTEXT_SCAN,
+    CONTEXT_SOURCES,
+    combine,
+    context_scores,
+    entity_names,
+    names_any,
+)
 from cortex.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.scope import Reader
 from cortex.sensitivity import gate
 from cortex.store import EDGE_CODEC, EdgeRecord, Memory, Store, _trusted, check_edge_neighbours
+from cortex.text import fold, tokenize
 
 __all__ = [
     "Candidate",
@@ -130,6 +141,8 @@ class Executor:
         self.vector_search = vector_search
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
+        # rows the reader may see, by id, read once per query (``_seen_row``)
+        self._seen: dict[MemoryId, _Row | None] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
 
@@ -579,7 +592,9 @@ class Executor:
                 c = Candidate(row)
                 c.ranks = dict(ranks)
                 c.scores = dict(scores)
-                vec = scores.get("vector")
+                # the cosine counts (salience's V) among the vector list's first ``depth`` only,
+                # like the list itself: a deeper fetch does not change a memory's relevance
+                vec = scores.get("vector") if ranks.get("vector", 0) <= self.fusion.depth else None
                 c.salience = self.salience_of(row, vector=vec)
                 c.relevance = self._blend(score, c.salience, len(ranked))
                 if len(ranked) > 1:
@@ -589,10 +604,162 @@ class Executor:
             if exhausted or (want is not None and len(out) >= want):
                 break
             n *= 4
+        f = self.fusion
+        if p.text is not None and (f.context_weight > 0 or f.entity_weight > 0):
+            out = self._rerank(out, ranked, fused)
         out.sort(key=lambda c: (-c.relevance, c.id.bytes))
         if "fused" in (out[0].ranks if out else {}):
             for i, c in enumerate(out, start=1):
                 c.ranks["fused"] = i
+        return out
+
+    def _rerank(
+        self,
+        cands: list[Candidate],
+        ranked: dict[str, list[tuple[MemoryId, float]]],
+        fused: list[tuple[MemoryId, float, dict[str, int], dict[str, float]]],
+    ) -> list[Candidate]:
+        """A text query's context and entity terms (``cortex.rerank``, ``specs/query.md`` §1.9).
+
+        The base of a memory is its fused score, or with one list its score over the list's
+        best. Only the first ``depth`` of each list lend context or count a named entity, and
+        they do whether or not they pass the query's filters (only what the reader may see
+        counts), so, as for fusion, a memory's score depends neither on how deep the lists
+        were fetched nor on the filters: a filtered query keeps the unfiltered order of what
+        passes. Neighbours no list returned join the candidates with their context alone, when
+        they pass the filters.
+        """
+        f = self.fusion
+        p = self.plan
+        many = len(ranked) > 1
+        (name, items), *_ = ranked.items()
+        hi = items[0][1] if items else 0.0
+        q_tokens = tokenize(fold(p.text or ""))
+
+        def base_of(score: float, scores: dict[str, float]) -> float:
+            b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
+            return min(1.0, max(0.0, b))
+
+        within = {m for r in ranked.values() for m, _ in r[: f.depth]}
+        self._seen.update((c.id, c.row) for c in cands)  # accepted rows are seen rows
+        base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
+        rows: dict[MemoryId, _Row] = {}
+        named: set[MemoryId] = set()
+        for mid, score, _, scores in fused:
+            if mid not in within:
+                continue
+            row = self._seen_row(mid)
+            if row is None:
+                continue
+            base[mid] = b = base_of(score, scores)
+            rows[mid] = row
+            if f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data)):
+                named.add(mid)
+        cw, ew = f.context_weight, f.entity_weight
+        own = {m: combine(b, m in named, 0.0, cw, ew) for m, b in base.items()}
+        by_id = {c.id: c for c in cands}
+        links: dict[MemoryId, list[MemoryId]] = {}
+        if f.context > 0 and f.context_weight > 0:
+            best = sorted(own, key=lambda m: (-own[m], m.bytes))[:CONTEXT_SOURCES]
+            for mid in best:
+                if own[mid] <= 0 or rows[mid].head.type != MemoryType.EVENT:
+                    continue
+                links[mid] = [r.head.id for r in self._neighbours(rows[mid], f.context)]
+                for nid in links[mid]:
+                    if nid in by_id:
+                        continue
+                    row = self._seen_row(nid)
+                    if row is not None and self._passes(row):
+                        c = Candidate(row)
+                        c.salience = self.salience_of(row)
+                        if many:
+                            c.ranks["fused"] = 0
+                        by_id[nid] = c
+                        cands.append(c)
+        context = context_scores({m: own[m] for m in links}, links)
+        for c in cands:
+            ctx = context.get(c.id, 0.0)
+            if ctx <= 0 and c.id not in named:
+                continue  # no term applies: the relevance stays as fusion left it
+            if ctx > 0:
+                c.scores["context"] = ctx
+            if c.id in named:
+                c.scores["entity"] = f.entity_weight
+            b = base.get(c.id, base_of(c.scores.get("fused", 0.0), c.scores))
+            score = combine(b, c.id in named, ctx, f.context_weight, f.entity_weight)
+            # one list: back on its own scale (its raw score plus the terms times its best)
+            c.relevance = self._blend(score, c.salience, 2) if many else hi * score
+        return cands
+
+    def _passes(self, row: _Row) -> bool:
+        """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""
+        p = self.plan
+        head = row.head
+        if p.types and head.type not in p.types:
+            return False
+        if p.tags and not all(t in head.tags for t in p.tags):
+            return False
+        if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
+            return False
+        if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
+            return False
+        return p.where is None or bool(p.where(row))
+
+    def _seen_row(self, mid: MemoryId) -> _Row | None:
+        """The row of ``mid`` when the reader may see it, whatever the query's filters."""
+        if mid in self._seen:
+            return self._seen[mid]
+        row = self._seen[mid] = self._read_seen(mid)
+        return row
+
+    def _read_seen(self, mid: MemoryId) -> _Row | None:
+        p = self.plan
+        head = self.head(mid)
+        if head is None or not self.visible(head):
+            return None
+        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+            return None
+        version = self.version_for(head)
+        if version is None:
+            return None
+        if (
+            not p.include_expired
+            and version.expires_at is not None
+            and to_micros(version.expires_at) <= self.at_us
+        ):
+            return None
+        return _Row(head, version, lambda: _decode(version))
+
+    def _neighbours(self, row: _Row, window: int) -> list[_Row]:
+        """The memories next to ``row`` that lend it context (``cortex.rerank``).
+
+        Up to ``window`` on each side in its type index (created time, then id) that the reader
+        may see (whatever the query's filters), stopping at the first whose own time is more
+        than ``CONTEXT_GAP`` from its own.
+        """
+        h = row.head
+        prefix = IDX_TYPE + bytes((h.type,))
+        key = type_key(h.type, to_micros(h.created_at), h.id)
+        at = own_time(row, "own")
+        gap = int(CONTEXT_GAP.total_seconds() * 1_000_000)
+        out: list[_Row] = []
+        for reverse in (True, False):
+            taken = read = 0
+            for k in self.txn.keys(prefix, start=key, reverse=reverse):
+                if k == key:
+                    continue
+                read += 1
+                if read > window + CONTEXT_SCAN:
+                    break
+                other = self._seen_row(MemoryId(bytes(k[-_ID:])))
+                if other is None:
+                    continue
+                if abs(own_time(other, "own") - at) > gap:
+                    break
+                out.append(other)
+                taken += 1
+                if taken == window:
+                    break
         return out
 
     def _blend(self, score: float, sal: float, lists: int) -> float:

@@ -1400,6 +1400,9 @@ def _structs(w: World, draw: st.DrawFn) -> None:
             lexical_weight=draw(numbers_arg(0, 1)),
             k=draw(ints_arg(1, 100)),
             depth=draw(ints_arg(2, 100)),
+            context=draw(ints_arg(0, 8)),
+            context_weight=draw(numbers_arg(0, 1)),
+            entity_weight=draw(numbers_arg(0, 1)),
         )
     elif what == "Weights":
         names = [f.name for f in msgspec.structs.fields(Weights)]

@@ -45,6 +45,7 @@ ORDER = (
     "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
     "chains",  # pure: claim keys and which of two competing memories is the current truth
     "router",  # pure: a question's type, entities, attribute and time window (no LLM)
+    "rerank",  # pure: a text query's context (neighbours) and named-entity terms
     "postings",  # the lexical index's posting blocks
     "lexical",  # the lexical index, written inside the store's transactions
     "evidence",  # episode chunks by BM25, beside the memories (format 7)

@@ -1,0 +1,208 @@
+"""A text query's context and entity terms (issue 19; ``cortex.rerank``, ``specs/query.md`` §1.9).
+
+The pure parts by hand on small inputs, then the store: the answer after a matching turn comes
+in with its neighbour's score, a long pause, a Fact or a hidden memory lends nothing, a named
+counterparty counts, and with both weights 0 the ranking is fusion's alone.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cortex import Cortex, Event, Fact, Fusion, Identity, Query, Reader, ValidationError
+from cortex.rerank import CONTEXT_GAP, combine, context_scores, entity_names, names_any
+from cortex.text import fold, tokenize
+
+from .vsupport import E, open_store
+
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+PLAIN = Fusion(context_weight=0.0, entity_weight=0.0)
+
+
+def _q(text: str) -> list[str]:
+    return tokenize(fold(text))
+
+
+# -- pure parts, by hand -----------------------------------------------------------------------
+
+
+def test_names_any_matches_whole_words_in_a_row() -> None:
+    assert names_any(_q("What do Melanie's kids like?"), ["Melanie"])
+    assert names_any(_q("what did ADA LOVELACE write"), ["Ada Lovelace"])
+    assert names_any(_q("where did Zoë go"), ["zoe"])  # folded both ways
+    assert not names_any(_q("what did Anabel say"), ["Ana"])  # part of a word
+    assert not names_any(_q("Lovelace and Ada"), ["Ada Lovelace"])  # not in a row
+    assert not names_any(_q("anything"), [""])
+    assert names_any(_q("Jon and Gina"), ["Gina", "Jon"])
+
+
+def test_entity_names_are_the_entity_fields() -> None:
+    assert entity_names(Event(kind="interaction", counterparty="Gina")) == ("Gina",)
+    assert entity_names(Fact(statement="s", subject="Ada", predicate="p")) == ("Ada",)
+    assert entity_names(Identity(name="Ada Lovelace")) == ("Ada Lovelace",)
+    assert entity_names(Event(kind="interaction")) == ()
+    assert entity_names(None) == ()
+
+
+def test_context_is_the_best_neighbouring_source() -> None:
+    sources = {"a": 0.5, "b": 0.2, "c": 0.0}
+    links = {"a": ["x", "b"], "b": ["a", "y", "x"], "c": ["z"]}
+    # x is next to a (0.5) and b (0.2): the best; c lends nothing (score 0); a source's own
+    # score is not its context
+    assert context_scores(sources, links) == {"x": 0.5, "b": 0.5, "a": 0.2, "y": 0.2}
+    assert context_scores({"a": 1.0}, {"a": ["a"]}) == {}
+
+
+def test_combine_by_hand() -> None:
+    assert combine(0.6, True, 0.5, 0.3, 0.1) == pytest.approx(0.6 + 0.1 + 0.3 * 0.5)
+    assert combine(0.6, False, 0.0, 0.3, 0.1) == 0.6
+    # a named memory no list returned gains nothing for its name: only its context counts
+    assert combine(0.0, True, 0.5, 0.3, 0.1) == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"context": -1},
+        {"context": 9},
+        {"context": 1.0},
+        {"context_weight": 1.5},
+        {"context_weight": float("nan")},
+        {"entity_weight": -0.1},
+        {"entity_weight": "0.1"},
+        {"context_weight": True},
+    ],
+)
+def test_the_new_fusion_fields_are_validated(kw: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as info:
+        Fusion(**kw)
+    assert info.value.field == "fusion"
+
+
+# -- in the store ------------------------------------------------------------------------------
+
+
+def _turn(who: str, text: str, at: datetime = T0) -> Event:
+    return Event(kind="interaction", counterparty=who, summary=text, occurred_at=at)
+
+
+def _chat(cx: Cortex, turns: list[tuple[str, str]], at: datetime = T0, **kw: Any) -> list[Any]:
+    return [cx.write(_turn(who, text, at), **kw).id for who, text in turns]
+
+
+CHAT = [
+    ("Gina", "Good morning, how was the weekend?"),
+    ("Jon", "How is the sourdough bakery going?"),
+    ("Gina", "Great, we sold out by noon on Saturday!"),
+    ("Jon", "Congratulations, that is wonderful news."),
+    ("Gina", "Thanks! Next I want to try rye loaves."),
+]
+
+
+def test_the_answer_after_a_matching_turn_comes_in_with_its_context(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as cx:
+        ids = _chat(cx, CHAT)
+        res = cx.find(Query(text="sourdough bakery", limit=10))
+        by = {h.memory.id: h for h in res.hits}
+        q = by[ids[1]]
+        assert q.ranks == {"lexical": 1}
+        hi = q.scores["lexical"]
+        # lexical only: the scores stay on BM25's scale; the turns around the match (two on
+        # each side, the default) gain 0.3 times its base (1, the best), times its best score
+        assert [h.memory.id for h in res.hits] == [ids[1], ids[0], ids[2], ids[3]]
+        for n in (ids[0], ids[2], ids[3]):
+            assert "lexical" not in by[n].ranks
+            assert by[n].scores["context"] == pytest.approx(1.0)
+            assert by[n].score == pytest.approx(0.3 * hi)
+        assert ids[4] not in by  # three turns away
+        # lexical matches lend context to each other, their own score first
+        assert q.score == pytest.approx(hi)
+        with open_store(tmp_path / "s", fusion=PLAIN) as plain:
+            got = plain.find(Query(text="sourdough bakery", limit=10))
+            assert [h.memory.id for h in got.hits] == [ids[1]]
+            assert all("context" not in h.scores for h in got.hits)
+
+
+def test_hybrid_context_is_added_to_the_fused_score(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s", embedder=E, salience_blend=0.0) as cx:
+        ids = _chat(cx, CHAT)
+        with open_store(tmp_path / "s", embedder=E, salience_blend=0.0, fusion=PLAIN) as plain:
+            fused = {
+                h.memory.id: h.scores["fused"]
+                for h in plain.find(Query(text="sourdough bakery", limit=10)).hits
+            }
+        res = cx.find(Query(text="sourdough bakery", limit=10))
+        by = {h.memory.id: h for h in res.hits}
+        for mid, h in by.items():
+            i = ids.index(mid)
+            near = [ids[j] for j in range(max(0, i - 2), min(len(ids), i + 3)) if j != i]
+            ctx = max(fused.get(n, 0.0) for n in near)
+            assert h.scores.get("context", 0.0) == pytest.approx(ctx)
+            assert h.score == pytest.approx(fused.get(mid, 0.0) + 0.3 * ctx)
+        assert [h.ranks["fused"] for h in res.hits] == list(range(1, len(res.hits) + 1))
+
+
+def test_a_long_pause_ends_the_context(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as cx:
+        before = _chat(cx, [("Gina", "Shall we talk about the bakery?")])[0]
+        later = T0 + CONTEXT_GAP + timedelta(seconds=1)
+        after = _chat(cx, [("Jon", "Yes, tell me everything.")], at=later)[0]
+        close = _chat(cx, [("Gina", "Where to begin!")], at=later - timedelta(minutes=31))[0]
+        hits = {h.memory.id for h in cx.find(Query(text="bakery", limit=10)).hits}
+        # ``after`` is next in the index but 30 minutes and a second later: the context stops
+        # there, so ``close`` (written after it) is not reached either
+        assert hits == {before}
+        assert after != close
+
+
+def test_facts_lend_no_context(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as cx:
+        cx.write(Fact(statement="Gina runs a bakery", subject="Gina", predicate="runs"))
+        other = cx.write(Fact(statement="Jon likes rye", subject="Jon", predicate="likes")).id
+        hits = [h.memory.id for h in cx.find(Query(text="bakery", limit=10)).hits]
+        assert other not in hits and len(hits) == 1
+
+
+def test_a_hidden_memory_neither_appears_nor_lends_context(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as cx:
+        a = cx.write(_turn("Gina", "Hello there"), visibility="actor_public").id
+        secret = cx.write(_turn("Jon", "The bakery password is rye")).id  # private
+        b = cx.write(_turn("Gina", "Good to know"), visibility="actor_public").id
+        eve = Reader(actor="eve")
+        assert cx.find(Query(text="bakery password", limit=10, reader=eve)).hits == ()
+        owner = {h.memory.id for h in cx.find(Query(text="bakery password", limit=10)).hits}
+        assert owner == {a, secret, b}
+
+
+def test_a_filter_keeps_the_unfiltered_order(tmp_path: Path) -> None:
+    with open_store(tmp_path / "s") as cx:
+        ids = _chat(cx, CHAT, tags=["chat"])
+        extra = _chat(cx, [("Jon", "Any sourdough left?")], tags=["other"])
+        everything = cx.find(Query(text="sourdough bakery", limit=20)).hits
+        tagged = [h.memory.id for h in everything if "chat" in h.memory.head.tags]
+        got = cx.find(Query(text="sourdough bakery", tags=["chat"], limit=20)).hits
+        assert [h.memory.id for h in got] == tagged
+        assert extra[0] in {h.memory.id for h in everything} and set(tagged) <= set(ids)
+
+
+def test_a_named_counterparty_counts(tmp_path: Path) -> None:
+    assert Fusion().entity_weight == 0.0  # off by default: measured, no gain beyond context
+    with open_store(tmp_path / "s", fusion=Fusion(entity_weight=0.1)) as cx:
+        far = T0 + timedelta(days=3)
+        bob = cx.write(_turn("Bob", "I baked rye bread today")).id
+        ana = cx.write(_turn("Ana", "I baked rye bread today", at=far)).id
+        res = cx.find(Query(text="what bread did Ana bake?", limit=10))
+        assert [h.memory.id for h in res.hits] == [ana, bob]
+        top = res.hits[0]
+        assert top.scores["entity"] == 0.1
+        assert top.score == pytest.approx(top.scores["lexical"] * 1.1)
+        assert "entity" not in res.hits[1].scores
+        with open_store(tmp_path / "s", fusion=PLAIN) as plain:
+            # without the term: BM25 alone (the name is a word of the counterparty's line)
+            hits = plain.find(Query(text="what bread did Ana bake?", limit=10)).hits
+            assert [h.memory.id for h in hits] == [ana, bob]
+            assert hits[0].score == hits[0].scores["lexical"] == top.scores["lexical"]
