@@ -381,7 +381,9 @@ class _Counting:
         return got
 
 
-def _levelled(cx: Cortex, episodes: bool, memories: bool) -> tuple[dict[Sensitivity, MemoryId], ...]:
+def _levelled(
+    cx: Cortex, episodes: bool, memories: bool
+) -> tuple[dict[Sensitivity, MemoryId], ...]:
     """One memory and one episode of each level (labels only of the kinds asked for)."""
     mems, eps = {}, {}
     for lv in LEVELS:
@@ -415,8 +417,8 @@ def test_the_gate_admits_exactly_the_levels_at_or_below_the_clearance(
                     assert g.memory(mems[lv]) is (m_level <= clearance), (clearance, lv)
                     assert g.episode(eps[lv]) is (e_level <= clearance), (clearance, lv)
                     # the episode id is no memory's (and the memory id no episode's): internal
-                    assert g.memory(eps[lv]) is (DEFAULT <= clearance)
-                    assert g.episode(mems[lv]) is (DEFAULT <= clearance)
+                    assert g.memory(eps[lv]) is (clearance >= DEFAULT)
+                    assert g.episode(mems[lv]) is (clearance >= DEFAULT)
 
 
 def test_a_gate_reads_no_level_while_the_store_holds_none(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from cortex import (
@@ -396,8 +397,7 @@ def test_a_scope_with_every_field_round_trips() -> None:
         exclude_tags=frozenset({"secret"}),
         ids=frozenset({MemoryId.parse(ID2), MemoryId.parse(ID1)}),
         exclude_ids=frozenset({MemoryId.parse(ID1)}),
-        frames=(FrameMatch.of("find"), FrameMatch.of("find:knowledge"),
-                FrameMatch.of("find:knowledge:ada")),  # fmt: skip
+        frames=tuple(FrameMatch.of(f) for f in ("find", "find:knowledge", "find:knowledge:ada")),
         exclude_frames=(FrameMatch.of("find:knowledge:bob"),),
         expires_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC),
         writable=True,
@@ -479,3 +479,138 @@ def test_a_value_the_scope_refuses_is_named_under_the_scope() -> None:
     with pytest.raises(ValidationError) as info:  # a field already under the scope's name
         scope_from_json({"name": "x\ud800"}, "scope")
     assert info.value.field == "scope.name"
+
+
+# ---------------------------------------------------------------------------------------------
+# the HTTP server's identity binding, in process (specs/mcp.md §2, §5)
+
+BASE = "http://127.0.0.1:8765"
+
+
+def _serve(
+    tmp_path: Path, calls: Any, *tokens_kw: dict[str, Any], write_budget: int | None = 50
+) -> Any:
+    """Run ``calls(connect, tokens)`` against ``http_app`` over an in-process transport.
+
+    ``connect(token, mode=)`` is an MCP client whose requests carry ``token`` (or none).
+    """
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from cortex import Cortex, Fact
+    from cortex.serve.server import http_app
+
+    with Cortex.open(tmp_path / "s", actor="owner") as cx:
+        cx.write(Fact(statement="seen", subject="s", predicate="p"), visibility="actor_public")
+        cx.write(Fact(statement="private", subject="s", predicate="q"))
+        tokens = TokenFile(tmp_path / "tokens.json")
+        made = [tokens.add(**kw) for kw in tokens_kw]
+        app = http_app(cx, tokens, write_budget=write_budget)
+
+        async def main() -> Any:
+            async with app.router.lifespan_context(app):
+                clients: list[Any] = []
+
+                def connect(token: str | None, mode: str = "auto") -> Any:
+                    headers = {"Authorization": f"Bearer {token}"} if token else {}
+                    transport = httpx2.ASGITransport(app=app)
+                    h = httpx2.AsyncClient(transport=transport, base_url=BASE, headers=headers)
+                    clients.append(h)
+                    return Client(streamable_http_client(f"{BASE}/mcp", http_client=h), mode=mode)
+
+                try:
+                    return await calls(connect, tokens, made)
+                finally:
+                    for h in clients:
+                        await h.aclose()
+
+        return anyio.run(main)
+
+
+def test_a_token_binds_its_actor_scopes_clearance_and_budget(tmp_path: Path) -> None:
+    shared = Scope(name="shared", tags=frozenset({"shared"}), writable=True)
+
+    async def calls(connect: Any, tokens: TokenFile, made: list[str]) -> list[Any]:
+        out = []
+        for token in made:
+            async with connect(token) as c:
+                r = await c.call_tool("memory_status", {})
+                assert not r.is_error, r
+                out.append(r.structured_content)
+        return out
+
+    helper, owner = _serve(
+        tmp_path,
+        calls,
+        {"name": "h", "actor": "helper", "scopes": [shared], "clearance": "public",
+         "write_budget": 3},
+        {"name": "o", "actor": "owner"},
+    )  # fmt: skip
+    assert (helper["actor"], helper["identity"], helper["owner_access"]) == ("helper", "h", False)
+    assert (helper["scopes"], helper["clearance"]) == (["shared"], "public")
+    assert (helper["write_budget"], helper["writes_left"]) == (3, 3)
+    assert helper["total"] == 0  # the actor_public memory is internal: above a public clearance
+    assert (owner["actor"], owner["identity"], owner["owner_access"]) == ("owner", "o", True)
+    assert (owner["clearance"], owner["write_budget"], owner["total"]) == ("restricted", 50, 2)
+
+
+def test_no_token_or_an_unknown_one_gets_nothing(tmp_path: Path) -> None:
+    async def calls(connect: Any, tokens: TokenFile, made: list[str]) -> str:
+        for token in (None, made[0] + "x", "ctx_" + "A" * 43):
+            with pytest.raises(BaseException):  # noqa: B017 - any failure: nothing served
+                async with connect(token) as c:
+                    await c.list_tools()
+        async with connect(made[0]) as c:  # the listed token is let in
+            got: str = (await c.call_tool("memory_status", {})).structured_content["actor"]
+        return got
+
+    assert _serve(tmp_path, calls, {"name": "a", "actor": "a"}) == "a"
+
+
+def test_a_rotated_token_stops_at_the_next_request(tmp_path: Path) -> None:
+    async def calls(connect: Any, tokens: TokenFile, made: list[str]) -> str:
+        async with connect(made[0], mode="legacy") as c:
+            assert not (await c.call_tool("memory_status", {})).is_error
+            new = tokens.rotate("a")
+            with pytest.raises(BaseException):  # noqa: B017 - the old token is refused
+                await c.call_tool("memory_status", {})
+        async with connect(new) as c:
+            got: str = (await c.call_tool("memory_status", {})).structured_content["identity"]
+        return got
+
+    assert _serve(tmp_path, calls, {"name": "a", "actor": "a"}) == "a"
+
+
+def test_the_write_budget_is_per_session(tmp_path: Path) -> None:
+    shared = Scope(name="shared", tags=frozenset({"shared"}), writable=True)
+    fact = {"type": "Fact", "data": {"statement": "x", "subject": "s", "predicate": "p"},
+            "tags": ["shared"]}  # fmt: skip
+
+    async def calls(connect: Any, tokens: TokenFile, made: list[str]) -> list[list[bool]]:
+        out = []
+        for _ in range(2):  # two sessions of one token: a budget each
+            async with connect(made[0], mode="legacy") as c:
+                out.append([(await c.call_tool("memory_write", fact)).is_error for _ in range(3)])
+        return out
+
+    got = _serve(
+        tmp_path, calls, {"name": "a", "actor": "helper", "scopes": [shared], "write_budget": 2}
+    )
+    assert got == [[False, False, True], [False, False, True]]
+
+
+def test_without_sessions_the_budget_is_the_token_s(tmp_path: Path) -> None:
+    shared = Scope(name="shared", tags=frozenset({"shared"}), writable=True)
+    fact = {"type": "Fact", "data": {"statement": "x", "subject": "s", "predicate": "p"},
+            "tags": ["shared"]}  # fmt: skip
+
+    async def calls(connect: Any, tokens: TokenFile, made: list[str]) -> list[list[bool]]:
+        out = []
+        for token in (made[0], made[0], made[1]):  # a connection without a session each
+            async with connect(token) as c:
+                out.append([(await c.call_tool("memory_write", fact)).is_error for _ in range(2)])
+        return out
+
+    budget = {"actor": "helper", "scopes": [shared], "write_budget": 3}
+    got = _serve(tmp_path, calls, {"name": "a", **budget}, {"name": "b", **budget})
+    assert got == [[False, False], [False, True], [False, False]]

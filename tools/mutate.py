@@ -146,6 +146,14 @@ TARGETS = (
         goal=1.0,
     ),
     Target(
+        "identity",  # the HTTP server's binding of a request to its token's identity and task
+        "cortex/serve/server.py",
+        ("tests/test_tokens.py",),
+        ("tests/test_serve.py",),
+        goal=1.0,
+        functions=("_Verifier", "http_app"),
+    ),
+    Target(
         "budgets",  # the write budget of a task (seed 003)
         "cortex/store.py",
         ("tests/test_budgets.py",),
