@@ -614,3 +614,45 @@ def test_without_sessions_the_budget_is_the_token_s(tmp_path: Path) -> None:
     budget = {"actor": "helper", "scopes": [shared], "write_budget": 3}
     got = _serve(tmp_path, calls, {"name": "a", **budget}, {"name": "b", **budget})
     assert got == [[False, False], [False, True], [False, False]]
+
+
+class _RemovedInFlight(TokenFile):
+    """A token file whose token is removed just after the server let its request in."""
+
+    armed = False
+
+    def verify(self, token: str) -> TokenEntry | None:
+        entry = super().verify(token)
+        if self.armed and entry is not None:
+            self.armed = False
+            self.remove(entry.name)
+        return entry
+
+
+def test_a_token_removed_while_its_request_is_in_flight_gets_an_error(tmp_path: Path) -> None:
+    """The identity is read from the file again for the call: a removed token runs nothing."""
+    from cortex import Cortex
+    from cortex.serve.server import http_app
+
+    tokens = _RemovedInFlight(tmp_path / "tokens.json")
+    token = tokens.add("a", "helper")
+    with Cortex.open(tmp_path / "s", actor="owner") as cx:
+        app = http_app(cx, tokens)
+
+        async def main() -> Any:
+            async with app.router.lifespan_context(app):
+                from mcp import Client
+                from mcp.client.streamable_http import streamable_http_client
+
+                h = httpx2.AsyncClient(
+                    transport=httpx2.ASGITransport(app=app),
+                    base_url=BASE,
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                async with h, Client(streamable_http_client(f"{BASE}/mcp", http_client=h)) as c:
+                    tokens.armed = True
+                    return await c.call_tool("memory_status", {})
+
+        r = anyio.run(main)
+    assert r.is_error and "no longer valid" in r.content[0].text
+    assert tokens.entries() == ()
