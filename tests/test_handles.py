@@ -140,6 +140,13 @@ def test_the_owner_s_view_is_the_owner(tmp_path: Path) -> None:
         view.update(uri, fact("the owner's secret, again"))
         view.tombstone(uri, "done")
         assert [e.by for e in list(cx.journal())[-2:]] == [OWNER, OWNER]
+        # the owner's writes meet every competitor (claims.md §6): a new home ends the old one
+        home = Fact(statement="Ada lives in Rome", subject="ada", predicate="home_city")
+        cx.write(home)
+        moved = Fact(statement="Ada lives in Oslo", subject="ada", predicate="home_city")
+        assert cx.write(moved).outcome == "superseded"
+        again = Fact(statement="Ada lives in Bern", subject="ada", predicate="home_city")
+        assert view.write(again).outcome == "superseded"
 
 
 def test_handles_of_one_store_share_one_environment(tmp_path: Path) -> None:
@@ -209,6 +216,47 @@ def test_the_permission_check_is_made_again_inside_the_change(
     }
     assert all(e.by != "helper" for e in owner.journal())
     owner.close()
+
+
+def test_a_memory_the_reader_may_not_write_is_refused_in_any_state(
+    world: tuple[Path, dict[str, object]],
+) -> None:
+    """Visible but not writable is ``read_only`` (``query.md`` §3), tombstoned or not; hidden is
+    missing, tombstoned or not."""
+    path, n = world
+    with Cortex.open(path, actor=OWNER) as owner:
+        owner.tombstone(n["other"], "retired")  # type: ignore[arg-type]
+        owner.tombstone(n["priv"], "retired")  # type: ignore[arg-type]
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO]) as h:
+        changes = {
+            "update": lambda m: h.update(m, fact("x")),
+            "update_head": lambda m: h.update_head(m, importance=0.1),
+            "tombstone": lambda m: h.tombstone(m, "x"),
+            "purge": lambda m: h.purge(m, "x"),
+            "add_edge": lambda m: h.add_edge(m, "references", n["shared"]),
+        }
+        for name, change in changes.items():
+            with pytest.raises(ValidationError) as info:
+                change(n["other"])
+            assert info.value.rule == "read_only", name
+            with pytest.raises(NotFoundError, match="no memory"):
+                change(n["priv"])
+    with Cortex.open(path, actor=OWNER) as owner:
+        assert all(e.by == OWNER for e in owner.journal())
+
+
+def test_a_restricted_journal_has_the_episodes_its_reader_sees(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with Cortex.open(path, actor=OWNER) as cx:
+        seen = cx.ingest("a public note", visibility="actor_public").episode.id
+        cx.ingest("a private note", visibility="private")
+        above = cx.ingest("a board note", visibility="actor_public", sensitivity="confidential")
+        cx.set_episode_sensitivity(seen, "public")  # an episode_update entry
+    for clearance, want in (("internal", {seen}), ("confidential", {seen, above.episode.id})):
+        with Cortex.open(path, actor="helper", clearance=clearance) as h:
+            kinds = [(e.kind.label, e.id) for e in h.journal()]
+            assert {i for _, i in kinds} == want
+            assert ("episode", seen) in kinds and ("episode_update", seen) in kinds
 
 
 def _owner_lands_at(owner: Cortex, trigger: int, change: object) -> object:
