@@ -322,9 +322,9 @@ def test_an_edge_target_hidden_before_the_transaction_is_refused_as_missing(
     with Cortex.open(path, actor=OWNER) as owner:
         hidden = lambda: owner.update_head(n["other"], tags=["elsewhere"])  # type: ignore[arg-type]  # noqa: E731
         clock = _owner_lands_at(owner, 3, hidden)
-        with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO], clock=clock) as h:  # type: ignore[arg-type]
-            with pytest.raises(NotFoundError, match="no memory"):
-                h.add_edge(n["shared"], "corroborates", n["other"])  # type: ignore[arg-type]
+        helper = Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO], clock=clock)  # type: ignore[arg-type]
+        with helper as h, pytest.raises(NotFoundError, match="no memory"):
+            h.add_edge(n["shared"], "corroborates", n["other"])  # type: ignore[arg-type]
         assert clock.calls["hit"]  # type: ignore[attr-defined]
         assert not owner.edges(n["shared"], types=["corroborates"])  # type: ignore[arg-type]
 
