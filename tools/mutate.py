@@ -19,7 +19,8 @@ mutant is in or out of the sample whatever else changes in the file; the functio
 
 Each mutant runs only the tests that reach it: one traced run of each test set records which
 lines of the module every test executes, and a mutant runs the tests that execute its line
-(every test, for code that runs on import).
+(every test, for code that runs on import). The wider set is traced only when some mutant
+survives the own tests.
 
 Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
 [--match TEXT ...]`` (``--match``: only the mutants whose description contains TEXT).
@@ -589,69 +590,77 @@ def run_target(
 ) -> tuple[list[Mutant], dict[str, Any]]:
     """Mutate one module and run the tests that reach each mutant against it.
 
-    With ``match``, only the mutants whose description contains one of its strings run.
+    The own tests run against every mutant first; the wider set is traced, and run, only when
+    some mutant survives them. With ``match``, only the mutants whose description contains one
+    of its strings run.
     """
     mutants, sources, failed = mutants_of(target)
     if match:
         mutants = [m for m in mutants if any(s in m.key for s in match)]
     original = (ROOT / target.path).read_text(encoding="utf-8")
-    traced: dict[str, dict[str, Any]] = {}
     base: dict[str, float] = {}
+    done = 0
+
+    def one(space: Workspace, m: Mutant, phase: str, files: tuple[str, ...], traced: Any) -> None:
+        chosen = _selection(m, traced)
+        if chosen is not None and not chosen:
+            return  # no test of this set runs the mutated line
+        env: dict[str, str] = {}
+        budget = base[phase]
+        if chosen is not None:
+            sel = space.root / ".select.json"
+            sel.write_text(json.dumps(chosen))
+            env["MUTATE_SELECT"] = str(sel)
+            budget = sum(chosen.values())
+        space.write(target.path, sources[m.key])
+        try:
+            code, secs, last = space.pytest(files, 3 * budget + 30, **env)
+        finally:
+            space.write(target.path, original)
+        m.seconds += secs
+        if code is None:
+            m.status, m.detail = f"timeout-{phase}", last
+        elif code != 0:
+            m.status, m.detail = f"killed-{phase}", last
+
+    def run_phase(todo: list[Mutant], phase: str, files: tuple[str, ...], traced: Any) -> None:
+        def worker(space: Workspace) -> None:
+            nonlocal done
+            while todo:
+                m = todo.pop(0)
+                one(space, m, phase, files, traced)
+                if m.status == "pending" and phase == "own":
+                    continue  # on to the wider set
+                done += 1
+                if m.status == "pending" or done % 25 == 0:
+                    state = "survived" if m.status == "pending" else m.status
+                    print(f"  [{target.name}] {done}/{len(mutants)} {state}: {m.key}", file=log)
+                    log.flush()
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(worker, spaces[:jobs]))
+
     for phase, files in (("own", target.own), ("wider", target.wider)):
+        todo = [m for m in mutants if m.status == "pending"]
+        if not todo or not files:
+            continue
         out = spaces[0].root / f".trace-{phase}.json"
         env = {"MUTATE_TRACE": "/" + target.path, "MUTATE_TRACE_OUT": str(out)}
         code, secs, last = spaces[0].pytest(files, 1800, **env)
         if code != 0:
             raise SystemExit(f"{target.name}: the {phase} tests fail unmutated: {last}")
-        traced[phase], base[phase] = json.loads(out.read_text()), secs
-    print(
-        f"[{target.name}] {len(mutants)} mutants ({failed} not applicable); traced own tests "
-        f"{base['own']:.0f}s, wider {base['wider']:.0f}s",
-        file=log,
-        flush=True,
-    )
+        traced, base[phase] = json.loads(out.read_text()), secs
+        print(
+            f"[{target.name}] {len(todo)} mutants against the {phase} tests "
+            f"({failed} not applicable); traced them in {secs:.0f}s",
+            file=log,
+            flush=True,
+        )
 
-    def one(space: Workspace, m: Mutant) -> None:
-        space.write(target.path, sources[m.key])
-        try:
-            for phase, files in (("own", target.own), ("wider", target.wider)):
-                chosen = _selection(m, traced[phase])
-                if chosen is not None and not chosen:
-                    continue  # no test of this set runs the mutated line
-                env: dict[str, str] = {}
-                budget = base[phase]
-                if chosen is not None:
-                    sel = space.root / ".select.json"
-                    sel.write_text(json.dumps(chosen))
-                    env["MUTATE_SELECT"] = str(sel)
-                    budget = sum(chosen.values())
-                code, secs, last = space.pytest(files, 3 * budget + 30, **env)
-                m.seconds += secs
-                if code is None:
-                    m.status, m.detail = f"timeout-{phase}", last
-                    return
-                if code != 0:
-                    m.status, m.detail = f"killed-{phase}", last
-                    return
+        run_phase(todo, phase, files, traced)
+    for m in mutants:
+        if m.status == "pending":
             m.status, m.detail = "survived", ""
-        finally:
-            space.write(target.path, original)
-
-    todo = list(mutants)
-    done = 0
-
-    def worker(space: Workspace) -> None:
-        nonlocal done
-        while todo:
-            m = todo.pop(0)
-            one(space, m)
-            done += 1
-            if m.status == "survived" or done % 25 == 0:
-                print(f"  [{target.name}] {done}/{len(mutants)} {m.status}: {m.key}", file=log)
-                log.flush()
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(worker, spaces[:jobs]))
     return mutants, {"not_applicable": failed, "traced_seconds": base}
 
 
