@@ -91,9 +91,11 @@ def test_tasks_are_separate_and_nest(cx: Cortex) -> None:
 
 
 def test_bad_tasks(cx: Cortex) -> None:
-    for bad in ("", "  ", "x" * 300, 5):
+    for bad in ("", "  ", "x" * 300, 5, "a\ud800"):
         with pytest.raises(ValidationError), cx.task(bad):  # type: ignore[arg-type]
             pass
+        with pytest.raises(ValidationError, match="task"):  # the usage of no task id
+            cx.task_usage(bad)  # type: ignore[arg-type]
     for limit in (0, -1, True, 1.5):
         with pytest.raises(ValidationError), cx.task("t", limit=limit):  # type: ignore[arg-type]
             pass
