@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import stat
@@ -194,15 +195,22 @@ def test_rotate_and_remove_of_an_unknown_name(tmp_path: Path) -> None:
     assert [e.name for e in tokens.entries()] == ["a"]
 
 
-def test_the_server_verifier_binds_the_token_entry(tmp_path: Path) -> None:
+def test_the_server_verifier_binds_the_token_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     tokens = TokenFile(tmp_path / "t.json")
     token = tokens.add("helper", "helper", clearance="public")
     verifier = _Verifier(tokens)
     got = anyio.run(verifier.verify_token, token)
     assert got is not None and got.client_id == "helper" and got.token == token
     assert anyio.run(verifier.verify_token, token + "x") is None
-    tokens.path.write_text("{broken")  # a damaged file lets nobody in (and is logged)
-    assert anyio.run(verifier.verify_token, token) is None
+    tokens.path.write_text("{broken")  # a damaged file lets nobody in, and says so
+    with caplog.at_level(logging.ERROR, logger="cortex.serve"):
+        assert anyio.run(verifier.verify_token, token) is None
+    (record,) = caplog.records
+    assert record.name == "cortex.serve" and record.levelno == logging.ERROR
+    assert "token file cannot be read" in record.getMessage()
+    assert "cannot read the token file" in record.exc_text  # type: ignore[operator]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
 import hashlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -507,23 +509,120 @@ class Plugin:
             Path(self.out).write_text(json.dumps(self.seen))
 
 
-_RUNNER = (
-    "import sys; sys.modules['cortex._speedups'] = None; sys.path.insert(1, 'tools'); "
-    "import mutate, pytest; sys.exit(pytest.main(sys.argv[1:], plugins=[mutate.Plugin()]))"
-)
 _IGNORE = shutil.ignore_patterns(
     ".git", ".venv*", "build", "*.egg-info", "__pycache__", "*.so", "mutation-results",
     "bench-results", ".mypy_cache", ".ruff_cache", ".hypothesis",
 )  # fmt: skip
 
 
+_PRELOAD = (
+    "pytest", "hypothesis", "numpy", "msgspec", "lmdb", "cbor2", "anyio", "jsonschema", "httpx2",
+    "mcp", "mcp.client.streamable_http", "mcp.server", "starlette", "uvicorn", "psycopg",
+    "tokenizers", "safetensors", "yaml",
+)  # fmt: skip
+
+
+def zygote() -> None:
+    """Serve test runs in forked children, third-party modules imported once (``Workspace``).
+
+    Reads one JSON request a line (``args``, ``env``, ``out``), forks, and the child runs
+    pytest with its output in ``out``; answers ``{"pid": ...}`` at once, then ``{"code": ...}``.
+    Nothing of ``cortex`` or ``tests`` is imported here: each child imports the mutated tree.
+    """
+    import importlib
+
+    sys.modules["cortex._speedups"] = None  # type: ignore[assignment]
+    for name in _PRELOAD:
+        with contextlib.suppress(ImportError):  # optional: the children import what they need
+            importlib.import_module(name)
+    ours = [n for n in sys.modules if n.split(".")[0] in ("cortex", "tests")]
+    assert ours == ["cortex._speedups"], ours
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: a test run of its own
+            code = 3
+            try:
+                os.setsid()
+                fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.environ.update(req["env"])
+                import pytest
+
+                code = int(pytest.main(req["args"], plugins=[Plugin()]))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+def _children_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of the finished children of process ``pid`` (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
+
+
+_ZYGOTE = "import sys; sys.path.insert(1, 'tools'); import mutate; mutate.zygote()"
+
+
 class Workspace:
-    """A private copy of the tree in which one mutant at a time is written."""
+    """A private copy of the tree in which one mutant at a time is written and tested.
+
+    Its test runs are children forked by one long-lived process of the copy (``zygote``), so
+    pytest, hypothesis, numpy and the MCP SDK are imported once, not once a mutant.
+    """
 
     def __init__(self, base: Path, n: int) -> None:
         self.root = base / f"w{n}"
         shutil.copytree(ROOT, self.root, ignore=_IGNORE)
         self.tick = 0
+        self.cpu = 0.0  # CPU seconds of the finished test runs (user + system)
+        env = dict(os.environ, CORTEX_NO_SPEEDUPS="1", HYPOTHESIS_PROFILE="ci")
+        env.pop("PYTHONPATH", None)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _ZYGOTE],
+            cwd=self.root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.put(line)
+        self._lines.put("")
+
+    def _answer(self, timeout: float | None) -> dict[str, Any]:
+        line = self._lines.get(timeout=timeout)
+        if not line:
+            raise SystemExit(f"the test runner of {self.root} ended")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        """End the test runner."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
 
     def write(self, rel: str, text: str) -> None:
         """Write ``text`` as the module ``rel`` of this copy."""
@@ -538,27 +637,27 @@ class Workspace:
         self, files: tuple[str, ...], timeout: float, **env_extra: str
     ) -> tuple[int | None, float, str]:
         """Run pytest on ``files``; ``(exit code or None on timeout, seconds, last line)``."""
-        env = dict(os.environ, CORTEX_NO_SPEEDUPS="1", HYPOTHESIS_PROFILE="ci", **env_extra)
-        env.pop("PYTHONPATH", None)
-        cmd = [sys.executable, "-c", _RUNNER, "-x", "-q", "--no-header", "-p", "no:cacheprovider"]
+        args = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", *files]
+        # plugins the zygote imported (anyio's, through the MCP SDK) are not assert-rewritten
+        args[:0] = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        out = self.root / ".run.out"
+        assert self._proc.stdin is not None
         start = time.monotonic()
-        with subprocess.Popen(
-            [*cmd, *files],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        ) as proc:
-            try:
-                out, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                return None, time.monotonic() - start, "timeout"
-        lines = [ln for ln in out.splitlines() if ln.strip()]
-        return proc.returncode, time.monotonic() - start, lines[-1] if lines else ""
+        self._proc.stdin.write(json.dumps({"args": args, "env": env_extra, "out": str(out)}))
+        self._proc.stdin.write("\n")
+        self._proc.stdin.flush()
+        pid = self._answer(60)["pid"]
+        try:
+            code: int | None = self._answer(timeout)["code"]
+        except queue.Empty:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # the run and whatever it started
+            self._answer(60)
+            code = None
+        self.cpu = _children_cpu(self._proc.pid)
+        lines = [ln for ln in out.read_text(errors="replace").splitlines() if ln.strip()]
+        last = "timeout" if code is None else (lines[-1] if lines else "")
+        return code, time.monotonic() - start, last
 
 
 def _reasons() -> dict[str, dict[str, dict[str, str]]]:
@@ -711,11 +810,41 @@ def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[s
         if m.status != "survived":
             continue
         why = f"{m.reason['kind']}: {m.reason['why']}" if m.reason else "**no reason: a test gap**"
-        lines.append(f"- `{m.module}.py:{m.line}` `{m.key}`  \n  {why}")
+        path = next((t.path for t in TARGETS if t.name == m.module), m.module)
+        lines.append(f"- `{path}:{m.line}` (`{m.module}`) `{m.key}`  \n  {why}")
     if stale:
         lines += ["", "## Reasons that match no survivor (remove them)", ""]
         lines += [f"- `{k}`" for k in stale]
     return "\n".join(lines) + "\n"
+
+
+def _run(
+    targets: list[Target], spaces: list[Workspace], args: argparse.Namespace, reasons: Any
+) -> tuple[list[dict[str, Any]], list[Mutant], dict[str, Any], list[str]]:
+    """Run every target; its scores, mutants, run details and stale reasons."""
+    scores: list[dict[str, Any]] = []
+    everything: list[Mutant] = []
+    extra: dict[str, Any] = {}
+    stale: list[str] = []
+    for t in targets:
+        mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout, tuple(args.match))
+        given = reasons.get(t.name, {})
+        for m in mutants:
+            if m.status == "survived" and m.key in given:
+                m.reason = dict(given[m.key])
+        survived = {m.key for m in mutants if m.status == "survived"}
+        if not args.match:  # a partial run cannot tell a stale reason
+            stale += [f"{t.name}: {k}" for k in given if k not in survived]
+        s = _score(mutants, t)
+        print(
+            f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
+            f"{s['unexplained_survivors']} unexplained",
+            flush=True,
+        )
+        scores.append(s)
+        everything += mutants
+        extra[t.name] = info
+    return scores, everything, extra, stale
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -743,30 +872,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scores, everything, extra, stale = [], [], {}, []
     with tempfile.TemporaryDirectory(prefix="cortex-mutate-") as tmp:
         spaces = [Workspace(Path(tmp), n) for n in range(max(1, args.jobs))]
-        for t in targets:
-            mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout, tuple(args.match))
-            given = reasons.get(t.name, {})
-            for m in mutants:
-                if m.status == "survived" and m.key in given:
-                    m.reason = dict(given[m.key])
-            survived = {m.key for m in mutants if m.status == "survived"}
-            if not args.match:  # a partial run cannot tell a stale reason
-                stale += [f"{t.name}: {k}" for k in given if k not in survived]
-            s = _score(mutants, t)
-            print(
-                f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
-                f"{s['unexplained_survivors']} unexplained",
-                flush=True,
-            )
-            scores.append(s)
-            everything += mutants
-            extra[t.name] = info
+        with contextlib.ExitStack() as stack:
+            for space in spaces:
+                stack.callback(space.close)
+            scores, everything, extra, stale = _run(targets, spaces, args, reasons)
+        cpu = sum(space.cpu for space in spaces)
     elapsed = time.monotonic() - started
     report = {
         "seconds": round(elapsed, 1),
+        "cpu_seconds": round(cpu, 1),
         "jobs": args.jobs,
         "scores": scores,
         "modules": extra,
@@ -774,7 +890,10 @@ def main(argv: list[str] | None = None) -> int:
         "mutants": [asdict(m) for m in everything],
     }
     (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    md = _markdown(scores, everything, stale) + f"\nRun time: {elapsed / 60:.1f} min.\n"
+    md = _markdown(scores, everything, stale) + (
+        f"\nRun time: {elapsed / 60:.1f} min with {args.jobs} jobs; the test runs took "
+        f"{cpu / 60:.1f} CPU minutes.\n"
+    )
     (out / "report.md").write_text(md, encoding="utf-8")
     print(md)
     return 0 if all(s["met"] for s in scores) else 1
