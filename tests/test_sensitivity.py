@@ -624,6 +624,28 @@ def test_a_batch_by_a_restricted_handle_never_competes_with_a_hidden_memory(
         assert [u.id for u in res.memories[0].supersedes] == [new.id]
 
 
+def test_a_batch_competes_with_what_it_wrote_at_the_writer_s_clearance(tmp_path: Path) -> None:
+    """A batch applies the chain rules in order (``claims.md`` §6): a later item meets an
+    earlier one the writer sees — at a public clearance, the public memory it just wrote (its
+    level is read in the batch's own transaction, where the memory exists)."""
+    path = tmp_path / "s.cortex"
+    with Cortex.open(path, actor=OWNER):
+        pass
+    with Cortex.open(path, actor=HELPER, clearance="public") as h:
+        first, second = h.write_many(
+            [
+                NewMemory(data=Fact(statement="Sam lives in Bern", subject="sam",
+                                    predicate="home_city", confidence=0.5),
+                          sensitivity="public"),
+                NewMemory(data=Fact(statement="Sam lives in Basel", subject="sam",
+                                    predicate="home_city", confidence=0.9),
+                          sensitivity="public"),
+            ]
+        )  # fmt: skip
+        assert first.outcome == "created"
+        assert second.outcome == "superseded" and [u.id for u in second.supersedes] == [first.id]
+
+
 class _Moved:
     def extract(self, content: str, context: Context) -> Extraction:
         fact = Fact(statement="Sam lives in Genf", subject="sam", predicate="home_city")
