@@ -470,6 +470,15 @@ def test_a_bad_scope_is_named(obj: Any, field: str, rule: str) -> None:
     assert (info.value.field, info.value.rule) == (field, rule)
 
 
+def test_a_scope_s_errors_are_named_under_scope_unless_told() -> None:
+    with pytest.raises(ValidationError) as info:
+        scope_from_json({"colour": "red"})
+    assert info.value.field == "scope.colour"
+    with pytest.raises(ValidationError) as info:
+        scope_from_json([])
+    assert info.value.field == "scope"
+
+
 def test_a_value_the_scope_refuses_is_named_under_the_scope() -> None:
     # the field a Scope's own check names is put under the scope's field
     with pytest.raises(ValidationError) as info:
