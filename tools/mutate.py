@@ -19,7 +19,7 @@ mutant is in or out of the sample whatever else changes in the file; the functio
 
 Each mutant runs only the tests that reach it: one traced run of each test set records which
 lines of the module every test executes, and a mutant runs the tests that execute its line
-(every test, for code that runs on import). The wider set is traced only when some mutant
+(every test, for code that runs on import), the fastest first. The wider set is traced only when some mutant
 survives the own tests.
 
 Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
@@ -672,10 +672,10 @@ def _reasons() -> dict[str, dict[str, dict[str, str]]]:
     return data
 
 
-def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float] | None:
-    """The tests that reach ``m`` with their seconds (``None``: run every test)."""
-    if not m.in_function:
-        return None  # runs on import (or on definition): every test reaches it
+def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float]:
+    """The tests that reach ``m`` with their seconds (they run fastest first)."""
+    if not m.in_function:  # runs on import (or on definition): every test reaches it
+        return {nodeid: secs for nodeid, (_, secs) in traced.items()}
     lo, hi = m.lines
     return {
         nodeid: secs
@@ -702,15 +702,12 @@ def run_target(
 
     def one(space: Workspace, m: Mutant, phase: str, files: tuple[str, ...], traced: Any) -> None:
         chosen = _selection(m, traced)
-        if chosen is not None and not chosen:
+        if not chosen:
             return  # no test of this set runs the mutated line
-        env: dict[str, str] = {}
-        budget = base[phase]
-        if chosen is not None:
-            sel = space.root / ".select.json"
-            sel.write_text(json.dumps(chosen))
-            env["MUTATE_SELECT"] = str(sel)
-            budget = sum(chosen.values())
+        sel = space.root / ".select.json"
+        sel.write_text(json.dumps(chosen))
+        env = {"MUTATE_SELECT": str(sel)}
+        budget = sum(chosen.values())
         space.write(target.path, sources[m.key])
         try:
             code, secs, last = space.pytest(files, 3 * budget + 30, **env)
