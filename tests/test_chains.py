@@ -127,6 +127,18 @@ def test_the_single_valued_predicates_are_those_of_the_spec() -> None:
         assert lookup_key(Fact(statement="x", subject="Sam", predicate=p)) is None
 
 
+def test_parts_that_normalise_to_nothing() -> None:
+    """``claims.md`` §5: no subject, predicate or topic left: no key; no object left: absent."""
+    for subject, predicate in (("@", "home_city"), ("Sam", "--"), (" ", "not"), ("...", "?")):
+        assert claim_keys(Fact(statement="x", subject=subject, predicate=predicate)) == ()
+    assert claim_keys(Preference(topic="!!", polarity=Polarity.PREFER)) == ()
+    with_nothing = Fact(statement="x", subject="Sam", predicate="likes", object="?!")
+    assert claim_keys(with_nothing) == (b"fact\x1fsam\x1flikes",)
+    assert lookup_key(with_nothing) is None  # many-valued without an object
+    pref = Preference(topic="tea", polarity=Polarity.PREFER, subject="@")
+    assert claim_keys(pref) == (b"preference\x1ftea",)
+
+
 def test_winner() -> None:
     assert winner(2, 1.0, 1, 1.0) == "new"  # later, as confident
     assert winner(1, 1.0, 2, 1.0) == "old"  # an earlier observation arrives late: history
