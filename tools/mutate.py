@@ -23,7 +23,8 @@ lines of the module every test executes, and a mutant runs the tests that execut
 when some mutant survives the own tests.
 
 Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
-[--match TEXT ...]`` (``--match``: only the mutants whose description contains TEXT).
+[--match TEXT ...] [--rescore]`` (``--match``: only the mutants whose description contains
+TEXT; ``--rescore``: judge the last report's survivors again with today's reasons).
 Writes ``DIR/report.md`` and ``DIR/report.json``; exits 1 when a module misses its target.
 """
 
@@ -830,27 +831,63 @@ def _run(
     stale: list[str] = []
     for t in targets:
         mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout, tuple(args.match))
-        given = reasons.get(t.name, {})
-        for m in mutants:
-            if m.status == "survived" and m.key in given:
-                m.reason = dict(given[m.key])
-        survived = {m.key for m in mutants if m.status == "survived"}
-        if not args.match:  # a partial run cannot tell a stale reason
-            ran = {m.key for m in mutants}
-            every = {m.key for m in mutants_of(dataclasses.replace(t, rate=1.0))[0]}
-            # stale: its mutant ran and died, or no longer exists (not: left out of the sample)
-            gone = [k for k in given if k not in survived and (k in ran or k not in every)]
-            stale += [f"{t.name}: {k}" for k in gone]
-        s = _score(mutants, t)
-        print(
-            f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
-            f"{s['unexplained_survivors']} unexplained",
-            flush=True,
-        )
+        s, gone = _judge(t, mutants, reasons, partial=bool(args.match))
         scores.append(s)
+        stale += gone
         everything += mutants
         extra[t.name] = info
     return scores, everything, extra, stale
+
+
+def _judge(
+    t: Target, mutants: list[Mutant], reasons: Any, partial: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """Give the survivors of ``t`` their reasons; its score and its stale reasons."""
+    given = reasons.get(t.name, {})
+    for m in mutants:
+        m.reason = dict(given[m.key]) if m.status == "survived" and m.key in given else {}
+    survived = {m.key for m in mutants if m.status == "survived"}
+    stale: list[str] = []
+    if not partial:  # a partial run cannot tell a stale reason
+        ran = {m.key for m in mutants}
+        every = {m.key for m in mutants_of(dataclasses.replace(t, rate=1.0))[0]}
+        # stale: its mutant ran and died, or no longer exists (not: left out of the sample)
+        gone = [k for k in given if k not in survived and (k in ran or k not in every)]
+        stale = [f"{t.name}: {k}" for k in gone]
+    s = _score(mutants, t)
+    print(
+        f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
+        f"{s['unexplained_survivors']} unexplained",
+        flush=True,
+    )
+    return s, stale
+
+
+def _write_report(out: Path, report: dict[str, Any], mutants: list[Mutant]) -> str:
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    md = _markdown(report["scores"], mutants, report["stale_reasons"]) + (
+        f"\nRun time: {report['seconds'] / 60:.1f} min with {report['jobs']} jobs; the test runs "
+        f"took {report['cpu_seconds'] / 60:.1f} CPU minutes.\n"
+    )
+    (out / "report.md").write_text(md, encoding="utf-8")
+    return md
+
+
+def rescore(out: Path) -> int:
+    """Judge the mutants of ``out/report.json`` again with today's reasons (nothing runs)."""
+    report = json.loads((out / "report.json").read_text())
+    mutants = [Mutant(**{**d, "lines": tuple(d["lines"])}) for d in report["mutants"]]
+    reasons = _reasons()
+    report["scores"], report["stale_reasons"] = [], []
+    for t in TARGETS:
+        mine = [m for m in mutants if m.module == t.name]
+        if mine:
+            s, gone = _judge(t, mine, reasons, partial=False)
+            report["scores"].append(s)
+            report["stale_reasons"] += gone
+    report["mutants"] = [asdict(m) for m in mutants]
+    print(_write_report(out, report, mutants))
+    return 0 if all(s["met"] for s in report["scores"]) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -865,7 +902,14 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="run only mutants whose description contains this text (a partial report)",
     )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="judge the mutants of --out's report.json again with today's reasons; run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(Path(args.out))
     targets = [t for t in TARGETS if not args.module or t.name in args.module]
     reasons = _reasons()
     if args.list:
@@ -895,13 +939,7 @@ def main(argv: list[str] | None = None) -> int:
         "stale_reasons": stale,
         "mutants": [asdict(m) for m in everything],
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    md = _markdown(scores, everything, stale) + (
-        f"\nRun time: {elapsed / 60:.1f} min with {args.jobs} jobs; the test runs took "
-        f"{cpu / 60:.1f} CPU minutes.\n"
-    )
-    (out / "report.md").write_text(md, encoding="utf-8")
-    print(md)
+    print(_write_report(out, report, everything))
     return 0 if all(s["met"] for s in scores) else 1
 
 
