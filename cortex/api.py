@@ -1565,8 +1565,8 @@ class Cortex(Store):
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> Edge:
-            for mid in (w, lo):
-                self._head(txn, mid)  # NotFoundError
+            for mid in (w, lo):  # NotFoundError; a restricted handle checks again (issue 22)
+                self._guard_change(txn, mid, self._head(txn, mid))
             journal = _Journal(txn, now, self.actor)
             for s, d in ((w, lo), (lo, w)):
                 fkey = edge_from_key(s, EdgeType.CONTRADICTS, d)

@@ -91,9 +91,11 @@ def test_tasks_are_separate_and_nest(cx: Cortex) -> None:
 
 
 def test_bad_tasks(cx: Cortex) -> None:
-    for bad in ("", "  ", "x" * 300, 5):
+    for bad in ("", "  ", "x" * 300, 5, "a\ud800"):
         with pytest.raises(ValidationError), cx.task(bad):  # type: ignore[arg-type]
             pass
+        with pytest.raises(ValidationError, match="task"):  # the usage of no task id
+            cx.task_usage(bad)  # type: ignore[arg-type]
     for limit in (0, -1, True, 1.5):
         with pytest.raises(ValidationError), cx.task("t", limit=limit):  # type: ignore[arg-type]
             pass
@@ -155,3 +157,40 @@ def test_an_asyncio_task_carries_its_budget(tmp_path: Path) -> None:
             return sum(drops), await cx.task_usage("a")
 
     assert asyncio.run(main()) == (2, 2)
+
+
+def test_the_count_is_kept_as_storage_md_says(cx: Cortex) -> None:
+    """``task/`` sha256(task id)[:16] holds the count, sealed, u64 big-endian (storage.md §2)."""
+    import hashlib
+
+    from cortex.kv import unseal
+
+    task = "naïve task ✓"  # the id's UTF-8 bytes are hashed
+    key = b"task/" + hashlib.sha256(task.encode("utf-8")).digest()[:16]
+    with cx.task(task, limit=10**9):  # the largest limit
+        cx.write_many([note(i) for i in range(3)])
+    with cx._kv.read() as txn:
+        raw = txn.get(key)
+        assert raw is not None
+        payload = unseal(key, raw)
+        assert payload == (3).to_bytes(8, "big")
+        assert [k for k, _ in txn.scan(b"task/")] == [key]
+    assert cx.task_usage(task) == 3
+    with cx.task(task, limit=4):  # the same task, read from the store: one write is left
+        cx.write(note(4))
+        with pytest.raises(WriteBudgetError, match="budget of 4 is spent \\(4 written\\)"):
+            cx.write(note(5))
+    assert cx.task_usage(task) == 4
+
+
+def test_the_limits_of_a_limit(cx: Cortex) -> None:
+    with cx.task("one", limit=1):
+        cx.write(note(1))
+        with pytest.raises(WriteBudgetError, match="2 writes dropped"):
+            cx.write_many([note(2), note(3)])
+    for bad in (10**9 + 1, 10**10):
+        with pytest.raises(ValidationError, match="1 to 10\\*\\*9"), cx.task("t", limit=bad):
+            pass
+    with cx.task("t", limit=10**9 - 1):
+        cx.write(note(4))
+    assert (cx.task_usage("one"), cx.task_usage("t")) == (1, 1)

@@ -9,6 +9,7 @@ is an open conflict. Writes say what happened.
 from __future__ import annotations
 
 import multiprocessing as mp
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,16 @@ from cortex import (
     export_store,
     import_bundle,
 )
-from cortex.chains import claim_keys, lookup_key, norm_entity, norm_predicate, winner
+from cortex.chains import (
+    SINGLE_VALUED,
+    _key,
+    claim_keys,
+    lookup_key,
+    norm_entity,
+    norm_predicate,
+    single_valued,
+    winner,
+)
 
 from .qsupport import Clock
 
@@ -86,6 +96,47 @@ def test_claim_keys_and_lookup() -> None:
     pref = Preference(topic=" Coffee ", polarity=Polarity.PREFER)
     assert claim_keys(pref) == (b"preference\x1fcoffee",)
     assert claim_keys(Event(kind="note", summary="x")) == ()
+
+
+def _spec_single_valued() -> tuple[list[str], list[str]]:
+    """The single-valued predicates and prefixes as ``specs/claims.md`` §5 lists them."""
+    text = (Path(__file__).parent.parent / "specs" / "claims.md").read_text(encoding="utf-8")
+    start = text.index("Single-valued predicates (after normalisation):")
+    listed = text[start : text.index(", and any starting", start)]
+    words = " ".join(re.findall(r"`([^`]*)`", listed)).split()
+    end = text.index("\n- ", start)
+    prefixes = re.findall(r"`([a-z]+_)`", text[text.index("any starting", start) : end])
+    return words, prefixes
+
+
+def test_the_single_valued_predicates_are_those_of_the_spec() -> None:
+    words, prefixes = _spec_single_valued()
+    assert len(words) == len(set(words)) == len(SINGLE_VALUED) and len(words) > 40
+    assert prefixes == ["favorite_", "favourite_", "current_", "preferred_"]
+    for p in words:  # each competes on subject and predicate: the object does not matter
+        fact = Fact(statement="x", subject="Sam", predicate=p, object="one")
+        assert single_valued(p), p
+        assert lookup_key(fact) == _key("fact", "sam", p), p
+        # spelled as a writer might: case, spaces or dashes for the underscores
+        assert single_valued(norm_predicate(p.upper().replace("_", " "))), p
+    for prefix in prefixes:
+        assert single_valued(prefix + "colour") and single_valued(prefix + "x_y")
+        assert not single_valued("x" + prefix + "colour")
+    for p in ("likes", "knows", "allergic_to", "name_of", "favorite", "ages"):
+        assert not single_valued(p), p
+        assert lookup_key(Fact(statement="x", subject="Sam", predicate=p)) is None
+
+
+def test_parts_that_normalise_to_nothing() -> None:
+    """``claims.md`` §5: no subject, predicate or topic left: no key; no object left: absent."""
+    for subject, predicate in (("@", "home_city"), ("Sam", "--"), (" ", "not"), ("...", "?")):
+        assert claim_keys(Fact(statement="x", subject=subject, predicate=predicate)) == ()
+    assert claim_keys(Preference(topic="!!", polarity=Polarity.PREFER)) == ()
+    with_nothing = Fact(statement="x", subject="Sam", predicate="likes", object="?!")
+    assert claim_keys(with_nothing) == (b"fact\x1fsam\x1flikes",)
+    assert lookup_key(with_nothing) is None  # many-valued without an object
+    pref = Preference(topic="tea", polarity=Polarity.PREFER, subject="@")
+    assert claim_keys(pref) == (b"preference\x1ftea",)
 
 
 def test_winner() -> None:

@@ -18,6 +18,7 @@ from cortex import (
     Query,
     Reader,
     Scope,
+    Sensitivity,
     ValidationError,
 )
 
@@ -123,6 +124,31 @@ def test_a_view_holds_no_handle_and_journals_its_reader(
             view.core_update("user", "tz", "CET")
 
 
+def test_the_owner_s_view_is_the_owner(tmp_path: Path) -> None:
+    """A view for the store's owner reads and changes as the owner (``specs/query.md`` §3).
+
+    Only the owner creates core memory's blocks (another actor never does), sets any level and
+    writes any memory: its view does too.
+    """
+    with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
+        view = cx.view(Reader(actor=OWNER, clearance="public"))
+        view.core_update("user", "tz", "CET")  # a new block: the owner's to create
+        assert view.core_get()["user"] == {"tz": "CET"}
+        uri = view.write(fact("the owner's secret"), sensitivity="restricted")
+        assert view.resolve(uri).uri == uri  # its clearance binds no owner
+        assert cx.sensitivity(uri) is Sensitivity.RESTRICTED
+        view.update(uri, fact("the owner's secret, again"))
+        view.tombstone(uri, "done")
+        assert [e.by for e in list(cx.journal())[-2:]] == [OWNER, OWNER]
+        # the owner's writes meet every competitor (claims.md §6): a new home ends the old one
+        home = Fact(statement="Ada lives in Rome", subject="ada", predicate="home_city")
+        cx.write(home)
+        moved = Fact(statement="Ada lives in Oslo", subject="ada", predicate="home_city")
+        assert cx.write(moved).outcome == "superseded"
+        again = Fact(statement="Ada lives in Bern", subject="ada", predicate="home_city")
+        assert view.write(again).outcome == "superseded"
+
+
 def test_handles_of_one_store_share_one_environment(tmp_path: Path) -> None:
     path = tmp_path / "s"
     a = Cortex.open(path, actor=OWNER)
@@ -190,6 +216,137 @@ def test_the_permission_check_is_made_again_inside_the_change(
     }
     assert all(e.by != "helper" for e in owner.journal())
     owner.close()
+
+
+def test_a_memory_the_reader_may_not_write_is_refused_in_any_state(
+    world: tuple[Path, dict[str, object]],
+) -> None:
+    """Visible but not writable is ``read_only`` (``query.md`` §3), tombstoned or not; hidden is
+    missing, tombstoned or not."""
+    path, n = world
+    with Cortex.open(path, actor=OWNER) as owner:
+        owner.tombstone(n["other"], "retired")  # type: ignore[arg-type]
+        owner.tombstone(n["priv"], "retired")  # type: ignore[arg-type]
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO]) as h:
+        changes = {
+            "update": lambda m: h.update(m, fact("x")),
+            "update_head": lambda m: h.update_head(m, importance=0.1),
+            "tombstone": lambda m: h.tombstone(m, "x"),
+            "purge": lambda m: h.purge(m, "x"),
+            "add_edge": lambda m: h.add_edge(m, "references", n["shared"]),
+        }
+        for name, change in changes.items():
+            with pytest.raises(ValidationError) as info:
+                change(n["other"])
+            assert info.value.rule == "read_only", name
+            with pytest.raises(NotFoundError, match="no memory"):
+                change(n["priv"])
+    with Cortex.open(path, actor=OWNER) as owner:
+        assert all(e.by == OWNER for e in owner.journal())
+
+
+def test_a_restricted_journal_has_the_episodes_its_reader_sees(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with Cortex.open(path, actor=OWNER) as cx:
+        seen = cx.ingest("a public note", visibility="actor_public").episode.id
+        cx.ingest("a private note", visibility="private")
+        above = cx.ingest("a board note", visibility="actor_public", sensitivity="confidential")
+        cx.set_episode_sensitivity(seen, "public")  # an episode_update entry
+    for clearance, want in (("internal", {seen}), ("confidential", {seen, above.episode.id})):
+        with Cortex.open(path, actor="helper", clearance=clearance) as h:
+            kinds = [(e.kind.label, e.id) for e in h.journal()]
+            assert {i for _, i in kinds} == want
+            assert ("episode", seen) in kinds and ("episode_update", seen) in kinds
+
+
+def _owner_lands_at(owner: Cortex, trigger: int, change: object) -> object:
+    """A clock for the helper's handle that runs the owner's ``change`` at its ``trigger``-th
+    reading: the owner's change lands between the helper's first check and its transaction."""
+    calls = {"n": 0, "hit": False}
+
+    def clock() -> datetime:
+        calls["n"] += 1
+        if calls["n"] == trigger and not calls["hit"]:
+            calls["hit"] = True
+            change()  # type: ignore[operator]
+        return datetime.now(UTC)
+
+    clock.calls = calls  # type: ignore[attr-defined]
+    return clock
+
+
+@pytest.mark.parametrize(
+    "change", ["update", "update_head", "tombstone", "purge", "add_edge", "resolve_conflict"]
+)
+def test_a_memory_left_visible_but_not_writable_is_refused_inside_the_change(
+    world: tuple[Path, dict[str, object]], change: str
+) -> None:
+    """The owner moves the memory from the helper's writable scope to its read-only one between
+    the helper's check and its transaction: the helper still sees it, may not change it, and
+    the change is refused as read-only (``query.md`` §3) with nothing written."""
+    path, n = world
+    target = n["shared"]
+    with Cortex.open(path, actor=OWNER) as owner:
+        second = owner.write(fact("shared too"), tags=["shared"], visibility="scoped")
+        before = owner.resolve(target).head  # type: ignore[arg-type]
+        journal = len(list(owner.journal()))
+        moved = lambda: owner.update_head(target, tags=["other"])  # type: ignore[arg-type]  # noqa: E731
+        clock = _owner_lands_at(owner, 2, moved)
+        with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO], clock=clock) as h:  # type: ignore[arg-type]
+            act = {
+                "update": lambda: h.update(target, fact("rewritten by helper")),  # type: ignore[arg-type]
+                "update_head": lambda: h.update_head(target, importance=0.9),  # type: ignore[arg-type]
+                "tombstone": lambda: h.tombstone(target, "helper retires it"),  # type: ignore[arg-type]
+                "purge": lambda: h.purge(target, "helper erases it"),  # type: ignore[arg-type]
+                "add_edge": lambda: h.add_edge(target, "corroborates", n["other"]),  # type: ignore[arg-type]
+                "resolve_conflict": lambda: h.resolve_conflict(target, second, reason="x"),
+            }[change]
+            with pytest.raises(ValidationError) as info:
+                act()
+            assert info.value.rule == "read_only"
+            assert h.resolve(target).head.tags == ("other",)  # type: ignore[arg-type]  # still seen
+        assert clock.calls["hit"]  # type: ignore[attr-defined]
+        after = owner.resolve(target).head  # type: ignore[arg-type]
+        assert after.current_version == before.current_version and after.tombstone is None
+        assert after.importance == before.importance
+        assert len(list(owner.journal())) == journal + 1  # the owner's change only
+        assert not owner.edges(second, types=["supersedes"], direction="both")
+
+
+def test_an_edge_target_hidden_before_the_transaction_is_refused_as_missing(
+    world: tuple[Path, dict[str, object]],
+) -> None:
+    """A restricted handle links only to memories its reader sees, checked inside the change:
+    the target hidden between the helper's check and its transaction is missing."""
+    path, n = world
+    with Cortex.open(path, actor=OWNER) as owner:
+        hidden = lambda: owner.update_head(n["other"], tags=["elsewhere"])  # type: ignore[arg-type]  # noqa: E731
+        clock = _owner_lands_at(owner, 3, hidden)
+        helper = Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO], clock=clock)  # type: ignore[arg-type]
+        with helper as h, pytest.raises(NotFoundError, match="no memory"):
+            h.add_edge(n["shared"], "corroborates", n["other"])  # type: ignore[arg-type]
+        assert clock.calls["hit"]  # type: ignore[attr-defined]
+        assert not owner.edges(n["shared"], types=["corroborates"])  # type: ignore[arg-type]
+
+
+def test_a_restricted_handle_resolves_conflicts_only_between_memories_it_may_write(
+    world: tuple[Path, dict[str, object]],
+) -> None:
+    path, n = world
+    with Cortex.open(path, actor="helper", scopes=[SHARED_W, OTHER_RO]) as h:
+        for loser, error in ((n["other"], ValidationError), (n["priv"], NotFoundError)):
+            with pytest.raises(error):  # read-only, then hidden
+                h.resolve_conflict(n["shared"], loser, reason="x")  # type: ignore[arg-type]
+            with pytest.raises(error):
+                h.resolve_conflict(loser, n["shared"], reason="x")  # type: ignore[arg-type]
+        with pytest.raises(ValidationError) as info:  # a ref of no ref's type: named as the owner's
+            h.update(5, fact("x"))  # type: ignore[arg-type]
+        assert info.value.field == "uri"
+    with Cortex.open(path, actor=OWNER) as owner:
+        assert not owner.edges(n["shared"], types=["supersedes"], direction="both")  # type: ignore[arg-type]
+        with pytest.raises(ValidationError) as info:
+            owner.update(5, fact("x"))  # type: ignore[arg-type]
+        assert info.value.field == "uri"
 
 
 @pytest.mark.parametrize("reverse", [False, True])

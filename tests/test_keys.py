@@ -554,3 +554,45 @@ def test_show_key_reads_every_named_keyspace() -> None:
 )
 def test_show_key_falls_back_to_hex(key: bytes) -> None:
     assert keys.show_key(key) == key.hex()
+
+
+def test_the_keyspaces_of_formats_7_and_8() -> None:
+    """``storage.md`` §2: ``ep/`` id16, ``prov/e/`` episode16 memory16, ``idx/claim/`` claim16
+    id16, ``sens/m/`` and ``sens/e/`` id16, ``er/`` u64(seq): built, parsed back, shown, and
+    a key of the wrong length or prefix refused."""
+    e, m = MemoryId(bytes(range(16))), MemoryId(bytes(range(16, 32)))
+    claim = bytes(range(100, 116))
+    ep = keys.episode_key(e)
+    assert ep == b"ep/" + e.bytes and keys.parse_episode_key(ep) == e
+    assert keys.show_key(ep) == f"ep/{e}"
+    prov = keys.episode_memory_key(e, m)
+    assert prov == b"prov/e/" + e.bytes + m.bytes
+    assert keys.parse_episode_memory_key(prov) == (e, m)
+    assert keys.show_key(prov) == f"prov/e/{e}/{m}"
+    ci = keys.claim_index_key(claim, m)
+    assert ci == b"idx/claim/" + claim + m.bytes == keys.claim_index_prefix(claim) + m.bytes
+    assert keys.parse_claim_index_key(ci) == (claim, m)
+    assert keys.show_key(ci) == f"idx/claim/{claim.hex()}/{m}"
+    for episode, prefix in ((False, b"sens/m/"), (True, b"sens/e/")):
+        sk = keys.sens_key(m, episode=episode)
+        assert sk == prefix + m.bytes and keys.parse_sens_key(sk) == (episode, m)
+        assert keys.show_key(sk) == f"{prefix.decode()}{m}"
+    er = keys.erasure_key(7)
+    assert er == b"er/" + (7).to_bytes(8, "big") and keys.show_key(er) == "er/7"
+    assert keys.type_key(MemoryType.FACT, 5, m).startswith(b"idx/type/")
+    for bad in (claim[:15], claim + b"x"):
+        with pytest.raises(ValueError):
+            keys.claim_index_prefix(bad)
+    parsers: list[tuple[Callable[[bytes], object], bytes]] = [
+        (keys.parse_episode_key, ep),
+        (keys.parse_episode_memory_key, prov),
+        (keys.parse_claim_index_key, ci),
+        (keys.parse_sens_key, keys.sens_key(m)),
+        (keys.parse_sens_key, keys.sens_key(m, episode=True)),
+    ]
+    for parse, key in parsers:
+        for broken in (key[:-1], key + b"\x00", b"zz/" + key[3:]):
+            with pytest.raises(CodecError):
+                parse(broken)
+            assert keys.show_key(broken) in (broken.hex(), keys.show_key(broken))
+        assert keys.show_key(key[:-1]) == key[:-1].hex()  # a damaged key is shown as hex

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -719,3 +720,71 @@ def test_token_cap_rules() -> None:
     assert Reader(actor="a", scopes=(capped, gone)).token_cap(T0) == 20
     assert Reader(actor="a", scopes=(capped, gone)).token_cap(T0 - DAY) == 20
     assert Reader(actor="a", scopes=(gone,)).token_cap(T0) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# what a Scope and a Reader accept (the fields a refusal names: specs/query.md §3, §6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"types": ["Recipe"]}, "scope.types"),
+        ({"exclude_types": ["Recipe"]}, "scope.exclude_types"),
+        ({"name": ""}, "scope.name"),
+        ({"name": "a\ud800"}, "scope.name"),
+        ({"tags": ["a\ud800"]}, "scope.tags[0]"),
+        ({"ids": [5]}, "scope.ids"),
+        ({"exclude_ids": [b"x" * 16]}, "scope.exclude_ids"),
+        ({"frames": 5}, "scope.frames"),
+        ({"expires_at": datetime(2030, 1, 1)}, "scope.expires_at"),  # naive: ambiguous
+        ({"writable": 1}, "scope.writable"),
+        ({"writable": "yes"}, "scope.writable"),
+        ({"token_budget": 0}, "scope.token_budget"),
+    ],
+)
+def test_a_scope_refuses_a_bad_field_and_names_it(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        Scope(**kwargs)
+    assert info.value.field == field
+
+
+def test_a_scope_takes_ids_as_text_or_memory_ids() -> None:
+    a, b = new_id(), new_id()
+    s = Scope(ids=[str(a), b], exclude_ids=(str(b),), writable=False)
+    assert s.ids == frozenset({a, b}) and s.exclude_ids == frozenset({b})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "rule"),
+    [
+        ({"actor": ""}, "reader.actor", "required"),
+        ({"actor": 5}, "reader.actor", "required"),
+        ({"actor": "a\ud800"}, "reader.actor", "utf8"),
+        ({"actor": "a", "scopes": 5}, "reader.scopes", "type"),
+        ({"actor": "a", "scopes": [Scope(), "shared"]}, "reader.scopes[1]", "type"),
+        ({"actor": "a", "clearance": "secret"}, "reader.clearance", "enum"),
+        ({"actor": "a", "clearance": None}, "reader.clearance", "enum"),
+        ({"actor": "a", "clearance": 9}, "reader.clearance", "enum"),
+    ],
+)
+def test_a_reader_refuses_a_bad_field_and_names_it(
+    kwargs: dict[str, Any], field: str, rule: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        Reader(**kwargs)
+    assert (info.value.field, info.value.rule) == (field, rule)
+
+
+def test_a_reader_s_clearance_is_a_level_and_clears_up_to_it() -> None:
+    """``specs/sensitivity.md`` §3–4: a level at or below the clearance; the owner any level."""
+    from cortex import Sensitivity
+
+    levels = list(Sensitivity)
+    assert Reader(actor="a").clearance is Sensitivity.INTERNAL
+    for given, level in (("public", levels[0]), (3, levels[2]), (levels[3], levels[3])):
+        rd = Reader(actor="a", scopes=[Scope()], clearance=given)  # type: ignore[arg-type]
+        assert rd.clearance is level and rd.scopes == (Scope(),)
+        assert [rd.clears(lv, "owner") for lv in levels] == [lv <= level for lv in levels]
+        owner = Reader(actor="owner", clearance=given)  # type: ignore[arg-type]
+        assert all(owner.clears(lv, "owner") for lv in levels)

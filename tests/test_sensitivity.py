@@ -51,7 +51,7 @@ from cortex.ids import MemoryId
 from cortex.keys import SENS, sens_key
 from cortex.kv import seal
 from cortex.migrate import migrate
-from cortex.sensitivity import decode_level, encode_level
+from cortex.sensitivity import DEFAULT, Gate, decode_level, encode_level, gate
 from cortex.store import FEATURES
 from cortex.transfer import read_bundle
 from tests.test_serve import http, store  # noqa: F401 - fixtures: a served store and its tokens
@@ -362,6 +362,99 @@ def test_the_owner_reads_no_level(world: World, tmp_path: Path) -> None:
         assert cx.verify().ok
 
 
+class _Counting:
+    """A read snapshot that counts what is asked of it (to see what a gate reads)."""
+
+    def __init__(self, txn: Any) -> None:
+        self.txn = txn
+        self.gets = 0
+        self.seeks = 0
+
+    def get(self, key: bytes) -> bytes | None:
+        self.gets += 1
+        got: bytes | None = self.txn.get(key)
+        return got
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        self.seeks += 1
+        got: bytes | None = self.txn.seek(prefix, start, reverse=reverse)
+        return got
+
+
+def _levelled(
+    cx: Cortex, episodes: bool, memories: bool
+) -> tuple[dict[Sensitivity, MemoryId], ...]:
+    """One memory and one episode of each level (labels only of the kinds asked for)."""
+    mems, eps = {}, {}
+    for lv in LEVELS:
+        level = lv if memories else None
+        uri = cx.write(Fact(statement=f"gate {lv.label}", subject="g", predicate=lv.label),
+                       visibility="actor_public", sensitivity=level)  # fmt: skip
+        mems[lv] = uri.id
+        ep = cx.ingest(f"gate episode {lv.label}", visibility="actor_public",
+                       sensitivity=lv if episodes else None)  # fmt: skip
+        eps[lv] = ep.episode.id
+    return mems, eps
+
+
+@pytest.mark.parametrize(("memories", "episodes"), [(True, True), (True, False), (False, True)])
+def test_the_gate_admits_exactly_the_levels_at_or_below_the_clearance(
+    tmp_path: Path, memories: bool, episodes: bool
+) -> None:
+    """``Gate`` (§3): a level at or below the clearance passes, and an unset one is internal.
+
+    Memory and episode labels are separate keyspaces: labels of one kind say nothing of the
+    other, whose members are all ``internal``.
+    """
+    with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
+        mems, eps = _levelled(cx, episodes=episodes, memories=memories)
+        with cx._kv.read() as txn:
+            for clearance in LEVELS:
+                g = Gate(txn, clearance)
+                for lv in LEVELS:
+                    m_level = lv if memories else DEFAULT
+                    e_level = lv if episodes else DEFAULT
+                    assert g.memory(mems[lv]) is (m_level <= clearance), (clearance, lv)
+                    assert g.episode(eps[lv]) is (e_level <= clearance), (clearance, lv)
+                    # the episode id is no memory's (and the memory id no episode's): internal
+                    assert g.memory(eps[lv]) is (clearance >= DEFAULT)
+                    assert g.episode(mems[lv]) is (clearance >= DEFAULT)
+
+
+def test_a_gate_reads_no_level_while_the_store_holds_none(tmp_path: Path) -> None:
+    """A store without labels costs a reader one seek per kind, however much it reads."""
+    with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
+        mems, eps = _levelled(cx, episodes=False, memories=False)
+        for clearance in (PUBLIC, INTERNAL):
+            with cx._kv.read() as txn:
+                counting = _Counting(txn)
+                g = Gate(counting, clearance)  # type: ignore[arg-type]
+                for _ in range(3):
+                    for mid in mems.values():
+                        assert g.memory(mid) is (clearance is INTERNAL)
+                    for eid in eps.values():
+                        assert g.episode(eid) is (clearance is INTERNAL)
+                assert (counting.seeks, counting.gets) == (2, 0)
+        cx.update_head(mems[PUBLIC], sensitivity="public")  # now there is one memory label
+        with cx._kv.read() as txn:
+            counting = _Counting(txn)
+            g = Gate(counting, PUBLIC)  # type: ignore[arg-type]
+            assert [g.memory(m) for m in mems.values()] == [True, False, False, False]
+            assert [g.episode(e) for e in eps.values()] == [False] * 4
+            assert (counting.seeks, counting.gets) == (2, 4)  # episodes: still no read
+
+
+def test_who_gets_a_gate(tmp_path: Path) -> None:
+    """The owner, no reader (the owner) and a reader cleared for restricted pass everything."""
+    with Cortex.open(tmp_path / "s", actor=OWNER) as cx, cx._kv.read() as txn:
+        assert gate(txn, None, OWNER) is None
+        assert gate(txn, Reader(actor=OWNER, clearance=PUBLIC), OWNER) is None
+        assert gate(txn, Reader(actor=HELPER, clearance=RESTRICTED), OWNER) is None
+        for lv in (PUBLIC, INTERNAL, CONFIDENTIAL):
+            g = gate(txn, Reader(actor=HELPER, clearance=lv), OWNER)
+            assert g is not None and g.clearance is lv and g.txn is txn
+
+
 # ---------------------------------------------------------------------------------------------
 # Writes and changes
 
@@ -529,6 +622,28 @@ def test_a_batch_by_a_restricted_handle_never_competes_with_a_hidden_memory(
         assert [link.memory.id for link in cx.chain(old)] == [old.id]  # untouched
         # the ingested memory supersedes the helper's own Basel, never the hidden Bern
         assert [u.id for u in res.memories[0].supersedes] == [new.id]
+
+
+def test_a_batch_competes_with_what_it_wrote_at_the_writer_s_clearance(tmp_path: Path) -> None:
+    """A batch applies the chain rules in order (``claims.md`` §6): a later item meets an
+    earlier one the writer sees — at a public clearance, the public memory it just wrote (its
+    level is read in the batch's own transaction, where the memory exists)."""
+    path = tmp_path / "s.cortex"
+    with Cortex.open(path, actor=OWNER):
+        pass
+    with Cortex.open(path, actor=HELPER, clearance="public") as h:
+        first, second = h.write_many(
+            [
+                NewMemory(data=Fact(statement="Sam lives in Bern", subject="sam",
+                                    predicate="home_city", confidence=0.5),
+                          sensitivity="public"),
+                NewMemory(data=Fact(statement="Sam lives in Basel", subject="sam",
+                                    predicate="home_city", confidence=0.9),
+                          sensitivity="public"),
+            ]
+        )  # fmt: skip
+        assert first.outcome == "created"
+        assert second.outcome == "superseded" and [u.id for u in second.supersedes] == [first.id]
 
 
 class _Moved:

@@ -19,9 +19,12 @@ mutant is in or out of the sample whatever else changes in the file; the functio
 
 Each mutant runs only the tests that reach it: one traced run of each test set records which
 lines of the module every test executes, and a mutant runs the tests that execute its line
-(every test, for code that runs on import).
+(every test, for code that runs on import), the fastest first. The wider set is traced only
+when some mutant survives the own tests.
 
-Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]``.
+Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
+[--match TEXT ...] [--rescore]`` (``--match``: only the mutants whose description contains
+TEXT; ``--rescore``: judge the last report's survivors again with today's reasons).
 Writes ``DIR/report.md`` and ``DIR/report.json``; exits 1 when a module misses its target.
 """
 
@@ -29,10 +32,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
+import dataclasses
 import hashlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -79,7 +85,7 @@ TARGETS = (
         "cortex/keys.py",
         ("tests/test_keys.py",),
         ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
-        rate=0.3,
+        rate=0.15,
         focus=("parse_posting_key", "parse_lex_term_key", "show_key"),
     ),
     Target(
@@ -87,14 +93,14 @@ TARGETS = (
         "cortex/codec.py",
         ("tests/test_codec.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
-        rate=0.07,
+        rate=0.05,
     ),
     Target(
         "forms",
         "cortex/forms.py",
         ("tests/test_forms.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py"),
-        rate=0.3,
+        rate=0.15,
         focus=("render_with_short", "truncate"),
     ),
     Target(
@@ -102,13 +108,15 @@ TARGETS = (
         "cortex/salience.py",
         ("tests/test_salience.py",),
         ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
+        rate=0.5,
+        focus=("Weights",),
     ),
     Target(
         "where",
         "cortex/where.py",
         ("tests/test_where.py",),
         ("tests/test_query.py", "tests/test_cli.py"),
-        rate=0.2,
+        rate=0.15,
     ),
     Target(
         "sensitivity",
@@ -140,9 +148,17 @@ TARGETS = (
     Target(
         "tokens",  # the MCP identity binding: token file, scopes from JSON
         "cortex/serve/tokens.py",
-        ("tests/test_serve.py",),
-        ("tests/test_sensitivity.py",),
+        ("tests/test_tokens.py",),  # in process: test_serve's servers run in child processes
+        ("tests/test_serve.py", "tests/test_sensitivity.py"),
         goal=1.0,
+    ),
+    Target(
+        "identity",  # the HTTP server's binding of a request to its token's identity and task
+        "cortex/serve/server.py",
+        ("tests/test_tokens.py",),
+        ("tests/test_serve.py",),
+        goal=1.0,
+        functions=("_Verifier", "http_app"),
     ),
     Target(
         "budgets",  # the write budget of a task (seed 003)
@@ -156,6 +172,8 @@ TARGETS = (
         "cortex/chains.py",
         ("tests/test_chains.py",),
         ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
+        rate=0.4,
+        focus=("winner",),
     ),
     Target(
         "transfer",
@@ -171,7 +189,7 @@ TARGETS = (
             "_bytes",
             "read_bundle",
         ),
-        rate=0.35,
+        rate=0.2,
     ),
 )
 
@@ -497,23 +515,120 @@ class Plugin:
             Path(self.out).write_text(json.dumps(self.seen))
 
 
-_RUNNER = (
-    "import sys; sys.modules['cortex._speedups'] = None; sys.path.insert(1, 'tools'); "
-    "import mutate, pytest; sys.exit(pytest.main(sys.argv[1:], plugins=[mutate.Plugin()]))"
-)
 _IGNORE = shutil.ignore_patterns(
     ".git", ".venv*", "build", "*.egg-info", "__pycache__", "*.so", "mutation-results",
     "bench-results", ".mypy_cache", ".ruff_cache", ".hypothesis",
 )  # fmt: skip
 
 
+_PRELOAD = (
+    "pytest", "hypothesis", "numpy", "msgspec", "lmdb", "cbor2", "anyio", "jsonschema", "httpx2",
+    "mcp", "mcp.client.streamable_http", "mcp.server", "starlette", "uvicorn", "psycopg",
+    "tokenizers", "safetensors", "yaml",
+)  # fmt: skip
+
+
+def zygote() -> None:
+    """Serve test runs in forked children, third-party modules imported once (``Workspace``).
+
+    Reads one JSON request a line (``args``, ``env``, ``out``), forks, and the child runs
+    pytest with its output in ``out``; answers ``{"pid": ...}`` at once, then ``{"code": ...}``.
+    Nothing of ``cortex`` or ``tests`` is imported here: each child imports the mutated tree.
+    """
+    import importlib
+
+    sys.modules["cortex._speedups"] = None  # type: ignore[assignment]
+    for name in _PRELOAD:
+        with contextlib.suppress(ImportError):  # optional: the children import what they need
+            importlib.import_module(name)
+    ours = [n for n in sys.modules if n.split(".")[0] in ("cortex", "tests")]
+    assert ours == ["cortex._speedups"], ours
+    for line in sys.stdin:
+        req = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: a test run of its own
+            code = 3
+            try:
+                os.setsid()
+                fd = os.open(req["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.environ.update(req["env"])
+                import pytest
+
+                code = int(pytest.main(req["args"], plugins=[Plugin()]))
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+def _children_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of the finished children of process ``pid`` (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
+
+
+_ZYGOTE = "import sys; sys.path.insert(1, 'tools'); import mutate; mutate.zygote()"
+
+
 class Workspace:
-    """A private copy of the tree in which one mutant at a time is written."""
+    """A private copy of the tree in which one mutant at a time is written and tested.
+
+    Its test runs are children forked by one long-lived process of the copy (``zygote``), so
+    pytest, hypothesis, numpy and the MCP SDK are imported once, not once a mutant.
+    """
 
     def __init__(self, base: Path, n: int) -> None:
         self.root = base / f"w{n}"
         shutil.copytree(ROOT, self.root, ignore=_IGNORE)
         self.tick = 0
+        self.cpu = 0.0  # CPU seconds of the finished test runs (user + system)
+        env = dict(os.environ, CORTEX_NO_SPEEDUPS="1", HYPOTHESIS_PROFILE="ci")
+        env.pop("PYTHONPATH", None)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _ZYGOTE],
+            cwd=self.root,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.put(line)
+        self._lines.put("")
+
+    def _answer(self, timeout: float | None) -> dict[str, Any]:
+        line = self._lines.get(timeout=timeout)
+        if not line:
+            raise SystemExit(f"the test runner of {self.root} ended")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        """End the test runner."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
 
     def write(self, rel: str, text: str) -> None:
         """Write ``text`` as the module ``rel`` of this copy."""
@@ -528,27 +643,27 @@ class Workspace:
         self, files: tuple[str, ...], timeout: float, **env_extra: str
     ) -> tuple[int | None, float, str]:
         """Run pytest on ``files``; ``(exit code or None on timeout, seconds, last line)``."""
-        env = dict(os.environ, CORTEX_NO_SPEEDUPS="1", HYPOTHESIS_PROFILE="ci", **env_extra)
-        env.pop("PYTHONPATH", None)
-        cmd = [sys.executable, "-c", _RUNNER, "-x", "-q", "--no-header", "-p", "no:cacheprovider"]
+        args = ["-x", "-q", "--no-header", "-p", "no:cacheprovider", *files]
+        # plugins the zygote imported (anyio's, through the MCP SDK) are not assert-rewritten
+        args[:0] = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        out = self.root / ".run.out"
+        assert self._proc.stdin is not None
         start = time.monotonic()
-        with subprocess.Popen(
-            [*cmd, *files],
-            cwd=self.root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        ) as proc:
-            try:
-                out, _ = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-                return None, time.monotonic() - start, "timeout"
-        lines = [ln for ln in out.splitlines() if ln.strip()]
-        return proc.returncode, time.monotonic() - start, lines[-1] if lines else ""
+        self._proc.stdin.write(json.dumps({"args": args, "env": env_extra, "out": str(out)}))
+        self._proc.stdin.write("\n")
+        self._proc.stdin.flush()
+        pid = self._answer(60)["pid"]
+        try:
+            code: int | None = self._answer(timeout)["code"]
+        except queue.Empty:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)  # the run and whatever it started
+            self._answer(60)
+            code = None
+        self.cpu = _children_cpu(self._proc.pid)
+        lines = [ln for ln in out.read_text(errors="replace").splitlines() if ln.strip()]
+        last = "timeout" if code is None else (lines[-1] if lines else "")
+        return code, time.monotonic() - start, last
 
 
 def _reasons() -> dict[str, dict[str, dict[str, str]]]:
@@ -563,10 +678,10 @@ def _reasons() -> dict[str, dict[str, dict[str, str]]]:
     return data
 
 
-def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float] | None:
-    """The tests that reach ``m`` with their seconds (``None``: run every test)."""
-    if not m.in_function:
-        return None  # runs on import (or on definition): every test reaches it
+def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float]:
+    """The tests that reach ``m`` with their seconds (they run fastest first)."""
+    if not m.in_function:  # runs on import (or on definition): every test reaches it
+        return {nodeid: secs for nodeid, (_, secs) in traced.items()}
     lo, hi = m.lines
     return {
         nodeid: secs
@@ -576,68 +691,78 @@ def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float] | None:
 
 
 def run_target(
-    target: Target, spaces: list[Workspace], jobs: int, log: Any
+    target: Target, spaces: list[Workspace], jobs: int, log: Any, match: tuple[str, ...] = ()
 ) -> tuple[list[Mutant], dict[str, Any]]:
-    """Mutate one module and run the tests that reach each mutant against it."""
+    """Mutate one module and run the tests that reach each mutant against it.
+
+    The own tests run against every mutant first; the wider set is traced, and run, only when
+    some mutant survives them. With ``match``, only the mutants whose description contains one
+    of its strings run.
+    """
     mutants, sources, failed = mutants_of(target)
+    if match:
+        mutants = [m for m in mutants if any(s in m.key for s in match)]
     original = (ROOT / target.path).read_text(encoding="utf-8")
-    traced: dict[str, dict[str, Any]] = {}
     base: dict[str, float] = {}
+    done = 0
+
+    def one(space: Workspace, m: Mutant, phase: str, files: tuple[str, ...], traced: Any) -> None:
+        chosen = _selection(m, traced)
+        if not chosen:
+            return  # no test of this set runs the mutated line
+        sel = space.root / ".select.json"
+        sel.write_text(json.dumps(chosen))
+        env = {"MUTATE_SELECT": str(sel)}
+        budget = sum(chosen.values())
+        space.write(target.path, sources[m.key])
+        try:
+            code, secs, last = space.pytest(files, 3 * budget + 30, **env)
+        finally:
+            space.write(target.path, original)
+        m.seconds += secs
+        if code is None:
+            m.status, m.detail = f"timeout-{phase}", last
+        elif code != 0:
+            m.status, m.detail = f"killed-{phase}", last
+
+    def run_phase(todo: list[Mutant], phase: str, files: tuple[str, ...], traced: Any) -> None:
+        def worker(space: Workspace) -> None:
+            nonlocal done
+            while todo:
+                m = todo.pop(0)
+                one(space, m, phase, files, traced)
+                if m.status == "pending" and phase == "own":
+                    continue  # on to the wider set
+                done += 1
+                if m.status == "pending" or done % 25 == 0:
+                    state = "survived" if m.status == "pending" else m.status
+                    print(f"  [{target.name}] {done}/{len(mutants)} {state}: {m.key}", file=log)
+                    log.flush()
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            list(pool.map(worker, spaces[:jobs]))
+
     for phase, files in (("own", target.own), ("wider", target.wider)):
+        todo = [m for m in mutants if m.status == "pending"]
+        if not todo or not files:
+            continue
         out = spaces[0].root / f".trace-{phase}.json"
         env = {"MUTATE_TRACE": "/" + target.path, "MUTATE_TRACE_OUT": str(out)}
         code, secs, last = spaces[0].pytest(files, 1800, **env)
         if code != 0:
             raise SystemExit(f"{target.name}: the {phase} tests fail unmutated: {last}")
-        traced[phase], base[phase] = json.loads(out.read_text()), secs
-    print(
-        f"[{target.name}] {len(mutants)} mutants ({failed} not applicable); traced own tests "
-        f"{base['own']:.0f}s, wider {base['wider']:.0f}s",
-        file=log,
-        flush=True,
-    )
+        traced, base[phase] = json.loads(out.read_text()), secs
+        print(
+            f"[{target.name}] {len(todo)} mutants against the {phase} tests "
+            f"({failed} not applicable); traced them in {secs:.0f}s",
+            file=log,
+            flush=True,
+        )
 
-    def one(space: Workspace, m: Mutant) -> None:
-        space.write(target.path, sources[m.key])
-        try:
-            for phase, files in (("own", target.own), ("wider", target.wider)):
-                chosen = _selection(m, traced[phase])
-                if chosen is not None and not chosen:
-                    continue  # no test of this set runs the mutated line
-                env: dict[str, str] = {}
-                budget = base[phase]
-                if chosen is not None:
-                    sel = space.root / ".select.json"
-                    sel.write_text(json.dumps(chosen))
-                    env["MUTATE_SELECT"] = str(sel)
-                    budget = sum(chosen.values())
-                code, secs, last = space.pytest(files, 3 * budget + 30, **env)
-                m.seconds += secs
-                if code is None:
-                    m.status, m.detail = f"timeout-{phase}", last
-                    return
-                if code != 0:
-                    m.status, m.detail = f"killed-{phase}", last
-                    return
+        run_phase(todo, phase, files, traced)
+    for m in mutants:
+        if m.status == "pending":
             m.status, m.detail = "survived", ""
-        finally:
-            space.write(target.path, original)
-
-    todo = list(mutants)
-    done = 0
-
-    def worker(space: Workspace) -> None:
-        nonlocal done
-        while todo:
-            m = todo.pop(0)
-            one(space, m)
-            done += 1
-            if m.status == "survived" or done % 25 == 0:
-                print(f"  [{target.name}] {done}/{len(mutants)} {m.status}: {m.key}", file=log)
-                log.flush()
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        list(pool.map(worker, spaces[:jobs]))
     return mutants, {"not_applicable": failed, "traced_seconds": base}
 
 
@@ -688,11 +813,81 @@ def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[s
         if m.status != "survived":
             continue
         why = f"{m.reason['kind']}: {m.reason['why']}" if m.reason else "**no reason: a test gap**"
-        lines.append(f"- `{m.module}.py:{m.line}` `{m.key}`  \n  {why}")
+        path = next((t.path for t in TARGETS if t.name == m.module), m.module)
+        lines.append(f"- `{path}:{m.line}` (`{m.module}`) `{m.key}`  \n  {why}")
     if stale:
         lines += ["", "## Reasons that match no survivor (remove them)", ""]
         lines += [f"- `{k}`" for k in stale]
     return "\n".join(lines) + "\n"
+
+
+def _run(
+    targets: list[Target], spaces: list[Workspace], args: argparse.Namespace, reasons: Any
+) -> tuple[list[dict[str, Any]], list[Mutant], dict[str, Any], list[str]]:
+    """Run every target; its scores, mutants, run details and stale reasons."""
+    scores: list[dict[str, Any]] = []
+    everything: list[Mutant] = []
+    extra: dict[str, Any] = {}
+    stale: list[str] = []
+    for t in targets:
+        mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout, tuple(args.match))
+        s, gone = _judge(t, mutants, reasons, partial=bool(args.match))
+        scores.append(s)
+        stale += gone
+        everything += mutants
+        extra[t.name] = info
+    return scores, everything, extra, stale
+
+
+def _judge(
+    t: Target, mutants: list[Mutant], reasons: Any, partial: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """Give the survivors of ``t`` their reasons; its score and its stale reasons."""
+    given = reasons.get(t.name, {})
+    for m in mutants:
+        m.reason = dict(given[m.key]) if m.status == "survived" and m.key in given else {}
+    survived = {m.key for m in mutants if m.status == "survived"}
+    stale: list[str] = []
+    if not partial:  # a partial run cannot tell a stale reason
+        ran = {m.key for m in mutants}
+        every = {m.key for m in mutants_of(dataclasses.replace(t, rate=1.0))[0]}
+        # stale: its mutant ran and died, or no longer exists (not: left out of the sample)
+        gone = [k for k in given if k not in survived and (k in ran or k not in every)]
+        stale = [f"{t.name}: {k}" for k in gone]
+    s = _score(mutants, t)
+    print(
+        f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
+        f"{s['unexplained_survivors']} unexplained",
+        flush=True,
+    )
+    return s, stale
+
+
+def _write_report(out: Path, report: dict[str, Any], mutants: list[Mutant]) -> str:
+    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    md = _markdown(report["scores"], mutants, report["stale_reasons"]) + (
+        f"\nRun time: {report['seconds'] / 60:.1f} min with {report['jobs']} jobs; the test runs "
+        f"took {report['cpu_seconds'] / 60:.1f} CPU minutes.\n"
+    )
+    (out / "report.md").write_text(md, encoding="utf-8")
+    return md
+
+
+def rescore(out: Path) -> int:
+    """Judge the mutants of ``out/report.json`` again with today's reasons (nothing runs)."""
+    report = json.loads((out / "report.json").read_text())
+    mutants = [Mutant(**{**d, "lines": tuple(d["lines"])}) for d in report["mutants"]]
+    reasons = _reasons()
+    report["scores"], report["stale_reasons"] = [], []
+    for t in TARGETS:
+        mine = [m for m in mutants if m.module == t.name]
+        if mine:
+            s, gone = _judge(t, mine, reasons, partial=False)
+            report["scores"].append(s)
+            report["stale_reasons"] += gone
+    report["mutants"] = [asdict(m) for m in mutants]
+    print(_write_report(out, report, mutants))
+    return 0 if all(s["met"] for s in report["scores"]) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -701,7 +896,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "mutation-results"))
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--match",
+        action="append",
+        default=[],
+        help="run only mutants whose description contains this text (a partial report)",
+    )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="judge the mutants of --out's report.json again with today's reasons; run nothing",
+    )
     args = parser.parse_args(argv)
+    if args.rescore:
+        return rescore(Path(args.out))
     targets = [t for t in TARGETS if not args.module or t.name in args.module]
     reasons = _reasons()
     if args.list:
@@ -714,39 +922,24 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scores, everything, extra, stale = [], [], {}, []
     with tempfile.TemporaryDirectory(prefix="cortex-mutate-") as tmp:
         spaces = [Workspace(Path(tmp), n) for n in range(max(1, args.jobs))]
-        for t in targets:
-            mutants, info = run_target(t, spaces, max(1, args.jobs), sys.stdout)
-            given = reasons.get(t.name, {})
-            for m in mutants:
-                if m.status == "survived" and m.key in given:
-                    m.reason = dict(given[m.key])
-            survived = {m.key for m in mutants if m.status == "survived"}
-            stale += [f"{t.name}: {k}" for k in given if k not in survived]
-            s = _score(mutants, t)
-            print(
-                f"[{t.name}] score {s['score']:.1%} (goal {t.goal:.0%}), "
-                f"{s['unexplained_survivors']} unexplained",
-                flush=True,
-            )
-            scores.append(s)
-            everything += mutants
-            extra[t.name] = info
+        with contextlib.ExitStack() as stack:
+            for space in spaces:
+                stack.callback(space.close)
+            scores, everything, extra, stale = _run(targets, spaces, args, reasons)
+        cpu = sum(space.cpu for space in spaces)
     elapsed = time.monotonic() - started
     report = {
         "seconds": round(elapsed, 1),
+        "cpu_seconds": round(cpu, 1),
         "jobs": args.jobs,
         "scores": scores,
         "modules": extra,
         "stale_reasons": stale,
         "mutants": [asdict(m) for m in everything],
     }
-    (out / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    md = _markdown(scores, everything, stale) + f"\nRun time: {elapsed / 60:.1f} min.\n"
-    (out / "report.md").write_text(md, encoding="utf-8")
-    print(md)
+    print(_write_report(out, report, everything))
     return 0 if all(s["met"] for s in scores) else 1
 
 
