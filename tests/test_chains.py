@@ -139,6 +139,22 @@ def test_parts_that_normalise_to_nothing() -> None:
     assert claim_keys(pref) == (b"preference\x1ftea",)
 
 
+def test_effective_time_and_confidence() -> None:
+    """``claims.md`` §6: valid_from, else a Fact's observed_at, else when written; a Fact's own
+    confidence, else the version's."""
+    from cortex.chains import effective_confidence, effective_time
+
+    seen, valid, made = T0, T0 + timedelta(days=1), T0 + timedelta(days=2)
+    observed = Fact(statement="x", subject="s", predicate="p", observed_at=seen, confidence=0.3)
+    plain = Fact(statement="x", subject="s", predicate="p")
+    assert effective_time(observed, valid, made) == valid
+    assert effective_time(observed, None, made) == seen
+    assert effective_time(plain, None, made) == made
+    assert effective_time(Preference(topic="t", polarity=Polarity.PREFER), None, made) == made
+    assert effective_confidence(observed, 0.9) == 0.3
+    assert effective_confidence(plain, 0.9) == 0.9
+
+
 def test_winner() -> None:
     assert winner(2, 1.0, 1, 1.0) == "new"  # later, as confident
     assert winner(1, 1.0, 2, 1.0) == "old"  # an earlier observation arrives late: history
