@@ -17,6 +17,7 @@ its own record, and takes effect for every write after it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
@@ -42,6 +43,7 @@ __all__ = [
     "Aliases",
     "alias_hash",
     "alias_key",
+    "chained",
     "decode_record",
     "normal_name",
     "plan_alias",
@@ -148,6 +150,15 @@ def read_aliases(txn: ReadTxn) -> Aliases:
     for key, value in txn.scan(ALIAS_PREFIX):
         out[_alias_of(key)] = decode_record(key, value)
     return Aliases(out)
+
+
+def chained(records: Mapping[str, AliasRecord]) -> list[str]:
+    """The aliases whose canonical name is an alias itself, sorted.
+
+    Each breaks the rule that an entity has one canonical name (``verify``, import and salvage
+    refuse them).
+    """
+    return sorted(a for a, r in records.items() if r.canonical in records)
 
 
 def decode_record(key: bytes, value: bytes) -> AliasRecord:

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
-from cortex.aliases import ALIAS_PREFIX
+from cortex.aliases import ALIAS_PREFIX, chained
 from cortex.aliases import decode_record as decode_alias
 from cortex.codec import HEAD, VERSION, StructCodec
 from cortex.enums import EdgeType, MemoryType, Sensitivity
@@ -719,13 +719,11 @@ def _extras(
     for key, value in recs.tasks.items():
         txn.put(key, value)
     # entity aliases (claims.md section 10), each whose canonical name is no alias itself
-    aliases = {k[len(ALIAS_PREFIX) :]: decode_alias(k, v) for k, v in recs.aliases.items()}
-    chained = 0
-    for key, value in recs.aliases.items():
-        if decode_alias(key, value).canonical.encode("utf-8") in aliases:
-            chained += 1
-            continue
-        txn.put(key, value)
-    if chained:
-        notes.append(f"{chained} aliases named an alias as their entity and were left out")
+    records = {k[len(ALIAS_PREFIX) :].decode("utf-8"): k for k in recs.aliases}
+    left_out = set(chained({a: decode_alias(k, recs.aliases[k]) for a, k in records.items()}))
+    for alias, key in records.items():
+        if alias not in left_out:
+            txn.put(key, recs.aliases[key])
+    if left_out:
+        notes.append(f"{len(left_out)} aliases named an alias as their entity and were left out")
     return vectors, counters, len(recs.tasks)

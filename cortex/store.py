@@ -36,6 +36,7 @@ from cortex.aliases import (
     AliasRecord,
     alias_hash,
     alias_key,
+    chained,
     plan_alias,
     read_aliases,
 )
@@ -3851,15 +3852,15 @@ def _put_aliases(txn: WriteTxn, records: dict[str, bytes], journal: _Journal) ->
         txn.put(alias_key(alias), sealed)
         journal.append(JournalKind.ALIAS, hash=alias_hash(alias), reason="import")
         added += 1
-    names = read_aliases(txn)
-    for alias, rec in names.records.items():
-        if rec.canonical in names.records:
-            raise ValidationError(
-                "aliases",
-                "chain",
-                f"{alias!r} would name {rec.canonical!r}, itself an alias of "
-                f"{names.records[rec.canonical].canonical!r}: an entity has one canonical name",
-            )
+    held = read_aliases(txn).records
+    for alias in chained(held)[:1]:
+        rec = held[alias]
+        raise ValidationError(
+            "aliases",
+            "chain",
+            f"{alias!r} would name {rec.canonical!r}, itself an alias of "
+            f"{held[rec.canonical].canonical!r}: an entity has one canonical name",
+        )
     return added, same
 
 
@@ -3874,14 +3875,13 @@ def _verify_aliases(txn: ReadTxn, add: Callable[[Problem], None]) -> None:
             records[key[len(ALIAS_PREFIX) :].decode("utf-8")] = decode_alias(key, value)
         except (IntegrityError, UnicodeDecodeError) as exc:
             add(Problem(_show_key(key), str(exc)))
-    for alias, rec in records.items():
-        if rec.canonical in records:
-            add(
-                Problem(
-                    _show_key(alias_key(alias)),
-                    "its canonical name is an alias itself (an entity has one canonical name)",
-                )
+    for alias in chained(records):
+        add(
+            Problem(
+                _show_key(alias_key(alias)),
+                "its canonical name is an alias itself (an entity has one canonical name)",
             )
+        )
 
 
 def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:
