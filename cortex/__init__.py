@@ -1,28 +1,22 @@
 """cortex: an embedded, typed, versioned memory store for AI agents."""
 
 from cortex._version import __version__
-from cortex.aio import AsyncCortex, AsyncReaderView
-from cortex.aliases import AliasChange, AliasSuggestion
-from cortex.api import ChainLink, Conflict, Cortex, ReaderView
-from cortex.codec import decode_data, encode_data
-from cortex.context import Bundle
-from cortex.enums import (
-    ConstraintSource,
-    DecayClass,
-    EdgeType,
-    GoalStatus,
-    MemoryType,
-    ObjKind,
-    Outcome,
-    Polarity,
-    Sensitivity,
-    SourceKind,
-    Stance,
-    Strength,
-    Verb,
-    Visibility,
+from cortex.agent.aio import AsyncCortex, AsyncReaderView
+from cortex.agent.api import ChainLink, Conflict, Cortex, ReaderView
+from cortex.agent.extract import ExtractionError, LLMExtractor
+from cortex.agent.quick import Memories
+from cortex.engine.erasure import ErasureReport, Residue, ScrubReport
+from cortex.engine.store import (
+    FORMAT_VERSION,
+    Edge,
+    ImportReport,
+    JournalEntry,
+    JournalKind,
+    Memory,
+    NewMemory,
+    Problem,
+    VerifyReport,
 )
-from cortex.erasure import ErasureReport, Residue, ScrubReport
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -39,11 +33,50 @@ from cortex.errors import (
     ValidationError,
     WriteBudgetError,
 )
-from cortex.extract import ExtractionError, LLMExtractor
-from cortex.forms import count_tokens, render, render_full, render_medium, render_short
-from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id
-from cortex.query import (
+from cortex.model.codec import decode_data, encode_data
+from cortex.model.enums import (
+    ConstraintSource,
+    DecayClass,
+    EdgeType,
+    GoalStatus,
+    MemoryType,
+    ObjKind,
+    Outcome,
+    Polarity,
+    Sensitivity,
+    SourceKind,
+    Stance,
+    Strength,
+    Verb,
+    Visibility,
+)
+from cortex.model.forms import count_tokens, render, render_full, render_medium, render_short
+from cortex.model.hashing import content_hash
+from cortex.model.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id
+from cortex.model.records import (
+    Belief,
+    Capability,
+    Constraint,
+    Cost,
+    Data,
+    Event,
+    Fact,
+    Forms,
+    FrameRef,
+    Goal,
+    Head,
+    Identity,
+    Pattern,
+    Preference,
+    Provenance,
+    SourceRef,
+    Tombstone,
+    VectorRef,
+    Version,
+)
+from cortex.model.schema import from_json, json_schema, json_schemas
+from cortex.query.context import Bundle
+from cortex.query.language import (
     And,
     EpisodeMatch,
     Eq,
@@ -66,45 +99,12 @@ from cortex.query import (
     Window,
     field_names,
 )
-from cortex.quick import Memories
-from cortex.records import (
-    Belief,
-    Capability,
-    Constraint,
-    Cost,
-    Data,
-    Event,
-    Fact,
-    Forms,
-    FrameRef,
-    Goal,
-    Head,
-    Identity,
-    Pattern,
-    Preference,
-    Provenance,
-    SourceRef,
-    Tombstone,
-    VectorRef,
-    Version,
-)
-from cortex.salience import SalienceState, Weights
-from cortex.salvage import SalvageLoss, SalvageReport, salvage
-from cortex.schema import from_json, json_schema, json_schemas
-from cortex.scope import FrameMatch, Reader, Scope
-from cortex.store import (
-    FORMAT_VERSION,
-    Edge,
-    ImportReport,
-    JournalEntry,
-    JournalKind,
-    Memory,
-    NewMemory,
-    Problem,
-    VerifyReport,
-)
-from cortex.transfer import ExportReport, export_digest, export_store, import_bundle
-from cortex.where import format_where, parse_where
+from cortex.query.where import format_where, parse_where
+from cortex.rules.aliases import AliasChange, AliasSuggestion
+from cortex.rules.salience import SalienceState, Weights
+from cortex.rules.scope import FrameMatch, Reader, Scope
+from cortex.transfer.bundle import ExportReport, export_digest, export_store, import_bundle
+from cortex.transfer.salvage import SalvageLoss, SalvageReport, salvage
 
 __all__ = [
     "FORMAT_VERSION",

@@ -46,7 +46,7 @@ def merge_run(
     """The blocks' postings with ``changes`` applied, and the change in their count; or None."""
 
 def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
-    """``cortex.postings.blocks(run, held)``: where a run of postings splits into blocks."""
+    """``cortex.index.postings.blocks(run, held)``: where a run of postings splits into blocks."""
 
 def append_runs(
     cursor: Any,
@@ -133,7 +133,7 @@ def index_keys(
     actor_obj: bool,
     /,
 ) -> list[bytes] | None:
-    """``cortex.keys.index_keys`` for str tags and FrameRefs; ``None`` when not sure."""
+    """``cortex.storage.keys.index_keys`` for str tags and FrameRefs; ``None`` when not sure."""
 
 def journal_entry(
     prefix: bytes,
@@ -158,7 +158,7 @@ def unseal(value: bytes, /) -> bytes | None:
     """The payload of a sealed value whose checksum holds; else None."""
 
 def seal(payload: bytes, /) -> bytes:
-    """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.kv.seal``)."""
+    """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.storage.kv.seal``)."""
 
 def stage_new(
     plan: tuple[Any, ...],

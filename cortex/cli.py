@@ -81,19 +81,19 @@ from cortex import (
     parse_where,
     render_full,
 )
-from cortex import migrate as migrations
-from cortex.context import TIERS
-from cortex.embed import HashingEmbedder, MiniLM, embedder_for
-from cortex.engines import copy_kv, is_url, open_kv
-from cortex.engines import exists as store_exists
-from cortex.enums import CodedEnum
-from cortex.episode import episode_text
-from cortex.erasure import ErasureReport
-from cortex.forms import format_time
-from cortex.jsonmap import from_plain, loads, parse_time, to_plain
-from cortex.records import DATA_TYPES, Episode
-from cortex.salvage import salvage
-from cortex.store import episode_source
+from cortex.engine.erasure import ErasureReport
+from cortex.engine.store import episode_source
+from cortex.index.embed import HashingEmbedder, MiniLM, embedder_for
+from cortex.model.enums import CodedEnum
+from cortex.model.episode import episode_text
+from cortex.model.forms import format_time
+from cortex.model.jsonmap import from_plain, loads, parse_time, to_plain
+from cortex.model.records import DATA_TYPES, Episode
+from cortex.query.context import TIERS
+from cortex.storage.engines import copy_kv, is_url, open_kv
+from cortex.storage.engines import exists as store_exists
+from cortex.transfer import migrate as migrations
+from cortex.transfer.salvage import salvage
 
 __all__ = [
     "EXIT_ERROR",

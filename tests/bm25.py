@@ -6,8 +6,8 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from cortex.ids import MemoryId
-from cortex.text import query_terms
+from cortex.index.text import query_terms
+from cortex.model.ids import MemoryId
 
 K1 = 1.2
 B = 0.75

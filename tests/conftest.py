@@ -79,7 +79,7 @@ class _Server:
     def drop(self, store: str) -> None:
         import psycopg
 
-        from cortex.pgkv import parse_url
+        from cortex.storage.pgkv import parse_url
 
         with psycopg.connect(parse_url(self.url(store)).conninfo, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "cortex_{store}"')

@@ -598,7 +598,7 @@ class World:
             return None
         COUNTS.add(surface, "ok")
         episode = getattr(out, "episode", None)
-        if isinstance(episode, cortex.records.Episode):
+        if isinstance(episode, cortex.model.records.Episode):
             self.episodes.append(episode.id)
         if isinstance(out, Uri):
             self.uris.append(out)
@@ -1261,7 +1261,7 @@ def _salvage(w: World, draw: st.DrawFn) -> None:
     kw: dict[str, Any] = {}
     opt(draw, kw, "actor", texts_arg("owner"))
     opt(draw, kw, "progress", callbacks())
-    w.call(cortex.salvage, draw(source), draw(dest), **kw)
+    w.call(cortex.transfer.salvage, draw(source), draw(dest), **kw)
 
 
 @surface("Cortex.open")
@@ -1411,7 +1411,7 @@ def _structs(w: World, draw: st.DrawFn) -> None:
             opt(draw, kw, name, numbers_arg(0, 5))
         w.call(Weights, **kw)
     else:
-        from cortex.query import compile_query
+        from cortex.query.language import compile_query
 
         w.call(compile_query, draw(w.queries()), draw(times_arg()))
 
@@ -1446,7 +1446,7 @@ def _where(w: World, draw: st.DrawFn) -> None:
 @st.composite
 def _cbor_bytes(draw: st.DrawFn) -> Any:
     """Bytes for a decoder: a valid record's, mutated, or hostile CBOR."""
-    from cortex.codec import encode_head, encode_version
+    from cortex.model.codec import encode_head, encode_version
 
     head, version, data = draw(memories())
     good = draw(
@@ -1489,8 +1489,8 @@ HOSTILE_CBOR = (
 
 @surface("decoders")
 def _decoders(w: World, draw: st.DrawFn) -> None:
-    from cortex.codec import decode_head, decode_version
-    from cortex.episode import decode_episode
+    from cortex.model.codec import decode_head, decode_version
+    from cortex.model.episode import decode_episode
 
     what = draw(st.sampled_from(("data", "head", "version", "episode", "encode", "hash")))
     raw = draw(_cbor_bytes())
@@ -1664,7 +1664,7 @@ def _import_bundle(w: World, draw: st.DrawFn) -> None:
     if what == "import":
         w.call(cortex.import_bundle, w.cx, path)
     elif what == "read":
-        from cortex.transfer import read_bundle
+        from cortex.transfer.bundle import read_bundle
 
         w.call(read_bundle, data)
     else:
@@ -1685,7 +1685,7 @@ def _export(w: World, draw: st.DrawFn) -> None:
 
 @surface("migrate")
 def _migrate(w: World, draw: st.DrawFn) -> None:
-    from cortex import migrate
+    from cortex.transfer import migrate
 
     what = draw(st.sampled_from(("plan", "applied", "migrate")))
     path = arg(st.just(str(w.root / "mig")), str(w.root / "nowhere"), "\x00", *SURROGATES)

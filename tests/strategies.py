@@ -16,8 +16,8 @@ from typing import Any, Final
 import msgspec
 from hypothesis import strategies as st
 
-from cortex.codec import LIMITS, encode_data
-from cortex.enums import (
+from cortex.model.codec import LIMITS, encode_data
+from cortex.model.enums import (
     CodedEnum,
     ConstraintSource,
     GoalStatus,
@@ -31,10 +31,10 @@ from cortex.enums import (
     Verb,
     Visibility,
 )
-from cortex.forms import MEDIUM_TOKENS, SHORT_TOKENS
-from cortex.hashing import content_hash
-from cortex.ids import MAX_VERSION, MemoryId, Uri
-from cortex.records import (
+from cortex.model.forms import MEDIUM_TOKENS, SHORT_TOKENS
+from cortex.model.hashing import content_hash
+from cortex.model.ids import MAX_VERSION, MemoryId, Uri
+from cortex.model.records import (
     Belief,
     Capability,
     Constraint,

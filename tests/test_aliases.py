@@ -22,7 +22,8 @@ from cortex import (
     Scope,
     ValidationError,
 )
-from cortex.aliases import (
+from cortex.index.embed import HashingEmbedder
+from cortex.rules.aliases import (
     ALIAS_CODEC,
     ALIAS_DOMAIN,
     Aliases,
@@ -32,9 +33,8 @@ from cortex.aliases import (
     read_aliases,
     suggest,
 )
-from cortex.chains import claim_hash, lookup_key, lookup_keys
-from cortex.embed import HashingEmbedder
-from cortex.kv import seal
+from cortex.rules.chains import claim_hash, lookup_key, lookup_keys
+from cortex.storage.kv import seal
 
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "vectors" / "claims.json"
 
@@ -290,7 +290,7 @@ def test_aliases_travel_in_bundles(tmp_path: Path, encoding: str) -> None:
     """Bundle version 4 (``export.md``): alias items after the episodes, an ``aliases`` count;
     export, import and export again give the same bytes; a store without aliases still writes
     the version it wrote before."""
-    from cortex.transfer import export_store, import_bundle, read_bundle
+    from cortex.transfer.bundle import export_store, import_bundle, read_bundle
 
     src = tmp_path / "src"
     with Cortex.open(src, actor="agent") as cx:
@@ -322,7 +322,7 @@ def test_aliases_travel_in_bundles(tmp_path: Path, encoding: str) -> None:
 
 def test_an_imported_alias_that_conflicts_or_chains_is_refused(tmp_path: Path) -> None:
     from cortex import ConflictError
-    from cortex.transfer import export_store, import_bundle
+    from cortex.transfer.bundle import export_store, import_bundle
 
     with Cortex.open(tmp_path / "src", actor="agent") as cx:
         cx.alias("Sarah Chen", "sarah")

@@ -10,10 +10,10 @@ import msgspec
 import numpy as np
 import pytest
 
-from cortex import ann
-from cortex.ann import EXACT_BELOW, IndexMeta, VectorIndex
 from cortex.errors import CortexError, IndexCacheError, ValidationError
-from cortex.ids import MemoryId
+from cortex.index import ann
+from cortex.index.ann import EXACT_BELOW, IndexMeta, VectorIndex
+from cortex.model.ids import MemoryId
 
 DIM = 24
 MODEL = "hashing-v1-24"

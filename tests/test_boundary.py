@@ -48,10 +48,10 @@ from cortex import (
 )
 from cortex.argcheck import MAX_DEPTH
 from cortex.cli import EXIT_INTERNAL, main
-from cortex.codec import cbor_extent
 from cortex.errors import CodecError
-from cortex.jsonmap import json_depth, loads
-from cortex.query import And
+from cortex.model.codec import cbor_extent
+from cortex.model.jsonmap import json_depth, loads
+from cortex.query.language import And
 from tests.qsupport import Clock, digest_of_store, rejects
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -488,7 +488,7 @@ def test_cli_reads_on_a_read_only_mount(store: Path, tmp_path: Path) -> None:
 
 
 def test_import_records_head_with_none_lists(cx: Cortex, tmp_path: Path) -> None:
-    from cortex.records import Version
+    from cortex.model.records import Version
     from tests.strategies import FULL
 
     src = tmp_path / "src"

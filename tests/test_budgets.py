@@ -163,7 +163,7 @@ def test_the_count_is_kept_as_storage_md_says(cx: Cortex) -> None:
     """``task/`` sha256(task id)[:16] holds the count, sealed, u64 big-endian (storage.md §2)."""
     import hashlib
 
-    from cortex.kv import unseal
+    from cortex.storage.kv import unseal
 
     task = "naïve task ✓"  # the id's UTF-8 bytes are hashed
     key = b"task/" + hashlib.sha256(task.encode("utf-8")).digest()[:16]

@@ -32,7 +32,7 @@ from cortex import (
     export_store,
     import_bundle,
 )
-from cortex.chains import (
+from cortex.rules.chains import (
     SINGLE_VALUED,
     _key,
     claim_keys,
@@ -142,7 +142,7 @@ def test_parts_that_normalise_to_nothing() -> None:
 def test_effective_time_and_confidence() -> None:
     """``claims.md`` §6: valid_from, else a Fact's observed_at, else when written; a Fact's own
     confidence, else the version's."""
-    from cortex.chains import effective_confidence, effective_time
+    from cortex.rules.chains import effective_confidence, effective_time
 
     seen, valid, made = T0, T0 + timedelta(days=1), T0 + timedelta(days=2)
     observed = Fact(statement="x", subject="s", predicate="p", observed_at=seen, confidence=0.3)
@@ -362,7 +362,7 @@ def test_export_import_keeps_the_chain(cx: Cortex, clock: Clock, tmp_path: Path)
 
 
 def test_purge_removes_the_claim_index_entries(cx: Cortex) -> None:
-    from cortex.keys import IDX_CLAIM
+    from cortex.storage.keys import IDX_CLAIM
 
     u = cx.write(home("Berlin"))
     with cx._kv.read() as txn:
@@ -374,7 +374,7 @@ def test_purge_removes_the_claim_index_entries(cx: Cortex) -> None:
 
 
 def test_verify_reports_a_missing_or_stale_claim_entry(cx: Cortex) -> None:
-    from cortex.keys import IDX_CLAIM
+    from cortex.storage.keys import IDX_CLAIM
 
     cx.write(home("Berlin"))
     with cx._kv.read() as txn:
@@ -433,7 +433,7 @@ def test_golden_claim_keys() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
     import gen_vectors
 
-    from cortex.chains import claim_hash
+    from cortex.rules.chains import claim_hash
 
     doc = json.loads((Path(__file__).parent.parent / "specs/vectors/claims.json").read_text())
     assert len(doc["cases"]) >= 8
@@ -452,8 +452,8 @@ def test_golden_claim_keys() -> None:
 def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
     cx: Cortex, clock: Clock
 ) -> None:
-    from cortex.keys import IDX_CLAIM, parse_claim_index_key
-    from cortex.store import SUPERSEDED
+    from cortex.engine.store import SUPERSEDED
+    from cortex.storage.keys import IDX_CLAIM, parse_claim_index_key
 
     def marks() -> dict[Any, set[bytes]]:
         out: dict[Any, set[bytes]] = {}

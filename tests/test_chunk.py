@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import ValidationError
-from cortex.chunk import DEFAULT_OVERLAP, DEFAULT_TARGET, Chunk, chunk_text
+from cortex.model.chunk import DEFAULT_OVERLAP, DEFAULT_TARGET, Chunk, chunk_text
 
 VECTORS = Path(__file__).resolve().parent.parent / "specs" / "vectors" / "chunks.json"
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import Belief, Constraint, Event, Fact, Goal, Preference
-from cortex.claims import claim_tokens, same_claim
+from cortex.rules.claims import claim_tokens, same_claim
 
 
 def f(text: str, subject: str = "user") -> Fact:

@@ -35,7 +35,7 @@ from cortex import (
     cli,
 )
 from cortex.cli import main
-from cortex.keys import LEX_POSTING, lex_term_key, version_key
+from cortex.storage.keys import LEX_POSTING, lex_term_key, version_key
 from tests import workers
 
 ROOT = Path(__file__).resolve().parent.parent

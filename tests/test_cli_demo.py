@@ -10,7 +10,7 @@ import pytest
 
 from cortex import Cortex, MemoryType
 from cortex.cli import main
-from cortex.ids import Uri
+from cortex.model.ids import Uri
 
 URI = re.compile(r"cortex://[A-Za-z]+/[0-9A-Z]{26}#[0-9]+")
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cortex.codec import (
+from cortex.errors import CodecError, NonCanonicalError, ValidationError
+from cortex.model.codec import (
     DEFAULT_PROVENANCE,
     LIMITS,
     decode_data,
@@ -26,11 +27,10 @@ from cortex.codec import (
     encode_version,
     explain_noncanonical,
 )
-from cortex.enums import MemoryType, ObjKind, Polarity, SourceKind, Verb, Visibility
-from cortex.errors import CodecError, NonCanonicalError, ValidationError
-from cortex.hashing import DOMAIN, content_hash
-from cortex.ids import MemoryId, Uri
-from cortex.records import (
+from cortex.model.enums import MemoryType, ObjKind, Polarity, SourceKind, Verb, Visibility
+from cortex.model.hashing import DOMAIN, content_hash
+from cortex.model.ids import MemoryId, Uri
+from cortex.model.records import (
     Belief,
     Capability,
     Cost,
@@ -745,8 +745,8 @@ def test_encoding_rejects_what_decoding_would() -> None:
 
 def test_frames_fast_path_equals_the_generic_encoder() -> None:
     """A head's frames go through the record encoder; bytes and errors match the generic path."""
-    from cortex.codec import FRAMES, _Invalid
-    from cortex.records import FrameRef
+    from cortex.model.codec import FRAMES, _Invalid
+    from cortex.model.records import FrameRef
 
     a = FrameRef(verb="find", obj_kind="knowledge", obj_ref="x")  # labels: fall back
     b = FrameRef(verb=Verb.FIND, obj_kind=ObjKind.KNOWLEDGE, obj_ref="y")

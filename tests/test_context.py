@@ -458,7 +458,7 @@ def test_recall_tier_comes_last_and_dedups(lex: _Lexical) -> None:
 
 def pins(cx: Cortex) -> list[MemoryId]:
     """The ids in ``idx/pin``, in key order (type, created time, id)."""
-    from cortex import keys as K
+    from cortex.storage import keys as K
 
     with cx._kv.read() as txn:
         return [K.parse_pin_key(k).id for k in txn.keys(K.IDX_PIN)]
@@ -549,8 +549,8 @@ def test_import_pins_from_the_current_version(tmp_path: Path, cx: Cortex, clock:
 
 
 def test_the_pinned_tier_reads_the_pinned_index(cx: Cortex, clock: Clock) -> None:
-    from cortex import keys as K
-    from cortex.codec import to_micros
+    from cortex.model.codec import to_micros
+    from cortex.storage import keys as K
 
     a = cx.write(hard("a")).id
     s = cx.resolve_latest(cx.write(soft("s"))).head
@@ -569,8 +569,8 @@ def test_the_pinned_tier_is_bounded_newest_first_per_type(
 ) -> None:
     import functools
 
-    import cortex.api
-    from cortex.context import assemble
+    import cortex.agent.api
+    from cortex.query.context import assemble
 
     made: dict[str, list[MemoryId]] = {"ident": [], "hard": [], "goal": []}
     for i in range(5):
@@ -581,7 +581,7 @@ def test_the_pinned_tier_is_bounded_newest_first_per_type(
     cx.tombstone(made["hard"][4], "retired")  # skipped: the limit counts the kept ones
     b = cx.context("find")
     assert set(tier(b, "pinned")) == {m for ms in made.values() for m in ms} - {made["hard"][4]}
-    monkeypatch.setattr(cortex.api, "assemble", functools.partial(assemble, tier_limit=2))
+    monkeypatch.setattr(cortex.agent.api, "assemble", functools.partial(assemble, tier_limit=2))
     b = cx.context("find")
     want = {*made["ident"][3:], *made["hard"][2:4], *made["goal"][3:]}
     assert set(tier(b, "pinned")) == want

@@ -18,7 +18,7 @@ from cortex import (
     TombstonedError,
     ValidationError,
 )
-from cortex.core import core_id, core_yaml
+from cortex.agent.core import core_id, core_yaml
 
 from .qsupport import Clock
 

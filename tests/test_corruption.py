@@ -35,8 +35,11 @@ from cortex import (
     Uri,
     Verb,
 )
-from cortex.codec import to_micros
-from cortex.keys import (
+from cortex.engine.store import _seal
+from cortex.index.postings import entry_tail
+from cortex.model.codec import to_micros
+from cortex.model.records import FrameRef
+from cortex.storage.keys import (
     edge_from_key,
     edge_to_key,
     frame_key,
@@ -51,9 +54,6 @@ from cortex.keys import (
     type_key,
     version_key,
 )
-from cortex.postings import entry_tail
-from cortex.records import FrameRef
-from cortex.store import _seal
 from tests import workers
 
 ACTOR = "builder"

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from cortex import Cortex, CortexError, EdgeType, Fact, IntegrityError, MemoryId
-from cortex import pages as pg
-from cortex.salvage import salvage
+from cortex.storage import pages as pg
+from cortex.transfer.salvage import salvage
 from tests import workers
 
 ROOT = Path(__file__).resolve().parent.parent

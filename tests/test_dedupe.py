@@ -1,5 +1,5 @@
 """Dedupe on write (issue 5 item 5, issue 14 item 2): an exact content-hash match, or cosine >=
-0.92 against a live memory of the same type *that states the same claim* (``cortex.claims``),
+0.92 against a live memory of the same type *that states the same claim* (``cortex.rules.claims``),
 returns the existing URI and records a confirmation; a near text that differs in negation,
 numbers, times, entities, polarity or detail is written."""
 
@@ -23,8 +23,8 @@ from cortex import (
     encode_data,
     render,
 )
-from cortex.api import DEDUPE_COSINE
-from cortex.claims import same_claim
+from cortex.agent.api import DEDUPE_COSINE
+from cortex.rules.claims import same_claim
 
 from .vsupport import E, fact, open_store
 

@@ -2,7 +2,8 @@
 that may merge.
 
 ``tests/data/dedupe_pairs.jsonl`` was written independently of the code (by someone who had not
-read ``cortex.claims``): 129 ``distinct`` pairs (negation, number, date, time, entity, polarity,
+read ``cortex.rules.claims``): 129 ``distinct`` pairs (negation, number, date, time, entity,
+polarity,
 quantifier, modality, unit, tense, role swap, condition, scope) and 70 ``same`` pairs
 (paraphrases, easy to hard). The rule: a distinct pair never merges — not by the claim guard,
 and not through ``write(..., dedupe=True)`` with the real model. The paraphrase merge rate is
@@ -25,7 +26,7 @@ from cortex import (
     Goal,
     Preference,
 )
-from cortex.claims import same_claim
+from cortex.rules.claims import same_claim
 
 PAIRS = [
     json.loads(line)
@@ -88,8 +89,8 @@ def test_dedupe_with_minilm_never_merges_a_distinct_pair(tmp_path: Path) -> None
     paraphrases).
     """
     from cortex import Cortex, render
-    from cortex.api import DEDUPE_COSINE
-    from cortex.embed import MiniLM
+    from cortex.agent.api import DEDUPE_COSINE
+    from cortex.index.embed import MiniLM
 
     model = MiniLM(batch_size=32)
     model.load()
@@ -162,8 +163,8 @@ def test_a_paraphrase_written_between_check_and_write_is_confirmed(tmp_path: Pat
     pair; the comparison missed it (its snapshot is older), the transaction finds it among the
     memories written since and confirms it, so the two writers make one memory."""
     from cortex import Cortex, Query, render
-    from cortex.api import DEDUPE_COSINE
-    from cortex.embed import MiniLM
+    from cortex.agent.api import DEDUPE_COSINE
+    from cortex.index.embed import MiniLM
 
     model = MiniLM(batch_size=32)
     model.load()

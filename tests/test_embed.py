@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cortex.embed import MINILM_MODEL_ID, Embedder, HashingEmbedder, MiniLM, hashing_features
 from cortex.errors import CortexError, MissingDependencyError, ValidationError
+from cortex.index.embed import MINILM_MODEL_ID, Embedder, HashingEmbedder, MiniLM, hashing_features
 
 REFERENCE = Path(__file__).parent / "data" / "minilm_reference.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def test_hashing_small_dim_by_hand() -> None:
 
 def test_hashing_does_not_depend_on_python_hash_seed() -> None:
     code = (
-        "import hashlib; from cortex.embed import HashingEmbedder; "
+        "import hashlib; from cortex.index.embed import HashingEmbedder; "
         f"print(hashlib.sha256(HashingEmbedder().embed({PINNED_TEXTS!r}).tobytes()).hexdigest())"
     )
     for seed in ("1", "4242"):

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from cortex import Fact, NewMemory, Query
-from cortex.embed import MINILM_MODEL_ID, HashingEmbedder, MiniLM, embedder_for
-from cortex.embed_onnx import OnnxEncoder, available
+from cortex.agent.extract import Context, Extracted, Extraction
 from cortex.errors import CortexError, MissingDependencyError
-from cortex.extract import Context, Extracted, Extraction
+from cortex.index.embed import MINILM_MODEL_ID, HashingEmbedder, MiniLM, embedder_for
+from cortex.index.embed_onnx import OnnxEncoder, available
 
 from .vsupport import open_store, vectors_meta
 

@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from cortex import CodecError, IntegrityError, ValidationError
-from cortex.chunk import chunk_text
-from cortex.episode import (
+from cortex.model.chunk import chunk_text
+from cortex.model.episode import (
     check_episode,
     decode_episode,
     encode_episode,

@@ -28,11 +28,11 @@ from cortex import (
     Query,
     ValidationError,
 )
-from cortex.erasure import ERASURE_CODEC, ErasureKind, sidecar_copy
-from cortex.keys import ERASURE, vec_key
-from cortex.records import Forms, Provenance, SourceRef
-from cortex.store import _trusted
-from cortex.vectors import VECTOR_RECORD
+from cortex.engine.erasure import ERASURE_CODEC, ErasureKind, sidecar_copy
+from cortex.engine.store import _trusted
+from cortex.index.vectors import VECTOR_RECORD
+from cortex.model.records import Forms, Provenance, SourceRef
+from cortex.storage.keys import ERASURE, vec_key
 from tests import workers
 from tests.test_crash import Child, occurrences
 from tests.vsupport import E
@@ -290,7 +290,7 @@ def test_the_vector_cache_keeps_no_vector_of_a_purged_memory(tmp_path: Path) -> 
 
 
 def test_the_vector_cache_with_minilm(tmp_path: Path) -> None:
-    from cortex.embed import MiniLM
+    from cortex.index.embed import MiniLM
 
     root = tmp_path / "s"
     model = MiniLM()
@@ -310,7 +310,7 @@ def test_the_vector_cache_with_minilm(tmp_path: Path) -> None:
 
 def test_stale_separators_of_deleted_terms_are_rewritten(tmp_path: Path) -> None:
     """LMDB keeps a deleted key's copy in a branch page; the erasure step removes it."""
-    from cortex import scrub as S
+    from cortex.storage import scrub as S
 
     root = tmp_path / "s"
     with Cortex.open(root, actor="a", as_owner=True) as cx:
@@ -343,7 +343,7 @@ def _buffer_run(root: Path, epoch_prefix: bytes | None) -> int:
     """At the key-value level: this process writes filler, then secrets; another one deletes
     the secrets and zeroes the unused bytes; this process writes on. How many copies of a
     secret the file holds at the end."""
-    from cortex.kv import LmdbKV
+    from cortex.storage.kv import LmdbKV
 
     kv = LmdbKV(root, epoch_prefix=epoch_prefix)
     try:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cortex import Cortex, Fact, Query, Reader, ValidationError, export_store, import_bundle
-from cortex.evidence import CHUNK_POSTING
-from cortex.text import terms
+from cortex.index.evidence import CHUNK_POSTING
+from cortex.index.text import terms
 
 from .bm25 import scores
 
@@ -130,8 +130,8 @@ def test_the_context_bundle_carries_evidence_within_its_budget(cx: Cortex) -> No
 
 
 def test_with_an_embedder_chunks_have_vectors_and_rank_fused(tmp_path: Path) -> None:
-    from cortex.embed import HashingEmbedder
-    from cortex.evidence import CHUNK_VECTOR
+    from cortex.index.embed import HashingEmbedder
+    from cortex.index.evidence import CHUNK_VECTOR
 
     e = HashingEmbedder(64)
     with Cortex.open(tmp_path / "s", actor="agent", embedder=e) as cx:
@@ -154,8 +154,8 @@ def test_with_an_embedder_chunks_have_vectors_and_rank_fused(tmp_path: Path) -> 
 
 def test_imported_episodes_get_chunk_vectors_from_the_importing_store(tmp_path: Path) -> None:
     from cortex import export_store, import_bundle
-    from cortex.embed import HashingEmbedder
-    from cortex.evidence import CHUNK_VECTOR
+    from cortex.index.embed import HashingEmbedder
+    from cortex.index.evidence import CHUNK_VECTOR
 
     with Cortex.open(tmp_path / "plain", actor="agent") as cx:
         ep = cx.ingest(DOC).episode
@@ -170,9 +170,9 @@ def test_imported_episodes_get_chunk_vectors_from_the_importing_store(tmp_path: 
 
 
 def test_verify_names_a_stray_chunk_vector(cx: Cortex) -> None:
-    from cortex.evidence import CHUNK_VECTOR
-    from cortex.ids import new_id
-    from cortex.kv import seal
+    from cortex.index.evidence import CHUNK_VECTOR
+    from cortex.model.ids import new_id
+    from cortex.storage.kv import seal
 
     cx.ingest(DOC)
     stray = CHUNK_VECTOR + new_id().bytes + (0).to_bytes(4, "big")

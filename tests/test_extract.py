@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import CortexError, Fact, MemoryType, Preference, ValidationError
-from cortex.extract import (
+from cortex.agent.extract import (
     MAX_JSON_DEPTH,
     MAX_OUTPUT_CHARS,
     Context,

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cortex.enums import MemoryType, Outcome, Polarity
 from cortex.errors import ValidationError
-from cortex.forms import (
+from cortex.model.enums import MemoryType, Outcome, Polarity
+from cortex.model.forms import (
     ELLIPSIS,
     MEDIUM_TOKENS,
     SHORT_TOKENS,
@@ -27,7 +27,7 @@ from cortex.forms import (
     render_short,
     truncate,
 )
-from cortex.records import Cost, Data, Event, Fact, Forms, Identity, Pattern, Preference
+from cortex.model.records import Cost, Data, Event, Fact, Forms, Identity, Pattern, Preference
 from tests.strategies import FULL, MINIMAL, any_data, respelled
 
 T = MemoryType
@@ -497,8 +497,8 @@ def _full_reference(data: Data) -> str:
     """The full form as ``specs/forms.md`` words it, field by field (``render_full`` is faster)."""
     from collections.abc import Mapping
 
-    from cortex import forms
-    from cortex.enums import CodedEnum
+    from cortex.model import forms
+    from cortex.model.enums import CodedEnum
 
     def value(v: object) -> str:
         if isinstance(v, CodedEnum):
@@ -534,7 +534,7 @@ def _full_reference(data: Data) -> str:
 
 @given(any_data())
 def test_full_form_and_render_with_short_agree_with_their_definitions(data: Data) -> None:
-    from cortex.forms import render_with_short
+    from cortex.model.forms import render_with_short
 
     full = render_full(data)
     assert full == _full_reference(data)

@@ -1,5 +1,5 @@
 """Vectors from elsewhere (issue 17): ``write(..., vector=)``, ``NewMemory(vector=)``,
-``update(..., vector=)`` with the store's declared model, and ``cortex.embed.External`` for a
+``update(..., vector=)`` with the store's declared model, and ``cortex.index.embed.External`` for a
 model cortex cannot run (a hosted API): checked for dimension and finiteness, scaled to unit
 length, stored exactly as an embedder's output would be, searched by ``near_vector``."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cortex import Cortex, NewMemory, Query, ValidationError
-from cortex.embed import External
+from cortex.index.embed import External
 
 from .qsupport import digest_of_store
 from .vsupport import DIM, E, fact, open_store, vec_record

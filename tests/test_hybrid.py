@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cortex import Cortex, Eq, Event, Fusion, MemoryId, Query, ValidationError
-from cortex.query import fuse
+from cortex.query.language import fuse
 
 from .vsupport import DIM, E, fact, open_store, topic_fact
 

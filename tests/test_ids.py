@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex import ids
-from cortex.enums import MemoryType
 from cortex.errors import ValidationError
-from cortex.ids import MAX_VERSION, MemoryId, Uri, new_id
+from cortex.model import ids
+from cortex.model.enums import MemoryType
+from cortex.model.ids import MAX_VERSION, MemoryId, Uri, new_id
 from tests.strategies import memory_ids, memory_types
 
 # ---------------------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from cortex import (
     Reader,
     ValidationError,
 )
-from cortex.episode import episode_text
-from cortex.extract import Context, Extracted, Extraction
-from cortex.ids import new_id
+from cortex.agent.extract import Context, Extracted, Extraction
+from cortex.model.episode import episode_text
+from cortex.model.ids import new_id
 
 from .qsupport import digest_of_store as digest
 

@@ -1,4 +1,4 @@
-"""The key layout (cortex.keys): round trips, byte order = logical order, prefix freedom."""
+"""The key layout (cortex.storage.keys): round trips, byte order = logical order, prefix freedom."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex import keys
-from cortex.enums import EdgeType, MemoryType, ObjKind, Verb
 from cortex.errors import CodecError
-from cortex.ids import MemoryId
-from cortex.records import FrameRef
+from cortex.model.enums import EdgeType, MemoryType, ObjKind, Verb
+from cortex.model.ids import MemoryId
+from cortex.model.records import FrameRef
+from cortex.storage import keys
 
 U64 = 2**64 - 1
 

@@ -1,4 +1,4 @@
-"""The ordered KV layer (cortex.kv.LmdbKV): reads, writes, scans, atomicity, growth, safety."""
+"""The ordered KV layer (storage.kv.LmdbKV): reads, writes, scans, atomicity, growth, safety."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex.engines import open_kv
 from cortex.errors import CortexError
-from cortex.kv import LmdbKV, WriteTxn
+from cortex.storage.engines import open_kv
+from cortex.storage.kv import LmdbKV, WriteTxn
 
 KEYS = [
     b"a",
@@ -465,7 +465,9 @@ def test_reader_check_runs_on_a_writable_open(
 ) -> None:
     calls: list[str] = []
     real_open = lmdb.open
-    monkeypatch.setattr("cortex.kv.lmdb.open", lambda *a, **kw: _SpyEnv(real_open(*a, **kw), calls))
+    monkeypatch.setattr(
+        "cortex.storage.kv.lmdb.open", lambda *a, **kw: _SpyEnv(real_open(*a, **kw), calls)
+    )
     store = LmdbKV(tmp_path / "kv")
     store.write(lambda t: t.put(b"k", b"v"))
     store.close()
@@ -474,7 +476,7 @@ def test_reader_check_runs_on_a_writable_open(
 
 _HOLD_A_READER = """
 import sys, time
-from cortex.kv import LmdbKV
+from cortex.storage.kv import LmdbKV
 kv = LmdbKV(sys.argv[1])
 with kv.read() as r:
     r.get(b"k")
@@ -484,7 +486,7 @@ with kv.read() as r:
 
 _OPEN_AND_LIST_READERS = """
 import sys
-from cortex.kv import LmdbKV
+from cortex.storage.kv import LmdbKV
 kv = LmdbKV(sys.argv[1])
 print(kv._env.readers())
 """

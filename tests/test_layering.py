@@ -1,4 +1,4 @@
-"""The package's shape: imports point one way, only the CLI talks to the world, a sorted API."""
+"""The package's shape: layers whose imports point one way, only the CLI talks to the world."""
 
 from __future__ import annotations
 
@@ -13,72 +13,118 @@ import cortex
 
 PACKAGE = Path(cortex.__file__).resolve().parent
 
-# Every module of cortex/, left to right. A module may import only modules to its left.
-# A new module must be placed here (unknown modules fail the test):
-#   - "api" is the public entry point built on the store;
-#   - "__init__" is the package itself (the public surface, re-exporting everything but the CLI);
-#     importing names from ``cortex`` counts as importing it;
-#   - "cli" and "__main__" are the shell on top.
-ORDER = (
-    "_speedups",  # the optional C extension (its interface: _speedups.pyi); imports nothing
-    "_version",
-    "errors",
-    "argcheck",  # argument checks at the public boundary (types, ranges, valid Unicode)
-    "enums",
-    "ids",
-    "records",
-    "jsonmap",  # the JSON form of records (spec names, enum labels, ISO-8601 times)
-    "codec",
-    "hashing",
-    "forms",
-    "validate",
-    "schema",  # the nine types as JSON Schemas, and from_json for tool calls and extractions
-    "keys",
-    "pages",  # the LMDB data file read directly: meta pages, page structure, salvageable records
-    "scrub",  # the unused bytes of an LMDB data file, read from its pages and zeroed
-    "kv",
-    "pgkv",  # the PostgreSQL engine behind the same interface (psycopg, imported lazily)
-    "engines",  # a path or a URL to its engine; copying a store between engines
-    "text",  # the tokenizer of the lexical index (pure)
-    "chunk",  # pure: long verbatim text cut into overlapping, markdown-aware chunks
-    "episode",  # the verbatim source of memories as records: build, encode, check
-    "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
-    "chains",  # pure: claim keys and which of two competing memories is the current truth
-    "router",  # pure: a question's type, entities, attribute and time window (no LLM)
-    "rerank",  # pure: a text query's context (neighbours) and named-entity terms
-    "postings",  # the lexical index's posting blocks
-    "lexical",  # the lexical index, written inside the store's transactions
-    "evidence",  # episode chunks by BM25, beside the memories (format 7)
-    "salience",  # pure: decay and the salience formula, and the use-counter record
-    "scope",  # pure: readers, scopes and the visibility rules
-    "sensitivity",  # sensitivity labels (sens/) and what a reader's clearance lets through
-    "aliases",  # entity aliases (ent/a/): other names of an entity, for claims and about
-    "embed_onnx",  # MiniLM's encoder as an onnx graph run by onnxruntime (lazy imports)
-    "embed",  # embedders: text to vectors (imports no storage)
-    "ann",  # the vector index cache over hnswlib (imports no storage)
-    "vectors",  # the stored vector records (vec/, meta/vectors)
-    "erasure",  # what a purge erased, as needles an audit searches the store's files for
-    "store",
-    "sidecar",  # the vector index cache beside a store, caught up from its journal
-    "extract",  # extraction behind a protocol: typed memories from content (no model calls)
-    "query",  # the query language: Query, predicates, windows, results
-    "where",  # pure: the readable where syntax, parsed to and printed from predicates
-    "planner",  # the executor: index scans, filters, ordering, budgets
-    "context",  # the tiered working set built on the executor
-    "core",  # core memory: the user and agent key-value blocks, one Identity each
-    "ingest",  # content -> an episode and the memories drawn from it, in one transaction
-    "search",  # search(question): the router's handlers over find, about and facets
-    "api",
-    "aio",  # AsyncCortex: the API for asyncio runtimes, every call in a worker thread
-    "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
-    "transfer",  # export and import bundles, over the store's internals
-    "migrate",  # format migrations: below the CLI, which runs them
-    "salvage",  # a damaged store's checked records copied into a new store, losses named
-    "__init__",
-    "serve",  # cortex serve: the MCP tools, the token file, the stdio and HTTP transports
-    "cli",
-    "__main__",
+# The layers of cortex/, bottom to top (README "Architecture"). A module may import the modules
+# to its left only: those of lower layers, and those placed before it in its own layer. A new
+# module must be placed here (an unknown module fails the test). The layer packages'
+# ``__init__.py`` are docstrings only: import a module by its full name.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # the base: the C accelerator (its interface: _speedups.pyi), the version, the errors, and the
+    # argument checks of the public boundary (types, ranges, valid Unicode)
+    ("", ("_speedups", "_version", "errors", "argcheck")),
+    # records and their encoding; pure
+    (
+        "model",
+        (
+            "enums",
+            "ids",
+            "records",
+            "jsonmap",  # the JSON form of records (spec names, enum labels, ISO-8601 times)
+            "codec",
+            "hashing",
+            "forms",
+            "validate",
+            "schema",  # the nine types as JSON Schemas; from_json for tool calls
+            "chunk",  # long verbatim text cut into overlapping, markdown-aware chunks
+            "episode",  # the verbatim source of memories as records: build, encode, check
+        ),
+    ),
+    # the ordered key-value layer: bytes and keys
+    (
+        "storage",
+        (
+            "keys",
+            "pages",  # the LMDB data file read directly: meta pages, page structure, records
+            "scrub",  # the unused bytes of an LMDB data file, read from its pages and zeroed
+            "kv",  # the KV interface and LMDB behind it
+            "pgkv",  # PostgreSQL behind the same interface (psycopg, imported lazily)
+            "engines",  # a path or a URL to its engine; copying a store between engines
+        ),
+    ),
+    # the indexes, each answering questions over its own records
+    (
+        "index",
+        (
+            "text",  # the tokenizer (pure)
+            "postings",  # the lexical index's posting blocks
+            "lexical",  # BM25 over the postings, written inside the store's transactions
+            "evidence",  # episode chunks by BM25, beside the memories
+            "embed_onnx",  # MiniLM's encoder as an onnx graph run by onnxruntime (lazy imports)
+            "embed",  # embedders: text to vectors
+            "ann",  # the vector index over hnswlib
+            "vectors",  # the stored vector records (vec/, meta/vectors)
+        ),
+    ),
+    # the rules of meaning and access
+    (
+        "rules",
+        (
+            "claims",  # pure: whether two memories state the same claim (the guard of dedupe)
+            "chains",  # pure: claim keys and which of two competing memories is current
+            "salience",  # pure: decay and the salience formula, and the use-counter record
+            "scope",  # pure: readers, scopes and the visibility rules
+            "sensitivity",  # sensitivity labels (sens/) and what a clearance lets through
+            "aliases",  # entity aliases (ent/a/): other names of an entity
+        ),
+    ),
+    # the engine: heads, versions, edges, the journal, purge; the vector cache beside it
+    (
+        "engine",
+        (
+            "erasure",  # what a purge erased, as needles an audit searches the files for
+            "store",
+            "sidecar",  # the vector index cache beside a store, caught up from its journal
+        ),
+    ),
+    # the query layer
+    (
+        "query",
+        (
+            "language",  # Query, predicates, windows, results
+            "where",  # pure: the readable where syntax, parsed to and printed from predicates
+            "router",  # pure: a question's type, entities, attribute and time window (no LLM)
+            "rerank",  # pure: a text query's context (neighbours) and named-entity terms
+            "planner",  # the executor: index scans, filters, ordering, budgets
+            "context",  # the tiered working set built on the executor
+            "search",  # search(question): the router's handlers over find, about and facets
+        ),
+    ),
+    # the agent-facing layer
+    (
+        "agent",
+        (
+            "extract",  # extraction behind a protocol: typed memories from content (no model calls)
+            "core",  # core memory: the user and agent key-value blocks
+            "ingest",  # content -> an episode and the memories drawn from it, in one transaction
+            "api",  # Cortex: the public entry point
+            "aio",  # AsyncCortex: every call in a worker thread
+            "quick",  # the five-line quickstart (mem0 / Letta flows) on the typed API
+        ),
+    ),
+    # moving stores
+    (
+        "transfer",
+        (
+            "bundle",  # export and import bundles
+            "migrate",  # format migrations: below the CLI, which runs them
+            "salvage",  # a damaged store's checked records copied into a new store, losses named
+        ),
+    ),
+    # the package itself (the public surface: importing names from ``cortex`` counts as importing
+    # it), then the shells on top: the MCP server and the CLI (a sub-package counts as one unit)
+    ("", ("__init__", "serve", "cli", "__main__")),
 )
+PACKAGES = {layer for layer, _ in LAYERS if layer}
+ORDER = tuple(f"{layer}.{m}" if layer else m for layer, mods in LAYERS for m in mods)
 RANK = {name: i for i, name in enumerate(ORDER)}
 
 # Only these modules may print or read the environment.
@@ -99,13 +145,20 @@ def _modules() -> dict[str, ast.Module]:
 MODULES = _modules()
 
 
-def _top(name: str) -> str:
-    """The placed unit of a module: its first part (a sub-package counts as one module)."""
-    return name.split(".", maxsplit=1)[0]
+def _unit(name: str) -> str:
+    """The placed unit of a dotted module name below ``cortex``.
+
+    ``layer.module`` in a layer package (``layer.__init__`` for the package file itself), else the
+    first part (a shell sub-package such as ``serve`` counts as one unit).
+    """
+    parts = name.split(".")
+    if parts[0] in PACKAGES:
+        return ".".join(parts[:2]) if len(parts) > 1 else f"{parts[0]}.__init__"
+    return parts[0]
 
 
 def _imports(module: str, tree: ast.Module) -> list[tuple[int, str]]:
-    """``(line, target)`` for every import of a cortex module (``__init__`` for the package)."""
+    """``(line, unit)`` for every import of a cortex module (``__init__`` for the package)."""
     out: list[tuple[int, str]] = []
     package_parts = module.split(".")[:-1]
     for node in ast.walk(tree):
@@ -113,7 +166,9 @@ def _imports(module: str, tree: ast.Module) -> list[tuple[int, str]]:
             for alias in node.names:
                 parts = alias.name.split(".")
                 if parts[0] == "cortex":
-                    out.append((node.lineno, parts[1] if len(parts) > 1 else "__init__"))
+                    out.append(
+                        (node.lineno, _unit(".".join(parts[1:])) if parts[1:] else "__init__")
+                    )
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package_parts[: len(package_parts) - (node.level - 1)]
@@ -124,52 +179,73 @@ def _imports(module: str, tree: ast.Module) -> list[tuple[int, str]]:
                 continue
             if parts[0] != "cortex":
                 continue
-            if len(parts) > 1:
-                out.append((node.lineno, parts[1]))
+            rest = parts[1:]
+            if rest and (rest[0] not in PACKAGES or len(rest) > 1):
+                out.append((node.lineno, _unit(".".join(rest))))
                 continue
-            # ``from cortex import x``: a submodule if x names one, else the package itself
+            # ``from cortex import x``: a module if x names one, else the package itself;
+            # ``from cortex.layer import x``: the module x (a layer package exports nothing)
             for alias in node.names:
-                out.append((node.lineno, alias.name if alias.name in RANK else "__init__"))
+                name = ".".join([*rest, alias.name])
+                out.append((node.lineno, name if rest or name in RANK else "__init__"))
     return out
 
 
 def test_every_module_is_placed() -> None:
-    unknown = sorted({_top(m) for m in MODULES} - set(ORDER))
-    assert not unknown, f"place these modules in ORDER in {__file__}: {unknown}"
+    unknown = sorted({_unit(m) for m in MODULES} - set(ORDER) - {f"{p}.__init__" for p in PACKAGES})
+    assert not unknown, f"place these modules in LAYERS in {__file__}: {unknown}"
 
 
 def test_the_order_names_only_existing_modules() -> None:
-    missing = sorted(set(ORDER) - {_top(m) for m in MODULES})
-    assert not missing, f"ORDER names modules that do not exist: {missing}"
+    placed = {_unit(m) for m in MODULES}
+    stale = [name for name in ORDER if name not in placed]
+    assert not stale, f"LAYERS names modules that do not exist: {stale}"
+
+
+def test_layer_packages_are_docstrings_only() -> None:
+    for layer in sorted(PACKAGES):
+        tree = MODULES[f"{layer}.__init__"]
+        assert ast.get_docstring(tree), f"cortex/{layer}/__init__.py: say what the layer holds"
+        assert len(tree.body) == 1, f"cortex/{layer}/__init__.py must hold only its docstring"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_point_left(module: str) -> None:
-    here = RANK.get(_top(module))
+    unit = _unit(module)
+    if unit.endswith(".__init__"):
+        return  # docstrings only (test_layer_packages_are_docstrings_only)
+    here = RANK.get(unit)
     if here is None:
-        pytest.fail(f"{module} is not placed in ORDER")
+        pytest.fail(f"{module} is not placed in LAYERS")
     bad = [
         f"line {line}: {module} imports {target}"
         for line, target in _imports(module, MODULES[module])
-        if target != _top(module) and (target not in RANK or RANK[target] >= here)
+        if target != unit and (target not in RANK or RANK[target] >= here)
     ]
-    assert not bad, "imports must point left in ORDER:\n" + "\n".join(bad)
+    assert not bad, "imports must point left (down the layers):\n" + "\n".join(bad)
 
 
 def test_the_checker_sees_imports() -> None:
     tree = ast.parse(
-        "import cortex.store\nfrom cortex import errors, Fact\nfrom cortex.codec import x\n"
-        "from . import kv\nfrom .records import Head\nimport os\n"
+        "import cortex.engine.store\nfrom cortex import errors, Fact\n"
+        "from cortex.model.codec import x\nfrom cortex.index import lexical\n"
+        "from . import kv\nfrom .records import Head\nimport os\nfrom cortex.serve.tools import y\n"
     )
-    assert _imports("forms", tree) == [
-        (1, "store"),
+    assert _imports("model.forms", tree) == [
+        (1, "engine.store"),
         (2, "errors"),
         (2, "__init__"),
-        (3, "codec"),
-        (4, "kv"),
-        (5, "records"),
+        (3, "model.codec"),
+        (4, "index.lexical"),
+        (5, "model.kv"),
+        (6, "model.records"),
+        (8, "serve"),
     ]
-    assert "__init__" in {target for _, target in _imports("cli", MODULES["cli"])}
+    assert "__init__" in {target for _, target in _imports("cli", MODULES[_cli_module()])}
+
+
+def _cli_module() -> str:
+    return "cli" if "cli" in MODULES else "cli.__init__"
 
 
 _ENV = ("environ", "environb", "getenv", "putenv", "unsetenv")
@@ -193,7 +269,7 @@ def _world_access(tree: ast.Module) -> list[str]:
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_only_the_cli_prints_or_reads_the_environment(module: str) -> None:
-    if _top(module) in WORLD:
+    if _unit(module) in WORLD:
         return
     found = _world_access(MODULES[module])
     assert not found, f"{module} must not print or read the environment:\n" + "\n".join(found)
@@ -210,7 +286,7 @@ def test_the_world_checker_sees_access() -> None:
         "line 4: os.getenv",
         "line 5: from os import environ",
     ]
-    assert _world_access(MODULES["cli"])  # the CLI does print
+    assert _world_access(MODULES[_cli_module()])  # the CLI does print
 
 
 def _all_order(name: str) -> tuple[int, list[int | str]]:

@@ -25,7 +25,18 @@ from cortex import (
     ValidationError,
     render_full,
 )
-from cortex.keys import (
+from cortex.index.lexical import (
+    STATS_KEY,
+    Indexer,
+    LexStats,
+    analyze,
+    count_terms,
+    idf,
+    read_stats,
+    search,
+)
+from cortex.index.text import tokenize
+from cortex.storage.keys import (
     LEX_DOC,
     LEX_POSTING,
     LEX_TERM,
@@ -38,18 +49,7 @@ from cortex.keys import (
     posting_prefix,
     show_key,
 )
-from cortex.kv import LmdbKV
-from cortex.lexical import (
-    STATS_KEY,
-    Indexer,
-    LexStats,
-    analyze,
-    count_terms,
-    idf,
-    read_stats,
-    search,
-)
-from cortex.text import tokenize
+from cortex.storage.kv import LmdbKV
 from tests.bm25 import check_ranking, scores
 
 STEM = Stemmer.Stemmer("english").stemWord

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 
-import cortex.lexical
+import cortex.index.lexical
 from cortex import (
     Cortex,
     FormatError,
@@ -30,12 +30,12 @@ from cortex import (
     Query,
     ValidationError,
 )
-from cortex import keys as K
-from cortex import migrate as M
-from cortex.engines import copy_kv, open_kv
-from cortex.keys import JOURNAL, meta_key
-from cortex.kv import LmdbKV
-from cortex.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
+from cortex.engine.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
+from cortex.storage import keys as K
+from cortex.storage.engines import copy_kv, open_kv
+from cortex.storage.keys import JOURNAL, meta_key
+from cortex.storage.kv import LmdbKV
+from cortex.transfer import migrate as M
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
@@ -347,7 +347,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     v1: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = dump(v1)
-    original = cortex.lexical.Indexer.add
+    original = cortex.index.lexical.Indexer.add
     calls = 0
 
     def failing_add(self: Any, *args: Any) -> None:
@@ -357,14 +357,14 @@ def test_a_migration_failing_half_way_leaves_format_1(
             raise OSError("disk on fire")
         original(self, *args)
 
-    monkeypatch.setattr(cortex.lexical.Indexer, "add", failing_add)
+    monkeypatch.setattr(cortex.index.lexical.Indexer, "add", failing_add)
     with pytest.raises(OSError, match="disk on fire"):
         M.migrate(v1)
     assert calls == 5
     assert dump(v1) == before
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
-    monkeypatch.setattr(cortex.lexical.Indexer, "add", original)
+    monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
     assert M.migrate(v1).to_version == 8  # and it can be run again
 
 

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortex import Cortex, CortexError, Fact, Query
-from cortex.engines import copy_kv, exists, open_kv
 from cortex.errors import ConflictError, EngineError, StoreFullError
-from cortex.pgkv import RETRIES, PgKV, parse_url
+from cortex.storage.engines import copy_kv, exists, open_kv
+from cortex.storage.pgkv import RETRIES, PgKV, parse_url
 
 from . import workers
 from .test_crash import Child
@@ -343,7 +343,7 @@ def test_several_processes_write_and_search_one_store(url: str) -> None:
         outs.append([json.loads(line) for line in out.decode().splitlines()])
     uris = [r["uri"] for out in outs for r in out if r["op"] == "write"]
     assert len(uris) == 100 and len({u.split("#")[0] for u in uris}) == 100
-    from cortex.embed import HashingEmbedder
+    from cortex.index.embed import HashingEmbedder
 
     with Cortex.open(url, actor="checker", as_owner=True, embedder=HashingEmbedder(64)) as cx:
         assert cx.stats()["memories"] == 100
@@ -359,7 +359,7 @@ def test_several_processes_write_and_search_one_store(url: str) -> None:
 
 
 def test_a_write_in_one_process_is_found_by_the_next_search_in_another(url: str) -> None:
-    from cortex.embed import HashingEmbedder
+    from cortex.index.embed import HashingEmbedder
 
     with Cortex.open(url, actor="reader", embedder=HashingEmbedder(64)) as cx:
         cx.write(Fact(statement="green tea in the morning", subject="u", predicate="likes"))

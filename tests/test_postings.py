@@ -11,11 +11,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cortex import postings
 from cortex.errors import IntegrityError
-from cortex.keys import LEX_POSTING, posting_prefix
-from cortex.kv import LmdbKV, seal
-from cortex.postings import (
+from cortex.index import postings
+from cortex.index.postings import (
     BLOCK_MAX,
     ENTRY,
     apply,
@@ -25,6 +23,8 @@ from cortex.postings import (
     find,
     is_boundary,
 )
+from cortex.storage.keys import LEX_POSTING, posting_prefix
+from cortex.storage.kv import LmdbKV, seal
 
 TERMS = ["a", "b", "zürich"]
 

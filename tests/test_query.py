@@ -1227,8 +1227,8 @@ def _plant(cx: Cortex, *keys: bytes) -> None:
 
 
 def test_tag_and_frame_filters_compare_the_head(cx: Cortex) -> None:
-    from cortex import keys as K
-    from cortex.codec import to_micros
+    from cortex.model.codec import to_micros
+    from cortex.storage import keys as K
 
     real = cx.write(fact("real"), tags=["t"], frames=[frame("svc://a")]).id
     impostor = cx.resolve_latest(cx.write(fact("impostor"), tags=["u"], frames=[frame("svc://b")]))
@@ -1306,7 +1306,7 @@ def test_a_frame_with_a_reference_streams_in_created_order(
 def test_a_frame_stream_stops_after_the_limit(
     cx: Cortex, on_a: list[tuple[float, MemoryId]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cortex.planner import Executor
+    from cortex.query.planner import Executor
 
     seen: list[MemoryId] = []
     original = Executor.accept
@@ -1345,8 +1345,8 @@ def test_a_frame_joins_tags_and_types(cx: Cortex, on_a: list[tuple[float, Memory
 
 
 def test_frame_streams_compare_the_heads_frames(cx: Cortex, clock: Clock) -> None:
-    from cortex import keys as K
-    from cortex.codec import to_micros
+    from cortex.model.codec import to_micros
+    from cortex.storage import keys as K
 
     real = cx.write(fact("real"), frames=[frame("svc://a")]).id
     clock.tick()

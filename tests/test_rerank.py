@@ -1,4 +1,4 @@
-"""A text query's context and entity terms (issue 19; ``cortex.rerank``, ``specs/query.md`` §1.9).
+"""A text query's context and entity terms (``cortex.query.rerank``, ``specs/query.md`` §1.9).
 
 The pure parts by hand on small inputs, then the store: the answer after a matching turn comes
 in with its neighbour's score, a long pause, a Fact or a hidden memory lends nothing, a named
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cortex import Cortex, Event, Fact, Fusion, Identity, Query, Reader, ValidationError
-from cortex.rerank import CONTEXT_GAP, combine, context_scores, entity_names, names_any
-from cortex.text import fold, tokenize
+from cortex.index.text import fold, tokenize
+from cortex.query.rerank import CONTEXT_GAP, combine, context_scores, entity_names, names_any
 
 from .vsupport import E, open_store
 

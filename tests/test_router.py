@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import Cortex, Event, Fact, Preference, ValidationError
-from cortex.router import QUERY_TYPES, RouterOutput, Temporal, route
+from cortex.query.router import QUERY_TYPES, RouterOutput, Temporal, route
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)  # a Monday
 

@@ -26,7 +26,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cortex.router import QUERY_TYPES, route
+from cortex.query.router import QUERY_TYPES, route
 
 ROWS = [
     json.loads(line)

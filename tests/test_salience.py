@@ -33,7 +33,7 @@ from cortex import (
     Weights,
     new_id,
 )
-from cortex.salience import salience as salience_fn
+from cortex.rules.salience import salience as salience_fn
 
 from .qsupport import DAY, T0, Clock, fact, forms, trace
 
@@ -355,7 +355,7 @@ def test_the_counters_record_is_the_storage_spec_layout() -> None:
     import cbor2
 
     from cortex.errors import CodecError
-    from cortex.salience import SALIENCE_STATE
+    from cortex.rules.salience import SALIENCE_STATE
 
     st = SalienceState(accesses=3, citations=2, failures=1, last_used_at=T0, confirmations=4)
     raw = SALIENCE_STATE.encode(st, "sal")

@@ -22,8 +22,8 @@ from cortex import (
     json_schema,
     json_schemas,
 )
-from cortex.jsonmap import to_plain
-from cortex.schema import memory_type_of
+from cortex.model.jsonmap import to_plain
+from cortex.model.schema import memory_type_of
 
 from .test_vectors import gen_vectors
 

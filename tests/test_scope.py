@@ -26,9 +26,9 @@ from cortex import (
     Visibility,
     new_id,
 )
-from cortex.enums import ObjKind, Verb
-from cortex.records import FrameRef, Head
-from cortex.scope import FrameMatch
+from cortex.model.enums import ObjKind, Verb
+from cortex.model.records import FrameRef, Head
+from cortex.rules.scope import FrameMatch
 
 from .qsupport import DAY, T0, Clock, fact, forms, frame, trace
 
@@ -490,7 +490,8 @@ def test_the_memorys_actor_writes_through_its_own_view(tmp_path: Path, clock: Cl
         assert cx.resolve_latest(new).head.actor_scope == "bob"
 
 
-# --- the rules on their own (cortex.scope, specs/query.md §3) ---------------------------------
+# --- the rules on their own (cortex.rules.scope, specs/query.md §3)
+# ---------------------------------
 
 
 def _head(vis: str, *, actor: str = "owner", **kw: Any) -> Head:

@@ -1,4 +1,4 @@
-"""cortex.scrub: LMDB's file read page by page, and zeroing that never changes what LMDB reads."""
+"""cortex.storage.scrub: LMDB pages read directly, zeroed without changing what LMDB reads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from cortex import scrub as S
-from cortex.kv import LmdbKV, WriteTxn
+from cortex.storage import scrub as S
+from cortex.storage.kv import LmdbKV, WriteTxn
 
 
 def _mutate(kv: LmdbKV, model: dict[bytes, bytes], rng: random.Random, rounds: int) -> None:

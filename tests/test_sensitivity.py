@@ -45,15 +45,15 @@ from cortex import (
     import_bundle,
     parse_where,
 )
+from cortex.agent.extract import Context, Extracted, Extraction
 from cortex.cli import main
-from cortex.extract import Context, Extracted, Extraction
-from cortex.ids import MemoryId
-from cortex.keys import SENS, sens_key
-from cortex.kv import seal
-from cortex.migrate import migrate
-from cortex.sensitivity import DEFAULT, Gate, decode_level, encode_level, gate
-from cortex.store import FEATURES
-from cortex.transfer import read_bundle
+from cortex.engine.store import FEATURES
+from cortex.model.ids import MemoryId
+from cortex.rules.sensitivity import DEFAULT, Gate, decode_level, encode_level, gate
+from cortex.storage.keys import SENS, sens_key
+from cortex.storage.kv import seal
+from cortex.transfer.bundle import read_bundle
+from cortex.transfer.migrate import migrate
 from tests.test_serve import http, store  # noqa: F401 - fixtures: a served store and its tokens
 
 OWNER = "owner"

@@ -26,8 +26,9 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from cortex import codec
-from cortex.codec import (
+from cortex.errors import CodecError, CortexError, ValidationError
+from cortex.model import codec
+from cortex.model.codec import (
     DATA_CODECS,
     HEAD,
     VERSION,
@@ -42,10 +43,9 @@ from cortex.codec import (
     encode_head,
     encode_version,
 )
-from cortex.enums import CodedEnum, MemoryType, SourceKind
-from cortex.errors import CodecError, CortexError, ValidationError
-from cortex.ids import MemoryId
-from cortex.records import Identity, Provenance, Version
+from cortex.model.enums import CodedEnum, MemoryType, SourceKind
+from cortex.model.ids import MemoryId
+from cortex.model.records import Identity, Provenance, Version
 from tests.strategies import data_of_type, heads, versions
 
 sp = pytest.importorskip(
@@ -57,7 +57,7 @@ NEGATIVE = Path(__file__).resolve().parent.parent / "specs" / "vectors" / "negat
 
 
 def _store_codecs() -> dict[str, StructCodec[Any]]:
-    from cortex import store
+    from cortex.engine import store
 
     return {
         "journal": store.JOURNAL_CODEC,
@@ -625,7 +625,7 @@ def test_reject_is_the_only_error() -> None:
 
 
 def test_bad_plans_are_refused() -> None:
-    from cortex.records import Cost
+    from cortex.model.records import Cost
 
     names = ("asset", "amount")
     text = ("text", 10, 0, ())
@@ -705,7 +705,7 @@ _TOKEN_TEXT = st.text(_ASCII, max_size=80) | st.text(max_size=20)
 @example("\x00A\x7fB\tc")
 @example("Zürich ZURICH")
 def test_tokenize_paths_agree(s: str) -> None:
-    from cortex import text
+    from cortex.index import text
 
     _both(text, text.tokenize, s)
     if not s.isascii():
@@ -725,7 +725,7 @@ _TERMS = st.lists(
 @example(["a", ""])
 @example(["é", "e", "z", "\U00020000", "\uffff"])
 def test_count_terms_paths_agree(terms: list[str]) -> None:
-    from cortex import lexical
+    from cortex.index import lexical
 
     _both(lexical, lexical.count_terms, terms)
 
@@ -759,8 +759,8 @@ def test_ascii_text_lists_agree(items: list[Any], max_chars: int, as_tuple: bool
 @example(["a", "a"], False)
 @example(["t" * 64, "é"], True)
 def test_text_list_fields_agree(items: list[Any], as_tuple: bool) -> None:
-    from cortex.codec import TAGS
-    from cortex.lexical import DOC_CODEC
+    from cortex.index.lexical import DOC_CODEC
+    from cortex.model.codec import TAGS
 
     v = tuple(items) if as_tuple else items
     _both(codec, TAGS.enc, v)
@@ -790,7 +790,7 @@ _PENDING = st.dictionaries(
 def test_add_postings_agree(
     pending: dict[str, dict[bytes, bytes]], terms: list[str], raw: bytes
 ) -> None:
-    from cortex import lexical
+    from cortex.index import lexical
 
     values = [t.encode("utf-8", "surrogatepass") for t in terms]
     a = {k: dict(v) for k, v in pending.items()}
@@ -810,8 +810,8 @@ def test_posting_helpers_arguments() -> None:
 
 def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
     """A batch indexed with the C helpers leaves exactly the store the Python path leaves."""
-    from cortex import lexical
-    from cortex.kv import LmdbKV
+    from cortex.index import lexical
+    from cortex.storage.kv import LmdbKV
 
     docs = {
         MemoryId(bytes([i]) * 16): ["b", "a", "é", "a", f"t{i % 3}", "東"][: 2 + i % 5]
@@ -838,13 +838,14 @@ def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
 
 def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     """A build of an older _speedups.c (decode only) must not break writing: the flags say so."""
-    from cortex import lexical, postings, text
-    from cortex.codec import TAGS
+    from cortex.index import lexical, postings, text
+    from cortex.model.codec import TAGS
 
     want = TAGS.enc(("alpha", "beta"))
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
-    from cortex import keys, kv, store
+    from cortex.engine import store
+    from cortex.storage import keys, kv
 
     for module, names in (
         (text, ("ascii_tokens",)),
@@ -874,7 +875,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
 
 def _sealed_pair(head: Any, version: Any) -> tuple[bytes, bytes] | None:
     """The definition: each record by its generic encoder, sealed; None when one is invalid."""
-    from cortex.kv import seal
+    from cortex.storage.kv import seal
 
     try:
         return seal(encode_head(head)), seal(encode_version(version))
@@ -889,7 +890,7 @@ def _utc(t: datetime) -> datetime:
 @st.composite
 def _store_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
     """A head and version shaped as the store makes them (the C path's case), some fields odd."""
-    from cortex.codec import DEFAULT_PROVENANCE
+    from cortex.model.codec import DEFAULT_PROVENANCE
     from tests.strategies import forms, frames, respell, tags
 
     version = draw(versions(purged=False))
@@ -929,7 +930,7 @@ def _store_pairs(draw: st.DrawFn) -> tuple[Any, Any]:
 
 def _pinned_pair(**changes: Any) -> tuple[Any, Any]:
     """A store-shaped pair with ``changes`` (``head.x`` / ``version.x`` / ``forms``)."""
-    from cortex.records import Forms
+    from cortex.model.records import Forms
     from tests.test_codec import _PAIR_HEAD, _PAIR_VERSION
 
     t0 = datetime(2026, 1, 2, 3, 4, 5, 678_901, tzinfo=UTC)
@@ -944,7 +945,7 @@ def _pinned_pair(**changes: Any) -> tuple[Any, Any]:
 @settings(max_examples=300)
 @given(_store_pairs())
 def test_new_pair_is_the_sealed_head_and_version(pair: tuple[Any, Any]) -> None:
-    from cortex.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import _NEW_PAIR_PLAN
 
     head, version = pair
     got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
@@ -1025,7 +1026,7 @@ _LONG: Final = "x" * 16_384
     ],
 )
 def test_new_pair_pinned_cases(changes: dict[str, Any], taken: bool) -> None:
-    from cortex.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import _NEW_PAIR_PLAN
 
     head, version = _pinned_pair(**changes)
     got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
@@ -1035,7 +1036,7 @@ def test_new_pair_pinned_cases(changes: dict[str, Any], taken: bool) -> None:
 
 
 def test_new_pair_arguments() -> None:
-    from cortex.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import _NEW_PAIR_PLAN
 
     head, version = _pinned_pair()
     assert sp.encode_new_pair(version, head, _NEW_PAIR_PLAN) is None
@@ -1080,7 +1081,7 @@ def test_seal_is_zlib_crc32(payload: bytes) -> None:
 
 
 def test_seal_arguments() -> None:
-    from cortex import kv
+    from cortex.storage import kv
 
     with pytest.raises(TypeError):
         sp.seal(bytearray(b"x"))
@@ -1092,7 +1093,7 @@ def test_content_hashes_are_hashlibs() -> None:
     """The accelerator keeps no SHA-256 of its own: content hashes are hashlib's (OpenSSL)."""
     import hashlib
 
-    from cortex import hashing
+    from cortex.model import hashing
 
     assert not hasattr(sp, "sha256")
     for t in MemoryType:
@@ -1108,7 +1109,7 @@ def test_content_hashes_are_hashlibs() -> None:
 @given(st.binary(max_size=300), st.integers(0, 303), st.integers(0, 255))
 def test_unseal_is_the_checked_payload(payload: bytes, at: int, flip: int) -> None:
     """C and Python unseal agree on every value, sealed or damaged (one byte changed)."""
-    from cortex import kv
+    from cortex.storage import kv
 
     sealed = kv.seal(payload)
     damaged = bytearray(sealed)
@@ -1122,8 +1123,8 @@ def test_unseal_is_the_checked_payload(payload: bytes, at: int, flip: int) -> No
 
 
 def _index_args(draw: st.DrawFn) -> tuple[Any, ...]:
-    from cortex.enums import ObjKind, Verb
-    from cortex.records import FrameRef
+    from cortex.model.enums import ObjKind, Verb
+    from cortex.model.records import FrameRef
     from tests.strategies import frames, tags
 
     mtype = draw(st.sampled_from([*MemoryType, 2, 99, "Fact"]))
@@ -1151,7 +1152,7 @@ def _index_args(draw: st.DrawFn) -> tuple[Any, ...]:
 @given(st.composite(_index_args)())
 @example((MemoryType.EVENT, 2**60, MemoryId(bytes(16)), ("a", "b"), (), True))
 def test_index_keys_paths_agree(args: tuple[Any, ...]) -> None:
-    from cortex import keys
+    from cortex.storage import keys
 
     mtype, created, mid, the_tags, the_frames, actor_obj = args
 
@@ -1162,7 +1163,7 @@ def test_index_keys_paths_agree(args: tuple[Any, ...]) -> None:
 
 
 def test_index_keys_arguments() -> None:
-    from cortex.keys import _INDEX_PLAN
+    from cortex.storage.keys import _INDEX_PLAN
 
     args = (MemoryType.FACT, 5, bytes(16), ("a",), (), False)
     assert isinstance(sp.index_keys(_INDEX_PLAN, *args), list)
@@ -1193,7 +1194,7 @@ def test_index_keys_arguments() -> None:
 def test_journal_entry_paths_agree(
     *, seq: int, version: int, mtype: MemoryType, digest: bytes, raw: bytes, by: str
 ) -> None:
-    from cortex import store
+    from cortex.engine import store
 
     def entries() -> list[Any]:
         j = store._Journal.__new__(store._Journal)
@@ -1209,7 +1210,7 @@ def test_journal_entry_paths_agree(
 def test_journal_entry_arguments() -> None:
     import hashlib
 
-    from cortex.keys import JOURNAL
+    from cortex.storage.keys import JOURNAL
 
     ok = (JOURNAL, b"\x02\x02", 1, bytes(32), bytes(16), MemoryType.FACT, 1, bytes(32))
     key, value, digest = sp.journal_entry(*ok)
@@ -1231,12 +1232,13 @@ def test_journal_entry_arguments() -> None:
         assert sp.journal_entry(*args) is None, (i, odd)
 
 
-# -- a batch's staging (cortex.store.Store._stage_new): the loop of new memories in one call
+# -- a batch's staging (cortex.engine.store.Store._stage_new): the loop of new memories in one call
 
 
 def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()) -> Any:
     """What ``_stage_new`` leaves for ``items``: the puts, the lexical state, the journal's."""
-    from cortex import lexical, store
+    from cortex.engine import store
+    from cortex.index import lexical
 
     now = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     s = store.Store.open(
@@ -1283,8 +1285,8 @@ class _Rollback(Exception):
 
 def test_stage_new_paths_agree(tmp_path: Path) -> None:
     """The C loop stages exactly what the Python loop stages, and hands over where it stops."""
-    from cortex.enums import GoalStatus, Outcome
-    from cortex.records import Event, Fact, FrameRef, Goal, Identity
+    from cortex.model.enums import GoalStatus, Outcome
+    from cortex.model.records import Event, Fact, FrameRef, Goal, Identity
 
     frame = FrameRef(verb="find", obj_kind="knowledge", obj_ref="topic-1")
     other = FrameRef(verb="find", obj_kind="knowledge", obj_ref="topic-2")
@@ -1297,7 +1299,7 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
         (Fact(statement="delta", subject="s", predicate="is"), ("t3",), ()),
         (Goal(statement="done already", status=GoalStatus.COMPLETED), (), ()),
     ]
-    from cortex import store
+    from cortex.engine import store
 
     by_python: list[int] = []
     put_new = store.Store._put_new
@@ -1321,7 +1323,7 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
 
 def test_stage_new_arguments(tmp_path: Path) -> None:
 
-    from cortex.store import _STAGE_PLAN
+    from cortex.engine.store import _STAGE_PLAN
 
     ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32)]
     assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0)
@@ -1402,7 +1404,7 @@ def test_encode_is_the_python_encoder(data: st.DataObject) -> None:
 
 def test_encode_takes_the_common_records() -> None:
     """Records as callers write them (ASCII text, members or labels, floats, tuples): in C."""
-    from cortex.records import Belief, Event, Fact, Goal, Pattern, Preference
+    from cortex.model.records import Belief, Event, Fact, Goal, Pattern, Preference
 
     common = [
         Fact(statement="w1 w2", subject="s1", predicate="says", confidence=0.9),
@@ -1425,7 +1427,7 @@ def test_encode_takes_the_common_records() -> None:
 @given(st.lists(st.tuples(st.binary(max_size=6), st.integers()), max_size=60))
 @example([(b"b", 1), (b"a", 2), (b"b", 0), (b"", 3), (b"a\x00", 4), (b"a", 5)])
 def test_sort_pairs_is_a_stable_sort_by_key(pairs: list[tuple[bytes, int]]) -> None:
-    from cortex import kv
+    from cortex.storage import kv
 
     for on in (False, True):
         got = list(pairs)
@@ -1450,7 +1452,9 @@ def test_sort_pairs_arguments() -> None:
 @contextmanager
 def _every_speedup(on: bool) -> Iterator[None]:
     """Every module's switch of the C accelerator, on or off."""
-    from cortex import keys, kv, lexical, postings, store, text
+    from cortex.engine import store
+    from cortex.index import lexical, postings, text
+    from cortex.storage import keys, kv
 
     modules = [codec, keys, kv, lexical, postings, store, text]
     old = [m._USE_SPEEDUPS for m in modules]

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex import lexical, text
-from cortex.ids import MemoryId
-from cortex.keys import LEX_DOC, lex_term_key
-from cortex.kv import seal
-from cortex.lexical import DOC_CODEC, LexDoc, count_terms
-from cortex.postings import entry_tail
-from cortex.records import Data
+from cortex.index import lexical, text
+from cortex.index.lexical import DOC_CODEC, LexDoc, count_terms
+from cortex.index.postings import entry_tail
+from cortex.model.ids import MemoryId
+from cortex.model.records import Data
+from cortex.storage.keys import LEX_DOC, lex_term_key
+from cortex.storage.kv import seal
 from tests.strategies import any_data
 from tests.test_speedups import _both, _module_speedups
 
@@ -120,7 +120,7 @@ def test_stem_table_and_term_count_arguments() -> None:
 
 @given(any_data())
 def test_analyze_counts_paths_agree(data: Data) -> None:
-    from cortex.forms import render_with_short
+    from cortex.model.forms import render_with_short
 
     _both(lexical, lambda d: lexical.analyze_counts(d, is_canonical=True), data)
     want = count_terms(lexical.analyze(data, is_canonical=True))
@@ -131,7 +131,7 @@ def test_analyze_counts_paths_agree(data: Data) -> None:
 
 def _full_counts(data: Data) -> Any:
     """``full_term_counts`` of canonical ``data``: (distinct, counts), or None (Python path)."""
-    from cortex.forms import _FULL_LABELS, _FULL_SPECS, render_with_short
+    from cortex.model.forms import _FULL_LABELS, _FULL_SPECS, render_with_short
 
     head, getter, prefixes = _FULL_SPECS[type(data)]
     short = render_with_short(data, is_canonical=True)[1]
@@ -152,9 +152,9 @@ def test_full_term_counts_takes_the_common_values() -> None:
     """Plain values and enum members in C; a duration, a time, a list or non-ASCII: None."""
     from datetime import UTC, datetime
 
-    from cortex.enums import Outcome, Polarity, SourceKind, Stance
-    from cortex.forms import canonical
-    from cortex.records import Belief, Event, Fact, Identity, Pattern, Preference
+    from cortex.model.enums import Outcome, Polarity, SourceKind, Stance
+    from cortex.model.forms import canonical
+    from cortex.model.records import Belief, Event, Fact, Identity, Pattern, Preference
 
     common = [
         Fact(
@@ -379,7 +379,7 @@ def test_index_doc_arguments() -> None:
 
 def test_add_counted_paths_write_the_same(tmp_path: Path) -> None:
     """Batches indexed (and re-indexed) with index_doc leave the store the Python path leaves."""
-    from cortex.kv import LmdbKV
+    from cortex.storage.kv import LmdbKV
 
     vocabulary = ["b", "a", "é", "x" * 40, "東", *(f"t{i}" for i in range(40))]
     docs = {
@@ -414,7 +414,7 @@ def test_add_counted_paths_write_the_same(tmp_path: Path) -> None:
 
 
 def _df_store(tmp_path: Path, counts: dict[str, int]) -> Any:
-    from cortex.kv import LmdbKV
+    from cortex.storage.kv import LmdbKV
 
     kv = LmdbKV(tmp_path / "df")
     kv.write(

@@ -1,4 +1,4 @@
-"""The store's API semantics (cortex.store via Cortex) with a fixed clock."""
+"""The store's API semantics (cortex.engine.store via Cortex) with a fixed clock."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import cortex.store
+import cortex.engine.store
 from cortex import (
     FORMAT_VERSION,
     ConflictError,
@@ -52,10 +52,7 @@ from cortex import (
     content_hash,
     new_id,
 )
-from cortex import keys as K
-from cortex.codec import HEAD, to_micros
-from cortex.engines import open_kv
-from cortex.store import (
+from cortex.engine.store import (
     FEATURES,
     FORMAT_CODEC,
     JOURNAL_CODEC,
@@ -64,6 +61,9 @@ from cortex.store import (
     _seal,
     _unseal,
 )
+from cortex.model.codec import HEAD, to_micros
+from cortex.storage import keys as K
+from cortex.storage.engines import open_kv
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -819,7 +819,7 @@ def test_an_older_format_asks_for_migrate(made: Path) -> None:
 def test_an_older_format_by_this_codes_reckoning(
     made: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cortex.store, "FORMAT_VERSION", FORMAT_VERSION + 1)
+    monkeypatch.setattr(cortex.engine.store, "FORMAT_VERSION", FORMAT_VERSION + 1)
     with pytest.raises(MigrationRequiredError, match=r"cortex .*migrate"):
         Cortex.open(made, actor="a")
 
@@ -1157,8 +1157,8 @@ def test_bad_input_leaves_the_store_unchanged(
 # -- the write path's journal entries, built from shared parts ---------------------------------
 
 
-def _journal_at(seq: int, prev: bytes, at: datetime, by: str) -> cortex.store._Journal:
-    j = cortex.store._Journal.__new__(cortex.store._Journal)
+def _journal_at(seq: int, prev: bytes, at: datetime, by: str) -> cortex.engine.store._Journal:
+    j = cortex.engine.store._Journal.__new__(cortex.engine.store._Journal)
     j.txn, j.at, j.by, j.seq, j.prev = None, at, by, seq - 1, prev  # type: ignore[assignment]
     j._write_shared = None
     return j

@@ -34,7 +34,7 @@ from cortex import (
     ValidationError,
     Visibility,
 )
-from cortex.lexical import analyze
+from cortex.index.lexical import analyze
 from tests.bm25 import check_ranking, scores
 from tests.strategies import any_data, data_of_type, frames, memory_types, tags
 

@@ -10,7 +10,7 @@ import Stemmer
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from cortex.text import MAX_TOKEN_CHARS, STOP_WORDS, fold, query_terms, terms, tokenize
+from cortex.index.text import MAX_TOKEN_CHARS, STOP_WORDS, fold, query_terms, terms, tokenize
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_stemming_is_thread_safe() -> None:
 def test_the_stem_cache_is_bounded_and_never_changes_a_stem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import cortex.text as T
+    import cortex.index.text as T
 
     want = {w: Stemmer.Stemmer("english").stemWord(w) for w in ("running", "adoptions", "teas")}
     monkeypatch.setattr(T, "_STEMS_MAX", 4)

@@ -40,11 +40,11 @@ from cortex import (
     Verb,
     Version,
 )
-from cortex.codec import HEAD, VERSION
-from cortex.jsonmap import from_plain, parse_time, to_plain
-from cortex.records import DATA_TYPES
-from cortex.store import JournalKind
-from cortex.transfer import (
+from cortex.engine.store import JournalKind
+from cortex.model.codec import HEAD, VERSION
+from cortex.model.jsonmap import from_plain, parse_time, to_plain
+from cortex.model.records import DATA_TYPES
+from cortex.transfer.bundle import (
     _memory_from_json,
     _version_json,
     export_store,
@@ -159,8 +159,8 @@ def test_import_keeps_ids_versions_heads_and_journals_it(
 
 
 def _all(cx: Cortex) -> list[Any]:
-    from cortex.keys import HEAD as HEAD_PREFIX
-    from cortex.keys import parse_head_key
+    from cortex.storage.keys import HEAD as HEAD_PREFIX
+    from cortex.storage.keys import parse_head_key
 
     with cx._kv.read() as txn:
         ids = [parse_head_key(k) for k in txn.keys(HEAD_PREFIX)]

@@ -11,8 +11,16 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 
-from cortex.codec import LIMITS, encode_data, encode_head, encode_tags, encode_version, to_micros
-from cortex.enums import (
+from cortex.errors import ValidationError
+from cortex.model.codec import (
+    LIMITS,
+    encode_data,
+    encode_head,
+    encode_tags,
+    encode_version,
+    to_micros,
+)
+from cortex.model.enums import (
     ConstraintSource,
     GoalStatus,
     MemoryType,
@@ -24,11 +32,10 @@ from cortex.enums import (
     Strength,
     Verb,
 )
-from cortex.errors import ValidationError
-from cortex.forms import render
-from cortex.hashing import content_hash
-from cortex.ids import MemoryId
-from cortex.records import (
+from cortex.model.forms import render
+from cortex.model.hashing import content_hash
+from cortex.model.ids import MemoryId
+from cortex.model.records import (
     DATA_TYPES,
     Belief,
     Capability,
@@ -49,7 +56,7 @@ from cortex.records import (
     Tombstone,
     Version,
 )
-from cortex.validate import validate_memory
+from cortex.model.validate import validate_memory
 from tests.strategies import FULL, MINIMAL, memories
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

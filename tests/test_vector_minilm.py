@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cortex import Query, ValidationError, render
-from cortex.api import DEDUPE_COSINE
-from cortex.embed import MINILM_MODEL_ID, MiniLM
+from cortex.agent.api import DEDUPE_COSINE
+from cortex.index.embed import MINILM_MODEL_ID, MiniLM
 
 from .vsupport import E, fact, open_store, vec_record, vectors_meta
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cortex import MemoryId, Query, Uri, ValidationError
-from cortex.ann import DEFAULT_EF, VectorIndex
-from cortex.embed import HashingEmbedder
+from cortex.index.ann import DEFAULT_EF, VectorIndex
+from cortex.index.embed import HashingEmbedder
 
 from .vsupport import (
     DIM,

@@ -20,7 +20,7 @@ from cortex import (
     export_store,
     import_bundle,
 )
-from cortex.embed import HashingEmbedder
+from cortex.index.embed import HashingEmbedder
 
 from .vsupport import (
     DIM,

@@ -15,9 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import gen_vectors
 
 from cortex import errors
-from cortex.codec import LIMITS, decode_data, encode_data
-from cortex.enums import MemoryType
-from cortex.forms import (
+from cortex.index.text import STOP_WORDS, query_terms, terms, tokenize
+from cortex.model.codec import LIMITS, decode_data, encode_data
+from cortex.model.enums import MemoryType
+from cortex.model.forms import (
     MEDIUM_TOKENS,
     SHORT_TOKENS,
     count_tokens,
@@ -25,9 +26,8 @@ from cortex.forms import (
     render_medium,
     render_short,
 )
-from cortex.hashing import content_hash
-from cortex.ids import Uri
-from cortex.text import STOP_WORDS, query_terms, terms, tokenize
+from cortex.model.hashing import content_hash
+from cortex.model.ids import Uri
 
 VECTORS = gen_vectors.VECTORS_DIR
 TYPE_FILES = {t: gen_vectors.file_name(t.type_name) for t in MemoryType}
@@ -253,8 +253,8 @@ def _spec_blocks(term: str, postings: list[list[Any]]) -> list[list[str]]:
 
 @pytest.mark.parametrize("case", POSTINGS["cases"], ids=lambda c: c["why"])
 def test_posting_block_vectors(case: dict[str, Any], tmp_path: Path) -> None:
-    from cortex.kv import LmdbKV
-    from cortex.postings import apply, entry_tail
+    from cortex.index.postings import apply, entry_tail
+    from cortex.storage.kv import LmdbKV
 
     assert _spec_blocks(case["term"], case["postings"]) == case["blocks"]
     # the store's writer, adding the postings in two halves in either order, gives the same
@@ -271,7 +271,7 @@ def test_posting_block_vectors(case: dict[str, Any], tmp_path: Path) -> None:
 
 
 def test_posting_boundary_vectors() -> None:
-    from cortex.postings import is_boundary
+    from cortex.index.postings import is_boundary
 
     for hex_id, marked in POSTINGS["boundaries"]:
         assert is_boundary(bytes.fromhex(hex_id)) is marked

@@ -32,8 +32,8 @@ from cortex import (
     Query,
     ValidationError,
 )
-from cortex.ids import MemoryId
-from cortex.where import format_where, parse_where
+from cortex.model.ids import MemoryId
+from cortex.query.where import format_where, parse_where
 
 A = Eq("data.a", 1)
 B = Eq("data.b", 2)

@@ -21,11 +21,17 @@ from typing import Any
 import pytest
 
 import cortex
-from cortex import Cortex, Fact, FrameRef, NewMemory, lexical, text
-from cortex.enums import ObjKind, SourceKind, Verb, Visibility
+from cortex import (
+    Cortex,
+    Fact,
+    FrameRef,
+    NewMemory,
+)
 from cortex.errors import ConflictError
-from cortex.ids import MemoryId
-from cortex.records import Forms, Provenance
+from cortex.index import lexical, text
+from cortex.model.enums import ObjKind, SourceKind, Verb, Visibility
+from cortex.model.ids import MemoryId
+from cortex.model.records import Forms, Provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,6 +189,6 @@ def test_accelerated_and_reference_paths_write_the_same_bytes(
 def test_every_flag_is_switched(tmp_path: Path) -> None:
     """The switch reaches the modules that have accelerators (a new one is picked up)."""
     names = {m.__name__ for m in _flagged_modules()}
-    assert {"cortex.codec", "cortex.text", "cortex.lexical"} <= names
+    assert {"cortex.model.codec", "cortex.index.text", "cortex.index.lexical"} <= names
     with accelerators(False):
         assert not any(m._USE_SPEEDUPS for m in _flagged_modules())  # type: ignore[attr-defined]

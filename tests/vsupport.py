@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from cortex import Cortex, Fact, MemoryId, Query
-from cortex.embed import HashingEmbedder
-from cortex.keys import VEC, meta_key, vec_key
-from cortex.store import _seal, _trusted
-from cortex.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, from_bytes
+from cortex.engine.store import _seal, _trusted
+from cortex.index.embed import HashingEmbedder
+from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, from_bytes
+from cortex.storage.keys import VEC, meta_key, vec_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DIM = 64

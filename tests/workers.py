@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex import Cortex, CortexError, Fact, MemoryId, NewMemory, NotFoundError, Query
-from cortex.store import Store
+from cortex.engine.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 EDGE_TYPES = ("references", "derived_from", "corroborates", "part_of")
@@ -271,7 +271,7 @@ def grow_process(path: str, k: int, *, n: int, start: Any, grown: Any, out: str)
     so its first write must adopt the bigger map (``MapResizedError``). Then both write ``n``
     more at once, crossing the next size together. Counts grows and adoptions.
     """
-    from cortex.kv import LmdbKV, _Gate
+    from cortex.storage.kv import LmdbKV, _Gate
 
     counts = {"grows": 0, "remaps": 0}
     original_grow, original_exclusive = LmdbKV._grow, _Gate.exclusive
@@ -582,7 +582,7 @@ def shared_writer(path: str, name: str, n: str) -> None:
     """Write ``n`` facts tagged ``name`` (one of several processes on one store), searching
     for the previous process's words between writes; report every write after it returns."""
     from cortex import Query
-    from cortex.embed import HashingEmbedder
+    from cortex.index.embed import HashingEmbedder
 
     with Cortex.open(path, actor=name, embedder=HashingEmbedder(64)) as cx:
         emit({"op": "ready"})
@@ -671,7 +671,7 @@ def erasure_reader(path: str, stop_file: str, seed: str) -> None:
 
 def snapshot_holder(path: str) -> None:
     """Open a read snapshot, say so, and keep it open until killed."""
-    from cortex.kv import LmdbKV
+    from cortex.storage.kv import LmdbKV
 
     kv = LmdbKV(path, readonly=True, create=False)
     with kv.read() as txn:
@@ -714,7 +714,7 @@ def purge_these(path: str, ids: str) -> None:
 def kv_erase(path: str) -> None:
     """At the key-value level: delete every ``s`` key, record an erasure (``er/``), make the
     freed pages reusable and zero what no reader can read (as the erasure step does)."""
-    from cortex.kv import LmdbKV
+    from cortex.storage.kv import LmdbKV
 
     kv = LmdbKV(path, create=False, epoch_prefix=b"er/")
     try:
@@ -729,7 +729,7 @@ def kv_erase(path: str) -> None:
 
 def stalled_scrub(path: str) -> None:
     """Purge one memory, then stop inside the zeroing of the erasure step and wait."""
-    from cortex import scrub as scrub_module
+    from cortex.storage import scrub as scrub_module
 
     original = scrub_module.zero
 

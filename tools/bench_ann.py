@@ -1,4 +1,4 @@
-"""Benchmark cortex.ann.VectorIndex: build time, recall@10 and one-thread queries/s per ef.
+"""Benchmark cortex.index.ann.VectorIndex: build time, recall@10 and one-thread queries/s per ef.
 
 Data: ``--n`` vectors of ``--dim`` dimensions that look like sentence embeddings, not i.i.d.
 Gaussian noise: a rank-``--rank`` signal (random coefficients times a fixed random basis) plus
@@ -36,8 +36,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cortex.ann import VectorIndex  # noqa: E402
-from cortex.ids import MemoryId  # noqa: E402
+from cortex.index.ann import VectorIndex  # noqa: E402
+from cortex.model.ids import MemoryId  # noqa: E402
 
 
 def embedding_like(rng: np.random.Generator, basis: np.ndarray, n: int, noise: float) -> np.ndarray:

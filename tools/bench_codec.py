@@ -32,8 +32,8 @@ from cortex import (
     decode_data,
     encode_data,
 )
-from cortex.codec import decode_data_trusted
-from cortex.records import Data
+from cortex.model.codec import decode_data_trusted
+from cortex.model.records import Data
 
 WHEN = datetime(2026, 11, 22, 9, 30, 15, 250000, tzinfo=UTC)
 URI = "cortex://Fact/01K9ZJ0Q5W3X4Y5Z6A7B8C9D0E#1"

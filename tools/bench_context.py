@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from cortex import Cortex, Event, Fact, Fusion, NewMemory, Query
-from cortex.embed import HashingEmbedder
+from cortex.index.embed import HashingEmbedder
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 rng = random.Random(1)

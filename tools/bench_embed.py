@@ -55,12 +55,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import OneFactPerTurn, turns  # noqa: E402
 
 from cortex import Cortex, Fact, NewMemory  # noqa: E402
-from cortex.embed import HashingEmbedder, MiniLM  # noqa: E402
+from cortex.index.embed import HashingEmbedder, MiniLM  # noqa: E402
 
 # a cortex from before the runtimes (for before/after runs) has numpy only
 RUNTIMES = "runtime" in inspect.signature(MiniLM).parameters
 if RUNTIMES:
-    from cortex.embed_onnx import available as onnx_available
+    from cortex.index.embed_onnx import available as onnx_available
 else:
 
     def onnx_available() -> bool:

@@ -5,7 +5,7 @@
   embeds one memory per turn), reported as episodes/s;
 - document: one ~1 MB markdown document (headings, paragraphs, lists, code fences) in one
   ``ingest``: MB/s, chunks, and the chunk search that follows (``find(evidence=)`` p50);
-- router: ``cortex.router.route`` p50 / p95 over the labelled questions of
+- router: ``cortex.query.router.route`` p50 / p95 over the labelled questions of
   ``tests/data/router_queries.jsonl`` when present, else a built-in set.
 
 Medians of ``--repeat`` runs, each on a fresh store in a temporary directory.
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cortex import Cortex, Fact, NewMemory, Query  # noqa: E402
-from cortex.extract import Context, Extracted, Extraction  # noqa: E402
-from cortex.router import route  # noqa: E402
+from cortex.agent.extract import Context, Extracted, Extraction  # noqa: E402
+from cortex.query.router import route  # noqa: E402
 
 _VOCABULARY = (
     "harbour boat north south meeting budget flight paris lisbon tea coffee plan launch "
@@ -139,7 +139,9 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--mb", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--embedder", help="module:factory of an embedder (e.g. cortex.embed:MiniLM)")
+    ap.add_argument(
+        "--embedder", help="module:factory of an embedder (e.g. cortex.index.embed:MiniLM)"
+    )
     args = ap.parse_args()
     embedder = None
     if args.embedder:

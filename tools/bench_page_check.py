@@ -3,7 +3,8 @@
 For stores of N memories (small facts, tags, a few edges) this measures, as medians of
 ``--repeat`` runs:
 
-- the full page check of a snapshot (``cortex.pages.check_snapshot``) and the ranged one stats
+- the full page check of a snapshot (``cortex.storage.pages.check_snapshot``) and the ranged one
+stats
   uses, beside ``verify`` and ``stats`` (which include their check);
 - ``Cortex.open`` plain and with ``check_pages=True``;
 - the alternative design, isolating a walk in a child process: the fixed cost of starting a
@@ -32,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cortex import Cortex, EdgeType, Fact, NewMemory  # noqa: E402
-from cortex import pages as pg  # noqa: E402
-from cortex.keys import EDGE_FROM, HEAD, JOURNAL, meta_key, prefix_end  # noqa: E402
-from cortex.salvage import salvage  # noqa: E402
+from cortex.storage import pages as pg  # noqa: E402
+from cortex.storage.keys import EDGE_FROM, HEAD, JOURNAL, meta_key, prefix_end  # noqa: E402
+from cortex.transfer.salvage import salvage  # noqa: E402
 
 WORDS = ["tea", "rust", "lisbon", "chess", "zebra", "quantum", "river", "budget", "ada"]
 

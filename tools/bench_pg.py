@@ -61,7 +61,7 @@ def median_us(fn: Any, repeats: int = REPEATS) -> float:
 
 def commit_bytes(url: str) -> int:
     """Bytes of keys and values one cortex write sends at commit (measured on the engine)."""
-    import cortex.pgkv as P
+    import cortex.storage.pgkv as P
 
     seen: list[int] = []
     real = P._PgWrite.commit
@@ -167,7 +167,7 @@ def main() -> None:
                             ),
                             200,
                         )
-                from cortex.keys import head_key
+                from cortex.storage.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
                 keys = [head_key(u.id) for u in uris[:2000]]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from cortex import Cortex, Fact, FrameRef, NewMemory, Query
-from cortex.embed import HashingEmbedder
+from cortex.index.embed import HashingEmbedder
 
 WORDS = [f"w{i}" for i in range(500)]
 

@@ -40,9 +40,9 @@ from cortex import (
     Preference,
     Query,
 )
-from cortex.enums import MemoryType, ObjKind, Verb
-from cortex.keys import IDX_TAG, IDX_TYPE, head_key, tag_hash
-from cortex.records import Data
+from cortex.model.enums import MemoryType, ObjKind, Verb
+from cortex.model.records import Data
+from cortex.storage.keys import IDX_TAG, IDX_TYPE, head_key, tag_hash
 
 WORDS = [f"w{i}" for i in range(2000)]
 TAGS = [f"tag-{i}" for i in range(200)]
@@ -135,7 +135,7 @@ def floor_scan(cx: Cortex, prefix: bytes) -> None:
 
 
 def head_key_of(index_key: bytes) -> bytes:
-    from cortex.ids import MemoryId
+    from cortex.model.ids import MemoryId
 
     return head_key(MemoryId(index_key[-16:]))
 

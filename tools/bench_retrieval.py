@@ -16,7 +16,7 @@ Retrievers:
 - ``vector``: ``cx.find(Query(near=q, limit=k))``, with ``--embedder`` only.
 
 ``--embedder module:factory`` names a callable returning an embedder (for example
-``cortex.embed:HashingEmbedder``); stores are then opened with it and ingest is timed with it.
+``cortex.index.embed:HashingEmbedder``); stores are then opened with it and ingest is timed with it.
 
     python tools/bench_retrieval.py [--data ../shared/bench/locomo] [--embedder M:F] [--json out]
 """
@@ -102,7 +102,7 @@ def _rrf(cx: Cortex, q: str, k: int) -> list[MemoryId]:
 
 
 def _search(cx: Cortex, q: str, k: int) -> list[MemoryId]:
-    """``cx.search(q, limit=k)``: the router picks the handler (``cortex.search``)."""
+    """``cx.search(q, limit=k)``: the router picks the handler (``cortex.query.search``)."""
     return [h.memory.id for h in cx.search(q, limit=k).hits]
 
 

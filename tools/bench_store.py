@@ -52,9 +52,9 @@ from cortex import (
     Pattern,
     Preference,
 )
-from cortex.ids import new_ids
-from cortex.keys import head_key, version_prefix
-from cortex.records import Data
+from cortex.model.ids import new_ids
+from cortex.model.records import Data
+from cortex.storage.keys import head_key, version_prefix
 
 WORDS = [f"w{i}" for i in range(400)]
 TAGS = [f"tag-{i}" for i in range(200)]
@@ -93,7 +93,7 @@ Op = tuple[Any, ...]
 
 
 class _Recording:
-    """A write transaction that logs every operation before doing it (``cortex.kv``'s API)."""
+    """A write transaction that logs every operation before doing it (the KV API)."""
 
     def __init__(self, txn: Any, ops: list[Op]) -> None:
         self._txn = txn
@@ -419,7 +419,7 @@ def bench_size(n: int, repeat: int, root: Path) -> dict[str, Any]:
 
 
 def _builtin(data: Data) -> Any:
-    from cortex.codec import encode_data
+    from cortex.model.codec import encode_data
 
     return cbor2.loads(encode_data(data))
 

@@ -77,9 +77,10 @@ def time_calls(other: Path | None) -> None:
     import importlib.util
     import timeit
 
-    from cortex import _speedups, hashing
-    from cortex.enums import MemoryType
-    from cortex.keys import JOURNAL
+    from cortex import _speedups
+    from cortex.model import hashing
+    from cortex.model.enums import MemoryType
+    from cortex.storage.keys import JOURNAL
 
     shared = b"\x02\x02\x03\x1b\x00\x00\x01\x9a\x00\x00\x00\x00\x04\x65agent"
     entry = (JOURNAL, shared, 12345, bytes(32), bytes(16), MemoryType.FACT, 1, bytes(32))

@@ -76,7 +76,7 @@ def build(path: Path, *, n: int = 40) -> None:
     It also holds a tombstone and a purge, and saves its vector index; the same bytes every run.
     """
     from cortex import Cortex, EdgeType, Fact, MemoryId, Outcome, Query
-    from cortex.embed import HashingEmbedder
+    from cortex.index.embed import HashingEmbedder
 
     rng = random.Random(99)
     start = datetime(2026, 1, 2, tzinfo=UTC)
@@ -127,7 +127,7 @@ class Layout(NamedTuple):
 
 def layout(path: Path) -> Layout:
     """Map every page of ``path``'s data.mdb: its kind, and the keys and values on it."""
-    from cortex import pages as pg
+    from cortex.storage import pages as pg
 
     with pg.DataFile(path / "data.mdb") as f:
         meta = pg.newest(pg.read_metas(f))
@@ -311,9 +311,9 @@ def _digest(obj: Any) -> str:
 def child(store: str, ops: str, scratch: str) -> None:
     """Run ``ops`` (comma-separated) on ``store``, printing ``{"op", "start"|"result"}`` lines."""
     from cortex import Cortex, CortexError, Query
-    from cortex.embed import HashingEmbedder
-    from cortex.salvage import salvage
-    from cortex.transfer import export_store
+    from cortex.index.embed import HashingEmbedder
+    from cortex.transfer.bundle import export_store
+    from cortex.transfer.salvage import salvage
 
     def say(obj: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(obj) + "\n")
@@ -425,8 +425,8 @@ def _attempt(fn: Callable[[], Any]) -> Any:
 
 
 def _all_heads(cx: Any) -> list[Any]:
-    from cortex.ids import MemoryId
-    from cortex.keys import HEAD
+    from cortex.model.ids import MemoryId
+    from cortex.storage.keys import HEAD
 
     with cx._kv.read() as txn:
         return [MemoryId(k[len(HEAD) :]) for k in txn.keys(HEAD)]
@@ -645,8 +645,8 @@ def _touched(mid: str, trial: Trial, lay: Layout) -> bool:
     only when the free-page tree is intact (``specs/storage.md`` §10), since without it they
     cannot be told from stale pages.
     """
-    from cortex.ids import MemoryId
-    from cortex.keys import HEAD, VERSION
+    from cortex.model.ids import MemoryId
+    from cortex.storage.keys import HEAD, VERSION
 
     raw = MemoryId.parse(mid).bytes
     pages: set[int] = set()

@@ -24,13 +24,13 @@ from typing import Any, Final
 import msgspec
 import msgspec.inspect as mi
 
-from cortex.codec import LIMITS, decode_data, encode_data
-from cortex.enums import MemoryType
 from cortex.errors import CodecError, CortexError, ValidationError
-from cortex.forms import render_full, render_medium, render_short
-from cortex.hashing import content_hash
-from cortex.ids import MemoryId, Uri
-from cortex.records import DATA_TYPES, Data
+from cortex.model.codec import LIMITS, decode_data, encode_data
+from cortex.model.enums import MemoryType
+from cortex.model.forms import render_full, render_medium, render_short
+from cortex.model.hashing import content_hash
+from cortex.model.ids import MemoryId, Uri
+from cortex.model.records import DATA_TYPES, Data
 
 VECTORS_DIR: Final = Path(__file__).resolve().parent.parent / "specs" / "vectors"
 
@@ -1381,7 +1381,7 @@ LEXICAL_QUERIES: Final = (
 
 
 def _lexical_file() -> dict[str, Any]:
-    from cortex.text import query_terms, terms, tokenize
+    from cortex.index.text import query_terms, terms, tokenize
 
     return {
         "conventions": LEXICAL_CONVENTIONS,
@@ -1405,7 +1405,7 @@ def _posting_ids(n: int, *, seed: int, boundaries: bool | None = None) -> list[b
     """``n`` distinct ids, ascending, from a fixed seed (only boundaries or none, if asked)."""
     import random
 
-    from cortex.postings import is_boundary
+    from cortex.index.postings import is_boundary
 
     rng = random.Random(seed)
     out: set[bytes] = set()
@@ -1417,9 +1417,9 @@ def _posting_ids(n: int, *, seed: int, boundaries: bool | None = None) -> list[b
 
 
 def _postings_file() -> dict[str, Any]:
-    from cortex.keys import posting_prefix
-    from cortex.kv import seal
-    from cortex.postings import blocks, entry_tail, is_boundary
+    from cortex.index.postings import blocks, entry_tail, is_boundary
+    from cortex.storage.keys import posting_prefix
+    from cortex.storage.kv import seal
 
     def case(term: str, ids: list[bytes], why: str) -> dict[str, Any]:
         rows = [(raw, 1 + i % 3, 3 + i % 7) for i, raw in enumerate(ids)]
@@ -1478,9 +1478,9 @@ def _sensitivity_file() -> dict[str, Any]:
     """``sens/`` keys and values (``specs/sensitivity.md`` §2), and values a reader refuses."""
     import zlib
 
-    from cortex.enums import Sensitivity
-    from cortex.keys import sens_key
-    from cortex.sensitivity import decode_level, encode_level
+    from cortex.model.enums import Sensitivity
+    from cortex.rules.sensitivity import decode_level, encode_level
+    from cortex.storage.keys import sens_key
 
     def sealed(payload: bytes) -> str:
         return (payload + zlib.crc32(payload).to_bytes(4, "big")).hex()
@@ -1565,9 +1565,9 @@ def claim_inputs() -> list[dict[str, Any]]:
 
 
 def _claims_file() -> dict[str, Any]:
-    from cortex import chains
-    from cortex.aliases import ALIAS_CODEC, Aliases, AliasRecord, alias_hash, alias_key
-    from cortex.records import Fact
+    from cortex.model.records import Fact
+    from cortex.rules import chains
+    from cortex.rules.aliases import ALIAS_CODEC, Aliases, AliasRecord, alias_hash, alias_key
 
     cases = []
     for case in claim_inputs():
@@ -1709,8 +1709,8 @@ def episode_inputs() -> list[dict[str, Any]]:
 
 def build_episode(obj: dict[str, Any]) -> Any:
     """The episode record an ``episodes.json`` input describes."""
-    from cortex.episode import new_episode
-    from cortex.jsonmap import parse_time
+    from cortex.model.episode import new_episode
+    from cortex.model.jsonmap import parse_time
 
     kw = {k: v for k, v in obj.items() if k not in ("name", "id")}
     kw["occurred_at"] = parse_time(kw["occurred_at"], "occurred_at")
@@ -1719,7 +1719,7 @@ def build_episode(obj: dict[str, Any]) -> Any:
 
 
 def _episodes_file() -> dict[str, Any]:
-    from cortex.episode import encode_episode, purged
+    from cortex.model.episode import encode_episode, purged
 
     cases = []
     for obj in episode_inputs():
@@ -1809,7 +1809,7 @@ def chunk_documents() -> list[dict[str, Any]]:
 def _chunks_file() -> dict[str, Any]:
     import hashlib
 
-    from cortex.chunk import DEFAULT_OVERLAP, DEFAULT_TARGET, chunk_text
+    from cortex.model.chunk import DEFAULT_OVERLAP, DEFAULT_TARGET, chunk_text
 
     cases = []
     for doc in chunk_documents():

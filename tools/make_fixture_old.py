@@ -5,7 +5,7 @@ fixtures are DATA, not build products: each was generated once, at a commit wher
 format was current, by copying this script and ``make_fixture_v1.py`` into a checkout of that
 commit and running it there:
 
-- format 2: 49aca3f (``cortex.store.FORMAT_VERSION == 2``);
+- format 2: 49aca3f (``cortex.engine.store.FORMAT_VERSION == 2``);
 - format 5: a564bb0 (postings one per key, before the posting blocks of format 6);
 - format 6: 470d343 (posting blocks, before the episodes of format 7);
 - format 7: 2a5fba8 (episodes, before the claim index, write budgets, sensitivity and erasure
@@ -41,7 +41,7 @@ def _v1_tool() -> Any:
 
 
 def main() -> int:
-    from cortex.store import FORMAT_VERSION
+    from cortex.engine.store import FORMAT_VERSION
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", type=int, default=2, help="the format to build (2, 5, 6 or 7)")

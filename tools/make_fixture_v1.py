@@ -1,7 +1,8 @@
 """Build the format-1 fixture store ``tests/data/format1.cortex/`` (a compacted LMDB copy).
 
 The fixture is DATA, not a build product: it was generated once, at the commit where on-disk
-format 1 was current (``cortex.store.FORMAT_VERSION == 1``), and is committed. Code that writes
+format 1 was current (``cortex.engine.store.FORMAT_VERSION == 1``), and is committed. Code that
+writes
 a newer format cannot regenerate it, and this script refuses to try. The migration tests copy
 the fixture to a temporary directory, migrate it, and compare the result with a store written
 fresh by the current code through the same ``populate`` calls (which is why ``populate`` uses
@@ -193,7 +194,7 @@ def populate(cx: Cortex) -> None:
 
 
 def main() -> int:
-    from cortex.store import FORMAT_VERSION
+    from cortex.engine.store import FORMAT_VERSION
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "format1.cortex"))

@@ -1,6 +1,6 @@
 """Write tests/data/minilm_reference.json: all-MiniLM-L6-v2 embeddings from an independent path.
 
-cortex runs the model with its own numpy forward pass (``cortex.embed.MiniLM``). This script
+cortex runs the model with its own numpy forward pass (``cortex.index.embed.MiniLM``). This script
 produces the reference it is checked against with the model's own stack, sentence-transformers
 on torch, loading the same weights from the same package. It is run once, by hand, in a
 throwaway virtualenv, never in CI and never in the project's virtualenv (torch is large):

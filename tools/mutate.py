@@ -75,14 +75,14 @@ class Target:
 TARGETS = (
     Target(
         "scope",
-        "cortex/scope.py",
+        "cortex/rules/scope.py",
         ("tests/test_scope.py",),
         ("tests/test_query.py", "tests/test_context.py"),
         goal=1.0,
     ),
     Target(
         "keys",
-        "cortex/keys.py",
+        "cortex/storage/keys.py",
         ("tests/test_keys.py",),
         ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
         rate=0.15,
@@ -90,14 +90,14 @@ TARGETS = (
     ),
     Target(
         "codec",
-        "cortex/codec.py",
+        "cortex/model/codec.py",
         ("tests/test_codec.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
         rate=0.05,
     ),
     Target(
         "forms",
-        "cortex/forms.py",
+        "cortex/model/forms.py",
         ("tests/test_forms.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py"),
         rate=0.15,
@@ -105,7 +105,7 @@ TARGETS = (
     ),
     Target(
         "salience",
-        "cortex/salience.py",
+        "cortex/rules/salience.py",
         ("tests/test_salience.py",),
         ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
         rate=0.5,
@@ -113,21 +113,21 @@ TARGETS = (
     ),
     Target(
         "where",
-        "cortex/where.py",
+        "cortex/query/where.py",
         ("tests/test_where.py",),
         ("tests/test_query.py", "tests/test_cli.py"),
         rate=0.15,
     ),
     Target(
         "sensitivity",
-        "cortex/sensitivity.py",
+        "cortex/rules/sensitivity.py",
         ("tests/test_sensitivity.py",),
         ("tests/test_handles.py", "tests/test_transfer.py", "tests/test_damaged_files.py"),
         goal=1.0,
     ),
     Target(
         "access",  # the restricted handle's rules in the API (visibility, clearance, writes)
-        "cortex/api.py",
+        "cortex/agent/api.py",
         ("tests/test_handles.py", "tests/test_sensitivity.py"),
         ("tests/test_scope.py", "tests/test_query.py", "tests/test_core.py"),
         goal=1.0,
@@ -162,14 +162,14 @@ TARGETS = (
     ),
     Target(
         "budgets",  # the write budget of a task (seed 003)
-        "cortex/store.py",
+        "cortex/engine/store.py",
         ("tests/test_budgets.py",),
         ("tests/test_serve.py", "tests/test_aio.py"),
         functions=("Store.task", "Store.task_usage", "Store._charge", "Store._budgeted"),
     ),
     Target(
         "chains",  # claim keys and which memory is the current truth
-        "cortex/chains.py",
+        "cortex/rules/chains.py",
         ("tests/test_chains.py",),
         ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
         rate=0.4,
@@ -177,7 +177,7 @@ TARGETS = (
     ),
     Target(
         "transfer",
-        "cortex/transfer.py",
+        "cortex/transfer/bundle.py",
         ("tests/test_transfer.py",),
         ("tests/test_cli.py", "tests/test_corruption.py"),
         functions=(

@@ -3,7 +3,8 @@
     python tools/store_digest.py [--keep DIR] [--json] [--embedder hashing|none]
 
 The tool builds a store whose every input is fixed: the clock (one millisecond per call from
-``START``), every id (caller-chosen where the API takes one; the id generator of ``cortex.ids``
+``START``), every id (caller-chosen where the API takes one; the id generator of
+``cortex.model.ids``
 replaced by a counter for the rest, e.g. dedupe's writes and extracted memories), the content
 and the order of operations. It writes a few hundred memories of every type (``write_many``
 batches, single writes, writes with dedupe), updates with and without ``expected_version``,
@@ -57,7 +58,7 @@ if os.environ.get("CORTEX_NO_SPEEDUPS"):
 
 import lmdb  # noqa: E402
 
-from cortex import (  # noqa: E402  (the repository's cortex, not an installed one)
+from cortex import (  # noqa: E402
     Belief,
     Capability,
     Constraint,
@@ -82,9 +83,9 @@ from cortex import (  # noqa: E402  (the repository's cortex, not an installed o
     Stance,
     Strength,
     Verb,
-    ids,
 )
-from cortex.extract import Context, Extracted, Extraction  # noqa: E402
+from cortex.agent.extract import Context, Extracted, Extraction  # noqa: E402
+from cortex.model import ids  # noqa: E402
 
 ACTOR = "digest-agent"
 START = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -113,7 +114,7 @@ class FixedClock:
 
 
 class CountingIds:
-    """Stands in for ``cortex.ids``'s generator: ascending ids from a counter, no randomness."""
+    """Stands in for the id generator: ascending ids from a counter, no randomness."""
 
     def __init__(self) -> None:
         self.ms = int(START.timestamp() * 1000) + 86_400_000  # a day after the chosen ids
@@ -134,7 +135,7 @@ class CountingIds:
 
 @contextmanager
 def fixed_ids() -> Iterator[None]:
-    """Replace the id generator of ``cortex.ids`` for the duration."""
+    """Replace the id generator of ``cortex.model.ids`` for the duration."""
     saved = ids._generator
     ids._generator = CountingIds()  # type: ignore[assignment]
     try:
@@ -419,7 +420,7 @@ def build_store(path: Path, embedder: str) -> None:
     """Populate a new store at ``path`` with the clock and ids fixed, and verify it."""
     options: dict[str, Any] = {}
     if embedder == "hashing":
-        from cortex.embed import HashingEmbedder
+        from cortex.index.embed import HashingEmbedder
 
         options["embedder"] = HashingEmbedder()
     with (

@@ -7,7 +7,7 @@ category, for every configuration (the whole table), then, for each conversation
 configuration that scores best (recall@10) on the other two and what it scores on the held-out
 one, pooled over the three.
 
-    python tools/sweep_retrieval.py [--embedder cortex.embed:MiniLM | none] [--dir DIR]
+    python tools/sweep_retrieval.py [--embedder cortex.index.embed:MiniLM | none] [--dir DIR]
         [--context 1,2,3] [--context-weight 0,0.1,0.2,0.3,0.5] [--entity-weight 0,0.05,0.1,0.2]
         [--json out]
 """
@@ -137,7 +137,9 @@ class Memo:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "bench" / "locomo"))
-    ap.add_argument("--embedder", default="cortex.embed:MiniLM", help='module:factory or "none"')
+    ap.add_argument(
+        "--embedder", default="cortex.index.embed:MiniLM", help='module:factory or "none"'
+    )
     ap.add_argument("--dir", help="keep the built stores here (reused when present)")
     ap.add_argument("--context", default="1,2,3")
     ap.add_argument("--context-weight", default="0,0.1,0.2,0.3,0.5")

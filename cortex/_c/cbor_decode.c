@@ -2,7 +2,7 @@
  * A schema-driven, strict, one-pass decoder of canonical CBOR records.
  *
  * A ``Plan`` describes one record struct (built by ``StructCodec`` from its field list, see
- * cortex/codec.py).  ``decode(plan, data)`` reads ``data`` straight into the struct and accepts
+ * cortex/model/codec.py).  ``decode(plan, data)`` reads ``data`` straight into the struct and accepts
  * only the canonical encoding (RFC 8949 section 4.2.1 plus the record rules of DESIGN.md section
  * 3): shortest heads, shortest float width, definite lengths, no tags, record keys strictly
  * increasing, text map keys strictly increasing in bytewise order of their encodings, no unknown

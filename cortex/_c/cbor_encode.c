@@ -1,7 +1,7 @@
 /*
- * The encoder of canonical CBOR (cortex/codec.py keeps the definitions): a record struct by its
+ * The encoder of canonical CBOR (cortex/model/codec.py keeps the definitions): a record struct by its
  * plan (``encode``: StructCodec.encode), the sealed head and version of a new memory
- * (``encode_new_pair``: cortex/codec.py encode_new_pair, cortex/kv.py seal), and a list of short
+ * (``encode_new_pair``: cortex/model/codec.py encode_new_pair, cortex/storage/kv.py seal), and a list of short
  * ASCII text strings (``encode_ascii_texts``: tags, a lexical document's terms).  Each returns the
  * same bytes as the Python path, or None wherever it is not sure (anything but the common case:
  * ASCII or NFC text, exact types, times in UTC), and the Python path then runs and names any
@@ -256,7 +256,7 @@ out_unit(Out *o, PyObject *v)
     return out_put(o, b, n) < 0 ? -1 : 1;
 }
 
-/* The plan of encode_new_pair (built once by cortex/codec.py, see _NEW_PAIR_PLAN). */
+/* The plan of encode_new_pair (built once by cortex/model/codec.py, see _NEW_PAIR_PLAN). */
 enum {
     NP_HEAD,           /* the Head class */
     NP_VERSION,        /* the Version class */
@@ -713,7 +713,7 @@ encode_version(Out *o, PyObject *const *v, PyObject *const *h, PyObject *id_byte
     return 1;
 }
 
-/* -- records by their plan: the encoder of StructCodec.encode in C (cortex/codec.py keeps the
+/* -- records by their plan: the encoder of StructCodec.encode in C (cortex/model/codec.py keeps the
  * definition).  Each function returns 1 (written), 0 (not the common case: nothing promised,
  * the Python encoder runs and names any error) or -1 (an exception). */
 
@@ -951,7 +951,7 @@ PyDoc_STRVAR(encode_new_pair_doc,
              "``(seal(encode_head(head)), seal(encode_version(version)))`` of a new memory's "
              "records in the common case (NFC text, exact types, times in UTC, the default "
              "provenance, the id, type and forms shared); None otherwise.  ``plan`` is "
-             "cortex.codec._NEW_PAIR_PLAN.");
+             "cortex.model.codec._NEW_PAIR_PLAN.");
 
 static PyObject *
 sp_encode_new_pair(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

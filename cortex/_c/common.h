@@ -12,9 +12,9 @@
  *   postings.c     runs of postings and posting blocks (join, merge, cut, append)
  *   cursor.c       driving an LMDB cursor: posting blocks and document frequencies of a flush
  *   write.c        the write path's records: index keys, journal entries, stage_new
- *   kv.c           CRC-32 sealing (cortex.kv.seal / unseal) and the stable sort of puts
+ *   kv.c           CRC-32 sealing (cortex.storage.kv.seal / unseal) and the stable sort of puts
  *
- * The Python code keeps every definition (cortex/codec.py, text.py, lexical.py, postings.py,
+ * The Python code keeps every definition (cortex/model/codec.py, text.py, lexical.py, postings.py,
  * keys.py, kv.py, store.py): each function here returns exactly what its Python definition
  * returns, or None (or Reject) where it does not apply, and the tests compare the two.
  *

@@ -1,8 +1,8 @@
 /*
  * Driving an LMDB cursor from C (the py-lmdb cursor of the write transaction, through its
  * methods): the posting blocks the common cases of many terms' appends change
- * (``append_runs``, cortex.postings.apply), and the document frequencies of a flush
- * (``df_updates``, cortex.lexical.Indexer.flush).  Anything unusual is left to the Python path.
+ * (``append_runs``, cortex.index.postings.apply), and the document frequencies of a flush
+ * (``df_updates``, cortex.index.lexical.Indexer.flush).  Anything unusual is left to the Python path.
  */
 
 #include "common.h"
@@ -102,7 +102,7 @@ new_blocks(PyObject *module, PyObject *prefix, PyObject *run, PyObject *const *l
 
 PyDoc_STRVAR(append_runs_doc,
              "append_runs(cursor, items, block_max, spread, /)\n--\n\n"
-             "``cortex.postings.apply``'s common case for many terms in one call: ``items`` is "
+             "``cortex.index.postings.apply``'s common case for many terms in one call: ``items`` is "
              "``[(prefix, changes), ...]`` (a term's posting prefix and {id16: tail8}, or new "
              "postings as bytes or a bytearray of id16 + tail8 records, any order); for "
              "each whose new ids all come after the term's last block begins (and before its "
@@ -279,7 +279,7 @@ done:
     return res;
 }
 
-/* -- document frequencies (cortex.lexical.Indexer.flush): read, change and write the lex/t/
+/* -- document frequencies (cortex.index.lexical.Indexer.flush): read, change and write the lex/t/
  * entries of a flush's terms through the transaction's cursor ----------------------------- */
 
 static PyObject *m_set_key = NULL;

@@ -1,5 +1,5 @@
 /*
- * The KV layer's helpers (cortex/kv.py keeps the definitions): a sealed value is its payload
+ * The KV layer's helpers (cortex/storage/kv.py keeps the definitions): a sealed value is its payload
  * and the CRC-32 of zlib.crc32 (4 bytes, big-endian): ``seal`` makes one, ``unseal`` checks one;
  * ``sort_pairs`` orders a transaction's puts by key, stably.
  */
@@ -50,7 +50,7 @@ sealed(const char *payload, Py_ssize_t n)
 
 PyDoc_STRVAR(seal_doc,
              "seal(payload, /)\n--\n\n"
-             "``payload + zlib.crc32(payload).to_bytes(4, 'big')`` (cortex.kv.seal) for bytes.");
+             "``payload + zlib.crc32(payload).to_bytes(4, 'big')`` (cortex.storage.kv.seal) for bytes.");
 
 static PyObject *
 sp_seal(PyObject *module, PyObject *payload)
@@ -63,7 +63,7 @@ sp_seal(PyObject *module, PyObject *payload)
     return sealed(PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
 }
 
-/* Append the checksum of ``cortex.kv.seal`` to b, a new bytes object of the payload and 4 more
+/* Append the checksum of ``cortex.storage.kv.seal`` to b, a new bytes object of the payload and 4 more
  * bytes: big-endian zlib.crc32 of the payload. */
 int
 seal_in_place(PyObject *b)
@@ -80,7 +80,7 @@ seal_in_place(PyObject *b)
 
 PyDoc_STRVAR(unseal_doc,
              "unseal(value, /)\n--\n\n"
-             "``cortex.kv.unseal``'s check in C: the payload of bytes ``payload || "
+             "``cortex.storage.kv.unseal``'s check in C: the payload of bytes ``payload || "
              "crc32(payload)`` (4 bytes, big-endian, zlib's CRC-32), or None when the value is "
              "shorter than 5 bytes or fails the checksum.");
 

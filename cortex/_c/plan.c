@@ -1,6 +1,6 @@
 /*
  * Record plans: a ``Plan`` describes one record struct (built by ``StructCodec`` from its field
- * list, see cortex/codec.py): its class, attribute names, schema version and, per field, the
+ * list, see cortex/model/codec.py): its class, attribute names, schema version and, per field, the
  * key, the default and a ``Spec`` of its value.  The decoder (cbor_decode.c) and the encoder
  * (cbor_encode.c) walk the same plans, and apply the same value rules, kept here: the checks of
  * codec.py's _check_uri and _check_decimal, NFC by the characters alone, and whether a float

@@ -1,5 +1,5 @@
 /*
- * Posting blocks (cortex/postings.py keeps the definitions): the sorted run of a term's new
+ * Posting blocks (cortex/index/postings.py keeps the definitions): the sorted run of a term's new
  * postings, a block's postings with changes applied, where a run of postings splits into
  * blocks, and the blocks that change when a run is appended to a term's last block.
  */
@@ -64,7 +64,7 @@ PyDoc_STRVAR(posting_run_doc,
              "posting_run(changes, /)\n--\n\n"
              "The postings of ``changes`` ({id16: tail8}) in id order, joined: id, tail, id, "
              "tail...; None when a key is not 16 bytes or a value not 8 bytes (a removal: "
-             "``cortex.postings._run`` in C).");
+             "``cortex.index.postings._run`` in C).");
 
 PyObject *
 sp_posting_run(PyObject *module, PyObject *changes)
@@ -118,7 +118,7 @@ PyDoc_STRVAR(merge_run_doc,
              "The postings of the block ``payloads`` (in key order) with ``changes`` "
              "({id16: tail8 or None}) applied: ``(run, delta)``, the joined postings in id "
              "order and the change in their count; None when a removed id is not there, or "
-             "anything is not what ``cortex.postings.apply`` holds (its Python path then runs).");
+             "anything is not what ``cortex.index.postings.apply`` holds (its Python path then runs).");
 
 static PyObject *
 sp_merge_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -226,7 +226,7 @@ done:
 
 PyDoc_STRVAR(cut_blocks_doc,
              "cut_blocks(run, held, block_max, spread, /)\n--\n\n"
-             "``cortex.postings.blocks(run, held)`` in C: the block payloads of a run of "
+             "``cortex.index.postings.blocks(run, held)`` in C: the block payloads of a run of "
              "postings (24 bytes each); a posting begins a block when its block is full "
              "(``block_max``) or ``crc32(id) % spread == 0``.");
 
@@ -287,7 +287,7 @@ PyDoc_STRVAR(block_append_doc,
              "block_append(prefix, run, key, value, block_max, spread, /)\n--\n\n"
              "Append a run of new postings (ids after every posting of the block) to the "
              "stored block ``key: value`` of a term's ``prefix``: the blocks that change, as "
-             "``[(key, sealed value), ...]`` (``cortex.postings.apply``'s append in C); None "
+             "``[(key, sealed value), ...]`` (``cortex.index.postings.apply``'s append in C); None "
              "when the block fails its checks or the run does not come after it (the Python "
              "path then says why).");
 

@@ -1,5 +1,5 @@
 /*
- * The lexical side of a write, one call each (cortex/lexical.py keeps the definitions:
+ * The lexical side of a write, one call each (cortex/index/lexical.py keeps the definitions:
  * ``_add_postings`` and ``Indexer.add_counted``): the postings of a transaction held in dicts
  * until its flush, and the sealed document of each memory.
  */
@@ -9,7 +9,7 @@
 PyDoc_STRVAR(add_postings_doc,
              "add_postings(pending, terms, values, raw, /)\n--\n\n"
              "``pending[term][raw] = value`` for each term and value (``pending`` maps a term to "
-             "a dict, created when missing); ``cortex.lexical._add_postings`` in C.");
+             "a dict, created when missing); ``cortex.index.lexical._add_postings`` in C.");
 
 static PyObject *
 sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -68,7 +68,7 @@ sp_add_postings(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 posting_value(PyObject *by_length, Py_ssize_t tf, Py_ssize_t length)
 {
-    /* a posting's tail (cortex.postings.entry_tail): tf and length, u32 big-endian each */
+    /* a posting's tail (cortex.index.postings.entry_tail): tf and length, u32 big-endian each */
     PyObject *key, *value;
     unsigned char *p;
     if (tf < 1 || tf > length || (uint64_t)length > 0xFFFFFFFFu) {
@@ -112,7 +112,7 @@ posting_value(PyObject *by_length, Py_ssize_t tf, Py_ssize_t length)
 PyDoc_STRVAR(index_doc_doc,
              "index_doc(docs, doc_key, pending, memo, raw, version, distinct, counts, /)\n"
              "--\n\n"
-             "``cortex.lexical.Indexer.add_counted`` in C: ``docs[doc_key]`` = the sealed "
+             "``cortex.index.lexical.Indexer.add_counted`` in C: ``docs[doc_key]`` = the sealed "
              "LexDoc(version, length, distinct) and ``pending[term][raw]`` = the sealed posting "
              "value [count, length] of each term (one object per value through ``memo``: "
              "length -> {count: value}); returns the length (the sum of the counts). None, "

@@ -1,5 +1,5 @@
 /*
- * The lexical index's text analysis (cortex/text.py, cortex/lexical.py keep the definitions:
+ * The lexical index's text analysis (cortex/index/text.py, cortex/index/lexical.py keep the definitions:
  * these return exactly what the pure-Python paths return, or None where they do not apply):
  * ASCII tokens, distinct terms and their counts, and the counted terms of an ASCII text or full
  * form whose tokens are all in the stem cache (through a token -> stem table).
@@ -7,7 +7,7 @@
 
 #include "common.h"
 
-#define MAX_TOKEN_CHARS 64 /* cortex.text.MAX_TOKEN_CHARS */
+#define MAX_TOKEN_CHARS 64 /* cortex.index.text.MAX_TOKEN_CHARS */
 
 PyDoc_STRVAR(ascii_tokens_doc,
              "ascii_tokens(text, /)\n--\n\n"
@@ -384,7 +384,7 @@ static PyTypeObject StemTable_Type = {
 PyDoc_STRVAR(ascii_term_counts_doc,
              "ascii_term_counts(text, stems, table, /)\n--\n\n"
              "``count_terms(terms(text))`` for ASCII text whose every token is a key of "
-             "``stems`` (cortex.text's token -> stem cache; ``table``, a StemTable used with "
+             "``stems`` (cortex.index.text's token -> stem cache; ``table``, a StemTable used with "
              "no other dict, remembers what was found there): the distinct stems in code point "
              "order and their counts, ``(distinct, counts)``; None when text is not ASCII, a "
              "token is not in the cache or a stem is not a non-empty ASCII str without U+0000.");
@@ -604,7 +604,7 @@ PyDoc_STRVAR(full_term_counts_doc,
              "``ascii_term_counts(render_full(data))`` without the full form's string: "
              "``head`` is the ``\"TypeName: \"`` of ``data``'s type, ``short`` its filled short "
              "template, ``prefixes`` the fields' line prefixes ``\"name: \"`` and ``values`` "
-             "their values (cortex.forms._FULL_SPECS); ``labels`` maps each enum class to "
+             "their values (cortex.model.forms._FULL_SPECS); ``labels`` maps each enum class to "
              "{member: label}.  None, for the Python path, when any text is not ASCII or a "
              "value is not one of: None, False, True, str, int, float, an empty tuple or dict, "
              "an enum member of ``labels``.");

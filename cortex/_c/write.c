@@ -1,6 +1,6 @@
 /*
  * The records of a new memory besides its head and version (cbor_encode.c): its index keys
- * (cortex/keys.py index_keys) and its journal entry (cortex/store.py _Journal.write_entry), and
+ * (cortex/storage/keys.py index_keys) and its journal entry (cortex/engine/store.py _Journal.write_entry), and
  * the loop of Store._stage_new over a batch of new memories.  The Python code keeps the
  * definitions: these return the same bytes, or None wherever they are not sure, and the
  * Python path then runs and names any error.  A journal entry's digest is hashlib's sha256.
@@ -12,7 +12,7 @@ static PyObject *one_obj = NULL;     /* 1 */
 static PyObject *sha256_blank = NULL; /* hashlib.sha256(): copied for each digest */
 static PyObject *str_copy = NULL, *str_update = NULL, *str_digest = NULL;
 
-/* The plan of index_keys (built once by cortex/keys.py, see _INDEX_PLAN). */
+/* The plan of index_keys (built once by cortex/storage/keys.py, see _INDEX_PLAN). */
 enum {
     IX_TYPE,      /* the keyspace prefixes */
     IX_TAG,
@@ -87,9 +87,9 @@ hash_of(PyObject *fn, PyObject *text, PyObject **out)
 
 PyDoc_STRVAR(index_keys_doc,
              "index_keys(plan, type, created_us, id_bytes, tags, frames, actor_obj, /)\n--\n\n"
-             "``cortex.keys.index_keys`` for a list or tuple of str tags and of FrameRefs whose "
+             "``cortex.storage.keys.index_keys`` for a list or tuple of str tags and of FrameRefs whose "
              "verb and kind are codes 0..255; None otherwise.  ``plan`` is "
-             "cortex.keys._INDEX_PLAN.");
+             "cortex.storage.keys._INDEX_PLAN.");
 
 static PyObject *
 sp_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -267,7 +267,7 @@ PyDoc_STRVAR(journal_entry_doc,
              "journal_entry(prefix, shared, seq, prev, id_bytes, type, version, hash, /)\n"
              "--\n\n"
              "The key, sealed value and sha256 digest of a ``write`` journal entry "
-             "(``cortex.store._Journal.write_entry``): ``(key, value, digest)``; None when an "
+             "(``cortex.engine.store._Journal.write_entry``): ``(key, value, digest)``; None when an "
              "argument is not what that fast path takes.");
 
 static PyObject *
@@ -372,14 +372,14 @@ done:
     return res;
 }
 
-/* The plan of stage_new (built once by cortex/store.py, see _STAGE_PLAN). */
+/* The plan of stage_new (built once by cortex/engine/store.py, see _STAGE_PLAN). */
 enum {
     SG_VERSION,   /* the prefixes: mv/, /v/ (before a version number), idx/pin/, lex/d/, j/ */
     SG_V,
     SG_PIN,
     SG_LEX_DOC,
     SG_JOURNAL,
-    SG_INDEX_PLAN, /* cortex.keys._INDEX_PLAN */
+    SG_INDEX_PLAN, /* cortex.storage.keys._INDEX_PLAN */
     SG_MEMORY_ID,  /* the MemoryId class */
     SG_EVENT,      /* MemoryType.EVENT (its memories have actor_obj entries) */
     SG_LEN,
@@ -573,7 +573,7 @@ done:
 PyDoc_STRVAR(stage_new_doc,
              "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, /)"
              "\n--\n\n"
-             "The loop of ``cortex.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
+             "The loop of ``cortex.engine.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
              "for each new memory (version 1, its head put already) append to ``puts`` its "
              "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
              "``prev``, with the entries' ``shared`` parts; not its vector), and index its "

@@ -23,11 +23,11 @@ from typing import Any, Final
 
 import msgspec
 
-from cortex.enums import Sensitivity
 from cortex.errors import CortexError, NotFoundError, ValidationError
-from cortex.ids import MemoryId
-from cortex.jsonmap import parse_time
-from cortex.scope import FrameMatch, Scope
+from cortex.model.enums import Sensitivity
+from cortex.model.ids import MemoryId
+from cortex.model.jsonmap import parse_time
+from cortex.rules.scope import FrameMatch, Scope
 
 __all__ = [
     "FILE_VERSION",

@@ -49,10 +49,10 @@ from cortex import (
     json_schema,
     parse_where,
 )
-from cortex.context import MAX_BUDGET
-from cortex.core import core_yaml
-from cortex.jsonmap import from_plain, parse_time, to_plain
-from cortex.records import FrameRef
+from cortex.agent.core import core_yaml
+from cortex.model.jsonmap import from_plain, parse_time, to_plain
+from cortex.model.records import FrameRef
+from cortex.query.context import MAX_BUDGET
 
 __all__ = [
     "DEFAULT_WRITE_BUDGET",

@@ -19,7 +19,7 @@ import numpy as np
 
 from bench_peers.dataset import TYPES, Dataset
 from bench_peers.harness import NotAvailable, reset_peak
-from cortex.keys import (
+from cortex.storage.keys import (
     HEAD,
     IDX_TAG,
     VERSION,
@@ -36,8 +36,8 @@ _MAP = 64 << 30
 def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
     """(id, puts) for the first ``count`` memories written to the cortex store, in order."""
     from cortex import Cortex
-    from cortex.codec import HEAD
-    from cortex.store import _index_keys, _trusted
+    from cortex.engine.store import _index_keys, _trusted
+    from cortex.model.codec import HEAD
 
     groups: list[tuple[bytes, list[tuple[bytes, bytes]]]] = []
     with Cortex.open(store, actor="bench", readonly=True) as cx:
@@ -82,7 +82,7 @@ class System:
             raise NotAvailable(f"the cortex store holds {len(self.groups)} of {ds.n} memories")
         self.ids = {g[0]: i for i, g in enumerate(self.groups)}
         first = self.groups[0][0]
-        from cortex.ids import MemoryId
+        from cortex.model.ids import MemoryId
 
         assert head_key_raw(first) == head_key(MemoryId(first))
         assert version_raw(first, 1) == version_key(MemoryId(first), 1)
@@ -201,10 +201,10 @@ class System:
 
 
 def head_key_raw(mid: bytes) -> bytes:
-    """The head key of a raw 16-byte id (the layout of ``cortex.keys.head_key``)."""
+    """The head key of a raw 16-byte id (the layout of ``cortex.storage.keys.head_key``)."""
     return HEAD + mid
 
 
 def version_raw(mid: bytes, n: int) -> bytes:
-    """The version key of a raw id (the layout of ``cortex.keys.version_key``)."""
+    """The version key of a raw id (the layout of ``cortex.storage.keys.version_key``)."""
     return VERSION + mid + b"/v/" + n.to_bytes(8, "big")

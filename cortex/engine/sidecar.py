@@ -1,0 +1,259 @@
+"""The vector index sidecar: an hnswlib cache of the store's ``vec/`` records beside the store.
+
+LMDB is the truth; the index in ``<store>/vectors/`` is a cache. It is loaded (everything about
+it verified), or rebuilt from ``vec/`` when anything disagrees, and caught up from the journal
+before every search, so writes by other handles and processes are seen. See
+``specs/vector-index.md`` §3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from cortex.engine.store import JOURNAL_CODEC, JournalEntry, JournalKind, _trusted
+from cortex.errors import CortexError, IndexCacheError, ValidationError
+from cortex.index.ann import DEFAULT_EF, VectorIndex
+from cortex.index.embed import Embedder
+from cortex.index.vectors import VECTOR_RECORD, VectorRecord, check_vector, from_bytes
+from cortex.model.ids import MemoryId
+from cortex.storage.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
+from cortex.storage.kv import ReadTxn
+
+__all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
+
+DIRECTORY: Final = "vectors"
+"""The sidecar's directory inside the store directory."""
+
+QUERY_CACHE: Final = 32
+"""How many recent query texts keep their vectors (``VectorSidecar.query_vector``)."""
+
+_CHANGES_VECTORS: Final = frozenset(
+    {
+        JournalKind.WRITE,
+        JournalKind.UPDATE,
+        JournalKind.TOMBSTONE,
+        JournalKind.PURGE,
+        JournalKind.EMBED,
+        JournalKind.IMPORT,
+    }
+)
+_BATCH: Final = 4096
+
+
+def journal_head(txn: ReadTxn) -> int:
+    """The sequence number of the newest journal entry (0 for none)."""
+    last = next(txn.keys(JOURNAL, reverse=True), None)
+    return 0 if last is None else parse_journal_key(last)
+
+
+class VectorSidecar:
+    """The vector index of one open store, for one embedder.
+
+    Args:
+        store_path: the directory the cache lives in (``vectors/`` inside it); None keeps the
+            index in memory only (a PostgreSQL store without ``vectors=``).
+        embedder: the store's embedder (its model id and dim name the index).
+        read: opens a read snapshot of the store.
+        ef: the index's search-time candidate list length (``VectorIndex.ef``).
+    """
+
+    def __init__(
+        self,
+        store_path: str | Path | None,
+        embedder: Embedder,
+        read: Callable[[], Any],
+        *,
+        ef: int = DEFAULT_EF,
+    ) -> None:
+        self._anchor_txn = read  # a read snapshot of the store (for the anchor when saving)
+        self.directory = None if store_path is None else Path(store_path) / DIRECTORY
+        self.embedder = embedder
+        self.ef = ef
+        self.index: VectorIndex | None = None
+        self.watermark = 0
+        self.state = "not loaded"
+        self._dirty = False
+        self._lock = threading.RLock()
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._queries_lock = threading.Lock()
+
+    # -- keeping the cache right ----------------------------------------------------------
+
+    def ready(self, txn: ReadTxn) -> VectorIndex:
+        """The index, loaded or rebuilt on first use and caught up to ``txn``'s journal."""
+        with self._lock:
+            if self.index is None:
+                try:
+                    if self.directory is None:
+                        raise IndexCacheError("missing", "the store keeps no index cache on disk")
+                    index, meta = VectorIndex.load(
+                        self.directory,
+                        model_id=self.embedder.model_id,
+                        dim=self.embedder.dim,
+                        ef=self.ef,
+                    )
+                except IndexCacheError as exc:
+                    self.index = self._rebuild(txn)
+                    self.state = f"rebuilt from the store ({exc.reason})"
+                else:
+                    if meta.watermark > journal_head(txn) or meta.anchor != _anchor(
+                        txn, meta.watermark
+                    ):
+                        # the cache reflects another history (a restored older copy, commits
+                        # lost with metasync=False): its watermark does not name our journal
+                        self.index = self._rebuild(txn)
+                        self.state = "rebuilt from the store (another history)"
+                    else:
+                        self.index, self.watermark = index, meta.watermark
+                        self.state = "loaded"
+            self._catch_up(txn, self.index)
+            return self.index
+
+    def _rebuild(self, txn: ReadTxn) -> VectorIndex:
+        index = VectorIndex(self.embedder.dim, ef=self.ef)
+        ids: list[MemoryId] = []
+        rows: list[npt.NDArray[np.float32]] = []
+        for key, value in txn.scan(VEC):
+            rec = _record(key, value)
+            if rec.model_id != self.embedder.model_id or rec.dim != self.embedder.dim:
+                continue  # verify names it; the index holds one model
+            ids.append(MemoryId(key[len(VEC) :]))
+            rows.append(from_bytes(rec.vector, rec.dim))
+            if len(ids) >= _BATCH:
+                index.add(ids, np.stack(rows))
+                ids, rows = [], []
+        if ids:
+            index.add(ids, np.stack(rows))
+        self.watermark = journal_head(txn)
+        self._dirty = True
+        return index
+
+    def _catch_up(self, txn: ReadTxn, index: VectorIndex) -> None:
+        head = journal_head(txn)
+        if head <= self.watermark:
+            return  # already there (or another thread saw a newer snapshot)
+        touched: dict[MemoryId, None] = {}
+        for key, value in txn.scan(JOURNAL, start=journal_key(self.watermark + 1)):
+            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            if entry.seq > head:
+                break
+            if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
+                touched[entry.id] = None
+        for mid in touched:
+            raw = txn.get(vec_key(mid))
+            rec = None if raw is None else _record(vec_key(mid), raw)
+            if rec is not None and (rec.model_id, rec.dim) == (
+                self.embedder.model_id,
+                self.embedder.dim,
+            ):
+                index.add([mid], from_bytes(rec.vector, rec.dim)[None, :])
+            else:
+                index.remove(mid)
+        self.watermark = head
+        self._dirty = True
+
+    def search(self, txn: ReadTxn, query: Any, n: int) -> list[tuple[MemoryId, float]]:
+        """The ``n`` memories nearest ``query`` (text to embed, or a vector), best first.
+
+        Raises:
+            ValidationError: a query vector of the wrong shape.
+        """
+        if isinstance(query, str):
+            vector = self.query_vector(query)
+        else:
+            vector = check_vector(query, self.embedder.dim, self.embedder.model_id, "near_vector")
+        index = self.ready(txn)
+        return index.search(vector, n)
+
+    def query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        """``text`` embedded as a query (read-only).
+
+        The vectors of the last ``QUERY_CACHE`` texts are kept, so a query that ranks by
+        vector and also searches episode evidence, or widens its vector search, or a question
+        ``search`` sends to several handlers, embeds its text once.
+        """
+        with self._queries_lock:
+            hit = self._queries.get(text)
+            if hit is not None:
+                self._queries.move_to_end(text)
+                return hit
+        vector: npt.NDArray[np.float32] = embed_checked(self.embedder, [text])[0]
+        vector.setflags(write=False)
+        with self._queries_lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE:
+                self._queries.popitem(last=False)
+        return vector
+
+    def save(self) -> None:
+        """Save the cache if it changed (a failure is harmless: the next open rebuilds)."""
+        with self._lock:
+            if self.index is None or not self._dirty or self.directory is None:
+                return
+            index = self.index
+
+            def prepare() -> tuple[int, str]:
+                # caught up under the directory lock: a purge committed before this save is in
+                # it, so the file never brings back a vector an erasure step removed
+                with self._anchor_txn() as txn:
+                    self._catch_up(txn, index)
+                    return self.watermark, _anchor(txn, self.watermark)
+
+            try:
+                index.save(
+                    self.directory,
+                    model_id=self.embedder.model_id,
+                    watermark=self.watermark,
+                    prepare=prepare,
+                )
+            except (OSError, CortexError):
+                return
+            self._dirty = False
+
+    def drop(self) -> None:
+        """Forget the in-memory index (the next search loads or rebuilds it)."""
+        with self._lock:
+            self.index = None
+            self.watermark = 0
+            self.state = "not loaded"
+
+
+def _anchor(txn: ReadTxn, seq: int) -> str:
+    """The digest of journal entry ``seq`` (empty for 0 or a missing entry)."""
+    if seq == 0:
+        return ""
+    raw = txn.get(journal_key(seq))
+    return "" if raw is None else hashlib.sha256(raw).hexdigest()
+
+
+def _record(key: bytes, value: bytes) -> VectorRecord:
+    rec: VectorRecord = _trusted(VECTOR_RECORD, key, value)
+    return rec
+
+
+def embed_checked(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """``embedder.embed(texts)``, checked: shape ``(len(texts), dim)``, finite, float32.
+
+    Raises:
+        ValidationError: the embedder returned something else.
+    """
+    out = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
+    if out.shape != (len(texts), embedder.dim) or not np.all(np.isfinite(out)):
+        raise ValidationError(
+            "embedder",
+            "output",
+            f"{embedder.model_id} returned shape {out.shape} for {len(texts)} texts of dim "
+            f"{embedder.dim} (or non-finite values)",
+        )
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    unit: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
+    return unit

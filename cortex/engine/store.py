@@ -1,0 +1,4019 @@
+"""The store engine: immutable versions, mutable heads, indexes, edges and the journal on LMDB.
+
+Every mutation is one write transaction that writes its records, their index entries and one
+hash-chained journal entry. Every stored value is sealed with a CRC-32 so that a damaged record
+raises ``IntegrityError`` on read instead of returning wrong data; version data is also checked
+against its content hash. See ``specs/storage.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+import os
+import shutil
+import sys
+import time
+import unicodedata
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal, NamedTuple, Self, TypeVar, cast
+
+import cbor2
+import msgspec
+
+from cortex import argcheck
+from cortex._version import __version__
+from cortex.engine import erasure
+from cortex.engine.erasure import (
+    ERASURE_CODEC,
+    KEYED_CONTENT,
+    SCRUB_CODEC,
+    ErasureKind,
+    ErasureRecord,
+    ErasureReport,
+    Residue,
+    ScrubMark,
+    ScrubReport,
+)
+from cortex.errors import (
+    CodecError,
+    ConflictError,
+    CortexError,
+    ErasurePendingError,
+    FormatError,
+    IntegrityError,
+    MigrationRequiredError,
+    NotFoundError,
+    TombstonedError,
+    ValidationError,
+    WriteBudgetError,
+)
+from cortex.index import evidence, lexical
+from cortex.index.ann import saved_region
+from cortex.index.lexical import Indexer
+from cortex.index.vectors import VECTOR_RECORD, VECTORS_META
+from cortex.model.codec import (
+    _NEW_PAIR_PLAN,
+    DEFAULT_PROVENANCE,
+    FRAMES,
+    HEAD,
+    TOMBSTONE,
+    VERSION,
+    StructCodec,
+    _Bytes,
+    _Enum,
+    _Id,
+    _Int,
+    _Invalid,
+    _List,
+    _Text,
+    _time,
+    _uint,
+    _Unit,
+    data_codec,
+    decode_data,
+    decode_data_trusted,
+    encode_new_pair,
+    encode_tags,
+    encode_version,
+    to_micros,
+)
+from cortex.model.enums import (
+    CodedEnum,
+    EdgeType,
+    GoalStatus,
+    MemoryType,
+    ObjKind,
+    Sensitivity,
+    Strength,
+    Verb,
+    Visibility,
+)
+from cortex.model.episode import check_episode, decode_episode, encode_episode, purged
+from cortex.model.forms import check_override, render_with_short
+from cortex.model.hashing import content_hash
+from cortex.model.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id, new_ids
+from cortex.model.records import (
+    Constraint,
+    Data,
+    Episode,
+    Forms,
+    FrameRef,
+    Goal,
+    Head,
+    Identity,
+    Provenance,
+    SourceRef,
+    Tombstone,
+    Version,
+)
+from cortex.model.validate import validate_memory
+from cortex.rules import chains
+from cortex.rules.aliases import (
+    ALIAS_CODEC,
+    ALIAS_PREFIX,
+    AliasChange,
+    AliasRecord,
+    alias_hash,
+    alias_key,
+    chained,
+    plan_alias,
+    read_aliases,
+)
+from cortex.rules.aliases import decode_record as decode_alias
+from cortex.rules.salience import SALIENCE_STATE
+from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
+from cortex.rules.sensitivity import coerce_level, decode_level, encode_level, level_of, put_level
+from cortex.storage.engines import copy_kv, is_url, open_kv
+from cortex.storage.keys import (
+    _INDEX_PLAN,
+    _V,
+    EDGE_FROM,
+    EDGE_TO,
+    IDX_ACTOR_OBJ,
+    IDX_CLAIM,
+    IDX_FRAME,
+    IDX_PIN,
+    IDX_TAG,
+    IDX_TYPE,
+    JOURNAL,
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
+    SALIENCE,
+    SENS,
+    VEC,
+    claim_index_key,
+    claim_index_prefix,
+    edge_from_key,
+    edge_to_key,
+    episode_key,
+    episode_memory_key,
+    erasure_key,
+    head_key,
+    index_keys,
+    journal_key,
+    lex_doc_key,
+    meta_key,
+    parse_edge_key,
+    parse_episode_key,
+    parse_episode_memory_key,
+    parse_erasure_key,
+    parse_journal_key,
+    parse_sens_key,
+    parse_version_key,
+    pin_key,
+    prefix_end,
+    salience_key,
+    sens_key,
+    show_key,
+    vec_key,
+    version_key,
+    version_prefix,
+)
+from cortex.storage.keys import EPISODE as EPISODE_PREFIX
+from cortex.storage.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
+from cortex.storage.keys import ERASURE as ERASURE_PREFIX
+from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
+from cortex.storage.keys import VERSION as _VERSION_KEY_PREFIX
+from cortex.storage.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
+from cortex.storage.pages import PageProblem, damage_error
+from cortex.storage.scrub import Layout, separators, unused_ranges
+
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = (
+    _sp is not None
+    and hasattr(_sp, "encode_new_pair")
+    and hasattr(_sp, "journal_entry")
+    and hasattr(_sp, "stage_new")
+)
+"""Encode and seal a new memory's records and its journal entry, and stage a batch's records
+(``Store._stage_new``), through the C accelerator.
+
+It returns the same bytes as the Python path or declines (an older build lacks it); tests switch
+this off to compare the two.
+"""
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Edge",
+    "ImportReport",
+    "JournalEntry",
+    "JournalKind",
+    "Memory",
+    "NewMemory",
+    "Problem",
+    "Store",
+    "VerifyReport",
+]
+
+FORMAT_VERSION: Final = 8
+"""The on-disk format this code reads and writes (separate from the package version).
+
+Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
+index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
+format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
+format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
+erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``).
+``cortex.transfer.migrate``
+upgrades older formats.
+"""
+ALIASES_FEATURE: Final = "entity-aliases"
+"""Format 8: ``ent/a/`` entity alias records and the journal kind ``alias`` (``claims.md`` §10)."""
+ERASURE_FEATURE: Final = "erasure-records"
+"""Format 8: ``er/`` erasure records (what a purge erased, as needles), ``meta/scrub``, and the
+content hash of the erased current version on ``purge`` journal entries."""
+EPISODES_FEATURE: Final = "episodes"
+"""Format 7: ``ep/`` episode records, the ``prov/e/`` index, journal kinds episode and
+episode_purge (``specs/episodes.md``)."""
+CLAIMS_FEATURE: Final = "claim-index"
+"""Format 8: ``idx/claim/`` indexes every memory under the hashes of its claim keys."""
+BUDGETS_FEATURE: Final = "write-budgets"
+"""Format 8: ``task/`` write counts and the journal kind ``budget_drop``."""
+SENSITIVITY_FEATURE: Final = "sensitivity"
+"""Format 8: ``sens/`` levels of memories and episodes, the journal kinds ``episode_update``
+and ``export`` (``specs/sensitivity.md``)."""
+PINNED_FEATURE: Final = "pinned-index"
+"""Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
+FRAME_TIME_FEATURE: Final = "frame-index-by-time"
+"""Format 3: ``idx/frame/`` keys carry the created time before the id."""
+TAG_TYPE_FEATURE: Final = "tag-index-by-type"
+"""Format 4: ``idx/tag/`` keys carry the memory's type after the tag hash."""
+FEATURES: Final = frozenset(
+    {
+        "crc32-envelope",
+        "journal-sha256-chain",
+        lexical.FEATURE,
+        PINNED_FEATURE,
+        FRAME_TIME_FEATURE,
+        TAG_TYPE_FEATURE,
+        lexical.STEM_FEATURE,
+        lexical.BLOCKS_FEATURE,
+        EPISODES_FEATURE,
+        CLAIMS_FEATURE,
+        BUDGETS_FEATURE,
+        SENSITIVITY_FEATURE,
+        ERASURE_FEATURE,
+        ALIASES_FEATURE,
+    }
+)
+"""Format features this code understands; a store naming any other feature is refused."""
+
+_ZERO_HASH: Final = bytes(32)
+_sha256 = hashlib.sha256
+_Placed = tuple[int, bytes, str, bytes | None]  # offset, needle, region, live key
+SCRUB_KEY: Final = b"meta/scrub"
+"""The last erasure step (``erasure.ScrubMark``, format 8)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Store-level records
+
+
+class JournalKind(CodedEnum):
+    """What a journal entry records."""
+
+    INIT = 0x01
+    WRITE = 0x02
+    UPDATE = 0x03
+    UPDATE_HEAD = 0x04
+    TOMBSTONE = 0x05
+    PURGE = 0x06
+    ADD_EDGE = 0x07
+    REMOVE_EDGE = 0x08
+    EMBED = 0x09
+    MIGRATION = 0x0A
+    IMPORT = 0x0B
+    ATTEST = 0x0C
+    CONFIRM = 0x0D
+    EPISODE = 0x0E
+    EPISODE_PURGE = 0x0F
+    BUDGET_DROP = 0x10
+    EPISODE_UPDATE = 0x11
+    EXPORT = 0x12
+    ALIAS = 0x13
+
+
+class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One mutation, chained to the previous entry by ``prev = sha256(previous entry bytes)``.
+
+    Entries name what changed (ids, versions, content hashes, field names), never content, so a
+    purge erases everything but the proof.
+    """
+
+    seq: int
+    kind: JournalKind
+    at: datetime
+    by: str
+    prev: bytes
+    id: MemoryId | None = None
+    type: MemoryType | None = None
+    version: int | None = None
+    hash: bytes | None = None
+    fields: tuple[str, ...] = ()
+    reason: str | None = None
+    edge: EdgeType | None = None
+    dst: MemoryId | None = None
+
+
+class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The value under both keys of an edge."""
+
+    created_at: datetime
+    created_by: str
+    weight: float | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+
+
+class FormatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``meta/format``: what wrote the store and how to read it."""
+
+    format_version: int
+    features: tuple[str, ...]
+    created_by: str
+    created_at: datetime
+    owner: str
+
+
+_short = _Text(256)
+JOURNAL_CODEC: Final = StructCodec(
+    JournalEntry,
+    [
+        ("seq", _Int(1)),
+        ("kind", _Enum(JournalKind)),
+        ("at", _time),
+        ("by", _short),
+        ("prev", _Bytes(32, exact=32)),
+        ("id", _Id()),
+        ("type", _Enum(MemoryType)),
+        ("version", _Int(1)),
+        ("hash", _Bytes(32, exact=32)),
+        ("fields", _List(_short, max_items=16)),
+        ("reason", _Text()),
+        ("edge", _Enum(EdgeType)),
+        ("dst", _Id()),
+    ],
+    schema_version=1,
+)
+EDGE_CODEC: Final = StructCodec(
+    EdgeRecord,
+    [
+        ("created_at", _time),
+        ("created_by", _short),
+        ("weight", _Unit()),
+        ("removed_at", _time),
+        ("removed_by", _short),
+    ],
+    schema_version=1,
+)
+FORMAT_CODEC: Final = StructCodec(
+    FormatRecord,
+    [
+        ("format_version", _Int(1)),
+        ("features", _List(_short)),
+        ("created_by", _short),
+        ("created_at", _time),
+        ("owner", _short),
+    ],
+    schema_version=1,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# API value types
+
+
+class Memory(msgspec.Struct, frozen=True, kw_only=True):
+    """One version of a memory as read: its URI, the current head, the version and its data.
+
+    ``data`` is ``None`` once the memory has been purged.
+    """
+
+    uri: Uri
+    head: Head
+    version: Version
+    data: Data | None
+
+    @property
+    def id(self) -> MemoryId:
+        """The memory's id."""
+        return self.head.id
+
+    @property
+    def tombstoned(self) -> bool:
+        """Whether the memory has been retired."""
+        return self.head.tombstone is not None
+
+
+class Edge(msgspec.Struct, frozen=True, kw_only=True):
+    """A typed link between two memories."""
+
+    src: MemoryId
+    type: EdgeType
+    dst: MemoryId
+    created_at: datetime
+    created_by: str
+    weight: float | None = None
+    removed_at: datetime | None = None
+    removed_by: str | None = None
+
+    @property
+    def removed(self) -> bool:
+        """Whether the edge has been (softly) removed."""
+        return self.removed_at is not None
+
+
+class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory for ``write_many``: the data and the same options ``write`` takes."""
+
+    data: Data
+    tags: Sequence[str] = ()
+    frames: Sequence[FrameRef] = ()
+    importance: int = 5
+    visibility: Visibility | str = Visibility.PRIVATE
+    created_by: str | None = None
+    confidence: float = 1.0
+    provenance: Provenance | None = None
+    forms: Forms | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    expires_at: datetime | None = None
+    id: MemoryId | None = None
+    vector: Any = None
+    """Its embedding, computed by the caller with the store's model (``cortex.index.embed``)."""
+    supersede: bool | None = None
+    """Temporal chains (``specs/claims.md`` §6): ``None`` applies the rules, ``True`` makes a
+    Fact compete on subject and predicate whatever the predicate, ``False`` skips them."""
+    sensitivity: Sensitivity | str | None = None
+    """Its sensitivity (``specs/sensitivity.md``); ``None``: ``internal``. An update keeps the
+    memory's level (``update_head(ref, sensitivity=...)`` changes it)."""
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``import_records``: what was added and what was already there."""
+
+    memories_added: int
+    memories_unchanged: int
+    versions_added: int
+    edges_added: int
+    edges_unchanged: int
+    episodes_added: int = 0
+    episodes_unchanged: int = 0
+    aliases_added: int = 0
+    aliases_unchanged: int = 0
+
+
+class Problem(msgspec.Struct, frozen=True):
+    """One thing ``verify`` found wrong: the record (key or name) and what is wrong with it."""
+
+    record: str
+    what: str
+
+
+class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``verify``: ``ok`` is true when ``problems`` is empty."""
+
+    problems: tuple[Problem, ...]
+    memories: int
+    versions: int
+    index_entries: int
+    edges: int
+    journal_entries: int
+    lexical_documents: int = 0
+    lexical_postings: int = 0
+    episodes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Sealing: every value is payload || crc32(payload), big-endian
+
+
+_seal = seal
+_unseal = unseal
+_show_key = show_key
+
+
+def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+    """Decode a sealed record whose checksum proves it is what we wrote."""
+    payload = _unseal(key, value)
+    try:
+        return codec.decode_trusted(payload)
+    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_U64_MAX: Final = 2**64 - 1
+
+
+def _now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _coerce(cls: type[CodedEnum], value: object, field: str) -> Any:
+    m = cls.coerce(value)
+    if m is None:
+        raise ValidationError(field, "enum", f"must be one of {cls.labels()}, got {value!r}")
+    return m
+
+
+_VERB_OF: Final[dict[object, Verb]] = {**{m: m for m in Verb}, **{m.label: m for m in Verb}}
+_KIND_OF: Final[dict[object, ObjKind]] = {
+    **{m: m for m in ObjKind},
+    **{m.label: m for m in ObjKind},
+}
+_VERB_TYPES: Final = frozenset({Verb, str})
+_KIND_TYPES: Final = frozenset({ObjKind, str})
+
+
+def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
+    """Return frames with enum members and NFC references (validating the unusual ones)."""
+    if type(frames) is not tuple:
+        frames = argcheck.items(frames, "head.frames")
+    # the common case: members or exact labels (``verb="find"``, coerced as FRAMES.enc would
+    # check them) and ASCII references; the head's encoder checks the other rules, naming the
+    # same fields
+    verb_of, kind_of = _VERB_OF, _KIND_OF
+    out = []
+    for f in frames:
+        if type(f) is not FrameRef:
+            break
+        v, k, ref = f.verb, f.obj_kind, f.obj_ref
+        verb = verb_of.get(v) if type(v) in _VERB_TYPES else None
+        kind = kind_of.get(k) if type(k) in _KIND_TYPES else None
+        if verb is None or kind is None or type(ref) is not str or not ref.isascii():
+            break
+        out.append(
+            f if verb is v and kind is k else FrameRef(verb=verb, obj_kind=kind, obj_ref=ref)
+        )
+    else:
+        return tuple(out)
+    try:
+        FRAMES.enc(frames)
+    except _Invalid as exc:
+        raise ValidationError("head.frames" + exc.where, exc.rule, exc.message) from None
+    return tuple(
+        FrameRef(
+            verb=Verb.coerce(f.verb),  # type: ignore[arg-type]  # validated just above
+            obj_kind=ObjKind.coerce(f.obj_kind),  # type: ignore[arg-type]
+            obj_ref=unicodedata.normalize("NFC", f.obj_ref),
+        )
+        for f in frames
+    )
+
+
+def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
+    if isinstance(ref, MemoryId):
+        return ref
+    if isinstance(ref, Uri):
+        return ref.id
+    if isinstance(ref, str):
+        if ref.startswith("cortex://"):
+            return Uri.parse(ref).id
+        return MemoryId.parse(ref)
+    raise ValidationError(field, "type", f"must be a URI, a MemoryId or id text, got {ref!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Prepared writes (all validation happens here, before any transaction)
+
+
+class _Prepared:
+    """A validated new memory and its sealed records."""
+
+    __slots__ = (
+        "claims",
+        "conf",
+        "data",
+        "force",
+        "head",
+        "head_bytes",
+        "lookup",
+        "pinned",
+        "sens",
+        "terms",
+        "type",
+        "vector",
+        "version",
+        "version_bytes",
+        "when",
+    )
+
+    def __init__(
+        self, head: Head, version: Version, terms: tuple[list[str], list[int]], pinned: bool
+    ) -> None:
+        self.terms = terms  # what the lexical index holds for the version: ``count_terms``
+        self.vector: bytes | None = None  # its embedding (float32 LE), when the store embeds
+        self.claims: tuple[bytes, ...] = ()  # the claim hashes it is indexed under
+        self.lookup: bytes | None = None  # the claim hash its competitors hold
+        self.data: Data | None = None  # its data, when it has a lookup (aliases respell it)
+        self.force = False  # the caller's supersede=True
+        self.when = version.created_at  # when its claim starts being true
+        self.conf = version.confidence
+        self.pinned = pinned
+        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (a sens/ entry unless internal)
+        self.head = head
+        self.version = version
+        self.type = head.type
+        # both records sealed, in one call in the common case
+        pair = _sp.encode_new_pair(head, version, _NEW_PAIR_PLAN) if _USE_SPEEDUPS else None
+        if pair is None:
+            head_bytes, version_bytes = encode_new_pair(head, version)
+            pair = _seal(head_bytes), _seal(version_bytes)
+        self.head_bytes, self.version_bytes = pair
+
+
+def _index_keys(head: Head) -> list[bytes]:
+    """Every index key a head implies (DESIGN §5)."""
+    return index_keys(
+        head.type,
+        to_micros(head.created_at),
+        head.id,
+        head.tags,
+        head.frames,
+        actor_obj=head.type is MemoryType.EVENT,
+    )
+
+
+def is_pinned(data: Data | None) -> bool:
+    """Whether a version's data puts its memory in the pinned index (``storage.md`` §2).
+
+    Every Identity, Constraints of strength ``hard`` and Goals with status ``active``; purged
+    data (``None``) never.
+    """
+    if isinstance(data, Identity):
+        return True
+    if isinstance(data, Constraint):
+        return data.strength is Strength.HARD
+    if isinstance(data, Goal):
+        return data.status is GoalStatus.ACTIVE
+    return False
+
+
+def _claim_hashes(data: Data | None) -> tuple[bytes, ...]:
+    """The ``idx/claim/`` hashes of a memory's current data (``specs/claims.md`` §5)."""
+    return tuple(chains.claim_hash(k) for k in chains.claim_keys(data))
+
+
+_FOREVER: Final = 2**63 - 1
+SUPERSEDED: Final = b"s"
+"""The value of an ``idx/claim/`` entry of a superseded memory (``claims.md`` §5): writes skip
+it without reading the memory, so a long chain costs a write nothing."""
+
+
+def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
+    """The memory that supersedes ``mid`` at ``at_us``, if any (``claims.md`` §6).
+
+    That is a live ``supersedes`` edge to it then, from a memory that existed and was not
+    tombstoned then.
+    """
+    prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+    for key, value in txn.scan(prefix):
+        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        if to_micros(rec.created_at) > at_us:
+            continue
+        if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
+            continue
+        raw = txn.get(head_key(src := MemoryId(key[-16:])))
+        if raw is None:
+            continue
+        head: Head = _trusted(HEAD, head_key(src), raw)
+        if to_micros(head.created_at) > at_us:
+            continue
+        if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
+            continue
+        return src
+    return None
+
+
+def _pin_key(head: Head) -> bytes:
+    return pin_key(head.type, to_micros(head.created_at), head.id)
+
+
+def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
+    """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
+    if pinned:
+        txn.put(_pin_key(head), b"")
+    else:
+        txn.delete(_pin_key(head))
+
+
+def _live_heads(txn: ReadTxn) -> list[Head]:
+    """The heads of every memory that is not tombstoned, in id order."""
+    heads = []
+    for key, value in txn.scan(_HEAD_KEY_PREFIX):
+        head: Head = _trusted(HEAD, key, value)
+        if head.tombstone is None:
+            heads.append(head)
+    return heads
+
+
+def _current_version(txn: ReadTxn, head: Head) -> Version:
+    """The version ``head`` points at; an integrity error when it is missing."""
+    key = version_key(head.id, head.current_version)
+    raw = txn.get(key)
+    if raw is None:
+        raise IntegrityError(
+            f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
+        )
+    version: Version = _trusted(VERSION, key, raw)
+    return version
+
+
+def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+    """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
+    lex = Indexer(txn)
+    n = 0
+    for head in _live_heads(txn):
+        version = _current_version(txn, head)
+        if version.data is None:
+            raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
+        data = _decoded(head.type, version.data)
+        lex.add(head.id, head.current_version, lexical.analyze(data, is_canonical=True))
+        n += 1
+        if tick is not None:
+            tick(n)
+    lex.flush()
+    return n
+
+
+def _rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+    """Drop the whole lexical index and index every live memory again; returns how many."""
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
+        for key in list(txn.keys(prefix)):
+            txn.delete(key)
+    txn.delete(lexical.STATS_KEY)
+    return _index_live(txn, tick)
+
+
+def _decoded(mtype: MemoryType, data: bytes) -> Data:
+    try:
+        return decode_data_trusted(mtype, data)
+    except CodecError as exc:
+        raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
+
+
+# what the C ``stage_new`` needs (``Store._stage_new``)
+_STAGE_PLAN: Final = (
+    _VERSION_KEY_PREFIX,
+    _V,
+    IDX_PIN,
+    LEX_DOC,
+    JOURNAL,
+    _INDEX_PLAN,
+    MemoryId,
+    MemoryType.EVENT,
+)
+
+
+class _Journal:
+    """Appends chained entries within one write transaction."""
+
+    def __init__(self, txn: WriteTxn, at: datetime, by: str) -> None:
+        self.txn = txn
+        self.at = at
+        self.by = by
+        self._write_shared: bytes | None = None
+        last = next(txn.scan(JOURNAL, reverse=True), None)
+        if last is None:
+            self.seq, self.prev = 0, _ZERO_HASH
+        else:
+            self.seq = parse_journal_key(last[0])
+            self.prev = hashlib.sha256(_unseal(last[0], last[1])).digest()
+
+    def append(self, kind: JournalKind, **fields: Any) -> JournalEntry:
+        self.seq += 1
+        entry = JournalEntry(
+            seq=self.seq, kind=kind, at=self.at, by=self.by, prev=self.prev, **fields
+        )
+        payload = JOURNAL_CODEC.encode(entry, "journal")
+        self.txn.put(journal_key(self.seq), _seal(payload))
+        self.prev = hashlib.sha256(payload).digest()
+        return entry
+
+    def write_shared(self) -> bytes | None:
+        """The encoded parts every ``write`` entry of this transaction shares (kind, at, by).
+
+        None when the journal codec has to check them (it then names the field and the rule).
+        """
+        shared = self._write_shared
+        if shared is None:
+            # checked by the journal codec's own field codecs (a single write's only entry is
+            # its first: it takes this path too)
+            try:
+                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
+            except (_Invalid, TypeError, ValueError, AttributeError):
+                return None
+            self._write_shared = shared
+        return shared
+
+    def write_entry(
+        self, mid: MemoryId, mtype: MemoryType, version: int, hash: bytes
+    ) -> tuple[bytes, bytes]:
+        """The next ``write`` entry's key and sealed value, for the caller to put.
+
+        The same bytes as ``append(JournalKind.WRITE, id=..., type=..., version=..., hash=...)``
+        (tests compare the two), built from the parts every entry of this transaction shares:
+        the entry's map holds keys 0..9, in order, and only ``seq``, ``prev`` and the memory's
+        fields vary.
+        """
+        shared = self.write_shared()
+        seq = self.seq + 1
+        if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
+            # the C accelerator checks the rest as below (None: the code below runs)
+            entry = _sp.journal_entry(
+                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash
+            )
+            if entry is not None:
+                key, value, self.prev = entry
+                self.seq = seq
+                return key, value
+        if (
+            shared is None
+            or type(mid) is not MemoryId
+            or type(hash) is not bytes
+            or len(hash) != 32
+            or not 1 <= version < 1 << 63
+            or seq >= 1 << 63
+        ):
+            # anything unusual: the codec checks (and names any error)
+            key, value = (
+                journal_key(seq),
+                _seal(
+                    JOURNAL_CODEC.encode(
+                        JournalEntry(
+                            seq=seq,
+                            kind=JournalKind.WRITE,
+                            at=self.at,
+                            by=self.by,
+                            prev=self.prev,
+                            id=mid,
+                            type=mtype,
+                            version=version,
+                            hash=hash,
+                        ),
+                        "journal",
+                    )
+                ),
+            )
+            self.seq, self.prev = seq, _sha256(value[:-4]).digest()
+            return key, value
+        self.seq = seq
+        payload = b"".join(
+            (
+                b"\xaa\x00\x01\x01",
+                _uint(seq),
+                shared,
+                b"\x05\x58\x20",
+                self.prev,
+                b"\x06\x50",
+                mid.bytes,
+                b"\x07",
+                _uint(mtype.value),
+                b"\x08",
+                _uint(version),
+                b"\x09\x58\x20",
+                hash,
+            )
+        )
+        self.prev = _sha256(payload).digest()
+        return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
+
+
+Visible = Callable[[ReadTxn, Head], bool]
+"""Whether a writer may see a memory (its head, read in the write's transaction): what a
+write by a reader other than the owner may compete with or confirm."""
+
+
+class _BudgetSpent(Exception):
+    """A write transaction found its task's budget spent (``Store._charge``)."""
+
+
+class _Task(NamedTuple):
+    hash: bytes  # sha256(task id)[:16]
+    limit: int
+
+
+_T = TypeVar("_T")
+DEFAULT_WRITE_BUDGET: Final = 50
+"""Seed 003: 50 writes per task."""
+TASK_PREFIX: Final = b"task/"
+"""``task/`` sha256(task id)[:16]: the sealed count of a task's writes (8 bytes, big-endian)."""
+
+
+class _IdTaken(Exception):
+    """A batch's head was not added: its id is taken or repeated (``Store._put_heads``)."""
+
+
+class _Imported:
+    """A validated memory brought in with its existing records (see ``import_records``)."""
+
+    __slots__ = ("data", "head", "head_bytes", "version_bytes", "versions")
+
+    def __init__(self, head: Head, versions: Sequence[Version]) -> None:
+        self.head_bytes = _seal(HEAD.encode(head, "head"))  # checks it is a valid Head
+        if head.tags is None or head.frames is None:  # encoded as empty: index them so too
+            head = msgspec.structs.replace(head, tags=head.tags or (), frames=head.frames or ())
+        self.head = head
+        where = f"memory {head.id}"
+        self.versions = argcheck.items(versions, "versions")
+        for v in self.versions:
+            if type(v) is not Version:
+                raise ValidationError(
+                    "versions",
+                    "type",
+                    f"{where}: versions are Version records, got {type(v).__name__}",
+                )
+        if head.created_at < _EPOCH:  # index keys hold it as unsigned microseconds
+            raise ValidationError(
+                "head.created_at",
+                "range",
+                f"{where} was created at {head.created_at.isoformat()}, before 1970; a store "
+                "keys memories by creation time since the Unix epoch",
+            )
+        numbers = [v.version for v in self.versions]
+        if numbers != list(range(1, head.current_version + 1)):
+            raise ValidationError(
+                "versions",
+                "complete",
+                f"{where} is at version {head.current_version} but versions {numbers} are given",
+            )
+        purged = head.tombstone is not None and head.tombstone.purged_at is not None
+        self.data: Data | None = None  # the current version's decoded data
+        for v in self.versions:
+            name = f"{where} version {v.version}"
+            if v.data is None:
+                encode_version(v)
+                if not purged:
+                    raise ValidationError("version.data", "required", f"{name} has no data")
+                if v.id != head.id or v.type is not head.type:
+                    raise ValidationError("version.id", "match", f"{name} names {v.id}")
+                continue
+            if purged:
+                raise ValidationError("version.data", "purged", f"{name} holds data")
+            if content_hash(v.type, v.data) != v.hash:
+                raise IntegrityError(
+                    f"{name}: the data does not match its hash; nothing was imported"
+                )
+            self.data = decode_data(v.type, v.data)
+            validate_memory(head, v, self.data)
+        self.version_bytes = [_seal(VERSION.encode(v, "version")) for v in self.versions]
+
+    def held_by(self, txn: ReadTxn) -> bool:
+        """Whether the store holds exactly these records."""
+        if txn.get(head_key(self.head.id)) != self.head_bytes:
+            return False
+        stored = [value for _, value in txn.scan(version_prefix(self.head.id))]
+        return stored == self.version_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+_MAX_MAP_SIZE: Final = 1 << 40  # the engine's own ceiling (kv._MAX_MAP)
+
+
+def _options_of(cls: type) -> frozenset[str]:
+    """The keyword options ``cls.__init__`` takes beyond the store's own."""
+    params = inspect.signature(cls).parameters
+    return frozenset(
+        n
+        for n, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("clock",)
+    )
+
+
+class Store:
+    """One actor's memory store: a directory holding one LMDB environment.
+
+    Open it with ``Cortex.open(path, actor=...)``; use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        kv: KV,
+        actor: str | None,
+        *,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._kv = kv
+        self._task: ContextVar[_Task | None] = ContextVar(f"cortex-task-{id(self)}", default=None)
+        self._acting = actor
+        self.actor = actor or ""
+        self._space: str | None = None
+        """Whose new memories this handle writes (their ``actor_scope``); ``None``: its actor's.
+        A ``ReaderView`` acts as its reader but writes into its handle's memories."""
+        self._clock = clock or _now_utc
+        self.format = self._check_format()
+        if actor is None:
+            self.actor = self.format.owner
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        actor: str | None,
+        create: bool = True,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = 64 << 20,
+        clock: Callable[[], datetime] | None = None,
+        check_pages: bool = False,
+        **options: Any,
+    ) -> Self:
+        """Open (and with ``create``, initialise) the store at ``path``.
+
+        Args:
+            path: the store directory.
+            actor: who is writing; the actor that creates a store owns it. ``None`` acts as
+                the store's owner (an existing store only: tools that inspect a store).
+            create: create the directory and initialise the store if it is new.
+            readonly: open for reading only.
+            metasync: ``False`` trades the durability of the last commits on an OS crash for
+                write speed (the store stays consistent); see ``LmdbKV``.
+            map_size: initial map size in bytes; it grows by doubling when full.
+            clock: a function returning the current aware time (tests pass a fixed clock).
+            check_pages: check every page of the file before anything reads it, and refuse a
+                structurally damaged file with ``IntegrityError`` (LMDB may crash the process
+                reading a damaged page; ``verify``, ``stats``, ``export`` and ``backup`` check
+                the pages they walk either way). It reads the whole file: about 6 ms per
+                1,000 memories (``specs/storage.md`` §9).
+            **options: further options of a subclass (``Cortex``: decay, weights, embedder).
+
+        Raises:
+            IntegrityError: ``data.mdb`` is truncated, a meta page is damaged, or (with
+                ``check_pages``) a page is damaged.
+            FormatError: the store's format is newer than this code or unknown.
+            MigrationRequiredError: the store is older; run ``cortex migrate``.
+            ValidationError: ``actor`` is empty or too long, or an argument is of the wrong
+                type or out of range (an unknown option too).
+            CortexError: the store cannot be opened (the message names the path and why).
+        """
+        where = argcheck.path(path, "path")
+        if actor is not None:
+            try:
+                _short.enc(actor)
+            except _Invalid as exc:
+                raise ValidationError("actor", exc.rule, exc.message) from None
+        for name, flag in (
+            ("create", create),
+            ("readonly", readonly),
+            ("metasync", metasync),
+            ("check_pages", check_pages),
+        ):
+            argcheck.flag(flag, name)
+        argcheck.integer(map_size, "map_size", 0, _MAX_MAP_SIZE)
+        argcheck.callback(clock, "clock")
+        accepted = _options_of(cls)
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValidationError(
+                unknown[0],
+                "unknown",
+                f"is not an option of {cls.__name__}.open; the options are "
+                f"{', '.join(sorted(accepted))}",
+            )
+        try:
+            kv = open_kv(
+                where,
+                readonly=readonly,
+                metasync=metasync,
+                map_size=map_size,
+                create=create,
+                check_pages=check_pages,
+                epoch_prefix=ERASURE_PREFIX,  # an erasure renews every writer's page buffers
+            )
+        except OSError as exc:  # creating the directory: a file in the way, no permission, ...
+            raise CortexError(
+                f"cannot open the store at {where[:200]}: {exc.strerror or exc}"
+            ) from exc
+        try:
+            return cls(kv, actor, clock=clock, **options)
+        except BaseException:
+            kv.close()
+            raise
+
+    def close(self) -> None:
+        """Close the store; reads and writes after this fail."""
+        self._kv.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str:
+        """The store directory."""
+        return str(self._kv.path)
+
+    @property
+    def owner(self) -> str:
+        """The actor that owns the store."""
+        return self.format.owner
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise CortexError("the store's clock must return aware datetimes")
+        if now < _EPOCH:  # index keys hold created times as unsigned microseconds
+            raise CortexError(f"the store's clock returned {now.isoformat()}, before 1970")
+        return now
+
+    # -- format ------------------------------------------------------------------------------
+
+    def _check_format(self) -> FormatRecord:
+        key = meta_key("format")
+        # the pages on the way to meta/format (and the first key) are checked first: a damaged
+        # one would make LMDB refuse the read or abort the process (``specs/storage.md`` §9)
+        with self._kv.read_checked([(b"", b""), (key, key)]) as txn:
+            if txn.damage:
+                raise damage_error(self.path, txn.damage)
+            raw = txn.get(key)
+            empty = raw is None and next(txn.keys(b""), None) is None
+        if raw is None:
+            if not empty:
+                raise FormatError(f"{self.path} holds data but no meta/format: not a cortex store")
+            if self._kv.readonly:
+                raise FormatError(f"{self.path} is empty; open it writable once to initialise it")
+            return self._kv.write(self._init_format)
+        payload = _unseal(key, raw)  # damage is IntegrityError, not an unknown format
+        try:
+            obj = cbor2.loads(payload)
+        except (cbor2.CBORDecodeError, ValueError) as exc:
+            raise FormatError(f"{self.path}: meta/format is unreadable ({exc})") from None
+        version = obj.get(1) if isinstance(obj, dict) else None
+        if not isinstance(version, int):
+            raise FormatError(f"{self.path}: meta/format has no format version")
+        if version > FORMAT_VERSION:
+            raise FormatError(
+                f"{self.path} has format {version}, newer than this cortex ({FORMAT_VERSION}); "
+                "upgrade cortex to open it"
+            )
+        if version < FORMAT_VERSION:
+            raise MigrationRequiredError(
+                f"{self.path} has format {version}; this cortex needs {FORMAT_VERSION}: "
+                f"run `cortex --store {self.path} migrate`"
+            )
+        try:
+            record: FormatRecord = FORMAT_CODEC.dec(obj)
+        except _Invalid as exc:
+            raise FormatError(f"{self.path}: meta/format is invalid ({exc.message})") from None
+        unknown = set(record.features) - FEATURES
+        if unknown:
+            raise FormatError(
+                f"{self.path} uses features this cortex does not know: {sorted(unknown)}"
+            )
+        return record
+
+    def _init_format(self, txn: WriteTxn) -> FormatRecord:
+        if self._acting is None:
+            raise ValidationError(
+                "actor", "required", "a new store needs an actor (its owner): pass actor=…"
+            )
+        if txn.get(meta_key("format")) is not None:  # another process won the race
+            raw = txn.get(meta_key("format"))
+            assert raw is not None
+            rec: FormatRecord = _trusted(FORMAT_CODEC, meta_key("format"), raw)
+            return rec
+        now = self._now()
+        record = FormatRecord(
+            format_version=FORMAT_VERSION,
+            features=tuple(sorted(FEATURES)),
+            created_by=f"cortex {__version__}",
+            created_at=now,
+            owner=self.actor,
+        )
+        txn.put(meta_key("format"), _seal(FORMAT_CODEC.encode(record, "meta/format")))
+        Indexer(txn).flush()  # the (empty) collection statistics
+        _Journal(txn, now, self.actor).append(JournalKind.INIT, reason=f"format {FORMAT_VERSION}")
+        return record
+
+    # -- preparing records -------------------------------------------------------------------
+
+    def _prepare(self, spec: NewMemory, now: datetime, fresh: MemoryId | None = None) -> _Prepared:
+        """Validate a new memory (or a new version: ``update``) and encode its records.
+
+        Its id is ``spec.id``, else ``fresh``, else a new one. The terms are found here too,
+        before the write transaction, so the writer lock is not held while rendering and
+        tokenizing.
+
+        Raises:
+            ValidationError: naming the field and the rule it breaks.
+        """
+        data = spec.data
+        codec = data_codec(data)
+        data_bytes = codec.encode(data, "data")
+        mtype = codec.cls.TYPE
+        decoded = decode_data_trusted(mtype, data_bytes)
+        short = None  # the filled short template, which the full form starts with
+        if spec.forms is not None:
+            the_forms, override = check_override(spec.forms), True
+        else:
+            the_forms, short = render_with_short(decoded, is_canonical=True)
+            override = False
+        mid = spec.id
+        if mid is None:
+            mid = fresh if fresh is not None else new_id()
+        elif not isinstance(mid, MemoryId):
+            raise ValidationError("id", "type", f"must be a MemoryId, got {type(mid).__name__}")
+        visibility = spec.visibility
+        created_by = spec.created_by
+        provenance = spec.provenance
+        valid_from, valid_until, expires_at = spec.valid_from, spec.valid_until, spec.expires_at
+        ver = Version(
+            id=mid,
+            version=1,
+            type=mtype,
+            data=data_bytes,
+            hash=content_hash(mtype, data_bytes),
+            created_at=now,
+            created_by=created_by if created_by is not None else self.actor,
+            expires_at=expires_at,
+            confidence=spec.confidence,
+            provenance=provenance if provenance is not None else DEFAULT_PROVENANCE,
+            forms=the_forms,
+            forms_override=override,
+            valid_from=valid_from,
+            valid_until=valid_until,
+        )
+        head = Head(
+            id=mid,
+            type=mtype,
+            current_version=1,
+            actor_scope=self._space or self.actor,
+            visibility=visibility
+            if type(visibility) is Visibility
+            else _coerce(Visibility, visibility, "visibility"),
+            importance=spec.importance,
+            tags=encode_tags(spec.tags),
+            frames=_normalize_frames(spec.frames),
+            created_at=now,
+            last_updated_at=now,
+            forms=the_forms,
+        )
+        # encodes both records (every field rule is checked)
+        prepared = _Prepared(
+            head,
+            ver,
+            lexical.analyze_counts(decoded, is_canonical=True, short=short),
+            is_pinned(decoded),
+        )
+        if valid_from and valid_until and to_micros(valid_from) > to_micros(valid_until):
+            raise ValidationError("valid_until", "order", "is before valid_from")
+        if expires_at is not None and to_micros(expires_at) < to_micros(now):
+            raise ValidationError("expires_at", "order", "is in the past")
+        if spec.vector is not None:
+            prepared.vector = self._given_vector(spec.vector)
+        if spec.sensitivity is not None:
+            prepared.sens = coerce_level(spec.sensitivity)
+        keys = chains.claim_keys(decoded)
+        if keys:
+            prepared.claims = tuple(chains.claim_hash(k) for k in keys)
+            if spec.supersede is not False:
+                lk = chains.lookup_key(decoded, force=spec.supersede is True)
+                prepared.lookup = None if lk is None else chains.claim_hash(lk)
+                prepared.data, prepared.force = decoded, spec.supersede is True
+            prepared.when = chains.effective_time(decoded, valid_from, now)
+            prepared.conf = chains.effective_confidence(decoded, spec.confidence)
+        elif spec.supersede is True:
+            raise ValidationError(
+                "supersede",
+                "type",
+                f"a {mtype.type_name} has no claim key: only Facts and Preferences supersede",
+            )
+        elif spec.supersede is not None and not isinstance(spec.supersede, bool):
+            raise ValidationError("supersede", "type", "must be True, False or None")
+        return prepared
+
+    def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
+        """Hold in ``puts`` a new memory's version, index entries and pin."""
+        h = p.head
+        puts.append((version_key(h.id, 1), p.version_bytes))
+        puts += [(k, b"") for k in _index_keys(h)]
+        if p.pinned:
+            puts.append((_pin_key(h), b""))
+
+    def _stage_new(
+        self,
+        prepared: list[_Prepared],
+        puts: list[tuple[bytes, bytes]],
+        journal: _Journal,
+        lex: Indexer,
+    ) -> None:
+        """Hold in ``puts`` every record of new memories but their heads (put already).
+
+        Their versions, index entries, pins and journal entries, in that order for each, then
+        their vectors; their terms go into ``lex``. The C accelerator does this (but the
+        vectors) for the common case and stops at a memory it leaves to the code below
+        (non-ASCII terms, ...).
+        """
+        i, n = 0, len(prepared)
+        while i < n:
+            shared = journal.write_shared() if _USE_SPEEDUPS else None
+            if shared is not None:
+                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
+                    _STAGE_PLAN,
+                    prepared,
+                    i,
+                    puts,
+                    lex._docs,
+                    lex._fresh,
+                    lex._by_length,
+                    shared,
+                    journal.seq,
+                    journal.prev,
+                )
+                lex.counted(documents, total, postings)
+                if i == n:
+                    break
+            p = prepared[i]
+            self._put_new(p, puts)
+            lex.add_counted(p.head.id, 1, *p.terms, new=True)
+            puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
+            i += 1
+        for p in prepared:
+            if p.vector is not None:
+                puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
+            for c in p.claims:
+                puts.append((claim_index_key(c, p.head.id), b""))
+            if p.sens is not DEFAULT_SENSITIVITY:
+                puts.append((sens_key(p.head.id), encode_level(p.sens)))
+
+    def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
+        """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
+
+        Nothing is overwritten, and the count of heads added tells whether an id was taken (or
+        given twice). Which one is then named by running the transaction again with
+        ``one_by_one`` (the error aborted this one): each head is put on its own, and the first
+        taken id is a ``ConflictError``, the same as for a single write.
+        """
+        if one_by_one:
+            for p in prepared:
+                if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
+                    raise ConflictError(f"a memory with id {p.head.id} already exists")
+        elif txn.add_many(
+            [(_HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes) for p in prepared]
+        ) != len(prepared):
+            raise _IdTaken
+
+    def _writer_sees(self, now: datetime) -> Visible | None:
+        """What a batch or an ingest by this handle may compete with (``None``: everything).
+
+        ``cortex.agent.api.Cortex`` narrows it for a handle that reads as another actor.
+        """
+        return None
+
+    # -- vectors (``cortex.agent.api.Cortex`` embeds; the plain store writes none) -----------------
+
+    def _embed_prepared(
+        self, prepared: Sequence[_Prepared], chunks: Sequence[str] | None = None
+    ) -> list[bytes] | None:
+        """Set ``p.vector`` for each prepared version, before its transaction (no-op here).
+
+        With ``chunks`` (an episode's chunk texts), embed them in the same batches and return
+        their vectors; ``None``: no vectors (the plain store embeds nothing).
+        """
+        return None
+
+    def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
+        """The vectors of an episode's chunks (``None`` here: the plain store embeds nothing)."""
+        return None
+
+    def _given_vector(self, vector: Any) -> bytes:
+        """A caller's vector for a new version, checked against the store's model."""
+        raise ValidationError(
+            "vector",
+            "no_model",
+            "this store declares no vector model: open it with embedder=… (or "
+            "embedder=cortex.index.embed.External(model_id, dim) for vectors computed elsewhere)",
+        )
+
+    def _vector_value(self, version: int, vector: bytes) -> bytes:
+        """The sealed ``vec/`` value of an embedding of ``version``."""
+        raise CortexError("this store has no embedder")  # pragma: no cover - never reached
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        data: Data,
+        *,
+        tags: Sequence[str] = (),
+        frames: Sequence[FrameRef] = (),
+        importance: int = 5,
+        visibility: Visibility | str = Visibility.PRIVATE,
+        created_by: str | None = None,
+        confidence: float = 1.0,
+        provenance: Provenance | None = None,
+        forms: Forms | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expires_at: datetime | None = None,
+        id: MemoryId | None = None,
+        vector: Any = None,
+        supersede: bool | None = None,
+        sensitivity: Sensitivity | str | None = None,
+    ) -> WriteResult:
+        """Write a new memory; the result is the URI of its version 1 and what happened.
+
+        Args:
+            data: one of the nine typed data structs.
+            tags: up to 16 tags of up to 64 bytes (order kept, duplicates rejected).
+            frames: up to 16 ``FrameRef`` s.
+            importance: declared importance, 0..10.
+            visibility: private (default), scoped or actor_public.
+            created_by: who made this version (default: the store's actor).
+            confidence: 0..1.
+            provenance: where the content came from (default: user input).
+            forms: caller-rendered forms; stored verbatim, rejected if over budget.
+            valid_from: when the content starts being true.
+            valid_until: when it stops being true.
+            expires_at: when the version should no longer be used.
+            id: a caller-chosen id (default: a fresh ULID).
+            vector: its embedding, computed by the caller with the store's model (checked for
+                dimension and finiteness, scaled to unit length); by default the store's
+                embedder computes it.
+            supersede: temporal chains (``specs/claims.md`` §6): by default a Fact or
+                Preference that competes with a current one (same subject and predicate, or
+                topic) supersedes it, is archived, or stays in open conflict; ``True`` makes
+                any Fact compete on subject and predicate; ``False`` skips the rules.
+            sensitivity: public, internal (default), confidential or restricted
+                (``specs/sensitivity.md``); stored in the write's transaction.
+
+        Returns:
+            A ``WriteResult`` (a ``Uri``): ``outcome`` ``created``, ``superseded``,
+            ``archived`` or ``conflict``, with the URIs involved.
+
+        Raises:
+            ValidationError: any field breaks a rule; nothing is written.
+            ConflictError: ``id`` is taken.
+        """
+        now = self._now()
+        spec = NewMemory(
+            data=data,
+            tags=tags,
+            frames=frames,
+            importance=importance,
+            visibility=visibility,
+            created_by=created_by,
+            confidence=confidence,
+            provenance=provenance,
+            forms=forms,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            expires_at=expires_at,
+            id=id,
+            vector=vector,
+            supersede=supersede,
+            sensitivity=sensitivity,
+        )
+        return self._write_new(spec, now, None)
+
+    def _write_new(
+        self,
+        spec: NewMemory,
+        now: datetime,
+        visible: Visible | None,
+        duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
+        p: _Prepared | None = None,
+    ) -> WriteResult:
+        """Write one new memory; ``visible`` limits the memories it may compete with.
+
+        ``duplicate``, run first in the write transaction, may confirm an existing memory
+        instead (dedupe): its result is returned and nothing else is written. ``p`` is
+        ``spec`` already prepared (and embedded) by the caller, at ``now``.
+        """
+        if p is None:
+            p = self._prepare(spec, now)
+        prepared = [p]
+        self._embed_prepared(prepared)
+
+        def txn_fn(txn: WriteTxn) -> list[WriteResult]:
+            if duplicate is not None:
+                confirmed = duplicate(txn)
+                if confirmed is not None:
+                    return [confirmed]
+            self._charge(txn, 1)
+            self._put_heads(txn, prepared, one_by_one=True)
+            puts: list[tuple[bytes, bytes]] = []
+            lex = Indexer(txn)
+            journal = _Journal(txn, now, self.actor)
+            self._stage_new(prepared, puts, journal, lex)
+            txn.put_many(puts)
+            lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, visible)
+
+        return self._budgeted(txn_fn, now)[0]
+
+    def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
+        """Write many new memories in one transaction: all of them, or (on any error) none.
+
+        Each result says what its write did (``write``); the temporal-chain rules apply in
+        order, as if the items were written one by one.
+
+        Raises:
+            ValidationError: naming the item (``items[i].data.…``); nothing is written.
+            ConflictError: an id is taken or repeated.
+        """
+        now = self._now()
+        prepared = []
+        items = list(argcheck.items(items, "items"))
+        fresh = new_ids(len(items))  # one draw for the batch (an item's own id leaves one unused)
+        for i, item in enumerate(items):
+            spec = item if isinstance(item, NewMemory) else NewMemory(data=item)
+            try:
+                prepared.append(self._prepare(spec, now, fresh[i]))
+            except ValidationError as exc:
+                raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
+        self._embed_prepared(prepared)
+
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
+            self._charge(txn, len(prepared))
+            self._put_heads(txn, prepared, one_by_one)
+            journal = _Journal(txn, now, self.actor)
+            lex = Indexer(txn)
+            puts: list[tuple[bytes, bytes]] = []
+            self._stage_new(prepared, puts, journal, lex)
+            sort_by_key(puts)  # in key order, each put lands beside the last
+            txn.put_many(puts)
+            lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
+
+        if not prepared:
+            return []
+        try:
+            return self._budgeted(txn_fn, now)
+        except _IdTaken:  # nothing was written: run it again to name the id
+            return self._budgeted(lambda txn: txn_fn(txn, one_by_one=True), now)
+
+    def _write_episode(
+        self,
+        ep: Episode,
+        items: Sequence[NewMemory],
+        chunk_vectors: Sequence[bytes] | None = None,
+        sensitivity: Sensitivity = DEFAULT_SENSITIVITY,
+        *,
+        embed_chunks: bool = False,
+    ) -> list[WriteResult]:
+        """Write an episode and the memories drawn from it in one transaction: all or none.
+
+        With ``embed_chunks`` (and no ``chunk_vectors``), the store's embedder embeds the
+        episode's chunks together with the memories, in the same batches.
+
+        Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
+        records the episode (its id and hash) before the memories' writes. The episode's
+        ``sensitivity`` (unless ``internal``) goes to ``sens/e/`` in the same transaction.
+
+        Raises:
+            ValidationError: naming the item (``items[i].…``); nothing is written.
+            ConflictError: the episode's id, or an item's id, is taken.
+        """
+        now = self._now()
+        fresh = new_ids(len(items))
+        prepared = []
+        for i, spec in enumerate(items):
+            try:
+                prepared.append(self._prepare(spec, now, fresh[i]))
+            except ValidationError as exc:
+                raise ValidationError(f"items[{i}].{exc.field}", exc.rule, exc.message) from None
+        if embed_chunks and chunk_vectors is None and ep.content is not None:
+            texts = [ep.content[a:b].decode("utf-8") for a, b in ep.chunks]
+            chunk_vectors = self._embed_prepared(prepared, texts)
+        else:
+            self._embed_prepared(prepared)
+        record = _seal(encode_episode(ep))
+
+        def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
+            self._charge(txn, 1 + len(prepared))  # the episode is a write too
+            if not txn.put(episode_key(ep.id), record, overwrite=False):
+                raise ConflictError(f"episode {ep.id} exists: give another id")
+            if sensitivity is not DEFAULT_SENSITIVITY:
+                txn.put(sens_key(ep.id, episode=True), encode_level(sensitivity))
+            evidence.index_episode(txn, ep)
+            if chunk_vectors is not None:
+                evidence.put_vectors(txn, ep, chunk_vectors)
+            journal = _Journal(txn, now, self.actor)
+            journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
+            if not prepared:
+                return []
+            self._put_heads(txn, prepared, one_by_one)
+            lex = Indexer(txn)
+            puts: list[tuple[bytes, bytes]] = []
+            self._stage_new(prepared, puts, journal, lex)
+            puts += [(episode_memory_key(ep.id, p.head.id), b"") for p in prepared]
+            sort_by_key(puts)
+            txn.put_many(puts)
+            lex.flush()
+            return self._resolve_chains(txn, prepared, journal, now, self._writer_sees(now))
+
+        try:
+            return self._budgeted(txn_fn, now)
+        except _IdTaken:  # nothing was written: run it again to name the id
+            return self._budgeted(lambda txn: txn_fn(txn, one_by_one=True), now)
+
+    # -- write budgets (``specs/claims.md`` §9) ------------------------------------------------
+
+    @contextmanager
+    def task(self, task_id: str, *, limit: int = DEFAULT_WRITE_BUDGET) -> Iterator[None]:
+        """Count the writes made inside this block against ``task_id``'s budget of ``limit``.
+
+        The count is kept in the store (``task/`` sha256(task_id)[:16]), so every handle and
+        process working on one task shares it. A write that would exceed it writes nothing,
+        journals a ``budget_drop`` entry and raises ``WriteBudgetError``. Memories and episodes
+        count (a batch as its size, an update as one, an ingest as its episode and memories);
+        confirmations, head changes, edges and tombstones do not.
+
+        Raises:
+            ValidationError: an empty task id, or a limit that is not a positive integer.
+        """
+        _check_task_id(task_id)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10**9:
+            raise ValidationError("limit", "range", "must be an integer from 1 to 10**9")
+        token = self._task.set(_Task(hashlib.sha256(task_id.encode("utf-8")).digest()[:16], limit))
+        try:
+            yield
+        finally:
+            self._task.reset(token)
+
+    def task_usage(self, task_id: str) -> int:
+        """How many writes ``task_id`` has made (0 for a task never seen).
+
+        Raises:
+            ValidationError: ``task_id`` is not non-empty text of valid Unicode (<= 256).
+        """
+        _check_task_id(task_id)
+        key = TASK_PREFIX + hashlib.sha256(task_id.encode("utf-8")).digest()[:16]
+        with self._kv.read() as txn:
+            raw = txn.get(key)
+        return 0 if raw is None else int.from_bytes(_unseal(key, raw), "big")
+
+    def _charge(self, txn: WriteTxn, n: int) -> None:
+        """Count ``n`` writes against the current task, or raise ``_BudgetSpent``."""
+        task = self._task.get()
+        if task is None or n == 0:
+            return
+        key = TASK_PREFIX + task.hash
+        raw = txn.get(key)
+        used = 0 if raw is None else int.from_bytes(_unseal(key, raw), "big")
+        if used + n > task.limit:
+            raise _BudgetSpent(
+                f"task {task.hash.hex()}: its write budget of {task.limit} is spent ({used} "
+                f"written); {n} write{'s' if n != 1 else ''} dropped"
+            )
+        txn.put(key, _seal((used + n).to_bytes(8, "big")))
+
+    def _budgeted(self, txn_fn: Callable[[WriteTxn], _T], now: datetime) -> _T:
+        """Run a write transaction, or journal a drop when the task's budget is spent.
+
+        The drop is journalled in a transaction of its own (the write's was abandoned whole),
+        then ``WriteBudgetError`` is raised.
+        """
+        try:
+            return self._kv.write(txn_fn)
+        except _BudgetSpent as spent:
+            message = str(spent)
+            self._kv.write(
+                lambda txn: _Journal(txn, now, self.actor).append(
+                    JournalKind.BUDGET_DROP, reason=message
+                )
+            )
+            raise WriteBudgetError(message) from None
+
+    # -- entity aliases (``specs/claims.md`` §10) ------------------------------------------
+
+    def _alias(self, canonical_of: str, alias: str, given: str) -> AliasChange:
+        """Record ``alias`` as another name of ``canonical_of``'s entity, journalled.
+
+        Both are normalised; ``given`` is the alias as the caller wrote it. The journal entry
+        (kind ``alias``) carries the alias's hash, never the name.
+        """
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> AliasChange:
+            names = read_aliases(txn)
+            c, writes = plan_alias(names, canonical_of, alias)
+            if not writes:
+                return AliasChange(
+                    outcome="unchanged", canonical=c, alias=alias, group=names.group(c)
+                )
+            journal = _Journal(txn, now, self.actor)
+            for a, canon in writes:
+                old = names.records.get(a)
+                rec = AliasRecord(
+                    canonical=canon,
+                    name=given if a == alias else (old.name if old else a),
+                    at=now if a == alias or old is None else old.at,
+                    by=self.actor if a == alias or old is None else old.by,
+                )
+                txn.put(alias_key(a), _seal(ALIAS_CODEC.encode(rec, "alias")))
+                journal.append(JournalKind.ALIAS, hash=alias_hash(a), reason="alias")
+            after = read_aliases(txn)
+            moved = tuple(a for a, _ in writes[1:])
+            return AliasChange(
+                outcome="moved" if moved else "added",
+                canonical=c,
+                alias=alias,
+                moved=moved,
+                group=after.group(c),
+            )
+
+        result: AliasChange = self._kv.write(txn_fn)
+        return result
+
+    def _unalias(self, alias: str) -> AliasChange:
+        """Remove the alias ``alias`` (normalised), journalled (``alias``, reason ``unalias``)."""
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> AliasChange:
+            names = read_aliases(txn)
+            rec = names.records.get(alias)
+            if rec is None:
+                c = names.canonical(alias)
+                return AliasChange(outcome="absent", canonical=c, alias=alias, group=names.group(c))
+            txn.delete(alias_key(alias))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.ALIAS, hash=alias_hash(alias), reason="unalias"
+            )
+            return AliasChange(
+                outcome="removed",
+                canonical=rec.canonical,
+                alias=alias,
+                group=read_aliases(txn).group(rec.canonical),
+            )
+
+        result: AliasChange = self._kv.write(txn_fn)
+        return result
+
+    # -- temporal chains (``specs/claims.md`` §6) ------------------------------------------
+
+    def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
+        """The claim hashes a memory is indexed under (its current version's data)."""
+        v = self._version(txn, head.id, head.current_version)
+        return () if v.data is None else _claim_hashes(_decoded(head.type, v.data))
+
+    def _resolve_chains(
+        self,
+        txn: WriteTxn,
+        prepared: Sequence[_Prepared],
+        journal: _Journal,
+        now: datetime,
+        visible: Visible | None,
+    ) -> list[WriteResult]:
+        """Apply the chain rules to new memories and say what each write did.
+
+        In order: a later memory of the batch is not a competitor of an earlier one.
+        """
+        later = {p.head.id for p in prepared if p.lookup is not None}
+        out = []
+        for p in prepared:
+            uri = Uri._trusted(p.type, p.head.id, 1)
+            if p.lookup is None:
+                out.append(WriteResult.of(uri, "created"))
+                continue
+            later.discard(p.head.id)
+            sup, by, con = self._chain(
+                txn, p, mid=p.head.id, skip=later, journal=journal, now=now, visible=visible
+            )
+            outcome: WriteOutcome = (
+                "archived" if by else "conflict" if con else "superseded" if sup else "created"
+            )
+            out.append(
+                WriteResult.of(uri, outcome, supersedes=sup, superseded_by=by, conflicts_with=con)
+            )
+        return out
+
+    def _chain(
+        self,
+        txn: WriteTxn,
+        p: _Prepared,
+        *,
+        mid: MemoryId,
+        skip: Collection[MemoryId],
+        journal: _Journal,
+        now: datetime,
+        visible: Visible | None,
+    ) -> tuple[tuple[Uri, ...], tuple[Uri, ...], tuple[Uri, ...]]:
+        """Link ``mid`` (holding ``p``'s content) with its current competitors.
+
+        Returns the URIs it supersedes, that supersede it and that it conflicts with.
+        """
+        if p.lookup is None:
+            return (), (), ()
+        now_us = to_micros(now)
+        sup: list[Uri] = []
+        by: list[Uri] = []
+        con: list[Uri] = []
+        seen: set[MemoryId] = set()
+        for key, mark in self._competitors(txn, p):
+            oid = MemoryId(key[-16:])
+            if oid == mid or oid in skip or mark == SUPERSEDED or oid in seen:
+                continue
+            seen.add(oid)
+            head = self._head(txn, oid)
+            if head.tombstone is not None or head.type is not p.type:
+                continue
+            if visible is not None and not visible(txn, head):
+                continue  # a memory the writer may not see is no competitor of its write
+            if self._superseder(txn, oid, now_us) is not None:
+                continue  # history already
+            v = self._version(txn, oid, head.current_version)
+            if v.data is None or (v.expires_at is not None and to_micros(v.expires_at) <= now_us):
+                continue
+            data = _decoded(head.type, v.data)
+            when = to_micros(chains.effective_time(data, v.valid_from, v.created_at))
+            conf = chains.effective_confidence(data, v.confidence)
+            other = Uri._trusted(head.type, oid, head.current_version)
+            winner = chains.winner(to_micros(p.when), p.conf, when, conf)
+            if winner == "new":
+                if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
+                    sup.append(other)
+                    self._mark(txn, oid, _claim_hashes(data), now_us)
+            elif winner == "old":
+                if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
+                    by.append(other)
+                    self._mark(txn, mid, p.claims, now_us)
+            elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
+                con.append(other)
+        return tuple(sup), tuple(by), tuple(con)
+
+    def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[tuple[bytes, bytes]]:
+        """The ``idx/claim/`` entries under ``p``'s lookup, in every spelling of its entities.
+
+        The spellings are those the store's aliases give (``specs/claims.md`` §10).
+        """
+        assert p.lookup is not None
+        lookups: tuple[bytes, ...] = (p.lookup,)
+        names = read_aliases(txn)
+        if names and p.data is not None:
+            keys = chains.lookup_keys(p.data, p.force, names.group)
+            lookups = tuple(dict.fromkeys(chains.claim_hash(k) for k in keys))
+        return [pair for lk in lookups for pair in txn.scan(claim_index_prefix(lk))]
+
+    def _put_edge(
+        self,
+        txn: WriteTxn,
+        s: MemoryId,
+        et: EdgeType,
+        d: MemoryId,
+        *,
+        journal: _Journal,
+        reason: str | None = None,
+    ) -> bool:
+        """Add a live edge (both halves, journalled) unless it is live already."""
+        fkey = edge_from_key(s, et, d)
+        old = txn.get(fkey)
+        if old is not None and _trusted(EDGE_CODEC, fkey, old).removed_at is None:
+            return False
+        record = EdgeRecord(created_at=journal.at, created_by=self.actor)
+        payload = _seal(EDGE_CODEC.encode(record, "edge"))
+        txn.put(fkey, payload)
+        txn.put(edge_to_key(d, et, s), payload)
+        journal.append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d, reason=reason)
+        return True
+
+    def _superseder(self, txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
+        """The memory that supersedes ``mid`` at ``at_us``, if any (``superseder``)."""
+        return superseder(txn, mid, at_us)
+
+    def _mark(self, txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes], now_us: int) -> None:
+        """Set the ``idx/claim/`` entries of ``mid`` to say whether it is superseded now."""
+        # as the store stands, whatever the clocks of the processes that wrote it say
+        mark = SUPERSEDED if superseder(txn, mid, _FOREVER) is not None else b""
+        for c in claims:
+            txn.put(claim_index_key(c, mid), mark)
+
+    def _remark(self, txn: WriteTxn, mids: Iterable[MemoryId], now_us: int) -> None:
+        """Mark again the claim entries of memories whose superseders may have changed."""
+        for mid in mids:
+            try:
+                head = self._head(txn, mid)
+            except NotFoundError:
+                continue
+            self._mark(txn, mid, self._claims_of(txn, head), now_us)
+
+    def _losers(self, txn: ReadTxn, mid: MemoryId) -> list[MemoryId]:
+        """The memories ``mid`` has a (live or removed) ``supersedes`` edge to."""
+        prefix = EDGE_FROM + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+        return [MemoryId(key[-16:]) for key in txn.keys(prefix)]
+
+    def _episode(self, txn: ReadTxn, eid: MemoryId) -> Episode:
+        raw = txn.get(episode_key(eid))
+        if raw is None:
+            raise NotFoundError(f"no episode {eid}")
+        key = episode_key(eid)
+        try:
+            ep = decode_episode(_unseal(key, raw))
+        except CodecError as exc:
+            raise IntegrityError(f"{_show_key(key)}: {exc}") from None
+        check_episode(ep)
+        if ep.id != eid:
+            raise IntegrityError(f"{_show_key(key)} holds episode {ep.id}")
+        return ep
+
+    def _episodes(self, txn: ReadTxn, *, reverse: bool = True) -> Iterator[Episode]:
+        """Every episode, newest id first (ULIDs order by time)."""
+        for key, _ in txn.scan(EPISODE_PREFIX, reverse=reverse):
+            yield self._episode(txn, parse_episode_key(key))
+
+    def _memories_of_episode(self, txn: ReadTxn, eid: MemoryId) -> list[MemoryId]:
+        prefix = EPISODE_MEMORY_PREFIX + eid.bytes
+        return [parse_episode_memory_key(k)[1] for k in txn.keys(prefix)]
+
+    def _purge_episode(
+        self,
+        eid: MemoryId,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Episode:
+        """Erase an episode's text and chunks; its hash, times and links stay. Idempotent.
+
+        Writes an erasure record; with ``scrub`` runs the erasure step (as ``purge``).
+
+        Raises:
+            NotFoundError: no such episode.
+            ValidationError: an empty reason, or a negative ``wait``.
+            ErasurePendingError: as for ``purge``.
+        """
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "required", "say why the episode is erased")
+        _check_wait(wait)
+        now = self._now()
+        who = by if by is not None else self.actor
+
+        def txn_fn(txn: WriteTxn) -> Episode:
+            ep = self._episode(txn, eid)
+            if ep.content is None:
+                return ep
+            gone = purged(ep, now)
+            rec = erasure.Recorder(txn)
+            evidence.unindex_episode(rec, ep)
+            rec.put(episode_key(eid), _seal(encode_episode(gone)))
+            txn.delete(sens_key(eid, episode=True))  # nothing left to protect
+            entry = _Journal(txn, now, who).append(
+                JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
+            )
+            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash], rec)
+            return gone
+
+        result: Episode = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"episode {eid}", wait, now)
+        return result
+
+    def _set_episode_sensitivity(self, eid: MemoryId, level: Sensitivity) -> Episode:
+        """Store an episode's level and journal it (``episode_update``, field ``sensitivity``).
+
+        Raises:
+            NotFoundError: no such episode.
+            ValidationError: the episode was purged (a purge removed its level; nothing is
+                left to protect).
+        """
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Episode:
+            ep = self._episode(txn, eid)
+            if ep.content is None:
+                raise ValidationError(
+                    "episode", "purged", f"episode {eid} was purged: nothing is left to protect"
+                )
+            put_level(txn, eid, level, episode=True)
+            _Journal(txn, now, self.actor).append(
+                JournalKind.EPISODE_UPDATE, id=eid, hash=ep.hash, fields=("sensitivity",)
+            )
+            return ep
+
+        result: Episode = self._kv.write(txn_fn)
+        return result
+
+    def update(
+        self,
+        ref: Uri | MemoryId | str,
+        data: Data,
+        *,
+        expected_version: int | None = None,
+        created_by: str | None = None,
+        confidence: float = 1.0,
+        provenance: Provenance | None = None,
+        forms: Forms | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        expires_at: datetime | None = None,
+        vector: Any = None,
+        supersede: bool | None = None,
+        sensitivity: None = None,
+    ) -> WriteResult:
+        """Write a new version of a memory; the head moves to it. Old versions stay readable.
+
+        The result's ``outcome`` is ``new_version``; when the new content competes with another
+        current memory (``write``'s ``supersede``), ``supersedes``, ``superseded_by`` or
+        ``conflicts_with`` name it.
+
+        Args:
+            ref: the memory (a URI of any of its versions, its id, or id text).
+            data: the new content, of the memory's type.
+            expected_version: if given, the update happens only while this is the current
+                version (compare-and-swap); otherwise ``ConflictError``.
+            created_by: who made this version (default: the store's actor).
+            confidence: 0..1.
+            provenance: where the content came from (default: user input).
+            forms: caller-rendered forms for this version.
+            valid_from: when the content starts being true.
+            valid_until: when it stops being true.
+            expires_at: when the version should no longer be used.
+            vector: the new version's embedding, computed by the caller (as ``write``).
+            supersede: the temporal-chain rules for the new content (as ``write``).
+            sensitivity: refused (a ``ValidationError``): an update keeps the memory's level;
+                ``update_head(ref, sensitivity=...)`` changes it.
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: the data or options break a rule, or the type differs.
+            TombstonedError: the memory is tombstoned.
+            ConflictError: ``expected_version`` is stale.
+        """
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        spec = NewMemory(
+            data=data,
+            created_by=created_by,
+            confidence=confidence,
+            provenance=provenance,
+            forms=forms,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            expires_at=expires_at,
+            id=mid,
+            vector=vector,
+            supersede=supersede,
+            sensitivity=sensitivity,
+        )
+        return self._update(mid, spec, now, expected_version, None)
+
+    def _update(
+        self,
+        mid: MemoryId,
+        spec: NewMemory,
+        now: datetime,
+        expected_version: int | None,
+        visible: Visible | None,
+    ) -> WriteResult:
+        if spec.sensitivity is not None:
+            raise ValidationError(
+                "sensitivity",
+                "immutable",
+                "an update keeps the memory's sensitivity: change it with "
+                "update_head(ref, sensitivity=...)",
+            )
+        p = self._prepare(spec, now)  # its version is renumbered inside the transaction
+        self._embed_prepared([p])
+
+        def txn_fn(txn: WriteTxn) -> WriteResult:
+            self._charge(txn, 1)
+            head = self._head_for_change(txn, mid)
+            self._guard_change(txn, mid, head)
+            if head.type is not p.type:
+                raise ValidationError(
+                    "data",
+                    "type",
+                    f"memory {mid} is a {head.type.type_name}; an update must be a "
+                    f"{head.type.type_name} too, got {p.type.type_name}",
+                )
+            if expected_version is not None and expected_version != head.current_version:
+                raise ConflictError(
+                    f"memory {mid} is at version {head.current_version}, not {expected_version}: "
+                    "re-read it and retry"
+                )
+            n = head.current_version + 1
+            old_claims = self._claims_of(txn, head)
+            version = msgspec.structs.replace(p.version, version=n)
+            new_head = msgspec.structs.replace(
+                head, current_version=n, last_updated_at=now, forms=version.forms
+            )
+            if not txn.put(
+                version_key(mid, n), _seal(VERSION.encode(version, "version")), overwrite=False
+            ):
+                raise IntegrityError(f"version {n} of {mid} exists beyond the head")
+            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            _set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
+            lex = Indexer(txn)
+            lex.remove(mid)
+            lex.add_counted(mid, n, *p.terms)
+            lex.flush()
+            if p.vector is not None:
+                txn.put(vec_key(mid), self._vector_value(n, p.vector))
+            else:  # the old version's vector no longer fits; embedded later (sidecar sweep)
+                txn.delete(vec_key(mid))
+            journal = _Journal(txn, now, self.actor)
+            journal.append(JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash)
+            for c in set(old_claims) - set(p.claims):
+                txn.delete(claim_index_key(c, mid))
+            self._mark(txn, mid, p.claims, to_micros(now))
+            links = self._chain(txn, p, mid=mid, skip=(), journal=journal, now=now, visible=visible)
+            return WriteResult.of(
+                Uri._trusted(head.type, mid, n),
+                "new_version",
+                supersedes=links[0],
+                superseded_by=links[1],
+                conflicts_with=links[2],
+            )
+
+        return self._budgeted(txn_fn, now)
+
+    def update_head(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        tags: Sequence[str] | None = None,
+        frames: Sequence[FrameRef] | None = None,
+        importance: int | None = None,
+        visibility: Visibility | str | None = None,
+        sensitivity: Sensitivity | str | None = None,
+        **other: object,
+    ) -> Head:
+        """Change a memory's tags, frames, importance, visibility or sensitivity; no new version.
+
+        Index entries (and the ``sens/`` entry) are updated to match in the same transaction
+        and the change is journalled (field names only: ``sensitivity`` names a level change).
+
+        Raises:
+            ValidationError: an empty patch, a field that is not patchable, or a bad value.
+            NotFoundError: no such memory.
+            TombstonedError: the memory is tombstoned.
+        """
+        if other:
+            name = sorted(other)[0]
+            raise ValidationError(
+                name,
+                "immutable",
+                "only tags, frames, importance, visibility and sensitivity change through "
+                "update_head; write a new version with update() for anything else",
+            )
+        patch: dict[str, Any] = {}
+        if tags is not None:
+            patch["tags"] = encode_tags(tags)
+        if frames is not None:
+            patch["frames"] = _normalize_frames(frames)
+        if importance is not None:
+            patch["importance"] = importance
+        if visibility is not None:
+            patch["visibility"] = _coerce(Visibility, visibility, "visibility")
+        level = None if sensitivity is None else coerce_level(sensitivity)
+        if not patch and level is None:
+            raise ValidationError(
+                "patch",
+                "empty",
+                "nothing to change: pass tags, frames, importance, visibility or sensitivity",
+            )
+        mid = _as_id(ref, "uri")
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> Head:
+            head = self._head_for_change(txn, mid)
+            self._guard_change(txn, mid, head)
+            new_head = msgspec.structs.replace(head, last_updated_at=now, **patch)
+            payload = HEAD.encode(new_head, "head")  # validates importance and the rest
+            self._move_index(txn, head, new_head)
+            txn.put(head_key(mid), _seal(payload))
+            fields = sorted(patch)
+            if level is not None:  # the level lives beside the head (``sensitivity.md`` §2)
+                put_level(txn, mid, level)
+                fields.append("sensitivity")
+            _Journal(txn, now, self.actor).append(
+                JournalKind.UPDATE_HEAD,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                fields=tuple(sorted(fields)),
+            )
+            return new_head
+
+        return self._kv.write(txn_fn)
+
+    def tombstone(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        erase: bool = False,
+        wait: float = 30.0,
+    ) -> Tombstone:
+        """Retire a memory: hidden from search, still resolvable for audit. Idempotent.
+
+        With ``erase`` the memory is purged instead (``purge``, with its erasure step): its
+        content leaves every record and every file of the store.
+
+        Returns:
+            The memory's tombstone (the existing one if it was already tombstoned).
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: ``reason`` is empty.
+            ErasurePendingError: with ``erase``, as for ``purge``.
+        """
+        if erase:
+            return self.purge(ref, reason, by, scrub=True, wait=wait)
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
+        _check_tombstone(stone)
+
+        def txn_fn(txn: WriteTxn) -> Tombstone:
+            head = self._head(txn, mid)
+            self._guard_change(txn, mid, head)
+            if head.tombstone is not None:
+                return head.tombstone
+            new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
+            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            lex = Indexer(txn)
+            lex.remove(mid)  # a tombstoned memory leaves the lexical index
+            lex.flush()
+            txn.delete(vec_key(mid))  # and the vector index
+            # what it superseded may be the truth again (``claims.md`` §6)
+            self._remark(txn, self._losers(txn, mid), to_micros(now))
+            _Journal(txn, now, self.actor).append(
+                JournalKind.TOMBSTONE,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                reason=reason,
+            )
+            return stone
+
+        return self._kv.write(txn_fn)
+
+    def purge(
+        self,
+        ref: Uri | MemoryId | str,
+        reason: str,
+        by: str | None = None,
+        *,
+        scrub: bool = True,
+        wait: float = 30.0,
+    ) -> Tombstone:
+        """Erase a memory's content: the data, forms, tags and frames of every version go.
+
+        The hashes, the tombstone and the journal stay, so the store can still prove the
+        memory existed and was erased; ``verify`` passes. Tombstones the memory if needed.
+        Idempotent. Provenance keeps only its kind, the URIs it was derived from and the
+        spans of episodes it was drawn from. An erasure record (``er/``) keeps fingerprints
+        of every record the purge removed or rewrote, for ``verify_erasure``.
+
+        With ``scrub`` (the default) the erasure step (``scrub``) runs before it returns: no
+        byte of the erased content is then left in any file of the store directory
+        (``specs/storage.md`` §11). Without it the bytes stay in freed pages until the next
+        ``scrub``.
+
+        Args:
+            ref: the memory.
+            reason: why (journalled).
+            by: who asked (default: this handle's actor).
+            scrub: run the erasure step now.
+            wait: seconds the erasure step waits for read snapshots older than the purge.
+
+        Raises:
+            NotFoundError: no such memory.
+            ValidationError: ``reason`` is empty, or ``wait`` is negative.
+            ErasurePendingError: the memory is purged, but a snapshot opened before the purge
+                still holds pages with its bytes after ``wait`` seconds (or the erasure step
+                failed); run ``scrub`` once it ends.
+        """
+        mid = _as_id(ref, "uri")
+        now = self._now()
+        who = by if by is not None else self.actor
+        _check_tombstone(Tombstone(reason=reason, at=now, by=who))
+        _check_wait(wait)
+
+        def txn_fn(txn: WriteTxn) -> Tombstone:
+            head = self._head(txn, mid)
+            self._guard_change(txn, mid, head)
+            if head.tombstone is not None and head.tombstone.purged_at is not None:
+                return head.tombstone
+            stone = head.tombstone or Tombstone(reason=reason, at=now, by=who)
+            stone = msgspec.structs.replace(stone, purged_at=now)
+            # the vector goes below, so the head must stop pointing at it
+            new_head = msgspec.structs.replace(
+                head,
+                tombstone=stone,
+                tags=(),
+                frames=(),
+                forms=None,
+                embedding_ref=None,
+                last_updated_at=now,
+            )
+            for c in self._claims_of(txn, head):  # hashes of the content: they go with it
+                txn.delete(claim_index_key(c, mid))
+            rec = erasure.Recorder(txn)
+            hashes: list[bytes] = []
+            current_hash: bytes | None = None
+            for key, value in list(txn.scan(version_prefix(mid))):
+                v: Version = _trusted(VERSION, key, value)
+                hashes.append(v.hash)
+                if v.version == head.current_version:
+                    current_hash = v.hash
+                erased = msgspec.structs.replace(
+                    v, data=None, forms=None, provenance=_erased_provenance(v.provenance)
+                )
+                rec.put(key, _seal(VERSION.encode(erased, "version")))
+            self._move_index(txn, head, new_head)
+            _set_pin(txn, head, False)  # the data is erased
+            lex = Indexer(rec)
+            if lex.remove(mid):  # absent already when the memory was tombstoned first
+                lex.flush()
+            rec.delete(vec_key(mid))
+            txn.delete(salience_key(mid))
+            txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
+            rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
+            entry = _Journal(txn, now, self.actor).append(
+                JournalKind.PURGE,
+                id=mid,
+                type=head.type,
+                version=head.current_version,
+                hash=current_hash,
+                reason=reason,
+            )
+            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, rec)
+            return stone
+
+        stone: Tombstone = self._kv.write(txn_fn)
+        if scrub:
+            self._erase_now(f"memory {mid}", wait, now)
+        return stone
+
+    def scrub(self, *, wait: float = 30.0) -> ScrubReport:
+        """The erasure step: zero every byte of the store's files that no reader can read again.
+
+        Commits ``meta/scrub`` (so that the pages the last commits released from the previous
+        meta page's tree may be reused), waits up to ``wait`` seconds for read snapshots older
+        than that, then, holding the writer lock (writers wait, readers go on), overwrites with
+        zeros every free page LMDB may reuse, every page gap and the unused end of every large
+        value (``cortex.storage.scrub``). A kill at any point leaves the store consistent.
+
+        Returns:
+            What it did; ``complete`` is False when a snapshot older than the step still held
+            pages after ``wait`` seconds (run it again once the snapshot ends).
+
+        Raises:
+            ValidationError: ``wait`` is negative.
+            CortexError: the store is read-only, the host is not 64-bit little-endian, or
+                ``data.mdb`` does not parse as LMDB 0.9 (then nothing is written).
+        """
+        _check_wait(wait)
+        return self._scrub(wait, self._now())
+
+    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
+        started = time.perf_counter()
+
+        def mark(txn: WriteTxn) -> int:
+            raw = txn.get(SCRUB_KEY)
+            count = 1 if raw is None else _trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
+            record = ScrubMark(at=now, by=self.actor, count=count)
+            txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
+            if not isinstance(self._kv, LmdbKV):
+                return 0
+            return self._kv.refresh_separators(txn, erasure.KEYED_CONTENT)
+
+        lmdb_files = isinstance(self._kv, LmdbKV)
+        if not lmdb_files:
+            # PostgreSQL (``specs/storage.md`` §11): the mark, then VACUUM of the store's table;
+            # the server's files, its WAL and replicas are the operator's part
+            self._kv.write(mark)
+            pg_holding = self._kv.vacuum(wait)  # type: ignore[attr-defined]
+            return ScrubReport(
+                complete=not pg_holding,
+                free_pages=0,
+                free_pages_zeroed=0,
+                held_pages=0,
+                gaps_zeroed=0,
+                tails_zeroed=0,
+                beyond_pages_zeroed=0,
+                bytes_zeroed=0,
+                holding=tuple(pg_holding),
+                files_zeroed=False,
+                seconds=time.perf_counter() - started,
+            )
+        # the pages that held stale separators are freed by the commit that rewrote them: one
+        # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
+        rewritten = 0
+        for _ in range(4):
+            found = self._kv.write(mark)
+            rewritten += found
+            if not found:
+                break
+        kv = cast(LmdbKV, self._kv)
+        target = kv.last_txnid() - 1
+        kv.wait_for_snapshots(target, wait)
+        counts, snapshots = kv.zero_unused()
+        holding = tuple(sorted((pid, t) for pid, t in snapshots if t <= target))
+        return ScrubReport(
+            complete=not holding,
+            free_pages=counts.free_pages,
+            free_pages_zeroed=counts.free_pages_zeroed,
+            held_pages=counts.held_pages,
+            gaps_zeroed=counts.gaps_zeroed,
+            tails_zeroed=counts.tails_zeroed,
+            beyond_pages_zeroed=counts.beyond_pages_zeroed,
+            bytes_zeroed=counts.bytes_zeroed,
+            holding=holding,
+            separators=rewritten,
+            seconds=time.perf_counter() - started,
+        )
+
+    def verify_erasure(self) -> ErasureReport:
+        """Audit every erasure: nothing a purge erased is left in a record or in any file.
+
+        For each erasure record (``er/``): the memory's or episode's records hold no content
+        (no data, forms, tags, frames or caller text in provenance; no lexical document,
+        vector or use counters; an episode without text, chunks, evidence or chunk vectors).
+        Then every file under the store directory is scanned, byte by byte, for the record's
+        needles (``cortex.engine.erasure``); a match in ``data.mdb`` is placed in the page structure
+        under the writer lock (writers wait for that part only). A match inside a live record
+        (or a branch-page copy of a key that exists) is *shared*: the same bytes are live
+        content. Anything else — free space, page gaps, a copy of a deleted key, another file —
+        is a *residue*.
+
+        Returns:
+            The report; ``ok`` when there is no residue and no problem.
+
+        Raises:
+            CortexError: the store is read-only (the audit reads ``data.mdb`` under the writer
+                lock) or a file cannot be read.
+        """
+        started = time.perf_counter()
+        problems: list[tuple[str, str]] = []
+        records: list[ErasureRecord] = []
+        with self._kv.read() as txn:
+            for key, value in txn.scan(ERASURE_PREFIX):
+                try:
+                    rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), "erasure")
+                except (IntegrityError, CodecError) as exc:
+                    problems.append((_show_key(key), str(exc)))
+                    continue
+                records.append(rec)
+                problems.extend(_leftovers(txn, rec))
+        needles = erasure.Needles(records)
+        if not isinstance(self._kv, LmdbKV):
+            # PostgreSQL: the records are checked; the files are the server's (§11)
+            return ErasureReport(
+                ok=not problems,
+                records=len(records),
+                needles=len(needles),
+                files=(),
+                scanned=0,
+                residues=(),
+                shared=(),
+                problems=tuple(problems),
+                unscrubbed=0,
+                held_pages=0,
+                stale_separators=0,
+                files_searched=False,
+                seconds=time.perf_counter() - started,
+            )
+        root = Path(self.path)
+        names: list[str] = []
+        scanned = 0
+        hits: dict[str, list[tuple[int, bytes]]] = {}
+        for path in erasure.store_files(root):
+            name = path.relative_to(root).as_posix()
+            size, found = erasure.scan_file(path, needles)
+            names.append(name)
+            scanned += size
+            if found:
+                hits[name] = found
+        data_hits = hits.pop("data.mdb", [])
+
+        def place(buf: Any, layout: Layout) -> tuple[list[_Placed], int, int, list[bytes]]:
+            placed = []
+            for offset, needle in data_hits:
+                if needles.match(bytes(buf[offset : offset + erasure.WINDOW])) != needle:
+                    continue  # rewritten since the scan
+                region = layout.region(buf, offset)
+                key = layout.node_key(buf, offset) if region == "node" else None
+                if region == "node" and layout.is_branch(offset):
+                    region = "branch"  # a key's copy: live only if that key still exists
+                placed.append((offset, needle, region, key))
+            unused = sum(n for _, n, _ in unused_ranges(buf, layout))
+            keyed = [k for k, _ in separators(buf, layout, KEYED_CONTENT)]
+            return placed, unused, layout.held_count(), keyed
+
+        placed, unscrubbed, held, keyed = self._kv.inspect(place)
+        with self._kv.read() as txn:
+            stale = sum(1 for k in keyed if txn.get(k) is None)
+            placed = [
+                (off, needle, ("node" if txn.get(key) is not None else "separator"), key)
+                if region == "branch" and key is not None
+                else (off, needle, region, key)
+                for off, needle, region, key in placed
+            ]
+        live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
+        residues: list[Residue] = []
+        shared: list[Residue] = []
+        found_all: list[tuple[str, int, bytes, str, bytes | None]] = [
+            ("data.mdb", off, needle, region, key) for off, needle, region, key in placed
+        ]
+        for name, found in hits.items():
+            if name.endswith(".hnsw"):  # the vector index cache: placed like data.mdb
+                regions = saved_region(root / name, [off for off, _ in found])
+            else:
+                regions = ["file"] * len(found)
+            for (off, needle), region in zip(found, regions, strict=True):
+                found_all.append((name, off, needle, region, None))
+                if region == "vector":
+                    live.add(needle)
+        for name, offset, needle, region, live_key in found_all:
+            for seq in needles.owner[needle]:
+                rec = needles.records[seq]
+                residue = Residue(
+                    file=name,
+                    offset=offset,
+                    region=region,
+                    seq=seq,
+                    id=str(rec.id),
+                    key=None if live_key is None else _show_key(live_key),
+                )
+                (shared if needle in live else residues).append(residue)
+        return ErasureReport(
+            ok=not residues and not problems,
+            records=len(records),
+            needles=len(needles),
+            files=tuple(names),
+            scanned=scanned,
+            residues=tuple(residues),
+            shared=tuple(shared),
+            problems=tuple(problems),
+            unscrubbed=unscrubbed,
+            held_pages=held,
+            stale_separators=stale,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _erase_now(self, what: str, wait: float, now: datetime) -> ScrubReport:
+        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete.
+
+        The step is marked with the purge's time, so that a purge reads the clock once.
+        """
+        try:
+            report = self._scrub(wait, now)
+        except CortexError as exc:
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but the erasure step failed: "
+                f"{exc}; its bytes stay in freed pages until `cortex scrub` succeeds"
+            ) from exc
+        if not report.complete and not report.files_zeroed:
+            pids = ", ".join(f"pid {pid} (xmin age {t})" for pid, t in report.holding)
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but transactions older than "
+                f"the purge still keep its dead rows after {wait:g} s: {pids}; run `cortex "
+                "scrub` (Store.scrub()) once they end, or purge again",
+                report,
+            )
+        if not report.complete:
+            pids = ", ".join(f"pid {pid} (txn {t})" for pid, t in report.holding)
+            raise ErasurePendingError(
+                f"{what} is purged (no read returns its content), but read snapshots opened "
+                f"before the purge still hold pages with its bytes after {wait:g} s: {pids}; "
+                "run `cortex scrub` (Store.scrub()) once they end, or purge again",
+                report,
+            )
+        return report
+
+    # -- import and backup -------------------------------------------------------------------
+
+    def import_records(
+        self,
+        memories: Iterable[tuple[Head, Sequence[Version]]],
+        edges: Iterable[Edge] = (),
+        episodes: Iterable[Episode] = (),
+        *,
+        sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        episode_sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        aliases: Mapping[str, AliasRecord] | None = None,
+    ) -> ImportReport:
+        """Bring in memories with all their versions, and edges, exactly as they were.
+
+        Ids, versions, hashes, times, heads and edge records are kept byte for byte. Every
+        record is validated and every version's data checked against its hash before the one
+        write transaction starts. A memory or edge the store already holds with identical
+        records is left alone, so importing the same records again changes nothing; one it
+        holds with different records is a conflict. Each memory and edge brought in gets one
+        ``import`` journal entry. On any error nothing is written.
+
+        Args:
+            memories: ``(head, versions)`` pairs; ``versions`` are 1..``head.current_version``
+                in order.
+            edges: edges between imported or existing memories (removed ones too).
+            episodes: episode records (purged ones too), checked (hash, chunks) and kept byte
+                for byte; every imported memory whose versions name an episode is indexed
+                under it (``prov/e/``).
+            sensitivity: the level of imported memories that are not ``internal`` (by id).
+            episode_sensitivity: the same for imported episodes. A memory or episode the
+                store already holds must hold the same level (else a conflict).
+            aliases: entity alias records by normalised alias (``claims.md`` §10); one the
+                store holds with another record is a conflict, and no canonical name may be
+                an alias once they are in.
+
+        Returns:
+            How many memories, versions, edges and episodes were added or already present.
+
+        Raises:
+            IntegrityError: a version's data does not match its hash.
+            ValidationError: a record breaks a rule, or a memory or edge is given twice.
+            CodecError: a version's data is not a canonical record of its type.
+            ConflictError: the store holds a memory or edge of that name with other records.
+            NotFoundError: an edge's endpoint is neither imported nor in the store.
+        """
+        items = []
+        for i, pair in enumerate(argcheck.items(memories, "memories")):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValidationError(
+                    f"memories[{i}]", "type", "each memory is a (head, versions) pair"
+                )
+            items.append(_Imported(pair[0], pair[1]))
+        edges = argcheck.items(edges, "edges")
+        episodes = argcheck.items(episodes, "episodes")
+        for name, seq, cls in (("edges", edges, Edge), ("episodes", episodes, Episode)):
+            for i, x in enumerate(seq):
+                if type(x) is not cls:
+                    raise ValidationError(
+                        f"{name}[{i}]", "type", f"must be a {cls.__name__}, got {type(x).__name__}"
+                    )
+        if len({item.head.id for item in items}) != len(items):
+            raise ValidationError("memories", "unique", "a memory is given more than once")
+        levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
+        alias_records = _import_aliases(aliases)
+        eps: dict[MemoryId, bytes] = {}
+        purged_eps: dict[MemoryId, bool] = {}
+        chunk_vectors: dict[MemoryId, list[bytes]] = {}
+        for ep in episodes:
+            sealed = _seal(encode_episode(ep))  # every field's rule first, then the hash
+            check_episode(ep)
+            if ep.id in eps:
+                raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
+            eps[ep.id] = sealed
+            purged_eps[ep.id] = ep.content is None
+            vectors = self._chunk_vectors(ep)  # with a local embedder: found by meaning too
+            if vectors is not None:
+                chunk_vectors[ep.id] = vectors
+        ep_levels = _import_levels(episode_sensitivity, purged_eps, "episode_sensitivity")
+        drawn = [
+            (found[0], item.head.id)
+            for item in items
+            for found in {episode_source(v.provenance) for v in item.versions}
+            if found is not None
+        ]
+        links: dict[bytes, tuple[MemoryId, EdgeType, MemoryId, bytes]] = {}
+        for e in edges:
+            if e.src == e.dst:
+                raise ValidationError("edges", "self_edge", f"an edge from {e.src} to itself")
+            rec = EdgeRecord(
+                created_at=e.created_at,
+                created_by=e.created_by,
+                weight=e.weight,
+                removed_at=e.removed_at,
+                removed_by=e.removed_by,
+            )
+            key = edge_from_key(e.src, e.type, e.dst)
+            if key in links:
+                raise ValidationError(
+                    "edges", "unique", f"edge {e.src} {e.type.label} {e.dst} twice"
+                )
+            links[key] = (e.src, e.type, e.dst, _seal(EDGE_CODEC.encode(rec, "edge")))
+        now = self._now()
+
+        def txn_fn(txn: WriteTxn) -> ImportReport:
+            journal = _Journal(txn, now, self.actor)
+            lex = Indexer(txn)
+            added = same = versions = edges_added = edges_same = 0
+            for item in items:
+                level = levels.get(item.head.id, DEFAULT_SENSITIVITY)
+                if txn.get(head_key(item.head.id)) is not None:
+                    if not item.held_by(txn) or level_of(txn, item.head.id) is not level:
+                        raise ConflictError(
+                            f"memory {item.head.id} already exists with other records (head, "
+                            "versions or sensitivity differ); nothing was imported"
+                        )
+                    same += 1
+                    continue
+                self._put_imported(txn, item, lex)
+                if level is not DEFAULT_SENSITIVITY:
+                    txn.put(sens_key(item.head.id), encode_level(level))
+                last = item.versions[-1]
+                journal.append(
+                    JournalKind.IMPORT,
+                    id=last.id,
+                    type=last.type,
+                    version=last.version,
+                    hash=last.hash,
+                )
+                added += 1
+                versions += len(item.versions)
+            for fkey, (s, et, d, payload) in links.items():
+                for which, mid in (("src", s), ("dst", d)):
+                    if txn.get(head_key(mid)) is None:
+                        raise NotFoundError(
+                            f"edge {s} {et.label} {d}: {which} {mid} does not exist"
+                        )
+                old = txn.get(fkey)
+                if old is not None:
+                    if old != payload:
+                        raise ConflictError(
+                            f"edge {s} {et.label} {d} already exists with another record; "
+                            "nothing was imported"
+                        )
+                    edges_same += 1
+                    continue
+                txn.put(fkey, payload)
+                txn.put(edge_to_key(d, et, s), payload)
+                journal.append(JournalKind.IMPORT, id=s, edge=et, dst=d)
+                edges_added += 1
+            eps_added = eps_same = 0
+            for eid, sealed in eps.items():
+                old = txn.get(episode_key(eid))
+                level = ep_levels.get(eid, DEFAULT_SENSITIVITY)
+                if old is not None:
+                    if old != sealed or level_of(txn, eid, episode=True) is not level:
+                        raise ConflictError(
+                            f"episode {eid} already exists with another record or sensitivity; "
+                            "nothing was imported"
+                        )
+                    eps_same += 1
+                    continue
+                txn.put(episode_key(eid), sealed)
+                if level is not DEFAULT_SENSITIVITY:
+                    txn.put(sens_key(eid, episode=True), encode_level(level))
+                imported = decode_episode(_unseal(episode_key(eid), sealed))
+                evidence.index_episode(txn, imported)
+                if eid in chunk_vectors:
+                    evidence.put_vectors(txn, imported, chunk_vectors[eid])
+                journal.append(JournalKind.EPISODE, id=eid, hash=imported.hash, reason="import")
+                eps_added += 1
+            for eid, mid in drawn:
+                if txn.get(episode_key(eid)) is not None:
+                    txn.put(episode_memory_key(eid, mid), b"")
+            # the imported edges say which imported memories are superseded
+            self._remark(
+                txn,
+                {item.head.id for item in items}
+                | {d for (_, et, d, _) in links.values() if et is EdgeType.SUPERSEDES},
+                to_micros(now),
+            )
+            lex.flush()
+            aliases_added, aliases_same = _put_aliases(txn, alias_records, journal)
+            return ImportReport(
+                memories_added=added,
+                memories_unchanged=same,
+                versions_added=versions,
+                edges_added=edges_added,
+                edges_unchanged=edges_same,
+                episodes_added=eps_added,
+                episodes_unchanged=eps_same,
+                aliases_added=aliases_added,
+                aliases_unchanged=aliases_same,
+            )
+
+        return self._kv.write(txn_fn)
+
+    def _put_imported(self, txn: WriteTxn, item: _Imported, lex: Indexer) -> None:
+        """Write an imported memory's head, versions, index entries and lexical postings."""
+        txn.put(head_key(item.head.id), item.head_bytes)
+        for v, sealed in zip(item.versions, item.version_bytes, strict=True):
+            if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
+                raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
+        for k in _index_keys(item.head):
+            txn.put(k, b"")
+        if is_pinned(item.data):
+            txn.put(_pin_key(item.head), b"")
+        for c in _claim_hashes(item.data):
+            txn.put(claim_index_key(c, item.head.id), b"")
+        last = item.versions[-1]
+        if item.head.tombstone is None and item.data is not None:
+            lex.add(item.head.id, last.version, lexical.analyze(item.data))
+
+    def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
+        """Write a consistent, compacted copy of the store to the new directory ``dest``.
+
+        Writers may keep writing meanwhile: the copy is one read snapshot. The store's pages
+        are checked first (a structurally damaged file is not copied: LMDB would crash
+        copying it); the copy is then opened and verified, and removed when it does not
+        verify, so ``dest`` only ever holds a good backup.
+
+        Returns:
+            The verify report of the copy (``ok``), or of what was wrong (``not ok``: no copy
+            is left at ``dest``).
+
+        Raises:
+            CortexError: ``dest`` exists or cannot be written, or is a URL (a backup is an LMDB
+                directory; ``cortex copy`` copies a store into PostgreSQL).
+        """
+        dest = argcheck.path(dest, "dest")
+        if is_url(dest):  # Path() would fold "postgresql://" into a relative directory
+            raise CortexError(
+                "a backup goes into a new directory, not a URL: to put a copy of the store in "
+                "PostgreSQL, use `cortex copy SRC URL`"
+            )
+        if os.path.lexists(dest):
+            raise CortexError(f"{dest} exists; a backup goes into a new directory")
+        with self._kv.read_checked() as txn:
+            damage = txn.damage
+        if damage:
+            return _structural_report(damage)
+        try:
+            if isinstance(self._kv, LmdbKV):
+                self._kv.copy(dest)
+            else:  # another engine: an LMDB copy of one read snapshot
+                copy_kv(self._kv, dest)
+        except FileExistsError:
+            raise CortexError(f"{dest} exists; a backup goes into a new directory") from None
+        except OSError as exc:
+            raise CortexError(f"cannot write the backup to {dest}: {exc}") from exc
+        try:
+            with type(self).open(dest, actor=self.actor, create=False) as copy:
+                report = copy.verify()
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+        if not report.ok:
+            shutil.rmtree(dest, ignore_errors=True)  # never leave a damaged copy behind
+        return report
+
+    # -- edges -------------------------------------------------------------------------------
+
+    def add_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        *,
+        by: str | None = None,
+        weight: float | None = None,
+    ) -> Edge:
+        """Link two memories. Adding a live edge again changes nothing; a removed one revives.
+
+        Raises:
+            ValidationError: a self-edge, an unknown edge type or a bad weight.
+            NotFoundError: an endpoint does not exist.
+        """
+        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        et: EdgeType = _coerce(EdgeType, type, "type")
+        if s == d:
+            raise ValidationError("dst", "self_edge", f"an edge from {s} to itself is not allowed")
+        now = self._now()
+        record = EdgeRecord(
+            created_at=now, created_by=by if by is not None else self.actor, weight=weight
+        )
+        try:
+            payload = _seal(EDGE_CODEC.enc(record))
+        except _Invalid as exc:
+            raise ValidationError(exc.where.lstrip("."), exc.rule, exc.message) from None
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            for which, mid in (("src", s), ("dst", d)):
+                if txn.get(head_key(mid)) is None:
+                    raise NotFoundError(f"{which} memory {mid} does not exist")
+            self._guard_change(txn, s)
+            self._guard_see(txn, d)
+            fkey = edge_from_key(s, et, d)
+            old = txn.get(fkey)
+            if old is not None:
+                existing: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+                if existing.removed_at is None:
+                    return _edge(s, et, d, existing)
+            txn.put(fkey, payload)
+            txn.put(edge_to_key(d, et, s), payload)
+            if et is EdgeType.SUPERSEDES:
+                self._remark(txn, (d,), to_micros(now))
+            _Journal(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
+            return _edge(s, et, d, record)
+
+        return self._kv.write(txn_fn)
+
+    def remove_edge(
+        self,
+        src: Uri | MemoryId | str,
+        type: EdgeType | str,
+        dst: Uri | MemoryId | str,
+        *,
+        by: str | None = None,
+    ) -> Edge:
+        """Softly remove an edge: it stays, marked removed. Removing it again changes nothing.
+
+        Raises:
+            NotFoundError: there is no such edge.
+        """
+        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        et: EdgeType = _coerce(EdgeType, type, "type")
+        now = self._now()
+        who = by if by is not None else self.actor
+
+        def txn_fn(txn: WriteTxn) -> Edge:
+            self._guard_change(txn, s)
+            fkey = edge_from_key(s, et, d)
+            old = txn.get(fkey)
+            if old is None:
+                raise NotFoundError(f"no {et.label} edge from {s} to {d}")
+            rec: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+            if rec.removed_at is not None:
+                return _edge(s, et, d, rec)
+            rec = msgspec.structs.replace(rec, removed_at=now, removed_by=who)
+            payload = _seal(EDGE_CODEC.encode(rec, "edge"))
+            txn.put(fkey, payload)
+            txn.put(edge_to_key(d, et, s), payload)
+            if et is EdgeType.SUPERSEDES:
+                self._remark(txn, (d,), to_micros(now))
+            _Journal(txn, now, self.actor).append(JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d)
+            return _edge(s, et, d, rec)
+
+        return self._kv.write(txn_fn)
+
+    def edges(
+        self,
+        ref: Uri | MemoryId | str,
+        *,
+        direction: Literal["out", "in", "both"] = "out",
+        types: Iterable[EdgeType | str] | None = None,
+        include_removed: bool = False,
+    ) -> list[Edge]:
+        """Edges of a memory, outgoing (``out``), incoming (``in``) or both, in key order.
+
+        Raises:
+            IntegrityError: an edge record is damaged or its two halves disagree.
+        """
+        mid = _as_id(ref)
+        if direction not in ("out", "in", "both"):
+            raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
+        wanted = (
+            None
+            if types is None
+            else {_coerce(EdgeType, t, "types") for t in argcheck.items(types, "types")}
+        )
+        out = []
+        with self._kv.read() as txn:
+            prefixes = []
+            if direction in ("out", "both"):
+                prefixes.append(EDGE_FROM + mid.bytes)
+            if direction in ("in", "both"):
+                prefixes.append(EDGE_TO + mid.bytes)
+            for prefix in prefixes:
+                check_edge_neighbours(txn, mid, prefix[: -len(mid.bytes)])
+                for key, value in txn.scan(prefix):
+                    s, et, d = parse_edge_key(key)
+                    if wanted is not None and et not in wanted:
+                        continue
+                    rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                    from_half = key.startswith(EDGE_FROM)
+                    twin = edge_to_key(d, et, s) if from_half else edge_from_key(s, et, d)
+                    if txn.get(twin) != value:
+                        raise IntegrityError(
+                            f"the two halves of edge {s} {et.label} {d} differ or one is "
+                            "missing: the store is damaged"
+                        )
+                    if rec.removed_at is not None and not include_removed:
+                        continue
+                    out.append(_edge(s, et, d, rec))
+        return out
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def _guard_change(self, txn: ReadTxn, mid: MemoryId, head: Head | None = None) -> None:
+        """Refuse, inside a change's write transaction, a change this handle may not make.
+
+        ``head`` is the memory's head when read already. The store refuses nothing; ``Cortex``
+        refuses what a restricted handle's reader may not write, in the same transaction as
+        the change, so no concurrent change of visibility, scope or level slips between the
+        check and the write.
+        """
+
+    def _guard_see(self, txn: ReadTxn, mid: MemoryId) -> None:
+        """Refuse, inside a change's transaction, a link to a memory this handle may not see."""
+
+    def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
+        return self._head_from(mid, txn.get(head_key(mid)))
+
+    @staticmethod
+    def _head_from(mid: MemoryId, raw: bytes | None) -> Head:
+        """The head of ``mid`` from its stored value (None: no such memory), checked."""
+        key = head_key(mid)
+        if raw is None:
+            raise NotFoundError(f"no memory {mid}")
+        head: Head = _trusted(HEAD, key, raw)
+        if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
+            raise IntegrityError(f"record {_show_key(key)} holds the head of {head.id}")
+        return head
+
+    def _head_for_change(self, txn: ReadTxn, mid: MemoryId) -> Head:
+        head = self._head(txn, mid)
+        if head.tombstone is not None:
+            raise TombstonedError(
+                f"memory {mid} was tombstoned ({head.tombstone.reason}); it can be resolved for "
+                "audit but not changed"
+            )
+        return head
+
+    def _version(self, txn: ReadTxn, mid: MemoryId, n: int) -> Version:
+        """Version ``n`` of a memory whose head says it exists (``n <= current_version``)."""
+        key = version_key(mid, n)
+        raw = txn.get(key)
+        if raw is None:
+            raise IntegrityError(
+                f"version {n} of memory {mid} is missing although its head points at it: "
+                "the store is damaged"
+            )
+        return self._checked_version(key, raw, mid, n)
+
+    @staticmethod
+    def _checked_version(
+        key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0
+    ) -> Version:
+        """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows)."""
+        v: Version = _trusted(VERSION, key, raw)
+        if (
+            (v.id != mid or v.version != n)
+            if mid is not None
+            else version_key(v.id, v.version) != key
+        ):
+            raise IntegrityError(f"record {_show_key(key)} holds version {v.id}#{v.version}")
+        if v.data is not None and content_hash(v.type, v.data) != v.hash:
+            raise IntegrityError(f"version {_show_key(key)}: data does not match its hash")
+        return v
+
+    @staticmethod
+    def _memory(head: Head, v: Version) -> Memory:
+        data = None
+        if v.data is not None:
+            try:
+                data = decode_data_trusted(v.type, v.data)
+            except CodecError as exc:
+                raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
+        return Memory(uri=Uri._trusted(v.type, v.id, v.version), head=head, version=v, data=data)
+
+    def resolve(self, uri: Uri | str) -> Memory:
+        """The exact version a URI names (tombstoned memories too, for audit).
+
+        Raises:
+            ValidationError: the URI is malformed (e.g. has no version or ``#latest``).
+            NotFoundError: no such memory or version, or the URI's type is wrong.
+            IntegrityError: the head or the version is damaged or missing.
+        """
+        u = Uri.parse(uri)
+        # one snapshot read of both keys (one round trip on an engine with round trips)
+        hkey, vkey = head_key(u.id), version_key(u.id, u.version)
+        (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
+        head = self._head_from(u.id, hraw)
+        if head.type is not u.type:
+            raise NotFoundError(f"no {u.type.type_name} {u.id}")
+        if u.version > head.current_version:
+            raise NotFoundError(f"no version {u.version} of memory {u.id}")
+        if vraw is None:
+            raise IntegrityError(
+                f"version {u.version} of memory {u.id} is missing although its head points at "
+                "it: the store is damaged"
+            )
+        return self._memory(head, self._checked_version(vkey, vraw, u.id, u.version))
+
+    def resolve_latest(self, ref: Uri | MemoryId | str) -> Memory:
+        """The current version of a memory.
+
+        Raises:
+            NotFoundError: no such memory.
+            IntegrityError: the head or the version is damaged or missing.
+        """
+        mid = _as_id(ref)
+        # the head and the last version key in one snapshot read: versions are 1..current,
+        # so the last key under the memory's prefix is its current version
+        (hraw,), last = self._kv.point_read([head_key(mid)], version_prefix(mid))
+        head = self._head_from(mid, hraw)
+        vkey = version_key(mid, head.current_version)
+        if last is None or last[0] != vkey:
+            raise IntegrityError(
+                f"version {head.current_version} of memory {mid} is not the last one stored "
+                "although its head points at it: the store is damaged"
+            )
+        return self._memory(head, self._checked_version(vkey, last[1], mid, head.current_version))
+
+    def history(self, ref: Uri | MemoryId | str) -> list[Memory]:
+        """Every version of a memory, oldest first.
+
+        Raises:
+            NotFoundError: no such memory.
+            IntegrityError: the head or a version is damaged, or a version is missing.
+        """
+        mid = _as_id(ref)
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
+        if [(v.id, v.version) for v in versions] != [
+            (mid, n) for n in range(1, head.current_version + 1)
+        ]:
+            raise IntegrityError(
+                f"memory {mid} points at versions 1..{head.current_version} but the store holds "
+                f"{[v.version for v in versions]}: the store is damaged"
+            )
+        return [self._memory(head, v) for v in versions]
+
+    def resolve_as_of(
+        self, ref: Uri | MemoryId | str, when: datetime, *, known_at: datetime | None = None
+    ) -> Memory:
+        """The version that was current at ``when``.
+
+        Only versions the store held at ``known_at`` (default: ``when``) count; of those, the
+        newest whose validity window ``[valid_from, valid_until)`` contains ``when`` wins. A
+        memory tombstoned at or before ``known_at`` has no current version.
+
+        Raises:
+            NotFoundError: the memory did not exist then, was tombstoned, or no version was
+                valid at ``when``.
+        """
+        mid = _as_id(ref)
+        t = to_micros(when)
+        k = to_micros(known_at) if known_at is not None else t
+        with self._kv.read() as txn:
+            head = self._head(txn, mid)
+            if head.tombstone is not None and to_micros(head.tombstone.at) <= k:
+                raise NotFoundError(f"memory {mid} was tombstoned at {head.tombstone.at}")
+            for key, raw in txn.scan(version_prefix(mid), reverse=True):
+                v = self._checked_version(key, raw)
+                if to_micros(v.created_at) > k:
+                    continue
+                if v.valid_from is not None and to_micros(v.valid_from) > t:
+                    continue
+                if v.valid_until is not None and to_micros(v.valid_until) <= t:
+                    continue
+                return self._memory(head, v)
+        raise NotFoundError(f"memory {mid} had no valid version at {when.isoformat()}")
+
+    def journal(
+        self, start: int | None = None, *, reverse: bool = False, limit: int | None = None
+    ) -> Iterator[JournalEntry]:
+        """Journal entries from sequence number ``start`` (or backwards from it), at most ``limit``.
+
+        Without ``start`` a forward read begins at the first entry and a reverse one at the
+        last, so ``journal(reverse=True, limit=3)`` is the newest three, newest first.
+
+        Every link of the chain among the entries read, and to the entry before them, is
+        checked, so an entry altered with a matching checksum is caught too (all but the last
+        entry, which nothing after it vouches for).
+
+        Args:
+            start: a sequence number, 0..2**64-1 (entries count from 1).
+            reverse: newest first, from ``start`` down.
+            limit: at most this many entries (>= 0); ``None``: no limit.
+
+        Raises:
+            ValidationError: ``start`` or ``limit`` is not an integer in range, ``reverse``
+                not a bool (checked when called, before anything is read).
+            IntegrityError: an entry fails its checksum, does not decode, or breaks the chain.
+        """
+        if start is None:
+            start = _U64_MAX if reverse else 1
+        start = argcheck.integer(start, "start", 0, _U64_MAX)
+        if limit is not None:  # more than the journal can hold is no limit
+            limit = min(argcheck.integer(limit, "limit", 0), sys.maxsize)
+        if type(reverse) is not bool:
+            raise ValidationError("reverse", "type", "must be True or False")
+        return iter(self._journal(start, reverse, limit))
+
+    def _journal(self, start: int, reverse: bool, limit: int | None) -> list[JournalEntry]:
+        with self._kv.read() as txn:
+            scan = txn.scan(JOURNAL, start=journal_key(start), reverse=reverse)
+            pairs = list(itertools.islice(scan, limit))
+            if reverse:
+                pairs.reverse()
+            prev, seq = _ZERO_HASH, 0
+            if pairs and parse_journal_key(pairs[0][0]) > 1:
+                seq = parse_journal_key(pairs[0][0]) - 1
+                raw = txn.get(journal_key(seq))
+                if raw is None:
+                    raise IntegrityError(f"journal entry j/{seq} is missing: the store is damaged")
+                prev = hashlib.sha256(_unseal(journal_key(seq), raw)).digest()
+        entries: list[JournalEntry] = []
+        for key, value in pairs:
+            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            if entry.seq != seq + 1 or parse_journal_key(key) != entry.seq:
+                raise IntegrityError(
+                    f"journal entry {_show_key(key)} holds sequence {entry.seq} where {seq + 1} "
+                    "was expected: the store is damaged"
+                )
+            if entry.prev != prev:
+                raise IntegrityError(
+                    f"journal entry {_show_key(key)} breaks the chain: it or the entry before it "
+                    "was altered"
+                )
+            prev, seq = hashlib.sha256(_unseal(key, value)).digest(), entry.seq
+            entries.append(entry)
+        if reverse:
+            entries.reverse()
+        return entries
+
+    # -- search ------------------------------------------------------------------------------
+
+    def _lexical_search(
+        self,
+        query: str,
+        limit: int,
+        allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+    ) -> list[tuple[MemoryId, float]]:
+        """BM25 ranking of the live memories for ``query`` (for the query planner).
+
+        Args:
+            query: free text.
+            limit: how many ``(id, score)`` pairs at most, best first, ties by id ascending.
+            allow: only ids this predicate (or collection) accepts are ranked.
+
+        Raises:
+            IntegrityError: an index record is damaged.
+        """
+        with self._kv.read() as txn:
+            return lexical.search(txn, query, limit=limit, allow=allow)
+
+    def _reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the lexical index from the live memories, in one write transaction.
+
+        The index is derived data: this repairs one that ``verify`` reports damaged (the
+        ``cortex reindex`` command). Nothing else changes and nothing is journalled.
+
+        Args:
+            progress: called as ``progress(done, total)`` while memories are indexed.
+
+        Returns:
+            How many memories were indexed.
+        """
+        argcheck.callback(progress, "progress")
+
+        def fn(txn: WriteTxn) -> int:
+            total = len(_live_heads(txn)) if progress is not None else 0
+            tick = None if progress is None else (lambda done: progress(done, total))
+            return _rebuild_lexical(txn, tick)
+
+        return self._kv.write(fn)
+
+    def reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild the lexical (BM25) index from the live memories (``cortex reindex``).
+
+        The index is derived data, kept in step with the records by every write; this repairs
+        one that ``verify`` reports damaged, in one write transaction: the old postings,
+        document and term records and ``meta/lexical`` are dropped and the current version of
+        every live memory is indexed again, so the result is the index a store written from
+        scratch would hold. No memory, edge or journal entry changes, and nothing is journalled
+        (the journal records changes to memories; a rebuild changes none).
+
+        Args:
+            progress: called as ``progress(done, total)`` while memories are indexed.
+
+        Returns:
+            How many memories were indexed.
+
+        Raises:
+            ValidationError: ``progress`` is not callable.
+            IntegrityError: a head or the version it points at is damaged (nothing is
+                written): run ``cortex verify``.
+            CortexError: the store is read-only or cannot be written.
+        """
+        if progress is not None and not callable(progress):
+            raise ValidationError("progress", "type", "must be a callable or None")
+        return self._reindex_lexical(progress)
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:
+        before, after = set(_index_keys(old)), set(_index_keys(new))
+        for k in before - after:
+            txn.delete(k)
+        for k in after - before:
+            txn.put(k, b"")
+
+    def stats(self) -> dict[str, Any]:
+        """Counts (memories by type and state, versions, edges, journal) and sizes."""
+        by_type = {t.type_name: 0 for t in MemoryType}
+        live = tombstoned = purged = versions = edges = journal = 0
+        ranges: list[tuple[bytes, bytes | None]] = [
+            (_HEAD_KEY_PREFIX, prefix_end(_HEAD_KEY_PREFIX)),
+            (EDGE_FROM, prefix_end(EDGE_FROM)),
+            (prefix_end(JOURNAL), prefix_end(JOURNAL)),  # the last entry, read backwards
+            (meta_key("lexical"), meta_key("lexical")),
+        ]
+        with self._kv.read_checked(ranges) as txn:
+            if txn.damage:  # LMDB would abort on the damaged pages: refuse, naming them
+                raise damage_error(self.path, txn.damage)
+            for key, value in txn.scan(_HEAD_KEY_PREFIX):
+                head: Head = _trusted(HEAD, key, value)
+                by_type[head.type.type_name] += 1
+                versions += head.current_version
+                if head.tombstone is None:
+                    live += 1
+                elif head.tombstone.purged_at is None:
+                    tombstoned += 1
+                else:
+                    purged += 1
+            edges = sum(1 for _ in txn.keys(EDGE_FROM))
+            last = next(txn.keys(JOURNAL, reverse=True), None)
+            journal = parse_journal_key(last) if last is not None else 0
+            lex = lexical.read_stats(txn)
+        info = self._kv.info()
+        return {
+            "format_version": self.format.format_version,
+            "owner": self.format.owner,
+            "memories": live + tombstoned + purged,
+            "live": live,
+            "tombstoned": tombstoned,
+            "purged": purged,
+            "by_type": by_type,
+            "versions": versions,
+            "edges": edges,
+            "journal_entries": journal,
+            "lexical": {
+                "documents": lex.documents,
+                "terms": lex.terms,
+                "postings": lex.postings,
+                "average_length": lex.total_length / lex.documents if lex.documents else 0.0,
+            },
+            "map_size": info["map_size"],
+            "used_bytes": info["used_bytes"],
+        }
+
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+        """Check the whole store, reading it in one snapshot.
+
+        Re-hashes every version, checks that every head points at exactly its versions, that
+        every index entry matches a head and every head has its entries, that both halves of
+        every edge agree and their endpoints exist, that the journal chain is unbroken, and
+        that every record decodes strictly (canonical CBOR) and passes its checksum.
+
+        Args:
+            progress: called as ``progress(phase, 7)`` as each of the seven phases (heads,
+                versions, indexes, edges, journal, vectors, lexical index) starts, and
+                ``progress(7, 7)`` at the end.
+
+        Before anything is read the snapshot's pages are checked (``cortex.storage.pages``): LMDB
+        has
+        no page checksums and aborts the process on some damaged pages, so a file with
+        structural damage is reported page by page (``data.mdb page N``) and not walked.
+
+        Returns:
+            The report; ``report.ok`` is true when nothing is wrong.
+        """
+        argcheck.callback(progress, "progress")
+        problems: list[Problem] = []
+        add = problems.append
+        heads: dict[MemoryId, Head] = {}
+        counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
+        current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
+        pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
+        claimed: set[bytes] = set()  # the idx/claim/ entries their current data implies
+        claim_ids: set[MemoryId] = set()
+
+        def tick(phase: int) -> None:
+            if progress is not None:
+                progress(phase, 7)
+
+        def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+            try:
+                return codec.decode(_unseal(key, value), _show_key(key))
+            except (IntegrityError, CodecError) as exc:
+                add(Problem(_show_key(key), str(exc)))
+                return None
+
+        with self._kv.read_checked() as txn:
+            if txn.damage:  # LMDB would abort walking the damaged pages: report them instead
+                tick(7)
+                return _structural_report(txn.damage)
+            fmt = txn.get(meta_key("format"))
+            if fmt is None:
+                add(Problem("meta/format", "missing"))
+            else:
+                strict(FORMAT_CODEC, meta_key("format"), fmt)
+            tick(0)
+            for key, value in txn.scan(_HEAD_KEY_PREFIX):
+                head = strict(HEAD, key, value)
+                if head is None:
+                    continue
+                if head_key(head.id) != key:
+                    add(Problem(_show_key(key), f"holds the head of {head.id}"))
+                    continue
+                heads[head.id] = head
+            seen_versions: dict[MemoryId, list[int]] = {}
+            tick(1)
+            for key, value in txn.scan(_VERSION_KEY_PREFIX):
+                counts["versions"] += 1
+                try:
+                    mid, n = parse_version_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed version key"))
+                    continue
+                seen_versions.setdefault(mid, []).append(n)
+                v = strict(VERSION, key, value)
+                if v is None:
+                    continue
+                name = _show_key(key)
+                if v.id != mid or v.version != n:
+                    add(Problem(name, f"holds version {v.id}#{v.version}"))
+                head = heads.get(mid)
+                if head is None:
+                    add(Problem(name, "has no head"))
+                    continue
+                if v.type is not head.type:
+                    add(Problem(name, f"type {v.type.type_name} differs from the head's"))
+                purged = head.tombstone is not None and head.tombstone.purged_at is not None
+                if v.data is None:
+                    if not purged:
+                        add(Problem(name, "has no data but the memory was not purged"))
+                    continue
+                if purged:
+                    add(Problem(name, "still holds data although the memory was purged"))
+                if content_hash(v.type, v.data) != v.hash:
+                    add(Problem(name, "data does not match its hash"))
+                    continue
+                try:
+                    data = decode_data(v.type, v.data)
+                except CodecError as exc:
+                    add(Problem(name, f"data: {exc}"))
+                    continue
+                if n == head.current_version:
+                    current[mid] = v.data
+                    if is_pinned(data):
+                        pinned.add(mid)
+                    claimed.update(claim_index_key(c, mid) for c in _claim_hashes(data))
+                    claim_ids.add(mid)
+            for mid, head in heads.items():
+                ns = seen_versions.get(mid, [])
+                if ns != list(range(1, head.current_version + 1)):
+                    add(
+                        Problem(
+                            f"m/{mid}",
+                            f"points at versions 1..{head.current_version} but the store holds "
+                            f"{ns}",
+                        )
+                    )
+            expected: set[bytes] = set()
+            for head in heads.values():
+                expected.update(_index_keys(head))
+                if head.id in pinned:
+                    expected.add(_pin_key(head))
+            actual: set[bytes] = set()
+            tick(2)
+            expected |= claimed
+            marks = {mid: superseder(txn, mid, _FOREVER) is not None for mid in claim_ids}
+            for key, value in txn.scan(IDX_CLAIM):
+                if key not in claimed:
+                    continue  # reported below as stale
+                want = SUPERSEDED if marks[MemoryId(key[-16:])] else b""
+                if value != want:
+                    add(
+                        Problem(
+                            f"index {key.hex()}",
+                            "the claim entry's mark disagrees with the supersedes edges",
+                        )
+                    )
+            for key, value in txn.scan(TASK_PREFIX):
+                try:
+                    if len(key) != len(TASK_PREFIX) + 16 or len(_unseal(key, value)) != 8:
+                        add(Problem(key.hex(), "a task's write count is malformed"))
+                except IntegrityError as exc:
+                    add(Problem(key.hex(), str(exc)))
+            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM):
+                for key, value in txn.scan(prefix):
+                    counts["index"] += 1
+                    actual.add(key)
+                    if value and prefix is not IDX_CLAIM:
+                        add(Problem(f"index {key.hex()}", "index entries hold no value"))
+            for key in sorted(actual - expected):
+                add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))
+            for key in sorted(expected - actual):
+                add(Problem(f"index {key.hex()}", "missing for its head"))
+            tick(3)
+            for key, value in txn.scan(EDGE_FROM):
+                counts["edges"] += 1
+                try:
+                    s, et, d = parse_edge_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed edge key"))
+                    continue
+                name = f"edge {s} {et.label} {d}"
+                strict(EDGE_CODEC, key, value)
+                if txn.get(edge_to_key(d, et, s)) != value:
+                    add(Problem(name, "its e/to half is missing or differs"))
+                for mid in (s, d):
+                    if mid not in heads:
+                        add(Problem(name, f"endpoint {mid} does not exist"))
+            for key, _value in txn.scan(EDGE_TO):
+                try:
+                    s, et, d = parse_edge_key(key)
+                except (CodecError, ValueError):
+                    add(Problem(key.hex(), "malformed edge key"))
+                    continue
+                if txn.get(edge_from_key(s, et, d)) is None:
+                    add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
+            prev: bytes | None = _ZERO_HASH
+            expect_seq = 1
+            erasures: dict[int, tuple[JournalKind, MemoryId | None]] = {}
+            tick(4)
+            for key, value in txn.scan(JOURNAL):
+                counts["journal"] += 1
+                name = _show_key(key)
+                try:
+                    payload = _unseal(key, value)
+                    entry: JournalEntry = JOURNAL_CODEC.decode(payload, name)
+                except (IntegrityError, CodecError) as exc:
+                    add(Problem(name, str(exc)))
+                    prev, expect_seq = None, expect_seq + 1  # the next link cannot be checked
+                    continue
+                if entry.seq != expect_seq or parse_journal_key(key) != entry.seq:
+                    add(Problem(name, f"sequence {entry.seq} where {expect_seq} was expected"))
+                if prev is not None and entry.prev != prev:
+                    add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
+                if entry.kind in (JournalKind.PURGE, JournalKind.EPISODE_PURGE):
+                    erasures[entry.seq] = (entry.kind, entry.id)
+                prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
+            _verify_erasure_records(txn, erasures, add)
+            raw_scrub = txn.get(SCRUB_KEY)
+            if raw_scrub is not None:
+                strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
+            for key, value in txn.scan(SALIENCE):
+                if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
+                    add(Problem(key.hex(), "salience state of no memory"))
+                    continue
+                strict(SALIENCE_STATE, key, value)
+            vmeta_raw = txn.get(meta_key("vectors"))
+            vmeta = (
+                None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
+            )
+            tick(5)
+            for key, value in txn.scan(VEC):
+                if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
+                    add(Problem(key.hex(), "vector of no memory"))
+                    continue
+                vhead = heads[MemoryId(key[len(VEC) :])]
+                rec = strict(VECTOR_RECORD, key, value)
+                if rec is None:
+                    continue
+                name = f"vec/{vhead.id}"
+                if vhead.tombstone is not None:
+                    add(Problem(name, "a tombstoned memory still has a vector"))
+                if rec.version != vhead.current_version:
+                    add(Problem(name, f"embeds version {rec.version}, not the current one"))
+                if vmeta is None or (rec.model_id, rec.dim) != (vmeta.model_id, vmeta.dim):
+                    add(
+                        Problem(
+                            name, f"a {rec.model_id} vector the store's meta/vectors does not name"
+                        )
+                    )
+                if len(rec.vector) != 4 * rec.dim:
+                    add(Problem(name, f"holds {len(rec.vector)} bytes for {rec.dim} dimensions"))
+            live = {
+                mid: (head.type, head.current_version, current[mid])
+                for mid, head in heads.items()
+                if head.tombstone is None and mid in current
+            }
+            tick(6)
+            lex_problems, lex = lexical.check(txn, live)
+            problems.extend(Problem(record, what) for record, what in lex_problems)
+            n_episodes = _verify_episodes(txn, heads, add)
+            _verify_sensitivity(txn, heads, add)
+            _verify_aliases(txn, add)
+            # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
+            # separator key in a branch page misroutes lookups while scans still see every
+            # record, so every key must also be found by a lookup.
+            for key, value in txn.scan(b""):
+                if txn.get(key) != value:
+                    add(
+                        Problem(
+                            show_key(key),
+                            "a lookup does not find this key that a scan finds: a branch page of "
+                            "the file is damaged (run `cortex backup` from an intact copy, or "
+                            "restore one)",
+                        )
+                    )
+        tick(7)
+        return VerifyReport(
+            problems=tuple(problems),
+            memories=len(heads),
+            versions=counts["versions"],
+            index_entries=counts["index"],
+            edges=counts["edges"],
+            journal_entries=counts["journal"],
+            lexical_documents=lex.documents,
+            lexical_postings=lex.postings,
+            episodes=n_episodes,
+        )
+
+
+def _structural_report(damage: Sequence[PageProblem]) -> VerifyReport:
+    """The verify report of a file whose pages LMDB cannot walk safely."""
+    problems = [
+        Problem("data.mdb" if p.page < 0 else f"data.mdb page {p.page}", p.what) for p in damage
+    ]
+    problems.append(
+        Problem(
+            "data.mdb",
+            "the file is structurally damaged: LMDB would crash walking it, so its records "
+            "were not checked; `cortex salvage` copies every record that still reads and "
+            "checks into a new store",
+        )
+    )
+    return VerifyReport(
+        problems=tuple(problems),
+        memories=0,
+        versions=0,
+        index_entries=0,
+        edges=0,
+        journal_entries=0,
+        lexical_documents=0,
+        lexical_postings=0,
+        episodes=0,
+    )
+
+
+def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
+    return Edge(
+        src=s,
+        type=et,
+        dst=d,
+        created_at=rec.created_at,
+        created_by=rec.created_by,
+        weight=rec.weight,
+        removed_at=rec.removed_at,
+        removed_by=rec.removed_by,
+    )
+
+
+def _check_task_id(task_id: object) -> None:
+    if not isinstance(task_id, str) or not task_id.strip() or len(task_id) > 256:
+        raise ValidationError("task", "required", "a task id is non-empty text (<= 256)")
+    argcheck.unicode(task_id, "task")
+
+
+def check_edge_neighbours(txn: ReadTxn, mid: MemoryId, base: bytes) -> None:
+    """Raise if an edge of ``mid`` lost its ``base`` half's key to damage (``e/from/``, ``e/to/``).
+
+    Keys carry no checksum. A damaged id byte in ``e/from/<mid>...`` moves the edge out of
+    ``mid``'s range: a scan of the range would silently miss it. Such a key stays where it was
+    in cursor order (damage in a page does not re-sort it), right before ``mid``'s range or where
+    the scan of the range stopped; and its twin in the other half still names ``mid``. So the
+    key just before the range and the key the scan stops at are checked: one whose twin, with
+    ``mid`` in place of its own id, holds the same record while ``mid``'s own key for that edge
+    is missing is ``mid``'s edge, damaged. (``verify`` finds every damaged edge key.)
+
+    Raises:
+        IntegrityError: naming the edge.
+    """
+    prefix = base + mid.bytes
+    keyspace = EDGE_FROM if base == EDGE_FROM else EDGE_TO
+    stop = next((k for k in txn.keys(keyspace, start=prefix) if not k.startswith(prefix)), None)
+    before = next(iter(txn.keys(keyspace, start=prefix, reverse=True)), None)
+    for key in (stop, before):
+        if key is None or len(key) != len(prefix) + 17:
+            continue
+        try:
+            src, et, dst = parse_edge_key(key)
+        except (CortexError, ValueError):
+            continue
+        if keyspace == EDGE_FROM:  # e/from/<src> et <dst>: the twin is e/to/<dst> et <mid>
+            other, end = src, dst
+            twin, own = edge_to_key(dst, et, mid), edge_from_key(mid, et, dst)
+        else:  # e/to/<dst> et <src>: the twin is e/from/<src> et <mid>
+            other, end = dst, src
+            twin, own = edge_from_key(src, et, mid), edge_to_key(mid, et, src)
+        if other == mid or txn.get(own) is not None:
+            continue
+        value = txn.get(key)
+        if value is not None and txn.get(twin) == value:
+            half = "e/from" if keyspace == EDGE_FROM else "e/to"
+            raise IntegrityError(
+                f"edge {mid if half == 'e/from' else end} {et.label} "
+                f"{end if half == 'e/from' else mid}: its {half} key is damaged (it names "
+                f"{other}); the store is damaged: run cortex verify and restore from a backup"
+            )
+
+
+def _check_tombstone(stone: Tombstone) -> None:
+    TOMBSTONE.encode(stone, "tombstone")
+
+
+def _import_levels(
+    given: Mapping[MemoryId, Any] | None,
+    imported: Mapping[MemoryId, Head] | Mapping[MemoryId, bool],
+    field: str,
+) -> dict[MemoryId, Sensitivity]:
+    """The levels of an import, checked: each names an imported, unpurged record.
+
+    ``imported`` maps the imported memories to their heads (or episodes to whether they were
+    purged): a purged record has nothing left to protect and holds no level.
+    """
+    out: dict[MemoryId, Sensitivity] = {}
+    for mid, value in (given or {}).items():
+        level = coerce_level(value, f"{field}[{mid}]")
+        if mid not in imported:
+            raise ValidationError(
+                f"{field}[{mid}]", "unknown", "names no memory or episode of the import"
+            )
+        rec = imported[mid]
+        gone = (
+            rec
+            if isinstance(rec, bool)
+            else (rec.tombstone is not None and rec.tombstone.purged_at is not None)
+        )
+        if gone and level is not DEFAULT_SENSITIVITY:
+            raise ValidationError(
+                f"{field}[{mid}]", "purged", "a purged record holds no sensitivity level"
+            )
+        if level is not DEFAULT_SENSITIVITY:
+            out[mid] = level
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Episodes (format 7; ``specs/episodes.md``)
+
+
+def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
+                     ) -> int:  # fmt: skip
+    """Check every ``ep/`` record and ``prov/e/`` entry; returns how many episodes there are."""
+    seen: set[MemoryId] = set()
+    good: list[Episode] = []
+    for key, value in txn.scan(EPISODE_PREFIX):
+        name = _show_key(key)
+        try:
+            eid = parse_episode_key(key)
+            ep = decode_episode(_unseal(key, value))
+            check_episode(ep)
+        except (CodecError, IntegrityError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if ep.id != eid:
+            add(Problem(name, f"holds episode {ep.id}"))
+        seen.add(eid)
+        good.append(ep)
+    for record, what in evidence.check(txn, good):
+        add(Problem(record, what))
+    for key, value in txn.scan(EPISODE_MEMORY_PREFIX):
+        name = _show_key(key)
+        try:
+            eid, mid = parse_episode_memory_key(key)
+        except CodecError as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if value:
+            add(Problem(name, "an index entry holds a value"))
+        if eid not in seen:
+            add(Problem(name, "names an episode the store does not hold"))
+        if mid not in heads:
+            add(Problem(name, "names a memory the store does not hold"))
+    return len(seen)
+
+
+def _verify_sensitivity(
+    txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
+) -> None:
+    """Check every ``sens/`` entry (``sensitivity.md`` §2).
+
+    Each needs a well-formed key, a sealed level other than ``internal``, and an existing
+    memory or episode that was not purged.
+    """
+    for key, value in txn.scan(SENS):
+        name = _show_key(key)
+        try:
+            episode, rid = parse_sens_key(key)
+            level = decode_level(key, value)
+        except (CodecError, IntegrityError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if level is DEFAULT_SENSITIVITY:
+            add(Problem(name, "holds the default level (internal): the entry must be absent"))
+        if episode:
+            raw = txn.get(episode_key(rid))
+            if raw is None:
+                add(Problem(name, "the level of an episode the store does not hold"))
+                continue
+            try:
+                gone = decode_episode(_unseal(episode_key(rid), raw)).content is None
+            except (CodecError, IntegrityError):
+                continue  # the episode itself is reported
+            if gone:
+                add(Problem(name, "the level of a purged episode (a purge removes it)"))
+            continue
+        head = heads.get(rid)
+        if head is None:
+            add(Problem(name, "the level of a memory the store does not hold"))
+        elif head.tombstone is not None and head.tombstone.purged_at is not None:
+            add(Problem(name, "the level of a purged memory (a purge removes it)"))
+
+
+def _import_aliases(aliases: Mapping[str, AliasRecord] | None) -> dict[str, bytes]:
+    """Imported alias records, checked and sealed, by normalised alias."""
+    if aliases is None:
+        return {}
+    if not isinstance(aliases, Mapping):
+        raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
+    out: dict[str, bytes] = {}
+    for alias, rec in aliases.items():
+        if not isinstance(alias, str) or type(rec) is not AliasRecord:
+            raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
+        sealed = _seal(ALIAS_CODEC.encode(rec, "alias"))
+        decode_alias(alias_key(alias), sealed)  # the name normalises to the alias
+        out[alias] = sealed
+    return out
+
+
+def _put_aliases(txn: WriteTxn, records: dict[str, bytes], journal: _Journal) -> tuple[int, int]:
+    """Write imported aliases (journalled, reason ``import``): (added, already there)."""
+    if not records:
+        return 0, 0
+    added = same = 0
+    for alias, sealed in records.items():
+        old = txn.get(alias_key(alias))
+        if old == sealed:
+            same += 1
+            continue
+        if old is not None:
+            raise ConflictError(f"the store holds alias {alias!r} with another record")
+        txn.put(alias_key(alias), sealed)
+        journal.append(JournalKind.ALIAS, hash=alias_hash(alias), reason="import")
+        added += 1
+    held = read_aliases(txn).records
+    for alias in chained(held)[:1]:
+        rec = held[alias]
+        raise ValidationError(
+            "aliases",
+            "chain",
+            f"{alias!r} would name {rec.canonical!r}, itself an alias of "
+            f"{held[rec.canonical].canonical!r}: an entity has one canonical name",
+        )
+    return added, same
+
+
+def _verify_aliases(txn: ReadTxn, add: Callable[[Problem], None]) -> None:
+    """Check every ``ent/a/`` record (``claims.md`` §10).
+
+    Each decodes, its key is its name normalised, and its canonical name is no alias itself.
+    """
+    records: dict[str, AliasRecord] = {}
+    for key, value in txn.scan(ALIAS_PREFIX):
+        try:
+            records[key[len(ALIAS_PREFIX) :].decode("utf-8")] = decode_alias(key, value)
+        except (IntegrityError, UnicodeDecodeError) as exc:
+            add(Problem(_show_key(key), str(exc)))
+    for alias in chained(records):
+        add(
+            Problem(
+                _show_key(alias_key(alias)),
+                "its canonical name is an alias itself (an entity has one canonical name)",
+            )
+        )
+
+
+def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:
+    """The episode a version's provenance names (``episode:<id>``) and the span, if any."""
+    if provenance is None:
+        return None
+    for src in provenance.sources:
+        if src.session_id.startswith(EPISODE_SESSION):
+            try:
+                return MemoryId.parse(src.session_id[len(EPISODE_SESSION) :]), src.span
+            except ValidationError:
+                return None
+    return None
+
+
+EPISODE_SESSION: Final = "episode:"
+"""A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
+
+
+def _verify_erasure_records(
+    txn: ReadTxn,
+    purges: dict[int, tuple[JournalKind, MemoryId | None]],
+    add: Callable[[Problem], None],
+) -> None:
+    """Every ``er/`` record decodes, is keyed by its seq and names a purge journalled there."""
+    want = {JournalKind.PURGE: ErasureKind.MEMORY, JournalKind.EPISODE_PURGE: ErasureKind.EPISODE}
+    for key, value in txn.scan(ERASURE_PREFIX):
+        name = _show_key(key)
+        try:
+            seq = parse_erasure_key(key)
+            rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), name)
+        except (IntegrityError, CodecError) as exc:
+            add(Problem(name, str(exc)))
+            continue
+        if rec.seq != seq:
+            add(Problem(name, f"holds the erasure record of journal entry {rec.seq}"))
+            continue
+        purge = purges.get(seq)
+        if purge is None:
+            add(Problem(name, "names no purge in the journal"))
+        elif want[purge[0]] is not rec.kind or purge[1] != rec.id:
+            add(Problem(name, f"does not match journal entry {seq} ({purge[0].label})"))
+        if len(rec.needles or b"") % erasure.NEEDLE_SIZE:
+            add(Problem(name, "its needles are not whole"))
+
+
+def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
+    """``(record, what)`` for every record of an erased memory or episode still holding content."""
+    out: list[tuple[str, str]] = []
+    mid = rec.id
+    if rec.kind is ErasureKind.EPISODE:
+        raw = txn.get(episode_key(mid))
+        if raw is None:
+            return [(f"ep/{mid}", "the erased episode is missing")]
+        try:
+            ep = decode_episode(_unseal(episode_key(mid), raw))
+        except (IntegrityError, CodecError) as exc:
+            return [(f"ep/{mid}", str(exc))]
+        if ep.content is not None or ep.chunks:
+            out.append((f"ep/{mid}", "still holds its text"))
+        for prefix in (evidence.CHUNK_DOC, evidence.CHUNK_VECTOR):
+            if next(txn.keys(prefix + mid.bytes), None) is not None:
+                out.append((f"{prefix.decode()}{mid}", "the erased episode still has chunks here"))
+        return out
+    raw = txn.get(head_key(mid))
+    if raw is None:
+        return [(f"m/{mid}", "the erased memory is missing")]
+    head: Head = _trusted(HEAD, head_key(mid), raw)
+    if head.tombstone is None or head.tombstone.purged_at is None:
+        out.append((f"m/{mid}", "is not purged"))
+    if head.tags or head.frames or head.forms is not None:
+        out.append((f"m/{mid}", "still holds tags, frames or forms"))
+    for key, value in txn.scan(version_prefix(mid)):
+        v: Version = _trusted(VERSION, key, value)
+        if v.data is not None or v.forms is not None:
+            out.append((_show_key(key), "still holds data or forms"))
+        if v.provenance != _erased_provenance(v.provenance):
+            out.append((_show_key(key), "its provenance still holds session or message ids"))
+    for key, what in (
+        (lex_doc_key(mid), "a lexical document"),
+        (vec_key(mid), "a vector"),
+        (salience_key(mid), "use counters"),
+    ):
+        if txn.get(key) is not None:
+            out.append((_show_key(key), f"the erased memory still has {what}"))
+    return out
+
+
+def _check_wait(wait: object) -> None:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
+        raise ValidationError("wait", "range", f"must be a number of seconds >= 0, got {wait!r}")
+
+
+def _erased_provenance(p: Provenance) -> Provenance:
+    """A purged version's provenance: what of it is not caller text.
+
+    Its kind, the URIs it was derived from and the episode spans it was drawn from (ids and
+    offsets); session ids and message ids are caller text and go.
+    """
+    sources = tuple(
+        SourceRef(session_id=src.session_id, span=src.span)
+        for src in p.sources
+        if episode_source(Provenance(source=p.source, sources=(src,))) is not None
+    )
+    return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
+
+
+def _put_erasure(  # noqa: PLR0917 - private, one call site each for memories and episodes
+    txn: WriteTxn,
+    seq: int,
+    kind: ErasureKind,
+    mid: MemoryId,
+    at: datetime,
+    by: str,
+    hashes: Sequence[bytes],
+    recorded: erasure.Recorder,
+) -> None:
+    content = recorded.erased()
+    record = ErasureRecord(
+        seq=seq,
+        kind=kind,
+        id=mid,
+        at=at,
+        by=by,
+        hashes=tuple(hashes),
+        needles=erasure.needles_of(content) or None,
+        records=sum(1 for v in recorded.before.values() if v is not None),
+        size=sum(len(c) for c in content),
+    )
+    txn.put(erasure_key(seq), _seal(ERASURE_CODEC.encode(record, "erasure")))

@@ -1,0 +1,904 @@
+"""The lexical index: BM25 postings over each live memory's full form, kept in LMDB.
+
+The store updates the index inside the write transaction of every write, update, tombstone
+and purge (``Indexer``), so the index is never behind the records. ``search`` ranks by Okapi
+BM25 and skips posting lists that cannot change the top ``limit`` (MaxScore pruning). The
+layout and the scoring are normative: ``specs/lexical.md``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from operator import itemgetter
+from typing import Any, Final
+
+import cbor2
+import msgspec
+
+from cortex.errors import CodecError, IntegrityError
+from cortex.index.postings import (
+    ENTRY,
+    apply_many,
+    block_entries,
+    entry_tail,
+    find,
+    fresh_changes,
+    term_entries,
+)
+from cortex.index.text import _STEMS, query_terms
+from cortex.index.text import terms as doc_terms
+from cortex.model.codec import (
+    StructCodec,
+    _Int,
+    _Invalid,
+    _List,
+    _Text,
+    _uint,
+    decode_data_trusted,
+)
+from cortex.model.enums import MemoryType
+from cortex.model.forms import _FULL_LABELS, _FULL_SPECS, render_full
+from cortex.model.ids import MemoryId
+from cortex.model.records import Data
+from cortex.storage.keys import (
+    LEX_DOC,
+    LEX_POSTING,
+    LEX_TERM,
+    lex_doc_key,
+    lex_term_key,
+    meta_key,
+    parse_lex_doc_key,
+    parse_lex_term_key,
+    parse_posting_key,
+    posting_prefix,
+    show_key,
+)
+from cortex.storage.kv import ReadTxn, WriteTxn, seal, unseal
+
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+# an extension built from an older _speedups.c lacks the functions: then the Python paths run
+_USE_SPEEDUPS: bool = _sp is not None and all(
+    hasattr(_sp, name)
+    for name in (
+        "count_terms",
+        "add_postings",
+        "ascii_term_counts",
+        "StemTable",
+        "index_doc",
+        "index_new",
+        "df_updates",
+        "full_term_counts",
+    )
+)
+"""Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
+tests switch this off to compare with the Python paths."""
+
+# what ascii_term_counts found in the stem cache (text._STEMS), by the token's bytes
+_STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
+
+__all__ = [
+    "BLOCKS_FEATURE",
+    "FEATURE",
+    "K1",
+    "STATS_KEY",
+    "STEM_FEATURE",
+    "B",
+    "Indexer",
+    "LexDoc",
+    "LexStats",
+    "analyze",
+    "analyze_counts",
+    "check",
+    "count_terms",
+    "idf",
+    "read_stats",
+    "same_terms",
+    "search",
+]
+
+K1: Final = 1.2
+"""BM25 term-frequency saturation."""
+B: Final = 0.75
+"""BM25 length normalisation."""
+FEATURE: Final = "lexical-bm25"
+"""The format feature naming this index (format version 2)."""
+STEM_FEATURE: Final = "lexical-stem-english"
+"""The format feature of stemmed terms (format version 5): terms are ``text.terms``."""
+BLOCKS_FEATURE: Final = "lexical-posting-blocks"
+"""The format feature of postings kept in blocks (format version 6): ``cortex.index.postings``."""
+STATS_KEY: Final = meta_key("lexical")
+
+# a bound on a term's contribution is idf * (K1 + 1); widened by this much so that rounding in
+# the sums can never prune a document that belongs in the results
+_SLACK: Final = 1e-9
+
+
+class LexDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``lex/d/`` id16: what the index holds for one memory, so it can be removed unrendered.
+
+    Attributes:
+        version: the version of the memory that was indexed (its current version).
+        length: the number of terms of its full form (with repeats).
+        terms: its distinct terms, sorted by their UTF-8 bytes.
+    """
+
+    version: int
+    length: int
+    terms: tuple[str, ...] = ()
+
+
+class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``meta/lexical``: collection statistics.
+
+    Attributes:
+        documents: indexed memories (N).
+        total_length: the sum of their lengths (for the average length).
+        terms: distinct terms in the index (``lex/t/`` keys).
+        postings: ``lex/p/`` keys.
+    """
+
+    documents: int = 0
+    total_length: int = 0
+    terms: int = 0
+    postings: int = 0
+
+
+DOC_CODEC: Final = StructCodec(
+    LexDoc,
+    [
+        ("version", _Int(1)),
+        ("length", _Int()),
+        ("terms", _List(_Text(256), max_items=2**32)),
+    ],
+    schema_version=1,
+)
+STATS_CODEC: Final = StructCodec(
+    LexStats,
+    [("documents", _Int()), ("total_length", _Int()), ("terms", _Int()), ("postings", _Int())],
+    schema_version=1,
+)
+
+
+def analyze(data: Data, *, is_canonical: bool = False) -> list[str]:
+    """The terms the index holds for typed data: ``terms(render_full(data))``.
+
+    ``is_canonical``: ``data`` came from decoding (``forms.canonical``); skips re-normalising.
+    """
+    return doc_terms(render_full(data, is_canonical=is_canonical))
+
+
+def analyze_counts(
+    data: Data, *, is_canonical: bool = False, short: str | None = None
+) -> tuple[list[str], list[int]]:
+    """``count_terms(analyze(data))``: what ``Indexer.add_counted`` takes.
+
+    ``short``: the text of ``data``'s short template, when the caller has it (``render_full``).
+    """
+    if _USE_SPEEDUPS and is_canonical and short is not None:
+        # the full form's terms without its string, in one call (the common case: ASCII text,
+        # values of plain types and enums, every token stemmed before)
+        spec = _FULL_SPECS.get(type(data))
+        if spec is not None:
+            head, getter, prefixes = spec
+            counted = _sp.full_term_counts(
+                head, short, prefixes, getter(data), _FULL_LABELS, _STEMS, _STEM_TABLE
+            )
+            if counted is not None:
+                return counted
+    full = render_full(data, is_canonical=is_canonical, short=short)
+    if _USE_SPEEDUPS:
+        # an ASCII text whose tokens were all stemmed before (the common case) in one call;
+        # otherwise the Python path stems the new tokens into the cache
+        counted = _sp.ascii_term_counts(full, _STEMS, _STEM_TABLE)
+        if counted is not None:
+            return counted
+    return count_terms(doc_terms(full))
+
+
+def count_terms(terms: Iterable[str]) -> tuple[list[str], list[int]]:
+    """The distinct terms in code point order (which is their UTF-8 byte order) and their counts.
+
+    Raises:
+        ValueError: a term is empty or contains U+0000 (it cannot be part of a key).
+    """
+    if _USE_SPEEDUPS and type(terms) is list:
+        counted = _sp.count_terms(terms)
+        if counted is not None:
+            return counted
+    tfs = Counter(terms)
+    distinct = sorted(tfs)
+    if "" in tfs or any("\x00" in t for t in distinct):
+        raise ValueError(f"bad search terms in {tuple(distinct)!r}")
+    return distinct, [tfs[t] for t in distinct]
+
+
+def _add_postings(
+    pending: dict[str, dict[bytes, bytes | None]],
+    terms: list[str],
+    values: list[bytes],
+    raw: bytes,
+) -> None:
+    """Hold the postings of one memory (id16 ``raw``): ``pending[term][raw] = value``.
+
+    ``cortex._speedups.add_postings`` does the same in C.
+    """
+    for term, value in zip(terms, values, strict=True):
+        held = pending.get(term)
+        if held is None:
+            held = pending[term] = {}
+        held[raw] = value
+
+
+def _add_fresh(
+    fresh: dict[str, bytearray], terms: list[str], values: list[bytes], raw: bytes
+) -> None:
+    """Append one new memory's postings (id16 ``raw``): ``fresh[term] += raw + value``.
+
+    ``cortex._speedups.index_new`` does the same in C.
+    """
+    for term, value in zip(terms, values, strict=True):
+        records = fresh.get(term)
+        if records is None:
+            records = fresh[term] = bytearray()
+        records += raw
+        records += value
+
+
+def idf(n: int, df: int) -> float:
+    """BM25 inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (never < 0)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+# ---------------------------------------------------------------------------------------------
+# Values: postings hold tf and length in their blocks (``cortex.index.postings``); term entries hold
+# df, as a canonical CBOR unsigned integer, sealed.
+
+
+# the width of a CBOR unsigned integer after its head byte, and the least value it may hold in
+# that width (a smaller one has a shorter, canonical form)
+_UINT_WIDTHS: Final = {24: (1, 24), 25: (2, 0x100), 26: (4, 0x10000), 27: (8, 0x100000000)}
+
+
+def _read_uint(p: bytes, i: int) -> tuple[int, int]:
+    """A canonical CBOR unsigned integer at ``p[i]``: ``(value, next index)``."""
+    h = p[i]
+    if h < 24:
+        return h, i + 1
+    spec = _UINT_WIDTHS.get(h)
+    if spec is None or i + 1 + spec[0] > len(p):
+        raise ValueError("not an unsigned integer")
+    end = i + 1 + spec[0]
+    n = int.from_bytes(p[i + 1 : end], "big")
+    if n < spec[1]:
+        raise ValueError("integer not in its shortest form")
+    return n, end
+
+
+# Sealed df values seen or written, both ways: the same bytes always hold the same count, so a
+# value found here needs no checksum or decoding (a write reads and writes ~20 of them).
+_DF_OF: dict[bytes, int] = {}
+_DF_VALUE: dict[int, bytes] = {}
+_DF_MEMO_MAX: Final = 1 << 16
+
+
+def _df_value(n: int) -> bytes:
+    """The sealed ``lex/t/`` value of ``df = n``."""
+    value = _DF_VALUE.get(n)
+    if value is None:
+        if len(_DF_VALUE) >= _DF_MEMO_MAX:
+            _DF_VALUE.clear()
+        value = _DF_VALUE[n] = seal(_uint(n))
+    return value
+
+
+def _df(key: bytes, value: bytes) -> int:
+    n = _DF_OF.get(value)
+    if n is not None:
+        return n
+    n = _df_checked(key, value)
+    if len(_DF_OF) >= _DF_MEMO_MAX:
+        _DF_OF.clear()
+    _DF_OF[value] = n
+    return n
+
+
+def _df_checked(key: bytes, value: bytes) -> int:
+    p = unseal(key, value)
+    try:
+        n, i = _read_uint(p, 0)
+        if i != len(p) or n < 1:
+            raise ValueError("malformed")
+    except (ValueError, IndexError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+    return n
+
+
+def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
+    try:
+        return codec.decode_trusted(unseal(key, value))
+    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+
+
+def read_stats(txn: ReadTxn) -> LexStats:
+    """The collection statistics (all zero when nothing was ever indexed)."""
+    raw = txn.get(STATS_KEY)
+    if raw is None:
+        return LexStats()
+    stats: LexStats = _decode(STATS_CODEC, STATS_KEY, raw)
+    return stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class Indexer:
+    """Adds and removes memories within one write transaction; ``flush`` before it commits.
+
+    Document frequency changes and the statistics are kept in memory while the transaction
+    runs, so a batch reads and writes each term entry once; new postings (and documents) are
+    held back and written by ``flush``, each term's once: a batch of new memories appends to
+    the last block of each of its terms (``cortex.index.postings``).
+    """
+
+    def __init__(self, txn: WriteTxn) -> None:
+        self.txn = txn
+        s = read_stats(txn)
+        self._documents, self._total, self._terms, self._postings = (
+            s.documents,
+            s.total_length,
+            s.terms,
+            s.postings,
+        )
+        # df changes not yet written, by term, of the postings deleted; the held new ones
+        # (``_pending``) are counted in by ``flush``
+        self._delta: Counter[str] = Counter()
+        # postings not yet written: term -> {id16: tf and length (8 bytes), or None to remove a
+        # stored one}; ids of one batch mostly arrive in ascending order (ULIDs), so new
+        # postings mostly append, and an update's removal and addition meet in one rewrite
+        self._pending: dict[str, dict[bytes, bytes | None]] = {}
+        # the postings of memories new to the index in this transaction (``add_counted(new=
+        # True)``): term -> their id16 + tail8 records in arrival order, appended without
+        # hashing; merged into ``_pending`` only where something else touches the term
+        self._fresh: dict[str, bytearray] = {}
+        self._by_length: dict[int, dict[int, bytes]] = {}  # index_doc's tails: dl -> {tf: tail}
+        # memories whose stored postings are to go (None in ``_pending``): id16 -> their terms
+        self._gone: dict[bytes, frozenset[str]] = {}
+        self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
+
+    def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
+        """Index a memory (which must not be indexed already) with its terms."""
+        self.add_counted(mid, version, *count_terms(terms))
+
+    def add_counted(
+        self,
+        mid: MemoryId,
+        version: int,
+        distinct: list[str],
+        counts: list[int],
+        *,
+        new: bool = False,
+    ) -> None:
+        """Index a memory (which must not be indexed already) with its counted terms.
+
+        ``distinct`` and ``counts`` are what ``count_terms`` gives for its terms: the distinct
+        terms in code point order and how often each occurs. ``new``: the memory is new to the
+        store in this transaction (no posting of it is stored or held), as for a write.
+        """
+        if _USE_SPEEDUPS:
+            raw = mid.bytes
+            key = LEX_DOC + raw
+            if new:
+                n = _sp.index_new(
+                    self._docs, key, self._fresh, self._by_length, raw, version, distinct, counts
+                )
+            else:
+                n = _sp.index_doc(
+                    self._docs, key, self._pending, self._by_length, raw, version, distinct, counts
+                )
+            if n is not None:
+                self._documents += 1
+                self._total += n
+                self._postings += len(distinct)
+                return
+        length = sum(counts)
+        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
+        self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
+        if not distinct:
+            self._documents += 1
+            return
+        values = [entry_tail(tf, length) for tf in counts]  # (memoised there)
+        if new:
+            _add_fresh(self._fresh, distinct, values, mid.bytes)
+        elif _USE_SPEEDUPS:
+            _sp.add_postings(self._pending, distinct, values, mid.bytes)
+        else:
+            _add_postings(self._pending, distinct, values, mid.bytes)
+        self._documents += 1
+        self._total += length
+        self._postings += len(distinct)
+
+    def counted(self, documents: int, total_length: int, postings: int) -> None:
+        """Count in documents staged into ``_docs`` and ``_fresh`` as ``add_counted`` does.
+
+        ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator.
+        """
+        self._documents += documents
+        self._total += total_length
+        self._postings += postings
+
+    def remove(self, mid: MemoryId) -> bool:
+        """Take a memory out of the index; False when it was not indexed."""
+        key = lex_doc_key(mid)
+        raw = self._docs.pop(key, None)
+        held_doc = raw is not None
+        if raw is None:
+            raw = self.txn.get(key)
+            if raw is None:
+                return False
+        doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        raw = mid.bytes
+        pending, gone = self._pending, self._gone
+        if held_doc:  # added in this transaction: its postings are held, not stored
+            stored = gone.get(raw, frozenset())
+            for term in doc.terms:
+                if term in self._fresh:
+                    self._spill(term)
+                group = pending[term]
+                if term in stored:
+                    group[raw] = None  # the removal of its stored posting stands
+                else:
+                    del group[raw]
+        else:  # the stored postings go at flush, with any new ones of the same terms
+            gone[raw] = frozenset(doc.terms)
+            for term in doc.terms:
+                pending.setdefault(term, {})[raw] = None
+                self._delta[term] -= 1
+        if not held_doc:
+            self.txn.delete(key)
+        self._documents -= 1
+        self._total -= doc.length
+        self._postings -= len(doc.terms)
+        return True
+
+    def _spill(self, term: str) -> None:
+        """Move a term's new postings from ``_fresh`` into ``_pending``."""
+        group = self._pending.setdefault(term, {})
+        group.update(fresh_changes(self._fresh.pop(term)))
+
+    def flush(self) -> None:
+        """Write the held-back postings, the changed document frequencies and the statistics."""
+        txn = self.txn
+        delta = self._delta
+        pending, fresh = self._pending, self._fresh
+        for term in [t for t in fresh if t in pending]:
+            self._spill(term)
+        # the new postings count in (a term whose postings were all removed again is touched)
+        for term, group in pending.items():
+            added = len(group)
+            if self._gone and None in group.values():
+                added -= sum(v is None for v in group.values())
+            delta[term] += added
+        for term, records in fresh.items():
+            delta[term] += len(records) // ENTRY
+        if self._docs:
+            txn.put_many(self._docs.items())
+            self._docs.clear()
+        blocks: list[tuple[bytes, bytes]] = []
+        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = [
+            (t, g) for t, g in pending.items() if g
+        ]
+        changes += fresh.items()
+        changes.sort(key=itemgetter(0))
+        apply_many(txn, changes, blocks)
+        pending.clear()
+        fresh.clear()
+        self._gone.clear()
+        if blocks:
+            txn.put_many(blocks)
+        vocabulary = self._terms
+        puts: list[tuple[bytes, bytes]] = []
+        cursor = getattr(txn, "cursor", None)
+        if _USE_SPEEDUPS and cursor is not None and delta:
+            # every touched entry is read (and checked), even one whose count did not change
+            got = _sp.df_updates(cursor(), [(lex_term_key(t), delta[t]) for t in sorted(delta)])
+            if got is not None:  # else the loop below says what is wrong
+                puts, deletes, added, removed = got
+                for key in deletes:
+                    txn.delete(key)
+                vocabulary += added - removed
+                delta.clear()
+        prefetch = getattr(txn, "prefetch", None)
+        if prefetch is not None and delta:  # an engine across a network: one round trip
+            prefetch([lex_term_key(t) for t in delta])
+        for term in sorted(delta):
+            key = lex_term_key(term)
+            raw = txn.get(key)
+            before = 0 if raw is None else _df(key, raw)
+            n = before + delta[term]
+            if n == before:
+                continue
+            if n < 0:
+                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
+            if n == 0:
+                txn.delete(key)
+                vocabulary -= 1
+            else:
+                puts.append((key, _df_value(n)))
+                vocabulary += before == 0
+        if puts:
+            txn.put_many(puts)
+        delta.clear()
+        self._terms = vocabulary
+        stats = LexStats(
+            documents=self._documents,
+            total_length=self._total,
+            terms=vocabulary,
+            postings=self._postings,
+        )
+        txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
+
+
+def search(
+    txn: ReadTxn,
+    query: str,
+    *,
+    limit: int,
+    allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+) -> list[tuple[MemoryId, float]]:
+    """The ``limit`` best memories for ``query`` by BM25, best first, ties by id ascending.
+
+    Each distinct query term counts once. Posting lists that cannot change the result are
+    skipped or only probed (MaxScore), which gives exactly the ranking of a full evaluation.
+
+    Args:
+        txn: a read (or write) transaction of the store.
+        query: free text; its ``query_terms`` (stemmed like the documents, function words
+            left out) are searched.
+        limit: how many results at most (>= 1).
+        allow: only memories this accepts are ranked: a predicate, or a collection of ids.
+
+    Returns:
+        ``(id, score)`` pairs, at most ``limit``; empty when no term of the query is indexed.
+
+    Raises:
+        IntegrityError: an index record is damaged.
+    """
+    if limit < 1:
+        return []
+    terms = query_terms(query)
+    load = getattr(txn, "preload", None)
+    if load is not None:  # an engine with round trips: the stats and every term in one
+        load([STATS_KEY, *(lex_term_key(t) for t in terms)])
+    stats = read_stats(txn)
+    n = stats.documents
+    if n == 0:
+        return []
+    avgdl = stats.total_length / n
+    # (upper bound, term, idf, df) of every indexed query term, rarest first
+    plan: list[tuple[float, str, float, int]] = []
+    for term in terms:
+        key = lex_term_key(term)
+        raw = txn.get(key)
+        if raw is None:
+            continue
+        df = _df(key, raw)
+        w = idf(n, df)
+        plan.append((w * (K1 + 1.0) * (1.0 + _SLACK), term, w, df))
+    if not plan:
+        return []
+    plan.sort(key=lambda p: (-p[0], p[1].encode("utf-8")))
+    rest = [0.0] * (len(plan) + 1)
+    for i in range(len(plan) - 1, -1, -1):
+        rest[i] = rest[i + 1] + plan[i][0]
+
+    k1, b = K1, B
+    norm_a, norm_b = k1 * (1.0 - b), k1 * b / avgdl if avgdl else 0.0
+
+    # A posting's tail (its 8 bytes after the id) is its tf and length, so its BM25 factor is
+    # memoised by those bytes: the many postings sharing (tf, length) cost one dict lookup.
+    memo: dict[bytes, float] = {}
+
+    def factor(tail: bytes) -> float:
+        f = memo.get(tail)
+        if f is None:
+            tf = int.from_bytes(tail[:4], "big")
+            length = int.from_bytes(tail[4:], "big")
+            f = memo[tail] = tf * (k1 + 1.0) / (tf + norm_a + norm_b * length)
+        return f
+
+    scores: dict[bytes, float] = {}
+    allowed: Callable[[bytes], bool] | None = None
+    if allow is None:
+        pass
+    elif callable(allow):
+        verdicts: dict[bytes, bool] = {}
+
+        def allowed(raw: bytes) -> bool:
+            v = verdicts.get(raw)
+            if v is None:
+                v = verdicts[raw] = bool(allow(MemoryId(raw)))
+            return v
+    else:
+        ids = {m.bytes for m in allow}
+        if len(ids) * len(plan) < sum(p[3] for p in plan):
+            # a small allow-list: probe its members instead of scanning the lists
+            for raw in sorted(ids):
+                total, hit = 0.0, False
+                for _, term, w, _ in plan:
+                    tail = find(txn, posting_prefix(term), raw)
+                    if tail is not None:
+                        total += w * factor(tail)
+                        hit = True
+                if hit:
+                    scores[raw] = total
+            return _top(scores, limit)
+        allowed = ids.__contains__
+
+    theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
+    for i, (_, term, w, df) in enumerate(plan):
+        prefix = posting_prefix(term)
+        if rest[i] < theta:
+            # no memory outside the candidates can reach the top any more: drop candidates that
+            # cannot either, and only update the rest
+            scores = {k: s for k, s in scores.items() if s + rest[i] >= theta}
+            if len(scores) * 4 < df:
+                for raw in list(scores):
+                    tail = find(txn, prefix, raw)
+                    if tail is not None:
+                        scores[raw] += w * factor(tail)
+            else:
+                for raw, tail in term_entries(txn, prefix):
+                    if raw in scores:
+                        f = memo.get(tail)
+                        scores[raw] += w * (f if f is not None else factor(tail))
+        elif allowed is None:
+            get = scores.get
+            for raw, tail in term_entries(txn, prefix):
+                f = memo.get(tail)
+                scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
+        else:
+            for raw, tail in term_entries(txn, prefix):
+                s = scores.get(raw)
+                if s is None:
+                    if not allowed(raw):
+                        continue
+                    s = 0.0
+                f = memo.get(tail)
+                scores[raw] = s + w * (f if f is not None else factor(tail))
+        if len(scores) >= limit:
+            theta = heapq.nlargest(limit, scores.values())[-1]
+    return _top(scores, limit)
+
+
+def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
+    best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [(MemoryId(raw), s) for raw, s in best]
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification
+
+
+def check(
+    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+) -> tuple[list[tuple[str, str]], LexStats]:
+    """Compare the index with what the live memories imply, both ways.
+
+    Memory stays proportional to the memories and the vocabulary, not to the postings: the
+    postings are first compared by count and an order-independent digest, and only when those
+    disagree are they diffed one by one (rendering every memory a second time) to name them.
+
+    Args:
+        txn: a read transaction.
+        live: every live (not tombstoned) memory: its type, current version and data bytes.
+
+    Returns:
+        ``(problems, actual)``: ``(record, what is wrong)`` pairs and the statistics found.
+    """
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    want_df: Counter[str] = Counter()
+    documents = total = postings = digest = 0
+    for mid, terms in _analyzed(live):
+        tfs = Counter(terms)
+        length = len(terms)
+        documents += 1
+        total += length
+        postings += len(tfs)
+        want_df.update(tfs.keys())
+        raw = mid.bytes
+        for term, tf in tfs.items():
+            digest += hash((term, raw, tf, length))
+        want = LexDoc(
+            version=live[mid][1],
+            length=length,
+            terms=tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))),
+        )
+        key = lex_doc_key(mid)
+        value = txn.get(key)
+        if value is None:
+            add((show_key(key), "missing for a live memory"))
+            continue
+        try:
+            doc: LexDoc = DOC_CODEC.decode(unseal(key, value), show_key(key))
+        except (IntegrityError, CodecError) as exc:
+            add((show_key(key), str(exc)))
+            continue
+        if doc != want:
+            add(
+                (
+                    show_key(key),
+                    f"holds version {doc.version}, length {doc.length} and its terms, "
+                    f"where the memory implies version {want.version}, length {want.length}",
+                )
+            )
+    for key in txn.keys(LEX_DOC):
+        try:
+            indexed = parse_lex_doc_key(key) in live
+        except CodecError as exc:
+            add((key.hex(), str(exc)))
+            continue
+        if not indexed:
+            add((show_key(key), "indexes a memory that is missing or tombstoned"))
+    want_stats = LexStats(
+        documents=documents, total_length=total, terms=len(want_df), postings=postings
+    )
+    if _posting_digest(txn) != (postings, digest & _MASK64):
+        problems.extend(_posting_problems(txn, live))
+    for key, value in txn.scan(LEX_TERM):
+        name = show_key(key)
+        try:
+            term = parse_lex_term_key(key)
+            df = _df(key, value)
+        except (IntegrityError, CodecError) as exc:
+            add((name, str(exc)))
+            continue
+        expected_df = want_df.pop(term, 0)
+        if df != expected_df:
+            add((name, f"document frequency {df}, expected {expected_df}"))
+    for term in sorted(want_df, key=lambda t: t.encode("utf-8")):
+        add((f"lex/t/{term}", "missing"))
+    try:
+        stats = read_stats(txn)
+    except IntegrityError as exc:
+        add(("meta/lexical", str(exc)))
+        stats = LexStats()
+    else:
+        if stats != want_stats:
+            add(("meta/lexical", f"holds {stats}, the live memories imply {want_stats}"))
+    return problems, stats
+
+
+_MASK64: Final = (1 << 64) - 1
+
+
+def _analyzed(
+    live: dict[MemoryId, tuple[MemoryType, int, bytes]],
+) -> Iterable[tuple[MemoryId, list[str]]]:
+    for mid, (mtype, _, data) in live.items():
+        try:
+            yield mid, analyze(decode_data_trusted(mtype, data), is_canonical=True)
+        except CodecError:
+            continue  # the store's own checks report undecodable data
+
+
+def _blocks(
+    txn: ReadTxn,
+) -> Iterator[tuple[bytes, str | None, list[tuple[bytes, int, int]] | str]]:
+    """Every posting block: ``(key, term, postings)``, or ``(key, term, what is wrong)``.
+
+    Checks each block (``block_entries``) and the order of the blocks of a term: each begins
+    after the previous one's last posting. ``term`` is None when the key is malformed.
+    """
+    last_term: str | None = None
+    last_id = b""
+    for key, value in txn.scan(LEX_POSTING):
+        try:
+            term = parse_posting_key(key)[0]
+        except CodecError as exc:
+            yield key, None, str(exc)
+            continue
+        try:
+            entries = block_entries(key, value)
+        except IntegrityError as exc:
+            yield key, term, str(exc)
+            continue
+        if term == last_term and entries[0][0] <= last_id:
+            yield key, term, "overlaps the block before it"
+            continue
+        last_term, last_id = term, entries[-1][0]
+        yield key, term, entries
+
+
+def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
+    """``(count, digest)`` of the postings, or ``None`` when a block is malformed."""
+    count = digest = 0
+    for _, term, entries in _blocks(txn):
+        if isinstance(entries, str):
+            return None
+        count += len(entries)
+        for raw, tf, length in entries:
+            digest += hash((term, raw, tf, length))
+    return count, digest & _MASK64
+
+
+def _posting_problems(
+    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+) -> list[tuple[str, str]]:
+    """Every damaged block, and every posting missing, extra or wrong (the slow, exact diff).
+
+    A posting is named ``lex/p/<term>/<id>``.
+    """
+    problems: list[tuple[str, str]] = []
+    add = problems.append
+    want: dict[bytes, tuple[int, int]] = {}
+    for mid, terms in _analyzed(live):
+        tfs = Counter(terms)
+        for term, tf in tfs.items():
+            want[posting_prefix(term) + mid.bytes] = (tf, len(terms))
+    blocks = list(_blocks(txn))
+    for i, (key, block_term, entries) in enumerate(blocks):
+        if block_term is None or isinstance(entries, str):
+            add((show_key(key) if block_term is not None else key.hex(), str(entries)))
+            if block_term is not None:
+                # the postings this block should hold are not named again one by one: the ids
+                # from its key to the next block's of the term
+                held = posting_prefix(block_term)
+                following = blocks[i + 1][0] if i + 1 < len(blocks) else b""
+                end = following if following.startswith(held) else None
+                for k in [k for k in want if k.startswith(held) and k >= key]:
+                    if end is None or k < end:
+                        del want[k]
+            continue
+        prefix = posting_prefix(block_term)
+        for raw, tf, length in entries:
+            k = prefix + raw
+            name = show_key(k)
+            expected = want.pop(k, None)
+            if expected is None:
+                add((name, "posting of no live memory or of a term it does not hold"))
+            elif (tf, length) != expected:
+                add(
+                    (
+                        name,
+                        f"holds tf={tf} length={length}, expected tf={expected[0]} "
+                        f"length={expected[1]}",
+                    )
+                )
+    for k in sorted(want):
+        add((show_key(k), "posting missing"))
+    return problems
+
+
+def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
+    """Live memories indexed with exactly these terms (the candidates of an exact duplicate).
+
+    Reads only the posting list of the rarest term, keeping the documents of the same length
+    and the same count of that term; an exact duplicate is always among them.
+    """
+    if not terms:
+        return []
+    counts: dict[str, int] = {}
+    for t in terms:
+        counts[t] = counts.get(t, 0) + 1
+    rarest: tuple[int, str] | None = None
+    for t in counts:
+        raw = txn.get(lex_term_key(t))
+        if raw is None:
+            return []  # a term no live memory holds: nothing is the same
+        df = _df(lex_term_key(t), raw)
+        if rarest is None or df < rarest[0]:
+            rarest = (df, t)
+    assert rarest is not None
+    term = rarest[1]
+    want = entry_tail(counts[term], len(terms))
+    return [MemoryId(raw) for raw, tail in term_entries(txn, posting_prefix(term)) if tail == want]

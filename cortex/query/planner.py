@@ -1,0 +1,920 @@
+"""The query executor: walks the chosen index in one snapshot; filters, orders, trims, renders.
+
+Index orders the executor relies on: ``idx/type``, ``idx/tag`` and (for a frame pattern with a
+reference) ``idx/frame`` keys sort by created time then id, so "newest first" streams straight
+off a reverse scan and stops after ``limit`` accepted results, whatever the store's size; other
+orders, and frame patterns without a reference, read every candidate the index yields and sort
+them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from cortex.engine.store import (
+    EDGE_CODEC,
+    EdgeRecord,
+    Memory,
+    Store,
+    _trusted,
+    check_edge_neighbours,
+)
+from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
+from cortex.index.text import fold, tokenize
+from cortex.model.codec import decode_data_trusted, to_micros
+from cortex.model.enums import DecayClass, EdgeType, MemoryType
+from cortex.model.forms import count_tokens
+from cortex.model.ids import MemoryId, Uri
+from cortex.model.records import Data, Head, Version
+from cortex.query.language import (
+    Form,
+    Fusion,
+    Hit,
+    Plan,
+    Result,
+    _Row,
+    fuse,
+    in_window,
+    own_time,
+    render_form,
+    trim_to_budget,
+)
+from cortex.query.rerank import (
+    CONTEXT_GAP,
+    CONTEXT_SCAN,
+    CONTEXT_SOURCES,
+    combine,
+    context_scores,
+    entity_names,
+    names_any,
+)
+from cortex.rules.salience import SALIENCE_STATE, SalienceState, Weights, salience
+from cortex.rules.scope import Reader
+from cortex.rules.sensitivity import gate
+from cortex.storage.keys import (
+    EDGE_FROM,
+    EDGE_TO,
+    IDX_FRAME,
+    IDX_TYPE,
+    frame_prefix,
+    head_key,
+    obj_hash,
+    parse_edge_key,
+    salience_key,
+    sens_key,
+    tag_prefix,
+    type_key,
+    version_key,
+    version_prefix,
+)
+from cortex.storage.kv import ReadTxn
+
+__all__ = [
+    "Candidate",
+    "Executor",
+    "TextSearch",
+    "VectorSearch",
+    "memory_of",
+    "read_state",
+    "result",
+    "to_hits",
+]
+
+_U64: Final = 8
+_ID: Final = 16
+_MAX_ID: Final = b"\xff" * 16
+
+TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
+"""``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
+VectorSearch = Callable[[ReadTxn, Any, int], list[tuple[MemoryId, float]]]
+"""``(txn, query vector or text, n) -> [(id, cosine)]`` best first."""
+
+
+class Candidate:
+    """An accepted memory on its way to becoming a hit."""
+
+    __slots__ = ("hop", "memory", "ranks", "relevance", "row", "salience", "scores")
+
+    def __init__(self, row: _Row) -> None:
+        self.row = row
+        self.memory: Memory | None = None
+        self.salience = 0.0
+        self.relevance = 0.0
+        self.hop: int | None = None
+        self.ranks: dict[str, int] = {}
+        self.scores: dict[str, float] = {}
+
+    @property
+    def id(self) -> MemoryId:
+        """The candidate's memory id."""
+        return self.row.head.id
+
+
+class Executor:
+    """Runs one plan against one read snapshot."""
+
+    def __init__(
+        self,
+        store: Store,
+        txn: ReadTxn,
+        plan: Plan,
+        now: datetime,
+        *,
+        reader: Reader,
+        decay: dict[MemoryType, DecayClass],
+        weights: Weights,
+        text_search: TextSearch | None = None,
+        vector_search: VectorSearch | None = None,
+        salience_blend: float = 0.2,
+        fusion: Fusion | None = None,
+    ) -> None:
+        self.store = store
+        self.txn = txn
+        self.plan = plan
+        self.now = now
+        self.now_us = to_micros(now)
+        self.reader = reader
+        self.owner = store.owner
+        # the reader's clearance (``specs/sensitivity.md``): None for the owner, who reads no
+        # sens/ entry at all
+        self.gate = gate(txn, reader, self.owner)
+        self.decay = decay
+        self.weights = weights
+        self.text_search = text_search
+        self.vector_search = vector_search
+        self.salience_blend = salience_blend
+        self.fusion = fusion or Fusion()
+        # rows the reader may see, by id, read once per query (``_seen_row``)
+        self._seen: dict[MemoryId, _Row | None] = {}
+        # the time a query looks at: as_of when given, else now
+        self.at_us = plan.as_of if plan.as_of is not None else self.now_us
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def head(self, mid: MemoryId) -> Head | None:
+        """The head of ``mid``, or ``None`` when there is none."""
+        try:
+            return self.store._head(self.txn, mid)
+        except NotFoundError:
+            return None
+
+    def visible(self, head: Head) -> bool:
+        """Visibility and liveness (tombstones, creation after ``as_of``)."""
+        p = self.plan
+        if p.as_of is not None and to_micros(head.created_at) > p.as_of:
+            return False
+        if (
+            head.tombstone is not None
+            and not p.include_tombstoned
+            and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
+        ):
+            return False
+        return self.reader.can_see(head, self.owner, self.now) and (
+            self.gate is None or self.gate.memory(head.id)
+        )
+
+    def version_for(self, head: Head) -> Version | None:
+        """The version the query sees: the current one, or the one current at ``as_of``."""
+        p = self.plan
+        if p.as_of is None:
+            return self.store._version(self.txn, head.id, head.current_version)
+        for key, raw in self.txn.scan(version_prefix(head.id), reverse=True):
+            v = self.store._checked_version(key, raw)
+            if to_micros(v.created_at) > p.as_of:
+                continue
+            if v.valid_from is not None and to_micros(v.valid_from) > p.as_of:
+                continue
+            if v.valid_until is not None and to_micros(v.valid_until) <= p.as_of:
+                continue
+            return v
+        return None
+
+    def preload(self, mids: Sequence[MemoryId]) -> None:
+        """Read what accepting ``mids`` will read, in two round trips where reads have them.
+
+        An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
+        reads in place, and nothing happens.
+
+        Heads, use counters, sensitivity entries and the ``supersedes`` edges to each memory
+        first; then the versions the query sees and the heads of their superseders.
+        """
+        load = getattr(self.txn, "preload", None)
+        if load is None or not mids:
+            return
+        keys = [head_key(m) for m in mids] + [salience_key(m) for m in mids]
+        if self.gate is not None:
+            keys += [sens_key(m) for m in mids]
+        into = bytes((EdgeType.SUPERSEDES,))
+        load(keys, [EDGE_TO + m.bytes + into for m in mids])
+        more: list[bytes] = []
+        prefixes: list[bytes] = []
+        for m in mids:
+            head = self.head(m)
+            if head is None:
+                continue
+            if self.plan.as_of is None:
+                more.append(version_key(m, head.current_version))
+            else:
+                prefixes.append(version_prefix(m))
+            for key, _ in self.txn.scan(EDGE_TO + m.bytes + into):  # loaded: no query
+                more.append(head_key(MemoryId(key[-16:])))
+        load(more, prefixes)
+
+    def accept(self, mid: MemoryId, head: Head | None = None) -> _Row | None:
+        """The row of ``mid`` when it passes every filter of the plan, else ``None``."""
+        p = self.plan
+        if head is None:
+            head = self.head(mid)
+            if head is None:
+                return None
+        if p.types and head.type not in p.types:
+            return None
+        if not self.visible(head):
+            return None
+        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+            return None
+        if p.tags and not all(t in head.tags for t in p.tags):
+            return None
+        if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
+            return None
+        version = self.version_for(head)
+        if version is None:
+            return None
+        if (
+            not p.include_expired
+            and version.expires_at is not None
+            and to_micros(version.expires_at) <= self.at_us
+        ):
+            return None
+        row = _Row(head, version, lambda: _decode(version))
+        if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
+            return None
+        if p.where is not None and not p.where(row):
+            return None
+        return row
+
+    def state(self, mid: MemoryId) -> SalienceState:
+        """The use counters of ``mid`` (all zero when never used)."""
+        return read_state(self.txn, mid)
+
+    def salience_of(self, row: _Row, vector: float | None = None) -> float:
+        """The salience of an accepted row now."""
+        return salience(
+            row.head,
+            self.state(row.head.id),
+            self.now,
+            decay=self.decay[row.head.type],
+            weights=self.weights,
+            vector=vector,
+        )
+
+    # -- index scans --------------------------------------------------------------------------
+
+    def created_scan(self, prefix: bytes, descending: bool) -> Iterator[tuple[int, MemoryId]]:
+        """``(created_us, id)`` under an index keyed ``prefix u64(created) id16``.
+
+        In created order (newest first when ``descending``), ties by id ascending, inside the
+        plan's created-time window and ``as_of``.
+        """
+        p = self.plan
+        lo: int | None = None
+        hi: int | None = None  # exclusive
+        if p.window is not None and p.window_on == "created":
+            lo, hi = p.window
+        if p.as_of is not None:
+            hi = p.as_of + 1 if hi is None else min(hi, p.as_of + 1)
+        n = len(prefix)
+        if not descending:
+            start = prefix + lo.to_bytes(_U64, "big") if lo is not None else None
+            for key in self.txn.keys(prefix, start=start):
+                created = int.from_bytes(key[n : n + _U64], "big")
+                if hi is not None and created >= hi:
+                    return
+                yield created, MemoryId._trusted(key[n + _U64 :])
+            return
+        # Newest first with ties by id ascending: find the next lower created time with one
+        # reverse seek, then read that time's ids forward (write_many gives a whole batch one
+        # time, so buffering a run in reverse would read all of it before the first result).
+        top = hi - 1 if hi is not None else None
+        while top is None or top >= 0:
+            seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
+            last = next(self.txn.keys(prefix, start=seek, reverse=True), None)
+            if last is None:
+                return
+            created = int.from_bytes(last[n : n + _U64], "big")
+            if lo is not None and created < lo:
+                return
+            run = prefix + last[n : n + _U64]
+            for k in self.txn.keys(run):
+                yield created, MemoryId._trusted(k[n + _U64 :])
+            top = created - 1
+
+    def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
+        streams = [
+            self.created_scan(IDX_TYPE + bytes((t,)), descending) for t in sorted(self.plan.types)
+        ]
+        if len(streams) == 1:
+            merged: Iterator[tuple[int, MemoryId]] = streams[0]
+        else:
+            # newest first (or oldest first) across types; ties by id ascending
+            sign = -1 if descending else 1
+            merged = heapq.merge(*streams, key=lambda e: (sign * e[0], e[1].bytes))
+        for _, mid in merged:
+            yield mid
+
+    def ids_of_type(self, t: MemoryType) -> Iterator[MemoryId]:
+        """Ids of one type, newest first (inside the plan's created window and as_of)."""
+        for _, mid in self.created_scan(IDX_TYPE + bytes((t,)), True):
+            yield mid
+
+    def _tag_ids(self, descending: bool) -> Iterator[MemoryId]:
+        """Ids carrying every tag and full frame pattern (and of one of the types), by created time.
+
+        One tag or pattern alone is a plain scan. Several, or any with types, are intersected by
+        a leapfrog join over the (created, id) order the tag, frame and type indexes share: each
+        index seeks to the next key at or past the others' current key, so the work follows the
+        smallest of them instead of the first one's size. Patterns without a reference are
+        left to the filters.
+        """
+        p = self.plan
+        full = {
+            frame_prefix(f.verb, f.obj_kind, f.obj_ref): None
+            for f in p.frames
+            if f.obj_kind is not None and f.obj_ref is not None
+        }
+        groups = [[prefix] for prefix in full]
+        # a tag's entries sit under one prefix per type (format 4): the types of the query, or
+        # all of them, so tags with types need no separate type index in the join
+        types = sorted(p.types) if p.types else list(MemoryType)
+        groups += [[tag_prefix(t, ty) for ty in types] for t in dict.fromkeys(p.tags)]
+        if p.types and not p.tags:
+            groups.append([IDX_TYPE + bytes((t,)) for t in types])
+        if len(groups) == 1:
+            scans = [self.created_scan(prefix, descending) for prefix in groups[0]]
+            sign = -1 if descending else 1
+            merged = (
+                scans[0]
+                if len(scans) == 1
+                else heapq.merge(*scans, key=lambda e: (sign * e[0], e[1].bytes))
+            )
+            for _, mid in merged:
+                yield mid
+            return
+        lo, hi = self._created_bounds()
+        for raw in _leapfrog(self.txn, groups, descending, lo, hi):
+            yield MemoryId._trusted(raw[_U64:])
+
+    def _full_pattern(self) -> bool:
+        """Whether some frame pattern names a reference (its index keys are in created order)."""
+        return any(f.obj_kind is not None and f.obj_ref is not None for f in self.plan.frames)
+
+    def _created_bounds(self) -> tuple[int | None, int | None]:
+        """The created-time range ``[lo, hi)`` the index scans may skip to."""
+        p = self.plan
+        lo: int | None = None
+        hi: int | None = None
+        if p.window is not None and p.window_on == "created":
+            lo, hi = p.window
+        if p.as_of is not None:
+            hi = p.as_of + 1 if hi is None else min(hi, p.as_of + 1)
+        return lo, hi
+
+    def _frame_ids(self) -> Iterator[MemoryId]:
+        """Ids under the first frame pattern with a reference (else the first), in no order."""
+        frames = self.plan.frames
+        f = next((f for f in frames if f.obj_ref is not None), frames[0])
+        prefix = IDX_FRAME + bytes((f.verb,))
+        if f.obj_kind is not None:
+            prefix += bytes((f.obj_kind,))
+            if f.obj_ref is not None:
+                prefix += obj_hash(f.obj_ref)
+        seen: set[bytes] = set()
+        for key in self.txn.keys(prefix):
+            raw = key[-_ID:]
+            if raw not in seen:  # a verb-only pattern meets a memory once per matching frame
+                seen.add(raw)
+                yield MemoryId._trusted(raw)
+
+    def _walk(self) -> Iterator[tuple[MemoryId, int]]:
+        """Breadth-first from ``from_``: ``(id, hops)`` by shortest path, each id once."""
+        p = self.plan
+        follow = p.follow
+        assert follow is not None
+        prefixes = []
+        if follow.direction in ("out", "both"):
+            prefixes.append((EDGE_FROM, True))
+        if follow.direction in ("in", "both"):
+            prefixes.append((EDGE_TO, False))
+        frontier: list[MemoryId] = []
+        seen: set[MemoryId] = set()
+        for mid in p.from_:
+            head = self.head(mid)
+            if (
+                head is None
+                or not self.reader.can_see(head, self.owner, self.now)
+                or (self.gate is not None and not self.gate.memory(mid))
+                or (p.as_of is not None and to_micros(head.created_at) > p.as_of)
+            ):
+                raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing
+            if mid not in seen:
+                seen.add(mid)
+                frontier.append(mid)
+        hop = 0
+        while frontier:
+            if hop >= follow.min_hops:
+                for mid in sorted(frontier, key=lambda m: m.bytes):
+                    yield mid, hop
+            if hop == follow.max_hops:
+                return
+            nxt: set[MemoryId] = set()
+            for mid in frontier:
+                head = self.head(mid)
+                if head is None or not self._passable(head):
+                    continue
+                for base, outgoing in prefixes:
+                    check_edge_neighbours(self.txn, mid, base)
+                    for key, value in self.txn.scan(base + mid.bytes):
+                        s, et, d = parse_edge_key(key)
+                        if p.edge_types is not None and et not in p.edge_types:
+                            continue
+                        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                        if not self._edge_live(rec):
+                            continue
+                        other = d if outgoing else s
+                        if other not in seen:
+                            seen.add(other)
+                            nxt.add(other)
+            frontier = list(nxt)
+            hop += 1
+
+    def _passable(self, head: Head) -> bool:
+        """Whether a walk may go on through ``head``: visible, and live at the query's time."""
+        return self.visible(head)
+
+    def _edge_live(self, rec: EdgeRecord) -> bool:
+        """Whether an edge is followed: not removed (with ``as_of``: existing then)."""
+        p = self.plan
+        if p.as_of is None:
+            return rec.removed_at is None
+        if to_micros(rec.created_at) > p.as_of:
+            return False
+        return rec.removed_at is None or to_micros(rec.removed_at) > p.as_of
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self) -> tuple[list[Candidate], list[Candidate]]:
+        """The hits in order and the candidates the budget dropped."""
+        p = self.plan
+        want = None if p.limit is None else p.offset + p.limit
+        streaming = p.order_by == "created" and (
+            p.start in ("type", "tag") or (p.start == "frame" and self._full_pattern())
+        )
+        if p.start == "walk":
+            cands = self._from_walk()
+        elif p.start in ("text", "vector"):
+            cands = self._from_search(want)
+        elif streaming:
+            # a frame start here has a full pattern: it joins like a tag
+            ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
+            cands = []
+            size = max(8, want or 0)
+            while want is None or len(cands) < want:
+                chunk = list(itertools.islice(ids, size))
+                if not chunk:
+                    break
+                self.preload(chunk)
+                for mid in chunk:
+                    row = self.accept(mid)
+                    if row is not None:
+                        cands.append(Candidate(row))
+                        if want is not None and len(cands) >= want:
+                            break
+                size = min(size * 4, 512)
+        else:
+            joined = p.start == "tag" or (p.start == "frame" and self._full_pattern())
+            ids = (
+                self._tag_ids(True)
+                if joined
+                else (self._frame_ids() if p.start == "frame" else self._type_ids(True))
+            )
+            cands = []
+            it = iter(ids)
+            while chunk := list(itertools.islice(it, 512)):
+                self.preload(chunk)
+                cands += [Candidate(r) for r in (self.accept(m) for m in chunk) if r is not None]
+        for c in cands:
+            if p.start not in ("vector", "text"):
+                c.salience = self.salience_of(c.row)
+        if not streaming:
+            cands.sort(key=self._sort_key)
+        cands = cands[p.offset :]
+        if p.limit is not None:
+            cands = cands[: p.limit]
+        for c in cands:
+            c.memory = memory_of(c.row)
+        dropped: list[Candidate] = []
+        if p.budget is not None:
+            cands, dropped = trim_to_budget(
+                cands,
+                lambda c: _tokens(c, p.form),
+                lambda c: c.salience,
+                p.budget,
+            )
+        return cands, dropped
+
+    def _sort_key(self, c: Candidate) -> tuple[Any, ...]:
+        p = self.plan
+        sign = -1 if p.descending else 1
+        h = c.row.head
+        if p.order_by == "salience":
+            k: Any = c.salience
+        elif p.order_by == "created":
+            k = to_micros(h.created_at)
+        elif p.order_by == "updated":
+            k = to_micros(h.last_updated_at)
+        elif p.order_by == "importance":
+            k = h.importance
+        elif p.order_by == "hop":
+            k = c.hop or 0
+        else:
+            k = c.relevance
+        return (sign * k, h.id.bytes)
+
+    def _from_walk(self) -> list[Candidate]:
+        out = []
+        for mid, hop in self._walk():
+            row = self.accept(mid)
+            if row is not None:
+                c = Candidate(row)
+                c.hop = hop
+                out.append(c)
+        return out
+
+    def _from_search(self, want: int | None) -> list[Candidate]:
+        """Text and vector plans: over-fetch from the ranked lists until enough pass."""
+        p = self.plan
+        lists: dict[str, Callable[[int], list[tuple[MemoryId, float]]]] = {}
+        if p.text is not None:
+            if self.text_search is None:
+                raise ValidationError(
+                    "text", "unavailable", "this store has no lexical index; run cortex migrate"
+                )
+            text_search = self.text_search
+            lists["lexical"] = lambda n: text_search(self.txn, p.text or "", n)
+        vec_query = p.near_vector if p.near_vector is not None else (p.near or p.text)
+        if (p.near is not None or p.near_vector is not None or p.text is not None) and (
+            self.vector_search is not None
+        ):
+            vector_search = self.vector_search
+            lists["vector"] = lambda n: vector_search(self.txn, vec_query, n)
+        elif p.near is not None or p.near_vector is not None:
+            raise ValidationError(
+                "near",
+                "unavailable",
+                "vector search needs an embedder: Cortex.open(..., embedder=…)",
+            )
+        n = max(32, 4 * (want or 0))
+        while True:
+            ranked = {name: fn(n) for name, fn in lists.items()}
+            exhausted = all(len(r) < n for r in ranked.values())
+            fused = (
+                fuse(ranked, self.fusion)
+                if len(ranked) > 1
+                else [
+                    (mid, s, {name: i}, {name: s})
+                    for name, r in ranked.items()
+                    for i, (mid, s) in enumerate(r, start=1)
+                ]
+            )
+            out = []
+            self.preload([mid for mid, _, _, _ in fused])
+            for mid, score, ranks, scores in fused:
+                row = self.accept(mid)
+                if row is None:
+                    continue
+                c = Candidate(row)
+                c.ranks = dict(ranks)
+                c.scores = dict(scores)
+                # the cosine counts (salience's V) among the vector list's first ``depth`` only,
+                # like the list itself: a deeper fetch does not change a memory's relevance
+                vec = scores.get("vector") if ranks.get("vector", 0) <= self.fusion.depth else None
+                c.salience = self.salience_of(row, vector=vec)
+                c.relevance = self._blend(score, c.salience, len(ranked))
+                if len(ranked) > 1:
+                    c.ranks["fused"] = 0
+                    c.scores["fused"] = score
+                out.append(c)
+            if exhausted or (want is not None and len(out) >= want):
+                break
+            n *= 4
+        f = self.fusion
+        if p.text is not None and (f.context_weight > 0 or f.entity_weight > 0):
+            out = self._rerank(out, ranked, fused)
+        out.sort(key=lambda c: (-c.relevance, c.id.bytes))
+        if "fused" in (out[0].ranks if out else {}):
+            for i, c in enumerate(out, start=1):
+                c.ranks["fused"] = i
+        return out
+
+    def _rerank(
+        self,
+        cands: list[Candidate],
+        ranked: dict[str, list[tuple[MemoryId, float]]],
+        fused: list[tuple[MemoryId, float, dict[str, int], dict[str, float]]],
+    ) -> list[Candidate]:
+        """A text query's context and entity terms (``rerank``, ``specs/query.md`` §1.9).
+
+        The base of a memory is its fused score, or with one list its score over the list's
+        best. Only the first ``depth`` of each list lend context or count a named entity, and
+        they do whether or not they pass the query's filters (only what the reader may see
+        counts), so, as for fusion, a memory's score depends neither on how deep the lists
+        were fetched nor on the filters: a filtered query keeps the unfiltered order of what
+        passes. Neighbours no list returned join the candidates with their context alone, when
+        they pass the filters.
+        """
+        f = self.fusion
+        p = self.plan
+        many = len(ranked) > 1
+        (name, items), *_ = ranked.items()
+        hi = items[0][1] if items else 0.0
+        q_tokens = tokenize(fold(p.text or ""))
+
+        def base_of(score: float, scores: dict[str, float]) -> float:
+            b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
+            return min(1.0, max(0.0, b))
+
+        within = {m for r in ranked.values() for m, _ in r[: f.depth]}
+        self._seen.update((c.id, c.row) for c in cands)  # accepted rows are seen rows
+        base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
+        rows: dict[MemoryId, _Row] = {}
+        named: set[MemoryId] = set()
+        for mid, score, _, scores in fused:
+            if mid not in within:
+                continue
+            row = self._seen_row(mid)
+            if row is None:
+                continue
+            base[mid] = b = base_of(score, scores)
+            rows[mid] = row
+            if f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data)):
+                named.add(mid)
+        cw, ew = f.context_weight, f.entity_weight
+        own = {m: combine(b, m in named, 0.0, cw, ew) for m, b in base.items()}
+        by_id = {c.id: c for c in cands}
+        links: dict[MemoryId, list[MemoryId]] = {}
+        if f.context > 0 and f.context_weight > 0:
+            best = sorted(own, key=lambda m: (-own[m], m.bytes))[:CONTEXT_SOURCES]
+            for mid in best:
+                if own[mid] <= 0 or rows[mid].head.type != MemoryType.EVENT:
+                    continue
+                links[mid] = [r.head.id for r in self._neighbours(rows[mid], f.context)]
+                for nid in links[mid]:
+                    if nid in by_id:
+                        continue
+                    row = self._seen_row(nid)
+                    if row is not None and self._passes(row):
+                        c = Candidate(row)
+                        c.salience = self.salience_of(row)
+                        if many:
+                            c.ranks["fused"] = 0
+                        by_id[nid] = c
+                        cands.append(c)
+        context = context_scores({m: own[m] for m in links}, links)
+        for c in cands:
+            ctx = context.get(c.id, 0.0)
+            if ctx <= 0 and c.id not in named:
+                continue  # no term applies: the relevance stays as fusion left it
+            if ctx > 0:
+                c.scores["context"] = ctx
+            if c.id in named:
+                c.scores["entity"] = f.entity_weight
+            b = base.get(c.id, base_of(c.scores.get("fused", 0.0), c.scores))
+            score = combine(b, c.id in named, ctx, f.context_weight, f.entity_weight)
+            # one list: back on its own scale (its raw score plus the terms times its best)
+            c.relevance = self._blend(score, c.salience, 2) if many else hi * score
+        return cands
+
+    def _passes(self, row: _Row) -> bool:
+        """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""
+        p = self.plan
+        head = row.head
+        if p.types and head.type not in p.types:
+            return False
+        if p.tags and not all(t in head.tags for t in p.tags):
+            return False
+        if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
+            return False
+        if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
+            return False
+        return p.where is None or bool(p.where(row))
+
+    def _seen_row(self, mid: MemoryId) -> _Row | None:
+        """The row of ``mid`` when the reader may see it, whatever the query's filters."""
+        if mid in self._seen:
+            return self._seen[mid]
+        row = self._seen[mid] = self._read_seen(mid)
+        return row
+
+    def _read_seen(self, mid: MemoryId) -> _Row | None:
+        p = self.plan
+        head = self.head(mid)
+        if head is None or not self.visible(head):
+            return None
+        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+            return None
+        version = self.version_for(head)
+        if version is None:
+            return None
+        if (
+            not p.include_expired
+            and version.expires_at is not None
+            and to_micros(version.expires_at) <= self.at_us
+        ):
+            return None
+        return _Row(head, version, lambda: _decode(version))
+
+    def _neighbours(self, row: _Row, window: int) -> list[_Row]:
+        """The memories next to ``row`` that lend it context (``cortex.query.rerank``).
+
+        Up to ``window`` on each side in its type index (created time, then id) that the reader
+        may see (whatever the query's filters), stopping at the first whose own time is more
+        than ``CONTEXT_GAP`` from its own.
+        """
+        h = row.head
+        prefix = IDX_TYPE + bytes((h.type,))
+        key = type_key(h.type, to_micros(h.created_at), h.id)
+        at = own_time(row, "own")
+        gap = int(CONTEXT_GAP.total_seconds() * 1_000_000)
+        out: list[_Row] = []
+        for reverse in (True, False):
+            taken = read = 0
+            for k in self.txn.keys(prefix, start=key, reverse=reverse):
+                if k == key:
+                    continue
+                read += 1
+                if read > window + CONTEXT_SCAN:
+                    break
+                other = self._seen_row(MemoryId(bytes(k[-_ID:])))
+                if other is None:
+                    continue
+                if abs(own_time(other, "own") - at) > gap:
+                    break
+                out.append(other)
+                taken += 1
+                if taken == window:
+                    break
+        return out
+
+    def _blend(self, score: float, sal: float, lists: int) -> float:
+        """Relevance blended with salience: ``(1 - w) * relevance + w * salience``.
+
+        Fused scores lie in [0, 1] (``fuse`` divides by the best possible one); a single
+        list's scores are not blended (BM25 and cosine keep their own scale, so the blend
+        weight matters only for fused results).
+        """
+        w = self.salience_blend
+        if lists > 1:
+            return (1 - w) * score + w * sal
+        return score
+
+
+def _decode(v: Version) -> Data | None:
+    if v.data is None:
+        return None
+    try:
+        return decode_data_trusted(v.type, v.data)
+    except CodecError as exc:
+        raise IntegrityError(f"version {v.id}#{v.version}: {exc}") from None
+
+
+_SUFFIX: Final = _U64 + _ID
+_SUFFIX_MAX: Final = (1 << (8 * _SUFFIX)) - 1
+
+
+def _seek(txn: ReadTxn, prefixes: list[bytes], target: int, descending: bool) -> int | None:
+    """The nearest (created, id) suffix at or before (descending) / after ``target``.
+
+    Looks in every prefix of ``prefixes`` (a union) and returns the suffix as a 24-byte
+    big-endian integer; ``None`` when there is none.
+    """
+    best: int | None = None
+    for prefix in prefixes:
+        key = txn.seek(prefix, prefix + target.to_bytes(_SUFFIX, "big"), reverse=descending)
+        if key is None:
+            continue
+        x = int.from_bytes(key[len(prefix) :], "big")
+        if best is None or (x > best if descending else x < best):
+            best = x
+    return best
+
+
+def _leapfrog(
+    txn: ReadTxn, groups: list[list[bytes]], descending: bool, lo: int | None, hi: int | None
+) -> Iterator[bytes]:
+    """Suffixes (u64 created, id16) present in every group.
+
+    Created newest first (or oldest first), ties by id ascending, within ``[lo, hi)``.
+    """
+    shift = 8 * _ID
+    if descending:
+        target = _SUFFIX_MAX if hi is None else (hi << shift) - 1
+    else:
+        target = 0 if lo is None else lo << shift
+    run: list[int] = []
+    run_at = -1
+    while 0 <= target <= _SUFFIX_MAX:
+        cand = _seek(txn, groups[0], target, descending)
+        if cand is None:
+            break
+        agreed = True
+        for group in groups[1:]:
+            x = _seek(txn, group, cand, descending)
+            if x is None:
+                cand = None
+                break
+            if x != cand:
+                target, agreed = x, False
+                break
+        if cand is None:
+            break
+        if not agreed:
+            continue
+        created = cand >> shift
+        if (descending and lo is not None and created < lo) or (
+            not descending and hi is not None and created >= hi
+        ):
+            break
+        if descending and created != run_at:
+            # the join meets equal times in descending id order: emit each time's run reversed
+            yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
+            run, run_at = [], created
+        if descending:
+            run.append(cand)
+        else:
+            yield cand.to_bytes(_SUFFIX, "big")
+        target = cand - 1 if descending else cand + 1
+    yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
+
+
+_NEVER_USED: Final = SalienceState()
+
+
+def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
+    """The use counters of ``mid`` in ``sal/`` (all zero when never used)."""
+    key = salience_key(mid)
+    raw = txn.get(key)
+    if raw is None:
+        return _NEVER_USED
+    st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
+    return st
+
+
+def memory_of(row: _Row) -> Memory:
+    """The ``Memory`` of an accepted row."""
+    v = row.version
+    return Memory(uri=Uri(v.type, v.id, v.version), head=row.head, version=v, data=row.data)
+
+
+def _tokens(c: Candidate, form: Form) -> int:
+    assert c.memory is not None
+    return count_tokens(render_form(c.memory, form))
+
+
+def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list[Hit], int]:
+    """Render candidates as hits; returns the hits and their token total."""
+    hits = []
+    total = 0
+    for c in cands:
+        assert c.memory is not None
+        text = render_form(c.memory, form)
+        n = count_tokens(text)
+        total += n
+        score = c.relevance if order_by == "score" else c.salience
+        hits.append(
+            Hit(
+                memory=c.memory,
+                text=text,
+                tokens=n,
+                salience=c.salience,
+                score=score,
+                hop=c.hop,
+                ranks=c.ranks,
+                scores=c.scores,
+            )
+        )
+    return hits, total
+
+
+def result(cands: Sequence[Candidate], dropped: Sequence[Candidate], plan: Plan) -> Result:
+    """The ``Result`` of a run."""
+    hits, total = to_hits(cands, plan.form, plan.order_by)
+    return Result(
+        hits=tuple(hits),
+        tokens=total,
+        dropped=tuple(c.memory.uri for c in dropped if c.memory is not None),
+        plan=f"{plan.start} index, order by {plan.order_by}",
+    )

@@ -1,0 +1,1066 @@
+"""The ordered key-value layer under the store, and its LMDB implementation.
+
+The store speaks only this interface (get, put, delete, ordered scans, atomic write
+transactions, read snapshots), so another engine with bytewise-ordered keys can replace LMDB
+without touching the layers above. Every stored value wears the same envelope (``seal``):
+its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/storage.md`` §3).
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import resource
+import shutil
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from operator import itemgetter
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
+
+import lmdb
+
+from cortex.errors import CortexError, IntegrityError, StoreFullError
+from cortex.storage import scrub as _scrub
+from cortex.storage.keys import prefix_end, show_key
+from cortex.storage.pages import PageProblem, check_file, check_snapshot, damage_error, short_path
+
+__all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
+
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None and all(
+    hasattr(_sp, name) for name in ("seal", "unseal", "sort_pairs")
+)
+"""Seal, unseal and sort pairs through the C accelerator (the same CRC-32, the same order; an
+older build lacks them: zlib and list.sort here)."""
+
+T = TypeVar("T")
+
+_MIN_MAP: int = 64 << 20
+_MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
+_NEVER: Any = object()  # no write through this environment yet
+
+
+def seal(payload: bytes) -> bytes:
+    """The stored form of a value: ``payload || crc32(payload)`` (4 bytes, big-endian)."""
+    if _USE_SPEEDUPS and type(payload) is bytes:
+        sealed: bytes = _sp.seal(payload)
+        return sealed
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def unseal(key: bytes, value: bytes) -> bytes:
+    """The payload of a sealed value, checked.
+
+    Raises:
+        IntegrityError: the value fails its checksum (naming ``key``).
+    """
+    if _USE_SPEEDUPS and type(value) is bytes:
+        checked: bytes | None = _sp.unseal(value)
+        if checked is not None:
+            return checked
+    else:
+        payload = value[:-4]
+        if len(value) >= 5 and zlib.crc32(payload).to_bytes(4, "big") == value[-4:]:
+            return payload
+    raise IntegrityError(f"record {show_key(key)} fails its checksum: the store is damaged")
+
+
+def sort_by_key(pairs: list[tuple[bytes, Any]]) -> None:
+    """Sort ``(key, value)`` pairs in place by key, stably.
+
+    ``WriteTxn.put_many`` is fastest so: each put lands beside the last, without a search from
+    the root of the tree.
+    """
+    if _USE_SPEEDUPS:
+        _sp.sort_pairs(pairs)
+    else:
+        pairs.sort(key=itemgetter(0))
+
+
+class ReadTxn(Protocol):
+    """A consistent snapshot of the store."""
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value under ``key`` or ``None``."""
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Pairs whose key starts with ``prefix``, in key order (or reverse).
+
+        ``start`` (a full key, inclusive) skips ahead: forward scans begin at the first key
+        >= start, reverse scans at the last key <= start.
+        """
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        """Keys starting with ``prefix``, like ``scan`` without reading values."""
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        """The first key ``scan(prefix, start=start, reverse=reverse)`` would yield, or None.
+
+        Cheaper than ``next(keys(...))`` for many point seeks (index joins): the
+        implementation may reuse one cursor.
+        """
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """``(k0, v0, k1)``: the last pair at or before ``key`` and the first key after it.
+
+        ``key`` starts with ``prefix``; each is None where there is no such key within
+        ``prefix``. One positioning, for a writer that reads the block a key falls in and
+        needs to know what follows it.
+        """
+
+
+class WriteTxn(ReadTxn, Protocol):
+    """A write transaction: all of it commits, or none of it."""
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        """Store ``value``; with ``overwrite=False`` keep an existing value and return False."""
+
+    def delete(self, key: bytes) -> bool:
+        """Remove ``key``; False when it was absent."""
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store every ``(key, value)`` pair, overwriting; fastest when the keys are sorted."""
+
+    def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        """Store each pair whose key is absent (an existing value is kept); how many were added.
+
+        A key given twice is added once. Fastest when the keys are sorted.
+        """
+
+
+class KV(Protocol):
+    """An ordered key-value engine (``LmdbKV``; ``cortex.storage.pgkv.PgKV``)."""
+
+    path: Any
+    """Where the store is: a directory, or a URL without its password."""
+    readonly: bool
+
+    def read(self) -> Any:
+        """A context manager giving a ``ReadTxn`` snapshot."""
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> Any:
+        """``read()`` for a whole-store walk, its pages checked first.
+
+        The transaction's ``damage`` lists the damaged pages (LMDB: ``cortex.storage.pages``; an
+        engine
+        that checks its own pages: always empty).
+        """
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` (None: absent) and the last pair under the prefix ``last``.
+
+        Read from one snapshot: for reads of a few known keys, which an engine with round trips
+        serves in one.
+        """
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+
+    def info(self) -> dict[str, int]:
+        """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
+
+    def close(self) -> None:
+        """Release the engine."""
+
+
+class _LmdbTxn:
+    """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
+
+    __slots__ = ("_cur", "_txn", "damage")
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self._txn = txn
+        self._cur: lmdb.Cursor | None = None
+        self.damage: list[PageProblem] = []
+        """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        if not self._position(cur, prefix, start, reverse):
+            return None
+        k = bytes(cur.key())
+        return k if k.startswith(prefix) else None
+
+    def cursor(self) -> lmdb.Cursor:
+        """The transaction's cursor (set_range, key, value, next, prev, last).
+
+        For the C accelerator's batch walks (``cortex.index.postings.apply_many``); an engine
+        without
+        such a cursor has no ``cursor`` method.
+        """
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        return cur
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        k0 = v0 = k1 = None
+        if cur.set_range(key):
+            if cur.key() == key:
+                k0, v0 = key, bytes(cur.value())
+                if cur.next():
+                    k1 = bytes(cur.key())
+            else:
+                k1 = bytes(cur.key())
+                if cur.prev():
+                    k0, v0 = bytes(cur.key()), bytes(cur.value())
+        elif cur.last():
+            k0, v0 = bytes(cur.key()), bytes(cur.value())
+        if k0 is not None and not k0.startswith(prefix):
+            k0 = v0 = None
+        if k1 is not None and not k1.startswith(prefix):
+            k1 = None
+        return k0, v0, k1
+
+    def get(self, key: bytes) -> bytes | None:
+        v = self._txn.get(key)
+        return None if v is None else bytes(v)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            # the iterators yield the current pair first; they run in C, and without
+            # ``buffers=True`` they yield bytes (copies), so nothing outlives the transaction
+            pairs = cast(
+                Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
+            )
+            for k, v in pairs:
+                if not k.startswith(prefix):
+                    return
+                yield k, v
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        with self._txn.cursor() as cur:
+            if not self._position(cur, prefix, start, reverse):
+                return
+            keys = cast(
+                Iterator[bytes],
+                cur.iterprev(values=False) if reverse else cur.iternext(values=False),
+            )
+            for k in keys:
+                if not k.startswith(prefix):
+                    return
+                yield k
+
+    @staticmethod
+    def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:
+        if not reverse:
+            return bool(cur.set_range(start if start is not None and start > prefix else prefix))
+        # reverse: land on the last key <= bound
+        bound = start
+        if bound is not None and not bound.startswith(prefix):
+            # a start outside the prefix lies wholly before or after its keys; landing on the
+            # last key <= start would stop at a key of some other prefix in between
+            if bound < prefix:
+                return False
+            bound = None
+        if bound is None:
+            end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+            if end is None or not cur.set_range(end):
+                return bool(cur.last())
+            return bool(cur.prev())
+        if cur.set_range(bound):
+            if cur.key() == bound:
+                return True
+            return bool(cur.prev())
+        return bool(cur.last())
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        return bool(self._txn.put(key, value, overwrite=overwrite))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self._txn.delete(key))
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        # one call into the engine for the whole batch; in key order LMDB's inserts stay local
+        with self._txn.cursor() as cur:
+            cur.putmulti(items)
+
+    def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        with self._txn.cursor() as cur:
+            return int(cur.putmulti(items, overwrite=False)[1])
+
+
+class _Gate:
+    """Counts this process's live transactions so that a remap of the map waits for none.
+
+    LMDB's ``mdb_env_set_mapsize`` unmaps and remaps the file: any transaction of this process
+    still running (another thread's reader, or a writer that took the lock meanwhile) would then
+    read unmapped memory. py-lmdb leaves that check to the caller.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a plain lock: its with-statement costs no Python call
+        self._cond = threading.Condition(self._lock)
+        self._active = 0
+        self._remapping = False
+        self._mine = threading.local()
+
+    def enter(self) -> None:
+        with self._lock:
+            while self._remapping:
+                self._cond.wait()
+            self._active += 1
+        mine = self._mine
+        mine.n = getattr(mine, "n", 0) + 1
+
+    def leave(self) -> None:
+        self._mine.n -= 1
+        with self._lock:
+            self._active -= 1
+            if not self._active and self._remapping:  # a remap waits for the last one
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if getattr(self._mine, "n", 0):
+            raise CortexError(
+                "the map must be resized while this thread holds a transaction of the same "
+                "store; end the transaction first"
+            )
+        with self._cond:
+            while self._remapping:
+                self._cond.wait()
+            self._remapping = True
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._remapping = False
+                self._cond.notify_all()
+
+
+class _Read:
+    """``LmdbKV.read()``: begins a read transaction on entry, ends it on exit."""
+
+    __slots__ = ("_kv", "_txn")
+
+    def __init__(self, kv: LmdbKV) -> None:
+        self._kv = kv
+        self._txn: lmdb.Transaction | None = None
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        self._txn = kv._begin(write=False)
+        return _LmdbTxn(self._txn)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        txn, self._txn = self._txn, None
+        try:
+            if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
+                raise _wrap(exc, self._kv.path) from exc
+        finally:
+            if txn is not None:
+                txn.abort()
+                self._kv._gate.leave()
+
+
+class _CheckedRead(_Read):
+    """``LmdbKV.read_checked()``: a read snapshot whose pages were checked before LMDB walks them.
+
+    The transaction it yields carries ``damage``: the structural problems of the snapshot's
+    pages (``cortex.storage.pages``), empty when LMDB may walk them. A caller that finds damage
+    must not
+    walk the damaged key ranges through LMDB (it would abort the process).
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, kv: LmdbKV, ranges: list[tuple[bytes, bytes | None]] | None) -> None:
+        super().__init__(kv)
+        self._ranges = ranges
+
+    def __enter__(self) -> _LmdbTxn:
+        kv = self._kv
+        kv._check_fork()
+        for _ in range(20):
+            txn = kv._begin(write=False)
+            try:
+                damage = check_snapshot(kv.path, txn.id(), self._ranges)
+            except OSError as exc:
+                txn.abort()
+                kv._gate.leave()
+                raise CortexError(f"cannot read {short_path(kv.path)}: {exc.strerror}") from exc
+            except BaseException:
+                txn.abort()
+                kv._gate.leave()
+                raise
+            if damage is not None:
+                self._txn = txn
+                wrapped = _LmdbTxn(txn)
+                wrapped.damage = damage
+                return wrapped
+            # two commits overwrote the snapshot's meta page before it was read: take a newer one
+            txn.abort()
+            kv._gate.leave()
+        raise CortexError("the store changes too fast to check its pages; retry")
+
+
+class LmdbKV:
+    """LMDB as the ordered KV engine.
+
+    Durable by default: every commit is fsynced (data and meta pages). ``metasync=False`` skips
+    the flush of the meta page: a commit is then at risk until the next durable commit, and an
+    operating-system crash (not a process crash) may roll back the last transaction(s), but the
+    store is never corrupted. The map grows by doubling when full, without failing the write.
+    Several threads and processes may use one store; an environment inherited across ``fork()``
+    must not be used: the child reopens the store.
+
+    LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
+    (``cortex.storage.pages.check_file``: a truncated file or a damaged meta page is an
+    ``IntegrityError``, not a SIGBUS), ``read_checked`` checks a snapshot's pages before a
+    whole-file walk, and ``check_pages`` checks every page at open.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = _MIN_MAP,
+        create: bool = True,
+        check_pages: bool = False,
+        epoch_prefix: bytes | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self.metasync = metasync
+        shown = short_path(self.path)
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise CortexError(
+                    f"cannot open the store at {shown}: it is a file, not a directory"
+                )
+            if not readonly and create:
+                self.path.mkdir(parents=True, exist_ok=True)
+            elif not (self.path / "data.mdb").exists():
+                raise CortexError(f"no store at {shown} (data.mdb missing)")
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
+        self._pid = os.getpid()
+        self._closed = False
+        self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
+        if epoch_prefix is not None:
+            self._shared.epoch_prefix = epoch_prefix
+        self._gate = self._shared.gate
+        if check_pages:
+            try:
+                with self.read_checked() as txn:
+                    if txn.damage:
+                        raise damage_error(self.path, txn.damage)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def _env(self) -> lmdb.Environment:
+        # read through the shared record at every use: a failed remap replaces the environment
+        # for every handle of the store in this process (``_Shared.reopen``)
+        return self._shared.env
+
+    @property
+    def locked(self) -> bool:
+        """False when a read-only open fell back to reading without the lock file."""
+        return self._shared.locked
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if self._closed:
+            raise CortexError(f"the store at {self.path} is closed; open it again to use it")
+        if os.getpid() != self._pid:
+            raise CortexError(
+                "this store was opened before fork(); an LMDB environment must not cross a fork: "
+                "open the store in a process started with spawn (multiprocessing) or after exec"
+            )
+
+    def read(self) -> _Read:
+        """A read snapshot, as a context manager (keep it short: it pins pages until it ends)."""
+        return _Read(self)
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _Read:
+        """A read snapshot whose pages are checked first: its transaction's ``damage``.
+
+        ``ranges`` (``[start, end]`` key intervals, ``end`` None for no end) limits the check
+        to the pages holding those keys and the leaves beside them; without it every page of
+        both trees is checked. For whole-file walks (verify, stats, export, backup), which LMDB
+        would abort on a damaged page.
+        """
+        return _CheckedRead(self, ranges)
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` and the last pair under the prefix ``last`` (``KV``)."""
+        with self.read() as txn:
+            values = [txn.get(k) for k in keys]
+            tail = None
+            if last is not None:
+                k = next(txn.keys(last, reverse=True), None)
+                tail = None if k is None else (k, txn.get(k) or b"")
+        return values, tail
+
+    def write(self, fn: Callable[[WriteTxn], T]) -> T:
+        """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
+
+        With an ``epoch_prefix``, a change of the last key under it since this environment's
+        last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
+        no page buffer of an earlier write carries erased bytes into the pages this one writes.
+        """
+        self._check_fork()
+        if self.readonly:
+            raise CortexError("the store is open read-only")
+        while True:
+            txn = self._begin(write=True)
+            renew = False
+            try:
+                epoch = None
+                shared = self._shared
+                if shared.epoch_prefix is not None:
+                    epoch = self._epoch(txn)
+                    # only this write holds a transaction of this thread: it can renew (a
+                    # thread inside a read snapshot renews at a later write instead)
+                    renew = (
+                        shared.epoch_seen is not _NEVER
+                        and epoch != shared.epoch_seen
+                        and self._gate._mine.n == 1
+                    )
+                if renew:
+                    txn.abort()
+                else:
+                    result = fn(_LmdbTxn(txn))
+                    txn.commit()
+                    if self.metasync and not shared.metasync:
+                        # the shared environment skips the meta flush; this handle asked for it
+                        self._env.sync(True)
+                    if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                        shared.epoch_seen = epoch
+                    return result
+            except lmdb.MapFullError:
+                txn.abort()
+                full_at = int(self._env.info()["map_size"])
+            except lmdb.Error as exc:
+                txn.abort()
+                raise _wrap(exc, self.path) from exc
+            except BaseException:
+                txn.abort()
+                raise
+            finally:
+                self._gate.leave()
+            if renew:
+                self._renew()
+            else:
+                self._grow(full_at)
+
+    def _epoch(self, txn: lmdb.Transaction) -> bytes | None:
+        prefix = self._shared.epoch_prefix
+        assert prefix is not None
+        with txn.cursor() as cur:
+            end = prefix_end(prefix)
+            found = cur.set_range(end) if end is not None else False
+            moved = cur.prev() if found else cur.last()
+            if not moved:
+                return None
+            key = bytes(cur.key())
+            return key if key.startswith(prefix) else None
+
+    def _renew(self) -> None:
+        """Close and reopen the environment: LMDB frees the page buffers it recycles.
+
+        A writer builds each page it writes in a buffer kept from earlier writes, and the
+        unused part of the page is written as the buffer left it. After an erasure those
+        buffers may hold erased bytes; a fresh environment's buffers start zeroed. Waits for
+        this process's other transactions.
+        """
+        if getattr(self._gate._mine, "n", 0):
+            return  # this thread holds a transaction: it renews at a later write instead
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            self._shared.reopen(size)
+            self._shared.epoch_seen = _NEVER
+
+    def _begin(self, *, write: bool) -> lmdb.Transaction:
+        """Begin a transaction; the caller ends it, then calls ``self._gate.leave()``."""
+        for _ in range(3):
+            self._gate.enter()
+            try:
+                return self._env.begin(write=write)
+            except lmdb.MapResizedError:
+                self._gate.leave()
+            except lmdb.Error as exc:
+                self._gate.leave()
+                raise _wrap(exc, self.path) from exc
+            except BaseException:
+                self._gate.leave()
+                raise
+            # another process grew the map: adopt its size and try again
+            with self._gate.exclusive():
+                size = int(self._env.info()["map_size"])
+                try:
+                    self._env.set_mapsize(0)
+                except lmdb.Error as exc:
+                    self._reopen(size)
+                    raise StoreFullError(
+                        f"another process grew the store beyond what this process can map "
+                        f"({exc}); free memory or raise the address-space limit (ulimit -v)"
+                    ) from exc
+        raise CortexError("the store's map keeps changing size under us; retry")
+
+    def _grow(self, full_at: int) -> None:
+        with self._gate.exclusive():
+            size = int(self._env.info()["map_size"])
+            if size > full_at:  # another thread grew it meanwhile
+                return
+            if size >= _MAX_MAP:
+                raise StoreFullError(f"the store reached its size limit of {_MAX_MAP} bytes")
+            try:
+                self._env.set_mapsize(min(size * 2, _MAX_MAP))
+            except lmdb.Error as exc:
+                # py-lmdb invalidates an environment whose remap failed: open it again at the
+                # size that worked, so this handle keeps reading (and writes once space exists)
+                self._reopen(size)
+                raise StoreFullError(
+                    f"the store is full: its map cannot grow beyond {size} bytes because the "
+                    f"process cannot reserve more address space ({exc.args[0]}); free memory "
+                    "or raise the address-space limit (ulimit -v), then retry. Nothing was "
+                    "written; reads still work"
+                ) from exc
+
+    def _reopen(self, map_size: int) -> None:
+        """Replace an environment a failed remap left unusable (under the exclusive gate)."""
+        self._shared.reopen(map_size)
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def info(self) -> dict[str, int]:
+        """Map size, pages in use and reader counts."""
+        try:
+            info = self._env.info()
+            stat = self._env.stat()
+        except lmdb.Error as exc:  # e.g. the environment a failed remap is replacing
+            raise _wrap(exc, self.path) from exc
+        return {
+            "map_size": int(info["map_size"]),
+            "last_txnid": int(info["last_txnid"]),
+            "readers": int(info["num_readers"]),
+            "entries": int(stat["entries"]),
+            "used_bytes": int(stat["psize"])
+            * (
+                int(stat["branch_pages"])
+                + int(stat["leaf_pages"])
+                + int(stat["overflow_pages"])
+                + 2  # the two meta pages
+            ),
+        }
+
+    def snapshots(self) -> list[tuple[int, int]]:
+        """``(pid, txn id)`` of every open read snapshot of the store, in any process."""
+        self._check_fork()
+        if not self.readonly:
+            try:
+                self._env.reader_check()  # slots of processes that died hold nothing
+            except lmdb.Error as exc:
+                raise _wrap(exc) from exc
+        out: list[tuple[int, int]] = []
+        for line in self._env.readers().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) == 3 and parts[0].isdigit() and parts[2].isdigit():
+                out.append((int(parts[0]), int(parts[2])))
+        return out
+
+    def last_txnid(self) -> int:
+        """The id of the last committed write transaction."""
+        return int(self._env.info()["last_txnid"])
+
+    def wait_for_snapshots(self, newer_than: int, timeout: float) -> list[tuple[int, int]]:
+        """Wait until no read snapshot is at ``newer_than`` or older; those left at the end.
+
+        Snapshots are short (a read, a search); one that stays open longer than ``timeout``
+        seconds is returned instead of waited for.
+        """
+        deadline = time.monotonic() + max(0.0, timeout)
+        delay = 0.001
+        while True:
+            old = [(pid, t) for pid, t in self.snapshots() if t <= newer_than]
+            if not old or time.monotonic() >= deadline:
+                return old
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    @contextmanager
+    def _file_under_lock(self) -> Iterator[tuple[int, Any, int, int, list[tuple[int, int]]]]:
+        """``data.mdb`` under LMDB's writer lock: ``(fd, mmap, page size, oldest, snapshots)``.
+
+        The lock is held by an empty write transaction: no commit changes the file meanwhile.
+
+        ``oldest`` is LMDB's own bound for reusing a free page: the smaller of the last
+        committed transaction id and every open read snapshot's.
+        """
+        self._check_fork()
+        if self.readonly:
+            raise CortexError("the store is open read-only: open it writable to erase")
+        _scrub.check_host()
+        txn = self._begin(write=True)
+        fd = -1
+        buf: mmap.mmap | None = None
+        try:
+            last = self.last_txnid()
+            snapshots = self.snapshots()
+            oldest = min([last, *(t for _, t in snapshots)])
+            psize = int(self._env.stat()["psize"])
+            fd = os.open(self.path / "data.mdb", os.O_RDWR)
+            size = os.fstat(fd).st_size
+            buf = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            yield fd, buf, psize, oldest, snapshots
+        except lmdb.Error as exc:
+            raise _wrap(exc) from exc
+        except OSError as exc:
+            raise CortexError(f"cannot erase in {self.path / 'data.mdb'}: {exc}") from exc
+        finally:
+            if buf is not None:
+                with suppress(BufferError):  # a view still held (an error on its way out):
+                    buf.close()  # the map closes when the view goes
+            if fd >= 0:
+                os.close(fd)
+            txn.abort()
+            self._gate.leave()
+
+    def zero_unused(self) -> tuple[_scrub.ZeroCounts, list[tuple[int, int]]]:
+        """Zero every byte of ``data.mdb`` no reader can read again (``cortex.storage.scrub``).
+
+        Holds the writer lock while it runs (writers wait; readers go on). Free pages a read
+        snapshot or the previous meta page may still read are left (only their gaps are
+        zeroed): the counts say how many. Returns the counts and ``(pid, txn id)`` of every
+        read snapshot open at the time.
+
+        Raises:
+            LayoutError: the file does not parse as LMDB 0.9 (nothing is written).
+            CortexError: the store is read-only or the file cannot be written.
+        """
+        with self._file_under_lock() as (fd, buf, psize, oldest, snapshots):
+            layout = _scrub.read_layout(buf, psize, len(buf), oldest)
+            counts = _scrub.zero(fd, buf, layout)
+        return counts, snapshots
+
+    def refresh_separators(self, txn: WriteTxn, prefixes: tuple[bytes, ...]) -> int:
+        """Rewrite the subtrees under separators that name deleted keys with ``prefixes``.
+
+        Call it inside ``write(fn)`` (``txn`` is that transaction; nothing else is committed
+        meanwhile, so the file holds the tree ``txn`` started from). A separator is a copy of a
+        key in a branch page (``cortex.storage.scrub.separators``); when the key was deleted the
+        copy
+        stays. Deleting every key under it and putting them back with the same values makes
+        LMDB merge or rebalance those pages, which drops the stale copy; the store's contents
+        do not change. Returns how many stale separators were found.
+        """
+        psize = int(self._env.stat()["psize"])
+        try:
+            with (self.path / "data.mdb").open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as buf:
+                    layout = _scrub.read_layout(buf, psize, size, 0, details=False)
+                    stale = [
+                        (key, child)
+                        for key, child in _scrub.separators(buf, layout, prefixes)
+                        if txn.get(key) is None
+                    ]
+                    keys: dict[bytes, None] = {}
+                    for _, child in stale:
+                        keys.update(dict.fromkeys(_scrub.subtree_keys(buf, psize, child)))
+        except OSError as exc:
+            raise CortexError(f"cannot read {self.path / 'data.mdb'}: {exc}") from exc
+        pairs = [(k, v) for k in keys if (v := txn.get(k)) is not None]
+        for key, _ in pairs:
+            txn.delete(key)
+        txn.put_many(pairs)
+        return len(stale)
+
+    def inspect(self, fn: Callable[[Any, _scrub.Layout], T]) -> T:
+        """Run ``fn(buffer, layout)`` on ``data.mdb`` under the writer lock (for an audit).
+
+        ``buffer`` is a read-only map of the file, valid only during the call.
+        """
+        with self._file_under_lock() as (_, buf, psize, oldest, _snapshots):
+            return fn(buf, _scrub.read_layout(buf, psize, len(buf), oldest))
+
+    def copy(self, dest: str | os.PathLike[str]) -> None:
+        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
+        self._check_fork()
+        Path(dest).mkdir(parents=True, exist_ok=False)
+        self._gate.enter()  # the copy runs its own read transaction
+        try:
+            self._env.copy(str(dest), compact=True)
+        except lmdb.Error as exc:
+            shutil.rmtree(dest, ignore_errors=True)  # we made it: leave no half copy behind
+            raise _wrap(exc, Path(dest)) from exc
+        finally:
+            self._gate.leave()
+
+    def sync(self) -> None:
+        """Flush to disk (needed only after commits made with ``metasync=False``)."""
+        try:
+            self._env.sync(True)
+        except lmdb.Error as exc:
+            raise _wrap(exc, self.path) from exc
+
+    def close(self) -> None:
+        """Close this handle; the environment closes with the last handle of this process.
+
+        Closing twice is harmless; in a child process after ``fork()`` it does nothing.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() == self._pid:
+            self._shared.release()
+
+
+class _Shared:
+    """One LMDB environment of this process, shared by every ``LmdbKV`` of the same path.
+
+    LMDB allows one environment per file and process (py-lmdb refuses a second open, and
+    closing a second one would drop the first one's locks), so several handles of one store in
+    one process (one per agent of a runtime) share it, and its transaction gate: a remap of
+    the map waits for the transactions of every handle. The first open sets the engine's
+    options; a later handle asking for durable commits (``metasync``) of an environment opened
+    without them syncs after each of its own commits. A read-only environment cannot be shared
+    by a writable handle.
+
+    Every open checks ``data.mdb`` first (``cortex.storage.pages.check_file``: a truncated file or a
+    damaged meta page is an ``IntegrityError``, not a SIGBUS), also when the environment is
+    already open: the file may have been damaged since. A read-only first open that may not
+    write ``lock.mdb`` reads without the lock (``locked`` False). A remap that fails replaces
+    the environment (``reopen``), and every handle reads ``env`` from here at each use.
+    """
+
+    _open: ClassVar[dict[tuple[int, str], _Shared]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self,
+        key: tuple[int, str],
+        path: Path,
+        env: lmdb.Environment,
+        *,
+        readonly: bool,
+        metasync: bool,
+        locked: bool,
+    ) -> None:
+        self.key = key
+        self.path = path
+        self.env = env
+        self.gate = _Gate()
+        self.readonly = readonly
+        self.metasync = metasync
+        self.locked = locked
+        self.users = 1
+        self.epoch_prefix: bytes | None = None
+        """The keyspace whose last key changes at each erasure (``LmdbKV.write``)."""
+        self.epoch_seen: Any = _NEVER
+        """That key as this environment's last write saw it."""
+
+    @classmethod
+    def acquire(
+        cls, path: Path, readonly: bool, metasync: bool, map_size: int, create: bool
+    ) -> _Shared:
+        shown = short_path(path)
+        try:
+            if (path / "data.mdb").exists():
+                check_file(path)  # before LMDB maps it: a truncated file is a SIGBUS
+            key = (os.getpid(), os.path.realpath(path))
+        except OSError as exc:
+            raise CortexError(_os_message(shown, exc, readonly)) from exc
+        with cls._lock:
+            shared = cls._open.get(key)
+            if shared is not None:
+                if shared.readonly and not readonly:
+                    raise CortexError(
+                        f"the store at {shown} is open read-only in this process: close those "
+                        "handles before opening it for writing"
+                    )
+                shared.users += 1
+                return shared
+            env, locked = _open_env(path, max(map_size, _MIN_MAP), readonly, metasync, create)
+            try:
+                if not readonly:
+                    env.reader_check()  # clear reader slots of processes that died
+            except lmdb.Error as exc:
+                env.close()
+                raise _wrap(exc, path) from exc
+            shared = cls._open[key] = cls(
+                key, path, env, readonly=readonly, metasync=metasync, locked=locked
+            )
+            return shared
+
+    def reopen(self, map_size: int) -> None:
+        """Open the environment again at ``map_size`` (the caller holds the exclusive gate).
+
+        py-lmdb invalidates an environment whose remap failed; every handle of this store in
+        this process reads ``env`` at each use, so all of them move to the new one.
+        """
+        with suppress(lmdb.Error):
+            self.env.close()
+        self.env, _locked = _open_env(
+            self.path, map_size, self.readonly, self.metasync, False, lock=self.locked
+        )
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if self._open.get(self.key) is self:
+                del self._open[self.key]
+        self.env.close()
+
+
+def _open_env(
+    path: Path,
+    map_size: int,
+    readonly: bool,
+    metasync: bool,
+    create: bool,
+    *,
+    lock: bool = True,
+) -> tuple[lmdb.Environment, bool]:
+    """LMDB's environment of ``path``, and whether it holds the lock file.
+
+    A read-only open that may not write ``lock.mdb`` (EACCES, EPERM) reads without the lock:
+    a snapshot read (``specs/storage.md`` §9).
+    """
+    shown = short_path(path)
+    options: dict[str, Any] = {
+        "map_size": map_size,
+        "subdir": True,
+        "readonly": readonly,
+        "metasync": metasync,
+        "sync": True,
+        "max_dbs": 0,
+        "max_readers": 256,
+        "create": create and not readonly,
+        "max_spare_txns": 4,
+    }
+    try:
+        return lmdb.open(str(path), lock=lock, **options), lock
+    except lmdb.Error as exc:
+        if lock and readonly and getattr(exc, "code", None) in (errno.EACCES, errno.EPERM):
+            try:
+                return lmdb.open(str(path), lock=False, **options), False
+            except lmdb.Error as again:
+                raise CortexError(f"cannot open the store at {shown}: {again}") from again
+        raise CortexError(_lmdb_open_message(shown, exc, readonly)) from exc
+    except OSError as exc:
+        raise CortexError(_os_message(shown, exc, readonly)) from exc
+
+
+_FULL_BELOW: Final = 1 << 20
+"""Free bytes below which a failed write is taken for a full disk (LMDB reports a short
+write as EIO)."""
+
+
+def _disk_full(path: Path) -> str | None:
+    """Why writing under ``path`` fails for lack of space, or None when there is space."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free < _FULL_BELOW:
+        return f"the disk holding {short_path(path)} is full ({free} bytes free)"
+    soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            size = (path / "data.mdb").stat().st_size if path.is_dir() else 0
+        except OSError:
+            size = 0
+        if size + _FULL_BELOW >= soft:
+            return f"the store's file reached the process's file size limit ({soft} bytes)"
+    return None
+
+
+def _wrap(exc: lmdb.Error, path: Path | None = None) -> CortexError:
+    code = getattr(exc, "code", None)
+    if isinstance(exc, lmdb.MapFullError):
+        return StoreFullError(f"the store cannot grow: {exc}")
+    full = None
+    if code in (errno.ENOSPC, errno.EDQUOT) or isinstance(exc, lmdb.DiskError):
+        full = (_disk_full(path) if path is not None else None) or "the disk is full"
+    elif code == errno.EFBIG:
+        full = "the store's file reached the process's file size limit (ulimit -f)"
+    elif code == errno.EIO and path is not None:
+        full = _disk_full(path)  # LMDB reports a short write (a disk that filled) as EIO
+    if full is not None:
+        return StoreFullError(
+            f"{full}: the write failed and nothing was written; free space (or raise the "
+            "limit), then retry"
+        )
+    if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError | lmdb.InvalidError):
+        return IntegrityError(f"LMDB reports damage: {exc}; restore from a backup")
+    return CortexError(f"storage engine error: {exc}")
+
+
+def _os_message(shown: str, exc: OSError, readonly: bool) -> str:
+    """What an ``OSError`` met opening the store at ``shown`` means, and what to do."""
+    reasons = {
+        errno.ENOTDIR: "a part of the path is a file, not a directory",
+        errno.EEXIST: "it is a file, not a directory",
+        errno.ENAMETOOLONG: "the name is too long for the file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "the file system is read-only"
+        + ("" if readonly else " (open it with readonly=True to read it)"),
+        errno.ENOSPC: "the disk is full",
+        errno.ELOOP: "too many symbolic links",
+    }
+    why = reasons.get(exc.errno or 0) or exc.strerror or str(exc)
+    return f"cannot open the store at {shown}: {why}"
+
+
+def _lmdb_open_message(shown: str, exc: lmdb.Error, readonly: bool) -> str:
+    code = getattr(exc, "code", None)
+    if code == errno.EROFS and not readonly:
+        return (
+            f"cannot open the store at {shown} for writing: the file system is read-only "
+            "(open it with readonly=True to read it)"
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        hint = "" if readonly else " (open it with readonly=True to read a store you may only read)"
+        return f"cannot open the store at {shown}: permission denied{hint}"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"cannot open the store at {shown}: the disk is full"
+    return f"cannot open the store at {shown}: {exc}"

@@ -1,0 +1,1020 @@
+"""PostgreSQL as the ordered KV engine: one table of ``bytea`` keys and values per store.
+
+``bytea`` compares bytewise (memcmp, then length), exactly as LMDB orders its keys, so every scan
+of the store means the same on both engines. A URL names the server and the store::
+
+    postgresql://[user[:password]@][host][:port]/dbname?store=NAME[&pool=N][&vectors=DIR]
+
+``store`` names the table (``cortex_NAME``); ``pool`` caps this process's connections (default
+8); ``vectors`` is a directory for the vector index cache (default: none, the index is rebuilt
+from the stored vectors on first search). Every other parameter goes to libpq unchanged
+(``host=/run/postgresql`` for a unix socket, ``sslmode``, ...).
+
+Reads run in REPEATABLE READ READ ONLY snapshots; writes in SERIALIZABLE transactions, one
+writer of a store at a time (a session advisory lock taken before the snapshot, as LMDB's
+writer mutex), re-run on a serialization failure up to a bounded budget. A write transaction
+keeps its puts and deletes in memory (reads see them) and sends them at commit as one DELETE and
+one INSERT ... ON CONFLICT (per few thousand rows), in one query string with the COMMIT when
+they are small. See ``specs/postgres.md``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any, Final, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from cortex.errors import (
+    ConflictError,
+    CortexError,
+    EngineError,
+    MissingDependencyError,
+    StoreFullError,
+)
+from cortex.storage.keys import prefix_end
+
+__all__ = ["PgKV", "PgUrl", "is_url", "parse_url"]
+
+T = TypeVar("T")
+
+SCHEMES: Final = ("postgresql://", "postgres://")
+_STORE_NAME: Final = re.compile(r"[a-z][a-z0-9_]{0,47}")
+_OURS: Final = frozenset({"store", "pool", "vectors"})
+RETRIES: Final = 12
+"""How many times a write is tried when the server reports a serialization failure."""
+_PAGE_FIRST: Final = 8
+_PAGE_MAX: Final = 2048
+_PRELOAD_SCAN: Final = 8
+"""``preload`` keeps a prefix when it holds at most this many pairs (edges of a memory)."""
+_BATCH_ROWS: Final = 4096  # rows per INSERT ... unnest statement at commit
+_BATCH_BYTES: Final = 16 << 20
+_BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
+
+
+def is_url(target: object) -> bool:
+    """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` URL)."""
+    return isinstance(target, str) and target.startswith(SCHEMES)
+
+
+class PgUrl:
+    """A parsed store URL: the libpq part, the store's name and cortex's options."""
+
+    def __init__(self, conninfo: str, store: str, pool: int, vectors: str | None, shown: str):
+        self.conninfo = conninfo
+        self.store = store
+        self.pool = pool
+        self.vectors = vectors
+        self.shown = shown
+
+
+def parse_url(url: str) -> PgUrl:
+    """Split a store URL into libpq's URL and cortex's parameters.
+
+    Raises:
+        CortexError: no ``store=``, a bad store name or a bad ``pool``.
+    """
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in params if k in _OURS}
+    rest = [(k, v) for k, v in params if k not in _OURS]
+    store = ours.get("store")
+    if not store:
+        raise CortexError(
+            f"{_hide(url)} names no store: add ?store=NAME (lower-case letters, digits, _)"
+        )
+    if not _STORE_NAME.fullmatch(store):
+        raise CortexError(
+            f"store name {store!r} is not allowed: 1 to 48 lower-case letters, digits and _, "
+            "starting with a letter"
+        )
+    try:
+        pool = int(ours.get("pool", "8"))
+    except ValueError:
+        pool = 0
+    if not 1 <= pool <= 1000:
+        raise CortexError(f"pool={ours.get('pool')!r}: give a number of connections, 1 to 1000")
+    # built by hand: urlunsplit drops the // of an empty host (a unix socket given as host=)
+    query = urlencode(rest)
+    conninfo = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
+    return PgUrl(conninfo, store, pool, ours.get("vectors") or None, _hide(url))
+
+
+def _hide(url: str) -> str:
+    """The URL without its password (for messages and ``Store.path``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _psycopg() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        raise MissingDependencyError(
+            "a postgresql:// store needs psycopg 3 and psycopg_pool: "
+            "pip install 'cortex-store[postgres]'"
+        ) from None
+    return psycopg, psycopg_pool
+
+
+def _wrap(exc: BaseException, what: str) -> CortexError:
+    """A psycopg error as a CortexError naming what to do."""
+    psycopg, _ = _psycopg()
+    errors = psycopg.errors
+    state = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, errors.DiskFull | errors.OutOfMemory) or state.startswith("53"):
+        return StoreFullError(
+            f"the PostgreSQL server is out of resources ({exc}); nothing was written: free disk "
+            "space or memory on the server and retry"
+        )
+    if isinstance(exc, errors.UndefinedTable):
+        return CortexError(f"{what}: the store's table is gone ({exc}); was the store dropped?")
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return CortexError(f"{what}: the database role lacks a privilege ({exc})")
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return CortexError(f"{what}: the server is read-only (a replica?): {exc}")
+    if isinstance(exc, psycopg.OperationalError) or state.startswith(("08", "57")):
+        return EngineError(
+            f"{what}: the PostgreSQL server is unreachable or went away ({exc}); nothing was "
+            "written; retry when it is back"
+        )
+    return EngineError(f"{what}: PostgreSQL error: {exc}")
+
+
+class _Scan:
+    """The SQL of one engine's table, composed once."""
+
+    def __init__(self, table: str) -> None:
+        t = f'"{table}"'
+        self.get = f"SELECT v FROM {t} WHERE k = %s"
+        self.get_any = f"SELECT k, v FROM {t} WHERE k = ANY(%s::bytea[])"
+        cols = {"kv": "k, v", "k": "k"}
+        self.fwd: dict[tuple[str, bool], str] = {}
+        self.rev: dict[tuple[str, bool, bool], str] = {}
+        for name, c in cols.items():
+            # forward: lo <= k (< hi), or lo < k when paging on
+            self.fwd[(name, True)] = (
+                f"SELECT {c} FROM {t} WHERE k >= %s AND k < %s ORDER BY k LIMIT %s"
+            )
+            self.fwd[(name, False)] = f"SELECT {c} FROM {t} WHERE k >= %s ORDER BY k LIMIT %s"
+            for incl in (True, False):
+                op = "<=" if incl else "<"
+                self.rev[(name, incl, True)] = (
+                    f"SELECT {c} FROM {t} WHERE k {op} %s AND k >= %s ORDER BY k DESC LIMIT %s"
+                )
+                self.rev[(name, incl, False)] = (
+                    f"SELECT {c} FROM {t} WHERE k {op} %s ORDER BY k DESC LIMIT %s"
+                )
+        self.rev_end = {
+            (name, True): f"SELECT {c} FROM {t} WHERE k >= %s ORDER BY k DESC LIMIT %s"
+            for name, c in cols.items()
+        } | {
+            (name, False): f"SELECT {c} FROM {t} ORDER BY k DESC LIMIT %s"
+            for name, c in cols.items()
+        }
+        self.fwd_after = {
+            name: f"SELECT {c} FROM {t} WHERE k > %s AND k < %s ORDER BY k LIMIT %s"
+            for name, c in cols.items()
+        }
+        self.fwd_after_open = {
+            name: f"SELECT {c} FROM {t} WHERE k > %s ORDER BY k LIMIT %s"
+            for name, c in cols.items()
+        }
+        self.around = (
+            f"(SELECT k, v FROM {t} WHERE k <= %s AND k >= %s ORDER BY k DESC LIMIT 1) "
+            f"UNION ALL (SELECT k, NULL FROM {t} WHERE k > %s ORDER BY k LIMIT 1)"
+        )
+        self.around_many = (
+            "SELECT q.i, a.k, a.v, b.k FROM unnest(%s::bytea[], %s::bytea[]) "
+            "WITH ORDINALITY AS q(p, key, i) "
+            f"LEFT JOIN LATERAL (SELECT k, v FROM {t} WHERE k <= q.key AND k >= q.p "
+            "ORDER BY k DESC LIMIT 1) a ON true "
+            f"LEFT JOIN LATERAL (SELECT k FROM {t} WHERE k > q.key ORDER BY k LIMIT 1) b ON true"
+        )
+        self.point = (
+            f"SELECT 0, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
+            f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
+        )
+        self.preload = (
+            f"SELECT 0, NULL::bigint, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
+            "SELECT 1, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
+            "WITH ORDINALITY AS q(p, e, i) "
+            f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
+            "ORDER BY k LIMIT %s) a ON true"
+        )
+        self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
+        self.upsert = (
+            f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
+            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+        )
+        self.create = f"CREATE TABLE IF NOT EXISTS {t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
+        self.size = f"SELECT pg_total_relation_size('{t}'), count(*) FROM {t}"
+
+
+class _Conn:
+    """A pooled connection for one transaction, begun lazily.
+
+    The transaction's first statement travels with its BEGIN (and a writer's lock) in one
+    simple-protocol query string, so a transaction costs no round trip of its own to start.
+    """
+
+    __slots__ = ("_begin", "begun", "conn", "kv", "q")
+
+    def __init__(self, kv: PgKV, begin: str) -> None:
+        self.kv = kv
+        self.conn: Any = kv._getconn()
+        self.q = kv._sql
+        self._begin = begin
+        self.begun = False
+
+    def _first(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        psycopg, _ = _psycopg()
+        with psycopg.ClientCursor(self.conn) as cur:
+            cur.execute(f"{self._begin}; {query}", params)
+            self.begun = True
+            while cur.nextset():
+                pass
+            return list(cur.fetchall())
+
+    def start(self) -> None:
+        """Begin now (a transaction that writes without reading first)."""
+        if not self.begun:
+            psycopg, _ = _psycopg()
+            with psycopg.ClientCursor(self.conn) as cur:
+                cur.execute(self._begin)
+            self.begun = True
+
+    def rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        """Run ``query``; the transaction's BEGIN goes in the same round trip.
+
+        A pooled connection found dead on the first query (the server restarted since it was
+        last used) is replaced once: nothing of the transaction has run yet.
+        """
+        if not self.begun:
+            psycopg, _ = _psycopg()
+            try:
+                return self._first(query, params)
+            except psycopg.OperationalError:
+                if not (self.conn.broken or self.conn.closed):
+                    raise
+                self.begun = False
+                self.kv._putconn(self.conn)
+                self.conn = None
+                self.conn = self.kv._getconn()
+                return self._first(query, params)
+        return list(self.conn.execute(query, params, binary=True).fetchall())
+
+    def release(self, *, failed: bool) -> None:
+        """Return the connection to the pool.
+
+        After a failure, roll back and drop the writer lock first; a connection that cannot is
+        closed (its session, and the lock, end with it).
+        """
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        if failed and not conn.closed:
+            psycopg, _ = _psycopg()
+            try:
+                conn.execute("ROLLBACK")
+                if self.begun:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+            except psycopg.Error:
+                conn.close()
+        self.kv._putconn(conn)
+
+
+def _fwd_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes, bytes | None]:
+    lo = start if start is not None and start > prefix else prefix
+    hi = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    return lo, hi
+
+
+def _rev_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes | None, bool] | None:
+    """The upper bound of a reverse scan and whether it is inclusive (None: nothing to scan)."""
+    if start is not None and start.startswith(prefix):
+        return start, True
+    if start is not None and start < prefix:
+        return None
+    hi = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    return hi, False
+
+
+class _PgRead:
+    """The reads of one transaction, straight from the server (no overlay).
+
+    ``preload`` reads many keys and short prefixes in one round trip for the reads that follow
+    (the snapshot does not change, so what it read stays true).
+    """
+
+    def __init__(self, c: _Conn) -> None:
+        self._c = c
+        self.damage: list[Any] = []
+        """Always empty: the server checks its own pages (``PgKV.read_checked``)."""
+        self._loaded: dict[bytes, bytes | None] = {}  # preloaded values (None: absent)
+        self._loaded_scans: dict[bytes, list[tuple[bytes, bytes]]] = {}  # whole short prefixes
+
+    def get(self, key: bytes) -> bytes | None:
+        if key in self._loaded:
+            return self._loaded[key]
+        rows = self._c.rows(self._c.q.get, (key,))
+        return bytes(rows[0][0]) if rows else None
+
+    def preload(self, keys: Iterable[bytes], prefixes: Iterable[bytes] = ()) -> None:
+        """Read ``keys`` and short prefixes in one query, for the reads that follow.
+
+        A prefix is kept whole when it holds at most ``_PRELOAD_SCAN`` pairs; ``get`` and
+        ``scan`` (of a kept prefix, from its start) then need no query.
+        """
+        want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
+        pre = [
+            p for p in dict.fromkeys(prefixes) if p not in self._loaded_scans and p.strip(b"\xff")
+        ]
+        if not want and not pre:
+            return
+        rows = self._c.rows(
+            self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], _PRELOAD_SCAN + 1)
+        )
+        found: dict[bytes, bytes] = {}
+        scans: dict[int, list[tuple[bytes, bytes]]] = {}
+        for w, i, k, v in rows:
+            if w == 0:
+                found[bytes(k)] = bytes(v)
+            else:
+                scans.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        for k in want:
+            self._loaded[k] = found.get(k)
+        for i, p in enumerate(pre, start=1):
+            pairs = scans.get(i, [])
+            if len(pairs) <= _PRELOAD_SCAN:  # the whole prefix: a scan of it needs no query
+                self._loaded_scans[p] = sorted(pairs)
+
+    def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
+        q = self._c.q
+        n = _PAGE_FIRST
+        if not reverse:
+            lo, hi = _fwd_bounds(prefix, start)
+            if hi is not None and lo >= hi:
+                return
+            rows = self._c.rows(
+                q.fwd[(cols, hi is not None)], (lo, hi, n) if hi is not None else (lo, n)
+            )
+            while True:
+                yield from rows
+                if len(rows) < n:
+                    return
+                last = bytes(rows[-1][0])
+                n = min(n * 8, _PAGE_MAX)
+                if hi is not None:
+                    rows = self._c.rows(q.fwd_after[cols], (last, hi, n))
+                else:
+                    rows = self._c.rows(q.fwd_after_open[cols], (last, n))
+        else:
+            bound = _rev_bounds(prefix, start)
+            if bound is None:
+                return
+            top, incl = bound
+            has_lo = bool(prefix)
+            while True:
+                params: tuple[Any, ...]
+                if top is None:  # from the very end of the keyspace
+                    params = (prefix, n) if has_lo else (n,)
+                    rows = self._c.rows(q.rev_end[(cols, has_lo)], params)
+                else:
+                    params = (top, prefix, n) if has_lo else (top, n)
+                    rows = self._c.rows(q.rev[(cols, incl, has_lo)], params)
+                yield from rows
+                if len(rows) < n:
+                    return
+                top, incl = bytes(rows[-1][0]), False
+                n = min(n * 8, _PAGE_MAX)
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        loaded = self._loaded_scans.get(prefix) if start is None else None
+        if loaded is not None:
+            yield from (reversed(loaded) if reverse else loaded)
+            return
+        for k, v in self._pages(prefix, start, reverse, "kv"):
+            yield bytes(k), bytes(v)
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        for (k,) in self._pages(prefix, start, reverse, "k"):
+            yield bytes(k)
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        return next(self.keys(prefix, start=start, reverse=reverse), None)
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        return self._server_around(prefix, key)
+
+    def _server_around(
+        self, prefix: bytes, key: bytes
+    ) -> tuple[bytes | None, bytes | None, bytes | None]:
+        k0 = v0 = k1 = None
+        for k, v in self._c.rows(self._c.q.around, (key, prefix, key)):
+            if v is not None and bytes(k) <= key:
+                k0, v0 = bytes(k), bytes(v)
+            else:
+                k1 = bytes(k)
+        if k1 is not None and not k1.startswith(prefix):
+            k1 = None
+        return k0, v0, k1
+
+
+class _PgWrite(_PgRead):
+    """A write transaction: the server's state under an overlay of this transaction's changes.
+
+    Puts and deletes land in ``_buf`` (None marks a delete); reads merge it over the server's
+    rows, so the transaction sees its own writes; ``commit`` sends the overlay in a few
+    statements.
+    """
+
+    def __init__(self, c: _Conn, lock_key: tuple[int, int]) -> None:
+        super().__init__(c)
+        self._lock_key = lock_key
+        self._buf: dict[bytes, bytes | None] = {}
+        self._sorted: list[bytes] = []  # the keys of _buf, in order
+        self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
+        self._arounds: dict[tuple[bytes, bytes], tuple[Any, Any, Any]] = {}  # server arounds
+
+    # -- reads over the overlay --------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        buf = self._buf
+        if key in buf:
+            return buf[key]
+        known = self._known
+        if key in known:
+            return known[key]
+        v = super().get(key)
+        known[key] = v
+        return v
+
+    def _overlay(self, prefix: bytes, start: bytes | None, reverse: bool) -> list[bytes]:
+        s = self._sorted
+        if not s:
+            return []
+        if not reverse:
+            lo, hi = _fwd_bounds(prefix, start)
+            i = bisect.bisect_left(s, lo)
+            j = len(s) if hi is None else bisect.bisect_left(s, hi)
+            return s[i:j]
+        bound = _rev_bounds(prefix, start)
+        if bound is None:
+            return []
+        top, incl = bound
+        i = bisect.bisect_left(s, prefix)
+        if top is None:
+            j = len(s)
+        else:
+            j = bisect.bisect_right(s, top) if incl else bisect.bisect_left(s, top)
+        return s[i:j][::-1]
+
+    def _merged(
+        self, prefix: bytes, start: bytes | None, reverse: bool, cols: str
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """Pairs (value None when only keys were asked) of server and overlay, in order."""
+        mine = self._overlay(prefix, start, reverse)
+        server = self._pages(prefix, start, reverse, cols)
+        if not mine:
+            for row in server:
+                yield bytes(row[0]), (bytes(row[1]) if cols == "kv" else None)
+            return
+        buf = self._buf
+        i = 0
+        n = len(mine)
+        for row in server:
+            k = bytes(row[0])
+            while i < n and (mine[i] > k if reverse else mine[i] < k):
+                m = mine[i]
+                i += 1
+                if buf.get(m) is not None:
+                    yield m, buf[m]
+            if i < n and mine[i] == k:
+                i += 1
+                if buf.get(k) is not None:
+                    yield k, buf[k]
+                continue
+            if k in buf:  # the overlay gained this key after the scan began
+                if buf[k] is not None:
+                    yield k, buf[k]
+                continue
+            yield k, (bytes(row[1]) if cols == "kv" else None)
+        for m in mine[i:]:
+            if buf.get(m) is not None:
+                yield m, buf[m]
+
+    def scan(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self._merged(prefix, start, reverse, "kv"):
+            assert v is not None
+            yield k, v
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        for k, _ in self._merged(prefix, start, reverse, "k"):
+            yield k
+
+    def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        got = self._arounds.get((prefix, key))
+        if got is None:
+            got = self._server_around(prefix, key)
+            self._arounds[(prefix, key)] = got
+        k0, v0, k1 = got
+        s = self._sorted
+        if not s:
+            return got
+        buf = self._buf
+        if (k0 is not None and k0 in buf) or (k1 is not None and k1 in buf and buf[k1] is None):
+            # the overlay changed a pair the server named: merge the long way
+            pair = next(self._merged(prefix, key, True, "kv"), None)
+            m0, mv = pair if pair is not None else (None, None)
+            return m0, mv, next(self.keys(prefix, start=key + b"\x00"), None)
+        # the overlay's nearest live keys on either side, within the prefix
+        i = bisect.bisect_right(s, key)
+        j = i - 1
+        while j >= 0 and s[j] >= prefix and buf[s[j]] is None:
+            j -= 1
+        if j >= 0 and s[j].startswith(prefix) and (k0 is None or s[j] > k0):
+            k0, v0 = s[j], buf[s[j]]
+        while i < len(s) and buf[s[i]] is None:
+            i += 1
+        if i < len(s) and s[i].startswith(prefix) and (k1 is None or s[i] < k1):
+            k1 = s[i]
+        return k0, v0, k1
+
+    def prefetch(self, keys: Iterable[bytes]) -> None:
+        """Read ``keys`` from the server in one query, for the ``get`` calls that follow."""
+        want = [k for k in keys if k not in self._buf and k not in self._known]
+        if not want:
+            return
+        found = {bytes(k): bytes(v) for k, v in self._c.rows(self._c.q.get_any, (want,))}
+        for k in want:
+            self._known[k] = found.get(k)
+
+    def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
+        """``around(prefix, key)`` of the server for every pair, in one query."""
+        want = [(p, k) for p, k in pairs if (p, k) not in self._arounds]
+        if not want:
+            return
+        got = self._c.rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
+        for i, k0, v0, k1 in got:
+            prefix, key = want[int(i) - 1]
+            b1 = None if k1 is None else bytes(k1)
+            self._arounds[(prefix, key)] = (
+                None if k0 is None else bytes(k0),
+                None if v0 is None else bytes(v0),
+                b1 if b1 is not None and b1.startswith(prefix) else None,
+            )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        buf = self._buf
+        if key not in buf:
+            bisect.insort(self._sorted, key)
+        buf[key] = value
+
+    def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        if not overwrite and self.get(key) is not None:
+            return False
+        self._set(bytes(key), bytes(value))
+        return True
+
+    def delete(self, key: bytes) -> bool:
+        existed = self.get(key) is not None
+        if existed:
+            self._set(bytes(key), None)
+        return existed
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        for k, v in items:
+            self._set(bytes(k), bytes(v))
+
+    def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
+        pairs = [(bytes(k), bytes(v)) for k, v in items]
+        unknown = [k for k, _ in pairs if k not in self._buf and k not in self._known]
+        if unknown:
+            present = {bytes(k): bytes(v) for k, v in self._c.rows(self._c.q.get_any, (unknown,))}
+            for k in unknown:
+                self._known[k] = present.get(k)
+        added = 0
+        for k, v in pairs:
+            if self.get(k) is None:
+                self._set(k, v)
+                added += 1
+        return added
+
+    # -- commit ------------------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Send the overlay, COMMIT and the unlock (small changes: in one query string)."""
+        c = self._c
+        conn = c.conn
+        puts_k: list[bytes] = []
+        puts_v: list[bytes] = []
+        dels: list[bytes] = []
+        buf = self._buf
+        for k in self._sorted:
+            v = buf[k]
+            if v is None:
+                if self._known.get(k, b"") is not None:
+                    dels.append(k)
+            else:
+                puts_k.append(k)
+                puts_v.append(v)
+        if not c.begun and not puts_k and not dels:
+            return  # nothing read, nothing written: no transaction at all
+        psycopg, _ = _psycopg()
+        size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
+        unlock = "SELECT pg_advisory_unlock(%s, %s)"
+        if size <= _SMALL:  # one round trip: the changes, COMMIT and the unlock in one string
+            parts: list[str] = [] if c.begun else [c._begin]
+            params: list[Any] = []
+            if dels:
+                parts.append(c.q.delete)
+                params.append(dels)
+            if puts_k:
+                parts.append(c.q.upsert)
+                params += [puts_k, puts_v]
+            parts += ["COMMIT", unlock]
+            params += self._lock_key
+            with psycopg.ClientCursor(conn) as cur:
+                cur.execute("; ".join(parts), params)
+                c.begun = True
+                while cur.nextset():
+                    pass
+            return
+        c.start()
+        if dels:
+            conn.execute(c.q.delete, (dels,))
+        i = 0
+        while i < len(puts_k):
+            j, got = i, 0
+            while j < len(puts_k) and j - i < _BATCH_ROWS and got < _BATCH_BYTES:
+                got += len(puts_k[j]) + len(puts_v[j])
+                j += 1
+            conn.execute(c.q.upsert, (puts_k[i:j], puts_v[i:j]))
+            i = j
+        conn.execute("COMMIT")
+        conn.execute(unlock, self._lock_key)
+
+
+class _ReadCtx:
+    """``PgKV.read()``: a REPEATABLE READ READ ONLY snapshot on a pooled connection."""
+
+    __slots__ = ("_c", "_kv")
+
+    def __init__(self, kv: PgKV) -> None:
+        self._kv = kv
+        self._c: _Conn | None = None
+
+    def __enter__(self) -> _PgRead:
+        kv = self._kv
+        kv._check_fork()
+        self._c = _Conn(kv, _BEGIN_READ)
+        return _PgRead(self._c)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        c, self._c = self._c, None
+        psycopg, _ = _psycopg()
+        if c is not None:
+            conn = c.conn
+            if c.begun and conn is not None and not conn.closed:
+                try:
+                    conn.execute("ROLLBACK")
+                except psycopg.Error:
+                    conn.close()  # the pool discards it
+            c.release(failed=False)
+        if isinstance(exc, psycopg.Error):
+            raise _wrap(exc, f"reading {self._kv.path}") from exc
+
+
+class PgKV:
+    """A store in a PostgreSQL table (see the module docstring)."""
+
+    def __init__(self, url: str, *, readonly: bool = False, create: bool = True) -> None:
+        psycopg, psycopg_pool = _psycopg()
+        self.url = parse_url(url)
+        self.path = self.url.shown
+        self.readonly = readonly
+        self.table = f"cortex_{self.url.store}"
+        self._sql = _Scan(self.table)
+        self._pid = os.getpid()
+        # one advisory lock per store: writers take it before their snapshot (LMDB's writer
+        # mutex); two int4 keys: a constant for cortex and a hash of the table name
+        self._lock_key = (0x636F7278, _hash32(self.table))
+        self._closed = False
+        self._lock = threading.Lock()
+        try:
+            with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
+                exists = conn.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL", (f'"{self.table}"',)
+                ).fetchone()[0]
+                if not exists:
+                    if readonly or not create:
+                        raise CortexError(
+                            f"no store at {self.path} (no table {self.table}); create it with "
+                            f"`cortex --store '{self.path}' init`"
+                        )
+                    conn.execute("SELECT pg_advisory_lock(%s, %s)", self._lock_key)
+                    try:
+                        conn.execute(self._sql.create)
+                    finally:
+                        conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+        except psycopg.Error as exc:
+            raise _wrap(exc, f"cannot open the store {self.path}") from exc
+        self._pool = psycopg_pool.ConnectionPool(
+            self.url.conninfo,
+            min_size=1,
+            max_size=self.url.pool,
+            kwargs={"autocommit": True, "prepare_threshold": 0},
+            open=False,
+            timeout=15.0,
+            reconnect_timeout=15.0,
+            name=f"cortex-{self.url.store}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=15.0)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            self._pool.close()
+            raise _wrap(exc, f"cannot open the store {self.path}") from exc
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            raise CortexError(
+                "this store was opened before fork(); its connections must not cross a fork: "
+                "open the store again in the child"
+            )
+        if self._closed:
+            raise CortexError(f"the store {self.path} is closed")
+
+    def _getconn(self) -> Any:
+        psycopg, psycopg_pool = _psycopg()
+        try:
+            return self._pool.getconn()
+        except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
+            raise EngineError(
+                f"no connection to the PostgreSQL server of {self.path} ({exc}); nothing was "
+                "read or written: check that the server is up and retry"
+            ) from exc
+
+    def _putconn(self, conn: Any) -> None:
+        if conn is None:
+            return
+        try:
+            self._pool.putconn(conn)
+        except Exception:
+            conn.close()
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def read(self) -> _ReadCtx:
+        """A read snapshot (REPEATABLE READ, READ ONLY), as a context manager."""
+        return _ReadCtx(self)
+
+    def read_checked(self, ranges: list[tuple[bytes, bytes | None]] | None = None) -> _ReadCtx:
+        """``read()``; its transaction's ``damage`` is always empty.
+
+        The LMDB engine checks a snapshot's pages before a whole-store walk (LMDB would crash
+        on a damaged page); PostgreSQL checks its own pages and reports a damaged one as an
+        error of the query that meets it, so there is nothing to check here. ``ranges`` is
+        accepted for the same interface and ignored.
+        """
+        return _ReadCtx(self)
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` and the last pair under the prefix ``last``, in ONE statement.
+
+        One round trip and one snapshot (a statement sees one), no transaction to begin or
+        end: for reads of a few known keys (get by id).
+        """
+        self._check_fork()
+        psycopg, _ = _psycopg()
+        lo = hi = b""
+        if last is not None:
+            end = prefix_end(last) if last.strip(b"\xff") else None
+            lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
+        for attempt in (0, 1):
+            conn = self._getconn()
+            try:
+                if last is None:
+                    rows = [
+                        (0, k, v) for k, v in conn.execute(self._sql.get_any, (keys,), binary=True)
+                    ]
+                else:
+                    rows = conn.execute(self._sql.point, (keys, lo, hi), binary=True).fetchall()
+            except psycopg.OperationalError as exc:
+                dead = conn.broken or conn.closed
+                self._putconn(conn)
+                if dead and attempt == 0:
+                    continue  # a pooled connection the server dropped: once more, fresh
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except psycopg.Error as exc:
+                self._putconn(conn)
+                raise _wrap(exc, f"reading {self.path}") from exc
+            self._putconn(conn)
+            found = {bytes(k): bytes(v) for w, k, v in rows if w == 0}
+            tail = next(((bytes(k), bytes(v)) for w, k, v in rows if w == 1), None)
+            return [found.get(k) for k in keys], tail
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn`` in one SERIALIZABLE transaction and commit; re-run on conflict.
+
+        ``fn`` may run more than once: after a serialization failure or a deadlock reported by
+        the server, and once after a connection lost before the commit was sent.
+
+        Raises:
+            ConflictError: still conflicting after ``RETRIES`` tries.
+            EngineError: the server went away (before or during the commit: a commit whose
+                answer was lost is named so; PostgreSQL applied it whole or not at all).
+            StoreFullError: the server is out of disk or memory.
+        """
+        self._check_fork()
+        if self.readonly:
+            raise CortexError("the store is open read-only")
+        psycopg, _ = _psycopg()
+        errors = psycopg.errors
+        # the lock first, in a transaction of its own, then the snapshot: a writer's snapshot
+        # is taken only once the previous writer has committed
+        a, b = self._lock_key
+        begin = f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
+        for attempt in range(RETRIES):
+            c = _Conn(self, begin)
+            txn = _PgWrite(c, self._lock_key)
+            committing = False
+            try:
+                result = fn(txn)
+                committing = True
+                txn.commit()
+            except (errors.SerializationFailure, errors.DeadlockDetected) as exc:
+                c.release(failed=True)
+                if attempt + 1 == RETRIES:
+                    raise ConflictError(
+                        f"the write to {self.path} kept conflicting with concurrent writers "
+                        f"({RETRIES} tries; last: {exc.sqlstate}); nothing was written: retry "
+                        "later"
+                    ) from exc
+                time.sleep(min(0.001 * 2**attempt, 0.2) * (0.5 + random.random()))
+                continue
+            except psycopg.Error as exc:
+                gone = c.conn is None or c.conn.broken or c.conn.closed
+                c.release(failed=True)
+                if gone and committing:
+                    raise EngineError(
+                        f"the connection to the server of {self.path} was lost while committing "
+                        f"({exc}): PostgreSQL applied the write whole or not at all; read the "
+                        "store to see which"
+                    ) from exc
+                raise _wrap(exc, f"writing {self.path}") from exc
+            except BaseException:
+                c.release(failed=True)
+                raise
+            c.release(failed=False)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def info(self) -> dict[str, int]:
+        """The table's size on the server (with its index and TOAST) and its row count."""
+        psycopg, _ = _psycopg()
+        conn = self._getconn()
+        try:
+            size, rows = conn.execute(self._sql.size).fetchone()
+        except psycopg.Error as exc:
+            raise _wrap(exc, f"reading {self.path}") from exc
+        finally:
+            self._putconn(conn)
+        return {"map_size": int(size), "used_bytes": int(size), "entries": int(rows)}
+
+    def load(self, pairs: Iterable[tuple[bytes, bytes]]) -> tuple[int, int]:
+        """Fill the empty store with ``pairs`` (in key order) in one transaction, by COPY.
+
+        Returns:
+            How many pairs and bytes were loaded.
+
+        Raises:
+            CortexError: the store already holds records (nothing is written).
+        """
+        psycopg, _ = _psycopg()
+        self._check_fork()
+        a, b = self._lock_key
+        c = _Conn(
+            self, f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
+        )
+        conn = c.conn
+        n = size = 0
+        try:
+            c.start()
+            if conn.execute(f'SELECT 1 FROM "{self.table}" LIMIT 1').fetchone() is not None:
+                raise CortexError(f"{self.path} holds records; a copy goes into an empty store")
+            with (
+                conn.cursor() as cur,
+                cur.copy(f'COPY "{self.table}" (k, v) FROM STDIN (FORMAT BINARY)') as cp,
+            ):
+                cp.set_types(["bytea", "bytea"])
+                for k, v in pairs:
+                    cp.write_row((k, v))
+                    n += 1
+                    size += len(k) + len(v)
+            conn.execute("COMMIT")
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+        except psycopg.Error as exc:
+            c.release(failed=True)
+            raise _wrap(exc, f"loading {self.path}") from exc
+        except BaseException:
+            c.release(failed=True)
+            raise
+        c.release(failed=False)
+        return n, size
+
+    def drop(self) -> None:
+        """Remove the store's table (all its data)."""
+        psycopg, _ = _psycopg()
+        conn = self._getconn()
+        try:
+            conn.execute(f'DROP TABLE IF EXISTS "{self.table}"')
+        except psycopg.Error as exc:
+            raise _wrap(exc, f"dropping {self.path}") from exc
+        finally:
+            self._putconn(conn)
+
+    def vacuum(self, wait: float) -> list[tuple[int, int]]:
+        """The erasure step's part on PostgreSQL (``specs/storage.md`` §11): ``VACUUM``.
+
+        Runs ``VACUUM`` on the store's table (and so its TOAST table and indexes), which
+        removes the dead row versions a purge left from every row and index entry. A
+        transaction whose snapshot began before the purge keeps them: the step waits up to
+        ``wait`` seconds for such transactions (other than this connection's) to end, vacuums
+        again, and returns ``(pid, age of its xmin)`` of those still open. ``VACUUM`` does not
+        overwrite the bytes of what it removes; the files are the operator's part.
+        """
+        psycopg, _ = _psycopg()
+        held = """
+            SELECT pid, age(backend_xmin) FROM pg_stat_activity
+            WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+              AND datname = current_database()
+              AND age(backend_xmin) >= age(%s::text::xid)
+            ORDER BY pid"""
+        conn = self._getconn()
+        try:
+            # the oldest transaction that may still see a dead row of the purge: one older
+            # than every transaction committed so far
+            (now_xid,) = conn.execute("SELECT txid_current()::text").fetchone()
+            now_xid = str(int(now_xid) & 0xFFFFFFFF)
+            deadline = time.monotonic() + wait
+            while True:
+                conn.execute(f'VACUUM "{self.table}"')
+                holding = [(int(p), int(a)) for p, a in conn.execute(held, (now_xid,))]
+                if not holding or time.monotonic() >= deadline:
+                    return holding
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        except psycopg.Error as exc:
+            raise _wrap(exc, f"vacuuming {self.path}") from exc
+        finally:
+            self._putconn(conn)
+
+    def close(self) -> None:
+        """Close the pool (only in the process that opened it)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if os.getpid() == self._pid:
+            self._pool.close()
+
+
+def _hash32(text: str) -> int:
+    """A stable signed 32-bit hash (FNV-1a) of ``text``, for an advisory lock key."""
+    h = 0x811C9DC5
+    for b in text.encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h

@@ -1,0 +1,1 @@
+"""Moving stores: export and import bundles, format migrations, salvage of damaged stores."""

@@ -1,0 +1,580 @@
+"""Format migrations: named, ordered, recorded upgrades of a store's on-disk format.
+
+Each migration takes a store from one format version to the next in ONE write transaction that
+also rewrites ``meta/format``, appends to ``meta/migrations`` and journals a ``migration``
+entry, so a store is always wholly at the old version or wholly at the new one. Stores are
+never migrated implicitly: opening an older store raises ``MigrationRequiredError`` and
+``migrate`` (the ``cortex migrate`` command) upgrades it. See ``specs/storage.md`` §5.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Final
+
+import msgspec
+
+from cortex import argcheck
+from cortex.engine.store import (
+    ALIASES_FEATURE,
+    BUDGETS_FEATURE,
+    CLAIMS_FEATURE,
+    EPISODES_FEATURE,
+    ERASURE_FEATURE,
+    FORMAT_CODEC,
+    FORMAT_VERSION,
+    FRAME_TIME_FEATURE,
+    PINNED_FEATURE,
+    SENSITIVITY_FEATURE,
+    SUPERSEDED,
+    TAG_TYPE_FEATURE,
+    FormatRecord,
+    JournalKind,
+    _claim_hashes,
+    _current_version,
+    _decoded,
+    _index_keys,
+    _index_live,
+    _Journal,
+    _live_heads,
+    _pin_key,
+    _rebuild_lexical,
+    _trusted,
+    is_pinned,
+    superseder,
+)
+from cortex.errors import CortexError, FormatError, ValidationError
+from cortex.index.lexical import BLOCKS_FEATURE, STEM_FEATURE
+from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
+from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.model.records import Head
+from cortex.storage.engines import open_kv
+from cortex.storage.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
+from cortex.storage.kv import KV, ReadTxn, WriteTxn, seal
+
+__all__ = [
+    "MIGRATIONS_KEY",
+    "Applied",
+    "Progress",
+    "Report",
+    "Step",
+    "StepReport",
+    "applied",
+    "known",
+    "migrate",
+    "plan",
+]
+
+MIGRATIONS_KEY: Final = meta_key("migrations")
+
+Progress = Callable[[str, int, int], None]
+"""``progress(step name, records done, records in all)``, called as a migration runs."""
+
+
+class Step(msgspec.Struct, frozen=True, kw_only=True):
+    """One migration a store needs.
+
+    Attributes:
+        name: the migration's name, e.g. ``0001-lexical-index`` (ordered by its number).
+        from_version: the format it starts from.
+        to_version: the format it leaves the store at.
+        description: what it does, in one line.
+    """
+
+    name: str
+    from_version: int
+    to_version: int
+    description: str
+
+
+class StepReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one step did (or, in a dry run, would do).
+
+    Attributes:
+        step: the migration.
+        records: how many records it rewrote or built (memories indexed: the live ones for
+            0001, all of them for 0002).
+        applied: whether it was committed (``False`` in a dry run).
+    """
+
+    step: Step
+    records: int
+    applied: bool
+
+
+class Report(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of ``migrate``.
+
+    Attributes:
+        path: the store.
+        from_version: the store's format before.
+        to_version: its format after (the one it would reach, in a dry run).
+        dry_run: whether nothing was written.
+        steps: the steps, in order; empty when the store was already there.
+    """
+
+    path: str
+    from_version: int
+    to_version: int
+    dry_run: bool
+    steps: tuple[StepReport, ...]
+
+
+class Applied(msgspec.Struct, frozen=True, kw_only=True):
+    """One entry of ``meta/migrations``: a migration the store went through."""
+
+    name: str
+    from_version: int
+    to_version: int
+    at: datetime
+    by: str
+    records: int
+
+
+class _Migrations(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    applied: tuple[Applied, ...] = ()
+
+
+APPLIED_CODEC: Final = StructCodec(
+    Applied,
+    [
+        ("name", _Text(256)),
+        ("from_version", _Int(1)),
+        ("to_version", _Int(1)),
+        ("at", _time),
+        ("by", _Text(256)),
+        ("records", _Int()),
+    ],
+)
+MIGRATIONS_CODEC: Final = StructCodec(
+    _Migrations, [("applied", _List(APPLIED_CODEC, max_items=2**16))], schema_version=1
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The migrations
+
+
+class _Migration:
+    """A migration: its step, how many records it touches, and the work itself."""
+
+    def __init__(
+        self,
+        step: Step,
+        features: frozenset[str],
+        count: Callable[[ReadTxn], int],
+        run: Callable[[WriteTxn, Callable[[int], None]], int],
+    ) -> None:
+        self.step = step
+        self.features = features  # the format features of the version it leaves
+        self.count = count
+        self.run = run
+
+
+def _count_live(txn: ReadTxn) -> int:
+    return len(_live_heads(txn))
+
+
+def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0001: index the current version of every live memory (tombstoned ones stay out)."""
+    return _index_live(txn, tick)
+
+
+def _all_heads(txn: ReadTxn) -> list[Head]:
+    heads = []
+    for key, value in txn.scan(HEAD):
+        head: Head = _trusted(HEAD_CODEC, key, value)
+        heads.append(head)
+    return heads
+
+
+def _count_heads(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(HEAD))
+
+
+def _rewrite_index(
+    txn: WriteTxn,
+    prefix: bytes,
+    tick: Callable[[int], None],
+    also: Callable[[Head], None] | None = None,
+) -> int:
+    """Delete every key under ``prefix`` and write the entries every head implies there now.
+
+    Every memory is re-indexed (tombstoned ones too: they keep their entries, ``storage.md``
+    §2), ``also`` run on each; returns how many.
+    """
+    for key in list(txn.keys(prefix)):  # the old layout
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        for key in _index_keys(head):
+            if key.startswith(prefix):
+                txn.put(key, b"")
+        if also is not None:
+            also(head)
+        done += 1
+        tick(done)
+    return done
+
+
+def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0002: rewrite every frame index entry with its created time; build the pinned index."""
+
+    def pin(head: Head) -> None:
+        version = _current_version(txn, head)
+        if version.data is not None and is_pinned(_decoded(head.type, version.data)):
+            txn.put(_pin_key(head), b"")
+
+    return _rewrite_index(txn, IDX_FRAME, tick, pin)
+
+
+def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0003: rewrite every tag index entry with the memory's type after the tag hash."""
+    return _rewrite_index(txn, IDX_TAG, tick)
+
+
+def _stemmed_terms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0004: rebuild the lexical index with stemmed terms (``lexical.md`` §2, step 4)."""
+    return _rebuild_lexical(txn, tick)
+
+
+def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0005: rebuild the lexical index with its postings in blocks (``lexical.md`` §4)."""
+    return _rebuild_lexical(txn, tick)
+
+
+_FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
+_FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
+
+
+def _no_records(txn: ReadTxn) -> int:
+    return 0
+
+
+def _nothing(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """Formats 7 and 8 add keyspaces that start empty: nothing to rewrite."""
+    return 0
+
+
+def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0007: index every memory with content under its claim keys (``claims.md`` §5).
+
+    Tombstoned memories keep their entries (as their other index entries); purged ones have no
+    content. Memories that already compete stay as they are: no chain is inferred from the past.
+    """
+    for key in list(txn.keys(IDX_CLAIM)):
+        txn.delete(key)
+    done = 0
+    for head in _all_heads(txn):
+        version = _current_version(txn, head)
+        if version.data is not None:
+            # a supersedes edge added by hand before format 8 already ends a memory's time
+            mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
+            for c in _claim_hashes(_decoded(head.type, version.data)):
+                txn.put(claim_index_key(c, head.id), mark)
+        done += 1
+        tick(done)
+    return done
+
+
+MIGRATIONS: Final = (
+    _Migration(
+        Step(
+            name="0001-lexical-index",
+            from_version=1,
+            to_version=2,
+            description="build the lexical (BM25) index for every live memory",
+        ),
+        _FORMAT2_FEATURES,
+        _count_live,
+        _build_lexical,
+    ),
+    _Migration(
+        Step(
+            name="0002-pinned-and-frame-time",
+            from_version=2,
+            to_version=3,
+            description="rewrite frame index keys in created order; build the pinned index",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE},
+        _count_heads,
+        _frames_by_time_and_pins,
+    ),
+    _Migration(
+        Step(
+            name="0003-tag-index-by-type",
+            from_version=3,
+            to_version=4,
+            description="rewrite tag index keys with the type after the tag",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE},
+        _count_heads,
+        _tags_by_type,
+    ),
+    _Migration(
+        Step(
+            name="0004-lexical-stemming",
+            from_version=4,
+            to_version=5,
+            description="rebuild the lexical index with stemmed (Snowball English) terms",
+        ),
+        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE},
+        _count_live,
+        _stemmed_terms,
+    ),
+    _Migration(
+        Step(
+            name="0005-posting-blocks",
+            from_version=5,
+            to_version=6,
+            description="rebuild the lexical index with its postings in blocks",
+        ),
+        _FORMAT2_FEATURES
+        | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE, BLOCKS_FEATURE},
+        _count_live,
+        _posting_blocks,
+    ),
+    _Migration(
+        Step(
+            name="0006-episodes",
+            from_version=6,
+            to_version=7,
+            description="allow episodes (ep/, prov/e/); no record changes",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+        },
+        _no_records,
+        _nothing,
+    ),
+    _Migration(
+        Step(
+            name="0007-claim-index",
+            from_version=7,
+            to_version=8,
+            description="index Facts and Preferences under their claim keys (temporal chains); "
+            "allow write budgets, sensitivity levels, erasure records and aliases",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
+            ERASURE_FEATURE,  # no purge has an erasure record yet: no entry
+            ALIASES_FEATURE,  # no alias yet: no entry
+        },
+        _count_heads,
+        _claim_index,
+    ),
+)
+"""Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""
+
+# ---------------------------------------------------------------------------------------------
+# Reading the format without the store's check
+
+
+def _read_format(txn: ReadTxn, path: str) -> FormatRecord:
+    key = meta_key("format")
+    raw = txn.get(key)
+    if raw is None:
+        raise FormatError(f"{path} holds no meta/format: not a cortex store")
+    record: FormatRecord = _trusted(FORMAT_CODEC, key, raw)
+    if record.format_version > FORMAT_VERSION:
+        raise FormatError(
+            f"{path} has format {record.format_version}, newer than this cortex "
+            f"({FORMAT_VERSION}): upgrade cortex; there is nothing to migrate"
+        )
+    return record
+
+
+def _steps(current: int, to: int | None, path: str) -> list[_Migration]:
+    target = FORMAT_VERSION if to is None else to
+    if isinstance(target, bool) or not isinstance(target, int):
+        raise ValidationError("to", "type", f"must be a format version (an integer), got {to!r}")
+    if target > FORMAT_VERSION:
+        raise ValidationError(
+            "to",
+            "range",
+            f"format {target} is unknown: this cortex knows formats up to {FORMAT_VERSION}",
+        )
+    if target < current:
+        raise ValidationError(
+            "to",
+            "range",
+            f"{path} is at format {current}; migrations only go forward (to {current} or later)",
+        )
+    return [m for m in MIGRATIONS if current <= m.step.from_version < target]
+
+
+def _open(path: str | os.PathLike[str], readonly: bool) -> KV:
+    where = argcheck.path(path, "path")
+    try:
+        kv: KV = open_kv(where, readonly=readonly, create=False)
+    except OSError as exc:  # the path itself: too long, not a directory, no permission
+        raise CortexError(f"cannot open the store at {where[:200]}: {exc.strerror or exc}") from exc
+    return kv
+
+
+def plan(path: str | os.PathLike[str], to: int | None = None) -> list[Step]:
+    """The migrations that would take the store at ``path`` to format ``to``.
+
+    Args:
+        path: the store directory.
+        to: the target format version (default: the newest this cortex writes).
+
+    Returns:
+        The steps, in order; empty when the store is at ``to`` already.
+
+    Raises:
+        FormatError: not a store, or its format is newer than this cortex.
+        ValidationError: ``to`` is unknown or older than the store's format.
+        CortexError: the store cannot be opened.
+    """
+    kv = _open(path, readonly=True)
+    try:
+        with kv.read() as txn:
+            current = _read_format(txn, str(path)).format_version
+    finally:
+        kv.close()
+    return [m.step for m in _steps(current, to, str(path))]
+
+
+def known() -> list[Step]:
+    """Every migration this cortex knows, in order (``cortex migrate --list``)."""
+    return [m.step for m in MIGRATIONS]
+
+
+def applied(path: str | os.PathLike[str]) -> list[Applied]:
+    """The migrations recorded in the store's ``meta/migrations``, oldest first.
+
+    Raises:
+        IntegrityError: the record is damaged.
+        CortexError: the store cannot be opened.
+    """
+    kv = _open(path, readonly=True)
+    try:
+        with kv.read() as txn:
+            return list(_read_applied(txn))
+    finally:
+        kv.close()
+
+
+def _read_applied(txn: ReadTxn) -> tuple[Applied, ...]:
+    raw = txn.get(MIGRATIONS_KEY)
+    if raw is None:
+        return ()
+    record: _Migrations = _trusted(MIGRATIONS_CODEC, MIGRATIONS_KEY, raw)
+    return record.applied
+
+
+def migrate(
+    path: str | os.PathLike[str],
+    *,
+    to: int | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    actor: str = "cortex-migrate",
+) -> Report:
+    """Upgrade the store at ``path`` to format ``to``, one transaction per migration.
+
+    The store is opened directly (the format check that makes ``Cortex.open`` refuse an older
+    store is what this function exists to resolve). Running it on a store that is already at
+    ``to`` changes nothing. If a migration fails, its transaction is rolled back: the store
+    stays at the format the previous migration left, exactly as it was. Run it while nothing
+    else uses the store: a process that opened it with an older cortex would go on writing the
+    old format after the migration; and this process must not hold it open (LMDB allows one
+    environment per process and path).
+
+    Args:
+        path: the store directory (it must exist).
+        to: the target format version (default: the newest this cortex writes).
+        dry_run: write nothing; report what would be done and how many records it touches.
+        progress: called as ``progress(step name, done, total)`` while a step runs.
+        actor: who the journal and ``meta/migrations`` name as having migrated the store.
+
+    Returns:
+        The report: the versions before and after and one entry per step.
+
+    Raises:
+        FormatError: not a store, or its format is newer than this cortex.
+        ValidationError: ``to`` is unknown or older than the store's format.
+        IntegrityError: a record the migration reads is damaged (nothing is written).
+        CortexError: the store cannot be opened or written.
+    """
+    where = str(path)
+    kv = _open(path, readonly=dry_run)
+    try:
+        with kv.read() as txn:
+            start = _read_format(txn, where).format_version
+        todo = _steps(start, to, where)
+        reports: list[StepReport] = []
+        for m in todo:
+            if dry_run:
+                with kv.read() as txn:
+                    reports.append(StepReport(step=m.step, records=m.count(txn), applied=False))
+                continue
+            run = partial(_apply, m=m, where=where, actor=actor, progress=progress)
+            records = kv.write(run)
+            reports.append(StepReport(step=m.step, records=records, applied=True))
+    finally:
+        kv.close()
+    return Report(
+        path=where,
+        from_version=start,
+        to_version=todo[-1].step.to_version if todo else start,
+        dry_run=dry_run,
+        steps=tuple(reports),
+    )
+
+
+def _apply(
+    txn: WriteTxn, *, m: _Migration, where: str, actor: str, progress: Progress | None
+) -> int:
+    record = _read_format(txn, where)
+    if record.format_version != m.step.from_version:  # another process raced us
+        raise CortexError(
+            f"{where} changed to format {record.format_version} while migrating; run it again"
+        )
+    total = m.count(txn) if progress is not None else 0
+
+    def tick(done: int) -> None:
+        if progress is not None:
+            progress(m.step.name, done, total)
+
+    records = m.run(txn, tick)
+    now = datetime.now(UTC)
+    new_format = msgspec.structs.replace(
+        record, format_version=m.step.to_version, features=tuple(sorted(m.features))
+    )
+    txn.put(meta_key("format"), seal(FORMAT_CODEC.encode(new_format, "meta/format")))
+    entry = Applied(
+        name=m.step.name,
+        from_version=m.step.from_version,
+        to_version=m.step.to_version,
+        at=now,
+        by=actor,
+        records=records,
+    )
+    history = _Migrations(applied=(*_read_applied(txn), entry))
+    txn.put(MIGRATIONS_KEY, seal(MIGRATIONS_CODEC.encode(history, "meta/migrations")))
+    _Journal(txn, now, actor).append(
+        JournalKind.MIGRATION,
+        reason=f"{m.step.name}: format {m.step.from_version} -> {m.step.to_version}",
+    )
+    return records
