@@ -1860,7 +1860,7 @@ def _values(w: World, dest: str) -> list[str]:
 def _commands() -> list[tuple[str, Any]]:
     import argparse
 
-    from cortex.cli import _parser
+    from cortex.cli.app import _parser
 
     out: list[tuple[str, Any]] = []
 

@@ -32,8 +32,9 @@ from cortex import (
     Uri,
     Verb,
     Visibility,
-    cli,
 )
+from cortex.cli import app as cli_main
+from cortex.cli import journal as cli_journal
 from cortex.cli import main
 from cortex.storage.keys import LEX_POSTING, lex_term_key, version_key
 from tests import workers
@@ -839,7 +840,7 @@ def test_log_follow_prints_new_entries_until_interrupted(
         elif polls == 3:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_pause", sleep)
+    monkeypatch.setattr(cli_journal, "_pause", sleep)
     rc, out, _ = run(capsys, "log", "--follow", "--kind", "write")
     assert rc == 0 and polls == 3
     lines = out.splitlines()
@@ -1250,7 +1251,7 @@ def _commands() -> list[tuple[list[str], argparse.ArgumentParser]]:
                     else:
                         out.append(([*prefix, name], sub))
 
-    walk(cli._parser(), [])
+    walk(cli_main._parser(), [])
     return out
 
 
