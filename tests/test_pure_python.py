@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = ("codec", "keys", "kv", "lexical", "postings", "store", "text")
+MODULES = (
+    "model.codec",
+    "storage.keys",
+    "storage.kv",
+    "index.lexical",
+    "index.postings",
+    "engine.store",
+    "index.text",
+)
 
 PROBE = f"""
 import tests.conftest

@@ -54,10 +54,10 @@ def _flagged_modules() -> list[ModuleType]:
     import pkgutil
 
     found = []
-    for info in pkgutil.iter_modules(cortex.__path__):
-        if info.name == "__main__":
+    for info in pkgutil.walk_packages(cortex.__path__, "cortex."):
+        if info.name == "cortex.__main__" or info.name.startswith(("cortex.cli", "cortex.serve")):
             continue
-        module = importlib.import_module(f"cortex.{info.name}")
+        module = importlib.import_module(info.name)
         if hasattr(module, "_USE_SPEEDUPS"):
             found.append(module)
     return found

@@ -128,7 +128,18 @@ def main() -> int:
             print(f"the sdist {sdist.name} lacks {missing}", file=sys.stderr)
             return 1
         with zipfile.ZipFile(wheel) as whl:
-            sources = [n for n in whl.namelist() if n.startswith("cortex/_c/")]
+            shipped = set(whl.namelist())
+            sources = [n for n in shipped if n.startswith("cortex/_c/")]
+        # every module of every layer package (a package setuptools' find missed fails here)
+        modules = sorted(
+            p.relative_to(ROOT).as_posix()
+            for p in (ROOT / "cortex").rglob("*.py")
+            if "_c" not in p.relative_to(ROOT).parts
+        )
+        lost = [m for m in modules if m not in shipped]
+        if lost:
+            print(f"the wheel {wheel.name} lacks {lost}", file=sys.stderr)
+            return 1
         if sources:
             print(f"the wheel {wheel.name} ships the C sources {sources}", file=sys.stderr)
             return 1
