@@ -6,17 +6,9 @@ from cortex.agent.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.agent.extract import ExtractionError, LLMExtractor
 from cortex.agent.quick import Memories
 from cortex.engine.erasure import ErasureReport, Residue, ScrubReport
-from cortex.engine.store import (
-    FORMAT_VERSION,
-    Edge,
-    ImportReport,
-    JournalEntry,
-    JournalKind,
-    Memory,
-    NewMemory,
-    Problem,
-    VerifyReport,
-)
+from cortex.engine.journal import JournalEntry, JournalKind
+from cortex.engine.store import FORMAT_VERSION
+from cortex.engine.values import Edge, ImportReport, Memory, NewMemory, Problem, VerifyReport
 from cortex.errors import (
     CodecError,
     ConflictError,

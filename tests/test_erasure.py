@@ -29,7 +29,7 @@ from cortex import (
     ValidationError,
 )
 from cortex.engine.erasure import ERASURE_CODEC, ErasureKind, sidecar_copy
-from cortex.engine.store import _trusted
+from cortex.engine.values import decode_trusted
 from cortex.index.vectors import VECTOR_RECORD
 from cortex.model.records import Forms, Provenance, SourceRef
 from cortex.storage.keys import ERASURE, vec_key
@@ -46,7 +46,7 @@ def vector_bytes(cx: Cortex, mid: Any) -> list[bytes]:
     with cx._kv.read() as txn:
         raw = txn.get(vec_key(mid))
         assert raw is not None
-        rec = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+        rec = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
     return [rec.vector, sidecar_copy(rec.vector)]
 
 
@@ -420,7 +420,7 @@ def test_the_erasure_record_names_the_purge_and_holds_no_content(tmp_path: Path)
         cx.purge(uri, "erase", by="dpo")
         with cx._kv.read() as txn:
             [(key, value)] = list(txn.scan(ERASURE))
-        rec = _trusted(ERASURE_CODEC, key, value)
+        rec = decode_trusted(ERASURE_CODEC, key, value)
         entry = next(e for e in cx.journal() if e.kind is JournalKind.PURGE)
         assert (rec.seq, rec.kind, rec.id, rec.by) == (entry.seq, ErasureKind.MEMORY, uri.id, "dpo")
         assert list(rec.hashes) == hashes and rec.window == 16

@@ -80,6 +80,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "engine",
         (
+            "values",  # the engine's records (edges, format) and the values its API returns
+            "journal",  # the hash-chained journal: entries, their codec, one transaction's writer
             "erasure",  # what a purge erased, as needles an audit searches the files for
             "store",
             "sidecar",  # the vector index cache beside a store, caught up from its journal
@@ -352,3 +354,26 @@ def test_package_ships_type_information() -> None:
 def test_every_module_has_a_docstring() -> None:
     missing = [m for m, tree in MODULES.items() if not ast.get_docstring(tree)]
     assert not missing, f"modules without a one-line docstring: {missing}"
+
+
+def _readme_layers() -> dict[str, list[str]]:
+    """The layer folders of the README's Architecture block and the modules it lists for each."""
+    text = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Architecture", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    shown: dict[str, list[str]] = {}
+    for line in block.splitlines():
+        m = re.match(r"\s+(\w+)/\s+(.*)$", line)
+        if m and " · " in m.group(2):
+            listed = re.split(r"\s{2,}", m.group(2).strip())[-1]
+            shown[m.group(1)] = listed.split(" · ")
+    return shown
+
+
+def test_the_readme_shows_the_layers_as_they_are() -> None:
+    shown = _readme_layers()
+    for layer, modules in LAYERS:
+        if layer:
+            assert shown.get(layer) == list(modules), f"README Architecture: the {layer}/ line"
+    cli = sorted(p.stem for p in (PACKAGE / "cli").glob("*.py") if p.stem != "__init__")
+    assert sorted(shown["cli"]) == cli, "README Architecture: the cli/ line"
+    assert set(shown) == PACKAGES | {"cli"}

@@ -30,7 +30,8 @@ from cortex import (
     Query,
     ValidationError,
 )
-from cortex.engine.store import FEATURES, FORMAT_CODEC, FORMAT_VERSION, _seal, _unseal
+from cortex.engine.store import FEATURES, FORMAT_VERSION, _seal, _unseal
+from cortex.engine.values import FORMAT_CODEC
 from cortex.storage import keys as K
 from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.keys import JOURNAL, meta_key

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from cortex.engine import journal, values
 from cortex.errors import CodecError, CortexError, ValidationError
 from cortex.model import codec
 from cortex.model.codec import (
@@ -57,12 +58,11 @@ NEGATIVE = Path(__file__).resolve().parent.parent / "specs" / "vectors" / "negat
 
 
 def _store_codecs() -> dict[str, StructCodec[Any]]:
-    from cortex.engine import store
 
     return {
-        "journal": store.JOURNAL_CODEC,
-        "edge": store.EDGE_CODEC,
-        "format": store.FORMAT_CODEC,
+        "journal": journal.JOURNAL_CODEC,
+        "edge": values.EDGE_CODEC,
+        "format": values.FORMAT_CODEC,
     }
 
 
@@ -1197,7 +1197,7 @@ def test_journal_entry_paths_agree(
     from cortex.engine import store
 
     def entries() -> list[Any]:
-        j = store._Journal.__new__(store._Journal)
+        j = journal.JournalWriter.__new__(journal.JournalWriter)
         j.txn, j.at, j.by = None, datetime(2026, 1, 2, tzinfo=UTC), by  # type: ignore[assignment]
         j._write_shared, j.seq, j.prev = None, seq - 1, bytes(range(32))
         mid = MemoryId(raw)
@@ -1246,7 +1246,7 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
     )
     prepared = []
     for i, (data, tags, frames) in enumerate(items):
-        spec = store.NewMemory(
+        spec = values.NewMemory(
             data=data, tags=tags, frames=frames, id=MemoryId(bytes([i + 1]) * 16)
         )
         p = s._prepare(spec, now)
@@ -1257,10 +1257,10 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
     out: list[Any] = []
 
     def fn(txn: Any) -> None:
-        journal = store._Journal(txn, now, "agent")
+        writer = journal.JournalWriter(txn, now, "agent")
         lex = lexical.Indexer(txn)
         puts: list[tuple[bytes, bytes]] = []
-        s._stage_new(prepared, puts, journal, lex)
+        s._stage_new(prepared, puts, writer, lex)
         out.extend(
             [
                 puts,
@@ -1268,7 +1268,7 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
                 {t: dict(g) for t, g in lex._pending.items()},
                 {t: bytes(b) for t, b in lex._fresh.items()},
                 (lex._documents, lex._total, lex._postings),
-                (journal.seq, journal.prev),
+                (writer.seq, writer.prev),
             ]
         )
         raise _Rollback

@@ -52,15 +52,9 @@ from cortex import (
     content_hash,
     new_id,
 )
-from cortex.engine.store import (
-    FEATURES,
-    FORMAT_CODEC,
-    JOURNAL_CODEC,
-    FormatRecord,
-    JournalEntry,
-    _seal,
-    _unseal,
-)
+from cortex.engine.journal import JOURNAL_CODEC, JournalEntry
+from cortex.engine.store import FEATURES, _seal, _unseal
+from cortex.engine.values import FORMAT_CODEC, FormatRecord
 from cortex.model.codec import HEAD, to_micros
 from cortex.storage import keys as K
 from cortex.storage.engines import open_kv
@@ -1157,8 +1151,10 @@ def test_bad_input_leaves_the_store_unchanged(
 # -- the write path's journal entries, built from shared parts ---------------------------------
 
 
-def _journal_at(seq: int, prev: bytes, at: datetime, by: str) -> cortex.engine.store._Journal:
-    j = cortex.engine.store._Journal.__new__(cortex.engine.store._Journal)
+def _journal_at(
+    seq: int, prev: bytes, at: datetime, by: str
+) -> cortex.engine.journal.JournalWriter:
+    j = cortex.engine.journal.JournalWriter.__new__(cortex.engine.journal.JournalWriter)
     j.txn, j.at, j.by, j.seq, j.prev = None, at, by, seq - 1, prev  # type: ignore[assignment]
     j._write_shared = None
     return j
@@ -1226,7 +1222,7 @@ def test_write_entry_equals_the_codec(
     by: str,
     raw_id: bytes,
 ) -> None:
-    """``_Journal.write_entry`` puts the bytes ``append(JournalKind.WRITE, ...)`` would."""
+    """``JournalWriter.write_entry`` puts the bytes ``append(JournalKind.WRITE, ...)`` would."""
     at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
     mid = MemoryId(raw_id)
     try:

@@ -40,7 +40,7 @@ from cortex import (
     Verb,
     Version,
 )
-from cortex.engine.store import JournalKind
+from cortex.engine.journal import JournalKind
 from cortex.model.codec import HEAD, VERSION
 from cortex.model.jsonmap import from_plain, parse_time, to_plain
 from cortex.model.records import DATA_TYPES

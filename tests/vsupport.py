@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from cortex import Cortex, Fact, MemoryId, Query
-from cortex.engine.store import _seal, _trusted
+from cortex.engine.store import _seal
+from cortex.engine.values import decode_trusted
 from cortex.index.embed import HashingEmbedder
 from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, from_bytes
 from cortex.storage.keys import VEC, meta_key, vec_key
@@ -41,7 +42,7 @@ def vec_record(cx: Cortex, mid: MemoryId) -> VectorRecord | None:
         raw = txn.get(vec_key(mid))
         if raw is None:
             return None
-        rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+        rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
         return rec
 
 
@@ -55,7 +56,7 @@ def vectors_meta(cx: Cortex) -> VectorsMeta | None:
         raw = txn.get(meta_key("vectors"))
         if raw is None:
             return None
-        meta: VectorsMeta = _trusted(VECTORS_META, meta_key("vectors"), raw)
+        meta: VectorsMeta = decode_trusted(VECTORS_META, meta_key("vectors"), raw)
         return meta
 
 

@@ -1,6 +1,7 @@
 /*
  * The records of a new memory besides its head and version (cbor_encode.c): its index keys
- * (cortex/storage/keys.py index_keys) and its journal entry (cortex/engine/store.py _Journal.write_entry), and
+ * (cortex/storage/keys.py index_keys) and its journal entry (cortex/engine/journal.py
+ * JournalWriter.write_entry), and
  * the loop of Store._stage_new over a batch of new memories.  The Python code keeps the
  * definitions: these return the same bytes, or None wherever they are not sure, and the
  * Python path then runs and names any error.  A journal entry's digest is hashlib's sha256.

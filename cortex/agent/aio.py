@@ -27,7 +27,8 @@ from cortex.agent.api import ChainLink, Conflict, Cortex, ReaderView
 from cortex.agent.core import CoreChange
 from cortex.agent.ingest import EpisodeLink, IngestResult
 from cortex.engine.erasure import ErasureReport, ScrubReport
-from cortex.engine.store import Edge, JournalEntry, Memory, NewMemory, VerifyReport
+from cortex.engine.journal import JournalEntry
+from cortex.engine.values import Edge, Memory, NewMemory, VerifyReport
 from cortex.model.enums import MemoryType, Outcome, Sensitivity, Verb
 from cortex.model.ids import MemoryId, Uri, WriteResult
 from cortex.model.records import Data, Episode, Head, Tombstone

@@ -24,25 +24,11 @@ from cortex.agent.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.agent.ingest import episode_of as _episode_of
 from cortex.agent.ingest import ingest as _ingest
 from cortex.engine.erasure import ScrubReport
+from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.sidecar import DIRECTORY as SIDECAR_DIRECTORY
 from cortex.engine.sidecar import VectorSidecar, embed_checked, journal_head
-from cortex.engine.store import (
-    EDGE_CODEC,
-    JOURNAL_CODEC,
-    Edge,
-    JournalEntry,
-    JournalKind,
-    Memory,
-    NewMemory,
-    Store,
-    Visible,
-    _as_id,
-    _edge,
-    _Journal,
-    _Prepared,
-    _seal,
-    _trusted,
-)
+from cortex.engine.store import Store, Visible, _as_id, _edge, _Prepared, _seal
+from cortex.engine.values import EDGE_CODEC, Edge, Memory, NewMemory, decode_trusted
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -148,7 +134,7 @@ def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
     """The memories of type ``t`` written, updated or imported after journal entry ``since``."""
     out: list[MemoryId] = []
     for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
-        entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+        entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
         if entry.kind in _NEW_KINDS and entry.type is t and entry.id is not None:
             out.append(entry.id)
     return out
@@ -250,7 +236,7 @@ class Cortex(Store):
             if raw is None:
                 embedder = None
             else:
-                embedder = _embedder_of(_trusted(VECTORS_META, meta_key("vectors"), raw))
+                embedder = _embedder_of(decode_trusted(VECTORS_META, meta_key("vectors"), raw))
         self.decay = decay_table(overrides)
         self.weights = weights or DEFAULT_WEIGHTS
         self.salience_blend = float(salience_blend)
@@ -275,7 +261,7 @@ class Cortex(Store):
         """Record ``e`` as the store's model (or check it is), then embed what lacks a vector."""
         with self._kv.read() as txn:
             raw = txn.get(meta_key("vectors"))
-            meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
+            meta = None if raw is None else decode_trusted(VECTORS_META, meta_key("vectors"), raw)
         if reembed and not self._kv.readonly:
             self.reembedded = self._embed_pending(e, since=0, everything=True, progress=progress)
         elif meta is not None and (meta.model_id, meta.dim) != (e.model_id, e.dim):
@@ -314,7 +300,7 @@ class Cortex(Store):
             synced_before = (
                 None
                 if raw_meta is None
-                else _trusted(VECTORS_META, meta_key("vectors"), raw_meta).synced
+                else decode_trusted(VECTORS_META, meta_key("vectors"), raw_meta).synced
             )
             ids: dict[MemoryId, None] = {}
             if everything or since == 0:
@@ -322,7 +308,7 @@ class Cortex(Store):
                     ids[MemoryId(key[2:])] = None
             else:
                 for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
-                    entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+                    entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
                     if (
                         entry.id is not None
                         and entry.edge is None
@@ -369,7 +355,7 @@ class Cortex(Store):
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> int:
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             done = 0
             for (mid, n, _), vec in zip(todo, vectors, strict=True):
                 head = self._head(txn, mid)
@@ -442,7 +428,7 @@ class Cortex(Store):
             raise ValidationError("embedder", "required", "open the store with embedder=…")
         with self._kv.read() as txn:
             raw = txn.get(meta_key("vectors"))
-            meta = None if raw is None else _trusted(VECTORS_META, meta_key("vectors"), raw)
+            meta = None if raw is None else decode_trusted(VECTORS_META, meta_key("vectors"), raw)
         return self._embed_pending(self.embedder, since=0 if meta is None else meta.synced)
 
     def reindex_vectors(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -472,7 +458,7 @@ class Cortex(Store):
             raw = txn.get(meta_key("vectors"))
             if raw is None:
                 return None
-            meta: VectorsMeta = _trusted(VECTORS_META, meta_key("vectors"), raw)
+            meta: VectorsMeta = decode_trusted(VECTORS_META, meta_key("vectors"), raw)
             count = sum(1 for _ in txn.keys(VEC))
         return {
             "model_id": meta.model_id,
@@ -632,7 +618,7 @@ class Cortex(Store):
                 raw = txn.get(vec_key(mid))
                 if raw is None:
                     continue
-                rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+                rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
                 if len(rec.vector) != len(vec) * 4:
                     continue  # another model's vector
                 cos = float(np.dot(from_bytes(rec.vector, len(vec)), vec))
@@ -709,7 +695,7 @@ class Cortex(Store):
         st = read_state(txn, head.id)
         st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
         txn.put(salience_key(head.id), _seal(SALIENCE_STATE.encode(st, "salience")))
-        _Journal(txn, now, self.actor).append(
+        JournalWriter(txn, now, self.actor).append(
             JournalKind.CONFIRM,
             id=head.id,
             type=head.type,
@@ -829,7 +815,7 @@ class Cortex(Store):
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> None:
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             for mid in ids:
                 head = self._head(txn, mid)
                 if head.tombstone is not None:
@@ -1494,7 +1480,7 @@ class Cortex(Store):
                 order.append(cur)
                 prefix = EDGE_FROM + cur.bytes + bytes((EdgeType.SUPERSEDES,))
                 for key, value in txn.scan(prefix):
-                    rec = _trusted(EDGE_CODEC, key, value)
+                    rec = decode_trusted(EDGE_CODEC, key, value)
                     if to_micros(rec.created_at) > at or (
                         rec.removed_at is not None and to_micros(rec.removed_at) <= at
                     ):
@@ -1538,7 +1524,7 @@ class Cortex(Store):
                 s, et, d = parse_edge_key(key)
                 if et is not EdgeType.CONTRADICTS:
                     continue
-                rec = _trusted(EDGE_CODEC, key, value)
+                rec = decode_trusted(EDGE_CODEC, key, value)
                 if rec.removed_at is not None:
                     continue
                 pair = []
@@ -1578,13 +1564,13 @@ class Cortex(Store):
         def txn_fn(txn: WriteTxn) -> Edge:
             for mid in (w, lo):  # NotFoundError; a restricted handle checks again (issue 22)
                 self._guard_change(txn, mid, self._head(txn, mid))
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             for s, d in ((w, lo), (lo, w)):
                 fkey = edge_from_key(s, EdgeType.CONTRADICTS, d)
                 raw = txn.get(fkey)
                 if raw is None:
                     continue
-                rec = _trusted(EDGE_CODEC, fkey, raw)
+                rec = decode_trusted(EDGE_CODEC, fkey, raw)
                 if rec.removed_at is None:
                     rec = msgspec.structs.replace(rec, removed_at=now, removed_by=self.actor)
                     payload = _seal(EDGE_CODEC.encode(rec, "edge"))
@@ -1598,7 +1584,7 @@ class Cortex(Store):
             fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
             raw = txn.get(fkey)
             assert raw is not None
-            return _edge(w, EdgeType.SUPERSEDES, lo, _trusted(EDGE_CODEC, fkey, raw))
+            return _edge(w, EdgeType.SUPERSEDES, lo, decode_trusted(EDGE_CODEC, fkey, raw))
 
         return self._kv.write(txn_fn)
 
@@ -2337,7 +2323,7 @@ def _vector_or_none(txn: ReadTxn, mid: MemoryId) -> VectorRecord | None:
     if raw is None:
         return None
     try:
-        rec: VectorRecord = _trusted(VECTOR_RECORD, vec_key(mid), raw)
+        rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
     except IntegrityError:
         return None
     return rec

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
-from cortex.engine.store import NewMemory
+from cortex.engine.values import NewMemory
 from cortex.errors import CortexError, ValidationError
 from cortex.model.enums import MemoryType
 from cortex.model.records import Data

@@ -19,7 +19,8 @@ from typing import Any
 import msgspec
 
 from cortex.agent.extract import Context, Dropped, Extraction, ExtractionError, Extractor
-from cortex.engine.store import EPISODE_SESSION, NewMemory, episode_source
+from cortex.engine.store import EPISODE_SESSION, episode_source
+from cortex.engine.values import NewMemory
 from cortex.errors import CortexError, NotFoundError, ValidationError
 from cortex.model.enums import Sensitivity, SourceKind, Visibility
 from cortex.model.episode import episode_text, new_episode

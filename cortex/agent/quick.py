@@ -25,7 +25,7 @@ import msgspec
 
 from cortex.agent.api import Cortex
 from cortex.agent.extract import Dropped, Extractor
-from cortex.engine.store import Memory
+from cortex.engine.values import Memory
 from cortex.errors import ValidationError
 from cortex.model.enums import MemoryType
 from cortex.model.ids import MemoryId, Uri

@@ -18,7 +18,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from cortex.engine.store import JOURNAL_CODEC, JournalEntry, JournalKind, _trusted
+from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind
+from cortex.engine.values import decode_trusted
 from cortex.errors import CortexError, IndexCacheError, ValidationError
 from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import Embedder
@@ -142,7 +143,7 @@ class VectorSidecar:
             return  # already there (or another thread saw a newer snapshot)
         touched: dict[MemoryId, None] = {}
         for key, value in txn.scan(JOURNAL, start=journal_key(self.watermark + 1)):
-            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
             if entry.seq > head:
                 break
             if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
@@ -235,7 +236,7 @@ def _anchor(txn: ReadTxn, seq: int) -> str:
 
 
 def _record(key: bytes, value: bytes) -> VectorRecord:
-    rec: VectorRecord = _trusted(VECTOR_RECORD, key, value)
+    rec: VectorRecord = decode_trusted(VECTOR_RECORD, key, value)
     return rec
 
 

@@ -41,6 +41,21 @@ from cortex.engine.erasure import (
     ScrubMark,
     ScrubReport,
 )
+from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
+from cortex.engine.values import (
+    EDGE_CODEC,
+    FORMAT_CODEC,
+    SHORT_TEXT,
+    Edge,
+    EdgeRecord,
+    FormatRecord,
+    ImportReport,
+    Memory,
+    NewMemory,
+    Problem,
+    VerifyReport,
+    decode_trusted,
+)
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -66,16 +81,7 @@ from cortex.model.codec import (
     TOMBSTONE,
     VERSION,
     StructCodec,
-    _Bytes,
-    _Enum,
-    _Id,
-    _Int,
     _Invalid,
-    _List,
-    _Text,
-    _time,
-    _uint,
-    _Unit,
     data_codec,
     decode_data,
     decode_data_trusted,
@@ -280,224 +286,11 @@ SCRUB_KEY: Final = b"meta/scrub"
 # Store-level records
 
 
-class JournalKind(CodedEnum):
-    """What a journal entry records."""
-
-    INIT = 0x01
-    WRITE = 0x02
-    UPDATE = 0x03
-    UPDATE_HEAD = 0x04
-    TOMBSTONE = 0x05
-    PURGE = 0x06
-    ADD_EDGE = 0x07
-    REMOVE_EDGE = 0x08
-    EMBED = 0x09
-    MIGRATION = 0x0A
-    IMPORT = 0x0B
-    ATTEST = 0x0C
-    CONFIRM = 0x0D
-    EPISODE = 0x0E
-    EPISODE_PURGE = 0x0F
-    BUDGET_DROP = 0x10
-    EPISODE_UPDATE = 0x11
-    EXPORT = 0x12
-    ALIAS = 0x13
-
-
-class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One mutation, chained to the previous entry by ``prev = sha256(previous entry bytes)``.
-
-    Entries name what changed (ids, versions, content hashes, field names), never content, so a
-    purge erases everything but the proof.
-    """
-
-    seq: int
-    kind: JournalKind
-    at: datetime
-    by: str
-    prev: bytes
-    id: MemoryId | None = None
-    type: MemoryType | None = None
-    version: int | None = None
-    hash: bytes | None = None
-    fields: tuple[str, ...] = ()
-    reason: str | None = None
-    edge: EdgeType | None = None
-    dst: MemoryId | None = None
-
-
-class EdgeRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The value under both keys of an edge."""
-
-    created_at: datetime
-    created_by: str
-    weight: float | None = None
-    removed_at: datetime | None = None
-    removed_by: str | None = None
-
-
-class FormatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``meta/format``: what wrote the store and how to read it."""
-
-    format_version: int
-    features: tuple[str, ...]
-    created_by: str
-    created_at: datetime
-    owner: str
-
-
-_short = _Text(256)
-JOURNAL_CODEC: Final = StructCodec(
-    JournalEntry,
-    [
-        ("seq", _Int(1)),
-        ("kind", _Enum(JournalKind)),
-        ("at", _time),
-        ("by", _short),
-        ("prev", _Bytes(32, exact=32)),
-        ("id", _Id()),
-        ("type", _Enum(MemoryType)),
-        ("version", _Int(1)),
-        ("hash", _Bytes(32, exact=32)),
-        ("fields", _List(_short, max_items=16)),
-        ("reason", _Text()),
-        ("edge", _Enum(EdgeType)),
-        ("dst", _Id()),
-    ],
-    schema_version=1,
-)
-EDGE_CODEC: Final = StructCodec(
-    EdgeRecord,
-    [
-        ("created_at", _time),
-        ("created_by", _short),
-        ("weight", _Unit()),
-        ("removed_at", _time),
-        ("removed_by", _short),
-    ],
-    schema_version=1,
-)
-FORMAT_CODEC: Final = StructCodec(
-    FormatRecord,
-    [
-        ("format_version", _Int(1)),
-        ("features", _List(_short)),
-        ("created_by", _short),
-        ("created_at", _time),
-        ("owner", _short),
-    ],
-    schema_version=1,
-)
+_short = SHORT_TEXT
 
 
 # ---------------------------------------------------------------------------------------------
 # API value types
-
-
-class Memory(msgspec.Struct, frozen=True, kw_only=True):
-    """One version of a memory as read: its URI, the current head, the version and its data.
-
-    ``data`` is ``None`` once the memory has been purged.
-    """
-
-    uri: Uri
-    head: Head
-    version: Version
-    data: Data | None
-
-    @property
-    def id(self) -> MemoryId:
-        """The memory's id."""
-        return self.head.id
-
-    @property
-    def tombstoned(self) -> bool:
-        """Whether the memory has been retired."""
-        return self.head.tombstone is not None
-
-
-class Edge(msgspec.Struct, frozen=True, kw_only=True):
-    """A typed link between two memories."""
-
-    src: MemoryId
-    type: EdgeType
-    dst: MemoryId
-    created_at: datetime
-    created_by: str
-    weight: float | None = None
-    removed_at: datetime | None = None
-    removed_by: str | None = None
-
-    @property
-    def removed(self) -> bool:
-        """Whether the edge has been (softly) removed."""
-        return self.removed_at is not None
-
-
-class NewMemory(msgspec.Struct, frozen=True, kw_only=True):
-    """One memory for ``write_many``: the data and the same options ``write`` takes."""
-
-    data: Data
-    tags: Sequence[str] = ()
-    frames: Sequence[FrameRef] = ()
-    importance: int = 5
-    visibility: Visibility | str = Visibility.PRIVATE
-    created_by: str | None = None
-    confidence: float = 1.0
-    provenance: Provenance | None = None
-    forms: Forms | None = None
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
-    expires_at: datetime | None = None
-    id: MemoryId | None = None
-    vector: Any = None
-    """Its embedding, computed by the caller with the store's model (``cortex.index.embed``)."""
-    supersede: bool | None = None
-    """Temporal chains (``specs/claims.md`` §6): ``None`` applies the rules, ``True`` makes a
-    Fact compete on subject and predicate whatever the predicate, ``False`` skips them."""
-    sensitivity: Sensitivity | str | None = None
-    """Its sensitivity (``specs/sensitivity.md``); ``None``: ``internal``. An update keeps the
-    memory's level (``update_head(ref, sensitivity=...)`` changes it)."""
-
-
-class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of ``import_records``: what was added and what was already there."""
-
-    memories_added: int
-    memories_unchanged: int
-    versions_added: int
-    edges_added: int
-    edges_unchanged: int
-    episodes_added: int = 0
-    episodes_unchanged: int = 0
-    aliases_added: int = 0
-    aliases_unchanged: int = 0
-
-
-class Problem(msgspec.Struct, frozen=True):
-    """One thing ``verify`` found wrong: the record (key or name) and what is wrong with it."""
-
-    record: str
-    what: str
-
-
-class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of ``verify``: ``ok`` is true when ``problems`` is empty."""
-
-    problems: tuple[Problem, ...]
-    memories: int
-    versions: int
-    index_entries: int
-    edges: int
-    journal_entries: int
-    lexical_documents: int = 0
-    lexical_postings: int = 0
-    episodes: int = 0
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing is wrong."""
-        return not self.problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -507,15 +300,6 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
 _seal = seal
 _unseal = unseal
 _show_key = show_key
-
-
-def _trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
-    """Decode a sealed record whose checksum proves it is what we wrote."""
-    payload = _unseal(key, value)
-    try:
-        return codec.decode_trusted(payload)
-    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
-        raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None
 
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -685,7 +469,7 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
     """
     prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
     for key, value in txn.scan(prefix):
-        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
         if to_micros(rec.created_at) > at_us:
             continue
         if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
@@ -693,7 +477,7 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
         raw = txn.get(head_key(src := MemoryId(key[-16:])))
         if raw is None:
             continue
-        head: Head = _trusted(HEAD, head_key(src), raw)
+        head: Head = decode_trusted(HEAD, head_key(src), raw)
         if to_micros(head.created_at) > at_us:
             continue
         if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
@@ -718,7 +502,7 @@ def _live_heads(txn: ReadTxn) -> list[Head]:
     """The heads of every memory that is not tombstoned, in id order."""
     heads = []
     for key, value in txn.scan(_HEAD_KEY_PREFIX):
-        head: Head = _trusted(HEAD, key, value)
+        head: Head = decode_trusted(HEAD, key, value)
         if head.tombstone is None:
             heads.append(head)
     return heads
@@ -732,7 +516,7 @@ def _current_version(txn: ReadTxn, head: Head) -> Version:
         raise IntegrityError(
             f"version {head.current_version} of {head.id} is missing: run `cortex verify`"
         )
-    version: Version = _trusted(VERSION, key, raw)
+    version: Version = decode_trusted(VERSION, key, raw)
     return version
 
 
@@ -780,120 +564,6 @@ _STAGE_PLAN: Final = (
     MemoryId,
     MemoryType.EVENT,
 )
-
-
-class _Journal:
-    """Appends chained entries within one write transaction."""
-
-    def __init__(self, txn: WriteTxn, at: datetime, by: str) -> None:
-        self.txn = txn
-        self.at = at
-        self.by = by
-        self._write_shared: bytes | None = None
-        last = next(txn.scan(JOURNAL, reverse=True), None)
-        if last is None:
-            self.seq, self.prev = 0, _ZERO_HASH
-        else:
-            self.seq = parse_journal_key(last[0])
-            self.prev = hashlib.sha256(_unseal(last[0], last[1])).digest()
-
-    def append(self, kind: JournalKind, **fields: Any) -> JournalEntry:
-        self.seq += 1
-        entry = JournalEntry(
-            seq=self.seq, kind=kind, at=self.at, by=self.by, prev=self.prev, **fields
-        )
-        payload = JOURNAL_CODEC.encode(entry, "journal")
-        self.txn.put(journal_key(self.seq), _seal(payload))
-        self.prev = hashlib.sha256(payload).digest()
-        return entry
-
-    def write_shared(self) -> bytes | None:
-        """The encoded parts every ``write`` entry of this transaction shares (kind, at, by).
-
-        None when the journal codec has to check them (it then names the field and the rule).
-        """
-        shared = self._write_shared
-        if shared is None:
-            # checked by the journal codec's own field codecs (a single write's only entry is
-            # its first: it takes this path too)
-            try:
-                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
-            except (_Invalid, TypeError, ValueError, AttributeError):
-                return None
-            self._write_shared = shared
-        return shared
-
-    def write_entry(
-        self, mid: MemoryId, mtype: MemoryType, version: int, hash: bytes
-    ) -> tuple[bytes, bytes]:
-        """The next ``write`` entry's key and sealed value, for the caller to put.
-
-        The same bytes as ``append(JournalKind.WRITE, id=..., type=..., version=..., hash=...)``
-        (tests compare the two), built from the parts every entry of this transaction shares:
-        the entry's map holds keys 0..9, in order, and only ``seq``, ``prev`` and the memory's
-        fields vary.
-        """
-        shared = self.write_shared()
-        seq = self.seq + 1
-        if _USE_SPEEDUPS and shared is not None and type(mid) is MemoryId:
-            # the C accelerator checks the rest as below (None: the code below runs)
-            entry = _sp.journal_entry(
-                JOURNAL, shared, seq, self.prev, mid.bytes, mtype, version, hash
-            )
-            if entry is not None:
-                key, value, self.prev = entry
-                self.seq = seq
-                return key, value
-        if (
-            shared is None
-            or type(mid) is not MemoryId
-            or type(hash) is not bytes
-            or len(hash) != 32
-            or not 1 <= version < 1 << 63
-            or seq >= 1 << 63
-        ):
-            # anything unusual: the codec checks (and names any error)
-            key, value = (
-                journal_key(seq),
-                _seal(
-                    JOURNAL_CODEC.encode(
-                        JournalEntry(
-                            seq=seq,
-                            kind=JournalKind.WRITE,
-                            at=self.at,
-                            by=self.by,
-                            prev=self.prev,
-                            id=mid,
-                            type=mtype,
-                            version=version,
-                            hash=hash,
-                        ),
-                        "journal",
-                    )
-                ),
-            )
-            self.seq, self.prev = seq, _sha256(value[:-4]).digest()
-            return key, value
-        self.seq = seq
-        payload = b"".join(
-            (
-                b"\xaa\x00\x01\x01",
-                _uint(seq),
-                shared,
-                b"\x05\x58\x20",
-                self.prev,
-                b"\x06\x50",
-                mid.bytes,
-                b"\x07",
-                _uint(mtype.value),
-                b"\x08",
-                _uint(version),
-                b"\x09\x58\x20",
-                hash,
-            )
-        )
-        self.prev = _sha256(payload).digest()
-        return JOURNAL + seq.to_bytes(8, "big"), _seal(payload)
 
 
 Visible = Callable[[ReadTxn, Head], bool]
@@ -1198,7 +868,7 @@ class Store:
         if txn.get(meta_key("format")) is not None:  # another process won the race
             raw = txn.get(meta_key("format"))
             assert raw is not None
-            rec: FormatRecord = _trusted(FORMAT_CODEC, meta_key("format"), raw)
+            rec: FormatRecord = decode_trusted(FORMAT_CODEC, meta_key("format"), raw)
             return rec
         now = self._now()
         record = FormatRecord(
@@ -1210,7 +880,9 @@ class Store:
         )
         txn.put(meta_key("format"), _seal(FORMAT_CODEC.encode(record, "meta/format")))
         Indexer(txn).flush()  # the (empty) collection statistics
-        _Journal(txn, now, self.actor).append(JournalKind.INIT, reason=f"format {FORMAT_VERSION}")
+        JournalWriter(txn, now, self.actor).append(
+            JournalKind.INIT, reason=f"format {FORMAT_VERSION}"
+        )
         return record
 
     # -- preparing records -------------------------------------------------------------------
@@ -1322,7 +994,7 @@ class Store:
         self,
         prepared: list[_Prepared],
         puts: list[tuple[bytes, bytes]],
-        journal: _Journal,
+        journal: JournalWriter,
         lex: Indexer,
     ) -> None:
         """Hold in ``puts`` every record of new memories but their heads (put already).
@@ -1522,7 +1194,7 @@ class Store:
             self._put_heads(txn, prepared, one_by_one=True)
             puts: list[tuple[bytes, bytes]] = []
             lex = Indexer(txn)
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             self._stage_new(prepared, puts, journal, lex)
             txn.put_many(puts)
             lex.flush()
@@ -1555,7 +1227,7 @@ class Store:
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             self._charge(txn, len(prepared))
             self._put_heads(txn, prepared, one_by_one)
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             lex = Indexer(txn)
             puts: list[tuple[bytes, bytes]] = []
             self._stage_new(prepared, puts, journal, lex)
@@ -1617,7 +1289,7 @@ class Store:
             evidence.index_episode(txn, ep)
             if chunk_vectors is not None:
                 evidence.put_vectors(txn, ep, chunk_vectors)
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
             if not prepared:
                 return []
@@ -1698,7 +1370,7 @@ class Store:
         except _BudgetSpent as spent:
             message = str(spent)
             self._kv.write(
-                lambda txn: _Journal(txn, now, self.actor).append(
+                lambda txn: JournalWriter(txn, now, self.actor).append(
                     JournalKind.BUDGET_DROP, reason=message
                 )
             )
@@ -1721,7 +1393,7 @@ class Store:
                 return AliasChange(
                     outcome="unchanged", canonical=c, alias=alias, group=names.group(c)
                 )
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             for a, canon in writes:
                 old = names.records.get(a)
                 rec = AliasRecord(
@@ -1756,7 +1428,7 @@ class Store:
                 c = names.canonical(alias)
                 return AliasChange(outcome="absent", canonical=c, alias=alias, group=names.group(c))
             txn.delete(alias_key(alias))
-            _Journal(txn, now, self.actor).append(
+            JournalWriter(txn, now, self.actor).append(
                 JournalKind.ALIAS, hash=alias_hash(alias), reason="unalias"
             )
             return AliasChange(
@@ -1780,7 +1452,7 @@ class Store:
         self,
         txn: WriteTxn,
         prepared: Sequence[_Prepared],
-        journal: _Journal,
+        journal: JournalWriter,
         now: datetime,
         visible: Visible | None,
     ) -> list[WriteResult]:
@@ -1814,7 +1486,7 @@ class Store:
         *,
         mid: MemoryId,
         skip: Collection[MemoryId],
-        journal: _Journal,
+        journal: JournalWriter,
         now: datetime,
         visible: Visible | None,
     ) -> tuple[tuple[Uri, ...], tuple[Uri, ...], tuple[Uri, ...]]:
@@ -1881,13 +1553,13 @@ class Store:
         et: EdgeType,
         d: MemoryId,
         *,
-        journal: _Journal,
+        journal: JournalWriter,
         reason: str | None = None,
     ) -> bool:
         """Add a live edge (both halves, journalled) unless it is live already."""
         fkey = edge_from_key(s, et, d)
         old = txn.get(fkey)
-        if old is not None and _trusted(EDGE_CODEC, fkey, old).removed_at is None:
+        if old is not None and decode_trusted(EDGE_CODEC, fkey, old).removed_at is None:
             return False
         record = EdgeRecord(created_at=journal.at, created_by=self.actor)
         payload = _seal(EDGE_CODEC.encode(record, "edge"))
@@ -1977,7 +1649,7 @@ class Store:
             evidence.unindex_episode(rec, ep)
             rec.put(episode_key(eid), _seal(encode_episode(gone)))
             txn.delete(sens_key(eid, episode=True))  # nothing left to protect
-            entry = _Journal(txn, now, who).append(
+            entry = JournalWriter(txn, now, who).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
             _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash], rec)
@@ -2005,7 +1677,7 @@ class Store:
                     "episode", "purged", f"episode {eid} was purged: nothing is left to protect"
                 )
             put_level(txn, eid, level, episode=True)
-            _Journal(txn, now, self.actor).append(
+            JournalWriter(txn, now, self.actor).append(
                 JournalKind.EPISODE_UPDATE, id=eid, hash=ep.hash, fields=("sensitivity",)
             )
             return ep
@@ -2131,7 +1803,7 @@ class Store:
                 txn.put(vec_key(mid), self._vector_value(n, p.vector))
             else:  # the old version's vector no longer fits; embedded later (sidecar sweep)
                 txn.delete(vec_key(mid))
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             journal.append(JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash)
             for c in set(old_claims) - set(p.claims):
                 txn.delete(claim_index_key(c, mid))
@@ -2206,7 +1878,7 @@ class Store:
             if level is not None:  # the level lives beside the head (``sensitivity.md`` §2)
                 put_level(txn, mid, level)
                 fields.append("sensitivity")
-            _Journal(txn, now, self.actor).append(
+            JournalWriter(txn, now, self.actor).append(
                 JournalKind.UPDATE_HEAD,
                 id=mid,
                 type=head.type,
@@ -2259,7 +1931,7 @@ class Store:
             txn.delete(vec_key(mid))  # and the vector index
             # what it superseded may be the truth again (``claims.md`` §6)
             self._remark(txn, self._losers(txn, mid), to_micros(now))
-            _Journal(txn, now, self.actor).append(
+            JournalWriter(txn, now, self.actor).append(
                 JournalKind.TOMBSTONE,
                 id=mid,
                 type=head.type,
@@ -2335,7 +2007,7 @@ class Store:
             hashes: list[bytes] = []
             current_hash: bytes | None = None
             for key, value in list(txn.scan(version_prefix(mid))):
-                v: Version = _trusted(VERSION, key, value)
+                v: Version = decode_trusted(VERSION, key, value)
                 hashes.append(v.hash)
                 if v.version == head.current_version:
                     current_hash = v.hash
@@ -2353,7 +2025,7 @@ class Store:
             txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
             rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
-            entry = _Journal(txn, now, self.actor).append(
+            entry = JournalWriter(txn, now, self.actor).append(
                 JournalKind.PURGE,
                 id=mid,
                 type=head.type,
@@ -2395,7 +2067,7 @@ class Store:
 
         def mark(txn: WriteTxn) -> int:
             raw = txn.get(SCRUB_KEY)
-            count = 1 if raw is None else _trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
+            count = 1 if raw is None else decode_trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
             record = ScrubMark(at=now, by=self.actor, count=count)
             txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
             if not isinstance(self._kv, LmdbKV):
@@ -2710,7 +2382,7 @@ class Store:
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> ImportReport:
-            journal = _Journal(txn, now, self.actor)
+            journal = JournalWriter(txn, now, self.actor)
             lex = Indexer(txn)
             added = same = versions = edges_added = edges_same = 0
             for item in items:
@@ -2904,14 +2576,14 @@ class Store:
             fkey = edge_from_key(s, et, d)
             old = txn.get(fkey)
             if old is not None:
-                existing: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+                existing: EdgeRecord = decode_trusted(EDGE_CODEC, fkey, old)
                 if existing.removed_at is None:
                     return _edge(s, et, d, existing)
             txn.put(fkey, payload)
             txn.put(edge_to_key(d, et, s), payload)
             if et is EdgeType.SUPERSEDES:
                 self._remark(txn, (d,), to_micros(now))
-            _Journal(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
+            JournalWriter(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
             return _edge(s, et, d, record)
 
         return self._kv.write(txn_fn)
@@ -2940,7 +2612,7 @@ class Store:
             old = txn.get(fkey)
             if old is None:
                 raise NotFoundError(f"no {et.label} edge from {s} to {d}")
-            rec: EdgeRecord = _trusted(EDGE_CODEC, fkey, old)
+            rec: EdgeRecord = decode_trusted(EDGE_CODEC, fkey, old)
             if rec.removed_at is not None:
                 return _edge(s, et, d, rec)
             rec = msgspec.structs.replace(rec, removed_at=now, removed_by=who)
@@ -2949,7 +2621,9 @@ class Store:
             txn.put(edge_to_key(d, et, s), payload)
             if et is EdgeType.SUPERSEDES:
                 self._remark(txn, (d,), to_micros(now))
-            _Journal(txn, now, self.actor).append(JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d)
+            JournalWriter(txn, now, self.actor).append(
+                JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d
+            )
             return _edge(s, et, d, rec)
 
         return self._kv.write(txn_fn)
@@ -2988,7 +2662,7 @@ class Store:
                     s, et, d = parse_edge_key(key)
                     if wanted is not None and et not in wanted:
                         continue
-                    rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                    rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
                     from_half = key.startswith(EDGE_FROM)
                     twin = edge_to_key(d, et, s) if from_half else edge_from_key(s, et, d)
                     if txn.get(twin) != value:
@@ -3024,7 +2698,7 @@ class Store:
         key = head_key(mid)
         if raw is None:
             raise NotFoundError(f"no memory {mid}")
-        head: Head = _trusted(HEAD, key, raw)
+        head: Head = decode_trusted(HEAD, key, raw)
         if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
             raise IntegrityError(f"record {_show_key(key)} holds the head of {head.id}")
         return head
@@ -3054,7 +2728,7 @@ class Store:
         key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0
     ) -> Version:
         """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows)."""
-        v: Version = _trusted(VERSION, key, raw)
+        v: Version = decode_trusted(VERSION, key, raw)
         if (
             (v.id != mid or v.version != n)
             if mid is not None
@@ -3216,7 +2890,7 @@ class Store:
                 prev = hashlib.sha256(_unseal(journal_key(seq), raw)).digest()
         entries: list[JournalEntry] = []
         for key, value in pairs:
-            entry: JournalEntry = _trusted(JOURNAL_CODEC, key, value)
+            entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
             if entry.seq != seq + 1 or parse_journal_key(key) != entry.seq:
                 raise IntegrityError(
                     f"journal entry {_show_key(key)} holds sequence {entry.seq} where {seq + 1} "
@@ -3324,7 +2998,7 @@ class Store:
             if txn.damage:  # LMDB would abort on the damaged pages: refuse, naming them
                 raise damage_error(self.path, txn.damage)
             for key, value in txn.scan(_HEAD_KEY_PREFIX):
-                head: Head = _trusted(HEAD, key, value)
+                head: Head = decode_trusted(HEAD, key, value)
                 by_type[head.type.type_name] += 1
                 versions += head.current_version
                 if head.tombstone is None:
@@ -3842,7 +3516,9 @@ def _import_aliases(aliases: Mapping[str, AliasRecord] | None) -> dict[str, byte
     return out
 
 
-def _put_aliases(txn: WriteTxn, records: dict[str, bytes], journal: _Journal) -> tuple[int, int]:
+def _put_aliases(
+    txn: WriteTxn, records: dict[str, bytes], journal: JournalWriter
+) -> tuple[int, int]:
     """Write imported aliases (journalled, reason ``import``): (added, already there)."""
     if not records:
         return 0, 0
@@ -3954,13 +3630,13 @@ def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
     raw = txn.get(head_key(mid))
     if raw is None:
         return [(f"m/{mid}", "the erased memory is missing")]
-    head: Head = _trusted(HEAD, head_key(mid), raw)
+    head: Head = decode_trusted(HEAD, head_key(mid), raw)
     if head.tombstone is None or head.tombstone.purged_at is None:
         out.append((f"m/{mid}", "is not purged"))
     if head.tags or head.frames or head.forms is not None:
         out.append((f"m/{mid}", "still holds tags, frames or forms"))
     for key, value in txn.scan(version_prefix(mid)):
-        v: Version = _trusted(VERSION, key, value)
+        v: Version = decode_trusted(VERSION, key, value)
         if v.data is not None or v.forms is not None:
             out.append((_show_key(key), "still holds data or forms"))
         if v.provenance != _erased_provenance(v.provenance):

@@ -24,7 +24,7 @@ from typing import Any, Final
 import msgspec
 
 from cortex import argcheck
-from cortex.engine.store import Memory
+from cortex.engine.values import Memory
 from cortex.errors import ValidationError
 from cortex.index.evidence import Evidence
 from cortex.model.enums import GoalStatus, MemoryType, ObjKind, Strength, Verb

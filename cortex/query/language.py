@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 import msgspec
 
 from cortex import argcheck
-from cortex.engine.store import Memory
+from cortex.engine.values import Memory
 from cortex.errors import ValidationError
 from cortex.index.evidence import Evidence
 from cortex.model.codec import to_micros

@@ -15,14 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from cortex.engine.store import (
-    EDGE_CODEC,
-    EdgeRecord,
-    Memory,
-    Store,
-    _trusted,
-    check_edge_neighbours,
-)
+from cortex.engine.store import Store, check_edge_neighbours
+from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
 from cortex.index.text import fold, tokenize
 from cortex.model.codec import decode_data_trusted, to_micros
@@ -441,7 +435,7 @@ class Executor:
                         s, et, d = parse_edge_key(key)
                         if p.edge_types is not None and et not in p.edge_types:
                             continue
-                        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+                        rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
                         if not self._edge_live(rec):
                             continue
                         other = d if outgoing else s
@@ -869,7 +863,7 @@ def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
     raw = txn.get(key)
     if raw is None:
         return _NEVER_USED
-    st: SalienceState = _trusted(SALIENCE_STATE, key, raw)
+    st: SalienceState = decode_trusted(SALIENCE_STATE, key, raw)
     return st
 
 

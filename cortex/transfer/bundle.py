@@ -23,19 +23,9 @@ import msgspec
 from cortex import argcheck
 from cortex.agent.api import Cortex
 from cortex.agent.ingest import visible_episode
-from cortex.engine.store import (
-    EDGE_CODEC,
-    FORMAT_VERSION,
-    Edge,
-    EdgeRecord,
-    ImportReport,
-    JournalKind,
-    Store,
-    _edge,
-    _Journal,
-    _trusted,
-    _unseal,
-)
+from cortex.engine.journal import JournalKind, JournalWriter
+from cortex.engine.store import FORMAT_VERSION, Store, _edge, _unseal
+from cortex.engine.values import EDGE_CODEC, Edge, EdgeRecord, ImportReport, decode_trusted
 from cortex.errors import (
     CodecError,
     CortexError,
@@ -258,7 +248,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
         + sum(1 for _ in txn.keys(EPISODE_PREFIX))
     )
     for key, value in txn.scan(_HEAD_KEY_PREFIX):
-        head: Head = _trusted(HEAD, key, value)
+        head: Head = decode_trusted(HEAD, key, value)
         level = plan.memory(head)
         if level is None:
             yield total, None
@@ -278,7 +268,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
         if not plan.edge(s, d):
             yield total, None
             continue
-        rec: EdgeRecord = _trusted(EDGE_CODEC, key, value)
+        rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
         # the endpoints come from the key, which no checksum covers: a damaged key would
         # export an edge between other memories, so its twin half must agree
         if txn.get(edge_to_key(d, et, s)) != value:
@@ -522,7 +512,7 @@ def _journal_export(store: Store, confidential: int, encoding: str, sha: bytes) 
         )
     now = store._now()
     store._kv.write(
-        lambda txn: _Journal(txn, now, store.actor).append(
+        lambda txn: JournalWriter(txn, now, store.actor).append(
             JournalKind.EXPORT,
             reason=(
                 f"exported {confidential} confidential memories and episodes "

@@ -18,34 +18,31 @@ from typing import Final
 import msgspec
 
 from cortex import argcheck
+from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import (
     ALIASES_FEATURE,
     BUDGETS_FEATURE,
     CLAIMS_FEATURE,
     EPISODES_FEATURE,
     ERASURE_FEATURE,
-    FORMAT_CODEC,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     SUPERSEDED,
     TAG_TYPE_FEATURE,
-    FormatRecord,
-    JournalKind,
     _claim_hashes,
     _current_version,
     _decoded,
     _index_keys,
     _index_live,
-    _Journal,
     _live_heads,
     _pin_key,
     _rebuild_lexical,
-    _trusted,
     is_pinned,
     superseder,
 )
+from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.index.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
@@ -187,7 +184,7 @@ def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
 def _all_heads(txn: ReadTxn) -> list[Head]:
     heads = []
     for key, value in txn.scan(HEAD):
-        head: Head = _trusted(HEAD_CODEC, key, value)
+        head: Head = decode_trusted(HEAD_CODEC, key, value)
         heads.append(head)
     return heads
 
@@ -394,7 +391,7 @@ def _read_format(txn: ReadTxn, path: str) -> FormatRecord:
     raw = txn.get(key)
     if raw is None:
         raise FormatError(f"{path} holds no meta/format: not a cortex store")
-    record: FormatRecord = _trusted(FORMAT_CODEC, key, raw)
+    record: FormatRecord = decode_trusted(FORMAT_CODEC, key, raw)
     if record.format_version > FORMAT_VERSION:
         raise FormatError(
             f"{path} has format {record.format_version}, newer than this cortex "
@@ -479,7 +476,7 @@ def _read_applied(txn: ReadTxn) -> tuple[Applied, ...]:
     raw = txn.get(MIGRATIONS_KEY)
     if raw is None:
         return ()
-    record: _Migrations = _trusted(MIGRATIONS_CODEC, MIGRATIONS_KEY, raw)
+    record: _Migrations = decode_trusted(MIGRATIONS_CODEC, MIGRATIONS_KEY, raw)
     return record.applied
 
 
@@ -573,7 +570,7 @@ def _apply(
     )
     history = _Migrations(applied=(*_read_applied(txn), entry))
     txn.put(MIGRATIONS_KEY, seal(MIGRATIONS_CODEC.encode(history, "meta/migrations")))
-    _Journal(txn, now, actor).append(
+    JournalWriter(txn, now, actor).append(
         JournalKind.MIGRATION,
         reason=f"{m.step.name}: format {m.step.from_version} -> {m.step.to_version}",
     )

@@ -20,22 +20,15 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
-from cortex.engine.store import (
+from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
+from cortex.engine.store import FORMAT_VERSION, TASK_PREFIX, Store, _edge, _Imported
+from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
-    FORMAT_VERSION,
-    JOURNAL_CODEC,
-    TASK_PREFIX,
     Edge,
     EdgeRecord,
     FormatRecord,
-    JournalEntry,
-    JournalKind,
-    Store,
     VerifyReport,
-    _edge,
-    _Imported,
-    _Journal,
 )
 from cortex.errors import CodecError, CortexError, IntegrityError, ValidationError
 from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta
@@ -688,7 +681,7 @@ def _extras(
     meta = recs.vectors_meta
     vectors = 0
     if meta is not None:
-        journal = _Journal(txn, new._now(), new.actor)
+        journal = JournalWriter(txn, new._now(), new.actor)
         live = [(h, vs) for h, vs in memories if h.tombstone is None]
         missing = 0
         for head, _versions in live:

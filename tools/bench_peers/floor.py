@@ -19,6 +19,7 @@ import numpy as np
 
 from bench_peers.dataset import TYPES, Dataset
 from bench_peers.harness import NotAvailable, reset_peak
+from cortex.engine.values import decode_trusted
 from cortex.storage.keys import (
     HEAD,
     IDX_TAG,
@@ -36,7 +37,7 @@ _MAP = 64 << 30
 def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
     """(id, puts) for the first ``count`` memories written to the cortex store, in order."""
     from cortex import Cortex
-    from cortex.engine.store import _index_keys, _trusted
+    from cortex.engine.store import _index_keys
     from cortex.model.codec import HEAD
 
     groups: list[tuple[bytes, list[tuple[bytes, bytes]]]] = []
@@ -55,7 +56,7 @@ def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, byte
                             puts.append((bytes(cur.key()), bytes(cur.value())))
                             if not cur.next():
                                 break
-                head = _trusted(HEAD, hk, puts[0][1])
+                head = decode_trusted(HEAD, hk, puts[0][1])
                 puts.extend((k, b"") for k in _index_keys(head))
                 jk = journal_key(entry.seq)
                 puts.append((jk, bytes(txn.get(jk))))
