@@ -452,7 +452,7 @@ def test_golden_claim_keys() -> None:
 def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
     cx: Cortex, clock: Clock
 ) -> None:
-    from cortex.engine.store import SUPERSEDED
+    from cortex.engine.heads import SUPERSEDED
     from cortex.storage.keys import IDX_CLAIM, parse_claim_index_key
 
     def marks() -> dict[Any, set[bytes]]:

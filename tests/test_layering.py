@@ -83,6 +83,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "values",  # the engine's records (edges, format) and the values its API returns
             "journal",  # the hash-chained journal: entries, their codec, one transaction's writer
             "erasure",  # what a purge erased, as needles an audit searches the files for
+            "heads",  # what a head implies: index keys, pin, claims, superseder
+            "verify",  # the whole store checked in one snapshot
             "store",
             "sidecar",  # the vector index cache beside a store, caught up from its journal
         ),

@@ -604,3 +604,7 @@ class Recorder:
                     continue
             out += content_of(key, old)
         return out
+
+
+SCRUB_KEY: Final = b"meta/scrub"
+"""The last erasure step (``erasure.ScrubMark``, format 8)."""

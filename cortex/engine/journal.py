@@ -47,7 +47,8 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "journal_entry")
 """Build a ``write`` entry in C (``JournalWriter.write_entry``); tests switch it off."""
 
-_ZERO_HASH: Final = bytes(32)
+ZERO_HASH: Final = bytes(32)
+"""The ``prev`` of the first entry."""
 _sha256 = hashlib.sha256
 _seal = seal
 _unseal = unseal
@@ -130,7 +131,7 @@ class JournalWriter:
         self._write_shared: bytes | None = None
         last = next(txn.scan(JOURNAL, reverse=True), None)
         if last is None:
-            self.seq, self.prev = 0, _ZERO_HASH
+            self.seq, self.prev = 0, ZERO_HASH
         else:
             self.seq = parse_journal_key(last[0])
             self.prev = hashlib.sha256(_unseal(last[0], last[1])).digest()

@@ -34,6 +34,7 @@ from cortex.engine.erasure import (
     ERASURE_CODEC,
     KEYED_CONTENT,
     SCRUB_CODEC,
+    SCRUB_KEY,
     ErasureKind,
     ErasureRecord,
     ErasureReport,
@@ -41,7 +42,16 @@ from cortex.engine.erasure import (
     ScrubMark,
     ScrubReport,
 )
-from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
+from cortex.engine.heads import (
+    FOREVER,
+    SUPERSEDED,
+    claim_hashes,
+    index_keys_of,
+    is_pinned,
+    pin_key_of,
+    superseder,
+)
+from cortex.engine.journal import JOURNAL_CODEC, ZERO_HASH, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -56,6 +66,7 @@ from cortex.engine.values import (
     VerifyReport,
     decode_trusted,
 )
+from cortex.engine.verify import structural_report, verify_store
 from cortex.errors import (
     CodecError,
     ConflictError,
@@ -72,7 +83,6 @@ from cortex.errors import (
 from cortex.index import evidence, lexical
 from cortex.index.ann import saved_region
 from cortex.index.lexical import Indexer
-from cortex.index.vectors import VECTOR_RECORD, VECTORS_META
 from cortex.model.codec import (
     _NEW_PAIR_PLAN,
     DEFAULT_PROVENANCE,
@@ -80,7 +90,6 @@ from cortex.model.codec import (
     HEAD,
     TOMBSTONE,
     VERSION,
-    StructCodec,
     _Invalid,
     data_codec,
     decode_data,
@@ -93,11 +102,9 @@ from cortex.model.codec import (
 from cortex.model.enums import (
     CodedEnum,
     EdgeType,
-    GoalStatus,
     MemoryType,
     ObjKind,
     Sensitivity,
-    Strength,
     Verb,
     Visibility,
 )
@@ -106,14 +113,11 @@ from cortex.model.forms import check_override, render_with_short
 from cortex.model.hashing import content_hash
 from cortex.model.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id, new_ids
 from cortex.model.records import (
-    Constraint,
     Data,
     Episode,
     Forms,
     FrameRef,
-    Goal,
     Head,
-    Identity,
     Provenance,
     SourceRef,
     Tombstone,
@@ -123,7 +127,6 @@ from cortex.model.validate import validate_memory
 from cortex.rules import chains
 from cortex.rules.aliases import (
     ALIAS_CODEC,
-    ALIAS_PREFIX,
     AliasChange,
     AliasRecord,
     alias_hash,
@@ -133,28 +136,20 @@ from cortex.rules.aliases import (
     read_aliases,
 )
 from cortex.rules.aliases import decode_record as decode_alias
-from cortex.rules.salience import SALIENCE_STATE
 from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import coerce_level, decode_level, encode_level, level_of, put_level
+from cortex.rules.sensitivity import coerce_level, encode_level, level_of, put_level
 from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
     _INDEX_PLAN,
     _V,
     EDGE_FROM,
     EDGE_TO,
-    IDX_ACTOR_OBJ,
-    IDX_CLAIM,
-    IDX_FRAME,
     IDX_PIN,
-    IDX_TAG,
-    IDX_TYPE,
     JOURNAL,
     LEX_DOC,
     LEX_POSTING,
     LEX_TERM,
-    SALIENCE,
-    SENS,
-    VEC,
+    TASK_PREFIX,
     claim_index_key,
     claim_index_prefix,
     edge_from_key,
@@ -163,18 +158,13 @@ from cortex.storage.keys import (
     episode_memory_key,
     erasure_key,
     head_key,
-    index_keys,
     journal_key,
     lex_doc_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
-    parse_erasure_key,
     parse_journal_key,
-    parse_sens_key,
-    parse_version_key,
-    pin_key,
     prefix_end,
     salience_key,
     sens_key,
@@ -189,7 +179,7 @@ from cortex.storage.keys import ERASURE as ERASURE_PREFIX
 from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.storage.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.storage.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
-from cortex.storage.pages import PageProblem, damage_error
+from cortex.storage.pages import damage_error
 from cortex.storage.scrub import Layout, separators, unused_ranges
 
 try:
@@ -275,11 +265,8 @@ FEATURES: Final = frozenset(
 )
 """Format features this code understands; a store naming any other feature is refused."""
 
-_ZERO_HASH: Final = bytes(32)
 _sha256 = hashlib.sha256
 _Placed = tuple[int, bytes, str, bytes | None]  # offset, needle, region, live key
-SCRUB_KEY: Final = b"meta/scrub"
-"""The last erasure step (``erasure.ScrubMark``, format 8)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,79 +410,12 @@ class _Prepared:
         self.head_bytes, self.version_bytes = pair
 
 
-def _index_keys(head: Head) -> list[bytes]:
-    """Every index key a head implies (DESIGN §5)."""
-    return index_keys(
-        head.type,
-        to_micros(head.created_at),
-        head.id,
-        head.tags,
-        head.frames,
-        actor_obj=head.type is MemoryType.EVENT,
-    )
-
-
-def is_pinned(data: Data | None) -> bool:
-    """Whether a version's data puts its memory in the pinned index (``storage.md`` §2).
-
-    Every Identity, Constraints of strength ``hard`` and Goals with status ``active``; purged
-    data (``None``) never.
-    """
-    if isinstance(data, Identity):
-        return True
-    if isinstance(data, Constraint):
-        return data.strength is Strength.HARD
-    if isinstance(data, Goal):
-        return data.status is GoalStatus.ACTIVE
-    return False
-
-
-def _claim_hashes(data: Data | None) -> tuple[bytes, ...]:
-    """The ``idx/claim/`` hashes of a memory's current data (``specs/claims.md`` §5)."""
-    return tuple(chains.claim_hash(k) for k in chains.claim_keys(data))
-
-
-_FOREVER: Final = 2**63 - 1
-SUPERSEDED: Final = b"s"
-"""The value of an ``idx/claim/`` entry of a superseded memory (``claims.md`` §5): writes skip
-it without reading the memory, so a long chain costs a write nothing."""
-
-
-def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
-    """The memory that supersedes ``mid`` at ``at_us``, if any (``claims.md`` §6).
-
-    That is a live ``supersedes`` edge to it then, from a memory that existed and was not
-    tombstoned then.
-    """
-    prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
-    for key, value in txn.scan(prefix):
-        rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
-        if to_micros(rec.created_at) > at_us:
-            continue
-        if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
-            continue
-        raw = txn.get(head_key(src := MemoryId(key[-16:])))
-        if raw is None:
-            continue
-        head: Head = decode_trusted(HEAD, head_key(src), raw)
-        if to_micros(head.created_at) > at_us:
-            continue
-        if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:
-            continue
-        return src
-    return None
-
-
-def _pin_key(head: Head) -> bytes:
-    return pin_key(head.type, to_micros(head.created_at), head.id)
-
-
 def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
     """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
     if pinned:
-        txn.put(_pin_key(head), b"")
+        txn.put(pin_key_of(head), b"")
     else:
-        txn.delete(_pin_key(head))
+        txn.delete(pin_key_of(head))
 
 
 def _live_heads(txn: ReadTxn) -> list[Head]:
@@ -583,8 +503,6 @@ class _Task(NamedTuple):
 _T = TypeVar("_T")
 DEFAULT_WRITE_BUDGET: Final = 50
 """Seed 003: 50 writes per task."""
-TASK_PREFIX: Final = b"task/"
-"""``task/`` sha256(task id)[:16]: the sealed count of a task's writes (8 bytes, big-endian)."""
 
 
 class _IdTaken(Exception):
@@ -986,9 +904,9 @@ class Store:
         """Hold in ``puts`` a new memory's version, index entries and pin."""
         h = p.head
         puts.append((version_key(h.id, 1), p.version_bytes))
-        puts += [(k, b"") for k in _index_keys(h)]
+        puts += [(k, b"") for k in index_keys_of(h)]
         if p.pinned:
-            puts.append((_pin_key(h), b""))
+            puts.append((pin_key_of(h), b""))
 
     def _stage_new(
         self,
@@ -1446,7 +1364,7 @@ class Store:
     def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
         """The claim hashes a memory is indexed under (its current version's data)."""
         v = self._version(txn, head.id, head.current_version)
-        return () if v.data is None else _claim_hashes(_decoded(head.type, v.data))
+        return () if v.data is None else claim_hashes(_decoded(head.type, v.data))
 
     def _resolve_chains(
         self,
@@ -1524,7 +1442,7 @@ class Store:
             if winner == "new":
                 if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
                     sup.append(other)
-                    self._mark(txn, oid, _claim_hashes(data), now_us)
+                    self._mark(txn, oid, claim_hashes(data), now_us)
             elif winner == "old":
                 if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
                     by.append(other)
@@ -1575,7 +1493,7 @@ class Store:
     def _mark(self, txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes], now_us: int) -> None:
         """Set the ``idx/claim/`` entries of ``mid`` to say whether it is superseded now."""
         # as the store stands, whatever the clocks of the processes that wrote it say
-        mark = SUPERSEDED if superseder(txn, mid, _FOREVER) is not None else b""
+        mark = SUPERSEDED if superseder(txn, mid, FOREVER) is not None else b""
         for c in claims:
             txn.put(claim_index_key(c, mid), mark)
 
@@ -2480,11 +2398,11 @@ class Store:
         for v, sealed in zip(item.versions, item.version_bytes, strict=True):
             if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
                 raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
-        for k in _index_keys(item.head):
+        for k in index_keys_of(item.head):
             txn.put(k, b"")
         if is_pinned(item.data):
-            txn.put(_pin_key(item.head), b"")
-        for c in _claim_hashes(item.data):
+            txn.put(pin_key_of(item.head), b"")
+        for c in claim_hashes(item.data):
             txn.put(claim_index_key(c, item.head.id), b"")
         last = item.versions[-1]
         if item.head.tombstone is None and item.data is not None:
@@ -2517,7 +2435,7 @@ class Store:
         with self._kv.read_checked() as txn:
             damage = txn.damage
         if damage:
-            return _structural_report(damage)
+            return structural_report(damage)
         try:
             if isinstance(self._kv, LmdbKV):
                 self._kv.copy(dest)
@@ -2881,7 +2799,7 @@ class Store:
             pairs = list(itertools.islice(scan, limit))
             if reverse:
                 pairs.reverse()
-            prev, seq = _ZERO_HASH, 0
+            prev, seq = ZERO_HASH, 0
             if pairs and parse_journal_key(pairs[0][0]) > 1:
                 seq = parse_journal_key(pairs[0][0]) - 1
                 raw = txn.get(journal_key(seq))
@@ -2978,7 +2896,7 @@ class Store:
     # -- housekeeping ------------------------------------------------------------------------
 
     def _move_index(self, txn: WriteTxn, old: Head, new: Head) -> None:
-        before, after = set(_index_keys(old)), set(_index_keys(new))
+        before, after = set(index_keys_of(old)), set(index_keys_of(new))
         for k in before - after:
             txn.delete(k)
         for k in after - before:
@@ -3054,275 +2972,7 @@ class Store:
         Returns:
             The report; ``report.ok`` is true when nothing is wrong.
         """
-        argcheck.callback(progress, "progress")
-        problems: list[Problem] = []
-        add = problems.append
-        heads: dict[MemoryId, Head] = {}
-        counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
-        current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
-        pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
-        claimed: set[bytes] = set()  # the idx/claim/ entries their current data implies
-        claim_ids: set[MemoryId] = set()
-
-        def tick(phase: int) -> None:
-            if progress is not None:
-                progress(phase, 7)
-
-        def strict(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
-            try:
-                return codec.decode(_unseal(key, value), _show_key(key))
-            except (IntegrityError, CodecError) as exc:
-                add(Problem(_show_key(key), str(exc)))
-                return None
-
-        with self._kv.read_checked() as txn:
-            if txn.damage:  # LMDB would abort walking the damaged pages: report them instead
-                tick(7)
-                return _structural_report(txn.damage)
-            fmt = txn.get(meta_key("format"))
-            if fmt is None:
-                add(Problem("meta/format", "missing"))
-            else:
-                strict(FORMAT_CODEC, meta_key("format"), fmt)
-            tick(0)
-            for key, value in txn.scan(_HEAD_KEY_PREFIX):
-                head = strict(HEAD, key, value)
-                if head is None:
-                    continue
-                if head_key(head.id) != key:
-                    add(Problem(_show_key(key), f"holds the head of {head.id}"))
-                    continue
-                heads[head.id] = head
-            seen_versions: dict[MemoryId, list[int]] = {}
-            tick(1)
-            for key, value in txn.scan(_VERSION_KEY_PREFIX):
-                counts["versions"] += 1
-                try:
-                    mid, n = parse_version_key(key)
-                except (CodecError, ValueError):
-                    add(Problem(key.hex(), "malformed version key"))
-                    continue
-                seen_versions.setdefault(mid, []).append(n)
-                v = strict(VERSION, key, value)
-                if v is None:
-                    continue
-                name = _show_key(key)
-                if v.id != mid or v.version != n:
-                    add(Problem(name, f"holds version {v.id}#{v.version}"))
-                head = heads.get(mid)
-                if head is None:
-                    add(Problem(name, "has no head"))
-                    continue
-                if v.type is not head.type:
-                    add(Problem(name, f"type {v.type.type_name} differs from the head's"))
-                purged = head.tombstone is not None and head.tombstone.purged_at is not None
-                if v.data is None:
-                    if not purged:
-                        add(Problem(name, "has no data but the memory was not purged"))
-                    continue
-                if purged:
-                    add(Problem(name, "still holds data although the memory was purged"))
-                if content_hash(v.type, v.data) != v.hash:
-                    add(Problem(name, "data does not match its hash"))
-                    continue
-                try:
-                    data = decode_data(v.type, v.data)
-                except CodecError as exc:
-                    add(Problem(name, f"data: {exc}"))
-                    continue
-                if n == head.current_version:
-                    current[mid] = v.data
-                    if is_pinned(data):
-                        pinned.add(mid)
-                    claimed.update(claim_index_key(c, mid) for c in _claim_hashes(data))
-                    claim_ids.add(mid)
-            for mid, head in heads.items():
-                ns = seen_versions.get(mid, [])
-                if ns != list(range(1, head.current_version + 1)):
-                    add(
-                        Problem(
-                            f"m/{mid}",
-                            f"points at versions 1..{head.current_version} but the store holds "
-                            f"{ns}",
-                        )
-                    )
-            expected: set[bytes] = set()
-            for head in heads.values():
-                expected.update(_index_keys(head))
-                if head.id in pinned:
-                    expected.add(_pin_key(head))
-            actual: set[bytes] = set()
-            tick(2)
-            expected |= claimed
-            marks = {mid: superseder(txn, mid, _FOREVER) is not None for mid in claim_ids}
-            for key, value in txn.scan(IDX_CLAIM):
-                if key not in claimed:
-                    continue  # reported below as stale
-                want = SUPERSEDED if marks[MemoryId(key[-16:])] else b""
-                if value != want:
-                    add(
-                        Problem(
-                            f"index {key.hex()}",
-                            "the claim entry's mark disagrees with the supersedes edges",
-                        )
-                    )
-            for key, value in txn.scan(TASK_PREFIX):
-                try:
-                    if len(key) != len(TASK_PREFIX) + 16 or len(_unseal(key, value)) != 8:
-                        add(Problem(key.hex(), "a task's write count is malformed"))
-                except IntegrityError as exc:
-                    add(Problem(key.hex(), str(exc)))
-            for prefix in (IDX_TYPE, IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM):
-                for key, value in txn.scan(prefix):
-                    counts["index"] += 1
-                    actual.add(key)
-                    if value and prefix is not IDX_CLAIM:
-                        add(Problem(f"index {key.hex()}", "index entries hold no value"))
-            for key in sorted(actual - expected):
-                add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))
-            for key in sorted(expected - actual):
-                add(Problem(f"index {key.hex()}", "missing for its head"))
-            tick(3)
-            for key, value in txn.scan(EDGE_FROM):
-                counts["edges"] += 1
-                try:
-                    s, et, d = parse_edge_key(key)
-                except (CodecError, ValueError):
-                    add(Problem(key.hex(), "malformed edge key"))
-                    continue
-                name = f"edge {s} {et.label} {d}"
-                strict(EDGE_CODEC, key, value)
-                if txn.get(edge_to_key(d, et, s)) != value:
-                    add(Problem(name, "its e/to half is missing or differs"))
-                for mid in (s, d):
-                    if mid not in heads:
-                        add(Problem(name, f"endpoint {mid} does not exist"))
-            for key, _value in txn.scan(EDGE_TO):
-                try:
-                    s, et, d = parse_edge_key(key)
-                except (CodecError, ValueError):
-                    add(Problem(key.hex(), "malformed edge key"))
-                    continue
-                if txn.get(edge_from_key(s, et, d)) is None:
-                    add(Problem(f"edge {s} {et.label} {d}", "its e/from half is missing"))
-            prev: bytes | None = _ZERO_HASH
-            expect_seq = 1
-            erasures: dict[int, tuple[JournalKind, MemoryId | None]] = {}
-            tick(4)
-            for key, value in txn.scan(JOURNAL):
-                counts["journal"] += 1
-                name = _show_key(key)
-                try:
-                    payload = _unseal(key, value)
-                    entry: JournalEntry = JOURNAL_CODEC.decode(payload, name)
-                except (IntegrityError, CodecError) as exc:
-                    add(Problem(name, str(exc)))
-                    prev, expect_seq = None, expect_seq + 1  # the next link cannot be checked
-                    continue
-                if entry.seq != expect_seq or parse_journal_key(key) != entry.seq:
-                    add(Problem(name, f"sequence {entry.seq} where {expect_seq} was expected"))
-                if prev is not None and entry.prev != prev:
-                    add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
-                if entry.kind in (JournalKind.PURGE, JournalKind.EPISODE_PURGE):
-                    erasures[entry.seq] = (entry.kind, entry.id)
-                prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
-            _verify_erasure_records(txn, erasures, add)
-            raw_scrub = txn.get(SCRUB_KEY)
-            if raw_scrub is not None:
-                strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
-            for key, value in txn.scan(SALIENCE):
-                if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
-                    add(Problem(key.hex(), "salience state of no memory"))
-                    continue
-                strict(SALIENCE_STATE, key, value)
-            vmeta_raw = txn.get(meta_key("vectors"))
-            vmeta = (
-                None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
-            )
-            tick(5)
-            for key, value in txn.scan(VEC):
-                if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
-                    add(Problem(key.hex(), "vector of no memory"))
-                    continue
-                vhead = heads[MemoryId(key[len(VEC) :])]
-                rec = strict(VECTOR_RECORD, key, value)
-                if rec is None:
-                    continue
-                name = f"vec/{vhead.id}"
-                if vhead.tombstone is not None:
-                    add(Problem(name, "a tombstoned memory still has a vector"))
-                if rec.version != vhead.current_version:
-                    add(Problem(name, f"embeds version {rec.version}, not the current one"))
-                if vmeta is None or (rec.model_id, rec.dim) != (vmeta.model_id, vmeta.dim):
-                    add(
-                        Problem(
-                            name, f"a {rec.model_id} vector the store's meta/vectors does not name"
-                        )
-                    )
-                if len(rec.vector) != 4 * rec.dim:
-                    add(Problem(name, f"holds {len(rec.vector)} bytes for {rec.dim} dimensions"))
-            live = {
-                mid: (head.type, head.current_version, current[mid])
-                for mid, head in heads.items()
-                if head.tombstone is None and mid in current
-            }
-            tick(6)
-            lex_problems, lex = lexical.check(txn, live)
-            problems.extend(Problem(record, what) for record, what in lex_problems)
-            n_episodes = _verify_episodes(txn, heads, add)
-            _verify_sensitivity(txn, heads, add)
-            _verify_aliases(txn, add)
-            # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
-            # separator key in a branch page misroutes lookups while scans still see every
-            # record, so every key must also be found by a lookup.
-            for key, value in txn.scan(b""):
-                if txn.get(key) != value:
-                    add(
-                        Problem(
-                            show_key(key),
-                            "a lookup does not find this key that a scan finds: a branch page of "
-                            "the file is damaged (run `cortex backup` from an intact copy, or "
-                            "restore one)",
-                        )
-                    )
-        tick(7)
-        return VerifyReport(
-            problems=tuple(problems),
-            memories=len(heads),
-            versions=counts["versions"],
-            index_entries=counts["index"],
-            edges=counts["edges"],
-            journal_entries=counts["journal"],
-            lexical_documents=lex.documents,
-            lexical_postings=lex.postings,
-            episodes=n_episodes,
-        )
-
-
-def _structural_report(damage: Sequence[PageProblem]) -> VerifyReport:
-    """The verify report of a file whose pages LMDB cannot walk safely."""
-    problems = [
-        Problem("data.mdb" if p.page < 0 else f"data.mdb page {p.page}", p.what) for p in damage
-    ]
-    problems.append(
-        Problem(
-            "data.mdb",
-            "the file is structurally damaged: LMDB would crash walking it, so its records "
-            "were not checked; `cortex salvage` copies every record that still reads and "
-            "checks into a new store",
-        )
-    )
-    return VerifyReport(
-        problems=tuple(problems),
-        memories=0,
-        versions=0,
-        index_entries=0,
-        edges=0,
-        journal_entries=0,
-        lexical_documents=0,
-        lexical_postings=0,
-        episodes=0,
-    )
+        return verify_store(self._kv, progress)
 
 
 def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
@@ -3427,79 +3077,6 @@ def _import_levels(
 # Episodes (format 7; ``specs/episodes.md``)
 
 
-def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
-                     ) -> int:  # fmt: skip
-    """Check every ``ep/`` record and ``prov/e/`` entry; returns how many episodes there are."""
-    seen: set[MemoryId] = set()
-    good: list[Episode] = []
-    for key, value in txn.scan(EPISODE_PREFIX):
-        name = _show_key(key)
-        try:
-            eid = parse_episode_key(key)
-            ep = decode_episode(_unseal(key, value))
-            check_episode(ep)
-        except (CodecError, IntegrityError) as exc:
-            add(Problem(name, str(exc)))
-            continue
-        if ep.id != eid:
-            add(Problem(name, f"holds episode {ep.id}"))
-        seen.add(eid)
-        good.append(ep)
-    for record, what in evidence.check(txn, good):
-        add(Problem(record, what))
-    for key, value in txn.scan(EPISODE_MEMORY_PREFIX):
-        name = _show_key(key)
-        try:
-            eid, mid = parse_episode_memory_key(key)
-        except CodecError as exc:
-            add(Problem(name, str(exc)))
-            continue
-        if value:
-            add(Problem(name, "an index entry holds a value"))
-        if eid not in seen:
-            add(Problem(name, "names an episode the store does not hold"))
-        if mid not in heads:
-            add(Problem(name, "names a memory the store does not hold"))
-    return len(seen)
-
-
-def _verify_sensitivity(
-    txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
-) -> None:
-    """Check every ``sens/`` entry (``sensitivity.md`` §2).
-
-    Each needs a well-formed key, a sealed level other than ``internal``, and an existing
-    memory or episode that was not purged.
-    """
-    for key, value in txn.scan(SENS):
-        name = _show_key(key)
-        try:
-            episode, rid = parse_sens_key(key)
-            level = decode_level(key, value)
-        except (CodecError, IntegrityError) as exc:
-            add(Problem(name, str(exc)))
-            continue
-        if level is DEFAULT_SENSITIVITY:
-            add(Problem(name, "holds the default level (internal): the entry must be absent"))
-        if episode:
-            raw = txn.get(episode_key(rid))
-            if raw is None:
-                add(Problem(name, "the level of an episode the store does not hold"))
-                continue
-            try:
-                gone = decode_episode(_unseal(episode_key(rid), raw)).content is None
-            except (CodecError, IntegrityError):
-                continue  # the episode itself is reported
-            if gone:
-                add(Problem(name, "the level of a purged episode (a purge removes it)"))
-            continue
-        head = heads.get(rid)
-        if head is None:
-            add(Problem(name, "the level of a memory the store does not hold"))
-        elif head.tombstone is not None and head.tombstone.purged_at is not None:
-            add(Problem(name, "the level of a purged memory (a purge removes it)"))
-
-
 def _import_aliases(aliases: Mapping[str, AliasRecord] | None) -> dict[str, bytes]:
     """Imported alias records, checked and sealed, by normalised alias."""
     if aliases is None:
@@ -3545,26 +3122,6 @@ def _put_aliases(
     return added, same
 
 
-def _verify_aliases(txn: ReadTxn, add: Callable[[Problem], None]) -> None:
-    """Check every ``ent/a/`` record (``claims.md`` §10).
-
-    Each decodes, its key is its name normalised, and its canonical name is no alias itself.
-    """
-    records: dict[str, AliasRecord] = {}
-    for key, value in txn.scan(ALIAS_PREFIX):
-        try:
-            records[key[len(ALIAS_PREFIX) :].decode("utf-8")] = decode_alias(key, value)
-        except (IntegrityError, UnicodeDecodeError) as exc:
-            add(Problem(_show_key(key), str(exc)))
-    for alias in chained(records):
-        add(
-            Problem(
-                _show_key(alias_key(alias)),
-                "its canonical name is an alias itself (an entity has one canonical name)",
-            )
-        )
-
-
 def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:
     """The episode a version's provenance names (``episode:<id>``) and the span, if any."""
     if provenance is None:
@@ -3580,33 +3137,6 @@ def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, 
 
 EPISODE_SESSION: Final = "episode:"
 """A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
-
-
-def _verify_erasure_records(
-    txn: ReadTxn,
-    purges: dict[int, tuple[JournalKind, MemoryId | None]],
-    add: Callable[[Problem], None],
-) -> None:
-    """Every ``er/`` record decodes, is keyed by its seq and names a purge journalled there."""
-    want = {JournalKind.PURGE: ErasureKind.MEMORY, JournalKind.EPISODE_PURGE: ErasureKind.EPISODE}
-    for key, value in txn.scan(ERASURE_PREFIX):
-        name = _show_key(key)
-        try:
-            seq = parse_erasure_key(key)
-            rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), name)
-        except (IntegrityError, CodecError) as exc:
-            add(Problem(name, str(exc)))
-            continue
-        if rec.seq != seq:
-            add(Problem(name, f"holds the erasure record of journal entry {rec.seq}"))
-            continue
-        purge = purges.get(seq)
-        if purge is None:
-            add(Problem(name, "names no purge in the journal"))
-        elif want[purge[0]] is not rec.kind or purge[1] != rec.id:
-            add(Problem(name, f"does not match journal entry {seq} ({purge[0].label})"))
-        if len(rec.needles or b"") % erasure.NEEDLE_SIZE:
-            add(Problem(name, "its needles are not whole"))
 
 
 def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:

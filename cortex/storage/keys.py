@@ -618,3 +618,7 @@ def _code(cls: type[E], key: bytes, at: int) -> E:
         return cls(key[at])
     except ValueError:
         raise CodecError(f"malformed key {key!r}: no {cls.__name__} with code {key[at]}") from None
+
+
+TASK_PREFIX: Final = b"task/"
+"""``task/`` sha256(task id)[:16]: the sealed count of a task's writes (8 bytes, big-endian)."""

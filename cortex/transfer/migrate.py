@@ -18,6 +18,14 @@ from typing import Final
 import msgspec
 
 from cortex import argcheck
+from cortex.engine.heads import (
+    SUPERSEDED,
+    claim_hashes,
+    index_keys_of,
+    is_pinned,
+    pin_key_of,
+    superseder,
+)
 from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import (
     ALIASES_FEATURE,
@@ -29,18 +37,12 @@ from cortex.engine.store import (
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
-    SUPERSEDED,
     TAG_TYPE_FEATURE,
-    _claim_hashes,
     _current_version,
     _decoded,
-    _index_keys,
     _index_live,
     _live_heads,
-    _pin_key,
     _rebuild_lexical,
-    is_pinned,
-    superseder,
 )
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CortexError, FormatError, ValidationError
@@ -208,7 +210,7 @@ def _rewrite_index(
         txn.delete(key)
     done = 0
     for head in _all_heads(txn):
-        for key in _index_keys(head):
+        for key in index_keys_of(head):
             if key.startswith(prefix):
                 txn.put(key, b"")
         if also is not None:
@@ -224,7 +226,7 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     def pin(head: Head) -> None:
         version = _current_version(txn, head)
         if version.data is not None and is_pinned(_decoded(head.type, version.data)):
-            txn.put(_pin_key(head), b"")
+            txn.put(pin_key_of(head), b"")
 
     return _rewrite_index(txn, IDX_FRAME, tick, pin)
 
@@ -271,7 +273,7 @@ def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         if version.data is not None:
             # a supersedes edge added by hand before format 8 already ends a memory's time
             mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
-            for c in _claim_hashes(_decoded(head.type, version.data)):
+            for c in claim_hashes(_decoded(head.type, version.data)):
                 txn.put(claim_index_key(c, head.id), mark)
         done += 1
         tick(done)

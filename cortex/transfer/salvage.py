@@ -21,7 +21,7 @@ import msgspec
 
 from cortex import argcheck
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
-from cortex.engine.store import FORMAT_VERSION, TASK_PREFIX, Store, _edge, _Imported
+from cortex.engine.store import FORMAT_VERSION, Store, _edge, _Imported
 from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -57,6 +57,7 @@ from cortex.storage.keys import (
     LEX_DOC,
     SALIENCE,
     SENS,
+    TASK_PREFIX,
     VEC,
     edge_from_key,
     meta_key,

@@ -37,7 +37,7 @@ _MAP = 64 << 30
 def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, bytes]]]]:
     """(id, puts) for the first ``count`` memories written to the cortex store, in order."""
     from cortex import Cortex
-    from cortex.engine.store import _index_keys
+    from cortex.engine.heads import index_keys_of as _index_keys
     from cortex.model.codec import HEAD
 
     groups: list[tuple[bytes, list[tuple[bytes, bytes]]]] = []
