@@ -3,8 +3,7 @@ that may merge.
 
 ``tests/data/dedupe_pairs.jsonl`` was written independently of the code (by someone who had not
 read ``cortex.rules.claims``): 129 ``distinct`` pairs (negation, number, date, time, entity,
-polarity,
-quantifier, modality, unit, tense, role swap, condition, scope) and 70 ``same`` pairs
+polarity, quantifier, modality, unit, tense, role swap, condition, scope) and 70 ``same`` pairs
 (paraphrases, easy to hard). The rule: a distinct pair never merges — not by the claim guard,
 and not through ``write(..., dedupe=True)`` with the real model. The paraphrase merge rate is
 reported, with a floor so it cannot silently fall to zero.

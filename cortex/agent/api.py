@@ -152,8 +152,7 @@ class Cortex(Store):
 
     Options of ``open`` beyond the store's: ``decay`` (decay class per memory type, overriding
     ``cortex.rules.salience.DEFAULT_DECAY``), ``weights`` (salience weights), ``salience_blend``
-    (the
-    weight of salience in hybrid ranking), ``fusion`` (how a text query merges its lexical and
+    (the weight of salience in hybrid ranking), ``fusion`` (how a text query merges its lexical and
     vector rankings: ``cortex.Fusion``, or ``"convex"`` (the default) / ``"rrf"``),
     ``embedder`` (vectors and vector search: every new version is embedded in its write
     transaction; the store records the model and refuses another unless ``reembed=True``,
@@ -542,8 +541,7 @@ class Cortex(Store):
         live, unexpired memory of the same type whose current version has the same content
         hash, or (with an embedder) whose vector has cosine >= ``DEDUPE_COSINE`` to this data's
         and states the same claim (``cortex.rules.claims.same_claim``), is confirmed instead: its
-        use
-        counters record the confirmation, a ``confirm`` journal entry names it and the hash of
+        use counters record the confirmation, a ``confirm`` journal entry names it and the hash of
         the data offered, and the result is its current URI with outcome ``confirmed`` and the
         reason. Nothing new is written. The exact match is checked again inside the write
         transaction, so two processes writing the same data at once make one memory. The

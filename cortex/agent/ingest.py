@@ -1,8 +1,7 @@
 """Ingest: content becomes an episode, and (with an extractor) typed memories linked to it.
 
 ``ingest`` builds the episode (``cortex.model.episode``: the verbatim text, its hash and chunks),
-asks
-the extractor — if one is given — for memories *before* any transaction, points each memory's
+asks the extractor — if one is given — for memories *before* any transaction, points each memory's
 provenance at the episode and the span it was drawn from (``SourceRef(session_id=
 "episode:<id>", span=(start, end))``), and writes the episode and every memory in one
 transaction (``Store._write_episode``): a bad extraction or a bad memory leaves nothing behind,

@@ -2965,8 +2965,7 @@ class Store:
                 ``progress(7, 7)`` at the end.
 
         Before anything is read the snapshot's pages are checked (``cortex.storage.pages``): LMDB
-        has
-        no page checksums and aborts the process on some damaged pages, so a file with
+        has no page checksums and aborts the process on some damaged pages, so a file with
         structural damage is reported page by page (``data.mdb page N``) and not walked.
 
         Returns:

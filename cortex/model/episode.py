@@ -4,8 +4,7 @@ An episode keeps what an agent was given — a chat turn, a document, a tool res
 given: its text is stored as UTF-8 bytes and never normalised, and hashed in a domain of its
 own (``sha256("matrix.cortex.episode.v1" || content)``), so a quote's byte span stays true
 and anyone can recompute the hash. Its search chunks (``cortex.model.chunk``) are byte spans into
-that
-text, fixed when it is built. This module builds, encodes, decodes and checks the record; the
+that text, fixed when it is built. This module builds, encodes, decodes and checks the record; the
 store keeps it under ``ep/<id>`` beside the memories drawn from it.
 """
 

@@ -156,8 +156,7 @@ class KV(Protocol):
         """``read()`` for a whole-store walk, its pages checked first.
 
         The transaction's ``damage`` lists the damaged pages (LMDB: ``cortex.storage.pages``; an
-        engine
-        that checks its own pages: always empty).
+        engine that checks its own pages: always empty).
         """
 
     def point_read(
@@ -203,8 +202,7 @@ class _LmdbTxn:
         """The transaction's cursor (set_range, key, value, next, prev, last).
 
         For the C accelerator's batch walks (``cortex.index.postings.apply_many``); an engine
-        without
-        such a cursor has no ``cursor`` method.
+        without such a cursor has no ``cursor`` method.
         """
         cur = self._cur
         if cur is None:
@@ -394,8 +392,7 @@ class _CheckedRead(_Read):
 
     The transaction it yields carries ``damage``: the structural problems of the snapshot's
     pages (``cortex.storage.pages``), empty when LMDB may walk them. A caller that finds damage
-    must not
-    walk the damaged key ranges through LMDB (it would abort the process).
+    must not walk the damaged key ranges through LMDB (it would abort the process).
     """
 
     __slots__ = ("_ranges",)
@@ -783,8 +780,7 @@ class LmdbKV:
         Call it inside ``write(fn)`` (``txn`` is that transaction; nothing else is committed
         meanwhile, so the file holds the tree ``txn`` started from). A separator is a copy of a
         key in a branch page (``cortex.storage.scrub.separators``); when the key was deleted the
-        copy
-        stays. Deleting every key under it and putting them back with the same values makes
+        copy stays. Deleting every key under it and putting them back with the same values makes
         LMDB merge or rebalance those pages, which drops the stale copy; the store's contents
         do not change. Returns how many stale separators were found.
         """

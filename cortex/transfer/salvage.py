@@ -380,8 +380,7 @@ def salvage(
     """Copy every record of the store at ``source`` that still reads and checks into ``dest``.
 
     ``source`` is read page by page without LMDB (``cortex.storage.pages``), so a file LMDB would
-    crash
-    on, refuse or has truncated can be salvaged; it is never written. A memory is recovered
+    crash on, refuse or has truncated can be salvaged; it is never written. A memory is recovered
     with its head and every version, each passing its checksum, decoding strictly and (for
     versions) matching its hash, and its head no older than the surviving journal; an edge when
     a half of it checks and both endpoints are recovered; an episode when its record checks.
