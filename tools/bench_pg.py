@@ -7,7 +7,9 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
   of one row holding as many bytes as cortex's commit sends;
 - get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
 - find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
-- 4 and 8 writer processes on one store: writes per second in all.
+- 4 and 8 writer processes on one store: writes per second in all;
+- round trips per operation on PostgreSQL (``PgKV.round_trips``: statements, or pipelines of
+  them, sent and answered), beside the floor's (BEGIN, INSERT, COMMIT: 3; a SELECT: 1).
 
     python tools/bench_pg.py [--sizes 10000,100000] [--out bench-results/pg]
 """
@@ -48,6 +50,25 @@ def fill(where: Any, n: int) -> list[Any]:
                 NewMemory(data=fact(i), tags=(f"t{i % 50}",)) for i in range(lo, min(n, lo + 2000))
             )
     return uris
+
+
+class Trips:
+    """Round trips per operation of a PostgreSQL store (``PgKV.round_trips``); none on LMDB."""
+
+    def __init__(self, cx: Any) -> None:
+        self.kv = getattr(cx, "_kv", None)
+        self.last = self.count()
+
+    def count(self) -> int | None:
+        """The store's round trips so far (None: not PostgreSQL)."""
+        return getattr(self.kv, "round_trips", None)
+
+    def note(self, row: dict[str, Any], engine: str, op: str, ops: int) -> None:
+        """Put the round trips per operation since the last note in ``row``."""
+        now = self.count()
+        if now is not None and self.last is not None:
+            row[f"{engine}_{op}_trips"] = round((now - self.last) / ops, 2)
+        self.last = now
 
 
 def median_us(fn: Any, repeats: int = REPEATS) -> float:
@@ -149,24 +170,29 @@ def main() -> None:
                     where: Any = Path(tmp, f"s{n}") if engine == "lmdb" else cluster.url(f"b{n}")
                     uris = fill(where, n)
                     with Cortex.open(where, actor="bench") as cx:
+                        trips = Trips(cx)
                         row[f"{engine}_write_us"] = median_us(
                             lambda i, cx=cx, n=n: cx.write(fact(n + i))
                         )
+                        trips.note(row, engine, "write", REPEATS)
                         row[f"{engine}_get_us"] = median_us(
                             lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % len(u)]), 2000
                         )
+                        trips.note(row, engine, "get", 2000)
                         row[f"{engine}_find_tag_us"] = median_us(
                             lambda i, cx=cx: cx.find(
                                 Query(types=["Fact"], tags=[f"t{i % 50}"], limit=10)
                             ),
                             500,
                         )
+                        trips.note(row, engine, "find_tag", 500)
                         row[f"{engine}_find_text_us"] = median_us(
                             lambda i, cx=cx: cx.find(
                                 Query(text=f"user {i % 997} green tea", limit=10)
                             ),
                             200,
                         )
+                        trips.note(row, engine, "find_text", 200)
                 from cortex.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
@@ -210,6 +236,17 @@ def main() -> None:
         lines.append(
             f"| {n} | {r['lmdb_find_tag_us']:.0f} | {r['postgres_find_tag_us']:.0f} | "
             f"{r['lmdb_find_text_us']:.0f} | {r['postgres_find_text_us']:.0f} |"
+        )
+    lines += [
+        "",
+        "| memories | PG round trips: write | get | find type+tag | find text | "
+        "floor: INSERT+COMMIT | PK SELECT |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['postgres_write_trips']} | {r['postgres_get_trips']} | "
+            f"{r['postgres_find_tag_trips']} | {r['postgres_find_text_trips']} | 3 | 1 |"
         )
     lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
     for p, r in results["writers"].items():
