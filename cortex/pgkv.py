@@ -553,6 +553,8 @@ class _PgWrite(_PgRead):
         if want:
             pre.append(q.keys_in(want))
         pre += [(q.tail, (p, _end(p))) for p in tails]
+        if not pre and not stmts:
+            return []  # every pending read was answered meanwhile
         got = self._c.run(pre + stmts)
         if want:
             found = {bytes(k): bytes(v) for k, v in got[0]}
