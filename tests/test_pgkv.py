@@ -142,6 +142,8 @@ def test_a_write_transaction_reads_its_own_changes_like_the_model(
     pg_url: Any, script: list[tuple[str, bytes, bytes]], prefix: bytes, start: bytes | None
 ) -> None:
     kv = PgKV(pg_url())
+    # reads every write makes in its first round trip: a key, and the last pair of prefixes
+    kv.warm_writes([b"a2", b"zz"], [b"a", b"b", b"d"])
     base = {b"a": b"0", b"a2": b"0", b"b": b"0", b"c": b"0"}
     try:
         kv.write(lambda t: t.put_many(base.items()))
@@ -264,6 +266,60 @@ def test_a_full_disk_is_a_store_full_error_and_writes_nothing(url: str, kv: PgKV
             conn.execute("DROP FUNCTION cortex_full()")
 
 
+def test_a_serialization_failure_mid_pipeline_is_retried_whole(url: str, kv: PgKV) -> None:
+    """Two reads sent in one round trip (a pipeline); the server cancels the transaction on the
+    first of them (SSI: it read a row written by a committed pivot). The whole write is run
+    again; nothing of the first try lands."""
+    kv.write(lambda t: t.put_many([(b"h", b"0"), (b"x", b"0"), (b"b", b"0"), (b"p/5", b"0")]))
+    tries: list[int] = []
+    reached: list[int] = []
+
+    def fn(t: Any) -> None:
+        tries.append(1)
+        t.get(b"h")  # the first round trip: the lock, the snapshot, h
+        t.put(b"mine", b"%d" % len(tries))
+        if len(tries) == 1:
+            with _raw(url) as t2, _raw(url) as t3:
+                t2.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                t2.execute(f'SELECT v FROM "{kv.table}" WHERE k = %s', (b"b",))
+                t3.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+                t3.execute(f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"3", b"b"))
+                t3.execute("COMMIT")  # t2 -> t3, t3 committed first
+                t2.execute(f'UPDATE "{kv.table}" SET v = %s WHERE k = %s', (b"2", b"x"))
+                t2.execute("COMMIT")  # t2: a committed pivot, writer of x
+        before = kv.round_trips
+        t.prefetch([b"x"])  # pending: it goes with the next read
+        t.around(b"p/", b"p/1")  # reads x (the cancelled statement) and the around, together
+        assert kv.round_trips == before + 1
+        reached.append(1)
+
+    kv.write(fn)
+    assert len(tries) == 2 and len(reached) == 1
+    with kv.read() as r:
+        assert (r.get(b"mine"), r.get(b"x"), r.get(b"b")) == (b"2", b"2", b"3")
+
+
+def test_a_write_makes_three_round_trips_and_a_get_one(url: str) -> None:
+    """A durable write of one memory: (1) the lock, BEGIN, its head, the lexical statistics and
+    the journal's last entry; (2) in one pipeline, the terms' counts and the postings around
+    the new id; (3) the changes, COMMIT and the unlock. Get by id: one statement."""
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        uris = [
+            cx.write(Fact(statement=f"user {i} likes green tea", subject="u", predicate="likes"))
+            for i in range(5)
+        ]
+        for i in range(3):
+            before = kv.round_trips
+            cx.write(Fact(statement=f"user {i} drinks tea", subject="u", predicate="drinks"))
+            assert kv.round_trips - before == 3
+        before = kv.round_trips
+        assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
+        assert kv.round_trips - before == 1
+        assert cx.verify().ok
+
+
 def _cluster(pg_server: Any) -> Any:
     if pg_server.cluster is None:
         pytest.skip("CORTEX_PG_URL names an outside server: it is not ours to stop")
@@ -320,6 +376,33 @@ def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
             assert 0 <= cx.stats()["memories"] - len(all_acked) <= round_ + 1
             report = cx.verify()
             assert report.ok, report.problems
+
+
+def test_a_server_stop_after_a_writes_reads_leaves_nothing_of_it(pg_server: Any, url: str) -> None:
+    """The server stops (immediate: a crash) after the write's reads, before its commit: the
+    write fails with an EngineError and none of it is there after recovery."""
+    cluster = _cluster(pg_server)
+    kv = PgKV(url)
+    try:
+        kv.write(lambda t: t.put_many([(b"a", b"0"), (b"j/1", b"e1")]))
+        kv.warm_writes([b"a"], [b"j/"])
+
+        def fn(t: Any) -> None:
+            assert t.get(b"a") == b"0"
+            assert next(t.scan(b"j/", reverse=True)) == (b"j/1", b"e1")
+            t.put_many([(b"a", b"1"), (b"j/2", b"e2"), (b"z", b"9")])
+            cluster.stop_server("immediate")
+
+        with pytest.raises(EngineError):
+            kv.write(fn)
+        cluster.start_server()
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"a": b"0", b"j/1": b"e1"}
+        kv.write(lambda t: t.put(b"j/2", b"e2"))  # the lock went with the lost session
+        with kv.read() as r:
+            assert r.get(b"j/2") == b"e2"
+    finally:
+        kv.close()
 
 
 # --- many processes, one store ----------------------------------------------------------------

@@ -7,7 +7,9 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
   of one row holding as many bytes as cortex's commit sends;
 - get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
 - find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
-- 4 and 8 writer processes on one store: writes per second in all.
+- 4 and 8 writer processes on one store: writes per second in all;
+- round trips per operation on PostgreSQL (``PgKV.round_trips``: statements, or pipelines of
+  them, sent and answered), beside the floor's (BEGIN, INSERT, COMMIT: 3; a SELECT: 1).
 
     python tools/bench_pg.py [--sizes 10000,100000] [--out bench-results/pg]
 """
@@ -50,6 +52,25 @@ def fill(where: Any, n: int) -> list[Any]:
     return uris
 
 
+class Trips:
+    """Round trips per operation of a PostgreSQL store (``PgKV.round_trips``); none on LMDB."""
+
+    def __init__(self, cx: Any) -> None:
+        self.kv = getattr(cx, "_kv", None)
+        self.last = self.count()
+
+    def count(self) -> int | None:
+        """The store's round trips so far (None: not PostgreSQL)."""
+        return getattr(self.kv, "round_trips", None)
+
+    def note(self, row: dict[str, Any], engine: str, op: str, ops: int) -> None:
+        """Put the round trips per operation since the last note in ``row``."""
+        now = self.count()
+        if now is not None and self.last is not None:
+            row[f"{engine}_{op}_trips"] = round((now - self.last) / ops, 2)
+        self.last = now
+
+
 def median_us(fn: Any, repeats: int = REPEATS) -> float:
     times = []
     for i in range(repeats):
@@ -80,24 +101,57 @@ def commit_bytes(url: str) -> int:
     return int(statistics.median(seen))
 
 
-def floors(conninfo: str, size: int, keys: list[bytes], table: str) -> dict[str, float]:
-    import psycopg
+class Floor:
+    """Plain psycopg on its own connection: the same bytes, the fewest round trips."""
 
-    with psycopg.connect(conninfo, autocommit=True, prepare_threshold=0) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS floor (k bytea PRIMARY KEY, v bytea NOT NULL)")
-        payload = os.urandom(size)
+    def __init__(self, conninfo: str, size: int, keys: list[bytes], table: str) -> None:
+        import psycopg
 
-        def insert(i: int) -> None:
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO floor (k, v) VALUES (%s, %s)", (os.urandom(16), payload))
-            conn.execute("COMMIT")
+        self.conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=0)
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS floor (k bytea PRIMARY KEY, v bytea NOT NULL)"
+        )
+        self.payload = os.urandom(size)
+        self.keys = keys
+        self.table = table
 
-        def select(i: int) -> None:
-            conn.execute(
-                f'SELECT v FROM "{table}" WHERE k = %s', (keys[i % len(keys)],), binary=True
-            ).fetchone()
+    def insert(self, i: int) -> None:
+        """BEGIN, INSERT of one row of the commit's size, COMMIT: 3 round trips."""
+        self.conn.execute("BEGIN")
+        self.conn.execute(
+            "INSERT INTO floor (k, v) VALUES (%s, %s)", (os.urandom(16), self.payload)
+        )
+        self.conn.execute("COMMIT")
 
-        return {"insert_commit_us": median_us(insert), "pk_select_us": median_us(select, 2000)}
+    def select(self, i: int) -> None:
+        """A primary-key SELECT of a head: 1 round trip."""
+        self.conn.execute(
+            f'SELECT v FROM "{self.table}" WHERE k = %s',
+            (self.keys[i % len(self.keys)],),
+            binary=True,
+        ).fetchone()
+
+
+def paired(a: Any, b: Any, repeats: int) -> tuple[float, float, float]:
+    """``a`` and ``b`` alternately: their medians (µs) and the median of the pairs' ratios.
+
+    On a loaded machine both of a pair meet the same load, so the ratio is steadier than the
+    ratio of medians taken at different moments.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    ratios: list[float] = []
+    for i in range(repeats):
+        t = time.perf_counter()
+        a(i)
+        x = time.perf_counter() - t
+        t = time.perf_counter()
+        b(i)
+        y = time.perf_counter() - t
+        ta.append(x)
+        tb.append(y)
+        ratios.append(x / y)
+    return statistics.median(ta) * 1e6, statistics.median(tb) * 1e6, statistics.median(ratios)
 
 
 def writers(where: str, procs: int, each: int) -> float:
@@ -135,6 +189,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000")
     ap.add_argument("--out", default="bench-results/pg")
+    ap.add_argument("--writers", default="4,8", help="writer processes to run ('' for none)")
     args = ap.parse_args()
     bindir = pgserver.find_bin()
     if bindir is None:
@@ -149,35 +204,54 @@ def main() -> None:
                     where: Any = Path(tmp, f"s{n}") if engine == "lmdb" else cluster.url(f"b{n}")
                     uris = fill(where, n)
                     with Cortex.open(where, actor="bench") as cx:
+                        trips = Trips(cx)
                         row[f"{engine}_write_us"] = median_us(
                             lambda i, cx=cx, n=n: cx.write(fact(n + i))
                         )
+                        trips.note(row, engine, "write", REPEATS)
                         row[f"{engine}_get_us"] = median_us(
                             lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % len(u)]), 2000
                         )
+                        trips.note(row, engine, "get", 2000)
                         row[f"{engine}_find_tag_us"] = median_us(
                             lambda i, cx=cx: cx.find(
                                 Query(types=["Fact"], tags=[f"t{i % 50}"], limit=10)
                             ),
                             500,
                         )
+                        trips.note(row, engine, "find_tag", 500)
                         row[f"{engine}_find_text_us"] = median_us(
                             lambda i, cx=cx: cx.find(
                                 Query(text=f"user {i % 997} green tea", limit=10)
                             ),
                             200,
                         )
+                        trips.note(row, engine, "find_text", 200)
                 from cortex.storage.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
                 keys = [head_key(u.id) for u in uris[:2000]]
-                row.update(floors(cluster.conninfo(), size, keys, f"cortex_b{n}"))
+                floor = Floor(cluster.conninfo(), size, keys, f"cortex_b{n}")
+                row["insert_commit_us"] = median_us(floor.insert)
+                row["pk_select_us"] = median_us(floor.select, 2000)
                 row["commit_bytes"] = size
                 row["write_ratio"] = row["postgres_write_us"] / row["insert_commit_us"]
                 row["get_ratio"] = row["postgres_get_us"] / row["pk_select_us"]
+                with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx:
+                    w, f, r = paired(
+                        lambda i, cx=cx, n=n: cx.write(fact(2 * n + i)), floor.insert, REPEATS
+                    )
+                    row |= {"paired_write_us": w, "paired_insert_us": f, "paired_write_ratio": r}
+                    g, f, r = paired(
+                        lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % 2000]),
+                        floor.select,
+                        2000,
+                    )
+                    row |= {"paired_get_us": g, "paired_select_us": f, "paired_get_ratio": r}
+                floor.conn.close()
                 results["sizes"][n] = row
                 print(n, json.dumps(row), flush=True)
-            for procs in (4, 8):
+            for procs in [int(x) for x in args.writers.split(",") if x]:
                 each = 100
                 lm = writers(str(Path(tmp, f"w{procs}")), procs, each)
                 pg = writers(cluster.url(f"w{procs}"), procs, each)
@@ -210,6 +284,28 @@ def main() -> None:
         lines.append(
             f"| {n} | {r['lmdb_find_tag_us']:.0f} | {r['postgres_find_tag_us']:.0f} | "
             f"{r['lmdb_find_text_us']:.0f} | {r['postgres_find_text_us']:.0f} |"
+        )
+    lines += [
+        "",
+        "| memories | PG round trips: write | get | find type+tag | find text | "
+        "floor: INSERT+COMMIT | PK SELECT |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        trips = [r.get(f"postgres_{op}_trips", "-") for op in ("write", "get", "find_tag")]
+        trips.append(r.get("postgres_find_text_trips", "-"))
+        lines.append(f"| {n} | {' | '.join(map(str, trips))} | 3 | 1 |")
+    lines += [
+        "",
+        "| memories | paired: PG write µs | INSERT+COMMIT µs | median ratio | "
+        "PG get µs | PK SELECT µs | median ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['paired_write_us']:.0f} | {r['paired_insert_us']:.0f} | "
+            f"{r['paired_write_ratio']:.2f} | {r['paired_get_us']:.0f} | "
+            f"{r['paired_select_us']:.0f} | {r['paired_get_ratio']:.2f} |"
         )
     lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
     for p, r in results["writers"].items():

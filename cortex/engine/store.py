@@ -602,6 +602,9 @@ class Store:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self._kv = kv
+        warm = getattr(kv, "warm_writes", None)
+        if warm is not None:  # an engine with round trips reads these in a write's first one
+            warm([lexical.STATS_KEY], [JOURNAL])
         self._task: ContextVar[_Task | None] = ContextVar(f"cortex-task-{id(self)}", default=None)
         self._acting = actor
         self.actor = actor or ""

@@ -498,6 +498,9 @@ class Indexer:
         ]
         changes += fresh.items()
         changes.sort(key=itemgetter(0))
+        prefetch = getattr(txn, "prefetch", None)
+        if prefetch is not None and delta:  # an engine across a network sends these reads
+            prefetch([lex_term_key(t) for t in delta])  # with the postings' (one round trip)
         apply_many(txn, changes, blocks)
         pending.clear()
         fresh.clear()
@@ -516,9 +519,6 @@ class Indexer:
                     txn.delete(key)
                 vocabulary += added - removed
                 delta.clear()
-        prefetch = getattr(txn, "prefetch", None)
-        if prefetch is not None and delta:  # an engine across a network: one round trip
-            prefetch([lex_term_key(t) for t in delta])
         for term in sorted(delta):
             key = lex_term_key(term)
             raw = txn.get(key)

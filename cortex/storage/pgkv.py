@@ -56,6 +56,7 @@ _PRELOAD_SCAN: Final = 8
 _BATCH_ROWS: Final = 4096  # rows per INSERT ... unnest statement at commit
 _BATCH_BYTES: Final = 16 << 20
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_IN_MAX: Final = 16  # up to this many keys are sent as scalars (k IN (...)), more as an array
 _SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
 
 
@@ -213,6 +214,7 @@ class _Scan:
             f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
             "ORDER BY k LIMIT %s) a ON true"
         )
+        self.tail = f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1"
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -220,6 +222,32 @@ class _Scan:
         )
         self.create = f"CREATE TABLE IF NOT EXISTS {t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
         self.size = f"SELECT pg_total_relation_size('{t}'), count(*) FROM {t}"
+        self._t = t
+        self._in: dict[tuple[int, bool], str] = {}
+
+    def keys_in(self, keys: list[bytes], last: bool = False) -> tuple[str, tuple[Any, ...]]:
+        """The query of ``keys`` and its parameters.
+
+        With ``last``, the query also reads the last pair of a prefix, whose two bounds the
+        caller appends. A few keys go as ``k IN ($1, ...)`` (scalars: cheaper to send than an
+        array), many as ``k = ANY($1)``.
+        """
+        n = len(keys)
+        if n > _IN_MAX:
+            return (self.point if last else self.get_any), (keys,)
+        q = self._in.get((n, last))
+        if q is None:
+            t = self._t
+            marks = ", ".join(["%s"] * n) if n else "NULL"
+            if last:
+                q = (
+                    f"SELECT 0, k, v FROM {t} WHERE k IN ({marks}) UNION ALL "
+                    f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
+                )
+            else:
+                q = f"SELECT k, v FROM {t} WHERE k IN ({marks})"
+            self._in[(n, last)] = q
+        return q, tuple(keys)
 
 
 class _Conn:
@@ -238,33 +266,56 @@ class _Conn:
         self._begin = begin
         self.begun = False
 
-    def _first(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+    def _first(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
         psycopg, _ = _psycopg()
         with psycopg.ClientCursor(self.conn) as cur:
-            cur.execute(f"{self._begin}; {query}", params)
+            self.kv.round_trips += 1
+            cur.execute(
+                "; ".join([self._begin, *(q for q, _ in stmts)]),
+                [p for _, ps in stmts for p in ps],
+            )
             self.begun = True
-            while cur.nextset():
-                pass
-            return list(cur.fetchall())
+            sets: list[list[Any]] = []
+            while True:
+                if (
+                    cur.pgresult is not None
+                    and cur.pgresult.status == psycopg.pq.ExecStatus.TUPLES_OK
+                ):
+                    sets.append(list(cur.fetchall()))
+                if not cur.nextset():
+                    break
+            return sets[len(sets) - len(stmts) :]
 
     def start(self) -> None:
         """Begin now (a transaction that writes without reading first)."""
         if not self.begun:
             psycopg, _ = _psycopg()
             with psycopg.ClientCursor(self.conn) as cur:
+                self.kv.round_trips += 1
                 cur.execute(self._begin)
             self.begun = True
 
-    def rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
-        """Run ``query``; the transaction's BEGIN goes in the same round trip.
+    def execute(self, query: str, params: Any = None) -> None:
+        """One statement whose result is not wanted (one round trip)."""
+        self.kv.round_trips += 1
+        self.conn.execute(query, params)
 
-        A pooled connection found dead on the first query (the server restarted since it was
-        last used) is replaced once: nothing of the transaction has run yet.
+    def rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        """Run ``query`` (one round trip; the transaction's BEGIN goes with the first)."""
+        return self.run([(query, params)])[0]
+
+    def run(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        """Run ``stmts`` in ONE round trip; the rows of each.
+
+        The transaction's first round trip carries its BEGIN (and a writer's lock) in one
+        simple-protocol query string; later ones send several statements in a pipeline (one
+        sync). A pooled connection found dead on the first round trip (the server restarted
+        since it was last used) is replaced once: nothing of the transaction has run yet.
         """
         if not self.begun:
             psycopg, _ = _psycopg()
             try:
-                return self._first(query, params)
+                return self._first(stmts)
             except psycopg.OperationalError:
                 if not (self.conn.broken or self.conn.closed):
                     raise
@@ -272,8 +323,15 @@ class _Conn:
                 self.kv._putconn(self.conn)
                 self.conn = None
                 self.conn = self.kv._getconn()
-                return self._first(query, params)
-        return list(self.conn.execute(query, params, binary=True).fetchall())
+                return self._first(stmts)
+        conn = self.conn
+        self.kv.round_trips += 1
+        if len(stmts) == 1:
+            query, params = stmts[0]
+            return [list(conn.execute(query, params, binary=True).fetchall())]
+        with conn.pipeline():
+            curs = [conn.execute(q, ps, binary=True) for q, ps in stmts]
+        return [list(cur.fetchall()) for cur in curs]
 
     def release(self, *, failed: bool) -> None:
         """Return the connection to the pool.
@@ -287,12 +345,20 @@ class _Conn:
         if failed and not conn.closed:
             psycopg, _ = _psycopg()
             try:
+                self.kv.round_trips += 1
                 conn.execute("ROLLBACK")
                 if self.begun:
+                    self.kv.round_trips += 1
                     conn.execute("SELECT pg_advisory_unlock_all()")
             except psycopg.Error:
                 conn.close()
         self.kv._putconn(conn)
+
+
+def _end(prefix: bytes) -> bytes:
+    """An exclusive upper bound of the keys under ``prefix`` (above any key when it has none)."""
+    end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    return end if end is not None else b"\xff" * 512
 
 
 def _fwd_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes, bytes | None]:
@@ -325,10 +391,13 @@ class _PgRead:
         self._loaded: dict[bytes, bytes | None] = {}  # preloaded values (None: absent)
         self._loaded_scans: dict[bytes, list[tuple[bytes, bytes]]] = {}  # whole short prefixes
 
+    def _rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        return self._c.rows(query, params)
+
     def get(self, key: bytes) -> bytes | None:
         if key in self._loaded:
             return self._loaded[key]
-        rows = self._c.rows(self._c.q.get, (key,))
+        rows = self._rows(self._c.q.get, (key,))
         return bytes(rows[0][0]) if rows else None
 
     def preload(self, keys: Iterable[bytes], prefixes: Iterable[bytes] = ()) -> None:
@@ -343,7 +412,7 @@ class _PgRead:
         ]
         if not want and not pre:
             return
-        rows = self._c.rows(
+        rows = self._rows(
             self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], _PRELOAD_SCAN + 1)
         )
         found: dict[bytes, bytes] = {}
@@ -367,7 +436,7 @@ class _PgRead:
             lo, hi = _fwd_bounds(prefix, start)
             if hi is not None and lo >= hi:
                 return
-            rows = self._c.rows(
+            rows = self._rows(
                 q.fwd[(cols, hi is not None)], (lo, hi, n) if hi is not None else (lo, n)
             )
             while True:
@@ -377,9 +446,9 @@ class _PgRead:
                 last = bytes(rows[-1][0])
                 n = min(n * 8, _PAGE_MAX)
                 if hi is not None:
-                    rows = self._c.rows(q.fwd_after[cols], (last, hi, n))
+                    rows = self._rows(q.fwd_after[cols], (last, hi, n))
                 else:
-                    rows = self._c.rows(q.fwd_after_open[cols], (last, n))
+                    rows = self._rows(q.fwd_after_open[cols], (last, n))
         else:
             bound = _rev_bounds(prefix, start)
             if bound is None:
@@ -390,10 +459,10 @@ class _PgRead:
                 params: tuple[Any, ...]
                 if top is None:  # from the very end of the keyspace
                     params = (prefix, n) if has_lo else (n,)
-                    rows = self._c.rows(q.rev_end[(cols, has_lo)], params)
+                    rows = self._rows(q.rev_end[(cols, has_lo)], params)
                 else:
                     params = (top, prefix, n) if has_lo else (top, n)
-                    rows = self._c.rows(q.rev[(cols, incl, has_lo)], params)
+                    rows = self._rows(q.rev[(cols, incl, has_lo)], params)
                 yield from rows
                 if len(rows) < n:
                     return
@@ -426,7 +495,7 @@ class _PgRead:
         self, prefix: bytes, key: bytes
     ) -> tuple[bytes | None, bytes | None, bytes | None]:
         k0 = v0 = k1 = None
-        for k, v in self._c.rows(self._c.q.around, (key, prefix, key)):
+        for k, v in self._rows(self._c.q.around, (key, prefix, key)):
             if v is not None and bytes(k) <= key:
                 k0, v0 = bytes(k), bytes(v)
             else:
@@ -442,15 +511,85 @@ class _PgWrite(_PgRead):
     Puts and deletes land in ``_buf`` (None marks a delete); reads merge it over the server's
     rows, so the transaction sees its own writes; ``commit`` sends the overlay in a few
     statements.
+
+    Round trips: reads the engine was told of in advance (``PgKV.warm_writes``: keys and the
+    last pair of prefixes every write reads) and ``prefetch`` es are *pending*: they travel with
+    the transaction's next round trip (its first carries the lock and BEGIN too). The snapshot
+    does not change within the transaction, so what a round trip read stays true: a prefix
+    found empty (an ``around`` with nothing on either side, a last pair that is absent) needs
+    no further query.
     """
 
-    def __init__(self, c: _Conn, lock_key: tuple[int, int]) -> None:
+    def __init__(
+        self,
+        c: _Conn,
+        lock_key: tuple[int, int],
+        warm: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ()),
+    ) -> None:
         super().__init__(c)
         self._lock_key = lock_key
         self._buf: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []  # the keys of _buf, in order
         self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
         self._arounds: dict[tuple[bytes, bytes], tuple[Any, Any, Any]] = {}  # server arounds
+        self._want: dict[bytes, None] = dict.fromkeys(warm[0])  # pending gets
+        self._want_tails: dict[bytes, None] = dict.fromkeys(p for p in warm[1] if p.strip(b"\xff"))
+        self._tails: dict[bytes, tuple[bytes, bytes] | None] = {}  # server's last pair of a prefix
+        self._empty: set[bytes] = set()  # prefixes holding no server row
+
+    # -- round trips -------------------------------------------------------------------------
+
+    def _rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
+        """Run ``query`` with the pending reads, in one round trip."""
+        return self._send([(query, params)])[0]
+
+    def _send(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        q = self._c.q
+        want = [k for k in self._want if k not in self._buf and k not in self._known]
+        tails = [p for p in self._want_tails if p not in self._tails]
+        self._want.clear()
+        self._want_tails.clear()
+        pre: list[tuple[str, tuple[Any, ...]]] = []
+        if want:
+            pre.append(q.keys_in(want))
+        pre += [(q.tail, (p, _end(p))) for p in tails]
+        if not pre and not stmts:
+            return []  # every pending read was answered meanwhile
+        got = self._c.run(pre + stmts)
+        if want:
+            found = {bytes(k): bytes(v) for k, v in got[0]}
+            for k in want:
+                self._known[k] = found.get(k)
+            got = got[1:]
+        for p, rows in zip(tails, got, strict=False):
+            self._tails[p] = (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
+            if not rows:
+                self._empty.add(p)
+        return got[len(tails) :]
+
+    def _flush(self) -> None:
+        """Send the pending reads now (a read needs one of them)."""
+        if self._want or self._want_tails:
+            self._send([])
+
+    def _is_empty(self, prefix: bytes) -> bool:
+        return any(prefix.startswith(e) for e in self._empty)
+
+    def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
+        if self._empty and self._is_empty(prefix):
+            return
+        if reverse and start is None and (prefix in self._tails or prefix in self._want_tails):
+            if prefix not in self._tails:
+                self._flush()
+            tail = self._tails[prefix]
+            if tail is None:
+                return
+            yield tail if cols == "kv" else (tail[0],)
+            for row in super()._pages(prefix, tail[0], True, cols):
+                if bytes(row[0]) != tail[0]:
+                    yield row
+            return
+        yield from super()._pages(prefix, start, reverse, cols)
 
     # -- reads over the overlay --------------------------------------------------------------
 
@@ -461,9 +600,11 @@ class _PgWrite(_PgRead):
         known = self._known
         if key in known:
             return known[key]
-        v = super().get(key)
-        known[key] = v
-        return v
+        if key in self._loaded:
+            return self._loaded[key]
+        self._want[key] = None
+        self._flush()
+        return known[key]
 
     def _overlay(self, prefix: bytes, start: bytes | None, reverse: bool) -> list[bytes]:
         s = self._sorted
@@ -536,7 +677,7 @@ class _PgWrite(_PgRead):
         got = self._arounds.get((prefix, key))
         if got is None:
             got = self._server_around(prefix, key)
-            self._arounds[(prefix, key)] = got
+            self._note_around(prefix, key, got)
         k0, v0, k1 = got
         s = self._sorted
         if not s:
@@ -560,28 +701,34 @@ class _PgWrite(_PgRead):
             k1 = s[i]
         return k0, v0, k1
 
+    def _note_around(self, prefix: bytes, key: bytes, got: tuple[Any, Any, Any]) -> None:
+        self._arounds[(prefix, key)] = got
+        if got[0] is None and got[2] is None and key.startswith(prefix) and prefix:
+            self._empty.add(prefix)  # nothing at or before key, nothing after it: no row
+
     def prefetch(self, keys: Iterable[bytes]) -> None:
-        """Read ``keys`` from the server in one query, for the ``get`` calls that follow."""
-        want = [k for k in keys if k not in self._buf and k not in self._known]
-        if not want:
-            return
-        found = {bytes(k): bytes(v) for k, v in self._c.rows(self._c.q.get_any, (want,))}
-        for k in want:
-            self._known[k] = found.get(k)
+        """Read ``keys`` with the next round trip, for the ``get`` calls that follow."""
+        for k in keys:
+            if k not in self._buf and k not in self._known:
+                self._want[k] = None
 
     def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
         """``around(prefix, key)`` of the server for every pair, in one query."""
         want = [(p, k) for p, k in pairs if (p, k) not in self._arounds]
         if not want:
             return
-        got = self._c.rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
+        got = self._rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
         for i, k0, v0, k1 in got:
             prefix, key = want[int(i) - 1]
             b1 = None if k1 is None else bytes(k1)
-            self._arounds[(prefix, key)] = (
-                None if k0 is None else bytes(k0),
-                None if v0 is None else bytes(v0),
-                b1 if b1 is not None and b1.startswith(prefix) else None,
+            self._note_around(
+                prefix,
+                key,
+                (
+                    None if k0 is None else bytes(k0),
+                    None if v0 is None else bytes(v0),
+                    b1 if b1 is not None and b1.startswith(prefix) else None,
+                ),
             )
 
     # -- writes ------------------------------------------------------------------------------
@@ -610,11 +757,8 @@ class _PgWrite(_PgRead):
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         pairs = [(bytes(k), bytes(v)) for k, v in items]
-        unknown = [k for k, _ in pairs if k not in self._buf and k not in self._known]
-        if unknown:
-            present = {bytes(k): bytes(v) for k, v in self._c.rows(self._c.q.get_any, (unknown,))}
-            for k in unknown:
-                self._known[k] = present.get(k)
+        self.prefetch(k for k, _ in pairs)
+        self._flush()
         added = 0
         for k, v in pairs:
             if self.get(k) is None:
@@ -657,6 +801,7 @@ class _PgWrite(_PgRead):
             parts += ["COMMIT", unlock]
             params += self._lock_key
             with psycopg.ClientCursor(conn) as cur:
+                c.kv.round_trips += 1
                 cur.execute("; ".join(parts), params)
                 c.begun = True
                 while cur.nextset():
@@ -664,17 +809,17 @@ class _PgWrite(_PgRead):
             return
         c.start()
         if dels:
-            conn.execute(c.q.delete, (dels,))
+            c.execute(c.q.delete, (dels,))
         i = 0
         while i < len(puts_k):
             j, got = i, 0
             while j < len(puts_k) and j - i < _BATCH_ROWS and got < _BATCH_BYTES:
                 got += len(puts_k[j]) + len(puts_v[j])
                 j += 1
-            conn.execute(c.q.upsert, (puts_k[i:j], puts_v[i:j]))
+            c.execute(c.q.upsert, (puts_k[i:j], puts_v[i:j]))
             i = j
-        conn.execute("COMMIT")
-        conn.execute(unlock, self._lock_key)
+        c.execute("COMMIT")
+        c.execute(unlock, self._lock_key)
 
 
 class _ReadCtx:
@@ -704,6 +849,7 @@ class _ReadCtx:
             conn = c.conn
             if c.begun and conn is not None and not conn.closed:
                 try:
+                    self._kv.round_trips += 1
                     conn.execute("ROLLBACK")
                 except psycopg.Error:
                     conn.close()  # the pool discards it
@@ -728,6 +874,10 @@ class PgKV:
         self._lock_key = (0x636F7278, _hash32(self.table))
         self._closed = False
         self._lock = threading.Lock()
+        self._warm: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ())
+        self.round_trips = 0
+        """Round trips to the server so far (statements, or pipelines of them, sent and
+        answered): the figure ``tools/bench_pg.py`` reports per operation."""
         try:
             with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
                 exists = conn.execute(
@@ -807,6 +957,14 @@ class PgKV:
         """
         return _ReadCtx(self)
 
+    def warm_writes(self, keys: Iterable[bytes], tails: Iterable[bytes] = ()) -> None:
+        """Keys, and prefixes whose last pair, (nearly) every write transaction reads.
+
+        Each write reads them in its first round trip (with the lock, BEGIN and its first
+        read) instead of one round trip each when it first needs them.
+        """
+        self._warm = (tuple(dict.fromkeys(keys)), tuple(dict.fromkeys(tails)))
+
     def point_read(
         self, keys: list[bytes], last: bytes | None = None
     ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
@@ -823,13 +981,14 @@ class PgKV:
             lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
         for attempt in (0, 1):
             conn = self._getconn()
+            self.round_trips += 1
             try:
                 if last is None:
-                    rows = [
-                        (0, k, v) for k, v in conn.execute(self._sql.get_any, (keys,), binary=True)
-                    ]
+                    query, params = self._sql.keys_in(keys)
+                    rows = [(0, k, v) for k, v in conn.execute(query, params, binary=True)]
                 else:
-                    rows = conn.execute(self._sql.point, (keys, lo, hi), binary=True).fetchall()
+                    query, params = self._sql.keys_in(keys, last=True)
+                    rows = conn.execute(query, (*params, lo, hi), binary=True).fetchall()
             except psycopg.OperationalError as exc:
                 dead = conn.broken or conn.closed
                 self._putconn(conn)
@@ -868,7 +1027,7 @@ class PgKV:
         begin = f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
         for attempt in range(RETRIES):
             c = _Conn(self, begin)
-            txn = _PgWrite(c, self._lock_key)
+            txn = _PgWrite(c, self._lock_key, self._warm)
             committing = False
             try:
                 result = fn(txn)
