@@ -745,7 +745,7 @@ def test_encoding_rejects_what_decoding_would() -> None:
 
 def test_frames_fast_path_equals_the_generic_encoder() -> None:
     """A head's frames go through the record encoder; bytes and errors match the generic path."""
-    from cortex.model.codec import FRAMES, _Invalid
+    from cortex.model.codec import FRAMES, Invalid
     from cortex.model.records import FrameRef
 
     a = FrameRef(verb="find", obj_kind="knowledge", obj_ref="x")  # labels: fall back
@@ -753,8 +753,8 @@ def test_frames_fast_path_equals_the_generic_encoder() -> None:
     for frames in [(), (b,), (b, b), (a, b), tuple(b for _ in range(17))]:
         try:
             want = FRAMES._enc_generic(frames)
-        except _Invalid as exc:
-            with pytest.raises(_Invalid) as got:
+        except Invalid as exc:
+            with pytest.raises(Invalid) as got:
                 FRAMES.enc(frames)
             assert got.value.rule == exc.rule
             continue

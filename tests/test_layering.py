@@ -379,3 +379,33 @@ def test_the_readme_shows_the_layers_as_they_are() -> None:
     cli = sorted(p.stem for p in (PACKAGE / "cli").glob("*.py") if p.stem != "__init__")
     assert sorted(shown["cli"]) == cli, "README Architecture: the cli/ line"
     assert set(shown) == PACKAGES | {"cli"}
+
+
+MODULE_NAMES = {"_speedups", "_version"}
+
+
+def _private_imports(tree: ast.Module) -> list[str]:
+    """``line: module.name`` for every private name imported from a cortex module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cortex"):
+            for alias in node.names:
+                name = alias.name
+                if name.startswith("_") and not name.startswith("__") and name not in MODULE_NAMES:
+                    found.append(f"line {node.lineno}: {node.module}.{name}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_another_modules_private_names(module: str) -> None:
+    """What one module needs of another is part of that module's interface: a public name."""
+    found = _private_imports(MODULES[module])
+    why = f"{module} reaches into another module's private names:\n"
+    assert not found, why + "\n".join(found)
+
+
+def test_the_private_import_checker_sees_them() -> None:
+    tree = ast.parse(
+        "from cortex.model.codec import _Hidden, Field\nfrom cortex import _speedups\n"
+    )
+    assert _private_imports(tree) == ["line 1: cortex.model.codec._Hidden"]

@@ -945,10 +945,10 @@ def _pinned_pair(**changes: Any) -> tuple[Any, Any]:
 @settings(max_examples=300)
 @given(_store_pairs())
 def test_new_pair_is_the_sealed_head_and_version(pair: tuple[Any, Any]) -> None:
-    from cortex.model.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import NEW_PAIR_PLAN
 
     head, version = pair
-    got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
+    got = sp.encode_new_pair(head, version, NEW_PAIR_PLAN)
     if got is not None:  # None: the Python path runs (and names any error)
         assert got == _sealed_pair(head, version)
 
@@ -1026,45 +1026,45 @@ _LONG: Final = "x" * 16_384
     ],
 )
 def test_new_pair_pinned_cases(changes: dict[str, Any], taken: bool) -> None:
-    from cortex.model.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import NEW_PAIR_PLAN
 
     head, version = _pinned_pair(**changes)
-    got = sp.encode_new_pair(head, version, _NEW_PAIR_PLAN)
+    got = sp.encode_new_pair(head, version, NEW_PAIR_PLAN)
     assert (got is not None) == taken
     if got is not None:
         assert got == _sealed_pair(head, version)
 
 
 def test_new_pair_arguments() -> None:
-    from cortex.model.codec import _NEW_PAIR_PLAN
+    from cortex.model.codec import NEW_PAIR_PLAN
 
     head, version = _pinned_pair()
-    assert sp.encode_new_pair(version, head, _NEW_PAIR_PLAN) is None
-    assert sp.encode_new_pair(head, None, _NEW_PAIR_PLAN) is None
+    assert sp.encode_new_pair(version, head, NEW_PAIR_PLAN) is None
+    assert sp.encode_new_pair(head, None, NEW_PAIR_PLAN) is None
     with pytest.raises(TypeError):
         sp.encode_new_pair(head, version)
     with pytest.raises(TypeError):
-        sp.encode_new_pair(head, version, _NEW_PAIR_PLAN[:-1])
+        sp.encode_new_pair(head, version, NEW_PAIR_PLAN[:-1])
     with pytest.raises(TypeError):
-        sp.encode_new_pair(head, version, list(_NEW_PAIR_PLAN))
-    bad = list(_NEW_PAIR_PLAN)
+        sp.encode_new_pair(head, version, list(NEW_PAIR_PLAN))
+    bad = list(NEW_PAIR_PLAN)
     bad[0] = "Head"
     with pytest.raises(TypeError):
         sp.encode_new_pair(head, version, tuple(bad))
-    bad = list(_NEW_PAIR_PLAN)
+    bad = list(NEW_PAIR_PLAN)
     bad[-1] = 0
     with pytest.raises(ValueError):
         sp.encode_new_pair(head, version, tuple(bad))
-    bad = list(_NEW_PAIR_PLAN)
+    bad = list(NEW_PAIR_PLAN)
     bad[-1] = "many"
     with pytest.raises(TypeError):
         sp.encode_new_pair(head, version, tuple(bad))
     # fields in another order than the C encoder knows: it declines
-    bad = list(_NEW_PAIR_PLAN)
+    bad = list(NEW_PAIR_PLAN)
     bad[13] = tuple(reversed(bad[13]))
     assert sp.encode_new_pair(head, version, tuple(bad)) is None
     # an astuple that gives no tuple of the fields
-    bad = list(_NEW_PAIR_PLAN)
+    bad = list(NEW_PAIR_PLAN)
     bad[15] = lambda s: None
     with pytest.raises(TypeError):
         sp.encode_new_pair(head, version, tuple(bad))
@@ -1163,23 +1163,23 @@ def test_index_keys_paths_agree(args: tuple[Any, ...]) -> None:
 
 
 def test_index_keys_arguments() -> None:
-    from cortex.storage.keys import _INDEX_PLAN
+    from cortex.storage.keys import INDEX_PLAN
 
     args = (MemoryType.FACT, 5, bytes(16), ("a",), (), False)
-    assert isinstance(sp.index_keys(_INDEX_PLAN, *args), list)
+    assert isinstance(sp.index_keys(INDEX_PLAN, *args), list)
     with pytest.raises(TypeError):
-        sp.index_keys(_INDEX_PLAN, *args[:-1])
+        sp.index_keys(INDEX_PLAN, *args[:-1])
     with pytest.raises(TypeError):
-        sp.index_keys(_INDEX_PLAN[:-1], *args)
+        sp.index_keys(INDEX_PLAN[:-1], *args)
     with pytest.raises(TypeError):
-        sp.index_keys((1,) * len(_INDEX_PLAN), *args)
-    assert sp.index_keys(_INDEX_PLAN, MemoryType.FACT, 5, bytes(65), (), (), False) is None
-    assert sp.index_keys(_INDEX_PLAN, [], 5, bytes(16), (), (), False) is None  # unhashable
+        sp.index_keys((1,) * len(INDEX_PLAN), *args)
+    assert sp.index_keys(INDEX_PLAN, MemoryType.FACT, 5, bytes(65), (), (), False) is None
+    assert sp.index_keys(INDEX_PLAN, [], 5, bytes(16), (), (), False) is None  # unhashable
     # a hash function that raises: the same error as the Python path's
-    plan = (*_INDEX_PLAN[:6], lambda t: 1 / 0, _INDEX_PLAN[7])
+    plan = (*INDEX_PLAN[:6], lambda t: 1 / 0, INDEX_PLAN[7])
     with pytest.raises(ZeroDivisionError):
         sp.index_keys(plan, *args)
-    plan = (*_INDEX_PLAN[:6], lambda t: "not bytes", _INDEX_PLAN[7])
+    plan = (*INDEX_PLAN[:6], lambda t: "not bytes", INDEX_PLAN[7])
     assert sp.index_keys(plan, *args) is None
 
 
@@ -1359,7 +1359,7 @@ def _python_encoding(codec_: StructCodec[Any], value: Any) -> bytes | None:
     """The Python encoder's bytes for ``value``; None when it refuses it."""
     try:
         return codec_.enc(value)
-    except codec._Invalid:
+    except codec.Invalid:
         return None
 
 

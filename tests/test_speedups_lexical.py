@@ -55,15 +55,15 @@ def _definition(s: str) -> tuple[list[str], list[int]]:
 @example(" ".join(f"w{i % 700}" for i in range(1500)))  # a long text: room for its tokens
 def test_ascii_term_counts_is_count_terms_of_terms(s: str) -> None:
     table = sp.StemTable()
-    first = sp.ascii_term_counts(s, text._STEMS, table)  # None when a token is not stemmed yet
+    first = sp.ascii_term_counts(s, text.STEMS, table)  # None when a token is not stemmed yet
     want = _definition(s)
     if not s.isascii():
         assert first is None
-        assert sp.ascii_term_counts(s, text._STEMS, table) is None
+        assert sp.ascii_term_counts(s, text.STEMS, table) is None
         return
     assert first is None or first == want
     for t in (table, sp.StemTable()):  # from the table, and from the dict
-        got = sp.ascii_term_counts(s, text._STEMS, t)
+        got = sp.ascii_term_counts(s, text.STEMS, t)
         assert got == want
         assert type(got) is tuple and [type(x) for x in got] == [list, list]
         assert all(type(x) is str for x in got[0]) and all(type(n) is int for n in got[1])
@@ -131,13 +131,13 @@ def test_analyze_counts_paths_agree(data: Data) -> None:
 
 def _full_counts(data: Data) -> Any:
     """``full_term_counts`` of canonical ``data``: (distinct, counts), or None (Python path)."""
-    from cortex.model.forms import _FULL_LABELS, _FULL_SPECS, render_with_short
+    from cortex.model.forms import FULL_LABELS, FULL_SPECS, render_with_short
 
-    head, getter, prefixes = _FULL_SPECS[type(data)]
+    head, getter, prefixes = FULL_SPECS[type(data)]
     short = render_with_short(data, is_canonical=True)[1]
     count_terms(lexical.analyze(data, is_canonical=True))  # stems every token into the cache
     return sp.full_term_counts(
-        head, short, prefixes, getter(data), _FULL_LABELS, text._STEMS, sp.StemTable()
+        head, short, prefixes, getter(data), FULL_LABELS, text.STEMS, sp.StemTable()
     )
 
 

@@ -87,7 +87,7 @@ def _bench_workload(cx: Cortex) -> None:
     """Batches of the benchmark's memories, then updates, head patches and tombstones."""
     rng = random.Random(7)
     # the stem caches start empty, so the first texts take the lexical index's slow path
-    text._STEMS.clear()
+    text.STEMS.clear()
     if lexical._STEM_TABLE is not None:
         lexical._STEM_TABLE.clear()
     items = []

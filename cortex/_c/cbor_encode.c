@@ -53,7 +53,7 @@ out_int(Out *o, long long v)
 /* The encoders below return 1 when they wrote the value, 0 when it is not a common case (the
  * caller returns None), -1 on an error (out of memory). */
 
-/* An exact str that is NFC, of 1..max bytes of UTF-8 (codec._Text.enc without its check): ASCII
+/* An exact str that is NFC, of 1..max bytes of UTF-8 (codec.TextField.enc without its check): ASCII
  * directly; other text when unicodedata says it is NFC (else the Python path normalizes it),
  * encoded here (a lone surrogate: the Python path names it). */
 static int
@@ -256,7 +256,7 @@ out_unit(Out *o, PyObject *v)
     return out_put(o, b, n) < 0 ? -1 : 1;
 }
 
-/* The plan of encode_new_pair (built once by cortex/model/codec.py, see _NEW_PAIR_PLAN). */
+/* The plan of encode_new_pair (built once by cortex/model/codec.py, see NEW_PAIR_PLAN). */
 enum {
     NP_HEAD,           /* the Head class */
     NP_VERSION,        /* the Version class */
@@ -951,7 +951,7 @@ PyDoc_STRVAR(encode_new_pair_doc,
              "``(seal(encode_head(head)), seal(encode_version(version)))`` of a new memory's "
              "records in the common case (NFC text, exact types, times in UTC, the default "
              "provenance, the id, type and forms shared); None otherwise.  ``plan`` is "
-             "cortex.model.codec._NEW_PAIR_PLAN.");
+             "cortex.model.codec.NEW_PAIR_PLAN.");
 
 static PyObject *
 sp_encode_new_pair(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

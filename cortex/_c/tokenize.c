@@ -604,7 +604,7 @@ PyDoc_STRVAR(full_term_counts_doc,
              "``ascii_term_counts(render_full(data))`` without the full form's string: "
              "``head`` is the ``\"TypeName: \"`` of ``data``'s type, ``short`` its filled short "
              "template, ``prefixes`` the fields' line prefixes ``\"name: \"`` and ``values`` "
-             "their values (cortex.model.forms._FULL_SPECS); ``labels`` maps each enum class to "
+             "their values (cortex.model.forms.FULL_SPECS); ``labels`` maps each enum class to "
              "{member: label}.  None, for the Python path, when any text is not ASCII or a "
              "value is not one of: None, False, True, str, int, float, an empty tuple or dict, "
              "an enum member of ``labels``.");

@@ -13,7 +13,7 @@ static PyObject *one_obj = NULL;     /* 1 */
 static PyObject *sha256_blank = NULL; /* hashlib.sha256(): copied for each digest */
 static PyObject *str_copy = NULL, *str_update = NULL, *str_digest = NULL;
 
-/* The plan of index_keys (built once by cortex/storage/keys.py, see _INDEX_PLAN). */
+/* The plan of index_keys (built once by cortex/storage/keys.py, see INDEX_PLAN). */
 enum {
     IX_TYPE,      /* the keyspace prefixes */
     IX_TAG,
@@ -90,7 +90,7 @@ PyDoc_STRVAR(index_keys_doc,
              "index_keys(plan, type, created_us, id_bytes, tags, frames, actor_obj, /)\n--\n\n"
              "``cortex.storage.keys.index_keys`` for a list or tuple of str tags and of FrameRefs whose "
              "verb and kind are codes 0..255; None otherwise.  ``plan`` is "
-             "cortex.storage.keys._INDEX_PLAN.");
+             "cortex.storage.keys.INDEX_PLAN.");
 
 static PyObject *
 sp_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -380,7 +380,7 @@ enum {
     SG_PIN,
     SG_LEX_DOC,
     SG_JOURNAL,
-    SG_INDEX_PLAN, /* cortex.storage.keys._INDEX_PLAN */
+    SG_INDEX_PLAN, /* cortex.storage.keys.INDEX_PLAN */
     SG_MEMORY_ID,  /* the MemoryId class */
     SG_EVENT,      /* MemoryType.EVENT (its memories have actor_obj entries) */
     SG_LEN,

@@ -27,7 +27,7 @@ from cortex.engine.erasure import ScrubReport
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.sidecar import DIRECTORY as SIDECAR_DIRECTORY
 from cortex.engine.sidecar import VectorSidecar, embed_checked, journal_head
-from cortex.engine.store import Store, Visible, _as_id, _edge, _Prepared, _seal
+from cortex.engine.store import Prepared, Store, Visible, as_id, edge_of
 from cortex.engine.values import EDGE_CODEC, Edge, Memory, NewMemory, decode_trusted
 from cortex.errors import (
     IntegrityError,
@@ -116,6 +116,7 @@ from cortex.storage.keys import (
     vec_key,
 )
 from cortex.storage.kv import KV, ReadTxn, WriteTxn
+from cortex.storage.kv import seal as _seal
 
 __all__ = ["DEDUPE_COSINE", "Cortex", "ReaderView"]
 
@@ -379,7 +380,7 @@ class Cortex(Store):
         return _seal(VECTOR_RECORD.encode(rec, "vector"))
 
     def _embed_prepared(
-        self, prepared: Sequence[_Prepared], chunks: Sequence[str] | None = None
+        self, prepared: Sequence[Prepared], chunks: Sequence[str] | None = None
     ) -> list[bytes] | None:
         e = self.embedder
         if e is None:
@@ -809,7 +810,7 @@ class Cortex(Store):
         out = Outcome.coerce(outcome)
         if out is None:
             raise ValidationError("outcome", "enum", f"must be one of {Outcome.labels()}")
-        ids = list(dict.fromkeys(_as_id(u, "uris") for u in argcheck.items(uris, "uris")))
+        ids = list(dict.fromkeys(as_id(u, "uris") for u in argcheck.items(uris, "uris")))
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> None:
@@ -840,7 +841,7 @@ class Cortex(Store):
         Raises:
             NotFoundError: no such memory.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         if self._as is not None:
             self._check_visible(self._head_of(mid), None)
         with self._kv.read() as txn:
@@ -1158,7 +1159,7 @@ class Cortex(Store):
             NotFoundError: no such episode, or the reader may not see it.
             IntegrityError: the record is damaged.
         """
-        eid = _as_id(ref, "episode")
+        eid = as_id(ref, "episode")
         self._reader(reader)
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
@@ -1190,7 +1191,7 @@ class Cortex(Store):
         """``query`` with its episode filter as an id predicate; ``None``: no memory matches."""
         m = query.episode
         if isinstance(m, MemoryId | str):
-            m = EpisodeMatch(id=_as_id(m, "episode"))
+            m = EpisodeMatch(id=as_id(m, "episode"))
         if not isinstance(m, EpisodeMatch):
             raise ValidationError("episode", "type", "must be an EpisodeMatch or an episode id")
         ids: set[MemoryId] = set()
@@ -1458,7 +1459,7 @@ class Cortex(Store):
         Raises:
             NotFoundError: no such memory (or hidden from ``reader``).
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         rd = self._reader(reader)
         now = self._now()
         at = to_micros(as_of) if as_of is not None else to_micros(now)
@@ -1550,7 +1551,7 @@ class Cortex(Store):
             NotFoundError: either memory does not exist.
             ValidationError: the same memory twice, or an empty reason.
         """
-        w, lo = _as_id(winner, "winner"), _as_id(loser, "loser")
+        w, lo = as_id(winner, "winner"), as_id(loser, "loser")
         self._may_change(w)  # a restricted handle resolves only what it may write
         self._may_change(lo)
         if w == lo:
@@ -1582,7 +1583,7 @@ class Cortex(Store):
             fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
             raw = txn.get(fkey)
             assert raw is not None
-            return _edge(w, EdgeType.SUPERSEDES, lo, decode_trusted(EDGE_CODEC, fkey, raw))
+            return edge_of(w, EdgeType.SUPERSEDES, lo, decode_trusted(EDGE_CODEC, fkey, raw))
 
         return self._kv.write(txn_fn)
 
@@ -1644,7 +1645,7 @@ class Cortex(Store):
         Raises:
             NotFoundError: no such memory, or hidden from ``reader``.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         rd = self._reader(reader)
         with self._kv.read() as txn:
             head = self._head(txn, mid)
@@ -1663,7 +1664,7 @@ class Cortex(Store):
         Raises:
             NotFoundError: no such episode, or hidden from ``reader``.
         """
-        eid = _as_id(ref, "episode")
+        eid = as_id(ref, "episode")
         rd = self._reader(reader)
         with self._kv.read() as txn:
             ep = self._episode(txn, eid)
@@ -1687,7 +1688,7 @@ class Cortex(Store):
             raise ValidationError(
                 "actor", "read_only", f"only the owner ({self.owner}) changes an episode"
             )
-        return self._set_episode_sensitivity(_as_id(ref, "episode"), level)
+        return self._set_episode_sensitivity(as_id(ref, "episode"), level)
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
@@ -1716,7 +1717,7 @@ class Cortex(Store):
     def history(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> list[Memory]:
         """Every version of a memory, oldest first (see ``resolve`` for ``reader``)."""
         if self._restricted(reader):
-            self._check_visible(self._head_of(_as_id(ref)), reader)
+            self._check_visible(self._head_of(as_id(ref)), reader)
         return super().history(ref)
 
     def resolve_as_of(
@@ -1729,7 +1730,7 @@ class Cortex(Store):
     ) -> Memory:
         """The version current at ``when`` (``Store.resolve_as_of``; ``reader`` as in resolve)."""
         if self._restricted(reader):
-            self._check_visible(self._head_of(_as_id(ref)), reader)
+            self._check_visible(self._head_of(as_id(ref)), reader)
         return super().resolve_as_of(ref, when, known_at=known_at)
 
     def _head_of(self, mid: MemoryId) -> Head:
@@ -1777,7 +1778,7 @@ class Cortex(Store):
         rd = self._as
         if rd is None:
             return
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         head = self._head_of(mid)
         now = self._now()
         self._check_visible(head, rd)  # hidden looks exactly like missing
@@ -1824,7 +1825,7 @@ class Cortex(Store):
         self._may_change(ref)
         if self._as is None:
             return super().update(ref, data, **options)
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         expected = options.pop("expected_version", None)
         now = self._now()
         spec = NewMemory(data=data, id=mid, **options)
@@ -1899,7 +1900,7 @@ class Cortex(Store):
         """``Store.add_edge``; a restricted handle links from what it may write to what it sees."""
         self._may_change(src)
         if self._as is not None:
-            self._check_visible(self._head_of(_as_id(dst, "dst")), None)
+            self._check_visible(self._head_of(as_id(dst, "dst")), None)
         return super().add_edge(src, type, dst, **options)
 
     def remove_edge(
@@ -1917,7 +1918,7 @@ class Cortex(Store):
         """``Store.edges``; a restricted handle sees the edges between memories it sees."""
         if self._as is None:
             return super().edges(ref, **options)
-        self._check_visible(self._head_of(_as_id(ref)), None)
+        self._check_visible(self._head_of(as_id(ref)), None)
         rd, now = self._as, self._now()
         out = []
         edges = super().edges(ref, **options)
@@ -1986,7 +1987,7 @@ class Cortex(Store):
         uris = list(argcheck.items(uris, "uris"))
         if self._as is not None:
             for u in uris:
-                self._check_visible(self._head_of(_as_id(u, "uris")), None)
+                self._check_visible(self._head_of(as_id(u, "uris")), None)
         self._attest(uris, outcome)
 
     def purge_episode(
@@ -2013,7 +2014,7 @@ class Cortex(Store):
             raise ValidationError(
                 "actor", "read_only", f"only the owner ({self.owner}) purges episodes"
             )
-        return self._purge_episode(_as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
+        return self._purge_episode(as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
 
 
 class ReaderView:
@@ -2206,7 +2207,7 @@ class ReaderView:
 
     def update(self, ref: Uri | MemoryId | str, data: Data, **kw: Any) -> WriteResult:
         """``Cortex.update`` through a writable scope that selects the memory."""
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         self._writable(self._cx._head_of(mid))
         if kw.setdefault("created_by", self.reader.actor) != self.reader.actor:
             raise ValidationError(
@@ -2219,7 +2220,7 @@ class ReaderView:
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""
-        self._writable(self._cx._head_of(_as_id(ref, "uri")))
+        self._writable(self._cx._head_of(as_id(ref, "uri")))
         return self._cx.tombstone(ref, reason, by=self.reader.actor)
 
     def ingest(self, content: str, **options: Any) -> IngestResult:

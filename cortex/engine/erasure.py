@@ -32,15 +32,15 @@ from cortex.errors import CortexError
 from cortex.index.vectors import VECTOR_RECORD
 from cortex.model.codec import (
     HEAD,
+    TIME_FIELD,
     VERSION,
+    BytesField,
+    EnumField,
+    IdField,
+    IntField,
+    ListField,
     StructCodec,
-    _Bytes,
-    _Enum,
-    _Id,
-    _Int,
-    _List,
-    _Text,
-    _time,
+    TextField,
 )
 from cortex.model.enums import CodedEnum
 from cortex.model.episode import decode_episode
@@ -221,16 +221,16 @@ class ErasureRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 ERASURE_CODEC: Final = StructCodec(
     ErasureRecord,
     [
-        ("seq", _Int(1)),
-        ("kind", _Enum(ErasureKind)),
-        ("id", _Id()),
-        ("at", _time),
-        ("by", _Text(256)),
-        ("hashes", _List(_Bytes(32, exact=32), max_items=1 << 24)),
-        ("window", _Int(1, 4096)),
-        ("needles", _Bytes(NEEDLE_SIZE * MAX_NEEDLES)),
-        ("records", _Int(0)),
-        ("size", _Int(0)),
+        ("seq", IntField(1)),
+        ("kind", EnumField(ErasureKind)),
+        ("id", IdField()),
+        ("at", TIME_FIELD),
+        ("by", TextField(256)),
+        ("hashes", ListField(BytesField(32, exact=32), max_items=1 << 24)),
+        ("window", IntField(1, 4096)),
+        ("needles", BytesField(NEEDLE_SIZE * MAX_NEEDLES)),
+        ("records", IntField(0)),
+        ("size", IntField(0)),
     ],
     schema_version=1,
 )
@@ -249,7 +249,9 @@ class ScrubMark(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 SCRUB_CODEC: Final = StructCodec(
-    ScrubMark, [("at", _time), ("by", _Text(256)), ("count", _Int(1))], schema_version=1
+    ScrubMark,
+    [("at", TIME_FIELD), ("by", TextField(256)), ("count", IntField(1))],
+    schema_version=1,
 )
 
 

@@ -15,16 +15,16 @@ import msgspec
 
 from cortex.engine.values import SHORT_TEXT as _short
 from cortex.model.codec import (
+    TIME_FIELD,
+    BytesField,
+    EnumField,
+    IdField,
+    IntField,
+    Invalid,
+    ListField,
     StructCodec,
-    _Bytes,
-    _Enum,
-    _Id,
-    _Int,
-    _Invalid,
-    _List,
-    _Text,
-    _time,
-    _uint,
+    TextField,
+    encode_uint,
 )
 from cortex.model.enums import (
     CodedEnum,
@@ -103,19 +103,19 @@ class JournalEntry(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 JOURNAL_CODEC: Final = StructCodec(
     JournalEntry,
     [
-        ("seq", _Int(1)),
-        ("kind", _Enum(JournalKind)),
-        ("at", _time),
+        ("seq", IntField(1)),
+        ("kind", EnumField(JournalKind)),
+        ("at", TIME_FIELD),
         ("by", _short),
-        ("prev", _Bytes(32, exact=32)),
-        ("id", _Id()),
-        ("type", _Enum(MemoryType)),
-        ("version", _Int(1)),
-        ("hash", _Bytes(32, exact=32)),
-        ("fields", _List(_short, max_items=16)),
-        ("reason", _Text()),
-        ("edge", _Enum(EdgeType)),
-        ("dst", _Id()),
+        ("prev", BytesField(32, exact=32)),
+        ("id", IdField()),
+        ("type", EnumField(MemoryType)),
+        ("version", IntField(1)),
+        ("hash", BytesField(32, exact=32)),
+        ("fields", ListField(_short, max_items=16)),
+        ("reason", TextField()),
+        ("edge", EnumField(EdgeType)),
+        ("dst", IdField()),
     ],
     schema_version=1,
 )
@@ -157,8 +157,8 @@ class JournalWriter:
             # checked by the journal codec's own field codecs (a single write's only entry is
             # its first: it takes this path too)
             try:
-                shared = b"\x02\x02\x03" + _time.enc(self.at) + b"\x04" + _short.enc(self.by)
-            except (_Invalid, TypeError, ValueError, AttributeError):
+                shared = b"\x02\x02\x03" + TIME_FIELD.enc(self.at) + b"\x04" + _short.enc(self.by)
+            except (Invalid, TypeError, ValueError, AttributeError):
                 return None
             self._write_shared = shared
         return shared
@@ -218,16 +218,16 @@ class JournalWriter:
         payload = b"".join(
             (
                 b"\xaa\x00\x01\x01",
-                _uint(seq),
+                encode_uint(seq),
                 shared,
                 b"\x05\x58\x20",
                 self.prev,
                 b"\x06\x50",
                 mid.bytes,
                 b"\x07",
-                _uint(mtype.value),
+                encode_uint(mtype.value),
                 b"\x08",
-                _uint(version),
+                encode_uint(version),
                 b"\x09\x58\x20",
                 hash,
             )

@@ -84,13 +84,13 @@ from cortex.index import evidence, lexical
 from cortex.index.ann import saved_region
 from cortex.index.lexical import Indexer
 from cortex.model.codec import (
-    _NEW_PAIR_PLAN,
     DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
+    NEW_PAIR_PLAN,
     TOMBSTONE,
     VERSION,
-    _Invalid,
+    Invalid,
     data_codec,
     decode_data,
     decode_data_trusted,
@@ -140,16 +140,16 @@ from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
 from cortex.rules.sensitivity import coerce_level, encode_level, level_of, put_level
 from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
-    _INDEX_PLAN,
-    _V,
     EDGE_FROM,
     EDGE_TO,
     IDX_PIN,
+    INDEX_PLAN,
     JOURNAL,
     LEX_DOC,
     LEX_POSTING,
     LEX_TERM,
     TASK_PREFIX,
+    VERSION_INFIX,
     claim_index_key,
     claim_index_prefix,
     edge_from_key,
@@ -337,7 +337,7 @@ def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
         return tuple(out)
     try:
         FRAMES.enc(frames)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ValidationError("head.frames" + exc.where, exc.rule, exc.message) from None
     return tuple(
         FrameRef(
@@ -349,7 +349,7 @@ def _normalize_frames(frames: Iterable[FrameRef]) -> tuple[FrameRef, ...]:
     )
 
 
-def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
+def as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
     if isinstance(ref, MemoryId):
         return ref
     if isinstance(ref, Uri):
@@ -365,7 +365,7 @@ def _as_id(ref: Uri | MemoryId | str, field: str = "id") -> MemoryId:
 # Prepared writes (all validation happens here, before any transaction)
 
 
-class _Prepared:
+class Prepared:
     """A validated new memory and its sealed records."""
 
     __slots__ = (
@@ -403,7 +403,7 @@ class _Prepared:
         self.version = version
         self.type = head.type
         # both records sealed, in one call in the common case
-        pair = _sp.encode_new_pair(head, version, _NEW_PAIR_PLAN) if _USE_SPEEDUPS else None
+        pair = _sp.encode_new_pair(head, version, NEW_PAIR_PLAN) if _USE_SPEEDUPS else None
         if pair is None:
             head_bytes, version_bytes = encode_new_pair(head, version)
             pair = _seal(head_bytes), _seal(version_bytes)
@@ -418,7 +418,7 @@ def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
         txn.delete(pin_key_of(head))
 
 
-def _live_heads(txn: ReadTxn) -> list[Head]:
+def live_heads(txn: ReadTxn) -> list[Head]:
     """The heads of every memory that is not tombstoned, in id order."""
     heads = []
     for key, value in txn.scan(_HEAD_KEY_PREFIX):
@@ -428,7 +428,7 @@ def _live_heads(txn: ReadTxn) -> list[Head]:
     return heads
 
 
-def _current_version(txn: ReadTxn, head: Head) -> Version:
+def current_version_of(txn: ReadTxn, head: Head) -> Version:
     """The version ``head`` points at; an integrity error when it is missing."""
     key = version_key(head.id, head.current_version)
     raw = txn.get(key)
@@ -440,15 +440,15 @@ def _current_version(txn: ReadTxn, head: Head) -> Version:
     return version
 
 
-def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
     lex = Indexer(txn)
     n = 0
-    for head in _live_heads(txn):
-        version = _current_version(txn, head)
+    for head in live_heads(txn):
+        version = current_version_of(txn, head)
         if version.data is None:
             raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
-        data = _decoded(head.type, version.data)
+        data = decode_stored(head.type, version.data)
         lex.add(head.id, head.current_version, lexical.analyze(data, is_canonical=True))
         n += 1
         if tick is not None:
@@ -457,16 +457,16 @@ def _index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int
     return n
 
 
-def _rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
+def rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Drop the whole lexical index and index every live memory again; returns how many."""
     for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
         for key in list(txn.keys(prefix)):
             txn.delete(key)
     txn.delete(lexical.STATS_KEY)
-    return _index_live(txn, tick)
+    return index_live(txn, tick)
 
 
-def _decoded(mtype: MemoryType, data: bytes) -> Data:
+def decode_stored(mtype: MemoryType, data: bytes) -> Data:
     try:
         return decode_data_trusted(mtype, data)
     except CodecError as exc:
@@ -476,11 +476,11 @@ def _decoded(mtype: MemoryType, data: bytes) -> Data:
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
     _VERSION_KEY_PREFIX,
-    _V,
+    VERSION_INFIX,
     IDX_PIN,
     LEX_DOC,
     JOURNAL,
-    _INDEX_PLAN,
+    INDEX_PLAN,
     MemoryId,
     MemoryType.EVENT,
 )
@@ -509,7 +509,7 @@ class _IdTaken(Exception):
     """A batch's head was not added: its id is taken or repeated (``Store._put_heads``)."""
 
 
-class _Imported:
+class Imported:
     """A validated memory brought in with its existing records (see ``import_records``)."""
 
     __slots__ = ("data", "head", "head_bytes", "version_bytes", "versions")
@@ -662,7 +662,7 @@ class Store:
         if actor is not None:
             try:
                 _short.enc(actor)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise ValidationError("actor", exc.rule, exc.message) from None
         for name, flag in (
             ("create", create),
@@ -772,7 +772,7 @@ class Store:
             )
         try:
             record: FormatRecord = FORMAT_CODEC.dec(obj)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise FormatError(f"{self.path}: meta/format is invalid ({exc.message})") from None
         unknown = set(record.features) - FEATURES
         if unknown:
@@ -808,7 +808,7 @@ class Store:
 
     # -- preparing records -------------------------------------------------------------------
 
-    def _prepare(self, spec: NewMemory, now: datetime, fresh: MemoryId | None = None) -> _Prepared:
+    def _prepare(self, spec: NewMemory, now: datetime, fresh: MemoryId | None = None) -> Prepared:
         """Validate a new memory (or a new version: ``update``) and encode its records.
 
         Its id is ``spec.id``, else ``fresh``, else a new one. The terms are found here too,
@@ -870,7 +870,7 @@ class Store:
             forms=the_forms,
         )
         # encodes both records (every field rule is checked)
-        prepared = _Prepared(
+        prepared = Prepared(
             head,
             ver,
             lexical.analyze_counts(decoded, is_canonical=True, short=short),
@@ -903,7 +903,7 @@ class Store:
             raise ValidationError("supersede", "type", "must be True, False or None")
         return prepared
 
-    def _put_new(self, p: _Prepared, puts: list[tuple[bytes, bytes]]) -> None:
+    def _put_new(self, p: Prepared, puts: list[tuple[bytes, bytes]]) -> None:
         """Hold in ``puts`` a new memory's version, index entries and pin."""
         h = p.head
         puts.append((version_key(h.id, 1), p.version_bytes))
@@ -913,7 +913,7 @@ class Store:
 
     def _stage_new(
         self,
-        prepared: list[_Prepared],
+        prepared: list[Prepared],
         puts: list[tuple[bytes, bytes]],
         journal: JournalWriter,
         lex: Indexer,
@@ -957,7 +957,7 @@ class Store:
             if p.sens is not DEFAULT_SENSITIVITY:
                 puts.append((sens_key(p.head.id), encode_level(p.sens)))
 
-    def _put_heads(self, txn: WriteTxn, prepared: Sequence[_Prepared], one_by_one: bool) -> None:
+    def _put_heads(self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
 
         Nothing is overwritten, and the count of heads added tells whether an id was taken (or
@@ -984,7 +984,7 @@ class Store:
     # -- vectors (``cortex.agent.api.Cortex`` embeds; the plain store writes none) -----------------
 
     def _embed_prepared(
-        self, prepared: Sequence[_Prepared], chunks: Sequence[str] | None = None
+        self, prepared: Sequence[Prepared], chunks: Sequence[str] | None = None
     ) -> list[bytes] | None:
         """Set ``p.vector`` for each prepared version, before its transaction (no-op here).
 
@@ -1093,7 +1093,7 @@ class Store:
         now: datetime,
         visible: Visible | None,
         duplicate: Callable[[WriteTxn], WriteResult | None] | None = None,
-        p: _Prepared | None = None,
+        p: Prepared | None = None,
     ) -> WriteResult:
         """Write one new memory; ``visible`` limits the memories it may compete with.
 
@@ -1367,12 +1367,12 @@ class Store:
     def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
         """The claim hashes a memory is indexed under (its current version's data)."""
         v = self._version(txn, head.id, head.current_version)
-        return () if v.data is None else claim_hashes(_decoded(head.type, v.data))
+        return () if v.data is None else claim_hashes(decode_stored(head.type, v.data))
 
     def _resolve_chains(
         self,
         txn: WriteTxn,
-        prepared: Sequence[_Prepared],
+        prepared: Sequence[Prepared],
         journal: JournalWriter,
         now: datetime,
         visible: Visible | None,
@@ -1403,7 +1403,7 @@ class Store:
     def _chain(
         self,
         txn: WriteTxn,
-        p: _Prepared,
+        p: Prepared,
         *,
         mid: MemoryId,
         skip: Collection[MemoryId],
@@ -1437,7 +1437,7 @@ class Store:
             v = self._version(txn, oid, head.current_version)
             if v.data is None or (v.expires_at is not None and to_micros(v.expires_at) <= now_us):
                 continue
-            data = _decoded(head.type, v.data)
+            data = decode_stored(head.type, v.data)
             when = to_micros(chains.effective_time(data, v.valid_from, v.created_at))
             conf = chains.effective_confidence(data, v.confidence)
             other = Uri._trusted(head.type, oid, head.current_version)
@@ -1454,7 +1454,7 @@ class Store:
                 con.append(other)
         return tuple(sup), tuple(by), tuple(con)
 
-    def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[tuple[bytes, bytes]]:
+    def _competitors(self, txn: ReadTxn, p: Prepared) -> list[tuple[bytes, bytes]]:
         """The ``idx/claim/`` entries under ``p``'s lookup, in every spelling of its entities.
 
         The spellings are those the store's aliases give (``specs/claims.md`` §10).
@@ -1652,7 +1652,7 @@ class Store:
             TombstonedError: the memory is tombstoned.
             ConflictError: ``expected_version`` is stale.
         """
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         now = self._now()
         spec = NewMemory(
             data=data,
@@ -1785,7 +1785,7 @@ class Store:
                 "empty",
                 "nothing to change: pass tags, frames, importance, visibility or sensitivity",
             )
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> Head:
@@ -1834,7 +1834,7 @@ class Store:
         """
         if erase:
             return self.purge(ref, reason, by, scrub=True, wait=wait)
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         now = self._now()
         stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
         _check_tombstone(stone)
@@ -1899,7 +1899,7 @@ class Store:
                 still holds pages with its bytes after ``wait`` seconds (or the erasure step
                 failed); run ``scrub`` once it ends.
         """
-        mid = _as_id(ref, "uri")
+        mid = as_id(ref, "uri")
         now = self._now()
         who = by if by is not None else self.actor
         _check_tombstone(Tombstone(reason=reason, at=now, by=who))
@@ -2250,7 +2250,7 @@ class Store:
                 raise ValidationError(
                     f"memories[{i}]", "type", "each memory is a (head, versions) pair"
                 )
-            items.append(_Imported(pair[0], pair[1]))
+            items.append(Imported(pair[0], pair[1]))
         edges = argcheck.items(edges, "edges")
         episodes = argcheck.items(episodes, "episodes")
         for name, seq, cls in (("edges", edges, Edge), ("episodes", episodes, Episode)):
@@ -2395,7 +2395,7 @@ class Store:
 
         return self._kv.write(txn_fn)
 
-    def _put_imported(self, txn: WriteTxn, item: _Imported, lex: Indexer) -> None:
+    def _put_imported(self, txn: WriteTxn, item: Imported, lex: Indexer) -> None:
         """Write an imported memory's head, versions, index entries and lexical postings."""
         txn.put(head_key(item.head.id), item.head_bytes)
         for v, sealed in zip(item.versions, item.version_bytes, strict=True):
@@ -2475,7 +2475,7 @@ class Store:
             ValidationError: a self-edge, an unknown edge type or a bad weight.
             NotFoundError: an endpoint does not exist.
         """
-        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        s, d = as_id(src, "src"), as_id(dst, "dst")
         et: EdgeType = _coerce(EdgeType, type, "type")
         if s == d:
             raise ValidationError("dst", "self_edge", f"an edge from {s} to itself is not allowed")
@@ -2485,7 +2485,7 @@ class Store:
         )
         try:
             payload = _seal(EDGE_CODEC.enc(record))
-        except _Invalid as exc:
+        except Invalid as exc:
             raise ValidationError(exc.where.lstrip("."), exc.rule, exc.message) from None
 
         def txn_fn(txn: WriteTxn) -> Edge:
@@ -2499,13 +2499,13 @@ class Store:
             if old is not None:
                 existing: EdgeRecord = decode_trusted(EDGE_CODEC, fkey, old)
                 if existing.removed_at is None:
-                    return _edge(s, et, d, existing)
+                    return edge_of(s, et, d, existing)
             txn.put(fkey, payload)
             txn.put(edge_to_key(d, et, s), payload)
             if et is EdgeType.SUPERSEDES:
                 self._remark(txn, (d,), to_micros(now))
             JournalWriter(txn, now, self.actor).append(JournalKind.ADD_EDGE, id=s, edge=et, dst=d)
-            return _edge(s, et, d, record)
+            return edge_of(s, et, d, record)
 
         return self._kv.write(txn_fn)
 
@@ -2522,7 +2522,7 @@ class Store:
         Raises:
             NotFoundError: there is no such edge.
         """
-        s, d = _as_id(src, "src"), _as_id(dst, "dst")
+        s, d = as_id(src, "src"), as_id(dst, "dst")
         et: EdgeType = _coerce(EdgeType, type, "type")
         now = self._now()
         who = by if by is not None else self.actor
@@ -2535,7 +2535,7 @@ class Store:
                 raise NotFoundError(f"no {et.label} edge from {s} to {d}")
             rec: EdgeRecord = decode_trusted(EDGE_CODEC, fkey, old)
             if rec.removed_at is not None:
-                return _edge(s, et, d, rec)
+                return edge_of(s, et, d, rec)
             rec = msgspec.structs.replace(rec, removed_at=now, removed_by=who)
             payload = _seal(EDGE_CODEC.encode(rec, "edge"))
             txn.put(fkey, payload)
@@ -2545,7 +2545,7 @@ class Store:
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.REMOVE_EDGE, id=s, edge=et, dst=d
             )
-            return _edge(s, et, d, rec)
+            return edge_of(s, et, d, rec)
 
         return self._kv.write(txn_fn)
 
@@ -2562,7 +2562,7 @@ class Store:
         Raises:
             IntegrityError: an edge record is damaged or its two halves disagree.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         if direction not in ("out", "in", "both"):
             raise ValidationError("direction", "enum", "must be 'out', 'in' or 'both'")
         wanted = (
@@ -2593,7 +2593,7 @@ class Store:
                         )
                     if rec.removed_at is not None and not include_removed:
                         continue
-                    out.append(_edge(s, et, d, rec))
+                    out.append(edge_of(s, et, d, rec))
         return out
 
     # -- reads -------------------------------------------------------------------------------
@@ -2701,7 +2701,7 @@ class Store:
             NotFoundError: no such memory.
             IntegrityError: the head or the version is damaged or missing.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         # the head and the last version key in one snapshot read: versions are 1..current,
         # so the last key under the memory's prefix is its current version
         (hraw,), last = self._kv.point_read([head_key(mid)], version_prefix(mid))
@@ -2721,7 +2721,7 @@ class Store:
             NotFoundError: no such memory.
             IntegrityError: the head or a version is damaged, or a version is missing.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         with self._kv.read() as txn:
             head = self._head(txn, mid)
             versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
@@ -2747,7 +2747,7 @@ class Store:
             NotFoundError: the memory did not exist then, was tombstoned, or no version was
                 valid at ``when``.
         """
-        mid = _as_id(ref)
+        mid = as_id(ref)
         t = to_micros(when)
         k = to_micros(known_at) if known_at is not None else t
         with self._kv.read() as txn:
@@ -2864,9 +2864,9 @@ class Store:
         argcheck.callback(progress, "progress")
 
         def fn(txn: WriteTxn) -> int:
-            total = len(_live_heads(txn)) if progress is not None else 0
+            total = len(live_heads(txn)) if progress is not None else 0
             tick = None if progress is None else (lambda done: progress(done, total))
-            return _rebuild_lexical(txn, tick)
+            return rebuild_lexical(txn, tick)
 
         return self._kv.write(fn)
 
@@ -2977,7 +2977,7 @@ class Store:
         return verify_store(self._kv, progress)
 
 
-def _edge(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
+def edge_of(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
     return Edge(
         src=s,
         type=et,

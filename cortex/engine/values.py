@@ -17,13 +17,13 @@ from cortex.errors import (
     IntegrityError,
 )
 from cortex.model.codec import (
+    TIME_FIELD,
+    IntField,
+    Invalid,
+    ListField,
     StructCodec,
-    _Int,
-    _Invalid,
-    _List,
-    _Text,
-    _time,
-    _Unit,
+    TextField,
+    UnitField,
 )
 from cortex.model.enums import (
     EdgeType,
@@ -44,7 +44,7 @@ from cortex.storage.keys import (
 )
 from cortex.storage.kv import unseal
 
-SHORT_TEXT: Final = _Text(256)
+SHORT_TEXT: Final = TextField(256)
 """A name or label field: at most 256 bytes of text."""
 _short = SHORT_TEXT
 _unseal = unseal
@@ -74,10 +74,10 @@ class FormatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 EDGE_CODEC: Final = StructCodec(
     EdgeRecord,
     [
-        ("created_at", _time),
+        ("created_at", TIME_FIELD),
         ("created_by", _short),
-        ("weight", _Unit()),
-        ("removed_at", _time),
+        ("weight", UnitField()),
+        ("removed_at", TIME_FIELD),
         ("removed_by", _short),
     ],
     schema_version=1,
@@ -87,10 +87,10 @@ EDGE_CODEC: Final = StructCodec(
 FORMAT_CODEC: Final = StructCodec(
     FormatRecord,
     [
-        ("format_version", _Int(1)),
-        ("features", _List(_short)),
+        ("format_version", IntField(1)),
+        ("features", ListField(_short)),
         ("created_by", _short),
-        ("created_at", _time),
+        ("created_at", TIME_FIELD),
         ("owner", _short),
     ],
     schema_version=1,
@@ -208,5 +208,5 @@ def decode_trusted(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
     payload = _unseal(key, value)
     try:
         return codec.decode_trusted(payload)
-    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+    except (Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
         raise IntegrityError(f"record {_show_key(key)} does not decode: {exc}") from None

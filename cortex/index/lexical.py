@@ -28,19 +28,19 @@ from cortex.index.postings import (
     fresh_changes,
     term_entries,
 )
-from cortex.index.text import _STEMS, query_terms
+from cortex.index.text import STEMS, query_terms
 from cortex.index.text import terms as doc_terms
 from cortex.model.codec import (
+    IntField,
+    Invalid,
+    ListField,
     StructCodec,
-    _Int,
-    _Invalid,
-    _List,
-    _Text,
-    _uint,
+    TextField,
     decode_data_trusted,
+    encode_uint,
 )
 from cortex.model.enums import MemoryType
-from cortex.model.forms import _FULL_LABELS, _FULL_SPECS, render_full
+from cortex.model.forms import FULL_LABELS, FULL_SPECS, render_full
 from cortex.model.ids import MemoryId
 from cortex.model.records import Data
 from cortex.storage.keys import (
@@ -80,7 +80,7 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
 """Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
 tests switch this off to compare with the Python paths."""
 
-# what ascii_term_counts found in the stem cache (text._STEMS), by the token's bytes
+# what ascii_term_counts found in the stem cache (text.STEMS), by the token's bytes
 _STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
 
 __all__ = [
@@ -153,15 +153,20 @@ class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 DOC_CODEC: Final = StructCodec(
     LexDoc,
     [
-        ("version", _Int(1)),
-        ("length", _Int()),
-        ("terms", _List(_Text(256), max_items=2**32)),
+        ("version", IntField(1)),
+        ("length", IntField()),
+        ("terms", ListField(TextField(256), max_items=2**32)),
     ],
     schema_version=1,
 )
 STATS_CODEC: Final = StructCodec(
     LexStats,
-    [("documents", _Int()), ("total_length", _Int()), ("terms", _Int()), ("postings", _Int())],
+    [
+        ("documents", IntField()),
+        ("total_length", IntField()),
+        ("terms", IntField()),
+        ("postings", IntField()),
+    ],
     schema_version=1,
 )
 
@@ -184,11 +189,11 @@ def analyze_counts(
     if _USE_SPEEDUPS and is_canonical and short is not None:
         # the full form's terms without its string, in one call (the common case: ASCII text,
         # values of plain types and enums, every token stemmed before)
-        spec = _FULL_SPECS.get(type(data))
+        spec = FULL_SPECS.get(type(data))
         if spec is not None:
             head, getter, prefixes = spec
             counted = _sp.full_term_counts(
-                head, short, prefixes, getter(data), _FULL_LABELS, _STEMS, _STEM_TABLE
+                head, short, prefixes, getter(data), FULL_LABELS, STEMS, _STEM_TABLE
             )
             if counted is not None:
                 return counted
@@ -196,7 +201,7 @@ def analyze_counts(
     if _USE_SPEEDUPS:
         # an ASCII text whose tokens were all stemmed before (the common case) in one call;
         # otherwise the Python path stems the new tokens into the cache
-        counted = _sp.ascii_term_counts(full, _STEMS, _STEM_TABLE)
+        counted = _sp.ascii_term_counts(full, STEMS, _STEM_TABLE)
         if counted is not None:
             return counted
     return count_terms(doc_terms(full))
@@ -294,7 +299,7 @@ def _df_value(n: int) -> bytes:
     if value is None:
         if len(_DF_VALUE) >= _DF_MEMO_MAX:
             _DF_VALUE.clear()
-        value = _DF_VALUE[n] = seal(_uint(n))
+        value = _DF_VALUE[n] = seal(encode_uint(n))
     return value
 
 
@@ -323,7 +328,7 @@ def _df_checked(key: bytes, value: bytes) -> int:
 def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
     try:
         return codec.decode_trusted(unseal(key, value))
-    except (_Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+    except (Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
         raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
 
 

@@ -127,7 +127,7 @@ STOP_WORDS: Final = frozenset(
 )
 
 _local = threading.local()
-_STEMS: dict[str, str] = {}
+STEMS: dict[str, str] = {}
 """token -> stem, shared by every thread (a dict's get and update are atomic in CPython)."""
 _STEMS_MAX: Final = 1 << 17
 """Entries at most: the cache is emptied when a new batch would pass this (vocabularies are
@@ -135,7 +135,7 @@ Zipfian, so the hot words come back at once)."""
 
 
 def _stem_words(words: list[str]) -> list[str]:
-    cache = _STEMS
+    cache = STEMS
     found = [*map(cache.get, words)]
     if None not in found:
         return found  # type: ignore[return-value]  # no None left

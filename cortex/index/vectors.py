@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cortex.errors import ValidationError
-from cortex.model.codec import StructCodec, _Bytes, _Int, _Text
+from cortex.model.codec import BytesField, IntField, StructCodec, TextField
 
 __all__ = [
     "MAX_DIM",
@@ -58,16 +58,16 @@ class VectorsMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 VECTOR_RECORD: Final = StructCodec(
     VectorRecord,
     [
-        ("model_id", _Text(256)),
-        ("dim", _Int(1, MAX_DIM)),
-        ("version", _Int(1)),
-        ("vector", _Bytes(4 * MAX_DIM)),
+        ("model_id", TextField(256)),
+        ("dim", IntField(1, MAX_DIM)),
+        ("version", IntField(1)),
+        ("vector", BytesField(4 * MAX_DIM)),
     ],
     schema_version=1,
 )
 VECTORS_META: Final = StructCodec(
     VectorsMeta,
-    [("model_id", _Text(256)), ("dim", _Int(1, MAX_DIM)), ("synced", _Int(0))],
+    [("model_id", TextField(256)), ("dim", IntField(1, MAX_DIM)), ("synced", IntField(0))],
     schema_version=1,
 )
 

@@ -65,7 +65,7 @@ class Chunk(msgspec.Struct, frozen=True):
     tokens: int
 
 
-class _Unit(NamedTuple):
+class UnitField(NamedTuple):
     size: int  # UTF-8 bytes
     block_start: bool  # the first unit of its block (a place to cut)
     kind: int
@@ -187,19 +187,19 @@ def _sentences(s: str) -> list[str]:
     return out
 
 
-def _units(text: str, limit: int) -> list[_Unit]:
+def _units(text: str, limit: int) -> list[UnitField]:
     """The pieces chunks are packed from: headings and code blocks whole, the rest by sentence."""
-    units: list[_Unit] = []
+    units: list[UnitField] = []
     for kind, block in _blocks(text):
         if kind == _FENCE or (kind == _HEADING and _blen(block) <= limit):
-            units.append(_Unit(_blen(block), True, kind))
+            units.append(UnitField(_blen(block), True, kind))
             continue
         first = True
         for sentence in _sentences(block):
             n = _blen(sentence)
             pieces = [sentence] if n <= limit else _split_words(sentence, limit)
             for piece in pieces:
-                units.append(_Unit(_blen(piece), first, kind))
+                units.append(UnitField(_blen(piece), first, kind))
                 first = False
     return units
 

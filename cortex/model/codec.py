@@ -123,7 +123,7 @@ class LIMITS:
     IMPORTANCE_MAX: Final = 10
 
 
-class _Invalid(Exception):
+class Invalid(Exception):
     """A rule broken at ``where`` (path relative to the value being encoded)."""
 
     def __init__(self, rule: str, message: str, where: str = "") -> None:
@@ -132,7 +132,7 @@ class _Invalid(Exception):
         self.message = message
         self.where = where
 
-    def at(self, part: str) -> _Invalid:
+    def at(self, part: str) -> Invalid:
         self.where = part + self.where
         return self
 
@@ -165,12 +165,12 @@ _unpack_f = struct.Struct(">f").unpack
 _pack_d = struct.Struct(">d").pack
 
 
-def _uint(n: int) -> bytes:
+def encode_uint(n: int) -> bytes:
     return _SMALL_UINT[n] if n < 256 else _head(0, n)
 
 
 def _int(n: int) -> bytes:
-    return _uint(n) if n >= 0 else _head(1, -1 - n)
+    return encode_uint(n) if n >= 0 else _head(1, -1 - n)
 
 
 def _float(x: float) -> bytes:
@@ -202,8 +202,8 @@ def to_micros(when: datetime) -> int:
         ValidationError: ``when`` is naive or not a datetime.
     """
     try:
-        return _time.micros(when)
-    except _Invalid as exc:
+        return TIME_FIELD.micros(when)
+    except Invalid as exc:
         raise ValidationError("time", exc.rule, exc.message) from None
 
 
@@ -227,11 +227,11 @@ class _Field(ABC, Generic[T]):
 
     @abstractmethod
     def enc(self, v: Any) -> bytes:
-        """Canonical bytes of ``v`` (raises ``_Invalid``)."""
+        """Canonical bytes of ``v`` (raises ``Invalid``)."""
 
     @abstractmethod
     def dec(self, v: Any) -> T:
-        """The API value of a cbor2-decoded ``v`` (raises ``_Invalid``)."""
+        """The API value of a cbor2-decoded ``v`` (raises ``Invalid``)."""
 
     def empty(self, v: Any) -> bool:
         return v is None
@@ -253,7 +253,7 @@ def _type_name(v: object) -> str:
     return type(v).__name__
 
 
-class _Text(_Field[str]):
+class TextField(_Field[str]):
     kind = "text"
 
     def __init__(
@@ -275,30 +275,26 @@ class _Text(_Field[str]):
     def enc(self, v: Any) -> bytes:
         if type(v) is not str:
             if not isinstance(v, str):
-                raise _Invalid("type", f"must be text, got {_type_name(v)}")
+                raise Invalid("type", f"must be text, got {_type_name(v)}")
             v = str(v)
         if not v:
-            raise _Invalid(
-                "empty", "must not be empty text (leave an optional field unset instead)"
-            )
+            raise Invalid("empty", "must not be empty text (leave an optional field unset instead)")
         try:
             b = _nfc(v).encode("utf-8")
         except UnicodeEncodeError:
-            raise _Invalid(
-                "utf8", "contains a lone surrogate; text must be valid Unicode"
-            ) from None
+            raise Invalid("utf8", "contains a lone surrogate; text must be valid Unicode") from None
         n = len(b)
         if n > self.max_bytes:
-            raise _Invalid("max_bytes", f"is {n} bytes of UTF-8; the limit is {self.max_bytes}")
+            raise Invalid("max_bytes", f"is {n} bytes of UTF-8; the limit is {self.max_bytes}")
         if self.check is not None:
             problem = self.check(v)
             if problem:
-                raise _Invalid("format", problem)
+                raise Invalid("format", problem)
         return (_TEXT_HEAD[n] if n < 256 else _head(3, n)) + b
 
     def dec(self, v: Any) -> str:
         if type(v) is not str:
-            raise _Invalid("type", f"must be text, got {_type_name(v)}")
+            raise Invalid("type", f"must be text, got {_type_name(v)}")
         return v
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -336,7 +332,7 @@ def _check_decimal(s: str) -> str | None:
     return None
 
 
-class _Bytes(_Field[bytes]):
+class BytesField(_Field[bytes]):
     kind = "bytes"
 
     def __init__(self, max_len: int, exact: int | None = None):
@@ -350,24 +346,24 @@ class _Bytes(_Field[bytes]):
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, bytes | bytearray | memoryview):
-            raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
+            raise Invalid("type", f"must be bytes, got {_type_name(v)}")
         b = bytes(v)
         n = len(b)
         if self.exact is not None and n != self.exact:
-            raise _Invalid("length", f"must be exactly {self.exact} bytes, got {n}")
+            raise Invalid("length", f"must be exactly {self.exact} bytes, got {n}")
         if n > self.max_len:
-            raise _Invalid("max_bytes", f"is {n} bytes; the limit is {self.max_len}")
+            raise Invalid("max_bytes", f"is {n} bytes; the limit is {self.max_len}")
         if self.exact is None and n == 0:
-            raise _Invalid("empty", "must not be empty")
+            raise Invalid("empty", "must not be empty")
         return _head(2, n) + b
 
     def dec(self, v: Any) -> bytes:
         if type(v) is not bytes:
-            raise _Invalid("type", f"must be bytes, got {_type_name(v)}")
+            raise Invalid("type", f"must be bytes, got {_type_name(v)}")
         if self.exact is not None and len(v) != self.exact:
-            raise _Invalid("length", f"must be exactly {self.exact} bytes, got {len(v)}")
+            raise Invalid("length", f"must be exactly {self.exact} bytes, got {len(v)}")
         if len(v) > self.max_len:
-            raise _Invalid("max_bytes", f"is {len(v)} bytes; the limit is {self.max_len}")
+            raise Invalid("max_bytes", f"is {len(v)} bytes; the limit is {self.max_len}")
         return v
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -376,7 +372,7 @@ class _Bytes(_Field[bytes]):
         return [f"if type({x}) is not bytes or len({x}) > {self.max_len}: raise _FB"]
 
 
-class _Int(_Field[int]):
+class IntField(_Field[int]):
     kind = "int"
 
     def __init__(self, lo: int = 0, hi: int = 2**63 - 1):
@@ -390,26 +386,26 @@ class _Int(_Field[int]):
     def enc(self, v: Any) -> bytes:
         if type(v) is not int:
             if isinstance(v, bool) or not isinstance(v, int | float):
-                raise _Invalid("type", f"must be an integer, got {_type_name(v)}")
+                raise Invalid("type", f"must be an integer, got {_type_name(v)}")
             if isinstance(v, float) and not v.is_integer():
-                raise _Invalid("type", f"must be a whole number, got {v!r}")
+                raise Invalid("type", f"must be a whole number, got {v!r}")
             v = int(v)
         if not self.lo <= v <= self.hi:
-            raise _Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
+            raise Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
         return _int(v)
 
     def dec(self, v: Any) -> int:
         if type(v) is not int:
-            raise _Invalid("type", f"must be an integer, got {_type_name(v)}")
+            raise Invalid("type", f"must be an integer, got {_type_name(v)}")
         if not self.lo <= v <= self.hi:
-            raise _Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
+            raise Invalid("range", f"must be within [{self.lo}, {self.hi}], got {v}")
         return v
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
         return [f"if type({x}) is not int or not {self.lo} <= {x} <= {self.hi}: raise _FB"]
 
 
-class _Unit(_Field[float]):
+class UnitField(_Field[float]):
     """A float in [0, 1] (confidence, strength)."""
 
     kind = "unit"
@@ -421,22 +417,22 @@ class _Unit(_Field[float]):
     def enc(self, v: Any) -> bytes:
         if type(v) is not float:
             if isinstance(v, bool) or not isinstance(v, int | float):
-                raise _Invalid("type", f"must be a number in [0, 1], got {_type_name(v)}")
+                raise Invalid("type", f"must be a number in [0, 1], got {_type_name(v)}")
             try:
                 v = float(v)
             except OverflowError:  # an int past the float range
-                raise _Invalid(
+                raise Invalid(
                     "range", "must be within [0, 1], got an int too large for a float"
                 ) from None
         if not 0.0 <= v <= 1.0:  # also rejects NaN
-            raise _Invalid("range", f"must be within [0, 1], got {v!r}")
+            raise Invalid("range", f"must be within [0, 1], got {v!r}")
         return _float(v + 0.0)  # -0.0 becomes 0.0: equal values, equal bytes
 
     def dec(self, v: Any) -> float:
         if type(v) is not float:
-            raise _Invalid("type", f"must be a float, got {_type_name(v)}")
+            raise Invalid("type", f"must be a float, got {_type_name(v)}")
         if not 0.0 <= v <= 1.0:
-            raise _Invalid("range", f"must be within [0, 1], got {v!r}")
+            raise Invalid("range", f"must be within [0, 1], got {v!r}")
         return v
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -452,12 +448,12 @@ class _Bool(_Field[bool]):
 
     def enc(self, v: Any) -> bytes:
         if type(v) is not bool:
-            raise _Invalid("type", f"must be true or false, got {_type_name(v)}")
+            raise Invalid("type", f"must be true or false, got {_type_name(v)}")
         return b"\xf5" if v else b"\xf4"
 
     def dec(self, v: Any) -> bool:
         if type(v) is not bool:
-            raise _Invalid("type", f"must be a boolean, got {_type_name(v)}")
+            raise Invalid("type", f"must be a boolean, got {_type_name(v)}")
         return v
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -482,20 +478,20 @@ class _Time(_Field[datetime]):
         if last[0] is v:
             return last[1]
         if not isinstance(v, datetime):
-            raise _Invalid("type", f"must be a datetime, got {_type_name(v)}")
+            raise Invalid("type", f"must be a datetime, got {_type_name(v)}")
         if v.tzinfo is None or v.utcoffset() is None:
-            raise _Invalid(
+            raise Invalid(
                 "naive_time",
                 "is a naive datetime; pass an aware one, e.g. datetime.now(timezone.utc)",
             )
         try:
             us: int = (v - _EPOCH) // _ONE_US
         except OverflowError:
-            raise _Invalid("range", "is outside the years 1..9999 in UTC") from None
+            raise Invalid("range", "is outside the years 1..9999 in UTC") from None
         # an offset can push a local year-1 or year-9999 time outside them in UTC, and ``dec``
         # rejects what lies outside: never write bytes that cannot be read back
         if not self._MIN <= us <= self._MAX:
-            raise _Invalid("range", "is outside the years 1..9999 in UTC")
+            raise Invalid("range", "is outside the years 1..9999 in UTC")
         self._last = (v, us)
         return us
 
@@ -508,9 +504,9 @@ class _Time(_Field[datetime]):
 
     def dec(self, v: Any) -> datetime:
         if type(v) is not int:
-            raise _Invalid("type", f"must be integer microseconds, got {_type_name(v)}")
+            raise Invalid("type", f"must be integer microseconds, got {_type_name(v)}")
         if not self._MIN <= v <= self._MAX:
-            raise _Invalid("range", "is outside the years 1..9999")
+            raise Invalid("range", "is outside the years 1..9999")
         return _EPOCH + timedelta(microseconds=v)
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -521,7 +517,7 @@ class _Time(_Field[datetime]):
         ]
 
 
-class _Enum(_Field[CodedEnum]):
+class EnumField(_Field[CodedEnum]):
     kind = "enum"
 
     def __init__(self, cls: type[CodedEnum]):
@@ -534,13 +530,13 @@ class _Enum(_Field[CodedEnum]):
     def enc(self, v: Any) -> bytes:
         m = self.cls.coerce(v)
         if m is None:
-            raise _Invalid("enum", f"must be one of {self.cls.labels()}, got {v!r}")
+            raise Invalid("enum", f"must be one of {self.cls.labels()}, got {v!r}")
         return _SMALL_UINT[m.value]
 
     def dec(self, v: Any) -> CodedEnum:
         m = self.cls.coerce(v) if type(v) is int else None
         if m is None:
-            raise _Invalid("enum", f"{v!r} is not a {self.cls.__name__} code")
+            raise Invalid("enum", f"{v!r} is not a {self.cls.__name__} code")
         return m
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -548,7 +544,7 @@ class _Enum(_Field[CodedEnum]):
         return [f"{x} = E{k}.get({x}) if type({x}) is int else None", f"if {x} is None: raise _FB"]
 
 
-class _Id(_Field[MemoryId]):
+class IdField(_Field[MemoryId]):
     kind = "id"
 
     def json_schema(self) -> dict[str, Any]:
@@ -557,12 +553,12 @@ class _Id(_Field[MemoryId]):
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, MemoryId):
-            raise _Invalid("type", f"must be a MemoryId, got {_type_name(v)}")
+            raise Invalid("type", f"must be a MemoryId, got {_type_name(v)}")
         return b"\x50" + v.bytes
 
     def dec(self, v: Any) -> MemoryId:
         if type(v) is not bytes or len(v) != 16:
-            raise _Invalid("type", "must be 16 bytes")
+            raise Invalid("type", "must be 16 bytes")
         return MemoryId(v)
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
@@ -588,7 +584,7 @@ def _ascii_texts(v: list[Any] | tuple[Any, ...], max_chars: int) -> bytes | None
     return _head(4, len(v)) + "".join([th[len(x)] + x for x in v]).encode("latin-1")
 
 
-class _List(_Field[tuple[Any, ...]]):
+class ListField(_Field[tuple[Any, ...]]):
     kind = "list"
 
     def __init__(self, item: _Field[Any], max_items: int = LIMITS.ITEMS, unique: bool = False):
@@ -597,7 +593,7 @@ class _List(_Field[tuple[Any, ...]]):
         self.unique = unique
         # plain text items that are short ASCII need no per-item call (the common case)
         self._ascii_max = (
-            min(item.max_bytes, 255) if isinstance(item, _Text) and item.check is None else 0
+            min(item.max_bytes, 255) if isinstance(item, TextField) and item.check is None else 0
         )
         # record items (frames) go through the record's generated encoder (StructCodec is
         # defined below; it marks itself with ``kind = "record"``)
@@ -640,27 +636,27 @@ class _List(_Field[tuple[Any, ...]]):
 
     def _enc_generic(self, v: Any) -> bytes:
         if not isinstance(v, list | tuple):
-            raise _Invalid("type", f"must be a list, got {_type_name(v)}")
+            raise Invalid("type", f"must be a list, got {_type_name(v)}")
         n = len(v)
         if n > self.max_items:
-            raise _Invalid("max_items", f"has {n} items; the limit is {self.max_items}")
+            raise Invalid("max_items", f"has {n} items; the limit is {self.max_items}")
         enc = self.item.enc
         parts = [_head(4, n)]
         for i, x in enumerate(v):
             try:
                 parts.append(enc(x))
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f"[{i}]") from None
         if self.unique and len(set(parts)) != n + 1:
             seen: set[bytes] = set()
             for i, p in enumerate(parts[1:]):
                 if p in seen:
-                    raise _Invalid("duplicate", f"item {v[i]!r} appears twice").at(f"[{i}]")
+                    raise Invalid("duplicate", f"item {v[i]!r} appears twice").at(f"[{i}]")
                 seen.add(p)
         return b"".join(parts)
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
-        if not isinstance(self.item, _Text):
+        if not isinstance(self.item, TextField):
             return super().fast(x, k, ns)
         return [
             f"if type({x}) is not list or len({x}) > {self.max_items}: raise _FB",
@@ -671,13 +667,13 @@ class _List(_Field[tuple[Any, ...]]):
 
     def dec(self, v: Any) -> tuple[Any, ...]:
         if type(v) is not list:
-            raise _Invalid("type", f"must be an array, got {_type_name(v)}")
+            raise Invalid("type", f"must be an array, got {_type_name(v)}")
         dec = self.item.dec
         out = []
         for i, x in enumerate(v):
             try:
                 out.append(dec(x))
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f"[{i}]") from None
         return tuple(out)
 
@@ -691,7 +687,7 @@ class _Pair(_Field[tuple[int, int]]):
     """A ``(start, end)`` span of non-negative integers with start <= end."""
 
     kind = "span"
-    _int = _Int()
+    _int = IntField()
 
     def json_schema(self) -> dict[str, Any]:
         """Two non-negative integers."""
@@ -704,18 +700,18 @@ class _Pair(_Field[tuple[int, int]]):
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, list | tuple) or len(v) != 2:
-            raise _Invalid("type", "must be a (start, end) pair")
+            raise Invalid("type", "must be a (start, end) pair")
         a, b = self._int.enc(v[0]), self._int.enc(v[1])
         if int(v[0]) > int(v[1]):
-            raise _Invalid("range", f"start {v[0]} is after end {v[1]}")
+            raise Invalid("range", f"start {v[0]} is after end {v[1]}")
         return b"\x82" + a + b
 
     def dec(self, v: Any) -> tuple[int, int]:
         if type(v) is not list or len(v) != 2:
-            raise _Invalid("type", "must be an array of two integers")
+            raise Invalid("type", "must be an array of two integers")
         a, b = self._int.dec(v[0]), self._int.dec(v[1])
         if a > b:
-            raise _Invalid("range", f"start {a} is after end {b}")
+            raise Invalid("range", f"start {a} is after end {b}")
         return (a, b)
 
 
@@ -724,7 +720,7 @@ class _TextMap(_Field[dict[str, str]]):
 
     kind = "map"
 
-    def __init__(self, key: _Text, value: _Text, max_items: int = LIMITS.ITEMS):
+    def __init__(self, key: TextField, value: TextField, max_items: int = LIMITS.ITEMS):
         self.key = key
         self.value = value
         self.max_items = max_items
@@ -740,34 +736,34 @@ class _TextMap(_Field[dict[str, str]]):
 
     def enc(self, v: Any) -> bytes:
         if not isinstance(v, Mapping):
-            raise _Invalid("type", f"must be a mapping of text to text, got {_type_name(v)}")
+            raise Invalid("type", f"must be a mapping of text to text, got {_type_name(v)}")
         n = len(v)
         if n > self.max_items:
-            raise _Invalid("max_items", f"has {n} entries; the limit is {self.max_items}")
+            raise Invalid("max_items", f"has {n} entries; the limit is {self.max_items}")
         items = []
         for k, x in v.items():
             try:
                 kb = self.key.enc(k)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f"[{k!r}] (key)") from None
             try:
                 items.append((kb, self.value.enc(x)))
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f"[{k!r}]") from None
         items.sort()
         for a, b in itertools.pairwise(items):
             if a[0] == b[0]:
-                raise _Invalid("duplicate", "two keys are equal after NFC normalisation")
+                raise Invalid("duplicate", "two keys are equal after NFC normalisation")
         return _head(5, n) + b"".join(k + x for k, x in items)
 
     def dec(self, v: Any) -> dict[str, str]:
         if type(v) is not dict:
-            raise _Invalid("type", f"must be a map, got {_type_name(v)}")
+            raise Invalid("type", f"must be a map, got {_type_name(v)}")
         out = {}
         for k, x in v.items():
             try:
                 out[self.key.dec(k)] = self.value.dec(x)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f"[{k!r}]") from None
         return out
 
@@ -784,8 +780,8 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
     (tests/test_speedups.py compares the two paths on generated, mutated and random input).
     """
     t = type(f)
-    if t is _Text:
-        assert isinstance(f, _Text)
+    if t is TextField:
+        assert isinstance(f, TextField)
         if f.check is None:
             return ("text", f.max_bytes, 0, ())
         if f.check is _check_uri:
@@ -793,28 +789,28 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         if f.check is _check_decimal:
             return ("text", f.max_bytes, 2, ())
         return None
-    if t is _Bytes:
-        assert isinstance(f, _Bytes)
+    if t is BytesField:
+        assert isinstance(f, BytesField)
         return ("bytes", f.max_len, f.exact)
-    if t is _Int:
-        assert isinstance(f, _Int)
+    if t is IntField:
+        assert isinstance(f, IntField)
         return ("int", f.lo, f.hi)
-    if t is _Unit:
+    if t is UnitField:
         return ("unit",)
     if t is _Bool:
         return ("bool",)
     if t is _Time:
         return ("time", _Time._MIN, _Time._MAX)
-    if t is _Enum:
-        assert isinstance(f, _Enum)
+    if t is EnumField:
+        assert isinstance(f, EnumField)
         return ("enum", {m.value: m for m in f.cls}, {m.label: m.value for m in f.cls})
-    if t is _Id:
+    if t is IdField:
         return ("id", MemoryId._trusted)
     if t is _Pair:
         assert isinstance(f, _Pair)
         return ("pair", f._int.lo, f._int.hi)
-    if t is _List:
-        assert isinstance(f, _List)
+    if t is ListField:
+        assert isinstance(f, ListField)
         item = _speedup_spec(f.item)
         return None if item is None else ("list", item, f.max_items, f.unique)
     if t is _TextMap:
@@ -865,11 +861,11 @@ class StructCodec(_Field[S]):
         self.schema_version = schema_version
         required = set(declared) - _omittable(cls)
         self.fields = tuple(
-            (i + 1, _uint(i + 1), n, f, n in required) for i, (n, f) in enumerate(fields)
+            (i + 1, encode_uint(i + 1), n, f, n in required) for i, (n, f) in enumerate(fields)
         )
         self._by_key = {k: (n, f) for k, _, n, f, _ in self.fields}
         self._required = tuple((k, n) for k, _, n, _, r in self.fields if r)
-        self._sv = b"\x00" + _uint(schema_version) if schema_version is not None else b""
+        self._sv = b"\x00" + encode_uint(schema_version) if schema_version is not None else b""
         self._fast = self._compile()
         self._fast_encoder = self._compile_enc()
         self._plan: Any = self._speedup_plan()
@@ -906,7 +902,7 @@ class StructCodec(_Field[S]):
         It performs the same checks as the generic decoder but raises ``_Fallback`` instead
         of explaining; ``dec`` then re-runs the generic one for the message.
         """
-        ns: dict[str, Any] = {"_FB": _Fallback, "_Invalid": _Invalid, "cls": self.cls}
+        ns: dict[str, Any] = {"_FB": _Fallback, "Invalid": Invalid, "cls": self.cls}
         allowed = {k for k, *_ in self.fields}
         if self.schema_version is not None:
             allowed.add(0)
@@ -939,7 +935,7 @@ class StructCodec(_Field[S]):
                 src.extend("      " + line for line in check)
             args.append(f"{name}={x}")
         src.append(f"    return cls({', '.join(args)})")
-        src.append("  except _Invalid: raise _FB from None")
+        src.append("  except Invalid: raise _FB from None")
         exec("\n".join(src), ns)  # generated from the fixed schema tables in this module
         fast: Callable[[Any], S] = ns["fast"]
         return fast
@@ -953,7 +949,7 @@ class StructCodec(_Field[S]):
         """
         ns: dict[str, Any] = {
             "_FB": _Fallback,
-            "_Invalid": _Invalid,
+            "Invalid": Invalid,
             "cls": self.cls,
             "SU": _SMALL_UINT,
             "TH": _TEXT_HEAD,
@@ -971,7 +967,7 @@ class StructCodec(_Field[S]):
             ns[f"K{k}"], ns[f"F{k}"] = kb, f
             x = f"x{k}"
             src.append(f"    {x} = v.{name}")
-            if isinstance(f, _List):
+            if isinstance(f, ListField):
                 empty = f"{x} is None or (type({x}) in (list, tuple) and not {x})"
             elif isinstance(f, _TextMap):
                 empty = f"{x} is None or (type({x}) is dict and not {x})"
@@ -980,20 +976,20 @@ class StructCodec(_Field[S]):
             else:
                 empty = f"{x} is None"
             body: list[str]
-            if isinstance(f, _Text) and f.check is None:
+            if isinstance(f, TextField) and f.check is None:
                 body = [
                     f"if type({x}) is str and {x}.isascii() and 0 < len({x}) < 256"
                     f" and len({x}) <= {f.max_bytes}:",
                     f"  {ap}(K{k}); {ap}(TH[len({x})] + {x}.encode())",
                     f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
                 ]
-            elif isinstance(f, _Int):
+            elif isinstance(f, IntField):
                 body = [
                     f"if type({x}) is int and {f.lo} <= {x} <= {f.hi}:",
                     f"  {ap}(K{k}); {ap}(SU[{x}] if 0 <= {x} < 256 else _int({x}))",
                     f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
                 ]
-            elif isinstance(f, _Enum):
+            elif isinstance(f, EnumField):
                 codes: dict[Any, bytes] = {m.value: _SMALL_UINT[m.value] for m in f.cls}
                 codes.update({m.label: _SMALL_UINT[m.value] for m in f.cls})
                 ns[f"E{k}"] = codes
@@ -1003,7 +999,7 @@ class StructCodec(_Field[S]):
                     "if b is None: raise _FB",
                     f"{ap}(K{k}); {ap}(b)",
                 ]
-            elif isinstance(f, _Unit):
+            elif isinstance(f, UnitField):
                 body = [
                     f"if type({x}) is float and 0.0 <= {x} <= 1.0:",
                     f"  {ap}(K{k}); {ap}(_float({x} + 0.0))",
@@ -1013,7 +1009,7 @@ class StructCodec(_Field[S]):
                 body = [f"{ap}(K{k}); {ap}(_int(F{k}.micros({x})))"]
             elif isinstance(f, _Bool):
                 body = [f"if {x} is not True: raise _FB", f"{ap}(K{k}); {ap}(b'\\xf5')"]
-            elif isinstance(f, _Id):
+            elif isinstance(f, IdField):
                 body = [
                     f"if type({x}) is not MemoryId: raise _FB",
                     f"{ap}(K{k}); {ap}(b'\\x50' + {x}.bytes)",
@@ -1031,7 +1027,7 @@ class StructCodec(_Field[S]):
         extra = 1 if self.schema_version is not None else 0
         src.append(f"    n = (len(p) - 1) // 2 + {extra}")
         src.append("    return (MH[n] if n < 24 else _head(5, n)) + J(p)")
-        src.append("  except _Invalid: raise _FB from None")
+        src.append("  except Invalid: raise _FB from None")
         exec("\n".join(src), ns)  # generated from the fixed schema tables in this module
         fast: Callable[[Any], bytes] = ns["fast"]
         return fast
@@ -1056,7 +1052,7 @@ class StructCodec(_Field[S]):
         }
 
     def enc(self, v: Any) -> bytes:
-        """Encode a struct (internal: raises ``_Invalid``; use ``encode``)."""
+        """Encode a struct (internal: raises ``Invalid``; use ``encode``)."""
         try:
             return self._fast_encoder(v)
         except _Fallback:
@@ -1064,23 +1060,23 @@ class StructCodec(_Field[S]):
 
     def _enc_generic(self, v: Any) -> bytes:
         if type(v) is not self.cls:
-            raise _Invalid("type", f"must be a {self.name}, got {_type_name(v)}")
+            raise Invalid("type", f"must be a {self.name}, got {_type_name(v)}")
         parts = [self._sv]
         for _, kb, name, f, req in self.fields:
             x = getattr(v, name)
             if f.empty(x):
                 if req:
-                    raise _Invalid("required", "is required").at(f".{name}")
+                    raise Invalid("required", "is required").at(f".{name}")
                 continue
             try:
                 parts.append(kb)
                 parts.append(f.enc(x))
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f".{name}") from None
         return _head(5, (len(parts) - 1) // 2 + (self.schema_version is not None)) + b"".join(parts)
 
     def dec(self, v: Any) -> S:
-        """Build a struct from decoded CBOR (internal: raises ``_Invalid``; use ``decode``)."""
+        """Build a struct from decoded CBOR (internal: raises ``Invalid``; use ``decode``)."""
         try:
             return self._fast(v)
         except _Fallback:
@@ -1093,29 +1089,27 @@ class StructCodec(_Field[S]):
 
     def _dec_generic(self, v: Any) -> S:
         if type(v) is not dict:
-            raise _Invalid("type", f"a {self.name} must be a map, got {_type_name(v)}")
+            raise Invalid("type", f"a {self.name} must be a map, got {_type_name(v)}")
         kw = {}
         sv = self.schema_version
         for k, x in v.items():
             if type(k) is int and k == 0 and sv is not None:
                 if x != sv or type(x) is not int:
-                    raise _Invalid(
-                        "schema_version", f"{self.name} schema version {x!r} is not {sv}"
-                    )
+                    raise Invalid("schema_version", f"{self.name} schema version {x!r} is not {sv}")
                 continue
             spec = self._by_key.get(k) if type(k) is int else None
             if spec is None:
-                raise _Invalid("unknown_key", f"{self.name} has no field with key {k!r}")
+                raise Invalid("unknown_key", f"{self.name} has no field with key {k!r}")
             name, f = spec
             try:
                 kw[name] = f.dec(x)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise exc.at(f".{name}") from None
         if sv is not None and 0 not in v:
-            raise _Invalid("schema_version", f"{self.name} lacks its schema version (key 0)")
+            raise Invalid("schema_version", f"{self.name} lacks its schema version (key 0)")
         for k, name in self._required:
             if name not in kw:
-                raise _Invalid("required", f"{self.name} lacks required field {name} (key {k})")
+                raise Invalid("required", f"{self.name} lacks required field {name} (key {k})")
         return self.cls(**kw)
 
     # -- public entry points -------------------------------------------------------------
@@ -1132,7 +1126,7 @@ class StructCodec(_Field[S]):
                 return fast
         try:
             return self.enc(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise ValidationError(path + exc.where, exc.rule, exc.message) from None
 
     def decode_trusted(self, data: bytes) -> S:
@@ -1142,7 +1136,7 @@ class StructCodec(_Field[S]):
         generated Python decoder runs without the re-encoding check.
 
         Raises:
-            _Invalid, cbor2.CBORDecodeError, ValueError, TypeError: the bytes are not a record.
+            Invalid, cbor2.CBORDecodeError, ValueError, TypeError: the bytes are not a record.
         """
         if _USE_SPEEDUPS and self._plan is not None:
             try:
@@ -1170,18 +1164,18 @@ class StructCodec(_Field[S]):
         obj = _loads(data, path)
         try:
             value = self.dec(obj)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise CodecError(f"{path}{exc.where}: {exc.message}") from None
         try:
             again = self.enc(value)
-        except _Invalid as exc:
+        except Invalid as exc:
             raise CodecError(f"{path}{exc.where}: {exc.message}") from None
         if again != data:
             # the generated decoder is lenient where the bytes are never ours (a null for an
             # absent field, a key 1.0 for 1): the generic one classifies those as CodecError
             try:
                 self._dec_generic(obj)
-            except _Invalid as exc:
+            except Invalid as exc:
                 raise CodecError(f"{path}{exc.where}: {exc.message}") from None
             raise NonCanonicalError(f"{path}: {explain_noncanonical(data)}")
         return value
@@ -1360,56 +1354,64 @@ class _Walker:
 # ---------------------------------------------------------------------------------------------
 # The record schemas (normative; mirrored in specs/format.md)
 
-_text = _Text()
-_short = _Text(LIMITS.SHORT_TEXT_BYTES)
-_uri = _Text(LIMITS.SHORT_TEXT_BYTES, _check_uri)
-_uris = _List(_uri, unique=True)
-_texts = _List(_text)
-_time = _Time()
-_unit = _Unit()
-_uint64 = _Int()
+_text = TextField()
+_short = TextField(LIMITS.SHORT_TEXT_BYTES)
+_uri = TextField(LIMITS.SHORT_TEXT_BYTES, _check_uri)
+_uris = ListField(_uri, unique=True)
+_texts = ListField(_text)
+TIME_FIELD = _Time()
+_unit = UnitField()
+_uint64 = IntField()
 _str_map = _TextMap(_short, _text)
 
-COST = StructCodec(Cost, [("asset", _short), ("amount", _Text(64, _check_decimal))])
+COST = StructCodec(Cost, [("asset", _short), ("amount", TextField(64, _check_decimal))])
 FORMS = StructCodec(Forms, [("short", _text), ("medium", _text)], memo_last=True)
 FRAME_REF = StructCodec(
     FrameRef,
-    [("verb", _Enum(Verb)), ("obj_kind", _Enum(ObjKind)), ("obj_ref", _Text(LIMITS.OBJ_REF_BYTES))],
+    [
+        ("verb", EnumField(Verb)),
+        ("obj_kind", EnumField(ObjKind)),
+        ("obj_ref", TextField(LIMITS.OBJ_REF_BYTES)),
+    ],
 )
 TOMBSTONE = StructCodec(
-    Tombstone, [("reason", _text), ("at", _time), ("by", _short), ("purged_at", _time)]
+    Tombstone, [("reason", _text), ("at", TIME_FIELD), ("by", _short), ("purged_at", TIME_FIELD)]
 )
 SOURCE_REF = StructCodec(
-    SourceRef, [("session_id", _short), ("message_ids", _List(_short)), ("span", _Pair())]
+    SourceRef, [("session_id", _short), ("message_ids", ListField(_short)), ("span", _Pair())]
 )
 PROVENANCE = StructCodec(
     Provenance,
-    [("source", _Enum(SourceKind)), ("derived_from", _uris), ("sources", _List(SOURCE_REF))],
+    [
+        ("source", EnumField(SourceKind)),
+        ("derived_from", _uris),
+        ("sources", ListField(SOURCE_REF)),
+    ],
 )
 VECTOR_REF = StructCodec(
-    VectorRef, [("model_id", _short), ("dim", _Int(1, 65_536)), ("version", _Int(1))]
+    VectorRef, [("model_id", _short), ("dim", IntField(1, 65_536)), ("version", IntField(1))]
 )
 
 _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
     Identity: [
         ("name", _text),
         ("did", _short),
-        ("roles", _List(_short)),
+        ("roles", ListField(_short)),
         ("profile", _str_map),
-        ("public_keys", _List(_Bytes(LIMITS.PUBLIC_KEY_BYTES))),
+        ("public_keys", ListField(BytesField(LIMITS.PUBLIC_KEY_BYTES))),
     ],
     Fact: [
         ("statement", _text),
         ("subject", _text),
         ("predicate", _text),
         ("object", _text),
-        ("source", _Enum(SourceKind)),
-        ("observed_at", _time),
+        ("source", EnumField(SourceKind)),
+        ("observed_at", TIME_FIELD),
         ("confidence", _unit),
     ],
     Preference: [
         ("topic", _text),
-        ("polarity", _Enum(Polarity)),
+        ("polarity", EnumField(Polarity)),
         ("strength", _unit),
         ("rationale", _text),
         ("subject", _text),
@@ -1417,35 +1419,35 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
     Belief: [
         ("statement", _text),
         ("subject", _text),
-        ("stance", _Enum(Stance)),
+        ("stance", EnumField(Stance)),
         ("confidence", _unit),
         ("evidence_for", _uris),
         ("evidence_against", _uris),
     ],
     Event: [
         ("kind", _short),
-        ("outcome", _Enum(Outcome)),
+        ("outcome", EnumField(Outcome)),
         ("counterparty", _short),
         ("cost", COST),
         ("duration_us", _uint64),
-        ("occurred_at", _time),
+        ("occurred_at", TIME_FIELD),
         ("summary", _text),
         ("intent_ref", _short),
         ("artifacts", _texts),
     ],
     Goal: [
         ("statement", _text),
-        ("status", _Enum(GoalStatus)),
-        ("horizon", _time),
+        ("status", EnumField(GoalStatus)),
+        ("horizon", TIME_FIELD),
         ("success_criteria", _texts),
         ("subgoals", _uris),
         ("subject", _text),
     ],
     Constraint: [
         ("statement", _text),
-        ("polarity", _Enum(Polarity)),
-        ("strength", _Enum(Strength)),
-        ("source", _Enum(ConstraintSource)),
+        ("polarity", EnumField(Polarity)),
+        ("strength", EnumField(Strength)),
+        ("source", EnumField(ConstraintSource)),
         ("trigger", _text),
     ],
     Capability: [
@@ -1453,7 +1455,7 @@ _DATA_FIELDS: dict[type[Any], list[tuple[str, _Field[Any]]]] = {
         ("capability", _text),
         ("verified", _Bool()),
         ("parameters", _str_map),
-        ("last_observed", _time),
+        ("last_observed", TIME_FIELD),
     ],
     Pattern: [
         ("statement", _text),
@@ -1468,23 +1470,23 @@ DATA_CODECS: dict[MemoryType, StructCodec[Any]] = {
 }
 _CODEC_OF_CLASS: Final[dict[type, StructCodec[Any]]] = {c.cls: c for c in DATA_CODECS.values()}
 
-TAGS = _List(_Text(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)
-FRAMES = _List(FRAME_REF, max_items=LIMITS.FRAMES, unique=True)
+TAGS = ListField(TextField(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)
+FRAMES = ListField(FRAME_REF, max_items=LIMITS.FRAMES, unique=True)
 
 HEAD = StructCodec(
     Head,
     [
-        ("id", _Id()),
-        ("type", _Enum(MemoryType)),
-        ("current_version", _Int(1)),
+        ("id", IdField()),
+        ("type", EnumField(MemoryType)),
+        ("current_version", IntField(1)),
         ("actor_scope", _short),
-        ("visibility", _Enum(Visibility)),
-        ("importance", _Int(0, LIMITS.IMPORTANCE_MAX)),
+        ("visibility", EnumField(Visibility)),
+        ("importance", IntField(0, LIMITS.IMPORTANCE_MAX)),
         ("tags", TAGS),
         ("frames", FRAMES),
         ("tombstone", TOMBSTONE),
-        ("created_at", _time),
-        ("last_updated_at", _time),
+        ("created_at", TIME_FIELD),
+        ("last_updated_at", TIME_FIELD),
         ("embedding_ref", VECTOR_REF),
         ("forms", FORMS),
     ],
@@ -1494,20 +1496,20 @@ HEAD = StructCodec(
 VERSION = StructCodec(
     Version,
     [
-        ("id", _Id()),
-        ("version", _Int(1)),
-        ("type", _Enum(MemoryType)),
-        ("data", _Bytes(2**31)),
-        ("hash", _Bytes(32, exact=32)),
-        ("created_at", _time),
+        ("id", IdField()),
+        ("version", IntField(1)),
+        ("type", EnumField(MemoryType)),
+        ("data", BytesField(2**31)),
+        ("hash", BytesField(32, exact=32)),
+        ("created_at", TIME_FIELD),
         ("created_by", _short),
-        ("expires_at", _time),
+        ("expires_at", TIME_FIELD),
         ("confidence", _unit),
         ("provenance", PROVENANCE),
         ("forms", FORMS),
         ("forms_override", _Bool()),
-        ("valid_from", _time),
-        ("valid_until", _time),
+        ("valid_from", TIME_FIELD),
+        ("valid_until", TIME_FIELD),
     ],
     schema_version=1,
 )
@@ -1530,20 +1532,20 @@ def _check_source(s: str) -> str | None:
 EPISODE = StructCodec(
     Episode,
     [
-        ("id", _Id()),
-        ("content", _Bytes(EPISODE_MAX_BYTES)),
-        ("hash", _Bytes(32, exact=32)),
-        ("occurred_at", _time),
-        ("created_at", _time),
+        ("id", IdField()),
+        ("content", BytesField(EPISODE_MAX_BYTES)),
+        ("hash", BytesField(32, exact=32)),
+        ("occurred_at", TIME_FIELD),
+        ("created_at", TIME_FIELD),
         ("created_by", _short),
-        ("source", _Text(64, _check_source)),
+        ("source", TextField(64, _check_source)),
         ("channel", _short),
-        ("labels", _List(_Text(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)),
-        ("visibility", _Enum(Visibility)),
-        ("media_type", _Text(128)),
-        ("chunks", _List(_Pair(), max_items=2**31)),
-        ("chunker", _Int(0, 255)),
-        ("purged_at", _time),
+        ("labels", ListField(TextField(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)),
+        ("visibility", EnumField(Visibility)),
+        ("media_type", TextField(128)),
+        ("chunks", ListField(_Pair(), max_items=2**31)),
+        ("chunker", IntField(0, 255)),
+        ("purged_at", TIME_FIELD),
     ],
     schema_version=1,
 )
@@ -1578,7 +1580,7 @@ def encode_data(data: Data) -> bytes:
     codec = data_codec(data)
     try:
         return codec.enc(data)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ValidationError("data" + exc.where, exc.rule, exc.message) from None
 
 
@@ -1614,7 +1616,7 @@ def decode_data_trusted(type_: MemoryType, data: bytes) -> Data:
             return fast
     try:
         value: Data = codec.dec(_loads(data, "data"))
-    except _Invalid as exc:
+    except Invalid as exc:
         raise CodecError(f"data{exc.where}: {exc.message}") from None
     return value
 
@@ -1659,7 +1661,7 @@ def encode_tags(tags: Iterable[str]) -> tuple[str, ...]:
         return tags  # the head's encoder checks the rules; ASCII needs no normalising
     try:
         TAGS.enc(tags)
-    except _Invalid as exc:
+    except Invalid as exc:
         raise ValidationError("head.tags" + exc.where, exc.rule, exc.message) from None
     return tuple(_nfc(t) for t in tags)
 
@@ -1701,7 +1703,7 @@ _short_bytes = _ShortMemo().enc
 
 
 def _micros_bytes(v: Any) -> bytes:
-    us = _time.micros(v)
+    us = TIME_FIELD.micros(v)
     return _SMALL_UINT[us] if 0 <= us < 256 else _int(us)
 
 
@@ -1722,12 +1724,12 @@ def encode_new_pair(head: Head, version: Version) -> tuple[bytes, bytes]:
     """
     try:
         return _encode_new_pair(head, version)
-    except (_Fallback, _Invalid):
+    except (_Fallback, Invalid):
         return HEAD.encode(head, "head"), VERSION.encode(version, "version")
 
 
 def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
-    # raises _Fallback (or _Invalid from a field codec) for anything the generic encoders
+    # raises _Fallback (or Invalid from a field codec) for anything the generic encoders
     # must look at; never an error of its own
     if type(h) is not Head or type(v) is not Version:
         raise _Fallback
@@ -1746,7 +1748,7 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
         raise _Fallback
     id_part = b"\x01\x50" + mid.bytes
     type_code = _SMALL_UINT[mtype.value]
-    version_part = _SMALL_UINT[n] if n < 256 else _uint(n)
+    version_part = _SMALL_UINT[n] if n < 256 else encode_uint(n)
     forms = h.forms
     forms_part = b"" if forms is None else b"\x0d" + FORMS._fast_enc(forms)
     if v.forms is not forms:
@@ -1838,7 +1840,7 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
 
 _SMALL_MAP_HEAD: Final = tuple(_head(5, i) for i in range(24))
 
-_NEW_PAIR_PLAN: Final = (
+NEW_PAIR_PLAN: Final = (
     Head,
     Version,
     MemoryId,

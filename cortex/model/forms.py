@@ -421,7 +421,7 @@ def _full_spec(cls: type[Any]) -> tuple[str, Callable[[Any], tuple[Any, ...]], t
     return f"{cls.TYPE.type_name}: ", getter, prefixes
 
 
-_FULL_SPECS: Final = {cls: _full_spec(cls) for cls in _TEMPLATES}
+FULL_SPECS: Final = {cls: _full_spec(cls) for cls in _TEMPLATES}
 
 
 def _coded_enums() -> list[type[CodedEnum]]:
@@ -435,7 +435,7 @@ def _coded_enums() -> list[type[CodedEnum]]:
 
 # each enum class's {member: label}: what ``_full_value`` writes for a member (the C
 # ``full_term_counts`` looks labels up here)
-_FULL_LABELS: Final = {cls: {m: m.label for m in cls} for cls in _coded_enums()}
+FULL_LABELS: Final = {cls: {m: m.label for m in cls} for cls in _coded_enums()}
 
 
 def render_full(data: Data, *, is_canonical: bool = False, short: str | None = None) -> str:
@@ -452,7 +452,7 @@ def render_full(data: Data, *, is_canonical: bool = False, short: str | None = N
     """
     if not is_canonical:
         data = canonical(data)
-    spec = _FULL_SPECS.get(type(data))
+    spec = FULL_SPECS.get(type(data))
     if spec is None:
         _templates(data)  # raises: not a memory type
     assert spec is not None

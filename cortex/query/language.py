@@ -210,7 +210,7 @@ def _field_kinds(path: str, types: frozenset[MemoryType]) -> dict[_Kind, frozens
     )
 
 
-class _Row:
+class Row:
     """One candidate as the filters see it: head, version, and data decoded on first use."""
 
     __slots__ = ("_data", "_decode", "head", "version")
@@ -263,7 +263,7 @@ class Predicate(ABC):
         return Not(self)
 
     @abstractmethod
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         """The check this predicate makes, its field names and values validated for ``types``."""
 
     def _touches_data(self) -> bool:
@@ -326,9 +326,9 @@ def _norm(kind: _Kind, v: Any) -> Any:
 def _dispatch(
     path: str,
     types: frozenset[MemoryType],
-    build: Callable[[_Kind], Callable[[_Row], bool]],
+    build: Callable[[_Kind], Callable[[Row], bool]],
     otherwise: bool = False,
-) -> Callable[[_Row], bool]:
+) -> Callable[[Row], bool]:
     """A checker comparing each memory by its own type's kind of ``path``.
 
     ``build`` makes the checker for one kind and raises ``ValidationError`` when the value
@@ -336,7 +336,7 @@ def _dispatch(
     not fit, gets ``otherwise`` (true only for ``Ne``); if the value fits no kind at all the
     first error is raised.
     """
-    checks: dict[MemoryType, Callable[[_Row], bool]] = {}
+    checks: dict[MemoryType, Callable[[Row], bool]] = {}
     errors: list[ValidationError] = []
     kinds = _field_kinds(path, types)
     for kind, ts in kinds.items():
@@ -351,7 +351,7 @@ def _dispatch(
     if not checks:
         raise errors[0]
 
-    def check(row: _Row) -> bool:
+    def check(row: Row) -> bool:
         fn = checks.get(row.head.type)
         return otherwise if fn is None else fn(row)
 
@@ -374,10 +374,10 @@ class _Compare(Predicate):
     value: Any
     OP: ClassVar[str] = "eq"
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         return _dispatch(self.field, types, self._build, otherwise=self.OP == "ne")
 
-    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
+    def _build(self, kind: _Kind) -> Callable[[Row], bool]:
         op = self.OP
         if op in ("lt", "le", "gt", "ge") and not kind.orderable:
             raise ValidationError(
@@ -392,7 +392,7 @@ class _Compare(Predicate):
                 return lambda row: want not in (row.get(path) or ())
             return lambda row: any(fn(_norm(kind, v), want) for v in (row.get(path) or ()))
 
-        def check(row: _Row) -> bool:
+        def check(row: Row) -> bool:
             got = _norm(kind, row.get(path))
             if got is None:  # a missing value compares false (and "ne" true)
                 return op == "ne"
@@ -453,12 +453,12 @@ class In(Predicate):
     field: str
     values: tuple[Any, ...]
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         if isinstance(self.values, str | bytes) or not isinstance(self.values, Iterable):
             raise ValidationError("where", "value", f"in({self.field}) takes a list of values")
         return _dispatch(self.field, types, self._build)
 
-    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
+    def _build(self, kind: _Kind) -> Callable[[Row], bool]:
         wanted = frozenset(_coerce_value(self.field, kind, v) for v in self.values)
         path = self.field
         if kind.many:
@@ -475,7 +475,7 @@ class HasTag(Predicate):
 
     tag: str
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         if not isinstance(self.tag, str) or not self.tag:
             raise ValidationError("where", "value", "has_tag takes a non-empty tag")
         tag = self.tag
@@ -489,10 +489,10 @@ class Matches(Predicate):
     field: str
     pattern: str
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         return _dispatch(self.field, types, self._build)
 
-    def _build(self, kind: _Kind) -> Callable[[_Row], bool]:
+    def _build(self, kind: _Kind) -> Callable[[Row], bool]:
         if kind.py is not str and not issubclass(kind.py, CodedEnum):
             raise ValidationError(
                 "where", "operator", f"matches needs a text field, not {self.field}"
@@ -513,7 +513,7 @@ class Matches(Predicate):
         if kind.many:
             return lambda row: any(rx.search(text(v)) for v in (row.get(path) or ()))
 
-        def check(row: _Row) -> bool:
+        def check(row: Row) -> bool:
             v = row.get(path)
             return v is not None and rx.search(text(v)) is not None
 
@@ -540,7 +540,7 @@ class And(Predicate):
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.parts))
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         fns = [_compiled(p, types) for p in self.parts]
         return lambda row: all(f(row) for f in fns)
 
@@ -565,7 +565,7 @@ class Or(Predicate):
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.parts))
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         fns = [_compiled(p, types) for p in self.parts]
         return lambda row: any(f(row) for f in fns)
 
@@ -579,7 +579,7 @@ class Not(Predicate):
 
     part: Predicate
 
-    def _compile(self, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+    def _compile(self, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
         fn = _compiled(self.part, types)
         return lambda row: not fn(row)
 
@@ -607,7 +607,7 @@ def check_depth(p: object, field: str = "where") -> None:
             todo.append((node.part, depth + 1))
 
 
-def _compiled(p: object, types: frozenset[MemoryType]) -> Callable[[_Row], bool]:
+def _compiled(p: object, types: frozenset[MemoryType]) -> Callable[[Row], bool]:
     if not isinstance(p, Predicate):
         raise ValidationError("where", "type", f"not a predicate: {p!r}")
     return p._compile(types)
@@ -910,7 +910,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     types: frozenset[MemoryType]
     tags: tuple[str, ...]
     frames: tuple[FrameMatch, ...]
-    where: Callable[[_Row], bool] | None
+    where: Callable[[Row], bool] | None
     where_data: bool
     text: str | None
     near: str | None
@@ -1087,7 +1087,7 @@ def _ref_id(ref: object) -> MemoryId:
     raise ValidationError("from_", "type", f"must be URIs or ids, got {ref!r}")
 
 
-def own_time(row: _Row, on: str) -> int:
+def own_time(row: Row, on: str) -> int:
     """The time a window compares, in microseconds."""
     if on == "created":
         return to_micros(row.head.created_at)

@@ -30,7 +30,7 @@ from cortex.query.language import (
     Hit,
     Plan,
     Result,
-    _Row,
+    Row,
     fuse,
     in_window,
     own_time,
@@ -93,7 +93,7 @@ class Candidate:
 
     __slots__ = ("hop", "memory", "ranks", "relevance", "row", "salience", "scores")
 
-    def __init__(self, row: _Row) -> None:
+    def __init__(self, row: Row) -> None:
         self.row = row
         self.memory: Memory | None = None
         self.salience = 0.0
@@ -143,7 +143,7 @@ class Executor:
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
         # rows the reader may see, by id, read once per query (``_seen_row``)
-        self._seen: dict[MemoryId, _Row | None] = {}
+        self._seen: dict[MemoryId, Row | None] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
 
@@ -218,7 +218,7 @@ class Executor:
                 more.append(head_key(MemoryId(key[-16:])))
         load(more, prefixes)
 
-    def accept(self, mid: MemoryId, head: Head | None = None) -> _Row | None:
+    def accept(self, mid: MemoryId, head: Head | None = None) -> Row | None:
         """The row of ``mid`` when it passes every filter of the plan, else ``None``."""
         p = self.plan
         if head is None:
@@ -244,7 +244,7 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        row = _Row(head, version, lambda: _decode(version))
+        row = Row(head, version, lambda: _decode(version))
         if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
             return None
         if p.where is not None and not p.where(row):
@@ -255,7 +255,7 @@ class Executor:
         """The use counters of ``mid`` (all zero when never used)."""
         return read_state(self.txn, mid)
 
-    def salience_of(self, row: _Row, vector: float | None = None) -> float:
+    def salience_of(self, row: Row, vector: float | None = None) -> float:
         """The salience of an accepted row now."""
         return salience(
             row.head,
@@ -644,7 +644,7 @@ class Executor:
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
         self._seen.update((c.id, c.row) for c in cands)  # accepted rows are seen rows
         base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
-        rows: dict[MemoryId, _Row] = {}
+        rows: dict[MemoryId, Row] = {}
         named: set[MemoryId] = set()
         for mid, score, _, scores in fused:
             if mid not in within:
@@ -692,7 +692,7 @@ class Executor:
             c.relevance = self._blend(score, c.salience, 2) if many else hi * score
         return cands
 
-    def _passes(self, row: _Row) -> bool:
+    def _passes(self, row: Row) -> bool:
         """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""
         p = self.plan
         head = row.head
@@ -706,14 +706,14 @@ class Executor:
             return False
         return p.where is None or bool(p.where(row))
 
-    def _seen_row(self, mid: MemoryId) -> _Row | None:
+    def _seen_row(self, mid: MemoryId) -> Row | None:
         """The row of ``mid`` when the reader may see it, whatever the query's filters."""
         if mid in self._seen:
             return self._seen[mid]
         row = self._seen[mid] = self._read_seen(mid)
         return row
 
-    def _read_seen(self, mid: MemoryId) -> _Row | None:
+    def _read_seen(self, mid: MemoryId) -> Row | None:
         p = self.plan
         head = self.head(mid)
         if head is None or not self.visible(head):
@@ -729,9 +729,9 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        return _Row(head, version, lambda: _decode(version))
+        return Row(head, version, lambda: _decode(version))
 
-    def _neighbours(self, row: _Row, window: int) -> list[_Row]:
+    def _neighbours(self, row: Row, window: int) -> list[Row]:
         """The memories next to ``row`` that lend it context (``cortex.query.rerank``).
 
         Up to ``window`` on each side in its type index (created time, then id) that the reader
@@ -743,7 +743,7 @@ class Executor:
         key = type_key(h.type, to_micros(h.created_at), h.id)
         at = own_time(row, "own")
         gap = int(CONTEXT_GAP.total_seconds() * 1_000_000)
-        out: list[_Row] = []
+        out: list[Row] = []
         for reverse in (True, False):
             taken = read = 0
             for k in self.txn.keys(prefix, start=key, reverse=reverse):
@@ -867,7 +867,7 @@ def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
     return st
 
 
-def memory_of(row: _Row) -> Memory:
+def memory_of(row: Row) -> Memory:
     """The ``Memory`` of an accepted row."""
     v = row.version
     return Memory(uri=Uri(v.type, v.id, v.version), head=row.head, version=v, data=row.data)

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cortex.errors import CodecError, IntegrityError, ValidationError
-from cortex.model.codec import StructCodec, _Text, _time
+from cortex.model.codec import TIME_FIELD, StructCodec, TextField
 from cortex.rules.chains import norm_entity
 from cortex.storage.keys import ENTITY_ALIAS
 from cortex.storage.kv import ReadTxn, unseal
@@ -71,7 +71,12 @@ class AliasRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 ALIAS_CODEC: Final = StructCodec(
     AliasRecord,
-    [("canonical", _Text(1024)), ("name", _Text(1024)), ("at", _time), ("by", _Text(256))],
+    [
+        ("canonical", TextField(1024)),
+        ("name", TextField(1024)),
+        ("at", TIME_FIELD),
+        ("by", TextField(256)),
+    ],
     schema_version=1,
 )
 

@@ -14,7 +14,7 @@ from typing import Final
 import msgspec
 
 from cortex.errors import ValidationError
-from cortex.model.codec import StructCodec, _Int, _time, to_micros
+from cortex.model.codec import TIME_FIELD, IntField, StructCodec, to_micros
 from cortex.model.enums import DecayClass, MemoryType
 from cortex.model.records import Head
 
@@ -89,11 +89,11 @@ class SalienceState(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 SALIENCE_STATE: Final = StructCodec(
     SalienceState,
     [
-        ("accesses", _Int(0)),
-        ("citations", _Int(0)),
-        ("failures", _Int(0)),
-        ("last_used_at", _time),
-        ("confirmations", _Int(0)),
+        ("accesses", IntField(0)),
+        ("citations", IntField(0)),
+        ("failures", IntField(0)),
+        ("last_used_at", TIME_FIELD),
+        ("confirmations", IntField(0)),
     ],
     schema_version=1,
 )

@@ -127,7 +127,7 @@ ERASURE: Final = b"er/"
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
-_V: Final = b"/v/"
+VERSION_INFIX: Final = b"/v/"
 _U64_MAX: Final = 2**64 - 1
 
 
@@ -181,18 +181,18 @@ def parse_head_key(key: bytes) -> MemoryId:
 
 def version_prefix(id_: MemoryId) -> bytes:
     """``mv/`` id16 ``/v/``: every version of one memory."""
-    return VERSION + id_.bytes + _V
+    return VERSION + id_.bytes + VERSION_INFIX
 
 
 def version_key(id_: MemoryId, n: int) -> bytes:
     """``mv/`` id16 ``/v/`` u64(n)."""
-    return VERSION + id_.bytes + _V + _u64(n)
+    return VERSION + id_.bytes + VERSION_INFIX + _u64(n)
 
 
 def parse_version_key(key: bytes) -> tuple[MemoryId, int]:
     """The id and version number of a version key."""
     _expect(key, VERSION, 16 + 3 + 8)
-    if key[19:22] != _V:
+    if key[19:22] != VERSION_INFIX:
         raise CodecError(f"malformed version key {key.hex()}")
     return MemoryId(key[3:19]), int.from_bytes(key[22:], "big")
 
@@ -221,7 +221,7 @@ def index_keys(
     """
     if _USE_SPEEDUPS and type(id_) is MemoryId:
         fast: list[bytes] | None = _sp.index_keys(
-            _INDEX_PLAN, type_, created_us, id_.bytes, tags, frames, actor_obj
+            INDEX_PLAN, type_, created_us, id_.bytes, tags, frames, actor_obj
         )
         if fast is not None:
             return fast
@@ -239,7 +239,7 @@ def index_keys(
 
 _TYPE_BYTE: Final = {t: bytes((t,)) for t in MemoryType}
 # what the C ``index_keys`` needs (it returns None where it is not sure: then the code above runs)
-_INDEX_PLAN: Final = (
+INDEX_PLAN: Final = (
     IDX_TYPE,
     IDX_TAG,
     IDX_FRAME,

@@ -24,7 +24,7 @@ from cortex import argcheck
 from cortex.agent.api import Cortex
 from cortex.agent.ingest import visible_episode
 from cortex.engine.journal import JournalKind, JournalWriter
-from cortex.engine.store import FORMAT_VERSION, Store, _edge, _unseal
+from cortex.engine.store import FORMAT_VERSION, Store, edge_of
 from cortex.engine.values import EDGE_CODEC, Edge, EdgeRecord, ImportReport, decode_trusted
 from cortex.errors import (
     CodecError,
@@ -57,6 +57,7 @@ from cortex.storage.keys import (
 from cortex.storage.keys import EPISODE as EPISODE_PREFIX
 from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.storage.kv import ReadTxn
+from cortex.storage.kv import unseal as _unseal
 from cortex.storage.pages import damage_error
 
 __all__ = [
@@ -276,7 +277,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
                 f"the two halves of edge {s} {et.label} {d} differ or one is missing: the "
                 "store is damaged; run `cortex verify`"
             )
-        yield total, (_edge(s, et, d, rec), _unseal(key, value))
+        yield total, (edge_of(s, et, d, rec), _unseal(key, value))
     for key, _ in txn.scan(EPISODE_PREFIX):
         ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
         level = plan.episode(ep)
@@ -757,7 +758,7 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
                 if et is None or type(item[2]) is not int:
                     raise CodecError(f"edge type {item[2]!r} is not an EdgeType code")
                 src, dst = MemoryId(_bytes(item[1])), MemoryId(_bytes(item[3]))
-                edges.append(_edge(src, et, dst, rec))
+                edges.append(edge_of(src, et, dst, rec))
                 counts["edges"] += 1
             elif kind == "episode" and len(item) in (2, 2 + labels) and "episodes" in counts:
                 episodes.append(decode_episode(_bytes(item[1])))

@@ -38,18 +38,18 @@ from cortex.engine.store import (
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     TAG_TYPE_FEATURE,
-    _current_version,
-    _decoded,
-    _index_live,
-    _live_heads,
-    _rebuild_lexical,
+    current_version_of,
+    decode_stored,
+    index_live,
+    live_heads,
+    rebuild_lexical,
 )
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CortexError, FormatError, ValidationError
 from cortex.index.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.model.codec import HEAD as HEAD_CODEC
-from cortex.model.codec import StructCodec, _Int, _List, _Text, _time
+from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
 from cortex.model.records import Head
 from cortex.storage.engines import open_kv
 from cortex.storage.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
@@ -141,16 +141,16 @@ class _Migrations(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 APPLIED_CODEC: Final = StructCodec(
     Applied,
     [
-        ("name", _Text(256)),
-        ("from_version", _Int(1)),
-        ("to_version", _Int(1)),
-        ("at", _time),
-        ("by", _Text(256)),
-        ("records", _Int()),
+        ("name", TextField(256)),
+        ("from_version", IntField(1)),
+        ("to_version", IntField(1)),
+        ("at", TIME_FIELD),
+        ("by", TextField(256)),
+        ("records", IntField()),
     ],
 )
 MIGRATIONS_CODEC: Final = StructCodec(
-    _Migrations, [("applied", _List(APPLIED_CODEC, max_items=2**16))], schema_version=1
+    _Migrations, [("applied", ListField(APPLIED_CODEC, max_items=2**16))], schema_version=1
 )
 
 
@@ -175,12 +175,12 @@ class _Migration:
 
 
 def _count_live(txn: ReadTxn) -> int:
-    return len(_live_heads(txn))
+    return len(live_heads(txn))
 
 
 def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0001: index the current version of every live memory (tombstoned ones stay out)."""
-    return _index_live(txn, tick)
+    return index_live(txn, tick)
 
 
 def _all_heads(txn: ReadTxn) -> list[Head]:
@@ -224,8 +224,8 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0002: rewrite every frame index entry with its created time; build the pinned index."""
 
     def pin(head: Head) -> None:
-        version = _current_version(txn, head)
-        if version.data is not None and is_pinned(_decoded(head.type, version.data)):
+        version = current_version_of(txn, head)
+        if version.data is not None and is_pinned(decode_stored(head.type, version.data)):
             txn.put(pin_key_of(head), b"")
 
     return _rewrite_index(txn, IDX_FRAME, tick, pin)
@@ -238,12 +238,12 @@ def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
 
 def _stemmed_terms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0004: rebuild the lexical index with stemmed terms (``lexical.md`` §2, step 4)."""
-    return _rebuild_lexical(txn, tick)
+    return rebuild_lexical(txn, tick)
 
 
 def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0005: rebuild the lexical index with its postings in blocks (``lexical.md`` §4)."""
-    return _rebuild_lexical(txn, tick)
+    return rebuild_lexical(txn, tick)
 
 
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
@@ -269,11 +269,11 @@ def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         txn.delete(key)
     done = 0
     for head in _all_heads(txn):
-        version = _current_version(txn, head)
+        version = current_version_of(txn, head)
         if version.data is not None:
             # a supersedes edge added by hand before format 8 already ends a memory's time
             mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
-            for c in claim_hashes(_decoded(head.type, version.data)):
+            for c in claim_hashes(decode_stored(head.type, version.data)):
                 txn.put(claim_index_key(c, head.id), mark)
         done += 1
         tick(done)

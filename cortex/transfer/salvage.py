@@ -21,7 +21,7 @@ import msgspec
 
 from cortex import argcheck
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
-from cortex.engine.store import FORMAT_VERSION, Store, _edge, _Imported
+from cortex.engine.store import FORMAT_VERSION, Imported, Store, edge_of
 from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -457,7 +457,7 @@ def salvage(
         if why is None:
             versions = [recs.versions[mid][i] for i in range(1, head.current_version + 1)]
             try:
-                _Imported(head, versions)
+                Imported(head, versions)
             except (CodecError, IntegrityError, ValidationError) as exc:
                 why = f"its records do not check together ({exc})"
             else:
@@ -492,7 +492,7 @@ def salvage(
             continue
         (value,) = values
         rec: EdgeRecord = EDGE_CODEC.decode(unseal(edge_from_key(s, et, d), value), name)
-        edges.append(_edge(s, et, d, rec))
+        edges.append(edge_of(s, et, d, rec))
     episodes = [recs.episodes[e] for e in sorted(recs.episodes)]
     for eid in sorted(set(recs.seen.episodes) - set(recs.episodes)):
         why = recs.episode_problems.get(eid) or "its record was not found"
