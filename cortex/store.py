@@ -698,6 +698,13 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
     return None
 
 
+def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> None:
+    """Mark the ``idx/claim/`` entries of ``mid``, which a live edge from a live memory now
+    supersedes (``Store._mark`` without looking for that superseder again)."""
+    for c in claims:
+        txn.put(claim_index_key(c, mid), SUPERSEDED)
+
+
 def _pin_key(head: Head) -> bytes:
     return pin_key(head.type, to_micros(head.created_at), head.id)
 
@@ -1825,9 +1832,9 @@ class Store:
         by: list[Uri] = []
         con: list[Uri] = []
         seen: set[MemoryId] = set()
-        for key, mark in self._competitors(txn, p):
+        for key in self._competitors(txn, p):
             oid = MemoryId(key[-16:])
-            if oid == mid or oid in skip or mark == SUPERSEDED or oid in seen:
+            if oid == mid or oid in skip or oid in seen:
                 continue
             seen.add(oid)
             head = self._head(txn, oid)
@@ -1848,19 +1855,22 @@ class Store:
             if winner == "new":
                 if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
                     sup.append(other)
-                    self._mark(txn, oid, _claim_hashes(data), now_us)
+                    _mark_superseded(txn, oid, _claim_hashes(data))
             elif winner == "old":
                 if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
                     by.append(other)
-                    self._mark(txn, mid, p.claims, now_us)
+                    _mark_superseded(txn, mid, p.claims)
             elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
                 con.append(other)
         return tuple(sup), tuple(by), tuple(con)
 
-    def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[tuple[bytes, bytes]]:
-        """The ``idx/claim/`` entries under ``p``'s lookup, in every spelling of its entities.
+    def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[bytes]:
+        """The ``idx/claim/`` keys under ``p``'s lookup not marked superseded, in every spelling
+        of its entities.
 
-        The spellings are those the store's aliases give (``specs/claims.md`` §10).
+        The spellings are those the store's aliases give (``specs/claims.md`` §10). A chain's
+        history is all marked entries: each costs one step of the scan and nothing else (no id
+        is made of it, no record read), about 0.3 µs.
         """
         assert p.lookup is not None
         lookups: tuple[bytes, ...] = (p.lookup,)
@@ -1868,7 +1878,12 @@ class Store:
         if names and p.data is not None:
             keys = chains.lookup_keys(p.data, p.force, names.group)
             lookups = tuple(dict.fromkeys(chains.claim_hash(k) for k in keys))
-        return [pair for lk in lookups for pair in txn.scan(claim_index_prefix(lk))]
+        return [
+            key
+            for lk in lookups
+            for key, mark in txn.scan(claim_index_prefix(lk))
+            if mark != SUPERSEDED
+        ]
 
     def _put_edge(
         self,
