@@ -17,7 +17,8 @@ transaction, in interleaved blocks so the machine's load falls on every variant 
   the write transaction).
 
 With ``--baseline DIR`` (a checkout of the code before the rules) the ``event`` and plain
-``fact`` writes are also timed on that code, in a child process on a store built the same way;
+``fact`` writes are also timed on that code (``baseline: ...``; a checkout with the rules: every
+variant), in a child process on a store built the same way;
 its blocks alternate with this side's (each goes first every other block), so the note can say
 what the rules cost over yesterday's write. The child must import DIR's ``cortex`` with its C
 accelerator (the run stops otherwise: a pure-Python baseline would flatter the rules). The code
@@ -164,14 +165,18 @@ def accelerated() -> dict[str, Any]:
 
 
 def child_old(size: int, per: int) -> int:
-    """The baseline's side: build, say ``ready``, then time one block per ``block`` line."""
+    """The baseline's side: build, say ``ready``, then time one block per ``block`` line.
+
+    A baseline that has the rules (``cortex.WriteResult``) times every variant.
+    """
+    import cortex
     from cortex import Cortex
 
     with tempfile.TemporaryDirectory(prefix="cortex-bench-sem-old-") as tmp:
         path = Path(tmp) / "s"
         build(path, size)
         with Cortex.open(path, actor="bench") as cx:
-            variants = make_variants(cx, new_api=False)
+            variants = make_variants(cx, new_api=hasattr(cortex, "WriteResult"))
             print(json.dumps(accelerated()), flush=True)
             for line in sys.stdin:
                 if line.strip() != "block":
@@ -236,10 +241,10 @@ def one_run(size: int, blocks: int, per: int, baseline: str | None) -> Samples:
                         )
                 for b in range(blocks):  # the two sides take turns at going first
                     if child is not None and b % 2:
-                        add("before the rules: ", _child_block(child))
+                        add("baseline: ", _child_block(child))
                     add("", run_block(variants, per))
                     if child is not None and not b % 2:
-                        add("before the rules: ", _child_block(child))
+                        add("baseline: ", _child_block(child))
     finally:
         if child is not None:
             assert child.stdin is not None
@@ -274,7 +279,7 @@ def main() -> int:
         f"single durable write at {args.size:,} memories: p50 wall and CPU per write (median "
         f"of {args.repeat} runs; {'' if me['accelerated'] else 'NOT '}accelerated)"
     )
-    ref = "before the rules: fact" if "before the rules: fact" in med else "fact, rules off"
+    ref = "baseline: fact" if "baseline: fact" in med else "fact, rules off"
     print(f"  {'':<34} {'p50':>9} {'writes/s':>9} {'CPU':>9}   {'vs ' + ref}")
     for k, v in med.items():
         print(
