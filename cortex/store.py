@@ -699,8 +699,10 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
 
 
 def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> None:
-    """Mark the ``idx/claim/`` entries of ``mid``, which a live edge from a live memory now
-    supersedes (``Store._mark`` without looking for that superseder again)."""
+    """Mark the ``idx/claim/`` entries of ``mid`` superseded (``Store._mark``, known answer).
+
+    For a memory a live edge from a live memory supersedes as of now: the edge just put.
+    """
     for c in claims:
         txn.put(claim_index_key(c, mid), SUPERSEDED)
 
@@ -1865,10 +1867,10 @@ class Store:
         return tuple(sup), tuple(by), tuple(con)
 
     def _competitors(self, txn: ReadTxn, p: _Prepared) -> list[bytes]:
-        """The ``idx/claim/`` keys under ``p``'s lookup not marked superseded, in every spelling
-        of its entities.
+        """The unmarked ``idx/claim/`` keys under ``p``'s lookup, in every entity spelling.
 
-        The spellings are those the store's aliases give (``specs/claims.md`` §10). A chain's
+        Unmarked: not superseded. The spellings are those the store's aliases give
+        (``specs/claims.md`` §10). A chain's
         history is all marked entries: each costs one step of the scan and nothing else (no id
         is made of it, no record read), about 0.3 µs.
         """
