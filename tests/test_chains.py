@@ -227,6 +227,14 @@ def test_less_confident_news_is_archived(cx: Cortex, clock: Clock) -> None:
     clock.advance(timedelta(days=1))
     doubt = cx.write(home("Porto", confidence=0.2))
     assert doubt.outcome == "archived"
+    # an archived write's own claim entries are marked as it is written (a long chain skips it)
+    from cortex.engine.heads import SUPERSEDED
+    from cortex.storage.keys import IDX_CLAIM, parse_claim_index_key
+
+    with cx._kv.read() as txn:
+        marks = {parse_claim_index_key(k)[1]: v for k, v in txn.scan(IDX_CLAIM)}
+    assert marks[rumour.id] == marks[doubt.id] == SUPERSEDED and marks[sure.id] == b""
+    assert cx.verify().ok
 
 
 def test_equal_time_and_confidence_is_an_open_conflict(cx: Cortex, clock: Clock) -> None:

@@ -300,3 +300,35 @@ def test_a_near_duplicate_behind_ten_other_types_is_still_found(tmp_path: Path) 
             )
         assert _cos(fact(BASE), fact(NEAR)) >= DEDUPE_COSINE
         assert cx.write(fact(NEAR), dedupe=True) == existing
+
+
+@pytest.mark.parametrize("duplicate", [True, False])
+def test_without_an_embedder_dedupe_is_the_write_transaction_alone(
+    tmp_path: Path, duplicate: bool
+) -> None:
+    """No cosine path to run first: the exact match is checked in the write's transaction only
+    (no read transaction before it), so the write reads the clock once, like a plain write, and
+    a confirmation carries that time."""
+    from .qsupport import Clock
+
+    class Stepping(Clock):
+        reads = 0
+
+        def __call__(self) -> Any:
+            self.reads += 1
+            return self.tick(1)
+
+    clock = Stepping()
+    with open_store(tmp_path / "s", clock=clock) as cx:
+        existing = cx.write(fact(BASE))
+        before = clock.reads
+        got = cx.write(fact(BASE if duplicate else FAR), dedupe=True)
+        assert clock.reads == before + 1
+        if duplicate:
+            _assert_confirmed(cx, got, existing, fact(BASE))
+            assert _confirms(cx)[-1].at == clock.now
+            assert cx.salience_state(existing).last_used_at == clock.now
+        else:
+            assert got.outcome == "created" and got != existing
+            assert cx.resolve(got).version.created_at == clock.now
+        assert cx.verify().ok

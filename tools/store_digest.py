@@ -1,6 +1,6 @@
 """A byte digest of a deterministic store and of the golden vectors: any stored-byte change shows.
 
-    python tools/store_digest.py [--keep DIR] [--json] [--embedder hashing|none]
+    python tools/store_digest.py [--keep DIR] [--json] [--embedder hashing|none] [--still-clock]
 
 The tool builds a store whose every input is fixed: the clock (one millisecond per call from
 ``START``), every id (caller-chosen where the API takes one; the id generator of
@@ -28,8 +28,13 @@ and on the pure-Python path (``CORTEX_NO_SPEEDUPS=1``); ``tests/test_store_diges
 them:
 
     store (6353 keys)          0ff6971af29f6bddb5eabf453d3ffd078b5c85856ff8d4cbb347dbc62e9a38a9
-    store, --embedder none     79ed87e086eab1815bc232f6f7a796008b077d961b5f8695a42566f707d41205
+    store, --embedder none     ca0891ed299287691bcbf4fd27d71d6f537c14c4c623a626f77a2419172cb9da
     specs/vectors              069b09c672577c819947ffdb247f047e3085a87fb4ede0e291d95937ccad6141
+
+(``--embedder none`` was 79ed87e0… until dedupe without an embedder read the clock less often,
+issue 14.) With ``--still-clock`` (a clock that never moves: the digest does not depend on how
+often the write paths read it) the store is ``66de81b4…`` (``ccbd4b70…`` with ``--embedder
+none``), the same before and after that change.
 
 Nothing in the store depends on the wall clock, the process or randomness once the clock and
 the id generator are fixed (the tool builds the store twice in a row in the test and gets the
@@ -102,14 +107,21 @@ WORDS = tuple(_TEXT.split())
 
 
 class FixedClock:
-    """Each call is one millisecond after the last, from ``START``."""
+    """Each call is one millisecond after the last, from ``START`` (``still``: ``START`` always).
 
-    def __init__(self) -> None:
+    The stepping clock makes the times the store records depend on how often the write paths
+    read the clock; the still one does not, so its digest shows that a change which only reads
+    the clock more or less often keeps every other byte.
+    """
+
+    def __init__(self, still: bool = False) -> None:
         self.now = START
+        self.still = still
 
     def __call__(self) -> datetime:
         """The next instant."""
-        self.now += timedelta(milliseconds=1)
+        if not self.still:
+            self.now += timedelta(milliseconds=1)
         return self.now
 
 
@@ -416,7 +428,7 @@ def vectors_digests() -> tuple[str, str]:
     return digest_texts(committed), digest_texts(built)
 
 
-def build_store(path: Path, embedder: str) -> None:
+def build_store(path: Path, embedder: str, still: bool = False) -> None:
     """Populate a new store at ``path`` with the clock and ids fixed, and verify it."""
     options: dict[str, Any] = {}
     if embedder == "hashing":
@@ -425,7 +437,7 @@ def build_store(path: Path, embedder: str) -> None:
         options["embedder"] = HashingEmbedder()
     with (
         fixed_ids(),
-        Cortex.open(path, actor=ACTOR, clock=FixedClock(), **options) as cx,
+        Cortex.open(path, actor=ACTOR, clock=FixedClock(still), **options) as cx,
     ):
         populate(cx)
         report = cx.verify()
@@ -433,11 +445,13 @@ def build_store(path: Path, embedder: str) -> None:
             raise SystemExit(f"the store does not verify: {report.problems}")
 
 
-def measure(embedder: str = "hashing", keep: Path | None = None) -> dict[str, Any]:
+def measure(
+    embedder: str = "hashing", keep: Path | None = None, still: bool = False
+) -> dict[str, Any]:
     """Build the store (in ``keep`` or a temporary directory) and return every digest."""
     with tempfile.TemporaryDirectory(prefix="cortex-digest-") as tmp:
         path = (keep or Path(tmp)) / "store.cortex"
-        build_store(path, embedder)
+        build_store(path, embedder, still)
         store, spaces, count = digest_store(path)
     committed, built = vectors_digests()
     return {
@@ -456,10 +470,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build the store in this directory (kept)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--embedder", choices=("hashing", "none"), default="hashing")
+    parser.add_argument(
+        "--still-clock", action="store_true", help="a clock that never moves (FixedClock)"
+    )
     args = parser.parse_args(argv)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    out = measure(args.embedder, args.keep)
+    out = measure(args.embedder, args.keep, args.still_clock)
     if args.json:
         print(json.dumps(out, indent=1))
     else:

@@ -580,9 +580,14 @@ class Cortex(Store):
         p = self._prepare(spec, now)  # validates
         if not isinstance(self.embedder, External):
             self._embed_prepared([p])  # once, for the dedupe check and the write
-        hit, vec, since = self._duplicate_of(data, reader, p.vector)
-        if hit is not None:
-            return self._confirm(hit[0], data, hit[1])
+        vec: npt.NDArray[np.float32] | None = None
+        since = 0
+        if self._cosine_dedupe(p.vector):
+            # the cosine path searches outside the write lock, so it runs in a read
+            # transaction first; the exact match alone is checked only in the write's (below)
+            hit, vec, since = self._duplicate_of(data, reader, p.vector)
+            if hit is not None:
+                return self._confirm(hit[0], data, hit[1])
         terms = lexical.analyze(data)
         digest = content_hash(data.TYPE, encode_data(data))
 
@@ -627,6 +632,12 @@ class Cortex(Store):
             return None
 
         return self._write_new(spec, now, visible, duplicate, p)
+
+    def _cosine_dedupe(self, given: bytes | None) -> bool:
+        """Whether dedupe's cosine path can run (``_duplicate_of`` compares vectors)."""
+        if self._sidecar is None or self.embedder is None:
+            return False
+        return given is not None or not isinstance(self.embedder, External)
 
     def _duplicate_of(
         self, data: Data, reader: Reader | None, given: bytes | None = None

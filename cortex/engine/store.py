@@ -410,6 +410,15 @@ class Prepared:
         self.head_bytes, self.version_bytes = pair
 
 
+def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> None:
+    """Mark the ``idx/claim/`` entries of ``mid`` superseded (``Store._mark``, known answer).
+
+    For a memory a live edge from a live memory supersedes as of now: the edge just put.
+    """
+    for c in claims:
+        txn.put(claim_index_key(c, mid), SUPERSEDED)
+
+
 def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
     """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
     if pinned:
@@ -1422,9 +1431,9 @@ class Store:
         by: list[Uri] = []
         con: list[Uri] = []
         seen: set[MemoryId] = set()
-        for key, mark in self._competitors(txn, p):
+        for key in self._competitors(txn, p):
             oid = MemoryId(key[-16:])
-            if oid == mid or oid in skip or mark == SUPERSEDED or oid in seen:
+            if oid == mid or oid in skip or oid in seen:
                 continue
             seen.add(oid)
             head = self._head(txn, oid)
@@ -1445,19 +1454,22 @@ class Store:
             if winner == "new":
                 if self._put_edge(txn, mid, EdgeType.SUPERSEDES, oid, journal=journal):
                     sup.append(other)
-                    self._mark(txn, oid, claim_hashes(data), now_us)
+                    _mark_superseded(txn, oid, claim_hashes(data))
             elif winner == "old":
                 if self._put_edge(txn, oid, EdgeType.SUPERSEDES, mid, journal=journal):
                     by.append(other)
-                    self._mark(txn, mid, p.claims, now_us)
+                    _mark_superseded(txn, mid, p.claims)
             elif self._put_edge(txn, mid, EdgeType.CONTRADICTS, oid, journal=journal):
                 con.append(other)
         return tuple(sup), tuple(by), tuple(con)
 
-    def _competitors(self, txn: ReadTxn, p: Prepared) -> list[tuple[bytes, bytes]]:
-        """The ``idx/claim/`` entries under ``p``'s lookup, in every spelling of its entities.
+    def _competitors(self, txn: ReadTxn, p: Prepared) -> list[bytes]:
+        """The unmarked ``idx/claim/`` keys under ``p``'s lookup, in every entity spelling.
 
-        The spellings are those the store's aliases give (``specs/claims.md`` §10).
+        Unmarked: not superseded. The spellings are those the store's aliases give
+        (``specs/claims.md`` §10). A chain's
+        history is all marked entries: each costs one step of the scan and nothing else (no id
+        is made of it, no record read), about 0.3 µs.
         """
         assert p.lookup is not None
         lookups: tuple[bytes, ...] = (p.lookup,)
@@ -1465,7 +1477,12 @@ class Store:
         if names and p.data is not None:
             keys = chains.lookup_keys(p.data, p.force, names.group)
             lookups = tuple(dict.fromkeys(chains.claim_hash(k) for k in keys))
-        return [pair for lk in lookups for pair in txn.scan(claim_index_prefix(lk))]
+        return [
+            key
+            for lk in lookups
+            for key, mark in txn.scan(claim_index_prefix(lk))
+            if mark != SUPERSEDED
+        ]
 
     def _put_edge(
         self,
