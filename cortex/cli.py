@@ -213,11 +213,17 @@ def _store_path(args: argparse.Namespace) -> str:
 
 @contextmanager
 def _open(
-    args: argparse.Namespace, *, create: bool = False, readonly: bool = False
+    args: argparse.Namespace,
+    *,
+    create: bool = False,
+    readonly: bool = False,
+    check_pages: bool = True,
 ) -> Iterator[Cortex]:
     """The store of ``--store``, opened read-only for commands that only read.
 
     So they work on a store the user may not write (a read-only mount, another user's files).
+    ``check_pages=False`` for the whole-file walks (``verify``, ``stats``, ``export``,
+    ``backup``): each checks the pages it walks itself and reports damage its own way.
     """
     path = _store_path(args)
     if not create and not store_exists(path):
@@ -231,6 +237,7 @@ def _open(
         readonly=readonly,
         embedder=_embedder(args),
         as_owner=True,
+        check_pages=check_pages,
     ) as cx:
         yield cx
 
@@ -412,7 +419,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 @_command("stats")
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts: memories by type and state, versions, edges, journal entries, sizes."""
-    with _open(args, readonly=True) as cx:
+    with _open(args, readonly=True, check_pages=False) as cx:
         stats = cx.stats()
     rows = [(name, n) for name, n in stats["by_type"].items()]
     lines = _table(["type", "memories"], rows)
@@ -1667,7 +1674,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     audit = None
     try:
         # the erasure audit reads data.mdb under the writer lock: it needs a writable handle
-        with _open(args, readonly=not args.erasure) as cx:
+        with _open(args, readonly=not args.erasure, check_pages=False) as cx:
             try:
                 report = cx.verify(progress=bar)
             finally:
@@ -1882,7 +1889,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     )
     bar = _Progress("export")
     # an export with confidential records is journalled: only that one opens writable
-    with _open(args, readonly=not args.include_confidential) as cx:
+    with _open(args, readonly=not args.include_confidential, check_pages=False) as cx:
         try:
             report = export_store(
                 cx,
@@ -1940,7 +1947,7 @@ def _backup_args(p: argparse.ArgumentParser) -> None:
 @_command("backup", _backup_args)
 def cmd_backup(args: argparse.Namespace) -> int:
     """Copy the store (consistent and compacted, writers may continue), then verify the copy."""
-    with _open(args, readonly=True) as cx:
+    with _open(args, readonly=True, check_pages=False) as cx:
         report = cx.backup(args.dest)
     # a backup that does not verify is removed (Store.backup): no damaged copy is left
     size = sum(_files(args.dest).values()) if report.ok else 0

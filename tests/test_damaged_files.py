@@ -526,6 +526,7 @@ def _sample(todo: list[Any]) -> list[Any]:
         ("zero", 4),
         ("header", 3),
         ("value", 3),
+        ("key", 4),
         ("anywhere", 2),
         ("sidecar", 4),
     ):
