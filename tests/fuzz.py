@@ -1190,6 +1190,43 @@ def _core(w: World, draw: st.DrawFn) -> None:
         w.call(w.cx.core_yaml, **kw)
 
 
+_NAMES = ("ada", "Ada Lovelace", "@ADA.", "sarah chen", "Sarah", "nyc", "new york city", "bob")
+
+
+@surface("Cortex.aliases")
+def _aliases(w: World, draw: st.DrawFn) -> None:
+    name = texts_arg(*_NAMES)
+    what = draw(st.sampled_from(("alias", "unalias", "aliases", "suggest", "about", "write")))
+    kw: dict[str, Any] = {}
+    if what == "alias":
+        w.call(w.cx.alias, draw(name), draw(name))
+    elif what == "unalias":
+        w.call(w.cx.unalias, draw(name))
+    elif what == "aliases":
+        w.call(w.cx.aliases, *([] if draw(st.booleans()) else [draw(st.one_of(st.none(), name))]))
+    elif what == "suggest":  # names embedded: a second handle of the store with an embedder
+        opt(draw, kw, "threshold", numbers_arg(0.0, 1.0))
+        opt(draw, kw, "limit", ints_arg(0, 5))
+        opt(draw, kw, "reader", w.reader())
+        from cortex.index.embed import HashingEmbedder
+
+        # opened before the call: opening with an embedder may record it (not the call's doing)
+        with Cortex.open(
+            w.path, actor="owner", clock=w.clock, embedder=HashingEmbedder(32)
+        ) as handle:
+            w.call(handle.suggest_aliases, **kw)
+    elif what == "about":
+        opt(draw, kw, "reader", w.reader())
+        w.call(w.cx.about, draw(name), **kw)
+    else:  # a claim under one of the names: aliases make it compete with the others'
+        subject = draw(st.sampled_from(_NAMES))
+        city = draw(st.sampled_from(("Basel", "Zurich", "Lisbon")))
+        w.call(
+            w.cx.write,
+            Fact(statement=f"{subject} lives in {city}", subject=subject, predicate="home_city"),
+        )
+
+
 @surface("Cortex.chains")
 def _chains(w: World, draw: st.DrawFn) -> None:
     what = draw(st.sampled_from(("chain", "conflicts", "resolve_conflict")))
@@ -1261,7 +1298,7 @@ def _salvage(w: World, draw: st.DrawFn) -> None:
     kw: dict[str, Any] = {}
     opt(draw, kw, "actor", texts_arg("owner"))
     opt(draw, kw, "progress", callbacks())
-    w.call(cortex.salvage, draw(source), draw(dest), **kw)
+    w.call(cortex.transfer.salvage, draw(source), draw(dest), **kw)
 
 
 @surface("Cortex.open")
@@ -1761,6 +1798,10 @@ def _cli_values(w: World, dest: str, option: str, command: str = "") -> list[str
         ]
     if command == "write" and dest == "type":
         return ["fact", "Fact"]
+    if command in ("alias", "unalias", "aliases") and dest in ("name", "alias"):
+        return ["ada", "Ada Lovelace", "@sarah", "sarah chen", "nyc"]
+    if command == "aliases" and dest == "threshold":
+        return ["0.8", "0.5", "1", "0", "nan"]
     return _values(w, dest)
 
 

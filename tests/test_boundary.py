@@ -438,7 +438,8 @@ def test_cli_import_into_a_new_store_creates_nothing_on_failure(
     assert main(["--store", str(empty), "import", str(tmp_path / "bad.jsonl")]) == 1
     assert list(empty.iterdir()) == []  # the directory the user made stays, empty
     assert main(["--store", str(empty), "import", str(tmp_path / "good.jsonl")]) == 0
-    assert sorted(p.name for p in empty.iterdir()) == ["data.mdb", "lock.mdb"]
+    # the store, and the record of its page check (specs/storage.md §9)
+    assert sorted(p.name for p in empty.iterdir()) == ["data.mdb", "lock.mdb", "pages.checked"]
     capsys.readouterr()
 
 

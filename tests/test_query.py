@@ -1311,9 +1311,9 @@ def test_a_frame_stream_stops_after_the_limit(
     seen: list[MemoryId] = []
     original = Executor.accept
 
-    def counting(self: Executor, mid: MemoryId, head: Any = None) -> Any:
+    def counting(self: Executor, mid: MemoryId, head: Any = None, **kw: Any) -> Any:
         seen.append(mid)
-        return original(self, mid, head)
+        return original(self, mid, head, **kw)
 
     monkeypatch.setattr(Executor, "accept", counting)
     res = cx.find(Query(frames=("find:service:svc://a",), limit=3))

@@ -15,8 +15,12 @@ salvage into a new store. Outcomes are classified against the intact store:
 
 Damage classes (``--classes``): ``truncate`` (data.mdb cut at every page boundary), ``zero``
 (each page zeroed), ``header`` (one bit of each page's 16-byte header flipped), ``value`` (one
-byte of a value flipped, on every page that holds one), ``anywhere`` (seeded random bytes),
-``sidecar`` (the vector index files and lock files: truncated, zeroed, flipped).
+byte of a value flipped, on every page that holds one), ``key`` (one bit of a key flipped where
+it lies in its leaf page, a few keys of every key family: keys carry no checksum, so a read that
+misses a record, or finds it under another id, without an error is wrong data here, and a
+``NotFoundError`` for a record the intact store holds is counted as one that silently vanished),
+``anywhere`` (seeded random bytes), ``sidecar`` (the vector index files and lock files:
+truncated, zeroed, flipped).
 
     python tools/damage_trials.py                 # the full counts (a few minutes per class)
     python tools/damage_trials.py --every 5       # every fifth trial of each class
@@ -63,7 +67,28 @@ OPS = (
     "salvage",
     "write",
 )
-CLASSES = ("truncate", "zero", "header", "value", "anywhere", "sidecar")
+CLASSES = ("truncate", "zero", "header", "value", "key", "anywhere", "sidecar")
+KEY_FAMILIES = (
+    b"m/",
+    b"mv/",
+    b"e/from/",
+    b"e/to/",
+    b"j/",
+    b"lex/p/",
+    b"lex/d/",
+    b"lex/t/",
+    b"idx/type/",
+    b"idx/tag/",
+    b"idx/claim/",
+    b"sens/",
+    b"ent/a/",
+    b"vec/",
+    b"sal/",
+    b"ep/",
+    b"prov/e/",
+    b"meta/",
+)
+"""The key families the ``key`` class damages (``cortex.storage.keys``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +131,9 @@ def build(path: Path, *, n: int = 40) -> None:
         cx.tombstone(uris[5], "retired")
         cx.purge(uris[6], "erased")
         cx.attest(uris[7:10], Outcome.SUCCESS)
+        cx.alias("s1", "subject one")  # ent/a/
+        cx.alias("s2", "subject two")
+        cx.update_head(uris[11], sensitivity="confidential")  # sens/m/
         cx.ingest(
             "A conversation about tea and chess, kept verbatim. " * 40,
             source="chat",
@@ -123,6 +151,7 @@ class Layout(NamedTuple):
     key_pages: dict[bytes, set[int]]  # key -> the leaf and overflow pages holding it
     values: dict[int, list[tuple[int, int, bytes]]]  # page -> (offset, length, key) of values
     parents: dict[int, int]  # a page of the main tree below the root -> its branch page
+    key_at: dict[bytes, int]  # key -> the file offset of its bytes in its leaf page
 
 
 def layout(path: Path) -> Layout:
@@ -137,6 +166,7 @@ def layout(path: Path) -> Layout:
         key_pages: dict[bytes, set[int]] = {}
         values: dict[int, list[tuple[int, int, bytes]]] = {}
         parents: dict[int, int] = {}
+        key_at: dict[bytes, int] = {}
         for tree, name in ((meta.main, "main"), (meta.free, "free-tree")):
             if tree.root == pg.P_INVALID:
                 continue
@@ -162,6 +192,7 @@ def layout(path: Path) -> Layout:
                     dsize = lo | hi << 16
                     if name == "main":
                         key_pages.setdefault(key, set()).add(p)
+                        key_at[key] = p * PSIZE + ptr + 8
                     if fl == pg.F_BIGDATA:
                         ov = struct.unpack_from("<Q", page, ptr + 8 + ks)[0]
                         npages = struct.unpack_from("<I", f.page(ov), 12)[0]
@@ -174,7 +205,7 @@ def layout(path: Path) -> Layout:
                         values.setdefault(p, []).append((ptr + 8 + ks, dsize, key))
         for p in range(total):
             kinds.setdefault(p, "free")
-    return Layout(total, kinds, key_pages, values, parents)
+    return Layout(total, kinds, key_pages, values, parents, key_at)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +268,23 @@ def trials(store: Path, lay: Layout, classes: tuple[str, ...], every: int = 1) -
                     (p,),
                 )
             )
+    if "key" in classes:
+        for family in KEY_FAMILIES:
+            keys = sorted(k for k in lay.key_at if k.startswith(family) and len(k) > len(family))
+            step = max(1, len(keys) // 4)
+            for j, key in enumerate(keys[::step][:4]):
+                # a byte after the family's prefix: an id, a term, a sequence number
+                at = len(family) + (j * 7 + 3) % (len(key) - len(family))
+                off = lay.key_at[key] + at
+                out.append(
+                    Trial(
+                        "key",
+                        f"{family.decode()} key #{j} byte {at}",
+                        "data.mdb",
+                        f"flip:{off}:{1 << (j * 3 % 8)}",
+                        (off // PSIZE,),
+                    )
+                )
     if "anywhere" in classes:
         rng = random.Random(2020)
         for i in range(200):
@@ -325,19 +373,17 @@ def child(store: str, ops: str, scratch: str) -> None:
         say({"op": op, "start": True})
         try:
             result: Any
-            if op == "open":  # a plain open, as verify, stats, export and backup need
-                cx = Cortex.open(store, actor="builder", create=False)
+            if op == "open":  # a plain open, as `cortex verify` does (the walks check pages)
+                cx = Cortex.open(store, actor="builder", create=False, check_pages=False)
                 result = "ok"
-            elif op == "reopen":  # the reads: checked at open (or plain, with --reads-open)
+            elif op == "reopen":  # the reads: opened as --reads-open says
                 if cx is not None:
                     cx.close()
                     cx = None
+                how = os.environ.get("DAMAGE_READS_OPEN", "default")
+                options = {} if how == "default" else {"check_pages": how == "checked"}
                 cx = Cortex.open(
-                    store,
-                    actor="builder",
-                    create=False,
-                    embedder=HashingEmbedder(64),
-                    check_pages=os.environ.get("DAMAGE_READS_OPEN", "checked") == "checked",
+                    store, actor="builder", create=False, embedder=HashingEmbedder(64), **options
                 )
                 result = "ok"
             elif op == "salvage":
@@ -387,11 +433,20 @@ def child(store: str, ops: str, scratch: str) -> None:
                     )
                     for q in (
                         '{"types": ["Fact"], "limit": 100}',
+                        '{"tags": ["t2"], "types": ["Fact"], "limit": 100}',
                         '{"tags": ["t1"], "limit": 100}',
                         '{"text": "tea chess", "limit": 20}',
                         '{"text": "lisbon", "limit": 20, "evidence": 3}',
                     )
                 }
+                result["aliases"] = _attempt(lambda h=handle: _digest(h.aliases()))
+                result["about"] = _attempt(
+                    lambda h=handle: _digest([str(x.uri) for x in h.about("subject one")])
+                )
+                for m in json.loads((work / "ids.json").read_text()):
+                    result[f"sensitivity {m}"] = _attempt(
+                        lambda h=handle, m=m: str(h.sensitivity(m))
+                    )
             elif op == "vector":
                 hits = cx.find(Query(near="a fact about rust", limit=10))
                 result = {"hits": _digest([str(h.uri) for h in hits]), "state": cx.vector_state()}
@@ -526,6 +581,7 @@ def classify(trial: Trial, got: dict[str, Any], base: dict[str, Any], lay: Layou
     """Compare a damaged copy's results with the intact store's."""
     ops: dict[str, str] = {}
     details: list[str] = []
+    vanish = trial.cls == "key"  # not found, for a record the intact store holds: wrong
     verify = got.get("verify")
     verify_ok = isinstance(verify, dict) and verify.get("ok") is True
     for op in OPS:
@@ -541,6 +597,9 @@ def classify(trial: Trial, got: dict[str, Any], base: dict[str, Any], lay: Layou
             details.append(f"{op}: {r['foreign']} {r['tb'][-600:]}")
         elif isinstance(r, dict) and ("error" in r and len(r) <= 2):
             ops[op] = "error"
+            if vanish and r["error"] == "NotFoundError" and op in ("reads", "journal", "find"):
+                ops[op] = "wrong"
+                details.append(f"{op}: NotFoundError (a record silently vanished)")
         elif op == "salvage":
             ops[op] = _salvage_outcome(trial, r, b, lay, details)
         elif op == "backup":
@@ -558,7 +617,12 @@ def classify(trial: Trial, got: dict[str, Any], base: dict[str, Any], lay: Layou
             bad = [
                 k
                 for k, v in r.items()
-                if v != b.get(k) and not (isinstance(v, dict) and "error" in v)
+                if v != b.get(k)
+                and not (
+                    isinstance(v, dict)
+                    and "error" in v
+                    and not (vanish and v["error"] == "NotFoundError")
+                )
             ]
             errors = [k for k, v in r.items() if isinstance(v, dict) and "error" in v]
             ops[op] = "wrong" if bad else ("error" if errors else "equal")
@@ -587,12 +651,17 @@ def classify(trial: Trial, got: dict[str, Any], base: dict[str, Any], lay: Layou
     if verify_ok and any(ops[o] in ("wrong", "error") for o in ("reads", "journal", "export")):
         details.append("verify said ok but reads differ or fail")
         ops["verify"] = "wrong"
+    if vanish and ops.get("verify") == "equal" and ops.get("open") == "equal":
+        ops["verify"] = "blind"  # a damaged key that verify did not report
+        details.append("verify: said ok with a damaged key")
     if "crash" in ops.values():
         verdict = "crash"
     elif "wrong" in ops.values():
         verdict = "wrong"
     elif ops.get("salvage") == "missed":
         verdict = "missed"
+    elif ops.get("verify") == "blind":
+        verdict = "blind"
     elif ops["open"] == "error" and ops["reopen"] in ("error", "skipped"):
         verdict = "refused"
     elif all(v == "equal" for k, v in ops.items() if k != "salvage"):
@@ -764,9 +833,10 @@ def main() -> None:
     ap.add_argument("--json", metavar="FILE", help="write every outcome and the counts here")
     ap.add_argument(
         "--reads-open",
-        choices=("checked", "plain"),
-        default="checked",
-        help="open for the reads with check_pages=True (default) or without",
+        choices=("default", "checked", "plain"),
+        default="default",
+        help="open for the reads as Cortex.open does by default, with check_pages=True, or "
+        "with check_pages=False",
     )
     args = ap.parse_args()
     os.environ["DAMAGE_READS_OPEN"] = args.reads_open

@@ -144,11 +144,17 @@ def store_path(args: argparse.Namespace) -> str:
 
 @contextmanager
 def open_store(
-    args: argparse.Namespace, *, create: bool = False, readonly: bool = False
+    args: argparse.Namespace,
+    *,
+    create: bool = False,
+    readonly: bool = False,
+    check_pages: bool = True,
 ) -> Iterator[Cortex]:
     """The store of ``--store``, opened read-only for commands that only read.
 
     So they work on a store the user may not write (a read-only mount, another user's files).
+    ``check_pages=False`` for the whole-file walks (``verify``, ``stats``, ``export``,
+    ``backup``): each checks the pages it walks itself and reports damage its own way.
     """
     path = store_path(args)
     if not create and not store_exists(path):
@@ -162,6 +168,7 @@ def open_store(
         readonly=readonly,
         embedder=make_embedder(args),
         as_owner=True,
+        check_pages=check_pages,
     ) as cx:
         yield cx
 

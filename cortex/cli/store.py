@@ -8,6 +8,7 @@ from pathlib import Path
 from cortex.cli.common import command, emit, fmt_size, fmt_when, open_store, store_path, table_lines
 from cortex.storage.engines import exists as store_exists
 from cortex.storage.engines import is_url
+from cortex.storage.pages import CHECKED
 
 
 @command("init")
@@ -36,7 +37,7 @@ def store_files(path: str) -> dict[str, int]:
 @command("info")
 def cmd_info(args: argparse.Namespace) -> int:
     """The store at a glance: format, owner, counts, sizes and sidecar files."""
-    with open_store(args, readonly=True) as cx:
+    with open_store(args, readonly=True, check_pages=False) as cx:
         stats = cx.stats()
         fmt = cx.format
         files = store_files(cx.path)
@@ -54,7 +55,10 @@ def cmd_info(args: argparse.Namespace) -> int:
             "map_size": stats["map_size"],
             "used_bytes": stats["used_bytes"],
             "files": files,
-            "sidecars": {k: v for k, v in files.items() if k not in ("data.mdb", "lock.mdb")},
+            "sidecars": {
+                k: v for k, v in files.items() if k not in ("data.mdb", "lock.mdb", CHECKED)
+            },
+            "pages_checked": CHECKED in files,
             "vectors": cx.vector_info(),
         }
     vec = obj["vectors"]
@@ -79,6 +83,12 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"size      {fmt_size(files.get('data.mdb', 0))} on disk, "
             f"{fmt_size(stats['used_bytes'])} used, map {fmt_size(stats['map_size'])}",
             f"sidecars  {sidecars}",
+            "pages     "
+            + (
+                f"a clean check recorded ({CHECKED}): the next open skips it"
+                if obj["pages_checked"]
+                else "checked at the next open"
+            ),
             f"vectors   {vectors}",
         ],
     )

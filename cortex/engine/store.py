@@ -636,7 +636,7 @@ class Store:
         metasync: bool = True,
         map_size: int = 64 << 20,
         clock: Callable[[], datetime] | None = None,
-        check_pages: bool = False,
+        check_pages: bool = True,
         **options: Any,
     ) -> Self:
         """Open (and with ``create``, initialise) the store at ``path``.
@@ -653,9 +653,11 @@ class Store:
             clock: a function returning the current aware time (tests pass a fixed clock).
             check_pages: check every page of the file before anything reads it, and refuse a
                 structurally damaged file with ``IntegrityError`` (LMDB may crash the process
-                reading a damaged page; ``verify``, ``stats``, ``export`` and ``backup`` check
-                the pages they walk either way). It reads the whole file: about 6 ms per
-                1,000 memories (``specs/storage.md`` §9).
+                reading a damaged page). On by default; the check is skipped when the file is
+                in the state the last check, or a checked writer's close, recorded in
+                ``pages.checked``. ``False`` opens without it (``verify``, ``stats``,
+                ``export`` and ``backup`` check the pages they walk either way: open so to
+                ``verify`` a damaged store). ``specs/storage.md`` §9 gives its cost.
             **options: further options of a subclass (``Cortex``: decay, weights, embedder).
 
         Raises:
@@ -2630,6 +2632,20 @@ class Store:
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
         return self._head_from(mid, txn.get(head_key(mid)))
 
+    def _headless(self, mid: MemoryId) -> None:
+        """Raise when ``mid`` has versions but no head: its head's key is damaged.
+
+        Keys carry no checksum; a damaged head key moves the head out of reach, and without
+        this a read would report the memory missing (only reads that found no head look).
+        """
+        with self._kv.read() as txn:
+            if next(txn.keys(version_prefix(mid)), None) is None:
+                return
+        raise IntegrityError(
+            f"memory {mid} has versions but no head: its head's key is damaged; the store is "
+            "damaged: run cortex verify and restore from a backup (or cortex salvage)"
+        )
+
     @staticmethod
     def _head_from(mid: MemoryId, raw: bytes | None) -> Head:
         """The head of ``mid`` from its stored value (None: no such memory), checked."""
@@ -2699,6 +2715,8 @@ class Store:
         # one snapshot read of both keys (one round trip on an engine with round trips)
         hkey, vkey = head_key(u.id), version_key(u.id, u.version)
         (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
+        if hraw is None:
+            self._headless(u.id)
         head = self._head_from(u.id, hraw)
         if head.type is not u.type:
             raise NotFoundError(f"no {u.type.type_name} {u.id}")
@@ -2722,6 +2740,8 @@ class Store:
         # the head and the last version key in one snapshot read: versions are 1..current,
         # so the last key under the memory's prefix is its current version
         (hraw,), last = self._kv.point_read([head_key(mid)], version_prefix(mid))
+        if hraw is None and last is not None:
+            self._headless(mid)
         head = self._head_from(mid, hraw)
         vkey = version_key(mid, head.current_version)
         if last is None or last[0] != vkey:
@@ -2740,6 +2760,8 @@ class Store:
         """
         mid = as_id(ref)
         with self._kv.read() as txn:
+            if txn.get(head_key(mid)) is None and next(txn.keys(version_prefix(mid)), None):
+                self._headless(mid)
             head = self._head(txn, mid)
             versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
         if [(v.id, v.version) for v in versions] != [

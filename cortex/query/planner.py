@@ -218,12 +218,25 @@ class Executor:
                 more.append(head_key(MemoryId(key[-16:])))
         load(more, prefixes)
 
-    def accept(self, mid: MemoryId, head: Head | None = None) -> Row | None:
-        """The row of ``mid`` when it passes every filter of the plan, else ``None``."""
+    def accept(
+        self, mid: MemoryId, head: Head | None = None, *, indexed: bool = False
+    ) -> Row | None:
+        """The row of ``mid`` when it passes every filter of the plan, else ``None``.
+
+        ``indexed``: ``mid`` was read off an index key (type, tag, frame), written in the same
+        transaction as the head: no head means the key is damaged (keys carry no checksum),
+        which is an error, not a memory to leave out.
+        """
         p = self.plan
         if head is None:
             head = self.head(mid)
             if head is None:
+                if indexed:
+                    raise IntegrityError(
+                        f"an index entry names memory {mid}, which has no head: an index key "
+                        "is damaged; run cortex verify (the memory it belonged to is missing "
+                        "from this query)"
+                    )
                 return None
         if p.types and head.type not in p.types:
             return None
@@ -482,7 +495,7 @@ class Executor:
                     break
                 self.preload(chunk)
                 for mid in chunk:
-                    row = self.accept(mid)
+                    row = self.accept(mid, indexed=True)
                     if row is not None:
                         cands.append(Candidate(row))
                         if want is not None and len(cands) >= want:
@@ -499,7 +512,11 @@ class Executor:
             it = iter(ids)
             while chunk := list(itertools.islice(it, 512)):
                 self.preload(chunk)
-                cands += [Candidate(r) for r in (self.accept(m) for m in chunk) if r is not None]
+                cands += [
+                    Candidate(r)
+                    for r in (self.accept(m, indexed=True) for m in chunk)
+                    if r is not None
+                ]
         for c in cands:
             if p.start not in ("vector", "text"):
                 c.salience = self.salience_of(c.row)

@@ -31,7 +31,7 @@ def open_kv(
     metasync: bool = True,
     map_size: int = 64 << 20,
     create: bool = True,
-    check_pages: bool = False,
+    check_pages: bool = True,
     epoch_prefix: bytes | None = None,
 ) -> Any:
     """The engine for ``target``: ``postgresql://...?store=NAME`` or an LMDB directory.

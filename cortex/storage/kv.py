@@ -28,7 +28,17 @@ import lmdb
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.storage import scrub as _scrub
 from cortex.storage.keys import prefix_end, show_key
-from cortex.storage.pages import PageProblem, check_file, check_snapshot, damage_error, short_path
+from cortex.storage.pages import (
+    PageProblem,
+    PageState,
+    check_file,
+    check_snapshot,
+    checked_state,
+    damage_error,
+    read_checked_record,
+    short_path,
+    write_checked_record,
+)
 
 __all__ = ["KV", "LmdbKV", "ReadTxn", "WriteTxn", "seal", "unseal"]
 
@@ -440,7 +450,9 @@ class LmdbKV:
     LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
     (``cortex.storage.pages.check_file``: a truncated file or a damaged meta page is an
     ``IntegrityError``, not a SIGBUS), ``read_checked`` checks a snapshot's pages before a
-    whole-file walk, and ``check_pages`` checks every page at open.
+    whole-file walk, and ``check_pages`` (the default) checks every page at open, unless the
+    file is in the state the last check (or a checked handle's close) recorded in
+    ``pages.checked`` (``specs/storage.md`` §9).
     """
 
     def __init__(
@@ -451,7 +463,7 @@ class LmdbKV:
         metasync: bool = True,
         map_size: int = _MIN_MAP,
         create: bool = True,
-        check_pages: bool = False,
+        check_pages: bool = True,
         epoch_prefix: bytes | None = None,
     ) -> None:
         self.path = Path(path)
@@ -475,14 +487,49 @@ class LmdbKV:
         if epoch_prefix is not None:
             self._shared.epoch_prefix = epoch_prefix
         self._gate = self._shared.gate
+        self._vouched: PageState | None = None
+        """The file state this handle checked, or found recorded, at open (``_check_pages``)."""
         if check_pages:
             try:
-                with self.read_checked() as txn:
-                    if txn.damage:
-                        raise damage_error(self.path, txn.damage)
+                self._check_pages()
             except BaseException:
                 self.close()
                 raise
+
+    def _check_pages(self) -> None:
+        """Check every page of the file, unless ``pages.checked`` records its state now.
+
+        A clean check records the state it checked (when no commit came meanwhile), so the next
+        open of the unchanged file skips it; a checked handle records the state at its close
+        (``_record_checked``): LMDB's own commits keep a checked file's pages sound.
+        """
+        state = checked_state(self.path)
+        if state is None or state != read_checked_record(self.path):
+            with self.read_checked() as txn:
+                if txn.damage:
+                    with suppress(OSError):  # no closing handle may vouch for it again
+                        write_checked_record(self.path, None)
+                    raise damage_error(self.path, txn.damage)
+                tid = int(txn._txn.id())
+            if state is not None and state.txnid == tid and checked_state(self.path) == state:
+                with suppress(OSError):  # a read-only directory: the next open checks again
+                    write_checked_record(self.path, state)
+            else:
+                state = None
+        self._vouched = state
+
+    def _record_checked(self) -> None:
+        """At the close of a checked handle: record the file's state as checked.
+
+        Only while the record still holds what this handle checked or found at open: another
+        handle's check that found damage removes it, and another checked handle's close moves
+        it on (this one then leaves it).
+        """
+        if self._vouched is None or read_checked_record(self.path) != self._vouched:
+            return
+        state = checked_state(self.path)
+        if state is not None and state != self._vouched:
+            write_checked_record(self.path, state)
 
     @property
     def _env(self) -> lmdb.Environment:
@@ -843,6 +890,9 @@ class LmdbKV:
             return
         self._closed = True
         if os.getpid() == self._pid:
+            if self._vouched is not None and not self.readonly:
+                with suppress(CortexError, OSError):
+                    self._record_checked()
             self._shared.release()
 
 

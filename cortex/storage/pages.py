@@ -16,6 +16,7 @@ import os
 import struct
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Final, NamedTuple, Self
@@ -23,16 +24,21 @@ from typing import Final, NamedTuple, Self
 from cortex.errors import IntegrityError
 
 __all__ = [
+    "CHECKED",
     "DataFile",
     "Found",
     "Meta",
     "PageProblem",
+    "PageState",
     "Tree",
     "check_file",
     "check_snapshot",
+    "checked_state",
     "damage_error",
+    "read_checked_record",
     "read_records",
     "short_path",
+    "write_checked_record",
 ]
 
 PAGE_HEADER: Final = 16
@@ -583,6 +589,74 @@ def _truncation(f: DataFile, meta: Meta) -> list[PageProblem] | None:
             return beyond
         meta = now
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The record of the last check (``pages.checked``)
+
+CHECKED: Final = "pages.checked"
+"""The file in a store's directory recording the state of ``data.mdb`` a page check passed."""
+_RECORD_TAG: Final = "cortex-pages-checked 1"
+
+
+class PageState(NamedTuple):
+    """One state of ``data.mdb``: its file's identity and its newest commit.
+
+    Every commit changes the modification time and the transaction id.
+    """
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    txnid: int
+
+
+def checked_state(path: str | os.PathLike[str]) -> PageState | None:
+    """The state of ``path``'s ``data.mdb`` now (None: unreadable, or changing meanwhile)."""
+    name = os.path.join(path, "data.mdb")
+    try:
+        with DataFile(name) as f:
+            before = os.fstat(f._fd)
+            meta = newest(read_metas(f))
+            after = os.fstat(f._fd)
+    except OSError:
+        return None
+    if meta is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        return None
+    return PageState(after.st_dev, after.st_ino, after.st_size, after.st_mtime_ns, meta.txnid)
+
+
+def read_checked_record(path: str | os.PathLike[str]) -> PageState | None:
+    """The state ``pages.checked`` records (None: no record, or one that does not parse)."""
+    try:
+        with open(os.path.join(path, CHECKED), encoding="ascii") as f:
+            text = f.read(200)
+    except (OSError, ValueError):
+        return None
+    if not text.startswith(_RECORD_TAG + " "):
+        return None
+    try:
+        return PageState(*(int(x) for x in text[len(_RECORD_TAG) :].split()))
+    except (TypeError, ValueError):
+        return None
+
+
+def write_checked_record(path: str | os.PathLike[str], state: PageState | None) -> None:
+    """Record ``state`` as checked (atomically), or remove the record (``None``).
+
+    Raises:
+        OSError: the directory cannot be written.
+    """
+    target = os.path.join(path, CHECKED)
+    if state is None:
+        with suppress(FileNotFoundError):
+            os.unlink(target)
+        return
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(f"{_RECORD_TAG} {' '.join(str(x) for x in state)}\n")
+    os.replace(tmp, target)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -148,6 +148,16 @@ class _Plan:
         for key, value in txn.scan(SENS):
             episode, rid = parse_sens_key(key)
             (self.episode_levels if episode else self.levels)[rid.bytes] = decode_level(key, value)
+        # a level naming nothing is a damaged sens/ key (purges delete theirs): the record it
+        # belonged to would leave at the default level, so nothing leaves
+        for labels, find in ((self.levels, _head_or_none), (self.episode_levels, _episode_or_none)):
+            for raw in labels:
+                if find(store, txn, MemoryId._trusted(raw)) is None:
+                    raise IntegrityError(
+                        f"a sensitivity entry names {MemoryId._trusted(raw)}, which the store "
+                        "does not hold: a sens/ key is damaged, and the record it labels would "
+                        "leave at the wrong level; nothing was exported. Run cortex verify"
+                    )
         self.kept_out: set[bytes] = set()  # memories left out: their edges stay too
         self.withheld = 0  # left out by the policy (not hidden from the reader)
         self.confidential = 0  # confidential records in the bundle
