@@ -12,19 +12,28 @@ C accelerator (which shadows several functions of codec, keys and the write path
 
 Not mutated: docstrings, annotations, f-strings and the strings of ``raise`` statements
 (messages), ``__all__``. A module listed with ``functions`` is mutated only there (transfer:
-the verification of bundles). A module with ``rate`` < 1 is sampled: a mutant runs when the
-first 8 bytes of sha256 of its description, as a fraction of 2**64, are below the rate, so a
-mutant is in or out of the sample whatever else changes in the file; the functions named in
-``focus`` are mutated whole.
+the verification of bundles; access, identity, budgets: the functions of api.py, server.py and
+store.py that hold those rules).
+
+Sampling (the default run; ``--full`` runs every mutant). The access-control targets (scope,
+sensitivity, access, identity, budgets) run whole. A target with a ``count`` is sampled to that
+many mutants, evenly through the file: its mutants, in source order, are cut into ``count``
+runs of equal length, and from each run the one mutant with the smallest
+``sha256(SEED | module | description)`` is taken. So the sample covers the whole file, the same
+source gives the same sample, and an edit moves only the runs around it. The functions named in
+``focus`` are mutated whole on top of the count. The counts are in ``TARGETS`` below (and in
+the README's section on mutation testing); they are chosen so the default run takes about 20
+minutes with 2 jobs on a quiet 2-core machine.
 
 Each mutant runs only the tests that reach it: one traced run of each test set records which
 lines of the module every test executes, and a mutant runs the tests that execute its line
 (every test, for code that runs on import), the fastest first. The wider set is traced only
 when some mutant survives the own tests.
 
-Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
-[--match TEXT ...] [--rescore]`` (``--match``: only the mutants whose description contains
-TEXT; ``--rescore``: judge the last report's survivors again with today's reasons).
+Usage: ``python tools/mutate.py [--module NAME ...] [--full] [--jobs N] [--out DIR] [--list]
+[--match TEXT ...] [--rescore]`` (``--full``: no sampling; ``--match``: only the mutants whose
+description contains TEXT; ``--rescore``: judge the last report's survivors again with today's
+reasons).
 Writes ``DIR/report.md`` and ``DIR/report.json``; exits 1 when a module misses its target.
 """
 
@@ -55,6 +64,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 REASONS = ROOT / "tools" / "mutate_equivalent.toml"
+SEED = "cortex-mutate-1"  # the sample's seed: change it only to draw a different sample
 KINDS = ("equivalent", "text-only")
 
 
@@ -68,8 +78,8 @@ class Target:
     wider: tuple[str, ...]
     goal: float = 0.95
     functions: tuple[str, ...] = ()
-    rate: float = 1.0
-    focus: tuple[str, ...] = ()  # functions mutated whole whatever the rate
+    count: int = 0  # 0: every mutant; else a sample of this many, evenly through the file
+    focus: tuple[str, ...] = ()  # functions mutated whole on top of the count
 
 
 TARGETS = (
@@ -85,7 +95,7 @@ TARGETS = (
         "cortex/keys.py",
         ("tests/test_keys.py",),
         ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
-        rate=0.15,
+        count=60,
         focus=("parse_posting_key", "parse_lex_term_key", "show_key"),
     ),
     Target(
@@ -93,14 +103,14 @@ TARGETS = (
         "cortex/codec.py",
         ("tests/test_codec.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
-        rate=0.05,
+        count=80,
     ),
     Target(
         "forms",
         "cortex/forms.py",
         ("tests/test_forms.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py"),
-        rate=0.15,
+        count=60,
         focus=("render_with_short", "truncate"),
     ),
     Target(
@@ -108,15 +118,13 @@ TARGETS = (
         "cortex/salience.py",
         ("tests/test_salience.py",),
         ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
-        rate=0.5,
-        focus=("Weights",),
     ),
     Target(
         "where",
         "cortex/where.py",
         ("tests/test_where.py",),
         ("tests/test_query.py", "tests/test_cli.py"),
-        rate=0.15,
+        count=60,
     ),
     Target(
         "sensitivity",
@@ -151,6 +159,7 @@ TARGETS = (
         ("tests/test_tokens.py",),  # in process: test_serve's servers run in child processes
         ("tests/test_serve.py", "tests/test_sensitivity.py"),
         goal=1.0,
+        count=80,
     ),
     Target(
         "identity",  # the HTTP server's binding of a request to its token's identity and task
@@ -172,7 +181,7 @@ TARGETS = (
         "cortex/chains.py",
         ("tests/test_chains.py",),
         ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
-        rate=0.4,
+        count=60,
         focus=("winner",),
     ),
     Target(
@@ -189,7 +198,7 @@ TARGETS = (
             "_bytes",
             "read_bundle",
         ),
-        rate=0.2,
+        count=60,
     ),
 )
 
@@ -404,18 +413,56 @@ def _within(qualname: str, names: tuple[str, ...]) -> bool:
     return any(qualname == n or qualname.startswith(n + ".") for n in names)
 
 
-def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
-    """The mutants of ``target``, their mutated sources by key, and how many did not apply."""
+def _keyed(target: Target) -> tuple[bytes, ast.Module, list[tuple[str, _Candidate]]]:
+    """``target``'s source, its tree, and every mutation of it with its description (its key)."""
     source = (ROOT / target.path).read_bytes()
     tree = ast.parse(source)
+    seen: dict[str, int] = {}
+    keyed: list[tuple[str, _Candidate]] = []
+    for cand in _candidates(tree):
+        if target.functions and not _within(cand.qualname, target.functions):
+            continue
+        base = (
+            f"{cand.qualname}: {cand.kind}: {_one_line(ast.unparse(cand.node))} "
+            f"=> {_one_line(ast.unparse(cand.new))}"
+        )
+        seen[base] = seen.get(base, 0) + 1
+        keyed.append((base if seen[base] == 1 else f"{base} #{seen[base]}", cand))
+    return source, tree, keyed
+
+
+def _sample(target: Target, keyed: list[tuple[str, _Candidate]]) -> set[str]:
+    """The keys of ``target``'s sample: ``count`` mutants evenly through the file, ``focus`` whole.
+
+    The mutants outside ``focus``, in source order, are cut into ``count`` runs of equal length;
+    from each run the one with the smallest ``sha256(SEED|module|key)`` is taken.
+    """
+    focus = {k for k, c in keyed if _within(c.qualname, target.focus)}
+    rest = [k for k, _ in keyed if k not in focus]
+    if not target.count or target.count >= len(rest):
+        return focus | set(rest)
+
+    def h(key: str) -> bytes:
+        return hashlib.sha256(f"{SEED}|{target.name}|{key}".encode()).digest()
+
+    n = target.count
+    chosen = {min(rest[i * len(rest) // n : (i + 1) * len(rest) // n], key=h) for i in range(n)}
+    return focus | chosen
+
+
+def mutants_of(target: Target, full: bool = False) -> tuple[list[Mutant], dict[str, str], int]:
+    """The mutants of ``target`` (its sample unless ``full``).
+
+    With them: their mutated sources by key, and how many mutants did not apply.
+    """
+    source, tree, keyed = _keyed(target)
     starts = _offsets(source)
     out: list[Mutant] = []
     sources: dict[str, str] = {}
-    seen: dict[str, int] = {}
     failed = 0
-    for cand in _candidates(tree):
-        top = cand.qualname.split(".", 1)[0]
-        if target.functions and not _within(cand.qualname, target.functions):
+    keep = {k for k, _ in keyed} if full else _sample(target, keyed)
+    for key, cand in keyed:
+        if key not in keep:
             continue
         node = cand.node
         assert node.end_lineno is not None and node.end_col_offset is not None
@@ -423,15 +470,6 @@ def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
         end = starts[node.end_lineno - 1] + node.end_col_offset
         original = source[begin:end].decode("utf-8")
         new_text = ast.unparse(cand.new)
-        base = (
-            f"{cand.qualname}: {cand.kind}: {_one_line(ast.unparse(node))} => {_one_line(new_text)}"
-        )
-        seen[base] = seen.get(base, 0) + 1
-        key = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        if target.rate < 1 and top not in target.focus and not _within(cand.qualname, target.focus):
-            h = int.from_bytes(hashlib.sha256(f"{target.name}|{key}".encode()).digest()[:8])
-            if h / 2**64 >= target.rate:
-                continue
         # the change made in the tree (undone below) is the one the text must parse to
         _set_at(tree, cand.path, cand.new)
         want = ast.dump(tree)
@@ -777,7 +815,7 @@ def _score(mutants: list[Mutant], target: Target) -> dict[str, Any]:
     return {
         "module": target.name,
         "path": target.path,
-        "sampled_rate": target.rate,
+        "sample": target.count,  # 0: whole
         "mutants": total,
         "killed_by_own_tests": own,
         "killed": killed,
@@ -802,7 +840,7 @@ def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[s
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in scores:
-        rate = "" if s["sampled_rate"] >= 1 else f" (sample {s['sampled_rate']:.0%})"
+        rate = f" (sample of {s['sample']})" if s.get("sample") else ""
         lines.append(
             f"| {s['module']}{rate} | {s['mutants']} | {s['killed_by_own_tests']} | {s['killed']} "
             f"| {s['equivalent']} | {s['text_only']} | {s['unexplained_survivors']} "
@@ -850,7 +888,7 @@ def _judge(
     stale: list[str] = []
     if not partial:  # a partial run cannot tell a stale reason
         ran = {m.key for m in mutants}
-        every = {m.key for m in mutants_of(dataclasses.replace(t, rate=1.0))[0]}
+        every = {k for k, _ in _keyed(t)[2]}
         # stale: its mutant ran and died, or no longer exists (not: left out of the sample)
         gone = [k for k in given if k not in survived and (k in ran or k not in every)]
         stale = [f"{t.name}: {k}" for k in gone]
@@ -893,6 +931,7 @@ def rescore(out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--module", action="append", choices=[t.name for t in TARGETS])
+    parser.add_argument("--full", action="store_true", help="every mutant (no sampling)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "mutation-results"))
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
@@ -911,6 +950,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore:
         return rescore(Path(args.out))
     targets = [t for t in TARGETS if not args.module or t.name in args.module]
+    if args.full:
+        targets = [dataclasses.replace(t, count=0) for t in targets]
     reasons = _reasons()
     if args.list:
         for t in targets:
