@@ -369,3 +369,29 @@ def test_the_counters_record_is_the_storage_spec_layout() -> None:
             SALIENCE_STATE.decode(cbor2.dumps({**m, 0: version}, canonical=True), "sal")
     with pytest.raises(CodecError):
         SALIENCE_STATE.decode(cbor2.dumps({k: v for k, v in m.items() if k}), "sal")
+
+
+def test_the_default_decay_classes() -> None:
+    """specs/query.md §2: Identity and Constraint permanent, Event fast, all others slow."""
+    from cortex.salience import decay_table
+
+    want = {t: DecayClass.SLOW for t in MemoryType}
+    want |= {
+        MemoryType.IDENTITY: DecayClass.PERMANENT,
+        MemoryType.CONSTRAINT: DecayClass.PERMANENT,
+        MemoryType.EVENT: DecayClass.FAST,
+    }
+    assert decay_table() == decay_table(None) == decay_table({}) == want
+    assert decay_table({MemoryType.FACT: DecayClass.FAST}) == want | {
+        MemoryType.FACT: DecayClass.FAST
+    }
+
+
+def test_a_memory_never_used_has_every_counter_at_zero(cx: Cortex) -> None:
+    zero = SalienceState(accesses=0, citations=0, failures=0, last_used_at=None, confirmations=0)
+    assert SalienceState() == zero
+    mid = cx.write(fact(1)).id
+    assert cx.salience_state(mid) == zero
+    cx.attest([mid])
+    assert cx.salience_state(mid).citations == 1
+    assert cx.salience_state(mid).confirmations == 0
