@@ -395,3 +395,25 @@ def test_a_memory_never_used_has_every_counter_at_zero(cx: Cortex) -> None:
     cx.attest([mid])
     assert cx.salience_state(mid).citations == 1
     assert cx.salience_state(mid).confirmations == 0
+
+
+def test_recency_is_exactly_1_at_age_0_and_for_a_use_in_the_future() -> None:
+    """R = 0.5 ** (age / half_life): 1 at age 0; a last use after now counts as age 0."""
+    from datetime import timedelta
+
+    from cortex.salience import recency
+
+    for decay in DecayClass:
+        assert recency(decay, T0, T0) == 1.0
+        assert recency(decay, T0 + timedelta(days=3), T0) == 1.0
+    assert recency(DecayClass.FAST, T0, T0 + timedelta(days=21)) == 0.5
+
+
+def test_salience_stays_within_0_1_when_a_cosine_rounds_above_1(cx: Cortex) -> None:
+    """Salience is in [0, 1]; V = max(0, cosine) of a cosine in [-1, 1] (a float cosine of
+    equal vectors can round a little above 1)."""
+    mid = cx.write(Identity(name="x"), importance=10).id
+    head = cx.resolve_latest(mid).head
+    full = SalienceState(accesses=1000, citations=1000)
+    for v in (1.0, 1.0 + 1e-9, 1.5):
+        assert salience_fn(head, full, T0, decay=DecayClass.PERMANENT, vector=v) == 1.0
