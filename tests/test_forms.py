@@ -631,3 +631,39 @@ def test_render_takes_the_canonical_value_of_what_it_is_given() -> None:
         render(built) == render(same) == Forms(short=render_short(same), medium=render_medium(same))
     )
     assert render(built).short == "prefers th\u00e9 (prefer, strength=1.00)"
+
+
+def test_count_tokens_names_the_rule_it_refuses() -> None:
+    with pytest.raises(ValidationError) as e:
+        count_tokens(5)  # type: ignore[arg-type]
+    assert (e.value.rule, e.value.field) == ("type", "text")
+    with pytest.raises(ValidationError) as e:
+        count_tokens("a\ud800")
+    assert (e.value.rule, e.value.field) == ("utf8", "text")
+
+
+def test_a_free_map_is_written_in_canonical_key_order() -> None:
+    # §3 "free map": shortest UTF-8 key first, then bytewise by key (the order of the CBOR map)
+    d = Identity(name="x", profile={"bb": "1", "b": "3", "ba": "2", "\u00e9": "0"})
+    assert render(d).medium == "x" + SEP + "profile: b=3, ba=2, bb=1, \u00e9=0"
+
+
+def test_forms_are_defined_on_the_canonical_value() -> None:
+    # §1: -0.0 is canonically 0.0; invalid data is refused, not rendered
+    from cortex.forms import render_with_short
+
+    d = Preference(topic="t", polarity=Polarity.PREFER, strength=-0.0)
+    want = "prefers t (prefer, strength=0.00)"
+    assert render(d).short == render_short(d) == want
+    assert render_with_short(d)[0] == Forms(short=want, medium=want)
+    assert render_full(d).splitlines()[0] == "Preference: " + want
+    for f in (render, render_short, render_medium, render_full):
+        with pytest.raises(ValidationError):
+            f(Identity(name=""))
+
+
+def test_the_full_form_writes_a_duration_in_seconds() -> None:
+    # §6: duration_us is written as "duration: <seconds>s", without trailing zeros
+    d = Event(kind="e", duration_us=1_500_000)
+    assert render_full(d) == "Event: e\nkind: e\nduration: 1.5s"
+    assert render_full(Event(kind="e", duration_us=2_000_000)).endswith("\nduration: 2s")

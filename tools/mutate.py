@@ -64,8 +64,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 REASONS = ROOT / "tools" / "mutate_equivalent.toml"
+IMPORT = "<import>"  # the traced lines of the module's import (and what it calls then)
 SEED = "cortex-mutate-1"  # the sample's seed: change it only to draw a different sample
-KINDS = ("equivalent", "text-only")
+KINDS = ("equivalent", "text-only", "unreachable")
 
 
 @dataclass(frozen=True)
@@ -514,6 +515,9 @@ class Plugin:
         self.seen: dict[str, Any] = {}
         self.lines: set[int] = set()
         self.start = 0.0
+        if self.trace:  # the lines run while the tests are collected: the module's import
+            threading.settrace(self._global)
+            sys.settrace(self._global)
 
     def _global(self, frame: Any, event: str, arg: Any) -> Any:
         if self.trace and frame.f_code.co_filename.endswith(self.trace):
@@ -535,6 +539,8 @@ class Plugin:
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         """The pytest hook."""
+        if self.trace and IMPORT not in self.seen:
+            self.seen[IMPORT] = [sorted(self.lines), 0.0]
         self.lines, self.start = set(), time.monotonic()
         if self.trace:
             threading.settrace(self._global)
@@ -718,13 +724,13 @@ def _reasons() -> dict[str, dict[str, dict[str, str]]]:
 
 def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float]:
     """The tests that reach ``m`` with their seconds (they run fastest first)."""
-    if not m.in_function:  # runs on import (or on definition): every test reaches it
-        return {nodeid: secs for nodeid, (_, secs) in traced.items()}
     lo, hi = m.lines
+    tests = {k: v for k, v in traced.items() if k != IMPORT}
+    on_import = any(lo <= n <= hi for n in traced.get(IMPORT, ((), 0))[0])
+    if not m.in_function or on_import:  # runs on import: every test reaches it
+        return {nodeid: secs for nodeid, (_, secs) in tests.items()}
     return {
-        nodeid: secs
-        for nodeid, (lines, secs) in traced.items()
-        if any(lo <= n <= hi for n in lines)
+        nodeid: secs for nodeid, (lines, secs) in tests.items() if any(lo <= n <= hi for n in lines)
     }
 
 
@@ -821,6 +827,7 @@ def _score(mutants: list[Mutant], target: Target) -> dict[str, Any]:
         "killed": killed,
         "equivalent": sum(m.reason.get("kind") == "equivalent" for m in kept),
         "text_only": sum(m.reason.get("kind") == "text-only" for m in kept),
+        "unreachable": sum(m.reason.get("kind") == "unreachable" for m in kept),
         "unexplained_survivors": len(unexplained),
         "score": round(score, 4),
         "goal": target.goal,
@@ -835,15 +842,16 @@ def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[s
         "Score = killed / (mutants - kept survivors); kept = equivalent or text-only, with a "
         "reason in tools/mutate_equivalent.toml.",
         "",
-        "| module | mutants | killed by own tests | killed | equivalent | text-only "
+        "| module | mutants | killed by own tests | killed | equivalent | text-only | unreachable "
         "| unexplained | score | goal |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in scores:
         rate = f" (sample of {s['sample']})" if s.get("sample") else ""
         lines.append(
             f"| {s['module']}{rate} | {s['mutants']} | {s['killed_by_own_tests']} | {s['killed']} "
-            f"| {s['equivalent']} | {s['text_only']} | {s['unexplained_survivors']} "
+            f"| {s['equivalent']} | {s['text_only']} | {s.get('unreachable', 0)} "
+            f"| {s['unexplained_survivors']} "
             f"| {s['score']:.1%} | {s['goal']:.0%}{'' if s['met'] else ' **missed**'} |"
         )
     lines += ["", "## Survivors", ""]
