@@ -181,7 +181,7 @@ TARGETS = (
         "chains",  # claim keys and which memory is the current truth
         "cortex/chains.py",
         ("tests/test_chains.py",),
-        ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
+        ("tests/test_claims.py", "tests/test_dedupe_pairs.py", "tests/test_aliases.py"),
         count=60,
         focus=("winner",),
     ),
