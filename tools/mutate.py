@@ -96,7 +96,7 @@ TARGETS = (
         "cortex/keys.py",
         ("tests/test_keys.py",),
         ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
-        count=60,
+        count=30,
         focus=("parse_posting_key", "parse_lex_term_key", "show_key"),
     ),
     Target(
@@ -104,14 +104,14 @@ TARGETS = (
         "cortex/codec.py",
         ("tests/test_codec.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
-        count=80,
+        count=40,
     ),
     Target(
         "forms",
         "cortex/forms.py",
         ("tests/test_forms.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py"),
-        count=60,
+        count=30,
         focus=("render_with_short", "truncate"),
     ),
     Target(
@@ -119,13 +119,14 @@ TARGETS = (
         "cortex/salience.py",
         ("tests/test_salience.py",),
         ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
+        count=46,
     ),
     Target(
         "where",
         "cortex/where.py",
         ("tests/test_where.py",),
         ("tests/test_query.py", "tests/test_cli.py"),
-        count=60,
+        count=30,
     ),
     Target(
         "sensitivity",
@@ -160,7 +161,7 @@ TARGETS = (
         ("tests/test_tokens.py",),  # in process: test_serve's servers run in child processes
         ("tests/test_serve.py", "tests/test_sensitivity.py"),
         goal=1.0,
-        count=80,
+        count=40,
     ),
     Target(
         "identity",  # the HTTP server's binding of a request to its token's identity and task
@@ -182,7 +183,7 @@ TARGETS = (
         "cortex/chains.py",
         ("tests/test_chains.py",),
         ("tests/test_claims.py", "tests/test_dedupe_pairs.py", "tests/test_aliases.py"),
-        count=60,
+        count=30,
         focus=("winner",),
     ),
     Target(
@@ -199,7 +200,7 @@ TARGETS = (
             "_bytes",
             "read_bundle",
         ),
-        count=60,
+        count=30,
     ),
 )
 
