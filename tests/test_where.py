@@ -343,3 +343,15 @@ def test_format_writes_values_as_the_spec_says() -> None:
     with pytest.raises(ValidationError) as e:
         format_where(Eq("head.created_at", datetime(2026, 1, 1, tzinfo=NoOffset())))
     assert e.value.rule == "naive"
+
+
+@pytest.mark.parametrize("word", ["and", "or", "not", "in", "true", "false", "In", "NOT"])
+def test_a_keyword_as_a_value_is_quoted(word: str) -> None:
+    """specs/query.md §1: a bare word is text except a keyword (any case); as a value, a
+    keyword is written as a quoted string."""
+    text = format_where(Eq("data.s", word))
+    assert text == f'data.s = "{word}"'
+    assert parse_where(text) == Eq("data.s", word)
+    if word.lower() not in ("true", "false"):
+        with pytest.raises(ValidationError):
+            parse_where(f"data.s = {word}")
