@@ -103,7 +103,12 @@ TARGETS = (
         "codec",
         "cortex/codec.py",
         ("tests/test_codec.py",),
-        ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
+        (
+            "tests/test_given_vectors.py",
+            "tests/test_validation.py",
+            "tests/test_episode.py",
+            "tests/test_store.py",
+        ),
         count=40,
     ),
     Target(
