@@ -195,7 +195,14 @@ TARGETS = (
         "transfer",
         "cortex/transfer.py",
         ("tests/test_transfer.py",),
-        ("tests/test_cli.py", "tests/test_corruption.py"),
+        # bundles with episodes, aliases and sensitivity labels are tested with those features
+        (
+            "tests/test_cli.py",
+            "tests/test_corruption.py",
+            "tests/test_ingest.py",
+            "tests/test_aliases.py",
+            "tests/test_sensitivity.py",
+        ),
         functions=(
             "_check_header",
             "_check_trailer",
