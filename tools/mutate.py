@@ -107,6 +107,7 @@ TARGETS = (
             "tests/test_given_vectors.py",
             "tests/test_validation.py",
             "tests/test_episode.py",
+            "tests/test_schema.py",
             "tests/test_store.py",
         ),
         count=40,
