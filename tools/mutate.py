@@ -108,6 +108,7 @@ TARGETS = (
             "tests/test_validation.py",
             "tests/test_episode.py",
             "tests/test_schema.py",
+            "tests/test_boundary.py",
             "tests/test_store.py",
         ),
         count=40,
