@@ -5,7 +5,8 @@ swapped, ``and``/``or`` exchanged, a ``not`` dropped, a condition forced ``True`
 a ``raise`` or a call statement turned into ``pass``). It is written into a private copy of the
 tree and the module's own test files run against it (``pytest -x``); a mutant they miss runs
 against a wider set. A mutant no test kills survives, and is kept only with a reason in
-``tools/mutate_equivalent.toml`` (``equivalent`` or ``text-only``), keyed by its description.
+``tools/mutate_equivalent.toml`` (``equivalent``, ``text-only`` or ``unreachable``), keyed by
+its description.
 
 The Python path is the one mutated: every run imports ``cortex._speedups`` as absent, so the
 C accelerator (which shadows several functions of codec, keys and the write path) never runs.
