@@ -165,10 +165,20 @@ def test_lookup_keys_by_the_spec() -> None:
         b"fact\x1fsam\x1fknows\x1fsarah chen",
         b"fact\x1fsam\x1fknows\x1fsarah",
     )
+    # without a group: the lookup key alone, not forced unless asked
+    assert lookup_keys(knows) == (lookup_key(knows),) == (b"fact\x1fsam\x1fknows\x1fsarah chen",)
     forced = lookup_keys(knows, True, names.group)
     assert forced == (b"fact\x1fsam\x1fknows",)
     other = Fact(statement="x", subject="Sam", predicate="likes")  # no object, many-valued
     assert lookup_keys(other, False, names.group) == ()
+    # a Preference's subject likewise; its topic as it is (§10)
+    whose = Preference(topic="Tea", polarity="prefer", subject="Sarah")
+    assert lookup_keys(whose, False, names.group) == (
+        b"preference\x1ftea\x1fsarah chen",
+        b"preference\x1ftea\x1fsarah",
+    )
+    anyone = Preference(topic="Tea", polarity="prefer")
+    assert lookup_keys(anyone, False, names.group) == (b"preference\x1ftea",)
 
 
 _T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -562,3 +562,108 @@ def test_medium_details_in_other_scripts_are_cut_to_the_byte_budget(
         assert unicodedata.is_normalized("NFC", forms.medium)
         assert forms.medium.endswith(ELLIPSIS) == (len(filled.encode()) > budget)
         assert forms.short == render_short(d)
+
+
+# --- render(): the stored forms at the byte budgets (specs/forms.md §2-§3: fill, NFC, cut) ----
+
+
+def _cut(text: str, tokens: int) -> str:
+    """specs/forms.md §2.1, written out: at most tokens*4 bytes, else whole characters within
+    tokens*4 - 3 bytes and "…"."""
+    if len(text.encode()) <= tokens * 4:
+        return text
+    kept = ""
+    for ch in text:
+        if len((kept + ch).encode()) > tokens * 4 - 3:
+            break
+        kept += ch
+    return kept + ELLIPSIS
+
+
+def _spec_forms(short_text: str, details: str | None) -> Forms:
+    medium = short_text if details is None else short_text + SEP + details
+    return Forms(
+        short=_cut(unicodedata.normalize("NFC", short_text), SHORT_TOKENS),
+        medium=_cut(unicodedata.normalize("NFC", medium), MEDIUM_TOKENS),
+    )
+
+
+@pytest.mark.parametrize("letter", ["a", "\u00e9", "\u20ac", "\U0001f389"])
+@pytest.mark.parametrize("extra", [-4, -1, 0, 1, 2, 3, 4, 5])
+def test_render_cuts_a_short_text_at_its_byte_budget(letter: str, extra: int) -> None:
+    # an Identity without details: short = medium text = the name (§4, §5)
+    n = (SHORT_TOKENS * 4) // len(letter.encode()) + extra
+    for name in (letter * n, letter * (4 * n)):  # around the short budget, and the medium one
+        want = _spec_forms(name, None)
+        assert render(Identity(name=name)) == want
+        assert want.short == render_short(Identity(name=name))
+        assert want.medium == render_medium(Identity(name=name))
+
+
+@pytest.mark.parametrize("letter", ["r", "\u00e9", "\u20ac"])
+@pytest.mark.parametrize("extra", [-5, -4, -3, -1, 0, 1, 2, 3, 4, 5])
+def test_render_cuts_a_medium_text_at_its_byte_budget(letter: str, extra: int) -> None:
+    # "<short> — rationale: <text>": the separator is 3 characters and 5 bytes
+    head = "prefers t (prefer)" + SEP + "rationale: "
+    room = MEDIUM_TOKENS * 4 - len(head.encode())
+    n = room // len(letter.encode()) + extra
+    d = Preference(topic="t", polarity=Polarity.PREFER, rationale=letter * n)
+    want = _spec_forms("prefers t (prefer)", "rationale: " + letter * n)
+    assert render(d) == want
+    assert len(render(d).medium.encode()) <= MEDIUM_TOKENS * 4
+    assert render(d).medium.endswith(ELLIPSIS) == (extra > 0)
+
+
+def test_render_details_joined_in_order_and_none_without_details() -> None:
+    # a Fact with an object and a confidence: its details joined by "; ", in order (§5)
+    d = Fact(subject="ada", predicate="home_city", object="Zürich", statement="s", confidence=0.5)
+    forms = render(d)
+    details = forms.medium.removeprefix(forms.short + SEP).split("; ")
+    assert details[0] == "object: Zürich" and details[-1].startswith("confidence ")
+    assert render(Identity(name="Ada")) == Forms(short="Ada", medium="Ada")
+
+
+def test_render_takes_the_canonical_value_of_what_it_is_given() -> None:
+    # forms are defined on the canonical value (§1): text NFC, strings as enum members
+    built = Preference(topic="the\u0301", polarity="prefer", strength=1)  # type: ignore[arg-type]
+    same = Preference(topic="th\u00e9", polarity=Polarity.PREFER, strength=1.0)
+    assert (
+        render(built) == render(same) == Forms(short=render_short(same), medium=render_medium(same))
+    )
+    assert render(built).short == "prefers th\u00e9 (prefer, strength=1.00)"
+
+
+def test_count_tokens_names_the_rule_it_refuses() -> None:
+    with pytest.raises(ValidationError) as e:
+        count_tokens(5)  # type: ignore[arg-type]
+    assert (e.value.rule, e.value.field) == ("type", "text")
+    with pytest.raises(ValidationError) as e:
+        count_tokens("a\ud800")
+    assert (e.value.rule, e.value.field) == ("utf8", "text")
+
+
+def test_a_free_map_is_written_in_canonical_key_order() -> None:
+    # §3 "free map": shortest UTF-8 key first, then bytewise by key (the order of the CBOR map)
+    d = Identity(name="x", profile={"bb": "1", "b": "3", "ba": "2", "\u00e9": "0"})
+    assert render(d).medium == "x" + SEP + "profile: b=3, ba=2, bb=1, \u00e9=0"
+
+
+def test_forms_are_defined_on_the_canonical_value() -> None:
+    # §1: -0.0 is canonically 0.0; invalid data is refused, not rendered
+    from cortex.model.forms import render_with_short
+
+    d = Preference(topic="t", polarity=Polarity.PREFER, strength=-0.0)
+    want = "prefers t (prefer, strength=0.00)"
+    assert render(d).short == render_short(d) == want
+    assert render_with_short(d)[0] == Forms(short=want, medium=want)
+    assert render_full(d).splitlines()[0] == "Preference: " + want
+    for f in (render, render_short, render_medium, render_full):
+        with pytest.raises(ValidationError):
+            f(Identity(name=""))
+
+
+def test_the_full_form_writes_a_duration_in_seconds() -> None:
+    # §6: duration_us is written as "duration: <seconds>s", without trailing zeros
+    d = Event(kind="e", duration_us=1_500_000)
+    assert render_full(d) == "Event: e\nkind: e\nduration: 1.5s"
+    assert render_full(Event(kind="e", duration_us=2_000_000)).endswith("\nduration: 2s")

@@ -482,6 +482,21 @@ def test_lexical_keys_round_trip(term: str, i: MemoryId) -> None:
     assert keys.parse_lex_doc_key(keys.lex_doc_key(i)) == i
 
 
+def test_the_lexical_keys_are_the_spec_bytes() -> None:
+    """lexical.md §4: ``lex/p/`` term 0x00 id16, ``lex/d/`` id16, ``lex/t/`` term (UTF-8)."""
+    i = MemoryId(bytes(range(16)))
+    assert keys.posting_key("caf\u00e9", i) == b"lex/p/caf\xc3\xa9\x00" + i.bytes
+    assert keys.posting_prefix("caf\u00e9") == b"lex/p/caf\xc3\xa9\x00"
+    assert keys.lex_doc_key(i) == b"lex/d/" + i.bytes
+    assert keys.lex_term_key("caf\u00e9") == b"lex/t/caf\xc3\xa9"
+
+
+def test_an_alias_key_is_shown_as_its_text() -> None:
+    """storage.md §2: ``ent/a/`` + the normalised alias in UTF-8 (claims.md §10)."""
+    assert keys.ENTITY_ALIAS == b"ent/a/"
+    assert keys.show_key(b"ent/a/z\xc3\xbcrich") == "ent/a/z\u00fcrich"
+
+
 @pytest.mark.parametrize("term", ["", "a\x00b"])
 def test_lexical_keys_refuse_terms_that_cannot_end_at_a_nul(term: str) -> None:
     with pytest.raises(ValueError):

@@ -369,3 +369,51 @@ def test_the_counters_record_is_the_storage_spec_layout() -> None:
             SALIENCE_STATE.decode(cbor2.dumps({**m, 0: version}, canonical=True), "sal")
     with pytest.raises(CodecError):
         SALIENCE_STATE.decode(cbor2.dumps({k: v for k, v in m.items() if k}), "sal")
+
+
+def test_the_default_decay_classes() -> None:
+    """specs/query.md §2: Identity and Constraint permanent, Event fast, all others slow."""
+    from cortex.rules.salience import decay_table
+
+    want = {t: DecayClass.SLOW for t in MemoryType}
+    want |= {
+        MemoryType.IDENTITY: DecayClass.PERMANENT,
+        MemoryType.CONSTRAINT: DecayClass.PERMANENT,
+        MemoryType.EVENT: DecayClass.FAST,
+    }
+    assert decay_table() == decay_table(None) == decay_table({}) == want
+    assert decay_table({MemoryType.FACT: DecayClass.FAST}) == want | {
+        MemoryType.FACT: DecayClass.FAST
+    }
+
+
+def test_a_memory_never_used_has_every_counter_at_zero(cx: Cortex) -> None:
+    zero = SalienceState(accesses=0, citations=0, failures=0, last_used_at=None, confirmations=0)
+    assert SalienceState() == zero
+    mid = cx.write(fact(1)).id
+    assert cx.salience_state(mid) == zero
+    cx.attest([mid])
+    assert cx.salience_state(mid).citations == 1
+    assert cx.salience_state(mid).confirmations == 0
+
+
+def test_recency_is_exactly_1_at_age_0_and_for_a_use_in_the_future() -> None:
+    """R = 0.5 ** (age / half_life): 1 at age 0; a last use after now counts as age 0."""
+    from datetime import timedelta
+
+    from cortex.rules.salience import recency
+
+    for decay in DecayClass:
+        assert recency(decay, T0, T0) == 1.0
+        assert recency(decay, T0 + timedelta(days=3), T0) == 1.0
+    assert recency(DecayClass.FAST, T0, T0 + timedelta(days=21)) == 0.5
+
+
+def test_salience_stays_within_0_1_when_a_cosine_rounds_above_1(cx: Cortex) -> None:
+    """Salience is in [0, 1]; V = max(0, cosine) of a cosine in [-1, 1] (a float cosine of
+    equal vectors can round a little above 1)."""
+    mid = cx.write(Identity(name="x"), importance=10).id
+    head = cx.resolve_latest(mid).head
+    full = SalienceState(accesses=1000, citations=1000)
+    for v in (1.0, 1.0 + 1e-9, 1.5):
+        assert salience_fn(head, full, T0, decay=DecayClass.PERMANENT, vector=v) == 1.0

@@ -300,3 +300,58 @@ def test_the_spec_examples_parse_as_documented() -> None:
         expected = eval(tree, {"datetime": datetime, "UTC": UTC, **names})
         assert parse_where(text) == expected, text
         assert parse_where(format_where(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    ("open_", "close"), [("not ", ""), ("(", ")"), ("not (", ")")], ids=["not", "paren", "both"]
+)
+def test_the_syntax_refuses_more_than_64_nested_levels(open_: str, close: str) -> None:
+    """specs/query.md: the where syntax refuses more than 64 nested ``not`` and ``(``."""
+    per = open_.count("not") + open_.count("(")
+    fits = 64 // per
+    parse_where(open_ * fits + "data.a = 1" + close * fits)
+    with pytest.raises(ValidationError) as e:
+        parse_where(open_ * (fits + 1) + "data.a = 1" + close * (fits + 1))
+    assert e.value.rule == "syntax" and "64" in str(e.value)
+
+
+def test_the_depth_limit_counts_nesting_not_groups() -> None:
+    # 100 parenthesised groups side by side nest one level each
+    text = " and ".join(f"(data.a{i} = 1)" for i in range(100))
+    assert parse_where(text) == And(*(Eq(f"data.a{i}", 1) for i in range(100)))
+
+
+def test_format_writes_values_as_the_spec_says() -> None:
+    """specs/query.md §1: booleans as words, Not(In) as ``not in``, offsets that are not whole
+    minutes converted to UTC, a time without an offset refused."""
+    from datetime import datetime, timedelta, timezone, tzinfo
+
+    assert format_where(Eq("data.x", True)) == "data.x = true"
+    assert format_where(Ne("data.x", False)) == "data.x != false"
+    assert format_where(Not(In("data.s", ("a", "b")))) == "data.s not in [a, b]"
+    odd = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=1, seconds=30)))
+    text = format_where(Eq("head.created_at", odd))
+    assert text == "head.created_at = 2026-01-02T02:03:35+00:00"
+    assert parse_where(text) == Eq("head.created_at", odd)
+    whole = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    assert format_where(Eq("head.created_at", whole)).endswith("T03:04:05+05:30")
+
+    class NoOffset(tzinfo):
+        def utcoffset(self, dt: datetime | None) -> timedelta | None:
+            return None
+
+    with pytest.raises(ValidationError) as e:
+        format_where(Eq("head.created_at", datetime(2026, 1, 1, tzinfo=NoOffset())))
+    assert e.value.rule == "naive"
+
+
+@pytest.mark.parametrize("word", ["and", "or", "not", "in", "true", "false", "In", "NOT"])
+def test_a_keyword_as_a_value_is_quoted(word: str) -> None:
+    """specs/query.md §1: a bare word is text except a keyword (any case); as a value, a
+    keyword is written as a quoted string."""
+    text = format_where(Eq("data.s", word))
+    assert text == f'data.s = "{word}"'
+    assert parse_where(text) == Eq("data.s", word)
+    if word.lower() not in ("true", "false"):
+        with pytest.raises(ValidationError):
+            parse_where(f"data.s = {word}")

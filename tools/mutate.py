@@ -5,26 +5,36 @@ swapped, ``and``/``or`` exchanged, a ``not`` dropped, a condition forced ``True`
 a ``raise`` or a call statement turned into ``pass``). It is written into a private copy of the
 tree and the module's own test files run against it (``pytest -x``); a mutant they miss runs
 against a wider set. A mutant no test kills survives, and is kept only with a reason in
-``tools/mutate_equivalent.toml`` (``equivalent`` or ``text-only``), keyed by its description.
+``tools/mutate_equivalent.toml`` (``equivalent``, ``text-only`` or ``unreachable``), keyed by
+its description.
 
 The Python path is the one mutated: every run imports ``cortex._speedups`` as absent, so the
 C accelerator (which shadows several functions of codec, keys and the write path) never runs.
 
 Not mutated: docstrings, annotations, f-strings and the strings of ``raise`` statements
 (messages), ``__all__``. A module listed with ``functions`` is mutated only there (transfer:
-the verification of bundles). A module with ``rate`` < 1 is sampled: a mutant runs when the
-first 8 bytes of sha256 of its description, as a fraction of 2**64, are below the rate, so a
-mutant is in or out of the sample whatever else changes in the file; the functions named in
-``focus`` are mutated whole.
+the verification of bundles; access, identity, budgets: the functions of api.py, server.py and
+store.py that hold those rules).
+
+Sampling (the default run; ``--full`` runs every mutant). The access-control targets (scope,
+sensitivity, access, identity, budgets) run whole. A target with a ``count`` is sampled to that
+many mutants, evenly through the file: its mutants, in source order, are cut into ``count``
+runs of equal length, and from each run the one mutant with the smallest
+``sha256(SEED | module | description)`` is taken. So the sample covers the whole file, the same
+source gives the same sample, and an edit moves only the runs around it. The functions named in
+``focus`` are mutated whole on top of the count. The counts are in ``TARGETS`` below (and in
+the README's section on mutation testing); they are chosen so the default run takes about 20
+minutes with 2 jobs on a quiet 2-core machine.
 
 Each mutant runs only the tests that reach it: one traced run of each test set records which
 lines of the module every test executes, and a mutant runs the tests that execute its line
 (every test, for code that runs on import), the fastest first. The wider set is traced only
 when some mutant survives the own tests.
 
-Usage: ``python tools/mutate.py [--module NAME ...] [--jobs N] [--out DIR] [--list]
-[--match TEXT ...] [--rescore]`` (``--match``: only the mutants whose description contains
-TEXT; ``--rescore``: judge the last report's survivors again with today's reasons).
+Usage: ``python tools/mutate.py [--module NAME ...] [--full] [--jobs N] [--out DIR] [--list]
+[--match TEXT ...] [--rescore]`` (``--full``: no sampling; ``--match``: only the mutants whose
+description contains TEXT; ``--rescore``: judge the last report's survivors again with today's
+reasons).
 Writes ``DIR/report.md`` and ``DIR/report.json``; exits 1 when a module misses its target.
 """
 
@@ -55,7 +65,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 REASONS = ROOT / "tools" / "mutate_equivalent.toml"
-KINDS = ("equivalent", "text-only")
+IMPORT = "<import>"  # the traced lines of the module's import (and what it calls then)
+SEED = "cortex-mutate-1"  # the sample's seed: change it only to draw a different sample
+KINDS = ("equivalent", "text-only", "unreachable")
 
 
 @dataclass(frozen=True)
@@ -68,8 +80,8 @@ class Target:
     wider: tuple[str, ...]
     goal: float = 0.95
     functions: tuple[str, ...] = ()
-    rate: float = 1.0
-    focus: tuple[str, ...] = ()  # functions mutated whole whatever the rate
+    count: int = 0  # 0: every mutant; else a sample of this many, evenly through the file
+    focus: tuple[str, ...] = ()  # functions mutated whole on top of the count
 
 
 TARGETS = (
@@ -85,22 +97,29 @@ TARGETS = (
         "cortex/storage/keys.py",
         ("tests/test_keys.py",),
         ("tests/test_store.py", "tests/test_postings.py", "tests/test_lexical.py"),
-        rate=0.15,
+        count=30,
         focus=("parse_posting_key", "parse_lex_term_key", "show_key"),
     ),
     Target(
         "codec",
         "cortex/model/codec.py",
         ("tests/test_codec.py",),
-        ("tests/test_given_vectors.py", "tests/test_validation.py", "tests/test_store.py"),
-        rate=0.05,
+        (
+            "tests/test_given_vectors.py",
+            "tests/test_validation.py",
+            "tests/test_episode.py",
+            "tests/test_schema.py",
+            "tests/test_boundary.py",
+            "tests/test_store.py",
+        ),
+        count=40,
     ),
     Target(
         "forms",
         "cortex/model/forms.py",
         ("tests/test_forms.py",),
         ("tests/test_given_vectors.py", "tests/test_validation.py"),
-        rate=0.15,
+        count=30,
         focus=("render_with_short", "truncate"),
     ),
     Target(
@@ -108,15 +127,14 @@ TARGETS = (
         "cortex/rules/salience.py",
         ("tests/test_salience.py",),
         ("tests/test_query.py", "tests/test_context.py", "tests/test_store.py"),
-        rate=0.5,
-        focus=("Weights",),
+        count=46,
     ),
     Target(
         "where",
         "cortex/query/where.py",
         ("tests/test_where.py",),
         ("tests/test_query.py", "tests/test_cli.py"),
-        rate=0.15,
+        count=30,
     ),
     Target(
         "sensitivity",
@@ -151,6 +169,7 @@ TARGETS = (
         ("tests/test_tokens.py",),  # in process: test_serve's servers run in child processes
         ("tests/test_serve.py", "tests/test_sensitivity.py"),
         goal=1.0,
+        count=40,
     ),
     Target(
         "identity",  # the HTTP server's binding of a request to its token's identity and task
@@ -171,15 +190,22 @@ TARGETS = (
         "chains",  # claim keys and which memory is the current truth
         "cortex/rules/chains.py",
         ("tests/test_chains.py",),
-        ("tests/test_claims.py", "tests/test_dedupe_pairs.py"),
-        rate=0.4,
+        ("tests/test_claims.py", "tests/test_dedupe_pairs.py", "tests/test_aliases.py"),
+        count=30,
         focus=("winner",),
     ),
     Target(
         "transfer",
         "cortex/transfer/bundle.py",
         ("tests/test_transfer.py",),
-        ("tests/test_cli.py", "tests/test_corruption.py"),
+        # bundles with episodes, aliases and sensitivity labels are tested with those features
+        (
+            "tests/test_cli.py",
+            "tests/test_corruption.py",
+            "tests/test_ingest.py",
+            "tests/test_aliases.py",
+            "tests/test_sensitivity.py",
+        ),
         functions=(
             "_check_header",
             "_check_trailer",
@@ -189,7 +215,7 @@ TARGETS = (
             "_bytes",
             "read_bundle",
         ),
-        rate=0.2,
+        count=30,
     ),
 )
 
@@ -404,18 +430,56 @@ def _within(qualname: str, names: tuple[str, ...]) -> bool:
     return any(qualname == n or qualname.startswith(n + ".") for n in names)
 
 
-def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
-    """The mutants of ``target``, their mutated sources by key, and how many did not apply."""
+def _keyed(target: Target) -> tuple[bytes, ast.Module, list[tuple[str, _Candidate]]]:
+    """``target``'s source, its tree, and every mutation of it with its description (its key)."""
     source = (ROOT / target.path).read_bytes()
     tree = ast.parse(source)
+    seen: dict[str, int] = {}
+    keyed: list[tuple[str, _Candidate]] = []
+    for cand in _candidates(tree):
+        if target.functions and not _within(cand.qualname, target.functions):
+            continue
+        base = (
+            f"{cand.qualname}: {cand.kind}: {_one_line(ast.unparse(cand.node))} "
+            f"=> {_one_line(ast.unparse(cand.new))}"
+        )
+        seen[base] = seen.get(base, 0) + 1
+        keyed.append((base if seen[base] == 1 else f"{base} #{seen[base]}", cand))
+    return source, tree, keyed
+
+
+def _sample(target: Target, keyed: list[tuple[str, _Candidate]]) -> set[str]:
+    """The keys of ``target``'s sample: ``count`` mutants evenly through the file, ``focus`` whole.
+
+    The mutants outside ``focus``, in source order, are cut into ``count`` runs of equal length;
+    from each run the one with the smallest ``sha256(SEED|module|key)`` is taken.
+    """
+    focus = {k for k, c in keyed if _within(c.qualname, target.focus)}
+    rest = [k for k, _ in keyed if k not in focus]
+    if not target.count or target.count >= len(rest):
+        return focus | set(rest)
+
+    def h(key: str) -> bytes:
+        return hashlib.sha256(f"{SEED}|{target.name}|{key}".encode()).digest()
+
+    n = target.count
+    chosen = {min(rest[i * len(rest) // n : (i + 1) * len(rest) // n], key=h) for i in range(n)}
+    return focus | chosen
+
+
+def mutants_of(target: Target, full: bool = False) -> tuple[list[Mutant], dict[str, str], int]:
+    """The mutants of ``target`` (its sample unless ``full``).
+
+    With them: their mutated sources by key, and how many mutants did not apply.
+    """
+    source, tree, keyed = _keyed(target)
     starts = _offsets(source)
     out: list[Mutant] = []
     sources: dict[str, str] = {}
-    seen: dict[str, int] = {}
     failed = 0
-    for cand in _candidates(tree):
-        top = cand.qualname.split(".", 1)[0]
-        if target.functions and not _within(cand.qualname, target.functions):
+    keep = {k for k, _ in keyed} if full else _sample(target, keyed)
+    for key, cand in keyed:
+        if key not in keep:
             continue
         node = cand.node
         assert node.end_lineno is not None and node.end_col_offset is not None
@@ -423,15 +487,6 @@ def mutants_of(target: Target) -> tuple[list[Mutant], dict[str, str], int]:
         end = starts[node.end_lineno - 1] + node.end_col_offset
         original = source[begin:end].decode("utf-8")
         new_text = ast.unparse(cand.new)
-        base = (
-            f"{cand.qualname}: {cand.kind}: {_one_line(ast.unparse(node))} => {_one_line(new_text)}"
-        )
-        seen[base] = seen.get(base, 0) + 1
-        key = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        if target.rate < 1 and top not in target.focus and not _within(cand.qualname, target.focus):
-            h = int.from_bytes(hashlib.sha256(f"{target.name}|{key}".encode()).digest()[:8])
-            if h / 2**64 >= target.rate:
-                continue
         # the change made in the tree (undone below) is the one the text must parse to
         _set_at(tree, cand.path, cand.new)
         want = ast.dump(tree)
@@ -476,6 +531,9 @@ class Plugin:
         self.seen: dict[str, Any] = {}
         self.lines: set[int] = set()
         self.start = 0.0
+        if self.trace:  # the lines run while the tests are collected: the module's import
+            threading.settrace(self._global)
+            sys.settrace(self._global)
 
     def _global(self, frame: Any, event: str, arg: Any) -> Any:
         if self.trace and frame.f_code.co_filename.endswith(self.trace):
@@ -497,6 +555,8 @@ class Plugin:
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         """The pytest hook."""
+        if self.trace and IMPORT not in self.seen:
+            self.seen[IMPORT] = [sorted(self.lines), 0.0]
         self.lines, self.start = set(), time.monotonic()
         if self.trace:
             threading.settrace(self._global)
@@ -680,13 +740,13 @@ def _reasons() -> dict[str, dict[str, dict[str, str]]]:
 
 def _selection(m: Mutant, traced: dict[str, Any]) -> dict[str, float]:
     """The tests that reach ``m`` with their seconds (they run fastest first)."""
-    if not m.in_function:  # runs on import (or on definition): every test reaches it
-        return {nodeid: secs for nodeid, (_, secs) in traced.items()}
     lo, hi = m.lines
+    tests = {k: v for k, v in traced.items() if k != IMPORT}
+    on_import = any(lo <= n <= hi for n in traced.get(IMPORT, ((), 0))[0])
+    if not m.in_function or on_import:  # runs on import: every test reaches it
+        return {nodeid: secs for nodeid, (_, secs) in tests.items()}
     return {
-        nodeid: secs
-        for nodeid, (lines, secs) in traced.items()
-        if any(lo <= n <= hi for n in lines)
+        nodeid: secs for nodeid, (lines, secs) in tests.items() if any(lo <= n <= hi for n in lines)
     }
 
 
@@ -777,12 +837,13 @@ def _score(mutants: list[Mutant], target: Target) -> dict[str, Any]:
     return {
         "module": target.name,
         "path": target.path,
-        "sampled_rate": target.rate,
+        "sample": target.count,  # 0: whole
         "mutants": total,
         "killed_by_own_tests": own,
         "killed": killed,
         "equivalent": sum(m.reason.get("kind") == "equivalent" for m in kept),
         "text_only": sum(m.reason.get("kind") == "text-only" for m in kept),
+        "unreachable": sum(m.reason.get("kind") == "unreachable" for m in kept),
         "unexplained_survivors": len(unexplained),
         "score": round(score, 4),
         "goal": target.goal,
@@ -797,15 +858,16 @@ def _markdown(scores: list[dict[str, Any]], mutants: list[Mutant], stale: list[s
         "Score = killed / (mutants - kept survivors); kept = equivalent or text-only, with a "
         "reason in tools/mutate_equivalent.toml.",
         "",
-        "| module | mutants | killed by own tests | killed | equivalent | text-only "
+        "| module | mutants | killed by own tests | killed | equivalent | text-only | unreachable "
         "| unexplained | score | goal |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for s in scores:
-        rate = "" if s["sampled_rate"] >= 1 else f" (sample {s['sampled_rate']:.0%})"
+        rate = f" (sample of {s['sample']})" if s.get("sample") else ""
         lines.append(
             f"| {s['module']}{rate} | {s['mutants']} | {s['killed_by_own_tests']} | {s['killed']} "
-            f"| {s['equivalent']} | {s['text_only']} | {s['unexplained_survivors']} "
+            f"| {s['equivalent']} | {s['text_only']} | {s.get('unreachable', 0)} "
+            f"| {s['unexplained_survivors']} "
             f"| {s['score']:.1%} | {s['goal']:.0%}{'' if s['met'] else ' **missed**'} |"
         )
     lines += ["", "## Survivors", ""]
@@ -850,7 +912,7 @@ def _judge(
     stale: list[str] = []
     if not partial:  # a partial run cannot tell a stale reason
         ran = {m.key for m in mutants}
-        every = {m.key for m in mutants_of(dataclasses.replace(t, rate=1.0))[0]}
+        every = {k for k, _ in _keyed(t)[2]}
         # stale: its mutant ran and died, or no longer exists (not: left out of the sample)
         gone = [k for k in given if k not in survived and (k in ran or k not in every)]
         stale = [f"{t.name}: {k}" for k in gone]
@@ -893,6 +955,7 @@ def rescore(out: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--module", action="append", choices=[t.name for t in TARGETS])
+    parser.add_argument("--full", action="store_true", help="every mutant (no sampling)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "mutation-results"))
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
@@ -911,6 +974,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rescore:
         return rescore(Path(args.out))
     targets = [t for t in TARGETS if not args.module or t.name in args.module]
+    if args.full:
+        targets = [dataclasses.replace(t, count=0) for t in targets]
     reasons = _reasons()
     if args.list:
         for t in targets:
