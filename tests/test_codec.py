@@ -932,3 +932,91 @@ def test_new_pair_of_unusual_valid_versions(odd: dict[str, Any]) -> None:
     version = msgspec.structs.replace(_PAIR_VERSION, **odd)
     got = _both(encode_new_pair, _PAIR_HEAD, version)
     assert got == _both(_separately, _PAIR_HEAD, version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules of encoding.md checked across every record: booleans, the schema version, truncation
+
+
+def _non_bool_fields(value: Any) -> list[str]:
+    """The fields of a record (a msgspec struct) that are not booleans."""
+    fields = msgspec.structs.fields(value)
+    return [f.name for f in fields if f.type is not bool and f.type != bool | None]
+
+
+@pytest.mark.parametrize("t", TYPES, ids=lambda t: t.type_name)
+@pytest.mark.parametrize("flag", [False, True])
+def test_a_boolean_is_never_a_value_of_another_type(t: MemoryType, flag: bool) -> None:
+    """``false`` occurs only in boolean fields, where it is omitted, and booleans are never
+    numbers (encoding.md §3.1, §3.5): a bool in any other field, required or optional, is
+    refused naming the field, never encoded and never dropped as if absent."""
+    for name in _non_bool_fields(FULL[t]):
+        bad = msgspec.structs.replace(FULL[t], **{name: flag})
+        with pytest.raises(ValidationError) as info:
+            encode_data(bad)
+        assert info.value.field.startswith(f"data.{name}"), (name, info.value.field)
+
+
+def test_a_boolean_is_never_a_version_or_head_field_of_another_type() -> None:
+    version = _version()
+    for name in _non_bool_fields(version):
+        with pytest.raises(ValidationError):
+            encode_version(msgspec.structs.replace(version, **{name: False}))
+    for name in _non_bool_fields(HEAD):
+        with pytest.raises(ValidationError):
+            encode_head(msgspec.structs.replace(HEAD, **{name: False}))
+
+
+def test_every_top_level_record_starts_with_schema_version_1() -> None:
+    """A top-level record's map holds key 0 = 1 first (encoding.md §3.8, format.md §1;
+    episodes.md §1 for episodes), and a decoder refuses any other version."""
+    from cortex.model.episode import decode_episode, encode_episode, new_episode
+
+    episode = new_episode("said once", occurred_at=T0, source="chat", created_by="a", created_at=T0)
+    encoded = [encode_data(MINIMAL[t]) for t in TYPES]
+    encoded += [encode_head(HEAD), encode_version(_version()), encode_episode(episode)]
+    for raw in encoded:
+        assert raw[0] >> 5 == 5  # a map
+        assert raw[1:3] == b"\x00\x01", raw.hex()
+    raw = encode_episode(episode)
+    assert decode_episode(raw) == episode
+    with pytest.raises(CodecError):
+        decode_episode(raw[:2] + b"\x02" + raw[3:])
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "19 0100",  # uint, 2-byte argument
+        "1b 0000000100000000",  # uint, 8-byte argument
+        "3a 00010000",  # negative int, 4-byte argument
+        "fb 400921fb54442d18",  # float64
+        "fa 47c35000",  # float32
+        "98 18 " + "00" * 24,  # array, 1-byte count
+        "99 0000",  # empty array with a 2-byte count (well formed, not shortest)
+        "a1 00 19 0100",  # a map whose last value has a 2-byte argument
+        "82 01 1a 00010000",  # an array whose last item has a 4-byte argument
+    ],
+)
+def test_cbor_extent_refuses_every_truncation(item: str) -> None:
+    """cbor_extent gives the end of a well-formed item (encoding.md §6: bundle items are walked
+    before parsing); input cut anywhere, inside a head's argument too, is not well formed
+    (encoding.md §5: truncated input is a CodecError), and no extent lies past the bytes."""
+    from cortex.model.codec import cbor_extent
+
+    raw = bytes.fromhex(item.replace(" ", ""))
+    assert cbor_extent(raw) == len(raw)
+    assert cbor_extent(raw + b"\x00") == len(raw)
+    for i in range(len(raw)):  # cut anywhere, inside a head's argument too
+        with pytest.raises(CodecError):
+            cbor_extent(raw[:i])
+
+
+def test_cbor_extent_of_records_and_their_truncations() -> None:
+    from cortex.model.codec import cbor_extent
+
+    for raw in [encode_head(HEAD), encode_version(_version()), encode_data(FULL[MemoryType.EVENT])]:
+        assert cbor_extent(raw) == len(raw)
+        for i in range(len(raw)):
+            with pytest.raises(CodecError):
+                cbor_extent(raw[:i])

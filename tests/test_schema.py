@@ -180,3 +180,53 @@ def test_bad_input_names_the_field(t: str, obj: Any, field: str, rule: str) -> N
     assert info.value.field == field
     if rule:  # (the codec names its size, decimal and URI rules its own way)
         assert info.value.rule == rule
+
+
+# -- lists: every item follows the item's rule ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("t", "obj", "field", "good", "bad"),
+    [
+        ("Identity", {"name": "n"}, "roles", ["owner"], [7]),
+        ("Identity", {"name": "n"}, "public_keys", ["00ff"], ["not hex"]),
+        ("Goal", {"statement": "g", "status": "active"}, "success_criteria", ["done"], [{}]),
+        (
+            "Goal",
+            {"statement": "g", "status": "active"},
+            "subgoals",
+            [f"cortex://Goal/{'0' * 26}#1"],
+            ["not a uri"],
+        ),
+    ],
+)
+def test_list_items_follow_the_item_rule(
+    t: str, obj: dict[str, Any], field: str, good: list[Any], bad: list[Any]
+) -> None:
+    """A list field is a list *of* its item type (format.md §2): the schema refuses an item a
+    write refuses, so what validates is what a write accepts."""
+    schema = json_schema(t)
+    jsonschema.validate({**obj, field: good}, schema, format_checker=jsonschema.FormatChecker())
+    from_json(t, {**obj, field: good})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**obj, field: bad}, schema, format_checker=jsonschema.FormatChecker())
+    with pytest.raises(ValidationError) as info:
+        from_json(t, {**obj, field: bad})
+    assert info.value.field == f"data.{field}[0]"
+
+
+@pytest.mark.parametrize(
+    "span", [[-1, 2], [0, -2], ["0", "2"], [0.5, 2], [None, 2], [0, True], [[0], 2]]
+)
+def test_span_schema_is_two_unsigned_integers(span: list[Any]) -> None:
+    """A span is an array of exactly two uints (format.md §2, SourceRef.span): the schema of
+    the record holding one refuses anything else in either place, as the codec does."""
+    from cortex.model.codec import SOURCE_REF, Invalid
+    from cortex.model.records import SourceRef
+
+    validator = jsonschema.Draft202012Validator(SOURCE_REF.json_schema())
+    assert validator.is_valid({"session_id": "s", "span": [0, 2]})
+    assert SOURCE_REF.enc(SourceRef(session_id="s", span=(0, 2)))
+    assert not validator.is_valid({"session_id": "s", "span": span})
+    with pytest.raises((Invalid, ValidationError)):
+        SOURCE_REF.enc(SourceRef(session_id="s", span=tuple(span)))  # type: ignore[arg-type]
