@@ -1298,7 +1298,7 @@ def _salvage(w: World, draw: st.DrawFn) -> None:
     kw: dict[str, Any] = {}
     opt(draw, kw, "actor", texts_arg("owner"))
     opt(draw, kw, "progress", callbacks())
-    w.call(cortex.transfer.salvage, draw(source), draw(dest), **kw)
+    w.call(cortex.salvage, draw(source), draw(dest), **kw)
 
 
 @surface("Cortex.open")

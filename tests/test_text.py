@@ -148,10 +148,10 @@ def test_the_stem_cache_is_bounded_and_never_changes_a_stem(
 
     want = {w: Stemmer.Stemmer("english").stemWord(w) for w in ("running", "adoptions", "teas")}
     monkeypatch.setattr(T, "_STEMS_MAX", 4)
-    T._STEMS.clear()
+    T.STEMS.clear()
     for i in range(50):
         words = [f"word{i}", "running", f"x{i}s", "adoptions", "teas"]
         got = T._stem_words(words)
         assert got[1] == want["running"] and got[3:] == [want["adoptions"], want["teas"]]
-        assert len(T._STEMS) <= 5  # emptied whenever a batch would pass the bound
-    T._STEMS.clear()
+        assert len(T.STEMS) <= 5  # emptied whenever a batch would pass the bound
+    T.STEMS.clear()
