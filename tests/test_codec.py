@@ -1020,3 +1020,18 @@ def test_cbor_extent_of_records_and_their_truncations() -> None:
         for i in range(len(raw)):
             with pytest.raises(CodecError):
                 cbor_extent(raw[:i])
+
+
+@pytest.mark.parametrize("value", ["45 68656c6c6f", "05", "81 61 61", "f5", "f6"])
+@pytest.mark.parametrize("trusted", [False, True])
+def test_a_text_field_of_another_cbor_type_is_refused(value: str, trusted: bool) -> None:
+    """Strict decoding refuses a value of the wrong CBOR type (encoding.md §5, bytes_for_text);
+    the trusted decoder skips only the re-encoding check, never a type check
+    (``decode_data_trusted``)."""
+    from cortex.model.codec import decode_data_trusted
+
+    raw = bytes.fromhex("a4 0001 01" + value + "02 6161 03 6170")
+    decode = decode_data_trusted if trusted else decode_data
+    with pytest.raises(CodecError) as info:
+        decode(MemoryType.FACT, raw)
+    assert "data.statement" in str(info.value)
