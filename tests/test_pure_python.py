@@ -15,6 +15,7 @@ MODULES = (
     "index.lexical",
     "index.postings",
     "engine.store",
+    "engine.journal",
     "index.text",
 )
 

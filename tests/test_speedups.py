@@ -864,6 +864,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         ),
         (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
+        (journal, ("journal_entry",)),
         (keys, ("index_keys",)),
         (kv, ("seal", "unseal", "sort_pairs")),
     ):
@@ -1456,7 +1457,7 @@ def _every_speedup(on: bool) -> Iterator[None]:
     from cortex.index import lexical, postings, text
     from cortex.storage import keys, kv
 
-    modules = [codec, keys, kv, lexical, postings, store, text]
+    modules = [codec, keys, kv, lexical, postings, store, journal, text]
     old = [m._USE_SPEEDUPS for m in modules]
     for m in modules:
         m._USE_SPEEDUPS = on and m._USE_SPEEDUPS
