@@ -220,6 +220,10 @@ class _Scan:
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
             "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
         )
+        # the same with binary parameters (server-side binding: a large commit's arrays are
+        # sent as bytes, not escaped to text, ~100x less CPU to build)
+        self.delete_b = self.delete.replace("%s", "%b")
+        self.upsert_b = self.upsert.replace("%s", "%b")
         self.create = f"CREATE TABLE IF NOT EXISTS {t} (k bytea PRIMARY KEY, v bytea NOT NULL)"
         self.size = f"SELECT pg_total_relation_size('{t}'), count(*) FROM {t}"
         self._t = t
@@ -536,6 +540,7 @@ class _PgWrite(_PgRead):
         self._want_tails: dict[bytes, None] = dict.fromkeys(p for p in warm[1] if p.strip(b"\xff"))
         self._tails: dict[bytes, tuple[bytes, bytes] | None] = {}  # server's last pair of a prefix
         self._empty: set[bytes] = set()  # prefixes holding no server row
+        self._empty_lens: set[int] = set()  # the lengths of those prefixes
 
     # -- round trips -------------------------------------------------------------------------
 
@@ -564,7 +569,7 @@ class _PgWrite(_PgRead):
         for p, rows in zip(tails, got, strict=False):
             self._tails[p] = (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
             if not rows:
-                self._empty.add(p)
+                self._note_empty(p)
         return got[len(tails) :]
 
     def _flush(self) -> None:
@@ -572,8 +577,19 @@ class _PgWrite(_PgRead):
         if self._want or self._want_tails:
             self._send([])
 
+    def _note_empty(self, prefix: bytes) -> None:
+        self._empty.add(prefix)
+        self._empty_lens.add(len(prefix))
+
     def _is_empty(self, prefix: bytes) -> bool:
-        return any(prefix.startswith(e) for e in self._empty)
+        """Whether a prefix of ``prefix`` is known to hold no server row.
+
+        One set lookup per distinct length of the known-empty prefixes (a handful), not one
+        comparison per prefix: a large write notes thousands of them.
+        """
+        empty = self._empty
+        n = len(prefix)
+        return any(k <= n and prefix[:k] in empty for k in self._empty_lens)
 
     def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
         if self._empty and self._is_empty(prefix):
@@ -704,7 +720,7 @@ class _PgWrite(_PgRead):
     def _note_around(self, prefix: bytes, key: bytes, got: tuple[Any, Any, Any]) -> None:
         self._arounds[(prefix, key)] = got
         if got[0] is None and got[2] is None and key.startswith(prefix) and prefix:
-            self._empty.add(prefix)  # nothing at or before key, nothing after it: no row
+            self._note_empty(prefix)  # nothing at or before key, nothing after it: no row
 
     def prefetch(self, keys: Iterable[bytes]) -> None:
         """Read ``keys`` with the next round trip, for the ``get`` calls that follow."""
@@ -809,14 +825,14 @@ class _PgWrite(_PgRead):
             return
         c.start()
         if dels:
-            c.execute(c.q.delete, (dels,))
+            c.execute(c.q.delete_b, (dels,))
         i = 0
         while i < len(puts_k):
             j, got = i, 0
             while j < len(puts_k) and j - i < _BATCH_ROWS and got < _BATCH_BYTES:
                 got += len(puts_k[j]) + len(puts_v[j])
                 j += 1
-            c.execute(c.q.upsert, (puts_k[i:j], puts_v[i:j]))
+            c.execute(c.q.upsert_b, (puts_k[i:j], puts_v[i:j]))
             i = j
         c.execute("COMMIT")
         c.execute(unlock, self._lock_key)
