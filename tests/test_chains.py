@@ -54,8 +54,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def cx(tmp_path: Path, clock: Clock) -> Any:
-    with Cortex.open(tmp_path / "s", actor="agent", clock=clock) as store:
+def cx(store_path: Any, clock: Clock) -> Any:
+    """A store on each engine (LMDB, PostgreSQL): the chain rules hold alike on both."""
+    with Cortex.open(store_path, actor="agent", clock=clock) as store:
         yield store
 
 

@@ -320,6 +320,31 @@ def test_a_write_makes_three_round_trips_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:
+    """A Fact with a claim key (``specs/claims.md``): its lookup (and the store's aliases) travel
+    with the write's first round trip, so a Fact that competes with nothing costs the same 3 as
+    any write; one that supersedes reads what it needs of its competitors (head, versions,
+    superseders, the edges between the two) in ONE more, whatever the chain's length."""
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+
+        def trips(fact: Fact) -> tuple[int, str]:
+            before = kv.round_trips
+            res = cx.write(fact)
+            return kv.round_trips - before, res.outcome
+
+        for i in range(3):
+            new = Fact(statement="lives in A", subject=f"p{i}", predicate="home_city")
+            assert trips(new) == (3, "created")
+        for i in range(12):  # a chain that grows past one preloaded page of its claim entries
+            moved = Fact(statement=f"lives in B{i}", subject="p0", predicate="home_city")
+            assert trips(moved) == (4, "superseded")
+        current = [h.memory.data for h in cx.about("p0", "home_city").hits]
+        assert [f.statement for f in current] == ["lives in B11"]  # type: ignore[union-attr]
+        assert cx.verify().ok
+
+
 def _cluster(pg_server: Any) -> Any:
     if pg_server.cluster is None:
         pytest.skip("CORTEX_PG_URL names an outside server: it is not ours to stop")

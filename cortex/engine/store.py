@@ -127,6 +127,7 @@ from cortex.model.validate import validate_memory
 from cortex.rules import chains
 from cortex.rules.aliases import (
     ALIAS_CODEC,
+    ALIAS_PREFIX,
     AliasChange,
     AliasRecord,
     alias_hash,
@@ -408,6 +409,53 @@ class Prepared:
             head_bytes, version_bytes = encode_new_pair(head, version)
             pair = _seal(head_bytes), _seal(version_bytes)
         self.head_bytes, self.version_bytes = pair
+
+
+_CHAIN_PRELOAD: Final = 256
+"""Claim entries of one lookup read with a write's first round trip (a chain's whole history,
+up to this length; a longer one costs one more round trip per page)."""
+
+
+def _prefetch_lookups(txn: WriteTxn, prepared: Sequence[Prepared]) -> None:
+    """Name the chain rules' first reads to an engine with round trips (``prefetch_scan``).
+
+    The aliases and each claim lookup of the batch then travel with the write's first round
+    trip (on PostgreSQL; LMDB has no such method and reads them as it goes).
+    """
+    scan = getattr(txn, "prefetch_scan", None)
+    if scan is None:
+        return
+    lookups = [claim_index_prefix(p.lookup) for p in prepared if p.lookup is not None]
+    if lookups:
+        scan([ALIAS_PREFIX])
+        scan(lookups, _CHAIN_PRELOAD)
+
+
+def _prefetch_competitors(txn: WriteTxn, mid: MemoryId, oids: Sequence[MemoryId]) -> None:
+    """Name what ``_chain`` reads of each competitor, in one round trip (see above).
+
+    Its head, its versions (the current one is among them), the ``supersedes`` edges to it
+    (is it history already?) and the edges between it and the new memory either way.
+    """
+    scan = getattr(txn, "prefetch_scan", None)
+    if scan is None or not oids:
+        return
+    prefetch = txn.prefetch
+    keys: list[bytes] = []
+    prefixes: list[bytes] = []
+    for o in oids:
+        keys += (
+            head_key(o),
+            edge_from_key(mid, EdgeType.SUPERSEDES, o),
+            edge_from_key(o, EdgeType.SUPERSEDES, mid),
+            edge_from_key(mid, EdgeType.CONTRADICTS, o),
+        )
+        prefixes += (
+            _VERSION_KEY_PREFIX + o.bytes + VERSION_INFIX,
+            EDGE_TO + o.bytes + bytes((EdgeType.SUPERSEDES,)),
+        )
+    prefetch(keys)
+    scan(prefixes)
 
 
 def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> None:
@@ -1118,6 +1166,7 @@ class Store:
         self._embed_prepared(prepared)
 
         def txn_fn(txn: WriteTxn) -> list[WriteResult]:
+            _prefetch_lookups(txn, prepared)
             if duplicate is not None:
                 confirmed = duplicate(txn)
                 if confirmed is not None:
@@ -1157,6 +1206,7 @@ class Store:
         self._embed_prepared(prepared)
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
+            _prefetch_lookups(txn, prepared)
             self._charge(txn, len(prepared))
             self._put_heads(txn, prepared, one_by_one)
             journal = JournalWriter(txn, now, self.actor)
@@ -1433,9 +1483,11 @@ class Store:
         by: list[Uri] = []
         con: list[Uri] = []
         seen: set[MemoryId] = set()
-        for key in self._competitors(txn, p):
-            oid = MemoryId(key[-16:])
-            if oid == mid or oid in skip or oid in seen:
+        oids = [MemoryId(key[-16:]) for key in self._competitors(txn, p)]
+        oids = [o for o in dict.fromkeys(oids) if o != mid and o not in skip]
+        _prefetch_competitors(txn, mid, oids)
+        for oid in oids:
+            if oid in seen:
                 continue
             seen.add(oid)
             head = self._head(txn, oid)

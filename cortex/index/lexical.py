@@ -895,6 +895,9 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     counts: dict[str, int] = {}
     for t in terms:
         counts[t] = counts.get(t, 0) + 1
+    prefetch = getattr(txn, "prefetch", None)
+    if prefetch is not None:  # an engine with round trips reads them all in one
+        prefetch([lex_term_key(t) for t in counts])
     rarest: tuple[int, str] | None = None
     for t in counts:
         raw = txn.get(lex_term_key(t))

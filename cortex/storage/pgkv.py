@@ -538,6 +538,7 @@ class _PgWrite(_PgRead):
         self._arounds: dict[tuple[bytes, bytes], tuple[Any, Any, Any]] = {}  # server arounds
         self._want: dict[bytes, None] = dict.fromkeys(warm[0])  # pending gets
         self._want_tails: dict[bytes, None] = dict.fromkeys(p for p in warm[1] if p.strip(b"\xff"))
+        self._want_scans: dict[bytes, int] = {}  # pending whole reads of short prefixes (limit)
         self._tails: dict[bytes, tuple[bytes, bytes] | None] = {}  # server's last pair of a prefix
         self._empty: set[bytes] = set()  # prefixes holding no server row
         self._empty_lens: set[int] = set()  # the lengths of those prefixes
@@ -552,12 +553,19 @@ class _PgWrite(_PgRead):
         q = self._c.q
         want = [k for k in self._want if k not in self._buf and k not in self._known]
         tails = [p for p in self._want_tails if p not in self._tails]
+        scans: dict[int, list[bytes]] = {}  # by limit: one statement each
+        for p, n in self._want_scans.items():
+            if p not in self._loaded_scans:
+                scans.setdefault(n, []).append(p)
         self._want.clear()
         self._want_tails.clear()
+        self._want_scans.clear()
         pre: list[tuple[str, tuple[Any, ...]]] = []
         if want:
             pre.append(q.keys_in(want))
         pre += [(q.tail, (p, _end(p))) for p in tails]
+        for n, ps in scans.items():
+            pre.append((q.preload, ([], ps, [_end(p) for p in ps], n + 1)))
         if not pre and not stmts:
             return []  # every pending read was answered meanwhile
         got = self._c.run(pre + stmts)
@@ -567,14 +575,39 @@ class _PgWrite(_PgRead):
                 self._known[k] = found.get(k)
             got = got[1:]
         for p, rows in zip(tails, got, strict=False):
-            self._tails[p] = (bytes(rows[0][0]), bytes(rows[0][1])) if rows else None
-            if not rows:
+            if rows:
+                k, v = bytes(rows[0][0]), bytes(rows[0][1])
+                self._tails[p] = (k, v)
+                self._loaded.setdefault(k, v)  # a server value: a get of it needs no query
+            else:
+                self._tails[p] = None
                 self._note_empty(p)
-        return got[len(tails) :]
+        got = got[len(tails) :]
+        for n, ps in scans.items():
+            self._note_scans(ps, got[0], n)
+            got = got[1:]
+        return got
+
+    def _note_scans(self, scans: list[bytes], rows: list[Any], limit: int) -> None:
+        """Keep the prefixes a ``preload`` query read whole (and their pairs, for ``get``)."""
+        found: dict[int, list[tuple[bytes, bytes]]] = {}
+        for _, i, k, v in rows:
+            found.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        loaded = self._loaded
+        for i, p in enumerate(scans, start=1):
+            pairs = found.get(i, [])
+            if len(pairs) > limit:
+                continue  # too long to keep: its scan pages from the server as before
+            pairs.sort()
+            self._loaded_scans[p] = pairs
+            for k, v in pairs:
+                loaded.setdefault(k, v)
+            if not pairs:
+                self._note_empty(p)
 
     def _flush(self) -> None:
         """Send the pending reads now (a read needs one of them)."""
-        if self._want or self._want_tails:
+        if self._want or self._want_tails or self._want_scans:
             self._send([])
 
     def _note_empty(self, prefix: bytes) -> None:
@@ -593,6 +626,13 @@ class _PgWrite(_PgRead):
 
     def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
         if self._empty and self._is_empty(prefix):
+            return
+        if start is None and prefix in self._want_scans:
+            self._flush()
+        loaded = self._loaded_scans.get(prefix) if start is None else None
+        if loaded is not None:  # read whole by a prefetch: no query
+            pairs = reversed(loaded) if reverse else loaded
+            yield from (pairs if cols == "kv" else ((k,) for k, _ in pairs))
             return
         if reverse and start is None and (prefix in self._tails or prefix in self._want_tails):
             if prefix not in self._tails:
@@ -727,6 +767,18 @@ class _PgWrite(_PgRead):
         for k in keys:
             if k not in self._buf and k not in self._known:
                 self._want[k] = None
+
+    def prefetch_scan(self, prefixes: Iterable[bytes], limit: int = _PRELOAD_SCAN) -> None:
+        """Read short prefixes whole with the next round trip, for the scans that follow.
+
+        A prefix holding at most ``limit`` pairs is kept (a scan of it from its start, and a
+        get of one of its keys, then need no query; an empty one is known empty); a longer one
+        is scanned from the server as before. For reads the engine can name before it needs
+        them (a write's chain lookups, its competitors' edges and versions).
+        """
+        for p in prefixes:
+            if p.strip(b"\xff") and p not in self._loaded_scans:
+                self._want_scans[p] = max(limit, self._want_scans.get(p, 0))
 
     def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
         """``around(prefix, key)`` of the server for every pair, in one query."""
