@@ -1167,6 +1167,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)
+            lexical.prefetch_new(txn, [(p.head.id, p.terms[0]) for p in prepared])
             if duplicate is not None:
                 confirmed = duplicate(txn)
                 if confirmed is not None:
@@ -1207,6 +1208,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)
+            lexical.prefetch_new(txn, [(p.head.id, p.terms[0]) for p in prepared])
             self._charge(txn, len(prepared))
             self._put_heads(txn, prepared, one_by_one)
             journal = JournalWriter(txn, now, self.actor)

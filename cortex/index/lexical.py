@@ -884,6 +884,30 @@ def _posting_problems(
     return problems
 
 
+def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) -> None:
+    """Name what ``Indexer.flush`` will read for new documents, before the write's first read.
+
+    On an engine with round trips (PostgreSQL: ``prefetch``, ``prefetch_around(now=False)``)
+    the terms' counts and the postings around each new id then travel with the transaction's
+    first round trip instead of one of their own; LMDB has neither and reads as it goes. The
+    pairs are those ``postings.apply_many`` asks for: a term's prefix and its smallest new id.
+    """
+    around = getattr(txn, "prefetch_around", None)
+    prefetch = getattr(txn, "prefetch", None)
+    if around is None or prefetch is None:
+        return
+    first: dict[str, bytes] = {}
+    for mid, terms in docs:
+        b = mid.bytes
+        for t in terms:
+            if t not in first or b < first[t]:
+                first[t] = b
+    if not first:
+        return
+    prefetch([lex_term_key(t) for t in first])
+    around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
+
+
 def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     """Live memories indexed with exactly these terms (the candidates of an exact duplicate).
 

@@ -539,6 +539,7 @@ class _PgWrite(_PgRead):
         self._want: dict[bytes, None] = dict.fromkeys(warm[0])  # pending gets
         self._want_tails: dict[bytes, None] = dict.fromkeys(p for p in warm[1] if p.strip(b"\xff"))
         self._want_scans: dict[bytes, int] = {}  # pending whole reads of short prefixes (limit)
+        self._want_arounds: dict[tuple[bytes, bytes], None] = {}  # pending arounds
         self._tails: dict[bytes, tuple[bytes, bytes] | None] = {}  # server's last pair of a prefix
         self._empty: set[bytes] = set()  # prefixes holding no server row
         self._empty_lens: set[int] = set()  # the lengths of those prefixes
@@ -566,6 +567,10 @@ class _PgWrite(_PgRead):
         pre += [(q.tail, (p, _end(p))) for p in tails]
         for n, ps in scans.items():
             pre.append((q.preload, ([], ps, [_end(p) for p in ps], n + 1)))
+        arounds = [pk for pk in self._want_arounds if pk not in self._arounds]
+        self._want_arounds.clear()
+        if arounds:
+            pre.append((q.around_many, ([p for p, _ in arounds], [k for _, k in arounds])))
         if not pre and not stmts:
             return []  # every pending read was answered meanwhile
         got = self._c.run(pre + stmts)
@@ -585,6 +590,9 @@ class _PgWrite(_PgRead):
         got = got[len(tails) :]
         for n, ps in scans.items():
             self._note_scans(ps, got[0], n)
+            got = got[1:]
+        if arounds:
+            self._note_arounds(arounds, got[0])
             got = got[1:]
         return got
 
@@ -607,7 +615,7 @@ class _PgWrite(_PgRead):
 
     def _flush(self) -> None:
         """Send the pending reads now (a read needs one of them)."""
-        if self._want or self._want_tails or self._want_scans:
+        if self._want or self._want_tails or self._want_scans or self._want_arounds:
             self._send([])
 
     def _note_empty(self, prefix: bytes) -> None:
@@ -730,6 +738,8 @@ class _PgWrite(_PgRead):
             yield k
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
+        if (prefix, key) in self._want_arounds:
+            self._flush()
         got = self._arounds.get((prefix, key))
         if got is None:
             got = self._server_around(prefix, key)
@@ -780,13 +790,27 @@ class _PgWrite(_PgRead):
             if p.strip(b"\xff") and p not in self._loaded_scans:
                 self._want_scans[p] = max(limit, self._want_scans.get(p, 0))
 
-    def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]]) -> None:
-        """``around(prefix, key)`` of the server for every pair, in one query."""
+    def prefetch_around(self, pairs: Iterable[tuple[bytes, bytes]], *, now: bool = True) -> None:
+        """``around(prefix, key)`` of the server for every pair, in one query.
+
+        With ``now=False`` the pairs join the pending reads instead (the transaction's next
+        round trip carries them): for a write that can name them before its first read.
+        """
         want = [(p, k) for p, k in pairs if (p, k) not in self._arounds]
+        if not now:
+            self._want_arounds.update(dict.fromkeys(want))
+            return
+        if any(pk in self._want_arounds for pk in want):
+            self._flush()  # they travel with the pending reads
+            want = [pk for pk in want if pk not in self._arounds]
         if not want:
             return
-        got = self._rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
-        for i, k0, v0, k1 in got:
+        self._note_arounds(
+            want, self._rows(self._c.q.around_many, ([p for p, _ in want], [k for _, k in want]))
+        )
+
+    def _note_arounds(self, want: list[tuple[bytes, bytes]], rows: list[Any]) -> None:
+        for i, k0, v0, k1 in rows:
             prefix, key = want[int(i) - 1]
             b1 = None if k1 is None else bytes(k1)
             self._note_around(
