@@ -438,9 +438,9 @@ def _prefetch_competitors(txn: WriteTxn, mid: MemoryId, oids: Sequence[MemoryId]
     (is it history already?) and the edges between it and the new memory either way.
     """
     scan = getattr(txn, "prefetch_scan", None)
-    if scan is None or not oids:
+    prefetch = getattr(txn, "prefetch", None)
+    if scan is None or prefetch is None or not oids:
         return
-    prefetch = txn.prefetch
     keys: list[bytes] = []
     prefixes: list[bytes] = []
     for o in oids:
