@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -194,6 +195,8 @@ def main() -> None:
     bindir = pgserver.find_bin()
     if bindir is None:
         raise SystemExit("no PostgreSQL server binaries: apt-get install -y postgresql")
+    # a TERM (timeout, kill) unwinds through the finally below, which stops the cluster
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = pgserver.PgCluster(bindir).start()
     results: dict[str, Any] = {"sizes": {}, "writers": {}}
     try:
