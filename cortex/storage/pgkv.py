@@ -881,8 +881,20 @@ class _PgWrite(_PgRead):
         psycopg, _ = _psycopg()
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
         unlock = "SELECT pg_advisory_unlock(%s, %s)"
-        if size <= _SMALL:  # one round trip: the changes, COMMIT and the unlock in one string
-            parts: list[str] = [] if c.begun else [c._begin]
+        if size <= _SMALL and c.begun:
+            # one round trip: the changes (arrays bound in binary), COMMIT and the unlock in
+            # one pipeline (one Sync); an error of any of them is raised at its end
+            c.kv.round_trips += 1
+            with conn.pipeline():
+                if dels:
+                    conn.execute(c.q.delete_b, (dels,))
+                if puts_k:
+                    conn.execute(c.q.upsert_b, (puts_k, puts_v))
+                conn.execute("COMMIT")
+                conn.execute(unlock, self._lock_key)
+            return
+        if size <= _SMALL:  # not begun: the lock, BEGIN, changes, COMMIT, unlock in one string
+            parts: list[str] = [c._begin]
             params: list[Any] = []
             if dels:
                 parts.append(c.q.delete)
