@@ -587,7 +587,7 @@ class Store:
                 ``pages.checked``. ``False`` opens without it (``verify``, ``stats``,
                 ``export`` and ``backup`` check the pages they walk either way: open so to
                 ``verify`` a damaged store). ``specs/storage.md`` §9 gives its cost.
-            **options: further options of a subclass (``Cortex``: decay, weights, embedder).
+            **options: further options of the handle class (``Cortex``: decay, weights, embedder).
 
         Raises:
             IntegrityError: ``data.mdb`` is truncated, a meta page is damaged, or (with
