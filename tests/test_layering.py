@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import types
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "erasure",  # what a purge erased, as needles an audit searches the files for
             "heads",  # what a head implies: index keys, pin, claims, superseder
             "verify",  # the whole store checked in one snapshot
+            "hooks",  # what the layer above decides for the engine: vectors, access, erasure
+            "importer",  # memories, edges, episodes and aliases brought in as they were
+            "purge",  # a memory's or an episode's erasure, and the audit of every erasure
             "store",
             "sidecar",  # the vector index cache beside a store, caught up from its journal
         ),
@@ -409,3 +413,31 @@ def test_the_private_import_checker_sees_them() -> None:
         "from cortex.model.codec import _Hidden, Field\nfrom cortex import _speedups\n"
     )
     assert _private_imports(tree) == ["line 1: cortex.model.codec._Hidden"]
+
+
+def _engine_bases(mod: types.ModuleType) -> list[str]:
+    """``Class extends cortex.engine.x.Base`` for each class of ``mod`` built on an engine class."""
+    return [
+        f"{name} extends {base.__module__}.{base.__qualname__}"
+        for name, obj in sorted(vars(mod).items())
+        if isinstance(obj, type) and obj.__module__ == mod.__name__
+        for base in obj.__mro__[1:]
+        if base.__module__.startswith("cortex.engine.")
+    ]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("agent.")))
+def test_the_agent_layer_composes_the_engine(module: str) -> None:
+    """``Cortex`` holds a ``Store`` and calls its interface; no agent class extends the engine's."""
+    found = _engine_bases(importlib.import_module(f"cortex.{module}"))
+    assert not found, f"{module}: compose the engine instead of extending it:\n" + "\n".join(found)
+
+
+def test_the_engine_base_checker_sees_them() -> None:
+    from cortex.engine.store import Store
+
+    probe = types.ModuleType("probe")
+    probe.Inherits = type("Inherits", (Store,), {"__module__": "probe"})  # type: ignore[attr-defined]
+    probe.Holds = type("Holds", (), {"__module__": "probe"})  # type: ignore[attr-defined]
+    probe.Store = Store  # type: ignore[attr-defined]  # imported, not defined here: not counted
+    assert _engine_bases(probe) == ["Inherits extends cortex.engine.store.Store"]

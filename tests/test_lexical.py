@@ -325,7 +325,7 @@ def test_reindex_rebuilds_a_damaged_index(tmp_path: Path) -> None:
         cx._kv.write(damage)
         assert not cx.verify().ok
         seen: list[tuple[int, int]] = []
-        assert cx._reindex_lexical(lambda done, total: seen.append((done, total))) == 6
+        assert cx.engine._reindex_lexical(lambda done, total: seen.append((done, total))) == 6
         assert seen[-1] == (6, 6)
         assert cx.verify().ok
         assert lex_state(cx) == good

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import os
 import re
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final, Literal
+from types import TracebackType
+from typing import Any, Final, Literal, Self, TypeVar
 
 import msgspec
 import numpy as np
@@ -23,12 +25,23 @@ from cortex.agent.extract import Extractor
 from cortex.agent.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.agent.ingest import episode_of as _episode_of
 from cortex.agent.ingest import ingest as _ingest
-from cortex.engine.erasure import ScrubReport
+from cortex.engine.erasure import ErasureReport, ScrubReport
+from cortex.engine.hooks import Hooks, Visible
+from cortex.engine.hooks import given_vector as plain_given_vector
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.sidecar import DIRECTORY as SIDECAR_DIRECTORY
 from cortex.engine.sidecar import VectorSidecar, embed_checked, journal_head
-from cortex.engine.store import Prepared, Store, Visible, as_id, edge_of
-from cortex.engine.values import EDGE_CODEC, Edge, Memory, NewMemory, decode_trusted
+from cortex.engine.store import DEFAULT_WRITE_BUDGET, Prepared, Store, as_id, edge_of, open_store
+from cortex.engine.values import (
+    EDGE_CODEC,
+    Edge,
+    FormatRecord,
+    ImportReport,
+    Memory,
+    NewMemory,
+    VerifyReport,
+    decode_trusted,
+)
 from cortex.errors import (
     IntegrityError,
     NotFoundError,
@@ -91,7 +104,14 @@ from cortex.query.planner import Executor, TextSearch, VectorSearch, read_state,
 from cortex.query.search import SearchResult, known_entities
 from cortex.query.search import search as _search
 from cortex.rules import sensitivity as _sens
-from cortex.rules.aliases import AliasChange, AliasSuggestion, normal_name, read_aliases, suggest
+from cortex.rules.aliases import (
+    AliasChange,
+    AliasRecord,
+    AliasSuggestion,
+    normal_name,
+    read_aliases,
+    suggest,
+)
 from cortex.rules.chains import effective_time, norm_entity, norm_predicate
 from cortex.rules.claims import same_claim
 from cortex.rules.salience import (
@@ -141,7 +161,20 @@ def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
     return out
 
 
-class Cortex(Store):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _doc_of(original: object) -> Callable[[_F], _F]:
+    """Give a delegating method the docstring of the engine's method (or property) it calls."""
+
+    def give(fn: _F) -> _F:
+        fn.__doc__ = original.__doc__
+        return fn
+
+    return give
+
+
+class Cortex:
     """One actor's memory store: a directory holding one LMDB environment.
 
     Open it with ``Cortex.open(path, actor=...)`` and use it as a context manager::
@@ -210,7 +243,11 @@ class Cortex(Store):
             raise ValidationError(
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.index.embed)"
             )
-        super().__init__(kv, actor, clock=clock)
+        self._engine: Store = Store(kv, actor, clock=clock, hooks=self._hooks())
+        """The engine this handle composes; it calls back into this handle through ``Hooks``."""
+        self._kv: KV = kv  # the engine's KV (bound once: reads open transactions on it)
+        self._now: Callable[[], datetime] = self._engine.now  # the engine's clock, checked
+        self._lexical_search = self._engine.lexical_search  # BM25 over live memories
         # -- who this handle reads and writes as (issue 15) --
         self._as: Reader | None = None
         """The reader every call of a restricted handle reads as; ``None``: the owner."""
@@ -252,6 +289,152 @@ class Cortex(Store):
             self._sidecar = VectorSidecar(
                 vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
             )
+
+    # -- the engine it composes ---------------------------------------------------------------
+    # ``Cortex`` holds a ``Store`` (``self._engine``) and uses it through the engine interface
+    # (``Store.head``, ``write_new``, ...: the section at the end of ``Store``) and ``Hooks``
+    # (``cortex.engine.hooks``: its vectors, its reader's checks inside the engine's write
+    # transactions, the vector cache's part of the erasure step). The store's public methods are
+    # delegated one by one below; those a reader restricts are defined further on.
+
+    def _hooks(self) -> Hooks:
+        """What this handle decides for its engine (bound methods of this handle)."""
+        return Hooks(
+            embed_prepared=self._embed_prepared,
+            chunk_vectors=self._chunk_vectors,
+            given_vector=self._given_vector,
+            vector_value=self._vector_value,
+            writer_sees=self._writer_sees,
+            guard_change=self._guard_change,
+            guard_see=self._guard_see,
+            after_scrub=self._after_scrub,
+        )
+
+    @property
+    def engine(self) -> Store:
+        """The engine (``cortex.engine.store.Store``) this handle composes.
+
+        For tools and transfer: its reads and writes apply no reader's visibility or scopes.
+        """
+        return self._engine
+
+    @property
+    def reads_as(self) -> Reader | None:
+        """The reader every read of this handle applies (``None``: the owner's, everything)."""
+        return self._as
+
+    @property
+    def actor(self) -> str:
+        """Who this handle writes as (its changes are journalled under this name)."""
+        return self._engine.actor
+
+    @property
+    def format(self) -> FormatRecord:
+        """The store's format record (``meta/format``) as the handle opened it."""
+        return self._engine.format
+
+    @classmethod
+    @_doc_of(Store.open)
+    def open(  # noqa: D102 - the engine method's docstring (_doc_of)
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        actor: str | None,
+        create: bool = True,
+        readonly: bool = False,
+        metasync: bool = True,
+        map_size: int = 64 << 20,
+        clock: Callable[[], datetime] | None = None,
+        check_pages: bool = True,
+        **options: Any,
+    ) -> Self:
+        return open_store(
+            cls,
+            path,
+            actor=actor,
+            create=create,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            clock=clock,
+            check_pages=check_pages,
+            options=options,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    @_doc_of(Store.path)
+    def path(self) -> str:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.path
+
+    @property
+    @_doc_of(Store.owner)
+    def owner(self) -> str:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.format.owner
+
+    @contextlib.contextmanager
+    @_doc_of(Store.task)
+    def task(self, task_id: str, *, limit: int = DEFAULT_WRITE_BUDGET) -> Iterator[None]:  # noqa: D102 - the engine method's docstring (_doc_of)
+        with self._engine.task(task_id, limit=limit):
+            yield
+
+    @_doc_of(Store.task_usage)
+    def task_usage(self, task_id: str) -> int:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.task_usage(task_id)
+
+    @_doc_of(Store.scrub)
+    def scrub(self, *, wait: float = 30.0) -> ScrubReport:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.scrub(wait=wait)
+
+    @_doc_of(Store.verify_erasure)
+    def verify_erasure(self) -> ErasureReport:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.verify_erasure()
+
+    @_doc_of(Store.import_records)
+    def import_records(  # noqa: D102 - the engine method's docstring (_doc_of)
+        self,
+        memories: Iterable[tuple[Head, Sequence[Version]]],
+        edges: Iterable[Edge] = (),
+        episodes: Iterable[Episode] = (),
+        *,
+        sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        episode_sensitivity: Mapping[MemoryId, Sensitivity] | None = None,
+        aliases: Mapping[str, AliasRecord] | None = None,
+    ) -> ImportReport:
+        return self._engine.import_records(
+            memories,
+            edges,
+            episodes,
+            sensitivity=sensitivity,
+            episode_sensitivity=episode_sensitivity,
+            aliases=aliases,
+        )
+
+    @_doc_of(Store.backup)
+    def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.backup(dest)
+
+    @_doc_of(Store.reindex_lexical)
+    def reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.reindex_lexical(progress)
+
+    @_doc_of(Store.stats)
+    def stats(self) -> dict[str, Any]:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.stats()
+
+    @_doc_of(Store.verify)
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> VerifyReport:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.verify(progress)
 
     # -- vectors -----------------------------------------------------------------------------
 
@@ -321,7 +504,7 @@ class Cortex(Store):
                     ):
                         ids[entry.id] = None
             for mid in ids:
-                head = self._head(txn, mid)
+                head = self._engine.head(txn, mid)
                 if head.tombstone is not None:
                     continue
                 if not everything:
@@ -358,7 +541,7 @@ class Cortex(Store):
             journal = JournalWriter(txn, now, self.actor)
             done = 0
             for (mid, n, _), vec in zip(todo, vectors, strict=True):
-                head = self._head(txn, mid)
+                head = self._engine.head(txn, mid)
                 if head.tombstone is not None or head.current_version != n:
                     continue
                 txn.put(vec_key(mid), self._seal_vector(e, n, vec))
@@ -409,7 +592,7 @@ class Cortex(Store):
     def _given_vector(self, vector: Any) -> bytes:
         e = self.embedder
         if e is None:
-            return super()._given_vector(vector)
+            return plain_given_vector(vector)
         return to_bytes(check_vector(vector, e.dim, e.model_id, "vector"))
 
     def _vector_value(self, version: int, vector: bytes) -> bytes:
@@ -474,14 +657,13 @@ class Cortex(Store):
             return "no embedder"
         return self._sidecar.state
 
-    def _scrub(self, wait: float, now: datetime) -> ScrubReport:
-        """The erasure step (``Store.scrub``), then the vector index cache beside the store.
+    def _after_scrub(self, report: ScrubReport, now: datetime) -> ScrubReport:
+        """After the erasure step (``Store.scrub``): the vector index cache beside the store.
 
         Saved index files keep no vector of a memory that has no stored vector any more: they
         are rewritten without it (``cortex.index.ann.erase_saved``), whether or not this handle has
         an embedder.
         """
-        report = super()._scrub(wait, now)
         root = vectors_root(self._kv)
         directory = None if root is None else root / SIDECAR_DIRECTORY
         if directory is None or not directory.is_dir():
@@ -504,7 +686,7 @@ class Cortex(Store):
         if getattr(self, "_sidecar", None) is not None and not self._kv.readonly:
             assert self._sidecar is not None
             self._sidecar.save()
-        super().close()
+        self._engine.close()
 
     # -- seams for the search indexes --------------------------------------------------------
 
@@ -576,8 +758,8 @@ class Cortex(Store):
         visible = self._visible_to(writer, now)
 
         if not ((dedupe if dedupe is not None else self.dedupe) and spec.id is None):
-            return self._write_new(spec, now, visible)
-        p = self._prepare(spec, now)  # validates
+            return self._engine.write_new(spec, now, visible)
+        p = self._engine.prepare(spec, now)  # validates
         if not isinstance(self.embedder, External):
             self._embed_prepared([p])  # once, for the dedupe check and the write
         vec: npt.NDArray[np.float32] | None = None
@@ -592,12 +774,12 @@ class Cortex(Store):
         digest = content_hash(data.TYPE, encode_data(data))
 
         def usable(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
-            head = self._head(txn, mid)
+            head = self._engine.head(txn, mid)
             if head.tombstone is not None or head.type is not data.TYPE:
                 return None
             if visible is not None and not visible(txn, head):
                 return None
-            v = self._version(txn, mid, head.current_version)
+            v = self._engine.version(txn, mid, head.current_version)
             if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
                 return None
             return head, v
@@ -616,7 +798,7 @@ class Cortex(Store):
                 found = usable(txn, mid)
                 if found is None:
                     continue
-                other = self._memory(*found).data
+                other = self._engine.memory(*found).data
                 if other is None:
                     continue
                 raw = txn.get(vec_key(mid))
@@ -631,7 +813,7 @@ class Cortex(Store):
                     return self._confirm_in(txn, found[0], digest, now, reason)
             return None
 
-        return self._write_new(spec, now, visible, duplicate, p)
+        return self._engine.write_new(spec, now, visible, duplicate, p)
 
     def _cosine_dedupe(self, given: bytes | None) -> bool:
         """Whether dedupe's cosine path can run (``_duplicate_of`` compares vectors)."""
@@ -653,15 +835,15 @@ class Cortex(Store):
         rd = self._reader(reader)
 
         def usable(txn: ReadTxn, mid: MemoryId) -> Memory | None:
-            head = self._head(txn, mid)
+            head = self._engine.head(txn, mid)
             if head.tombstone is not None or head.type is not t:
                 return None
             if not self._sees(txn, rd, head, now):
                 return None  # a duplicate the reader cannot see must not be revealed
-            v = self._version(txn, mid, head.current_version)
+            v = self._engine.version(txn, mid, head.current_version)
             if v.expires_at is not None and to_micros(v.expires_at) <= to_micros(now):
                 return None
-            return self._memory(head, v)
+            return self._engine.memory(head, v)
 
         with self._kv.read() as txn:
             since = journal_head(txn)
@@ -695,7 +877,7 @@ class Cortex(Store):
         digest = content_hash(m.version.type, encode_data(data))
         now = self._now()
         return self._kv.write(
-            lambda txn: self._confirm_in(txn, self._head(txn, m.id), digest, now, reason)
+            lambda txn: self._confirm_in(txn, self._engine.head(txn, m.id), digest, now, reason)
         )
 
     def _confirm_in(
@@ -726,7 +908,7 @@ class Cortex(Store):
 
     def _executor(self, txn: ReadTxn, plan: Plan, reader: Reader, now: datetime) -> Executor:
         return Executor(
-            self,
+            self._engine,
             txn,
             plan,
             now,
@@ -827,7 +1009,7 @@ class Cortex(Store):
         def txn_fn(txn: WriteTxn) -> None:
             journal = JournalWriter(txn, now, self.actor)
             for mid in ids:
-                head = self._head(txn, mid)
+                head = self._engine.head(txn, mid)
                 if head.tombstone is not None:
                     raise TombstonedError(f"memory {mid} is tombstoned; it cannot be attested")
                 st = read_state(txn, mid)
@@ -856,7 +1038,7 @@ class Cortex(Store):
         if self._as is not None:
             self._check_visible(self._head_of(mid), None)
         with self._kv.read() as txn:
-            self._head(txn, mid)
+            self._engine.head(txn, mid)
             return read_state(txn, mid)
 
     # -- context ---------------------------------------------------------------------------
@@ -1173,7 +1355,7 @@ class Cortex(Store):
         eid = as_id(ref, "episode")
         self._reader(reader)
         with self._kv.read() as txn:
-            ep = self._episode(txn, eid)
+            ep = self._engine.episode_record(txn, eid)
             if not self._sees_episode(txn, ep, self._reader(reader)):
                 raise NotFoundError(f"no episode {eid}")
         return ep
@@ -1210,9 +1392,9 @@ class Cortex(Store):
             if m.id is not None:
                 candidates: list[Episode] = []
                 with contextlib.suppress(NotFoundError):
-                    candidates.append(self._episode(txn, m.id))
+                    candidates.append(self._engine.episode_record(txn, m.id))
             else:
-                candidates = list(self._episodes(txn))
+                candidates = list(self._engine.episode_records(txn))
             for ep in candidates:
                 if (m.source is not None and ep.source != m.source) or (
                     m.channel is not None and ep.channel != m.channel
@@ -1222,7 +1404,7 @@ class Cortex(Store):
                     continue
                 if not self._sees_episode(txn, ep, self._reader(query.reader)):
                     continue
-                ids.update(self._memories_of_episode(txn, ep.id))
+                ids.update(self._engine.episode_memories(txn, ep.id))
         if not ids:
             return None
         only = In("head.id", tuple(sorted(str(i) for i in ids)))
@@ -1238,7 +1420,7 @@ class Cortex(Store):
 
         def get(eid: MemoryId) -> Episode | None:
             try:
-                ep = self._episode(txn, eid)
+                ep = self._engine.episode_record(txn, eid)
             except NotFoundError:
                 return None
             return ep if self._sees_episode(txn, ep, rd) else None
@@ -1267,7 +1449,7 @@ class Cortex(Store):
                 argcheck.text(value, name)
         out: list[Episode] = []
         with self._kv.read() as txn:
-            for ep in self._episodes(txn):
+            for ep in self._engine.episode_records(txn):
                 if (source is not None and ep.source != source) or (
                     channel is not None and ep.channel != channel
                 ):
@@ -1302,8 +1484,8 @@ class Cortex(Store):
         now = self._now()
         out: list[Uri] = []
         with self._kv.read() as txn:
-            for mid in self._memories_of_episode(txn, ep.id):
-                head = self._head(txn, mid)
+            for mid in self._engine.episode_memories(txn, ep.id):
+                head = self._engine.head(txn, mid)
                 if self._sees(txn, rd, head, now):
                     out.append(Uri(head.type, mid, head.current_version))
         return out
@@ -1331,7 +1513,7 @@ class Cortex(Store):
         self._owner_only("names entities")
         canonical_of = normal_name(name, "name")
         other = normal_name(alias, "alias")
-        return self._alias(canonical_of, other, alias)
+        return self._engine.add_alias(canonical_of, other, alias)
 
     def unalias(self, alias: str) -> AliasChange:
         """Remove an alias: ``alias`` names only itself from then on (``removed``/``absent``).
@@ -1340,7 +1522,7 @@ class Cortex(Store):
             ValidationError: an empty or too long name, or a restricted handle.
         """
         self._owner_only("names entities")
-        return self._unalias(normal_name(alias, "alias"))
+        return self._engine.drop_alias(normal_name(alias, "alias"))
 
     def aliases(self, name: str | None = None) -> dict[str, tuple[str, ...]]:
         """The entities that have aliases: canonical name → its aliases (normalised, sorted).
@@ -1475,11 +1657,11 @@ class Cortex(Store):
         now = self._now()
         at = to_micros(as_of) if as_of is not None else to_micros(now)
         with self._kv.read() as txn:
-            head = self._head(txn, mid)
+            head = self._engine.head(txn, mid)
             if not self._sees(txn, rd, head, now):
                 raise NotFoundError(f"no memory {mid}")
             top, seen = mid, {mid}
-            while (up := self._superseder(txn, top, at)) is not None and up not in seen:
+            while (up := self._engine.superseder(txn, top, at)) is not None and up not in seen:
                 seen.add(up)
                 top = up
             order: list[MemoryId] = []
@@ -1501,13 +1683,15 @@ class Cortex(Store):
                         todo.append(older)
             links: list[ChainLink] = []
             for m in order:
-                h = self._head(txn, m)
+                h = self._engine.head(txn, m)
                 if not self._sees(txn, rd, h, now):
                     continue
-                v = self._version(txn, m, h.current_version)
+                v = self._engine.version(txn, m, h.current_version)
                 data = None if v.data is None else decode_data(h.type, v.data)
                 since = effective_time(data, v.valid_from, v.created_at)
-                links.append(ChainLink(memory=self._memory(h, v), since=since, superseded_by=by[m]))
+                links.append(
+                    ChainLink(memory=self._engine.memory(h, v), since=since, superseded_by=by[m])
+                )
         when = {link.memory.id: link.since for link in links}
         out = []
         for link in links:
@@ -1539,12 +1723,14 @@ class Cortex(Store):
                     continue
                 pair = []
                 for mid in (s, d):
-                    h = self._head(txn, mid)
+                    h = self._engine.head(txn, mid)
                     if h.tombstone is not None or not self._sees(txn, rd, h, now):
                         break
-                    if self._superseder(txn, mid, now_us) is not None:
+                    if self._engine.superseder(txn, mid, now_us) is not None:
                         break
-                    pair.append(self._memory(h, self._version(txn, mid, h.current_version)))
+                    pair.append(
+                        self._engine.memory(h, self._engine.version(txn, mid, h.current_version))
+                    )
                 if len(pair) == 2:
                     out.append(Conflict(a=pair[0], b=pair[1], since=rec.created_at))
         out.sort(key=lambda c: to_micros(c.since))
@@ -1573,7 +1759,7 @@ class Cortex(Store):
 
         def txn_fn(txn: WriteTxn) -> Edge:
             for mid in (w, lo):  # NotFoundError; a restricted handle checks again (issue 22)
-                self._guard_change(txn, mid, self._head(txn, mid))
+                self._guard_change(txn, mid, self._engine.head(txn, mid))
             journal = JournalWriter(txn, now, self.actor)
             for s, d in ((w, lo), (lo, w)):
                 fkey = edge_from_key(s, EdgeType.CONTRADICTS, d)
@@ -1587,10 +1773,10 @@ class Cortex(Store):
                     txn.put(fkey, payload)
                     txn.put(edge_to_key(d, EdgeType.CONTRADICTS, s), payload)
                     journal.append(JournalKind.REMOVE_EDGE, id=s, edge=EdgeType.CONTRADICTS, dst=d)
-            self._put_edge(
+            self._engine.put_edge(
                 txn, w, EdgeType.SUPERSEDES, lo, journal=journal, reason=f"conflict: {reason}"
             )
-            self._remark(txn, (lo,), to_micros(now))
+            self._engine.remark(txn, (lo,), to_micros(now))
             fkey = edge_from_key(w, EdgeType.SUPERSEDES, lo)
             raw = txn.get(fkey)
             assert raw is not None
@@ -1659,7 +1845,7 @@ class Cortex(Store):
         mid = as_id(ref)
         rd = self._reader(reader)
         with self._kv.read() as txn:
-            head = self._head(txn, mid)
+            head = self._engine.head(txn, mid)
             level = _sens.level_of(txn, mid)
             if rd.actor != self.owner and not (
                 rd.can_see(head, self.owner, self._now()) and level <= rd.clearance
@@ -1678,7 +1864,7 @@ class Cortex(Store):
         eid = as_id(ref, "episode")
         rd = self._reader(reader)
         with self._kv.read() as txn:
-            ep = self._episode(txn, eid)
+            ep = self._engine.episode_record(txn, eid)
             if not self._sees_episode(txn, ep, rd):
                 raise NotFoundError(f"no episode {eid}")
             return _sens.level_of(txn, eid, episode=True)
@@ -1699,7 +1885,7 @@ class Cortex(Store):
             raise ValidationError(
                 "actor", "read_only", f"only the owner ({self.owner}) changes an episode"
             )
-        return self._set_episode_sensitivity(as_id(ref, "episode"), level)
+        return self._engine.set_episode_level(as_id(ref, "episode"), level)
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
@@ -1713,14 +1899,14 @@ class Cortex(Store):
             NotFoundError: no such memory or version, or it is hidden from ``reader``.
             IntegrityError: the head or the version is damaged or missing.
         """
-        m = super().resolve(uri)
+        m = self._engine.resolve(uri)
         if self._restricted(reader):
             self._check_visible(m.head, reader)
         return m
 
     def resolve_latest(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> Memory:
         """The current version of a memory (see ``resolve`` for ``reader``)."""
-        m = super().resolve_latest(ref)
+        m = self._engine.resolve_latest(ref)
         if self._restricted(reader):
             self._check_visible(m.head, reader)
         return m
@@ -1729,7 +1915,7 @@ class Cortex(Store):
         """Every version of a memory, oldest first (see ``resolve`` for ``reader``)."""
         if self._restricted(reader):
             self._check_visible(self._head_of(as_id(ref)), reader)
-        return super().history(ref)
+        return self._engine.history(ref)
 
     def resolve_as_of(
         self,
@@ -1742,11 +1928,11 @@ class Cortex(Store):
         """The version current at ``when`` (``Store.resolve_as_of``; ``reader`` as in resolve)."""
         if self._restricted(reader):
             self._check_visible(self._head_of(as_id(ref)), reader)
-        return super().resolve_as_of(ref, when, known_at=known_at)
+        return self._engine.resolve_as_of(ref, when, known_at=known_at)
 
     def _head_of(self, mid: MemoryId) -> Head:
         with self._kv.read() as txn:
-            return self._head(txn, mid)
+            return self._engine.head(txn, mid)
 
     def view(self, reader: Reader) -> ReaderView:
         """The store as ``reader`` sees it.
@@ -1776,9 +1962,10 @@ class Cortex(Store):
         handle's (``actor_scope``); it reads as ``reader``.
         """
         other = copy.copy(self)
-        other.actor = reader.actor
-        other._acting = reader.actor
-        other._space = self._space or self.actor
+        other._engine = self._engine.acting(
+            reader.actor, self._engine.space or self.actor, other._hooks()
+        )
+        other._now = other._engine.now
         other._as = None if reader.actor == self.owner else reader
         if other._as is not None:
             other._entities = None  # the owner's entity names are not the reader's
@@ -1810,7 +1997,7 @@ class Cortex(Store):
         if rd is None:
             return
         if head is None:
-            head = self._head(txn, mid)
+            head = self._engine.head(txn, mid)
         now = self._now()
         if not self._sees(txn, rd, head, now):
             raise NotFoundError(f"no memory {mid}")  # exactly what a missing one raises
@@ -1825,7 +2012,7 @@ class Cortex(Store):
     def _guard_see(self, txn: ReadTxn, mid: MemoryId) -> None:
         """A restricted handle links only to memories its reader sees (inside the change)."""
         rd = self._as
-        if rd is not None and not self._sees(txn, rd, self._head(txn, mid), self._now()):
+        if rd is not None and not self._sees(txn, rd, self._engine.head(txn, mid), self._now()):
             raise NotFoundError(f"no memory {mid}")
 
     def update(self, ref: Uri | MemoryId | str, data: Data, **options: Any) -> WriteResult:
@@ -1835,12 +2022,14 @@ class Cortex(Store):
         """
         self._may_change(ref)
         if self._as is None:
-            return super().update(ref, data, **options)
+            return self._engine.update(ref, data, **options)
         mid = as_id(ref, "uri")
         expected = options.pop("expected_version", None)
         now = self._now()
         spec = NewMemory(data=data, id=mid, **options)
-        return self._update(mid, spec, now, expected, self._visible_to(self._as, now))
+        return self._engine.update_version(
+            mid, spec, now, expected, self._visible_to(self._as, now)
+        )
 
     def _visible_to(self, reader: Reader | None, now: datetime) -> Visible | None:
         """What a write by ``reader`` may compete with (``None``: the owner, everything)."""
@@ -1858,12 +2047,12 @@ class Cortex(Store):
         """
         self._may_change(ref)
         self._check_level(self._as, patch.get("sensitivity"))
-        return super().update_head(ref, **patch)
+        return self._engine.update_head(ref, **patch)
 
     def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
         """``Store.write_many``; a restricted handle sets sensitivities up to its clearance."""
         if self._as is None:
-            return super().write_many(items)
+            return self._engine.write_many(items)
         items = list(items)
         for i, item in enumerate(items):
             if isinstance(item, NewMemory):
@@ -1873,7 +2062,7 @@ class Cortex(Store):
                     raise ValidationError(
                         f"items[{i}].{exc.field}", exc.rule, exc.message
                     ) from None
-        return super().write_many(items)
+        return self._engine.write_many(items)
 
     def tombstone(
         self,
@@ -1886,7 +2075,7 @@ class Cortex(Store):
     ) -> Tombstone:
         """``Store.tombstone``; a restricted handle retires only what its reader may write."""
         self._may_change(ref)
-        return super().tombstone(ref, reason, by, erase=erase, wait=wait)
+        return self._engine.tombstone(ref, reason, by, erase=erase, wait=wait)
 
     def purge(
         self,
@@ -1899,7 +2088,7 @@ class Cortex(Store):
     ) -> Tombstone:
         """``Store.purge``; a restricted handle erases only what its reader may write."""
         self._may_change(ref)
-        return super().purge(ref, reason, by, scrub=scrub, wait=wait)
+        return self._engine.purge(ref, reason, by, scrub=scrub, wait=wait)
 
     def add_edge(
         self,
@@ -1912,7 +2101,7 @@ class Cortex(Store):
         self._may_change(src)
         if self._as is not None:
             self._check_visible(self._head_of(as_id(dst, "dst")), None)
-        return super().add_edge(src, type, dst, **options)
+        return self._engine.add_edge(src, type, dst, **options)
 
     def remove_edge(
         self,
@@ -1923,20 +2112,22 @@ class Cortex(Store):
     ) -> Edge:
         """``Store.remove_edge``; a restricted handle unlinks only from what it may write."""
         self._may_change(src)
-        return super().remove_edge(src, type, dst, **options)
+        return self._engine.remove_edge(src, type, dst, **options)
 
     def edges(self, ref: Uri | MemoryId | str, **options: Any) -> list[Edge]:
         """``Store.edges``; a restricted handle sees the edges between memories it sees."""
         if self._as is None:
-            return super().edges(ref, **options)
+            return self._engine.edges(ref, **options)
         self._check_visible(self._head_of(as_id(ref)), None)
         rd, now = self._as, self._now()
         out = []
-        edges = super().edges(ref, **options)
+        edges = self._engine.edges(ref, **options)
         with self._kv.read() as txn:
             for e in edges:
                 try:
-                    if all(self._sees(txn, rd, self._head(txn, m), now) for m in (e.src, e.dst)):
+                    if all(
+                        self._sees(txn, rd, self._engine.head(txn, m), now) for m in (e.src, e.dst)
+                    ):
                         out.append(e)
                 except NotFoundError:
                     continue
@@ -1951,7 +2142,7 @@ class Cortex(Store):
         store-wide entries are left out (the sequence numbers show the gaps); ``limit`` counts
         the entries returned, so a reader gets up to ``limit`` of those it may see.
         """
-        entries = super().journal(start, reverse=reverse, limit=limit)  # checked, read now
+        entries = self._engine.journal(start, reverse=reverse, limit=limit)  # checked, read now
         if self._as is None:
             return entries
         if limit is None:
@@ -1967,7 +2158,7 @@ class Cortex(Store):
             if after < 1:
                 return iter(out)
             asked = max(limit, 64)
-            page = list(super().journal(after, reverse=reverse, limit=asked))
+            page = list(self._engine.journal(after, reverse=reverse, limit=asked))
 
     def _visible_entries(self, entries: list[JournalEntry]) -> list[JournalEntry]:
         rd, now = self._as, self._now()
@@ -1979,12 +2170,12 @@ class Cortex(Store):
                     continue
                 try:
                     if entry.kind in _EPISODE_KINDS:
-                        if self._sees_episode(txn, self._episode(txn, entry.id), rd):
+                        if self._sees_episode(txn, self._engine.episode_record(txn, entry.id), rd):
                             out.append(entry)
                         continue
-                    heads = [self._head(txn, entry.id)]
+                    heads = [self._engine.head(txn, entry.id)]
                     if entry.dst is not None:
-                        heads.append(self._head(txn, entry.dst))
+                        heads.append(self._engine.head(txn, entry.dst))
                 except NotFoundError:
                     continue
                 if all(self._sees(txn, rd, h, now) for h in heads):
@@ -2025,7 +2216,7 @@ class Cortex(Store):
             raise ValidationError(
                 "actor", "read_only", f"only the owner ({self.owner}) purges episodes"
             )
-        return self._purge_episode(as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
+        return self._engine.purge_episode(as_id(ref, "episode"), reason, by, scrub=scrub, wait=wait)
 
 
 class ReaderView:
@@ -2178,7 +2369,7 @@ class ReaderView:
             id=mid,
             type=data.TYPE,
             current_version=1,
-            actor_scope=cx._space or cx.actor,
+            actor_scope=cx._engine.space or cx.actor,
             visibility=Visibility.coerce(visibility) or Visibility.SCOPED,
             importance=importance if isinstance(importance, int) else 5,
             tags=encode_tags(tags),
@@ -2227,7 +2418,9 @@ class ReaderView:
         expected = kw.pop("expected_version", None)
         now = self._cx._now()
         spec = NewMemory(data=data, id=mid, **kw)
-        return self._cx._update(mid, spec, now, expected, self._cx._visible_to(self.reader, now))
+        return self._cx._engine.update_version(
+            mid, spec, now, expected, self._cx._visible_to(self.reader, now)
+        )
 
     def tombstone(self, ref: Uri | MemoryId | str, reason: str) -> Tombstone:
         """``Cortex.tombstone`` through a writable scope that selects the memory."""

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from cortex.agent.extract import Context, Dropped, Extraction, ExtractionError, Extractor
-from cortex.engine.store import EPISODE_SESSION, episode_source
+from cortex.engine.importer import EPISODE_SESSION, episode_source
 from cortex.engine.values import NewMemory
 from cortex.errors import CortexError, NotFoundError, ValidationError
 from cortex.model.enums import Sensitivity, SourceKind, Visibility
@@ -142,7 +142,7 @@ def ingest(
             items.append(msgspec.structs.replace(memory, provenance=prov))
         dropped = out.dropped
     # the chunks and the memories are embedded together, in the same batches
-    uris = cx._write_episode(ep, items, None, sensitivity, embed_chunks=True)
+    uris = cx.engine.write_episode(ep, items, None, sensitivity, embed_chunks=True)
     return IngestResult(episode=ep, memories=tuple(uris), dropped=dropped)
 
 

@@ -15,7 +15,7 @@ from cortex import (
 )
 from cortex.cli.common import command, emit, fmt_when, open_store, table_lines, time_arg
 from cortex.cli.writes import head_lines
-from cortex.engine.store import episode_source
+from cortex.engine.importer import episode_source
 from cortex.model.jsonmap import to_plain
 
 

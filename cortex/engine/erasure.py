@@ -19,15 +19,17 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from cortex.engine.values import decode_trusted
 from cortex.errors import CortexError
 from cortex.index.vectors import VECTOR_RECORD
 from cortex.model.codec import (
@@ -46,7 +48,7 @@ from cortex.model.enums import CodedEnum
 from cortex.model.episode import decode_episode
 from cortex.model.ids import MemoryId
 from cortex.model.records import Forms, Head, Version
-from cortex.storage.kv import WriteTxn, unseal
+from cortex.storage.kv import KV, LmdbKV, WriteTxn, seal, unseal
 
 __all__ = [
     "CONTENT_PREFIXES",
@@ -67,6 +69,7 @@ __all__ = [
     "content_of",
     "needles_of",
     "scan_file",
+    "scrub_files",
     "sidecar_copy",
     "store_files",
     "window_hashes",
@@ -610,3 +613,67 @@ class Recorder:
 
 SCRUB_KEY: Final = b"meta/scrub"
 """The last erasure step (``erasure.ScrubMark``, format 8)."""
+
+
+def scrub_files(kv: KV, actor: str, wait: float, now: datetime) -> ScrubReport:
+    """The erasure step on a store's files (``Store.scrub``, see there), marked by ``actor``.
+
+    LMDB: the ``meta/scrub`` mark, then every unused byte of the data file zeroed
+    (``cortex.storage.scrub``); PostgreSQL: the mark, then VACUUM of the store's table.
+    """
+    started = time.perf_counter()
+
+    def mark(txn: WriteTxn) -> int:
+        raw = txn.get(SCRUB_KEY)
+        count = 1 if raw is None else decode_trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
+        record = ScrubMark(at=now, by=actor, count=count)
+        txn.put(SCRUB_KEY, seal(SCRUB_CODEC.encode(record, "meta/scrub")))
+        if not isinstance(kv, LmdbKV):
+            return 0
+        return kv.refresh_separators(txn, KEYED_CONTENT)
+
+    lmdb_files = isinstance(kv, LmdbKV)
+    if not lmdb_files:
+        # PostgreSQL (``specs/storage.md`` §11): the mark, then VACUUM of the store's table;
+        # the server's files, its WAL and replicas are the operator's part
+        kv.write(mark)
+        pg_holding = kv.vacuum(wait)  # type: ignore[attr-defined]
+        return ScrubReport(
+            complete=not pg_holding,
+            free_pages=0,
+            free_pages_zeroed=0,
+            held_pages=0,
+            gaps_zeroed=0,
+            tails_zeroed=0,
+            beyond_pages_zeroed=0,
+            bytes_zeroed=0,
+            holding=tuple(pg_holding),
+            files_zeroed=False,
+            seconds=time.perf_counter() - started,
+        )
+    # the pages that held stale separators are freed by the commit that rewrote them: one
+    # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
+    rewritten = 0
+    for _ in range(4):
+        found = kv.write(mark)
+        rewritten += found
+        if not found:
+            break
+    kv = cast(LmdbKV, kv)
+    target = kv.last_txnid() - 1
+    kv.wait_for_snapshots(target, wait)
+    counts, snapshots = kv.zero_unused()
+    holding = tuple(sorted((pid, t) for pid, t in snapshots if t <= target))
+    return ScrubReport(
+        complete=not holding,
+        free_pages=counts.free_pages,
+        free_pages_zeroed=counts.free_pages_zeroed,
+        held_pages=counts.held_pages,
+        gaps_zeroed=counts.gaps_zeroed,
+        tails_zeroed=counts.tails_zeroed,
+        beyond_pages_zeroed=counts.beyond_pages_zeroed,
+        bytes_zeroed=counts.bytes_zeroed,
+        holding=holding,
+        separators=rewritten,
+        seconds=time.perf_counter() - started,
+    )

@@ -15,6 +15,7 @@ from cortex.engine.values import (
 )
 from cortex.model.codec import (
     HEAD,
+    TOMBSTONE,
     to_micros,
 )
 from cortex.model.enums import (
@@ -30,6 +31,7 @@ from cortex.model.records import (
     Goal,
     Head,
     Identity,
+    Tombstone,
 )
 from cortex.rules import chains
 from cortex.storage.keys import (
@@ -38,7 +40,7 @@ from cortex.storage.keys import (
     index_keys,
     pin_key,
 )
-from cortex.storage.kv import ReadTxn
+from cortex.storage.kv import ReadTxn, WriteTxn
 
 FOREVER: Final = 2**63 - 1
 """The end of time in microseconds: an open validity, the instant every chain is judged at."""
@@ -107,3 +109,16 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
             continue
         return src
     return None
+
+
+def set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
+    """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
+    if pinned:
+        txn.put(pin_key_of(head), b"")
+    else:
+        txn.delete(pin_key_of(head))
+
+
+def check_tombstone(stone: Tombstone) -> None:
+    """Raise ``ValidationError`` for a tombstone that breaks a rule (an empty reason, ...)."""
+    TOMBSTONE.encode(stone, "tombstone")

@@ -8,50 +8,47 @@ against its content hash. See ``specs/storage.md``.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import itertools
 import os
 import shutil
 import sys
-import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, Self, TypeVar, cast
+from typing import Any, Final, Literal, NamedTuple, Self, TypeVar
 
 import cbor2
 import msgspec
 
 from cortex import argcheck
 from cortex._version import __version__
-from cortex.engine import erasure
+from cortex.engine import erasure, importer
+from cortex.engine import hooks as _plain
+from cortex.engine import purge as purging
 from cortex.engine.erasure import (
-    ERASURE_CODEC,
-    KEYED_CONTENT,
-    SCRUB_CODEC,
-    SCRUB_KEY,
-    ErasureKind,
-    ErasureRecord,
     ErasureReport,
-    Residue,
-    ScrubMark,
     ScrubReport,
 )
 from cortex.engine.heads import (
     FOREVER,
     SUPERSEDED,
+    check_tombstone,
     claim_hashes,
     index_keys_of,
     is_pinned,
     pin_key_of,
+    set_pin,
     superseder,
 )
+from cortex.engine.hooks import EmbedPrepared, GuardChange, Hooks, Visible
 from cortex.engine.journal import JOURNAL_CODEC, ZERO_HASH, JournalEntry, JournalKind, JournalWriter
+from cortex.engine.purge import check_wait
 from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -71,7 +68,6 @@ from cortex.errors import (
     CodecError,
     ConflictError,
     CortexError,
-    ErasurePendingError,
     FormatError,
     IntegrityError,
     MigrationRequiredError,
@@ -81,22 +77,18 @@ from cortex.errors import (
     WriteBudgetError,
 )
 from cortex.index import evidence, lexical
-from cortex.index.ann import saved_region
 from cortex.index.lexical import Indexer
 from cortex.model.codec import (
     DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
     NEW_PAIR_PLAN,
-    TOMBSTONE,
     VERSION,
     Invalid,
     data_codec,
-    decode_data,
     decode_data_trusted,
     encode_new_pair,
     encode_tags,
-    encode_version,
     to_micros,
 )
 from cortex.model.enums import (
@@ -108,7 +100,7 @@ from cortex.model.enums import (
     Verb,
     Visibility,
 )
-from cortex.model.episode import check_episode, decode_episode, encode_episode, purged
+from cortex.model.episode import check_episode, decode_episode, encode_episode
 from cortex.model.forms import check_override, render_with_short
 from cortex.model.hashing import content_hash
 from cortex.model.ids import MemoryId, Uri, WriteOutcome, WriteResult, new_id, new_ids
@@ -119,11 +111,9 @@ from cortex.model.records import (
     FrameRef,
     Head,
     Provenance,
-    SourceRef,
     Tombstone,
     Version,
 )
-from cortex.model.validate import validate_memory
 from cortex.rules import chains
 from cortex.rules.aliases import (
     ALIAS_CODEC,
@@ -132,13 +122,11 @@ from cortex.rules.aliases import (
     AliasRecord,
     alias_hash,
     alias_key,
-    chained,
     plan_alias,
     read_aliases,
 )
-from cortex.rules.aliases import decode_record as decode_alias
 from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import coerce_level, encode_level, level_of, put_level
+from cortex.rules.sensitivity import coerce_level, encode_level, put_level
 from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
     EDGE_FROM,
@@ -157,17 +145,14 @@ from cortex.storage.keys import (
     edge_to_key,
     episode_key,
     episode_memory_key,
-    erasure_key,
     head_key,
     journal_key,
-    lex_doc_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
     parse_journal_key,
     prefix_end,
-    salience_key,
     sens_key,
     show_key,
     vec_key,
@@ -181,7 +166,6 @@ from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.storage.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.storage.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
 from cortex.storage.pages import damage_error
-from cortex.storage.scrub import Layout, separators, unused_ranges
 
 try:
     from cortex import _speedups as _sp
@@ -267,7 +251,6 @@ FEATURES: Final = frozenset(
 """Format features this code understands; a store naming any other feature is refused."""
 
 _sha256 = hashlib.sha256
-_Placed = tuple[int, bytes, str, bytes | None]  # offset, needle, region, live key
 
 
 # ---------------------------------------------------------------------------------------------
@@ -467,14 +450,6 @@ def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> N
         txn.put(claim_index_key(c, mid), SUPERSEDED)
 
 
-def _set_pin(txn: WriteTxn, head: Head, pinned: bool) -> None:
-    """Make the pinned index hold ``head`` exactly when ``pinned`` (its current data is)."""
-    if pinned:
-        txn.put(pin_key_of(head), b"")
-    else:
-        txn.delete(pin_key_of(head))
-
-
 def live_heads(txn: ReadTxn) -> list[Head]:
     """The heads of every memory that is not tombstoned, in id order."""
     heads = []
@@ -543,11 +518,6 @@ _STAGE_PLAN: Final = (
 )
 
 
-Visible = Callable[[ReadTxn, Head], bool]
-"""Whether a writer may see a memory (its head, read in the write's transaction): what a
-write by a reader other than the owner may compete with or confirm."""
-
-
 class _BudgetSpent(Exception):
     """A write transaction found its task's budget spent (``Store._charge``)."""
 
@@ -566,68 +536,6 @@ class _IdTaken(Exception):
     """A batch's head was not added: its id is taken or repeated (``Store._put_heads``)."""
 
 
-class Imported:
-    """A validated memory brought in with its existing records (see ``import_records``)."""
-
-    __slots__ = ("data", "head", "head_bytes", "version_bytes", "versions")
-
-    def __init__(self, head: Head, versions: Sequence[Version]) -> None:
-        self.head_bytes = _seal(HEAD.encode(head, "head"))  # checks it is a valid Head
-        if head.tags is None or head.frames is None:  # encoded as empty: index them so too
-            head = msgspec.structs.replace(head, tags=head.tags or (), frames=head.frames or ())
-        self.head = head
-        where = f"memory {head.id}"
-        self.versions = argcheck.items(versions, "versions")
-        for v in self.versions:
-            if type(v) is not Version:
-                raise ValidationError(
-                    "versions",
-                    "type",
-                    f"{where}: versions are Version records, got {type(v).__name__}",
-                )
-        if head.created_at < _EPOCH:  # index keys hold it as unsigned microseconds
-            raise ValidationError(
-                "head.created_at",
-                "range",
-                f"{where} was created at {head.created_at.isoformat()}, before 1970; a store "
-                "keys memories by creation time since the Unix epoch",
-            )
-        numbers = [v.version for v in self.versions]
-        if numbers != list(range(1, head.current_version + 1)):
-            raise ValidationError(
-                "versions",
-                "complete",
-                f"{where} is at version {head.current_version} but versions {numbers} are given",
-            )
-        purged = head.tombstone is not None and head.tombstone.purged_at is not None
-        self.data: Data | None = None  # the current version's decoded data
-        for v in self.versions:
-            name = f"{where} version {v.version}"
-            if v.data is None:
-                encode_version(v)
-                if not purged:
-                    raise ValidationError("version.data", "required", f"{name} has no data")
-                if v.id != head.id or v.type is not head.type:
-                    raise ValidationError("version.id", "match", f"{name} names {v.id}")
-                continue
-            if purged:
-                raise ValidationError("version.data", "purged", f"{name} holds data")
-            if content_hash(v.type, v.data) != v.hash:
-                raise IntegrityError(
-                    f"{name}: the data does not match its hash; nothing was imported"
-                )
-            self.data = decode_data(v.type, v.data)
-            validate_memory(head, v, self.data)
-        self.version_bytes = [_seal(VERSION.encode(v, "version")) for v in self.versions]
-
-    def held_by(self, txn: ReadTxn) -> bool:
-        """Whether the store holds exactly these records."""
-        if txn.get(head_key(self.head.id)) != self.head_bytes:
-            return False
-        stored = [value for _, value in txn.scan(version_prefix(self.head.id))]
-        return stored == self.version_bytes
-
-
 # ---------------------------------------------------------------------------------------------
 # The store
 
@@ -635,13 +543,13 @@ class Imported:
 _MAX_MAP_SIZE: Final = 1 << 40  # the engine's own ceiling (kv._MAX_MAP)
 
 
-def _options_of(cls: type) -> frozenset[str]:
+def _options_of(cls: Callable[..., Any]) -> frozenset[str]:
     """The keyword options ``cls.__init__`` takes beyond the store's own."""
     params = inspect.signature(cls).parameters
     return frozenset(
         n
         for n, p in params.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("clock",)
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("clock", "hooks")
     )
 
 
@@ -657,8 +565,10 @@ class Store:
         actor: str | None,
         *,
         clock: Callable[[], datetime] | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self._kv = kv
+        self._bind(hooks or Hooks())
         warm = getattr(kv, "warm_writes", None)
         if warm is not None:  # an engine with round trips reads these in a write's first one
             warm([lexical.STATS_KEY], [JOURNAL])
@@ -672,6 +582,25 @@ class Store:
         self.format = self._check_format()
         if actor is None:
             self.actor = self.format.owner
+
+    def _bind(self, hooks: Hooks) -> None:
+        """Bind each hook once (``cortex.engine.hooks``; ``None``: the plain store's)."""
+        self._embed_prepared: EmbedPrepared = hooks.embed_prepared or _plain.embed_prepared
+        self._chunk_vectors: Callable[[Episode], list[bytes] | None] = (
+            hooks.chunk_vectors or _plain.chunk_vectors
+        )
+        self._given_vector: Callable[[Any], bytes] = hooks.given_vector or _plain.given_vector
+        self._vector_value: Callable[[int, bytes], bytes] = (
+            hooks.vector_value or _plain.vector_value
+        )
+        self._writer_sees: Callable[[datetime], Visible | None] = (
+            hooks.writer_sees or _plain.writer_sees
+        )
+        self._guard_change: GuardChange = hooks.guard_change or _plain.guard_change
+        self._guard_see: Callable[[ReadTxn, MemoryId], None] = hooks.guard_see or _plain.guard_see
+        self._after_scrub: Callable[[ScrubReport, datetime], ScrubReport] = (
+            hooks.after_scrub or _plain.after_scrub
+        )
 
     @classmethod
     def open(
@@ -706,7 +635,7 @@ class Store:
                 ``pages.checked``. ``False`` opens without it (``verify``, ``stats``,
                 ``export`` and ``backup`` check the pages they walk either way: open so to
                 ``verify`` a damaged store). ``specs/storage.md`` §9 gives its cost.
-            **options: further options of a subclass (``Cortex``: decay, weights, embedder).
+            **options: further options of the handle class (``Cortex``: decay, weights, embedder).
 
         Raises:
             IntegrityError: ``data.mdb`` is truncated, a meta page is damaged, or (with
@@ -717,49 +646,18 @@ class Store:
                 type or out of range (an unknown option too).
             CortexError: the store cannot be opened (the message names the path and why).
         """
-        where = argcheck.path(path, "path")
-        if actor is not None:
-            try:
-                _short.enc(actor)
-            except Invalid as exc:
-                raise ValidationError("actor", exc.rule, exc.message) from None
-        for name, flag in (
-            ("create", create),
-            ("readonly", readonly),
-            ("metasync", metasync),
-            ("check_pages", check_pages),
-        ):
-            argcheck.flag(flag, name)
-        argcheck.integer(map_size, "map_size", 0, _MAX_MAP_SIZE)
-        argcheck.callback(clock, "clock")
-        accepted = _options_of(cls)
-        unknown = sorted(set(options) - accepted)
-        if unknown:
-            raise ValidationError(
-                unknown[0],
-                "unknown",
-                f"is not an option of {cls.__name__}.open; the options are "
-                f"{', '.join(sorted(accepted))}",
-            )
-        try:
-            kv = open_kv(
-                where,
-                readonly=readonly,
-                metasync=metasync,
-                map_size=map_size,
-                create=create,
-                check_pages=check_pages,
-                epoch_prefix=ERASURE_PREFIX,  # an erasure renews every writer's page buffers
-            )
-        except OSError as exc:  # creating the directory: a file in the way, no permission, ...
-            raise CortexError(
-                f"cannot open the store at {where[:200]}: {exc.strerror or exc}"
-            ) from exc
-        try:
-            return cls(kv, actor, clock=clock, **options)
-        except BaseException:
-            kv.close()
-            raise
+        return open_store(
+            cls,
+            path,
+            actor=actor,
+            create=create,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            clock=clock,
+            check_pages=check_pages,
+            options=options,
+        )
 
     def close(self) -> None:
         """Close the store; reads and writes after this fail."""
@@ -1032,42 +930,6 @@ class Store:
             [(_HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes) for p in prepared]
         ) != len(prepared):
             raise _IdTaken
-
-    def _writer_sees(self, now: datetime) -> Visible | None:
-        """What a batch or an ingest by this handle may compete with (``None``: everything).
-
-        ``cortex.agent.api.Cortex`` narrows it for a handle that reads as another actor.
-        """
-        return None
-
-    # -- vectors (``cortex.agent.api.Cortex`` embeds; the plain store writes none) -----------------
-
-    def _embed_prepared(
-        self, prepared: Sequence[Prepared], chunks: Sequence[str] | None = None
-    ) -> list[bytes] | None:
-        """Set ``p.vector`` for each prepared version, before its transaction (no-op here).
-
-        With ``chunks`` (an episode's chunk texts), embed them in the same batches and return
-        their vectors; ``None``: no vectors (the plain store embeds nothing).
-        """
-        return None
-
-    def _chunk_vectors(self, ep: Episode) -> list[bytes] | None:
-        """The vectors of an episode's chunks (``None`` here: the plain store embeds nothing)."""
-        return None
-
-    def _given_vector(self, vector: Any) -> bytes:
-        """A caller's vector for a new version, checked against the store's model."""
-        raise ValidationError(
-            "vector",
-            "no_model",
-            "this store declares no vector model: open it with embedder=… (or "
-            "embedder=cortex.index.embed.External(model_id, dim) for vectors computed elsewhere)",
-        )
-
-    def _vector_value(self, version: int, vector: bytes) -> bytes:
-        """The sealed ``vec/`` value of an embedding of ``version``."""
-        raise CortexError("this store has no embedder")  # pragma: no cover - never reached
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -1628,31 +1490,7 @@ class Store:
             ValidationError: an empty reason, or a negative ``wait``.
             ErasurePendingError: as for ``purge``.
         """
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValidationError("reason", "required", "say why the episode is erased")
-        _check_wait(wait)
-        now = self._now()
-        who = by if by is not None else self.actor
-
-        def txn_fn(txn: WriteTxn) -> Episode:
-            ep = self._episode(txn, eid)
-            if ep.content is None:
-                return ep
-            gone = purged(ep, now)
-            rec = erasure.Recorder(txn)
-            evidence.unindex_episode(rec, ep)
-            rec.put(episode_key(eid), _seal(encode_episode(gone)))
-            txn.delete(sens_key(eid, episode=True))  # nothing left to protect
-            entry = JournalWriter(txn, now, who).append(
-                JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
-            )
-            _put_erasure(txn, entry.seq, ErasureKind.EPISODE, eid, now, who, [ep.hash], rec)
-            return gone
-
-        result: Episode = self._kv.write(txn_fn)
-        if scrub:
-            self._erase_now(f"episode {eid}", wait, now)
-        return result
+        return purging.purge_episode(self, eid, reason, by, scrub=scrub, wait=wait)
 
     def _set_episode_sensitivity(self, eid: MemoryId, level: Sensitivity) -> Episode:
         """Store an episode's level and journal it (``episode_update``, field ``sensitivity``).
@@ -1788,7 +1626,7 @@ class Store:
             ):
                 raise IntegrityError(f"version {n} of {mid} exists beyond the head")
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
-            _set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
+            set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
             lex = Indexer(txn)
             lex.remove(mid)
             lex.add_counted(mid, n, *p.terms)
@@ -1910,7 +1748,7 @@ class Store:
         mid = as_id(ref, "uri")
         now = self._now()
         stone = Tombstone(reason=reason, at=now, by=by if by is not None else self.actor)
-        _check_tombstone(stone)
+        check_tombstone(stone)
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
             head = self._head(txn, mid)
@@ -1972,68 +1810,7 @@ class Store:
                 still holds pages with its bytes after ``wait`` seconds (or the erasure step
                 failed); run ``scrub`` once it ends.
         """
-        mid = as_id(ref, "uri")
-        now = self._now()
-        who = by if by is not None else self.actor
-        _check_tombstone(Tombstone(reason=reason, at=now, by=who))
-        _check_wait(wait)
-
-        def txn_fn(txn: WriteTxn) -> Tombstone:
-            head = self._head(txn, mid)
-            self._guard_change(txn, mid, head)
-            if head.tombstone is not None and head.tombstone.purged_at is not None:
-                return head.tombstone
-            stone = head.tombstone or Tombstone(reason=reason, at=now, by=who)
-            stone = msgspec.structs.replace(stone, purged_at=now)
-            # the vector goes below, so the head must stop pointing at it
-            new_head = msgspec.structs.replace(
-                head,
-                tombstone=stone,
-                tags=(),
-                frames=(),
-                forms=None,
-                embedding_ref=None,
-                last_updated_at=now,
-            )
-            for c in self._claims_of(txn, head):  # hashes of the content: they go with it
-                txn.delete(claim_index_key(c, mid))
-            rec = erasure.Recorder(txn)
-            hashes: list[bytes] = []
-            current_hash: bytes | None = None
-            for key, value in list(txn.scan(version_prefix(mid))):
-                v: Version = decode_trusted(VERSION, key, value)
-                hashes.append(v.hash)
-                if v.version == head.current_version:
-                    current_hash = v.hash
-                erased = msgspec.structs.replace(
-                    v, data=None, forms=None, provenance=_erased_provenance(v.provenance)
-                )
-                rec.put(key, _seal(VERSION.encode(erased, "version")))
-            self._move_index(txn, head, new_head)
-            _set_pin(txn, head, False)  # the data is erased
-            lex = Indexer(rec)
-            if lex.remove(mid):  # absent already when the memory was tombstoned first
-                lex.flush()
-            rec.delete(vec_key(mid))
-            txn.delete(salience_key(mid))
-            txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
-            rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
-            self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
-            entry = JournalWriter(txn, now, self.actor).append(
-                JournalKind.PURGE,
-                id=mid,
-                type=head.type,
-                version=head.current_version,
-                hash=current_hash,
-                reason=reason,
-            )
-            _put_erasure(txn, entry.seq, ErasureKind.MEMORY, mid, now, who, hashes, rec)
-            return stone
-
-        stone: Tombstone = self._kv.write(txn_fn)
-        if scrub:
-            self._erase_now(f"memory {mid}", wait, now)
-        return stone
+        return purging.purge(self, as_id(ref, "uri"), reason, by, scrub=scrub, wait=wait)
 
     def scrub(self, *, wait: float = 30.0) -> ScrubReport:
         """The erasure step: zero every byte of the store's files that no reader can read again.
@@ -2053,66 +1830,12 @@ class Store:
             CortexError: the store is read-only, the host is not 64-bit little-endian, or
                 ``data.mdb`` does not parse as LMDB 0.9 (then nothing is written).
         """
-        _check_wait(wait)
+        check_wait(wait)
         return self._scrub(wait, self._now())
 
     def _scrub(self, wait: float, now: datetime) -> ScrubReport:
-        started = time.perf_counter()
-
-        def mark(txn: WriteTxn) -> int:
-            raw = txn.get(SCRUB_KEY)
-            count = 1 if raw is None else decode_trusted(SCRUB_CODEC, SCRUB_KEY, raw).count + 1
-            record = ScrubMark(at=now, by=self.actor, count=count)
-            txn.put(SCRUB_KEY, _seal(SCRUB_CODEC.encode(record, "meta/scrub")))
-            if not isinstance(self._kv, LmdbKV):
-                return 0
-            return self._kv.refresh_separators(txn, erasure.KEYED_CONTENT)
-
-        lmdb_files = isinstance(self._kv, LmdbKV)
-        if not lmdb_files:
-            # PostgreSQL (``specs/storage.md`` §11): the mark, then VACUUM of the store's table;
-            # the server's files, its WAL and replicas are the operator's part
-            self._kv.write(mark)
-            pg_holding = self._kv.vacuum(wait)  # type: ignore[attr-defined]
-            return ScrubReport(
-                complete=not pg_holding,
-                free_pages=0,
-                free_pages_zeroed=0,
-                held_pages=0,
-                gaps_zeroed=0,
-                tails_zeroed=0,
-                beyond_pages_zeroed=0,
-                bytes_zeroed=0,
-                holding=tuple(pg_holding),
-                files_zeroed=False,
-                seconds=time.perf_counter() - started,
-            )
-        # the pages that held stale separators are freed by the commit that rewrote them: one
-        # more commit lets them be zeroed (a few rounds at most: a rewrite makes new ones rarely)
-        rewritten = 0
-        for _ in range(4):
-            found = self._kv.write(mark)
-            rewritten += found
-            if not found:
-                break
-        kv = cast(LmdbKV, self._kv)
-        target = kv.last_txnid() - 1
-        kv.wait_for_snapshots(target, wait)
-        counts, snapshots = kv.zero_unused()
-        holding = tuple(sorted((pid, t) for pid, t in snapshots if t <= target))
-        return ScrubReport(
-            complete=not holding,
-            free_pages=counts.free_pages,
-            free_pages_zeroed=counts.free_pages_zeroed,
-            held_pages=counts.held_pages,
-            gaps_zeroed=counts.gaps_zeroed,
-            tails_zeroed=counts.tails_zeroed,
-            beyond_pages_zeroed=counts.beyond_pages_zeroed,
-            bytes_zeroed=counts.bytes_zeroed,
-            holding=holding,
-            separators=rewritten,
-            seconds=time.perf_counter() - started,
-        )
+        """The erasure step on the store's files, then its owner's part (``Hooks.after_scrub``)."""
+        return self._after_scrub(erasure.scrub_files(self._kv, self.actor, wait, now), now)
 
     def verify_erasure(self) -> ErasureReport:
         """Audit every erasure: nothing a purge erased is left in a record or in any file.
@@ -2134,143 +1857,7 @@ class Store:
             CortexError: the store is read-only (the audit reads ``data.mdb`` under the writer
                 lock) or a file cannot be read.
         """
-        started = time.perf_counter()
-        problems: list[tuple[str, str]] = []
-        records: list[ErasureRecord] = []
-        with self._kv.read() as txn:
-            for key, value in txn.scan(ERASURE_PREFIX):
-                try:
-                    rec: ErasureRecord = ERASURE_CODEC.decode(_unseal(key, value), "erasure")
-                except (IntegrityError, CodecError) as exc:
-                    problems.append((_show_key(key), str(exc)))
-                    continue
-                records.append(rec)
-                problems.extend(_leftovers(txn, rec))
-        needles = erasure.Needles(records)
-        if not isinstance(self._kv, LmdbKV):
-            # PostgreSQL: the records are checked; the files are the server's (§11)
-            return ErasureReport(
-                ok=not problems,
-                records=len(records),
-                needles=len(needles),
-                files=(),
-                scanned=0,
-                residues=(),
-                shared=(),
-                problems=tuple(problems),
-                unscrubbed=0,
-                held_pages=0,
-                stale_separators=0,
-                files_searched=False,
-                seconds=time.perf_counter() - started,
-            )
-        root = Path(self.path)
-        names: list[str] = []
-        scanned = 0
-        hits: dict[str, list[tuple[int, bytes]]] = {}
-        for path in erasure.store_files(root):
-            name = path.relative_to(root).as_posix()
-            size, found = erasure.scan_file(path, needles)
-            names.append(name)
-            scanned += size
-            if found:
-                hits[name] = found
-        data_hits = hits.pop("data.mdb", [])
-
-        def place(buf: Any, layout: Layout) -> tuple[list[_Placed], int, int, list[bytes]]:
-            placed = []
-            for offset, needle in data_hits:
-                if needles.match(bytes(buf[offset : offset + erasure.WINDOW])) != needle:
-                    continue  # rewritten since the scan
-                region = layout.region(buf, offset)
-                key = layout.node_key(buf, offset) if region == "node" else None
-                if region == "node" and layout.is_branch(offset):
-                    region = "branch"  # a key's copy: live only if that key still exists
-                placed.append((offset, needle, region, key))
-            unused = sum(n for _, n, _ in unused_ranges(buf, layout))
-            keyed = [k for k, _ in separators(buf, layout, KEYED_CONTENT)]
-            return placed, unused, layout.held_count(), keyed
-
-        placed, unscrubbed, held, keyed = self._kv.inspect(place)
-        with self._kv.read() as txn:
-            stale = sum(1 for k in keyed if txn.get(k) is None)
-            placed = [
-                (off, needle, ("node" if txn.get(key) is not None else "separator"), key)
-                if region == "branch" and key is not None
-                else (off, needle, region, key)
-                for off, needle, region, key in placed
-            ]
-        live = {needle for _, needle, region, _ in placed if region in ("node", "overflow")}
-        residues: list[Residue] = []
-        shared: list[Residue] = []
-        found_all: list[tuple[str, int, bytes, str, bytes | None]] = [
-            ("data.mdb", off, needle, region, key) for off, needle, region, key in placed
-        ]
-        for name, found in hits.items():
-            if name.endswith(".hnsw"):  # the vector index cache: placed like data.mdb
-                regions = saved_region(root / name, [off for off, _ in found])
-            else:
-                regions = ["file"] * len(found)
-            for (off, needle), region in zip(found, regions, strict=True):
-                found_all.append((name, off, needle, region, None))
-                if region == "vector":
-                    live.add(needle)
-        for name, offset, needle, region, live_key in found_all:
-            for seq in needles.owner[needle]:
-                rec = needles.records[seq]
-                residue = Residue(
-                    file=name,
-                    offset=offset,
-                    region=region,
-                    seq=seq,
-                    id=str(rec.id),
-                    key=None if live_key is None else _show_key(live_key),
-                )
-                (shared if needle in live else residues).append(residue)
-        return ErasureReport(
-            ok=not residues and not problems,
-            records=len(records),
-            needles=len(needles),
-            files=tuple(names),
-            scanned=scanned,
-            residues=tuple(residues),
-            shared=tuple(shared),
-            problems=tuple(problems),
-            unscrubbed=unscrubbed,
-            held_pages=held,
-            stale_separators=stale,
-            seconds=time.perf_counter() - started,
-        )
-
-    def _erase_now(self, what: str, wait: float, now: datetime) -> ScrubReport:
-        """Run the erasure step after a purge; raise ``ErasurePendingError`` unless complete.
-
-        The step is marked with the purge's time, so that a purge reads the clock once.
-        """
-        try:
-            report = self._scrub(wait, now)
-        except CortexError as exc:
-            raise ErasurePendingError(
-                f"{what} is purged (no read returns its content), but the erasure step failed: "
-                f"{exc}; its bytes stay in freed pages until `cortex scrub` succeeds"
-            ) from exc
-        if not report.complete and not report.files_zeroed:
-            pids = ", ".join(f"pid {pid} (xmin age {t})" for pid, t in report.holding)
-            raise ErasurePendingError(
-                f"{what} is purged (no read returns its content), but transactions older than "
-                f"the purge still keep its dead rows after {wait:g} s: {pids}; run `cortex "
-                "scrub` (Store.scrub()) once they end, or purge again",
-                report,
-            )
-        if not report.complete:
-            pids = ", ".join(f"pid {pid} (txn {t})" for pid, t in report.holding)
-            raise ErasurePendingError(
-                f"{what} is purged (no read returns its content), but read snapshots opened "
-                f"before the purge still hold pages with its bytes after {wait:g} s: {pids}; "
-                "run `cortex scrub` (Store.scrub()) once they end, or purge again",
-                report,
-            )
-        return report
+        return purging.verify_erasure(self._kv, self.path)
 
     # -- import and backup -------------------------------------------------------------------
 
@@ -2317,172 +1904,19 @@ class Store:
             ConflictError: the store holds a memory or edge of that name with other records.
             NotFoundError: an edge's endpoint is neither imported nor in the store.
         """
-        items = []
-        for i, pair in enumerate(argcheck.items(memories, "memories")):
-            if not isinstance(pair, tuple | list) or len(pair) != 2:
-                raise ValidationError(
-                    f"memories[{i}]", "type", "each memory is a (head, versions) pair"
-                )
-            items.append(Imported(pair[0], pair[1]))
-        edges = argcheck.items(edges, "edges")
-        episodes = argcheck.items(episodes, "episodes")
-        for name, seq, cls in (("edges", edges, Edge), ("episodes", episodes, Episode)):
-            for i, x in enumerate(seq):
-                if type(x) is not cls:
-                    raise ValidationError(
-                        f"{name}[{i}]", "type", f"must be a {cls.__name__}, got {type(x).__name__}"
-                    )
-        if len({item.head.id for item in items}) != len(items):
-            raise ValidationError("memories", "unique", "a memory is given more than once")
-        levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
-        alias_records = _import_aliases(aliases)
-        eps: dict[MemoryId, bytes] = {}
-        purged_eps: dict[MemoryId, bool] = {}
-        chunk_vectors: dict[MemoryId, list[bytes]] = {}
-        for ep in episodes:
-            sealed = _seal(encode_episode(ep))  # every field's rule first, then the hash
-            check_episode(ep)
-            if ep.id in eps:
-                raise ValidationError("episodes", "unique", f"episode {ep.id} is given twice")
-            eps[ep.id] = sealed
-            purged_eps[ep.id] = ep.content is None
-            vectors = self._chunk_vectors(ep)  # with a local embedder: found by meaning too
-            if vectors is not None:
-                chunk_vectors[ep.id] = vectors
-        ep_levels = _import_levels(episode_sensitivity, purged_eps, "episode_sensitivity")
-        drawn = [
-            (found[0], item.head.id)
-            for item in items
-            for found in {episode_source(v.provenance) for v in item.versions}
-            if found is not None
-        ]
-        links: dict[bytes, tuple[MemoryId, EdgeType, MemoryId, bytes]] = {}
-        for e in edges:
-            if e.src == e.dst:
-                raise ValidationError("edges", "self_edge", f"an edge from {e.src} to itself")
-            rec = EdgeRecord(
-                created_at=e.created_at,
-                created_by=e.created_by,
-                weight=e.weight,
-                removed_at=e.removed_at,
-                removed_by=e.removed_by,
-            )
-            key = edge_from_key(e.src, e.type, e.dst)
-            if key in links:
-                raise ValidationError(
-                    "edges", "unique", f"edge {e.src} {e.type.label} {e.dst} twice"
-                )
-            links[key] = (e.src, e.type, e.dst, _seal(EDGE_CODEC.encode(rec, "edge")))
-        now = self._now()
-
-        def txn_fn(txn: WriteTxn) -> ImportReport:
-            journal = JournalWriter(txn, now, self.actor)
-            lex = Indexer(txn)
-            added = same = versions = edges_added = edges_same = 0
-            for item in items:
-                level = levels.get(item.head.id, DEFAULT_SENSITIVITY)
-                if txn.get(head_key(item.head.id)) is not None:
-                    if not item.held_by(txn) or level_of(txn, item.head.id) is not level:
-                        raise ConflictError(
-                            f"memory {item.head.id} already exists with other records (head, "
-                            "versions or sensitivity differ); nothing was imported"
-                        )
-                    same += 1
-                    continue
-                self._put_imported(txn, item, lex)
-                if level is not DEFAULT_SENSITIVITY:
-                    txn.put(sens_key(item.head.id), encode_level(level))
-                last = item.versions[-1]
-                journal.append(
-                    JournalKind.IMPORT,
-                    id=last.id,
-                    type=last.type,
-                    version=last.version,
-                    hash=last.hash,
-                )
-                added += 1
-                versions += len(item.versions)
-            for fkey, (s, et, d, payload) in links.items():
-                for which, mid in (("src", s), ("dst", d)):
-                    if txn.get(head_key(mid)) is None:
-                        raise NotFoundError(
-                            f"edge {s} {et.label} {d}: {which} {mid} does not exist"
-                        )
-                old = txn.get(fkey)
-                if old is not None:
-                    if old != payload:
-                        raise ConflictError(
-                            f"edge {s} {et.label} {d} already exists with another record; "
-                            "nothing was imported"
-                        )
-                    edges_same += 1
-                    continue
-                txn.put(fkey, payload)
-                txn.put(edge_to_key(d, et, s), payload)
-                journal.append(JournalKind.IMPORT, id=s, edge=et, dst=d)
-                edges_added += 1
-            eps_added = eps_same = 0
-            for eid, sealed in eps.items():
-                old = txn.get(episode_key(eid))
-                level = ep_levels.get(eid, DEFAULT_SENSITIVITY)
-                if old is not None:
-                    if old != sealed or level_of(txn, eid, episode=True) is not level:
-                        raise ConflictError(
-                            f"episode {eid} already exists with another record or sensitivity; "
-                            "nothing was imported"
-                        )
-                    eps_same += 1
-                    continue
-                txn.put(episode_key(eid), sealed)
-                if level is not DEFAULT_SENSITIVITY:
-                    txn.put(sens_key(eid, episode=True), encode_level(level))
-                imported = decode_episode(_unseal(episode_key(eid), sealed))
-                evidence.index_episode(txn, imported)
-                if eid in chunk_vectors:
-                    evidence.put_vectors(txn, imported, chunk_vectors[eid])
-                journal.append(JournalKind.EPISODE, id=eid, hash=imported.hash, reason="import")
-                eps_added += 1
-            for eid, mid in drawn:
-                if txn.get(episode_key(eid)) is not None:
-                    txn.put(episode_memory_key(eid, mid), b"")
-            # the imported edges say which imported memories are superseded
-            self._remark(
-                txn,
-                {item.head.id for item in items}
-                | {d for (_, et, d, _) in links.values() if et is EdgeType.SUPERSEDES},
-                to_micros(now),
-            )
-            lex.flush()
-            aliases_added, aliases_same = _put_aliases(txn, alias_records, journal)
-            return ImportReport(
-                memories_added=added,
-                memories_unchanged=same,
-                versions_added=versions,
-                edges_added=edges_added,
-                edges_unchanged=edges_same,
-                episodes_added=eps_added,
-                episodes_unchanged=eps_same,
-                aliases_added=aliases_added,
-                aliases_unchanged=aliases_same,
-            )
-
-        return self._kv.write(txn_fn)
-
-    def _put_imported(self, txn: WriteTxn, item: Imported, lex: Indexer) -> None:
-        """Write an imported memory's head, versions, index entries and lexical postings."""
-        txn.put(head_key(item.head.id), item.head_bytes)
-        for v, sealed in zip(item.versions, item.version_bytes, strict=True):
-            if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
-                raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
-        for k in index_keys_of(item.head):
-            txn.put(k, b"")
-        if is_pinned(item.data):
-            txn.put(pin_key_of(item.head), b"")
-        for c in claim_hashes(item.data):
-            txn.put(claim_index_key(c, item.head.id), b"")
-        last = item.versions[-1]
-        if item.head.tombstone is None and item.data is not None:
-            lex.add(item.head.id, last.version, lexical.analyze(item.data))
+        return importer.import_records(
+            self._kv,
+            self.actor,
+            self._now,
+            self._chunk_vectors,
+            self._remark,
+            memories,
+            edges,
+            episodes,
+            sensitivity=sensitivity,
+            episode_sensitivity=episode_sensitivity,
+            aliases=aliases,
+        )
 
     def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:
         """Write a consistent, compacted copy of the store to the new directory ``dest``.
@@ -2670,18 +2104,6 @@ class Store:
         return out
 
     # -- reads -------------------------------------------------------------------------------
-
-    def _guard_change(self, txn: ReadTxn, mid: MemoryId, head: Head | None = None) -> None:
-        """Refuse, inside a change's write transaction, a change this handle may not make.
-
-        ``head`` is the memory's head when read already. The store refuses nothing; ``Cortex``
-        refuses what a restricted handle's reader may not write, in the same transaction as
-        the change, so no concurrent change of visibility, scope or level slips between the
-        check and the write.
-        """
-
-    def _guard_see(self, txn: ReadTxn, mid: MemoryId) -> None:
-        """Refuse, inside a change's transaction, a link to a memory this handle may not see."""
 
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
         return self._head_from(mid, txn.get(head_key(mid)))
@@ -3069,6 +2491,127 @@ class Store:
         """
         return verify_store(self._kv, progress)
 
+    # -- the engine interface ----------------------------------------------------------------
+    # What the layers above use of a store (``cortex.agent.api.Cortex`` composes one; the query
+    # executor and transfer read through it). Each method is the engine's own function under its
+    # public name (an alias, not a wrapper: no call layer on a hot path). None of them checks a
+    # reader's visibility: that is the composing layer's part (``Hooks.guard_change`` and its
+    # own reads).
+
+    @property
+    def kv(self) -> KV:
+        """The key-value engine the store is on (LMDB or PostgreSQL)."""
+        return self._kv
+
+    @property
+    def space(self) -> str | None:
+        """Whose memories this engine's new memories are (``None``: its actor's)."""
+        return self._space
+
+    def acting(self, actor: str, space: str | None, hooks: Hooks) -> Store:
+        """This engine acting for ``actor``: the same environment, clock and task budgets.
+
+        Its changes are made and journalled by ``actor``; its new memories are ``space``'s
+        (``None``: ``actor``'s); ``hooks`` are the acting handle's.
+        """
+        other = copy.copy(self)
+        other.actor = actor
+        other._acting = actor
+        other._space = space
+        other._bind(hooks)
+        return other
+
+    now = _now  # the store's clock, checked (aware, after 1970)
+    head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
+    version = _version  # (txn, mid, n) -> Version, checked against its content hash
+    checked_version = _checked_version  # (key, raw) -> Version, decoded and checked
+    memory = _memory  # (head, version) -> Memory
+    superseder = _superseder  # (txn, mid, at_us) -> the memory that supersedes mid, or None
+    episode_record = _episode  # (txn, eid) -> Episode, checked
+    episode_records = _episodes  # (txn, reverse=True) -> every episode
+    episode_memories = _memories_of_episode  # (txn, eid) -> the memories made from it
+    prepare = _prepare  # (spec, now, fresh=None) -> Prepared: validated, rendered, tokenized
+    write_new = _write_new  # one new memory, competing with what ``visible`` allows
+    write_episode = _write_episode  # an episode and the memories made from it, one transaction
+    update_version = _update  # a new version, competing with what ``visible`` allows
+    put_edge = _put_edge  # an edge's two halves and its journal entry, inside a transaction
+    remark = _remark  # re-mark the superseded state of memories' claims, inside a transaction
+    purge_episode = _purge_episode  # erase an episode (and with scrub, its bytes)
+    set_episode_level = _set_episode_sensitivity  # an episode's sensitivity
+    add_alias = _alias  # (canonical_of, alias, given) -> AliasChange
+    drop_alias = _unalias  # (alias) -> AliasChange
+    lexical_search = _lexical_search  # BM25 over live memories: (query, limit, allow=None)
+    claims_of = _claims_of  # (txn, head) -> the claim hashes of its current data
+    losers = _losers  # (txn, mid) -> the memories mid supersedes
+    move_index = _move_index  # (txn, old, new): a head's index entries moved to its new state
+    erasure_step = _scrub  # (wait, now) -> ScrubReport: the erasure step and its owner's part
+
+    @property
+    def guard_change(self) -> GuardChange:
+        """The owner's check of a change, inside its write transaction (``Hooks.guard_change``)."""
+        return self._guard_change
+
+
+def open_store(
+    cls: Callable[..., _T],
+    path: str | os.PathLike[str],
+    *,
+    actor: str | None,
+    create: bool,
+    readonly: bool,
+    metasync: bool,
+    map_size: int,
+    clock: Callable[[], datetime] | None,
+    check_pages: bool,
+    options: Mapping[str, Any],
+) -> _T:
+    """``Store.open`` for ``cls`` (``Store``, or a class that composes one, as ``Cortex``).
+
+    ``cls(kv, actor, clock=clock, **options)`` makes the handle; its keyword-only parameters
+    are the options it accepts.
+    """
+    where = argcheck.path(path, "path")
+    if actor is not None:
+        try:
+            _short.enc(actor)
+        except Invalid as exc:
+            raise ValidationError("actor", exc.rule, exc.message) from None
+    for name, flag in (
+        ("create", create),
+        ("readonly", readonly),
+        ("metasync", metasync),
+        ("check_pages", check_pages),
+    ):
+        argcheck.flag(flag, name)
+    argcheck.integer(map_size, "map_size", 0, _MAX_MAP_SIZE)
+    argcheck.callback(clock, "clock")
+    accepted = _options_of(cls)
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        raise ValidationError(
+            unknown[0],
+            "unknown",
+            f"is not an option of {getattr(cls, '__name__', 'Store')}.open; the options are "
+            f"{', '.join(sorted(accepted))}",
+        )
+    try:
+        kv = open_kv(
+            where,
+            readonly=readonly,
+            metasync=metasync,
+            map_size=map_size,
+            create=create,
+            check_pages=check_pages,
+            epoch_prefix=ERASURE_PREFIX,  # an erasure renews every writer's page buffers
+        )
+    except OSError as exc:  # creating the directory: a file in the way, no permission, ...
+        raise CortexError(f"cannot open the store at {where[:200]}: {exc.strerror or exc}") from exc
+    try:
+        return cls(kv, actor, clock=clock, **options)
+    except BaseException:
+        kv.close()
+        raise
+
 
 def edge_of(s: MemoryId, et: EdgeType, d: MemoryId, rec: EdgeRecord) -> Edge:
     return Edge(
@@ -3132,189 +2675,5 @@ def check_edge_neighbours(txn: ReadTxn, mid: MemoryId, base: bytes) -> None:
             )
 
 
-def _check_tombstone(stone: Tombstone) -> None:
-    TOMBSTONE.encode(stone, "tombstone")
-
-
-def _import_levels(
-    given: Mapping[MemoryId, Any] | None,
-    imported: Mapping[MemoryId, Head] | Mapping[MemoryId, bool],
-    field: str,
-) -> dict[MemoryId, Sensitivity]:
-    """The levels of an import, checked: each names an imported, unpurged record.
-
-    ``imported`` maps the imported memories to their heads (or episodes to whether they were
-    purged): a purged record has nothing left to protect and holds no level.
-    """
-    out: dict[MemoryId, Sensitivity] = {}
-    for mid, value in (given or {}).items():
-        level = coerce_level(value, f"{field}[{mid}]")
-        if mid not in imported:
-            raise ValidationError(
-                f"{field}[{mid}]", "unknown", "names no memory or episode of the import"
-            )
-        rec = imported[mid]
-        gone = (
-            rec
-            if isinstance(rec, bool)
-            else (rec.tombstone is not None and rec.tombstone.purged_at is not None)
-        )
-        if gone and level is not DEFAULT_SENSITIVITY:
-            raise ValidationError(
-                f"{field}[{mid}]", "purged", "a purged record holds no sensitivity level"
-            )
-        if level is not DEFAULT_SENSITIVITY:
-            out[mid] = level
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Episodes (format 7; ``specs/episodes.md``)
-
-
-def _import_aliases(aliases: Mapping[str, AliasRecord] | None) -> dict[str, bytes]:
-    """Imported alias records, checked and sealed, by normalised alias."""
-    if aliases is None:
-        return {}
-    if not isinstance(aliases, Mapping):
-        raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
-    out: dict[str, bytes] = {}
-    for alias, rec in aliases.items():
-        if not isinstance(alias, str) or type(rec) is not AliasRecord:
-            raise ValidationError("aliases", "type", "must map normalised aliases to AliasRecords")
-        sealed = _seal(ALIAS_CODEC.encode(rec, "alias"))
-        decode_alias(alias_key(alias), sealed)  # the name normalises to the alias
-        out[alias] = sealed
-    return out
-
-
-def _put_aliases(
-    txn: WriteTxn, records: dict[str, bytes], journal: JournalWriter
-) -> tuple[int, int]:
-    """Write imported aliases (journalled, reason ``import``): (added, already there)."""
-    if not records:
-        return 0, 0
-    added = same = 0
-    for alias, sealed in records.items():
-        old = txn.get(alias_key(alias))
-        if old == sealed:
-            same += 1
-            continue
-        if old is not None:
-            raise ConflictError(f"the store holds alias {alias!r} with another record")
-        txn.put(alias_key(alias), sealed)
-        journal.append(JournalKind.ALIAS, hash=alias_hash(alias), reason="import")
-        added += 1
-    held = read_aliases(txn).records
-    for alias in chained(held)[:1]:
-        rec = held[alias]
-        raise ValidationError(
-            "aliases",
-            "chain",
-            f"{alias!r} would name {rec.canonical!r}, itself an alias of "
-            f"{held[rec.canonical].canonical!r}: an entity has one canonical name",
-        )
-    return added, same
-
-
-def episode_source(provenance: Provenance | None) -> tuple[MemoryId, tuple[int, int] | None] | None:
-    """The episode a version's provenance names (``episode:<id>``) and the span, if any."""
-    if provenance is None:
-        return None
-    for src in provenance.sources:
-        if src.session_id.startswith(EPISODE_SESSION):
-            try:
-                return MemoryId.parse(src.session_id[len(EPISODE_SESSION) :]), src.span
-            except ValidationError:
-                return None
-    return None
-
-
-EPISODE_SESSION: Final = "episode:"
-"""A ``SourceRef.session_id`` naming an episode: ``episode:<ULID>``."""
-
-
-def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
-    """``(record, what)`` for every record of an erased memory or episode still holding content."""
-    out: list[tuple[str, str]] = []
-    mid = rec.id
-    if rec.kind is ErasureKind.EPISODE:
-        raw = txn.get(episode_key(mid))
-        if raw is None:
-            return [(f"ep/{mid}", "the erased episode is missing")]
-        try:
-            ep = decode_episode(_unseal(episode_key(mid), raw))
-        except (IntegrityError, CodecError) as exc:
-            return [(f"ep/{mid}", str(exc))]
-        if ep.content is not None or ep.chunks:
-            out.append((f"ep/{mid}", "still holds its text"))
-        for prefix in (evidence.CHUNK_DOC, evidence.CHUNK_VECTOR):
-            if next(txn.keys(prefix + mid.bytes), None) is not None:
-                out.append((f"{prefix.decode()}{mid}", "the erased episode still has chunks here"))
-        return out
-    raw = txn.get(head_key(mid))
-    if raw is None:
-        return [(f"m/{mid}", "the erased memory is missing")]
-    head: Head = decode_trusted(HEAD, head_key(mid), raw)
-    if head.tombstone is None or head.tombstone.purged_at is None:
-        out.append((f"m/{mid}", "is not purged"))
-    if head.tags or head.frames or head.forms is not None:
-        out.append((f"m/{mid}", "still holds tags, frames or forms"))
-    for key, value in txn.scan(version_prefix(mid)):
-        v: Version = decode_trusted(VERSION, key, value)
-        if v.data is not None or v.forms is not None:
-            out.append((_show_key(key), "still holds data or forms"))
-        if v.provenance != _erased_provenance(v.provenance):
-            out.append((_show_key(key), "its provenance still holds session or message ids"))
-    for key, what in (
-        (lex_doc_key(mid), "a lexical document"),
-        (vec_key(mid), "a vector"),
-        (salience_key(mid), "use counters"),
-    ):
-        if txn.get(key) is not None:
-            out.append((_show_key(key), f"the erased memory still has {what}"))
-    return out
-
-
-def _check_wait(wait: object) -> None:
-    if isinstance(wait, bool) or not isinstance(wait, int | float) or not wait >= 0:
-        raise ValidationError("wait", "range", f"must be a number of seconds >= 0, got {wait!r}")
-
-
-def _erased_provenance(p: Provenance) -> Provenance:
-    """A purged version's provenance: what of it is not caller text.
-
-    Its kind, the URIs it was derived from and the episode spans it was drawn from (ids and
-    offsets); session ids and message ids are caller text and go.
-    """
-    sources = tuple(
-        SourceRef(session_id=src.session_id, span=src.span)
-        for src in p.sources
-        if episode_source(Provenance(source=p.source, sources=(src,))) is not None
-    )
-    return Provenance(source=p.source, derived_from=p.derived_from, sources=sources)
-
-
-def _put_erasure(  # noqa: PLR0917 - private, one call site each for memories and episodes
-    txn: WriteTxn,
-    seq: int,
-    kind: ErasureKind,
-    mid: MemoryId,
-    at: datetime,
-    by: str,
-    hashes: Sequence[bytes],
-    recorded: erasure.Recorder,
-) -> None:
-    content = recorded.erased()
-    record = ErasureRecord(
-        seq=seq,
-        kind=kind,
-        id=mid,
-        at=at,
-        by=by,
-        hashes=tuple(hashes),
-        needles=erasure.needles_of(content) or None,
-        records=sum(1 for v in recorded.before.values() if v is not None),
-        size=sum(len(c) for c in content),
-    )
-    txn.put(erasure_key(seq), _seal(ERASURE_CODEC.encode(record, "erasure")))

@@ -152,7 +152,7 @@ class Executor:
     def head(self, mid: MemoryId) -> Head | None:
         """The head of ``mid``, or ``None`` when there is none."""
         try:
-            return self.store._head(self.txn, mid)
+            return self.store.head(self.txn, mid)
         except NotFoundError:
             return None
 
@@ -175,9 +175,9 @@ class Executor:
         """The version the query sees: the current one, or the one current at ``as_of``."""
         p = self.plan
         if p.as_of is None:
-            return self.store._version(self.txn, head.id, head.current_version)
+            return self.store.version(self.txn, head.id, head.current_version)
         for key, raw in self.txn.scan(version_prefix(head.id), reverse=True):
-            v = self.store._checked_version(key, raw)
+            v = self.store.checked_version(key, raw)
             if to_micros(v.created_at) > p.as_of:
                 continue
             if v.valid_from is not None and to_micros(v.valid_from) > p.as_of:
@@ -242,7 +242,7 @@ class Executor:
             return None
         if not self.visible(head):
             return None
-        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+        if not p.include_superseded and self.store.superseder(self.txn, head.id, self.at_us):
             return None
         if p.tags and not all(t in head.tags for t in p.tags):
             return None
@@ -735,7 +735,7 @@ class Executor:
         head = self.head(mid)
         if head is None or not self.visible(head):
             return None
-        if not p.include_superseded and self.store._superseder(self.txn, head.id, self.at_us):
+        if not p.include_superseded and self.store.superseder(self.txn, head.id, self.at_us):
             return None
         version = self.version_for(head)
         if version is None:

@@ -136,13 +136,18 @@ class _Plan:
     """
 
     def __init__(
-        self, store: Store, txn: ReadTxn, include_confidential: bool, everything: bool = False
+        self,
+        store: Store,
+        txn: ReadTxn,
+        include_confidential: bool,
+        everything: bool = False,
+        reader: Reader | None = None,
     ) -> None:
         self.store = store
         self.everything = everything  # the digest of a whole store (``export_digest``)
         self.include_confidential = include_confidential
-        self.reader: Reader | None = store._as if isinstance(store, Cortex) else None
-        self.now = store._now()
+        self.reader = reader
+        self.now = store.now()
         self.levels: dict[bytes, Sensitivity] = {}  # raw id -> level, memories
         self.episode_levels: dict[bytes, Sensitivity] = {}
         for key, value in txn.scan(SENS):
@@ -231,16 +236,23 @@ class _Plan:
         return s.bytes not in self.kept_out and d.bytes not in self.kept_out
 
 
+def _engine_of(store: Store | Cortex) -> tuple[Store, Reader | None]:
+    """The engine a handle composes, and the reader it reads as (``None``: it sees everything)."""
+    if isinstance(store, Cortex):
+        return store.engine, store.reads_as
+    return store, None
+
+
 def _head_or_none(store: Store, txn: ReadTxn, mid: MemoryId) -> Head | None:
     try:
-        return store._head(txn, mid)
+        return store.head(txn, mid)
     except NotFoundError:
         return None
 
 
 def _episode_or_none(store: Store, txn: ReadTxn, eid: MemoryId) -> Episode | None:
     try:
-        return store._episode(txn, eid)
+        return store.episode_record(txn, eid)
     except NotFoundError:
         return None
 
@@ -265,7 +277,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
             yield total, None
             continue
         versions = [
-            (store._checked_version(k, raw), _unseal(k, raw))
+            (store.checked_version(k, raw), _unseal(k, raw))
             for k, raw in txn.scan(version_prefix(head.id))
         ]
         if [v.version for v, _ in versions] != list(range(1, head.current_version + 1)):
@@ -289,7 +301,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
             )
         yield total, (edge_of(s, et, d, rec), _unseal(key, value))
     for key, _ in txn.scan(EPISODE_PREFIX):
-        ep = store._episode(txn, parse_episode_key(key))  # checked: hash and chunks
+        ep = store.episode_record(txn, parse_episode_key(key))  # checked: hash and chunks
         level = plan.episode(ep)
         yield total, None if level is None else (ep, level)
 
@@ -434,7 +446,7 @@ def _bundle(
 
 
 def export_store(
-    store: Store,
+    store: Store | Cortex,
     path: str | os.PathLike[str],
     *,
     encoding: Encoding = "jsonl",
@@ -472,6 +484,7 @@ def export_store(
     if not isinstance(include_confidential, bool):
         raise ValidationError("include_confidential", "type", "must be True or False")
     argcheck.callback(progress, "progress")
+    store, reader = _engine_of(store)
     target = Path(argcheck.path(path, "path"))
     if os.path.isdir(target):  # refused first: the rename at the end would fail after the
         # export was journalled (include_confidential)
@@ -486,10 +499,10 @@ def export_store(
                 out.write(chunk)
                 size += len(chunk)
 
-            with store._kv.read_checked() as txn:
+            with store.kv.read_checked() as txn:
                 if txn.damage:  # LMDB would abort walking the damaged pages
                     raise damage_error(store.path, txn.damage)
-                plan = _Plan(store, txn, include_confidential)
+                plan = _Plan(store, txn, include_confidential, reader=reader)
                 counts, sha = _bundle(
                     store, txn, plan=plan, encoding=encoding, emit=emit, progress=progress
                 )
@@ -516,13 +529,13 @@ def export_store(
 
 def _journal_export(store: Store, confidential: int, encoding: str, sha: bytes) -> None:
     """Record an export that was allowed confidential records (before the file appears)."""
-    if store._kv.readonly:
+    if store.kv.readonly:
         raise CortexError(
             "an export that includes confidential records is recorded in the journal: open "
             "the store writable (not readonly) to export them"
         )
-    now = store._now()
-    store._kv.write(
+    now = store.now()
+    store.kv.write(
         lambda txn: JournalWriter(txn, now, store.actor).append(
             JournalKind.EXPORT,
             reason=(
@@ -533,7 +546,7 @@ def _journal_export(store: Store, confidential: int, encoding: str, sha: bytes) 
     )
 
 
-def export_digest(store: Store, *, encoding: Encoding = "jsonl") -> str:
+def export_digest(store: Store | Cortex, *, encoding: Encoding = "jsonl") -> str:
     """The sha256 of the bundle of the WHOLE store, every level included, writing nothing.
 
     For comparing two stores (``cortex copy``): nothing leaves the process, so the export
@@ -544,8 +557,9 @@ def export_digest(store: Store, *, encoding: Encoding = "jsonl") -> str:
     """
     if encoding not in ("jsonl", "cbor"):
         raise ValidationError("encoding", "enum", f"must be jsonl or cbor, got {encoding!r:.50}")
-    with store._kv.read() as txn:
-        plan = _Plan(store, txn, include_confidential=True, everything=True)
+    store, reader = _engine_of(store)
+    with store.kv.read() as txn:
+        plan = _Plan(store, txn, include_confidential=True, everything=True, reader=reader)
         _, sha = _bundle(
             store, txn, plan=plan, encoding=encoding, emit=lambda chunk: None, progress=None
         )
@@ -850,7 +864,7 @@ def read_bundle(data: bytes, *, progress: Progress | None = None) -> Bundle:
 
 
 def import_bundle(
-    store: Store, path: str | os.PathLike[str], *, progress: Progress | None = None
+    store: Store | Cortex, path: str | os.PathLike[str], *, progress: Progress | None = None
 ) -> ImportReport:
     """Import a bundle file written by ``export_store`` into ``store``, all or nothing.
 

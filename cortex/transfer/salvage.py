@@ -20,8 +20,9 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
+from cortex.engine.importer import Imported
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
-from cortex.engine.store import FORMAT_VERSION, Imported, Store, edge_of
+from cortex.engine.store import FORMAT_VERSION, Store, edge_of
 from cortex.engine.values import (
     EDGE_CODEC,
     FORMAT_CODEC,
@@ -656,7 +657,7 @@ def _write(  # noqa: PLR0917 - private: the pieces of one salvage
                 sensitivity=levels[0],
                 episode_sensitivity=levels[1],
             )
-            return new._kv.write(
+            return new.kv.write(
                 lambda txn: _extras(new, txn, memories=memories, recs=recs, kept=kept, notes=notes)
             )
     except BaseException:
@@ -681,7 +682,7 @@ def _extras(
     meta = recs.vectors_meta
     vectors = 0
     if meta is not None:
-        journal = JournalWriter(txn, new._now(), new.actor)
+        journal = JournalWriter(txn, new.now(), new.actor)
         live = [(h, vs) for h, vs in memories if h.tombstone is None]
         missing = 0
         for head, _versions in live:
