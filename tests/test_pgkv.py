@@ -355,6 +355,8 @@ def test_a_server_restart_is_survived_by_an_open_store(pg_server: Any, url: str)
     cluster = _cluster(pg_server)
     with Cortex.open(url, actor="a") as cx:
         first = cx.write(Fact(statement="before", subject="s", predicate="p"))
+        assert cx.resolve(first).data.statement == "before"  # type: ignore[union-attr]
+        assert len(cx._kv._hot) == 1  # a get keeps its connection for the next one
         cluster.stop_server("fast")
         with pytest.raises(EngineError):
             cx.write(Fact(statement="while down", subject="s", predicate="p"))
