@@ -215,17 +215,22 @@ def search(
         window = None
         base = find(text, None)
     lists: list[list[Hit]] = [base]
+    # a store whose text ranking counts a named entity field itself (``Fusion.entity_weight``,
+    # ``specs/query.md`` §1.9) needs no second list for the entity: it would count the name
+    # twice, and rank fusion would drop the scores that order the first list
+    counted = getattr(getattr(cx, "fusion", None), "entity_weight", 0.0) > 0
     if qt == "entity_lookup" and r.entity_hints:
         e = r.entity_hints[0]
         if r.attribute_hint is not None:
             lists.insert(0, list(cx.about(e, r.attribute_hint, limit=limit, reader=reader).hits))
-        about = Or(Eq("data.subject", e), Eq("data.counterparty", e), Eq("data.name", e))
-        lists.append(find(text, window, where=about))
+        if not counted:
+            about = Or(Eq("data.subject", e), Eq("data.counterparty", e), Eq("data.name", e))
+            lists.append(find(text, window, where=about))
     elif qt == "aspect_query" and r.aspects:
         types = sorted({t for a in r.aspects for t in ASPECT_TYPES.get(a, ())})
         if types:
             lists.append(find(text, window, types=types))
-    elif qt == "relationship" and r.entity_hints:
+    elif qt == "relationship" and r.entity_hints and not counted:
         lists.append(find(" ".join(r.entity_hints), window))
     elif qt == "temporal_facets":
         every: tuple[Literal["subject", "counterparty", "tag", "type"], ...] = (
