@@ -6,12 +6,14 @@ Each handler is a few ``find`` calls on the typed API, fused by reciprocal rank 
 - ``temporal``: the same text search inside the question's window (``Window`` on each memory's
   own time: an Event's ``occurred_at``, a Fact's ``observed_at``); a question that is only a time
   phrase lists the window's memories, newest first;
-- ``entity_lookup``: the text search fused with the same search restricted to memories about
-  the entity (its subject, counterparty or identity name); in attribute mode, the Facts with that
-  predicate first (``about(entity, attribute)``);
+- ``entity_lookup``: in attribute mode, the Facts with that predicate first (``about(entity,
+  attribute)``); the text search, which counts a named entity field itself while the store's
+  ``Fusion.entity_weight`` is above 0 (the default), or else fused with the same search
+  restricted to memories about the entity (its subject, counterparty or identity name);
 - ``aspect_query``: the text search fused with the same search over the types that hold the
   aspects asked for (Preference, Goal, Belief, Pattern, Constraint, ...);
-- ``relationship``: the text search fused with a search for the entities' names together;
+- ``relationship``: the text search (with ``entity_weight`` 0: fused with a search for the
+  entities' names together);
 - ``temporal_facets``: counts by subject, counterparty, tag and type in the window
   (``SearchResult.facets``), with the window's best text hits.
 
