@@ -15,7 +15,14 @@ import pytest
 
 from cortex import Cortex, Event, Fact, Fusion, Identity, Query, Reader, ValidationError
 from cortex.index.text import fold, tokenize
-from cortex.query.rerank import CONTEXT_GAP, combine, context_scores, entity_names, names_any
+from cortex.query.rerank import (
+    CONTEXT_GAP,
+    combine,
+    context_scores,
+    entity_names,
+    names_any,
+    unnamed,
+)
 
 from .vsupport import E, open_store
 
@@ -38,6 +45,27 @@ def test_names_any_matches_whole_words_in_a_row() -> None:
     assert not names_any(_q("Lovelace and Ada"), ["Ada Lovelace"])  # not in a row
     assert not names_any(_q("anything"), [""])
     assert names_any(_q("Jon and Gina"), ["Gina", "Jon"])
+
+
+def test_unnamed_cuts_whole_names_by_hand() -> None:
+    assert unnamed("What do Melanie's kids like?", ["Melanie"]) == "What do kids like?"
+    assert unnamed("Where has Melanie camped?", ["melanie"]) == "Where has camped?"
+    assert unnamed("What did Jon tell Gina?", ["Gina", "Jon"]) == "What did tell?"
+    assert unnamed("what did ADA LOVELACE write", ["Ada Lovelace"]) == "what did write"
+    assert unnamed("where did Zoë go", ["zoe"]) == "where did go"  # folded both ways
+    assert unnamed("Ada’s cat and Ada", ["Ada"]) == "cat and"  # typographic apostrophe
+    # the longest name first: "Ada Lovelace" goes whole, not only "Ada"
+    assert unnamed("did Ada Lovelace code", ["Ada", "Ada Lovelace"]) == "did code"
+
+
+def test_unnamed_leaves_what_is_not_a_whole_name() -> None:
+    assert unnamed("What did Anabel say", ["Ana"]) == "What did Anabel say"  # part of a word
+    assert unnamed("Lovelace and Ada", ["Ada Lovelace"]) == "Lovelace and Ada"  # not in a row
+    assert unnamed("Melanie?", ["Melanie"]) == "Melanie?"  # nothing else to ask
+    assert unnamed("Jon, Gina!", ["Jon", "Gina"]) == "Jon, Gina!"
+    assert unnamed("kids of Jon", []) == "kids of Jon"
+    assert unnamed("kids of Jon", [""]) == "kids of Jon"
+    assert unnamed("the Jones family", ["Jon"]) == "the Jones family"
 
 
 def test_entity_names_are_the_entity_fields() -> None:
@@ -190,7 +218,7 @@ def test_a_filter_keeps_the_unfiltered_order(tmp_path: Path) -> None:
 
 
 def test_a_named_counterparty_counts(tmp_path: Path) -> None:
-    assert Fusion().entity_weight == 0.0  # off by default: measured, no gain beyond context
+    assert Fusion().entity_weight == 0.3  # on by default (README, "Retrieval quality")
     with open_store(tmp_path / "s", fusion=Fusion(entity_weight=0.1)) as cx:
         far = T0 + timedelta(days=3)
         bob = cx.write(_turn("Bob", "I baked rye bread today")).id
@@ -206,3 +234,60 @@ def test_a_named_counterparty_counts(tmp_path: Path) -> None:
             hits = plain.find(Query(text="what bread did Ana bake?", limit=10)).hits
             assert [h.memory.id for h in hits] == [ana, bob]
             assert hits[0].score == hits[0].scores["lexical"] == top.scores["lexical"]
+
+
+class Recording:
+    """The tests' hashing embedder, keeping the texts it was given (to see the query's)."""
+
+    def __init__(self) -> None:
+        self.model_id, self.dim, self.texts = E.model_id, E.dim, list[str]()
+
+    def embed(self, texts: Any) -> Any:
+        self.texts.extend(texts)
+        return E.embed(texts)
+
+
+def test_the_vector_ranking_embeds_the_question_without_the_named_entity(
+    tmp_path: Path,
+) -> None:
+    rec = Recording()
+    with open_store(tmp_path / "s", embedder=rec) as cx:
+        _chat(cx, CHAT)
+        rec.texts.clear()
+        cx.find(Query(text="What bread does Gina bake?", limit=5))
+        # Gina is the counterparty of a lexical hit and named as a whole word: the vector
+        # ranking embeds the rest; the entity term counts her turns instead
+        assert rec.texts == ["What bread does bake?"]
+        rec.texts.clear()
+        cx.find(Query(text="What does Ginah bake?", limit=5))  # names nobody
+        assert rec.texts == ["What does Ginah bake?"]
+        rec.texts.clear()
+        cx.find(Query(text="Gina", limit=5))  # only a name: asked as it is
+        assert rec.texts == ["Gina"]
+    with open_store(tmp_path / "s", embedder=rec, fusion=Fusion(entity_weight=0.0)) as cx:
+        rec.texts.clear()
+        cx.find(Query(text="What bread does Gina bake?", limit=5))
+        assert rec.texts == ["What bread does Gina bake?"]  # the term off: the whole text
+
+
+def test_a_hidden_memory_names_nobody_to_the_vector_ranking(tmp_path: Path) -> None:
+    rec = Recording()
+    with open_store(tmp_path / "s", embedder=rec) as cx:
+        cx.write(_turn("Gina", "Good morning"), visibility="actor_public")
+        cx.write(_turn("Zed", "The bakery password is rye"))  # private to the owner
+        eve = Reader(actor="eve")
+        rec.texts.clear()
+        cx.find(Query(text="what did Zed say about the bakery", limit=5, reader=eve))
+        assert rec.texts == ["what did Zed say about the bakery"]
+        rec.texts.clear()
+        cx.find(Query(text="what did Zed say about the bakery", limit=5))
+        assert rec.texts == ["what did say about the bakery"]
+
+
+def test_a_near_query_is_embedded_as_given(tmp_path: Path) -> None:
+    rec = Recording()
+    with open_store(tmp_path / "s", embedder=rec) as cx:
+        _chat(cx, CHAT)
+        rec.texts.clear()
+        cx.find(Query(text="Gina bakery", near="Gina bakery", limit=5))
+        assert rec.texts == ["Gina bakery"]

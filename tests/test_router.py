@@ -210,3 +210,28 @@ def test_search_lists_the_window_when_its_words_match_nothing(cx: Cortex) -> Non
     assert "design meeting with Ana" in summaries  # 3 days ago
     assert "budget meeting with Ana" not in summaries and "the trip to Rome" not in summaries
     assert any("newest first" in n for n in res.notes)
+
+
+def test_an_entity_lookup_is_the_text_ranking_when_it_counts_the_entity(tmp_path: Path) -> None:
+    """The entity term (``Fusion.entity_weight``) counts the name, so no second list is fused."""
+    from cortex import Fusion, Query
+
+    def write(store: Cortex) -> None:
+        for who, text in [("Bo", "I like rye bread"), ("Ana", "bread is my hobby"),
+                          ("Ana", "I went hiking"), ("Bo", "Ana bakes bread")]:  # fmt: skip
+            store.write(Event(kind="interaction", summary=text, counterparty=who))
+
+    with Cortex.open(tmp_path / "s", actor="me", clock=lambda: NOW) as store:
+        write(store)
+        res = store.search("what bread does Ana bake?")
+        assert res.route.query_type == "entity_lookup" and res.route.entity_hints == ("Ana",)
+        direct = store.find(Query(text=res.route.text, limit=10)).hits
+        assert [h.memory.id for h in res.hits] == [h.memory.id for h in direct]
+        assert all("routed" not in h.ranks for h in res.hits)  # one list: nothing fused
+    with Cortex.open(
+        tmp_path / "s", actor="me", clock=lambda: NOW, fusion=Fusion(entity_weight=0.0)
+    ) as store:
+        res = store.search("what bread does Ana bake?")
+        # without the term, the search restricted to Ana's memories is fused in (by rank)
+        assert all("routed" in h.ranks for h in res.hits)
+        assert {getattr(h.memory.data, "counterparty", None) for h in res.hits[:2]} == {"Ana"}

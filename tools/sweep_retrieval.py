@@ -5,10 +5,11 @@ default), then for every combination of ``Fusion(context=, context_weight=, enti
 runs ``find(Query(text=question, limit=10))`` and prints recall@5 and recall@10, overall and per
 category, for every configuration (the whole table), then, for each conversation held out, the
 configuration that scores best (recall@10) on the other two and what it scores on the held-out
-one, pooled over the three.
+one, pooled over the three. An ``entity_weight`` above 0 also cuts the names it counts from the
+vector query (``cortex.query.rerank.unnamed``), so 0 is the ranking without both.
 
     python tools/sweep_retrieval.py [--embedder cortex.index.embed:MiniLM | none] [--dir DIR]
-        [--context 1,2,3] [--context-weight 0,0.1,0.2,0.3,0.5] [--entity-weight 0,0.05,0.1,0.2]
+        [--context 1,2,3] [--context-weight 0.2,0.3,0.4] [--entity-weight 0,0.1,0.2,0.3,0.4]
         [--json out]
 """
 
@@ -142,8 +143,8 @@ def main() -> int:
     )
     ap.add_argument("--dir", help="keep the built stores here (reused when present)")
     ap.add_argument("--context", default="1,2,3")
-    ap.add_argument("--context-weight", default="0,0.1,0.2,0.3,0.5")
-    ap.add_argument("--entity-weight", default="0,0.05,0.1,0.2")
+    ap.add_argument("--context-weight", default="0.2,0.3,0.4")
+    ap.add_argument("--entity-weight", default="0,0.1,0.2,0.3,0.4")
     ap.add_argument("--json")
     args = ap.parse_args()
     data = Path(args.data)

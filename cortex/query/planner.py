@@ -45,6 +45,7 @@ from cortex.query.rerank import (
     context_scores,
     entity_names,
     names_any,
+    unnamed,
 )
 from cortex.rules.salience import SALIENCE_STATE, SalienceState, Weights, salience
 from cortex.rules.scope import Reader
@@ -588,9 +589,24 @@ class Executor:
                 "unavailable",
                 "vector search needs an embedder: Cortex.open(..., embedder=…)",
             )
+        # with the entity term on, the vector ranking embeds the text without the names it
+        # names among the lexical list's first ``depth`` (``rerank.unnamed``, §1.9); found once,
+        # so a deeper fetch embeds the same text
+        unname = (
+            "lexical" in lists
+            and "vector" in lists
+            and p.near is None
+            and p.near_vector is None
+            and self.fusion.entity_weight > 0
+        )
         n = max(32, 4 * (want or 0))
         while True:
-            ranked = {name: fn(n) for name, fn in lists.items()}
+            ranked: dict[str, list[tuple[MemoryId, float]]] = {}
+            for name, fn in lists.items():
+                if name == "vector" and unname:
+                    unname = False
+                    vec_query = self._unnamed(p.text or "", ranked["lexical"])
+                ranked[name] = fn(n)
             exhausted = all(len(r) < n for r in ranked.values())
             fused = (
                 fuse(ranked, self.fusion)
@@ -708,6 +724,23 @@ class Executor:
             # one list: back on its own scale (its raw score plus the terms times its best)
             c.relevance = self._blend(score, c.salience, 2) if many else hi * score
         return cands
+
+    def _unnamed(self, text: str, lexical: list[tuple[MemoryId, float]]) -> str:
+        """``text`` without the entity names of the lexical list's first ``depth`` it names.
+
+        Only memories the reader may see count (``_seen_row``), so a hidden memory's name
+        changes nothing; ``rerank.unnamed`` does the cutting.
+        """
+        q_tokens = tokenize(fold(text))
+        names: dict[str, None] = {}
+        for mid, _ in lexical[: self.fusion.depth]:
+            row = self._seen_row(mid)
+            if row is None:
+                continue
+            for name in entity_names(row.data):
+                if name not in names and names_any(q_tokens, (name,)):
+                    names[name] = None
+        return unnamed(text, names)
 
     def _passes(self, row: Row) -> bool:
         """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""

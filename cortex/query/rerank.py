@@ -12,7 +12,10 @@ A text query's fused (or single-list) scores are adjusted by two rules (``specs/
 - *entity*: a memory whose entity field (an Event's counterparty, a Fact's, Belief's or
   Capability's subject, an Identity's name) the query names, as whole words, gains
   ``entity_weight``: the field is the speaker or the subject, the words of the text only
-  mention it.
+  mention it. With the term on, the vector ranking embeds the query without the names it
+  finds that way (``unnamed``): the name counts through the field, and a sentence encoder
+  given a bare name pulls towards texts that mention it (a greeting to that person) rather
+  than towards what the question asks about them.
 
 The functions here compute both from plain mappings; ``cortex.query.planner`` finds the neighbours
 in the type index and calls them.
@@ -20,6 +23,7 @@ in the type index and calls them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final, TypeVar
@@ -35,6 +39,7 @@ __all__ = [
     "context_scores",
     "entity_names",
     "names_any",
+    "unnamed",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -80,6 +85,52 @@ def names_any(query_tokens: Sequence[str], names: Iterable[str]) -> bool:
         if n and any(q[i : i + n] == t for i in range(len(q) - n + 1)):
             return True
     return False
+
+
+_WORD: Final = re.compile(r"[^\W_]+")
+"""A word of the original text for ``unnamed``: a run of letters and digits (as ``tokenize``
+splits the folded text, for scripts written with spaces)."""
+
+_POSSESSIVE: Final = re.compile(r"['\u2019][sS]\b")
+
+
+def unnamed(text: str, names: Iterable[str]) -> str:
+    """``text`` without the names it names: each run of words that folds to a name's tokens.
+
+    Words are compared as ``names_any`` compares them (folded and tokenized, whole words, in a
+    row, so "Melanie's kids" names "Melanie" and "Anabel" does not name "Ana"); a possessive
+    "'s" after a name goes with it, and the spaces left behind collapse to one. A text that
+    would be left without a word is returned unchanged: a query that is only a name still
+    asks about it.
+    """
+    wanted = {t for t in (_tokens(n) for n in names) if t}
+    if not wanted:
+        return text
+    words = [(m.start(), m.end(), fold(m.group())) for m in _WORD.finditer(text)]
+    cuts: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words):
+        for t in sorted(wanted, key=len, reverse=True):  # the longest name first
+            n = len(t)
+            if tuple(w for _, _, w in words[i : i + n]) == t:
+                end = words[i + n - 1][1]
+                if m := _POSSESSIVE.match(text, end):
+                    end = m.end()
+                cuts.append((words[i][0], end))
+                i += n
+                break
+        else:
+            i += 1
+    if not cuts:
+        return text
+    parts, at = [], 0
+    for start, end in cuts:
+        parts.append(text[at:start])
+        at = end
+    parts.append(text[at:])
+    out = re.sub(r"\s+", " ", "".join(parts)).strip()
+    out = re.sub(r"\s+([?.!,;:])", r"\1", out)
+    return out if _WORD.search(out) else text
 
 
 def context_scores(

@@ -6,12 +6,14 @@ Each handler is a few ``find`` calls on the typed API, fused by reciprocal rank 
 - ``temporal``: the same text search inside the question's window (``Window`` on each memory's
   own time: an Event's ``occurred_at``, a Fact's ``observed_at``); a question that is only a time
   phrase lists the window's memories, newest first;
-- ``entity_lookup``: the text search fused with the same search restricted to memories about
-  the entity (its subject, counterparty or identity name); in attribute mode, the Facts with that
-  predicate first (``about(entity, attribute)``);
+- ``entity_lookup``: in attribute mode, the Facts with that predicate first (``about(entity,
+  attribute)``); the text search, which counts a named entity field itself while the store's
+  ``Fusion.entity_weight`` is above 0 (the default), or else fused with the same search
+  restricted to memories about the entity (its subject, counterparty or identity name);
 - ``aspect_query``: the text search fused with the same search over the types that hold the
   aspects asked for (Preference, Goal, Belief, Pattern, Constraint, ...);
-- ``relationship``: the text search fused with a search for the entities' names together;
+- ``relationship``: the text search (with ``entity_weight`` 0: fused with a search for the
+  entities' names together);
 - ``temporal_facets``: counts by subject, counterparty, tag and type in the window
   (``SearchResult.facets``), with the window's best text hits.
 
@@ -215,17 +217,22 @@ def search(
         window = None
         base = find(text, None)
     lists: list[list[Hit]] = [base]
+    # a store whose text ranking counts a named entity field itself (``Fusion.entity_weight``,
+    # ``specs/query.md`` §1.9) needs no second list for the entity: it would count the name
+    # twice, and rank fusion would drop the scores that order the first list
+    counted = getattr(getattr(cx, "fusion", None), "entity_weight", 0.0) > 0
     if qt == "entity_lookup" and r.entity_hints:
         e = r.entity_hints[0]
         if r.attribute_hint is not None:
             lists.insert(0, list(cx.about(e, r.attribute_hint, limit=limit, reader=reader).hits))
-        about = Or(Eq("data.subject", e), Eq("data.counterparty", e), Eq("data.name", e))
-        lists.append(find(text, window, where=about))
+        if not counted:
+            about = Or(Eq("data.subject", e), Eq("data.counterparty", e), Eq("data.name", e))
+            lists.append(find(text, window, where=about))
     elif qt == "aspect_query" and r.aspects:
         types = sorted({t for a in r.aspects for t in ASPECT_TYPES.get(a, ())})
         if types:
             lists.append(find(text, window, types=types))
-    elif qt == "relationship" and r.entity_hints:
+    elif qt == "relationship" and r.entity_hints and not counted:
         lists.append(find(" ".join(r.entity_hints), window))
     elif qt == "temporal_facets":
         every: tuple[Literal["subject", "counterparty", "tag", "type"], ...] = (

@@ -56,12 +56,16 @@ class PrecomputedEmbedder:
         self.ds = ds
         self.next = 0
         self.queries: dict[str, np.ndarray] = {}
+        self.asking: np.ndarray | None = None
         self.mismatched = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts``."""
         out = np.empty((len(texts), DIM), np.float32)
         for j, text in enumerate(texts):
+            if self.asking is not None:
+                out[j] = self.asking
+                continue
             if text in self.queries:
                 out[j] = self.queries[text]
                 continue
@@ -193,7 +197,13 @@ class System:
         self._need_vectors()
         assert self.embedder is not None
         self.embedder.queries[q] = self.ds.query_vectors[j]
-        return self._find(text=q, limit=k)
+        # the store may embed the text without an entity name it names (``rerank.unnamed``):
+        # during the query every text embedded is the query's
+        self.embedder.asking = self.ds.query_vectors[j]
+        try:
+            return self._find(text=q, limit=k)
+        finally:
+            self.embedder.asking = None
 
     def context(self, q: str, j: int) -> Any:
         """The ``context`` bundle for a query (cortex only)."""
