@@ -137,7 +137,8 @@ from cortex.rules.aliases import (
 )
 from cortex.rules.aliases import decode_record as decode_alias
 from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import coerce_level, encode_level, level_of, put_level
+from cortex.rules.sensitivity import coerce_level
+from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
     EDGE_FROM,
@@ -167,7 +168,6 @@ from cortex.storage.keys import (
     parse_journal_key,
     prefix_end,
     salience_key,
-    sens_key,
     show_key,
     vec_key,
     version_key,
@@ -213,15 +213,15 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 8
+FORMAT_VERSION: Final = 9
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
 format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
 format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
-erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``).
-``cortex.transfer.migrate``
+erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``); format 9 sensitivity
+levels in the sealed head and episode records (no more ``sens/``). ``cortex.transfer.migrate``
 upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
@@ -237,8 +237,11 @@ CLAIMS_FEATURE: Final = "claim-index"
 BUDGETS_FEATURE: Final = "write-budgets"
 """Format 8: ``task/`` write counts and the journal kind ``budget_drop``."""
 SENSITIVITY_FEATURE: Final = "sensitivity"
-"""Format 8: ``sens/`` levels of memories and episodes, the journal kinds ``episode_update``
+"""Format 8: sensitivity levels of memories and episodes, the journal kinds ``episode_update``
 and ``export`` (``specs/sensitivity.md``)."""
+SENSITIVITY_HEADS_FEATURE: Final = "sensitivity-in-heads"
+"""Format 9: a level other than ``internal`` is in the sealed head (``Head.sensitivity``) or
+episode record, no longer under ``sens/`` (a damaged key there could lower a level)."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -259,6 +262,7 @@ FEATURES: Final = frozenset(
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
         SENSITIVITY_FEATURE,
+        SENSITIVITY_HEADS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }
@@ -398,7 +402,7 @@ class Prepared:
         self.when = version.created_at  # when its claim starts being true
         self.conf = version.confidence
         self.pinned = pinned
-        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (a sens/ entry unless internal)
+        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (also in the head, unless internal)
         self.head = head
         self.version = version
         self.type = head.type
@@ -865,6 +869,7 @@ class Store:
             valid_from=valid_from,
             valid_until=valid_until,
         )
+        level = DEFAULT_SENSITIVITY if spec.sensitivity is None else coerce_level(spec.sensitivity)
         head = Head(
             id=mid,
             type=mtype,
@@ -879,6 +884,7 @@ class Store:
             created_at=now,
             last_updated_at=now,
             forms=the_forms,
+            sensitivity=stored_level(level),  # in the sealed head (format 9)
         )
         # encodes both records (every field rule is checked)
         prepared = Prepared(
@@ -893,8 +899,7 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         if spec.vector is not None:
             prepared.vector = self._given_vector(spec.vector)
-        if spec.sensitivity is not None:
-            prepared.sens = coerce_level(spec.sensitivity)
+        prepared.sens = level
         keys = chains.claim_keys(decoded)
         if keys:
             prepared.claims = tuple(chains.claim_hash(k) for k in keys)
@@ -965,8 +970,6 @@ class Store:
                 puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
             for c in p.claims:
                 puts.append((claim_index_key(c, p.head.id), b""))
-            if p.sens is not DEFAULT_SENSITIVITY:
-                puts.append((sens_key(p.head.id), encode_level(p.sens)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
@@ -1191,7 +1194,7 @@ class Store:
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
         records the episode (its id and hash) before the memories' writes. The episode's
-        ``sensitivity`` (unless ``internal``) goes to ``sens/e/`` in the same transaction.
+        ``sensitivity`` (unless ``internal``) is in its record (format 9).
 
         Raises:
             ValidationError: naming the item (``items[i].…``); nothing is written.
@@ -1210,14 +1213,14 @@ class Store:
             chunk_vectors = self._embed_prepared(prepared, texts)
         else:
             self._embed_prepared(prepared)
+        if ep.sensitivity is not stored_level(sensitivity):
+            ep = msgspec.structs.replace(ep, sensitivity=stored_level(sensitivity))
         record = _seal(encode_episode(ep))
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             self._charge(txn, 1 + len(prepared))  # the episode is a write too
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
-            if sensitivity is not DEFAULT_SENSITIVITY:
-                txn.put(sens_key(ep.id, episode=True), encode_level(sensitivity))
             evidence.index_episode(txn, ep)
             if chunk_vectors is not None:
                 evidence.put_vectors(txn, ep, chunk_vectors)
@@ -1584,11 +1587,11 @@ class Store:
             ep = self._episode(txn, eid)
             if ep.content is None:
                 return ep
-            gone = purged(ep, now)
+            # its level goes with the content: nothing is left to protect
+            gone = msgspec.structs.replace(purged(ep, now), sensitivity=None)
             rec = erasure.Recorder(txn)
             evidence.unindex_episode(rec, ep)
             rec.put(episode_key(eid), _seal(encode_episode(gone)))
-            txn.delete(sens_key(eid, episode=True))  # nothing left to protect
             entry = JournalWriter(txn, now, who).append(
                 JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
             )
@@ -1616,7 +1619,10 @@ class Store:
                 raise ValidationError(
                     "episode", "purged", f"episode {eid} was purged: nothing is left to protect"
                 )
-            put_level(txn, eid, level, episode=True)
+            # the level is in the episode record (format 9); the old record is not checked
+            # further than its read, and the new one replaces it whole
+            ep = msgspec.structs.replace(ep, sensitivity=stored_level(level))
+            txn.put(episode_key(eid), _seal(encode_episode(ep)))
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.EPISODE_UPDATE, id=eid, hash=ep.hash, fields=("sensitivity",)
             )
@@ -1772,8 +1778,8 @@ class Store:
     ) -> Head:
         """Change a memory's tags, frames, importance, visibility or sensitivity; no new version.
 
-        Index entries (and the ``sens/`` entry) are updated to match in the same transaction
-        and the change is journalled (field names only: ``sensitivity`` names a level change).
+        Index entries are updated to match in the same transaction and the change is journalled
+        (field names only: ``sensitivity`` names a level change, kept in the head: format 9).
 
         Raises:
             ValidationError: an empty patch, a field that is not patchable, or a bad value.
@@ -1797,8 +1803,9 @@ class Store:
             patch["importance"] = importance
         if visibility is not None:
             patch["visibility"] = _coerce(Visibility, visibility, "visibility")
-        level = None if sensitivity is None else coerce_level(sensitivity)
-        if not patch and level is None:
+        if sensitivity is not None:  # the level is in the head (``sensitivity.md`` §2)
+            patch["sensitivity"] = stored_level(coerce_level(sensitivity))
+        if not patch:
             raise ValidationError(
                 "patch",
                 "empty",
@@ -1814,16 +1821,12 @@ class Store:
             payload = HEAD.encode(new_head, "head")  # validates importance and the rest
             self._move_index(txn, head, new_head)
             txn.put(head_key(mid), _seal(payload))
-            fields = sorted(patch)
-            if level is not None:  # the level lives beside the head (``sensitivity.md`` §2)
-                put_level(txn, mid, level)
-                fields.append("sensitivity")
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.UPDATE_HEAD,
                 id=mid,
                 type=head.type,
                 version=head.current_version,
-                fields=tuple(sorted(fields)),
+                fields=tuple(sorted(patch)),
             )
             return new_head
 
@@ -1939,6 +1942,7 @@ class Store:
                 frames=(),
                 forms=None,
                 embedding_ref=None,
+                sensitivity=None,  # nothing left to protect (``sensitivity.md`` §2)
                 last_updated_at=now,
             )
             for c in self._claims_of(txn, head):  # hashes of the content: they go with it
@@ -1962,7 +1966,6 @@ class Store:
                 lex.flush()
             rec.delete(vec_key(mid))
             txn.delete(salience_key(mid))
-            txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
             rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             self._remark(txn, self._losers(txn, mid), to_micros(now))  # tombstoned now
             entry = JournalWriter(txn, now, self.actor).append(
@@ -2281,6 +2284,18 @@ class Store:
         if len({item.head.id for item in items}) != len(items):
             raise ValidationError("memories", "unique", "a memory is given more than once")
         levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
+        # the level is in the head (format 9): a head that holds one keeps it unless the
+        # mapping names the memory; the head then holds exactly the import's level
+        for i, item in enumerate(items):
+            own = item.head.sensitivity
+            if own is not None and item.head.id not in levels:
+                _import_levels({item.head.id: own}, {item.head.id: item.head}, "sensitivity")
+                levels[item.head.id] = own
+            want = stored_level(levels.get(item.head.id, DEFAULT_SENSITIVITY))
+            if own is not want:
+                items[i] = Imported(
+                    msgspec.structs.replace(item.head, sensitivity=want), item.versions
+                )
         alias_records = _import_aliases(aliases)
         eps: dict[MemoryId, bytes] = {}
         purged_eps: dict[MemoryId, bool] = {}
@@ -2296,6 +2311,13 @@ class Store:
             if vectors is not None:
                 chunk_vectors[ep.id] = vectors
         ep_levels = _import_levels(episode_sensitivity, purged_eps, "episode_sensitivity")
+        for ep in episodes:  # the level is in the episode record (format 9), as for heads
+            if ep.sensitivity is not None and ep.id not in ep_levels:
+                _import_levels({ep.id: ep.sensitivity}, purged_eps, "episode_sensitivity")
+                ep_levels[ep.id] = ep.sensitivity
+            want = stored_level(ep_levels.get(ep.id, DEFAULT_SENSITIVITY))
+            if ep.sensitivity is not want:
+                eps[ep.id] = _seal(encode_episode(msgspec.structs.replace(ep, sensitivity=want)))
         drawn = [
             (found[0], item.head.id)
             for item in items
@@ -2326,9 +2348,8 @@ class Store:
             lex = Indexer(txn)
             added = same = versions = edges_added = edges_same = 0
             for item in items:
-                level = levels.get(item.head.id, DEFAULT_SENSITIVITY)
                 if txn.get(head_key(item.head.id)) is not None:
-                    if not item.held_by(txn) or level_of(txn, item.head.id) is not level:
+                    if not item.held_by(txn):  # the head holds the level
                         raise ConflictError(
                             f"memory {item.head.id} already exists with other records (head, "
                             "versions or sensitivity differ); nothing was imported"
@@ -2336,8 +2357,6 @@ class Store:
                     same += 1
                     continue
                 self._put_imported(txn, item, lex)
-                if level is not DEFAULT_SENSITIVITY:
-                    txn.put(sens_key(item.head.id), encode_level(level))
                 last = item.versions[-1]
                 journal.append(
                     JournalKind.IMPORT,
@@ -2370,9 +2389,8 @@ class Store:
             eps_added = eps_same = 0
             for eid, sealed in eps.items():
                 old = txn.get(episode_key(eid))
-                level = ep_levels.get(eid, DEFAULT_SENSITIVITY)
                 if old is not None:
-                    if old != sealed or level_of(txn, eid, episode=True) is not level:
+                    if old != sealed:  # the record holds the level
                         raise ConflictError(
                             f"episode {eid} already exists with another record or sensitivity; "
                             "nothing was imported"
@@ -2380,8 +2398,6 @@ class Store:
                     eps_same += 1
                     continue
                 txn.put(episode_key(eid), sealed)
-                if level is not DEFAULT_SENSITIVITY:
-                    txn.put(sens_key(eid, episode=True), encode_level(level))
                 imported = decode_episode(_unseal(episode_key(eid), sealed))
                 evidence.index_episode(txn, imported)
                 if eid in chunk_vectors:
