@@ -852,3 +852,23 @@ def test_salvage_json_names_lost_memories_and_edges(store: Path, tmp_path: Path)
     memory = next(x for x in report["lost"] if x["kind"] == "memory")
     assert memory["type"] == "Fact" and "journal" in memory["seen_in"]
     assert report["verify_ok"]
+
+
+@pytest.mark.parametrize("bit", [0x01, 0x10])  # the parity bit, and a high byte
+def test_a_damaged_meta_transaction_id_is_refused_not_read_as_an_older_state(
+    tmp_path: Path, bit: int
+) -> None:
+    # one bit of meta page 1's transaction id (bytes 144..151 of the page): LMDB would take the
+    # page with the larger id and silently read an older state of the store
+    path = tmp_path / "s"
+    with Cortex.open(path, actor="builder") as cx:
+        for i in range(3):
+            cx.write(Fact(statement=f"fact {i}", subject="s", predicate=f"p{i}"))
+    at = PSIZE + 144 + (0 if bit == 0x01 else 6)
+    with open(path / "data.mdb", "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ bit]))
+    with pytest.raises(IntegrityError, match="meta page 1 holds transaction id"):
+        Cortex.open(path, actor="builder")
