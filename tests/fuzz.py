@@ -461,11 +461,13 @@ def escape(surface: str, message: str, exc: BaseException | None = None) -> None
 class World:
     """A seeded store, the refs it holds, and the harness that runs calls under the contract."""
 
-    def __init__(self, root: Path, surface: str) -> None:
+    def __init__(self, root: Path, surface: str, url: str | None = None) -> None:
         self.root = root
         self.surface = surface
         self.clock = Clock(T0)
-        self.path = root / "store"
+        # a directory (LMDB), or a PostgreSQL URL: the same calls through the engine with
+        # round trips, whose reads preload (``Planner.preload``)
+        self.path: Any = root / "store" if url is None else url
         self.cx = Cortex.open(self.path, actor="owner", clock=self.clock)
         self.uris: list[Uri] = []
         self.episodes: list[MemoryId] = []
@@ -518,6 +520,19 @@ class World:
         cx.remove_edge(self.uris[1], EdgeType.CAUSED_BY, self.uris[3])
         ep = cx.ingest("Ada said she moved to Basel last week.", source="chat", labels=["s1"])
         self.episodes.append(ep.episode.id)
+        # labelled memories and episodes another reader's gate must hide (sensitivity.md §3)
+        for level in ("public", "confidential", "restricted"):
+            self.uris.append(
+                w(
+                    Fact(statement=f"Ada's {level} plan", subject="ada", predicate=f"{level}_plan"),
+                    tags=["people"],
+                    visibility=Visibility.ACTOR_PUBLIC,
+                    sensitivity=level,
+                )
+            )
+            ep = cx.ingest(f"A {level} note about Ada.", visibility="actor_public",
+                           sensitivity=level)  # fmt: skip
+            self.episodes.append(ep.episode.id)
         cx.core_update("user", "timezone", "Europe/Zurich")
         cx.attest([self.uris[0]], Outcome.SUCCESS)
 
@@ -584,7 +599,7 @@ class World:
                 out = list(out)
         except CortexError as exc:
             after, after_rest = _digests(self.cx)
-            if isinstance(exc, WriteBudgetError):
+            if isinstance(exc, WriteBudgetError) or isinstance(exc.__context__, WriteBudgetError):
                 # by design a dropped write journals its drop (budget_drop): the journal may
                 # grow, nothing else may change
                 before, after = before_rest, after_rest
@@ -1740,6 +1755,149 @@ def _migrate(w: World, draw: st.DrawFn) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# The MCP tools (cortex/serve/tools.py): JSON arguments as a client sends them
+
+_JSON_HOSTILE: Final = (
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    10**400,
+    -(10**400),
+    1e308,
+    math.nan,
+    math.inf,
+    -0.0,
+    *HOSTILE_TEXTS,
+    [],
+    [None],
+    ["\ud800"],
+    {},
+    {"": None},
+    [[[[[]]]]],
+)
+"""JSON values a client can send (``json.loads`` accepts NaN and Infinity, and integers of any
+size); never a Python-only object, since the tools are reached through JSON."""
+
+
+def _json_value(schema: dict[str, Any], name: str, w: World) -> st.SearchStrategy[Any]:
+    """A value for the property ``name`` of a tool's input schema: valid by the schema and the
+    store (refs of memories it holds) most of the time, else a boundary or hostile JSON value."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        valid: st.SearchStrategy[Any] = st.sampled_from(schema["enum"])
+    elif name in ("ref", "near"):
+        valid = _known(w, "uris").map(lambda u: str(u) if hash(u) % 2 else str(u.id))
+    elif schema.get("format") == "date-time":
+        valid = st.sampled_from(
+            ("2030-01-01T00:00:00Z", "2029-06-30T12:00:00+02:00", "1999-01-01T00:00:00Z")
+        )
+    elif name == "data":
+        valid = st.sampled_from(
+            (
+                {"statement": "Ada moved to Bern", "subject": "ada", "predicate": "home_city"},
+                {"name": "ada"},
+                {"statement": "ship it", "status": "active"},
+                {"kind": "deploy", "outcome": "success", "occurred_at": "2030-01-01T00:00:00Z"},
+                {"statement": "x"},
+            )
+        )
+    elif name == "where":
+        valid = st.sampled_from(("data.subject = 'ada'", "importance >= 5", "tag = 'people'"))
+    elif name == "window":
+        valid = st.sampled_from(({"days": 7}, {"from": "2029-01-01T00:00:00Z"}, {}))
+    elif kind == "string":
+        valid = st.text(_SAFE_CHARS, min_size=1, max_size=24)
+    elif kind == "integer":
+        lo, hi = schema.get("minimum", -5), schema.get("maximum", 10**6)
+        valid = st.integers(lo, hi)
+        return arg(valid, lo - 1, hi + 1, *_JSON_HOSTILE)
+    elif kind == "number":
+        valid = st.floats(0.0, 1.0)
+    elif kind == "boolean":
+        valid = st.booleans()
+    elif kind == "array":
+        item = schema.get("items", {})
+        if item.get("enum"):
+            each: st.SearchStrategy[Any] = st.sampled_from(item["enum"])
+        elif name == "frames":
+            each = st.sampled_from(("find:knowledge:ada", "deliver:service:svc://a", "bad"))
+        elif name in ("types",):
+            each = st.sampled_from(("fact", "event", "goal", "Fact", "nope"))
+        else:
+            each = st.text(_SAFE_CHARS, min_size=1, max_size=12)
+        valid = st.lists(each, max_size=4)
+    elif kind == "object":
+        valid = st.dictionaries(st.text(_SAFE_CHARS, max_size=6), st.text(max_size=6), max_size=3)
+    else:
+        valid = st.none()
+    return arg(valid, *_JSON_HOSTILE)
+
+
+_MCP_IDENTITIES: Final = (
+    ("owner", None, None, "internal"),
+    ("guest", None, None, "internal"),
+    ("guest", "read", 5, "public"),
+    ("guest", "write", 0, "confidential"),
+    ("helper", "facts", None, "restricted"),
+)
+"""Who calls: the owner, another actor with no scope, read and writable scopes, each write
+budget kind (none, a few, zero) and every clearance."""
+
+
+@surface("MCP tools")
+def _mcp(w: World, draw: st.DrawFn) -> None:
+    from cortex import Sensitivity
+    from cortex.serve import tools as T
+
+    actor, scope, budget, clearance = draw(st.sampled_from(_MCP_IDENTITIES))
+    scopes = {
+        None: (),
+        "read": (Scope(tags=frozenset({"people"})),),
+        "write": (Scope(tags=frozenset({"people"}), writable=True),),
+        "facts": (Scope(types=frozenset({MemoryType.FACT}), writable=True),),
+    }[scope]
+    identity = T.Identity(
+        name="fuzz",
+        actor=actor,
+        scopes=scopes,
+        write_budget=budget,
+        clearance=Sensitivity.coerce(clearance) or Sensitivity.INTERNAL,
+    )
+    budgets = w.__dict__.setdefault("_mcp_budget", T.WriteBudget())
+    caller = T.Caller(w.cx, identity, budgets, task=f"fuzz-{actor}", default_budget=None)
+    names = sorted(T.TOOLS)
+    name = draw(st.one_of(st.sampled_from(names), st.sampled_from(("", "memory_nope", "\ud800"))))
+    tool = T.TOOLS.get(name)
+    if tool is None or draw(st.integers(0, 19)) == 0:
+        args: Any = draw(st.sampled_from((None, [], "x", 1, {"": 1})))
+    else:
+        props = tool.input_schema.get("properties", {})
+        required = set(tool.input_schema.get("required", ()))
+        args = {}
+        for prop, schema in props.items():
+            if (prop in required and draw(st.integers(0, 15)) != 0) or draw(st.booleans()):
+                args[prop] = draw(_json_value(schema, prop, w))
+        if draw(st.integers(0, 15)) == 0:
+            args[draw(st.sampled_from(("bogus", "", "\ud800")))] = 1
+    validator = None if tool is None else tool.output_schema
+
+    def run(caller: Any, name: str, args: Any) -> Any:
+        out = T.call(caller, name, args)
+        if validator is not None:  # the result matches the tool's output schema
+            import jsonschema
+
+            errors = list(jsonschema.Draft202012Validator(validator).iter_errors(out))
+            if errors:
+                raise AssertionError(f"{name}: result breaks its output schema: {errors[0]}")
+        json.dumps(out, allow_nan=False)  # and goes out as JSON
+        return out
+
+    w.call(run, caller, name, args)
+
+
+# ---------------------------------------------------------------------------------------------
 # The CLI: every command and option, argv drawn from its parser
 
 CLI_SKIP = {"demo", "serve"}  # the tour writes its own stores; serve runs until stopped
@@ -2021,6 +2179,13 @@ class CliWorld(World):
         with Cortex.open(self.cli_store, actor=None, readonly=True) as cx:
             return digest_of_store(cx)
 
+    def digests(self) -> tuple[str, str] | None:
+        """``_digests``: the whole store, and the store without the journal's keys."""
+        if not (self.cli_store / "data.mdb").exists():
+            return None
+        with Cortex.open(self.cli_store, actor=None, readonly=True) as cx:
+            return _digests(cx)
+
     def run(self, argv: list[str]) -> int:
         """``cortex ARGV`` in this process: exit 0, 1 or 2, never an internal error (70), and a
         failed command leaves the store as it was."""
@@ -2028,7 +2193,7 @@ class CliWorld(World):
 
         surface = self.surface
         self.clock.tick(1)
-        before = self.digest()
+        before = self.digests()
         with _quiet() as streams, _inside(self.root):
             try:
                 rc = main(argv)
@@ -2046,7 +2211,11 @@ class CliWorld(World):
             SAMPLES.setdefault(surface, []).append(
                 f"{rc} {self.stderr.strip().splitlines()[-1][:160] if self.stderr.strip() else ''}"
             )
-            after = self.digest()
+            after = self.digests()
+            if before is not None and after is not None and "budget" in self.stderr:
+                # a write the task's budget drops journals its drop by design (budget_drop):
+                # the journal may grow, nothing else may change (as for the API)
+                before, after = (before[1],), (after[1],)
             if after != before:
                 escape(surface, f"{surface}: exit {rc} but the store changed, for {argv!r:.300}")
             else:
@@ -2095,9 +2264,30 @@ def drawn_calls(draw: st.DrawFn, w: World, surface: Surface) -> Calls:
         MODE.valid_only = False
 
 
-def new_world(surface: str) -> World:
+def new_world(surface: str, url: str | None = None) -> World:
+    """A fresh world for ``surface``: LMDB in a temporary directory, or the store at ``url``."""
     root = Path(tempfile.mkdtemp(prefix="cortex-fuzz-"))
-    return CliWorld(root, surface) if surface.startswith("cli ") else World(root, surface)
+    return CliWorld(root, surface) if surface.startswith("cli ") else World(root, surface, url)
+
+
+PG_SURFACES: Final = (
+    "Cortex.find",
+    "Cortex.context",
+    "Cortex.search",
+    "Cortex.about",
+    "Cortex.facets",
+    "Cortex.view",
+    "Cortex.resolve",
+    "Cortex.sensitivity",
+    "Cortex.episodes",
+    "Cortex.edges",
+    "Cortex.write",
+    "Cortex.update_head",
+    "MCP tools",
+)
+"""The surfaces run again on PostgreSQL: the reads whose candidates a PostgreSQL snapshot
+preloads in round trips (``Planner.preload``: heads with their levels, use counters, versions,
+supersedes edges), through the owner and through gated readers, and the writes beside them."""
 
 
 def fuzz_examples(default: int) -> int:

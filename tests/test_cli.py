@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 8, 7 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 9, 8 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 8, 7 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-8:] == [
+    assert lines[0] == f"{v1}: format 1 → 9, 8 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-9:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1004,7 +1004,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0005-posting-blocks (9 records)",
         "applied 0006-episodes (0 records)",
         "applied 0007-claim-index (11 records)",
-        f"{v1}: now at format 8",
+        "applied 0008-sensitivity-in-heads (0 records)",
+        f"{v1}: now at format 9",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1013,7 +1014,7 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth, fifth, sixth, seventh = [
+    entry, second, third, fourth, fifth, sixth, seventh, eighth = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1024,9 +1025,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert fifth["reason"] == "0005-posting-blocks: format 5 -> 6"
     assert sixth["reason"] == "0006-episodes: format 6 -> 7"
     assert seventh["reason"] == "0007-claim-index: format 7 -> 8"
+    assert eighth["reason"] == "0008-sensitivity-in-heads: format 8 -> 9"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 8)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 8)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 9)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 9)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1080,12 +1082,20 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "allow write budgets, sensitivity levels, erasure records and aliases",
         "records": 11,
     }
-    steps = (step, step2, step3, step4, step5, step6, step7)
+    step8 = {
+        "name": "0008-sensitivity-in-heads",
+        "from_version": 8,
+        "to_version": 9,
+        "description": "move sensitivity levels from sens/ into the sealed head and episode "
+        "records (a damaged key can no longer lower a level)",
+        "records": 0,
+    }
+    steps = (step, step2, step3, step4, step5, step6, step7, step8)
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 8,
+        "to_version": 9,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1096,7 +1106,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 8, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 9, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1104,23 +1114,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 8)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "9")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 9)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "10")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 9: format 9 is unknown: this cortex knows formats up to 8\n"
+    assert err == "cortex: --to 10: format 10 is unknown: this cortex knows formats up to 9\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 8
+    assert run_json(capsys, "migrate")["to_version"] == 9
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 8)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 9)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1132,6 +1142,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0005-posting-blocks", "pending"),
         ("0006-episodes", "pending"),
         ("0007-claim-index", "pending"),
+        ("0008-sensitivity-in-heads", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1139,9 +1150,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 8 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 9 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 7
+    assert len(listed["applied"]) == 8
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1347,7 +1358,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 8" in ok("--store", old, "migrate")
+    assert "now at format 9" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

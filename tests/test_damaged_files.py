@@ -684,37 +684,75 @@ def test_salvage_carries_sensitivity_levels(tmp_path: Path) -> None:
 
 
 def test_salvage_never_lowers_a_level_it_cannot_read(tmp_path: Path) -> None:
-    # a damaged sens/ value: that memory comes back restricted, the others as they were
+    # format 9: the level is in the sealed head. A damaged head of a labelled memory loses that
+    # memory (reported by id); it never comes back at another level, and the others keep theirs
     ids = _labelled(tmp_path / "src")
     lay = trials_tool.layout(tmp_path / "src")
-    key = b"sens/m/" + ids["public"].bytes
+    key = b"m/" + ids["confidential"].bytes
+    (page,) = lay.key_pages[key]
+    off, length, _k = next(v for v in lay.values[page] if v[2] == key)
+    with open(tmp_path / "src" / "data.mdb", "r+b") as f:
+        f.seek(page * PSIZE + off + length - 5)  # the level's code byte: the checksum fails
+        b = f.read(1)
+        f.seek(page * PSIZE + off + length - 5)
+        f.write(bytes([b[0] ^ 0x01]))
+    report = salvage(tmp_path / "src", tmp_path / "new")
+    assert report.verify_ok and report.restricted == 0, report
+    assert any(loss.id == str(ids["confidential"]) for loss in report.lost), report.lost
+    rest = {k: v for k, v in ids.items() if k != "confidential"}
+    assert _levels_of(tmp_path / "new", rest) == _levels_of(tmp_path / "src", rest)
+
+
+def _format8_labelled(path: Path) -> dict[str, Any]:
+    """A copy of the format-8 fixture (levels under ``sens/``) and its labelled ids."""
+    import importlib.util
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copytree(root / "tests" / "data" / "format8.cortex", path)
+    tool_path = root / "tools" / "make_fixture_v8.py"
+    spec = importlib.util.spec_from_file_location("_fixture8", tool_path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return {"public": tool.fid(40), "confidential": tool.fid(41), "restricted": tool.fid(42)}
+
+
+def test_salvage_of_a_format_8_store_never_lowers_a_level_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    # format 8 kept levels under sens/: a damaged entry comes back restricted
+    ids = _format8_labelled(tmp_path / "src")
+    lay = trials_tool.layout(tmp_path / "src")
+    key = b"sens/m/" + ids["confidential"].bytes
     (page,) = lay.key_pages[key]
     off, _length, _k = next(v for v in lay.values[page] if v[2] == key)
     with open(tmp_path / "src" / "data.mdb", "r+b") as f:
         f.seek(page * PSIZE + off)
-        f.write(bytes([0x04 ^ 0xFF]))  # the code byte: the checksum fails
-    report = salvage(tmp_path / "src", tmp_path / "new")
+        f.write(bytes([0x03 ^ 0xFF]))  # the code byte: the checksum fails
+    report = salvage(tmp_path / "src", tmp_path / "new", actor="fixture-agent")
     assert report.verify_ok and report.restricted == 1, report
-    got = _levels_of(tmp_path / "new", ids)
-    assert got["public"] == "restricted" and got["confidential"] == "confidential"
+    with Cortex.open(tmp_path / "new", actor=None, create=False) as cx:
+        got = {k: cx.sensitivity(v).label for k, v in ids.items()}
+    assert got == {"public": "internal", "confidential": "restricted", "restricted": "restricted"}
     assert any("recovered as restricted" in n for n in report.notes)
 
 
-def test_salvage_restricts_every_unlabelled_record_when_labels_may_be_lost(
+def test_salvage_of_a_format_8_store_restricts_every_unlabelled_record_when_labels_may_be_lost(
     tmp_path: Path,
 ) -> None:
     # the leaf page holding the sens/ keys zeroed: no level can be trusted to be absent
-    ids = _labelled(tmp_path / "src")
+    ids = _format8_labelled(tmp_path / "src")
     lay = trials_tool.layout(tmp_path / "src")
-    (page,) = lay.key_pages[b"sens/m/" + ids["public"].bytes]
+    (page,) = lay.key_pages[b"sens/m/" + ids["confidential"].bytes]
     _zero(tmp_path / "src", page)
-    report = salvage(tmp_path / "src", tmp_path / "new")
-    assert report.verify_ok and report.restricted > 0, report
-    with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx, cx._kv.read() as txn:
-        recovered = {MemoryId(k[2:]) for k in txn.keys(b"m/")}
-    assert recovered and report.restricted >= 1
-    with Cortex.open(tmp_path / "new", actor="builder", create=False) as cx:
-        assert {cx.sensitivity(m).label for m in recovered} == {"restricted"}
+    report = salvage(tmp_path / "src", tmp_path / "new", actor="fixture-agent")
+    assert report.restricted > 0, report
+    with Cortex.open(tmp_path / "new", actor=None, create=False) as cx:
+        with cx._kv.read() as txn:
+            recovered = [MemoryId(k[2:]) for k in txn.keys(b"m/")]
+        levels = {cx.sensitivity(m).label for m in recovered}
+    assert recovered and levels <= {"restricted", "internal"}
 
 
 def test_salvage_keeps_the_owner_when_meta_format_is_lost(store: Path, tmp_path: Path) -> None:
@@ -814,3 +852,23 @@ def test_salvage_json_names_lost_memories_and_edges(store: Path, tmp_path: Path)
     memory = next(x for x in report["lost"] if x["kind"] == "memory")
     assert memory["type"] == "Fact" and "journal" in memory["seen_in"]
     assert report["verify_ok"]
+
+
+@pytest.mark.parametrize("bit", [0x01, 0x10])  # the parity bit, and a high byte
+def test_a_damaged_meta_transaction_id_is_refused_not_read_as_an_older_state(
+    tmp_path: Path, bit: int
+) -> None:
+    # one bit of meta page 1's transaction id (bytes 144..151 of the page): LMDB would take the
+    # page with the larger id and silently read an older state of the store
+    path = tmp_path / "s"
+    with Cortex.open(path, actor="builder") as cx:
+        for i in range(3):
+            cx.write(Fact(statement=f"fact {i}", subject="s", predicate=f"p{i}"))
+    at = PSIZE + 144 + (0 if bit == 0x01 else 6)
+    with open(path / "data.mdb", "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ bit]))
+    with pytest.raises(IntegrityError, match="meta page 1 holds transaction id"):
+        Cortex.open(path, actor="builder")

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +21,7 @@ from tests.fuzz import (
     CLI_COMMANDS,
     COUNTS,
     ESCAPES,
+    PG_SURFACES,
     SAMPLES,
     SURFACES,
     Calls,
@@ -63,6 +65,29 @@ def test_api(name: str) -> None:
     world = new_world(name)
 
     @_SETTINGS
+    @given(drawn_calls(world, SURFACES[name]))
+    def run(calls: Calls) -> None:
+        for fn, args, kw in calls.calls:
+            world.execute(fn, *args, **kw)
+
+    try:
+        run()
+    finally:
+        world.close()
+        shutil.rmtree(world.root, ignore_errors=True)
+
+
+PG_QUICK = 10
+"""Examples per PostgreSQL surface in ``make test`` (each call makes round trips)."""
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", PG_SURFACES)
+def test_api_postgres(name: str, pg_url: Any) -> None:
+    """The same calls on a PostgreSQL store: its reads preload in round trips."""
+    world = new_world(f"pg {name}", url=pg_url())
+
+    @settings(_SETTINGS, max_examples=max(PG_QUICK, fuzz_examples(QUICK) // 5))
     @given(drawn_calls(world, SURFACES[name]))
     def run(calls: Calls) -> None:
         for fn, args, kw in calls.calls:

@@ -32,6 +32,7 @@ from cortex import (
 )
 from cortex.engine.store import FEATURES, FORMAT_VERSION, _seal, _unseal
 from cortex.engine.values import FORMAT_CODEC
+from cortex.model.ids import MemoryId
 from cortex.storage import keys as K
 from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.keys import JOURNAL, meta_key
@@ -161,6 +162,7 @@ STEPS = [
     ("0005-posting-blocks", 5, 6),
     ("0006-episodes", 6, 7),
     ("0007-claim-index", 7, 8),
+    ("0008-sensitivity-in-heads", 8, 9),
 ]
 
 
@@ -175,7 +177,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 8, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 9, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -184,6 +186,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),  # no records change
         ("0007-claim-index", 11, True),  # every memory
+        ("0008-sensitivity-in-heads", 0, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -214,13 +217,13 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-7] == old
+    assert new[:-8] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, sixth, last = entries[-7:]
+        first, second, third, fourth, fifth, sixth, seventh, last = entries[-8:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -228,17 +231,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert fourth.reason == "0004-lexical-stemming: format 4 -> 5"
         assert fifth.reason == "0005-posting-blocks: format 5 -> 6"
         assert sixth.reason == "0006-episodes: format 6 -> 7"
-        assert last.reason == "0007-claim-index: format 7 -> 8"
-        assert cx.format.format_version == 8 and set(cx.format.features) == FEATURES
+        assert seventh.reason == "0007-claim-index: format 7 -> 8"
+        assert last.reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert cx.format.format_version == 9 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 7
+    assert len(fresh_entries) == len(entries) - 8
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-7]]
-    assert fresh_entries[0].reason == "format 8" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-8]]
+    assert fresh_entries[0].reason == "format 9" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -248,6 +252,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0005-posting-blocks", 5, 6, 9),
         ("0006-episodes", 6, 7, 0),
         ("0007-claim-index", 7, 8, 11),
+        ("0008-sensitivity-in-heads", 8, 9, 0),
     ]
 
 
@@ -293,6 +298,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0005-posting-blocks",
         "0006-episodes",
         "0007-claim-index",
+        "0008-sensitivity-in-heads",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -306,7 +312,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 8)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -315,6 +321,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
         ("0007-claim-index", 11, False),
+        ("0008-sensitivity-in-heads", 0, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -322,7 +329,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 8)
+    assert (report.from_version, report.to_version) == (2, 9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -330,6 +337,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0005-posting-blocks", 9, False),
         ("0006-episodes", 0, False),
         ("0007-claim-index", 11, False),
+        ("0008-sensitivity-in-heads", 0, False),
     ]
     assert dump(v1) == at2
 
@@ -338,7 +346,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (8, 8)
+    assert report.steps == () and (report.from_version, report.to_version) == (9, 9)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -366,7 +374,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 8  # and it can be run again
+    assert M.migrate(v1).to_version == 9  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -391,7 +399,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 8  # and it can be run again
+    assert M.migrate(v1).to_version == 9  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -456,6 +464,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0005-posting-blocks",
         "0006-episodes",
         "0007-claim-index",
+        "0008-sensitivity-in-heads",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -465,6 +474,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
         ("0007-claim-index", 11, True),
+        ("0008-sensitivity-in-heads", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -478,16 +488,17 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-6] == journal(before)
+    assert journal(after)[:-7] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-6].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-5].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-4].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-3].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-2].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-1].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-7].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-6].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-5].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-4].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-3].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-2].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-1].reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -496,6 +507,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0005-posting-blocks", 9),
         ("0006-episodes", 0),
         ("0007-claim-index", 11),
+        ("0008-sensitivity-in-heads", 0),
     ]
 
 
@@ -508,6 +520,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0005-posting-blocks",
         "0006-episodes",
         "0007-claim-index",
+        "0008-sensitivity-in-heads",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -516,6 +529,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
         ("0007-claim-index", 11, True),
+        ("0008-sensitivity-in-heads", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -527,10 +541,10 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-3] == journal(before)
+    assert journal(after)[:-4] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+        assert list(cx.journal())[-1].reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -548,19 +562,20 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0006-episodes", 0, True),
         ("0007-claim-index", 11, True),
+        ("0008-sensitivity-in-heads", 0, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
     )
-    assert journal(after)[:-2] == journal(before)
+    assert journal(after)[:-3] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 8 and "episodes" in record.features
+    assert record.format_version == 9 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+        assert list(cx.journal())[-1].reason == "0008-sensitivity-in-heads: format 8 -> 9"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -576,7 +591,8 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         Cortex.open(v7, actor="x")
     report = M.migrate(v7)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0007-claim-index", 11, True)
+        ("0007-claim-index", 11, True),
+        ("0008-sensitivity-in-heads", 0, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -598,7 +614,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0007-claim-index: format 7 -> 8"
+        assert list(cx.journal())[-1].reason == "0008-sensitivity-in-heads: format 8 -> 9"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -614,3 +630,150 @@ def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Pa
         report_e = cx.verify_erasure()
         assert report_e.ok and report_e.records == 0
         assert cx.scrub().complete
+
+
+FIXTURE8 = ROOT / "tests" / "data" / "format8.cortex"  # populate + labels, at format 8
+
+
+def _fixture8_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "make_fixture_v8", ROOT / "tools" / "make_fixture_v8.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_fixture_v8", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
+    tmp_path: Path, target: str | None
+) -> None:
+    """Format 9 keeps each level in its head or episode record; 0008 rewrites exactly the
+    labelled heads and episodes, deletes every ``sens/`` entry, and the result equals a store
+    written fresh at format 9 through the same calls."""
+    from cortex.model.codec import EPISODE, HEAD
+
+    tool8 = _fixture8_tool()
+    v8 = _copy(FIXTURE8, tmp_path / "v8", target)
+    before = dump(v8)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 8
+    labels = {k: v for k, v in before.items() if k.startswith(K.SENS)}
+    assert len(labels) == 6  # 3 memories, 3 episodes (public, confidential, restricted...)
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v8, actor="x")
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v8)] == [
+        ("0008-sensitivity-in-heads", 8, 9)
+    ]
+    report = M.migrate(v8)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0008-sensitivity-in-heads", 6, True)
+    ]
+    after = dump(v8)
+    assert not any(k.startswith(K.SENS) for k in after)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    rewritten = {k for k in changed if k.startswith((K.HEAD, K.EPISODE))}
+    # exactly the records the entries labelled, each with its level
+    want = set()
+    for k, v in labels.items():
+        episode, rid = K.parse_sens_key(k)
+        want.add(K.episode_key(rid) if episode else K.head_key(rid))
+        code = _unseal(k, v)[0]
+        codec = EPISODE if episode else HEAD
+        rec = codec.decode(_unseal(K.episode_key(rid) if episode else K.head_key(rid),
+                                   after[K.episode_key(rid) if episode else K.head_key(rid)]),
+                           "r")  # fmt: skip
+        assert rec.sensitivity is not None and int(rec.sensitivity) == code
+    assert rewritten == want
+    assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY} | {
+        k for k in changed if k.startswith(JOURNAL)
+    }
+    assert journal(after)[:-1] == journal(before)
+    fresh9 = tmp_path / "fresh9"
+    with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
+        TOOL.populate(cx)
+        tool8.populate_labels(cx)
+    assert without_journal(after) == without_journal(dump(fresh9))
+    with Cortex.open(v8, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
+        assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
+        assert cx.sensitivity(TOOL.fid(40)).label == "internal"
+        assert cx.episode_sensitivity(tool8.eid(0)).label == "confidential"
+
+
+@pytest.mark.parametrize("damage", ["orphan", "value", "key", "purged"])
+def test_a_damaged_level_stops_0008_with_nothing_written(tmp_path: Path, damage: str) -> None:
+    """A sens/ entry that does not read, names nothing or labels a purged record: the
+    migration refuses (IntegrityError) rather than drop or misplace a level."""
+    from cortex import IntegrityError
+
+    v8 = _copy(FIXTURE8, tmp_path / "v8")
+    kv = LmdbKV(v8, create=False)
+    try:
+        with kv.read() as txn:
+            first_key, first_value = next(iter(txn.scan(K.SENS)))
+        nobody = K.sens_key(MemoryId(bytes(15) + b"\x07"))
+        purged = K.sens_key(_fixture8_tool().fid(44))
+
+        def harm(txn: Any) -> None:
+            if damage == "orphan":
+                txn.put(nobody, first_value)
+            elif damage == "value":
+                txn.put(first_key, first_value[:-1] + bytes((first_value[-1] ^ 1,)))
+            elif damage == "key":
+                txn.put(K.SENS + b"m/" + b"\x01" * 3, first_value)
+            else:
+                txn.put(purged, first_value)
+
+        kv.write(harm)
+    finally:
+        kv.close()
+    before = dump(v8)
+    with pytest.raises(IntegrityError):
+        M.migrate(v8)
+    assert dump(v8) == before
+
+
+@pytest.mark.parametrize("damage", ["key", "value", "gone"])
+def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -> None:
+    """``meta/migrations`` is read by nothing but ``cortex migrate --applied``: a damaged key
+    (the record moves to another name), a damaged value or a lost record must still show in
+    verify, from the journal's migration entries and the names ``meta/`` may hold."""
+    v7 = _copy(FIXTURE7, tmp_path / "v7")
+    M.migrate(v7)
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+    kv = LmdbKV(v7, create=False)
+    try:
+        with kv.read() as txn:
+            value = txn.get(M.MIGRATIONS_KEY)
+        assert value is not None
+
+        def harm(txn: Any) -> None:
+            if damage != "value":
+                txn.delete(M.MIGRATIONS_KEY)
+            if damage == "key":  # one flipped bit of the name
+                txn.put(b"meta/migratiojs", value)
+            elif damage == "value":
+                txn.put(M.MIGRATIONS_KEY, value[:-1] + bytes((value[-1] ^ 0x10,)))
+
+        kv.write(harm)
+    finally:
+        kv.close()
+    with Cortex.open(v7, actor="checker", as_owner=True) as cx:
+        report = cx.verify()
+    assert not report.ok
+    found = {(p.record, p.what.split(":")[0].split(",")[0]) for p in report.problems}
+    if damage == "value":
+        assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
+    else:
+        assert any(
+            p.record == "meta/migrations" and "journal records 2 migration" in p.what
+            for p in report.problems
+        ), found
+    if damage == "key":
+        assert any("meta/migratiojs" in p.record and "damaged key" in p.what
+                   for p in report.problems), found  # fmt: skip

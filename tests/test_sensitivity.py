@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from cortex import (
+    CodecError,
     Cortex,
     EdgeType,
     Fact,
@@ -48,9 +50,11 @@ from cortex import (
 from cortex.agent.extract import Context, Extracted, Extraction
 from cortex.cli import main
 from cortex.engine.store import FEATURES
+from cortex.model.codec import EPISODE as EPISODE_CODEC
+from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.ids import MemoryId
-from cortex.rules.sensitivity import DEFAULT, Gate, decode_level, encode_level, gate
-from cortex.storage.keys import SENS, sens_key
+from cortex.rules.sensitivity import DEFAULT, Gate, gate, level_of
+from cortex.storage.keys import SENS, episode_key, head_key, sens_key
 from cortex.storage.kv import seal
 from cortex.transfer.bundle import read_bundle
 from cortex.transfer.migrate import migrate
@@ -341,44 +345,46 @@ def _drawn(world: World) -> set[MemoryId]:
     return {ep.memory.id for ep in world.episodes}
 
 
-def test_the_owner_reads_no_level(world: World, tmp_path: Path) -> None:
-    """The owner's reads never touch ``sens/``: a damaged entry stops only other readers."""
+def test_a_damaged_key_cannot_lower_a_level(tmp_path: Path) -> None:
+    """Format 9: the level is in the sealed head. A ``sens/`` key (format 8's, e.g. left by a
+    damaged key) changes nothing a reader sees and verify reports it; a damaged head fails
+    for every reader, the owner too, instead of reading as ``internal``."""
     path = tmp_path / "s.cortex"
     with Cortex.open(path, actor=OWNER) as cx:
         a = cx.write(Fact(statement="a secret plan", subject="x", predicate="y"), tags=["shared"],
                      visibility="actor_public", sensitivity="confidential")  # fmt: skip
         b = cx.write(Fact(statement="a plain plan", subject="x", predicate="z"), tags=["shared"],
                      visibility="actor_public")  # fmt: skip
-        cx._kv.write(lambda txn: txn.put(sens_key(a.id), b"\x07garbage"))
-        assert {m.id for m in cx.find(Query(text="plan", limit=10)).memories} == {a.id, b.id}
-        cx.resolve(a)
-        cx.context("find", ["x"], query="plan")
-        cx.view(Reader(actor=OWNER)).find(Query(types=["Fact"], limit=10))
-        with pytest.raises(IntegrityError, match="sens/m/"):
-            cx.view(Reader(actor=HELPER)).find(Query(types=["Fact"], limit=10))
+        helper = cx.view(Reader(actor=HELPER))
+        assert {m.id for m in helper.find(Query(types=["Fact"], limit=10)).memories} == {b.id}
+        # a planted sens/ entry saying internal (what a damaged format-8 key did) is ignored
+        cx._kv.write(lambda txn: txn.put(sens_key(a.id), seal(b"\x02")))
+        assert {m.id for m in helper.find(Query(types=["Fact"], limit=10)).memories} == {b.id}
+        with pytest.raises(NotFoundError):
+            helper.resolve(a)
         report = cx.verify()
         assert not report.ok and any("sens/m/" in p.record for p in report.problems)
-        cx.update_head(a, sensitivity="internal")  # the owner repairs it
+        cx._kv.write(lambda txn: txn.delete(sens_key(a.id)))
         assert cx.verify().ok
+        # the level byte of the head flipped (confidential -> internal): the seal catches it
+        with cx._kv.read() as txn:
+            raw = txn.get(head_key(a.id))
+        assert raw is not None
+        payload = HEAD_CODEC.encode(_head(cx, a.id), "h")
+        assert payload.endswith(b"\x0e\x03")
+        flipped = bytearray(raw)
+        flipped[len(payload) - 1] = 0x02
+        cx._kv.write(lambda txn: txn.put(head_key(a.id), bytes(flipped)))
+        with pytest.raises(IntegrityError):
+            cx.resolve(a)
+        with pytest.raises(IntegrityError):
+            helper.resolve(a)
+        assert not cx.verify().ok
 
 
-class _Counting:
-    """A read snapshot that counts what is asked of it (to see what a gate reads)."""
-
-    def __init__(self, txn: Any) -> None:
-        self.txn = txn
-        self.gets = 0
-        self.seeks = 0
-
-    def get(self, key: bytes) -> bytes | None:
-        self.gets += 1
-        got: bytes | None = self.txn.get(key)
-        return got
-
-    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
-        self.seeks += 1
-        got: bytes | None = self.txn.seek(prefix, start, reverse=reverse)
-        return got
+def _head(cx: Cortex, mid: MemoryId) -> Any:
+    with cx._kv.read() as txn:
+        return cx._head(txn, mid)
 
 
 def _levelled(
@@ -403,56 +409,50 @@ def test_the_gate_admits_exactly_the_levels_at_or_below_the_clearance(
 ) -> None:
     """``Gate`` (§3): a level at or below the clearance passes, and an unset one is internal.
 
-    Memory and episode labels are separate keyspaces: labels of one kind say nothing of the
-    other, whose members are all ``internal``.
+    The gate decides from the head or episode record alone (format 9): it holds no snapshot.
     """
     with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
         mems, eps = _levelled(cx, episodes=episodes, memories=memories)
         with cx._kv.read() as txn:
-            for clearance in LEVELS:
-                g = Gate(txn, clearance)
-                for lv in LEVELS:
-                    m_level = lv if memories else DEFAULT
-                    e_level = lv if episodes else DEFAULT
-                    assert g.memory(mems[lv]) is (m_level <= clearance), (clearance, lv)
-                    assert g.episode(eps[lv]) is (e_level <= clearance), (clearance, lv)
-                    # the episode id is no memory's (and the memory id no episode's): internal
-                    assert g.memory(eps[lv]) is (clearance >= DEFAULT)
-                    assert g.episode(mems[lv]) is (clearance >= DEFAULT)
+            heads = {lv: cx._head(txn, mid) for lv, mid in mems.items()}
+            records = {lv: cx._episode(txn, eid) for lv, eid in eps.items()}
+        for clearance in LEVELS:
+            g = Gate(clearance)
+            for lv in LEVELS:
+                m_level = lv if memories else DEFAULT
+                e_level = lv if episodes else DEFAULT
+                assert level_of(heads[lv]) is m_level and level_of(records[lv]) is e_level
+                assert g.memory(heads[lv]) is (m_level <= clearance), (clearance, lv)
+                assert g.episode(records[lv]) is (e_level <= clearance), (clearance, lv)
+        # internal is the field's absence: the records hold None, and encode without key 14
+        assert heads[INTERNAL].sensitivity is None and records[INTERNAL].sensitivity is None
+        if memories:
+            assert heads[PUBLIC].sensitivity is PUBLIC
+            assert HEAD_CODEC.encode(heads[PUBLIC], "h").endswith(b"\x0e\x01")
+        if episodes:
+            assert EPISODE_CODEC.encode(records[RESTRICTED], "e").endswith(b"\x0f\x04")
 
 
-def test_a_gate_reads_no_level_while_the_store_holds_none(tmp_path: Path) -> None:
-    """A store without labels costs a reader one seek per kind, however much it reads."""
+def test_internal_is_never_written_as_a_code(tmp_path: Path) -> None:
+    """A head or episode record holding code 2 (internal) is refused: one value, one encoding."""
     with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
-        mems, eps = _levelled(cx, episodes=False, memories=False)
-        for clearance in (PUBLIC, INTERNAL):
-            with cx._kv.read() as txn:
-                counting = _Counting(txn)
-                g = Gate(counting, clearance)  # type: ignore[arg-type]
-                for _ in range(3):
-                    for mid in mems.values():
-                        assert g.memory(mid) is (clearance is INTERNAL)
-                    for eid in eps.values():
-                        assert g.episode(eid) is (clearance is INTERNAL)
-                assert (counting.seeks, counting.gets) == (2, 0)
-        cx.update_head(mems[PUBLIC], sensitivity="public")  # now there is one memory label
-        with cx._kv.read() as txn:
-            counting = _Counting(txn)
-            g = Gate(counting, PUBLIC)  # type: ignore[arg-type]
-            assert [g.memory(m) for m in mems.values()] == [True, False, False, False]
-            assert [g.episode(e) for e in eps.values()] == [False] * 4
-            assert (counting.seeks, counting.gets) == (2, 4)  # episodes: still no read
+        uri = cx.write(Fact(statement="x", subject="s", predicate="p"), sensitivity="public")
+        head = _head(cx, uri.id)
+    with pytest.raises(ValidationError, match="absence"):
+        HEAD_CODEC.encode(replace(head, sensitivity=INTERNAL), "head")
+    good = HEAD_CODEC.encode(head, "head")
+    with pytest.raises(CodecError, match="absence"):
+        HEAD_CODEC.decode(good[:-1] + b"\x02", "head")
 
 
-def test_who_gets_a_gate(tmp_path: Path) -> None:
+def test_who_gets_a_gate() -> None:
     """The owner, no reader (the owner) and a reader cleared for restricted pass everything."""
-    with Cortex.open(tmp_path / "s", actor=OWNER) as cx, cx._kv.read() as txn:
-        assert gate(txn, None, OWNER) is None
-        assert gate(txn, Reader(actor=OWNER, clearance=PUBLIC), OWNER) is None
-        assert gate(txn, Reader(actor=HELPER, clearance=RESTRICTED), OWNER) is None
-        for lv in (PUBLIC, INTERNAL, CONFIDENTIAL):
-            g = gate(txn, Reader(actor=HELPER, clearance=lv), OWNER)
-            assert g is not None and g.clearance is lv and g.txn is txn
+    assert gate(None, OWNER) is None
+    assert gate(Reader(actor=OWNER, clearance=PUBLIC), OWNER) is None
+    assert gate(Reader(actor=HELPER, clearance=RESTRICTED), OWNER) is None
+    for lv in (PUBLIC, INTERNAL, CONFIDENTIAL):
+        g = gate(Reader(actor=HELPER, clearance=lv), OWNER)
+        assert g is not None and g.clearance is lv
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,11 +475,11 @@ def test_update_head_changes_the_level_and_journals_the_field(tmp_path: Path) ->
             cx.view(helper).resolve(uri)
         cx.update_head(uri, sensitivity=Sensitivity.PUBLIC, tags=["t"])
         assert list(cx.journal())[-1].fields == ("sensitivity", "tags")
+        assert _head(cx, uri.id).sensitivity is PUBLIC  # in the head (format 9)
+        cx.update_head(uri, sensitivity="internal")  # the default: the field is absent
+        assert _head(cx, uri.id).sensitivity is None
         with cx._kv.read() as txn:
-            assert txn.get(sens_key(uri.id)) == encode_level(PUBLIC)
-        cx.update_head(uri, sensitivity="internal")  # the default: no entry at all
-        with cx._kv.read() as txn:
-            assert txn.get(sens_key(uri.id)) is None
+            assert next(txn.keys(SENS), None) is None
         with pytest.raises(ValidationError) as bad:
             cx.update_head(uri, sensitivity="secret")
         assert (bad.value.field, bad.value.rule) == ("sensitivity", "enum")
@@ -670,7 +670,7 @@ def test_episode_levels(tmp_path: Path) -> None:
         cx.set_episode_sensitivity(eid, "restricted")
         cx.purge_episode(eid, "erasure")
         with cx._kv.read() as txn:  # the purge removes the level: nothing is left to protect
-            assert txn.get(sens_key(eid, episode=True)) is None
+            assert cx._episode(txn, eid).sensitivity is None
         with pytest.raises(ValidationError, match="purged"):
             cx.set_episode_sensitivity(eid, "restricted")
         with pytest.raises(NotFoundError):
@@ -684,8 +684,7 @@ def test_purge_removes_the_level(tmp_path: Path) -> None:
     with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
         uri = cx.write(Fact(statement="x", subject="s", predicate="p"), sensitivity="restricted")
         cx.purge(uri, "erasure")
-        with cx._kv.read() as txn:
-            assert txn.get(sens_key(uri.id)) is None
+        assert _head(cx, uri.id).sensitivity is None
         assert cx.sensitivity(uri) is INTERNAL
         assert cx.verify().ok
 
@@ -735,22 +734,16 @@ def test_on_both_engines(store_path: Any, place: Callable[[str], Any], tmp_path:
 
 
 @pytest.mark.parametrize(
-    ("name", "key", "value", "what"),
+    ("name", "what"),
     [
-        ("checksum", "m", b"\x03\x00\x00\x00\x00", "checksum"),
-        ("no code", "m", seal(b"\x09"), "no sensitivity level"),
-        ("two bytes", "m", seal(b"\x03\x03"), "no sensitivity level"),
-        ("internal stored", "m", seal(b"\x02"), "default level"),
-        ("no memory", "orphan", seal(b"\x03"), "memory the store does not hold"),
-        ("no episode", "orphan-episode", seal(b"\x03"), "episode the store does not hold"),
-        ("purged memory", "purged", seal(b"\x03"), "purged memory"),
-        ("purged episode", "purged-episode", seal(b"\x03"), "purged episode"),
-        ("malformed key", "short", seal(b"\x03"), "malformed key"),
+        ("sens entry", "format-8 sensitivity entry"),
+        ("sens episode entry", "format-8 sensitivity entry"),
+        ("malformed sens key", "format-8 sensitivity entry"),
+        ("purged memory", "purged memory holds a level"),
+        ("purged episode", "purged episode holds a level"),
     ],
 )
-def test_verify_catches_a_bad_entry(
-    tmp_path: Path, name: str, key: str, value: bytes, what: str
-) -> None:
+def test_verify_catches_a_bad_level(tmp_path: Path, name: str, what: str) -> None:
     with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
         uri = cx.write(Fact(statement="x", subject="s", predicate="p"), sensitivity="public")
         gone = cx.write(Fact(statement="y", subject="s", predicate="q"))
@@ -758,15 +751,23 @@ def test_verify_catches_a_bad_entry(
         ep = cx.ingest("text").episode
         cx.purge_episode(ep.id, "erasure")
         assert cx.verify().ok
-        raw = {
-            "m": sens_key(uri.id),
-            "orphan": sens_key(MemoryId.parse("01" + "0" * 24)),
-            "orphan-episode": sens_key(MemoryId.parse("01" + "0" * 24), episode=True),
-            "purged": sens_key(gone.id),
-            "purged-episode": sens_key(ep.id, episode=True),
-            "short": SENS + b"m/" + b"\x01" * 3,
-        }[key]
-        cx._kv.write(lambda txn: txn.put(raw, value))
+        with cx._kv.read() as txn:
+            gone_head = cx._head(txn, gone.id)
+            gone_ep = cx._episode(txn, ep.id)
+        key, value = {
+            "sens entry": (sens_key(uri.id), seal(b"\x03")),
+            "sens episode entry": (sens_key(ep.id, episode=True), seal(b"\x03")),
+            "malformed sens key": (SENS + b"m/" + b"\x01" * 3, seal(b"\x03")),
+            "purged memory": (
+                head_key(gone.id),
+                seal(HEAD_CODEC.encode(replace(gone_head, sensitivity=PUBLIC), "h")),
+            ),
+            "purged episode": (
+                episode_key(ep.id),
+                seal(EPISODE_CODEC.encode(replace(gone_ep, sensitivity=PUBLIC), "e")),
+            ),
+        }[name]
+        cx._kv.write(lambda txn: txn.put(key, value))
         report = cx.verify()
         assert not report.ok
         assert any(what in p.what for p in report.problems), report.problems
@@ -892,38 +893,64 @@ def test_export_digest_covers_every_level(world: World, tmp_path: Path) -> None:
 # Format: the feature, the migration, golden vectors
 
 
-def test_format_8_names_the_feature_and_migrates_to_it(tmp_path: Path) -> None:
+def test_format_9_names_the_feature(tmp_path: Path) -> None:
+    """Format 9 keeps levels in the records; a format-7 store migrates through 8 to 9."""
     import shutil
 
-    assert "sensitivity" in FEATURES
+    assert {"sensitivity", "sensitivity-in-heads"} <= FEATURES
     src = Path(__file__).parent / "data" / "format7.cortex"
     path = tmp_path / "f7"
     shutil.copytree(src, path)
     migrate(path)
     with Cortex.open(path, actor=None) as cx:
-        assert "sensitivity" in cx.format.features
+        assert {"sensitivity", "sensitivity-in-heads"} <= set(cx.format.features)
         with cx._kv.read() as txn:  # every existing memory is internal: no entry written
             assert next(txn.keys(SENS), None) is None
         assert cx.verify().ok
 
 
 def test_golden_vectors() -> None:
+    """specs/vectors/sensitivity.json both ways: records -> bytes -> records, and the level's
+    bytes recomputed by hand (key 14 or 15 and the code after the internal record's map)."""
+    import sys
+
+    tools = str(Path(__file__).resolve().parent.parent / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import gen_vectors
+
     doc = json.loads(
         (Path(__file__).parents[1] / "specs" / "vectors" / "sensitivity.json").read_text()
     )
+    assert doc["head"] == gen_vectors.SENSITIVITY_HEAD
+    plain = {
+        v["record"]: bytes.fromhex(v["cbor_hex"])
+        for v in doc["vectors"]
+        if v["level"] == "internal"
+    }
     for v in doc["vectors"]:
-        mid = MemoryId.parse(v["id"])
-        key = sens_key(mid, episode=v["episode"])
-        assert key.hex() == v["key"], v["name"]
+        head_vector = v["record"] == "head"
+        codec, key_of, field = (
+            (HEAD_CODEC, head_key, 14) if head_vector else (EPISODE_CODEC, episode_key, 15)
+        )
+        raw = bytes.fromhex(v["cbor_hex"])
+        rec = codec.decode(raw, v["name"])  # bytes -> record
+        assert codec.encode(rec, v["name"]) == raw  # and back
         level = Sensitivity.coerce(v["level"])
-        assert level is not None
-        assert encode_level(level).hex() == v["value"], v["name"]
-        code = bytes((int(level),))  # recomputed by hand: the code and its CRC-32
-        assert (code + zlib.crc32(code).to_bytes(4, "big")).hex() == v["value"]
-        assert decode_level(key, bytes.fromhex(v["value"])) is level
+        assert level is not None and level_of(rec) is level
+        head, ep = gen_vectors.sensitivity_records(v["level"])  # input -> bytes
+        assert codec.encode(head if v["record"] == "head" else ep, v["name"]) == raw
+        assert key_of(rec.id).hex() == v["key"]
+        assert (raw + zlib.crc32(raw).to_bytes(4, "big")).hex() == v["value"]
+        assert seal(raw).hex() == v["value"]
+        base = plain[v["record"]]
+        if level is INTERNAL:
+            continue
+        # by hand: one more map entry, then the key and the code
+        assert raw == bytes((base[0] + 1,)) + base[1:] + bytes((field, int(level)))
     for v in doc["negative"]:
-        with pytest.raises(IntegrityError):
-            decode_level(bytes.fromhex(v["key"]), bytes.fromhex(v["value"]))
+        with pytest.raises(CodecError):
+            HEAD_CODEC.decode(bytes.fromhex(v["cbor_hex"]), v["name"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1062,11 +1062,11 @@ def test_new_pair_arguments() -> None:
         sp.encode_new_pair(head, version, tuple(bad))
     # fields in another order than the C encoder knows: it declines
     bad = list(NEW_PAIR_PLAN)
-    bad[13] = tuple(reversed(bad[13]))
+    bad[14] = tuple(reversed(bad[14]))
     assert sp.encode_new_pair(head, version, tuple(bad)) is None
     # an astuple that gives no tuple of the fields
     bad = list(NEW_PAIR_PLAN)
-    bad[15] = lambda s: None
+    bad[16] = lambda s: None
     with pytest.raises(TypeError):
         sp.encode_new_pair(head, version, tuple(bad))
 

@@ -80,7 +80,6 @@ KEY_FAMILIES = (
     b"idx/type/",
     b"idx/tag/",
     b"idx/claim/",
-    b"sens/",
     b"ent/a/",
     b"vec/",
     b"sal/",
@@ -88,7 +87,8 @@ KEY_FAMILIES = (
     b"prov/e/",
     b"meta/",
 )
-"""The key families the ``key`` class damages (``cortex.storage.keys``)."""
+"""The key families the ``key`` class damages (``cortex.storage.keys``). Format 9 has no
+``sens/`` keys: a level is in its head or episode record (damaged with ``m/`` and ``ep/``)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def build(path: Path, *, n: int = 40) -> None:
         cx.attest(uris[7:10], Outcome.SUCCESS)
         cx.alias("s1", "subject one")  # ent/a/
         cx.alias("s2", "subject two")
-        cx.update_head(uris[11], sensitivity="confidential")  # sens/m/
+        cx.update_head(uris[11], sensitivity="confidential")  # in its head (format 9)
         cx.ingest(
             "A conversation about tea and chess, kept verbatim. " * 40,
             source="chat",

@@ -30,7 +30,7 @@ from cortex.model.enums import MemoryType
 from cortex.model.forms import render_full, render_medium, render_short
 from cortex.model.hashing import content_hash
 from cortex.model.ids import MemoryId, Uri
-from cortex.model.records import DATA_TYPES, Data
+from cortex.model.records import DATA_TYPES, Data, Head
 
 VECTORS_DIR: Final = Path(__file__).resolve().parent.parent / "specs" / "vectors"
 
@@ -1474,60 +1474,100 @@ def build() -> dict[str, Any]:
     return files
 
 
+SENSITIVITY_HEAD: Final = {
+    "id": "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+    "type": "fact",
+    "current_version": 1,
+    "actor_scope": "agent-1",
+    "visibility": "actor_public",
+    "importance": 5,
+    "created_at": "2026-11-20T09:30:00Z",
+    "last_updated_at": "2026-11-20T09:30:00Z",
+}
+"""The head of ``sensitivity.json``'s memory vectors (with each level added)."""
+
+
+def sensitivity_records(level: str) -> tuple[Any, Any]:
+    """The head and the episode record of ``sensitivity.json`` at ``level`` (a label)."""
+    from cortex.model.enums import Sensitivity
+    from cortex.model.jsonmap import from_plain
+
+    code = Sensitivity.coerce(level)
+    stored = None if code is Sensitivity.INTERNAL else code
+    head = from_plain(Head, SENSITIVITY_HEAD, "head")
+    ep = build_episode(episode_inputs()[0])
+    return (
+        msgspec.structs.replace(head, sensitivity=stored),
+        msgspec.structs.replace(ep, sensitivity=stored),
+    )
+
+
 def _sensitivity_file() -> dict[str, Any]:
-    """``sens/`` keys and values (``specs/sensitivity.md`` §2), and values a reader refuses."""
+    """Levels in head and episode records (format 9, ``specs/sensitivity.md`` §2).
+
+    Each record at each level, sealed as stored, and heads a reader refuses.
+    """
     import zlib
 
+    from cortex.model.codec import EPISODE, HEAD
     from cortex.model.enums import Sensitivity
-    from cortex.rules.sensitivity import decode_level, encode_level
-    from cortex.storage.keys import sens_key
+    from cortex.storage.keys import episode_key, head_key
 
     def sealed(payload: bytes) -> str:
         return (payload + zlib.crc32(payload).to_bytes(4, "big")).hex()
 
-    ids = {False: "01ARZ3NDEKTSV4RRFFQ69G5FAV", True: "01J0000000000000000000000Z"}
     vectors = []
     for level in Sensitivity:
-        if level is Sensitivity.INTERNAL:  # the default is never stored
-            continue
-        for episode in (False, True):
-            key = sens_key(MemoryId.parse(ids[episode]), episode=episode)
-            value = encode_level(level)
-            assert value.hex() == sealed(bytes((int(level),)))
-            assert decode_level(key, value) is level
+        head, ep = sensitivity_records(level.label)
+        for kind, codec, rec, key in (
+            ("head", HEAD, head, head_key(head.id)),
+            ("episode", EPISODE, ep, episode_key(ep.id)),
+        ):
+            payload = codec.encode(rec, kind)
+            assert codec.decode(payload, kind) == rec
             vectors.append(
                 {
-                    "name": f"{'episode' if episode else 'memory'} {level.label}",
-                    "id": ids[episode],
-                    "episode": episode,
+                    "name": f"{kind} {level.label}",
+                    "record": kind,
                     "level": level.label,
                     "key": key.hex(),
-                    "value": value.hex(),
+                    "cbor_hex": payload.hex(),
+                    "value": sealed(payload),
                 }
             )
-    key = sens_key(MemoryId.parse(ids[False])).hex()
+    base = HEAD.encode(sensitivity_records("internal")[0], "head")  # a map of 9 entries
+
+    def with_key_14(code: bytes) -> str:
+        return (bytes((base[0] + 1,)) + base[1:] + b"\x0e" + code).hex()
+
     negative = [
-        {"name": "the checksum does not match", "key": key, "value": "0300000000"},
-        {"name": "code 0 names no level", "key": key, "value": sealed(b"\x00")},
-        {"name": "code 5 names no level", "key": key, "value": sealed(b"\x05")},
-        {"name": "two bytes", "key": key, "value": sealed(b"\x03\x03")},
-        {"name": "an empty payload", "key": key, "value": sealed(b"")},
-        {"name": "a CBOR text label instead of the code", "key": key,
-         "value": sealed(b"\x66public")},
+        {"name": "internal written as code 2 (it is the field's absence)", "record": "head",
+         "cbor_hex": with_key_14(b"\x02"), "error": "CodecError"},
+        {"name": "code 0 names no level", "record": "head", "cbor_hex": with_key_14(b"\x00"),
+         "error": "CodecError"},
+        {"name": "code 5 names no level", "record": "head", "cbor_hex": with_key_14(b"\x05"),
+         "error": "CodecError"},
+        {"name": "a CBOR text label instead of the code", "record": "head",
+         "cbor_hex": with_key_14(b"\x66public"), "error": "CodecError"},
     ]  # fmt: skip
     for case in negative:
         try:
-            decode_level(bytes.fromhex(case["key"]), bytes.fromhex(case["value"]))
-        except CortexError:
+            HEAD.decode(bytes.fromhex(case["cbor_hex"]), "head")
+        except CodecError:
             continue
         raise AssertionError(f"sensitivity vector {case['name']!r} decodes")
     return {
         "conventions": {
-            "key": "sens/m/ (a memory) or sens/e/ (an episode) and the 16 raw id bytes, hex",
-            "value": "the level's one-byte code (the canonical CBOR of the unsigned code) and "
-            "its CRC-32, big-endian, hex; only levels other than internal are stored",
-            "negative": "values a reader MUST refuse as damaged",
+            "record": "head (key 14, sensitivity) or episode (key 15): format.md, episodes.md",
+            "level": "the level's label; internal is the field's absence, never code 2",
+            "key": "the record's store key (m/ or ep/ and the 16 raw id bytes), hex",
+            "cbor_hex": "the record's canonical CBOR",
+            "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
+            "head": "the memory vectors' head without its level: see SENSITIVITY_HEAD in "
+            "tools/gen_vectors.py; the episode is episodes.json's 'minimal' case",
+            "negative": "heads a reader MUST refuse (CodecError)",
         },
+        "head": SENSITIVITY_HEAD,
         "vectors": vectors,
         "negative": negative,
     }

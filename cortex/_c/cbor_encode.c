@@ -20,6 +20,7 @@ static const char *const attr_names[N_ATTRS] = {
     "forms_override", "valid_from", "valid_until", "short",          "medium",
     "verb",       "obj_kind",   "obj_ref",         "bytes",          "digest",
     "head",       "pinned",     "terms",           "vector",         "version_bytes",
+    "sensitivity",
 };
 
 PyObject *attr[N_ATTRS];
@@ -267,6 +268,7 @@ enum {
     NP_FRAME_REF,      /* the FrameRef class */
     NP_VERB,
     NP_OBJ_KIND,
+    NP_SENSITIVITY,    /* the Sensitivity class (a head's level; internal is absence) */
     NP_PROVENANCE,     /* DEFAULT_PROVENANCE, and its bytes */
     NP_PROVENANCE_BYTES,
     NP_HEAD_SV,        /* key 0 and the schema version, of a head and of a version */
@@ -300,7 +302,7 @@ pair_plan(PyObject *t, PairPlan *pl)
     }
     for (i = 0; i < NP_SHORT_MAX; i++) {
         PyObject *x = PyTuple_GET_ITEM(t, i);
-        int ok = i <= NP_OBJ_KIND                             ? PyType_Check(x)
+        int ok = i <= NP_SENSITIVITY                          ? PyType_Check(x)
                  : i == NP_PROVENANCE                         ? 1
                  : i == NP_HEAD_FIELDS || i == NP_VERSION_FIELDS ? PyTuple_CheckExact(x)
                  : i == NP_ASTUPLE                            ? PyCallable_Check(x)
@@ -445,14 +447,14 @@ out_forms(Out *o, PyObject *forms, const PairPlan *pl)
     return rc;
 }
 
-#define HEAD_FIELDS 13
+#define HEAD_FIELDS 14
 #define VERSION_FIELDS 14
 
 /* The fields of Head and Version in their declared order (msgspec.structs.astuple's order). */
 static const int head_attrs[HEAD_FIELDS] = {
     A_ID,         A_TYPE, A_CURRENT_VERSION, A_ACTOR_SCOPE, A_VISIBILITY,
     A_IMPORTANCE, A_TAGS, A_FRAMES,          A_TOMBSTONE,   A_CREATED_AT,
-    A_LAST_UPDATED_AT, A_EMBEDDING_REF, A_FORMS,
+    A_LAST_UPDATED_AT, A_EMBEDDING_REF, A_FORMS,   A_SENSITIVITY,
 };
 
 static const int version_attrs[VERSION_FIELDS] = {
@@ -594,6 +596,24 @@ encode_head(Out *o, PyObject *const *h, PyObject *id_bytes, const PairPlan *pl, 
             return rc;
         }
         forms->len = o->len - forms->at;
+        count++;
+    }
+    if (h[13] != Py_None) { /* a level other than internal (2, written as absence) */
+        if ((PyObject *)Py_TYPE(h[13]) != pl->obj[NP_SENSITIVITY] || !PyLong_Check(h[13])) {
+            return 0;
+        }
+        if (PyLong_AsLong(h[13]) == 2) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            return 0;
+        }
+        if (out_byte(o, 0x0E) < 0) {
+            return -1;
+        }
+        if ((rc = out_member(o, h[13], pl->obj[NP_SENSITIVITY])) <= 0) {
+            return rc;
+        }
         count++;
     }
     o->p[0] = (char)(0xA0 | count);

@@ -260,6 +260,7 @@ enum {
     A_TERMS,
     A_VECTOR,
     A_VERSION_BYTES,
+    A_SENSITIVITY,
     N_ATTRS,
 };
 

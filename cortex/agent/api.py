@@ -1788,34 +1788,27 @@ class Cortex:
 
     def _check_visible(self, head: Head, reader: Reader | None) -> None:
         rd = self._reader(reader)
-        if not (rd.can_see(head, self.owner, self._now()) and self._cleared(rd, head.id)):
+        if not (rd.can_see(head, self.owner, self._now()) and self._cleared(rd, head)):
             raise NotFoundError(f"no memory {head.id}")  # exactly what a missing one raises
 
     # -- sensitivity (``specs/sensitivity.md``) ---------------------------------------------
 
-    def _cleared(
-        self, rd: Reader, rid: MemoryId, txn: ReadTxn | None = None, *, episode: bool = False
-    ) -> bool:
-        """Whether ``rd``'s clearance lets it see a memory (or an episode).
+    def _cleared(self, rd: Reader, record: Head | Episode) -> bool:
+        """Whether ``rd``'s clearance lets it see a memory (its head) or an episode.
 
-        The owner, and a reader cleared for ``restricted``, read no ``sens/`` entry.
+        The level is in the record itself (format 9): nothing more is read.
         """
         if rd.actor == self.owner or rd.clearance is Sensitivity.RESTRICTED:
             return True
-        if txn is None:
-            with self._kv.read() as own:
-                level = _sens.level_of(own, rid, episode=episode)
-        else:
-            level = _sens.level_of(txn, rid, episode=episode)
-        return level <= rd.clearance
+        return _sens.level_of(record) <= rd.clearance
 
     def _sees(self, txn: ReadTxn, rd: Reader, head: Head, now: datetime) -> bool:
         """Visibility and clearance: whether ``rd`` may see ``head``'s memory."""
-        return rd.can_see(head, self.owner, now) and self._cleared(rd, head.id, txn)
+        return rd.can_see(head, self.owner, now) and self._cleared(rd, head)
 
     def _sees_episode(self, txn: ReadTxn, ep: Episode, rd: Reader) -> bool:
         """Visibility and clearance: whether ``rd`` may see the episode ``ep``."""
-        return visible_episode(ep, rd, self.owner) and self._cleared(rd, ep.id, txn, episode=True)
+        return visible_episode(ep, rd, self.owner) and self._cleared(rd, ep)
 
     def _check_level(self, writer: Reader | None, level: object) -> None:
         """Refuse a level a writer other than the owner is not cleared for (or a bad one).
@@ -1846,7 +1839,7 @@ class Cortex:
         rd = self._reader(reader)
         with self._kv.read() as txn:
             head = self._engine.head(txn, mid)
-            level = _sens.level_of(txn, mid)
+            level = _sens.level_of(head)
             if rd.actor != self.owner and not (
                 rd.can_see(head, self.owner, self._now()) and level <= rd.clearance
             ):
@@ -1867,7 +1860,7 @@ class Cortex:
             ep = self._engine.episode_record(txn, eid)
             if not self._sees_episode(txn, ep, rd):
                 raise NotFoundError(f"no episode {eid}")
-            return _sens.level_of(txn, eid, episode=True)
+            return _sens.level_of(ep)
 
     def set_episode_sensitivity(
         self, ref: MemoryId | str, sensitivity: Sensitivity | str

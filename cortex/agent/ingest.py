@@ -25,6 +25,7 @@ from cortex.model.enums import Sensitivity, SourceKind, Visibility
 from cortex.model.episode import episode_text, new_episode
 from cortex.model.ids import MemoryId, Uri
 from cortex.model.records import Episode, Provenance, SourceRef
+from cortex.rules import sensitivity as _sens
 from cortex.rules.scope import Reader
 
 __all__ = ["EpisodeLink", "IngestResult", "episode_of", "ingest", "visible_episode"]
@@ -142,6 +143,7 @@ def ingest(
             items.append(msgspec.structs.replace(memory, provenance=prov))
         dropped = out.dropped
     # the chunks and the memories are embedded together, in the same batches
+    ep = msgspec.structs.replace(ep, sensitivity=_sens.stored(sensitivity))  # its record holds it
     uris = cx.engine.write_episode(ep, items, None, sensitivity, embed_chunks=True)
     return IngestResult(episode=ep, memories=tuple(uris), dropped=dropped)
 

@@ -67,7 +67,8 @@ from cortex.rules.aliases import (
 )
 from cortex.rules.aliases import decode_record as decode_alias
 from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import coerce_level, encode_level, level_of
+from cortex.rules.sensitivity import coerce_level
+from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.keys import (
     claim_index_key,
     edge_from_key,
@@ -75,7 +76,6 @@ from cortex.storage.keys import (
     episode_key,
     episode_memory_key,
     head_key,
-    sens_key,
     version_key,
     version_prefix,
 )
@@ -188,6 +188,16 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
     if len({item.head.id for item in items}) != len(items):
         raise ValidationError("memories", "unique", "a memory is given more than once")
     levels = _import_levels(sensitivity, {i.head.id: i.head for i in items}, "sensitivity")
+    # the level is in the head (format 9): a head that holds one keeps it unless the
+    # mapping names the memory; the head then holds exactly the import's level
+    for i, item in enumerate(items):
+        own = item.head.sensitivity
+        if own is not None and item.head.id not in levels:
+            _import_levels({item.head.id: own}, {item.head.id: item.head}, "sensitivity")
+            levels[item.head.id] = own
+        want = stored_level(levels.get(item.head.id, DEFAULT_SENSITIVITY))
+        if own is not want:
+            items[i] = Imported(msgspec.structs.replace(item.head, sensitivity=want), item.versions)
     alias_records = _import_aliases(aliases)
     eps: dict[MemoryId, bytes] = {}
     purged_eps: dict[MemoryId, bool] = {}
@@ -203,6 +213,13 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
         if vectors is not None:
             chunk_vectors[ep.id] = vectors
     ep_levels = _import_levels(episode_sensitivity, purged_eps, "episode_sensitivity")
+    for ep in episodes:  # the level is in the episode record (format 9), as for heads
+        if ep.sensitivity is not None and ep.id not in ep_levels:
+            _import_levels({ep.id: ep.sensitivity}, purged_eps, "episode_sensitivity")
+            ep_levels[ep.id] = ep.sensitivity
+        want = stored_level(ep_levels.get(ep.id, DEFAULT_SENSITIVITY))
+        if ep.sensitivity is not want:
+            eps[ep.id] = _seal(encode_episode(msgspec.structs.replace(ep, sensitivity=want)))
     drawn = [
         (found[0], item.head.id)
         for item in items
@@ -231,9 +248,8 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
         lex = Indexer(txn)
         added = same = versions = edges_added = edges_same = 0
         for item in items:
-            level = levels.get(item.head.id, DEFAULT_SENSITIVITY)
             if txn.get(head_key(item.head.id)) is not None:
-                if not item.held_by(txn) or level_of(txn, item.head.id) is not level:
+                if not item.held_by(txn):  # the head holds the level
                     raise ConflictError(
                         f"memory {item.head.id} already exists with other records (head, "
                         "versions or sensitivity differ); nothing was imported"
@@ -241,8 +257,6 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
                 same += 1
                 continue
             _put_imported(txn, item, lex)
-            if level is not DEFAULT_SENSITIVITY:
-                txn.put(sens_key(item.head.id), encode_level(level))
             last = item.versions[-1]
             journal.append(
                 JournalKind.IMPORT,
@@ -273,9 +287,8 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
         eps_added = eps_same = 0
         for eid, sealed in eps.items():
             old = txn.get(episode_key(eid))
-            level = ep_levels.get(eid, DEFAULT_SENSITIVITY)
             if old is not None:
-                if old != sealed or level_of(txn, eid, episode=True) is not level:
+                if old != sealed:  # the record holds the level
                     raise ConflictError(
                         f"episode {eid} already exists with another record or sensitivity; "
                         "nothing was imported"
@@ -283,8 +296,6 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
                 eps_same += 1
                 continue
             txn.put(episode_key(eid), sealed)
-            if level is not DEFAULT_SENSITIVITY:
-                txn.put(sens_key(eid, episode=True), encode_level(level))
             imported = decode_episode(_unseal(episode_key(eid), sealed))
             evidence.index_episode(txn, imported)
             if eid in chunk_vectors:

@@ -67,7 +67,6 @@ from cortex.storage.keys import (
     head_key,
     lex_doc_key,
     salience_key,
-    sens_key,
     show_key,
     vec_key,
     version_prefix,
@@ -154,6 +153,7 @@ def purge(
             frames=(),
             forms=None,
             embedding_ref=None,
+            sensitivity=None,  # nothing left to protect (``sensitivity.md`` §2)
             last_updated_at=now,
         )
         for c in engine.claims_of(txn, head):  # hashes of the content: they go with it
@@ -177,7 +177,6 @@ def purge(
             lex.flush()
         rec.delete(vec_key(mid))
         txn.delete(salience_key(mid))
-        txn.delete(sens_key(mid))  # nothing left to protect (``sensitivity.md`` §2)
         rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
         engine.remark(txn, engine.losers(txn, mid), to_micros(now))  # tombstoned now
         entry = JournalWriter(txn, now, engine.actor).append(
@@ -217,11 +216,11 @@ def purge_episode(
         ep = engine.episode_record(txn, eid)
         if ep.content is None:
             return ep
-        gone = purged(ep, now)
+        # its level goes with the content: nothing is left to protect
+        gone = msgspec.structs.replace(purged(ep, now), sensitivity=None)
         rec = erasure.Recorder(txn)
         evidence.unindex_episode(rec, ep)
         rec.put(episode_key(eid), _seal(encode_episode(gone)))
-        txn.delete(sens_key(eid, episode=True))  # nothing left to protect
         entry = JournalWriter(txn, now, who).append(
             JournalKind.EPISODE_PURGE, id=eid, hash=ep.hash, reason=reason
         )

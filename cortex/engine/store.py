@@ -126,7 +126,8 @@ from cortex.rules.aliases import (
     read_aliases,
 )
 from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import coerce_level, encode_level, put_level
+from cortex.rules.sensitivity import coerce_level
+from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
     EDGE_FROM,
@@ -153,7 +154,6 @@ from cortex.storage.keys import (
     parse_episode_memory_key,
     parse_journal_key,
     prefix_end,
-    sens_key,
     show_key,
     vec_key,
     version_key,
@@ -198,15 +198,15 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 8
+FORMAT_VERSION: Final = 9
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
 index keys in created order; format 4 tag index keys by type; format 5 stemmed lexical terms;
 format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
 format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
-erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``).
-``cortex.transfer.migrate``
+erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``); format 9 sensitivity
+levels in the sealed head and episode records (no more ``sens/``). ``cortex.transfer.migrate``
 upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
@@ -222,8 +222,11 @@ CLAIMS_FEATURE: Final = "claim-index"
 BUDGETS_FEATURE: Final = "write-budgets"
 """Format 8: ``task/`` write counts and the journal kind ``budget_drop``."""
 SENSITIVITY_FEATURE: Final = "sensitivity"
-"""Format 8: ``sens/`` levels of memories and episodes, the journal kinds ``episode_update``
+"""Format 8: sensitivity levels of memories and episodes, the journal kinds ``episode_update``
 and ``export`` (``specs/sensitivity.md``)."""
+SENSITIVITY_HEADS_FEATURE: Final = "sensitivity-in-heads"
+"""Format 9: a level other than ``internal`` is in the sealed head (``Head.sensitivity``) or
+episode record, no longer under ``sens/`` (a damaged key there could lower a level)."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -244,6 +247,7 @@ FEATURES: Final = frozenset(
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
         SENSITIVITY_FEATURE,
+        SENSITIVITY_HEADS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }
@@ -382,7 +386,7 @@ class Prepared:
         self.when = version.created_at  # when its claim starts being true
         self.conf = version.confidence
         self.pinned = pinned
-        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (a sens/ entry unless internal)
+        self.sens = DEFAULT_SENSITIVITY  # its sensitivity (also in the head, unless internal)
         self.head = head
         self.version = version
         self.type = head.type
@@ -811,6 +815,7 @@ class Store:
             valid_from=valid_from,
             valid_until=valid_until,
         )
+        level = DEFAULT_SENSITIVITY if spec.sensitivity is None else coerce_level(spec.sensitivity)
         head = Head(
             id=mid,
             type=mtype,
@@ -825,6 +830,7 @@ class Store:
             created_at=now,
             last_updated_at=now,
             forms=the_forms,
+            sensitivity=stored_level(level),  # in the sealed head (format 9)
         )
         # encodes both records (every field rule is checked)
         prepared = Prepared(
@@ -839,8 +845,7 @@ class Store:
             raise ValidationError("expires_at", "order", "is in the past")
         if spec.vector is not None:
             prepared.vector = self._given_vector(spec.vector)
-        if spec.sensitivity is not None:
-            prepared.sens = coerce_level(spec.sensitivity)
+        prepared.sens = level
         keys = chains.claim_keys(decoded)
         if keys:
             prepared.claims = tuple(chains.claim_hash(k) for k in keys)
@@ -911,8 +916,6 @@ class Store:
                 puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
             for c in p.claims:
                 puts.append((claim_index_key(c, p.head.id), b""))
-            if p.sens is not DEFAULT_SENSITIVITY:
-                puts.append((sens_key(p.head.id), encode_level(p.sens)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
@@ -1105,7 +1108,7 @@ class Store:
 
         Each memory is indexed under ``prov/e/`` (the episode, then the memory); the journal
         records the episode (its id and hash) before the memories' writes. The episode's
-        ``sensitivity`` (unless ``internal``) goes to ``sens/e/`` in the same transaction.
+        ``sensitivity`` (unless ``internal``) is in its record (format 9).
 
         Raises:
             ValidationError: naming the item (``items[i].…``); nothing is written.
@@ -1124,14 +1127,14 @@ class Store:
             chunk_vectors = self._embed_prepared(prepared, texts)
         else:
             self._embed_prepared(prepared)
+        if ep.sensitivity is not stored_level(sensitivity):
+            ep = msgspec.structs.replace(ep, sensitivity=stored_level(sensitivity))
         record = _seal(encode_episode(ep))
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             self._charge(txn, 1 + len(prepared))  # the episode is a write too
             if not txn.put(episode_key(ep.id), record, overwrite=False):
                 raise ConflictError(f"episode {ep.id} exists: give another id")
-            if sensitivity is not DEFAULT_SENSITIVITY:
-                txn.put(sens_key(ep.id, episode=True), encode_level(sensitivity))
             evidence.index_episode(txn, ep)
             if chunk_vectors is not None:
                 evidence.put_vectors(txn, ep, chunk_vectors)
@@ -1508,7 +1511,10 @@ class Store:
                 raise ValidationError(
                     "episode", "purged", f"episode {eid} was purged: nothing is left to protect"
                 )
-            put_level(txn, eid, level, episode=True)
+            # the level is in the episode record (format 9); the old record is not checked
+            # further than its read, and the new one replaces it whole
+            ep = msgspec.structs.replace(ep, sensitivity=stored_level(level))
+            txn.put(episode_key(eid), _seal(encode_episode(ep)))
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.EPISODE_UPDATE, id=eid, hash=ep.hash, fields=("sensitivity",)
             )
@@ -1664,8 +1670,8 @@ class Store:
     ) -> Head:
         """Change a memory's tags, frames, importance, visibility or sensitivity; no new version.
 
-        Index entries (and the ``sens/`` entry) are updated to match in the same transaction
-        and the change is journalled (field names only: ``sensitivity`` names a level change).
+        Index entries are updated to match in the same transaction and the change is journalled
+        (field names only: ``sensitivity`` names a level change, kept in the head: format 9).
 
         Raises:
             ValidationError: an empty patch, a field that is not patchable, or a bad value.
@@ -1689,8 +1695,9 @@ class Store:
             patch["importance"] = importance
         if visibility is not None:
             patch["visibility"] = _coerce(Visibility, visibility, "visibility")
-        level = None if sensitivity is None else coerce_level(sensitivity)
-        if not patch and level is None:
+        if sensitivity is not None:  # the level is in the head (``sensitivity.md`` §2)
+            patch["sensitivity"] = stored_level(coerce_level(sensitivity))
+        if not patch:
             raise ValidationError(
                 "patch",
                 "empty",
@@ -1706,16 +1713,12 @@ class Store:
             payload = HEAD.encode(new_head, "head")  # validates importance and the rest
             self._move_index(txn, head, new_head)
             txn.put(head_key(mid), _seal(payload))
-            fields = sorted(patch)
-            if level is not None:  # the level lives beside the head (``sensitivity.md`` §2)
-                put_level(txn, mid, level)
-                fields.append("sensitivity")
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.UPDATE_HEAD,
                 id=mid,
                 type=head.type,
                 version=head.current_version,
-                fields=tuple(sorted(fields)),
+                fields=tuple(sorted(patch)),
             )
             return new_head
 

@@ -63,8 +63,6 @@ from cortex.rules.aliases import (
 )
 from cortex.rules.aliases import decode_record as decode_alias
 from cortex.rules.salience import SALIENCE_STATE
-from cortex.rules.sensitivity import DEFAULT as DEFAULT_SENSITIVITY
-from cortex.rules.sensitivity import decode_level
 from cortex.storage.keys import (
     EDGE_FROM,
     EDGE_TO,
@@ -75,6 +73,9 @@ from cortex.storage.keys import (
     IDX_TAG,
     IDX_TYPE,
     JOURNAL,
+    META,
+    META_RECORDS,
+    MIGRATIONS_KEY,
     SALIENCE,
     SENS,
     TASK_PREFIX,
@@ -82,7 +83,6 @@ from cortex.storage.keys import (
     claim_index_key,
     edge_from_key,
     edge_to_key,
-    episode_key,
     head_key,
     meta_key,
     parse_edge_key,
@@ -90,7 +90,6 @@ from cortex.storage.keys import (
     parse_episode_memory_key,
     parse_erasure_key,
     parse_journal_key,
-    parse_sens_key,
     parse_version_key,
     show_key,
 )
@@ -261,6 +260,7 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
         prev: bytes | None = ZERO_HASH
         expect_seq = 1
         erasures: dict[int, tuple[JournalKind, MemoryId | None]] = {}
+        migrations = 0  # journal entries of kind migration: meta/migrations must hold them
         tick(4)
         for key, value in txn.scan(JOURNAL):
             counts["journal"] += 1
@@ -278,6 +278,8 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
                 add(Problem(name, "chain broken: prev is not the hash of the previous entry"))
             if entry.kind in (JournalKind.PURGE, JournalKind.EPISODE_PURGE):
                 erasures[entry.seq] = (entry.kind, entry.id)
+            elif entry.kind is JournalKind.MIGRATION:
+                migrations += 1
             prev, expect_seq = hashlib.sha256(payload).digest(), entry.seq + 1
         _verify_erasure_records(txn, erasures, add)
         raw_scrub = txn.get(SCRUB_KEY)
@@ -320,6 +322,7 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
         problems.extend(Problem(record, what) for record, what in lex_problems)
         n_episodes = _verify_episodes(txn, heads, add)
         _verify_sensitivity(txn, heads, add)
+        _verify_meta(txn, migrations, add)
         _verify_aliases(txn, add)
         # A scan walks the leaves in order; a lookup descends the branch pages. A damaged
         # separator key in a branch page misroutes lookups while scans still see every
@@ -410,6 +413,8 @@ def _verify_episodes(txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[P
             continue
         if ep.id != eid:
             add(Problem(name, f"holds episode {ep.id}"))
+        if ep.content is None and ep.sensitivity is not None:
+            add(Problem(name, "a purged episode holds a level (a purge removes it)"))
         seen.add(eid)
         good.append(ep)
     for record, what in evidence.check(txn, good):
@@ -460,35 +465,46 @@ def _verify_erasure_records(
 def _verify_sensitivity(
     txn: ReadTxn, heads: dict[MemoryId, Head], add: Callable[[Problem], None]
 ) -> None:
-    """Check every ``sens/`` entry (``sensitivity.md`` §2).
+    """Levels (``sensitivity.md`` §2): in the heads and episode records since format 9.
 
-    Each needs a well-formed key, a sealed level other than ``internal``, and an existing
-    memory or episode that was not purged.
+    No key may be left under ``sens/`` (format 8's keyspace, emptied by the migration), and a
+    purged memory holds no level (a purged episode's record is checked in ``_verify_episodes``).
     """
-    for key, value in txn.scan(SENS):
-        name = _show_key(key)
-        try:
-            episode, rid = parse_sens_key(key)
-            level = decode_level(key, value)
-        except (CodecError, IntegrityError) as exc:
-            add(Problem(name, str(exc)))
-            continue
-        if level is DEFAULT_SENSITIVITY:
-            add(Problem(name, "holds the default level (internal): the entry must be absent"))
-        if episode:
-            raw = txn.get(episode_key(rid))
-            if raw is None:
-                add(Problem(name, "the level of an episode the store does not hold"))
-                continue
+    for key in txn.keys(SENS):
+        add(
+            Problem(
+                _show_key(key),
+                "a format-8 sensitivity entry in a format-9 store (levels are in the heads "
+                "and episode records): a damaged key, or a store written by an older cortex",
+            )
+        )
+    for mid, head in heads.items():
+        purged = head.tombstone is not None and head.tombstone.purged_at is not None
+        if purged and head.sensitivity is not None:
+            add(Problem(f"m/{mid}", "a purged memory holds a level (a purge removes it)"))
+
+
+def _verify_meta(txn: ReadTxn, migrations: int, add: Callable[[Problem], None]) -> None:
+    """Every ``meta/`` key is a record this format names; ``meta/migrations`` is sealed.
+
+    ``meta/migrations`` must be there when the journal records a migration: a damaged key of
+    either reads as a missing record, which the store would otherwise take for none.
+    """
+    names = ", ".join(sorted(k.decode() for k in META_RECORDS))
+    for key, value in txn.scan(META):
+        if key not in META_RECORDS:
+            what = f"not a meta record of this format ({names}): a damaged key"
+            add(Problem(_show_key(key), what))
+        elif key == MIGRATIONS_KEY:
             try:
-                gone = decode_episode(_unseal(episode_key(rid), raw)).content is None
-            except (CodecError, IntegrityError):
-                continue  # the episode itself is reported
-            if gone:
-                add(Problem(name, "the level of a purged episode (a purge removes it)"))
-            continue
-        head = heads.get(rid)
-        if head is None:
-            add(Problem(name, "the level of a memory the store does not hold"))
-        elif head.tombstone is not None and head.tombstone.purged_at is not None:
-            add(Problem(name, "the level of a purged memory (a purge removes it)"))
+                _unseal(key, value)
+            except IntegrityError as exc:
+                add(Problem(_show_key(key), str(exc)))
+    if migrations and txn.get(MIGRATIONS_KEY) is None:
+        add(
+            Problem(
+                "meta/migrations",
+                f"missing, but the journal records {migrations} migration(s): the record of "
+                "the migrations applied is lost or its key damaged",
+            )
+        )

@@ -36,6 +36,7 @@ from cortex.model.enums import (
     ObjKind,
     Outcome,
     Polarity,
+    Sensitivity,
     SourceKind,
     Stance,
     Strength,
@@ -544,6 +545,28 @@ class EnumField(_Field[CodedEnum]):
         return [f"{x} = E{k}.get({x}) if type({x}) is int else None", f"if {x} is None: raise _FB"]
 
 
+class LevelField(EnumField):
+    """A ``Sensitivity`` other than ``internal``: ``internal`` is the field's absence."""
+
+    def __init__(self) -> None:
+        super().__init__(Sensitivity)
+
+    def enc(self, v: Any) -> bytes:
+        if self.cls.coerce(v) is Sensitivity.INTERNAL:
+            raise Invalid("enum", "internal is written as the field's absence, never as a code")
+        return super().enc(v)
+
+    def dec(self, v: Any) -> CodedEnum:
+        m = super().dec(v)
+        if m is Sensitivity.INTERNAL:
+            raise Invalid("enum", "internal is written as the field's absence, never as a code")
+        return m
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        ns[f"E{k}"] = {m.value: m for m in self.cls if m is not Sensitivity.INTERNAL}
+        return [f"{x} = E{k}.get({x}) if type({x}) is int else None", f"if {x} is None: raise _FB"]
+
+
 class IdField(_Field[MemoryId]):
     kind = "id"
 
@@ -804,6 +827,10 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
     if t is EnumField:
         assert isinstance(f, EnumField)
         return ("enum", {m.value: m for m in f.cls}, {m.label: m.value for m in f.cls})
+    if t is LevelField:  # internal is the field's absence: its code is no value
+        assert isinstance(f, LevelField)
+        levels = [m for m in f.cls if m is not Sensitivity.INTERNAL]
+        return ("enum", {m.value: m for m in levels}, {m.label: m.value for m in levels})
     if t is IdField:
         return ("id", MemoryId._trusted)
     if t is _Pair:
@@ -990,8 +1017,10 @@ class StructCodec(_Field[S]):
                     f"else: {ap}(K{k}); {ap}(F{k}.enc({x}))",
                 ]
             elif isinstance(f, EnumField):
-                codes: dict[Any, bytes] = {m.value: _SMALL_UINT[m.value] for m in f.cls}
-                codes.update({m.label: _SMALL_UINT[m.value] for m in f.cls})
+                level = isinstance(f, LevelField)  # internal is the field's absence
+                members = [m for m in f.cls if not (level and m is Sensitivity.INTERNAL)]
+                codes: dict[Any, bytes] = {m.value: _SMALL_UINT[m.value] for m in members}
+                codes.update({m.label: _SMALL_UINT[m.value] for m in members})
                 ns[f"E{k}"] = codes
                 ns[f"ET{k}"] = frozenset({int, str, f.cls})  # not bool, float, Decimal, ...
                 body = [
@@ -1489,6 +1518,7 @@ HEAD = StructCodec(
         ("last_updated_at", TIME_FIELD),
         ("embedding_ref", VECTOR_REF),
         ("forms", FORMS),
+        ("sensitivity", LevelField()),
     ],
     schema_version=1,
 )
@@ -1546,6 +1576,7 @@ EPISODE = StructCodec(
         ("chunks", ListField(_Pair(), max_items=2**31)),
         ("chunker", IntField(0, 255)),
         ("purged_at", TIME_FIELD),
+        ("sensitivity", LevelField()),
     ],
     schema_version=1,
 )
@@ -1783,6 +1814,12 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
         count += 1
     parts += (b"\x0a", created, b"\x0b", updated, forms_part)
     count += 3 if forms_part else 2
+    level = h.sensitivity
+    if level is not None:
+        if type(level) is not Sensitivity or level is Sensitivity.INTERNAL:
+            raise _Fallback
+        parts += (b"\x0e", _SMALL_UINT[level.value])
+        count += 1
     head_bytes = _SMALL_MAP_HEAD[count] + _HEAD_SV + b"".join(parts)
 
     # the version
@@ -1850,6 +1887,7 @@ NEW_PAIR_PLAN: Final = (
     FrameRef,
     Verb,
     ObjKind,
+    Sensitivity,
     DEFAULT_PROVENANCE,
     _DEFAULT_PROVENANCE_BYTES,
     _HEAD_SV,

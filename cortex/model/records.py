@@ -18,6 +18,7 @@ from cortex.model.enums import (
     ObjKind,
     Outcome,
     Polarity,
+    Sensitivity,
     SourceKind,
     Stance,
     Strength,
@@ -244,8 +245,9 @@ class VectorRef(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
 class Head(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The mutable record of a memory (``m/<id>``).
 
-    Only ``tags``, ``frames``, ``importance`` and ``visibility`` change through ``update_head``;
-    the store manages the rest.
+    Only ``tags``, ``frames``, ``importance``, ``visibility`` and ``sensitivity`` change through
+    ``update_head``; the store manages the rest. ``sensitivity`` is ``None`` for ``internal``
+    (format 9: the level lives in the sealed head, ``specs/sensitivity.md`` §2).
     """
 
     id: MemoryId
@@ -261,6 +263,7 @@ class Head(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     last_updated_at: datetime
     embedding_ref: VectorRef | None = None
     forms: Forms | None = None
+    sensitivity: Sensitivity | None = None
 
 
 class Version(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -309,3 +312,4 @@ class Episode(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     chunks: tuple[tuple[int, int], ...] = ()
     chunker: int = 1
     purged_at: datetime | None = None
+    sensitivity: Sensitivity | None = None

@@ -60,7 +60,6 @@ from cortex.storage.keys import (
     obj_hash,
     parse_edge_key,
     salience_key,
-    sens_key,
     tag_prefix,
     type_key,
     version_key,
@@ -134,9 +133,9 @@ class Executor:
         self.now_us = to_micros(now)
         self.reader = reader
         self.owner = store.owner
-        # the reader's clearance (``specs/sensitivity.md``): None for the owner, who reads no
-        # sens/ entry at all
-        self.gate = gate(txn, reader, self.owner)
+        # the reader's clearance (``specs/sensitivity.md``): None for the owner; the level is
+        # in the head the query reads anyway
+        self.gate = gate(reader, self.owner)
         self.decay = decay
         self.weights = weights
         self.text_search = text_search
@@ -169,7 +168,7 @@ class Executor:
         ):
             return False
         return self.reader.can_see(head, self.owner, self.now) and (
-            self.gate is None or self.gate.memory(head.id)
+            self.gate is None or self.gate.memory(head)
         )
 
     def version_for(self, head: Head) -> Version | None:
@@ -194,15 +193,13 @@ class Executor:
         An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
         reads in place, and nothing happens.
 
-        Heads, use counters, sensitivity entries and the ``supersedes`` edges to each memory
+        Heads (which hold the levels), use counters and the ``supersedes`` edges to each memory
         first; then the versions the query sees and the heads of their superseders.
         """
         load = getattr(self.txn, "preload", None)
         if load is None or not mids:
             return
         keys = [head_key(m) for m in mids] + [salience_key(m) for m in mids]
-        if self.gate is not None:
-            keys += [sens_key(m) for m in mids]
         into = bytes((EdgeType.SUPERSEDES,))
         load(keys, [EDGE_TO + m.bytes + into for m in mids])
         more: list[bytes] = []
@@ -424,7 +421,7 @@ class Executor:
             if (
                 head is None
                 or not self.reader.can_see(head, self.owner, self.now)
-                or (self.gate is not None and not self.gate.memory(mid))
+                or (self.gate is not None and not self.gate.memory(head))
                 or (p.as_of is not None and to_micros(head.created_at) > p.as_of)
             ):
                 raise NotFoundError(f"no memory {mid}")  # hidden looks exactly like missing

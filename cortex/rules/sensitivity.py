@@ -1,14 +1,18 @@
-"""Sensitivity labels in the store (``sens/``) and what a reader's clearance lets through.
+"""Sensitivity labels and what a reader's clearance lets through.
 
 Every memory and every episode has a ``Sensitivity`` (seed 003): ``internal`` unless another
-level was set. The store keeps only the other levels, one sealed byte under ``sens/m/`` id16
-(a memory) or ``sens/e/`` id16 (an episode), written in the transaction of the write or the
-change that sets it and removed by a purge (``specs/sensitivity.md``). The Head record is not
-changed, so the owner's reads never touch these keys.
+level was set. Since format 9 the level lives in the record a read already trusts: the
+memory's head (``Head.sensitivity``) and the episode record (``Episode.sensitivity``), both
+sealed with a CRC-32, ``None`` for ``internal`` (``specs/sensitivity.md`` §2). A damaged key
+can therefore no longer make a labelled memory read as ``internal``: the head is found by the
+memory's id, and a damaged head fails its checks.
+
+Format 8 kept the other levels in a keyspace of their own (``sens/m/`` id16, ``sens/e/``
+id16: one sealed code byte); ``decode_level`` reads those for the migration to format 9.
 
 A reader other than the store's owner sees a memory or an episode only when its level is at or
 below the reader's clearance (``Reader.clearance``, ``internal`` by default): a ``Gate``
-answers that inside one read snapshot, and costs nothing while the store holds no label.
+answers that from the head or episode record the read holds, and reads nothing else.
 """
 
 from __future__ import annotations
@@ -17,24 +21,23 @@ from typing import Final
 
 from cortex.errors import IntegrityError, ValidationError
 from cortex.model.enums import Sensitivity
-from cortex.model.ids import MemoryId
+from cortex.model.records import Episode, Head
 from cortex.rules.scope import Reader
-from cortex.storage.keys import SENS_EPISODE, SENS_MEMORY, sens_key, show_key
-from cortex.storage.kv import ReadTxn, WriteTxn, seal, unseal
+from cortex.storage.keys import show_key
+from cortex.storage.kv import unseal
 
 __all__ = [
     "DEFAULT",
     "Gate",
     "coerce_level",
     "decode_level",
-    "encode_level",
     "gate",
     "level_of",
-    "put_level",
+    "stored",
 ]
 
 DEFAULT: Final = Sensitivity.INTERNAL
-"""The level of a memory or an episode that has no ``sens/`` entry."""
+"""The level of a memory or an episode whose record holds none."""
 
 
 def coerce_level(value: object, field: str = "sensitivity") -> Sensitivity:
@@ -51,13 +54,8 @@ def coerce_level(value: object, field: str = "sensitivity") -> Sensitivity:
     return level
 
 
-def encode_level(level: Sensitivity) -> bytes:
-    """The sealed ``sens/`` value of ``level``: its one-byte code and a CRC-32."""
-    return seal(bytes((int(level),)))
-
-
 def decode_level(key: bytes, raw: bytes) -> Sensitivity:
-    """The level stored under ``key``.
+    """The level of a format-8 ``sens/`` entry (read only by the migration to format 9).
 
     Raises:
         IntegrityError: the value fails its checksum or holds no level code.
@@ -72,64 +70,40 @@ def decode_level(key: bytes, raw: bytes) -> Sensitivity:
     return level
 
 
-def level_of(txn: ReadTxn, id_: MemoryId, *, episode: bool = False) -> Sensitivity:
-    """The level of a memory (or, with ``episode``, an episode): ``internal`` when unset."""
-    key = sens_key(id_, episode=episode)
-    raw = txn.get(key)
-    return DEFAULT if raw is None else decode_level(key, raw)
+def level_of(record: Head | Episode) -> Sensitivity:
+    """The level of a memory (its head) or an episode: ``internal`` when the record holds none."""
+    level = record.sensitivity
+    return DEFAULT if level is None else level
 
 
-def put_level(txn: WriteTxn, id_: MemoryId, level: Sensitivity, *, episode: bool = False) -> None:
-    """Store ``level`` for a memory (or an episode); ``internal`` deletes the entry.
-
-    The old entry is not read, so setting a level also repairs a damaged one.
-    """
-    key = sens_key(id_, episode=episode)
-    if level is DEFAULT:
-        txn.delete(key)
-    else:
-        txn.put(key, encode_level(level))
+def stored(level: Sensitivity) -> Sensitivity | None:
+    """What a head or episode record holds for ``level``: ``None`` for ``internal``."""
+    return None if level is DEFAULT else level
 
 
 class Gate:
-    """What one reader's clearance lets through, inside one read snapshot.
+    """What one reader's clearance lets through: answered from the records a read holds."""
 
-    The first question of each kind looks once whether the store holds any label of that kind
-    (one cursor seek); while it holds none, every memory (or episode) is ``internal`` and no
-    record is read.
-    """
+    __slots__ = ("clearance",)
 
-    __slots__ = ("_episodes", "_memories", "clearance", "txn")
-
-    def __init__(self, txn: ReadTxn, clearance: Sensitivity) -> None:
-        self.txn = txn
+    def __init__(self, clearance: Sensitivity) -> None:
         self.clearance = clearance
-        self._memories: bool | None = None  # whether any sens/m/ entry exists (None: not known)
-        self._episodes: bool | None = None
 
-    def memory(self, mid: MemoryId) -> bool:
-        """Whether the reader is cleared for the memory ``mid``."""
-        if self._memories is None:
-            self._memories = self.txn.seek(SENS_MEMORY, SENS_MEMORY) is not None
-        if not self._memories:
-            return self.clearance >= DEFAULT
-        return level_of(self.txn, mid) <= self.clearance
+    def memory(self, head: Head) -> bool:
+        """Whether the reader is cleared for the memory of ``head``."""
+        return level_of(head) <= self.clearance
 
-    def episode(self, eid: MemoryId) -> bool:
-        """Whether the reader is cleared for the episode ``eid``."""
-        if self._episodes is None:
-            self._episodes = self.txn.seek(SENS_EPISODE, SENS_EPISODE) is not None
-        if not self._episodes:
-            return self.clearance >= DEFAULT
-        return level_of(self.txn, eid, episode=True) <= self.clearance
+    def episode(self, ep: Episode) -> bool:
+        """Whether the reader is cleared for the episode ``ep``."""
+        return level_of(ep) <= self.clearance
 
 
-def gate(txn: ReadTxn, reader: Reader | None, owner: str) -> Gate | None:
-    """The gate of ``reader`` in ``txn``; ``None`` when it is cleared for everything.
+def gate(reader: Reader | None, owner: str) -> Gate | None:
+    """The gate of ``reader``; ``None`` when it is cleared for everything.
 
     The store's owner (and a reader without a ``Reader``: the owner) sees every level, and so
     does a reader cleared for ``restricted``.
     """
     if reader is None or reader.actor == owner or reader.clearance is Sensitivity.RESTRICTED:
         return None
-    return Gate(txn, reader.clearance)
+    return Gate(reader.clearance)

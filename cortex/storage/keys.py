@@ -44,6 +44,8 @@ __all__ = [
     "LEX_POSTING",
     "LEX_TERM",
     "META",
+    "META_RECORDS",
+    "MIGRATIONS_KEY",
     "SALIENCE",
     "SENS",
     "SENS_EPISODE",
@@ -115,7 +117,10 @@ EPISODE: Final = b"ep/"
 EPISODE_MEMORY: Final = b"prov/e/"
 """``prov/e/`` episode id16 + memory id16: a memory drawn from the episode (format 7)."""
 SENS: Final = b"sens/"
-"""``sens/``: the sensitivity of memories and episodes that are not ``internal`` (format 8)."""
+"""``sens/``: format 8's sensitivity entries (of memories and episodes not ``internal``).
+
+Format 9 keeps the level in the head and episode records; the migration to it empties this
+keyspace, and ``verify`` reports any key left under it."""
 SENS_MEMORY: Final = b"sens/m/"
 """``sens/m/`` id16: a memory's sensitivity, one sealed byte (absent: ``internal``)."""
 SENS_EPISODE: Final = b"sens/e/"
@@ -447,10 +452,18 @@ def salience_key(id_: MemoryId) -> bytes:
 
 
 def meta_key(name: str) -> bytes:
-    """``meta/`` name (ASCII, a fixed vocabulary: ``format``, ``owner``, ...)."""
+    """``meta/`` name (ASCII, a fixed vocabulary: ``META_RECORDS``)."""
     if not name.isascii() or not name or "/" in name:
         raise ValueError(f"bad meta key name {name!r}")
     return META + name.encode("ascii")
+
+
+MIGRATIONS_KEY: Final = meta_key("migrations")
+"""``meta/migrations``: the migrations applied (``cortex.transfer.migrate``; absent when none)."""
+META_RECORDS: Final = frozenset(
+    meta_key(n) for n in ("format", "lexical", "vectors", "chunks", "scrub", "migrations")
+)
+"""Every ``meta/`` record a store may hold (``storage.md``); ``verify`` reports any other key."""
 
 
 # --- lexical index: lex/p/ term 0x00 id16, lex/d/ id16, lex/t/ term ------------------------------

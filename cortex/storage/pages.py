@@ -238,7 +238,31 @@ def read_metas(f: DataFile) -> tuple[Meta | str, Meta | str]:
             break
     if isinstance(m0, Meta) and isinstance(m1, Meta) and m0.psize != m1.psize:
         m1 = f"names page size {m1.psize}, meta page 0 names {m0.psize}"
-    return m0, m1
+    return _txnids_agree(m0, m1)
+
+
+def _txnids_agree(m0: Meta | str, m1: Meta | str) -> tuple[Meta | str, Meta | str]:
+    """Both meta pages, a damaged transaction id refused.
+
+    LMDB writes a commit's meta page into slot ``txnid % 2``, so the two pages hold
+    consecutive transaction ids (0 and 1 in a new or copied file), each in its own parity.
+    A flipped bit of a transaction id breaks that, and LMDB would silently pick the page with
+    the larger id, an older state of the store (``specs/storage.md`` §9).
+    """
+    out = [m0, m1]
+    for i, m in enumerate(out):
+        if isinstance(m, Meta) and m.txnid % 2 != i:
+            out[i] = (
+                f"holds transaction id {m.txnid}, which meta page {i} never holds (a damaged byte)"
+            )
+    a, b = out
+    if isinstance(a, Meta) and isinstance(b, Meta) and abs(a.txnid - b.txnid) != 1:
+        ahead = a if a.txnid > b.txnid else b
+        out[ahead.slot] = (
+            f"holds transaction id {ahead.txnid}, {abs(a.txnid - b.txnid)} ahead of the other "
+            "meta page's (they are consecutive): a damaged byte"
+        )
+    return out[0], out[1]
 
 
 def newest(metas: Iterable[Meta | str]) -> Meta | None:

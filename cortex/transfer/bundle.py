@@ -31,10 +31,9 @@ from cortex.errors import (
     CortexError,
     FormatError,
     IntegrityError,
-    NotFoundError,
     ValidationError,
 )
-from cortex.model.codec import HEAD, VERSION, cbor_extent, decode_data, encode_data
+from cortex.model.codec import EPISODE, HEAD, VERSION, cbor_extent, decode_data, encode_data
 from cortex.model.enums import EdgeType, Sensitivity
 from cortex.model.episode import decode_episode, encode_episode
 from cortex.model.ids import MemoryId
@@ -44,14 +43,12 @@ from cortex.rules.aliases import ALIAS_CODEC, ALIAS_PREFIX, AliasRecord
 from cortex.rules.aliases import decode_record as decode_alias
 from cortex.rules.chains import norm_entity
 from cortex.rules.scope import Reader
-from cortex.rules.sensitivity import DEFAULT, decode_level
+from cortex.rules.sensitivity import DEFAULT
 from cortex.storage.keys import (
     EDGE_FROM,
-    SENS,
     edge_to_key,
     parse_edge_key,
     parse_episode_key,
-    parse_sens_key,
     version_prefix,
 )
 from cortex.storage.keys import EPISODE as EPISODE_PREFIX
@@ -131,8 +128,8 @@ class _Plan:
 
     ``restricted`` memories and episodes never leave; ``confidential`` ones only with
     ``include_confidential``; a restricted handle (opened by another actor than the owner)
-    exports only what its reader sees. Only levels other than ``internal`` are stored, so the
-    plan reads the ``sens/`` entries once and decides each record by its id.
+    exports only what its reader sees. The plan reads the levels from the heads and episode
+    records once and decides each record by its id.
     """
 
     def __init__(
@@ -150,35 +147,23 @@ class _Plan:
         self.now = store.now()
         self.levels: dict[bytes, Sensitivity] = {}  # raw id -> level, memories
         self.episode_levels: dict[bytes, Sensitivity] = {}
-        for key, value in txn.scan(SENS):
-            episode, rid = parse_sens_key(key)
-            (self.episode_levels if episode else self.levels)[rid.bytes] = decode_level(key, value)
-        # a level naming nothing is a damaged sens/ key (purges delete theirs): the record it
-        # belonged to would leave at the default level, so nothing leaves
-        for labels, find in ((self.levels, _head_or_none), (self.episode_levels, _episode_or_none)):
-            for raw in labels:
-                if find(store, txn, MemoryId._trusted(raw)) is None:
-                    raise IntegrityError(
-                        f"a sensitivity entry names {MemoryId._trusted(raw)}, which the store "
-                        "does not hold: a sens/ key is damaged, and the record it labels would "
-                        "leave at the wrong level; nothing was exported. Run cortex verify"
-                    )
         self.kept_out: set[bytes] = set()  # memories left out: their edges stay too
         self.withheld = 0  # left out by the policy (not hidden from the reader)
         self.confidential = 0  # confidential records in the bundle
         self.has_episodes = txn.seek(EPISODE_PREFIX, EPISODE_PREFIX) is not None
+        # the levels are in the sealed heads and episode records (format 9): one pass over
+        # each decides the bundle's version before its first byte is written
         labelled = False
-        for raw, level in self.levels.items():
-            head = _head_or_none(store, txn, MemoryId._trusted(raw))
-            if head is not None and self._leaves(level, self._sees(head)) and level != DEFAULT:
-                labelled = True
-                break
-        if not labelled:
-            for raw, level in self.episode_levels.items():
-                ep = _episode_or_none(store, txn, MemoryId._trusted(raw))
-                if ep is not None and self._leaves(level, self._sees_episode(ep)):
-                    labelled = True
-                    break
+        for key, value in txn.scan(_HEAD_KEY_PREFIX):
+            head: Head = decode_trusted(HEAD, key, value)
+            if head.sensitivity is not None:
+                self.levels[head.id.bytes] = head.sensitivity
+                labelled = labelled or self._leaves(head.sensitivity, self._sees(head))
+        for key, value in txn.scan(EPISODE_PREFIX):
+            ep: Episode = decode_trusted(EPISODE, key, value)
+            if ep.sensitivity is not None:
+                self.episode_levels[ep.id.bytes] = ep.sensitivity
+                labelled = labelled or self._leaves(ep.sensitivity, self._sees_episode(ep))
         # aliases are the owner's (a restricted handle lists none: claims.md section 10)
         self.aliases = (
             []
@@ -243,20 +228,6 @@ def _engine_of(store: Store | Cortex) -> tuple[Store, Reader | None]:
     return store, None
 
 
-def _head_or_none(store: Store, txn: ReadTxn, mid: MemoryId) -> Head | None:
-    try:
-        return store.head(txn, mid)
-    except NotFoundError:
-        return None
-
-
-def _episode_or_none(store: Store, txn: ReadTxn, eid: MemoryId) -> Episode | None:
-    try:
-        return store.episode_record(txn, eid)
-    except NotFoundError:
-        return None
-
-
 def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, Any]]:
     """``(total, item)`` for every memory, then every edge, then every episode that leaves.
 
@@ -285,7 +256,11 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
                 f"memory {head.id} points at versions 1..{head.current_version} but the "
                 "store holds others: the store is damaged; run `cortex verify`"
             )
-        yield total, (head, _unseal(key, value), versions, level)
+        payload = _unseal(key, value)
+        if head.sensitivity is not None:  # the bundle carries the level beside the head
+            head = msgspec.structs.replace(head, sensitivity=None)
+            payload = HEAD.encode(head, "head")
+        yield total, (head, payload, versions, level)
     for key, value in txn.scan(EDGE_FROM):
         s, et, d = parse_edge_key(key)
         if not plan.edge(s, d):
@@ -303,6 +278,8 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
     for key, _ in txn.scan(EPISODE_PREFIX):
         ep = store.episode_record(txn, parse_episode_key(key))  # checked: hash and chunks
         level = plan.episode(ep)
+        if ep.sensitivity is not None:  # the bundle carries the level beside the record
+            ep = msgspec.structs.replace(ep, sensitivity=None)
         yield total, None if level is None else (ep, level)
 
 

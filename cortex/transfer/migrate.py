@@ -37,6 +37,7 @@ from cortex.engine.store import (
     FRAME_TIME_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
+    SENSITIVITY_HEADS_FEATURE,
     TAG_TYPE_FEATURE,
     current_version_of,
     decode_stored,
@@ -45,14 +46,32 @@ from cortex.engine.store import (
     rebuild_lexical,
 )
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
-from cortex.errors import CortexError, FormatError, ValidationError
+from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
 from cortex.index.lexical import BLOCKS_FEATURE, STEM_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
+from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
-from cortex.model.records import Head
+from cortex.model.records import Episode, Head
+from cortex.rules.sensitivity import decode_level
+from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
-from cortex.storage.keys import HEAD, IDX_CLAIM, IDX_FRAME, IDX_TAG, claim_index_key, meta_key
+from cortex.storage.keys import (
+    HEAD,
+    IDX_CLAIM,
+    IDX_FRAME,
+    IDX_TAG,
+    SENS,
+    claim_index_key,
+    episode_key,
+    head_key,
+    meta_key,
+    parse_sens_key,
+    show_key,
+)
+from cortex.storage.keys import (
+    MIGRATIONS_KEY as _MIGRATIONS_KEY,
+)
 from cortex.storage.kv import KV, ReadTxn, WriteTxn, seal
 
 __all__ = [
@@ -68,7 +87,7 @@ __all__ = [
     "plan",
 ]
 
-MIGRATIONS_KEY: Final = meta_key("migrations")
+MIGRATIONS_KEY: Final = _MIGRATIONS_KEY
 
 Progress = Callable[[str, int, int], None]
 """``progress(step name, records done, records in all)``, called as a migration runs."""
@@ -280,6 +299,61 @@ def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
+def _count_levels(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(SENS))
+
+
+def _levels_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0008: move every format-8 ``sens/`` level into its head or episode record.
+
+    Each entry's memory head (``sens/m/``) or episode record (``sens/e/``) is rewritten with the
+    level (``internal`` is written as nothing) and the entry deleted; no other record changes.
+    An entry that does not read (a damaged key or value), names no record, or labels a purged
+    one stops the migration with ``IntegrityError`` and nothing written: guessing would put a
+    level on the wrong record, or drop one (``cortex verify`` names the entry; repair it with
+    the format-8 cortex, or ``cortex salvage``).
+    """
+    done = 0
+    for key, value in list(txn.scan(SENS)):
+        try:
+            episode, rid = parse_sens_key(key)
+        except CodecError:
+            raise IntegrityError(
+                f"record {show_key(key)} is not a sensitivity entry (a damaged key): run "
+                "`cortex verify` with the format-8 cortex; nothing was migrated"
+            ) from None
+        level = stored_level(decode_level(key, value))
+        where = episode_key(rid) if episode else head_key(rid)
+        raw = txn.get(where)
+        if raw is None:
+            raise IntegrityError(
+                f"record {show_key(key)} labels no {'episode' if episode else 'memory'} (a "
+                "damaged key, or the record is lost): run `cortex verify` with the format-8 "
+                "cortex; nothing was migrated"
+            )
+        if episode:
+            ep: Episode = decode_trusted(EPISODE_CODEC, where, raw)
+            gone = ep.content is None
+            if not gone:
+                ep = msgspec.structs.replace(ep, sensitivity=level)
+                txn.put(where, seal(EPISODE_CODEC.encode(ep, "episode")))
+        else:
+            head: Head = decode_trusted(HEAD_CODEC, where, raw)
+            gone = head.tombstone is not None and head.tombstone.purged_at is not None
+            if not gone:
+                head = msgspec.structs.replace(head, sensitivity=level)
+                txn.put(where, seal(HEAD_CODEC.encode(head, "head")))
+        if gone and level is not None:
+            raise IntegrityError(
+                f"record {show_key(key)} labels a purged record (a purge deletes its level): "
+                "run `cortex verify` with the format-8 cortex; nothing was migrated"
+            )
+        txn.delete(key)
+        done += 1
+        tick(done)
+    return done
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -380,6 +454,32 @@ MIGRATIONS: Final = (
         },
         _count_heads,
         _claim_index,
+    ),
+    _Migration(
+        Step(
+            name="0008-sensitivity-in-heads",
+            from_version=8,
+            to_version=9,
+            description="move sensitivity levels from sens/ into the sealed head and episode "
+            "records (a damaged key can no longer lower a level)",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,
+            SENSITIVITY_HEADS_FEATURE,
+            ERASURE_FEATURE,
+            ALIASES_FEATURE,
+        },
+        _count_levels,
+        _levels_into_heads,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

@@ -597,14 +597,22 @@ def _levels(
 ) -> tuple[dict[MemoryId, Sensitivity], dict[MemoryId, Sensitivity], int]:
     """The sensitivity of each recovered memory and episode, and how many became restricted.
 
-    A level is never lowered for want of reading it: a record whose ``sens/`` entry fails its
-    checks is ``restricted``, and so is every record without an entry when entries may have
-    been lost without a trace (the ``sens/`` keys lie in a key range of damaged pages, or an
-    entry's key is damaged or names nothing else the store names). Purged records hold none.
+    Since format 9 a level is in its head or episode record: it is recovered with the record.
+    A format-8 store kept them under ``sens/``, and there a level is never lowered for want of
+    reading it: a record whose ``sens/`` entry fails its checks is ``restricted``, and so is
+    every record without an entry when entries may have been lost without a trace (the
+    ``sens/`` keys lie in a key range of damaged pages, or an entry's key is damaged or names
+    nothing else the store names). Purged records hold none.
     """
+    # format 9 keeps the level in the sealed head or episode record, recovered with it; only
+    # a format-8 store (sens/ entries) can have lost a level without a trace
+    legacy = bool(recs.levels or recs.unreadable_levels or recs.labels_lost) or (
+        recs.format is not None and recs.format.format_version < 9
+    )
     end = prefix_end(SENS)
-    uncertain = recs.labels_lost or any(
-        (lo is None or lo < end) and (hi is None or hi > SENS) for lo, hi in found.suspect
+    uncertain = legacy and (
+        recs.labels_lost
+        or any((lo is None or lo < end) and (hi is None or hi > SENS) for lo, hi in found.suspect)
     )
     for is_episode, mid in list(recs.levels) + list(recs.unreadable_levels):
         if mid not in (recs.seen.episodes if is_episode else recs.seen.memories):
@@ -613,15 +621,20 @@ def _levels(
     restricted = 0
     items = [
         *(
-            (False, h.id, h.tombstone is not None and h.tombstone.purged_at is not None)
+            (
+                False,
+                h.id,
+                h.tombstone is not None and h.tombstone.purged_at is not None,
+                h.sensitivity,
+            )
             for h, _ in memories
         ),
-        *((True, ep.id, ep.content is None) for ep in episodes),
+        *((True, ep.id, ep.content is None, ep.sensitivity) for ep in episodes),
     ]
-    for is_episode, mid, purged in items:
+    for is_episode, mid, purged, own in items:
         if purged:
             continue
-        level = recs.levels.get((is_episode, mid))
+        level = recs.levels.get((is_episode, mid), own)
         if level is None and ((is_episode, mid) in recs.unreadable_levels or uncertain):
             level = Sensitivity.RESTRICTED
             restricted += 1
