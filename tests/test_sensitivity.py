@@ -384,7 +384,7 @@ def test_a_damaged_key_cannot_lower_a_level(tmp_path: Path) -> None:
 
 def _head(cx: Cortex, mid: MemoryId) -> Any:
     with cx._kv.read() as txn:
-        return cx._head(txn, mid)
+        return cx.engine.head(txn, mid)
 
 
 def _levelled(
@@ -414,8 +414,8 @@ def test_the_gate_admits_exactly_the_levels_at_or_below_the_clearance(
     with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
         mems, eps = _levelled(cx, episodes=episodes, memories=memories)
         with cx._kv.read() as txn:
-            heads = {lv: cx._head(txn, mid) for lv, mid in mems.items()}
-            records = {lv: cx._episode(txn, eid) for lv, eid in eps.items()}
+            heads = {lv: cx.engine.head(txn, mid) for lv, mid in mems.items()}
+            records = {lv: cx.engine.episode_record(txn, eid) for lv, eid in eps.items()}
         for clearance in LEVELS:
             g = Gate(clearance)
             for lv in LEVELS:
@@ -670,7 +670,7 @@ def test_episode_levels(tmp_path: Path) -> None:
         cx.set_episode_sensitivity(eid, "restricted")
         cx.purge_episode(eid, "erasure")
         with cx._kv.read() as txn:  # the purge removes the level: nothing is left to protect
-            assert cx._episode(txn, eid).sensitivity is None
+            assert cx.engine.episode_record(txn, eid).sensitivity is None
         with pytest.raises(ValidationError, match="purged"):
             cx.set_episode_sensitivity(eid, "restricted")
         with pytest.raises(NotFoundError):
@@ -752,8 +752,8 @@ def test_verify_catches_a_bad_level(tmp_path: Path, name: str, what: str) -> Non
         cx.purge_episode(ep.id, "erasure")
         assert cx.verify().ok
         with cx._kv.read() as txn:
-            gone_head = cx._head(txn, gone.id)
-            gone_ep = cx._episode(txn, ep.id)
+            gone_head = cx.engine.head(txn, gone.id)
+            gone_ep = cx.engine.episode_record(txn, ep.id)
         key, value = {
             "sens entry": (sens_key(uri.id), seal(b"\x03")),
             "sens episode entry": (sens_key(ep.id, episode=True), seal(b"\x03")),
