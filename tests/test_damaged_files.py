@@ -854,6 +854,18 @@ def test_salvage_json_names_lost_memories_and_edges(store: Path, tmp_path: Path)
     assert report["verify_ok"]
 
 
+def test_a_file_created_but_never_committed_to_is_not_a_damaged_meta(tmp_path: Path) -> None:
+    """LMDB writes transaction id 0 into both meta pages when it creates a file; a file no
+    commit ever reached (an environment opened and closed at once) is not refused."""
+    import lmdb
+
+    path = tmp_path / "s"
+    path.mkdir()
+    lmdb.open(str(path), subdir=True).close()
+    with Cortex.open(path, actor="a") as cx:  # made a store in it
+        assert cx.verify().ok
+
+
 @pytest.mark.parametrize("bit", [0x01, 0x10])  # the parity bit, and a high byte
 def test_a_damaged_meta_transaction_id_is_refused_not_read_as_an_older_state(
     tmp_path: Path, bit: int

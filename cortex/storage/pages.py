@@ -245,18 +245,25 @@ def _txnids_agree(m0: Meta | str, m1: Meta | str) -> tuple[Meta | str, Meta | st
     """Both meta pages, a damaged transaction id refused.
 
     LMDB writes a commit's meta page into slot ``txnid % 2``, so the two pages hold
-    consecutive transaction ids (0 and 1 in a new or copied file), each in its own parity.
+    consecutive transaction ids (0 and 1 in a new or copied file), each in its own parity;
+    a file created but never committed to holds 0 in both.
     A flipped bit of a transaction id breaks that, and LMDB would silently pick the page with
     the larger id, an older state of the store (``specs/storage.md`` §9).
     """
     out = [m0, m1]
     for i, m in enumerate(out):
-        if isinstance(m, Meta) and m.txnid % 2 != i:
+        # 0 is the id both pages hold in a file created but never committed to
+        if isinstance(m, Meta) and m.txnid % 2 != i and m.txnid != 0:
             out[i] = (
                 f"holds transaction id {m.txnid}, which meta page {i} never holds (a damaged byte)"
             )
     a, b = out
-    if isinstance(a, Meta) and isinstance(b, Meta) and abs(a.txnid - b.txnid) != 1:
+    if (
+        isinstance(a, Meta)
+        and isinstance(b, Meta)
+        and abs(a.txnid - b.txnid) != 1
+        and not a.txnid == b.txnid == 0
+    ):
         ahead = a if a.txnid > b.txnid else b
         out[ahead.slot] = (
             f"holds transaction id {ahead.txnid}, {abs(a.txnid - b.txnid)} ahead of the other "
