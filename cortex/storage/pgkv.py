@@ -419,19 +419,30 @@ class _PgRead:
         rows = self._rows(
             self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], _PRELOAD_SCAN + 1)
         )
-        found: dict[bytes, bytes] = {}
-        scans: dict[int, list[tuple[bytes, bytes]]] = {}
-        for w, i, k, v in rows:
-            if w == 0:
-                found[bytes(k)] = bytes(v)
-            else:
-                scans.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        found = {bytes(k): bytes(v) for w, _, k, v in rows if w == 0}
         for k in want:
             self._loaded[k] = found.get(k)
-        for i, p in enumerate(pre, start=1):
-            pairs = scans.get(i, [])
-            if len(pairs) <= _PRELOAD_SCAN:  # the whole prefix: a scan of it needs no query
-                self._loaded_scans[p] = sorted(pairs)
+        self._keep_scans(pre, rows, _PRELOAD_SCAN)
+
+    def _keep_scans(
+        self, prefixes: list[bytes], rows: list[Any], limit: int
+    ) -> dict[bytes, list[tuple[bytes, bytes]]]:
+        """Keep the prefixes a ``preload`` query read whole (at most ``limit`` pairs each).
+
+        ``rows`` are the query's ``(0, _, k, v)`` key rows and ``(1, i, k, v)`` prefix rows
+        (``i`` counts ``prefixes`` from 1). Returns the kept prefixes and their pairs, in order.
+        """
+        found: dict[int, list[tuple[bytes, bytes]]] = {}
+        for w, i, k, v in rows:
+            if w != 0:
+                found.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        kept: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        for i, p in enumerate(prefixes, start=1):
+            pairs = found.get(i, [])
+            if len(pairs) <= limit:  # the whole prefix: a scan of it needs no query
+                pairs.sort()
+                self._loaded_scans[p] = kept[p] = pairs
+        return kept
 
     def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
         q = self._c.q
@@ -597,17 +608,9 @@ class _PgWrite(_PgRead):
         return got
 
     def _note_scans(self, scans: list[bytes], rows: list[Any], limit: int) -> None:
-        """Keep the prefixes a ``preload`` query read whole (and their pairs, for ``get``)."""
-        found: dict[int, list[tuple[bytes, bytes]]] = {}
-        for _, i, k, v in rows:
-            found.setdefault(int(i), []).append((bytes(k), bytes(v)))
+        """``_keep_scans``; a kept pair also answers ``get``, an empty prefix is known empty."""
         loaded = self._loaded
-        for i, p in enumerate(scans, start=1):
-            pairs = found.get(i, [])
-            if len(pairs) > limit:
-                continue  # too long to keep: its scan pages from the server as before
-            pairs.sort()
-            self._loaded_scans[p] = pairs
+        for p, pairs in self._keep_scans(scans, rows, limit).items():
             for k, v in pairs:
                 loaded.setdefault(k, v)
             if not pairs:
