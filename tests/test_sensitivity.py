@@ -1118,3 +1118,18 @@ def test_stdio_clearance(store: Path) -> None:  # noqa: F811
                 assert len(r.structured_content["hits"]) == n, (clearance, r.structured_content)
 
     anyio.run(main)
+
+
+def test_decode_level_reads_a_format_8_entry_and_refuses_anything_else() -> None:
+    """``decode_level`` (the migration to format 9, salvage of a format-8 store): one sealed code
+    byte is a level; a value of another length, or a byte that names no level, is damage."""
+    from cortex.errors import IntegrityError
+    from cortex.rules.sensitivity import decode_level
+    from cortex.storage.kv import seal
+
+    key = sens_key(MemoryId(bytes(16)))
+    for level in Sensitivity:
+        assert decode_level(key, seal(bytes([int(level)]))) is level
+    for payload in (bytes([3, 3]), bytes([0]), bytes([9])):
+        with pytest.raises(IntegrityError, match="holds no sensitivity level"):
+            decode_level(key, seal(payload))
