@@ -139,6 +139,11 @@ SURFACE: tuple[tuple[str, str, str | None], ...] = (
         "(self, ref: 'MemoryId | str', reason: 'str', by: 'str | None' = None, *, scrub: 'bool' = True, wait: 'float' = 30.0) -> 'Episode'",
     ),
     (
+        "merge_lexical",
+        "function",
+        "(self) -> 'int'",
+    ),
+    (
         "reindex_lexical",
         "function",
         "(self, progress: 'Callable[[int, int], None] | None' = None) -> 'int'",
@@ -238,6 +243,7 @@ INHERITED = (
     "import_records",
     "open",
     "owner",
+    "merge_lexical",
     "path",
     "reindex_lexical",
     "scrub",

@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 9, 8 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 10, 9 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 9, 8 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-9:] == [
+    assert lines[0] == f"{v1}: format 1 → 10, 9 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-10:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1005,7 +1005,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0006-episodes (0 records)",
         "applied 0007-claim-index (11 records)",
         "applied 0008-sensitivity-in-heads (0 records)",
-        f"{v1}: now at format 9",
+        "applied 0009-posting-segments (0 records)",
+        f"{v1}: now at format 10",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1014,7 +1015,7 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth, fifth, sixth, seventh, eighth = [
+    entry, second, third, fourth, fifth, sixth, seventh, eighth, ninth = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1026,9 +1027,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert sixth["reason"] == "0006-episodes: format 6 -> 7"
     assert seventh["reason"] == "0007-claim-index: format 7 -> 8"
     assert eighth["reason"] == "0008-sensitivity-in-heads: format 8 -> 9"
+    assert ninth["reason"] == "0009-posting-segments: format 9 -> 10"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 9)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 9)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 10)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 10)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1090,12 +1092,20 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "records (a damaged key can no longer lower a level)",
         "records": 0,
     }
-    steps = (step, step2, step3, step4, step5, step6, step7, step8)
+    step9 = {
+        "name": "0009-posting-segments",
+        "from_version": 9,
+        "to_version": 10,
+        "description": "allow lexical posting segments (lex/s/); a format-9 store is a "
+        "format-10 store without segments: no record changes",
+        "records": 0,
+    }
+    steps = (step, step2, step3, step4, step5, step6, step7, step8, step9)
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 9,
+        "to_version": 10,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1106,7 +1116,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 9, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 10, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1114,23 +1124,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 9)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "10")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 10)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "11")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 10: format 10 is unknown: this cortex knows formats up to 9\n"
+    assert err == "cortex: --to 11: format 11 is unknown: this cortex knows formats up to 10\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 9
+    assert run_json(capsys, "migrate")["to_version"] == 10
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 9)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 10)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1143,6 +1153,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0006-episodes", "pending"),
         ("0007-claim-index", "pending"),
         ("0008-sensitivity-in-heads", "pending"),
+        ("0009-posting-segments", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1150,9 +1161,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 9 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 10 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 8
+    assert len(listed["applied"]) == 9
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1198,6 +1209,12 @@ def test_reindex_repairs_the_lexical_index(
     store: Path, world: dict[str, Uri], capsys: pytest.CaptureFixture[str]
 ) -> None:
     journal = run(capsys, "log")[1]
+    rc, out, err = run(capsys, "reindex", "--merge")  # the single writes' segments, folded
+    assert (rc, err) == (0, "") and out.endswith(
+        " posting segments folded into the lexical index\n"
+    )
+    assert run_json(capsys, "reindex", "--merge") == {"path": str(store), "merged": 0}
+    assert run(capsys, "reindex", "--merge", "--vectors")[0] == 2
     _damage_lexical(store)
     rc, out, _ = run(capsys, "verify")
     assert rc == 1 and "lex/p/" in out and "lex/t/ghost" in out
@@ -1358,7 +1375,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 9" in ok("--store", old, "migrate")
+    assert "now at format 10" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

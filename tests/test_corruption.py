@@ -46,6 +46,7 @@ from cortex.storage.keys import (
     head_key,
     journal_key,
     lex_doc_key,
+    lex_segment_key,
     lex_term_key,
     meta_key,
     pin_key,
@@ -81,6 +82,7 @@ def _build(path: Path) -> Small:
         cx.update(a, Fact(statement="alpha statement two", subject="user", predicate="likes"))
         cx.add_edge(a, EdgeType.REFERENCES, b)  # j/6
         cx.update_head(c, importance=8)  # j/7
+        cx.merge_lexical()  # the postings in their blocks (the segments' damage: further down)
         assert cx.verify().ok
         created = to_micros(cx.resolve_latest(a).head.created_at)
     return Small(path, a.id, b.id, c.id, created)
@@ -578,6 +580,78 @@ def test_statistics_deleted(small: Small) -> None:
     _edit(small.path, meta_key("lexical"), lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert list(_lex_problems(cx)) == ["meta/lexical"]
+
+
+def _pending(small: Small) -> MemoryId:
+    """One more small write: its postings wait in segment 0 (``lexical.md`` §4b)."""
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        d = cx.write(Fact(statement="gamma alpha", subject="user", predicate="sees")).id
+        cx.tombstone(small.b, "gone")  # segment 1: DEL entries of b's postings
+        assert cx.verify().ok
+        with cx._kv.read() as txn:
+            assert list(txn.keys(lex_segment_key(0)[:-8])) == [
+                lex_segment_key(0),
+                lex_segment_key(1),
+            ]
+    return d
+
+
+def test_segment_flip(small: Small) -> None:
+    """A damaged segment: verify names it; a search of any term and a write that changes the
+    index fail with IntegrityError and change nothing; nothing is guessed."""
+    d = _pending(small)
+    _edit(small.path, lex_segment_key(0), _flip)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert "checksum" in problems["lex/s/0"][0]
+        with pytest.raises(IntegrityError, match="lex/s/0"):
+            cx._lexical_search("beta", 5)
+        with cx._kv.read() as txn:
+            before = dict(txn.scan(b""))
+        with pytest.raises(IntegrityError, match="lex/s/0"):
+            cx.write(Fact(statement="delta", subject="user", predicate="hears"))
+        with cx._kv.read() as txn:
+            assert dict(txn.scan(b"")) == before
+        assert cx.resolve_latest(d).head.id == d  # the records themselves still read
+
+
+def test_segment_resealed_with_a_wrong_frequency(small: Small) -> None:
+    """A canonical segment holding a wrong tf: only the comparison with the text can tell."""
+    d = _pending(small)
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        raw = txn.get(lex_segment_key(0))
+    assert raw is not None
+    i = raw.index(b"\x01" + d.bytes + (1).to_bytes(4, "big"))  # an ADD with tf 1
+    changed = raw[: i + 17] + (2).to_bytes(4, "big") + raw[i + 21 : -4]
+    _edit(small.path, lex_segment_key(0), lambda _: _seal(changed))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert len(problems) == 1
+        ((name, what),) = problems.items()
+        assert name.startswith("lex/p/") and name.endswith(str(d))
+        assert what[0].startswith("holds tf=2 ")
+
+
+def test_segment_contradicting_the_blocks(small: Small) -> None:
+    """A segment that removes a posting no block holds, or adds one a block holds."""
+    _pending(small)
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        raw = txn.get(lex_segment_key(1))
+    assert raw is not None and raw[4 + 2 + 4 + 4] == 3  # "beta": a DEL
+    as_add = raw[:14] + b"\x01" + raw[15:31] + entry_tail(1, 9) + raw[31:-4]
+    count = int.from_bytes(raw[:4], "big")
+    assert raw[4:6] == (4).to_bytes(2, "big") and count >= 1
+    _edit(small.path, lex_segment_key(1), lambda _: _seal(as_add))
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        problems = _lex_problems(cx)
+        assert problems[f"lex/s/beta/{small.b}"] == ["a segment adds a posting the blocks hold"]
+    # a segment key that is not 8 bytes of sequence number
+    _edit(small.path, lex_segment_key(1)[:-1], lambda _: raw)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert any(
+            p.record.startswith("6c65782f732f") and "not a segment key" in p.what
+            for p in cx.verify().problems
+        )
 
 
 def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:

@@ -57,6 +57,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "text",  # the tokenizer (pure)
             "postings",  # the lexical index's posting blocks
+            "segments",  # its posting segments (format 10)
             "lexical",  # BM25 over the postings, written inside the store's transactions
             "evidence",  # episode chunks by BM25, beside the memories
             "embed_onnx",  # MiniLM's encoder as an onnx graph run by onnxruntime (lazy imports)

@@ -21,27 +21,36 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
-# FORMAT 9 (issue 20: sensitivity levels in the sealed heads and episode records). Was
-# 0ff6971a… with 6353 keys at format 8; what changed, keyspace by keyspace (compared with
-# main's code): sens/ is gone (165 keys), the heads and episodes it labelled hold the level
-# (m/, ep/), meta/format names format 9, and the journal's init entry says "format 9" (so
-# every later entry's prev hash moved; the entries are otherwise equal). Equal on both paths.
-STORE_DIGEST = "6e5195604e736b4a72e831ad20a7f46da15afd485d5075d8bc1a36190906a129"
-STORE_KEYS = 6188
+# FORMAT 10 (issue 18: lexical posting segments). Was 6e519560… with 6188 keys at format 9;
+# what changed, keyspace by keyspace (compared with main's code at format 9): lex/ holds the
+# writes' posting segments (lex/s/) and, below them, the blocks and lex/t/ entries of the
+# commits that folded (6136 keys: the pending segments stand for postings not yet in blocks);
+# meta/format names format 10 (meta/lexical is unchanged: it counts the combined index); the
+# journal's init entry says "format 10" (so every later entry's prev hash moved; the entries are
+# otherwise equal). Every other keyspace (er/ too: a purge folds before it records what it
+# erases) is equal. Folded (``merge_lexical``), lex/ is byte for byte format 9's: see
+# ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
+# FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
+# heads and episodes it labelled hold the level (m/, ep/).
+STORE_DIGEST = "8b338fcf8e1c4beae70708a7884007991a340eeade65bf30cd4d91b30c49bfb1"
+STORE_KEYS = 6136
+FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfcadf52"
+"""The lex/ keyspace once every segment is folded: the digest format 9 recorded for it."""
 # Was 79ed87e0… until dedupe without an embedder stopped checking in a read transaction before
 # the write's (issue 14): such a write reads the clock once instead of twice (three times when it
 # confirms), so the stepping clock's later times moved. Every other byte is the same: the
 # digests with a clock that never moves (below) are those of the code before that change.
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
-# ca0891ed…, still clock 66de81b4… and ccbd4b70….
-STORE_DIGEST_NO_EMBEDDER = "7b5cca457d9e28b7ff0dc4c8bf585e3f81f2ccb35a431474f5991506b8a1d5eb"
+# ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
+# 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
+STORE_DIGEST_NO_EMBEDDER = "62d60609de2b32e120ad37b4524663c6a3a54ca71d0c1f403d77dd8aa5c9d1f3"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "bf823f0a43be6f432fd709da44b022cd715ba562bbbb110171f8078538538339",
-    "none": "2b44114d2a192ec4cabeb2b3414112d352d1b000af2112b71f30317ec9bec1cf",
+    "hashing": "98ad896d4ae66fb5baf9999ed05c1a802c61479c6ef24196e4a70798d9045b55",
+    "none": "dbd6163f15429d8f4598a111d796b9a9ae6053f90160a7d70badada746738055",
 }
-# specs/vectors/sensitivity.json now holds head and episode records with their levels (was
-# 069b09c6… with format 8's sens/ values); every other vector file is unchanged.
-VECTORS_DIGEST = "025b327f226c5043cb6b6ed815c935c010141970546b6469a7a5ac9a82d5dfb4"
+# FORMAT 10 adds specs/vectors/segments.json (was 025b327f… without it); every other vector
+# file is unchanged.
+VECTORS_DIGEST = "1f24825e039cefa218a60f8f822fdbdccebb8181262f0cf555bd1bce464df6c6"
 
 
 def _tool() -> Any:
@@ -88,3 +97,25 @@ def test_both_paths_store_the_same_bytes(switch: str | None) -> None:
         [sys.executable, "-c", "import cortex._speedups"], cwd=ROOT, capture_output=True
     )
     assert out["accelerated"] is (switch is None and built.returncode == 0)
+
+
+def test_a_folded_index_is_the_format_9_one(tmp_path: Path) -> None:
+    """Folding every pending segment (``merge_lexical``) leaves the lexical index a function of
+    the live memories: the same bytes as format 9's index of the same store."""
+    from cortex.index import lexical
+    from cortex.storage.kv import LmdbKV
+
+    tool = _tool()
+    path = tmp_path / "store.cortex"
+    tool.build_store(path, "hashing", False)
+    kv = LmdbKV(path, create=False)
+    try:
+        with kv.read() as txn:
+            before = lexical.read_stats(txn)
+        assert kv.write(lexical.fold) > 0
+        with kv.read() as txn:
+            assert lexical.read_stats(txn) == before  # the statistics of the combined index
+    finally:
+        kv.close()
+    _, spaces, _ = tool.digest_store(path)
+    assert spaces["lex"] == FOLDED_LEX_DIGEST

@@ -277,3 +277,62 @@ def test_posting_boundary_vectors() -> None:
         assert is_boundary(bytes.fromhex(hex_id)) is marked
     assert any(m for _, m in POSTINGS["boundaries"])
     assert not all(m for _, m in POSTINGS["boundaries"])
+
+
+# -- posting segments (specs/lexical.md §4b), encoded here anew from the spec's text
+
+SEGMENTS = _load("segments.json")
+
+
+def _spec_segment(entries: list[list[Any]]) -> bytes:
+    """The sealed segment §4b describes for these entries (struct and zlib only)."""
+    import struct
+    import zlib
+
+    groups: dict[bytes, list[bytes]] = {}
+    for term, kind, hex_id, tf, dl in entries:
+        entry = bytes([kind]) + bytes.fromhex(hex_id)
+        if kind != 3:
+            entry += struct.pack(">II", tf, dl)
+        groups.setdefault(term.encode("utf-8"), []).append(entry)
+    payload = struct.pack(">I", len(entries))
+    for tb in sorted(groups):
+        rows = sorted(groups[tb], key=lambda e: e[1:17])
+        payload += struct.pack(">H", len(tb)) + tb + struct.pack(">I", len(rows)) + b"".join(rows)
+    return payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+@pytest.mark.parametrize("case", SEGMENTS["cases"], ids=lambda c: c["why"])
+def test_segment_vectors_both_ways(case: dict[str, Any]) -> None:
+    import struct
+
+    from cortex.index import segments
+    from cortex.storage.keys import lex_segment_key
+    from cortex.storage.kv import seal
+
+    value = bytes.fromhex(case["value"])
+    assert _spec_segment(case["entries"]) == value
+    groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
+    for term, kind, hex_id, tf, dl in case["entries"]:
+        tail = None if tf is None else struct.pack(">II", tf, dl)
+        groups.setdefault(term, {})[bytes.fromhex(hex_id)] = (kind, tail)
+    assert seal(segments.encode(groups)) == value
+    back = segments.decode_value(lex_segment_key(7), value)
+    flat = [
+        [t, k, raw.hex(), *(struct.unpack(">II", tail) if tail else (None, None))]
+        for t, es in back
+        for k, raw, tail in es
+    ]
+    assert flat == case["entries"]
+
+
+@pytest.mark.parametrize("case", SEGMENTS["refused"], ids=lambda c: c["why"])
+def test_segment_vectors_refused(case: dict[str, Any]) -> None:
+    from cortex.errors import IntegrityError
+    from cortex.index import segments
+    from cortex.storage.keys import lex_segment_key
+
+    with pytest.raises(
+        IntegrityError, match=r"record lex/s/3 (is not a posting segment|fails its checksum)"
+    ):
+        segments.decode_value(lex_segment_key(3), bytes.fromhex(case["value"]))

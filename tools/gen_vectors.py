@@ -1446,6 +1446,103 @@ def _postings_file() -> dict[str, Any]:
     }
 
 
+SEGMENTS_CONVENTIONS: Final = {
+    "cases": "a segment's entries [term, kind (1 ADD, 2 SET, 3 DEL), id (hex), tf, dl] (tf, "
+    "dl null for DEL) -> its sealed value (hex): count(u32 BE), then per term in byte order "
+    "len(u16 BE) term n(u32 BE), then per id in order kind(u8) id16 [tf(u32 BE) dl(u32 BE)], "
+    "crc32(BE) (lexical.md §4b)",
+    "refused": "sealed values (hex, checksum right) that are not the canonical encoding of a "
+    "segment, and why: decoding MUST refuse them",
+}
+
+
+def _segments_file() -> dict[str, Any]:
+    from cortex.index import segments
+    from cortex.storage.kv import seal
+
+    ids = _posting_ids(4, seed=6)
+
+    def entries_of(rows: list[tuple[str, int, bytes, int | None, int | None]]) -> Any:
+        groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
+        for term, kind, raw, tf, dl in rows:
+            tail = None if tf is None else struct.pack(">II", tf, dl)
+            groups.setdefault(term, {})[raw] = (kind, tail)
+        return groups
+
+    def case(why: str, rows: list[tuple[str, int, bytes, int | None, int | None]]) -> Any:
+        payload = segments.encode(entries_of(rows))
+        back = segments.decode(payload)
+        flat = [
+            [t, k, raw.hex(), *(struct.unpack(">II", tail) if tail else (None, None))]
+            for t, es in back
+            for k, raw, tail in es
+        ]
+        assert sorted(flat, key=lambda r: (r[0].encode(), r[2])) == flat
+        return {"why": why, "entries": flat, "value": seal(payload).hex()}
+
+    a, b, c, d = ids
+    cases = [
+        case("one new memory: ADDs of its terms", [("tea", 1, a, 1, 5), ("garden", 1, a, 2, 5)]),
+        case(
+            "an update keeping a term (SET), dropping one (DEL), adding one (ADD)",
+            [("tea", 2, b, 1, 4), ("coffee", 1, b, 1, 4), ("milk", 3, b, None, None)],
+        ),
+        case(
+            "terms in byte order (ü after z), ids in order",
+            [("zürich", 1, d, 1, 3), ("zurich", 1, c, 1, 3), ("zurich", 3, a, None, None)],
+        ),
+        case("a DEL alone (a tombstone)", [("a", 3, bytes(16), None, None)]),
+    ]
+    good = segments.encode(entries_of([("tea", 1, a, 1, 5), ("tea", 1, b, 1, 5)]))
+    one = segments.encode(entries_of([("tea", 1, a, 1, 5)]))
+    swapped = bytearray(good)  # the two ids of "tea" in the wrong order
+    first = 4 + 2 + 3 + 4
+    swapped[first : first + 25], swapped[first + 25 : first + 50] = (
+        good[first + 25 : first + 50],
+        good[first : first + 25],
+    )
+    refused = [
+        ("empty", b""),
+        ("no group", struct.pack(">I", 0)),
+        ("count says 2 for 1 entry", struct.pack(">I", 2) + one[4:]),
+        ("trailing byte", one + b"\x00"),
+        ("ids out of order", bytes(swapped)),
+        ("an id twice", good[: first + 25] + good[first : first + 25]),
+        ("unknown kind 4", one[:first] + b"\x04" + one[first + 1 :]),
+        ("tf 0", one[: first + 17] + struct.pack(">II", 0, 5)),
+        ("tf above dl", one[: first + 17] + struct.pack(">II", 6, 5)),
+        ("empty term", struct.pack(">IH", 1, 0) + struct.pack(">I", 1) + one[first:]),
+        ("term with 0x00", struct.pack(">IH", 1, 3) + b"t\x00a" + one[4 + 2 + 3 :]),
+        ("term not UTF-8", struct.pack(">IH", 1, 3) + b"t\xffa" + one[4 + 2 + 3 :]),
+        ("empty group", struct.pack(">IH", 1, 3) + b"tea" + struct.pack(">I", 0) + one[4:]),
+        (
+            "terms out of order",
+            segments.encode(entries_of([("tea", 1, a, 1, 5)]))[:4].replace(
+                b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"
+            )
+            + struct.pack(">H", 3)
+            + b"tea"
+            + struct.pack(">I", 1)
+            + one[first:]
+            + struct.pack(">H", 3)
+            + b"cup"
+            + struct.pack(">I", 1)
+            + one[first:],
+        ),
+        ("a DEL with a posting", one[:first] + b"\x03" + one[first + 1 :]),
+        ("an ADD cut short", one[:-4]),
+    ]
+    out_refused = []
+    for why, payload in refused:
+        try:
+            segments.decode(payload)
+        except segments.SegmentError:
+            out_refused.append({"why": why, "value": seal(payload).hex()})
+        else:  # pragma: no cover - the vector would be wrong
+            raise AssertionError(f"segment vector {why!r} decodes")
+    return {"conventions": SEGMENTS_CONVENTIONS, "cases": cases, "refused": out_refused}
+
+
 # ---------------------------------------------------------------------------------------------
 # Files
 
@@ -1467,6 +1564,7 @@ def build() -> dict[str, Any]:
     files["uris.json"] = _uri_file()
     files["lexical.json"] = _lexical_file()
     files["postings.json"] = _postings_file()
+    files["segments.json"] = _segments_file()
     files["chunks.json"] = _chunks_file()
     files["episodes.json"] = _episodes_file()
     files["claims.json"] = _claims_file()

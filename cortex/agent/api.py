@@ -424,6 +424,10 @@ class Cortex:
     def backup(self, dest: str | os.PathLike[str]) -> VerifyReport:  # noqa: D102 - the engine method's docstring (_doc_of)
         return self._engine.backup(dest)
 
+    @_doc_of(Store.merge_lexical)
+    def merge_lexical(self) -> int:  # noqa: D102 - the engine method's docstring (_doc_of)
+        return self._engine.merge_lexical()
+
     @_doc_of(Store.reindex_lexical)
     def reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:  # noqa: D102 - the engine method's docstring (_doc_of)
         return self._engine.reindex_lexical(progress)

@@ -182,6 +182,12 @@ def _reindex_args(p: argparse.ArgumentParser) -> None:
         "--lexical", action="store_true", help="rebuild the lexical (BM25) index (the default)"
     )
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="only fold the lexical index's pending posting segments into its blocks "
+        "(specs/lexical.md §4b): no rebuild",
+    )
+    p.add_argument(
         "--vectors",
         action="store_true",
         help="re-embed every live memory into the vector index",
@@ -204,8 +210,20 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     """
     if args.model is not None and not args.vectors:
         raise UsageError("--model goes with --vectors")
+    if args.merge and (args.vectors or args.lexical):
+        raise UsageError("--merge goes alone")
     if args.vectors:
         return _reindex_vectors(args)
+    if args.merge:
+        with open_store(args) as cx:
+            folded = cx.merge_lexical()
+            path = cx.path
+        emit(
+            args,
+            {"path": path, "merged": folded},
+            f"{path}: {folded} posting segments folded into the lexical index",
+        )
+        return 0
     bar = Progress("lexical")
     with open_store(args) as cx:
         try:

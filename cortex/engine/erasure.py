@@ -461,6 +461,7 @@ CONTENT_PREFIXES: Final = (
     b"lex/p/",
     b"lex/d/",
     b"lex/t/",
+    b"lex/s/",
     b"vec/",
     b"ep/",
     b"cx/p/",
@@ -500,6 +501,10 @@ def content_of(key: bytes, value: bytes) -> list[bytes]:
             # or postings
             end = key.find(b"\x00")
             return [key if end < 0 else key[: end + 1]]
+        if key.startswith(b"lex/s/"):
+            # a posting segment holds terms and ids of many memories; a purge folds every
+            # segment into the blocks, whose keys and counts then say which terms went
+            return []
         if key.startswith(b"vec/"):
             rec = VECTOR_RECORD.decode(payload, "vector")
             return [rec.vector, sidecar_copy(rec.vector)]

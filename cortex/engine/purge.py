@@ -41,7 +41,7 @@ from cortex.errors import (
     IntegrityError,
     ValidationError,
 )
-from cortex.index import evidence
+from cortex.index import evidence, lexical
 from cortex.index.ann import saved_region
 from cortex.index.lexical import Indexer
 from cortex.model.codec import (
@@ -172,7 +172,11 @@ def purge(
             rec.put(key, _seal(VERSION.encode(erased, "version")))
         engine.move_index(txn, head, new_head)
         set_pin(txn, head, False)  # the data is erased
-        lex = Indexer(rec)
+        # every posting segment folded first (not recorded: what it changes is the index of
+        # earlier commits), then the memory's postings removed from the blocks: its terms leave
+        # the index's keys and values (a segment would keep them in the blocks below a removal)
+        lexical.fold(txn)
+        lex = Indexer(rec, fold=True)
         if lex.remove(mid):  # absent already when the memory was tombstoned first
             lex.flush()
         rec.delete(vec_key(mid))

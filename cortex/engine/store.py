@@ -137,6 +137,7 @@ from cortex.storage.keys import (
     JOURNAL,
     LEX_DOC,
     LEX_POSTING,
+    LEX_SEGMENT,
     LEX_TERM,
     TASK_PREFIX,
     VERSION_INFIX,
@@ -198,7 +199,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 9
+FORMAT_VERSION: Final = 10
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -206,7 +207,8 @@ index keys in created order; format 4 tag index keys by type; format 5 stemmed l
 format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journal kinds);
 format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
 erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``); format 9 sensitivity
-levels in the sealed head and episode records (no more ``sens/``). ``cortex.transfer.migrate``
+levels in the sealed head and episode records (no more ``sens/``); format 10 lexical posting
+segments (``lex/s/``, ``specs/lexical.md`` §4b). ``cortex.transfer.migrate``
 upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
@@ -243,6 +245,7 @@ FEATURES: Final = frozenset(
         TAG_TYPE_FEATURE,
         lexical.STEM_FEATURE,
         lexical.BLOCKS_FEATURE,
+        lexical.SEGMENTS_FEATURE,
         EPISODES_FEATURE,
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
@@ -478,7 +481,7 @@ def current_version_of(txn: ReadTxn, head: Head) -> Version:
 
 def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
-    lex = Indexer(txn)
+    lex = Indexer(txn, fold=True)  # the main blocks, never a segment (lexical.md §5)
     n = 0
     for head in live_heads(txn):
         version = current_version_of(txn, head)
@@ -495,7 +498,7 @@ def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
 
 def rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Drop the whole lexical index and index every live memory again; returns how many."""
-    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM):
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT):
         for key in list(txn.keys(prefix)):
             txn.delete(key)
     txn.delete(lexical.STATS_KEY)
@@ -2387,6 +2390,19 @@ class Store:
             return rebuild_lexical(txn, tick)
 
         return self._kv.write(fn)
+
+    def merge_lexical(self) -> int:
+        """Fold every pending posting segment into the lexical index's main blocks.
+
+        A small write stores its lexical changes as one segment (``specs/lexical.md`` §4b); a
+        larger one, or one that would leave too many, folds them all. This folds them now, in
+        one write transaction (readers are never blocked): afterwards the index's bytes are a
+        function of the live memories only. Searches give the same results before and after.
+
+        Returns:
+            How many segments were folded (0 when there were none).
+        """
+        return self._kv.write(lexical.fold)
 
     def reindex_lexical(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the lexical (BM25) index from the live memories (``cortex reindex``).

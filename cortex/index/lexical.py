@@ -19,6 +19,7 @@ import cbor2
 import msgspec
 
 from cortex.errors import CodecError, IntegrityError
+from cortex.index import segments as _segments
 from cortex.index.postings import (
     ENTRY,
     apply_many,
@@ -46,6 +47,7 @@ from cortex.model.records import Data
 from cortex.storage.keys import (
     LEX_DOC,
     LEX_POSTING,
+    LEX_SEGMENT,
     LEX_TERM,
     lex_doc_key,
     lex_term_key,
@@ -87,6 +89,9 @@ __all__ = [
     "BLOCKS_FEATURE",
     "FEATURE",
     "K1",
+    "SEGMENTS_FEATURE",
+    "SEGMENT_MAX",
+    "SEGMENT_POSTINGS",
     "STATS_KEY",
     "STEM_FEATURE",
     "B",
@@ -97,6 +102,7 @@ __all__ = [
     "analyze_counts",
     "check",
     "count_terms",
+    "fold",
     "idf",
     "read_stats",
     "same_terms",
@@ -114,6 +120,14 @@ STEM_FEATURE: Final = "lexical-stem-english"
 BLOCKS_FEATURE: Final = "lexical-posting-blocks"
 """The format feature of postings kept in blocks (format version 6): ``cortex.index.postings``."""
 STATS_KEY: Final = meta_key("lexical")
+SEGMENTS_FEATURE: Final = "lexical-posting-segments"
+"""The format feature of posting segments (format version 10): ``cortex.index.segments``."""
+SEGMENT_MAX: Final = 32
+"""Segments a commit may leave at most; one that would leave more folds them all (§5; an
+implementation choice, not part of the format)."""
+SEGMENT_POSTINGS: Final = 1024
+"""Segment entries a commit may leave at most (and the largest change stored as a segment);
+one that would leave more folds every segment into the main blocks."""
 
 # a bound on a term's contribution is idf * (K1 + 1); widened by this much so that rounding in
 # the sums can never prune a document that belongs in the results
@@ -354,8 +368,11 @@ class Indexer:
     the last block of each of its terms (``cortex.index.postings``).
     """
 
-    def __init__(self, txn: WriteTxn) -> None:
+    def __init__(self, txn: WriteTxn, *, fold: bool = False) -> None:
         self.txn = txn
+        # fold every segment into the main blocks at flush, whatever the size of the change
+        # (a purge: erased terms must leave the index's keys and values)
+        self._fold = fold
         s = read_stats(txn)
         self._documents, self._total, self._terms, self._postings = (
             s.documents,
@@ -480,27 +497,73 @@ class Indexer:
         group.update(fresh_changes(self._fresh.pop(term)))
 
     def flush(self) -> None:
-        """Write the held-back postings, the changed document frequencies and the statistics."""
+        """Write the held-back postings, the changed document frequencies and the statistics.
+
+        A commit changing at most ``SEGMENT_POSTINGS`` postings, while the segments stay within
+        ``SEGMENT_MAX`` and ``SEGMENT_POSTINGS``, stores its changes as one new segment
+        (``lexical.md`` §4b); any other folds every segment and its own changes into the main
+        blocks and ``lex/t/`` entries, deleting the segments (§5).
+        """
         txn = self.txn
-        delta = self._delta
-        pending, fresh = self._pending, self._fresh
-        for term in [t for t in fresh if t in pending]:
+        pending, fresh, gone = self._pending, self._fresh, self._gone
+        ov = _segments.overlay(txn)
+        changed = sum(map(len, pending.values())) + sum(len(r) for r in fresh.values()) // ENTRY
+        if (
+            changed
+            and not self._fold
+            and changed <= SEGMENT_POSTINGS
+            and len(ov.keys) < SEGMENT_MAX
+            and ov.postings + changed <= SEGMENT_POSTINGS
+        ):
+            self._write_segment(ov)
+            return
+        if not changed and not (self._fold and ov):
+            ov = _segments.overlay_empty()
+        for term in [t for t in fresh if t in pending or t in ov.state]:
             self._spill(term)
-        # the new postings count in (a term whose postings were all removed again is touched)
+        # the changes to the main blocks, and their document frequency changes
+        delta: Counter[str] = Counter()
+        changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
         for term, group in pending.items():
-            added = len(group)
-            if self._gone and None in group.values():
-                added -= sum(v is None for v in group.values())
-            delta[term] += added
+            ovt = ov.state.get(term)
+            out: dict[bytes, bytes | None] = {}
+            for raw, tail in group.items():
+                if ovt is not None and raw in ovt:
+                    continue  # with the segments' entry, below
+                if tail is None:
+                    out[raw] = None
+                    delta[term] -= 1
+                else:
+                    out[raw] = tail
+                    below = gone.get(raw)
+                    if below is None or term not in below:
+                        delta[term] += 1
+            if out:
+                changes_by_term[term] = out
+        for term, ovt in ov.state.items():
+            group = pending.get(term, {})
+            out = changes_by_term.setdefault(term, {})
+            d = 0
+            for raw, (final, in_main) in ovt.items():
+                tail = group.get(raw, final)
+                if tail is not None:
+                    out[raw] = tail
+                    d += not in_main
+                elif in_main:
+                    out[raw] = None
+                    d -= 1
+            delta[term] += d
+            if not out:
+                del changes_by_term[term]
         for term, records in fresh.items():
             delta[term] += len(records) // ENTRY
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
         blocks: list[tuple[bytes, bytes]] = []
-        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = [
-            (t, g) for t, g in pending.items() if g
-        ]
+        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = list(
+            changes_by_term.items()
+        )
         changes += fresh.items()
         changes.sort(key=itemgetter(0))
         prefetch = getattr(txn, "prefetch", None)
@@ -509,13 +572,16 @@ class Indexer:
         apply_many(txn, changes, blocks)
         pending.clear()
         fresh.clear()
-        self._gone.clear()
+        gone.clear()
+        self._delta.clear()
         if blocks:
             txn.put_many(blocks)
+        for key in ov.keys:
+            txn.delete(key)
         vocabulary = self._terms
         puts: list[tuple[bytes, bytes]] = []
         cursor = getattr(txn, "cursor", None)
-        if _USE_SPEEDUPS and cursor is not None and delta:
+        if _USE_SPEEDUPS and cursor is not None and delta and not ov:
             # every touched entry is read (and checked), even one whose count did not change
             got = _sp.df_updates(cursor(), [(lex_term_key(t), delta[t]) for t in sorted(delta)])
             if got is not None:  # else the loop below says what is wrong
@@ -524,32 +590,102 @@ class Indexer:
                     txn.delete(key)
                 vocabulary += added - removed
                 delta.clear()
+        for term in ov.df_delta:
+            delta.setdefault(term, 0)
         for term in sorted(delta):
             key = lex_term_key(term)
-            raw = txn.get(key)
-            before = 0 if raw is None else _df(key, raw)
+            value = txn.get(key)
+            before = 0 if value is None else _df(key, value)
             n = before + delta[term]
+            held = before + ov.df_delta.get(term, 0)  # what readers counted before
+            vocabulary += (n > 0) - (held > 0)
             if n == before:
                 continue
             if n < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             if n == 0:
                 txn.delete(key)
-                vocabulary -= 1
             else:
                 puts.append((key, _df_value(n)))
-                vocabulary += before == 0
         if puts:
             txn.put_many(puts)
         delta.clear()
         self._terms = vocabulary
+        self._put_stats()
+
+    def segments(self) -> int:
+        """How many posting segments the transaction's snapshot holds (``lexical.md`` §4b)."""
+        return len(_segments.overlay(self.txn).keys)
+
+    def _put_stats(self) -> None:
         stats = LexStats(
             documents=self._documents,
             total_length=self._total,
-            terms=vocabulary,
+            terms=self._terms,
             postings=self._postings,
         )
-        txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
+        self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
+
+    def _write_segment(self, ov: _segments.Overlay) -> None:
+        """Store this transaction's posting changes as the next segment (``lexical.md`` §4b)."""
+        txn = self.txn
+        gone = self._gone
+        groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
+        delta: dict[str, int] = {}
+        for term, group in self._pending.items():
+            if not group:
+                continue
+            out = groups[term] = {}
+            d = 0
+            for raw, tail in group.items():
+                below = gone.get(raw)
+                if tail is None:
+                    out[raw] = (_segments.DEL, None)
+                    d -= 1
+                elif below is not None and term in below:
+                    out[raw] = (_segments.SET, tail)
+                else:
+                    out[raw] = (_segments.ADD, tail)
+                    d += 1
+            delta[term] = d
+        for term, records in self._fresh.items():
+            out = groups.setdefault(term, {})
+            for raw, tail in fresh_changes(records).items():
+                out[raw] = (_segments.ADD, tail)
+            delta[term] = delta.get(term, 0) + len(records) // ENTRY
+        if self._docs:
+            txn.put_many(self._docs.items())
+            self._docs.clear()
+        vocabulary = self._terms
+        for term, d in delta.items():
+            if not d:
+                continue
+            key = lex_term_key(term)
+            value = txn.get(key)
+            before = (0 if value is None else _df(key, value)) + ov.df_delta.get(term, 0)
+            after = before + d
+            if after < 0:
+                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
+            vocabulary += (after > 0) - (before > 0)
+        txn.put(ov.next_key, seal(_segments.encode(groups)))
+        self._pending.clear()
+        self._fresh.clear()
+        self._gone.clear()
+        self._delta.clear()
+        self._terms = vocabulary
+        self._put_stats()
+
+
+def fold(txn: WriteTxn) -> int:
+    """Fold every posting segment into the main blocks and ``lex/t/`` entries (§5).
+
+    Afterwards the index's bytes are those of an index written from scratch for the same live
+    memories. Returns how many segments were folded.
+    """
+    n = len(_segments.overlay(txn).keys)
+    if n:
+        Indexer(txn, fold=True).flush()
+    return n
 
 
 def search(
@@ -581,21 +717,20 @@ def search(
         return []
     terms = query_terms(query)
     load = getattr(txn, "preload", None)
-    if load is not None:  # an engine with round trips: the stats and every term in one
-        load([STATS_KEY, *(lex_term_key(t) for t in terms)])
+    if load is not None:  # an engine with round trips: the stats, every term, the segments
+        load([STATS_KEY, *(lex_term_key(t) for t in terms)], [LEX_SEGMENT])
     stats = read_stats(txn)
     n = stats.documents
     if n == 0:
         return []
+    ov = _segments.overlay(txn)
     avgdl = stats.total_length / n
     # (upper bound, term, idf, df) of every indexed query term, rarest first
     plan: list[tuple[float, str, float, int]] = []
     for term in terms:
-        key = lex_term_key(term)
-        raw = txn.get(key)
-        if raw is None:
+        df = _combined_df(txn, term, ov)
+        if df == 0:
             continue
-        df = _df(key, raw)
         w = idf(n, df)
         plan.append((w * (K1 + 1.0) * (1.0 + _SLACK), term, w, df))
     if not plan:
@@ -639,7 +774,7 @@ def search(
             for raw in sorted(ids):
                 total, hit = 0.0, False
                 for _, term, w, _ in plan:
-                    tail = find(txn, posting_prefix(term), raw)
+                    tail = _find(txn, term, raw, ov)
                     if tail is not None:
                         total += w * factor(tail)
                         hit = True
@@ -650,28 +785,27 @@ def search(
 
     theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
     for i, (_, term, w, df) in enumerate(plan):
-        prefix = posting_prefix(term)
         if rest[i] < theta:
             # no memory outside the candidates can reach the top any more: drop candidates that
             # cannot either, and only update the rest
             scores = {k: s for k, s in scores.items() if s + rest[i] >= theta}
             if len(scores) * 4 < df:
                 for raw in list(scores):
-                    tail = find(txn, prefix, raw)
+                    tail = _find(txn, term, raw, ov)
                     if tail is not None:
                         scores[raw] += w * factor(tail)
             else:
-                for raw, tail in term_entries(txn, prefix):
+                for raw, tail in _entries(txn, term, ov):
                     if raw in scores:
                         f = memo.get(tail)
                         scores[raw] += w * (f if f is not None else factor(tail))
         elif allowed is None:
             get = scores.get
-            for raw, tail in term_entries(txn, prefix):
+            for raw, tail in _entries(txn, term, ov):
                 f = memo.get(tail)
                 scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
         else:
-            for raw, tail in term_entries(txn, prefix):
+            for raw, tail in _entries(txn, term, ov):
                 s = scores.get(raw)
                 if s is None:
                     if not allowed(raw):
@@ -682,6 +816,50 @@ def search(
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
     return _top(scores, limit)
+
+
+def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay) -> int:
+    """A term's document frequency: its ``lex/t/`` entry's plus the segments' change."""
+    key = lex_term_key(term)
+    raw = txn.get(key)
+    df = (0 if raw is None else _df(key, raw)) + ov.df_delta.get(term, 0)
+    if df < 0:
+        raise IntegrityError(f"term {term!r} has a negative frequency: run verify")
+    return df
+
+
+def _entries(txn: ReadTxn, term: str, ov: _segments.Overlay) -> Iterator[tuple[bytes, bytes]]:
+    """``(id16, tail)`` of a term's postings in id order: the main blocks' with the segments'."""
+    main = term_entries(txn, posting_prefix(term))
+    if term not in ov.state:
+        yield from main
+        return
+    items = ov.items(term)
+    j, n = 0, len(items)
+    for raw, tail in main:
+        while j < n and items[j][0] < raw:
+            if items[j][1] is not None:
+                yield items[j]  # type: ignore[misc]
+            j += 1
+        if j < n and items[j][0] == raw:
+            if items[j][1] is not None:
+                yield items[j]  # type: ignore[misc]
+            j += 1
+            continue
+        yield raw, tail
+    for k in range(j, n):
+        if items[k][1] is not None:
+            yield items[k]  # type: ignore[misc]
+
+
+def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes | None:
+    """The tail of the posting of ``term`` in id ``raw``, with the segments', or None."""
+    st = ov.state.get(term)
+    if st is not None:
+        got = st.get(raw)
+        if got is not None:
+            return got[0]
+    return find(txn, posting_prefix(term), raw)
 
 
 def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
@@ -757,8 +935,15 @@ def check(
     want_stats = LexStats(
         documents=documents, total_length=total, terms=len(want_df), postings=postings
     )
-    if _posting_digest(txn) != (postings, digest & _MASK64):
-        problems.extend(_posting_problems(txn, live))
+    ov, seg_problems = _check_segments(txn)
+    problems += seg_problems
+    main_df: Counter[str] = Counter()
+    postings_ok = _posting_digest(txn, ov, main_df) == (postings, digest & _MASK64)
+    if not postings_ok:
+        problems.extend(_posting_problems(txn, live, ov))
+    # lex/t/ counts the main blocks' postings; with the segments' change, the live memories'
+    for term, d in ov.df_delta.items():
+        want_df[term] -= d
     for key, value in txn.scan(LEX_TERM):
         name = show_key(key)
         try:
@@ -770,8 +955,13 @@ def check(
         expected_df = want_df.pop(term, 0)
         if df != expected_df:
             add((name, f"document frequency {df}, expected {expected_df}"))
+        elif postings_ok and df != main_df.get(term, 0):
+            add((name, f"document frequency {df}, the blocks hold {main_df.get(term, 0)}"))
     for term in sorted(want_df, key=lambda t: t.encode("utf-8")):
-        add((f"lex/t/{term}", "missing"))
+        if want_df[term] > 0:
+            add((f"lex/t/{term}", "missing"))
+        elif want_df[term] < 0:
+            add((f"lex/t/{term}", "the segments remove more postings than the blocks hold"))
     try:
         stats = read_stats(txn)
     except IntegrityError as exc:
@@ -824,11 +1014,93 @@ def _blocks(
         yield key, term, entries
 
 
-def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
-    """``(count, digest)`` of the postings, or ``None`` when a block is malformed."""
+def _check_segments(txn: ReadTxn) -> tuple[_segments.Overlay, list[tuple[str, str]]]:
+    """The segments combined, checked against each other and the main blocks (``lexical.md`` §7).
+
+    A damaged segment is reported and left out of the combination.
+    """
+    problems: list[tuple[str, str]] = []
+    good: list[tuple[bytes, _segments.Groups]] = []
+    for key, value in txn.scan(LEX_SEGMENT):
+        try:
+            good.append((key, _segments.decode_value(key, value)))
+        except IntegrityError as exc:
+            problems.append((show_key(key) if len(key) == 14 else key.hex(), str(exc)))
+    try:
+        ov = _segments.Overlay(good)
+    except IntegrityError as exc:
+        problems.append(("lex/s/", str(exc)))
+        return _segments.overlay_empty(), problems
+    for term, st in ov.state.items():
+        prefix = posting_prefix(term)
+        for raw, (_, in_main) in st.items():
+            try:
+                held = find(txn, prefix, raw) is not None
+            except IntegrityError:
+                continue  # the damaged block is reported with the blocks
+            if held != in_main:
+                problems.append(
+                    (
+                        f"lex/s/{term}/{MemoryId(raw)}",
+                        "a segment adds a posting the blocks hold"
+                        if not in_main
+                        else "a segment changes or removes a posting the blocks do not hold",
+                    )
+                )
+    return ov, problems
+
+
+def _combined(
+    txn: ReadTxn, ov: _segments.Overlay
+) -> Iterator[tuple[bytes, str | None, list[tuple[bytes, int, int]] | str]]:
+    """``_blocks`` with the segments applied.
+
+    Each block comes with the postings the segments leave of it, then (as a key-less group per
+    term, ``b""``) come the postings only the segments hold.
+    """
+    for key, term, entries in _blocks(txn):
+        if term is not None and not isinstance(entries, str) and term in ov.state:
+            st = ov.state[term]
+            yield (
+                key,
+                term,
+                [
+                    (raw, tf, length) if raw not in st else (raw, *_tail_of(st[raw][0]))
+                    for raw, tf, length in entries
+                    if raw not in st or st[raw][0] is not None
+                ],
+            )
+        else:
+            yield key, term, entries
+    for term, st in ov.state.items():
+        extra = [
+            (raw, *_tail_of(tail))
+            for raw, (tail, in_main) in sorted(st.items())
+            if tail is not None and not in_main
+        ]
+        if extra:
+            yield b"", term, extra
+
+
+def _tail_of(tail: bytes | None) -> tuple[int, int]:
+    assert tail is not None
+    return int.from_bytes(tail[:4], "big"), int.from_bytes(tail[4:], "big")
+
+
+def _posting_digest(
+    txn: ReadTxn, ov: _segments.Overlay, main_df: Counter[str]
+) -> tuple[int, int] | None:
+    """``(count, digest)`` of the postings with the segments', or ``None`` if a block is bad.
+
+    Counts each term's postings in the main blocks into ``main_df``.
+    """
     count = digest = 0
     for _, term, entries in _blocks(txn):
         if isinstance(entries, str):
+            return None
+        main_df[term] += len(entries)  # type: ignore[index]
+    for _, term, entries in _combined(txn, ov):
+        if isinstance(entries, str):  # pragma: no cover - caught above
             return None
         count += len(entries)
         for raw, tf, length in entries:
@@ -837,7 +1109,9 @@ def _posting_digest(txn: ReadTxn) -> tuple[int, int] | None:
 
 
 def _posting_problems(
-    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+    txn: ReadTxn,
+    live: dict[MemoryId, tuple[MemoryType, int, bytes]],
+    ov: _segments.Overlay,
 ) -> list[tuple[str, str]]:
     """Every damaged block, and every posting missing, extra or wrong (the slow, exact diff).
 
@@ -850,7 +1124,8 @@ def _posting_problems(
         tfs = Counter(terms)
         for term, tf in tfs.items():
             want[posting_prefix(term) + mid.bytes] = (tf, len(terms))
-    blocks = list(_blocks(txn))
+    blocks = [b for b in _combined(txn, ov) if b[0]]
+    extra = [b for b in _combined(txn, ov) if not b[0]]
     for i, (key, block_term, entries) in enumerate(blocks):
         if block_term is None or isinstance(entries, str):
             add((show_key(key) if block_term is not None else key.hex(), str(entries)))
@@ -863,6 +1138,9 @@ def _posting_problems(
                 for k in [k for k in want if k.startswith(held) and k >= key]:
                     if end is None or k < end:
                         del want[k]
+            continue
+    for _, block_term, entries in blocks + extra:
+        if block_term is None or isinstance(entries, str):
             continue
         prefix = posting_prefix(block_term)
         for raw, tf, length in entries:
@@ -905,6 +1183,9 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     if not first:
         return
     prefetch([lex_term_key(t) for t in first])
+    scan = getattr(txn, "prefetch_scan", None)
+    if scan is not None:  # the segments, read by every flush
+        scan([LEX_SEGMENT])
     around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
 
 
@@ -922,15 +1203,18 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     prefetch = getattr(txn, "prefetch", None)
     if prefetch is not None:  # an engine with round trips reads them all in one
         prefetch([lex_term_key(t) for t in counts])
+        scan = getattr(txn, "prefetch_scan", None)
+        if scan is not None:
+            scan([LEX_SEGMENT])
+    ov = _segments.overlay(txn)
     rarest: tuple[int, str] | None = None
     for t in counts:
-        raw = txn.get(lex_term_key(t))
-        if raw is None:
+        df = _combined_df(txn, t, ov)
+        if df == 0:
             return []  # a term no live memory holds: nothing is the same
-        df = _df(lex_term_key(t), raw)
         if rarest is None or df < rarest[0]:
             rarest = (df, t)
     assert rarest is not None
     term = rarest[1]
     want = entry_tail(counts[term], len(terms))
-    return [MemoryId(raw) for raw, tail in term_entries(txn, posting_prefix(term)) if tail == want]
+    return [MemoryId(raw) for raw, tail in _entries(txn, term, ov) if tail == want]

@@ -42,6 +42,7 @@ __all__ = [
     "JOURNAL",
     "LEX_DOC",
     "LEX_POSTING",
+    "LEX_SEGMENT",
     "LEX_TERM",
     "META",
     "META_RECORDS",
@@ -67,6 +68,7 @@ __all__ = [
     "index_keys",
     "journal_key",
     "lex_doc_key",
+    "lex_segment_key",
     "lex_term_key",
     "meta_key",
     "obj_hash",
@@ -75,6 +77,7 @@ __all__ = [
     "parse_episode_memory_key",
     "parse_erasure_key",
     "parse_lex_doc_key",
+    "parse_lex_segment_key",
     "parse_lex_term_key",
     "parse_posting_key",
     "parse_sens_key",
@@ -111,6 +114,8 @@ SALIENCE: Final = b"sal/"
 LEX_POSTING: Final = b"lex/p/"
 LEX_DOC: Final = b"lex/d/"
 LEX_TERM: Final = b"lex/t/"
+LEX_SEGMENT: Final = b"lex/s/"
+"""``lex/s/`` seq (u64 big-endian): a posting segment (``lexical.md`` §4b, format 10)."""
 META: Final = b"meta/"
 EPISODE: Final = b"ep/"
 """``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
@@ -598,6 +603,8 @@ def show_key(key: bytes) -> str:
             return f"lex/d/{parse_lex_doc_key(key)}"
         if key.startswith(LEX_TERM):
             return f"lex/t/{parse_lex_term_key(key)}"
+        if key.startswith(LEX_SEGMENT):
+            return f"lex/s/{parse_lex_segment_key(key)}"
         if key.startswith(EPISODE):
             return f"ep/{parse_episode_key(key)}"
         if key.startswith(EPISODE_MEMORY):
@@ -618,6 +625,17 @@ def show_key(key: bytes) -> str:
     except (CodecError, ValueError, UnicodeDecodeError):
         pass
     return key.hex()
+
+
+def lex_segment_key(seq: int) -> bytes:
+    """``lex/s/`` seq: the posting segment of sequence number ``seq`` (u64 big-endian)."""
+    return LEX_SEGMENT + seq.to_bytes(8, "big")
+
+
+def parse_lex_segment_key(key: bytes) -> int:
+    """The sequence number of a ``lex/s/`` key."""
+    _expect(key, LEX_SEGMENT, 8)
+    return int.from_bytes(key[len(LEX_SEGMENT) :], "big")
 
 
 def _expect(key: bytes, prefix: bytes, rest: int) -> None:

@@ -47,7 +47,7 @@ from cortex.engine.store import (
 )
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
-from cortex.index.lexical import BLOCKS_FEATURE, STEM_FEATURE
+from cortex.index.lexical import BLOCKS_FEATURE, SEGMENTS_FEATURE, STEM_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
@@ -480,6 +480,33 @@ MIGRATIONS: Final = (
         },
         _count_levels,
         _levels_into_heads,
+    ),
+    _Migration(
+        Step(
+            name="0009-posting-segments",
+            from_version=9,
+            to_version=10,
+            description="allow lexical posting segments (lex/s/); a format-9 store is a "
+            "format-10 store without segments: no record changes",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            SEGMENTS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,
+            SENSITIVITY_HEADS_FEATURE,
+            ERASURE_FEATURE,
+            ALIASES_FEATURE,
+        },
+        _no_records,
+        _nothing,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

@@ -1,0 +1,279 @@
+"""Posting segments: a small commit's lexical changes in one key (``lexical.md`` §4b, format 10).
+
+A write transaction that changes few postings does not rewrite each term's posting block and
+``lex/t/`` entry: it stores its changes as one **segment** under ``lex/s/`` seq (u64, the next
+after the last segment). A segment lists, sorted by (term bytes, id), entries of three kinds:
+``ADD`` (a posting where the index below held none), ``SET`` (a posting replacing the one below:
+an update that keeps the term) and ``DEL`` (the posting below goes). "Below" is the main blocks
+combined with every older segment. Readers combine them (``Overlay``); a larger commit folds
+every segment into the main blocks (``lexical.Indexer``).
+
+Payload (sealed like every value)::
+
+    count u32                      the number of entries in all groups
+    group+                         terms strictly ascending by their UTF-8 bytes
+      term_len u16, term bytes     1..256 bytes, valid UTF-8, no 0x00
+      n u32                        entries of the term (>= 1)
+      entry{n}                     ids strictly ascending
+        kind u8, id16              1 ADD, 2 SET, 3 DEL
+        tf u32, dl u32             ADD and SET only: 1 <= tf <= dl < 2**32
+
+All integers big-endian. One encoding per content: anything else is refused on decoding.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from cortex.errors import IntegrityError
+from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
+from cortex.storage.kv import ReadTxn, unseal
+
+__all__ = [
+    "ADD",
+    "DEL",
+    "SET",
+    "Overlay",
+    "decode",
+    "encode",
+    "overlay",
+    "overlay_empty",
+]
+
+ADD: Final = 1
+"""A posting where the index below holds none for the (term, id)."""
+SET: Final = 2
+"""A posting replacing the one the index below holds for the (term, id)."""
+DEL: Final = 3
+"""The removal of the posting the index below holds for the (term, id)."""
+
+_U16: Final = struct.Struct(">H")
+_U32: Final = struct.Struct(">I")
+_TAIL: Final = struct.Struct(">II")
+
+# (kind, id16, tail8 or None) per term, terms in byte order
+Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
+
+
+class SegmentError(ValueError):
+    """A segment payload that is not canonical (``decode``)."""
+
+
+def encode(groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]]) -> bytes:
+    """The canonical payload of a segment: term -> {id16: (kind, tail8 or None for DEL)}.
+
+    Raises:
+        ValueError: an entry is malformed (a kind, an id, a tail, an empty group).
+    """
+    out = bytearray(4)
+    count = 0
+    for term in sorted(groups, key=lambda t: t.encode("utf-8")):
+        entries = groups[term]
+        tb = term.encode("utf-8")
+        if not entries or not 1 <= len(tb) <= 256 or b"\x00" in tb:
+            raise ValueError(f"bad segment group {term!r}")
+        out += _U16.pack(len(tb))
+        out += tb
+        out += _U32.pack(len(entries))
+        for raw in sorted(entries):
+            kind, tail = entries[raw]
+            if len(raw) != 16 or kind not in (ADD, SET, DEL) or (tail is None) != (kind == DEL):
+                raise ValueError(f"bad segment entry {kind} {raw!r} {tail!r}")
+            out.append(kind)
+            out += raw
+            if tail is not None:
+                tf, dl = _TAIL.unpack(tail)
+                if not 1 <= tf <= dl:
+                    raise ValueError(f"bad posting tf={tf} dl={dl}")
+                out += tail
+            count += 1
+    if not count:
+        raise ValueError("an empty segment")
+    out[0:4] = _U32.pack(count)
+    return bytes(out)
+
+
+def decode(payload: bytes) -> Groups:
+    """The groups of a canonical segment payload.
+
+    Raises:
+        SegmentError: the payload is not the canonical encoding of a segment.
+    """
+    n = len(payload)
+    if n < 4:
+        raise SegmentError("shorter than its count")
+    (count,) = _U32.unpack_from(payload, 0)
+    i = 4
+    seen = 0
+    groups: Groups = []
+    last_term = b""
+    while i < n:
+        if i + 2 > n:
+            raise SegmentError("a group header is cut")
+        (tlen,) = _U16.unpack_from(payload, i)
+        i += 2
+        tb = payload[i : i + tlen]
+        i += tlen
+        if not 1 <= tlen <= 256 or len(tb) != tlen or b"\x00" in tb:
+            raise SegmentError("a term is empty, cut, too long or holds 0x00")
+        if groups and tb <= last_term:
+            raise SegmentError("terms out of order or repeated")
+        try:
+            term = tb.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SegmentError("a term is not UTF-8") from None
+        last_term = tb
+        if i + 4 > n:
+            raise SegmentError("a group count is cut")
+        (k,) = _U32.unpack_from(payload, i)
+        i += 4
+        if k < 1:
+            raise SegmentError("an empty group")
+        entries: list[tuple[int, bytes, bytes | None]] = []
+        last_id = b""
+        for _ in range(k):
+            if i + 17 > n:
+                raise SegmentError("an entry is cut")
+            kind = payload[i]
+            raw = payload[i + 1 : i + 17]
+            i += 17
+            if kind not in (ADD, SET, DEL):
+                raise SegmentError(f"unknown entry kind {kind}")
+            if entries and raw <= last_id:
+                raise SegmentError("ids out of order or repeated")
+            last_id = raw
+            tail: bytes | None = None
+            if kind != DEL:
+                if i + 8 > n:
+                    raise SegmentError("a posting is cut")
+                tail = payload[i : i + 8]
+                i += 8
+                tf, dl = _TAIL.unpack(tail)
+                if not 1 <= tf <= dl:
+                    raise SegmentError(f"a posting with tf={tf}, dl={dl}")
+            entries.append((kind, raw, tail))
+        seen += k
+        groups.append((term, entries))
+    if not groups:
+        raise SegmentError("an empty segment")
+    if seen != count:
+        raise SegmentError(f"count {count} for {seen} entries")
+    return groups
+
+
+def decode_value(key: bytes, value: bytes) -> Groups:
+    """A stored segment's groups, checked (checksum, key, canonical payload).
+
+    Raises:
+        IntegrityError: the segment is damaged (naming its key).
+    """
+    try:
+        parse_lex_segment_key(key)
+    except ValueError as exc:
+        raise IntegrityError(f"record {key.hex()} is not a segment key: {exc}") from None
+    try:
+        return decode(unseal(key, value))
+    except SegmentError as exc:
+        raise IntegrityError(f"record {show_key(key)} is not a posting segment: {exc}") from None
+
+
+class Overlay:
+    """Every segment of a snapshot, combined oldest to newest.
+
+    Attributes:
+        keys: the segment keys, ascending.
+        state: term -> {id16: (tail or None when removed, whether the main blocks hold it)}.
+        df_delta: term -> its document frequency minus the main blocks' (``lex/t/``).
+        postings: entries in all segments.
+        next_key: the key of the next segment.
+    """
+
+    __slots__ = ("_sorted", "df_delta", "keys", "next_key", "postings", "state")
+
+    def __init__(self, segments: Iterable[tuple[bytes, Groups]]) -> None:
+        self.keys: list[bytes] = []
+        self.state: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
+        self.df_delta: dict[str, int] = {}
+        self.postings = 0
+        self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        last = -1
+        for key, groups in segments:
+            self.keys.append(key)
+            last = parse_lex_segment_key(key)
+            for term, entries in groups:
+                st = self.state.get(term)
+                if st is None:
+                    st = self.state[term] = {}
+                d = 0
+                for kind, raw, tail in entries:
+                    prior = st.get(raw)
+                    if prior is None:  # the main blocks decide what is below
+                        in_main = kind != ADD
+                    else:
+                        in_main = prior[1]
+                        if (prior[0] is not None) == (kind == ADD):
+                            raise IntegrityError(
+                                f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
+                                f"the posting of {term!r} in {raw.hex()}, which an older segment "
+                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                            )
+                    st[raw] = (tail, in_main)
+                    d += 1 if kind == ADD else -1 if kind == DEL else 0
+                    self.postings += 1
+                if d:
+                    self.df_delta[term] = self.df_delta.get(term, 0) + d
+        self.next_key = lex_segment_key(last + 1)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys)
+
+    def items(self, term: str) -> list[tuple[bytes, bytes | None]]:
+        """``(id16, tail or None)`` of a term's combined segment entries, in id order."""
+        got = self._sorted.get(term)
+        if got is None:
+            st = self.state.get(term, {})
+            got = self._sorted[term] = [(raw, st[raw][0]) for raw in sorted(st)]
+        return got
+
+
+_EMPTY: Final = Overlay(())
+# the last overlay built, by the (key, value) pairs it was built from: segments are immutable
+# once written, and equal bytes decode alike, so a hit needs no checksum or decoding
+_LAST: list[tuple[tuple[tuple[bytes, bytes], ...], Overlay]] = []
+# decoded segments by key, with the value they came from
+_DECODED: dict[bytes, tuple[bytes, Groups]] = {}
+_DECODED_MAX: Final = 1024
+
+
+def overlay(txn: ReadTxn) -> Overlay:
+    """The combined segments of ``txn``'s snapshot (empty when there are none).
+
+    Raises:
+        IntegrityError: a segment is damaged, or contradicts an older one.
+    """
+    pairs = tuple(txn.scan(LEX_SEGMENT))
+    if not pairs:
+        return _EMPTY
+    if _LAST and _LAST[0][0] == pairs:
+        return _LAST[0][1]
+    segs = []
+    for key, value in pairs:
+        hit = _DECODED.get(key)
+        if hit is not None and hit[0] == value:
+            segs.append((key, hit[1]))
+            continue
+        groups = decode_value(key, value)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = (value, groups)
+        segs.append((key, groups))
+    built = Overlay(segs)
+    _LAST[:] = [(pairs, built)]
+    return built
+
+
+def overlay_empty() -> Overlay:
+    """The overlay of a snapshot without segments."""
+    return _EMPTY
