@@ -654,6 +654,18 @@ def test_segment_contradicting_the_blocks(small: Small) -> None:
         )
 
 
+def test_segment_renumbered(small: Small) -> None:
+    """A flipped byte of a segment's sequence number leaves a well-formed key whose value reads
+    alike: the numbers must run 0, 1, 2, ... (``lexical.md`` §7)."""
+    _pending(small)
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        raw = txn.get(lex_segment_key(1))
+    _edit(small.path, lex_segment_key(1), lambda _: None)
+    _edit(small.path, lex_segment_key(5), lambda _: raw)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert _lex_problems(cx) == {"lex/s/5": ["sequence number 5 where 1 belongs"]}
+
+
 def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
     # passes its checksum and decodes: only the comparison with the memory's text can tell
     key = posting_key("beta", small.b)

@@ -748,6 +748,33 @@ def stalled_scrub(path: str) -> None:
         cx.purge(uri.id, "stalled")
 
 
+def merge_crasher(path: str, n: str) -> None:
+    """Write ``n`` memories one commit each, then one more whose commit folds the posting
+    segments (``lexical.md`` §4b): it stops inside that transaction, after the blocks are
+    changed, says ``merging`` and sleeps for the parent's SIGKILL."""
+    from cortex import Belief, Stance
+    from cortex.index import lexical
+
+    def belief(i: int) -> Belief:
+        return Belief(statement=f"merge word{i} tea garden {i % 5}", stance=Stance.SUSPECT)
+
+    original = lexical.apply_many
+
+    def stalled(txn: Any, changes: Any, puts: Any) -> None:
+        original(txn, changes, puts)
+        txn.put_many(puts)
+        emit({"op": "merging", "terms": len(changes)})
+        time.sleep(120)
+
+    with Cortex.open(path, actor="merge", as_owner=True) as cx:
+        for i in range(int(n)):
+            uri = cx.write(belief(i))
+            emit({"op": "wrote", "uri": str(uri), "i": i})
+        lexical.apply_many = stalled  # type: ignore[assignment]
+        cx.write(belief(int(n)))
+        emit({"op": "unexpected"})
+
+
 def main() -> None:
     """Run ``workers.NAME(*ARGS)`` from the command line."""
     name, *args = sys.argv[1:]

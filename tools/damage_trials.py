@@ -77,6 +77,7 @@ KEY_FAMILIES = (
     b"lex/p/",
     b"lex/d/",
     b"lex/t/",
+    b"lex/s/",
     b"idx/type/",
     b"idx/tag/",
     b"idx/claim/",
@@ -88,7 +89,8 @@ KEY_FAMILIES = (
     b"meta/",
 )
 """The key families the ``key`` class damages (``cortex.storage.keys``). Format 9 has no
-``sens/`` keys: a level is in its head or episode record (damaged with ``m/`` and ``ep/``)."""
+``sens/`` keys: a level is in its head or episode record (damaged with ``m/`` and ``ep/``).
+Format 10's posting segments (``lex/s/``): the build ends with small writes that leave some."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,6 +141,10 @@ def build(path: Path, *, n: int = 40) -> None:
             source="chat",
             id=MemoryId(bytes.fromhex("019b7c0a8c00") + rng.randbytes(10)),
         )
+        # small commits after the purge (which folded every segment): posting segments (lex/s/)
+        cx.update(uris[12], Fact(statement="segment tea chess", subject="s", predicate="p"))
+        cx.tombstone(uris[13], "retired")
+        cx.write(Fact(statement="a fact pending in a segment", subject="s9", predicate="q"))
         assert cx.verify().ok
         cx.find(Query(near="tea", limit=1))  # builds the vector index, saved on close
 

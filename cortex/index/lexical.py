@@ -506,6 +506,13 @@ class Indexer:
         """
         txn = self.txn
         pending, fresh, gone = self._pending, self._fresh, self._gone
+        prefetch = getattr(txn, "prefetch", None)
+        if prefetch is not None:  # an engine with round trips: the segments and the counts of
+            # the terms changed, in one (none when ``prefetch_new`` named them already)
+            prefetch([lex_term_key(t) for t in (*pending, *fresh)])
+            scan = getattr(txn, "prefetch_scan", None)
+            if scan is not None:
+                scan([LEX_SEGMENT], SEGMENT_MAX)
         ov = _segments.overlay(txn)
         changed = sum(map(len, pending.values())) + sum(len(r) for r in fresh.values()) // ENTRY
         if (
@@ -718,7 +725,7 @@ def search(
     terms = query_terms(query)
     load = getattr(txn, "preload", None)
     if load is not None:  # an engine with round trips: the stats, every term, the segments
-        load([STATS_KEY, *(lex_term_key(t) for t in terms)], [LEX_SEGMENT])
+        load([STATS_KEY, *(lex_term_key(t) for t in terms)], [LEX_SEGMENT], SEGMENT_MAX)
     stats = read_stats(txn)
     n = stats.documents
     if n == 0:
@@ -1026,6 +1033,11 @@ def _check_segments(txn: ReadTxn) -> tuple[_segments.Overlay, list[tuple[str, st
             good.append((key, _segments.decode_value(key, value)))
         except IntegrityError as exc:
             problems.append((show_key(key) if len(key) == 14 else key.hex(), str(exc)))
+    seqs = [int.from_bytes(k[len(LEX_SEGMENT) :], "big") for k, _ in good]
+    for i, seq in enumerate(seqs):
+        if seq != i:  # 0, 1, 2, ...: each segment the next after the last, none since a fold
+            problems.append((f"lex/s/{seq}", f"sequence number {seq} where {i} belongs"))
+            break
     try:
         ov = _segments.Overlay(good)
     except IntegrityError as exc:
@@ -1185,7 +1197,7 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     prefetch([lex_term_key(t) for t in first])
     scan = getattr(txn, "prefetch_scan", None)
     if scan is not None:  # the segments, read by every flush
-        scan([LEX_SEGMENT])
+        scan([LEX_SEGMENT], SEGMENT_MAX)
     around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
 
 
@@ -1205,7 +1217,7 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
         prefetch([lex_term_key(t) for t in counts])
         scan = getattr(txn, "prefetch_scan", None)
         if scan is not None:
-            scan([LEX_SEGMENT])
+            scan([LEX_SEGMENT], SEGMENT_MAX)
     ov = _segments.overlay(txn)
     rarest: tuple[int, str] | None = None
     for t in counts:

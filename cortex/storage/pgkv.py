@@ -404,11 +404,13 @@ class _PgRead:
         rows = self._rows(self._c.q.get, (key,))
         return bytes(rows[0][0]) if rows else None
 
-    def preload(self, keys: Iterable[bytes], prefixes: Iterable[bytes] = ()) -> None:
+    def preload(
+        self, keys: Iterable[bytes], prefixes: Iterable[bytes] = (), limit: int = _PRELOAD_SCAN
+    ) -> None:
         """Read ``keys`` and short prefixes in one query, for the reads that follow.
 
-        A prefix is kept whole when it holds at most ``_PRELOAD_SCAN`` pairs; ``get`` and
-        ``scan`` (of a kept prefix, from its start) then need no query.
+        A prefix is kept whole when it holds at most ``limit`` pairs; ``get`` and ``scan`` (of a
+        kept prefix, from its start) then need no query.
         """
         want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
         pre = [
@@ -416,13 +418,11 @@ class _PgRead:
         ]
         if not want and not pre:
             return
-        rows = self._rows(
-            self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], _PRELOAD_SCAN + 1)
-        )
+        rows = self._rows(self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], limit + 1))
         found = {bytes(k): bytes(v) for w, _, k, v in rows if w == 0}
         for k in want:
             self._loaded[k] = found.get(k)
-        self._keep_scans(pre, rows, _PRELOAD_SCAN)
+        self._keep_scans(pre, rows, limit)
 
     def _keep_scans(
         self, prefixes: list[bytes], rows: list[Any], limit: int

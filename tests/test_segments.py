@@ -1,0 +1,182 @@
+"""Posting segments (``specs/lexical.md`` §4b, format 10): small commits store their posting
+changes as one ``lex/s/`` key; readers combine them with the blocks; folding gives the index a
+store written from scratch holds."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cortex import Belief, Cortex, MemoryId, NewMemory, Stance
+from cortex.index import lexical
+from cortex.index.lexical import STATS_KEY
+from cortex.storage.keys import LEX_DOC, LEX_SEGMENT
+from tests import workers
+from tests.test_crash import Child
+
+WORDS = ["tea", "garden", "rust", "chess", "lisbon", "river", "tea garden", "plan"]
+QUERIES = ["tea", "garden plan", "rust chess river", "lisbon", "tea garden lisbon plan"]
+
+
+def _belief(words: list[str]) -> Belief:
+    return Belief(statement=" ".join(words), stance=Stance.SUSPECT)
+
+
+def _segments(cx: Cortex) -> int:
+    with cx._kv.read() as txn:
+        return len(list(txn.keys(LEX_SEGMENT)))
+
+
+def _lex(cx: Cortex) -> dict[bytes, bytes]:
+    with cx._kv.read() as txn:
+        out = dict(txn.scan(b"lex/"))
+        out[STATS_KEY] = txn.get(STATS_KEY) or b""
+    return out
+
+
+def _rankings(cx: Cortex) -> list[list[tuple[MemoryId, float]]]:
+    return [cx._lexical_search(q, 50) for q in QUERIES]
+
+
+def _same(a: list[list[tuple[MemoryId, float]]], b: list[list[tuple[MemoryId, float]]]) -> None:
+    assert [[m for m, _ in r] for r in a] == [[m for m, _ in r] for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        for (_, sa), (_, sb) in zip(ra, rb, strict=True):
+            assert sa == pytest.approx(sb, rel=1e-12)
+
+
+_OP = st.one_of(
+    st.tuples(st.just("write"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)),
+    st.tuples(st.just("write_many"), st.integers(1, 4)),
+    st.tuples(st.just("update"), st.integers(0, 50), st.lists(st.sampled_from(WORDS), max_size=3)),
+    st.tuples(st.just("tombstone"), st.integers(0, 50)),
+    st.tuples(st.just("purge"), st.integers(0, 50)),
+    st.tuples(st.just("merge")),
+)
+
+
+@pytest.mark.parametrize("limits", [(32, 1024), (3, 40)], ids=["default", "tight"])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_OP, min_size=1, max_size=14))
+def test_the_combined_index_is_a_fresh_one_of_the_live_set(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    limits: tuple[int, int],
+    ops: list[Any],
+) -> None:
+    """After any mix of write, write_many, update, tombstone, purge and merge: ``verify``
+    (which compares the combined index with the live memories both ways) passes; the rankings
+    are the same with the segments pending as folded; and the folded index is byte for byte
+    the one a rebuild from the live memories writes."""
+    monkeypatch.setattr(lexical, "SEGMENT_MAX", limits[0])
+    monkeypatch.setattr(lexical, "SEGMENT_POSTINGS", limits[1])
+    root = tmp_path_factory.mktemp("seg")
+    with Cortex.open(root / "s", actor="t") as cx:
+        live: list[MemoryId] = []
+        for op in ops:
+            if op[0] == "write":
+                live.append(cx.write(_belief(op[1])).id)
+            elif op[0] == "write_many":
+                items = [NewMemory(data=_belief([WORDS[i], f"n{i}"])) for i in range(op[1])]
+                live += [r.id for r in cx.write_many(items)]
+            elif op[0] == "merge":
+                cx.merge_lexical()
+                assert _segments(cx) == 0
+            elif live:
+                target = live[op[1] % len(live)]
+                if op[0] == "update":
+                    cx.update(target, _belief([*op[2], "updated"]))
+                else:
+                    live.remove(target)
+                    if op[0] == "tombstone":
+                        cx.tombstone(target, "t")
+                    else:
+                        cx.purge(target, "p", scrub=False)
+            assert _segments(cx) <= limits[0]
+        report = cx.verify()
+        assert report.ok, report.problems
+        assert report.lexical_documents == len(live)
+        pending = _rankings(cx)
+        stats = cx.stats()["lexical"]
+        cx.merge_lexical()
+        assert _segments(cx) == 0 and cx.stats()["lexical"] == stats
+        _same(pending, _rankings(cx))
+        folded = _lex(cx)
+        cx.reindex_lexical()
+        assert _lex(cx) == folded
+        assert cx.verify().ok
+
+
+def test_a_single_write_puts_one_segment_and_no_block(tmp_path: Path) -> None:
+    """What a small commit changes in the index: its LexDoc, one segment, the statistics."""
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        cx.write_many([NewMemory(data=_belief([w, "seed"])) for w in WORDS])  # blocks
+        cx.merge_lexical()
+        before = _lex(cx)
+        uri = cx.write(_belief(["tea", "garden", "new"]))
+        after = _lex(cx)
+        changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+        assert changed == {LEX_DOC + uri.id.bytes, LEX_SEGMENT + bytes(8), STATS_KEY}
+        assert [m for m, _ in cx._lexical_search("new", 5)] == [uri.id]
+
+
+def test_a_large_commit_folds_every_segment(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        for w in WORDS:
+            cx.write(_belief([w, "single"]))
+        assert _segments(cx) == len(WORDS)
+        cx.write_many([NewMemory(data=_belief([f"bulk{i}", *WORDS])) for i in range(150)])
+        assert _segments(cx) == 0  # 150 memories x ~12 terms: more than SEGMENT_POSTINGS
+        assert cx.verify().ok
+
+
+def test_segments_are_folded_when_too_many(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        for i in range(lexical.SEGMENT_MAX):
+            cx.write(_belief([f"w{i}"]))
+        assert _segments(cx) == lexical.SEGMENT_MAX
+        cx.write(_belief(["one", "more"]))  # would leave SEGMENT_MAX + 1: folds them all
+        assert _segments(cx) == 0 and cx.verify().ok
+
+
+def test_exact_duplicates_are_found_in_segments(tmp_path: Path) -> None:
+    """``dedupe`` finds an exact duplicate whose postings wait in a segment (``same_terms``)."""
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        first = cx.write(_belief(["tea", "garden", "plan"]))
+        assert _segments(cx) == 1
+        again = cx.write(_belief(["tea", "garden", "plan"]), dedupe=True)
+        assert again.id == first.id and again.outcome == "confirmed"
+        cx.tombstone(first.id, "t")
+        third = cx.write(_belief(["tea", "garden", "plan"]), dedupe=True)
+        assert third.id != first.id and third.outcome == "created"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+def test_a_kill_inside_a_folding_commit_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    """SIGKILL while a commit folds the segments (after the blocks are rewritten, before the
+    commit): the store verifies, every acknowledged write is there and found, the segments are
+    as before, and the next commit folds them."""
+    path = tmp_path / "s"
+    n = lexical.SEGMENT_MAX
+    with Child(workers.command("merge_crasher", path, n)) as child:
+        child.wait_for("merging")
+        reports = child.kill()
+    assert child.proc.returncode == -signal.SIGKILL
+    wrote = [r for r in reports if r["op"] == "wrote"]
+    assert len(wrote) == n and not any(r["op"] == "unexpected" for r in reports)
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+        assert _segments(cx) == n  # the folding commit never happened
+        for r in wrote:
+            hits = [m for m, _ in cx._lexical_search(f"word{r['i']}", 3)]
+            assert hits == [cx.resolve(r["uri"]).head.id]
+        assert cx._lexical_search(f"word{n}", 3) == []
+        cx.write(_belief(["after", "the", "kill"]))
+        assert _segments(cx) == 0 and cx.verify().ok
+        assert len(cx._lexical_search("tea garden", 100)) == n
