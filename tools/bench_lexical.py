@@ -9,7 +9,11 @@ Queries take 2 to 5 words from a random memory, so they mix common and rare word
 do. Latency is per query (one read transaction each, as the query planner does), p50 and p95
 over the queries.
 
+With ``--pending K``, K single writes follow the bulk ingest, each leaving a posting segment
+(``specs/lexical.md`` §4b): the queries run again with the segments pending, then folded.
+
     python tools/bench_lexical.py [--sizes 10000,100000] [--queries 400] [--limit 10]
+        [--pending 31]
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))]
 
 
-def bench_size(n: int, nq: int, limit: int, root: Path) -> dict[str, Any]:
+def bench_size(n: int, nq: int, limit: int, root: Path, pending: int = 0) -> dict[str, Any]:
     texts = corpus(n)
     data = [Fact(statement=t, subject=f"s{i % 997}", predicate="says") for i, t in enumerate(texts)]
     qs = queries(texts, nq)
@@ -91,6 +95,24 @@ def bench_size(n: int, nq: int, limit: int, root: Path) -> dict[str, Any]:
             lat.append(time.perf_counter() - t)
         row["cortex_p50_ms"] = statistics.median(lat) * 1e3
         row["cortex_p95_ms"] = _pct(lat, 0.95) * 1e3
+        if pending:
+            # single writes leave posting segments (specs/lexical.md §4b): the same queries with
+            # them pending, then folded again (each the same ranking)
+            extra = corpus(pending, seed=8)
+            for t in extra:
+                cx.write(Fact(statement=t, subject="pending", predicate="says"))
+            for label in ("pending", "folded"):
+                for q in qs[:50]:
+                    cx._lexical_search(q, limit)
+                lat = []
+                for q in qs:
+                    t0 = time.perf_counter()
+                    cx._lexical_search(q, limit)
+                    lat.append(time.perf_counter() - t0)
+                row[f"cortex_{label}_p50_ms"] = statistics.median(lat) * 1e3
+                row[f"cortex_{label}_p95_ms"] = _pct(lat, 0.95) * 1e3
+                if label == "pending":
+                    row["segments"] = cx.merge_lexical()
         row["lexical"] = cx.stats()["lexical"]
     db = sqlite3.connect(root / f"fts-{n}.db")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='unicode61 remove_diacritics 2')")
@@ -141,14 +163,22 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--pending", type=int, default=0, help="single writes left as segments")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="cortex-bench-lex-") as tmp:
         for n in (int(s) for s in args.sizes.split(",")):
-            rows.append(bench_size(n, args.queries, args.limit, Path(tmp)))
+            rows.append(bench_size(n, args.queries, args.limit, Path(tmp), args.pending))
             print(f"N={n:,} done", file=sys.stderr)
     print(table(rows))
+    for r in rows:
+        if "cortex_pending_p50_ms" in r:
+            print(
+                f"N={r['n']:,}: {r['segments']} segments pending: p50 "
+                f"{r['cortex_pending_p50_ms']:.2f} ms (p95 {r['cortex_pending_p95_ms']:.2f}); "
+                f"folded {r['cortex_folded_p50_ms']:.2f} ms (p95 {r['cortex_folded_p95_ms']:.2f})"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

@@ -526,7 +526,7 @@ class Indexer:
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        for term in [t for t in fresh if t in pending or t in ov.state]:
+        for term in [t for t in fresh if t in pending or t in ov]:
             self._spill(term)
         # the changes to the main blocks, and their document frequency changes
         delta: Counter[str] = Counter()
@@ -669,7 +669,7 @@ class Indexer:
                 continue
             key = lex_term_key(term)
             value = txn.get(key)
-            before = (0 if value is None else _df(key, value)) + ov.df_delta.get(term, 0)
+            before = (0 if value is None else _df(key, value)) + ov.delta(term)
             after = before + d
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
@@ -829,7 +829,7 @@ def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay) -> int:
     """A term's document frequency: its ``lex/t/`` entry's plus the segments' change."""
     key = lex_term_key(term)
     raw = txn.get(key)
-    df = (0 if raw is None else _df(key, raw)) + ov.df_delta.get(term, 0)
+    df = (0 if raw is None else _df(key, raw)) + ov.delta(term)
     if df < 0:
         raise IntegrityError(f"term {term!r} has a negative frequency: run verify")
     return df
@@ -838,7 +838,7 @@ def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay) -> int:
 def _entries(txn: ReadTxn, term: str, ov: _segments.Overlay) -> Iterator[tuple[bytes, bytes]]:
     """``(id16, tail)`` of a term's postings in id order: the main blocks' with the segments'."""
     main = term_entries(txn, posting_prefix(term))
-    if term not in ov.state:
+    if term not in ov:
         yield from main
         return
     items = ov.items(term)
@@ -861,7 +861,7 @@ def _entries(txn: ReadTxn, term: str, ov: _segments.Overlay) -> Iterator[tuple[b
 
 def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes | None:
     """The tail of the posting of ``term`` in id ``raw``, with the segments', or None."""
-    st = ov.state.get(term)
+    st = ov.term(term)
     if st is not None:
         got = st.get(raw)
         if got is not None:
@@ -1038,8 +1038,9 @@ def _check_segments(txn: ReadTxn) -> tuple[_segments.Overlay, list[tuple[str, st
         if seq != i:  # 0, 1, 2, ...: each segment the next after the last, none since a fold
             problems.append((f"lex/s/{seq}", f"sequence number {seq} where {i} belongs"))
             break
+    ov = _segments.Overlay(good)
     try:
-        ov = _segments.Overlay(good)
+        ov.state  # noqa: B018 - combines every term, checking each entry against the older ones
     except IntegrityError as exc:
         problems.append(("lex/s/", str(exc)))
         return _segments.overlay_empty(), problems

@@ -180,62 +180,116 @@ def decode_value(key: bytes, value: bytes) -> Groups:
 
 
 class Overlay:
-    """Every segment of a snapshot, combined oldest to newest.
+    """Every segment of a snapshot, combined oldest to newest, term by term when asked.
+
+    ``term``, ``delta`` and ``items`` combine one term's entries (what a search or a small
+    write needs); ``state`` and ``df_delta`` combine every term (a fold, ``verify``).
 
     Attributes:
         keys: the segment keys, ascending.
-        state: term -> {id16: (tail or None when removed, whether the main blocks hold it)}.
-        df_delta: term -> its document frequency minus the main blocks' (``lex/t/``).
         postings: entries in all segments.
         next_key: the key of the next segment.
     """
 
-    __slots__ = ("_sorted", "df_delta", "keys", "next_key", "postings", "state")
+    __slots__ = ("_by_term", "_df", "_full", "_sorted", "_states", "keys", "next_key", "postings")
 
     def __init__(self, segments: Iterable[tuple[bytes, Groups]]) -> None:
         self.keys: list[bytes] = []
-        self.state: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
-        self.df_delta: dict[str, int] = {}
         self.postings = 0
+        # term -> [(segment key, its entries of the term)], oldest first
+        self._by_term: dict[str, list[tuple[bytes, list[tuple[int, bytes, bytes | None]]]]] = {}
+        self._states: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
+        self._df: dict[str, int] = {}
         self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        self._full = False
         last = -1
         for key, groups in segments:
             self.keys.append(key)
             last = parse_lex_segment_key(key)
+            by_term = self._by_term
             for term, entries in groups:
-                st = self.state.get(term)
-                if st is None:
-                    st = self.state[term] = {}
-                d = 0
-                for kind, raw, tail in entries:
-                    prior = st.get(raw)
-                    if prior is None:  # the main blocks decide what is below
-                        in_main = kind != ADD
-                    else:
-                        in_main = prior[1]
-                        if (prior[0] is not None) == (kind == ADD):
-                            raise IntegrityError(
-                                f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
-                                f"the posting of {term!r} in {raw.hex()}, which an older segment "
-                                f"{'holds' if kind == ADD else 'removed'}: run verify"
-                            )
-                    st[raw] = (tail, in_main)
-                    d += 1 if kind == ADD else -1 if kind == DEL else 0
-                    self.postings += 1
-                if d:
-                    self.df_delta[term] = self.df_delta.get(term, 0) + d
+                got = by_term.get(term)
+                if got is None:
+                    by_term[term] = [(key, entries)]
+                else:
+                    got.append((key, entries))
+                self.postings += len(entries)
         self.next_key = lex_segment_key(last + 1)
 
     def __bool__(self) -> bool:
         return bool(self.keys)
 
+    def __contains__(self, term: str) -> bool:
+        return term in self._by_term
+
+    def term(self, term: str) -> dict[bytes, tuple[bytes | None, bool]] | None:
+        """A term's combined entries, or None when no segment names the term.
+
+        id16 -> (its tail, or None when removed; whether the main blocks hold it).
+
+        Raises:
+            IntegrityError: an entry contradicts an older segment's.
+        """
+        st = self._states.get(term)
+        if st is not None:
+            return st
+        parts = self._by_term.get(term)
+        if parts is None:
+            return None
+        st = {}
+        d = 0
+        for key, entries in parts:
+            for kind, raw, tail in entries:
+                prior = st.get(raw)
+                if prior is None:  # the main blocks decide what is below
+                    in_main = kind != ADD
+                else:
+                    in_main = prior[1]
+                    if (prior[0] is not None) == (kind == ADD):
+                        raise IntegrityError(
+                            f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
+                            f"the posting of {term!r} in {raw.hex()}, which an older segment "
+                            f"{'holds' if kind == ADD else 'removed'}: run verify"
+                        )
+                st[raw] = (tail, in_main)
+                d += 1 if kind == ADD else -1 if kind == DEL else 0
+        self._states[term] = st
+        self._df[term] = d
+        return st
+
+    def delta(self, term: str) -> int:
+        """A term's document frequency minus the main blocks' (``lex/t/``)."""
+        if term not in self._by_term:
+            return 0
+        if term not in self._df:
+            self.term(term)
+        return self._df[term]
+
     def items(self, term: str) -> list[tuple[bytes, bytes | None]]:
         """``(id16, tail or None)`` of a term's combined segment entries, in id order."""
         got = self._sorted.get(term)
         if got is None:
-            st = self.state.get(term, {})
+            st = self.term(term) or {}
             got = self._sorted[term] = [(raw, st[raw][0]) for raw in sorted(st)]
         return got
+
+    def _all(self) -> None:
+        if not self._full:
+            for term in self._by_term:
+                self.term(term)
+            self._full = True
+
+    @property
+    def state(self) -> dict[str, dict[bytes, tuple[bytes | None, bool]]]:
+        """Every term's combined entries (``term``)."""
+        self._all()
+        return self._states
+
+    @property
+    def df_delta(self) -> dict[str, int]:
+        """Every term's document frequency change (``delta``), zero ones included."""
+        self._all()
+        return self._df
 
 
 _EMPTY: Final = Overlay(())
