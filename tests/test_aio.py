@@ -32,6 +32,7 @@ NOT_ASYNC = {
     "view": "AsyncCortex.view returns an AsyncReaderView at once (it does no I/O)",
     "backup": "whole-store administration: use the sync handle in a thread",
     "import_records": "whole-store administration",
+    "merge_lexical": "whole-store administration",
     "reindex_lexical": "whole-store administration",
     "reindex_vectors": "whole-store administration",
     "save_vectors": "close saves the index",
