@@ -111,6 +111,9 @@ def _dump(where: Path | str | Cortex) -> dict[bytes, bytes]:
     if isinstance(where, Path | str):
         with Cortex.open(where, actor="reader", as_owner=True, create=False) as cx:
             return _dump(cx)
+    # the lexical index's bytes are those of the live memories once its posting segments are
+    # folded (specs/lexical.md §4b); pending, they are those of the commits that wrote them
+    where.merge_lexical()
     with where._kv.read() as txn:
         return {k: v for k, v in txn.scan(b"") if not k.startswith((b"j/", b"meta/", b"er/"))}
 
