@@ -571,12 +571,26 @@ class LmdbKV:
         self, keys: list[bytes], last: bytes | None = None
     ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
         """The values of ``keys`` and the last pair under the prefix ``last`` (``KV``)."""
-        with self.read() as txn:
-            values = [txn.get(k) for k in keys]
+        # straight on LMDB's transaction and cursor (no wrapper objects): the hot path of a get
+        self._check_fork()
+        txn = self._begin(write=False)
+        try:
+            get = txn.get  # bytes, not buffers: nothing outlives the transaction
+            values = [get(k) for k in keys]
             tail = None
             if last is not None:
-                k = next(txn.keys(last, reverse=True), None)
-                tail = None if k is None else (k, txn.get(k) or b"")
+                cur = txn.cursor()
+                end = prefix_end(last) if last.strip(b"\xff") else None
+                found = cur.prev() if end is not None and cur.set_range(end) else cur.last()
+                if found:
+                    k = cur.key()
+                    if k.startswith(last):
+                        tail = (k, cur.value())
+        except lmdb.Error as exc:  # e.g. a damaged page met while reading
+            raise _wrap(exc, self.path) from exc
+        finally:
+            txn.abort()
+            self._gate.leave()
         return values, tail
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
