@@ -190,6 +190,48 @@ def test_a_full_map_grows_and_runs_the_whole_group_again(tmp_path: Path) -> None
         kv.close()
 
 
+def test_writes_after_an_erasure_wait_for_the_next_group(tmp_path: Path) -> None:
+    """A write that changes the epoch ends its group: the rest run after the renewal."""
+    kv = LmdbKV(tmp_path / "kv", epoch_prefix=b"e/")
+    try:
+        kv.write(lambda t: t.put(b"e/1", b""))
+        kv.write(lambda t: t.put(b"x", b""))  # the epoch as this environment saw it
+        env = kv._shared.env
+        ran: list[tuple[str, int]] = []
+
+        def fn(name: str) -> Callable[[Any], None]:
+            def run(txn: Any) -> None:
+                if name == "erase":
+                    txn.put(b"e/2", b"")
+                else:
+                    txn.put(name.encode(), b"")
+                ran.append((name, txn._txn.id()))
+
+            return run
+
+        held = _Held(kv)
+        names = ["a", "erase", "b", "c"]
+        threads, out = _run_all([lambda n=n: kv.write(fn(n)) for n in names])
+        held.release_when_queued(len(names))
+        _join(threads)
+        assert out == [None] * 4
+        at = dict(ran)
+        erased = at["erase"]
+        after = [n for n, _ in ran[[n for n, _ in ran].index("erase") + 1 :]]
+        assert all(at[n] > erased for n in after)
+        assert kv._shared.env is not env  # renewed before the writes that followed the erasure
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {
+                b"e/1",
+                b"e/2",
+                b"x",
+                b"held",
+                *(n.encode() for n in ("a", "b", "c")),
+            }
+    finally:
+        kv.close()
+
+
 def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
     kv = LmdbKV(tmp_path / "kv")
     try:

@@ -11,9 +11,11 @@ single memories with ``Cortex.write`` (durable: every write flushed before it re
 
 Printed, per size, mode and writer count: the medians over the repeats of the throughput
 (writes/s, all writers together), its ratio to one writer's throughput of the same repeat, and
-the p50 and p95 latency of one write; and the mean number of writes per commit (``last_txnid``
-moves once per commit). The machine may be shared: the ratios measured in the same repeat are
-the figures to read, not the absolute times.
+the p50 and p95 latency of one write; the mean number of writes per commit (``last_txnid``
+moves once per commit); and the CPU time per write (the writers' process CPU time over the
+run, kernel time included: threads share one interpreter lock, so the Python part of it bounds
+their throughput). The machine may be shared: the ratios measured in the same repeat are the
+figures to read, not the absolute times.
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ def _kv_txnid(cx: Cortex) -> int:
     return int(cx._kv.last_txnid())
 
 
-def run_threads(path: Path, k: int, seconds: float, seed: int) -> tuple[list[float], int]:
+def run_threads(path: Path, k: int, seconds: float, seed: int) -> tuple[list[float], int, float]:
     pools = [_items(seed * 16 + w, int(seconds * 3000) + 100) for w in range(k)]
-    with Cortex.open(path, actor="bench", map_size=MAP) as cx:
+    with Cortex.open(path, actor="bench", map_size=MAP, check_pages=False) as cx:
         cx.write(pools[0][-1].data)  # warm: caches, the sidecar, the first commit
         start_txn = _kv_txnid(cx)
         barrier = threading.Barrier(k + 1)
@@ -79,25 +81,29 @@ def run_threads(path: Path, k: int, seconds: float, seed: int) -> tuple[list[flo
         for t in threads:
             t.start()
         until[0] = time.perf_counter() + seconds
+        cpu = time.process_time()
         barrier.wait()
         for t in threads:
             t.join()
+        cpu = time.process_time() - cpu
         commits = _kv_txnid(cx) - start_txn
-    return [x for xs in lats for x in xs], commits
+    return [x for xs in lats for x in xs], commits, cpu
 
 
 def _proc_main(path: str, seed: int, seconds: float, queues: tuple[Any, Any, Any]) -> None:
     ready, go, out = queues
     items = _items(seed, int(seconds * 3000) + 100)
-    with Cortex.open(Path(path), actor="bench", map_size=MAP) as cx:
+    with Cortex.open(Path(path), actor="bench", map_size=MAP, check_pages=False) as cx:
         cx.write(items[-1].data)
         ready.put(os.getpid())
         until = go.get() + seconds
+        cpu = time.process_time()
         lat = _write_for(cx, items[:-1], until)
-    out.put(lat)
+        cpu = time.process_time() - cpu
+    out.put((lat, cpu))
 
 
-def run_processes(path: Path, k: int, seconds: float, seed: int) -> tuple[list[float], int]:
+def run_processes(path: Path, k: int, seconds: float, seed: int) -> tuple[list[float], int, float]:
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Queue(), ctx.Queue(), ctx.Queue()
     procs = [
@@ -108,16 +114,16 @@ def run_processes(path: Path, k: int, seconds: float, seed: int) -> tuple[list[f
         p.start()
     for _ in procs:
         ready.get()
-    with Cortex.open(path, actor="bench", map_size=MAP) as cx:
+    with Cortex.open(path, actor="bench", map_size=MAP, check_pages=False) as cx:
         start_txn = _kv_txnid(cx)
         at = time.perf_counter() + 0.05  # perf_counter is system-wide (CLOCK_MONOTONIC)
         for _ in procs:
             go.put(at)
-        lats = [out.get() for _ in procs]
+        got = [out.get() for _ in procs]
         for p in procs:
             p.join()
         commits = _kv_txnid(cx) - start_txn
-    return [x for xs in lats for x in xs], commits
+    return [x for xs, _ in got for x in xs], commits, sum(c for _, c in got)
 
 
 def build(path: Path, n: int) -> None:
@@ -159,7 +165,7 @@ def main() -> None:
                 for mode in modes:
                     one = None
                     for k in counts:
-                        lat, commits = runners[mode](path, k, args.seconds, r * 100 + k)
+                        lat, commits, cpu = runners[mode](path, k, args.seconds, r * 100 + k)
                         rate = len(lat) / args.seconds
                         one = rate if k == counts[0] else one
                         rows.setdefault((mode, k), []).append(
@@ -169,17 +175,19 @@ def main() -> None:
                                 "p50": _pct(lat, 0.5),
                                 "p95": _pct(lat, 0.95),
                                 "per_commit": len(lat) / max(1, commits),
+                                "cpu": cpu / max(1, len(lat)),
                             }
                         )
             print(
                 f"{'mode':<10} {'writers':>7} {'writes/s':>9} {'x one':>6} "
-                f"{'p50 ms':>7} {'p95 ms':>7} {'per commit':>10}"
+                f"{'p50 ms':>7} {'p95 ms':>7} {'per commit':>10} {'CPU ms/write':>12}"
             )
             for (mode, k), rs in rows.items():
                 med = {f: statistics.median(x[f] for x in rs) for f in rs[0]}
                 print(
                     f"{mode:<10} {k:>7} {med['rate']:>9,.0f} {med['ratio']:>6.2f} "
-                    f"{med['p50'] * 1e3:>7.2f} {med['p95'] * 1e3:>7.2f} {med['per_commit']:>10.2f}"
+                    f"{med['p50'] * 1e3:>7.2f} {med['p95'] * 1e3:>7.2f} "
+                    f"{med['per_commit']:>10.2f} {med['cpu'] * 1e3:>12.2f}"
                 )
                 results.append({"n": n, "mode": mode, "writers": k, **med, "repeats": rs})
     if args.json:

@@ -710,6 +710,17 @@ class LmdbKV:
                             except Exception as exc:
                                 child.abort()
                                 m.result, m.error = None, exc
+                            if (
+                                shared.epoch_prefix is not None
+                                and m.error is None
+                                and i + 1 < len(batch)
+                                and self._epoch(txn) != epoch
+                            ):
+                                # an erasure: the rest waits for the next group, which renews
+                                # the environment first (no erased byte in its page buffers)
+                                self._requeue(c, batch[i + 1 :])
+                                del batch[i + 1 :]
+                                break
                         txn.commit()
                         committed = True
                         if shared.epoch_prefix is not None and self._gate._mine.n == 1:
@@ -745,11 +756,8 @@ class LmdbKV:
         except BaseException:  # an interrupt: the others go back to the queue, unwritten
             if holding:
                 batch.remove(me)
-                with c.cond:
-                    for m in batch:
-                        m.taken = False
-                    c.queue[:0] = batch
-                    batch = [me]
+                self._requeue(c, batch)
+                batch = [me]
             else:  # committed, its flush interrupted: the others must not count on it
                 lost = CortexError(
                     "the write was committed but its flush to disk was interrupted: an "
@@ -765,6 +773,15 @@ class LmdbKV:
                 for m in batch:
                     m.done = True
                 c.cond.notify_all()
+
+    @staticmethod
+    def _requeue(c: _Commits, members: list[_Member]) -> None:
+        """Put ``members`` back at the head of the queue, unwritten, for the next group."""
+        with c.cond:
+            for m in members:
+                m.taken = False
+                m.result = m.error = None
+            c.queue[:0] = members
 
     def _write_alone(self, fn: Callable[[WriteTxn], T]) -> T:
         """``write`` in a transaction of its own (under LMDB's writer lock, not the queue)."""
