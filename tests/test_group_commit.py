@@ -232,6 +232,34 @@ def test_writes_after_an_erasure_wait_for_the_next_group(tmp_path: Path) -> None
         kv.close()
 
 
+class Stop(BaseException):
+    """Like KeyboardInterrupt: not an Exception."""
+
+
+def test_an_interrupt_fails_its_own_write_only(tmp_path: Path) -> None:
+    """Raised by a follower's function it reaches that follower; by the leader's, it stops the
+    group and the others run in the next one (whichever thread leads, each outcome is its own)."""
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+
+        def stop(txn: Any) -> None:
+            txn.put(b"stop", b"")
+            raise Stop
+
+        held = _Held(kv)
+        calls = [lambda: kv.write(stop)]
+        calls += [lambda n=n: kv.write(lambda t: t.put(n, b"")) for n in (b"a", b"b", b"c")]
+        threads, out = _run_all(calls)
+        held.release_when_queued(len(calls))
+        _join(threads)
+        assert isinstance(out[0], Stop)
+        assert out[1:] == [True] * 3
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"held", b"a", b"b", b"c"}
+    finally:
+        kv.close()
+
+
 def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
     kv = LmdbKV(tmp_path / "kv")
     try:

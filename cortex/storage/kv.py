@@ -180,7 +180,11 @@ class KV(Protocol):
         """
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry.
+
+        ``fn`` may run on another thread of the process (LMDB's group commit), in the caller's
+        ``contextvars`` context; it must not rely on thread-local state.
+        """
 
     def info(self) -> dict[str, int]:
         """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
@@ -670,10 +674,11 @@ class LmdbKV:
         batch = [me]
         shared = self._shared
         holding = True  # the leadership: given up once the commit is made, before its flush
+        committed = False
         try:
             while True:
                 txn = self._begin(write=True)
-                renew = committed = False
+                renew = False
                 try:
                     if len(batch) == 1:  # the writes that queued while this one waited
                         with c.lock:
@@ -707,8 +712,10 @@ class LmdbKV:
                                 wrapped = _wrap(exc, self.path)
                                 wrapped.__cause__ = exc
                                 m.result, m.error = None, wrapped
-                            except Exception as exc:
+                            except BaseException as exc:
                                 child.abort()
+                                if m is me and not isinstance(exc, Exception):
+                                    raise  # an interrupt of this thread: the group stops
                                 m.result, m.error = None, exc
                             if (
                                 shared.epoch_prefix is not None
@@ -754,7 +761,7 @@ class LmdbKV:
             for m in batch:
                 m.result, m.error = None, exc
         except BaseException:  # an interrupt: the others go back to the queue, unwritten
-            if holding:
+            if not committed:
                 batch.remove(me)
                 self._requeue(c, batch)
                 batch = [me]
