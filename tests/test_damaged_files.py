@@ -888,3 +888,45 @@ def test_a_damaged_meta_transaction_id_is_refused_not_read_as_an_older_state(
         f.write(bytes([b[0] ^ bit]))
     with pytest.raises(IntegrityError, match="meta page 1 holds transaction id"):
         Cortex.open(path, actor="builder")
+
+
+@pytest.mark.parametrize("byte", [12, 14])  # mp_lower (the entry count), mp_upper
+def test_a_damaged_entry_count_is_named_never_counted(store: Path, byte: int) -> None:
+    # a flipped bit of a leaf's ``lower`` leaves a page whose every remaining node looks right:
+    # LMDB reads fewer (or more) entries and stats() counted other numbers without an error.
+    # A page's nodes fill its node area exactly, so the check names the page instead
+    with Cortex.open(store, actor="builder") as cx:
+        want = cx.stats()
+    leaves = sorted(p for p, k in _pages_of(store).items() if k == "leaf")
+    assert leaves
+    refused = 0
+    for bit in (0x02, 0x04, 0x08, 0x10, 0x20):
+        for page in leaves:
+            at = page * PSIZE + byte
+            st = os.stat(store / "data.mdb")
+            with open(store / "data.mdb", "r+b") as f:
+                f.seek(at)
+                old = f.read(1)
+                f.seek(at)
+                f.write(bytes([old[0] ^ bit]))
+            # bit rot: the file's state stays the one the last open's check recorded, so the
+            # next open does not check every page again; the walks must still notice
+            os.utime(store / "data.mdb", ns=(st.st_atime_ns, st.st_mtime_ns))
+            try:
+                with Cortex.open(store, actor="builder") as cx:
+                    try:
+                        got = cx.stats()
+                    except IntegrityError as exc:
+                        assert "damaged" in str(exc)
+                        refused += 1
+                    else:
+                        assert got == want, (page, bit)  # a page none of the counts read
+                    assert not cx.verify().ok, (page, bit)
+            except IntegrityError as exc:  # refused at open (a page the open reads)
+                assert "damaged" in str(exc)
+            finally:
+                with open(store / "data.mdb", "r+b") as f:
+                    f.seek(at)
+                    f.write(old)
+                os.utime(store / "data.mdb", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert refused

@@ -117,6 +117,35 @@ def crash_writer(path: str, seed: str) -> None:
             emit({"op": "edge", "src": str(src), "type": et, "dst": str(dst)})
 
 
+def group_writer(path: str, seed: str, threads: str) -> None:
+    """``threads`` threads of one process write single memories until killed (group commit).
+
+    Thread ``t`` writes op ``i = t * 1,000,000 + n`` (``fact_for(seed, i, 0)``, tag
+    ``g{seed}-{i}``) and reports each write after it returns, as ``crash_writer`` does.
+    """
+    s, count = int(seed), int(threads)
+    cx = Cortex.open(path, actor="grouper", as_owner=True)
+    lock = threading.Lock()
+    barrier = threading.Barrier(count + 1)
+
+    def run(t: int) -> None:
+        barrier.wait()
+        n = 0
+        while True:
+            n += 1
+            i = t * 1_000_000 + n
+            tag = f"g{s}-{i}"
+            uri = cx.write(fact_for(s, i, 0), tags=[tag])
+            with lock:
+                emit({"op": "write", "uri": str(uri), "i": i, "tag": tag})
+
+    for t in range(count):
+        threading.Thread(target=run, args=(t,), daemon=True).start()
+    barrier.wait()
+    emit({"op": "ready"})
+    threading.Event().wait()
+
+
 def big_batch_writer(path: str, n: str, stall_at: str) -> None:
     """Write one memory, then ``n`` memories in one write_many, reporting progress.
 

@@ -251,6 +251,8 @@ class Cortex:
         # -- who this handle reads and writes as (issue 15) --
         self._as: Reader | None = None
         """The reader every call of a restricted handle reads as; ``None``: the owner."""
+        self._own: Reader | None = None
+        """The owner's ``Reader``, kept for the calls that read as the owner (``_reader``)."""
         if actor is not None and actor != self.owner and not as_owner:
             self._as = Reader(
                 actor=actor,
@@ -905,7 +907,13 @@ class Cortex:
 
     def _reader(self, reader: Reader | None) -> Reader:
         if reader is None:  # the handle's own reader: the owner, or its restricted actor
-            return self._as if self._as is not None else Reader(actor=self.owner)
+            if self._as is not None:
+                return self._as
+            own = self._own
+            owner = self._engine.format.owner
+            if own is None or own.actor != owner:  # built once (a Reader checks its fields)
+                own = self._own = Reader(actor=owner)
+            return own
         if not isinstance(reader, Reader):
             raise ValidationError("reader", "type", "must be a cortex.Reader")
         return reader
@@ -1886,6 +1894,8 @@ class Cortex:
 
     def _restricted(self, reader: Reader | None) -> bool:
         """Whether reads for ``reader`` need a visibility check (not for the owner)."""
+        if reader is None and self._as is None:  # the owner's own handle: the hot path
+            return False
         return self._reader(reader).actor != self.owner
 
     def resolve(self, uri: Uri | str, *, reader: Reader | None = None) -> Memory:

@@ -917,7 +917,9 @@ def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
 def memory_of(row: Row) -> Memory:
     """The ``Memory`` of an accepted row."""
     v = row.version
-    return Memory(uri=Uri(v.type, v.id, v.version), head=row.head, version=v, data=row.data)
+    return Memory(
+        uri=Uri._trusted(v.type, v.id, v.version), head=row.head, version=v, data=row.data
+    )
 
 
 def _tokens(c: Candidate, form: Form) -> int:

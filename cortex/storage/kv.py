@@ -8,6 +8,7 @@ its payload and a CRC-32, so damage raises ``IntegrityError`` on read (``specs/s
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import mmap
 import os
@@ -179,7 +180,11 @@ class KV(Protocol):
         """
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
-        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry."""
+        """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry.
+
+        ``fn`` may run on another thread of the process (LMDB's group commit), in the caller's
+        ``contextvars`` context; it must not rely on thread-local state.
+        """
 
     def info(self) -> dict[str, int]:
         """Sizes: at least ``map_size``, ``used_bytes`` and ``entries``."""
@@ -191,13 +196,15 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_cur", "_txn", "damage")
+    __slots__ = ("_cur", "_txn", "damage", "grouped")
 
-    def __init__(self, txn: lmdb.Transaction) -> None:
+    def __init__(self, txn: lmdb.Transaction, grouped: bool = False) -> None:
         self._txn = txn
         self._cur: lmdb.Cursor | None = None
         self.damage: list[PageProblem] = []
         """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
+        self.grouped = grouped
+        """A write of a group commit run after another write of the group (``LmdbKV.write``)."""
 
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         cur = self._cur
@@ -313,6 +320,45 @@ class _LmdbTxn:
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         with self._txn.cursor() as cur:
             return int(cur.putmulti(items, overwrite=False)[1])
+
+
+_GROUP_MAX: Final = 64
+"""Writes committed together at most (``LmdbKV.write``)."""
+
+
+class _Alone(CortexError):
+    """Raised inside a grouped write that must run in a transaction of its own.
+
+    ``LmdbKV.write`` catches it and runs the write again alone; it never reaches a caller.
+    """
+
+
+class _Member:
+    """One write waiting in the commit queue: its function, its caller's context, its outcome."""
+
+    __slots__ = ("ctx", "done", "durable", "error", "fn", "result", "taken")
+
+    def __init__(self, fn: Callable[[WriteTxn], Any], ctx: contextvars.Context, durable: bool):
+        self.fn = fn
+        self.ctx = ctx
+        self.durable = durable
+        """Its handle asked for durable commits (``metasync``): the leader flushes."""
+        self.taken = False
+        """A leader took it into its group."""
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class _Commits:
+    """The commit queue of one environment: the writes waiting for the current group's commit."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.queue: list[_Member] = []
+        self.leading = False
+        """A leader holds (or is waiting for) LMDB's writer lock for its group."""
 
 
 class _Gate:
@@ -440,12 +486,16 @@ class _CheckedRead(_Read):
 class LmdbKV:
     """LMDB as the ordered KV engine.
 
-    Durable by default: every commit is fsynced (data and meta pages). ``metasync=False`` skips
-    the flush of the meta page: a commit is then at risk until the next durable commit, and an
-    operating-system crash (not a process crash) may roll back the last transaction(s), but the
-    store is never corrupted. The map grows by doubling when full, without failing the write.
-    Several threads and processes may use one store; an environment inherited across ``fork()``
-    must not be used: the child reopens the store.
+    Durable by default: every commit is fsynced (data and meta pages) before ``write`` returns.
+    The environment is opened with LMDB's MDB_NOMETASYNC (the data pages are flushed inside the
+    commit, under the writer lock; the meta page is written there and flushed after it, outside
+    the lock, so that concurrent writers' flushes overlap: LMDB keeps the file's integrity so).
+    Concurrent writes of one process's threads commit together (``write``: group commit).
+    ``metasync=False`` skips the flush of the meta page: a commit is then at risk until the next
+    durable commit, and an operating-system crash (not a process crash) may roll back the last
+    transaction(s), but the store is never corrupted. The map grows by doubling when full,
+    without failing the write. Several threads and processes may use one store; an environment
+    inherited across ``fork()`` must not be used: the child reopens the store.
 
     LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
     (``cortex.storage.pages.check_file``: a truncated file or a damaged meta page is an
@@ -571,16 +621,38 @@ class LmdbKV:
         self, keys: list[bytes], last: bytes | None = None
     ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
         """The values of ``keys`` and the last pair under the prefix ``last`` (``KV``)."""
-        with self.read() as txn:
-            values = [txn.get(k) for k in keys]
+        # straight on LMDB's transaction and cursor (no wrapper objects): the hot path of a get
+        self._check_fork()
+        txn = self._begin(write=False)
+        try:
+            get = txn.get  # bytes, not buffers: nothing outlives the transaction
+            values = [get(k) for k in keys]
             tail = None
             if last is not None:
-                k = next(txn.keys(last, reverse=True), None)
-                tail = None if k is None else (k, txn.get(k) or b"")
+                cur = txn.cursor()
+                end = prefix_end(last) if last.strip(b"\xff") else None
+                found = cur.prev() if end is not None and cur.set_range(end) else cur.last()
+                if found:
+                    k = cur.key()
+                    if k.startswith(last):
+                        tail = (k, cur.value())
+        except lmdb.Error as exc:  # e.g. a damaged page met while reading
+            raise _wrap(exc, self.path) from exc
+        finally:
+            txn.abort()
+            self._gate.leave()
         return values, tail
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
+
+        Concurrent writes of this process's threads commit together (group commit): the first
+        becomes the leader, opens one transaction and runs its own ``fn`` and those queued
+        meanwhile, each in a child transaction of its own (an exception aborts only that
+        child, and is raised only to its caller), then commits once and flushes once. No write
+        returns before the commit holding it is on disk. Each ``fn`` runs in its caller's
+        context (``contextvars``), on the leader's thread. A thread holding a transaction of
+        this store (a read snapshot) writes alone, as before.
 
         With an ``epoch_prefix``, a change of the last key under it since this environment's
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
@@ -589,6 +661,151 @@ class LmdbKV:
         self._check_fork()
         if self.readonly:
             raise CortexError("the store is open read-only")
+        if getattr(self._gate._mine, "n", 0):
+            return self._write_alone(fn)
+        me = _Member(fn, contextvars.copy_context(), self.metasync)
+        c = self._shared.commits
+        with c.cond:
+            c.queue.append(me)
+            while not me.done and (c.leading or me.taken):
+                c.cond.wait()
+            lead = not me.done
+            if lead:
+                c.leading = True
+                c.queue.remove(me)
+                me.taken = True
+        if lead:
+            self._lead(c, me)
+        if me.error is not None:
+            if isinstance(me.error, _Alone):  # it must see the file as its transaction does
+                return self._write_alone(fn)
+            error, me.error = me.error, None
+            raise error
+        return cast(T, me.result)
+
+    def _lead(self, c: _Commits, me: _Member) -> None:
+        """Commit ``me`` and the writes queued meanwhile in one transaction (``write``)."""
+        batch = [me]
+        shared = self._shared
+        holding = True  # the leadership: given up once the commit is made, before its flush
+        committed = False
+        try:
+            while True:
+                txn = self._begin(write=True)
+                renew = False
+                try:
+                    if len(batch) == 1:  # the writes that queued while this one waited
+                        with c.lock:
+                            more = c.queue[: _GROUP_MAX - 1]
+                            del c.queue[: len(more)]
+                            for m in more:
+                                m.taken = True
+                        batch += more
+                    epoch = None
+                    if shared.epoch_prefix is not None:
+                        epoch = self._epoch(txn)
+                        renew = shared.epoch_seen is not _NEVER and epoch != shared.epoch_seen
+                    if renew:
+                        txn.abort()
+                    else:
+                        if len(batch) == 1:  # alone: no child (an exception aborts all)
+                            me.result, me.error = me.fn(_LmdbTxn(txn)), None
+                        env = self._env
+                        for i, m in enumerate(batch if len(batch) > 1 else ()):
+                            child = env.begin(write=True, parent=txn)
+                            try:
+                                w = _LmdbTxn(child, i > 0)
+                                m.result = m.fn(w) if m is me else m.ctx.run(m.fn, w)
+                                child.commit()
+                                m.error = None
+                            except lmdb.MapFullError:
+                                child.abort()
+                                raise
+                            except lmdb.Error as exc:
+                                child.abort()
+                                wrapped = _wrap(exc, self.path)
+                                wrapped.__cause__ = exc
+                                m.result, m.error = None, wrapped
+                            except BaseException as exc:
+                                child.abort()
+                                if m is me and not isinstance(exc, Exception):
+                                    raise  # an interrupt of this thread: the group stops
+                                m.result, m.error = None, exc
+                            if (
+                                shared.epoch_prefix is not None
+                                and m.error is None
+                                and i + 1 < len(batch)
+                                and self._epoch(txn) != epoch
+                            ):
+                                # an erasure: the rest waits for the next group, which renews
+                                # the environment first (no erased byte in its page buffers)
+                                self._requeue(c, batch[i + 1 :])
+                                del batch[i + 1 :]
+                                break
+                        txn.commit()
+                        committed = True
+                        if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                            shared.epoch_seen = epoch
+                except lmdb.MapFullError:
+                    txn.abort()
+                    full_at = int(self._env.info()["map_size"])
+                except lmdb.Error as exc:
+                    txn.abort()
+                    raise _wrap(exc, self.path) from exc
+                except BaseException:
+                    txn.abort()
+                    raise
+                finally:
+                    self._gate.leave()
+                if committed:
+                    break
+                if renew:
+                    self._renew()
+                else:
+                    self._grow(full_at)
+            with c.cond:  # the next group may start while this one's flush runs
+                c.leading = holding = False
+                c.cond.notify_all()
+            if any(m.durable for m in batch) and not shared.metasync:
+                try:
+                    self._env.sync(True)
+                except lmdb.Error as exc:
+                    raise _wrap(exc, self.path) from exc
+        except Exception as exc:
+            for m in batch:
+                m.result, m.error = None, exc
+        except BaseException:  # an interrupt: the others go back to the queue, unwritten
+            if not committed:
+                batch.remove(me)
+                self._requeue(c, batch)
+                batch = [me]
+            else:  # committed, its flush interrupted: the others must not count on it
+                lost = CortexError(
+                    "the write was committed but its flush to disk was interrupted: an "
+                    "operating-system crash may lose it; call sync() to be sure"
+                )
+                for m in batch:
+                    m.result, m.error = None, lost
+            raise
+        finally:
+            with c.cond:
+                if holding:
+                    c.leading = False
+                for m in batch:
+                    m.done = True
+                c.cond.notify_all()
+
+    @staticmethod
+    def _requeue(c: _Commits, members: list[_Member]) -> None:
+        """Put ``members`` back at the head of the queue, unwritten, for the next group."""
+        with c.cond:
+            for m in members:
+                m.taken = False
+                m.result = m.error = None
+            c.queue[:0] = members
+
+    def _write_alone(self, fn: Callable[[WriteTxn], T]) -> T:
+        """``write`` in a transaction of its own (under LMDB's writer lock, not the queue)."""
         while True:
             txn = self._begin(write=True)
             renew = False
@@ -610,7 +827,7 @@ class LmdbKV:
                     result = fn(_LmdbTxn(txn))
                     txn.commit()
                     if self.metasync and not shared.metasync:
-                        # the shared environment skips the meta flush; this handle asked for it
+                        # the environment skips the meta flush; this handle asked for it
                         self._env.sync(True)
                     if shared.epoch_prefix is not None and self._gate._mine.n == 1:
                         shared.epoch_seen = epoch
@@ -831,6 +1048,8 @@ class LmdbKV:
         LMDB merge or rebalance those pages, which drops the stale copy; the store's contents
         do not change. Returns how many stale separators were found.
         """
+        if getattr(txn, "grouped", False):  # the file lacks the group's earlier writes
+            raise _Alone("refresh_separators runs in a transaction of its own")
         psize = int(self._env.stat()["psize"])
         try:
             with (self.path / "data.mdb").open("rb") as f:
@@ -902,10 +1121,11 @@ class _Shared:
     LMDB allows one environment per file and process (py-lmdb refuses a second open, and
     closing a second one would drop the first one's locks), so several handles of one store in
     one process (one per agent of a runtime) share it, and its transaction gate: a remap of
-    the map waits for the transactions of every handle. The first open sets the engine's
-    options; a later handle asking for durable commits (``metasync``) of an environment opened
-    without them syncs after each of its own commits. A read-only environment cannot be shared
-    by a writable handle.
+    the map waits for the transactions of every handle, and its commit queue (``commits``:
+    their writes commit in groups). The environment never flushes the meta page in a commit
+    (MDB_NOMETASYNC); a handle asking for durable commits (``metasync``) flushes after each of
+    its commits, outside the writer lock. A read-only environment cannot be shared by a
+    writable handle.
 
     Every open checks ``data.mdb`` first (``cortex.storage.pages.check_file``: a truncated file or a
     damaged meta page is an ``IntegrityError``, not a SIGBUS), also when the environment is
@@ -931,6 +1151,7 @@ class _Shared:
         self.path = path
         self.env = env
         self.gate = _Gate()
+        self.commits = _Commits()
         self.readonly = readonly
         self.metasync = metasync
         self.locked = locked
@@ -961,7 +1182,10 @@ class _Shared:
                     )
                 shared.users += 1
                 return shared
-            env, locked = _open_env(path, max(map_size, _MIN_MAP), readonly, metasync, create)
+            # never the meta flush inside the commit (under the writer lock): each durable
+            # write flushes after it (``LmdbKV.write``), so that the flushes of concurrent
+            # writers overlap; LMDB's MDB_NOMETASYNC keeps the file's integrity
+            env, locked = _open_env(path, max(map_size, _MIN_MAP), readonly, False, create)
             try:
                 if not readonly:
                     env.reader_check()  # clear reader slots of processes that died
@@ -969,7 +1193,7 @@ class _Shared:
                 env.close()
                 raise _wrap(exc, path) from exc
             shared = cls._open[key] = cls(
-                key, path, env, readonly=readonly, metasync=metasync, locked=locked
+                key, path, env, readonly=readonly, metasync=False, locked=locked
             )
             return shared
 

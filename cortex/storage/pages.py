@@ -429,6 +429,7 @@ class _Check:
         keys: list[bytes] = []
         children: list[int] = []
         big: list[tuple[int, int]] = []
+        filled = 0  # the bytes the nodes take, for the packing check
         for i, ptr in enumerate(ptrs):
             if ptr < upper or ptr + NODE_HEADER > psize or ptr % 2:
                 self.add(pgno, f"node {i} lies outside the page's node area (offset {ptr})")
@@ -439,6 +440,7 @@ class _Check:
                 self.add(pgno, f"node {i} has an impossible key size {ksize}")
                 return None
             keys.append(page[ptr + NODE_HEADER : kend])
+            end = kend
             if leaf:
                 dsize = nlo | nhi << 16
                 if nflags == F_BIGDATA:
@@ -446,14 +448,28 @@ class _Check:
                         self.add(pgno, f"node {i}'s overflow reference runs off the page")
                         return None
                     big.append((_U64.unpack_from(page, kend)[0], dsize))
+                    end = kend + 8
                 elif nflags:
                     self.add(pgno, f"node {i} has flags {nflags:#06x} cortex never writes")
                     return None
                 elif kend + dsize > psize:
                     self.add(pgno, f"node {i}'s value ({dsize} bytes) runs off the page")
                     return None
+                else:
+                    end = kend + dsize
             else:
                 children.append(nlo | nhi << 16 | nflags << 32)
+            filled += (end - ptr + 1) & ~1
+        # LMDB keeps a page's nodes packed from ``upper`` to the page's end (adding, deleting and
+        # resizing a node move the others): a count in ``lower`` that lost or gained entries, or
+        # a damaged ``upper``, leaves every remaining node plausible but their sizes off the area
+        if filled != psize - upper:
+            self.add(
+                pgno,
+                f"its {n} nodes take {filled} bytes of a node area of {psize - upper}: its "
+                f"entry count (lower {lower}) or its upper bound ({upper}) is damaged",
+            )
+            return None
         # keys in order, inside the bounds the parent gave this page
         ordered = [int.from_bytes(k, "little") for k in keys] if integer_keys else keys
         first = 0 if leaf else 1

@@ -8,6 +8,7 @@ and vector search are detected, so a workload the store does not have yet is rep
 from __future__ import annotations
 
 import inspect
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,26 @@ class System:
         for i, u in zip(range(start, stop), uris, strict=True):
             self.ids[u.id] = i
             self.by_n.append(u.id)
+
+    def vector_bytes(self) -> int:
+        """What the vectors cost on disk: this store's bytes less those of the same records without.
+
+        The same records are written in the same batches into a second store with no vectors
+        (untimed), so "disk per memory, without vectors" is a measurement, not an estimate.
+        """
+        if not self.vec_kwargs:
+            return 0
+        from bench_peers.harness import BATCH, dir_bytes
+
+        side = self.path.parent / "store-without-vectors"
+        try:
+            with Cortex.open(side, actor="bench", map_size=1 << 30) as cx:
+                n = len(self.by_n)
+                for b in range(0, n, BATCH):
+                    cx.write_many([self._item(i) for i in range(b, min(b + BATCH, n))])
+            return max(0, dir_bytes(self.path) - dir_bytes(side))
+        finally:
+            shutil.rmtree(side, ignore_errors=True)
 
     def after_ingest(self) -> None:
         """Finish the bulk load (untimed)."""

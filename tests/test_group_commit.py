@@ -1,0 +1,364 @@
+"""Group commit: concurrent writes of one process's threads share one commit (``LmdbKV.write``).
+
+A write whose function blocks holds the leadership, so the writes started meanwhile queue up
+and commit together in the next group: the tests make groups deterministically so, then check
+that each write's outcome (result or error) is its own and that the store is whole. A writer
+process with many threads is killed with SIGKILL while it commits groups: every write it
+reported as returned is in the store, and the store verifies.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+from cortex import (
+    ConflictError,
+    Cortex,
+    CortexError,
+    Fact,
+    JournalKind,
+    NewMemory,
+    WriteBudgetError,
+)
+from cortex.storage.kv import LmdbKV
+from tests import workers
+from tests.test_crash import Child, _check_reports, _check_whole_store
+
+pytestmark = pytest.mark.lmdb_only
+
+
+def _queued(kv: LmdbKV) -> int:
+    return len(kv._shared.commits.queue)
+
+
+class _Held:
+    """A write that holds the leadership until ``release``: the writes started meanwhile queue."""
+
+    def __init__(self, kv: LmdbKV) -> None:
+        self.kv = kv
+        self.inside = threading.Event()
+        self.go = threading.Event()
+        self.thread = threading.Thread(target=kv.write, args=(self._fn,))
+        self.thread.start()
+        assert self.inside.wait(30)
+
+    def _fn(self, txn: Any) -> None:
+        txn.put(b"held", b"1")
+        self.inside.set()
+        assert self.go.wait(30)
+
+    def release_when_queued(self, n: int) -> None:
+        deadline = time.monotonic() + 30
+        while _queued(self.kv) < n:
+            assert time.monotonic() < deadline, f"{_queued(self.kv)} of {n} writes queued"
+            time.sleep(0.002)
+        self.go.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def _run_all(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread], list[Any]]:
+    """Start one thread per call; each outcome is its result or the exception it raised."""
+    out: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            out[i] = calls[i]()
+        except BaseException as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    return threads, out
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_queued_writes_commit_once_and_fail_alone(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        kv.write(lambda t: t.put(b"base", b"0"))
+        before = kv.last_txnid()
+        var: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+        def put(i: int) -> Callable[[], Any]:
+            def call() -> Any:
+                var.set(f"caller {i}")
+
+                def fn(txn: Any) -> tuple[str, int]:
+                    txn.put(b"k%d" % i, b"v%d" % i)
+                    return var.get(), threading.get_ident()
+
+                return kv.write(fn)
+
+            return call
+
+        def boom(txn: Any) -> None:
+            txn.put(b"boom", b"x")
+            raise Boom
+
+        def too_long(txn: Any) -> None:
+            txn.put(b"long", b"x")
+            txn.put(b"k" * 600, b"v")  # over LMDB's key size limit
+
+        def separators(txn: Any) -> int:  # must see the file as its transaction does: alone
+            txn.put(b"sep", b"1")
+            return kv.refresh_separators(txn, (b"zz",))
+
+        held = _Held(kv)
+        calls = [put(i) for i in range(5)]
+        calls += [lambda: kv.write(boom), lambda: kv.write(too_long)]
+        calls += [lambda: kv.write(separators)]
+        threads, out = _run_all(calls)
+        held.release_when_queued(len(calls))
+        _join(threads)
+
+        leader = {ident for _, ident in out[:5]}
+        assert [who for who, _ in out[:5]] == [f"caller {i}" for i in range(5)]
+        assert len(leader) == 1  # one thread ran the group's functions, in each caller's context
+        assert isinstance(out[5], Boom)
+        assert isinstance(out[6], CortexError) and isinstance(out[6].__cause__, lmdb.Error)
+        assert out[7] == 0
+        # the held write, the group of seven, the separators' write alone
+        assert kv.last_txnid() == before + 3
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {
+                b"base": b"0",
+                b"held": b"1",
+                b"sep": b"1",
+                **{b"k%d" % i: b"v%d" % i for i in range(5)},
+            }
+    finally:
+        kv.close()
+
+
+def test_a_full_map_grows_and_runs_the_whole_group_again(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv", map_size=0)
+    try:
+        first = kv.info()["map_size"]
+        before = kv.last_txnid()
+        runs = [0, 0, 0]
+
+        def small(i: int) -> Callable[[Any], int]:
+            def fn(txn: Any) -> int:
+                runs[i] += 1
+                txn.put(b"s%d" % i, b"x")
+                return i
+
+            return fn
+
+        def big(txn: Any) -> int:
+            runs[2] += 1
+            for j in range(80):  # 80 MiB: more than the first map holds
+                txn.put(b"b%03d" % j, bytes(1 << 20))
+            return 2
+
+        held = _Held(kv)
+        threads, out = _run_all([lambda: kv.write(small(0)), lambda: kv.write(small(1))])
+        threads += _run_all([lambda: kv.write(big)])[0]
+        held.release_when_queued(3)
+        _join(threads)
+        assert out == [0, 1]
+        assert kv.info()["map_size"] > first
+        # the group ran again, whole, in the grown map (whichever of its writes ran before the
+        # big one ran twice) and committed once after the held write
+        assert runs[2] == 2 and min(runs) >= 1
+        assert kv.last_txnid() == before + 2
+        with kv.read() as r:
+            assert r.get(b"s0") == b"x" and r.get(b"s1") == b"x"
+            assert len(list(r.keys(b"b0"))) == 80
+    finally:
+        kv.close()
+
+
+def test_writes_after_an_erasure_wait_for_the_next_group(tmp_path: Path) -> None:
+    """A write that changes the epoch ends its group: the rest run after the renewal."""
+    kv = LmdbKV(tmp_path / "kv", epoch_prefix=b"e/")
+    try:
+        kv.write(lambda t: t.put(b"e/1", b""))
+        kv.write(lambda t: t.put(b"x", b""))  # the epoch as this environment saw it
+        env = kv._shared.env
+        ran: list[tuple[str, int]] = []
+
+        def fn(name: str) -> Callable[[Any], None]:
+            def run(txn: Any) -> None:
+                if name == "erase":
+                    txn.put(b"e/2", b"")
+                else:
+                    txn.put(name.encode(), b"")
+                ran.append((name, txn._txn.id()))
+
+            return run
+
+        held = _Held(kv)
+        names = ["a", "erase", "b", "c"]
+        threads, out = _run_all([lambda n=n: kv.write(fn(n)) for n in names])
+        held.release_when_queued(len(names))
+        _join(threads)
+        assert out == [None] * 4
+        at = dict(ran)
+        erased = at["erase"]
+        after = [n for n, _ in ran[[n for n, _ in ran].index("erase") + 1 :]]
+        assert all(at[n] > erased for n in after)
+        assert kv._shared.env is not env  # renewed before the writes that followed the erasure
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {
+                b"e/1",
+                b"e/2",
+                b"x",
+                b"held",
+                *(n.encode() for n in ("a", "b", "c")),
+            }
+    finally:
+        kv.close()
+
+
+class Stop(BaseException):
+    """Like KeyboardInterrupt: not an Exception."""
+
+
+def test_an_interrupt_fails_its_own_write_only(tmp_path: Path) -> None:
+    """Raised by a follower's function it reaches that follower; by the leader's, it stops the
+    group and the others run in the next one (whichever thread leads, each outcome is its own)."""
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+
+        def stop(txn: Any) -> None:
+            txn.put(b"stop", b"")
+            raise Stop
+
+        held = _Held(kv)
+        calls = [lambda: kv.write(stop)]
+        calls += [lambda n=n: kv.write(lambda t: t.put(n, b"")) for n in (b"a", b"b", b"c")]
+        threads, out = _run_all(calls)
+        held.release_when_queued(len(calls))
+        _join(threads)
+        assert isinstance(out[0], Stop)
+        assert out[1:] == [True] * 3
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"held", b"a", b"b", b"c"}
+    finally:
+        kv.close()
+
+
+def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        with kv.read() as r:
+            assert kv.write(lambda t: t.put(b"a", b"1")) is True
+            assert r.get(b"a") is None
+        with kv.read() as r:
+            assert r.get(b"a") == b"1"
+    finally:
+        kv.close()
+
+
+def test_engine_writes_in_one_group_fail_alone(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with Cortex.open(path, actor="agent") as cx:
+        taken = cx.write(Fact(statement="taken", subject="s", predicate="p")).id
+        with cx.task("spent", limit=1):
+            cx.write(Fact(statement="spends the budget", subject="s", predicate="p"))
+        kv = LmdbKV(path)  # another handle of the store in this process: the same queue
+        try:
+
+            def in_task() -> Any:
+                with cx.task("spent", limit=1):
+                    return cx.write(Fact(statement="over budget", subject="s", predicate="p"))
+
+            def fact(i: int) -> Callable[[], Any]:
+                return lambda: cx.write(Fact(statement=f"ok {i}", subject="s", predicate="p"))
+
+            calls = [fact(i) for i in range(4)]
+            calls += [
+                in_task,
+                lambda: cx.write(Fact(statement="clash", subject="s", predicate="p"), id=taken),
+                lambda: cx.write_many(
+                    [
+                        NewMemory(data=Fact(statement="many 1", subject="s", predicate="p")),
+                        NewMemory(
+                            data=Fact(statement="many 2", subject="s", predicate="p"), id=taken
+                        ),
+                    ]
+                ),
+                lambda: cx.update(
+                    taken, Fact(statement="stale", subject="s", predicate="p"), expected_version=7
+                ),
+            ]
+            held = _Held(kv)
+            threads, out = _run_all(calls)
+            held.release_when_queued(len(calls))
+            _join(threads)
+        finally:
+            kv.close()
+        for i, uri in enumerate(out[:4]):
+            assert cx.resolve(uri).data == Fact(statement=f"ok {i}", subject="s", predicate="p")
+        assert isinstance(out[4], WriteBudgetError)
+        assert all(isinstance(x, ConflictError) for x in out[5:]), out[5:]
+        assert cx.stats()["memories"] == 2 + 4
+        assert cx.task_usage("spent") == 1
+        kinds = [e.kind for e in cx.journal()]
+        assert kinds.count(JournalKind.BUDGET_DROP) == 1
+        assert kinds.count(JournalKind.WRITE) == 6
+        assert JournalKind.UPDATE not in kinds
+        report = cx.verify()
+        assert report.ok, report.problems[:5]
+
+
+def test_threads_writing_at_once_all_land(tmp_path: Path) -> None:
+    writers, each = 8, 25
+    with Cortex.open(tmp_path / "store", actor="agent") as cx:
+        before = cx._kv.last_txnid()
+        barrier = threading.Barrier(writers)
+
+        def run(k: int) -> list[Any]:
+            barrier.wait(30)
+            return [
+                cx.write(Fact(statement=f"w{k} {i}", subject=f"w{k}", predicate="p"))
+                for i in range(each)
+            ]
+
+        threads, out = _run_all([lambda k=k: run(k) for k in range(writers)])
+        _join(threads)
+        for k, uris in enumerate(out):
+            assert not isinstance(uris, BaseException), uris
+            for i, uri in enumerate(uris):
+                assert cx.resolve(uri).data.statement == f"w{k} {i}"
+        assert cx.stats()["memories"] == writers * each
+        assert cx._kv.last_txnid() - before <= writers * each
+        _check_whole_store(cx)
+
+
+def test_sigkill_while_threads_commit_in_groups_loses_nothing_returned(store_path: Any) -> None:
+    rng = random.Random(20261127)
+    Cortex.open(store_path, actor="owner").close()
+    total = 0
+    for seed in range(6):
+        with Child(workers.command("group_writer", store_path, seed, 8)) as child:
+            child.wait_for("ready")
+            time.sleep(rng.uniform(0.05, 0.4))
+            reports = child.kill()
+            assert child.proc.returncode == -signal.SIGKILL, child.stderr()
+        with Cortex.open(store_path, actor="checker", as_owner=True) as cx:
+            total += _check_reports(cx, seed, reports)
+            _check_whole_store(cx)
+    assert total > 0
