@@ -138,8 +138,11 @@ def test_queued_writes_commit_once_and_fail_alone(tmp_path: Path) -> None:
         assert isinstance(out[5], Boom)
         assert isinstance(out[6], CortexError) and isinstance(out[6].__cause__, lmdb.Error)
         assert out[7] == 0
-        # the held write, the group of seven, the separators' write alone
-        assert kv.last_txnid() == before + 3
+        # the held write, the group, and the separators' write alone when it ran after another
+        # write of the group; whichever queued thread wakes first leads, and when that is the
+        # separators' own thread its write runs first in the group (it then sees the file as
+        # its transaction does) and needs no commit of its own
+        assert kv.last_txnid() - before in (2, 3)
         with kv.read() as r:
             assert dict(r.scan(b"")) == {
                 b"base": b"0",
