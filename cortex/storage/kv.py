@@ -412,6 +412,10 @@ class _Gate:
                 self._cond.notify_all()
 
 
+_Get = Callable[[bytes], "bytes | None"]
+"""An LMDB transaction's ``get`` without ``buffers=True`` (what ``point_read`` calls)."""
+
+
 class _Read:
     """``LmdbKV.read()``: begins a read transaction on entry, ends it on exit."""
 
@@ -625,17 +629,19 @@ class LmdbKV:
         self._check_fork()
         txn = self._begin(write=False)
         try:
-            get = txn.get  # bytes, not buffers: nothing outlives the transaction
+            # bytes, not buffers (the transaction is not begun with buffers=True): nothing
+            # outlives the transaction
+            get = cast(_Get, txn.get)
             values = [get(k) for k in keys]
-            tail = None
+            tail: tuple[bytes, bytes] | None = None
             if last is not None:
                 cur = txn.cursor()
                 end = prefix_end(last) if last.strip(b"\xff") else None
                 found = cur.prev() if end is not None and cur.set_range(end) else cur.last()
                 if found:
-                    k = cur.key()
+                    k = cast(bytes, cur.key())
                     if k.startswith(last):
-                        tail = (k, cur.value())
+                        tail = (k, cast(bytes, cur.value()))
         except lmdb.Error as exc:  # e.g. a damaged page met while reading
             raise _wrap(exc, self.path) from exc
         finally:
