@@ -93,8 +93,6 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
     tombstoned then.
     """
     prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
-    if txn.seek(prefix, prefix) is None:  # the common case, asked of every hit: one seek
-        return None
     for key, value in txn.scan(prefix):
         rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
         if to_micros(rec.created_at) > at_us:
