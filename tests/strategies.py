@@ -361,6 +361,7 @@ def heads(
         last_updated_at=aware_datetimes(),
         embedding_ref=_opt(vector_refs()),
         forms=_opt(forms()),
+        has_counters=st.booleans(),
     )
 
 

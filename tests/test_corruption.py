@@ -28,6 +28,7 @@ from cortex import (
     MemoryId,
     MemoryType,
     ObjKind,
+    Outcome,
     Polarity,
     Preference,
     Query,
@@ -51,6 +52,7 @@ from cortex.storage.keys import (
     meta_key,
     pin_key,
     posting_key,
+    salience_key,
     tag_key,
     type_key,
     version_key,
@@ -510,6 +512,85 @@ def test_edge_key_flipped_in_place(small: Small, tmp_path: Path, half: str, byte
             cx.find(Query(from_=[str(owner)], follow=Follow(direction=direction), limit=5))  # type: ignore[arg-type]
         assert cx.edges(small.c) == []  # the others are fine
         assert not cx.verify().ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Use counters (format 11: the head records that they exist)
+
+
+def _flip_id(mid: MemoryId, byte: int) -> MemoryId:
+    raw = bytearray(mid.bytes)
+    raw[byte] ^= 0x10
+    return MemoryId(bytes(raw))
+
+
+@pytest.mark.parametrize("onto", ["no memory", "another memory"])
+def test_a_moved_counters_key_raises_on_every_read_path(store_path: Any, onto: str) -> None:
+    """A ``sal/`` key moved by damage (keys carry no checksum; the value is intact): the
+    memory's head says it has counters, so ``find``, ``context`` and ``salience_state`` raise
+    instead of reading it as never used (a different ranking without an error). Moved onto
+    another memory's id, that memory's head says it has none: it reads as never used (its own,
+    true state) without reading the stray record, and verify reports both ends. On both
+    engines (the key is moved through the store's own KV layer)."""
+    with Cortex.open(store_path, actor=ACTOR) as cx:
+        a = cx.write(Fact(statement="alpha tea garden", subject="u", predicate="p"), tags=["t"])
+        b = cx.write(Fact(statement="beta tea garden", subject="u", predicate="q"), tags=["t"])
+        cx.write(Fact(statement="gamma tea garden", subject="u", predicate="r"), tags=["t"])
+        cx.attest([a], Outcome.SUCCESS)
+        cx.find(Query(text="alpha", limit=1, record_access=True))
+        before = cx.salience_state(a)
+        assert before.citations == before.accesses == 1
+        assert cx.verify().ok
+        target = b.id if onto == "another memory" else _flip_id(a.id, 9)
+        old, new = salience_key(a.id), salience_key(target)
+
+        def move(txn: Any) -> None:
+            value = txn.get(old)
+            txn.delete(old)
+            txn.put(new, value)
+
+        cx._kv.write(move)
+        for query in (
+            Query(text="tea garden", limit=5),
+            Query(tags=["t"], limit=5),
+            Query(types=["Fact"], limit=5, order_by="salience"),
+        ):
+            with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
+                cx.find(query)
+        with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
+            cx.context("find", [], query="alpha tea garden")
+        with pytest.raises(IntegrityError):
+            cx.salience_state(a)
+        with pytest.raises(IntegrityError):  # a use is not counted on a guess either
+            cx.attest([a], Outcome.SUCCESS)
+        assert cx.salience_state(b).accesses == 0  # b's own state: never used
+        problems = _problems(cx)
+        assert any("sal/" in w and "is missing" in w for w in problems[f"m/{a.id}"])
+        stray = problems.get(f"sal/{target}") or problems.get(new.hex())
+        assert stray, problems
+        assert cx.resolve_latest(b).head.has_counters is False
+
+
+def test_a_counters_key_flipped_in_place(small: Small, tmp_path: Path) -> None:
+    """The damage a bad page does: one bit of the id in a ``sal/`` key flips where the key lies
+    in its leaf page (LMDB does not re-sort it). The counters never read as "never used"."""
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        cx.attest([small.a], Outcome.SUCCESS)
+        compact = tmp_path / "compact"
+        assert cx.backup(compact).ok
+    data = bytearray((compact / "data.mdb").read_bytes())
+    key = salience_key(small.a)
+    assert data.count(key) == 1
+    data[data.find(key) + len(b"sal/") + 11] ^= 0x04
+    (compact / "data.mdb").write_bytes(bytes(data))
+    with Cortex.open(compact, actor=ACTOR) as cx:
+        with pytest.raises(IntegrityError, match="use counters"):
+            cx.find(Query(text="alpha", limit=5))
+        with pytest.raises(IntegrityError, match="use counters"):
+            cx.salience_state(small.a)
+        assert cx.salience_state(small.b).citations == 0  # the others read as they are
+        _assert_intact(cx, small)
+        assert any("use counters" in w for w in _problems(cx)[f"m/{small.a}"])
 
 
 # ---------------------------------------------------------------------------------------------

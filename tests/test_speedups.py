@@ -1024,6 +1024,9 @@ _LONG: Final = "x" * 16_384
         ({"version_hash": b"short"}, False),
         ({"version_id": MemoryId(bytes(range(16)))}, False),  # equal, not the same object
         ({"head_tombstone": "x"}, False),
+        ({"head_has_counters": True}, True),  # an update of a used memory (format 11)
+        ({"head_has_counters": 1}, False),
+        ({"head_has_counters": None}, False),
     ],
 )
 def test_new_pair_pinned_cases(changes: dict[str, Any], taken: bool) -> None:

@@ -21,6 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
+# FORMAT 11 (issue 20: a head records that its memory has use counters). Was 8b338fcf… at
+# format 10, with the same 6136 keys; what changed, keyspace by keyspace (compared with main's
+# code at format 10): m/ — the 11 heads of the memories with a sal/ record (attested, accessed
+# or confirmed) hold has_counters (key 15, true), each otherwise equal field for field; sal/ is
+# unchanged; meta/format names format 11 and the feature counters-in-heads; the journal's init
+# entry says "format 11" (so every later entry's prev hash moved; the entries are otherwise
+# equal). Every other keyspace is equal. The same three keyspaces move in the three digests
+# below (no embedder 62d60609…, still clock 98ad896d… and dbd6163f… at format 10). Equal on
+# both paths.
 # FORMAT 10 (issue 18: lexical posting segments). Was 6e519560… with 6188 keys at format 9;
 # what changed, keyspace by keyspace (compared with main's code at format 9): lex/ holds the
 # writes' posting segments (lex/s/) and, below them, the blocks and lex/t/ entries of the
@@ -32,7 +41,7 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "8b338fcf8e1c4beae70708a7884007991a340eeade65bf30cd4d91b30c49bfb1"
+STORE_DIGEST = "1aa578c40830fe423a61e35af7cffdd6a78433e8528240f2b38706f84caffba8"
 STORE_KEYS = 6136
 FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfcadf52"
 """The lex/ keyspace once every segment is folded: the digest format 9 recorded for it."""
@@ -43,14 +52,14 @@ FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfc
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "62d60609de2b32e120ad37b4524663c6a3a54ca71d0c1f403d77dd8aa5c9d1f3"
+STORE_DIGEST_NO_EMBEDDER = "dd1d1f64344eae825b82e8799ab1cbe85bec9cfb2e1790548f17e80957e3981d"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "98ad896d4ae66fb5baf9999ed05c1a802c61479c6ef24196e4a70798d9045b55",
-    "none": "dbd6163f15429d8f4598a111d796b9a9ae6053f90160a7d70badada746738055",
+    "hashing": "8c728ccb50267843643a32bd7c12c8bc253316ad2a716e9a25110273758b9de0",
+    "none": "2f45f3fa5b1506c6cfff26047725f340da7af0b7313f0209f66c9f351d23f0cf",
 }
-# FORMAT 10 adds specs/vectors/segments.json (was 025b327f… without it); every other vector
-# file is unchanged.
-VECTORS_DIGEST = "1f24825e039cefa218a60f8f822fdbdccebb8181262f0cf555bd1bce464df6c6"
+# FORMAT 11 adds specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
+# segments.json (was 025b327f… without it); every other vector file is unchanged.
+VECTORS_DIGEST = "92c684453f8a6826c9d22830a87c1a706779719283aee356619bca068655b0a1"
 
 
 def _tool() -> Any:

@@ -1569,6 +1569,7 @@ def build() -> dict[str, Any]:
     files["episodes.json"] = _episodes_file()
     files["claims.json"] = _claims_file()
     files["sensitivity.json"] = _sensitivity_file()
+    files["counters.json"] = _counters_file()
     return files
 
 
@@ -1663,6 +1664,77 @@ def _sensitivity_file() -> dict[str, Any]:
             "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
             "head": "the memory vectors' head without its level: see SENSITIVITY_HEAD in "
             "tools/gen_vectors.py; the episode is episodes.json's 'minimal' case",
+            "negative": "heads a reader MUST refuse (CodecError)",
+        },
+        "head": SENSITIVITY_HEAD,
+        "vectors": vectors,
+        "negative": negative,
+    }
+
+
+def counters_head(has_counters: bool, level: str = "internal") -> Any:
+    """The head of ``counters.json`` (``SENSITIVITY_HEAD`` at ``level``) with the flag."""
+    head, _ep = sensitivity_records(level)
+    return msgspec.structs.replace(head, has_counters=has_counters)
+
+
+def _counters_file() -> dict[str, Any]:
+    """Heads that record whether their memory has use counters (format 11, key 15).
+
+    A head without counters, with them, and with them and a level (key 14 before key 15),
+    sealed as stored, and heads a reader refuses.
+    """
+    import zlib
+
+    from cortex.model.codec import HEAD
+    from cortex.storage.keys import head_key
+
+    vectors = []
+    for name, flag, level in (
+        ("no counters", False, "internal"),
+        ("counters", True, "internal"),
+        ("counters and a level", True, "confidential"),
+    ):
+        head = counters_head(flag, level)
+        payload = HEAD.encode(head, "head")
+        assert HEAD.decode(payload, "head") == head
+        vectors.append(
+            {
+                "name": name,
+                "has_counters": flag,
+                "level": level,
+                "key": head_key(head.id).hex(),
+                "cbor_hex": payload.hex(),
+                "value": (payload + zlib.crc32(payload).to_bytes(4, "big")).hex(),
+            }
+        )
+    base = HEAD.encode(counters_head(False), "head")
+
+    def with_key_15(code: bytes) -> str:
+        return (bytes((base[0] + 1,)) + base[1:] + b"\x0f" + code).hex()
+
+    negative = [
+        {"name": "false written out (it is the field's absence)", "cbor_hex": with_key_15(b"\xf4"),
+         "error": "CodecError"},
+        {"name": "the integer 1 instead of true", "cbor_hex": with_key_15(b"\x01"),
+         "error": "CodecError"},
+        {"name": "null instead of true", "cbor_hex": with_key_15(b"\xf6"), "error": "CodecError"},
+    ]  # fmt: skip
+    for case in negative:
+        try:
+            HEAD.decode(bytes.fromhex(case["cbor_hex"]), "head")
+        except CodecError:
+            continue
+        raise AssertionError(f"counters vector {case['name']!r} decodes")
+    return {
+        "conventions": {
+            "record": "a head (m/): key 15, has_counters, is true exactly when the memory has a "
+            "sal/ record (format.md, query.md section 2); false is the field's absence",
+            "key": "the head's store key (m/ and the 16 raw id bytes), hex",
+            "cbor_hex": "the head's canonical CBOR",
+            "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
+            "head": "sensitivity.json's head (SENSITIVITY_HEAD in tools/gen_vectors.py) at the "
+            "vector's level",
             "negative": "heads a reader MUST refuse (CodecError)",
         },
         "head": SENSITIVITY_HEAD,

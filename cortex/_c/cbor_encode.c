@@ -20,7 +20,7 @@ static const char *const attr_names[N_ATTRS] = {
     "forms_override", "valid_from", "valid_until", "short",          "medium",
     "verb",       "obj_kind",   "obj_ref",         "bytes",          "digest",
     "head",       "pinned",     "terms",           "vector",         "version_bytes",
-    "sensitivity",
+    "sensitivity", "has_counters",
 };
 
 PyObject *attr[N_ATTRS];
@@ -447,14 +447,14 @@ out_forms(Out *o, PyObject *forms, const PairPlan *pl)
     return rc;
 }
 
-#define HEAD_FIELDS 14
+#define HEAD_FIELDS 15
 #define VERSION_FIELDS 14
 
 /* The fields of Head and Version in their declared order (msgspec.structs.astuple's order). */
 static const int head_attrs[HEAD_FIELDS] = {
     A_ID,         A_TYPE, A_CURRENT_VERSION, A_ACTOR_SCOPE, A_VISIBILITY,
     A_IMPORTANCE, A_TAGS, A_FRAMES,          A_TOMBSTONE,   A_CREATED_AT,
-    A_LAST_UPDATED_AT, A_EMBEDDING_REF, A_FORMS,   A_SENSITIVITY,
+    A_LAST_UPDATED_AT, A_EMBEDDING_REF, A_FORMS,   A_SENSITIVITY, A_HAS_COUNTERS,
 };
 
 static const int version_attrs[VERSION_FIELDS] = {
@@ -615,6 +615,14 @@ encode_head(Out *o, PyObject *const *h, PyObject *id_bytes, const PairPlan *pl, 
             return rc;
         }
         count++;
+    }
+    if (h[14] == Py_True) { /* the memory has use counters (format 11; an update keeps it) */
+        if (out_byte(o, 0x0F) < 0 || out_byte(o, 0xF5) < 0) {
+            return -1;
+        }
+        count++;
+    } else if (h[14] != Py_False) {
+        return 0;
     }
     o->p[0] = (char)(0xA0 | count);
     return 1;

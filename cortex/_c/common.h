@@ -261,6 +261,7 @@ enum {
     A_VECTOR,
     A_VERSION_BYTES,
     A_SENSITIVITY,
+    A_HAS_COUNTERS,
     N_ATTRS,
 };
 

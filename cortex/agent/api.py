@@ -26,6 +26,7 @@ from cortex.agent.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.agent.ingest import episode_of as _episode_of
 from cortex.agent.ingest import ingest as _ingest
 from cortex.engine.erasure import ErasureReport, ScrubReport
+from cortex.engine.heads import put_counters
 from cortex.engine.hooks import Hooks, Visible
 from cortex.engine.hooks import given_vector as plain_given_vector
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
@@ -116,7 +117,6 @@ from cortex.rules.chains import effective_time, norm_entity, norm_predicate
 from cortex.rules.claims import same_claim
 from cortex.rules.salience import (
     DEFAULT_WEIGHTS,
-    SALIENCE_STATE,
     SalienceState,
     Weights,
     decay_table,
@@ -132,7 +132,6 @@ from cortex.storage.keys import (
     journal_key,
     meta_key,
     parse_edge_key,
-    salience_key,
     vec_key,
 )
 from cortex.storage.kv import KV, ReadTxn, WriteTxn
@@ -890,9 +889,9 @@ class Cortex:
         self, txn: WriteTxn, head: Head, digest: bytes, now: datetime, reason: str
     ) -> WriteResult:
         """Record a confirmation of ``head``'s memory by data of hash ``digest``."""
-        st = read_state(txn, head.id)
+        st = read_state(txn, head)
         st = msgspec.structs.replace(st, confirmations=st.confirmations + 1, last_used_at=now)
-        txn.put(salience_key(head.id), _seal(SALIENCE_STATE.encode(st, "salience")))
+        put_counters(txn, head, st)
         JournalWriter(txn, now, self.actor).append(
             JournalKind.CONFIRM,
             id=head.id,
@@ -985,15 +984,15 @@ class Cortex:
     def _record_access(self, ids: Sequence[MemoryId], now: datetime) -> None:
         def txn_fn(txn: WriteTxn) -> None:
             for mid in ids:
-                st = read_state(txn, mid)
-                txn.put(
-                    salience_key(mid),
-                    _seal(
-                        SALIENCE_STATE.encode(
-                            msgspec.structs.replace(st, accesses=st.accesses + 1, last_used_at=now),
-                            "salience",
-                        )
-                    ),
+                try:
+                    head = self._engine.head(txn, mid)
+                except NotFoundError:  # gone since the find read it: nothing to count
+                    continue
+                st = read_state(txn, head)
+                put_counters(
+                    txn,
+                    head,
+                    msgspec.structs.replace(st, accesses=st.accesses + 1, last_used_at=now),
                 )
 
         self._kv.write(txn_fn)
@@ -1024,12 +1023,12 @@ class Cortex:
                 head = self._engine.head(txn, mid)
                 if head.tombstone is not None:
                     raise TombstonedError(f"memory {mid} is tombstoned; it cannot be attested")
-                st = read_state(txn, mid)
+                st = read_state(txn, head)
                 if out is Outcome.FAILURE:  # counted for audit; a failure is not a use
                     st = msgspec.structs.replace(st, failures=st.failures + 1)
                 else:
                     st = msgspec.structs.replace(st, citations=st.citations + 1, last_used_at=now)
-                txn.put(salience_key(mid), _seal(SALIENCE_STATE.encode(st, "salience")))
+                head = put_counters(txn, head, st)
                 journal.append(
                     JournalKind.ATTEST,
                     id=mid,
@@ -1050,8 +1049,7 @@ class Cortex:
         if self._as is not None:
             self._check_visible(self._head_of(mid), None)
         with self._kv.read() as txn:
-            self._engine.head(txn, mid)
-            return read_state(txn, mid)
+            return read_state(txn, self._engine.head(txn, mid))
 
     # -- context ---------------------------------------------------------------------------
 

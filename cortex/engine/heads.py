@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Final
 
+import msgspec
+
 from cortex.engine.values import (
     EDGE_CODEC,
     EdgeRecord,
     decode_trusted,
 )
+from cortex.errors import IntegrityError
 from cortex.model.codec import (
     HEAD,
     TOMBSTONE,
@@ -34,19 +37,66 @@ from cortex.model.records import (
     Tombstone,
 )
 from cortex.rules import chains
+from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.storage.keys import (
     EDGE_TO,
     head_key,
     index_keys,
     pin_key,
+    salience_key,
 )
-from cortex.storage.kv import ReadTxn, WriteTxn
+from cortex.storage.kv import ReadTxn, WriteTxn, seal
 
 FOREVER: Final = 2**63 - 1
 """The end of time in microseconds: an open validity, the instant every chain is judged at."""
 SUPERSEDED: Final = b"s"
 """The value of an ``idx/claim/`` entry of a superseded memory (``claims.md`` §5): writes skip
 it without reading the memory, so a long chain costs a write nothing."""
+
+
+NEVER_USED: Final = SalienceState()
+"""The use counters of a memory never used (all zero)."""
+
+
+def read_counters(txn: ReadTxn, head: Head) -> SalienceState:
+    """The use counters of ``head``'s memory (``specs/query.md`` §2).
+
+    A head without ``has_counters`` reads as never used without reading ``sal/`` (format 11); a
+    stray ``sal/`` record beside such a head is not seen here (``verify`` reports it). A head
+    with the flag whose record is missing raises: keys carry no checksum, and a damaged
+    ``sal/`` key would otherwise read as "never used" and change rankings without an error.
+
+    Raises:
+        IntegrityError: the head says the memory has counters and its record is missing, or
+            the record does not decode.
+    """
+    if not head.has_counters:
+        return NEVER_USED
+    key = salience_key(head.id)
+    raw = txn.get(key)
+    if raw is None:
+        raise IntegrityError(
+            f"memory {head.id} has use counters but their record sal/{head.id} is missing: "
+            "its key is damaged; the store is damaged: run cortex verify and restore from a "
+            "backup (or cortex salvage)"
+        )
+    st: SalienceState = decode_trusted(SALIENCE_STATE, key, raw)
+    return st
+
+
+def put_counters(txn: WriteTxn, head: Head, state: SalienceState) -> Head:
+    """Store ``state`` as the use counters of ``head``'s memory; returns the head as stored.
+
+    The one way counters are written: the first write also rewrites the head with
+    ``has_counters`` set, in the same transaction (the flag changes no index key, and the head
+    keeps its ``last_updated_at``: a use is not a change of the memory).
+    """
+    txn.put(salience_key(head.id), seal(SALIENCE_STATE.encode(state, "salience")))
+    if head.has_counters:
+        return head
+    head = msgspec.structs.replace(head, has_counters=True)
+    txn.put(head_key(head.id), seal(HEAD.encode(head, "head")))
+    return head
 
 
 def claim_hashes(data: Data | None) -> tuple[bytes, ...]:

@@ -26,6 +26,7 @@ from cortex.engine.values import (
     Edge,
     EdgeRecord,
     ImportReport,
+    decode_trusted,
 )
 from cortex.errors import (
     ConflictError,
@@ -144,8 +145,18 @@ class Imported:
 
     def held_by(self, txn: ReadTxn) -> bool:
         """Whether the store holds exactly these records."""
-        if txn.get(head_key(self.head.id)) != self.head_bytes:
-            return False
+        key = head_key(self.head.id)
+        raw = txn.get(key)
+        if raw != self.head_bytes:
+            if raw is None:
+                return False
+            # a memory used here has counters (format 11), which a bundle never carries
+            held: Head = decode_trusted(HEAD, key, raw)
+            if not held.has_counters:
+                return False
+            bare = msgspec.structs.replace(held, has_counters=False)
+            if _seal(HEAD.encode(bare, "head")) != self.head_bytes:
+                return False
         stored = [value for _, value in txn.scan(version_prefix(self.head.id))]
         return stored == self.version_bytes
 
@@ -196,8 +207,12 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
             _import_levels({item.head.id: own}, {item.head.id: item.head}, "sensitivity")
             levels[item.head.id] = own
         want = stored_level(levels.get(item.head.id, DEFAULT_SENSITIVITY))
-        if own is not want:
-            items[i] = Imported(msgspec.structs.replace(item.head, sensitivity=want), item.versions)
+        # use counters do not travel (format 11): an imported memory has none
+        if own is not want or item.head.has_counters:
+            items[i] = Imported(
+                msgspec.structs.replace(item.head, sensitivity=want, has_counters=False),
+                item.versions,
+            )
     alias_records = _import_aliases(aliases)
     eps: dict[MemoryId, bytes] = {}
     purged_eps: dict[MemoryId, bool] = {}

@@ -154,6 +154,7 @@ def purge(
             forms=None,
             embedding_ref=None,
             sensitivity=None,  # nothing left to protect (``sensitivity.md`` §2)
+            has_counters=False,  # the use counters go with the data (below)
             last_updated_at=now,
         )
         for c in engine.claims_of(txn, head):  # hashes of the content: they go with it
@@ -405,6 +406,8 @@ def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
         out.append((f"m/{mid}", "is not purged"))
     if head.tags or head.frames or head.forms is not None:
         out.append((f"m/{mid}", "still holds tags, frames or forms"))
+    if head.has_counters:
+        out.append((f"m/{mid}", "still says the memory has use counters"))
     for key, value in txn.scan(version_prefix(mid)):
         v: Version = decode_trusted(VERSION, key, value)
         if v.data is not None or v.forms is not None:

@@ -187,6 +187,7 @@ this off to compare the two.
 """
 
 __all__ = [
+    "COUNTERS_HEADS_FEATURE",
     "FORMAT_VERSION",
     "Edge",
     "ImportReport",
@@ -199,7 +200,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 10
+FORMAT_VERSION: Final = 11
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -208,7 +209,8 @@ format 6 postings in blocks; format 7 episodes (``ep/``, ``prov/e/``, two journa
 format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budgets, sensitivity,
 erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``); format 9 sensitivity
 levels in the sealed head and episode records (no more ``sens/``); format 10 lexical posting
-segments (``lex/s/``, ``specs/lexical.md`` §4b). ``cortex.transfer.migrate``
+segments (``lex/s/``, ``specs/lexical.md`` §4b); format 11 a head records that its memory has
+use counters (``Head.has_counters``, ``specs/query.md`` §2). ``cortex.transfer.migrate``
 upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
@@ -229,6 +231,10 @@ and ``export`` (``specs/sensitivity.md``)."""
 SENSITIVITY_HEADS_FEATURE: Final = "sensitivity-in-heads"
 """Format 9: a level other than ``internal`` is in the sealed head (``Head.sensitivity``) or
 episode record, no longer under ``sens/`` (a damaged key there could lower a level)."""
+COUNTERS_HEADS_FEATURE: Final = "counters-in-heads"
+"""Format 11: a head says whether its memory has use counters (``Head.has_counters``): a read
+of the counters then knows a ``sal/`` record must exist (a damaged key raises instead of reading
+as never used), and a memory never used costs no read."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -251,6 +257,7 @@ FEATURES: Final = frozenset(
         BUDGETS_FEATURE,
         SENSITIVITY_FEATURE,
         SENSITIVITY_HEADS_FEATURE,
+        COUNTERS_HEADS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

@@ -285,11 +285,31 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
         raw_scrub = txn.get(SCRUB_KEY)
         if raw_scrub is not None:
             strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
+        counted: set[MemoryId] = set()
         for key, value in txn.scan(SALIENCE):
             if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
                 add(Problem(key.hex(), "salience state of no memory"))
                 continue
+            cmid = MemoryId(key[len(SALIENCE) :])
+            counted.add(cmid)
+            if not heads[cmid].has_counters:  # format 11: the head records its counters
+                add(
+                    Problem(
+                        f"sal/{cmid}",
+                        f"use counters of memory {cmid}, whose head says it has none (reads "
+                        "take it as never used)",
+                    )
+                )
             strict(SALIENCE_STATE, key, value)
+        for hmid, h in heads.items():
+            if h.has_counters and hmid not in counted:
+                add(
+                    Problem(
+                        f"m/{hmid}",
+                        f"the head says the memory has use counters but sal/{hmid} is missing "
+                        "(a damaged key moved it, or it was lost)",
+                    )
+                )
         vmeta_raw = txn.get(meta_key("vectors"))
         vmeta = None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
         tick(5)

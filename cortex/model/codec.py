@@ -1519,6 +1519,7 @@ HEAD = StructCodec(
         ("embedding_ref", VECTOR_REF),
         ("forms", FORMS),
         ("sensitivity", LevelField()),
+        ("has_counters", _Bool()),
     ],
     schema_version=1,
 )
@@ -1820,6 +1821,12 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
             raise _Fallback
         parts += (b"\x0e", _SMALL_UINT[level.value])
         count += 1
+    counted = h.has_counters
+    if counted is True:  # an update of a memory with use counters keeps the flag (format 11)
+        parts += (b"\x0f\xf5",)
+        count += 1
+    elif counted is not False:
+        raise _Fallback
     head_bytes = _SMALL_MAP_HEAD[count] + _HEAD_SV + b"".join(parts)
 
     # the version

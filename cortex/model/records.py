@@ -248,6 +248,7 @@ class Head(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     Only ``tags``, ``frames``, ``importance``, ``visibility`` and ``sensitivity`` change through
     ``update_head``; the store manages the rest. ``sensitivity`` is ``None`` for ``internal``
     (format 9: the level lives in the sealed head, ``specs/sensitivity.md`` §2).
+    ``has_counters`` is the store's too (format 11).
     """
 
     id: MemoryId
@@ -264,6 +265,10 @@ class Head(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):
     embedding_ref: VectorRef | None = None
     forms: Forms | None = None
     sensitivity: Sensitivity | None = None
+    has_counters: bool = False
+    """Whether the memory has use counters (a ``sal/`` record); format 11. The store sets it
+    with the first use and clears it when the counters go (a purge): a read of the counters
+    then knows whether a record must exist (``specs/query.md`` §2)."""
 
 
 class Version(_Record, frozen=True, kw_only=True, forbid_unknown_fields=True):

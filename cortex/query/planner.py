@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from cortex.engine.heads import read_counters
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
@@ -47,7 +48,7 @@ from cortex.query.rerank import (
     names_any,
     unnamed,
 )
-from cortex.rules.salience import SALIENCE_STATE, SalienceState, Weights, salience
+from cortex.rules.salience import SalienceState, Weights, salience
 from cortex.rules.scope import Reader
 from cortex.rules.sensitivity import gate
 from cortex.storage.keys import (
@@ -193,21 +194,23 @@ class Executor:
         An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
         reads in place, and nothing happens.
 
-        Heads (which hold the levels), use counters and the ``supersedes`` edges to each memory
-        first; then the versions the query sees and the heads of their superseders.
+        Heads (which hold the levels) and the ``supersedes`` edges to each memory first; then
+        the versions the query sees, the heads of their superseders and the use counters of the
+        memories whose heads say they have some (format 11: a memory never used costs no read).
         """
         load = getattr(self.txn, "preload", None)
         if load is None or not mids:
             return
-        keys = [head_key(m) for m in mids] + [salience_key(m) for m in mids]
         into = bytes((EdgeType.SUPERSEDES,))
-        load(keys, [EDGE_TO + m.bytes + into for m in mids])
+        load([head_key(m) for m in mids], [EDGE_TO + m.bytes + into for m in mids])
         more: list[bytes] = []
         prefixes: list[bytes] = []
         for m in mids:
             head = self.head(m)
             if head is None:
                 continue
+            if head.has_counters:
+                more.append(salience_key(m))
             if self.plan.as_of is None:
                 more.append(version_key(m, head.current_version))
             else:
@@ -262,15 +265,15 @@ class Executor:
             return None
         return row
 
-    def state(self, mid: MemoryId) -> SalienceState:
-        """The use counters of ``mid`` (all zero when never used)."""
-        return read_state(self.txn, mid)
+    def state(self, head: Head) -> SalienceState:
+        """The use counters of ``head``'s memory (all zero when never used)."""
+        return read_state(self.txn, head)
 
     def salience_of(self, row: Row, vector: float | None = None) -> float:
         """The salience of an accepted row now."""
         return salience(
             row.head,
-            self.state(row.head.id),
+            self.state(row.head),
             self.now,
             decay=self.decay[row.head.type],
             weights=self.weights,
@@ -901,17 +904,16 @@ def _leapfrog(
     yield from (r.to_bytes(_SUFFIX, "big") for r in reversed(run))
 
 
-_NEVER_USED: Final = SalienceState()
+def read_state(txn: ReadTxn, head: Head) -> SalienceState:
+    """The use counters of ``head``'s memory (all zero when never used; ``query.md`` §2).
 
+    Read only when the head says the memory has counters (format 11).
 
-def read_state(txn: ReadTxn, mid: MemoryId) -> SalienceState:
-    """The use counters of ``mid`` in ``sal/`` (all zero when never used)."""
-    key = salience_key(mid)
-    raw = txn.get(key)
-    if raw is None:
-        return _NEVER_USED
-    st: SalienceState = decode_trusted(SALIENCE_STATE, key, raw)
-    return st
+    Raises:
+        IntegrityError: the head says it has counters and their record is missing (a damaged
+            ``sal/`` key) or damaged.
+    """
+    return read_counters(txn, head)
 
 
 def memory_of(row: Row) -> Memory:

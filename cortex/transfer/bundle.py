@@ -257,8 +257,9 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
                 "store holds others: the store is damaged; run `cortex verify`"
             )
         payload = _unseal(key, value)
-        if head.sensitivity is not None:  # the bundle carries the level beside the head
-            head = msgspec.structs.replace(head, sensitivity=None)
+        if head.sensitivity is not None or head.has_counters:
+            # the bundle carries the level beside the head, and no use counters (format 11)
+            head = msgspec.structs.replace(head, sensitivity=None, has_counters=False)
             payload = HEAD.encode(head, "head")
         yield total, (head, payload, versions, level)
     for key, value in txn.scan(EDGE_FROM):

@@ -31,6 +31,7 @@ from cortex.engine.store import (
     ALIASES_FEATURE,
     BUDGETS_FEATURE,
     CLAIMS_FEATURE,
+    COUNTERS_HEADS_FEATURE,
     EPISODES_FEATURE,
     ERASURE_FEATURE,
     FORMAT_VERSION,
@@ -52,7 +53,9 @@ from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
+from cortex.model.ids import MemoryId
 from cortex.model.records import Episode, Head
+from cortex.rules.salience import SALIENCE_STATE
 from cortex.rules.sensitivity import decode_level
 from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
@@ -61,6 +64,7 @@ from cortex.storage.keys import (
     IDX_CLAIM,
     IDX_FRAME,
     IDX_TAG,
+    SALIENCE,
     SENS,
     claim_index_key,
     episode_key,
@@ -354,6 +358,44 @@ def _levels_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
+def _count_counters(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(SALIENCE))
+
+
+def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0010: set ``has_counters`` on the head of every memory with a ``sal/`` record.
+
+    No other record changes (the heads keep their ``last_updated_at``). A record whose key
+    does not name a memory with a head (a damaged key) stops the migration with
+    ``IntegrityError`` and nothing written: setting the flag on a guess would make another
+    memory read counters that are not its own (``cortex verify`` names the record; repair
+    it with the format-10 cortex, or ``cortex salvage``).
+    """
+    done = 0
+    for key, value in list(txn.scan(SALIENCE)):
+        mid = MemoryId(key[len(SALIENCE) :]) if len(key) == len(SALIENCE) + 16 else None
+        raw = None if mid is None else txn.get(head_key(mid))
+        if mid is None or raw is None:
+            raise IntegrityError(
+                f"record {show_key(key)} holds use counters of no memory (a damaged key, or "
+                "the head is lost): run `cortex verify` with the format-10 cortex; nothing "
+                "was migrated"
+            )
+        decode_trusted(SALIENCE_STATE, key, value)  # a damaged record stops it too
+        head: Head = decode_trusted(HEAD_CODEC, head_key(mid), raw)
+        if head.id != mid:
+            raise IntegrityError(
+                f"record m/{mid} holds the head of {head.id} (a damaged key): run `cortex "
+                "verify` with the format-10 cortex; nothing was migrated"
+            )
+        if not head.has_counters:
+            head = msgspec.structs.replace(head, has_counters=True)
+            txn.put(head_key(mid), seal(HEAD_CODEC.encode(head, "head")))
+        done += 1
+        tick(done)
+    return done
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -507,6 +549,34 @@ MIGRATIONS: Final = (
         },
         _no_records,
         _nothing,
+    ),
+    _Migration(
+        Step(
+            name="0010-counters-in-heads",
+            from_version=10,
+            to_version=11,
+            description="record in each head whether its memory has use counters (sal/): a "
+            "damaged sal/ key raises instead of reading as never used",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            SEGMENTS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,
+            SENSITIVITY_HEADS_FEATURE,
+            COUNTERS_HEADS_FEATURE,
+            ERASURE_FEATURE,
+            ALIASES_FEATURE,
+        },
+        _count_counters,
+        _counters_into_heads,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

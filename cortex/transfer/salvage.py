@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
+from cortex.engine.heads import put_counters
 from cortex.engine.importer import Imported
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.store import FORMAT_VERSION, Store, edge_of
@@ -41,7 +42,7 @@ from cortex.model.ids import MemoryId
 from cortex.model.records import Episode, Head, Version
 from cortex.rules.aliases import ALIAS_PREFIX, chained
 from cortex.rules.aliases import decode_record as decode_alias
-from cortex.rules.salience import SALIENCE_STATE
+from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.rules.sensitivity import decode_level
 from cortex.storage.keys import (
     EDGE_FROM,
@@ -68,7 +69,6 @@ from cortex.storage.keys import (
     parse_type_key,
     parse_version_key,
     prefix_end,
-    salience_key,
     show_key,
     vec_key,
 )
@@ -91,20 +91,24 @@ _EPISODE_KINDS: Final = frozenset(
 )
 """Journal kinds whose id names an episode (episode and memory ids are separate namespaces)."""
 _EDGE_KINDS: Final = frozenset({JournalKind.ADD_EDGE, JournalKind.REMOVE_EDGE})
+_COUNTERS_FORMAT: Final = 11
+"""The format whose heads record that their memory has use counters (``has_counters``)."""
 
 
 class SalvageLoss(msgspec.Struct, frozen=True, kw_only=True):
     """Something the damaged store held that the new store does not.
 
     Attributes:
-        kind: ``memory``, ``episode`` or ``edge``.
+        kind: ``memory``, ``episode``, ``edge``, or ``counters``: the use counters of a
+            recovered memory whose head says it had some (format 11) and whose record was lost;
+            the new store's head says it has none, and the memory reads as never used.
         id: the memory's or episode's id; for an edge ``"<src> <type> <dst>"``.
         type: the memory's type name when anything still names it.
         why: what was found (or not) of it.
         seen_in: where its id still appears: ``journal``, ``edges``, ``index``, ``records``.
     """
 
-    kind: Literal["memory", "episode", "edge"]
+    kind: Literal["memory", "episode", "edge", "counters"]
     id: str
     type: str | None = None
     why: str
@@ -202,7 +206,7 @@ class _Records:
         self.journal: dict[int, JournalEntry] = {}
         self.vectors: dict[MemoryId, VectorRecord] = {}
         self.vectors_meta: VectorsMeta | None = None
-        self.salience: dict[MemoryId, bytes] = {}
+        self.salience: dict[MemoryId, SalienceState] = {}
         self.tasks: dict[bytes, bytes] = {}
         self.aliases: dict[bytes, bytes] = {}
         self.levels: dict[tuple[bool, MemoryId], Sensitivity] = {}
@@ -299,8 +303,7 @@ class _Records:
             self.vectors[mid] = self._strict(VECTOR_RECORD, key, value)
         elif key.startswith(SALIENCE):
             mid = MemoryId(key[len(SALIENCE) :])
-            self._strict(SALIENCE_STATE, key, value)
-            self.salience[mid] = value
+            self.salience[mid] = self._strict(SALIENCE_STATE, key, value)
         elif key.startswith(SENS):
             try:
                 which = parse_sens_key(key)
@@ -494,6 +497,7 @@ def salvage(
         (value,) = values
         rec: EdgeRecord = EDGE_CODEC.decode(unseal(edge_from_key(s, et, d), value), name)
         edges.append(edge_of(s, et, d, rec))
+    _counters(recs, memories, lost, notes)
     episodes = [recs.episodes[e] for e in sorted(recs.episodes)]
     for eid in sorted(set(recs.seen.episodes) - set(recs.episodes)):
         why = recs.episode_problems.get(eid) or "its record was not found"
@@ -542,6 +546,45 @@ def salvage(
         notes=tuple(notes),
         verify_ok=report.ok,
     )
+
+
+def _counters(
+    recs: _Records,
+    memories: list[tuple[Head, list[Version]]],
+    lost: list[SalvageLoss],
+    notes: list[str],
+) -> None:
+    """Match the recovered use counters with the recovered heads (format 11).
+
+    A head that says its memory has counters whose record was lost: the loss is reported
+    (the new store's head has the flag clear; the memory reads as never used). A record whose
+    memory's head says it has none is not that memory's (its key is damaged and moved it onto
+    another id): it is dropped, and a note says so. Before format 11 heads had no flag, and
+    every record of a recovered memory is kept.
+    """
+    flagged = recs.format is None or recs.format.format_version >= _COUNTERS_FORMAT
+    stray = 0
+    for head, _versions in memories:
+        has = head.id in recs.salience
+        if head.has_counters and not has:
+            lost.append(
+                SalvageLoss(
+                    kind="counters",
+                    id=str(head.id),
+                    type=head.type.type_name,
+                    why="its use-counter record was not found (on a damaged page, or its key "
+                    "is damaged); it reads as never used",
+                    seen_in=("records",),
+                )
+            )
+        elif flagged and has and not head.has_counters:
+            del recs.salience[head.id]
+            stray += 1
+    if stray:
+        notes.append(
+            f"{stray} use-counter records named a memory whose head says it has none (a "
+            "damaged key moved them); they were left out"
+        )
 
 
 def _memory_problem(mid: MemoryId, head: Head, recs: _Records) -> str | None:
@@ -720,9 +763,9 @@ def _extras(
                 f"its embedder ({meta.model_id}) embeds them"
             )
     counters = 0
-    for mid, value in recs.salience.items():
-        if mid in kept:
-            txn.put(salience_key(mid), value)
+    for mid, state in recs.salience.items():
+        if mid in kept:  # the import left the flag clear: set with the record (format 11)
+            put_counters(txn, new.head(txn, mid), state)
             counters += 1
     for key, value in recs.tasks.items():
         txn.put(key, value)

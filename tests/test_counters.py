@@ -1,0 +1,329 @@
+"""Format 11: a head records that its memory has use counters (``Head.has_counters``).
+
+``specs/query.md`` §2 and ``specs/storage.md``: the flag is true exactly when a ``sal/`` record
+exists. Every write of counters sets it (in the same transaction), a purge clears it, reads
+trust it both ways (flag and no record: ``IntegrityError``; no flag: never used, no read),
+verify checks it both ways, bundles never carry it, salvage reports counters it lost, and the
+migration ``0010-counters-in-heads`` sets it from the format-10 fixture. The damaged-key cases
+are in ``tests/test_corruption.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+from cortex import (
+    CodecError,
+    Cortex,
+    Fact,
+    IntegrityError,
+    MemoryId,
+    MigrationRequiredError,
+    Outcome,
+    Query,
+    export_store,
+    import_bundle,
+)
+from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.records import Head
+from cortex.rules.salience import SALIENCE_STATE, SalienceState
+from cortex.storage.engines import copy_kv, open_kv
+from cortex.storage.keys import SALIENCE, head_key, meta_key, salience_key
+from cortex.storage.kv import LmdbKV, seal
+from cortex.transfer import migrate as M
+from cortex.transfer.salvage import salvage
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE10 = ROOT / "tests" / "data" / "format10.cortex"
+OWNER = "me"
+
+
+def _tool(name: str) -> Any:
+    tools = str(ROOT / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    return __import__(name)
+
+
+def _head(cx: Cortex, mid: MemoryId) -> Head:
+    with cx._kv.read() as txn:
+        return cx.engine.head(txn, mid)
+
+
+def _flagged(cx: Cortex) -> tuple[set[MemoryId], set[MemoryId]]:
+    """The ids whose heads have the flag, and the ids with a ``sal/`` record."""
+    with cx._kv.read() as txn:
+        heads = [HEAD_CODEC.decode(v[:-4], "h") for _, v in txn.scan(b"m/")]
+        flags = {h.id for h in heads if h.has_counters}
+        records = {MemoryId(k[len(SALIENCE) :]) for k in txn.keys(SALIENCE)}
+    return flags, records
+
+
+def _fact(i: int, what: str = "tea") -> Fact:
+    return Fact(statement=f"note {i} about {what}", subject="n", predicate=f"p{i}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+
+
+def test_every_write_of_counters_sets_the_flag_and_only_that(store_path: Any) -> None:
+    """attest (success and failure), find with record_access and a dedupe confirmation each set
+    the flag with the first use; the head keeps its other fields (``last_updated_at`` too: a
+    use is not a change). A plain write, an update and a head change leave it as it was."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        ids = [cx.write(_fact(i)).id for i in range(5)]
+        assert _flagged(cx) == (set(), set())
+        before = {m: _head(cx, m) for m in ids}
+        cx.attest([ids[0]], Outcome.SUCCESS)
+        cx.attest([ids[1]], Outcome.FAILURE)
+        hit = cx.find(Query(text="note 2", limit=1, record_access=True)).hits[0].memory.id
+        again = cx.write(_fact(3), dedupe=True)
+        assert again.outcome == "confirmed" and again.id == ids[3]
+        used = {ids[0], ids[1], hit, ids[3]}
+        assert _flagged(cx) == (used, used)
+        for m in used:
+            head = _head(cx, m)
+            assert head.has_counters
+            assert head == Head(**{**_fields(before[m]), "has_counters": True})
+        assert cx.salience_state(ids[1]).failures == 1
+        # the flag stays through later uses, updates and head changes, and an update keeps it
+        cx.attest([ids[0]], Outcome.PARTIAL)
+        cx.update(ids[0], _fact(0, "coffee"))
+        cx.update_head(ids[0], tags=["x"], importance=9)
+        assert _head(cx, ids[0]).has_counters
+        assert cx.salience_state(ids[0]).citations == 2
+        cx.write(_fact(9))  # a plain write never touches counters
+        assert _flagged(cx) == (used, used)
+        assert cx.verify().ok
+
+
+def _fields(head: Head) -> dict[str, Any]:
+    return {f: getattr(head, f) for f in head.__struct_fields__}
+
+
+def test_a_purge_clears_the_flag_with_the_record(store_path: Any) -> None:
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a, b = cx.write(_fact(1)), cx.write(_fact(2))
+        cx.attest([a, b], Outcome.SUCCESS)
+        cx.tombstone(b, "retired")  # a tombstone keeps the counters
+        assert _head(cx, b.id).has_counters
+        cx.purge(a, "erasure")
+        assert not _head(cx, a.id).has_counters
+        assert _flagged(cx) == ({b.id}, {b.id})
+        assert cx.verify().ok
+        assert cx.verify_erasure().ok
+
+
+def test_record_access_skips_a_memory_gone_since_the_find(tmp_path: Path) -> None:
+    """Counting a use never writes counters for a memory without a head."""
+    with Cortex.open(tmp_path / "s", actor=OWNER) as cx:
+        a = cx.write(_fact(1))
+        ghost = MemoryId(bytes(range(16)))
+        cx._record_access([a.id, ghost], cx._now())
+        assert _flagged(cx) == ({a.id}, {a.id})
+        assert cx.verify().ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads and verify
+
+
+def test_reads_trust_the_flag_both_ways(store_path: Any) -> None:
+    """Flag and no record: an error naming the key. No flag: never used, without reading
+    ``sal/`` — a stray record beside such a head is not seen (and verify reports it)."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a, b = cx.write(_fact(1)), cx.write(_fact(2))
+        cx.attest([a], Outcome.SUCCESS)
+        stray = SalienceState(citations=40)
+        cx._kv.write(
+            lambda txn: txn.put(salience_key(b.id), seal(SALIENCE_STATE.encode(stray, "s")))
+        )
+        assert cx.salience_state(b) == SalienceState()  # its head says never used
+        ranked = [h.memory.id for h in cx.find(Query(text="note", limit=5)).hits]
+        assert ranked[0] == a.id  # b's stray citations do not lift it
+        problems = {p.record: p.what for p in cx.verify().problems}
+        assert (
+            problems == {f"sal/{b.id}": problems[f"sal/{b.id}"]}
+            and "whose head says it has none" in problems[f"sal/{b.id}"]
+        )
+        cx._kv.write(lambda txn: txn.delete(salience_key(b.id)))
+        cx._kv.write(lambda txn: txn.delete(salience_key(a.id)))
+        with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
+            cx.salience_state(a)
+        with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
+            cx.find(Query(text="note", limit=5))
+        problems = {p.record: p.what for p in cx.verify().problems}
+        assert list(problems) == [f"m/{a.id}"]
+        assert f"sal/{a.id} is missing" in problems[f"m/{a.id}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bundles, salvage
+
+
+def test_bundles_carry_no_counters(store_path: Any, place: Any, tmp_path: Path) -> None:
+    """Export writes heads without the flag (counters do not travel); an import clears a flag
+    a bundle carries; importing a bundle again into the store it came from, after its memories
+    were used, finds them unchanged."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a, b = cx.write(_fact(1)), cx.write(_fact(2))
+        export_store(cx, tmp_path / "clean.jsonl")
+        cx.attest([a], Outcome.SUCCESS)
+        export_store(cx, tmp_path / "used.jsonl")
+        assert (tmp_path / "clean.jsonl").read_bytes().split(b"\n")[1:] == (
+            (tmp_path / "used.jsonl").read_bytes().split(b"\n")[1:]
+        )
+        report = import_bundle(cx, tmp_path / "used.jsonl")
+        assert (report.memories_added, report.memories_unchanged) == (0, 2)
+        assert cx.salience_state(a).citations == 1 and _head(cx, a.id).has_counters
+    with Cortex.open(place("copy"), actor=OWNER) as dst:
+        import_bundle(dst, tmp_path / "used.jsonl")
+        assert _flagged(dst) == (set(), set())
+        assert dst.salience_state(a) == SalienceState() and dst.verify().ok
+        assert {h.memory.id for h in dst.find(Query(text="note", limit=5)).hits} == {a.id, b.id}
+
+
+def test_salvage_reports_lost_counters_and_drops_strays(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with Cortex.open(path, actor=OWNER) as cx:
+        a, b, c = (cx.write(_fact(i)) for i in range(3))
+        cx.attest([a, b], Outcome.SUCCESS)
+        lost = salience_key(a.id)
+        stray = salience_key(c.id)  # c never used: a record there is not c's
+        value = seal(SALIENCE_STATE.encode(SalienceState(citations=7), "s"))
+        cx._kv.write(lambda txn: (txn.delete(lost), txn.put(stray, value)))
+    rep = salvage(path, tmp_path / "new")
+    assert rep.verify_ok and rep.salience == 1
+    assert [(x.kind, x.id) for x in rep.lost] == [("counters", str(a.id))]
+    assert any("left out" in n and "use-counter" in n for n in rep.notes)
+    with Cortex.open(tmp_path / "new", actor=OWNER) as cx:
+        assert _flagged(cx) == ({b.id}, {b.id})
+        assert cx.salience_state(b).citations == 1
+        assert cx.salience_state(a) == SalienceState()
+        assert cx.salience_state(c) == SalienceState()
+        assert cx.verify().ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden vectors
+
+
+def test_golden_vectors() -> None:
+    """specs/vectors/counters.json both ways: record -> bytes -> record, and the flag's bytes
+    by hand (one more map entry, key 15 and CBOR true, after the same head without it)."""
+    gen = _tool("gen_vectors")
+    doc = json.loads((ROOT / "specs" / "vectors" / "counters.json").read_text())
+    assert doc["head"] == gen.SENSITIVITY_HEAD
+    assert [v["has_counters"] for v in doc["vectors"]] == [False, True, True]
+    for v in doc["vectors"]:
+        raw = bytes.fromhex(v["cbor_hex"])
+        rec = HEAD_CODEC.decode(raw, v["name"])
+        assert rec.has_counters is v["has_counters"]
+        assert HEAD_CODEC.encode(rec, v["name"]) == raw
+        assert HEAD_CODEC.encode(gen.counters_head(v["has_counters"], v["level"]), "h") == raw
+        assert head_key(rec.id).hex() == v["key"]
+        assert (raw + zlib.crc32(raw).to_bytes(4, "big")).hex() == v["value"] == seal(raw).hex()
+        if v["has_counters"]:
+            base = HEAD_CODEC.encode(gen.counters_head(False, v["level"]), "h")
+            assert raw == bytes((base[0] + 1,)) + base[1:] + b"\x0f\xf5"
+    for v in doc["negative"]:
+        with pytest.raises(CodecError):
+            HEAD_CODEC.decode(bytes.fromhex(v["cbor_hex"]), v["name"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The migration from format 10
+
+
+def _copy10(tmp_path: Path, target: str | None) -> Any:
+    dest = tmp_path / "v10"
+    dest.mkdir()
+    shutil.copy(FIXTURE10 / "data.mdb", dest / "data.mdb")
+    if target is None:
+        return dest
+    src = LmdbKV(dest, readonly=True, create=False)
+    try:
+        copy_kv(src, target)
+    finally:
+        src.close()
+    return target
+
+
+def _dump(where: Any) -> dict[bytes, bytes]:
+    kv = open_kv(where, create=False)
+    try:
+        with kv.read() as txn:
+            return dict(txn.scan(b""))
+    finally:
+        kv.close()
+
+
+def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_path: Any) -> None:
+    """0010 sets the flag on exactly the heads with counters; nothing else changes but the
+    format and the migration records; the counters read the same after it; verify is clean."""
+    fx = _tool("make_fixture_v1")
+    counted = {fx.fid(n) for n in _tool("make_fixture_v10").COUNTED}
+    target = store_path if isinstance(store_path, str) else None
+    v10 = _copy10(tmp_path, target)
+    before = _dump(v10)
+    assert {MemoryId(k[len(SALIENCE) :]) for k in before if k.startswith(SALIENCE)} == counted
+    states = {
+        m: SALIENCE_STATE.decode(before[salience_key(m)][:-4], "s") for m in counted
+    }  # as format 10 stored them
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v10, actor="x")
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v10)] == [
+        ("0010-counters-in-heads", 10, 11)
+    ]
+    report = M.migrate(v10)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0010-counters-in-heads", len(counted), True)
+    ]
+    after = _dump(v10)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert {k for k in changed if not k.startswith(b"j/")} == {
+        meta_key("format"),
+        M.MIGRATIONS_KEY,
+    } | {head_key(m) for m in counted}
+    for m in counted:
+        old = HEAD_CODEC.decode(before[head_key(m)][:-4], "h")
+        new = HEAD_CODEC.decode(after[head_key(m)][:-4], "h")
+        assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
+    with Cortex.open(v10, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert _flagged(cx) == (counted, counted)
+        for m, st in states.items():
+            assert cx.salience_state(m) == st
+        used = next(iter(sorted(counted)))
+        fresh = cx.write(_fact(1, "migrated"))
+        cx.attest([fresh, used], Outcome.SUCCESS)
+        assert _head(cx, fresh.id).has_counters and cx.verify().ok
+
+
+def test_the_migration_refuses_counters_of_no_memory(tmp_path: Path) -> None:
+    """A ``sal/`` record whose key names no head (a damaged key) stops 0010 with nothing
+    written: setting a flag on a guess would hand another memory counters not its own."""
+    v10 = _copy10(tmp_path, None)
+    env = lmdb.open(str(v10), subdir=True, max_dbs=0)
+    try:
+        with env.begin(write=True) as txn:
+            key = next(k for k, _ in txn.cursor() if bytes(k).startswith(SALIENCE))
+            value = txn.get(key)
+            txn.delete(key)
+            txn.put(SALIENCE + bytes(16), value)
+    finally:
+        env.close()
+    before = _dump(v10)
+    with pytest.raises(IntegrityError, match="use counters of no memory"):
+        M.migrate(v10)
+    assert _dump(v10) == before
