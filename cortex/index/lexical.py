@@ -669,12 +669,18 @@ class Indexer:
                 continue
             key = lex_term_key(term)
             value = txn.get(key)
-            before = (0 if value is None else _df(key, value)) + ov.delta(term)
+            main = 0 if value is None else _df(key, value)
+            if main - ov.postings + min(d, 0) > 0:
+                continue  # held before and after whatever the segments say: no need to combine
+            before = main + ov.delta(term)
             after = before + d
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             vocabulary += (after > 0) - (before > 0)
-        txn.put(ov.next_key, seal(_segments.encode(groups)))
+        payload, decoded = _segments.encode_groups(groups)
+        value = seal(payload)
+        txn.put(ov.next_key, value)
+        _segments.remember(ov.next_key, value, decoded)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()
@@ -1222,7 +1228,13 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     ov = _segments.overlay(txn)
     rarest: tuple[int, str] | None = None
     for t in counts:
-        df = _combined_df(txn, t, ov)
+        # the rarest by the main blocks' count is as good as any (a duplicate holds every
+        # term); combined only when the segments could make it 0
+        key = lex_term_key(t)
+        raw = txn.get(key)
+        df = 0 if raw is None else _df(key, raw)
+        if df <= ov.postings:
+            df = _combined_df(txn, t, ov)
         if df == 0:
             return []  # a term no live memory holds: nothing is the same
         if rarest is None or df < rarest[0]:
