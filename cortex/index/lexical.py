@@ -1185,18 +1185,22 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     """Name what ``Indexer.flush`` will read for new documents, before the write's first read.
 
     On an engine with round trips (PostgreSQL: ``prefetch``, ``prefetch_around(now=False)``)
-    the terms' counts and the postings around each new id then travel with the transaction's
-    first round trip instead of one of their own; LMDB has neither and reads as it goes. The
-    pairs are those ``postings.apply_many`` asks for: a term's prefix and its smallest new id.
+    the terms' counts, the segments and, for a commit too large for a segment, the postings
+    around each new id then travel with the transaction's first round trip instead of one of
+    their own; LMDB has neither and reads as it goes. The pairs are those
+    ``postings.apply_many`` asks for: a term's prefix and its smallest new id.
     """
     around = getattr(txn, "prefetch_around", None)
     prefetch = getattr(txn, "prefetch", None)
     if around is None or prefetch is None:
         return
     first: dict[str, bytes] = {}
+    postings = 0
     for mid, terms in docs:
         b = mid.bytes
-        for t in terms:
+        distinct = set(terms)
+        postings += len(distinct)
+        for t in distinct:
             if t not in first or b < first[t]:
                 first[t] = b
     if not first:
@@ -1205,7 +1209,10 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     scan = getattr(txn, "prefetch_scan", None)
     if scan is not None:  # the segments, read by every flush
         scan([LEX_SEGMENT], SEGMENT_MAX)
-    around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
+    if postings > SEGMENT_POSTINGS:  # folds for sure: the blocks around the new ids
+        around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
+    # else most likely a segment, which reads no block; a fold (one write in SEGMENT_MAX)
+    # reads them in one round trip of its own (postings.apply_many)
 
 
 def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
