@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cortex import Cortex, CortexError, Fact, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.storage.engines import copy_kv, exists, open_kv
-from cortex.storage.pgkv import RETRIES, PgKV, parse_url
+from cortex.storage.pgkv import RETRIES, PgKV, _inline, parse_url
 
 from . import workers
 from .test_crash import Child
@@ -65,6 +65,36 @@ def test_bytea_orders_keys_bytewise_as_python_and_lmdb_do(pg_url: Any, ks: list[
         kv.drop()
     finally:
         kv.close()
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    one=st.binary(max_size=64),
+    many=st.lists(st.binary(max_size=24), max_size=6),
+    n=st.integers(-(2**63), 2**63 - 1),
+)
+def test_inlined_literals_read_back_as_the_values(
+    url: str, one: bytes, many: list[bytes], n: int
+) -> None:
+    """The first round trip inlines keys as hex literals (``_inline``): the server reads them
+    back byte for byte, whatever ``standard_conforming_strings`` says."""
+    import psycopg
+
+    sql = _inline([("SELECT %s, %s, %s", (one, many, n))])
+    for conforming in ("on", "off"):
+        with _raw(url) as conn, psycopg.ClientCursor(conn) as cur:
+            cur.execute(f"SET standard_conforming_strings = {conforming}")
+            cur.execute(sql)
+            got = cur.fetchone()
+            assert got is not None
+            assert (bytes(got[0]), [bytes(b) for b in got[1]], got[2]) == (one, many, n)
+
+
+def test_inline_refuses_what_it_cannot_write() -> None:
+    with pytest.raises(ValueError, match="placeholders"):
+        _inline([("SELECT %s", ())])
+    with pytest.raises(TypeError, match="no SQL literal"):
+        _inline([("SELECT %s", ("text",))])
 
 
 def test_collation_does_not_apply_to_bytea(url: str) -> None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortex import Belief, Cortex, MemoryId, NewMemory, Stance
-from cortex.index import lexical
+from cortex.index import lexical, segments
 from cortex.index.lexical import STATS_KEY
 from cortex.storage.keys import LEX_DOC, LEX_SEGMENT
 from tests import workers
@@ -180,3 +180,32 @@ def test_a_kill_inside_a_folding_commit_loses_nothing_acknowledged(tmp_path: Pat
         cx.write(_belief(["after", "the", "kill"]))
         assert _segments(cx) == 0 and cx.verify().ok
         assert len(cx._lexical_search("tea garden", 100)) == n
+
+
+_TAILS = st.tuples(st.integers(1, 5), st.integers(0, 5)).map(
+    lambda t: (t[0]).to_bytes(4, "big") + (t[0] + t[1]).to_bytes(4, "big")
+)
+_ENTRY = st.one_of(
+    st.tuples(st.sampled_from([segments.ADD, segments.SET]), _TAILS),
+    st.tuples(st.just(segments.DEL), st.none()),
+)
+
+
+@settings(max_examples=100)
+@given(
+    groups=st.dictionaries(
+        st.text(
+            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+            min_size=1,
+            max_size=6,
+        ),
+        st.dictionaries(st.binary(min_size=16, max_size=16), _ENTRY, min_size=1, max_size=4),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_a_writer_keeps_what_decoding_its_segment_gives(groups: Any) -> None:
+    """``encode_groups`` hands the writer the groups ``decode`` reads back (``remember``)."""
+    payload, decoded = segments.encode_groups(groups)
+    assert payload == segments.encode(groups)
+    assert decoded == segments.decode(payload)

@@ -14,7 +14,8 @@ transaction, in interleaved blocks so the machine's load falls on every variant 
 - ``fact, supersedes a long chain``: the same, always for one subject (its chain grows by one
   with every write of the run);
 - ``fact, dedupe``: the same with ``dedupe=True`` (no embedder: the exact match, checked in
-  the write transaction).
+  the write transaction); the code before the rules had ``dedupe`` too (checked in a read
+  transaction before the write), so its dedupe write is timed as well and compared line by line.
 
 With ``--baseline DIR`` (a checkout of the code before the rules) the ``event`` and plain
 ``fact`` writes are also timed on that code (``baseline: ...``; a checkout with the rules: every
@@ -112,6 +113,11 @@ def make_variants(cx: Any, new_api: bool) -> dict[str, Any]:
         variants["fact"] = lambda i: cx.write(
             Fact(statement="x", subject=f"new{fresh()}", predicate="home_city")
         )
+        _people(cx)
+        variants["fact, dedupe"] = lambda i: cx.write(
+            Fact(statement=f"lives in {fresh()}", subject="person8", predicate="home_city"),
+            dedupe=True,
+        )
         return variants
     variants["fact, rules off"] = lambda i: cx.write(
         Fact(statement="x", subject=f"new{fresh()}", predicate="home_city"),
@@ -120,12 +126,7 @@ def make_variants(cx: Any, new_api: bool) -> dict[str, Any]:
     variants["fact, new subject"] = lambda i: cx.write(
         Fact(statement="x", subject=f"new{fresh()}", predicate="home_city")
     )
-    cx.write_many(  # every subject has a home city to supersede
-        [
-            Fact(statement="lives in A", subject=f"person{k}", predicate="home_city")
-            for k in range(2000)
-        ]
-    )
+    _people(cx)
     variants["fact, supersedes"] = lambda i: cx.write(
         Fact(
             statement=f"lives in {fresh()}",
@@ -141,6 +142,18 @@ def make_variants(cx: Any, new_api: bool) -> dict[str, Any]:
         dedupe=True,
     )
     return variants
+
+
+def _people(cx: Any) -> None:
+    """Every one of 2,000 subjects gets a home city (to supersede; the same on both sides)."""
+    from cortex import Fact
+
+    cx.write_many(
+        [
+            Fact(statement="lives in A", subject=f"person{k}", predicate="home_city")
+            for k in range(2000)
+        ]
+    )
 
 
 def run_block(variants: dict[str, Any], per: int) -> dict[str, tuple[list[float], float]]:
@@ -301,6 +314,12 @@ def main() -> int:
         print(
             f"  {k:<36} {v * 1e3:6.3f} ms {1 / v:9.0f} {cmed[k] * 1e3:6.3f} ms"
             f"   {v / med[ref]:5.3f}x p50  {cmed[k] / cmed[ref]:5.3f}x CPU   {cmed[k] / own:5.3f}x"
+        )
+    old = "baseline: fact, dedupe"
+    if old in med:  # the baseline had dedupe too: the same write on both sides
+        print(
+            f"  fact, dedupe vs {old}: {med['fact, dedupe'] / med[old]:5.3f}x p50  "
+            f"{cmed['fact, dedupe'] / cmed[old]:5.3f}x CPU"
         )
     return 0
 

@@ -669,12 +669,18 @@ class Indexer:
                 continue
             key = lex_term_key(term)
             value = txn.get(key)
-            before = (0 if value is None else _df(key, value)) + ov.delta(term)
+            main = 0 if value is None else _df(key, value)
+            if main - ov.postings + min(d, 0) > 0:
+                continue  # held before and after whatever the segments say: no need to combine
+            before = main + ov.delta(term)
             after = before + d
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             vocabulary += (after > 0) - (before > 0)
-        txn.put(ov.next_key, seal(_segments.encode(groups)))
+        payload, decoded = _segments.encode_groups(groups)
+        value = seal(payload)
+        txn.put(ov.next_key, value)
+        _segments.remember(ov.next_key, value, decoded)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()
@@ -1179,18 +1185,22 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     """Name what ``Indexer.flush`` will read for new documents, before the write's first read.
 
     On an engine with round trips (PostgreSQL: ``prefetch``, ``prefetch_around(now=False)``)
-    the terms' counts and the postings around each new id then travel with the transaction's
-    first round trip instead of one of their own; LMDB has neither and reads as it goes. The
-    pairs are those ``postings.apply_many`` asks for: a term's prefix and its smallest new id.
+    the terms' counts, the segments and, for a commit too large for a segment, the postings
+    around each new id then travel with the transaction's first round trip instead of one of
+    their own; LMDB has neither and reads as it goes. The pairs are those
+    ``postings.apply_many`` asks for: a term's prefix and its smallest new id.
     """
     around = getattr(txn, "prefetch_around", None)
     prefetch = getattr(txn, "prefetch", None)
     if around is None or prefetch is None:
         return
     first: dict[str, bytes] = {}
+    postings = 0
     for mid, terms in docs:
         b = mid.bytes
-        for t in terms:
+        distinct = set(terms)
+        postings += len(distinct)
+        for t in distinct:
             if t not in first or b < first[t]:
                 first[t] = b
     if not first:
@@ -1199,7 +1209,10 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     scan = getattr(txn, "prefetch_scan", None)
     if scan is not None:  # the segments, read by every flush
         scan([LEX_SEGMENT], SEGMENT_MAX)
-    around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
+    if postings > SEGMENT_POSTINGS:  # folds for sure: the blocks around the new ids
+        around([(posting_prefix(t), posting_prefix(t) + b) for t, b in first.items()], now=False)
+    # else most likely a segment, which reads no block; a fold (one write in SEGMENT_MAX)
+    # reads them in one round trip of its own (postings.apply_many)
 
 
 def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
@@ -1222,7 +1235,13 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     ov = _segments.overlay(txn)
     rarest: tuple[int, str] | None = None
     for t in counts:
-        df = _combined_df(txn, t, ov)
+        # the rarest by the main blocks' count is as good as any (a duplicate holds every
+        # term); combined only when the segments could make it 0
+        key = lex_term_key(t)
+        raw = txn.get(key)
+        df = 0 if raw is None else _df(key, raw)
+        if df <= ov.postings:
+            df = _combined_df(txn, t, ov)
         if df == 0:
             return []  # a term no live memory holds: nothing is the same
         if rarest is None or df < rarest[0]:

@@ -36,10 +36,13 @@ __all__ = [
     "DEL",
     "SET",
     "Overlay",
+    "Segment",
     "decode",
     "encode",
+    "encode_groups",
     "overlay",
     "overlay_empty",
+    "remember",
 ]
 
 ADD: Final = 1
@@ -57,6 +60,16 @@ _TAIL: Final = struct.Struct(">II")
 Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
 
 
+class Segment(dict[str, list[tuple[int, bytes, bytes | None]]]):
+    """A decoded segment: term -> its entries, terms in byte order, with ``count`` entries."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, groups: Iterable[tuple[str, list[tuple[int, bytes, bytes | None]]]]) -> None:
+        super().__init__(groups)
+        self.count = sum(map(len, self.values()))
+
+
 class SegmentError(ValueError):
     """A segment payload that is not canonical (``decode``)."""
 
@@ -67,8 +80,20 @@ def encode(groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]]) -> by
     Raises:
         ValueError: an entry is malformed (a kind, an id, a tail, an empty group).
     """
+    return encode_groups(groups)[0]
+
+
+def encode_groups(
+    groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]],
+) -> tuple[bytes, Groups]:
+    """``encode``, with the groups ``decode`` gives for the payload.
+
+    Raises:
+        ValueError: an entry is malformed (a kind, an id, a tail, an empty group).
+    """
     out = bytearray(4)
     count = 0
+    decoded: Groups = []
     for term in sorted(groups, key=lambda t: t.encode("utf-8")):
         entries = groups[term]
         tb = term.encode("utf-8")
@@ -77,6 +102,7 @@ def encode(groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]]) -> by
         out += _U16.pack(len(tb))
         out += tb
         out += _U32.pack(len(entries))
+        listed: list[tuple[int, bytes, bytes | None]] = []
         for raw in sorted(entries):
             kind, tail = entries[raw]
             if len(raw) != 16 or kind not in (ADD, SET, DEL) or (tail is None) != (kind == DEL):
@@ -88,11 +114,13 @@ def encode(groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]]) -> by
                 if not 1 <= tf <= dl:
                     raise ValueError(f"bad posting tf={tf} dl={dl}")
                 out += tail
+            listed.append((kind, bytes(raw), None if tail is None else bytes(tail)))
             count += 1
+        decoded.append((term, listed))
     if not count:
         raise ValueError("an empty segment")
     out[0:4] = _U32.pack(count)
-    return bytes(out)
+    return bytes(out), decoded
 
 
 def decode(payload: bytes) -> Groups:
@@ -183,7 +211,8 @@ class Overlay:
     """Every segment of a snapshot, combined oldest to newest, term by term when asked.
 
     ``term``, ``delta`` and ``items`` combine one term's entries (what a search or a small
-    write needs); ``state`` and ``df_delta`` combine every term (a fold, ``verify``).
+    write needs: a lookup per segment, nothing read for the other terms); ``state`` and
+    ``df_delta`` combine every term (a fold, ``verify``).
 
     Attributes:
         keys: the segment keys, ascending.
@@ -191,36 +220,49 @@ class Overlay:
         next_key: the key of the next segment.
     """
 
-    __slots__ = ("_by_term", "_df", "_full", "_sorted", "_states", "keys", "next_key", "postings")
+    __slots__ = (
+        "_by_term",
+        "_df",
+        "_full",
+        "_segs",
+        "_sorted",
+        "_states",
+        "keys",
+        "next_key",
+        "postings",
+    )
 
-    def __init__(self, segments: Iterable[tuple[bytes, Groups]]) -> None:
+    def __init__(self, segments: Iterable[tuple[bytes, Groups | Segment]]) -> None:
         self.keys: list[bytes] = []
         self.postings = 0
-        # term -> [(segment key, its entries of the term)], oldest first
+        # (segment key, term -> its entries of the term), oldest first
+        self._segs: list[tuple[bytes, Mapping[str, list[tuple[int, bytes, bytes | None]]]]] = []
+        # term -> [(segment key, its entries of the term)], oldest first: built when asked
         self._by_term: dict[str, list[tuple[bytes, list[tuple[int, bytes, bytes | None]]]]] = {}
         self._states: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
         self._df: dict[str, int] = {}
         self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._full = False
-        last = -1
-        for key, groups in segments:
+        for key, groups in segments:  # each key was checked when its segment was decoded
             self.keys.append(key)
-            last = parse_lex_segment_key(key)
-            by_term = self._by_term
-            for term, entries in groups:
-                got = by_term.get(term)
-                if got is None:
-                    by_term[term] = [(key, entries)]
-                else:
-                    got.append((key, entries))
-                self.postings += len(entries)
+            by_term = groups if isinstance(groups, Segment) else Segment(groups)
+            self._segs.append((key, by_term))
+            self.postings += by_term.count
+        last = parse_lex_segment_key(self.keys[-1]) if self.keys else -1
         self.next_key = lex_segment_key(last + 1)
 
     def __bool__(self) -> bool:
         return bool(self.keys)
 
     def __contains__(self, term: str) -> bool:
-        return term in self._by_term
+        return bool(self._parts(term))
+
+    def _parts(self, term: str) -> list[tuple[bytes, list[tuple[int, bytes, bytes | None]]]]:
+        """The segments' entries of ``term``, oldest first (empty when none names it)."""
+        got = self._by_term.get(term)
+        if got is None:
+            got = self._by_term[term] = [(k, d[term]) for k, d in self._segs if term in d]
+        return got
 
     def term(self, term: str) -> dict[bytes, tuple[bytes | None, bool]] | None:
         """A term's combined entries, or None when no segment names the term.
@@ -233,8 +275,8 @@ class Overlay:
         st = self._states.get(term)
         if st is not None:
             return st
-        parts = self._by_term.get(term)
-        if parts is None:
+        parts = self._parts(term)
+        if not parts:
             return None
         st = {}
         d = 0
@@ -259,10 +301,8 @@ class Overlay:
 
     def delta(self, term: str) -> int:
         """A term's document frequency minus the main blocks' (``lex/t/``)."""
-        if term not in self._by_term:
+        if term not in self._df and self.term(term) is None:
             return 0
-        if term not in self._df:
-            self.term(term)
         return self._df[term]
 
     def items(self, term: str) -> list[tuple[bytes, bytes | None]]:
@@ -275,7 +315,7 @@ class Overlay:
 
     def _all(self) -> None:
         if not self._full:
-            for term in self._by_term:
+            for term in dict.fromkeys(t for _, d in self._segs for t in d):
                 self.term(term)
             self._full = True
 
@@ -297,7 +337,7 @@ _EMPTY: Final = Overlay(())
 # once written, and equal bytes decode alike, so a hit needs no checksum or decoding
 _LAST: list[tuple[tuple[tuple[bytes, bytes], ...], Overlay]] = []
 # decoded segments by key, with the value they came from
-_DECODED: dict[bytes, tuple[bytes, Groups]] = {}
+_DECODED: dict[bytes, tuple[bytes, Segment]] = {}
 _DECODED_MAX: Final = 1024
 
 
@@ -318,7 +358,7 @@ def overlay(txn: ReadTxn) -> Overlay:
         if hit is not None and hit[0] == value:
             segs.append((key, hit[1]))
             continue
-        groups = decode_value(key, value)
+        groups = Segment(decode_value(key, value))
         if len(_DECODED) >= _DECODED_MAX:
             _DECODED.clear()
         _DECODED[key] = (value, groups)
@@ -326,6 +366,18 @@ def overlay(txn: ReadTxn) -> Overlay:
     built = Overlay(segs)
     _LAST[:] = [(pairs, built)]
     return built
+
+
+def remember(key: bytes, value: bytes, groups: Groups) -> None:
+    """Keep the segment a write stores (``key``, its sealed ``value``) as decoded already.
+
+    Its groups are those ``decode_value`` gives for the value (the writer encoded them), so
+    the next overlay does not decode its own write. A write that does not commit leaves a
+    harmless entry: a hit needs the same key and the same bytes.
+    """
+    if len(_DECODED) >= _DECODED_MAX:
+        _DECODED.clear()
+    _DECODED[key] = (value, Segment(groups))
 
 
 def overlay_empty() -> Overlay:

@@ -272,12 +272,9 @@ class _Conn:
 
     def _first(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
         psycopg, _ = _psycopg()
-        with psycopg.ClientCursor(self.conn) as cur:
+        with psycopg.ClientCursor(self.conn) as cur:  # the simple protocol: many statements
             self.kv.round_trips += 1
-            cur.execute(
-                "; ".join([self._begin, *(q for q, _ in stmts)]),
-                [p for _, ps in stmts for p in ps],
-            )
+            cur.execute(_inline([self._begin, *stmts]))
             self.begun = True
             sets: list[list[Any]] = []
             while True:
@@ -357,6 +354,48 @@ class _Conn:
             except psycopg.Error:
                 conn.close()
         self.kv._putconn(conn)
+
+
+def _literal(v: Any) -> str:
+    """``v`` as an SQL literal: bytes (hex), an int, None, or a list of bytes (an array).
+
+    Escape-string syntax (``E'...'``), so the text means the same whatever the server's
+    ``standard_conforming_strings``.
+    """
+    if isinstance(v, bytes):
+        return f"E'\\\\x{v.hex()}'::bytea"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(int(v))
+    if v is None:
+        return "NULL"
+    if isinstance(v, list | tuple) and all(isinstance(b, bytes) for b in v):
+        return "E'{" + ",".join(f'"\\\\\\\\x{b.hex()}"' for b in v) + "}'::bytea[]"
+    raise TypeError(f"no SQL literal for {type(v).__name__}")
+
+
+def _inline(stmts: list[str | tuple[str, tuple[Any, ...]]]) -> str:
+    """Statements joined into one simple-protocol query, their ``%s`` replaced by literals.
+
+    The first round trip of a transaction carries its BEGIN (and a writer's lock) with its
+    reads in one query string, which the simple protocol runs without parameters. Keys and
+    values go as hexadecimal (``bytes.hex``: nothing to escape, and no per-value quoting in
+    Python as a client-side binding cursor does).
+    """
+    out = []
+    for st in stmts:
+        if isinstance(st, str):
+            out.append(st)
+            continue
+        query, params = st
+        pieces = query.split("%s")
+        if len(pieces) != len(params) + 1:
+            raise ValueError(f"{len(params)} parameters for {len(pieces) - 1} placeholders")
+        parts = [pieces[0]]
+        for v, piece in zip(params, pieces[1:], strict=True):
+            parts.append(_literal(v))
+            parts.append(piece)
+        out.append("".join(parts))
+    return "; ".join(out)
 
 
 def _end(prefix: bytes) -> bytes:
@@ -897,19 +936,15 @@ class _PgWrite(_PgRead):
                 conn.execute(unlock, self._lock_key)
             return
         if size <= _SMALL:  # not begun: the lock, BEGIN, changes, COMMIT, unlock in one string
-            parts: list[str] = [c._begin]
-            params: list[Any] = []
+            parts: list[str | tuple[str, tuple[Any, ...]]] = [c._begin]
             if dels:
-                parts.append(c.q.delete)
-                params.append(dels)
+                parts.append((c.q.delete, (dels,)))
             if puts_k:
-                parts.append(c.q.upsert)
-                params += [puts_k, puts_v]
-            parts += ["COMMIT", unlock]
-            params += self._lock_key
-            with psycopg.ClientCursor(conn) as cur:
+                parts.append((c.q.upsert, (puts_k, puts_v)))
+            parts += ["COMMIT", (unlock, self._lock_key)]
+            with psycopg.ClientCursor(conn) as cur:  # no parameters: nothing quoted by it
                 c.kv.round_trips += 1
-                cur.execute("; ".join(parts), params)
+                cur.execute(_inline(parts))
                 c.begun = True
                 while cur.nextset():
                     pass
