@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from cortex import (
     Event,
     Fact,
     JournalKind,
+    MemoryId,
     Polarity,
     Preference,
     Query,
@@ -32,6 +34,7 @@ from cortex import (
     export_store,
     import_bundle,
 )
+from cortex.engine.heads import SUPERSEDED
 from cortex.rules.chains import (
     SINGLE_VALUED,
     _key,
@@ -42,6 +45,9 @@ from cortex.rules.chains import (
     single_valued,
     winner,
 )
+from cortex.storage.engines import copy_kv, open_kv
+from cortex.storage.keys import IDX_CLAIM, meta_key
+from cortex.storage.kv import LmdbKV
 
 from .qsupport import Clock
 
@@ -228,13 +234,13 @@ def test_less_confident_news_is_archived(cx: Cortex, clock: Clock) -> None:
     clock.advance(timedelta(days=1))
     doubt = cx.write(home("Porto", confidence=0.2))
     assert doubt.outcome == "archived"
-    # an archived write's own claim entries are marked as it is written (a long chain skips it)
-    from cortex.engine.heads import SUPERSEDED
-    from cortex.storage.keys import IDX_CLAIM, parse_claim_index_key
+    # an archived write is out of the claim index as it is written (format 12: the index
+    # holds only current memories, so a long chain's history is never scanned)
+    from cortex.storage.keys import parse_claim_index_key
 
     with cx._kv.read() as txn:
         marks = {parse_claim_index_key(k)[1]: v for k, v in txn.scan(IDX_CLAIM)}
-    assert marks[rumour.id] == marks[doubt.id] == SUPERSEDED and marks[sure.id] == b""
+    assert rumour.id not in marks and doubt.id not in marks and marks[sure.id] == b""
     assert cx.verify().ok
 
 
@@ -458,11 +464,10 @@ def test_golden_claim_keys() -> None:
         assert lookup_key(data) == want, case["name"]
 
 
-def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
-    cx: Cortex, clock: Clock
-) -> None:
-    from cortex.engine.heads import SUPERSEDED
-    from cortex.storage.keys import IDX_CLAIM, parse_claim_index_key
+def test_only_current_memories_are_in_the_claim_index(cx: Cortex, clock: Clock) -> None:
+    """Format 12: a superseded memory leaves ``idx/claim/`` (a long chain costs a write
+    nothing), and comes back when what superseded it goes."""
+    from cortex.storage.keys import parse_claim_index_key
 
     def marks() -> dict[Any, set[bytes]]:
         out: dict[Any, set[bytes]] = {}
@@ -475,24 +480,45 @@ def test_superseded_entries_are_marked_so_long_chains_cost_nothing(
     for city in ("A", "B", "C"):
         uris.append(cx.write(home(city)))
         clock.advance(timedelta(days=1))
-    assert marks() == {uris[0].id: {SUPERSEDED}, uris[1].id: {SUPERSEDED}, uris[2].id: {b""}}
+    assert marks() == {uris[2].id: {b""}}
     cx.tombstone(uris[2], "wrong")  # B is the truth again, and competes again
-    assert marks()[uris[1].id] == {b""} and marks()[uris[0].id] == {SUPERSEDED}
+    assert marks() == {uris[1].id: {b""}, uris[2].id: {b""}}  # a tombstone keeps its entry
     d = cx.write(home("D"))
     assert d.supersedes == (uris[1].uri,)
-    # a hand-made supersedes edge marks too, and removing it unmarks
+    # a hand-made supersedes edge takes the memory out too, and removing it puts it back
     other = cx.write(home("X", who="Ada"))
     cx.add_edge(d, EdgeType.SUPERSEDES, other)
-    assert marks()[other.id] == {SUPERSEDED}
+    assert other.id not in marks()
     cx.remove_edge(d, EdgeType.SUPERSEDES, other)
     assert marks()[other.id] == {b""}
     assert cx.verify().ok
-    # a wrong mark is a problem verify names
-
+    # an entry of a superseded memory, or a value, is a problem verify names
     with cx._kv.read() as txn:
         key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(other.id.bytes))
     cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
-    assert any("mark" in p.what for p in cx.verify().problems)
+    assert any("hold no value" in p.what for p in cx.verify().problems)
+    cx._kv.write(lambda txn: txn.put(key, b""))
+    assert cx.verify().ok
+    with cx._kv.read() as txn:  # D's entry: the claim A shares with it
+        d_key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(d.id.bytes))
+    stale = d_key[:-16] + uris[0].id.bytes  # A: superseded by B
+    cx._kv.write(lambda txn: txn.put(stale, b""))
+    assert any("superseded memory" in p.what for p in cx.verify().problems)
+
+
+def test_a_long_chain_costs_a_write_no_scan_of_its_history(cx: Cortex, clock: Clock) -> None:
+    """However long a claim's chain, the write reads one claim entry: the current one."""
+    from cortex.storage.keys import claim_index_prefix
+
+    for i in range(60):
+        cx.write(home(f"City{i}"))
+        clock.advance(timedelta(hours=1))
+    with cx._kv.read() as txn:
+        entries = [k for k, _ in txn.scan(IDX_CLAIM)]
+    assert len(entries) == 1
+    last = cx.write(home("Final"))
+    assert last.outcome == "superseded" and len(last.supersedes) == 1
+    assert claim_index_prefix(b"\x00" * 16)  # the prefix helper the index uses
 
 
 def test_about_meets_every_spelling_of_a_name(cx: Cortex, clock: Clock) -> None:
@@ -533,3 +559,68 @@ def test_preferences_and_goals_say_whom_they_are_about(cx: Cortex, clock: Clock)
     assert {h.memory.id for h in cx.about("ana").hits} == {again.id, goal.id}
     assert cx.resolve_latest(mine).head.tombstone is None
     assert "about Ana" in cx.resolve(goal).version.forms.medium
+
+
+# ---------------------------------------------------------------------------------------------
+# Format 12: the claim index holds only current memories (migration 0011 from format 11)
+
+FIXTURE11 = Path(__file__).resolve().parent / "data" / "format11.cortex"
+MARKED11 = (80, 81, 82, 85, 88, 90)
+"""tools/make_fixture_v11.py's superseded memories, whose entries format 11 marked ``s``."""
+
+
+def _fid(n: int) -> MemoryId:
+    ms = int(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp() * 1000)
+    return MemoryId(ms.to_bytes(6, "big") + bytes(9) + bytes([n]))
+
+
+def _dump11(where: Any) -> dict[bytes, bytes]:
+    kv = open_kv(where, create=False)
+    try:
+        with kv.read() as txn:
+            return dict(txn.scan(b""))
+    finally:
+        kv.close()
+
+
+def test_migrating_the_format_11_fixture_keeps_only_current_claims(
+    tmp_path: Path, store_path: Any
+) -> None:
+    from cortex.transfer import migrate as M
+
+    src = tmp_path / "v11"
+    src.mkdir()
+    shutil.copy(FIXTURE11 / "data.mdb", src / "data.mdb")
+    where: Any = src
+    if isinstance(store_path, str):  # PostgreSQL: the fixture copied into the server
+        kv = LmdbKV(src, readonly=True, create=False)
+        try:
+            copy_kv(kv, store_path)
+        finally:
+            kv.close()
+        where = store_path
+    before = _dump11(where)
+    marked = {k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == SUPERSEDED}
+    assert {MemoryId(k[-16:]) for k in marked} == {_fid(n) for n in MARKED11}
+    report = M.migrate(where)
+    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+        ("0011-claim-index-current", len(marked), True)
+    ]
+    after = _dump11(where)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert {k for k in changed if not k.startswith(b"j/")} == marked | {
+        meta_key("format"),
+        M.MIGRATIONS_KEY,
+    }
+    assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
+    with Cortex.open(where, actor="fixture-agent", as_owner=True) as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        # the chains read as before: the open conflict stays open, a new home city ends only
+        # the current one, and the chain's history is all there
+        assert [{c.a.id, c.b.id} for c in cx.conflicts()] == [{_fid(86), _fid(87)}]
+        res = cx.write(Fact(statement="Ida lives in Lugano", subject="ida", predicate="home_city"))
+        assert res.outcome == "superseded" and [u.id for u in res.supersedes] == [_fid(83)]
+        res = cx.write(Fact(statement="Eve's title is CTO", subject="eve", predicate="title"))
+        assert [u.id for u in res.supersedes] == [_fid(91)]  # not 90, nor the tombstoned 92
+        assert cx.verify().ok

@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 11, 10 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 12, 11 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 11, 10 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-11:] == [
+    assert lines[0] == f"{v1}: format 1 → 12, 11 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-12:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1007,7 +1007,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0008-sensitivity-in-heads (0 records)",
         "applied 0009-posting-segments (0 records)",
         "applied 0010-counters-in-heads (0 records)",
-        f"{v1}: now at format 11",
+        "applied 0011-claim-index-current (0 records)",
+        f"{v1}: now at format 12",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1016,7 +1017,7 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth = [
+    entry, second, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, eleventh = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1030,9 +1031,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert eighth["reason"] == "0008-sensitivity-in-heads: format 8 -> 9"
     assert ninth["reason"] == "0009-posting-segments: format 9 -> 10"
     assert tenth["reason"] == "0010-counters-in-heads: format 10 -> 11"
+    assert eleventh["reason"] == "0011-claim-index-current: format 11 -> 12"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 11)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 11)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 12)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 12)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1110,12 +1112,20 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "damaged sal/ key raises instead of reading as never used",
         "records": 0,
     }
-    steps = (step, step2, step3, step4, step5, step6, step7, step8, step9, step10)
+    step11 = {
+        "name": "0011-claim-index-current",
+        "from_version": 11,
+        "to_version": 12,
+        "description": "keep only current memories in the claim index (idx/claim/): a write "
+        "no longer scans a chain's history",
+        "records": 0,
+    }
+    steps = (step, step2, step3, step4, step5, step6, step7, step8, step9, step10, step11)
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 11,
+        "to_version": 12,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1126,7 +1136,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 11, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 12, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1134,23 +1144,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 11)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "12")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 12)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "13")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 12: format 12 is unknown: this cortex knows formats up to 11\n"
+    assert err == "cortex: --to 13: format 13 is unknown: this cortex knows formats up to 12\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 11
+    assert run_json(capsys, "migrate")["to_version"] == 12
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 11)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 12)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1165,6 +1175,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0008-sensitivity-in-heads", "pending"),
         ("0009-posting-segments", "pending"),
         ("0010-counters-in-heads", "pending"),
+        ("0011-claim-index-current", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1172,9 +1183,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 11 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 12 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 10
+    assert len(listed["applied"]) == 11
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1386,7 +1397,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 11" in ok("--store", old, "migrate")
+    assert "now at format 12" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

@@ -36,7 +36,7 @@ from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.records import Head
 from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.storage.engines import copy_kv, open_kv
-from cortex.storage.keys import SALIENCE, head_key, meta_key, salience_key
+from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, meta_key, salience_key
 from cortex.storage.kv import LmdbKV, seal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
@@ -282,25 +282,31 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v10, actor="x")
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v10)] == [
-        ("0010-counters-in-heads", 10, 11)
+        ("0010-counters-in-heads", 10, 11),
+        ("0011-claim-index-current", 11, 12),
     ]
     report = M.migrate(v10)
+    superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0010-counters-in-heads", len(counted), True)
+        ("0010-counters-in-heads", len(counted), True),
+        ("0011-claim-index-current", superseded, True),
     ]
     after = _dump(v10)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(b"j/")} == {
         meta_key("format"),
         M.MIGRATIONS_KEY,
-    } | {head_key(m) for m in counted}
+    } | {head_key(m) for m in counted} | {
+        k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s"
+    }  # 0011 drops the superseded memories' claim entries
+    assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
     for m in counted:
         old = HEAD_CODEC.decode(before[head_key(m)][:-4], "h")
         new = HEAD_CODEC.decode(after[head_key(m)][:-4], "h")
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

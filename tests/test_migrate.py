@@ -167,6 +167,7 @@ STEPS = [
     ("0008-sensitivity-in-heads", 8, 9),
     ("0009-posting-segments", 9, 10),
     ("0010-counters-in-heads", 10, 11),
+    ("0011-claim-index-current", 11, 12),
 ]
 
 
@@ -181,7 +182,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 11, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 12, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -193,6 +194,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -223,13 +225,15 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-10] == old
+    assert new[:-11] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, sixth, seventh, eighth, ninth, last = entries[-10:]
+        first, second, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, last = entries[
+            -11:
+        ]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -240,17 +244,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert seventh.reason == "0007-claim-index: format 7 -> 8"
         assert eighth.reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert ninth.reason == "0009-posting-segments: format 9 -> 10"
-        assert last.reason == "0010-counters-in-heads: format 10 -> 11"
-        assert cx.format.format_version == 11 and set(cx.format.features) == FEATURES
+        assert tenth.reason == "0010-counters-in-heads: format 10 -> 11"
+        assert last.reason == "0011-claim-index-current: format 11 -> 12"
+        assert cx.format.format_version == 12 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 10
+    assert len(fresh_entries) == len(entries) - 11
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-10]]
-    assert fresh_entries[0].reason == "format 11" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-11]]
+    assert fresh_entries[0].reason == "format 12" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -263,6 +268,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0008-sensitivity-in-heads", 8, 9, 0),
         ("0009-posting-segments", 9, 10, 0),
         ("0010-counters-in-heads", 10, 11, 0),
+        ("0011-claim-index-current", 11, 12, 0),
     ]
 
 
@@ -311,6 +317,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
+        "0011-claim-index-current",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -324,7 +331,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 11)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 12)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -336,6 +343,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0008-sensitivity-in-heads", 0, False),
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
+        ("0011-claim-index-current", 0, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -343,7 +351,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 11)
+    assert (report.from_version, report.to_version) == (2, 12)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -354,6 +362,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0008-sensitivity-in-heads", 0, False),
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
+        ("0011-claim-index-current", 0, False),
     ]
     assert dump(v1) == at2
 
@@ -362,7 +371,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (11, 11)
+    assert report.steps == () and (report.from_version, report.to_version) == (12, 12)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -390,7 +399,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 11  # and it can be run again
+    assert M.migrate(v1).to_version == 12  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -415,7 +424,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 11  # and it can be run again
+    assert M.migrate(v1).to_version == 12  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -483,6 +492,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
+        "0011-claim-index-current",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -495,6 +505,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -508,19 +519,20 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-9] == journal(before)
+    assert journal(after)[:-10] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-9].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-8].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-7].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-6].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-5].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-4].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-3].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-2].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-10].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-9].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-8].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-7].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-6].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-5].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-4].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-3].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-2].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-1].reason == "0011-claim-index-current: format 11 -> 12"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -532,6 +544,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0),
         ("0009-posting-segments", 0),
         ("0010-counters-in-heads", 0),
+        ("0011-claim-index-current", 0),
     ]
 
 
@@ -547,6 +560,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
+        "0011-claim-index-current",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -558,6 +572,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -569,10 +584,10 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-6] == journal(before)
+    assert journal(after)[:-7] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -593,19 +608,20 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
     )
-    assert journal(after)[:-5] == journal(before)
+    assert journal(after)[:-6] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 11 and "episodes" in record.features
+    assert record.format_version == 12 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -625,6 +641,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -646,7 +663,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -699,12 +716,14 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0008-sensitivity-in-heads", 8, 9),
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
+        ("0011-claim-index-current", 11, 12),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0008-sensitivity-in-heads", 6, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -725,7 +744,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY} | {
         k for k in changed if k.startswith(JOURNAL)
     }
-    assert journal(after)[:-3] == journal(before)
+    assert journal(after)[:-4] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -734,7 +753,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert without_journal(after) == without_journal(dump(fresh9))
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -808,7 +827,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 4 migration" in p.what
+            p.record == "meta/migrations" and "journal records 5 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -834,21 +853,23 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v9)] == [
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
+        ("0011-claim-index-current", 11, 12),
     ]
     report = M.migrate(v9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
+        ("0011-claim-index-current", 0, True),
     ]
     after = dump(v9)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(JOURNAL)} <= {key, M.MIGRATIONS_KEY}
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == 11 and "lexical-posting-segments" in record.features
+    assert record.format_version == 12 and "lexical-posting-segments" in record.features
     assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))

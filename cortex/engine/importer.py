@@ -178,8 +178,8 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
     """``Store.import_records`` (see there) into ``kv``, journalled by ``actor``.
 
     ``clock`` is read once, after every record is checked; ``vectors_of`` gives an
-    episode's chunk vectors (the store's hook); ``remark`` marks the superseded state of the
-    imported memories' claims inside the write transaction.
+    episode's chunk vectors (the store's hook); ``remark`` indexes the imported memories'
+    claims (the current ones only) inside the write transaction.
     """
     items = []
     for i, pair in enumerate(argcheck.items(memories, "memories")):

@@ -37,7 +37,6 @@ from cortex.engine.erasure import (
 )
 from cortex.engine.heads import (
     FOREVER,
-    SUPERSEDED,
     check_tombstone,
     claim_hashes,
     index_keys_of,
@@ -187,6 +186,7 @@ this off to compare the two.
 """
 
 __all__ = [
+    "CLAIMS_CURRENT_FEATURE",
     "COUNTERS_HEADS_FEATURE",
     "FORMAT_VERSION",
     "Edge",
@@ -200,7 +200,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 11
+FORMAT_VERSION: Final = 12
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -232,6 +232,8 @@ SENSITIVITY_HEADS_FEATURE: Final = "sensitivity-in-heads"
 """Format 9: a level other than ``internal`` is in the sealed head (``Head.sensitivity``) or
 episode record, no longer under ``sens/`` (a damaged key there could lower a level)."""
 COUNTERS_HEADS_FEATURE: Final = "counters-in-heads"
+CLAIMS_CURRENT_FEATURE: Final = "claim-index-current"
+"""Format 12: ``idx/claim/`` holds only memories no ``supersedes`` edge ends (``claims.md`` §5)."""
 """Format 11: a head says whether its memory has use counters (``Head.has_counters``): a read
 of the counters then knows a ``sal/`` record must exist (a damaged key raises instead of reading
 as never used), and a memory never used costs no read."""
@@ -258,6 +260,7 @@ FEATURES: Final = frozenset(
         SENSITIVITY_FEATURE,
         SENSITIVITY_HEADS_FEATURE,
         COUNTERS_HEADS_FEATURE,
+        CLAIMS_CURRENT_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }
@@ -409,8 +412,8 @@ class Prepared:
 
 
 _CHAIN_PRELOAD: Final = 256
-"""Claim entries of one lookup read with a write's first round trip (a chain's whole history,
-up to this length; a longer one costs one more round trip per page)."""
+"""Claim entries of one lookup read with a write's first round trip (the memories current for
+the claim: one, or a few open conflicts; more cost one more round trip per page)."""
 
 
 def _prefetch_lookups(txn: WriteTxn, prepared: Sequence[Prepared]) -> None:
@@ -456,12 +459,12 @@ def _prefetch_competitors(txn: WriteTxn, mid: MemoryId, oids: Sequence[MemoryId]
 
 
 def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> None:
-    """Mark the ``idx/claim/`` entries of ``mid`` superseded (``Store._mark``, known answer).
+    """Take ``mid`` out of the ``idx/claim/`` index (``Store._mark``, known answer).
 
     For a memory a live edge from a live memory supersedes as of now: the edge just put.
     """
     for c in claims:
-        txn.put(claim_index_key(c, mid), SUPERSEDED)
+        txn.delete(claim_index_key(c, mid))
 
 
 def live_heads(txn: ReadTxn) -> list[Head]:
@@ -1395,12 +1398,11 @@ class Store:
         return tuple(sup), tuple(by), tuple(con)
 
     def _competitors(self, txn: ReadTxn, p: Prepared) -> list[bytes]:
-        """The unmarked ``idx/claim/`` keys under ``p``'s lookup, in every entity spelling.
+        """The ``idx/claim/`` keys under ``p``'s lookup, in every entity spelling.
 
-        Unmarked: not superseded. The spellings are those the store's aliases give
-        (``specs/claims.md`` §10). A chain's
-        history is all marked entries: each costs one step of the scan and nothing else (no id
-        is made of it, no record read), about 0.3 µs.
+        The spellings are those the store's aliases give (``specs/claims.md`` §10). The index
+        holds only memories no other supersedes (format 12), so a chain's history costs
+        nothing here however long it grows.
         """
         assert p.lookup is not None
         lookups: tuple[bytes, ...] = (p.lookup,)
@@ -1408,12 +1410,7 @@ class Store:
         if names and p.data is not None:
             keys = chains.lookup_keys(p.data, p.force, names.group)
             lookups = tuple(dict.fromkeys(chains.claim_hash(k) for k in keys))
-        return [
-            key
-            for lk in lookups
-            for key, mark in txn.scan(claim_index_prefix(lk))
-            if mark != SUPERSEDED
-        ]
+        return [key for lk in lookups for key in txn.keys(claim_index_prefix(lk))]
 
     def _put_edge(
         self,
@@ -1442,11 +1439,14 @@ class Store:
         return superseder(txn, mid, at_us)
 
     def _mark(self, txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes], now_us: int) -> None:
-        """Set the ``idx/claim/`` entries of ``mid`` to say whether it is superseded now."""
+        """Index ``mid`` under its claims in ``idx/claim/`` unless it is superseded now."""
         # as the store stands, whatever the clocks of the processes that wrote it say
-        mark = SUPERSEDED if superseder(txn, mid, FOREVER) is not None else b""
-        for c in claims:
-            txn.put(claim_index_key(c, mid), mark)
+        if superseder(txn, mid, FOREVER) is not None:
+            for c in claims:
+                txn.delete(claim_index_key(c, mid))
+        else:
+            for c in claims:
+                txn.put(claim_index_key(c, mid), b"")
 
     def _remark(self, txn: WriteTxn, mids: Iterable[MemoryId], now_us: int) -> None:
         """Mark again the claim entries of memories whose superseders may have changed."""
@@ -2561,7 +2561,7 @@ class Store:
     write_episode = _write_episode  # an episode and the memories made from it, one transaction
     update_version = _update  # a new version, competing with what ``visible`` allows
     put_edge = _put_edge  # an edge's two halves and its journal entry, inside a transaction
-    remark = _remark  # re-mark the superseded state of memories' claims, inside a transaction
+    remark = _remark  # index again the claims of memories whose superseders may have changed
     purge_episode = _purge_episode  # erase an episode (and with scrub, its bytes)
     set_episode_level = _set_episode_sensitivity  # an episode's sensitivity
     add_alias = _alias  # (canonical_of, alias, given) -> AliasChange

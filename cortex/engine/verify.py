@@ -22,7 +22,6 @@ from cortex.engine.erasure import (
 )
 from cortex.engine.heads import (
     FOREVER,
-    SUPERSEDED,
     claim_hashes,
     index_keys_of,
     is_pinned,
@@ -205,19 +204,21 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
                 expected.add(pin_key_of(head))
         actual: set[bytes] = set()
         tick(2)
-        expected |= claimed
-        marks = {mid: superseder(txn, mid, FOREVER) is not None for mid in claim_ids}
+        # format 12: a memory a supersedes edge ends has no claim entry (claims.md section 5)
+        superseded = {mid for mid in claim_ids if superseder(txn, mid, FOREVER) is not None}
+        expected |= {key for key in claimed if MemoryId(key[-16:]) not in superseded}
+        explained: set[bytes] = set()
         for key, value in txn.scan(IDX_CLAIM):
-            if key not in claimed:
-                continue  # reported below as stale
-            want = SUPERSEDED if marks[MemoryId(key[-16:])] else b""
-            if value != want:
+            if key in claimed and MemoryId(key[-16:]) in superseded:
+                explained.add(key)
                 add(
                     Problem(
                         f"index {key.hex()}",
-                        "the claim entry's mark disagrees with the supersedes edges",
+                        "a claim entry of a superseded memory (the index holds current ones)",
                     )
                 )
+            elif value:
+                add(Problem(f"index {key.hex()}", "index entries hold no value"))
         for key, value in txn.scan(TASK_PREFIX):
             try:
                 if len(key) != len(TASK_PREFIX) + 16 or len(_unseal(key, value)) != 8:
@@ -228,9 +229,9 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
             for key, value in txn.scan(prefix):
                 counts["index"] += 1
                 actual.add(key)
-                if value and prefix is not IDX_CLAIM:
+                if value and prefix is not IDX_CLAIM:  # IDX_CLAIM: checked above
                     add(Problem(f"index {key.hex()}", "index entries hold no value"))
-        for key in sorted(actual - expected):
+        for key in sorted(actual - expected - explained):
             add(Problem(f"index {key.hex()}", "matches no head (stale index entry)"))
         for key in sorted(expected - actual):
             add(Problem(f"index {key.hex()}", "missing for its head"))

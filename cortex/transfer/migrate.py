@@ -30,6 +30,7 @@ from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import (
     ALIASES_FEATURE,
     BUDGETS_FEATURE,
+    CLAIMS_CURRENT_FEATURE,
     CLAIMS_FEATURE,
     COUNTERS_HEADS_FEATURE,
     EPISODES_FEATURE,
@@ -396,6 +397,25 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
+def _count_superseded_entries(txn: ReadTxn) -> int:
+    return sum(1 for _, v in txn.scan(IDX_CLAIM) if v == SUPERSEDED)
+
+
+def _drop_superseded_entries(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0011: delete every ``idx/claim/`` entry marked superseded (``s``).
+
+    Format 11 kept a superseded memory's entries with the mark, so a write scanned a chain's
+    whole history; format 12 keeps only the current ones. No other record changes.
+    """
+    done = 0
+    for key, value in list(txn.scan(IDX_CLAIM)):
+        if value == SUPERSEDED:
+            txn.delete(key)
+            done += 1
+            tick(done)
+    return done
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -577,6 +597,35 @@ MIGRATIONS: Final = (
         },
         _count_counters,
         _counters_into_heads,
+    ),
+    _Migration(
+        Step(
+            name="0011-claim-index-current",
+            from_version=11,
+            to_version=12,
+            description="keep only current memories in the claim index (idx/claim/): a write "
+            "no longer scans a chain's history",
+        ),
+        _FORMAT2_FEATURES
+        | {
+            PINNED_FEATURE,
+            FRAME_TIME_FEATURE,
+            TAG_TYPE_FEATURE,
+            STEM_FEATURE,
+            BLOCKS_FEATURE,
+            SEGMENTS_FEATURE,
+            EPISODES_FEATURE,
+            CLAIMS_FEATURE,
+            BUDGETS_FEATURE,
+            SENSITIVITY_FEATURE,
+            SENSITIVITY_HEADS_FEATURE,
+            COUNTERS_HEADS_FEATURE,
+            CLAIMS_CURRENT_FEATURE,
+            ERASURE_FEATURE,
+            ALIASES_FEATURE,
+        },
+        _count_superseded_entries,
+        _drop_superseded_entries,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

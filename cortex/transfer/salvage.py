@@ -4,7 +4,7 @@ The damaged file is never opened with LMDB (it may crash on it): ``cortex.storag
 records off every page that still parses. Each record must pass its checksum and decode
 strictly; each version's data must match its hash. Whole memories (the head and every version),
 edges whose endpoints survive and episodes go into the new store through the import path, which
-rebuilds every index (the claim index and its superseded marks included); stored vectors, use
+rebuilds every index (the claim index of the current memories included); stored vectors, use
 counters and write-budget counts follow. What could not be recovered is named by id, from the
 journal entries, edges and index keys that survive. ``specs/storage.md`` §10 is normative.
 """
