@@ -209,3 +209,36 @@ def test_a_writer_keeps_what_decoding_its_segment_gives(groups: Any) -> None:
     payload, decoded = segments.encode_groups(groups)
     assert payload == segments.encode(groups)
     assert decoded == segments.decode(payload)
+
+
+@settings(max_examples=100)
+@given(
+    fresh=st.dictionaries(
+        st.text(
+            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
+            min_size=1,
+            max_size=6,
+        ),
+        st.dictionaries(st.binary(min_size=16, max_size=16), _TAILS, min_size=1, max_size=4),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_new_postings_encode_as_the_general_encoder_does(fresh: Any) -> None:
+    """``encode_fresh`` (a write of new memories) gives ``encode_groups``'s bytes and groups."""
+    records = {t: b"".join(raw + tail for raw, tail in ps.items()) for t, ps in fresh.items()}
+    general = {
+        t: {raw: (segments.ADD, tail) for raw, tail in ps.items()} for t, ps in fresh.items()
+    }
+    assert segments.encode_fresh(records) == segments.encode_groups(general)
+
+
+def test_new_postings_that_are_not_canonical_are_refused() -> None:
+    raw, tail = bytes(16), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
+    with pytest.raises(ValueError):
+        segments.encode_fresh({"tea": raw + tail})
+    ok = (1).to_bytes(4, "big") * 2
+    with pytest.raises(ValueError):
+        segments.encode_fresh({"tea": raw + ok + raw + ok})  # an id twice
+    with pytest.raises(ValueError):
+        segments.encode_fresh({"tea": raw + ok[:4]})  # a cut record

@@ -635,10 +635,15 @@ class Indexer:
 
     def _write_segment(self, ov: _segments.Overlay) -> None:
         """Store this transaction's posting changes as the next segment (``lexical.md`` §4b)."""
-        txn = self.txn
         gone = self._gone
         groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
         delta: dict[str, int] = {}
+        if not any(self._pending.values()):  # new memories only (the common write): every
+            # entry an ADD, encoded straight from the held records
+            payload, decoded = _segments.encode_fresh(self._fresh)
+            delta = {term: len(records) // ENTRY for term, records in self._fresh.items()}
+            self._put_segment(ov, payload, decoded, delta)
+            return
         for term, group in self._pending.items():
             if not group:
                 continue
@@ -660,6 +665,18 @@ class Indexer:
             for raw, tail in fresh_changes(records).items():
                 out[raw] = (_segments.ADD, tail)
             delta[term] = delta.get(term, 0) + len(records) // ENTRY
+        payload, decoded = _segments.encode_groups(groups)
+        self._put_segment(ov, payload, decoded, delta)
+
+    def _put_segment(
+        self,
+        ov: _segments.Overlay,
+        payload: bytes,
+        decoded: _segments.Groups,
+        delta: dict[str, int],
+    ) -> None:
+        """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics."""
+        txn = self.txn
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
@@ -677,7 +694,6 @@ class Indexer:
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             vocabulary += (after > 0) - (before > 0)
-        payload, decoded = _segments.encode_groups(groups)
         value = seal(payload)
         txn.put(ov.next_key, value)
         _segments.remember(ov.next_key, value, decoded)

@@ -39,6 +39,7 @@ __all__ = [
     "Segment",
     "decode",
     "encode",
+    "encode_fresh",
     "encode_groups",
     "overlay",
     "overlay_empty",
@@ -116,6 +117,53 @@ def encode_groups(
                 out += tail
             listed.append((kind, bytes(raw), None if tail is None else bytes(tail)))
             count += 1
+        decoded.append((term, listed))
+    if not count:
+        raise ValueError("an empty segment")
+    out[0:4] = _U32.pack(count)
+    return bytes(out), decoded
+
+
+def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]:
+    """``encode_groups`` of new postings only: term -> id16 + tail8 records, every one an ADD.
+
+    The records of a term are in any order (``lexical.Indexer`` holds a new memory's postings
+    so); the payload is the same canonical one ``encode`` gives for them.
+
+    Raises:
+        ValueError: a record is cut or malformed, an id repeats, a term is not allowed.
+    """
+    out = bytearray(4)
+    count = 0
+    decoded: Groups = []
+    add = bytes((ADD,))
+    for term in sorted(fresh, key=lambda t: t.encode("utf-8")):
+        records = bytes(fresh[term])
+        tb = term.encode("utf-8")
+        n, cut = divmod(len(records), 24)
+        if not n or cut or not 1 <= len(tb) <= 256 or b"\x00" in tb:
+            raise ValueError(f"bad segment group {term!r}")
+        out += _U16.pack(len(tb))
+        out += tb
+        out += _U32.pack(n)
+        if n == 1:
+            rows = [(records[:16], records[16:24])]
+        else:
+            rows = sorted(
+                (records[i : i + 16], records[i + 16 : i + 24]) for i in range(0, n * 24, 24)
+            )
+        listed: list[tuple[int, bytes, bytes | None]] = []
+        last = b""
+        for raw, tail in rows:
+            tf, dl = _TAIL.unpack(tail)
+            if raw <= last or not 1 <= tf <= dl:
+                raise ValueError(f"bad segment entry {raw!r} {tail!r}")
+            last = raw
+            out += add
+            out += raw
+            out += tail
+            listed.append((ADD, raw, tail))
+        count += n
         decoded.append((term, listed))
     if not count:
         raise ValueError("an empty segment")
