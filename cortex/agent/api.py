@@ -1044,6 +1044,8 @@ class Cortex:
 
         Raises:
             NotFoundError: no such memory.
+            IntegrityError: its head says it has counters and their record is missing (a
+                damaged ``sal/`` key; ``specs/query.md`` §2).
         """
         mid = as_id(ref)
         if self._as is not None:
