@@ -34,6 +34,7 @@ from cortex import (
 )
 from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.records import Head
+from cortex.query.language import compile_query
 from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, meta_key, salience_key
@@ -164,6 +165,21 @@ def test_reads_trust_the_flag_both_ways(store_path: Any) -> None:
         problems = {p.record: p.what for p in cx.verify().problems}
         assert list(problems) == [f"m/{a.id}"]
         assert f"sal/{a.id} is missing" in problems[f"m/{a.id}"]
+
+
+def test_a_find_on_postgresql_fetches_only_the_counters_of_used_memories(pg_url: Any) -> None:
+    """The query's preload asks the server for the ``sal/`` keys of flagged heads only: a memory
+    never used costs no read (what the snapshot fetched is what it holds)."""
+    with Cortex.open(pg_url(), actor=OWNER) as cx:
+        ids = [cx.write(_fact(i)).id for i in range(6)]
+        cx.attest([ids[2]], Outcome.SUCCESS)
+        now = cx._now()
+        with cx._kv.read() as txn:
+            plan = compile_query(Query(text="note", limit=6), now)
+            kept, _ = cx._executor(txn, plan, cx._reader(None), now).run()
+            fetched = set(txn._loaded)  # type: ignore[attr-defined]
+        assert len(kept) == 6 and {head_key(m) for m in ids} <= fetched
+        assert {k for k in fetched if k.startswith(SALIENCE)} == {salience_key(ids[2])}
 
 
 # ---------------------------------------------------------------------------------------------
