@@ -46,8 +46,8 @@ from cortex.rules.chains import (
     winner,
 )
 from cortex.storage.engines import copy_kv, open_kv
-from cortex.storage.keys import IDX_CLAIM, meta_key
-from cortex.storage.kv import LmdbKV
+from cortex.storage.keys import IDX_CLAIM, SALIENCE, meta_key
+from cortex.storage.kv import LmdbKV, unseal
 
 from .qsupport import Clock
 
@@ -602,16 +602,19 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     before = _dump11(where)
     marked = {k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == SUPERSEDED}
     assert {MemoryId(k[-16:]) for k in marked} == {_fid(n) for n in MARKED11}
+    counters = {k for k in before if k.startswith(SALIENCE)}
     report = M.migrate(where)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0011-claim-index-current", len(marked), True)
+        ("0011-current-claims-named-counters", len(marked) + len(counters), True)
     ]
     after = _dump11(where)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert {k for k in changed if not k.startswith(b"j/")} == marked | {
+    assert {k for k in changed if not k.startswith(b"j/")} == marked | counters | {
         meta_key("format"),
         M.MIGRATIONS_KEY,
     }
+    for k in counters:  # each counter record now starts with its memory's id
+        assert unseal(k, after[k]) == k[len(SALIENCE) :] + unseal(k, before[k])
     assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
     with Cortex.open(where, actor="fixture-agent", as_owner=True) as cx:
         report_v = cx.verify()

@@ -1007,7 +1007,7 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0008-sensitivity-in-heads (0 records)",
         "applied 0009-posting-segments (0 records)",
         "applied 0010-counters-in-heads (0 records)",
-        "applied 0011-claim-index-current (0 records)",
+        "applied 0011-current-claims-named-counters (0 records)",
         f"{v1}: now at format 12",
     ]
     info = run_json(capsys, "info")
@@ -1031,7 +1031,7 @@ def test_a_format1_store_needs_migrate_then_works(
     assert eighth["reason"] == "0008-sensitivity-in-heads: format 8 -> 9"
     assert ninth["reason"] == "0009-posting-segments: format 9 -> 10"
     assert tenth["reason"] == "0010-counters-in-heads: format 10 -> 11"
-    assert eleventh["reason"] == "0011-claim-index-current: format 11 -> 12"
+    assert eleventh["reason"] == "0011-current-claims-named-counters: format 11 -> 12"
     rc, out, err = run(capsys, "migrate")
     assert (rc, out, err) == (0, f"{v1}: up to date (format 12)\n", "")
     assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 12)\n"
@@ -1113,11 +1113,11 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "records": 0,
     }
     step11 = {
-        "name": "0011-claim-index-current",
+        "name": "0011-current-claims-named-counters",
         "from_version": 11,
         "to_version": 12,
-        "description": "keep only current memories in the claim index (idx/claim/): a write "
-        "no longer scans a chain's history",
+        "description": "keep only current memories in the claim index (idx/claim/), and name "
+        "its memory in each use-counter record (sal/)",
         "records": 0,
     }
     steps = (step, step2, step3, step4, step5, step6, step7, step8, step9, step10, step11)
@@ -1175,7 +1175,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0008-sensitivity-in-heads", "pending"),
         ("0009-posting-segments", "pending"),
         ("0010-counters-in-heads", "pending"),
-        ("0011-claim-index-current", "pending"),
+        ("0011-current-claims-named-counters", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")

@@ -32,13 +32,15 @@ from cortex import (
     export_store,
     import_bundle,
 )
+from cortex.engine.heads import decode_counters, encode_counters
 from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.ids import new_id
 from cortex.model.records import Head
 from cortex.query.language import compile_query
 from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, meta_key, salience_key
-from cortex.storage.kv import LmdbKV, seal
+from cortex.storage.kv import LmdbKV, seal, unseal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
 
@@ -145,9 +147,7 @@ def test_reads_trust_the_flag_both_ways(store_path: Any) -> None:
         a, b = cx.write(_fact(1)), cx.write(_fact(2))
         cx.attest([a], Outcome.SUCCESS)
         stray = SalienceState(citations=40)
-        cx._kv.write(
-            lambda txn: txn.put(salience_key(b.id), seal(SALIENCE_STATE.encode(stray, "s")))
-        )
+        cx._kv.write(lambda txn: txn.put(salience_key(b.id), encode_counters(b.id, stray)))
         assert cx.salience_state(b) == SalienceState()  # its head says never used
         ranked = [h.memory.id for h in cx.find(Query(text="note", limit=5)).hits]
         assert ranked[0] == a.id  # b's stray citations do not lift it
@@ -215,7 +215,7 @@ def test_salvage_reports_lost_counters_and_drops_strays(tmp_path: Path) -> None:
         cx.attest([a, b], Outcome.SUCCESS)
         lost = salience_key(a.id)
         stray = salience_key(c.id)  # c never used: a record there is not c's
-        value = seal(SALIENCE_STATE.encode(SalienceState(citations=7), "s"))
+        value = encode_counters(c.id, SalienceState(citations=7))
         cx._kv.write(lambda txn: (txn.delete(lost), txn.put(stray, value)))
     rep = salvage(path, tmp_path / "new")
     assert rep.verify_ok and rep.salience == 1
@@ -227,6 +227,40 @@ def test_salvage_reports_lost_counters_and_drops_strays(tmp_path: Path) -> None:
         assert cx.salience_state(a) == SalienceState()
         assert cx.salience_state(c) == SalienceState()
         assert cx.verify().ok
+
+
+def test_a_record_moved_onto_another_used_memory_is_an_error(store_path: Any) -> None:
+    """Format 12: a ``sal/`` record names its memory, so a damaged key that lands exactly on
+    another used memory's key (the case a flag alone cannot see) is an error on read."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a, b = cx.write(_fact(1)), cx.write(_fact(2))
+        cx.attest([a], Outcome.SUCCESS)
+        cx.attest([a], Outcome.SUCCESS)
+        cx.attest([b], Outcome.SUCCESS)
+        with cx._kv.read() as txn:
+            moved = txn.get(salience_key(a.id))
+        assert moved is not None and unseal(salience_key(a.id), moved)[:16] == a.id.bytes
+        cx._kv.write(lambda txn: txn.put(salience_key(b.id), moved))  # a's record at b's key
+        with pytest.raises(IntegrityError, match=f"use counters of {a.id}, not of {b.id}"):
+            cx.salience_state(b)
+        with pytest.raises(IntegrityError, match="use counters of"):
+            cx.find(Query(text="note", limit=5))
+        assert any(f"not of {b.id}" in p.what for p in cx.verify().problems)
+
+
+def test_counter_records_name_their_memory_in_the_format() -> None:
+    """The value is the sealed id16 followed by the SalienceState CBOR (``storage.md``)."""
+    mid = new_id()
+    st = SalienceState(accesses=3, citations=1)
+    value = encode_counters(mid, st)
+    payload = unseal(salience_key(mid), value)
+    assert payload[:16] == mid.bytes and SALIENCE_STATE.decode(payload[16:], "s") == st
+    assert decode_counters(salience_key(mid), value, mid) == st
+    with pytest.raises(IntegrityError, match="not of"):
+        decode_counters(salience_key(mid), value, new_id())
+    bare = seal(SALIENCE_STATE.encode(st, "s"))  # format 11's layout
+    with pytest.raises(IntegrityError):
+        decode_counters(salience_key(mid), bare, mid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -299,22 +333,22 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         Cortex.open(v10, actor="x")
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v10)] == [
         ("0010-counters-in-heads", 10, 11),
-        ("0011-claim-index-current", 11, 12),
+        ("0011-current-claims-named-counters", 11, 12),
     ]
     report = M.migrate(v10)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0010-counters-in-heads", len(counted), True),
-        ("0011-claim-index-current", superseded, True),
+        ("0011-current-claims-named-counters", superseded + len(counted), True),
     ]
     after = _dump(v10)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(b"j/")} == {
         meta_key("format"),
         M.MIGRATIONS_KEY,
-    } | {head_key(m) for m in counted} | {
+    } | {head_key(m) for m in counted} | {salience_key(m) for m in counted} | {
         k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s"
-    }  # 0011 drops the superseded memories' claim entries
+    }  # 0011 drops the superseded memories' claim entries and names each counter's memory
     assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
     for m in counted:
         old = HEAD_CODEC.decode(before[head_key(m)][:-4], "h")
@@ -322,7 +356,9 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        assert (
+            list(cx.journal())[-1].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        )
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

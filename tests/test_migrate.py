@@ -167,7 +167,7 @@ STEPS = [
     ("0008-sensitivity-in-heads", 8, 9),
     ("0009-posting-segments", 9, 10),
     ("0010-counters-in-heads", 10, 11),
-    ("0011-claim-index-current", 11, 12),
+    ("0011-current-claims-named-counters", 11, 12),
 ]
 
 
@@ -194,7 +194,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -245,7 +245,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert eighth.reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert ninth.reason == "0009-posting-segments: format 9 -> 10"
         assert tenth.reason == "0010-counters-in-heads: format 10 -> 11"
-        assert last.reason == "0011-claim-index-current: format 11 -> 12"
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
         assert cx.format.format_version == 12 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
@@ -268,7 +268,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0008-sensitivity-in-heads", 8, 9, 0),
         ("0009-posting-segments", 9, 10, 0),
         ("0010-counters-in-heads", 10, 11, 0),
-        ("0011-claim-index-current", 11, 12, 0),
+        ("0011-current-claims-named-counters", 11, 12, 0),
     ]
 
 
@@ -317,7 +317,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
-        "0011-claim-index-current",
+        "0011-current-claims-named-counters",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -343,7 +343,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0008-sensitivity-in-heads", 0, False),
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
-        ("0011-claim-index-current", 0, False),
+        ("0011-current-claims-named-counters", 0, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -362,7 +362,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0008-sensitivity-in-heads", 0, False),
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
-        ("0011-claim-index-current", 0, False),
+        ("0011-current-claims-named-counters", 0, False),
     ]
     assert dump(v1) == at2
 
@@ -492,7 +492,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
-        "0011-claim-index-current",
+        "0011-current-claims-named-counters",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -505,7 +505,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -532,7 +532,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         assert entries[-4].reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert entries[-3].reason == "0009-posting-segments: format 9 -> 10"
         assert entries[-2].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        assert entries[-1].reason == "0011-current-claims-named-counters: format 11 -> 12"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -544,7 +544,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0),
         ("0009-posting-segments", 0),
         ("0010-counters-in-heads", 0),
-        ("0011-claim-index-current", 0),
+        ("0011-current-claims-named-counters", 0),
     ]
 
 
@@ -560,7 +560,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0008-sensitivity-in-heads",
         "0009-posting-segments",
         "0010-counters-in-heads",
-        "0011-claim-index-current",
+        "0011-current-claims-named-counters",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -572,7 +572,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -587,7 +587,8 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     assert journal(after)[:-7] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        last = list(cx.journal())[-1]
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -608,7 +609,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -621,7 +622,8 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     assert record.format_version == 12 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        last = list(cx.journal())[-1]
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -641,7 +643,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -663,7 +665,8 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        last = list(cx.journal())[-1]
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -716,14 +719,14 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0008-sensitivity-in-heads", 8, 9),
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
-        ("0011-claim-index-current", 11, 12),
+        ("0011-current-claims-named-counters", 11, 12),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0008-sensitivity-in-heads", 6, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -753,7 +756,8 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert without_journal(after) == without_journal(dump(fresh9))
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        last = list(cx.journal())[-1]
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -853,13 +857,13 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v9)] == [
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
-        ("0011-claim-index-current", 11, 12),
+        ("0011-current-claims-named-counters", 11, 12),
     ]
     report = M.migrate(v9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
-        ("0011-claim-index-current", 0, True),
+        ("0011-current-claims-named-counters", 0, True),
     ]
     after = dump(v9)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -869,7 +873,8 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0011-claim-index-current: format 11 -> 12"
+        last = list(cx.journal())[-1]
+        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))

@@ -21,12 +21,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
-# FORMAT 12 (issue 14: the claim index holds only current memories). Was 1aa578c4… at format 11
-# with 6136 keys, now 6133; what changed, keyspace by keyspace (compared with the code at format
-# 11, 0ea9b0f): idx/ — the 3 idx/claim/ entries marked superseded ("s") are gone, every other
-# entry is equal; meta/format names format 12 and the feature claim-index-current; the journal's
+# FORMAT 12 (issue 14: the claim index holds only current memories; issue 20: a use-counter
+# record names its memory). Was 1aa578c4… at format 11 with 6136 keys, now 6133; what changed,
+# keyspace by keyspace (compared with the code at format 11, 0ea9b0f): idx/ — the 3 idx/claim/
+# entries marked superseded ("s") are gone, every other entry is equal; sal/ — each record's
+# payload is its memory's id16 followed by the same CBOR as before; meta/format names format 12
+# and the features claim-index-current and counters-name-their-memory; the journal's
 # init entry says "format 12" (so every later entry's prev hash moved; the entries are otherwise
-# equal). Every other keyspace is equal. The same three keyspaces move in the three digests below
+# equal). Every other keyspace is equal. The same four keyspaces move in the three digests below
 # (no embedder dd1d1f64…, still clock 8c728ccb… and 2f45f3fa… at format 11). Equal on both paths.
 # FORMAT 11 (issue 20: a head records that its memory has use counters). Was 8b338fcf… at
 # format 10, with the same 6136 keys; what changed, keyspace by keyspace (compared with main's
@@ -48,7 +50,7 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "b200760d78b1f7c2db58485b70453c61b592c639f28a9c2784166ce05237055f"
+STORE_DIGEST = "d3171f4335810de401056b6fdf2b88692e612e798d12d28c8236b9a14c0f2bfd"
 STORE_KEYS = 6133
 FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfcadf52"
 """The lex/ keyspace once every segment is folded: the digest format 9 recorded for it."""
@@ -59,10 +61,10 @@ FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfc
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "aba4a19a5f8ab2da52f9da5037597988372f454c025a71678fd3e043a5161781"
+STORE_DIGEST_NO_EMBEDDER = "2df01f05599b26be2dde497553e0c873dfc4ca95f8fc2150142b55f1cb8f9da4"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "f393375ed0c21c9d64190e9f22ac4c3ba622cfb8a11bf3d48515be41166f38dd",
-    "none": "482619f23eb4a79838845fdcff389ae74a0ec39d5d5070768fc17edd4a47f2aa",
+    "hashing": "0b47db7af9729c880ff302cadc758a1e73d7b4f2dc162e37ee1f6042cfa30607",
+    "none": "2222c4194166d6f0a3ca1c1239c5723243c5571d8569b154c6092fa94f48f2bd",
 }
 # FORMAT 11 adds specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.

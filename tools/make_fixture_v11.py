@@ -9,8 +9,9 @@ superseded memory kept its ``idx/claim/`` entries marked ``s`` — a chain of fo
 conflict (two current memories), a conflict closed by ``resolve_conflict``, a superseder
 tombstoned (the memory it ended is current again) and a superseded memory tombstoned itself.
 Format 12 keeps only the current memories in the index; the migration
-``0011-claim-index-current`` deletes the marked entries, and the tests check that the chains
-read the same after it and that the store verifies.
+``0011-current-claims-named-counters`` deletes the marked entries (and names each use-counter
+record's memory), and the tests check that the chains read the same after it and that the
+store verifies.
 
     python tools/make_fixture_v11.py [--out tests/data/format11.cortex]
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
+import cbor2
 import msgspec
 
 from cortex.engine.values import (
@@ -15,10 +16,11 @@ from cortex.engine.values import (
     EdgeRecord,
     decode_trusted,
 )
-from cortex.errors import IntegrityError
+from cortex.errors import CodecError, IntegrityError
 from cortex.model.codec import (
     HEAD,
     TOMBSTONE,
+    Invalid,
     to_micros,
 )
 from cortex.model.enums import (
@@ -44,8 +46,9 @@ from cortex.storage.keys import (
     index_keys,
     pin_key,
     salience_key,
+    show_key,
 )
-from cortex.storage.kv import ReadTxn, WriteTxn, seal
+from cortex.storage.kv import ReadTxn, WriteTxn, seal, unseal
 
 FOREVER: Final = 2**63 - 1
 """The end of time in microseconds: an open validity, the instant every chain is judged at."""
@@ -80,7 +83,43 @@ def read_counters(txn: ReadTxn, head: Head) -> SalienceState:
             "its key is damaged; the store is damaged: run cortex verify and restore from a "
             "backup (or cortex salvage)"
         )
-    st: SalienceState = decode_trusted(SALIENCE_STATE, key, raw)
+    return decode_counters(key, raw, head.id, trusted=True)
+
+
+def encode_counters(mid: MemoryId, state: SalienceState) -> bytes:
+    """The sealed ``sal/`` value of ``mid``'s counters: its id16, then the CBOR record.
+
+    Format 12: the record names its memory, so a damaged key that lands on another used
+    memory's key is an error on read, not counters that are not that memory's.
+    """
+    return seal(mid.bytes + SALIENCE_STATE.encode(state, "salience"))
+
+
+def decode_counters(
+    key: bytes, value: bytes, mid: MemoryId, *, trusted: bool = False
+) -> SalienceState:
+    """The counters a ``sal/`` record holds for ``mid`` (``encode_counters``).
+
+    ``trusted`` decodes as the read path does (no canonical re-check); otherwise strictly.
+
+    Raises:
+        IntegrityError: the checksum fails, or the record names another memory (a damaged
+            key), or the record does not decode.
+    """
+    payload = unseal(key, value)
+    if payload[:16] != mid.bytes:
+        raise IntegrityError(
+            f"record {show_key(key)} holds the use counters of "
+            f"{MemoryId(payload[:16]) if len(payload) >= 16 else 'no memory'}, not of {mid}: "
+            "its key is damaged; run cortex verify and restore from a backup (or cortex salvage)"
+        )
+    try:
+        if trusted:  # the checksum proves it is what we wrote
+            st: SalienceState = SALIENCE_STATE.decode_trusted(payload[16:])
+        else:
+            st = SALIENCE_STATE.decode(payload[16:], show_key(key))
+    except (CodecError, Invalid, cbor2.CBORDecodeError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
     return st
 
 
@@ -91,7 +130,7 @@ def put_counters(txn: WriteTxn, head: Head, state: SalienceState) -> Head:
     ``has_counters`` set, in the same transaction (the flag changes no index key, and the head
     keeps its ``last_updated_at``: a use is not a change of the memory).
     """
-    txn.put(salience_key(head.id), seal(SALIENCE_STATE.encode(state, "salience")))
+    txn.put(salience_key(head.id), encode_counters(head.id, state))
     if head.has_counters:
         return head
     head = msgspec.structs.replace(head, has_counters=True)

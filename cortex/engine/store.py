@@ -188,6 +188,7 @@ this off to compare the two.
 __all__ = [
     "CLAIMS_CURRENT_FEATURE",
     "COUNTERS_HEADS_FEATURE",
+    "COUNTER_IDS_FEATURE",
     "FORMAT_VERSION",
     "Edge",
     "ImportReport",
@@ -234,6 +235,8 @@ episode record, no longer under ``sens/`` (a damaged key there could lower a lev
 COUNTERS_HEADS_FEATURE: Final = "counters-in-heads"
 CLAIMS_CURRENT_FEATURE: Final = "claim-index-current"
 """Format 12: ``idx/claim/`` holds only memories no ``supersedes`` edge ends (``claims.md`` §5)."""
+COUNTER_IDS_FEATURE: Final = "counters-name-their-memory"
+"""Format 12: a ``sal/`` record starts with its memory's id16 (``heads.encode_counters``)."""
 """Format 11: a head says whether its memory has use counters (``Head.has_counters``): a read
 of the counters then knows a ``sal/`` record must exist (a damaged key raises instead of reading
 as never used), and a memory never used costs no read."""
@@ -261,6 +264,7 @@ FEATURES: Final = frozenset(
         SENSITIVITY_HEADS_FEATURE,
         COUNTERS_HEADS_FEATURE,
         CLAIMS_CURRENT_FEATURE,
+        COUNTER_IDS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

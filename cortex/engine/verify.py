@@ -23,6 +23,7 @@ from cortex.engine.erasure import (
 from cortex.engine.heads import (
     FOREVER,
     claim_hashes,
+    decode_counters,
     index_keys_of,
     is_pinned,
     pin_key_of,
@@ -61,7 +62,6 @@ from cortex.rules.aliases import (
     chained,
 )
 from cortex.rules.aliases import decode_record as decode_alias
-from cortex.rules.salience import SALIENCE_STATE
 from cortex.storage.keys import (
     EDGE_FROM,
     EDGE_TO,
@@ -301,7 +301,10 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
                         "take it as never used)",
                     )
                 )
-            strict(SALIENCE_STATE, key, value)
+            try:  # format 12: the record names its memory
+                decode_counters(key, value, cmid)
+            except IntegrityError as exc:
+                add(Problem(_show_key(key), str(exc)))
         for hmid, h in heads.items():
             if h.has_counters and hmid not in counted:
                 add(

@@ -21,6 +21,7 @@ from cortex import argcheck
 from cortex.engine.heads import (
     SUPERSEDED,
     claim_hashes,
+    encode_counters,
     index_keys_of,
     is_pinned,
     pin_key_of,
@@ -32,6 +33,7 @@ from cortex.engine.store import (
     BUDGETS_FEATURE,
     CLAIMS_CURRENT_FEATURE,
     CLAIMS_FEATURE,
+    COUNTER_IDS_FEATURE,
     COUNTERS_HEADS_FEATURE,
     EPISODES_FEATURE,
     ERASURE_FEATURE,
@@ -397,15 +399,21 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
-def _count_superseded_entries(txn: ReadTxn) -> int:
-    return sum(1 for _, v in txn.scan(IDX_CLAIM) if v == SUPERSEDED)
+def _count_claims_and_counters(txn: ReadTxn) -> int:
+    superseded = sum(1 for _, v in txn.scan(IDX_CLAIM) if v == SUPERSEDED)
+    return superseded + sum(1 for _ in txn.keys(SALIENCE))
 
 
-def _drop_superseded_entries(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """0011: delete every ``idx/claim/`` entry marked superseded (``s``).
+def _claims_current_counters_named(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0011: keep only current memories in the claim index; name the memory in each counter.
 
-    Format 11 kept a superseded memory's entries with the mark, so a write scanned a chain's
-    whole history; format 12 keeps only the current ones. No other record changes.
+    Every ``idx/claim/`` entry marked superseded (``s``) is deleted, and every ``sal/`` record
+    is prefixed with its memory's id. Format 11 kept a superseded memory's entries with the
+    mark, so a write scanned a chain's whole history; format 12 keeps only the current ones. A
+    format-12 use-counter record names its memory (``heads.encode_counters``), so a damaged
+    key that lands on another used memory's key is an error on read. A counter record that
+    does not check (CRC, decoding) stops it (``IntegrityError``, nothing written). No other
+    record changes.
     """
     done = 0
     for key, value in list(txn.scan(IDX_CLAIM)):
@@ -413,6 +421,17 @@ def _drop_superseded_entries(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             txn.delete(key)
             done += 1
             tick(done)
+    for key, value in list(txn.scan(SALIENCE)):
+        if len(key) != len(SALIENCE) + 16:
+            raise IntegrityError(
+                f"record {show_key(key)} is not a use-counter key (a damaged key): run `cortex "
+                "verify` with the format-11 cortex; nothing was migrated"
+            )
+        mid = MemoryId(key[len(SALIENCE) :])
+        state = decode_trusted(SALIENCE_STATE, key, value)  # a damaged record stops it
+        txn.put(key, encode_counters(mid, state))
+        done += 1
+        tick(done)
     return done
 
 
@@ -600,11 +619,11 @@ MIGRATIONS: Final = (
     ),
     _Migration(
         Step(
-            name="0011-claim-index-current",
+            name="0011-current-claims-named-counters",
             from_version=11,
             to_version=12,
-            description="keep only current memories in the claim index (idx/claim/): a write "
-            "no longer scans a chain's history",
+            description="keep only current memories in the claim index (idx/claim/), and name "
+            "its memory in each use-counter record (sal/)",
         ),
         _FORMAT2_FEATURES
         | {
@@ -621,11 +640,12 @@ MIGRATIONS: Final = (
             SENSITIVITY_HEADS_FEATURE,
             COUNTERS_HEADS_FEATURE,
             CLAIMS_CURRENT_FEATURE,
+            COUNTER_IDS_FEATURE,
             ERASURE_FEATURE,
             ALIASES_FEATURE,
         },
-        _count_superseded_entries,
-        _drop_superseded_entries,
+        _count_claims_and_counters,
+        _claims_current_counters_named,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

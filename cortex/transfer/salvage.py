@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
-from cortex.engine.heads import put_counters
+from cortex.engine.heads import decode_counters, put_counters
 from cortex.engine.importer import Imported
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.store import FORMAT_VERSION, Store, edge_of
@@ -42,7 +42,7 @@ from cortex.model.ids import MemoryId
 from cortex.model.records import Episode, Head, Version
 from cortex.rules.aliases import ALIAS_PREFIX, chained
 from cortex.rules.aliases import decode_record as decode_alias
-from cortex.rules.salience import SALIENCE_STATE, SalienceState
+from cortex.rules.salience import SalienceState
 from cortex.rules.sensitivity import decode_level
 from cortex.storage.keys import (
     EDGE_FROM,
@@ -303,7 +303,8 @@ class _Records:
             self.vectors[mid] = self._strict(VECTOR_RECORD, key, value)
         elif key.startswith(SALIENCE):
             mid = MemoryId(key[len(SALIENCE) :])
-            self.salience[mid] = self._strict(SALIENCE_STATE, key, value)
+            # a record naming another memory (a damaged key) is not this one's: left out
+            self.salience[mid] = decode_counters(key, value, mid)
         elif key.startswith(SENS):
             try:
                 which = parse_sens_key(key)
