@@ -435,6 +435,25 @@ def _claims_current_counters_named(txn: WriteTxn, tick: Callable[[int], None]) -
     return done
 
 
+_FORMAT3_FEATURES: Final = _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE}
+_FORMAT4_FEATURES: Final = _FORMAT3_FEATURES | {TAG_TYPE_FEATURE}
+_FORMAT5_FEATURES: Final = _FORMAT4_FEATURES | {STEM_FEATURE}
+_FORMAT6_FEATURES: Final = _FORMAT5_FEATURES | {BLOCKS_FEATURE}
+_FORMAT7_FEATURES: Final = _FORMAT6_FEATURES | {EPISODES_FEATURE}
+_FORMAT8_FEATURES: Final = _FORMAT7_FEATURES | {
+    CLAIMS_FEATURE,
+    BUDGETS_FEATURE,
+    SENSITIVITY_FEATURE,
+    ERASURE_FEATURE,
+    ALIASES_FEATURE,
+}
+_FORMAT9_FEATURES: Final = _FORMAT8_FEATURES | {SENSITIVITY_HEADS_FEATURE}
+_FORMAT10_FEATURES: Final = _FORMAT9_FEATURES | {SEGMENTS_FEATURE}
+_FORMAT11_FEATURES: Final = _FORMAT10_FEATURES | {COUNTERS_HEADS_FEATURE}
+_FORMAT12_FEATURES: Final = _FORMAT11_FEATURES | {CLAIMS_CURRENT_FEATURE, COUNTER_IDS_FEATURE}
+"""The features of each format: every one those of the format before and its own."""
+
+
 MIGRATIONS: Final = (
     _Migration(
         Step(
@@ -454,7 +473,7 @@ MIGRATIONS: Final = (
             to_version=3,
             description="rewrite frame index keys in created order; build the pinned index",
         ),
-        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE},
+        _FORMAT3_FEATURES,
         _count_heads,
         _frames_by_time_and_pins,
     ),
@@ -465,7 +484,7 @@ MIGRATIONS: Final = (
             to_version=4,
             description="rewrite tag index keys with the type after the tag",
         ),
-        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE},
+        _FORMAT4_FEATURES,
         _count_heads,
         _tags_by_type,
     ),
@@ -476,7 +495,7 @@ MIGRATIONS: Final = (
             to_version=5,
             description="rebuild the lexical index with stemmed (Snowball English) terms",
         ),
-        _FORMAT2_FEATURES | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE},
+        _FORMAT5_FEATURES,
         _count_live,
         _stemmed_terms,
     ),
@@ -487,8 +506,7 @@ MIGRATIONS: Final = (
             to_version=6,
             description="rebuild the lexical index with its postings in blocks",
         ),
-        _FORMAT2_FEATURES
-        | {PINNED_FEATURE, FRAME_TIME_FEATURE, TAG_TYPE_FEATURE, STEM_FEATURE, BLOCKS_FEATURE},
+        _FORMAT6_FEATURES,
         _count_live,
         _posting_blocks,
     ),
@@ -499,15 +517,7 @@ MIGRATIONS: Final = (
             to_version=7,
             description="allow episodes (ep/, prov/e/); no record changes",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            EPISODES_FEATURE,
-        },
+        _FORMAT7_FEATURES,
         _no_records,
         _nothing,
     ),
@@ -519,20 +529,7 @@ MIGRATIONS: Final = (
             description="index Facts and Preferences under their claim keys (temporal chains); "
             "allow write budgets, sensitivity levels, erasure records and aliases",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            EPISODES_FEATURE,
-            CLAIMS_FEATURE,
-            BUDGETS_FEATURE,
-            SENSITIVITY_FEATURE,  # every existing memory and episode is internal: no entry
-            ERASURE_FEATURE,  # no purge has an erasure record yet: no entry
-            ALIASES_FEATURE,  # no alias yet: no entry
-        },
+        _FORMAT8_FEATURES,
         _count_heads,
         _claim_index,
     ),
@@ -544,21 +541,7 @@ MIGRATIONS: Final = (
             description="move sensitivity levels from sens/ into the sealed head and episode "
             "records (a damaged key can no longer lower a level)",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            EPISODES_FEATURE,
-            CLAIMS_FEATURE,
-            BUDGETS_FEATURE,
-            SENSITIVITY_FEATURE,
-            SENSITIVITY_HEADS_FEATURE,
-            ERASURE_FEATURE,
-            ALIASES_FEATURE,
-        },
+        _FORMAT9_FEATURES,
         _count_levels,
         _levels_into_heads,
     ),
@@ -570,22 +553,7 @@ MIGRATIONS: Final = (
             description="allow lexical posting segments (lex/s/); a format-9 store is a "
             "format-10 store without segments: no record changes",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            SEGMENTS_FEATURE,
-            EPISODES_FEATURE,
-            CLAIMS_FEATURE,
-            BUDGETS_FEATURE,
-            SENSITIVITY_FEATURE,
-            SENSITIVITY_HEADS_FEATURE,
-            ERASURE_FEATURE,
-            ALIASES_FEATURE,
-        },
+        _FORMAT10_FEATURES,
         _no_records,
         _nothing,
     ),
@@ -597,23 +565,7 @@ MIGRATIONS: Final = (
             description="record in each head whether its memory has use counters (sal/): a "
             "damaged sal/ key raises instead of reading as never used",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            SEGMENTS_FEATURE,
-            EPISODES_FEATURE,
-            CLAIMS_FEATURE,
-            BUDGETS_FEATURE,
-            SENSITIVITY_FEATURE,
-            SENSITIVITY_HEADS_FEATURE,
-            COUNTERS_HEADS_FEATURE,
-            ERASURE_FEATURE,
-            ALIASES_FEATURE,
-        },
+        _FORMAT11_FEATURES,
         _count_counters,
         _counters_into_heads,
     ),
@@ -625,25 +577,7 @@ MIGRATIONS: Final = (
             description="keep only current memories in the claim index (idx/claim/), and name "
             "its memory in each use-counter record (sal/)",
         ),
-        _FORMAT2_FEATURES
-        | {
-            PINNED_FEATURE,
-            FRAME_TIME_FEATURE,
-            TAG_TYPE_FEATURE,
-            STEM_FEATURE,
-            BLOCKS_FEATURE,
-            SEGMENTS_FEATURE,
-            EPISODES_FEATURE,
-            CLAIMS_FEATURE,
-            BUDGETS_FEATURE,
-            SENSITIVITY_FEATURE,
-            SENSITIVITY_HEADS_FEATURE,
-            COUNTERS_HEADS_FEATURE,
-            CLAIMS_CURRENT_FEATURE,
-            COUNTER_IDS_FEATURE,
-            ERASURE_FEATURE,
-            ALIASES_FEATURE,
-        },
+        _FORMAT12_FEATURES,
         _count_claims_and_counters,
         _claims_current_counters_named,
     ),
