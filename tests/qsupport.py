@@ -21,6 +21,18 @@ from cortex import (
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
+def dump_store(where: Any) -> dict[bytes, bytes]:
+    """Every key and value of the store at ``where`` (a directory or a PostgreSQL URL)."""
+    from cortex.storage.engines import open_kv
+
+    kv = open_kv(where, create=False)
+    try:
+        with kv.read() as txn:
+            return dict(txn.scan(b""))
+    finally:
+        kv.close()
+
+
 def digest_of_store(cx: Cortex) -> str:
     """A digest of every key and value of the store (a failed call must leave it unchanged)."""
     h = hashlib.sha256()

@@ -45,11 +45,11 @@ from cortex.rules.chains import (
     single_valued,
     winner,
 )
-from cortex.storage.engines import copy_kv, open_kv
+from cortex.storage.engines import copy_kv
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, meta_key
 from cortex.storage.kv import LmdbKV, unseal
 
-from .qsupport import Clock
+from .qsupport import Clock, dump_store
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -574,15 +574,6 @@ def _fid(n: int) -> MemoryId:
     return MemoryId(ms.to_bytes(6, "big") + bytes(9) + bytes([n]))
 
 
-def _dump11(where: Any) -> dict[bytes, bytes]:
-    kv = open_kv(where, create=False)
-    try:
-        with kv.read() as txn:
-            return dict(txn.scan(b""))
-    finally:
-        kv.close()
-
-
 def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     tmp_path: Path, store_path: Any
 ) -> None:
@@ -599,7 +590,7 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
         finally:
             kv.close()
         where = store_path
-    before = _dump11(where)
+    before = dump_store(where)
     marked = {k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == SUPERSEDED}
     assert {MemoryId(k[-16:]) for k in marked} == {_fid(n) for n in MARKED11}
     counters = {k for k in before if k.startswith(SALIENCE)}
@@ -607,7 +598,7 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0011-current-claims-named-counters", len(marked) + len(counters), True)
     ]
-    after = _dump11(where)
+    after = dump_store(where)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(b"j/")} == marked | counters | {
         meta_key("format"),

@@ -38,11 +38,13 @@ from cortex.model.ids import new_id
 from cortex.model.records import Head
 from cortex.query.language import compile_query
 from cortex.rules.salience import SALIENCE_STATE, SalienceState
-from cortex.storage.engines import copy_kv, open_kv
+from cortex.storage.engines import copy_kv
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, meta_key, salience_key
 from cortex.storage.kv import LmdbKV, seal, unseal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
+
+from .qsupport import dump_store
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE10 = ROOT / "tests" / "data" / "format10.cortex"
@@ -308,15 +310,6 @@ def _copy10(tmp_path: Path, target: str | None) -> Any:
     return target
 
 
-def _dump(where: Any) -> dict[bytes, bytes]:
-    kv = open_kv(where, create=False)
-    try:
-        with kv.read() as txn:
-            return dict(txn.scan(b""))
-    finally:
-        kv.close()
-
-
 def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_path: Any) -> None:
     """0010 sets the flag on exactly the heads with counters; nothing else changes but the
     format and the migration records; the counters read the same after it; verify is clean."""
@@ -324,7 +317,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     counted = {fx.fid(n) for n in _tool("make_fixture_v10").COUNTED}
     target = store_path if isinstance(store_path, str) else None
     v10 = _copy10(tmp_path, target)
-    before = _dump(v10)
+    before = dump_store(v10)
     assert {MemoryId(k[len(SALIENCE) :]) for k in before if k.startswith(SALIENCE)} == counted
     states = {
         m: SALIENCE_STATE.decode(before[salience_key(m)][:-4], "s") for m in counted
@@ -341,7 +334,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0010-counters-in-heads", len(counted), True),
         ("0011-current-claims-named-counters", superseded + len(counted), True),
     ]
-    after = _dump(v10)
+    after = dump_store(v10)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(b"j/")} == {
         meta_key("format"),
@@ -381,7 +374,7 @@ def test_the_migration_refuses_counters_of_no_memory(tmp_path: Path) -> None:
             txn.put(SALIENCE + bytes(16), value)
     finally:
         env.close()
-    before = _dump(v10)
+    before = dump_store(v10)
     with pytest.raises(IntegrityError, match="use counters of no memory"):
         M.migrate(v10)
-    assert _dump(v10) == before
+    assert dump_store(v10) == before

@@ -40,6 +40,8 @@ from cortex.storage.keys import JOURNAL, meta_key
 from cortex.storage.kv import LmdbKV
 from cortex.transfer import migrate as M
 
+from .qsupport import dump_store
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "format1.cortex"
 FIXTURE2 = ROOT / "tests" / "data" / "format2.cortex"  # the same populate, written at format 2
@@ -97,13 +99,7 @@ def v5(tmp_path: Path, target: str | None) -> Any:
     return _copy(FIXTURE5, tmp_path / "v5", target)
 
 
-def dump(path: Any) -> dict[bytes, bytes]:
-    kv = open_kv(path, create=False)
-    try:
-        with kv.read() as txn:
-            return dict(txn.scan(b""))
-    finally:
-        kv.close()
+dump = dump_store
 
 
 def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
