@@ -56,6 +56,7 @@ DEL: Final = 3
 _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _TAIL: Final = struct.Struct(">II")
+_ADD_BYTE: Final = bytes((ADD,))
 
 # (kind, id16, tail8 or None) per term, terms in byte order
 Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
@@ -133,21 +134,18 @@ def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]
     Raises:
         ValueError: a record is cut or malformed, an id repeats, a term is not allowed.
     """
-    out = bytearray(4)
+    parts: list[bytes] = [b""]
     count = 0
     decoded: Groups = []
-    add = bytes((ADD,))
-    for term in sorted(fresh, key=lambda t: t.encode("utf-8")):
+    pack16, pack32, tail_of = _U16.pack, _U32.pack, _TAIL.unpack
+    for tb, term in sorted((t.encode("utf-8"), t) for t in fresh):
         records = bytes(fresh[term])
-        tb = term.encode("utf-8")
         n, cut = divmod(len(records), 24)
         if not n or cut or not 1 <= len(tb) <= 256 or b"\x00" in tb:
             raise ValueError(f"bad segment group {term!r}")
-        out += _U16.pack(len(tb))
-        out += tb
-        out += _U32.pack(n)
+        parts += (pack16(len(tb)), tb, pack32(n))
         if n == 1:
-            rows = [(records[:16], records[16:24])]
+            rows = [(records[:16], records[16:])]
         else:
             rows = sorted(
                 (records[i : i + 16], records[i + 16 : i + 24]) for i in range(0, n * 24, 24)
@@ -155,20 +153,18 @@ def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]
         listed: list[tuple[int, bytes, bytes | None]] = []
         last = b""
         for raw, tail in rows:
-            tf, dl = _TAIL.unpack(tail)
+            tf, dl = tail_of(tail)
             if raw <= last or not 1 <= tf <= dl:
                 raise ValueError(f"bad segment entry {raw!r} {tail!r}")
             last = raw
-            out += add
-            out += raw
-            out += tail
+            parts += (_ADD_BYTE, raw, tail)
             listed.append((ADD, raw, tail))
         count += n
         decoded.append((term, listed))
     if not count:
         raise ValueError("an empty segment")
-    out[0:4] = _U32.pack(count)
-    return bytes(out), decoded
+    parts[0] = pack32(count)
+    return b"".join(parts), decoded
 
 
 def decode(payload: bytes) -> Groups:
