@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
+import unicodedata
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -168,7 +170,7 @@ def test_bundles_carry_no_counters_and_no_flag(store_path: Any, place: Any, tmp_
 # --- use counters: damage -------------------------------------------------------------------
 
 
-def _reads(cx: Cortex, target: Any) -> dict[str, Any]:
+def _reads(cx: Cortex, target: Any, idx: int) -> dict[str, Any]:
     """Every read path query.md §2 names, each a thunk."""
     return {
         "salience_state": lambda: cx.salience_state(target),
@@ -176,6 +178,7 @@ def _reads(cx: Cortex, target: Any) -> dict[str, Any]:
         "context": lambda: cx.context("analyze", query="note gardening"),
         "search": lambda: cx.search("note gardening"),
         "attest": lambda: cx.attest([target], Outcome.SUCCESS),
+        "dedupe": lambda: cx.write(_note(idx), dedupe=True),
         "find_record_access": lambda: cx.find(
             Query(text="note gardening", limit=10, record_access=True)
         ),
@@ -211,7 +214,7 @@ def test_damaged_counters_are_an_error_on_every_read_path(store_path: Any, kind:
         _damage(cx, kind, a, b)
         victim = a if kind in ("missing", "moved") else b
         before = dump_store(store_path)
-        for name, read in _reads(cx, victim).items():
+        for name, read in _reads(cx, victim, ids.index(victim)).items():
             with pytest.raises(IntegrityError) as err:
                 read()
             msg = str(err.value)
@@ -334,6 +337,77 @@ def _keys(data: Any) -> list[str]:
     return []
 
 
+_NEG = ("not_", "no_", "never_", "is_not_", "are_not_", "does_not_", "do_not_", "isnt_", "doesnt_")
+
+
+def _norm_entity(text: str | None) -> str:
+    """claims.md §5: NFKC, case folding, one space between words, a leading ``@`` and
+    punctuation at either end dropped."""
+    if text is None:
+        return ""
+    t = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    t = t.lstrip("@")
+    while t and unicodedata.category(t[0]).startswith("P"):
+        t = t[1:]
+    while t and unicodedata.category(t[-1]).startswith("P"):
+        t = t[:-1]
+    return t.strip()
+
+
+def _norm_predicate(text: str) -> str:
+    t = unicodedata.normalize("NFKC", text).casefold()
+    t = re.sub(r"[^\w]|_", "_", t)
+    t = re.sub(r"_+", "_", t).strip("_")
+    changed = True
+    while changed:
+        changed = False
+        for neg in _NEG:
+            if t.startswith(neg):
+                t, changed = t[len(neg) :], True
+    return t
+
+
+def _spec_keys(data: Any) -> list[str]:
+    """claims.md §5 claim keys of any Fact or Preference (other types: none)."""
+    if isinstance(data, Fact):
+        subj, pred = _norm_entity(data.subject), _norm_predicate(data.predicate)
+        if not subj or not pred:
+            return []
+        base = f"fact\x1f{subj}\x1f{pred}"
+        obj = _norm_entity(data.object)
+        return [base] + ([f"{base}\x1f{obj}"] if obj else [])
+    if isinstance(data, Preference):
+        topic = _norm_entity(data.topic)
+        if not topic:
+            return []
+        subj = _norm_entity(data.subject)
+        return [f"preference\x1f{topic}" + (f"\x1f{subj}" if subj else "")]
+    return []
+
+
+def _expected_from_store(cx: Cortex) -> set[bytes]:
+    """The entries the spec implies for the store as it reads through the public API: every
+    memory whose current version has data, unless a live ``supersedes`` edge from a memory that
+    holds data and is not tombstoned ends it."""
+    with cx._kv.read() as txn:
+        heads = [HEAD_CODEC.decode(v[:-4], "h") for _, v in txn.scan(b"m/")]
+    data: dict[bytes, Any] = {}
+    alive: set[bytes] = set()
+    for h in heads:
+        mem = cx.resolve_latest(h.id)
+        if mem.data is None:
+            continue
+        data[h.id.bytes] = mem.data
+        if h.tombstone is None:
+            alive.add(h.id.bytes)
+    out: set[bytes] = set()
+    for mid, d in data.items():
+        edges = cx.edges(MemoryId(mid), direction="in")
+        if not any(e.type == EdgeType.SUPERSEDES and e.src.bytes in alive for e in edges):
+            out |= {IDX_CLAIM + _h(k) + mid for k in _spec_keys(d)}
+    return out
+
+
 class Model:
     """What the spec says ``idx/claim/`` holds: every non-purged memory with content, under its
     current version's claim keys, unless a live ``supersedes`` edge from a memory that exists
@@ -344,6 +418,7 @@ class Model:
         self.tomb: set[bytes] = set()
         self.purged: set[bytes] = set()
         self.ids: dict[bytes, Any] = {}
+        self.used: set[bytes] = set()
 
     def expected(self, cx: Cortex) -> set[bytes]:
         out: set[bytes] = set()
@@ -370,7 +445,9 @@ def _index(cx: Cortex) -> tuple[set[bytes], set[bytes]]:
 def _check(cx: Cortex, model: Model, step: str) -> None:
     keys, values = _index(cx)
     assert keys == model.expected(cx), step
+    assert keys == _expected_from_store(cx), step
     assert values <= {b""}, step
+    assert _flags(cx) == (model.used, model.used), step
     report = cx.verify()
     assert report.ok, (step, [(p.record, p.what) for p in report.problems])
 
@@ -407,7 +484,7 @@ def _tick(rng: random.Random, clock: Clock) -> None:
 
 OPS = (
     "write", "write", "write", "nosupersede", "batch", "update", "update", "tomb", "tomb",
-    "erase", "add", "add", "remove", "resolve", "resolve",
+    "erase", "add", "add", "remove", "resolve", "resolve", "attest", "access",
 )  # fmt: skip
 
 
@@ -437,7 +514,13 @@ def _op(cx: Cortex, model: Model, rng: random.Random, clock: Clock) -> str:
             r = cx.update(ref, data)
             model.data[mid] = data
             return f"update {r.outcome}"
-        if kind == "tomb":
+        if kind == "attest":
+            cx.attest([ref], rng.choice((Outcome.SUCCESS, Outcome.PARTIAL, Outcome.FAILURE)))
+            model.used.add(mid)
+        elif kind == "access":
+            hits = cx.find(Query(text=rng.choice(SUBJECTS), limit=3, record_access=True)).hits
+            model.used |= {h.memory.id.bytes for h in hits}
+        elif kind == "tomb":
             if mid in model.tomb:
                 return "skip"
             cx.tombstone(ref, "done")
@@ -448,6 +531,7 @@ def _op(cx: Cortex, model: Model, rng: random.Random, clock: Clock) -> str:
             else:
                 cx.tombstone(ref, "erase", erase=True)
             model.purged.add(mid)
+            model.used.discard(mid)
         elif kind == "add":
             other = rng.choice(live)
             if other == mid:
@@ -472,7 +556,9 @@ def _op(cx: Cortex, model: Model, rng: random.Random, clock: Clock) -> str:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_claim_index_equals_the_spec_model_after_every_step(store_path: Any, seed: int) -> None:
+def test_claim_index_equals_the_spec_model_after_every_step(
+    store_path: Any, place: Any, tmp_path: Path, seed: int
+) -> None:
     """claims.md §5-§7 / storage.md Change 12: after each write, update (subject changed),
     tombstone, purge, add/remove of a supersedes edge, resolve_conflict and archived write, the
     ``idx/claim/`` keys are exactly the model's, every value is empty and verify is clean."""
@@ -484,6 +570,20 @@ def test_claim_index_equals_the_spec_model_after_every_step(store_path: Any, see
         for i in range(30):
             steps.append(_op(cx, model, rng, clock))
             _check(cx, model, f"seed {seed} step {i}: {steps}")
+        expected = _index(cx)[0]
+        export_store(cx, tmp_path / "b.jsonl")
+    # storage.md §8/§10: an import and a salvage rebuild the index of the current memories
+    # (the bundle carries no counters); both copies hold the same entries as the source
+    with Cortex.open(place("copy"), actor=OWNER) as dst:
+        import_bundle(dst, tmp_path / "b.jsonl")
+        assert _index(dst) == (expected, {b""} if expected else set())
+        assert _flags(dst) == (set(), set()) and dst.verify().ok
+    if isinstance(store_path, Path):
+        rep = salvage(store_path, tmp_path / "salvaged")
+        assert rep.verify_ok and not rep.lost
+        with Cortex.open(tmp_path / "salvaged", actor=OWNER) as sv:
+            assert _index(sv)[0] == expected == _expected_from_store(sv)
+            assert _flags(sv) == (model.used, model.used)
 
 
 def test_claim_index_named_steps(store_path: Any) -> None:
@@ -578,3 +678,64 @@ def test_claim_index_named_steps(store_path: Any) -> None:
         model.purged.add(d.id.bytes)
         _check(cx, model, "purge superseder")
         del tie, arch
+
+
+def _false_flag(cx: Cortex, a: Any) -> None:
+    """Rewrite a's (flagged) head with key 15 = ``false``, resealed, and drop its record."""
+    key = head_key(a.id)
+    value = _raw(cx, key)
+    assert value is not None
+    payload = unseal(key, value)
+    assert payload.endswith(b"\x0f\xf5")  # canonical CBOR: key 15 (the highest) -> true
+    bad = seal(payload[:-1] + b"\xf4")  # -> false
+    cx._kv.write(lambda txn: (txn.put(key, bad), txn.delete(salience_key(a.id))))
+
+
+def test_verify_refuses_an_explicit_false_has_counters(store_path: Any) -> None:
+    """format.md §5 key 15: an explicit ``false`` MUST be refused; verify names the head."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a = cx.write(_note(1))
+        cx.attest([a], Outcome.SUCCESS)
+        _false_flag(cx, a)
+        assert any(p.record == f"m/{a.id}" for p in cx.verify().problems)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="format.md §5 (key 15: an explicit false MUST be refused) and encoding.md §5 (a "
+    "decoder MUST reject non-canonical bytes): the read path (resolve_latest, salience_state) "
+    "accepts a head with has_counters=false and reads the memory as never used; only verify "
+    "refuses it (NonCanonicalError)",
+)
+def test_reads_refuse_an_explicit_false_has_counters(store_path: Any) -> None:
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a = cx.write(_note(1))
+        cx.attest([a], Outcome.SUCCESS)
+        _false_flag(cx, a)
+        with pytest.raises(CortexError):
+            cx.resolve_latest(a)
+        with pytest.raises(CortexError):
+            cx.salience_state(a)
+
+
+def test_the_migrated_format_11_fixture_matches_the_spec_index(tmp_path: Path) -> None:
+    """storage.md §5 (0011): after the migration ``idx/claim/`` holds exactly the current
+    memories' entries by the spec's rule, values empty; every ``sal/`` payload starts with its
+    memory's id16 and its head has the flag."""
+    from cortex.transfer import migrate as M
+
+    src = tmp_path / "v11"
+    src.mkdir()
+    (src / "data.mdb").write_bytes(
+        (Path(__file__).resolve().parent / "data" / "format11.cortex" / "data.mdb").read_bytes()
+    )
+    M.migrate(src)
+    with Cortex.open(src, actor="fixture-agent", as_owner=True) as cx:
+        keys, values = _index(cx)
+        assert keys and keys == _expected_from_store(cx) and values == {b""}
+        flagged, records = _flags(cx)
+        assert flagged == records
+        with cx._kv.read() as txn:
+            for k, v in txn.scan(SALIENCE):
+                assert unseal(k, v)[:16] == k[len(SALIENCE) :]
+        assert cx.verify().ok
