@@ -739,3 +739,83 @@ def test_the_migrated_format_11_fixture_matches_the_spec_index(tmp_path: Path) -
             for k, v in txn.scan(SALIENCE):
                 assert unseal(k, v)[:16] == k[len(SALIENCE) :]
         assert cx.verify().ok
+
+
+def test_reads_write_no_counters(store_path: Any) -> None:
+    """query.md §2: counters change only by find(record_access=True), attest and a dedupe
+    confirmation: a plain find, context (a pure read) and search write nothing."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        for i in range(3):
+            cx.write(_note(i))
+        before = dump_store(store_path)
+        cx.find(Query(text="note gardening", limit=5))
+        cx.context("analyze", query="note gardening")
+        cx.search("note gardening")
+        assert dump_store(store_path) == before
+
+
+def _city(who: str, city: str, conf: float = 0.9) -> Fact:
+    return Fact(
+        statement=f"{who} lives in {city}",
+        subject=who,
+        predicate="home_city",
+        object=city,
+        confidence=conf,
+    )
+
+
+def test_two_superseders_one_tombstoned_then_both(store_path: Any) -> None:
+    """claims.md §6: a memory is superseded while ANY live supersedes edge from a memory that
+    is not tombstoned ends it; it returns to the index only when the last such one goes, and a
+    purge of an already tombstoned superseder changes nothing for it."""
+    clock = Clock()
+    with Cortex.open(store_path, actor=OWNER, clock=clock) as cx:
+        x = cx.write(_city("sam", "berlin"))
+        clock.advance(timedelta(days=1))
+        a = cx.write(_city("sam", "paris"))
+        assert a.supersedes == (x.uri,)
+        b = cx.write(_city("ada", "oslo"))
+        cx.add_edge(b, EdgeType.SUPERSEDES, x)
+
+        def has(u: Any) -> bool:
+            return any(k.endswith(u.id.bytes) for k in _index(cx)[0])
+
+        def ok() -> None:
+            assert _index(cx)[0] == _expected_from_store(cx)
+            assert cx.verify().ok
+
+        assert not has(x)
+        cx.tombstone(a, "wrong")
+        ok()
+        assert not has(x)  # b still ends it
+        cx.tombstone(b, "wrong")
+        ok()
+        assert has(x)
+        cx.purge(a, "erase")
+        ok()
+        assert has(x)
+        # a superseded memory moved to another subject by an update stays out of the index
+        clock.advance(timedelta(days=1))
+        y = cx.write(_city("sam", "rome"))
+        clock.advance(timedelta(days=1))
+        z = cx.write(_city("sam", "lima"))
+        assert y.supersedes == (x.uri,) and z.supersedes == (y.uri,)
+        cx.update(y, _city("eve", "kyiv"))
+        ok()
+        assert not has(y)
+        # an archived write is history from the start: never in the index
+        clock.advance(timedelta(days=-30))
+        old = cx.write(_city("sam", "quito", 0.5))
+        assert old.outcome == "archived"
+        ok()
+        assert not has(old)
+        # supersede=False: indexed, no edge, later writes meet it
+        clock.advance(timedelta(days=60))
+        free = cx.write(_city("bob", "nice"), supersede=False)
+        ok()
+        assert has(free)
+        clock.advance(timedelta(days=1))
+        later = cx.write(_city("bob", "cannes"))
+        assert free.uri in later.supersedes
+        ok()
+        assert not has(free)
