@@ -819,3 +819,27 @@ def test_two_superseders_one_tombstoned_then_both(store_path: Any) -> None:
         assert free.uri in later.supersedes
         ok()
         assert not has(free)
+
+
+def test_salvage_rebuilds_the_index_from_what_it_recovered(tmp_path: Path) -> None:
+    """storage.md §10 step 3: the claim index of NEW holds the current memories of what was
+    recovered: when the superseder's head is lost, its edge is not recovered (an endpoint is
+    missing) and the memory it superseded is current again in NEW."""
+    path = tmp_path / "s"
+    clock = Clock()
+    with Cortex.open(path, actor=OWNER, clock=clock) as cx:
+        x = cx.write(_city("sam", "berlin"))
+        clock.advance(timedelta(days=1))
+        a = cx.write(_city("sam", "paris"))
+        assert a.supersedes == (x.uri,)
+        cx.attest([a, x], Outcome.SUCCESS)
+        cx._kv.write(lambda txn: txn.delete(head_key(a.id)))
+    rep = salvage(path, tmp_path / "new")
+    assert rep.verify_ok
+    assert str(a.id) in {x_.id for x_ in rep.lost}
+    with Cortex.open(tmp_path / "new", actor=OWNER) as cx:
+        keys = _index(cx)[0]
+        assert keys == _expected_from_store(cx)
+        assert {k[-16:] for k in keys} == {x.id.bytes}
+        assert _flags(cx) == ({x.id.bytes}, {x.id.bytes})
+        assert cx.verify().ok
