@@ -13,6 +13,7 @@ code's helpers. Raw key access is used only to damage or inspect a store.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import re
 import unicodedata
@@ -843,3 +844,42 @@ def test_salvage_rebuilds_the_index_from_what_it_recovered(tmp_path: Path) -> No
         assert {k[-16:] for k in keys} == {x.id.bytes}
         assert _flags(cx) == ({x.id.bytes}, {x.id.bytes})
         assert cx.verify().ok
+
+
+def _flag_bundle(src: Path, dst: Path) -> None:
+    """A bundle whose heads carry ``has_counters`` (export.md: a writer never puts it there),
+    with its trailer digest recomputed so that only the flag differs."""
+    lines = src.read_bytes().split(b"\n")
+    body = []
+    for line in lines[:-2]:
+        item = json.loads(line)
+        if item.get("kind") == "memory":
+            item["head"]["has_counters"] = True
+            line = json.dumps(item, separators=(",", ":")).encode()
+        body.append(line)
+    data = b"\n".join(body) + b"\n"
+    trailer = json.loads(lines[-2])
+    trailer["sha256"] = hashlib.sha256(data).hexdigest()
+    dst.write_bytes(data + json.dumps(trailer, separators=(",", ":")).encode() + b"\n")
+
+
+def test_an_import_clears_a_flag_a_bundle_carries(
+    store_path: Any, place: Any, tmp_path: Path
+) -> None:
+    """export.md (addendum, format 11): an import writes every head with the flag clear, and a
+    memory the store already holds is unchanged when its head differs only by the flag."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        a, b = cx.write(_note(1)), cx.write(_note(2))
+        cx.attest([a], Outcome.SUCCESS)
+        export_store(cx, tmp_path / "plain.jsonl")
+        _flag_bundle(tmp_path / "plain.jsonl", tmp_path / "flagged.jsonl")
+        before = dump_store(store_path)
+        report = import_bundle(cx, tmp_path / "flagged.jsonl")
+        assert (report.memories_added, report.memories_unchanged) == (0, 2)
+        assert dump_store(store_path) == before
+    with Cortex.open(place("dst"), actor=OWNER) as dst:
+        import_bundle(dst, tmp_path / "flagged.jsonl")
+        assert _flags(dst) == (set(), set())
+        assert dst.salience_state(a) == dst.salience_state(b)
+        assert dst.salience_state(a).citations == 0
+        assert dst.verify().ok
