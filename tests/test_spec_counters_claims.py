@@ -188,7 +188,8 @@ def _reads(cx: Cortex, target: Any, idx: int) -> dict[str, Any]:
 
 def _damage(cx: Cortex, kind: str, a: Any, b: Any) -> None:
     """a and b both used. missing: a's record gone. moved: a's record moved to a key no memory
-    has. foreign: a's record sealed at b's key (b's own record overwritten)."""
+    has. foreign: a's record sealed at b's key (b's own record overwritten). crc: a's record
+    fails its checksum. unnamed: a's record without the id16 that format 12 puts first."""
     ka, kb = salience_key(a.id), salience_key(b.id)
     va = _raw(cx, ka)
     assert va is not None
@@ -197,11 +198,15 @@ def _damage(cx: Cortex, kind: str, a: Any, b: Any) -> None:
     elif kind == "moved":
         kx = salience_key(MemoryId(bytes(16)))
         cx._kv.write(lambda txn: (txn.delete(ka), txn.put(kx, seal(unseal(ka, va)))))
-    else:
+    elif kind == "foreign":
         cx._kv.write(lambda txn: txn.put(kb, seal(unseal(ka, va))))
+    elif kind == "crc":  # one payload bit flipped under the old checksum
+        cx._kv.write(lambda txn: txn.put(ka, bytes([va[0] ^ 1]) + va[1:]))
+    else:  # unnamed: the format-11 payload (no id16 first), sealed correctly
+        cx._kv.write(lambda txn: txn.put(ka, seal(unseal(ka, va)[16:])))
 
 
-@pytest.mark.parametrize("kind", ["missing", "moved", "foreign"])
+@pytest.mark.parametrize("kind", ["missing", "moved", "foreign", "crc", "unnamed"])
 def test_damaged_counters_are_an_error_on_every_read_path(store_path: Any, kind: str) -> None:
     """query.md §2: a flagged head whose record is missing (or moved away), or whose record
     names another memory, is an IntegrityError on find, context, search, salience_state and the
@@ -213,7 +218,7 @@ def test_damaged_counters_are_an_error_on_every_read_path(store_path: Any, kind:
             cx.attest([a], Outcome.SUCCESS)
         cx.attest([b], Outcome.SUCCESS)
         _damage(cx, kind, a, b)
-        victim = a if kind in ("missing", "moved") else b
+        victim = b if kind == "foreign" else a
         before = dump_store(store_path)
         for name, read in _reads(cx, victim, ids.index(victim)).items():
             with pytest.raises(IntegrityError) as err:
@@ -221,12 +226,15 @@ def test_damaged_counters_are_an_error_on_every_read_path(store_path: Any, kind:
             msg = str(err.value)
             if kind == "foreign":
                 assert str(a.id) in msg and str(b.id) in msg, name
-            else:
+            elif kind in ("missing", "moved"):
                 assert f"sal/{a.id}" in msg, name
+            elif kind == "unnamed":
+                assert str(a.id) in msg, (name, msg)
+            # crc: storage.md §3 asks only for an integrity error (the message names the key)
             assert dump_store(store_path) == before, name  # nothing written
 
 
-@pytest.mark.parametrize("kind", ["missing", "moved", "foreign"])
+@pytest.mark.parametrize("kind", ["missing", "moved", "foreign", "crc", "unnamed"])
 def test_verify_names_each_disagreement(store_path: Any, kind: str) -> None:
     """storage.md §7: flag without record, record without flag (each its own line), and a
     record naming another memory, are each reported naming the key."""
@@ -243,8 +251,13 @@ def test_verify_names_each_disagreement(store_path: Any, kind: str) -> None:
             # the flagged head without a record, and the record without a head: two lines
             assert len(problems) == 2, text
             assert str(a.id) in text and str(MemoryId(bytes(16))) in text
-        else:
+        elif kind == "foreign":
             assert str(a.id) in text and str(b.id) in text, text
+        else:
+            assert problems and any(
+                p.record in (f"sal/{a.id}", salience_key(a.id).hex()) or str(a.id) in p.what
+                for p in problems
+            ), text
 
 
 def test_a_stray_record_beside_an_unflagged_head_is_not_read(store_path: Any) -> None:
