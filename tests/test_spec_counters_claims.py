@@ -896,3 +896,31 @@ def test_an_import_clears_a_flag_a_bundle_carries(
         assert dst.salience_state(a) == dst.salience_state(b)
         assert dst.salience_state(a).citations == 0
         assert dst.verify().ok
+
+
+def test_resolve_conflict_with_a_tombstoned_winner(store_path: Any) -> None:
+    """claims.md §6-§7: resolve_conflict adds ``winner supersedes loser``; an edge from a
+    tombstoned memory ends nothing, so the loser stays in the index. Either the store refuses
+    (a CortexError, nothing written) or the index is what the spec implies."""
+    clock = Clock()
+    with Cortex.open(store_path, actor=OWNER, clock=clock) as cx:
+        c = cx.write(_city("ada", "rome", 0.5))
+        d = cx.write(_city("ada", "lima", 0.5))
+        assert d.outcome == "conflict" and len(cx.conflicts()) == 1
+        cx.tombstone(d, "wrong")
+        assert cx.conflicts() == []
+        before = dump_store(store_path)
+        try:
+            cx.resolve_conflict(d, c, reason="late")
+        except CortexError:
+            assert dump_store(store_path) == before
+        keys = _index(cx)[0]
+        assert keys == _expected_from_store(cx)
+        assert any(k.endswith(c.id.bytes) for k in keys)
+        assert cx.verify().ok
+        # and the other way round: the live one wins, the tombstoned one leaves the index
+        cx.resolve_conflict(c, d, reason="c is right")
+        keys = _index(cx)[0]
+        assert keys == _expected_from_store(cx)
+        assert not any(k.endswith(d.id.bytes) for k in keys)
+        assert cx.verify().ok
