@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing as mp
 import random
 import re
 import unicodedata
@@ -923,4 +924,34 @@ def test_resolve_conflict_with_a_tombstoned_winner(store_path: Any) -> None:
         keys = _index(cx)[0]
         assert keys == _expected_from_store(cx)
         assert not any(k.endswith(d.id.bytes) for k in keys)
+        assert cx.verify().ok
+
+
+def _attester(path: str, ref: str, barrier: Any, n: int) -> None:
+    with Cortex.open(path, actor=OWNER) as cx:
+        barrier.wait()
+        for _ in range(n):
+            cx.attest([ref], Outcome.SUCCESS)
+            cx.find(Query(text="note gardening", limit=1, record_access=True))
+
+
+def test_two_processes_counting_a_first_use_at_once(tmp_path: Path) -> None:
+    """storage.md Change 11: the flag is set in the transaction that first writes counters, so
+    two processes racing to the first use leave one flagged head, one record, every use counted
+    and verify clean."""
+    path = tmp_path / "s"
+    with Cortex.open(path, actor=OWNER) as cx:
+        a = cx.write(_note(1))
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_attester, args=(str(path), str(a), barrier, 5)) for _ in "ab"]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    with Cortex.open(path, actor=OWNER) as cx:
+        st = cx.salience_state(a)
+        assert (st.citations, st.accesses) == (10, 10)
+        assert _flags(cx) == ({a.id.bytes}, {a.id.bytes})
         assert cx.verify().ok
