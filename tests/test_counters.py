@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import zlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from cortex import (
     Fact,
     IntegrityError,
     MemoryId,
+    MemoryType,
     MigrationRequiredError,
     Outcome,
     Query,
@@ -378,3 +380,32 @@ def test_the_migration_refuses_counters_of_no_memory(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match="use counters of no memory"):
         M.migrate(v10)
     assert dump_store(v10) == before
+
+
+@pytest.mark.parametrize("accelerated", [True, False], ids=["c", "python"])
+def test_an_explicit_false_flag_is_refused_by_the_read_decoder(
+    accelerated: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """format.md §5: key 15 is true or absent; the trusted (read) decoder refuses ``false`` on
+    the C path and the pure-Python one alike (it once fell back to a decoder that took it)."""
+    import cbor2
+
+    from cortex.model import codec
+
+    head = Head(
+        id=new_id(),
+        type=MemoryType.FACT,
+        current_version=1,
+        actor_scope="a",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        last_updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+        has_counters=True,
+    )
+    good = HEAD_CODEC.encode(head, "head")
+    as_map = cbor2.loads(good)
+    assert as_map[15] is True
+    bad = cbor2.dumps({**as_map, 15: False}, canonical=True)
+    monkeypatch.setattr(codec, "_USE_SPEEDUPS", accelerated)
+    assert HEAD_CODEC.decode_trusted(good).has_counters
+    with pytest.raises(codec.Invalid):
+        HEAD_CODEC.decode_trusted(bad)

@@ -715,14 +715,9 @@ def test_verify_refuses_an_explicit_false_has_counters(store_path: Any) -> None:
         assert any(p.record == f"m/{a.id}" for p in cx.verify().problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="format.md §5 (key 15: an explicit false MUST be refused) and encoding.md §5 (a "
-    "decoder MUST reject non-canonical bytes): the read path (resolve_latest, salience_state) "
-    "accepts a head with has_counters=false and reads the memory as never used; only verify "
-    "refuses it (NonCanonicalError)",
-)
 def test_reads_refuse_an_explicit_false_has_counters(store_path: Any) -> None:
+    """format.md §5: an explicit ``false`` for key 15 MUST be refused, by reads too (found by
+    this file as a strict xfail: the read path's fallback decoder accepted it)."""
     with Cortex.open(store_path, actor=OWNER) as cx:
         a = cx.write(_note(1))
         cx.attest([a], Outcome.SUCCESS)

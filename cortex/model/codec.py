@@ -545,6 +545,22 @@ class EnumField(_Field[CodedEnum]):
         return [f"{x} = E{k}.get({x}) if type({x}) is int else None", f"if {x} is None: raise _FB"]
 
 
+class _TrueOnly(_Bool):
+    """A flag whose ``false`` is the field's absence (``Head.has_counters``).
+
+    An explicit ``false`` is not the canonical encoding and every decoder refuses it, the read
+    path's trusted one included.
+    """
+
+    def dec(self, v: Any) -> bool:
+        if v is not True:
+            raise Invalid("type", "must be true (false is written as the field's absence)")
+        return True
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        return [f"if {x} is not True: raise _FB"]
+
+
 class LevelField(EnumField):
     """A ``Sensitivity`` other than ``internal``: ``internal`` is the field's absence."""
 
@@ -820,7 +836,7 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         return ("int", f.lo, f.hi)
     if t is UnitField:
         return ("unit",)
-    if t is _Bool:
+    if t is _Bool or t is _TrueOnly:  # the C decoder refuses an explicit false (a default)
         return ("bool",)
     if t is _Time:
         return ("time", _Time._MIN, _Time._MAX)
@@ -1519,7 +1535,7 @@ HEAD = StructCodec(
         ("embedding_ref", VECTOR_REF),
         ("forms", FORMS),
         ("sensitivity", LevelField()),
-        ("has_counters", _Bool()),
+        ("has_counters", _TrueOnly()),
     ],
     schema_version=1,
 )
