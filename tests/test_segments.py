@@ -189,21 +189,21 @@ _ENTRY = st.one_of(
     st.tuples(st.sampled_from([segments.ADD, segments.SET]), _TAILS),
     st.tuples(st.just(segments.DEL), st.none()),
 )
+_TERM = st.text(
+    st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=6
+)
+_ID = st.binary(min_size=16, max_size=16)
+
+
+def _groups_of(entry: Any) -> Any:
+    """Segments' groups: term -> id16 -> ``entry``."""
+    return st.dictionaries(
+        _TERM, st.dictionaries(_ID, entry, min_size=1, max_size=4), min_size=1, max_size=5
+    )
 
 
 @settings(max_examples=100)
-@given(
-    groups=st.dictionaries(
-        st.text(
-            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
-            min_size=1,
-            max_size=6,
-        ),
-        st.dictionaries(st.binary(min_size=16, max_size=16), _ENTRY, min_size=1, max_size=4),
-        min_size=1,
-        max_size=5,
-    )
-)
+@given(groups=_groups_of(_ENTRY))
 def test_a_writer_keeps_what_decoding_its_segment_gives(groups: Any) -> None:
     """``encode_groups`` hands the writer the groups ``decode`` reads back (``remember``)."""
     payload, decoded = segments.encode_groups(groups)
@@ -212,18 +212,7 @@ def test_a_writer_keeps_what_decoding_its_segment_gives(groups: Any) -> None:
 
 
 @settings(max_examples=100)
-@given(
-    fresh=st.dictionaries(
-        st.text(
-            st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
-            min_size=1,
-            max_size=6,
-        ),
-        st.dictionaries(st.binary(min_size=16, max_size=16), _TAILS, min_size=1, max_size=4),
-        min_size=1,
-        max_size=5,
-    )
-)
+@given(fresh=_groups_of(_TAILS))
 def test_new_postings_encode_as_the_general_encoder_does(fresh: Any) -> None:
     """``encode_fresh`` (a write of new memories) gives ``encode_groups``'s bytes and groups."""
     records = {t: b"".join(raw + tail for raw, tail in ps.items()) for t, ps in fresh.items()}

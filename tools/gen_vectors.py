@@ -1601,6 +1601,19 @@ def sensitivity_records(level: str) -> tuple[Any, Any]:
     )
 
 
+def _refused_heads(negative: list[dict[str, str]], what: str) -> None:
+    """Check that every head of ``negative`` (``cbor_hex``) is refused by the strict decoder."""
+    from cortex.errors import CodecError
+    from cortex.model.codec import HEAD
+
+    for case in negative:
+        try:
+            HEAD.decode(bytes.fromhex(case["cbor_hex"]), "head")
+        except CodecError:
+            continue
+        raise AssertionError(f"{what} vector {case['name']!r} decodes")
+
+
 def _sensitivity_file() -> dict[str, Any]:
     """Levels in head and episode records (format 9, ``specs/sensitivity.md`` §2).
 
@@ -1649,12 +1662,7 @@ def _sensitivity_file() -> dict[str, Any]:
         {"name": "a CBOR text label instead of the code", "record": "head",
          "cbor_hex": with_key_14(b"\x66public"), "error": "CodecError"},
     ]  # fmt: skip
-    for case in negative:
-        try:
-            HEAD.decode(bytes.fromhex(case["cbor_hex"]), "head")
-        except CodecError:
-            continue
-        raise AssertionError(f"sensitivity vector {case['name']!r} decodes")
+    _refused_heads(negative, "sensitivity")
     return {
         "conventions": {
             "record": "head (key 14, sensitivity) or episode (key 15): format.md, episodes.md",
@@ -1720,12 +1728,7 @@ def _counters_file() -> dict[str, Any]:
          "error": "CodecError"},
         {"name": "null instead of true", "cbor_hex": with_key_15(b"\xf6"), "error": "CodecError"},
     ]  # fmt: skip
-    for case in negative:
-        try:
-            HEAD.decode(bytes.fromhex(case["cbor_hex"]), "head")
-        except CodecError:
-            continue
-        raise AssertionError(f"counters vector {case['name']!r} decodes")
+    _refused_heads(negative, "counters")
     return {
         "conventions": {
             "record": "a head (m/): key 15, has_counters, is true exactly when the memory has a "

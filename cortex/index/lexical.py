@@ -684,9 +684,7 @@ class Indexer:
         for term, d in delta.items():
             if not d:
                 continue
-            key = lex_term_key(term)
-            value = txn.get(key)
-            main = 0 if value is None else _df(key, value)
+            main = _main_df(txn, term)
             if main - ov.postings + min(d, 0) > 0:
                 continue  # held before and after whatever the segments say: no need to combine
             before = main + ov.delta(term)
@@ -847,11 +845,19 @@ def search(
     return _top(scores, limit)
 
 
-def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay) -> int:
-    """A term's document frequency: its ``lex/t/`` entry's plus the segments' change."""
+def _main_df(txn: ReadTxn, term: str) -> int:
+    """A term's document frequency in the main blocks (its ``lex/t/`` entry; 0 when none)."""
     key = lex_term_key(term)
     raw = txn.get(key)
-    df = (0 if raw is None else _df(key, raw)) + ov.delta(term)
+    return 0 if raw is None else _df(key, raw)
+
+
+def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay, main: int | None = None) -> int:
+    """A term's document frequency: its main count plus the segments' change.
+
+    ``main`` is the term's ``lex/t/`` count when the caller has read it already.
+    """
+    df = (_main_df(txn, term) if main is None else main) + ov.delta(term)
     if df < 0:
         raise IntegrityError(f"term {term!r} has a negative frequency: run verify")
     return df
@@ -1253,11 +1259,9 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     for t in counts:
         # the rarest by the main blocks' count is as good as any (a duplicate holds every
         # term); combined only when the segments could make it 0
-        key = lex_term_key(t)
-        raw = txn.get(key)
-        df = 0 if raw is None else _df(key, raw)
+        df = _main_df(txn, t)
         if df <= ov.postings:
-            df = _combined_df(txn, t, ov)
+            df = _combined_df(txn, t, ov, df)
         if df == 0:
             return []  # a term no live memory holds: nothing is the same
         if rarest is None or df < rarest[0]:
