@@ -1,5 +1,6 @@
 """Type stub of the optional C accelerator (built from cortex/_c/*.c, see common.h)."""
 
+from collections.abc import Mapping
 from typing import Any
 
 class Reject(ValueError):
@@ -57,10 +58,18 @@ def append_runs(
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
     """The blocks the common cases of many terms' appends change, and the items left over."""
 
+def df_values(cursor: Any, keys: list[bytes], /) -> list[int] | None:
+    """The df entries stored under ``keys`` (0 where none); None if one fails its checks."""
+
 def df_updates(
     cursor: Any, items: list[tuple[bytes, int]], /
 ) -> tuple[list[tuple[bytes, bytes]], list[bytes], int, int] | None:
     """New df entries of a flush: puts, deletes, entries created, deleted; None if unsure."""
+
+def segment_fresh(
+    fresh: Mapping[str, bytes | bytearray], /
+) -> tuple[bytes, list[tuple[str, list[tuple[int, bytes, bytes | None]]]]] | None:
+    """A segment of new postings, payload and groups (``encode_fresh``); None if unsure."""
 
 def block_append(
     prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /

@@ -222,12 +222,66 @@ def test_new_postings_encode_as_the_general_encoder_does(fresh: Any) -> None:
     assert segments.encode_fresh(records) == segments.encode_groups(general)
 
 
-def test_new_postings_that_are_not_canonical_are_refused() -> None:
+@pytest.mark.parametrize("accelerated", [False, True])
+def test_new_postings_that_are_not_canonical_are_refused(
+    monkeypatch: pytest.MonkeyPatch, accelerated: bool
+) -> None:
+    if accelerated and segments._sp is None:
+        pytest.fail("the C accelerator is not built")
+    monkeypatch.setattr(segments, "_USE_SPEEDUPS", accelerated)
     raw, tail = bytes(16), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
-    with pytest.raises(ValueError):
-        segments.encode_fresh({"tea": raw + tail})
     ok = (1).to_bytes(4, "big") * 2
-    with pytest.raises(ValueError):
-        segments.encode_fresh({"tea": raw + ok + raw + ok})  # an id twice
-    with pytest.raises(ValueError):
-        segments.encode_fresh({"tea": raw + ok[:4]})  # a cut record
+    for bad in (
+        {"tea": raw + tail},
+        {"tea": raw + ok + raw + ok},  # an id twice
+        {"tea": raw + ok[:4]},  # a cut record
+        {"tea": b""},  # no record
+        {"": raw + ok},  # no term
+        {"t\x00a": raw + ok},  # a NUL in the term
+        {"x" * 257: raw + ok},  # a term of 257 bytes
+        {"\ud800": raw + ok},  # not UTF-8
+        {},  # nothing at all
+    ):
+        with pytest.raises(ValueError):
+            segments.encode_fresh(bad)
+
+
+_BAD_RECORDS = st.one_of(
+    _TAILS.map(lambda t: bytes(16) + t),
+    st.binary(max_size=60),
+    st.tuples(st.integers(0, 3), st.integers(0, 3)).map(
+        lambda t: bytes(16) + t[0].to_bytes(4, "big") + t[1].to_bytes(4, "big")
+    ),
+)
+
+
+@settings(max_examples=200)
+@given(
+    fresh=_groups_of(_TAILS),
+    odd=st.dictionaries(
+        st.one_of(_TERM, st.sampled_from(["", "a\x00", "y" * 257, "\udfff"])),
+        _BAD_RECORDS,
+        max_size=2,
+    ),
+    as_bytearray=st.booleans(),
+)
+def test_segment_fresh_is_encode_fresh(fresh: Any, odd: Any, as_bytearray: bool) -> None:
+    """The C ``segment_fresh`` gives the Python definition's payload and groups, or None where
+    that raises; it takes every input the definition accepts (it is the path writes use)."""
+    if segments._sp is None:
+        pytest.fail("the C accelerator is not built")
+    records: dict[str, Any] = {
+        t: b"".join(raw + tail for raw, tail in sorted(ps.items(), reverse=True))
+        for t, ps in fresh.items()
+    }
+    records.update(odd)
+    if as_bytearray:
+        records = {t: bytearray(r) for t, r in records.items()}
+    segments._USE_SPEEDUPS = False
+    try:
+        want = segments.encode_fresh(records)
+    except ValueError:
+        want = None
+    finally:
+        segments._USE_SPEEDUPS = True
+    assert segments._sp.segment_fresh(records) == want

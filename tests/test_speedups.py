@@ -1428,6 +1428,36 @@ def test_encode_takes_the_common_records() -> None:
     assert sp.encode(DATA_CODECS[MemoryType.GOAL]._plan, d) is None  # not its record type
 
 
+def test_encode_takes_records_naming_memories() -> None:
+    """An id field (a journal entry's ``id`` and ``dst``) is encoded in C: exactly a MemoryId."""
+    from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind
+    from cortex.model.enums import EdgeType
+    from cortex.model.ids import MemoryId
+
+    a, b = MemoryId(bytes(range(16))), MemoryId(bytes(range(16, 32)))
+    entry = JournalEntry(
+        seq=3,
+        kind=JournalKind.ADD_EDGE,
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+        by="me",
+        prev=bytes(32),
+        id=a,
+        edge=EdgeType.SUPERSEDES,
+        dst=b,
+    )
+    got = sp.encode(JOURNAL_CODEC._plan, entry)
+    assert got is not None and got == _python_encoding(JOURNAL_CODEC, entry)
+    assert b"\x50" + a.bytes in got and b"\x50" + b.bytes in got
+
+    class Other(MemoryId):
+        __slots__ = ()
+
+    odd = msgspec.structs.replace(entry, dst=Other(b.bytes))
+    assert sp.encode(JOURNAL_CODEC._plan, odd) is None  # not exactly a MemoryId: Python decides
+    for bad in (b.bytes, str(b), 7):
+        assert sp.encode(JOURNAL_CODEC._plan, msgspec.structs.replace(entry, id=bad)) is None
+
+
 @given(st.lists(st.tuples(st.binary(max_size=6), st.integers()), max_size=60))
 @example([(b"b", 1), (b"a", 2), (b"b", 0), (b"", 3), (b"a\x00", 4), (b"a", 5)])
 def test_sort_pairs_is_a_stable_sort_by_key(pairs: list[tuple[bytes, int]]) -> None:
@@ -1563,6 +1593,8 @@ PARITY: dict[str, tuple[str, ...]] = {
     "block_append": (f"{_POST}::test_block_append_agrees",),
     "append_runs": (f"{_POST}::test_apply_many_writes_what_apply_writes",),
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
+    "df_values": (f"{_LEX}::test_df_values_agree",),
+    "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),
     "index_keys": ("test_index_keys_paths_agree",),
     "journal_entry": ("test_journal_entry_paths_agree",),
     "stage_new": ("test_stage_new_paths_agree",),

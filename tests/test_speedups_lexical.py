@@ -15,6 +15,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from cortex.errors import IntegrityError
 from cortex.index import lexical, text
 from cortex.index.lexical import DOC_CODEC, LexDoc, count_terms
 from cortex.index.postings import entry_tail
@@ -451,6 +452,39 @@ def test_df_updates_agree(
         assert deletes == [lex_term_key(t) for t in sorted(delta) if not after[t] and stored.get(t)]
         assert added == sum(1 for t in delta if after[t] and not stored.get(t))
         assert removed == len(deletes)
+    finally:
+        kv.close()
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.integers(1, 2**40), max_size=6),
+    st.lists(st.sampled_from("abcdefghij"), max_size=8),
+)
+def test_df_values_agree(tmp_path_factory: Any, stored: dict[str, int], terms: list[str]) -> None:
+    """``df_values`` reads what ``lexical._main_df`` reads, term by term (0 for none)."""
+    kv = _df_store(tmp_path_factory.mktemp("d"), stored)
+    try:
+        keys = [lex_term_key(t) for t in terms]
+        got = kv.write(lambda txn: sp.df_values(txn.cursor(), keys))
+        assert got == [stored.get(t, 0) for t in terms]
+        assert got == kv.write(lambda txn: [lexical._main_df(txn, t) for t in terms])
+    finally:
+        kv.close()
+
+
+def test_df_values_leave_damage_to_python(tmp_path: Path) -> None:
+    kv = _df_store(tmp_path, {"a": 5, "b": 7})
+    try:
+        keys = [lex_term_key("b"), lex_term_key("a")]
+        for bad in (b"\x05", seal(b"\x18\x05"), seal(b"\x00"), seal(b"\x05\x05"), seal(b"")):
+            kv.write(lambda txn, bad=bad: txn.put(lex_term_key("a"), bad))
+            assert kv.write(lambda txn: sp.df_values(txn.cursor(), keys)) is None
+            with pytest.raises(IntegrityError):
+                kv.write(lambda txn: lexical._main_dfs(txn, ["b", "a"]))
+        with pytest.raises(TypeError):
+            sp.df_values(None, ["a"])
+        with pytest.raises(TypeError):
+            sp.df_values(None, ())
     finally:
         kv.close()
 

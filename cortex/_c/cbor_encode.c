@@ -867,7 +867,26 @@ enc_value(Out *o, const Spec *s, PyObject *x, int depth)
     }
     case K_RECORD:
         return enc_record(o, (PlanObject *)s->plan, x, depth + 1);
-    default: /* maps, pairs and ids: the Python encoder */
+    case K_ID: {
+        /* an instance of exactly the plan's id class with its 16 bytes: a byte string of 16 */
+        PyObject *raw;
+        int rc;
+        if ((PyObject *)Py_TYPE(x) != s->idcls) {
+            return 0;
+        }
+        raw = PyObject_GetAttr(x, attr[A_BYTES]);
+        if (raw == NULL) {
+            return -1;
+        }
+        if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 16) {
+            Py_DECREF(raw);
+            return 0;
+        }
+        rc = out_head(o, 2, 16) < 0 || out_put(o, PyBytes_AS_STRING(raw), 16) < 0 ? -1 : 1;
+        Py_DECREF(raw);
+        return rc;
+    }
+    default: /* maps and pairs: the Python encoder */
         return 0;
     }
 }

@@ -88,6 +88,7 @@ typedef struct Spec {
     Py_ssize_t n_members;
     PyObject *labels;     /* enum: {label: code} (the encoder takes labels), or NULL */
     PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
+    PyObject *idcls;      /* id: the MemoryId class (the encoder takes exactly its instances) */
     struct Spec *item;    /* list: item; map: key */
     struct Spec *value;   /* map: value */
     Py_ssize_t max_items; /* list, map */

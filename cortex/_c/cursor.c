@@ -428,7 +428,67 @@ done:
     return res;
 }
 
+PyDoc_STRVAR(df_values_doc,
+             "df_values(cursor, keys, /)\n--\n\n"
+             "The document frequencies stored under ``keys`` (``lex/t/`` keys, bytes), each read "
+             "with the cursor (set_key, value: bytes); 0 where a key has no entry. None when a "
+             "stored value fails its checks (the Python path then says why).");
+
+static PyObject *
+sp_df_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *cursor, *keys, *out;
+    Py_ssize_t t, n;
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "df_values(cursor, list)");
+        return NULL;
+    }
+    cursor = args[0];
+    keys = args[1];
+    n = PyList_GET_SIZE(keys);
+    out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (t = 0; t < n; t++) {
+        PyObject *key = PyList_GET_ITEM(keys, t), *value, *df;
+        long long count = 0;
+        int found;
+        if (!PyBytes_CheckExact(key)) {
+            PyErr_SetString(PyExc_TypeError, "df_values: keys are bytes");
+            goto fail;
+        }
+        found = cursor_step(cursor, m_set_key, key);
+        if (found < 0) {
+            goto fail;
+        }
+        if (found) {
+            value = cursor_get(cursor, m_value);
+            if (value == NULL) {
+                goto fail;
+            }
+            count = df_of(value);
+            Py_DECREF(value);
+            if (count < 0) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
+        }
+        df = PyLong_FromLongLong(count);
+        if (df == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(out, t, df);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef cursor_methods[] = {
+    {"df_values", (PyCFunction)(void (*)(void))sp_df_values, METH_FASTCALL, df_values_doc},
     {"append_runs", (PyCFunction)(void (*)(void))sp_append_runs, METH_FASTCALL, append_runs_doc},
     {"df_updates", (PyCFunction)(void (*)(void))sp_df_updates, METH_FASTCALL, df_updates_doc},
     {NULL, NULL, 0, NULL},

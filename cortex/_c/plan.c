@@ -28,6 +28,7 @@ spec_clear(Spec *s)
         s->members = NULL;
     }
     Py_CLEAR(s->factory);
+    Py_CLEAR(s->idcls);
     Py_CLEAR(s->labels);
     if (s->item != NULL) {
         spec_clear(s->item);
@@ -225,15 +226,17 @@ spec_init(Spec *s, PyObject *t)
     }
     if (PyUnicode_CompareWithASCIIString(name, "id") == 0) {
         s->kind = K_ID;
-        if (spec_arity(t, 2, "id") < 0) {
+        if (spec_arity(t, 3, "id") < 0) {
             return -1;
         }
-        if (!PyCallable_Check(PyTuple_GET_ITEM(t, 1))) {
-            PyErr_SetString(PyExc_TypeError, "plan: the id factory must be callable");
+        if (!PyCallable_Check(PyTuple_GET_ITEM(t, 1)) || !PyType_Check(PyTuple_GET_ITEM(t, 2))) {
+            PyErr_SetString(PyExc_TypeError, "plan: an id spec is (\"id\", factory, class)");
             return -1;
         }
         Py_INCREF(PyTuple_GET_ITEM(t, 1));
         s->factory = PyTuple_GET_ITEM(t, 1);
+        Py_INCREF(PyTuple_GET_ITEM(t, 2));
+        s->idcls = PyTuple_GET_ITEM(t, 2);
         return 0;
     }
     if (PyUnicode_CompareWithASCIIString(name, "list") == 0) {

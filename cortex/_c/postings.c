@@ -407,7 +407,183 @@ fail:
     return NULL;
 }
 
+/* -- a segment of new postings (cortex/index/segments.py encode_fresh keeps the definition) -- */
+
+typedef struct {
+    const char *term; /* UTF-8, owned by the str */
+    Py_ssize_t tlen;
+    PyObject *str;
+    const char *rec; /* id16 + tail8 records, owned by the value */
+    Py_ssize_t n;    /* records */
+} FreshTerm;
+
+static int
+cmp_fresh_term(const void *a, const void *b)
+{
+    const FreshTerm *x = a, *y = b;
+    Py_ssize_t m = x->tlen < y->tlen ? x->tlen : y->tlen;
+    int c = memcmp(x->term, y->term, (size_t)m);
+    return c != 0 ? c : (x->tlen > y->tlen) - (x->tlen < y->tlen);
+}
+
+static void
+put_u32(char *p, uint32_t v)
+{
+    p[0] = (char)(v >> 24);
+    p[1] = (char)(v >> 16);
+    p[2] = (char)(v >> 8);
+    p[3] = (char)v;
+}
+
+static uint32_t
+get_u32(const char *p)
+{
+    const unsigned char *u = (const unsigned char *)p;
+    return ((uint32_t)u[0] << 24) | ((uint32_t)u[1] << 16) | ((uint32_t)u[2] << 8) | u[3];
+}
+
+PyDoc_STRVAR(segment_fresh_doc,
+             "segment_fresh(fresh, /)\n--\n\n"
+             "``cortex.index.segments.encode_fresh`` in C: ``(payload, groups)`` for ``fresh`` "
+             "({term: id16 + tail8 records}, a dict of str to bytes or bytearray), or None "
+             "when anything is not the common case (the Python definition then runs and names "
+             "the fault).");
+
+static PyObject *
+sp_segment_fresh(PyObject *module, PyObject *fresh)
+{
+    Py_ssize_t nt, pos = 0, i, j, size = 4, count = 0, scratch_n = 0;
+    PyObject *k, *v, *payload = NULL, *groups = NULL, *add = NULL, *result = NULL;
+    FreshTerm *terms = NULL;
+    char *scratch = NULL, *q;
+    if (!PyDict_CheckExact(fresh) || (nt = PyDict_GET_SIZE(fresh)) == 0) {
+        Py_RETURN_NONE;
+    }
+    terms = PyMem_Calloc((size_t)nt, sizeof(FreshTerm));
+    if (terms == NULL) {
+        return PyErr_NoMemory();
+    }
+    i = 0;
+    while (PyDict_Next(fresh, &pos, &k, &v)) {
+        FreshTerm *t = &terms[i++];
+        Py_ssize_t len;
+        if (!PyUnicode_CheckExact(k)) {
+            goto common_case_not;
+        }
+        t->term = PyUnicode_AsUTF8AndSize(k, &t->tlen);
+        if (t->term == NULL) {
+            PyErr_Clear();
+            goto common_case_not;
+        }
+        t->str = k;
+        if (PyByteArray_CheckExact(v)) {
+            t->rec = PyByteArray_AS_STRING(v);
+            len = PyByteArray_GET_SIZE(v);
+        }
+        else if (PyBytes_CheckExact(v)) {
+            t->rec = PyBytes_AS_STRING(v);
+            len = PyBytes_GET_SIZE(v);
+        }
+        else {
+            goto common_case_not;
+        }
+        if (len == 0 || len % 24 != 0 || t->tlen < 1 || t->tlen > 256 ||
+            memchr(t->term, 0, (size_t)t->tlen) != NULL) {
+            goto common_case_not;
+        }
+        t->n = len / 24;
+        count += t->n;
+        size += 2 + t->tlen + 4 + t->n * 25;
+        if (t->n > scratch_n) {
+            scratch_n = t->n;
+        }
+    }
+    if (count > 0xFFFFFFFFLL) {
+        goto common_case_not;
+    }
+    qsort(terms, (size_t)nt, sizeof(FreshTerm), cmp_fresh_term);
+    scratch = PyMem_Malloc((size_t)scratch_n * 24);
+    payload = PyBytes_FromStringAndSize(NULL, size);
+    groups = PyList_New(nt);
+    add = PyLong_FromLong(1);
+    if (scratch == NULL || payload == NULL || groups == NULL || add == NULL) {
+        if (scratch == NULL) {
+            PyErr_NoMemory();
+        }
+        goto fail;
+    }
+    q = PyBytes_AS_STRING(payload);
+    put_u32(q, (uint32_t)count);
+    q += 4;
+    for (i = 0; i < nt; i++) {
+        FreshTerm *t = &terms[i];
+        PyObject *listed, *group;
+        const char *r = t->rec;
+        if (t->n > 1) { /* the records of a term, in id order */
+            memcpy(scratch, t->rec, (size_t)t->n * 24);
+            for (j = 24; j < t->n * 24; j += 24) {
+                if (memcmp(scratch + j - 24, scratch + j, 16) >= 0) {
+                    break;
+                }
+            }
+            if (j < t->n * 24) {
+                qsort(scratch, (size_t)t->n, 24, cmp_record24);
+            }
+            r = scratch;
+        }
+        q[0] = (char)(t->tlen >> 8);
+        q[1] = (char)t->tlen;
+        memcpy(q + 2, t->term, (size_t)t->tlen);
+        q += 2 + t->tlen;
+        put_u32(q, (uint32_t)t->n);
+        q += 4;
+        listed = PyList_New(t->n);
+        if (listed == NULL) {
+            goto fail;
+        }
+        group = PyTuple_Pack(2, t->str, listed);
+        Py_DECREF(listed);
+        if (group == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(groups, i, group);
+        for (j = 0; j < t->n; j++) {
+            const char *e = r + j * 24;
+            uint32_t tf = get_u32(e + 16), dl = get_u32(e + 20);
+            PyObject *raw, *tail, *entry;
+            if ((j > 0 && memcmp(e - 24, e, 16) >= 0) || tf < 1 || tf > dl) {
+                goto common_case_not; /* a repeated id or a bad posting */
+            }
+            q[0] = 1; /* ADD */
+            memcpy(q + 1, e, 24);
+            q += 25;
+            raw = PyBytes_FromStringAndSize(e, 16);
+            tail = PyBytes_FromStringAndSize(e + 16, 8);
+            entry = raw == NULL || tail == NULL ? NULL : PyTuple_Pack(3, add, raw, tail);
+            Py_XDECREF(raw);
+            Py_XDECREF(tail);
+            if (entry == NULL) {
+                goto fail;
+            }
+            PyList_SET_ITEM(listed, j, entry);
+        }
+    }
+    result = PyTuple_Pack(2, payload, groups);
+    goto fail; /* releases what the result holds its own references to */
+common_case_not:
+    Py_INCREF(Py_None);
+    result = Py_None;
+fail:
+    Py_XDECREF(payload);
+    Py_XDECREF(groups);
+    Py_XDECREF(add);
+    PyMem_Free(scratch);
+    PyMem_Free(terms);
+    return result;
+}
+
 static PyMethodDef postings_methods[] = {
+    {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
     {"merge_run", (PyCFunction)(void (*)(void))sp_merge_run, METH_FASTCALL, merge_run_doc},

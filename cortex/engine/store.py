@@ -867,7 +867,7 @@ class Store:
         if keys:
             prepared.claims = tuple(chains.claim_hash(k) for k in keys)
             if spec.supersede is not False:
-                lk = chains.lookup_key(decoded, force=spec.supersede is True)
+                lk = chains.lookup_key(decoded, spec.supersede is True, keys)
                 prepared.lookup = None if lk is None else chains.claim_hash(lk)
                 prepared.data, prepared.force = decoded, spec.supersede is True
             prepared.when = chains.effective_time(decoded, valid_from, now)

@@ -76,6 +76,7 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
         "index_doc",
         "index_new",
         "df_updates",
+        "df_values",
         "full_term_counts",
     )
 )
@@ -681,10 +682,8 @@ class Indexer:
             txn.put_many(self._docs.items())
             self._docs.clear()
         vocabulary = self._terms
-        for term, d in delta.items():
-            if not d:
-                continue
-            main = _main_df(txn, term)
+        changed = [(term, d) for term, d in delta.items() if d]
+        for (term, d), main in zip(changed, _main_dfs(txn, [t for t, _ in changed]), strict=True):
             if main - ov.postings + min(d, 0) > 0:
                 continue  # held before and after whatever the segments say: no need to combine
             before = main + ov.delta(term)
@@ -850,6 +849,16 @@ def _main_df(txn: ReadTxn, term: str) -> int:
     key = lex_term_key(term)
     raw = txn.get(key)
     return 0 if raw is None else _df(key, raw)
+
+
+def _main_dfs(txn: ReadTxn, terms: list[str]) -> list[int]:
+    """``_main_df`` of each of ``terms`` (in C with one call when it is built)."""
+    cursor = getattr(txn, "cursor", None)
+    if _USE_SPEEDUPS and cursor is not None and terms:
+        got: list[int] | None = _sp.df_values(cursor(), [lex_term_key(t) for t in terms])
+        if got is not None:  # else the Python path says which entry is damaged
+            return got
+    return [_main_df(txn, t) for t in terms]
 
 
 def _combined_df(txn: ReadTxn, term: str, ov: _segments.Overlay, main: int | None = None) -> int:

@@ -31,6 +31,15 @@ from cortex.errors import IntegrityError
 from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
 from cortex.storage.kv import ReadTxn, unseal
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "segment_fresh")
+"""Encode a segment of new postings in C (``cortex._speedups``) when it is built; tests switch
+this off to compare with the Python path."""
+
 __all__ = [
     "ADD",
     "DEL",
@@ -134,6 +143,10 @@ def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]
     Raises:
         ValueError: a record is cut or malformed, an id repeats, a term is not allowed.
     """
+    if _USE_SPEEDUPS:
+        fast: tuple[bytes, Groups] | None = _sp.segment_fresh(fresh)
+        if fast is not None:
+            return fast
     parts: list[bytes] = [b""]
     count = 0
     decoded: Groups = []

@@ -23,6 +23,7 @@ was the truth.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -116,6 +117,7 @@ _EDGE_PUNCT: Final = re.compile(r"^[\W_]+|[\W_]+$")
 _SPACES: Final = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=4096)
 def norm_entity(text: str) -> str:
     """A subject, object or topic as its competitors spell it.
 
@@ -126,6 +128,7 @@ def norm_entity(text: str) -> str:
     return _EDGE_PUNCT.sub("", _SPACES.sub(" ", folded).strip())
 
 
+@functools.lru_cache(maxsize=1024)
 def norm_predicate(text: str) -> str:
     """A predicate as a key.
 
@@ -202,14 +205,18 @@ def lookup_keys(
     return (key,)
 
 
-def lookup_key(data: Data, force: bool = False) -> bytes | None:
+def lookup_key(
+    data: Data, force: bool = False, keys: tuple[bytes, ...] | None = None
+) -> bytes | None:
     """The key whose holders a new memory competes with, or ``None``.
 
     A Fact with a single-valued predicate (or ``force``: the caller's ``supersede=True``)
     competes on subject and predicate, any other Fact with an object on subject, predicate and
-    object; a Preference on its topic.
+    object; a Preference on its topic. ``keys`` is ``claim_keys(data)`` when the caller has
+    it already.
     """
-    keys = claim_keys(data)
+    if keys is None:
+        keys = claim_keys(data)
     if not keys:
         return None
     if isinstance(data, Fact):
@@ -219,6 +226,7 @@ def lookup_key(data: Data, force: bool = False) -> bytes | None:
     return keys[0]
 
 
+@functools.lru_cache(maxsize=4096)
 def claim_hash(key: bytes) -> bytes:
     """The 16 bytes under which ``idx/claim/`` holds a key: sha256(domain ‖ key)[:16]."""
     return hashlib.sha256(CLAIM_DOMAIN + key).digest()[:16]
