@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortex import Belief, Cortex, MemoryId, NewMemory, Stance
+from cortex.errors import IntegrityError
 from cortex.index import lexical, segments
 from cortex.index.lexical import STATS_KEY
-from cortex.storage.keys import LEX_DOC, LEX_SEGMENT
+from cortex.storage.keys import LEX_DOC, LEX_SEGMENT, lex_segment_key
 from tests import workers
 from tests.test_crash import Child
 
@@ -285,3 +286,70 @@ def test_segment_fresh_is_encode_fresh(fresh: Any, odd: Any, as_bytearray: bool)
     finally:
         segments._USE_SPEEDUPS = True
     assert segments._sp.segment_fresh(records) == want
+
+
+def _overlay_view(ov: segments.Overlay, terms: list[str]) -> Any:
+    """Everything an overlay answers, for ``terms`` and as a whole (or the error it raises)."""
+    out: list[Any] = [list(ov.keys), ov.postings, ov.next_key]
+    for t in terms:
+        try:
+            out.append((ov.term(t), ov.delta(t), ov.items(t), t in ov))
+        except IntegrityError as exc:
+            out.append(str(exc))
+    try:
+        out.append((ov.state, ov.df_delta))
+    except IntegrityError as exc:
+        out.append(str(exc))
+    return out
+
+
+@settings(max_examples=100)
+@given(
+    stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=5),
+    asked=st.lists(_TERM, max_size=4),
+    probe=st.lists(_TERM, max_size=4),
+)
+def test_an_extended_overlay_is_the_overlay_of_its_segments(
+    stack: list[Any], asked: list[str], probe: list[str]
+) -> None:
+    """``Overlay.extended`` (what a writer keeps for the next write) answers as an overlay
+    built from scratch of the same segments, whatever the first had combined already."""
+    segs = [
+        (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
+        for i, g in enumerate(stack)
+    ]
+    before = segments.Overlay(segs[:-1])
+    _overlay_view(before, asked)  # combine some terms first (and maybe fail on some)
+    got = before.extended(*segs[-1])
+    terms = [*asked, *probe, *(t for g in stack for t in g)]
+    assert _overlay_view(got, terms) == _overlay_view(segments.Overlay(segs), terms)
+
+
+def test_a_write_hands_the_next_its_overlay(tmp_path: Path) -> None:
+    """After a segment write, the next transaction's overlay is the one the writer kept (no
+    rebuild); a write that did not commit leaves nothing the next one would take."""
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        for i in range(3):
+            cx.write(_belief(["tea", f"w{i}"]))
+        with cx._kv.read() as txn:
+            kept = segments.overlay(txn)
+        assert len(kept.keys) == 3
+        cx.write(_belief(["tea", "w3"]))
+        kept = segments._LAST[0][1]
+        with cx._kv.read() as txn:
+            assert segments.overlay(txn) is kept and len(kept.keys) == 4
+
+        def fail(txn: Any) -> None:
+            ix = lexical.Indexer(txn)
+            ix.add(MemoryId(bytes(range(16))), 1, ["never"])
+            ix.flush()
+            raise RuntimeError("abort")
+
+        with pytest.raises(RuntimeError):
+            cx._kv.write(fail)
+        assert len(segments._LAST[0][1].keys) == 5  # what the aborted write would have left
+        with cx._kv.read() as txn:
+            ov = segments.overlay(txn)
+        assert ov is not kept and len(ov.keys) == 4
+        assert [m for m, _ in cx._lexical_search("never", 3)] == []
+        assert len(cx._lexical_search("tea", 10)) == 4

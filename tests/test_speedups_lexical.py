@@ -81,6 +81,18 @@ def test_ascii_term_counts_without_the_stem_is_none() -> None:
     )
 
 
+@given(st.lists(st.integers(0, 10**12), min_size=1, max_size=6), st.sampled_from(["", "b "]))
+@example([7, 7, 123], "b ")
+def test_numbers_never_stemmed_before_are_counted_in_c(numbers: list[int], before: str) -> None:
+    """A token of digits only is its own stem (Snowball English leaves digits alone), so the C
+    path counts it without a pass through the Python stemmer; words still need the cache."""
+    s = before + " ".join(f"{n:03d}" for n in numbers)
+    stems = {"b": "b"}
+    got = sp.ascii_term_counts(s, stems, sp.StemTable())
+    assert got == count_terms(text.terms(s)) and stems == {"b": "b"}
+    assert sp.ascii_term_counts(s + " x1", stems, sp.StemTable()) is None
+
+
 @pytest.mark.parametrize("stem", ["", "é", "a\x00", 1, None, b"a"])
 def test_ascii_term_counts_refuses_odd_stems(stem: object) -> None:
     table = sp.StemTable()

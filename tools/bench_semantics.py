@@ -174,16 +174,16 @@ def accelerated() -> dict[str, Any]:
 
     import cortex
 
-    mods = []
-    for new, old in (
-        ("cortex.model.codec", "cortex.codec"),
-        ("cortex.index.lexical", "cortex.lexical"),
-        ("cortex.engine.store", "cortex.store"),
-    ):
-        try:
-            mods.append(importlib.import_module(new))
-        except ImportError:
-            mods.append(importlib.import_module(old))
+    # by the files: an editable install's import hook may map a missing module to another tree
+    layered = (Path(cortex.__file__).parent / "model").is_dir()
+    mods = [
+        importlib.import_module(new if layered else old)
+        for new, old in (
+            ("cortex.model.codec", "cortex.codec"),
+            ("cortex.index.lexical", "cortex.lexical"),
+            ("cortex.engine.store", "cortex.store"),
+        )
+    ]
     return {
         "cortex": str(Path(cortex.__file__).resolve().parent),
         "accelerated": all(getattr(m, "_USE_SPEEDUPS", False) for m in mods),

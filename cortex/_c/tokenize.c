@@ -466,11 +466,24 @@ term_counts(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, StemTableObject *ta
             stem = PyDict_GetItemWithError(stems, tok); /* borrowed */
             Py_XINCREF(stem);
             if (stem == NULL) {
-                Py_DECREF(tok);
+                Py_ssize_t d;
                 if (PyErr_Occurred()) {
+                    Py_DECREF(tok);
                     goto done;
                 }
-                goto none; /* not stemmed yet: the Python path stems it into the cache */
+                for (d = 0; d < runs[i].len && t[d] >= '0' && t[d] <= '9'; d++) {
+                }
+                if (d < runs[i].len) {
+                    Py_DECREF(tok);
+                    goto none; /* not stemmed yet: the Python path stems it into the cache */
+                }
+                /* digits only: Snowball English leaves them as they are (text.py _stem_words
+                 * gives the same), so a number never stemmed before needs no Python pass */
+                sc[held].prefix = ascii_prefix(tok);
+                sc[held].stem = tok; /* the reference taken by PyUnicode_New */
+                sc[held].count = runs[i].count;
+                held++;
+                continue;
             }
             if (!is_ascii_term(stem, PY_SSIZE_T_MAX)) {
                 Py_DECREF(tok);

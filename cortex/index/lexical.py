@@ -693,7 +693,7 @@ class Indexer:
             vocabulary += (after > 0) - (before > 0)
         value = seal(payload)
         txn.put(ov.next_key, value)
-        _segments.remember(ov.next_key, value, decoded)
+        _segments.remember(ov.next_key, value, decoded, ov)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Final, TypeVar
 
 from cortex.errors import IntegrityError
 from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
@@ -62,6 +62,7 @@ SET: Final = 2
 DEL: Final = 3
 """The removal of the posting the index below holds for the (term, id)."""
 
+_V = TypeVar("_V")
 _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _TAIL: Final = struct.Struct(">II")
@@ -311,6 +312,22 @@ class Overlay:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
+    def extended(self, key: bytes, segment: Segment) -> Overlay:
+        """This overlay with ``segment`` (stored under ``key``, after every other) on top.
+
+        What the terms asked for so far combined stays combined, unless the segment names them.
+        """
+        out = Overlay(())
+        out.keys = [*self.keys, key]
+        out.postings = self.postings + segment.count
+        out._segs = [*self._segs, (key, segment)]
+        out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
+        out._by_term = _without(self._by_term, segment)
+        out._states = _without(self._states, segment)
+        out._df = _without(self._df, segment)
+        out._sorted = _without(self._sorted, segment)
+        return out
+
     def __contains__(self, term: str) -> bool:
         return bool(self._parts(term))
 
@@ -389,6 +406,14 @@ class Overlay:
         return self._df
 
 
+def _without(d: dict[str, _V], terms: Segment) -> dict[str, _V]:
+    """A copy of ``d`` without the terms ``terms`` names."""
+    out = d.copy()
+    for term in terms:
+        out.pop(term, None)
+    return out
+
+
 _EMPTY: Final = Overlay(())
 # the last overlay built, by the (key, value) pairs it was built from: segments are immutable
 # once written, and equal bytes decode alike, so a hit needs no checksum or decoding
@@ -425,16 +450,29 @@ def overlay(txn: ReadTxn) -> Overlay:
     return built
 
 
-def remember(key: bytes, value: bytes, groups: Groups) -> None:
+def remember(key: bytes, value: bytes, groups: Groups, on: Overlay | None = None) -> None:
     """Keep the segment a write stores (``key``, its sealed ``value``) as decoded already.
 
     Its groups are those ``decode_value`` gives for the value (the writer encoded them), so
-    the next overlay does not decode its own write. A write that does not commit leaves a
-    harmless entry: a hit needs the same key and the same bytes.
+    the next overlay does not decode its own write. With ``on``, the overlay the write read
+    (``overlay``'s last), the overlay with the segment on top is kept too: the next write's
+    snapshot holds exactly those segments, and ``overlay`` hands it out without building it.
+    A write that does not commit leaves harmless entries: a hit needs the same keys and the
+    same bytes.
     """
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
-    _DECODED[key] = (value, Segment(groups))
+    segment = Segment(groups)
+    _DECODED[key] = (value, segment)
+    if on is None:
+        return
+    if on is _EMPTY:
+        pairs: tuple[tuple[bytes, bytes], ...] = ()
+    elif _LAST and _LAST[0][1] is on:
+        pairs = _LAST[0][0]
+    else:
+        return
+    _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment))]
 
 
 def overlay_empty() -> Overlay:
