@@ -212,6 +212,30 @@ def test_a_forked_child_starts_a_fresh_sequence(monkeypatch: pytest.MonkeyPatch)
     assert _rand(child) != _rand(parent) + 1
 
 
+def test_randomness_comes_from_a_pool_drawn_from_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each new millisecond takes the pool's next 10 bytes (the top bit cleared); the OS is
+    asked again only when the pool runs out, and never for bytes already handed out."""
+    calls: list[int] = []
+    source = random.Random(7)
+
+    def urandom(n: int) -> bytes:
+        calls.append(n)
+        return source.randbytes(n)
+
+    monkeypatch.setattr(ids, "os", types.SimpleNamespace(urandom=urandom))
+    _fake_clock(monkeypatch, *range(1_000, 1_000 + 500))
+    gen = ids._Generator()
+    made = [gen.next() for _ in range(500)]
+    per = ids._Generator._POOL // 10
+    assert calls == [ids._Generator._POOL, ids._Generator._POOL]
+    pool = random.Random(7).randbytes(ids._Generator._POOL)
+    assert [_rand(m) for m in made[:3]] == [
+        int.from_bytes(pool[i * 10 : i * 10 + 10], "big") >> 1 for i in range(3)
+    ]
+    assert len({_rand(m) for m in made[:per]}) == per  # no 10 bytes handed out twice
+    assert all(a < b for a, b in itertools.pairwise(made))
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 def test_a_real_fork_does_not_repeat_the_parents_next_id() -> None:
     last = ids.new_id()

@@ -103,15 +103,31 @@ _set_raw: Callable[[MemoryId, bytes], None] = vars(MemoryId)["_b"].__set__
 class _Generator:
     """Monotonic ULIDs: within one millisecond the random part counts up by one."""
 
+    _POOL: Final = 4096
+    """Random bytes drawn from the OS at a time (one system call for ~400 milliseconds' ids)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._last_ms = -1
         self._last_rand = 0
+        self._pool = b""
+        self._at = 0
 
     def _after_fork(self) -> None:
-        # a forked child must not repeat the parent's sequence (nor inherit a held lock)
+        # a forked child must not repeat the parent's sequence, nor draw the randomness the
+        # parent drew (nor inherit a held lock)
         self._lock = threading.Lock()
         self._last_ms = -1
+        self._pool = b""
+        self._at = 0
+
+    def _random(self) -> int:
+        """79 random bits (the top one of 80 clear), from the pool (under the lock)."""
+        at = self._at
+        if at + 10 > len(self._pool):
+            self._pool, at = os.urandom(self._POOL), 0
+        self._at = at + 10
+        return int.from_bytes(self._pool[at : at + 10], "big") >> 1
 
     def next(self) -> MemoryId:
         return self.take(1)[0]
@@ -130,11 +146,11 @@ class _Generator:
                 ms, rand = self._last_ms, self._last_rand + 1
             else:
                 # the top bit clear leaves 2^79 increments of headroom in this millisecond
-                rand = int.from_bytes(os.urandom(10), "big") >> 1
+                rand = self._random()
             out = []
             for _ in range(n):
                 if rand >= 1 << 80:  # 2^80 ids in one millisecond: borrow the next one
-                    ms, rand = ms + 1, int.from_bytes(os.urandom(10), "big") >> 1
+                    ms, rand = ms + 1, self._random()
                 out.append(trusted(((ms << 80) | rand).to_bytes(16, "big")))
                 rand += 1
             if out:

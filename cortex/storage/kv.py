@@ -359,6 +359,13 @@ class _Commits:
         self.queue: list[_Member] = []
         self.leading = False
         """A leader holds (or is waiting for) LMDB's writer lock for its group."""
+        self.waiting = 0
+        """Writers waiting on ``cond`` (under ``lock``): nobody to wake when 0."""
+
+    def wake(self) -> None:
+        """Wake every waiting writer (with ``lock`` held)."""
+        if self.waiting:
+            self.cond.notify_all()
 
 
 class _Gate:
@@ -671,10 +678,14 @@ class LmdbKV:
             return self._write_alone(fn)
         me = _Member(fn, contextvars.copy_context(), self.metasync)
         c = self._shared.commits
-        with c.cond:
+        with c.lock:  # the lock of ``c.cond``, without the Condition's Python-level enter
             c.queue.append(me)
             while not me.done and (c.leading or me.taken):
-                c.cond.wait()
+                c.waiting += 1
+                try:
+                    c.cond.wait()
+                finally:
+                    c.waiting -= 1
             lead = not me.done
             if lead:
                 c.leading = True
@@ -769,9 +780,9 @@ class LmdbKV:
                     self._renew()
                 else:
                     self._grow(full_at)
-            with c.cond:  # the next group may start while this one's flush runs
+            with c.lock:  # the next group may start while this one's flush runs
                 c.leading = holding = False
-                c.cond.notify_all()
+                c.wake()
             if any(m.durable for m in batch) and not shared.metasync:
                 try:
                     self._env.sync(True)
@@ -794,17 +805,17 @@ class LmdbKV:
                     m.result, m.error = None, lost
             raise
         finally:
-            with c.cond:
+            with c.lock:
                 if holding:
                     c.leading = False
                 for m in batch:
                     m.done = True
-                c.cond.notify_all()
+                c.wake()
 
     @staticmethod
     def _requeue(c: _Commits, members: list[_Member]) -> None:
         """Put ``members`` back at the head of the queue, unwritten, for the next group."""
-        with c.cond:
+        with c.lock:
             for m in members:
                 m.taken = False
                 m.result = m.error = None
