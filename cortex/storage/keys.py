@@ -483,8 +483,9 @@ def _term(term: str) -> bytes:
     return b
 
 
+@lru_cache(maxsize=8192)
 def posting_prefix(term: str) -> bytes:
-    """``lex/p/`` term ``0x00``: every posting of one term."""
+    """``lex/p/`` term ``0x00``: every posting of one term (memoised: a hot path)."""
     return LEX_POSTING + _term(term) + b"\x00"
 
 
@@ -519,8 +520,9 @@ def parse_lex_doc_key(key: bytes) -> MemoryId:
     return MemoryId(key[len(LEX_DOC) :])
 
 
+@lru_cache(maxsize=8192)
 def lex_term_key(term: str) -> bytes:
-    """``lex/t/`` term: the document frequency of one term."""
+    """``lex/t/`` term: the document frequency of one term (memoised: a hot path)."""
     return LEX_TERM + _term(term)
 
 
