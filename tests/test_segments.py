@@ -194,6 +194,7 @@ _TERM = st.text(
     st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=6
 )
 _ID = st.binary(min_size=16, max_size=16)
+_T = (1).to_bytes(4, "big") * 2
 
 
 def _groups_of(entry: Any) -> Any:
@@ -353,3 +354,17 @@ def test_a_write_hands_the_next_its_overlay(tmp_path: Path) -> None:
         assert ov is not kept and len(ov.keys) == 4
         assert [m for m, _ in cx._lexical_search("never", 3)] == []
         assert len(cx._lexical_search("tea", 10)) == 4
+
+
+def test_the_empty_overlay_remembers_nothing() -> None:
+    """The overlay of every snapshot without segments is one shared object: asking it about
+    terms (a search of a folded index, a write's counts) leaves nothing behind in it, and an
+    overlay extended from it starts with nothing combined."""
+    empty = segments.overlay_empty()
+    for i in range(50):
+        assert empty.term(f"t{i}") is None and empty.delta(f"t{i}") == 0
+        assert f"t{i}" not in empty and empty.items(f"t{i}") == []
+    assert not empty._by_term and not empty._states and not empty._sorted
+    seg = segments.Segment(segments.encode_groups({"t1": {bytes(16): (segments.ADD, _T)}})[1])
+    got = empty.extended(lex_segment_key(0), seg)
+    assert got.delta("t1") == 1 and got.delta("t2") == 0 and not empty._by_term

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Final, TypeVar
+from typing import Final
 
 from cortex.errors import IntegrityError
 from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
@@ -62,7 +62,6 @@ SET: Final = 2
 DEL: Final = 3
 """The removal of the posting the index below holds for the (term, id)."""
 
-_V = TypeVar("_V")
 _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _TAIL: Final = struct.Struct(">II")
@@ -315,17 +314,14 @@ class Overlay:
     def extended(self, key: bytes, segment: Segment) -> Overlay:
         """This overlay with ``segment`` (stored under ``key``, after every other) on top.
 
-        What the terms asked for so far combined stays combined, unless the segment names them.
+        Nothing combined is carried over: a term is combined again when asked (copying what
+        every earlier overlay was asked would cost more than combining a write's few terms).
         """
         out = Overlay(())
         out.keys = [*self.keys, key]
         out.postings = self.postings + segment.count
         out._segs = [*self._segs, (key, segment)]
         out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
-        out._by_term = _without(self._by_term, segment)
-        out._states = _without(self._states, segment)
-        out._df = _without(self._df, segment)
-        out._sorted = _without(self._sorted, segment)
         return out
 
     def __contains__(self, term: str) -> bool:
@@ -333,6 +329,8 @@ class Overlay:
 
     def _parts(self, term: str) -> list[tuple[bytes, list[tuple[int, bytes, bytes | None]]]]:
         """The segments' entries of ``term``, oldest first (empty when none names it)."""
+        if not self._segs:
+            return []  # nothing to remember (the empty overlay is shared by every snapshot)
         got = self._by_term.get(term)
         if got is None:
             got = self._by_term[term] = [(k, d[term]) for k, d in self._segs if term in d]
@@ -383,7 +381,9 @@ class Overlay:
         """``(id16, tail or None)`` of a term's combined segment entries, in id order."""
         got = self._sorted.get(term)
         if got is None:
-            st = self.term(term) or {}
+            st = self.term(term)
+            if st is None:
+                return []  # not cached: the term is in no segment
             got = self._sorted[term] = [(raw, st[raw][0]) for raw in sorted(st)]
         return got
 
@@ -404,14 +404,6 @@ class Overlay:
         """Every term's document frequency change (``delta``), zero ones included."""
         self._all()
         return self._df
-
-
-def _without(d: dict[str, _V], terms: Segment) -> dict[str, _V]:
-    """A copy of ``d`` without the terms ``terms`` names."""
-    out = d.copy()
-    for term in terms:
-        out.pop(term, None)
-    return out
 
 
 _EMPTY: Final = Overlay(())
