@@ -221,10 +221,10 @@ class Sweep(Executor):
         return out
 
     def _neighbour_words(self, text):  # type: ignore[no-untyped-def]
-        """For each content word of ``text``, the store's words nearest it by cosine."""
+        """For each content word of ``text`` in order, the store's ``expand`` words nearest it."""
         k = KNOBS
         words, matrix = VOCAB["words"], VOCAB["matrix"]
-        own = {fold(w) for w in re.findall(r"[^\W_]+", text)}
+        own = list(dict.fromkeys(fold(w) for w in re.findall(r"[^\W_]+", text)))
         stems = set(query_terms(text))
         out: dict[str, None] = {}
         for w in own:
@@ -232,14 +232,16 @@ class Sweep(Executor):
                 continue
             v = np.asarray(self.sidecar.query_vector(w), dtype=np.float32)
             sims = matrix @ (v / np.linalg.norm(v))
-            for i in np.argsort(-sims)[: k.expand + 5]:
-                cand = words[i]
-                if sims[i] < k.expand_min or len(out) >= k.expand * len(own):
+            taken = 0
+            for i in np.argsort(-sims, kind="stable"):
+                if taken == k.expand or sims[i] < k.expand_min:
                     break
+                cand = words[i]
                 same = {cand} if k.vocab == "stems" else set(query_terms(cand))
                 if cand in own or same & stems:
                     continue
                 out[cand] = None
+                taken += 1
         return list(out)
 
     def _expansion(self, top, own):  # type: ignore[no-untyped-def]
