@@ -29,7 +29,8 @@ its knob is set; with every knob off the ranking is ``find``'s.
   question's own words and stems, are searched by BM25 as a third list of weight ``W``, fused
   and re-ranked with the first two. The vocabulary (every distinct word of the conversation's
   turns, embedded once) is built here in memory: the store keeps none (``vocab=stems`` uses
-  the stems the lexical index holds instead of words).
+  the stems the lexical index holds instead of words). The expansion needs no first pass, so
+  it is fused in the first one; it is not meant to be combined with ``feedback``.
 
     python tools/sweep_multihop.py [--dir DIR] [--embedder cortex.index.embed:MiniLM] [--json F]
         "" "feedback=3,feedback_weight=0.5" "diversity=0.2" "named_pass=0.9" ...
@@ -176,7 +177,18 @@ class Sweep(Executor):
         lists = {**first, "vector": lambda n: vs(txn, vt, n)}
         if k.vector_text == "mean":
             lists = lists0
-        out, ranked, fused = self._one(lists, want)
+        saved = self.fusion
+        if k.expand > 0 and k.expand_weight > 0 and VOCAB:
+            # depends on the question (and the names cut) only: one pass with three lists
+            words = self._neighbour_words(vt)
+            if words:
+                terms = words if k.vocab == "stems" else query_terms(" ".join(words))
+                lists["expansion"] = lambda n: lexical.search_terms(txn, terms, limit=n)
+                self.fusion = _Weighted(saved, k.expand_weight, "expansion")
+        try:
+            out, ranked, fused = self._one(lists, want)
+        finally:
+            self.fusion = saved
         if k.feedback > 0 and k.feedback_weight > 0:
             own = self._own(ranked, fused)
             top = sorted(own, key=lambda m: (-own[m], m.bytes))[: k.feedback]
@@ -196,17 +208,6 @@ class Sweep(Executor):
             if len(lists) > 2 or k.mode == "replace":
                 saved = self.fusion
                 self.fusion = _Weighted(saved, k.feedback_weight)
-                try:
-                    out, ranked, fused = self._one(lists, want)
-                finally:
-                    self.fusion = saved
-        if k.expand > 0 and k.expand_weight > 0 and VOCAB:
-            words = self._neighbour_words(vt)
-            if words:
-                terms = words if k.vocab == "stems" else query_terms(" ".join(words))
-                lists["expansion"] = lambda n: lexical.search_terms(txn, terms, limit=n)
-                saved = self.fusion
-                self.fusion = _Weighted(saved, k.expand_weight, "expansion")
                 try:
                     out, ranked, fused = self._one(lists, want)
                 finally:
