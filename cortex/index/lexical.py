@@ -758,7 +758,7 @@ def document_frequencies(txn: ReadTxn, terms: Iterable[str]) -> tuple[int, dict[
 
 def search_terms(
     txn: ReadTxn,
-    terms: list[str],
+    terms: Iterable[str],
     *,
     limit: int,
     allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
