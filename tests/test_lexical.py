@@ -31,10 +31,12 @@ from cortex.index.lexical import (
     LexStats,
     analyze,
     count_terms,
+    document_frequencies,
     fold,
     idf,
     read_stats,
     search,
+    search_terms,
 )
 from cortex.index.text import tokenize
 from cortex.storage.keys import (
@@ -156,6 +158,22 @@ def test_limit_and_allow(kv: LmdbKV) -> None:
     assert only1[0][1] == pytest.approx(0.523548346501579)  # statistics stay the collection's
     assert run(kv, "cat", allow=lambda m: m != mid(3)) == only1
     assert run(kv, "cat", allow=set()) == []
+
+
+def test_search_terms_and_document_frequencies(kv: LmdbKV) -> None:
+    index(kv, TINY)
+    with kv.read() as txn:
+        # terms as given, each once: "cat" twice counts once; "the" is not dropped as a
+        # function word is from a text query; an unindexed term adds nothing
+        assert search_terms(txn, ["cat", "cat"], limit=10) == search(txn, "cat", limit=10)
+        got = dict(search_terms(txn, ["the", "unicorn"], limit=10))
+        assert got == pytest.approx({mid(2): 0.5665797174469143, mid(1): 0.523548346501579})
+        assert search_terms(txn, [], limit=10) == []
+        assert search_terms(txn, ["cat"], limit=0) == []
+        assert document_frequencies(txn, ["cat", "the", "mat", "unicorn", "cat"]) == (
+            3,
+            {"cat": 2, "the": 2, "mat": 1, "unicorn": 0},
+        )
 
 
 def test_an_empty_index(kv: LmdbKV) -> None:

@@ -103,11 +103,13 @@ __all__ = [
     "analyze_counts",
     "check",
     "count_terms",
+    "document_frequencies",
     "fold",
     "idf",
     "read_stats",
     "same_terms",
     "search",
+    "search_terms",
 ]
 
 K1: Final = 1.2
@@ -739,9 +741,35 @@ def search(
     Raises:
         IntegrityError: an index record is damaged.
     """
+    return search_terms(txn, query_terms(query), limit=limit, allow=allow)
+
+
+def document_frequencies(txn: ReadTxn, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
+    """The number of indexed documents and each term's document frequency (0: not indexed).
+
+    What BM25's ``idf`` takes, for a caller that weighs terms itself (query expansion:
+    ``tools/sweep_multihop.py``).
+    """
+    stats = read_stats(txn)
+    ov = _segments.overlay(txn)
+    return stats.documents, {t: _combined_df(txn, t, ov) for t in dict.fromkeys(terms)}
+
+
+def search_terms(
+    txn: ReadTxn,
+    terms: Iterable[str],
+    *,
+    limit: int,
+    allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+) -> list[tuple[MemoryId, float]]:
+    """``search`` for terms already analysed (``query_terms``: folded, stemmed), each counted once.
+
+    For terms that do not come from a text, such as an expansion's (``tools/sweep_multihop.py``);
+    a term that is not indexed adds nothing.
+    """
     if limit < 1:
         return []
-    terms = query_terms(query)
+    terms = list(dict.fromkeys(terms))
     load = getattr(txn, "preload", None)
     if load is not None:  # an engine with round trips: the stats, every term, the segments
         load([STATS_KEY, *(lex_term_key(t) for t in terms)], [LEX_SEGMENT], SEGMENT_MAX)
