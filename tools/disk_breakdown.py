@@ -109,6 +109,7 @@ class Space:
         self.fields: dict[int, int] = defaultdict(int)  # top-level CBOR map field -> bytes
 
     def as_dict(self) -> dict[str, Any]:
+        """The figures as JSON-able values."""
         return {
             "entries": self.entries,
             "key_bytes": self.key_bytes,
@@ -184,7 +185,9 @@ def _nodes(page: bytes) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def walk(path: Path, fields: frozenset[str] = frozenset({"m/", "mv/", "vec/", "j/"})) -> dict[str, Any]:
+def walk(
+    path: Path, fields: frozenset[str] = frozenset({"m/", "mv/", "vec/", "j/"})
+) -> dict[str, Any]:
     """The breakdown of ``path``/data.mdb (a closed store)."""
     spaces: dict[str, Space] = defaultdict(Space)
     with DataFile(path / "data.mdb") as f:
@@ -212,7 +215,7 @@ def walk(path: Path, fields: frozenset[str] = frozenset({"m/", "mv/", "vec/", "j
                 if flags & P_BRANCH:
                     if not is_free:
                         branch_pages += 1
-                    for ptr, dsize, nflags, _k in _nodes(page):
+                    for _ptr, dsize, nflags, _k in _nodes(page):
                         stack.append(dsize | nflags << 32)
                     continue
                 if not flags & P_LEAF:
@@ -247,7 +250,9 @@ def walk(path: Path, fields: frozenset[str] = frozenset({"m/", "mv/", "vec/", "j
                         sp.overflow_pages += n_ov
                         sp.overflow_values += 1
                         node = NODE_HEADER + ksize + 8
-                        value = f.read_at(ov * psize + PAGE_HEADER, dsize) if sp_name in fields else b""
+                        value = (
+                            f.read_at(ov * psize + PAGE_HEADER, dsize) if sp_name in fields else b""
+                        )
                     else:
                         node = NODE_HEADER + ksize + dsize
                         node += node & 1  # LMDB keeps nodes 2-byte aligned
@@ -322,6 +327,22 @@ def build(path: Path, n: int, vectors: bool, log: Any) -> float:
     return time.perf_counter() - t0
 
 
+def save_cache(path: Path, n: int) -> None:
+    """Open the store with its embedder, search once and close.
+
+    The handle saves its vector index cache into ``vectors/`` (``specs/vector-index.md`` §3),
+    as any handle that searched does when it closes.
+    """
+    from bench_peers import dataset
+    from bench_peers.cortex_adapter import PrecomputedEmbedder
+
+    import cortex
+
+    ds = dataset.make(n, n_extra=0)
+    with cortex.Cortex.open(path, actor="bench", embedder=PrecomputedEmbedder(ds)) as cx:
+        cx.find(cortex.Query(near_vector=ds.query_vectors[0], limit=10))
+
+
 # -- the report ------------------------------------------------------------------------------------
 
 
@@ -345,16 +366,15 @@ def report(name: str, n: int, w: dict[str, Any], fl: dict[str, dict[str, int]]) 
     )
     lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     spaces = w["spaces"]
-    page_total = (
-        w["leaf_pages"] + w["overflow_pages"] + w["branch_pages"]
-    ) * psize
+    page_total = (w["leaf_pages"] + w["overflow_pages"] + w["branch_pages"]) * psize
     rows = []
     for k, s in spaces.items():
         pages = s["leaf_pages"] + s["overflow_pages"]
         rows.append((pages, k, s))
     for pages, k, s in sorted(rows, key=lambda r: r[0], reverse=True):
         lines.append(
-            f"| `{k}` | {s['entries']:,} | {s['key_bytes'] / n:,.1f} | {s['value_bytes'] / n:,.1f} | "
+            f"| `{k}` | {s['entries']:,} | {s['key_bytes'] / n:,.1f} | "
+            f"{s['value_bytes'] / n:,.1f} | "
             f"{s['node_bytes'] / n:,.1f} | {s['leaf_pages']:,.1f} | {s['overflow_pages']:,} | "
             f"{pages * psize / n:,.0f} | {100 * pages * psize / page_total:.1f}% |"
         )
@@ -387,6 +407,12 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="build the stores here and keep them")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON")
     ap.add_argument("--no-plain", action="store_true", help="skip the store without vectors")
+    ap.add_argument(
+        "--cache",
+        action="store_true",
+        help="then search the store with vectors once and report it again with its saved "
+        "vector index cache (vectors/)",
+    )
     args = ap.parse_args()
 
     def log(msg: str) -> None:
@@ -415,6 +441,21 @@ def main() -> None:
                     results.append(
                         {"n": n, "vectors": vectors, "build_s": secs, "walk": w, "files": fl}
                     )
+                    if vectors and args.cache:
+                        save_cache(path, n)
+                        fl = files(path)
+                        total = sum(v["blocks"] for v in fl.values())
+                        print(
+                            f"After one vector search and close: {total / n:,.0f} B per memory; "
+                            + ", ".join(
+                                f"{k} {v['blocks'] / n:,.0f}"
+                                for k, v in sorted(fl.items())
+                                if v["blocks"]
+                            )
+                            + " B per memory.\n",
+                            flush=True,
+                        )
+                        results[-1]["files_with_cache"] = fl
         finally:
             if not args.keep:
                 shutil.rmtree(base, ignore_errors=True)

@@ -322,7 +322,7 @@ class _LmdbTxn:
             if at < len(pairs):
                 # the keys that sort after every stored key are appended (``_append_from``),
                 # unless one put just before went past the first of them
-                append = not cur.last() or cur.key() < pairs[at][0]
+                append = not cur.last() or bytes(cur.key()) < pairs[at][0]
                 cur.putmulti(pairs[at:], append=append)
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
@@ -342,7 +342,7 @@ def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
     at = len(pairs)
     if not at or not cur.last():
         return at  # an empty database: every put is plain (the first page is not full)
-    last = cur.key()
+    last = bytes(cur.key())
     nxt = None
     while at:
         key = pairs[at - 1][0]
