@@ -13,7 +13,7 @@ from typing import Any
 
 import lmdb
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cortex.errors import CortexError
@@ -553,6 +553,10 @@ pairs_st = st.lists(
 
 
 @given(keyset, pairs_st)
+@example([b"a"], [(b"c", b"1"), (b"b", b"2")])  # both after the last key, descending
+@example([b"a"], [(b"b", b"1"), (b"b", b"2")])  # one key twice after the last
+@example([b"b"], [(b"c", b"1"), (b"a", b"2"), (b"d", b"3")])  # after, before, after
+@example([], [(b"b", b"1"), (b"c", b"2")])  # an empty database
 def test_put_many_matches_puts_one_by_one(
     tmp_path_factory: pytest.TempPathFactory, ks: list[bytes], pairs: list[tuple[bytes, bytes]]
 ) -> None:
