@@ -13,7 +13,7 @@ from typing import Any
 
 import lmdb
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cortex.errors import CortexError
@@ -545,3 +545,50 @@ def test_point_read_reads_keys_and_the_last_pair_of_a_prefix(kv: LmdbKV) -> None
     assert kv.point_read([], b"mv/b\x00") == ([], (b"mv/b\x00", b"v:mv/b\x00"))
     assert kv.point_read([b"m/c"], b"mv/c") == ([None], None)
     assert kv.point_read([b"m/a", b"m/a"], b"\xff") == ([b"v:m/a", b"v:m/a"], None)
+
+
+pairs_st = st.lists(
+    st.tuples(st.binary(min_size=1, max_size=3), st.binary(max_size=3)), min_size=0, max_size=20
+)
+
+
+@given(keyset, pairs_st)
+@example([b"a"], [(b"c", b"1"), (b"b", b"2")])  # both after the last key, descending
+@example([b"a"], [(b"b", b"1"), (b"b", b"2")])  # one key twice after the last
+@example([b"b"], [(b"c", b"1"), (b"a", b"2"), (b"d", b"3")])  # after, before, after
+@example([], [(b"b", b"1"), (b"c", b"2")])  # an empty database
+def test_put_many_matches_puts_one_by_one(
+    tmp_path_factory: pytest.TempPathFactory, ks: list[bytes], pairs: list[tuple[bytes, bytes]]
+) -> None:
+    """``put_many`` appends the keys after the last stored one (LMDB's MDB_APPEND) and puts the
+    rest: in any order, with repeats and keys on both sides of the last, it leaves what the
+    same puts made one by one would (the last value of a repeated key wins)."""
+    store = LmdbKV(tmp_path_factory.mktemp("putmany"))
+    try:
+        store.write(lambda t: [t.put(k, b"old") for k in ks])
+        model = dict.fromkeys(ks, b"old")
+        model.update(pairs)
+        store.write(lambda t: t.put_many(pairs))
+        with store.read() as r:
+            assert list(r.scan(b"")) == sorted(model.items())
+    finally:
+        store.close()
+
+
+@pytest.mark.lmdb_only
+def test_put_many_leaves_appended_pages_full(tmp_path: Path) -> None:
+    """Values of 1,600 bytes put in ascending key order after every stored key fill their pages
+    two to a page (a plain put at the end leaves one a page: LMDB splits a full last page at its
+    last node)."""
+    store = LmdbKV(tmp_path / "s")
+    try:
+        store.write(lambda t: t.put(b"a", b"x"))
+        for b in range(10):
+            batch = [(b"v/" + (b * 20 + i).to_bytes(4, "big"), b"x" * 1600) for i in range(20)]
+            store.write(lambda t, batch=batch: t.put_many(batch))
+        leaves = store._env.stat()["leaf_pages"]
+        assert leaves <= 101  # 200 values, two a page (and the first key's page)
+        with store.read() as r:
+            assert sum(1 for _ in r.keys(b"v/")) == 200
+    finally:
+        store.close()

@@ -929,10 +929,11 @@ class Store:
             puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             i += 1
         for p in prepared:
-            if p.vector is not None:
-                puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
             for c in p.claims:
                 puts.append((claim_index_key(c, p.head.id), b""))
+        for p in prepared:  # last: a single write's vector is then appended (``put_many``)
+            if p.vector is not None:
+                puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
 
     def _put_heads(self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool) -> None:
         """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.

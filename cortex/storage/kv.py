@@ -314,12 +314,43 @@ class _LmdbTxn:
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         # one call into the engine for the whole batch; in key order LMDB's inserts stay local
+        pairs = items if isinstance(items, list) else list(items)
         with self._txn.cursor() as cur:
-            cur.putmulti(items)
+            at = _append_from(cur, pairs)
+            if at:
+                cur.putmulti(pairs[:at] if at < len(pairs) else pairs)
+            if at < len(pairs):
+                # the keys that sort after every stored key are appended (``_append_from``),
+                # unless one put just before went past the first of them
+                append = not cur.last() or bytes(cur.key()) < pairs[at][0]
+                cur.putmulti(pairs[at:], append=append)
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         with self._txn.cursor() as cur:
             return int(cur.putmulti(items, overwrite=False)[1])
+
+
+def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
+    """Where the run of ``pairs`` starts whose keys ascend past every key of the database.
+
+    Those are put with LMDB's MDB_APPEND: a page that fills is then left full and the next key
+    starts a new page. A plain put splits a full last page at its last node, so a page that
+    holds two values of 1,600 bytes (a ``vec/`` record of a 384-d float32 vector) keeps one
+    and the file grows a page per vector; appended, it keeps two. Only the keyspace that
+    sorts last gains (``vec/``, ids ascending as they are made); the bytes stored are the same.
+    """
+    at = len(pairs)
+    if not at or not cur.last():
+        return at  # an empty database: every put is plain (the first page is not full)
+    last = bytes(cur.key())
+    nxt = None
+    while at:
+        key = pairs[at - 1][0]
+        if key <= last or (nxt is not None and key >= nxt):
+            break
+        nxt = key
+        at -= 1
+    return at
 
 
 _GROUP_MAX: Final = 64
