@@ -132,8 +132,9 @@ def markdown(doc: dict[str, Any]) -> str:
         vb = {s: res[s].get("disk_bytes_vectors") for s in systems}
         if any(vb.values()):
             row = ["disk per memory, without vectors"]
+            cw = _minus(cd, vb.get("cortex"), n)  # cortex's own figure without vectors
             row += [
-                _ratio(cd, _minus(res[p].get("disk_bytes_per_memory"), vb[p], n)) for p in peers
+                _ratio(cw, _minus(res[p].get("disk_bytes_per_memory"), vb[p], n)) for p in peers
             ]
             row += [
                 f"{x:,.0f} B"
