@@ -367,8 +367,8 @@ class Overlay:
                         )
                 st[raw] = (tail, in_main)
                 d += 1 if kind == ADD else -1 if kind == DEL else 0
+        self._df[term] = d  # first: a thread that finds the state (``delta``) finds its count
         self._states[term] = st
-        self._df[term] = d
         return st
 
     def delta(self, term: str) -> int:
@@ -424,8 +424,9 @@ def overlay(txn: ReadTxn) -> Overlay:
     pairs = tuple(txn.scan(LEX_SEGMENT))
     if not pairs:
         return _EMPTY
-    if _LAST and _LAST[0][0] == pairs:
-        return _LAST[0][1]
+    last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile
+    if last is not None and last[0] == pairs:
+        return last[1]
     segs = []
     for key, value in pairs:
         hit = _DECODED.get(key)
@@ -458,10 +459,11 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay | None = None
     _DECODED[key] = (value, segment)
     if on is None:
         return
+    last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile
     if on is _EMPTY:
         pairs: tuple[tuple[bytes, bytes], ...] = ()
-    elif _LAST and _LAST[0][1] is on:
-        pairs = _LAST[0][0]
+    elif last is not None and last[1] is on:
+        pairs = last[0]
     else:
         return
     _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment))]
