@@ -576,6 +576,28 @@ def test_put_many_matches_puts_one_by_one(
 
 
 @pytest.mark.lmdb_only
+def test_an_append_lmdb_refuses_fails_the_write_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LMDB's MDB_APPEND skips a key that does not sort after the last one without raising;
+    ``put_many`` counts what it added, so a wrong append decision fails the write (nothing of
+    it stored) instead of dropping a key."""
+    from cortex.storage import kv as kv_module
+
+    store = LmdbKV(tmp_path / "s")
+    try:
+        store.write(lambda t: t.put(b"m", b"old"))
+        monkeypatch.setattr(kv_module, "_append_from", lambda cur, pairs: 0)  # a wrong answer
+        batch = [(b"n", b"1"), (b"a", b"2"), (b"z", b"3")]
+        with pytest.raises(CortexError, match="appended put was refused"):
+            store.write(lambda t: t.put_many(batch))
+        with store.read() as r:
+            assert list(r.scan(b"")) == [(b"m", b"old")]
+    finally:
+        store.close()
+
+
+@pytest.mark.lmdb_only
 def test_put_many_leaves_appended_pages_full(tmp_path: Path) -> None:
     """Values of 1,600 bytes put in ascending key order after every stored key fill their pages
     two to a page (a plain put at the end leaves one a page: LMDB splits a full last page at its

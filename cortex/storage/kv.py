@@ -323,7 +323,13 @@ class _LmdbTxn:
                 # the keys that sort after every stored key are appended (``_append_from``),
                 # unless one put just before went past the first of them
                 append = not cur.last() or bytes(cur.key()) < pairs[at][0]
-                cur.putmulti(pairs[at:], append=append)
+                consumed, added = cur.putmulti(pairs[at:], append=append)
+                if append and consumed != added:  # LMDB refused a key out of order: never
+                    # drop it silently (the write fails whole and stores nothing)
+                    raise CortexError(
+                        "internal error: an appended put was refused (a key out of order); "
+                        "nothing was written"
+                    )
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         with self._txn.cursor() as cur:
