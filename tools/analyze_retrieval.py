@@ -21,7 +21,6 @@ fused score). It prints, per category:
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import re
 import sys
@@ -172,13 +171,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=1000)
     ap.add_argument("--json")
     args = ap.parse_args()
-    data = Path(args.data)
-    if not data.is_dir():
-        data = Path("/work/shared/bench/locomo")
-    embedder = None
-    if args.embedder != "none":
-        module, _, factory = args.embedder.partition(":")
-        embedder = sw.Memo(getattr(importlib.import_module(module), factory)())
+    data, embedder = sw.inputs(args.data, args.embedder)
     with tempfile.TemporaryDirectory(prefix="cortex-analyze-") as tmp:
         where = Path(args.dir) if args.dir else Path(tmp)
         where.mkdir(parents=True, exist_ok=True)

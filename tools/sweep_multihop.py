@@ -43,7 +43,6 @@ category), one line per configuration as it is measured.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import re
 import sys
@@ -373,11 +372,7 @@ def main() -> int:
     ap.add_argument("--json", help="write every configuration's rows here")
     ap.add_argument("configs", nargs="*", default=[""])
     args = ap.parse_args()
-    data = Path(args.data)
-    if not data.is_dir():
-        data = Path("/work/shared/bench/locomo")
-    module, _, factory = args.embedder.partition(":")
-    embedder = sw.Memo(getattr(importlib.import_module(module), factory)())
+    data, embedder = sw.inputs(args.data, args.embedder)
     install()
     grid: dict[str, dict[str, sw.Rows]] = {}
     with tempfile.TemporaryDirectory(prefix="cortex-sweep-") as tmp:

@@ -135,6 +135,21 @@ class Memo:
         return np.stack([self.seen[t] for t in texts]) if texts else self.inner.embed([])
 
 
+def inputs(data: str, embedder: str) -> tuple[Path, Memo | None]:
+    """The LoCoMo directory and the embedder to measure with.
+
+    The shared copy of LoCoMo when ``data`` is missing; the embedder ``module:factory`` names,
+    memoised (None for "none").
+    """
+    where = Path(data)
+    if not where.is_dir():
+        where = Path("/work/shared/bench/locomo")
+    if embedder == "none":
+        return where, None
+    module, _, factory = embedder.partition(":")
+    return where, Memo(getattr(importlib.import_module(module), factory)())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "bench" / "locomo"))
@@ -147,13 +162,7 @@ def main() -> int:
     ap.add_argument("--entity-weight", default="0,0.1,0.2,0.3,0.4")
     ap.add_argument("--json")
     args = ap.parse_args()
-    data = Path(args.data)
-    if not data.is_dir():
-        data = Path("/work/shared/bench/locomo")
-    embedder = None
-    if args.embedder != "none":
-        module, _, factory = args.embedder.partition(":")
-        embedder = Memo(getattr(importlib.import_module(module), factory)())
+    data, embedder = inputs(args.data, args.embedder)
     grid: dict[str, dict[str, Rows]] = {}
     with tempfile.TemporaryDirectory(prefix="cortex-sweep-") as tmp:
         where = Path(args.dir) if args.dir else Path(tmp)

@@ -326,6 +326,34 @@ df_of(PyObject *value)
     return (long long)v;
 }
 
+/* The document frequency stored under key (a lex/t/ key), read with the cursor: 1 with *df set
+ * (0 when the key has no entry), 0 when the stored value fails its checks (*df untouched), -1
+ * with an exception. */
+static int
+stored_df(PyObject *cursor, PyObject *key, long long *df)
+{
+    PyObject *value;
+    long long n;
+    int found = cursor_step(cursor, m_set_key, key);
+    if (found <= 0) {
+        if (found == 0) {
+            *df = 0;
+        }
+        return found < 0 ? -1 : 1;
+    }
+    value = cursor_get(cursor, m_value);
+    if (value == NULL) {
+        return -1;
+    }
+    n = df_of(value);
+    Py_DECREF(value);
+    if (n < 0) {
+        return 0;
+    }
+    *df = n;
+    return 1;
+}
+
 PyDoc_STRVAR(df_updates_doc,
              "df_updates(cursor, items, /)\n--\n\n"
              "``Indexer.flush``'s document frequencies in C: ``items`` is ``[(lex/t/ key, "
@@ -354,9 +382,9 @@ sp_df_updates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     n = PyList_GET_SIZE(items);
     for (t = 0; t < n; t++) {
-        PyObject *item = PyList_GET_ITEM(items, t), *key, *value;
+        PyObject *item = PyList_GET_ITEM(items, t), *key;
         long long before = 0, delta, after;
-        int found;
+        int got;
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
             !PyLong_CheckExact(PyTuple_GET_ITEM(item, 1))) {
@@ -371,22 +399,14 @@ sp_df_updates(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_CLEAR(deletes);
             Py_RETURN_NONE;
         }
-        found = cursor_step(cursor, m_set_key, key);
-        if (found < 0) {
+        got = stored_df(cursor, key, &before);
+        if (got < 0) {
             goto done;
         }
-        if (found) {
-            value = cursor_get(cursor, m_value);
-            if (value == NULL) {
-                goto done;
-            }
-            before = df_of(value);
-            Py_DECREF(value);
-            if (before < 0) {
-                Py_CLEAR(puts);
-                Py_CLEAR(deletes);
-                Py_RETURN_NONE;
-            }
+        if (got == 0) {
+            Py_CLEAR(puts);
+            Py_CLEAR(deletes);
+            Py_RETURN_NONE;
         }
         if ((delta > 0 && before > LLONG_MAX - delta) || before + delta < 0) {
             Py_CLEAR(puts);
@@ -452,28 +472,20 @@ sp_df_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     for (t = 0; t < n; t++) {
-        PyObject *key = PyList_GET_ITEM(keys, t), *value, *df;
+        PyObject *key = PyList_GET_ITEM(keys, t), *df;
         long long count = 0;
-        int found;
+        int got;
         if (!PyBytes_CheckExact(key)) {
             PyErr_SetString(PyExc_TypeError, "df_values: keys are bytes");
             goto fail;
         }
-        found = cursor_step(cursor, m_set_key, key);
-        if (found < 0) {
+        got = stored_df(cursor, key, &count);
+        if (got < 0) {
             goto fail;
         }
-        if (found) {
-            value = cursor_get(cursor, m_value);
-            if (value == NULL) {
-                goto fail;
-            }
-            count = df_of(value);
-            Py_DECREF(value);
-            if (count < 0) {
-                Py_DECREF(out);
-                Py_RETURN_NONE;
-            }
+        if (got == 0) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
         }
         df = PyLong_FromLongLong(count);
         if (df == NULL) {

@@ -443,12 +443,12 @@ def overlay(txn: ReadTxn) -> Overlay:
     return built
 
 
-def remember(key: bytes, value: bytes, groups: Groups, on: Overlay | None = None) -> None:
+def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
     """Keep the segment a write stores (``key``, its sealed ``value``) as decoded already.
 
     Its groups are those ``decode_value`` gives for the value (the writer encoded them), so
-    the next overlay does not decode its own write. With ``on``, the overlay the write read
-    (``overlay``'s last), the overlay with the segment on top is kept too: the next write's
+    the next overlay does not decode its own write. ``on`` is the overlay the write read; when
+    it is ``overlay``'s last, the overlay with the segment on top is kept too: the next write's
     snapshot holds exactly those segments, and ``overlay`` hands it out without building it.
     A write that does not commit leaves harmless entries: a hit needs the same keys and the
     same bytes.
@@ -457,8 +457,6 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay | None = None
         _DECODED.clear()
     segment = Segment(groups)
     _DECODED[key] = (value, segment)
-    if on is None:
-        return
     last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile
     if on is _EMPTY:
         pairs: tuple[tuple[bytes, bytes], ...] = ()
