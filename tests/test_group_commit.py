@@ -263,6 +263,46 @@ def test_an_interrupt_fails_its_own_write_only(tmp_path: Path) -> None:
         kv.close()
 
 
+class _Signal(BaseException):
+    pass
+
+
+def test_an_interrupt_while_queued_withdraws_the_write(tmp_path: Path) -> None:
+    """A signal that interrupts a writer waiting in the queue (not yet taken by a leader)
+    takes its write out of the queue: it is never committed by a later group."""
+    kv = LmdbKV(tmp_path / "kv")
+
+    def raise_signal(signum: int, frame: Any) -> None:
+        raise _Signal
+
+    old = signal.signal(signal.SIGUSR1, raise_signal)
+    try:
+        held = _Held(kv)
+        main = threading.get_ident()
+
+        def interrupt_when_queued() -> None:
+            deadline = time.monotonic() + 30
+            while _queued(kv) < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+        t = threading.Thread(target=interrupt_when_queued)
+        t.start()
+        with pytest.raises(_Signal):
+            kv.write(lambda txn: txn.put(b"withdrawn", b"1"))
+        t.join(30)
+        assert _queued(kv) == 0
+        held.go.set()
+        held.thread.join(30)
+        kv.write(lambda txn: txn.put(b"after", b"1"))
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"held", b"after"}
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        kv.close()
+
+
 def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
     kv = LmdbKV(tmp_path / "kv")
     try:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from cortex import Cortex, CortexError, Fact, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.storage.engines import copy_kv, exists, open_kv
-from cortex.storage.pgkv import RETRIES, PgKV, _inline, parse_url
+from cortex.storage.pgkv import RETRIES, PgKV, _inline, _send_all, parse_url
 
 from . import workers
 from .test_crash import Child
@@ -95,6 +95,93 @@ def test_inline_refuses_what_it_cannot_write() -> None:
         _inline([("SELECT %s", ())])
     with pytest.raises(TypeError, match="no SQL literal"):
         _inline([("SELECT %s", ("text",))])
+
+
+@pytest.mark.parametrize("output", ["hex", "escape"])
+def test_send_all_loads_rows_as_a_cursor_does(url: str, output: str) -> None:
+    """``_send_all`` (libpq directly, one round trip): every statement's rows, or the last
+    ``keep`` sets; bytea in either output format, integers, NULL and booleans load as psycopg's
+    cursor loads them."""
+    import psycopg
+
+    many = [b"\x00\xff'\"\\", b"", bytes(range(256))]
+    sql = _inline(
+        [
+            f"SET bytea_output = {output}",
+            ("SELECT %s, %s::bigint, NULL::bytea, true", (many[0], 7)),
+            "SELECT 1 WHERE false",
+            ("SELECT k, i FROM unnest(%s::bytea[]) WITH ORDINALITY AS q(k, i)", (many,)),
+        ]
+    )
+    with _raw(url) as conn:
+        with psycopg.ClientCursor(conn) as cur:
+            cur.execute(sql)
+            want = []
+            while True:
+                if cur.pgresult is not None and cur.pgresult.status == 2:  # TUPLES_OK
+                    want.append(cur.fetchall())
+                if not cur.nextset():
+                    break
+        got = _send_all(conn, sql)
+        assert got == want
+        assert got[0] == [(many[0], 7, None, True)]
+        assert got[1] == []
+        assert got[2] == [(b, i) for i, b in enumerate(many, 1)]
+        assert _send_all(conn, sql, keep=2) == want[1:]
+        assert _send_all(conn, sql, keep=0) == []
+        one = _inline([("SELECT %s", (many[2],))])
+        assert _send_all(conn, one, keep=1) == [[(many[2],)]]
+
+
+def test_send_all_raises_the_server_error_and_stops_there(url: str) -> None:
+    """The first failing statement's error, typed as psycopg types it; a connection the server
+    dropped raises ``OperationalError``."""
+    import psycopg
+
+    with _raw(url) as conn:
+        conn.execute("CREATE TEMP TABLE sa (x int PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            _send_all(conn, "INSERT INTO sa VALUES (1); INSERT INTO sa VALUES (1); SELECT 1")
+        # one query string outside a transaction block is one implicit transaction: all undone
+        assert conn.execute("SELECT count(*) FROM sa").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.SyntaxError):
+            _send_all(conn, "SELEC 1", keep=1)
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            _send_all(conn, "SELECT 1; SELECT 1 / 0; SELECT 2", keep=0)
+        pid = conn.info.backend_pid
+        with _raw(url) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        for keep in (None, 1):
+            with pytest.raises(psycopg.OperationalError):
+                _send_all(conn, "SELECT 1", keep=keep)
+        assert conn.broken
+
+
+def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:
+    """Each pooled connection prepares the engine's statements once (``_configure``); a failed
+    write's ROLLBACK does not drop them (psycopg, left to prepare its own, would send
+    DEALLOCATE ALL), and the next write runs on them."""
+
+    class Boom(Exception):
+        pass
+
+    def fail(txn: Any) -> None:
+        txn.get(b"a")
+        raise Boom
+
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        with pytest.raises(Boom):
+            kv.write(fail)
+        kv.write(lambda txn: txn.put(b"b", b"2"))
+        with kv._pool.connection() as conn:
+            assert kv._names(conn) is kv._sql.prepared
+            rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+            assert set(kv._sql.prepared.values()) <= {name for (name,) in rows}
+        assert kv.point_read([b"a", b"b"]) == ([b"1", b"2"], None)
+    finally:
+        kv.close()
 
 
 def test_collation_does_not_apply_to_bytea(url: str) -> None:
@@ -615,8 +702,6 @@ def test_backup_of_a_postgres_store_is_an_lmdb_copy(tmp_path: Path, url: str) ->
 def test_preload_serves_gets_and_short_prefixes_without_queries(url: str) -> None:
     """``preload`` (read snapshots of the PostgreSQL engine): keys and prefixes of at most 8
     pairs in one query; the reads that follow need none; a longer prefix still scans right."""
-    import psycopg
-
     kv = PgKV(url)
     try:
         kv.write(
@@ -626,27 +711,17 @@ def test_preload_serves_gets_and_short_prefixes_without_queries(url: str) -> Non
                 + [(b"e/b/%02d" % i, b"y") for i in range(12)]
             )
         )
-        seen: list[str] = []
-        real = psycopg.Connection.execute
-
-        def spy(self: Any, query: Any, *a: Any, **k: Any) -> Any:
-            seen.append(str(query))
-            return real(self, query, *a, **k)
-
         with kv.read() as txn:
             assert txn.get(b"h/0") == b"v0"  # begins the snapshot
-            psycopg.Connection.execute = spy  # type: ignore[method-assign]
-            try:
-                txn.preload([b"h/1", b"h/2", b"h/9"], [b"e/a/", b"e/b/", b"e/c/"])
-                assert len(seen) == 1
-                assert [txn.get(k) for k in (b"h/1", b"h/2", b"h/9")] == [b"v1", b"v2", None]
-                assert [k for k, _ in txn.scan(b"e/a/")] == [b"e/a/0", b"e/a/1", b"e/a/2"]
-                assert list(txn.scan(b"e/c/")) == []
-                assert next(k for k, _ in txn.scan(b"e/a/", reverse=True)) == b"e/a/2"
-                assert len(seen) == 1  # all of it from the preload
-                assert len(list(txn.scan(b"e/b/"))) == 12  # longer than 8: read again
-                assert len(seen) > 1
-            finally:
-                psycopg.Connection.execute = real  # type: ignore[method-assign]
+            before = kv.round_trips
+            txn.preload([b"h/1", b"h/2", b"h/9"], [b"e/a/", b"e/b/", b"e/c/"])
+            assert kv.round_trips - before == 1
+            assert [txn.get(k) for k in (b"h/1", b"h/2", b"h/9")] == [b"v1", b"v2", None]
+            assert [k for k, _ in txn.scan(b"e/a/")] == [b"e/a/0", b"e/a/1", b"e/a/2"]
+            assert list(txn.scan(b"e/c/")) == []
+            assert next(k for k, _ in txn.scan(b"e/a/", reverse=True)) == b"e/a/2"
+            assert kv.round_trips - before == 1  # all of it from the preload
+            assert len(list(txn.scan(b"e/b/"))) == 12  # longer than 8: read again
+            assert kv.round_trips - before > 1
     finally:
         kv.close()

@@ -7,6 +7,9 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
   of one row holding as many bytes as cortex's commit sends;
 - get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
 - find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
+- the same writes beside plain libpq sending exactly the statements cortex sent (replayed on a
+  copy of the table: the server's share of a write without cortex's client work), each paired
+  with the plain INSERT + COMMIT;
 - 4 and 8 writer processes on one store: writes per second in all;
 - round trips per operation on PostgreSQL (``PgKV.round_trips``: statements, or pipelines of
   them, sent and answered), beside the floor's (BEGIN, INSERT, COMMIT: 3; a SELECT: 1).
@@ -155,6 +158,71 @@ def paired(a: Any, b: Any, repeats: int) -> tuple[float, float, float]:
     return statistics.median(ta) * 1e6, statistics.median(tb) * 1e6, statistics.median(ratios)
 
 
+def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) -> dict[str, float]:
+    """Writes beside plain libpq sending the very statements they sent, each paired.
+
+    This is the issue's floor ("plain psycopg doing the same statements cortex issues"); each
+    write and each replay is paired with the plain INSERT + COMMIT. A copy of the store's table
+    (``cortex_bNr``, same rows and key) is made first; ``repeats`` writes then run on the store,
+    their query strings recorded (``pgkv._send_all``), and the strings are replayed in order on
+    the copy over one connection with the engine's statements prepared: the same server work,
+    none of cortex's client work.
+    """
+    import psycopg
+
+    from cortex.storage import pgkv
+
+    table, copy = f"cortex_b{n}", f"cortex_b{n}r"
+    with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{copy}"')
+        conn.execute(f'CREATE TABLE "{copy}" (k bytea PRIMARY KEY, v bytea NOT NULL)')
+        conn.execute(f'INSERT INTO "{copy}" SELECT k, v FROM "{table}" ORDER BY k')
+        conn.execute(f'VACUUM ANALYZE "{copy}"')
+    sent: list[list[tuple[str, int | None]]] = []
+    real = pgkv._send_all
+
+    def spy(c: Any, query: str, keep: int | None = None) -> list[list[Any]]:
+        sent[-1].append((query.replace(f'"{table}"', f'"{copy}"'), keep))
+        return real(c, query, keep)
+
+    cortex_t: list[float] = []
+    cortex_r: list[float] = []
+    with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx:
+        pgkv._send_all = spy  # type: ignore[assignment]
+        try:
+            for i in range(repeats):
+                sent.append([])
+                t = time.perf_counter()
+                cx.write(fact(3 * n + i))
+                x = time.perf_counter() - t
+                t = time.perf_counter()
+                floor.insert(i)
+                cortex_t.append(x)
+                cortex_r.append(x / (time.perf_counter() - t))
+        finally:
+            pgkv._send_all = real  # type: ignore[assignment]
+    replay_t: list[float] = []
+    replay_r: list[float] = []
+    with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
+        real(conn, pgkv._Scan(copy).prepare, keep=0)
+        for i, strings in enumerate(sent):
+            t = time.perf_counter()
+            for query, keep in strings:
+                real(conn, query, keep)
+            x = time.perf_counter() - t
+            t = time.perf_counter()
+            floor.insert(repeats + i)
+            replay_t.append(x)
+            replay_r.append(x / (time.perf_counter() - t))
+    return {
+        "cortex_us": statistics.median(cortex_t) * 1e6,
+        "cortex_ratio": statistics.median(cortex_r),
+        "replay_us": statistics.median(replay_t) * 1e6,
+        "replay_ratio": statistics.median(replay_r),
+        "strings_per_write": statistics.mean(len(s) for s in sent),
+    }
+
+
 def writers(where: str, procs: int, each: int) -> float:
     code = (
         "import sys; from cortex import Cortex, Fact\n"
@@ -251,6 +319,7 @@ def main() -> None:
                         2000,
                     )
                     row |= {"paired_get_us": g, "paired_select_us": f, "paired_get_ratio": r}
+                row |= {f"same_{k}": v for k, v in same_statements(cluster, n, floor).items()}
                 floor.conn.close()
                 results["sizes"][n] = row
                 print(n, json.dumps(row), flush=True)
@@ -309,6 +378,18 @@ def main() -> None:
             f"| {n} | {r['paired_write_us']:.0f} | {r['paired_insert_us']:.0f} | "
             f"{r['paired_write_ratio']:.2f} | {r['paired_get_us']:.0f} | "
             f"{r['paired_select_us']:.0f} | {r['paired_get_ratio']:.2f} |"
+        )
+    lines += [
+        "",
+        "| memories | cortex write µs | ÷ INSERT+COMMIT (paired) | the same statements by plain "
+        "libpq µs | ÷ INSERT+COMMIT (paired) | query strings per write |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['same_cortex_us']:.0f} | {r['same_cortex_ratio']:.2f} | "
+            f"{r['same_replay_us']:.0f} | {r['same_replay_ratio']:.2f} | "
+            f"{r['same_strings_per_write']:.2f} |"
         )
     lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
     for p, r in results["writers"].items():

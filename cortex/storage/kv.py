@@ -702,7 +702,10 @@ class LmdbKV:
         child, and is raised only to its caller), then commits once and flushes once. No write
         returns before the commit holding it is on disk. Each ``fn`` runs in its caller's
         context (``contextvars``), on the leader's thread. A thread holding a transaction of
-        this store (a read snapshot) writes alone, as before.
+        this store (a read snapshot) writes alone, as before. A writer interrupted while it
+        waits (a signal's exception) withdraws its write if no leader has taken it yet;
+        once taken, the interrupt waits for that group's outcome and notes it
+        (``BaseException.add_note``).
 
         With an ``epoch_prefix``, a change of the last key under it since this environment's
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
@@ -717,12 +720,16 @@ class LmdbKV:
         c = self._shared.commits
         with c.lock:  # the lock of ``c.cond``, without the Condition's Python-level enter
             c.queue.append(me)
-            while not me.done and (c.leading or me.taken):
-                c.waiting += 1
-                try:
-                    c.cond.wait()
-                finally:
-                    c.waiting -= 1
+            try:
+                while not me.done and (c.leading or me.taken):
+                    c.waiting += 1
+                    try:
+                        c.cond.wait()
+                    finally:
+                        c.waiting -= 1
+            except BaseException as exc:  # an interrupt while queued (``cond.wait`` re-locks)
+                self._withdraw(c, me, exc)
+                raise
             lead = not me.done
             if lead:
                 c.leading = True
@@ -848,6 +855,30 @@ class LmdbKV:
                 for m in batch:
                     m.done = True
                 c.wake()
+
+    @staticmethod
+    def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
+        """A writer interrupted while it waits in the queue (``c.lock`` held).
+
+        Still queued: it leaves the queue and nothing of it runs. Taken by a leader: that
+        group's outcome is not the caller's to cancel, so the interrupt waits for it and says
+        what became of the write (a note on the exception).
+        """
+        if not me.taken:
+            c.queue.remove(me)
+            return
+        while not me.done:
+            c.waiting += 1
+            try:
+                c.cond.wait()
+            except BaseException:  # a second interrupt: keep waiting for the outcome
+                pass
+            finally:
+                c.waiting -= 1
+        if me.error is None:
+            exc.add_note("cortex: the write had been taken into a group commit and IS committed")
+        else:
+            exc.add_note(f"cortex: the write was not committed ({me.error})")
 
     @staticmethod
     def _requeue(c: _Commits, members: list[_Member]) -> None:
