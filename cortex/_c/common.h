@@ -89,6 +89,8 @@ typedef struct Spec {
     PyObject *labels;     /* enum: {label: code} (the encoder takes labels), or NULL */
     PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
     PyObject *idcls;      /* id: the MemoryId class (the encoder takes exactly its instances) */
+    PyObject *idslot;     /* id: the class's slot of the raw bytes (a member descriptor), or NULL:
+                           * the decoder then fills a new instance's slot without the factory */
     struct Spec *item;    /* list: item; map: key */
     struct Spec *value;   /* map: value */
     Py_ssize_t max_items; /* list, map */
