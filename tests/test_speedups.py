@@ -871,7 +871,8 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
     # the read path: without the read functions every read takes the Python path
     assert (store._READ is not None) == all(
-        hasattr(sp, n) for n in ("read_memory", "read_head", "read_version", "memory_of")
+        hasattr(sp, n)
+        for n in ("read_memory", "read_head", "read_version", "memory_of", "read_current")
     )
 
 
@@ -1632,7 +1633,9 @@ def _damage(draw: st.DrawFn, raw: bytes, *, reseal: bool) -> bytes:
     how = draw(st.integers(0, 2))
     at = draw(st.integers(0, max(0, len(payload) - 1)))
     if how == 0 and payload:
-        payload = payload[:at] + bytes([payload[at] ^ draw(st.integers(1, 255))]) + payload[at + 1 :]
+        payload = (
+            payload[:at] + bytes([payload[at] ^ draw(st.integers(1, 255))]) + payload[at + 1 :]
+        )
     elif how == 1:
         payload = payload[:at]
     else:
@@ -1657,7 +1660,9 @@ def _stored(draw: st.DrawFn) -> tuple[Any, ...]:
     mid, n = head.id, draw(st.sampled_from([0, version.version]))
     vkey = version_key(mid, version.version)
     odd = draw(st.integers(0, 21))  # half of them as stored
-    other = MemoryId(bytes(15) + b"\x01") if mid.bytes != bytes(15) + b"\x01" else MemoryId(bytes(16))
+    other = (
+        MemoryId(bytes(15) + b"\x01") if mid.bytes != bytes(15) + b"\x01" else MemoryId(bytes(16))
+    )
     if odd == 0:
         hraw = _damage(draw, hraw, reseal=draw(st.booleans()))
     elif odd == 1:
@@ -1673,7 +1678,9 @@ def _stored(draw: st.DrawFn) -> tuple[Any, ...]:
     elif odd == 6:
         n = version.version + 1 if version.version < 2**63 - 1 else 2**63 - 1
     elif odd == 7:  # the head points past the version read
-        bumped = msgspec.structs.replace(head, current_version=min(2**63 - 1, head.current_version + 1))
+        bumped = msgspec.structs.replace(
+            head, current_version=min(2**63 - 1, head.current_version + 1)
+        )
         hraw = seal(encode_head(bumped))
     elif odd == 8:  # the data no longer matches its hash: a read no longer checks it
         version = msgspec.structs.replace(version, hash=bytes(32))
@@ -1707,11 +1714,43 @@ def test_read_head_and_version_are_the_python_reads(case: tuple[Any, ...]) -> No
         _agree(sp.read_version(_READ, mid.bytes, v, vraw), _py_version, mid, v, vraw)
 
 
+def _py_current(mid: MemoryId, get: Callable[[bytes], Any]) -> Any:
+    """The definition: ``Store._head`` then ``Store._version`` of the version it points at."""
+    from cortex.engine.store import Store
+    from cortex.errors import IntegrityError
+    from cortex.storage.keys import head_key, version_key
+
+    head = Store._head_from(mid, get(head_key(mid)))
+    vkey = version_key(mid, head.current_version)
+    raw = get(vkey)
+    if raw is None:
+        raise IntegrityError("the version is missing")
+    return head, Store._checked_version(vkey, raw, mid, head.current_version)
+
+
+@settings(max_examples=300)
+@given(_stored(), st.booleans())
+def test_read_current_is_the_python_read(case: tuple[Any, ...], as_view: bool) -> None:
+    from cortex.engine.store import _READ
+    from cortex.storage.keys import head_key
+
+    mid, hraw, vkey, vraw, _ = case
+    stored = {k: v for k, v in ((head_key(mid), hraw), (vkey, vraw)) if v is not None}
+    if as_view and stored:  # values that are not bytes: the C path declines
+        k = sorted(stored)[0]
+        stored[k] = memoryview(bytes(stored[k]))
+    get = stored.get
+    got = sp.read_current(_READ, get, mid.bytes)
+    if got is not None:
+        assert type(got) is tuple and len(got) == 2
+    _agree(got, _py_current, mid, get)
+    with pytest.raises(KeyError):  # an error of get is raised, not declined
+        sp.read_current(_READ, {}.__getitem__, mid.bytes)
+
+
 @settings(max_examples=200)
 @given(_store_pairs(), st.integers(0, 3), st.binary(max_size=8))
-def test_memory_of_is_the_python_memory(
-    pair: tuple[Any, Any], odd: int, junk: bytes
-) -> None:
+def test_memory_of_is_the_python_memory(pair: tuple[Any, Any], odd: int, junk: bytes) -> None:
     from cortex.engine import store as store_module
 
     head, version = pair
@@ -1770,7 +1809,9 @@ def test_decoded_ids_are_memory_ids() -> None:
     )
     head = sp.decode(HEAD._plan, raw)
     assert type(head.id) is MemoryId and head.id.bytes == bytes(range(16))
-    assert head.id == MemoryId._trusted(bytes(range(16))) and hash(head.id) == hash(bytes(range(16)))
+    assert head.id == MemoryId._trusted(bytes(range(16))) and hash(head.id) == hash(
+        bytes(range(16))
+    )
     with pytest.raises(AttributeError):
         head.id._b = b"x"  # type: ignore[misc]
     with pytest.raises(TypeError):  # the slot must be the class's own member descriptor
@@ -1815,10 +1856,14 @@ PARITY: dict[str, tuple[str, ...]] = {
     "seal": ("test_seal_is_zlib_crc32",),
     "unseal": ("test_unseal_is_the_checked_payload",),
     "sort_pairs": ("test_sort_pairs_is_a_stable_sort_by_key",),
-    "read_memory": ("test_read_memory_is_the_python_read", "test_read_functions_refuse_bad_arguments"),
+    "read_memory": (
+        "test_read_memory_is_the_python_read",
+        "test_read_functions_refuse_bad_arguments",
+    ),
     "read_head": ("test_read_head_and_version_are_the_python_reads",),
     "read_version": ("test_read_head_and_version_are_the_python_reads",),
     "memory_of": ("test_memory_of_is_the_python_memory",),
+    "read_current": ("test_read_current_is_the_python_read",),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

@@ -29,10 +29,21 @@ static PyObject *Reject = NULL; /* the one exception the decoder raises on bad i
 /* ------------------------------------------------------------------------------------------ */
 /* Reading */
 
+/* The read path's one shared value (read_memory, read_current): a memory's forms are stored in
+ * its head and again in its version, byte for byte; the version's are the head's object when
+ * their bytes are the same (equal bytes decode to equal values; Forms is frozen). */
+typedef struct {
+    PyObject *plan;   /* the Plan of the shared record (Forms) */
+    PyObject *obj;    /* the first one decoded (a reference held), or NULL */
+    const uint8_t *p; /* its bytes (in a value the caller keeps alive) */
+    Py_ssize_t n;
+} Share;
+
 typedef struct {
     const uint8_t *b;
     Py_ssize_t len;
     Py_ssize_t pos;
+    Share *share; /* NULL but on the read path */
 } Reader;
 
 static int
@@ -652,6 +663,25 @@ decode_value(const Spec *s, Reader *r, int depth)
     case K_MAP:
         return read_map(s, r, depth);
     case K_RECORD:
+        if (r->share != NULL && s->plan == r->share->plan) {
+            Share *sh = r->share;
+            Py_ssize_t at = r->pos;
+            PyObject *v;
+            /* CBOR items delimit themselves: bytes that begin with a whole item are that item */
+            if (sh->obj != NULL && r->len - at >= sh->n && memcmp(r->b + at, sh->p, (size_t)sh->n) == 0) {
+                r->pos += sh->n;
+                Py_INCREF(sh->obj);
+                return sh->obj;
+            }
+            v = decode_record((PlanObject *)s->plan, r, depth);
+            if (v != NULL && sh->obj == NULL) {
+                Py_INCREF(v);
+                sh->obj = v;
+                sh->p = r->b + at;
+                sh->n = r->pos - at;
+            }
+            return v;
+        }
         return decode_record((PlanObject *)s->plan, r, depth);
     default:
         PyErr_SetString(PyExc_SystemError, "cortex._speedups: bad plan");
@@ -801,6 +831,7 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r.b = (const uint8_t *)PyBytes_AS_STRING(args[1]);
         r.len = PyBytes_GET_SIZE(args[1]);
         r.pos = 0;
+        r.share = NULL;
         out = decode_record((PlanObject *)args[0], &r, 0);
         if (out != NULL && r.pos != r.len) {
             Py_DECREF(out);
@@ -817,6 +848,7 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r.b = (const uint8_t *)view.buf;
     r.len = view.len;
     r.pos = 0;
+    r.share = NULL;
     out = decode_record((PlanObject *)args[0], &r, 0);
     if (out != NULL && r.pos != r.len) {
         Py_CLEAR(out);
@@ -849,6 +881,8 @@ enum {
     RC_ID_BYTES,     /* the MemoryId slot of the raw bytes */
     RC_VPREFIX,      /* b"mv/" */
     RC_VINFIX,       /* b"/v/" */
+    RC_HPREFIX,      /* b"m/" */
+    RC_FORMS,        /* the Plan of the forms (a head's and its version's: one object) */
     RC_N,
 };
 
@@ -861,11 +895,13 @@ read_ctx_ok(PyObject *ctx)
     if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != RC_N ||
         !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_HEAD), &Plan_Type) ||
         !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_VERSION), &Plan_Type) ||
+        !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_FORMS), &Plan_Type) ||
         !PyTuple_CheckExact(PyTuple_GET_ITEM(ctx, RC_DATA)) ||
         !PyType_Check(PyTuple_GET_ITEM(ctx, RC_MEMORY)) ||
         !PyType_Check(PyTuple_GET_ITEM(ctx, RC_URI)) ||
         !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VPREFIX)) ||
-        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VINFIX))) {
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VINFIX)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_HPREFIX))) {
         PyErr_SetString(PyExc_TypeError, "the read context is malformed");
         return 0;
     }
@@ -880,7 +916,7 @@ read_ctx_ok(PyObject *ctx)
 
 /* 1 when ``raw`` is bytes ``payload || crc32(payload)`` (kv.unseal), with the payload's span */
 static int
-unsealed(PyObject *raw, Reader *r)
+unsealed(PyObject *raw, Reader *r, Share *share)
 {
     const uint8_t *p;
     Py_ssize_t n;
@@ -901,6 +937,7 @@ unsealed(PyObject *raw, Reader *r)
     r->b = p;
     r->len = n;
     r->pos = 0;
+    r->share = share;
     return 1;
 }
 
@@ -967,12 +1004,12 @@ positive_attr(PyObject *obj, PyObject *name)
 
 /* the head of ``mid`` stored as ``hraw``: a new reference, or NULL (an error set or not) */
 static PyObject *
-head_of(PyObject *ctx, PyObject *mid, PyObject *hraw)
+head_of(PyObject *ctx, PyObject *mid, PyObject *hraw, Share *share)
 {
     Reader r;
     PyObject *head;
     int same;
-    if (!unsealed(hraw, &r)) {
+    if (!unsealed(hraw, &r, share)) {
         return NULL;
     }
     head = whole_record(PyTuple_GET_ITEM(ctx, RC_HEAD), &r);
@@ -989,11 +1026,11 @@ head_of(PyObject *ctx, PyObject *mid, PyObject *hraw)
 
 /* version ``n`` of ``mid`` stored as ``vraw``: a new reference, or NULL (an error set or not) */
 static PyObject *
-version_of(PyObject *ctx, PyObject *mid, long long n, PyObject *vraw)
+version_of(PyObject *ctx, PyObject *mid, long long n, PyObject *vraw, Share *share)
 {
     Reader r;
     PyObject *v;
-    if (!unsealed(vraw, &r)) {
+    if (!unsealed(vraw, &r, share)) {
         return NULL;
     }
     v = whole_record(PyTuple_GET_ITEM(ctx, RC_VERSION), &r);
@@ -1039,6 +1076,7 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
         r.b = (const uint8_t *)PyBytes_AS_STRING(data);
         r.len = PyBytes_GET_SIZE(data);
         r.pos = 0;
+        r.share = NULL;
         value = whole_record(plan, &r);
         if (value == NULL) {
             goto done;
@@ -1114,7 +1152,7 @@ sp_read_head(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!read_ctx_ok(args[0]) || !is_mid(args[1])) {
         return NULL;
     }
-    return or_none(head_of(args[0], args[1], args[2]));
+    return or_none(head_of(args[0], args[1], args[2], NULL));
 }
 
 PyDoc_STRVAR(read_version_doc,
@@ -1143,7 +1181,51 @@ sp_read_version(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n < 1) {
         Py_RETURN_NONE;
     }
-    return or_none(version_of(args[0], args[1], n, args[3]));
+    return or_none(version_of(args[0], args[1], n, args[3], NULL));
+}
+
+/* read_memory after the head: version n (0: the head's current one) read as (vkey, vraw) */
+static PyObject *
+memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject *vraw,
+          long long n, Share *share)
+{
+    PyObject *pre, *inf, *v, *out;
+    long long cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    Py_ssize_t lp, li;
+    const char *k;
+    int i;
+    if (cur <= 0 || (n != 0 && n > cur)) {
+        return NULL; /* an error set (cur < 0) or not */
+    }
+    if (n == 0) {
+        n = cur;
+    }
+    /* the key read must be version n's: mv/ id16 /v/ u64(n) */
+    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
+    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
+    lp = PyBytes_GET_SIZE(pre);
+    li = PyBytes_GET_SIZE(inf);
+    if (!PyBytes_CheckExact(vkey) || PyBytes_GET_SIZE(vkey) != lp + 16 + li + 8) {
+        return NULL;
+    }
+    k = PyBytes_AS_STRING(vkey);
+    if (memcmp(k, PyBytes_AS_STRING(pre), (size_t)lp) != 0 ||
+        memcmp(k + lp, PyBytes_AS_STRING(mid), 16) != 0 ||
+        memcmp(k + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) != 0) {
+        return NULL;
+    }
+    for (i = 0; i < 8; i++) {
+        if ((uint8_t)k[lp + 16 + li + i] != (uint8_t)((unsigned long long)n >> (56 - 8 * i))) {
+            return NULL;
+        }
+    }
+    v = version_of(ctx, mid, n, vraw, share);
+    if (v == NULL) {
+        return NULL;
+    }
+    out = memory_from(ctx, head, v);
+    Py_DECREF(v);
+    return out;
 }
 
 PyDoc_STRVAR(read_memory_doc,
@@ -1157,11 +1239,9 @@ PyDoc_STRVAR(read_memory_doc,
 static PyObject *
 sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *ctx, *mid, *head, *v, *out, *pre, *inf;
-    long long n, cur;
-    Py_ssize_t lp, li;
-    const char *k;
-    int i;
+    PyObject *ctx, *mid, *head, *out;
+    long long n;
+    Share share;
     (void)module;
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "read_memory(ctx, mid, hraw, vkey, vraw, n)");
@@ -1179,51 +1259,16 @@ sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n < 0) {
         Py_RETURN_NONE;
     }
-    head = head_of(ctx, mid, args[2]);
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    head = head_of(ctx, mid, args[2], &share);
     if (head == NULL) {
+        Py_XDECREF(share.obj);
         return or_none(NULL);
     }
-    cur = positive_attr(head, attr[A_CURRENT_VERSION]);
-    if (cur <= 0 || (n != 0 && n > cur)) {
-        Py_DECREF(head);
-        if (cur < 0) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    if (n == 0) {
-        n = cur;
-    }
-    /* the key read must be version n's: mv/ id16 /v/ u64(n) */
-    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
-    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
-    lp = PyBytes_GET_SIZE(pre);
-    li = PyBytes_GET_SIZE(inf);
-    if (!PyBytes_CheckExact(args[3]) || PyBytes_GET_SIZE(args[3]) != lp + 16 + li + 8) {
-        Py_DECREF(head);
-        Py_RETURN_NONE;
-    }
-    k = PyBytes_AS_STRING(args[3]);
-    if (memcmp(k, PyBytes_AS_STRING(pre), (size_t)lp) != 0 ||
-        memcmp(k + lp, PyBytes_AS_STRING(mid), 16) != 0 ||
-        memcmp(k + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) != 0) {
-        Py_DECREF(head);
-        Py_RETURN_NONE;
-    }
-    for (i = 0; i < 8; i++) {
-        if ((uint8_t)k[lp + 16 + li + i] != (uint8_t)((unsigned long long)n >> (56 - 8 * i))) {
-            Py_DECREF(head);
-            Py_RETURN_NONE;
-        }
-    }
-    v = version_of(ctx, mid, n, args[4]);
-    if (v == NULL) {
-        Py_DECREF(head);
-        return or_none(NULL);
-    }
-    out = memory_from(ctx, head, v);
+    out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
     Py_DECREF(head);
-    Py_DECREF(v);
+    Py_XDECREF(share.obj);
     return or_none(out);
 }
 
@@ -1246,6 +1291,93 @@ sp_memory_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return or_none(memory_from(args[0], args[1], args[2]));
 }
 
+/* ``prefix || mid || infix || u64(n)`` (infix NULL: ``prefix || mid``): a new bytes object */
+static PyObject *
+key_of(PyObject *prefix, PyObject *mid, PyObject *infix, long long n)
+{
+    Py_ssize_t lp = PyBytes_GET_SIZE(prefix), li = infix != NULL ? PyBytes_GET_SIZE(infix) : 0;
+    PyObject *k = PyBytes_FromStringAndSize(NULL, lp + 16 + (infix != NULL ? li + 8 : 0));
+    char *p;
+    int i;
+    if (k == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(k);
+    memcpy(p, PyBytes_AS_STRING(prefix), (size_t)lp);
+    memcpy(p + lp, PyBytes_AS_STRING(mid), 16);
+    if (infix != NULL) {
+        memcpy(p + lp + 16, PyBytes_AS_STRING(infix), (size_t)li);
+        for (i = 0; i < 8; i++) {
+            p[lp + 16 + li + i] = (char)(uint8_t)((unsigned long long)n >> (56 - 8 * i));
+        }
+    }
+    return k;
+}
+
+PyDoc_STRVAR(read_current_doc,
+             "read_current(ctx, get, mid, /)\n--\n\n"
+             "The head of the memory of raw id ``mid`` and the version it points at, read with "
+             "``get`` (a read transaction's ``get``: key -> bytes or None) and checked as "
+             "``Store._head`` and ``Store._version`` check them: ``(head, version)``, or None "
+             "where the Python path must decide (anything missing, damaged or unusual).");
+
+static PyObject *
+sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *mid, *key, *hraw, *vraw, *head, *v, *out = NULL;
+    long long cur;
+    Share share;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    mid = args[2];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    if (key == NULL) {
+        return NULL;
+    }
+    hraw = PyObject_CallOneArg(args[1], key);
+    Py_DECREF(key);
+    if (hraw == NULL) {
+        return NULL;
+    }
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
+    if (head == NULL) {
+        goto done;
+    }
+    cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    if (cur <= 0) {
+        goto done;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), mid, PyTuple_GET_ITEM(ctx, RC_VINFIX), cur);
+    if (key == NULL) {
+        goto done;
+    }
+    vraw = PyObject_CallOneArg(args[1], key);
+    Py_DECREF(key);
+    if (vraw == NULL) {
+        goto done;
+    }
+    v = version_of(ctx, mid, cur, vraw, &share);
+    Py_DECREF(vraw);
+    if (v != NULL) {
+        out = PyTuple_Pack(2, head, v);
+        Py_DECREF(v);
+    }
+done:
+    Py_XDECREF(head);
+    Py_XDECREF(share.obj);
+    Py_DECREF(hraw);
+    return or_none(out);
+}
+
 static PyMethodDef decode_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"read_head", (PyCFunction)(void (*)(void))sp_read_head, METH_FASTCALL, read_head_doc},
@@ -1254,6 +1386,8 @@ static PyMethodDef decode_methods[] = {
     {"read_memory", (PyCFunction)(void (*)(void))sp_read_memory, METH_FASTCALL, read_memory_doc},
     {"memory_of", (PyCFunction)(void (*)(void))sp_memory_of, METH_FASTCALL,
      read_row_memory_doc},
+    {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
+     read_current_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -187,17 +187,19 @@ this off to compare the two.
 """
 
 
-
 def _read_context() -> tuple[Any, ...] | None:
     """What ``cortex._speedups``' read functions build and check (``cbor_decode.c``), or None.
 
     None when the extension is not built, is older than them, or a record has no C plan: every
     read then takes the Python path (``_head_from``, ``_checked_version``, ``_memory``).
     """
-    if _sp is None or not hasattr(_sp, "read_memory"):
+    if _sp is None or not hasattr(_sp, "read_current"):
         return None
     plans = {t.value: DATA_CODECS[t]._plan for t in MemoryType}
-    if HEAD._plan is None or VERSION._plan is None or None in plans.values():
+    forms_plan = next((f._plan for _, _, n, f, _ in HEAD.fields if n == "forms"), None)
+    if HEAD._plan is None or VERSION._plan is None or forms_plan is None:
+        return None
+    if None in plans.values():
         return None
     return (
         HEAD._plan,
@@ -211,6 +213,8 @@ def _read_context() -> tuple[Any, ...] | None:
         vars(MemoryId)["_b"],
         _VERSION_KEY_PREFIX,
         VERSION_INFIX,
+        _HEAD_KEY_PREFIX,
+        forms_plan,
     )
 
 
@@ -2166,6 +2170,19 @@ class Store:
                 return head
         return self._head_from(mid, raw)
 
+    @staticmethod
+    def _current(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
+        """The head of ``mid`` and the version it points at, read in one C call, or None.
+
+        None where the C path declines (no extension, anything missing, damaged or unusual):
+        the caller reads them with ``_head`` and ``_version``, which say what is wrong.
+        """
+        ctx = _READ
+        if ctx is None:
+            return None
+        pair: tuple[Head, Version] | None = _sp.read_current(ctx, txn.get, mid.bytes)
+        return pair
+
     def _headless(self, mid: MemoryId) -> None:
         """Raise when ``mid`` has versions but no head: its head's key is damaged.
 
@@ -2628,6 +2645,7 @@ class Store:
     now = _now  # the store's clock, checked (aware, after 1970)
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
+    current = _current  # (txn, mid) -> (head, its current version) in one C call, or None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
     hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
     memory = _memory  # (head, version) -> Memory
