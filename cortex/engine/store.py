@@ -196,7 +196,8 @@ def _read_context() -> tuple[Any, ...] | None:
     if _sp is None or not hasattr(_sp, "read_current"):
         return None
     plans = {t.value: DATA_CODECS[t]._plan for t in MemoryType}
-    forms_plan = next((f._plan for _, _, n, f, _ in HEAD.fields if n == "forms"), None)
+    forms = next((f for _, _, n, f, _ in HEAD.fields if n == "forms"), None)
+    forms_plan = getattr(forms, "_plan", None)  # the same codec as the version's forms
     if HEAD._plan is None or VERSION._plan is None or forms_plan is None:
         return None
     if None in plans.values():
