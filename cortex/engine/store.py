@@ -9,6 +9,7 @@ against its content hash. See ``specs/storage.md``.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import inspect
 import itertools
@@ -2172,6 +2173,19 @@ class Store:
         return self._head_from(mid, raw)
 
     @staticmethod
+    def _current_reader(
+        txn: ReadTxn,
+    ) -> Callable[[bytes], tuple[Head, Version] | None] | None:
+        """``_current`` for many ids of one snapshot: raw id -> (head, version) or None.
+
+        A C callable (no Python frame per call); None without the C read path.
+        """
+        ctx = _READ
+        if ctx is None:
+            return None
+        return functools.partial(_sp.read_current, ctx, getattr(txn, "raw_get", txn.get))
+
+    @staticmethod
     def _current(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
         """The head of ``mid`` and the version it points at, read in one C call, or None.
 
@@ -2647,6 +2661,7 @@ class Store:
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
     current = _current  # (txn, mid) -> (head, its current version) in one C call, or None
+    current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
     hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
     memory = _memory  # (head, version) -> Memory

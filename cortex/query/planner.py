@@ -149,6 +149,8 @@ class Executor:
         self._seen: dict[MemoryId, Row | None] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
+        # a memory's head and current version in one C call (None: the Python reads)
+        self._current = store.current_reader(txn) if plan.as_of is None else None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -232,8 +234,9 @@ class Executor:
         """
         p = self.plan
         version: Version | None = None
-        if head is None and p.as_of is None:  # the head and its version in one C call
-            pair = self.store.current(self.txn, mid)
+        current = self._current
+        if head is None and current is not None:  # the head and its version in one C call
+            pair = current(mid.bytes)
             if pair is not None:
                 head, version = pair
         if head is None:

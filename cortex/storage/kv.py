@@ -196,10 +196,13 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_cur", "_txn", "damage", "grouped")
+    __slots__ = ("_cur", "_txn", "damage", "grouped", "raw_get")
 
     def __init__(self, txn: lmdb.Transaction, grouped: bool = False) -> None:
         self._txn = txn
+        self.raw_get = txn.get
+        """LMDB's own ``get``, for a caller in C that takes bytes only and declines anything
+        else (``cortex._speedups.read_current``): ``get`` without a Python frame."""
         self._cur: lmdb.Cursor | None = None
         self.damage: list[PageProblem] = []
         """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
