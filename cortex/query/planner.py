@@ -82,6 +82,7 @@ __all__ = [
 _U64: Final = 8
 _ID: Final = 16
 _MAX_ID: Final = b"\xff" * 16
+_INTO: Final = bytes((EdgeType.SUPERSEDES,))
 _RUN: Final = 64
 """The longest run of one created time ``created_scan`` buffers from its reverse scan."""
 
@@ -151,6 +152,8 @@ class Executor:
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
         # a memory's head and current version in one C call (None: the Python reads)
         self._current = store.current_reader(txn) if plan.as_of is None else None
+        # the snapshot's cursor, where the engine has one (LMDB): the superseder check's look
+        self._cursor = txn.cursor() if hasattr(txn, "cursor") else None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -253,8 +256,21 @@ class Executor:
             return None
         if not self.visible(head):
             return None
-        if not p.include_superseded and superseder(self.txn, head.id, self.at_us):
-            return None
+        if not p.include_superseded:
+            cur = self._cursor
+            if cur is None:
+                if superseder(self.txn, head.id, self.at_us):
+                    return None
+            else:
+                # no key under the memory's supersedes edges (the common case): no superseder
+                # without a Python call (``heads.superseder`` looks the same way first)
+                into = EDGE_TO + head.id.bytes + _INTO
+                if (
+                    cur.set_range(into)
+                    and cur.key().startswith(into)
+                    and superseder(self.txn, head.id, self.at_us)
+                ):
+                    return None
         if p.tags:
             have = head.tags
             for t in p.tags:
