@@ -6,7 +6,7 @@ timed in alternating rounds in one process, so a loaded machine slows all of the
 ratios (cortex ÷ SQLite, cortex ÷ floor; medians over rounds) stay comparable between runs.
 Needs the bench environment (``make .venv-bench/.installed``)::
 
-    .venv-bench/bin/python tools/bench_reads.py --n 10000 --rounds 7
+    .venv-bench/bin/python tools/bench_reads.py --n 10000 --rounds 7 [--clock cpu]
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from bench_peers.harness import BATCH
 import cortex
 
 
-def _per_call(call: Callable[[Any], Any], items: list[Any]) -> float:
+def _per_call(call: Callable[[Any], Any], items: list[Any], clock: Callable[[], float]) -> float:
     """Median seconds per call over ``items``."""
     times = []
     for x in items:
-        t = time.perf_counter()
+        t = clock()
         call(x)
-        times.append(time.perf_counter() - t)
+        times.append(clock() - t)
     return statistics.median(times)
 
 
@@ -44,7 +44,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time (steadier than wall time on a shared machine)",
+    )
     args = ap.parse_args()
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
     ds = make(args.n)
 
     def log(msg: str) -> None:
@@ -64,7 +71,12 @@ def main() -> None:
             "get": (ds.get_ids, lambda s, i: s.get(i)),
             "find_type_tag": (ds.filters, lambda s, f: s.find(f[0], f[1], 10)),
         }
-        out: dict[str, Any] = {"cortex": cortex.__file__, "n": args.n, "rounds": args.rounds}
+        out: dict[str, Any] = {
+            "cortex": cortex.__file__,
+            "n": args.n,
+            "rounds": args.rounds,
+            "clock": args.clock,
+        }
         for wname, (items, call) in work.items():
             per: dict[str, list[float]] = {s: [] for s in systems}
             for s in systems.values():
@@ -73,7 +85,7 @@ def main() -> None:
                     call(s, x)  # warm up
             for _ in range(args.rounds):
                 for sname, s in systems.items():
-                    per[sname].append(_per_call(lambda x, s=s, c=call: c(s, x), items))
+                    per[sname].append(_per_call(lambda x, s=s, c=call: c(s, x), items, clock))
             med = {s: statistics.median(v) * 1e6 for s, v in per.items()}
             ratios = {
                 "cortex/sqlite": [c / q for c, q in zip(per["cortex"], per["sqlite"], strict=True)],
