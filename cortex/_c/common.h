@@ -4,7 +4,8 @@
  *
  *   module.c       the module: PyInit__speedups runs each part's init
  *   plan.c         record plans (the Plan type) and the value rules both codecs apply
- *   cbor_decode.c  the strict one-pass decoder of canonical CBOR records
+ *   cbor_decode.c  the strict one-pass decoder of canonical CBOR records, and the read path
+ *                  (a memory's sealed head and version checked and built, its data decoded)
  *   cbor_encode.c  the encoder of records: a struct by its plan, a new memory's head and
  *                  version, a list of short ASCII texts
  *   tokenize.c     ASCII tokens, term counts, the stem table, the full form's term counts
