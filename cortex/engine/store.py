@@ -2178,12 +2178,15 @@ class Store:
     ) -> Callable[[bytes], tuple[Head, Version] | None] | None:
         """``_current`` for many ids of one snapshot: raw id -> (head, version) or None.
 
-        A C callable (no Python frame per call); None without the C read path.
+        A C callable (no Python frame per call) over an engine that reads in place (LMDB's
+        ``raw_get``); None without the C read path, or on an engine with round trips, where
+        reading a version before the head's filters pass could cost one.
         """
         ctx = _READ
-        if ctx is None:
+        raw_get = getattr(txn, "raw_get", None)
+        if ctx is None or raw_get is None:
             return None
-        return functools.partial(_sp.read_current, ctx, getattr(txn, "raw_get", txn.get))
+        return functools.partial(_sp.read_current, ctx, raw_get)
 
     @staticmethod
     def _current(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
