@@ -3,7 +3,8 @@
 Every mutation is one write transaction that writes its records, their index entries and one
 hash-chained journal entry. Every stored value is sealed with a CRC-32 so that a damaged record
 raises ``IntegrityError`` on read instead of returning wrong data; version data is also checked
-against its content hash. See ``specs/storage.md``.
+against its content hash by ``verify``, import, export and ``history`` (not by the hot reads:
+``specs/storage.md`` §3, "What a read checks").
 """
 
 from __future__ import annotations
