@@ -2177,7 +2177,10 @@ class Store:
     def _current_reader(
         txn: ReadTxn,
     ) -> Callable[[bytes], tuple[Head, Version] | None] | None:
-        """``_current`` for many ids of one snapshot: raw id -> (head, version) or None.
+        """A reader of a memory's head and the version it points at, one C call per id.
+
+        For many ids of one snapshot: raw id -> ``(head, version)``, or None where the C path
+        declines (anything missing, damaged or unusual: ``_head`` and ``_version`` say what).
 
         A C callable (no Python frame per call) over an engine that reads in place (LMDB's
         ``raw_get``); None without the C read path, or on an engine with round trips, where
@@ -2188,19 +2191,6 @@ class Store:
         if ctx is None or raw_get is None:
             return None
         return functools.partial(_sp.read_current, ctx, raw_get)
-
-    @staticmethod
-    def _current(txn: ReadTxn, mid: MemoryId) -> tuple[Head, Version] | None:
-        """The head of ``mid`` and the version it points at, read in one C call, or None.
-
-        None where the C path declines (no extension, anything missing, damaged or unusual):
-        the caller reads them with ``_head`` and ``_version``, which say what is wrong.
-        """
-        ctx = _READ
-        if ctx is None:
-            return None
-        pair: tuple[Head, Version] | None = _sp.read_current(ctx, txn.get, mid.bytes)
-        return pair
 
     def _headless(self, mid: MemoryId) -> None:
         """Raise when ``mid`` has versions but no head: its head's key is damaged.
@@ -2664,7 +2654,6 @@ class Store:
     now = _now  # the store's clock, checked (aware, after 1970)
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
-    current = _current  # (txn, mid) -> (head, its current version) in one C call, or None
     current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
     hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
