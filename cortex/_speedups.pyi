@@ -1,6 +1,6 @@
 """Type stub of the optional C accelerator (built from cortex/_c/*.c, see common.h)."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 class Reject(ValueError):
@@ -19,6 +19,25 @@ class Plan:
 
 def decode(plan: Plan, data: bytes | bytearray | memoryview, /) -> Any:
     """Decode canonical CBOR ``data`` into the record ``plan`` describes; raise ``Reject``."""
+
+def read_head(ctx: tuple[Any, ...], mid: bytes, hraw: Any, /) -> Any | None:
+    """``Store._head_from`` from a stored value; None where the Python path must decide."""
+
+def read_version(ctx: tuple[Any, ...], mid: bytes, n: Any, vraw: Any, /) -> Any | None:
+    """``Store._checked_version`` of version ``n`` (no sha256); None: the Python path decides."""
+
+def read_memory(
+    ctx: tuple[Any, ...], mid: bytes, hraw: Any, vkey: Any, vraw: Any, n: Any, /
+) -> Any | None:
+    """``resolve`` (``n`` >= 1) / ``resolve_latest`` (0) from the values read, or None."""
+
+def read_current(
+    ctx: tuple[Any, ...], get: Callable[[bytes], Any], mid: bytes, /
+) -> tuple[Any, Any] | None:
+    """A memory's head and the version it points at, read with ``get``; or None."""
+
+def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
+    """``Store._memory``: the Memory of a head and a version, data decoded; or None."""
 
 def ascii_tokens(text: str, /) -> list[str] | None:
     """``tokenize(text)`` for ASCII text; ``None`` when ``text`` is not ASCII."""

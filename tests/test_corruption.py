@@ -176,17 +176,42 @@ def test_version_payload_flip(small: Small) -> None:
 
 
 def test_version_data_flip_caught_by_content_hash(small: Small) -> None:
+    """A version changed and resealed (a valid CRC: only a bug or a malicious writer makes one).
+
+    The hot reads check each value's CRC, not the sha256 of the data (``specs/storage.md``,
+    "What a read checks"): they return what is stored. ``verify`` and ``history`` (the audit
+    read) check the sha256 and catch it.
+    """
     _edit(small.path, version_key(small.a, 2), _flip_resealed(b"alpha statement two"))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert _problems(cx)[f"mv/{small.a}/v/2"] == ["data does not match its hash"]
+        with pytest.raises(IntegrityError, match="hash"):
+            cx.history(small.a)
+        for read in (
+            lambda: cx.resolve_latest(small.a),
+            lambda: cx.resolve(_uri(small.a, 2)),
+            lambda: cx.find(Query(tags=["alpha"], limit=10)).memories[0],
+        ):
+            m = read()
+            assert m.id == small.a
+            assert m.data.statement == "`lpha statement two"  # type: ignore[union-attr]
+        assert cx.resolve(_uri(small.a, 1)).data.statement == "alpha statement one"  # type: ignore[union-attr]
+        _assert_intact(cx, small)
+
+
+def test_version_payload_flip_refused_by_every_read(small: Small) -> None:
+    """Damage a CRC catches (a flipped byte, not resealed) still fails every read of it."""
+    _edit(small.path, version_key(small.a, 2), _flip)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert "checksum" in _problems(cx)[f"mv/{small.a}/v/2"][0]
         for read in (
             lambda: cx.resolve_latest(small.a),
             lambda: cx.resolve(_uri(small.a, 2)),
             lambda: cx.history(small.a),
+            lambda: cx.find(Query(tags=["alpha"], limit=10)),
         ):
-            with pytest.raises(IntegrityError, match="hash"):
+            with pytest.raises(IntegrityError, match="checksum"):
                 read()
-        assert cx.resolve(_uri(small.a, 1)).data.statement == "alpha statement one"  # type: ignore[union-attr]
         _assert_intact(cx, small)
 
 

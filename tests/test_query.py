@@ -585,6 +585,32 @@ def test_order_keys_and_tie_break(
     assert order(res) == _sorted_ids([(k(m), m) for m in heads], descending)
 
 
+def test_newest_first_across_long_runs_of_one_time(cx: Cortex, clock: Clock) -> None:
+    """Runs of one created time shorter and longer than the scan buffers (64), newest first
+    with ties by id ascending, from the type and the tag index, at any limit and offset."""
+    uris: list[Uri] = []
+    with_u: set[MemoryId] = set()
+    for b, size in enumerate((150, 1, 64, 65, 2, 70)):
+        batch = cx.write_many(
+            [
+                NewMemory(data=fact(f"{b}-{i}"), tags=["t", "u"] if i % 3 == 0 else ["t"])
+                for i in range(size)
+            ]
+        )
+        with_u.update(u.id for i, u in enumerate(batch) if i % 3 == 0)
+        uris += batch
+        clock.tick(60)
+    created = {u.id: cx.resolve_latest(u).head.created_at.timestamp() for u in uris}
+    want = _sorted_ids([(created[u.id], u.id) for u in uris], True)
+    want_u = [m for m in want if m in with_u]
+    for limit in (1, 10, 64, 65, 150, 151, 400):
+        assert order(cx.find(Query(types=F, limit=limit))) == want[:limit]
+        assert order(cx.find(Query(tags=("t",), limit=limit))) == want[:limit]
+        got = order(cx.find(Query(types=F, tags=("t",), limit=limit, offset=3)))
+        assert got == want[3 : 3 + limit]
+        assert order(cx.find(Query(tags=("u",), types=F, limit=limit))) == want_u[:limit]
+
+
 def test_order_on_a_tag_start(cx: Cortex, clock: Clock) -> None:
     uris = cx.write_many([NewMemory(data=fact(i), tags=["t"], importance=i % 3) for i in range(6)])
     pairs = [(cx.resolve_latest(u).head.importance, u.id) for u in uris]

@@ -869,6 +869,11 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (kv, ("seal", "unseal", "sort_pairs")),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
+    # the read path: without the read functions every read takes the Python path
+    assert (store._READ is not None) == all(
+        hasattr(sp, n)
+        for n in ("read_memory", "read_head", "read_version", "memory_of", "read_current")
+    )
 
 
 # -- the records of a new memory: its sealed head and version, index keys, journal entry
@@ -1568,6 +1573,256 @@ def test_decoders_refuse_alike(data: Any) -> None:
         assert py[0] == "ok" or issubclass(py[0], CortexError), (fn, raw, py)
 
 
+# -- the read path: a memory's head, version and data from their stored values (store._READ)
+
+
+def _py_head(mid: MemoryId, hraw: Any) -> Any:
+    """The definition: ``Store._head_from`` (NotFoundError without a value)."""
+    from cortex.engine.store import Store
+
+    return Store._head_from(mid, hraw)
+
+
+def _py_version(mid: MemoryId, n: int, vraw: Any) -> Any:
+    """The definition: ``Store._checked_version`` of version ``n`` (no sha256: a read's checks)."""
+    from cortex.engine.store import Store
+    from cortex.storage.keys import version_key
+
+    return Store._checked_version(version_key(mid, n), vraw, mid, n)
+
+
+def _py_memory(mid: MemoryId, hraw: Any, vkey: Any, vraw: Any, n: int) -> Any:
+    """The definition: ``resolve`` (``n`` >= 1) / ``resolve_latest`` (0) from the values read."""
+    from cortex.engine import store as store_module
+    from cortex.errors import IntegrityError, NotFoundError
+    from cortex.storage.keys import version_key
+
+    head = _py_head(mid, hraw)
+    if n == 0:
+        n = head.current_version
+    elif n > head.current_version:
+        raise NotFoundError(f"no version {n} of memory {mid}")
+    if vkey != version_key(mid, n) or vraw is None:
+        raise IntegrityError("not the version's key")
+    old, store_module._READ = store_module._READ, None
+    try:
+        v = store_module.Store._checked_version(vkey, vraw, mid, n)
+        return store_module.Store._memory(head, v)
+    finally:
+        store_module._READ = old
+
+
+def _agree(c: Any, fn: Callable[..., Any], *args: Any) -> None:
+    """The C read function ``c`` returns what the definition ``fn`` returns, or None (declines);
+    it must decline wherever the definition raises."""
+    try:
+        want = ("ok", fn(*args))
+    except CortexError as exc:
+        want = (type(exc), str(exc))
+    if c is None:
+        return
+    assert want[0] == "ok", ("the C path accepted what the Python path refuses", want, c)
+    assert same(c, want[1]), (c, want[1])
+
+
+def _damage(draw: st.DrawFn, raw: bytes, *, reseal: bool) -> bytes:
+    """``raw`` with a byte changed, a piece cut or added; resealed (a valid CRC) or not."""
+    from cortex.storage.kv import seal
+
+    payload = raw[:-4]
+    how = draw(st.integers(0, 2))
+    at = draw(st.integers(0, max(0, len(payload) - 1)))
+    if how == 0 and payload:
+        payload = (
+            payload[:at] + bytes([payload[at] ^ draw(st.integers(1, 255))]) + payload[at + 1 :]
+        )
+    elif how == 1:
+        payload = payload[:at]
+    else:
+        payload = payload[:at] + draw(st.binary(min_size=1, max_size=3)) + payload[at:]
+    return seal(payload) if reseal else payload + raw[-4:]
+
+
+@st.composite
+def _stored(draw: st.DrawFn) -> tuple[Any, ...]:
+    """(mid, hraw, vkey, vraw, n): a stored head and version as the store reads them, often
+    changed: damaged, resealed after a change, another memory's, another version's, missing."""
+    from cortex.engine.store import _READ
+    from cortex.storage.keys import version_key
+    from cortex.storage.kv import seal
+
+    assert _READ is not None
+    head, version = draw(_store_pairs())
+    try:
+        hraw, vraw = seal(encode_head(head)), seal(encode_version(version))
+    except ValidationError:
+        assume(False)
+    mid, n = head.id, draw(st.sampled_from([0, version.version]))
+    vkey = version_key(mid, version.version)
+    odd = draw(st.integers(0, 21))  # half of them as stored
+    other = (
+        MemoryId(bytes(15) + b"\x01") if mid.bytes != bytes(15) + b"\x01" else MemoryId(bytes(16))
+    )
+    if odd == 0:
+        hraw = _damage(draw, hraw, reseal=draw(st.booleans()))
+    elif odd == 1:
+        vraw = _damage(draw, vraw, reseal=draw(st.booleans()))
+    elif odd == 2:
+        mid = other  # the values are another memory's
+    elif odd == 3:
+        hraw = None
+    elif odd == 4:
+        vraw = None
+    elif odd == 5:
+        vkey = version_key(mid, version.version + 1 if version.version < 2**63 - 1 else 1)
+    elif odd == 6:
+        n = version.version + 1 if version.version < 2**63 - 1 else 2**63 - 1
+    elif odd == 7:  # the head points past the version read
+        bumped = msgspec.structs.replace(
+            head, current_version=min(2**63 - 1, head.current_version + 1)
+        )
+        hraw = seal(encode_head(bumped))
+    elif odd == 8:  # the data no longer matches its hash: a read no longer checks it
+        version = msgspec.structs.replace(version, hash=bytes(32))
+        vraw = seal(encode_version(version))
+    elif odd == 9:
+        vkey = vkey[:-1]
+    elif odd == 10:
+        hraw = bytearray(hraw)
+    return mid, hraw, vkey, vraw, n
+
+
+@settings(max_examples=300)
+@given(_stored())
+def test_read_memory_is_the_python_read(case: tuple[Any, ...]) -> None:
+    from cortex.engine.store import _READ
+
+    mid, hraw, vkey, vraw, n = case
+    got = sp.read_memory(_READ, mid.bytes, hraw, vkey, vraw, n)
+    _agree(got, _py_memory, mid, hraw, vkey, vraw, n)
+
+
+@settings(max_examples=300)
+@given(_stored())
+def test_read_head_and_version_are_the_python_reads(case: tuple[Any, ...]) -> None:
+    from cortex.engine.store import _READ
+
+    mid, hraw, _, vraw, n = case
+    _agree(sp.read_head(_READ, mid.bytes, hraw), _py_head, mid, hraw)
+    if vraw is not None:
+        v = n or 1
+        _agree(sp.read_version(_READ, mid.bytes, v, vraw), _py_version, mid, v, vraw)
+
+
+def _py_current(mid: MemoryId, get: Callable[[bytes], Any]) -> Any:
+    """The definition: ``Store._head`` then ``Store._version`` of the version it points at."""
+    from cortex.engine.store import Store
+    from cortex.errors import IntegrityError
+    from cortex.storage.keys import head_key, version_key
+
+    head = Store._head_from(mid, get(head_key(mid)))
+    vkey = version_key(mid, head.current_version)
+    raw = get(vkey)
+    if raw is None:
+        raise IntegrityError("the version is missing")
+    return head, Store._checked_version(vkey, raw, mid, head.current_version)
+
+
+@settings(max_examples=300)
+@given(_stored(), st.booleans())
+def test_read_current_is_the_python_read(case: tuple[Any, ...], as_view: bool) -> None:
+    from cortex.engine.store import _READ
+    from cortex.storage.keys import head_key
+
+    mid, hraw, vkey, vraw, _ = case
+    stored = {k: v for k, v in ((head_key(mid), hraw), (vkey, vraw)) if v is not None}
+    if as_view and stored:  # values that are not bytes: the C path declines
+        k = sorted(stored)[0]
+        stored[k] = memoryview(bytes(stored[k]))
+    get = stored.get
+    got = sp.read_current(_READ, get, mid.bytes)
+    if got is not None:
+        assert type(got) is tuple and len(got) == 2
+    _agree(got, _py_current, mid, get)
+    with pytest.raises(KeyError):  # an error of get is raised, not declined
+        sp.read_current(_READ, {}.__getitem__, mid.bytes)
+
+
+@settings(max_examples=200)
+@given(_store_pairs(), st.integers(0, 3), st.binary(max_size=8))
+def test_memory_of_is_the_python_memory(pair: tuple[Any, Any], odd: int, junk: bytes) -> None:
+    from cortex.engine import store as store_module
+
+    head, version = pair
+    if odd == 1:  # data that does not decode: the Python path raises, C declines
+        version = msgspec.structs.replace(version, data=junk or b"\xff")
+    elif odd == 2:  # purged
+        version = msgspec.structs.replace(version, data=None)
+    got = sp.memory_of(store_module._READ, head, version)
+
+    def py(h: Any, v: Any) -> Any:
+        old, store_module._READ = store_module._READ, None
+        try:
+            return store_module.Store._memory(h, v)
+        finally:
+            store_module._READ = old
+
+    _agree(got, py, head, version)
+
+
+def test_read_functions_refuse_bad_arguments() -> None:
+    from cortex.engine.store import _READ
+
+    assert _READ is not None
+    for bad_ctx in (None, (), _READ[:-1], (None,) * len(_READ)):
+        with pytest.raises(TypeError):
+            sp.read_memory(bad_ctx, bytes(16), b"", b"", b"", 0)
+        with pytest.raises(TypeError):
+            sp.read_head(bad_ctx, bytes(16), b"")
+    for bad_mid in (b"", bytes(15), "x" * 16, None):
+        with pytest.raises(TypeError):
+            sp.read_memory(_READ, bad_mid, b"", b"", b"", 0)
+        with pytest.raises(TypeError):
+            sp.read_version(_READ, bad_mid, 1, b"")
+    with pytest.raises(TypeError):
+        sp.read_memory(_READ, bytes(16), b"", b"", b"")
+    # versions that are no version number: declined, never an error
+    for n in (-1, 2**64, 1.0, True, "1"):
+        assert sp.read_memory(_READ, bytes(16), b"", b"", b"", n) is None
+    for n in (0, -1, 2**64, 1.0, "1"):
+        assert sp.read_version(_READ, bytes(16), n, b"") is None
+
+
+def test_decoded_ids_are_memory_ids() -> None:
+    """The C decoder builds a MemoryId as ``MemoryId._trusted`` does (its one slot filled)."""
+    from cortex.model.records import Head
+
+    raw = encode_head(
+        Head(
+            id=MemoryId(bytes(range(16))),
+            type=MemoryType.FACT,
+            current_version=1,
+            actor_scope="a",
+            created_at=datetime(2026, 1, 1, tzinfo=UTC),
+            last_updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+        )
+    )
+    head = sp.decode(HEAD._plan, raw)
+    assert type(head.id) is MemoryId and head.id.bytes == bytes(range(16))
+    assert head.id == MemoryId._trusted(bytes(range(16))) and hash(head.id) == hash(
+        bytes(range(16))
+    )
+    with pytest.raises(AttributeError):
+        head.id._b = b"x"  # type: ignore[misc]
+    with pytest.raises(TypeError):  # the slot must be the class's own member descriptor
+        sp.Plan(
+            type("X", (msgspec.Struct,), {"__annotations__": {"a": int}}),
+            ("a",),
+            None,
+            ((1, 0, False, None, None, ("id", MemoryId._trusted, MemoryId, vars(Version)["id"])),),
+        )
+
+
 # -- every export of the accelerator has a test against its Python definition
 
 _LEX = "tests.test_speedups_lexical"
@@ -1601,6 +1856,14 @@ PARITY: dict[str, tuple[str, ...]] = {
     "seal": ("test_seal_is_zlib_crc32",),
     "unseal": ("test_unseal_is_the_checked_payload",),
     "sort_pairs": ("test_sort_pairs_is_a_stable_sort_by_key",),
+    "read_memory": (
+        "test_read_memory_is_the_python_read",
+        "test_read_functions_refuse_bad_arguments",
+    ),
+    "read_head": ("test_read_head_and_version_are_the_python_reads",),
+    "read_version": ("test_read_head_and_version_are_the_python_reads",),
+    "memory_of": ("test_memory_of_is_the_python_memory",),
+    "read_current": ("test_read_current_is_the_python_read",),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

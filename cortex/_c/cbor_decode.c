@@ -29,10 +29,21 @@ static PyObject *Reject = NULL; /* the one exception the decoder raises on bad i
 /* ------------------------------------------------------------------------------------------ */
 /* Reading */
 
+/* The read path's one shared value (read_memory, read_current): a memory's forms are stored in
+ * its head and again in its version, byte for byte; the version's are the head's object when
+ * their bytes are the same (equal bytes decode to equal values; Forms is frozen). */
+typedef struct {
+    PyObject *plan;   /* the Plan of the shared record (Forms) */
+    PyObject *obj;    /* the first one decoded (a reference held), or NULL */
+    const uint8_t *p; /* its bytes (in a value the caller keeps alive) */
+    Py_ssize_t n;
+} Share;
+
 typedef struct {
     const uint8_t *b;
     Py_ssize_t len;
     Py_ssize_t pos;
+    Share *share; /* NULL but on the read path */
 } Reader;
 
 static int
@@ -397,6 +408,27 @@ span_cmp(const void *a, const void *b)
 
 static PyObject *decode_value(const Spec *s, Reader *r, int depth);
 
+/* A new instance of ``cls`` (a class of one slot, no __dict__) with ``slot`` set to ``value``;
+ * steals the reference to ``value``.  ``object.__new__(cls)`` and the slot's ``__set__``, as
+ * ``MemoryId._trusted`` and ``Uri._trusted`` do, without a Python call. */
+static PyObject *
+new_id(PyObject *cls, PyObject *slot, PyObject *value)
+{
+    PyTypeObject *t = (PyTypeObject *)cls;
+    PyObject *obj = t->tp_alloc(t, 0);
+    if (obj == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (Py_TYPE(slot)->tp_descr_set(slot, obj, value) < 0) {
+        Py_DECREF(value);
+        Py_DECREF(obj);
+        return NULL;
+    }
+    Py_DECREF(value);
+    return obj;
+}
+
 static PyObject *
 read_list(const Spec *s, Reader *r, int depth)
 {
@@ -617,6 +649,9 @@ decode_value(const Spec *s, Reader *r, int depth)
         if (raw == NULL) {
             return NULL;
         }
+        if (s->idslot != NULL) { /* what the factory does: a new instance, its slot filled */
+            return new_id(s->idcls, s->idslot, raw);
+        }
         id = PyObject_CallOneArg(s->factory, raw);
         Py_DECREF(raw);
         return id;
@@ -628,6 +663,25 @@ decode_value(const Spec *s, Reader *r, int depth)
     case K_MAP:
         return read_map(s, r, depth);
     case K_RECORD:
+        if (r->share != NULL && s->plan == r->share->plan) {
+            Share *sh = r->share;
+            Py_ssize_t at = r->pos;
+            PyObject *v;
+            /* CBOR items delimit themselves: bytes that begin with a whole item are that item */
+            if (sh->obj != NULL && r->len - at >= sh->n && memcmp(r->b + at, sh->p, (size_t)sh->n) == 0) {
+                r->pos += sh->n;
+                Py_INCREF(sh->obj);
+                return sh->obj;
+            }
+            v = decode_record((PlanObject *)s->plan, r, depth);
+            if (v != NULL && sh->obj == NULL) {
+                Py_INCREF(v);
+                sh->obj = v;
+                sh->p = r->b + at;
+                sh->n = r->pos - at;
+            }
+            return v;
+        }
         return decode_record((PlanObject *)s->plan, r, depth);
     default:
         PyErr_SetString(PyExc_SystemError, "cortex._speedups: bad plan");
@@ -777,6 +831,7 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r.b = (const uint8_t *)PyBytes_AS_STRING(args[1]);
         r.len = PyBytes_GET_SIZE(args[1]);
         r.pos = 0;
+        r.share = NULL;
         out = decode_record((PlanObject *)args[0], &r, 0);
         if (out != NULL && r.pos != r.len) {
             Py_DECREF(out);
@@ -793,6 +848,7 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r.b = (const uint8_t *)view.buf;
     r.len = view.len;
     r.pos = 0;
+    r.share = NULL;
     out = decode_record((PlanObject *)args[0], &r, 0);
     if (out != NULL && r.pos != r.len) {
         Py_CLEAR(out);
@@ -802,8 +858,536 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The read path: a memory's head, version and data from their stored values in one call
+ * (cortex/engine/store.py keeps the definitions: Store._head_from, _checked_version, _memory).
+ *
+ * Each function returns the value the Python path returns, or None where it declines (a value
+ * that fails its checksum or does not decode, a record of another id or version, anything
+ * unusual): the caller then runs the Python path, which raises the error that names it.  The
+ * read checks of specs/storage.md §"What a read checks" apply: every value's CRC, the ids and
+ * version numbers the keys promise; not the sha256 of the data (verify checks it). */
+
+/* the read context (cortex.engine.store._READ): what the functions build and check */
+enum {
+    RC_HEAD,         /* the Plan of a head */
+    RC_VERSION,      /* the Plan of a version */
+    RC_DATA,         /* the Plans of the data, by type code (None where none) */
+    RC_MEMORY,       /* the Memory class */
+    RC_URI,          /* the Uri class and its slots type, id, version */
+    RC_URI_TYPE,
+    RC_URI_ID,
+    RC_URI_VERSION,
+    RC_ID_BYTES,     /* the MemoryId slot of the raw bytes */
+    RC_VPREFIX,      /* b"mv/" */
+    RC_VINFIX,       /* b"/v/" */
+    RC_HPREFIX,      /* b"m/" */
+    RC_FORMS,        /* the Plan of the forms (a head's and its version's: one object) */
+    RC_N,
+};
+
+static PyObject *memory_kwnames = NULL; /* ("uri", "head", "version", "data") */
+
+static int
+read_ctx_ok(PyObject *ctx)
+{
+    Py_ssize_t i;
+    if (!PyTuple_CheckExact(ctx) || PyTuple_GET_SIZE(ctx) != RC_N ||
+        !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_HEAD), &Plan_Type) ||
+        !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_VERSION), &Plan_Type) ||
+        !PyObject_TypeCheck(PyTuple_GET_ITEM(ctx, RC_FORMS), &Plan_Type) ||
+        !PyTuple_CheckExact(PyTuple_GET_ITEM(ctx, RC_DATA)) ||
+        !PyType_Check(PyTuple_GET_ITEM(ctx, RC_MEMORY)) ||
+        !PyType_Check(PyTuple_GET_ITEM(ctx, RC_URI)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VPREFIX)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VINFIX)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_HPREFIX))) {
+        PyErr_SetString(PyExc_TypeError, "the read context is malformed");
+        return 0;
+    }
+    for (i = RC_URI_TYPE; i <= RC_ID_BYTES; i++) {
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(ctx, i), &PyMemberDescr_Type)) {
+            PyErr_SetString(PyExc_TypeError, "the read context's slots are member descriptors");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1 when ``raw`` is bytes ``payload || crc32(payload)`` (kv.unseal), with the payload's span */
+static int
+unsealed(PyObject *raw, Reader *r, Share *share)
+{
+    const uint8_t *p;
+    Py_ssize_t n;
+    uint32_t c;
+    if (!PyBytes_CheckExact(raw)) {
+        return 0;
+    }
+    n = PyBytes_GET_SIZE(raw) - 4;
+    if (n < 1) {
+        return 0;
+    }
+    p = (const uint8_t *)PyBytes_AS_STRING(raw);
+    c = crc32_of(p, n);
+    if (p[n] != (uint8_t)(c >> 24) || p[n + 1] != (uint8_t)(c >> 16) ||
+        p[n + 2] != (uint8_t)(c >> 8) || p[n + 3] != (uint8_t)c) {
+        return 0;
+    }
+    r->b = p;
+    r->len = n;
+    r->pos = 0;
+    r->share = share;
+    return 1;
+}
+
+/* The record ``plan`` describes in all of ``r``; NULL without an error where it declines. */
+static PyObject *
+whole_record(PyObject *plan, Reader *r)
+{
+    PyObject *out = decode_record((PlanObject *)plan, r, 0);
+    if (out == NULL) {
+        if (PyErr_ExceptionMatches(Reject)) {
+            PyErr_Clear();
+        }
+        return NULL;
+    }
+    if (r->pos != r->len) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* 1 when ``obj.id`` holds the 16 bytes of ``mid``, 0 when not, -1 on error */
+static int
+has_id(PyObject *ctx, PyObject *obj, PyObject *mid)
+{
+    PyObject *id = PyObject_GetAttr(obj, attr[A_ID]), *raw, *slot;
+    int same;
+    if (id == NULL) {
+        return -1;
+    }
+    slot = PyTuple_GET_ITEM(ctx, RC_ID_BYTES);
+    if (!PyObject_TypeCheck(id, PyDescr_TYPE(slot))) {
+        Py_DECREF(id);
+        return 0;
+    }
+    raw = Py_TYPE(slot)->tp_descr_get(slot, id, (PyObject *)Py_TYPE(id));
+    Py_DECREF(id);
+    if (raw == NULL) {
+        return -1;
+    }
+    same = PyBytes_CheckExact(raw) && PyBytes_GET_SIZE(raw) == 16 &&
+           memcmp(PyBytes_AS_STRING(raw), PyBytes_AS_STRING(mid), 16) == 0;
+    Py_DECREF(raw);
+    return same;
+}
+
+/* ``obj.<name>`` as a C integer in [1, 2**63 - 1]; 0 when it is not one, -1 on error */
+static long long
+positive_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    long long n;
+    if (v == NULL) {
+        return -1;
+    }
+    n = PyLong_CheckExact(v) ? PyLong_AsLongLong(v) : 0;
+    Py_DECREF(v);
+    if (n == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return n < 1 ? 0 : n;
+}
+
+/* the head of ``mid`` stored as ``hraw``: a new reference, or NULL (an error set or not) */
+static PyObject *
+head_of(PyObject *ctx, PyObject *mid, PyObject *hraw, Share *share)
+{
+    Reader r;
+    PyObject *head;
+    int same;
+    if (!unsealed(hraw, &r, share)) {
+        return NULL;
+    }
+    head = whole_record(PyTuple_GET_ITEM(ctx, RC_HEAD), &r);
+    if (head == NULL) {
+        return NULL;
+    }
+    same = has_id(ctx, head, mid);
+    if (same != 1) {
+        Py_DECREF(head);
+        return NULL;
+    }
+    return head;
+}
+
+/* version ``n`` of ``mid`` stored as ``vraw``: a new reference, or NULL (an error set or not) */
+static PyObject *
+version_of(PyObject *ctx, PyObject *mid, long long n, PyObject *vraw, Share *share)
+{
+    Reader r;
+    PyObject *v;
+    if (!unsealed(vraw, &r, share)) {
+        return NULL;
+    }
+    v = whole_record(PyTuple_GET_ITEM(ctx, RC_VERSION), &r);
+    if (v == NULL) {
+        return NULL;
+    }
+    if (has_id(ctx, v, mid) != 1 || positive_attr(v, attr[A_VERSION]) != n) {
+        Py_DECREF(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* The Memory of a head and one of its versions, the data decoded: a new reference, or NULL */
+static PyObject *
+memory_from(PyObject *ctx, PyObject *head, PyObject *v)
+{
+    PyObject *data, *type = NULL, *id = NULL, *num = NULL, *uri = NULL, *out = NULL;
+    PyObject *args[4];
+    PyTypeObject *ut = (PyTypeObject *)PyTuple_GET_ITEM(ctx, RC_URI);
+    data = PyObject_GetAttr(v, attr[A_DATA]);
+    if (data == NULL) {
+        return NULL;
+    }
+    type = PyObject_GetAttr(v, attr[A_TYPE]);
+    if (type == NULL) {
+        goto done;
+    }
+    if (data != Py_None) {
+        PyObject *plans = PyTuple_GET_ITEM(ctx, RC_DATA), *plan, *value;
+        long code = PyLong_Check(type) ? PyLong_AsLong(type) : -1;
+        Reader r;
+        if (code == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+        if (!PyBytes_CheckExact(data) || code < 0 || code >= PyTuple_GET_SIZE(plans)) {
+            goto done;
+        }
+        plan = PyTuple_GET_ITEM(plans, code);
+        if (!PyObject_TypeCheck(plan, &Plan_Type)) {
+            goto done;
+        }
+        r.b = (const uint8_t *)PyBytes_AS_STRING(data);
+        r.len = PyBytes_GET_SIZE(data);
+        r.pos = 0;
+        r.share = NULL;
+        value = whole_record(plan, &r);
+        if (value == NULL) {
+            goto done;
+        }
+        Py_SETREF(data, value);
+    }
+    id = PyObject_GetAttr(v, attr[A_ID]);
+    num = id != NULL ? PyObject_GetAttr(v, attr[A_VERSION]) : NULL;
+    if (num == NULL) {
+        goto done;
+    }
+    uri = ut->tp_alloc(ut, 0);
+    if (uri == NULL) {
+        goto done;
+    }
+    {
+        PyObject *st = PyTuple_GET_ITEM(ctx, RC_URI_TYPE), *si = PyTuple_GET_ITEM(ctx, RC_URI_ID),
+                 *sv = PyTuple_GET_ITEM(ctx, RC_URI_VERSION);
+        if (Py_TYPE(st)->tp_descr_set(st, uri, type) < 0 ||
+            Py_TYPE(si)->tp_descr_set(si, uri, id) < 0 ||
+            Py_TYPE(sv)->tp_descr_set(sv, uri, num) < 0) {
+            goto done;
+        }
+    }
+    args[0] = uri;
+    args[1] = head;
+    args[2] = v;
+    args[3] = data;
+    out = PyObject_Vectorcall(PyTuple_GET_ITEM(ctx, RC_MEMORY), args, 0, memory_kwnames);
+done:
+    Py_XDECREF(uri);
+    Py_XDECREF(num);
+    Py_XDECREF(id);
+    Py_XDECREF(type);
+    Py_DECREF(data);
+    return out;
+}
+
+/* NULL with an error: raise it; NULL without: None (decline) */
+static PyObject *
+or_none(PyObject *v)
+{
+    if (v == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return v;
+}
+
+static int
+is_mid(PyObject *mid)
+{
+    if (!PyBytes_CheckExact(mid) || PyBytes_GET_SIZE(mid) != 16) {
+        PyErr_SetString(PyExc_TypeError, "the id is 16 raw bytes");
+        return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(read_head_doc,
+             "read_head(ctx, mid, hraw, /)\n--\n\n"
+             "``Store._head_from``: the head of the memory of raw id ``mid`` stored as ``hraw``, "
+             "or None where the Python path must decide (no value, a failed checksum, a head "
+             "that does not decode or is another memory's).");
+
+static PyObject *
+sp_read_head(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_head(ctx, mid, hraw)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0]) || !is_mid(args[1])) {
+        return NULL;
+    }
+    return or_none(head_of(args[0], args[1], args[2], NULL));
+}
+
+PyDoc_STRVAR(read_version_doc,
+             "read_version(ctx, mid, n, vraw, /)\n--\n\n"
+             "``Store._checked_version`` of version ``n`` of the memory of raw id ``mid`` stored "
+             "as ``vraw``, without the data's sha256 (storage.md: what a read checks), or None "
+             "where the Python path must decide.");
+
+static PyObject *
+sp_read_version(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long n;
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_version(ctx, mid, n, vraw)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0]) || !is_mid(args[1])) {
+        return NULL;
+    }
+    n = PyLong_CheckExact(args[2]) ? PyLong_AsLongLong(args[2]) : 0;
+    if (n == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        n = 0;
+    }
+    if (n < 1) {
+        Py_RETURN_NONE;
+    }
+    return or_none(version_of(args[0], args[1], n, args[3], NULL));
+}
+
+/* read_memory after the head: version n (0: the head's current one) read as (vkey, vraw) */
+static PyObject *
+memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject *vraw,
+          long long n, Share *share)
+{
+    PyObject *pre, *inf, *v, *out;
+    long long cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    Py_ssize_t lp, li;
+    const char *k;
+    int i;
+    if (cur <= 0 || (n != 0 && n > cur)) {
+        return NULL; /* an error set (cur < 0) or not */
+    }
+    if (n == 0) {
+        n = cur;
+    }
+    /* the key read must be version n's: mv/ id16 /v/ u64(n) */
+    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
+    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
+    lp = PyBytes_GET_SIZE(pre);
+    li = PyBytes_GET_SIZE(inf);
+    if (!PyBytes_CheckExact(vkey) || PyBytes_GET_SIZE(vkey) != lp + 16 + li + 8) {
+        return NULL;
+    }
+    k = PyBytes_AS_STRING(vkey);
+    if (memcmp(k, PyBytes_AS_STRING(pre), (size_t)lp) != 0 ||
+        memcmp(k + lp, PyBytes_AS_STRING(mid), 16) != 0 ||
+        memcmp(k + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) != 0) {
+        return NULL;
+    }
+    for (i = 0; i < 8; i++) {
+        if ((uint8_t)k[lp + 16 + li + i] != (uint8_t)((unsigned long long)n >> (56 - 8 * i))) {
+            return NULL;
+        }
+    }
+    v = version_of(ctx, mid, n, vraw, share);
+    if (v == NULL) {
+        return NULL;
+    }
+    out = memory_from(ctx, head, v);
+    Py_DECREF(v);
+    return out;
+}
+
+PyDoc_STRVAR(read_memory_doc,
+             "read_memory(ctx, mid, hraw, vkey, vraw, n, /)\n--\n\n"
+             "``Store.resolve`` (``n`` >= 1) or ``resolve_latest`` (``n`` = 0: the head's current "
+             "version) from the stored head ``hraw`` of the memory of raw id ``mid`` and the "
+             "pair ``(vkey, vraw)`` read for its version: the Memory, its data decoded, or None "
+             "where the Python path must decide (anything missing, damaged or unusual, a key "
+             "that is not the version's, a version past the head's current one).");
+
+static PyObject *
+sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *mid, *head, *out;
+    long long n;
+    Share share;
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "read_memory(ctx, mid, hraw, vkey, vraw, n)");
+        return NULL;
+    }
+    ctx = args[0];
+    mid = args[1];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    n = PyLong_CheckExact(args[5]) ? PyLong_AsLongLong(args[5]) : -1;
+    if (n == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+    }
+    if (n < 0) {
+        Py_RETURN_NONE;
+    }
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    head = head_of(ctx, mid, args[2], &share);
+    if (head == NULL) {
+        Py_XDECREF(share.obj);
+        return or_none(NULL);
+    }
+    out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
+    Py_DECREF(head);
+    Py_XDECREF(share.obj);
+    return or_none(out);
+}
+
+PyDoc_STRVAR(read_row_memory_doc,
+             "memory_of(ctx, head, version, /)\n--\n\n"
+             "``cortex.query.planner.memory_of``: the Memory of a head and a version the read "
+             "path built, its data decoded, or None where the Python path must decide.");
+
+static PyObject *
+sp_memory_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "memory_of(ctx, head, version)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0])) {
+        return NULL;
+    }
+    return or_none(memory_from(args[0], args[1], args[2]));
+}
+
+/* ``prefix || mid || infix || u64(n)`` (infix NULL: ``prefix || mid``): a new bytes object */
+static PyObject *
+key_of(PyObject *prefix, PyObject *mid, PyObject *infix, long long n)
+{
+    Py_ssize_t lp = PyBytes_GET_SIZE(prefix), li = infix != NULL ? PyBytes_GET_SIZE(infix) : 0;
+    PyObject *k = PyBytes_FromStringAndSize(NULL, lp + 16 + (infix != NULL ? li + 8 : 0));
+    char *p;
+    int i;
+    if (k == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(k);
+    memcpy(p, PyBytes_AS_STRING(prefix), (size_t)lp);
+    memcpy(p + lp, PyBytes_AS_STRING(mid), 16);
+    if (infix != NULL) {
+        memcpy(p + lp + 16, PyBytes_AS_STRING(infix), (size_t)li);
+        for (i = 0; i < 8; i++) {
+            p[lp + 16 + li + i] = (char)(uint8_t)((unsigned long long)n >> (56 - 8 * i));
+        }
+    }
+    return k;
+}
+
+PyDoc_STRVAR(read_current_doc,
+             "read_current(ctx, get, mid, /)\n--\n\n"
+             "The head of the memory of raw id ``mid`` and the version it points at, read with "
+             "``get`` (a read transaction's ``get``: key -> bytes or None) and checked as "
+             "``Store._head`` and ``Store._version`` check them: ``(head, version)``, or None "
+             "where the Python path must decide (anything missing, damaged or unusual).");
+
+static PyObject *
+sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *mid, *key, *hraw, *vraw, *head, *v, *out = NULL;
+    long long cur;
+    Share share;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    mid = args[2];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    if (key == NULL) {
+        return NULL;
+    }
+    hraw = PyObject_CallOneArg(args[1], key);
+    Py_DECREF(key);
+    if (hraw == NULL) {
+        return NULL;
+    }
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
+    if (head == NULL) {
+        goto done;
+    }
+    cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    if (cur <= 0) {
+        goto done;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), mid, PyTuple_GET_ITEM(ctx, RC_VINFIX), cur);
+    if (key == NULL) {
+        goto done;
+    }
+    vraw = PyObject_CallOneArg(args[1], key);
+    Py_DECREF(key);
+    if (vraw == NULL) {
+        goto done;
+    }
+    v = version_of(ctx, mid, cur, vraw, &share);
+    Py_DECREF(vraw);
+    if (v != NULL) {
+        out = PyTuple_Pack(2, head, v);
+        Py_DECREF(v);
+    }
+done:
+    Py_XDECREF(head);
+    Py_XDECREF(share.obj);
+    Py_DECREF(hraw);
+    return or_none(out);
+}
+
 static PyMethodDef decode_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
+    {"read_head", (PyCFunction)(void (*)(void))sp_read_head, METH_FASTCALL, read_head_doc},
+    {"read_version", (PyCFunction)(void (*)(void))sp_read_version, METH_FASTCALL,
+     read_version_doc},
+    {"read_memory", (PyCFunction)(void (*)(void))sp_read_memory, METH_FASTCALL, read_memory_doc},
+    {"memory_of", (PyCFunction)(void (*)(void))sp_memory_of, METH_FASTCALL,
+     read_row_memory_doc},
+    {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
+     read_current_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -821,6 +1405,22 @@ cx_decode_init(PyObject *m)
             PyExc_ValueError, NULL);
         if (Reject == NULL) {
             return -1;
+        }
+    }
+    if (memory_kwnames == NULL) {
+        static const char *names[4] = {"uri", "head", "version", "data"};
+        int i;
+        memory_kwnames = PyTuple_New(4);
+        if (memory_kwnames == NULL) {
+            return -1;
+        }
+        for (i = 0; i < 4; i++) {
+            PyObject *name = PyUnicode_InternFromString(names[i]);
+            if (name == NULL) {
+                Py_CLEAR(memory_kwnames);
+                return -1;
+            }
+            PyTuple_SET_ITEM(memory_kwnames, i, name);
         }
     }
     Py_INCREF(Reject);

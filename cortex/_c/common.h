@@ -4,7 +4,8 @@
  *
  *   module.c       the module: PyInit__speedups runs each part's init
  *   plan.c         record plans (the Plan type) and the value rules both codecs apply
- *   cbor_decode.c  the strict one-pass decoder of canonical CBOR records
+ *   cbor_decode.c  the strict one-pass decoder of canonical CBOR records, and the read path
+ *                  (a memory's sealed head and version checked and built, its data decoded)
  *   cbor_encode.c  the encoder of records: a struct by its plan, a new memory's head and
  *                  version, a list of short ASCII texts
  *   tokenize.c     ASCII tokens, term counts, the stem table, the full form's term counts
@@ -89,6 +90,8 @@ typedef struct Spec {
     PyObject *labels;     /* enum: {label: code} (the encoder takes labels), or NULL */
     PyObject *factory;    /* id: raw 16 bytes -> MemoryId */
     PyObject *idcls;      /* id: the MemoryId class (the encoder takes exactly its instances) */
+    PyObject *idslot;     /* id: the class's slot of the raw bytes (a member descriptor), or NULL:
+                           * the decoder then fills a new instance's slot without the factory */
     struct Spec *item;    /* list: item; map: key */
     struct Spec *value;   /* map: value */
     Py_ssize_t max_items; /* list, map */

@@ -29,6 +29,7 @@ spec_clear(Spec *s)
     }
     Py_CLEAR(s->factory);
     Py_CLEAR(s->idcls);
+    Py_CLEAR(s->idslot);
     Py_CLEAR(s->labels);
     if (s->item != NULL) {
         spec_clear(s->item);
@@ -226,12 +227,28 @@ spec_init(Spec *s, PyObject *t)
     }
     if (PyUnicode_CompareWithASCIIString(name, "id") == 0) {
         s->kind = K_ID;
-        if (spec_arity(t, 3, "id") < 0) {
+        /* ("id", factory, class) or ("id", factory, class, slot): with the slot (the member
+         * descriptor of the class's raw bytes, its only slot) a decoded id is a new instance
+         * with the slot filled, as the factory makes it, without a Python call */
+        if (PyTuple_GET_SIZE(t) != 4 && spec_arity(t, 3, "id") < 0) {
             return -1;
         }
         if (!PyCallable_Check(PyTuple_GET_ITEM(t, 1)) || !PyType_Check(PyTuple_GET_ITEM(t, 2))) {
             PyErr_SetString(PyExc_TypeError, "plan: an id spec is (\"id\", factory, class)");
             return -1;
+        }
+        if (PyTuple_GET_SIZE(t) == 4) {
+            PyObject *slot = PyTuple_GET_ITEM(t, 3);
+            PyTypeObject *cls = (PyTypeObject *)PyTuple_GET_ITEM(t, 2);
+            if (!Py_IS_TYPE(slot, &PyMemberDescr_Type) ||
+                PyDescr_TYPE(slot) != cls || cls->tp_dictoffset != 0 ||
+                cls->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + sizeof(PyObject *))) {
+                PyErr_SetString(PyExc_TypeError,
+                                "plan: an id spec's slot is the class's one member descriptor");
+                return -1;
+            }
+            Py_INCREF(slot);
+            s->idslot = slot;
         }
         Py_INCREF(PyTuple_GET_ITEM(t, 1));
         s->factory = PyTuple_GET_ITEM(t, 1);

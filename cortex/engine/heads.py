@@ -57,6 +57,7 @@ SUPERSEDED: Final = b"s"
 it without reading the memory, so a long chain costs a write nothing."""
 
 
+_INTO: Final = bytes((EdgeType.SUPERSEDES,))
 NEVER_USED: Final = SalienceState()
 """The use counters of a memory never used (all zero)."""
 
@@ -181,7 +182,9 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
     That is a live ``supersedes`` edge to it then, from a memory that existed and was not
     tombstoned then.
     """
-    prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+    prefix = EDGE_TO + mid.bytes + _INTO
+    if txn.seek(prefix, prefix) is None:  # the common case: nothing ever superseded it
+        return None
     for key, value in txn.scan(prefix):
         rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
         if to_micros(rec.created_at) > at_us:

@@ -3,12 +3,14 @@
 Every mutation is one write transaction that writes its records, their index entries and one
 hash-chained journal entry. Every stored value is sealed with a CRC-32 so that a damaged record
 raises ``IntegrityError`` on read instead of returning wrong data; version data is also checked
-against its content hash. See ``specs/storage.md``.
+against its content hash by ``verify``, import, export and ``history`` (not by the hot reads:
+``specs/storage.md`` §3, "What a read checks").
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import inspect
 import itertools
@@ -78,6 +80,7 @@ from cortex.errors import (
 from cortex.index import evidence, lexical
 from cortex.index.lexical import Indexer
 from cortex.model.codec import (
+    DATA_CODECS,
     DEFAULT_PROVENANCE,
     FRAMES,
     HEAD,
@@ -184,6 +187,44 @@ _USE_SPEEDUPS: bool = (
 It returns the same bytes as the Python path or declines (an older build lacks it); tests switch
 this off to compare the two.
 """
+
+
+def _read_context() -> tuple[Any, ...] | None:
+    """What ``cortex._speedups``' read functions build and check (``cbor_decode.c``), or None.
+
+    None when the extension is not built, is older than them, or a record has no C plan: every
+    read then takes the Python path (``_head_from``, ``_checked_version``, ``_memory``).
+    """
+    if _sp is None or not hasattr(_sp, "read_current"):
+        return None
+    plans = {t.value: DATA_CODECS[t]._plan for t in MemoryType}
+    forms = next((f for _, _, n, f, _ in HEAD.fields if n == "forms"), None)
+    forms_plan = getattr(forms, "_plan", None)  # the same codec as the version's forms
+    if HEAD._plan is None or VERSION._plan is None or forms_plan is None:
+        return None
+    if None in plans.values():
+        return None
+    return (
+        HEAD._plan,
+        VERSION._plan,
+        tuple(plans.get(code) for code in range(max(plans) + 1)),
+        Memory,
+        Uri,
+        vars(Uri)["type"],
+        vars(Uri)["id"],
+        vars(Uri)["version"],
+        vars(MemoryId)["_b"],
+        _VERSION_KEY_PREFIX,
+        VERSION_INFIX,
+        _HEAD_KEY_PREFIX,
+        forms_plan,
+    )
+
+
+_READ: tuple[Any, ...] | None = _read_context()
+"""The read path through the C accelerator (``Store.resolve_latest``, ``resolve``, the query
+executor's rows): the same values as the Python path, or it declines and the Python path runs
+(and raises what is wrong). Tests set it to None to compare the two."""
 
 __all__ = [
     "CLAIMS_CURRENT_FEATURE",
@@ -2124,7 +2165,32 @@ class Store:
     # -- reads -------------------------------------------------------------------------------
 
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
-        return self._head_from(mid, txn.get(head_key(mid)))
+        raw = txn.get(_HEAD_KEY_PREFIX + mid.bytes)
+        ctx = _READ
+        if ctx is not None:
+            head: Head | None = _sp.read_head(ctx, mid.bytes, raw)
+            if head is not None:
+                return head
+        return self._head_from(mid, raw)
+
+    @staticmethod
+    def _current_reader(
+        txn: ReadTxn,
+    ) -> Callable[[bytes], tuple[Head, Version] | None] | None:
+        """A reader of a memory's head and the version it points at, one C call per id.
+
+        For many ids of one snapshot: raw id -> ``(head, version)``, or None where the C path
+        declines (anything missing, damaged or unusual: ``_head`` and ``_version`` say what).
+
+        A C callable (no Python frame per call) over an engine that reads in place (LMDB's
+        ``raw_get``); None without the C read path, or on an engine with round trips, where
+        reading a version before the head's filters pass could cost one.
+        """
+        ctx = _READ
+        raw_get = getattr(txn, "raw_get", None)
+        if ctx is None or raw_get is None:
+            return None
+        return functools.partial(_sp.read_current, ctx, raw_get)
 
     def _headless(self, mid: MemoryId) -> None:
         """Raise when ``mid`` has versions but no head: its head's key is damaged.
@@ -2169,13 +2235,23 @@ class Store:
                 f"version {n} of memory {mid} is missing although its head points at it: "
                 "the store is damaged"
             )
+        ctx = _READ
+        if ctx is not None:
+            v: Version | None = _sp.read_version(ctx, mid.bytes, n, raw)
+            if v is not None:
+                return v
         return self._checked_version(key, raw, mid, n)
 
     @staticmethod
     def _checked_version(
-        key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0
+        key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0, *, hashed: bool = False
     ) -> Version:
-        """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows)."""
+        """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows).
+
+        A read checks the value's CRC and that it is the version its key names; ``hashed``
+        also checks the data against its sha256 (``specs/storage.md`` §"What a read checks":
+        ``verify``, import, export and ``history`` do, the hot reads do not).
+        """
         v: Version = decode_trusted(VERSION, key, raw)
         if (
             (v.id != mid or v.version != n)
@@ -2183,12 +2259,22 @@ class Store:
             else version_key(v.id, v.version) != key
         ):
             raise IntegrityError(f"record {_show_key(key)} holds version {v.id}#{v.version}")
-        if v.data is not None and content_hash(v.type, v.data) != v.hash:
+        if hashed and v.data is not None and content_hash(v.type, v.data) != v.hash:
             raise IntegrityError(f"version {_show_key(key)}: data does not match its hash")
         return v
 
     @staticmethod
+    def _hashed_version(key: bytes, raw: bytes) -> Version:
+        """``_checked_version`` with the sha256 of the data checked (export's, history's)."""
+        return Store._checked_version(key, raw, hashed=True)
+
+    @staticmethod
     def _memory(head: Head, v: Version) -> Memory:
+        ctx = _READ
+        if ctx is not None:
+            m: Memory | None = _sp.memory_of(ctx, head, v)
+            if m is not None:
+                return m
         data = None
         if v.data is not None:
             try:
@@ -2209,6 +2295,11 @@ class Store:
         # one snapshot read of both keys (one round trip on an engine with round trips)
         hkey, vkey = head_key(u.id), version_key(u.id, u.version)
         (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
+        ctx = _READ
+        if ctx is not None:
+            m: Memory | None = _sp.read_memory(ctx, u.id.bytes, hraw, vkey, vraw, u.version)
+            if m is not None and m.head.type is u.type:
+                return m
         if hraw is None:
             self._headless(u.id)
         head = self._head_from(u.id, hraw)
@@ -2231,9 +2322,17 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         mid = as_id(ref)
+        raw = mid.bytes
         # the head and the last version key in one snapshot read: versions are 1..current,
         # so the last key under the memory's prefix is its current version
-        (hraw,), last = self._kv.point_read([head_key(mid)], version_prefix(mid))
+        (hraw,), last = self._kv.point_read(
+            [_HEAD_KEY_PREFIX + raw], _VERSION_KEY_PREFIX + raw + VERSION_INFIX
+        )
+        ctx = _READ
+        if ctx is not None and last is not None:
+            m: Memory | None = _sp.read_memory(ctx, raw, hraw, last[0], last[1], 0)
+            if m is not None:
+                return m
         if hraw is None and last is not None:
             self._headless(mid)
         head = self._head_from(mid, hraw)
@@ -2257,7 +2356,7 @@ class Store:
             if txn.get(head_key(mid)) is None and next(txn.keys(version_prefix(mid)), None):
                 self._headless(mid)
             head = self._head(txn, mid)
-            versions = [self._checked_version(k, v) for k, v in txn.scan(version_prefix(mid))]
+            versions = [self._hashed_version(k, v) for k, v in txn.scan(version_prefix(mid))]
         if [(v.id, v.version) for v in versions] != [
             (mid, n) for n in range(1, head.current_version + 1)
         ]:
@@ -2554,8 +2653,10 @@ class Store:
 
     now = _now  # the store's clock, checked (aware, after 1970)
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
-    version = _version  # (txn, mid, n) -> Version, checked against its content hash
-    checked_version = _checked_version  # (key, raw) -> Version, decoded and checked
+    version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
+    current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
+    checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
+    hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
     memory = _memory  # (head, version) -> Memory
     superseder = _superseder  # (txn, mid, at_us) -> the memory that supersedes mid, or None
     episode_record = _episode  # (txn, eid) -> Episode, checked

@@ -848,7 +848,8 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         levels = [m for m in f.cls if m is not Sensitivity.INTERNAL]
         return ("enum", {m.value: m for m in levels}, {m.label: m.value for m in levels})
     if t is IdField:
-        return ("id", MemoryId._trusted, MemoryId)
+        # the slot of the raw bytes: the C decoder fills a new MemoryId's as ``_trusted`` does
+        return ("id", MemoryId._trusted, MemoryId, vars(MemoryId)["_b"])
     if t is _Pair:
         assert isinstance(f, _Pair)
         return ("pair", f._int.lo, f._int.hi)

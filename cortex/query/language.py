@@ -227,6 +227,11 @@ class Row:
             self._data = self._decode()
         return self._data
 
+    @property
+    def decoded(self) -> bool:
+        """Whether ``data`` has been decoded (a filter read it)."""
+        return self._data is not False
+
     def get(self, path: str) -> Any:
         root, _, rest = path.partition(".")
         if root == "head":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from cortex.engine.heads import read_counters
+from cortex.engine.heads import NEVER_USED, read_counters, superseder
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
@@ -48,7 +48,7 @@ from cortex.query.rerank import (
     names_any,
     unnamed,
 )
-from cortex.rules.salience import SalienceState, Weights, salience
+from cortex.rules.salience import SalienceState, Weights, salience_at
 from cortex.rules.scope import Reader
 from cortex.rules.sensitivity import gate
 from cortex.storage.keys import (
@@ -82,6 +82,9 @@ __all__ = [
 _U64: Final = 8
 _ID: Final = 16
 _MAX_ID: Final = b"\xff" * 16
+_INTO: Final = bytes((EdgeType.SUPERSEDES,))
+_RUN: Final = 64
+"""The longest run of one created time ``created_scan`` buffers from its reverse scan."""
 
 TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
@@ -147,6 +150,10 @@ class Executor:
         self._seen: dict[MemoryId, Row | None] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
+        # a memory's head and current version in one C call (None: the Python reads)
+        self._current = store.current_reader(txn) if plan.as_of is None else None
+        # the snapshot's cursor, where the engine has one (LMDB): the superseder check's look
+        self._cursor = txn.cursor() if hasattr(txn, "cursor") else None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -229,6 +236,12 @@ class Executor:
         which is an error, not a memory to leave out.
         """
         p = self.plan
+        version: Version | None = None
+        current = self._current
+        if head is None and current is not None:  # the head and its version in one C call
+            pair = current(mid.bytes)
+            if pair is not None:
+                head, version = pair
         if head is None:
             head = self.head(mid)
             if head is None:
@@ -243,13 +256,34 @@ class Executor:
             return None
         if not self.visible(head):
             return None
-        if not p.include_superseded and self.store.superseder(self.txn, head.id, self.at_us):
-            return None
-        if p.tags and not all(t in head.tags for t in p.tags):
-            return None
+        if not p.include_superseded:
+            cur = self._cursor
+            if cur is None:
+                if superseder(self.txn, head.id, self.at_us):
+                    return None
+            else:
+                # no key under the memory's supersedes edges (the common case): no superseder
+                # without a Python call (``heads.superseder`` looks the same way first)
+                into = EDGE_TO + head.id.bytes + _INTO
+                if (
+                    cur.set_range(into)
+                    and cur.key().startswith(into)
+                    and superseder(self.txn, head.id, self.at_us)
+                ):
+                    return None
+        if p.tags:
+            have = head.tags
+            for t in p.tags:
+                if t not in have:
+                    return None
         if p.frames and not all(any(f.matches(h) for h in head.frames) for f in p.frames):
             return None
-        version = self.version_for(head)
+        if version is None:
+            version = (
+                self.store.version(self.txn, head.id, head.current_version)
+                if p.as_of is None
+                else self.version_for(head)
+            )
         if version is None:
             return None
         if (
@@ -267,15 +301,16 @@ class Executor:
 
     def state(self, head: Head) -> SalienceState:
         """The use counters of ``head``'s memory (all zero when never used)."""
-        return read_state(self.txn, head)
+        return read_state(self.txn, head) if head.has_counters else NEVER_USED
 
     def salience_of(self, row: Row, vector: float | None = None) -> float:
         """The salience of an accepted row now."""
-        return salience(
-            row.head,
-            self.state(row.head),
-            self.now,
-            decay=self.decay[row.head.type],
+        head = row.head
+        return salience_at(
+            head,
+            read_state(self.txn, head) if head.has_counters else NEVER_USED,
+            self.now_us,
+            decay=self.decay[head.type],
             weights=self.weights,
             vector=vector,
         )
@@ -304,22 +339,35 @@ class Executor:
                     return
                 yield created, MemoryId._trusted(key[n + _U64 :])
             return
-        # Newest first with ties by id ascending: find the next lower created time with one
-        # reverse seek, then read that time's ids forward (write_many gives a whole batch one
-        # time, so buffering a run in reverse would read all of it before the first result).
+        # Newest first with ties by id ascending. A reverse scan, a run of keys of one created
+        # time buffered and given in reverse (ids ascending): most runs are of one key. A run
+        # longer than _RUN (write_many gives a whole batch one time) is read forward from its
+        # start instead, so the first result never waits for a whole batch; then the reverse
+        # scan goes on below it.
         top = hi - 1 if hi is not None else None
         while top is None or top >= 0:
             seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
-            last = next(self.txn.keys(prefix, start=seek, reverse=True), None)
-            if last is None:
+            run: list[bytes] = []
+            run_at = -1
+            for key in self.txn.keys(prefix, start=seek, reverse=True):
+                created = int.from_bytes(key[n : n + _U64], "big")
+                if created != run_at:
+                    for k in reversed(run):
+                        yield run_at, MemoryId._trusted(k[n + _U64 :])
+                    if lo is not None and created < lo:
+                        return
+                    run, run_at = [key], created
+                elif len(run) < _RUN:
+                    run.append(key)
+                else:
+                    break  # a long run: read forward from its start
+            else:
+                for k in reversed(run):
+                    yield run_at, MemoryId._trusted(k[n + _U64 :])
                 return
-            created = int.from_bytes(last[n : n + _U64], "big")
-            if lo is not None and created < lo:
-                return
-            run = prefix + last[n : n + _U64]
-            for k in self.txn.keys(run):
-                yield created, MemoryId._trusted(k[n + _U64 :])
-            top = created - 1
+            for k in self.txn.keys(prefix + run[0][n : n + _U64]):
+                yield run_at, MemoryId._trusted(k[n + _U64 :])
+            top = run_at - 1
 
     def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
         streams = [
@@ -919,6 +967,8 @@ def read_state(txn: ReadTxn, head: Head) -> SalienceState:
 def memory_of(row: Row) -> Memory:
     """The ``Memory`` of an accepted row."""
     v = row.version
+    if not row.decoded:  # one C call decodes the data and builds the Memory (Store.memory)
+        return Store.memory(row.head, v)
     return Memory(
         uri=Uri._trusted(v.type, v.id, v.version), head=row.head, version=v, data=row.data
     )

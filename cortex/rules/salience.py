@@ -28,6 +28,7 @@ __all__ = [
     "decay_table",
     "recency",
     "salience",
+    "salience_at",
 ]
 
 HALF_LIFE_DAYS: Final[Mapping[DecayClass, float]] = {DecayClass.SLOW: 180.0, DecayClass.FAST: 21.0}
@@ -113,9 +114,14 @@ def decay_table(
 
 def recency(decay: DecayClass, last_used: datetime, now: datetime) -> float:
     """``0.5 ** (age / half_life)`` for decaying classes, 1 for permanent; future times give 1."""
+    return _recency_us(decay, to_micros(last_used), to_micros(now))
+
+
+def _recency_us(decay: DecayClass, last_us: int, now_us: int) -> float:
+    """``recency`` of times in microseconds since the epoch."""
     if decay is DecayClass.PERMANENT:
         return 1.0
-    age_days = max(0, to_micros(now) - to_micros(last_used)) / _US_PER_DAY
+    age_days = max(0, now_us - last_us) / _US_PER_DAY
     return float(0.5 ** (age_days / HALF_LIFE_DAYS[decay]))
 
 
@@ -139,13 +145,29 @@ def salience(
         vector: cosine similarity to the query vector in [-1, 1], when there is one (negative
             similarity counts as 0).
     """
+    return salience_at(head, state, to_micros(now), decay=decay, weights=weights, vector=vector)
+
+
+def salience_at(
+    head: Head,
+    state: SalienceState | None,
+    now_us: int,
+    *,
+    decay: DecayClass,
+    weights: Weights = DEFAULT_WEIGHTS,
+    vector: float | None = None,
+) -> float:
+    """``salience`` at ``now_us`` (microseconds since the epoch): the definition.
+
+    A query converts its ``now`` once (``cortex.query.planner.Executor``).
+    """
     if head.tombstone is not None:
         return 0.0
     st = state or _ZERO_STATE
-    last = head.last_updated_at
-    if st.last_used_at is not None and to_micros(st.last_used_at) > to_micros(last):
-        last = st.last_used_at
-    r = recency(decay, last, now)
+    last_us = to_micros(head.last_updated_at)
+    if st.last_used_at is not None:
+        last_us = max(last_us, to_micros(st.last_used_at))
+    r = _recency_us(decay, last_us, now_us)
     a = math.log1p(min(st.accesses, 1000)) / _LN_1001
     c = math.log1p(min(st.citations, 1000)) / _LN_1001
     d = head.importance / 10.0

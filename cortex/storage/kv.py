@@ -196,10 +196,13 @@ class KV(Protocol):
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
-    __slots__ = ("_cur", "_txn", "damage", "grouped")
+    __slots__ = ("_cur", "_txn", "damage", "grouped", "raw_get")
 
     def __init__(self, txn: lmdb.Transaction, grouped: bool = False) -> None:
         self._txn = txn
+        self.raw_get = txn.get
+        """LMDB's own ``get``, for a caller in C that takes bytes only and declines anything
+        else (``cortex._speedups.read_current``): ``get`` without a Python frame."""
         self._cur: lmdb.Cursor | None = None
         self.damage: list[PageProblem] = []
         """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
@@ -456,7 +459,8 @@ class _Gate:
                 self._cond.notify_all()
 
 
-_Get = Callable[[bytes], "bytes | None"]
+_NEXT_BYTE: Final = tuple(bytes((i + 1,)) for i in range(255))
+"""``bytes((b + 1,))`` for every byte but 0xff: a prefix's end when its last byte is not 0xff."""
 """An LMDB transaction's ``get`` without ``buffers=True`` (what ``point_read`` calls)."""
 
 
@@ -674,13 +678,17 @@ class LmdbKV:
         txn = self._begin(write=False)
         try:
             # bytes, not buffers (the transaction is not begun with buffers=True): nothing
-            # outlives the transaction
-            get = cast(_Get, txn.get)
-            values = [get(k) for k in keys]
+            # outlives the transaction; map and the one-byte step of the end: no Python frame
+            values = cast(list[bytes | None], list(map(txn.get, keys)))
             tail: tuple[bytes, bytes] | None = None
             if last is not None:
                 cur = txn.cursor()
-                end = prefix_end(last) if last.strip(b"\xff") else None
+                b = last[-1] if last else 0xFF
+                end = (
+                    last[:-1] + _NEXT_BYTE[b]
+                    if b != 0xFF
+                    else (prefix_end(last) if last.strip(b"\xff") else None)
+                )
                 found = cur.prev() if end is not None and cur.set_range(end) else cur.last()
                 if found:
                     k = cast(bytes, cur.key())

@@ -248,7 +248,7 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
             yield total, None
             continue
         versions = [
-            (store.checked_version(k, raw), _unseal(k, raw))
+            (store.hashed_version(k, raw), _unseal(k, raw))
             for k, raw in txn.scan(version_prefix(head.id))
         ]
         if [v.version for v, _ in versions] != list(range(1, head.current_version + 1)):
