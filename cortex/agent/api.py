@@ -864,7 +864,8 @@ class Cortex:
                 rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
                 if rec.dim != len(vec) or len(rec.vector) != rec.dim * (2 if rec.float16 else 4):
                     continue  # another model's vector (or a damaged one: verify names it)
-                cos = float(np.dot(stored_vector(rec), vec))
+                stored = stored_vector(rec)  # scaled to unit length, as the index holds it
+                cos = float(np.dot(stored, vec) / (np.linalg.norm(stored) or 1.0))
                 if cos >= DEDUPE_COSINE and same_claim(other, data).same:
                     reason = f"cosine {cos:.3f} and the same claim (written meanwhile)"
                     return self._confirm_in(txn, found[0], digest, now, reason)
