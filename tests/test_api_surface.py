@@ -27,7 +27,7 @@ SURFACE: tuple[tuple[str, str, str | None], ...] = (
     (
         "__init__",
         "function",
-        "(self, kv: 'KV', actor: 'str | None', *, clock: 'Callable[[], datetime] | None' = None, decay: 'Mapping[MemoryType | str, DecayClass | str] | None' = None, weights: 'Weights | None' = None, salience_blend: 'float' = 0.2, fusion: 'Fusion | str' = 'convex', embedder: \"Embedder | Literal['auto'] | None\" = None, reembed: 'bool' = False, progress: 'Callable[[int, int], None] | None' = None, dedupe: 'bool' = False, vector_ef: 'int' = 64, as_owner: 'bool' = False, scopes: 'Sequence[Scope]' = (), clearance: 'Sensitivity | str | None' = None) -> 'None'",
+        "(self, kv: 'KV', actor: 'str | None', *, clock: 'Callable[[], datetime] | None' = None, decay: 'Mapping[MemoryType | str, DecayClass | str] | None' = None, weights: 'Weights | None' = None, salience_blend: 'float' = 0.2, fusion: 'Fusion | str' = 'convex', embedder: \"Embedder | Literal['auto'] | None\" = None, reembed: 'bool' = False, progress: 'Callable[[int, int], None] | None' = None, dedupe: 'bool' = False, vector_ef: 'int' = 64, vector_precision: \"Literal['float16', 'float32'] | None\" = None, as_owner: 'bool' = False, scopes: 'Sequence[Scope]' = (), clearance: 'Sensitivity | str | None' = None) -> 'None'",
     ),
     (
         "about",

@@ -596,7 +596,8 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     counters = {k for k in before if k.startswith(SALIENCE)}
     report = M.migrate(where)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0011-current-claims-named-counters", len(marked) + len(counters), True)
+        ("0011-current-claims-named-counters", len(marked) + len(counters), True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump_store(where)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}

@@ -329,12 +329,14 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v10)] == [
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
+        ("0012-half-vectors", 12, 13),
     ]
     report = M.migrate(v10)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0010-counters-in-heads", len(counted), True),
         ("0011-current-claims-named-counters", superseded + len(counted), True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump_store(v10)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -351,9 +353,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert (
-            list(cx.journal())[-1].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        )
+        assert list(cx.journal())[-1].reason == "0012-half-vectors: format 12 -> 13"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

@@ -30,7 +30,7 @@ from cortex import (
 )
 from cortex.engine.erasure import ERASURE_CODEC, ErasureKind, sidecar_copy
 from cortex.engine.values import decode_trusted
-from cortex.index.vectors import VECTOR_RECORD
+from cortex.index.vectors import VECTOR_RECORD, stored_vector
 from cortex.model.records import Forms, Provenance, SourceRef
 from cortex.storage.keys import ERASURE, vec_key
 from tests import workers
@@ -47,7 +47,7 @@ def vector_bytes(cx: Cortex, mid: Any) -> list[bytes]:
         raw = txn.get(vec_key(mid))
         assert raw is not None
         rec = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
-    return [rec.vector, sidecar_copy(rec.vector)]
+    return [rec.vector, sidecar_copy(stored_vector(rec).astype("<f4").tobytes())]
 
 
 def stop(root: Path) -> Path:

@@ -15,7 +15,7 @@ from cortex import Cortex, NewMemory, Query, ValidationError
 from cortex.index.embed import External
 
 from .qsupport import digest_of_store
-from .vsupport import DIM, E, fact, open_store, vec_record
+from .vsupport import DIM, HALF, E, fact, open_store, stored_vector, vec_record
 
 MODEL = "example/hosted-embedding-3"
 
@@ -28,7 +28,7 @@ def _unit(seed: int, dim: int = 8) -> np.ndarray:
 def _stored(cx: Cortex, uri: Any) -> np.ndarray:
     rec = vec_record(cx, uri.id)
     assert rec is not None
-    return np.frombuffer(rec.vector, dtype="<f4")
+    return stored_vector(rec)
 
 
 # -- a store with a local embedder takes a caller's vector instead of computing one -----------
@@ -38,10 +38,10 @@ def test_given_vector_is_stored_instead_of_the_embedders(tmp_path: Path) -> None
     with open_store(tmp_path / "s", embedder=E) as cx:
         mine = E.embed(["something else entirely"])[0]
         u = cx.write(fact("Ada lives in Zurich"), vector=(3.0 * mine).tolist())
-        assert _stored(cx, u) == pytest.approx(mine, abs=1e-6)  # scaled to unit length
+        assert _stored(cx, u) == pytest.approx(mine, abs=HALF)  # scaled to unit length
         plain = cx.write(fact("Ada lives in Zurich", subject="ada"))
         assert _stored(cx, plain) == pytest.approx(
-            E.embed([cx.resolve(plain).version.forms.medium])[0], abs=1e-6
+            E.embed([cx.resolve(plain).version.forms.medium])[0], abs=HALF
         )
         hits = cx.find(Query(near_vector=mine, limit=1)).hits
         assert hits[0].memory.id == u.id
@@ -52,7 +52,7 @@ def test_any_length_is_scaled_to_unit(tmp_path: Path, scale: float) -> None:
     with open_store(tmp_path / "s", embedder=E) as cx:
         v = _unit(4, DIM)
         u = cx.write(fact("scaled"), vector=(v * scale).tolist())
-        assert _stored(cx, u) == pytest.approx(v, abs=1e-6)
+        assert _stored(cx, u) == pytest.approx(v, abs=HALF)
 
 
 def test_given_vector_on_update_and_write_many(tmp_path: Path) -> None:
@@ -61,12 +61,12 @@ def test_given_vector_on_update_and_write_many(tmp_path: Path) -> None:
         [u1, u2] = cx.write_many(
             [NewMemory(data=fact("one"), vector=a), fact("two")]  # the second is embedded
         )
-        assert _stored(cx, u1) == pytest.approx(a, abs=1e-6)
+        assert _stored(cx, u1) == pytest.approx(a, abs=HALF)
         assert vec_record(cx, u2.id) is not None
         v2 = cx.update(u1, fact("one, revised"), vector=b)
         rec = vec_record(cx, u1.id)
         assert rec is not None and rec.version == v2.version == 2
-        assert _stored(cx, v2) == pytest.approx(b, abs=1e-6)
+        assert _stored(cx, v2) == pytest.approx(b, abs=HALF)
 
 
 @pytest.mark.parametrize(

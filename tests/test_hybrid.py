@@ -15,7 +15,7 @@ import pytest
 from cortex import Cortex, Eq, Event, Fusion, MemoryId, Query, ValidationError
 from cortex.query.language import fuse
 
-from .vsupport import DIM, E, fact, open_store, topic_fact
+from .vsupport import DIM, E, fact, open_store, stored_vector, topic_fact, vec_record
 
 
 @pytest.fixture
@@ -31,9 +31,10 @@ def _by_hand(
     q = query_vec / np.linalg.norm(query_vec)
     scored = []
     for mid in ids:
-        m = cx.resolve_latest(mid)
-        v = E.embed([m.version.forms.medium])[0]  # type: ignore[union-attr]
-        scored.append((mid, float(q @ v)))
+        rec = vec_record(cx, mid)  # the stored vector (float16), as the index holds it
+        assert rec is not None
+        v = stored_vector(rec)
+        scored.append((mid, float(q @ (v / np.linalg.norm(v)))))
     scored.sort(key=lambda p: (-round(p[1], 6), p[0].bytes))
     return scored
 

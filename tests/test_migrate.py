@@ -164,6 +164,7 @@ STEPS = [
     ("0009-posting-segments", 9, 10),
     ("0010-counters-in-heads", 10, 11),
     ("0011-current-claims-named-counters", 11, 12),
+    ("0012-half-vectors", 12, 13),
 ]
 
 
@@ -178,7 +179,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 12, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 13, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -191,6 +192,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -221,15 +223,26 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-11] == old
+    assert new[:-12] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
         assert report_v.lexical_documents == 9
         entries = list(cx.journal())
-        first, second, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, last = entries[
-            -11:
-        ]
+        (
+            first,
+            second,
+            third,
+            fourth,
+            fifth,
+            sixth,
+            seventh,
+            eighth,
+            ninth,
+            tenth,
+            eleventh,
+            last,
+        ) = entries[-12:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -241,17 +254,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert eighth.reason == "0008-sensitivity-in-heads: format 8 -> 9"
         assert ninth.reason == "0009-posting-segments: format 9 -> 10"
         assert tenth.reason == "0010-counters-in-heads: format 10 -> 11"
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert cx.format.format_version == 12 and set(cx.format.features) == FEATURES
+        assert eleventh.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert cx.format.format_version == 13 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 11
+    assert len(fresh_entries) == len(entries) - 12
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-11]]
-    assert fresh_entries[0].reason == "format 12" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-12]]
+    assert fresh_entries[0].reason == "format 13" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -265,6 +279,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0009-posting-segments", 9, 10, 0),
         ("0010-counters-in-heads", 10, 11, 0),
         ("0011-current-claims-named-counters", 11, 12, 0),
+        ("0012-half-vectors", 12, 13, 0),
     ]
 
 
@@ -314,6 +329,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0009-posting-segments",
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
+        "0012-half-vectors",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -327,7 +343,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 12)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 13)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -340,6 +356,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
         ("0011-current-claims-named-counters", 0, False),
+        ("0012-half-vectors", 0, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -347,7 +364,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 12)
+    assert (report.from_version, report.to_version) == (2, 13)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -359,6 +376,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0009-posting-segments", 0, False),
         ("0010-counters-in-heads", 0, False),
         ("0011-current-claims-named-counters", 0, False),
+        ("0012-half-vectors", 0, False),
     ]
     assert dump(v1) == at2
 
@@ -367,7 +385,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (12, 12)
+    assert report.steps == () and (report.from_version, report.to_version) == (13, 13)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -395,7 +413,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 12  # and it can be run again
+    assert M.migrate(v1).to_version == 13  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -420,7 +438,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 12  # and it can be run again
+    assert M.migrate(v1).to_version == 13  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -489,6 +507,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0009-posting-segments",
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
+        "0012-half-vectors",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -502,6 +521,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -515,20 +535,21 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-10] == journal(before)
+    assert journal(after)[:-11] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-10].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-9].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-8].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-7].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-6].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-5].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-4].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-3].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-2].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-1].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-11].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-10].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-9].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-8].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-7].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-6].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-5].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-4].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-3].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-2].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-1].reason == "0012-half-vectors: format 12 -> 13"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -541,6 +562,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0009-posting-segments", 0),
         ("0010-counters-in-heads", 0),
         ("0011-current-claims-named-counters", 0),
+        ("0012-half-vectors", 0),
     ]
 
 
@@ -557,6 +579,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0009-posting-segments",
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
+        "0012-half-vectors",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -569,6 +592,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -580,11 +604,11 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-7] == journal(before)
+    assert journal(after)[:-8] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -606,20 +630,21 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
     )
-    assert journal(after)[:-6] == journal(before)
+    assert journal(after)[:-7] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 12 and "episodes" in record.features
+    assert record.format_version == 13 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -640,6 +665,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -662,7 +688,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -716,6 +742,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
+        ("0012-half-vectors", 12, 13),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -723,6 +750,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -743,7 +771,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY} | {
         k for k in changed if k.startswith(JOURNAL)
     }
-    assert journal(after)[:-4] == journal(before)
+    assert journal(after)[:-5] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -753,7 +781,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -827,7 +855,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 5 migration" in p.what
+            p.record == "meta/migrations" and "journal records 6 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -854,23 +882,25 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0009-posting-segments", 9, 10),
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
+        ("0012-half-vectors", 12, 13),
     ]
     report = M.migrate(v9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
+        ("0012-half-vectors", 0, True),
     ]
     after = dump(v9)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert {k for k in changed if not k.startswith(JOURNAL)} <= {key, M.MIGRATIONS_KEY}
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == 12 and "lexical-posting-segments" in record.features
+    assert record.format_version == 13 and "lexical-posting-segments" in record.features
     assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert last.reason == "0012-half-vectors: format 12 -> 13"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))

@@ -21,6 +21,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
+# FORMAT 13 (issue 18: vec/ records in float16 by default). Was d3171f43… at format 12, with
+# the same 6133 keys; what changed, keyspace by keyspace (compared with the code at format 12,
+# bced963): vec/ — each of the 406 records holds float16 (key 5, true) and its vector's bytes are
+# the format-12 float32 values rounded to float16 (numpy's round to nearest even), the other
+# fields equal; er/ — the two erasure records of purged memories that had a vector hold other
+# needles (windows of the float16 bytes; the copy the index cache holds is built from the
+# widened values) and so another size, the other fields equal; meta/format names format 13 and
+# the feature vectors-float16 (meta/vectors is unchanged: a float16 store writes no key 4); the
+# journal's init entry says "format 13" (so every later entry's prev hash moved; the entries are
+# otherwise equal). Every other keyspace is equal. Without an embedder only meta/format and the
+# journal move (no embedder 2df01f05…, still clock 0b47db7a… and 2222c419… at format 12). Equal
+# on both paths.
 # FORMAT 12 (issue 14: the claim index holds only current memories; issue 20: a use-counter
 # record names its memory). Was 1aa578c4… at format 11 with 6136 keys, now 6133; what changed,
 # keyspace by keyspace (compared with the code at format 11, 0ea9b0f): idx/ — the 3 idx/claim/
@@ -50,7 +62,7 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "d3171f4335810de401056b6fdf2b88692e612e798d12d28c8236b9a14c0f2bfd"
+STORE_DIGEST = "17f942f7644294627329bd6cb0671d9853b36ded77ecb04b392acc32fd6de086"
 STORE_KEYS = 6133
 FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfcadf52"
 """The lex/ keyspace once every segment is folded: the digest format 9 recorded for it."""
@@ -61,14 +73,15 @@ FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfc
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "2df01f05599b26be2dde497553e0c873dfc4ca95f8fc2150142b55f1cb8f9da4"
+STORE_DIGEST_NO_EMBEDDER = "b6296d39e60dbda7140721776f07e1a901bc00fead754ac14337a2033ddc95ee"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "0b47db7af9729c880ff302cadc758a1e73d7b4f2dc162e37ee1f6042cfa30607",
-    "none": "2222c4194166d6f0a3ca1c1239c5723243c5571d8569b154c6092fa94f48f2bd",
+    "hashing": "88f27cc3013a1ca0e4e342bf70422935e5e36b50a3904e5d0e7e65b6872585c9",
+    "none": "657ea774f0456b5ff6611f969f96a8e938157c418ca9a15664160a287ba0c51a",
 }
-# FORMAT 11 adds specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
+# FORMAT 13 adds specs/vectors/stored_vectors.json (was 92c68445… without it); FORMAT 11 added
+# specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.
-VECTORS_DIGEST = "92c684453f8a6826c9d22830a87c1a706779719283aee356619bca068655b0a1"
+VECTORS_DIGEST = "7b546fc7c45e9e5dd93f7917ba6b9de22256f7c01fac6e566d232e04c5b8cd34"
 
 
 def _tool() -> Any:

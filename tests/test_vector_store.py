@@ -24,6 +24,7 @@ from cortex.index.embed import HashingEmbedder
 
 from .vsupport import (
     DIM,
+    HALF,
     E,
     embedding_of_current,
     fact,
@@ -50,7 +51,7 @@ def _assert_current(cx: Cortex, mid: MemoryId) -> None:
     assert rec is not None
     head = cx.resolve_latest(mid).head
     assert (rec.model_id, rec.dim, rec.version) == (E.model_id, DIM, head.current_version)
-    assert np.allclose(stored_vector(rec), embedding_of_current(cx, mid), atol=1e-6)
+    assert np.allclose(stored_vector(rec), embedding_of_current(cx, mid), atol=HALF)
 
 
 # -- written in the write transaction ----------------------------------------------------------
@@ -59,7 +60,8 @@ def _assert_current(cx: Cortex, mid: MemoryId) -> None:
 def test_write_stores_the_vector_of_version_1(cx: Cortex) -> None:
     u = cx.write(fact("green tea in the morning"))
     _assert_current(cx, u.id)
-    assert np.isclose(np.linalg.norm(stored_vector(vec_record(cx, u.id))), 1.0)  # type: ignore[arg-type]
+    # unit length up to the float16 rounding of its values
+    assert np.isclose(np.linalg.norm(stored_vector(vec_record(cx, u.id))), 1.0, atol=1e-3)  # type: ignore[arg-type]
     meta = vectors_meta(cx)
     assert meta is not None and (meta.model_id, meta.dim) == (E.model_id, DIM)
     # the write is one journal entry: no separate ``embed`` entry for a vector written with it
@@ -82,7 +84,7 @@ def test_write_forms_override_is_what_gets_embedded(cx: Cortex) -> None:
     u = cx.write(fact("tea"), forms=Forms(short="s", medium="violin lessons on sunday"))
     rec = vec_record(cx, u.id)
     assert rec is not None
-    assert np.allclose(stored_vector(rec), E.embed(["violin lessons on sunday"])[0], atol=1e-6)
+    assert np.allclose(stored_vector(rec), E.embed(["violin lessons on sunday"])[0], atol=HALF)
 
 
 def test_update_replaces_the_vector_with_the_new_versions(cx: Cortex) -> None:
@@ -95,7 +97,8 @@ def test_update_replaces_the_vector_with_the_new_versions(cx: Cortex) -> None:
     _assert_current(cx, u.id)
     res = cx.find(Query(near="mountain hiking", limit=1))
     assert res.uris == [u2]
-    want = float(stored_vector(rec) @ E.embed(["mountain hiking"])[0])
+    stored = stored_vector(rec)  # the index searches the stored vector, scaled to unit length
+    want = float(stored / np.linalg.norm(stored) @ E.embed(["mountain hiking"])[0])
     assert res.hits[0].scores["vector"] == pytest.approx(want, abs=1e-6)
     assert cx.verify().ok
 
@@ -111,7 +114,7 @@ def test_a_failed_write_leaves_no_vector(cx: Cortex) -> None:
     _assert_current(cx, u.id)
     assert stored_vector(vec_record(cx, u.id)) @ E.embed(  # type: ignore[arg-type]
         [cx.resolve_latest(u.id).version.forms.medium]  # type: ignore[union-attr]
-    )[0] == pytest.approx(1.0)
+    )[0] == pytest.approx(1.0, abs=1e-3)
 
 
 @pytest.mark.parametrize("how", ["tombstone", "purge", "tombstone+purge"])
@@ -228,7 +231,7 @@ def test_reembed_re_embeds_every_live_memory(place: Any) -> None:
         for u in uris[:3]:
             rec = vec_record(cx, u.id)
             assert rec is not None and rec.model_id == other.model_id and rec.dim == 32
-            assert np.allclose(stored_vector(rec), embedding_of_current(cx, u.id, other), atol=1e-6)
+            assert np.allclose(stored_vector(rec), embedding_of_current(cx, u.id, other), atol=HALF)
         assert cx.verify().ok, cx.verify().problems
         res = cx.find(Query(near="updated first", limit=1))
         assert res.uris == [cx.resolve_latest(uris[0].id).uri]

@@ -7,15 +7,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from cortex import Cortex, Fact, MemoryId, Query
 from cortex.engine.store import _seal
 from cortex.engine.values import decode_trusted
+from cortex.index import vectors
 from cortex.index.embed import HashingEmbedder
-from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta, from_bytes
+from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta
 from cortex.storage.keys import VEC, meta_key, vec_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,18 @@ def embedding_of_current(cx: Cortex, mid: MemoryId, embedder: Any = E) -> np.nda
 
 
 def stored_vector(rec: VectorRecord) -> np.ndarray:
-    return from_bytes(rec.vector, rec.dim)
+    """The record's vector widened to float32 (float16 or float32 as stored)."""
+    return vectors.stored_vector(rec)
+
+
+HALF: Final = 2.0**-11 + 1e-6
+"""How far a stored float16 value may be from the unit float32 value it rounds: half a float16
+ulp at 1 (format 13 stores vectors in float16 by default)."""
+
+
+def half(v: np.ndarray) -> np.ndarray:
+    """``v`` as a float16 store holds it: rounded to float16, widened to float32."""
+    return np.asarray(v, dtype=np.float32).astype("<f2").astype(np.float32)
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:

@@ -1570,6 +1570,7 @@ def build() -> dict[str, Any]:
     files["claims.json"] = _claims_file()
     files["sensitivity.json"] = _sensitivity_file()
     files["counters.json"] = _counters_file()
+    files["stored_vectors.json"] = _stored_vectors_file()
     return files
 
 
@@ -1742,6 +1743,125 @@ def _counters_file() -> dict[str, Any]:
         },
         "head": SENSITIVITY_HEAD,
         "vectors": vectors,
+        "negative": negative,
+    }
+
+
+STORED_VECTOR_INPUT: Final = [3.0, -1.5, 0.25, 0.0, 1e-9, -0.7, 2.0, 0.1]
+"""The caller's vector of ``stored_vectors.json`` (scaled to unit length before it is stored)."""
+
+
+def _stored_vectors_file() -> dict[str, Any]:
+    """``vec/`` records of both element types, ``meta/vectors`` with and without float32.
+
+    Format 13 (vector-index.md section 3), sealed as stored, and records a reader refuses.
+    """
+    import zlib
+
+    import numpy as np
+
+    from cortex.errors import CodecError
+    from cortex.index.vectors import (
+        VECTOR_RECORD,
+        VECTORS_META,
+        VectorsMeta,
+        check_vector,
+        stored_vector,
+        to_bytes,
+        vector_record,
+    )
+    from cortex.storage.keys import meta_key, vec_key
+
+    dim, model = len(STORED_VECTOR_INPUT), "example/model-8"
+    unit = to_bytes(check_vector(STORED_VECTOR_INPUT, dim, model, "vector"))
+    key = vec_key(fixed_id(1))
+
+    def sealed(payload: bytes) -> str:
+        return (payload + zlib.crc32(payload).to_bytes(4, "big")).hex()
+
+    records = []
+    for name, half in (
+        ("float16 (the default)", True),
+        ("float32 (format 12, or a float32 store)", False),
+    ):
+        rec = vector_record(model, dim, 3, unit, float16=half)
+        payload = VECTOR_RECORD.encode(rec, "vector")
+        assert VECTOR_RECORD.decode(payload, "vector") == rec
+        widened = stored_vector(rec)
+        records.append(
+            {
+                "name": name,
+                "float16": half,
+                "model_id": model,
+                "dim": dim,
+                "version": 3,
+                "vector_hex": rec.vector.hex(),
+                "widened": [float(x) for x in widened],
+                "key": key.hex(),
+                "cbor_hex": payload.hex(),
+                "value": sealed(payload),
+            }
+        )
+    f32 = bytes.fromhex(records[1]["vector_hex"])
+    assert records[0]["widened"] == [
+        float(x) for x in np.frombuffer(f32, "<f4").astype("<f2").astype(np.float32)
+    ]
+    metas = []
+    for name, full in (("float16 store (the default)", False), ("float32 store", True)):
+        meta = VectorsMeta(model_id=model, dim=dim, synced=42, float32=full)
+        payload = VECTORS_META.encode(meta, "meta/vectors")
+        assert VECTORS_META.decode(payload, "meta/vectors") == meta
+        metas.append(
+            {
+                "name": name,
+                "float32": full,
+                "model_id": model,
+                "dim": dim,
+                "synced": 42,
+                "key": meta_key("vectors").hex(),
+                "cbor_hex": payload.hex(),
+                "value": sealed(payload),
+            }
+        )
+    base = bytes.fromhex(records[1]["cbor_hex"])  # the float32 record: no key 5
+    half_hex = bytes.fromhex(records[0]["cbor_hex"])
+
+    def with_key_5(code: bytes) -> str:
+        return (bytes((base[0] + 1,)) + base[1:] + b"\x05" + code).hex()
+
+    negative = [
+        {"name": "float16 false written out (it is the field's absence)",
+         "cbor_hex": with_key_5(b"\xf4"), "error": "CodecError"},
+        {"name": "the integer 1 instead of true", "cbor_hex": with_key_5(b"\x01"),
+         "error": "CodecError"},
+        {"name": "float16 set twice (a duplicate key 5)",
+         "cbor_hex": (bytes((half_hex[0] + 1,)) + half_hex[1:] + b"\x05\xf5").hex(),
+         "error": "CodecError"},
+    ]  # fmt: skip
+    for case in negative:
+        try:
+            VECTOR_RECORD.decode(bytes.fromhex(case["cbor_hex"]), "vector")
+        except CodecError:
+            continue
+        raise AssertionError(f"stored vector {case['name']!r} decodes")
+    return {
+        "conventions": {
+            "record": "a vec/ record (vector-index.md section 3): key 4 is the vector's bytes, "
+            "little-endian; key 5, float16, is true when they are IEEE binary16 (2 bytes a "
+            "value), absent when binary32 (4 bytes a value)",
+            "input": "the caller's vector: scaled to unit length (float64, then float32) and, in "
+            "a float16 record, rounded to nearest even binary16",
+            "widened": "what a reader gets: the stored values widened to float32",
+            "meta": "meta/vectors: key 4, float32, is true when the store keeps float32 "
+            "vectors, absent when it stores float16",
+            "key": "the store key, hex (vec/ and the 16 raw id bytes; meta/vectors)",
+            "cbor_hex": "the canonical CBOR",
+            "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
+            "negative": "vec/ records a reader MUST refuse (CodecError)",
+        },
+        "input": STORED_VECTOR_INPUT,
+        "vectors": records,
+        "meta": metas,
         "negative": negative,
     }
 

@@ -54,13 +54,16 @@ from cortex.index.ann import DEFAULT_EF, erase_saved
 from cortex.index.embed import Embedder, External, embedder_for
 from cortex.index.evidence import search as evidence_search
 from cortex.index.vectors import (
+    PRECISIONS,
     VECTOR_RECORD,
     VECTORS_META,
     VectorRecord,
     VectorsMeta,
     check_vector,
     from_bytes,
+    stored_vector,
     to_bytes,
+    vector_record,
 )
 from cortex.model.codec import data_codec, decode_data, encode_data, encode_tags, to_micros
 from cortex.model.enums import (
@@ -190,9 +193,14 @@ class Cortex:
     ``embedder`` (vectors and vector search: every new version is embedded in its write
     transaction; the store records the model and refuses another unless ``reembed=True``,
     which re-embeds every live memory, reporting to ``progress(done, total)``),
-    ``dedupe`` (the default of ``write(..., dedupe=)``), and ``vector_ef`` (the vector index's
+    ``dedupe`` (the default of ``write(..., dedupe=)``), ``vector_ef`` (the vector index's
     search-time candidate list: larger finds more true neighbours and is slower; see
-    ``specs/vector-index.md`` §4).
+    ``specs/vector-index.md`` §4), and ``vector_precision`` (with ``embedder``: ``"float16"``, the
+    default, or ``"float32"``: the element type the store keeps its vectors in, recorded when
+    the store first records its model; another than the recorded one is refused unless
+    ``reembed=True`` rewrites every vector in it). A vector, embedded or the caller's, is scaled
+    to unit length and stored rounded to float16 unless the store keeps float32; reads and the
+    vector index get the stored values widened to float32 (``specs/vector-index.md`` §3).
 
     A handle opened with an ``actor`` that is not the store's owner reads and writes as that
     actor: every read applies its visibility, ``scopes`` (``cortex.Scope``) and ``clearance``
@@ -218,6 +226,7 @@ class Cortex:
         progress: Callable[[int, int], None] | None = None,
         dedupe: bool = False,
         vector_ef: int = DEFAULT_EF,
+        vector_precision: Literal["float16", "float32"] | None = None,
         as_owner: bool = False,
         scopes: Sequence[Scope] = (),
         clearance: Sensitivity | str | None = None,
@@ -238,6 +247,13 @@ class Cortex:
         argcheck.callback(progress, "progress")
         if type(vector_ef) is not int or vector_ef < 1:
             raise ValidationError("vector_ef", "range", f"must be an int >= 1, got {vector_ef!r}")
+        if vector_precision is not None and vector_precision not in PRECISIONS:
+            raise ValidationError(
+                "vector_precision",
+                "enum",
+                f"must be one of {', '.join(PRECISIONS)} (the element type of stored vectors), "
+                f"got {vector_precision!r}",
+            )
         if embedder is not None and embedder != "auto" and not isinstance(embedder, Embedder):
             raise ValidationError(
                 "embedder", "type", "must have model_id, dim and embed(texts) (cortex.index.embed)"
@@ -285,8 +301,17 @@ class Cortex:
         """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
         self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
+        self._float16 = True
+        """Whether this handle stores new vectors in float16 (the store's ``meta/vectors``)."""
+        if embedder is None and vector_precision is not None:
+            raise ValidationError(
+                "vector_precision",
+                "required",
+                "is the precision of the store's vectors: pass it with embedder=… (the store "
+                "records it with its model)",
+            )
         if embedder is not None:
-            self._adopt(embedder, reembed=reembed, progress=progress)
+            self._adopt(embedder, reembed=reembed, progress=progress, precision=vector_precision)
             self._sidecar = VectorSidecar(
                 vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
             )
@@ -444,12 +469,31 @@ class Cortex:
     # -- vectors -----------------------------------------------------------------------------
 
     def _adopt(
-        self, e: Embedder, *, reembed: bool, progress: Callable[[int, int], None] | None
+        self,
+        e: Embedder,
+        *,
+        reembed: bool,
+        progress: Callable[[int, int], None] | None,
+        precision: str | None,
     ) -> None:
-        """Record ``e`` as the store's model (or check it is), then embed what lacks a vector."""
+        """Record ``e`` as the store's model (or check it is), then embed what lacks a vector.
+
+        ``precision`` (``vector_precision``): the element type of new vectors; ``None`` keeps
+        the store's (float16 for a store that records its model now).
+        """
         with self._kv.read() as txn:
             raw = txn.get(meta_key("vectors"))
             meta = None if raw is None else decode_trusted(VECTORS_META, meta_key("vectors"), raw)
+        kept = None if meta is None else ("float32" if meta.float32 else "float16")
+        if precision is not None and kept is not None and precision != kept and not reembed:
+            raise ValidationError(
+                "vector_precision",
+                "mismatch",
+                f"this store keeps its vectors in {kept} (chosen when it recorded its model): "
+                f"open it without vector_precision, or rewrite every vector in {precision} with "
+                "reembed=True",
+            )
+        self._float16 = (precision or kept or "float16") == "float16"
         if reembed and not self._kv.readonly:
             self.reembedded = self._embed_pending(e, since=0, everything=True, progress=progress)
         elif meta is not None and (meta.model_id, meta.dim) != (e.model_id, e.dim):
@@ -557,14 +601,19 @@ class Cortex:
                 for key in list(txn.keys(VEC)):
                     if MemoryId(key[len(VEC) :]) not in written:
                         txn.delete(key)
-            meta = VectorsMeta(model_id=e.model_id, dim=e.dim, synced=last)
+            float32 = not self._float16
+            old = None if everything else txn.get(meta_key("vectors"))
+            if old is not None:  # the precision stays the store's (a re-embed chooses anew)
+                float32 = decode_trusted(VECTORS_META, meta_key("vectors"), old).float32
+            meta = VectorsMeta(model_id=e.model_id, dim=e.dim, synced=last, float32=float32)
             txn.put(meta_key("vectors"), _seal(VECTORS_META.encode(meta, "meta/vectors")))
             return done
 
         return self._kv.write(txn_fn)
 
     def _seal_vector(self, e: Embedder, version: int, vector: bytes) -> bytes:
-        rec = VectorRecord(model_id=e.model_id, dim=e.dim, version=version, vector=vector)
+        """The sealed ``vec/`` value of ``vector`` (unit float32 bytes) in the store's precision."""
+        rec = vector_record(e.model_id, e.dim, version, vector, float16=self._float16)
         return _seal(VECTOR_RECORD.encode(rec, "vector"))
 
     def _embed_prepared(
@@ -638,7 +687,9 @@ class Cortex:
         return n
 
     def vector_info(self) -> dict[str, Any] | None:
-        """The store's vectors: model, dim, how many, the sync cursor and the index state.
+        """The store's vectors: model, dim, precision, count, sync cursor and index state.
+
+        ``precision`` is the element type new vectors are stored in (``float16`` or ``float32``).
 
         ``None`` when the store holds no vectors (never opened with an embedder).
         """
@@ -651,6 +702,7 @@ class Cortex:
         return {
             "model_id": meta.model_id,
             "dim": meta.dim,
+            "precision": "float32" if meta.float32 else "float16",
             "vectors": count,
             "synced": meta.synced,
             "index": self.vector_state(),
@@ -810,9 +862,10 @@ class Cortex:
                 if raw is None:
                     continue
                 rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
-                if len(rec.vector) != len(vec) * 4:
-                    continue  # another model's vector
-                cos = float(np.dot(from_bytes(rec.vector, len(vec)), vec))
+                if rec.dim != len(vec) or len(rec.vector) != rec.dim * (2 if rec.float16 else 4):
+                    continue  # another model's vector (or a damaged one: verify names it)
+                stored = stored_vector(rec)  # scaled to unit length, as the index holds it
+                cos = float(np.dot(stored, vec) / (np.linalg.norm(stored) or 1.0))
                 if cos >= DEDUPE_COSINE and same_claim(other, data).same:
                     reason = f"cosine {cos:.3f} and the same claim (written meanwhile)"
                     return self._confirm_in(txn, found[0], digest, now, reason)

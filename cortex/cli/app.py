@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         help="vectors: auto (the store's own model, the default), none, hashing, "
         "hashing-v1-<dim>, minilm, minilm-numpy or minilm-onnx (or CORTEX_EMBEDDER)",
     )
+    p.add_argument(
+        "--vector-precision",
+        choices=("float16", "float32"),
+        help="the element type a new store keeps its vectors in (default float16; recorded "
+        "with its model; another one needs `cortex reindex --vectors`)",
+    )
     common = _common()
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in COMMANDS:

@@ -169,6 +169,7 @@ def open_store(
         embedder=make_embedder(args),
         as_owner=True,
         check_pages=check_pages,
+        vector_precision=precision_of(args),
     ) as cx:
         yield cx
 
@@ -191,7 +192,13 @@ def new_or_existing(args: argparse.Namespace) -> Iterator[Cortex]:
     tmp = path.parent / f".{path.name}.new-{os.getpid()}"
     actor = args.actor or os.environ.get("CORTEX_ACTOR") or "cli"
     try:
-        with Cortex.open(tmp, actor=actor, embedder=make_embedder(args), as_owner=True) as cx:
+        with Cortex.open(
+            tmp,
+            actor=actor,
+            embedder=make_embedder(args),
+            as_owner=True,
+            vector_precision=precision_of(args),
+        ) as cx:
             yield cx
         if path.exists():  # an empty directory the user made: the store's files go into it
             for item in tmp.iterdir():
@@ -201,6 +208,11 @@ def new_or_existing(args: argparse.Namespace) -> Iterator[Cortex]:
             tmp.rename(path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def precision_of(args: argparse.Namespace) -> Any:
+    """``--vector-precision`` (``Cortex.open``'s ``vector_precision``; ``None``: the store's)."""
+    return getattr(args, "vector_precision", None)
 
 
 def make_embedder(args: argparse.Namespace) -> Any:

@@ -19,6 +19,7 @@ from cortex.cli.common import (
     emit,
     fmt_when,
     open_store,
+    precision_of,
     store_path,
     table_lines,
 )
@@ -255,6 +256,7 @@ def _reindex_vectors(args: argparse.Namespace) -> int:
             reembed=True,
             progress=bar,
             as_owner=True,
+            vector_precision=precision_of(args),
         ) as cx:
             if cx.embedder is None:
                 raise CortexError(

@@ -65,7 +65,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     vectors = (
         "none (never opened with an embedder)"
         if vec is None
-        else f"{vec['vectors']} of {vec['model_id']} (dim {vec['dim']}); index {vec['index']}"
+        else f"{vec['vectors']} of {vec['model_id']} (dim {vec['dim']}, stored in "
+        f"{vec['precision']}); index {vec['index']}"
     )
     sidecars = ", ".join(f"{k} ({fmt_size(v)})" for k, v in obj["sidecars"].items()) or "none"
     emit(

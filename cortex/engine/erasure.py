@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from cortex.engine.values import decode_trusted
 from cortex.errors import CortexError
-from cortex.index.vectors import VECTOR_RECORD
+from cortex.index.vectors import VECTOR_RECORD, stored_vector
 from cortex.model.codec import (
     HEAD,
     TIME_FIELD,
@@ -164,7 +164,7 @@ def needles_of(fragments: Iterable[bytes]) -> bytes:
 
 
 def sidecar_copy(vector: bytes) -> bytes:
-    """A stored float32 vector as the hnswlib cache holds it.
+    """A stored vector (widened to float32 bytes) as the hnswlib cache holds it.
 
     Scaled to unit length by the index (numpy), then again by hnswlib (a float32 sum in
     order, ``1 / (sqrt + 1e-30)``).
@@ -507,7 +507,13 @@ def content_of(key: bytes, value: bytes) -> list[bytes]:
             return []
         if key.startswith(b"vec/"):
             rec = VECTOR_RECORD.decode(payload, "vector")
-            return [rec.vector, sidecar_copy(rec.vector)]
+            # the bytes as stored (float16 or float32) and as the index cache holds them
+            # (widened to float32, scaled to unit length)
+            try:
+                widened = stored_vector(rec).astype("<f4").tobytes()
+            except ValueError:  # fewer bytes than its dimensions (damaged): as stored only
+                widened = b""
+            return [rec.vector, sidecar_copy(widened)]
         if key.startswith(b"ep/"):
             ep = decode_episode(payload)
             return [] if ep.content is None else [ep.content]

@@ -23,7 +23,7 @@ from cortex.engine.values import decode_trusted
 from cortex.errors import CortexError, IndexCacheError, ValidationError
 from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import Embedder
-from cortex.index.vectors import VECTOR_RECORD, VectorRecord, check_vector, from_bytes
+from cortex.index.vectors import VECTOR_RECORD, VectorRecord, check_vector, stored_vector
 from cortex.model.ids import MemoryId
 from cortex.storage.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
 from cortex.storage.kv import ReadTxn
@@ -127,7 +127,7 @@ class VectorSidecar:
             if rec.model_id != self.embedder.model_id or rec.dim != self.embedder.dim:
                 continue  # verify names it; the index holds one model
             ids.append(MemoryId(key[len(VEC) :]))
-            rows.append(from_bytes(rec.vector, rec.dim))
+            rows.append(stored_vector(rec))
             if len(ids) >= _BATCH:
                 index.add(ids, np.stack(rows))
                 ids, rows = [], []
@@ -155,7 +155,7 @@ class VectorSidecar:
                 self.embedder.model_id,
                 self.embedder.dim,
             ):
-                index.add([mid], from_bytes(rec.vector, rec.dim)[None, :])
+                index.add([mid], stored_vector(rec)[None, :])
             else:
                 index.remove(mid)
         self.watermark = head

@@ -231,6 +231,7 @@ __all__ = [
     "COUNTERS_HEADS_FEATURE",
     "COUNTER_IDS_FEATURE",
     "FORMAT_VERSION",
+    "HALF_VECTORS_FEATURE",
     "Edge",
     "ImportReport",
     "JournalEntry",
@@ -242,7 +243,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 12
+FORMAT_VERSION: Final = 13
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -252,8 +253,10 @@ format 8 the claim index (``idx/claim/``, ``specs/claims.md`` §5), write budget
 erasure records (``er/``, ``meta/scrub``) and entity aliases (``ent/a/``); format 9 sensitivity
 levels in the sealed head and episode records (no more ``sens/``); format 10 lexical posting
 segments (``lex/s/``, ``specs/lexical.md`` §4b); format 11 a head records that its memory has
-use counters (``Head.has_counters``, ``specs/query.md`` §2). ``cortex.transfer.migrate``
-upgrades older formats.
+use counters (``Head.has_counters``, ``specs/query.md`` §2); format 12 the claim index of current
+memories only and use-counter records that name their memory; format 13 ``vec/`` records that say
+their element type (float16 by default, ``specs/vector-index.md`` §3).
+``cortex.transfer.migrate`` upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
 """Format 8: ``ent/a/`` entity alias records and the journal kind ``alias`` (``claims.md`` §10)."""
@@ -281,6 +284,9 @@ COUNTER_IDS_FEATURE: Final = "counters-name-their-memory"
 """Format 11: a head says whether its memory has use counters (``Head.has_counters``): a read
 of the counters then knows a ``sal/`` record must exist (a damaged key raises instead of reading
 as never used), and a memory never used costs no read."""
+HALF_VECTORS_FEATURE: Final = "vectors-float16"
+"""Format 13: a ``vec/`` record says its element type (``VectorRecord.float16``) and new vectors
+are float16 unless ``meta/vectors`` says the store keeps float32 (``specs/vector-index.md`` §3)."""
 PINNED_FEATURE: Final = "pinned-index"
 """Format 3: ``idx/pin/`` holds every memory the context's pinned tier reads."""
 FRAME_TIME_FEATURE: Final = "frame-index-by-time"
@@ -306,6 +312,7 @@ FEATURES: Final = frozenset(
         COUNTERS_HEADS_FEATURE,
         CLAIMS_CURRENT_FEATURE,
         COUNTER_IDS_FEATURE,
+        HALF_VECTORS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

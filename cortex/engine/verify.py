@@ -11,6 +11,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from cortex import argcheck
 from cortex.engine import erasure
 from cortex.engine.erasure import (
@@ -41,7 +43,7 @@ from cortex.errors import (
     IntegrityError,
 )
 from cortex.index import evidence, lexical
-from cortex.index.vectors import VECTOR_RECORD, VECTORS_META
+from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, precision_of, stored_vector
 from cortex.model.codec import (
     HEAD,
     VERSION,
@@ -334,8 +336,17 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
                 add(
                     Problem(name, f"a {rec.model_id} vector the store's meta/vectors does not name")
                 )
-            if len(rec.vector) != 4 * rec.dim:
-                add(Problem(name, f"holds {len(rec.vector)} bytes for {rec.dim} dimensions"))
+            width = 2 if rec.float16 else 4
+            if len(rec.vector) != width * rec.dim:
+                add(
+                    Problem(
+                        name,
+                        f"holds {len(rec.vector)} bytes for {rec.dim} {precision_of(rec)} "
+                        f"values ({width * rec.dim} bytes)",
+                    )
+                )
+            elif not np.isfinite(stored_vector(rec)).all():
+                add(Problem(name, f"holds a value that is not finite ({precision_of(rec)})"))
         live = {
             mid: (head.type, head.current_version, current[mid])
             for mid, head in heads.items()

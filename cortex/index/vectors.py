@@ -3,6 +3,10 @@
 LMDB holds every vector (``vec/`` id16, written in the transaction that writes the version it
 embeds); the hnswlib index beside the store is only a cache of them (``cortex.engine.sidecar``). See
 ``specs/vector-index.md`` §3.
+
+Format 13: a record says its element type. A store stores new vectors as IEEE float16 (half the
+bytes; recall@10 of the index stays >= 0.95) unless it was created to keep float32
+(``meta/vectors`` ``float32``); records of either type are read, widened to float32.
 """
 
 from __future__ import annotations
@@ -14,18 +18,25 @@ import numpy as np
 import numpy.typing as npt
 
 from cortex.errors import ValidationError
-from cortex.model.codec import BytesField, IntField, StructCodec, TextField
+from cortex.model.codec import BytesField, IntField, StructCodec, TextField, TrueOnlyField
 
 __all__ = [
     "MAX_DIM",
+    "PRECISIONS",
     "VECTORS_META",
     "VECTOR_RECORD",
     "VectorRecord",
     "VectorsMeta",
     "check_vector",
     "from_bytes",
+    "precision_of",
+    "stored_vector",
     "to_bytes",
+    "vector_record",
 ]
+
+PRECISIONS: Final = ("float16", "float32")
+"""The element types a store can keep its vectors in (``Cortex.open(vector_precision=...)``)."""
 
 MAX_DIM: Final = 4096
 """The longest vector a store holds."""
@@ -34,25 +45,31 @@ MAX_DIM: Final = 4096
 class VectorRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``vec/`` id16: the embedding of one version of a memory.
 
-    ``vector`` is ``dim`` little-endian float32 values, unit length.
+    ``vector`` is ``dim`` little-endian values, unit length: IEEE float16 (``<f2``) when
+    ``float16`` is set (format 13), else float32 (``<f4``). ``stored_vector`` reads either,
+    widened to float32.
     """
 
     model_id: str
     dim: int
     version: int
     vector: bytes
+    float16: bool = False
 
 
 class VectorsMeta(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``meta/vectors``: the one model whose vectors the store holds.
 
     ``synced`` is the journal sequence up to which every live memory has a vector of its
-    current version.
+    current version. ``float32`` (format 13): the store keeps its new vectors in float32, chosen
+    when the store first recorded its model (``Cortex.open(..., vector_precision="float32")``);
+    absent, it stores them in float16.
     """
 
     model_id: str
     dim: int
     synced: int = 0
+    float32: bool = False
 
 
 VECTOR_RECORD: Final = StructCodec(
@@ -62,12 +79,18 @@ VECTOR_RECORD: Final = StructCodec(
         ("dim", IntField(1, MAX_DIM)),
         ("version", IntField(1)),
         ("vector", BytesField(4 * MAX_DIM)),
+        ("float16", TrueOnlyField()),
     ],
     schema_version=1,
 )
 VECTORS_META: Final = StructCodec(
     VectorsMeta,
-    [("model_id", TextField(256)), ("dim", IntField(1, MAX_DIM)), ("synced", IntField(0))],
+    [
+        ("model_id", TextField(256)),
+        ("dim", IntField(1, MAX_DIM)),
+        ("synced", IntField(0)),
+        ("float32", TrueOnlyField()),
+    ],
     schema_version=1,
 )
 
@@ -78,9 +101,43 @@ def to_bytes(vector: npt.NDArray[np.float32]) -> bytes:
 
 
 def from_bytes(raw: bytes, dim: int) -> npt.NDArray[np.float32]:
-    """The float32 vector of a stored record (a copy, independent of the buffer)."""
+    """The float32 vector of ``to_bytes`` bytes (a copy, independent of the buffer)."""
     out: npt.NDArray[np.float32] = np.frombuffer(raw, dtype="<f4", count=dim).astype(np.float32)
     return out
+
+
+def vector_record(
+    model_id: str, dim: int, version: int, vector: bytes, *, float16: bool
+) -> VectorRecord:
+    """The ``vec/`` record of ``vector`` (``to_bytes`` bytes: unit float32).
+
+    With ``float16`` the values are rounded to float16 (round to nearest even).
+
+    A unit vector cannot overflow float16 (every value is within [-1, 1]) and keeps a value of
+    at least ``1 / sqrt(dim)`` in magnitude, far above float16's smallest normal value, so the
+    rounded vector is finite and never all zero; values below ``2**-24`` round to zero.
+    """
+    if float16:
+        vector = np.frombuffer(vector, dtype="<f4").astype("<f2").tobytes()
+    return VectorRecord(model_id=model_id, dim=dim, version=version, vector=vector, float16=float16)
+
+
+def stored_vector(rec: VectorRecord) -> npt.NDArray[np.float32]:
+    """The vector of a ``vec/`` record, widened to float32 (a copy, independent of the buffer).
+
+    Raises:
+        ValueError: the record holds fewer bytes than ``dim`` values (verify names it).
+    """
+    dtype = "<f2" if rec.float16 else "<f4"
+    out: npt.NDArray[np.float32] = np.frombuffer(rec.vector, dtype=dtype, count=rec.dim).astype(
+        np.float32
+    )
+    return out
+
+
+def precision_of(rec: VectorRecord) -> str:
+    """``float16`` or ``float32``: the element type of a ``vec/`` record."""
+    return "float16" if rec.float16 else "float32"
 
 
 def check_vector(value: Any, dim: int, model_id: str, field: str) -> npt.NDArray[np.float32]:

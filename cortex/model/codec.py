@@ -89,6 +89,7 @@ __all__ = [
     "EPISODE_MAX_BYTES",
     "LIMITS",
     "StructCodec",
+    "TrueOnlyField",
     "decode_data",
     "decode_head",
     "decode_version",
@@ -559,6 +560,11 @@ class _TrueOnly(_Bool):
 
     def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
         return [f"if {x} is not True: raise _FB"]
+
+
+TrueOnlyField: Final = _TrueOnly
+"""A flag whose ``false`` is the field's absence, for records of other modules
+(``VectorRecord.float16``): the same class, so the C decoder knows it."""
 
 
 class LevelField(EnumField):

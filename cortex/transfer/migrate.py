@@ -39,6 +39,7 @@ from cortex.engine.store import (
     ERASURE_FEATURE,
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
+    HALF_VECTORS_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     SENSITIVITY_HEADS_FEATURE,
@@ -451,6 +452,7 @@ _FORMAT9_FEATURES: Final = _FORMAT8_FEATURES | {SENSITIVITY_HEADS_FEATURE}
 _FORMAT10_FEATURES: Final = _FORMAT9_FEATURES | {SEGMENTS_FEATURE}
 _FORMAT11_FEATURES: Final = _FORMAT10_FEATURES | {COUNTERS_HEADS_FEATURE}
 _FORMAT12_FEATURES: Final = _FORMAT11_FEATURES | {CLAIMS_CURRENT_FEATURE, COUNTER_IDS_FEATURE}
+_FORMAT13_FEATURES: Final = _FORMAT12_FEATURES | {HALF_VECTORS_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -580,6 +582,18 @@ MIGRATIONS: Final = (
         _FORMAT12_FEATURES,
         _count_claims_and_counters,
         _claims_current_counters_named,
+    ),
+    _Migration(
+        Step(
+            name="0012-half-vectors",
+            from_version=12,
+            to_version=13,
+            description="allow vec/ records in float16 (the default for new vectors); every "
+            "float32 record stays as it is and is read as before: no record changes",
+        ),
+        _FORMAT13_FEATURES,
+        _no_records,
+        _nothing,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

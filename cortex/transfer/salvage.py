@@ -756,7 +756,8 @@ def _extras(
             vectors += 1
         last = next(txn.keys(JOURNAL, reverse=True), None)
         synced = 0 if missing or last is None else parse_journal_key(last)
-        vm = VectorsMeta(model_id=meta.model_id, dim=meta.dim, synced=synced)
+        # the store's precision too (format 13): its records are copied in their own types
+        vm = VectorsMeta(model_id=meta.model_id, dim=meta.dim, synced=synced, float32=meta.float32)
         txn.put(meta_key("vectors"), seal(VECTORS_META.encode(vm, "meta/vectors")))
         if missing:
             notes.append(
