@@ -8,6 +8,7 @@ test_store, ...); this module holds what only a server can do.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -155,6 +156,31 @@ def test_send_all_raises_the_server_error_and_stops_there(url: str) -> None:
             with pytest.raises(psycopg.OperationalError):
                 _send_all(conn, "SELECT 1", keep=keep)
         assert conn.broken
+
+
+def test_send_all_waits_on_a_socket_numbered_above_1023(url: str) -> None:
+    """A connection whose socket's descriptor is 1024 or more (a process with many files open,
+    a server): the wait for the answer works there too (``select.select`` refuses such
+    descriptors with a ValueError, which no caller turns into a CortexError)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    fill: list[int] = []
+    try:
+        while not fill or fill[-1] < 1100:  # every lower descriptor taken: the socket's is high
+            fill.append(os.open(os.devnull, os.O_RDONLY))
+        with _raw(url) as conn:
+            assert conn.pgconn.socket > 1100
+            assert _send_all(conn, "SELECT 1; SELECT 2") == [[(1,)], [(2,)]]
+            with Cortex.open(url, actor="a", create=True) as cx:
+                u = cx.write(Fact(statement="high", subject="s", predicate="p")).uri
+                assert cx.resolve(u).data.statement == "high"
+    finally:
+        for fd in fill:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:

@@ -421,7 +421,7 @@ def _send_all(conn: Any, query: str, keep: int | None = None) -> list[list[Any]]
     given; ``keep`` 1 is for a point read: one statement, sent with ``PQexec``).
     Straight through libpq (``conn.pgconn``): psycopg's cursor and pipeline layers cost
     60-260 µs of CPU a round trip on this path, libpq's own calls ~20 µs; the rows are loaded
-    by psycopg's own loaders, as a cursor would. The wait for the answer is a ``select`` (the
+    by psycopg's own loaders, as a cursor would. The wait for the answer is a ``poll`` (the
     GIL is released). The server stops at the first statement that fails; its error is raised
     as psycopg would raise it (``psycopg.errors``), a lost connection as ``OperationalError``.
     """
@@ -441,12 +441,12 @@ def _send_all(conn: Any, query: str, keep: int | None = None) -> list[list[Any]]
         return [rows.load_rows(0, res.ntuples, tuple)]
     pgconn.send_query(query.encode())
     while pgconn.flush():  # a large query on a non-blocking connection: wait to send the rest
-        select.select([], [pgconn.socket], [])
+        _wait(pgconn.socket, write=True)
     found: list[Any] = []
     failed = None
     while True:
         while pgconn.is_busy():
-            select.select([pgconn.socket], [], [])
+            _wait(pgconn.socket)
             pgconn.consume_input()
         res = pgconn.get_result()
         if res is None:
@@ -468,6 +468,23 @@ def _send_all(conn: Any, query: str, keep: int | None = None) -> list[list[Any]]
         rows.set_pgresult(res)
         sets.append(rows.load_rows(0, res.ntuples, tuple))
     return sets
+
+
+def _wait(fd: int, *, write: bool = False) -> None:
+    """Wait (the GIL released) until ``fd`` can be read, or written.
+
+    ``poll`` where there is one: ``select.select`` refuses a descriptor numbered 1024 or more
+    (a ValueError), which a process with many files open (a server) gives its connections.
+    """
+    if _HAS_POLL:
+        p = select.poll()
+        p.register(fd, select.POLLOUT if write else select.POLLIN)
+        p.poll()  # also returns on an error or a hang-up: libpq's next call reports it
+    else:  # pragma: no cover - platforms without poll (Windows)
+        select.select([] if write else [fd], [fd] if write else [], [])
+
+
+_HAS_POLL: Final = hasattr(select, "poll")
 
 
 def _raise_for(conn: Any, failed: Any) -> None:
