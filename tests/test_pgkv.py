@@ -183,6 +183,47 @@ def test_send_all_waits_on_a_socket_numbered_above_1023(url: str) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+class _Interrupt(Exception):
+    """What the test's signal handler raises (as Ctrl-C raises KeyboardInterrupt)."""
+
+
+def test_an_interrupted_point_read_gives_its_connection_back(url: str) -> None:
+    """A signal's exception raised in a point read (a get by id) leaves no connection checked
+    out: with a pool of one, the next read works at once instead of waiting for the pool's
+    timeout and failing."""
+    import signal
+    import threading
+
+    kv = PgKV(url + "&pool=1")
+    try:
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        assert kv.point_read([b"a"]) == ([b"1"], None)
+        locker = _raw(url)
+        locker.execute("BEGIN")
+        locker.execute(f'LOCK TABLE "{kv.table}" IN ACCESS EXCLUSIVE MODE')  # reads wait
+
+        def interrupt(signum: int, frame: Any) -> None:
+            raise _Interrupt
+
+        old = signal.signal(signal.SIGALRM, interrupt)
+        release = threading.Timer(0.5, locker.execute, ("COMMIT",))
+        try:
+            release.start()
+            signal.setitimer(signal.ITIMER_REAL, 0.1)  # raised once the read's C call returns
+            with pytest.raises(_Interrupt):
+                kv.point_read([b"a"])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            release.join()
+            locker.close()
+        started = time.monotonic()
+        assert kv.point_read([b"a"]) == ([b"1"], None)
+        assert time.monotonic() - started < 5.0
+    finally:
+        kv.close()
+
+
 def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:
     """Each pooled connection prepares the engine's statements once (``_configure``); a failed
     write's ROLLBACK does not drop them (psycopg, left to prepare its own, would send

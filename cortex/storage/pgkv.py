@@ -1253,6 +1253,10 @@ class PgKV:
             except psycopg.Error as exc:
                 self._putconn(conn)
                 raise _wrap(exc, f"reading {self.path}") from exc
+            except BaseException:  # an interrupt (a signal's exception): in an unknown state
+                conn.close()
+                self._putconn(conn)  # the pool replaces it
+                raise
             if self._hot or self._closed:
                 self._putconn(conn)
             else:
