@@ -224,6 +224,23 @@ def test_an_interrupted_point_read_gives_its_connection_back(url: str) -> None:
         kv.close()
 
 
+def test_a_pool_of_one_serves_a_write_after_a_get(url: str) -> None:
+    """``pool=1``: the connection a get by id keeps for the next one serves the next write too
+    (the pool itself has none left: the write waited for the pool's timeout and failed)."""
+    kv = PgKV(url + "&pool=1")
+    try:
+        started = time.monotonic()
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        assert kv.point_read([b"a"]) == ([b"1"], None)
+        kv.write(lambda txn: txn.put(b"b", b"2"))
+        with kv.read() as txn:
+            assert txn.get(b"b") == b"2"
+        assert kv.point_read([b"a", b"b"]) == ([b"1", b"2"], None)
+        assert time.monotonic() - started < 5.0
+    finally:
+        kv.close()
+
+
 def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:
     """Each pooled connection prepares the engine's statements once (``_configure``); a failed
     write's ROLLBACK does not drop them (psycopg, left to prepare its own, would send

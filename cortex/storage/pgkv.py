@@ -1102,7 +1102,8 @@ class PgKV:
         # mutex); two int4 keys: a constant for cortex and a hash of the table name
         self._lock_key = (0x636F7278, _hash32(self.table))
         self._closed = False
-        self._hot: list[Any] = []  # one connection kept out of the pool for point reads
+        # one connection kept out of the pool for point reads (``_getconn`` takes it first)
+        self._hot: list[Any] = []
         self._lock = threading.Lock()
         self._warm: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ())
         self.round_trips = 0
@@ -1174,6 +1175,10 @@ class PgKV:
             raise CortexError(f"the store {self.path} is closed")
 
     def _getconn(self) -> Any:
+        try:  # the connection a get by id kept for the next one: the pool may have no other
+            return self._hot.pop()
+        except IndexError:
+            pass
         psycopg, psycopg_pool = _psycopg()
         try:
             return self._pool.getconn()
