@@ -199,6 +199,29 @@ def test_version_data_flip_caught_by_content_hash(small: Small) -> None:
         _assert_intact(cx, small)
 
 
+def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Small) -> None:
+    """A version stored past the one its head points at (``specs/storage.md``, "What a read
+    checks"): the reads that find versions by their key range refuse it; ``resolve`` and a
+    query read the versions they name by key and return them; ``verify`` reports it."""
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        v2 = txn.get(version_key(small.a, 2))
+    _edit(small.path, version_key(small.a, 3), lambda _: v2)
+    with Cortex.open(small.path, actor=ACTOR) as cx:
+        assert (
+            "points at versions 1..2 but the store holds [1, 2, 3]" in _problems(cx)[f"m/{small.a}"]
+        )
+        for refused in (
+            lambda: cx.resolve_latest(small.a),
+            lambda: cx.resolve_as_of(small.a, datetime.now(UTC) + timedelta(days=1)),
+            lambda: cx.history(small.a),
+        ):
+            with pytest.raises(IntegrityError):
+                refused()
+        assert cx.resolve(_uri(small.a, 2)).data.statement == "alpha statement two"  # type: ignore[union-attr]
+        [m] = [m for m in cx.find(Query(tags=["alpha"], limit=10)).memories if m.id == small.a]
+        assert m.version.version == 2
+
+
 def test_version_payload_flip_refused_by_every_read(small: Small) -> None:
     """Damage a CRC catches (a flipped byte, not resealed) still fails every read of it."""
     _edit(small.path, version_key(small.a, 2), _flip)
