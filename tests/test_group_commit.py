@@ -303,6 +303,83 @@ def test_an_interrupt_while_queued_withdraws_the_write(tmp_path: Path) -> None:
         kv.close()
 
 
+class _Stop(BaseException):
+    pass
+
+
+def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> None:
+    """A writer interrupted after a leader took it waits for its group; when the leader puts
+    it back in the queue unwritten (the leader itself interrupted), it withdraws then: it
+    neither waits for a later writer to lead nor has its write committed by one."""
+    kv = LmdbKV(tmp_path / "kv")
+    main = threading.get_ident()
+    interrupted = threading.Event()
+    commits = kv._shared.commits
+
+    def raise_signal(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise _Signal
+
+    def alone(go: threading.Event, inside: threading.Event) -> None:
+        with kv.read():  # inside a snapshot: a write of its own, holding LMDB's writer lock
+            kv.write(lambda txn: (inside.set(), go.wait(30), txn.put(b"alone", b"1")))
+
+    def leader_fn(txn: Any) -> None:  # runs with the main thread's write taken into its group
+        txn.put(b"leader", b"1")
+        signal.pthread_kill(main, signal.SIGUSR1)
+        assert interrupted.wait(30)
+        time.sleep(0.2)  # the main thread waits for the group's outcome now
+        raise _Stop  # the leader interrupted: the others go back to the queue, unwritten
+
+    def leader() -> None:
+        with pytest.raises(_Stop):
+            kv.write(leader_fn)
+
+    def rescue() -> None:  # without the fix, only a later writer ends the main thread's wait
+        if not done.wait(10):
+            kv.write(lambda txn: txn.put(b"rescue", b"1"))
+
+    old = signal.signal(signal.SIGUSR1, raise_signal)
+    go, inside, done = threading.Event(), threading.Event(), threading.Event()
+    threads = [threading.Thread(target=alone, args=(go, inside))]
+    try:
+        threads[0].start()
+        assert inside.wait(30)
+        threads.append(threading.Thread(target=leader))
+        threads[1].start()
+        deadline = time.monotonic() + 30
+        while not commits.leading:  # the leader waits for LMDB's writer lock
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+        def release_when_queued() -> None:
+            while _queued(kv) < 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            go.set()
+
+        threads += [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
+        threads[2].start()
+        threads[3].start()
+        started = time.monotonic()
+        with pytest.raises(_Signal):
+            kv.write(lambda txn: txn.put(b"main", b"1"))
+        elapsed = time.monotonic() - started
+        done.set()
+        for t in threads:
+            t.join(30)
+        assert elapsed < 8
+        assert _queued(kv) == 0
+        with kv.read() as r:
+            assert r.get(b"main") is None and r.get(b"leader") is None
+            assert r.get(b"alone") == b"1"
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        go.set()
+        done.set()
+        kv.close()
+
+
 def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
     kv = LmdbKV(tmp_path / "kv")
     try:

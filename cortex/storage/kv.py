@@ -870,12 +870,14 @@ class LmdbKV:
 
         Still queued: it leaves the queue and nothing of it runs. Taken by a leader: that
         group's outcome is not the caller's to cancel, so the interrupt waits for it and says
-        what became of the write (a note on the exception).
+        what became of the write (a note on the exception); put back in the queue unwritten
+        meanwhile (``_requeue``: its leader interrupted, or an erasure), it leaves the queue
+        then, rather than wait for a later writer to lead and commit it.
         """
-        if not me.taken:
-            c.queue.remove(me)
-            return
         while not me.done:
+            if not me.taken:
+                c.queue.remove(me)
+                return
             c.waiting += 1
             try:
                 c.cond.wait()
