@@ -380,6 +380,31 @@ def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> 
         kv.close()
 
 
+def test_an_interrupt_before_the_leader_starts_frees_the_leadership(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal's exception between taking the leadership and ``_lead``'s own cleanup (here:
+    raised as ``_lead`` is entered) must not leave the queue led for ever."""
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        real = LmdbKV._lead
+
+        def interrupted(self: LmdbKV, c: Any, me: Any) -> None:
+            raise Stop
+
+        monkeypatch.setattr(LmdbKV, "_lead", interrupted)
+        with pytest.raises(Stop):
+            kv.write(lambda txn: txn.put(b"lost", b"1"))
+        monkeypatch.setattr(LmdbKV, "_lead", real)
+        threads, out = _run_all([lambda: kv.write(lambda txn: txn.put(b"next", b"1"))])
+        _join(threads)  # hung for ever before: the queue still had a leader
+        assert out == [True]
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"next"}
+    finally:
+        kv.close()
+
+
 def test_a_thread_inside_a_read_snapshot_writes_alone(tmp_path: Path) -> None:
     kv = LmdbKV(tmp_path / "kv")
     try:

@@ -461,7 +461,6 @@ class _Gate:
 
 _NEXT_BYTE: Final = tuple(bytes((i + 1,)) for i in range(255))
 """``bytes((b + 1,))`` for every byte but 0xff: a prefix's end when its last byte is not 0xff."""
-"""An LMDB transaction's ``get`` without ``buffers=True`` (what ``point_read`` calls)."""
 
 
 class _Read:
@@ -744,7 +743,14 @@ class LmdbKV:
                 c.queue.remove(me)
                 me.taken = True
         if lead:
-            self._lead(c, me)
+            try:
+                self._lead(c, me)
+            except BaseException:
+                if not me.done:  # interrupted before ``_lead``'s own cleanup could run
+                    with c.lock:
+                        c.leading = False
+                        c.wake()
+                raise
         if me.error is not None:
             if isinstance(me.error, _Alone):  # it must see the file as its transaction does
                 return self._write_alone(fn)
