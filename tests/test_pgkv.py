@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex import Cortex, CortexError, Fact, Query
+from cortex import Cortex, CortexError, Fact, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.storage.engines import copy_kv, exists, open_kv
 from cortex.storage.pgkv import RETRIES, PgKV, _inline, _send_all, parse_url
@@ -264,6 +264,49 @@ def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:
             rows = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
             assert set(kv._sql.prepared.values()) <= {name for (name,) in rows}
         assert kv.point_read([b"a", b"b"]) == ([b"1", b"2"], None)
+    finally:
+        kv.close()
+
+
+def test_a_preloaded_prefix_answers_seeks_and_started_scans_as_the_server_does(url: str) -> None:
+    """A prefix a preload read whole serves scans and seeks from any start, forward and
+    reverse, without a query, and exactly as the server's own scan answers them."""
+    keys = [b"e/a/", b"e/a/\x00", b"e/a/1", b"e/a/2", b"e/a/2\xff", b"e/a/3"]
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: txn.put_many([(k, b"v" + k) for k in [b"e/", *keys, b"e/b"]]))
+        starts = [
+            None,
+            b"e/",
+            b"e/a",
+            b"e/a/",
+            b"e/a/0",
+            b"e/a/2",
+            b"e/a/2\x00",
+            b"e/a/9",
+            b"e/a0",
+            b"e/b",
+            b"a",
+            b"z",
+        ]
+        with kv.read() as plain:
+            plain.get(b"e/")
+            want = {
+                (st, r): list(plain.scan(b"e/a/", start=st, reverse=r))
+                for st in starts
+                for r in (False, True)
+            }
+        with kv.read() as txn:
+            txn.get(b"e/")
+            txn.preload([], [b"e/a/"])
+            before = kv.round_trips
+            for (st, r), pairs in want.items():
+                assert list(txn.scan(b"e/a/", start=st, reverse=r)) == pairs, (st, r)
+                assert [k for k in txn.keys(b"e/a/", start=st, reverse=r)] == [k for k, _ in pairs]
+                if st is not None:
+                    first = pairs[0][0] if pairs else None
+                    assert txn.seek(b"e/a/", st, reverse=r) == first, (st, r)
+            assert kv.round_trips == before
     finally:
         kv.close()
 
@@ -519,6 +562,29 @@ def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
         assert kv.round_trips - before == 1
         assert cx.verify().ok
+
+
+def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) -> None:
+    """Find type + tag (limit 10) and a text search: the hits' heads, versions and supersedes
+    edges are preloaded together (``Executor.preload``), so the round trips do not grow with
+    the hits (here type + tag 7, text 11; the superseder check once sent one seek per hit)."""
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        cx.write_many(
+            NewMemory(
+                data=Fact(statement=f"user {i} likes green tea", subject="u", predicate="p"),
+                tags=(f"t{i % 3}",),
+            )
+            for i in range(300)
+        )
+        for query, most in (
+            (Query(types=["Fact"], tags=["t1"], limit=10), 7),
+            (Query(text="user 5 green tea", limit=10), 11),
+        ):
+            before = kv.round_trips
+            assert len(cx.find(query).hits) == 10
+            assert kv.round_trips - before <= most, query
 
 
 def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:

@@ -580,7 +580,27 @@ class _PgRead:
                 self._loaded_scans[p] = kept[p] = pairs
         return kept
 
+    def _whole(self, prefix: bytes, start: bytes | None, reverse: bool) -> Iterator[Any] | None:
+        """The pairs of ``prefix`` from ``start``, when a preload read it whole (else None).
+
+        A scan or a seek of such a prefix needs no query.
+        """
+        pairs = self._loaded_scans.get(prefix)
+        if pairs is None:
+            return None
+        if start is None or (not reverse and start <= prefix):
+            return reversed(pairs) if reverse else iter(pairs)
+        if reverse:
+            if not start.startswith(prefix):
+                return reversed(pairs) if start > prefix else iter(())
+            return (kv for kv in reversed(pairs) if kv[0] <= start)
+        return (kv for kv in pairs if kv[0] >= start)
+
     def _pages(self, prefix: bytes, start: bytes | None, reverse: bool, cols: str) -> Iterator[Any]:
+        loaded = self._whole(prefix, start, reverse)
+        if loaded is not None:
+            yield from (loaded if cols == "kv" else ((k,) for k, _ in loaded))
+            return
         q = self._c.q
         n = _PAGE_FIRST
         if not reverse:
@@ -623,10 +643,6 @@ class _PgRead:
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        loaded = self._loaded_scans.get(prefix) if start is None else None
-        if loaded is not None:
-            yield from (reversed(loaded) if reverse else loaded)
-            return
         for k, v in self._pages(prefix, start, reverse, "kv"):
             yield bytes(k), bytes(v)
 
@@ -780,10 +796,9 @@ class _PgWrite(_PgRead):
             return
         if start is None and prefix in self._want_scans:
             self._flush()
-        loaded = self._loaded_scans.get(prefix) if start is None else None
+        loaded = self._whole(prefix, start, reverse)
         if loaded is not None:  # read whole by a prefetch: no query
-            pairs = reversed(loaded) if reverse else loaded
-            yield from (pairs if cols == "kv" else ((k,) for k, _ in pairs))
+            yield from (loaded if cols == "kv" else ((k,) for k, _ in loaded))
             return
         if reverse and start is None and (prefix in self._tails or prefix in self._want_tails):
             if prefix not in self._tails:
