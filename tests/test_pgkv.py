@@ -564,6 +564,43 @@ def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt (a signal's exception) that arrives while the commit is in flight says on
+    the exception that PostgreSQL applied the write whole or not at all; the next write works."""
+    from cortex.storage import pgkv
+
+    class Interrupt(BaseException):
+        pass
+
+    real = pgkv._send_all
+
+    def commit_then_interrupt(conn: Any, query: str, keep: int | None = None) -> Any:
+        got = real(conn, query, keep)
+        if "COMMIT" in query and "BEGIN" not in query:
+            raise Interrupt  # the answer arrived, but the caller never sees it
+        return got
+
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        monkeypatch.setattr(pgkv, "_send_all", commit_then_interrupt)
+
+        def write(txn: Any) -> None:
+            txn.get(b"a")
+            txn.put(b"b", b"2")
+
+        with pytest.raises(Interrupt) as info:
+            kv.write(write)
+        assert any("whole or not at all" in n for n in getattr(info.value, "__notes__", []))
+        monkeypatch.setattr(pgkv, "_send_all", real)
+        kv.write(lambda txn: txn.put(b"c", b"3"))
+        assert kv.point_read([b"a", b"b", b"c"]) == ([b"1", b"2", b"3"], None)
+    finally:
+        kv.close()
+
+
 def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) -> None:
     """Find type + tag (limit 10) and a text search: the hits' heads, versions and supersedes
     edges are preloaded together (``Executor.preload``), so the round trips do not grow with

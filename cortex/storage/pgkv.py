@@ -1335,7 +1335,12 @@ class PgKV:
                         "store to see which"
                     ) from exc
                 raise _wrap(exc, f"writing {self.path}") from exc
-            except BaseException:
+            except BaseException as exc:
+                if committing:  # an interrupt while the COMMIT was being sent or answered
+                    exc.add_note(
+                        f"cortex: the write to {self.path} was interrupted while committing: "
+                        "PostgreSQL applied it whole or not at all; read the store to see which"
+                    )
                 c.release(failed=True)
                 raise
             c.release(failed=False)
