@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,25 @@ def dump_store(where: Any) -> dict[bytes, bytes]:
             return dict(txn.scan(b""))
     finally:
         kv.close()
+
+
+def fixture_store(fixture: Path, tmp: Path, store_path: Any) -> Any:
+    """A copy of the LMDB fixture directory ``fixture`` on the test's engine: a directory under
+    ``tmp``, or, for PostgreSQL, the fixture's records copied into ``store_path``."""
+    from cortex.storage.engines import copy_kv
+    from cortex.storage.kv import LmdbKV
+
+    src = tmp / fixture.name
+    src.mkdir()
+    shutil.copy(fixture / "data.mdb", src / "data.mdb")
+    if not isinstance(store_path, str):
+        return src
+    kv = LmdbKV(src, readonly=True, create=False)
+    try:
+        copy_kv(kv, store_path)
+    finally:
+        kv.close()
+    return store_path
 
 
 def digest_of_store(cx: Cortex) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,11 +44,10 @@ from cortex.rules.chains import (
     single_valued,
     winner,
 )
-from cortex.storage.engines import copy_kv
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, meta_key
-from cortex.storage.kv import LmdbKV, unseal
+from cortex.storage.kv import unseal
 
-from .qsupport import Clock, dump_store
+from .qsupport import Clock, dump_store, fixture_store
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -579,17 +577,7 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
 ) -> None:
     from cortex.transfer import migrate as M
 
-    src = tmp_path / "v11"
-    src.mkdir()
-    shutil.copy(FIXTURE11 / "data.mdb", src / "data.mdb")
-    where: Any = src
-    if isinstance(store_path, str):  # PostgreSQL: the fixture copied into the server
-        kv = LmdbKV(src, readonly=True, create=False)
-        try:
-            copy_kv(kv, store_path)
-        finally:
-            kv.close()
-        where = store_path
+    where = fixture_store(FIXTURE11, tmp_path, store_path)
     before = dump_store(where)
     marked = {k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == SUPERSEDED}
     assert {MemoryId(k[-16:]) for k in marked} == {_fid(n) for n in MARKED11}

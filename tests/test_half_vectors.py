@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import zlib
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from cortex.storage.keys import VEC, meta_key, vec_key
 from cortex.storage.kv import LmdbKV, seal, unseal
 from cortex.transfer import migrate as M
 
-from .qsupport import digest_of_store, dump_store
+from .qsupport import digest_of_store, dump_store, fixture_store
 from .vsupport import DIM, HALF, E, fact, half, open_store, vec_record, vectors_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -297,17 +296,7 @@ def test_verify_catches_a_damaged_float16_record(store_path: Any) -> None:
 
 
 def _fixture(tmp_path: Path, store_path: Any) -> Any:
-    src = tmp_path / "v12"
-    src.mkdir()
-    shutil.copy(FIXTURE12 / "data.mdb", src / "data.mdb")
-    if isinstance(store_path, str):  # PostgreSQL: the fixture copied into the server
-        kv = LmdbKV(src, readonly=True, create=False)
-        try:
-            copy_kv(kv, store_path)
-        finally:
-            kv.close()
-        return store_path
-    return src
+    return fixture_store(FIXTURE12, tmp_path, store_path)
 
 
 def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
