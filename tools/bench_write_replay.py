@@ -1,0 +1,230 @@
+"""How far the single durable write is from the disk: cortex's own writes replayed by raw LMDB.
+
+    python tools/bench_write_replay.py [--size 100000] [--rounds 15] [--per-round 100]
+
+Issue 18 asks for a single durable write within 1.3x the LMDB floor's single put + commit. This
+measures how much of that ratio is the bytes cortex must write and how much is its code. It
+builds a store of ``--size`` memories exactly as ``make bench`` does (``tools/bench_peers``: the
+same records, tags, importance and precomputed vectors, ``write_many`` in durable batches of
+1,000), copies it three times, and then runs rounds. In each round:
+
+- **cortex** writes ``--per-round`` memories, one durable ``write`` each (the bench's
+  ``ingest_single``), and every put, delete and ``put_many`` of each transaction is recorded;
+- **replay, all** applies those same operations, transaction by transaction, with raw py-lmdb
+  (``sync=True``, ``metasync=True``: two flushes a commit, as cortex's commit and sync make) to
+  the first copy: the same keys and bytes into the same B-tree, so the same dirty pages reach
+  the disk, and none of cortex's code runs;
+- **replay, no lexical** does the same without the lexical index's records (``lex/``,
+  ``meta/lexical``) on the second copy;
+- **floor** puts, on the third copy, what the bench's floor (``tools/bench_peers/floor.py``)
+  puts for one record: its head, version, index and journal entries, and its float32 vector in
+  a database of its own.
+
+The four run in a rotating order each round, so a slow stretch of a shared machine falls on
+each alike. Printed: the median microseconds per write of each over the rounds, and the ratios
+to the floor. ``replay, all ÷ floor`` is the closest a write of today's records can come to the
+floor on this disk: no code can make cortex's commit cheaper than writing its own pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(1, str(ROOT / "tools"))
+
+import lmdb  # noqa: E402
+from bench_peers import cortex_adapter  # noqa: E402
+from bench_peers.dataset import make  # noqa: E402
+
+from cortex.storage import kv as kvmod  # noqa: E402
+
+Op = tuple[str, Any]
+
+_LEXICAL = (b"lex/", b"meta/lexical")
+_FLOOR = (b"m/", b"mv/", b"idx/", b"j/")  # what the bench's floor puts for a record
+
+
+def _record(log: list[list[Op]]) -> Callable[[], None]:
+    """Record every change an LMDB write transaction of cortex makes; returns the undo."""
+    cls = kvmod._LmdbTxn
+    saved = {name: getattr(cls, name) for name in ("put", "delete", "put_many", "add_many")}
+
+    def put(self: Any, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
+        log[-1].append(("put", (key, value, overwrite)))
+        return bool(saved["put"](self, key, value, overwrite=overwrite))
+
+    def delete(self: Any, key: bytes) -> bool:
+        log[-1].append(("delete", key))
+        return bool(saved["delete"](self, key))
+
+    def put_many(self: Any, items: Any) -> None:
+        pairs = list(items)
+        log[-1].append(("put_many", pairs))
+        saved["put_many"](self, pairs)
+
+    def add_many(self: Any, items: Any) -> int:
+        pairs = list(items)
+        log[-1].append(("add_many", pairs))
+        return int(saved["add_many"](self, pairs))
+
+    for name, fn in (("put", put), ("delete", delete), ("put_many", put_many)):
+        setattr(cls, name, fn)
+    cls.add_many = add_many  # type: ignore[method-assign]
+
+    def undo() -> None:
+        for name, fn in saved.items():
+            setattr(cls, name, fn)
+
+    return undo
+
+
+def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
+    for kind, arg in ops:
+        if kind == "put":
+            key, value, overwrite = arg
+            if keep(key):
+                txn.put(key, value, overwrite=overwrite)
+        elif kind == "delete":
+            if keep(arg):
+                txn.delete(arg)
+        else:
+            pairs = [p for p in arg if keep(p[0])]
+            if pairs:
+                with txn.cursor() as cur:
+                    cur.putmulti(pairs, overwrite=kind == "put_many")
+
+
+def _everything(key: bytes) -> bool:
+    return True
+
+
+def _not_lexical(key: bytes) -> bool:
+    return not key.startswith(_LEXICAL)
+
+
+def _floor_keys(key: bytes) -> bool:
+    return key.startswith(_FLOOR)
+
+
+def _replay(
+    env: Any,
+    batch: list[list[Op]],
+    keep: Callable[[bytes], bool],
+    vectors: list[tuple[bytes, bytes]] | None,
+    vec_db: Any,
+) -> None:
+    """Each write's operations (those ``keep`` passes) in a durable transaction of its own."""
+    for j, ops in enumerate(batch):
+        with env.begin(write=True) as txn:
+            _apply(txn, ops, keep)
+            if vectors is not None:  # the floor: the vector as float32, in its own database
+                txn.put(*vectors[j], db=vec_db)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--per-round", type=int, default=100)
+    ap.add_argument("--dir", type=Path, help="where the stores go (default: a temporary one)")
+    args = ap.parse_args(argv)
+    singles = args.rounds * args.per_round
+    ds = make(args.size, n_extra=singles)
+    tmp = Path(tempfile.mkdtemp(prefix="cortex-write-replay-", dir=args.dir))
+    try:
+        cx = cortex_adapter.System(tmp, ds, print)
+        for start in range(0, args.size, 1000):
+            cx.ingest_batch(start, min(start + 1000, args.size))
+        cx.cx.close()
+        envs = {}
+        for name in ("all", "nolex", "floor"):
+            shutil.copytree(cx.path, tmp / name)
+            envs[name] = lmdb.open(
+                str(tmp / name), map_size=1 << 34, sync=True, metasync=True, max_dbs=2
+            )
+        vec_db = envs["floor"].open_db(b"floor-vec")
+        cx.cx = cx._open(cx.mode)  # with the embedder, as the bench's ingest_single
+        log: list[list[Op]] = []
+        undo = _record(log)
+        times: dict[str, list[float]] = {k: [] for k in ("cortex", "all", "nolex", "floor")}
+        keys_per_write: list[int] = []
+        bytes_per_write: list[int] = []
+        i = args.size
+        try:
+            for r in range(args.rounds):
+                batch: list[list[Op]] = []
+                t0 = time.perf_counter()  # cortex first: the replays need its operations
+                for _ in range(args.per_round):
+                    log.append([])
+                    cx.ingest_one(i)
+                    batch.append(log[-1])
+                    i += 1
+                times["cortex"].append((time.perf_counter() - t0) / args.per_round * 1e6)
+                vectors = [
+                    (j.to_bytes(8, "big"), ds.vectors[j].tobytes())
+                    for j in range(i - len(batch), i)
+                ]
+                runs: list[
+                    tuple[str, Callable[[bytes], bool], list[tuple[bytes, bytes]] | None]
+                ] = [
+                    ("all", _everything, None),
+                    ("nolex", _not_lexical, None),
+                    ("floor", _floor_keys, vectors),
+                ]
+                for name, keep, vecs in runs[r % 3 :] + runs[: r % 3]:  # rotating
+                    t0 = time.perf_counter()
+                    _replay(envs[name], batch, keep, vecs, vec_db)
+                    times[name].append((time.perf_counter() - t0) / args.per_round * 1e6)
+                for ops in batch:
+                    n = b = 0
+                    for kind, arg in ops:
+                        if kind == "put":
+                            n, b = n + 1, b + len(arg[0]) + len(arg[1])
+                        elif kind == "delete":
+                            n, b = n + 1, b + len(arg)
+                        else:
+                            n += len(arg)
+                            b += sum(len(k) + len(v) for k, v in arg)
+                    keys_per_write.append(n)
+                    bytes_per_write.append(b)
+                log.clear()
+        finally:
+            undo()
+            cx.close()
+            for env in envs.values():
+                env.close()
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(
+            f"N = {args.size:,}, {args.rounds} rounds of {args.per_round} single durable writes; "
+            f"a write changes {statistics.mean(keys_per_write):.1f} keys "
+            f"(median {statistics.median(keys_per_write):.0f}), "
+            f"{statistics.mean(bytes_per_write):,.0f} B of keys and values "
+            f"(median {statistics.median(bytes_per_write):,.0f})"
+        )
+        for name, label in (
+            ("cortex", "cortex write"),
+            ("all", "replay, all its operations"),
+            ("nolex", "replay, no lexical index"),
+            ("floor", "the bench floor's write"),
+        ):
+            print(
+                f"{label:28} {med[name]:8,.0f} µs  {med[name] / med['floor']:5.2f}x the floor"
+                f"  (rounds {min(times[name]):,.0f}..{max(times[name]):,.0f})"
+            )
+        print(f"cortex ÷ replay of its own operations: {med['cortex'] / med['all']:.2f}x")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
