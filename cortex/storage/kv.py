@@ -765,79 +765,56 @@ class LmdbKV:
         holding = True  # the leadership: given up once the commit is made, before its flush
         committed = False
         try:
-            while True:
-                txn = self._begin(write=True)
-                renew = False
-                try:
-                    if len(batch) == 1:  # the writes that queued while this one waited
-                        with c.lock:
-                            more = c.queue[: _GROUP_MAX - 1]
-                            del c.queue[: len(more)]
-                            for m in more:
-                                m.taken = True
-                        batch += more
-                    epoch = None
-                    if shared.epoch_prefix is not None:
-                        epoch = self._epoch(txn)
-                        renew = shared.epoch_seen is not _NEVER and epoch != shared.epoch_seen
-                    if renew:
-                        txn.abort()
-                    else:
-                        if len(batch) == 1:  # alone: no child (an exception aborts all)
-                            me.result, me.error = me.fn(_LmdbTxn(txn)), None
-                        env = self._env
-                        for i, m in enumerate(batch if len(batch) > 1 else ()):
-                            child = env.begin(write=True, parent=txn)
-                            try:
-                                w = _LmdbTxn(child, i > 0)
-                                m.result = m.fn(w) if m is me else m.ctx.run(m.fn, w)
-                                child.commit()
-                                m.error = None
-                            except lmdb.MapFullError:
-                                child.abort()
-                                raise
-                            except lmdb.Error as exc:
-                                child.abort()
-                                wrapped = _wrap(exc, self.path)
-                                wrapped.__cause__ = exc
-                                m.result, m.error = None, wrapped
-                            except BaseException as exc:
-                                child.abort()
-                                if m is me and not isinstance(exc, Exception):
-                                    raise  # an interrupt of this thread: the group stops
-                                m.result, m.error = None, exc
-                            if (
-                                shared.epoch_prefix is not None
-                                and m.error is None
-                                and i + 1 < len(batch)
-                                and self._epoch(txn) != epoch
-                            ):
-                                # an erasure: the rest waits for the next group, which renews
-                                # the environment first (no erased byte in its page buffers)
-                                self._requeue(c, batch[i + 1 :])
-                                del batch[i + 1 :]
-                                break
-                        txn.commit()
-                        committed = True
-                        if shared.epoch_prefix is not None and self._gate._mine.n == 1:
-                            shared.epoch_seen = epoch
-                except lmdb.MapFullError:
-                    txn.abort()
-                    full_at = int(self._env.info()["map_size"])
-                except lmdb.Error as exc:
-                    txn.abort()
-                    raise _wrap(exc, self.path) from exc
-                except BaseException:
-                    txn.abort()
-                    raise
-                finally:
-                    self._gate.leave()
-                if committed:
-                    break
-                if renew:
-                    self._renew()
-                else:
-                    self._grow(full_at)
+
+            def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> None:
+                nonlocal committed
+                if len(batch) == 1:  # the writes that queued while this one waited
+                    with c.lock:
+                        more = c.queue[: _GROUP_MAX - 1]
+                        del c.queue[: len(more)]
+                        for m in more:
+                            m.taken = True
+                    batch.extend(more)
+                if len(batch) == 1:  # alone: no child (an exception aborts all)
+                    me.result, me.error = me.fn(_LmdbTxn(txn)), None
+                env = self._env
+                for i, m in enumerate(batch if len(batch) > 1 else ()):
+                    child = env.begin(write=True, parent=txn)
+                    try:
+                        w = _LmdbTxn(child, i > 0)
+                        m.result = m.fn(w) if m is me else m.ctx.run(m.fn, w)
+                        child.commit()
+                        m.error = None
+                    except lmdb.MapFullError:
+                        child.abort()
+                        raise
+                    except lmdb.Error as exc:
+                        child.abort()
+                        wrapped = _wrap(exc, self.path)
+                        wrapped.__cause__ = exc
+                        m.result, m.error = None, wrapped
+                    except BaseException as exc:
+                        child.abort()
+                        if m is me and not isinstance(exc, Exception):
+                            raise  # an interrupt of this thread: the group stops
+                        m.result, m.error = None, exc
+                    if (
+                        shared.epoch_prefix is not None
+                        and m.error is None
+                        and i + 1 < len(batch)
+                        and self._epoch(txn) != epoch
+                    ):
+                        # an erasure: the rest waits for the next group, which renews
+                        # the environment first (no erased byte in its page buffers)
+                        self._requeue(c, batch[i + 1 :])
+                        del batch[i + 1 :]
+                        break
+                txn.commit()
+                committed = True
+                if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                    shared.epoch_seen = epoch
+
+            self._attempts(attempt, alone=False)
             with c.lock:  # the next group may start while this one's flush runs
                 c.leading = holding = False
                 c.wake()
@@ -907,32 +884,47 @@ class LmdbKV:
 
     def _write_alone(self, fn: Callable[[WriteTxn], T]) -> T:
         """``write`` in a transaction of its own (under LMDB's writer lock, not the queue)."""
+
+        def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> T:
+            result = fn(_LmdbTxn(txn))
+            txn.commit()
+            shared = self._shared
+            if self.metasync and not shared.metasync:
+                # the environment skips the meta flush; this handle asked for it
+                self._env.sync(True)
+            if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                shared.epoch_seen = epoch
+            return result
+
+        return self._attempts(attempt, alone=True)
+
+    def _attempts(
+        self, attempt: Callable[[lmdb.Transaction, bytes | None], T], *, alone: bool
+    ) -> T:
+        """``attempt(txn, epoch)`` in a write transaction, until it returns.
+
+        ``attempt`` commits ``txn`` itself. The map full, the transaction is aborted, the map
+        grown and ``attempt`` run again in a new one; after an erasure (``epoch_prefix``'s last
+        key changed since this environment's last write) the environment is renewed first, so
+        that no page buffer of an earlier write carries erased bytes into this one's pages. An
+        LMDB error is raised as a ``CortexError``.
+        """
+        shared = self._shared
         while True:
             txn = self._begin(write=True)
             renew = False
             try:
                 epoch = None
-                shared = self._shared
                 if shared.epoch_prefix is not None:
                     epoch = self._epoch(txn)
-                    # only this write holds a transaction of this thread: it can renew (a
+                    renew = shared.epoch_seen is not _NEVER and epoch != shared.epoch_seen
+                    # alone, only this write may hold a transaction of this thread to renew (a
                     # thread inside a read snapshot renews at a later write instead)
-                    renew = (
-                        shared.epoch_seen is not _NEVER
-                        and epoch != shared.epoch_seen
-                        and self._gate._mine.n == 1
-                    )
+                    renew = renew and (not alone or self._gate._mine.n == 1)
                 if renew:
                     txn.abort()
                 else:
-                    result = fn(_LmdbTxn(txn))
-                    txn.commit()
-                    if self.metasync and not shared.metasync:
-                        # the environment skips the meta flush; this handle asked for it
-                        self._env.sync(True)
-                    if shared.epoch_prefix is not None and self._gate._mine.n == 1:
-                        shared.epoch_seen = epoch
-                    return result
+                    return attempt(txn, epoch)
             except lmdb.MapFullError:
                 txn.abort()
                 full_at = int(self._env.info()["map_size"])
