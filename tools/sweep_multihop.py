@@ -31,6 +31,11 @@ its knob is set; with every knob off the ranking is ``find``'s.
   turns, embedded once) is built here in memory: the store keeps none (``vocab=stems`` uses
   the stems the lexical index holds instead of words). The expansion needs no first pass, so
   it is fused in the first one; it is not meant to be combined with ``feedback``.
+- ``wordvec=W`` (the question's words, each embedded alone): the mean of the unit vectors of
+  its content words (3 letters or more, not stop words, names cut) is searched in the vector
+  index as a third list of weight ``W``, fused and re-ranked with the first two.
+- ``cap=C`` (session diversity): in the first ``depth`` results, a session's hits past its first
+  ``C`` go after every other session's (multi-hop evidence spans sessions: 70 of 74 questions).
 
     python tools/sweep_multihop.py [--dir DIR] [--embedder cortex.index.embed:MiniLM] [--json F]
         "" "feedback=3,feedback_weight=0.5" "diversity=0.2" "named_pass=0.9" ...
@@ -85,9 +90,15 @@ class Knobs:
     expand_min: float = 0.6
     expand_weight: float = 0.0
     vocab: str = "words"
+    cap: int = 0
+    wordvec: float = 0.0
 
 
 VOCAB: dict[str, Any] = {}
+"""The words of the store being measured and their unit vectors (``expand``): set per store."""
+
+SESSION: dict[str, str] = {}
+"""Each turn's session (``cap``), by memory id: set per store."""
 """The words of the store being measured and their unit vectors (``expand``): set per store."""
 
 
@@ -184,6 +195,16 @@ class Sweep(Executor):
                 terms = words if k.vocab == "stems" else query_terms(" ".join(words))
                 lists["expansion"] = lambda n: lexical.search_terms(txn, terms, limit=n)
                 self.fusion = _Weighted(saved, k.expand_weight, "expansion")
+        if k.wordvec > 0 and not (k.expand > 0 and k.expand_weight > 0):
+            words = [w for w in dict.fromkeys(fold(x) for x in re.findall(r"[^\W_]+", vt))
+                     if len(w) >= 3 and w not in STOP_WORDS]  # fmt: skip
+            if words:
+                ws = np.stack([np.asarray(self.sidecar.query_vector(w), dtype=np.float32)
+                               for w in words])  # fmt: skip
+                ws /= np.linalg.norm(ws, axis=1, keepdims=True)
+                wq = ws.mean(axis=0).astype(np.float32)
+                lists["words"] = lambda n: vs(txn, wq, n)
+                self.fusion = _Weighted(saved, k.wordvec, "words")
         try:
             out, ranked, fused = self._one(lists, want)
         finally:
@@ -216,6 +237,8 @@ class Sweep(Executor):
         out.sort(key=lambda c: (-c.relevance, c.id.bytes))
         if k.diversity > 0:
             out = self._mmr(out)
+        if k.cap > 0:
+            out = self._capped(out)
         for i, c in enumerate(out, start=1):
             c.ranks["fused"] = i
         return out
@@ -280,6 +303,20 @@ class Sweep(Executor):
                 by[c.id].relevance = r
         return list(by.values())
 
+    def _capped(self, out):  # type: ignore[no-untyped-def]
+        head, rest = out[: self.fusion.depth], out[self.fusion.depth :]
+        seen: dict[str, int] = {}
+        first, later = [], []
+        for c in head:  # in relevance order: a session's hits past the cap go after the others
+            s = SESSION.get(str(c.id), "")
+            seen[s] = seen.get(s, 0) + 1
+            (first if seen[s] <= KNOBS.cap else later).append(c)
+        chosen = first + later
+        top = (chosen[0].relevance if chosen else 0.0) + 1.0
+        for i, c in enumerate(chosen):  # the executor sorts by relevance: keep this order
+            c.relevance = top - i * 1e-6
+        return chosen + rest
+
     def _mmr(self, out):  # type: ignore[no-untyped-def]
         head, rest = out[: self.fusion.depth], out[self.fusion.depth :]
         index = self.sidecar.ready(self.txn)
@@ -341,6 +378,8 @@ def measure(stores: list[Any], embedder: Any) -> dict[str, sw.Rows]:
     """``sweep_retrieval.measure`` with the store's vocabulary set for ``expand``."""
     out: dict[str, sw.Rows] = {}
     for store in stores:
+        SESSION.clear()
+        SESSION.update({i: d.split(":")[0] for i, d in store[2].items()})
         VOCAB.clear()
         if KNOBS.expand > 0:
             VOCAB.update(vocabulary(store[3], embedder))
