@@ -369,6 +369,44 @@ civil_from_days(long long z, int *y, int *m, int *d)
     *y = (int)(yy + (*m <= 2));
 }
 
+/* Howard Hinnant's days_from_civil: day number (0 = 1970-01-01) of a proleptic Gregorian date. */
+static long long
+days_from_civil(long long y, unsigned m, unsigned d)
+{
+    long long era;
+    unsigned yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = (unsigned)(y - era * 400);
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long long)doe - 719468;
+}
+
+PyDoc_STRVAR(micros_doc,
+             "micros(when, /)\n--\n\n"
+             "``cortex.model.codec.to_micros`` of a ``datetime`` (not a subclass) whose tzinfo "
+             "is ``datetime.timezone.utc``: microseconds since the epoch; None for anything "
+             "else (the Python path decides).");
+
+static PyObject *
+sp_micros(PyObject *module, PyObject *when)
+{
+    long long days, us;
+    (void)module;
+    if (!PyDateTime_CheckExact(when) || !((_PyDateTime_BaseTZInfo *)when)->hastzinfo ||
+        PyDateTime_DATE_GET_TZINFO(when) != PyDateTime_TimeZone_UTC) {
+        Py_RETURN_NONE;
+    }
+    days = days_from_civil(PyDateTime_GET_YEAR(when), (unsigned)PyDateTime_GET_MONTH(when),
+                           (unsigned)PyDateTime_GET_DAY(when));
+    us = ((days * 86400LL + PyDateTime_DATE_GET_HOUR(when) * 3600LL +
+           PyDateTime_DATE_GET_MINUTE(when) * 60LL + PyDateTime_DATE_GET_SECOND(when)) *
+              1000000LL +
+          PyDateTime_DATE_GET_MICROSECOND(when));
+    return PyLong_FromLongLong(us);
+}
+
 /* Integer microseconds since the epoch -> aware UTC datetime (equal to _EPOCH + timedelta). */
 static PyObject *
 read_time(const Spec *s, Reader *r)
@@ -1388,6 +1426,7 @@ static PyMethodDef decode_methods[] = {
      read_row_memory_doc},
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
+    {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -86,6 +86,10 @@ _INTO: Final = bytes((EdgeType.SUPERSEDES,))
 _RUN: Final = 64
 """The longest run of one created time ``created_scan`` buffers from its reverse scan."""
 
+_FUSED = True
+"""Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
+candidates as the general one (tests turn it off to compare the two)."""
+
 TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
 VectorSearch = Callable[[ReadTxn, Any, int], list[tuple[MemoryId, float]]]
@@ -140,6 +144,9 @@ class Executor:
         # the reader's clearance (``specs/sensitivity.md``): None for the owner; the level is
         # in the head the query reads anyway
         self.gate = gate(reader, self.owner)
+        # the store's owner sees every memory at every level (``Reader.can_see``: the owner
+        # owns every head; ``gate``: None), so ``visible`` need not ask
+        self._sees_all = type(reader) is Reader and reader.actor == self.owner and self.gate is None
         self.decay = decay
         self.weights = weights
         self.text_search = text_search
@@ -175,6 +182,8 @@ class Executor:
             and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
         ):
             return False
+        if self._sees_all:
+            return True
         return self.reader.can_see(head, self.owner, self.now) and (
             self.gate is None or self.gate.memory(head)
         )
@@ -235,13 +244,12 @@ class Executor:
         transaction as the head: no head means the key is damaged (keys carry no checksum),
         which is an error, not a memory to leave out.
         """
-        p = self.plan
         version: Version | None = None
         current = self._current
         if head is None and current is not None:  # the head and its version in one C call
             pair = current(mid.bytes)
             if pair is not None:
-                head, version = pair
+                return self.passes(pair[0], pair[1])
         if head is None:
             head = self.head(mid)
             if head is None:
@@ -252,6 +260,15 @@ class Executor:
                         "from this query)"
                     )
                 return None
+        return self.passes(head, version)
+
+    def passes(self, head: Head, version: Version | None) -> Row | None:
+        """``accept`` after the reads: the row of ``head`` when it passes every filter, else None.
+
+        ``version``: the version the query sees when the caller read it with the head (the C
+        read), else None (read here once the head's filters pass).
+        """
+        p = self.plan
         if p.types and head.type not in p.types:
             return None
         if not self.visible(head):
@@ -533,6 +550,8 @@ class Executor:
             cands = self._from_walk()
         elif p.start in ("text", "vector"):
             cands = self._from_search(want)
+        elif streaming and _FUSED and (one := self._one_prefix()) is not None:
+            cands = self._stream(one, want)
         elif streaming:
             # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
@@ -585,6 +604,82 @@ class Executor:
                 p.budget,
             )
         return cands, dropped
+
+    def _one_prefix(self) -> bytes | None:
+        """The one index prefix a streaming plan reads, where ``_stream`` may run it, else None.
+
+        Newest first without a created window or ``as_of``, on an engine with the C read and a
+        cursor (LMDB): one type alone, or one tag of one type and no frame pattern to join
+        (``_type_ids`` and ``_tag_ids`` then read this prefix alone through ``created_scan``).
+        """
+        p = self.plan
+        if (
+            self._current is None
+            or self._cursor is None
+            or not p.descending
+            or p.as_of is not None
+            or (p.window is not None and p.window_on == "created")
+            or len(p.types) != 1
+        ):
+            return None
+        (t,) = p.types
+        if p.start == "type":
+            return IDX_TYPE + bytes((t,))
+        if p.start == "tag" and len(set(p.tags)) == 1 and not self._full_pattern():
+            return tag_prefix(p.tags[0], t)
+        return None
+
+    def _stream(self, prefix: bytes, want: int | None) -> list[Candidate]:
+        """``run``'s streaming loop over one index prefix, fused: the same candidates, in order.
+
+        ``created_scan`` newest first (inside this loop, the raw ids as they come off the keys)
+        and ``accept`` of each id until ``want`` pass: one generator and no chunks (the chunks
+        are for ``preload``, which an engine with the C read does not have).
+        """
+        current = self._current
+        assert current is not None
+        passes = self.passes
+        cands: list[Candidate] = []
+        for raw in self._newest(prefix):
+            pair = current(raw) if len(raw) == _ID else None
+            row = (
+                passes(pair[0], pair[1])
+                if pair is not None
+                else self.accept(MemoryId._trusted(raw), indexed=True)
+            )
+            if row is not None:
+                cands.append(Candidate(row))
+                if want is not None and len(cands) >= want:
+                    break
+        return cands
+
+    def _newest(self, prefix: bytes) -> Iterator[bytes]:
+        """The raw ids under ``prefix`` as ``created_scan(prefix, True)`` gives them (no bounds)."""
+        n = len(prefix)
+        body = n + _U64
+        top: int | None = None
+        keys = self.txn.keys
+        while top is None or top >= 0:
+            seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
+            run: list[bytes] = []
+            run_at = b""
+            for key in keys(prefix, start=seek, reverse=True):
+                created = key[n:body]
+                if created != run_at:
+                    for k in reversed(run):
+                        yield k[body:]
+                    run, run_at = [key], created
+                elif len(run) < _RUN:
+                    run.append(key)
+                else:
+                    break  # a long run: read forward from its start
+            else:
+                for k in reversed(run):
+                    yield k[body:]
+                return
+            for k in keys(prefix + run_at):
+                yield k[body:]
+            top = int.from_bytes(run_at, "big") - 1
 
     def _sort_key(self, c: Candidate) -> tuple[Any, ...]:
         p = self.plan

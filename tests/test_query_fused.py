@@ -1,0 +1,201 @@
+"""The fused streaming loop of find (``Executor._stream``) gives exactly what the general path
+gives: the same hits in the same order, the same salience, scores, texts and budget drops.
+
+The general path (``created_scan``, chunks, ``accept``) is the definition; the fused one runs for
+a newest-first find of one type, or of one tag and one type, on an engine with the C read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cortex import Cortex, Event, Gt, MemoryId, MemoryType, NewMemory, Query, Reader, Window
+from cortex.query import planner
+
+from .qsupport import T0, Clock, fact
+
+_TYPES = [MemoryType.FACT, MemoryType.EVENT]
+_TAGS = ["a", "b"]
+
+
+def _data(t: MemoryType, i: int) -> Any:
+    return fact(i) if t is MemoryType.FACT else Event(kind=f"k{i}")
+
+
+@contextmanager
+def _fused(on: bool) -> Iterator[None]:
+    old, planner._FUSED = planner._FUSED, on
+    try:
+        yield
+    finally:
+        planner._FUSED = old
+
+
+def _seen(res: Any) -> tuple[Any, ...]:
+    """Everything a find returns that the two loops could make differ."""
+    hits = tuple(
+        (h.memory.uri, h.memory.data, h.salience, h.score, h.text, h.tokens, h.hop)
+        for h in res.hits
+    )
+    return hits, res.tokens, res.dropped, res.plan
+
+
+def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
+    with _fused(False):
+        general = _seen(cx.find(q))
+    with _fused(True):
+        fused = _seen(cx.find(q))
+    return general, fused
+
+
+item_st = st.tuples(
+    st.sampled_from(_TYPES),
+    st.lists(st.sampled_from(_TAGS), unique=True, max_size=2),
+    st.integers(0, 10),
+    st.sampled_from([0, 0, 1, 5]),  # seconds to advance after: 0 gives created-time ties
+    st.sampled_from(
+        ["none", "none", "tomb", "update", "head", "supersede", "expired", "expires", "public"]
+    ),
+    st.integers(0, 20),  # which earlier memory a supersedes edge points at
+)
+
+query_st = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(_TYPES),
+        "tags": st.sampled_from([(), ("a",), ("b",)]),
+        "limit": st.integers(1, 8),
+        "offset": st.integers(0, 3),
+        "descending": st.sampled_from([None, None, True, False]),
+        "include_tombstoned": st.booleans(),
+        "include_superseded": st.booleans(),
+        "include_expired": st.booleans(),
+        "other_reader": st.booleans(),
+    },
+    optional={
+        "window": st.tuples(
+            st.integers(0, 60), st.integers(1, 60), st.sampled_from(["own", "updated"])
+        ),
+        "budget": st.integers(1, 40),
+        "where": st.integers(0, 10),
+    },
+)
+
+
+@settings(max_examples=80)
+@given(items=st.lists(item_st, max_size=16), queries=st.lists(query_st, min_size=1, max_size=5))
+def test_the_fused_loop_is_the_general_path(
+    items: list[tuple[Any, ...]], queries: list[dict[str, Any]]
+) -> None:
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids: list[MemoryId] = []
+        for i, (t, tags, imp, step, change, other) in enumerate(items):
+            kw: dict[str, Any] = {"tags": tags, "importance": imp}
+            if change == "expired":
+                kw["expires_at"] = clock.now + timedelta(seconds=1)
+            elif change == "expires":
+                kw["expires_at"] = clock.now + timedelta(days=3)
+            elif change == "public":
+                kw["visibility"] = "actor_public"
+            mid = cx.write(_data(t, i), **kw).id
+            if change == "tomb":
+                clock.tick(2)
+                cx.tombstone(mid, "x")
+            elif change == "update":
+                clock.tick(2)
+                cx.update(mid, _data(t, i + 100))
+            elif change == "head":
+                clock.tick(3)
+                cx.update_head(mid, importance=10 - imp, tags=tags[:1])
+            elif change == "supersede" and mids:
+                cx.add_edge(mid, "supersedes", mids[other % len(mids)])
+            mids.append(mid)
+            clock.tick(step)
+        clock.tick(2)
+        for q in queries:
+            kw = {
+                "types": (q["type"],),
+                "tags": q["tags"],
+                "limit": q["limit"],
+                "offset": q["offset"],
+                "descending": q["descending"],
+                "include_tombstoned": q["include_tombstoned"],
+                "include_superseded": q["include_superseded"],
+                "include_expired": q["include_expired"],
+            }
+            if q["other_reader"]:
+                kw["reader"] = Reader(actor="someone-else")
+            if "window" in q:
+                lo = T0 + timedelta(seconds=q["window"][0])
+                kw["window"] = Window.between(
+                    lo, lo + timedelta(seconds=q["window"][1]), on=q["window"][2]
+                )
+            if "budget" in q:
+                kw["budget_tokens"] = q["budget"]
+            if "where" in q:
+                kw["where"] = Gt("head.importance", q["where"])
+            general, fused = _both(cx, Query(**kw))
+            assert fused == general, q
+
+
+@pytest.mark.parametrize("limit", [1, 10, 63, 64, 65, 100, 200])
+def test_the_fused_loop_across_long_runs_of_one_time(limit: int) -> None:
+    """``write_many`` gives a batch one created time: runs longer than ``_RUN`` are read forward."""
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        for batch in range(3):
+            cx.write_many(
+                [
+                    NewMemory(data=fact(f"{batch}-{i}"), tags=["a"] if i % 3 else ["b"])
+                    for i in range(90)
+                ]
+            )
+            cx.write(fact(f"alone-{batch}"), tags=["a"])
+            clock.tick(1)
+        for q in (
+            Query(types=("Fact",), limit=limit),
+            Query(types=("Fact",), tags=("a",), limit=limit),
+            Query(types=("Fact",), tags=("b",), limit=limit, offset=3),
+        ):
+            general, fused = _both(cx, q)
+            assert fused == general
+            every = cx.find(msgspec.structs.replace(q, limit=999, offset=0)).hits
+            assert len(fused[0]) == max(0, min(limit, len(every) - q.offset))
+
+
+def test_the_fused_loop_runs_where_it_applies() -> None:
+    """The fused loop is taken for the plans it names, and declines the others."""
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        cx.write(fact(1), tags=["a"])
+        with cx._kv.read() as txn:
+
+            def one(q: Query) -> bytes | None:
+                from cortex.query.language import compile_query
+
+                plan = compile_query(q, cx._now())
+                return cx._executor(txn, plan, cx._reader(None), cx._now())._one_prefix()
+
+            assert one(Query(types=("Fact",), limit=3)) is not None
+            assert one(Query(types=("Fact",), tags=("a",), limit=3)) is not None
+            assert one(Query(types=("Fact", "Event"), limit=3)) is None
+            assert one(Query(tags=("a",), limit=3)) is None
+            assert one(Query(types=("Fact",), tags=("a", "b"), limit=3)) is None
+            assert one(Query(types=("Fact",), limit=3, descending=False)) is None
+            assert one(Query(types=("Fact",), limit=3, as_of=T0)) is None
+            assert one(Query(types=("Fact",), limit=3, order_by="importance")) is not None
