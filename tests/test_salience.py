@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from cortex import (
     Belief,
@@ -417,3 +419,31 @@ def test_salience_stays_within_0_1_when_a_cosine_rounds_above_1(cx: Cortex) -> N
     full = SalienceState(accesses=1000, citations=1000)
     for v in (1.0, 1.0 + 1e-9, 1.5):
         assert salience_fn(head, full, T0, decay=DecayClass.PERMANENT, vector=v) == 1.0
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(list(DecayClass)),
+    st.integers(-(10**15), 10**15),
+    st.integers(0, 10**16),
+)
+def test_salience_at_recency_is_recency_us(decay: DecayClass, age_us: int, now_us: int) -> None:
+    """``salience_at`` computes recency inline: exactly ``_recency_us`` (and ``recency``)."""
+    from cortex.model.codec import from_micros
+    from cortex.model.records import Head
+    from cortex.rules.salience import _recency_us, recency, salience_at
+
+    last_us = now_us - age_us
+    assume(0 <= last_us <= 10**16)
+    head = Head(
+        id=new_id(),
+        type=MemoryType.FACT,
+        current_version=1,
+        actor_scope="a",
+        created_at=from_micros(last_us),
+        last_updated_at=from_micros(last_us),
+    )
+    only = Weights(recency=1.0, access=0.0, citation=0.0, importance=0.0, vector=0.0)
+    want = _recency_us(decay, last_us, now_us)
+    assert salience_at(head, None, now_us, decay=decay, weights=only) == want
+    assert recency(decay, head.last_updated_at, from_micros(now_us)) == want

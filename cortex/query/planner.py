@@ -585,9 +585,18 @@ class Executor:
                     for r in (self.accept(m, indexed=True) for m in chunk)
                     if r is not None
                 ]
-        for c in cands:
-            if p.start not in ("vector", "text"):
-                c.salience = self.salience_of(c.row)
+        if p.start not in ("vector", "text"):
+            # ``salience_of`` of each row, its per-query values looked up once
+            txn, now_us, decay, weights = self.txn, self.now_us, self.decay, self.weights
+            for c in cands:
+                head = c.row.head
+                c.salience = salience_at(
+                    head,
+                    read_state(txn, head) if head.has_counters else NEVER_USED,
+                    now_us,
+                    decay=decay[head.type],
+                    weights=weights,
+                )
         if not streaming:
             cands.sort(key=self._sort_key)
         cands = cands[p.offset :]
