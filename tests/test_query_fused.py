@@ -19,7 +19,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex import Cortex, Event, Gt, MemoryId, MemoryType, NewMemory, Query, Reader, Window
+from cortex import (
+    Cortex,
+    Event,
+    Gt,
+    IntegrityError,
+    MemoryId,
+    MemoryType,
+    NewMemory,
+    Query,
+    Reader,
+    Window,
+)
 from cortex.query import planner
 
 from .qsupport import T0, Clock, fact
@@ -50,11 +61,24 @@ def _seen(res: Any) -> tuple[Any, ...]:
     return hits, res.tokens, res.dropped, res.plan
 
 
+@contextmanager
+def _python_scan() -> Iterator[None]:
+    old, planner._NEWEST = planner._NEWEST, None
+    try:
+        yield
+    finally:
+        planner._NEWEST = old
+
+
 def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
+    """The general path's result and the fused loop's (which must be the same with the C scan
+    of the index and with its Python generator)."""
     with _fused(False):
         general = _seen(cx.find(q))
     with _fused(True):
         fused = _seen(cx.find(q))
+        with _python_scan():
+            assert _seen(cx.find(q)) == fused
     return general, fused
 
 
@@ -191,11 +215,153 @@ def test_the_fused_loop_runs_where_it_applies() -> None:
                 plan = compile_query(q, cx._now())
                 return cx._executor(txn, plan, cx._reader(None), cx._now())._one_prefix()
 
-            assert one(Query(types=("Fact",), limit=3)) is not None
-            assert one(Query(types=("Fact",), tags=("a",), limit=3)) is not None
+            # only where the C read is built (LMDB): else every plan takes the general path
+            c_read = cx._engine.current_reader(txn) is not None
+            assert (one(Query(types=("Fact",), limit=3)) is not None) == c_read
+            assert (one(Query(types=("Fact",), tags=("a",), limit=3)) is not None) == c_read
             assert one(Query(types=("Fact", "Event"), limit=3)) is None
             assert one(Query(tags=("a",), limit=3)) is None
             assert one(Query(types=("Fact",), tags=("a", "b"), limit=3)) is None
             assert one(Query(types=("Fact",), limit=3, descending=False)) is None
             assert one(Query(types=("Fact",), limit=3, as_of=T0)) is None
-            assert one(Query(types=("Fact",), limit=3, order_by="importance")) is not None
+
+
+# -- newest_ids: created_scan of one prefix, newest first, in pages from C -----------------------
+
+try:
+    from cortex import _speedups as sp
+except ImportError:  # CORTEX_NO_SPEEDUPS=1, or installed without a C compiler
+    sp = None
+
+needs_c = pytest.mark.skipif(sp is None, reason="the C accelerator is not built")
+
+_PREFIX = b"idx/q/"
+
+
+def _keys_st() -> st.SearchStrategy[list[bytes]]:
+    """Keys ``prefix || u64 created || id16`` with few distinct times (runs, long ones too)."""
+    one = st.tuples(
+        st.sampled_from([0, 1, 2, 7, 2**64 - 1, 5_000_000]),
+        st.binary(min_size=16, max_size=16),
+    )
+    runs = st.lists(one, max_size=40) | st.builds(
+        lambda t, n: [(t, i.to_bytes(16, "big")) for i in range(n)],
+        st.sampled_from([0, 3, 2**64 - 1]),
+        st.integers(60, 140),
+    )
+    return st.builds(
+        lambda a, b: sorted({_PREFIX + t.to_bytes(8, "big") + i for t, i in a + b}), runs, runs
+    )
+
+
+@contextmanager
+def _index(keys: list[bytes], extra: tuple[bytes, ...] = ()) -> Iterator[Any]:
+    """A read snapshot of an LMDB store holding ``keys`` and neighbours around the prefix."""
+    from cortex.storage.kv import LmdbKV
+
+    with tempfile.TemporaryDirectory() as d:
+        kv = LmdbKV(Path(d) / "kv")
+        try:
+            around = (b"idx/p\xff", b"idx/q", b"idx/q.", b"idx/q0", b"idx/r", *extra)
+            kv.write(lambda t: [t.put(k, b"") for k in (*keys, *around)])
+            with kv.read() as txn:
+                yield txn
+        finally:
+            kv.close()
+
+
+def _scan(txn: Any, prefix: bytes) -> list[bytes]:
+    """``created_scan(prefix, True)``'s ids: the definition."""
+    from cortex.query.language import compile_query
+
+    plan = compile_query(Query(types=("Fact",), limit=1), T0)
+    ex = planner.Executor.__new__(planner.Executor)
+    ex.txn, ex.plan = txn, plan
+    return [m.bytes for _, m in ex.created_scan(prefix, True)]
+
+
+def _paged(txn: Any, prefix: bytes, size: int) -> list[bytes] | None:
+    out: list[bytes] = []
+    after = None
+    while True:
+        got = sp.newest_ids(txn.cursor(), prefix, after, size)
+        if got is None:
+            return None
+        ids, after = got
+        assert type(ids) is list and all(type(i) is bytes and len(i) == 16 for i in ids)
+        if after is None:
+            assert len(ids) <= size
+            return out + ids
+        assert len(ids) == size and type(after) is bytes and len(after) == 24
+        assert after[8:] == ids[-1]
+        out += ids
+
+
+@needs_c
+@settings(max_examples=150)
+@given(_keys_st(), st.sampled_from([1, 2, 3, 8, 10, 63, 64, 65, 200]))
+def test_newest_ids_is_created_scan(keys: list[bytes], size: int) -> None:
+    with _index(keys) as txn:
+        want = _scan(txn, _PREFIX)
+        assert len(want) == len(keys)
+        assert _paged(txn, _PREFIX, size) == want
+        # the Python generator of the fused loop gives the same
+        ex = planner.Executor.__new__(planner.Executor)
+        ex.txn = txn
+        assert list(ex._newest(_PREFIX)) == want
+        # an empty prefix, and prefixes at the ends of the key space
+        assert sp.newest_ids(txn.cursor(), b"idx/none/", None, size) == ([], None)
+        assert sp.newest_ids(txn.cursor(), b"\xff\xff", None, size) == ([], None)
+        assert sp.newest_ids(txn.cursor(), b"\x00", None, size) == ([], None)
+
+
+@needs_c
+@pytest.mark.parametrize("bad", [_PREFIX + b"short", _PREFIX + bytes(25), _PREFIX + bytes(23)])
+def test_newest_ids_declines_a_key_of_another_length(bad: bytes) -> None:
+    keys = [_PREFIX + t.to_bytes(8, "big") + bytes(15) + bytes((t,)) for t in range(5)]
+    with _index(keys, (bad,)) as txn:
+        assert _paged(txn, _PREFIX, 2) is None
+
+
+@needs_c
+def test_newest_ids_refuses_bad_arguments() -> None:
+    with _index([]) as txn:
+        cur = txn.cursor()
+        for args in (
+            (cur, "idx/q/", None, 3),
+            (cur, _PREFIX, b"x" * 23, 3),
+            (cur, _PREFIX, "x" * 24, 3),
+        ):
+            with pytest.raises(TypeError):
+                sp.newest_ids(*args)
+        for limit in (0, -1, 2**80, 1.5, None):
+            with pytest.raises((ValueError, TypeError)):
+                sp.newest_ids(cur, _PREFIX, None, limit)
+        with pytest.raises(TypeError):
+            sp.newest_ids(cur, _PREFIX, None)
+        with pytest.raises(AttributeError):  # the cursor's error is raised, not declined
+            sp.newest_ids(object(), _PREFIX, None, 3)
+
+
+def test_a_declined_scan_takes_the_general_path() -> None:
+    """A damaged index key of another length: the fused loop declines, the general path runs."""
+    from cortex.storage.keys import tag_prefix
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        for i in range(5):
+            cx.write(fact(i), tags=["a"])
+        bad = tag_prefix("a", MemoryType.FACT) + b"\xff" * 10
+        cx._kv.write(lambda t: t.put(bad, b""))
+        q = Query(types=("Fact",), tags=("a",), limit=3)
+        with _fused(False):
+            try:
+                general: Any = _seen(cx.find(q))
+            except Exception as exc:
+                general = (type(exc), str(exc))
+        with _fused(True):
+            try:
+                fused: Any = _seen(cx.find(q))
+            except Exception as exc:
+                fused = (type(exc), str(exc))
+        assert fused == general
+        assert general[0] is IntegrityError and "index key is damaged" in general[1]

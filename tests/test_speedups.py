@@ -1912,6 +1912,11 @@ PARITY: dict[str, tuple[str, ...]] = {
     "memory_of": ("test_memory_of_is_the_python_memory",),
     "read_current": ("test_read_current_is_the_python_read",),
     "micros": ("test_micros_is_to_micros",),
+    "newest_ids": (
+        "tests.test_query_fused::test_newest_ids_is_created_scan",
+        "tests.test_query_fused::test_newest_ids_declines_a_key_of_another_length",
+        "tests.test_query_fused::test_newest_ids_refuses_bad_arguments",
+    ),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

@@ -86,6 +86,14 @@ _INTO: Final = bytes((EdgeType.SUPERSEDES,))
 _RUN: Final = 64
 """The longest run of one created time ``created_scan`` buffers from its reverse scan."""
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
+"""``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
+
 _FUSED = True
 """Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
 candidates as the general one (tests turn it off to compare the two)."""
@@ -246,12 +254,14 @@ class Executor:
         """
         version: Version | None = None
         current = self._current
-        if head is None and current is not None:  # the head and its version in one C call
+        # the head and its version in one C call (which takes 16 bytes: an id off a damaged
+        # index key of another length takes the Python path, which says what is wrong)
+        if head is None and current is not None and len(mid.bytes) == _ID:
             pair = current(mid.bytes)
             if pair is not None:
                 return self.passes(pair[0], pair[1])
         if head is None:
-            head = self.head(mid)
+            head = self.head(mid) if len(mid.bytes) == _ID else None
             if head is None:
                 if indexed:
                     raise IntegrityError(
@@ -550,8 +560,13 @@ class Executor:
             cands = self._from_walk()
         elif p.start in ("text", "vector"):
             cands = self._from_search(want)
-        elif streaming and _FUSED and (one := self._one_prefix()) is not None:
-            cands = self._stream(one, want)
+        elif (
+            streaming
+            and _FUSED
+            and (one := self._one_prefix()) is not None
+            and (fused := self._stream(one, want)) is not None
+        ):
+            cands = fused
         elif streaming:
             # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
@@ -638,29 +653,60 @@ class Executor:
             return tag_prefix(p.tags[0], t)
         return None
 
-    def _stream(self, prefix: bytes, want: int | None) -> list[Candidate]:
+    def _stream(self, prefix: bytes, want: int | None) -> list[Candidate] | None:
         """``run``'s streaming loop over one index prefix, fused: the same candidates, in order.
 
-        ``created_scan`` newest first (inside this loop, the raw ids as they come off the keys)
-        and ``accept`` of each id until ``want`` pass: one generator and no chunks (the chunks
-        are for ``preload``, which an engine with the C read does not have).
+        ``created_scan`` newest first (the raw ids as they come off the keys: in pages from C
+        where it is built, else ``_newest``) and ``accept`` of each id until ``want`` pass; no
+        chunks (they are for ``preload``, which an engine with the C read does not have).
+        None where the C scan declines (a key of another length under the prefix): ``run``
+        then takes the general path.
         """
         current = self._current
         assert current is not None
         passes = self.passes
         cands: list[Candidate] = []
-        for raw in self._newest(prefix):
-            pair = current(raw) if len(raw) == _ID else None
-            row = (
-                passes(pair[0], pair[1])
-                if pair is not None
-                else self.accept(MemoryId._trusted(raw), indexed=True)
+        page = _NEWEST
+        if page is None:
+            ids_of = self._newest(prefix)
+            pages: Iterator[list[bytes] | None] = iter(
+                lambda: list(itertools.islice(ids_of, _RUN)), []
             )
-            if row is not None:
-                cands.append(Candidate(row))
-                if want is not None and len(cands) >= want:
-                    break
+        else:
+            pages = self._pages(page, prefix, want)
+        for ids in pages:
+            if ids is None:
+                return None
+            for raw in ids:
+                pair = current(raw) if len(raw) == _ID else None
+                row = (
+                    passes(pair[0], pair[1])
+                    if pair is not None
+                    else self.accept(MemoryId._trusted(raw), indexed=True)
+                )
+                if row is not None:
+                    cands.append(Candidate(row))
+                    if want is not None and len(cands) >= want:
+                        return cands
         return cands
+
+    def _pages(
+        self, page: Callable[[Any, bytes, bytes | None, int], Any], prefix: bytes, want: int | None
+    ) -> Iterator[Any]:
+        """Pages of ``newest_ids`` (None: it declined); the first as long as ``want``."""
+        cur = self._cursor
+        size = max(8, want or 0)
+        after: bytes | None = None
+        while True:
+            got = page(cur, prefix, after, size)
+            if got is None:
+                yield None
+                return
+            ids, after = got
+            yield ids
+            if after is None:
+                return
+            size = min(size * 4, 512)
 
     def _newest(self, prefix: bytes) -> Iterator[bytes]:
         """The raw ids under ``prefix`` as ``created_scan(prefix, True)`` gives them (no bounds)."""
