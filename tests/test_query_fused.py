@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from cortex import (
     Cortex,
+    CortexError,
     Event,
     Gt,
     IntegrityError,
@@ -365,3 +366,79 @@ def test_a_declined_scan_takes_the_general_path() -> None:
                 fused = (type(exc), str(exc))
         assert fused == general
         assert general[0] is IntegrityError and "index key is damaged" in general[1]
+
+
+# -- damage: a flipped byte fails the fused loop as it fails the general path --------------------
+
+
+def _outcome(cx: Cortex, q: Query) -> Any:
+    """What a find gives: its result, or the CortexError it raises (anything else fails)."""
+    try:
+        return _seen(cx.find(q))
+    except CortexError as exc:
+        return (type(exc), str(exc))
+
+
+def _replace(cx: Cortex, gone: bytes | None, key: bytes, value: bytes) -> None:
+    """Delete ``gone`` (if any) and put ``key``: damage written behind the store's back."""
+
+    def fn(t: Any) -> None:
+        if gone is not None:
+            t.delete(gone)
+        t.put(key, value)
+
+    cx._kv.write(fn)
+
+
+@pytest.mark.parametrize("resealed", [False, True], ids=["flipped", "flipped-and-resealed"])
+def test_a_flipped_byte_fails_the_fused_loop_as_the_general_path(resealed: bool) -> None:
+    from cortex.storage.keys import EDGE_TO, IDX_TAG, IDX_TYPE
+    from cortex.storage.kv import seal
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = []
+        for i in range(5):
+            kw: dict[str, Any] = {"tags": ["a"] if i % 2 else ["a", "b"]}
+            if i == 3:
+                kw["expires_at"] = clock.now + timedelta(seconds=30)
+            mids.append(cx.write(fact(i), **kw).id)
+            clock.tick(1 if i != 1 else 0)
+        cx.tombstone(mids[0], "x")
+        cx.add_edge(mids[4], "supersedes", mids[2])
+        clock.tick(60)
+        queries = [
+            Query(types=("Fact",), limit=3),
+            Query(types=("Fact",), tags=("a",), limit=10, include_superseded=True),
+            Query(types=("Fact",), tags=("b",), limit=2, include_tombstoned=True),
+        ]
+        with cx._kv.read() as txn:
+            stored = [
+                (k, v)
+                for k, v in txn.scan(b"")
+                if k.startswith((b"m/", b"mv/", IDX_TYPE, IDX_TAG, EDGE_TO))
+            ]
+        trials = 0
+        for key, value in stored:
+            indexed = key.startswith((IDX_TYPE, IDX_TAG))
+            body = key if indexed else (value[:-4] if resealed else value)
+            for at in range(0, len(body), 3):
+                flipped = body[:at] + bytes((body[at] ^ 0x5A,)) + body[at + 1 :]
+
+                if indexed:  # the key itself damaged
+                    _replace(cx, key, flipped, value)
+                else:
+                    _replace(cx, None, key, seal(flipped) if resealed else flipped)
+                try:
+                    for q in queries:
+                        with _fused(False):
+                            general = _outcome(cx, q)
+                        with _fused(True):
+                            assert _outcome(cx, q) == general, (key, at, q)
+                        trials += 1
+                finally:
+                    _replace(cx, flipped if indexed else None, key, value)
+        assert trials > 1000
