@@ -63,23 +63,27 @@ def _seen(res: Any) -> tuple[Any, ...]:
 
 
 @contextmanager
-def _python_scan() -> Iterator[None]:
-    old, planner._NEWEST = planner._NEWEST, None
+def _switched(scan_in_c: bool, accept_in_c: bool) -> Iterator[None]:
+    """The fused loop with or without the C scan of the index and the C filters."""
+    old = planner._NEWEST, planner._ACCEPTED
+    planner._NEWEST = old[0] if scan_in_c else None
+    planner._ACCEPTED = accept_in_c
     try:
         yield
     finally:
-        planner._NEWEST = old
+        planner._NEWEST, planner._ACCEPTED = old
 
 
 def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
-    """The general path's result and the fused loop's (which must be the same with the C scan
-    of the index and with its Python generator)."""
+    """The general path's result and the fused loop's (which must be the same with and without
+    the C scan of the index and the C filters)."""
     with _fused(False):
         general = _seen(cx.find(q))
     with _fused(True):
         fused = _seen(cx.find(q))
-        with _python_scan():
-            assert _seen(cx.find(q)) == fused
+        for scan_in_c, accept_in_c in ((False, True), (True, False), (False, False)):
+            with _switched(scan_in_c, accept_in_c):
+                assert _seen(cx.find(q)) == fused
     return general, fused
 
 
@@ -116,6 +120,35 @@ query_st = st.fixed_dictionaries(
 )
 
 
+def _fill(cx: Cortex, clock: Clock, items: list[tuple[Any, ...]]) -> list[MemoryId]:
+    """Write ``items`` (``item_st``): tombstones, updates, supersedes edges, expiries."""
+    mids: list[MemoryId] = []
+    for i, (t, tags, imp, step, change, other) in enumerate(items):
+        kw: dict[str, Any] = {"tags": tags, "importance": imp}
+        if change == "expired":
+            kw["expires_at"] = clock.now + timedelta(seconds=1)
+        elif change == "expires":
+            kw["expires_at"] = clock.now + timedelta(days=3)
+        elif change == "public":
+            kw["visibility"] = "actor_public"
+        mid = cx.write(_data(t, i), **kw).id
+        if change == "tomb":
+            clock.tick(2)
+            cx.tombstone(mid, "x")
+        elif change == "update":
+            clock.tick(2)
+            cx.update(mid, _data(t, i + 100))
+        elif change == "head":
+            clock.tick(3)
+            cx.update_head(mid, importance=10 - imp, tags=tags[:1])
+        elif change == "supersede" and mids:
+            cx.add_edge(mid, "supersedes", mids[other % len(mids)])
+        mids.append(mid)
+        clock.tick(step)
+    clock.tick(2)
+    return mids
+
+
 @settings(max_examples=80)
 @given(items=st.lists(item_st, max_size=16), queries=st.lists(query_st, min_size=1, max_size=5))
 def test_the_fused_loop_is_the_general_path(
@@ -126,30 +159,7 @@ def test_the_fused_loop_is_the_general_path(
         tempfile.TemporaryDirectory() as d,
         Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
     ):
-        mids: list[MemoryId] = []
-        for i, (t, tags, imp, step, change, other) in enumerate(items):
-            kw: dict[str, Any] = {"tags": tags, "importance": imp}
-            if change == "expired":
-                kw["expires_at"] = clock.now + timedelta(seconds=1)
-            elif change == "expires":
-                kw["expires_at"] = clock.now + timedelta(days=3)
-            elif change == "public":
-                kw["visibility"] = "actor_public"
-            mid = cx.write(_data(t, i), **kw).id
-            if change == "tomb":
-                clock.tick(2)
-                cx.tombstone(mid, "x")
-            elif change == "update":
-                clock.tick(2)
-                cx.update(mid, _data(t, i + 100))
-            elif change == "head":
-                clock.tick(3)
-                cx.update_head(mid, importance=10 - imp, tags=tags[:1])
-            elif change == "supersede" and mids:
-                cx.add_edge(mid, "supersedes", mids[other % len(mids)])
-            mids.append(mid)
-            clock.tick(step)
-        clock.tick(2)
+        _fill(cx, clock, items)
         for q in queries:
             kw = {
                 "types": (q["type"],),
@@ -442,3 +452,101 @@ def test_a_flipped_byte_fails_the_fused_loop_as_the_general_path(resealed: bool)
                 finally:
                     _replace(cx, flipped if indexed else None, key, value)
         assert trials > 1000
+
+
+# -- read_accepted: read_current and the first filters of passes in one C call -----------------
+
+
+@needs_c
+@settings(max_examples=60)
+@given(
+    items=st.lists(item_st, min_size=1, max_size=12),
+    types=st.sets(st.sampled_from(_TYPES), min_size=1),
+    tags=st.sampled_from([(), ("a",), ("b",), ("a", "b")]),
+    superseded=st.booleans(),
+)
+def test_read_accepted_is_passes(
+    items: list[tuple[Any, ...]],
+    types: set[MemoryType],
+    tags: tuple[str, ...],
+    superseded: bool,
+) -> None:
+    from cortex.query.language import compile_query
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = _fill(cx, clock, items)
+        q = Query(types=tuple(types), tags=tags, limit=5, include_superseded=superseded)
+        with cx._kv.read() as txn:
+            ex = cx._executor(txn, compile_query(q, cx._now()), cx._reader(None), cx._now())
+            accepted = cx._engine.accepted_reader(txn, frozenset(types), tags, superseded)
+            assert accepted is not None
+            for mid in [*mids, MemoryId(bytes(16))]:
+                got = accepted(mid.bytes)
+                pair = ex._current(mid.bytes)
+                want = ex.accept(mid)
+                if got is None:  # the C read declines alike
+                    assert pair is None
+                    continue
+                assert pair is not None
+                if got is False:
+                    assert want is None
+                    continue
+                head, version, passed = got
+                assert (head, version) == pair
+                if passed:
+                    assert want is not None
+                    assert (want.head, want.version) == (head, version)
+                    again = ex.passes(head, version)
+                    assert again is not None and again.data == want.data
+                else:
+                    # left to passes: a tombstone, a supersedes edge or an expiry is there
+                    assert (
+                        head.tombstone is not None
+                        or version.expires_at is not None
+                        or cx._engine.superseder(txn, mid, ex.at_us) is not None
+                        or (not superseded and _has_into(txn, mid))
+                    )
+
+
+def _has_into(txn: Any, mid: MemoryId) -> bool:
+    from cortex.storage.keys import EDGE_TO
+
+    into = EDGE_TO + mid.bytes + bytes((2,))
+    return next(txn.keys(into), None) is not None
+
+
+@needs_c
+def test_read_accepted_refuses_bad_arguments() -> None:
+    from cortex.engine.store import _READ
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        mid = cx.write(fact(1), tags=["a"]).id
+        with cx._kv.read() as txn:
+            get, cur = txn.raw_get, txn.cursor()
+            ok = (_READ, get, cur, b"e/to/", b"\x02", frozenset(_TYPES), ("a",), mid.bytes)
+            assert sp.read_accepted(*ok)[2] is True
+            for i, bad in (
+                (0, None),
+                (3, "e/to/"),
+                (4, None),
+                (5, list(_TYPES)),
+                (6, ["a"]),
+                (7, mid.bytes[:15]),
+                (7, str(mid)),
+            ):
+                args = list(ok)
+                args[i] = bad
+                with pytest.raises(TypeError):
+                    sp.read_accepted(*args)
+            with pytest.raises(TypeError):
+                sp.read_accepted(*ok[:7])
+            with pytest.raises(AttributeError):  # the cursor's error is raised, not declined
+                sp.read_accepted(*ok[:2], object(), *ok[3:])
+            with pytest.raises(KeyError):  # and get's
+                sp.read_accepted(ok[0], {}.__getitem__, *ok[2:])
+            # no such memory: declined
+            assert sp.read_accepted(*ok[:7], bytes(16)) is None

@@ -1917,6 +1917,11 @@ PARITY: dict[str, tuple[str, ...]] = {
         "tests.test_query_fused::test_newest_ids_declines_a_key_of_another_length",
         "tests.test_query_fused::test_newest_ids_refuses_bad_arguments",
     ),
+    "read_accepted": (
+        "tests.test_query_fused::test_read_accepted_is_passes",
+        "tests.test_query_fused::test_read_accepted_refuses_bad_arguments",
+        "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
+    ),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

@@ -1359,27 +1359,18 @@ PyDoc_STRVAR(read_current_doc,
              "``Store._head`` and ``Store._version`` check them: ``(head, version)``, or None "
              "where the Python path must decide (anything missing, damaged or unusual).");
 
+/* read_current after its argument checks: (head, version), or NULL (an error set or not) */
 static PyObject *
-sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
 {
-    PyObject *ctx, *mid, *key, *hraw, *vraw, *head, *v, *out = NULL;
+    PyObject *key, *hraw, *vraw, *head, *v, *out = NULL;
     long long cur;
     Share share;
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
-        return NULL;
-    }
-    ctx = args[0];
-    mid = args[2];
-    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
-        return NULL;
-    }
     key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
     if (key == NULL) {
         return NULL;
     }
-    hraw = PyObject_CallOneArg(args[1], key);
+    hraw = PyObject_CallOneArg(get, key);
     Py_DECREF(key);
     if (hraw == NULL) {
         return NULL;
@@ -1398,7 +1389,7 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (key == NULL) {
         goto done;
     }
-    vraw = PyObject_CallOneArg(args[1], key);
+    vraw = PyObject_CallOneArg(get, key);
     Py_DECREF(key);
     if (vraw == NULL) {
         goto done;
@@ -1413,7 +1404,191 @@ done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
     Py_DECREF(hraw);
-    return or_none(out);
+    return out;
+}
+
+static PyObject *
+sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0]) || !is_mid(args[2])) {
+        return NULL;
+    }
+    return or_none(current_pair(args[0], args[1], args[2]));
+}
+
+static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
+
+/* 1 when the cursor has a key starting with ``probe`` at or after it, 0 when not, -1 on error */
+static int
+has_key_under(PyObject *cursor, PyObject *probe)
+{
+    PyObject *r = PyObject_CallMethodOneArg(cursor, s_set_range, probe), *k;
+    int ok;
+    if (r == NULL) {
+        return -1;
+    }
+    ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (ok <= 0) {
+        return ok;
+    }
+    k = PyObject_CallMethodNoArgs(cursor, s_key);
+    if (k == NULL) {
+        return -1;
+    }
+    if (!PyBytes_CheckExact(k)) {
+        Py_DECREF(k);
+        PyErr_SetString(PyExc_TypeError, "read_accepted: the cursor must give bytes");
+        return -1;
+    }
+    ok = PyBytes_GET_SIZE(k) >= PyBytes_GET_SIZE(probe) &&
+         memcmp(PyBytes_AS_STRING(k), PyBytes_AS_STRING(probe),
+                (size_t)PyBytes_GET_SIZE(probe)) == 0;
+    Py_DECREF(k);
+    return ok;
+}
+
+/* 1 when attribute ``a`` of ``obj`` is None, 0 when not, -1 on error */
+static int
+attr_is_none(PyObject *obj, int a)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr[a]);
+    int none;
+    if (v == NULL) {
+        return -1;
+    }
+    none = v == Py_None;
+    Py_DECREF(v);
+    return none;
+}
+
+PyDoc_STRVAR(read_accepted_doc,
+             "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid, /)\n--\n\n"
+             "``read_current`` of the memory of raw id ``mid`` and the first filters of "
+             "``cortex.query.planner.Executor.passes`` for a plan of ``types`` and ``tags`` "
+             "alone, read by the store's owner: False when the head's type is not one of "
+             "``types`` or a tag of ``tags`` is missing (and no superseder was looked for); "
+             "``(head, version, True)`` when the row passes (no tombstone, no key under "
+             "``edge_to || mid || into`` at ``cursor`` (None: superseded memories pass), every "
+             "tag, no expiry); ``(head, version, False)`` where ``passes`` must decide; None "
+             "where read_current declines.");
+
+static PyObject *
+sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *cursor, *edge_to, *into, *types, *tags, *mid, *pair, *head, *v, *t;
+    PyObject *out = NULL;
+    Py_ssize_t i;
+    int r;
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    cursor = args[2];
+    edge_to = args[3];
+    into = args[4];
+    types = args[5];
+    tags = args[6];
+    mid = args[7];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(edge_to) || !PyBytes_CheckExact(into) ||
+        !PyAnySet_CheckExact(types) || !PyTuple_CheckExact(tags)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted: edge_to and into are bytes, types a set, tags a tuple");
+        return NULL;
+    }
+    pair = current_pair(ctx, args[1], mid);
+    if (pair == NULL) {
+        return or_none(NULL);
+    }
+    head = PyTuple_GET_ITEM(pair, 0);
+    v = PyTuple_GET_ITEM(pair, 1);
+    /* the type (passes' first filter) */
+    t = PyObject_GetAttr(head, attr[A_TYPE]);
+    if (t == NULL) {
+        goto done;
+    }
+    r = PySet_Contains(types, t);
+    Py_DECREF(t);
+    if (r <= 0) {
+        if (r == 0) {
+            out = Py_NewRef(Py_False);
+        }
+        goto done;
+    }
+    /* a tombstone: visible() decides */
+    r = attr_is_none(head, A_TOMBSTONE);
+    if (r < 0) {
+        goto done;
+    }
+    if (r == 0) {
+        goto defer;
+    }
+    /* a key under the memory's supersedes edges: heads.superseder decides */
+    if (cursor != Py_None) {
+        PyObject *probe = PyBytes_FromStringAndSize(
+            NULL, PyBytes_GET_SIZE(edge_to) + 16 + PyBytes_GET_SIZE(into));
+        char *p;
+        if (probe == NULL) {
+            goto done;
+        }
+        p = PyBytes_AS_STRING(probe);
+        memcpy(p, PyBytes_AS_STRING(edge_to), (size_t)PyBytes_GET_SIZE(edge_to));
+        memcpy(p + PyBytes_GET_SIZE(edge_to), PyBytes_AS_STRING(mid), 16);
+        memcpy(p + PyBytes_GET_SIZE(edge_to) + 16, PyBytes_AS_STRING(into),
+               (size_t)PyBytes_GET_SIZE(into));
+        r = has_key_under(cursor, probe);
+        Py_DECREF(probe);
+        if (r < 0) {
+            goto done;
+        }
+        if (r) {
+            goto defer;
+        }
+    }
+    /* every tag */
+    if (PyTuple_GET_SIZE(tags) > 0) {
+        PyObject *have = PyObject_GetAttr(head, attr[A_TAGS]);
+        if (have == NULL) {
+            goto done;
+        }
+        for (i = 0; i < PyTuple_GET_SIZE(tags); i++) {
+            r = PySequence_Contains(have, PyTuple_GET_ITEM(tags, i));
+            if (r <= 0) {
+                break;
+            }
+        }
+        Py_DECREF(have);
+        if (r < 0) {
+            goto done;
+        }
+        if (r == 0) {
+            out = Py_NewRef(Py_False);
+            goto done;
+        }
+    }
+    /* an expiry: passes compares it with the query's time */
+    r = attr_is_none(v, A_EXPIRES_AT);
+    if (r < 0) {
+        goto done;
+    }
+    out = PyTuple_Pack(3, head, v, r ? Py_True : Py_False);
+    goto done;
+defer:
+    out = PyTuple_Pack(3, head, v, Py_False);
+done:
+    Py_DECREF(pair);
+    return out;
 }
 
 static PyMethodDef decode_methods[] = {
@@ -1427,6 +1602,8 @@ static PyMethodDef decode_methods[] = {
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
     {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
+    {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
+     read_accepted_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1460,6 +1637,13 @@ cx_decode_init(PyObject *m)
                 return -1;
             }
             PyTuple_SET_ITEM(memory_kwnames, i, name);
+        }
+    }
+    if (s_set_range == NULL) {
+        s_set_range = PyUnicode_InternFromString("set_range");
+        s_key = PyUnicode_InternFromString("key");
+        if (s_set_range == NULL || s_key == NULL) {
+            return -1;
         }
     }
     Py_INCREF(Reject);

@@ -9,6 +9,7 @@ them.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +96,9 @@ _NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "n
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
 
 _FUSED = True
+_ACCEPTED = True
+"""Whether the fused loop runs the first filters in the C read (``Store.accepted_reader``)
+where it can; tests turn it off to compare."""
 """Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
 candidates as the general one (tests turn it off to compare the two)."""
 
@@ -665,6 +669,17 @@ class Executor:
         current = self._current
         assert current is not None
         passes = self.passes
+        p = self.plan
+        # the first filters in the C read too, where they are all the plan has (the owner's)
+        accepted = (
+            self.store.accepted_reader(self.txn, p.types, p.tags, p.include_superseded)
+            if _ACCEPTED
+            and self._sees_all
+            and not p.frames
+            and p.window is None
+            and p.where is None
+            else None
+        )
         cands: list[Candidate] = []
         page = _NEWEST
         if page is None:
@@ -678,12 +693,25 @@ class Executor:
             if ids is None:
                 return None
             for raw in ids:
-                pair = current(raw) if len(raw) == _ID else None
-                row = (
-                    passes(pair[0], pair[1])
-                    if pair is not None
-                    else self.accept(MemoryId._trusted(raw), indexed=True)
-                )
+                if len(raw) != _ID:
+                    row = self.accept(MemoryId._trusted(raw), indexed=True)
+                elif accepted is not None:
+                    got = accepted(raw)
+                    if got is False:
+                        continue
+                    if got is None:
+                        row = self.accept(MemoryId._trusted(raw), indexed=True)
+                    elif got[2]:
+                        row = Row(got[0], got[1], functools.partial(_decode, got[1]))
+                    else:
+                        row = passes(got[0], got[1])
+                else:
+                    pair = current(raw)
+                    row = (
+                        passes(pair[0], pair[1])
+                        if pair is not None
+                        else self.accept(MemoryId._trusted(raw), indexed=True)
+                    )
                 if row is not None:
                     cands.append(Candidate(row))
                     if want is not None and len(cands) >= want:
