@@ -79,6 +79,11 @@ def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
     the C scan of the index and the C filters)."""
     with _fused(False):
         general = _seen(cx.find(q))
+        old, planner._SALIENCE = planner._SALIENCE, None
+        try:  # salience by its definition, not in C
+            assert _seen(cx.find(q)) == general
+        finally:
+            planner._SALIENCE = old
     with _fused(True):
         fused = _seen(cx.find(q))
         for scan_in_c, accept_in_c in ((False, True), (True, False), (False, False)):

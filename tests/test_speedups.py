@@ -1917,6 +1917,10 @@ PARITY: dict[str, tuple[str, ...]] = {
         "tests.test_query_fused::test_newest_ids_declines_a_key_of_another_length",
         "tests.test_query_fused::test_newest_ids_refuses_bad_arguments",
     ),
+    "salience": (
+        "tests.test_salience::test_the_c_salience_is_salience_at",
+        "tests.test_salience::test_the_c_salience_refuses_bad_arguments",
+    ),
     "read_accepted": (
         "tests.test_query_fused::test_read_accepted_is_passes",
         "tests.test_query_fused::test_read_accepted_refuses_bad_arguments",

@@ -407,6 +407,184 @@ sp_micros(PyObject *module, PyObject *when)
     return PyLong_FromLongLong(us);
 }
 
+/* micros of a datetime (not a subclass) in UTC into *us: 1, or 0 for anything else */
+static int
+utc_micros(PyObject *when, long long *us)
+{
+    long long days;
+    if (!PyDateTime_CheckExact(when) || !((_PyDateTime_BaseTZInfo *)when)->hastzinfo ||
+        PyDateTime_DATE_GET_TZINFO(when) != PyDateTime_TimeZone_UTC) {
+        return 0;
+    }
+    days = days_from_civil(PyDateTime_GET_YEAR(when), (unsigned)PyDateTime_GET_MONTH(when),
+                           (unsigned)PyDateTime_GET_DAY(when));
+    *us = ((days * 86400LL + PyDateTime_DATE_GET_HOUR(when) * 3600LL +
+            PyDateTime_DATE_GET_MINUTE(when) * 60LL + PyDateTime_DATE_GET_SECOND(when)) *
+               1000000LL +
+           PyDateTime_DATE_GET_MICROSECOND(when));
+    return 1;
+}
+
+/* a number (int or float, not bool) as a double into *x: 1, 0 when not one (or an int a double
+ * does not hold exactly) */
+static int
+exact_double(PyObject *v, double *x)
+{
+    if (PyFloat_CheckExact(v)) {
+        *x = PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (n == -1 && PyErr_Occurred()) || n > (1LL << 53) || n < -(1LL << 53)) {
+            PyErr_Clear();
+            return 0;
+        }
+        *x = (double)n;
+        return 1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(salience_doc,
+             "salience(head, now_us, decay, permanent, half_lives, weights, /)\n--\n\n"
+             "``cortex.rules.salience.salience_at(head, NEVER_USED, now_us, "
+             "decay=decay[head.type], weights=w)`` without a vector, for a head without use "
+             "counters: ``weights`` is ``(w.recency, w.access, w.citation, w.importance)``, "
+             "``permanent`` the decay class that never decays, ``half_lives`` its "
+             "``HALF_LIFE_DAYS``. None where the Python path must decide (counters, a time or a "
+             "number out of the ordinary).");
+
+static PyObject *
+sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *head, *decay, *half_lives, *weights, *v, *cls;
+    long long now_us, last_us, age;
+    double w[4], r, d, half;
+    volatile double t0, t1, t2, t3, total, norm;
+    int i, ok;
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "salience(head, now_us, decay, permanent, half_lives, weights)");
+        return NULL;
+    }
+    head = args[0];
+    decay = args[2];
+    half_lives = args[4];
+    weights = args[5];
+    if (!PyLong_CheckExact(args[1]) || !PyDict_CheckExact(decay) ||
+        !PyDict_CheckExact(half_lives) || !PyTuple_CheckExact(weights) ||
+        PyTuple_GET_SIZE(weights) != 4) {
+        PyErr_SetString(PyExc_TypeError, "salience: an int time, two dicts and four weights");
+        return NULL;
+    }
+    now_us = PyLong_AsLongLong(args[1]);
+    if (now_us == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    for (i = 0; i < 4; i++) {
+        if (!exact_double(PyTuple_GET_ITEM(weights, i), &w[i])) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* a tombstone scores 0 */
+    v = PyObject_GetAttr(head, attr[A_TOMBSTONE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = v == Py_None;
+    Py_DECREF(v);
+    if (!ok) {
+        return PyFloat_FromDouble(0.0);
+    }
+    /* use counters: the Python path reads them */
+    v = PyObject_GetAttr(head, attr[A_HAS_COUNTERS]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = v == Py_False;
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    v = PyObject_GetAttr(head, attr[A_LAST_UPDATED_AT]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = utc_micros(v, &last_us);
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    /* the decay class of the head's type */
+    v = PyObject_GetAttr(head, attr[A_TYPE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    cls = PyDict_GetItemWithError(decay, v); /* borrowed */
+    Py_DECREF(v);
+    if (cls == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (cls == args[3]) {
+        r = 1.0;
+    }
+    else {
+        v = PyDict_GetItemWithError(half_lives, cls); /* borrowed */
+        if (v == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (!exact_double(v, &half) || half == 0.0) {
+            Py_RETURN_NONE;
+        }
+        /* max(0, now - last) / _US_PER_DAY: an int quotient a double divides exactly alike */
+        if ((last_us > 0 && now_us < LLONG_MIN + last_us) ||
+            (last_us < 0 && now_us > LLONG_MAX + last_us)) {
+            Py_RETURN_NONE;
+        }
+        age = now_us - last_us;
+        if (age < 0) {
+            age = 0;
+        }
+        if (age > (1LL << 53)) {
+            Py_RETURN_NONE;
+        }
+        r = pow(0.5, ((double)age / 86400000000.0) / half);
+    }
+    /* the importance */
+    v = PyObject_GetAttr(head, attr[A_IMPORTANCE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = PyLong_CheckExact(v) && exact_double(v, &d);
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    d = d / 10.0;
+    /* salience_at's sum, term by term in its order (no fused multiply-add) */
+    t0 = w[0] * r;
+    t1 = w[1] * (log1p(0.0) / log(1001.0));
+    t2 = w[2] * (log1p(0.0) / log(1001.0));
+    t3 = w[3] * d;
+    total = t0 + t1;
+    total = total + t2;
+    total = total + t3;
+    norm = w[0] + w[1];
+    norm = norm + w[2];
+    norm = norm + w[3];
+    return PyFloat_FromDouble(total / norm);
+}
+
 /* Integer microseconds since the epoch -> aware UTC datetime (equal to _EPOCH + timedelta). */
 static PyObject *
 read_time(const Spec *s, Reader *r)
@@ -1602,6 +1780,7 @@ static PyMethodDef decode_methods[] = {
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
     {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
+    {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
      read_accepted_doc},
     {NULL, NULL, 0, NULL},

@@ -548,10 +548,11 @@ newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
             ok = cursor_step(cursor, m_last, NULL);
             return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
         }
-        end = PyBytes_FromStringAndSize(p, n);
+        end = PyBytes_FromStringAndSize(NULL, n); /* a new object (never a shared one) */
         if (end == NULL) {
             return NULL;
         }
+        memcpy(PyBytes_AS_STRING(end), p, (size_t)n);
         PyBytes_AS_STRING(end)[n - 1] = (char)((uint8_t)p[n - 1] + 1);
         ok = cursor_step(cursor, m_set_range, end);
         Py_DECREF(end);
@@ -614,12 +615,12 @@ newest_time(PyObject *k, Py_ssize_t n)
     return t;
 }
 
-/* ``prefix || u64(t) || tail`` (tail NULL: nothing; tail_ff: 16 bytes 0xFF) */
+/* ``prefix || u64(t)``, then 16 bytes 0xFF when ``ff`` (the last key the run of t can have) */
 static PyObject *
-newest_bound(PyObject *prefix, uint64_t t, const char *tail, Py_ssize_t tail_n, int tail_ff)
+newest_bound(PyObject *prefix, uint64_t t, int ff)
 {
-    Py_ssize_t n = PyBytes_GET_SIZE(prefix), extra = tail_ff ? 16 : tail_n;
-    PyObject *b = PyBytes_FromStringAndSize(NULL, n + 8 + extra);
+    Py_ssize_t n = PyBytes_GET_SIZE(prefix);
+    PyObject *b = PyBytes_FromStringAndSize(NULL, n + 8 + (ff ? 16 : 0));
     char *p;
     int i;
     if (b == NULL) {
@@ -630,11 +631,8 @@ newest_bound(PyObject *prefix, uint64_t t, const char *tail, Py_ssize_t tail_n, 
     for (i = 0; i < 8; i++) {
         p[n + i] = (char)(uint8_t)(t >> (56 - 8 * i));
     }
-    if (tail_ff) {
+    if (ff) {
         memset(p + n + 8, 0xFF, 16);
-    }
-    else if (extra > 0) {
-        memcpy(p + n + 8, tail, (size_t)extra);
     }
     return b;
 }
@@ -646,7 +644,7 @@ newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, i
                PyObject *ids, Py_ssize_t limit, PyObject **last)
 {
     Py_ssize_t n = PyBytes_GET_SIZE(prefix);
-    PyObject *run = newest_bound(prefix, t, NULL, 0, 0), *k;
+    PyObject *run = newest_bound(prefix, t, 0), *k;
     int ok, r = 0;
     if (run == NULL) {
         return -1;
@@ -738,7 +736,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (t == 0) {
             goto exhausted;
         }
-        bound = newest_bound(prefix, t - 1, NULL, 0, 1);
+        bound = newest_bound(prefix, t - 1, 1);
         if (bound == NULL) {
             goto fail;
         }
@@ -772,7 +770,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (k != NULL && k != Py_None && newest_time(k, n) == t) {
             /* long: from the run's first key forward, then the runs before it */
-            PyObject *start = newest_bound(prefix, t, NULL, 0, 0);
+            PyObject *start = newest_bound(prefix, t, 0);
             Py_CLEAR(k);
             for (i = 0; i < nrun; i++) {
                 Py_DECREF(run[i]);
@@ -789,7 +787,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (t == 0) {
                 goto exhausted;
             }
-            bound = newest_bound(prefix, t - 1, NULL, 0, 1);
+            bound = newest_bound(prefix, t - 1, 1);
             if (bound == NULL) {
                 goto fail;
             }

@@ -49,7 +49,7 @@ from cortex.query.rerank import (
     names_any,
     unnamed,
 )
-from cortex.rules.salience import SalienceState, Weights, salience_at
+from cortex.rules.salience import HALF_LIFE_DAYS, SalienceState, Weights, salience_at
 from cortex.rules.scope import Reader
 from cortex.rules.sensitivity import gate
 from cortex.storage.keys import (
@@ -94,6 +94,9 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 
 _NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
+
+_SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
+"""``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
 
 _FUSED = True
 _ACCEPTED = True
@@ -605,16 +608,28 @@ class Executor:
                     if r is not None
                 ]
         if p.start not in ("vector", "text"):
-            # ``salience_of`` of each row, its per-query values looked up once
+            # ``salience_of`` of each row, its per-query values looked up once; in C for a
+            # memory never used (None: the definition runs)
             txn, now_us, decay, weights = self.txn, self.now_us, self.decay, self.weights
+            fast = _SALIENCE if type(decay) is dict else None
+            w = (weights.recency, weights.access, weights.citation, weights.importance)
             for c in cands:
                 head = c.row.head
-                c.salience = salience_at(
-                    head,
-                    read_state(txn, head) if head.has_counters else NEVER_USED,
-                    now_us,
-                    decay=decay[head.type],
-                    weights=weights,
+                s = (
+                    fast(head, now_us, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w)
+                    if fast is not None
+                    else None
+                )
+                c.salience = (
+                    s
+                    if s is not None
+                    else salience_at(
+                        head,
+                        read_state(txn, head) if head.has_counters else NEVER_USED,
+                        now_us,
+                        decay=decay[head.type],
+                        weights=weights,
+                    )
                 )
         if not streaming:
             cands.sort(key=self._sort_key)
