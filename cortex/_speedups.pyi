@@ -39,6 +39,38 @@ def read_current(
 def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
     """``Store._memory``: the Memory of a head and a version, data decoded; or None."""
 
+def read_accepted(
+    ctx: tuple[Any, ...],
+    get: Callable[[bytes], Any],
+    cursor: Any,
+    edge_to: bytes,
+    into: bytes,
+    types: frozenset[Any],
+    tags: tuple[str, ...],
+    mid: bytes,
+    /,
+) -> tuple[Any, Any, bool] | bool | None:
+    """``read_current`` and the first filters of a find (``Store._accepted_reader``)."""
+
+def micros(when: Any, /) -> int | None:
+    """``to_micros`` of a UTC datetime; None for anything else."""
+
+def salience(
+    head: Any,
+    now_us: int,
+    decay: dict[Any, Any],
+    permanent: Any,
+    half_lives: dict[Any, Any],
+    weights: tuple[Any, Any, Any, Any],
+    /,
+) -> float | None:
+    """``salience_at`` of a head without use counters, no vector; None where it declines."""
+
+def newest_ids(
+    cursor: Any, prefix: bytes, after: bytes | None, limit: int, /
+) -> tuple[list[bytes], bytes | None] | None:
+    """A page of ``created_scan(prefix, True)``'s raw ids and where to go on; None: declined."""
+
 def ascii_tokens(text: str, /) -> list[str] | None:
     """``tokenize(text)`` for ASCII text; ``None`` when ``text`` is not ASCII."""
 

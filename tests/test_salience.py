@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from cortex import (
     Belief,
@@ -36,6 +39,7 @@ from cortex import (
 from cortex.rules.salience import salience as salience_fn
 
 from .qsupport import DAY, T0, Clock, fact, forms, trace
+from .strategies import heads
 
 LN1001 = math.log(1001)
 
@@ -417,3 +421,107 @@ def test_salience_stays_within_0_1_when_a_cosine_rounds_above_1(cx: Cortex) -> N
     full = SalienceState(accesses=1000, citations=1000)
     for v in (1.0, 1.0 + 1e-9, 1.5):
         assert salience_fn(head, full, T0, decay=DecayClass.PERMANENT, vector=v) == 1.0
+
+
+@settings(max_examples=300)
+@given(
+    st.sampled_from(list(DecayClass)),
+    st.integers(-(10**15), 10**15),
+    st.integers(0, 10**16),
+)
+def test_salience_at_recency_is_recency_us(decay: DecayClass, age_us: int, now_us: int) -> None:
+    """``salience_at`` computes recency inline: exactly ``_recency_us`` (and ``recency``)."""
+    from cortex.model.codec import from_micros
+    from cortex.model.records import Head
+    from cortex.rules.salience import _recency_us, recency, salience_at
+
+    last_us = now_us - age_us
+    assume(0 <= last_us <= 10**16)
+    head = Head(
+        id=new_id(),
+        type=MemoryType.FACT,
+        current_version=1,
+        actor_scope="a",
+        created_at=from_micros(last_us),
+        last_updated_at=from_micros(last_us),
+    )
+    only = Weights(recency=1.0, access=0.0, citation=0.0, importance=0.0, vector=0.0)
+    want = _recency_us(decay, last_us, now_us)
+    assert salience_at(head, None, now_us, decay=decay, weights=only) == want
+    assert recency(decay, head.last_updated_at, from_micros(now_us)) == want
+
+
+_WEIGHT = st.one_of(
+    st.sampled_from([0.0, 1.0, 0.25, 0.1, 1 / 3, 0, 1]),
+    st.floats(min_value=0.0, max_value=1.0, allow_nan=False),
+)
+
+
+@settings(max_examples=400)
+@given(
+    heads(),
+    st.one_of(st.integers(-(2**62), 2**62), st.integers(0, 4 * 10**17)),
+    st.dictionaries(st.sampled_from(list(MemoryType)), st.sampled_from(list(DecayClass))),
+    st.tuples(_WEIGHT, _WEIGHT, _WEIGHT, _WEIGHT).filter(lambda w: sum(w) > 0),
+    st.booleans(),
+)
+def test_the_c_salience_is_salience_at(
+    head: Any,
+    now_us: int,
+    overrides: dict[MemoryType, DecayClass],
+    w: tuple[float, float, float, float],
+    near_now: bool,
+) -> None:
+    """``cortex._speedups.salience`` (the find's candidates) is ``salience_at``, bit for bit."""
+    import msgspec
+
+    from cortex.model.codec import from_micros, to_micros
+    from cortex.rules.salience import HALF_LIFE_DAYS, decay_table, salience_at
+
+    sp = pytest.importorskip("cortex._speedups")
+    if near_now:  # a head updated around now, in UTC as stored heads are
+        when = from_micros(min(max(now_us, -(6 * 10**16)), 2 * 10**17) % (2 * 10**17))
+        head = msgspec.structs.replace(head, last_updated_at=when, has_counters=False)
+        now_us = to_micros(when) + abs(now_us) % (400 * 86_400 * 10**6)
+    decay = decay_table(overrides)
+    weights = Weights(recency=w[0], access=w[1], citation=w[2], importance=w[3], vector=0.5)
+    got = sp.salience(head, now_us, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w)
+    from cortex.engine.heads import NEVER_USED
+
+    if got is None:  # declined: counters to read, a time not in UTC, an age past 2**53 us
+        utc = head.last_updated_at.tzinfo is UTC and type(head.last_updated_at) is datetime
+        far = abs(now_us - to_micros(head.last_updated_at)) >= 2**53
+        assert head.tombstone is None and (head.has_counters or not utc or far)
+        return
+    want = salience_at(head, NEVER_USED, now_us, decay=decay[head.type], weights=weights)
+    assert type(got) is float and got == want
+    if head.tombstone is None:
+        assert not head.has_counters
+
+
+def test_the_c_salience_refuses_bad_arguments() -> None:
+    from cortex.rules.salience import HALF_LIFE_DAYS, decay_table
+
+    sp = pytest.importorskip("cortex._speedups")
+    decay = decay_table()
+    w = (0.25, 0.15, 0.3, 0.2)
+    for args in (
+        (None, 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w),
+        (object(), 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w),
+    ):
+        with pytest.raises(AttributeError):
+            sp.salience(*args)
+    for args in (
+        (None, 0.5, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w),
+        (None, 0, list(decay.items()), DecayClass.PERMANENT, HALF_LIFE_DAYS, w),
+        (None, 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w[:3]),
+        (None, 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, list(w)),
+        (None, 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS),
+    ):
+        with pytest.raises(TypeError):
+            sp.salience(*args)
+    # weights that are not plain numbers, a time past 64 bits: declined
+    assert sp.salience(None, 2**70, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w) is None
+    assert (
+        sp.salience(None, 0, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, (True, 0, 0, 0)) is None
+    )

@@ -1770,6 +1770,53 @@ def test_memory_of_is_the_python_memory(pair: tuple[Any, Any], odd: int, junk: b
     _agree(got, py, head, version)
 
 
+class _SubTime(datetime):
+    """A datetime subclass: the C ``micros`` declines it (a subclass may change arithmetic)."""
+
+
+def _py_micros(when: Any) -> Any:
+    """``to_micros`` by its Python definition: the value, or the error's class and message."""
+    old, codec._MICROS = codec._MICROS, None
+    try:
+        return codec.to_micros(when)
+    except ValidationError as exc:
+        return (type(exc), str(exc))
+    finally:
+        codec._MICROS = old
+
+
+@settings(max_examples=400)
+@given(
+    st.datetimes(timezones=st.one_of(st.just(UTC), st.timezones(), st.none())),
+    st.integers(0, 3),
+)
+@example(datetime(1, 1, 1, tzinfo=UTC), 0)
+@example(datetime(9999, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), 0)
+@example(datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), 0)
+@example(datetime(2000, 2, 29, 12, tzinfo=timezone(timedelta(0))), 0)
+@example(datetime(2000, 2, 29, 12, tzinfo=timezone(timedelta(hours=1))), 0)
+@example(datetime(2000, 2, 29, 12, tzinfo=UTC), 1)
+def test_micros_is_to_micros(when: datetime, odd: int) -> None:
+    value: Any = when
+    if odd == 1:  # a subclass: declined, the Python path converts it
+        value = _SubTime.fromtimestamp(when.timestamp() if when.tzinfo else 0.0, UTC)
+    elif odd == 2:  # no datetime at all: declined, the Python path raises
+        value = when.date()
+    got = sp.micros(value)
+    want = _py_micros(value)
+    if type(value) is datetime and value.tzinfo is UTC:
+        assert got == want and type(got) is int
+    else:
+        assert got is None
+    if got is None:  # what the public function gives is still the definition's
+        try:
+            assert codec.to_micros(value) == want
+        except ValidationError as exc:
+            assert (type(exc), str(exc)) == want
+    for bad in (None, 0, "2020-01-01", b""):
+        assert sp.micros(bad) is None
+
+
 def test_read_functions_refuse_bad_arguments() -> None:
     from cortex.engine.store import _READ
 
@@ -1864,6 +1911,21 @@ PARITY: dict[str, tuple[str, ...]] = {
     "read_version": ("test_read_head_and_version_are_the_python_reads",),
     "memory_of": ("test_memory_of_is_the_python_memory",),
     "read_current": ("test_read_current_is_the_python_read",),
+    "micros": ("test_micros_is_to_micros",),
+    "newest_ids": (
+        "tests.test_query_fused::test_newest_ids_is_created_scan",
+        "tests.test_query_fused::test_newest_ids_declines_a_key_of_another_length",
+        "tests.test_query_fused::test_newest_ids_refuses_bad_arguments",
+    ),
+    "salience": (
+        "tests.test_salience::test_the_c_salience_is_salience_at",
+        "tests.test_salience::test_the_c_salience_refuses_bad_arguments",
+    ),
+    "read_accepted": (
+        "tests.test_query_fused::test_read_accepted_is_passes",
+        "tests.test_query_fused::test_read_accepted_refuses_bad_arguments",
+        "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
+    ),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

@@ -1,10 +1,10 @@
 """Python function calls per operation of the public API: a load-independent check of hot paths.
 
 Counts (``cProfile``'s total calls, Python and built-in functions) per ``write``, ``update``,
-``resolve``, ``resolve_latest``, ``history`` and ``find`` on a small store. The counts are
-deterministic, so two checkouts compare exactly even on a loaded machine where wall-clock
-benchmarks (``bench_store.py``, ``bench_query.py``) are noise: an added call layer on a hot path
-shows as a higher count. Run it once per checkout, e.g.::
+``resolve``, ``resolve_latest``, ``history`` and ``find`` (by type, by tag, by both) on a small
+store. The counts are deterministic, so two checkouts compare exactly even on a loaded machine
+where wall-clock benchmarks (``bench_store.py``, ``bench_query.py``) are noise: an added call
+layer on a hot path shows as a higher count. Run it once per checkout, e.g.::
 
     python tools/calls_per_op.py
     (cd /tmp/base && PYTHONPATH=/tmp/base python /path/to/tools/calls_per_op.py)
@@ -60,6 +60,7 @@ def main() -> None:
             "history": (lambda: cx.history(uris[7].id), 200),
             "find_type": (lambda: cx.find(Query(types=["Fact"], limit=10)), 100),
             "find_tag": (lambda: cx.find(Query(tags=["t3"], limit=10)), 100),
+            "find_type_tag": (lambda: cx.find(Query(types=["Fact"], tags=["t3"], limit=10)), 100),
         }
         for name, (fn, times) in ops.items():
             out[name] = round(_calls(fn, times), 2)

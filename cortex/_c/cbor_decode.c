@@ -369,6 +369,222 @@ civil_from_days(long long z, int *y, int *m, int *d)
     *y = (int)(yy + (*m <= 2));
 }
 
+/* Howard Hinnant's days_from_civil: day number (0 = 1970-01-01) of a proleptic Gregorian date. */
+static long long
+days_from_civil(long long y, unsigned m, unsigned d)
+{
+    long long era;
+    unsigned yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = (unsigned)(y - era * 400);
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long long)doe - 719468;
+}
+
+PyDoc_STRVAR(micros_doc,
+             "micros(when, /)\n--\n\n"
+             "``cortex.model.codec.to_micros`` of a ``datetime`` (not a subclass) whose tzinfo "
+             "is ``datetime.timezone.utc``: microseconds since the epoch; None for anything "
+             "else (the Python path decides).");
+
+static PyObject *
+sp_micros(PyObject *module, PyObject *when)
+{
+    long long days, us;
+    (void)module;
+    if (!PyDateTime_CheckExact(when) || !((_PyDateTime_BaseTZInfo *)when)->hastzinfo ||
+        PyDateTime_DATE_GET_TZINFO(when) != PyDateTime_TimeZone_UTC) {
+        Py_RETURN_NONE;
+    }
+    days = days_from_civil(PyDateTime_GET_YEAR(when), (unsigned)PyDateTime_GET_MONTH(when),
+                           (unsigned)PyDateTime_GET_DAY(when));
+    us = ((days * 86400LL + PyDateTime_DATE_GET_HOUR(when) * 3600LL +
+           PyDateTime_DATE_GET_MINUTE(when) * 60LL + PyDateTime_DATE_GET_SECOND(when)) *
+              1000000LL +
+          PyDateTime_DATE_GET_MICROSECOND(when));
+    return PyLong_FromLongLong(us);
+}
+
+/* micros of a datetime (not a subclass) in UTC into *us: 1, or 0 for anything else */
+static int
+utc_micros(PyObject *when, long long *us)
+{
+    long long days;
+    if (!PyDateTime_CheckExact(when) || !((_PyDateTime_BaseTZInfo *)when)->hastzinfo ||
+        PyDateTime_DATE_GET_TZINFO(when) != PyDateTime_TimeZone_UTC) {
+        return 0;
+    }
+    days = days_from_civil(PyDateTime_GET_YEAR(when), (unsigned)PyDateTime_GET_MONTH(when),
+                           (unsigned)PyDateTime_GET_DAY(when));
+    *us = ((days * 86400LL + PyDateTime_DATE_GET_HOUR(when) * 3600LL +
+            PyDateTime_DATE_GET_MINUTE(when) * 60LL + PyDateTime_DATE_GET_SECOND(when)) *
+               1000000LL +
+           PyDateTime_DATE_GET_MICROSECOND(when));
+    return 1;
+}
+
+/* a number (int or float, not bool) as a double into *x: 1, 0 when not one (or an int a double
+ * does not hold exactly) */
+static int
+exact_double(PyObject *v, double *x)
+{
+    if (PyFloat_CheckExact(v)) {
+        *x = PyFloat_AS_DOUBLE(v);
+        return 1;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (n == -1 && PyErr_Occurred()) || n > (1LL << 53) || n < -(1LL << 53)) {
+            PyErr_Clear();
+            return 0;
+        }
+        *x = (double)n;
+        return 1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(salience_doc,
+             "salience(head, now_us, decay, permanent, half_lives, weights, /)\n--\n\n"
+             "``cortex.rules.salience.salience_at(head, NEVER_USED, now_us, "
+             "decay=decay[head.type], weights=w)`` without a vector, for a head without use "
+             "counters: ``weights`` is ``(w.recency, w.access, w.citation, w.importance)``, "
+             "``permanent`` the decay class that never decays, ``half_lives`` its "
+             "``HALF_LIFE_DAYS``. None where the Python path must decide (counters, a time or a "
+             "number out of the ordinary).");
+
+static PyObject *
+sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *head, *decay, *half_lives, *weights, *v, *cls;
+    long long now_us, last_us, age;
+    double w[4], r, d, half;
+    volatile double t0, t1, t2, t3, total, norm;
+    int i, ok;
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "salience(head, now_us, decay, permanent, half_lives, weights)");
+        return NULL;
+    }
+    head = args[0];
+    decay = args[2];
+    half_lives = args[4];
+    weights = args[5];
+    if (!PyLong_CheckExact(args[1]) || !PyDict_CheckExact(decay) ||
+        !PyDict_CheckExact(half_lives) || !PyTuple_CheckExact(weights) ||
+        PyTuple_GET_SIZE(weights) != 4) {
+        PyErr_SetString(PyExc_TypeError, "salience: an int time, two dicts and four weights");
+        return NULL;
+    }
+    now_us = PyLong_AsLongLong(args[1]);
+    if (now_us == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    for (i = 0; i < 4; i++) {
+        if (!exact_double(PyTuple_GET_ITEM(weights, i), &w[i])) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* a tombstone scores 0 */
+    v = PyObject_GetAttr(head, attr[A_TOMBSTONE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = v == Py_None;
+    Py_DECREF(v);
+    if (!ok) {
+        return PyFloat_FromDouble(0.0);
+    }
+    /* use counters: the Python path reads them */
+    v = PyObject_GetAttr(head, attr[A_HAS_COUNTERS]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = v == Py_False;
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    v = PyObject_GetAttr(head, attr[A_LAST_UPDATED_AT]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = utc_micros(v, &last_us);
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    /* the decay class of the head's type */
+    v = PyObject_GetAttr(head, attr[A_TYPE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    cls = PyDict_GetItemWithError(decay, v); /* borrowed */
+    Py_DECREF(v);
+    if (cls == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (cls == args[3]) {
+        r = 1.0;
+    }
+    else {
+        v = PyDict_GetItemWithError(half_lives, cls); /* borrowed */
+        if (v == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (!exact_double(v, &half) || half == 0.0) {
+            Py_RETURN_NONE;
+        }
+        /* max(0, now - last) / _US_PER_DAY: an int quotient a double divides exactly alike */
+        if ((last_us > 0 && now_us < LLONG_MIN + last_us) ||
+            (last_us < 0 && now_us > LLONG_MAX + last_us)) {
+            Py_RETURN_NONE;
+        }
+        age = now_us - last_us;
+        if (age < 0) {
+            age = 0;
+        }
+        if (age > (1LL << 53)) {
+            Py_RETURN_NONE;
+        }
+        r = pow(0.5, ((double)age / 86400000000.0) / half);
+    }
+    /* the importance */
+    v = PyObject_GetAttr(head, attr[A_IMPORTANCE]);
+    if (v == NULL) {
+        return NULL;
+    }
+    ok = PyLong_CheckExact(v) && exact_double(v, &d);
+    Py_DECREF(v);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    d = d / 10.0;
+    /* salience_at's sum, term by term in its order (no fused multiply-add) */
+    t0 = w[0] * r;
+    t1 = w[1] * (log1p(0.0) / log(1001.0));
+    t2 = w[2] * (log1p(0.0) / log(1001.0));
+    t3 = w[3] * d;
+    total = t0 + t1;
+    total = total + t2;
+    total = total + t3;
+    norm = w[0] + w[1];
+    norm = norm + w[2];
+    norm = norm + w[3];
+    return PyFloat_FromDouble(total / norm);
+}
+
 /* Integer microseconds since the epoch -> aware UTC datetime (equal to _EPOCH + timedelta). */
 static PyObject *
 read_time(const Spec *s, Reader *r)
@@ -1321,27 +1537,18 @@ PyDoc_STRVAR(read_current_doc,
              "``Store._head`` and ``Store._version`` check them: ``(head, version)``, or None "
              "where the Python path must decide (anything missing, damaged or unusual).");
 
+/* read_current after its argument checks: (head, version), or NULL (an error set or not) */
 static PyObject *
-sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
 {
-    PyObject *ctx, *mid, *key, *hraw, *vraw, *head, *v, *out = NULL;
+    PyObject *key, *hraw, *vraw, *head, *v, *out = NULL;
     long long cur;
     Share share;
-    (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
-        return NULL;
-    }
-    ctx = args[0];
-    mid = args[2];
-    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
-        return NULL;
-    }
     key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
     if (key == NULL) {
         return NULL;
     }
-    hraw = PyObject_CallOneArg(args[1], key);
+    hraw = PyObject_CallOneArg(get, key);
     Py_DECREF(key);
     if (hraw == NULL) {
         return NULL;
@@ -1360,7 +1567,7 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (key == NULL) {
         goto done;
     }
-    vraw = PyObject_CallOneArg(args[1], key);
+    vraw = PyObject_CallOneArg(get, key);
     Py_DECREF(key);
     if (vraw == NULL) {
         goto done;
@@ -1375,7 +1582,191 @@ done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
     Py_DECREF(hraw);
-    return or_none(out);
+    return out;
+}
+
+static PyObject *
+sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_current(ctx, get, mid)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0]) || !is_mid(args[2])) {
+        return NULL;
+    }
+    return or_none(current_pair(args[0], args[1], args[2]));
+}
+
+static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
+
+/* 1 when the cursor has a key starting with ``probe`` at or after it, 0 when not, -1 on error */
+static int
+has_key_under(PyObject *cursor, PyObject *probe)
+{
+    PyObject *r = PyObject_CallMethodOneArg(cursor, s_set_range, probe), *k;
+    int ok;
+    if (r == NULL) {
+        return -1;
+    }
+    ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (ok <= 0) {
+        return ok;
+    }
+    k = PyObject_CallMethodNoArgs(cursor, s_key);
+    if (k == NULL) {
+        return -1;
+    }
+    if (!PyBytes_CheckExact(k)) {
+        Py_DECREF(k);
+        PyErr_SetString(PyExc_TypeError, "read_accepted: the cursor must give bytes");
+        return -1;
+    }
+    ok = PyBytes_GET_SIZE(k) >= PyBytes_GET_SIZE(probe) &&
+         memcmp(PyBytes_AS_STRING(k), PyBytes_AS_STRING(probe),
+                (size_t)PyBytes_GET_SIZE(probe)) == 0;
+    Py_DECREF(k);
+    return ok;
+}
+
+/* 1 when attribute ``a`` of ``obj`` is None, 0 when not, -1 on error */
+static int
+attr_is_none(PyObject *obj, int a)
+{
+    PyObject *v = PyObject_GetAttr(obj, attr[a]);
+    int none;
+    if (v == NULL) {
+        return -1;
+    }
+    none = v == Py_None;
+    Py_DECREF(v);
+    return none;
+}
+
+PyDoc_STRVAR(read_accepted_doc,
+             "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid, /)\n--\n\n"
+             "``read_current`` of the memory of raw id ``mid`` and the first filters of "
+             "``cortex.query.planner.Executor.passes`` for a plan of ``types`` and ``tags`` "
+             "alone, read by the store's owner: False when the head's type is not one of "
+             "``types`` or a tag of ``tags`` is missing (and no superseder was looked for); "
+             "``(head, version, True)`` when the row passes (no tombstone, no key under "
+             "``edge_to || mid || into`` at ``cursor`` (None: superseded memories pass), every "
+             "tag, no expiry); ``(head, version, False)`` where ``passes`` must decide; None "
+             "where read_current declines.");
+
+static PyObject *
+sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *cursor, *edge_to, *into, *types, *tags, *mid, *pair, *head, *v, *t;
+    PyObject *out = NULL;
+    Py_ssize_t i;
+    int r;
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    cursor = args[2];
+    edge_to = args[3];
+    into = args[4];
+    types = args[5];
+    tags = args[6];
+    mid = args[7];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    if (!PyBytes_CheckExact(edge_to) || !PyBytes_CheckExact(into) ||
+        !PyAnySet_CheckExact(types) || !PyTuple_CheckExact(tags)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted: edge_to and into are bytes, types a set, tags a tuple");
+        return NULL;
+    }
+    pair = current_pair(ctx, args[1], mid);
+    if (pair == NULL) {
+        return or_none(NULL);
+    }
+    head = PyTuple_GET_ITEM(pair, 0);
+    v = PyTuple_GET_ITEM(pair, 1);
+    /* the type (passes' first filter) */
+    t = PyObject_GetAttr(head, attr[A_TYPE]);
+    if (t == NULL) {
+        goto done;
+    }
+    r = PySet_Contains(types, t);
+    Py_DECREF(t);
+    if (r <= 0) {
+        if (r == 0) {
+            out = Py_NewRef(Py_False);
+        }
+        goto done;
+    }
+    /* a tombstone: visible() decides */
+    r = attr_is_none(head, A_TOMBSTONE);
+    if (r < 0) {
+        goto done;
+    }
+    if (r == 0) {
+        goto defer;
+    }
+    /* a key under the memory's supersedes edges: heads.superseder decides */
+    if (cursor != Py_None) {
+        PyObject *probe = PyBytes_FromStringAndSize(
+            NULL, PyBytes_GET_SIZE(edge_to) + 16 + PyBytes_GET_SIZE(into));
+        char *p;
+        if (probe == NULL) {
+            goto done;
+        }
+        p = PyBytes_AS_STRING(probe);
+        memcpy(p, PyBytes_AS_STRING(edge_to), (size_t)PyBytes_GET_SIZE(edge_to));
+        memcpy(p + PyBytes_GET_SIZE(edge_to), PyBytes_AS_STRING(mid), 16);
+        memcpy(p + PyBytes_GET_SIZE(edge_to) + 16, PyBytes_AS_STRING(into),
+               (size_t)PyBytes_GET_SIZE(into));
+        r = has_key_under(cursor, probe);
+        Py_DECREF(probe);
+        if (r < 0) {
+            goto done;
+        }
+        if (r) {
+            goto defer;
+        }
+    }
+    /* every tag */
+    if (PyTuple_GET_SIZE(tags) > 0) {
+        PyObject *have = PyObject_GetAttr(head, attr[A_TAGS]);
+        if (have == NULL) {
+            goto done;
+        }
+        for (i = 0; i < PyTuple_GET_SIZE(tags); i++) {
+            r = PySequence_Contains(have, PyTuple_GET_ITEM(tags, i));
+            if (r <= 0) {
+                break;
+            }
+        }
+        Py_DECREF(have);
+        if (r < 0) {
+            goto done;
+        }
+        if (r == 0) {
+            out = Py_NewRef(Py_False);
+            goto done;
+        }
+    }
+    /* an expiry: passes compares it with the query's time */
+    r = attr_is_none(v, A_EXPIRES_AT);
+    if (r < 0) {
+        goto done;
+    }
+    out = PyTuple_Pack(3, head, v, r ? Py_True : Py_False);
+    goto done;
+defer:
+    out = PyTuple_Pack(3, head, v, Py_False);
+done:
+    Py_DECREF(pair);
+    return out;
 }
 
 static PyMethodDef decode_methods[] = {
@@ -1388,6 +1779,10 @@ static PyMethodDef decode_methods[] = {
      read_row_memory_doc},
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
+    {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
+    {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
+    {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
+     read_accepted_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1421,6 +1816,13 @@ cx_decode_init(PyObject *m)
                 return -1;
             }
             PyTuple_SET_ITEM(memory_kwnames, i, name);
+        }
+    }
+    if (s_set_range == NULL) {
+        s_set_range = PyUnicode_InternFromString("set_range");
+        s_key = PyUnicode_InternFromString("key");
+        if (s_set_range == NULL || s_key == NULL) {
+            return -1;
         }
     }
     Py_INCREF(Reject);

@@ -499,10 +499,368 @@ fail:
     return NULL;
 }
 
+/* -- newest_ids: an index of (u64 created, id16) keys, newest first ---------------------------- */
+
+#define NEWEST_RUN 64 /* planner._RUN: the longest run of one time read backwards */
+
+/* the cursor's key when it starts with ``prefix`` and is ``keylen`` bytes long: a new
+ * reference; Py_None (a new reference) at the end of the prefix; NULL with an error, or NULL
+ * without one for a key of another length under the prefix (the caller declines) */
+static PyObject *
+newest_key(PyObject *cursor, int ok, PyObject *prefix, Py_ssize_t keylen)
+{
+    PyObject *k;
+    if (ok < 0) {
+        return NULL;
+    }
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    k = cursor_get(cursor, m_key);
+    if (k == NULL) {
+        return NULL;
+    }
+    if (!starts_with(k, prefix)) {
+        Py_DECREF(k);
+        Py_RETURN_NONE;
+    }
+    if (PyBytes_GET_SIZE(k) != keylen) {
+        Py_DECREF(k);
+        return NULL;
+    }
+    return k;
+}
+
+/* the last key <= ``bound`` under ``prefix`` (``bound`` NULL: the prefix's last key), as
+ * newest_key gives it; kv._LmdbTxn._position(reverse=True) */
+static PyObject *
+newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
+{
+    int ok;
+    if (bound == NULL) {
+        Py_ssize_t n = PyBytes_GET_SIZE(prefix);
+        const char *p = PyBytes_AS_STRING(prefix);
+        PyObject *end;
+        while (n > 0 && (uint8_t)p[n - 1] == 0xFF) {
+            n--;
+        }
+        if (n == 0) {
+            ok = cursor_step(cursor, m_last, NULL);
+            return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+        }
+        end = PyBytes_FromStringAndSize(NULL, n); /* a new object (never a shared one) */
+        if (end == NULL) {
+            return NULL;
+        }
+        memcpy(PyBytes_AS_STRING(end), p, (size_t)n);
+        PyBytes_AS_STRING(end)[n - 1] = (char)((uint8_t)p[n - 1] + 1);
+        ok = cursor_step(cursor, m_set_range, end);
+        Py_DECREF(end);
+        ok = ok < 0 ? ok : (ok ? cursor_step(cursor, m_prev, NULL) : cursor_step(cursor, m_last, NULL));
+        return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+    }
+    ok = cursor_step(cursor, m_set_range, bound);
+    if (ok > 0) {
+        PyObject *k = cursor_get(cursor, m_key);
+        int same;
+        if (k == NULL) {
+            return NULL;
+        }
+        same = PyBytes_GET_SIZE(k) == PyBytes_GET_SIZE(bound) &&
+               memcmp(PyBytes_AS_STRING(k), PyBytes_AS_STRING(bound),
+                      (size_t)PyBytes_GET_SIZE(k)) == 0;
+        Py_DECREF(k);
+        if (!same) {
+            ok = cursor_step(cursor, m_prev, NULL);
+        }
+    }
+    else if (ok == 0) {
+        ok = cursor_step(cursor, m_last, NULL);
+    }
+    return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+}
+
+/* append key k's id (its last 16 bytes) to ids; 1 when ids holds ``limit`` (``last`` set to
+ * k's suffix, a new reference), 0 when not, -1 on error */
+static int
+newest_emit(PyObject *ids, PyObject *k, Py_ssize_t n, Py_ssize_t limit, PyObject **last)
+{
+    PyObject *id = PyBytes_FromStringAndSize(PyBytes_AS_STRING(k) + n + 8, 16);
+    int full;
+    if (id == NULL) {
+        return -1;
+    }
+    full = PyList_Append(ids, id);
+    Py_DECREF(id);
+    if (full < 0) {
+        return -1;
+    }
+    if (PyList_GET_SIZE(ids) < limit) {
+        return 0;
+    }
+    *last = PyBytes_FromStringAndSize(PyBytes_AS_STRING(k) + n, 24);
+    return *last == NULL ? -1 : 1;
+}
+
+/* the u64 created time of key k under a prefix of n bytes */
+static uint64_t
+newest_time(PyObject *k, Py_ssize_t n)
+{
+    const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(k) + n;
+    uint64_t t = 0;
+    int i;
+    for (i = 0; i < 8; i++) {
+        t = t << 8 | p[i];
+    }
+    return t;
+}
+
+/* ``prefix || u64(t)``, then 16 bytes 0xFF when ``ff`` (the last key the run of t can have) */
+static PyObject *
+newest_bound(PyObject *prefix, uint64_t t, int ff)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(prefix);
+    PyObject *b = PyBytes_FromStringAndSize(NULL, n + 8 + (ff ? 16 : 0));
+    char *p;
+    int i;
+    if (b == NULL) {
+        return NULL;
+    }
+    p = PyBytes_AS_STRING(b);
+    memcpy(p, PyBytes_AS_STRING(prefix), (size_t)n);
+    for (i = 0; i < 8; i++) {
+        p[n + i] = (char)(uint8_t)(t >> (56 - 8 * i));
+    }
+    if (ff) {
+        memset(p + n + 8, 0xFF, 16);
+    }
+    return b;
+}
+
+/* keys of run t read forward from ``from`` (exclusive when ``skip``), emitted until the run
+ * ends or ids holds ``limit``: 1 full, 0 not, -1 error, -2 decline */
+static int
+newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, int skip,
+               PyObject *ids, Py_ssize_t limit, PyObject **last)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(prefix);
+    PyObject *run = newest_bound(prefix, t, 0), *k;
+    int ok, r = 0;
+    if (run == NULL) {
+        return -1;
+    }
+    ok = cursor_step(cursor, m_set_range, from);
+    k = newest_key(cursor, ok, run, PyBytes_GET_SIZE(prefix) + 24);
+    while (k != NULL && k != Py_None) {
+        if (skip && PyBytes_GET_SIZE(k) == PyBytes_GET_SIZE(from) &&
+            memcmp(PyBytes_AS_STRING(k), PyBytes_AS_STRING(from), (size_t)PyBytes_GET_SIZE(k)) == 0) {
+            r = 0;
+        }
+        else {
+            r = newest_emit(ids, k, n, limit, last);
+        }
+        Py_DECREF(k);
+        if (r != 0) {
+            Py_DECREF(run);
+            return r;
+        }
+        ok = cursor_step(cursor, m_next, NULL);
+        k = newest_key(cursor, ok, run, PyBytes_GET_SIZE(prefix) + 24);
+    }
+    Py_DECREF(run);
+    if (k == NULL) {
+        return PyErr_Occurred() ? -1 : -2;
+    }
+    Py_DECREF(k);
+    return 0;
+}
+
+PyDoc_STRVAR(newest_ids_doc,
+             "newest_ids(cursor, prefix, after, limit, /)\n--\n\n"
+             "``cortex.query.planner.Executor.created_scan(prefix, True)`` without bounds, in "
+             "pages: the raw ids of up to ``limit`` keys ``prefix || u64 created || id16`` after "
+             "the key whose suffix is ``after`` (None: from the newest), newest first, ties by id "
+             "ascending, read with ``cursor`` (an LMDB cursor). ``(ids, last)``: ``last`` the "
+             "suffix of the last key given, to pass as ``after`` (None: the index has no more); "
+             "or None where the Python path must decide (a key of another length under the "
+             "prefix).");
+
+static PyObject *
+sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *cursor, *prefix, *after, *ids = NULL, *last = NULL, *k = NULL, *bound = NULL;
+    PyObject *run[NEWEST_RUN];
+    Py_ssize_t limit, n, nrun = 0, i;
+    uint64_t t;
+    int r, ok;
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "newest_ids(cursor, prefix, after, limit)");
+        return NULL;
+    }
+    cursor = args[0];
+    prefix = args[1];
+    after = args[2];
+    if (!PyBytes_CheckExact(prefix) || (after != Py_None && (!PyBytes_CheckExact(after) ||
+                                                             PyBytes_GET_SIZE(after) != 24))) {
+        PyErr_SetString(PyExc_TypeError, "newest_ids: the prefix is bytes, after 24 bytes or None");
+        return NULL;
+    }
+    limit = PyLong_Check(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
+    if (limit < 1) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "newest_ids: the limit is an int >= 1");
+        }
+        return NULL;
+    }
+    n = PyBytes_GET_SIZE(prefix);
+    ids = PyList_New(0);
+    if (ids == NULL) {
+        return NULL;
+    }
+    if (after != Py_None) {
+        /* the rest of after's run (ids above after's), then the runs before it */
+        PyObject *from = PyBytes_FromStringAndSize(NULL, n + 24);
+        if (from == NULL) {
+            goto fail;
+        }
+        memcpy(PyBytes_AS_STRING(from), PyBytes_AS_STRING(prefix), (size_t)n);
+        memcpy(PyBytes_AS_STRING(from) + n, PyBytes_AS_STRING(after), 24);
+        t = newest_time(from, n);
+        r = newest_forward(cursor, prefix, t, from, 1, ids, limit, &last);
+        Py_DECREF(from);
+        if (r != 0) {
+            goto done_r;
+        }
+        if (t == 0) {
+            goto exhausted;
+        }
+        bound = newest_bound(prefix, t - 1, 1);
+        if (bound == NULL) {
+            goto fail;
+        }
+    }
+    k = newest_seek(cursor, prefix, bound);
+    Py_CLEAR(bound);
+    for (;;) {
+        /* k: the newest key of a run (or the end) */
+        if (k == NULL) {
+            goto decline_or_fail;
+        }
+        if (k == Py_None) {
+            Py_CLEAR(k);
+            goto exhausted;
+        }
+        t = newest_time(k, n);
+        nrun = 0;
+        run[nrun++] = k; /* the run holds k's reference */
+        k = NULL;
+        for (;;) {
+            ok = cursor_step(cursor, m_prev, NULL);
+            k = newest_key(cursor, ok, prefix, n + 24);
+            if (k == NULL || k == Py_None || newest_time(k, n) != t) {
+                break; /* the run ended: k the next run's newest key, or the end */
+            }
+            if (nrun == NEWEST_RUN) {
+                break; /* a long run: read forward from its start */
+            }
+            run[nrun++] = k;
+            k = NULL;
+        }
+        if (k != NULL && k != Py_None && newest_time(k, n) == t) {
+            /* long: from the run's first key forward, then the runs before it */
+            PyObject *start = newest_bound(prefix, t, 0);
+            Py_CLEAR(k);
+            for (i = 0; i < nrun; i++) {
+                Py_DECREF(run[i]);
+            }
+            nrun = 0;
+            if (start == NULL) {
+                goto fail;
+            }
+            r = newest_forward(cursor, prefix, t, start, 0, ids, limit, &last);
+            Py_DECREF(start);
+            if (r != 0) {
+                goto done_r;
+            }
+            if (t == 0) {
+                goto exhausted;
+            }
+            bound = newest_bound(prefix, t - 1, 1);
+            if (bound == NULL) {
+                goto fail;
+            }
+            k = newest_seek(cursor, prefix, bound);
+            Py_CLEAR(bound);
+            continue;
+        }
+        if (k == NULL && PyErr_Occurred()) {
+            goto fail;
+        }
+        if (k == NULL) {
+            goto decline;
+        }
+        /* a short run: its keys in reverse (ids ascending) */
+        r = 0;
+        for (i = nrun - 1; i >= 0 && r == 0; i--) {
+            r = newest_emit(ids, run[i], n, limit, &last);
+        }
+        for (i = 0; i < nrun; i++) {
+            Py_DECREF(run[i]);
+        }
+        nrun = 0;
+        if (r != 0) {
+            Py_DECREF(k);
+            k = NULL;
+            goto done_r;
+        }
+    }
+exhausted:
+    {
+        PyObject *out = PyTuple_Pack(2, ids, Py_None);
+        Py_DECREF(ids);
+        return out;
+    }
+done_r:
+    if (r == 1) {
+        PyObject *out = PyTuple_Pack(2, ids, last);
+        Py_DECREF(ids);
+        Py_DECREF(last);
+        return out;
+    }
+    if (r == -2) {
+        goto decline;
+    }
+    goto fail;
+decline_or_fail:
+    if (PyErr_Occurred()) {
+        goto fail;
+    }
+decline:
+    for (i = 0; i < nrun; i++) {
+        Py_DECREF(run[i]);
+    }
+    Py_XDECREF(k);
+    Py_XDECREF(bound);
+    Py_DECREF(ids);
+    Py_RETURN_NONE;
+fail:
+    for (i = 0; i < nrun; i++) {
+        Py_DECREF(run[i]);
+    }
+    Py_XDECREF(k);
+    Py_XDECREF(bound);
+    Py_XDECREF(last);
+    Py_XDECREF(ids);
+    return NULL;
+}
+
 static PyMethodDef cursor_methods[] = {
     {"df_values", (PyCFunction)(void (*)(void))sp_df_values, METH_FASTCALL, df_values_doc},
     {"append_runs", (PyCFunction)(void (*)(void))sp_append_runs, METH_FASTCALL, append_runs_doc},
     {"df_updates", (PyCFunction)(void (*)(void))sp_df_updates, METH_FASTCALL, df_updates_doc},
+    {"newest_ids", (PyCFunction)(void (*)(void))sp_newest_ids, METH_FASTCALL, newest_ids_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -2199,6 +2199,35 @@ class Store:
             return None
         return functools.partial(_sp.read_current, ctx, raw_get)
 
+    @staticmethod
+    def _accepted_reader(
+        txn: ReadTxn, types: frozenset[MemoryType], tags: tuple[str, ...], superseded: bool
+    ) -> Callable[[bytes], Any] | None:
+        """``_current_reader`` with the first filters of a find of ``types`` and ``tags`` alone.
+
+        Raw id -> False (the head's type or a tag does not match), ``(head, version, True)``
+        (the row passes: no tombstone, no supersedes edge to it unless ``superseded``, no
+        expiry), ``(head, version, False)`` (the query's filters decide), or None (the C read
+        declines). ``cortex.query.planner.Executor._stream`` uses it for the store's owner;
+        None without the C read, or on an engine without it (``_current_reader``).
+        """
+        ctx = _READ
+        raw_get = getattr(txn, "raw_get", None)
+        accepted = getattr(_sp, "read_accepted", None)
+        cursor = getattr(txn, "cursor", None)
+        if ctx is None or raw_get is None or accepted is None or cursor is None:
+            return None
+        return functools.partial(
+            accepted,
+            ctx,
+            raw_get,
+            None if superseded else cursor(),
+            EDGE_TO,
+            bytes((EdgeType.SUPERSEDES,)),
+            types,
+            tags,
+        )
+
     def _headless(self, mid: MemoryId) -> None:
         """Raise when ``mid`` has versions but no head: its head's key is damaged.
 
@@ -2662,6 +2691,7 @@ class Store:
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
     current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
+    accepted_reader = _accepted_reader  # (txn, types, tags, superseded) -> raw id -> ... | None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
     hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
     memory = _memory  # (head, version) -> Memory

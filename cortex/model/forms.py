@@ -66,6 +66,8 @@ def count_tokens(text: str) -> int:
     Raises:
         ValidationError: ``text`` is not text, or holds a lone surrogate.
     """
+    if type(text) is str and text.isascii():  # one byte a character: no encoding needed
+        return -(-len(text) // 4)
     try:
         return -(-len(text.encode("utf-8")) // 4)
     except (AttributeError, TypeError, UnicodeEncodeError):  # the rare case: say which

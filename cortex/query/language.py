@@ -904,6 +904,10 @@ def _check_int(name: str, v: object, lo: int, hi: int | None = None) -> int:
 def _as_tuple(value: object, name: str) -> tuple[Any, ...]:
     if value is None:
         return ()
+    if type(value) is tuple:  # the common cases without the ABC checks below
+        return value
+    if type(value) is list:
+        return tuple(value)
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValidationError(name, "type", f"must be a list, got {type(value).__name__}")
     return tuple(value)

@@ -9,6 +9,7 @@ them.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
@@ -48,7 +49,7 @@ from cortex.query.rerank import (
     names_any,
     unnamed,
 )
-from cortex.rules.salience import SalienceState, Weights, salience_at
+from cortex.rules.salience import HALF_LIFE_DAYS, SalienceState, Weights, salience_at
 from cortex.rules.scope import Reader
 from cortex.rules.sensitivity import gate
 from cortex.storage.keys import (
@@ -85,6 +86,24 @@ _MAX_ID: Final = b"\xff" * 16
 _INTO: Final = bytes((EdgeType.SUPERSEDES,))
 _RUN: Final = 64
 """The longest run of one created time ``created_scan`` buffers from its reverse scan."""
+
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
+"""``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
+
+_SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
+"""``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
+
+_FUSED = True
+_ACCEPTED = True
+"""Whether the fused loop runs the first filters in the C read (``Store.accepted_reader``)
+where it can; tests turn it off to compare."""
+"""Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
+candidates as the general one (tests turn it off to compare the two)."""
 
 TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
@@ -140,6 +159,9 @@ class Executor:
         # the reader's clearance (``specs/sensitivity.md``): None for the owner; the level is
         # in the head the query reads anyway
         self.gate = gate(reader, self.owner)
+        # the store's owner sees every memory at every level (``Reader.can_see``: the owner
+        # owns every head; ``gate``: None), so ``visible`` need not ask
+        self._sees_all = type(reader) is Reader and reader.actor == self.owner and self.gate is None
         self.decay = decay
         self.weights = weights
         self.text_search = text_search
@@ -175,6 +197,8 @@ class Executor:
             and (p.as_of is None or to_micros(head.tombstone.at) <= p.as_of)
         ):
             return False
+        if self._sees_all:
+            return True
         return self.reader.can_see(head, self.owner, self.now) and (
             self.gate is None or self.gate.memory(head)
         )
@@ -235,15 +259,16 @@ class Executor:
         transaction as the head: no head means the key is damaged (keys carry no checksum),
         which is an error, not a memory to leave out.
         """
-        p = self.plan
         version: Version | None = None
         current = self._current
-        if head is None and current is not None:  # the head and its version in one C call
+        # the head and its version in one C call (which takes 16 bytes: an id off a damaged
+        # index key of another length takes the Python path, which says what is wrong)
+        if head is None and current is not None and len(mid.bytes) == _ID:
             pair = current(mid.bytes)
             if pair is not None:
-                head, version = pair
+                return self.passes(pair[0], pair[1])
         if head is None:
-            head = self.head(mid)
+            head = self.head(mid) if len(mid.bytes) == _ID else None
             if head is None:
                 if indexed:
                     raise IntegrityError(
@@ -252,6 +277,15 @@ class Executor:
                         "from this query)"
                     )
                 return None
+        return self.passes(head, version)
+
+    def passes(self, head: Head, version: Version | None) -> Row | None:
+        """``accept`` after the reads: the row of ``head`` when it passes every filter, else None.
+
+        ``version``: the version the query sees when the caller read it with the head (the C
+        read), else None (read here once the head's filters pass).
+        """
+        p = self.plan
         if p.types and head.type not in p.types:
             return None
         if not self.visible(head):
@@ -533,6 +567,13 @@ class Executor:
             cands = self._from_walk()
         elif p.start in ("text", "vector"):
             cands = self._from_search(want)
+        elif (
+            streaming
+            and _FUSED
+            and (one := self._one_prefix()) is not None
+            and (fused := self._stream(one, want)) is not None
+        ):
+            cands = fused
         elif streaming:
             # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
@@ -566,9 +607,30 @@ class Executor:
                     for r in (self.accept(m, indexed=True) for m in chunk)
                     if r is not None
                 ]
-        for c in cands:
-            if p.start not in ("vector", "text"):
-                c.salience = self.salience_of(c.row)
+        if p.start not in ("vector", "text"):
+            # ``salience_of`` of each row, its per-query values looked up once; in C for a
+            # memory never used (None: the definition runs)
+            txn, now_us, decay, weights = self.txn, self.now_us, self.decay, self.weights
+            fast = _SALIENCE if type(decay) is dict else None
+            w = (weights.recency, weights.access, weights.citation, weights.importance)
+            for c in cands:
+                head = c.row.head
+                s = (
+                    fast(head, now_us, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w)
+                    if fast is not None
+                    else None
+                )
+                c.salience = (
+                    s
+                    if s is not None
+                    else salience_at(
+                        head,
+                        read_state(txn, head) if head.has_counters else NEVER_USED,
+                        now_us,
+                        decay=decay[head.type],
+                        weights=weights,
+                    )
+                )
         if not streaming:
             cands.sort(key=self._sort_key)
         cands = cands[p.offset :]
@@ -585,6 +647,137 @@ class Executor:
                 p.budget,
             )
         return cands, dropped
+
+    def _one_prefix(self) -> bytes | None:
+        """The one index prefix a streaming plan reads, where ``_stream`` may run it, else None.
+
+        Newest first without a created window or ``as_of``, on an engine with the C read and a
+        cursor (LMDB): one type alone, or one tag of one type and no frame pattern to join
+        (``_type_ids`` and ``_tag_ids`` then read this prefix alone through ``created_scan``).
+        """
+        p = self.plan
+        if (
+            self._current is None
+            or self._cursor is None
+            or not p.descending
+            or p.as_of is not None
+            or (p.window is not None and p.window_on == "created")
+            or len(p.types) != 1
+        ):
+            return None
+        (t,) = p.types
+        if p.start == "type":
+            return IDX_TYPE + bytes((t,))
+        if p.start == "tag" and len(set(p.tags)) == 1 and not self._full_pattern():
+            return tag_prefix(p.tags[0], t)
+        return None
+
+    def _stream(self, prefix: bytes, want: int | None) -> list[Candidate] | None:
+        """``run``'s streaming loop over one index prefix, fused: the same candidates, in order.
+
+        ``created_scan`` newest first (the raw ids as they come off the keys: in pages from C
+        where it is built, else ``_newest``) and ``accept`` of each id until ``want`` pass; no
+        chunks (they are for ``preload``, which an engine with the C read does not have).
+        None where the C scan declines (a key of another length under the prefix): ``run``
+        then takes the general path.
+        """
+        current = self._current
+        assert current is not None
+        passes = self.passes
+        p = self.plan
+        # the first filters in the C read too, where they are all the plan has (the owner's)
+        accepted = (
+            self.store.accepted_reader(self.txn, p.types, p.tags, p.include_superseded)
+            if _ACCEPTED
+            and self._sees_all
+            and not p.frames
+            and p.window is None
+            and p.where is None
+            else None
+        )
+        cands: list[Candidate] = []
+        page = _NEWEST
+        if page is None:
+            ids_of = self._newest(prefix)
+            pages: Iterator[list[bytes] | None] = iter(
+                lambda: list(itertools.islice(ids_of, _RUN)), []
+            )
+        else:
+            pages = self._pages(page, prefix, want)
+        for ids in pages:
+            if ids is None:
+                return None
+            for raw in ids:
+                if len(raw) != _ID:
+                    row = self.accept(MemoryId._trusted(raw), indexed=True)
+                elif accepted is not None:
+                    got = accepted(raw)
+                    if got is False:
+                        continue
+                    if got is None:
+                        row = self.accept(MemoryId._trusted(raw), indexed=True)
+                    elif got[2]:
+                        row = Row(got[0], got[1], functools.partial(_decode, got[1]))
+                    else:
+                        row = passes(got[0], got[1])
+                else:
+                    pair = current(raw)
+                    row = (
+                        passes(pair[0], pair[1])
+                        if pair is not None
+                        else self.accept(MemoryId._trusted(raw), indexed=True)
+                    )
+                if row is not None:
+                    cands.append(Candidate(row))
+                    if want is not None and len(cands) >= want:
+                        return cands
+        return cands
+
+    def _pages(
+        self, page: Callable[[Any, bytes, bytes | None, int], Any], prefix: bytes, want: int | None
+    ) -> Iterator[Any]:
+        """Pages of ``newest_ids`` (None: it declined); the first as long as ``want``."""
+        cur = self._cursor
+        size = max(8, want or 0)
+        after: bytes | None = None
+        while True:
+            got = page(cur, prefix, after, size)
+            if got is None:
+                yield None
+                return
+            ids, after = got
+            yield ids
+            if after is None:
+                return
+            size = min(size * 4, 512)
+
+    def _newest(self, prefix: bytes) -> Iterator[bytes]:
+        """The raw ids under ``prefix`` as ``created_scan(prefix, True)`` gives them (no bounds)."""
+        n = len(prefix)
+        body = n + _U64
+        top: int | None = None
+        keys = self.txn.keys
+        while top is None or top >= 0:
+            seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
+            run: list[bytes] = []
+            run_at = b""
+            for key in keys(prefix, start=seek, reverse=True):
+                created = key[n:body]
+                if created != run_at:
+                    for k in reversed(run):
+                        yield k[body:]
+                    run, run_at = [key], created
+                elif len(run) < _RUN:
+                    run.append(key)
+                else:
+                    break  # a long run: read forward from its start
+            else:
+                for k in reversed(run):
+                    yield k[body:]
+                return
+            for k in keys(prefix + run_at):
+                yield k[body:]
+            top = int.from_bytes(run_at, "big") - 1
 
     def _sort_key(self, c: Candidate) -> tuple[Any, ...]:
         p = self.plan

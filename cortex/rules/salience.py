@@ -167,7 +167,11 @@ def salience_at(
     last_us = to_micros(head.last_updated_at)
     if st.last_used_at is not None:
         last_us = max(last_us, to_micros(st.last_used_at))
-    r = _recency_us(decay, last_us, now_us)
+    # ``_recency_us``, inline (once per candidate of every find)
+    if decay is DecayClass.PERMANENT:
+        r = 1.0
+    else:
+        r = float(0.5 ** ((max(0, now_us - last_us) / _US_PER_DAY) / HALF_LIFE_DAYS[decay]))
     a = math.log1p(min(st.accesses, 1000)) / _LN_1001
     c = math.log1p(min(st.citations, 1000)) / _LN_1001
     d = head.importance / 10.0

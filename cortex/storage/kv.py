@@ -60,6 +60,13 @@ _MIN_MAP: int = 64 << 20
 _MAX_MAP: int = 1 << 40  # 1 TiB of address space; LMDB only reserves it
 _NEVER: Any = object()  # no write through this environment yet
 
+_FORKS: list[int] = [0]
+"""How many forks lie between this process and the first of its line (``os.fork`` adds one in
+the child): a handle opened at another count was opened before a fork (``_check_fork``), told
+without a ``getpid`` system call on every transaction."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
 
 def seal(payload: bytes) -> bytes:
     """The stored form of a value: ``payload || crc32(payload)`` (4 bytes, big-endian)."""
@@ -583,6 +590,7 @@ class LmdbKV:
         except OSError as exc:
             raise CortexError(_os_message(shown, exc, readonly)) from exc
         self._pid = os.getpid()
+        self._forks = _FORKS[0]
         self._closed = False
         self._shared = _Shared.acquire(self.path, readonly, metasync, map_size, create)
         if epoch_prefix is not None:
@@ -648,7 +656,7 @@ class LmdbKV:
     def _check_fork(self) -> None:
         if self._closed:
             raise CortexError(f"the store at {self.path} is closed; open it again to use it")
-        if os.getpid() != self._pid:
+        if _FORKS[0] != self._forks:
             raise CortexError(
                 "this store was opened before fork(); an LMDB environment must not cross a fork: "
                 "open the store in a process started with spawn (multiprocessing) or after exec"

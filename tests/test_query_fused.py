@@ -1,0 +1,557 @@
+"""The fused streaming loop of find (``Executor._stream``) gives exactly what the general path
+gives: the same hits in the same order, the same salience, scores, texts and budget drops.
+
+The general path (``created_scan``, chunks, ``accept``) is the definition; the fused one runs for
+a newest-first find of one type, or of one tag and one type, on an engine with the C read.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cortex import (
+    Cortex,
+    CortexError,
+    Event,
+    Gt,
+    IntegrityError,
+    MemoryId,
+    MemoryType,
+    NewMemory,
+    Query,
+    Reader,
+    Window,
+)
+from cortex.query import planner
+
+from .qsupport import T0, Clock, fact
+
+_TYPES = [MemoryType.FACT, MemoryType.EVENT]
+_TAGS = ["a", "b"]
+
+
+def _data(t: MemoryType, i: int) -> Any:
+    return fact(i) if t is MemoryType.FACT else Event(kind=f"k{i}")
+
+
+@contextmanager
+def _fused(on: bool) -> Iterator[None]:
+    old, planner._FUSED = planner._FUSED, on
+    try:
+        yield
+    finally:
+        planner._FUSED = old
+
+
+def _seen(res: Any) -> tuple[Any, ...]:
+    """Everything a find returns that the two loops could make differ."""
+    hits = tuple(
+        (h.memory.uri, h.memory.data, h.salience, h.score, h.text, h.tokens, h.hop)
+        for h in res.hits
+    )
+    return hits, res.tokens, res.dropped, res.plan
+
+
+@contextmanager
+def _switched(scan_in_c: bool, accept_in_c: bool) -> Iterator[None]:
+    """The fused loop with or without the C scan of the index and the C filters."""
+    old = planner._NEWEST, planner._ACCEPTED
+    planner._NEWEST = old[0] if scan_in_c else None
+    planner._ACCEPTED = accept_in_c
+    try:
+        yield
+    finally:
+        planner._NEWEST, planner._ACCEPTED = old
+
+
+def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
+    """The general path's result and the fused loop's (which must be the same with and without
+    the C scan of the index and the C filters)."""
+    with _fused(False):
+        general = _seen(cx.find(q))
+        old, planner._SALIENCE = planner._SALIENCE, None
+        try:  # salience by its definition, not in C
+            assert _seen(cx.find(q)) == general
+        finally:
+            planner._SALIENCE = old
+    with _fused(True):
+        fused = _seen(cx.find(q))
+        for scan_in_c, accept_in_c in ((False, True), (True, False), (False, False)):
+            with _switched(scan_in_c, accept_in_c):
+                assert _seen(cx.find(q)) == fused
+    return general, fused
+
+
+item_st = st.tuples(
+    st.sampled_from(_TYPES),
+    st.lists(st.sampled_from(_TAGS), unique=True, max_size=2),
+    st.integers(0, 10),
+    st.sampled_from([0, 0, 1, 5]),  # seconds to advance after: 0 gives created-time ties
+    st.sampled_from(
+        ["none", "none", "tomb", "update", "head", "supersede", "expired", "expires", "public"]
+    ),
+    st.integers(0, 20),  # which earlier memory a supersedes edge points at
+)
+
+query_st = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(_TYPES),
+        "tags": st.sampled_from([(), ("a",), ("b",)]),
+        "limit": st.integers(1, 8),
+        "offset": st.integers(0, 3),
+        "descending": st.sampled_from([None, None, True, False]),
+        "include_tombstoned": st.booleans(),
+        "include_superseded": st.booleans(),
+        "include_expired": st.booleans(),
+        "other_reader": st.booleans(),
+    },
+    optional={
+        "window": st.tuples(
+            st.integers(0, 60), st.integers(1, 60), st.sampled_from(["own", "updated"])
+        ),
+        "budget": st.integers(1, 40),
+        "where": st.integers(0, 10),
+    },
+)
+
+
+def _fill(cx: Cortex, clock: Clock, items: list[tuple[Any, ...]]) -> list[MemoryId]:
+    """Write ``items`` (``item_st``): tombstones, updates, supersedes edges, expiries."""
+    mids: list[MemoryId] = []
+    for i, (t, tags, imp, step, change, other) in enumerate(items):
+        kw: dict[str, Any] = {"tags": tags, "importance": imp}
+        if change == "expired":
+            kw["expires_at"] = clock.now + timedelta(seconds=1)
+        elif change == "expires":
+            kw["expires_at"] = clock.now + timedelta(days=3)
+        elif change == "public":
+            kw["visibility"] = "actor_public"
+        mid = cx.write(_data(t, i), **kw).id
+        if change == "tomb":
+            clock.tick(2)
+            cx.tombstone(mid, "x")
+        elif change == "update":
+            clock.tick(2)
+            cx.update(mid, _data(t, i + 100))
+        elif change == "head":
+            clock.tick(3)
+            cx.update_head(mid, importance=10 - imp, tags=tags[:1])
+        elif change == "supersede" and mids:
+            cx.add_edge(mid, "supersedes", mids[other % len(mids)])
+        mids.append(mid)
+        clock.tick(step)
+    clock.tick(2)
+    return mids
+
+
+@settings(max_examples=80)
+@given(items=st.lists(item_st, max_size=16), queries=st.lists(query_st, min_size=1, max_size=5))
+def test_the_fused_loop_is_the_general_path(
+    items: list[tuple[Any, ...]], queries: list[dict[str, Any]]
+) -> None:
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        _fill(cx, clock, items)
+        for q in queries:
+            kw = {
+                "types": (q["type"],),
+                "tags": q["tags"],
+                "limit": q["limit"],
+                "offset": q["offset"],
+                "descending": q["descending"],
+                "include_tombstoned": q["include_tombstoned"],
+                "include_superseded": q["include_superseded"],
+                "include_expired": q["include_expired"],
+            }
+            if q["other_reader"]:
+                kw["reader"] = Reader(actor="someone-else")
+            if "window" in q:
+                lo = T0 + timedelta(seconds=q["window"][0])
+                kw["window"] = Window.between(
+                    lo, lo + timedelta(seconds=q["window"][1]), on=q["window"][2]
+                )
+            if "budget" in q:
+                kw["budget_tokens"] = q["budget"]
+            if "where" in q:
+                kw["where"] = Gt("head.importance", q["where"])
+            general, fused = _both(cx, Query(**kw))
+            assert fused == general, q
+
+
+@pytest.mark.parametrize("limit", [1, 10, 63, 64, 65, 100, 200])
+def test_the_fused_loop_across_long_runs_of_one_time(limit: int) -> None:
+    """``write_many`` gives a batch one created time: runs longer than ``_RUN`` are read forward."""
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        for batch in range(3):
+            cx.write_many(
+                [
+                    NewMemory(data=fact(f"{batch}-{i}"), tags=["a"] if i % 3 else ["b"])
+                    for i in range(90)
+                ]
+            )
+            cx.write(fact(f"alone-{batch}"), tags=["a"])
+            clock.tick(1)
+        for q in (
+            Query(types=("Fact",), limit=limit),
+            Query(types=("Fact",), tags=("a",), limit=limit),
+            Query(types=("Fact",), tags=("b",), limit=limit, offset=3),
+        ):
+            general, fused = _both(cx, q)
+            assert fused == general
+            every = cx.find(msgspec.structs.replace(q, limit=999, offset=0)).hits
+            assert len(fused[0]) == max(0, min(limit, len(every) - q.offset))
+
+
+def test_the_fused_loop_runs_where_it_applies() -> None:
+    """The fused loop is taken for the plans it names, and declines the others."""
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        cx.write(fact(1), tags=["a"])
+        with cx._kv.read() as txn:
+
+            def one(q: Query) -> bytes | None:
+                from cortex.query.language import compile_query
+
+                plan = compile_query(q, cx._now())
+                return cx._executor(txn, plan, cx._reader(None), cx._now())._one_prefix()
+
+            # only where the C read is built (LMDB): else every plan takes the general path
+            c_read = cx._engine.current_reader(txn) is not None
+            assert (one(Query(types=("Fact",), limit=3)) is not None) == c_read
+            assert (one(Query(types=("Fact",), tags=("a",), limit=3)) is not None) == c_read
+            assert one(Query(types=("Fact", "Event"), limit=3)) is None
+            assert one(Query(tags=("a",), limit=3)) is None
+            assert one(Query(types=("Fact",), tags=("a", "b"), limit=3)) is None
+            assert one(Query(types=("Fact",), limit=3, descending=False)) is None
+            assert one(Query(types=("Fact",), limit=3, as_of=T0)) is None
+
+
+# -- newest_ids: created_scan of one prefix, newest first, in pages from C -----------------------
+
+try:
+    from cortex import _speedups as sp
+except ImportError:  # CORTEX_NO_SPEEDUPS=1, or installed without a C compiler
+    sp = None
+
+needs_c = pytest.mark.skipif(sp is None, reason="the C accelerator is not built")
+
+_PREFIX = b"idx/q/"
+
+
+def _keys_st() -> st.SearchStrategy[list[bytes]]:
+    """Keys ``prefix || u64 created || id16`` with few distinct times (runs, long ones too)."""
+    one = st.tuples(
+        st.sampled_from([0, 1, 2, 7, 2**64 - 1, 5_000_000]),
+        st.binary(min_size=16, max_size=16),
+    )
+    runs = st.lists(one, max_size=40) | st.builds(
+        lambda t, n: [(t, i.to_bytes(16, "big")) for i in range(n)],
+        st.sampled_from([0, 3, 2**64 - 1]),
+        st.integers(60, 140),
+    )
+    return st.builds(
+        lambda a, b: sorted({_PREFIX + t.to_bytes(8, "big") + i for t, i in a + b}), runs, runs
+    )
+
+
+@contextmanager
+def _index(keys: list[bytes], extra: tuple[bytes, ...] = ()) -> Iterator[Any]:
+    """A read snapshot of an LMDB store holding ``keys`` and neighbours around the prefix."""
+    from cortex.storage.kv import LmdbKV
+
+    with tempfile.TemporaryDirectory() as d:
+        kv = LmdbKV(Path(d) / "kv")
+        try:
+            around = (b"idx/p\xff", b"idx/q", b"idx/q.", b"idx/q0", b"idx/r", *extra)
+            kv.write(lambda t: [t.put(k, b"") for k in (*keys, *around)])
+            with kv.read() as txn:
+                yield txn
+        finally:
+            kv.close()
+
+
+def _scan(txn: Any, prefix: bytes) -> list[bytes]:
+    """``created_scan(prefix, True)``'s ids: the definition."""
+    from cortex.query.language import compile_query
+
+    plan = compile_query(Query(types=("Fact",), limit=1), T0)
+    ex = planner.Executor.__new__(planner.Executor)
+    ex.txn, ex.plan = txn, plan
+    return [m.bytes for _, m in ex.created_scan(prefix, True)]
+
+
+def _paged(txn: Any, prefix: bytes, size: int) -> list[bytes] | None:
+    out: list[bytes] = []
+    after = None
+    while True:
+        got = sp.newest_ids(txn.cursor(), prefix, after, size)
+        if got is None:
+            return None
+        ids, after = got
+        assert type(ids) is list and all(type(i) is bytes and len(i) == 16 for i in ids)
+        if after is None:
+            assert len(ids) <= size
+            return out + ids
+        assert len(ids) == size and type(after) is bytes and len(after) == 24
+        assert after[8:] == ids[-1]
+        out += ids
+
+
+@needs_c
+@settings(max_examples=150)
+@given(_keys_st(), st.sampled_from([1, 2, 3, 8, 10, 63, 64, 65, 200]))
+def test_newest_ids_is_created_scan(keys: list[bytes], size: int) -> None:
+    with _index(keys) as txn:
+        want = _scan(txn, _PREFIX)
+        assert len(want) == len(keys)
+        assert _paged(txn, _PREFIX, size) == want
+        # the Python generator of the fused loop gives the same
+        ex = planner.Executor.__new__(planner.Executor)
+        ex.txn = txn
+        assert list(ex._newest(_PREFIX)) == want
+        # an empty prefix, and prefixes at the ends of the key space
+        assert sp.newest_ids(txn.cursor(), b"idx/none/", None, size) == ([], None)
+        assert sp.newest_ids(txn.cursor(), b"\xff\xff", None, size) == ([], None)
+        assert sp.newest_ids(txn.cursor(), b"\x00", None, size) == ([], None)
+
+
+@needs_c
+@pytest.mark.parametrize("bad", [_PREFIX + b"short", _PREFIX + bytes(25), _PREFIX + bytes(23)])
+def test_newest_ids_declines_a_key_of_another_length(bad: bytes) -> None:
+    keys = [_PREFIX + t.to_bytes(8, "big") + bytes(15) + bytes((t,)) for t in range(5)]
+    with _index(keys, (bad,)) as txn:
+        assert _paged(txn, _PREFIX, 2) is None
+
+
+@needs_c
+def test_newest_ids_refuses_bad_arguments() -> None:
+    with _index([]) as txn:
+        cur = txn.cursor()
+        for args in (
+            (cur, "idx/q/", None, 3),
+            (cur, _PREFIX, b"x" * 23, 3),
+            (cur, _PREFIX, "x" * 24, 3),
+        ):
+            with pytest.raises(TypeError):
+                sp.newest_ids(*args)
+        for limit in (0, -1, 2**80, 1.5, None):
+            with pytest.raises((ValueError, TypeError)):
+                sp.newest_ids(cur, _PREFIX, None, limit)
+        with pytest.raises(TypeError):
+            sp.newest_ids(cur, _PREFIX, None)
+        with pytest.raises(AttributeError):  # the cursor's error is raised, not declined
+            sp.newest_ids(object(), _PREFIX, None, 3)
+
+
+def test_a_declined_scan_takes_the_general_path() -> None:
+    """A damaged index key of another length: the fused loop declines, the general path runs."""
+    from cortex.storage.keys import tag_prefix
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        for i in range(5):
+            cx.write(fact(i), tags=["a"])
+        bad = tag_prefix("a", MemoryType.FACT) + b"\xff" * 10
+        cx._kv.write(lambda t: t.put(bad, b""))
+        q = Query(types=("Fact",), tags=("a",), limit=3)
+        with _fused(False):
+            try:
+                general: Any = _seen(cx.find(q))
+            except Exception as exc:
+                general = (type(exc), str(exc))
+        with _fused(True):
+            try:
+                fused: Any = _seen(cx.find(q))
+            except Exception as exc:
+                fused = (type(exc), str(exc))
+        assert fused == general
+        assert general[0] is IntegrityError and "index key is damaged" in general[1]
+
+
+# -- damage: a flipped byte fails the fused loop as it fails the general path --------------------
+
+
+def _outcome(cx: Cortex, q: Query) -> Any:
+    """What a find gives: its result, or the CortexError it raises (anything else fails)."""
+    try:
+        return _seen(cx.find(q))
+    except CortexError as exc:
+        return (type(exc), str(exc))
+
+
+def _replace(cx: Cortex, gone: bytes | None, key: bytes, value: bytes) -> None:
+    """Delete ``gone`` (if any) and put ``key``: damage written behind the store's back."""
+
+    def fn(t: Any) -> None:
+        if gone is not None:
+            t.delete(gone)
+        t.put(key, value)
+
+    cx._kv.write(fn)
+
+
+@pytest.mark.parametrize("resealed", [False, True], ids=["flipped", "flipped-and-resealed"])
+def test_a_flipped_byte_fails_the_fused_loop_as_the_general_path(resealed: bool) -> None:
+    from cortex.storage.keys import EDGE_TO, IDX_TAG, IDX_TYPE
+    from cortex.storage.kv import seal
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = []
+        for i in range(5):
+            kw: dict[str, Any] = {"tags": ["a"] if i % 2 else ["a", "b"]}
+            if i == 3:
+                kw["expires_at"] = clock.now + timedelta(seconds=30)
+            mids.append(cx.write(fact(i), **kw).id)
+            clock.tick(1 if i != 1 else 0)
+        cx.tombstone(mids[0], "x")
+        cx.add_edge(mids[4], "supersedes", mids[2])
+        clock.tick(60)
+        queries = [
+            Query(types=("Fact",), limit=3),
+            Query(types=("Fact",), tags=("a",), limit=10, include_superseded=True),
+            Query(types=("Fact",), tags=("b",), limit=2, include_tombstoned=True),
+        ]
+        with cx._kv.read() as txn:
+            stored = [
+                (k, v)
+                for k, v in txn.scan(b"")
+                if k.startswith((b"m/", b"mv/", IDX_TYPE, IDX_TAG, EDGE_TO))
+            ]
+        trials = 0
+        for key, value in stored:
+            indexed = key.startswith((IDX_TYPE, IDX_TAG))
+            body = key if indexed else (value[:-4] if resealed else value)
+            for at in range(0, len(body), 3):
+                flipped = body[:at] + bytes((body[at] ^ 0x5A,)) + body[at + 1 :]
+
+                if indexed:  # the key itself damaged
+                    _replace(cx, key, flipped, value)
+                else:
+                    _replace(cx, None, key, seal(flipped) if resealed else flipped)
+                try:
+                    for q in queries:
+                        with _fused(False):
+                            general = _outcome(cx, q)
+                        with _fused(True):
+                            assert _outcome(cx, q) == general, (key, at, q)
+                        trials += 1
+                finally:
+                    _replace(cx, flipped if indexed else None, key, value)
+        assert trials > 1000
+
+
+# -- read_accepted: read_current and the first filters of passes in one C call -----------------
+
+
+@needs_c
+@settings(max_examples=60)
+@given(
+    items=st.lists(item_st, min_size=1, max_size=12),
+    types=st.sets(st.sampled_from(_TYPES), min_size=1),
+    tags=st.sampled_from([(), ("a",), ("b",), ("a", "b")]),
+    superseded=st.booleans(),
+)
+def test_read_accepted_is_passes(
+    items: list[tuple[Any, ...]],
+    types: set[MemoryType],
+    tags: tuple[str, ...],
+    superseded: bool,
+) -> None:
+    from cortex.query.language import compile_query
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = _fill(cx, clock, items)
+        q = Query(types=tuple(types), tags=tags, limit=5, include_superseded=superseded)
+        with cx._kv.read() as txn:
+            ex = cx._executor(txn, compile_query(q, cx._now()), cx._reader(None), cx._now())
+            accepted = cx._engine.accepted_reader(txn, frozenset(types), tags, superseded)
+            assert accepted is not None
+            for mid in [*mids, MemoryId(bytes(16))]:
+                got = accepted(mid.bytes)
+                pair = ex._current(mid.bytes)
+                want = ex.accept(mid)
+                if got is None:  # the C read declines alike
+                    assert pair is None
+                    continue
+                assert pair is not None
+                if got is False:
+                    assert want is None
+                    continue
+                head, version, passed = got
+                assert (head, version) == pair
+                if passed:
+                    assert want is not None
+                    assert (want.head, want.version) == (head, version)
+                    again = ex.passes(head, version)
+                    assert again is not None and again.data == want.data
+                else:
+                    # left to passes: a tombstone, a supersedes edge or an expiry is there
+                    assert (
+                        head.tombstone is not None
+                        or version.expires_at is not None
+                        or cx._engine.superseder(txn, mid, ex.at_us) is not None
+                        or (not superseded and _has_into(txn, mid))
+                    )
+
+
+def _has_into(txn: Any, mid: MemoryId) -> bool:
+    from cortex.storage.keys import EDGE_TO
+
+    into = EDGE_TO + mid.bytes + bytes((2,))
+    return next(txn.keys(into), None) is not None
+
+
+@needs_c
+def test_read_accepted_refuses_bad_arguments() -> None:
+    from cortex.engine.store import _READ
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        mid = cx.write(fact(1), tags=["a"]).id
+        with cx._kv.read() as txn:
+            get, cur = txn.raw_get, txn.cursor()
+            ok = (_READ, get, cur, b"e/to/", b"\x02", frozenset(_TYPES), ("a",), mid.bytes)
+            assert sp.read_accepted(*ok)[2] is True
+            for i, bad in (
+                (0, None),
+                (3, "e/to/"),
+                (4, None),
+                (5, list(_TYPES)),
+                (6, ["a"]),
+                (7, mid.bytes[:15]),
+                (7, str(mid)),
+            ):
+                args = list(ok)
+                args[i] = bad
+                with pytest.raises(TypeError):
+                    sp.read_accepted(*args)
+            with pytest.raises(TypeError):
+                sp.read_accepted(*ok[:7])
+            with pytest.raises(AttributeError):  # the cursor's error is raised, not declined
+                sp.read_accepted(*ok[:2], object(), *ok[3:])
+            with pytest.raises(KeyError):  # and get's
+                sp.read_accepted(ok[0], {}.__getitem__, *ok[2:])
+            # no such memory: declined
+            assert sp.read_accepted(*ok[:7], bytes(16)) is None
