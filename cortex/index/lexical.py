@@ -517,7 +517,7 @@ class Indexer:
             if scan is not None:
                 scan([LEX_SEGMENT], SEGMENT_MAX)
         ov = _segments.overlay(txn)
-        changed = sum(map(len, pending.values())) + sum(len(r) for r in fresh.values()) // ENTRY
+        changed = sum(map(len, pending.values())) + sum(map(len, fresh.values())) // ENTRY
         if (
             changed
             and not self._fold
@@ -529,13 +529,14 @@ class Indexer:
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        for term in [t for t in fresh if t in pending or t in ov]:
+        state = ov.state  # every term of the segments combined, in one pass
+        for term in [t for t in fresh if t in pending or t in state]:
             self._spill(term)
         # the changes to the main blocks, and their document frequency changes
         delta: Counter[str] = Counter()
         changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
         for term, group in pending.items():
-            ovt = ov.state.get(term)
+            ovt = state.get(term)
             out: dict[bytes, bytes | None] = {}
             for raw, tail in group.items():
                 if ovt is not None and raw in ovt:
@@ -550,8 +551,16 @@ class Indexer:
                         delta[term] += 1
             if out:
                 changes_by_term[term] = out
-        for term, ovt in ov.state.items():
-            group = pending.get(term, {})
+        df_delta = ov.df_delta
+        for term, ovt in state.items():
+            own = pending.get(term)
+            if own is None:  # the segments' final entries, and their count
+                out = {raw: t for raw, (t, in_main) in ovt.items() if t is not None or in_main}
+                if out:
+                    changes_by_term[term] = out
+                delta[term] += df_delta[term]
+                continue
+            group = own
             out = changes_by_term.setdefault(term, {})
             d = 0
             for raw, (final, in_main) in ovt.items():
@@ -600,23 +609,22 @@ class Indexer:
                     txn.delete(key)
                 vocabulary += added - removed
                 delta.clear()
-        for term in ov.df_delta:
+        for term in df_delta:
             delta.setdefault(term, 0)
-        for term in sorted(delta):
-            key = lex_term_key(term)
-            value = txn.get(key)
-            before = 0 if value is None else _df(key, value)
+        terms = sorted(delta)
+        # every entry read (and checked) first, in one call: the loop deletes only other keys
+        for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
             n = before + delta[term]
-            held = before + ov.df_delta.get(term, 0)  # what readers counted before
+            held = before + df_delta.get(term, 0)  # what readers counted before
             vocabulary += (n > 0) - (held > 0)
             if n == before:
                 continue
             if n < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             if n == 0:
-                txn.delete(key)
+                txn.delete(lex_term_key(term))
             else:
-                puts.append((key, _df_value(n)))
+                puts.append((lex_term_key(term), _df_value(n)))
         if puts:
             txn.put_many(puts)
         delta.clear()
@@ -678,24 +686,29 @@ class Indexer:
         decoded: _segments.Groups,
         delta: dict[str, int],
     ) -> None:
-        """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics."""
+        """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics.
+
+        ``delta``: the segment's document frequency change by term (ADDs less DELs).
+        """
         txn = self.txn
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
         vocabulary = self._terms
         changed = [(term, d) for term, d in delta.items() if d]
-        for (term, d), main in zip(changed, _main_dfs(txn, [t for t, _ in changed]), strict=True):
-            if main - ov.postings + min(d, 0) > 0:
+        limit = ov.postings
+        mains = _main_dfs(txn, [t for t, _ in changed])
+        for (term, d), main in zip(changed, mains, strict=True):
+            if main - limit + min(d, 0) > 0:
                 continue  # held before and after whatever the segments say: no need to combine
-            before = main + ov.delta(term)
+            before = main + ov.df_change(term)
             after = before + d
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             vocabulary += (after > 0) - (before > 0)
         value = seal(payload)
         txn.put(ov.next_key, value)
-        _segments.remember(ov.next_key, value, decoded, ov)
+        _segments.remember(ov.next_key, value, decoded, ov, delta)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()

@@ -66,6 +66,7 @@ _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _TAIL: Final = struct.Struct(">II")
 _ADD_BYTE: Final = bytes((ADD,))
+_KIND_DF: Final = (0, 1, 0, -1)  # an entry's document frequency change, by its kind
 
 # (kind, id16, tail8 or None) per term, terms in byte order
 Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
@@ -280,6 +281,7 @@ class Overlay:
     __slots__ = (
         "_by_term",
         "_df",
+        "_dfs",
         "_full",
         "_segs",
         "_sorted",
@@ -300,6 +302,9 @@ class Overlay:
         self._df: dict[str, int] = {}
         self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._full = False
+        # every term's document frequency change, kept from the overlay a write extended
+        # (``extended``): None when this overlay was built from stored segments
+        self._dfs: dict[str, int] | None = None
         for key, groups in segments:  # each key was checked when its segment was decoded
             self.keys.append(key)
             by_term = groups if isinstance(groups, Segment) else Segment(groups)
@@ -311,18 +316,41 @@ class Overlay:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def extended(self, key: bytes, segment: Segment) -> Overlay:
+    def extended(
+        self, key: bytes, segment: Segment, dfs: Mapping[str, int] | None = None
+    ) -> Overlay:
         """This overlay with ``segment`` (stored under ``key``, after every other) on top.
 
         Nothing combined is carried over: a term is combined again when asked (copying what
         every earlier overlay was asked would cost more than combining a write's few terms).
+        ``dfs``: the segment's document frequency change by term (ADDs less DELs; the writer
+        counted them), which, on the counts this overlay kept, gives ``df_change`` without
+        combining.
         """
         out = Overlay(())
         out.keys = [*self.keys, key]
         out.postings = self.postings + segment.count
         out._segs = [*self._segs, (key, segment)]
         out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
+        base = {} if not self._segs else self._dfs
+        if base is not None and dfs is not None:
+            counts = base.copy()
+            get = counts.get
+            for term, d in dfs.items():
+                counts[term] = get(term, 0) + d
+            out._dfs = counts
         return out
+
+    def df_change(self, term: str) -> int:
+        """``delta``, from the counts kept when a write extended this overlay, else combined.
+
+        The kept counts need no combining of the term's entries (nor check them against the
+        older segments': ``term``, a search or a fold does).
+        """
+        dfs = self._dfs  # set before the overlay is shared, never changed
+        if dfs is None:
+            return self.delta(term)
+        return dfs.get(term, 0)
 
     def __contains__(self, term: str) -> bool:
         return bool(self._parts(term))
@@ -388,10 +416,43 @@ class Overlay:
         return got
 
     def _all(self) -> None:
-        if not self._full:
-            for term in dict.fromkeys(t for _, d in self._segs for t in d):
-                self.term(term)
-            self._full = True
+        """Combine every term, in one pass over the segments (``term`` for each, at once)."""
+        if self._full:
+            return
+        states: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
+        dfs: dict[str, int] = {}
+        for key, segment in self._segs:
+            for term, entries in segment.items():
+                st = states.get(term)
+                if st is None:  # ids are unique within a segment: nothing to check yet
+                    states[term] = {raw: (tail, kind != ADD) for kind, raw, tail in entries}
+                    dfs[term] = sum([_KIND_DF[e[0]] for e in entries])
+                    continue
+                d = 0
+                for kind, raw, tail in entries:
+                    prior = st.get(raw)
+                    if prior is None:  # the main blocks decide what is below
+                        in_main = kind != ADD
+                    else:
+                        in_main = prior[1]
+                        if (prior[0] is not None) == (kind == ADD):
+                            raise IntegrityError(
+                                f"segment {show_key(key)} "
+                                f"{'adds' if kind == ADD else 'changes'} the posting of "
+                                f"{term!r} in {raw.hex()}, which an older segment "
+                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                            )
+                    st[raw] = (tail, in_main)
+                    d += 1 if kind == ADD else -1 if kind == DEL else 0
+                dfs[term] += d
+        # a term another thread combined meanwhile keeps its (equal) state; each count goes
+        # in before its state, as ``term`` does
+        have_df, have_state = self._df, self._states
+        for term, st in states.items():
+            if term not in have_state:
+                have_df[term] = dfs[term]
+                have_state.setdefault(term, st)
+        self._full = True
 
     @property
     def state(self) -> dict[str, dict[bytes, tuple[bytes | None, bool]]]:
@@ -443,7 +504,9 @@ def overlay(txn: ReadTxn) -> Overlay:
     return built
 
 
-def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
+def remember(
+    key: bytes, value: bytes, groups: Groups, on: Overlay, dfs: Mapping[str, int] | None = None
+) -> None:
     """Keep the segment a write stores (``key``, its sealed ``value``) as decoded already.
 
     Its groups are those ``decode_value`` gives for the value (the writer encoded them), so
@@ -451,7 +514,7 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
     it is ``overlay``'s last, the overlay with the segment on top is kept too: the next write's
     snapshot holds exactly those segments, and ``overlay`` hands it out without building it.
     A write that does not commit leaves harmless entries: a hit needs the same keys and the
-    same bytes.
+    same bytes. ``dfs``: the segment's document frequency change by term (``extended``).
     """
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
@@ -464,7 +527,7 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
         pairs = last[0]
     else:
         return
-    _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment))]
+    _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment, dfs))]
 
 
 def overlay_empty() -> Overlay:
