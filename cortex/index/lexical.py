@@ -695,7 +695,12 @@ class Indexer:
             txn.put_many(self._docs.items())
             self._docs.clear()
         vocabulary = self._terms
-        changed = [(term, d) for term, d in delta.items() if d]
+        kept = ov.df_changes()
+        if kept is None:
+            changed = [(term, d) for term, d in delta.items() if d]
+        else:  # a term the segments add to is held before and after an addition (a stored
+            # count is never below 0): its count need not be read
+            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and kept.get(t, 0) < 1)]
         limit = ov.postings
         mains = _main_dfs(txn, [t for t, _ in changed])
         for (term, d), main in zip(changed, mains, strict=True):

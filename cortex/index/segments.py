@@ -341,6 +341,14 @@ class Overlay:
             out._dfs = counts
         return out
 
+    def df_changes(self) -> Mapping[str, int] | None:
+        """Every term's ``delta`` as kept when a write extended this overlay, or None.
+
+        A term no segment names is absent. None: no counts were kept (an overlay built from
+        the stored segments).
+        """
+        return self._dfs
+
     def df_change(self, term: str) -> int:
         """``delta``, from the counts kept when a write extended this overlay, else combined.
 
