@@ -529,14 +529,15 @@ class Indexer:
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        state = ov.state  # every term of the segments combined, in one pass
-        for term in [t for t in fresh if t in pending or t in state]:
+        folded = ov.folded()  # every term of the segments combined, in one pass
+        for term in [t for t in fresh if t in pending or t in folded]:
             self._spill(term)
         # the changes to the main blocks, and their document frequency changes
         delta: Counter[str] = Counter()
         changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
         for term, group in pending.items():
-            ovt = state.get(term)
+            seen = folded.get(term)
+            ovt = None if seen is None else seen[0]
             out: dict[bytes, bytes | None] = {}
             for raw, tail in group.items():
                 if ovt is not None and raw in ovt:
@@ -551,24 +552,26 @@ class Indexer:
                         delta[term] += 1
             if out:
                 changes_by_term[term] = out
-        df_delta = ov.df_delta
-        for term, ovt in state.items():
+        for term, (final, counted, in_main) in folded.items():
             own = pending.get(term)
             if own is None:  # the segments' final entries, and their count
-                out = {raw: t for raw, (t, in_main) in ovt.items() if t is not None or in_main}
+                out = final
+                if None in final.values():  # an id added and removed within the segments goes
+                    main = in_main or ()
+                    out = {raw: t for raw, t in final.items() if t is not None or raw in main}
                 if out:
                     changes_by_term[term] = out
-                delta[term] += df_delta[term]
+                delta[term] = counted  # (not touched above: the term is not pending)
                 continue
-            group = own
+            main = in_main or ()
             out = changes_by_term.setdefault(term, {})
             d = 0
-            for raw, (final, in_main) in ovt.items():
-                tail = group.get(raw, final)
+            for raw, last in final.items():
+                tail = own.get(raw, last)
                 if tail is not None:
                     out[raw] = tail
-                    d += not in_main
-                elif in_main:
+                    d += raw not in main
+                elif raw in main:
                     out[raw] = None
                     d -= 1
             delta[term] += d
@@ -609,13 +612,14 @@ class Indexer:
                     txn.delete(key)
                 vocabulary += added - removed
                 delta.clear()
-        for term in df_delta:
+        for term in folded:
             delta.setdefault(term, 0)
         terms = sorted(delta)
         # every entry read (and checked) first, in one call: the loop deletes only other keys
         for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
             n = before + delta[term]
-            held = before + df_delta.get(term, 0)  # what readers counted before
+            seen = folded.get(term)
+            held = before if seen is None else before + seen[1]  # what readers counted before
             vocabulary += (n > 0) - (held > 0)
             if n == before:
                 continue

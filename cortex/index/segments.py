@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from cortex.errors import IntegrityError
 from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
@@ -461,6 +461,49 @@ class Overlay:
                 have_df[term] = dfs[term]
                 have_state.setdefault(term, st)
         self._full = True
+
+    def folded(self) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]]:
+        """Every term's combined entries as a fold takes them, in one pass over the segments.
+
+        term -> (id16 -> its final tail, or None when removed; the term's document frequency
+        change; the ids whose posting the main blocks hold, or None when there are none). An
+        id added and removed again within the segments still has its None here. Nothing is
+        kept (a fold runs once per overlay); the entries are checked as ``term`` checks them.
+
+        Raises:
+            IntegrityError: an entry contradicts an older segment's.
+        """
+        out: dict[str, list[Any]] = {}
+        for key, segment in self._segs:
+            for term, entries in segment.items():
+                got = out.get(term)
+                if got is None:  # ids are unique within a segment: nothing to check yet
+                    d = sum([_KIND_DF[e[0]] for e in entries])
+                    below = (
+                        None
+                        if d == len(entries)  # ADDs only: the main blocks hold none of them
+                        else {raw for kind, raw, _ in entries if kind != ADD}
+                    )
+                    out[term] = [{raw: tail for _, raw, tail in entries}, d, below]
+                    continue
+                final, d, below = got
+                for kind, raw, tail in entries:
+                    if raw in final:
+                        if (final[raw] is not None) == (kind == ADD):
+                            raise IntegrityError(
+                                f"segment {show_key(key)} "
+                                f"{'adds' if kind == ADD else 'changes'} the posting of "
+                                f"{term!r} in {raw.hex()}, which an older segment "
+                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                            )
+                    elif kind != ADD:  # the main blocks decide what is below
+                        if below is None:
+                            below = got[2] = set()
+                        below.add(raw)
+                    final[raw] = tail
+                    d += _KIND_DF[kind]
+                got[1] = d
+        return {term: (final, d, below) for term, (final, d, below) in out.items()}
 
     @property
     def state(self) -> dict[str, dict[bytes, tuple[bytes | None, bool]]]:
