@@ -478,6 +478,10 @@ class Overlay:
             for term, entries in segment.items():
                 got = out.get(term)
                 if got is None:  # ids are unique within a segment: nothing to check yet
+                    if len(entries) == 1:  # (most terms of a small write)
+                        kind, raw, tail = entries[0]
+                        out[term] = [{raw: tail}, _KIND_DF[kind], None if kind == ADD else {raw}]
+                        continue
                     d = sum([_KIND_DF[e[0]] for e in entries])
                     below = (
                         None
