@@ -384,7 +384,8 @@ def _combined(segs: list[tuple[bytes, segments.Segment]]) -> Any:
 @given(stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=5))
 def test_every_term_combined_at_once_is_each_combined_alone(stack: list[Any]) -> None:
     """``Overlay.state`` (one pass over the segments) and ``Overlay.folded`` (what a fold
-    takes) say what ``term`` and ``delta`` say of each term, or raise where one of them does."""
+    takes) say what ``term`` and ``delta`` say of each term, or raise where one of them does;
+    the C ``segments_folded`` gives what ``folded`` does, or None where it raises."""
     segs = [
         (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
         for i, g in enumerate(stack)
@@ -396,11 +397,18 @@ def test_every_term_combined_at_once_is_each_combined_alone(stack: list[Any]) ->
     except IntegrityError:
         got = IntegrityError
     assert got == want
+    if segments._sp is None:
+        pytest.fail("the C accelerator is not built")
+    fast = segments._sp.segments_folded([s for _, s in segs])
+    segments._USE_SPEEDUPS = False
     try:
         folded = segments.Overlay(segs).folded()
     except IntegrityError:
-        assert want is IntegrityError
+        assert want is IntegrityError and fast is None
         return
+    finally:
+        segments._USE_SPEEDUPS = True
+    assert fast == folded
     assert want is not IntegrityError
     assert {
         t: (
