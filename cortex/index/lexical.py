@@ -579,6 +579,8 @@ class Indexer:
                 del changes_by_term[term]
         for term, records in fresh.items():
             delta[term] += len(records) // ENTRY
+        # the terms this transaction changes (the others' counts are the segments' already)
+        changing = [t for t in delta if t in pending or t not in folded] if folded else None
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
@@ -601,34 +603,47 @@ class Indexer:
         for key in ov.keys:
             txn.delete(key)
         vocabulary = self._terms
-        puts: list[tuple[bytes, bytes]] = []
+        got = None
         cursor = getattr(txn, "cursor", None)
-        if _USE_SPEEDUPS and cursor is not None and delta and not ov:
+        if _USE_SPEEDUPS and cursor is not None and delta:
+            # what readers counted of the terms this transaction changes (the other terms of
+            # the segments keep theirs), read before anything is deleted
+            befores = None if changing is None else _main_dfs(txn, changing)
             # every touched entry is read (and checked), even one whose count did not change
             got = _sp.df_updates(cursor(), [(lex_term_key(t), delta[t]) for t in sorted(delta)])
             if got is not None:  # else the loop below says what is wrong
                 puts, deletes, added, removed = got
+                if changing is None or befores is None:
+                    vocabulary += added - removed
+                else:
+                    for term, before in zip(changing, befores, strict=True):
+                        n = before + delta[term]
+                        seen = folded.get(term)
+                        held = before if seen is None else before + seen[1]
+                        vocabulary += (n > 0) - (held > 0)
                 for key in deletes:
                     txn.delete(key)
-                vocabulary += added - removed
-                delta.clear()
-        for term in folded:
-            delta.setdefault(term, 0)
-        terms = sorted(delta)
-        # every entry read (and checked) first, in one call: the loop deletes only other keys
-        for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
-            n = before + delta[term]
-            seen = folded.get(term)
-            held = before if seen is None else before + seen[1]  # what readers counted before
-            vocabulary += (n > 0) - (held > 0)
-            if n == before:
-                continue
-            if n < 0:
-                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
-            if n == 0:
-                txn.delete(lex_term_key(term))
-            else:
-                puts.append((lex_term_key(term), _df_value(n)))
+        if got is None:
+            puts = []
+            for term in folded:
+                delta.setdefault(term, 0)
+            terms = sorted(delta)
+            # every entry read (and checked) first, in one call: the loop deletes only others
+            for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
+                n = before + delta[term]
+                seen = folded.get(term)
+                held = before if seen is None else before + seen[1]  # what readers counted
+                vocabulary += (n > 0) - (held > 0)
+                if n == before:
+                    continue
+                if n < 0:
+                    raise IntegrityError(
+                        f"term {term!r} would have a negative frequency: run verify"
+                    )
+                if n == 0:
+                    txn.delete(lex_term_key(term))
+                else:
+                    puts.append((lex_term_key(term), _df_value(n)))
         if puts:
             txn.put_many(puts)
         delta.clear()
