@@ -583,17 +583,18 @@ fail:
 }
 
 
-/* One segment entry (kind, id16, tail8 or None) as segments.decode gives it: its kind and its
- * document frequency change; 0 when it is not such an entry. */
+/* One segment entry (kind, id16, tail8 or None) as segments.decode gives it: 1 with its kind,
+ * id and tail (borrowed); 0 when it is not such an entry. */
 static int
 folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
 {
     long k;
+    int overflow;
     if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 3 ||
         !PyLong_CheckExact(PyTuple_GET_ITEM(e, 0))) {
         return 0;
     }
-    k = PyLong_AsLong(PyTuple_GET_ITEM(e, 0));
+    k = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(e, 0), &overflow); /* no error: an int */
     *raw = PyTuple_GET_ITEM(e, 1);
     *tail = PyTuple_GET_ITEM(e, 2);
     if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 16 ||
