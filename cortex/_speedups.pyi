@@ -122,6 +122,11 @@ def segment_fresh(
 ) -> tuple[bytes, list[tuple[str, list[tuple[int, bytes, bytes | None]]]]] | None:
     """A segment of new postings, payload and groups (``encode_fresh``); None if unsure."""
 
+def segments_folded(
+    segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
+) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]] | None:
+    """Every term of the segments combined for a fold (``Overlay.folded``); None if unsure."""
+
 def block_append(
     prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /
 ) -> list[tuple[bytes, bytes]] | None:

@@ -368,3 +368,93 @@ def test_the_empty_overlay_remembers_nothing() -> None:
     seg = segments.Segment(segments.encode_groups({"t1": {bytes(16): (segments.ADD, _T)}})[1])
     got = empty.extended(lex_segment_key(0), seg)
     assert got.delta("t1") == 1 and got.delta("t2") == 0 and not empty._by_term
+
+
+def _combined(segs: list[tuple[bytes, segments.Segment]]) -> Any:
+    """Each term combined on its own (``Overlay.term``) by a fresh overlay, or the error."""
+    terms = list(dict.fromkeys(t for _, s in segs for t in s))
+    try:
+        ov = segments.Overlay(segs)
+        return {t: (ov.term(t), ov.delta(t)) for t in terms}
+    except IntegrityError:
+        return IntegrityError
+
+
+@settings(max_examples=200)
+@given(stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=5))
+def test_every_term_combined_at_once_is_each_combined_alone(stack: list[Any]) -> None:
+    """``Overlay.state`` (one pass over the segments) and ``Overlay.folded`` (what a fold
+    takes) say what ``term`` and ``delta`` say of each term, or raise where one of them does."""
+    segs = [
+        (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
+        for i, g in enumerate(stack)
+    ]
+    want = _combined(segs)
+    try:
+        ov = segments.Overlay(segs)
+        got = {t: (st_, ov.df_delta[t]) for t, st_ in ov.state.items()}
+    except IntegrityError:
+        got = IntegrityError
+    assert got == want
+    try:
+        folded = segments.Overlay(segs).folded()
+    except IntegrityError:
+        assert want is IntegrityError
+        return
+    assert want is not IntegrityError
+    assert {
+        t: (
+            {raw: (tail, in_main is not None and raw in in_main) for raw, tail in final.items()},
+            d,
+        )
+        for t, (final, d, in_main) in folded.items()
+    } == want
+
+
+@settings(max_examples=200)
+@given(stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=5))
+def test_segments_folded_is_overlay_folded(stack: list[Any]) -> None:
+    """The C ``segments_folded`` gives what the Python ``Overlay.folded`` gives, or None where
+    that raises (a fold then runs the Python definition, which names the fault)."""
+    if segments._sp is None:
+        pytest.fail("the C accelerator is not built")
+    segs = [
+        (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
+        for i, g in enumerate(stack)
+    ]
+    fast = segments._sp.segments_folded([s for _, s in segs])
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(segments, "_USE_SPEEDUPS", False)
+        try:
+            want = segments.Overlay(segs).folded()
+        except IntegrityError:
+            want = None
+    assert fast == want
+    if want is not None:
+        with_c = segments.Overlay(segs).folded()
+        assert with_c == want
+
+
+@settings(max_examples=100)
+@given(stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=6), probe=st.lists(_TERM))
+def test_the_counts_a_writer_keeps_are_the_combined_ones(
+    stack: list[Any], probe: list[str]
+) -> None:
+    """An overlay extended write by write with each segment's counts (``remember``'s ``dfs``)
+    answers ``df_change`` as ``delta`` does, wherever the segments do not contradict."""
+    kind_df = {segments.ADD: 1, segments.SET: 0, segments.DEL: -1}
+    ov = segments.overlay_empty()
+    segs = []
+    for i, groups in enumerate(stack):
+        segs.append((lex_segment_key(i), segments.Segment(segments.encode_groups(groups)[1])))
+        counts = {t: sum(kind_df[k] for k, _ in e.values()) for t, e in groups.items()}
+        ov = ov.extended(*segs[-1], counts)
+    assert ov.df_changes() is not None
+    fresh = segments.Overlay(segs)
+    assert fresh.df_changes() is None
+    for t in [*probe, *(t for g in stack for t in g)]:
+        try:
+            want = fresh.delta(t)
+        except IntegrityError:
+            continue
+        assert ov.df_change(t) == want == fresh.df_change(t)

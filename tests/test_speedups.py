@@ -1897,6 +1897,7 @@ PARITY: dict[str, tuple[str, ...]] = {
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
     "df_values": (f"{_LEX}::test_df_values_agree",),
     "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),
+    "segments_folded": ("tests.test_segments::test_segments_folded_is_overlay_folded",),
     "index_keys": ("test_index_keys_paths_agree",),
     "journal_entry": ("test_journal_entry_paths_agree",),
     "stage_new": ("test_stage_new_paths_agree",),

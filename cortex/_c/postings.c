@@ -582,7 +582,165 @@ fail:
     return result;
 }
 
+
+/* One segment entry (kind, id16, tail8 or None) as segments.decode gives it: 1 with its kind,
+ * id and tail (borrowed); 0 when it is not such an entry. */
+static int
+folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
+{
+    long k;
+    int overflow;
+    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 3 ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(e, 0))) {
+        return 0;
+    }
+    k = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(e, 0), &overflow); /* no error: an int */
+    *raw = PyTuple_GET_ITEM(e, 1);
+    *tail = PyTuple_GET_ITEM(e, 2);
+    if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 16 ||
+        (*tail == Py_None) != (k == 3) || (*tail != Py_None && !PyBytes_CheckExact(*tail))) {
+        return 0;
+    }
+    *kind = (int)k;
+    return 1;
+}
+
+PyDoc_STRVAR(segments_folded_doc,
+             "segments_folded(segments, /)\n--\n\n"
+             "``cortex.index.segments.Overlay.folded`` in C: ``segments`` is the list of the "
+             "overlay's decoded segments (term -> [(kind, id16, tail8 or None), ...]), oldest "
+             "first. None when an entry contradicts an older segment's or is not such an entry "
+             "(the Python definition then runs and names the fault).");
+
+static PyObject *
+sp_segments_folded(PyObject *module, PyObject *segs)
+{
+    /* term -> [final dict, df change (int), ids the main blocks hold (set) or None] */
+    PyObject *out, *result = NULL, *term, *entries, *row;
+    Py_ssize_t s, ns, pos, j, ne;
+    (void)module;
+    if (!PyList_CheckExact(segs)) {
+        Py_RETURN_NONE;
+    }
+    out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    ns = PyList_GET_SIZE(segs);
+    for (s = 0; s < ns; s++) {
+        PyObject *seg = PyList_GET_ITEM(segs, s);
+        if (!PyDict_Check(seg)) {
+            goto not_here;
+        }
+        pos = 0;
+        while (PyDict_Next(seg, &pos, &term, &entries)) {
+            PyObject *final, *below, *got, *dv;
+            long d = 0;
+            int first;
+            if (!PyList_CheckExact(entries) || !PyUnicode_CheckExact(term)) {
+                goto not_here;
+            }
+            got = PyDict_GetItemWithError(out, term);
+            if (got == NULL && PyErr_Occurred()) {
+                goto fail;
+            }
+            first = got == NULL;
+            if (first) {
+                row = PyList_New(3);
+                if (row == NULL) {
+                    goto fail;
+                }
+                final = PyDict_New();
+                if (final == NULL || PyDict_SetItem(out, term, row) < 0) {
+                    Py_XDECREF(final);
+                    Py_DECREF(row);
+                    goto fail;
+                }
+                Py_DECREF(row); /* out holds it */
+                PyList_SET_ITEM(row, 0, final);
+                Py_INCREF(Py_None);
+                PyList_SET_ITEM(row, 2, Py_None);
+                got = row;
+            }
+            else {
+                final = PyList_GET_ITEM(got, 0);
+                d = PyLong_AsLong(PyList_GET_ITEM(got, 1));
+            }
+            below = PyList_GET_ITEM(got, 2);
+            ne = PyList_GET_SIZE(entries);
+            for (j = 0; j < ne; j++) {
+                int kind;
+                PyObject *raw, *tail;
+                if (!folded_entry(PyList_GET_ITEM(entries, j), &kind, &raw, &tail)) {
+                    goto not_here;
+                }
+                if (!first) {
+                    PyObject *prior = PyDict_GetItemWithError(final, raw);
+                    if (prior == NULL && PyErr_Occurred()) {
+                        goto fail;
+                    }
+                    if (prior != NULL && (prior != Py_None) == (kind == 1)) {
+                        goto not_here; /* an entry contradicting an older segment's */
+                    }
+                    if (prior != NULL) {
+                        goto set;
+                    }
+                }
+                if (kind != 1) { /* the main blocks decide what is below */
+                    if (below == Py_None) {
+                        below = PySet_New(NULL);
+                        if (below == NULL) {
+                            goto fail;
+                        }
+                        PyList_SET_ITEM(got, 2, below);
+                        Py_DECREF(Py_None);
+                    }
+                    if (PySet_Add(below, raw) < 0) {
+                        goto fail;
+                    }
+                }
+            set:
+                if (PyDict_SetItem(final, raw, tail) < 0) {
+                    goto fail;
+                }
+                d += kind == 1 ? 1 : kind == 3 ? -1 : 0;
+            }
+            dv = PyLong_FromLong(d);
+            if (dv == NULL) {
+                goto fail;
+            }
+            if (first) {
+                PyList_SET_ITEM(got, 1, dv);
+            }
+            else if (PyList_SetItem(got, 1, dv) < 0) {
+                goto fail;
+            }
+        }
+    }
+    /* the rows as tuples, as the Python definition gives them */
+    pos = 0;
+    while (PyDict_Next(out, &pos, &term, &row)) {
+        PyObject *t = PyList_AsTuple(row);
+        if (t == NULL) {
+            goto fail;
+        }
+        if (PyDict_SetItem(out, term, t) < 0) { /* an existing key: no resize while iterating */
+            Py_DECREF(t);
+            goto fail;
+        }
+        Py_DECREF(t);
+    }
+    return out;
+not_here:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return result;
+}
+
 static PyMethodDef postings_methods[] = {
+    {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},

@@ -517,7 +517,7 @@ class Indexer:
             if scan is not None:
                 scan([LEX_SEGMENT], SEGMENT_MAX)
         ov = _segments.overlay(txn)
-        changed = sum(map(len, pending.values())) + sum(len(r) for r in fresh.values()) // ENTRY
+        changed = sum(map(len, pending.values())) + sum(map(len, fresh.values())) // ENTRY
         if (
             changed
             and not self._fold
@@ -529,13 +529,15 @@ class Indexer:
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        for term in [t for t in fresh if t in pending or t in ov]:
+        folded = ov.folded()  # every term of the segments combined, in one pass
+        for term in [t for t in fresh if t in pending or t in folded]:
             self._spill(term)
         # the changes to the main blocks, and their document frequency changes
         delta: Counter[str] = Counter()
         changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
         for term, group in pending.items():
-            ovt = ov.state.get(term)
+            seen = folded.get(term)
+            ovt = None if seen is None else seen[0]
             out: dict[bytes, bytes | None] = {}
             for raw, tail in group.items():
                 if ovt is not None and raw in ovt:
@@ -550,16 +552,26 @@ class Indexer:
                         delta[term] += 1
             if out:
                 changes_by_term[term] = out
-        for term, ovt in ov.state.items():
-            group = pending.get(term, {})
+        for term, (final, counted, in_main) in folded.items():
+            own = pending.get(term)
+            if own is None:  # the segments' final entries, and their count
+                out = final
+                if None in final.values():  # an id added and removed within the segments goes
+                    main = in_main or ()
+                    out = {raw: t for raw, t in final.items() if t is not None or raw in main}
+                if out:
+                    changes_by_term[term] = out
+                delta[term] = counted  # (not touched above: the term is not pending)
+                continue
+            main = in_main or ()
             out = changes_by_term.setdefault(term, {})
             d = 0
-            for raw, (final, in_main) in ovt.items():
-                tail = group.get(raw, final)
+            for raw, last in final.items():
+                tail = own.get(raw, last)
                 if tail is not None:
                     out[raw] = tail
-                    d += not in_main
-                elif in_main:
+                    d += raw not in main
+                elif raw in main:
                     out[raw] = None
                     d -= 1
             delta[term] += d
@@ -567,6 +579,8 @@ class Indexer:
                 del changes_by_term[term]
         for term, records in fresh.items():
             delta[term] += len(records) // ENTRY
+        # the terms this transaction changes (the others' counts are the segments' already)
+        changing = [t for t in delta if t in pending or t not in folded] if folded else None
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
@@ -589,34 +603,47 @@ class Indexer:
         for key in ov.keys:
             txn.delete(key)
         vocabulary = self._terms
-        puts: list[tuple[bytes, bytes]] = []
+        got = None
         cursor = getattr(txn, "cursor", None)
-        if _USE_SPEEDUPS and cursor is not None and delta and not ov:
+        if _USE_SPEEDUPS and cursor is not None and delta:
+            # what readers counted of the terms this transaction changes (the other terms of
+            # the segments keep theirs), read before anything is deleted
+            befores = None if changing is None else _main_dfs(txn, changing)
             # every touched entry is read (and checked), even one whose count did not change
             got = _sp.df_updates(cursor(), [(lex_term_key(t), delta[t]) for t in sorted(delta)])
             if got is not None:  # else the loop below says what is wrong
                 puts, deletes, added, removed = got
+                if changing is None or befores is None:
+                    vocabulary += added - removed
+                else:
+                    for term, before in zip(changing, befores, strict=True):
+                        n = before + delta[term]
+                        seen = folded.get(term)
+                        held = before if seen is None else before + seen[1]
+                        vocabulary += (n > 0) - (held > 0)
                 for key in deletes:
                     txn.delete(key)
-                vocabulary += added - removed
-                delta.clear()
-        for term in ov.df_delta:
-            delta.setdefault(term, 0)
-        for term in sorted(delta):
-            key = lex_term_key(term)
-            value = txn.get(key)
-            before = 0 if value is None else _df(key, value)
-            n = before + delta[term]
-            held = before + ov.df_delta.get(term, 0)  # what readers counted before
-            vocabulary += (n > 0) - (held > 0)
-            if n == before:
-                continue
-            if n < 0:
-                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
-            if n == 0:
-                txn.delete(key)
-            else:
-                puts.append((key, _df_value(n)))
+        if got is None:
+            puts = []
+            for term in folded:
+                delta.setdefault(term, 0)
+            terms = sorted(delta)
+            # every entry read (and checked) first, in one call: the loop deletes only others
+            for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
+                n = before + delta[term]
+                seen = folded.get(term)
+                held = before if seen is None else before + seen[1]  # what readers counted
+                vocabulary += (n > 0) - (held > 0)
+                if n == before:
+                    continue
+                if n < 0:
+                    raise IntegrityError(
+                        f"term {term!r} would have a negative frequency: run verify"
+                    )
+                if n == 0:
+                    txn.delete(lex_term_key(term))
+                else:
+                    puts.append((lex_term_key(term), _df_value(n)))
         if puts:
             txn.put_many(puts)
         delta.clear()
@@ -678,24 +705,34 @@ class Indexer:
         decoded: _segments.Groups,
         delta: dict[str, int],
     ) -> None:
-        """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics."""
+        """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics.
+
+        ``delta``: the segment's document frequency change by term (ADDs less DELs).
+        """
         txn = self.txn
         if self._docs:
             txn.put_many(self._docs.items())
             self._docs.clear()
         vocabulary = self._terms
-        changed = [(term, d) for term, d in delta.items() if d]
-        for (term, d), main in zip(changed, _main_dfs(txn, [t for t, _ in changed]), strict=True):
-            if main - ov.postings + min(d, 0) > 0:
+        kept = ov.df_changes()
+        if kept is None:
+            changed = [(term, d) for term, d in delta.items() if d]
+        else:  # a term the segments add to is held before and after an addition (a stored
+            # count is never below 0): its count need not be read
+            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and kept.get(t, 0) < 1)]
+        limit = ov.postings
+        mains = _main_dfs(txn, [t for t, _ in changed])
+        for (term, d), main in zip(changed, mains, strict=True):
+            if main - limit + min(d, 0) > 0:
                 continue  # held before and after whatever the segments say: no need to combine
-            before = main + ov.delta(term)
+            before = main + ov.df_change(term)
             after = before + d
             if after < 0:
                 raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
             vocabulary += (after > 0) - (before > 0)
         value = seal(payload)
         txn.put(ov.next_key, value)
-        _segments.remember(ov.next_key, value, decoded, ov)
+        _segments.remember(ov.next_key, value, decoded, ov, delta)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()

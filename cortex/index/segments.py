@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from cortex.errors import IntegrityError
 from cortex.storage.keys import LEX_SEGMENT, lex_segment_key, parse_lex_segment_key, show_key
@@ -36,9 +36,12 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "segment_fresh")
-"""Encode a segment of new postings in C (``cortex._speedups``) when it is built; tests switch
-this off to compare with the Python path."""
+_USE_SPEEDUPS: bool = _sp is not None and all(
+    hasattr(_sp, name) for name in ("segment_fresh", "segments_folded")
+)
+"""Encode a segment of new postings, and combine the segments for a fold, in C
+(``cortex._speedups``) when it is built; tests switch this off to compare with the Python
+paths."""
 
 __all__ = [
     "ADD",
@@ -66,6 +69,7 @@ _U16: Final = struct.Struct(">H")
 _U32: Final = struct.Struct(">I")
 _TAIL: Final = struct.Struct(">II")
 _ADD_BYTE: Final = bytes((ADD,))
+_KIND_DF: Final = (0, 1, 0, -1)  # an entry's document frequency change, by its kind
 
 # (kind, id16, tail8 or None) per term, terms in byte order
 Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
@@ -280,6 +284,7 @@ class Overlay:
     __slots__ = (
         "_by_term",
         "_df",
+        "_dfs",
         "_full",
         "_segs",
         "_sorted",
@@ -300,6 +305,9 @@ class Overlay:
         self._df: dict[str, int] = {}
         self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._full = False
+        # every term's document frequency change, kept from the overlay a write extended
+        # (``extended``): None when this overlay was built from stored segments
+        self._dfs: dict[str, int] | None = None
         for key, groups in segments:  # each key was checked when its segment was decoded
             self.keys.append(key)
             by_term = groups if isinstance(groups, Segment) else Segment(groups)
@@ -311,18 +319,49 @@ class Overlay:
     def __bool__(self) -> bool:
         return bool(self.keys)
 
-    def extended(self, key: bytes, segment: Segment) -> Overlay:
+    def extended(
+        self, key: bytes, segment: Segment, dfs: Mapping[str, int] | None = None
+    ) -> Overlay:
         """This overlay with ``segment`` (stored under ``key``, after every other) on top.
 
         Nothing combined is carried over: a term is combined again when asked (copying what
         every earlier overlay was asked would cost more than combining a write's few terms).
+        ``dfs``: the segment's document frequency change by term (ADDs less DELs; the writer
+        counted them), which, on the counts this overlay kept, gives ``df_change`` without
+        combining.
         """
         out = Overlay(())
         out.keys = [*self.keys, key]
         out.postings = self.postings + segment.count
         out._segs = [*self._segs, (key, segment)]
         out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
+        base = {} if not self._segs else self._dfs
+        if base is not None and dfs is not None:
+            counts = base.copy()
+            get = counts.get
+            for term, d in dfs.items():
+                counts[term] = get(term, 0) + d
+            out._dfs = counts
         return out
+
+    def df_changes(self) -> Mapping[str, int] | None:
+        """Every term's ``delta`` as kept when a write extended this overlay, or None.
+
+        A term no segment names is absent. None: no counts were kept (an overlay built from
+        the stored segments).
+        """
+        return self._dfs
+
+    def df_change(self, term: str) -> int:
+        """``delta``, from the counts kept when a write extended this overlay, else combined.
+
+        The kept counts need no combining of the term's entries (nor check them against the
+        older segments': ``term``, a search or a fold does).
+        """
+        dfs = self._dfs  # set before the overlay is shared, never changed
+        if dfs is None:
+            return self.delta(term)
+        return dfs.get(term, 0)
 
     def __contains__(self, term: str) -> bool:
         return bool(self._parts(term))
@@ -388,10 +427,94 @@ class Overlay:
         return got
 
     def _all(self) -> None:
-        if not self._full:
-            for term in dict.fromkeys(t for _, d in self._segs for t in d):
-                self.term(term)
-            self._full = True
+        """Combine every term, in one pass over the segments (``term`` for each, at once)."""
+        if self._full:
+            return
+        states: dict[str, dict[bytes, tuple[bytes | None, bool]]] = {}
+        dfs: dict[str, int] = {}
+        for key, segment in self._segs:
+            for term, entries in segment.items():
+                st = states.get(term)
+                if st is None:  # ids are unique within a segment: nothing to check yet
+                    states[term] = {raw: (tail, kind != ADD) for kind, raw, tail in entries}
+                    dfs[term] = sum([_KIND_DF[e[0]] for e in entries])
+                    continue
+                d = 0
+                for kind, raw, tail in entries:
+                    prior = st.get(raw)
+                    if prior is None:  # the main blocks decide what is below
+                        in_main = kind != ADD
+                    else:
+                        in_main = prior[1]
+                        if (prior[0] is not None) == (kind == ADD):
+                            raise IntegrityError(
+                                f"segment {show_key(key)} "
+                                f"{'adds' if kind == ADD else 'changes'} the posting of "
+                                f"{term!r} in {raw.hex()}, which an older segment "
+                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                            )
+                    st[raw] = (tail, in_main)
+                    d += 1 if kind == ADD else -1 if kind == DEL else 0
+                dfs[term] += d
+        # a term another thread combined meanwhile keeps its (equal) state; each count goes
+        # in before its state, as ``term`` does
+        have_df, have_state = self._df, self._states
+        for term, st in states.items():
+            if term not in have_state:
+                have_df[term] = dfs[term]
+                have_state.setdefault(term, st)
+        self._full = True
+
+    def folded(self) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]]:
+        """Every term's combined entries as a fold takes them, in one pass over the segments.
+
+        term -> (id16 -> its final tail, or None when removed; the term's document frequency
+        change; the ids whose posting the main blocks hold, or None when there are none). An
+        id added and removed again within the segments still has its None here. Nothing is
+        kept (a fold runs once per overlay); the entries are checked as ``term`` checks them.
+
+        Raises:
+            IntegrityError: an entry contradicts an older segment's.
+        """
+        if _USE_SPEEDUPS:
+            fast: dict[str, Any] | None = _sp.segments_folded([seg for _, seg in self._segs])
+            if fast is not None:  # else the loop below says which entry contradicts
+                return fast
+        out: dict[str, list[Any]] = {}
+        for key, segment in self._segs:
+            for term, entries in segment.items():
+                got = out.get(term)
+                if got is None:  # ids are unique within a segment: nothing to check yet
+                    if len(entries) == 1:  # (most terms of a small write)
+                        kind, raw, tail = entries[0]
+                        out[term] = [{raw: tail}, _KIND_DF[kind], None if kind == ADD else {raw}]
+                        continue
+                    d = sum([_KIND_DF[e[0]] for e in entries])
+                    below = (
+                        None
+                        if d == len(entries)  # ADDs only: the main blocks hold none of them
+                        else {raw for kind, raw, _ in entries if kind != ADD}
+                    )
+                    out[term] = [{raw: tail for _, raw, tail in entries}, d, below]
+                    continue
+                final, d, below = got
+                for kind, raw, tail in entries:
+                    if raw in final:
+                        if (final[raw] is not None) == (kind == ADD):
+                            raise IntegrityError(
+                                f"segment {show_key(key)} "
+                                f"{'adds' if kind == ADD else 'changes'} the posting of "
+                                f"{term!r} in {raw.hex()}, which an older segment "
+                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                            )
+                    elif kind != ADD:  # the main blocks decide what is below
+                        if below is None:
+                            below = got[2] = set()
+                        below.add(raw)
+                    final[raw] = tail
+                    d += _KIND_DF[kind]
+                got[1] = d
+        return {term: (final, d, below) for term, (final, d, below) in out.items()}
 
     @property
     def state(self) -> dict[str, dict[bytes, tuple[bytes | None, bool]]]:
@@ -443,7 +566,9 @@ def overlay(txn: ReadTxn) -> Overlay:
     return built
 
 
-def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
+def remember(
+    key: bytes, value: bytes, groups: Groups, on: Overlay, dfs: Mapping[str, int] | None = None
+) -> None:
     """Keep the segment a write stores (``key``, its sealed ``value``) as decoded already.
 
     Its groups are those ``decode_value`` gives for the value (the writer encoded them), so
@@ -451,7 +576,7 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
     it is ``overlay``'s last, the overlay with the segment on top is kept too: the next write's
     snapshot holds exactly those segments, and ``overlay`` hands it out without building it.
     A write that does not commit leaves harmless entries: a hit needs the same keys and the
-    same bytes.
+    same bytes. ``dfs``: the segment's document frequency change by term (``extended``).
     """
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
@@ -464,7 +589,7 @@ def remember(key: bytes, value: bytes, groups: Groups, on: Overlay) -> None:
         pairs = last[0]
     else:
         return
-    _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment))]
+    _LAST[:] = [((*pairs, (key, value)), on.extended(key, segment, dfs))]
 
 
 def overlay_empty() -> Overlay:
