@@ -99,11 +99,12 @@ _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
 
 _FUSED = True
+"""Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
+candidates as the general one (tests turn it off to compare the two)."""
+
 _ACCEPTED = True
 """Whether the fused loop runs the first filters in the C read (``Store.accepted_reader``)
 where it can; tests turn it off to compare."""
-"""Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
-candidates as the general one (tests turn it off to compare the two)."""
 
 TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
