@@ -52,6 +52,15 @@ def _same(a: list[list[tuple[MemoryId, float]]], b: list[list[tuple[MemoryId, fl
             assert sa == pytest.approx(sb, rel=1e-12)
 
 
+def _needs_c() -> None:
+    """A comparison with the C accelerator: skipped on the pure-Python run that switches it off
+    (``CORTEX_NO_SPEEDUPS=1``, as ``tests/test_speedups.py`` is), failed where it is not built."""
+    if segments._sp is None:
+        if os.environ.get("CORTEX_NO_SPEEDUPS"):
+            pytest.skip("CORTEX_NO_SPEEDUPS=1: the C accelerator is switched off")
+        pytest.fail("the C accelerator is not built")
+
+
 _OP = st.one_of(
     st.tuples(st.just("write"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)),
     st.tuples(st.just("write_many"), st.integers(1, 4)),
@@ -228,8 +237,8 @@ def test_new_postings_encode_as_the_general_encoder_does(fresh: Any) -> None:
 def test_new_postings_that_are_not_canonical_are_refused(
     monkeypatch: pytest.MonkeyPatch, accelerated: bool
 ) -> None:
-    if accelerated and segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    if accelerated:
+        _needs_c()
     monkeypatch.setattr(segments, "_USE_SPEEDUPS", accelerated)
     raw, tail = bytes(16), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
     ok = (1).to_bytes(4, "big") * 2
@@ -270,8 +279,7 @@ _BAD_RECORDS = st.one_of(
 def test_segment_fresh_is_encode_fresh(fresh: Any, odd: Any, as_bytearray: bool) -> None:
     """The C ``segment_fresh`` gives the Python definition's payload and groups, or None where
     that raises; it takes every input the definition accepts (it is the path writes use)."""
-    if segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    _needs_c()
     records: dict[str, Any] = {
         t: b"".join(raw + tail for raw, tail in sorted(ps.items(), reverse=True))
         for t, ps in fresh.items()
@@ -416,8 +424,7 @@ def test_every_term_combined_at_once_is_each_combined_alone(stack: list[Any]) ->
 def test_segments_folded_is_overlay_folded(stack: list[Any]) -> None:
     """The C ``segments_folded`` gives what the Python ``Overlay.folded`` gives, or None where
     that raises (a fold then runs the Python definition, which names the fault)."""
-    if segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    _needs_c()
     segs = [
         (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
         for i, g in enumerate(stack)
