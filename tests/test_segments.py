@@ -465,3 +465,50 @@ def test_the_counts_a_writer_keeps_are_the_combined_ones(
         except IntegrityError:
             continue
         assert ov.df_change(t) == want == fresh.df_change(t)
+
+
+def test_the_counts_a_write_keeps_are_its_segments_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document frequency changes a write hands ``remember`` (``_write_segment``'s
+    ``delta``, which later writes take instead of combining) are its segment's ADDs less DELs,
+    for writes, updates, tombstones and purges, new terms and old; and the overlay the next
+    write takes answers ``df_change`` as the stored segments combined do."""
+    kind_df = {segments.ADD: 1, segments.SET: 0, segments.DEL: -1}
+    seen: list[int] = []
+    remember = segments.remember
+
+    def checked(key: bytes, value: bytes, groups: Any, on: Any, dfs: Any = None) -> None:
+        want = {t: sum(kind_df[k] for k, _, _ in e) for t, e in groups}
+        assert dfs is not None and {t: dfs.get(t, 0) for t in want} == want
+        assert not {t: d for t, d in dfs.items() if t not in want and d}
+        seen.append(len(want))
+        remember(key, value, groups, on, dfs)
+
+    monkeypatch.setattr(segments, "remember", checked)
+    monkeypatch.setattr(lexical, "SEGMENT_MAX", 6)
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        live: list[MemoryId] = []
+        for i in range(40):
+            words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(1 + i % 3)]
+            if i % 5 == 3 and live:
+                cx.update(live[i % len(live)], _belief([*words, f"u{i}"]))
+            elif i % 7 == 4 and live:
+                cx.tombstone(live.pop(i % len(live)), "t")
+            elif i % 11 == 6 and live:
+                cx.purge(live.pop(i % len(live)), "p", scrub=False)
+            elif i % 6 == 5:
+                cx.write_many([NewMemory(data=_belief([w, f"n{i}"])) for w in words])
+            else:
+                live.append(cx.write(_belief([*words, f"w{i}"])).id)
+            last = segments._LAST[0] if segments._LAST else None
+            with cx._kv.read() as txn:
+                pairs = tuple(txn.scan(LEX_SEGMENT))
+            if last is not None and last[0] == pairs and last[1].df_changes() is not None:
+                stored = segments.Overlay(
+                    [(k, segments.Segment(segments.decode_value(k, v))) for k, v in pairs]
+                )
+                for term in {t for _, s in stored._segs for t in s}:
+                    assert last[1].df_change(term) == stored.delta(term), (i, term)
+        assert cx.verify().ok
+    assert len(seen) > 20
