@@ -52,6 +52,15 @@ def _same(a: list[list[tuple[MemoryId, float]]], b: list[list[tuple[MemoryId, fl
             assert sa == pytest.approx(sb, rel=1e-12)
 
 
+def _needs_c() -> None:
+    """A comparison with the C accelerator: skipped on the pure-Python run that switches it off
+    (``CORTEX_NO_SPEEDUPS=1``, as ``tests/test_speedups.py`` is), failed where it is not built."""
+    if segments._sp is None:
+        if os.environ.get("CORTEX_NO_SPEEDUPS"):
+            pytest.skip("CORTEX_NO_SPEEDUPS=1: the C accelerator is switched off")
+        pytest.fail("the C accelerator is not built")
+
+
 _OP = st.one_of(
     st.tuples(st.just("write"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)),
     st.tuples(st.just("write_many"), st.integers(1, 4)),
@@ -228,8 +237,8 @@ def test_new_postings_encode_as_the_general_encoder_does(fresh: Any) -> None:
 def test_new_postings_that_are_not_canonical_are_refused(
     monkeypatch: pytest.MonkeyPatch, accelerated: bool
 ) -> None:
-    if accelerated and segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    if accelerated:
+        _needs_c()
     monkeypatch.setattr(segments, "_USE_SPEEDUPS", accelerated)
     raw, tail = bytes(16), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
     ok = (1).to_bytes(4, "big") * 2
@@ -270,8 +279,7 @@ _BAD_RECORDS = st.one_of(
 def test_segment_fresh_is_encode_fresh(fresh: Any, odd: Any, as_bytearray: bool) -> None:
     """The C ``segment_fresh`` gives the Python definition's payload and groups, or None where
     that raises; it takes every input the definition accepts (it is the path writes use)."""
-    if segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    _needs_c()
     records: dict[str, Any] = {
         t: b"".join(raw + tail for raw, tail in sorted(ps.items(), reverse=True))
         for t, ps in fresh.items()
@@ -416,8 +424,7 @@ def test_every_term_combined_at_once_is_each_combined_alone(stack: list[Any]) ->
 def test_segments_folded_is_overlay_folded(stack: list[Any]) -> None:
     """The C ``segments_folded`` gives what the Python ``Overlay.folded`` gives, or None where
     that raises (a fold then runs the Python definition, which names the fault)."""
-    if segments._sp is None:
-        pytest.fail("the C accelerator is not built")
+    _needs_c()
     segs = [
         (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
         for i, g in enumerate(stack)
@@ -458,3 +465,50 @@ def test_the_counts_a_writer_keeps_are_the_combined_ones(
         except IntegrityError:
             continue
         assert ov.df_change(t) == want == fresh.df_change(t)
+
+
+def test_the_counts_a_write_keeps_are_its_segments_entries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document frequency changes a write hands ``remember`` (``_write_segment``'s
+    ``delta``, which later writes take instead of combining) are its segment's ADDs less DELs,
+    for writes, updates, tombstones and purges, new terms and old; and the overlay the next
+    write takes answers ``df_change`` as the stored segments combined do."""
+    kind_df = {segments.ADD: 1, segments.SET: 0, segments.DEL: -1}
+    seen: list[int] = []
+    remember = segments.remember
+
+    def checked(key: bytes, value: bytes, groups: Any, on: Any, dfs: Any = None) -> None:
+        want = {t: sum(kind_df[k] for k, _, _ in e) for t, e in groups}
+        assert dfs is not None and {t: dfs.get(t, 0) for t in want} == want
+        assert not {t: d for t, d in dfs.items() if t not in want and d}
+        seen.append(len(want))
+        remember(key, value, groups, on, dfs)
+
+    monkeypatch.setattr(segments, "remember", checked)
+    monkeypatch.setattr(lexical, "SEGMENT_MAX", 6)
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        live: list[MemoryId] = []
+        for i in range(40):
+            words = [WORDS[(i * 3 + j) % len(WORDS)] for j in range(1 + i % 3)]
+            if i % 5 == 3 and live:
+                cx.update(live[i % len(live)], _belief([*words, f"u{i}"]))
+            elif i % 7 == 4 and live:
+                cx.tombstone(live.pop(i % len(live)), "t")
+            elif i % 11 == 6 and live:
+                cx.purge(live.pop(i % len(live)), "p", scrub=False)
+            elif i % 6 == 5:
+                cx.write_many([NewMemory(data=_belief([w, f"n{i}"])) for w in words])
+            else:
+                live.append(cx.write(_belief([*words, f"w{i}"])).id)
+            last = segments._LAST[0] if segments._LAST else None
+            with cx._kv.read() as txn:
+                pairs = tuple(txn.scan(LEX_SEGMENT))
+            if last is not None and last[0] == pairs and last[1].df_changes() is not None:
+                stored = segments.Overlay(
+                    [(k, segments.Segment(segments.decode_value(k, v))) for k, v in pairs]
+                )
+                for term in {t for _, s in stored._segs for t in s}:
+                    assert last[1].df_change(term) == stored.delta(term), (i, term)
+        assert cx.verify().ok
+    assert len(seen) > 20
