@@ -121,13 +121,20 @@ def _replay(
     keep: Callable[[bytes], bool],
     vectors: list[tuple[bytes, bytes]] | None,
     vec_db: Any,
-) -> None:
-    """Each write's operations (those ``keep`` passes) in a durable transaction of its own."""
+) -> list[float]:
+    """Each write's operations (those ``keep`` passes) in a durable transaction of its own.
+
+    Returns the microseconds of each transaction.
+    """
+    out = []
     for j, ops in enumerate(batch):
+        t0 = time.perf_counter()
         with env.begin(write=True) as txn:
             _apply(txn, ops, keep)
             if vectors is not None:  # the floor: the vector as float32, in its own database
                 txn.put(*vectors[j], db=vec_db)
+        out.append((time.perf_counter() - t0) * 1e6)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         log: list[list[Op]] = []
         undo = _record(log)
         times: dict[str, list[float]] = {k: [] for k in ("cortex", "all", "nolex", "floor")}
+        each: dict[str, list[float]] = {k: [] for k in times}
         keys_per_write: list[int] = []
         bytes_per_write: list[int] = []
         i = args.size
@@ -165,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()  # cortex first: the replays need its operations
                 for _ in range(args.per_round):
                     log.append([])
+                    t1 = time.perf_counter()
                     cx.ingest_one(i)
+                    each["cortex"].append((time.perf_counter() - t1) * 1e6)
                     batch.append(log[-1])
                     i += 1
                 times["cortex"].append((time.perf_counter() - t0) / args.per_round * 1e6)
@@ -182,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 for name, keep, vecs in runs[r % 3 :] + runs[: r % 3]:  # rotating
                     t0 = time.perf_counter()
-                    _replay(envs[name], batch, keep, vecs, vec_db)
+                    each[name] += _replay(envs[name], batch, keep, vecs, vec_db)
                     times[name].append((time.perf_counter() - t0) / args.per_round * 1e6)
                 for ops in batch:
                     n = b = 0
@@ -203,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             for env in envs.values():
                 env.close()
         med = {k: statistics.median(v) for k, v in times.items()}
+        p50 = {k: statistics.median(v) for k, v in each.items()}
         print(
             f"N = {args.size:,}, {args.rounds} rounds of {args.per_round} single durable writes; "
             f"a write changes {statistics.mean(keys_per_write):.1f} keys "
@@ -217,10 +228,14 @@ def main(argv: list[str] | None = None) -> int:
             ("floor", "the bench floor's write"),
         ):
             print(
-                f"{label:28} {med[name]:8,.0f} µs  {med[name] / med['floor']:5.2f}x the floor"
-                f"  (rounds {min(times[name]):,.0f}..{max(times[name]):,.0f})"
+                f"{label:28} p50 {p50[name]:7,.0f} µs {p50[name] / p50['floor']:5.2f}x the floor;"
+                f" mean {med[name]:7,.0f} µs {med[name] / med['floor']:5.2f}x"
+                f" (round means {min(times[name]):,.0f}..{max(times[name]):,.0f})"
             )
-        print(f"cortex ÷ replay of its own operations: {med['cortex'] / med['all']:.2f}x")
+        print(
+            f"cortex ÷ replay of its own operations: p50 {p50['cortex'] / p50['all']:.2f}x, "
+            f"mean {med['cortex'] / med['all']:.2f}x"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
