@@ -321,9 +321,11 @@ def test_newest_ids_is_created_scan(keys: list[bytes], size: int) -> None:
         want = _scan(txn, _PREFIX)
         assert len(want) == len(keys)
         assert _paged(txn, _PREFIX, size) == want
-        # the Python generator of the fused loop gives the same
+        # the Python generator of the fused loop (without the C scan) gives the same
+        from cortex.query.language import compile_query
+
         ex = planner.Executor.__new__(planner.Executor)
-        ex.txn = txn
+        ex.txn, ex.plan = txn, compile_query(Query(types=("Fact",), limit=1), T0)
         assert list(ex._newest(_PREFIX)) == want
         # an empty prefix, and prefixes at the ends of the key space
         assert sp.newest_ids(txn.cursor(), b"idx/none/", None, size) == ([], None)

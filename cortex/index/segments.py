@@ -392,20 +392,7 @@ class Overlay:
         st = {}
         d = 0
         for key, entries in parts:
-            for kind, raw, tail in entries:
-                prior = st.get(raw)
-                if prior is None:  # the main blocks decide what is below
-                    in_main = kind != ADD
-                else:
-                    in_main = prior[1]
-                    if (prior[0] is not None) == (kind == ADD):
-                        raise IntegrityError(
-                            f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
-                            f"the posting of {term!r} in {raw.hex()}, which an older segment "
-                            f"{'holds' if kind == ADD else 'removed'}: run verify"
-                        )
-                st[raw] = (tail, in_main)
-                d += 1 if kind == ADD else -1 if kind == DEL else 0
+            d += _combine(st, term, key, entries)
         self._df[term] = d  # first: a thread that finds the state (``delta``) finds its count
         self._states[term] = st
         return st
@@ -439,23 +426,7 @@ class Overlay:
                     states[term] = {raw: (tail, kind != ADD) for kind, raw, tail in entries}
                     dfs[term] = sum([_KIND_DF[e[0]] for e in entries])
                     continue
-                d = 0
-                for kind, raw, tail in entries:
-                    prior = st.get(raw)
-                    if prior is None:  # the main blocks decide what is below
-                        in_main = kind != ADD
-                    else:
-                        in_main = prior[1]
-                        if (prior[0] is not None) == (kind == ADD):
-                            raise IntegrityError(
-                                f"segment {show_key(key)} "
-                                f"{'adds' if kind == ADD else 'changes'} the posting of "
-                                f"{term!r} in {raw.hex()}, which an older segment "
-                                f"{'holds' if kind == ADD else 'removed'}: run verify"
-                            )
-                    st[raw] = (tail, in_main)
-                    d += 1 if kind == ADD else -1 if kind == DEL else 0
-                dfs[term] += d
+                dfs[term] += _combine(st, term, key, entries)
         # a term another thread combined meanwhile keeps its (equal) state; each count goes
         # in before its state, as ``term`` does
         have_df, have_state = self._df, self._states
@@ -527,6 +498,38 @@ class Overlay:
         """Every term's document frequency change (``delta``), zero ones included."""
         self._all()
         return self._df
+
+
+def _combine(
+    st: dict[bytes, tuple[bytes | None, bool]],
+    term: str,
+    key: bytes,
+    entries: list[tuple[int, bytes, bytes | None]],
+) -> int:
+    """Put the entries of ``term`` that the segment stored under ``key`` on top of ``st``.
+
+    ``st`` is the term's combined entries of the older segments (``Overlay.term``). Returns
+    the entries' document frequency change.
+
+    Raises:
+        IntegrityError: an entry contradicts an older segment's.
+    """
+    d = 0
+    for kind, raw, tail in entries:
+        prior = st.get(raw)
+        if prior is None:  # the main blocks decide what is below
+            in_main = kind != ADD
+        else:
+            in_main = prior[1]
+            if (prior[0] is not None) == (kind == ADD):
+                raise IntegrityError(
+                    f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
+                    f"the posting of {term!r} in {raw.hex()}, which an older segment "
+                    f"{'holds' if kind == ADD else 'removed'}: run verify"
+                )
+        st[raw] = (tail, in_main)
+        d += _KIND_DF[kind]
+    return d
 
 
 _EMPTY: Final = Overlay(())

@@ -753,32 +753,11 @@ class Executor:
             size = min(size * 4, 512)
 
     def _newest(self, prefix: bytes) -> Iterator[bytes]:
-        """The raw ids under ``prefix`` as ``created_scan(prefix, True)`` gives them (no bounds)."""
-        n = len(prefix)
-        body = n + _U64
-        top: int | None = None
-        keys = self.txn.keys
-        while top is None or top >= 0:
-            seek = prefix + top.to_bytes(_U64, "big") + _MAX_ID if top is not None else None
-            run: list[bytes] = []
-            run_at = b""
-            for key in keys(prefix, start=seek, reverse=True):
-                created = key[n:body]
-                if created != run_at:
-                    for k in reversed(run):
-                        yield k[body:]
-                    run, run_at = [key], created
-                elif len(run) < _RUN:
-                    run.append(key)
-                else:
-                    break  # a long run: read forward from its start
-            else:
-                for k in reversed(run):
-                    yield k[body:]
-                return
-            for k in keys(prefix + run_at):
-                yield k[body:]
-            top = int.from_bytes(run_at, "big") - 1
+        """The raw ids under ``prefix`` as ``created_scan(prefix, True)`` gives them.
+
+        ``_stream`` runs without a created window or ``as_of``, so no bound applies.
+        """
+        return (m.bytes for _, m in self.created_scan(prefix, True))
 
     def _sort_key(self, c: Candidate) -> tuple[Any, ...]:
         p = self.plan
