@@ -158,6 +158,59 @@ def test_send_all_raises_the_server_error_and_stops_there(url: str) -> None:
         assert conn.broken
 
 
+_point_keys = st.lists(
+    st.binary(min_size=1, max_size=6).map(lambda b: b"p/" + b), min_size=0, max_size=12
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(_point_keys, st.binary(min_size=1, max_size=7), st.sampled_from([b"p/", b"p/\xff", b"\xff"]))
+def test_point_read_of_one_key_binary_is_the_text_path(
+    url: str, stored: list[bytes], key: bytes, prefix: bytes
+) -> None:
+    """A get by id's point read (one key and a prefix's last pair; or one or two keys) goes as a
+    prepared statement with binary parameters and results (``_exec_point``); it answers as the
+    general text path does, for keys present or not, repeated, and prefixes with pairs,
+    without, and at the key space's end."""
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: [txn.delete(k) for k, _ in list(txn.scan(b""))])
+        kv.write(lambda txn: [txn.put(k, b"v" + k) for k in stored])
+        want_key = b"p/" + key
+        got = kv.point_read([want_key], prefix)
+        text = kv.point_read([want_key, want_key], prefix)  # two keys: the text path
+        assert got == ([text[0][0]], text[1])
+        assert got[0] == [b"v" + want_key if want_key in stored else None]
+        under = sorted(k for k in set(stored) if k.startswith(prefix))
+        assert got[1] == ((under[-1], b"v" + under[-1]) if under else None)
+        # one and two keys without a prefix (a head; a head and a version) go binary too
+        other = stored[0] if stored else b"p/none"
+        three = kv.point_read([want_key, other, want_key])  # three keys: the text path
+        assert kv.point_read([want_key]) == ([three[0][0]], None)
+        assert kv.point_read([want_key, other]) == (three[0][:2], None)
+        assert kv.point_read([want_key, want_key]) == ([three[0][0]] * 2, None)
+    finally:
+        kv.close()
+
+
+def test_point_read_of_one_key_survives_a_dropped_connection(url: str) -> None:
+    """The binary point read's errors are the text path's: a kept connection the server
+    dropped is replaced once, and the read answers."""
+    kv = PgKV(url + "&pool=1")
+    try:
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        assert kv.point_read([b"a"], b"a") == ([b"1"], (b"a", b"1"))
+        (conn,) = kv._hot
+        with _raw(url) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        time.sleep(0.2)
+        assert kv.point_read([b"a"], b"a") == ([b"1"], (b"a", b"1"))
+    finally:
+        kv.close()
+
+
 def test_send_all_waits_on_a_socket_numbered_above_1023(url: str) -> None:
     """A connection whose socket's descriptor is 1024 or more (a process with many files open,
     a server): the wait for the answer works there too (``select.select`` refuses such
