@@ -1960,14 +1960,14 @@ class Cortex:
             IntegrityError: the head or the version is damaged or missing.
         """
         m = self._engine.resolve(uri)
-        if self._restricted(reader):
+        if (reader is not None or self._as is not None) and self._restricted(reader):
             self._check_visible(m.head, reader)
         return m
 
     def resolve_latest(self, ref: Uri | MemoryId | str, *, reader: Reader | None = None) -> Memory:
         """The current version of a memory (see ``resolve`` for ``reader``)."""
         m = self._engine.resolve_latest(ref)
-        if self._restricted(reader):
+        if (reader is not None or self._as is not None) and self._restricted(reader):
             self._check_visible(m.head, reader)
         return m
 

@@ -2357,7 +2357,7 @@ class Store:
             NotFoundError: no such memory.
             IntegrityError: the head or the version is damaged or missing.
         """
-        mid = as_id(ref)
+        mid = ref if type(ref) is MemoryId else as_id(ref)
         raw = mid.bytes
         # the head and the last version key in one snapshot read: versions are 1..current,
         # so the last key under the memory's prefix is its current version

@@ -680,13 +680,33 @@ class LmdbKV:
         self, keys: list[bytes], last: bytes | None = None
     ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
         """The values of ``keys`` and the last pair under the prefix ``last`` (``KV``)."""
-        # straight on LMDB's transaction and cursor (no wrapper objects): the hot path of a get
-        self._check_fork()
-        txn = self._begin(write=False)
+        # straight on LMDB's transaction and cursor (no wrapper objects, no Python frame of
+        # the gate's or the fork check's, no typing.cast): the hot path of a get
+        if self._closed or _FORKS[0] != self._forks:
+            self._check_fork()  # raises
+        gate = self._gate
+        mine = gate._mine
+        with gate._lock:
+            quick = not gate._remapping
+            if quick:
+                gate._active += 1  # _Gate.enter, without waiting: no remap is under way
+        txn: lmdb.Transaction
+        if quick:
+            mine.n = getattr(mine, "n", 0) + 1
+            try:
+                txn = self._shared.env.begin()
+            except lmdb.Error:  # a map another process grew, say: the general path adopts it
+                gate.leave()
+                txn = self._begin(write=False)
+            except BaseException:
+                gate.leave()
+                raise
+        else:
+            txn = self._begin(write=False)
         try:
             # bytes, not buffers (the transaction is not begun with buffers=True): nothing
             # outlives the transaction; map and the one-byte step of the end: no Python frame
-            values = cast(list[bytes | None], list(map(txn.get, keys)))
+            values: list[bytes | None] = list(map(txn.get, keys))  # type: ignore[arg-type]
             tail: tuple[bytes, bytes] | None = None
             if last is not None:
                 cur = txn.cursor()
@@ -698,14 +718,18 @@ class LmdbKV:
                 )
                 found = cur.prev() if end is not None and cur.set_range(end) else cur.last()
                 if found:
-                    k = cast(bytes, cur.key())
+                    k: bytes = cur.key()  # type: ignore[assignment]
                     if k.startswith(last):
-                        tail = (k, cast(bytes, cur.value()))
+                        tail = (k, cur.value())  # type: ignore[assignment]
         except lmdb.Error as exc:  # e.g. a damaged page met while reading
             raise _wrap(exc, self.path) from exc
         finally:
             txn.abort()
-            self._gate.leave()
+            mine.n -= 1  # _Gate.leave, inline
+            with gate._lock:
+                gate._active -= 1
+                if not gate._active and gate._remapping:
+                    gate._cond.notify_all()
         return values, tail
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
