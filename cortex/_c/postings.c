@@ -18,6 +18,12 @@ cmp_record24(const void *a, const void *b)
     return memcmp(a, b, 16);
 }
 
+static int
+cmp_record12(const void *a, const void *b)
+{
+    return memcmp(a, b, 4);
+}
+
 /* A run of new postings (a bytes-like buffer of id16 + tail8 records, as index_new appends
  * them) as bytes in id order; None when it is empty, not whole records, or an id repeats. */
 PyObject *
@@ -413,7 +419,7 @@ typedef struct {
     const char *term; /* UTF-8, owned by the str */
     Py_ssize_t tlen;
     PyObject *str;
-    const char *rec; /* id16 + tail8 records, owned by the value */
+    const char *rec; /* docno4 + tail8 records, owned by the value */
     Py_ssize_t n;    /* records */
 } FreshTerm;
 
@@ -442,10 +448,173 @@ get_u32(const char *p)
     return ((uint32_t)u[0] << 24) | ((uint32_t)u[1] << 16) | ((uint32_t)u[2] << 8) | u[3];
 }
 
+/* -- posting blocks by document number (format 14; cortex/index/postings.py keeps the
+ * definitions: block_encode, _decode_payload) -- */
+
+static Py_ssize_t
+put_varint(unsigned char *p, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/* The canonical varint at p[*i] (at most 5 bytes, shortest form): 1 with *v set and *i moved
+ * past it, 0 when it is cut, too long or not in its shortest form. */
+static int
+get_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
+{
+    uint64_t x = 0;
+    int k;
+    for (k = 0; k < 5; k++) {
+        unsigned char b;
+        if (*i + k >= n) {
+            return 0;
+        }
+        b = p[*i + k];
+        x |= (uint64_t)(b & 0x7F) << (7 * k);
+        if (b < 0x80) {
+            if (b == 0 && k > 0) {
+                return 0;
+            }
+            *i += k + 1;
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(block_encode_doc,
+             "block_encode(records, block_max, /)\n--\n\n"
+             "``cortex.index.postings.block_encode`` in C: the varint payload of a block of "
+             "postings given as 12-byte records (docno, tf, dl: u32 big-endian each); None when "
+             "they are not 1 to ``block_max`` postings in strictly ascending docno order with "
+             "1 <= tf <= dl (the Python definition then names the fault).");
+
+static PyObject *
+sp_block_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *r;
+    unsigned char *buf, *q;
+    Py_ssize_t n, i, block_max;
+    uint32_t last = 0;
+    PyObject *out;
+    (void)module;
+    if (nargs != 2 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "block_encode(bytes, block_max)");
+        return NULL;
+    }
+    block_max = PyLong_AsSsize_t(args[1]);
+    if (block_max == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    r = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    n = PyBytes_GET_SIZE(args[0]);
+    if (n == 0 || n % 12 != 0 || n / 12 > block_max) {
+        Py_RETURN_NONE;
+    }
+    buf = PyMem_Malloc((size_t)(n / 12) * 15); /* at most 5 bytes a varint */
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    q = buf;
+    for (i = 0; i < n; i += 12) {
+        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
+                 dl = get_u32((const char *)r + i + 8);
+        if (tf < 1 || tf > dl || (i > 0 && d <= last)) {
+            PyMem_Free(buf);
+            Py_RETURN_NONE;
+        }
+        if (i > 0) {
+            q += put_varint(q, d - last);
+        }
+        last = d;
+        q += put_varint(q, tf);
+        q += put_varint(q, dl);
+    }
+    out = PyBytes_FromStringAndSize((const char *)buf, q - buf);
+    PyMem_Free(buf);
+    return out;
+}
+
+PyDoc_STRVAR(block_decode_doc,
+             "block_decode(first, payload, block_max, /)\n--\n\n"
+             "The postings of a block payload whose first docno is ``first`` as 12-byte records "
+             "(``cortex.index.postings._decode_payload`` in C); None when the payload is not "
+             "the canonical encoding of 1 to ``block_max`` postings (the Python definition then "
+             "says why).");
+
+static PyObject *
+sp_block_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *p;
+    unsigned char *buf, *q;
+    Py_ssize_t n, i = 0, count = 0, block_max;
+    uint64_t docno, delta, tf, dl;
+    PyObject *out;
+    (void)module;
+    if (nargs != 3 || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "block_decode(first, bytes, block_max)");
+        return NULL;
+    }
+    docno = PyLong_AsUnsignedLongLong(args[0]);
+    if (docno == (uint64_t)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    block_max = PyLong_AsSsize_t(args[2]);
+    if (block_max == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    n = PyBytes_GET_SIZE(args[1]);
+    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
+        Py_RETURN_NONE;
+    }
+    /* a posting takes 2 bytes at least (3 after the first): at most n / 2 of them */
+    buf = PyMem_Malloc((size_t)(n / 2 + 1) * 12);
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    q = buf;
+    while (i < n) {
+        if (count > 0) {
+            if (!get_varint(p, n, &i, &delta) || delta < 1) {
+                goto none;
+            }
+            docno += delta;
+            if (docno > 0xFFFFFFFFu) {
+                goto none;
+            }
+        }
+        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
+            dl > 0xFFFFFFFFu) {
+            goto none;
+        }
+        if (++count > block_max) {
+            goto none;
+        }
+        put_u32((char *)q, (uint32_t)docno);
+        put_u32((char *)q + 4, (uint32_t)tf);
+        put_u32((char *)q + 8, (uint32_t)dl);
+        q += 12;
+    }
+    out = PyBytes_FromStringAndSize((const char *)buf, q - buf);
+    PyMem_Free(buf);
+    return out;
+none:
+    PyMem_Free(buf);
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(segment_fresh_doc,
              "segment_fresh(fresh, /)\n--\n\n"
              "``cortex.index.segments.encode_fresh`` in C: ``(payload, groups)`` for ``fresh`` "
-             "({term: id16 + tail8 records}, a dict of str to bytes or bytearray), or None "
+             "({term: docno4 + tail8 records}, a dict of str to bytes or bytearray), or None "
              "when anything is not the common case (the Python definition then runs and names "
              "the fault).");
 
@@ -487,13 +656,13 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         else {
             goto common_case_not;
         }
-        if (len == 0 || len % 24 != 0 || t->tlen < 1 || t->tlen > 256 ||
+        if (len == 0 || len % 12 != 0 || t->tlen < 1 || t->tlen > 256 ||
             memchr(t->term, 0, (size_t)t->tlen) != NULL) {
             goto common_case_not;
         }
-        t->n = len / 24;
+        t->n = len / 12;
         count += t->n;
-        size += 2 + t->tlen + 4 + t->n * 25;
+        size += 2 + t->tlen + 4 + t->n * 13;
         if (t->n > scratch_n) {
             scratch_n = t->n;
         }
@@ -502,7 +671,7 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         goto common_case_not;
     }
     qsort(terms, (size_t)nt, sizeof(FreshTerm), cmp_fresh_term);
-    scratch = PyMem_Malloc((size_t)scratch_n * 24);
+    scratch = PyMem_Malloc((size_t)scratch_n * 12);
     payload = PyBytes_FromStringAndSize(NULL, size);
     groups = PyList_New(nt);
     add = PyLong_FromLong(1);
@@ -520,14 +689,14 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         PyObject *listed, *group;
         const char *r = t->rec;
         if (t->n > 1) { /* the records of a term, in id order */
-            memcpy(scratch, t->rec, (size_t)t->n * 24);
-            for (j = 24; j < t->n * 24; j += 24) {
-                if (memcmp(scratch + j - 24, scratch + j, 16) >= 0) {
+            memcpy(scratch, t->rec, (size_t)t->n * 12);
+            for (j = 12; j < t->n * 12; j += 12) {
+                if (memcmp(scratch + j - 12, scratch + j, 4) >= 0) {
                     break;
                 }
             }
-            if (j < t->n * 24) {
-                qsort(scratch, (size_t)t->n, 24, cmp_record24);
+            if (j < t->n * 12) {
+                qsort(scratch, (size_t)t->n, 12, cmp_record12);
             }
             r = scratch;
         }
@@ -548,17 +717,17 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         }
         PyList_SET_ITEM(groups, i, group);
         for (j = 0; j < t->n; j++) {
-            const char *e = r + j * 24;
-            uint32_t tf = get_u32(e + 16), dl = get_u32(e + 20);
+            const char *e = r + j * 12;
+            uint32_t tf = get_u32(e + 4), dl = get_u32(e + 8);
             PyObject *raw, *tail, *entry;
-            if ((j > 0 && memcmp(e - 24, e, 16) >= 0) || tf < 1 || tf > dl) {
-                goto common_case_not; /* a repeated id or a bad posting */
+            if ((j > 0 && memcmp(e - 12, e, 4) >= 0) || tf < 1 || tf > dl) {
+                goto common_case_not; /* a repeated docno or a bad posting */
             }
             q[0] = 1; /* ADD */
-            memcpy(q + 1, e, 24);
-            q += 25;
-            raw = PyBytes_FromStringAndSize(e, 16);
-            tail = PyBytes_FromStringAndSize(e + 16, 8);
+            memcpy(q + 1, e, 12);
+            q += 13;
+            raw = PyBytes_FromStringAndSize(e, 4);
+            tail = PyBytes_FromStringAndSize(e + 4, 8);
             entry = raw == NULL || tail == NULL ? NULL : PyTuple_Pack(3, add, raw, tail);
             Py_XDECREF(raw);
             Py_XDECREF(tail);
@@ -583,7 +752,7 @@ fail:
 }
 
 
-/* One segment entry (kind, id16, tail8 or None) as segments.decode gives it: 1 with its kind,
+/* One segment entry (kind, docno4, tail8 or None) as segments.decode gives it: 1 with its kind,
  * id and tail (borrowed); 0 when it is not such an entry. */
 static int
 folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
@@ -597,7 +766,7 @@ folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
     k = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(e, 0), &overflow); /* no error: an int */
     *raw = PyTuple_GET_ITEM(e, 1);
     *tail = PyTuple_GET_ITEM(e, 2);
-    if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 16 ||
+    if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 4 ||
         (*tail == Py_None) != (k == 3) || (*tail != Py_None && !PyBytes_CheckExact(*tail))) {
         return 0;
     }
@@ -608,7 +777,7 @@ folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
 PyDoc_STRVAR(segments_folded_doc,
              "segments_folded(segments, /)\n--\n\n"
              "``cortex.index.segments.Overlay.folded`` in C: ``segments`` is the list of the "
-             "overlay's decoded segments (term -> [(kind, id16, tail8 or None), ...]), oldest "
+             "overlay's decoded segments (term -> [(kind, docno4, tail8 or None), ...]), oldest "
              "first. None when an entry contradicts an older segment's or is not such an entry "
              "(the Python definition then runs and names the fault).");
 
@@ -741,6 +910,8 @@ fail:
 
 static PyMethodDef postings_methods[] = {
     {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
+    {"block_encode", (PyCFunction)(void (*)(void))sp_block_encode, METH_FASTCALL, block_encode_doc},
+    {"block_decode", (PyCFunction)(void (*)(void))sp_block_decode, METH_FASTCALL, block_decode_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},
     {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
     {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
