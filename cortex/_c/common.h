@@ -310,8 +310,6 @@ CX_HIDDEN int seal_in_place(PyObject *b);
 CX_HIDDEN int ascii_str_cmp(PyObject *a, PyObject *b);
 CX_HIDDEN int is_ascii_term(PyObject *t, Py_ssize_t max);
 CX_HIDDEN Py_ssize_t put_head(char *p, int major, uint64_t v);
-CX_HIDDEN PyObject *fresh_run(PyObject *buf);
-CX_HIDDEN PyObject *sp_posting_run(PyObject *module, PyObject *changes);
 CX_HIDDEN PyObject *sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 CX_HIDDEN PyObject *sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 CX_HIDDEN PyObject *sp_index_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

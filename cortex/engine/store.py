@@ -957,9 +957,9 @@ class Store:
         """
         i, n = 0, len(prepared)
         while i < n:
-            shared = journal.write_shared() if _USE_SPEEDUPS and lex.stages_in_c else None
+            shared = journal.write_shared() if _USE_SPEEDUPS else None
             if shared is not None:
-                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
+                i, journal.seq, journal.prev, documents, total, postings, nxt = _sp.stage_new(
                     _STAGE_PLAN,
                     prepared,
                     i,
@@ -970,8 +970,10 @@ class Store:
                     shared,
                     journal.seq,
                     journal.prev,
+                    lex._maps,
+                    lex._next,
                 )
-                lex.counted(documents, total, postings)
+                lex.counted(documents, total, postings, nxt)
                 if i == n:
                     break
             p = prepared[i]

@@ -86,10 +86,6 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
 """Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
 tests switch this off to compare with the Python paths."""
 
-_C_STAGE: bool = False
-"""Index documents and hold their postings in C (``index_doc``, ``index_new``,
-``add_postings``): off while those are ported to document numbers (format 14)."""
-
 # what ascii_term_counts found in the stem cache (text.STEMS), by the token's bytes
 _STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
 
@@ -389,10 +385,6 @@ class Indexer:
     the last block of each of its terms (``cortex.index.postings``).
     """
 
-    stages_in_c: bool = _C_STAGE
-    """Whether ``cortex.engine.store.Store._stage_new`` may stage new memories through the C
-    accelerator (off while it is ported to document numbers, format 14)."""
-
     def __init__(self, txn: WriteTxn, *, fold: bool = False) -> None:
         self.txn = txn
         # fold every segment into the main blocks at flush, whatever the size of the change
@@ -460,17 +452,12 @@ class Indexer:
             self._maps[docno] = mid.bytes
         else:
             self._unmaps.discard(docno)
-        if _C_STAGE:
-            raw = mid.bytes
-            key = LEX_DOC + raw
-            if new:
-                n = _sp.index_new(
-                    self._docs, key, self._fresh, self._by_length, raw, version, distinct, counts
-                )
-            else:
-                n = _sp.index_doc(
-                    self._docs, key, self._pending, self._by_length, raw, version, distinct, counts
-                )
+        raw = docno.to_bytes(4, "big")
+        if _USE_SPEEDUPS:
+            key = LEX_DOC + mid.bytes
+            held = self._fresh if new else self._pending
+            index = _sp.index_new if new else _sp.index_doc
+            n = index(self._docs, key, held, self._by_length, raw, version, distinct, counts, docno)
             if n is not None:
                 self._documents += 1
                 self._total += n
@@ -483,10 +470,9 @@ class Indexer:
             self._documents += 1
             return
         values = [entry_tail(tf, length) for tf in counts]  # (memoised there)
-        raw = docno.to_bytes(4, "big")
         if new:
             _add_fresh(self._fresh, distinct, values, raw)
-        elif _C_STAGE:
+        elif _USE_SPEEDUPS:
             _sp.add_postings(self._pending, distinct, values, raw)
         else:
             _add_postings(self._pending, distinct, values, raw)
@@ -494,14 +480,16 @@ class Indexer:
         self._total += length
         self._postings += len(distinct)
 
-    def counted(self, documents: int, total_length: int, postings: int) -> None:
-        """Count in documents staged into ``_docs`` and ``_fresh`` as ``add_counted`` does.
+    def counted(self, documents: int, total_length: int, postings: int, next_docno: int) -> None:
+        """Count in documents staged into ``_docs``, ``_fresh`` and ``_maps`` as ``add_counted``
+        does, numbered up to ``next_docno`` (the next number to give).
 
         ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator.
         """
         self._documents += documents
         self._total += total_length
         self._postings += postings
+        self._next = next_docno
 
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
