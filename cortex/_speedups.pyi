@@ -223,5 +223,7 @@ def stage_new(
     next_docno: int,
     /,
 ) -> tuple[int, int, bytes, int, int, int, int]:
-    """``Store._stage_new``'s loop: ``(next, seq, prev, documents, total_length, postings,
-    next_docno)``."""
+    """``Store._stage_new``'s loop: what it staged, the journal's and the next document number.
+
+    ``(next, seq, prev, documents, total_length, postings, next_docno)``.
+    """

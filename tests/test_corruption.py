@@ -37,7 +37,6 @@ from cortex import (
     Verb,
 )
 from cortex.engine.store import _seal
-from cortex.storage.kv import unseal as _unseal
 from cortex.index.postings import block_encode, entry_tail
 from cortex.model.codec import to_micros
 from cortex.model.records import FrameRef
@@ -58,6 +57,7 @@ from cortex.storage.keys import (
     type_key,
     version_key,
 )
+from cortex.storage.kv import unseal as _unseal
 from tests import workers
 
 ACTOR = "builder"

@@ -93,7 +93,8 @@ STILL_CLOCK_DIGESTS = {
     "none": "4d52ad60042f331727b290da098cec9d119dc1c26a2934f3a68943c51351b53c",
 }
 # FORMAT 14 rewrites specs/vectors/postings.json (blocks by docno, varints) and segments.json
-# (entries by docno) (was 7b546fc7… before); FORMAT 13 adds specs/vectors/stored_vectors.json (was 92c68445… without it); FORMAT 11 added
+# (entries by docno) (was 7b546fc7… before); FORMAT 13 adds specs/vectors/stored_vectors.json
+# (was 92c68445… without it); FORMAT 11 added
 # specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.
 VECTORS_DIGEST = "bcb84d5e23fd868709b2ed91441f1d4681951d547d096deeac6329edf46cabf8"

@@ -455,9 +455,16 @@ class Indexer:
         raw = docno.to_bytes(4, "big")
         if _USE_SPEEDUPS:
             key = LEX_DOC + mid.bytes
-            held = self._fresh if new else self._pending
-            index = _sp.index_new if new else _sp.index_doc
-            n = index(self._docs, key, held, self._by_length, raw, version, distinct, counts, docno)
+            if new:
+                n = _sp.index_new(
+                    self._docs, key, self._fresh, self._by_length, raw, version, distinct,
+                    counts, docno,
+                )  # fmt: skip
+            else:
+                n = _sp.index_doc(
+                    self._docs, key, self._pending, self._by_length, raw, version, distinct,
+                    counts, docno,
+                )  # fmt: skip
             if n is not None:
                 self._documents += 1
                 self._total += n
@@ -481,10 +488,10 @@ class Indexer:
         self._postings += len(distinct)
 
     def counted(self, documents: int, total_length: int, postings: int, next_docno: int) -> None:
-        """Count in documents staged into ``_docs``, ``_fresh`` and ``_maps`` as ``add_counted``
-        does, numbered up to ``next_docno`` (the next number to give).
+        """Count in documents staged as ``add_counted`` does, numbered up to ``next_docno``.
 
-        ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator.
+        ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator into
+        ``_docs``, ``_fresh`` and ``_maps``; ``next_docno`` is the next number to give.
         """
         self._documents += documents
         self._total += total_length
@@ -1378,8 +1385,8 @@ def _posting_problems(
         if block_term is None or isinstance(entries, str):
             continue
         for raw, tf, length in entries:
-            mid = numbers.get(raw)
-            if mid is None:
+            named = numbers.get(raw)
+            if named is None:
                 add(
                     (
                         f"lex/p/{block_term}/#{int.from_bytes(raw, 'big')}",
@@ -1387,8 +1394,8 @@ def _posting_problems(
                     )
                 )
                 continue
-            name = f"lex/p/{block_term}/{MemoryId(mid)}"
-            expected = want.pop((block_term, mid), None)
+            name = f"lex/p/{block_term}/{MemoryId(named)}"
+            expected = want.pop((block_term, named), None)
             if expected is None:
                 add((name, "posting of no live memory or of a term it does not hold"))
             elif (tf, length) != expected:
@@ -1399,9 +1406,9 @@ def _posting_problems(
                         f"length={expected[1]}",
                     )
                 )
-    for term, mid in sorted(want, key=lambda k: (k[0].encode("utf-8"), k[1])):
+    for term, gone in sorted(want, key=lambda k: (k[0].encode("utf-8"), k[1])):
         if term not in damaged:
-            add((f"lex/p/{term}/{MemoryId(mid)}", "posting missing"))
+            add((f"lex/p/{term}/{MemoryId(gone)}", "posting missing"))
     return problems
 
 

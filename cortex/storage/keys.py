@@ -615,8 +615,8 @@ def show_key(key: bytes) -> str:
         if key.startswith(JOURNAL):
             return f"j/{parse_journal_key(key)}"
         if key.startswith(LEX_POSTING):
-            term, i = parse_posting_key(key)
-            return f"lex/p/{term}/{i}"
+            term, docno = parse_posting_key(key)
+            return f"lex/p/{term}/{docno}"
         if key.startswith(LEX_DOC):
             return f"lex/d/{parse_lex_doc_key(key)}"
         if key.startswith(LEX_TERM):
