@@ -908,10 +908,10 @@ def search_terms(
 
     scores: dict[bytes, float] = {}
     allowed: Callable[[bytes], bool] | None = None
+    verdicts: dict[bytes, bool] = {}  # an allow predicate's, by docno
     if allow is None:
         pass
     elif callable(allow):
-        verdicts: dict[bytes, bool] = {}
 
         def allowed(raw: bytes) -> bool:
             v = verdicts.get(raw)
@@ -919,7 +919,11 @@ def search_terms(
                 v = verdicts[raw] = bool(allow(_id_of(txn, raw)))
             return v
     else:
-        ids = {d for d in (_docno_of(txn, m) for m in allow) if d is not None}
+        wanted = list(allow)
+        load = getattr(txn, "preload", None)
+        if load is not None:  # an engine with round trips: their documents in one
+            load([lex_doc_key(m) for m in wanted])
+        ids = {d for d in (_docno_of(txn, m) for m in wanted) if d is not None}
         if len(ids) * len(plan) < sum(p[3] for p in plan):
             # a small allow-list: probe its members instead of scanning the lists
             for raw in sorted(ids):
@@ -956,7 +960,12 @@ def search_terms(
                 f = memo.get(tail)
                 scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
         else:
-            for raw, tail in _entries(txn, term, ov):
+            postings = list(_entries(txn, term, ov))
+            if callable(allow):  # the candidates' memories, read in one go where that matters
+                _preload_numbers(
+                    txn, [raw for raw, _ in postings if raw not in scores and raw not in verdicts]
+                )
+            for raw, tail in postings:
                 s = scores.get(raw)
                 if s is None:
                     if not allowed(raw):
@@ -1034,7 +1043,17 @@ def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes |
 def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
     """The ``limit`` best of ``scores`` (docno4 -> score): by score, ties by docno ascending."""
     best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    _preload_numbers(txn, [raw for raw, _ in best])
     return [(_id_of(txn, raw), s) for raw, s in best]
+
+
+def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
+    """Name the ``lex/i/`` entries about to be read (an engine with round trips reads them in
+    one); LMDB reads as it goes.
+    """
+    load = getattr(txn, "preload", None)
+    if load is not None:
+        load([LEX_DOCNO + raw for raw in raws])
 
 
 def _id_of(txn: ReadTxn, raw: bytes) -> MemoryId:
@@ -1517,4 +1536,6 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     assert rarest is not None
     term = rarest[1]
     want = entry_tail(counts[term], len(terms))
-    return [_id_of(txn, raw) for raw, tail in _entries(txn, term, ov) if tail == want]
+    same = [raw for raw, tail in _entries(txn, term, ov) if tail == want]
+    _preload_numbers(txn, same)
+    return [_id_of(txn, raw) for raw in same]
