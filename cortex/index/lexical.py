@@ -1048,9 +1048,7 @@ def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[Mem
 
 
 def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
-    """Name the ``lex/i/`` entries about to be read (an engine with round trips reads them in
-    one); LMDB reads as it goes.
-    """
+    """Name the ``lex/i/`` entries about to be read: one round trip on an engine with them."""
     load = getattr(txn, "preload", None)
     if load is not None:
         load([LEX_DOCNO + raw for raw in raws])
