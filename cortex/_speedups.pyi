@@ -95,6 +95,11 @@ def block_encode(records: bytes, block_max: int, /) -> bytes | None:
 def block_decode(first: int, payload: bytes, block_max: int, /) -> bytes | None:
     """A posting block's 12-byte records from its payload; None when it is not canonical."""
 
+def append_fresh(
+    cursor: Any, items: list[tuple[bytes, bytes | bytearray]], block_max: int, /
+) -> tuple[list[tuple[bytes, bytes]], list[int]]:
+    """New postings appended to their terms' last blocks; the puts and the items left over."""
+
 def df_values(cursor: Any, keys: list[bytes], /) -> list[int] | None:
     """The df entries stored under ``keys`` (0 where none); None if one fails its checks."""
 

@@ -310,3 +310,100 @@ def test_the_c_block_functions_check_their_arguments() -> None:
         sp.block_decode(-1, b"\x01\x01", BLOCK_MAX)
     assert sp.block_decode(2**32, b"\x01\x01", BLOCK_MAX) is None
     assert sp.block_decode(0, b"\x01\x01", 0) is None
+
+
+_BATCHES = st.lists(
+    st.dictionaries(
+        st.sampled_from(TERMS),
+        st.tuples(
+            st.lists(st.integers(0, 600), min_size=1, max_size=200, unique=True),
+            st.sampled_from(["ascending", "shuffled", "dict"]),
+        ),
+        max_size=3,
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=80)
+@given(_BATCHES)
+def test_append_fresh_is_the_python_append(tmp_path_factory: Any, batches: Any) -> None:
+    """``apply_many`` with the C ``append_fresh`` (new postings after a term's last block, many
+    terms in one call; the rest left to ``apply``) leaves the store the Python path leaves:
+    appends, postings before or among the stored ones, records out of order, dicts."""
+    kvs = [LmdbKV(tmp_path_factory.mktemp("m") / f"kv{on}") for on in (0, 1)]
+    live: dict[str, set[int]] = {}
+    try:
+        for batch in batches:
+            items: list[tuple[str, Any]] = []
+            for term in sorted(batch):
+                docnos, how = batch[term]
+                new = [d for d in docnos if d not in live.get(term, set())]
+                if not new:
+                    continue
+                live.setdefault(term, set()).update(new)
+                rows = [(_raw(d), entry_tail(1 + d % 3, 5 + d % 7)) for d in new]
+                if how == "dict":
+                    items.append((term, dict(rows)))
+                else:
+                    order = sorted(rows) if how == "ascending" else rows
+                    items.append((term, bytearray(b"".join(r + t for r, t in order))))
+            for on, kv in zip((False, True), kvs, strict=True):
+
+                def fn(txn: Any, on: bool = on, items: Any = items) -> None:
+                    puts: list[tuple[bytes, bytes]] = []
+                    old = postings._USE_SPEEDUPS
+                    postings._USE_SPEEDUPS = on and old
+                    try:
+                        postings.apply_many(txn, list(items), puts)
+                    finally:
+                        postings._USE_SPEEDUPS = old
+                    txn.put_many(puts)
+
+                kv.write(fn)
+        dumps = []
+        for kv in kvs:
+            with kv.read() as txn:
+                dumps.append(list(txn.scan(b"")))
+        assert dumps[0] == dumps[1]
+        for term, docnos in live.items():
+            assert [e[0] for _, es in _layout(kvs[1], term) for e in es] == sorted(docnos)
+    finally:
+        for kv in kvs:
+            kv.close()
+
+
+def test_append_fresh_leaves_the_unusual_to_python(tmp_path: Path) -> None:
+    """A damaged last block, records out of order or cut, a block after the new postings: left
+    over (the Python path then names the fault or does the general change)."""
+    kv = LmdbKV(tmp_path / "kv")
+    tail = entry_tail(1, 2)
+    kv.write(lambda txn: apply(txn, "a", {_raw(i): tail for i in (5, 9)}))
+    kv.write(lambda txn: apply(txn, "b", {_raw(i): tail for i in (5, 9)}))
+    kv.write(lambda txn: txn.put(posting_prefix("b") + _raw(5), b"\x00" * 7))  # damaged
+    try:
+
+        def fn(txn: Any) -> Any:
+            items = [
+                (posting_prefix("a"), _raw(12) + tail + _raw(11) + tail),  # out of order
+                (posting_prefix("a"), _raw(7) + tail),  # before the last posting
+                (posting_prefix("a"), _raw(12) + tail[:4]),  # cut
+                (posting_prefix("b"), _raw(12) + tail),  # the block fails its checksum
+                (posting_prefix("a"), bytearray(_raw(3) + tail)),  # a block after it
+                (posting_prefix("c"), _raw(3) + tail + _raw(4) + tail),  # a new term: done
+                (posting_prefix("a"), _raw(10) + tail + _raw(11) + tail),  # an append: done
+            ]
+            return sp.append_fresh(txn.cursor(), items, BLOCK_MAX)
+
+        puts, left = kv.write(fn)
+        assert left == [0, 1, 2, 3, 4]
+        assert [k for k, _ in puts] == [
+            posting_prefix("c") + _raw(3),
+            posting_prefix("a") + _raw(5),
+        ]
+        with pytest.raises(TypeError):
+            kv.write(lambda txn: sp.append_fresh(txn.cursor(), [("a", b"")], BLOCK_MAX))
+        with pytest.raises(ValueError):
+            kv.write(lambda txn: sp.append_fresh(txn.cursor(), [], 0))
+    finally:
+        kv.close()

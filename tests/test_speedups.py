@@ -862,7 +862,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "full_term_counts",
             ),
         ),
-        (postings, ("block_encode", "block_decode")),
+        (postings, ("block_encode", "block_decode", "append_fresh")),
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (journal, ("journal_entry",)),
         (keys, ("index_keys",)),
@@ -1903,6 +1903,10 @@ PARITY: dict[str, tuple[str, ...]] = {
     "index_new": (f"{_LEX}::test_index_doc_is_add_counted",),  # its new=True half
     "block_encode": (f"{_POST}::test_block_encode_is_the_python_definition",),
     "block_decode": (f"{_POST}::test_block_decode_is_the_python_definition",),
+    "append_fresh": (
+        f"{_POST}::test_append_fresh_is_the_python_append",
+        f"{_POST}::test_append_fresh_leaves_the_unusual_to_python",
+    ),
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
     "df_values": (f"{_LEX}::test_df_values_agree",),
     "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),

@@ -95,13 +95,78 @@ PyDoc_STRVAR(block_encode_doc,
              "they are not 1 to ``block_max`` postings in strictly ascending docno order with "
              "1 <= tf <= dl (the Python definition then names the fault).");
 
+/* The varint payload of 12-byte records r[0:n] into out (room for n / 12 * 15 bytes): its
+ * size, or -1 when they are not 1 to block_max postings in strictly ascending docno order with
+ * 1 <= tf <= dl. */
+Py_ssize_t
+cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ssize_t block_max, unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i;
+    uint32_t last = 0;
+    if (n == 0 || n % 12 != 0 || n / 12 > block_max) {
+        return -1;
+    }
+    for (i = 0; i < n; i += 12) {
+        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
+                 dl = get_u32((const char *)r + i + 8);
+        if (tf < 1 || tf > dl || (i > 0 && d <= last)) {
+            return -1;
+        }
+        if (i > 0) {
+            q += put_varint(q, d - last);
+        }
+        last = d;
+        q += put_varint(q, tf);
+        q += put_varint(q, dl);
+    }
+    return q - out;
+}
+
+/* The 12-byte records of the block payload p[0:n] whose first docno is first, into out (room
+ * for (n / 2 + 1) * 12 bytes): their size, or -1 when p is not the canonical encoding of 1 to
+ * block_max postings. */
+Py_ssize_t
+cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+                unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i = 0, count = 0;
+    uint64_t docno = first, delta, tf, dl;
+    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
+        return -1;
+    }
+    while (i < n) {
+        if (count > 0) {
+            if (!get_varint(p, n, &i, &delta) || delta < 1) {
+                return -1;
+            }
+            docno += delta;
+            if (docno > 0xFFFFFFFFu) {
+                return -1;
+            }
+        }
+        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
+            dl > 0xFFFFFFFFu) {
+            return -1;
+        }
+        if (++count > block_max) {
+            return -1;
+        }
+        put_u32((char *)q, (uint32_t)docno);
+        put_u32((char *)q + 4, (uint32_t)tf);
+        put_u32((char *)q + 8, (uint32_t)dl);
+        q += 12;
+    }
+    return q - out;
+}
+
 static PyObject *
 sp_block_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     const unsigned char *r;
-    unsigned char *buf, *q;
-    Py_ssize_t n, i, block_max;
-    uint32_t last = 0;
+    unsigned char *buf;
+    Py_ssize_t n, block_max, size;
     PyObject *out;
     (void)module;
     if (nargs != 2 || !PyBytes_CheckExact(args[0])) {
@@ -121,22 +186,12 @@ sp_block_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (buf == NULL) {
         return PyErr_NoMemory();
     }
-    q = buf;
-    for (i = 0; i < n; i += 12) {
-        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
-                 dl = get_u32((const char *)r + i + 8);
-        if (tf < 1 || tf > dl || (i > 0 && d <= last)) {
-            PyMem_Free(buf);
-            Py_RETURN_NONE;
-        }
-        if (i > 0) {
-            q += put_varint(q, d - last);
-        }
-        last = d;
-        q += put_varint(q, tf);
-        q += put_varint(q, dl);
+    size = cx_block_encode(r, n, block_max, buf);
+    if (size < 0) {
+        PyMem_Free(buf);
+        Py_RETURN_NONE;
     }
-    out = PyBytes_FromStringAndSize((const char *)buf, q - buf);
+    out = PyBytes_FromStringAndSize((const char *)buf, size);
     PyMem_Free(buf);
     return out;
 }
@@ -152,9 +207,9 @@ static PyObject *
 sp_block_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     const unsigned char *p;
-    unsigned char *buf, *q;
-    Py_ssize_t n, i = 0, count = 0, block_max;
-    uint64_t docno, delta, tf, dl;
+    unsigned char *buf;
+    Py_ssize_t n, block_max, size;
+    uint64_t docno;
     PyObject *out;
     (void)module;
     if (nargs != 3 || !PyBytes_CheckExact(args[1])) {
@@ -171,43 +226,19 @@ sp_block_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     p = (const unsigned char *)PyBytes_AS_STRING(args[1]);
     n = PyBytes_GET_SIZE(args[1]);
-    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
-        Py_RETURN_NONE;
-    }
     /* a posting takes 2 bytes at least (3 after the first): at most n / 2 of them */
     buf = PyMem_Malloc((size_t)(n / 2 + 1) * 12);
     if (buf == NULL) {
         return PyErr_NoMemory();
     }
-    q = buf;
-    while (i < n) {
-        if (count > 0) {
-            if (!get_varint(p, n, &i, &delta) || delta < 1) {
-                goto none;
-            }
-            docno += delta;
-            if (docno > 0xFFFFFFFFu) {
-                goto none;
-            }
-        }
-        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
-            dl > 0xFFFFFFFFu) {
-            goto none;
-        }
-        if (++count > block_max) {
-            goto none;
-        }
-        put_u32((char *)q, (uint32_t)docno);
-        put_u32((char *)q + 4, (uint32_t)tf);
-        put_u32((char *)q + 8, (uint32_t)dl);
-        q += 12;
+    size = cx_block_decode(docno, p, n, block_max, buf);
+    if (size < 0) {
+        PyMem_Free(buf);
+        Py_RETURN_NONE;
     }
-    out = PyBytes_FromStringAndSize((const char *)buf, q - buf);
+    out = PyBytes_FromStringAndSize((const char *)buf, size);
     PyMem_Free(buf);
     return out;
-none:
-    PyMem_Free(buf);
-    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(segment_fresh_doc,

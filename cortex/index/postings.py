@@ -29,10 +29,10 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name) for name in ("block_encode", "block_decode")
+    hasattr(_sp, name) for name in ("block_encode", "block_decode", "append_fresh")
 )
-"""Encode and decode posting blocks in C (``cortex._speedups``) when it is built; tests switch
-this off to compare with the Python paths."""
+"""Encode, decode and append to posting blocks in C (``cortex._speedups``) when it is built;
+tests switch this off to compare with the Python paths."""
 
 __all__ = [
     "BLOCK_MAX",
@@ -356,8 +356,9 @@ def apply_many(
     ``held`` is a mapping of changes, or new postings as docno4 + tail8 records (in any order;
     ``fresh_changes``).
     """
+    cursor = getattr(txn, "cursor", None)
     prefetch = getattr(txn, "prefetch_around", None)
-    if prefetch is not None and getattr(txn, "cursor", None) is None:
+    if prefetch is not None and cursor is None:
         # an engine across a network reads each term's first around() in one round trip
         prefetch(
             [
@@ -366,5 +367,63 @@ def apply_many(
                 if held
             ]
         )
+    if _USE_SPEEDUPS and cursor is not None:
+        # the appends of new postings (a batch of new memories) for every term in one call
+        fresh: list[int] = []
+        items: list[tuple[bytes, bytes | bytearray]] = []
+        for i, (term, held) in enumerate(changes):
+            if not isinstance(held, Mapping):
+                fresh.append(i)
+                items.append((posting_prefix(term), held))
+        got, left = _sp.append_fresh(cursor(), items, BLOCK_MAX)
+        puts += got
+        done = set(fresh) - {fresh[j] for j in left}
+        changes = [c for i, c in enumerate(changes) if i not in done]
     for term, held in changes:
-        apply(txn, term, held if isinstance(held, Mapping) else fresh_changes(held), puts)
+        if isinstance(held, Mapping):
+            apply(txn, term, held, puts)
+        elif _append(txn, posting_prefix(term), bytes(held), puts) is None:
+            apply(txn, term, fresh_changes(held), puts)
+
+
+def _append(
+    txn: WriteTxn, prefix: bytes, records: bytes, puts: list[tuple[bytes, bytes]]
+) -> int | None:
+    """``apply``'s common case without a posting's worth of Python: new postings at the end.
+
+    ``records``: 12-byte records in ascending docno order (as a batch of new memories holds
+    them), after every posting of the term. Extends the term's last block and adds blocks
+    after it; returns the change in the term's postings, or None (nothing done) when the
+    records are not that case. ``cortex._speedups.append_fresh`` does it for many terms in C.
+    """
+    n = len(records)
+    if not n or n % ENTRY:
+        return None
+    first = records[:4]
+    k0, v0, k1 = txn.around(prefix, prefix + first)
+    if k1 is not None:
+        return None  # a block after the first new docno: not an append
+    old = b""
+    if k0 is not None:
+        assert v0 is not None
+        old = block_records(k0, v0)
+        if old[-ENTRY:-8] >= first:
+            return None
+    runs = cut_runs(old + records)
+    new: list[tuple[bytes, bytes]] = []
+    last = b""
+    for i, run in enumerate(runs):
+        if run[:4] <= last:
+            return None  # not ascending across the runs (block_encode checks within each)
+        last = run[-ENTRY:-8]
+        if i == 0 and run == old:
+            continue  # the stored block was full: it stays
+        try:
+            payload = block_encode(run)
+        except ValueError:
+            return None
+        new.append((prefix + run[:4], seal(payload)))
+    if k0 is not None and runs[0][:4] != k0[-4:]:  # pragma: no cover - the first run keeps it
+        return None
+    puts += new
+    return n // ENTRY
