@@ -375,6 +375,11 @@ def apply_many(
             if not isinstance(held, Mapping):
                 fresh.append(i)
                 items.append((posting_prefix(term), held))
+            elif None not in held.values():  # additions only (a fold's ADDs): maybe appends
+                fresh.append(i)
+                items.append(
+                    (posting_prefix(term), b"".join([k + v for k, v in sorted(held.items())]))  # type: ignore[operator]
+                )
         got, left = _sp.append_fresh(cursor(), items, BLOCK_MAX)
         puts += got
         done = set(fresh) - {fresh[j] for j in left}
