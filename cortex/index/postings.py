@@ -59,6 +59,7 @@ BLOCK_MAX: Final = 128
 DOCNO_LIMIT: Final = 1 << 32
 """Document numbers are below this (u32): the index refuses to number more memories."""
 _U32: Final = 1 << 32
+_LAST: Final = b"\xff\xff\xff\xff"  # the largest docno: a term's last block is at or before it
 _TAIL: Final = struct.Struct(">II")
 _REC: Final = struct.Struct(">III")
 
@@ -362,7 +363,7 @@ def apply_many(
         # an engine across a network reads each term's first around() in one round trip
         prefetch(
             [
-                (p, p + min(held if isinstance(held, Mapping) else fresh_changes(held)))
+                (p, p + min(held) if isinstance(held, Mapping) else p + _LAST)
                 for p, held in ((posting_prefix(t), h) for t, h in changes)
                 if held
             ]
@@ -405,9 +406,10 @@ def _append(
     if not n or n % ENTRY:
         return None
     first = records[:4]
-    k0, v0, k1 = txn.around(prefix, prefix + first)
-    if k1 is not None:
-        return None  # a block after the first new docno: not an append
+    # the term's last block (the key ``lexical.prefetch_new`` names: one round trip with it)
+    k0, v0, k1 = txn.around(prefix, prefix + _LAST)
+    if k1 is not None:  # pragma: no cover - no key of the term is past the largest docno
+        return None
     old = b""
     if k0 is not None:
         assert v0 is not None
