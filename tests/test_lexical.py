@@ -447,3 +447,68 @@ def test_removals_and_additions_held_in_one_transaction(
     finally:
         fresh.close()
     assert got == want
+
+
+def test_the_last_document_number_and_then_a_clear_error(kv: LmdbKV) -> None:
+    """Numbers are u32: the memory that would need 2**32 fails its write (nothing written) and
+    the error names the rebuild, which numbers the live memories from 0 again."""
+    from cortex.errors import StoreFullError
+    from cortex.index.lexical import STATS_CODEC
+    from cortex.index.postings import DOCNO_LIMIT
+    from cortex.storage.kv import seal
+
+    stats = LexStats(next_docno=DOCNO_LIMIT - 1)
+    kv.write(lambda txn: txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical"))))
+
+    def add(n: int) -> None:
+        def fn(txn: object) -> None:
+            lex = Indexer(txn)  # type: ignore[arg-type]
+            lex.add(mid(n), 1, ["x", "y"])
+            lex.flush()
+
+        kv.write(fn)
+
+    add(1)
+    with kv.read() as txn:
+        assert read_stats(txn).next_docno == DOCNO_LIMIT
+        assert [m for m, _ in search(txn, "x", limit=3)] == [mid(1)]
+        before = dict(txn.scan(b""))
+    with pytest.raises(StoreFullError, match="reindex"):
+        add(2)
+    with kv.read() as txn:
+        assert dict(txn.scan(b"")) == before
+
+
+def test_a_memory_keeps_its_number_and_numbers_are_not_given_again(tmp_path: Path) -> None:
+    """lexical.md §4: numbers in write order; an update keeps the number, a tombstone or a
+    purge removes its lex/i/ entry and leaves a gap; a rebuild numbers the live ones from 0."""
+    from cortex.index.lexical import DOC_CODEC
+    from cortex.storage.keys import LEX_DOCNO
+    from cortex.storage.kv import unseal
+
+    def numbers(cx: Cortex) -> dict[int, MemoryId]:
+        with cx._kv.read() as txn:
+            out = {parse_lex_docno_key(k): MemoryId(unseal(k, v)) for k, v in txn.scan(LEX_DOCNO)}
+            for n, m in out.items():  # each LexDoc holds its number
+                value = txn.get(lex_doc_key(m))
+                assert value is not None
+                assert DOC_CODEC.decode(unseal(lex_doc_key(m), value), "d").docno == n
+            return out
+
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        a, b, c, d = (mid(n) for n in (9, 3, 7, 1))  # ids in no order
+        for m in (a, b, c):
+            cx.write(fact(f"note {m}"), id=m)
+        assert numbers(cx) == {0: a, 1: b, 2: c}
+        cx.update(b, fact("note changed"))
+        cx.tombstone(c, "gone")
+        cx.write(fact("another note"), id=d)
+        assert numbers(cx) == {0: a, 1: b, 3: d}
+        cx.purge(a, "forget")
+        assert numbers(cx) == {1: b, 3: d}
+        assert cx.merge_lexical() >= 0 and numbers(cx) == {1: b, 3: d}
+        assert [m for m, _ in cx._lexical_search("note", 5)] == [b, d]
+        assert cx.verify().ok
+        cx.reindex_lexical()
+        assert numbers(cx) == {0: d, 1: b}  # the live memories in id order
+        assert cx.verify().ok
