@@ -89,25 +89,16 @@ def add_postings(
 ) -> None:
     """``pending[term][raw] = value`` for each term and value."""
 
-def posting_run(changes: dict[bytes, bytes | None], /) -> bytes | None:
-    """The postings of ``changes`` joined in id order; ``None`` when one is not id16: tail8."""
+def block_encode(records: bytes, block_max: int, /) -> bytes | None:
+    """A posting block's varint payload from 12-byte records (``postings.block_encode``)."""
 
-def merge_run(
-    payloads: list[bytes], changes: dict[bytes, bytes | None], /
-) -> tuple[bytes, int] | None:
-    """The blocks' postings with ``changes`` applied, and the change in their count; or None."""
+def block_decode(first: int, payload: bytes, block_max: int, /) -> bytes | None:
+    """A posting block's 12-byte records from its payload; None when it is not canonical."""
 
-def cut_blocks(run: bytes, held: int, block_max: int, spread: int, /) -> list[bytes]:
-    """``cortex.index.postings.blocks(run, held)``: where a run of postings splits into blocks."""
-
-def append_runs(
-    cursor: Any,
-    items: list[tuple[bytes, Any]],
-    block_max: int,
-    spread: int,
-    /,
+def append_fresh(
+    cursor: Any, items: list[tuple[bytes, bytes | bytearray]], block_max: int, /
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
-    """The blocks the common cases of many terms' appends change, and the items left over."""
+    """New postings appended to their terms' last blocks; the puts and the items left over."""
 
 def df_values(cursor: Any, keys: list[bytes], /) -> list[int] | None:
     """The df entries stored under ``keys`` (0 where none); None if one fails its checks."""
@@ -126,11 +117,6 @@ def segments_folded(
     segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
 ) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]] | None:
     """Every term of the segments combined for a fold (``Overlay.folded``); None if unsure."""
-
-def block_append(
-    prefix: bytes, run: bytes, key: bytes, value: bytes, block_max: int, spread: int, /
-) -> list[tuple[bytes, bytes]] | None:
-    """The blocks that change when ``run`` is appended to the stored block; None if unsure."""
 
 class StemTable:
     """The token -> stem table of ``ascii_term_counts`` (what it found in the stem cache)."""
@@ -166,6 +152,7 @@ def index_doc(
     version: int,
     distinct: list[str],
     counts: list[int],
+    docno: int,
     /,
 ) -> int | None:
     """Hold one memory's sealed document and postings; its length, or None (nothing changed)."""
@@ -179,6 +166,7 @@ def index_new(
     version: int,
     distinct: list[str],
     counts: list[int],
+    docno: int,
     /,
 ) -> int | None:
     """``index_doc`` for a memory new to the index: its postings appended to ``fresh``."""
@@ -236,6 +224,11 @@ def stage_new(
     shared: bytes,
     seq: int,
     prev: bytes,
+    maps: dict[int, bytes],
+    next_docno: int,
     /,
-) -> tuple[int, int, bytes, int, int, int]:
-    """``Store._stage_new``'s loop: ``(next, seq, prev, documents, total_length, postings)``."""
+) -> tuple[int, int, bytes, int, int, int, int]:
+    """``Store._stage_new``'s loop: what it staged, the journal's and the next document number.
+
+    ``(next, seq, prev, documents, total_length, postings, next_docno)``.
+    """

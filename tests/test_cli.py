@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 13, 12 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 14, 13 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 13, 12 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-13:] == [
+    assert lines[0] == f"{v1}: format 1 → 14, 13 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-14:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1009,7 +1009,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0010-counters-in-heads (0 records)",
         "applied 0011-current-claims-named-counters (0 records)",
         "applied 0012-half-vectors (0 records)",
-        f"{v1}: now at format 13",
+        "applied 0013-posting-docnos (9 records)",
+        f"{v1}: now at format 14",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1018,7 +1019,21 @@ def test_a_format1_store_needs_migrate_then_works(
     hits = run_json(capsys, *owner, "find", "--text", "Genève", "--limit", "3")["hits"]
     assert hits and "Genève" in hits[0]["text"]
     assert run(capsys, "write", "Fact", FACT)[0] == 0  # the store is writable again
-    entry, second, third, fourth, fifth, sixth, seventh, eighth, ninth, tenth, eleventh, twelfth = [
+    (
+        entry,
+        second,
+        third,
+        fourth,
+        fifth,
+        sixth,
+        seventh,
+        eighth,
+        ninth,
+        tenth,
+        eleventh,
+        twelfth,
+        thirteenth,
+    ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
     ]
@@ -1034,9 +1049,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert tenth["reason"] == "0010-counters-in-heads: format 10 -> 11"
     assert eleventh["reason"] == "0011-current-claims-named-counters: format 11 -> 12"
     assert twelfth["reason"] == "0012-half-vectors: format 12 -> 13"
+    assert thirteenth["reason"] == "0013-posting-docnos: format 13 -> 14"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 13)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 13)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 14)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 14)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1130,12 +1146,34 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "float32 record stays as it is and is read as before: no record changes",
         "records": 0,
     }
-    steps = (step, step2, step3, step4, step5, step6, step7, step8, step9, step10, step11, step12)
+    step13 = {
+        "name": "0013-posting-docnos",
+        "from_version": 13,
+        "to_version": 14,
+        "description": "rebuild the lexical index with its postings keyed by per-store "
+        "document numbers (lex/i/) in varint blocks",
+        "records": 9,
+    }
+    steps = (
+        step,
+        step2,
+        step3,
+        step4,
+        step5,
+        step6,
+        step7,
+        step8,
+        step9,
+        step10,
+        step11,
+        step12,
+        step13,
+    )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 13,
+        "to_version": 14,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1146,7 +1184,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 13, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 14, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1154,23 +1192,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 13)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "14")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 14)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "15")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 14: format 14 is unknown: this cortex knows formats up to 13\n"
+    assert err == "cortex: --to 15: format 15 is unknown: this cortex knows formats up to 14\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 13
+    assert run_json(capsys, "migrate")["to_version"] == 14
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 13)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 14)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1187,6 +1225,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0010-counters-in-heads", "pending"),
         ("0011-current-claims-named-counters", "pending"),
         ("0012-half-vectors", "pending"),
+        ("0013-posting-docnos", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1194,9 +1233,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 13 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 14 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 12
+    assert len(listed["applied"]) == 13
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1418,7 +1457,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 13" in ok("--store", old, "migrate")
+    assert "now at format 14" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

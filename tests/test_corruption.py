@@ -37,7 +37,7 @@ from cortex import (
     Verb,
 )
 from cortex.engine.store import _seal
-from cortex.index.postings import entry_tail
+from cortex.index.postings import block_encode, entry_tail
 from cortex.model.codec import to_micros
 from cortex.model.records import FrameRef
 from cortex.storage.keys import (
@@ -57,6 +57,7 @@ from cortex.storage.keys import (
     type_key,
     version_key,
 )
+from cortex.storage.kv import unseal as _unseal
 from tests import workers
 
 ACTOR = "builder"
@@ -645,23 +646,34 @@ def test_a_counters_key_flipped_in_place(small: Small, tmp_path: Path) -> None:
 # The lexical index: damage to postings, document records, term entries and statistics
 
 
+def _number(small: Small, mid: MemoryId) -> int:
+    """The memory's document number: its postings' key (``lexical.md`` §4, format 14)."""
+    from cortex.index.lexical import DOC_CODEC
+
+    with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
+        value = txn.get(lex_doc_key(mid))
+    assert value is not None
+    return int(DOC_CODEC.decode(_unseal(lex_doc_key(mid), value), "lex/d").docno)
+
+
 def _lex_problems(cx: Cortex) -> dict[str, list[str]]:
     return {k: v for k, v in _problems(cx).items() if k.startswith(("lex/", "meta/lexical"))}
 
 
 def test_posting_flip(small: Small) -> None:
-    key = posting_key("alpha", small.a)
+    n = _number(small, small.a)
+    key = posting_key("alpha", n)
     _edit(small.path, key, _flip)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _problems(cx)
-        assert "checksum" in problems[f"lex/p/alpha/{small.a}"][0]
+        assert "checksum" in problems[f"lex/p/alpha/{n}"][0]
         with pytest.raises(IntegrityError, match="lex/p/alpha"):
             cx._lexical_search("alpha", 5)
         assert [m for m, _ in cx._lexical_search("beta", 5)] == [small.b]  # other terms work
 
 
 def test_posting_deleted(small: Small) -> None:
-    _edit(small.path, posting_key("alpha", small.a), lambda _: None)
+    _edit(small.path, posting_key("alpha", _number(small, small.a)), lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert problems == {f"lex/p/alpha/{small.a}": ["posting missing"]}
@@ -669,8 +681,9 @@ def test_posting_deleted(small: Small) -> None:
 
 def test_stale_posting_added(small: Small) -> None:
     # a posting for a word the memory does not hold, sealed properly
-    block = small.c.bytes + entry_tail(1, 3)
-    _edit(small.path, posting_key("ghost", small.c), lambda _: _seal(block))
+    n = _number(small, small.c)
+    block = block_encode(n.to_bytes(4, "big") + entry_tail(1, 3))
+    _edit(small.path, posting_key("ghost", n), lambda _: _seal(block))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert problems[f"lex/p/ghost/{small.c}"] == [
@@ -680,13 +693,14 @@ def test_stale_posting_added(small: Small) -> None:
 
 def test_posting_of_a_tombstoned_memory(small: Small) -> None:
     # a block under the key of a posting the tombstone removed (here: an old format's value)
+    n = _number(small, small.b)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         cx.tombstone(small.b, "gone")
         assert cx.verify().ok
         assert cx._lexical_search("beta", 5) == []
-    _edit(small.path, posting_key("beta", small.b), lambda _: _seal(b"\x82\x01\x09"))
+    _edit(small.path, posting_key("beta", n), lambda _: _seal(b"\x82\x01\x09"))
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert f"lex/p/beta/{small.b}" in _lex_problems(cx)
+        assert f"lex/p/beta/{n}" in _lex_problems(cx)
 
 
 def test_term_frequency_resealed_wrong(small: Small) -> None:
@@ -747,11 +761,12 @@ def test_segment_flip(small: Small) -> None:
 def test_segment_resealed_with_a_wrong_frequency(small: Small) -> None:
     """A canonical segment holding a wrong tf: only the comparison with the text can tell."""
     d = _pending(small)
+    n = _number(small, d).to_bytes(4, "big")
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
         raw = txn.get(lex_segment_key(0))
     assert raw is not None
-    i = raw.index(b"\x01" + d.bytes + (1).to_bytes(4, "big"))  # an ADD with tf 1
-    changed = raw[: i + 17] + (2).to_bytes(4, "big") + raw[i + 21 : -4]
+    i = raw.index(b"\x01" + n + (1).to_bytes(4, "big"))  # an ADD with tf 1
+    changed = raw[: i + 5] + (2).to_bytes(4, "big") + raw[i + 9 : -4]
     _edit(small.path, lex_segment_key(0), lambda _: _seal(changed))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
@@ -763,17 +778,18 @@ def test_segment_resealed_with_a_wrong_frequency(small: Small) -> None:
 
 def test_segment_contradicting_the_blocks(small: Small) -> None:
     """A segment that removes a posting no block holds, or adds one a block holds."""
+    n = _number(small, small.b)
     _pending(small)
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
         raw = txn.get(lex_segment_key(1))
     assert raw is not None and raw[4 + 2 + 4 + 4] == 3  # "beta": a DEL
-    as_add = raw[:14] + b"\x01" + raw[15:31] + entry_tail(1, 9) + raw[31:-4]
+    as_add = raw[:14] + b"\x01" + raw[15:19] + entry_tail(1, 9) + raw[19:-4]
     count = int.from_bytes(raw[:4], "big")
     assert raw[4:6] == (4).to_bytes(2, "big") and count >= 1
     _edit(small.path, lex_segment_key(1), lambda _: _seal(as_add))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
-        assert problems[f"lex/s/beta/{small.b}"] == ["a segment adds a posting the blocks hold"]
+        assert problems[f"lex/s/beta/{n}"] == ["a segment adds a posting the blocks hold"]
     # a segment key that is not 8 bytes of sequence number
     _edit(small.path, lex_segment_key(1)[:-1], lambda _: raw)
     with Cortex.open(small.path, actor=ACTOR) as cx:
@@ -797,13 +813,13 @@ def test_segment_renumbered(small: Small) -> None:
 
 def test_posting_with_a_wrong_frequency_resealed(small: Small) -> None:
     # passes its checksum and decodes: only the comparison with the memory's text can tell
-    key = posting_key("beta", small.b)
+    key = posting_key("beta", _number(small, small.b))
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
         raw = txn.get(key)
-    # the block of "beta" holds one posting: id16, tf (u32), length (u32)
-    assert raw is not None and len(raw) == 24 + 4
-    assert raw[16:20] == (2).to_bytes(4, "big")  # "beta" is in the short line too
-    _edit(small.path, key, lambda v: _seal(raw[:16] + (3).to_bytes(4, "big") + raw[20:24]))
+    # the block of "beta" holds one posting: varint(tf), varint(length) (its docno: the key's)
+    assert raw is not None and len(raw) == 2 + 4
+    assert raw[0] == 2  # "beta" is in the short line too
+    _edit(small.path, key, lambda v: _seal(b"\x03" + raw[1:2]))
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _lex_problems(cx)
         assert list(problems) == [f"lex/p/beta/{small.b}"]

@@ -330,6 +330,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
+        ("0013-posting-docnos", 13, 14),
     ]
     report = M.migrate(v10)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
@@ -337,11 +338,13 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0010-counters-in-heads", len(counted), True),
         ("0011-current-claims-named-counters", superseded + len(counted), True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", sum(1 for k in before if k.startswith(b"lex/d/")), True),
     ]
     after = dump_store(v10)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert {k for k in changed if not k.startswith(b"j/")} == {
+    assert {k for k in changed if not k.startswith((b"j/", b"lex/"))} == {
         meta_key("format"),
+        meta_key("lexical"),
         M.MIGRATIONS_KEY,
     } | {head_key(m) for m in counted} | {salience_key(m) for m in counted} | {
         k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s"
@@ -353,7 +356,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0012-half-vectors: format 12 -> 13"
+        assert list(cx.journal())[-1].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

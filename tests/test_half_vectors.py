@@ -313,21 +313,24 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(where, actor="x")
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(where)] == [
-        ("0012-half-vectors", 12, 13)
+        ("0012-half-vectors", 12, 13),
+        ("0013-posting-docnos", 13, 14),
     ]
     report = M.migrate(where)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
-        ("0012-half-vectors", 0, True)
+        ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", sum(1 for k in before if k.startswith(b"lex/d/")), True),
     ]
     after = dump_store(where)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert {k for k in changed if not k.startswith(b"j/")} == {
+    assert {k for k in changed if not k.startswith((b"j/", b"lex/"))} == {
         meta_key("format"),
+        meta_key("lexical"),
         M.MIGRATIONS_KEY,
     }
     with Cortex.open(where, actor="fixture-agent", as_owner=True, embedder=E) as cx:
         assert E.model_id == FIXTURE_MODEL
-        assert cx.format.format_version == 13 and "vectors-float16" in cx.format.features
+        assert cx.format.format_version == 14 and "vectors-float16" in cx.format.features
         assert cx.vector_info()["precision"] == "float16"  # type: ignore[index]
         report_v = cx.verify()
         assert report_v.ok, report_v.problems

@@ -364,6 +364,7 @@ def test_prefix_end_is_the_least_upper_bound(prefix: bytes, k: bytes) -> None:
 # --- malformed keys ---------------------------------------------------------------------------
 
 Z = bytes(16)
+D = bytes(4)
 
 
 @pytest.mark.parametrize(
@@ -465,27 +466,33 @@ def test_index_keys_are_the_single_key_builders(
     assert keys.index_keys(t, created, mid, tags, frames, actor_obj=actor_obj) == expected
 
 
-# --- the lexical keyspaces: lex/p/ term 0x00 id16, lex/d/ id16, lex/t/ term -------------------
+# --- the lexical keyspaces: lex/p/ term 0x00 docno, lex/d/ id16, lex/t/ term, lex/i/ docno -----
 
 terms = st.text(
     st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1
 )
 
 
-@given(terms, ids)
-@example("a", MemoryId(Z))
-@example("caf\u00e9", MemoryId(b"\xff" * 16))
-def test_lexical_keys_round_trip(term: str, i: MemoryId) -> None:
-    assert keys.parse_posting_key(keys.posting_key(term, i)) == (term, i)
-    assert keys.posting_key(term, i).startswith(keys.posting_prefix(term))
+docnos = st.integers(0, 2**32 - 1)
+
+
+@given(terms, ids, docnos)
+@example("a", MemoryId(Z), 0)
+@example("caf\u00e9", MemoryId(b"\xff" * 16), 2**32 - 1)
+def test_lexical_keys_round_trip(term: str, i: MemoryId, d: int) -> None:
+    assert keys.parse_posting_key(keys.posting_key(term, d)) == (term, d)
+    assert keys.posting_key(term, d).startswith(keys.posting_prefix(term))
     assert keys.parse_lex_term_key(keys.lex_term_key(term)) == term
     assert keys.parse_lex_doc_key(keys.lex_doc_key(i)) == i
+    assert keys.parse_lex_docno_key(keys.lex_docno_key(d)) == d
 
 
 def test_the_lexical_keys_are_the_spec_bytes() -> None:
-    """lexical.md §4: ``lex/p/`` term 0x00 id16, ``lex/d/`` id16, ``lex/t/`` term (UTF-8)."""
+    """lexical.md §4: ``lex/p/`` term 0x00 u32be(docno), ``lex/d/`` id16, ``lex/t/`` term (UTF-8),
+    ``lex/i/`` u32be(docno)."""
     i = MemoryId(bytes(range(16)))
-    assert keys.posting_key("caf\u00e9", i) == b"lex/p/caf\xc3\xa9\x00" + i.bytes
+    assert keys.posting_key("caf\u00e9", 258) == b"lex/p/caf\xc3\xa9\x00\x00\x00\x01\x02"
+    assert keys.lex_docno_key(258) == b"lex/i/\x00\x00\x01\x02"
     assert keys.posting_prefix("caf\u00e9") == b"lex/p/caf\xc3\xa9\x00"
     assert keys.lex_doc_key(i) == b"lex/d/" + i.bytes
     assert keys.lex_term_key("caf\u00e9") == b"lex/t/caf\xc3\xa9"
@@ -504,24 +511,26 @@ def test_lexical_keys_refuse_terms_that_cannot_end_at_a_nul(term: str) -> None:
     with pytest.raises(ValueError):
         keys.lex_term_key(term)
     with pytest.raises(ValueError):
-        keys.posting_key(term, MemoryId(Z))
+        keys.posting_key(term, 0)
 
 
 @pytest.mark.parametrize(
     "key",
     [
         b"",
-        b"lex/p/" + Z,  # no term, no NUL
-        b"lex/p/" + b"\x00" + Z,  # an empty term
-        b"lex/p/" + b"a" + Z,  # no NUL before the id
-        b"lex/p/" + b"a\x00" + bytes(15),  # a short id
-        b"lex/p/" + b"a\x00b\x00" + Z,  # a NUL inside the term
-        b"lex/p/" + b"\xff\xfe\x00" + Z,  # not UTF-8
-        b"lex/t/" + b"a\x00" + Z,  # another keyspace
-        b"lex/x/" + b"a\x00" + Z,
+        b"lex/p/" + D,  # no term, no NUL
+        b"lex/p/" + b"\x00" + D,  # an empty term
+        b"lex/p/" + b"a" + D,  # no NUL before the docno
+        b"lex/p/" + b"a\x00" + bytes(3),  # a short docno
+        b"lex/p/" + b"a\x00" + Z,  # an id where the docno belongs (format 13)
+        b"lex/p/" + b"a\x00b\x00" + D,  # a NUL inside the term
+        b"lex/p/" + b"\xff\xfe\x00" + D,  # not UTF-8
+        b"lex/t/" + b"a\x00" + D,  # another keyspace
+        b"lex/x/" + b"a\x00" + D,
     ],
 )
 def test_malformed_posting_keys_raise_codec_error(key: bytes) -> None:
+    """(``D``: a docno's 4 bytes.)"""
     with pytest.raises(CodecError):
         keys.parse_posting_key(key)
 
@@ -546,7 +555,8 @@ def test_show_key_reads_every_named_keyspace() -> None:
     assert keys.show_key(keys.head_key(i)) == f"m/{i}"
     assert keys.show_key(keys.version_key(i, 7)) == f"mv/{i}/v/7"
     assert keys.show_key(keys.journal_key(42)) == "j/42"
-    assert keys.show_key(keys.posting_key("caf\u00e9", i)) == f"lex/p/caf\u00e9/{i}"
+    assert keys.show_key(keys.posting_key("caf\u00e9", 7)) == "lex/p/caf\u00e9/7"
+    assert keys.show_key(keys.lex_docno_key(7)) == "lex/i/7"
     assert keys.show_key(keys.lex_doc_key(i)) == f"lex/d/{i}"
     assert keys.show_key(keys.lex_term_key("word")) == "lex/t/word"
     assert keys.show_key(keys.meta_key("format")) == "meta/format"
@@ -559,6 +569,7 @@ def test_show_key_reads_every_named_keyspace() -> None:
         b"mv/" + Z + b"/x/" + bytes(8),
         b"j/" + bytes(3),
         b"lex/p/a" + Z,
+        b"lex/i/" + bytes(5),
         b"lex/d/" + bytes(3),
         b"lex/t/a\x00",
         b"meta/caf\xc3\xa9",

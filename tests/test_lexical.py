@@ -34,18 +34,18 @@ from cortex.index.lexical import (
     document_frequencies,
     fold,
     idf,
+    logical,
     read_stats,
     search,
     search_terms,
 )
 from cortex.index.text import tokenize
 from cortex.storage.keys import (
-    LEX_DOC,
-    LEX_POSTING,
-    LEX_TERM,
     lex_doc_key,
+    lex_docno_key,
     lex_term_key,
     parse_lex_doc_key,
+    parse_lex_docno_key,
     parse_lex_term_key,
     parse_posting_key,
     posting_key,
@@ -141,10 +141,11 @@ def test_bm25_by_hand(kv: LmdbKV, query: str, expected: list[tuple[int, float]])
         assert s == pytest.approx(want, rel=1e-12)
 
 
-def test_ties_go_to_the_smaller_id(kv: LmdbKV) -> None:
+def test_ties_go_to_the_memory_indexed_first(kv: LmdbKV) -> None:
+    # ties by document number ascending: the order the memories entered the index (format 14)
     index(kv, {mid(9): ["x", "y"], mid(2): ["x", "z"], mid(5): ["x", "w"]})
     got = run(kv, "x")
-    assert [m for m, _ in got] == [mid(2), mid(5), mid(9)]
+    assert [m for m, _ in got] == [mid(9), mid(2), mid(5)]
     assert len({s for _, s in got}) == 1
     assert run(kv, "x", limit=2) == got[:2]
 
@@ -224,18 +225,15 @@ def test_pruned_search_equals_brute_force(
 # --- the index in the store ------------------------------------------------------------------
 
 
-def lex_state(cx: Cortex, *, with_docs: bool = True) -> dict[bytes, bytes]:
-    """The lexical index's records with every segment folded (its bytes are then a function of
-    the live memories only)."""
+def lex_state(cx: Cortex, *, with_docs: bool = True) -> dict[str, object]:
+    """The lexical index by memory id (``lexical.logical``: a function of the live memories
+    only, whatever the document numbers), with every segment folded."""
     cx.merge_lexical()
-    out = {}
     with cx._kv.read() as txn:
-        prefixes = [LEX_POSTING, LEX_TERM] + ([LEX_DOC] if with_docs else [])
-        for prefix in prefixes:
-            out.update(txn.scan(prefix))
-        stats = txn.get(STATS_KEY)
-        assert stats is not None
-        out[STATS_KEY] = stats
+        out = logical(txn)
+        assert txn.get(STATS_KEY) is not None
+    if not with_docs:
+        del out["docs"]
     return out
 
 
@@ -278,11 +276,11 @@ def test_writes_updates_tombstones_and_purges_keep_the_index_exact(tmp_path: Pat
         fresh.write(fact("Bob lives in Paris"), id=b)
         fresh.write(Pattern(statement="retry with backoff", coverage=3), id=e)
         assert lex_state(fresh, with_docs=False) == got
-        docs = {k: v for k, v in lex_state(fresh).items() if k.startswith(LEX_DOC)}
+        docs = lex_state(fresh)["docs"]
     # the document records differ only in the version indexed (a is at version 3 there)
-    assert docs.keys() == {k for k in with_docs if k.startswith(LEX_DOC)}
-    assert docs[lex_doc_key(b)] == with_docs[lex_doc_key(b)]
-    assert docs[lex_doc_key(a)] != with_docs[lex_doc_key(a)]
+    assert docs.keys() == with_docs["docs"].keys()  # type: ignore[attr-defined]
+    assert docs[b.bytes] == with_docs["docs"][b.bytes]  # type: ignore[index]
+    assert docs[a.bytes] != with_docs["docs"][a.bytes]  # type: ignore[index]
 
 
 def test_the_full_form_is_what_is_indexed(tmp_path: Path) -> None:
@@ -293,8 +291,9 @@ def test_the_full_form_is_what_is_indexed(tmp_path: Path) -> None:
         assert terms == [STEM(t) for t in tokenize(render_full(ev))]
         assert cx.merge_lexical() == 1  # the write's postings wait in a segment (lexical.md §4b)
         with cx._kv.read() as txn:
+            held = logical(txn)["postings"]
             for term in set(terms):
-                assert txn.get(posting_key(term, uri.id)) is not None
+                assert (term, uri.id.bytes) in held
             assert read_stats(txn).total_length == len(terms)
         assert [m for m, _ in cx._lexical_search("vendor", 5)] == [uri.id]
 
@@ -318,18 +317,20 @@ def test_a_failed_write_leaves_the_index_untouched(tmp_path: Path) -> None:
 )
 def test_posting_keys_round_trip(term: str) -> None:
     m = mid(7)
-    key = posting_key(term, m)
+    key = posting_key(term, 70000)
     assert key.startswith(posting_prefix(term))
-    assert parse_posting_key(key) == (term, m)
+    assert parse_posting_key(key) == (term, 70000)
     assert parse_lex_term_key(lex_term_key(term)) == term
     assert parse_lex_doc_key(lex_doc_key(m)) == m
-    assert show_key(key) == f"lex/p/{term}/{m}"
+    assert show_key(key) == f"lex/p/{term}/70000"
+    assert parse_lex_docno_key(lex_docno_key(2**32 - 1)) == 2**32 - 1
+    assert show_key(lex_docno_key(5)) == "lex/i/5"
 
 
 def test_a_term_prefix_is_not_a_longer_terms_prefix() -> None:
-    assert not posting_key("abc", mid(1)).startswith(posting_prefix("ab"))
+    assert not posting_key("abc", 1).startswith(posting_prefix("ab"))
     with pytest.raises(ValueError):
-        posting_key("", mid(1))
+        posting_key("", 1)
     with pytest.raises(ValueError):
         lex_term_key("a\x00b")
 
@@ -342,7 +343,8 @@ def test_reindex_rebuilds_a_damaged_index(tmp_path: Path) -> None:
         good = lex_state(cx)
 
         def damage(txn: object) -> None:
-            txn.delete(posting_key("note", mid(4)))  # type: ignore[attr-defined]
+            first = next(iter(txn.keys(posting_prefix("note"))))  # type: ignore[attr-defined]
+            txn.delete(first)  # type: ignore[attr-defined]
             txn.put(lex_term_key("ghost"), b"junk")  # type: ignore[attr-defined]
 
         cx._kv.write(damage)
@@ -361,7 +363,7 @@ def test_the_public_reindex_changes_only_the_index(tmp_path: Path) -> None:
         good = lex_state(cx)
         with cx._kv.read() as txn:
             records = {k: v for k, v in txn.scan(b"") if not k.startswith((b"lex/", STATS_KEY))}
-        cx._kv.write(lambda txn: txn.delete(posting_key("note", mid(1))))
+        cx._kv.write(lambda txn: txn.delete(next(iter(txn.keys(posting_prefix("note"))))))
         assert cx.reindex_lexical() == 2  # live memories only; no progress needed
         assert lex_state(cx) == good and cx.verify().ok
         with cx._kv.read() as txn:  # no record and no journal entry changed: not journalled
@@ -426,8 +428,7 @@ def test_removals_and_additions_held_in_one_transaction(
         kv.write(lambda txn: run(txn, ops[half:]))
         kv.write(fold)
         with kv.read() as txn:
-            got = {k: v for k, v in txn.scan(b"lex/") if not k.startswith(LEX_DOC)}
-            got[STATS_KEY] = txn.get(STATS_KEY)
+            got = logical(txn)
     finally:
         kv.close()
     fresh = LmdbKV(root / "fresh")
@@ -442,8 +443,72 @@ def test_removals_and_additions_held_in_one_transaction(
         fresh.write(build)
         fresh.write(fold)
         with fresh.read() as txn:
-            want = {k: v for k, v in txn.scan(b"lex/") if not k.startswith(LEX_DOC)}
-            want[STATS_KEY] = txn.get(STATS_KEY)
+            want = logical(txn)
     finally:
         fresh.close()
     assert got == want
+
+
+def test_the_last_document_number_and_then_a_clear_error(kv: LmdbKV) -> None:
+    """Numbers are u32: the memory that would need 2**32 fails its write (nothing written) and
+    the error names the rebuild, which numbers the live memories from 0 again."""
+    from cortex.errors import StoreFullError
+    from cortex.index.lexical import STATS_CODEC
+    from cortex.index.postings import DOCNO_LIMIT
+    from cortex.storage.kv import seal
+
+    stats = LexStats(next_docno=DOCNO_LIMIT - 1)
+    kv.write(lambda txn: txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical"))))
+
+    def add(n: int) -> None:
+        def fn(txn: object) -> None:
+            lex = Indexer(txn)  # type: ignore[arg-type]
+            lex.add(mid(n), 1, ["x", "y"])
+            lex.flush()
+
+        kv.write(fn)
+
+    add(1)
+    with kv.read() as txn:
+        assert read_stats(txn).next_docno == DOCNO_LIMIT
+        assert [m for m, _ in search(txn, "x", limit=3)] == [mid(1)]
+        before = dict(txn.scan(b""))
+    with pytest.raises(StoreFullError, match="reindex"):
+        add(2)
+    with kv.read() as txn:
+        assert dict(txn.scan(b"")) == before
+
+
+def test_a_memory_keeps_its_number_and_numbers_are_not_given_again(tmp_path: Path) -> None:
+    """lexical.md §4: numbers in write order; an update keeps the number, a tombstone or a
+    purge removes its lex/i/ entry and leaves a gap; a rebuild numbers the live ones from 0."""
+    from cortex.index.lexical import DOC_CODEC
+    from cortex.storage.keys import LEX_DOCNO
+    from cortex.storage.kv import unseal
+
+    def numbers(cx: Cortex) -> dict[int, MemoryId]:
+        with cx._kv.read() as txn:
+            out = {parse_lex_docno_key(k): MemoryId(unseal(k, v)) for k, v in txn.scan(LEX_DOCNO)}
+            for n, m in out.items():  # each LexDoc holds its number
+                value = txn.get(lex_doc_key(m))
+                assert value is not None
+                assert DOC_CODEC.decode(unseal(lex_doc_key(m), value), "d").docno == n
+            return out
+
+    with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
+        a, b, c, d = (mid(n) for n in (9, 3, 7, 1))  # ids in no order
+        for m in (a, b, c):
+            cx.write(fact(f"note {m}"), id=m)
+        assert numbers(cx) == {0: a, 1: b, 2: c}
+        cx.update(b, fact("note changed"))
+        cx.tombstone(c, "gone")
+        cx.write(fact("another note"), id=d)
+        assert numbers(cx) == {0: a, 1: b, 3: d}
+        cx.purge(a, "forget")
+        assert numbers(cx) == {1: b, 3: d}
+        assert cx.merge_lexical() >= 0 and numbers(cx) == {1: b, 3: d}
+        assert [m for m, _ in cx._lexical_search("note", 5)] == [b, d]
+        assert cx.verify().ok
+        cx.reindex_lexical()
+        assert numbers(cx) == {0: d, 1: b}  # the live memories in id order
+        assert cx.verify().ok

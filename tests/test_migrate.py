@@ -111,12 +111,39 @@ ERASURE_ONLY = (K.ERASURE, meta_key("scrub"))
 of its purge and the mark of the erasure step that followed it (``specs/storage.md`` §11)."""
 
 
-def without_journal(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
-    return {
+class _DictTxn:
+    """A read transaction over a store's dumped pairs (what ``lexical.logical`` reads)."""
+
+    def __init__(self, items: dict[bytes, bytes]) -> None:
+        self.items = items
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.items.get(key)
+
+    def scan(self, prefix: bytes, **_: Any) -> Any:
+        return iter(sorted((k, v) for k, v in self.items.items() if k.startswith(prefix)))
+
+    def keys(self, prefix: bytes, **_: Any) -> Any:
+        return (k for k, _ in self.scan(prefix))
+
+
+LEX_ONLY = (b"lex/", cortex.index.lexical.STATS_KEY)
+"""The lexical index: its document numbers follow the order of the writes (format 14), so a
+migrated store (numbered in id order) and one written fresh compare by memory id."""
+
+
+def without_journal(items: dict[bytes, bytes]) -> dict[bytes, Any]:
+    out: dict[bytes, Any] = {
         k: v
         for k, v in items.items()
-        if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY and not k.startswith(ERASURE_ONLY)
+        if not k.startswith(JOURNAL)
+        and k != M.MIGRATIONS_KEY
+        and not k.startswith(ERASURE_ONLY)
+        and not k.startswith(LEX_ONLY)
     }
+    if any(k.startswith(LEX_ONLY) for k in items):
+        out[b"lex (by id)"] = cortex.index.lexical.logical(_DictTxn(items))  # type: ignore[arg-type]
+    return out
 
 
 def fresh(tmp_path: Path) -> Path:
@@ -165,6 +192,7 @@ STEPS = [
     ("0010-counters-in-heads", 10, 11),
     ("0011-current-claims-named-counters", 11, 12),
     ("0012-half-vectors", 12, 13),
+    ("0013-posting-docnos", 13, 14),
 ]
 
 
@@ -179,7 +207,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 13, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 14, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -193,6 +221,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 9, True),
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -202,7 +231,9 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         (name, i, 9)
         for name in ("0004-lexical-stemming", "0005-posting-blocks")
         for i in range(1, 10)
-    ] + [("0007-claim-index", i, 11) for i in range(1, 12)]
+    ] + [("0007-claim-index", i, 11) for i in range(1, 12)] + [
+        ("0013-posting-docnos", i, 9) for i in range(1, 10)
+    ]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -223,7 +254,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-12] == old
+    assert new[:-13] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -241,8 +272,9 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             ninth,
             tenth,
             eleventh,
+            twelfth,
             last,
-        ) = entries[-12:]
+        ) = entries[-13:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -255,17 +287,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert ninth.reason == "0009-posting-segments: format 9 -> 10"
         assert tenth.reason == "0010-counters-in-heads: format 10 -> 11"
         assert eleventh.reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
-        assert cx.format.format_version == 13 and set(cx.format.features) == FEATURES
+        assert twelfth.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert cx.format.format_version == 14 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 12
+    assert len(fresh_entries) == len(entries) - 13
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-12]]
-    assert fresh_entries[0].reason == "format 13" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-13]]
+    assert fresh_entries[0].reason == "format 14" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -280,6 +313,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0010-counters-in-heads", 10, 11, 0),
         ("0011-current-claims-named-counters", 11, 12, 0),
         ("0012-half-vectors", 12, 13, 0),
+        ("0013-posting-docnos", 13, 14, 9),
     ]
 
 
@@ -330,6 +364,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
         "0012-half-vectors",
+        "0013-posting-docnos",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -343,7 +378,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 13)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -357,6 +392,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0010-counters-in-heads", 0, False),
         ("0011-current-claims-named-counters", 0, False),
         ("0012-half-vectors", 0, False),
+        ("0013-posting-docnos", 9, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -364,7 +400,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 13)
+    assert (report.from_version, report.to_version) == (2, 14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -377,6 +413,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0010-counters-in-heads", 0, False),
         ("0011-current-claims-named-counters", 0, False),
         ("0012-half-vectors", 0, False),
+        ("0013-posting-docnos", 9, False),
     ]
     assert dump(v1) == at2
 
@@ -385,7 +422,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (13, 13)
+    assert report.steps == () and (report.from_version, report.to_version) == (14, 14)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -413,7 +450,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 13  # and it can be run again
+    assert M.migrate(v1).to_version == 14  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -438,7 +475,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 13  # and it can be run again
+    assert M.migrate(v1).to_version == 14  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -508,6 +545,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
         "0012-half-vectors",
+        "0013-posting-docnos",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -522,6 +560,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 9, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -535,21 +574,22 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-11] == journal(before)
+    assert journal(after)[:-12] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-11].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-10].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-9].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-8].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-7].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-6].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-5].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-4].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-3].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-2].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert entries[-1].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-12].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-11].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-10].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-9].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-8].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-7].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-6].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-5].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-4].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-3].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-2].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-1].reason == "0013-posting-docnos: format 13 -> 14"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -563,6 +603,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0010-counters-in-heads", 0),
         ("0011-current-claims-named-counters", 0),
         ("0012-half-vectors", 0),
+        ("0013-posting-docnos", 9),
     ]
 
 
@@ -580,6 +621,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0010-counters-in-heads",
         "0011-current-claims-named-counters",
         "0012-half-vectors",
+        "0013-posting-docnos",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -593,22 +635,24 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 9, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((K.LEX_POSTING, K.IDX_CLAIM, JOURNAL)) or k in (key, M.MIGRATIONS_KEY)
+        k.startswith((b"lex/", K.IDX_CLAIM, JOURNAL))
+        or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-8] == journal(before)
+    assert journal(after)[:-9] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -631,20 +675,23 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 9, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((JOURNAL, K.IDX_CLAIM)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+        k.startswith((JOURNAL, K.IDX_CLAIM, b"lex/"))
+        or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
+        for k in changed
     )
-    assert journal(after)[:-7] == journal(before)
+    assert journal(after)[:-8] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 13 and "episodes" in record.features
+    assert record.format_version == 14 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -666,10 +713,11 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 9, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
-    assert {k for k in added if not k.startswith(JOURNAL) and k != M.MIGRATIONS_KEY} == {
+    assert {k for k in added if not k.startswith((JOURNAL, b"lex/")) and k != M.MIGRATIONS_KEY} == {
         k for k in after if k.startswith(K.IDX_CLAIM)
     }
     # every Fact and Preference that has content (the purged one has none), none other
@@ -683,12 +731,16 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
             if h.memory.data is not None
         }
     assert claims == want and len(want) >= 3
-    assert all(before[k] == after[k] for k in before if k not in (key, M.MIGRATIONS_KEY))
+    assert all(
+        before[k] == after[k]
+        for k in before
+        if k not in (key, M.MIGRATIONS_KEY, meta_key("lexical")) and not k.startswith(b"lex/")
+    )
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -743,6 +795,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
+        ("0013-posting-docnos", 13, 14),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -751,6 +804,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 13, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -768,10 +822,10 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
                            "r")  # fmt: skip
         assert rec.sensitivity is not None and int(rec.sensitivity) == code
     assert rewritten == want
-    assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY} | {
-        k for k in changed if k.startswith(JOURNAL)
+    assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY, meta_key("lexical")} | {
+        k for k in changed if k.startswith((JOURNAL, b"lex/"))
     }
-    assert journal(after)[:-5] == journal(before)
+    assert journal(after)[:-6] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -781,7 +835,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -855,7 +909,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 6 migration" in p.what
+            p.record == "meta/migrations" and "journal records 7 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -883,6 +937,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0010-counters-in-heads", 10, 11),
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
+        ("0013-posting-docnos", 13, 14),
     ]
     report = M.migrate(v9)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -890,17 +945,22 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0010-counters-in-heads", 0, True),
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
+        ("0013-posting-docnos", 20, True),
     ]
     after = dump(v9)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    assert {k for k in changed if not k.startswith(JOURNAL)} <= {key, M.MIGRATIONS_KEY}
+    assert {k for k in changed if not k.startswith((JOURNAL, b"lex/"))} <= {
+        key,
+        M.MIGRATIONS_KEY,
+        meta_key("lexical"),
+    }
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == 13 and "lexical-posting-segments" in record.features
+    assert record.format_version == 14 and "lexical-posting-segments" in record.features
     assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0012-half-vectors: format 12 -> 13"
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -911,4 +971,92 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         assert cx.verify().ok and TOOL.fid(60) not in pending
         assert cx.merge_lexical() == 2
         assert [m for m, _ in cx._lexical_search("tea garden", 10)] == pending
+        assert cx.verify().ok
+
+
+FIXTURE13 = ROOT / "tests" / "data" / "format13.cortex"  # tools/make_fixture_v13.py, format 13
+
+
+def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
+    tmp_path: Path, target: str | None
+) -> None:
+    """Format 14 keys postings by document number; 0013 rebuilds the lexical index (blocks by
+    id and pending segments go), numbering the live memories in id order, and changes nothing
+    else: the store verifies (the index against the live memories, both ways) and finds what
+    it found."""
+    v13 = _copy(FIXTURE13, tmp_path / "v13", target)
+    before = dump(v13)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 13
+    assert any(k.startswith(K.LEX_SEGMENT) for k in before)  # segments pending in the fixture
+    assert not any(k.startswith(K.LEX_DOCNO) for k in before)
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v13, actor="x")
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v13)] == [
+        ("0013-posting-docnos", 13, 14)
+    ]
+    report = M.migrate(v13)
+    [step] = report.steps
+    live = step.records
+    assert step.step.name == "0013-posting-docnos" and step.applied and live > 30
+    after = dump(v13)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(
+        k.startswith((b"lex/", JOURNAL)) or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
+        for k in changed
+    )
+    assert journal(after)[:-1] == journal(before)
+    assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
+    numbers = sorted(K.parse_lex_docno_key(k) for k in after if k.startswith(K.LEX_DOCNO))
+    assert numbers == list(range(live))
+    # numbered in id order
+    ids = [_unseal(K.lex_docno_key(n), after[K.lex_docno_key(n)]) for n in numbers]
+    assert ids == sorted(ids)
+    record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
+    assert record.format_version == 14 and "lexical-docnos" in record.features
+    with Cortex.open(v13, actor="checker", as_owner=True) as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        assert report_v.lexical_documents == live
+        assert cx.stats()["lexical"]["documents"] == live
+        ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
+        assert {TOOL.fid(111), TOOL.fid(120), TOOL.fid(139)} <= ferry
+        assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
+        assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
+        assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
+        last = list(cx.journal())[-1]
+        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        # the next memory takes the next number; a small write stores a segment again
+        new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
+        with cx._kv.read() as txn:
+            assert txn.get(K.lex_docno_key(live)) is not None
+            assert len(list(txn.keys(K.LEX_SEGMENT))) == 1
+        assert new.id in {m for m, _ in cx._lexical_search("lighthouse ferry", 3)}
+        assert cx.verify().ok
+
+
+def test_0013_failing_half_way_leaves_format_13(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash inside the rebuild (here: an error on the 7th memory indexed) rolls the step
+    back: the store is the format-13 fixture, byte for byte, and the migration runs again."""
+    v13 = _copy(FIXTURE13, tmp_path / "v13")
+    before = dump(v13)
+    original = cortex.index.lexical.Indexer.add
+    calls = 0
+
+    def failing_add(self: Any, *args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 7:
+            raise OSError("disk on fire")
+        original(self, *args)
+
+    monkeypatch.setattr(cortex.index.lexical.Indexer, "add", failing_add)
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v13)
+    assert dump(v13) == before
+    monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
+    assert M.migrate(v13).to_version == 14
+    with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok

@@ -17,7 +17,7 @@ from cortex import Belief, Cortex, MemoryId, NewMemory, Stance
 from cortex.errors import IntegrityError
 from cortex.index import lexical, segments
 from cortex.index.lexical import STATS_KEY
-from cortex.storage.keys import LEX_DOC, LEX_SEGMENT, lex_segment_key
+from cortex.storage.keys import LEX_DOC, LEX_DOCNO, LEX_SEGMENT, lex_segment_key
 from tests import workers
 from tests.test_crash import Child
 
@@ -34,7 +34,13 @@ def _segments(cx: Cortex) -> int:
         return len(list(txn.keys(LEX_SEGMENT)))
 
 
-def _lex(cx: Cortex) -> dict[bytes, bytes]:
+def _lex(cx: Cortex) -> dict[str, Any]:
+    """The index by memory id (its document numbers follow the order of the writes)."""
+    with cx._kv.read() as txn:
+        return lexical.logical(txn)
+
+
+def _raw_lex(cx: Cortex) -> dict[bytes, bytes]:
     with cx._kv.read() as txn:
         out = dict(txn.scan(b"lex/"))
         out[STATS_KEY] = txn.get(STATS_KEY) or b""
@@ -128,11 +134,17 @@ def test_a_single_write_puts_one_segment_and_no_block(tmp_path: Path) -> None:
     with Cortex.open(tmp_path / "s", actor="t") as cx:
         cx.write_many([NewMemory(data=_belief([w, "seed"])) for w in WORDS])  # blocks
         cx.merge_lexical()
-        before = _lex(cx)
+        before = _raw_lex(cx)
         uri = cx.write(_belief(["tea", "garden", "new"]))
-        after = _lex(cx)
+        after = _raw_lex(cx)
         changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-        assert changed == {LEX_DOC + uri.id.bytes, LEX_SEGMENT + bytes(8), STATS_KEY}
+        docno = len(WORDS).to_bytes(4, "big")  # the next number
+        assert changed == {
+            LEX_DOC + uri.id.bytes,
+            LEX_DOCNO + docno,
+            LEX_SEGMENT + bytes(8),
+            STATS_KEY,
+        }
         assert [m for m, _ in cx._lexical_search("new", 5)] == [uri.id]
 
 
@@ -202,12 +214,12 @@ _ENTRY = st.one_of(
 _TERM = st.text(
     st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=6
 )
-_ID = st.binary(min_size=16, max_size=16)
+_ID = st.binary(min_size=4, max_size=4)
 _T = (1).to_bytes(4, "big") * 2
 
 
 def _groups_of(entry: Any) -> Any:
-    """Segments' groups: term -> id16 -> ``entry``."""
+    """Segments' groups: term -> docno4 -> ``entry``."""
     return st.dictionaries(
         _TERM, st.dictionaries(_ID, entry, min_size=1, max_size=4), min_size=1, max_size=5
     )
@@ -240,11 +252,11 @@ def test_new_postings_that_are_not_canonical_are_refused(
     if accelerated:
         _needs_c()
     monkeypatch.setattr(segments, "_USE_SPEEDUPS", accelerated)
-    raw, tail = bytes(16), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
+    raw, tail = bytes(4), (2).to_bytes(4, "big") + (1).to_bytes(4, "big")  # tf > dl
     ok = (1).to_bytes(4, "big") * 2
     for bad in (
         {"tea": raw + tail},
-        {"tea": raw + ok + raw + ok},  # an id twice
+        {"tea": raw + ok + raw + ok},  # a docno twice
         {"tea": raw + ok[:4]},  # a cut record
         {"tea": b""},  # no record
         {"": raw + ok},  # no term
@@ -258,10 +270,10 @@ def test_new_postings_that_are_not_canonical_are_refused(
 
 
 _BAD_RECORDS = st.one_of(
-    _TAILS.map(lambda t: bytes(16) + t),
+    _TAILS.map(lambda t: bytes(4) + t),
     st.binary(max_size=60),
     st.tuples(st.integers(0, 3), st.integers(0, 3)).map(
-        lambda t: bytes(16) + t[0].to_bytes(4, "big") + t[1].to_bytes(4, "big")
+        lambda t: bytes(4) + t[0].to_bytes(4, "big") + t[1].to_bytes(4, "big")
     ),
 )
 
@@ -373,7 +385,7 @@ def test_the_empty_overlay_remembers_nothing() -> None:
         assert empty.term(f"t{i}") is None and empty.delta(f"t{i}") == 0
         assert f"t{i}" not in empty and empty.items(f"t{i}") == []
     assert not empty._by_term and not empty._states and not empty._sorted
-    seg = segments.Segment(segments.encode_groups({"t1": {bytes(16): (segments.ADD, _T)}})[1])
+    seg = segments.Segment(segments.encode_groups({"t1": {bytes(4): (segments.ADD, _T)}})[1])
     got = empty.extended(lex_segment_key(0), seg)
     assert got.delta("t1") == 1 and got.delta("t2") == 0 and not empty._by_term
 

@@ -81,7 +81,7 @@ def _every_stop(code: CodeType, one: Callable[[int], bool]) -> int:
 def test_a_terms_delta_while_another_thread_combines_it() -> None:
     """``Overlay.delta`` of a term another thread is combining (``term``) on the same shared
     overlay (``overlay``'s cache hands one object to every reader of a snapshot)."""
-    seg = segments.Segment(segments.encode_groups({"t1": {bytes(16): (segments.ADD, _T)}})[1])
+    seg = segments.Segment(segments.encode_groups({"t1": {bytes(4): (segments.ADD, _T)}})[1])
 
     def one(stop: int) -> bool:
         ov = segments.Overlay([(lex_segment_key(0), seg)])
@@ -138,7 +138,7 @@ def test_remember_while_another_snapshot_is_cached(tmp_path: Path) -> None:
             cx.write(_belief(["tea", f"w{i}"]))
         with cx._kv.read() as old:
             cx.write(_belief(["tea", "w2"]))
-            payload, groups = segments.encode_fresh({"t9": bytes(16) + _T})
+            payload, groups = segments.encode_fresh({"t9": bytes(4) + _T})
 
             def one(stop: int) -> bool:
                 with cx._kv.read() as txn:

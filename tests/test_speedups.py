@@ -862,7 +862,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
                 "full_term_counts",
             ),
         ),
-        (postings, ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")),
+        (postings, ("block_encode", "block_decode", "append_fresh")),
         (store, ("encode_new_pair", "journal_entry", "stage_new")),
         (journal, ("journal_entry",)),
         (keys, ("index_keys",)),
@@ -1276,7 +1276,8 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
                 dict(lex._docs),
                 {t: dict(g) for t, g in lex._pending.items()},
                 {t: bytes(b) for t, b in lex._fresh.items()},
-                (lex._documents, lex._total, lex._postings),
+                (lex._documents, lex._total, lex._postings, lex._next),
+                dict(lex._maps),
                 (writer.seq, writer.prev),
             ]
         )
@@ -1327,22 +1328,33 @@ def test_stage_new_paths_agree(tmp_path: Path) -> None:
         assert staged[0] == staged[1], vectors
         # the C loop leaves to Python only the memory with non-ASCII terms (vectors: Python's)
         assert by_python == [3], vectors
-        assert staged[0][5][0] == 1 + len(items)  # after the store's first entry
+        assert staged[0][6][0] == 1 + len(items)  # after the store's first entry
+        assert sorted(staged[0][5]) == list(range(len(items)))  # numbered in order
 
 
 def test_stage_new_arguments(tmp_path: Path) -> None:
 
     from cortex.engine.store import _STAGE_PLAN
 
-    ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32)]
-    assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0)
+    ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32), {}, 7]
+    assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0, 7)
     with pytest.raises(TypeError):
         sp.stage_new(*ok[:-1])
     with pytest.raises(TypeError):
         sp.stage_new(_STAGE_PLAN[:-1], *ok[1:])
     with pytest.raises(TypeError):
         sp.stage_new((b"",) * 5 + _STAGE_PLAN[5:], *ok[1:])
-    for i, odd in [(1, ()), (2, 0.0), (3, ()), (4, []), (7, "x"), (8, 1.0), (9, bytearray(32))]:
+    for i, odd in [
+        (1, ()),
+        (2, 0.0),
+        (3, ()),
+        (4, []),
+        (7, "x"),
+        (8, 1.0),
+        (9, bytearray(32)),
+        (10, []),
+        (11, 1.0),
+    ]:
         args = list(ok)
         args[i] = odd
         with pytest.raises(TypeError):
@@ -1889,11 +1901,12 @@ PARITY: dict[str, tuple[str, ...]] = {
     "add_postings": ("test_add_postings_agree",),
     "index_doc": (f"{_LEX}::test_index_doc_is_add_counted",),
     "index_new": (f"{_LEX}::test_index_doc_is_add_counted",),  # its new=True half
-    "posting_run": (f"{_POST}::test_posting_run_agrees",),
-    "merge_run": (f"{_POST}::test_merge_run_agrees",),
-    "cut_blocks": (f"{_POST}::test_cut_blocks_agrees",),
-    "block_append": (f"{_POST}::test_block_append_agrees",),
-    "append_runs": (f"{_POST}::test_apply_many_writes_what_apply_writes",),
+    "block_encode": (f"{_POST}::test_block_encode_is_the_python_definition",),
+    "block_decode": (f"{_POST}::test_block_decode_is_the_python_definition",),
+    "append_fresh": (
+        f"{_POST}::test_append_fresh_is_the_python_append",
+        f"{_POST}::test_append_fresh_leaves_the_unusual_to_python",
+    ),
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
     "df_values": (f"{_LEX}::test_df_values_agree",),
     "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),

@@ -233,6 +233,9 @@ def test_full_term_counts_arguments() -> None:
 
 # -- index_doc
 
+_D7 = int.from_bytes(b"\x07" * 4, "big")
+_D8 = int.from_bytes(b"\x08" * 4, "big")
+
 
 class _NoTxn:
     def get(self, key: bytes) -> None:
@@ -258,6 +261,8 @@ def _indexed(
             lex._documents,
             lex._total,
             lex._postings,
+            lex._next,
+            dict(lex._maps),
         )
 
 
@@ -294,8 +299,8 @@ def test_index_doc_leaves_a_length_over_32_bits_to_python() -> None:
     """A posting holds the length in 32 bits: nothing is held, Python raises."""
     docs: dict[bytes, bytes] = {}
     pending: dict[str, dict[bytes, bytes]] = {}
-    raw = b"\x07" * 16
-    args = (docs, LEX_DOC + raw, pending, {}, raw, 1, ["x", "y"], [2**31, 2**31])
+    raw = b"\x07" * 4
+    args = (docs, LEX_DOC + b"\x07" * 16, pending, {}, raw, 1, ["x", "y"], [2**31, 2**31], _D7)
     assert sp.index_doc(*args) is None
     assert docs == {} and pending == {}
     with pytest.raises(ValueError, match="2\\*\\*32"):
@@ -321,19 +326,20 @@ def test_index_doc_encodes_the_document(
     docs: dict[bytes, bytes] = {}
     pending: dict[str, dict[bytes, bytes]] = {}
     memo: dict[int, dict[int, bytes]] = {}
-    raw = b"\x07" * 16
-    length = sp.index_doc(docs, LEX_DOC + raw, pending, memo, raw, version, distinct, counts)
+    raw = b"\x07" * 4
+    key = LEX_DOC + b"\x07" * 16
+    length = sp.index_doc(docs, key, pending, memo, raw, version, distinct, counts, _D7)
     assert length == sum(counts)
-    doc = LexDoc(version=version, length=length, terms=tuple(distinct))
-    assert docs == {LEX_DOC + raw: seal(DOC_CODEC.encode(doc, "lex/d"))}
+    doc = LexDoc(version=version, length=length, terms=tuple(distinct), docno=_D7)
+    assert docs == {key: seal(DOC_CODEC.encode(doc, "lex/d"))}
     assert list(pending) == distinct
     for term, tf in zip(distinct, counts, strict=True):
         assert pending[term] == {raw: entry_tail(tf, length)}
     # one object per value: equal counts share it, and a second document reuses the memo
     if len(counts) > 1 and counts[0] == counts[1]:
         assert pending[distinct[0]][raw] is pending[distinct[1]][raw]
-    other = b"\x08" * 16
-    sp.index_doc(docs, LEX_DOC + other, pending, memo, other, version, distinct, counts)
+    other = b"\x08" * 4
+    sp.index_doc(docs, LEX_DOC + other * 4, pending, memo, other, version, distinct, counts, _D8)
     for term in distinct:
         assert pending[term][other] is pending[term][raw]
 
@@ -369,25 +375,39 @@ def test_index_doc_leaves_the_unusual_to_python(version: Any, distinct: Any, cou
     docs: dict[bytes, bytes] = {}
     pending: dict[str, dict[bytes, bytes]] = {}
     memo: dict[int, dict[int, bytes]] = {}
-    raw = b"\x07" * 16
-    assert sp.index_doc(docs, b"k", pending, memo, raw, version, distinct, counts) is None
+    raw = b"\x07" * 4
+    assert sp.index_doc(docs, b"k", pending, memo, raw, version, distinct, counts, _D7) is None
     assert docs == pending == memo == {}
 
 
+def test_index_doc_leaves_a_docno_that_is_not_the_postings_to_python() -> None:
+    for docno in (_D7 + 1, 2**32 + _D7, -1, 1.0, True):
+        args = ({}, b"k", {}, {}, b"\x07" * 4, 1, ["a"], [1], docno)
+        assert sp.index_doc(*args) is None
+
+
 def test_index_doc_arguments() -> None:
-    raw = b"\x07" * 16
-    good: list[Any] = [{}, b"k", {}, {}, raw, 1, ["a"], [1]]
+    raw = b"\x07" * 4
+    good: list[Any] = [{}, b"k", {}, {}, raw, 1, ["a"], [1], _D7]
     with pytest.raises(TypeError):
         sp.index_doc(*good[:-1])
-    for i, bad in [(0, []), (1, "k"), (2, []), (3, []), (4, "r"), (4, bytearray(raw))]:
+    for i, bad in [
+        (0, []),
+        (1, "k"),
+        (2, []),
+        (3, []),
+        (4, "r"),
+        (4, bytearray(raw)),
+        (4, raw * 4),
+    ]:
         args = [*good]
         args[i] = bad
         with pytest.raises(TypeError):
             sp.index_doc(*args)
     with pytest.raises(TypeError):  # pending must map terms to dicts
-        sp.index_doc({}, b"k", {"a": []}, {}, raw, 1, ["a"], [1])
+        sp.index_doc({}, b"k", {"a": []}, {}, raw, 1, ["a"], [1], _D7)
     with pytest.raises(TypeError):  # memo must map lengths to dicts
-        sp.index_doc({}, b"k", {}, {1: []}, raw, 1, ["a"], [1])
+        sp.index_doc({}, b"k", {}, {1: []}, raw, 1, ["a"], [1], _D7)
 
 
 def test_add_counted_paths_write_the_same(tmp_path: Path) -> None:

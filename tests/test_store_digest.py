@@ -21,6 +21,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
+# FORMAT 14 (issue 18: lexical postings keyed by per-store document numbers). Was 17f942f7… at
+# format 13 with 6133 keys, now 6276; what changed, keyspace by keyspace (compared with main's
+# code at format 13, e01f682): lex/ — 406 new lex/i/ entries (docno -> id16, 30 B each), each
+# lex/d/ LexDoc holds its docno (key 4), the posting blocks are keyed by term + first docno and
+# hold varint postings, up to 128 (645 blocks and 203,297 B of keys and values at format 13, now
+# 382 and 29,958 B), the 20 pending lex/s/ segments name docnos (u32) instead of ids (11,120 ->
+# 7,232 B), lex/t/ is equal; meta/ — meta/lexical holds next_docno (key 5) and meta/format names
+# format 14 and the feature lexical-docnos; the journal's init entry says "format 14" (so every
+# later entry's prev hash moved; the entries are otherwise equal). Every other keyspace (er/
+# too: a purge's erasure record holds no posting bytes) is equal. The same three keyspaces move
+# in the three digests below (no embedder b6296d39…, still clock 88f27cc3… and 657ea774… at
+# format 13). Equal on both paths.
 # FORMAT 13 (issue 18: vec/ records in float16 by default). Was d3171f43… at format 12, with
 # the same 6133 keys; what changed, keyspace by keyspace (compared with the code at format 12,
 # bced963): vec/ — each of the 406 records holds float16 (key 5, true) and its vector's bytes are
@@ -62,10 +74,12 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "17f942f7644294627329bd6cb0671d9853b36ded77ecb04b392acc32fd6de086"
-STORE_KEYS = 6133
-FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfcadf52"
-"""The lex/ keyspace once every segment is folded: the digest format 9 recorded for it."""
+STORE_DIGEST = "14641215d1eda492ab0b2e71327a5af2e03b8156103004099871eaec3849524b"
+STORE_KEYS = 6276
+FOLDED_LEX_DIGEST = "354637c918fcf26857de1c946f6e1d6495366516c513b6a3de1db79c3642f594"
+"""The lex/ keyspace once every segment is folded (format 9 to 13: 61213a43…, the same bytes as
+a rebuilt index; since format 14 the bytes follow the order of the writes, and a rebuild, which
+numbers the live memories in id order, is equal by id only)."""
 # Was 79ed87e0… until dedupe without an embedder stopped checking in a read transaction before
 # the write's (issue 14): such a write reads the clock once instead of twice (three times when it
 # confirms), so the stepping clock's later times moved. Every other byte is the same: the
@@ -73,15 +87,17 @@ FOLDED_LEX_DIGEST = "61213a4354275e2597cbfd613020c118cd662dca9817f7deec5850d2bfc
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "b6296d39e60dbda7140721776f07e1a901bc00fead754ac14337a2033ddc95ee"
+STORE_DIGEST_NO_EMBEDDER = "91c2a0fbac8cf5ced26b6f11d5d6c92671fbee87c5c9317d252f76ebacc851ee"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "88f27cc3013a1ca0e4e342bf70422935e5e36b50a3904e5d0e7e65b6872585c9",
-    "none": "657ea774f0456b5ff6611f969f96a8e938157c418ca9a15664160a287ba0c51a",
+    "hashing": "bc291b9dfb8c0631c3fed27d7506b000083299afbe2a0ab6927ba6beece93471",
+    "none": "4d52ad60042f331727b290da098cec9d119dc1c26a2934f3a68943c51351b53c",
 }
-# FORMAT 13 adds specs/vectors/stored_vectors.json (was 92c68445… without it); FORMAT 11 added
+# FORMAT 14 rewrites specs/vectors/postings.json (blocks by docno, varints) and segments.json
+# (entries by docno) (was 7b546fc7… before); FORMAT 13 adds specs/vectors/stored_vectors.json
+# (was 92c68445… without it); FORMAT 11 added
 # specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.
-VECTORS_DIGEST = "7b546fc7c45e9e5dd93f7917ba6b9de22256f7c01fac6e566d232e04c5b8cd34"
+VECTORS_DIGEST = "bcb84d5e23fd868709b2ed91441f1d4681951d547d096deeac6329edf46cabf8"
 
 
 def _tool() -> Any:
@@ -130,9 +146,9 @@ def test_both_paths_store_the_same_bytes(switch: str | None) -> None:
     assert out["accelerated"] is (switch is None and built.returncode == 0)
 
 
-def test_a_folded_index_is_the_format_9_one(tmp_path: Path) -> None:
-    """Folding every pending segment (``merge_lexical``) leaves the lexical index a function of
-    the live memories: the same bytes as format 9's index of the same store."""
+def test_a_folded_index_is_the_pending_one_and_a_rebuilt_one_by_id(tmp_path: Path) -> None:
+    """Folding every pending segment (``merge_lexical``) changes the index's keys, not what it
+    holds: by memory id it is the combined index before, and the index a rebuild writes."""
     from cortex.index import lexical
     from cortex.storage.kv import LmdbKV
 
@@ -143,10 +159,21 @@ def test_a_folded_index_is_the_format_9_one(tmp_path: Path) -> None:
     try:
         with kv.read() as txn:
             before = lexical.read_stats(txn)
+            pending = lexical.logical(txn)
         assert kv.write(lexical.fold) > 0
         with kv.read() as txn:
             assert lexical.read_stats(txn) == before  # the statistics of the combined index
+            assert lexical.logical(txn) == pending
     finally:
         kv.close()
     _, spaces, _ = tool.digest_store(path)
     assert spaces["lex"] == FOLDED_LEX_DIGEST
+    from cortex.engine.store import rebuild_lexical
+
+    kv = LmdbKV(path, create=False)
+    try:
+        kv.write(rebuild_lexical)
+        with kv.read() as txn:
+            assert lexical.logical(txn) == pending
+    finally:
+        kv.close()

@@ -225,58 +225,82 @@ def test_lexical_vectors_cover_merging_and_keeping_apart() -> None:
     )
 
 
-# -- posting blocks (specs/lexical.md §4a), checked against the rule written out here anew
+# -- posting blocks (specs/lexical.md §4a, format 14), checked against the rule written out here
 
 POSTINGS = _load("postings.json")
 
 
+def _spec_varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = n & 0x7F
+        n >>= 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def _spec_blocks(term: str, postings: list[list[Any]]) -> list[list[str]]:
-    """The blocks §4a describes, computed from its text alone (zlib's CRC-32, struct)."""
-    import struct
+    """The blocks §4a describes for a list written in one go, from its text alone."""
     import zlib
 
     prefix = b"lex/p/" + term.encode("utf-8") + b"\x00"
-    out: list[list[bytes]] = []
-    for hex_id, tf, dl in postings:
-        raw = bytes.fromhex(hex_id)
-        entry = raw + struct.pack(">II", tf, dl)
-        if not out or zlib.crc32(raw) % 32 == 0 or len(out[-1]) == 64:
-            out.append([])
-        out[-1].append(entry)
     blocks = []
-    for entries in out:
-        payload = b"".join(entries)
+    for at in range(0, len(postings), 128):
+        run = postings[at : at + 128]
+        payload = b""
+        last = None
+        for docno, tf, dl in run:
+            if last is not None:
+                payload += _spec_varint(docno - last)
+            payload += _spec_varint(tf) + _spec_varint(dl)
+            last = docno
         value = payload + zlib.crc32(payload).to_bytes(4, "big")
-        blocks.append([(prefix + entries[0][:16]).hex(), value.hex()])
+        blocks.append([(prefix + run[0][0].to_bytes(4, "big")).hex(), value.hex()])
     return blocks
+
+
+def test_varint_vectors() -> None:
+    from cortex.index.postings import decode_varint, encode_varint
+
+    for n, hx in POSTINGS["varints"]:
+        assert _spec_varint(n).hex() == hx
+        out = bytearray()
+        encode_varint(n, out)
+        assert out.hex() == hx
+        assert decode_varint(bytes.fromhex(hx), 0) == (n, len(hx) // 2)
+    for hx, _why in POSTINGS["refused_varints"]:
+        with pytest.raises(ValueError):
+            decode_varint(bytes.fromhex(hx), 0)
 
 
 @pytest.mark.parametrize("case", POSTINGS["cases"], ids=lambda c: c["why"])
 def test_posting_block_vectors(case: dict[str, Any], tmp_path: Path) -> None:
-    from cortex.index.postings import apply, entry_tail
+    from cortex.index.postings import apply, block_entries, entry_tail
     from cortex.storage.kv import LmdbKV
 
     assert _spec_blocks(case["term"], case["postings"]) == case["blocks"]
-    # the store's writer, adding the postings in two halves in either order, gives the same
-    rows = {bytes.fromhex(i): entry_tail(tf, dl) for i, tf, dl in case["postings"]}
-    ids = list(rows)
-    for name, halves in {"up": (ids[::2], ids[1::2]), "down": (ids[1::2], ids[::2])}.items():
-        kv = LmdbKV(tmp_path / name)
-        for half in halves:
-            kv.write(lambda txn, half=half: apply(txn, case["term"], {i: rows[i] for i in half}))
-        with kv.read() as txn:
-            got = [[k.hex(), v.hex()] for k, v in txn.scan(b"lex/p/")]
-        kv.close()
-        assert got == case["blocks"]
+    for k, v in case["blocks"]:
+        got = block_entries(bytes.fromhex(k), bytes.fromhex(v))
+        assert all(list(e) in case["postings"] for e in got)
+    # the store's writer, adding the postings in one go, gives the same
+    rows = {d.to_bytes(4, "big"): entry_tail(tf, dl) for d, tf, dl in case["postings"]}
+    kv = LmdbKV(tmp_path / "kv")
+    kv.write(lambda txn: apply(txn, case["term"], rows))
+    with kv.read() as txn:
+        got = [[k.hex(), v.hex()] for k, v in txn.scan(b"lex/p/")]
+    kv.close()
+    assert got == case["blocks"]
 
 
-def test_posting_boundary_vectors() -> None:
-    from cortex.index.postings import is_boundary
+@pytest.mark.parametrize("case", POSTINGS["refused"], ids=lambda c: c[2])
+def test_posting_block_vectors_refused(case: list[str]) -> None:
+    from cortex.errors import IntegrityError
+    from cortex.index.postings import block_entries
 
-    for hex_id, marked in POSTINGS["boundaries"]:
-        assert is_boundary(bytes.fromhex(hex_id)) is marked
-    assert any(m for _, m in POSTINGS["boundaries"])
-    assert not all(m for _, m in POSTINGS["boundaries"])
+    key, value, _ = case
+    with pytest.raises(IntegrityError, match=r"(is not a posting block|fails its checksum)"):
+        block_entries(bytes.fromhex(key), bytes.fromhex(value))
 
 
 # -- posting segments (specs/lexical.md §4b), encoded here anew from the spec's text
@@ -290,14 +314,14 @@ def _spec_segment(entries: list[list[Any]]) -> bytes:
     import zlib
 
     groups: dict[bytes, list[bytes]] = {}
-    for term, kind, hex_id, tf, dl in entries:
-        entry = bytes([kind]) + bytes.fromhex(hex_id)
+    for term, kind, docno, tf, dl in entries:
+        entry = bytes([kind]) + docno.to_bytes(4, "big")
         if kind != 3:
             entry += struct.pack(">II", tf, dl)
         groups.setdefault(term.encode("utf-8"), []).append(entry)
     payload = struct.pack(">I", len(entries))
     for tb in sorted(groups):
-        rows = sorted(groups[tb], key=lambda e: e[1:17])
+        rows = sorted(groups[tb], key=lambda e: e[1:5])
         payload += struct.pack(">H", len(tb)) + tb + struct.pack(">I", len(rows)) + b"".join(rows)
     return payload + zlib.crc32(payload).to_bytes(4, "big")
 
@@ -313,13 +337,13 @@ def test_segment_vectors_both_ways(case: dict[str, Any]) -> None:
     value = bytes.fromhex(case["value"])
     assert _spec_segment(case["entries"]) == value
     groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
-    for term, kind, hex_id, tf, dl in case["entries"]:
+    for term, kind, docno, tf, dl in case["entries"]:
         tail = None if tf is None else struct.pack(">II", tf, dl)
-        groups.setdefault(term, {})[bytes.fromhex(hex_id)] = (kind, tail)
+        groups.setdefault(term, {})[docno.to_bytes(4, "big")] = (kind, tail)
     assert seal(segments.encode(groups)) == value
     back = segments.decode_value(lex_segment_key(7), value)
     flat = [
-        [t, k, raw.hex(), *(struct.unpack(">II", tail) if tail else (None, None))]
+        [t, k, int.from_bytes(raw, "big"), *(struct.unpack(">II", tail) if tail else (None, None))]
         for t, es in back
         for k, raw, tail in es
     ]

@@ -78,6 +78,7 @@ KEY_FAMILIES = (
     b"lex/d/",
     b"lex/t/",
     b"lex/s/",
+    b"lex/i/",
     b"idx/type/",
     b"idx/tag/",
     b"idx/claim/",

@@ -64,6 +64,7 @@ PREFIXES = sorted(
         b"lex/p/",
         b"lex/s/",
         b"lex/d/",
+        b"lex/i/",
         b"lex/t/",
         b"ep/",
         b"er/",

@@ -1394,63 +1394,98 @@ def _lexical_file() -> dict[str, Any]:
 
 
 POSTINGS_CONVENTIONS: Final = {
-    "boundaries": "[id (hex), whether a posting of this id always begins a block: crc32(id) "
-    "mod 32 == 0] (lexical.md §4a)",
-    "cases": "a term's postings [id (hex), tf, dl] in id order -> its blocks [key (hex), sealed "
-    "value (hex)]: lex/p/ term 0x00 first-id -> id16 tf(u32 BE) dl(u32 BE)... crc32(BE)",
+    "varints": "[value, its unsigned LEB128 varint (hex)]: 7 bits a byte, least significant "
+    "first, the high bit set on every byte but the last, shortest form only (lexical.md §4a)",
+    "refused_varints": "[bytes (hex), why]: not one canonical varint of at most 5 bytes",
+    "cases": "a term's postings [docno, tf, dl] in docno order -> its blocks [key (hex), sealed "
+    "value (hex)]: lex/p/ term 0x00 first-docno(u32 BE) -> varint(tf) varint(dl), then per "
+    "next posting varint(docno - previous docno) varint(tf) varint(dl); crc32(BE); a block "
+    "holds 1 to 128 postings, a list written in one go is cut every 128 from its first",
+    "refused": "[key (hex), sealed value (hex, checksum right), why]: not a posting block",
 }
 
+VARINTS: Final = [0, 1, 127, 128, 255, 300, 16383, 16384, 2**21 - 1, 2**21, 2**28, 2**32 - 1]
 
-def _posting_ids(n: int, *, seed: int, boundaries: bool | None = None) -> list[bytes]:
-    """``n`` distinct ids, ascending, from a fixed seed (only boundaries or none, if asked)."""
-    import random
 
-    from cortex.index.postings import is_boundary
+def _varint(n: int) -> bytes:
+    from cortex.index.postings import encode_varint
 
-    rng = random.Random(seed)
-    out: set[bytes] = set()
-    while len(out) < n:
-        raw = rng.randbytes(16)
-        if boundaries is None or is_boundary(raw) == boundaries:
-            out.add(raw)
-    return sorted(out)
+    out = bytearray()
+    encode_varint(n, out)
+    return bytes(out)
 
 
 def _postings_file() -> dict[str, Any]:
-    from cortex.index.postings import blocks, entry_tail, is_boundary
+    import random
+
+    from cortex.index.postings import BLOCK_MAX, block_encode, cut_runs, decode_varint
     from cortex.storage.keys import posting_prefix
     from cortex.storage.kv import seal
 
-    def case(term: str, ids: list[bytes], why: str) -> dict[str, Any]:
-        rows = [(raw, 1 + i % 3, 3 + i % 7) for i, raw in enumerate(ids)]
-        run = b"".join(raw + entry_tail(tf, dl) for raw, tf, dl in rows)
+    def case(term: str, docnos: list[int], why: str) -> dict[str, Any]:
+        rows = [(d, 1 + i % 3, 3 + i % 7 + (i % 5) * 90) for i, d in enumerate(docnos)]
+        records = b"".join(struct.pack(">III", d, tf, dl) for d, tf, dl in rows)
         prefix = posting_prefix(term)
         return {
             "why": why,
             "term": term,
-            "postings": [[raw.hex(), tf, dl] for raw, tf, dl in rows],
-            "blocks": [[(prefix + b[:16]).hex(), seal(b).hex()] for b in blocks(run)],
+            "postings": [list(r) for r in rows],
+            "blocks": [
+                [(prefix + run[:4]).hex(), seal(block_encode(run)).hex()]
+                for run in cut_runs(records)
+            ],
         }
 
-    some = _posting_ids(12, seed=1)
-    marked = _posting_ids(6, seed=2, boundaries=True)
+    rng = random.Random(4)
+    spread = sorted(rng.sample(range(1, 3_000_000), 300))
+    refused_varints = [
+        ("80", "cut: a continuation byte last"),
+        ("8000", "not the shortest form (0 in two bytes)"),
+        ("ff8000", "not the shortest form (a last byte of 0)"),
+        ("8080808080", "longer than 5 bytes' worth: cut"),
+        ("808080808001", "longer than 5 bytes"),
+    ]
+    for hx, _ in refused_varints:
+        try:
+            decode_varint(bytes.fromhex(hx), 0)
+        except ValueError:
+            continue
+        raise AssertionError(f"varint vector {hx} decodes")  # pragma: no cover
+    prefix = posting_prefix("tea")
+    one = block_encode(struct.pack(">III", 5, 1, 4) + struct.pack(">III", 9, 2, 4))
+    refused = [
+        (prefix + (5).to_bytes(4, "big"), b"", "empty"),
+        (prefix + (5).to_bytes(4, "big"), one + b"\x01", "trailing byte"),
+        (prefix + (5).to_bytes(4, "big"), one[:2] + b"\x00" + one[3:], "a docno delta of 0"),
+        (prefix + (5).to_bytes(4, "big"), b"\x00\x04", "tf 0"),
+        (prefix + (5).to_bytes(4, "big"), b"\x05\x04", "tf above dl"),
+        (prefix + (5).to_bytes(4, "big"), b"\x81\x00\x04", "a varint not in its shortest form"),
+        (prefix + (5).to_bytes(4, "big"), b"\x01\x04" * (BLOCK_MAX + 1), "129 postings"),
+        (
+            prefix + (2**32 - 2).to_bytes(4, "big"),
+            b"\x01\x04\x02\x01\x04",
+            "a docno past 2**32 - 1",
+        ),
+    ]
     return {
         "conventions": POSTINGS_CONVENTIONS,
-        "boundaries": [[raw.hex(), is_boundary(raw)] for raw in sorted(some + marked)],
+        "varints": [[n, _varint(n).hex()] for n in VARINTS],
+        "refused_varints": [[hx, why] for hx, why in refused_varints],
         "cases": [
-            case("tea", _posting_ids(3, seed=3), "a few postings: one block"),
-            case("zürich", sorted(_posting_ids(150, seed=4) + marked), "boundaries split"),
-            case("run", _posting_ids(70, seed=5, boundaries=False), "a full block splits at 64"),
-            case("a", [bytes(16), bytes(15) + b"\x01"], "the smallest ids"),
+            case("tea", [0, 1, 2], "a few postings: one block"),
+            case("zürich", spread, "300 postings far apart: blocks of 128, 128 and 44"),
+            case("run", list(range(1000, 1128)), "exactly one full block"),
+            case("a", [2**32 - 2, 2**32 - 1], "the largest docnos"),
         ],
+        "refused": [[k.hex(), seal(v).hex(), why] for k, v, why in refused],
     }
 
 
 SEGMENTS_CONVENTIONS: Final = {
-    "cases": "a segment's entries [term, kind (1 ADD, 2 SET, 3 DEL), id (hex), tf, dl] (tf, "
-    "dl null for DEL) -> its sealed value (hex): count(u32 BE), then per term in byte order "
-    "len(u16 BE) term n(u32 BE), then per id in order kind(u8) id16 [tf(u32 BE) dl(u32 BE)], "
-    "crc32(BE) (lexical.md §4b)",
+    "cases": "a segment's entries [term, kind (1 ADD, 2 SET, 3 DEL), docno, tf, dl] (tf, dl "
+    "null for DEL) -> its sealed value (hex): count(u32 BE), then per term in byte order "
+    "len(u16 BE) term n(u32 BE), then per docno in order kind(u8) docno(u32 BE) [tf(u32 BE) "
+    "dl(u32 BE)], crc32(BE) (lexical.md §4b, format 14)",
     "refused": "sealed values (hex, checksum right) that are not the canonical encoding of a "
     "segment, and why: decoding MUST refuse them",
 }
@@ -1460,7 +1495,7 @@ def _segments_file() -> dict[str, Any]:
     from cortex.index import segments
     from cortex.storage.kv import seal
 
-    ids = _posting_ids(4, seed=6)
+    ids = [n.to_bytes(4, "big") for n in (3, 70, 4096, 2**32 - 1)]
 
     def entries_of(rows: list[tuple[str, int, bytes, int | None, int | None]]) -> Any:
         groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
@@ -1473,7 +1508,12 @@ def _segments_file() -> dict[str, Any]:
         payload = segments.encode(entries_of(rows))
         back = segments.decode(payload)
         flat = [
-            [t, k, raw.hex(), *(struct.unpack(">II", tail) if tail else (None, None))]
+            [
+                t,
+                k,
+                int.from_bytes(raw, "big"),
+                *(struct.unpack(">II", tail) if tail else (None, None)),
+            ]
             for t, es in back
             for k, raw, tail in es
         ]
@@ -1491,26 +1531,26 @@ def _segments_file() -> dict[str, Any]:
             "terms in byte order (ü after z), ids in order",
             [("zürich", 1, d, 1, 3), ("zurich", 1, c, 1, 3), ("zurich", 3, a, None, None)],
         ),
-        case("a DEL alone (a tombstone)", [("a", 3, bytes(16), None, None)]),
+        case("a DEL alone (a tombstone)", [("a", 3, bytes(4), None, None)]),
     ]
     good = segments.encode(entries_of([("tea", 1, a, 1, 5), ("tea", 1, b, 1, 5)]))
     one = segments.encode(entries_of([("tea", 1, a, 1, 5)]))
     swapped = bytearray(good)  # the two ids of "tea" in the wrong order
     first = 4 + 2 + 3 + 4
-    swapped[first : first + 25], swapped[first + 25 : first + 50] = (
-        good[first + 25 : first + 50],
-        good[first : first + 25],
+    swapped[first : first + 13], swapped[first + 13 : first + 26] = (
+        good[first + 13 : first + 26],
+        good[first : first + 13],
     )
     refused = [
         ("empty", b""),
         ("no group", struct.pack(">I", 0)),
         ("count says 2 for 1 entry", struct.pack(">I", 2) + one[4:]),
         ("trailing byte", one + b"\x00"),
-        ("ids out of order", bytes(swapped)),
-        ("an id twice", good[: first + 25] + good[first : first + 25]),
+        ("docnos out of order", bytes(swapped)),
+        ("a docno twice", good[: first + 13] + good[first : first + 13]),
         ("unknown kind 4", one[:first] + b"\x04" + one[first + 1 :]),
-        ("tf 0", one[: first + 17] + struct.pack(">II", 0, 5)),
-        ("tf above dl", one[: first + 17] + struct.pack(">II", 6, 5)),
+        ("tf 0", one[: first + 5] + struct.pack(">II", 0, 5)),
+        ("tf above dl", one[: first + 5] + struct.pack(">II", 6, 5)),
         ("empty term", struct.pack(">IH", 1, 0) + struct.pack(">I", 1) + one[first:]),
         ("term with 0x00", struct.pack(">IH", 1, 3) + b"t\x00a" + one[4 + 2 + 3 :]),
         ("term not UTF-8", struct.pack(">IH", 1, 3) + b"t\xffa" + one[4 + 2 + 3 :]),

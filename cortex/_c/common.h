@@ -52,6 +52,10 @@ CX_HIDDEN int cx_encode_init(PyObject *m);
 CX_HIDDEN int cx_tokenize_init(PyObject *m);
 CX_HIDDEN int cx_staging_init(PyObject *m);
 CX_HIDDEN int cx_postings_init(PyObject *m);
+CX_HIDDEN Py_ssize_t cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ssize_t block_max,
+                                     unsigned char *out);
+CX_HIDDEN Py_ssize_t cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n,
+                                     Py_ssize_t block_max, unsigned char *out);
 CX_HIDDEN int cx_cursor_init(PyObject *m);
 CX_HIDDEN int cx_write_init(PyObject *m);
 CX_HIDDEN int cx_kv_init(PyObject *m);
@@ -310,8 +314,6 @@ CX_HIDDEN int seal_in_place(PyObject *b);
 CX_HIDDEN int ascii_str_cmp(PyObject *a, PyObject *b);
 CX_HIDDEN int is_ascii_term(PyObject *t, Py_ssize_t max);
 CX_HIDDEN Py_ssize_t put_head(char *p, int major, uint64_t v);
-CX_HIDDEN PyObject *fresh_run(PyObject *buf);
-CX_HIDDEN PyObject *sp_posting_run(PyObject *module, PyObject *changes);
 CX_HIDDEN PyObject *sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 CX_HIDDEN PyObject *sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 CX_HIDDEN PyObject *sp_index_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -1,13 +1,13 @@
 /*
  * Driving an LMDB cursor from C (the py-lmdb cursor of the write transaction, through its
- * methods): the posting blocks the common cases of many terms' appends change
- * (``append_runs``, cortex.index.postings.apply), and the document frequencies of a flush
- * (``df_updates``, cortex.index.lexical.Indexer.flush).  Anything unusual is left to the Python path.
+ * methods): the document frequencies of a flush (``df_updates``,
+ * cortex.index.lexical.Indexer.flush) and the newest ids of a scan.  Anything unusual is left
+ * to the Python path.
  */
 
 #include "common.h"
 
-/* the cursor methods append_runs calls (interned once) */
+/* the cursor methods called (interned once) */
 static PyObject *m_set_range = NULL, *m_key = NULL, *m_value = NULL, *m_prev = NULL,
                 *m_last = NULL, *m_next = NULL;
 
@@ -33,7 +33,7 @@ cursor_get(PyObject *cursor, PyObject *name)
     PyObject *r = PyObject_CallMethodNoArgs(cursor, name);
     if (r != NULL && !PyBytes_CheckExact(r)) {
         Py_DECREF(r);
-        PyErr_SetString(PyExc_TypeError, "append_runs: the cursor must give bytes");
+        PyErr_SetString(PyExc_TypeError, "the cursor must give bytes");
         return NULL;
     }
     return r;
@@ -47,90 +47,192 @@ starts_with(PyObject *b, PyObject *prefix)
            memcmp(PyBytes_AS_STRING(b), PyBytes_AS_STRING(prefix), (size_t)n) == 0;
 }
 
-/* The new blocks of a term that has none: cut_blocks(run, 0), sealed, keyed; appended to puts */
+/* -- new postings appended to the last block of their terms (format 14: blocks by docno) -- */
+
+PyDoc_STRVAR(append_fresh_doc,
+             "append_fresh(cursor, items, block_max, /)\n--\n\n"
+             "``cortex.index.postings._append`` for many terms in one call: ``items`` is "
+             "``[(prefix, records), ...]`` (a term's posting prefix, and new postings as bytes "
+             "or a bytearray of 12-byte records: docno, tf, dl, u32 big-endian each). For each "
+             "whose docnos ascend strictly and come after every posting of the term (no block "
+             "at or after the first; the last block, if any, ends before it), the term's last "
+             "block is read with the cursor (set_range, key, value, prev, last: bytes), the "
+             "records appended, and the postings cut again every ``block_max`` from that "
+             "block's first. ``(puts, leftover)``: the ``(key, sealed value)`` pairs that "
+             "change, in key order, and the indexes of the items left to the Python path.");
+
 static int
-new_blocks(PyObject *module, PyObject *prefix, PyObject *run, PyObject *const *limits,
-           PyObject *puts)
+append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_t nr,
+           Py_ssize_t block_max, PyObject *puts)
 {
-    PyObject *cut_args[4] = {run, NULL, limits[0], limits[1]}, *cut, *zero;
-    Py_ssize_t i, plen = PyBytes_GET_SIZE(prefix);
-    zero = PyLong_FromLong(0);
-    if (zero == NULL) {
+    /* 1 done, 0 left to Python, -1 error */
+    PyObject *key = NULL, *k0 = NULL, *v0 = NULL, *k1 = NULL;
+    unsigned char *all = NULL, *enc = NULL;
+    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), m0 = 0, total, at, step = block_max * 12, i;
+    int found, rc = -1;
+    if (nr == 0 || nr % 12 != 0) {
+        return 0;
+    }
+    for (i = 12; i < nr; i += 12) {
+        if (memcmp(r + i - 12, r + i, 4) >= 0) {
+            return 0;
+        }
+    }
+    key = PyBytes_FromStringAndSize(NULL, plen + 4);
+    if (key == NULL) {
         return -1;
     }
-    cut_args[1] = zero;
-    cut = sp_cut_blocks(module, cut_args, 4);
-    Py_DECREF(zero);
-    if (cut == NULL) {
-        return -1;
+    memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(prefix), (size_t)plen);
+    memcpy(PyBytes_AS_STRING(key) + plen, r, 4);
+    found = cursor_step(cursor, m_set_range, key);
+    if (found < 0) {
+        goto done;
     }
-    for (i = 0; i < PyList_GET_SIZE(cut); i++) {
-        PyObject *block = PyList_GET_ITEM(cut, i), *k, *v, *pair;
-        Py_ssize_t n = PyBytes_GET_SIZE(block);
+    if (found) {
+        k1 = cursor_get(cursor, m_key);
+        if (k1 == NULL) {
+            goto done;
+        }
+        if (starts_with(k1, prefix)) {
+            rc = 0; /* a block at or after the first new docno: not an append */
+            goto done;
+        }
+        found = cursor_step(cursor, m_prev, NULL);
+    }
+    else {
+        found = cursor_step(cursor, m_last, NULL);
+    }
+    if (found < 0) {
+        goto done;
+    }
+    if (found) {
+        k0 = cursor_get(cursor, m_key);
+        if (k0 == NULL) {
+            goto done;
+        }
+        if (!starts_with(k0, prefix)) {
+            Py_CLEAR(k0);
+        }
+    }
+    all = PyMem_Malloc((size_t)nr + (size_t)(step > 0 ? step : 12) + 16);
+    if (all == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (k0 != NULL) {
+        const unsigned char *v;
+        Py_ssize_t nv;
         uint32_t c;
-        char *p;
-        k = PyBytes_FromStringAndSize(NULL, plen + 16);
-        v = PyBytes_FromStringAndSize(NULL, n + 4);
-        if (k == NULL || v == NULL) {
+        unsigned char *tmp;
+        v0 = cursor_get(cursor, m_value);
+        if (v0 == NULL) {
+            goto done;
+        }
+        v = (const unsigned char *)PyBytes_AS_STRING(v0);
+        nv = PyBytes_GET_SIZE(v0);
+        if (PyBytes_GET_SIZE(k0) != plen + 4 || nv < 5) {
+            rc = 0;
+            goto done;
+        }
+        c = crc32_of(v, nv - 4);
+        if (v[nv - 4] != (unsigned char)(c >> 24) || v[nv - 3] != (unsigned char)(c >> 16) ||
+            v[nv - 2] != (unsigned char)(c >> 8) || v[nv - 1] != (unsigned char)c) {
+            rc = 0; /* the block fails its checksum: the Python path says so */
+            goto done;
+        }
+        tmp = PyMem_Realloc(all, (size_t)nr + (size_t)((nv - 4) / 2 + 1) * 12 + 16);
+        if (tmp == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        all = tmp;
+        {
+            const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(k0) + plen;
+            uint64_t first = ((uint64_t)f[0] << 24) | ((uint64_t)f[1] << 16) |
+                             ((uint64_t)f[2] << 8) | f[3];
+            m0 = cx_block_decode(first, v, nv - 4, block_max, all);
+        }
+        if (m0 < 0 || memcmp(all + m0 - 12, r, 4) >= 0) {
+            rc = 0; /* damaged, or the new postings do not come after it */
+            goto done;
+        }
+    }
+    memcpy(all + m0, r, (size_t)nr);
+    total = m0 + nr;
+    enc = PyMem_Malloc((size_t)(step / 12) * 15 + 4);
+    if (enc == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (at = 0; at < total; at += step) {
+        Py_ssize_t len = total - at < step ? total - at : step, size;
+        PyObject *k, *val, *pair;
+        uint32_t c;
+        if (at == 0 && k0 != NULL && m0 == step) {
+            continue; /* the stored block was full: it stays */
+        }
+        size = cx_block_encode(all + at, len, block_max, enc);
+        if (size < 0) {
+            PyErr_SetString(PyExc_RuntimeError, "append_fresh: a run that does not encode");
+            goto done;
+        }
+        c = crc32_of(enc, size);
+        enc[size] = (unsigned char)(c >> 24);
+        enc[size + 1] = (unsigned char)(c >> 16);
+        enc[size + 2] = (unsigned char)(c >> 8);
+        enc[size + 3] = (unsigned char)c;
+        k = PyBytes_FromStringAndSize(NULL, plen + 4);
+        val = PyBytes_FromStringAndSize((const char *)enc, size + 4);
+        if (k == NULL || val == NULL) {
             Py_XDECREF(k);
-            Py_XDECREF(v);
-            Py_DECREF(cut);
-            return -1;
+            Py_XDECREF(val);
+            goto done;
         }
         memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
-        memcpy(PyBytes_AS_STRING(k) + plen, PyBytes_AS_STRING(block), 16);
-        p = PyBytes_AS_STRING(v);
-        memcpy(p, PyBytes_AS_STRING(block), (size_t)n);
-        c = crc32_of((const uint8_t *)p, n);
-        p[n] = (char)(c >> 24);
-        p[n + 1] = (char)(c >> 16);
-        p[n + 2] = (char)(c >> 8);
-        p[n + 3] = (char)c;
-        pair = PyTuple_Pack(2, k, v);
-        Py_DECREF(k);
-        Py_DECREF(v);
-        if (pair == NULL || PyList_Append(puts, pair) < 0) {
-            Py_XDECREF(pair);
-            Py_DECREF(cut);
-            return -1;
+        memcpy(PyBytes_AS_STRING(k) + plen, all + at, 4);
+        pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(k);
+            Py_DECREF(val);
+            goto done;
+        }
+        PyTuple_SET_ITEM(pair, 0, k);
+        PyTuple_SET_ITEM(pair, 1, val);
+        if (PyList_Append(puts, pair) < 0) {
+            Py_DECREF(pair);
+            goto done;
         }
         Py_DECREF(pair);
     }
-    Py_DECREF(cut);
-    return 0;
+    rc = 1;
+done:
+    PyMem_Free(all);
+    PyMem_Free(enc);
+    Py_XDECREF(key);
+    Py_XDECREF(k0);
+    Py_XDECREF(v0);
+    Py_XDECREF(k1);
+    return rc;
 }
 
-PyDoc_STRVAR(append_runs_doc,
-             "append_runs(cursor, items, block_max, spread, /)\n--\n\n"
-             "``cortex.index.postings.apply``'s common case for many terms in one call: ``items`` is "
-             "``[(prefix, changes), ...]`` (a term's posting prefix and {id16: tail8}, or new "
-             "postings as bytes or a bytearray of id16 + tail8 records, any order); for "
-             "each whose new ids all come after the term's last block begins (and before its "
-             "next boundary block), or whose term has no block, the blocks that change are "
-             "found with the cursor (set_range, key, value, prev, last: bytes) and returned. "
-             "``(puts, leftover)``: the ``(key, sealed value)`` pairs in key order, and the "
-             "indexes of the items left to the Python path.");
-
 static PyObject *
-sp_append_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+sp_append_fresh(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *cursor, *items, *puts = NULL, *leftover = NULL, *res = NULL;
-    PyObject *run = NULL, *key = NULL, *k0 = NULL, *v0 = NULL, *k1 = NULL;
-    Py_ssize_t t, n, block_max, spread;
+    Py_ssize_t t, n, block_max;
     (void)module;
-    if (nargs != 4 || !PyList_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "append_runs(cursor, list, block_max, spread)");
+    if (nargs != 3 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "append_fresh(cursor, list, block_max)");
         return NULL;
     }
     cursor = args[0];
     items = args[1];
     block_max = PyLong_AsSsize_t(args[2]);
-    spread = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) {
+    if (block_max == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    if (block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
-        PyErr_SetString(PyExc_ValueError, "append_runs: block_max >= 1, 1 <= spread < 2**32");
+    if (block_max < 1 || block_max > 1 << 20) {
+        PyErr_SetString(PyExc_ValueError, "append_fresh: 1 <= block_max <= 2**20");
         return NULL;
     }
     puts = PyList_New(0);
@@ -140,120 +242,32 @@ sp_append_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     n = PyList_GET_SIZE(items);
     for (t = 0; t < n; t++) {
-        PyObject *item = PyList_GET_ITEM(items, t), *prefix, *changes, *lo_key;
-        Py_ssize_t plen, nr;
-        const char *r;
-        int found, left = 0;
+        PyObject *item = PyList_GET_ITEM(items, t), *prefix, *records;
+        const unsigned char *r;
+        Py_ssize_t nr;
+        int rc;
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-            !(PyDict_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
-              PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
+            !(PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
               PyByteArray_CheckExact(PyTuple_GET_ITEM(item, 1)))) {
-            PyErr_SetString(PyExc_TypeError,
-                            "append_runs: items are (bytes, dict or new postings) pairs");
+            PyErr_SetString(PyExc_TypeError, "append_fresh: items are (bytes, records) pairs");
             goto done;
         }
         prefix = PyTuple_GET_ITEM(item, 0);
-        changes = PyTuple_GET_ITEM(item, 1);
-        plen = PyBytes_GET_SIZE(prefix);
-        run = PyDict_CheckExact(changes) ? sp_posting_run(module, changes) : fresh_run(changes);
-        if (run == NULL) {
-            goto done;
-        }
-        if (run == Py_None) { /* a removal, or nothing: the Python path */
-            left = 1;
-            goto next;
-        }
-        r = PyBytes_AS_STRING(run);
-        nr = PyBytes_GET_SIZE(run);
-        key = PyBytes_FromStringAndSize(NULL, plen + 16);
-        if (key == NULL) {
-            goto done;
-        }
-        memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(prefix), (size_t)plen);
-        memcpy(PyBytes_AS_STRING(key) + plen, r, 16);
-        lo_key = key;
-        /* as _LmdbTxn.around: the pair at or before lo_key, and the key after it */
-        found = cursor_step(cursor, m_set_range, lo_key);
-        if (found < 0) {
-            goto done;
-        }
-        if (found) {
-            k1 = cursor_get(cursor, m_key);
-            if (k1 == NULL) {
-                goto done;
-            }
-            if (PyBytes_GET_SIZE(k1) == PyBytes_GET_SIZE(lo_key) &&
-                memcmp(PyBytes_AS_STRING(k1), PyBytes_AS_STRING(lo_key),
-                       (size_t)PyBytes_GET_SIZE(k1)) == 0) {
-                left = 1; /* a block begins at lo: not an append */
-                goto next;
-            }
-            found = cursor_step(cursor, m_prev, NULL);
+        records = PyTuple_GET_ITEM(item, 1);
+        if (PyByteArray_CheckExact(records)) {
+            r = (const unsigned char *)PyByteArray_AS_STRING(records);
+            nr = PyByteArray_GET_SIZE(records);
         }
         else {
-            found = cursor_step(cursor, m_last, NULL);
+            r = (const unsigned char *)PyBytes_AS_STRING(records);
+            nr = PyBytes_GET_SIZE(records);
         }
-        if (found < 0) {
+        rc = append_one(cursor, prefix, r, nr, block_max, puts);
+        if (rc < 0) {
             goto done;
         }
-        if (found) {
-            k0 = cursor_get(cursor, m_key);
-            if (k0 == NULL) {
-                goto done;
-            }
-            if (!starts_with(k0, prefix)) {
-                Py_CLEAR(k0);
-            }
-        }
-        if (k1 != NULL && !starts_with(k1, prefix)) {
-            Py_CLEAR(k1);
-        }
-        if (k0 == NULL) {
-            if (k1 == NULL) { /* the term has no block yet */
-                if (new_blocks(module, prefix, run, args + 2, puts) < 0) {
-                    goto done;
-                }
-            }
-            else {
-                left = 1; /* new ids before the term's first block */
-            }
-            goto next;
-        }
-        if (k1 != NULL) { /* a following block must begin after hi, at a boundary */
-            const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(k1) + plen;
-            if (PyBytes_GET_SIZE(k1) != plen + 16 || memcmp(f, r + nr - 24, 16) <= 0 ||
-                crc32_of(f, 16) % (uint32_t)spread != 0) {
-                left = 1;
-                goto next;
-            }
-        }
-        v0 = cursor_get(cursor, m_value);
-        if (v0 == NULL) {
-            goto done;
-        }
-        {
-            PyObject *append_args[6] = {prefix, run, k0, v0, args[2], args[3]};
-            PyObject *changed = sp_block_append(module, append_args, 6);
-            Py_ssize_t i;
-            if (changed == NULL) {
-                goto done;
-            }
-            if (changed == Py_None) {
-                left = 1; /* the block fails its checks: the Python path says why */
-            }
-            else {
-                for (i = 0; i < PyList_GET_SIZE(changed); i++) {
-                    if (PyList_Append(puts, PyList_GET_ITEM(changed, i)) < 0) {
-                        Py_DECREF(changed);
-                        goto done;
-                    }
-                }
-            }
-            Py_DECREF(changed);
-        }
-    next:
-        if (left) {
+        if (rc == 0) {
             PyObject *index = PyLong_FromSsize_t(t);
             if (index == NULL || PyList_Append(leftover, index) < 0) {
                 Py_XDECREF(index);
@@ -261,19 +275,9 @@ sp_append_runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_DECREF(index);
         }
-        Py_CLEAR(run);
-        Py_CLEAR(key);
-        Py_CLEAR(k0);
-        Py_CLEAR(v0);
-        Py_CLEAR(k1);
     }
     res = PyTuple_Pack(2, puts, leftover);
 done:
-    Py_XDECREF(run);
-    Py_XDECREF(key);
-    Py_XDECREF(k0);
-    Py_XDECREF(v0);
-    Py_XDECREF(k1);
     Py_XDECREF(puts);
     Py_XDECREF(leftover);
     return res;
@@ -858,7 +862,8 @@ fail:
 
 static PyMethodDef cursor_methods[] = {
     {"df_values", (PyCFunction)(void (*)(void))sp_df_values, METH_FASTCALL, df_values_doc},
-    {"append_runs", (PyCFunction)(void (*)(void))sp_append_runs, METH_FASTCALL, append_runs_doc},
+    {"append_fresh", (PyCFunction)(void (*)(void))sp_append_fresh, METH_FASTCALL,
+     append_fresh_doc},
     {"df_updates", (PyCFunction)(void (*)(void))sp_df_updates, METH_FASTCALL, df_updates_doc},
     {"newest_ids", (PyCFunction)(void (*)(void))sp_newest_ids, METH_FASTCALL, newest_ids_doc},
     {NULL, NULL, 0, NULL},

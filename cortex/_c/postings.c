@@ -1,410 +1,15 @@
 /*
- * Posting blocks (cortex/index/postings.py keeps the definitions): the sorted run of a term's new
- * postings, a block's postings with changes applied, where a run of postings splits into
- * blocks, and the blocks that change when a run is appended to a term's last block.
+ * Posting blocks and segments (cortex/index/postings.py and segments.py keep the definitions):
+ * a block's varint payload from its postings and back (format 14: postings by document
+ * number), a segment of new postings, and the segments combined for a fold.
  */
 
 #include "common.h"
 
 static int
-cmp_id16(const void *a, const void *b)
+cmp_record12(const void *a, const void *b)
 {
-    return memcmp(*(const char *const *)a, *(const char *const *)b, 16);
-}
-
-static int
-cmp_record24(const void *a, const void *b)
-{
-    return memcmp(a, b, 16);
-}
-
-/* A run of new postings (a bytes-like buffer of id16 + tail8 records, as index_new appends
- * them) as bytes in id order; None when it is empty, not whole records, or an id repeats. */
-PyObject *
-fresh_run(PyObject *buf)
-{
-    const char *p;
-    char *q;
-    Py_ssize_t n, i;
-    PyObject *out;
-    if (PyByteArray_CheckExact(buf)) {
-        p = PyByteArray_AS_STRING(buf);
-        n = PyByteArray_GET_SIZE(buf);
-    }
-    else {
-        p = PyBytes_AS_STRING(buf);
-        n = PyBytes_GET_SIZE(buf);
-    }
-    if (n == 0 || n % 24 != 0) {
-        Py_RETURN_NONE;
-    }
-    out = PyBytes_FromStringAndSize(p, n);
-    if (out == NULL) {
-        return NULL;
-    }
-    q = PyBytes_AS_STRING(out);
-    for (i = 24; i < n; i += 24) { /* a batch's ids mostly arrive in order (ULIDs) */
-        if (memcmp(q + i - 24, q + i, 16) >= 0) {
-            break;
-        }
-    }
-    if (i < n) {
-        qsort(q, (size_t)(n / 24), 24, cmp_record24);
-        for (i = 24; i < n; i += 24) {
-            if (memcmp(q + i - 24, q + i, 16) == 0) {
-                Py_DECREF(out);
-                Py_RETURN_NONE;
-            }
-        }
-    }
-    return out;
-}
-
-PyDoc_STRVAR(posting_run_doc,
-             "posting_run(changes, /)\n--\n\n"
-             "The postings of ``changes`` ({id16: tail8}) in id order, joined: id, tail, id, "
-             "tail...; None when a key is not 16 bytes or a value not 8 bytes (a removal: "
-             "``cortex.index.postings._run`` in C).");
-
-PyObject *
-sp_posting_run(PyObject *module, PyObject *changes)
-{
-    Py_ssize_t n, pos = 0, i = 0;
-    PyObject *k, *v, *out;
-    const char **ids;
-    char *dst;
-    (void)module;
-    if (!PyDict_CheckExact(changes)) {
-        PyErr_SetString(PyExc_TypeError, "posting_run(dict)");
-        return NULL;
-    }
-    n = PyDict_GET_SIZE(changes);
-    if (n == 0) {
-        Py_RETURN_NONE;
-    }
-    ids = PyMem_Malloc((size_t)n * 2 * sizeof(char *));
-    if (ids == NULL) {
-        return PyErr_NoMemory();
-    }
-    /* pairs (id, tail) sorted together: sort pointers to the ids, each followed in the array
-       by its tail; qsort moves pairs by sorting an index of pair starts */
-    while (PyDict_Next(changes, &pos, &k, &v)) {
-        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 || !PyBytes_CheckExact(v) ||
-            PyBytes_GET_SIZE(v) != 8) {
-            PyMem_Free(ids);
-            Py_RETURN_NONE;
-        }
-        ids[2 * i] = PyBytes_AS_STRING(k);
-        ids[2 * i + 1] = PyBytes_AS_STRING(v);
-        i++;
-    }
-    qsort(ids, (size_t)n, 2 * sizeof(char *), cmp_id16);
-    out = PyBytes_FromStringAndSize(NULL, n * 24);
-    if (out == NULL) {
-        PyMem_Free(ids);
-        return NULL;
-    }
-    dst = PyBytes_AS_STRING(out);
-    for (i = 0; i < n; i++) {
-        memcpy(dst + 24 * i, ids[2 * i], 16);
-        memcpy(dst + 24 * i + 16, ids[2 * i + 1], 8);
-    }
-    PyMem_Free(ids);
-    return out;
-}
-
-PyDoc_STRVAR(merge_run_doc,
-             "merge_run(payloads, changes, /)\n--\n\n"
-             "The postings of the block ``payloads`` (in key order) with ``changes`` "
-             "({id16: tail8 or None}) applied: ``(run, delta)``, the joined postings in id "
-             "order and the change in their count; None when a removed id is not there, or "
-             "anything is not what ``cortex.index.postings.apply`` holds (its Python path then runs).");
-
-static PyObject *
-sp_merge_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *payloads, *changes, *k, *v, *out = NULL, *res = NULL;
-    Py_ssize_t nb, nc, total = 0, b, i, pos = 0, c = 0, delta = 0;
-    const char **ids = NULL;
-    char *dst, *last = NULL;
-    (void)module;
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "merge_run(list, dict)");
-        return NULL;
-    }
-    payloads = args[0];
-    changes = args[1];
-    nb = PyList_GET_SIZE(payloads);
-    for (b = 0; b < nb; b++) {
-        PyObject *p = PyList_GET_ITEM(payloads, b);
-        if (!PyBytes_CheckExact(p) || PyBytes_GET_SIZE(p) % 24 != 0) {
-            Py_RETURN_NONE;
-        }
-        total += PyBytes_GET_SIZE(p);
-    }
-    nc = PyDict_GET_SIZE(changes);
-    ids = PyMem_Malloc((size_t)(nc > 0 ? nc : 1) * 2 * sizeof(char *));
-    if (ids == NULL) {
-        return PyErr_NoMemory();
-    }
-    while (PyDict_Next(changes, &pos, &k, &v)) {
-        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 16 ||
-            (v != Py_None && (!PyBytes_CheckExact(v) || PyBytes_GET_SIZE(v) != 8))) {
-            PyMem_Free(ids);
-            Py_RETURN_NONE;
-        }
-        ids[2 * c] = PyBytes_AS_STRING(k);
-        ids[2 * c + 1] = v == Py_None ? NULL : PyBytes_AS_STRING(v);
-        c++;
-    }
-    qsort(ids, (size_t)nc, 2 * sizeof(char *), cmp_id16);
-    out = PyBytes_FromStringAndSize(NULL, total + 24 * nc); /* at most; cut to size below */
-    if (out == NULL) {
-        goto done;
-    }
-    dst = PyBytes_AS_STRING(out);
-    c = 0;
-    for (b = 0; b <= nb; b++) {
-        const char *p = b < nb ? PyBytes_AS_STRING(PyList_GET_ITEM(payloads, b)) : NULL;
-        Py_ssize_t n = b < nb ? PyBytes_GET_SIZE(PyList_GET_ITEM(payloads, b)) : 0;
-        for (i = 0; i <= n; i += 24) {
-            const char *old = i < n ? p + i : NULL;
-            if (old == NULL && b < nb) {
-                break; /* the next block */
-            }
-            if (old != NULL && last != NULL && memcmp(last, old, 16) >= 0) {
-                Py_CLEAR(out); /* stored postings out of order: left to the Python path */
-                goto none;
-            }
-            /* the changes before this posting (all of them after the last one) */
-            while (c < nc && (old == NULL || memcmp(ids[2 * c], old, 16) < 0)) {
-                if (ids[2 * c + 1] == NULL) {
-                    Py_CLEAR(out); /* removing a posting that is not there */
-                    goto none;
-                }
-                memcpy(dst, ids[2 * c], 16);
-                memcpy(dst + 16, ids[2 * c + 1], 8);
-                dst += 24;
-                delta++;
-                c++;
-            }
-            if (old == NULL) {
-                break;
-            }
-            last = (char *)old;
-            if (c < nc && memcmp(ids[2 * c], old, 16) == 0) {
-                if (ids[2 * c + 1] == NULL) {
-                    delta--; /* removed */
-                }
-                else {
-                    memcpy(dst, old, 16);
-                    memcpy(dst + 16, ids[2 * c + 1], 8);
-                    dst += 24;
-                }
-                c++;
-            }
-            else {
-                memcpy(dst, old, 24);
-                dst += 24;
-            }
-        }
-    }
-    if (_PyBytes_Resize(&out, dst - PyBytes_AS_STRING(out)) < 0) {
-        goto done;
-    }
-    res = Py_BuildValue("(Nn)", out, delta);
-    out = NULL;
-    goto done;
-none:
-    PyMem_Free(ids);
-    Py_RETURN_NONE;
-done:
-    PyMem_Free(ids);
-    Py_XDECREF(out);
-    return res;
-}
-
-PyDoc_STRVAR(cut_blocks_doc,
-             "cut_blocks(run, held, block_max, spread, /)\n--\n\n"
-             "``cortex.index.postings.blocks(run, held)`` in C: the block payloads of a run of "
-             "postings (24 bytes each); a posting begins a block when its block is full "
-             "(``block_max``) or ``crc32(id) % spread == 0``.");
-
-PyObject *
-sp_cut_blocks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *out, *piece;
-    const unsigned char *p;
-    Py_ssize_t n, i, start = 0, count, held, block_max, spread;
-    (void)module;
-    if (nargs != 4 || !PyBytes_CheckExact(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "cut_blocks(bytes, held, block_max, spread)");
-        return NULL;
-    }
-    held = PyLong_AsSsize_t(args[1]);
-    block_max = PyLong_AsSsize_t(args[2]);
-    spread = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    n = PyBytes_GET_SIZE(args[0]);
-    if (n % 24 != 0 || held < 0 || block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
-        PyErr_SetString(PyExc_ValueError, "cut_blocks: a run of 24-byte postings, held >= 0, "
-                                          "block_max >= 1, 1 <= spread < 2**32");
-        return NULL;
-    }
-    out = PyList_New(0);
-    if (out == NULL) {
-        return NULL;
-    }
-    count = held ? held - 1 : 0; /* postings in the current block before the one at i */
-    for (i = held ? 0 : 24; i < n; i += 24) {
-        count++;
-        if (count >= block_max || crc32_of(p + i, 16) % (uint32_t)spread == 0) {
-            piece = PyBytes_FromStringAndSize((const char *)p + start, i - start);
-            if (piece == NULL || PyList_Append(out, piece) < 0) {
-                Py_XDECREF(piece);
-                Py_DECREF(out);
-                return NULL;
-            }
-            Py_DECREF(piece);
-            start = i;
-            count = 0;
-        }
-    }
-    piece = PyBytes_FromStringAndSize((const char *)p + start, n - start);
-    if (piece == NULL || PyList_Append(out, piece) < 0) {
-        Py_XDECREF(piece);
-        Py_DECREF(out);
-        return NULL;
-    }
-    Py_DECREF(piece);
-    return out;
-}
-
-PyDoc_STRVAR(block_append_doc,
-             "block_append(prefix, run, key, value, block_max, spread, /)\n--\n\n"
-             "Append a run of new postings (ids after every posting of the block) to the "
-             "stored block ``key: value`` of a term's ``prefix``: the blocks that change, as "
-             "``[(key, sealed value), ...]`` (``cortex.index.postings.apply``'s append in C); None "
-             "when the block fails its checks or the run does not come after it (the Python "
-             "path then says why).");
-
-PyObject *
-sp_block_append(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *prefix, *run, *key, *value, *out = NULL, *pair;
-    const unsigned char *r, *v;
-    Py_ssize_t nr, nv, np, held, block_max, spread, i, start, count, plen;
-    int extending = 1; /* the next piece extends the stored block */
-    uint32_t crc;
-    (void)module;
-    if (nargs != 6 || !PyBytes_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
-        !PyBytes_CheckExact(args[2]) || !PyBytes_CheckExact(args[3])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "block_append(bytes, bytes, bytes, bytes, block_max, spread)");
-        return NULL;
-    }
-    prefix = args[0];
-    run = args[1];
-    key = args[2];
-    value = args[3];
-    block_max = PyLong_AsSsize_t(args[4]);
-    spread = PyLong_AsSsize_t(args[5]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (block_max < 1 || spread < 1 || spread > 0xFFFFFFFFLL) {
-        PyErr_SetString(PyExc_ValueError, "block_append: block_max >= 1, 1 <= spread < 2**32");
-        return NULL;
-    }
-    r = (const unsigned char *)PyBytes_AS_STRING(run);
-    nr = PyBytes_GET_SIZE(run);
-    v = (const unsigned char *)PyBytes_AS_STRING(value);
-    nv = PyBytes_GET_SIZE(value);
-    plen = PyBytes_GET_SIZE(prefix);
-    np = nv - 4; /* the stored block's payload */
-    if (nr == 0 || nr % 24 != 0 || np < 24 || np % 24 != 0 || np / 24 > block_max ||
-        PyBytes_GET_SIZE(key) != plen + 16 ||
-        memcmp(PyBytes_AS_STRING(key), PyBytes_AS_STRING(prefix), (size_t)plen) != 0 ||
-        memcmp(v, PyBytes_AS_STRING(key) + plen, 16) != 0 || memcmp(v + np - 24, r, 16) >= 0) {
-        Py_RETURN_NONE;
-    }
-    crc = crc32_of(v, np);
-    if (v[np] != (unsigned char)(crc >> 24) || v[np + 1] != (unsigned char)(crc >> 16) ||
-        v[np + 2] != (unsigned char)(crc >> 8) || v[np + 3] != (unsigned char)crc) {
-        Py_RETURN_NONE;
-    }
-    out = PyList_New(0);
-    if (out == NULL) {
-        return NULL;
-    }
-    held = np / 24;
-    /* cut the run as cut_blocks(run, held): pieces [start, i); the first one extends the
-       stored block */
-    count = held - 1;
-    start = 0;
-    for (i = 0; i <= nr; i += 24) {
-        int split = 0;
-        if (i < nr) {
-            count++;
-            split = count >= block_max || crc32_of(r + i, 16) % (uint32_t)spread == 0;
-        }
-        if (i == nr || split) {
-            int first = extending;
-            Py_ssize_t size = (first ? np : 0) + (i - start);
-            PyObject *k, *sv;
-            char *p;
-            uint32_t c;
-            extending = 0;
-            if (first && i == 0) { /* the run begins a block of its own: the stored one stays */
-                count = 0;
-                continue;
-            }
-            k = PyBytes_FromStringAndSize(NULL, plen + 16);
-            sv = PyBytes_FromStringAndSize(NULL, size + 4);
-            if (k == NULL || sv == NULL) {
-                Py_XDECREF(k);
-                Py_XDECREF(sv);
-                goto fail;
-            }
-            p = PyBytes_AS_STRING(sv);
-            if (first) {
-                memcpy(p, v, (size_t)np);
-                memcpy(p + np, r, (size_t)(i - start));
-            }
-            else {
-                memcpy(p, r + start, (size_t)(i - start));
-            }
-            c = crc32_of((const uint8_t *)p, size);
-            p[size] = (char)(c >> 24);
-            p[size + 1] = (char)(c >> 16);
-            p[size + 2] = (char)(c >> 8);
-            p[size + 3] = (char)c;
-            memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
-            memcpy(PyBytes_AS_STRING(k) + plen, p, 16);
-            pair = PyTuple_New(2);
-            if (pair == NULL) {
-                Py_DECREF(k);
-                Py_DECREF(sv);
-                goto fail;
-            }
-            PyTuple_SET_ITEM(pair, 0, k);
-            PyTuple_SET_ITEM(pair, 1, sv);
-            if (PyList_Append(out, pair) < 0) {
-                Py_DECREF(pair);
-                goto fail;
-            }
-            Py_DECREF(pair);
-            start = i;
-            count = 0;
-        }
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    return memcmp(a, b, 4);
 }
 
 /* -- a segment of new postings (cortex/index/segments.py encode_fresh keeps the definition) -- */
@@ -413,7 +18,7 @@ typedef struct {
     const char *term; /* UTF-8, owned by the str */
     Py_ssize_t tlen;
     PyObject *str;
-    const char *rec; /* id16 + tail8 records, owned by the value */
+    const char *rec; /* docno4 + tail8 records, owned by the value */
     Py_ssize_t n;    /* records */
 } FreshTerm;
 
@@ -442,10 +47,204 @@ get_u32(const char *p)
     return ((uint32_t)u[0] << 24) | ((uint32_t)u[1] << 16) | ((uint32_t)u[2] << 8) | u[3];
 }
 
+/* -- posting blocks by document number (format 14; cortex/index/postings.py keeps the
+ * definitions: block_encode, _decode_payload) -- */
+
+static Py_ssize_t
+put_varint(unsigned char *p, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/* The canonical varint at p[*i] (at most 5 bytes, shortest form): 1 with *v set and *i moved
+ * past it, 0 when it is cut, too long or not in its shortest form. */
+static int
+get_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
+{
+    uint64_t x = 0;
+    int k;
+    for (k = 0; k < 5; k++) {
+        unsigned char b;
+        if (*i + k >= n) {
+            return 0;
+        }
+        b = p[*i + k];
+        x |= (uint64_t)(b & 0x7F) << (7 * k);
+        if (b < 0x80) {
+            if (b == 0 && k > 0) {
+                return 0;
+            }
+            *i += k + 1;
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(block_encode_doc,
+             "block_encode(records, block_max, /)\n--\n\n"
+             "``cortex.index.postings.block_encode`` in C: the varint payload of a block of "
+             "postings given as 12-byte records (docno, tf, dl: u32 big-endian each); None when "
+             "they are not 1 to ``block_max`` postings in strictly ascending docno order with "
+             "1 <= tf <= dl (the Python definition then names the fault).");
+
+/* The varint payload of 12-byte records r[0:n] into out (room for n / 12 * 15 bytes): its
+ * size, or -1 when they are not 1 to block_max postings in strictly ascending docno order with
+ * 1 <= tf <= dl. */
+Py_ssize_t
+cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ssize_t block_max, unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i;
+    uint32_t last = 0;
+    if (n == 0 || n % 12 != 0 || n / 12 > block_max) {
+        return -1;
+    }
+    for (i = 0; i < n; i += 12) {
+        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
+                 dl = get_u32((const char *)r + i + 8);
+        if (tf < 1 || tf > dl || (i > 0 && d <= last)) {
+            return -1;
+        }
+        if (i > 0) {
+            q += put_varint(q, d - last);
+        }
+        last = d;
+        q += put_varint(q, tf);
+        q += put_varint(q, dl);
+    }
+    return q - out;
+}
+
+/* The 12-byte records of the block payload p[0:n] whose first docno is first, into out (room
+ * for (n / 2 + 1) * 12 bytes): their size, or -1 when p is not the canonical encoding of 1 to
+ * block_max postings. */
+Py_ssize_t
+cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+                unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i = 0, count = 0;
+    uint64_t docno = first, delta, tf, dl;
+    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
+        return -1;
+    }
+    while (i < n) {
+        if (count > 0) {
+            if (!get_varint(p, n, &i, &delta) || delta < 1) {
+                return -1;
+            }
+            docno += delta;
+            if (docno > 0xFFFFFFFFu) {
+                return -1;
+            }
+        }
+        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
+            dl > 0xFFFFFFFFu) {
+            return -1;
+        }
+        if (++count > block_max) {
+            return -1;
+        }
+        put_u32((char *)q, (uint32_t)docno);
+        put_u32((char *)q + 4, (uint32_t)tf);
+        put_u32((char *)q + 8, (uint32_t)dl);
+        q += 12;
+    }
+    return q - out;
+}
+
+static PyObject *
+sp_block_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *r;
+    unsigned char *buf;
+    Py_ssize_t n, block_max, size;
+    PyObject *out;
+    (void)module;
+    if (nargs != 2 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "block_encode(bytes, block_max)");
+        return NULL;
+    }
+    block_max = PyLong_AsSsize_t(args[1]);
+    if (block_max == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    r = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    n = PyBytes_GET_SIZE(args[0]);
+    if (n == 0 || n % 12 != 0 || n / 12 > block_max) {
+        Py_RETURN_NONE;
+    }
+    buf = PyMem_Malloc((size_t)(n / 12) * 15); /* at most 5 bytes a varint */
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    size = cx_block_encode(r, n, block_max, buf);
+    if (size < 0) {
+        PyMem_Free(buf);
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize((const char *)buf, size);
+    PyMem_Free(buf);
+    return out;
+}
+
+PyDoc_STRVAR(block_decode_doc,
+             "block_decode(first, payload, block_max, /)\n--\n\n"
+             "The postings of a block payload whose first docno is ``first`` as 12-byte records "
+             "(``cortex.index.postings._decode_payload`` in C); None when the payload is not "
+             "the canonical encoding of 1 to ``block_max`` postings (the Python definition then "
+             "says why).");
+
+static PyObject *
+sp_block_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const unsigned char *p;
+    unsigned char *buf;
+    Py_ssize_t n, block_max, size;
+    uint64_t docno;
+    PyObject *out;
+    (void)module;
+    if (nargs != 3 || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "block_decode(first, bytes, block_max)");
+        return NULL;
+    }
+    docno = PyLong_AsUnsignedLongLong(args[0]);
+    if (docno == (uint64_t)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    block_max = PyLong_AsSsize_t(args[2]);
+    if (block_max == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    n = PyBytes_GET_SIZE(args[1]);
+    /* a posting takes 2 bytes at least (3 after the first): at most n / 2 of them */
+    buf = PyMem_Malloc((size_t)(n / 2 + 1) * 12);
+    if (buf == NULL) {
+        return PyErr_NoMemory();
+    }
+    size = cx_block_decode(docno, p, n, block_max, buf);
+    if (size < 0) {
+        PyMem_Free(buf);
+        Py_RETURN_NONE;
+    }
+    out = PyBytes_FromStringAndSize((const char *)buf, size);
+    PyMem_Free(buf);
+    return out;
+}
+
 PyDoc_STRVAR(segment_fresh_doc,
              "segment_fresh(fresh, /)\n--\n\n"
              "``cortex.index.segments.encode_fresh`` in C: ``(payload, groups)`` for ``fresh`` "
-             "({term: id16 + tail8 records}, a dict of str to bytes or bytearray), or None "
+             "({term: docno4 + tail8 records}, a dict of str to bytes or bytearray), or None "
              "when anything is not the common case (the Python definition then runs and names "
              "the fault).");
 
@@ -487,13 +286,13 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         else {
             goto common_case_not;
         }
-        if (len == 0 || len % 24 != 0 || t->tlen < 1 || t->tlen > 256 ||
+        if (len == 0 || len % 12 != 0 || t->tlen < 1 || t->tlen > 256 ||
             memchr(t->term, 0, (size_t)t->tlen) != NULL) {
             goto common_case_not;
         }
-        t->n = len / 24;
+        t->n = len / 12;
         count += t->n;
-        size += 2 + t->tlen + 4 + t->n * 25;
+        size += 2 + t->tlen + 4 + t->n * 13;
         if (t->n > scratch_n) {
             scratch_n = t->n;
         }
@@ -502,7 +301,7 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         goto common_case_not;
     }
     qsort(terms, (size_t)nt, sizeof(FreshTerm), cmp_fresh_term);
-    scratch = PyMem_Malloc((size_t)scratch_n * 24);
+    scratch = PyMem_Malloc((size_t)scratch_n * 12);
     payload = PyBytes_FromStringAndSize(NULL, size);
     groups = PyList_New(nt);
     add = PyLong_FromLong(1);
@@ -520,14 +319,14 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         PyObject *listed, *group;
         const char *r = t->rec;
         if (t->n > 1) { /* the records of a term, in id order */
-            memcpy(scratch, t->rec, (size_t)t->n * 24);
-            for (j = 24; j < t->n * 24; j += 24) {
-                if (memcmp(scratch + j - 24, scratch + j, 16) >= 0) {
+            memcpy(scratch, t->rec, (size_t)t->n * 12);
+            for (j = 12; j < t->n * 12; j += 12) {
+                if (memcmp(scratch + j - 12, scratch + j, 4) >= 0) {
                     break;
                 }
             }
-            if (j < t->n * 24) {
-                qsort(scratch, (size_t)t->n, 24, cmp_record24);
+            if (j < t->n * 12) {
+                qsort(scratch, (size_t)t->n, 12, cmp_record12);
             }
             r = scratch;
         }
@@ -548,17 +347,17 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
         }
         PyList_SET_ITEM(groups, i, group);
         for (j = 0; j < t->n; j++) {
-            const char *e = r + j * 24;
-            uint32_t tf = get_u32(e + 16), dl = get_u32(e + 20);
+            const char *e = r + j * 12;
+            uint32_t tf = get_u32(e + 4), dl = get_u32(e + 8);
             PyObject *raw, *tail, *entry;
-            if ((j > 0 && memcmp(e - 24, e, 16) >= 0) || tf < 1 || tf > dl) {
-                goto common_case_not; /* a repeated id or a bad posting */
+            if ((j > 0 && memcmp(e - 12, e, 4) >= 0) || tf < 1 || tf > dl) {
+                goto common_case_not; /* a repeated docno or a bad posting */
             }
             q[0] = 1; /* ADD */
-            memcpy(q + 1, e, 24);
-            q += 25;
-            raw = PyBytes_FromStringAndSize(e, 16);
-            tail = PyBytes_FromStringAndSize(e + 16, 8);
+            memcpy(q + 1, e, 12);
+            q += 13;
+            raw = PyBytes_FromStringAndSize(e, 4);
+            tail = PyBytes_FromStringAndSize(e + 4, 8);
             entry = raw == NULL || tail == NULL ? NULL : PyTuple_Pack(3, add, raw, tail);
             Py_XDECREF(raw);
             Py_XDECREF(tail);
@@ -583,7 +382,7 @@ fail:
 }
 
 
-/* One segment entry (kind, id16, tail8 or None) as segments.decode gives it: 1 with its kind,
+/* One segment entry (kind, docno4, tail8 or None) as segments.decode gives it: 1 with its kind,
  * id and tail (borrowed); 0 when it is not such an entry. */
 static int
 folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
@@ -597,7 +396,7 @@ folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
     k = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(e, 0), &overflow); /* no error: an int */
     *raw = PyTuple_GET_ITEM(e, 1);
     *tail = PyTuple_GET_ITEM(e, 2);
-    if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 16 ||
+    if (k < 1 || k > 3 || !PyBytes_CheckExact(*raw) || PyBytes_GET_SIZE(*raw) != 4 ||
         (*tail == Py_None) != (k == 3) || (*tail != Py_None && !PyBytes_CheckExact(*tail))) {
         return 0;
     }
@@ -608,7 +407,7 @@ folded_entry(PyObject *e, int *kind, PyObject **raw, PyObject **tail)
 PyDoc_STRVAR(segments_folded_doc,
              "segments_folded(segments, /)\n--\n\n"
              "``cortex.index.segments.Overlay.folded`` in C: ``segments`` is the list of the "
-             "overlay's decoded segments (term -> [(kind, id16, tail8 or None), ...]), oldest "
+             "overlay's decoded segments (term -> [(kind, docno4, tail8 or None), ...]), oldest "
              "first. None when an entry contradicts an older segment's or is not such an entry "
              "(the Python definition then runs and names the fault).");
 
@@ -741,11 +540,9 @@ fail:
 
 static PyMethodDef postings_methods[] = {
     {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
+    {"block_encode", (PyCFunction)(void (*)(void))sp_block_encode, METH_FASTCALL, block_encode_doc},
+    {"block_decode", (PyCFunction)(void (*)(void))sp_block_decode, METH_FASTCALL, block_decode_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},
-    {"posting_run", (PyCFunction)sp_posting_run, METH_O, posting_run_doc},
-    {"cut_blocks", (PyCFunction)(void (*)(void))sp_cut_blocks, METH_FASTCALL, cut_blocks_doc},
-    {"merge_run", (PyCFunction)(void (*)(void))sp_merge_run, METH_FASTCALL, merge_run_doc},
-    {"block_append", (PyCFunction)(void (*)(void))sp_block_append, METH_FASTCALL, block_append_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -110,15 +110,17 @@ posting_value(PyObject *by_length, Py_ssize_t tf, Py_ssize_t length)
 #define SMALL_TF 16
 
 PyDoc_STRVAR(index_doc_doc,
-             "index_doc(docs, doc_key, pending, memo, raw, version, distinct, counts, /)\n"
+             "index_doc(docs, doc_key, pending, memo, raw, version, distinct, counts, docno, /)\n"
              "--\n\n"
              "``cortex.index.lexical.Indexer.add_counted`` in C: ``docs[doc_key]`` = the sealed "
-             "LexDoc(version, length, distinct) and ``pending[term][raw]`` = the sealed posting "
+             "LexDoc(version, length, distinct, docno) and ``pending[term][raw]`` (``raw``: the "
+             "docno as 4 bytes, big-endian) = the posting tail "
              "value [count, length] of each term (one object per value through ``memo``: "
              "length -> {count: value}); returns the length (the sum of the counts). None, "
              "changing nothing, unless ``distinct`` is a list of strictly "
              "increasing ASCII str of 1..255 characters without U+0000, ``counts`` a list of as "
-             "many ints >= 1 and ``version`` an int of 1..2**63-1.");
+             "many ints >= 1, ``version`` an int of 1..2**63-1 and ``docno`` the int ``raw`` "
+             "holds.");
 
 /* index_doc (fresh == 0) or index_new (fresh == 1): the same checks and document; a posting
  * goes into pending[term][raw], or onto the end of fresh[term] (a bytearray). */
@@ -128,11 +130,11 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
     PyObject *docs, *doc_key, *pending, *memo, *raw, *version, *distinct, *counts;
     PyObject *doc = NULL, *by_length = NULL, *len_obj = NULL, *res = NULL;
     PyObject *small[SMALL_TF] = {NULL};
-    unsigned long long ver;
+    unsigned long long ver, docno;
     Py_ssize_t m, i, length = 0, size;
     char *p;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "index_doc takes eight arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "index_doc takes nine arguments");
         return NULL;
     }
     docs = args[0];
@@ -144,16 +146,28 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
     distinct = args[6];
     counts = args[7];
     if (!PyDict_CheckExact(docs) || !PyBytes_CheckExact(doc_key) || !PyDict_CheckExact(pending) ||
-        !PyDict_CheckExact(memo) || !PyBytes_CheckExact(raw) ||
-        (fresh && PyBytes_GET_SIZE(raw) != 16)) {
+        !PyDict_CheckExact(memo) || !PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 4) {
         PyErr_SetString(PyExc_TypeError,
-                        fresh ? "index_new(dict, bytes, dict, dict, bytes16, version, distinct, "
-                                "counts)"
-                              : "index_doc(dict, bytes, dict, dict, bytes, version, distinct, "
-                                "counts)");
+                        fresh ? "index_new(dict, bytes, dict, dict, docno4, version, distinct, "
+                                "counts, docno)"
+                              : "index_doc(dict, bytes, dict, dict, docno4, version, distinct, "
+                                "counts, docno)");
         return NULL;
     }
-    if (!PyList_CheckExact(distinct) || !PyList_CheckExact(counts) || !PyLong_CheckExact(version)) {
+    if (!PyList_CheckExact(distinct) || !PyList_CheckExact(counts) || !PyLong_CheckExact(version) ||
+        !PyLong_CheckExact(args[8])) {
+        Py_RETURN_NONE;
+    }
+    docno = PyLong_AsUnsignedLongLong(args[8]);
+    if (docno == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    /* the docno is the posting key's (raw, u32 big-endian) and below 2**32 */
+    if (docno > 0xFFFFFFFFu || (unsigned char)PyBytes_AS_STRING(raw)[0] != (unsigned char)(docno >> 24) ||
+        (unsigned char)PyBytes_AS_STRING(raw)[1] != (unsigned char)(docno >> 16) ||
+        (unsigned char)PyBytes_AS_STRING(raw)[2] != (unsigned char)(docno >> 8) ||
+        (unsigned char)PyBytes_AS_STRING(raw)[3] != (unsigned char)docno) {
         Py_RETURN_NONE;
     }
     m = PyList_GET_SIZE(distinct);
@@ -194,8 +208,9 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
     if ((uint64_t)length > 0xFFFFFFFFu) { /* a posting's tail holds the length in 32 bits */
         Py_RETURN_NONE;
     }
-    /* {0: 1, 1: version, 2: length, 3: [terms]} (no key 3 without terms), sealed */
-    size += 1 + 2 + 1 + put_head(NULL, 0, ver) + 1 + put_head(NULL, 0, (uint64_t)length);
+    /* {0: 1, 1: version, 2: length, 3: [terms], 4: docno} (no key 3 without terms), sealed */
+    size += 1 + 2 + 1 + put_head(NULL, 0, ver) + 1 + put_head(NULL, 0, (uint64_t)length) + 1 +
+            put_head(NULL, 0, docno);
     if (m > 0) {
         size += 1 + put_head(NULL, 4, (uint64_t)m);
     }
@@ -204,7 +219,7 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
         return NULL;
     }
     p = PyBytes_AS_STRING(doc);
-    *p++ = (char)(m > 0 ? 0xa4 : 0xa3);
+    *p++ = (char)(m > 0 ? 0xa5 : 0xa4);
     *p++ = 0x00;
     *p++ = 0x01;
     *p++ = 0x01;
@@ -222,6 +237,8 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
             p += tlen;
         }
     }
+    *p++ = 0x04;
+    p += put_head(p, 0, docno);
     if (seal_in_place(doc) < 0) {
         goto done;
     }
@@ -303,11 +320,11 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
         }
         else if (fresh) {
             Py_ssize_t at = PyByteArray_GET_SIZE(group);
-            rc = PyByteArray_Resize(group, at + 24);
+            rc = PyByteArray_Resize(group, at + 12);
             if (rc == 0) {
                 char *d = PyByteArray_AS_STRING(group) + at;
-                memcpy(d, PyBytes_AS_STRING(raw), 16);
-                memcpy(d + 16, PyBytes_AS_STRING(value), 8);
+                memcpy(d, PyBytes_AS_STRING(raw), 4);
+                memcpy(d + 4, PyBytes_AS_STRING(value), 8);
             }
         }
         else {
@@ -347,11 +364,11 @@ sp_index_doc(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(index_new_doc,
-             "index_new(docs, doc_key, fresh, memo, raw, version, distinct, counts, /)\n"
+             "index_new(docs, doc_key, fresh, memo, raw, version, distinct, counts, docno, /)\n"
              "--\n\n"
              "``index_doc`` for a memory new to the index (``Indexer.add_counted(new=True)``): "
-             "each posting is appended to ``fresh[term]``, a bytearray of id16 + tail8 "
-             "records, instead of set in a dict.  ``raw`` must be 16 bytes.");
+             "each posting is appended to ``fresh[term]``, a bytearray of docno4 + tail8 "
+             "records, instead of set in a dict.");
 
 PyObject *
 sp_index_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

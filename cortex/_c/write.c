@@ -405,8 +405,9 @@ append_pair(PyObject *list, PyObject *key, PyObject *value)
 static int
 stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, PyObject *docs,
           PyObject *fresh, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
-          Py_ssize_t *length, Py_ssize_t *nterms)
+          Py_ssize_t *length, Py_ssize_t *nterms, PyObject *maps, unsigned long long docno)
 {
+    PyObject *docno_raw = NULL, *docno_obj = NULL;
     PyObject *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
     PyObject *created = NULL, *tags = NULL, *frames = NULL, *us_obj = NULL, *keys = NULL;
     PyObject *version = NULL, *hash = NULL, *vbytes = NULL, *pinned = NULL, *terms = NULL;
@@ -432,7 +433,7 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     }
     if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 16 || !PyBytes_CheckExact(vbytes) ||
         !PyBool_Check(pinned) || !PyTuple_CheckExact(terms) || PyTuple_GET_SIZE(terms) != 2 ||
-        !time_micros(created, &us) || us < 0 || *seq >= LLONG_MAX) {
+        !time_micros(created, &us) || us < 0 || *seq >= LLONG_MAX || docno > 0xFFFFFFFFu) {
         rc = 0;
         goto done;
     }
@@ -480,12 +481,28 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         goto done;
     }
     {
-        PyObject *a[8] = {docs, doc_key, fresh, memo, raw, one_obj,
-                          PyTuple_GET_ITEM(terms, 0), PyTuple_GET_ITEM(terms, 1)};
-        n = sp_index_new(module, a, 8);
+        char d4[4];
+        d4[0] = (char)(docno >> 24);
+        d4[1] = (char)(docno >> 16);
+        d4[2] = (char)(docno >> 8);
+        d4[3] = (char)docno;
+        docno_raw = PyBytes_FromStringAndSize(d4, 4);
+        docno_obj = PyLong_FromUnsignedLongLong(docno);
+        if (docno_raw == NULL || docno_obj == NULL) {
+            goto done;
+        }
+    }
+    {
+        PyObject *a[9] = {docs, doc_key, fresh, memo, docno_raw, one_obj,
+                          PyTuple_GET_ITEM(terms, 0), PyTuple_GET_ITEM(terms, 1), docno_obj};
+        n = sp_index_new(module, a, 9);
     }
     if (n == NULL || n == Py_None) {
         rc = n == NULL ? -1 : 0;
+        goto done;
+    }
+    /* the lex/i/ entry of the new number (``Indexer._maps``) */
+    if (PyDict_SetItem(maps, docno_obj, raw) < 0) {
         goto done;
     }
     *length = PyLong_AsSsize_t(n);
@@ -548,6 +565,8 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     Py_SETREF(*prev, PyTuple_GET_ITEM(entry, 2));
     rc = 1;
 done:
+    Py_XDECREF(docno_raw);
+    Py_XDECREF(docno_obj);
     Py_XDECREF(head);
     Py_XDECREF(id);
     Py_XDECREF(raw);
@@ -572,30 +591,43 @@ done:
 }
 
 PyDoc_STRVAR(stage_new_doc,
-             "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, /)"
+             "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, maps, "
+             "next_docno, /)"
              "\n--\n\n"
              "The loop of ``cortex.engine.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
              "for each new memory (version 1, its head put already) append to ``puts`` its "
              "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
              "``prev``, with the entries' ``shared`` parts; not its vector), and index its "
-             "terms as "
-             "``index_new`` does into ``docs``, ``fresh`` and ``memo``.  Stops at the first "
+             "terms under the document numbers from ``next_docno`` on as ``index_new`` does "
+             "into ``docs``, ``fresh`` and ``memo`` (each number's memory id into ``maps``: "
+             "``Indexer._maps``).  Stops at the first "
              "memory that is not the common case (anything ``index_keys``, "
              "``journal_entry`` or ``index_new`` leave to Python), changing nothing for it.  "
-             "Returns ``(next, seq, prev, documents, total_length, postings)``: where it "
-             "stopped (``len(prepared)`` when done), the journal's last seq and hash, and what "
-             "the staged memories add to the lexical statistics.");
+             "Returns ``(next, seq, prev, documents, total_length, postings, next_docno)``: "
+             "where it stopped (``len(prepared)`` when done), the journal's last seq and hash, "
+             "what the staged memories add to the lexical statistics, and the next document "
+             "number.");
 
 static PyObject *
 sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *prepared, *puts, *docs, *fresh, *memo, *shared, *prev;
+    PyObject *plan, *prepared, *puts, *docs, *fresh, *memo, *shared, *prev, *maps;
     PyObject *const *sg;
     Py_ssize_t start, i, n, documents = 0, total = 0, postings = 0;
     long long seq;
+    unsigned long long docno;
     int k;
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "stage_new takes ten arguments");
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "stage_new takes twelve arguments");
+        return NULL;
+    }
+    maps = args[10];
+    if (!PyDict_CheckExact(maps) || !PyLong_CheckExact(args[11])) {
+        PyErr_SetString(PyExc_TypeError, "stage_new: maps must be a dict, next_docno an int");
+        return NULL;
+    }
+    docno = PyLong_AsUnsignedLongLong(args[11]);
+    if (docno == (unsigned long long)-1 && PyErr_Occurred()) {
         return NULL;
     }
     plan = args[0];
@@ -649,7 +681,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc;
         Py_INCREF(p);
         rc = stage_one(module, sg, p, puts, docs, fresh, memo, shared, &seq, &prev, &length,
-                       &nterms);
+                       &nterms, maps, docno);
         Py_DECREF(p);
         if (rc < 0) {
             Py_DECREF(prev);
@@ -661,9 +693,10 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         documents += 1;
         total += length;
         postings += nterms;
+        docno += 1;
         n = PyList_GET_SIZE(prepared);
     }
-    return Py_BuildValue("(nLNnnn)", i, seq, prev, documents, total, postings);
+    return Py_BuildValue("(nLNnnnK)", i, seq, prev, documents, total, postings, docno);
 }
 
 static PyMethodDef write_methods[] = {

@@ -138,6 +138,7 @@ from cortex.storage.keys import (
     INDEX_PLAN,
     JOURNAL,
     LEX_DOC,
+    LEX_DOCNO,
     LEX_POSTING,
     LEX_SEGMENT,
     LEX_TERM,
@@ -243,7 +244,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 13
+FORMAT_VERSION: Final = 14
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -255,7 +256,8 @@ levels in the sealed head and episode records (no more ``sens/``); format 10 lex
 segments (``lex/s/``, ``specs/lexical.md`` §4b); format 11 a head records that its memory has
 use counters (``Head.has_counters``, ``specs/query.md`` §2); format 12 the claim index of current
 memories only and use-counter records that name their memory; format 13 ``vec/`` records that say
-their element type (float16 by default, ``specs/vector-index.md`` §3).
+their element type (float16 by default, ``specs/vector-index.md`` §3); format 14 lexical postings
+keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4).
 ``cortex.transfer.migrate`` upgrades older formats.
 """
 ALIASES_FEATURE: Final = "entity-aliases"
@@ -304,6 +306,7 @@ FEATURES: Final = frozenset(
         lexical.STEM_FEATURE,
         lexical.BLOCKS_FEATURE,
         lexical.SEGMENTS_FEATURE,
+        lexical.DOCNO_FEATURE,
         EPISODES_FEATURE,
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
@@ -560,7 +563,7 @@ def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
 
 def rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
     """Drop the whole lexical index and index every live memory again; returns how many."""
-    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT):
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT, LEX_DOCNO):
         for key in list(txn.keys(prefix)):
             txn.delete(key)
     txn.delete(lexical.STATS_KEY)
@@ -956,7 +959,7 @@ class Store:
         while i < n:
             shared = journal.write_shared() if _USE_SPEEDUPS else None
             if shared is not None:
-                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
+                i, journal.seq, journal.prev, documents, total, postings, nxt = _sp.stage_new(
                     _STAGE_PLAN,
                     prepared,
                     i,
@@ -967,8 +970,10 @@ class Store:
                     shared,
                     journal.seq,
                     journal.prev,
+                    lex._maps,
+                    lex._next,
                 )
-                lex.counted(documents, total, postings)
+                lex.counted(documents, total, postings, nxt)
                 if i == n:
                     break
             p = prepared[i]

@@ -18,9 +18,10 @@ from typing import Any, Final
 import cbor2
 import msgspec
 
-from cortex.errors import CodecError, IntegrityError
+from cortex.errors import CodecError, IntegrityError, StoreFullError
 from cortex.index import segments as _segments
 from cortex.index.postings import (
+    DOCNO_LIMIT,
     ENTRY,
     apply_many,
     block_entries,
@@ -46,10 +47,12 @@ from cortex.model.ids import MemoryId
 from cortex.model.records import Data
 from cortex.storage.keys import (
     LEX_DOC,
+    LEX_DOCNO,
     LEX_POSTING,
     LEX_SEGMENT,
     LEX_TERM,
     lex_doc_key,
+    lex_docno_key,
     lex_term_key,
     meta_key,
     parse_lex_doc_key,
@@ -88,6 +91,7 @@ _STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
 
 __all__ = [
     "BLOCKS_FEATURE",
+    "DOCNO_FEATURE",
     "FEATURE",
     "K1",
     "SEGMENTS_FEATURE",
@@ -106,6 +110,7 @@ __all__ = [
     "document_frequencies",
     "fold",
     "idf",
+    "logical",
     "read_stats",
     "same_terms",
     "search",
@@ -125,6 +130,9 @@ BLOCKS_FEATURE: Final = "lexical-posting-blocks"
 STATS_KEY: Final = meta_key("lexical")
 SEGMENTS_FEATURE: Final = "lexical-posting-segments"
 """The format feature of posting segments (format version 10): ``cortex.index.segments``."""
+DOCNO_FEATURE: Final = "lexical-docnos"
+"""The format feature of postings keyed by document number (format version 14): ``lex/i/``,
+``LexDoc.docno``, ``LexStats.next_docno`` and varint posting blocks (``lexical.md`` §4, §4a)."""
 SEGMENT_MAX: Final = 32
 """Segments a commit may leave at most; one that would leave more folds them all (§5; an
 implementation choice, not part of the format)."""
@@ -144,11 +152,13 @@ class LexDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
         version: the version of the memory that was indexed (its current version).
         length: the number of terms of its full form (with repeats).
         terms: its distinct terms, sorted by their UTF-8 bytes.
+        docno: its document number (format 14): what its postings are keyed by.
     """
 
     version: int
     length: int
     terms: tuple[str, ...] = ()
+    docno: int = 0
 
 
 class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -158,13 +168,15 @@ class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         documents: indexed memories (N).
         total_length: the sum of their lengths (for the average length).
         terms: distinct terms in the index (``lex/t/`` keys).
-        postings: ``lex/p/`` keys.
+        postings: postings of the combined index.
+        next_docno: the document number the next memory new to the index gets (format 14).
     """
 
     documents: int = 0
     total_length: int = 0
     terms: int = 0
     postings: int = 0
+    next_docno: int = 0
 
 
 DOC_CODEC: Final = StructCodec(
@@ -173,6 +185,7 @@ DOC_CODEC: Final = StructCodec(
         ("version", IntField(1)),
         ("length", IntField()),
         ("terms", ListField(TextField(256), max_items=2**32)),
+        ("docno", IntField(0, DOCNO_LIMIT - 1)),
     ],
     schema_version=1,
 )
@@ -183,6 +196,7 @@ STATS_CODEC: Final = StructCodec(
         ("total_length", IntField()),
         ("terms", IntField()),
         ("postings", IntField()),
+        ("next_docno", IntField(0, DOCNO_LIMIT)),
     ],
     schema_version=1,
 )
@@ -377,12 +391,20 @@ class Indexer:
         # (a purge: erased terms must leave the index's keys and values)
         self._fold = fold
         s = read_stats(txn)
-        self._documents, self._total, self._terms, self._postings = (
+        self._documents, self._total, self._terms, self._postings, self._next = (
             s.documents,
             s.total_length,
             s.terms,
             s.postings,
+            s.next_docno,
         )
+        # document numbers of memories removed in this transaction (id16 -> docno): an update
+        # re-indexes its memory under the same number
+        self._freed: dict[bytes, int] = {}
+        # lex/i/ entries of new numbers (docno -> id16) and numbers removed: at flush, those of
+        # the first not removed are written, those of the second not new are deleted
+        self._maps: dict[int, bytes] = {}
+        self._unmaps: set[int] = set()
         # df changes not yet written, by term, of the postings deleted; the held new ones
         # (``_pending``) are counted in by ``flush``
         self._delta: Counter[str] = Counter()
@@ -418,47 +440,63 @@ class Indexer:
         terms in code point order and how often each occurs. ``new``: the memory is new to the
         store in this transaction (no posting of it is stored or held), as for a write.
         """
+        docno = self._freed.pop(mid.bytes, None)
+        if docno is None:
+            docno = self._next
+            if docno >= DOCNO_LIMIT:
+                raise StoreFullError(
+                    "the lexical index has given out every document number (2**32): rebuild "
+                    "it with `cortex reindex`, which numbers the live memories from 0 again"
+                )
+            self._next = docno + 1
+            self._maps[docno] = mid.bytes
+        else:
+            self._unmaps.discard(docno)
+        raw = docno.to_bytes(4, "big")
         if _USE_SPEEDUPS:
-            raw = mid.bytes
-            key = LEX_DOC + raw
+            key = LEX_DOC + mid.bytes
             if new:
                 n = _sp.index_new(
-                    self._docs, key, self._fresh, self._by_length, raw, version, distinct, counts
-                )
+                    self._docs, key, self._fresh, self._by_length, raw, version, distinct,
+                    counts, docno,
+                )  # fmt: skip
             else:
                 n = _sp.index_doc(
-                    self._docs, key, self._pending, self._by_length, raw, version, distinct, counts
-                )
+                    self._docs, key, self._pending, self._by_length, raw, version, distinct,
+                    counts, docno,
+                )  # fmt: skip
             if n is not None:
                 self._documents += 1
                 self._total += n
                 self._postings += len(distinct)
                 return
         length = sum(counts)
-        doc = LexDoc(version=version, length=length, terms=tuple(distinct))
+        doc = LexDoc(version=version, length=length, terms=tuple(distinct), docno=docno)
         self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
         if not distinct:
             self._documents += 1
             return
         values = [entry_tail(tf, length) for tf in counts]  # (memoised there)
         if new:
-            _add_fresh(self._fresh, distinct, values, mid.bytes)
+            _add_fresh(self._fresh, distinct, values, raw)
         elif _USE_SPEEDUPS:
-            _sp.add_postings(self._pending, distinct, values, mid.bytes)
+            _sp.add_postings(self._pending, distinct, values, raw)
         else:
-            _add_postings(self._pending, distinct, values, mid.bytes)
+            _add_postings(self._pending, distinct, values, raw)
         self._documents += 1
         self._total += length
         self._postings += len(distinct)
 
-    def counted(self, documents: int, total_length: int, postings: int) -> None:
-        """Count in documents staged into ``_docs`` and ``_fresh`` as ``add_counted`` does.
+    def counted(self, documents: int, total_length: int, postings: int, next_docno: int) -> None:
+        """Count in documents staged as ``add_counted`` does, numbered up to ``next_docno``.
 
-        ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator.
+        ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator into
+        ``_docs``, ``_fresh`` and ``_maps``; ``next_docno`` is the next number to give.
         """
         self._documents += documents
         self._total += total_length
         self._postings += postings
+        self._next = next_docno
 
     def remove(self, mid: MemoryId) -> bool:
         """Take a memory out of the index; False when it was not indexed."""
@@ -470,7 +508,9 @@ class Indexer:
             if raw is None:
                 return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
-        raw = mid.bytes
+        self._freed[mid.bytes] = doc.docno
+        self._unmaps.add(doc.docno)
+        raw = doc.docno.to_bytes(4, "big")
         pending, gone = self._pending, self._gone
         if held_doc:  # added in this transaction: its postings are held, not stored
             stored = gone.get(raw, frozenset())
@@ -581,9 +621,7 @@ class Indexer:
             delta[term] += len(records) // ENTRY
         # the terms this transaction changes (the others' counts are the segments' already)
         changing = [t for t in delta if t in pending or t not in folded] if folded else None
-        if self._docs:
-            txn.put_many(self._docs.items())
-            self._docs.clear()
+        self._put_docs()
         blocks: list[tuple[bytes, bytes]] = []
         changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = list(
             changes_by_term.items()
@@ -654,12 +692,36 @@ class Indexer:
         """How many posting segments the transaction's snapshot holds (``lexical.md`` §4b)."""
         return len(_segments.overlay(self.txn).keys)
 
+    def _put_docs(self) -> None:
+        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change."""
+        txn = self.txn
+        if self._docs:
+            txn.put_many(self._docs.items())
+            self._docs.clear()
+        maps, unmaps = self._maps, self._unmaps
+        for docno in sorted(unmaps):
+            if docno not in maps:
+                txn.delete(lex_docno_key(docno))
+        if maps:
+            # new numbers are past every stored one: the puts append (``put_many``)
+            txn.put_many(
+                [
+                    (lex_docno_key(d), seal(raw))
+                    for d, raw in sorted(maps.items())
+                    if d not in unmaps
+                ]
+            )
+        maps.clear()
+        unmaps.clear()
+        self._freed.clear()
+
     def _put_stats(self) -> None:
         stats = LexStats(
             documents=self._documents,
             total_length=self._total,
             terms=self._terms,
             postings=self._postings,
+            next_docno=self._next,
         )
         self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
 
@@ -710,9 +772,7 @@ class Indexer:
         ``delta``: the segment's document frequency change by term (ADDs less DELs).
         """
         txn = self.txn
-        if self._docs:
-            txn.put_many(self._docs.items())
-            self._docs.clear()
+        self._put_docs()
         vocabulary = self._terms
         kept = ov.df_changes()
         if kept is None:
@@ -848,18 +908,22 @@ def search_terms(
 
     scores: dict[bytes, float] = {}
     allowed: Callable[[bytes], bool] | None = None
+    verdicts: dict[bytes, bool] = {}  # an allow predicate's, by docno
     if allow is None:
         pass
     elif callable(allow):
-        verdicts: dict[bytes, bool] = {}
 
         def allowed(raw: bytes) -> bool:
             v = verdicts.get(raw)
             if v is None:
-                v = verdicts[raw] = bool(allow(MemoryId(raw)))
+                v = verdicts[raw] = bool(allow(_id_of(txn, raw)))
             return v
     else:
-        ids = {m.bytes for m in allow}
+        wanted = list(allow)
+        load = getattr(txn, "preload", None)
+        if load is not None:  # an engine with round trips: their documents in one
+            load([lex_doc_key(m) for m in wanted])
+        ids = {d for d in (_docno_of(txn, m) for m in wanted) if d is not None}
         if len(ids) * len(plan) < sum(p[3] for p in plan):
             # a small allow-list: probe its members instead of scanning the lists
             for raw in sorted(ids):
@@ -871,7 +935,7 @@ def search_terms(
                         hit = True
                 if hit:
                     scores[raw] = total
-            return _top(scores, limit)
+            return _top(txn, scores, limit)
         allowed = ids.__contains__
 
     theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
@@ -896,7 +960,12 @@ def search_terms(
                 f = memo.get(tail)
                 scores[raw] = get(raw, 0.0) + w * (f if f is not None else factor(tail))
         else:
-            for raw, tail in _entries(txn, term, ov):
+            postings = list(_entries(txn, term, ov))
+            if callable(allow):  # the candidates' memories, read in one go where that matters
+                _preload_numbers(
+                    txn, [raw for raw, _ in postings if raw not in scores and raw not in verdicts]
+                )
+            for raw, tail in postings:
                 s = scores.get(raw)
                 if s is None:
                     if not allowed(raw):
@@ -906,7 +975,7 @@ def search_terms(
                 scores[raw] = s + w * (f if f is not None else factor(tail))
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
-    return _top(scores, limit)
+    return _top(txn, scores, limit)
 
 
 def _main_df(txn: ReadTxn, term: str) -> int:
@@ -971,9 +1040,47 @@ def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes |
     return find(txn, posting_prefix(term), raw)
 
 
-def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
+def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
+    """The ``limit`` best of ``scores`` (docno4 -> score): by score, ties by docno ascending."""
     best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [(MemoryId(raw), s) for raw, s in best]
+    _preload_numbers(txn, [raw for raw, _ in best])
+    return [(_id_of(txn, raw), s) for raw, s in best]
+
+
+def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
+    """Name the ``lex/i/`` entries about to be read: one round trip on an engine with them."""
+    load = getattr(txn, "preload", None)
+    if load is not None:
+        load([LEX_DOCNO + raw for raw in raws])
+
+
+def _id_of(txn: ReadTxn, raw: bytes) -> MemoryId:
+    """The memory a document number (4 bytes, big-endian) names, from ``lex/i/``.
+
+    Raises:
+        IntegrityError: the number has no entry, or the entry is damaged.
+    """
+    key = LEX_DOCNO + raw
+    value = txn.get(key)
+    if value is None:
+        raise IntegrityError(
+            f"document number {int.from_bytes(raw, 'big')} of the lexical index names no "
+            "memory (lex/i/): run verify"
+        )
+    p = unseal(key, value)
+    if len(p) != 16:
+        raise IntegrityError(f"record {show_key(key)} does not hold a memory id: run verify")
+    return MemoryId(p)
+
+
+def _docno_of(txn: ReadTxn, mid: MemoryId) -> bytes | None:
+    """A memory's document number (4 bytes, big-endian), or None when it is not indexed."""
+    key = lex_doc_key(mid)
+    value = txn.get(key)
+    if value is None:
+        return None
+    doc: LexDoc = _decode(DOC_CODEC, key, value)
+    return doc.docno.to_bytes(4, "big")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -983,11 +1090,14 @@ def _top(scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]
 def check(
     txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
 ) -> tuple[list[tuple[str, str]], LexStats]:
-    """Compare the index with what the live memories imply, both ways.
+    """Compare the index with what the live memories imply, both ways, by memory id.
 
-    Memory stays proportional to the memories and the vocabulary, not to the postings: the
-    postings are first compared by count and an order-independent digest, and only when those
-    disagree are they diffed one by one (rendering every memory a second time) to name them.
+    The postings are keyed by document numbers that follow the order of the writes, so the
+    comparison is logical: each posting's number is mapped to its memory through ``lex/i/``
+    (read once into memory: proportional to the memories). Memory otherwise stays
+    proportional to the memories and the vocabulary, not to the postings: the postings are
+    first compared by count and an order-independent digest, and only when those disagree are
+    they diffed one by one (rendering every memory a second time) to name them.
 
     Args:
         txn: a read transaction.
@@ -1000,6 +1110,8 @@ def check(
     add = problems.append
     want_df: Counter[str] = Counter()
     documents = total = postings = digest = 0
+    numbers = _docno_map(txn, add)  # docno4 -> id16
+    named: dict[bytes, bytes] = {}  # docno4 -> id16 of the LexDoc naming it
     for mid, terms in _analyzed(live):
         tfs = Counter(terms)
         length = len(terms)
@@ -1010,11 +1122,7 @@ def check(
         raw = mid.bytes
         for term, tf in tfs.items():
             digest += hash((term, raw, tf, length))
-        want = LexDoc(
-            version=live[mid][1],
-            length=length,
-            terms=tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))),
-        )
+        want = (live[mid][1], length, tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))))
         key = lex_doc_key(mid)
         value = txn.get(key)
         if value is None:
@@ -1025,14 +1133,20 @@ def check(
         except (IntegrityError, CodecError) as exc:
             add((show_key(key), str(exc)))
             continue
-        if doc != want:
+        if (doc.version, doc.length, doc.terms) != want:
             add(
                 (
                     show_key(key),
                     f"holds version {doc.version}, length {doc.length} and its terms, "
-                    f"where the memory implies version {want.version}, length {want.length}",
+                    f"where the memory implies version {want[0]}, length {want[1]}",
                 )
             )
+        number = doc.docno.to_bytes(4, "big")
+        if number in named:
+            add((show_key(key), f"document number {doc.docno} is another memory's too"))
+        named[number] = raw
+        if numbers.get(number) != raw:
+            add((f"lex/i/{doc.docno}", f"does not name {mid}, whose document has the number"))
     for key in txn.keys(LEX_DOC):
         try:
             indexed = parse_lex_doc_key(key) in live
@@ -1041,15 +1155,17 @@ def check(
             continue
         if not indexed:
             add((show_key(key), "indexes a memory that is missing or tombstoned"))
+    for number in sorted(numbers.keys() - named.keys()):
+        add((f"lex/i/{int.from_bytes(number, 'big')}", "names no indexed memory"))
     want_stats = LexStats(
         documents=documents, total_length=total, terms=len(want_df), postings=postings
     )
     ov, seg_problems = _check_segments(txn)
     problems += seg_problems
     main_df: Counter[str] = Counter()
-    postings_ok = _posting_digest(txn, ov, main_df) == (postings, digest & _MASK64)
+    postings_ok = _posting_digest(txn, ov, main_df, numbers) == (postings, digest & _MASK64)
     if not postings_ok:
-        problems.extend(_posting_problems(txn, live, ov))
+        problems.extend(_posting_problems(txn, live, ov, numbers))
     # lex/t/ counts the main blocks' postings; with the segments' change, the live memories'
     for term, d in ov.df_delta.items():
         want_df[term] -= d
@@ -1077,12 +1193,42 @@ def check(
         add(("meta/lexical", str(exc)))
         stats = LexStats()
     else:
+        # the next document number is not implied by the live memories: it is past every
+        # number given out (the stored ones, at least)
+        highest = max((int.from_bytes(n, "big") for n in (*numbers, *named)), default=-1)
+        if stats.next_docno <= highest:
+            add(
+                (
+                    "meta/lexical",
+                    f"next document number {stats.next_docno}, but {highest} is given out",
+                )
+            )
+        want_stats = msgspec.structs.replace(want_stats, next_docno=stats.next_docno)
         if stats != want_stats:
             add(("meta/lexical", f"holds {stats}, the live memories imply {want_stats}"))
     return problems, stats
 
 
 _MASK64: Final = (1 << 64) - 1
+
+
+def _docno_map(txn: ReadTxn, add: Callable[[tuple[str, str]], None]) -> dict[bytes, bytes]:
+    """Every ``lex/i/`` entry: docno4 -> id16; a damaged one is reported and left out."""
+    out: dict[bytes, bytes] = {}
+    for key, value in txn.scan(LEX_DOCNO):
+        if len(key) != len(LEX_DOCNO) + 4:
+            add((key.hex(), "is not a document number key"))
+            continue
+        try:
+            p = unseal(key, value)
+        except IntegrityError as exc:
+            add((show_key(key), str(exc)))
+            continue
+        if len(p) != 16:
+            add((show_key(key), "does not hold a memory id"))
+            continue
+        out[key[len(LEX_DOCNO) :]] = p
+    return out
 
 
 def _analyzed(
@@ -1100,11 +1246,12 @@ def _blocks(
 ) -> Iterator[tuple[bytes, str | None, list[tuple[bytes, int, int]] | str]]:
     """Every posting block: ``(key, term, postings)``, or ``(key, term, what is wrong)``.
 
-    Checks each block (``block_entries``) and the order of the blocks of a term: each begins
-    after the previous one's last posting. ``term`` is None when the key is malformed.
+    Postings are ``(docno4, tf, length)``. Checks each block (``block_entries``) and the order
+    of the blocks of a term: each begins after the previous one's last posting. ``term`` is
+    None when the key is malformed.
     """
     last_term: str | None = None
-    last_id = b""
+    last_id = -1
     for key, value in txn.scan(LEX_POSTING):
         try:
             term = parse_posting_key(key)[0]
@@ -1120,7 +1267,7 @@ def _blocks(
             yield key, term, "overlaps the block before it"
             continue
         last_term, last_id = term, entries[-1][0]
-        yield key, term, entries
+        yield key, term, [(d.to_bytes(4, "big"), tf, dl) for d, tf, dl in entries]
 
 
 def _check_segments(txn: ReadTxn) -> tuple[_segments.Overlay, list[tuple[str, str]]]:
@@ -1156,7 +1303,7 @@ def _check_segments(txn: ReadTxn) -> tuple[_segments.Overlay, list[tuple[str, st
             if held != in_main:
                 problems.append(
                     (
-                        f"lex/s/{term}/{MemoryId(raw)}",
+                        f"lex/s/{term}/{int.from_bytes(raw, 'big')}",
                         "a segment adds a posting the blocks hold"
                         if not in_main
                         else "a segment changes or removes a posting the blocks do not hold",
@@ -1203,23 +1350,26 @@ def _tail_of(tail: bytes | None) -> tuple[int, int]:
 
 
 def _posting_digest(
-    txn: ReadTxn, ov: _segments.Overlay, main_df: Counter[str]
+    txn: ReadTxn, ov: _segments.Overlay, main_df: Counter[str], numbers: dict[bytes, bytes]
 ) -> tuple[int, int] | None:
     """``(count, digest)`` of the postings with the segments', or ``None`` if a block is bad.
 
-    Counts each term's postings in the main blocks into ``main_df``.
+    Each posting counts under the memory its number names (``numbers``: docno4 -> id16);
+    a number naming none counts under itself, so the digest cannot match. Counts each term's
+    postings in the main blocks into ``main_df``.
     """
     count = digest = 0
     for _, term, entries in _blocks(txn):
         if isinstance(entries, str):
             return None
         main_df[term] += len(entries)  # type: ignore[index]
+    get = numbers.get
     for _, term, entries in _combined(txn, ov):
         if isinstance(entries, str):  # pragma: no cover - caught above
             return None
         count += len(entries)
         for raw, tf, length in entries:
-            digest += hash((term, raw, tf, length))
+            digest += hash((term, get(raw, raw), tf, length))
     return count, digest & _MASK64
 
 
@@ -1227,41 +1377,42 @@ def _posting_problems(
     txn: ReadTxn,
     live: dict[MemoryId, tuple[MemoryType, int, bytes]],
     ov: _segments.Overlay,
+    numbers: dict[bytes, bytes],
 ) -> list[tuple[str, str]]:
     """Every damaged block, and every posting missing, extra or wrong (the slow, exact diff).
 
-    A posting is named ``lex/p/<term>/<id>``.
+    A posting is named ``lex/p/<term>/<id>`` (``lex/p/<term>/#<docno>`` when its number names
+    no memory).
     """
     problems: list[tuple[str, str]] = []
     add = problems.append
-    want: dict[bytes, tuple[int, int]] = {}
+    want: dict[tuple[str, bytes], tuple[int, int]] = {}
     for mid, terms in _analyzed(live):
         tfs = Counter(terms)
         for term, tf in tfs.items():
-            want[posting_prefix(term) + mid.bytes] = (tf, len(terms))
-    blocks = [b for b in _combined(txn, ov) if b[0]]
-    extra = [b for b in _combined(txn, ov) if not b[0]]
-    for i, (key, block_term, entries) in enumerate(blocks):
+            want[term, mid.bytes] = (tf, len(terms))
+    damaged: set[str] = set()
+    rows = list(_combined(txn, ov))
+    for key, block_term, entries in rows:
         if block_term is None or isinstance(entries, str):
             add((show_key(key) if block_term is not None else key.hex(), str(entries)))
             if block_term is not None:
-                # the postings this block should hold are not named again one by one: the ids
-                # from its key to the next block's of the term
-                held = posting_prefix(block_term)
-                following = blocks[i + 1][0] if i + 1 < len(blocks) else b""
-                end = following if following.startswith(held) else None
-                for k in [k for k in want if k.startswith(held) and k >= key]:
-                    if end is None or k < end:
-                        del want[k]
-            continue
-    for _, block_term, entries in blocks + extra:
+                damaged.add(block_term)  # its postings are not named again one by one
+    for _, block_term, entries in rows:
         if block_term is None or isinstance(entries, str):
             continue
-        prefix = posting_prefix(block_term)
         for raw, tf, length in entries:
-            k = prefix + raw
-            name = show_key(k)
-            expected = want.pop(k, None)
+            named = numbers.get(raw)
+            if named is None:
+                add(
+                    (
+                        f"lex/p/{block_term}/#{int.from_bytes(raw, 'big')}",
+                        "posting of a document number that names no memory",
+                    )
+                )
+                continue
+            name = f"lex/p/{block_term}/{MemoryId(named)}"
+            expected = want.pop((block_term, named), None)
             if expected is None:
                 add((name, "posting of no live memory or of a term it does not hold"))
             elif (tf, length) != expected:
@@ -1272,9 +1423,50 @@ def _posting_problems(
                         f"length={expected[1]}",
                     )
                 )
-    for k in sorted(want):
-        add((show_key(k), "posting missing"))
+    for term, gone in sorted(want, key=lambda k: (k[0].encode("utf-8"), k[1])):
+        if term not in damaged:
+            add((f"lex/p/{term}/{MemoryId(gone)}", "posting missing"))
     return problems
+
+
+def logical(txn: ReadTxn) -> dict[str, Any]:
+    """The index as the live memories imply it, whatever the document numbers (format 14).
+
+    Two stores indexing the same memories give equal results even when their numbers differ
+    (they follow the order of the writes): ``postings`` maps ``(term, id16)`` to ``(tf, dl)``
+    in the combined index (§4b), ``df`` each term to its combined frequency, ``docs`` each
+    ``lex/d/`` id16 to ``(version, length, terms)``, ``stats`` ``meta/lexical`` without its
+    next document number. For tests and tools comparing stores; reads everything.
+
+    Raises:
+        IntegrityError: a record is damaged.
+    """
+    numbers: dict[bytes, bytes] = {}
+    for key, value in txn.scan(LEX_DOCNO):
+        numbers[key[len(LEX_DOCNO) :]] = unseal(key, value)
+    ov = _segments.overlay(txn)
+    postings: dict[tuple[str, bytes], tuple[int, int]] = {}
+    for _, term, entries in _combined(txn, ov):
+        if term is None or isinstance(entries, str):
+            raise IntegrityError(f"a damaged posting block of {term!r}: {entries}")
+        for raw, tf, dl in entries:
+            postings[term, numbers.get(raw, raw)] = (tf, dl)
+    df: Counter[str] = Counter()
+    for key, value in txn.scan(LEX_TERM):
+        df[parse_lex_term_key(key)] += _df(key, value)
+    for term, d in ov.df_delta.items():
+        df[term] += d
+    docs = {}
+    for key, value in txn.scan(LEX_DOC):
+        doc: LexDoc = _decode(DOC_CODEC, key, value)
+        docs[key[len(LEX_DOC) :]] = (doc.version, doc.length, doc.terms)
+    stats = msgspec.structs.replace(read_stats(txn), next_docno=0)
+    return {
+        "postings": postings,
+        "df": {t: n for t, n in df.items() if n},
+        "docs": docs,
+        "stats": stats,
+    }
 
 
 def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) -> None:
@@ -1292,13 +1484,12 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
         return
     first: dict[str, bytes] = {}
     postings = 0
-    for mid, terms in docs:
-        b = mid.bytes
+    last = b"\xff\xff\xff\xff"  # new document numbers follow every other: the last block
+    for _, terms in docs:
         distinct = set(terms)
         postings += len(distinct)
         for t in distinct:
-            if t not in first or b < first[t]:
-                first[t] = b
+            first[t] = last
     if not first:
         return
     prefetch([lex_term_key(t) for t in first])
@@ -1343,4 +1534,6 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     assert rarest is not None
     term = rarest[1]
     want = entry_tail(counts[term], len(terms))
-    return [MemoryId(raw) for raw, tail in _entries(txn, term, ov) if tail == want]
+    same = [raw for raw, tail in _entries(txn, term, ov) if tail == want]
+    _preload_numbers(txn, same)
+    return [_id_of(txn, raw) for raw in same]

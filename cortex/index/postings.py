@@ -1,24 +1,22 @@
-"""Posting blocks: the postings of one term, in id order, stored in runs (``lexical.md`` §4).
+"""Posting blocks: the postings of one term, in document number order (``lexical.md`` §4a).
 
-A term's postings are kept in blocks of at most ``BLOCK_MAX``. A block's key is the term's
-posting prefix and the id of its first posting (``lex/p/`` term ``0x00`` id16); its sealed
-payload holds its postings, 24 bytes each: the id (16 bytes), the term frequency and the
-document length (unsigned 32-bit, big-endian). Within a block the ids ascend strictly, and the
-blocks of a term hold ascending, disjoint runs of ids.
+Every memory in the lexical index has a **document number** (docno, ``lexical.md`` §4), given
+in write order and kept for the memory's life. A term's postings are kept in blocks of at most
+``BLOCK_MAX``, in ascending docno order. A block's key is the term's posting prefix and the
+docno of its first posting (``lex/p/`` term ``0x00`` u32be); its sealed payload holds its
+postings as varints (``block_encode``): the first ``tf``, ``dl``; each next ``delta``, ``tf``,
+``dl``, where ``delta`` is its docno less the previous posting's (>= 1).
 
-Where the blocks split is a function of the term's ids alone, whatever the order of the writes
-that made them: a posting begins a block when it is the term's first, when its id is a
-*boundary* (``crc32(id) % SPREAD == 0``), or when the block before it is full. Boundaries depend
-on the id only, so a change rewrites the blocks around it up to the next boundary and no
-further; and a batch of new memories (ascending ids) appends to the last block of each of its
-terms and adds blocks after it: about one put per ``SPREAD`` postings instead of one each.
+Inside the process a posting is a 12-byte record: the docno (u32 big-endian, so that bytes sort
+as numbers) and its *tail*, ``tf`` and ``dl`` (u32 big-endian each). The writer's changes are
+keyed by the 4 docno bytes. New memories take numbers past every other, so their postings
+append to the last block of each term: ingest never rewrites the middle of a list.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 from cortex.errors import IntegrityError
@@ -31,43 +29,46 @@ except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
 _USE_SPEEDUPS: bool = _sp is not None and all(
-    hasattr(_sp, name)
-    for name in ("posting_run", "cut_blocks", "block_append", "append_runs", "merge_run")
+    hasattr(_sp, name) for name in ("block_encode", "block_decode", "append_fresh")
 )
-"""Join and cut runs of postings in C (``cortex._speedups``) when it is built; tests switch
-this off to compare with the Python paths."""
+"""Encode, decode and append to posting blocks in C (``cortex._speedups``) when it is built;
+tests switch this off to compare with the Python paths."""
 
 __all__ = [
     "BLOCK_MAX",
+    "DOCNO_LIMIT",
     "ENTRY",
-    "SPREAD",
     "apply",
     "apply_many",
+    "block_encode",
     "block_entries",
-    "block_payload",
-    "blocks",
+    "block_records",
+    "cut_runs",
+    "decode_varint",
+    "encode_varint",
     "entry_tail",
     "find",
     "fresh_changes",
-    "is_boundary",
     "term_entries",
 ]
 
-ENTRY: Final = 24
-"""Bytes per posting: id16, tf (u32 BE), length (u32 BE)."""
-BLOCK_MAX: Final = 64
-"""Postings per block at most (64 x 24 = 1,536 bytes: a block stays on its LMDB page)."""
-SPREAD: Final = 32
-"""One id in ``SPREAD`` is a boundary: blocks hold ~24 postings on average (at most 64)."""
+ENTRY: Final = 12
+"""Bytes per posting record in the process: docno (u32 BE), tf (u32 BE), length (u32 BE)."""
+BLOCK_MAX: Final = 128
+"""Postings per block at most."""
+DOCNO_LIMIT: Final = 1 << 32
+"""Document numbers are below this (u32): the index refuses to number more memories."""
 _U32: Final = 1 << 32
+_LAST: Final = b"\xff\xff\xff\xff"  # the largest docno: a term's last block is at or before it
 _TAIL: Final = struct.Struct(">II")
+_REC: Final = struct.Struct(">III")
 
 _TAILS: dict[tuple[int, int], bytes] = {}
 _TAILS_MAX: Final = 1 << 16
 
 
 def entry_tail(tf: int, length: int) -> bytes:
-    """The 8 bytes after a posting's id: ``tf`` and ``length``, each u32 big-endian.
+    """The 8 bytes after a posting's docno: ``tf`` and ``length``, each u32 big-endian.
 
     Raises:
         ValueError: ``tf`` is below 1, above ``length``, or a count does not fit 32 bits.
@@ -82,123 +83,173 @@ def entry_tail(tf: int, length: int) -> bytes:
     return tail
 
 
-def block_payload(key: bytes, value: bytes) -> bytes:
-    """A block's checked payload: its checksum, its size and its first id (the key's).
+def encode_varint(n: int, out: bytearray) -> None:
+    """Append ``n`` (0 <= n < 2**64) as an unsigned LEB128 varint: 7 bits a byte, low first."""
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def decode_varint(p: bytes, i: int) -> tuple[int, int]:
+    """The canonical varint at ``p[i]``: ``(value, next index)``.
+
+    At most 5 bytes (values below 2**35; the callers check their own ranges); the shortest
+    form only (a last byte of 0 after others is refused).
+
+    Raises:
+        ValueError: the varint is cut, longer than 5 bytes or not in its shortest form.
+    """
+    n = shift = 0
+    for k in range(5):
+        if i + k >= len(p):
+            raise ValueError("a varint is cut")
+        b = p[i + k]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            if b == 0 and k:
+                raise ValueError("a varint not in its shortest form")
+            return n, i + k + 1
+        shift += 7
+    raise ValueError("a varint longer than 5 bytes")
+
+
+def block_encode(records: bytes) -> bytes:
+    """The payload of a block of postings given as 12-byte records (docnos strictly ascending).
+
+    Raises:
+        ValueError: no postings, docnos not ascending, or a bad ``tf``/``dl``.
+    """
+    if _USE_SPEEDUPS and type(records) is bytes:
+        fast: bytes | None = _sp.block_encode(records, BLOCK_MAX)
+        if fast is not None:  # else the checks below say what is wrong
+            return fast
+    n = len(records) // ENTRY
+    if not 1 <= n <= BLOCK_MAX or len(records) % ENTRY:
+        raise ValueError(f"a block holds 1 to {BLOCK_MAX} postings, got {len(records)} bytes")
+    out = bytearray()
+    last = -1
+    for docno, tf, dl in _REC.iter_unpack(records):
+        if not 1 <= tf <= dl:
+            raise ValueError(f"a posting needs 1 <= tf <= length, got {tf}, {dl}")
+        if last >= 0:
+            if docno <= last:
+                raise ValueError("docnos out of order or repeated")
+            encode_varint(docno - last, out)
+        last = docno
+        encode_varint(tf, out)
+        encode_varint(dl, out)
+    return bytes(out)
+
+
+def _decode_payload(first: int, p: bytes) -> bytes:
+    """The 12-byte records of a block payload whose first docno is ``first``.
+
+    Raises:
+        ValueError: the payload is not the canonical encoding of 1 to ``BLOCK_MAX`` postings.
+    """
+    out = bytearray()
+    i, n, docno, count = 0, len(p), first, 0
+    pack = _REC.pack
+    while i < n:
+        if count:
+            delta, i = decode_varint(p, i)
+            if delta < 1:
+                raise ValueError("a docno delta of 0")
+            docno += delta
+            if docno >= _U32:
+                raise ValueError("a docno past 2**32 - 1")
+        tf, i = decode_varint(p, i)
+        dl, i = decode_varint(p, i)
+        if not 1 <= tf <= dl < _U32:
+            raise ValueError(f"a posting with tf={tf}, length={dl}")
+        out += pack(docno, tf, dl)
+        count += 1
+        if count > BLOCK_MAX:
+            raise ValueError(f"more than {BLOCK_MAX} postings")
+    if not count:
+        raise ValueError("an empty block")
+    return bytes(out)
+
+
+# decoded blocks by their sealed value and first docno: a block's bytes always hold the same
+# postings, so a hit needs no checksum or decoding (searches read the same lists again)
+_DECODED: dict[tuple[bytes, bytes], bytes] = {}
+_DECODED_MAX: Final = 1 << 14
+
+
+def block_records(key: bytes, value: bytes) -> bytes:
+    """A block's postings as 12-byte records, checked (checksum, canonical payload).
 
     Raises:
         IntegrityError: the block is damaged (naming its key).
     """
+    first = key[-4:]
+    got = _DECODED.get((first, value))
+    if got is not None:
+        return got
     p = unseal(key, value)
-    n, rest = divmod(len(p), ENTRY)
-    if rest or not 1 <= n <= BLOCK_MAX or p[:16] != key[-16:]:
-        raise IntegrityError(
-            f"record {show_key(key)} is not a posting block: {len(p)} bytes, or its first "
-            "posting is not its key's"
-        )
-    return p
+    got = _sp.block_decode(int.from_bytes(first, "big"), p, BLOCK_MAX) if _USE_SPEEDUPS else None
+    try:
+        if got is None:  # the Python definition: it says what is wrong
+            got = _decode_payload(int.from_bytes(first, "big"), p)
+    except ValueError as exc:
+        raise IntegrityError(f"record {show_key(key)} is not a posting block: {exc}") from None
+    if len(_DECODED) >= _DECODED_MAX:
+        _DECODED.clear()
+    _DECODED[first, value] = got
+    return got
 
 
-def block_entries(key: bytes, value: bytes) -> list[tuple[bytes, int, int]]:
-    """Every posting of a block as ``(id16, tf, length)``, fully checked (for ``verify``).
+def block_entries(key: bytes, value: bytes) -> list[tuple[int, int, int]]:
+    """Every posting of a block as ``(docno, tf, length)``, fully checked (for ``verify``).
 
     Raises:
-        IntegrityError: the block is damaged or its postings are out of order or invalid.
+        IntegrityError: the block is damaged.
     """
-    p = block_payload(key, value)
-    out = []
-    last = b""
-    for i in range(0, len(p), ENTRY):
-        raw = p[i : i + 16]
-        tf, length = _TAIL.unpack_from(p, i + 16)
-        if raw <= last or not 1 <= tf <= length:
-            raise IntegrityError(
-                f"record {show_key(key)} holds a posting out of order or with tf={tf}, "
-                f"length={length}"
-            )
-        last = raw
-        out.append((raw, tf, length))
-    return out
+    return list(_REC.iter_unpack(block_records(key, value)))
 
 
-def _pairs(payload: bytes) -> Iterator[tuple[bytes, bytes]]:
-    for i in range(0, len(payload), ENTRY):
-        yield payload[i : i + 16], payload[i + 16 : i + ENTRY]
+def _pairs(records: bytes) -> Iterator[tuple[bytes, bytes]]:
+    for i in range(0, len(records), ENTRY):
+        yield records[i : i + 4], records[i + 4 : i + ENTRY]
 
 
 def term_entries(txn: ReadTxn, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """``(id16, tail)`` of every posting under a term's ``posting_prefix``, in id order.
+    """``(docno4, tail)`` of every posting under a term's ``posting_prefix``, in docno order.
 
     Each block is checked as it is read.
     """
     for key, value in txn.scan(prefix):
-        yield from _pairs(block_payload(key, value))
+        yield from _pairs(block_records(key, value))
 
 
 def find(txn: ReadTxn, prefix: bytes, raw: bytes) -> bytes | None:
-    """The tail of the posting of id ``raw`` under a term's ``prefix``, or None."""
+    """The tail of the posting of docno ``raw`` (4 bytes) under a term's ``prefix``, or None."""
     start = txn.seek(prefix, prefix + raw, reverse=True)
     if start is None:
         return None
     value = txn.get(start)
     if value is None:  # pragma: no cover - the key was just found
         return None
-    p = block_payload(start, value)
+    p = block_records(start, value)
     lo, hi = 0, len(p) // ENTRY
-    while lo < hi:  # binary search: the ids ascend
+    while lo < hi:  # binary search: the docnos ascend
         mid = (lo + hi) // 2
-        here = p[mid * ENTRY : mid * ENTRY + 16]
+        here = p[mid * ENTRY : mid * ENTRY + 4]
         if here < raw:
             lo = mid + 1
         elif here > raw:
             hi = mid
         else:
-            return p[mid * ENTRY + 16 : (mid + 1) * ENTRY]
+            return p[mid * ENTRY + 4 : (mid + 1) * ENTRY]
     return None
 
 
-def is_boundary(raw: bytes) -> bool:
-    """Whether a posting of id ``raw`` always begins a block."""
-    return zlib.crc32(raw) % SPREAD == 0
-
-
-def blocks(run: bytes, held: int = 0) -> list[bytes]:
-    """Cut a run of postings (24 bytes each, ascending ids) into block payloads.
-
-    With ``held`` = 0 the run's first posting begins a block. Otherwise the run continues a
-    block holding ``held`` postings: the result's first payload is what the run adds to it
-    (empty when the run's first posting begins a block of its own).
-    """
-    if _USE_SPEEDUPS:
-        return _sp.cut_blocks(run, held, BLOCK_MAX, SPREAD)
-    return _blocks(run, held)
-
-
-def _blocks(run: bytes, held: int) -> list[bytes]:
-    out = []
-    start = 0
-    count = held - 1 if held else 0  # postings in the current block before the one at i
-    for i in range(ENTRY if not held else 0, len(run), ENTRY):
-        count += 1
-        if count >= BLOCK_MAX or is_boundary(run[i : i + 16]):
-            out.append(run[start:i])
-            start, count = i, 0
-    out.append(run[start:])
-    return out
-
-
-def _run(changes: Mapping[bytes, bytes | None]) -> bytes | None:
-    """The postings ``changes`` sets, joined in id order; None when one is a removal."""
-    if _USE_SPEEDUPS and type(changes) is dict:
-        return _sp.posting_run(changes)
-    if None in changes.values():
-        return None
-    return b"".join([raw + changes[raw] for raw in sorted(changes)])  # type: ignore[operator]
-
-
-def _before(raw: bytes) -> bytes:
-    """The id just below ``raw`` (ids are 16-byte unsigned integers), or ``raw`` for 0."""
-    n = int.from_bytes(raw, "big")
-    return (n - 1).to_bytes(16, "big") if n else raw
+def cut_runs(records: bytes) -> list[bytes]:
+    """Records cut into runs of ``BLOCK_MAX`` postings from the first (the last run shorter)."""
+    step = BLOCK_MAX * ENTRY
+    return [records[i : i + step] for i in range(0, len(records), step)]
 
 
 def apply(
@@ -207,12 +258,13 @@ def apply(
     changes: Mapping[bytes, bytes | None],
     puts: list[tuple[bytes, bytes]] | None = None,
 ) -> int:
-    """Make ``term``'s postings reflect ``changes``: id16 -> tail (set) or None (remove).
+    """Make ``term``'s postings reflect ``changes``: docno4 -> tail (set) or None (remove).
 
-    Reads the blocks the change can move (from the block before the first changed id through
-    the last block before the next boundary after the last changed id), cuts their postings
-    again, and writes back the blocks that differ. New ids after every posting of the term (a
-    batch of new memories) only read and extend its last block.
+    Each change falls in the block whose first docno is the greatest at or below its docno
+    (else the term's first block). Every block a change falls in is read, changed and cut again
+    into runs of ``BLOCK_MAX`` from its first posting; the other blocks are not read. New
+    docnos (past every other) fall in the term's last block: a batch of new memories reads and
+    extends it, then adds blocks after it.
 
     Args:
         txn: the write transaction.
@@ -230,116 +282,69 @@ def apply(
     if not changes:
         return 0
     prefix = posting_prefix(term)
-    run = _run(changes)  # None when a change removes a posting
-    if run is not None:
-        # the common case first: new ids after the term's last block begins
-        lo, hi = run[:16], run[-ENTRY:-8]
-        start, value, after = txn.around(prefix, prefix + lo)
-        if (
-            start is not None
-            and value is not None
-            and start[-16:] < lo
-            and (after is None or (after[-16:] > hi and is_boundary(after[-16:])))
-        ):
-            if _USE_SPEEDUPS:
-                changed = _sp.block_append(prefix, run, start, value, BLOCK_MAX, SPREAD)
-                if changed is not None:  # else the checks below say what is wrong
-                    if puts is None:
-                        for key, block in changed:
-                            txn.put(key, block)
-                    else:
-                        puts += changed
-                    return len(changes)
-            payload = block_payload(start, value)
-            if payload[-ENTRY:-8] < lo:  # after its last posting: append
-                cut = blocks(run, len(payload) // ENTRY)
-                cut[0] = payload + cut[0]
-                _write(txn, prefix, cut, {start: payload}, puts)
-                return len(changes)
     ids = sorted(changes)
-    lo, hi = ids[0], ids[-1]
-    # the first block that may change: the one holding the id just before ``lo`` (its first
-    # posting, before every change, stays where it is), else the term's first block
-    start = txn.seek(prefix, prefix + _before(lo), reverse=True)
-    if start is not None and start[-16:] >= lo:  # lo is id 0: nothing comes before it
-        start = None
-    old: dict[bytes, bytes] = {}  # key -> payload of the blocks read
-    for key, value in txn.scan(prefix, start=start if start is not None else prefix):
-        first = key[-16:]
-        if first > hi and old and is_boundary(first):
-            break  # from here on the blocks are as they were
-        old[key] = block_payload(key, value)
-    merged_c = (
-        _sp.merge_run(list(old.values()), changes)
-        if _USE_SPEEDUPS and type(changes) is dict
-        else None
-    )
-    if merged_c is not None:
-        merged, delta = merged_c
-        _write(txn, prefix, blocks(merged) if merged else [], old, puts)
-        return delta
-    held: dict[bytes, bytes] = {}
-    for payload in old.values():
-        held.update(_pairs(payload))
     delta = 0
-    for raw in ids:
-        tail = changes[raw]
-        if tail is None:
-            if held.pop(raw, None) is None:
-                raise IntegrityError(
-                    f"the posting of {term!r} in {raw.hex()} is missing: run verify"
-                )
-            delta -= 1
-        else:
-            delta += raw not in held
-            held[raw] = tail
-    merged = b"".join([raw + held[raw] for raw in sorted(held)])
-    _write(txn, prefix, blocks(merged) if merged else [], old, puts)
-    return delta
-
-
-def _write(
-    txn: WriteTxn,
-    prefix: bytes,
-    cut: list[bytes],
-    old: dict[bytes, bytes],
-    puts: list[tuple[bytes, bytes]] | None,
-) -> None:
-    """Store the blocks ``cut`` in place of ``old`` (key -> payload): what differs only."""
-    new = []
-    for block in cut:
-        key = prefix + block[:16]
-        if old.pop(key, None) != block:
-            new.append((key, seal(block)))
-    for key in old:
-        txn.delete(key)
+    new: list[tuple[bytes, bytes]] = []
+    i, n = 0, len(ids)
+    while i < n:
+        k0, v0, k1 = txn.around(prefix, prefix + ids[i])
+        if k0 is None and k1 is not None:  # before the term's first block: that block
+            k0, v0 = k1, txn.get(k1)
+            k1 = txn.seek(prefix, prefix + (int.from_bytes(k1[-4:], "big") + 1).to_bytes(4, "big"))
+        held: dict[bytes, bytes] = {}
+        if k0 is not None:
+            assert v0 is not None
+            held = dict(_pairs(block_records(k0, v0)))
+        end = k1[-4:] if k1 is not None else None
+        j = i
+        while j < n and (end is None or ids[j] < end):
+            raw = ids[j]
+            tail = changes[raw]
+            if tail is None:
+                if held.pop(raw, None) is None:
+                    raise IntegrityError(
+                        f"the posting of {term!r} in document {int.from_bytes(raw, 'big')} is "
+                        "missing: run verify"
+                    )
+                delta -= 1
+            else:
+                delta += raw not in held
+                held[raw] = tail
+            j += 1
+        i = j
+        records = b"".join([raw + held[raw] for raw in sorted(held)])
+        old = {k0: v0} if k0 is not None else {}
+        for run in cut_runs(records):
+            key = prefix + run[:4]
+            payload = block_encode(run)
+            was = old.pop(key, None)
+            if was is None or unseal(key, was) != payload:
+                new.append((key, seal(payload)))
+        for key in old:
+            txn.delete(key)
     if puts is None:
         for key, value in new:
             txn.put(key, value)
     else:
         puts += new
+    return delta
 
 
 def fresh_changes(records: bytes | bytearray) -> dict[bytes, bytes | None]:
-    """New postings held as id16 + tail8 records, as ``apply``'s changes.
+    """New postings held as docno4 + tail8 records, as ``apply``'s changes.
 
     ``Indexer.add_counted(new=True)`` holds a new memory's postings so.
 
     Raises:
-        ValueError: the records are not whole, or an id repeats (a memory indexed twice).
+        ValueError: the records are not whole, or a docno repeats (a memory indexed twice).
     """
     out: dict[bytes, bytes | None] = {
-        bytes(records[i : i + 16]): bytes(records[i + 16 : i + ENTRY])
+        bytes(records[i : i + 4]): bytes(records[i + 4 : i + ENTRY])
         for i in range(0, len(records), ENTRY)
     }
     if len(records) % ENTRY or len(out) * ENTRY != len(records):
-        raise ValueError("new postings that are not whole records, or an id given twice")
+        raise ValueError("new postings that are not whole records, or a docno given twice")
     return out
-
-
-def _first_id(records: bytes | bytearray) -> bytes:
-    """The smallest id of id16 + tail8 records."""
-    return min(bytes(records[i : i + 16]) for i in range(0, len(records), ENTRY))
 
 
 def apply_many(
@@ -349,10 +354,8 @@ def apply_many(
 ) -> None:
     """``apply(txn, term, held, puts)`` for each ``(term, held)``, in term order.
 
-    ``held`` is a mapping of changes, or new postings as id16 + tail8 records (in any order;
-    ``fresh_changes``). With the C accelerator and an engine that lends its cursor, the common
-    cases (appending after a term's last block, a term's first blocks) run in one call; the
-    rest as ``apply``.
+    ``held`` is a mapping of changes, or new postings as docno4 + tail8 records (in any order;
+    ``fresh_changes``).
     """
     cursor = getattr(txn, "cursor", None)
     prefetch = getattr(txn, "prefetch_around", None)
@@ -360,19 +363,74 @@ def apply_many(
         # an engine across a network reads each term's first around() in one round trip
         prefetch(
             [
-                (p, p + (min(held) if isinstance(held, Mapping) else _first_id(held)))
+                (p, p + min(held) if isinstance(held, Mapping) else p + _LAST)
                 for p, held in ((posting_prefix(t), h) for t, h in changes)
                 if held
             ]
         )
     if _USE_SPEEDUPS and cursor is not None:
-        items = [(posting_prefix(term), held) for term, held in changes]
-        got, left = _sp.append_runs(cursor(), items, BLOCK_MAX, SPREAD)
+        # the appends of new postings (a batch of new memories) for every term in one call
+        fresh: list[int] = []
+        items: list[tuple[bytes, bytes | bytearray]] = []
+        for i, (term, held) in enumerate(changes):
+            if not isinstance(held, Mapping):
+                fresh.append(i)
+                items.append((posting_prefix(term), held))
+            elif None not in held.values():  # additions only (a fold's ADDs): maybe appends
+                fresh.append(i)
+                items.append(
+                    (posting_prefix(term), b"".join([k + v for k, v in sorted(held.items())]))  # type: ignore[operator]
+                )
+        got, left = _sp.append_fresh(cursor(), items, BLOCK_MAX)
         puts += got
-        todo: Iterable[tuple[str, Mapping[bytes, bytes | None] | bytes | bytearray]] = (
-            changes[i] for i in left
-        )
-    else:
-        todo = changes
-    for term, held in todo:
-        apply(txn, term, held if isinstance(held, Mapping) else fresh_changes(held), puts)
+        done = set(fresh) - {fresh[j] for j in left}
+        changes = [c for i, c in enumerate(changes) if i not in done]
+    for term, held in changes:
+        if isinstance(held, Mapping):
+            apply(txn, term, held, puts)
+        elif _append(txn, posting_prefix(term), bytes(held), puts) is None:
+            apply(txn, term, fresh_changes(held), puts)
+
+
+def _append(
+    txn: WriteTxn, prefix: bytes, records: bytes, puts: list[tuple[bytes, bytes]]
+) -> int | None:
+    """``apply``'s common case without a posting's worth of Python: new postings at the end.
+
+    ``records``: 12-byte records in ascending docno order (as a batch of new memories holds
+    them), after every posting of the term. Extends the term's last block and adds blocks
+    after it; returns the change in the term's postings, or None (nothing done) when the
+    records are not that case. ``cortex._speedups.append_fresh`` does it for many terms in C.
+    """
+    n = len(records)
+    if not n or n % ENTRY:
+        return None
+    first = records[:4]
+    # the term's last block (the key ``lexical.prefetch_new`` names: one round trip with it)
+    k0, v0, k1 = txn.around(prefix, prefix + _LAST)
+    if k1 is not None:  # pragma: no cover - no key of the term is past the largest docno
+        return None
+    old = b""
+    if k0 is not None:
+        assert v0 is not None
+        old = block_records(k0, v0)
+        if old[-ENTRY:-8] >= first:
+            return None
+    runs = cut_runs(old + records)
+    new: list[tuple[bytes, bytes]] = []
+    last = b""
+    for i, run in enumerate(runs):
+        if run[:4] <= last:
+            return None  # not ascending across the runs (block_encode checks within each)
+        last = run[-ENTRY:-8]
+        if i == 0 and run == old:
+            continue  # the stored block was full: it stays
+        try:
+            payload = block_encode(run)
+        except ValueError:
+            return None
+        new.append((prefix + run[:4], seal(payload)))
+    if k0 is not None and runs[0][:4] != k0[-4:]:  # pragma: no cover - the first run keeps it
+        return None
+    puts += new
+    return n // ENTRY

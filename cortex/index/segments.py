@@ -1,4 +1,6 @@
-"""Posting segments: a small commit's lexical changes in one key (``lexical.md`` §4b, format 10).
+"""Posting segments: a small commit's lexical changes in one key (``lexical.md`` §4b).
+
+Format 10; entries by document number since format 14.
 
 A write transaction that changes few postings does not rewrite each term's posting block and
 ``lex/t/`` entry: it stores its changes as one **segment** under ``lex/s/`` seq (u64, the next
@@ -14,8 +16,8 @@ Payload (sealed like every value)::
     group+                         terms strictly ascending by their UTF-8 bytes
       term_len u16, term bytes     1..256 bytes, valid UTF-8, no 0x00
       n u32                        entries of the term (>= 1)
-      entry{n}                     ids strictly ascending
-        kind u8, id16              1 ADD, 2 SET, 3 DEL
+      entry{n}                     docnos strictly ascending
+        kind u8, docno u32         1 ADD, 2 SET, 3 DEL
         tf u32, dl u32             ADD and SET only: 1 <= tf <= dl < 2**32
 
 All integers big-endian. One encoding per content: anything else is refused on decoding.
@@ -71,7 +73,7 @@ _TAIL: Final = struct.Struct(">II")
 _ADD_BYTE: Final = bytes((ADD,))
 _KIND_DF: Final = (0, 1, 0, -1)  # an entry's document frequency change, by its kind
 
-# (kind, id16, tail8 or None) per term, terms in byte order
+# (kind, docno4, tail8 or None) per term, terms in byte order
 Groups = list[tuple[str, list[tuple[int, bytes, bytes | None]]]]
 
 
@@ -90,7 +92,7 @@ class SegmentError(ValueError):
 
 
 def encode(groups: Mapping[str, Mapping[bytes, tuple[int, bytes | None]]]) -> bytes:
-    """The canonical payload of a segment: term -> {id16: (kind, tail8 or None for DEL)}.
+    """The canonical payload of a segment: term -> {docno4: (kind, tail8 or None for DEL)}.
 
     Raises:
         ValueError: an entry is malformed (a kind, an id, a tail, an empty group).
@@ -120,7 +122,7 @@ def encode_groups(
         listed: list[tuple[int, bytes, bytes | None]] = []
         for raw in sorted(entries):
             kind, tail = entries[raw]
-            if len(raw) != 16 or kind not in (ADD, SET, DEL) or (tail is None) != (kind == DEL):
+            if len(raw) != 4 or kind not in (ADD, SET, DEL) or (tail is None) != (kind == DEL):
                 raise ValueError(f"bad segment entry {kind} {raw!r} {tail!r}")
             out.append(kind)
             out += raw
@@ -139,7 +141,7 @@ def encode_groups(
 
 
 def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]:
-    """``encode_groups`` of new postings only: term -> id16 + tail8 records, every one an ADD.
+    """``encode_groups`` of new postings only: term -> docno4 + tail8 records, every one an ADD.
 
     The records of a term are in any order (``lexical.Indexer`` holds a new memory's postings
     so); the payload is the same canonical one ``encode`` gives for them.
@@ -157,15 +159,15 @@ def encode_fresh(fresh: Mapping[str, bytes | bytearray]) -> tuple[bytes, Groups]
     pack16, pack32, tail_of = _U16.pack, _U32.pack, _TAIL.unpack
     for tb, term in sorted((t.encode("utf-8"), t) for t in fresh):
         records = bytes(fresh[term])
-        n, cut = divmod(len(records), 24)
+        n, cut = divmod(len(records), 12)
         if not n or cut or not 1 <= len(tb) <= 256 or b"\x00" in tb:
             raise ValueError(f"bad segment group {term!r}")
         parts += (pack16(len(tb)), tb, pack32(n))
         if n == 1:
-            rows = [(records[:16], records[16:])]
+            rows = [(records[:4], records[4:])]
         else:
             rows = sorted(
-                (records[i : i + 16], records[i + 16 : i + 24]) for i in range(0, n * 24, 24)
+                (records[i : i + 4], records[i + 4 : i + 12]) for i in range(0, n * 12, 12)
             )
         listed: list[tuple[int, bytes, bytes | None]] = []
         last = b""
@@ -223,15 +225,15 @@ def decode(payload: bytes) -> Groups:
         entries: list[tuple[int, bytes, bytes | None]] = []
         last_id = b""
         for _ in range(k):
-            if i + 17 > n:
+            if i + 5 > n:
                 raise SegmentError("an entry is cut")
             kind = payload[i]
-            raw = payload[i + 1 : i + 17]
-            i += 17
+            raw = payload[i + 1 : i + 5]
+            i += 5
             if kind not in (ADD, SET, DEL):
                 raise SegmentError(f"unknown entry kind {kind}")
             if entries and raw <= last_id:
-                raise SegmentError("ids out of order or repeated")
+                raise SegmentError("docnos out of order or repeated")
             last_id = raw
             tail: bytes | None = None
             if kind != DEL:
@@ -378,7 +380,7 @@ class Overlay:
     def term(self, term: str) -> dict[bytes, tuple[bytes | None, bool]] | None:
         """A term's combined entries, or None when no segment names the term.
 
-        id16 -> (its tail, or None when removed; whether the main blocks hold it).
+        docno4 -> (its tail, or None when removed; whether the main blocks hold it).
 
         Raises:
             IntegrityError: an entry contradicts an older segment's.
@@ -404,7 +406,7 @@ class Overlay:
         return self._df[term]
 
     def items(self, term: str) -> list[tuple[bytes, bytes | None]]:
-        """``(id16, tail or None)`` of a term's combined segment entries, in id order."""
+        """``(docno4, tail or None)`` of a term's combined segment entries, in id order."""
         got = self._sorted.get(term)
         if got is None:
             st = self.term(term)
@@ -439,7 +441,7 @@ class Overlay:
     def folded(self) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]]:
         """Every term's combined entries as a fold takes them, in one pass over the segments.
 
-        term -> (id16 -> its final tail, or None when removed; the term's document frequency
+        term -> (docno4 -> its final tail, or None when removed; the term's document frequency
         change; the ids whose posting the main blocks hold, or None when there are none). An
         id added and removed again within the segments still has its None here. Nothing is
         kept (a fold runs once per overlay); the entries are checked as ``term`` checks them.
@@ -475,8 +477,9 @@ class Overlay:
                             raise IntegrityError(
                                 f"segment {show_key(key)} "
                                 f"{'adds' if kind == ADD else 'changes'} the posting of "
-                                f"{term!r} in {raw.hex()}, which an older segment "
-                                f"{'holds' if kind == ADD else 'removed'}: run verify"
+                                f"{term!r} in document {int.from_bytes(raw, 'big')}, which an "
+                                f"older segment {'holds' if kind == ADD else 'removed'}: run "
+                                "verify"
                             )
                     elif kind != ADD:  # the main blocks decide what is below
                         if below is None:
@@ -524,8 +527,8 @@ def _combine(
             if (prior[0] is not None) == (kind == ADD):
                 raise IntegrityError(
                     f"segment {show_key(key)} {'adds' if kind == ADD else 'changes'} "
-                    f"the posting of {term!r} in {raw.hex()}, which an older segment "
-                    f"{'holds' if kind == ADD else 'removed'}: run verify"
+                    f"the posting of {term!r} in document {int.from_bytes(raw, 'big')}, which an "
+                    f"older segment {'holds' if kind == ADD else 'removed'}: run verify"
                 )
         st[raw] = (tail, in_main)
         d += _KIND_DF[kind]

@@ -41,6 +41,7 @@ __all__ = [
     "IDX_TYPE",
     "JOURNAL",
     "LEX_DOC",
+    "LEX_DOCNO",
     "LEX_POSTING",
     "LEX_SEGMENT",
     "LEX_TERM",
@@ -68,6 +69,7 @@ __all__ = [
     "index_keys",
     "journal_key",
     "lex_doc_key",
+    "lex_docno_key",
     "lex_segment_key",
     "lex_term_key",
     "meta_key",
@@ -77,6 +79,7 @@ __all__ = [
     "parse_episode_memory_key",
     "parse_erasure_key",
     "parse_lex_doc_key",
+    "parse_lex_docno_key",
     "parse_lex_segment_key",
     "parse_lex_term_key",
     "parse_posting_key",
@@ -116,6 +119,8 @@ LEX_DOC: Final = b"lex/d/"
 LEX_TERM: Final = b"lex/t/"
 LEX_SEGMENT: Final = b"lex/s/"
 """``lex/s/`` seq (u64 big-endian): a posting segment (``lexical.md`` §4b, format 10)."""
+LEX_DOCNO: Final = b"lex/i/"
+"""``lex/i/`` docno (u32 big-endian): the id16 a document number names (``lexical.md`` §4)."""
 META: Final = b"meta/"
 EPISODE: Final = b"ep/"
 """``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
@@ -489,24 +494,35 @@ def posting_prefix(term: str) -> bytes:
     return LEX_POSTING + _term(term) + b"\x00"
 
 
-def posting_key(term: str, id_: MemoryId) -> bytes:
-    """``lex/p/`` term ``0x00`` id16: the posting of ``term`` in one memory."""
-    return LEX_POSTING + _term(term) + b"\x00" + id_.bytes
+def posting_key(term: str, docno: int) -> bytes:
+    """``lex/p/`` term ``0x00`` docno (u32 big-endian): a posting block's key (format 14)."""
+    return LEX_POSTING + _term(term) + b"\x00" + docno.to_bytes(4, "big")
 
 
-def parse_posting_key(key: bytes) -> tuple[str, MemoryId]:
-    """The term and id of a posting key."""
+def parse_posting_key(key: bytes) -> tuple[str, int]:
+    """The term and first document number of a posting block key."""
     p = len(LEX_POSTING)
-    if not key.startswith(LEX_POSTING) or len(key) < p + 18 or key[-17] != 0:
+    if not key.startswith(LEX_POSTING) or len(key) < p + 6 or key[-5] != 0:
         raise CodecError(f"malformed posting key {key!r}")
-    raw = key[p:-17]
+    raw = key[p:-5]
     if b"\x00" in raw:
         raise CodecError(f"malformed posting key {key!r}")
     try:
         term = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise CodecError(f"malformed posting key {key!r}: the term is not UTF-8") from None
-    return term, MemoryId(key[-16:])
+    return term, int.from_bytes(key[-4:], "big")
+
+
+def lex_docno_key(docno: int) -> bytes:
+    """``lex/i/`` docno (u32 big-endian): which memory a document number names."""
+    return LEX_DOCNO + docno.to_bytes(4, "big")
+
+
+def parse_lex_docno_key(key: bytes) -> int:
+    """The document number of a ``lex/i/`` key."""
+    _expect(key, LEX_DOCNO, 4)
+    return int.from_bytes(key[len(LEX_DOCNO) :], "big")
 
 
 def lex_doc_key(id_: MemoryId) -> bytes:
@@ -599,14 +615,16 @@ def show_key(key: bytes) -> str:
         if key.startswith(JOURNAL):
             return f"j/{parse_journal_key(key)}"
         if key.startswith(LEX_POSTING):
-            term, i = parse_posting_key(key)
-            return f"lex/p/{term}/{i}"
+            term, docno = parse_posting_key(key)
+            return f"lex/p/{term}/{docno}"
         if key.startswith(LEX_DOC):
             return f"lex/d/{parse_lex_doc_key(key)}"
         if key.startswith(LEX_TERM):
             return f"lex/t/{parse_lex_term_key(key)}"
         if key.startswith(LEX_SEGMENT):
             return f"lex/s/{parse_lex_segment_key(key)}"
+        if key.startswith(LEX_DOCNO):
+            return f"lex/i/{parse_lex_docno_key(key)}"
         if key.startswith(EPISODE):
             return f"ep/{parse_episode_key(key)}"
         if key.startswith(EPISODE_MEMORY):

@@ -53,6 +53,7 @@ from cortex.engine.store import (
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
 from cortex.index.lexical import BLOCKS_FEATURE, SEGMENTS_FEATURE, STEM_FEATURE
+from cortex.index.lexical import DOCNO_FEATURE as LEXICAL_DOCNO_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
@@ -273,6 +274,15 @@ def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return rebuild_lexical(txn, tick)
 
 
+def _posting_docnos(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0013: rebuild the lexical index with its postings keyed by document number (§4, §4a).
+
+    Drops every ``lex/`` record of format 13 (blocks by id, segments, documents, counts) and
+    ``meta/lexical``, then numbers the live memories from 0 in id order and indexes them.
+    """
+    return rebuild_lexical(txn, tick)
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -453,6 +463,7 @@ _FORMAT10_FEATURES: Final = _FORMAT9_FEATURES | {SEGMENTS_FEATURE}
 _FORMAT11_FEATURES: Final = _FORMAT10_FEATURES | {COUNTERS_HEADS_FEATURE}
 _FORMAT12_FEATURES: Final = _FORMAT11_FEATURES | {CLAIMS_CURRENT_FEATURE, COUNTER_IDS_FEATURE}
 _FORMAT13_FEATURES: Final = _FORMAT12_FEATURES | {HALF_VECTORS_FEATURE}
+_FORMAT14_FEATURES: Final = _FORMAT13_FEATURES | {LEXICAL_DOCNO_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -594,6 +605,18 @@ MIGRATIONS: Final = (
         _FORMAT13_FEATURES,
         _no_records,
         _nothing,
+    ),
+    _Migration(
+        Step(
+            name="0013-posting-docnos",
+            from_version=13,
+            to_version=14,
+            description="rebuild the lexical index with its postings keyed by per-store "
+            "document numbers (lex/i/) in varint blocks",
+        ),
+        _FORMAT14_FEATURES,
+        _count_live,
+        _posting_docnos,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

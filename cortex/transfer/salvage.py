@@ -57,6 +57,7 @@ from cortex.storage.keys import (
     IDX_TYPE,
     JOURNAL,
     LEX_DOC,
+    LEX_DOCNO,
     SALIENCE,
     SENS,
     TASK_PREFIX,
@@ -298,6 +299,11 @@ class _Records:
         elif key.startswith((IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM, LEX_DOC)):
             if len(key) >= 16 + 4:
                 self.seen.memory(MemoryId(key[-16:]), "index")
+        elif key.startswith(LEX_DOCNO):  # a document number names its memory in the value
+            named = unseal(key, value)
+            if len(named) != 16:
+                raise ValueError(key)
+            self.seen.memory(MemoryId(named), "index")
         elif key.startswith(VEC):
             mid = MemoryId(key[len(VEC) :])
             self.vectors[mid] = self._strict(VECTOR_RECORD, key, value)
