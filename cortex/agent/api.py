@@ -841,8 +841,8 @@ class Cortex:
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
         """
-        unknown = sorted(set(options) - _WRITE_OPTIONS)
-        if unknown:
+        if not _WRITE_OPTIONS.issuperset(options):
+            unknown = sorted(set(options) - _WRITE_OPTIONS)
             raise ValidationError(
                 unknown[0],
                 "unknown",

@@ -833,7 +833,7 @@ class LmdbKV:
                     batch.extend(more)
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
                     me.result, me.error = me.fn(_LmdbTxn(txn)), None
-                env = self._env
+                env = shared.env
                 for i, m in enumerate(batch if len(batch) > 1 else ()):
                     child = env.begin(write=True, parent=txn)
                     try:
@@ -873,11 +873,12 @@ class LmdbKV:
             self._attempts(attempt, alone=False)
             with c.lock:  # the next group may start while this one's flush runs
                 c.leading = holding = False
-                c.wake()
+                if c.waiting:  # c.wake()
+                    c.cond.notify_all()
             durable = me.durable if len(batch) == 1 else any(m.durable for m in batch)
             if durable and not shared.metasync:
                 try:
-                    self._env.sync(True)
+                    shared.env.sync(True)
                 except lmdb.Error as exc:
                     raise _wrap(exc, self.path) from exc
         except Exception as exc:
@@ -902,7 +903,8 @@ class LmdbKV:
                     c.leading = False
                 for m in batch:
                     m.done = True
-                c.wake()
+                if c.waiting:  # c.wake()
+                    c.cond.notify_all()
 
     @staticmethod
     def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
@@ -1032,7 +1034,7 @@ class LmdbKV:
         for _ in range(3):
             self._gate.enter()
             try:
-                return self._env.begin(write=write)
+                return self._shared.env.begin(write=write)
             except lmdb.MapResizedError:
                 self._gate.leave()
             except lmdb.Error as exc:
