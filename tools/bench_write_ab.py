@@ -13,7 +13,7 @@ median over the rounds and the median (and quartiles) of the per-round ratio B /
 
 On a shared machine wall-clock figures of one run against another are noise; CPU time in turns
 that follow each other sees the same load. Run A against A once to see the harness's own
-spread (an A/A ratio of 0.96 was seen on the loaded 2-core machine).
+spread (A/A medians of 0.96 and 1.05 were seen on the loaded 2-core machine).
 
 ``--no-lexical-flush`` replaces ``Indexer.flush`` with a no-op in both (a measurement of the
 rest of the write only: the stores are then wrong) to magnify what changed outside it.
