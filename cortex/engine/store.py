@@ -574,11 +574,11 @@ def decode_stored(mtype: MemoryType, data: bytes) -> Data:
         raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
 
 
-# what the C ``stage_new`` needs (``Store._stage_new``)
 _FUSED = True
 """Whether a single write without dedupe or chains takes ``_write_new``'s fused transaction:
 the same bytes and errors as the general one (tests switch it off to compare the two)."""
 
+# what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
     _VERSION_KEY_PREFIX,
     VERSION_INFIX,
