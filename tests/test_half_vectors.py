@@ -429,3 +429,22 @@ def test_salvage_keeps_each_records_type_and_the_stores_precision(
         assert vectors_meta(cx).float32 is (precision == "float32")  # type: ignore[union-attr]
         assert all(r.float16 is (precision == "float16") for r in want.values())
         assert cx.verify().ok
+
+
+@pytest.mark.parametrize("precision", ["float16", "float32"])
+def test_a_sealed_vector_is_the_codecs_record(tmp_path: Path, precision: str) -> None:
+    """``_seal_vector`` puts the vector into the record bytes kept from the last call: the same
+    bytes as the codec's whole record, whatever the vector, version, dim or model."""
+    from cortex.index.embed import HashingEmbedder
+
+    rng = np.random.default_rng(5)
+    with open_store(tmp_path / "s", embedder=E, vector_precision=precision) as cx:
+        others = [E, HashingEmbedder(8), HashingEmbedder(DIM), HashingEmbedder(300)]
+        for i in range(40):
+            e = others[i % len(others)] if i % 3 else E
+            version = [1, 1, 2, 23, 1 << 40][i % 5]
+            v = rng.standard_normal(e.dim).astype(np.float32)
+            v[i % e.dim] = [0.0, 1e-9, -3.5][i % 3]
+            raw = to_bytes(v / np.linalg.norm(v))
+            rec = vector_record(e.model_id, e.dim, version, raw, float16=precision == "float16")
+            assert cx._seal_vector(e, version, raw) == seal(VECTOR_RECORD.encode(rec, "vector"))

@@ -201,6 +201,28 @@ def test_scan_matches_the_model(
         store.close()
 
 
+@given(keyset, st.sampled_from([b"", b"a", b"\x00", b"\xff", b"\xff\xff", b"a\xff", b"ab"]))
+def test_last_is_the_reverse_scans_first_pair(
+    tmp_path_factory: pytest.TempPathFactory, ks: list[bytes], prefix: bytes
+) -> None:
+    """``last`` (the journal tail's one positioning) is ``next(scan(reverse=True))``."""
+    store = LmdbKV(tmp_path_factory.mktemp("last"))
+    try:
+        store.write(lambda t: [t.put(k, k + b"v") for k in ks])
+        inside = sorted(k for k in ks if k.startswith(prefix))
+        want = (inside[-1], inside[-1] + b"v") if inside else None
+        with store.read() as r:
+            assert r.last(prefix) == want == next(r.scan(prefix, reverse=True), None)
+            r.around(prefix, prefix)  # the shared cursor moved elsewhere first
+            assert r.last(prefix) == want
+        # in a write, after puts of its own (the cursor sees them)
+        extra = prefix + b"\xff\xff\xff\xff\xff"
+        got = store.write(lambda t: (t.put(extra, b"x"), t.last(prefix))[1])
+        assert got == (extra, b"x")
+    finally:
+        store.close()
+
+
 @given(keyset, st.binary(max_size=2), st.binary(max_size=4))
 def test_around_matches_the_model(
     tmp_path_factory: pytest.TempPathFactory, ks: list[bytes], prefix: bytes, key: bytes

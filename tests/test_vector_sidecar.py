@@ -9,9 +9,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cortex import MemoryId, Query, Uri, ValidationError
+from cortex.engine.sidecar import embed_checked
 from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import HashingEmbedder
 
@@ -383,3 +387,55 @@ def test_vector_ef_sets_the_index_search_depth(tmp_path: Path) -> None:
         with pytest.raises(ValidationError) as info:
             open_store(path, embedder=E, vector_ef=bad)
         assert info.value.field == "vector_ef"
+
+
+class _Fixed:
+    """An embedder returning the given rows (float32 or float64), whatever the texts."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.dim = rows.shape[1]
+        self.model_id = "fixed"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.rows
+
+
+_rows = st.integers(1, 4).flatmap(
+    lambda n: st.integers(1, 24).flatmap(
+        lambda d: st.lists(
+            st.lists(
+                st.floats(-(2.0**60), 2.0**60, width=32) | st.sampled_from([0.0, -0.0, 1e-30]),
+                min_size=d,
+                max_size=d,
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
+)
+
+
+@given(_rows, st.booleans())
+def test_embed_checked_scales_as_numpy_linalg_norm(rows: list[list[float]], wide: bool) -> None:
+    """The unit rows are numpy.linalg.norm's (``embed_checked`` inlines its arithmetic).
+
+    The same bytes: a vector's stored bytes never depend on which of the two computed them.
+    """
+    out = np.asarray(rows, dtype=np.float64 if wide else np.float32)
+    given = out.copy()
+    got = embed_checked(_Fixed(out), ["t"] * len(rows))  # type: ignore[arg-type]
+    ref = np.asarray(out, dtype=np.float32)
+    if np.all(np.isfinite(ref)):
+        norms = np.linalg.norm(ref, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        want = (ref / norms).astype(np.float32)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    assert np.array_equal(out, given)  # the embedder's array is left as it was
+
+
+def test_embed_checked_refuses_a_bad_shape_or_non_finite_values() -> None:
+    for bad in (np.zeros((2, 3), np.float32), np.array([[1.0, np.inf, 0.0]], np.float32)):
+        with pytest.raises(ValidationError, match="returned shape"):
+            embed_checked(_Fixed(bad), ["t"])  # type: ignore[arg-type]

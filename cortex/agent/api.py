@@ -176,6 +176,33 @@ def _doc_of(original: object) -> Callable[[_F], _F]:
     return give
 
 
+_ONE = True
+"""Whether a single memory's embedding takes ``_embed_prepared``'s short path (the same vector
+as the general loop: tests switch it off to compare the two)."""
+
+
+def _frame_of(rec: VectorRecord) -> tuple[bytes | None, bytes]:
+    """The encoded ``vec/`` record of ``rec``'s shape before and after its vector bytes.
+
+    Found by encoding the record with two vectors of the same length that differ in every
+    byte: they must differ in exactly one window, holding the vector (else None: the caller
+    encodes each record whole). The codec checks the record's fields once, here.
+    """
+    n = len(rec.vector)
+    zeros = VECTOR_RECORD.encode(msgspec.structs.replace(rec, vector=bytes(n)), "vector")
+    ones = VECTOR_RECORD.encode(msgspec.structs.replace(rec, vector=b"\x01" * n), "vector")
+    at = next((i for i, (a, b) in enumerate(zip(zeros, ones, strict=False)) if a != b), 0)
+    if (
+        len(zeros) != len(ones)
+        or zeros[at : at + n] != bytes(n)
+        or ones[at : at + n] != b"\x01" * n
+        or zeros[:at] != ones[:at]
+        or zeros[at + n :] != ones[at + n :]
+    ):
+        return None, b""
+    return zeros[:at], zeros[at + n :]
+
+
 class Cortex:
     """One actor's memory store: a directory holding one LMDB environment.
 
@@ -303,6 +330,8 @@ class Cortex:
         self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
         self._float16 = True
         """Whether this handle stores new vectors in float16 (the store's ``meta/vectors``)."""
+        self._vector_frame: tuple[tuple[Any, ...], bytes | None, bytes] | None = None
+        """``_seal_vector``'s record bytes before and after the vector, for the last shape."""
         if embedder is None and vector_precision is not None:
             raise ValidationError(
                 "vector_precision",
@@ -612,15 +641,33 @@ class Cortex:
         return self._kv.write(txn_fn)
 
     def _seal_vector(self, e: Embedder, version: int, vector: bytes) -> bytes:
-        """The sealed ``vec/`` value of ``vector`` (unit float32 bytes) in the store's precision."""
+        """The sealed ``vec/`` value of ``vector`` (unit float32 bytes) in the store's precision.
+
+        The record's bytes around its vector are the same for every vector of one model, dim,
+        version, precision and length: they are kept from the last call (``_vector_frame``)
+        and the vector put between them, the same bytes as the codec's (a test compares them).
+        """
         rec = vector_record(e.model_id, e.dim, version, vector, float16=self._float16)
-        return _seal(VECTOR_RECORD.encode(rec, "vector"))
+        frame = self._vector_frame
+        at = (rec.model_id, rec.dim, version, rec.float16, len(rec.vector))
+        if frame is None or frame[0] != at:
+            frame = self._vector_frame = (at, *_frame_of(rec))
+        if frame[1] is None:
+            return _seal(VECTOR_RECORD.encode(rec, "vector"))
+        return _seal(b"".join((frame[1], rec.vector, frame[2])))
 
     def _embed_prepared(
         self, prepared: Sequence[Prepared], chunks: Sequence[str] | None = None
     ) -> list[bytes] | None:
         e = self.embedder
         if e is None:
+            return None
+        if _ONE and chunks is None and len(prepared) == 1 and type(e) is not External:
+            # a single write's (the loop below, without its lists)
+            p = prepared[0]
+            if p.vector is None:
+                forms = p.version.forms
+                p.vector = to_bytes(embed_checked(e, [forms.medium if forms else ""])[0])
             return None
         todo = [p for p in prepared if p.vector is None]  # the rest came with their vector
         if not todo and (chunks is None or isinstance(e, External)):
@@ -794,8 +841,8 @@ class Cortex:
         Raises:
             ValidationError, ConflictError: as ``Store.write``.
         """
-        unknown = sorted(set(options) - _WRITE_OPTIONS)
-        if unknown:
+        if not _WRITE_OPTIONS.issuperset(options):
+            unknown = sorted(set(options) - _WRITE_OPTIONS)
             raise ValidationError(
                 unknown[0],
                 "unknown",

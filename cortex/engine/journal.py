@@ -121,6 +121,10 @@ JOURNAL_CODEC: Final = StructCodec(
 )
 
 
+_by_memo: list[tuple[object, bytes]] = [(None, b"")]
+"""The last writer name (a str) ``write_shared`` encoded, checked by the codec, and its bytes."""
+
+
 class JournalWriter:
     """Appends chained entries within one write transaction."""
 
@@ -129,12 +133,17 @@ class JournalWriter:
         self.at = at
         self.by = by
         self._write_shared: bytes | None = None
-        last = next(txn.scan(JOURNAL, reverse=True), None)
+        tail = getattr(txn, "last", None)  # LMDB's: the tail in one positioning
+        last = tail(JOURNAL) if tail is not None else next(txn.scan(JOURNAL, reverse=True), None)
         if last is None:
             self.seq, self.prev = 0, ZERO_HASH
         else:
-            self.seq = parse_journal_key(last[0])
-            self.prev = hashlib.sha256(_unseal(last[0], last[1])).digest()
+            key = last[0]
+            if len(key) == 10:  # ``j/`` u64 (anything else: parse_journal_key names it)
+                self.seq = int.from_bytes(key[2:], "big")
+            else:
+                self.seq = parse_journal_key(key)
+            self.prev = _sha256(_unseal(key, last[1])).digest()
 
     def append(self, kind: JournalKind, **fields: Any) -> JournalEntry:
         """Put the next entry of ``kind`` with ``fields``; return it."""
@@ -156,8 +165,14 @@ class JournalWriter:
         if shared is None:
             # checked by the journal codec's own field codecs (a single write's only entry is
             # its first: it takes this path too)
+            by = self.by
             try:
-                shared = b"\x02\x02\x03" + TIME_FIELD.enc(self.at) + b"\x04" + _short.enc(self.by)
+                memo = _by_memo[0]
+                if type(by) is not str or memo[0] != by:  # the writer's name, encoded once
+                    memo = (by, _short.enc(by))
+                    if type(by) is str:
+                        _by_memo[0] = memo
+                shared = b"\x02\x02\x03" + TIME_FIELD.enc(self.at) + b"\x04" + memo[1]
             except (Invalid, TypeError, ValueError, AttributeError):
                 return None
             self._write_shared = shared

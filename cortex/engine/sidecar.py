@@ -47,6 +47,10 @@ _CHANGES_VECTORS: Final = frozenset(
     }
 )
 _BATCH: Final = 4096
+_isfinite = np.isfinite
+_all = np.logical_and.reduce  # ndarray.all without its Python frame
+_sqrt = np.sqrt
+_add_reduce = np.add.reduce
 
 
 def journal_head(txn: ReadTxn) -> int:
@@ -247,14 +251,17 @@ def embed_checked(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.fl
         ValidationError: the embedder returned something else.
     """
     out = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
-    if out.shape != (len(texts), embedder.dim) or not np.all(np.isfinite(out)):
+    if out.shape != (len(texts), embedder.dim) or not _all(_isfinite(out), axis=None):
         raise ValidationError(
             "embedder",
             "output",
             f"{embedder.model_id} returned shape {out.shape} for {len(texts)} texts of dim "
             f"{embedder.dim} (or non-finite values)",
         )
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    unit: npt.NDArray[np.float32] = (out / norms).astype(np.float32)
+    # numpy.linalg.norm(out, axis=1, keepdims=True)'s own arithmetic (the same float32 ufuncs,
+    # the same bytes: a test compares them), without its Python frames and dispatch
+    norms = _sqrt(_add_reduce(out * out, axis=1, keepdims=True))
+    if not _all(norms, axis=None):
+        norms[norms == 0] = 1.0
+    unit: npt.NDArray[np.float32] = np.divide(out, norms, dtype=np.float32)
     return unit

@@ -577,6 +577,10 @@ def decode_stored(mtype: MemoryType, data: bytes) -> Data:
         raise IntegrityError(f"stored data of a {mtype.type_name} does not decode: {exc}") from None
 
 
+_FUSED = True
+"""Whether a single write without dedupe or chains takes ``_write_new``'s fused transaction:
+the same bytes and errors as the general one (tests switch it off to compare the two)."""
+
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
     _VERSION_KEY_PREFIX,
@@ -1100,6 +1104,25 @@ class Store:
             p = self._prepare(spec, now)
         prepared = [p]
         self._embed_prepared(prepared)
+        if _FUSED and duplicate is None and p.lookup is None:
+            # the common case: ``txn_fn`` below without what it does not need (no dedupe, no
+            # chain to resolve: nothing to prefetch, no competitor), in fewer calls
+            head_key_of, head_bytes = _HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes
+
+            def one(txn: WriteTxn) -> WriteResult:
+                lexical.prefetch_new(txn, [(p.head.id, p.terms[0])])
+                if self._task.get() is not None:
+                    self._charge(txn, 1)
+                if not txn.put(head_key_of, head_bytes, overwrite=False):
+                    raise ConflictError(f"a memory with id {p.head.id} already exists")
+                puts: list[tuple[bytes, bytes]] = []
+                lex = Indexer(txn)
+                self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
+                txn.put_many(puts)
+                lex.flush()
+                return WriteResult.of(Uri._trusted(p.type, p.head.id, 1), "created")
+
+            return self._budgeted(one, now)
 
         def txn_fn(txn: WriteTxn) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)

@@ -200,6 +200,10 @@ class KV(Protocol):
         """Release the engine."""
 
 
+_ENDS: dict[bytes, bytes] = {}
+"""``prefix_end`` of the prefixes ``_LmdbTxn.last`` was asked for (b"" for none)."""
+
+
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
@@ -261,6 +265,25 @@ class _LmdbTxn:
     def get(self, key: bytes) -> bytes | None:
         v = self._txn.get(key)
         return None if v is None else bytes(v)
+
+    def last(self, prefix: bytes) -> tuple[bytes, bytes] | None:
+        """The last pair under ``prefix`` (``next(scan(prefix, reverse=True), None)``).
+
+        One positioning of the transaction's cursor, without a generator: a write's journal
+        tail (``cortex.engine.journal.JournalWriter``). LMDB's only; a caller falls back to
+        ``scan`` on an engine without it.
+        """
+        cur = self._cur
+        if cur is None:
+            cur = self._cur = self._txn.cursor()
+        end = _ENDS.get(prefix)
+        if end is None:
+            end = _ENDS[prefix] = prefix_end(prefix) if prefix.strip(b"\xff") else b""
+        # the last key before the prefix's end (or the database's last key)
+        if not (cur.prev() if end and cur.set_range(end) else cur.last()):
+            return None
+        k = bytes(cur.key())
+        return (k, bytes(cur.value())) if k.startswith(prefix) else None
 
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
@@ -750,7 +773,8 @@ class LmdbKV:
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
         no page buffer of an earlier write carries erased bytes into the pages this one writes.
         """
-        self._check_fork()
+        if self._closed or _FORKS[0] != self._forks:
+            self._check_fork()  # raises
         if self.readonly:
             raise CortexError("the store is open read-only")
         if getattr(self._gate._mine, "n", 0):
@@ -809,7 +833,7 @@ class LmdbKV:
                     batch.extend(more)
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
                     me.result, me.error = me.fn(_LmdbTxn(txn)), None
-                env = self._env
+                env = shared.env
                 for i, m in enumerate(batch if len(batch) > 1 else ()):
                     child = env.begin(write=True, parent=txn)
                     try:
@@ -849,10 +873,12 @@ class LmdbKV:
             self._attempts(attempt, alone=False)
             with c.lock:  # the next group may start while this one's flush runs
                 c.leading = holding = False
-                c.wake()
-            if any(m.durable for m in batch) and not shared.metasync:
+                if c.waiting:  # c.wake()
+                    c.cond.notify_all()
+            durable = me.durable if len(batch) == 1 else any(m.durable for m in batch)
+            if durable and not shared.metasync:
                 try:
-                    self._env.sync(True)
+                    shared.env.sync(True)
                 except lmdb.Error as exc:
                     raise _wrap(exc, self.path) from exc
         except Exception as exc:
@@ -877,7 +903,8 @@ class LmdbKV:
                     c.leading = False
                 for m in batch:
                     m.done = True
-                c.wake()
+                if c.waiting:  # c.wake()
+                    c.cond.notify_all()
 
     @staticmethod
     def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
@@ -977,8 +1004,10 @@ class LmdbKV:
         prefix = self._shared.epoch_prefix
         assert prefix is not None
         with txn.cursor() as cur:
-            end = prefix_end(prefix)
-            found = cur.set_range(end) if end is not None else False
+            end = _ENDS.get(prefix)
+            if end is None:
+                end = _ENDS[prefix] = prefix_end(prefix) if prefix.strip(b"\xff") else b""
+            found = cur.set_range(end) if end else False
             moved = cur.prev() if found else cur.last()
             if not moved:
                 return None
@@ -1005,7 +1034,7 @@ class LmdbKV:
         for _ in range(3):
             self._gate.enter()
             try:
-                return self._env.begin(write=write)
+                return self._shared.env.begin(write=write)
             except lmdb.MapResizedError:
                 self._gate.leave()
             except lmdb.Error as exc:
