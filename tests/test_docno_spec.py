@@ -699,3 +699,347 @@ def test_processes_writing_at_once_get_distinct_numbers(tmp_path: Path, store_pa
                 assert ids_of(cx._lexical_search(f"uq{r['k']}x{i}", 3)) == [
                     MemoryId(bytes.fromhex(h))
                 ]
+
+
+# --- segments by document number (lexical.md §4b) -------------------------------------------
+
+
+def encode_segment(groups: list[tuple[str, list[tuple[int, int, int, int]]]]) -> bytes:
+    """``count:u32 group+``; a group ``term_len:u16 term n:u32 entry[n]``; an entry
+    ``kind:u8 docno:u32 (tf:u32 dl:u32)`` (tf and dl for kinds 1 and 2)."""
+    body = bytearray()
+    count = 0
+    for term, entries in groups:
+        t = term.encode()
+        body += len(t).to_bytes(2, "big") + t + len(entries).to_bytes(4, "big")
+        for kind, docno, tf, dl in entries:
+            body += bytes([kind]) + docno.to_bytes(4, "big")
+            if kind in (1, 2):
+                body += tf.to_bytes(4, "big") + dl.to_bytes(4, "big")
+            count += 1
+    return count.to_bytes(4, "big") + bytes(body)
+
+
+def decode_segment(p: bytes) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
+    """A segment's groups, checked as §4b says (and re-encoded to the same bytes)."""
+    count = int.from_bytes(p[:4], "big")
+    i = 4
+    groups: list[tuple[str, list[tuple[int, int, int, int]]]] = []
+    while i < len(p):
+        n = int.from_bytes(p[i : i + 2], "big")
+        term = p[i + 2 : i + 2 + n].decode()
+        assert 1 <= n <= 256 and "\x00" not in term
+        i += 2 + n
+        k = int.from_bytes(p[i : i + 4], "big")
+        i += 4
+        assert k >= 1
+        entries = []
+        for _ in range(k):
+            kind, docno = p[i], int.from_bytes(p[i + 1 : i + 5], "big")
+            i += 5
+            tf = dl = 0
+            if kind in (1, 2):
+                tf, dl = (
+                    int.from_bytes(p[i : i + 4], "big"),
+                    int.from_bytes(p[i + 4 : i + 8], "big"),
+                )
+                i += 8
+                assert 1 <= tf <= dl
+            else:
+                assert kind == 3
+            entries.append((kind, docno, tf, dl))
+        assert [e[1] for e in entries] == sorted({e[1] for e in entries})
+        groups.append((term, entries))
+    assert [g[0].encode() for g in groups] == sorted({g[0].encode() for g in groups})
+    assert count == sum(len(e) for _, e in groups) >= 1
+    assert encode_segment(groups) == p
+    return groups
+
+
+def segments(items: dict[bytes, bytes]) -> list[tuple[int, list[tuple[str, list[Any]]]]]:
+    out = []
+    for k in sorted(items):
+        if k.startswith(LEX_S):
+            assert len(k) == len(LEX_S) + 8
+            out.append((int.from_bytes(k[len(LEX_S) :], "big"), decode_segment(unseal(items[k]))))
+    return out
+
+
+def combined(items: dict[bytes, bytes]) -> dict[tuple[str, bytes], tuple[int, int]]:
+    """The combined index by id: the blocks, then every segment in order (§4b)."""
+    names = numbers(items)
+    held: dict[tuple[str, int], tuple[int, int]] = {
+        (term, d): (tf, dl)
+        for term, bl in blocks(items).items()
+        for _, ps in bl
+        for d, tf, dl in ps
+    }
+    for _, groups in segments(items):
+        for term, entries in groups:
+            for kind, d, tf, dl in entries:
+                if kind == 1:
+                    assert (term, d) not in held
+                    held[(term, d)] = (tf, dl)
+                elif kind == 2:
+                    assert (term, d) in held
+                    held[(term, d)] = (tf, dl)
+                else:
+                    del held[(term, d)]
+    return {(term, names[d]): v for (term, d), v in held.items()}
+
+
+def test_segments_name_document_numbers(store_path: Any) -> None:
+    x, y, z = MemoryId(b"\xee" * 16), MemoryId(b"\x11" * 16), MemoryId(b"\x77" * 16)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        items = dump(cx)
+        assert cbor_map(items[STATS]) == {0: 1, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
+        cx.write(fact("kettle boils water"), id=x)
+        cx.write(fact("kettle whistles loudly"), id=y)
+        cx.write(fact("teapot water"), id=z)
+        items = dump(cx)
+        segs = segments(items)
+        assert [s for s, _ in segs] == [0, 1, 2]
+        for seq, groups in segs:
+            assert {d for _, es in groups for _, d, _, _ in es} == {seq}  # x 0, y 1, z 2
+            assert {k for _, es in groups for k, _, _, _ in es} == {1}  # ADDs only
+        docs = lexdocs(items)
+        for m, n in ((x, 0), (y, 1), (z, 2)):
+            assert docs[m.bytes][4] == n
+            assert all(dl == docs[m.bytes][2] for _, es in segs[n][1] for _, _, _, dl in es)
+        cx.update(x, fact("kettle boils milk"))  # keeps kettle, boil; drops water; adds milk
+        cx.tombstone(y, "gone")
+        items = dump(cx)
+        segs = segments(items)
+        assert [s for s, _ in segs] == [0, 1, 2, 3, 4]
+        upd = {t: es for t, es in segs[3][1]}
+        assert [e[:2] for e in upd["milk"]] == [(1, 0)]
+        assert [e[:2] for e in upd["water"]] == [(3, 0)]
+        assert [e[:2] for e in upd["kettl"]] == [(2, 0)]
+        assert {(k, d) for _, es in segs[4][1] for k, d, _, _ in es} == {(3, 1)}
+        pending = combined(items)
+        # df: the lex/t/ value (none yet) + ADDs - DELs
+        assert cx.merge_lexical() == 5
+        items = dump(cx)
+        assert segments(items) == []
+        assert postings_by_id(items) == pending
+        assert next_docno(items) == 3 and sorted(numbers(items)) == [0, 2]
+        df = {
+            t: int(cbor2.loads(unseal(v)))
+            for k, v in items.items()
+            if k.startswith(LEX_T)
+            for t in [k[len(LEX_T) :].decode()]
+        }
+        assert df == Counter(t for t, _ in pending)
+        assert cx.verify().ok
+        cx.write(fact("a new kettle"), id=MemoryId(b"\x05" * 16))
+        assert [s for s, _ in segments(dump(cx))] == [0]  # numbered from 0 again after a fold
+
+
+SEG_DAMAGES = [
+    "numbers not ascending",
+    "kind 4",
+    "trailing byte",
+    "count wrong",
+    "tf above dl",
+    "ADD over a posting",
+    "DEL of none",
+    "SET of none",
+    "a gap in the numbers",
+]
+
+
+@pytest.mark.parametrize("damage", SEG_DAMAGES)
+def test_a_damaged_segment_is_refused(store_path: Any, damage: str) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        cx.write_many(
+            NewMemory(data=fact(f"lantern {i}"), id=MemoryId(bytes([i]) * 16)) for i in range(1, 5)
+        )
+        cx.merge_lexical()
+        cx.write(fact("lantern five"), id=MemoryId(b"\x09" * 16))  # segment 0, number 4
+        items = dump(cx)
+        [(_, groups)] = segments(items)
+        key = LEX_S + (0).to_bytes(8, "big")
+        lantern = dict(groups)["lantern"]
+        (_, d4, tf, dl) = lantern[0]
+        assert d4 == 4
+        structural = damage in (
+            "numbers not ascending",
+            "kind 4",
+            "trailing byte",
+            "count wrong",
+            "tf above dl",
+        )
+        if damage == "numbers not ascending":
+            bad = encode_segment([("lantern", [(1, 4, tf, dl), (1, 3, tf, dl)])])
+        elif damage == "kind 4":
+            bad = encode_segment([("lantern", [(1, 4, tf, dl)])])
+            bad = bad[: 4 + 2 + 7 + 4] + b"\x04" + bad[4 + 2 + 7 + 4 + 1 :]
+        elif damage == "trailing byte":
+            bad = unseal(items[key]) + b"\x00"
+        elif damage == "count wrong":
+            p = unseal(items[key])
+            bad = (int.from_bytes(p[:4], "big") + 1).to_bytes(4, "big") + p[4:]
+        elif damage == "tf above dl":
+            bad = encode_segment([("lantern", [(1, 4, dl + 1, dl)])])
+        elif damage == "ADD over a posting":
+            bad = encode_segment([("lantern", [(1, 0, tf, dl), (1, 4, tf, dl)])])
+        elif damage == "DEL of none":
+            bad = encode_segment([("lantern", [(1, 4, tf, dl)]), ("zzghost", [(3, 1, 0, 0)])])
+        elif damage == "SET of none":
+            bad = encode_segment([("lantern", [(1, 4, tf, dl)]), ("zzghost", [(2, 1, 1, dl)])])
+        else:
+            bad = b""
+
+        def harm(txn: Any) -> None:
+            if damage == "a gap in the numbers":
+                txn.delete(key)
+                txn.put(LEX_S + (1).to_bytes(8, "big"), items[key])
+            else:
+                txn.put(key, seal(bad))
+
+        cx._kv.write(harm)
+        report = cx.verify()
+        assert not report.ok
+        assert any(p.record.startswith("lex/s/") for p in report.problems), report.problems
+        if structural:
+            damaged = dump(cx)
+            with pytest.raises(CortexError):
+                cx._lexical_search("lantern", 10)
+            with pytest.raises(CortexError):
+                cx.merge_lexical()
+            assert digest(dump(cx)) == digest(damaged)
+
+
+# --- blocks cut again where a change falls (lexical.md §4a) ---------------------------------
+
+
+def test_a_change_cuts_only_its_block_again(store_path: Any) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ids = _three_blocks(cx, random.Random(8))
+        items = dump(cx)
+        by_no = {n: MemoryId(m) for n, m in numbers(items).items()}
+        cx.tombstone(by_no[0], "first of the first block")
+        cx.tombstone(by_no[130], "inside the second")
+        cx.merge_lexical()
+        bl = blocks(dump(cx))["alpha"]
+        assert [(f, len(ps)) for f, ps in bl] == [(1, 127), (128, 127), (256, 44)]
+        cx.write_many(
+            NewMemory(data=fact(f"alpha more {i}"), id=rid(random.Random(1000 + i)))
+            for i in range(100)
+        )
+        cx.merge_lexical()
+        bl2 = blocks(dump(cx))["alpha"]
+        assert [(f, len(ps)) for f, ps in bl2] == [(1, 127), (128, 127), (256, 128), (384, 16)]
+        assert bl2[:2] == bl[:2]
+        for n in range(128, 256):
+            if n != 130:
+                cx.tombstone(by_no[n], "empty the second block")
+        cx.merge_lexical()
+        bl3 = blocks(dump(cx))["alpha"]
+        assert [(f, len(ps)) for f, ps in bl3] == [(1, 127), (256, 128), (384, 16)]
+        assert cx.verify().ok
+        assert len(ids) == 300
+
+
+# --- more of the limit and of damaged numbers -----------------------------------------------
+
+
+def test_a_batch_that_would_need_number_2_32_writes_nothing(store_path: Any) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        cx.write(fact("ordinary"), id=MemoryId(b"\x10" * 16))
+        cx.merge_lexical()
+        stats = cbor_map(dump(cx)[STATS])
+        stats[5] = LIMIT - 1
+        cx._kv.write(lambda txn: txn.put(STATS, cbor_seal(stats)))
+        before = digest(dump(cx))
+        with pytest.raises(StoreFullError):
+            cx.write_many([NewMemory(data=fact(f"batch {i}")) for i in range(2)])
+        assert digest(dump(cx)) == before
+        cx.write_many([NewMemory(data=fact("just one"), id=MemoryId(b"\x40" * 16))])
+        cx.merge_lexical()
+        assert numbers(dump(cx))[LIMIT - 1] == b"\x40" * 16 and cx.verify().ok
+
+
+BAD_RECORDS = [
+    "lex/i value of 17 bytes",
+    pytest.param(
+        "LexDoc without a number",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="lexical.md §4/§5: LexDoc key 4 is always present and a damaged LexDoc MUST "
+            "fail the mutation, never be guessed; the code decodes a LexDoc without key 4 as "
+            "docno 0 (LexDoc.docno defaults to 0, decode_trusted does not re-encode) and the "
+            "update goes through, rewriting the postings of number 0 (another memory's); "
+            "verify does report it afterwards",
+        ),
+    ),
+    "LexDoc number 2**32",
+    "next_docno above 2**32",
+    pytest.param(
+        "LexStats without next_docno",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="lexical.md §4: LexStats key 5 is always present (format 14) and a damaged "
+            "record must not be guessed; the code decodes meta/lexical without key 5 as "
+            "next_docno 0 (LexStats.next_docno defaults to 0), so the next write gives number "
+            "0 again: it overwrites lex/i/0, takes another memory's postings, and a search for "
+            "that memory's words returns the new memory",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("damage", BAD_RECORDS)
+def test_a_damaged_number_record_is_refused(store_path: Any, damage: str) -> None:
+    m = MemoryId(b"\x33" * 16)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        cx.write(fact("compass needle north"), id=MemoryId(b"\x22" * 16))
+        cx.write(fact("compass rose"), id=m)
+        cx.merge_lexical()
+        items = dump(cx)
+        doc = lexdocs(items)[m.bytes]
+        if damage == "lex/i value of 17 bytes":
+            key, value, shown = docno_key(doc[4]), seal(m.bytes + b"\x00"), f"lex/i/{doc[4]}"
+        elif damage == "LexDoc without a number":
+            del doc[4]
+            key, value, shown = LEX_D + m.bytes, cbor_seal(doc), f"lex/d/{m}"
+        elif damage == "LexDoc number 2**32":
+            doc[4] = LIMIT
+            key, value, shown = LEX_D + m.bytes, cbor_seal(doc), f"lex/d/{m}"
+        else:
+            stats = cbor_map(items[STATS])
+            if damage == "next_docno above 2**32":
+                stats[5] = LIMIT + 1
+            else:
+                del stats[5]
+            key, value, shown = STATS, cbor_seal(stats), "meta/lexical"
+        cx._kv.write(lambda txn: txn.put(key, value))
+        report = cx.verify()
+        assert any(p.record == shown for p in report.problems), report.problems
+        damaged = digest(dump(cx))
+        if damage == "lex/i value of 17 bytes":
+            with pytest.raises(CortexError):
+                cx._lexical_search("compass rose", 10)
+        elif damage in ("next_docno above 2**32", "LexStats without next_docno"):
+            with pytest.raises(CortexError):
+                cx.write(fact("anything new"))
+        else:  # removing the memory reads its LexDoc
+            with pytest.raises(CortexError):
+                cx.update(m, fact("compass changed"))
+        assert digest(dump(cx)) == damaged
+
+
+def test_allow_keeps_the_tie_order(store_path: Any) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ms = [MemoryId(bytes([b]) * 16) for b in (0xC0, 0x90, 0x30, 0x60)]  # ids not ascending
+        for m in ms:
+            cx.write(fact("identical words here"), id=m)
+        assert ids_of(cx._lexical_search("identical words", 10)) == ms
+        allow = {ms[3], ms[0], ms[2]}
+        assert ids_of(cx._lexical_search("identical words", 10, allow)) == [ms[0], ms[2], ms[3]]
+        assert ids_of(cx._lexical_search("identical words", 2, allow.__contains__)) == [
+            ms[0],
+            ms[2],
+        ]
+        cx.reindex_lexical()
+        assert ids_of(cx._lexical_search("identical words", 10, allow)) == sorted(allow)
