@@ -257,7 +257,14 @@ def test_a_purge_leaves_no_number_posting_or_lexdoc(store_path: Any, engine: str
         cx.write(fact("tea zqxsecretterm held here"), id=gone)
         cx.write(fact("tea after"), id=rid(rng))
         cx.merge_lexical()
+        pending = rid(rng)
+        cx.write(fact("tea zqxpendingterm only in a segment"), id=pending)
+        assert any(k.startswith(LEX_S) for k in dump(cx))
+        cx.purge(pending, "erase before any fold")
         before = dump(cx)
+        assert not any(k.startswith(LEX_S) for k in before)  # a purge folds
+        assert pending.bytes not in numbers(before).values()
+        assert LEX_D + pending.bytes not in before
         [docno] = [n for n, m in numbers(before).items() if m == gone.bytes]
         doc_value = before[LEX_D + gone.bytes]
         i_value = before[docno_key(docno)]
@@ -270,14 +277,15 @@ def test_a_purge_leaves_no_number_posting_or_lexdoc(store_path: Any, engine: str
         for k, v in after.items():
             if k.startswith((b"lex/", STATS)):
                 assert gone.bytes not in k and gone.bytes not in v, k
-                assert b"zqxsecretterm" not in k and b"zqxsecretterm" not in v, k
+                for secret in (b"zqxsecretterm", b"zqxpendingterm", pending.bytes):
+                    assert secret not in k and secret not in v, k
         assert cx.verify().ok
         assert ids_of(cx._lexical_search("zqxsecretterm", 5)) == []
     if engine == "lmdb":
         data = (Path(store_path) / "data.mdb").read_bytes()
         assert data.count(i_value) == 0  # the lex/i/ record's sealed id16
         assert data.count(doc_value) == 0  # the LexDoc
-        assert data.count(b"zqxsecretterm") == 0
+        assert data.count(b"zqxsecretterm") == 0 and data.count(b"zqxpendingterm") == 0
         assert data.count(LEX_D + gone.bytes) == 0  # no LexDoc key, not even a stale copy
         # the id's bytes stay where live records hold them (the tombstone head, its versions,
         # the journal, the erasure record: storage.md §6, §11; LMDB keeps copies of those
@@ -499,6 +507,10 @@ def test_the_last_number_and_then_store_full(store_path: Any) -> None:
         cx.merge_lexical()
         items = dump(cx)
         assert numbers(items)[LIMIT - 1] == last.bytes and next_docno(items) == LIMIT
+        # one block holds numbers 0 and 2**32 - 1: a delta of 5 varint bytes
+        [(first, ps)] = blocks(items)["fact"]
+        assert first == 0 and [d for d, _, _ in ps] == [0, LIMIT - 1]
+        assert len(varint(LIMIT - 1)) == 5
         assert cx.verify().ok
         before = digest(items)
         with pytest.raises(StoreFullError, match=r"reindex|rebuild"):
@@ -1043,3 +1055,41 @@ def test_allow_keeps_the_tie_order(store_path: Any) -> None:
         ]
         cx.reindex_lexical()
         assert ids_of(cx._lexical_search("identical words", 10, allow)) == sorted(allow)
+
+
+def test_a_rebuild_deletes_every_lexical_record_first(store_path: Any) -> None:
+    """``reindex`` deletes every ``lex/`` record and ``meta/lexical`` (§4): a stray high
+    ``lex/i/`` entry, a stray segment and a stray block go, and the numbers start at 0."""
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ms = [MemoryId(bytes([b]) * 16) for b in (0x50, 0x20, 0x70)]
+        for m in ms:
+            cx.write(fact("rebuild me"), id=m)
+        cx.tombstone(ms[0], "gone")
+
+        def stray(txn: Any) -> None:
+            txn.put(docno_key(999), seal(ms[0].bytes))
+            txn.put(LEX_S + (7).to_bytes(8, "big"), b"junk")
+            txn.put(posting_key("zzstray", 998), b"junk")
+
+        cx._kv.write(stray)
+        assert not cx.verify().ok
+        assert cx.reindex_lexical() == 2
+        items = dump(cx)
+        assert numbers(items) == {0: ms[1].bytes, 1: ms[2].bytes} and next_docno(items) == 2
+        lex = [k for k in items if k.startswith(b"lex/")]
+        assert not any(k.startswith((LEX_S, posting_key("zzstray", 0)[:-4])) for k in lex)
+        assert cx.verify().ok
+
+
+def test_a_text_query_breaks_ties_by_id(store_path: Any) -> None:
+    """query.md §1.8: ``score`` order breaks ties by id ascending, above the lexical list's own
+    tie order (the document number): the two layers differ on purpose."""
+    from cortex import Query
+
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ms = [MemoryId(bytes([b]) * 16) for b in (0xC0, 0x90, 0x30, 0x60)]
+        for m in ms:
+            cx.write(fact("identical words here"), id=m)
+        assert ids_of(cx._lexical_search("identical words", 10)) == ms
+        hits = cx.find(Query(text="identical words", limit=10)).hits
+        assert [h.memory.id for h in hits] == sorted(ms)
