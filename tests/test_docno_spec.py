@@ -350,6 +350,10 @@ def _bad_payload(kind: str, ps: list[tuple[int, int, int]]) -> bytes:
         return varint(dl0 + 1) + varint(dl0) + rest
     if kind == "129 postings":
         return encode_block([(d0 + i, 1, 3) for i in range(129)])
+    if kind == "dl of 2**35 - 1":
+        return varint(tf0) + b"\xff\xff\xff\xff\x7f" + rest
+    if kind == "number 2**32":
+        return varint(tf0) + varint(dl0) + varint(LIMIT - d0) + varint(tf0) + varint(dl0)
     if kind == "varint of 6 bytes":
         return b"\x81\x80\x80\x80\x80\x00" + varint(dl0) + rest
     raise AssertionError(kind)
@@ -362,6 +366,8 @@ BAD = [
     "tf above dl",
     "129 postings",
     "varint of 6 bytes",
+    "dl of 2**35 - 1",
+    "number 2**32",
 ]
 
 
@@ -504,6 +510,8 @@ def test_the_last_number_and_then_store_full(store_path: Any) -> None:
         assert cx.verify().ok
         last = MemoryId(b"\x20" * 16)
         cx.write(fact("the very last number"), id=last)
+        [(_, groups)] = segments(dump(cx))  # its ADDs name the number as a u32
+        assert {(k, d) for _, es in groups for k, d, _, _ in es} == {(1, LIMIT - 1)}
         cx.merge_lexical()
         items = dump(cx)
         assert numbers(items)[LIMIT - 1] == last.bytes and next_docno(items) == LIMIT
