@@ -865,6 +865,7 @@ SEG_DAMAGES = [
     "DEL of none",
     "SET of none",
     "a gap in the numbers",
+    "a key of 7 bytes",
 ]
 
 
@@ -914,13 +915,17 @@ def test_a_damaged_segment_is_refused(store_path: Any, damage: str) -> None:
             if damage == "a gap in the numbers":
                 txn.delete(key)
                 txn.put(LEX_S + (1).to_bytes(8, "big"), items[key])
+            elif damage == "a key of 7 bytes":
+                txn.delete(key)
+                txn.put(LEX_S + (0).to_bytes(7, "big"), items[key])
             else:
                 txn.put(key, seal(bad))
 
         cx._kv.write(harm)
         report = cx.verify()
         assert not report.ok
-        assert any(p.record.startswith("lex/s/") for p in report.problems), report.problems
+        named = ("lex/s/", LEX_S.hex())  # a key that does not parse is shown in hex
+        assert any(p.record.startswith(named) for p in report.problems), report.problems
         if structural:
             damaged = dump(cx)
             with pytest.raises(CortexError):
