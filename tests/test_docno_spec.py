@@ -1066,8 +1066,11 @@ def test_allow_keeps_the_tie_order(store_path: Any) -> None:
             ms[0],
             ms[2],
         ]
+        cx.tombstone(ms[2], "gone")
+        stray = {ms[2], MemoryId(b"\x01" * 16), ms[3]}  # tombstoned, unknown, live
+        assert ids_of(cx._lexical_search("identical words", 10, stray)) == [ms[3]]
         cx.reindex_lexical()
-        assert ids_of(cx._lexical_search("identical words", 10, allow)) == sorted(allow)
+        assert ids_of(cx._lexical_search("identical words", 10, allow)) == [ms[3], ms[0]]
 
 
 def test_a_rebuild_deletes_every_lexical_record_first(store_path: Any) -> None:
