@@ -987,30 +987,10 @@ def test_a_batch_that_would_need_number_2_32_writes_nothing(store_path: Any) -> 
 
 BAD_RECORDS = [
     "lex/i value of 17 bytes",
-    pytest.param(
-        "LexDoc without a number",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="lexical.md §4/§5: LexDoc key 4 is always present and a damaged LexDoc MUST "
-            "fail the mutation, never be guessed; the code decodes a LexDoc without key 4 as "
-            "docno 0 (LexDoc.docno defaults to 0, decode_trusted does not re-encode) and the "
-            "update goes through, rewriting the postings of number 0 (another memory's); "
-            "verify does report it afterwards",
-        ),
-    ),
+    "LexDoc without a number",  # lexical.md §4/§5: key 4 always present, never guessed as 0
     "LexDoc number 2**32",
     "next_docno above 2**32",
-    pytest.param(
-        "LexStats without next_docno",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="lexical.md §4: LexStats key 5 is always present (format 14) and a damaged "
-            "record must not be guessed; the code decodes meta/lexical without key 5 as "
-            "next_docno 0 (LexStats.next_docno defaults to 0), so the next write gives number "
-            "0 again: it overwrites lex/i/0, takes another memory's postings, and a search for "
-            "that memory's words returns the new memory",
-        ),
-    ),
+    "LexStats without next_docno",  # §4: key 5 always present (format 14)
 ]
 
 

@@ -2536,7 +2536,8 @@ class Store:
 
         Args:
             query: free text.
-            limit: how many ``(id, score)`` pairs at most, best first, ties by id ascending.
+            limit: how many ``(id, score)`` pairs at most, best first, ties by document number
+                ascending (the memory indexed first: ``lexical.md`` §6).
             allow: only ids this predicate (or collection) accepts are ranked.
 
         Raises:

@@ -158,7 +158,7 @@ class LexDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     version: int
     length: int
     terms: tuple[str, ...] = ()
-    docno: int = 0
+    docno: int  # required: a record without it is damaged, never read as number 0
 
 
 class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -176,7 +176,7 @@ class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     total_length: int = 0
     terms: int = 0
     postings: int = 0
-    next_docno: int = 0
+    next_docno: int  # required (format 14): never guessed as 0
 
 
 DOC_CODEC: Final = StructCodec(
@@ -367,7 +367,7 @@ def read_stats(txn: ReadTxn) -> LexStats:
     """The collection statistics (all zero when nothing was ever indexed)."""
     raw = txn.get(STATS_KEY)
     if raw is None:
-        return LexStats()
+        return LexStats(next_docno=0)
     stats: LexStats = _decode(STATS_CODEC, STATS_KEY, raw)
     return stats
 
@@ -820,7 +820,7 @@ def search(
     limit: int,
     allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
 ) -> list[tuple[MemoryId, float]]:
-    """The ``limit`` best memories for ``query`` by BM25, best first, ties by id ascending.
+    """The ``limit`` best memories for ``query`` by BM25, best first, ties by document number.
 
     Each distinct query term counts once. Posting lists that cannot change the result are
     skipped or only probed (MaxScore), which gives exactly the ranking of a full evaluation.
@@ -1158,7 +1158,11 @@ def check(
     for number in sorted(numbers.keys() - named.keys()):
         add((f"lex/i/{int.from_bytes(number, 'big')}", "names no indexed memory"))
     want_stats = LexStats(
-        documents=documents, total_length=total, terms=len(want_df), postings=postings
+        documents=documents,
+        total_length=total,
+        terms=len(want_df),
+        postings=postings,
+        next_docno=0,  # not implied by the live memories: checked on its own below
     )
     ov, seg_problems = _check_segments(txn)
     problems += seg_problems
@@ -1191,7 +1195,7 @@ def check(
         stats = read_stats(txn)
     except IntegrityError as exc:
         add(("meta/lexical", str(exc)))
-        stats = LexStats()
+        stats = LexStats(next_docno=0)
     else:
         # the next document number is not implied by the live memories: it is past every
         # number given out (the stored ones, at least)
