@@ -200,10 +200,6 @@ class KV(Protocol):
         """Release the engine."""
 
 
-_ENDS: dict[bytes, bytes] = {}
-"""``prefix_end`` of the prefixes ``_LmdbTxn.last`` was asked for (b"" for none)."""
-
-
 class _LmdbTxn:
     """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
 
@@ -276,11 +272,7 @@ class _LmdbTxn:
         cur = self._cur
         if cur is None:
             cur = self._cur = self._txn.cursor()
-        end = _ENDS.get(prefix)
-        if end is None:
-            end = _ENDS[prefix] = prefix_end(prefix) if prefix.strip(b"\xff") else b""
-        # the last key before the prefix's end (or the database's last key)
-        if not (cur.prev() if end and cur.set_range(end) else cur.last()):
+        if not self._position(cur, prefix, None, True):
             return None
         k = bytes(cur.key())
         return (k, bytes(cur.value())) if k.startswith(prefix) else None
@@ -873,8 +865,7 @@ class LmdbKV:
             self._attempts(attempt, alone=False)
             with c.lock:  # the next group may start while this one's flush runs
                 c.leading = holding = False
-                if c.waiting:  # c.wake()
-                    c.cond.notify_all()
+                c.wake()
             durable = me.durable if len(batch) == 1 else any(m.durable for m in batch)
             if durable and not shared.metasync:
                 try:
@@ -903,8 +894,7 @@ class LmdbKV:
                     c.leading = False
                 for m in batch:
                     m.done = True
-                if c.waiting:  # c.wake()
-                    c.cond.notify_all()
+                c.wake()
 
     @staticmethod
     def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
@@ -1004,10 +994,8 @@ class LmdbKV:
         prefix = self._shared.epoch_prefix
         assert prefix is not None
         with txn.cursor() as cur:
-            end = _ENDS.get(prefix)
-            if end is None:
-                end = _ENDS[prefix] = prefix_end(prefix) if prefix.strip(b"\xff") else b""
-            found = cur.set_range(end) if end else False
+            end = prefix_end(prefix)
+            found = cur.set_range(end) if end is not None else False
             moved = cur.prev() if found else cur.last()
             if not moved:
                 return None
