@@ -92,6 +92,16 @@ def add_postings(
 def block_encode(records: bytes, block_max: int, /) -> bytes | None:
     """A posting block's varint payload from 12-byte records (``postings.block_encode``)."""
 
+def bm25_top(
+    plan: list[tuple[float, float, int, list[bytes], list[tuple[bytes, bytes | None]] | None]],
+    limit: int,
+    k1: float,
+    norm_a: float,
+    norm_b: float,
+    /,
+) -> list[tuple[bytes, float]] | None:
+    """A text query's ``limit`` best ``(docno4, score)`` (``search_terms``); None if unsure."""
+
 def block_decode(first: int, payload: bytes, block_max: int, /) -> bytes | None:
     """A posting block's 12-byte records from its payload; None when it is not canonical."""
 

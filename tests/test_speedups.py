@@ -1910,6 +1910,11 @@ PARITY: dict[str, tuple[str, ...]] = {
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
     "df_values": (f"{_LEX}::test_df_values_agree",),
     "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),
+    "bm25_top": (
+        "tests.test_bm25::test_bm25_top_is_search_terms_over_blocks_and_segments",
+        "tests.test_bm25::test_bm25_top_is_search_terms_after_any_writes",
+        "tests.test_bm25::test_bm25_top_declines_what_it_does_not_expect",
+    ),
     "segments_folded": ("tests.test_segments::test_segments_folded_is_overlay_folded",),
     "index_keys": ("test_index_keys_paths_agree",),
     "journal_entry": ("test_journal_entry_paths_agree",),

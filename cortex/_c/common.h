@@ -11,6 +11,7 @@
  *   tokenize.c     ASCII tokens, term counts, the stem table, the full form's term counts
  *   staging.c      a transaction's pending lexical documents and postings
  *   postings.c     runs of postings and posting blocks (join, merge, cut, append)
+ *   bm25.c         a text query's BM25 top-k over its terms' posting lists
  *   cursor.c       driving an LMDB cursor: posting blocks and document frequencies of a flush
  *   write.c        the write path's records: index keys, journal entries, stage_new
  *   kv.c           CRC-32 sealing (cortex.storage.kv.seal / unseal) and the stable sort of puts
@@ -52,6 +53,7 @@ CX_HIDDEN int cx_encode_init(PyObject *m);
 CX_HIDDEN int cx_tokenize_init(PyObject *m);
 CX_HIDDEN int cx_staging_init(PyObject *m);
 CX_HIDDEN int cx_postings_init(PyObject *m);
+CX_HIDDEN int cx_bm25_init(PyObject *m);
 CX_HIDDEN Py_ssize_t cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ssize_t block_max,
                                      unsigned char *out);
 CX_HIDDEN Py_ssize_t cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n,

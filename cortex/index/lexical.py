@@ -25,6 +25,7 @@ from cortex.index.postings import (
     ENTRY,
     apply_many,
     block_entries,
+    block_records,
     entry_tail,
     find,
     fresh_changes,
@@ -85,6 +86,10 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
 )
 """Count terms, index documents and hold postings in C (``cortex._speedups``) when it is built;
 tests switch this off to compare with the Python paths."""
+
+_USE_BM25: bool = _sp is not None and hasattr(_sp, "bm25_top")
+"""Score text queries without an allow filter in C (``search_terms``) when ``_USE_SPEEDUPS`` is
+on too; tests switch it off to compare with the Python loop."""
 
 # what ascii_term_counts found in the stem cache (text.STEMS), by the token's bytes
 _STEM_TABLE: Final[Any] = _sp.StemTable() if _USE_SPEEDUPS else None
@@ -938,6 +943,22 @@ def search_terms(
             return _top(txn, scores, limit)
         allowed = ids.__contains__
 
+    if allowed is None and _USE_SPEEDUPS and _USE_BM25 and getattr(txn, "cursor", None):
+        # the loop below in C (an engine without round trips: every list read whole)
+        lists = [
+            (
+                w,
+                rest[i],
+                df,
+                [block_records(k, v) for k, v in txn.scan(posting_prefix(term))],
+                ov.items(term) if term in ov else None,
+            )
+            for i, (_, term, w, df) in enumerate(plan)
+        ]
+        best = _sp.bm25_top(lists, limit, k1, norm_a, norm_b)
+        if best is not None:
+            _preload_numbers(txn, [raw for raw, _ in best])
+            return [(_id_of(txn, raw), s) for raw, s in best]
     theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
     for i, (_, term, w, df) in enumerate(plan):
         if rest[i] < theta:
