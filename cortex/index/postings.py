@@ -347,6 +347,10 @@ def fresh_changes(records: bytes | bytearray) -> dict[bytes, bytes | None]:
     return out
 
 
+_RECORDS: Final = (bytes, bytearray)
+"""What new postings are held as (``apply_many``): a concrete-type check, not an ABC's."""
+
+
 def apply_many(
     txn: WriteTxn,
     changes: Sequence[tuple[str, Mapping[bytes, bytes | None] | bytes | bytearray]],
@@ -363,7 +367,7 @@ def apply_many(
         # an engine across a network reads each term's first around() in one round trip
         prefetch(
             [
-                (p, p + min(held) if isinstance(held, Mapping) else p + _LAST)
+                (p, p + _LAST if isinstance(held, _RECORDS) else p + min(held))
                 for p, held in ((posting_prefix(t), h) for t, h in changes)
                 if held
             ]
@@ -373,7 +377,7 @@ def apply_many(
         fresh: list[int] = []
         items: list[tuple[bytes, bytes | bytearray]] = []
         for i, (term, held) in enumerate(changes):
-            if not isinstance(held, Mapping):
+            if isinstance(held, _RECORDS):
                 fresh.append(i)
                 items.append((posting_prefix(term), held))
             elif None not in held.values():  # additions only (a fold's ADDs): maybe appends
@@ -386,7 +390,7 @@ def apply_many(
         done = set(fresh) - {fresh[j] for j in left}
         changes = [c for i, c in enumerate(changes) if i not in done]
     for term, held in changes:
-        if isinstance(held, Mapping):
+        if not isinstance(held, _RECORDS):
             apply(txn, term, held, puts)
         elif _append(txn, posting_prefix(term), bytes(held), puts) is None:
             apply(txn, term, fresh_changes(held), puts)
