@@ -20,7 +20,14 @@ same records, tags, importance and precomputed vectors, ``write_many`` in durabl
   puts for one record: its head, version, index and journal entries, and its float32 vector in
   a database of its own.
 
-The four run in a rotating order each round, so a slow stretch of a shared machine falls on
+With ``--log F`` a fifth store measures a design not built: **replay, logged** puts each write's
+operations as ONE record (their keys and values, length-prefixed) at the end of the tree
+(appended), and every ``F``-th write also applies the ``F`` logged writes' operations to the
+B-tree and deletes their records, in the same durable transaction (an LSM-style write log over
+the whole key space, as the lexical index's segments are over its postings). Its p50 is a write
+that only logs; its mean counts the folds.
+
+The runs go in a rotating order each round, so a slow stretch of a shared machine falls on
 each alike. Printed: the median microseconds per write of each over the rounds, and the ratios
 to the floor. ``replay, all ÷ floor`` is the closest a write of today's records can come to the
 floor on this disk: no code can make cortex's commit cheaper than writing its own pages.
@@ -137,12 +144,50 @@ def _replay(
     return out
 
 
+_LOG = b"\xfe~log/"  # after every key of the store: the log's puts append
+
+
+def _replay_logged(
+    env: Any, batch: list[list[Op]], every: int, state: dict[str, Any]
+) -> list[float]:
+    """``_replay`` of all operations through a write log folded every ``every`` writes."""
+    out = []
+    for ops in batch:
+        t0 = time.perf_counter()
+        parts: list[bytes] = []
+        for kind, arg in ops:
+            pairs = [arg[:2]] if kind == "put" else [(arg, b"")] if kind == "delete" else arg
+            for k, v in pairs:
+                parts += [len(k).to_bytes(2, "big"), k, len(v).to_bytes(4, "big"), v]
+        with env.begin(write=True) as txn:
+            n = state["seq"]
+            state["seq"] = n + 1
+            with txn.cursor() as cur:
+                cur.put(_LOG + n.to_bytes(8, "big"), b"".join(parts), append=True)
+            state["held"].append(ops)
+            if len(state["held"]) >= every:  # the fold: every held write's operations
+                for held in state["held"]:
+                    _apply(txn, held, _everything)
+                for m in range(n + 1 - len(state["held"]), n + 1):
+                    txn.delete(_LOG + m.to_bytes(8, "big"))
+                state["held"] = []
+        out.append((time.perf_counter() - t0) * 1e6)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--per-round", type=int, default=100)
     ap.add_argument("--dir", type=Path, help="where the stores go (default: a temporary one)")
+    ap.add_argument(
+        "--log",
+        type=int,
+        default=0,
+        metavar="F",
+        help="also replay through a write log folded every F writes",
+    )
     args = ap.parse_args(argv)
     singles = args.rounds * args.per_round
     ds = make(args.size, n_extra=singles)
@@ -153,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             cx.ingest_batch(start, min(start + 1000, args.size))
         cx.cx.close()
         envs = {}
-        for name in ("all", "nolex", "floor"):
+        names = ("all", "nolex", "floor", "log") if args.log else ("all", "nolex", "floor")
+        for name in names:
             shutil.copytree(cx.path, tmp / name)
             envs[name] = lmdb.open(
                 str(tmp / name), map_size=1 << 34, sync=True, metasync=True, max_dbs=2
@@ -162,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         cx.cx = cx._open(cx.mode)  # with the embedder, as the bench's ingest_single
         log: list[list[Op]] = []
         undo = _record(log)
-        times: dict[str, list[float]] = {k: [] for k in ("cortex", "all", "nolex", "floor")}
+        times: dict[str, list[float]] = {k: [] for k in ("cortex", *names)}
+        logged: dict[str, Any] = {"seq": 0, "held": []}
         each: dict[str, list[float]] = {k: [] for k in times}
         keys_per_write: list[int] = []
         bytes_per_write: list[int] = []
@@ -190,9 +237,15 @@ def main(argv: list[str] | None = None) -> int:
                     ("nolex", _not_lexical, None),
                     ("floor", _floor_keys, vectors),
                 ]
-                for name, keep, vecs in runs[r % 3 :] + runs[: r % 3]:  # rotating
+                if args.log:
+                    runs.append(("log", _everything, None))
+                k = r % len(runs)
+                for name, keep, vecs in runs[k:] + runs[:k]:  # rotating
                     t0 = time.perf_counter()
-                    each[name] += _replay(envs[name], batch, keep, vecs, vec_db)
+                    if name == "log":
+                        each[name] += _replay_logged(envs[name], batch, args.log, logged)
+                    else:
+                        each[name] += _replay(envs[name], batch, keep, vecs, vec_db)
                     times[name].append((time.perf_counter() - t0) / args.per_round * 1e6)
                 for ops in batch:
                     n = b = 0
@@ -226,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             ("all", "replay, all its operations"),
             ("nolex", "replay, no lexical index"),
             ("floor", "the bench floor's write"),
+            *([("log", f"replay, logged (fold /{args.log})")] if args.log else []),
         ):
             print(
                 f"{label:28} p50 {p50[name]:7,.0f} µs {p50[name] / p50['floor']:5.2f}x the floor;"
