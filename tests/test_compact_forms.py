@@ -190,3 +190,27 @@ def test_a_format_14_bundle_may_not_hold_compact_forms(tmp_path: Path) -> None:
     if compact != head:
         with pytest.raises(CodecError):
             HEAD_V14.decode(compact, "h")
+
+
+def test_salvaging_a_format_14_store_keeps_every_memory_and_its_forms(tmp_path: Path) -> None:
+    """Salvage reads the heads and versions of a damaged store of an older format (forms
+    wide) as strictly as its own; the new store holds them compact, the same values."""
+    from cortex.storage.keys import HEAD as HEAD_PREFIX
+    from cortex.storage.kv import LmdbKV, unseal
+    from cortex.transfer.salvage import salvage
+
+    src = ROOT / "tests" / "data" / "format14.cortex"
+    kv = LmdbKV(src, readonly=True, create=False)
+    try:
+        with kv.read() as txn:
+            heads = {
+                k: HEAD_V14.decode(unseal(k, v), "h") for k, v in txn.scan(HEAD_PREFIX)
+            }
+    finally:
+        kv.close()
+    report = salvage(src, tmp_path / "new")
+    assert report.records_bad == 0 and report.memories == len(heads) > 50
+    with Cortex.open(tmp_path / "new", actor="checker", as_owner=True) as cx:
+        for head in heads.values():
+            assert cx.resolve_latest(head.id).head.forms == head.forms
+        assert cx.verify().ok
