@@ -1544,7 +1544,7 @@ class FormsCodec(StructCodec[Forms]):
 FORMS = FormsCodec()
 FORMS_V14: Final = StructCodec(Forms, [("short", _text), ("medium", _text)])
 """Forms as store formats 1-14 and bundles of those formats encode them: ``{1: short, 2:
-medium}`` always. Read only by the import of bundles from those formats."""
+medium}`` always. Read only where records of those formats arrive: bundles and salvage."""
 FRAME_REF = StructCodec(
     FrameRef,
     [
@@ -1695,9 +1695,10 @@ def _version_fields(forms: StructCodec[Forms]) -> list[tuple[str, _Field[Any]]]:
 HEAD = StructCodec(Head, _head_fields(FORMS), schema_version=1)
 VERSION = StructCodec(Version, _version_fields(FORMS), schema_version=1)
 HEAD_V14: Final = StructCodec(Head, _head_fields(FORMS_V14), schema_version=1)
-"""Heads as store formats 1-14 encode them (``FORMS_V14``): bundles from those formats."""
+"""Heads as store formats 1-14 encode them (``FORMS_V14``): old bundles, salvage, the migrations
+to those formats."""
 VERSION_V14: Final = StructCodec(Version, _version_fields(FORMS_V14), schema_version=1)
-"""Versions as store formats 1-14 encode them (``FORMS_V14``): bundles from those formats."""
+"""Versions as store formats 1-14 encode them (``FORMS_V14``): old bundles and salvage."""
 
 
 EPISODE_MAX_BYTES: Final = 64 * 1024 * 1024
