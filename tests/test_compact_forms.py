@@ -203,9 +203,7 @@ def test_salvaging_a_format_14_store_keeps_every_memory_and_its_forms(tmp_path: 
     kv = LmdbKV(src, readonly=True, create=False)
     try:
         with kv.read() as txn:
-            heads = {
-                k: HEAD_V14.decode(unseal(k, v), "h") for k, v in txn.scan(HEAD_PREFIX)
-            }
+            heads = {k: HEAD_V14.decode(unseal(k, v), "h") for k, v in txn.scan(HEAD_PREFIX)}
     finally:
         kv.close()
     report = salvage(src, tmp_path / "new")
