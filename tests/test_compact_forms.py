@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -205,7 +206,9 @@ def test_salvaging_a_format_14_store_keeps_every_memory_and_its_forms(tmp_path: 
     from cortex.storage.kv import LmdbKV, unseal
     from cortex.transfer.salvage import salvage
 
-    src = ROOT / "tests" / "data" / "format14.cortex"
+    src = tmp_path / "v14"  # a copy: opening a store may leave a pages.checked beside it
+    src.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / "format14.cortex" / "data.mdb", src / "data.mdb")
     kv = LmdbKV(src, readonly=True, create=False)
     try:
         with kv.read() as txn:
