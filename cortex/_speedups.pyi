@@ -7,7 +7,10 @@ class Reject(ValueError):
     """The bytes are not a canonical record of the plan (the Python decoder says why)."""
 
 class Plan:
-    """How to decode one record struct: built by ``StructCodec`` from its field list."""
+    """How to decode one record struct: built by ``StructCodec`` from its field list.
+
+    ``forms``: the Forms record in its compact encoding (format 15, ``codec.FormsCodec``).
+    """
 
     def __init__(
         self,
@@ -15,6 +18,8 @@ class Plan:
         kwnames: tuple[str, ...],
         schema_version: int | None,
         fields: tuple[tuple[Any, ...], ...],
+        *,
+        forms: bool = False,
     ) -> None: ...
 
 def decode(plan: Plan, data: bytes | bytearray | memoryview, /) -> Any:

@@ -285,12 +285,31 @@ def tags(max_size: int = LIMITS.TAGS) -> st.SearchStrategy[tuple[str, ...]]:
 
 
 def forms() -> st.SearchStrategy[Forms]:
-    """Forms within their budgets (short <= 50 tokens, medium <= 200 tokens)."""
-    return st.builds(
-        Forms,
-        short=texts(SHORT_TOKENS * 4, max_size=20),
-        medium=texts(MEDIUM_TOKENS * 4, max_size=40),
+    """Forms within their budgets (short <= 50 tokens, medium <= 200 tokens).
+
+    The short form is often the medium's beginning, whole or cut with "…" (as rendered forms
+    are; stored compact from format 15), or another text.
+    """
+    return st.one_of(
+        st.builds(
+            Forms,
+            short=texts(SHORT_TOKENS * 4, max_size=20),
+            medium=texts(MEDIUM_TOKENS * 4, max_size=40),
+        ),
+        _prefix_forms(),
     )
+
+
+@st.composite
+def _prefix_forms(draw: st.DrawFn) -> Forms:
+    medium = draw(texts(MEDIUM_TOKENS * 4, max_size=40))
+    cut = draw(st.integers(0, min(len(medium), 19)))  # as short as the other shorts
+    short = unicodedata.normalize("NFC", medium[:cut])
+    if not medium.startswith(short):
+        short = ""
+    if draw(st.booleans()) or not short:
+        short += "\u2026"
+    return Forms(short=short, medium=medium)
 
 
 def tombstones() -> st.SearchStrategy[Tombstone]:

@@ -582,7 +582,7 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     marked = {k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == SUPERSEDED}
     assert {MemoryId(k[-16:]) for k in marked} == {_fid(n) for n in MARKED11}
     counters = {k for k in before if k.startswith(SALIENCE)}
-    report = M.migrate(where)
+    report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0011-current-claims-named-counters", len(marked) + len(counters), True),
         ("0012-half-vectors", 0, True),
@@ -598,6 +598,7 @@ def test_migrating_the_format_11_fixture_keeps_only_current_claims(
     for k in counters:  # each counter record now starts with its memory's id
         assert unseal(k, after[k]) == k[len(SALIENCE) :] + unseal(k, before[k])
     assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
+    M.migrate(where)  # 0014: the forms compact (test_migrate)
     with Cortex.open(where, actor="fixture-agent", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems

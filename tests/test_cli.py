@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 14, 13 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 15, 14 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 14, 13 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-14:] == [
+    assert lines[0] == f"{v1}: format 1 → 15, 14 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-15:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1010,7 +1010,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0011-current-claims-named-counters (0 records)",
         "applied 0012-half-vectors (0 records)",
         "applied 0013-posting-docnos (9 records)",
-        f"{v1}: now at format 14",
+        "applied 0014-compact-forms (25 records)",
+        f"{v1}: now at format 15",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1033,6 +1034,7 @@ def test_a_format1_store_needs_migrate_then_works(
         eleventh,
         twelfth,
         thirteenth,
+        fourteenth,
     ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
@@ -1050,9 +1052,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert eleventh["reason"] == "0011-current-claims-named-counters: format 11 -> 12"
     assert twelfth["reason"] == "0012-half-vectors: format 12 -> 13"
     assert thirteenth["reason"] == "0013-posting-docnos: format 13 -> 14"
+    assert fourteenth["reason"] == "0014-compact-forms: format 14 -> 15"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 14)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 14)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 15)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 15)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1154,6 +1157,14 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "document numbers (lex/i/) in varint blocks",
         "records": 9,
     }
+    step14 = {
+        "name": "0014-compact-forms",
+        "from_version": 14,
+        "to_version": 15,
+        "description": "rewrite every head and version with its forms compact: a short form "
+        "that begins the medium form is stored as its length",
+        "records": 25,
+    }
     steps = (
         step,
         step2,
@@ -1168,12 +1179,13 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         step11,
         step12,
         step13,
+        step14,
     )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 14,
+        "to_version": 15,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1184,7 +1196,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 14, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 15, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1192,23 +1204,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 14)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "15")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 15)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "16")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 15: format 15 is unknown: this cortex knows formats up to 14\n"
+    assert err == "cortex: --to 16: format 16 is unknown: this cortex knows formats up to 15\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 14
+    assert run_json(capsys, "migrate")["to_version"] == 15
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 14)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 15)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1226,6 +1238,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0011-current-claims-named-counters", "pending"),
         ("0012-half-vectors", "pending"),
         ("0013-posting-docnos", "pending"),
+        ("0014-compact-forms", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1233,9 +1246,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 14 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 15 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 13
+    assert len(listed["applied"]) == 14
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1457,7 +1470,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 14" in ok("--store", old, "migrate")
+    assert "now at format 15" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

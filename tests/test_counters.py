@@ -36,6 +36,7 @@ from cortex import (
 )
 from cortex.engine.heads import decode_counters, encode_counters
 from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.codec import HEAD_V14
 from cortex.model.ids import new_id
 from cortex.model.records import Head
 from cortex.query.language import compile_query
@@ -331,8 +332,9 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
         ("0013-posting-docnos", 13, 14),
+        ("0014-compact-forms", 14, 15),
     ]
-    report = M.migrate(v10)
+    report = M.migrate(v10, to=14)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0010-counters-in-heads", len(counted), True),
@@ -351,12 +353,13 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     }  # 0011 drops the superseded memories' claim entries and names each counter's memory
     assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
     for m in counted:
-        old = HEAD_CODEC.decode(before[head_key(m)][:-4], "h")
-        new = HEAD_CODEC.decode(after[head_key(m)][:-4], "h")
+        old = HEAD_V14.decode(before[head_key(m)][:-4], "h")  # format 10: forms wide
+        new = HEAD_V14.decode(after[head_key(m)][:-4], "h")  # format 14: forms wide
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
+    M.migrate(v10)  # 0014: the forms compact (test_migrate)
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-1].reason == "0013-posting-docnos: format 13 -> 14"
+        assert list(cx.journal())[-2].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

@@ -26,6 +26,7 @@ from cortex import (
     Cortex,
     Fact,
     FormatError,
+    IntegrityError,
     JournalKind,
     MigrationRequiredError,
     Query,
@@ -33,10 +34,11 @@ from cortex import (
 )
 from cortex.engine.store import FEATURES, FORMAT_VERSION, _seal, _unseal
 from cortex.engine.values import FORMAT_CODEC
+from cortex.model.codec import HEAD, HEAD_V14, VERSION, VERSION_V14
 from cortex.model.ids import MemoryId
 from cortex.storage import keys as K
 from cortex.storage.engines import copy_kv, open_kv
-from cortex.storage.keys import JOURNAL, meta_key
+from cortex.storage.keys import JOURNAL, meta_key, show_key
 from cortex.storage.kv import LmdbKV
 from cortex.transfer import migrate as M
 
@@ -193,6 +195,7 @@ STEPS = [
     ("0011-current-claims-named-counters", 11, 12),
     ("0012-half-vectors", 12, 13),
     ("0013-posting-docnos", 13, 14),
+    ("0014-compact-forms", 14, 15),
 ]
 
 
@@ -207,7 +210,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 14, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 15, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -222,6 +225,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 9, True),
+        ("0014-compact-forms", 25, True),  # every head and version
     ]
     assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -233,7 +237,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         for i in range(1, 10)
     ] + [("0007-claim-index", i, 11) for i in range(1, 12)] + [
         ("0013-posting-docnos", i, 9) for i in range(1, 10)
-    ]
+    ] + [("0014-compact-forms", i, 25) for i in range(1, 26)]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -254,7 +258,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-13] == old
+    assert new[:-14] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -273,8 +277,9 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             tenth,
             eleventh,
             twelfth,
+            thirteenth,
             last,
-        ) = entries[-13:]
+        ) = entries[-14:]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -288,17 +293,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert tenth.reason == "0010-counters-in-heads: format 10 -> 11"
         assert eleventh.reason == "0011-current-claims-named-counters: format 11 -> 12"
         assert twelfth.reason == "0012-half-vectors: format 12 -> 13"
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
-        assert cx.format.format_version == 14 and set(cx.format.features) == FEATURES
+        assert thirteenth.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
+        assert cx.format.format_version == 15 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 13
+    assert len(fresh_entries) == len(entries) - 14
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-13]]
-    assert fresh_entries[0].reason == "format 14" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-14]]
+    assert fresh_entries[0].reason == "format 15" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -314,6 +320,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0011-current-claims-named-counters", 11, 12, 0),
         ("0012-half-vectors", 12, 13, 0),
         ("0013-posting-docnos", 13, 14, 9),
+        ("0014-compact-forms", 14, 15, 25),
     ]
 
 
@@ -365,6 +372,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0011-current-claims-named-counters",
         "0012-half-vectors",
         "0013-posting-docnos",
+        "0014-compact-forms",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -378,7 +386,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 14)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 15)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -393,6 +401,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0011-current-claims-named-counters", 0, False),
         ("0012-half-vectors", 0, False),
         ("0013-posting-docnos", 9, False),
+        ("0014-compact-forms", 25, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -400,7 +409,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 14)
+    assert (report.from_version, report.to_version) == (2, 15)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -414,6 +423,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0011-current-claims-named-counters", 0, False),
         ("0012-half-vectors", 0, False),
         ("0013-posting-docnos", 9, False),
+        ("0014-compact-forms", 25, False),
     ]
     assert dump(v1) == at2
 
@@ -422,7 +432,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (14, 14)
+    assert report.steps == () and (report.from_version, report.to_version) == (15, 15)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -450,7 +460,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 14  # and it can be run again
+    assert M.migrate(v1).to_version == 15  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -475,7 +485,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 14  # and it can be run again
+    assert M.migrate(v1).to_version == 15  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -546,6 +556,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0011-current-claims-named-counters",
         "0012-half-vectors",
         "0013-posting-docnos",
+        "0014-compact-forms",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -561,6 +572,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 9, True),
+        ("0014-compact-forms", 25, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -568,28 +580,30 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((K.IDX_FRAME, K.IDX_TAG, K.IDX_PIN, K.IDX_CLAIM, b"lex/", JOURNAL))
+        or k.startswith((K.HEAD, K.VERSION))  # 0014: the forms compact
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-12] == journal(before)
+    assert journal(after)[:-13] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-12].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-11].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-10].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-9].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-8].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-7].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-6].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-5].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-4].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-3].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert entries[-2].reason == "0012-half-vectors: format 12 -> 13"
-        assert entries[-1].reason == "0013-posting-docnos: format 13 -> 14"
+        assert entries[-13].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-12].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-11].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-10].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-9].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-8].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-7].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-6].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-5].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-4].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-3].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-2].reason == "0013-posting-docnos: format 13 -> 14"
+        assert entries[-1].reason == "0014-compact-forms: format 14 -> 15"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -604,6 +618,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0011-current-claims-named-counters", 0),
         ("0012-half-vectors", 0),
         ("0013-posting-docnos", 9),
+        ("0014-compact-forms", 25),
     ]
 
 
@@ -622,6 +637,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0011-current-claims-named-counters",
         "0012-half-vectors",
         "0013-posting-docnos",
+        "0014-compact-forms",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -636,23 +652,24 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 9, True),
+        ("0014-compact-forms", 25, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((b"lex/", K.IDX_CLAIM, JOURNAL))
+        k.startswith((b"lex/", K.IDX_CLAIM, JOURNAL, K.HEAD, K.VERSION))  # 0014: forms
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-9] == journal(before)
+    assert journal(after)[:-10] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -676,22 +693,23 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 9, True),
+        ("0014-compact-forms", 25, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
-        k.startswith((JOURNAL, K.IDX_CLAIM, b"lex/"))
+        k.startswith((JOURNAL, K.IDX_CLAIM, b"lex/", K.HEAD, K.VERSION))  # 0014: forms
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
-    assert journal(after)[:-8] == journal(before)
+    assert journal(after)[:-9] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 14 and "episodes" in record.features
+    assert record.format_version == 15 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -714,6 +732,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 9, True),
+        ("0014-compact-forms", 25, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -734,13 +753,14 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert all(
         before[k] == after[k]
         for k in before
-        if k not in (key, M.MIGRATIONS_KEY, meta_key("lexical")) and not k.startswith(b"lex/")
+        if k not in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
+        and not k.startswith((b"lex/", K.HEAD, K.VERSION))  # 0014: the forms compact
     )
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -796,6 +816,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
         ("0013-posting-docnos", 13, 14),
+        ("0014-compact-forms", 14, 15),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -805,11 +826,22 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0011-current-claims-named-counters", 0, True),
         ("0012-half-vectors", 0, True),
         ("0013-posting-docnos", 13, True),
+        ("0014-compact-forms", 35, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    rewritten = {k for k in changed if k.startswith((K.HEAD, K.EPISODE))}
+    # (0014 rewrites every head's forms too: a head counts when its value changed)
+    rewritten = {
+        k
+        for k in changed
+        if k.startswith(K.EPISODE)
+        or (
+            k.startswith(K.HEAD)
+            and HEAD_V14.decode_trusted(_unseal(k, before[k]))
+            != HEAD.decode(_unseal(k, after[k]), "head")
+        )
+    }
     # exactly the records the entries labelled, each with its level
     want = set()
     for k, v in labels.items():
@@ -823,9 +855,9 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         assert rec.sensitivity is not None and int(rec.sensitivity) == code
     assert rewritten == want
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY, meta_key("lexical")} | {
-        k for k in changed if k.startswith((JOURNAL, b"lex/"))
+        k for k in changed if k.startswith((JOURNAL, b"lex/", K.HEAD, K.VERSION))
     }
-    assert journal(after)[:-6] == journal(before)
+    assert journal(after)[:-7] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -835,7 +867,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -909,7 +941,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 7 migration" in p.what
+            p.record == "meta/migrations" and "journal records 8 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -938,8 +970,9 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0011-current-claims-named-counters", 11, 12),
         ("0012-half-vectors", 12, 13),
         ("0013-posting-docnos", 13, 14),
+        ("0014-compact-forms", 14, 15),
     ]
-    report = M.migrate(v9)
+    report = M.migrate(v9, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
@@ -957,10 +990,11 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 14 and "lexical-posting-segments" in record.features
     assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
+    M.migrate(v9)  # 0014, the forms (its own test below)
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0013-posting-docnos: format 13 -> 14"
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -993,9 +1027,10 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v13, actor="x")
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v13)] == [
-        ("0013-posting-docnos", 13, 14)
+        ("0013-posting-docnos", 13, 14),
+        ("0014-compact-forms", 14, 15),
     ]
-    report = M.migrate(v13)
+    report = M.migrate(v13, to=14)
     [step] = report.steps
     live = step.records
     assert step.step.name == "0013-posting-docnos" and step.applied and live > 30
@@ -1014,6 +1049,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
     assert ids == sorted(ids)
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 14 and "lexical-docnos" in record.features
+    M.migrate(v13)  # 0014, the forms (its own test below)
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1024,7 +1060,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
         assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
-        last = list(cx.journal())[-1]
+        last = list(cx.journal())[-2]  # then 0014
         assert last.reason == "0013-posting-docnos: format 13 -> 14"
         # the next memory takes the next number; a small write stores a segment again
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -1057,6 +1093,145 @@ def test_0013_failing_half_way_leaves_format_13(
         M.migrate(v13)
     assert dump(v13) == before
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v13).to_version == 14
+    assert M.migrate(v13).to_version == 15
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
+
+
+FIXTURE14 = ROOT / "tests" / "data" / "format14.cortex"  # tools/make_fixture_v14.py, format 14
+
+
+def _fixture_tool14() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "make_fixture_v14", ROOT / "tools" / "make_fixture_v14.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL14 = _fixture_tool14()
+
+
+def _records(items: dict[bytes, bytes], prefix: bytes, codec: Any) -> dict[bytes, Any]:
+    """Every head or version of a dump, decoded strictly by ``codec``."""
+    return {
+        k: codec.decode(_unseal(k, v), show_key(k))
+        for k, v in items.items()
+        if k.startswith(prefix)
+    }
+
+
+def test_migrating_the_format_14_fixture_compacts_the_forms(
+    tmp_path: Path, target: str | None
+) -> None:
+    """Format 15 stores a short form that begins the medium form as its length; 0014 rewrites
+    every head and version so, and nothing else: each record decodes (strictly, in its own
+    format's encoding) to the same value before and after, every memory reads as before, and
+    the store verifies."""
+    v14 = _copy(FIXTURE14, tmp_path / "v14", target)
+    before = dump(v14)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 14
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v14, actor="x")
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v14)] == [
+        ("0014-compact-forms", 14, 15)
+    ]
+    heads = _records(before, K.HEAD, HEAD_V14)
+    versions = _records(before, K.VERSION, VERSION_V14)
+    report = M.migrate(v14)
+    [step] = report.steps
+    assert step.step.name == "0014-compact-forms" and step.applied
+    assert step.records == len(heads) + len(versions) > 100
+    after = dump(v14)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    assert all(
+        k.startswith((K.HEAD, K.VERSION, JOURNAL)) or k in (key, M.MIGRATIONS_KEY) for k in changed
+    )
+    assert journal(after)[:-1] == journal(before)
+    assert _records(after, K.HEAD, HEAD) == heads
+    assert _records(after, K.VERSION, VERSION) == versions
+    # every record with forms whose short form begins the medium form got smaller
+    wide = 0
+    for k in set(heads) | set(versions):
+        forms = (heads.get(k) or versions[k]).forms
+        if forms is None:
+            assert after[k] == before[k]  # a purged version holds none
+            continue
+        s, m = forms.short.encode(), forms.medium.encode()
+        if m.startswith(s) or (s.endswith("…".encode()) and m.startswith(s[:-3])):
+            assert len(after[k]) < len(before[k]), show_key(k)
+        else:
+            wide += 1
+            assert after[k] == before[k]
+    assert wide >= 2  # the head and version of memory 152
+    record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
+    assert record.format_version == 15 and "compact-forms" in record.features
+    with Cortex.open(v14, actor="checker", as_owner=True) as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        for i, forms in enumerate(TOOL14.OVERRIDES):
+            m = cx.resolve_latest(TOOL.fid(150 + i))
+            assert m.head.forms == forms == m.version.forms
+        long = cx.resolve_latest(TOOL.fid(140)).head.forms
+        assert long is not None and long.short.endswith("…")
+        ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
+        assert TOOL.fid(140) in ferry
+        last = list(cx.journal())[-1]
+        assert last.reason == "0014-compact-forms: format 14 -> 15"
+        new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
+        assert cx.resolve_latest(new.id).head.forms is not None
+        assert cx.verify().ok
+
+
+def test_0014_failing_half_way_leaves_format_14(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash inside the rewrite (here: an error on the 40th record) rolls the step back:
+    the store is the format-14 fixture, byte for byte, and the migration runs again."""
+    v14 = _copy(FIXTURE14, tmp_path / "v14")
+    before = dump(v14)
+    original = M.seal
+    calls = 0
+
+    def failing_seal(payload: bytes) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 40:
+            raise OSError("disk on fire")
+        return original(payload)
+
+    monkeypatch.setattr(M, "seal", failing_seal)
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v14)
+    assert dump(v14) == before
+    monkeypatch.setattr(M, "seal", original)
+    assert M.migrate(v14).to_version == 15
+    with Cortex.open(v14, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+
+
+def test_0014_refuses_a_damaged_record_and_writes_nothing(tmp_path: Path) -> None:
+    """A head whose forms do not decode (a short-form length past the medium's end, written
+    with a valid checksum) stops the migration with IntegrityError, the store untouched."""
+    v14 = _copy(FIXTURE14, tmp_path / "v14")
+    kv = open_kv(v14, create=False)
+    k = K.head_key(TOOL.fid(140))
+
+    def damage(txn: Any) -> None:
+        head = HEAD_V14.decode(_unseal(k, txn.get(k)), "head")
+        raw = HEAD_V14.encode(head, "head")
+        at = raw.index(b"\x0d\xa2\x01") + 3  # the short form's text -> {1: 7, 2: medium}
+        end = at + 1 + (raw[at] & 31 if raw[at] & 31 < 24 else 1 + raw[at + 1])
+        txn.put(k, _seal(raw[:at] + b"\x07" + raw[end:]))
+
+    try:
+        kv.write(damage)
+    finally:
+        kv.close()
+    before = dump(v14)
+    with pytest.raises(IntegrityError, match="does not decode"):
+        M.migrate(v14)
+    assert dump(v14) == before

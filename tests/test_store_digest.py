@@ -21,6 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
+# FORMAT 15 (issue 18: compact forms). Was 14641215… at format 14, with the same 6276 keys; what
+# changed, keyspace by keyspace (compared with main's code at format 14, be07dbb): m/ and mv/ —
+# every head and version whose short form begins its medium form holds the short form as its
+# length (Forms key 4, or key 3 when cut with "…") instead of its text, each otherwise equal
+# field for field (the 419 heads 117,192 -> 86,194 B, the 453 versions 176,936 -> 143,877 B);
+# meta/format names format 15 and the feature compact-forms; the journal's init entry says
+# "format 15" (so every later entry's prev hash moved; the entries are otherwise equal). Every
+# other keyspace is equal. The same four keyspaces move in the three digests below (no embedder
+# 91c2a0fb…, still clock bc291b9d… and 4d52ad60… at format 14). Equal on both paths.
 # FORMAT 14 (issue 18: lexical postings keyed by per-store document numbers). Was 17f942f7… at
 # format 13 with 6133 keys, now 6276; what changed, keyspace by keyspace (compared with main's
 # code at format 13, e01f682): lex/ — 406 new lex/i/ entries (docno -> id16, 30 B each), each
@@ -74,7 +83,7 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "14641215d1eda492ab0b2e71327a5af2e03b8156103004099871eaec3849524b"
+STORE_DIGEST = "323762ead41be168cb46beaca8bb368e45e4d002835393fa9bed70f219baf037"
 STORE_KEYS = 6276
 FOLDED_LEX_DIGEST = "354637c918fcf26857de1c946f6e1d6495366516c513b6a3de1db79c3642f594"
 """The lex/ keyspace once every segment is folded (format 9 to 13: 61213a43…, the same bytes as
@@ -87,17 +96,18 @@ numbers the live memories in id order, is equal by id only)."""
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "91c2a0fbac8cf5ced26b6f11d5d6c92671fbee87c5c9317d252f76ebacc851ee"
+STORE_DIGEST_NO_EMBEDDER = "de827ba4bcb1e3836c89f3d3744ba5a294ca5eeaa779c2f3e594ae259601fa2b"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "bc291b9dfb8c0631c3fed27d7506b000083299afbe2a0ab6927ba6beece93471",
-    "none": "4d52ad60042f331727b290da098cec9d119dc1c26a2934f3a68943c51351b53c",
+    "hashing": "02ba5ae038ca845a5483dbf32926b93bf7f84108577c8c5b7a90a21b45295628",
+    "none": "cec5865c5795513abc1525537d9d7252fcd85f0691c93667791a16bf92cc4c5a",
 }
-# FORMAT 14 rewrites specs/vectors/postings.json (blocks by docno, varints) and segments.json
+# FORMAT 15 adds specs/vectors/forms.json (was bcb84d5e… without it); FORMAT 14 rewrites
+# specs/vectors/postings.json (blocks by docno, varints) and segments.json
 # (entries by docno) (was 7b546fc7… before); FORMAT 13 adds specs/vectors/stored_vectors.json
 # (was 92c68445… without it); FORMAT 11 added
 # specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.
-VECTORS_DIGEST = "bcb84d5e23fd868709b2ed91441f1d4681951d547d096deeac6329edf46cabf8"
+VECTORS_DIGEST = "66ba3517b0af4c5a9579b5a9dd4a9aae2f4bb0e05ba0e89a7260462e1bd28b5f"
 
 
 def _tool() -> Any:

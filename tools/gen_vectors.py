@@ -1587,6 +1587,146 @@ def _segments_file() -> dict[str, Any]:
 # Files
 
 
+FORMS_CASES: Final = [
+    ("prefix", "the short form is the medium's first bytes: key 4 = their count",
+     "prefers window seats", "prefers window seats (prefer)"),
+    ("prefix cut", "the short form is the medium's first bytes then '…': key 3 = their count",
+     "the night ferry to the northern…",
+     "the night ferry to the northern islands leaves at eleven"),
+    ("whole", "the short form is the whole medium form: key 4 = its length",
+     "short one", "short one"),
+    ("ellipsis alone", "the short form is '…' alone: key 3 = 0",
+     "…", "anything at all"),
+    ("non-ASCII cut", "lengths count UTF-8 bytes: 'Zoë ' is 5",
+     "Zoë …", "Zoë prefers tea"),
+    ("an ellipsis in the medium", "the medium holds '…' where the short form ends: the short "
+     "form is its prefix, key 4 (key 3 with the shorter count is refused)",
+     "wait…", "wait… then go"),
+    ("own text", "a short form that does not begin the medium form stays text: key 1",
+     "a summary of its own", "a medium form the short form does not begin"),
+    ("one character short", "the short form differs in its last character: key 1",
+     "prefers window seat!", "prefers window seats (prefer)"),
+]  # fmt: skip
+"""``forms.json``'s cases: (name, why, short, medium)."""
+
+FORMS_VERSION: Final = {
+    "version": 1,
+    "created_at": "2026-11-20T09:30:00Z",
+    "created_by": "agent-1",
+    "confidence": 1.0,
+    "provenance": {"source": "user_input"},
+    "data": "Preference(topic='window seats', polarity=prefer), its hash",
+}
+"""The version of ``forms.json``'s record vectors (the id and times of ``SENSITIVITY_HEAD``)."""
+
+
+def forms_records(short: str, medium: str) -> tuple[Any, Any]:
+    """The head (``SENSITIVITY_HEAD``) and version (``FORMS_VERSION``) holding these forms."""
+    from cortex.model.enums import SourceKind
+    from cortex.model.records import Forms, Preference, Provenance, Version
+
+    forms = Forms(short=short, medium=medium)
+    head, _ep = sensitivity_records("internal")
+    head = msgspec.structs.replace(head, type=MemoryType.PREFERENCE, forms=forms)
+    data = encode_data(Preference(topic="window seats", polarity="prefer"))
+    version = Version(
+        id=head.id,
+        version=1,
+        type=MemoryType.PREFERENCE,
+        data=data,
+        hash=content_hash(MemoryType.PREFERENCE, data),
+        created_at=head.created_at,
+        created_by="agent-1",
+        confidence=1.0,
+        provenance=Provenance(source=SourceKind.USER_INPUT),
+        forms=forms,
+    )
+    return head, version
+
+
+def _forms_file() -> dict[str, Any]:
+    """Forms in their compact encoding (format 15, ``specs/format.md`` Forms).
+
+    Each case as the nested record, and in a head and a version; records a reader refuses.
+    """
+    from cortex.errors import CodecError, NonCanonicalError
+    from cortex.model.codec import FORMS, FORMS_V14, HEAD, VERSION
+    from cortex.model.records import Forms
+
+    cases = []
+    for name, why, short, medium in FORMS_CASES:
+        forms = Forms(short=short, medium=medium)
+        raw = FORMS.encode(forms, "forms")
+        assert FORMS.decode(raw, "forms") == forms
+        head, version = forms_records(short, medium)
+        hraw, vraw = HEAD.encode(head, "head"), VERSION.encode(version, "version")
+        assert HEAD.decode(hraw, "head") == head and VERSION.decode(vraw, "version") == version
+        assert raw in hraw and raw in vraw
+        cases.append(
+            {
+                "name": name,
+                "why": why,
+                "short": short,
+                "medium": medium,
+                "cbor_hex": raw.hex(),
+                "format14_hex": FORMS_V14.encode(forms, "forms").hex(),
+                "head_hex": hraw.hex(),
+                "version_hex": vraw.hex(),
+            }
+        )
+    m = text_hex("Zoë prefers tea")  # 'Zoë' is 5a 6f c3 ab: byte 3 is inside the ë
+    e = text_hex("wait… then go")
+    negative = [
+        ("n past the end (key 4)", "a2 02" + m + "04 11", "CodecError"),
+        ("n past the end (key 3)", "a2 02" + m + "03 11", "CodecError"),
+        ("n inside a UTF-8 sequence", "a2 02" + m + "04 03", "CodecError"),
+        ("n inside a UTF-8 sequence (key 3)", "a2 02" + m + "03 03", "CodecError"),
+        ("n = 0 with key 4 (the short form is never empty)", "a2 02" + m + "04 00", "CodecError"),
+        ("n not an unsigned integer", "a2 02" + m + "04 20", "CodecError"),
+        ("n as text", "a2 02" + m + "04" + text_hex("3"), "CodecError"),
+        ("keys 3 and 4 both", "a3 02" + m + "03 02 04 02", "CodecError"),
+        ("keys 1 and 4 both", "a3 01" + text_hex("Zo") + "02" + m + "04 02", "CodecError"),
+        ("no short form", "a1 02" + m, "CodecError"),
+        ("no medium form", "a1 04 02", "CodecError"),
+        ("an unknown key 5", "a2 02" + m + "05 02", "CodecError"),
+        ("the wide form where key 4 applies", "a2 01" + text_hex("Zoë") + "02" + m,
+         "NonCanonicalError"),
+        ("the wide form where key 3 applies", "a2 01" + text_hex("Zoë…") + "02" + m,
+         "NonCanonicalError"),
+        ("key 3 where key 4 applies ('…' follows in the medium)", "a2 02" + e + "03 04",
+         "NonCanonicalError"),
+        ("keys out of order", "a2 04 03 02" + m, "CodecError"),
+    ]  # fmt: skip
+    classes = {"CodecError": CodecError, "NonCanonicalError": NonCanonicalError}
+    out_negative = []
+    for name, hx, error in negative:
+        raw = _hx(hx)
+        try:
+            FORMS.decode(raw, "forms")
+        except CodecError as exc:
+            assert type(exc) is classes[error], (name, exc)
+        else:
+            raise AssertionError(f"forms vector {name!r} decodes")
+        out_negative.append({"name": name, "cbor_hex": raw.hex(), "error": error})
+    return {
+        "conventions": {
+            "cbor_hex": "the Forms record in its compact encoding (store format 15): {1: short, "
+            "2: medium}, or {2: medium, 4: n} (short = the medium's first n UTF-8 bytes) or "
+            "{2: medium, 3: n} (short = those bytes then U+2026 '…'); the encoder takes 4, "
+            "else 3, else 1",
+            "format14_hex": "the same forms as formats 1-14 and their bundles encode them",
+            "head_hex": "a head holding the forms (SENSITIVITY_HEAD, type preference) at key 13",
+            "version_hex": "a version holding them at key 11 (FORMS_VERSION in "
+            "tools/gen_vectors.py, its data Preference(topic='window seats', polarity=prefer))",
+            "negative": "Forms a reader MUST refuse, with the error class",
+        },
+        "head": SENSITIVITY_HEAD,
+        "version": FORMS_VERSION,
+        "cases": cases,
+        "negative": out_negative,
+    }
+
+
 def file_name(type_name: str) -> str:
     """The vector file of a type: ``fact.json`` for ``Fact``."""
     return f"{type_name.lower()}.json"
@@ -1611,6 +1751,7 @@ def build() -> dict[str, Any]:
     files["sensitivity.json"] = _sensitivity_file()
     files["counters.json"] = _counters_file()
     files["stored_vectors.json"] = _stored_vectors_file()
+    files["forms.json"] = _forms_file()
     return files
 
 

@@ -921,6 +921,165 @@ omitted(const Spec *s, PyObject *v)
     }
 }
 
+/* The UTF-8 of "…" (U+2026), the mark of a cut short form. */
+static const uint8_t ELLIPSIS[3] = {0xE2, 0x80, 0xA6};
+
+/* 1 when ``str`` is NFC (see read_text), 0 when not, -1 on an error. */
+static int
+text_nfc(PyObject *str)
+{
+    PyObject *args[2] = {str_NFC, str};
+    PyObject *ok;
+    int nfc;
+    if (PyUnicode_KIND(str) == PyUnicode_1BYTE_KIND || plainly_nfc(str)) {
+        return 1;
+    }
+    ok = PyObject_Vectorcall(is_normalized, args, 2, NULL);
+    if (ok == NULL) {
+        return -1;
+    }
+    nfc = ok == Py_True;
+    Py_DECREF(ok);
+    return nfc;
+}
+
+/* The UTF-8 of a text item just read, which began at ``at``. */
+static const uint8_t *
+text_body(const Reader *r, Py_ssize_t at, Py_ssize_t *n)
+{
+    Reader t = *r;
+    uint64_t len = 0;
+    t.pos = at;
+    (void)expect(&t, 3, &len); /* read once already: cannot fail */
+    *n = (Py_ssize_t)len;
+    return t.b + t.pos;
+}
+
+/* Forms in their compact encoding (format 15, codec.FormsCodec): {1: short, 2: medium} when
+ * the short form is no prefix of the medium, else {2: medium, 4: n} (short = the medium's
+ * first n bytes) or {2: medium, 3: n} (short = those bytes then "…"); anything else, including
+ * the wide encoding where a compact one applies, is refused. */
+static PyObject *
+read_forms(PlanObject *pl, Reader *r)
+{
+    uint64_t n, key;
+    Py_ssize_t at = r->pos, sat, mat, kat, sn, mn;
+    const uint8_t *s, *m;
+    PyObject *vals[2] = {NULL, NULL}, *out = NULL;
+    if (expect(r, 5, &n) < 0) {
+        return NULL;
+    }
+    if (n != 2) {
+        r->pos = at;
+        return reject_null(r, "forms are a map of two entries");
+    }
+    kat = r->pos;
+    if (expect(r, 0, &key) < 0) {
+        return NULL;
+    }
+    if (key == 1) {
+        sat = r->pos;
+        if ((vals[0] = read_text(&pl->fields[0].spec, r)) == NULL) {
+            goto fail;
+        }
+        kat = r->pos;
+        if (expect(r, 0, &key) < 0) {
+            goto fail;
+        }
+        if (key != 2) {
+            r->pos = kat;
+            reject(r, "forms lack their medium form (key 2)");
+            goto fail;
+        }
+        mat = r->pos;
+        if ((vals[1] = read_text(&pl->fields[1].spec, r)) == NULL) {
+            goto fail;
+        }
+        s = text_body(r, sat, &sn);
+        m = text_body(r, mat, &mn);
+        if ((sn <= mn && memcmp(s, m, (size_t)sn) == 0) ||
+            (sn >= 3 && memcmp(s + sn - 3, ELLIPSIS, 3) == 0 && sn - 3 <= mn &&
+             memcmp(s, m, (size_t)(sn - 3)) == 0)) {
+            r->pos = sat;
+            reject(r, "a short form that begins the medium form is stored as its length");
+            goto fail;
+        }
+    }
+    else if (key == 2) {
+        long long len;
+        uint8_t small[256];
+        uint8_t *buf = small;
+        mat = r->pos;
+        if ((vals[1] = read_text(&pl->fields[1].spec, r)) == NULL) {
+            goto fail;
+        }
+        m = text_body(r, mat, &mn);
+        kat = r->pos;
+        if (expect(r, 0, &key) < 0) {
+            goto fail;
+        }
+        if (key != 3 && key != 4) {
+            r->pos = kat;
+            reject(r, "forms lack their short form (key 1, 3 or 4)");
+            goto fail;
+        }
+        sat = r->pos;
+        if (read_int(r, key == 4 ? 1 : 0, mn, &len) < 0) {
+            goto fail;
+        }
+        if (len < mn && (m[len] & 0xC0) == 0x80) {
+            r->pos = sat;
+            reject(r, "the short form's length ends inside a character of the medium form");
+            goto fail;
+        }
+        if (key == 3 && mn - len >= 3 && memcmp(m + len, ELLIPSIS, 3) == 0) {
+            r->pos = sat;
+            reject(r, "a short form that begins the medium form is stored with key 4");
+            goto fail;
+        }
+        sn = (Py_ssize_t)len + (key == 3 ? 3 : 0);
+        if (sn > pl->fields[0].spec.max_bytes) {
+            r->pos = sat;
+            reject(r, "text too long");
+            goto fail;
+        }
+        if (sn > (Py_ssize_t)sizeof(small) && (buf = PyMem_Malloc((size_t)sn)) == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        memcpy(buf, m, (size_t)len);
+        if (key == 3) {
+            memcpy(buf + len, ELLIPSIS, 3);
+        }
+        vals[0] = PyUnicode_DecodeUTF8((const char *)buf, sn, NULL);
+        if (buf != small) {
+            PyMem_Free(buf);
+        }
+        if (vals[0] == NULL) {
+            goto fail; /* the medium is valid UTF-8 and the cut on a boundary: only memory */
+        }
+        switch (text_nfc(vals[0])) {
+        case -1:
+            goto fail;
+        case 0:
+            r->pos = sat;
+            reject(r, "text is not NFC");
+            goto fail;
+        default:
+            break;
+        }
+    }
+    else {
+        r->pos = kat;
+        return reject_null(r, "forms lack their short form (key 1, 3 or 4)");
+    }
+    out = PyObject_Vectorcall(pl->cls, vals, 0, pl->kwnames);
+fail:
+    Py_XDECREF(vals[0]);
+    Py_XDECREF(vals[1]);
+    return out;
+}
+
 static PyObject *
 decode_record(PlanObject *pl, Reader *r, int depth)
 {
@@ -932,6 +1091,9 @@ decode_record(PlanObject *pl, Reader *r, int depth)
 
     if (depth > MAX_DEPTH) {
         return reject_null(r, "nested too deeply");
+    }
+    if (pl->forms) {
+        return read_forms(pl, r);
     }
     if (expect(r, 5, &n) < 0) {
         return NULL;

@@ -418,7 +418,82 @@ out_frames(Out *o, PyObject *frames, const PairPlan *pl)
     return rc;
 }
 
-/* Forms {1: short, 2: medium}. */
+/* The UTF-8 of the text item at o->p + at (as out_text wrote it). */
+static const char *
+text_item(const Out *o, Py_ssize_t at, Py_ssize_t *n)
+{
+    const uint8_t *p = (const uint8_t *)o->p + at;
+    int info = p[0] & 31, i, size;
+    uint64_t v = 0;
+    if (info < 24) {
+        *n = info;
+        return (const char *)p + 1;
+    }
+    size = 1 << (info - 24);
+    for (i = 0; i < size; i++) {
+        v = (v << 8) | p[1 + i];
+    }
+    *n = (Py_ssize_t)v;
+    return (const char *)p + 1 + size;
+}
+
+/* Forms written wide at o->p + at ({1: short, 2: medium}) made compact when the short form is
+ * the medium's first bytes ({2: medium, 4: n}) or those then "…" ({2: medium, 3: n}), the
+ * encoding of codec.FormsCodec (format 15). */
+static int
+compact_forms(Out *o, Py_ssize_t at)
+{
+    Py_ssize_t sn, mn, mat, item;
+    const char *s = text_item(o, at + 2, &sn), *m;
+    int key;
+    Py_ssize_t n;
+    mat = (s - o->p) + sn + 1; /* past the short form and key 2 */
+    m = text_item(o, mat, &mn);
+    if (sn <= mn && memcmp(s, m, (size_t)sn) == 0) {
+        key = 4;
+        n = sn;
+    }
+    else if (sn >= 3 && memcmp(s + sn - 3, "\xE2\x80\xA6", 3) == 0 && sn - 3 <= mn &&
+             memcmp(s, m, (size_t)(sn - 3)) == 0) {
+        key = 3;
+        n = sn - 3;
+    }
+    else {
+        return 1;
+    }
+    item = (m - o->p) + mn - mat;
+    memmove(o->p + at + 2, o->p + mat, (size_t)item);
+    o->p[at + 1] = 0x02;
+    o->len = at + 2 + item;
+    if (out_byte(o, (uint8_t)key) < 0 || out_head(o, 0, (uint64_t)n) < 0) {
+        return -1;
+    }
+    return 1;
+}
+
+/* Forms, short and medium exact str: written compact (compact_forms); 0 when the Python path
+ * must look (not NFC, too long, a surrogate). */
+static int
+out_forms_of(Out *o, PyObject *s, PyObject *m, Py_ssize_t smax, Py_ssize_t mmax)
+{
+    Py_ssize_t at = o->len;
+    int rc;
+    if (out_byte(o, 0xA2) < 0 || out_byte(o, 0x01) < 0) {
+        return -1;
+    }
+    if ((rc = out_text(o, s, smax)) <= 0) {
+        return rc;
+    }
+    if (out_byte(o, 0x02) < 0) {
+        return -1;
+    }
+    if ((rc = out_text(o, m, mmax)) <= 0) {
+        return rc;
+    }
+    return compact_forms(o, at);
+}
+
+/* Forms (compact: out_forms_of). */
 static int
 out_forms(Out *o, PyObject *forms, const PairPlan *pl)
 {
@@ -436,12 +511,7 @@ out_forms(Out *o, PyObject *forms, const PairPlan *pl)
         Py_DECREF(s);
         return -1;
     }
-    if (out_byte(o, 0xA2) < 0 || out_byte(o, 0x01) < 0) {
-        rc = -1;
-    }
-    else if ((rc = out_text(o, s, LIM(pl, NP_TEXT_MAX))) > 0) {
-        rc = out_byte(o, 0x02) < 0 ? -1 : out_text(o, m, LIM(pl, NP_TEXT_MAX));
-    }
+    rc = out_forms_of(o, s, m, LIM(pl, NP_TEXT_MAX), LIM(pl, NP_TEXT_MAX));
     Py_DECREF(s);
     Py_DECREF(m);
     return rc;
@@ -924,6 +994,21 @@ enc_record(Out *o, PlanObject *pl, PyObject *v, int depth)
     int count = 0, rc = 1;
     if (depth > MAX_DEPTH || (PyObject *)Py_TYPE(v) != pl->cls || pl->nfields >= 23) {
         return 0;
+    }
+    if (pl->forms) {
+        PyObject *sh = PyObject_GetAttr(v, PyTuple_GET_ITEM(pl->kwnames, 0)), *me;
+        if (sh == NULL) {
+            return -1;
+        }
+        me = PyObject_GetAttr(v, PyTuple_GET_ITEM(pl->kwnames, 1));
+        if (me == NULL) {
+            Py_DECREF(sh);
+            return -1;
+        }
+        rc = out_forms_of(o, sh, me, pl->fields[0].spec.max_bytes, pl->fields[1].spec.max_bytes);
+        Py_DECREF(sh);
+        Py_DECREF(me);
+        return rc;
     }
     head_at = o->len;
     if (out_byte(o, 0xA0) < 0) { /* the map head, its count filled in below */

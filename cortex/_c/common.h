@@ -122,6 +122,9 @@ typedef struct {
     unsigned long long sv;
     Py_ssize_t nfields;
     Field *fields; /* in key order */
+    int forms;     /* the Forms record, in its compact encoding (format 15; codec.FormsCodec):
+                    * fields short (key 1) and medium (key 2); keys 3 and 4 are the short
+                    * form as a length of the medium's UTF-8 (with and without "…") */
 } PlanObject;
 
 CX_HIDDEN extern PyTypeObject Plan_Type;

@@ -328,10 +328,11 @@ Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *cls, *kwnames, *sv, *fields;
     PlanObject *self;
     Py_ssize_t i, j, n;
-    static char *kwlist[] = {"cls", "kwnames", "schema_version", "fields", NULL};
+    int forms = 0;
+    static char *kwlist[] = {"cls", "kwnames", "schema_version", "fields", "forms", NULL};
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO!:Plan", kwlist, &cls, &PyTuple_Type,
-                                     &kwnames, &sv, &PyTuple_Type, &fields)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO!|$p:Plan", kwlist, &cls, &PyTuple_Type,
+                                     &kwnames, &sv, &PyTuple_Type, &fields, &forms)) {
         return NULL;
     }
     if (!PyCallable_Check(cls)) {
@@ -374,6 +375,11 @@ Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail;
     }
     self->nfields = n;
+    self->forms = forms;
+    if (forms && (n != 2 || sv != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "plan: the forms plan has two fields and no key 0");
+        goto fail;
+    }
     for (i = 0; i < n; i++) {
         PyObject *t = PyTuple_GET_ITEM(fields, i);
         Field *f = &self->fields[i];
@@ -418,6 +424,14 @@ Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             goto fail;
         }
     }
+    if (forms && (self->fields[0].key != 1 || self->fields[0].slot != 0 ||
+                  self->fields[1].key != 2 || self->fields[1].slot != 1 ||
+                  self->fields[0].spec.kind != K_TEXT || self->fields[1].spec.kind != K_TEXT ||
+                  self->fields[0].spec.check != CHECK_NONE ||
+                  self->fields[1].spec.check != CHECK_NONE)) {
+        PyErr_SetString(PyExc_ValueError, "plan: the forms are short (key 1) and medium (key 2) text");
+        goto fail;
+    }
     return (PyObject *)self;
 fail:
     Py_DECREF(self);
@@ -430,7 +444,8 @@ PyTypeObject Plan_Type = {
     .tp_basicsize = sizeof(PlanObject),
     .tp_dealloc = (destructor)Plan_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Plan(cls, kwnames, schema_version, fields): how to decode one record struct.",
+    .tp_doc = "Plan(cls, kwnames, schema_version, fields, *, forms=False): how to decode one "
+              "record struct (forms: the Forms record in its compact encoding).",
     .tp_new = Plan_new,
 };
 

@@ -244,7 +244,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 14
+FORMAT_VERSION: Final = 15
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -257,9 +257,13 @@ segments (``lex/s/``, ``specs/lexical.md`` §4b); format 11 a head records that 
 use counters (``Head.has_counters``, ``specs/query.md`` §2); format 12 the claim index of current
 memories only and use-counter records that name their memory; format 13 ``vec/`` records that say
 their element type (float16 by default, ``specs/vector-index.md`` §3); format 14 lexical postings
-keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4).
-``cortex.transfer.migrate`` upgrades older formats.
+keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4); format 15 compact
+forms in heads and versions (a short form that begins the medium form is stored as its length,
+``specs/format.md``). ``cortex.transfer.migrate`` upgrades older formats.
 """
+COMPACT_FORMS_FEATURE: Final = "compact-forms"
+"""Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
+its length in UTF-8 bytes (``codec.FormsCodec``, ``specs/format.md``)."""
 ALIASES_FEATURE: Final = "entity-aliases"
 """Format 8: ``ent/a/`` entity alias records and the journal kind ``alias`` (``claims.md`` §10)."""
 ERASURE_FEATURE: Final = "erasure-records"
@@ -316,6 +320,7 @@ FEATURES: Final = frozenset(
         CLAIMS_CURRENT_FEATURE,
         COUNTER_IDS_FEATURE,
         HALF_VECTORS_FEATURE,
+        COMPACT_FORMS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

@@ -876,7 +876,7 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         if key is None or value is None:
             return None
         return ("map", key, value, f.max_items)
-    if t is StructCodec:
+    if t is StructCodec or t is FormsCodec:
         assert isinstance(f, StructCodec)
         return None if f._plan is None else ("record", f._plan)
     return None
@@ -1424,7 +1424,127 @@ _uint64 = IntField()
 _str_map = _TextMap(_short, _text)
 
 COST = StructCodec(Cost, [("asset", _short), ("amount", TextField(64, _check_decimal))])
-FORMS = StructCodec(Forms, [("short", _text), ("medium", _text)], memo_last=True)
+_ELLIPSIS: Final = "\u2026".encode()
+
+
+def _text_body(item: bytes) -> bytes:
+    """The UTF-8 of a text item ``TextField.enc`` returned (its CBOR head dropped)."""
+    info = item[0] & 31
+    return item[1 + (0 if info < 24 else 1 << (info - 24)) :]
+
+
+class FormsCodec(StructCodec[Forms]):
+    """Forms in their compact encoding (store format 15, ``specs/format.md``).
+
+    The medium form is always key 2. The short form is key 1 (its text) unless its UTF-8 is
+    the medium's first ``n`` bytes — key 4 = ``n`` — or the medium's first ``n`` bytes then
+    ``…`` — key 3 = ``n``; exactly one of 1, 3, 4 is present, and the encoder always takes the
+    first of 4, 3, 1 that applies, so each value has one encoding. ``n`` must end on a
+    character of the medium; the decoder refuses anything else.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(Forms, [("short", _text), ("medium", _text)], memo_last=True)
+
+    def _speedup_plan(self) -> Any:
+        if _sp is None:
+            return None
+        try:
+            return _sp.Plan(self.cls, ("short", "medium"), None, self._plan_fields(), forms=True)
+        except (TypeError, ValueError, OverflowError):  # pragma: no cover - an old extension
+            return None
+
+    def _plan_fields(self) -> tuple[Any, ...]:
+        spec = _speedup_spec(_text)
+        return ((1, 0, True, None, None, spec), (2, 1, False, None, None, spec))
+
+    def _compile(self) -> Callable[[Any], Forms]:
+        dec = self._dec_map
+
+        def fast(m: Any) -> Forms:
+            try:
+                return dec(m)
+            except Invalid:
+                raise _Fallback from None
+
+        return fast
+
+    def _compile_enc(self) -> Callable[[Any], bytes]:
+        return self._enc_forms
+
+    def enc(self, v: Any) -> bytes:
+        return self._enc_forms(v)
+
+    def _enc_generic(self, v: Any) -> bytes:
+        return self._enc_forms(v)
+
+    def _dec_generic(self, v: Any) -> Forms:
+        return self._dec_map(v)
+
+    def _enc_forms(self, v: Any) -> bytes:
+        if type(v) is not Forms:
+            raise Invalid("type", f"must be a Forms, got {_type_name(v)}")
+        try:
+            s = _text.enc(v.short)
+        except Invalid as exc:
+            raise exc.at(".short") from None
+        try:
+            m = _text.enc(v.medium)
+        except Invalid as exc:
+            raise exc.at(".medium") from None
+        sb, mb = _text_body(s), _text_body(m)
+        if mb.startswith(sb):
+            return b"\xa2\x02" + m + b"\x04" + encode_uint(len(sb))
+        if sb.endswith(_ELLIPSIS) and mb.startswith(sb[:-3]):
+            return b"\xa2\x02" + m + b"\x03" + encode_uint(len(sb) - 3)
+        return b"\xa2\x01" + s + b"\x02" + m
+
+    def _dec_map(self, v: Any) -> Forms:
+        if type(v) is not dict:
+            raise Invalid("type", f"a Forms must be a map, got {_type_name(v)}")
+        medium = v.get(2)
+        if medium is None:
+            raise Invalid("required", "Forms lacks required field medium (key 2)")
+        if type(medium) is not str:
+            raise Invalid("type", f"must be text, got {_type_name(medium)}").at(".medium")
+        rest = [k for k in v if k != 2]
+        for k in rest:
+            if type(k) is not int or k not in (1, 3, 4):
+                raise Invalid("unknown_key", f"Forms has no field with key {k!r}")
+        if len(rest) != 1:
+            raise Invalid(
+                "short",
+                "Forms must hold its short form exactly once: as text (key 1), or as a length "
+                f"of the medium form (key 3 with '…', key 4 without); keys given: {sorted(rest)}",
+            )
+        k = rest[0]
+        x = v[k]
+        if k == 1:
+            if type(x) is not str:
+                raise Invalid("type", f"must be text, got {_type_name(x)}").at(".short")
+            return Forms(short=x, medium=medium)
+        mb = medium.encode("utf-8", "surrogatepass")
+        lo = 1 if k == 4 else 0
+        if type(x) is not int or not lo <= x <= len(mb):
+            raise Invalid(
+                "short_length",
+                f"the short form's length {x!r} (key {k}) must be an integer in {lo}.."
+                f"{len(mb)}, within the medium form's UTF-8",
+            ).at(".short")
+        if x < len(mb) and mb[x] & 0xC0 == 0x80:
+            raise Invalid(
+                "short_length",
+                f"the short form's length {x} (key {k}) ends inside a character of the medium "
+                "form; it must fall on a UTF-8 character boundary",
+            ).at(".short")
+        short = mb[:x].decode("utf-8", "surrogatepass")
+        return Forms(short=short + "\u2026" if k == 3 else short, medium=medium)
+
+
+FORMS = FormsCodec()
+FORMS_V14: Final = StructCodec(Forms, [("short", _text), ("medium", _text)])
+"""Forms as store formats 1-14 and bundles of those formats encode them: ``{1: short, 2:
+medium}`` always. Read only where records of those formats arrive: bundles and salvage."""
 FRAME_REF = StructCodec(
     FrameRef,
     [
@@ -1532,9 +1652,9 @@ _CODEC_OF_CLASS: Final[dict[type, StructCodec[Any]]] = {c.cls: c for c in DATA_C
 TAGS = ListField(TextField(LIMITS.TAG_BYTES), max_items=LIMITS.TAGS, unique=True)
 FRAMES = ListField(FRAME_REF, max_items=LIMITS.FRAMES, unique=True)
 
-HEAD = StructCodec(
-    Head,
-    [
+
+def _head_fields(forms: StructCodec[Forms]) -> list[tuple[str, _Field[Any]]]:
+    return [
         ("id", IdField()),
         ("type", EnumField(MemoryType)),
         ("current_version", IntField(1)),
@@ -1547,16 +1667,14 @@ HEAD = StructCodec(
         ("created_at", TIME_FIELD),
         ("last_updated_at", TIME_FIELD),
         ("embedding_ref", VECTOR_REF),
-        ("forms", FORMS),
+        ("forms", forms),
         ("sensitivity", LevelField()),
         ("has_counters", _TrueOnly()),
-    ],
-    schema_version=1,
-)
+    ]
 
-VERSION = StructCodec(
-    Version,
-    [
+
+def _version_fields(forms: StructCodec[Forms]) -> list[tuple[str, _Field[Any]]]:
+    return [
         ("id", IdField()),
         ("version", IntField(1)),
         ("type", EnumField(MemoryType)),
@@ -1567,13 +1685,20 @@ VERSION = StructCodec(
         ("expires_at", TIME_FIELD),
         ("confidence", _unit),
         ("provenance", PROVENANCE),
-        ("forms", FORMS),
+        ("forms", forms),
         ("forms_override", _Bool()),
         ("valid_from", TIME_FIELD),
         ("valid_until", TIME_FIELD),
-    ],
-    schema_version=1,
-)
+    ]
+
+
+HEAD = StructCodec(Head, _head_fields(FORMS), schema_version=1)
+VERSION = StructCodec(Version, _version_fields(FORMS), schema_version=1)
+HEAD_V14: Final = StructCodec(Head, _head_fields(FORMS_V14), schema_version=1)
+"""Heads as store formats 1-14 encode them (``FORMS_V14``): old bundles, salvage, the migrations
+to those formats."""
+VERSION_V14: Final = StructCodec(Version, _version_fields(FORMS_V14), schema_version=1)
+"""Versions as store formats 1-14 encode them (``FORMS_V14``): old bundles and salvage."""
 
 
 EPISODE_MAX_BYTES: Final = 64 * 1024 * 1024

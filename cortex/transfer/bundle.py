@@ -33,7 +33,16 @@ from cortex.errors import (
     IntegrityError,
     ValidationError,
 )
-from cortex.model.codec import EPISODE, HEAD, VERSION, cbor_extent, decode_data, encode_data
+from cortex.model.codec import (
+    EPISODE,
+    HEAD,
+    HEAD_V14,
+    VERSION,
+    VERSION_V14,
+    cbor_extent,
+    decode_data,
+    encode_data,
+)
 from cortex.model.enums import EdgeType, Sensitivity
 from cortex.model.episode import decode_episode, encode_episode
 from cortex.model.ids import MemoryId
@@ -747,8 +756,12 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
         kind = item[0]
         try:
             if kind == "memory" and len(item) in (3, 3 + labels) and isinstance(item[2], list):
-                head = HEAD.decode(_bytes(item[1]), "head")
-                versions = [VERSION.decode(_bytes(b), "version") for b in item[2]]
+                # the records as their store format encoded them: forms compact from 15 on
+                head_codec, version_codec = (
+                    (HEAD, VERSION) if store_format >= 15 else (HEAD_V14, VERSION_V14)
+                )
+                head = head_codec.decode(_bytes(item[1]), "head")
+                versions = [version_codec.decode(_bytes(b), "version") for b in item[2]]
                 memories.append((head, versions))
                 if len(item) == 4:
                     levels[head.id] = _code(item[3])

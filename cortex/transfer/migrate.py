@@ -33,6 +33,7 @@ from cortex.engine.store import (
     BUDGETS_FEATURE,
     CLAIMS_CURRENT_FEATURE,
     CLAIMS_FEATURE,
+    COMPACT_FORMS_FEATURE,
     COUNTER_IDS_FEATURE,
     COUNTERS_HEADS_FEATURE,
     EPISODES_FEATURE,
@@ -57,7 +58,9 @@ from cortex.index.lexical import DOCNO_FEATURE as LEXICAL_DOCNO_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
 from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.codec import HEAD_V14 as HEAD_CODEC_V14
 from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
+from cortex.model.codec import VERSION as VERSION_CODEC
 from cortex.model.ids import MemoryId
 from cortex.model.records import Episode, Head
 from cortex.rules.salience import SALIENCE_STATE
@@ -71,6 +74,7 @@ from cortex.storage.keys import (
     IDX_TAG,
     SALIENCE,
     SENS,
+    VERSION,
     claim_index_key,
     episode_key,
     head_key,
@@ -283,6 +287,31 @@ def _posting_docnos(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return rebuild_lexical(txn, tick)
 
 
+def _count_memory_records(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(HEAD)) + sum(1 for _ in txn.keys(VERSION))
+
+
+def _compact_forms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0014: rewrite every head and version with its forms in the compact encoding.
+
+    Each record is decoded (the wide ``{1: short, 2: medium}`` forms of formats 1-14 read as
+    the same value) and encoded again; only the forms' bytes change (a short form that begins
+    the medium form becomes its length, ``specs/format.md``), and a record whose bytes are
+    already those is left alone. A record that does not decode stops the migration with
+    ``IntegrityError`` and nothing written (``decode_trusted``).
+    """
+    done = 0
+    for prefix, codec, what in ((HEAD, HEAD_CODEC, "head"), (VERSION, VERSION_CODEC, "version")):
+        for key, value in list(txn.scan(prefix)):
+            record = decode_trusted(codec, key, value)
+            payload = codec.encode(record, what)
+            if seal(payload) != value:
+                txn.put(key, seal(payload))
+            done += 1
+            tick(done)
+    return done
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -360,7 +389,7 @@ def _levels_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             gone = head.tombstone is not None and head.tombstone.purged_at is not None
             if not gone:
                 head = msgspec.structs.replace(head, sensitivity=level)
-                txn.put(where, seal(HEAD_CODEC.encode(head, "head")))
+                txn.put(where, seal(HEAD_CODEC_V14.encode(head, "head")))  # forms wide until 15
         if gone and level is not None:
             raise IntegrityError(
                 f"record {show_key(key)} labels a purged record (a purge deletes its level): "
@@ -404,7 +433,7 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             )
         if not head.has_counters:
             head = msgspec.structs.replace(head, has_counters=True)
-            txn.put(head_key(mid), seal(HEAD_CODEC.encode(head, "head")))
+            txn.put(head_key(mid), seal(HEAD_CODEC_V14.encode(head, "head")))  # wide until 15
         done += 1
         tick(done)
     return done
@@ -464,6 +493,7 @@ _FORMAT11_FEATURES: Final = _FORMAT10_FEATURES | {COUNTERS_HEADS_FEATURE}
 _FORMAT12_FEATURES: Final = _FORMAT11_FEATURES | {CLAIMS_CURRENT_FEATURE, COUNTER_IDS_FEATURE}
 _FORMAT13_FEATURES: Final = _FORMAT12_FEATURES | {HALF_VECTORS_FEATURE}
 _FORMAT14_FEATURES: Final = _FORMAT13_FEATURES | {LEXICAL_DOCNO_FEATURE}
+_FORMAT15_FEATURES: Final = _FORMAT14_FEATURES | {COMPACT_FORMS_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -617,6 +647,18 @@ MIGRATIONS: Final = (
         _FORMAT14_FEATURES,
         _count_live,
         _posting_docnos,
+    ),
+    _Migration(
+        Step(
+            name="0014-compact-forms",
+            from_version=14,
+            to_version=15,
+            description="rewrite every head and version with its forms compact: a short form "
+            "that begins the medium form is stored as its length",
+        ),
+        _FORMAT15_FEATURES,
+        _count_memory_records,
+        _compact_forms,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

@@ -32,9 +32,15 @@ from cortex.engine.values import (
     FormatRecord,
     VerifyReport,
 )
-from cortex.errors import CodecError, CortexError, IntegrityError, ValidationError
+from cortex.errors import (
+    CodecError,
+    CortexError,
+    IntegrityError,
+    NonCanonicalError,
+    ValidationError,
+)
 from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta
-from cortex.model.codec import HEAD, VERSION, StructCodec
+from cortex.model.codec import HEAD, HEAD_V14, VERSION, VERSION_V14, StructCodec
 from cortex.model.enums import EdgeType, MemoryType, Sensitivity
 from cortex.model.episode import check_episode, decode_episode
 from cortex.model.hashing import content_hash
@@ -229,12 +235,24 @@ class _Records:
     def _strict(self, codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
         return codec.decode(unseal(key, value), show_key(key))
 
+    def _record(
+        self, codec: StructCodec[Any], wide: StructCodec[Any], key: bytes, value: bytes
+    ) -> Any:
+        """A head or version, strictly, in the encoding of format 15 or of formats 1-14.
+
+        A store of formats 1-14 holds its forms wide (``HEAD_V14``, ``VERSION_V14``).
+        """
+        try:
+            return self._strict(codec, key, value)
+        except NonCanonicalError:
+            return self._strict(wide, key, value)
+
     def _take(self, key: bytes, value: bytes) -> None:
         if key.startswith(HEAD_PREFIX):
             mid = MemoryId(key[len(HEAD_PREFIX) :])
             self.seen.memory(mid, "records")
             try:
-                head: Head = self._strict(HEAD, key, value)
+                head: Head = self._record(HEAD, HEAD_V14, key, value)
             except (CodecError, IntegrityError) as exc:
                 self.head_problems[mid] = f"its head is damaged ({exc})"
                 raise
@@ -248,7 +266,7 @@ class _Records:
             self.seen.memory(mid, "records")
             problems = self.version_problems.setdefault(mid, {})
             try:
-                v: Version = self._strict(VERSION, key, value)
+                v: Version = self._record(VERSION, VERSION_V14, key, value)
             except (CodecError, IntegrityError) as exc:
                 problems[n] = f"version {n} is damaged ({exc})"
                 raise
