@@ -272,49 +272,40 @@ add_held(void *ctx, uint32_t d, const unsigned char *tail)
 
 /* -- selection -- */
 
+/* Sift v[j] down the min-heap v[0..k). */
+static void
+min_sift(double *v, size_t k, size_t j)
+{
+    for (;;) {
+        size_t l = 2 * j + 1, r = l + 1, m = j;
+        if (l < k && v[l] < v[m]) {
+            m = l;
+        }
+        if (r < k && v[r] < v[m]) {
+            m = r;
+        }
+        if (m == j) {
+            return;
+        }
+        double t = v[j];
+        v[j] = v[m];
+        v[m] = t;
+        j = m;
+    }
+}
+
 /* The k-th largest of v[0..n) (1 <= k <= n), as heapq.nlargest(k, v)[-1]: a min-heap of the k
  * largest in v[0..k), the root the answer; v is reordered. */
 static double
 kth_largest(double *v, size_t n, size_t k)
 {
     for (size_t i = k / 2; i-- > 0;) {
-        for (size_t j = i;;) {
-            size_t l = 2 * j + 1, r = l + 1, m = j;
-            if (l < k && v[l] < v[m]) {
-                m = l;
-            }
-            if (r < k && v[r] < v[m]) {
-                m = r;
-            }
-            if (m == j) {
-                break;
-            }
-            double t = v[j];
-            v[j] = v[m];
-            v[m] = t;
-            j = m;
-        }
+        min_sift(v, k, i);
     }
     for (size_t x = k; x < n; x++) {
-        if (v[x] <= v[0]) {
-            continue;
-        }
-        v[0] = v[x];
-        for (size_t j = 0;;) {
-            size_t l = 2 * j + 1, r = l + 1, m = j;
-            if (l < k && v[l] < v[m]) {
-                m = l;
-            }
-            if (r < k && v[r] < v[m]) {
-                m = r;
-            }
-            if (m == j) {
-                break;
-            }
-            double t = v[j];
-            v[j] = v[m];
-            v[m] = t;
-            j = m;
+        if (v[x] > v[0]) {
+            v[0] = v[x];
+            min_sift(v, k, 0);
         }
     }
     return v[0];
