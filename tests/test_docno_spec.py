@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import random
 import shutil
 import traceback
@@ -27,6 +26,7 @@ from cortex import Cortex, CortexError, Fact, MemoryId, NewMemory, StoreFullErro
 from cortex.index.text import query_terms
 from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.kv import LmdbKV
+from tests.test_concurrency import _run_spawned
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE13 = ROOT / "tests" / "data" / "format13.cortex"
@@ -682,26 +682,8 @@ def docno_writer(path: str, k: int, *, n: int, start: Any, out: str) -> None:
 def test_processes_writing_at_once_get_distinct_numbers(tmp_path: Path, store_path: Any) -> None:
     path = str(store_path)
     Cortex.open(path, actor="owner", as_owner=True).close()
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Event()
     writers, n = 3, 30
-    outs = [tmp_path / f"out-{k}.json" for k in range(writers)]
-    procs = [
-        ctx.Process(
-            target=docno_writer, args=(path, k), kwargs={"n": n, "start": start, "out": str(o)}
-        )
-        for k, o in enumerate(outs)
-    ]
-    for p in procs:
-        p.start()
-    start.set()
-    for p in procs:
-        p.join(120)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    results = [json.loads(o.read_text()) for o in outs]
+    results = _run_spawned(docno_writer, path, writers, tmp_path, n=n)
     errors = [r["error"] for r in results if "error" in r]
     assert not errors, errors[0]
     with Cortex.open(path, actor="checker", as_owner=True) as cx:

@@ -9,14 +9,11 @@ fixed clock: every stored key and value, every result and every error must be th
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -27,20 +24,7 @@ from cortex import Belief, Cortex, CortexError, Event, Fact, Goal, MemoryId, Pre
 from cortex.agent import api
 from cortex.engine import store
 from cortex.index.embed import HashingEmbedder
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-FIXTURE = _tool("make_fixture_v1")
+from tests.test_write_paths import FIXTURE
 
 
 @contextmanager

@@ -272,45 +272,6 @@ add_held(void *ctx, uint32_t d, const unsigned char *tail)
 
 /* -- selection -- */
 
-/* Sift v[j] down the min-heap v[0..k). */
-static void
-min_sift(double *v, size_t k, size_t j)
-{
-    for (;;) {
-        size_t l = 2 * j + 1, r = l + 1, m = j;
-        if (l < k && v[l] < v[m]) {
-            m = l;
-        }
-        if (r < k && v[r] < v[m]) {
-            m = r;
-        }
-        if (m == j) {
-            return;
-        }
-        double t = v[j];
-        v[j] = v[m];
-        v[m] = t;
-        j = m;
-    }
-}
-
-/* The k-th largest of v[0..n) (1 <= k <= n), as heapq.nlargest(k, v)[-1]: a min-heap of the k
- * largest in v[0..k), the root the answer; v is reordered. */
-static double
-kth_largest(double *v, size_t n, size_t k)
-{
-    for (size_t i = k / 2; i-- > 0;) {
-        min_sift(v, k, i);
-    }
-    for (size_t x = k; x < n; x++) {
-        if (v[x] > v[0]) {
-            v[0] = v[x];
-            min_sift(v, k, 0);
-        }
-    }
-    return v[0];
-}
-
 typedef struct {
     double s;
     uint32_t d;
@@ -349,6 +310,34 @@ static int
 cmp_hit(const void *a, const void *b)
 {
     return hit_before(a, b) ? -1 : hit_before(b, a) ? 1 : 0;
+}
+
+/* The best min(k, acc->n) candidates into ``heap`` (room for k), the worst of them at its root;
+ * returns how many.  With k candidates or more the root's score is the k-th largest score
+ * (heapq.nlargest(k, scores)[-1]), whatever order ties take. */
+static size_t
+best(const Acc *acc, size_t k, Hit *heap)
+{
+    size_t have = 0;
+    for (size_t s = 0; s < acc->cap; s++) {
+        if (!acc->used[s]) {
+            continue;
+        }
+        Hit h = {acc->vals[s], acc->keys[s]};
+        if (have < k) {
+            heap[have++] = h;
+            if (have == k) {
+                for (size_t i = k / 2; i-- > 0;) {
+                    sift_down(heap, k, i);
+                }
+            }
+        }
+        else if (hit_before(&h, &heap[0])) {
+            heap[0] = h;
+            sift_down(heap, k, 0);
+        }
+    }
+    return have;
 }
 
 /* -- parsing the plan -- */
@@ -478,7 +467,6 @@ sp_bm25_top(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t nterms = PyList_GET_SIZE(plan);
     Term *terms = PyMem_Calloc((size_t)nterms + 1, sizeof(Term));
     Acc acc = {0};
-    double *tmp = NULL;
     Hit *heap = NULL;
     PyObject *out = NULL;
     if (terms == NULL) {
@@ -537,46 +525,20 @@ sp_bm25_top(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         }
         if ((Py_ssize_t)acc.n >= limit) {
-            PyMem_Free(tmp);
-            tmp = PyMem_Malloc((acc.n + 1) * sizeof(double));
-            if (tmp == NULL) {
-                PyErr_NoMemory();
+            if (heap == NULL && (heap = PyMem_Malloc((size_t)limit * sizeof(Hit))) == NULL) {
+                PyErr_NoMemory(); /* limit <= acc.n: as large as the candidates at most */
                 goto fail;
             }
-            size_t m = 0;
-            for (size_t s = 0; s < acc.cap; s++) {
-                if (acc.used[s]) {
-                    tmp[m++] = acc.vals[s];
-                }
-            }
-            theta = kth_largest(tmp, m, (size_t)limit);
+            best(&acc, (size_t)limit, heap);
+            theta = heap[0].s;
         }
     }
-    /* the top: a heap of the best ``limit`` with the worst kept at its root */
-    size_t keep = (size_t)limit < acc.n ? (size_t)limit : acc.n, have = 0;
-    heap = PyMem_Malloc((keep + 1) * sizeof(Hit));
-    if (heap == NULL) {
-        PyErr_NoMemory();
+    /* the top: the best ``limit``, in order */
+    if (heap == NULL && (heap = PyMem_Malloc((acc.n + 1) * sizeof(Hit))) == NULL) {
+        PyErr_NoMemory(); /* fewer candidates than ``limit``: room for them all */
         goto fail;
     }
-    for (size_t s = 0; s < acc.cap; s++) {
-        if (!acc.used[s]) {
-            continue;
-        }
-        Hit h = {acc.vals[s], acc.keys[s]};
-        if (have < keep) {
-            heap[have++] = h;
-            if (have == keep) {
-                for (size_t k = keep / 2; k-- > 0;) {
-                    sift_down(heap, keep, k);
-                }
-            }
-        }
-        else if (keep > 0 && hit_before(&h, &heap[0])) {
-            heap[0] = h;
-            sift_down(heap, keep, 0);
-        }
-    }
+    size_t have = best(&acc, (size_t)limit, heap);
     qsort(heap, have, sizeof(Hit), cmp_hit);
     out = PyList_New((Py_ssize_t)have);
     if (out == NULL) {
@@ -594,7 +556,6 @@ sp_bm25_top(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
 fail:
     PyMem_Free(heap);
-    PyMem_Free(tmp);
     acc_free(&acc);
     free_terms(terms, nterms);
     return out;
