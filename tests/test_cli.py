@@ -981,7 +981,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 15, 14 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 16, 15 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +995,8 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 15, 14 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-15:] == [
+    assert lines[0] == f"{v1}: format 1 → 16, 15 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-16:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1011,7 +1011,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0012-half-vectors (0 records)",
         "applied 0013-posting-docnos (9 records)",
         "applied 0014-compact-forms (25 records)",
-        f"{v1}: now at format 15",
+        "applied 0015-lean-lexical-documents (9 records)",
+        f"{v1}: now at format 16",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1035,6 +1036,7 @@ def test_a_format1_store_needs_migrate_then_works(
         twelfth,
         thirteenth,
         fourteenth,
+        fifteenth,
     ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
@@ -1053,9 +1055,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert twelfth["reason"] == "0012-half-vectors: format 12 -> 13"
     assert thirteenth["reason"] == "0013-posting-docnos: format 13 -> 14"
     assert fourteenth["reason"] == "0014-compact-forms: format 14 -> 15"
+    assert fifteenth["reason"] == "0015-lean-lexical-documents: format 15 -> 16"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 15)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 15)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 16)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 16)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1165,6 +1168,14 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "that begins the medium form is stored as its length",
         "records": 25,
     }
+    step15 = {
+        "name": "0015-lean-lexical-documents",
+        "from_version": 15,
+        "to_version": 16,
+        "description": "rewrite every lex/d/ record without its terms (a removal renders "
+        "the indexed version again)",
+        "records": 9,
+    }
     steps = (
         step,
         step2,
@@ -1180,12 +1191,13 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         step12,
         step13,
         step14,
+        step15,
     )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 15,
+        "to_version": 16,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1196,7 +1208,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 15, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 16, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1204,23 +1216,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 15)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "16")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 16)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "17")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 16: format 16 is unknown: this cortex knows formats up to 15\n"
+    assert err == "cortex: --to 17: format 17 is unknown: this cortex knows formats up to 16\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 15
+    assert run_json(capsys, "migrate")["to_version"] == 16
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 15)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 16)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1239,6 +1251,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0012-half-vectors", "pending"),
         ("0013-posting-docnos", "pending"),
         ("0014-compact-forms", "pending"),
+        ("0015-lean-lexical-documents", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1246,9 +1259,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 15 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 16 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 14
+    assert len(listed["applied"]) == 15
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1470,7 +1483,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 15" in ok("--store", old, "migrate")
+    assert "now at format 16" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

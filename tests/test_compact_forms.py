@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cortex import Cortex, Fact, Forms
+from cortex.engine.store import FORMAT_VERSION
 from cortex.errors import CodecError, NonCanonicalError
 from cortex.model import codec
 from cortex.model.codec import FORMS, FORMS_V14, HEAD, HEAD_V14, VERSION, VERSION_V14
@@ -171,7 +172,7 @@ def test_a_format_14_bundle_imports_and_exports_compact(tmp_path: Path) -> None:
         assert cx.verify().ok
         export_store(cx, tmp_path / "b.cbor", encoding="cbor", include_confidential=True)
     new = read_bundle((tmp_path / "b.cbor").read_bytes())
-    assert new.store_format == 15
+    assert new.store_format == FORMAT_VERSION
     assert [h.forms for h, _ in new.memories] == [h.forms for h, _ in old.memories]
     raw = (tmp_path / "b.cbor").read_bytes()
     assert len(raw) < BUNDLE14.stat().st_size

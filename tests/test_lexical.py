@@ -410,12 +410,12 @@ def test_removals_and_additions_held_in_one_transaction(
             if op == "flush":
                 lex.flush()
             elif op == "remove":
-                assert lex.remove(mid(n)) == (n in live)
+                assert lex.remove(mid(n), terms=sorted(set(live.get(n, [])))) == (n in live)
                 live.pop(n, None)
             else:  # add, replacing the memory if it is indexed (an update)
                 new = n not in version  # never indexed: held as new postings (a write)
                 if not new:
-                    lex.remove(mid(n))
+                    lex.remove(mid(n), terms=sorted(set(live.get(n, []))))
                 version[n] = version.get(n, 0) + 1
                 lex.add_counted(mid(n), version[n], *count_terms(terms), new=new)
                 live[n] = terms

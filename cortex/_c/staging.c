@@ -113,7 +113,7 @@ PyDoc_STRVAR(index_doc_doc,
              "index_doc(docs, doc_key, pending, memo, raw, version, distinct, counts, docno, /)\n"
              "--\n\n"
              "``cortex.index.lexical.Indexer.add_counted`` in C: ``docs[doc_key]`` = the sealed "
-             "LexDoc(version, length, distinct, docno) and ``pending[term][raw]`` (``raw``: the "
+             "LexDoc(version, length, docno) and ``pending[term][raw]`` (``raw``: the "
              "docno as 4 bytes, big-endian) = the posting tail "
              "value [count, length] of each term (one object per value through ``memo``: "
              "length -> {count: value}); returns the length (the sum of the counts). None, "
@@ -182,8 +182,7 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
     if (ver < 1 || ver > (unsigned long long)INT64_MAX) { /* the range of LexDoc.version */
         Py_RETURN_NONE;
     }
-    /* check everything before changing anything; size the document meanwhile */
-    size = 0;
+    /* check everything before changing anything */
     for (i = 0; i < m; i++) {
         PyObject *t = PyList_GET_ITEM(distinct, i), *c = PyList_GET_ITEM(counts, i);
         Py_ssize_t tf;
@@ -203,41 +202,26 @@ index_doc_into(PyObject *const *args, Py_ssize_t nargs, int fresh)
             Py_RETURN_NONE;
         }
         length += tf;
-        size += put_head(NULL, 3, (uint64_t)PyUnicode_GET_LENGTH(t)) + PyUnicode_GET_LENGTH(t);
     }
     if ((uint64_t)length > 0xFFFFFFFFu) { /* a posting's tail holds the length in 32 bits */
         Py_RETURN_NONE;
     }
-    /* {0: 1, 1: version, 2: length, 3: [terms], 4: docno} (no key 3 without terms), sealed */
-    size += 1 + 2 + 1 + put_head(NULL, 0, ver) + 1 + put_head(NULL, 0, (uint64_t)length) + 1 +
-            put_head(NULL, 0, docno);
-    if (m > 0) {
-        size += 1 + put_head(NULL, 4, (uint64_t)m);
-    }
+    /* {0: 2, 1: version, 2: length, 3: docno} (format 16: the terms are not stored), sealed */
+    size = 1 + 2 + 1 + put_head(NULL, 0, ver) + 1 + put_head(NULL, 0, (uint64_t)length) + 1 +
+           put_head(NULL, 0, docno);
     doc = PyBytes_FromStringAndSize(NULL, size + 4);
     if (doc == NULL) {
         return NULL;
     }
     p = PyBytes_AS_STRING(doc);
-    *p++ = (char)(m > 0 ? 0xa5 : 0xa4);
+    *p++ = (char)0xa4;
     *p++ = 0x00;
-    *p++ = 0x01;
+    *p++ = 0x02;
     *p++ = 0x01;
     p += put_head(p, 0, ver);
     *p++ = 0x02;
     p += put_head(p, 0, (uint64_t)length);
-    if (m > 0) {
-        *p++ = 0x03;
-        p += put_head(p, 4, (uint64_t)m);
-        for (i = 0; i < m; i++) {
-            PyObject *t = PyList_GET_ITEM(distinct, i);
-            Py_ssize_t tlen = PyUnicode_GET_LENGTH(t);
-            p += put_head(p, 3, (uint64_t)tlen);
-            memcpy(p, PyUnicode_1BYTE_DATA(t), (size_t)tlen);
-            p += tlen;
-        }
-    }
-    *p++ = 0x04;
+    *p++ = 0x03;
     p += put_head(p, 0, docno);
     if (seal_in_place(doc) < 0) {
         goto done;

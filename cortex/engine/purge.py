@@ -160,6 +160,14 @@ def purge(
         for c in engine.claims_of(txn, head):  # hashes of the content: they go with it
             txn.delete(claim_index_key(c, mid))
         rec = erasure.Recorder(txn)
+        # every posting segment folded first (not recorded: what it changes is the index of
+        # earlier commits), then the memory's postings removed from the blocks: its terms leave
+        # the index's keys and values (a segment would keep them in the blocks below a removal)
+        lexical.fold(txn)
+        lex = Indexer(rec, fold=True)
+        # (before its versions are erased: the removal renders the indexed one again)
+        if lex.remove(mid, head.current_version):  # absent when tombstoned first
+            lex.flush()
         hashes: list[bytes] = []
         current_hash: bytes | None = None
         for key, value in list(txn.scan(version_prefix(mid))):
@@ -173,13 +181,6 @@ def purge(
             rec.put(key, _seal(VERSION.encode(erased, "version")))
         engine.move_index(txn, head, new_head)
         set_pin(txn, head, False)  # the data is erased
-        # every posting segment folded first (not recorded: what it changes is the index of
-        # earlier commits), then the memory's postings removed from the blocks: its terms leave
-        # the index's keys and values (a segment would keep them in the blocks below a removal)
-        lexical.fold(txn)
-        lex = Indexer(rec, fold=True)
-        if lex.remove(mid):  # absent already when the memory was tombstoned first
-            lex.flush()
         rec.delete(vec_key(mid))
         txn.delete(salience_key(mid))
         rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))

@@ -244,7 +244,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 15
+FORMAT_VERSION: Final = 16
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -259,7 +259,8 @@ memories only and use-counter records that name their memory; format 13 ``vec/``
 their element type (float16 by default, ``specs/vector-index.md`` §3); format 14 lexical postings
 keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4); format 15 compact
 forms in heads and versions (a short form that begins the medium form is stored as its length,
-``specs/format.md``). ``cortex.transfer.migrate`` upgrades older formats.
+``specs/format.md``); format 16 ``lex/d/`` records without their terms (``specs/lexical.md`` §4).
+``cortex.transfer.migrate`` upgrades older formats.
 """
 COMPACT_FORMS_FEATURE: Final = "compact-forms"
 """Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
@@ -311,6 +312,7 @@ FEATURES: Final = frozenset(
         lexical.BLOCKS_FEATURE,
         lexical.SEGMENTS_FEATURE,
         lexical.DOCNO_FEATURE,
+        lexical.LEAN_DOCS_FEATURE,
         EPISODES_FEATURE,
         CLAIMS_FEATURE,
         BUDGETS_FEATURE,
@@ -1730,7 +1732,7 @@ class Store:
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
             lex = Indexer(txn)
-            lex.remove(mid)
+            lex.remove(mid, head.current_version)
             lex.add_counted(mid, n, *p.terms)
             lex.flush()
             if p.vector is not None:
@@ -1857,7 +1859,7 @@ class Store:
             new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
             txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
             lex = Indexer(txn)
-            lex.remove(mid)  # a tombstoned memory leaves the lexical index
+            lex.remove(mid, head.current_version)  # a tombstoned memory leaves the index
             lex.flush()
             txn.delete(vec_key(mid))  # and the vector index
             # what it superseded may be the truth again (``claims.md`` §6)

@@ -34,6 +34,7 @@ from cortex.index.postings import (
 from cortex.index.text import STEMS, query_terms
 from cortex.index.text import terms as doc_terms
 from cortex.model.codec import (
+    VERSION,
     IntField,
     Invalid,
     ListField,
@@ -61,6 +62,7 @@ from cortex.storage.keys import (
     parse_posting_key,
     posting_prefix,
     show_key,
+    version_key,
 )
 from cortex.storage.kv import ReadTxn, WriteTxn, seal, unseal
 
@@ -99,6 +101,7 @@ __all__ = [
     "DOCNO_FEATURE",
     "FEATURE",
     "K1",
+    "LEAN_DOCS_FEATURE",
     "SEGMENTS_FEATURE",
     "SEGMENT_MAX",
     "SEGMENT_POSTINGS",
@@ -138,6 +141,9 @@ SEGMENTS_FEATURE: Final = "lexical-posting-segments"
 DOCNO_FEATURE: Final = "lexical-docnos"
 """The format feature of postings keyed by document number (format version 14): ``lex/i/``,
 ``LexDoc.docno``, ``LexStats.next_docno`` and varint posting blocks (``lexical.md`` §4, §4a)."""
+LEAN_DOCS_FEATURE: Final = "lexical-lean-documents"
+"""The format feature of ``lex/d/`` records without their terms (format version 16, ``LexDoc``
+schema version 2): a removal renders the indexed version again (``indexed_terms``)."""
 SEGMENT_MAX: Final = 32
 """Segments a commit may leave at most; one that would leave more folds them all (§5; an
 implementation choice, not part of the format)."""
@@ -151,19 +157,32 @@ _SLACK: Final = 1e-9
 
 
 class LexDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``lex/d/`` id16: what the index holds for one memory, so it can be removed unrendered.
+    """``lex/d/`` id16: the document number of an indexed memory and what was indexed.
+
+    Its terms are not stored (format 16): removing the memory from the index renders the
+    version it names again (``indexed_terms``).
 
     Attributes:
         version: the version of the memory that was indexed (its current version).
         length: the number of terms of its full form (with repeats).
-        terms: its distinct terms, sorted by their UTF-8 bytes.
         docno: its document number (format 14): what its postings are keyed by.
     """
 
     version: int
     length: int
-    terms: tuple[str, ...] = ()
     docno: int  # required: a record without it is damaged, never read as number 0
+
+
+class LexDoc15(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A ``lex/d/`` record of formats 14 and 15 (schema version 1): with its distinct terms.
+
+    Read only by the migration to format 16 (``0015-lean-documents``).
+    """
+
+    version: int
+    length: int
+    terms: tuple[str, ...] = ()
+    docno: int
 
 
 class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -186,6 +205,15 @@ class LexStats(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 DOC_CODEC: Final = StructCodec(
     LexDoc,
+    [
+        ("version", IntField(1)),
+        ("length", IntField()),
+        ("docno", IntField(0, DOCNO_LIMIT - 1)),
+    ],
+    schema_version=2,
+)
+DOC_CODEC_V15: Final = StructCodec(
+    LexDoc15,
     [
         ("version", IntField(1)),
         ("length", IntField()),
@@ -476,7 +504,7 @@ class Indexer:
                 self._postings += len(distinct)
                 return
         length = sum(counts)
-        doc = LexDoc(version=version, length=length, terms=tuple(distinct), docno=docno)
+        doc = LexDoc(version=version, length=length, docno=docno)
         self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
         if not distinct:
             self._documents += 1
@@ -503,23 +531,44 @@ class Indexer:
         self._postings += postings
         self._next = next_docno
 
-    def remove(self, mid: MemoryId) -> bool:
-        """Take a memory out of the index; False when it was not indexed."""
+    def remove(
+        self, mid: MemoryId, version: int | None = None, *, terms: Sequence[str] | None = None
+    ) -> bool:
+        """Take a memory out of the index; False when it was not indexed.
+
+        Its terms are those of the version its ``lex/d/`` record names, rendered again
+        (``indexed_terms``): that version must still hold its data in the transaction (a purge
+        removes the memory from the index before it erases its versions). ``version``: the
+        version the caller expects indexed (its current one), so that an engine with round
+        trips reads it with the document record. ``terms``: the distinct terms the memory was
+        indexed with, in code point order, when the caller holds them (an index without
+        memories, as in tests); then no version is read.
+
+        Raises:
+            IntegrityError: the document record, or the version it names, is missing or
+                damaged (``cortex reindex`` rebuilds the index from the memories).
+        """
         key = lex_doc_key(mid)
         raw = self._docs.pop(key, None)
         held_doc = raw is not None
         if raw is None:
+            if version is not None:
+                prefetch = getattr(self.txn, "prefetch", None)
+                if prefetch is not None:
+                    prefetch([key, version_key(mid, version)])
             raw = self.txn.get(key)
             if raw is None:
                 return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        if terms is None:
+            terms = indexed_terms(self.txn, mid, doc.version)
         self._freed[mid.bytes] = doc.docno
         self._unmaps.add(doc.docno)
         raw = doc.docno.to_bytes(4, "big")
         pending, gone = self._pending, self._gone
         if held_doc:  # added in this transaction: its postings are held, not stored
             stored = gone.get(raw, frozenset())
-            for term in doc.terms:
+            for term in terms:
                 if term in self._fresh:
                     self._spill(term)
                 group = pending[term]
@@ -528,15 +577,15 @@ class Indexer:
                 else:
                     del group[raw]
         else:  # the stored postings go at flush, with any new ones of the same terms
-            gone[raw] = frozenset(doc.terms)
-            for term in doc.terms:
+            gone[raw] = frozenset(terms)
+            for term in terms:
                 pending.setdefault(term, {})[raw] = None
                 self._delta[term] -= 1
         if not held_doc:
             self.txn.delete(key)
         self._documents -= 1
         self._total -= doc.length
-        self._postings -= len(doc.terms)
+        self._postings -= len(terms)
         return True
 
     def _spill(self, term: str) -> None:
@@ -1094,6 +1143,35 @@ def _id_of(txn: ReadTxn, raw: bytes) -> MemoryId:
     return MemoryId(p)
 
 
+def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
+    """The distinct terms version ``version`` of ``mid`` was indexed with, in UTF-8 order.
+
+    What ``lex/d/`` held as its term list before format 16: the terms of the version's full
+    form (``analyze``), which is immutable, so rendering it again gives them back.
+
+    Raises:
+        IntegrityError: the version is missing, damaged or erased.
+    """
+    key = version_key(mid, version)
+    value = txn.get(key)
+    if value is None:
+        raise IntegrityError(
+            f"version {version} of {mid}, which the lexical index holds, is missing: "
+            "rebuild the index with `cortex reindex`"
+        )
+    v = _decode(VERSION, key, value)
+    if v.data is None:
+        raise IntegrityError(
+            f"version {version} of {mid}, which the lexical index holds, is erased: "
+            "rebuild the index with `cortex reindex`"
+        )
+    try:
+        data = decode_data_trusted(v.type, v.data)
+    except CodecError as exc:
+        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+    return count_terms(analyze(data, is_canonical=True))[0]
+
+
 def _docno_of(txn: ReadTxn, mid: MemoryId) -> bytes | None:
     """A memory's document number (4 bytes, big-endian), or None when it is not indexed."""
     key = lex_doc_key(mid)
@@ -1143,7 +1221,7 @@ def check(
         raw = mid.bytes
         for term, tf in tfs.items():
             digest += hash((term, raw, tf, length))
-        want = (live[mid][1], length, tuple(sorted(tfs, key=lambda t: t.encode("utf-8"))))
+        want = (live[mid][1], length)
         key = lex_doc_key(mid)
         value = txn.get(key)
         if value is None:
@@ -1154,11 +1232,11 @@ def check(
         except (IntegrityError, CodecError) as exc:
             add((show_key(key), str(exc)))
             continue
-        if (doc.version, doc.length, doc.terms) != want:
+        if (doc.version, doc.length) != want:
             add(
                 (
                     show_key(key),
-                    f"holds version {doc.version}, length {doc.length} and its terms, "
+                    f"holds version {doc.version} and length {doc.length}, "
                     f"where the memory implies version {want[0]}, length {want[1]}",
                 )
             )
@@ -1460,7 +1538,7 @@ def logical(txn: ReadTxn) -> dict[str, Any]:
     Two stores indexing the same memories give equal results even when their numbers differ
     (they follow the order of the writes): ``postings`` maps ``(term, id16)`` to ``(tf, dl)``
     in the combined index (§4b), ``df`` each term to its combined frequency, ``docs`` each
-    ``lex/d/`` id16 to ``(version, length, terms)``, ``stats`` ``meta/lexical`` without its
+    ``lex/d/`` id16 to ``(version, length)``, ``stats`` ``meta/lexical`` without its
     next document number. For tests and tools comparing stores; reads everything.
 
     Raises:
@@ -1484,7 +1562,7 @@ def logical(txn: ReadTxn) -> dict[str, Any]:
     docs = {}
     for key, value in txn.scan(LEX_DOC):
         doc: LexDoc = _decode(DOC_CODEC, key, value)
-        docs[key[len(LEX_DOC) :]] = (doc.version, doc.length, doc.terms)
+        docs[key[len(LEX_DOC) :]] = (doc.version, doc.length)
     stats = msgspec.structs.replace(read_stats(txn), next_docno=0)
     return {
         "postings": postings,

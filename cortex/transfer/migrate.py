@@ -53,9 +53,18 @@ from cortex.engine.store import (
 )
 from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
 from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
-from cortex.index.lexical import BLOCKS_FEATURE, SEGMENTS_FEATURE, STEM_FEATURE
+from cortex.index.lexical import (
+    BLOCKS_FEATURE,
+    DOC_CODEC,
+    DOC_CODEC_V15,
+    SEGMENTS_FEATURE,
+    STEM_FEATURE,
+    LexDoc,
+    LexDoc15,
+)
 from cortex.index.lexical import DOCNO_FEATURE as LEXICAL_DOCNO_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
+from cortex.index.lexical import LEAN_DOCS_FEATURE as LEXICAL_LEAN_DOCS_FEATURE
 from cortex.model.codec import EPISODE as EPISODE_CODEC
 from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.codec import HEAD_V14 as HEAD_CODEC_V14
@@ -72,6 +81,7 @@ from cortex.storage.keys import (
     IDX_CLAIM,
     IDX_FRAME,
     IDX_TAG,
+    LEX_DOC,
     SALIENCE,
     SENS,
     VERSION,
@@ -312,6 +322,53 @@ def _compact_forms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     return done
 
 
+_LEAN_BATCH: Final = 4096
+"""``lex/d/`` records read at a time by ``_lean_documents``: memory stays bounded."""
+
+
+def _is_lean(key: bytes, value: bytes) -> bool:
+    """A ``lex/d/`` record already of schema version 2 (as a rebuild in 0013 writes it)."""
+    try:
+        decode_trusted(DOC_CODEC, key, value)
+    except IntegrityError:
+        return False
+    return True
+
+
+def _lean_documents(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0015: rewrite every ``lex/d/`` record without its terms (``LexDoc`` schema version 2).
+
+    A record of schema version 1 (formats 14 and 15) is decoded and encoded again with its
+    version, length and document number (one of version 2, which the rebuild of an earlier
+    step writes, is left alone); the postings, ``lex/i/`` and the statistics do not
+    change. Reads the records in batches (memory stays bounded on a large store); a record
+    that does not decode stops the migration with ``IntegrityError`` and nothing written.
+    """
+    done = 0
+    start: bytes | None = None
+    while True:
+        batch = []
+        for key, value in txn.scan(LEX_DOC, start=start):
+            if key == start:
+                continue
+            batch.append((key, value))
+            if len(batch) == _LEAN_BATCH:
+                break
+        if not batch:
+            return done
+        for key, value in batch:
+            if _is_lean(key, value):  # written by an earlier step's rebuild of the index
+                done += 1
+                tick(done)
+                continue
+            old: LexDoc15 = decode_trusted(DOC_CODEC_V15, key, value)
+            doc = LexDoc(version=old.version, length=old.length, docno=old.docno)
+            txn.put(key, seal(DOC_CODEC.encode(doc, "lex/d")))
+            done += 1
+            tick(done)
+        start = batch[-1][0]
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -494,6 +551,7 @@ _FORMAT12_FEATURES: Final = _FORMAT11_FEATURES | {CLAIMS_CURRENT_FEATURE, COUNTE
 _FORMAT13_FEATURES: Final = _FORMAT12_FEATURES | {HALF_VECTORS_FEATURE}
 _FORMAT14_FEATURES: Final = _FORMAT13_FEATURES | {LEXICAL_DOCNO_FEATURE}
 _FORMAT15_FEATURES: Final = _FORMAT14_FEATURES | {COMPACT_FORMS_FEATURE}
+_FORMAT16_FEATURES: Final = _FORMAT15_FEATURES | {LEXICAL_LEAN_DOCS_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -659,6 +717,18 @@ MIGRATIONS: Final = (
         _FORMAT15_FEATURES,
         _count_memory_records,
         _compact_forms,
+    ),
+    _Migration(
+        Step(
+            name="0015-lean-lexical-documents",
+            from_version=15,
+            to_version=16,
+            description="rewrite every lex/d/ record without its terms (a removal renders "
+            "the indexed version again)",
+        ),
+        _FORMAT16_FEATURES,
+        _count_live,  # one lex/d/ record each (so a dry run before 0001 counts them too)
+        _lean_documents,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""
