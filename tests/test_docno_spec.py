@@ -121,10 +121,15 @@ def docno_key(n: int) -> bytes:
     return LEX_I + n.to_bytes(4, "big")
 
 
-def cbor_map(value: bytes) -> dict[int, Any]:
+def cbor_map(value: bytes, schema: int = 1) -> dict[int, Any]:
     out: dict[int, Any] = cbor2.loads(unseal(value))
-    assert out[0] == 1  # schema version
+    assert out[0] == schema  # schema version
     return out
+
+
+DOCNO = 3
+"""The LexDoc key of the document number: 4 in formats 14 and 15, 3 since format 16 (LexDoc
+schema version 2, without the terms: ``lexical.md`` v6)."""
 
 
 def cbor_seal(record: dict[int, Any]) -> bytes:
@@ -156,7 +161,9 @@ def numbers(items: dict[bytes, bytes]) -> dict[int, bytes]:
 
 
 def lexdocs(items: dict[bytes, bytes]) -> dict[bytes, dict[int, Any]]:
-    return {k[len(LEX_D) :]: cbor_map(v) for k, v in items.items() if k.startswith(LEX_D)}
+    return {
+        k[len(LEX_D) :]: cbor_map(v, schema=2) for k, v in items.items() if k.startswith(LEX_D)
+    }
 
 
 def next_docno(items: dict[bytes, bytes]) -> int:
@@ -213,13 +220,13 @@ def test_numbers_follow_the_writes_and_are_never_given_again(store_path: Any) ->
         cx.merge_lexical()
         items = dump(cx)
         assert numbers(items) == {n: ids[n].bytes for n in range(12)}
-        assert {m: d[4] for m, d in lexdocs(items).items()} == {ids[n].bytes: n for n in range(12)}
+        assert {m: d[DOCNO] for m, d in lexdocs(items).items()} == {ids[n].bytes: n for n in range(12)}
         assert next_docno(items) == 12
         # an update keeps the number
         cx.update(ids[5], fact("rewritten completely differently"))
         cx.merge_lexical()
         items = dump(cx)
-        assert numbers(items)[5] == ids[5].bytes and lexdocs(items)[ids[5].bytes][4] == 5
+        assert numbers(items)[5] == ids[5].bytes and lexdocs(items)[ids[5].bytes][DOCNO] == 5
         assert next_docno(items) == 12
         # tombstone and purge remove the entry; the numbers stay gaps
         cx.tombstone(ids[3], "gone")
@@ -241,7 +248,7 @@ def test_numbers_follow_the_writes_and_are_never_given_again(store_path: Any) ->
         items = dump(cx)
         assert numbers(items) == dict(enumerate(live))
         assert next_docno(items) == len(live)
-        assert {m: d[4] for m, d in lexdocs(items).items()} == {m: n for n, m in enumerate(live)}
+        assert {m: d[DOCNO] for m, d in lexdocs(items).items()} == {m: n for n, m in enumerate(live)}
         assert cx.verify().ok
 
 
@@ -474,10 +481,10 @@ def test_verify_reports_damage_to_the_numbers(store_path: Any, damage: str) -> N
 
         def harm(txn: Any) -> None:
             if damage == "missing lex/i entry":
-                txn.delete(docno_key(docs[ids[4].bytes][4]))
+                txn.delete(docno_key(docs[ids[4].bytes][DOCNO]))
             elif damage == "two LexDocs with one number":
                 doc = dict(docs[ids[5].bytes])
-                doc[4] = docs[ids[4].bytes][4]
+                doc[DOCNO] = docs[ids[4].bytes][DOCNO]
                 txn.put(LEX_D + ids[5].bytes, cbor_seal(doc))
             elif damage == "orphan lex/i entry":
                 txn.put(docno_key(gap), seal(ids[2].bytes))  # names the tombstoned memory
@@ -695,7 +702,7 @@ def test_processes_writing_at_once_get_distinct_numbers(tmp_path: Path, store_pa
         total = writers * n
         assert sorted(names) == list(range(total)) and next_docno(items) == total
         assert len(set(names.values())) == total
-        assert {m: d[4] for m, d in lexdocs(items).items()} == {m: d for d, m in names.items()}
+        assert {m: d[DOCNO] for m, d in lexdocs(items).items()} == {m: d for d, m in names.items()}
         for r in results:
             for i, h in enumerate(r["ids"]):
                 assert ids_of(cx._lexical_search(f"uq{r['k']}x{i}", 3)) == [
@@ -806,7 +813,7 @@ def test_segments_name_document_numbers(store_path: Any) -> None:
             assert {k for _, es in groups for k, _, _, _ in es} == {1}  # ADDs only
         docs = lexdocs(items)
         for m, n in ((x, 0), (y, 1), (z, 2)):
-            assert docs[m.bytes][4] == n
+            assert docs[m.bytes][DOCNO] == n
             assert all(dl == docs[m.bytes][2] for _, es in segs[n][1] for _, _, _, dl in es)
         cx.update(x, fact("kettle boils milk"))  # keeps kettle, boil; drops water; adds milk
         cx.tombstone(y, "gone")
@@ -986,12 +993,12 @@ def test_a_damaged_number_record_is_refused(store_path: Any, damage: str) -> Non
         items = dump(cx)
         doc = lexdocs(items)[m.bytes]
         if damage == "lex/i value of 17 bytes":
-            key, value, shown = docno_key(doc[4]), seal(m.bytes + b"\x00"), f"lex/i/{doc[4]}"
+            key, value, shown = docno_key(doc[DOCNO]), seal(m.bytes + b"\x00"), f"lex/i/{doc[DOCNO]}"
         elif damage == "LexDoc without a number":
-            del doc[4]
+            del doc[DOCNO]
             key, value, shown = LEX_D + m.bytes, cbor_seal(doc), f"lex/d/{m}"
         elif damage == "LexDoc number 2**32":
-            doc[4] = LIMIT
+            doc[DOCNO] = LIMIT
             key, value, shown = LEX_D + m.bytes, cbor_seal(doc), f"lex/d/{m}"
         else:
             stats = cbor_map(items[STATS])

@@ -83,9 +83,17 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # ``test_a_folded_index_is_the_format_9_one`` below. Equal on both paths.
 # FORMAT 9 (issue 20): was 0ff6971a… with 6353 keys at format 8: sens/ went (165 keys), the
 # heads and episodes it labelled hold the level (m/, ep/).
-STORE_DIGEST = "323762ead41be168cb46beaca8bb368e45e4d002835393fa9bed70f219baf037"
+# FORMAT 16 (issue 18: lex/d/ records without their terms). Was 323762ea… at format 15, with
+# the same 6276 keys; what changed, keyspace by keyspace (compared with the code at format 15,
+# c61251b, key by key): lex/d/ — all 406 records, now {0: 2, 1: version, 2: length, 3: docno}
+# (no terms); meta/format names format 16 and the feature lexical-lean-documents; the journal's
+# init entry says "format 16" (so every later entry's prev hash moved: 534 j/ records). Every
+# other key is equal, lex/ included. The same keyspaces move in the three digests below
+# (no embedder de827ba4…, still clock 02ba5ae0… and cec5865c… at format 15) and in the folded
+# lex/ digest (354637c9… at format 15).
+STORE_DIGEST = "ab25130f4153a5239efb648a55f5fe3c85575cb476dfdf937e094064078ce744"
 STORE_KEYS = 6276
-FOLDED_LEX_DIGEST = "354637c918fcf26857de1c946f6e1d6495366516c513b6a3de1db79c3642f594"
+FOLDED_LEX_DIGEST = "15765c4cb85df04f29f37d768babb76d75c9f93ccc3f0d23d6f1d9509b273fa8"
 """The lex/ keyspace once every segment is folded (format 9 to 13: 61213a43…, the same bytes as
 a rebuilt index; since format 14 the bytes follow the order of the writes, and a rebuild, which
 numbers the live memories in id order, is equal by id only)."""
@@ -96,10 +104,10 @@ numbers the live memories in id order, is equal by id only)."""
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "de827ba4bcb1e3836c89f3d3744ba5a294ca5eeaa779c2f3e594ae259601fa2b"
+STORE_DIGEST_NO_EMBEDDER = "f2261ae22c7c99dc59a47399e03c5876f51ad232aab71280d7d571565895889b"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "02ba5ae038ca845a5483dbf32926b93bf7f84108577c8c5b7a90a21b45295628",
-    "none": "cec5865c5795513abc1525537d9d7252fcd85f0691c93667791a16bf92cc4c5a",
+    "hashing": "2bb99a47ae56894a2a6f276ee7bd35da6a1b95cb0d712ab2b0e82835ba2f8674",
+    "none": "3256bd4204c37562fa4b016b2804b4e1fc16c582296e4f072dfad58616987cdc",
 }
 # FORMAT 15 adds specs/vectors/forms.json (was bcb84d5e… without it); FORMAT 14 rewrites
 # specs/vectors/postings.json (blocks by docno, varints) and segments.json
