@@ -220,7 +220,8 @@ def test_numbers_follow_the_writes_and_are_never_given_again(store_path: Any) ->
         cx.merge_lexical()
         items = dump(cx)
         assert numbers(items) == {n: ids[n].bytes for n in range(12)}
-        assert {m: d[DOCNO] for m, d in lexdocs(items).items()} == {ids[n].bytes: n for n in range(12)}
+        docs = lexdocs(items)
+        assert {m: d[DOCNO] for m, d in docs.items()} == {ids[n].bytes: n for n in range(12)}
         assert next_docno(items) == 12
         # an update keeps the number
         cx.update(ids[5], fact("rewritten completely differently"))
@@ -248,7 +249,8 @@ def test_numbers_follow_the_writes_and_are_never_given_again(store_path: Any) ->
         items = dump(cx)
         assert numbers(items) == dict(enumerate(live))
         assert next_docno(items) == len(live)
-        assert {m: d[DOCNO] for m, d in lexdocs(items).items()} == {m: n for n, m in enumerate(live)}
+        docs = lexdocs(items)
+        assert {m: d[DOCNO] for m, d in docs.items()} == {m: n for n, m in enumerate(live)}
         assert cx.verify().ok
 
 
@@ -993,7 +995,8 @@ def test_a_damaged_number_record_is_refused(store_path: Any, damage: str) -> Non
         items = dump(cx)
         doc = lexdocs(items)[m.bytes]
         if damage == "lex/i value of 17 bytes":
-            key, value, shown = docno_key(doc[DOCNO]), seal(m.bytes + b"\x00"), f"lex/i/{doc[DOCNO]}"
+            n = doc[DOCNO]
+            key, value, shown = docno_key(n), seal(m.bytes + b"\x00"), f"lex/i/{n}"
         elif damage == "LexDoc without a number":
             del doc[DOCNO]
             key, value, shown = LEX_D + m.bytes, cbor_seal(doc), f"lex/d/{m}"
