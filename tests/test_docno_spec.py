@@ -161,9 +161,7 @@ def numbers(items: dict[bytes, bytes]) -> dict[int, bytes]:
 
 
 def lexdocs(items: dict[bytes, bytes]) -> dict[bytes, dict[int, Any]]:
-    return {
-        k[len(LEX_D) :]: cbor_map(v, schema=2) for k, v in items.items() if k.startswith(LEX_D)
-    }
+    return {k[len(LEX_D) :]: cbor_map(v, schema=2) for k, v in items.items() if k.startswith(LEX_D)}
 
 
 def next_docno(items: dict[bytes, bytes]) -> int:
