@@ -1159,7 +1159,14 @@ def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
             f"version {version} of {mid}, which the lexical index holds, is missing: "
             "rebuild the index with `cortex reindex`"
         )
-    v = _decode(VERSION, key, value)
+    try:
+        v = _decode(VERSION, key, value)
+    except IntegrityError as exc:
+        raise IntegrityError(
+            f"{exc}; the lexical index holds version {version} of {mid} and cannot remove it "
+            "without it: `cortex verify` lists the damage, `cortex salvage` copies what is "
+            "intact, and `cortex reindex` rebuilds the index from the memories"
+        ) from None
     if v.data is None:
         raise IntegrityError(
             f"version {version} of {mid}, which the lexical index holds, is erased: "
@@ -1168,7 +1175,10 @@ def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
     try:
         data = decode_data_trusted(v.type, v.data)
     except CodecError as exc:
-        raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
+        raise IntegrityError(
+            f"record {show_key(key)} does not decode: {exc}; the lexical index holds it: "
+            "`cortex reindex` rebuilds the index from the memories"
+        ) from None
     return count_terms(analyze(data, is_canonical=True))[0]
 
 
