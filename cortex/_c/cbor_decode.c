@@ -1763,6 +1763,153 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
 
+static PyObject *s_get = NULL, *s_cursor = NULL, *s_prev = NULL, *s_last = NULL,
+                *s_value = NULL; /* transaction and cursor methods (interned once) */
+
+PyDoc_STRVAR(read_latest_doc,
+             "read_latest(ctx, txn, mid, /)\n--\n\n"
+             "``Store.resolve_latest``'s reads and ``read_memory`` (n = 0) in one call, in the "
+             "LMDB read transaction ``txn`` (begun without buffers): the head of the memory of "
+             "raw id ``mid`` and the last pair under its version prefix, as "
+             "``LmdbKV.point_read`` reads them. The Memory, or where ``read_memory`` declines "
+             "``(hraw, last)``, what ``point_read`` returns for them (``hraw`` None: no head; "
+             "``last`` None or ``(vkey, vraw)``), for the Python path to decide.");
+
+/* a method of ``obj`` called with ``arg`` (or none): a new reference or NULL */
+static PyObject *
+call_method(PyObject *obj, PyObject *name, PyObject *arg)
+{
+    PyObject *args[2] = {obj, arg};
+    return PyObject_VectorcallMethod(name, args, (arg != NULL ? 2 : 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                     NULL);
+}
+
+static PyObject *
+sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *cur = NULL, *r = NULL, *k = NULL, *v = NULL;
+    PyObject *last = NULL, *out = NULL, *pre, *inf;
+    Py_ssize_t lp, li, np;
+    int found;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    txn = args[1];
+    mid = args[2];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    if (key == NULL) {
+        return NULL;
+    }
+    hraw = call_method(txn, s_get, key);
+    Py_DECREF(key);
+    if (hraw == NULL) {
+        return NULL;
+    }
+    /* the last key under ``mv/ id16 /v/``: the step before the first key at or after the
+     * prefix's end (the infix's last byte plus one: it is "/", never 0xff), or the last key */
+    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
+    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
+    lp = PyBytes_GET_SIZE(pre);
+    li = PyBytes_GET_SIZE(inf);
+    np = lp + 16 + li;
+    if (li < 1 || (uint8_t)PyBytes_AS_STRING(inf)[li - 1] == 0xFF) {
+        PyErr_SetString(PyExc_TypeError, "the read context's version infix is malformed");
+        goto done;
+    }
+    key = PyBytes_FromStringAndSize(NULL, np);
+    if (key == NULL) {
+        goto done;
+    }
+    memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(pre), (size_t)lp);
+    memcpy(PyBytes_AS_STRING(key) + lp, PyBytes_AS_STRING(mid), 16);
+    memcpy(PyBytes_AS_STRING(key) + lp + 16, PyBytes_AS_STRING(inf), (size_t)li);
+    PyBytes_AS_STRING(key)[np - 1] = (char)((uint8_t)PyBytes_AS_STRING(key)[np - 1] + 1);
+    cur = call_method(txn, s_cursor, NULL);
+    if (cur == NULL) {
+        Py_DECREF(key);
+        goto done;
+    }
+    r = call_method(cur, s_set_range, key);
+    Py_DECREF(key);
+    if (r == NULL) {
+        goto done;
+    }
+    found = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (found < 0) {
+        goto done;
+    }
+    r = call_method(cur, found ? s_prev : s_last, NULL);
+    if (r == NULL) {
+        goto done;
+    }
+    found = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (found < 0) {
+        goto done;
+    }
+    if (found) {
+        const char *kb;
+        k = call_method(cur, s_key, NULL);
+        if (k == NULL) {
+            goto done;
+        }
+        if (!PyBytes_CheckExact(k)) {
+            PyErr_SetString(PyExc_TypeError, "read_latest: the transaction must not use buffers");
+            goto done;
+        }
+        kb = PyBytes_AS_STRING(k);
+        /* k.startswith(mv/ id16 /v/), the end's last byte one less */
+        if (PyBytes_GET_SIZE(k) >= np && memcmp(kb, PyBytes_AS_STRING(pre), (size_t)lp) == 0 &&
+            memcmp(kb + lp, PyBytes_AS_STRING(mid), 16) == 0 &&
+            memcmp(kb + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) == 0) {
+            v = call_method(cur, s_value, NULL);
+            if (v == NULL) {
+                goto done;
+            }
+        }
+    }
+    if (v != NULL && hraw != Py_None) {
+        Share share;
+        PyObject *head;
+        share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+        share.obj = NULL;
+        head = head_of(ctx, mid, hraw, &share);
+        if (head != NULL) {
+            out = memory_at(ctx, mid, head, k, v, 0, &share);
+            Py_DECREF(head);
+        }
+        Py_XDECREF(share.obj);
+        if (out != NULL || PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    /* declined: what point_read returns, for the Python path */
+    if (v != NULL) {
+        last = PyTuple_Pack(2, k, v);
+        if (last == NULL) {
+            goto done;
+        }
+    }
+    else {
+        last = Py_NewRef(Py_None);
+    }
+    out = PyTuple_Pack(2, hraw, last);
+done:
+    Py_XDECREF(last);
+    Py_XDECREF(v);
+    Py_XDECREF(k);
+    Py_XDECREF(cur);
+    Py_XDECREF(hraw);
+    return out;
+}
+
 /* 1 when the cursor has a key starting with ``probe`` at or after it, 0 when not, -1 on error */
 static int
 has_key_under(PyObject *cursor, PyObject *probe)
@@ -1941,6 +2088,8 @@ static PyMethodDef decode_methods[] = {
      read_row_memory_doc},
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
+    {"read_latest", (PyCFunction)(void (*)(void))sp_read_latest, METH_FASTCALL,
+     read_latest_doc},
     {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
     {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
@@ -1984,6 +2133,17 @@ cx_decode_init(PyObject *m)
         s_set_range = PyUnicode_InternFromString("set_range");
         s_key = PyUnicode_InternFromString("key");
         if (s_set_range == NULL || s_key == NULL) {
+            return -1;
+        }
+    }
+    if (s_get == NULL) {
+        s_get = PyUnicode_InternFromString("get");
+        s_cursor = PyUnicode_InternFromString("cursor");
+        s_prev = PyUnicode_InternFromString("prev");
+        s_last = PyUnicode_InternFromString("last");
+        s_value = PyUnicode_InternFromString("value");
+        if (s_get == NULL || s_cursor == NULL || s_prev == NULL || s_last == NULL ||
+            s_value == NULL) {
             return -1;
         }
     }
