@@ -289,10 +289,14 @@ CX_HIDDEN int exact_int(PyObject *v, long long lo, long long hi, long long *out)
  * through eight tables.  The tables are filled once at import and only read after. */
 CX_HIDDEN extern uint32_t crc_table[8][256];
 
+/* The CRC of at least 64 bytes by carry-less multiplication (kv.c), where the CPU has it
+ * (crc_clmul: set once at import); the tables' result for every input. */
+CX_HIDDEN extern int crc_clmul;
+CX_HIDDEN uint32_t crc32_clmul(const uint8_t *p, Py_ssize_t n);
+
 static inline uint32_t
-crc32_of(const uint8_t *p, Py_ssize_t n)
+crc32_tables(uint32_t c, const uint8_t *p, Py_ssize_t n)
 {
-    uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                            (uint32_t)p[3] << 24);
@@ -308,7 +312,16 @@ crc32_of(const uint8_t *p, Py_ssize_t n)
     while (n-- > 0) {
         c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
     }
-    return c ^ 0xFFFFFFFFu;
+    return c;
+}
+
+static inline uint32_t
+crc32_of(const uint8_t *p, Py_ssize_t n)
+{
+    if (n >= 64 && crc_clmul) {
+        return crc32_clmul(p, n);
+    }
+    return crc32_tables(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
 }
 
 CX_HIDDEN PyObject *sealed(const char *payload, Py_ssize_t n);

@@ -592,6 +592,20 @@ plainly_nfc(PyObject *str)
     int kind = PyUnicode_KIND(str);
     const void *data = PyUnicode_DATA(str);
     Py_ssize_t i, n = PyUnicode_GET_LENGTH(str);
+    /* one loop per kind (no kind switch per character): the forms' text is two-byte kind
+     * whenever a cut form ends in its ellipsis */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        return 1;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = data;
+        for (i = 0; i < n; i++) {
+            if (u[i] >= 0x300 && u[i] != 0x2014 && u[i] != 0x2026) {
+                return 0;
+            }
+        }
+        return 1;
+    }
     for (i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c >= 0x300 && c != 0x2014 && c != 0x2026) {

@@ -215,16 +215,20 @@ class Row:
 
     __slots__ = ("_data", "_decode", "head", "version")
 
-    def __init__(self, head: Head, version: Version, decode: Callable[[], Data | None]) -> None:
+    def __init__(
+        self, head: Head, version: Version, decode: Callable[[Version], Data | None]
+    ) -> None:
         self.head = head
         self.version = version
         self._decode = decode
+        """The data of a version (``decode(version)``): one function for every row, not a
+        closure made per row."""
         self._data: Data | Literal[False] | None = False
 
     @property
     def data(self) -> Data | None:
         if self._data is False:
-            self._data = self._decode()
+            self._data = self._decode(self.version)
         return self._data
 
     @property

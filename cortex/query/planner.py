@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from cortex.engine.heads import NEVER_USED, read_counters, superseder
+from cortex.engine import store as _store
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
@@ -97,6 +98,9 @@ _NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "n
 
 _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
+
+_MEMORY_OF: Callable[..., Memory | None] | None = getattr(_sp, "memory_of", None)
+"""``Store.memory`` of a row whose data is not decoded, in C (``run``; None: ``memory_of``)."""
 
 _FUSED = True
 """Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
@@ -327,7 +331,7 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        row = Row(head, version, lambda: _decode(version))
+        row = Row(head, version, _decode)
         if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
             return None
         if p.where is not None and not p.where(row):
@@ -637,8 +641,16 @@ class Executor:
         cands = cands[p.offset :]
         if p.limit is not None:
             cands = cands[: p.limit]
+        # memory_of of each row, inline: one C call where the data is not decoded yet
+        build, ctx = _MEMORY_OF, _store._READ
         for c in cands:
-            c.memory = memory_of(c.row)
+            row = c.row
+            m = (
+                build(ctx, row.head, row.version)
+                if build is not None and ctx is not None and row._data is False
+                else None
+            )
+            c.memory = m if m is not None else memory_of(row)
         dropped: list[Candidate] = []
         if p.budget is not None:
             cands, dropped = trim_to_budget(
@@ -718,7 +730,7 @@ class Executor:
                     if got is None:
                         row = self.accept(MemoryId._trusted(raw), indexed=True)
                     elif got[2]:
-                        row = Row(got[0], got[1], functools.partial(_decode, got[1]))
+                        row = Row(got[0], got[1], _decode)
                     else:
                         row = passes(got[0], got[1])
                 else:
@@ -1000,7 +1012,7 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        return Row(head, version, lambda: _decode(version))
+        return Row(head, version, _decode)
 
     def _neighbours(self, row: Row, window: int) -> list[Row]:
         """The memories next to ``row`` that lend it context (``cortex.query.rerank``).
@@ -1158,15 +1170,20 @@ def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list
     total = 0
     by_score = order_by == "score"
     for c in cands:
-        assert c.memory is not None
-        text = render_form(c.memory, form)
+        m = c.memory
+        assert m is not None
+        if form == "full":
+            text = render_form(m, form)
+        else:  # render_form's short and medium forms, inline (one Python call less a hit)
+            forms = m.version.forms or m.head.forms
+            text = "" if forms is None else forms.short if form == "short" else forms.medium
         # count_tokens, its ASCII case inline (one Python call less a hit)
         n = -(-len(text) // 4) if text.isascii() else count_tokens(text)
         total += n
         score = c.relevance if by_score else c.salience
         hits.append(
             Hit(
-                memory=c.memory,
+                memory=m,
                 text=text,
                 tokens=n,
                 salience=c.salience,
