@@ -1058,7 +1058,10 @@ read_forms(PlanObject *pl, Reader *r)
         if (vals[0] == NULL) {
             goto fail; /* the medium is valid UTF-8 and the cut on a boundary: only memory */
         }
-        switch (text_nfc(vals[0])) {
+        /* a prefix of a medium form of one-byte kind, and the ellipsis: plainly NFC (all its
+         * characters are below U+0300 or U+2026), as text_nfc would find character by
+         * character */
+        switch (PyUnicode_KIND(vals[1]) == PyUnicode_1BYTE_KIND ? 1 : text_nfc(vals[0])) {
         case -1:
             goto fail;
         case 0:
