@@ -295,7 +295,7 @@ cx_kv_init(PyObject *m)
 {
     crc_init();
     crc_clmul_init();
-    if (PyModule_AddIntConstant(m, "CRC_CLMUL", crc_clmul) < 0) {
+    if (PyModule_AddIntConstant(m, "_CRC_CLMUL", crc_clmul) < 0) {
         return -1;
     }
     return PyModule_AddFunctions(m, kv_methods);
