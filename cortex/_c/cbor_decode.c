@@ -37,6 +37,10 @@ typedef struct {
     PyObject *obj;    /* the first one decoded (a reference held), or NULL */
     const uint8_t *p; /* its bytes (in a value the caller keeps alive) */
     Py_ssize_t n;
+    /* the first time decoded (a reference held), or NULL: a head's created and updated times
+     * and its version's are one instant until the memory changes (datetime is immutable) */
+    PyObject *time;
+    long long time_us;
 } Share;
 
 typedef struct {
@@ -591,18 +595,27 @@ read_time(const Spec *s, Reader *r)
 {
     long long us, rem, days;
     int y, mo, d;
+    PyObject *t;
     if (read_int(r, s->lo, s->hi, &us) < 0) {
         return NULL;
+    }
+    if (r->share != NULL && r->share->time != NULL && r->share->time_us == us) {
+        return Py_NewRef(r->share->time);
     }
     days = floor_div(us, 86400000000LL, &rem);
     civil_from_days(days, &y, &mo, &d);
     if (y < 1 || y > 9999) {
         return reject_null(r, "time out of range");
     }
-    return PyDateTimeAPI->DateTime_FromDateAndTime(
+    t = PyDateTimeAPI->DateTime_FromDateAndTime(
         y, mo, d, (int)(rem / 3600000000LL), (int)(rem / 60000000LL % 60),
         (int)(rem / 1000000LL % 60), (int)(rem % 1000000LL), PyDateTime_TimeZone_UTC,
         PyDateTimeAPI->DateTimeType);
+    if (t != NULL && r->share != NULL && r->share->time == NULL) {
+        r->share->time = Py_NewRef(t);
+        r->share->time_us = us;
+    }
+    return t;
 }
 
 typedef struct {
@@ -1642,14 +1655,17 @@ sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
+    share.time = NULL;
     head = head_of(ctx, mid, args[2], &share);
     if (head == NULL) {
         Py_XDECREF(share.obj);
+        Py_XDECREF(share.time);
         return or_none(NULL);
     }
     out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
     Py_DECREF(head);
     Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
     return or_none(out);
 }
 
@@ -1720,6 +1736,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     }
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
+    share.time = NULL;
     head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
     if (head == NULL) {
         goto done;
@@ -1746,6 +1763,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
 done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
     Py_DECREF(hraw);
     return out;
 }
@@ -1883,12 +1901,14 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *head;
         share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
         share.obj = NULL;
+        share.time = NULL;
         head = head_of(ctx, mid, hraw, &share);
         if (head != NULL) {
             out = memory_at(ctx, mid, head, k, v, 0, &share);
             Py_DECREF(head);
         }
         Py_XDECREF(share.obj);
+        Py_XDECREF(share.time);
         if (out != NULL || PyErr_Occurred()) {
             goto done;
         }
