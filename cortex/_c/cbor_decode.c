@@ -495,7 +495,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     /* a tombstone scores 0 */
-    v = PyObject_GetAttr(head, attr[A_TOMBSTONE]);
+    v = attr_get(head, A_TOMBSTONE);
     if (v == NULL) {
         return NULL;
     }
@@ -505,7 +505,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PyFloat_FromDouble(0.0);
     }
     /* use counters: the Python path reads them */
-    v = PyObject_GetAttr(head, attr[A_HAS_COUNTERS]);
+    v = attr_get(head, A_HAS_COUNTERS);
     if (v == NULL) {
         return NULL;
     }
@@ -514,7 +514,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!ok) {
         Py_RETURN_NONE;
     }
-    v = PyObject_GetAttr(head, attr[A_LAST_UPDATED_AT]);
+    v = attr_get(head, A_LAST_UPDATED_AT);
     if (v == NULL) {
         return NULL;
     }
@@ -524,7 +524,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     /* the decay class of the head's type */
-    v = PyObject_GetAttr(head, attr[A_TYPE]);
+    v = attr_get(head, A_TYPE);
     if (v == NULL) {
         return NULL;
     }
@@ -565,7 +565,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r = pow(0.5, ((double)age / 86400000000.0) / half);
     }
     /* the importance */
-    v = PyObject_GetAttr(head, attr[A_IMPORTANCE]);
+    v = attr_get(head, A_IMPORTANCE);
     if (v == NULL) {
         return NULL;
     }
@@ -1357,7 +1357,7 @@ whole_record(PyObject *plan, Reader *r)
 static int
 has_id(PyObject *ctx, PyObject *obj, PyObject *mid)
 {
-    PyObject *id = PyObject_GetAttr(obj, attr[A_ID]), *raw, *slot;
+    PyObject *id = attr_get(obj, A_ID), *raw, *slot;
     int same;
     if (id == NULL) {
         return -1;
@@ -1378,11 +1378,11 @@ has_id(PyObject *ctx, PyObject *obj, PyObject *mid)
     return same;
 }
 
-/* ``obj.<name>`` as a C integer in [1, 2**63 - 1]; 0 when it is not one, -1 on error */
+/* ``obj.<attr[a]>`` as a C integer in [1, 2**63 - 1]; 0 when it is not one, -1 on error */
 static long long
-positive_attr(PyObject *obj, PyObject *name)
+positive_attr(PyObject *obj, int a)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = attr_get(obj, a);
     long long n;
     if (v == NULL) {
         return -1;
@@ -1431,7 +1431,7 @@ version_of(PyObject *ctx, PyObject *mid, long long n, PyObject *vraw, Share *sha
     if (v == NULL) {
         return NULL;
     }
-    if (has_id(ctx, v, mid) != 1 || positive_attr(v, attr[A_VERSION]) != n) {
+    if (has_id(ctx, v, mid) != 1 || positive_attr(v, A_VERSION) != n) {
         Py_DECREF(v);
         return NULL;
     }
@@ -1445,11 +1445,11 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
     PyObject *data, *type = NULL, *id = NULL, *num = NULL, *uri = NULL, *out = NULL;
     PyObject *args[4];
     PyTypeObject *ut = (PyTypeObject *)PyTuple_GET_ITEM(ctx, RC_URI);
-    data = PyObject_GetAttr(v, attr[A_DATA]);
+    data = attr_get(v, A_DATA);
     if (data == NULL) {
         return NULL;
     }
-    type = PyObject_GetAttr(v, attr[A_TYPE]);
+    type = attr_get(v, A_TYPE);
     if (type == NULL) {
         goto done;
     }
@@ -1477,8 +1477,8 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
         }
         Py_SETREF(data, value);
     }
-    id = PyObject_GetAttr(v, attr[A_ID]);
-    num = id != NULL ? PyObject_GetAttr(v, attr[A_VERSION]) : NULL;
+    id = attr_get(v, A_ID);
+    num = id != NULL ? attr_get(v, A_VERSION) : NULL;
     if (num == NULL) {
         goto done;
     }
@@ -1584,7 +1584,7 @@ memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject
           long long n, Share *share)
 {
     PyObject *pre, *inf, *v, *out;
-    long long cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    long long cur = positive_attr(head, A_CURRENT_VERSION);
     Py_ssize_t lp, li;
     const char *k;
     int i;
@@ -1741,7 +1741,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     if (head == NULL) {
         goto done;
     }
-    cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    cur = positive_attr(head, A_CURRENT_VERSION);
     if (cur <= 0) {
         goto done;
     }
@@ -1967,7 +1967,7 @@ has_key_under(PyObject *cursor, PyObject *probe)
 static int
 attr_is_none(PyObject *obj, int a)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr[a]);
+    PyObject *v = attr_get(obj, a);
     int none;
     if (v == NULL) {
         return -1;
@@ -2024,7 +2024,7 @@ sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     head = PyTuple_GET_ITEM(pair, 0);
     v = PyTuple_GET_ITEM(pair, 1);
     /* the type (passes' first filter) */
-    t = PyObject_GetAttr(head, attr[A_TYPE]);
+    t = attr_get(head, A_TYPE);
     if (t == NULL) {
         goto done;
     }
@@ -2068,7 +2068,7 @@ sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* every tag */
     if (PyTuple_GET_SIZE(tags) > 0) {
-        PyObject *have = PyObject_GetAttr(head, attr[A_TAGS]);
+        PyObject *have = attr_get(head, A_TAGS);
         if (have == NULL) {
             goto done;
         }
