@@ -96,6 +96,9 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 _NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
 
+_UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
+"""``len(text.encode())`` counted in C (-1: a lone surrogate), or None (``to_hits``)."""
+
 _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
 
@@ -465,7 +468,8 @@ class Executor:
 
     def _full_pattern(self) -> bool:
         """Whether some frame pattern names a reference (its index keys are in created order)."""
-        return any(f.obj_kind is not None and f.obj_ref is not None for f in self.plan.frames)
+        frames = self.plan.frames
+        return bool(frames) and any(f.obj_kind is not None and f.obj_ref is not None for f in frames)
 
     def _created_bounds(self) -> tuple[int | None, int | None]:
         """The created-time range ``[lo, hi)`` the index scans may skip to."""
@@ -618,10 +622,11 @@ class Executor:
             txn, now_us, decay, weights = self.txn, self.now_us, self.decay, self.weights
             fast = _SALIENCE if type(decay) is dict else None
             w = (weights.recency, weights.access, weights.citation, weights.importance)
+            permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
             for c in cands:
                 head = c.row.head
                 s = (
-                    fast(head, now_us, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w)
+                    fast(head, now_us, decay, permanent, half_lives, w)
                     if fast is not None
                     else None
                 )
@@ -1169,6 +1174,7 @@ def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list
     hits = []
     total = 0
     by_score = order_by == "score"
+    utf8_len = _UTF8_LEN
     for c in cands:
         m = c.memory
         assert m is not None
@@ -1177,8 +1183,14 @@ def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list
         else:  # render_form's short and medium forms, inline (one Python call less a hit)
             forms = m.version.forms or m.head.forms
             text = "" if forms is None else forms.short if form == "short" else forms.medium
-        # count_tokens, its ASCII case inline (one Python call less a hit)
-        n = -(-len(text) // 4) if text.isascii() else count_tokens(text)
+        # count_tokens, inline (one Python call less a hit): ASCII, else UTF-8 counted in C
+        n = (
+            -(-len(text) // 4)
+            if text.isascii()
+            else -(-u // 4)
+            if utf8_len is not None and (u := utf8_len(text)) >= 0
+            else count_tokens(text)
+        )
         total += n
         score = c.relevance if by_score else c.salience
         hits.append(
