@@ -1964,9 +1964,9 @@ def test_read_latest_refuses_bad_arguments() -> None:
             sp.read_latest(_READ, object(), bytes(16))
     with env.begin(write=True) as w:
         w.put(b"mv/" + bytes(16) + b"/v/" + bytes(7) + b"\x01", b"x")
-    with env.begin(buffers=True) as txn:  # buffers, not bytes: refused, never read as bytes
-        with pytest.raises(TypeError):
-            sp.read_latest(_READ, txn, bytes(16))
+    # buffers, not bytes: refused, never read as bytes
+    with env.begin(buffers=True) as txn, pytest.raises(TypeError):
+        sp.read_latest(_READ, txn, bytes(16))
 
 
 @settings(max_examples=300)

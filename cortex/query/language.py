@@ -963,7 +963,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         raise ValidationError("query", "type", f"find takes a Query, got {type(q).__name__}")
     # a type given by its name looked up at once (memory_type's common case, without a call)
     types = frozenset(
-        m if type(t) is str and (m := _TYPE_BY_NAME.get(t)) is not None else memory_type(t)
+        named if type(t) is str and (named := _TYPE_BY_NAME.get(t)) is not None else memory_type(t)
         for t in _as_tuple(q.types, "types")
     )
     tags = argcheck.texts(_as_tuple(q.tags, "tags"), "tags")

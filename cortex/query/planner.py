@@ -9,15 +9,14 @@ them.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from cortex.engine.heads import NEVER_USED, read_counters, superseder
 from cortex.engine import store as _store
+from cortex.engine.heads import NEVER_USED, read_counters, superseder
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
@@ -469,7 +468,9 @@ class Executor:
     def _full_pattern(self) -> bool:
         """Whether some frame pattern names a reference (its index keys are in created order)."""
         frames = self.plan.frames
-        return bool(frames) and any(f.obj_kind is not None and f.obj_ref is not None for f in frames)
+        return bool(frames) and any(
+            f.obj_kind is not None and f.obj_ref is not None for f in frames
+        )
 
     def _created_bounds(self) -> tuple[int | None, int | None]:
         """The created-time range ``[lo, hi)`` the index scans may skip to."""

@@ -505,6 +505,7 @@ class _Read:
             quick = not gate._remapping
             if quick:
                 gate._active += 1
+        txn: lmdb.Transaction
         if quick:
             mine = gate._mine
             mine.n = getattr(mine, "n", 0) + 1
@@ -774,7 +775,9 @@ class LmdbKV:
                     gate._cond.notify_all()
         return values, tail
 
-    def point_call(self, fn: Callable[[Any, lmdb.Transaction, bytes], T], ctx: Any, arg: bytes) -> T:
+    def point_call(
+        self, fn: Callable[[Any, lmdb.Transaction, bytes], T], ctx: Any, arg: bytes
+    ) -> T:
         """``fn(ctx, txn, arg)`` in a read snapshot of LMDB's own transaction (LMDB only).
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
