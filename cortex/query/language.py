@@ -27,7 +27,7 @@ from cortex.engine.values import Memory
 from cortex.errors import ValidationError
 from cortex.index.evidence import Evidence
 from cortex.model.codec import to_micros
-from cortex.model.enums import _TYPE_BY_NAME, CodedEnum, EdgeType, MemoryType
+from cortex.model.enums import CodedEnum, EdgeType, MemoryType
 from cortex.model.forms import render_full
 from cortex.model.ids import MemoryId, Uri
 from cortex.model.records import DATA_TYPES, Data, FrameRef, Head, Provenance, Version
@@ -963,7 +963,9 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         raise ValidationError("query", "type", f"find takes a Query, got {type(q).__name__}")
     # a type given by its name looked up at once (memory_type's common case, without a call)
     types = frozenset(
-        named if type(t) is str and (named := _TYPE_BY_NAME.get(t)) is not None else memory_type(t)
+        named
+        if type(t) is str and (named := MemoryType.from_name(t)) is not None
+        else memory_type(t)
         for t in _as_tuple(q.types, "types")
     )
     tags = argcheck.texts(_as_tuple(q.tags, "tags"), "tags")
