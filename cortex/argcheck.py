@@ -154,7 +154,9 @@ def texts(value: object, field: str, *, empty: bool = False) -> tuple[str, ...]:
     """
     out = items(value, field)
     for i, t in enumerate(out):
-        text(t, f"{field}[{i}]", empty=empty)
+        # non-empty ASCII text passes ``text`` as it is: no call, no field name built
+        if type(t) is not str or not t or not t.isascii():
+            text(t, f"{field}[{i}]", empty=empty)
     return out
 
 

@@ -1830,6 +1830,207 @@ def test_micros_is_to_micros(when: datetime, odd: int) -> None:
         assert sp.micros(bad) is None
 
 
+_LMDB_ENV: list[Any] = []
+
+
+def _scratch_env() -> Any:
+    """One small LMDB environment for the read_latest cases (emptied by each)."""
+    import tempfile
+
+    import lmdb
+
+    if not _LMDB_ENV:
+        d = tempfile.mkdtemp(prefix="cortex-read-latest-")
+        _LMDB_ENV.append(lmdb.open(d, map_size=1 << 24, lock=False))
+    return _LMDB_ENV[0]
+
+
+def _point_read_of(txn: Any, mid: MemoryId) -> tuple[Any, Any]:
+    """What ``LmdbKV.point_read`` reads for ``resolve_latest``: the head and the last pair under
+    the memory's version prefix."""
+    from cortex.storage.keys import head_key, version_prefix
+
+    prefix = version_prefix(mid)
+    last = None
+    cur = txn.cursor()
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            last = (k, v)
+    return txn.get(head_key(mid)), last
+
+
+@settings(max_examples=300)
+@given(_stored(), st.integers(0, 3))
+def test_read_latest_is_point_read_then_read_memory(case: tuple[Any, ...], extra: int) -> None:
+    """``read_latest`` reads what ``point_read`` reads in the same snapshot: the Memory
+    ``read_memory`` builds from it, or, where that declines, the values themselves."""
+    from cortex.engine.store import _READ
+    from cortex.storage.keys import head_key, version_key
+
+    mid, hraw, vkey, vraw, _ = case
+    env = _scratch_env()
+    with env.begin(write=True) as w:
+        w.drop(env.open_db(), delete=False)
+        if hraw is not None:
+            w.put(head_key(mid), bytes(hraw))
+        if vraw is not None:
+            w.put(vkey, bytes(vraw))
+        if extra == 1:  # a stray version past the head's: the last one stored is it
+            w.put(version_key(mid, 2**63 - 1), bytes(vraw or b"x"))
+        elif extra == 2:  # keys beside the memory's: neither is read
+            w.put(b"mv/" + bytes(16), b"x")
+            w.put(b"mv0", b"y")
+        elif extra == 3:  # a key of another memory sorts right after this one's prefix
+            w.put(b"mv/" + mid.bytes + b"/w", b"z")
+    with env.begin() as txn:
+        got = sp.read_latest(_READ, txn, mid.bytes)
+        hread, last = _point_read_of(txn, mid)
+    if type(got) is tuple:
+        assert got == (hread, last)
+        assert last is None or sp.read_memory(_READ, mid.bytes, hread, *last, 0) is None
+        return
+    assert last is not None
+    want = sp.read_memory(_READ, mid.bytes, hread, *last, 0)
+    assert want is not None and same(got, want), (got, want)
+    _agree(got, _py_memory, mid, hread, last[0], last[1], 0)
+
+
+def test_resolve_latest_is_the_same_with_and_without_read_latest(tmp_path: Path) -> None:
+    """The store's get through ``read_latest`` returns (and raises) what point_read and
+    read_memory do: several versions, a tombstone, a missing id, a damaged head and version."""
+    import cortex
+    from cortex.engine import store as store_module
+    from cortex.storage.keys import head_key, version_key
+
+    cx = cortex.Cortex.open(tmp_path / "s", actor="me")
+    try:
+        ids = [cx.write(Identity(name=f"n{i}")).id for i in range(6)]
+        cx.update(ids[1], Identity(name="changed"))
+        cx.update(ids[1], Identity(name="changed again"))
+        cx.tombstone(ids[2], reason="gone")
+
+        def damage(key: bytes) -> None:
+            def fn(txn: Any) -> None:
+                raw = txn.get(key)
+                txn.put(key, raw[:5] + bytes([raw[5] ^ 1]) + raw[6:])
+
+            cx._kv.write(fn)
+
+        damage(head_key(ids[3]))
+        damage(version_key(ids[4], 1))
+        probes = [*ids, MemoryId(bytes(16))]
+
+        def reads() -> list[Any]:
+            out: list[Any] = []
+            for mid in probes:
+                try:
+                    out.append(("ok", cx.resolve_latest(mid)))
+                except CortexError as exc:
+                    out.append((type(exc), str(exc)))
+            return out
+
+        assert store_module._READ_LATEST is not None
+        fast = reads()
+        old, store_module._READ_LATEST = store_module._READ_LATEST, None
+        try:
+            slow = reads()
+        finally:
+            store_module._READ_LATEST = old
+        assert len(fast) == len(slow)
+        for a, b in zip(fast, slow, strict=True):
+            assert a[0] == b[0] and (same(a[1], b[1]) if a[0] == "ok" else a[1] == b[1]), (a, b)
+        assert [x[0] for x in fast][:3] == ["ok"] * 3
+        assert fast[-1][0] is not None and fast[-1][0] != "ok"
+    finally:
+        cx.close()
+
+
+def test_read_latest_refuses_bad_arguments() -> None:
+    from cortex.engine.store import _READ
+
+    assert _READ is not None
+    env = _scratch_env()
+    with env.begin() as txn:
+        for bad_ctx in (None, (), _READ[:-1]):
+            with pytest.raises(TypeError):
+                sp.read_latest(bad_ctx, txn, bytes(16))
+        for bad_mid in (b"", bytes(15), "x" * 16, None):
+            with pytest.raises(TypeError):
+                sp.read_latest(_READ, txn, bad_mid)
+        with pytest.raises(TypeError):
+            sp.read_latest(_READ, txn)
+        with pytest.raises(AttributeError):  # not a transaction: its error is raised
+            sp.read_latest(_READ, object(), bytes(16))
+    with env.begin(write=True) as w:
+        w.put(b"mv/" + bytes(16) + b"/v/" + bytes(7) + b"\x01", b"x")
+    # buffers, not bytes: refused, never read as bytes
+    with env.begin(buffers=True) as txn, pytest.raises(TypeError):
+        sp.read_latest(_READ, txn, bytes(16))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=1100), st.integers(0, 15))
+@example(b"", 0)
+@example(bytes(64), 0)
+@example(bytes(range(256)) * 4, 3)
+def test_crc32_is_zlib_crc32(data: bytes, cut: int) -> None:
+    """Both ways of the CRC (carry-less multiplication from 64 bytes, the tables) are zlib's,
+    at every length and alignment."""
+    import zlib
+
+    for b in (data, data[cut:]):
+        assert sp.crc32(b) == zlib.crc32(b)
+        assert sp.crc32(b, True) == zlib.crc32(b)
+
+
+def test_crc32_every_length_and_alignment() -> None:
+    import os
+    import zlib
+
+    buf = os.urandom(1200)
+    for n in range(0, 1101):
+        for off in (0, 1, 7, 8, 15):
+            b = buf[off : off + n]
+            assert sp.crc32(b) == zlib.crc32(b), (n, off)
+    with pytest.raises(TypeError):
+        sp.crc32(bytearray(b"x"))
+    with pytest.raises(TypeError):
+        sp.crc32()
+
+
+@settings(max_examples=500)
+@given(st.lists(st.integers(0, 0x10FFFF), max_size=40).map(lambda cs: "".join(map(chr, cs))))
+@example("a…b—c")
+@example("\ud800")
+@example("x" * 100 + "\U0001f600")
+def test_utf8_len_is_the_encoded_length(text: str) -> None:
+    from cortex.model import forms
+
+    try:
+        want = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        want = -1
+    assert sp.utf8_len(text) == want
+    # count_tokens the same either way (a lone surrogate: the same error)
+    try:
+        fast: Any = forms.count_tokens(text)
+    except ValidationError as exc:
+        fast = str(exc)
+    old, forms._UTF8_LEN = forms._UTF8_LEN, None
+    try:
+        try:
+            slow: Any = forms.count_tokens(text)
+        except ValidationError as exc:
+            slow = str(exc)
+    finally:
+        forms._UTF8_LEN = old
+    assert fast == slow
+    with pytest.raises(TypeError):
+        sp.utf8_len(b"x")  # type: ignore[arg-type]
+
+
 def test_read_functions_refuse_bad_arguments() -> None:
     from cortex.engine.store import _READ
 
@@ -1931,6 +2132,13 @@ PARITY: dict[str, tuple[str, ...]] = {
     "read_version": ("test_read_head_and_version_are_the_python_reads",),
     "memory_of": ("test_memory_of_is_the_python_memory",),
     "read_current": ("test_read_current_is_the_python_read",),
+    "read_latest": (
+        "test_read_latest_is_point_read_then_read_memory",
+        "test_resolve_latest_is_the_same_with_and_without_read_latest",
+        "test_read_latest_refuses_bad_arguments",
+    ),
+    "crc32": ("test_crc32_is_zlib_crc32", "test_crc32_every_length_and_alignment"),
+    "utf8_len": ("test_utf8_len_is_the_encoded_length",),
     "micros": ("test_micros_is_to_micros",),
     "newest_ids": (
         "tests.test_query_fused::test_newest_ids_is_created_scan",

@@ -37,6 +37,10 @@ typedef struct {
     PyObject *obj;    /* the first one decoded (a reference held), or NULL */
     const uint8_t *p; /* its bytes (in a value the caller keeps alive) */
     Py_ssize_t n;
+    /* the first time decoded (a reference held), or NULL: a head's created and updated times
+     * and its version's are one instant until the memory changes (datetime is immutable) */
+    PyObject *time;
+    long long time_us;
 } Share;
 
 typedef struct {
@@ -491,7 +495,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     /* a tombstone scores 0 */
-    v = PyObject_GetAttr(head, attr[A_TOMBSTONE]);
+    v = attr_get(head, A_TOMBSTONE);
     if (v == NULL) {
         return NULL;
     }
@@ -501,7 +505,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return PyFloat_FromDouble(0.0);
     }
     /* use counters: the Python path reads them */
-    v = PyObject_GetAttr(head, attr[A_HAS_COUNTERS]);
+    v = attr_get(head, A_HAS_COUNTERS);
     if (v == NULL) {
         return NULL;
     }
@@ -510,7 +514,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!ok) {
         Py_RETURN_NONE;
     }
-    v = PyObject_GetAttr(head, attr[A_LAST_UPDATED_AT]);
+    v = attr_get(head, A_LAST_UPDATED_AT);
     if (v == NULL) {
         return NULL;
     }
@@ -520,7 +524,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     /* the decay class of the head's type */
-    v = PyObject_GetAttr(head, attr[A_TYPE]);
+    v = attr_get(head, A_TYPE);
     if (v == NULL) {
         return NULL;
     }
@@ -561,7 +565,7 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r = pow(0.5, ((double)age / 86400000000.0) / half);
     }
     /* the importance */
-    v = PyObject_GetAttr(head, attr[A_IMPORTANCE]);
+    v = attr_get(head, A_IMPORTANCE);
     if (v == NULL) {
         return NULL;
     }
@@ -591,18 +595,27 @@ read_time(const Spec *s, Reader *r)
 {
     long long us, rem, days;
     int y, mo, d;
+    PyObject *t;
     if (read_int(r, s->lo, s->hi, &us) < 0) {
         return NULL;
+    }
+    if (r->share != NULL && r->share->time != NULL && r->share->time_us == us) {
+        return Py_NewRef(r->share->time);
     }
     days = floor_div(us, 86400000000LL, &rem);
     civil_from_days(days, &y, &mo, &d);
     if (y < 1 || y > 9999) {
         return reject_null(r, "time out of range");
     }
-    return PyDateTimeAPI->DateTime_FromDateAndTime(
+    t = PyDateTimeAPI->DateTime_FromDateAndTime(
         y, mo, d, (int)(rem / 3600000000LL), (int)(rem / 60000000LL % 60),
         (int)(rem / 1000000LL % 60), (int)(rem % 1000000LL), PyDateTime_TimeZone_UTC,
         PyDateTimeAPI->DateTimeType);
+    if (t != NULL && r->share != NULL && r->share->time == NULL) {
+        r->share->time = Py_NewRef(t);
+        r->share->time_us = us;
+    }
+    return t;
 }
 
 typedef struct {
@@ -1058,7 +1071,10 @@ read_forms(PlanObject *pl, Reader *r)
         if (vals[0] == NULL) {
             goto fail; /* the medium is valid UTF-8 and the cut on a boundary: only memory */
         }
-        switch (text_nfc(vals[0])) {
+        /* a prefix of a medium form of one-byte kind, and the ellipsis: plainly NFC (all its
+         * characters are below U+0300 or U+2026), as text_nfc would find character by
+         * character */
+        switch (PyUnicode_KIND(vals[1]) == PyUnicode_1BYTE_KIND ? 1 : text_nfc(vals[0])) {
         case -1:
             goto fail;
         case 0:
@@ -1341,7 +1357,7 @@ whole_record(PyObject *plan, Reader *r)
 static int
 has_id(PyObject *ctx, PyObject *obj, PyObject *mid)
 {
-    PyObject *id = PyObject_GetAttr(obj, attr[A_ID]), *raw, *slot;
+    PyObject *id = attr_get(obj, A_ID), *raw, *slot;
     int same;
     if (id == NULL) {
         return -1;
@@ -1362,11 +1378,11 @@ has_id(PyObject *ctx, PyObject *obj, PyObject *mid)
     return same;
 }
 
-/* ``obj.<name>`` as a C integer in [1, 2**63 - 1]; 0 when it is not one, -1 on error */
+/* ``obj.<attr[a]>`` as a C integer in [1, 2**63 - 1]; 0 when it is not one, -1 on error */
 static long long
-positive_attr(PyObject *obj, PyObject *name)
+positive_attr(PyObject *obj, int a)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = attr_get(obj, a);
     long long n;
     if (v == NULL) {
         return -1;
@@ -1415,7 +1431,7 @@ version_of(PyObject *ctx, PyObject *mid, long long n, PyObject *vraw, Share *sha
     if (v == NULL) {
         return NULL;
     }
-    if (has_id(ctx, v, mid) != 1 || positive_attr(v, attr[A_VERSION]) != n) {
+    if (has_id(ctx, v, mid) != 1 || positive_attr(v, A_VERSION) != n) {
         Py_DECREF(v);
         return NULL;
     }
@@ -1429,11 +1445,11 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
     PyObject *data, *type = NULL, *id = NULL, *num = NULL, *uri = NULL, *out = NULL;
     PyObject *args[4];
     PyTypeObject *ut = (PyTypeObject *)PyTuple_GET_ITEM(ctx, RC_URI);
-    data = PyObject_GetAttr(v, attr[A_DATA]);
+    data = attr_get(v, A_DATA);
     if (data == NULL) {
         return NULL;
     }
-    type = PyObject_GetAttr(v, attr[A_TYPE]);
+    type = attr_get(v, A_TYPE);
     if (type == NULL) {
         goto done;
     }
@@ -1461,8 +1477,8 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
         }
         Py_SETREF(data, value);
     }
-    id = PyObject_GetAttr(v, attr[A_ID]);
-    num = id != NULL ? PyObject_GetAttr(v, attr[A_VERSION]) : NULL;
+    id = attr_get(v, A_ID);
+    num = id != NULL ? attr_get(v, A_VERSION) : NULL;
     if (num == NULL) {
         goto done;
     }
@@ -1568,7 +1584,7 @@ memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject
           long long n, Share *share)
 {
     PyObject *pre, *inf, *v, *out;
-    long long cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    long long cur = positive_attr(head, A_CURRENT_VERSION);
     Py_ssize_t lp, li;
     const char *k;
     int i;
@@ -1639,14 +1655,17 @@ sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
+    share.time = NULL;
     head = head_of(ctx, mid, args[2], &share);
     if (head == NULL) {
         Py_XDECREF(share.obj);
+        Py_XDECREF(share.time);
         return or_none(NULL);
     }
     out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
     Py_DECREF(head);
     Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
     return or_none(out);
 }
 
@@ -1717,11 +1736,12 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     }
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
+    share.time = NULL;
     head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
     if (head == NULL) {
         goto done;
     }
-    cur = positive_attr(head, attr[A_CURRENT_VERSION]);
+    cur = positive_attr(head, A_CURRENT_VERSION);
     if (cur <= 0) {
         goto done;
     }
@@ -1743,6 +1763,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
 done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
     Py_DECREF(hraw);
     return out;
 }
@@ -1762,6 +1783,155 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
+
+static PyObject *s_get = NULL, *s_cursor = NULL, *s_prev = NULL, *s_last = NULL,
+                *s_value = NULL; /* transaction and cursor methods (interned once) */
+
+PyDoc_STRVAR(read_latest_doc,
+             "read_latest(ctx, txn, mid, /)\n--\n\n"
+             "``Store.resolve_latest``'s reads and ``read_memory`` (n = 0) in one call, in the "
+             "LMDB read transaction ``txn`` (begun without buffers): the head of the memory of "
+             "raw id ``mid`` and the last pair under its version prefix, as "
+             "``LmdbKV.point_read`` reads them. The Memory, or where ``read_memory`` declines "
+             "``(hraw, last)``, what ``point_read`` returns for them (``hraw`` None: no head; "
+             "``last`` None or ``(vkey, vraw)``), for the Python path to decide.");
+
+/* a method of ``obj`` called with ``arg`` (or none): a new reference or NULL */
+static PyObject *
+call_method(PyObject *obj, PyObject *name, PyObject *arg)
+{
+    PyObject *args[2] = {obj, arg};
+    return PyObject_VectorcallMethod(name, args, (arg != NULL ? 2 : 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                     NULL);
+}
+
+static PyObject *
+sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *cur = NULL, *r = NULL, *k = NULL, *v = NULL;
+    PyObject *last = NULL, *out = NULL, *pre, *inf;
+    Py_ssize_t lp, li, np;
+    int found;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid)");
+        return NULL;
+    }
+    ctx = args[0];
+    txn = args[1];
+    mid = args[2];
+    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    if (key == NULL) {
+        return NULL;
+    }
+    hraw = call_method(txn, s_get, key);
+    Py_DECREF(key);
+    if (hraw == NULL) {
+        return NULL;
+    }
+    /* the last key under ``mv/ id16 /v/``: the step before the first key at or after the
+     * prefix's end (the infix's last byte plus one: it is "/", never 0xff), or the last key */
+    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
+    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
+    lp = PyBytes_GET_SIZE(pre);
+    li = PyBytes_GET_SIZE(inf);
+    np = lp + 16 + li;
+    if (li < 1 || (uint8_t)PyBytes_AS_STRING(inf)[li - 1] == 0xFF) {
+        PyErr_SetString(PyExc_TypeError, "the read context's version infix is malformed");
+        goto done;
+    }
+    key = PyBytes_FromStringAndSize(NULL, np);
+    if (key == NULL) {
+        goto done;
+    }
+    memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(pre), (size_t)lp);
+    memcpy(PyBytes_AS_STRING(key) + lp, PyBytes_AS_STRING(mid), 16);
+    memcpy(PyBytes_AS_STRING(key) + lp + 16, PyBytes_AS_STRING(inf), (size_t)li);
+    PyBytes_AS_STRING(key)[np - 1] = (char)((uint8_t)PyBytes_AS_STRING(key)[np - 1] + 1);
+    cur = call_method(txn, s_cursor, NULL);
+    if (cur == NULL) {
+        Py_DECREF(key);
+        goto done;
+    }
+    r = call_method(cur, s_set_range, key);
+    Py_DECREF(key);
+    if (r == NULL) {
+        goto done;
+    }
+    found = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (found < 0) {
+        goto done;
+    }
+    r = call_method(cur, found ? s_prev : s_last, NULL);
+    if (r == NULL) {
+        goto done;
+    }
+    found = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (found < 0) {
+        goto done;
+    }
+    if (found) {
+        const char *kb;
+        k = call_method(cur, s_key, NULL);
+        if (k == NULL) {
+            goto done;
+        }
+        if (!PyBytes_CheckExact(k)) {
+            PyErr_SetString(PyExc_TypeError, "read_latest: the transaction must not use buffers");
+            goto done;
+        }
+        kb = PyBytes_AS_STRING(k);
+        /* k.startswith(mv/ id16 /v/), the end's last byte one less */
+        if (PyBytes_GET_SIZE(k) >= np && memcmp(kb, PyBytes_AS_STRING(pre), (size_t)lp) == 0 &&
+            memcmp(kb + lp, PyBytes_AS_STRING(mid), 16) == 0 &&
+            memcmp(kb + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) == 0) {
+            v = call_method(cur, s_value, NULL);
+            if (v == NULL) {
+                goto done;
+            }
+        }
+    }
+    if (v != NULL && hraw != Py_None) {
+        Share share;
+        PyObject *head;
+        share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+        share.obj = NULL;
+        share.time = NULL;
+        head = head_of(ctx, mid, hraw, &share);
+        if (head != NULL) {
+            out = memory_at(ctx, mid, head, k, v, 0, &share);
+            Py_DECREF(head);
+        }
+        Py_XDECREF(share.obj);
+        Py_XDECREF(share.time);
+        if (out != NULL || PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    /* declined: what point_read returns, for the Python path */
+    if (v != NULL) {
+        last = PyTuple_Pack(2, k, v);
+        if (last == NULL) {
+            goto done;
+        }
+    }
+    else {
+        last = Py_NewRef(Py_None);
+    }
+    out = PyTuple_Pack(2, hraw, last);
+done:
+    Py_XDECREF(last);
+    Py_XDECREF(v);
+    Py_XDECREF(k);
+    Py_XDECREF(cur);
+    Py_XDECREF(hraw);
+    return out;
+}
 
 /* 1 when the cursor has a key starting with ``probe`` at or after it, 0 when not, -1 on error */
 static int
@@ -1797,7 +1967,7 @@ has_key_under(PyObject *cursor, PyObject *probe)
 static int
 attr_is_none(PyObject *obj, int a)
 {
-    PyObject *v = PyObject_GetAttr(obj, attr[a]);
+    PyObject *v = attr_get(obj, a);
     int none;
     if (v == NULL) {
         return -1;
@@ -1854,7 +2024,7 @@ sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     head = PyTuple_GET_ITEM(pair, 0);
     v = PyTuple_GET_ITEM(pair, 1);
     /* the type (passes' first filter) */
-    t = PyObject_GetAttr(head, attr[A_TYPE]);
+    t = attr_get(head, A_TYPE);
     if (t == NULL) {
         goto done;
     }
@@ -1898,7 +2068,7 @@ sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* every tag */
     if (PyTuple_GET_SIZE(tags) > 0) {
-        PyObject *have = PyObject_GetAttr(head, attr[A_TAGS]);
+        PyObject *have = attr_get(head, A_TAGS);
         if (have == NULL) {
             goto done;
         }
@@ -1941,6 +2111,8 @@ static PyMethodDef decode_methods[] = {
      read_row_memory_doc},
     {"read_current", (PyCFunction)(void (*)(void))sp_read_current, METH_FASTCALL,
      read_current_doc},
+    {"read_latest", (PyCFunction)(void (*)(void))sp_read_latest, METH_FASTCALL,
+     read_latest_doc},
     {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
     {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
@@ -1984,6 +2156,17 @@ cx_decode_init(PyObject *m)
         s_set_range = PyUnicode_InternFromString("set_range");
         s_key = PyUnicode_InternFromString("key");
         if (s_set_range == NULL || s_key == NULL) {
+            return -1;
+        }
+    }
+    if (s_get == NULL) {
+        s_get = PyUnicode_InternFromString("get");
+        s_cursor = PyUnicode_InternFromString("cursor");
+        s_prev = PyUnicode_InternFromString("prev");
+        s_last = PyUnicode_InternFromString("last");
+        s_value = PyUnicode_InternFromString("value");
+        if (s_get == NULL || s_cursor == NULL || s_prev == NULL || s_last == NULL ||
+            s_value == NULL) {
             return -1;
         }
     }

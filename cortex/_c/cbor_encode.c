@@ -10,6 +10,8 @@
 
 #include "common.h"
 
+#include <structmember.h>
+
 #include <datetime.h>
 
 static const char *const attr_names[N_ATTRS] = {
@@ -24,6 +26,40 @@ static const char *const attr_names[N_ATTRS] = {
 };
 
 PyObject *attr[N_ATTRS];
+
+AttrSlot attr_slot[N_ATTRS][ATTR_WAYS];
+
+PyObject *
+attr_get_slow(PyObject *obj, int a)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    /* a type of the generic attribute lookup whose attribute is an object slot: no
+     * __getattribute__ or __getattr__ of its own, the member found first on its MRO (a data
+     * descriptor: an instance's __dict__ cannot hide it) */
+    if (t->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *d = _PyType_Lookup(t, attr[a]); /* borrowed; gives the type a version tag */
+        if (d != NULL && Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+            PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & PY_AUDIT_READ)) {
+                int i, at = ATTR_WAYS - 1;
+                for (i = 0; i < ATTR_WAYS; i++) {
+                    if (attr_slot[a][i].type == t || attr_slot[a][i].type == NULL) {
+                        at = i;
+                        break;
+                    }
+                }
+                /* the type is held by the instances the caller has: a stale entry only ever
+                 * compares equal to a new type at the same address with the same tag, and a
+                 * tag is never reused */
+                attr_slot[a][at].type = t;
+                attr_slot[a][at].tag = t->tp_version_tag;
+                attr_slot[a][at].offset = m->offset;
+            }
+        }
+    }
+    return PyObject_GetAttr(obj, attr[a]);
+}
 
 /* The bytes of a CBOR head of major type `major` and argument v (shortest form) at p, or only
  * their count when p is NULL. */

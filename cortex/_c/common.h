@@ -280,6 +280,43 @@ enum {
 
 CX_HIDDEN extern PyObject *attr[N_ATTRS];
 
+/* Where attribute ``attr[a]`` of a type's instances is kept: a slot (a member descriptor) at
+ * ``offset``, while the type's version tag is ``tag`` (any change to the type, or a type of
+ * another layout, takes the general lookup). A few types an attribute (a head's and a
+ * version's ``type``, say). */
+#define ATTR_WAYS 4
+typedef struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    Py_ssize_t offset;
+} AttrSlot;
+CX_HIDDEN extern AttrSlot attr_slot[N_ATTRS][ATTR_WAYS];
+CX_HIDDEN PyObject *attr_get_slow(PyObject *obj, int a);
+
+/* ``getattr(obj, attr[a])``: a new reference, or NULL with an error; the slot read directly
+ * when the type's is known (the value a member descriptor's get returns), else
+ * PyObject_GetAttr (which learns the slot for next time). */
+static inline PyObject *
+attr_get(PyObject *obj, int a)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    int i;
+    for (i = 0; i < ATTR_WAYS; i++) {
+        const AttrSlot *s = &attr_slot[a][i];
+        if (s->type == t) {
+            if (t->tp_version_tag == s->tag && PyType_HasFeature(t, Py_TPFLAGS_VALID_VERSION_TAG)) {
+                PyObject *v = *(PyObject **)((char *)obj + s->offset);
+                if (v != NULL) {
+                    Py_INCREF(v);
+                    return v;
+                }
+            }
+            break;
+        }
+    }
+    return attr_get_slow(obj, a);
+}
+
 CX_HIDDEN int time_micros(PyObject *v, long long *us);
 CX_HIDDEN int exact_int(PyObject *v, long long lo, long long hi, long long *out);
 
@@ -289,10 +326,14 @@ CX_HIDDEN int exact_int(PyObject *v, long long lo, long long hi, long long *out)
  * through eight tables.  The tables are filled once at import and only read after. */
 CX_HIDDEN extern uint32_t crc_table[8][256];
 
+/* The CRC of at least 64 bytes by carry-less multiplication (kv.c), where the CPU has it
+ * (crc_clmul: set once at import); the tables' result for every input. */
+CX_HIDDEN extern int crc_clmul;
+CX_HIDDEN uint32_t crc32_clmul(const uint8_t *p, Py_ssize_t n);
+
 static inline uint32_t
-crc32_of(const uint8_t *p, Py_ssize_t n)
+crc32_tables(uint32_t c, const uint8_t *p, Py_ssize_t n)
 {
-    uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                            (uint32_t)p[3] << 24);
@@ -308,7 +349,16 @@ crc32_of(const uint8_t *p, Py_ssize_t n)
     while (n-- > 0) {
         c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
     }
-    return c ^ 0xFFFFFFFFu;
+    return c;
+}
+
+static inline uint32_t
+crc32_of(const uint8_t *p, Py_ssize_t n)
+{
+    if (n >= 64 && crc_clmul) {
+        return crc32_clmul(p, n);
+    }
+    return crc32_tables(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu;
 }
 
 CX_HIDDEN PyObject *sealed(const char *payload, Py_ssize_t n);

@@ -592,6 +592,38 @@ plainly_nfc(PyObject *str)
     int kind = PyUnicode_KIND(str);
     const void *data = PyUnicode_DATA(str);
     Py_ssize_t i, n = PyUnicode_GET_LENGTH(str);
+    /* one loop per kind (no kind switch per character): the forms' text is two-byte kind
+     * whenever a cut form ends in its ellipsis */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        return 1;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = data;
+        /* blocks of 32: every character is below U+0300 when the OR of their high bytes is
+         * below 3 (a loop the compiler vectorises); a block where it is not is read
+         * character by character */
+        for (i = 0; i + 32 <= n; i += 32) {
+            unsigned hi = 0;
+            int j;
+            for (j = 0; j < 32; j++) {
+                hi |= (unsigned)(u[i + j] >> 8);
+            }
+            if (hi >= 3) {
+                for (j = 0; j < 32; j++) {
+                    Py_UCS2 c = u[i + j];
+                    if (c >= 0x300 && c != 0x2014 && c != 0x2026) {
+                        return 0;
+                    }
+                }
+            }
+        }
+        for (; i < n; i++) {
+            if (u[i] >= 0x300 && u[i] != 0x2014 && u[i] != 0x2026) {
+                return 0;
+            }
+        }
+        return 1;
+    }
     for (i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c >= 0x300 && c != 0x2014 && c != 0x2026) {

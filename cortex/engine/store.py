@@ -227,6 +227,11 @@ _READ: tuple[Any, ...] | None = _read_context()
 executor's rows): the same values as the Python path, or it declines and the Python path runs
 (and raises what is wrong). Tests set it to None to compare the two."""
 
+_READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None)
+"""``resolve_latest``'s reads and ``read_memory`` in one C call on an LMDB snapshot
+(``LmdbKV.point_call``), or None: ``point_read`` then ``read_memory``. Tests set it to None to
+compare the two."""
+
 __all__ = [
     "CLAIMS_CURRENT_FEATURE",
     "COUNTERS_HEADS_FEATURE",
@@ -651,6 +656,8 @@ class Store:
         hooks: Hooks | None = None,
     ) -> None:
         self._kv = kv
+        self._point_call: Callable[..., Any] | None = getattr(kv, "point_call", None)
+        """``LmdbKV.point_call``: a get's reads and decoding in one C call (LMDB only)."""
         self._bind(hooks or Hooks())
         warm = getattr(kv, "warm_writes", None)
         if warm is not None:  # an engine with round trips reads these in a write's first one
@@ -2394,12 +2401,21 @@ class Store:
         """
         mid = ref if type(ref) is MemoryId else as_id(ref)
         raw = mid.bytes
-        # the head and the last version key in one snapshot read: versions are 1..current,
-        # so the last key under the memory's prefix is its current version
-        (hraw,), last = self._kv.point_read(
-            [_HEAD_KEY_PREFIX + raw], _VERSION_KEY_PREFIX + raw + VERSION_INFIX
-        )
         ctx = _READ
+        call = self._point_call
+        if ctx is not None and call is not None and _READ_LATEST is not None:
+            # point_read's reads and read_memory in one C call (the same snapshot and checks);
+            # where it declines, the values it read for the Python path below
+            got = call(_READ_LATEST, ctx, raw)
+            if type(got) is not tuple:
+                return got  # type: ignore[no-any-return]
+            hraw, last = got
+        else:
+            # the head and the last version key in one snapshot read: versions are
+            # 1..current, so the last key under the memory's prefix is its current version
+            (hraw,), last = self._kv.point_read(
+                [_HEAD_KEY_PREFIX + raw], _VERSION_KEY_PREFIX + raw + VERSION_INFIX
+            )
         if ctx is not None and last is not None:
             m: Memory | None = _sp.read_memory(ctx, raw, hraw, last[0], last[1], 0)
             if m is not None:

@@ -60,14 +60,27 @@ ELLIPSIS: Final = "\u2026"
 _SEP: Final = " \u2014 "  # " — " between the short form and the medium details
 
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
+"""``len(text.encode("utf-8"))`` counted in C (-1: a lone surrogate), or None: encode it.
+Tests set it to None to compare."""
+
+
 def count_tokens(text: str) -> int:
     """Tokens as cortex counts them: ``ceil(utf8_bytes / 4)``.
 
     Raises:
         ValidationError: ``text`` is not text, or holds a lone surrogate.
     """
-    if type(text) is str and text.isascii():  # one byte a character: no encoding needed
-        return -(-len(text) // 4)
+    if type(text) is str:
+        if text.isascii():  # one byte a character: no encoding needed
+            return -(-len(text) // 4)
+        if _UTF8_LEN is not None and (n := _UTF8_LEN(text)) >= 0:  # counted, not encoded
+            return -(-n // 4)
     try:
         return -(-len(text.encode("utf-8")) // 4)
     except (AttributeError, TypeError, UnicodeEncodeError):  # the rare case: say which

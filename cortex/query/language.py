@@ -215,16 +215,20 @@ class Row:
 
     __slots__ = ("_data", "_decode", "head", "version")
 
-    def __init__(self, head: Head, version: Version, decode: Callable[[], Data | None]) -> None:
+    def __init__(
+        self, head: Head, version: Version, decode: Callable[[Version], Data | None]
+    ) -> None:
         self.head = head
         self.version = version
         self._decode = decode
+        """The data of a version (``decode(version)``): one function for every row, not a
+        closure made per row."""
         self._data: Data | Literal[False] | None = False
 
     @property
     def data(self) -> Data | None:
         if self._data is False:
-            self._data = self._decode()
+            self._data = self._decode(self.version)
         return self._data
 
     @property
@@ -901,6 +905,10 @@ def _check_int(name: str, v: object, lo: int, hi: int | None = None) -> int:
     return v
 
 
+_DEFAULT_ORDER: Final = {"walk": "hop", "text": "score", "vector": "score"}
+"""A plan's order when the query names none, by where it starts (else ``created``)."""
+
+
 def _as_tuple(value: object, name: str) -> tuple[Any, ...]:
     if value is None:
         return ()
@@ -953,9 +961,19 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
     """
     if not isinstance(q, Query):
         raise ValidationError("query", "type", f"find takes a Query, got {type(q).__name__}")
-    types = frozenset(memory_type(t) for t in _as_tuple(q.types, "types"))
+    # a type given by its name looked up at once (memory_type's common case, without a call)
+    types = frozenset(
+        named
+        if type(t) is str and (named := MemoryType.from_name(t)) is not None
+        else memory_type(t)
+        for t in _as_tuple(q.types, "types")
+    )
     tags = argcheck.texts(_as_tuple(q.tags, "tags"), "tags")
-    frames = tuple(FrameMatch.of(f) for f in _as_tuple(q.frames, "frames"))
+    frames = (
+        tuple(FrameMatch.of(f) for f in _as_tuple(q.frames, "frames"))
+        if not (q.frames is None or (type(q.frames) is tuple and not q.frames))
+        else ()
+    )
     for f in frames:
         if f.obj_ref is not None and f.obj_kind is None:
             raise ValidationError(
@@ -967,14 +985,15 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         check_depth(q.where)
         where = _compiled(q.where, types)
         where_data = q.where._touches_data()
-    if isinstance(q.near_vector, str | bytes):
+    if q.near_vector is not None and isinstance(q.near_vector, (str, bytes)):
         raise ValidationError(
             "near_vector", "type", "is a vector (numbers); give text to embed as near="
         )
-    for name in ("text", "near"):
-        v = getattr(q, name)
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise ValidationError(name, "type", "must be non-empty text")
+    if q.text is not None or q.near is not None:
+        for name in ("text", "near"):
+            v = getattr(q, name)
+            if v is not None and (not isinstance(v, str) or not v.strip()):
+                raise ValidationError(name, "type", "must be non-empty text")
     window = None
     window_on = "own"
     if q.window is not None:
@@ -989,8 +1008,12 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         if not isinstance(q.as_of, datetime) or q.as_of.tzinfo is None:
             raise ValidationError("as_of", "naive", "must be an aware datetime")
         as_of = to_micros(q.as_of)
-    limit = None if q.limit is None else _check_int("limit", q.limit, 1, 100_000)
-    offset = _check_int("offset", q.offset, 0)
+    limit = q.limit
+    if limit is not None and (type(limit) is not int or not 1 <= limit <= 100_000):
+        limit = _check_int("limit", limit, 1, 100_000)  # raises (or takes an int subclass)
+    offset = q.offset
+    if type(offset) is not int or offset < 0:
+        offset = _check_int("offset", offset, 0)
     budget = None if q.budget_tokens is None else _check_int("budget_tokens", q.budget_tokens, 1)
     if token_cap is not None:
         budget = token_cap if budget is None else min(budget, token_cap)
@@ -1000,7 +1023,11 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         )
     if q.form not in ("short", "medium", "full"):
         raise ValidationError("form", "enum", "must be 'short', 'medium' or 'full'")
-    from_ = tuple(_ref_id(r) for r in _as_tuple(q.from_, "from_"))
+    from_ = (
+        tuple(_ref_id(r) for r in _as_tuple(q.from_, "from_"))
+        if not (q.from_ is None or (type(q.from_) is tuple and not q.from_))
+        else ()
+    )
     follow = q.follow
     edge_types = None
     if follow is not None and not from_:
@@ -1029,7 +1056,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
         start = "text"
     elif q.near is not None or q.near_vector is not None:
         start = "vector"
-    elif any(f.obj_ref is not None for f in frames):
+    elif frames and any(f.obj_ref is not None for f in frames):
         start = "frame"
     elif tags:
         start = "tag"
@@ -1044,9 +1071,7 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
             "a find must start from an index: add types=, tags=, frames=, text=, near= or "
             "from_= (a blind scan of the whole store is refused)",
         )
-    order_by: str = q.order_by or {"walk": "hop", "text": "score", "vector": "score"}.get(
-        start, "created"
-    )
+    order_by: str = q.order_by or _DEFAULT_ORDER.get(start, "created")
     if order_by not in _ORDER_KEYS:
         raise ValidationError("order_by", "enum", f"must be one of {', '.join(_ORDER_KEYS)}")
     if order_by == "hop" and start != "walk":

@@ -9,13 +9,13 @@ them.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from cortex.engine import store as _store
 from cortex.engine.heads import NEVER_USED, read_counters, superseder
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
@@ -95,8 +95,14 @@ except ImportError:  # pragma: no cover - installed without a C compiler
 _NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
 
+_UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
+"""``len(text.encode())`` counted in C (-1: a lone surrogate), or None (``to_hits``)."""
+
 _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
+
+_MEMORY_OF: Callable[..., Memory | None] | None = getattr(_sp, "memory_of", None)
+"""``Store.memory`` of a row whose data is not decoded, in C (``run``; None: ``memory_of``)."""
 
 _FUSED = True
 """Whether ``run`` takes the fused loop (``Executor._stream``) where it applies: the same
@@ -327,7 +333,7 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        row = Row(head, version, lambda: _decode(version))
+        row = Row(head, version, _decode)
         if p.window is not None and not in_window(own_time(row, p.window_on), p.window):
             return None
         if p.where is not None and not p.where(row):
@@ -461,7 +467,10 @@ class Executor:
 
     def _full_pattern(self) -> bool:
         """Whether some frame pattern names a reference (its index keys are in created order)."""
-        return any(f.obj_kind is not None and f.obj_ref is not None for f in self.plan.frames)
+        frames = self.plan.frames
+        return bool(frames) and any(
+            f.obj_kind is not None and f.obj_ref is not None for f in frames
+        )
 
     def _created_bounds(self) -> tuple[int | None, int | None]:
         """The created-time range ``[lo, hi)`` the index scans may skip to."""
@@ -614,10 +623,11 @@ class Executor:
             txn, now_us, decay, weights = self.txn, self.now_us, self.decay, self.weights
             fast = _SALIENCE if type(decay) is dict else None
             w = (weights.recency, weights.access, weights.citation, weights.importance)
+            permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
             for c in cands:
                 head = c.row.head
                 s = (
-                    fast(head, now_us, decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, w)
+                    fast(head, now_us, decay, permanent, half_lives, w)
                     if fast is not None
                     else None
                 )
@@ -637,8 +647,16 @@ class Executor:
         cands = cands[p.offset :]
         if p.limit is not None:
             cands = cands[: p.limit]
+        # memory_of of each row, inline: one C call where the data is not decoded yet
+        build, ctx = _MEMORY_OF, _store._READ
         for c in cands:
-            c.memory = memory_of(c.row)
+            row = c.row
+            m = (
+                build(ctx, row.head, row.version)
+                if build is not None and ctx is not None and row._data is False
+                else None
+            )
+            c.memory = m if m is not None else memory_of(row)
         dropped: list[Candidate] = []
         if p.budget is not None:
             cands, dropped = trim_to_budget(
@@ -718,7 +736,7 @@ class Executor:
                     if got is None:
                         row = self.accept(MemoryId._trusted(raw), indexed=True)
                     elif got[2]:
-                        row = Row(got[0], got[1], functools.partial(_decode, got[1]))
+                        row = Row(got[0], got[1], _decode)
                     else:
                         row = passes(got[0], got[1])
                 else:
@@ -1000,7 +1018,7 @@ class Executor:
             and to_micros(version.expires_at) <= self.at_us
         ):
             return None
-        return Row(head, version, lambda: _decode(version))
+        return Row(head, version, _decode)
 
     def _neighbours(self, row: Row, window: int) -> list[Row]:
         """The memories next to ``row`` that lend it context (``cortex.query.rerank``).
@@ -1157,16 +1175,28 @@ def to_hits(cands: Sequence[Candidate], form: Form, order_by: str) -> tuple[list
     hits = []
     total = 0
     by_score = order_by == "score"
+    utf8_len = _UTF8_LEN
     for c in cands:
-        assert c.memory is not None
-        text = render_form(c.memory, form)
-        # count_tokens, its ASCII case inline (one Python call less a hit)
-        n = -(-len(text) // 4) if text.isascii() else count_tokens(text)
+        m = c.memory
+        assert m is not None
+        if form == "full":
+            text = render_form(m, form)
+        else:  # render_form's short and medium forms, inline (one Python call less a hit)
+            forms = m.version.forms or m.head.forms
+            text = "" if forms is None else forms.short if form == "short" else forms.medium
+        # count_tokens, inline (one Python call less a hit): ASCII, else UTF-8 counted in C
+        n = (
+            -(-len(text) // 4)
+            if text.isascii()
+            else -(-u // 4)
+            if utf8_len is not None and (u := utf8_len(text)) >= 0
+            else count_tokens(text)
+        )
         total += n
         score = c.relevance if by_score else c.salience
         hits.append(
             Hit(
-                memory=c.memory,
+                memory=m,
                 text=text,
                 tokens=n,
                 salience=c.salience,

@@ -237,6 +237,8 @@ class Reader(msgspec.Struct, frozen=True, kw_only=True):
 
     def token_cap(self, now: datetime) -> int | None:
         """The largest token budget the reader's active scopes allow (``None``: no cap)."""
+        if not self.scopes:
+            return None
         caps = [s.token_budget for s in self.scopes if s.active(now)]
         if not caps or any(c is None for c in caps):
             return None

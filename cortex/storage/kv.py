@@ -496,9 +496,31 @@ class _Read:
 
     def __enter__(self) -> _LmdbTxn:
         kv = self._kv
-        kv._check_fork()
-        self._txn = kv._begin(write=False)
-        return _LmdbTxn(self._txn)
+        # ``_check_fork`` and ``_begin`` (``_Gate.enter``), inline where no remap is under way,
+        # as ``LmdbKV.point_read`` does: every query begins here
+        if kv._closed or _FORKS[0] != kv._forks:
+            kv._check_fork()  # raises
+        gate = kv._gate
+        with gate._lock:
+            quick = not gate._remapping
+            if quick:
+                gate._active += 1
+        txn: lmdb.Transaction
+        if quick:
+            mine = gate._mine
+            mine.n = getattr(mine, "n", 0) + 1
+            try:
+                txn = kv._shared.env.begin()
+            except lmdb.Error:  # a map another process grew, say: the general path adopts it
+                gate.leave()
+                txn = kv._begin(write=False)
+            except BaseException:
+                gate.leave()
+                raise
+        else:
+            txn = kv._begin(write=False)
+        self._txn = txn
+        return _LmdbTxn(txn)
 
     def __exit__(
         self,
@@ -508,12 +530,18 @@ class _Read:
     ) -> None:
         txn, self._txn = self._txn, None
         try:
-            if isinstance(exc, lmdb.Error):  # e.g. a damaged page met while reading
+            if exc is not None and isinstance(exc, lmdb.Error):  # a damaged page met, say
                 raise _wrap(exc, self._kv.path) from exc
         finally:
             if txn is not None:
                 txn.abort()
-                self._kv._gate.leave()
+                # ``_Gate.leave``, inline
+                gate = self._kv._gate
+                gate._mine.n -= 1
+                with gate._lock:
+                    gate._active -= 1
+                    if not gate._active and gate._remapping:
+                        gate._cond.notify_all()
 
 
 class _CheckedRead(_Read):
@@ -746,6 +774,50 @@ class LmdbKV:
                 if not gate._active and gate._remapping:
                     gate._cond.notify_all()
         return values, tail
+
+    def point_call(
+        self, fn: Callable[[Any, lmdb.Transaction, bytes], T], ctx: Any, arg: bytes
+    ) -> T:
+        """``fn(ctx, txn, arg)`` in a read snapshot of LMDB's own transaction (LMDB only).
+
+        For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
+        the same snapshot, gate and error wrapping as ``point_read``, without its Python work.
+        ``txn`` is begun without buffers, so every value ``fn`` reads is ``bytes``; it must not
+        keep ``txn`` or a cursor of it beyond the call.
+        """
+        # point_read's gate, inline (see there: the hot path of a get)
+        if self._closed or _FORKS[0] != self._forks:
+            self._check_fork()  # raises
+        gate = self._gate
+        mine = gate._mine
+        with gate._lock:
+            quick = not gate._remapping
+            if quick:
+                gate._active += 1
+        txn: lmdb.Transaction
+        if quick:
+            mine.n = getattr(mine, "n", 0) + 1
+            try:
+                txn = self._shared.env.begin()
+            except lmdb.Error:
+                gate.leave()
+                txn = self._begin(write=False)
+            except BaseException:
+                gate.leave()
+                raise
+        else:
+            txn = self._begin(write=False)
+        try:
+            return fn(ctx, txn, arg)
+        except lmdb.Error as exc:
+            raise _wrap(exc, self.path) from exc
+        finally:
+            txn.abort()
+            mine.n -= 1
+            with gate._lock:
+                gate._active -= 1
+                if not gate._active and gate._remapping:
+                    gate._cond.notify_all()
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
