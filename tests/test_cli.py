@@ -1274,7 +1274,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 16 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 17 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
     assert len(listed["applied"]) == 16
     assert (applied["name"], applied["by"], applied["records"]) == (

@@ -317,6 +317,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         ("0013-posting-docnos", 13, 14),
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
+        ("0016-keyspace-databases", 16, 17),
     ]
     report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
