@@ -288,13 +288,18 @@ def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
     raise CortexError("the store changes too fast to open its databases; retry")
 
 
-def _main_only(keys: Iterator[Any], prefix: bytes, at: Callable[[Any], bytes]) -> Iterator[Any]:
-    """``keys`` of the main database without LMDB's records of the named databases.
+def _meets_records(prefix: bytes) -> bool:
+    """Whether keys under ``prefix`` may be LMDB's records of the named databases.
 
-    Those are keys of the main database under ``DATABASE_PREFIX``; a scan whose prefix is also
-    a prefix of that one (the whole store) would otherwise meet them.
+    Those are keys of the main database under ``DATABASE_PREFIX``; a scan of the whole store
+    (or of a prefix of theirs) would otherwise meet them.
     """
-    if not DATABASE_PREFIX.startswith(prefix):
+    return DATABASE_PREFIX.startswith(prefix) or prefix.startswith(DATABASE_PREFIX)
+
+
+def _main_only(keys: Iterator[Any], prefix: bytes, at: Callable[[Any], bytes]) -> Iterator[Any]:
+    """``keys`` of the main database without LMDB's records of the named databases."""
+    if not _meets_records(prefix):
         return keys
     return (x for x in keys if not at(x).startswith(DATABASE_PREFIX))
 
@@ -350,7 +355,7 @@ class _LmdbTxn:
                 cur = self._cur = self._txn.cursor()
             return cur
         dbs = routes.spanned(prefix)
-        if len(dbs) > 1:
+        if len(dbs) > 1 or (dbs[0] is None and _meets_records(prefix)):
             return None
         db = dbs[0]
         if db is None:
@@ -434,7 +439,7 @@ class _LmdbTxn:
         if not routes.dbs:
             return self._scan(None, prefix, start, reverse)
         dbs = routes.spanned(prefix)
-        if len(dbs) == 1:
+        if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
             return self._scan(dbs[0], prefix, start, reverse)
         # each keyspace lies whole in one database: the merge interleaves ranges, not keys
         parts = [
@@ -452,7 +457,7 @@ class _LmdbTxn:
         if not routes.dbs:
             return self._keys(None, prefix, start, reverse)
         dbs = routes.spanned(prefix)
-        if len(dbs) == 1:
+        if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
             return self._keys(dbs[0], prefix, start, reverse)
         parts = [
             self._keys(db, prefix, start, reverse)
@@ -1001,7 +1006,7 @@ class LmdbKV:
             tail: tuple[bytes, bytes] | None = None
             if last is None:
                 pass
-            elif not routes.dbs or len(last) > routes.longest:
+            elif not routes.dbs or (len(last) > routes.longest and not _meets_records(last)):
                 cur = txn.cursor(db=routes.of(last)) if routes.dbs else txn.cursor()
                 b = last[-1] if last else 0xFF
                 end = (
