@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import lmdb
 import pytest
@@ -37,6 +38,7 @@ from cortex.cli import app as cli_main
 from cortex.cli import journal as cli_journal
 from cortex.cli import main
 from cortex.storage.keys import LEX_POSTING, lex_term_key, version_key
+from cortex.transfer.migrate import KEYSPACE_DATABASES_MIGRATION as KD
 from tests import workers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -981,7 +983,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 16, 15 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 17, 16 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -995,8 +997,9 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 16, 15 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-16:] == [
+    assert lines[0] == f"{v1}: format 1 → 17, 16 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-2].startswith(f"applied {KD} (") and lines[-2].endswith(" records)")
+    assert lines[:-2][-15:] + lines[-1:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1012,7 +1015,7 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0013-posting-docnos (9 records)",
         "applied 0014-compact-forms (25 records)",
         "applied 0015-lean-lexical-documents (9 records)",
-        f"{v1}: now at format 16",
+        f"{v1}: now at format 17",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1037,6 +1040,7 @@ def test_a_format1_store_needs_migrate_then_works(
         thirteenth,
         fourteenth,
         fifteenth,
+        sixteenth,
     ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
@@ -1056,9 +1060,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert thirteenth["reason"] == "0013-posting-docnos: format 13 -> 14"
     assert fourteenth["reason"] == "0014-compact-forms: format 14 -> 15"
     assert fifteenth["reason"] == "0015-lean-lexical-documents: format 15 -> 16"
+    assert sixteenth["reason"] == f"{KD}: format 16 -> 17"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 16)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 16)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 17)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 17)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1176,6 +1181,14 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "the indexed version again)",
         "records": 9,
     }
+    step16 = {
+        "name": KD,
+        "from_version": 16,
+        "to_version": 17,
+        "description": "move each append-mostly keyspace (j/, lex/d/, lex/i/, vec/) into an "
+        "LMDB named database of its own, keys unchanged (PostgreSQL: nothing)",
+        "records": ANY,  # the dry run counts the records before the steps before it ran
+    }
     steps = (
         step,
         step2,
@@ -1192,12 +1205,13 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         step13,
         step14,
         step15,
+        step16,
     )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 16,
+        "to_version": 17,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1208,7 +1222,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 16, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 17, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1216,23 +1230,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 16)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "17")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 17)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "18")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 17: format 17 is unknown: this cortex knows formats up to 16\n"
+    assert err == "cortex: --to 18: format 18 is unknown: this cortex knows formats up to 17\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 16
+    assert run_json(capsys, "migrate")["to_version"] == 17
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 16)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 17)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1252,6 +1266,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0013-posting-docnos", "pending"),
         ("0014-compact-forms", "pending"),
         ("0015-lean-lexical-documents", "pending"),
+        (KD, "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1259,9 +1274,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 16 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 17 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 15
+    assert len(listed["applied"]) == 16
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1483,7 +1498,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 16" in ok("--store", old, "migrate")
+    assert "now at format 17" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import cbor2
-import lmdb
 import pytest
 
 from cortex import (
@@ -57,6 +56,7 @@ from cortex.storage.keys import (
     type_key,
     version_key,
 )
+from cortex.storage.kv import LmdbKV, WriteTxn
 from cortex.storage.kv import unseal as _unseal
 from tests import workers
 
@@ -92,18 +92,21 @@ def _build(path: Path) -> Small:
 
 
 def _edit(path: Path, key: bytes, change: Callable[[bytes | None], bytes | None]) -> None:
-    """Rewrite (or with ``None``, delete) the value under ``key`` through LMDB itself."""
-    env = lmdb.open(str(path), subdir=True, max_dbs=0)
+    """Rewrite (or with ``None``, delete) the value under ``key`` through the KV layer (in the
+    database its keyspace lives in), checks bypassed."""
+    kv = LmdbKV(path, check_pages=False)
+
+    def edit(txn: WriteTxn) -> None:
+        new = change(txn.get(key))
+        if new is None:
+            assert txn.delete(key), f"no key {key!r} to delete"
+        else:
+            txn.put(key, new)
+
     try:
-        with env.begin(write=True) as txn:
-            old = txn.get(key)
-            new = change(None if old is None else bytes(old))
-            if new is None:
-                assert txn.delete(key), f"no key {key!r} to delete"
-            else:
-                txn.put(key, new)
+        kv.write(edit)
     finally:
-        env.close()
+        kv.close()
 
 
 def _flip(value: bytes | None, at: int | None = None) -> bytes:

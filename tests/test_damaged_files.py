@@ -442,11 +442,12 @@ def test_the_page_check_is_the_default_and_its_record(compact: Path) -> None:
         cx.write(Fact(statement="after the check", subject="s", predicate="p"))
     # a checked writer's close moves the record on to the state its commits made
     assert pg.read_checked_record(compact) == pg.checked_state(compact)
-    leaves = sorted(p for p, k in _pages_of(compact).items() if k == "leaf")
-    # a leaf amid the versions (not the first: a scan of meta/ ends on it): opening the store
-    # reads nothing of it
-    versions = [p for p in leaves if _first_key(compact, p).startswith(b"mv/")]
-    leaf = versions[len(versions) // 2]
+    lay = trials_tool.layout(compact)
+    # the leaf of the first journal entries: not on the way to meta/format nor beside it, nor a
+    # named database's root (the open checks the way to their records): opening reads nothing
+    # of it
+    [leaf] = lay.key_pages[b"j/" + (1).to_bytes(8, "big")]
+    assert lay.kinds[leaf] == "leaf" and leaf not in lay.named_roots
     st = (compact / "data.mdb").stat()
     _zero(compact, leaf)
     # damage that leaves the size and time alone under a matching record is not looked for

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from unittest.mock import ANY
 
 import msgspec
 import pytest
@@ -102,6 +103,15 @@ def v5(tmp_path: Path, target: str | None) -> Any:
 
 
 dump = dump_store
+
+
+def _before_0016(seen: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """The progress calls of the steps before ``0016-keyspace-databases`` (whose own calls,
+    one per record moved, its tests check)."""
+    kd = M.KEYSPACE_DATABASES_MIGRATION
+    ticks = [t for t in seen if t[0] == kd]
+    assert ticks == [(kd, i, len(ticks)) for i in range(1, len(ticks) + 1)]
+    return [t for t in seen if t[0] != kd]
 
 
 def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
@@ -197,6 +207,7 @@ STEPS = [
     ("0013-posting-docnos", 13, 14),
     ("0014-compact-forms", 14, 15),
     ("0015-lean-lexical-documents", 15, 16),
+    ("0016-keyspace-databases", 16, 17),
 ]
 
 
@@ -211,7 +222,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 16, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 17, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -228,8 +239,9 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0013-posting-docnos", 9, True),
         ("0014-compact-forms", 25, True),  # every head and version
         ("0015-lean-lexical-documents", 9, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
-    assert seen == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
+    assert _before_0016(seen) == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
         for name in ("0002-pinned-and-frame-time", "0003-tag-index-by-type")
         for i in range(1, 12)
@@ -262,7 +274,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-15] == old
+    assert new[:-16] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -284,7 +296,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             thirteenth,
             fourteenth,
             last,
-        ) = entries[-15:]
+        ) = entries[-16:-1]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -301,16 +313,17 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert thirteenth.reason == "0013-posting-docnos: format 13 -> 14"
         assert fourteenth.reason == "0014-compact-forms: format 14 -> 15"
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
-        assert cx.format.format_version == 16 and set(cx.format.features) == FEATURES
+        assert entries[-1].reason == "0016-keyspace-databases: format 16 -> 17"
+        assert cx.format.format_version == 17 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 15
+    assert len(fresh_entries) == len(entries) - 16
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-15]]
-    assert fresh_entries[0].reason == "format 16" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-16]]
+    assert fresh_entries[0].reason == "format 17" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -328,6 +341,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0013-posting-docnos", 13, 14, 9),
         ("0014-compact-forms", 14, 15, 25),
         ("0015-lean-lexical-documents", 15, 16, 9),
+        ("0016-keyspace-databases", 16, 17, ANY),
     ]
 
 
@@ -381,6 +395,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0013-posting-docnos",
         "0014-compact-forms",
         "0015-lean-lexical-documents",
+        "0016-keyspace-databases",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -394,7 +409,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 16)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 17)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -411,6 +426,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0013-posting-docnos", 9, False),
         ("0014-compact-forms", 25, False),
         ("0015-lean-lexical-documents", 9, False),
+        ("0016-keyspace-databases", ANY, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -418,7 +434,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 16)
+    assert (report.from_version, report.to_version) == (2, 17)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -434,6 +450,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0013-posting-docnos", 9, False),
         ("0014-compact-forms", 25, False),
         ("0015-lean-lexical-documents", 9, False),
+        ("0016-keyspace-databases", ANY, False),
     ]
     assert dump(v1) == at2
 
@@ -442,7 +459,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (16, 16)
+    assert report.steps == () and (report.from_version, report.to_version) == (17, 17)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -470,7 +487,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 16  # and it can be run again
+    assert M.migrate(v1).to_version == 17  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -495,7 +512,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 16  # and it can be run again
+    assert M.migrate(v1).to_version == 17  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -568,6 +585,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0013-posting-docnos",
         "0014-compact-forms",
         "0015-lean-lexical-documents",
+        "0016-keyspace-databases",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -585,6 +603,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0013-posting-docnos", 9, True),
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -599,24 +618,25 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-14] == journal(before)
+    assert journal(after)[:-15] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-14].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-13].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-12].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-11].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-10].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-9].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-8].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-7].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-6].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-5].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert entries[-4].reason == "0012-half-vectors: format 12 -> 13"
-        assert entries[-3].reason == "0013-posting-docnos: format 13 -> 14"
-        assert entries[-2].reason == "0014-compact-forms: format 14 -> 15"
-        assert entries[-1].reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert entries[-15].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-14].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-13].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-12].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-11].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-10].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-9].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-8].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-7].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-6].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-5].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-4].reason == "0013-posting-docnos: format 13 -> 14"
+        assert entries[-3].reason == "0014-compact-forms: format 14 -> 15"
+        assert entries[-2].reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert entries[-1].reason == "0016-keyspace-databases: format 16 -> 17"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -633,6 +653,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0013-posting-docnos", 9),
         ("0014-compact-forms", 25),
         ("0015-lean-lexical-documents", 9),
+        ("0016-keyspace-databases", ANY),
     ]
 
 
@@ -653,6 +674,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0013-posting-docnos",
         "0014-compact-forms",
         "0015-lean-lexical-documents",
+        "0016-keyspace-databases",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -669,6 +691,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0013-posting-docnos", 9, True),
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -681,11 +704,11 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-11] == journal(before)
+    assert journal(after)[:-12] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -711,6 +734,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0013-posting-docnos", 9, True),
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -719,14 +743,14 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
-    assert journal(after)[:-10] == journal(before)
+    assert journal(after)[:-11] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 16 and "episodes" in record.features
+    assert record.format_version == 17 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -751,6 +775,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0013-posting-docnos", 9, True),
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -778,7 +803,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -836,6 +861,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0013-posting-docnos", 13, 14),
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
+        ("0016-keyspace-databases", 16, 17),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -847,6 +873,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0013-posting-docnos", 13, True),
         ("0014-compact-forms", 35, True),
         ("0015-lean-lexical-documents", 13, True),
+        ("0016-keyspace-databases", ANY, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -877,7 +904,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY, meta_key("lexical")} | {
         k for k in changed if k.startswith((JOURNAL, b"lex/", K.HEAD, K.VERSION))
     }
-    assert journal(after)[:-8] == journal(before)
+    assert journal(after)[:-9] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -887,7 +914,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -961,7 +988,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 9 migration" in p.what
+            p.record == "meta/migrations" and "journal records 10 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -992,6 +1019,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0013-posting-docnos", 13, 14),
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
+        ("0016-keyspace-databases", 16, 17),
     ]
     report = M.migrate(v9, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -1015,7 +1043,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -1051,6 +1079,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         ("0013-posting-docnos", 13, 14),
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
+        ("0016-keyspace-databases", 16, 17),
     ]
     report = M.migrate(v13, to=14)
     [step] = report.steps
@@ -1082,7 +1111,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
         assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
-        last = list(cx.journal())[-3]  # then 0014 and 0015
+        last = list(cx.journal())[-4]  # then 0014, 0015 and 0016
         assert last.reason == "0013-posting-docnos: format 13 -> 14"
         # the next memory takes the next number; a small write stores a segment again
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -1115,7 +1144,7 @@ def test_0013_failing_half_way_leaves_format_13(
         M.migrate(v13)
     assert dump(v13) == before
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v13).to_version == 16
+    assert M.migrate(v13).to_version == 17
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -1161,6 +1190,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v14)] == [
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
+        ("0016-keyspace-databases", 16, 17),
     ]
     heads = _records(before, K.HEAD, HEAD_V14)
     versions = _records(before, K.VERSION, VERSION_V14)
@@ -1192,7 +1222,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     assert wide >= 2  # the head and version of memory 152
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 15 and "compact-forms" in record.features
-    assert M.migrate(v14).to_version == 16  # then 0015
+    assert M.migrate(v14).to_version == 17  # then 0015 and 0016
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1203,7 +1233,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         assert long is not None and long.short.endswith("…")
         ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
         assert TOOL.fid(140) in ferry
-        last = list(cx.journal())[-1]
+        last = list(cx.journal())[-2]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         assert cx.resolve_latest(new.id).head.forms is not None
@@ -1232,7 +1262,7 @@ def test_0014_failing_half_way_leaves_format_14(
         M.migrate(v14)
     assert dump(v14) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v14).to_version == 16
+    assert M.migrate(v14).to_version == 17
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 

@@ -476,16 +476,20 @@ def probe(path: str, ids_file: str) -> None:
 
 
 def edit_value(path: str, key_hex: str, offset: str) -> None:
-    """Flip one byte of the value under a key, through LMDB, in a process of its own."""
-    import lmdb
+    """Flip one byte of the value under a key, through the KV layer (in the database its
+    keyspace lives in), in a process of its own."""
+    from cortex.storage.kv import LmdbKV, WriteTxn
 
     key = bytes.fromhex(key_hex)
-    env = lmdb.open(path, subdir=True, max_dbs=0)
-    with env.begin(write=True) as txn:
-        value = bytearray(txn.get(key))
+    kv = LmdbKV(path, check_pages=False)
+
+    def flip(txn: WriteTxn) -> None:
+        value = bytearray(txn.get(key) or b"")
         value[int(offset)] ^= 0x20
         txn.put(key, bytes(value))
-    env.close()
+
+    kv.write(flip)
+    kv.close()
 
 
 # ---------------------------------------------------------------------------------------------

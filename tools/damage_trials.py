@@ -159,6 +159,7 @@ class Layout(NamedTuple):
     values: dict[int, list[tuple[int, int, bytes]]]  # page -> (offset, length, key) of values
     parents: dict[int, int]  # a page of the main tree below the root -> its branch page
     key_at: dict[bytes, int]  # key -> the file offset of its bytes in its leaf page
+    named_roots: frozenset[int] = frozenset()  # the root pages of the named databases
 
 
 def layout(path: Path) -> Layout:
@@ -174,7 +175,9 @@ def layout(path: Path) -> Layout:
         values: dict[int, list[tuple[int, int, bytes]]] = {}
         parents: dict[int, int] = {}
         key_at: dict[bytes, int] = {}
-        for tree, name in ((meta.main, "main"), (meta.free, "free-tree")):
+        named_roots: set[int] = set()
+        trees = [(meta.main, "main"), (meta.free, "free-tree")]
+        for tree, name in trees:  # grows: the named databases' trees are walked as main ones
             if tree.root == pg.P_INVALID:
                 continue
             stack = [tree.root]
@@ -197,6 +200,12 @@ def layout(path: Path) -> Layout:
                     lo, hi, fl, ks = struct.unpack_from("<HHHH", page, ptr)
                     key = page[ptr + 8 : ptr + 8 + ks]
                     dsize = lo | hi << 16
+                    if fl == pg.F_SUBDATA:  # a named database's record (format 17)
+                        sub = pg.named_tree(key, page[ptr + 8 + ks : ptr + 8 + ks + dsize])
+                        assert sub is not None
+                        trees.append((sub, "main"))
+                        named_roots.add(sub.root)
+                        continue
                     if name == "main":
                         key_pages.setdefault(key, set()).add(p)
                         key_at[key] = p * PSIZE + ptr + 8
@@ -212,7 +221,7 @@ def layout(path: Path) -> Layout:
                         values.setdefault(p, []).append((ptr + 8 + ks, dsize, key))
         for p in range(total):
             kinds.setdefault(p, "free")
-    return Layout(total, kinds, key_pages, values, parents, key_at)
+    return Layout(total, kinds, key_pages, values, parents, key_at, frozenset(named_roots))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cortex.storage.pages import DataFile, newest, read_metas  # noqa: E402
+from cortex.storage.pages import F_SUBDATA, DataFile, named_tree, newest, read_metas  # noqa: E402
 
 # keyspaces of specs/storage.md §2, longest match first
 PREFIXES = sorted(
@@ -203,7 +203,8 @@ def walk(
         leaf_used = 0
         free_ids: set[int] = set()
         free_tree_pages = 0
-        for tree, is_free in ((meta.main, False), (meta.free, True)):
+        trees = [(meta.main, False), (meta.free, True)]
+        for tree, is_free in trees:  # grows: the named databases (format 17) are walked too
             if tree.depth == 0:
                 continue
             stack = [tree.root]
@@ -239,6 +240,12 @@ def walk(
                 on_page: dict[str, int] = defaultdict(int)
                 for ptr, dsize, nflags, ksize in nodes:
                     key = page[ptr + NODE_HEADER : ptr + NODE_HEADER + ksize]
+                    if nflags & F_SUBDATA:
+                        at = ptr + NODE_HEADER + ksize
+                        sub = named_tree(key, page[at : at + dsize])
+                        if sub is None:
+                            raise SystemExit(f"page {pgno}: a damaged named database record")
+                        trees.append((sub, False))
                     sp_name = keyspace(key)
                     sp = spaces[sp_name]
                     sp.entries += 1

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import heapq
 import json
 import os
 import sys
@@ -374,18 +375,31 @@ def populate(cx: Cortex) -> None:
 
 
 def lmdb_pairs(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    """Every key and value of the LMDB environment at ``path``, in key order."""
-    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=1, subdir=True)
+    """Every key and value of the store at ``path``, in key order, whatever database holds it.
+
+    From format 17 the keyspaces of ``keys.DATABASES`` live in LMDB named databases of their
+    own (keys unchanged): their pairs are merged with the main database's, whose records of
+    those databases (under ``keys.DATABASE_PREFIX``) are not pairs of the store.
+    """
+    from cortex.storage.keys import DATABASE_PREFIX
+
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=16, subdir=True)
     try:
         with env.begin() as txn:
-            for key, value in txn.cursor():
+            main = [(bytes(k), bytes(v)) for k, v in txn.cursor()]
+            parts = [[p for p in main if not p[0].startswith(DATABASE_PREFIX)]]
+            for key, _ in main:
+                if key.startswith(DATABASE_PREFIX):
+                    db = env.open_db(key, txn=txn, create=False)
+                    parts.append([(bytes(k), bytes(v)) for k, v in txn.cursor(db=db)])
+                    continue
                 try:
                     env.open_db(key, txn=txn, create=False)
                 except lmdb.Error:
                     pass  # an ordinary key (the usual case)
                 else:
                     raise SystemExit(f"the store holds a named database {key!r}: hash it too")
-                yield bytes(key), bytes(value)
+        yield from heapq.merge(*parts)
     finally:
         env.close()
 

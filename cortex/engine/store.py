@@ -238,6 +238,7 @@ __all__ = [
     "COUNTER_IDS_FEATURE",
     "FORMAT_VERSION",
     "HALF_VECTORS_FEATURE",
+    "KEYSPACE_DATABASES_FEATURE",
     "Edge",
     "ImportReport",
     "JournalEntry",
@@ -249,7 +250,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 16
+FORMAT_VERSION: Final = 17
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -264,9 +265,13 @@ memories only and use-counter records that name their memory; format 13 ``vec/``
 their element type (float16 by default, ``specs/vector-index.md`` §3); format 14 lexical postings
 keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4); format 15 compact
 forms in heads and versions (a short form that begins the medium form is stored as its length,
-``specs/format.md``); format 16 ``lex/d/`` records without their terms (``specs/lexical.md`` §4).
-``cortex.transfer.migrate`` upgrades older formats.
+``specs/format.md``); format 16 ``lex/d/`` records without their terms (``specs/lexical.md`` §4);
+format 17 the append-mostly keyspaces in LMDB named databases of their own
+(``specs/storage.md`` §2). ``cortex.transfer.migrate`` upgrades older formats.
 """
+KEYSPACE_DATABASES_FEATURE: Final = "keyspace-databases"
+"""Format 17: on LMDB, each keyspace of ``keys.DATABASES`` is kept in a named database of its
+own, keys unchanged (``specs/storage.md`` §2); the PostgreSQL engine keeps one table."""
 COMPACT_FORMS_FEATURE: Final = "compact-forms"
 """Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
 its length in UTF-8 bytes (``codec.FormsCodec``, ``specs/format.md``)."""
@@ -328,6 +333,7 @@ FEATURES: Final = frozenset(
         COUNTER_IDS_FEATURE,
         HALF_VECTORS_FEATURE,
         COMPACT_FORMS_FEATURE,
+        KEYSPACE_DATABASES_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

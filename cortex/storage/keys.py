@@ -26,6 +26,8 @@ _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "index_keys")
 """Build ``index_keys`` through the C accelerator (an older build lacks it: the Python path)."""
 
 __all__ = [
+    "DATABASES",
+    "DATABASE_PREFIX",
     "EDGE_FROM",
     "EDGE_TO",
     "ENTITY_ALIAS",
@@ -139,6 +141,22 @@ ENTITY_ALIAS: Final = b"ent/a/"
 """``ent/a/`` normalised alias (UTF-8): an entity alias record (format 8, ``claims.md`` §10)."""
 ERASURE: Final = b"er/"
 """``er/`` u64(seq): the erasure record of the purge journalled at seq (format 8)."""
+
+DATABASE_PREFIX: Final = b"\x01db/"
+"""The name of an LMDB named database is this and its keyspace's prefix (``\\x01db/j/``).
+
+The main database holds those names as keys (LMDB's records of the named databases); no key of
+a keyspace begins with a control byte, so the two never collide (``specs/storage.md`` §2)."""
+DATABASES: Final = (JOURNAL, LEX_DOC, LEX_DOCNO, VEC)
+"""The append-mostly keyspaces each kept in an LMDB named database of its own (format 17).
+
+Their keys are stored whole (prefix included), as in the main database: a named database only
+changes which B-tree holds them, so that each one's newest keys fill its own last page instead
+of interleaving with the other keyspaces' (``specs/storage.md`` §2). Heads and versions (``m/``,
+``mv/``) stay in the main database: a get reads them in every read transaction, and LMDB looks
+up a named database's record in the main tree the first time a transaction touches it (measured:
+the same disk with vectors, a get's CPU saved). The PostgreSQL engine keeps one table."""
+
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 

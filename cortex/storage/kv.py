@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import errno
+import heapq
 import mmap
 import os
 import resource
@@ -28,7 +29,7 @@ import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.storage import scrub as _scrub
-from cortex.storage.keys import prefix_end, show_key
+from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, VERSION, prefix_end, show_key
 from cortex.storage.pages import (
     PageProblem,
     PageState,
@@ -200,36 +201,188 @@ class KV(Protocol):
         """Release the engine."""
 
 
+class _Routes:
+    """Which LMDB database holds each key: a named one per keyspace of ``DATABASES``, or main.
+
+    Only the named databases the file holds are routed to (a store of a format before 17 has
+    none: every key is in the main database, as it was written). The databases' handles belong
+    to the environment that opened them.
+    """
+
+    __slots__ = ("by_start", "damage", "dbs", "longest", "memories_in_main", "names")
+
+    def __init__(self, dbs: dict[bytes, Any], damage: list[PageProblem] | None = None) -> None:
+        self.damage = damage or []
+        """The damaged pages on the way to the named databases' records (none opened)."""
+        self.dbs = dbs
+        """Keyspace prefix -> its named database."""
+        self.by_start: dict[bytes, tuple[tuple[bytes, Any], ...]] = {}
+        """The first two bytes of a prefix -> ``(prefix, database)`` starting so (every prefix
+        of ``DATABASES`` has at least two bytes)."""
+        grouped: dict[bytes, list[tuple[bytes, Any]]] = {}
+        for prefix, db in sorted(dbs.items()):
+            grouped.setdefault(prefix[:2], []).append((prefix, db))
+        self.by_start = {k: tuple(v) for k, v in grouped.items()}
+        self.names = tuple(sorted(dbs))
+        self.longest = max(map(len, dbs), default=0)
+        """A prefix longer than this lies in one database (``spanned``'s quick answer)."""
+        self.memories_in_main = self.of(HEAD) is None and self.of(VERSION) is None
+        """Heads and versions are in the main database: LMDB's own ``get`` reads them."""
+
+    def of(self, key: bytes) -> Any:
+        """The named database holding ``key``, or None: the main database."""
+        candidates = self.by_start.get(key[:2])
+        if candidates is not None:
+            for prefix, db in candidates:
+                if key.startswith(prefix):
+                    return db
+        return None
+
+    def spanned(self, prefix: bytes) -> list[Any]:
+        """The databases holding keys starting with ``prefix`` (None: main)."""
+        db = self.of(prefix)
+        if db is not None or len(prefix) > self.longest:
+            return [db]
+        return [None, *(self.dbs[p] for p in self.names if p.startswith(prefix))]
+
+
+_NO_ROUTES: Final = _Routes({})
+
+
+_DB_RANGE: Final[list[tuple[bytes, bytes | None]]] = [
+    (DATABASE_PREFIX, prefix_end(DATABASE_PREFIX))
+]
+
+
+def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
+    """Open the named databases ``env``'s file holds; with ``create``, make every one first.
+
+    ``create`` is for a new, empty store (the caller checked): its keyspaces start in their
+    named databases. A store written before format 17 holds none and is left as it is (its
+    migration, ``LmdbKV.split_keyspaces``, makes them). LMDB finds a database's record in the
+    main tree: the pages on the way there are checked first (``check_snapshot``), and when they
+    are damaged no named database is opened (the page check of the open, or verify's, reports
+    them: LMDB would abort the process on some). Opening one takes LMDB's writer lock once
+    (py-lmdb opens it in a write transaction of its own on a writable environment).
+    """
+    dbs: dict[bytes, Any] = {}
+    if create:
+        with env.begin(write=True) as txn:
+            for prefix in DATABASES:
+                dbs[prefix] = env.open_db(DATABASE_PREFIX + prefix, txn=txn, create=True)
+        return _Routes(dbs)
+    for _ in range(20):
+        with env.begin() as txn:
+            try:
+                damage = check_snapshot(path, int(txn.id()), _DB_RANGE, lookup=True)
+            except OSError:
+                return _NO_ROUTES
+            if damage:
+                return _Routes({}, damage)
+            if damage is None:  # two commits since the snapshot began: take a newer one
+                continue
+            names = [p for p in DATABASES if txn.get(DATABASE_PREFIX + p) is not None]
+        for prefix in names:
+            dbs[prefix] = env.open_db(DATABASE_PREFIX + prefix, create=False)
+        return _Routes(dbs)
+    raise CortexError("the store changes too fast to open its databases; retry")
+
+
+def _meets_records(prefix: bytes) -> bool:
+    """Whether keys under ``prefix`` may be LMDB's records of the named databases.
+
+    Those are keys of the main database under ``DATABASE_PREFIX``; a scan of the whole store
+    (or of a prefix of theirs) would otherwise meet them.
+    """
+    return DATABASE_PREFIX.startswith(prefix) or prefix.startswith(DATABASE_PREFIX)
+
+
+def _main_only(keys: Iterator[Any], prefix: bytes, at: Callable[[Any], bytes]) -> Iterator[Any]:
+    """``keys`` of the main database without LMDB's records of the named databases."""
+    if not _meets_records(prefix):
+        return keys
+    return (x for x in keys if not at(x).startswith(DATABASE_PREFIX))
+
+
+def _first_key(pair: tuple[bytes, bytes]) -> bytes:
+    return pair[0]
+
+
+def _same(key: bytes) -> bytes:
+    return key
+
+
 class _LmdbTxn:
-    """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary."""
+    """Wraps an lmdb.Transaction; copies every buffer to ``bytes`` at the boundary.
 
-    __slots__ = ("_cur", "_txn", "damage", "grouped", "raw_get")
+    Each key is read and written in the database its keyspace lives in (``_Routes``); a scan
+    whose prefix spans several databases merges theirs in key order.
+    """
 
-    def __init__(self, txn: lmdb.Transaction, grouped: bool = False) -> None:
+    __slots__ = ("_cur", "_curs", "_routes", "_shared", "_txn", "damage", "grouped", "raw_get")
+
+    def __init__(
+        self,
+        txn: lmdb.Transaction,
+        routes: _Routes = _NO_ROUTES,
+        grouped: bool = False,
+        shared: _Shared | None = None,
+    ) -> None:
         self._txn = txn
-        self.raw_get = txn.get
-        """LMDB's own ``get``, for a caller in C that takes bytes only and declines anything
-        else (``cortex._speedups.read_current``): ``get`` without a Python frame."""
+        self._routes = routes
+        self._shared = shared
+        """The environment's record, for a top-level write transaction (``split_keyspaces``)."""
+        self.raw_get = txn.get if routes.memories_in_main else self.get
+        """A ``get`` of heads and versions for a caller in C that takes bytes only and declines
+        anything else (``cortex._speedups.read_current``): LMDB's own (no Python frame) while
+        they are in the main database, else the routing ``get``."""
         self._cur: lmdb.Cursor | None = None
+        self._curs: dict[Any, lmdb.Cursor] = {}
         self.damage: list[PageProblem] = []
         """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
         self.grouped = grouped
         """A write of a group commit run after another write of the group (``LmdbKV.write``)."""
 
-    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
-        cur = self._cur
+    def _cursor_of(self, prefix: bytes) -> lmdb.Cursor | None:
+        """The transaction's cursor of the one database holding ``prefix``'s keys.
+
+        None when they span several: the caller merges.
+        """
+        routes = self._routes
+        if not routes.dbs:
+            cur = self._cur
+            if cur is None:
+                cur = self._cur = self._txn.cursor()
+            return cur
+        dbs = routes.spanned(prefix)
+        if len(dbs) > 1 or (dbs[0] is None and _meets_records(prefix)):
+            return None
+        db = dbs[0]
+        if db is None:
+            cur = self._cur
+            if cur is None:
+                cur = self._cur = self._txn.cursor()
+            return cur
+        cur = self._curs.get(db)
         if cur is None:
-            cur = self._cur = self._txn.cursor()
+            cur = self._curs[db] = self._txn.cursor(db=db)
+        return cur
+
+    def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
+        cur = self._cursor_of(prefix)
+        if cur is None:
+            return next(self.keys(prefix, start=start, reverse=reverse), None)
         if not self._position(cur, prefix, start, reverse):
             return None
         k = bytes(cur.key())
         return k if k.startswith(prefix) else None
 
     def cursor(self) -> lmdb.Cursor:
-        """The transaction's cursor (set_range, key, value, next, prev, last).
+        """The transaction's cursor of the main database (set_range, key, value, next, prev, last).
 
-        For the C accelerator's batch walks (``cortex.index.postings.apply_many``); an engine
-        without such a cursor has no ``cursor`` method.
+        For the C accelerator's batch walks (``cortex.index.postings.apply_many``) over
+        keyspaces of the main database (none of ``DATABASES``); an engine without such a
+        cursor has no ``cursor`` method.
         """
         cur = self._cur
         if cur is None:
@@ -237,9 +390,11 @@ class _LmdbTxn:
         return cur
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
-        cur = self._cur
-        if cur is None:
-            cur = self._cur = self._txn.cursor()
+        cur = self._cursor_of(prefix)
+        if cur is None:  # several databases: through the merged scans
+            at = next(self.scan(prefix, start=key, reverse=True), None)
+            after = next(self.keys(prefix, start=key + b"\x00"), None)
+            return (at[0], at[1], after) if at is not None else (None, None, after)
         k0 = v0 = k1 = None
         if cur.set_range(key):
             if cur.key() == key:
@@ -259,7 +414,7 @@ class _LmdbTxn:
         return k0, v0, k1
 
     def get(self, key: bytes) -> bytes | None:
-        v = self._txn.get(key)
+        v = self._txn.get(key, None, self._routes.of(key))
         return None if v is None else bytes(v)
 
     def last(self, prefix: bytes) -> tuple[bytes, bytes] | None:
@@ -269,9 +424,9 @@ class _LmdbTxn:
         tail (``cortex.engine.journal.JournalWriter``). LMDB's only; a caller falls back to
         ``scan`` on an engine without it.
         """
-        cur = self._cur
+        cur = self._cursor_of(prefix)
         if cur is None:
-            cur = self._cur = self._txn.cursor()
+            return next(self.scan(prefix, reverse=True), None)
         if not self._position(cur, prefix, None, True):
             return None
         k = bytes(cur.key())
@@ -280,7 +435,42 @@ class _LmdbTxn:
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        with self._txn.cursor() as cur:
+        routes = self._routes
+        if not routes.dbs:
+            return self._scan(None, prefix, start, reverse)
+        dbs = routes.spanned(prefix)
+        if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
+            return self._scan(dbs[0], prefix, start, reverse)
+        # each keyspace lies whole in one database: the merge interleaves ranges, not keys
+        parts = [
+            self._scan(db, prefix, start, reverse)
+            if db is not None
+            else _main_only(self._scan(None, prefix, start, reverse), prefix, _first_key)
+            for db in dbs
+        ]
+        return heapq.merge(*parts, key=_first_key, reverse=reverse)
+
+    def keys(
+        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
+    ) -> Iterator[bytes]:
+        routes = self._routes
+        if not routes.dbs:
+            return self._keys(None, prefix, start, reverse)
+        dbs = routes.spanned(prefix)
+        if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
+            return self._keys(dbs[0], prefix, start, reverse)
+        parts = [
+            self._keys(db, prefix, start, reverse)
+            if db is not None
+            else _main_only(self._keys(None, prefix, start, reverse), prefix, _same)
+            for db in dbs
+        ]
+        return heapq.merge(*parts, reverse=reverse)
+
+    def _scan(
+        self, db: Any, prefix: bytes, start: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=db) as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
             # the iterators yield the current pair first; they run in C, and without
@@ -293,10 +483,8 @@ class _LmdbTxn:
                     return
                 yield k, v
 
-    def keys(
-        self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
-    ) -> Iterator[bytes]:
-        with self._txn.cursor() as cur:
+    def _keys(self, db: Any, prefix: bytes, start: bytes | None, reverse: bool) -> Iterator[bytes]:
+        with self._txn.cursor(db=db) as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
             keys = cast(
@@ -332,15 +520,37 @@ class _LmdbTxn:
         return bool(cur.last())
 
     def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
-        return bool(self._txn.put(key, value, overwrite=overwrite))
+        return bool(self._txn.put(key, value, overwrite=overwrite, db=self._routes.of(key)))
 
     def delete(self, key: bytes) -> bool:
-        return bool(self._txn.delete(key))
+        return bool(self._txn.delete(key, db=self._routes.of(key)))
+
+    def _split(
+        self, pairs: list[tuple[bytes, bytes]]
+    ) -> list[tuple[Any, list[tuple[bytes, bytes]]]]:
+        """``pairs`` by the database holding each key (order kept within each)."""
+        of = self._routes.of
+        parts: dict[Any, list[tuple[bytes, bytes]]] = {}
+        for pair in pairs:
+            db = of(pair[0])
+            part = parts.get(db)
+            if part is None:
+                parts[db] = [pair]
+            else:
+                part.append(pair)
+        return list(parts.items())
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
-        # one call into the engine for the whole batch; in key order LMDB's inserts stay local
+        # one call into the engine per database; in key order LMDB's inserts stay local
         pairs = items if isinstance(items, list) else list(items)
-        with self._txn.cursor() as cur:
+        if not self._routes.dbs:
+            self._put_many(None, pairs)
+            return
+        for db, part in self._split(pairs):
+            self._put_many(db, part)
+
+    def _put_many(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+        with self._txn.cursor(db=db) as cur:
             at = _append_from(cur, pairs)
             if at:
                 cur.putmulti(pairs[:at] if at < len(pairs) else pairs)
@@ -356,9 +566,70 @@ class _LmdbTxn:
                         "nothing was written"
                     )
 
+    def split_keyspaces(self, tick: Callable[[int], None]) -> int:
+        """Move every keyspace of ``DATABASES`` into its named database (format 17's layout).
+
+        For the migration ``0016-keyspace-databases``, in its write transaction: each named
+        database is made, then the keyspace's records are moved from the main database one at
+        a time with two cursors (appended in key order to the empty named database, deleted
+        from the main one), so no more than LMDB's dirty pages are held, and the rest of the
+        transaction reads and writes the new layout. The routes of the environment change when
+        the transaction commits. LMDB's only. Returns how many records moved.
+
+        Raises:
+            CortexError: a named database exists already (the store is not of an older
+                format) or the transaction is one of a group commit's (it then runs alone).
+        """
+        shared = self._shared
+        if shared is None:
+            raise _Alone("split_keyspaces runs in a transaction of its own")
+        if self._routes.dbs:
+            raise CortexError(
+                "the store's keyspaces are in their named databases already: nothing to move"
+            )
+        env = shared.env
+        txn = self._txn
+        dbs: dict[bytes, Any] = {}
+        moved = 0
+        for prefix in DATABASES:
+            name = DATABASE_PREFIX + prefix
+            if txn.get(name) is not None:
+                raise CortexError(
+                    f"the store holds a key {show_key(name)} where a named database would be: "
+                    "it is damaged or not a cortex store"
+                )
+            db = dbs[prefix] = env.open_db(name, txn=txn, create=True)
+            with txn.cursor() as src, txn.cursor(db=db) as dst:
+                found = src.set_range(prefix)
+                while found:
+                    key: bytes = src.key()  # type: ignore[assignment]
+                    if not key.startswith(prefix):
+                        break
+                    if not dst.put(key, src.value(), append=True):
+                        raise CortexError(  # never: the keys come in order, once each
+                            f"internal error: {show_key(key)} could not be moved; nothing "
+                            "was written"
+                        )
+                    found = src.delete() and bool(src.key())
+                    moved += 1
+                    tick(moved)
+        routes = _Routes(dbs)
+        self._routes = routes
+        self._cur = None
+        self._curs = {}
+        self.raw_get = txn.get if routes.memories_in_main else self.get
+        shared.pending = routes
+        return moved
+
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
-        with self._txn.cursor() as cur:
-            return int(cur.putmulti(items, overwrite=False)[1])
+        if not self._routes.dbs:
+            with self._txn.cursor() as cur:
+                return int(cur.putmulti(items, overwrite=False)[1])
+        added = 0
+        for db, part in self._split(items if isinstance(items, list) else list(items)):
+            with self._txn.cursor(db=db) as cur:
+                added += int(cur.putmulti(part, overwrite=False)[1])
+        return added
 
 
 def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
@@ -520,7 +791,7 @@ class _Read:
         else:
             txn = kv._begin(write=False)
         self._txn = txn
-        return _LmdbTxn(txn)
+        return _LmdbTxn(txn, kv._shared.routes)
 
     def __exit__(
         self,
@@ -575,7 +846,7 @@ class _CheckedRead(_Read):
                 raise
             if damage is not None:
                 self._txn = txn
-                wrapped = _LmdbTxn(txn)
+                wrapped = _LmdbTxn(txn, kv._shared.routes)
                 wrapped.damage = damage
                 return wrapped
             # two commits overwrote the snapshot's meta page before it was read: take a newer one
@@ -643,6 +914,8 @@ class LmdbKV:
         """The file state this handle checked, or found recorded, at open (``_check_pages``)."""
         if check_pages:
             try:
+                if self._shared.routes.damage:  # reads would miss the named databases' keys
+                    raise damage_error(self.path, self._shared.routes.damage)
                 self._check_pages()
             except BaseException:
                 self.close()
@@ -749,10 +1022,20 @@ class LmdbKV:
         try:
             # bytes, not buffers (the transaction is not begun with buffers=True): nothing
             # outlives the transaction; map and the one-byte step of the end: no Python frame
-            values: list[bytes | None] = list(map(txn.get, keys))  # type: ignore[arg-type]
+            routes = self._shared.routes
+            values: list[bytes | None]
+            if routes.memories_in_main and len(keys) == 1 and keys[0].startswith(HEAD):
+                values = [txn.get(keys[0])]  # type: ignore[list-item]  # a get's head: main
+            elif routes.dbs:
+                of = routes.of
+                values = [txn.get(k, None, of(k)) for k in keys]  # type: ignore[misc]
+            else:
+                values = list(map(txn.get, keys))  # type: ignore[arg-type]
             tail: tuple[bytes, bytes] | None = None
-            if last is not None:
-                cur = txn.cursor()
+            if last is None:
+                pass
+            elif not routes.dbs or (len(last) > routes.longest and not _meets_records(last)):
+                cur = txn.cursor(db=routes.of(last)) if routes.dbs else txn.cursor()
                 b = last[-1] if last else 0xFF
                 end = (
                     last[:-1] + _NEXT_BYTE[b]
@@ -764,6 +1047,8 @@ class LmdbKV:
                     k: bytes = cur.key()  # type: ignore[assignment]
                     if k.startswith(last):
                         tail = (k, cur.value())  # type: ignore[assignment]
+            else:  # a short prefix: it may span databases
+                tail = _LmdbTxn(txn, routes).last(last)
         except lmdb.Error as exc:  # e.g. a damaged page met while reading
             raise _wrap(exc, self.path) from exc
         finally:
@@ -896,12 +1181,12 @@ class LmdbKV:
                             m.taken = True
                     batch.extend(more)
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
-                    me.result, me.error = me.fn(_LmdbTxn(txn)), None
+                    me.result, me.error = me.fn(_LmdbTxn(txn, shared.routes, False, shared)), None
                 env = shared.env
                 for i, m in enumerate(batch if len(batch) > 1 else ()):
                     child = env.begin(write=True, parent=txn)
                     try:
-                        w = _LmdbTxn(child, i > 0)
+                        w = _LmdbTxn(child, shared.routes, i > 0)
                         m.result = m.fn(w) if m is me else m.ctx.run(m.fn, w)
                         child.commit()
                         m.error = None
@@ -1007,7 +1292,7 @@ class LmdbKV:
         """``write`` in a transaction of its own (under LMDB's writer lock, not the queue)."""
 
         def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> T:
-            result = fn(_LmdbTxn(txn))
+            result = fn(_LmdbTxn(txn, self._shared.routes, False, self._shared))
             txn.commit()
             shared = self._shared
             if self.metasync and not shared.metasync:
@@ -1045,14 +1330,20 @@ class LmdbKV:
                 if renew:
                     txn.abort()
                 else:
-                    return attempt(txn, epoch)
+                    result = attempt(txn, epoch)
+                    if shared.pending is not None:  # committed: its new databases are open
+                        shared.routes, shared.pending = shared.pending, None
+                    return result
             except lmdb.MapFullError:
+                shared.pending = None
                 txn.abort()
                 full_at = int(self._env.info()["map_size"])
             except lmdb.Error as exc:
+                shared.pending = None
                 txn.abort()
                 raise _wrap(exc, self.path) from exc
             except BaseException:
+                shared.pending = None
                 txn.abort()
                 raise
             finally:
@@ -1065,7 +1356,7 @@ class LmdbKV:
     def _epoch(self, txn: lmdb.Transaction) -> bytes | None:
         prefix = self._shared.epoch_prefix
         assert prefix is not None
-        with txn.cursor() as cur:
+        with txn.cursor(db=self._shared.routes.of(prefix)) as cur:
             end = prefix_end(prefix)
             found = cur.set_range(end) if end is not None else False
             moved = cur.prev() if found else cur.last()
@@ -1144,23 +1435,27 @@ class LmdbKV:
 
     def info(self) -> dict[str, int]:
         """Map size, pages in use and reader counts."""
+        routes = self._shared.routes
         try:
             info = self._env.info()
             stat = self._env.stat()
+            subs = []
+            if routes.dbs:
+                with self._env.begin() as txn:
+                    subs = [txn.stat(db) for db in routes.dbs.values()]
         except lmdb.Error as exc:  # e.g. the environment a failed remap is replacing
             raise _wrap(exc, self.path) from exc
+        pages = 2  # the two meta pages
+        entries = int(stat["entries"]) - len(subs)  # the named databases' records are not data
+        for st in (stat, *subs):
+            pages += int(st["branch_pages"]) + int(st["leaf_pages"]) + int(st["overflow_pages"])
+        entries += sum(int(st["entries"]) for st in subs)
         return {
             "map_size": int(info["map_size"]),
             "last_txnid": int(info["last_txnid"]),
             "readers": int(info["num_readers"]),
-            "entries": int(stat["entries"]),
-            "used_bytes": int(stat["psize"])
-            * (
-                int(stat["branch_pages"])
-                + int(stat["leaf_pages"])
-                + int(stat["overflow_pages"])
-                + 2  # the two meta pages
-            ),
+            "entries": entries,
+            "used_bytes": int(stat["psize"]) * pages,
         }
 
     def snapshots(self) -> list[tuple[int, int]]:
@@ -1374,6 +1669,11 @@ class _Shared:
         """The keyspace whose last key changes at each erasure (``LmdbKV.write``)."""
         self.epoch_seen: Any = _NEVER
         """That key as this environment's last write saw it."""
+        self.routes = _NO_ROUTES
+        """The named databases of the environment (``_Routes``)."""
+        self.pending: _Routes | None = None
+        """The routes a write transaction made (``LmdbKV.split_keyspaces``): ``routes`` once it
+        commits."""
 
     @classmethod
     def acquire(
@@ -1406,9 +1706,15 @@ class _Shared:
             except lmdb.Error as exc:
                 env.close()
                 raise _wrap(exc, path) from exc
+            try:
+                routes = _routes_at_open(env, path, readonly)
+            except lmdb.Error as exc:
+                env.close()
+                raise _wrap(exc, path) from exc
             shared = cls._open[key] = cls(
                 key, path, env, readonly=readonly, metasync=False, locked=locked
             )
+            shared.routes = routes
             return shared
 
     def reopen(self, map_size: int) -> None:
@@ -1422,6 +1728,8 @@ class _Shared:
         self.env, _locked = _open_env(
             self.path, map_size, self.readonly, self.metasync, False, lock=self.locked
         )
+        # a database handle belongs to the environment that opened it
+        self.routes = _routes_at_open(self.env, self.path, self.readonly)
 
     def release(self) -> None:
         with self._lock:
@@ -1431,6 +1739,12 @@ class _Shared:
             if self._open.get(self.key) is self:
                 del self._open[self.key]
         self.env.close()
+
+
+def _routes_at_open(env: lmdb.Environment, path: Path, readonly: bool) -> _Routes:
+    """The named databases of a just-opened environment; made first in a new, empty store."""
+    empty = not readonly and int(env.stat()["entries"]) == 0
+    return _open_routes(env, path, create=empty)
 
 
 def _open_env(
@@ -1454,7 +1768,7 @@ def _open_env(
         "readonly": readonly,
         "metasync": metasync,
         "sync": True,
-        "max_dbs": 0,
+        "max_dbs": 2 * len(DATABASES),
         "max_readers": 256,
         "create": create and not readonly,
         "max_spare_txns": 4,

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Final, NamedTuple, Self
 
 from cortex.errors import IntegrityError
+from cortex.storage.keys import DATABASE_PREFIX, DATABASES, prefix_end
 
 __all__ = [
     "CHECKED",
@@ -50,6 +51,9 @@ P_LEAF: Final = 0x02
 P_OVERFLOW: Final = 0x04
 P_META: Final = 0x08
 F_BIGDATA: Final = 0x01
+F_SUBDATA: Final = 0x02
+DB_RECORD: Final = 48
+"""The size of a named database's record in the main tree: an ``MDB_db``."""
 MAGIC: Final = 0xBEEFC0DE
 DATA_VERSION: Final = 1
 P_INVALID: Final = 2**64 - 1
@@ -300,7 +304,10 @@ class _Check:
         meta: Meta,
         ranges: list[tuple[bytes, bytes | None]] | None,
         limit: int,
+        lookup: bool = False,
     ) -> None:
+        self.lookup = lookup
+        """Only the pages a lookup of the ranges' keys reads: not the leaves beside them."""
         self.f = f
         self.meta = meta
         self.psize = meta.psize
@@ -310,6 +317,9 @@ class _Check:
         self.seen: set[int] = set()
         self.counts = [0, 0, 0, 0]  # branch, leaf, overflow pages, entries
         self.file_pages = f.size // meta.psize
+        self.named: list[tuple[bytes, Tree]] = []
+        """The named databases the main tree's leaves hold (checked after it)."""
+        self.in_main = False
 
     def add(self, page: int, what: str) -> None:
         if len(self.problems) < self.limit:
@@ -379,7 +389,7 @@ class _Check:
             else:
                 hits = [i for i, (_c, clo, chi) in enumerate(children) if self.wanted(clo, chi)]
                 picked = [(i, 0) for i in hits]
-                if hits and self.ranges is not None:
+                if hits and self.ranges is not None and not self.lookup:
                     if hits[0] > 0:
                         picked.insert(0, (hits[0] - 1, 2))
                     if hits[-1] + 1 < len(children):
@@ -449,6 +459,14 @@ class _Check:
                         return None
                     big.append((_U64.unpack_from(page, kend)[0], dsize))
                     end = kend + 8
+                elif nflags == F_SUBDATA and self.in_main:
+                    name = page[ptr + NODE_HEADER : kend]
+                    tree = named_tree(name, page[kend : kend + dsize])
+                    if tree is None:
+                        self.add(pgno, f"node {i} is a damaged record of a named database")
+                        return None
+                    self.named.append((name, tree))
+                    end = kend + dsize
                 elif nflags:
                     self.add(pgno, f"node {i} has flags {nflags:#06x} cortex never writes")
                     return None
@@ -529,29 +547,78 @@ def _check(
     meta: Meta,
     ranges: list[tuple[bytes, bytes | None]] | None = None,
     limit: int = MAX_PROBLEMS,
+    lookup: bool = False,
 ) -> _Check:
     f.psize = meta.psize
-    c = _Check(f, meta, ranges, limit)
+    # the named databases' trees: all of them for a whole check, those holding keys of the
+    # ranges for a check of ranges (their records' leaf too), none for a lookup's
+    named = ranges is None or (not lookup and _in_databases(ranges))
+    if ranges is not None and named:
+        ranges = [*ranges, (DATABASE_PREFIX, prefix_end(DATABASE_PREFIX))]
+    c = _Check(f, meta, ranges, limit, lookup)
     if meta.main.depth > MAX_DEPTH or meta.free.depth > MAX_DEPTH:
         c.add(-1, f"a tree {max(meta.main.depth, meta.free.depth)} levels deep")
         return c
+    c.in_main = True
     c.tree(meta.main, "main", integer_keys=False)
+    c.in_main = False
+    for name, tree in c.named if named else []:
+        if c.full():
+            break
+        if tree.depth > MAX_DEPTH:
+            c.add(-1, f"the named database {name!r} is {tree.depth} levels deep")
+            continue
+        c.tree(
+            tree,
+            f"named database {name[len(DATABASE_PREFIX) :].decode('ascii', 'replace')}",
+            integer_keys=False,
+        )
     if ranges is None:
         c.tree(meta.free, "free-page", integer_keys=True)
     return c
+
+
+def _in_databases(ranges: list[tuple[bytes, bytes | None]]) -> bool:
+    """Whether a key range meets a keyspace kept in a named database (``DATABASES``).
+
+    Its end counts: a range at a keyspace's end (``prefix_end``) is where a reverse scan of
+    the keyspace starts.
+    """
+    return any(
+        start <= prefix_end(p) and (end is None or end >= p)
+        for start, end in ranges
+        for p in DATABASES
+    )
+
+
+def named_tree(name: bytes, record: bytes) -> Tree | None:
+    """The tree of a named database from its record in the main tree.
+
+    None when it is not one cortex writes: a name outside ``DATABASE_PREFIX``, another size,
+    flags, or an impossible depth.
+    """
+    if not name.startswith(DATABASE_PREFIX) or len(record) != DB_RECORD:
+        return None
+    _pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack(record)
+    if flags != 0 or depth > MAX_DEPTH or (root == P_INVALID) != (depth == 0):
+        return None
+    return Tree(depth, branch, leaf, overflow, entries, root)
 
 
 def check_snapshot(
     path: str | os.PathLike[str],
     txnid: int,
     ranges: list[tuple[bytes, bytes | None]] | None = None,
+    *,
+    lookup: bool = False,
 ) -> list[PageProblem] | None:
     """Check every page of the snapshot ``txnid`` (or those holding keys in ``ranges``).
 
     The caller holds a read transaction of that snapshot, so its pages cannot be reused
     meanwhile. ``ranges`` are ``[start, end)`` key intervals (``end`` None: to the last key);
     without them both trees are checked whole and their page counts compared with the meta
-    page.
+    page. With ``lookup`` (and ``ranges``), only the pages a point lookup of those keys in the
+    main tree reads are checked: not the leaves beside them, nor the named databases' trees.
 
     Returns:
         The problems found (empty: LMDB can walk it safely), or None when neither meta page
@@ -567,7 +634,7 @@ def check_snapshot(
                 return None
             again = read_metas(f)[meta.slot]
             if again == meta:  # not torn by a commit writing that slot meanwhile
-                return _check(f, meta, ranges).problems
+                return _check(f, meta, ranges, lookup=lookup).problems
         return None
 
 
@@ -905,34 +972,71 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                     free.update(struct.unpack_from(f"<{count}Q", value, 8))
         free_ok = not free_problems
         before = len(problems)
-        main = _walk(f, meta, meta.main, problems, skip=frozenset(free) if free_ok else frozenset())
+        skip = frozenset(free) if free_ok else frozenset()
+        main = _walk(f, meta, meta.main, problems, skip=skip)
+        # the named databases (format 17) whose records the main tree's leaves still hold; a
+        # lost record leaves its database's pages unreached: they are cut off (below)
+        trees = [meta.main]
+        named_found: set[bytes] = set()
+        in_main = False  # a key of those keyspaces in the main tree: a store before format 17
+        for page, _lo, _hi in list(main.leaves):
+            if not in_main:
+                in_main = any(
+                    k.startswith(DATABASES) for k, _v in _leaf_nodes(f, page, psize, next_pgno)
+                )
+            for name, record in _named_nodes(page, psize):
+                named_found.add(name[len(DATABASE_PREFIX) :])
+                tree = named_tree(name, record)
+                if tree is None:
+                    if len(problems) < MAX_PROBLEMS:
+                        problems.append(PageProblem(-1, f"the record of {name!r} is damaged"))
+                    continue
+                trees.append(tree)
+                sub = _walk(f, meta, tree, problems, skip=skip | frozenset(main.reached))
+                main.reached.update(sub.reached)
+                main.leaves.extend(sub.leaves)
+                main.lost.extend(sub.lost)
         suspect = list(main.lost)
         for page, lo, hi in main.leaves:
             got = 0
             for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
                 records.setdefault(key, value)
                 got += 1
-            if got != _node_count(page, psize):  # a node dropped, or a key out of its bounds
-                suspect.append((lo, hi))
-        want = meta.main.branch_pages + meta.main.leaf_pages + meta.main.overflow_pages
+            if got != _node_count(page, psize) - _named_count(page, psize):
+                suspect.append((lo, hi))  # a node dropped, or a key out of its bounds
+        want = sum(t.branch_pages + t.leaf_pages + t.overflow_pages for t in trees)
         cut_off = (
             len(problems) > before
             or meta.next_pgno > -(-f.size // psize)
             or len(main.reached) != want
         )
         ambiguous: list[bytes] = []
+        # a named database whose record is lost: its keyspace is only on cut-off pages. They
+        # are searched for its keys even without an intact free-page tree, a key found with
+        # two values left out (a stale copy of an older state, or the current one: which, the
+        # pages cannot tell); a record that is stale whole (a purged memory's) is what the
+        # journal's checks in salvage refuse
+        missing = () if in_main else tuple(p for p in DATABASES if p not in named_found)
         if cut_off and not free_ok:
             problems += free_problems[: MAX_PROBLEMS - len(problems)]
+            only = ", ".join(p.decode() for p in missing)
             problems.append(
                 PageProblem(
                     -1,
                     "the free-page tree is damaged too: pages cut off from the tree were not "
-                    "searched (they cannot be told from stale copies of older states)",
+                    "searched (they cannot be told from stale copies of older states)"
+                    if not missing
+                    else "the free-page tree is damaged too: pages cut off from the tree were "
+                    f"searched only for the keys of {only} (named databases whose records are "
+                    "lost); a key found with two values was left out",
                 )
             )
-        searched = free_ok and cut_off
+        searched = cut_off and (free_ok or bool(missing))
         if searched:
             orphan_records, ambiguous = _orphans(f, psize, next_pgno, main.reached | free)
+            if not free_ok:
+                orphan_records = {k: v for k, v in orphan_records.items() if k.startswith(missing)}
+                ambiguous = [k for k in ambiguous if k.startswith(missing)]
             for key, value in orphan_records.items():
                 records.setdefault(key, value)
         if free_ok:  # keys outside their separators, last: none of these pages is free
@@ -940,6 +1044,28 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
                     records.setdefault(key, value)
         return Found(records, problems, meta.next_pgno, searched, ambiguous, suspect)
+
+
+def _named_nodes(page: bytes, psize: int) -> Iterator[tuple[bytes, bytes]]:
+    """``(name, record)`` of each node of a leaf page that is a named database's record."""
+    lower = _HDR.unpack_from(page, 0)[3]
+    if not PAGE_HEADER <= lower <= psize:
+        return
+    for i in range(PAGE_HEADER, lower, 2):
+        ptr = struct.unpack_from("<H", page, i)[0]
+        if ptr + NODE_HEADER > psize:
+            continue
+        nlo, nhi, nflags, ksize = _NODE.unpack_from(page, ptr)
+        kend = ptr + NODE_HEADER + ksize
+        dsize = nlo | nhi << 16
+        if nflags == F_SUBDATA and 0 < ksize <= MAX_KEY and kend + dsize <= psize:
+            name = page[ptr + NODE_HEADER : kend]
+            if name.startswith(DATABASE_PREFIX):
+                yield name, page[kend : kend + dsize]
+
+
+def _named_count(page: bytes, psize: int) -> int:
+    return sum(1 for _ in _named_nodes(page, psize))
 
 
 def _node_count(page: bytes, psize: int) -> int:

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cortex.errors import CortexError, IntegrityError
+from cortex.storage.keys import DATABASE_PREFIX, prefix_end
 
 __all__ = [
     "Layout",
@@ -395,6 +396,50 @@ def _free_db(pages: _Pages, root: int) -> dict[int, list[int]]:
     return free
 
 
+def named_dbs(pages: _Pages, root: int, depth: int) -> list[DbStat]:
+    """The named databases whose records the main tree (``root``, ``depth``) holds.
+
+    Their names sort first (``DATABASE_PREFIX``), so only the leftmost leaves are read.
+    """
+    out: list[DbStat] = []
+    if root == P_INVALID:
+        return out
+    buf = pages.buf
+    end = prefix_end(DATABASE_PREFIX)
+    stack = [(root, 1)]
+    while stack:
+        page, level = stack.pop()
+        if level > depth:
+            raise LayoutError(f"page {page} lies deeper than the main tree's depth {depth}")
+        flags, _, _ = pages.header(page)
+        nodes = list(pages.nodes(page))
+        if flags & P_BRANCH:
+            wanted = []
+            for i, node in enumerate(nodes):
+                ksize = _U16.unpack_from(buf, node + 6)[0]
+                key = bytes(buf[node + NODESIZE : node + NODESIZE + ksize])
+                if i and key >= end:
+                    break
+                lo, hi, top = struct.unpack_from("<HHH", buf, node)
+                wanted.append((lo | hi << 16 | top << 32, level + 1))
+            stack.extend(reversed(wanted))
+            continue
+        if not flags & P_LEAF or flags & (P_LEAF2 | P_SUBP):
+            raise LayoutError(f"page {page} of the main tree is neither branch nor leaf")
+        for node in nodes:
+            lo, hi, nflags, ksize = struct.unpack_from("<HHHH", buf, node)
+            key = bytes(buf[node + NODESIZE : node + NODESIZE + ksize])
+            if key >= end:
+                return out
+            if not nflags & F_SUBDATA:
+                continue
+            if not key.startswith(DATABASE_PREFIX) or (lo | hi << 16) != _DB.size:
+                raise LayoutError(f"page {page} holds a named database record cortex never writes")
+            rec = _DB.unpack_from(buf, node + NODESIZE + ksize)
+            out.append(DbStat(*rec[1:]))
+    return out
+
+
 def read_layout(buf: Any, psize: int, size: int, oldest: int, *, details: bool = True) -> Layout:
     """Parse the data file in ``buf`` (the caller holds LMDB's writer lock).
 
@@ -459,10 +504,11 @@ def read_layout(buf: Any, psize: int, size: int, oldest: int, *, details: bool =
     branch = np.nonzero(plain & (kind == P_BRANCH))[0].astype(np.int64)
     leaf = np.nonzero(plain & (kind == P_LEAF))[0].astype(np.int64)
     overflow_pages = sum(n for _, n in runs)
+    named = named_dbs(pages, meta.main.root, meta.main.depth)
     want = (
-        meta.free.branch + meta.main.branch,
-        meta.free.leaf + meta.main.leaf,
-        meta.free.overflow + meta.main.overflow,
+        meta.free.branch + meta.main.branch + sum(d.branch for d in named),
+        meta.free.leaf + meta.main.leaf + sum(d.leaf for d in named),
+        meta.free.overflow + meta.main.overflow + sum(d.overflow for d in named),
     )
     got = (len(branch), len(leaf), overflow_pages)
     if got != want:

@@ -41,6 +41,7 @@ from cortex.engine.store import (
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     HALF_VECTORS_FEATURE,
+    KEYSPACE_DATABASES_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     SENSITIVITY_HEADS_FEATURE,
@@ -77,6 +78,7 @@ from cortex.rules.sensitivity import decode_level
 from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
 from cortex.storage.keys import (
+    DATABASES,
     HEAD,
     IDX_CLAIM,
     IDX_FRAME,
@@ -369,6 +371,29 @@ def _lean_documents(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         start = batch[-1][0]
 
 
+KEYSPACE_DATABASES_FORMAT: Final = 17
+"""The format whose LMDB layout keeps ``keys.DATABASES`` in named databases (its migration's
+name says the format it leaves)."""
+KEYSPACE_DATABASES_MIGRATION: Final = "0016-keyspace-databases"
+
+
+def _count_database_records(txn: ReadTxn) -> int:
+    return sum(1 for prefix in DATABASES for _ in txn.keys(prefix))
+
+
+def _keyspace_databases(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0016: move the keyspaces of ``keys.DATABASES`` into their LMDB named databases.
+
+    ``LmdbKV``'s transaction moves the records itself, streaming (``split_keyspaces``): a store
+    of any size migrates in the memory of LMDB's dirty pages. Keys and values do not change.
+    An engine without named databases (PostgreSQL's one table) has nothing to move.
+    """
+    split = getattr(txn, "split_keyspaces", None)
+    if split is None:
+        return 0
+    return int(split(tick))
+
+
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
 _FORMAT2_FEATURES: Final = _FORMAT1_FEATURES | {LEXICAL_FEATURE}
 
@@ -552,6 +577,7 @@ _FORMAT13_FEATURES: Final = _FORMAT12_FEATURES | {HALF_VECTORS_FEATURE}
 _FORMAT14_FEATURES: Final = _FORMAT13_FEATURES | {LEXICAL_DOCNO_FEATURE}
 _FORMAT15_FEATURES: Final = _FORMAT14_FEATURES | {COMPACT_FORMS_FEATURE}
 _FORMAT16_FEATURES: Final = _FORMAT15_FEATURES | {LEXICAL_LEAN_DOCS_FEATURE}
+_FORMAT17_FEATURES: Final = _FORMAT16_FEATURES | {KEYSPACE_DATABASES_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -729,6 +755,18 @@ MIGRATIONS: Final = (
         _FORMAT16_FEATURES,
         _count_live,  # one lex/d/ record each (so a dry run before 0001 counts them too)
         _lean_documents,
+    ),
+    _Migration(
+        Step(
+            name=KEYSPACE_DATABASES_MIGRATION,
+            from_version=KEYSPACE_DATABASES_FORMAT - 1,
+            to_version=KEYSPACE_DATABASES_FORMAT,
+            description="move each append-mostly keyspace (j/, lex/d/, lex/i/, vec/) into an "
+            "LMDB named database of its own, keys unchanged (PostgreSQL: nothing)",
+        ),
+        _FORMAT17_FEATURES,
+        _count_database_records,
+        _keyspace_databases,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

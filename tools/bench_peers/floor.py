@@ -41,28 +41,21 @@ def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, byte
     from cortex.model.codec import HEAD
 
     groups: list[tuple[bytes, list[tuple[bytes, bytes]]]] = []
-    with Cortex.open(store, actor="bench", readonly=True) as cx:
-        env = cx._kv._env
-        with env.begin() as txn:
-            for entry in cx.journal(1):
-                if entry.id is None:
-                    continue
-                hk = head_key(entry.id)
-                puts = [(hk, bytes(txn.get(hk)))]
-                with txn.cursor() as cur:
-                    pfx = version_prefix(entry.id)
-                    if cur.set_range(pfx):
-                        while bytes(cur.key()).startswith(pfx):
-                            puts.append((bytes(cur.key()), bytes(cur.value())))
-                            if not cur.next():
-                                break
-                head = decode_trusted(HEAD, hk, puts[0][1])
-                puts.extend((k, b"") for k in _index_keys(head))
-                jk = journal_key(entry.seq)
-                puts.append((jk, bytes(txn.get(jk))))
-                groups.append((entry.id.bytes, puts))
-                if len(groups) == count:
-                    break
+    with Cortex.open(store, actor="bench", readonly=True) as cx, cx._kv.read() as txn:
+        # through the KV layer: each keyspace in the LMDB database it lives in (format 17)
+        for entry in cx.journal(1):
+            if entry.id is None:
+                continue
+            hk = head_key(entry.id)
+            puts = [(hk, bytes(txn.get(hk) or b""))]
+            puts.extend(txn.scan(version_prefix(entry.id)))
+            head = decode_trusted(HEAD, hk, puts[0][1])
+            puts.extend((k, b"") for k in _index_keys(head))
+            jk = journal_key(entry.seq)
+            puts.append((jk, bytes(txn.get(jk) or b"")))
+            groups.append((entry.id.bytes, puts))
+            if len(groups) == count:
+                break
     return groups
 
 

@@ -1,0 +1,310 @@
+"""Format 17: the append-mostly keyspaces in LMDB named databases (``specs/storage.md`` §2).
+
+Which keys land in which database, scans that span databases, the migration from the format-16
+fixture, and salvage when the leaf holding the databases' records is lost.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+
+from cortex import Cortex, Fact, MigrationRequiredError
+from cortex.engine.values import FORMAT_CODEC
+from cortex.index.embed import HashingEmbedder
+from cortex.storage import pages as pg
+from cortex.storage.keys import DATABASE_PREFIX, DATABASES, JOURNAL, meta_key
+from cortex.storage.kv import LmdbKV, WriteTxn, seal, unseal
+from cortex.transfer import migrate as M
+from cortex.transfer.salvage import salvage
+
+from .qsupport import dump_store
+from .test_damaged_files import _build, _records, trials_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE16 = ROOT / "tests" / "data" / "format16.cortex"  # tools/make_fixture_v16.py
+
+
+def _raw(path: Path) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
+    """The main database's keys and each named database's keys, read with LMDB itself."""
+    env = lmdb.open(str(path), readonly=True, lock=False, max_dbs=2 * len(DATABASES))
+    try:
+        with env.begin() as txn:
+            main = [bytes(k) for k, _ in txn.cursor()]
+        named: dict[bytes, list[bytes]] = {}
+        for name in (k for k in main if k.startswith(DATABASE_PREFIX)):
+            db = env.open_db(name, create=False)
+            with env.begin() as txn:
+                named[name[len(DATABASE_PREFIX) :]] = [bytes(k) for k, _ in txn.cursor(db=db)]
+        return main, named
+    finally:
+        env.close()
+
+
+def _fill(path: Path) -> None:
+    with Cortex.open(path, actor="a", embedder=HashingEmbedder(8)) as cx:
+        uris = [
+            cx.write(Fact(statement=f"the ferry leaves at {i}", subject="ferry", predicate="p"))
+            for i in range(40)
+        ]
+        cx.update(uris[0], Fact(statement="the ferry is late", subject="ferry", predicate="p"))
+        assert cx.verify().ok
+
+
+def test_each_keyspace_lands_in_its_database(tmp_path: Path) -> None:
+    _fill(tmp_path / "s")
+    main, named = _raw(tmp_path / "s")
+    assert sorted(named) == sorted(DATABASES)
+    assert [k for k in main if k.startswith(DATABASE_PREFIX)] == [
+        DATABASE_PREFIX + p for p in sorted(DATABASES)
+    ]
+    assert not [k for k in main if k.startswith(DATABASES)]
+    for prefix, keys in named.items():
+        assert keys and all(k.startswith(prefix) for k in keys), prefix
+    assert any(k.startswith(b"lex/p/") for k in main)  # the other keyspaces stay in main
+    assert any(k.startswith(b"idx/type/") for k in main)
+    # the KV layer shows one ordered store, without the databases' records
+    kv = LmdbKV(tmp_path / "s", readonly=True)
+    try:
+        with kv.read() as txn:
+            every = list(txn.keys(b""))
+        want = sorted(
+            [k for k in main if not k.startswith(DATABASE_PREFIX)]
+            + [k for keys in named.values() for k in keys]
+        )
+        assert every == want
+        assert kv.info()["entries"] == len(want)
+    finally:
+        kv.close()
+
+
+_KEYS = [
+    b"a/1",
+    b"e/to/1",
+    b"j/\x00\x00\x00\x00\x00\x00\x00\x01",
+    b"j/\x00\x00\x00\x00\x00\x00\x00\x02",
+    b"lex/d/x",
+    b"lex/i/\x00\x00\x00\x01",
+    b"lex/p/t\x00",
+    b"lex/t/w",
+    b"m/1",
+    b"m/2",
+    b"meta/format",
+    b"mv/1/v/\x00",
+    b"vec/1",
+    b"zz",
+]
+
+
+@pytest.fixture
+def kv(tmp_path: Path) -> Any:
+    store = LmdbKV(tmp_path / "kv")
+    store.write(lambda t: t.put_many([(k, seal(k)) for k in _KEYS]))
+    yield store
+    store.close()
+
+
+def test_a_new_store_has_every_named_database(kv: LmdbKV) -> None:
+    kv.close()  # LMDB opens a file once per process
+    main, named = _raw(kv.path)
+    assert sorted(named) == sorted(DATABASES)
+    assert [k for k in main if not k.startswith(DATABASE_PREFIX)] == [
+        k for k in _KEYS if not k.startswith(DATABASES)
+    ]
+
+
+@pytest.mark.parametrize("prefix", [b"", b"m", b"lex/", b"j/", b"lex/p/", b"mv/1", b"x"])
+def test_scans_span_the_databases_in_key_order(kv: LmdbKV, prefix: bytes) -> None:
+    want = [k for k in _KEYS if k.startswith(prefix)]
+    with kv.read() as txn:
+        assert list(txn.keys(prefix)) == want
+        assert [k for k, _ in txn.scan(prefix)] == want
+        assert all(unseal(k, v) == k for k, v in txn.scan(prefix))
+        assert list(txn.keys(prefix, reverse=True)) == want[::-1]
+        assert [k for k, _ in txn.scan(prefix, reverse=True)] == want[::-1]
+        for start in [prefix + b"l", prefix + b"m/", prefix + b"\xff", *want]:
+            fwd = [k for k in want if k >= start]
+            rev = [k for k in want if k <= start][::-1]
+            assert list(txn.keys(prefix, start=start)) == fwd, start
+            assert list(txn.keys(prefix, start=start, reverse=True)) == rev, start
+            assert txn.seek(prefix, start) == (fwd[0] if fwd else None)
+            assert txn.seek(prefix, start, reverse=True) == (rev[0] if rev else None)
+        tail = txn.last(prefix)
+        assert (tail[0] if tail else None) == (want[-1] if want else None)
+
+
+def test_around_and_point_reads_across_databases(kv: LmdbKV) -> None:
+    with kv.read() as txn:
+        k0, v0, k1 = txn.around(b"lex/", b"lex/e")
+        assert (k0, k1) == (b"lex/d/x", b"lex/i/\x00\x00\x00\x01") and v0 == seal(b"lex/d/x")
+        k0, v0, k1 = txn.around(b"m/", b"m/1")
+        assert (k0, k1) == (b"m/1", b"m/2")
+    values, tail = kv.point_read([b"m/1", b"a/1", b"mv/1/v/\x00", b"nope"], last=b"j/")
+    assert values == [seal(b"m/1"), seal(b"a/1"), seal(b"mv/1/v/\x00"), None]
+    assert tail == (_KEYS[3], seal(_KEYS[3]))
+    _values, tail = kv.point_read([], last=b"")
+    assert tail == (b"zz", seal(b"zz"))
+
+
+def test_writes_route_like_reads_against_a_model(kv: LmdbKV) -> None:
+    rng = random.Random(16)
+    model = {k: seal(k) for k in _KEYS}
+    prefixes = [b"a/", b"j/", b"lex/d/", b"lex/p/", b"m/", b"mv/", b"vec/", b"zz/"]
+    for _ in range(30):
+        puts = list(
+            {
+                rng.choice(prefixes) + bytes([rng.randrange(256)]): rng.randbytes(rng.randrange(50))
+                for _ in range(rng.randrange(1, 20))
+            }.items()
+        )
+        gone = rng.sample(sorted(model), min(3, len(model)))
+
+        def step(
+            txn: WriteTxn, puts: list[tuple[bytes, bytes]] = puts, gone: list[bytes] = gone
+        ) -> int:
+            for k in gone:
+                assert txn.delete(k)
+            txn.put_many(sorted(puts))
+            return txn.add_many([(b"m/new" + bytes([rng.randrange(4)]), b"x")])
+
+        kv.write(step)
+        for k in gone:
+            del model[k]
+        model.update(puts)
+        with kv.read() as txn:
+            model.update((k, txn.get(k) or b"") for k in list(txn.keys(b"m/new")))
+            assert dict(txn.scan(b"")) == model
+            assert list(txn.keys(b"")) == sorted(model)
+    assert kv.info()["entries"] == len(model)
+
+
+# ---------------------------------------------------------------------------------------------
+# The migration from format 16
+
+
+def _copy16(tmp_path: Path) -> Path:
+    dest = tmp_path / "v16"
+    dest.mkdir()
+    shutil.copy(FIXTURE16 / "data.mdb", dest / "data.mdb")
+    return dest
+
+
+def test_the_fixture_is_format_16_with_every_keyspace_in_main(tmp_path: Path) -> None:
+    v16 = _copy16(tmp_path)
+    main, named = _raw(v16)
+    assert named == {} and any(k.startswith(b"m/") for k in main)
+    before = dump_store(v16)
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(unseal(key, before[key]), "f").format_version == 16
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v16, actor="x")
+
+
+def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> None:
+    v16 = _copy16(tmp_path)
+    before = dump_store(v16)
+    moving = sum(1 for k in before if k.startswith(DATABASES))
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v16)] == [
+        (M.KEYSPACE_DATABASES_MIGRATION, 16, 17)
+    ]
+    seen: list[tuple[str, int, int]] = []
+    report = M.migrate(v16, progress=lambda *a: seen.append(a))
+    [step] = report.steps
+    assert step.step.name == M.KEYSPACE_DATABASES_MIGRATION and step.applied
+    assert step.records == moving > 300
+    assert seen == [(M.KEYSPACE_DATABASES_MIGRATION, i, moving) for i in range(1, moving + 1)]
+    after = dump_store(v16)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    # the records are the same: only the format, the migrations and one journal entry change
+    assert len([k for k in changed if k.startswith(JOURNAL)]) == 1
+    assert {k for k in changed if not k.startswith(JOURNAL)} == {
+        meta_key("format"),
+        M.MIGRATIONS_KEY,
+    }
+    main, named = _raw(v16)
+    assert sorted(named) == sorted(DATABASES)
+    assert not [k for k in main if k.startswith(DATABASES)]
+    assert sum(len(v) for v in named.values()) == moving + 1  # and the migration's entry
+    with Cortex.open(v16, actor="checker", as_owner=True) as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        assert list(cx.journal())[-1].reason == (
+            f"{M.KEYSPACE_DATABASES_MIGRATION}: format 16 -> 17"
+        )
+        new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
+        assert cx.resolve_latest(new.id).head.id == new.id
+        assert cx.verify().ok
+    assert M.migrate(v16).steps == ()  # again: nothing
+
+
+def test_0016_failing_half_way_leaves_format_16(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v16 = _copy16(tmp_path)
+    before = (v16 / "data.mdb").read_bytes()
+    dumped = dump_store(v16)
+    calls = 0
+
+    def failing(name: str, done: int, total: int) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 300:
+            raise OSError("disk on fire")
+
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v16, progress=failing)
+    assert dump_store(v16) == dumped
+    assert _raw(v16)[1] == {}
+    assert len((v16 / "data.mdb").read_bytes()) >= len(before)
+    report = M.migrate(v16)
+    assert report.to_version == 17
+    with Cortex.open(v16, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Salvage: the leaf holding the named databases' records is lost
+
+
+def _record_page(path: Path) -> int:
+    """The live leaf page of the main tree holding the named databases' records."""
+    lay = trials_tool.layout(path)
+    with pg.DataFile(path / "data.mdb") as f:
+        found = [
+            p
+            for p, kind in lay.kinds.items()
+            if kind == "leaf" and list(pg._named_nodes(f.page(p), 4096))
+        ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+def test_salvage_recovers_the_named_keyspaces_when_their_records_are_lost(
+    tmp_path: Path, compacted: bool
+) -> None:
+    store = tmp_path / "store"
+    _build(store)
+    if compacted:
+        with Cortex.open(store, actor="builder") as cx:
+            assert cx.backup(tmp_path / "compact").ok
+        store = tmp_path / "compact"
+    before = _records(store)
+    page = _record_page(store)
+    with open(store / "data.mdb", "r+b") as f:
+        f.seek(page * 4096)
+        f.write(bytes(4096))
+    found = pg.read_records(store)
+    assert found.orphans_searched
+    assert all(any(k.startswith(p) for k in found.records) for p in (b"m/", b"mv/", b"j/"))
+    report = salvage(store, tmp_path / "new")
+    assert report.verify_ok, report
+    after = _records(tmp_path / "new")
+    assert set(after) == set(before)  # every memory: none of their records was on the page
+    for mid, rec in after.items():
+        assert rec["records"] == before[mid]["records"], mid
