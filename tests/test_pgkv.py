@@ -628,6 +628,7 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
         pass
 
     real = pgkv._send_all
+    real_pipeline = pgkv._pipeline
 
     def commit_then_interrupt(conn: Any, query: str, keep: int | None = None) -> Any:
         got = real(conn, query, keep)
@@ -635,10 +636,17 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
             raise Interrupt  # the answer arrived, but the caller never sees it
         return got
 
+    def pipeline_then_interrupt(conn: Any, steps: list[Any]) -> Any:
+        got = real_pipeline(conn, steps)
+        if "COMMIT" in steps and not any(isinstance(s, str) and "BEGIN" in s for s in steps):
+            raise Interrupt
+        return got
+
     kv = PgKV(url)
     try:
         kv.write(lambda txn: txn.put(b"a", b"1"))
         monkeypatch.setattr(pgkv, "_send_all", commit_then_interrupt)
+        monkeypatch.setattr(pgkv, "_pipeline", pipeline_then_interrupt)
 
         def write(txn: Any) -> None:
             txn.get(b"a")
@@ -648,6 +656,7 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
             kv.write(write)
         assert any("whole or not at all" in n for n in getattr(info.value, "__notes__", []))
         monkeypatch.setattr(pgkv, "_send_all", real)
+        monkeypatch.setattr(pgkv, "_pipeline", real_pipeline)
         kv.write(lambda txn: txn.put(b"c", b"3"))
         assert kv.point_read([b"a", b"b", b"c"]) == ([b"1", b"2", b"3"], None)
     finally:

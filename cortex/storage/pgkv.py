@@ -120,6 +120,9 @@ def _hide(url: str) -> str:
 
 
 def _psycopg() -> tuple[Any, Any]:
+    """The modules ``psycopg`` and ``psycopg_pool``, imported on first use, then kept."""
+    if _MODULES:
+        return _MODULES[0]
     try:
         import psycopg
         import psycopg_pool
@@ -128,7 +131,11 @@ def _psycopg() -> tuple[Any, Any]:
             "a postgresql:// store needs psycopg 3 and psycopg_pool: "
             "pip install 'cortex-store[postgres]'"
         ) from None
+    _MODULES[:] = [(psycopg, psycopg_pool)]
     return psycopg, psycopg_pool
+
+
+_MODULES: list[tuple[Any, Any]] = []
 
 
 def _wrap(exc: BaseException, what: str) -> CortexError:
@@ -556,7 +563,7 @@ def _begin_steps(begin: str) -> list[_Step]:
 
 
 def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
-    """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared statement.
+    """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
 
     libpq's pipeline mode, straight through libpq as ``_send_all``: every step is sent, then
     every answer read. The server's first error is raised once every answer is read (as
@@ -600,11 +607,8 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
             if status == pq.ExecStatus.FATAL_ERROR:
                 if failed is None:
                     failed = res
-            elif not isinstance(st, str):
-                if status == pq.ExecStatus.TUPLES_OK:
-                    found.append(res)
-                elif status != pq.ExecStatus.PIPELINE_ABORTED:
-                    raise psycopg.OperationalError(f"a prepared read answered {status}")
+            elif status == pq.ExecStatus.TUPLES_OK and not isinstance(st, str):
+                found.append(res)
             while pgconn.is_busy():
                 _wait(pgconn.socket)
                 pgconn.consume_input()
@@ -1222,8 +1226,23 @@ class _PgWrite(_PgRead):
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
         unlock = "SELECT pg_advisory_unlock(%s, %s)"
         if size <= _SMALL:
-            # one round trip, one query string: (the lock and BEGIN when nothing was read,)
-            # the changes, COMMIT and the unlock; the server stops at a failed statement
+            # one round trip: (the lock and BEGIN when nothing was read,) the changes, COMMIT
+            # and the unlock; the server stops at a failed statement. The changes as prepared
+            # statements with binary arrays in a pipeline where the connection has them
+            # prepared, else one query string of hexadecimal literals.
+            changes: list[tuple[str, tuple[Any, ...]]] = []
+            if dels:
+                changes.append((c.q.delete, (dels,)))
+            if puts_k:
+                changes.append((c.q.upsert, (puts_k, puts_v)))
+            steps = c.kv._binary_steps(conn, changes) if changes else []
+            if steps is not None:
+                begin = [] if c.begun else _begin_steps(c._begin)
+                a, b = self._lock_key
+                c.kv.round_trips += 1
+                c.begun = True
+                _pipeline(conn, [*begin, *steps, "COMMIT", f"SELECT pg_advisory_unlock({a}, {b})"])
+                return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
                 parts.append((c.q.delete, (dels,)))
