@@ -942,13 +942,29 @@ class _PgWrite(_PgRead):
                 self._note_empty(p)
         got = got[len(tails) :]
         for n, ps in scans.items():
-            rows = got[0] if len(ps) > 1 else [(1, 1, k, v) for k, v in got[0]]
-            self._note_scans(ps, rows, n)
+            if len(ps) == 1:
+                self._note_scan(ps[0], got[0], n)
+            else:
+                self._note_scans(ps, got[0], n)
             got = got[1:]
         if arounds:
             self._note_arounds(arounds, got[0])
             got = got[1:]
         return got
+
+    def _note_scan(self, prefix: bytes, rows: list[Any], limit: int) -> None:
+        """``_note_scans`` of one prefix read by a plain range read.
+
+        ``rows`` are its first ``limit + 1`` pairs in key order, kept as they came.
+        """
+        if len(rows) > limit:
+            return
+        self._loaded_scans[prefix] = rows
+        loaded = self._loaded
+        for k, v in rows:
+            loaded.setdefault(k, v)
+        if not rows:
+            self._note_empty(prefix)
 
     def _note_scans(self, scans: list[bytes], rows: list[Any], limit: int) -> None:
         """``_keep_scans``; a kept pair also answers ``get``, an empty prefix is known empty."""
@@ -1236,6 +1252,8 @@ class _PgWrite(_PgRead):
             if puts_k:
                 changes.append((c.q.upsert, (puts_k, puts_v)))
             steps = c.kv._binary_steps(conn, changes) if changes else []
+            if not c.kv._pipelines:
+                steps = None
             if steps is not None:
                 begin = [] if c.begun else _begin_steps(c._begin)
                 a, b = self._lock_key
@@ -1346,6 +1364,8 @@ class PgKV:
             raise _wrap(exc, f"cannot open the store {self.path}") from exc
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
         self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
+        # libpq's pipeline mode (libpq 14 and later): else every round trip is a query string
+        self._pipelines = bool(psycopg.Pipeline.is_supported())
         self._pool = psycopg_pool.ConnectionPool(
             self.url.conninfo,
             min_size=1,
@@ -1391,7 +1411,7 @@ class PgKV:
 
         None when one of them is not prepared there, or has a parameter with no binary form.
         """
-        if not stmts or conn not in self._ready:
+        if not stmts or not self._pipelines or conn not in self._ready:
             return None
         prepared = self._sql.prepared
         types = self._types
@@ -1515,8 +1535,13 @@ class PgKV:
                 self._putconn(conn)
             else:
                 self._hot.append(conn)
-            found = {bytes(k): bytes(v) for w, k, v in rows if w == 0}
-            tail = next(((bytes(k), bytes(v)) for w, k, v in rows if w == 1), None)
+            found = {}
+            tail = None
+            for w, k, v in rows:
+                if w == 0:
+                    found[bytes(k)] = bytes(v)
+                elif tail is None:
+                    tail = (bytes(k), bytes(v))
             return [found.get(k) for k in keys], tail
         raise AssertionError("unreachable")  # pragma: no cover
 
