@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 from cortex import Cortex, CortexError, Fact, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.storage.engines import copy_kv, exists, open_kv
-from cortex.storage.pgkv import RETRIES, PgKV, _inline, _send_all, parse_url
+from cortex.storage.pgkv import (
+    RETRIES,
+    PgKV,
+    _binary,
+    _Conn,
+    _inline,
+    _pipeline,
+    _send_all,
+    parse_url,
+)
 
 from . import workers
 from .test_crash import Child
@@ -191,6 +200,128 @@ def test_point_read_of_one_key_binary_is_the_text_path(
         assert kv.point_read([want_key]) == ([three[0][0]], None)
         assert kv.point_read([want_key, other]) == (three[0][:2], None)
         assert kv.point_read([want_key, want_key]) == ([three[0][0]] * 2, None)
+    finally:
+        kv.close()
+
+
+_scan_keys = st.lists(st.binary(max_size=5).map(lambda b: b"s/" + b), max_size=10, unique=True)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    _scan_keys,
+    st.lists(st.binary(max_size=8), max_size=6),
+    st.sampled_from([b"s/", b"s/\x00", b"s/\xff", b"t/"]),
+    st.integers(0, 12),
+)
+def test_a_pipeline_of_prepared_reads_answers_as_the_query_string(
+    url: str, stored: list[bytes], want: list[bytes], prefix: bytes, n: int
+) -> None:
+    """A round trip of prepared statements goes as one pipeline, parameters and rows in binary
+    (``_Conn._trip``); it answers as the same statements in one query string of hexadecimal
+    literals: keys present or not, empty arrays and values, NULL columns, integers."""
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: [txn.delete(k) for k, _ in list(txn.scan(b""))])
+        kv.write(lambda txn: [txn.put(k, k[2:] * 3) for k in stored])
+        q = kv._sql
+        end = prefix[:-1] + bytes([prefix[-1] + 1]) if prefix[-1] < 255 else b"\xff" * 9
+        keys = [b"s/" + k for k in want]
+        stmts: list[tuple[str, tuple[Any, ...]]] = [
+            q.keys_in(keys),
+            (q.tail, (prefix, end)),
+            (q.fwd[("kv", True)], (prefix, end, n)),
+            (q.preload, (keys, [prefix, b"s/"], [end, b"s0"], n)),
+            (q.around_many, ([prefix, b"s/"], [prefix + b"\x80", b"s/\x00"])),
+            (q.get, (keys[0] if keys else b"s/",)),
+        ]
+        c = _Conn(kv, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            steps = kv._binary_steps(c.conn, stmts)
+            assert steps is not None and len(steps) == len(stmts)
+            piped = c.run(stmts)
+            texted = _send_all(c.conn, c.inline(stmts))
+            assert piped == texted
+            assert [len(rows) for rows in piped] == [len(rows) for rows in texted]
+        finally:
+            c.release(failed=False)
+    finally:
+        kv.close()
+
+
+def test_binary_parameters_refuse_what_they_cannot_write() -> None:
+    """``_binary`` writes bytea, bytea[], int8 and int4 (NULL as None) and refuses anything
+    else with TypeError, which sends the round trip as a query string instead."""
+    assert _binary(17, b"ab") == b"ab"
+    assert _binary(17, None) is None
+    assert _binary(20, -2) == (-2).to_bytes(8, "big", signed=True)
+    assert _binary(23, 7) == (7).to_bytes(4, "big")
+    assert _binary(1001, []) == bytes.fromhex("00000000 00000000 00000011")
+    assert _binary(1001, [b"x", b""]) == bytes.fromhex(
+        "00000001 00000000 00000011 00000002 00000001 00000001 78 00000000"
+    )
+    for oid, v in ((17, "text"), (1001, [b"a", "b"]), (20, True), (20, b"1"), (25, b"a")):
+        with pytest.raises(TypeError):
+            _binary(oid, v)
+
+
+def test_a_pipeline_raises_the_first_error_once_every_answer_is_read(url: str) -> None:
+    """The server's first error, typed as psycopg types it, after every answer is read: the
+    connection is out of pipeline mode and usable; the statements after a Sync ran; a
+    connection the server dropped raises ``OperationalError`` and is closed."""
+    import psycopg
+
+    kv = PgKV(url)
+    try:
+        with _raw(url) as conn:
+            conn.execute("CREATE TEMP TABLE pl (x int PRIMARY KEY)")
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                _pipeline(
+                    conn,
+                    [
+                        "SELECT 1 / 0",
+                        "INSERT INTO pl VALUES (1)",
+                        None,
+                        "INSERT INTO pl VALUES (2)",
+                    ],
+                )
+            assert conn.pgconn.pipeline_status == 0
+            assert conn.execute("SELECT x FROM pl").fetchall() == [(2,)]
+            conn.execute(kv._sql.prepare)
+            name = kv._sql.prepared[kv._sql.get].encode()
+            assert _pipeline(conn, ["BEGIN", (name, [b"none"]), "COMMIT"]) == [[]]
+            with _raw(url) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            time.sleep(0.2)
+            with pytest.raises(psycopg.OperationalError):
+                _pipeline(conn, ["SELECT 1"])
+            assert conn.closed
+    finally:
+        kv.close()
+
+
+def test_a_connection_without_prepared_statements_reads_and_writes_as_text(url: str) -> None:
+    """A pooled connection opened while the table was missing has no prepared statements: its
+    round trips go as query strings (``_binary_steps`` gives None), with the same answers."""
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: txn.put_many([(b"a", b"1"), (b"b", b"2")]))
+        kv._ready.clear()  # as if none of the pool's connections had the statements prepared
+        c = _Conn(kv, "BEGIN")
+        try:
+            assert kv._binary_steps(c.conn, [kv._sql.keys_in([b"a"])]) is None
+        finally:
+            c.release(failed=False)
+
+        def write(txn: Any) -> None:
+            assert txn.get(b"a") == b"1"
+            txn.put(b"c", b"3")
+            txn.delete(b"b")
+
+        kv.write(write)
+        assert kv.point_read([b"a", b"b", b"c"]) == ([b"1", None, b"3"], None)
     finally:
         kv.close()
 
@@ -628,6 +759,7 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
         pass
 
     real = pgkv._send_all
+    real_pipeline = pgkv._pipeline
 
     def commit_then_interrupt(conn: Any, query: str, keep: int | None = None) -> Any:
         got = real(conn, query, keep)
@@ -635,10 +767,17 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
             raise Interrupt  # the answer arrived, but the caller never sees it
         return got
 
+    def pipeline_then_interrupt(conn: Any, steps: list[Any]) -> Any:
+        got = real_pipeline(conn, steps)
+        if "COMMIT" in steps and not any(isinstance(s, str) and "BEGIN" in s for s in steps):
+            raise Interrupt
+        return got
+
     kv = PgKV(url)
     try:
         kv.write(lambda txn: txn.put(b"a", b"1"))
         monkeypatch.setattr(pgkv, "_send_all", commit_then_interrupt)
+        monkeypatch.setattr(pgkv, "_pipeline", pipeline_then_interrupt)
 
         def write(txn: Any) -> None:
             txn.get(b"a")
@@ -648,6 +787,7 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
             kv.write(write)
         assert any("whole or not at all" in n for n in getattr(info.value, "__notes__", []))
         monkeypatch.setattr(pgkv, "_send_all", real)
+        monkeypatch.setattr(pgkv, "_pipeline", real_pipeline)
         kv.write(lambda txn: txn.put(b"c", b"3"))
         assert kv.point_read([b"a", b"b", b"c"]) == ([b"1", b"2", b"3"], None)
     finally:

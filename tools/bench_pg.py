@@ -164,9 +164,9 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     This is the issue's floor ("plain psycopg doing the same statements cortex issues"); each
     write and each replay is paired with the plain INSERT + COMMIT. A copy of the store's table
     (``cortex_bNr``, same rows and key) is made first; ``repeats`` writes then run on the store,
-    their query strings recorded (``pgkv._send_all``), and the strings are replayed in order on
-    the copy over one connection with the engine's statements prepared: the same server work,
-    none of cortex's client work.
+    their query strings and pipelines recorded (``pgkv._send_all``, ``pgkv._pipeline``), and
+    they are replayed in order on the copy over one connection with the engine's statements
+    prepared: the same server work, none of cortex's client work.
     """
     import psycopg
 
@@ -178,17 +178,23 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
         conn.execute(f'CREATE TABLE "{copy}" (k bytea PRIMARY KEY, v bytea NOT NULL)')
         conn.execute(f'INSERT INTO "{copy}" SELECT k, v FROM "{table}" ORDER BY k')
         conn.execute(f'VACUUM ANALYZE "{copy}"')
-    sent: list[list[tuple[str, int | None]]] = []
+    sent: list[list[tuple[Any, int | None]]] = []
     real = pgkv._send_all
+    real_pipeline = pgkv._pipeline
 
     def spy(c: Any, query: str, keep: int | None = None) -> list[list[Any]]:
         sent[-1].append((query.replace(f'"{table}"', f'"{copy}"'), keep))
         return real(c, query, keep)
 
+    def spy_pipeline(c: Any, steps: list[Any]) -> list[list[Any]]:
+        sent[-1].append((list(steps), None))  # prepared statements by name: no table named
+        return real_pipeline(c, steps)
+
     cortex_t: list[float] = []
     cortex_r: list[float] = []
     with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx:
         pgkv._send_all = spy  # type: ignore[assignment]
+        pgkv._pipeline = spy_pipeline  # type: ignore[assignment]
         try:
             for i in range(repeats):
                 sent.append([])
@@ -201,6 +207,7 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
                 cortex_r.append(x / (time.perf_counter() - t))
         finally:
             pgkv._send_all = real  # type: ignore[assignment]
+            pgkv._pipeline = real_pipeline  # type: ignore[assignment]
     replay_t: list[float] = []
     replay_r: list[float] = []
     with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
@@ -208,7 +215,10 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
         for i, strings in enumerate(sent):
             t = time.perf_counter()
             for query, keep in strings:
-                real(conn, query, keep)
+                if isinstance(query, str):
+                    real(conn, query, keep)
+                else:
+                    real_pipeline(conn, query)
             x = time.perf_counter() - t
             t = time.perf_counter()
             floor.insert(repeats + i)

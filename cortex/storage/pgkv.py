@@ -25,6 +25,7 @@ import os
 import random
 import re
 import select
+import struct
 import threading
 import time
 import weakref
@@ -119,6 +120,9 @@ def _hide(url: str) -> str:
 
 
 def _psycopg() -> tuple[Any, Any]:
+    """The modules ``psycopg`` and ``psycopg_pool``, imported on first use, then kept."""
+    if _MODULES:
+        return _MODULES[0]
     try:
         import psycopg
         import psycopg_pool
@@ -127,7 +131,11 @@ def _psycopg() -> tuple[Any, Any]:
             "a postgresql:// store needs psycopg 3 and psycopg_pool: "
             "pip install 'cortex-store[postgres]'"
         ) from None
+    _MODULES[:] = [(psycopg, psycopg_pool)]
     return psycopg, psycopg_pool
+
+
+_MODULES: list[tuple[Any, Any]] = []
 
 
 def _wrap(exc: BaseException, what: str) -> CortexError:
@@ -263,6 +271,12 @@ class _Scan:
         self.prepare = "; ".join(
             f"PREPARE {name} AS {_numbered(q)}" for q, name in self.prepared.items()
         )
+        # and the parameter types the server gave them (with the PREPAREs, one round trip): a
+        # round trip of prepared statements binds its parameters in binary (``_binary_steps``)
+        self.prepare_typed = (
+            f"{self.prepare}; SELECT name, parameter_types::oid[] FROM pg_prepared_statements "
+            "WHERE name LIKE 'cortex\\_q%'"
+        )
 
     def keys_in(self, keys: list[bytes], last: bool = False) -> tuple[str, tuple[Any, ...]]:
         """The query of ``keys`` and its parameters (one array).
@@ -299,9 +313,26 @@ class _Conn:
         """``_inline`` with this connection's prepared statements."""
         return _inline(stmts, self.kv._names(self.conn))
 
+    def _trip(self, stmts: list[tuple[str, tuple[Any, ...]]], *, begin: bool) -> list[list[Any]]:
+        """``stmts`` (after the BEGIN when ``begin``) in one round trip; the rows of each.
+
+        Prepared statements whose parameters all bind in binary go as one pipeline, their
+        results in binary too (``_pipeline``: no hexadecimal to write, or for the server to
+        parse, print and the client to parse again); anything else as one simple-protocol
+        query string (``_send_all``).
+        """
+        steps = self.kv._binary_steps(self.conn, stmts)
+        if steps is None:
+            if begin:
+                return _send_all(self.conn, self.inline([self._begin, *stmts]), keep=len(stmts))
+            return _send_all(self.conn, self.inline(list(stmts)))
+        if begin:
+            steps = [*_begin_steps(self._begin), *steps]
+        return _pipeline(self.conn, steps)
+
     def _first(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
         self.kv.round_trips += 1
-        sets = _send_all(self.conn, self.inline([self._begin, *stmts]), keep=len(stmts))
+        sets = self._trip(stmts, begin=True)
         self.begun = True
         return sets
 
@@ -342,7 +373,7 @@ class _Conn:
                 self.conn = self.kv._getconn()
                 return self._first(stmts)
         self.kv.round_trips += 1
-        return _send_all(self.conn, self.inline(list(stmts)))
+        return self._trip(stmts, begin=False)
 
     def release(self, *, failed: bool) -> None:
         """Return the connection to the pool.
@@ -475,6 +506,120 @@ def _send_all(conn: Any, query: str, keep: int | None = None) -> list[list[Any]]
         found = found[len(found) - keep :] if keep else []
     if not found:
         return []
+    rows = psycopg.adapt.Transformer(conn)
+    sets = []
+    for res in found:
+        rows.set_pgresult(res)
+        sets.append(rows.load_rows(0, res.ntuples, tuple))
+    return sets
+
+
+_Step = str | tuple[bytes, list[bytes | None]] | None
+"""A pipeline's step: SQL without parameters (text results), a prepared statement's name and
+its parameters in binary (binary results), or None: a Sync (the server commits an implicit
+transaction there, and resumes there after an error)."""
+
+_ARRAY: Final = struct.Struct(">iiIii")  # a binary array's header: 1 dimension, no NULL
+_EMPTY_ARRAY: Final = struct.pack(">iiI", 0, 0, 17)  # an empty bytea[]
+_BYTEA: Final = 17
+_BYTEA_ARRAY: Final = 1001
+_INT8: Final = 20
+_INT4: Final = 23
+
+
+def _binary(oid: int, v: Any) -> bytes | None:
+    """``v`` in the binary form of the parameter type ``oid`` (bytea, bytea[], int8, int4).
+
+    Raises:
+        TypeError: ``v`` does not fit the type, or the type is none of these.
+    """
+    if v is None:
+        return None
+    if oid == _BYTEA and isinstance(v, bytes):
+        return v
+    if oid == _BYTEA_ARRAY and isinstance(v, list | tuple):
+        if not v:
+            return _EMPTY_ARRAY
+        parts = [_ARRAY.pack(1, 0, _BYTEA, len(v), 1)]
+        for b in v:
+            if not isinstance(b, bytes):
+                raise TypeError(f"a bytea[] item is {type(b).__name__}, not bytes")
+            parts.append(len(b).to_bytes(4, "big"))
+            parts.append(b)
+        return b"".join(parts)
+    if oid in (_INT8, _INT4) and isinstance(v, int) and not isinstance(v, bool):
+        return v.to_bytes(8 if oid == _INT8 else 4, "big", signed=True)
+    raise TypeError(f"no binary form of {type(v).__name__} for the type oid {oid}")
+
+
+def _begin_steps(begin: str) -> list[_Step]:
+    """A transaction's BEGIN (``_Conn._begin``) as pipeline steps.
+
+    Its COMMIT, which ends the writer's lock statement's own transaction, becomes a Sync: the
+    BEGIN's transaction starts after it, so a writer's snapshot is still taken once the lock is
+    held.
+    """
+    return [None if part == "COMMIT" else part for part in begin.split("; ")]
+
+
+def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
+    """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
+
+    libpq's pipeline mode, straight through libpq as ``_send_all``: every step is sent, then
+    every answer read. The server's first error is raised once every answer is read (as
+    psycopg would raise it; a lost connection as ``OperationalError``). An exception before
+    then (a lost connection, an interrupt) closes the connection: it is left in the middle of a
+    pipeline, and the server rolls back what it had begun.
+    """
+    psycopg, _ = _psycopg()
+    pq = psycopg.pq
+    pgconn = conn.pgconn
+    try:
+        pgconn.enter_pipeline_mode()
+        for st in steps:
+            if st is None:
+                pgconn.pipeline_sync()
+            elif isinstance(st, str):
+                pgconn.send_query_params(st.encode(), None)
+            else:
+                name, params = st
+                pgconn.send_query_prepared(name, params, [1] * len(params), 1)
+        if steps[-1] is not None:
+            pgconn.pipeline_sync()
+        while pgconn.flush():
+            _wait(pgconn.socket, write=True)
+        found: list[Any] = []
+        failed = None
+        for st in [*steps, None] if steps[-1] is not None else steps:
+            while pgconn.is_busy():
+                _wait(pgconn.socket)
+                pgconn.consume_input()
+            res = pgconn.get_result()
+            if res is None:
+                raise psycopg.OperationalError(
+                    f"the server's answers ended early: {pgconn.get_error_message()}"
+                )
+            status = res.status
+            if st is None:  # a Sync's answer: no end-of-results marker follows it
+                if status != pq.ExecStatus.PIPELINE_SYNC:
+                    raise psycopg.OperationalError(f"a pipeline out of step: {status}")
+                continue
+            if status == pq.ExecStatus.FATAL_ERROR:
+                if failed is None:
+                    failed = res
+            elif status == pq.ExecStatus.TUPLES_OK and not isinstance(st, str):
+                found.append(res)
+            while pgconn.is_busy():
+                _wait(pgconn.socket)
+                pgconn.consume_input()
+            if pgconn.get_result() is not None:
+                raise psycopg.OperationalError("a statement of a pipeline answered twice")
+        pgconn.exit_pipeline_mode()
+    except BaseException:
+        conn.close()
+        raise
+    if failed is not None:
+        _raise_for(conn, failed)
     rows = psycopg.adapt.Transformer(conn)
     sets = []
     for res in found:
@@ -797,13 +942,29 @@ class _PgWrite(_PgRead):
                 self._note_empty(p)
         got = got[len(tails) :]
         for n, ps in scans.items():
-            rows = got[0] if len(ps) > 1 else [(1, 1, k, v) for k, v in got[0]]
-            self._note_scans(ps, rows, n)
+            if len(ps) == 1:
+                self._note_scan(ps[0], got[0], n)
+            else:
+                self._note_scans(ps, got[0], n)
             got = got[1:]
         if arounds:
             self._note_arounds(arounds, got[0])
             got = got[1:]
         return got
+
+    def _note_scan(self, prefix: bytes, rows: list[Any], limit: int) -> None:
+        """``_note_scans`` of one prefix read by a plain range read.
+
+        ``rows`` are its first ``limit + 1`` pairs in key order, kept as they came.
+        """
+        if len(rows) > limit:
+            return
+        self._loaded_scans[prefix] = rows
+        loaded = self._loaded
+        for k, v in rows:
+            loaded.setdefault(k, v)
+        if not rows:
+            self._note_empty(prefix)
 
     def _note_scans(self, scans: list[bytes], rows: list[Any], limit: int) -> None:
         """``_keep_scans``; a kept pair also answers ``get``, an empty prefix is known empty."""
@@ -1081,8 +1242,25 @@ class _PgWrite(_PgRead):
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
         unlock = "SELECT pg_advisory_unlock(%s, %s)"
         if size <= _SMALL:
-            # one round trip, one query string: (the lock and BEGIN when nothing was read,)
-            # the changes, COMMIT and the unlock; the server stops at a failed statement
+            # one round trip: (the lock and BEGIN when nothing was read,) the changes, COMMIT
+            # and the unlock; the server stops at a failed statement. The changes as prepared
+            # statements with binary arrays in a pipeline where the connection has them
+            # prepared, else one query string of hexadecimal literals.
+            changes: list[tuple[str, tuple[Any, ...]]] = []
+            if dels:
+                changes.append((c.q.delete, (dels,)))
+            if puts_k:
+                changes.append((c.q.upsert, (puts_k, puts_v)))
+            steps = c.kv._binary_steps(conn, changes) if changes else []
+            if not c.kv._pipelines:
+                steps = None
+            if steps is not None:
+                begin = [] if c.begun else _begin_steps(c._begin)
+                a, b = self._lock_key
+                c.kv.round_trips += 1
+                c.begun = True
+                _pipeline(conn, [*begin, *steps, "COMMIT", f"SELECT pg_advisory_unlock({a}, {b})"])
+                return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
                 parts.append((c.q.delete, (dels,)))
@@ -1185,6 +1363,9 @@ class PgKV:
         except psycopg.Error as exc:
             raise _wrap(exc, f"cannot open the store {self.path}") from exc
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
+        self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
+        # libpq's pipeline mode (libpq 14 and later): else every round trip is a query string
+        self._pipelines = bool(psycopg.Pipeline.is_supported())
         self._pool = psycopg_pool.ConnectionPool(
             self.url.conninfo,
             min_size=1,
@@ -1213,14 +1394,41 @@ class PgKV:
         """
         psycopg, _ = _psycopg()
         try:
-            _send_all(conn, self._sql.prepare, keep=0)
+            (types,) = _send_all(conn, self._sql.prepare_typed, keep=1)
         except psycopg.errors.UndefinedTable:
             return
+        self._types = {str(name): tuple(oids) for name, oids in types}
         self._ready.add(conn)
 
     def _names(self, conn: Any) -> dict[str, str] | None:
         """The statements prepared on ``conn`` (None: none)."""
         return self._sql.prepared if conn in self._ready else None
+
+    def _binary_steps(
+        self, conn: Any, stmts: list[tuple[str, tuple[Any, ...]]]
+    ) -> list[_Step] | None:
+        """``stmts`` as pipeline steps: prepared on ``conn``, their parameters in binary.
+
+        None when one of them is not prepared there, or has a parameter with no binary form.
+        """
+        if not stmts or not self._pipelines or conn not in self._ready:
+            return None
+        prepared = self._sql.prepared
+        types = self._types
+        steps: list[_Step] = []
+        for query, params in stmts:
+            name = prepared.get(query)
+            if name is None:
+                return None
+            oids = types.get(name)
+            if oids is None or len(oids) != len(params):
+                return None
+            try:
+                values = [_binary(oid, v) for oid, v in zip(oids, params, strict=True)]
+            except TypeError:
+                return None
+            steps.append((name.encode(), values))
+        return steps
 
     def _check_fork(self) -> None:
         if os.getpid() != self._pid:
@@ -1327,8 +1535,13 @@ class PgKV:
                 self._putconn(conn)
             else:
                 self._hot.append(conn)
-            found = {bytes(k): bytes(v) for w, k, v in rows if w == 0}
-            tail = next(((bytes(k), bytes(v)) for w, k, v in rows if w == 1), None)
+            found = {}
+            tail = None
+            for w, k, v in rows:
+                if w == 0:
+                    found[bytes(k)] = bytes(v)
+                elif tail is None:
+                    tail = (bytes(k), bytes(v))
             return [found.get(k) for k in keys], tail
         raise AssertionError("unreachable")  # pragma: no cover
 
