@@ -1048,14 +1048,10 @@ def test_writes_updates_and_purges_of_one_memory_in_one_commit(tmp_path: Path) -
         check_rebuilt_equal(cx)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="purges of different memories queued together by threads of one process: the "
-    "purges commit, but a purge's erasure step fails with LMDB's 'Attempt to operate on "
-    "closed/deleted/dropped object' and its caller gets ErasurePendingError (a later "
-    "`cortex scrub` completes); not FORMAT 16's: c61251b does the same",
-)
 def test_purges_queued_together_erase_their_bytes(tmp_path: Path) -> None:
+    """Purges of different memories queued together by threads of one process all commit and
+    all complete their erasure step (a purge's step once read LMDB's environment while another
+    thread's write renewed it after an erasure: 'closed/deleted/dropped object')."""
     for trial in range(40):
         with Cortex.open(tmp_path / f"s{trial}", actor="t", as_owner=True) as cx:
             ids = [mid_of(0x20 + i) for i in range(3)]

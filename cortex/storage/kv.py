@@ -1461,13 +1461,15 @@ class LmdbKV:
     def snapshots(self) -> list[tuple[int, int]]:
         """``(pid, txn id)`` of every open read snapshot of the store, in any process."""
         self._check_fork()
-        if not self.readonly:
-            try:
-                self._env.reader_check()  # slots of processes that died hold nothing
-            except lmdb.Error as exc:
-                raise _wrap(exc) from exc
+
+        def listing(env: lmdb.Environment) -> str:
+            if not self.readonly:
+                env.reader_check()  # slots of processes that died hold nothing
+            return str(env.readers())
+
+        readers = self._env_call(listing)
         out: list[tuple[int, int]] = []
-        for line in self._env.readers().splitlines()[1:]:
+        for line in readers.splitlines()[1:]:
             parts = line.split()
             if len(parts) == 3 and parts[0].isdigit() and parts[2].isdigit():
                 out.append((int(parts[0]), int(parts[2])))
@@ -1475,7 +1477,26 @@ class LmdbKV:
 
     def last_txnid(self) -> int:
         """The id of the last committed write transaction."""
-        return int(self._env.info()["last_txnid"])
+        return self._env_call(lambda env: int(env.info()["last_txnid"]))
+
+    def _env_call(self, fn: Callable[[lmdb.Environment], T]) -> T:
+        """``fn(environment)`` while no other thread can renew it (``_renew`` closes it).
+
+        A thread that holds a transaction is inside the gate already (a renewal waits for
+        it); any other enters it for the call.
+        """
+        if getattr(self._gate._mine, "n", 0):
+            inside = True
+        else:
+            self._gate.enter()
+            inside = False
+        try:
+            return fn(self._env)
+        except lmdb.Error as exc:
+            raise _wrap(exc) from exc
+        finally:
+            if not inside:
+                self._gate.leave()
 
     def wait_for_snapshots(self, newer_than: int, timeout: float) -> list[tuple[int, int]]:
         """Wait until no read snapshot is at ``newer_than`` or older; those left at the end.
