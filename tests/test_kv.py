@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from cortex.errors import CortexError
 from cortex.storage.engines import open_kv
+from cortex.storage.keys import DATABASE_PREFIX
 from cortex.storage.kv import LmdbKV, WriteTxn
 
 KEYS = [
@@ -175,7 +176,14 @@ def test_reverse_scan_at_the_very_end_of_the_keyspace(kv: LmdbKV) -> None:
         ]
 
 
-keyset = st.lists(st.binary(min_size=1, max_size=4), min_size=0, max_size=25, unique=True)
+# keys under ``\x01db/`` name LMDB's named databases in the main tree (format 17,
+# ``keys.DATABASE_PREFIX``): reserved, never a key of the store's
+keyset = st.lists(
+    st.binary(min_size=1, max_size=4).filter(lambda k: not k.startswith(DATABASE_PREFIX)),
+    min_size=0,
+    max_size=25,
+    unique=True,
+)
 
 
 @given(keyset, st.binary(max_size=2), st.none() | st.binary(max_size=4), st.booleans())

@@ -867,7 +867,9 @@ class LmdbKV:
     durable commit, and an operating-system crash (not a process crash) may roll back the last
     transaction(s), but the store is never corrupted. The map grows by doubling when full,
     without failing the write. Several threads and processes may use one store; an environment
-    inherited across ``fork()`` must not be used: the child reopens the store.
+    inherited across ``fork()`` must not be used: the child reopens the store. Keys under
+    ``keys.DATABASE_PREFIX`` (byte 1, then ``db/``) are reserved: LMDB's records of the named
+    databases (format 17) live there in the main tree, and scans leave them out.
 
     LMDB trusts its file; this class does not: ``data.mdb`` is checked before it is mapped
     (``cortex.storage.pages.check_file``: a truncated file or a damaged meta page is an
