@@ -435,37 +435,36 @@ class _LmdbTxn:
     def scan(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[tuple[bytes, bytes]]:
-        routes = self._routes
-        if not routes.dbs:
-            return self._scan(None, prefix, start, reverse)
-        dbs = routes.spanned(prefix)
-        if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
-            return self._scan(dbs[0], prefix, start, reverse)
-        # each keyspace lies whole in one database: the merge interleaves ranges, not keys
-        parts = [
-            self._scan(db, prefix, start, reverse)
-            if db is not None
-            else _main_only(self._scan(None, prefix, start, reverse), prefix, _first_key)
-            for db in dbs
-        ]
-        return heapq.merge(*parts, key=_first_key, reverse=reverse)
+        return self._routed(self._scan, _first_key, prefix, start, reverse)
 
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[bytes]:
+        return self._routed(self._keys, _same, prefix, start, reverse)
+
+    def _routed(
+        self,
+        part: Callable[[Any, bytes, bytes | None, bool], Iterator[T]],
+        key_of: Callable[[T], bytes],
+        prefix: bytes,
+        start: bytes | None,
+        reverse: bool,
+    ) -> Iterator[T]:
+        """``part`` (``_scan`` or ``_keys``) of each database ``prefix`` spans, merged."""
         routes = self._routes
         if not routes.dbs:
-            return self._keys(None, prefix, start, reverse)
+            return part(None, prefix, start, reverse)
         dbs = routes.spanned(prefix)
         if len(dbs) == 1 and (dbs[0] is not None or not _meets_records(prefix)):
-            return self._keys(dbs[0], prefix, start, reverse)
+            return part(dbs[0], prefix, start, reverse)
+        # each keyspace lies whole in one database: the merge interleaves ranges, not keys
         parts = [
-            self._keys(db, prefix, start, reverse)
+            part(db, prefix, start, reverse)
             if db is not None
-            else _main_only(self._keys(None, prefix, start, reverse), prefix, _same)
+            else _main_only(part(None, prefix, start, reverse), prefix, key_of)
             for db in dbs
         ]
-        return heapq.merge(*parts, reverse=reverse)
+        return heapq.merge(*parts, key=None if key_of is _same else key_of, reverse=reverse)
 
     def _scan(
         self, db: Any, prefix: bytes, start: bytes | None, reverse: bool
