@@ -63,16 +63,21 @@ def populate_lean(cx: Cortex) -> None:
     cx.purge(fid(163), reason="fixture")
 
 
-def main() -> int:
+def build(fmt: int) -> int:
+    """Build the fixture of format ``fmt`` (15; 16 by ``make_fixture_v16.py``).
+
+    Every populate step up to ``populate_lean``, then a compacted copy of ``data.mdb`` alone in
+    ``--out``. Returns the exit code: 2 when this cortex does not write format ``fmt``.
+    """
     from cortex.engine.store import FORMAT_VERSION
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ROOT / "tests" / "data" / "format15.cortex"))
+    parser = argparse.ArgumentParser(description=f"Build the format-{fmt} fixture store.")
+    parser.add_argument("--out", default=str(ROOT / "tests" / "data" / f"format{fmt}.cortex"))
     args = parser.parse_args()
-    if FORMAT_VERSION != 15:
+    if fmt != FORMAT_VERSION:
         print(
-            f"this cortex writes format {FORMAT_VERSION}; the format-15 fixture can only be "
-            "built at a commit where format 15 was current (it is committed data: do not "
+            f"this cortex writes format {FORMAT_VERSION}; the format-{fmt} fixture can only be "
+            f"built at a commit where format {fmt} was current (it is committed data: do not "
             "rebuild it)",
             file=sys.stderr,
         )
@@ -104,6 +109,10 @@ def main() -> int:
     for f in sorted(out.iterdir()):
         print(f"{f}: {f.stat().st_size} bytes")
     return 0
+
+
+def main() -> int:
+    return build(15)
 
 
 if __name__ == "__main__":
