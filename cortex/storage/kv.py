@@ -1090,9 +1090,7 @@ class LmdbKV:
                 gate.wake()
         return values, tail
 
-    def point_call(
-        self, fn: Callable[[Any, lmdb.Transaction, bytes], T], ctx: Any, arg: bytes
-    ) -> T:
+    def point_call(self, fn: Callable[[Any, lmdb.Transaction, Any], T], ctx: Any, arg: Any) -> T:
         """``fn(ctx, txn, arg)`` in a read snapshot of LMDB's own transaction (LMDB only).
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
