@@ -145,6 +145,9 @@ def test_every_cut_of_a_non_ascii_medium(length: int) -> None:
             continue
         assert sp.decode(FORMS._plan, raw) == want
         assert want.short.encode() == m[:length] + (b"\xe2\x80\xa6" if key == 3 else b"")
+    # the whole medium (key 4): the C decoder gives the medium's own str
+    whole = sp.decode(FORMS._plan, cbor2.dumps({2: medium, 4: len(m)}, canonical=True))
+    assert whole.short is whole.medium == medium
 
 
 def test_a_stored_memory_shares_one_forms_object(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -385,6 +387,71 @@ def test_map_grows_across_transactions_and_reopens(tmp_path: Path) -> None:
             assert r.get(b"more0") == blob
     finally:
         again.close()
+
+
+def _until(cond: Any) -> None:
+    """Wait (at most 10 s) for ``cond()`` to hold: the other threads reached a point."""
+    for _ in range(10_000):
+        if cond():
+            return
+        time.sleep(0.001)
+    raise AssertionError("the other threads did not get there")
+
+
+@pytest.mark.lmdb_only
+def test_a_remap_waits_for_every_reader_and_new_readers_wait_for_it(tmp_path: Path) -> None:
+    # the gate without a lock on a read's way in and out (_Gate): a remap waits for the
+    # transactions of other threads, a thread that already holds one may begin another (the
+    # remap waits for it anyway), and one that holds none waits until the remap is done
+    store = LmdbKV(tmp_path / "kv")
+    try:
+        store.write(lambda t: t.put(b"k", b"v"))
+        gate = store._gate
+        events: list[str] = []
+        holding, release = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with store.read():
+                holding.set()
+                release.wait(10)
+                # nested, while the remap waits for this thread: no deadlock
+                assert store.point_read([b"k"]) == ([b"v"], None)
+                assert gate.held() == 1
+                events.append("holder done")
+
+        def remap() -> None:
+            with gate.exclusive():
+                assert not gate._mine  # no transaction runs while the map is remapped
+                events.append("remap")
+
+        def newcomer() -> None:
+            assert store.point_read([b"k"]) == ([b"v"], None)
+            events.append("newcomer read")
+
+        threads = [threading.Thread(target=holder)]
+        threads[0].start()
+        assert holding.wait(10)
+        threads.append(threading.Thread(target=remap))
+        threads[1].start()
+        _until(lambda: gate._remapping and len(gate._cond._waiters) == 1)  # type: ignore[attr-defined]
+        threads.append(threading.Thread(target=newcomer))
+        threads[2].start()
+        _until(lambda: len(gate._cond._waiters) == 2)  # type: ignore[attr-defined]
+        assert events == []
+        release.set()
+        for t in threads:
+            t.join(10)
+        assert events == ["holder done", "remap", "newcomer read"]
+        assert gate._mine == {} and gate.held() == 0
+        with (
+            pytest.raises(CortexError, match="holds a transaction"),
+            store.read(),
+            gate.exclusive(),
+        ):
+            pass
+        assert gate._mine == {}
+    finally:
+        store.close()
 
 
 # --- process safety ---------------------------------------------------------------------------

@@ -1886,7 +1886,12 @@ def test_read_latest_is_point_read_then_read_memory(case: tuple[Any, ...], extra
             w.put(b"mv/" + mid.bytes + b"/w", b"z")
     with env.begin() as txn:
         got = sp.read_latest(_READ, txn, mid.bytes)
+        given = sp.read_latest(_READ, txn, mid)  # a MemoryId: the same, its ids that object
         hread, last = _point_read_of(txn, mid)
+    assert type(given) is type(got) and given == got
+    if type(got) is not tuple:
+        assert given.head.id is mid and given.version.id is mid and given.uri.id is mid
+        assert got.head.id is got.version.id is got.uri.id  # one id, decoded once
     if type(got) is tuple:
         assert got == (hread, last)
         assert last is None or sp.read_memory(_READ, mid.bytes, hread, *last, 0) is None

@@ -41,6 +41,10 @@ typedef struct {
      * and its version's are one instant until the memory changes (datetime is immutable) */
     PyObject *time;
     long long time_us;
+    /* the first id decoded (a reference held), or NULL: a head's id, its version's and the
+     * URI's are one MemoryId when their bytes are the same (a MemoryId is immutable) */
+    PyObject *id;
+    uint8_t id_raw[16];
 } Share;
 
 typedef struct {
@@ -874,12 +878,22 @@ decode_value(const Spec *s, Reader *r, int depth)
         if (take(r, n, &p) < 0) {
             return NULL;
         }
+        if (s->idslot != NULL && r->share != NULL && r->share->id != NULL &&
+            Py_TYPE(r->share->id) == (PyTypeObject *)s->idcls &&
+            memcmp(p, r->share->id_raw, 16) == 0) {
+            return Py_NewRef(r->share->id);
+        }
         raw = PyBytes_FromStringAndSize((const char *)p, 16);
         if (raw == NULL) {
             return NULL;
         }
         if (s->idslot != NULL) { /* what the factory does: a new instance, its slot filled */
-            return new_id(s->idcls, s->idslot, raw);
+            id = new_id(s->idcls, s->idslot, raw);
+            if (id != NULL && r->share != NULL && r->share->id == NULL) {
+                r->share->id = Py_NewRef(id);
+                memcpy(r->share->id_raw, p, 16);
+            }
+            return id;
         }
         id = PyObject_CallOneArg(s->factory, raw);
         Py_DECREF(raw);
@@ -1056,6 +1070,10 @@ read_forms(PlanObject *pl, Reader *r)
             reject(r, "text too long");
             goto fail;
         }
+        if (key == 4 && sn == mn) { /* the whole medium form: the same text, one str */
+            vals[0] = Py_NewRef(vals[1]);
+            goto build;
+        }
         if (sn > (Py_ssize_t)sizeof(small) && (buf = PyMem_Malloc((size_t)sn)) == NULL) {
             PyErr_NoMemory();
             goto fail;
@@ -1089,6 +1107,7 @@ read_forms(PlanObject *pl, Reader *r)
         r->pos = kat;
         return reject_null(r, "forms lack their short form (key 1, 3 or 4)");
     }
+build:
     out = PyObject_Vectorcall(pl->cls, vals, 0, pl->kwnames);
 fail:
     Py_XDECREF(vals[0]);
@@ -1656,16 +1675,19 @@ sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
     share.time = NULL;
+    share.id = NULL;
     head = head_of(ctx, mid, args[2], &share);
     if (head == NULL) {
         Py_XDECREF(share.obj);
         Py_XDECREF(share.time);
+        Py_XDECREF(share.id);
         return or_none(NULL);
     }
     out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
     Py_DECREF(head);
     Py_XDECREF(share.obj);
     Py_XDECREF(share.time);
+    Py_XDECREF(share.id);
     return or_none(out);
 }
 
@@ -1737,6 +1759,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
     share.obj = NULL;
     share.time = NULL;
+    share.id = NULL;
     head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
     if (head == NULL) {
         goto done;
@@ -1764,6 +1787,7 @@ done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
     Py_XDECREF(share.time);
+    Py_XDECREF(share.id);
     Py_DECREF(hraw);
     return out;
 }
@@ -1791,7 +1815,8 @@ PyDoc_STRVAR(read_latest_doc,
              "read_latest(ctx, txn, mid, /)\n--\n\n"
              "``Store.resolve_latest``'s reads and ``read_memory`` (n = 0) in one call, in the "
              "LMDB read transaction ``txn`` (begun without buffers): the head of the memory of "
-             "raw id ``mid`` and the last pair under its version prefix, as "
+             "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object) "
+             "and the last pair under its version prefix, as "
              "``LmdbKV.point_read`` reads them. The Memory, or where ``read_memory`` declines "
              "``(hraw, last)``, what ``point_read`` returns for them (``hraw`` None: no head; "
              "``last`` None or ``(vkey, vraw)``), for the Python path to decide.");
@@ -1809,7 +1834,7 @@ static PyObject *
 sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *cur = NULL, *r = NULL, *k = NULL, *v = NULL;
-    PyObject *last = NULL, *out = NULL, *pre, *inf;
+    PyObject *last = NULL, *out = NULL, *pre, *inf, *given = NULL, *slot;
     Py_ssize_t lp, li, np;
     int found;
     (void)module;
@@ -1820,16 +1845,36 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     ctx = args[0];
     txn = args[1];
     mid = args[2];
-    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
+    if (!read_ctx_ok(ctx)) {
         return NULL;
+    }
+    slot = PyTuple_GET_ITEM(ctx, RC_ID_BYTES);
+    if (Py_TYPE(mid) == PyDescr_TYPE(slot)) { /* a MemoryId: its raw bytes, and it is shared */
+        given = mid;
+        mid = Py_TYPE(slot)->tp_descr_get(slot, given, (PyObject *)Py_TYPE(given));
+        if (mid == NULL) {
+            return NULL;
+        }
+        if (!is_mid(mid)) {
+            Py_DECREF(mid);
+            return NULL;
+        }
+    }
+    else if (!is_mid(mid)) {
+        return NULL;
+    }
+    else {
+        Py_INCREF(mid);
     }
     key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
     if (key == NULL) {
+        Py_DECREF(mid);
         return NULL;
     }
     hraw = call_method(txn, s_get, key);
     Py_DECREF(key);
     if (hraw == NULL) {
+        Py_DECREF(mid);
         return NULL;
     }
     /* the last key under ``mv/ id16 /v/``: the step before the first key at or after the
@@ -1902,6 +1947,11 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
         share.obj = NULL;
         share.time = NULL;
+        share.id = NULL;
+        if (given != NULL) {
+            share.id = Py_NewRef(given);
+            memcpy(share.id_raw, PyBytes_AS_STRING(mid), 16);
+        }
         head = head_of(ctx, mid, hraw, &share);
         if (head != NULL) {
             out = memory_at(ctx, mid, head, k, v, 0, &share);
@@ -1909,6 +1959,7 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_XDECREF(share.obj);
         Py_XDECREF(share.time);
+        Py_XDECREF(share.id);
         if (out != NULL || PyErr_Occurred()) {
             goto done;
         }
@@ -1930,6 +1981,7 @@ done:
     Py_XDECREF(k);
     Py_XDECREF(cur);
     Py_XDECREF(hraw);
+    Py_DECREF(mid);
     return out;
 }
 

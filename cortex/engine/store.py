@@ -2406,17 +2406,19 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         mid = ref if type(ref) is MemoryId else as_id(ref)
-        raw = mid.bytes
         ctx = _READ
         call = self._point_call
         if ctx is not None and call is not None and _READ_LATEST is not None:
-            # point_read's reads and read_memory in one C call (the same snapshot and checks);
-            # where it declines, the values it read for the Python path below
-            got = call(_READ_LATEST, ctx, raw)
+            # point_read's reads and read_memory in one C call (the same snapshot and checks;
+            # the Memory's ids are ``mid`` itself); where it declines, the values it read for
+            # the Python path below
+            got = call(_READ_LATEST, ctx, mid)
             if type(got) is not tuple:
                 return got  # type: ignore[no-any-return]
             hraw, last = got
+            raw = mid.bytes
         else:
+            raw = mid.bytes
             # the head and the last version key in one snapshot read: versions are
             # 1..current, so the last key under the memory's prefix is its current version
             (hraw,), last = self._kv.point_read(

@@ -15,6 +15,7 @@ import mmap
 import os
 import resource
 import shutil
+import sys
 import threading
 import time
 import zlib
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
+from threading import get_ident
 from types import TracebackType
 from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
@@ -67,6 +69,10 @@ the child): a handle opened at another count was opened before a fork (``_check_
 without a ``getpid`` system call on every transaction."""
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
+
+_GIL: Final[bool] = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
+"""Whether the GIL orders every thread's dict and attribute operations (``_Gate``): False on a
+free-threaded build running without it, where the gate's checks take its lock."""
 
 
 def seal(payload: bytes) -> bytes:
@@ -706,33 +712,68 @@ class _Gate:
     LMDB's ``mdb_env_set_mapsize`` unmaps and remaps the file: any transaction of this process
     still running (another thread's reader, or a writer that took the lock meanwhile) would then
     read unmapped memory. py-lmdb leaves that check to the caller.
+
+    ``_mine`` maps each thread that holds transactions to how many (no entry: none), so a
+    transaction enters and leaves without a lock: with the GIL, a dict's item assignment and
+    deletion are atomic and every thread sees them in one order, and a thread registers before
+    it reads ``_remapping`` while ``exclusive`` sets ``_remapping`` before it reads ``_mine``:
+    either the thread sees the remap and withdraws (``admit``), or the remap sees the thread
+    and waits for it (``wake``). Without the GIL (a free-threaded build) every check takes the
+    lock (``_GIL``).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # a plain lock: its with-statement costs no Python call
         self._cond = threading.Condition(self._lock)
-        self._active = 0
         self._remapping = False
-        self._mine = threading.local()
+        self._mine: dict[int, int] = {}
+
+    def held(self) -> int:
+        """How many transactions of this gate the calling thread holds."""
+        return self._mine.get(get_ident(), 0)
 
     def enter(self) -> None:
-        with self._lock:
-            while self._remapping:
-                self._cond.wait()
-            self._active += 1
+        me = get_ident()
         mine = self._mine
-        mine.n = getattr(mine, "n", 0) + 1
+        mine[me] = mine.get(me, 0) + 1
+        if self._remapping or not _GIL:
+            self.admit(me)
+
+    def admit(self, me: int) -> None:
+        """After thread ``me`` registered: wait out a remap under way (``enter``'s slow path)."""
+        mine = self._mine
+        with self._lock:
+            if not self._remapping or mine[me] > 1:
+                return  # none, or it waits for this thread's earlier transaction anyway
+            del mine[me]  # withdraw while the remap runs
+            if not mine:
+                self._cond.notify_all()
+            try:
+                while self._remapping:
+                    self._cond.wait()
+            finally:  # under the lock: no remap starts before the entry is back
+                mine[me] = mine.get(me, 0) + 1
 
     def leave(self) -> None:
-        self._mine.n -= 1
+        me = get_ident()
+        mine = self._mine
+        n = mine[me] - 1
+        if n:
+            mine[me] = n
+        else:
+            del mine[me]
+        if self._remapping or not _GIL:
+            self.wake()
+
+    def wake(self) -> None:
+        """After a thread left: wake a remap waiting for the last transaction."""
         with self._lock:
-            self._active -= 1
-            if not self._active and self._remapping:  # a remap waits for the last one
+            if self._remapping and not self._mine:
                 self._cond.notify_all()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        if getattr(self._mine, "n", 0):
+        if self.held():
             raise CortexError(
                 "the map must be resized while this thread holds a transaction of the same "
                 "store; end the transaction first"
@@ -741,7 +782,7 @@ class _Gate:
             while self._remapping:
                 self._cond.wait()
             self._remapping = True
-            while self._active:
+            while self._mine:
                 self._cond.wait()
         try:
             yield
@@ -771,24 +812,20 @@ class _Read:
         if kv._closed or _FORKS[0] != kv._forks:
             kv._check_fork()  # raises
         gate = kv._gate
-        with gate._lock:
-            quick = not gate._remapping
-            if quick:
-                gate._active += 1
+        mine = gate._mine
+        me = get_ident()
+        mine[me] = mine.get(me, 0) + 1  # _Gate.enter, inline
         txn: lmdb.Transaction
-        if quick:
-            mine = gate._mine
-            mine.n = getattr(mine, "n", 0) + 1
-            try:
-                txn = kv._shared.env.begin()
-            except lmdb.Error:  # a map another process grew, say: the general path adopts it
-                gate.leave()
-                txn = kv._begin(write=False)
-            except BaseException:
-                gate.leave()
-                raise
-        else:
+        try:
+            if gate._remapping or not _GIL:
+                gate.admit(me)
+            txn = kv._shared.env.begin()
+        except lmdb.Error:  # a map another process grew, say: the general path adopts it
+            gate.leave()
             txn = kv._begin(write=False)
+        except BaseException:
+            gate.leave()
+            raise
         self._txn = txn
         return _LmdbTxn(txn, kv._shared.routes)
 
@@ -805,13 +842,7 @@ class _Read:
         finally:
             if txn is not None:
                 txn.abort()
-                # ``_Gate.leave``, inline
-                gate = self._kv._gate
-                gate._mine.n -= 1
-                with gate._lock:
-                    gate._active -= 1
-                    if not gate._active and gate._remapping:
-                        gate._cond.notify_all()
+                self._kv._gate.leave()
 
 
 class _CheckedRead(_Read):
@@ -1003,23 +1034,19 @@ class LmdbKV:
             self._check_fork()  # raises
         gate = self._gate
         mine = gate._mine
-        with gate._lock:
-            quick = not gate._remapping
-            if quick:
-                gate._active += 1  # _Gate.enter, without waiting: no remap is under way
+        me = get_ident()
+        mine[me] = mine.get(me, 0) + 1  # _Gate.enter, inline
         txn: lmdb.Transaction
-        if quick:
-            mine.n = getattr(mine, "n", 0) + 1
-            try:
-                txn = self._shared.env.begin()
-            except lmdb.Error:  # a map another process grew, say: the general path adopts it
-                gate.leave()
-                txn = self._begin(write=False)
-            except BaseException:
-                gate.leave()
-                raise
-        else:
+        try:
+            if gate._remapping or not _GIL:
+                gate.admit(me)
+            txn = self._shared.env.begin()
+        except lmdb.Error:  # a map another process grew, say: the general path adopts it
+            gate.leave()
             txn = self._begin(write=False)
+        except BaseException:
+            gate.leave()
+            raise
         try:
             # bytes, not buffers (the transaction is not begun with buffers=True): nothing
             # outlives the transaction; map and the one-byte step of the end: no Python frame
@@ -1054,16 +1081,16 @@ class LmdbKV:
             raise _wrap(exc, self.path) from exc
         finally:
             txn.abort()
-            mine.n -= 1  # _Gate.leave, inline
-            with gate._lock:
-                gate._active -= 1
-                if not gate._active and gate._remapping:
-                    gate._cond.notify_all()
+            n = mine[me] - 1  # _Gate.leave, inline
+            if n:
+                mine[me] = n
+            else:
+                del mine[me]
+            if gate._remapping or not _GIL:
+                gate.wake()
         return values, tail
 
-    def point_call(
-        self, fn: Callable[[Any, lmdb.Transaction, bytes], T], ctx: Any, arg: bytes
-    ) -> T:
+    def point_call(self, fn: Callable[[Any, lmdb.Transaction, Any], T], ctx: Any, arg: Any) -> T:
         """``fn(ctx, txn, arg)`` in a read snapshot of LMDB's own transaction (LMDB only).
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
@@ -1076,34 +1103,32 @@ class LmdbKV:
             self._check_fork()  # raises
         gate = self._gate
         mine = gate._mine
-        with gate._lock:
-            quick = not gate._remapping
-            if quick:
-                gate._active += 1
+        me = get_ident()
+        mine[me] = mine.get(me, 0) + 1  # _Gate.enter, inline
         txn: lmdb.Transaction
-        if quick:
-            mine.n = getattr(mine, "n", 0) + 1
-            try:
-                txn = self._shared.env.begin()
-            except lmdb.Error:
-                gate.leave()
-                txn = self._begin(write=False)
-            except BaseException:
-                gate.leave()
-                raise
-        else:
+        try:
+            if gate._remapping or not _GIL:
+                gate.admit(me)
+            txn = self._shared.env.begin()
+        except lmdb.Error:
+            gate.leave()
             txn = self._begin(write=False)
+        except BaseException:
+            gate.leave()
+            raise
         try:
             return fn(ctx, txn, arg)
         except lmdb.Error as exc:
             raise _wrap(exc, self.path) from exc
         finally:
             txn.abort()
-            mine.n -= 1
-            with gate._lock:
-                gate._active -= 1
-                if not gate._active and gate._remapping:
-                    gate._cond.notify_all()
+            n = mine[me] - 1  # _Gate.leave, inline
+            if n:
+                mine[me] = n
+            else:
+                del mine[me]
+            if gate._remapping or not _GIL:
+                gate.wake()
 
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction; grow the map and re-run it on ``MapFullError``.
@@ -1127,7 +1152,7 @@ class LmdbKV:
             self._check_fork()  # raises
         if self.readonly:
             raise CortexError("the store is open read-only")
-        if getattr(self._gate._mine, "n", 0):
+        if self._gate.held():
             return self._write_alone(fn)
         me = _Member(fn, contextvars.copy_context(), self.metasync)
         c = self._shared.commits
@@ -1217,7 +1242,7 @@ class LmdbKV:
                         break
                 txn.commit()
                 committed = True
-                if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+                if shared.epoch_prefix is not None and self._gate.held() == 1:
                     shared.epoch_seen = epoch
 
             self._attempts(attempt, alone=False)
@@ -1299,7 +1324,7 @@ class LmdbKV:
             if self.metasync and not shared.metasync:
                 # the environment skips the meta flush; this handle asked for it
                 self._env.sync(True)
-            if shared.epoch_prefix is not None and self._gate._mine.n == 1:
+            if shared.epoch_prefix is not None and self._gate.held() == 1:
                 shared.epoch_seen = epoch
             return result
 
@@ -1327,7 +1352,7 @@ class LmdbKV:
                     renew = shared.epoch_seen is not _NEVER and epoch != shared.epoch_seen
                     # alone, only this write may hold a transaction of this thread to renew (a
                     # thread inside a read snapshot renews at a later write instead)
-                    renew = renew and (not alone or self._gate._mine.n == 1)
+                    renew = renew and (not alone or self._gate.held() == 1)
                 if renew:
                     txn.abort()
                 else:
@@ -1374,7 +1399,7 @@ class LmdbKV:
         buffers may hold erased bytes; a fresh environment's buffers start zeroed. Waits for
         this process's other transactions.
         """
-        if getattr(self._gate._mine, "n", 0):
+        if self._gate.held():
             return  # this thread holds a transaction: it renews at a later write instead
         with self._gate.exclusive():
             size = int(self._env.info()["map_size"])
@@ -1486,7 +1511,7 @@ class LmdbKV:
         A thread that holds a transaction is inside the gate already (a renewal waits for
         it); any other enters it for the call.
         """
-        if getattr(self._gate._mine, "n", 0):
+        if self._gate.held():
             inside = True
         else:
             self._gate.enter()
