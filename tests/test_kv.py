@@ -685,7 +685,8 @@ def test_an_append_lmdb_refuses_fails_the_write_whole(
     try:
         store.write(lambda t: t.put(b"m", b"old"))
         monkeypatch.setattr(kv_module, "_append_from", lambda cur, pairs: 0)  # a wrong answer
-        batch = [(b"n", b"1"), (b"a", b"2"), (b"z", b"3")]
+        # put_many sorts the keys of a batch: a key given twice is the one out of order
+        batch = [(b"n", b"1"), (b"z", b"3"), (b"n", b"2")]
         with pytest.raises(CortexError, match="appended put was refused"):
             store.write(lambda t: t.put_many(batch))
         with store.read() as r:
@@ -709,5 +710,43 @@ def test_put_many_leaves_appended_pages_full(tmp_path: Path) -> None:
         assert leaves <= 101  # 200 values, two a page (and the first key's page)
         with store.read() as r:
             assert sum(1 for _ in r.keys(b"v/")) == 200
+    finally:
+        store.close()
+
+
+@pytest.mark.lmdb_only
+def test_put_many_routes_an_unsorted_batch_by_database(tmp_path: Path) -> None:
+    """``put_many`` and ``add_many`` split a batch by the database holding each key (in key
+    order, by two searches a database) whatever the order given: each key lands in its
+    keyspace's database, a key given twice keeps its last value, and the caller's list is
+    left as it was."""
+    store = LmdbKV(tmp_path / "s")
+    try:
+        batch = [
+            (b"vec/\x02", b"v2"),
+            (b"m/\x01", b"h1"),
+            (b"lex/d/\x01", b"d1"),
+            (b"j/\x00\x01", b"j1"),
+            (b"zz", b"last"),
+            (b"lex/i/\x00", b"i0"),
+            (b"m/\x01", b"h1 again"),
+            (b"vec/\x01", b"v1"),
+            (b"a", b"first"),
+            (b"lex/e", b"between"),
+        ]
+        given = list(batch)
+        store.write(lambda t: t.put_many(batch))
+        assert batch == given
+        added = store.write(lambda t: t.add_many([(b"vec/\x03", b"v3"), (b"m/\x00", b"h0")]))
+        assert added == 2
+        want = dict(batch) | {b"vec/\x03": b"v3", b"m/\x00": b"h0"}
+        with store.read() as r:
+            assert dict(r.scan(b"")) == want
+            for key, value in want.items():
+                assert r.get(key) == value
+        routes = store._shared.routes
+        with store._env.begin() as txn:
+            for key, value in want.items():
+                assert txn.get(key, db=routes.of(key)) == value
     finally:
         store.close()

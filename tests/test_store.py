@@ -687,6 +687,35 @@ def test_write_many_with_a_repeated_or_taken_id_writes_nothing(cx: Cortex) -> No
     assert snapshot(cx) == before
 
 
+def test_write_many_holds_the_collector_off_for_its_batch_only(
+    cx: Cortex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cyclic collector is off while a batch is written, on again after it (also after a
+    failed one), and left off when the caller had turned it off."""
+    import gc
+
+    seen: list[bool] = []
+    real = cortex.engine.store.Store._write_many
+
+    def spy(self: Any, items: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(self, items)
+
+    monkeypatch.setattr(cortex.engine.store.Store, "_write_many", spy)
+    assert gc.isenabled()
+    cx.write_many([fact(1)])
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(ValidationError):
+        cx.write_many([NewMemory(data=fact(2), importance=11)])
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        cx.write_many([fact(3)])
+        assert seen == [False, False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_write_many_names_a_taken_id_whose_head_is_the_same(path: Path) -> None:
     """The same memory written again at the same instant: its head's bytes are the same."""
     at = datetime(2026, 1, 2, tzinfo=UTC)

@@ -685,7 +685,9 @@ class Cortex:
         texts += chunks or ()
         vectors: list[bytes] = []
         for i in range(0, len(texts), 64):
-            vectors += [to_bytes(row) for row in embed_checked(e, texts[i : i + 64])]
+            raw = to_bytes(embed_checked(e, texts[i : i + 64]))  # the rows' bytes, one after
+            step = len(raw) // min(64, len(texts) - i)  # another: sliced, not one call a row
+            vectors += [raw[j : j + step] for j in range(0, len(raw), step)]
         for p, vec in zip(todo, vectors, strict=False):
             p.vector = vec
         return None if chunks is None else vectors[len(todo) :]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import hashlib
 import inspect
 import itertools
@@ -487,6 +488,27 @@ class Prepared:
 _CHAIN_PRELOAD: Final = 256
 """Claim entries of one lookup read with a write's first round trip (the memories current for
 the claim: one, or a few open conflicts; more cost one more round trip per page)."""
+
+
+@contextmanager
+def _collector_held() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector off while a batch is prepared and written.
+
+    A batch of new memories allocates tens of container objects a record that all live until
+    its transaction ends; the collector would scan them (and the caller's whole heap, at each
+    full collection) many times over for no garbage: measured, about a tenth of a batched
+    ingest's CPU. The allocations still count, so the first collection after the batch runs as
+    usual. Left as it is when the collector is off already (the caller's choice); another
+    thread's writes in the meantime also run without it.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _prefetch_lookups(txn: WriteTxn, prepared: Sequence[Prepared]) -> None:
@@ -1173,6 +1195,11 @@ class Store:
             ValidationError: naming the item (``items[i].data.…``); nothing is written.
             ConflictError: an id is taken or repeated.
         """
+        with _collector_held():
+            return self._write_many(items)
+
+    def _write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
+        """``write_many``, with the collector held off by the caller."""
         now = self._now()
         prepared = []
         items = list(argcheck.items(items, "items"))

@@ -671,8 +671,11 @@ class Indexer:
             delta[term] += d
             if not out:
                 del changes_by_term[term]
-        for term, records in fresh.items():
-            delta[term] += len(records) // ENTRY
+        if delta:
+            for term, records in fresh.items():
+                delta[term] += len(records) // ENTRY
+        else:  # new memories only (a batch's common case): one dict update, no per-term call
+            delta.update({term: len(records) // ENTRY for term, records in fresh.items()})
         # the terms this transaction changes (the others' counts are the segments' already)
         changing = [t for t in delta if t in pending or t not in folded] if folded else None
         self._put_docs()

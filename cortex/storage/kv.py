@@ -19,9 +19,11 @@ import sys
 import threading
 import time
 import zlib
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from operator import itemgetter
+from itertools import islice
+from operator import itemgetter, le
 from pathlib import Path
 from threading import get_ident
 from types import TracebackType
@@ -215,7 +217,7 @@ class _Routes:
     to the environment that opened them.
     """
 
-    __slots__ = ("by_start", "damage", "dbs", "longest", "memories_in_main", "names")
+    __slots__ = ("by_start", "damage", "dbs", "longest", "memories_in_main", "names", "ranges")
 
     def __init__(self, dbs: dict[bytes, Any], damage: list[PageProblem] | None = None) -> None:
         self.damage = damage or []
@@ -230,6 +232,9 @@ class _Routes:
             grouped.setdefault(prefix[:2], []).append((prefix, db))
         self.by_start = {k: tuple(v) for k, v in grouped.items()}
         self.names = tuple(sorted(dbs))
+        self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
+        """Each named database's keys as a range ``[prefix, prefix_end)``, in key order (no
+        prefix of ``DATABASES`` starts another, so the ranges do not overlap)."""
         self.longest = max(map(len, dbs), default=0)
         """A prefix longer than this lies in one database (``spanned``'s quick answer)."""
         self.memories_in_main = self.of(HEAD) is None and self.of(VERSION) is None
@@ -533,17 +538,36 @@ class _LmdbTxn:
     def _split(
         self, pairs: list[tuple[bytes, bytes]]
     ) -> list[tuple[Any, list[tuple[bytes, bytes]]]]:
-        """``pairs`` by the database holding each key (order kept within each)."""
-        of = self._routes.of
-        parts: dict[Any, list[tuple[bytes, bytes]]] = {}
-        for pair in pairs:
-            db = of(pair[0])
-            part = parts.get(db)
-            if part is None:
-                parts[db] = [pair]
-            else:
-                part.append(pair)
-        return list(parts.items())
+        """``pairs`` by the database holding each key, each part in key order (stably).
+
+        The keys of a named database form one range of the sorted keys: two searches find it,
+        instead of a route per key (``_Routes.of``). Sorted, each put of a part lands beside the
+        last (LMDB's cursor stays on its page); pairs of one key keep their order, the last put
+        wins as before.
+        """
+        keys = [pair[0] for pair in pairs]
+        if not all(map(le, keys, islice(keys, 1, None))):
+            pairs = pairs.copy()  # the caller's list is left as it is
+            sort_by_key(pairs)
+            keys = [pair[0] for pair in pairs]
+        parts: list[tuple[Any, list[tuple[bytes, bytes]]]] = []
+        main: list[tuple[bytes, bytes]] = []
+        at, n = 0, len(keys)
+        for prefix, end, db in self._routes.ranges:
+            lo = bisect_left(keys, prefix, at)
+            hi = bisect_left(keys, end, lo)
+            if lo > at:
+                main += pairs[at:lo]
+            if hi > lo:
+                parts.append((db, pairs[lo:hi]))
+            at = hi
+        if at == 0:
+            main = pairs
+        elif at < n:
+            main += pairs[at:]
+        if main:
+            parts.append((None, main))
+        return parts
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
         # one call into the engine per database; in key order LMDB's inserts stay local
