@@ -1344,6 +1344,8 @@ class PgKV:
         self.round_trips = 0
         """Round trips to the server so far (statements, or pipelines of them, sent and
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
+        self.conflicts = 0
+        """Write transactions re-run after a serialization failure or a deadlock so far."""
         try:
             with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
                 exists = conn.execute(
@@ -1576,6 +1578,7 @@ class PgKV:
                 txn.commit()
             except (errors.SerializationFailure, errors.DeadlockDetected) as exc:
                 c.release(failed=True)
+                self.conflicts += 1
                 if attempt + 1 == RETRIES:
                     raise ConflictError(
                         f"the write to {self.path} kept conflicting with concurrent writers "
