@@ -298,12 +298,14 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     }
 
 
-def blocks(a: Any, b: Any, repeats: int, rounds: int = 4) -> Pair:
+def blocks(a: Any, b: Any, repeats: int, rounds: int = 10) -> Pair:
     """``a`` and ``b`` each in loops of their own (``repeats // rounds`` calls), alternating.
 
     The unpaired measure: each side runs with its own code hot in the caches, as a loop of one
     operation does; the loops alternate (and which goes first too) so both meet the same
-    stretches of load. ``Pair.ratio`` here is the ratio of the medians.
+    stretches of load (with 4 loops a side, a burst of load on this shared machine still fell on
+    one side's loop: a SELECT at 100 µs beside a get at 33). ``Pair.ratio`` here is the ratio
+    of the medians.
     """
     ta: list[float] = []
     tb: list[float] = []
