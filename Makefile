@@ -84,10 +84,10 @@ $(BENCH_VENV)/.installed: pyproject.toml tools/bench-requirements.txt
 
 bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores, then PostgreSQL
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --out bench-results/latest
-	$(BENCH_VENV)/bin/python tools/bench_pg.py --out bench-results/latest-pg
+	$(BENCH_VENV)/bin/python tools/bench_pg.py --sizes 10000,100000 --out bench-results/latest-pg
 
-bench-pg: $(BIN)/.installed  ## LMDB beside PostgreSQL beside plain psycopg (the floor), 10k memories
-	$(BIN)/python tools/bench_pg.py --out bench-results/latest-pg
+bench-pg: $(BIN)/.installed  ## LMDB beside PostgreSQL beside plain psycopg (the floor), 10k and 100k memories, 1/4/8 writers
+	$(BIN)/python tools/bench_pg.py --sizes 10000,100000 --out bench-results/latest-pg
 
 bench-full: $(BENCH_VENV)/.installed  ## all sizes, 1M for cortex, the floor and SQLite
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --full --out bench-results/latest-full

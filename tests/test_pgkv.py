@@ -637,7 +637,7 @@ def test_a_serialization_failure_is_retried(url: str, kv: PgKV) -> None:
         t.put(b"y", b"1")
 
     kv.write(fn)
-    assert len(tries) == 2
+    assert len(tries) == 2 and kv.conflicts == 1
     with kv.read() as r:
         assert (r.get(b"x"), r.get(b"y")) == (b"o", b"1")
 
@@ -746,6 +746,79 @@ def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
         assert kv.round_trips - before == 1
         assert cx.verify().ok
+
+
+def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
+    url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ending of a write: an asynchronous COMMIT, the unlock, then a statement whose
+    synchronous commit flushes the WAL past the write (here it also records, in a table of its
+    own, whether any writer's lock is held when it runs: none is)."""
+    from cortex.storage import pgkv
+
+    with _raw(url) as conn:
+        conn.execute("CREATE TABLE cortex_probe (held int NOT NULL, lsn pg_lsn NOT NULL)")
+    try:
+        assert kv._flushes
+        probe = (
+            "INSERT INTO cortex_probe SELECT count(*), pg_current_wal_insert_lsn() FROM pg_locks "
+            "WHERE locktype = 'advisory' AND granted"
+        )
+        monkeypatch.setattr(pgkv, "_FLUSH", probe)
+        sent: list[Any] = []
+        real = pgkv._pipeline
+
+        def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+            sent.append(steps)
+            return real(conn, steps)
+
+        monkeypatch.setattr(pgkv, "_pipeline", spy)
+        kv.write(lambda t: t.put(b"a", b"1"))
+        *_, set_async, commit, unlock, flush = sent[-1]
+        assert (set_async, commit, flush) == (pgkv._ASYNC, "COMMIT", probe)
+        assert unlock.startswith("SELECT pg_advisory_unlock(")
+        with _raw(url) as conn:
+            held, lsn = conn.execute("SELECT held, lsn FROM cortex_probe").fetchone()
+            assert held == 0
+            # flushed past the probe's own record when the write returned
+            assert conn.execute("SELECT pg_current_wal_flush_lsn() >= %s", (lsn,)).fetchone()[0]
+        with kv.read() as r:
+            assert r.get(b"a") == b"1"
+    finally:
+        with _raw(url) as conn:
+            conn.execute("DROP TABLE cortex_probe")
+
+
+def test_a_role_that_cannot_flush_commits_synchronously(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the privilege to run the flush statement, a write ends as before: a
+    synchronous COMMIT, then the unlock; still two round trips."""
+    from cortex.storage import pgkv
+
+    monkeypatch.setattr(pgkv, "_CAN_FLUSH", "false")
+    sent: list[Any] = []
+    real = pgkv._pipeline
+
+    def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+        sent.append(steps)
+        return real(conn, steps)
+
+    monkeypatch.setattr(pgkv, "_pipeline", spy)
+    kv = PgKV(url)
+    try:
+        assert not kv._flushes
+        kv.write(lambda t: t.put(b"a", b"1"))
+        before = kv.round_trips
+        kv.write(lambda t: t.put(b"b", b"2") if t.get(b"a") == b"1" else None)
+        assert kv.round_trips - before == 2
+        *_, commit, unlock = sent[-1]
+        assert commit == "COMMIT" and unlock.startswith("SELECT pg_advisory_unlock(")
+        assert pgkv._ASYNC not in sent[-1] and pgkv._FLUSH not in sent[-1]
+        with kv.read() as r:
+            assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
+    finally:
+        kv.close()
 
 
 def test_an_interrupt_while_committing_says_the_outcome_is_unknown(

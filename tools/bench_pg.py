@@ -5,16 +5,21 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
 
 - a durable single write (``Cortex.write`` of one Fact) against a plain ``INSERT`` + ``COMMIT``
   of one row holding as many bytes as cortex's commit sends;
-- get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the head's key;
+- get by id (``Cortex.resolve``) against a plain primary-key ``SELECT`` of the same head's key;
+- each of those two ways: unpaired (``blocks``: each in loops of its own, the loops
+  alternating, ratio of the medians) and paired (``paired``: one of each alternately, which
+  goes first alternating too, median of the pairs' ratios); wall time and the client's CPU
+  time (``time.process_time``) apart;
 - find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
 - the same writes beside plain libpq sending exactly the statements cortex sent (replayed on a
   copy of the table: the server's share of a write without cortex's client work), each paired
   with the plain INSERT + COMMIT;
-- 4 and 8 writer processes on one store: writes per second in all;
+- 1, 4 and 8 writer processes on one store: writes per second in all, client CPU per write,
+  and the serialization failures the engine retried (``PgKV.conflicts``);
 - round trips per operation on PostgreSQL (``PgKV.round_trips``: statements, or pipelines of
   them, sent and answered), beside the floor's (BEGIN, INSERT, COMMIT: 3; a SELECT: 1).
 
-    python tools/bench_pg.py [--sizes 10000,100000] [--out bench-results/pg]
+    python tools/bench_pg.py [--sizes 10000,100000] [--writers 1,4,8] [--out bench-results/pg]
 """
 
 from __future__ import annotations
@@ -76,12 +81,26 @@ class Trips:
 
 
 def median_us(fn: Any, repeats: int = REPEATS) -> float:
-    times = []
+    """The median wall time of ``fn(i)`` for ``i`` in ``range(repeats)``, in µs."""
+    return timed(fn, repeats)[0]
+
+
+def timed(fn: Any, repeats: int = REPEATS) -> tuple[float, float]:
+    """Medians of the wall time and of this process's CPU time of ``fn(i)``, in µs.
+
+    The CPU time (``time.process_time``) is the client's own work: it leaves out the wait for
+    the server and the kernel's wake-up of this process, which on a shared 2-core VM vary more
+    than the work does.
+    """
+    wall: list[float] = []
+    cpu: list[float] = []
     for i in range(repeats):
+        c = time.process_time()
         t = time.perf_counter()
         fn(i)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return statistics.median(wall) * 1e6, statistics.median(cpu) * 1e6
 
 
 def commit_bytes(url: str) -> int:
@@ -128,34 +147,76 @@ class Floor:
         self.conn.execute("COMMIT")
 
     def select(self, i: int) -> None:
-        """A primary-key SELECT of a head: 1 round trip."""
+        """A primary-key SELECT of a head (the one cortex's ``i``-th get reads): 1 round trip."""
         self.conn.execute(
             f'SELECT v FROM "{self.table}" WHERE k = %s',
-            (self.keys[i % len(self.keys)],),
+            (self.keys[(i * 7919) % len(self.keys)],),
             binary=True,
         ).fetchone()
 
 
-def paired(a: Any, b: Any, repeats: int) -> tuple[float, float, float]:
-    """``a`` and ``b`` alternately: their medians (µs) and the median of the pairs' ratios.
+class Pair:
+    """Medians of ``a`` beside ``b`` run alternately (``paired``), wall and client CPU, µs."""
 
-    On a loaded machine both of a pair meet the same load, so the ratio is steadier than the
-    ratio of medians taken at different moments.
+    def __init__(self, ta: list[float], tb: list[float], ca: list[float], cb: list[float]):
+        self.a_us = statistics.median(ta) * 1e6
+        self.b_us = statistics.median(tb) * 1e6
+        self.ratio = statistics.median(x / y for x, y in zip(ta, tb, strict=True))
+        self.a_cpu_us = statistics.median(ca) * 1e6
+        self.b_cpu_us = statistics.median(cb) * 1e6
+        self.cpu_ratio = self.a_cpu_us / self.b_cpu_us if self.b_cpu_us else float("nan")
+
+    def row(self, a: str, b: str, ratio: str) -> dict[str, float]:
+        """The figures as a result row's fields (``a`` and ``b`` name the two operations)."""
+        return {
+            f"{a}_us": self.a_us,
+            f"{b}_us": self.b_us,
+            f"{ratio}_ratio": self.ratio,
+            f"{a}_cpu_us": self.a_cpu_us,
+            f"{b}_cpu_us": self.b_cpu_us,
+            f"{ratio}_cpu_ratio": self.cpu_ratio,
+        }
+
+
+def paired(a: Any, b: Any, repeats: int) -> Pair:
+    """``a(i)`` and ``b(i)`` alternately, which goes first alternating too.
+
+    On a loaded machine both of a pair meet the same load, so the median of the pairs' ratios
+    is steadier than the ratio of medians taken at different moments. The order alternates
+    because the first of a pair pays for what ran before it: measured here, a primary-key
+    SELECT right after a 1 ms sleep takes 164 µs of wall time and 104 µs of client CPU, against
+    23 and 15 µs in a loop of them (cold caches and a woken vCPU), and two different code paths
+    interleaved (cortex's get, psycopg's cursor) each run slower than in a loop of its own (the
+    caches hold one of them, not both: +40% CPU each). Always running the same one first
+    charged it that penalty: the 2.23x "paired" get ratio beside a 1.00x unpaired one. Each
+    side's wall time and client CPU (``time.process_time``) are kept apart.
     """
     ta: list[float] = []
     tb: list[float] = []
-    ratios: list[float] = []
+    ca: list[float] = []
+    cb: list[float] = []
+
+    def one(fn: Any, i: int, t_out: list[float], c_out: list[float]) -> None:
+        c = time.process_time()
+        t = time.perf_counter()
+        fn(i)
+        t_out.append(time.perf_counter() - t)
+        c_out.append(time.process_time() - c)
+
     for i in range(repeats):
-        t = time.perf_counter()
-        a(i)
-        x = time.perf_counter() - t
-        t = time.perf_counter()
-        b(i)
-        y = time.perf_counter() - t
-        ta.append(x)
-        tb.append(y)
-        ratios.append(x / y)
-    return statistics.median(ta) * 1e6, statistics.median(tb) * 1e6, statistics.median(ratios)
+        if i % 2:
+            one(b, i, tb, cb)
+            one(a, i, ta, ca)
+        else:
+            one(a, i, ta, ca)
+            one(b, i, tb, cb)
+    return Pair(ta, tb, ca, cb)
+
+
+def _wall(fn: Any, i: int) -> float:
+    t = time.perf_counter()
+    fn(i)
+    return time.perf_counter() - t
 
 
 def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) -> dict[str, float]:
@@ -198,13 +259,13 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
         try:
             for i in range(repeats):
                 sent.append([])
-                t = time.perf_counter()
-                cx.write(fact(3 * n + i))
-                x = time.perf_counter() - t
-                t = time.perf_counter()
-                floor.insert(i)
+                if i % 2:  # which goes first alternates (``paired``)
+                    y = _wall(floor.insert, i)
+                x = _wall(lambda i, n=n: cx.write(fact(3 * n + i)), i)
+                if not i % 2:
+                    y = _wall(floor.insert, i)
                 cortex_t.append(x)
-                cortex_r.append(x / (time.perf_counter() - t))
+                cortex_r.append(x / y)
         finally:
             pgkv._send_all = real  # type: ignore[assignment]
             pgkv._pipeline = real_pipeline  # type: ignore[assignment]
@@ -212,18 +273,22 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     replay_r: list[float] = []
     with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
         real(conn, pgkv._Scan(copy).prepare, keep=0)
-        for i, strings in enumerate(sent):
-            t = time.perf_counter()
-            for query, keep in strings:
+
+        def replay(i: int) -> None:
+            for query, keep in sent[i]:
                 if isinstance(query, str):
                     real(conn, query, keep)
                 else:
                     real_pipeline(conn, query)
-            x = time.perf_counter() - t
-            t = time.perf_counter()
-            floor.insert(repeats + i)
+
+        for i in range(len(sent)):
+            if i % 2:
+                y = _wall(floor.insert, repeats + i)
+            x = _wall(replay, i)
+            if not i % 2:
+                y = _wall(floor.insert, repeats + i)
             replay_t.append(x)
-            replay_r.append(x / (time.perf_counter() - t))
+            replay_r.append(x / y)
     return {
         "cortex_us": statistics.median(cortex_t) * 1e6,
         "cortex_ratio": statistics.median(cortex_r),
@@ -233,19 +298,60 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     }
 
 
-def writers(where: str, procs: int, each: int) -> float:
-    code = (
-        "import sys; from cortex import Cortex, Fact\n"
-        "w, n, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
-        "cx = Cortex.open(w, actor=name)\n"
-        "print('ready', flush=True); sys.stdin.readline()\n"
-        "for i in range(n):\n"
-        "    cx.write(Fact(statement=f'{name} {i} kites', subject=name, predicate='wrote'))\n"
-        "cx.close()\n"
-    )
+def blocks(a: Any, b: Any, repeats: int, rounds: int = 10) -> Pair:
+    """``a`` and ``b`` each in loops of their own (``repeats // rounds`` calls), alternating.
+
+    The unpaired measure: each side runs with its own code hot in the caches, as a loop of one
+    operation does; the loops alternate (and which goes first too) so both meet the same
+    stretches of load (with 4 loops a side, a burst of load on this shared machine still fell on
+    one side's loop: a SELECT at 100 µs beside a get at 33). ``Pair.ratio`` here is the ratio
+    of the medians.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    ca: list[float] = []
+    cb: list[float] = []
+    per = max(1, repeats // rounds)
+    for r in range(rounds):
+        for fn, t_out, c_out in [(a, ta, ca), (b, tb, cb)][:: -1 if r % 2 else 1]:
+            for i in range(r * per, (r + 1) * per):
+                c = time.process_time()
+                t = time.perf_counter()
+                fn(i)
+                t_out.append(time.perf_counter() - t)
+                c_out.append(time.process_time() - c)
+    pair = Pair(ta, tb, ca, cb)
+    pair.ratio = pair.a_us / pair.b_us
+    return pair
+
+
+WRITER = """
+import json, sys, time
+from cortex import Cortex, Fact
+w, n, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+cx = Cortex.open(w, actor=name)
+kv = getattr(cx, "_kv", None)
+print("ready", flush=True)
+sys.stdin.readline()
+c = time.process_time()
+for i in range(n):
+    cx.write(Fact(statement=f"{name} {i} kites", subject=name, predicate="wrote"))
+cpu = time.process_time() - c
+print(json.dumps({"cpu_s": cpu, "conflicts": getattr(kv, "conflicts", None)}), flush=True)
+cx.close()
+"""
+
+
+def writers(where: str, procs: int, each: int) -> dict[str, float | None]:
+    """``procs`` processes writing ``each`` Facts to one store at once.
+
+    Returns writes per second in all, the client CPU per write (µs, the mean over processes)
+    and the serialization failures and deadlocks the engine retried (``PgKV.conflicts``; None
+    on LMDB).
+    """
     ps = [
         subprocess.Popen(
-            [sys.executable, "-c", code, where, str(each), f"w{p}"],
+            [sys.executable, "-c", WRITER, where, str(each), f"w{p}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -259,16 +365,25 @@ def writers(where: str, procs: int, each: int) -> float:
         assert p.stdin is not None
         p.stdin.write("go\n")
         p.stdin.flush()
+    done = []
     for p in ps:
+        assert p.stdout is not None
+        done.append(json.loads(p.stdout.readline()))
         assert p.wait(timeout=600) == 0
-    return procs * each / (time.perf_counter() - t)
+    rate = procs * each / (time.perf_counter() - t)
+    conflicts = [d["conflicts"] for d in done]
+    return {
+        "writes_per_s": rate,
+        "cpu_us_per_write": statistics.mean(d["cpu_s"] for d in done) / each * 1e6,
+        "conflicts": None if None in conflicts else sum(conflicts),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000")
     ap.add_argument("--out", default="bench-results/pg")
-    ap.add_argument("--writers", default="4,8", help="writer processes to run ('' for none)")
+    ap.add_argument("--writers", default="1,4,8", help="writer processes to run ('' for none)")
     args = ap.parse_args()
     bindir = pgserver.find_bin()
     if bindir is None:
@@ -286,11 +401,11 @@ def main() -> None:
                     uris = fill(where, n)
                     with Cortex.open(where, actor="bench") as cx:
                         trips = Trips(cx)
-                        row[f"{engine}_write_us"] = median_us(
+                        row[f"{engine}_write_us"], row[f"{engine}_write_cpu_us"] = timed(
                             lambda i, cx=cx, n=n: cx.write(fact(n + i))
                         )
                         trips.note(row, engine, "write", REPEATS)
-                        row[f"{engine}_get_us"] = median_us(
+                        row[f"{engine}_get_us"], row[f"{engine}_get_cpu_us"] = timed(
                             lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % len(u)]), 2000
                         )
                         trips.note(row, engine, "get", 2000)
@@ -311,24 +426,30 @@ def main() -> None:
                 from cortex.storage.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
-                keys = [head_key(u.id) for u in uris[:2000]]
+                # the floor reads the very heads cortex's gets resolve, in the same order
+                keys = [head_key(u.id) for u in uris]
                 floor = Floor(cluster.conninfo(), size, keys, f"cortex_b{n}")
-                row["insert_commit_us"] = median_us(floor.insert)
-                row["pk_select_us"] = median_us(floor.select, 2000)
                 row["commit_bytes"] = size
-                row["write_ratio"] = row["postgres_write_us"] / row["insert_commit_us"]
-                row["get_ratio"] = row["postgres_get_us"] / row["pk_select_us"]
                 with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx:
-                    w, f, r = paired(
-                        lambda i, cx=cx, n=n: cx.write(fact(2 * n + i)), floor.insert, REPEATS
+
+                    def write(i: int, cx: Any = cx, n: int = n) -> None:
+                        cx.write(fact(2 * n + i))
+
+                    def get(i: int, cx: Any = cx, u: list[Any] = uris) -> None:
+                        cx.resolve(u[(i * 7919) % len(u)])
+
+                    # unpaired: each in loops of its own, the loops alternating
+                    row |= blocks(write, floor.insert, REPEATS).row(
+                        "loop_write", "insert_commit", "write"
                     )
-                    row |= {"paired_write_us": w, "paired_insert_us": f, "paired_write_ratio": r}
-                    g, f, r = paired(
-                        lambda i, cx=cx, u=uris: cx.resolve(u[(i * 7919) % 2000]),
-                        floor.select,
-                        2000,
+                    row |= blocks(get, floor.select, 2000).row("loop_get", "pk_select", "get")
+                    # paired: one of each, alternately, which goes first alternating too
+                    row |= paired(write, floor.insert, REPEATS).row(
+                        "paired_write", "paired_insert", "paired_write"
                     )
-                    row |= {"paired_get_us": g, "paired_select_us": f, "paired_get_ratio": r}
+                    row |= paired(get, floor.select, 2000).row(
+                        "paired_get", "paired_select", "paired_get"
+                    )
                 row |= {f"same_{k}": v for k, v in same_statements(cluster, n, floor).items()}
                 floor.conn.close()
                 results["sizes"][n] = row
@@ -337,7 +458,9 @@ def main() -> None:
                 each = 100
                 lm = writers(str(Path(tmp, f"w{procs}")), procs, each)
                 pg = writers(cluster.url(f"w{procs}"), procs, each)
-                results["writers"][procs] = {"lmdb_writes_per_s": lm, "postgres_writes_per_s": pg}
+                results["writers"][procs] = {f"lmdb_{k}": v for k, v in lm.items()} | {
+                    f"postgres_{k}": v for k, v in pg.items()
+                }
                 print(procs, "writers", results["writers"][procs], flush=True)
     finally:
         cluster.stop()
@@ -351,9 +474,9 @@ def main() -> None:
     ]
     for n, r in results["sizes"].items():
         lines.append(
-            f"| {n} | {r['lmdb_write_us']:.0f} | {r['postgres_write_us']:.0f} | "
+            f"| {n} | {r['lmdb_write_us']:.0f} | {r['loop_write_us']:.0f} | "
             f"{r['insert_commit_us']:.0f} ({r['commit_bytes']} B) | {r['write_ratio']:.2f} | "
-            f"{r['lmdb_get_us']:.0f} | {r['postgres_get_us']:.0f} | {r['pk_select_us']:.0f} | "
+            f"{r['lmdb_get_us']:.0f} | {r['loop_get_us']:.0f} | {r['pk_select_us']:.0f} | "
             f"{r['get_ratio']:.2f} |"
         )
     lines += [
@@ -391,6 +514,20 @@ def main() -> None:
         )
     lines += [
         "",
+        "| memories | client CPU µs: PG write | INSERT+COMMIT | ratio | PG get | PK SELECT | "
+        "ratio | the same, paired: write | INSERT+COMMIT | get | PK SELECT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        lines.append(
+            f"| {n} | {r['loop_write_cpu_us']:.0f} | {r['insert_commit_cpu_us']:.0f} | "
+            f"{r['write_cpu_ratio']:.2f} | {r['loop_get_cpu_us']:.0f} | "
+            f"{r['pk_select_cpu_us']:.0f} | {r['get_cpu_ratio']:.2f} | "
+            f"{r['paired_write_cpu_us']:.0f} | {r['paired_insert_cpu_us']:.0f} | "
+            f"{r['paired_get_cpu_us']:.0f} | {r['paired_select_cpu_us']:.0f} |"
+        )
+    lines += [
+        "",
         "| memories | cortex write µs | ÷ INSERT+COMMIT (paired) | the same statements by plain "
         "libpq µs | ÷ INSERT+COMMIT (paired) | query strings per write |",
         "|---|---|---|---|---|---|",
@@ -401,9 +538,18 @@ def main() -> None:
             f"{r['same_replay_us']:.0f} | {r['same_replay_ratio']:.2f} | "
             f"{r['same_strings_per_write']:.2f} |"
         )
-    lines += ["", "| writer processes | LMDB writes/s | PG writes/s |", "|---|---|---|"]
+    lines += [
+        "",
+        "| writer processes | LMDB writes/s | PG writes/s | PG client CPU µs per write | "
+        "PG serialization failures retried |",
+        "|---|---|---|---|---|",
+    ]
     for p, r in results["writers"].items():
-        lines.append(f"| {p} | {r['lmdb_writes_per_s']:.0f} | {r['postgres_writes_per_s']:.0f} |")
+        conflicts = r["postgres_conflicts"]
+        lines.append(
+            f"| {p} | {r['lmdb_writes_per_s']:.0f} | {r['postgres_writes_per_s']:.0f} | "
+            f"{r['postgres_cpu_us_per_write']:.0f} | {'-' if conflicts is None else conflicts} |"
+        )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -14,8 +14,11 @@ Reads run in REPEATABLE READ READ ONLY snapshots; writes in SERIALIZABLE transac
 writer of a store at a time (a session advisory lock taken before the snapshot, as LMDB's
 writer mutex), re-run on a serialization failure up to a bounded budget. A write transaction
 keeps its puts and deletes in memory (reads see them) and sends them at commit as one DELETE and
-one INSERT ... ON CONFLICT (per few thousand rows), in one query string with the COMMIT when
-they are small. See ``specs/postgres.md``.
+one INSERT ... ON CONFLICT (per few thousand rows), in one round trip with the COMMIT when
+they are small. The COMMIT is asynchronous and the lock released right after it; a statement
+whose own synchronous commit flushes the WAL past it follows in the same round trip, so a write
+returns durable while the next writer already runs, and the flushes of writers in a row are
+shared (``_PgWrite._ending``). See ``specs/postgres.md``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,16 @@ _BATCH_ROWS: Final = 4096  # rows per INSERT ... unnest statement at commit
 _BATCH_BYTES: Final = 16 << 20
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
+_ASYNC: Final = "SET LOCAL synchronous_commit TO off"
+_FLUSH: Final = "SELECT pg_logical_emit_message(true, 'cortex', '')"
+"""A statement whose transaction writes WAL (a message that logical decoding, when used, passes
+on under the prefix ``cortex``), so its synchronous commit flushes the WAL up to its commit
+record, and with it every commit made before (``PgKV.write``: the lock is released before the
+flush)."""
+_CAN_FLUSH: Final = (
+    "coalesce(has_function_privilege("
+    "to_regprocedure('pg_logical_emit_message(boolean,text,text)'), 'execute'), false)"
+)
 
 
 def is_url(target: object) -> bool:
@@ -1240,7 +1253,6 @@ class _PgWrite(_PgRead):
         if not c.begun and not puts_k and not dels:
             return  # nothing read, nothing written: no transaction at all
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
-        unlock = "SELECT pg_advisory_unlock(%s, %s)"
         if size <= _SMALL:
             # one round trip: (the lock and BEGIN when nothing was read,) the changes, COMMIT
             # and the unlock; the server stops at a failed statement. The changes as prepared
@@ -1259,14 +1271,14 @@ class _PgWrite(_PgRead):
                 a, b = self._lock_key
                 c.kv.round_trips += 1
                 c.begun = True
-                _pipeline(conn, [*begin, *steps, "COMMIT", f"SELECT pg_advisory_unlock({a}, {b})"])
+                _pipeline(conn, [*begin, *steps, *self._ending(f"({a}, {b})")])
                 return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
                 parts.append((c.q.delete, (dels,)))
             if puts_k:
                 parts.append((c.q.upsert, (puts_k, puts_v)))
-            parts += ["COMMIT", (unlock, self._lock_key)]
+            parts += self._ending(self._lock_key)
             c.kv.round_trips += 1
             c.begun = True
             _send_all(conn, c.inline(parts), keep=0)
@@ -1282,8 +1294,30 @@ class _PgWrite(_PgRead):
                 j += 1
             c.execute(c.q.upsert_b, (puts_k[i:j], puts_v[i:j]))
             i = j
-        c.execute("COMMIT")
-        c.execute(unlock, self._lock_key)
+        c.kv.round_trips += 1
+        _send_all(conn, c.inline(self._ending(self._lock_key)), keep=0)
+
+    def _ending(self, lock: Any) -> list[Any]:
+        """The statements that end a write: COMMIT, the unlock, the flush.
+
+        The COMMIT is asynchronous and the unlock follows it at once: the next writer's
+        snapshot sees this write, and its work overlaps this write's WAL flush. ``_FLUSH``
+        then commits synchronously (its transaction writes WAL), which flushes the WAL past
+        this write's commit record: the write is durable when the round trip is answered, as
+        with a synchronous COMMIT, and writers in a row share their flushes. Without the
+        privilege to run ``_FLUSH`` (``PgKV._flushes``): a synchronous COMMIT, then the unlock.
+
+        ``lock`` is the unlock's parameters: a string ``(a, b)`` (pipeline steps: SQL without
+        parameters) or the lock key's tuple (``_inline`` parts).
+        """
+        unlock: Any = (
+            f"SELECT pg_advisory_unlock{lock}"
+            if isinstance(lock, str)
+            else ("SELECT pg_advisory_unlock(%s, %s)", lock)
+        )
+        if not self._c.kv._flushes:
+            return ["COMMIT", unlock]
+        return [_ASYNC, "COMMIT", unlock, _FLUSH]
 
 
 class _ReadCtx:
@@ -1344,11 +1378,15 @@ class PgKV:
         self.round_trips = 0
         """Round trips to the server so far (statements, or pipelines of them, sent and
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
+        self.conflicts = 0
+        """Write transactions re-run after a serialization failure or a deadlock so far."""
         try:
             with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
-                exists = conn.execute(
-                    "SELECT to_regclass(%s) IS NOT NULL", (f'"{self.table}"',)
-                ).fetchone()[0]
+                exists, flush = conn.execute(
+                    f"SELECT to_regclass(%s) IS NOT NULL, {_CAN_FLUSH}", (f'"{self.table}"',)
+                ).fetchone()
+                self._flushes = bool(flush)
+                """Whether a write can end with ``_FLUSH`` (else it commits synchronously)."""
                 if not exists:
                     if readonly or not create:
                         raise CortexError(
@@ -1576,6 +1614,7 @@ class PgKV:
                 txn.commit()
             except (errors.SerializationFailure, errors.DeadlockDetected) as exc:
                 c.release(failed=True)
+                self.conflicts += 1
                 if attempt + 1 == RETRIES:
                     raise ConflictError(
                         f"the write to {self.path} kept conflicting with concurrent writers "
