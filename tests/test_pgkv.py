@@ -940,6 +940,44 @@ def test_a_server_restart_is_survived_by_an_open_store(pg_server: Any, url: str)
         assert cx.verify().ok
 
 
+def test_a_vector_index_drops_writes_the_server_lost(pg_server: Any, url: str) -> None:
+    """A write is visible before its WAL flush (specs/postgres.md §4): a crash of the server in
+    between loses it, and its journal position goes to a later write. A handle whose vector
+    index already held the lost write checks the journal at its watermark after the server's
+    restart and rebuilds: the lost memory is not found, the one written in its place is.
+
+    The lost write is made by restoring the table as it was before it (what recovery leaves),
+    then the server is stopped as if it crashed and started again."""
+    from cortex.index.embed import HashingEmbedder
+
+    cluster = _cluster(pg_server)
+    table = PgKV(url)
+    name = table.table
+    table.close()
+    with Cortex.open(url, actor="a", embedder=HashingEmbedder()) as cx:
+        cx.write(Fact(statement="the first kite is red", subject="s", predicate="p"))
+        assert len(cx.find(Query(near="red kite", limit=5)).hits) == 1
+        with _raw(url) as conn:
+            conn.execute(f'CREATE TABLE snap AS SELECT * FROM "{name}"')
+        lost = cx.write(Fact(statement="a lost write about zebras", subject="s", predicate="p")).uri
+        hits = cx.find(Query(near="lost write about zebras", limit=5)).hits
+        assert lost in [h.uri for h in hits]  # the index holds it now
+        with _raw(url) as conn:  # what recovery leaves after a crash before its flush
+            conn.execute(f'DELETE FROM "{name}"')
+            conn.execute(f'INSERT INTO "{name}" SELECT * FROM snap')
+            conn.execute("DROP TABLE snap")
+        with Cortex.open(url, actor="a", embedder=HashingEmbedder()) as other:
+            later = other.write(
+                Fact(statement="a later write about zebras", subject="s", predicate="p")
+            ).uri
+        cluster.stop_server("immediate")
+        cluster.start_server()
+        hits = cx.find(Query(near="a write about zebras", limit=5)).hits
+        uris = [h.uri for h in hits]
+        assert lost not in uris and later in uris
+        assert cx._sidecar is not None and "lost writes" in cx._sidecar.state
+
+
 def test_an_immediate_stop_mid_writes_keeps_every_acknowledged_write(
     pg_server: Any, url: str
 ) -> None:

@@ -327,7 +327,7 @@ class Cortex:
         self.reembedded: int | None = None
         """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
-        self._entities: tuple[int, list[str]] | None = None  # search's entity names, by journal
+        self._entities: tuple[object, list[str]] | None = None  # search's names, by journal
         self._float16 = True
         """Whether this handle stores new vectors in float16 (the store's ``meta/vectors``)."""
         self._vector_frame: tuple[tuple[Any, ...], bytes | None, bytes] | None = None
@@ -342,7 +342,11 @@ class Cortex:
         if embedder is not None:
             self._adopt(embedder, reembed=reembed, progress=progress, precision=vector_precision)
             self._sidecar = VectorSidecar(
-                vectors_root(self._kv), embedder, self._kv.read, ef=vector_ef
+                vectors_root(self._kv),
+                embedder,
+                self._kv.read,
+                ef=vector_ef,
+                epoch=getattr(self._kv, "epoch", None),
             )
 
     # -- the engine it composes ---------------------------------------------------------------
@@ -1398,7 +1402,9 @@ class Cortex:
         if self._restricted(reader):
             return _search(self, question, limit=limit, reader=self._reader(reader))
         with self._kv.read() as txn:
-            head = journal_head(txn)
+            # a PostgreSQL server's restart may have lost writes whose positions others reuse
+            epoch = getattr(self._kv, "epoch", None)
+            head = (journal_head(txn), None if epoch is None else epoch())
         if self._entities is None or self._entities[0] != head:
             self._entities = (head, known_entities(self))  # the owner's, until the next change
         return _search(self, question, limit=limit, entities=self._entities[1])

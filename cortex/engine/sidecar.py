@@ -77,8 +77,15 @@ class VectorSidecar:
         read: Callable[[], Any],
         *,
         ef: int = DEFAULT_EF,
+        epoch: Callable[[], object] | None = None,
     ) -> None:
         self._anchor_txn = read  # a read snapshot of the store (for the anchor when saving)
+        self._epoch = epoch
+        """The server's history epoch (``PgKV.epoch``: its start, changed by a restart after
+        a crash), or None (LMDB: the process ends with a crash of the machine)."""
+        self._seen_epoch: object = None if epoch is None else epoch()
+        self._digest = ""
+        """``_anchor`` of ``watermark`` as caught up (compared after an epoch change)."""
         self.directory = None if store_path is None else Path(store_path) / DIRECTORY
         self.embedder = embedder
         self.ef = ef
@@ -93,8 +100,26 @@ class VectorSidecar:
     # -- keeping the cache right ----------------------------------------------------------
 
     def ready(self, txn: ReadTxn) -> VectorIndex:
-        """The index, loaded or rebuilt on first use and caught up to ``txn``'s journal."""
+        """The index, loaded or rebuilt on first use and caught up to ``txn``'s journal.
+
+        On PostgreSQL a write is visible to other sessions up to one WAL flush before it is
+        durable (``specs/postgres.md`` §4), so a server crash can take away writes this index
+        already holds, and the journal positions they had are then given to other writes. A
+        restart of the server changes its epoch: the first catch-up after it compares the
+        digest of the journal entry at the watermark with the one caught up to, and rebuilds
+        the index from the store when they differ (``specs/vector-index.md`` §3).
+        """
         with self._lock:
+            head = None
+            if self.index is not None and self._epoch is not None:
+                # the snapshot's first read: after it, the epoch is that of the server it reads
+                head = journal_head(txn)
+                epoch = self._epoch()
+                if epoch != self._seen_epoch:
+                    if _anchor(txn, self.watermark) != self._digest:
+                        self.index = self._rebuild(txn)
+                        self.state = "rebuilt from the store (the server lost writes it held)"
+                    self._seen_epoch = epoch
             if self.index is None:
                 try:
                     if self.directory is None:
@@ -118,8 +143,9 @@ class VectorSidecar:
                         self.state = "rebuilt from the store (another history)"
                     else:
                         self.index, self.watermark = index, meta.watermark
+                        self._digest = meta.anchor
                         self.state = "loaded"
-            self._catch_up(txn, self.index)
+            self._catch_up(txn, self.index, head)
             return self.index
 
     def _rebuild(self, txn: ReadTxn) -> VectorIndex:
@@ -138,18 +164,22 @@ class VectorSidecar:
         if ids:
             index.add(ids, np.stack(rows))
         self.watermark = journal_head(txn)
+        self._digest = _anchor(txn, self.watermark)
         self._dirty = True
         return index
 
-    def _catch_up(self, txn: ReadTxn, index: VectorIndex) -> None:
-        head = journal_head(txn)
+    def _catch_up(self, txn: ReadTxn, index: VectorIndex, head: int | None = None) -> None:
+        if head is None:
+            head = journal_head(txn)
         if head <= self.watermark:
             return  # already there (or another thread saw a newer snapshot)
         touched: dict[MemoryId, None] = {}
+        last = None
         for key, value in txn.scan(JOURNAL, start=journal_key(self.watermark + 1)):
             entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
             if entry.seq > head:
                 break
+            last = value
             if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
                 touched[entry.id] = None
         for mid in touched:
@@ -163,6 +193,8 @@ class VectorSidecar:
             else:
                 index.remove(mid)
         self.watermark = head
+        # the digest _anchor gives (the entry at ``head`` is the last one scanned)
+        self._digest = "" if last is None else hashlib.sha256(last).hexdigest()
         self._dirty = True
 
     def search(self, txn: ReadTxn, query: Any, n: int) -> list[tuple[MemoryId, float]]:

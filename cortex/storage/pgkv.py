@@ -1380,6 +1380,7 @@ class PgKV:
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
         self.conflicts = 0
         """Write transactions re-run after a serialization failure or a deadlock so far."""
+        self._started: object = None  # ``epoch``: set by each new connection (``_configure``)
         try:
             with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
                 exists, flush = conn.execute(
@@ -1431,12 +1432,24 @@ class PgKV:
         and fail as the missing table's.
         """
         psycopg, _ = _psycopg()
+        # the server's start: a restart (after a crash, say) gives a new epoch (``epoch``)
+        (started,) = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        self._started = started
         try:
             (types,) = _send_all(conn, self._sql.prepare_typed, keep=1)
         except psycopg.errors.UndefinedTable:
             return
         self._types = {str(name): tuple(oids) for name, oids in types}
         self._ready.add(conn)
+
+    def epoch(self) -> object:
+        """The server's history epoch: the start of the server the newest connection reached.
+
+        It changes when the server restarts, so a cache of the store's contents kept beside it
+        (the vector index) checks what it holds then: writes it saw may have been lost with a
+        crash before their WAL flush (``specs/postgres.md`` §4).
+        """
+        return self._started
 
     def _names(self, conn: Any) -> dict[str, str] | None:
         """The statements prepared on ``conn`` (None: none)."""
