@@ -9,7 +9,9 @@ class Reject(ValueError):
 class Plan:
     """How to decode one record struct: built by ``StructCodec`` from its field list.
 
-    ``forms``: the Forms record in its compact encoding (format 15, ``codec.FormsCodec``).
+    ``forms``: 1, the Forms record in its compact encoding (format 15, ``codec.FormsCodec``);
+    2, a version's, whose medium form may refer into the enclosing record's data, key 4
+    (format 18, ``codec.VersionFormsCodec``).
     """
 
     def __init__(
@@ -19,7 +21,7 @@ class Plan:
         schema_version: int | None,
         fields: tuple[tuple[Any, ...], ...],
         *,
-        forms: bool = False,
+        forms: int = 0,
     ) -> None: ...
 
 def decode(plan: Plan, data: bytes | bytearray | memoryview, /) -> Any:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cortex import Cortex, MigrationRequiredError, Query, ValidationError
+from cortex.engine.store import FORMAT_VERSION
 from cortex.engine.values import decode_trusted
 from cortex.errors import CodecError
 from cortex.index.vectors import (
@@ -318,6 +319,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -331,10 +333,11 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         meta_key("lexical"),
         M.MIGRATIONS_KEY,
     }
-    M.migrate(where)  # 0014, 0015 and 0016 (test_migrate, test_lean_docs, test_keyspace_databases)
+    M.migrate(where)  # 0014 to 0017 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(where, actor="fixture-agent", as_owner=True, embedder=E) as cx:
         assert E.model_id == FIXTURE_MODEL
-        assert cx.format.format_version == 17 and "vectors-float16" in cx.format.features
+        assert cx.format.format_version == FORMAT_VERSION
+        assert "vectors-float16" in cx.format.features
         assert cx.vector_info()["precision"] == "float16"  # type: ignore[index]
         report_v = cx.verify()
         assert report_v.ok, report_v.problems

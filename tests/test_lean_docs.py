@@ -68,6 +68,7 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v15)] == [
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     old = _docs(before, DOC_CODEC_V15)
     assert len(old) > 50 and sum(bool(d.terms) for d in old.values()) == len(old)
@@ -89,12 +90,12 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
         with pytest.raises(Exception):  # noqa: B017 - a schema-1 reader refuses it
             DOC_CODEC_V15.decode(_unseal(k, after[k]), show_key(k))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == FORMAT_VERSION - 1 == 16
-    M.migrate(v15)  # on to the format this cortex opens (0016 moves records, changes none)
+    assert record.format_version == 16 and FORMAT_VERSION == 18
     assert "lexical-lean-documents" in record.features
+    M.migrate(v15)  # 0016 moves records, 0017 the versions' medium forms (test_medium_refs)
     with Cortex.open(v15, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        last = list(cx.journal())[-2]
+        last = list(cx.journal())[-3]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         assert TOOL.fid(160) in {m for m, _ in cx._lexical_search("Ærøskøbing winter", 5)}
         assert TOOL.fid(161) in {m for m, _ in cx._lexical_search("東京 morning", 5)}
@@ -219,7 +220,7 @@ def test_0015_failing_half_way_leaves_format_15(
         M.migrate(v15)
     assert dump(v15) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v15).to_version == 17
+    assert M.migrate(v15).to_version == 18
 
 
 def test_0015_in_small_batches_gives_the_same_store(

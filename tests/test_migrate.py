@@ -35,7 +35,7 @@ from cortex import (
 )
 from cortex.engine.store import FEATURES, FORMAT_VERSION, _seal, _unseal
 from cortex.engine.values import FORMAT_CODEC
-from cortex.model.codec import HEAD, HEAD_V14, VERSION, VERSION_V14
+from cortex.model.codec import HEAD, HEAD_V14, VERSION_V14, VERSION_V17
 from cortex.model.ids import MemoryId
 from cortex.storage import keys as K
 from cortex.storage.engines import copy_kv, open_kv
@@ -208,6 +208,7 @@ STEPS = [
     ("0014-compact-forms", 14, 15),
     ("0015-lean-lexical-documents", 15, 16),
     ("0016-keyspace-databases", 16, 17),
+    ("0017-medium-references", 17, 18),
 ]
 
 
@@ -222,7 +223,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 17, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 18, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -240,6 +241,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0014-compact-forms", 25, True),  # every head and version
         ("0015-lean-lexical-documents", 9, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 14, True),
     ]
     assert _before_0016(seen) == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -253,7 +255,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0013-posting-docnos", i, 9) for i in range(1, 10)
     ] + [("0014-compact-forms", i, 25) for i in range(1, 26)] + [
         ("0015-lean-lexical-documents", i, 9) for i in range(1, 10)
-    ]
+    ] + [("0017-medium-references", i, 14) for i in range(1, 14 + 1)]
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -274,7 +276,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-16] == old
+    assert new[:-17] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -295,8 +297,9 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             twelfth,
             thirteenth,
             fourteenth,
+            fifteenth,
             last,
-        ) = entries[-16:-1]
+        ) = entries[-17:-1]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -312,18 +315,19 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert twelfth.reason == "0012-half-vectors: format 12 -> 13"
         assert thirteenth.reason == "0013-posting-docnos: format 13 -> 14"
         assert fourteenth.reason == "0014-compact-forms: format 14 -> 15"
-        assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
-        assert entries[-1].reason == "0016-keyspace-databases: format 16 -> 17"
-        assert cx.format.format_version == 17 and set(cx.format.features) == FEATURES
+        assert fifteenth.reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert entries[-1].reason == "0017-medium-references: format 17 -> 18"
+        assert cx.format.format_version == 18 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 16
+    assert len(fresh_entries) == len(entries) - 17
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-16]]
-    assert fresh_entries[0].reason == "format 17" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-17]]
+    assert fresh_entries[0].reason == "format 18" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -342,6 +346,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0014-compact-forms", 14, 15, 25),
         ("0015-lean-lexical-documents", 15, 16, 9),
         ("0016-keyspace-databases", 16, 17, ANY),
+        ("0017-medium-references", 17, 18, 14),
     ]
 
 
@@ -396,6 +401,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0014-compact-forms",
         "0015-lean-lexical-documents",
         "0016-keyspace-databases",
+        "0017-medium-references",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -409,7 +415,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 17)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 18)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -427,6 +433,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0014-compact-forms", 25, False),
         ("0015-lean-lexical-documents", 9, False),
         ("0016-keyspace-databases", ANY, False),
+        ("0017-medium-references", 14, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -434,7 +441,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 17)
+    assert (report.from_version, report.to_version) == (2, 18)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -451,6 +458,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0014-compact-forms", 25, False),
         ("0015-lean-lexical-documents", 9, False),
         ("0016-keyspace-databases", ANY, False),
+        ("0017-medium-references", 14, False),
     ]
     assert dump(v1) == at2
 
@@ -459,7 +467,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (17, 17)
+    assert report.steps == () and (report.from_version, report.to_version) == (18, 18)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -487,7 +495,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 17  # and it can be run again
+    assert M.migrate(v1).to_version == 18  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -512,7 +520,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 17  # and it can be run again
+    assert M.migrate(v1).to_version == 18  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -586,6 +594,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0014-compact-forms",
         "0015-lean-lexical-documents",
         "0016-keyspace-databases",
+        "0017-medium-references",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -604,6 +613,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 14, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -618,25 +628,26 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-15] == journal(before)
+    assert journal(after)[:-16] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-15].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-14].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-13].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-12].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-11].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-10].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-9].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-8].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-7].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-6].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert entries[-5].reason == "0012-half-vectors: format 12 -> 13"
-        assert entries[-4].reason == "0013-posting-docnos: format 13 -> 14"
-        assert entries[-3].reason == "0014-compact-forms: format 14 -> 15"
-        assert entries[-2].reason == "0015-lean-lexical-documents: format 15 -> 16"
-        assert entries[-1].reason == "0016-keyspace-databases: format 16 -> 17"
+        assert entries[-16].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-15].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-14].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-13].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-12].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-11].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-10].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-9].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-8].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-7].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-6].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-5].reason == "0013-posting-docnos: format 13 -> 14"
+        assert entries[-4].reason == "0014-compact-forms: format 14 -> 15"
+        assert entries[-3].reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert entries[-2].reason == "0016-keyspace-databases: format 16 -> 17"
+        assert entries[-1].reason == "0017-medium-references: format 17 -> 18"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -654,6 +665,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0014-compact-forms", 25),
         ("0015-lean-lexical-documents", 9),
         ("0016-keyspace-databases", ANY),
+        ("0017-medium-references", 14),
     ]
 
 
@@ -675,6 +687,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0014-compact-forms",
         "0015-lean-lexical-documents",
         "0016-keyspace-databases",
+        "0017-medium-references",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -692,6 +705,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 14, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -704,11 +718,11 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-12] == journal(before)
+    assert journal(after)[:-13] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert last.reason == "0017-medium-references: format 17 -> 18"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -735,6 +749,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 14, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -743,14 +758,14 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
-    assert journal(after)[:-11] == journal(before)
+    assert journal(after)[:-12] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 17 and "episodes" in record.features
+    assert record.format_version == 18 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert last.reason == "0017-medium-references: format 17 -> 18"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -776,6 +791,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0014-compact-forms", 25, True),
         ("0015-lean-lexical-documents", 9, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 14, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -803,7 +819,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert last.reason == "0017-medium-references: format 17 -> 18"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -862,6 +878,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -874,6 +891,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0014-compact-forms", 35, True),
         ("0015-lean-lexical-documents", 13, True),
         ("0016-keyspace-databases", ANY, True),
+        ("0017-medium-references", 19, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -904,7 +922,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY, meta_key("lexical")} | {
         k for k in changed if k.startswith((JOURNAL, b"lex/", K.HEAD, K.VERSION))
     }
-    assert journal(after)[:-9] == journal(before)
+    assert journal(after)[:-10] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -914,7 +932,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert last.reason == "0017-medium-references: format 17 -> 18"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -988,7 +1006,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 10 migration" in p.what
+            p.record == "meta/migrations" and "journal records 11 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -1020,6 +1038,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     report = M.migrate(v9, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -1043,7 +1062,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0016-keyspace-databases: format 16 -> 17"
+        assert last.reason == "0017-medium-references: format 17 -> 18"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -1080,6 +1099,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     report = M.migrate(v13, to=14)
     [step] = report.steps
@@ -1111,7 +1131,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
         assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
-        last = list(cx.journal())[-4]  # then 0014, 0015 and 0016
+        last = list(cx.journal())[-5]  # then 0014 to 0017
         assert last.reason == "0013-posting-docnos: format 13 -> 14"
         # the next memory takes the next number; a small write stores a segment again
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -1144,7 +1164,7 @@ def test_0013_failing_half_way_leaves_format_13(
         M.migrate(v13)
     assert dump(v13) == before
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v13).to_version == 17
+    assert M.migrate(v13).to_version == 18
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -1191,6 +1211,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         ("0014-compact-forms", 14, 15),
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
+        ("0017-medium-references", 17, 18),
     ]
     heads = _records(before, K.HEAD, HEAD_V14)
     versions = _records(before, K.VERSION, VERSION_V14)
@@ -1205,7 +1226,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     )
     assert journal(after)[:-1] == journal(before)
     assert _records(after, K.HEAD, HEAD) == heads
-    assert _records(after, K.VERSION, VERSION) == versions
+    assert _records(after, K.VERSION, VERSION_V17) == versions
     # every record with forms whose short form begins the medium form got smaller
     wide = 0
     for k in set(heads) | set(versions):
@@ -1222,7 +1243,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     assert wide >= 2  # the head and version of memory 152
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 15 and "compact-forms" in record.features
-    assert M.migrate(v14).to_version == 17  # then 0015 and 0016
+    assert M.migrate(v14).to_version == 18  # then 0015, 0016 and 0017
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1233,7 +1254,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         assert long is not None and long.short.endswith("…")
         ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
         assert TOOL.fid(140) in ferry
-        last = list(cx.journal())[-2]
+        last = list(cx.journal())[-3]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         assert cx.resolve_latest(new.id).head.forms is not None
@@ -1262,7 +1283,7 @@ def test_0014_failing_half_way_leaves_format_14(
         M.migrate(v14)
     assert dump(v14) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v14).to_version == 17
+    assert M.migrate(v14).to_version == 18
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 

@@ -21,6 +21,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "store_digest.py"
 
+# FORMAT 17 (issue 18: a version's medium form as a reference into its data). Was ab25130f… at
+# format 16 (main's code, b3e209c), with the same 6276 keys; what changed, keyspace by keyspace:
+# mv/ — every version whose medium form holds a text of its data of at least 12 bytes holds the
+# medium as [prefix, at, suffix] (Forms key 5) instead of its text, each otherwise equal field for
+# field (the 453 versions 143,877 -> 115,938 B); meta/format names format 17 and the feature
+# medium-references; the journal's init entry says "format 17" (so every later entry's prev hash
+# moved). Every other keyspace (m/ too: heads keep their forms) is equal. The same three
+# keyspaces move in the three digests below (at format 16: no embedder f2261ae2…, still clock
+# 2bb99a47… and 3256bd42…). Equal on both paths.
 # FORMAT 15 (issue 18: compact forms). Was 14641215… at format 14, with the same 6276 keys; what
 # changed, keyspace by keyspace (compared with main's code at format 14, be07dbb): m/ and mv/ —
 # every head and version whose short form begins its medium form holds the short form as its
@@ -98,7 +107,16 @@ TOOL = ROOT / "tools" / "store_digest.py"
 # later entry's prev hash moved); every other keyspace is equal. The same two move in the three
 # digests below (no embedder f2261ae2…, still clock 2bb99a47… and 3256bd42… at format 16); the
 # folded lex/ digest does not move.
-STORE_DIGEST = "644e130ecfa7412fded83183ab5ed6f22055bc967d6f6840af20cc7f4a51a081"
+# FORMAT 18 (issue 18: a version's medium form as a reference into its data). Was 644e130e… at
+# format 17 with the same 6276 keys; compared key by key with main's code at format 17
+# (173b729): mv/ — 444 of the 453 versions, each decoding to the same value (VERSION_V17 before,
+# VERSION after) and shorter (27,939 B in all): only their forms' bytes; meta/format names
+# format 18 and the feature medium-references; the journal's init entry says "format 18" (so
+# every later entry's prev hash moved: 533 j/ records, nothing else in them). Every other key is
+# equal, lex/ included. The same keyspaces, the same way, in the three digests below (no
+# embedder 6fc27415…, still clock c8dcebef… and c75d229f… at format 17); the folded lex/ digest
+# does not move.
+STORE_DIGEST = "5886954362e036f28f57a6e25b117038082225af24baab5dc58c4d4644f51629"
 STORE_KEYS = 6276
 FOLDED_LEX_DIGEST = "15765c4cb85df04f29f37d768babb76d75c9f93ccc3f0d23d6f1d9509b273fa8"
 """The lex/ keyspace once every segment is folded (format 9 to 13: 61213a43…, the same bytes as
@@ -111,18 +129,20 @@ numbers the live memories in id order, is equal by id only)."""
 # At format 8 (before the FORMAT 9 change above, which moves these three for the same reasons)
 # ca0891ed…, still clock 66de81b4… and ccbd4b70…; at format 9 7b5cca45…, bf823f0a… and
 # 2b44114d… (FORMAT 10 moves them as it moves the store's digest above).
-STORE_DIGEST_NO_EMBEDDER = "6fc27415b9680f628af64620476c24c3c45243b5108495a9c2d59c3ca909ba8f"
+STORE_DIGEST_NO_EMBEDDER = "83461d4e5f31aef8edc1d1bbc15de15030a7d3401ed60d01c9436fd4780c76ed"
 STILL_CLOCK_DIGESTS = {
-    "hashing": "c8dcebef7eb4e4af0c1b459069025f0e9ef32e9a69e6a922c3a3902ae8194f26",
-    "none": "c75d229fcfc2f96074eeda2088cf5d6845be4cf211d5fe20f702e6d682aa5767",
+    "hashing": "67a9b3520d8423d45a064dfe1fec630fe02fba6e64b21ec5e6378c873abb1ace",
+    "none": "859a7caea9224b475203d4ea3c210a98a2e9067bac20287be717e6c8f32161f3",
 }
-# FORMAT 15 adds specs/vectors/forms.json (was bcb84d5e… without it); FORMAT 14 rewrites
+# FORMAT 18 adds specs/vectors/medium_refs.json and notes in forms.json's conventions that its
+# versions are as formats 15-17 encode them (was 93e59781…); FORMAT 15 adds
+# specs/vectors/forms.json (was bcb84d5e… without it); FORMAT 14 rewrites
 # specs/vectors/postings.json (blocks by docno, varints) and segments.json
 # (entries by docno) (was 7b546fc7… before); FORMAT 13 adds specs/vectors/stored_vectors.json
 # (was 92c68445… without it); FORMAT 11 added
 # specs/vectors/counters.json (was 1f24825e… without it); FORMAT 10 added
 # segments.json (was 025b327f… without it); every other vector file is unchanged.
-VECTORS_DIGEST = "66ba3517b0af4c5a9579b5a9dd4a9aae2f4bb0e05ba0e89a7260462e1bd28b5f"
+VECTORS_DIGEST = "d3b5d3f01fdb004a089fafe26b6b1f3e1285c7436d62552d2d12faa80f9517fa"
 
 
 def _tool() -> Any:

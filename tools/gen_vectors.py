@@ -1650,7 +1650,7 @@ def _forms_file() -> dict[str, Any]:
     Each case as the nested record, and in a head and a version; records a reader refuses.
     """
     from cortex.errors import CodecError, NonCanonicalError
-    from cortex.model.codec import FORMS, FORMS_V14, HEAD, VERSION
+    from cortex.model.codec import FORMS, FORMS_V14, HEAD, VERSION_V17
     from cortex.model.records import Forms
 
     cases = []
@@ -1659,8 +1659,9 @@ def _forms_file() -> dict[str, Any]:
         raw = FORMS.encode(forms, "forms")
         assert FORMS.decode(raw, "forms") == forms
         head, version = forms_records(short, medium)
-        hraw, vraw = HEAD.encode(head, "head"), VERSION.encode(version, "version")
-        assert HEAD.decode(hraw, "head") == head and VERSION.decode(vraw, "version") == version
+        hraw, vraw = HEAD.encode(head, "head"), VERSION_V17.encode(version, "version")
+        assert HEAD.decode(hraw, "head") == head
+        assert VERSION_V17.decode(vraw, "version") == version
         assert raw in hraw and raw in vraw
         cases.append(
             {
@@ -1717,10 +1718,178 @@ def _forms_file() -> dict[str, Any]:
             "format14_hex": "the same forms as formats 1-14 and their bundles encode them",
             "head_hex": "a head holding the forms (SENSITIVITY_HEAD, type preference) at key 13",
             "version_hex": "a version holding them at key 11 (FORMS_VERSION in "
-            "tools/gen_vectors.py, its data Preference(topic='window seats', polarity=prefer))",
+            "tools/gen_vectors.py, its data Preference(topic='window seats', polarity=prefer)) "
+            "as store formats 15-17 encode it; format 18 stores a version's medium form as a "
+            "reference into its data where one applies (medium_refs.json)",
             "negative": "Forms a reader MUST refuse, with the error class",
         },
         "head": SENSITIVITY_HEAD,
+        "version": FORMS_VERSION,
+        "cases": cases,
+        "negative": out_negative,
+    }
+
+
+MEDIUM_REF_CASES: Final = [
+    ("a preference", "the topic occurs in the medium: prefix 'prefers ', the topic's item, "
+     "suffix ' (prefer)'; the short form is the medium's first bytes (key 4)",
+     "preference", {"topic": "window seats on long flights", "polarity": "prefer"},
+     "prefers window seats on long flights", "prefers window seats on long flights (prefer)"),
+    ("a short text stays literal", "'green tea' is 9 bytes, under the 12 a reference needs: "
+     "key 2", "preference", {"topic": "green tea", "polarity": "prefer"},
+     "prefers green tea", "prefers green tea (prefer)"),
+    ("twelve bytes", "exactly 12 bytes is enough", "preference",
+     {"topic": "window seats", "polarity": "avoid"}, "avoids window seats",
+     "avoids window seats (avoid)"),
+    ("the longest text", "statement and subject both occur; the longer, the statement, is "
+     "referred to", "fact",
+     {"statement": "the harbour ferry leaves at eleven", "subject": "the harbour ferry",
+      "predicate": "departs"},
+     "the harbour ferry leaves at eleven", "the harbour ferry leaves at eleven"),
+    ("equal lengths: the first in data", "two texts of 14 bytes occur; the one encoded first "
+     "(the statement, key 1, before the subject, key 2)", "fact",
+     {"statement": "north terminal", "subject": "south terminal", "predicate": "pairs"},
+     "pairs", "north terminal / south terminal"),
+    ("the first occurrence in the medium", "the text occurs twice: the prefix is the "
+     "shortest", "fact", {"statement": "bring an umbrella", "subject": "weather",
+     "predicate": "advice"}, "twice", "bring an umbrella, bring an umbrella"),
+    ("the whole medium", "prefix and suffix empty", "fact",
+     {"statement": "the ferry leaves at eleven", "subject": "ferry", "predicate": "leaves"},
+     "the ferry leaves at eleven", "the ferry leaves at eleven"),
+    ("own text", "forms supplied by a caller that hold no text of the data: key 2", "fact",
+     {"statement": "the ferry leaves at eleven", "subject": "ferry", "predicate": "leaves"},
+     "a summary of its own", "a medium form of its own"),
+    ("non-ASCII", "offsets and lengths count UTF-8 bytes", "preference",
+     {"topic": "crème brûlée after dinner", "polarity": "prefer"},
+     "prefers crème brûlée…", "prefers crème brûlée after dinner (prefer)"),
+    ("a cut short form", "the short form is a cut of the medium (key 3), which refers to the "
+     "data (key 5)", "fact",
+     {"statement": "the quarterly report is due on the first monday of april",
+      "subject": "report", "predicate": "due"},
+     "report: the quarterly report is due…",
+     "report: the quarterly report is due on the first monday of april"),
+]  # fmt: skip
+"""``medium_refs.json``'s cases: (name, why, type, data fields, short, medium)."""
+
+
+def medium_ref_version(type_name: str, fields: dict[str, Any], short: str, medium: str) -> Any:
+    """The version of ``medium_refs.json``: ``FORMS_VERSION``'s fields, this data, these forms."""
+    from cortex.model.enums import SourceKind
+    from cortex.model.records import Forms, Provenance, Version
+
+    head, _ep = sensitivity_records("internal")
+    mtype = next(t for t in MemoryType if t.type_name.lower() == type_name)
+    data = encode_data(parse_input(mtype.type_name, fields))
+    return Version(
+        id=head.id,
+        version=1,
+        type=mtype,
+        data=data,
+        hash=content_hash(mtype, data),
+        created_at=head.created_at,
+        created_by="agent-1",
+        confidence=1.0,
+        provenance=Provenance(source=SourceKind.USER_INPUT),
+        forms=Forms(short=short, medium=medium),
+    )
+
+
+def _medium_refs_file() -> dict[str, Any]:
+    """A version's medium form as a reference into its data (format 18, ``specs/format.md``).
+
+    Each case's forms and whole version; versions a reader refuses.
+    """
+    from cortex.errors import NonCanonicalError
+    from cortex.model.codec import VERSION, VERSION_FORMS, VERSION_V17
+
+    cases = []
+    for name, why, type_name, fields, short, medium in MEDIUM_REF_CASES:
+        version = medium_ref_version(type_name, fields, short, medium)
+        raw = VERSION.encode(version, "version")
+        assert VERSION.decode(raw, "version") == version
+        forms = VERSION_FORMS.enc_in(version.forms, version.data)
+        assert raw.endswith(b"\x0b" + forms)
+        cases.append(
+            {
+                "name": name,
+                "why": why,
+                "type": type_name,
+                "data_hex": version.data.hex(),
+                "short": short,
+                "medium": medium,
+                "forms_hex": forms.hex(),
+                "version_hex": raw.hex(),
+                "format17_hex": VERSION_V17.encode(version, "version").hex(),
+            }
+        )
+
+    def splice(case: int, forms_hex: str, data: bool = True) -> bytes:
+        version = medium_ref_version(*MEDIUM_REF_CASES[case][2:])
+        bare = msgspec.structs.replace(version, forms=None)
+        if not data:
+            bare = msgspec.structs.replace(bare, data=None)
+        b = VERSION.encode(bare, "version")
+        return bytes((b[0] + 1,)) + b[1:] + b"\x0b" + _hx(forms_hex)
+
+    pre = text_hex("prefers ")
+    suf = text_hex(" (prefer)")
+    # case 0's data: a3 00 01 01 78 1c <topic> 02 01: the topic's item is at offset 4
+    negative = [
+        ("the literal medium where a reference applies", 0,
+         "a2 02" + text_hex(MEDIUM_REF_CASES[0][5]) + "04 18 24", "NonCanonicalError"),
+        ("an offset past the data", 0, "a2 04 18 24 05 83" + pre + "18 40" + suf, "CodecError"),
+        ("an offset on no text item (the map's head)", 0, "a2 04 18 24 05 83" + pre + "00" + suf,
+         "CodecError"),
+        ("an offset inside the text", 0, "a2 04 18 24 05 83" + pre + "06" + suf, "CodecError"),
+        ("a reference to a text under 12 bytes", 1,
+         "a2 04 11 05 83" + pre + "04" + suf, "NonCanonicalError"),
+        ("not the longest text", 3, "a2 04 18 22 05 83 60 18 29" + text_hex(" leaves at eleven"),
+         "NonCanonicalError"),
+        ("not the first occurrence in the medium", 5,
+         "a2 01" + text_hex("twice") + "05 83" + text_hex("bring an umbrella, ") + "04 60",
+         "NonCanonicalError"),
+        ("keys 2 and 5 both", 0, "a3 02" + text_hex(MEDIUM_REF_CASES[0][5]) + "04 18 24 05 83"
+         + pre + "04" + suf, "CodecError"),
+        ("a reference of two items", 0, "a2 04 18 24 05 82" + pre + "04", "CodecError"),
+        ("a prefix as bytes", 0, "a2 04 18 24 05 83 48 7072656665727320 04" + suf, "CodecError"),
+        ("an offset as text", 0, "a2 04 18 24 05 83" + pre + text_hex("4") + suf, "CodecError"),
+    ]  # fmt: skip
+    out_negative = []
+    for name, case, hx, error in negative:
+        raw = splice(case, hx)
+        try:
+            VERSION.decode(raw, "version")
+        except CodecError as exc:
+            want = NonCanonicalError if error == "NonCanonicalError" else CodecError
+            assert type(exc) is want, (name, exc)
+        else:
+            raise AssertionError(f"medium_refs vector {name!r} decodes")
+        out_negative.append({"name": name, "version_hex": raw.hex(), "error": error})
+    raw = splice(0, "a2 04 18 24 05 83" + pre + "04" + suf, data=False)
+    try:
+        VERSION.decode(raw, "version")
+    except CodecError as exc:
+        assert type(exc) is CodecError, exc
+    else:
+        raise AssertionError("a reference without data decodes")
+    out_negative.append(
+        {"name": "a reference in a version without data", "version_hex": raw.hex(),
+         "error": "CodecError"}
+    )  # fmt: skip
+    return {
+        "conventions": {
+            "forms_hex": "a version's Forms (store format 18): the medium form is key 5 = "
+            "[prefix, at, suffix] (the medium is prefix, the text item at offset at of the "
+            "version's data, then suffix) when a text of the data of at least 12 UTF-8 bytes "
+            "occurs in it on character boundaries (the longest; of equal lengths the first in "
+            "the data; its first occurrence in the medium), else key 2; the short form keeps "
+            "keys 1, 3, 4 relative to the medium's text",
+            "data_hex": "the version's data: the canonical CBOR of the typed value",
+            "version_hex": "the whole version (FORMS_VERSION's fields, this data and its hash, "
+            "these forms)",
+            "format17_hex": "the same version as store formats 15-17 encode it (medium text)",
+            "negative": "versions a reader MUST refuse, with the error class",
+        },
         "version": FORMS_VERSION,
         "cases": cases,
         "negative": out_negative,
@@ -1752,6 +1921,7 @@ def build() -> dict[str, Any]:
     files["counters.json"] = _counters_file()
     files["stored_vectors.json"] = _stored_vectors_file()
     files["forms.json"] = _forms_file()
+    files["medium_refs.json"] = _medium_refs_file()
     return files
 
 

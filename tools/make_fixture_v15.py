@@ -20,6 +20,7 @@ import argparse
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,11 +64,12 @@ def populate_lean(cx: Cortex) -> None:
     cx.purge(fid(163), reason="fixture")
 
 
-def build(fmt: int) -> int:
-    """Build the fixture of format ``fmt`` (15; 16 by ``make_fixture_v16.py``).
+def build(fmt: int, *more: Callable[[Cortex], None]) -> int:
+    """Build the fixture of format ``fmt`` (15; 16 and 17 by ``make_fixture_v16/v17.py``).
 
-    Every populate step up to ``populate_lean``, then a compacted copy of ``data.mdb`` alone in
-    ``--out``. Returns the exit code: 2 when this cortex does not write format ``fmt``.
+    Every populate step up to ``populate_lean``, then ``more`` (the later fixtures' own steps),
+    then a compacted copy of ``data.mdb`` alone in ``--out``. Returns the exit code: 2 when this
+    cortex does not write format ``fmt``.
     """
     from cortex.engine.store import FORMAT_VERSION
 
@@ -97,6 +99,8 @@ def build(fmt: int) -> int:
             populate_docnos(cx)
             populate_forms(cx)
             populate_lean(cx)
+            for step in more:
+                step(cx)
             report = cx.verify()
             assert report.ok, report.problems
             if out.exists():

@@ -52,6 +52,9 @@ typedef struct {
     Py_ssize_t len;
     Py_ssize_t pos;
     Share *share; /* NULL but on the read path */
+    const uint8_t *data; /* a version's data while its forms are read (format 18), or NULL */
+    Py_ssize_t data_len;
+    PyObject *like; /* the head's Forms while its version's are read on the read path, or NULL */
 } Reader;
 
 static int
@@ -982,17 +985,207 @@ text_body(const Reader *r, Py_ssize_t at, Py_ssize_t *n)
     return t.b + t.pos;
 }
 
+/* One of the head's form texts (``like``, its UTF-8 ``lb``/``ln``) when ``b``/``n`` are its
+ * bytes: a new reference to it (equal bytes are an equal, valid text), else NULL. */
+static PyObject *
+same_text(PyObject *like, const char *lb, Py_ssize_t ln, const uint8_t *b, Py_ssize_t n)
+{
+    if (like != NULL && lb != NULL && ln == n && memcmp(lb, b, (size_t)n) == 0) {
+        Py_INCREF(like);
+        return like;
+    }
+    return NULL;
+}
+
+/* read_text, or the head's text ``like`` where the item holds its bytes (the read path). */
+static PyObject *
+read_text_like(const Spec *s, Reader *r, PyObject *like, const char *lb, Py_ssize_t ln)
+{
+    if (like != NULL) {
+        Reader t = *r;
+        uint64_t n;
+        const uint8_t *p;
+        PyObject *v;
+        if (expect(&t, 3, &n) == 0 && take(&t, n, &p) == 0 &&
+            (v = same_text(like, lb, ln, p, (Py_ssize_t)n)) != NULL) {
+            r->pos = t.pos;
+            return v;
+        }
+        PyErr_Clear(); /* read_text below says what is wrong */
+    }
+    return read_text(s, r);
+}
+
+/* A version's medium form as a reference into its data (format 18, codec.VersionFormsCodec):
+ * key 5 = [prefix, at, suffix], the medium being prefix, the text item at offset ``at`` of
+ * r->data, then suffix; only the reference medium_ref takes is accepted. */
+static PyObject *
+read_medium_ref(PlanObject *pl, Reader *r, PyObject *like, const char *lb, Py_ssize_t ln)
+{
+    uint64_t n, pn, sfn, tn = 0;
+    long long at;
+    Py_ssize_t start = r->pos, ref_at, ref_i, ref_len, total;
+    const uint8_t *pre, *suf, *t;
+    uint8_t small[512], *buf = small;
+    PyObject *str;
+    if (expect(r, 4, &n) < 0) {
+        return NULL;
+    }
+    if (n != 3) {
+        r->pos = start;
+        return reject_null(r, "the medium form's reference is [prefix, at, suffix]");
+    }
+    if (expect(r, 3, &pn) < 0 || take(r, pn, &pre) < 0 || read_int(r, 0, LLONG_MAX, &at) < 0 ||
+        expect(r, 3, &sfn) < 0 || take(r, sfn, &suf) < 0) {
+        return NULL;
+    }
+    if (r->data == NULL || at >= r->data_len) {
+        r->pos = start;
+        return reject_null(r, "the medium form refers past the version's data");
+    }
+    {
+        const uint8_t *d = r->data + at;
+        Py_ssize_t left = r->data_len - (Py_ssize_t)at - 1;
+        int info = d[0] & 31, k, size;
+        if ((d[0] >> 5) != 3 || info > 27) {
+            r->pos = start;
+            return reject_null(r, "the medium form refers to no text of the version's data");
+        }
+        size = info < 24 ? 0 : 1 << (info - 24);
+        tn = info < 24 ? (uint64_t)info : 0;
+        for (k = 0; k < size && k < left; k++) {
+            tn = (tn << 8) | d[1 + k];
+        }
+        if (size > left || tn > (uint64_t)(left - size)) {
+            r->pos = start;
+            return reject_null(r, "the medium form refers to no text of the version's data");
+        }
+        t = d + 1 + size;
+    }
+    if (pn + tn + sfn > (uint64_t)pl->fields[1].spec.max_bytes) {
+        r->pos = start;
+        return reject_null(r, "text too long");
+    }
+    total = (Py_ssize_t)(pn + tn + sfn);
+    if (total > (Py_ssize_t)sizeof(small) && (buf = PyMem_Malloc((size_t)total)) == NULL) {
+        return PyErr_NoMemory();
+    }
+    memcpy(buf, pre, (size_t)pn);
+    memcpy(buf + pn, t, (size_t)tn);
+    memcpy(buf + pn + tn, suf, (size_t)sfn);
+    if (!medium_ref(r->data, r->data_len, buf, total, &ref_at, &ref_i, &ref_len) ||
+        ref_at != (Py_ssize_t)at || ref_i != (Py_ssize_t)pn) {
+        if (buf != small) {
+            PyMem_Free(buf);
+        }
+        r->pos = start;
+        return reject_null(r, "not the reference the medium form takes");
+    }
+    if ((str = same_text(like, lb, ln, buf, total)) != NULL) { /* the head's medium form */
+        if (buf != small) {
+            PyMem_Free(buf);
+        }
+        return str;
+    }
+    str = PyUnicode_DecodeUTF8((const char *)buf, total, NULL);
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+    if (str == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            r->pos = start;
+            return reject_null(r, "invalid UTF-8");
+        }
+        return NULL;
+    }
+    switch (text_nfc(str)) {
+    case -1:
+        Py_DECREF(str);
+        return NULL;
+    case 0:
+        Py_DECREF(str);
+        r->pos = start;
+        return reject_null(r, "text is not NFC");
+    default:
+        return str;
+    }
+}
+
+/* The head's forms as UTF-8, read from their CBOR (``sh->p``, the compact encoding its decode
+ * checked): the medium's bytes, and the short form's, ``*sb``/``*sn`` with ``*cut`` 0, or, when
+ * it is stored as a length, the medium's first ``*sn`` bytes (``*cut`` 1 when "…" follows).
+ * 1, or 0 when they do not read so (nothing is then shared). Spares PyUnicode_AsUTF8AndSize,
+ * which encodes a non-ASCII str afresh (about 4,000 instructions a get). */
+static int
+head_form_bytes(const Share *sh, const uint8_t **mb, Py_ssize_t *mn, const uint8_t **sb,
+                Py_ssize_t *sn, int *cut)
+{
+    Reader t;
+    uint64_t n, key, len;
+    const uint8_t *p;
+    t.b = sh->p;
+    t.len = sh->n;
+    t.pos = 0;
+    t.share = NULL;
+    t.data = NULL;
+    t.data_len = 0;
+    t.like = NULL;
+    if (sh->p == NULL || expect(&t, 5, &n) < 0 || n != 2 || expect(&t, 0, &key) < 0) {
+        goto no;
+    }
+    if (key == 1) {
+        if (expect(&t, 3, &len) < 0 || take(&t, len, &p) < 0) {
+            goto no;
+        }
+        *sb = p;
+        *sn = (Py_ssize_t)len;
+        *cut = 0;
+        if (expect(&t, 0, &key) < 0 || key != 2 || expect(&t, 3, &len) < 0 ||
+            take(&t, len, &p) < 0) {
+            goto no;
+        }
+        *mb = p;
+        *mn = (Py_ssize_t)len;
+        return 1;
+    }
+    if (key != 2 || expect(&t, 3, &len) < 0 || take(&t, len, &p) < 0) {
+        goto no;
+    }
+    *mb = p;
+    *mn = (Py_ssize_t)len;
+    if (expect(&t, 0, &key) < 0 || (key != 3 && key != 4) || expect(&t, 0, &len) < 0 ||
+        len > (uint64_t)*mn) {
+        goto no;
+    }
+    *sb = p;
+    *sn = (Py_ssize_t)len;
+    *cut = key == 3;
+    return 1;
+no:
+    PyErr_Clear();
+    return 0;
+}
+
 /* Forms in their compact encoding (format 15, codec.FormsCodec): {1: short, 2: medium} when
  * the short form is no prefix of the medium, else {2: medium, 4: n} (short = the medium's
  * first n bytes) or {2: medium, 3: n} (short = those bytes then "…"); anything else, including
- * the wide encoding where a compact one applies, is refused. */
+ * the wide encoding where a compact one applies, is refused.  A version's (pl->forms == 2,
+ * format 18) hold the medium as key 5 (read_medium_ref) where a text of its data occurs in
+ * it: {1: short, 5: ref}, {3: n, 5: ref}, {4: n, 5: ref}; key 2 there is refused. */
 static PyObject *
 read_forms(PlanObject *pl, Reader *r)
 {
-    uint64_t n, key;
-    Py_ssize_t at = r->pos, sat, mat, kat, sn, mn;
+    uint64_t n, key, skey;
+    Py_ssize_t at = r->pos, sat = 0, mat, kat, sn, mn;
     const uint8_t *s, *m;
+    long long len = 0;
     PyObject *vals[2] = {NULL, NULL}, *out = NULL;
+    /* on the read path, the head's forms: texts equal to theirs are theirs (one object) */
+    PyObject *ls = NULL, *lm = NULL;
+    const char *lsb = NULL, *lmb = NULL;
+    Py_ssize_t lsn = 0, lmn = 0;
+    int lcut = 0; /* the head's short form is lsb's lsn bytes then "…" */
     if (expect(r, 5, &n) < 0) {
         return NULL;
     }
@@ -1000,30 +1193,102 @@ read_forms(PlanObject *pl, Reader *r)
         r->pos = at;
         return reject_null(r, "forms are a map of two entries");
     }
+    if (pl->forms == 2 && r->like != NULL && Py_TYPE(r->like) == (PyTypeObject *)pl->cls &&
+        r->share != NULL && r->share->obj == r->like) {
+        const uint8_t *hm, *hs;
+        if (head_form_bytes(r->share, &hm, &lmn, &hs, &lsn, &lcut)) {
+            ls = attr_get(r->like, A_SHORT);
+            lm = ls != NULL ? attr_get(r->like, A_MEDIUM) : NULL;
+            if (lm == NULL || !PyUnicode_CheckExact(ls) || !PyUnicode_CheckExact(lm)) {
+                PyErr_Clear();
+                Py_CLEAR(ls);
+                Py_CLEAR(lm);
+            }
+            else {
+                lsb = (const char *)hs;
+                lmb = (const char *)hm;
+            }
+        }
+    }
     kat = r->pos;
     if (expect(r, 0, &key) < 0) {
         return NULL;
     }
-    if (key == 1) {
+    if (key == 1 || ((key == 3 || key == 4) && pl->forms == 2)) { /* the short form first */
+        skey = key;
         sat = r->pos;
-        if ((vals[0] = read_text(&pl->fields[0].spec, r)) == NULL) {
+        if (key == 1) {
+            if ((vals[0] = read_text_like(&pl->fields[0].spec, r, ls, lcut ? NULL : lsb, lsn)) ==
+                NULL) {
+                goto fail;
+            }
+        }
+        else if (read_int(r, key == 4 ? 1 : 0, LLONG_MAX, &len) < 0) {
             goto fail;
         }
         kat = r->pos;
         if (expect(r, 0, &key) < 0) {
             goto fail;
         }
-        if (key != 2) {
+        if (key == 5 && pl->forms == 2) {
+            if ((vals[1] = read_medium_ref(pl, r, lm, lmb, lmn)) == NULL) {
+                goto fail;
+            }
+            if (vals[1] == lm && lmb != NULL) { /* the head's: its bytes, not encoded again */
+                m = (const uint8_t *)lmb;
+                mn = lmn;
+            }
+            else if ((m = (const uint8_t *)PyUnicode_AsUTF8AndSize(vals[1], &mn)) == NULL) {
+                goto fail;
+            }
+        }
+        else if (key == 2 && skey == 1) {
+            mat = r->pos;
+            if ((vals[1] = read_text_like(&pl->fields[1].spec, r, lm, lmb, lmn)) == NULL) {
+                goto fail;
+            }
+            m = text_body(r, mat, &mn);
+        }
+        else {
             r->pos = kat;
-            reject(r, "forms lack their medium form (key 2)");
+            reject(r, "forms lack their medium form (key 2 or 5)");
             goto fail;
         }
+    }
+    else if (key == 2) {
         mat = r->pos;
-        if ((vals[1] = read_text(&pl->fields[1].spec, r)) == NULL) {
+        if ((vals[1] = read_text_like(&pl->fields[1].spec, r, lm, lmb, lmn)) == NULL) {
             goto fail;
         }
-        s = text_body(r, sat, &sn);
         m = text_body(r, mat, &mn);
+        kat = r->pos;
+        if (expect(r, 0, &skey) < 0) {
+            goto fail;
+        }
+        if (skey != 3 && skey != 4) {
+            r->pos = kat;
+            reject(r, "forms lack their short form (key 1, 3 or 4)");
+            goto fail;
+        }
+        sat = r->pos;
+        if (read_int(r, skey == 4 ? 1 : 0, LLONG_MAX, &len) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        r->pos = kat;
+        return reject_null(r, "forms lack their short form (key 1, 3 or 4)");
+    }
+    if (key == 2 && pl->forms == 2 && r->data != NULL) {
+        Py_ssize_t ra, ri, rl;
+        if (medium_ref(r->data, r->data_len, m, mn, &ra, &ri, &rl)) {
+            r->pos = at;
+            reject(r, "a medium form that holds a text of the version's data refers to it");
+            goto fail;
+        }
+    }
+    if (skey == 1) {
+        s = text_body(r, sat, &sn);
         if ((sn <= mn && memcmp(s, m, (size_t)sn) == 0) ||
             (sn >= 3 && memcmp(s + sn - 3, ELLIPSIS, 3) == 0 && sn - 3 <= mn &&
              memcmp(s, m, (size_t)(sn - 3)) == 0)) {
@@ -1032,26 +1297,12 @@ read_forms(PlanObject *pl, Reader *r)
             goto fail;
         }
     }
-    else if (key == 2) {
-        long long len;
+    else {
         uint8_t small[256];
         uint8_t *buf = small;
-        mat = r->pos;
-        if ((vals[1] = read_text(&pl->fields[1].spec, r)) == NULL) {
-            goto fail;
-        }
-        m = text_body(r, mat, &mn);
-        kat = r->pos;
-        if (expect(r, 0, &key) < 0) {
-            goto fail;
-        }
-        if (key != 3 && key != 4) {
-            r->pos = kat;
-            reject(r, "forms lack their short form (key 1, 3 or 4)");
-            goto fail;
-        }
-        sat = r->pos;
-        if (read_int(r, key == 4 ? 1 : 0, mn, &len) < 0) {
+        if (len > mn) {
+            r->pos = sat;
+            reject(r, "the short form's length runs past the medium form");
             goto fail;
         }
         if (len < mn && (m[len] & 0xC0) == 0x80) {
@@ -1059,28 +1310,35 @@ read_forms(PlanObject *pl, Reader *r)
             reject(r, "the short form's length ends inside a character of the medium form");
             goto fail;
         }
-        if (key == 3 && mn - len >= 3 && memcmp(m + len, ELLIPSIS, 3) == 0) {
+        if (skey == 3 && mn - len >= 3 && memcmp(m + len, ELLIPSIS, 3) == 0) {
             r->pos = sat;
             reject(r, "a short form that begins the medium form is stored with key 4");
             goto fail;
         }
-        sn = (Py_ssize_t)len + (key == 3 ? 3 : 0);
+        sn = (Py_ssize_t)len + (skey == 3 ? 3 : 0);
         if (sn > pl->fields[0].spec.max_bytes) {
             r->pos = sat;
             reject(r, "text too long");
             goto fail;
         }
-        if (key == 4 && sn == mn) { /* the whole medium form: the same text, one str */
+        if (skey == 4 && sn == mn) { /* the whole medium form: the same text, one str */
             vals[0] = Py_NewRef(vals[1]);
-            goto build;
+            goto built;
         }
         if (sn > (Py_ssize_t)sizeof(small) && (buf = PyMem_Malloc((size_t)sn)) == NULL) {
             PyErr_NoMemory();
             goto fail;
         }
         memcpy(buf, m, (size_t)len);
-        if (key == 3) {
+        if (skey == 3) {
             memcpy(buf + len, ELLIPSIS, 3);
+        }
+        if ((skey == 3) == lcut && /* the head's short form: the same bytes, cut alike */
+            (vals[0] = same_text(ls, lsb, lsn, buf, (Py_ssize_t)len)) != NULL) {
+            if (buf != small) {
+                PyMem_Free(buf);
+            }
+            goto built;
         }
         vals[0] = PyUnicode_DecodeUTF8((const char *)buf, sn, NULL);
         if (buf != small) {
@@ -1103,15 +1361,19 @@ read_forms(PlanObject *pl, Reader *r)
             break;
         }
     }
-    else {
-        r->pos = kat;
-        return reject_null(r, "forms lack their short form (key 1, 3 or 4)");
+built:
+    if (vals[0] != NULL && vals[0] == ls && vals[1] == lm) { /* the head's forms, the same */
+        Py_INCREF(r->like);
+        out = r->like;
     }
-build:
-    out = PyObject_Vectorcall(pl->cls, vals, 0, pl->kwnames);
+    else {
+        out = PyObject_Vectorcall(pl->cls, vals, 0, pl->kwnames);
+    }
 fail:
     Py_XDECREF(vals[0]);
     Py_XDECREF(vals[1]);
+    Py_XDECREF(ls);
+    Py_XDECREF(lm);
     return out;
 }
 
@@ -1179,7 +1441,24 @@ decode_record(PlanObject *pl, Reader *r, int depth)
             goto fail;
         }
         f = &pl->fields[fi];
-        v = decode_value(&f->spec, r, depth + 1);
+        if (f->spec.kind == K_RECORD && ((PlanObject *)f->spec.plan)->forms == 2) {
+            /* a version's forms may refer into its data, key 4 (format 18) */
+            r->data = NULL;
+            for (j = 0; j < nf; j++) {
+                PyObject *d = pl->fields[j].key == 4 ? vals[pl->fields[j].slot] : NULL;
+                if (d != NULL && PyBytes_CheckExact(d)) {
+                    r->data = (const uint8_t *)PyBytes_AS_STRING(d);
+                    r->data_len = PyBytes_GET_SIZE(d);
+                }
+            }
+            r->like = r->share != NULL ? r->share->obj : NULL; /* read_forms: one object */
+            v = decode_value(&f->spec, r, depth + 1);
+            r->data = NULL;
+            r->like = NULL;
+        }
+        else {
+            v = decode_value(&f->spec, r, depth + 1);
+        }
         if (v == NULL) {
             goto fail;
         }
@@ -1245,6 +1524,8 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r.len = PyBytes_GET_SIZE(args[1]);
         r.pos = 0;
         r.share = NULL;
+        r.data = NULL;
+        r.like = NULL;
         out = decode_record((PlanObject *)args[0], &r, 0);
         if (out != NULL && r.pos != r.len) {
             Py_DECREF(out);
@@ -1262,6 +1543,8 @@ sp_decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r.len = view.len;
     r.pos = 0;
     r.share = NULL;
+    r.data = NULL;
+    r.like = NULL;
     out = decode_record((PlanObject *)args[0], &r, 0);
     if (out != NULL && r.pos != r.len) {
         Py_CLEAR(out);
@@ -1351,6 +1634,8 @@ unsealed(PyObject *raw, Reader *r, Share *share)
     r->len = n;
     r->pos = 0;
     r->share = share;
+    r->data = NULL;
+    r->like = NULL;
     return 1;
 }
 
@@ -1490,6 +1775,8 @@ memory_from(PyObject *ctx, PyObject *head, PyObject *v)
         r.len = PyBytes_GET_SIZE(data);
         r.pos = 0;
         r.share = NULL;
+        r.data = NULL;
+        r.like = NULL;
         value = whole_record(plan, &r);
         if (value == NULL) {
             goto done;

@@ -507,6 +507,50 @@ compact_forms(Out *o, Py_ssize_t at)
     return 1;
 }
 
+/* Compact forms at o->p + at, the last thing written, made a version's (format 18,
+ * codec.VersionFormsCodec.enc_in): the medium form a reference [prefix, at, suffix] into the
+ * version's data ``d`` when medium_ref finds a text of it there. */
+static int
+ref_forms(Out *o, Py_ssize_t at, const uint8_t *d, Py_ssize_t dn)
+{
+    Py_ssize_t mn, sn, ref_at, ri, rl, short_at, short_len;
+    const char *m, *s;
+    char small[512], *buf = small;
+    int rc = 1;
+    if ((uint8_t)o->p[at + 1] == 0x01) { /* {1: short, 2: medium} */
+        s = text_item(o, at + 2, &sn);
+        short_at = at + 1;
+        short_len = (s + sn - o->p) - short_at;
+        m = text_item(o, short_at + short_len + 1, &mn);
+    }
+    else { /* {2: medium, 3 or 4: n} */
+        m = text_item(o, at + 2, &mn);
+        short_at = (m + mn) - o->p;
+        short_len = o->len - short_at;
+    }
+    if (!medium_ref(d, dn, (const uint8_t *)m, mn, &ref_at, &ri, &rl)) {
+        return 1;
+    }
+    if (short_len + mn > (Py_ssize_t)sizeof(small) &&
+        (buf = PyMem_Malloc((size_t)(short_len + mn))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(buf, o->p + short_at, (size_t)short_len);
+    memcpy(buf + short_len, m, (size_t)mn);
+    o->len = at + 1; /* the map head stays: two entries */
+    if (out_put(o, buf, short_len) < 0 || out_byte(o, 0x05) < 0 || out_byte(o, 0x83) < 0 ||
+        out_head(o, 3, (uint64_t)ri) < 0 || out_put(o, buf + short_len, ri) < 0 ||
+        out_head(o, 0, (uint64_t)ref_at) < 0 || out_head(o, 3, (uint64_t)(mn - ri - rl)) < 0 ||
+        out_put(o, buf + short_len + ri + rl, mn - ri - rl) < 0) {
+        rc = -1;
+    }
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+    return rc;
+}
+
 /* Forms, short and medium exact str: written compact (compact_forms); 0 when the Python path
  * must look (not NFC, too long, a surrogate). */
 static int
@@ -810,8 +854,14 @@ encode_version(Out *o, PyObject *const *v, PyObject *const *h, PyObject *id_byte
                                          PyBytes_GET_SIZE(pl->obj[NP_PROVENANCE_BYTES])) < 0) {
         return -1;
     }
-    if (forms.len > 0) { /* the same forms as the head's, encoded there */
-        if (out_byte(o, 0x0B) < 0 || out_put(o, head + forms.at, forms.len) < 0) {
+    if (forms.len > 0) { /* the head's forms, the medium a reference into data (format 18) */
+        Py_ssize_t fat;
+        if (out_byte(o, 0x0B) < 0) {
+            return -1;
+        }
+        fat = o->len;
+        if (out_put(o, head + forms.at, forms.len) < 0 ||
+            ref_forms(o, fat, (const uint8_t *)PyBytes_AS_STRING(data), size) < 0) {
             return -1;
         }
         count++;
@@ -1069,6 +1119,22 @@ enc_record(Out *o, PlanObject *pl, PyObject *v, int depth)
         }
         else if (out_head(o, 0, f->key) < 0) {
             rc = -1;
+        }
+        else if (f->spec.kind == K_RECORD && ((PlanObject *)f->spec.plan)->forms == 2) {
+            /* a version's forms refer into its data (format 18): exact bytes, else Python */
+            PyObject *d = PyObject_GetAttr(v, attr[A_DATA]);
+            Py_ssize_t fat = o->len;
+            if (d == NULL) {
+                rc = -1;
+            }
+            else if (d != Py_None && !PyBytes_CheckExact(d)) {
+                rc = 0;
+            }
+            else if ((rc = enc_value(o, &f->spec, x, depth)) > 0 && d != Py_None) {
+                rc = ref_forms(o, fat, (const uint8_t *)PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d));
+            }
+            Py_XDECREF(d);
+            count++;
         }
         else {
             rc = enc_value(o, &f->spec, x, depth);

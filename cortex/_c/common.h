@@ -8,6 +8,7 @@
  *                  (a memory's sealed head and version checked and built, its data decoded)
  *   cbor_encode.c  the encoder of records: a struct by its plan, a new memory's head and
  *                  version, a list of short ASCII texts
+ *   medium_ref.c   the data text a version's medium form refers to (format 18)
  *   tokenize.c     ASCII tokens, term counts, the stem table, the full form's term counts
  *   staging.c      a transaction's pending lexical documents and postings
  *   postings.c     runs of postings and posting blocks (join, merge, cut, append)
@@ -124,8 +125,19 @@ typedef struct {
     Field *fields; /* in key order */
     int forms;     /* the Forms record, in its compact encoding (format 15; codec.FormsCodec):
                     * fields short (key 1) and medium (key 2); keys 3 and 4 are the short
-                    * form as a length of the medium's UTF-8 (with and without "…") */
+                    * form as a length of the medium's UTF-8 (with and without "…").  2: a
+                    * version's (format 18; codec.VersionFormsCodec): the medium form may be
+                    * key 5, a reference into the enclosing record's key 4 (its data) */
 } PlanObject;
+
+/* The fewest bytes of a data text a medium form refers to (codec.MEDIUM_REF_MIN). */
+#define MEDIUM_REF_MIN 12
+
+/* codec.medium_ref: 1 with the head offset ``at`` of the data text a version's medium form
+ * ``m`` refers to, where it first occurs in ``m`` (``i``) and its ``len``; 0 when none (or
+ * ``d`` is not one well-formed CBOR item). */
+CX_HIDDEN int medium_ref(const uint8_t *d, Py_ssize_t dn, const uint8_t *m, Py_ssize_t mn,
+                         Py_ssize_t *at, Py_ssize_t *i, Py_ssize_t *len);
 
 CX_HIDDEN extern PyTypeObject Plan_Type;
 CX_HIDDEN extern PyObject *is_normalized; /* unicodedata.is_normalized */

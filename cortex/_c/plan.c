@@ -331,7 +331,7 @@ Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     int forms = 0;
     static char *kwlist[] = {"cls", "kwnames", "schema_version", "fields", "forms", NULL};
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO!|$p:Plan", kwlist, &cls, &PyTuple_Type,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OO!|$i:Plan", kwlist, &cls, &PyTuple_Type,
                                      &kwnames, &sv, &PyTuple_Type, &fields, &forms)) {
         return NULL;
     }
@@ -375,6 +375,10 @@ Plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         goto fail;
     }
     self->nfields = n;
+    if (forms < 0 || forms > 2) {
+        PyErr_SetString(PyExc_ValueError, "plan: forms is 0, 1 (forms) or 2 (a version's forms)");
+        goto fail;
+    }
     self->forms = forms;
     if (forms && (n != 2 || sv != Py_None)) {
         PyErr_SetString(PyExc_ValueError, "plan: the forms plan has two fields and no key 0");
@@ -444,8 +448,9 @@ PyTypeObject Plan_Type = {
     .tp_basicsize = sizeof(PlanObject),
     .tp_dealloc = (destructor)Plan_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Plan(cls, kwnames, schema_version, fields, *, forms=False): how to decode one "
-              "record struct (forms: the Forms record in its compact encoding).",
+    .tp_doc = "Plan(cls, kwnames, schema_version, fields, *, forms=0): how to decode one "
+              "record struct (forms 1: the Forms record in its compact encoding; 2: a version's, "
+              "whose medium form may refer into the enclosing record's key 4).",
     .tp_new = Plan_new,
 };
 

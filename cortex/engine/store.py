@@ -240,6 +240,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HALF_VECTORS_FEATURE",
     "KEYSPACE_DATABASES_FEATURE",
+    "MEDIUM_REFS_FEATURE",
     "Edge",
     "ImportReport",
     "JournalEntry",
@@ -251,7 +252,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 17
+FORMAT_VERSION: Final = 18
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -268,7 +269,9 @@ keyed by per-store document numbers (``lex/i/``, ``specs/lexical.md`` §4); form
 forms in heads and versions (a short form that begins the medium form is stored as its length,
 ``specs/format.md``); format 16 ``lex/d/`` records without their terms (``specs/lexical.md`` §4);
 format 17 the append-mostly keyspaces in LMDB named databases of their own
-(``specs/storage.md`` §2). ``cortex.transfer.migrate`` upgrades older formats.
+(``specs/storage.md`` §2); format 18 a version's medium form as a reference into its data where
+a text of the data occurs in it (``specs/format.md`` Forms). ``cortex.transfer.migrate``
+upgrades older formats.
 """
 KEYSPACE_DATABASES_FEATURE: Final = "keyspace-databases"
 """Format 17: on LMDB, each keyspace of ``keys.DATABASES`` is kept in a named database of its
@@ -276,6 +279,10 @@ own, keys unchanged (``specs/storage.md`` §2); the PostgreSQL engine keeps one 
 COMPACT_FORMS_FEATURE: Final = "compact-forms"
 """Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
 its length in UTF-8 bytes (``codec.FormsCodec``, ``specs/format.md``)."""
+MEDIUM_REFS_FEATURE: Final = "medium-references"
+"""Format 18: a version's ``Forms`` hold the medium form as ``[prefix, at, suffix]`` around a
+text item of the version's data where one occurs in it (``codec.VersionFormsCodec``,
+``specs/format.md``)."""
 ALIASES_FEATURE: Final = "entity-aliases"
 """Format 8: ``ent/a/`` entity alias records and the journal kind ``alias`` (``claims.md`` §10)."""
 ERASURE_FEATURE: Final = "erasure-records"
@@ -335,6 +342,7 @@ FEATURES: Final = frozenset(
         HALF_VECTORS_FEATURE,
         COMPACT_FORMS_FEATURE,
         KEYSPACE_DATABASES_FEATURE,
+        MEDIUM_REFS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

@@ -876,7 +876,7 @@ def _speedup_spec(f: _Field[Any]) -> tuple[Any, ...] | None:
         if key is None or value is None:
             return None
         return ("map", key, value, f.max_items)
-    if t is StructCodec or t is FormsCodec:
+    if t is StructCodec or t is FormsCodec or t is VersionFormsCodec:
         assert isinstance(f, StructCodec)
         return None if f._plan is None else ("record", f._plan)
     return None
@@ -895,6 +895,9 @@ class StructCodec(_Field[S]):
     """
 
     kind = "record"
+    data_attr: str | None = None
+    """The attribute of the enclosing record this nested record refers into (a version's forms
+    into its data, ``VersionFormsCodec``), or ``None``."""
 
     def __init__(
         self,
@@ -1073,6 +1076,8 @@ class StructCodec(_Field[S]):
                     f"if type({x}) is not MemoryId: raise _FB",
                     f"{ap}(K{k}); {ap}(b'\\x50' + {x}.bytes)",
                 ]
+            elif isinstance(f, StructCodec) and f.data_attr is not None:  # forms into data (17)
+                body = [f"{ap}(K{k}); {ap}(F{k}.enc_in({x}, v.{f.data_attr}))"]
             elif isinstance(f, StructCodec):
                 body = [f"{ap}(K{k}); {ap}(F{k}._fast_enc({x}))"]
             else:
@@ -1129,7 +1134,11 @@ class StructCodec(_Field[S]):
                 continue
             try:
                 parts.append(kb)
-                parts.append(f.enc(x))
+                if isinstance(f, StructCodec) and f.data_attr is not None:
+                    assert isinstance(f, VersionFormsCodec)
+                    parts.append(f.enc_in(x, getattr(v, f.data_attr)))
+                else:
+                    parts.append(f.enc(x))
             except Invalid as exc:
                 raise exc.at(f".{name}") from None
         return _head(5, (len(parts) - 1) // 2 + (self.schema_version is not None)) + b"".join(parts)
@@ -1161,7 +1170,11 @@ class StructCodec(_Field[S]):
                 raise Invalid("unknown_key", f"{self.name} has no field with key {k!r}")
             name, f = spec
             try:
-                kw[name] = f.dec(x)
+                if isinstance(f, StructCodec) and f.data_attr is not None:
+                    assert isinstance(f, VersionFormsCodec)
+                    kw[name] = f.dec_in(x, v.get(f.data_key))
+                else:
+                    kw[name] = f.dec(x)
             except Invalid as exc:
                 raise exc.at(f".{name}") from None
         if sv is not None and 0 not in v:
@@ -1450,7 +1463,7 @@ class FormsCodec(StructCodec[Forms]):
         if _sp is None:
             return None
         try:
-            return _sp.Plan(self.cls, ("short", "medium"), None, self._plan_fields(), forms=True)
+            return _sp.Plan(self.cls, ("short", "medium"), None, self._plan_fields(), forms=1)
         except (TypeError, ValueError, OverflowError):  # pragma: no cover - an old extension
             return None
 
@@ -1482,6 +1495,13 @@ class FormsCodec(StructCodec[Forms]):
         return self._dec_map(v)
 
     def _enc_forms(self, v: Any) -> bytes:
+        short, m = self._parts(v)
+        if short[0] == 1:
+            return b"\xa2" + short + b"\x02" + m
+        return b"\xa2\x02" + m + short
+
+    def _parts(self, v: Any) -> tuple[bytes, bytes]:
+        """The short form's key and value, and the medium form's text item (raises ``Invalid``)."""
         if type(v) is not Forms:
             raise Invalid("type", f"must be a Forms, got {_type_name(v)}")
         try:
@@ -1494,10 +1514,10 @@ class FormsCodec(StructCodec[Forms]):
             raise exc.at(".medium") from None
         sb, mb = _text_body(s), _text_body(m)
         if mb.startswith(sb):
-            return b"\xa2\x02" + m + b"\x04" + encode_uint(len(sb))
+            return b"\x04" + encode_uint(len(sb)), m
         if sb.endswith(_ELLIPSIS) and mb.startswith(sb[:-3]):
-            return b"\xa2\x02" + m + b"\x03" + encode_uint(len(sb) - 3)
-        return b"\xa2\x01" + s + b"\x02" + m
+            return b"\x03" + encode_uint(len(sb) - 3), m
+        return b"\x01" + s, m
 
     def _dec_map(self, v: Any) -> Forms:
         if type(v) is not dict:
@@ -1542,6 +1562,192 @@ class FormsCodec(StructCodec[Forms]):
 
 
 FORMS = FormsCodec()
+MEDIUM_REF_MIN: Final = 12
+"""The fewest UTF-8 bytes a data text a version's medium form refers to holds (format 18).
+
+A reference ``[prefix, at, suffix]`` costs at most 11 bytes more than the text it stands for
+saves from the literal medium (``specs/format.md`` Forms), so from 12 bytes on it is shorter."""
+_REF_DEPTH: Final = 32
+
+
+def data_texts(data: bytes) -> list[tuple[int, int, int]]:
+    """The text items of ``data``: ``(at, body, length)`` for each, in encoding order.
+
+    ``at`` is the offset of the item's head, ``body`` of its UTF-8, ``length`` its byte count.
+    Empty when ``data`` is not one well-formed CBOR item (definite lengths, no tags, at most 32
+    nested arrays and maps, no trailing bytes): such data has no text a medium form may refer
+    to (``specs/format.md`` Forms). Every item, map keys included, at any depth.
+    """
+    n = len(data)
+    out: list[tuple[int, int, int]] = []
+    remaining = [1]
+    pos = 0
+    while remaining:
+        if remaining[-1] == 0:
+            remaining.pop()
+            continue
+        remaining[-1] -= 1
+        if pos >= n:
+            return []
+        at = pos
+        ib = data[pos]
+        major, info = ib >> 5, ib & 31
+        if info < 24:
+            arg, pos = info, pos + 1
+        elif info <= 27:
+            size = 1 << (info - 24)
+            if pos + 1 + size > n:
+                return []
+            arg = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
+            pos += 1 + size
+        else:
+            return []
+        if major in (2, 3):
+            if arg > n - pos:
+                return []
+            if major == 3:
+                out.append((at, pos, arg))
+            pos += arg
+        elif major in (4, 5):
+            if arg:
+                if len(remaining) > _REF_DEPTH:
+                    return []
+                count = arg if major == 4 else 2 * arg
+                if count > n - pos:
+                    return []
+                remaining.append(count)
+        elif major == 6:
+            return []
+    return out if pos == n else []
+
+
+def _occurs(m: bytes, t: bytes) -> int:
+    """The first offset where ``t`` is in ``m`` on character boundaries of ``m``, or -1."""
+    i = m.find(t)
+    while i >= 0:
+        j = i + len(t)
+        if m[i] & 0xC0 != 0x80 and (j == len(m) or m[j] & 0xC0 != 0x80):
+            return i
+        i = m.find(t, i + 1)
+    return -1
+
+
+def medium_ref(data: bytes, medium: bytes) -> tuple[int, int, int] | None:
+    """The reference a version's medium form takes: ``(at, i, length)``, or ``None``.
+
+    Among the text items of ``data`` (``data_texts``) of at least ``MEDIUM_REF_MIN`` bytes
+    that occur in ``medium`` (its UTF-8) on character boundaries: the longest, the first in
+    ``data`` of equal length; ``at`` is its head's offset in ``data``, ``i`` where it first so
+    occurs in ``medium``, ``length`` its byte count.
+    """
+    best: tuple[int, int, int] | None = None
+    for at, body, length in data_texts(data):
+        if length < MEDIUM_REF_MIN or length > len(medium):
+            continue
+        if best is not None and length <= best[2]:
+            continue
+        i = _occurs(medium, data[body : body + length])
+        if i >= 0:
+            best = (at, i, length)
+    return best
+
+
+class VersionFormsCodec(FormsCodec):
+    """A version's forms (store format 18): the medium form may refer into the version's data.
+
+    The medium form is key 2 (its text) unless a text of the version's data occurs in it
+    (``medium_ref``); then key 5 = ``[prefix, at, suffix]``: the medium is ``prefix``, the
+    text of the data item at offset ``at``, then ``suffix``. The short form keeps keys 1, 3, 4,
+    relative to the medium's text. Heads keep ``FormsCodec`` (format 15): they have no data.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data_key = 4  # the Version's data key; it precedes forms (key 11) in the map
+        self.data_attr: str | None = "data"
+
+    def _speedup_plan(self) -> Any:
+        if _sp is None:
+            return None
+        try:
+            return _sp.Plan(self.cls, ("short", "medium"), None, self._plan_fields(), forms=2)
+        except (TypeError, ValueError, OverflowError):  # pragma: no cover - an old extension
+            return None
+
+    def fast(self, x: str, k: int, ns: dict[str, Any]) -> list[str]:
+        ns[f"F{k}"] = self
+        return [f"{x} = F{k}.dec_in({x}, m.get({self.data_key}))"]
+
+    def enc_in(self, v: Any, data: Any) -> bytes:
+        """The forms ``v`` of a version whose data is ``data`` (raises ``Invalid``)."""
+        short, m = self._parts(v)
+        ref = medium_ref(data, _text_body(m)) if type(data) is bytes else None
+        if ref is None:
+            if short[0] == 1:
+                return b"\xa2" + short + b"\x02" + m
+            return b"\xa2\x02" + m + short
+        at, i, length = ref
+        mb = _text_body(m)
+        return b"".join(
+            (
+                b"\xa2",
+                short,
+                b"\x05\x83",
+                _head(3, i),
+                mb[:i],
+                encode_uint(at),
+                _head(3, len(mb) - i - length),
+                mb[i + length :],
+            )
+        )
+
+    def dec_in(self, v: Any, data: Any) -> Forms:
+        """Forms from decoded CBOR ``v`` in a version whose data is ``data`` (raises Invalid)."""
+        if type(v) is dict and 5 in v:
+            if 2 in v:
+                raise Invalid(
+                    "medium",
+                    "Forms must hold its medium form once: as text (key 2) or as a reference "
+                    "into the version's data (key 5), not both",
+                )
+            rest = dict(v)
+            rest[2] = self._referred(rest.pop(5), data)
+            return self._dec_map(rest)
+        return self._dec_map(v)
+
+    def _referred(self, ref: Any, data: Any) -> str:
+        if type(ref) is not list or len(ref) != 3:
+            raise Invalid(
+                "medium_ref", "the medium form's reference (key 5) must be [prefix, at, suffix]"
+            ).at(".medium")
+        prefix, at, suffix = ref
+        if type(prefix) is not str or type(suffix) is not str:
+            raise Invalid(
+                "medium_ref", "the medium form's reference (key 5) has text prefix and suffix"
+            ).at(".medium")
+        if type(data) is not bytes:
+            raise Invalid(
+                "medium_ref",
+                "the medium form refers into the version's data (key 5), which is absent",
+            ).at(".medium")
+        item = next((t for t in data_texts(data) if t[0] == at), None) if type(at) is int else None
+        if item is None:
+            raise Invalid(
+                "medium_ref",
+                f"the medium form's reference (key 5) names offset {at!r}, which is not where "
+                "a text item of the version's data begins",
+            ).at(".medium")
+        _, body, length = item
+        try:
+            text = data[body : body + length].decode("utf-8")
+        except UnicodeDecodeError:
+            raise Invalid("medium_ref", f"the data's text at offset {at} is not UTF-8").at(
+                ".medium"
+            ) from None
+        return prefix + text + suffix
+
+
+VERSION_FORMS = VersionFormsCodec()
 FORMS_V14: Final = StructCodec(Forms, [("short", _text), ("medium", _text)])
 """Forms as store formats 1-14 and bundles of those formats encode them: ``{1: short, 2:
 medium}`` always. Read only where records of those formats arrive: bundles and salvage."""
@@ -1693,7 +1899,10 @@ def _version_fields(forms: StructCodec[Forms]) -> list[tuple[str, _Field[Any]]]:
 
 
 HEAD = StructCodec(Head, _head_fields(FORMS), schema_version=1)
-VERSION = StructCodec(Version, _version_fields(FORMS), schema_version=1)
+VERSION = StructCodec(Version, _version_fields(VERSION_FORMS), schema_version=1)
+VERSION_V17: Final = StructCodec(Version, _version_fields(FORMS), schema_version=1)
+"""Versions as store formats 15-17 encode them (``FORMS``, the medium form always text): old
+bundles, salvage, the migration to format 18."""
 HEAD_V14: Final = StructCodec(Head, _head_fields(FORMS_V14), schema_version=1)
 """Heads as store formats 1-14 encode them (``FORMS_V14``): old bundles, salvage, the migrations
 to those formats."""
@@ -2022,8 +2231,8 @@ def _encode_new_pair(h: Head, v: Version) -> tuple[bytes, bytes]:
         b"\x0a",
         _DEFAULT_PROVENANCE_BYTES if prov is DEFAULT_PROVENANCE else PROVENANCE.enc(prov),
     )
-    if forms_part:
-        parts.append(b"\x0b" + forms_part[1:])
+    if forms_part:  # the head's forms, the medium form a reference into data (format 18)
+        parts += (b"\x0b", VERSION_FORMS.enc_in(forms, data))
         count += 1
     if v.forms_override:
         parts.append(b"\x0c\xf5")

@@ -39,6 +39,7 @@ from cortex.model.codec import (
     HEAD_V14,
     VERSION,
     VERSION_V14,
+    VERSION_V17,
     cbor_extent,
     decode_data,
     encode_data,
@@ -756,9 +757,14 @@ def _read_cbor(data: bytes, progress: Progress | None) -> Bundle:
         kind = item[0]
         try:
             if kind == "memory" and len(item) in (3, 3 + labels) and isinstance(item[2], list):
-                # the records as their store format encoded them: forms compact from 15 on
+                # the records as their store format encoded them: forms compact from 15 on,
+                # a version's medium form a reference into its data from 18 on
                 head_codec, version_codec = (
-                    (HEAD, VERSION) if store_format >= 15 else (HEAD_V14, VERSION_V14)
+                    (HEAD, VERSION)
+                    if store_format >= 18
+                    else (HEAD, VERSION_V17)
+                    if store_format >= 15
+                    else (HEAD_V14, VERSION_V14)
                 )
                 head = head_codec.decode(_bytes(item[1]), "head")
                 versions = [version_codec.decode(_bytes(b), "version") for b in item[2]]

@@ -42,6 +42,7 @@ from cortex.engine.store import (
     FRAME_TIME_FEATURE,
     HALF_VECTORS_FEATURE,
     KEYSPACE_DATABASES_FEATURE,
+    MEDIUM_REFS_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     SENSITIVITY_HEADS_FEATURE,
@@ -71,6 +72,7 @@ from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.codec import HEAD_V14 as HEAD_CODEC_V14
 from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
 from cortex.model.codec import VERSION as VERSION_CODEC
+from cortex.model.codec import VERSION_V17 as VERSION_CODEC_V17
 from cortex.model.ids import MemoryId
 from cortex.model.records import Episode, Head
 from cortex.rules.salience import SALIENCE_STATE
@@ -313,7 +315,8 @@ def _compact_forms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     ``IntegrityError`` and nothing written (``decode_trusted``).
     """
     done = 0
-    for prefix, codec, what in ((HEAD, HEAD_CODEC, "head"), (VERSION, VERSION_CODEC, "version")):
+    codecs = ((HEAD, HEAD_CODEC, "head"), (VERSION, VERSION_CODEC_V17, "version"))  # as 15-17
+    for prefix, codec, what in codecs:
         for key, value in list(txn.scan(prefix)):
             record = decode_trusted(codec, key, value)
             payload = codec.encode(record, what)
@@ -392,6 +395,49 @@ def _keyspace_databases(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     if split is None:
         return 0
     return int(split(tick))
+
+
+MEDIUM_REFS_STEP: Final = 17
+"""The format ``0017-medium-references`` starts from (one number to change: the name, the
+fixture ``tools/make_fixture_v17.py`` and ``MIGRATIONS`` follow it)."""
+_REFS_BATCH: Final = 2048
+"""Versions read at a time by ``_medium_references``: memory stays bounded."""
+
+
+def _count_versions(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(VERSION))
+
+
+def _medium_references(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0017: rewrite every version with its medium form a reference into its data.
+
+    Each version is decoded as formats 15-17 encode it (the medium form text) and encoded
+    again; only the forms' bytes change (a medium form holding a text of the data of at least
+    12 bytes becomes ``[prefix, at, suffix]``, ``specs/format.md``), and a version whose bytes
+    are already those (no such text, or purged) is left alone. Reads the versions in batches
+    (memory stays bounded on a large store); a version that does not decode stops the
+    migration with ``IntegrityError`` and nothing written (``decode_trusted``).
+    """
+    done = 0
+    start: bytes | None = None
+    while True:
+        batch = []
+        for key, value in txn.scan(VERSION, start=start):
+            if key == start:
+                continue
+            batch.append((key, value))
+            if len(batch) == _REFS_BATCH:
+                break
+        if not batch:
+            return done
+        for key, value in batch:
+            record = decode_trusted(VERSION_CODEC_V17, key, value)
+            payload = seal(VERSION_CODEC.encode(record, "version"))
+            if payload != value:
+                txn.put(key, payload)
+            done += 1
+            tick(done)
+        start = batch[-1][0]
 
 
 _FORMAT1_FEATURES: Final = frozenset({"crc32-envelope", "journal-sha256-chain"})
@@ -578,6 +624,7 @@ _FORMAT14_FEATURES: Final = _FORMAT13_FEATURES | {LEXICAL_DOCNO_FEATURE}
 _FORMAT15_FEATURES: Final = _FORMAT14_FEATURES | {COMPACT_FORMS_FEATURE}
 _FORMAT16_FEATURES: Final = _FORMAT15_FEATURES | {LEXICAL_LEAN_DOCS_FEATURE}
 _FORMAT17_FEATURES: Final = _FORMAT16_FEATURES | {KEYSPACE_DATABASES_FEATURE}
+_FORMAT18_FEATURES: Final = _FORMAT17_FEATURES | {MEDIUM_REFS_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -767,6 +814,18 @@ MIGRATIONS: Final = (
         _FORMAT17_FEATURES,
         _count_database_records,
         _keyspace_databases,
+    ),
+    _Migration(
+        Step(
+            name=f"{MEDIUM_REFS_STEP:04d}-medium-references",
+            from_version=MEDIUM_REFS_STEP,
+            to_version=MEDIUM_REFS_STEP + 1,
+            description="rewrite every version with its medium form a reference into its "
+            "data where a text of the data occurs in it",
+        ),
+        _FORMAT18_FEATURES,
+        _count_versions,
+        _medium_references,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

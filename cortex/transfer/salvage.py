@@ -40,7 +40,7 @@ from cortex.errors import (
     ValidationError,
 )
 from cortex.index.vectors import VECTOR_RECORD, VECTORS_META, VectorRecord, VectorsMeta
-from cortex.model.codec import HEAD, HEAD_V14, VERSION, VERSION_V14, StructCodec
+from cortex.model.codec import HEAD, HEAD_V14, VERSION, VERSION_V14, VERSION_V17, StructCodec
 from cortex.model.enums import EdgeType, MemoryType, Sensitivity
 from cortex.model.episode import check_episode, decode_episode
 from cortex.model.hashing import content_hash
@@ -235,24 +235,26 @@ class _Records:
     def _strict(self, codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
         return codec.decode(unseal(key, value), show_key(key))
 
-    def _record(
-        self, codec: StructCodec[Any], wide: StructCodec[Any], key: bytes, value: bytes
-    ) -> Any:
-        """A head or version, strictly, in the encoding of format 15 or of formats 1-14.
+    def _record(self, codecs: tuple[StructCodec[Any], ...], key: bytes, value: bytes) -> Any:
+        """A head or version, strictly, in the encoding of its store's format.
 
-        A store of formats 1-14 holds its forms wide (``HEAD_V14``, ``VERSION_V14``).
+        ``codecs`` newest first: a record the first finds not canonical is tried with the next.
+        A store of formats 1-14 holds its forms wide (``HEAD_V14``, ``VERSION_V14``); one of
+        formats 15-17 its versions' medium forms as text (``VERSION_V17``).
         """
-        try:
-            return self._strict(codec, key, value)
-        except NonCanonicalError:
-            return self._strict(wide, key, value)
+        for codec in codecs[:-1]:
+            try:
+                return self._strict(codec, key, value)
+            except NonCanonicalError:
+                pass
+        return self._strict(codecs[-1], key, value)
 
     def _take(self, key: bytes, value: bytes) -> None:
         if key.startswith(HEAD_PREFIX):
             mid = MemoryId(key[len(HEAD_PREFIX) :])
             self.seen.memory(mid, "records")
             try:
-                head: Head = self._record(HEAD, HEAD_V14, key, value)
+                head: Head = self._record((HEAD, HEAD_V14), key, value)
             except (CodecError, IntegrityError) as exc:
                 self.head_problems[mid] = f"its head is damaged ({exc})"
                 raise
@@ -266,7 +268,7 @@ class _Records:
             self.seen.memory(mid, "records")
             problems = self.version_problems.setdefault(mid, {})
             try:
-                v: Version = self._record(VERSION, VERSION_V14, key, value)
+                v: Version = self._record((VERSION, VERSION_V17, VERSION_V14), key, value)
             except (CodecError, IntegrityError) as exc:
                 problems[n] = f"version {n} is damaged ({exc})"
                 raise
