@@ -821,6 +821,35 @@ def test_a_role_that_cannot_flush_commits_synchronously(
         kv.close()
 
 
+def test_a_flush_refused_after_open_still_returns_the_durable_write(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The right to run the flush statement is taken away after the store opened: the write's
+    COMMIT and unlock went through, so the write returns (made durable by a transaction of its
+    own, whose synchronous commit flushes the WAL), and later writes commit synchronously."""
+    from cortex.storage import pgkv
+
+    denied = (
+        "DO $$BEGIN RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', "
+        "MESSAGE = 'permission denied for function pg_logical_emit_message'; END$$"
+    )
+    kv = PgKV(url)
+    try:
+        assert kv._flushes
+        monkeypatch.setattr(pgkv, "_FLUSH", denied)
+        kv.write(lambda t: t.put(b"a", b"1"))
+        assert not kv._flushes
+        with _raw(url) as conn:  # nothing waits: no lock held, no transaction open
+            assert conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            ).fetchone() == (0,)
+        kv.write(lambda t: t.put(b"b", b"2"))
+        with kv.read() as r:
+            assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
+    finally:
+        kv.close()
+
+
 def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

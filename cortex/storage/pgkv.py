@@ -1636,6 +1636,15 @@ class PgKV:
                     ) from exc
                 time.sleep(min(0.001 * 2**attempt, 0.2) * (0.5 + random.random()))
                 continue
+            except errors.InsufficientPrivilege as exc:
+                c.release(failed=True)
+                if not (committing and self._flushes and "pg_logical_emit_message" in str(exc)):
+                    raise _wrap(exc, f"writing {self.path}") from exc
+                # the flush is the ending's last statement: the COMMIT and the unlock went
+                # through (the right to run it was taken away since the store opened)
+                self._flushes = False
+                self._flush_wal(exc)
+                return result
             except psycopg.Error as exc:
                 gone = c.conn is None or c.conn.broken or c.conn.closed
                 c.release(failed=True)
@@ -1657,6 +1666,32 @@ class PgKV:
             c.release(failed=False)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _flush_wal(self, cause: BaseException) -> None:
+        """Make a write committed asynchronously durable without ``_FLUSH``.
+
+        A transaction given an id commits with a commit record, synchronously at the server's
+        setting, so its commit flushes the WAL past every commit made before it.
+
+        Raises:
+            EngineError: the server could not be reached: the write was committed, its
+                flush is not confirmed.
+        """
+        psycopg, _ = _psycopg()
+        conn = None
+        try:
+            conn = self._getconn()
+            self.round_trips += 1
+            conn.execute("SELECT pg_current_xact_id()")
+        except (psycopg.Error, EngineError) as exc:
+            raise EngineError(
+                f"the write to {self.path} was committed, but its WAL flush could not be "
+                f"confirmed ({cause}; then {exc}): it is durable unless the server crashes "
+                "before its own WAL writer flushes it (within wal_writer_delay); read the store "
+                "after a crash to see whether it is there"
+            ) from exc
+        finally:
+            self._putconn(conn)
 
     # -- housekeeping ------------------------------------------------------------------------
 
