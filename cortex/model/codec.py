@@ -1282,13 +1282,19 @@ def _loads(data: bytes, path: str) -> Any:
 # The extent of one untrusted CBOR item, checked without recursion (bundles)
 
 
-def cbor_extent(data: bytes, pos: int = 0, max_depth: int = MAX_DEPTH) -> int:
+def cbor_extent(
+    data: bytes,
+    pos: int = 0,
+    max_depth: int = MAX_DEPTH,
+    texts: list[tuple[int, int, int]] | None = None,
+) -> int:
     """The end offset of the CBOR item at ``pos``, after checking its structure.
 
     The item must be well formed with definite lengths, hold no tags (so no shared references,
     cycles, big numbers or MIME messages) and nest at most ``max_depth`` arrays and maps. The
     walk keeps its own stack, so no input can exhaust Python's. Values (UTF-8 of text, the
-    shortest forms) are left to the decoder and the canonical check.
+    shortest forms) are left to the decoder and the canonical check. ``texts``, when given,
+    receives ``(at, body, length)`` of every text item met (``data_texts``).
 
     Raises:
         CodecError: naming the offset and what is wrong.
@@ -1302,6 +1308,7 @@ def cbor_extent(data: bytes, pos: int = 0, max_depth: int = MAX_DEPTH) -> int:
         remaining[-1] -= 1
         if pos >= n:
             raise CodecError(f"CBOR cut short at offset {pos}")
+        at = pos
         ib = data[pos]
         major, info = ib >> 5, ib & 31
         if info < 24:
@@ -1319,6 +1326,8 @@ def cbor_extent(data: bytes, pos: int = 0, max_depth: int = MAX_DEPTH) -> int:
         if major in (2, 3):
             if arg > n - pos:
                 raise CodecError(f"CBOR string at offset {pos} runs past the end")
+            if major == 3 and texts is not None:
+                texts.append((at, pos, arg))
             pos += arg
         elif major in (4, 5):
             if arg:
@@ -1578,47 +1587,12 @@ def data_texts(data: bytes) -> list[tuple[int, int, int]]:
     nested arrays and maps, no trailing bytes): such data has no text a medium form may refer
     to (``specs/format.md`` Forms). Every item, map keys included, at any depth.
     """
-    n = len(data)
     out: list[tuple[int, int, int]] = []
-    remaining = [1]
-    pos = 0
-    while remaining:
-        if remaining[-1] == 0:
-            remaining.pop()
-            continue
-        remaining[-1] -= 1
-        if pos >= n:
-            return []
-        at = pos
-        ib = data[pos]
-        major, info = ib >> 5, ib & 31
-        if info < 24:
-            arg, pos = info, pos + 1
-        elif info <= 27:
-            size = 1 << (info - 24)
-            if pos + 1 + size > n:
-                return []
-            arg = int.from_bytes(data[pos + 1 : pos + 1 + size], "big")
-            pos += 1 + size
-        else:
-            return []
-        if major in (2, 3):
-            if arg > n - pos:
-                return []
-            if major == 3:
-                out.append((at, pos, arg))
-            pos += arg
-        elif major in (4, 5):
-            if arg:
-                if len(remaining) > _REF_DEPTH:
-                    return []
-                count = arg if major == 4 else 2 * arg
-                if count > n - pos:
-                    return []
-                remaining.append(count)
-        elif major == 6:
-            return []
-    return out if pos == n else []
+    try:
+        end = cbor_extent(data, 0, _REF_DEPTH, out)
+    except CodecError:
+        return []
+    return out if end == len(data) else []
 
 
 def _occurs(m: bytes, t: bytes) -> int:
