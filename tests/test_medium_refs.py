@@ -9,11 +9,9 @@ reference, and the migration ``0017-medium-references`` on the format-17 fixture
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import cbor2
@@ -28,6 +26,8 @@ from cortex.model import codec
 from cortex.model.codec import VERSION, VERSION_FORMS, VERSION_V17, encode_data
 from cortex.transfer.migrate import MEDIUM_REFS_STEP, migrate
 
+from .test_compact_forms import _gen
+
 sp = pytest.importorskip("cortex._speedups", reason="PARITY needs the C accelerator")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,14 +35,6 @@ DOC = json.loads((ROOT / "specs" / "vectors" / "medium_refs.json").read_text())
 FIXTURE = ROOT / "tests" / "data" / f"format{MEDIUM_REFS_STEP}.cortex"
 BUNDLE = ROOT / "tests" / "data" / f"format{MEDIUM_REFS_STEP}.bundle.cbor"  # FIXTURE, exported
 ERRORS = {"CodecError": CodecError, "NonCanonicalError": NonCanonicalError}
-
-
-def _gen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_vectors", ROOT / "tools" / "gen_vectors.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_vectors_are_what_the_generator_builds() -> None:
