@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from cortex import Cortex, CortexError, Fact, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
+from cortex.index import lexical
 from cortex.storage.engines import copy_kv, exists, open_kv
 from cortex.storage.pgkv import (
     RETRIES,
@@ -917,6 +918,41 @@ def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) ->
             before = kv.round_trips
             assert len(cx.find(query).hits) == 10
             assert kv.round_trips - before <= most, query
+
+
+def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query terms' posting lists come whole in the preload that reads the statistics (a
+    list has at most ``df`` blocks), so a text search's round trips do not grow with its lists
+    (here 1,500 memories: 12 blocks of the common terms, more than a page of a scan), and the C
+    scorer ranks them exactly as the Python loop does (scores to the last bit)."""
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        cx.write_many(
+            NewMemory(
+                data=Fact(
+                    statement=f"user {i} likes green tea {'often' if i % 7 else 'rarely'}",
+                    subject="u",
+                    predicate="p",
+                ),
+            )
+            for i in range(1500)
+        )
+        for text in ("user 5 green tea", "rarely tea", "often"):
+            before = kv.round_trips
+            in_c = [(h.memory.id, h.score) for h in cx.find(Query(text=text, limit=10)).hits]
+            assert kv.round_trips - before <= 6, text
+            with monkeypatch.context() as m:
+                m.setattr(lexical, "_USE_BM25", False)
+                before = kv.round_trips
+                in_python = [
+                    (h.memory.id, h.score) for h in cx.find(Query(text=text, limit=10)).hits
+                ]
+                assert kv.round_trips - before > 6, text  # the loop's pages and probes
+            assert len(in_c) == 10
+            assert in_c == in_python, text
 
 
 def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:

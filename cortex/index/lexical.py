@@ -995,8 +995,12 @@ def search_terms(
             return _top(txn, scores, limit)
         allowed = ids.__contains__
 
-    if allowed is None and _USE_SPEEDUPS and _USE_BM25 and getattr(txn, "cursor", None):
-        # the loop below in C (an engine without round trips: every list read whole)
+    if allowed is None and _USE_SPEEDUPS and _USE_BM25:
+        # the loop below in C, every list read whole: on an engine with round trips all of
+        # them in one query (a list has at most ``df`` blocks: kept whole), as the loop below
+        # would read most of them anyway, a page of rows at a time, decoding each in Python
+        if load is not None:
+            load((), [posting_prefix(p[1]) for p in plan], max(p[3] for p in plan))
         lists = [
             (
                 w,
