@@ -56,6 +56,10 @@ _OURS: Final = frozenset({"store", "pool", "vectors"})
 RETRIES: Final = 12
 """How many times a write is tried when the server reports a serialization failure."""
 _PAGE_FIRST: Final = 8
+"""Rows in a scan's first page of keys and values (a seek reads one page); pages grow 8-fold."""
+_PAGE_FIRST_KEYS: Final = 32
+"""Rows in a scan's first page of keys only: an index scan's (``find`` type + tag, limit 10,
+reads its ten keys and a few it skips in one round trip; keys are at most ~60 bytes)."""
 _PAGE_MAX: Final = 2048
 _PRELOAD_SCAN: Final = 8
 """``preload`` keeps a prefix when it holds at most this many pairs (edges of a memory)."""
@@ -802,7 +806,7 @@ class _PgRead:
             yield from (loaded if cols == "kv" else ((k,) for k, _ in loaded))
             return
         q = self._c.q
-        n = _PAGE_FIRST
+        n = _PAGE_FIRST_KEYS if cols == "k" else _PAGE_FIRST
         if not reverse:
             lo, hi = _fwd_bounds(prefix, start)
             if hi is not None and lo >= hi:
