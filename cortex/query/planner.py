@@ -232,15 +232,22 @@ class Executor:
         An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
         reads in place, and nothing happens.
 
-        Heads (which hold the levels) and the ``supersedes`` edges to each memory first; then
-        the versions the query sees, the heads of their superseders and the use counters of the
-        memories whose heads say they have some (format 11: a memory never used costs no read).
+        Heads (which hold the levels), the ``supersedes`` edges to each memory and, for a
+        query of the present, each memory's last version (its current one, ``storage.md`` §2)
+        first; then what those did not answer: the versions the query sees, the heads of their
+        superseders and the use counters of the memories whose heads say they have some (format
+        11: a memory never used costs no read). A find of memories nobody superseded or used
+        reads them in one round trip.
         """
         load = getattr(self.txn, "preload", None)
         if load is None or not mids:
             return
         into = bytes((EdgeType.SUPERSEDES,))
-        load([head_key(m) for m in mids], [EDGE_TO + m.bytes + into for m in mids])
+        load(
+            [head_key(m) for m in mids],
+            [EDGE_TO + m.bytes + into for m in mids],
+            tails=[version_prefix(m) for m in mids] if self.plan.as_of is None else (),
+        )
         more: list[bytes] = []
         prefixes: list[bytes] = []
         for m in mids:

@@ -251,6 +251,15 @@ class _Scan:
             f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
             "ORDER BY k LIMIT %s) a ON true"
         )
+        # and each of some prefixes' last pair (a find's memories' last versions, read with
+        # their heads: ``_PgRead.preload``'s ``tails``)
+        self.preload_tails = (
+            f"{self.preload} UNION ALL "
+            "SELECT 2, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
+            "WITH ORDINALITY AS q(p, e, i) "
+            f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
+            "ORDER BY k DESC LIMIT 1) a ON true"
+        )
         self.tail = f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1"
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
@@ -280,6 +289,7 @@ class _Scan:
             self.point1,
             *self.point_keys.values(),
             self.preload,
+            self.preload_tails,
             self.tail,
             self.delete,
             self.upsert,
@@ -745,24 +755,40 @@ class _PgRead:
         return bytes(rows[0][0]) if rows else None
 
     def preload(
-        self, keys: Iterable[bytes], prefixes: Iterable[bytes] = (), limit: int = _PRELOAD_SCAN
+        self,
+        keys: Iterable[bytes],
+        prefixes: Iterable[bytes] = (),
+        limit: int = _PRELOAD_SCAN,
+        *,
+        tails: Iterable[bytes] = (),
     ) -> None:
-        """Read ``keys`` and short prefixes in one query, for the reads that follow.
+        """Read ``keys``, short prefixes and the last pair of ``tails`` in one query.
 
         A prefix is kept whole when it holds at most ``limit`` pairs; ``get`` and ``scan`` (of a
-        kept prefix, from its start) then need no query.
+        kept prefix, from its start) then need no query. A tail's last pair is kept as a key
+        read (a ``get`` of that key needs no query).
         """
         want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
         pre = [
             p for p in dict.fromkeys(prefixes) if p not in self._loaded_scans and p.strip(b"\xff")
         ]
-        if not want and not pre:
+        last = [p for p in dict.fromkeys(tails) if p.strip(b"\xff")]
+        if not want and not pre and not last:
             return
-        rows = self._rows(self._c.q.preload, (want, pre, [prefix_end(p) for p in pre], limit + 1))
+        params: tuple[Any, ...] = (want, pre, [prefix_end(p) for p in pre], limit + 1)
+        if last:
+            rows = self._rows(
+                self._c.q.preload_tails, (*params, last, [prefix_end(p) for p in last])
+            )
+        else:
+            rows = self._rows(self._c.q.preload, params)
         found = {bytes(k): bytes(v) for w, _, k, v in rows if w == 0}
         for k in want:
             self._loaded[k] = found.get(k)
-        self._keep_scans(pre, rows, limit)
+        for w, _, k, v in rows:
+            if w == 2:
+                self._loaded[bytes(k)] = bytes(v)
+        self._keep_scans(pre, [r for r in rows if r[0] != 2] if last else rows, limit)
 
     def _keep_scans(
         self, prefixes: list[bytes], rows: list[Any], limit: int
