@@ -273,7 +273,10 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     replay_t: list[float] = []
     replay_r: list[float] = []
     with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
-        real(conn, pgkv._Scan(copy).prepare, keep=0)
+        scan = pgkv._Scan(copy)
+        # the engine's session settings too (generic plans, where the engine sets them)
+        generic = getattr(scan, "generic", None)
+        real(conn, f"{generic}; {scan.prepare}" if generic else scan.prepare, keep=0)
 
         def replay(i: int) -> None:
             for query, keep in sent[i]:
