@@ -453,6 +453,43 @@ def test_pooled_connections_keep_their_prepared_statements(url: str) -> None:
         kv.close()
 
 
+def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pooled connections plan the engine's prepared statements once (a generic plan, not a
+    custom plan per execution); a write's lock, unlock, asynchronous setting and flush go by
+    their prepared names, so BEGIN and COMMIT are its only statements sent as text."""
+    from cortex.storage import pgkv
+
+    sent: list[Any] = []
+    real = pgkv._pipeline
+
+    def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+        sent.append(steps)
+        return real(conn, steps)
+
+    kv = PgKV(url)
+    try:
+        kv.write(lambda txn: txn.put(b"a", b"1"))
+        monkeypatch.setattr(pgkv, "_pipeline", spy)
+        for i in range(8):
+            kv.write(lambda txn, i=i: txn.put(b"b", b"%d" % i) if txn.get(b"a") else None)
+        texts = [st for steps in sent for st in steps if isinstance(st, str)]
+        assert set(texts) == {"BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT"}
+        assert len(sent) == 16 and all(st is None or st for steps in sent for st in steps)
+        with kv._pool.connection() as conn:
+            assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+            generic, custom = conn.execute(
+                "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements "
+                "WHERE name LIKE 'cortex%%'"
+            ).fetchone()
+            assert generic >= 8 * 4 and custom == 0  # the writes ran on this connection
+        with kv.read() as r:
+            assert (r.get(b"a"), r.get(b"b")) == (b"1", b"7")
+    finally:
+        kv.close()
+
+
 def test_a_preloaded_prefix_answers_seeks_and_started_scans_as_the_server_does(url: str) -> None:
     """A prefix a preload read whole serves scans and seeks from any start, forward and
     reverse, without a query, and exactly as the server's own scan answers them."""
@@ -749,6 +786,12 @@ def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+def _sql_of(kv: PgKV) -> Any:
+    """A pipeline step as SQL: a prepared statement's name as the statement it names."""
+    names = {name.encode(): sql for sql, name in kv._sql.prepared.items()}
+    return lambda step: names.get(step, step) if isinstance(step, bytes) else step
+
+
 def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
     url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -775,8 +818,13 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
 
         monkeypatch.setattr(pgkv, "_pipeline", spy)
         kv.write(lambda t: t.put(b"a", b"1"))
-        *_, set_async, commit, unlock, flush = sent[-1]
-        assert (set_async, commit, flush) == (pgkv._ASYNC, "COMMIT", probe)
+        # the statements without parameters go by their prepared names
+        *_, set_async, commit, unlock, flush = map(_sql_of(kv), sent[-1])
+        assert (set_async, commit, flush) == (
+            "SELECT set_config('synchronous_commit', 'off', true)",
+            "COMMIT",
+            probe,
+        )
         assert unlock.startswith("SELECT pg_advisory_unlock(")
         with _raw(url) as conn:
             held, lsn = conn.execute("SELECT held, lsn FROM cortex_probe").fetchone()
@@ -813,9 +861,9 @@ def test_a_role_that_cannot_flush_commits_synchronously(
         before = kv.round_trips
         kv.write(lambda t: t.put(b"b", b"2") if t.get(b"a") == b"1" else None)
         assert kv.round_trips - before == 2
-        *_, commit, unlock = sent[-1]
+        *_, commit, unlock = steps = list(map(_sql_of(kv), sent[-1]))
         assert commit == "COMMIT" and unlock.startswith("SELECT pg_advisory_unlock(")
-        assert pgkv._ASYNC not in sent[-1] and pgkv._FLUSH not in sent[-1]
+        assert kv._sql.fixed[pgkv._ASYNC] not in steps and pgkv._FLUSH not in steps
         with kv.read() as r:
             assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
     finally:

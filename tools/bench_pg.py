@@ -9,7 +9,8 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
 - each of those two ways: unpaired (``blocks``: each in loops of its own, the loops
   alternating, ratio of the medians) and paired (``paired``: one of each alternately, which
   goes first alternating too, median of the pairs' ratios); wall time and the client's CPU
-  time (``time.process_time``) apart;
+  time (``time.process_time``) apart, and for the unpaired writes the server's CPU time per
+  write (``server_cpu``: steadier than wall time when the disk or the CPUs are shared);
 - find: type + tag (limit 10) and text (BM25, limit 10), each engine beside the other;
 - the same writes beside plain libpq sending exactly the statements cortex sent (replayed on a
   copy of the table: the server's share of a write without cortex's client work), each paired
@@ -272,7 +273,10 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     replay_t: list[float] = []
     replay_r: list[float] = []
     with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
-        real(conn, pgkv._Scan(copy).prepare, keep=0)
+        scan = pgkv._Scan(copy)
+        # the engine's session settings too (generic plans, where the engine sets them)
+        generic = getattr(scan, "generic", None)
+        real(conn, f"{generic}; {scan.prepare}" if generic else scan.prepare, keep=0)
 
         def replay(i: int) -> None:
             for query, keep in sent[i]:
@@ -298,31 +302,58 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
     }
 
 
-def blocks(a: Any, b: Any, repeats: int, rounds: int = 10) -> Pair:
+def server_cpu(cluster: Any) -> float:
+    """CPU time so far of the cluster's server processes (the postmaster and its children), µs.
+
+    From ``/proc/PID/schedstat`` (nanoseconds on CPU): the server's share of an operation,
+    which its wall time mixes with waits for the disk and for a CPU on a shared machine.
+    Processes that have exited are not counted (a write's backend lives as long as its pool).
+    """
+    pm = int((cluster.data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path("/proc", pid, "stat").read_text()
+            if int(pid) == pm or int(stat.rsplit(")", 1)[1].split()[1]) == pm:
+                total += int(Path("/proc", pid, "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e3
+
+
+def blocks(
+    a: Any, b: Any, repeats: int, rounds: int = 10, server: Any = None
+) -> tuple[Pair, float, float]:
     """``a`` and ``b`` each in loops of their own (``repeats // rounds`` calls), alternating.
 
     The unpaired measure: each side runs with its own code hot in the caches, as a loop of one
     operation does; the loops alternate (and which goes first too) so both meet the same
     stretches of load (with 4 loops a side, a burst of load on this shared machine still fell on
     one side's loop: a SELECT at 100 µs beside a get at 33). ``Pair.ratio`` here is the ratio
-    of the medians.
+    of the medians. Also returns each side's server CPU per call (µs, the mean: ``server()``
+    before and after each loop; 0 without ``server``).
     """
     ta: list[float] = []
     tb: list[float] = []
     ca: list[float] = []
     cb: list[float] = []
+    srv = [0.0, 0.0]
     per = max(1, repeats // rounds)
     for r in range(rounds):
-        for fn, t_out, c_out in [(a, ta, ca), (b, tb, cb)][:: -1 if r % 2 else 1]:
+        for side, fn, t_out, c_out in [(0, a, ta, ca), (1, b, tb, cb)][:: -1 if r % 2 else 1]:
+            s0 = server() if server is not None else 0.0
             for i in range(r * per, (r + 1) * per):
                 c = time.process_time()
                 t = time.perf_counter()
                 fn(i)
                 t_out.append(time.perf_counter() - t)
                 c_out.append(time.process_time() - c)
+            srv[side] += (server() if server is not None else 0.0) - s0
     pair = Pair(ta, tb, ca, cb)
     pair.ratio = pair.a_us / pair.b_us
-    return pair
+    return pair, srv[0] / len(ta), srv[1] / len(tb)
 
 
 WRITER = """
@@ -439,10 +470,12 @@ def main() -> None:
                         cx.resolve(u[(i * 7919) % len(u)])
 
                     # unpaired: each in loops of its own, the loops alternating
-                    row |= blocks(write, floor.insert, REPEATS).row(
-                        "loop_write", "insert_commit", "write"
+                    pair, w_srv, i_srv = blocks(
+                        write, floor.insert, REPEATS, server=lambda: server_cpu(cluster)
                     )
-                    row |= blocks(get, floor.select, 2000).row("loop_get", "pk_select", "get")
+                    row |= pair.row("loop_write", "insert_commit", "write")
+                    row |= {"loop_write_server_us": w_srv, "insert_commit_server_us": i_srv}
+                    row |= blocks(get, floor.select, 2000)[0].row("loop_get", "pk_select", "get")
                     # paired: one of each, alternately, which goes first alternating too
                     row |= paired(write, floor.insert, REPEATS).row(
                         "paired_write", "paired_insert", "paired_write"
@@ -515,8 +548,9 @@ def main() -> None:
     lines += [
         "",
         "| memories | client CPU µs: PG write | INSERT+COMMIT | ratio | PG get | PK SELECT | "
-        "ratio | the same, paired: write | INSERT+COMMIT | get | PK SELECT |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "ratio | the same, paired: write | INSERT+COMMIT | get | PK SELECT | "
+        "server CPU µs: PG write | INSERT+COMMIT |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for n, r in results["sizes"].items():
         lines.append(
@@ -524,7 +558,8 @@ def main() -> None:
             f"{r['write_cpu_ratio']:.2f} | {r['loop_get_cpu_us']:.0f} | "
             f"{r['pk_select_cpu_us']:.0f} | {r['get_cpu_ratio']:.2f} | "
             f"{r['paired_write_cpu_us']:.0f} | {r['paired_insert_cpu_us']:.0f} | "
-            f"{r['paired_get_cpu_us']:.0f} | {r['paired_select_cpu_us']:.0f} |"
+            f"{r['paired_get_cpu_us']:.0f} | {r['paired_select_cpu_us']:.0f} | "
+            f"{r['loop_write_server_us']:.0f} | {r['insert_commit_server_us']:.0f} |"
         )
     lines += [
         "",

@@ -294,7 +294,20 @@ class _Scan:
             self.delete,
             self.upsert,
         ]
+        # and the statements without parameters around a write (its lock, the ending's,
+        # ``_PgWrite._ending``): a pipeline sends them by name (``_fixed_steps``), so the server
+        # parses, analyses and plans none of them per write. ``SET LOCAL`` cannot be prepared:
+        # ``set_config(..., true)`` is the same setting as a statement that can
+        a, b = _lock_key(table)
+        self.fixed = {
+            f"SELECT pg_advisory_lock({a}, {b})": f"SELECT pg_advisory_lock({a}, {b})",
+            f"SELECT pg_advisory_unlock({a}, {b})": f"SELECT pg_advisory_unlock({a}, {b})",
+            _ASYNC: "SELECT set_config('synchronous_commit', 'off', true)",
+            _FLUSH: _FLUSH,
+        }
+        texts += self.fixed.values()
         self.prepared = {q: f"cortex_q{i}" for i, q in enumerate(dict.fromkeys(texts))}
+        self.fixed_names = {sql: self.prepared[q].encode() for sql, q in self.fixed.items()}
         self.prepare = "; ".join(
             f"PREPARE {name} AS {_numbered(q)}" for q, name in self.prepared.items()
         )
@@ -304,6 +317,10 @@ class _Scan:
             f"{self.prepare}; SELECT name, parameter_types::oid[] FROM pg_prepared_statements "
             "WHERE name LIKE 'cortex\\_q%'"
         )
+        # each of them planned once per connection: a custom plan per execution (the server's
+        # default while a generic plan does not look cheaper, which it never did for these)
+        # was ~10% of the server's CPU per write; every generic plan is an index scan
+        self.generic = "SET plan_cache_mode TO force_generic_plan"
 
     def keys_in(self, keys: list[bytes], last: bool = False) -> tuple[str, tuple[Any, ...]]:
         """The query of ``keys`` and its parameters (one array).
@@ -354,7 +371,7 @@ class _Conn:
                 return _send_all(self.conn, self.inline([self._begin, *stmts]), keep=len(stmts))
             return _send_all(self.conn, self.inline(list(stmts)))
         if begin:
-            steps = [*_begin_steps(self._begin), *steps]
+            steps = [*_begin_steps(self._begin, self.kv._fixed(self.conn)), *steps]
         return _pipeline(self.conn, steps)
 
     def _first(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
@@ -541,10 +558,11 @@ def _send_all(conn: Any, query: str, keep: int | None = None) -> list[list[Any]]
     return sets
 
 
-_Step = str | tuple[bytes, list[bytes | None]] | None
-"""A pipeline's step: SQL without parameters (text results), a prepared statement's name and
-its parameters in binary (binary results), or None: a Sync (the server commits an implicit
-transaction there, and resumes there after an error)."""
+_Step = str | bytes | tuple[bytes, list[bytes | None]] | None
+"""A pipeline's step: SQL without parameters (text results), the name of a prepared statement
+without parameters (``_Scan.fixed``), a prepared statement's name and its parameters in binary
+(binary results), or None: a Sync (the server commits an implicit transaction there, and
+resumes there after an error). Only the last kind's rows are returned."""
 
 _ARRAY: Final = struct.Struct(">iiIii")  # a binary array's header: 1 dimension, no NULL
 _EMPTY_ARRAY: Final = struct.pack(">iiI", 0, 0, 17)  # an empty bytea[]
@@ -579,14 +597,21 @@ def _binary(oid: int, v: Any) -> bytes | None:
     raise TypeError(f"no binary form of {type(v).__name__} for the type oid {oid}")
 
 
-def _begin_steps(begin: str) -> list[_Step]:
+def _begin_steps(begin: str, fixed: dict[str, bytes] | None = None) -> list[_Step]:
     """A transaction's BEGIN (``_Conn._begin``) as pipeline steps.
 
     Its COMMIT, which ends the writer's lock statement's own transaction, becomes a Sync: the
     BEGIN's transaction starts after it, so a writer's snapshot is still taken once the lock is
-    held.
+    held. A statement ``fixed`` names (the lock) goes by its prepared name.
     """
-    return [None if part == "COMMIT" else part for part in begin.split("; ")]
+    return _fixed_steps([None if part == "COMMIT" else part for part in begin.split("; ")], fixed)
+
+
+def _fixed_steps(steps: list[_Step], fixed: dict[str, bytes] | None) -> list[_Step]:
+    """``steps`` with each SQL string ``fixed`` names (``_Scan.fixed_names``) as that name."""
+    if not fixed:
+        return steps
+    return [fixed.get(st, st) if isinstance(st, str) else st for st in steps]
 
 
 def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
@@ -608,6 +633,8 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
                 pgconn.pipeline_sync()
             elif isinstance(st, str):
                 pgconn.send_query_params(st.encode(), None)
+            elif isinstance(st, bytes):
+                pgconn.send_query_prepared(st, None)
             else:
                 name, params = st
                 pgconn.send_query_prepared(name, params, [1] * len(params), 1)
@@ -634,7 +661,7 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
             if status == pq.ExecStatus.FATAL_ERROR:
                 if failed is None:
                     failed = res
-            elif status == pq.ExecStatus.TUPLES_OK and not isinstance(st, str):
+            elif status == pq.ExecStatus.TUPLES_OK and isinstance(st, tuple):
                 found.append(res)
             while pgconn.is_busy():
                 _wait(pgconn.socket)
@@ -1297,11 +1324,12 @@ class _PgWrite(_PgRead):
             if not c.kv._pipelines:
                 steps = None
             if steps is not None:
-                begin = [] if c.begun else _begin_steps(c._begin)
+                fixed = c.kv._fixed(conn)
+                begin = [] if c.begun else _begin_steps(c._begin, fixed)
                 a, b = self._lock_key
                 c.kv.round_trips += 1
                 c.begun = True
-                _pipeline(conn, [*begin, *steps, *self._ending(f"({a}, {b})")])
+                _pipeline(conn, [*begin, *steps, *_fixed_steps(self._ending(f"({a}, {b})"), fixed)])
                 return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
@@ -1399,7 +1427,7 @@ class PgKV:
         self._pid = os.getpid()
         # one advisory lock per store: writers take it before their snapshot (LMDB's writer
         # mutex); two int4 keys: a constant for cortex and a hash of the table name
-        self._lock_key = (0x636F7278, _hash32(self.table))
+        self._lock_key = _lock_key(self.table)
         self._closed = False
         # one connection kept out of the pool for point reads (``_getconn`` takes it first)
         self._hot: list[Any] = []
@@ -1465,8 +1493,10 @@ class PgKV:
         # the server's start: a restart (after a crash, say) gives a new epoch (``epoch``)
         (started,) = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
         self._started = started
+        # generic plans need PostgreSQL 12 (plan_cache_mode); an older server plans as before
+        generic = f"{self._sql.generic}; " if conn.info.server_version >= 120000 else ""
         try:
-            (types,) = _send_all(conn, self._sql.prepare_typed, keep=1)
+            (types,) = _send_all(conn, generic + self._sql.prepare_typed, keep=1)
         except psycopg.errors.UndefinedTable:
             return
         self._types = {str(name): tuple(oids) for name, oids in types}
@@ -1484,6 +1514,10 @@ class PgKV:
     def _names(self, conn: Any) -> dict[str, str] | None:
         """The statements prepared on ``conn`` (None: none)."""
         return self._sql.prepared if conn in self._ready else None
+
+    def _fixed(self, conn: Any) -> dict[str, bytes] | None:
+        """The prepared names of the parameterless ``_Scan.fixed`` on ``conn`` (None: none)."""
+        return self._sql.fixed_names if conn in self._ready else None
 
     def _binary_steps(
         self, conn: Any, stmts: list[tuple[str, tuple[Any, ...]]]
@@ -1834,6 +1868,11 @@ class PgKV:
             while self._hot:
                 self._putconn(self._hot.pop())
             self._pool.close()
+
+
+def _lock_key(table: str) -> tuple[int, int]:
+    """The advisory lock of a store's table: a constant for cortex and a hash of its name."""
+    return 0x636F7278, _hash32(table)
 
 
 def _hash32(text: str) -> int:
