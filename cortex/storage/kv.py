@@ -463,7 +463,8 @@ class _LmdbTxn:
             if not cur.set_range(prefix):
                 return ()
             # a pair sorts below ``(end,)`` exactly when its key is below ``end``
-            return tuple(takewhile((end,).__gt__, cur.iternext()))
+            pairs = cast(Iterator[tuple[bytes, bytes]], cur.iternext())  # bytes: copies
+            return tuple(takewhile((end,).__gt__, pairs))
 
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
