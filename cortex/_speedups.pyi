@@ -227,6 +227,9 @@ def sort_pairs(pairs: list[tuple[bytes, Any]], /) -> None:
 def unseal(value: bytes, /) -> bytes | None:
     """The payload of a sealed value whose checksum holds; else None."""
 
+def float16(data: bytes, scalar: bool = False, /) -> bytes | None:
+    """``numpy.frombuffer(data, '<f4').astype('<f2').tobytes()``; None: numpy decides."""
+
 def seal(payload: bytes, /) -> bytes:
     """``payload + zlib.crc32(payload).to_bytes(4, "big")`` (``cortex.storage.kv.seal``)."""
 

@@ -846,6 +846,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(codec, "_HAS_ASCII_TEXTS", False)
     assert TAGS.enc(("alpha", "beta")) == want
     from cortex.engine import store
+    from cortex.index import vectors
     from cortex.storage import keys, kv
 
     for module, names in (
@@ -868,6 +869,7 @@ def test_an_older_extension_leaves_the_python_paths(monkeypatch: pytest.MonkeyPa
         (journal, ("journal_entry",)),
         (keys, ("index_keys",)),
         (kv, ("seal", "unseal", "sort_pairs")),
+        (vectors, ("float16",)),
     ):
         assert all(hasattr(sp, n) for n in names) == module._USE_SPEEDUPS
     # the read path: without the read functions every read takes the Python path
@@ -1094,6 +1096,53 @@ def test_seal_is_zlib_crc32(payload: bytes) -> None:
     import zlib
 
     assert sp.seal(payload) == payload + zlib.crc32(payload).to_bytes(4, "big")
+
+
+def test_float16_is_numpys_rounding() -> None:
+    """float16 gives numpy's bytes: unit vectors, random finite values, every half's neighbours."""
+    import numpy as np
+
+    from cortex.index import vectors
+
+    rng = np.random.default_rng(18)
+    for _ in range(50):
+        v = rng.standard_normal(384).astype("<f4")
+        v /= np.linalg.norm(v)
+        raw = v.tobytes()
+        assert sp.float16(raw) == np.frombuffer(raw, "<f4").astype("<f2").tobytes()
+        rec = vectors.vector_record("m", 384, 1, raw, float16=True)
+        assert rec.vector == np.frombuffer(raw, "<f4").astype("<f2").tobytes()
+    f = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32).view("<f4")
+    f = f[np.isfinite(f) & (np.abs(f) < 65520)]
+    halves = np.arange(0x7C00, dtype=np.uint16).view("<f2").astype(np.float64)
+    mids = ((halves[:-1] + halves[1:]) / 2).astype("<f4")  # exact in float32: the ties
+    edges = np.concatenate(
+        [
+            halves.astype("<f4"),
+            mids,
+            np.nextafter(mids, np.float32(0)),
+            np.nextafter(mids, np.float32(np.inf)),
+            np.array([2.0**-25, 2.0**-24, 1.5 * 2.0**-25, 2.0**-26, 65519.0, 0.0], "<f4"),
+        ]
+    ).astype("<f4")
+    edges = edges[np.abs(edges) < 65520]
+    for xs in (f, edges, -edges, edges[:13]):  # (13: a tail past the last 8 values)
+        raw = xs.astype("<f4").tobytes()
+        with np.errstate(all="ignore"):
+            want = np.frombuffer(raw, "<f4").astype("<f2").tobytes()
+        assert sp.float16(raw) == want
+        assert sp.float16(raw, True) == want  # value by value, as without the CPU's
+
+
+def test_float16_declines_what_numpy_decides() -> None:
+    """An infinity, a NaN, a value that overflows, a cut length or not bytes: None (numpy's)."""
+    import numpy as np
+
+    for bad in (np.inf, -np.inf, np.nan, 65520.0, -70000.0, 3.4e38):
+        assert sp.float16(np.array([0.5, bad], "<f4").tobytes()) is None
+    assert sp.float16(b"abc") is None
+    assert sp.float16(bytearray(4)) is None
+    assert sp.float16(b"") == b""
 
 
 def test_seal_arguments() -> None:
@@ -2145,6 +2194,7 @@ PARITY: dict[str, tuple[str, ...]] = {
     "journal_entry": ("test_journal_entry_paths_agree",),
     "stage_new": ("test_stage_new_paths_agree",),
     "seal": ("test_seal_is_zlib_crc32",),
+    "float16": ("test_float16_is_numpys_rounding", "test_float16_declines_what_numpy_decides"),
     "unseal": ("test_unseal_is_the_checked_payload",),
     "sort_pairs": ("test_sort_pairs_is_a_stable_sort_by_key",),
     "read_memory": (

@@ -439,3 +439,22 @@ def test_embed_checked_refuses_a_bad_shape_or_non_finite_values() -> None:
     for bad in (np.zeros((2, 3), np.float32), np.array([[1.0, np.inf, 0.0]], np.float32)):
         with pytest.raises(ValidationError, match="returned shape"):
             embed_checked(_Fixed(bad), ["t"])  # type: ignore[arg-type]
+    for bad in (
+        np.array([[1.0, np.nan, 0.0]], np.float32),
+        np.array([[-np.inf, 1.0]], np.float32),
+        np.array([[1.0, 2.0], [np.nan, 1.0]], np.float32),  # one row of several
+    ):
+        with pytest.raises(ValidationError, match="non-finite"):
+            embed_checked(_Fixed(bad), ["t"] * len(bad))  # type: ignore[arg-type]
+
+
+def test_embed_checked_keeps_finite_rows_whose_norm_overflows() -> None:
+    """A finite row whose squares overflow float32 is accepted (its norm is infinite), as
+    numpy.linalg.norm's arithmetic gives; a zero row is left as it is."""
+    rows = np.array([[3e20, 1.0, -2.0], [0.0, 0.0, 0.0]], np.float32)
+    for take in (rows[:1], rows[1:], rows):
+        with np.errstate(over="ignore"):
+            got = embed_checked(_Fixed(take.copy()), ["t"] * len(take))  # type: ignore[arg-type]
+            norms = np.linalg.norm(take, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        assert got.tobytes() == (take / norms).astype(np.float32).tobytes()

@@ -121,6 +121,10 @@ JOURNAL_CODEC: Final = StructCodec(
 )
 
 
+_tail_memo: list[tuple[bytes, bytes]] = [(b"", b"")]
+"""The sealed value of the last entry this process made and its payload's sha256: the next
+write's tail, unless another writer came in between (equal bytes, the same hash)."""
+
 _by_memo: list[tuple[object, bytes]] = [(None, b"")]
 """The last writer name (a str) ``write_shared`` encoded, checked by the codec, and its bytes."""
 
@@ -143,7 +147,11 @@ class JournalWriter:
                 self.seq = int.from_bytes(key[2:], "big")
             else:
                 self.seq = parse_journal_key(key)
-            self.prev = _sha256(_unseal(key, last[1])).digest()
+            memo = _tail_memo[0]  # one read: another thread may replace it meanwhile
+            if memo[0] == last[1] and memo[0]:
+                self.prev = memo[1]
+            else:
+                self.prev = _sha256(_unseal(key, last[1])).digest()
 
     def append(self, kind: JournalKind, **fields: Any) -> JournalEntry:
         """Put the next entry of ``kind`` with ``fields``; return it."""
@@ -198,6 +206,7 @@ class JournalWriter:
             if entry is not None:
                 key, value, self.prev = entry
                 self.seq = seq
+                _tail_memo[0] = (value, self.prev)
                 return key, value
         if (
             shared is None

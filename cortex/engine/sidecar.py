@@ -9,6 +9,7 @@ before every search, so writes by other handles and processes are seen. See
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ _CHANGES_VECTORS: Final = frozenset(
 )
 _BATCH: Final = 4096
 _isfinite = np.isfinite
+_isfinite_float = math.isfinite
 _all = np.logical_and.reduce  # ndarray.all without its Python frame
 _sqrt = np.sqrt
 _add_reduce = np.add.reduce
@@ -276,6 +278,15 @@ def _record(key: bytes, value: bytes) -> VectorRecord:
     return rec
 
 
+def _bad_output(embedder: Embedder, out: npt.NDArray[Any], n: int) -> ValidationError:
+    return ValidationError(
+        "embedder",
+        "output",
+        f"{embedder.model_id} returned shape {out.shape} for {n} texts of dim "
+        f"{embedder.dim} (or non-finite values)",
+    )
+
+
 def embed_checked(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
     """``embedder.embed(texts)``, checked: shape ``(len(texts), dim)``, finite, float32.
 
@@ -283,17 +294,21 @@ def embed_checked(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.fl
         ValidationError: the embedder returned something else.
     """
     out = np.asarray(embedder.embed(list(texts)), dtype=np.float32)
-    if out.shape != (len(texts), embedder.dim) or not _all(_isfinite(out), axis=None):
-        raise ValidationError(
-            "embedder",
-            "output",
-            f"{embedder.model_id} returned shape {out.shape} for {len(texts)} texts of dim "
-            f"{embedder.dim} (or non-finite values)",
-        )
+    if out.shape != (len(texts), embedder.dim):
+        raise _bad_output(embedder, out, len(texts))
     # numpy.linalg.norm(out, axis=1, keepdims=True)'s own arithmetic (the same float32 ufuncs,
     # the same bytes: a test compares them), without its Python frames and dispatch
     norms = _sqrt(_add_reduce(out * out, axis=1, keepdims=True))
-    if not _all(norms, axis=None):
+    # finite, non-zero norms: every value is finite (an infinity or a NaN makes its row's norm
+    # one); else the values are checked, and a zero norm leaves its row as it is
+    if len(texts) == 1:
+        n = norms.item()  # one row: a Python float, without two reductions
+        usual = n != 0.0 and _isfinite_float(n)
+    else:
+        usual = bool(_all(_isfinite(norms), axis=None)) and bool(_all(norms, axis=None))
+    if not usual:
+        if not _all(_isfinite(out), axis=None):
+            raise _bad_output(embedder, out, len(texts))
         norms[norms == 0] = 1.0
     unit: npt.NDArray[np.float32] = np.divide(out, norms, dtype=np.float32)
     return unit

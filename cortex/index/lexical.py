@@ -396,12 +396,21 @@ def _decode(codec: StructCodec[Any], key: bytes, value: bytes) -> Any:
         raise IntegrityError(f"record {show_key(key)} does not decode: {exc}") from None
 
 
+_stats_memo: list[tuple[bytes, LexStats | None]] = [(b"", None)]
+"""The last statistics record written or read (its sealed bytes) and what it holds: the next
+write reads back the bytes the last one wrote (frozen; equal bytes decode alike)."""
+
+
 def read_stats(txn: ReadTxn) -> LexStats:
     """The collection statistics (all zero when nothing was ever indexed)."""
     raw = txn.get(STATS_KEY)
     if raw is None:
         return LexStats(next_docno=0)
+    memo = _stats_memo[0]  # one read: another thread may replace it meanwhile
+    if memo[1] is not None and memo[0] == raw:
+        return memo[1]
     stats: LexStats = _decode(STATS_CODEC, STATS_KEY, raw)
+    _stats_memo[0] = (raw, stats)
     return stats
 
 
@@ -752,22 +761,20 @@ class Indexer:
     def _put_docs(self) -> None:
         """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change."""
         txn = self.txn
-        if self._docs:
-            txn.put_many(self._docs.items())
-            self._docs.clear()
         maps, unmaps = self._maps, self._unmaps
         for docno in sorted(unmaps):
             if docno not in maps:
                 txn.delete(lex_docno_key(docno))
+        # one call for both keyspaces; new numbers are past every stored one: their puts
+        # append (``put_many``)
+        puts = list(self._docs.items())
         if maps:
-            # new numbers are past every stored one: the puts append (``put_many``)
-            txn.put_many(
-                [
-                    (lex_docno_key(d), seal(raw))
-                    for d, raw in sorted(maps.items())
-                    if d not in unmaps
-                ]
-            )
+            puts += [
+                (lex_docno_key(d), seal(raw)) for d, raw in sorted(maps.items()) if d not in unmaps
+            ]
+        if puts:
+            txn.put_many(puts)
+        self._docs.clear()
         maps.clear()
         unmaps.clear()
         self._freed.clear()
@@ -780,7 +787,9 @@ class Indexer:
             postings=self._postings,
             next_docno=self._next,
         )
-        self.txn.put(STATS_KEY, seal(STATS_CODEC.encode(stats, "meta/lexical")))
+        value = seal(STATS_CODEC.encode(stats, "meta/lexical"))
+        self.txn.put(STATS_KEY, value)
+        _stats_memo[0] = (value, stats)
 
     def _write_segment(self, ov: _segments.Overlay) -> None:
         """Store this transaction's posting changes as the next segment (``lexical.md`` §4b)."""

@@ -550,7 +550,8 @@ def overlay(txn: ReadTxn) -> Overlay:
     Raises:
         IntegrityError: a segment is damaged, or contradicts an older one.
     """
-    pairs = tuple(txn.scan(LEX_SEGMENT))
+    walk = getattr(txn, "pairs", None)  # LMDB's: the pairs in one walk
+    pairs = walk(LEX_SEGMENT) if walk is not None else tuple(txn.scan(LEX_SEGMENT))
     if not pairs:
         return _EMPTY
     last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile

@@ -20,6 +20,15 @@ import numpy.typing as npt
 from cortex.errors import ValidationError
 from cortex.model.codec import BytesField, IntField, StructCodec, TextField, TrueOnlyField
 
+try:
+    from cortex import _speedups as _sp
+except ImportError:  # pragma: no cover - installed without a C compiler
+    _sp = None  # type: ignore[assignment]
+
+_USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "float16")
+"""Round a vector to float16 in C (``cortex._speedups.float16``, numpy's bytes) when it is
+built; tests switch this off to compare with numpy's path."""
+
 __all__ = [
     "MAX_DIM",
     "PRECISIONS",
@@ -118,7 +127,10 @@ def vector_record(
     rounded vector is finite and never all zero; values below ``2**-24`` round to zero.
     """
     if float16:
-        vector = np.frombuffer(vector, dtype="<f4").astype("<f2").tobytes()
+        half = _sp.float16(vector) if _USE_SPEEDUPS else None  # (None: numpy's path)
+        if half is None:
+            half = np.frombuffer(vector, dtype="<f4").astype("<f2").tobytes()
+        vector = half
     return VectorRecord(model_id=model_id, dim=dim, version=version, vector=vector, float16=float16)
 
 

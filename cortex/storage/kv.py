@@ -22,7 +22,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from itertools import islice
+from itertools import islice, takewhile
 from operator import itemgetter, le
 from pathlib import Path
 from threading import get_ident
@@ -448,6 +448,24 @@ class _LmdbTxn:
     ) -> Iterator[tuple[bytes, bytes]]:
         return self._routed(self._scan, _first_key, prefix, start, reverse)
 
+    def pairs(self, prefix: bytes) -> tuple[tuple[bytes, bytes], ...]:
+        """Every pair under ``prefix`` in key order (``tuple(scan(prefix))``).
+
+        One walk of LMDB's iterator, bounded by the prefix's end in C (no Python frame a
+        pair): a write's posting segments (``cortex.index.segments.overlay``). LMDB's only; a
+        caller falls back to ``scan`` on an engine without it.
+        """
+        dbs = self._routes.spanned(prefix)
+        end = prefix_end(prefix)
+        if len(dbs) > 1 or end is None or (dbs[0] is None and _meets_records(prefix)):
+            return tuple(self.scan(prefix))
+        with self._txn.cursor(db=dbs[0]) as cur:
+            if not cur.set_range(prefix):
+                return ()
+            # a pair sorts below ``(end,)`` exactly when its key is below ``end``
+            pairs = cast(Iterator[tuple[bytes, bytes]], cur.iternext())  # bytes: copies
+            return tuple(takewhile((end,).__gt__, pairs))
+
     def keys(
         self, prefix: bytes, *, start: bytes | None = None, reverse: bool = False
     ) -> Iterator[bytes]:
@@ -579,6 +597,13 @@ class _LmdbTxn:
             self._put_many(db, part)
 
     def _put_many(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+        if len(pairs) == 1:  # a single write's part: appended when past every key (LMDB
+            # refuses MDB_APPEND otherwise, changing nothing), else a plain put, as below
+            key, value = pairs[0]
+            txn = self._txn
+            if not txn.put(key, value, append=True, db=db):
+                txn.put(key, value, db=db)
+            return
         with self._txn.cursor(db=db) as cur:
             at = _append_from(cur, pairs)
             if at:
