@@ -1862,10 +1862,26 @@ def _scratch_env() -> Any:
 
     if not _LMDB_ENV:
         d = tempfile.mkdtemp(prefix="cortex-read-latest-")
-        env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=1)
-        _LMDB_ENV.append(env)
-        _LMDB_ENV.append(env.open_db(b"\x01db/m/"))  # the heads' database (format 19)
+        _LMDB_ENV.append(lmdb.open(d, map_size=1 << 24, lock=False))
     return _LMDB_ENV[0]
+
+
+_LMDB_HEADS: list[Any] = []
+
+
+def _scratch_heads_env() -> tuple[Any, Any]:
+    """One small LMDB environment with the heads' named database (format 19), and that
+    database, for the read_latest cases (each empties both; the main database keeps the
+    named database's record)."""
+    import tempfile
+
+    import lmdb
+
+    if not _LMDB_HEADS:
+        d = tempfile.mkdtemp(prefix="cortex-read-latest-heads-")
+        env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=1)
+        _LMDB_HEADS.extend((env, env.open_db(b"\x01db/m/")))
+    return _LMDB_HEADS[0], _LMDB_HEADS[1]
 
 
 def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None) -> tuple[Any, Any]:
@@ -1896,10 +1912,10 @@ def test_read_latest_is_point_read_then_read_memory(
     from cortex.storage.keys import head_key, version_key
 
     mid, hraw, vkey, vraw, _ = case
-    env = _scratch_env()
-    heads = _LMDB_ENV[1] if named else None
+    env, db = _scratch_heads_env()
+    heads = db if named else None
     with env.begin(write=True) as w:
-        w.drop(_LMDB_ENV[1], delete=False)
+        w.drop(db, delete=False)
         with w.cursor() as c:  # main: every key but the heads' database's record
             keys = [bytes(k) for k in c.iternext(values=False) if not k.startswith(b"\x01")]
         for k in keys:
