@@ -39,16 +39,23 @@ def read_memory(
     """``resolve`` (``n`` >= 1) / ``resolve_latest`` (0) from the values read, or None."""
 
 def read_current(
-    ctx: tuple[Any, ...], get: Callable[[bytes], Any], mid: bytes, /
+    ctx: tuple[Any, ...],
+    get: Callable[[bytes], Any] | tuple[Callable[..., Any], Any],
+    mid: bytes,
+    /,
 ) -> tuple[Any, Any] | None:
-    """A memory's head and the version it points at, read with ``get``; or None."""
+    """A memory's head and the version it points at, read with ``get``; or None.
+
+    ``get`` is key -> bytes or None, or a pair ``(get, heads)``: heads read as
+    ``get(key, None, heads)`` (their LMDB named database, format 19), versions as ``get(key)``.
+    """
 
 def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
     """``Store._memory``: the Memory of a head and a version, data decoded; or None."""
 
 def read_accepted(
     ctx: tuple[Any, ...],
-    get: Callable[[bytes], Any],
+    get: Callable[[bytes], Any] | tuple[Callable[..., Any], Any],
     cursor: Any,
     edge_to: bytes,
     into: bytes,

@@ -336,6 +336,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
+        ("0018-head-database", 18, 19),
     ]
     report = M.migrate(v10, to=14)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
@@ -359,10 +360,10 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         old = HEAD_V14.decode(before[head_key(m)][:-4], "h")  # format 10: forms wide
         new = HEAD_V14.decode(after[head_key(m)][:-4], "h")  # format 14: forms wide
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
-    M.migrate(v10)  # 0014 to 0017 (test_migrate, test_lean_docs, test_medium_refs, ...)
+    M.migrate(v10)  # 0014 to 0018 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-5].reason == "0013-posting-docnos: format 13 -> 14"
+        assert list(cx.journal())[-6].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

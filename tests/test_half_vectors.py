@@ -320,6 +320,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         ("0015-lean-lexical-documents", 15, 16),
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
+        ("0018-head-database", 18, 19),
     ]
     report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -333,7 +334,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         meta_key("lexical"),
         M.MIGRATIONS_KEY,
     }
-    M.migrate(where)  # 0014 to 0017 (test_migrate, test_lean_docs, test_medium_refs, ...)
+    M.migrate(where)  # 0014 to 0018 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(where, actor="fixture-agent", as_owner=True, embedder=E) as cx:
         assert E.model_id == FIXTURE_MODEL
         assert cx.format.format_version == FORMAT_VERSION

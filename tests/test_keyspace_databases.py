@@ -14,11 +14,11 @@ from typing import Any
 import lmdb
 import pytest
 
-from cortex import Cortex, Fact, MigrationRequiredError
+from cortex import Cortex, CortexError, Fact, MemoryId, MigrationRequiredError, Query
 from cortex.engine.values import FORMAT_CODEC
 from cortex.index.embed import HashingEmbedder
 from cortex.storage import pages as pg
-from cortex.storage.keys import DATABASE_PREFIX, DATABASES, JOURNAL, meta_key
+from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, JOURNAL, meta_key
 from cortex.storage.kv import LmdbKV, WriteTxn, seal, unseal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
@@ -28,6 +28,7 @@ from .test_damaged_files import _build, _records, trials_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE16 = ROOT / "tests" / "data" / "format16.cortex"  # tools/make_fixture_v16.py
+FIXTURE18 = ROOT / "tests" / "data" / "format18.cortex"  # tools/make_fixture_v18.py
 
 
 def _raw(path: Path) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
@@ -208,10 +209,11 @@ def test_the_fixture_is_format_16_with_every_keyspace_in_main(tmp_path: Path) ->
 def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> None:
     v16 = _copy16(tmp_path)
     before = dump_store(v16)
-    moving = sum(1 for k in before if k.startswith(DATABASES))
+    moving = sum(1 for k in before if k.startswith(M.FORMAT17_DATABASES))
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v16)] == [
         (M.KEYSPACE_DATABASES_MIGRATION, 16, 17),
         ("0017-medium-references", 17, 18),
+        ("0018-head-database", 18, 19),
     ]
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v16, to=17, progress=lambda *a: seen.append(a))
@@ -228,14 +230,18 @@ def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> 
         M.MIGRATIONS_KEY,
     }
     main, named = _raw(v16)
-    assert sorted(named) == sorted(DATABASES)
-    assert not [k for k in main if k.startswith(DATABASES)]
+    assert sorted(named) == sorted(M.FORMAT17_DATABASES)
+    assert not [k for k in main if k.startswith(M.FORMAT17_DATABASES)]
+    assert any(k.startswith(HEAD) for k in main)  # format 19 moves them (0018)
     assert sum(len(v) for v in named.values()) == moving + 1  # and the migration's entry
     M.migrate(v16)  # on to the format this cortex opens (0017: tests/test_medium_refs.py)
+    main, named = _raw(v16)
+    assert sorted(named) == sorted(DATABASES)
+    assert not [k for k in main if k.startswith(DATABASES)]
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
-        assert list(cx.journal())[-2].reason == (
+        assert list(cx.journal())[-3].reason == (
             f"{M.KEYSPACE_DATABASES_MIGRATION}: format 16 -> 17"
         )
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -264,8 +270,124 @@ def test_0016_failing_half_way_leaves_format_16(
     assert _raw(v16)[1] == {}
     assert len((v16 / "data.mdb").read_bytes()) >= len(before)
     report = M.migrate(v16)
-    assert report.to_version == 18
+    assert report.to_version == 19
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
+
+
+# ---------------------------------------------------------------------------------------------
+# Format 19: the heads (m/) in a named database of their own (0018-head-database)
+
+
+def _copy18(tmp_path: Path) -> Path:
+    dest = tmp_path / "v18"
+    dest.mkdir()
+    shutil.copy(FIXTURE18 / "data.mdb", dest / "data.mdb")
+    return dest
+
+
+def _outcome(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except CortexError as exc:
+        return type(exc).__name__
+
+
+def _reads(path: Path) -> dict[str, Any]:
+    """Every memory as the store reads it: its latest and history, and finds by type and tag."""
+    ids = [MemoryId(k[len(HEAD) :]) for k in dump_store(path) if k.startswith(HEAD)]
+    assert len(ids) > 100
+    with Cortex.open(path, actor="checker", as_owner=True) as cx:
+        return {
+            "latest": {str(i): _outcome(cx.resolve_latest, i) for i in ids},
+            "history": {str(i): _outcome(cx.history, i) for i in ids},
+            "facts": cx.find(Query(types=("Fact",), limit=1000, include_tombstoned=True)).uris,
+            "tagged": cx.find(Query(tags=("floor-3",), limit=1000)).uris,
+        }
+
+
+def test_the_fixture_is_format_18_with_the_heads_in_main(tmp_path: Path) -> None:
+    v18 = _copy18(tmp_path)
+    main, named = _raw(v18)
+    assert sorted(named) == sorted(M.FORMAT17_DATABASES)
+    assert len([k for k in main if k.startswith(HEAD)]) > 100
+    key = meta_key("format")
+    assert FORMAT_CODEC.decode(unseal(key, dump_store(v18)[key]), "f").format_version == 18
+    with pytest.raises(MigrationRequiredError):
+        Cortex.open(v18, actor="x")
+
+
+def test_migrating_the_format_18_fixture_moves_the_heads(tmp_path: Path) -> None:
+    v18 = _copy18(tmp_path)
+    before = dump_store(v18)
+    heads = sorted(k for k in before if k.startswith(HEAD))
+    assert [(s.name, s.from_version, s.to_version) for s in M.plan(v18)] == [
+        ("0018-head-database", 18, 19)
+    ]
+    [dry] = M.migrate(v18, dry_run=True).steps
+    assert dry.records == len(heads) and not dry.applied
+    assert dump_store(v18) == before
+    seen: list[tuple[str, int, int]] = []
+    report = M.migrate(v18, progress=lambda *a: seen.append(a))
+    [step] = report.steps
+    assert step.step.name == "0018-head-database" and step.applied
+    assert step.records == len(heads)
+    assert seen == [("0018-head-database", i, len(heads)) for i in range(1, len(heads) + 1)]
+    after = dump_store(v18)
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    # the records are the same: only the format, the migrations and one journal entry change
+    assert len([k for k in changed if k.startswith(JOURNAL)]) == 1
+    assert {k for k in changed if not k.startswith(JOURNAL)} == {
+        meta_key("format"),
+        M.MIGRATIONS_KEY,
+    }
+    main, named = _raw(v18)
+    assert sorted(named) == sorted(DATABASES)
+    assert named[HEAD] == heads
+    assert not [k for k in main if k.startswith(DATABASES)]
+    got = _reads(v18)
+    with Cortex.open(v18, actor="checker", as_owner=True) as cx:
+        report_v = cx.verify()
+        assert report_v.ok, report_v.problems
+        assert list(cx.journal())[-1].reason == "0018-head-database: format 18 -> 19"
+        new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
+        assert cx.resolve_latest(new.id).head.id == new.id
+        assert cx.verify().ok
+    assert _raw(v18)[1][HEAD][-1] == HEAD + new.id.bytes
+    assert M.migrate(v18).steps == ()  # again: nothing
+    assert got["facts"] and got["tagged"]
+
+
+def test_the_heads_read_the_same_before_and_after_0018(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the move, a get, a history and finds read the same memories with the C read path
+    (``read_latest``, ``read_current`` given the heads' database) and without it (the records
+    are unchanged: ``test_migrating_the_format_18_fixture_moves_the_heads``)."""
+    from cortex.engine import store as store_module
+
+    v18 = _copy18(tmp_path)
+    M.migrate(v18)
+    with_c = _reads(v18)
+    monkeypatch.setattr(store_module, "_READ_LATEST", None)
+    monkeypatch.setattr(store_module, "_READ", None)
+    assert _reads(v18) == with_c
+
+
+def test_0018_failing_half_way_leaves_format_18(tmp_path: Path) -> None:
+    v18 = _copy18(tmp_path)
+    dumped = dump_store(v18)
+
+    def failing(name: str, done: int, total: int) -> None:
+        if done == 100:
+            raise OSError("disk on fire")
+
+    with pytest.raises(OSError, match="disk on fire"):
+        M.migrate(v18, progress=failing)
+    assert dump_store(v18) == dumped
+    assert sorted(_raw(v18)[1]) == sorted(M.FORMAT17_DATABASES)
+    assert M.migrate(v18).to_version == 19
+    with Cortex.open(v18, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
 

@@ -418,7 +418,9 @@ def test_many_updates_of_one_memory_in_one_commit(tmp_path: Path) -> None:
 
         def purge() -> None:
             try:
-                cx.purge(other, "erase")
+                # no erasure step: it commits once more per round that found stale
+                # separators in the file (their number depends on the trees' shapes)
+                cx.purge(other, "erase", scrub=False)
             except ErasurePendingError:
                 pass  # committed; its erasure step in a group (test_purges_queued_together...)
             except BaseException as exc:

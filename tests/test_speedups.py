@@ -1814,6 +1814,21 @@ def test_read_current_is_the_python_read(case: tuple[Any, ...], as_view: bool) -
     _agree(got, _py_current, mid, get)
     with pytest.raises(KeyError):  # an error of get is raised, not declined
         sp.read_current(_READ, {}.__getitem__, mid.bytes)
+    # the pair (get, heads): a head read as get(key, None, heads), a version as get(key)
+    heads = object()
+    calls: list[tuple[Any, ...]] = []
+
+    def routed(key: bytes, default: Any = None, db: Any = None) -> Any:
+        calls.append((key, db))
+        assert (db is heads) == key.startswith(b"m/")
+        return stored.get(key, default)
+
+    paired = sp.read_current(_READ, (routed, heads), mid.bytes)
+    assert type(paired) is type(got) and (got is None or same(paired, got))
+    assert calls[0] == (head_key(mid), heads)
+    for bad in ((routed,), (routed, heads, None)):
+        with pytest.raises(TypeError):
+            sp.read_current(_READ, bad, mid.bytes)
 
 
 @settings(max_examples=200)
@@ -1900,9 +1915,27 @@ def _scratch_env() -> Any:
     return _LMDB_ENV[0]
 
 
-def _point_read_of(txn: Any, mid: MemoryId) -> tuple[Any, Any]:
-    """What ``LmdbKV.point_read`` reads for ``resolve_latest``: the head and the last pair under
-    the memory's version prefix."""
+_LMDB_HEADS: list[Any] = []
+
+
+def _scratch_heads_env() -> tuple[Any, Any]:
+    """One small LMDB environment with the heads' named database (format 19), and that
+    database, for the read_latest cases (each empties both; the main database keeps the
+    named database's record)."""
+    import tempfile
+
+    import lmdb
+
+    if not _LMDB_HEADS:
+        d = tempfile.mkdtemp(prefix="cortex-read-latest-heads-")
+        env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=1)
+        _LMDB_HEADS.extend((env, env.open_db(b"\x01db/m/")))
+    return _LMDB_HEADS[0], _LMDB_HEADS[1]
+
+
+def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None) -> tuple[Any, Any]:
+    """What ``LmdbKV.point_read`` reads for ``resolve_latest``: the head (in the database
+    ``heads``, None: main) and the last pair under the memory's version prefix."""
     from cortex.storage.keys import head_key, version_prefix
 
     prefix = version_prefix(mid)
@@ -1913,23 +1946,33 @@ def _point_read_of(txn: Any, mid: MemoryId) -> tuple[Any, Any]:
             if not k.startswith(prefix):
                 break
             last = (k, v)
-    return txn.get(head_key(mid)), last
+    return txn.get(head_key(mid), None, heads), last
 
 
 @settings(max_examples=300)
-@given(_stored(), st.integers(0, 3))
-def test_read_latest_is_point_read_then_read_memory(case: tuple[Any, ...], extra: int) -> None:
+@given(_stored(), st.integers(0, 3), st.booleans())
+def test_read_latest_is_point_read_then_read_memory(
+    case: tuple[Any, ...], extra: int, named: bool
+) -> None:
     """``read_latest`` reads what ``point_read`` reads in the same snapshot: the Memory
-    ``read_memory`` builds from it, or, where that declines, the values themselves."""
+    ``read_memory`` builds from it, or, where that declines, the values themselves; with
+    ``named``, the head in the heads' named database (format 19), given as ``heads``."""
     from cortex.engine.store import _READ
     from cortex.storage.keys import head_key, version_key
 
     mid, hraw, vkey, vraw, _ = case
-    env = _scratch_env()
+    env, db = _scratch_heads_env()
+    heads = db if named else None
     with env.begin(write=True) as w:
-        w.drop(env.open_db(), delete=False)
+        w.drop(db, delete=False)
+        with w.cursor() as c:  # main: every key but the heads' database's record
+            keys = [bytes(k) for k in c.iternext(values=False) if not k.startswith(b"\x01")]
+        for k in keys:
+            w.delete(k)
         if hraw is not None:
-            w.put(head_key(mid), bytes(hraw))
+            w.put(head_key(mid), bytes(hraw), db=heads)
+            if named:  # a head in main is not read: the heads are in their database
+                w.put(head_key(mid), b"not this one")
         if vraw is not None:
             w.put(vkey, bytes(vraw))
         if extra == 1:  # a stray version past the head's: the last one stored is it
@@ -1940,9 +1983,13 @@ def test_read_latest_is_point_read_then_read_memory(case: tuple[Any, ...], extra
         elif extra == 3:  # a key of another memory sorts right after this one's prefix
             w.put(b"mv/" + mid.bytes + b"/w", b"z")
     with env.begin() as txn:
-        got = sp.read_latest(_READ, txn, mid.bytes)
-        given = sp.read_latest(_READ, txn, mid)  # a MemoryId: the same, its ids that object
-        hread, last = _point_read_of(txn, mid)
+        if named:
+            got = sp.read_latest(_READ, txn, mid.bytes, heads)
+            given = sp.read_latest(_READ, txn, mid, heads)  # a MemoryId: its ids that object
+        else:
+            got = sp.read_latest(_READ, txn, mid.bytes)
+            given = sp.read_latest(_READ, txn, mid, None)  # None: the heads are in main
+        hread, last = _point_read_of(txn, mid, heads)
     assert type(given) is type(got) and given == got
     if type(got) is not tuple:
         assert given.head.id is mid and given.version.id is mid and given.uri.id is mid
@@ -2021,6 +2068,10 @@ def test_read_latest_refuses_bad_arguments() -> None:
                 sp.read_latest(_READ, txn, bad_mid)
         with pytest.raises(TypeError):
             sp.read_latest(_READ, txn)
+        with pytest.raises(TypeError):
+            sp.read_latest(_READ, txn, bytes(16), None, None)
+        with pytest.raises(TypeError):  # not a database: LMDB's get refuses it
+            sp.read_latest(_READ, txn, bytes(16), "heads")
         with pytest.raises(AttributeError):  # not a transaction: its error is raised
             sp.read_latest(_READ, object(), bytes(16))
     with env.begin(write=True) as w:

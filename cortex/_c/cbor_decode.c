@@ -2023,9 +2023,43 @@ key_of(PyObject *prefix, PyObject *mid, PyObject *infix, long long n)
 PyDoc_STRVAR(read_current_doc,
              "read_current(ctx, get, mid, /)\n--\n\n"
              "The head of the memory of raw id ``mid`` and the version it points at, read with "
-             "``get`` (a read transaction's ``get``: key -> bytes or None) and checked as "
+             "``get`` (a read transaction's ``get``: key -> bytes or None; or a pair "
+             "``(get, heads)``: heads read as ``get(key, None, heads)``) and checked as "
              "``Store._head`` and ``Store._version`` check them: ``(head, version)``, or None "
              "where the Python path must decide (anything missing, damaged or unusual).");
+
+/* ``get(key)`` of a head: with ``get`` a pair ``(get, heads)``, ``get(key, None, heads)`` (the
+ * heads in a named database of their own, format 19: LMDB's transaction ``get`` with its db) */
+static PyObject *
+get_head(PyObject *get, PyObject *key)
+{
+    if (PyTuple_CheckExact(get)) {
+        PyObject *args[3];
+        if (PyTuple_GET_SIZE(get) != 2) {
+            PyErr_SetString(PyExc_TypeError, "get is a callable or a pair (get, heads)");
+            return NULL;
+        }
+        args[0] = key;
+        args[1] = Py_None;
+        args[2] = PyTuple_GET_ITEM(get, 1);
+        return PyObject_Vectorcall(PyTuple_GET_ITEM(get, 0), args, 3, NULL);
+    }
+    return PyObject_CallOneArg(get, key);
+}
+
+/* ``get(key)`` of a version (``get``'s callable where it is a pair ``(get, heads)``) */
+static PyObject *
+get_version(PyObject *get, PyObject *key)
+{
+    if (PyTuple_CheckExact(get)) {
+        if (PyTuple_GET_SIZE(get) != 2) {
+            PyErr_SetString(PyExc_TypeError, "get is a callable or a pair (get, heads)");
+            return NULL;
+        }
+        get = PyTuple_GET_ITEM(get, 0);
+    }
+    return PyObject_CallOneArg(get, key);
+}
 
 /* read_current after its argument checks: (head, version), or NULL (an error set or not) */
 static PyObject *
@@ -2038,7 +2072,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     if (key == NULL) {
         return NULL;
     }
-    hraw = PyObject_CallOneArg(get, key);
+    hraw = get_head(get, key);
     Py_DECREF(key);
     if (hraw == NULL) {
         return NULL;
@@ -2059,7 +2093,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     if (key == NULL) {
         goto done;
     }
-    vraw = PyObject_CallOneArg(get, key);
+    vraw = get_version(get, key);
     Py_DECREF(key);
     if (vraw == NULL) {
         goto done;
@@ -2099,11 +2133,12 @@ static PyObject *s_get = NULL, *s_cursor = NULL, *s_prev = NULL, *s_last = NULL,
                 *s_value = NULL; /* transaction and cursor methods (interned once) */
 
 PyDoc_STRVAR(read_latest_doc,
-             "read_latest(ctx, txn, mid, /)\n--\n\n"
+             "read_latest(ctx, txn, mid, heads=None, /)\n--\n\n"
              "``Store.resolve_latest``'s reads and ``read_memory`` (n = 0) in one call, in the "
              "LMDB read transaction ``txn`` (begun without buffers): the head of the memory of "
-             "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object) "
-             "and the last pair under its version prefix, as "
+             "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object), "
+             "read in the named database ``heads`` (None: the main one), "
+             "and the last pair under its version prefix in the main database, as "
              "``LmdbKV.point_read`` reads them. The Memory, or where ``read_memory`` declines "
              "``(hraw, last)``, what ``point_read`` returns for them (``hraw`` None: no head; "
              "``last`` None or ``(vkey, vraw)``), for the Python path to decide.");
@@ -2125,8 +2160,8 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t lp, li, np;
     int found;
     (void)module;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid, heads=None)");
         return NULL;
     }
     ctx = args[0];
@@ -2158,7 +2193,13 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(mid);
         return NULL;
     }
-    hraw = call_method(txn, s_get, key);
+    if (nargs == 4 && args[3] != Py_None) { /* txn.get(key, None, heads) */
+        PyObject *gargs[4] = {txn, key, Py_None, args[3]};
+        hraw = PyObject_VectorcallMethod(s_get, gargs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    else {
+        hraw = call_method(txn, s_get, key);
+    }
     Py_DECREF(key);
     if (hraw == NULL) {
         Py_DECREF(mid);

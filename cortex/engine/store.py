@@ -239,6 +239,7 @@ __all__ = [
     "COUNTER_IDS_FEATURE",
     "FORMAT_VERSION",
     "HALF_VECTORS_FEATURE",
+    "HEAD_DATABASE_FEATURE",
     "KEYSPACE_DATABASES_FEATURE",
     "MEDIUM_REFS_FEATURE",
     "Edge",
@@ -252,7 +253,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 18
+FORMAT_VERSION: Final = 19
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -270,12 +271,16 @@ forms in heads and versions (a short form that begins the medium form is stored 
 ``specs/format.md``); format 16 ``lex/d/`` records without their terms (``specs/lexical.md`` §4);
 format 17 the append-mostly keyspaces in LMDB named databases of their own
 (``specs/storage.md`` §2); format 18 a version's medium form as a reference into its data where
-a text of the data occurs in it (``specs/format.md`` Forms). ``cortex.transfer.migrate``
+a text of the data occurs in it (``specs/format.md`` Forms); format 19 the heads (``m/``) in an
+LMDB named database of their own (``specs/storage.md`` §2). ``cortex.transfer.migrate``
 upgrades older formats.
 """
 KEYSPACE_DATABASES_FEATURE: Final = "keyspace-databases"
 """Format 17: on LMDB, each keyspace of ``keys.DATABASES`` is kept in a named database of its
 own, keys unchanged (``specs/storage.md`` §2); the PostgreSQL engine keeps one table."""
+HEAD_DATABASE_FEATURE: Final = "head-database"
+"""Format 19: on LMDB, the heads (``keys.HEAD``) are in a named database of their own, keys
+unchanged, as format 17's keyspaces are (``specs/storage.md`` §2); PostgreSQL keeps one table."""
 COMPACT_FORMS_FEATURE: Final = "compact-forms"
 """Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
 its length in UTF-8 bytes (``codec.FormsCodec``, ``specs/format.md``)."""
@@ -343,6 +348,7 @@ FEATURES: Final = frozenset(
         COMPACT_FORMS_FEATURE,
         KEYSPACE_DATABASES_FEATURE,
         MEDIUM_REFS_FEATURE,
+        HEAD_DATABASE_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }

@@ -217,7 +217,16 @@ class _Routes:
     to the environment that opened them.
     """
 
-    __slots__ = ("by_start", "damage", "dbs", "longest", "memories_in_main", "names", "ranges")
+    __slots__ = (
+        "by_start",
+        "damage",
+        "dbs",
+        "heads",
+        "longest",
+        "memories_in_main",
+        "names",
+        "ranges",
+    )
 
     def __init__(self, dbs: dict[bytes, Any], damage: list[PageProblem] | None = None) -> None:
         self.damage = damage or []
@@ -239,6 +248,17 @@ class _Routes:
         """A prefix longer than this lies in one database (``spanned``'s quick answer)."""
         self.memories_in_main = self.of(HEAD) is None and self.of(VERSION) is None
         """Heads and versions are in the main database: LMDB's own ``get`` reads them."""
+        self.heads = self.of(HEAD) if self.of(VERSION) is None else None
+        """The named database of the heads while the versions are in the main database (format
+        19's layout; None otherwise): the C readers read heads there, versions in main."""
+
+    def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any]) -> Any:
+        """The ``get`` of heads and versions for the C readers (``_LmdbTxn.raw_get``)."""
+        if self.memories_in_main:
+            return txn.get
+        if self.heads is not None:
+            return (txn.get, self.heads)
+        return routed
 
     def of(self, key: bytes) -> Any:
         """The named database holding ``key``, or None: the main database."""
@@ -343,10 +363,12 @@ class _LmdbTxn:
         self._routes = routes
         self._shared = shared
         """The environment's record, for a top-level write transaction (``split_keyspaces``)."""
-        self.raw_get = txn.get if routes.memories_in_main else self.get
+        self.raw_get: Any = routes.raw_get(txn, self.get)
         """A ``get`` of heads and versions for a caller in C that takes bytes only and declines
         anything else (``cortex._speedups.read_current``): LMDB's own (no Python frame) while
-        they are in the main database, else the routing ``get``."""
+        they are in the main database; the pair ``(LMDB's get, the heads' database)`` while
+        the heads are in a named database of their own and the versions in main (format 19:
+        the C reader passes the database with a head's key); else the routing ``get``."""
         self._cur: lmdb.Cursor | None = None
         self._curs: dict[Any, lmdb.Cursor] = {}
         self.damage: list[PageProblem] = []
@@ -620,32 +642,41 @@ class _LmdbTxn:
                         "nothing was written"
                     )
 
-    def split_keyspaces(self, tick: Callable[[int], None]) -> int:
-        """Move every keyspace of ``DATABASES`` into its named database (format 17's layout).
+    def split_keyspaces(
+        self, tick: Callable[[int], None], prefixes: tuple[bytes, ...] = DATABASES
+    ) -> int:
+        """Move the keyspaces ``prefixes`` (of ``DATABASES``) into their named databases.
 
-        For the migration ``0016-keyspace-databases``, in its write transaction: each named
-        database is made, then the keyspace's records are moved from the main database one at
-        a time with two cursors (appended in key order to the empty named database, deleted
-        from the main one), so no more than LMDB's dirty pages are held, and the rest of the
-        transaction reads and writes the new layout. The routes of the environment change when
-        the transaction commits. LMDB's only. Returns how many records moved.
+        For the migrations ``0016-keyspace-databases`` (format 17's keyspaces) and
+        ``0018-head-database`` (``m/``), in their write transaction: each named database is
+        made, then the keyspace's records are moved from the main database one at a time with
+        two cursors (appended in key order to the empty named database, deleted from the main
+        one), so no more than LMDB's dirty pages are held, and the rest of the transaction
+        reads and writes the new layout. The named databases the store holds already stay as
+        they are. The routes of the environment change when the transaction commits. LMDB's
+        only. Returns how many records moved.
 
         Raises:
-            CortexError: a named database exists already (the store is not of an older
-                format) or the transaction is one of a group commit's (it then runs alone).
+            CortexError: one of ``prefixes`` is in a named database already (the store is not
+                of an older format), is not of ``DATABASES``, or the transaction is one of a
+                group commit's (it then runs alone).
         """
         shared = self._shared
         if shared is None:
             raise _Alone("split_keyspaces runs in a transaction of its own")
-        if self._routes.dbs:
-            raise CortexError(
-                "the store's keyspaces are in their named databases already: nothing to move"
-            )
+        for prefix in prefixes:
+            if prefix not in DATABASES:
+                raise CortexError(f"internal error: {prefix.decode()} is not of DATABASES")
+            if prefix in self._routes.dbs:
+                raise CortexError(
+                    f"the store's keyspace {prefix.decode()} is in its named database "
+                    "already: nothing to move"
+                )
         env = shared.env
         txn = self._txn
-        dbs: dict[bytes, Any] = {}
+        dbs: dict[bytes, Any] = dict(self._routes.dbs)
         moved = 0
-        for prefix in DATABASES:
+        for prefix in prefixes:
             name = DATABASE_PREFIX + prefix
             if txn.get(name) is not None:
                 raise CortexError(
@@ -671,7 +702,7 @@ class _LmdbTxn:
         self._routes = routes
         self._cur = None
         self._curs = {}
-        self.raw_get = txn.get if routes.memories_in_main else self.get
+        self.raw_get = routes.raw_get(txn, self.get)
         shared.pending = routes
         return moved
 
@@ -1101,8 +1132,8 @@ class LmdbKV:
             # outlives the transaction; map and the one-byte step of the end: no Python frame
             routes = self._shared.routes
             values: list[bytes | None]
-            if routes.memories_in_main and len(keys) == 1 and keys[0].startswith(HEAD):
-                values = [txn.get(keys[0])]  # type: ignore[list-item]  # a get's head: main
+            if len(keys) == 1 and keys[0].startswith(HEAD):  # a get's head
+                values = [txn.get(keys[0], None, routes.of(keys[0]))]  # type: ignore[list-item]
             elif routes.dbs:
                 of = routes.of
                 values = [txn.get(k, None, of(k)) for k in keys]  # type: ignore[misc]
@@ -1139,13 +1170,17 @@ class LmdbKV:
                 gate.wake()
         return values, tail
 
-    def point_call(self, fn: Callable[[Any, lmdb.Transaction, Any], T], ctx: Any, arg: Any) -> T:
-        """``fn(ctx, txn, arg)`` in a read snapshot of LMDB's own transaction (LMDB only).
+    def point_call(
+        self, fn: Callable[[Any, lmdb.Transaction, Any, Any], T], ctx: Any, arg: Any
+    ) -> T:
+        """``fn(ctx, txn, arg, heads)`` in a read snapshot of LMDB's own transaction (LMDB only).
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
         the same snapshot, gate and error wrapping as ``point_read``, without its Python work.
         ``txn`` is begun without buffers, so every value ``fn`` reads is ``bytes``; it must not
-        keep ``txn`` or a cursor of it beyond the call.
+        keep ``txn`` or a cursor of it beyond the call. ``heads`` is the named database of the
+        heads (``keys.HEAD``, format 19), None where they are in the main database; versions
+        are in the main database (``keys.DATABASES`` never holds ``VERSION``).
         """
         # point_read's gate, inline (see there: the hot path of a get)
         if self._closed or _FORKS[0] != self._forks:
@@ -1166,7 +1201,7 @@ class LmdbKV:
             gate.leave()
             raise
         try:
-            return fn(ctx, txn, arg)
+            return fn(ctx, txn, arg, self._shared.routes.heads)
         except lmdb.Error as exc:
             raise _wrap(exc, self.path) from exc
         finally:

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Final, NamedTuple, Self
 
 from cortex.errors import IntegrityError
-from cortex.storage.keys import DATABASE_PREFIX, DATABASES, prefix_end
+from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, prefix_end
 
 __all__ = [
     "CHECKED",
@@ -978,12 +978,14 @@ def read_records(path: str | os.PathLike[str]) -> Found:
         # lost record leaves its database's pages unreached: they are cut off (below)
         trees = [meta.main]
         named_found: set[bytes] = set()
-        in_main = False  # a key of those keyspaces in the main tree: a store before format 17
+        # the keyspaces of DATABASES with a key in the main tree: a store of a format before
+        # the one that moved them (17: j/, lex/d/, lex/i/, vec/; 19: m/)
+        in_main: set[bytes] = set()
         for page, _lo, _hi in list(main.leaves):
-            if not in_main:
-                in_main = any(
-                    k.startswith(DATABASES) for k, _v in _leaf_nodes(f, page, psize, next_pgno)
-                )
+            if len(in_main) < len(DATABASES):
+                for k, _v in _leaf_nodes(f, page, psize, next_pgno):
+                    if k.startswith(DATABASES):
+                        in_main.update(p for p in DATABASES if k.startswith(p))
             for name, record in _named_nodes(page, psize):
                 named_found.add(name[len(DATABASE_PREFIX) :])
                 tree = named_tree(name, record)
@@ -1016,7 +1018,9 @@ def read_records(path: str | os.PathLike[str]) -> Found:
         # two values left out (a stale copy of an older state, or the current one: which, the
         # pages cannot tell); a record that is stale whole (a purged memory's) is what the
         # journal's checks in salvage refuse
-        missing = () if in_main else tuple(p for p in DATABASES if p not in named_found)
+        missing = tuple(p for p in DATABASES if p not in named_found and p not in in_main)
+        if in_main - {HEAD}:  # a store before format 17 (it named none)
+            missing = ()
         if cut_off and not free_ok:
             problems += free_problems[: MAX_PROBLEMS - len(problems)]
             only = ", ".join(p.decode() for p in missing)

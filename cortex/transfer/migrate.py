@@ -41,6 +41,7 @@ from cortex.engine.store import (
     FORMAT_VERSION,
     FRAME_TIME_FEATURE,
     HALF_VECTORS_FEATURE,
+    HEAD_DATABASE_FEATURE,
     KEYSPACE_DATABASES_FEATURE,
     MEDIUM_REFS_FEATURE,
     PINNED_FEATURE,
@@ -80,14 +81,16 @@ from cortex.rules.sensitivity import decode_level
 from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
 from cortex.storage.keys import (
-    DATABASES,
     HEAD,
     IDX_CLAIM,
     IDX_FRAME,
     IDX_TAG,
+    JOURNAL,
     LEX_DOC,
+    LEX_DOCNO,
     SALIENCE,
     SENS,
+    VEC,
     VERSION,
     claim_index_key,
     episode_key,
@@ -378,23 +381,39 @@ KEYSPACE_DATABASES_FORMAT: Final = 17
 """The format whose LMDB layout keeps ``keys.DATABASES`` in named databases (its migration's
 name says the format it leaves)."""
 KEYSPACE_DATABASES_MIGRATION: Final = "0016-keyspace-databases"
+FORMAT17_DATABASES: Final = (JOURNAL, LEX_DOC, LEX_DOCNO, VEC)
+"""The keyspaces format 17 moved into named databases (``keys.DATABASES`` then)."""
 
 
-def _count_database_records(txn: ReadTxn) -> int:
-    return sum(1 for prefix in DATABASES for _ in txn.keys(prefix))
+def _count_records_of(prefixes: tuple[bytes, ...]) -> Callable[[ReadTxn], int]:
+    def count(txn: ReadTxn) -> int:
+        return sum(1 for prefix in prefixes for _ in txn.keys(prefix))
+
+    return count
 
 
-def _keyspace_databases(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """0016: move the keyspaces of ``keys.DATABASES`` into their LMDB named databases.
+def _split_keyspaces(
+    prefixes: tuple[bytes, ...],
+) -> Callable[[WriteTxn, Callable[[int], None]], int]:
+    """A migration moving the keyspaces ``prefixes`` into their LMDB named databases.
 
     ``LmdbKV``'s transaction moves the records itself, streaming (``split_keyspaces``): a store
     of any size migrates in the memory of LMDB's dirty pages. Keys and values do not change.
     An engine without named databases (PostgreSQL's one table) has nothing to move.
     """
-    split = getattr(txn, "split_keyspaces", None)
-    if split is None:
-        return 0
-    return int(split(tick))
+
+    def move(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+        split = getattr(txn, "split_keyspaces", None)
+        if split is None:
+            return 0
+        return int(split(tick, prefixes))
+
+    return move
+
+
+HEAD_DATABASE_STEP: Final = 18
+"""The format ``0018-head-database`` starts from: it moves the heads (``m/``) into their named
+database (``keys.DATABASES``), as ``0016-keyspace-databases`` moved format 17's keyspaces."""
 
 
 MEDIUM_REFS_STEP: Final = 17
@@ -625,6 +644,7 @@ _FORMAT15_FEATURES: Final = _FORMAT14_FEATURES | {COMPACT_FORMS_FEATURE}
 _FORMAT16_FEATURES: Final = _FORMAT15_FEATURES | {LEXICAL_LEAN_DOCS_FEATURE}
 _FORMAT17_FEATURES: Final = _FORMAT16_FEATURES | {KEYSPACE_DATABASES_FEATURE}
 _FORMAT18_FEATURES: Final = _FORMAT17_FEATURES | {MEDIUM_REFS_FEATURE}
+_FORMAT19_FEATURES: Final = _FORMAT18_FEATURES | {HEAD_DATABASE_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -812,8 +832,8 @@ MIGRATIONS: Final = (
             "LMDB named database of its own, keys unchanged (PostgreSQL: nothing)",
         ),
         _FORMAT17_FEATURES,
-        _count_database_records,
-        _keyspace_databases,
+        _count_records_of(FORMAT17_DATABASES),
+        _split_keyspaces(FORMAT17_DATABASES),
     ),
     _Migration(
         Step(
@@ -826,6 +846,18 @@ MIGRATIONS: Final = (
         _FORMAT18_FEATURES,
         _count_versions,
         _medium_references,
+    ),
+    _Migration(
+        Step(
+            name=f"{HEAD_DATABASE_STEP:04d}-head-database",
+            from_version=HEAD_DATABASE_STEP,
+            to_version=HEAD_DATABASE_STEP + 1,
+            description="move the heads (m/) into an LMDB named database of their own, keys "
+            "unchanged (PostgreSQL: nothing)",
+        ),
+        _FORMAT19_FEATURES,
+        _count_records_of((HEAD,)),
+        _split_keyspaces((HEAD,)),
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""
