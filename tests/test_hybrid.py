@@ -395,3 +395,23 @@ def test_pages_of_a_hybrid_query_agree(place: Any) -> None:
         everything = cx.find(Query(text=query, limit=150)).hits
         passing = [h.memory.uri for h in everything if "third" in h.memory.head.tags]
         assert cx.find(Query(text=query, tags=["third"], limit=8)).uris == passing[:8]
+
+
+@pytest.mark.parametrize("method", ["convex", "rrf"])
+def test_a_depth_beyond_the_fetch_is_fetched(place: Any, method: str) -> None:
+    # each list counts its first ``depth`` (§1.8): a small limit fetches at least that deep,
+    # so its hits and scores are those of a larger limit's first results
+    rng = random.Random(11)
+    words = ["green", "tea", "coffee", "kyoto", "hiking", "morning", "garden", "river", "cup"]
+    fusion = Fusion(method, depth=64)  # type: ignore[arg-type]
+    with open_store(place("s"), embedder=E, fusion=fusion, salience_blend=0.0) as cx:
+        for i in range(150):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+            cx.write(fact(f"{text} {i}"))
+        query = "green tea in the morning"
+        deep = cx.find(Query(text=query, limit=60)).hits
+        for limit in (1, 5, 10):
+            hits = cx.find(Query(text=query, limit=limit)).hits
+            assert [h.memory.id for h in hits] == [h.memory.id for h in deep[:limit]]
+            for h, d in zip(hits, deep, strict=False):
+                assert h.scores["fused"] == pytest.approx(d.scores["fused"], abs=1e-12)

@@ -1,4 +1,4 @@
-"""Second hop, diversity, a named-entity pass and word-neighbour expansion, through ``find``.
+"""Second hop, diversity, expansion, sentence vectors and fusion depth, through ``find``.
 
 Issue 19's round 2 measured these ranking ideas on the LoCoMo development split; none is in
 ``cortex`` (the first three gained nothing beyond the noise, the last needs a vocabulary index
@@ -36,6 +36,21 @@ its knob is set; with every knob off the ranking is ``find``'s.
   index as a third list of weight ``W``, fused and re-ranked with the first two.
 - ``cap=C`` (session diversity): in the first ``depth`` results, a session's hits past its first
   ``C`` go after every other session's (multi-hop evidence spans sessions: 70 of 74 questions).
+- ``depth=D, norm=minmax|dbsf|mean`` (fusion depth and score normalisation): each list counts
+  with its first ``D`` results (and is fetched at least that deep); ``dbsf`` maps a list's
+  counted scores by their mean and standard deviation (``mu - 3 sd`` to 0, ``mu + 3 sd`` to 1,
+  clipped), ``mean`` maps the mean to 0 and the best to 1; ``minmax`` is ``fuse`` as it is.
+- ``sent=replace|third`` (sentence vectors): each turn's summary is split into sentences (after
+  ``.``, ``!`` or ``?`` and a space), each embedded alone (in memory here: the store keeps one
+  vector a memory); a memory scores by its best sentence's cosine (``sent_agg=max``), the mean
+  of its sentences' (``mean``) or the average of the two (``maxmean``). ``replace`` ranks by
+  that instead of the stored vector; ``third`` fuses it as a third list of weight
+  ``sent_weight``. ``sent_text=s+whole`` also counts the memory's stored vector as one of its
+  sentences; ``sent_split=none`` embeds the whole summary as one (what the split adds over
+  embedding the summary without the medium form's prefix), ``prefixed`` puts the speaker's
+  name before each sentence; ``sent_min=N`` joins short sentences until each piece has N
+  words, ``sent_max=P`` joins them into at most P pieces of about equal word counts.
+- ``lexical_weight=W``, ``context_weight=C``: the store's ``Fusion`` with these instead.
 
     python tools/sweep_multihop.py [--dir DIR] [--embedder cortex.index.embed:MiniLM] [--json F]
         "" "feedback=3,feedback_weight=0.5" "diversity=0.2" "named_pass=0.9" ...
@@ -92,6 +107,17 @@ class Knobs:
     vocab: str = "words"
     cap: int = 0
     wordvec: float = 0.0
+    depth: int = 0
+    norm: str = "minmax"
+    sent: str = ""
+    sent_agg: str = "max"
+    sent_weight: float = 0.5
+    sent_text: str = "summary"
+    sent_split: str = "sentences"
+    sent_min: int = 0
+    sent_max: int = 0
+    lexical_weight: float = -1.0
+    context_weight: float = -1.0
 
 
 VOCAB: dict[str, Any] = {}
@@ -99,7 +125,11 @@ VOCAB: dict[str, Any] = {}
 
 SESSION: dict[str, str] = {}
 """Each turn's session (``cap``), by memory id: set per store."""
-"""The words of the store being measured and their unit vectors (``expand``): set per store."""
+
+SENTS: dict[str, Any] = {}
+"""The sentences of the store's turns and their unit vectors (``sent``): set per store."""
+
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 KNOBS = Knobs()
@@ -142,11 +172,11 @@ class Sweep(Executor):
 
     def _one(self, lists, want):  # type: ignore[no-untyped-def]
         """One pass: fetch, fuse, accept, then the context and entity terms."""
-        n = max(32, 4 * (want or 0))
+        n = max(32, self.fusion.depth, 4 * (want or 0))
         while True:
             ranked = {name: fn(n) for name, fn in lists.items()}
             exhausted = all(len(r) < n for r in ranked.values())
-            fused = fuse(ranked, self.fusion)
+            fused = _fuse(ranked, self.fusion)
             out = []
             self.preload([m for m, _, _, _ in fused])
             for mid, score, ranks, scores in fused:
@@ -172,6 +202,11 @@ class Sweep(Executor):
             return super()._from_search(want)
         text = p.text
         vs, txn = self.vector_search, self.txn
+        if k.depth:
+            self.fusion = replace(self.fusion, depth=k.depth)
+        for name in ("lexical_weight", "context_weight"):
+            if getattr(k, name) >= 0:
+                self.fusion = replace(self.fusion, **{name: getattr(k, name)})
         first = {"lexical": lambda n: self.text_search(txn, text, n)}
         vt = self._unnamed(text, first["lexical"](self.fusion.depth))
         if k.vector_text != "as-is":
@@ -188,13 +223,25 @@ class Sweep(Executor):
         if k.vector_text == "mean":
             lists = lists0
         saved = self.fusion
+        if k.sent and SENTS:
+            qv = np.asarray(self.sidecar.query_vector(vt), dtype=np.float32)
+            qv = qv / np.linalg.norm(qv)
+            index = self.sidecar.ready(txn)
+            scored = self._sentence_scores(qv, index)
+            ordered = sorted(scored, key=lambda m: (-scored[m], m.bytes))
+            slist = lambda n: [(m, scored[m]) for m in ordered[:n]]  # noqa: E731
+            if k.sent == "replace":
+                lists["vector"] = slist
+            else:  # "third"
+                lists["sentences"] = slist
+                self.fusion = _Weighted(self.fusion, k.sent_weight, "sentences")
         if k.expand > 0 and k.expand_weight > 0 and VOCAB:
             # depends on the question (and the names cut) only: one pass with three lists
             words = self._neighbour_words(vt)
             if words:
                 terms = words if k.vocab == "stems" else query_terms(" ".join(words))
                 lists["expansion"] = lambda n: lexical.search_terms(txn, terms, limit=n)
-                self.fusion = _Weighted(saved, k.expand_weight, "expansion")
+                self.fusion = _Weighted(self.fusion, k.expand_weight, "expansion")
         if k.wordvec > 0 and not (k.expand > 0 and k.expand_weight > 0):
             words = [w for w in dict.fromkeys(fold(x) for x in re.findall(r"[^\W_]+", vt))
                      if len(w) >= 3 and w not in STOP_WORDS]  # fmt: skip
@@ -242,6 +289,25 @@ class Sweep(Executor):
         for i, c in enumerate(out, start=1):
             c.ranks["fused"] = i
         return out
+
+    def _sentence_scores(self, qv, index):  # type: ignore[no-untyped-def]
+        """Each memory's score by its sentences' cosines (``sent_agg``), with its own vector."""
+        k = KNOBS
+        sims = SENTS["matrix"] @ qv
+        owner, mids = SENTS["owner"], SENTS["mids"]
+        best = np.full(len(mids), -1.0, dtype=np.float32)
+        np.maximum.at(best, owner, sims)
+        if k.sent_agg in ("maxmean", "mean"):
+            total = np.zeros(len(mids), dtype=np.float32)
+            np.add.at(total, owner, sims)
+            mean = total / SENTS["count"]
+            best = mean if k.sent_agg == "mean" else 0.5 * (best + mean)
+        if "memvec" not in SENTS:
+            SENTS["memvec"] = np.stack([index.vector(m) for m in mids]).astype(np.float32)
+        whole = SENTS["memvec"] @ qv
+        if k.sent_text.endswith("+whole"):
+            best = np.maximum(best, whole)
+        return {m: float(v) for m, v in zip(mids, best, strict=True)}
 
     def _neighbour_words(self, text):  # type: ignore[no-untyped-def]
         """For each content word of ``text`` in order, the store's ``expand`` words nearest it."""
@@ -340,19 +406,125 @@ class Sweep(Executor):
 
 
 class _Weighted(Fusion):
-    """``Fusion`` whose list ``"feedback"`` has its own weight."""
+    """``Fusion`` whose extra lists (``"feedback"`` by default) have their own weights."""
 
-    __slots__ = ("extra", "extra_weight")
+    __slots__ = ("extras",)
 
     def __init__(self, base: Fusion, weight: float, name: str = "feedback") -> None:
         for f in base.__dataclass_fields__:
             object.__setattr__(self, f, getattr(base, f))
-        object.__setattr__(self, "extra_weight", weight)
-        object.__setattr__(self, "extra", name)
+        extras = dict(getattr(base, "extras", {}))
+        extras[name] = weight
+        object.__setattr__(self, "extras", extras)
 
     def weight(self, name: str) -> float:
-        """The extra list's own weight, or ``Fusion.weight``."""
-        return self.extra_weight if name == self.extra else Fusion.weight(self, name)
+        """An extra list's own weight, or ``Fusion.weight``."""
+        return self.extras[name] if name in self.extras else Fusion.weight(self, name)
+
+
+def _fuse(ranked, f):  # type: ignore[no-untyped-def]
+    """``fuse``, or the lists' first ``depth`` scores normalised as ``norm`` says.
+
+    ``dbsf``: by their mean and standard deviation (``(s - (mu - 3 sd)) / 6 sd``, clipped to
+    [0, 1]); ``mean``: the list's mean to 0 and its best to 1.
+    """
+    norm = KNOBS.norm
+    if norm == "minmax" or f.method != "convex":
+        return fuse(ranked, f)
+    fused, ranks, scores = {}, {}, {}
+    best = sum(f.weight(name) for name in ranked) or 1.0
+    for name, items in ranked.items():
+        counted = items[: f.depth]
+        w = f.weight(name)
+        xs = np.array([s for _, s in counted], dtype=np.float64)
+        if len(xs):
+            mu, sd = float(xs.mean()), float(xs.std())
+            if norm == "dbsf":
+                lo, hi = mu - 3 * sd, mu + 3 * sd
+            else:  # "mean"
+                lo, hi = mu, float(xs[0])
+        for rank, (mid, s) in enumerate(items, start=1):
+            part = 0.0
+            if rank <= len(counted):
+                part = w * (min(1.0, max(0.0, (s - lo) / (hi - lo))) if hi > lo else 1.0)
+            fused[mid] = fused.get(mid, 0.0) + part
+            ranks.setdefault(mid, {})[name] = rank
+            scores.setdefault(mid, {})[name] = s
+    out = [(mid, s / best, ranks[mid], scores[mid]) for mid, s in fused.items()]
+    out.sort(key=lambda t: (-t[1], t[0].bytes))
+    return out
+
+
+def _merged(parts: list[str], least: int) -> list[str]:
+    """Sentences joined in order until each piece has ``least`` words.
+
+    A short remainder joins the piece before it.
+    """
+    out: list[str] = []
+    cur: list[str] = []
+    for x in parts:
+        cur.append(x)
+        if sum(len(c.split()) for c in cur) >= least:
+            out.append(" ".join(cur))
+            cur = []
+    if cur:
+        if out:
+            out[-1] = out[-1] + " " + " ".join(cur)
+        else:
+            out.append(" ".join(cur))
+    return out
+
+
+def _at_most(parts: list[str], pieces: int) -> list[str]:
+    """Sentences joined in order into at most ``pieces`` pieces of about equal word counts."""
+    if len(parts) <= pieces:
+        return parts
+    sizes = [len(x.split()) for x in parts]
+    total, out, cur, done = sum(sizes), [], [], 0
+    for x, n in zip(parts, sizes, strict=True):
+        cur.append(x)
+        done += n
+        if len(out) < pieces - 1 and done >= total * (len(out) + 1) / pieces:
+            out.append(" ".join(cur))
+            cur = []
+    if cur:
+        out.append(" ".join(cur))
+    return out
+
+
+def sentences(store: Any, embedder: Any) -> dict[str, Any]:
+    """Every turn's sentences (``sent``), embedded: the rows' owners index ``mids``."""
+    from cortex import MemoryId
+
+    _, _, dia, conv = store
+    rows = br.turns(conv)
+    ids = list(dia)
+    texts, owner, count = [], [], []
+    for i, (_, _, e) in enumerate(rows):
+        if KNOBS.sent_split == "none":
+            parts = [e.summary]
+        elif KNOBS.sent_split == "prefixed":
+            parts = [
+                f"{e.counterparty}: {x.strip()}" for x in SENTENCE.split(e.summary) if x.strip()
+            ]
+        else:
+            parts = [x.strip() for x in SENTENCE.split(e.summary) if x.strip()] or [e.summary]
+            if KNOBS.sent_min:
+                parts = _merged(parts, KNOBS.sent_min)
+            if KNOBS.sent_max:
+                parts = _at_most(parts, KNOBS.sent_max)
+        texts += parts
+        owner += [i] * len(parts)
+        count.append(len(parts))
+    m = np.asarray(embedder.embed(texts), dtype=np.float32)
+    print(f"  {store[0]}: {len(texts)} sentences for {len(rows)} turns", file=sys.stderr)
+    return {
+        "mids": [MemoryId.parse(x) for x in ids],
+        "matrix": m / np.linalg.norm(m, axis=1, keepdims=True),
+        "owner": np.array(owner),
+        "count": np.array(count, dtype=np.float32),
+        "texts": len(texts),
+    }
 
 
 def vocabulary(conv: dict[str, Any], embedder: Any) -> dict[str, Any]:
@@ -383,6 +555,9 @@ def measure(stores: list[Any], embedder: Any) -> dict[str, sw.Rows]:
         VOCAB.clear()
         if KNOBS.expand > 0:
             VOCAB.update(vocabulary(store[3], embedder))
+        SENTS.clear()
+        if KNOBS.sent:
+            SENTS.update(sentences(store, embedder))
         out.update(sw.measure([store], embedder, Fusion()))
     return out
 

@@ -1145,9 +1145,10 @@ def in_window(t: int, window: tuple[int | None, int | None]) -> bool:
 class Fusion:
     """How a text query with an embedder merges its lexical and vector rankings.
 
-    Each list counts with its first ``depth`` results only, so a memory's fused score does not
-    depend on how deep the lists were fetched (a larger limit, a later page, or filters that
-    made the planner fetch more): pages of one query agree with each other.
+    Each list counts with its first ``depth`` results only, and is fetched at least that deep,
+    so a memory's fused score does not depend on how deep the lists were fetched (a larger
+    limit, a later page, or filters that made the planner fetch more): pages of one query
+    agree with each other.
 
     ``"convex"`` (the default): in each list a score ``s`` becomes ``(s - lo) / (hi - lo)``,
     ``hi`` its best score and ``lo`` its ``depth``-th (or last) one, so the first result gets 1

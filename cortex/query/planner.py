@@ -845,7 +845,9 @@ class Executor:
             and p.near_vector is None
             and self.fusion.entity_weight > 0
         )
-        n = max(32, 4 * (want or 0))
+        # each list counts its first ``depth`` (§1.8): fetched at least that deep, so a small
+        # limit scores what a larger one does
+        n = max(32, self.fusion.depth, 4 * (want or 0))
         while True:
             ranked: dict[str, list[tuple[MemoryId, float]]] = {}
             for name, fn in lists.items():
