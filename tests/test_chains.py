@@ -395,7 +395,8 @@ def test_verify_reports_a_missing_or_stale_claim_entry(cx: Cortex) -> None:
     cx._kv.write(lambda txn: txn.delete(key))
     assert any("missing" in p.what for p in cx.verify().problems)
     cx._kv.write(lambda txn: txn.put(key, b""))
-    cx._kv.write(lambda txn: txn.put(key[:-1] + b"\x00", b""))
+    # another key (its last byte flipped: never the key itself, whatever the byte)
+    cx._kv.write(lambda txn: txn.put(key[:-1] + bytes((key[-1] ^ 0xFF,)), b""))
     assert any("stale" in p.what for p in cx.verify().problems)
 
 
