@@ -385,7 +385,7 @@ def placed(a: Any, b: Any, pids: tuple[int, int], repeats: int) -> dict[str, flo
             os.sched_setaffinity(0, {client})
             for p in pids:
                 os.sched_setaffinity(p, {server})
-            row |= blocks(a, b, repeats).row(f"{name}_get", f"{name}_select", f"{name}_get")
+            row |= blocks(a, b, repeats)[0].row(f"{name}_get", f"{name}_select", f"{name}_get")
     finally:
         os.sched_setaffinity(0, mine)
         for p, cpus in zip(pids, before, strict=True):
