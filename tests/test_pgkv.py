@@ -181,8 +181,8 @@ def test_point_read_of_one_key_binary_is_the_text_path(
     url: str, stored: list[bytes], key: bytes, prefix: bytes
 ) -> None:
     """A get by id's point read (one key and a prefix's last pair; or one or two keys) goes as a
-    prepared statement with binary parameters and results (``_exec_point``); it answers as the
-    general text path does, for keys present or not, repeated, and prefixes with pairs,
+    prepared statement with binary parameters and results, one row (``_exec_row``); it answers
+    as the general text path does, for keys present or not, repeated, and prefixes with pairs,
     without, and at the key space's end."""
     kv = PgKV(url)
     try:
@@ -339,6 +339,32 @@ def test_point_read_of_one_key_survives_a_dropped_connection(url: str) -> None:
             other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
         time.sleep(0.2)
         assert kv.point_read([b"a"], b"a") == ([b"1"], (b"a", b"1"))
+    finally:
+        kv.close()
+
+
+def test_a_point_read_refused_by_the_server_raises_a_cortex_error(url: str) -> None:
+    """A server error in a get's one-row statement (its table dropped under an open store) is a
+    CortexError saying so, no psycopg exception; the read's connection goes back to the
+    pool, and the status the fast path compares is libpq's."""
+    import psycopg
+
+    from cortex.storage.pgkv import _TUPLES_OK
+
+    assert psycopg.pq.ExecStatus.TUPLES_OK == _TUPLES_OK
+    kv = PgKV(url + "&pool=1")
+    try:
+        kv.write(lambda txn: txn.put_many([(b"a", b"1"), (b"b/1", b"2")]))
+        assert kv.point_read([b"a", b"b/1"]) == ([b"1", b"2"], None)
+        assert kv.point_read([b"a"], b"b/") == ([b"1"], (b"b/1", b"2"))
+        assert kv.point_read([b"x"], b"c/") == ([None], None)
+        with _raw(url) as other:
+            other.execute(f'DROP TABLE "{kv.table}"')
+        for keys, last in (([b"a", b"b/1"], None), ([b"a"], b"b/"), ([b"a"], None)):
+            with pytest.raises(CortexError, match="table is gone") as info:
+                kv.point_read(keys, last)
+            assert not isinstance(info.value, psycopg.Error)
+        assert kv._pool.get_stats()["pool_available"] == 1  # given back, not leaked
     finally:
         kv.close()
 

@@ -17,6 +17,9 @@ fsync on), fills a store of N memories on each engine, then measures (medians of
   with the plain INSERT + COMMIT;
 - 1, 4 and 8 writer processes on one store: writes per second in all, client CPU per write,
   and the serialization failures the engine retried (``PgKV.conflicts``);
+- get by id beside the SELECT again with the client and both server backends pinned to one CPU,
+  then the client on one and the backends on another (``placed``: the wake-up of another vCPU,
+  not the statement, is most of a round trip's wall time on this VM);
 - round trips per operation on PostgreSQL (``PgKV.round_trips``: statements, or pipelines of
   them, sent and answered), beside the floor's (BEGIN, INSERT, COMMIT: 3; a SELECT: 1).
 
@@ -356,6 +359,40 @@ def blocks(
     return pair, srv[0] / len(ta), srv[1] / len(tb)
 
 
+def placed(a: Any, b: Any, pids: tuple[int, int], repeats: int) -> dict[str, float] | None:
+    """``blocks(a, b)`` with this process and the two server backends pinned: one CPU, two CPUs.
+
+    On this VM a round trip costs ~20-25 µs when the client and its backend share a vCPU and
+    ~80-100 µs when they do not (the wake-up of a halted vCPU), whatever the statement; the
+    scheduler picks one of the two for a connection and it tends to stay (measured: a get at 103
+    µs beside a SELECT at 26 in one idle run, both near 80 or both near 22 in others). Pinned,
+    both sides meet the same placement: ``same_cpu_*`` all on the first CPU, ``split_cpu_*``
+    the client on the first and the backends (``pids``) on the second. None where the process
+    may not pin the server's processes (not root, nor their owner) or has one CPU.
+    """
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        return None
+    first, second = sorted(mine)[:2]
+    try:
+        before = [os.sched_getaffinity(p) for p in pids]
+        os.sched_setaffinity(pids[0], {first})
+    except OSError:
+        return None
+    row: dict[str, float] = {}
+    try:
+        for name, client, server in (("same_cpu", first, first), ("split_cpu", first, second)):
+            os.sched_setaffinity(0, {client})
+            for p in pids:
+                os.sched_setaffinity(p, {server})
+            row |= blocks(a, b, repeats)[0].row(f"{name}_get", f"{name}_select", f"{name}_get")
+    finally:
+        os.sched_setaffinity(0, mine)
+        for p, cpus in zip(pids, before, strict=True):
+            os.sched_setaffinity(p, cpus)
+    return row
+
+
 WRITER = """
 import json, sys, time
 from cortex import Cortex, Fact
@@ -483,6 +520,9 @@ def main() -> None:
                     row |= paired(get, floor.select, 2000).row(
                         "paired_get", "paired_select", "paired_get"
                     )
+                    # the same two with the client and both backends placed alike (``placed``)
+                    backends = (cx._kv._hot[0].info.backend_pid, floor.conn.info.backend_pid)
+                    row |= placed(get, floor.select, backends, 2000) or {}
                 row |= {f"same_{k}": v for k, v in same_statements(cluster, n, floor).items()}
                 floor.conn.close()
                 results["sizes"][n] = row
@@ -545,6 +585,19 @@ def main() -> None:
             f"{r['paired_write_ratio']:.2f} | {r['paired_get_us']:.0f} | "
             f"{r['paired_select_us']:.0f} | {r['paired_get_ratio']:.2f} |"
         )
+    lines += [
+        "",
+        "| memories | placed alike: one CPU: PG get µs | PK SELECT µs | ratio | "
+        "two CPUs (client, server): PG get µs | PK SELECT µs | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in results["sizes"].items():
+        if "same_cpu_get_us" in r:
+            lines.append(
+                f"| {n} | {r['same_cpu_get_us']:.0f} | {r['same_cpu_select_us']:.0f} | "
+                f"{r['same_cpu_get_ratio']:.2f} | {r['split_cpu_get_us']:.0f} | "
+                f"{r['split_cpu_select_us']:.0f} | {r['split_cpu_get_ratio']:.2f} |"
+            )
     lines += [
         "",
         "| memories | client CPU µs: PG write | INSERT+COMMIT | ratio | PG get | PK SELECT | "

@@ -233,17 +233,17 @@ class _Scan:
             f"SELECT 0, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
             f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
         )
-        # a get by id's one key and its last version, with binary parameters and results
-        # (``PgKV.point_read``): no array or hexadecimal to parse on either side
-        self.point1 = (
-            f"SELECT 0, k, v FROM {t} WHERE k = %s UNION ALL "
-            f"(SELECT 1, k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1)"
+        # a get by id (``PgKV.point_read``) as ONE row: a column per key (NULL: no such key),
+        # then the last pair under a prefix (NULLs: none); binary parameters and results, no
+        # array or hexadecimal to parse on either side, no key sent back, one row to decode.
+        # Each key is its own primary-key lookup (an IN list is an array scan: ~2x the server's
+        # time; a UNION ALL sends a row, and its keys, per key)
+        one = f"(SELECT v FROM {t} WHERE k = %s)"
+        self.point_vals = {1: f"SELECT {one}", 2: f"SELECT {one}, {one}"}
+        self.point_last = (
+            f"SELECT {one}, l.k, l.v FROM (VALUES (0)) AS o LEFT JOIN LATERAL "
+            f"(SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1) l ON true"
         )
-        # and a get of one or two keys (a head, or a head and a version: ``Store.resolve``)
-        self.point_keys = {
-            1: f"SELECT 0, k, v FROM {t} WHERE k = %s",
-            2: f"SELECT 0, k, v FROM {t} WHERE k IN (%s, %s)",
-        }
         self.preload = (
             f"SELECT 0, NULL::bigint, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
             "SELECT 1, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -286,8 +286,8 @@ class _Scan:
             self.around,
             self.around_many,
             self.point,
-            self.point1,
-            *self.point_keys.values(),
+            *self.point_vals.values(),
+            self.point_last,
             self.preload,
             self.preload_tails,
             self.tail,
@@ -682,33 +682,33 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
     return sets
 
 
-def _exec_point(conn: Any, name: str, params: list[bytes]) -> list[tuple[int, bytes, bytes]]:
-    """The prepared statement ``name`` (columns: int4, bytea, bytea) with bytea ``params``.
+_TUPLES_OK: Final = 2
+"""libpq's ``PGRES_TUPLES_OK`` (``psycopg.pq.ExecStatus.TUPLES_OK``), as a plain int: a get
+compares it once."""
+_FORMATS: Final = ((), (1,), (1, 1), (1, 1, 1))  # binary parameters, by their number
 
-    ``name`` is one of ``_Scan.point1`` and ``_Scan.point_keys``.
 
-    One ``PQexecPrepared`` with binary parameters and results: the server parses no literal
-    and the client decodes no hexadecimal (a get by id: 386 -> 213 µs of wall time on this
-    machine, against 185 for a plain primary-key SELECT). Errors as ``_send_all`` raises them.
+def _exec_row(conn: Any, name: bytes, params: list[bytes]) -> list[bytes | None]:
+    """The one row of the prepared statement ``name`` with bytea ``params``: its columns.
+
+    ``name`` is one of ``_Scan.point_vals`` and ``_Scan.point_last`` (bytea columns, None for a
+    NULL). One ``PQexecPrepared`` with binary parameters and results: the server parses no
+    literal and the client decodes no hexadecimal. Errors as ``_send_all`` raises them.
     """
-    psycopg, _ = _psycopg()
-    pq = psycopg.pq
-    res = conn.pgconn.exec_prepared(name.encode(), params, [1] * len(params), 1)
-    status = res.status
-    if status == pq.ExecStatus.FATAL_ERROR:
-        _raise_for(conn, res)
-    if status != pq.ExecStatus.TUPLES_OK:
-        if conn.pgconn.status == pq.ConnStatus.BAD:
-            raise psycopg.OperationalError(res.get_error_message())
-        return []
+    res = conn.pgconn.exec_prepared(name, params, _FORMATS[len(params)], 1)
+    if res.status != _TUPLES_OK:
+        psycopg, _ = _psycopg()
+        if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            _raise_for(conn, res)
+        raise psycopg.OperationalError(
+            f"a point read answered {psycopg.pq.ExecStatus(res.status).name}: "
+            f"{res.get_error_message()}"
+        )
+    if res.ntuples != 1:
+        psycopg, _ = _psycopg()
+        raise psycopg.DataError(f"a point read answered {res.ntuples} rows, not one")
     get = res.get_value
-    out = []
-    for r in range(res.ntuples):
-        w, k, v = get(r, 0), get(r, 1), get(r, 2)
-        if w is None or k is None or v is None:
-            raise psycopg.DataError("a NULL in a point read's row")
-        out.append((int.from_bytes(w, "big", signed=True), bytes(k), bytes(v)))
-    return out
+    return [get(0, c) for c in range(res.nfields)]
 
 
 def _wait(fd: int, *, write: bool = False) -> None:
@@ -1461,6 +1461,10 @@ class PgKV:
             raise _wrap(exc, f"cannot open the store {self.path}") from exc
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
         self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
+        # a get's statements by their prepared names (``point_read``)
+        named = self._sql.prepared
+        self._point_vals = {n: named[q].encode() for n, q in self._sql.point_vals.items()}
+        self._point_last = named[self._sql.point_last].encode()
         # libpq's pipeline mode (libpq 14 and later): else every round trip is a query string
         self._pipelines = bool(psycopg.Pipeline.is_supported())
         self._pool = psycopg_pool.ConnectionPool(
@@ -1606,33 +1610,38 @@ class PgKV:
         """The values of ``keys`` and the last pair under the prefix ``last``, in ONE statement.
 
         One round trip and one snapshot (a statement sees one), no transaction to begin or
-        end: for reads of a few known keys (get by id).
+        end: for reads of a few known keys (get by id). One or two keys, or one key and a
+        prefix, go as one prepared statement answering one row in binary (``_exec_row``); more
+        keys as a query string.
         """
         self._check_fork()
         psycopg, _ = _psycopg()
         lo = hi = b""
+        n = len(keys)
         if last is not None:
             end = prefix_end(last) if last.strip(b"\xff") else None
             lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
+            name = self._point_last if n == 1 else None
+        else:
+            name = self._point_vals.get(n)
         for attempt in (0, 1):
             try:  # the kept connection, without the pool's bookkeeping (~10-25 us a get)
                 conn = self._hot.pop()
             except IndexError:
                 conn = self._getconn()
             self.round_trips += 1
-            names = self._names(conn)
             try:
-                if names is not None and last is not None and len(keys) == 1:
-                    rows = _exec_point(conn, names[self._sql.point1], [keys[0], lo, hi])
-                elif names is not None and last is None and len(keys) in self._sql.point_keys:
-                    rows = _exec_point(conn, names[self._sql.point_keys[len(keys)]], keys)
+                if name is not None and conn in self._ready:
+                    row = _exec_row(conn, name, keys if last is None else [keys[0], lo, hi])
+                    rows = None
                 elif last is None:
                     query, params = self._sql.keys_in(keys)
-                    (got,) = _send_all(conn, _inline([(query, params)], names), keep=1)
+                    (got,) = _send_all(conn, _inline([(query, params)], self._names(conn)), keep=1)
                     rows = [(0, k, v) for k, v in got]
                 else:
                     query, params = self._sql.keys_in(keys, last=True)
-                    (rows,) = _send_all(conn, _inline([(query, (*params, lo, hi))], names), keep=1)
+                    sql = _inline([(query, (*params, lo, hi))], self._names(conn))
+                    (rows,) = _send_all(conn, sql, keep=1)
             except psycopg.OperationalError as exc:
                 dead = conn.broken or conn.closed
                 self._putconn(conn)
@@ -1650,6 +1659,11 @@ class PgKV:
                 self._putconn(conn)
             else:
                 self._hot.append(conn)
+            if rows is None:
+                if last is None:
+                    return row, None
+                lk, lv = row[1], row[2]
+                return row[:1], None if lk is None or lv is None else (lk, lv)
             found = {}
             tail = None
             for w, k, v in rows:
