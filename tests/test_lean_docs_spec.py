@@ -810,7 +810,10 @@ from cortex.transfer import migrate as M
 marker = Path(sys.argv[2])
 def progress(name, done, total):
     if done > 0 and not marker.exists():
-        marker.write_text(name)
+        # written whole, then renamed into place: the parent never reads a marker half made
+        part = marker.with_suffix(".part")
+        part.write_text(name)
+        part.rename(marker)
         time.sleep(120)
 M.migrate(sys.argv[1], to=16, progress=progress)
 """
