@@ -999,11 +999,11 @@ def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) ->
 def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The query terms' posting lists come whole in the preload that reads the statistics (a
-    list has at most ``df`` blocks), so a text search's round trips do not grow with its lists
-    (here 1,500 memories: the common terms' lists are 12 blocks, more than a page of a scan;
-    the rare term's one), and the C scorer ranks them exactly as the Python loop does (scores
-    to the last bit)."""
+    """The query terms' posting lists come whole in one preload after the one that reads their
+    counts (a list has at most ``df`` blocks), so a text search's round trips do not grow with
+    its lists (here 1,500 memories: the common terms' lists are 12 blocks, more than a page of
+    a scan; the rare term's one), and the C scorer ranks them exactly as the Python loop does
+    (scores to the last bit)."""
     with Cortex.open(url, actor="a") as cx:
         kv = cx._kv
         assert isinstance(kv, PgKV)

@@ -815,19 +815,20 @@ class _PgRead:
         for w, _, k, v in rows:
             if w == 2:
                 self._loaded[bytes(k)] = bytes(v)
-        self._keep_scans(pre, [r for r in rows if r[0] != 2] if last else rows, limit)
+        self._keep_scans(pre, rows, limit)
 
     def _keep_scans(
         self, prefixes: list[bytes], rows: list[Any], limit: int
     ) -> dict[bytes, list[tuple[bytes, bytes]]]:
         """Keep the prefixes a ``preload`` query read whole (at most ``limit`` pairs each).
 
-        ``rows`` are the query's ``(0, _, k, v)`` key rows and ``(1, i, k, v)`` prefix rows
-        (``i`` counts ``prefixes`` from 1). Returns the kept prefixes and their pairs, in order.
+        ``rows`` are the query's ``(0, _, k, v)`` key rows, ``(1, i, k, v)`` prefix rows
+        (``i`` counts ``prefixes`` from 1) and ``(2, i, k, v)`` tail rows (passed over).
+        Returns the kept prefixes and their pairs, in order.
         """
         found: dict[int, list[tuple[bytes, bytes]]] = {}
         for w, i, k, v in rows:
-            if w != 0:
+            if w == 1:
                 found.setdefault(int(i), []).append((bytes(k), bytes(v)))
         kept: dict[bytes, list[tuple[bytes, bytes]]] = {}
         for i, p in enumerate(prefixes, start=1):
