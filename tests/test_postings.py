@@ -373,6 +373,44 @@ def test_append_fresh_is_the_python_append(tmp_path_factory: Any, batches: Any) 
             kv.close()
 
 
+def test_append_fresh_extends_the_last_block_as_python_cuts_it(tmp_path: Path) -> None:
+    """The C append extends the stored last block's bytes with the new postings' varints (it
+    does not decode and encode the block again): the same blocks as the Python path's, across
+    a block filled exactly, a full block that stays, and appends that cut several blocks."""
+    kvs = [LmdbKV(tmp_path / f"kv{on}") for on in (0, 1)]
+    at = 0
+    try:
+        for size in (1, 126, 1, 1, 127, 128, 300, 2, 255, 129):
+            rows = b"".join(
+                _raw(d) + entry_tail(1 + d % 4, 7 + d % 5) for d in range(at, at + size * 3, 3)
+            )
+            at += size * 3
+            for on, kv in zip((False, True), kvs, strict=True):
+
+                def fn(txn: Any, on: bool = on, rows: bytes = rows) -> None:
+                    puts: list[tuple[bytes, bytes]] = []
+                    old = postings._USE_SPEEDUPS
+                    postings._USE_SPEEDUPS = on and old
+                    try:
+                        postings.apply_many(txn, [("t", bytearray(rows))], puts)
+                    finally:
+                        postings._USE_SPEEDUPS = old
+                    txn.put_many(puts)
+
+                kv.write(fn)
+            dumps = []
+            for kv in kvs:
+                with kv.read() as txn:
+                    dumps.append(list(txn.scan(b"")))
+            assert dumps[0] == dumps[1]
+        layout = _layout(kvs[1], "t")
+        assert [len(es) for _, es in layout][:-1] == [BLOCK_MAX] * (len(layout) - 1)
+        assert [e[0] for _, es in layout for e in es] == list(range(0, at, 3))
+    finally:
+        for kv in kvs:
+            kv.close()
+
+
 def test_append_fresh_leaves_the_unusual_to_python(tmp_path: Path) -> None:
     """A damaged last block, records out of order or cut, a block after the new postings: left
     over (the Python path then names the fault or does the general change)."""

@@ -2230,6 +2230,7 @@ PARITY: dict[str, tuple[str, ...]] = {
     "block_decode": (f"{_POST}::test_block_decode_is_the_python_definition",),
     "append_fresh": (
         f"{_POST}::test_append_fresh_is_the_python_append",
+        f"{_POST}::test_append_fresh_extends_the_last_block_as_python_cuts_it",
         f"{_POST}::test_append_fresh_leaves_the_unusual_to_python",
     ),
     "df_updates": (f"{_LEX}::test_df_updates_agree",),

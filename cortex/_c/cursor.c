@@ -67,8 +67,9 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
 {
     /* 1 done, 0 left to Python, -1 error */
     PyObject *key = NULL, *k0 = NULL, *v0 = NULL, *k1 = NULL;
-    unsigned char *all = NULL, *enc = NULL;
-    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), m0 = 0, total, at, step = block_max * 12, i;
+    unsigned char *enc = NULL;
+    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), m0 = 0, at, step = block_max * 12, i;
+    uint32_t last = 0;
     int found, rc = -1;
     if (nr == 0 || nr % 12 != 0) {
         return 0;
@@ -114,16 +115,10 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             Py_CLEAR(k0);
         }
     }
-    all = PyMem_Malloc((size_t)nr + (size_t)(step > 0 ? step : 12) + 16);
-    if (all == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (k0 != NULL) {
         const unsigned char *v;
         Py_ssize_t nv;
         uint32_t c;
-        unsigned char *tmp;
         v0 = cursor_get(cursor, m_value);
         if (v0 == NULL) {
             goto done;
@@ -140,38 +135,47 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             rc = 0; /* the block fails its checksum: the Python path says so */
             goto done;
         }
-        tmp = PyMem_Realloc(all, (size_t)nr + (size_t)((nv - 4) / 2 + 1) * 12 + 16);
-        if (tmp == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        all = tmp;
         {
             const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(k0) + plen;
             uint64_t first = ((uint64_t)f[0] << 24) | ((uint64_t)f[1] << 16) |
                              ((uint64_t)f[2] << 8) | f[3];
-            m0 = cx_block_decode(first, v, nv - 4, block_max, all);
+            /* checked as a decode checks it, without its records: a canonical payload is the
+             * encoding of its postings, so the extended block is its bytes and the varints of
+             * the new postings after them (cut_runs from the block's first posting) */
+            m0 = cx_block_scan(first, v, nv - 4, block_max, &last);
         }
-        if (m0 < 0 || memcmp(all + m0 - 12, r, 4) >= 0) {
+        if (m0 < 0 || (((uint32_t)r[0] << 24) | ((uint32_t)r[1] << 16) |
+                       ((uint32_t)r[2] << 8) | r[3]) <= last) {
             rc = 0; /* damaged, or the new postings do not come after it */
             goto done;
         }
     }
-    memcpy(all + m0, r, (size_t)nr);
-    total = m0 + nr;
-    enc = PyMem_Malloc((size_t)(step / 12) * 15 + 4);
+    enc = PyMem_Malloc((size_t)(k0 != NULL ? PyBytes_GET_SIZE(v0) : 0) +
+                       (size_t)(step / 12) * 15 + 4);
     if (enc == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (at = 0; at < total; at += step) {
-        Py_ssize_t len = total - at < step ? total - at : step, size;
+    at = 0;
+    while (at < nr) {
+        Py_ssize_t len, size;
+        const unsigned char *kb;
         PyObject *k, *val, *pair;
         uint32_t c;
-        if (at == 0 && k0 != NULL && m0 == step) {
-            continue; /* the stored block was full: it stays */
+        if (at == 0 && k0 != NULL && m0 < block_max) {
+            /* the stored block, extended with as many new postings as it has room for */
+            Py_ssize_t old = PyBytes_GET_SIZE(v0) - 4, ext;
+            len = (block_max - m0) * 12 < nr ? (block_max - m0) * 12 : nr;
+            memcpy(enc, PyBytes_AS_STRING(v0), (size_t)old);
+            ext = cx_block_extend(r, len, last, enc + old);
+            size = ext < 0 ? -1 : old + ext;
+            kb = (const unsigned char *)PyBytes_AS_STRING(k0) + plen;
         }
-        size = cx_block_encode(all + at, len, block_max, enc);
+        else { /* a new block (a full stored block stays as it is) */
+            len = nr - at < step ? nr - at : step;
+            size = cx_block_encode(r + at, len, block_max, enc);
+            kb = r + at;
+        }
         if (size < 0) {
             PyErr_SetString(PyExc_RuntimeError, "append_fresh: a run that does not encode");
             goto done;
@@ -189,7 +193,7 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             goto done;
         }
         memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
-        memcpy(PyBytes_AS_STRING(k) + plen, all + at, 4);
+        memcpy(PyBytes_AS_STRING(k) + plen, kb, 4);
         pair = PyTuple_New(2);
         if (pair == NULL) {
             Py_DECREF(k);
@@ -203,10 +207,10 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             goto done;
         }
         Py_DECREF(pair);
+        at += len;
     }
     rc = 1;
 done:
-    PyMem_Free(all);
     PyMem_Free(enc);
     Py_XDECREF(key);
     Py_XDECREF(k0);

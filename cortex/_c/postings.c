@@ -161,6 +161,67 @@ cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t
     return q - out;
 }
 
+/* The number of postings of the block payload p[0:n] whose first docno is first, with *last set
+ * to the docno of its last one: cx_block_decode's checks without its records (an append reads
+ * a block only to extend it), -1 when p is not the canonical encoding of 1 to block_max
+ * postings. */
+Py_ssize_t
+cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+              uint32_t *last)
+{
+    Py_ssize_t i = 0, count = 0;
+    uint64_t docno = first, delta, tf, dl;
+    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
+        return -1;
+    }
+    while (i < n) {
+        if (count > 0) {
+            if (!get_varint(p, n, &i, &delta) || delta < 1) {
+                return -1;
+            }
+            docno += delta;
+            if (docno > 0xFFFFFFFFu) {
+                return -1;
+            }
+        }
+        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
+            dl > 0xFFFFFFFFu) {
+            return -1;
+        }
+        if (++count > block_max) {
+            return -1;
+        }
+    }
+    *last = (uint32_t)docno;
+    return count;
+}
+
+/* The varints that continue a block whose last posting has docno last with the 12-byte records
+ * r[0:n] (each posting a delta, tf, dl: the bytes cx_block_encode gives for them after that
+ * block's), into out (room for n / 12 * 15 bytes): their size, or -1 when the docnos do not
+ * ascend strictly from past last or a posting breaks 1 <= tf <= dl. */
+Py_ssize_t
+cx_block_extend(const unsigned char *r, Py_ssize_t n, uint32_t last, unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i;
+    if (n % 12 != 0) {
+        return -1;
+    }
+    for (i = 0; i < n; i += 12) {
+        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
+                 dl = get_u32((const char *)r + i + 8);
+        if (tf < 1 || tf > dl || d <= last) {
+            return -1;
+        }
+        q += put_varint(q, d - last);
+        last = d;
+        q += put_varint(q, tf);
+        q += put_varint(q, dl);
+    }
+    return q - out;
+}
+
 static PyObject *
 sp_block_encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

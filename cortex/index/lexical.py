@@ -602,13 +602,18 @@ class Indexer:
         group = self._pending.setdefault(term, {})
         group.update(fresh_changes(self._fresh.pop(term)))
 
-    def flush(self) -> None:
+    def flush(self, puts: list[tuple[bytes, bytes]] | None = None) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics.
 
         A commit changing at most ``SEGMENT_POSTINGS`` postings, while the segments stay within
         ``SEGMENT_MAX`` and ``SEGMENT_POSTINGS``, stores its changes as one new segment
         (``lexical.md`` §4b); any other folds every segment and its own changes into the main
         blocks and ``lex/t/`` entries, deleting the segments (§5).
+
+        ``puts``: a list the caller writes with ``put_many`` after this call (a single write's
+        records): a segment's puts (its documents, the segment, the statistics) are appended
+        to it instead of written here, so the write makes one ``put_many``. A fold writes its
+        own. The caller must write ``puts`` before anything reads the ``lex/`` keys again.
         """
         txn = self.txn
         pending, fresh, gone = self._pending, self._fresh, self._gone
@@ -628,7 +633,7 @@ class Indexer:
             and len(ov.keys) < SEGMENT_MAX
             and ov.postings + changed <= SEGMENT_POSTINGS
         ):
-            self._write_segment(ov)
+            self._write_segment(ov, changed, puts)
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
@@ -758,8 +763,11 @@ class Indexer:
         """How many posting segments the transaction's snapshot holds (``lexical.md`` §4b)."""
         return len(_segments.overlay(self.txn).keys)
 
-    def _put_docs(self) -> None:
-        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change."""
+    def _put_docs(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change.
+
+        ``out``: append the puts to it instead (the deletes are made here).
+        """
         txn = self.txn
         maps, unmaps = self._maps, self._unmaps
         for docno in sorted(unmaps):
@@ -767,19 +775,22 @@ class Indexer:
                 txn.delete(lex_docno_key(docno))
         # one call for both keyspaces; new numbers are past every stored one: their puts
         # append (``put_many``)
-        puts = list(self._docs.items())
+        puts = list(self._docs.items()) if out is None else out
+        if out is not None:
+            puts += self._docs.items()
         if maps:
             puts += [
                 (lex_docno_key(d), seal(raw)) for d, raw in sorted(maps.items()) if d not in unmaps
             ]
-        if puts:
+        if puts and out is None:
             txn.put_many(puts)
         self._docs.clear()
         maps.clear()
         unmaps.clear()
         self._freed.clear()
 
-    def _put_stats(self) -> None:
+    def _put_stats(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Write the statistics record (``out``: append the put to it instead)."""
         stats = LexStats(
             documents=self._documents,
             total_length=self._total,
@@ -788,43 +799,55 @@ class Indexer:
             next_docno=self._next,
         )
         value = seal(STATS_CODEC.encode(stats, "meta/lexical"))
-        self.txn.put(STATS_KEY, value)
+        if out is None:
+            self.txn.put(STATS_KEY, value)
+        else:
+            out.append((STATS_KEY, value))
         _stats_memo[0] = (value, stats)
 
-    def _write_segment(self, ov: _segments.Overlay) -> None:
-        """Store this transaction's posting changes as the next segment (``lexical.md`` §4b)."""
-        gone = self._gone
+    def _write_segment(
+        self, ov: _segments.Overlay, changed: int, out: list[tuple[bytes, bytes]] | None
+    ) -> None:
+        """Store this transaction's posting changes as the next segment (``lexical.md`` §4b).
+
+        ``changed``: the number of postings changed (held, and new: ``flush``). ``out``: as
+        ``flush``'s ``puts``.
+        """
+        gone, fresh = self._gone, self._fresh
         groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
         delta: dict[str, int] = {}
         if not any(self._pending.values()):  # new memories only (the common write): every
             # entry an ADD, encoded straight from the held records
-            payload, decoded = _segments.encode_fresh(self._fresh)
-            delta = {term: len(records) // ENTRY for term, records in self._fresh.items()}
-            self._put_segment(ov, payload, decoded, delta)
+            payload, decoded = _segments.encode_fresh(fresh)
+            if changed == len(fresh):  # one posting a term (a single write): each adds one
+                delta = dict.fromkeys(fresh, 1)
+            else:
+                delta = {term: len(records) // ENTRY for term, records in fresh.items()}
+            self._put_segment(ov, payload, decoded, delta, out)
             return
         for term, group in self._pending.items():
             if not group:
                 continue
-            out = groups[term] = {}
+            out_ = groups[term] = {}
             d = 0
             for raw, tail in group.items():
                 below = gone.get(raw)
                 if tail is None:
-                    out[raw] = (_segments.DEL, None)
+                    out_[raw] = (_segments.DEL, None)
                     d -= 1
                 elif below is not None and term in below:
-                    out[raw] = (_segments.SET, tail)
+                    out_[raw] = (_segments.SET, tail)
                 else:
-                    out[raw] = (_segments.ADD, tail)
+                    out_[raw] = (_segments.ADD, tail)
                     d += 1
             delta[term] = d
-        for term, records in self._fresh.items():
-            out = groups.setdefault(term, {})
+        for term, records in fresh.items():
+            out_ = groups.setdefault(term, {})
             for raw, tail in fresh_changes(records).items():
-                out[raw] = (_segments.ADD, tail)
+                out_[raw] = (_segments.ADD, tail)
             delta[term] = delta.get(term, 0) + len(records) // ENTRY
         payload, decoded = _segments.encode_groups(groups)
-        self._put_segment(ov, payload, decoded, delta)
+        self._put_segment(ov, payload, decoded, delta, out)
 
     def _put_segment(
         self,
@@ -832,39 +855,48 @@ class Indexer:
         payload: bytes,
         decoded: _segments.Groups,
         delta: dict[str, int],
+        out: list[tuple[bytes, bytes]] | None,
     ) -> None:
         """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics.
 
-        ``delta``: the segment's document frequency change by term (ADDs less DELs).
+        ``delta``: the segment's document frequency change by term (ADDs less DELs). ``out``:
+        append the puts to it instead of writing them (``flush``).
         """
         txn = self.txn
-        self._put_docs()
+        puts: list[tuple[bytes, bytes]] = [] if out is None else out
+        self._put_docs(puts)
         vocabulary = self._terms
         kept = ov.df_changes()
         if kept is None:
             changed = [(term, d) for term, d in delta.items() if d]
         else:  # a term the segments add to is held before and after an addition (a stored
             # count is never below 0): its count need not be read
-            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and kept.get(t, 0) < 1)]
-        limit = ov.postings
-        mains = _main_dfs(txn, [t for t, _ in changed])
-        for (term, d), main in zip(changed, mains, strict=True):
-            if main - limit + min(d, 0) > 0:
-                continue  # held before and after whatever the segments say: no need to combine
-            before = main + ov.df_change(term)
-            after = before + d
-            if after < 0:
-                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
-            vocabulary += (after > 0) - (before > 0)
+            get = kept.get
+            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and get(t, 0) < 1)]
+        if changed:
+            limit = ov.postings
+            mains = _main_dfs(txn, [t for t, _ in changed])
+            for (term, d), main in zip(changed, mains, strict=True):
+                if main - limit + min(d, 0) > 0:
+                    continue  # held before and after whatever the segments say: no need to combine
+                before = main + ov.df_change(term)
+                after = before + d
+                if after < 0:
+                    raise IntegrityError(
+                        f"term {term!r} would have a negative frequency: run verify"
+                    )
+                vocabulary += (after > 0) - (before > 0)
         value = seal(payload)
-        txn.put(ov.next_key, value)
+        puts.append((ov.next_key, value))
         _segments.remember(ov.next_key, value, decoded, ov, delta)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()
         self._delta.clear()
         self._terms = vocabulary
-        self._put_stats()
+        self._put_stats(puts)
+        if out is None:
+            txn.put_many(puts)
 
 
 def fold(txn: WriteTxn) -> int:

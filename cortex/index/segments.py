@@ -332,17 +332,22 @@ class Overlay:
         counted them), which, on the counts this overlay kept, gives ``df_change`` without
         combining.
         """
-        out = Overlay(())
+        out = Overlay.__new__(Overlay)  # every slot set here: nothing of ``__init__`` to redo
         out.keys = [*self.keys, key]
         out.postings = self.postings + segment.count
         out._segs = [*self._segs, (key, segment)]
+        out._by_term, out._states, out._df, out._sorted, out._full = {}, {}, {}, {}, False
         out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
         base = {} if not self._segs else self._dfs
+        out._dfs = None
         if base is not None and dfs is not None:
-            counts = base.copy()
-            get = counts.get
-            for term, d in dfs.items():
-                counts[term] = get(term, 0) + d
+            if base:
+                counts = base.copy()
+                get = counts.get
+                for term, d in dfs.items():
+                    counts[term] = get(term, 0) + d
+            else:
+                counts = dict(dfs)
             out._dfs = counts
         return out
 
