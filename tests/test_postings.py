@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -430,15 +431,21 @@ def test_append_fresh_leaves_the_unusual_to_python(tmp_path: Path) -> None:
                 (posting_prefix("a"), bytearray(_raw(3) + tail)),  # a block after it
                 (posting_prefix("c"), _raw(3) + tail + _raw(4) + tail),  # a new term: done
                 (posting_prefix("a"), _raw(10) + tail + _raw(11) + tail),  # an append: done
+                (posting_prefix("a"), {_raw(12): None}),  # a removal
+                (posting_prefix("d"), {_raw(4): tail, _raw(3): tail}),  # additions: done
+                (posting_prefix("a"), MappingProxyType({_raw(12): tail})),  # another mapping
+                (posting_prefix("a"), {_raw(12): tail[:4]}),  # a cut tail
             ]
             return sp.append_fresh(txn.cursor(), items, BLOCK_MAX)
 
         puts, left = kv.write(fn)
-        assert left == [0, 1, 2, 3, 4]
+        assert left == [0, 1, 2, 3, 4, 7, 9, 10]
         assert [k for k, _ in puts] == [
             posting_prefix("c") + _raw(3),
             posting_prefix("a") + _raw(5),
+            posting_prefix("d") + _raw(3),
         ]
+        assert block_records(*puts[2]) == _raw(3) + tail + _raw(4) + tail
         with pytest.raises(TypeError):
             kv.write(lambda txn: sp.append_fresh(txn.cursor(), [("a", b"")], BLOCK_MAX))
         with pytest.raises(ValueError):

@@ -53,7 +53,10 @@ PyDoc_STRVAR(append_fresh_doc,
              "append_fresh(cursor, items, block_max, /)\n--\n\n"
              "``cortex.index.postings._append`` for many terms in one call: ``items`` is "
              "``[(prefix, records), ...]`` (a term's posting prefix, and new postings as bytes "
-             "or a bytearray of 12-byte records: docno, tf, dl, u32 big-endian each). For each "
+             "or a bytearray of 12-byte records: docno, tf, dl, u32 big-endian each; or as a "
+             "dict docno4 -> tail8, whose records are taken in docno order, and which is left "
+             "over when a value is anything else, as a removal's None; any other value is left "
+             "over too). For each "
              "whose docnos ascend strictly and come after every posting of the term (no block "
              "at or after the first; the last block, if any, ends before it), the term's last "
              "block is read with the cursor (set_range, key, value, prev, last: bytes), the "
@@ -219,6 +222,47 @@ done:
     return rc;
 }
 
+static int
+cmp_docno4(const void *a, const void *b)
+{
+    return memcmp(a, b, 4);
+}
+
+/* A dict of new postings (docno4 -> tail8: a fold's additions) as 12-byte records in docno
+ * order, into *out (PyMem, freed by the caller) with *n set to their size: 1, or 0 when it
+ * holds anything else (a removal's None: left to the Python path), -1 on error. */
+static int
+dict_records(PyObject *held, unsigned char **out, Py_ssize_t *n)
+{
+    Py_ssize_t pos = 0, at = 0, size = PyDict_GET_SIZE(held);
+    PyObject *k, *v;
+    unsigned char *buf;
+    *out = NULL;
+    *n = 0;
+    if (size == 0) {
+        return 0;
+    }
+    buf = PyMem_Malloc((size_t)size * 12);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (PyDict_Next(held, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 4 || !PyBytes_CheckExact(v) ||
+            PyBytes_GET_SIZE(v) != 8) {
+            PyMem_Free(buf);
+            return 0;
+        }
+        memcpy(buf + at, PyBytes_AS_STRING(k), 4);
+        memcpy(buf + at + 4, PyBytes_AS_STRING(v), 8);
+        at += 12;
+    }
+    qsort(buf, (size_t)size, 12, cmp_docno4);
+    *out = buf;
+    *n = at;
+    return 1;
+}
+
 static PyObject *
 sp_append_fresh(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -247,27 +291,42 @@ sp_append_fresh(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     n = PyList_GET_SIZE(items);
     for (t = 0; t < n; t++) {
         PyObject *item = PyList_GET_ITEM(items, t), *prefix, *records;
-        const unsigned char *r;
-        Py_ssize_t nr;
+        const unsigned char *r = NULL;
+        Py_ssize_t nr = 0;
         int rc;
+        unsigned char *sorted = NULL;
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-            !(PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
-              PyByteArray_CheckExact(PyTuple_GET_ITEM(item, 1)))) {
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0))) {
             PyErr_SetString(PyExc_TypeError, "append_fresh: items are (bytes, records) pairs");
             goto done;
         }
         prefix = PyTuple_GET_ITEM(item, 0);
         records = PyTuple_GET_ITEM(item, 1);
-        if (PyByteArray_CheckExact(records)) {
+        if (!PyBytes_CheckExact(records) && !PyByteArray_CheckExact(records) &&
+            !PyDict_CheckExact(records)) {
+            rc = 0; /* another mapping of changes: the Python path */
+        }
+        else if (PyDict_CheckExact(records)) {
+            rc = dict_records(records, &sorted, &nr);
+            if (rc < 0) {
+                goto done;
+            }
+            r = sorted;
+        }
+        else if (PyByteArray_CheckExact(records)) {
+            rc = 1;
             r = (const unsigned char *)PyByteArray_AS_STRING(records);
             nr = PyByteArray_GET_SIZE(records);
         }
         else {
+            rc = 1;
             r = (const unsigned char *)PyBytes_AS_STRING(records);
             nr = PyBytes_GET_SIZE(records);
         }
-        rc = append_one(cursor, prefix, r, nr, block_max, puts);
+        if (rc == 1) {
+            rc = append_one(cursor, prefix, r, nr, block_max, puts);
+        }
+        PyMem_Free(sorted);
         if (rc < 0) {
             goto done;
         }
