@@ -120,7 +120,10 @@ def block_decode(first: int, payload: bytes, block_max: int, /) -> bytes | None:
     """A posting block's 12-byte records from its payload; None when it is not canonical."""
 
 def append_fresh(
-    cursor: Any, items: list[tuple[bytes, bytes | bytearray]], block_max: int, /
+    cursor: Any,
+    items: list[tuple[bytes, Mapping[bytes, bytes | None] | bytes | bytearray]],
+    block_max: int,
+    /,
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
     """New postings appended to their terms' last blocks; the puts and the items left over."""
 
