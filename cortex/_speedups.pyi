@@ -145,6 +145,11 @@ def segments_folded(
 ) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]] | None:
     """Every term of the segments combined for a fold (``Overlay.folded``); None if unsure."""
 
+def segments_added(
+    segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
+) -> tuple[dict[str, bytearray], dict[str, int]] | None:
+    """Segments of additions only as each term's records and count (``Overlay.added``)."""
+
 class StemTable:
     """The token -> stem table of ``ascii_term_counts`` (what it found in the stem cache)."""
 

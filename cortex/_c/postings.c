@@ -599,8 +599,103 @@ fail:
     return result;
 }
 
+PyDoc_STRVAR(segments_added_doc,
+             "segments_added(segments, /)\n--\n\n"
+             "``cortex.index.segments.Overlay.added`` in C: ``segments`` as for "
+             "``segments_folded``. ``(records, counts)`` when every entry is an ADD whose docno "
+             "comes after the term's earlier entries' (a run of writes of new memories): term "
+             "-> its postings as 12-byte records (docno4 + tail8, a bytearray, ascending) and "
+             "term -> how many; None otherwise (``folded`` then combines the segments).");
+
+static PyObject *
+sp_segments_added(PyObject *module, PyObject *segs)
+{
+    PyObject *records = NULL, *counts = NULL, *term, *entries, *ba, *res = NULL;
+    Py_ssize_t s, ns, pos, j, ne;
+    (void)module;
+    if (!PyList_CheckExact(segs)) {
+        Py_RETURN_NONE;
+    }
+    records = PyDict_New();
+    if (records == NULL) {
+        return NULL;
+    }
+    ns = PyList_GET_SIZE(segs);
+    for (s = 0; s < ns; s++) {
+        PyObject *seg = PyList_GET_ITEM(segs, s);
+        if (!PyDict_Check(seg)) {
+            goto not_here;
+        }
+        pos = 0;
+        while (PyDict_Next(seg, &pos, &term, &entries)) {
+            Py_ssize_t have;
+            char *at;
+            if (!PyList_CheckExact(entries) || !PyUnicode_CheckExact(term)) {
+                goto not_here;
+            }
+            ba = PyDict_GetItemWithError(records, term);
+            if (ba == NULL) {
+                if (PyErr_Occurred()) {
+                    goto fail;
+                }
+                ba = PyByteArray_FromStringAndSize(NULL, 0);
+                if (ba == NULL) {
+                    goto fail;
+                }
+                if (PyDict_SetItem(records, term, ba) < 0) {
+                    Py_DECREF(ba);
+                    goto fail;
+                }
+                Py_DECREF(ba); /* records holds it */
+            }
+            ne = PyList_GET_SIZE(entries);
+            have = PyByteArray_GET_SIZE(ba);
+            if (PyByteArray_Resize(ba, have + ne * 12) < 0) {
+                goto fail;
+            }
+            at = PyByteArray_AS_STRING(ba) + have;
+            for (j = 0; j < ne; j++) {
+                int kind;
+                PyObject *raw, *tail;
+                if (!folded_entry(PyList_GET_ITEM(entries, j), &kind, &raw, &tail) || kind != 1 ||
+                    PyBytes_GET_SIZE(tail) != 8) {
+                    goto not_here;
+                }
+                if ((have > 0 || j > 0) && memcmp(at - 12, PyBytes_AS_STRING(raw), 4) >= 0) {
+                    goto not_here; /* not after the term's earlier entries: folded decides */
+                }
+                memcpy(at, PyBytes_AS_STRING(raw), 4);
+                memcpy(at + 4, PyBytes_AS_STRING(tail), 8);
+                at += 12;
+            }
+        }
+    }
+    counts = PyDict_New();
+    if (counts == NULL) {
+        goto fail;
+    }
+    pos = 0;
+    while (PyDict_Next(records, &pos, &term, &ba)) {
+        PyObject *n = PyLong_FromSsize_t(PyByteArray_GET_SIZE(ba) / 12);
+        if (n == NULL || PyDict_SetItem(counts, term, n) < 0) {
+            Py_XDECREF(n);
+            goto fail;
+        }
+        Py_DECREF(n);
+    }
+    res = PyTuple_Pack(2, records, counts);
+fail:
+    Py_XDECREF(records);
+    Py_XDECREF(counts);
+    return res;
+not_here:
+    Py_DECREF(records);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef postings_methods[] = {
     {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
+    {"segments_added", (PyCFunction)sp_segments_added, METH_O, segments_added_doc},
     {"block_encode", (PyCFunction)(void (*)(void))sp_block_encode, METH_FASTCALL, block_encode_doc},
     {"block_decode", (PyCFunction)(void (*)(void))sp_block_decode, METH_FASTCALL, block_decode_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Final
 
@@ -637,68 +637,85 @@ class Indexer:
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        folded = ov.folded()  # every term of the segments combined, in one pass
-        for term in [t for t in fresh if t in pending or t in folded]:
-            self._spill(term)
-        # the changes to the main blocks, and their document frequency changes
-        delta: Counter[str] = Counter()
-        changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
-        for term, group in pending.items():
-            seen = folded.get(term)
-            ovt = None if seen is None else seen[0]
-            out: dict[bytes, bytes | None] = {}
-            for raw, tail in group.items():
-                if ovt is not None and raw in ovt:
-                    continue  # with the segments' entry, below
-                if tail is None:
-                    out[raw] = None
-                    delta[term] -= 1
-                else:
-                    out[raw] = tail
-                    below = gone.get(raw)
-                    if below is None or term not in below:
-                        delta[term] += 1
-            if out:
-                changes_by_term[term] = out
-        for term, (final, counted, in_main) in folded.items():
-            own = pending.get(term)
-            if own is None:  # the segments' final entries, and their count
-                out = final
-                if None in final.values():  # an id added and removed within the segments goes
-                    main = in_main or ()
-                    out = {raw: t for raw, t in final.items() if t is not None or raw in main}
+        additions = None if pending or gone or not ov else ov.added()
+        seg_counts: Mapping[str, int]  # each term's document frequency change in the segments
+        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]]
+        changing: list[str] | None  # the terms whose counts readers saw change (None: all)
+        delta: Counter[str]  # the document frequency changes
+        if additions is not None:
+            # the common fold: segments of new memories' postings only, and this transaction's
+            # new memories; each term's records (ascending: appended after its last block,
+            # ``apply_many``) and counts, without combining the segments entry by entry
+            records, seg_counts = additions
+            delta = Counter(seg_counts)
+            for term, recs in fresh.items():
+                have = records.get(term)
+                records[term] = recs if have is None else have + recs
+                delta[term] += len(recs) // ENTRY
+            changing = list(fresh) if seg_counts else None
+            changes = sorted(records.items(), key=itemgetter(0))
+        else:
+            folded = ov.folded()  # every term of the segments combined, in one pass
+            for term in [t for t in fresh if t in pending or t in folded]:
+                self._spill(term)
+            # the changes to the main blocks, and their document frequency changes
+            delta = Counter()
+            changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
+            for term, group in pending.items():
+                seen = folded.get(term)
+                ovt = None if seen is None else seen[0]
+                out: dict[bytes, bytes | None] = {}
+                for raw, tail in group.items():
+                    if ovt is not None and raw in ovt:
+                        continue  # with the segments' entry, below
+                    if tail is None:
+                        out[raw] = None
+                        delta[term] -= 1
+                    else:
+                        out[raw] = tail
+                        below = gone.get(raw)
+                        if below is None or term not in below:
+                            delta[term] += 1
                 if out:
                     changes_by_term[term] = out
-                delta[term] = counted  # (not touched above: the term is not pending)
-                continue
-            main = in_main or ()
-            out = changes_by_term.setdefault(term, {})
-            d = 0
-            for raw, last in final.items():
-                tail = own.get(raw, last)
-                if tail is not None:
-                    out[raw] = tail
-                    d += raw not in main
-                elif raw in main:
-                    out[raw] = None
-                    d -= 1
-            delta[term] += d
-            if not out:
-                del changes_by_term[term]
-        if delta:
-            for term, records in fresh.items():
-                delta[term] += len(records) // ENTRY
-        else:  # new memories only (a batch's common case): one dict update, no per-term call
-            delta.update({term: len(records) // ENTRY for term, records in fresh.items()})
-        # the terms this transaction changes (the others' counts are the segments' already)
-        changing = [t for t in delta if t in pending or t not in folded] if folded else None
+            for term, (final, counted, in_main) in folded.items():
+                own = pending.get(term)
+                if own is None:  # the segments' final entries, and their count
+                    out = final
+                    if None in final.values():  # an id added and removed in the segments goes
+                        main = in_main or ()
+                        out = {raw: t for raw, t in final.items() if t is not None or raw in main}
+                    if out:
+                        changes_by_term[term] = out
+                    delta[term] = counted  # (not touched above: the term is not pending)
+                    continue
+                main = in_main or ()
+                out = changes_by_term.setdefault(term, {})
+                d = 0
+                for raw, last in final.items():
+                    tail = own.get(raw, last)
+                    if tail is not None:
+                        out[raw] = tail
+                        d += raw not in main
+                    elif raw in main:
+                        out[raw] = None
+                        d -= 1
+                delta[term] += d
+                if not out:
+                    del changes_by_term[term]
+            if delta:
+                for term, recs in fresh.items():
+                    delta[term] += len(recs) // ENTRY
+            else:  # new memories only (a batch's common case): one dict update, no per-term call
+                delta.update({term: len(records) // ENTRY for term, records in fresh.items()})
+            # the terms this transaction changes (the others' counts are the segments' already)
+            changing = [t for t in delta if t in pending or t not in folded] if folded else None
+            changes = list(changes_by_term.items())
+            changes += fresh.items()
+            changes.sort(key=itemgetter(0))
+            seg_counts = {term: seen[1] for term, seen in folded.items()}
         self._put_docs()
         blocks: list[tuple[bytes, bytes]] = []
-        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = list(
-            changes_by_term.items()
-        )
-        changes += fresh.items()
-        changes.sort(key=itemgetter(0))
         prefetch = getattr(txn, "prefetch", None)
         if prefetch is not None and delta:  # an engine across a network sends these reads
             prefetch([lex_term_key(t) for t in delta])  # with the postings' (one round trip)
@@ -727,21 +744,19 @@ class Indexer:
                 else:
                     for term, before in zip(changing, befores, strict=True):
                         n = before + delta[term]
-                        seen = folded.get(term)
-                        held = before if seen is None else before + seen[1]
+                        held = before + seg_counts.get(term, 0)  # what readers counted
                         vocabulary += (n > 0) - (held > 0)
                 for key in deletes:
                     txn.delete(key)
         if got is None:
             puts = []
-            for term in folded:
+            for term in seg_counts:
                 delta.setdefault(term, 0)
             terms = sorted(delta)
             # every entry read (and checked) first, in one call: the loop deletes only others
             for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
                 n = before + delta[term]
-                seen = folded.get(term)
-                held = before if seen is None else before + seen[1]  # what readers counted
+                held = before + seg_counts.get(term, 0)  # what readers counted
                 vocabulary += (n > 0) - (held > 0)
                 if n == before:
                     continue
