@@ -88,6 +88,17 @@ get_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
     return 0;
 }
 
+/* get_varint, a one-byte varint (most of a block's: small deltas, tf and dl) without its loop */
+static inline int
+get_varint1(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
+{
+    if (*i < n && p[*i] < 0x80) {
+        *v = p[(*i)++];
+        return 1;
+    }
+    return get_varint(p, n, i, v);
+}
+
 PyDoc_STRVAR(block_encode_doc,
              "block_encode(records, block_max, /)\n--\n\n"
              "``cortex.index.postings.block_encode`` in C: the varint payload of a block of "
@@ -176,7 +187,7 @@ cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t b
     }
     while (i < n) {
         if (count > 0) {
-            if (!get_varint(p, n, &i, &delta) || delta < 1) {
+            if (!get_varint1(p, n, &i, &delta) || delta < 1) {
                 return -1;
             }
             docno += delta;
@@ -184,7 +195,7 @@ cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t b
                 return -1;
             }
         }
-        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
+        if (!get_varint1(p, n, &i, &tf) || !get_varint1(p, n, &i, &dl) || tf < 1 || tf > dl ||
             dl > 0xFFFFFFFFu) {
             return -1;
         }
