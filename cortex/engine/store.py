@@ -1174,8 +1174,8 @@ class Store:
                 puts: list[tuple[bytes, bytes]] = []
                 lex = Indexer(txn)
                 self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
+                lex.flush(puts)  # a segment's puts join the write's: one put_many
                 txn.put_many(puts)
-                lex.flush()
                 return WriteResult.of(Uri._trusted(p.type, p.head.id, 1), "created")
 
             return self._budgeted(one, now)
