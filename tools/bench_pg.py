@@ -251,9 +251,9 @@ def same_statements(cluster: Any, n: int, floor: Floor, repeats: int = REPEATS) 
         sent[-1].append((query.replace(f'"{table}"', f'"{copy}"'), keep))
         return real(c, query, keep)
 
-    def spy_pipeline(c: Any, steps: list[Any]) -> list[list[Any]]:
+    def spy_pipeline(c: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
         sent[-1].append((list(steps), None))  # prepared statements by name: no table named
-        return real_pipeline(c, steps)
+        return real_pipeline(c, steps, *rest)
 
     cortex_t: list[float] = []
     cortex_r: list[float] = []
