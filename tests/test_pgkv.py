@@ -819,6 +819,179 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+# --- the write cache (``specs/postgres.md`` §4 item 7) ---------------------------------------
+
+
+def test_another_writer_makes_the_cache_stale_and_the_next_write_reads_the_server(url: str) -> None:
+    """A handle's write reads from its cache only while the store's version is the one its
+    last write left: a write by another handle (a process of its own) changes it, so the next
+    write's one pipeline fails its version check, writes nothing, and the write runs again
+    reading the server: it sees the other handle's value."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.write(lambda t: t.put_many([(b"n", b"1"), (b"j/1", b"x")]))
+        before = a.round_trips
+        a.write(lambda t: t.put(b"m", b"%d" % (int(t.get(b"n")) + 1)))
+        assert a.round_trips - before == 1  # n was the cache's
+        b.write(lambda t: t.put(b"n", b"5"))
+        tries: list[bytes | None] = []
+
+        def bump(t: Any) -> None:
+            n = t.get(b"n")
+            tries.append(n)
+            t.put(b"m", b"%d" % (int(n) + 1))
+            t.put(b"only-once-%d" % len(tries), b"")
+
+        before = a.round_trips
+        a.write(bump)
+        assert tries == [b"1", b"5"] and a.cache_misses == 1
+        assert a.round_trips - before == 3  # the failed pipeline, then the reads and the commit
+        with a.read() as r:
+            assert dict(r.scan(b"")) == {
+                b"j/1": b"x",
+                b"m": b"6",
+                b"n": b"5",
+                b"only-once-2": b"",  # the failed pipeline wrote nothing
+            }
+        # the next write in a row skips the cache once (it was stale), then uses it again
+        for expect in (2, 1):
+            before = a.round_trips
+            a.write(lambda t: t.put(b"m", b"%d" % (int(t.get(b"n")) + 1)))
+            assert a.round_trips - before == expect
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_stale_cache_found_by_a_first_round_trip_reruns_the_write_in_its_transaction(
+    url: str,
+) -> None:
+    """A write that reads a key the cache does not know goes to the server for it (with the
+    version): when that shows the cache stale, the write runs again in the same transaction,
+    reading the server (the first try's reads from the cache are dropped)."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.write(lambda t: t.put_many([(b"n", b"1"), (b"o", b"1")]))
+        b.write(lambda t: t.put(b"n", b"7"))
+        b.write(lambda t: t.put(b"z", b"9"))  # not in a's cache
+        seen: list[tuple[Any, Any]] = []
+
+        def fn(t: Any) -> None:
+            n = t.get(b"n")  # the cache's (stale) value first
+            z = t.get(b"z")  # unknown: a round trip, which finds the version changed
+            seen.append((n, z))
+            t.put(b"s", n + z)
+
+        before = a.round_trips
+        a.write(fn)
+        # the first try stopped at its read of z (the round trip that found the cache stale)
+        assert seen == [(b"7", b"9")] and a.cache_misses == 1
+        # that round trip, then as without a cache: a read each (nothing prefetched), the commit
+        assert a.round_trips - before == 4
+        with a.read() as r:
+            assert r.get(b"s") == b"79"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: str) -> None:
+    """Keys under an ``absent`` prefix the cache does not know are guessed absent; the one
+    pipeline checks it before any change: a key that exists fails the check, nothing is
+    written, its value joins the cache and the write runs again (in one more round trip)."""
+    setup = PgKV(url)
+    setup.write(lambda t: t.put(b"g/old", b"here"))
+    setup.close()
+    kv = PgKV(url)
+    try:
+        kv.warm_writes([], [], absent=[b"g/"])
+        kv.write(lambda t: t.put(b"x", b"1"))
+        seen: list[Any] = []
+
+        def fn(t: Any) -> None:
+            seen.append((t.get(b"g/new"), t.get(b"g/old")))
+            t.put(b"y", b"%d" % len(seen))
+
+        before = kv.round_trips
+        kv.write(fn)
+        assert seen == [(None, None), (None, b"here")]
+        assert kv.round_trips - before == 2
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"g/old": b"here", b"x": b"1", b"y": b"2"}
+        # a new head, put with overwrite=False, is guessed absent too: an existing one refuses
+        assert kv.write(lambda t: t.put(b"g/old", b"again", overwrite=False)) is False
+        assert kv.write(lambda t: t.put(b"g/3", b"new", overwrite=False)) is True
+    finally:
+        kv.close()
+
+
+def test_sql_outside_cortex_bumps_the_version_and_a_store_without_the_trigger_gets_it(
+    url: str,
+) -> None:
+    """The version is a sequence a statement trigger of the table bumps, whoever changes the
+    table: an UPDATE by plain SQL makes the handle's cache stale. A table made without it (by
+    an older cortex) gets it when a writable handle opens."""
+    kv = PgKV(url)
+    table = kv.table
+    try:
+        kv.write(lambda t: t.put(b"n", b"1"))
+        with _raw(url) as conn:
+            conn.execute(f'UPDATE "{table}" SET v = %s WHERE k = %s', (b"2", b"n"))
+        kv.write(lambda t: t.put(b"m", t.get(b"n")))
+        with kv.read() as r:
+            assert r.get(b"m") == b"2"
+    finally:
+        kv.close()
+    with _raw(url) as conn:
+        conn.execute(f'DROP TRIGGER "{table}_v" ON "{table}"')
+        conn.execute(f'DROP SEQUENCE "{table}_v"')
+    kv = PgKV(url)
+    try:
+        assert kv._versioned
+        with _raw(url) as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM pg_trigger WHERE tgname = %s", (f"{table}_v",)
+            ).fetchone()
+            assert n == 1
+        kv.write(lambda t: t.put(b"a", b"1"))
+        before = kv.round_trips
+        kv.write(lambda t: t.put(b"b", t.get(b"a")))
+        assert kv.round_trips - before == 1
+    finally:
+        kv.close()
+
+
+def test_without_the_version_a_write_reads_the_server_in_two_round_trips(url: str) -> None:
+    """A role that may not make the sequence and its trigger (not the table's owner) keeps no
+    write cache: a write is today's two round trips, and right."""
+    kv = PgKV(url)
+    try:
+        kv._versioned = False
+        kv.write(lambda t: t.put(b"n", b"1"))
+        before = kv.round_trips
+        kv.write(lambda t: t.put(b"m", t.get(b"n")))
+        assert kv.round_trips - before == 2
+    finally:
+        kv.close()
+
+
+def test_interleaved_writers_keep_the_journal_and_counts_right(url: str) -> None:
+    """Two handles (a process each, in effect) writing in turns, each one's cache stale at
+    every other write: the journal is one chain and ``verify`` (the lexical counts and the
+    journal's hashes among its checks) is clean."""
+    with Cortex.open(url, actor="a") as a, Cortex.open(url, actor="b") as b:
+        for i in range(12):
+            for cx in (a, b) if i % 3 else (a, a, b):
+                cx.write(Fact(statement=f"user {i} likes tea {i % 4}", subject="u", predicate="p"))
+        assert a._kv.cache_misses > 0 and b._kv.cache_misses > 0
+    with Cortex.open(url, actor="checker", as_owner=True) as cx:
+        seqs = [e.seq for e in cx.journal()]
+        assert seqs == list(range(1, len(seqs) + 1))
+        report = cx.verify()
+        assert report.ok, report.problems
+        assert cx.stats()["memories"] == 12 * 2 + 4
+
+
 def _sql_of(kv: PgKV) -> Any:
     """A pipeline step as SQL: a prepared statement's name as the statement it names."""
     names = {name.encode(): sql for sql, name in kv._sql.prepared.items()}

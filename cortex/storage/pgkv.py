@@ -1857,6 +1857,8 @@ class PgKV:
         psycopg, _ = _psycopg()
         # the server's start: a restart (after a crash, say) gives a new epoch (``epoch``)
         (started,) = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        if self._started is not None and started != self._started:
+            self._cache = None  # a restarted server (a crash, a restore): start over
         self._started = started
         # generic plans need PostgreSQL 12 (plan_cache_mode); an older server plans as before
         generic = f"{self._sql.generic}; " if conn.info.server_version >= 120000 else ""
