@@ -1551,8 +1551,10 @@ class _PgWrite(_PgRead):
             else:
                 puts_k.append(k)
                 puts_v.append(v)
+        if not puts_k and not dels and not self._confirm():
+            raise _Stale  # nothing to write, but what fn returns came from a stale cache
         if not c.begun and not puts_k and not dels:
-            return  # nothing read, nothing written: no transaction at all
+            return  # nothing read from the server, nothing written: no transaction at all
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
         if size <= _SMALL:
             # one round trip: (the lock and BEGIN when nothing was read,) the changes, COMMIT
@@ -1628,6 +1630,38 @@ class _PgWrite(_PgRead):
             i = j
         c.kv.round_trips += 1
         _send_all(conn, c.inline(self._ending(self._lock_key)), keep=0)
+
+    def _confirm(self) -> bool:
+        """Whether what this write read from the cache and guessed absent is the server's.
+
+        Free when nothing was (or the first round trip found the cache current and nothing
+        was guessed); else one round trip: the version (with the lock and BEGIN when none was
+        sent yet) and the guessed keys. For a write that ends without the one pipeline that
+        checks them: an exception ``fn`` raised, or nothing to write.
+        """
+        cache = self._cache
+        if cache is None or not self._used or (self._valid and not self._guessed):
+            return True
+        c = self._c
+        q = c.q
+        probe = not c.begun
+        stmts: list[tuple[str, tuple[Any, ...]]] = [(q.probe, ())] if probe else []
+        if self._guessed:
+            stmts.append((q.get_any, (list(self._guessed),)))
+        got = c.run(stmts)
+        if probe:
+            if not got[0] or got[0][0][0] != cache.version:
+                self._cache = None
+                c.kv._stale()
+                return False
+            self._valid = True
+            got = got[1:]
+        if self._guessed:
+            if got[0]:
+                c.kv._guess_missed()
+                return False
+            self._guessed.clear()  # confirmed: no check at commit
+        return True
 
     def _checks(self, changes: bool) -> tuple[list[Any], list[Any]]:
         """The statements a commit's pipeline checks the cache with, and reads the version by.
@@ -2159,6 +2193,12 @@ class PgKV:
                         break
                     except _Stale:  # the cache was stale: again in this transaction, without
                         committing = False
+                        txn = _PgWrite(c, self._lock_key, self._warm)
+                    except Exception:
+                        # fn's error may come of a stale cache or a wrong guess: raised only
+                        # once they are confirmed, else fn runs again without them
+                        if committing or txn._confirm():
+                            raise
                         txn = _PgWrite(c, self._lock_key, self._warm)
             except _Again as exc:  # nothing written; the lock is held: again at once
                 c.conn = None
