@@ -925,6 +925,47 @@ def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: s
         kv.close()
 
 
+def test_an_error_of_a_write_is_raised_only_once_its_cache_and_guesses_are_confirmed(
+    url: str,
+) -> None:
+    """``fn`` may raise because of a stale cache or a wrong guess (the lexical index found a
+    negative count): the error is raised only after one round trip confirms what ``fn`` read;
+    else ``fn`` runs again in that transaction, knowing better, and the write goes through."""
+    setup = PgKV(url)
+    setup.write(lambda t: t.put(b"g/old", b"here"))
+    setup.close()
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.warm_writes([], [], absent=[b"g/"])
+        a.write(lambda t: t.put(b"n", b"1"))
+
+        def needs_old(t: Any) -> None:
+            if t.get(b"g/old") is None:
+                raise ValueError("no g/old")
+            t.put(b"y", b"1")
+
+        before = a.round_trips
+        a.write(needs_old)  # guessed absent, confirmed present: the second try writes
+        assert a.round_trips - before == 2
+
+        def needs_two(t: Any) -> None:
+            if t.get(b"n") != b"2":
+                raise ValueError("n is not 2")
+            t.put(b"z", b"1")
+
+        b.write(lambda t: t.put(b"n", b"2"))
+        a.write(needs_two)  # the cache's n=1 was stale: the second try reads 2
+        with pytest.raises(ValueError, match="n is not 2"):
+            b.write(lambda t: t.put(b"n", b"3"))
+            a.write(lambda t: t.put(b"w", b"1"))  # a's cache is current again
+            a.write(needs_two)  # a true error, confirmed: raised, nothing written
+        with a.read() as r:
+            assert (r.get(b"y"), r.get(b"z"), r.get(b"n")) == (b"1", b"1", b"3")
+    finally:
+        a.close()
+        b.close()
+
+
 def test_sql_outside_cortex_bumps_the_version_and_a_store_without_the_trigger_gets_it(
     url: str,
 ) -> None:

@@ -1607,15 +1607,8 @@ class _PgWrite(_PgRead):
             c.begun = True
             _send_all(conn, c.inline(parts), keep=0)
             return
-        if self._cache is not None:  # no one pipeline for this much: check the cache first
-            if not c.begun:
-                (got,) = c.run([(c.q.probe, ())])
-                self._probed(got)
-            if self._guessed:
-                (got,) = c.run([(c.q.get_any, (list(self._guessed),))])
-                if got:  # a guess was wrong: run fn again in this transaction, without them
-                    c.kv._guess_missed()
-                    raise _Stale
+        if not self._confirm():  # no one pipeline for this much: the cache checked first
+            raise _Stale  # fn again in this transaction, without what was wrong
         self._cache = None  # the version after this commit is not read: start over
         c.start()
         if dels:
@@ -1657,11 +1650,23 @@ class _PgWrite(_PgRead):
             self._valid = True
             got = got[1:]
         if self._guessed:
-            if got[0]:
+            if got[0]:  # a guess was wrong: the cache (current) learns the guessed keys
+                found = {bytes(k): bytes(v) for k, v in got[0]}
+                for k in self._guessed:
+                    cache.points[k] = found.get(k)
                 c.kv._guess_missed()
                 return False
             self._guessed.clear()  # confirmed: no check at commit
         return True
+
+    def again(self) -> _PgWrite:
+        """A new try of this write in the same transaction: the cache where it was found
+        current (it and the snapshot agree), no guesses."""
+        c = self._c
+        known = self._cache if self._valid else None
+        txn = _PgWrite(c, self._lock_key, c.kv._warm, known)
+        txn._valid = known is not None
+        return txn
 
     def _checks(self, changes: bool) -> tuple[list[Any], list[Any]]:
         """The statements a commit's pipeline checks the cache with, and reads the version by.
@@ -2193,13 +2198,13 @@ class PgKV:
                         break
                     except _Stale:  # the cache was stale: again in this transaction, without
                         committing = False
-                        txn = _PgWrite(c, self._lock_key, self._warm)
+                        txn = txn.again()
                     except Exception:
                         # fn's error may come of a stale cache or a wrong guess: raised only
                         # once they are confirmed, else fn runs again without them
                         if committing or txn._confirm():
                             raise
-                        txn = _PgWrite(c, self._lock_key, self._warm)
+                        txn = txn.again()
             except _Again as exc:  # nothing written; the lock is held: again at once
                 c.conn = None
                 held = exc.conn
