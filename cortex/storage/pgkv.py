@@ -1049,7 +1049,7 @@ class _Known:
             self.tails.clear()
         points.update(txn._known)
         for p, rows in txn._loaded_scans.items():
-            if len(rows) <= _KNOWN_WHOLE:
+            if len(rows) <= _KNOWN_WHOLE and (p not in txn._cached or p not in self.wholes):
                 self.wholes[p] = [(bytes(k), bytes(v)) for k, v in rows]
         self.tails.update(txn._tails)
         buf = txn._buf
@@ -1113,6 +1113,7 @@ class _PgWrite(_PgRead):
         self._guess = guess  # prefixes whose keys, unknown, are guessed absent
         self._guessed: dict[bytes, None] = {}  # keys guessed absent: checked at commit
         self._new: set[bytes] = set()  # keys a put(overwrite=False) expects absent
+        self._cached: set[bytes] = set()  # prefixes whose whole read was the cache's
         self._buf: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []  # the keys of _buf, in order
         self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
@@ -1162,6 +1163,7 @@ class _PgWrite(_PgRead):
             del self._want_scans[p]
             self._used = True
             self._loaded_scans[p] = list(rows)
+            self._cached.add(p)
             for k, v in rows:
                 self._loaded.setdefault(k, v)
             if not rows:
@@ -1660,8 +1662,10 @@ class _PgWrite(_PgRead):
         return True
 
     def again(self) -> _PgWrite:
-        """A new try of this write in the same transaction: the cache where it was found
-        current (it and the snapshot agree), no guesses."""
+        """A new try of this write in the same transaction.
+
+        With the cache where it was found current (it and the snapshot agree), no guesses.
+        """
         c = self._c
         known = self._cache if self._valid else None
         txn = _PgWrite(c, self._lock_key, c.kv._warm, known)
