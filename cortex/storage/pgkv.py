@@ -1139,6 +1139,7 @@ class _PgWrite(_PgRead):
         known = self._known
         for k in list(self._want):
             if k in self._buf or k in known:
+                del self._want[k]  # no read needed
                 continue
             hit, v = cache.get(k)
             if hit:
