@@ -1848,16 +1848,16 @@ class PgKV:
                         conn.execute(self._sql.create)
                     finally:
                         conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+                # the write cache (``_Known``, ``specs/postgres.md`` §4 item 7): the store's
+                # version sequence and its trigger, made where missing (an older cortex's)
+                self._versioned = not readonly and self._versioning(conn)
+                """Whether the store has its version sequence (else writes keep no cache)."""
         except psycopg.Error as exc:
             raise _wrap(exc, f"cannot open the store {self.path}") from exc
         a, b = self._lock_key
         self._lock_begin = (
             f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
         )
-        # the write cache (``_Known``, ``specs/postgres.md`` §4 item 7): the store's version
-        # sequence and its trigger, made where missing (a store an older cortex created)
-        self._versioned = not readonly and self._versioning()
-        """Whether the store has its version sequence (else writes keep no cache)."""
         self._cache: _Known | None = None
         self._guess: tuple[bytes, ...] = ()  # ``warm_writes``' ``absent``
         self._skip = self._misses = 0  # writes left without the cache; stale caches in a row
@@ -1958,7 +1958,7 @@ class PgKV:
             steps.append((name.encode(), values))
         return steps
 
-    def _versioning(self) -> bool:
+    def _versioning(self, conn: Any) -> bool:
         """Make the store's version sequence and its trigger where missing; whether they are.
 
         The sequence ``cortex_NAME_v`` starts at a random value (a store dropped and made again
@@ -1968,21 +1968,20 @@ class PgKV:
         leaves the store without: its writes keep no cache.
         """
         psycopg, _ = _psycopg()
+        (ready,) = conn.execute(self._sql.version_ready).fetchone()
+        if ready:
+            return True
         try:
-            with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
-                (ready,) = conn.execute(self._sql.version_ready).fetchone()
-                if ready:
-                    return True
-                conn.execute("SELECT pg_advisory_lock(%s, %s)", self._lock_key)
-                try:
-                    with conn.transaction():
-                        (ready,) = conn.execute(self._sql.version_ready).fetchone()
-                        if not ready:
-                            start = random.randrange(1, 1 << 62)
-                            conn.execute(self._sql.version_setup.replace("%s", str(start)))
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
-        except psycopg.Error:
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", self._lock_key)
+            try:
+                with conn.transaction():
+                    (ready,) = conn.execute(self._sql.version_ready).fetchone()
+                    if not ready:
+                        start = random.randrange(1, 1 << 62)
+                        conn.execute(self._sql.version_setup.replace("%s", str(start)))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+        except psycopg.errors.InsufficientPrivilege:
             return False
         return True
 
@@ -2204,10 +2203,19 @@ class PgKV:
                     except _Stale:  # the cache was stale: again in this transaction, without
                         committing = False
                         txn = txn.again()
-                    except Exception:
+                    except Exception as exc:
                         # fn's error may come of a stale cache or a wrong guess: raised only
-                        # once they are confirmed, else fn runs again without them
-                        if committing or txn._confirm():
+                        # once they are confirmed, else fn runs again without them (the
+                        # server's and the connection's own errors go on as they are)
+                        conn = c.conn
+                        if (
+                            committing
+                            or isinstance(exc, psycopg.Error | EngineError)
+                            or conn is None
+                            or conn.closed
+                            or conn.broken
+                            or txn._confirm()
+                        ):
                             raise
                         txn = txn.again()
             except _Again as exc:  # nothing written; the lock is held: again at once
