@@ -83,6 +83,7 @@ class _Server:
 
         with psycopg.connect(parse_url(self.url(store)).conninfo, autocommit=True) as conn:
             conn.execute(f'DROP TABLE IF EXISTS "cortex_{store}"')
+            conn.execute(f'DROP FUNCTION IF EXISTS "cortex_{store}_v"()')  # the version trigger's
 
 
 @pytest.fixture(scope="session")

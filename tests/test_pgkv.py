@@ -490,9 +490,9 @@ def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
     sent: list[Any] = []
     real = pgkv._pipeline
 
-    def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
         sent.append(steps)
-        return real(conn, steps)
+        return real(conn, steps, *rest)
 
     kv = PgKV(url)
     try:
@@ -502,7 +502,8 @@ def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
             kv.write(lambda txn, i=i: txn.put(b"b", b"%d" % i) if txn.get(b"a") else None)
         texts = [st for steps in sent for st in steps if isinstance(st, str)]
         assert set(texts) == {"BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT"}
-        assert len(sent) == 16 and all(st is None or st for steps in sent for st in steps)
+        # one pipeline each: the key read is the write cache's (``specs/postgres.md`` §4 item 7)
+        assert len(sent) == 8 and all(st is None or st for steps in sent for st in steps)
         with kv._pool.connection() as conn:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
             generic, custom = conn.execute(
@@ -684,8 +685,11 @@ def test_a_write_transaction_reads_its_own_changes_like_the_model(
 # --- retries and failures ---------------------------------------------------------------------
 
 
-def test_a_serialization_failure_is_retried(url: str, kv: PgKV) -> None:
+def test_a_serialization_failure_is_retried(
+    url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A transaction outside cortex's lock makes the first try fail; the second commits."""
+    monkeypatch.setattr(kv, "_versioned", False)  # no write cache: every read is the server's
     kv.write(lambda t: t.put_many([(b"x", b"0"), (b"y", b"0")]))
     tries = []
 
@@ -710,6 +714,7 @@ def test_endless_conflicts_end_in_a_conflict_error_with_nothing_written(
     url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(time, "sleep", lambda s: None)
+    monkeypatch.setattr(kv, "_versioned", False)  # no write cache: every read is the server's
     kv.write(lambda t: t.put_many([(b"x", b"0"), (b"y", b"0")]))
     tries = []
 
@@ -791,10 +796,12 @@ def test_a_serialization_failure_mid_pipeline_is_retried_whole(url: str, kv: PgK
         assert (r.get(b"mine"), r.get(b"x"), r.get(b"b")) == (b"2", b"2", b"3")
 
 
-def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
-    """A durable write of one memory: (1) the lock, BEGIN, its head, the lexical statistics,
-    the journal's last entry, the terms' counts and the postings around the new id; (2) the
-    changes, COMMIT and the unlock. Get by id: one statement."""
+def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
+    """A durable write of one memory after this handle's last: ONE pipeline (the lock, BEGIN,
+    the version check, the new head's and new terms' absence check, the changes, COMMIT, the
+    new version, the unlock and the flush): everything it reads (the lexical statistics, the
+    journal's last entry, the terms' counts, the segments) is the write cache's. Get by id:
+    one statement."""
     with Cortex.open(url, actor="a") as cx:
         kv = cx._kv
         assert isinstance(kv, PgKV)
@@ -805,11 +812,225 @@ def test_a_write_makes_two_round_trips_and_a_get_one(url: str) -> None:
         for i in range(3):
             before = kv.round_trips
             cx.write(Fact(statement=f"user {i} drinks tea", subject="u", predicate="drinks"))
-            assert kv.round_trips - before == 2
+            assert kv.round_trips - before == 1
         before = kv.round_trips
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
         assert kv.round_trips - before == 1
         assert cx.verify().ok
+
+
+# --- the write cache (``specs/postgres.md`` §4 item 7) ---------------------------------------
+
+
+def test_another_writer_makes_the_cache_stale_and_the_next_write_reads_the_server(url: str) -> None:
+    """A handle's write reads from its cache only while the store's version is the one its
+    last write left: a write by another handle (a process of its own) changes it, so the next
+    write's one pipeline fails its version check, writes nothing, and the write runs again
+    reading the server: it sees the other handle's value."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.write(lambda t: t.put_many([(b"n", b"1"), (b"j/1", b"x")]))
+        before = a.round_trips
+        a.write(lambda t: t.put(b"m", b"%d" % (int(t.get(b"n")) + 1)))
+        assert a.round_trips - before == 1  # n was the cache's
+        b.write(lambda t: t.put(b"n", b"5"))
+        tries: list[bytes | None] = []
+
+        def bump(t: Any) -> None:
+            n = t.get(b"n")
+            tries.append(n)
+            t.put(b"m", b"%d" % (int(n) + 1))
+            t.put(b"only-once-%d" % len(tries), b"")
+
+        before = a.round_trips
+        a.write(bump)
+        assert tries == [b"1", b"5"] and a.cache_misses == 1
+        assert a.round_trips - before == 3  # the failed pipeline, then the reads and the commit
+        with a.read() as r:
+            assert dict(r.scan(b"")) == {
+                b"j/1": b"x",
+                b"m": b"6",
+                b"n": b"5",
+                b"only-once-2": b"",  # the failed pipeline wrote nothing
+            }
+        # the next write in a row skips the cache once (it was stale), then uses it again
+        for expect in (2, 1):
+            before = a.round_trips
+            a.write(lambda t: t.put(b"m", b"%d" % (int(t.get(b"n")) + 1)))
+            assert a.round_trips - before == expect
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_stale_cache_found_by_a_first_round_trip_reruns_the_write_in_its_transaction(
+    url: str,
+) -> None:
+    """A write that reads a key the cache does not know goes to the server for it (with the
+    version): when that shows the cache stale, the write runs again in the same transaction,
+    reading the server (the first try's reads from the cache are dropped)."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.write(lambda t: t.put_many([(b"n", b"1"), (b"o", b"1")]))
+        b.write(lambda t: t.put(b"n", b"7"))
+        b.write(lambda t: t.put(b"z", b"9"))  # not in a's cache
+        seen: list[tuple[Any, Any]] = []
+
+        def fn(t: Any) -> None:
+            n = t.get(b"n")  # the cache's (stale) value first
+            z = t.get(b"z")  # unknown: a round trip, which finds the version changed
+            seen.append((n, z))
+            t.put(b"s", n + z)
+
+        before = a.round_trips
+        a.write(fn)
+        # the first try stopped at its read of z (the round trip that found the cache stale)
+        assert seen == [(b"7", b"9")] and a.cache_misses == 1
+        # that round trip, then as without a cache: a read each (nothing prefetched), the commit
+        assert a.round_trips - before == 4
+        with a.read() as r:
+            assert r.get(b"s") == b"79"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: str) -> None:
+    """Keys under an ``absent`` prefix the cache does not know are guessed absent; the one
+    pipeline checks it before any change: a key that exists fails the check, nothing is
+    written, its value joins the cache and the write runs again (in one more round trip)."""
+    setup = PgKV(url)
+    setup.write(lambda t: t.put(b"g/old", b"here"))
+    setup.close()
+    kv = PgKV(url)
+    try:
+        kv.warm_writes([], [], absent=[b"g/"])
+        kv.write(lambda t: t.put(b"x", b"1"))
+        seen: list[Any] = []
+
+        def fn(t: Any) -> None:
+            seen.append((t.get(b"g/new"), t.get(b"g/old")))
+            t.put(b"y", b"%d" % len(seen))
+
+        before = kv.round_trips
+        kv.write(fn)
+        assert seen == [(None, None), (None, b"here")]
+        assert kv.round_trips - before == 2
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"g/old": b"here", b"x": b"1", b"y": b"2"}
+        # a new head, put with overwrite=False, is guessed absent too: an existing one refuses
+        assert kv.write(lambda t: t.put(b"g/old", b"again", overwrite=False)) is False
+        assert kv.write(lambda t: t.put(b"g/3", b"new", overwrite=False)) is True
+    finally:
+        kv.close()
+
+
+def test_an_error_of_a_write_is_raised_only_once_its_cache_and_guesses_are_confirmed(
+    url: str,
+) -> None:
+    """``fn`` may raise because of a stale cache or a wrong guess (the lexical index found a
+    negative count): the error is raised only after one round trip confirms what ``fn`` read;
+    else ``fn`` runs again in that transaction, knowing better, and the write goes through."""
+    setup = PgKV(url)
+    setup.write(lambda t: t.put(b"g/old", b"here"))
+    setup.close()
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.warm_writes([], [], absent=[b"g/"])
+        a.write(lambda t: t.put(b"n", b"1"))
+
+        def needs_old(t: Any) -> None:
+            if t.get(b"g/old") is None:
+                raise ValueError("no g/old")
+            t.put(b"y", b"1")
+
+        before = a.round_trips
+        a.write(needs_old)  # guessed absent, confirmed present: the second try writes
+        assert a.round_trips - before == 2
+
+        def needs_two(t: Any) -> None:
+            if t.get(b"n") != b"2":
+                raise ValueError("n is not 2")
+            t.put(b"z", b"1")
+
+        b.write(lambda t: t.put(b"n", b"2"))
+        a.write(needs_two)  # the cache's n=1 was stale: the second try reads 2
+        with pytest.raises(ValueError, match="n is not 2"):
+            b.write(lambda t: t.put(b"n", b"3"))
+            a.write(lambda t: t.put(b"w", b"1"))  # a's cache is current again
+            a.write(needs_two)  # a true error, confirmed: raised, nothing written
+        with a.read() as r:
+            assert (r.get(b"y"), r.get(b"z"), r.get(b"n")) == (b"1", b"1", b"3")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_sql_outside_cortex_bumps_the_version_and_a_store_without_the_trigger_gets_it(
+    url: str,
+) -> None:
+    """The version is a sequence a statement trigger of the table bumps, whoever changes the
+    table: an UPDATE by plain SQL makes the handle's cache stale. A table made without it (by
+    an older cortex) gets it when a writable handle opens."""
+    kv = PgKV(url)
+    table = kv.table
+    try:
+        kv.write(lambda t: t.put(b"n", b"1"))
+        with _raw(url) as conn:
+            conn.execute(f'UPDATE "{table}" SET v = %s WHERE k = %s', (b"2", b"n"))
+        kv.write(lambda t: t.put(b"m", t.get(b"n")))
+        with kv.read() as r:
+            assert r.get(b"m") == b"2"
+    finally:
+        kv.close()
+    with _raw(url) as conn:
+        conn.execute(f'DROP TRIGGER "{table}_v" ON "{table}"')
+        conn.execute(f'DROP SEQUENCE "{table}_v"')
+    kv = PgKV(url)
+    try:
+        assert kv._versioned
+        with _raw(url) as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM pg_trigger WHERE tgname = %s", (f"{table}_v",)
+            ).fetchone()
+            assert n == 1
+        kv.write(lambda t: t.put(b"a", b"1"))
+        before = kv.round_trips
+        kv.write(lambda t: t.put(b"b", t.get(b"a")))
+        assert kv.round_trips - before == 1
+    finally:
+        kv.close()
+
+
+def test_without_the_version_a_write_reads_the_server_in_two_round_trips(url: str) -> None:
+    """A role that may not make the sequence and its trigger (not the table's owner) keeps no
+    write cache: a write is today's two round trips, and right."""
+    kv = PgKV(url)
+    try:
+        kv._versioned = False
+        kv.write(lambda t: t.put(b"n", b"1"))
+        before = kv.round_trips
+        kv.write(lambda t: t.put(b"m", t.get(b"n")))
+        assert kv.round_trips - before == 2
+    finally:
+        kv.close()
+
+
+def test_interleaved_writers_keep_the_journal_and_counts_right(url: str) -> None:
+    """Two handles (a process each, in effect) writing in turns, each one's cache stale at
+    every other write: the journal is one chain and ``verify`` (the lexical counts and the
+    journal's hashes among its checks) is clean."""
+    with Cortex.open(url, actor="a") as a, Cortex.open(url, actor="b") as b:
+        for i in range(12):
+            for cx in (a, b) if i % 3 else (a, a, b):
+                cx.write(Fact(statement=f"user {i} likes tea {i % 4}", subject="u", predicate="p"))
+        assert a._kv.cache_misses > 0 and b._kv.cache_misses > 0
+    with Cortex.open(url, actor="checker", as_owner=True) as cx:
+        seqs = [e.seq for e in cx.journal()]
+        assert seqs == list(range(1, len(seqs) + 1))
+        report = cx.verify()
+        assert report.ok, report.problems
+        assert cx.stats()["memories"] == 12 * 2 + 4
 
 
 def _sql_of(kv: PgKV) -> Any:
@@ -838,9 +1059,9 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
         sent: list[Any] = []
         real = pgkv._pipeline
 
-        def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+        def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
             sent.append(steps)
-            return real(conn, steps)
+            return real(conn, steps, *rest)
 
         monkeypatch.setattr(pgkv, "_pipeline", spy)
         kv.write(lambda t: t.put(b"a", b"1"))
@@ -875,9 +1096,9 @@ def test_a_role_that_cannot_flush_commits_synchronously(
     sent: list[Any] = []
     real = pgkv._pipeline
 
-    def spy(conn: Any, steps: list[Any]) -> list[list[Any]]:
+    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
         sent.append(steps)
-        return real(conn, steps)
+        return real(conn, steps, *rest)
 
     monkeypatch.setattr(pgkv, "_pipeline", spy)
     kv = PgKV(url)
@@ -886,7 +1107,7 @@ def test_a_role_that_cannot_flush_commits_synchronously(
         kv.write(lambda t: t.put(b"a", b"1"))
         before = kv.round_trips
         kv.write(lambda t: t.put(b"b", b"2") if t.get(b"a") == b"1" else None)
-        assert kv.round_trips - before == 2
+        assert kv.round_trips - before == 1  # the read is the write cache's
         *_, commit, unlock = steps = list(map(_sql_of(kv), sent[-1]))
         assert commit == "COMMIT" and unlock.startswith("SELECT pg_advisory_unlock(")
         assert kv._sql.fixed[pgkv._ASYNC] not in steps and pgkv._FLUSH not in steps
@@ -944,9 +1165,9 @@ def test_an_interrupt_while_committing_says_the_outcome_is_unknown(
             raise Interrupt  # the answer arrived, but the caller never sees it
         return got
 
-    def pipeline_then_interrupt(conn: Any, steps: list[Any]) -> Any:
-        got = real_pipeline(conn, steps)
-        if "COMMIT" in steps and not any(isinstance(s, str) and "BEGIN" in s for s in steps):
+    def pipeline_then_interrupt(conn: Any, steps: list[Any], *rest: Any) -> Any:
+        got = real_pipeline(conn, steps, *rest)
+        if "COMMIT" in steps:  # (with its BEGIN too when the write cache answered every read)
             raise Interrupt
         return got
 
@@ -1034,9 +1255,10 @@ def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(
 
 def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:
     """A Fact with a claim key (``specs/claims.md``): its lookup (and the store's aliases) travel
-    with the write's first round trip, so a Fact that competes with nothing costs the same 2 as
-    any write; one that supersedes reads what it needs of its competitors (head, versions,
-    superseders, the edges between the two) in ONE more, whatever the chain's length."""
+    with the write's first round trip, so a Fact that competes with nothing costs 2 (the lookup
+    of a new claim is not the write cache's); one that supersedes reads what it needs of its
+    competitors (head, versions, superseders, the edges between the two) in ONE more, whatever
+    the chain's length, and its lookup, read by the write before, is the cache's: 2 too."""
     with Cortex.open(url, actor="a") as cx:
         kv = cx._kv
         assert isinstance(kv, PgKV)
@@ -1051,7 +1273,7 @@ def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url
             assert trips(new) == (2, "created")
         for i in range(12):  # a chain that grows past one preloaded page of its claim entries
             moved = Fact(statement=f"lives in B{i}", subject="p0", predicate="home_city")
-            assert trips(moved) == (3, "superseded")
+            assert trips(moved) == (2, "superseded")
         current = [h.memory.data for h in cx.about("p0", "home_city").hits]
         assert [f.statement for f in current] == ["lives in B11"]  # type: ignore[union-attr]
         assert cx.verify().ok

@@ -703,7 +703,7 @@ class Store:
         self._bind(hooks or Hooks())
         warm = getattr(kv, "warm_writes", None)
         if warm is not None:  # an engine with round trips reads these in a write's first one
-            warm([lexical.STATS_KEY], [JOURNAL])
+            warm([lexical.STATS_KEY], [JOURNAL], absent=[LEX_TERM])
         self._task: ContextVar[_Task | None] = ContextVar(f"cortex-task-{id(self)}", default=None)
         self._acting = actor
         self.actor = actor or ""

@@ -66,6 +66,8 @@ _PRELOAD_SCAN: Final = 8
 _BATCH_ROWS: Final = 4096  # rows per INSERT ... unnest statement at commit
 _BATCH_BYTES: Final = 16 << 20
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_AGAIN_BEGIN: Final = "ROLLBACK; COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
+"""A write's BEGIN on a connection that holds the lock in a failed transaction (``_Again``)."""
 _SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
 _ASYNC: Final = "SET LOCAL synchronous_commit TO off"
 _FLUSH: Final = "SELECT pg_logical_emit_message(true, 'cortex', '')"
@@ -321,6 +323,37 @@ class _Scan:
         # default while a generic plan does not look cheaper, which it never did for these)
         # was ~10% of the server's CPU per write; every generic plan is an index scan
         self.generic = "SET plan_cache_mode TO force_generic_plan"
+        # the store's version (``_Known``): a sequence a statement trigger bumps on every
+        # change of the table, whoever makes it; prepared only where it exists
+        # (``PgKV._versioning``), by names of their own
+        seq = f'"{table}_v"'
+        self.seq = seq
+        self.probe = f"SELECT last_value FROM {seq}"
+        self.vcheck = f"SELECT 1 / (last_value = %s)::int FROM {seq}"
+        self.currval = f"SELECT currval('{seq}'::regclass)"
+        self.absent = f"SELECT 1 / (NOT EXISTS (SELECT FROM {t} WHERE k = ANY(%s::bytea[])))::int"
+        self.versioned = {
+            q: f"cortex_v{i}"
+            for i, q in enumerate((self.probe, self.vcheck, self.currval, self.absent))
+        }
+        self.prepare_typed_v = (
+            f"{self.prepare}; "
+            + "; ".join(f"PREPARE {n} AS {_numbered(q)}" for q, n in self.versioned.items())
+            + "; SELECT name, parameter_types::oid[] FROM pg_prepared_statements "
+            "WHERE name LIKE 'cortex\\_q%' OR name LIKE 'cortex\\_v%'"
+        )
+        self.version_setup = (
+            f"CREATE SEQUENCE IF NOT EXISTS {seq} START WITH %s OWNED BY {t}.k; "
+            f"CREATE OR REPLACE FUNCTION {seq}() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$f$BEGIN PERFORM nextval('{seq}'::regclass); RETURN NULL; END$f$; "
+            f"DROP TRIGGER IF EXISTS {seq} ON {t}; "
+            f"CREATE TRIGGER {seq} BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON {t} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {seq}()"
+        )
+        self.version_ready = (
+            f"SELECT to_regclass('{seq}') IS NOT NULL AND EXISTS (SELECT FROM pg_trigger "
+            f"WHERE tgrelid = to_regclass('{t}') AND tgname = '{table}_v' AND tgenabled = 'O')"
+        )
 
     def keys_in(self, keys: list[bytes], last: bool = False) -> tuple[str, tuple[Any, ...]]:
         """The query of ``keys`` and its parameters (one array).
@@ -344,14 +377,16 @@ class _Conn:
     simple-protocol query string, so a transaction costs no round trip of its own to start.
     """
 
-    __slots__ = ("_begin", "begun", "conn", "kv", "q")
+    __slots__ = ("_begin", "begun", "conn", "kv", "locked", "q")
 
-    def __init__(self, kv: PgKV, begin: str) -> None:
+    def __init__(self, kv: PgKV, begin: str, conn: Any = None) -> None:
         self.kv = kv
-        self.conn: Any = kv._getconn()
+        self.conn: Any = kv._getconn() if conn is None else conn
         self.q = kv._sql
         self._begin = begin
         self.begun = False
+        self.locked = conn is not None
+        """The connection came holding the writer's lock (``_Again``: ``begin`` rolls back)."""
 
     def inline(self, stmts: list[str | tuple[str, tuple[Any, ...]]]) -> str:
         """``_inline`` with this connection's prepared statements."""
@@ -415,6 +450,9 @@ class _Conn:
                 self.kv._putconn(self.conn)
                 self.conn = None
                 self.conn = self.kv._getconn()
+                if self.locked:  # the lock went with the session: take it again
+                    self.locked = False
+                    self._begin = self.kv._lock_begin
                 return self._first(stmts)
         self.kv.round_trips += 1
         return self._trip(stmts, begin=False)
@@ -433,7 +471,7 @@ class _Conn:
             try:
                 self.kv.round_trips += 1
                 conn.execute("ROLLBACK")
-                if self.begun:
+                if self.begun or self.locked:
                     self.kv.round_trips += 1
                     conn.execute("SELECT pg_advisory_unlock_all()")
             except psycopg.Error:
@@ -614,8 +652,11 @@ def _fixed_steps(steps: list[_Step], fixed: dict[str, bytes] | None) -> list[_St
     return [fixed.get(st, st) if isinstance(st, str) else st for st in steps]
 
 
-def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
+def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) -> list[list[Any]]:
     """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
+
+    With ``report``, a failure puts in it the failed step and the rows of the prepared
+    queries answered before it (a write's version and absence checks, ``_PgWrite.commit``).
 
     libpq's pipeline mode, straight through libpq as ``_send_all``: every step is sent, then
     every answer read. The server's first error is raised once every answer is read (as
@@ -644,6 +685,7 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
             _wait(pgconn.socket, write=True)
         found: list[Any] = []
         failed = None
+        before = 0  # the answers found before the failure
         for st in [*steps, None] if steps[-1] is not None else steps:
             while pgconn.is_busy():
                 _wait(pgconn.socket)
@@ -661,6 +703,9 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
             if status == pq.ExecStatus.FATAL_ERROR:
                 if failed is None:
                     failed = res
+                    before = len(found)
+                    if report is not None:
+                        report.append(st)
             elif status == pq.ExecStatus.TUPLES_OK and isinstance(st, tuple):
                 found.append(res)
             while pgconn.is_busy():
@@ -672,13 +717,15 @@ def _pipeline(conn: Any, steps: list[_Step]) -> list[list[Any]]:
     except BaseException:
         conn.close()
         raise
-    if failed is not None:
-        _raise_for(conn, failed)
     rows = psycopg.adapt.Transformer(conn)
     sets = []
-    for res in found:
+    for res in found if failed is None else found[:before] if report is not None else ():
         rows.set_pgresult(res)
         sets.append(rows.load_rows(0, res.ntuples, tuple))
+    if failed is not None:
+        if report is not None:
+            report.append(sets)
+        _raise_for(conn, failed)
     return sets
 
 
@@ -930,6 +977,108 @@ class _PgRead:
         return k0, v0, k1
 
 
+_KNOWN_KEYS: Final = 4096
+"""Most keys a handle's ``_Known`` holds; past it, it keeps only the last write's."""
+_KNOWN_WHOLE: Final = 256
+"""Longest prefix a ``_Known`` keeps whole."""
+_SKIP_MAX: Final = 64
+"""Most writes a handle skips its cache (or its guesses of absence) for after a miss."""
+
+
+class _Stale(Exception):
+    """A write's first round trip found the store changed since the cache it read from."""
+
+
+class _Again(Exception):
+    """A one-pipeline write's check failed: run ``fn`` again (nothing was written).
+
+    ``conn`` holds the store's lock in an aborted transaction (the next try rolls it back);
+    ``known`` is the cache to read from then (None: none, it was stale).
+    """
+
+    def __init__(self, conn: Any, known: _Known | None) -> None:
+        super().__init__("the write's checks failed; nothing was written")
+        self.conn = conn
+        self.known = known
+
+
+class _Known:
+    """What a handle knows of the server's rows as of its last write (``specs/postgres.md`` §4).
+
+    ``version`` is the store's version sequence as this handle's last write left it (every
+    change of the table, by anyone, bumps it: a trigger). While the sequence still holds it,
+    nobody has changed the table since, and the server's rows are those this handle read or
+    wrote: ``points`` (value, None: absent), ``wholes`` (every pair under a prefix, in order)
+    and ``tails`` (a prefix's last pair, None: the prefix is empty).
+    """
+
+    __slots__ = ("points", "tails", "version", "wholes")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.points: dict[bytes, bytes | None] = {}
+        self.wholes: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        self.tails: dict[bytes, tuple[bytes, bytes] | None] = {}
+
+    def get(self, key: bytes) -> tuple[bool, bytes | None]:
+        """Whether the value of ``key`` is known, and the value (None: absent)."""
+        points = self.points
+        if key in points:
+            return True, points[key]
+        for p, rows in self.wholes.items():
+            if key.startswith(p):
+                i = bisect.bisect_left(rows, (key,))
+                if i < len(rows) and rows[i][0] == key:
+                    return True, rows[i][1]
+                return True, None
+        for p, t in self.tails.items():
+            if key.startswith(p):
+                if t is None or key > t[0]:
+                    return True, None
+                if key == t[0]:
+                    return True, t[1]
+        return False, None
+
+    def absorb(self, txn: _PgWrite, version: int) -> None:
+        """Add what ``txn`` read, then apply what it wrote (committed at ``version``)."""
+        self.version = version
+        points = self.points
+        if len(points) > _KNOWN_KEYS:
+            points.clear()
+            self.wholes.clear()
+            self.tails.clear()
+        points.update(txn._known)
+        for p, rows in txn._loaded_scans.items():
+            if len(rows) <= _KNOWN_WHOLE and (p not in txn._cached or p not in self.wholes):
+                self.wholes[p] = [(bytes(k), bytes(v)) for k, v in rows]
+        self.tails.update(txn._tails)
+        buf = txn._buf
+        wholes = self.wholes
+        tails = self.tails
+        for k in txn._sorted:
+            v = buf[k]
+            points[k] = v
+            for p, rows in wholes.items():
+                if k.startswith(p):
+                    i = bisect.bisect_left(rows, (k,))
+                    hit = i < len(rows) and rows[i][0] == k
+                    if v is None:
+                        if hit:
+                            del rows[i]
+                    elif hit:
+                        rows[i] = (k, v)
+                    else:
+                        rows.insert(i, (k, v))
+            for p in [p for p in tails if k.startswith(p)]:
+                t = tails[p]
+                if v is not None and (t is None or k >= t[0]):
+                    tails[p] = (k, v)
+                elif v is None and t is not None and k == t[0]:
+                    del tails[p]  # the last pair went: which is last now is not known
+        for p in [p for p, rows in wholes.items() if len(rows) > _KNOWN_WHOLE]:
+            del wholes[p]
+
+
 class _PgWrite(_PgRead):
     """A write transaction: the server's state under an overlay of this transaction's changes.
 
@@ -950,9 +1099,21 @@ class _PgWrite(_PgRead):
         c: _Conn,
         lock_key: tuple[int, int],
         warm: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ()),
+        known: _Known | None = None,
+        guess: tuple[bytes, ...] = (),
     ) -> None:
         super().__init__(c)
         self._lock_key = lock_key
+        # the handle's cache (``_Known``): reads it answers need no query; the write's first
+        # round trip reads the store's version (``_probe``), or, when every read was answered
+        # here, its one pipeline checks it (``commit``)
+        self._cache = known
+        self._used = False  # the cache answered a read (or a guess was made)
+        self._valid = False  # the server's version was found to be the cache's
+        self._guess = guess  # prefixes whose keys, unknown, are guessed absent
+        self._guessed: dict[bytes, None] = {}  # keys guessed absent: checked at commit
+        self._new: set[bytes] = set()  # keys a put(overwrite=False) expects absent
+        self._cached: set[bytes] = set()  # prefixes whose whole read was the cache's
         self._buf: dict[bytes, bytes | None] = {}
         self._sorted: list[bytes] = []  # the keys of _buf, in order
         self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
@@ -971,8 +1132,60 @@ class _PgWrite(_PgRead):
         """Run ``query`` with the pending reads, in one round trip."""
         return self._send([(query, params)])[0]
 
+    def _from_cache(self) -> None:
+        """Answer the pending reads the cache knows (no query for them)."""
+        cache = self._cache
+        assert cache is not None
+        known = self._known
+        for k in list(self._want):
+            if k in self._buf or k in known:
+                del self._want[k]  # no read needed
+                continue
+            hit, v = cache.get(k)
+            if hit:
+                known[k] = v
+                del self._want[k]
+                self._used = True
+        for p in list(self._want_tails):
+            if p in self._tails or p not in cache.tails:
+                continue
+            t = cache.tails[p]
+            self._tails[p] = t
+            del self._want_tails[p]
+            self._used = True
+            if t is None:
+                self._note_empty(p)
+            else:
+                self._loaded.setdefault(t[0], t[1])
+        for p in list(self._want_scans):
+            rows = cache.wholes.get(p)
+            if rows is None or p in self._loaded_scans:
+                continue
+            del self._want_scans[p]
+            self._used = True
+            self._loaded_scans[p] = list(rows)
+            self._cached.add(p)
+            for k, v in rows:
+                self._loaded.setdefault(k, v)
+            if not rows:
+                self._note_empty(p)
+
+    def _guessable(self, key: bytes) -> bool:
+        """Whether ``key``, unknown to the cache, is guessed absent (checked at commit)."""
+        return key in self._new or (bool(self._guess) and key.startswith(self._guess))
+
     def _send(self, stmts: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
         q = self._c.q
+        if self._cache is not None:
+            self._from_cache()
+            if (
+                not stmts
+                and not self._want_tails
+                and not self._want_scans
+                and not self._want_arounds
+                and all(self._guessable(k) for k in self._want)
+            ):
+                return []  # guesses, when read (``get``)
         want = [k for k in self._want if k not in self._buf and k not in self._known]
         tails = [p for p in self._want_tails if p not in self._tails]
         scans: dict[int, list[bytes]] = {}  # by limit: one statement each
@@ -997,7 +1210,13 @@ class _PgWrite(_PgRead):
             pre.append((q.around_many, ([p for p, _ in arounds], [k for _, k in arounds])))
         if not pre and not stmts:
             return []  # every pending read was answered meanwhile
+        probe = self._cache is not None and not self._c.begun
+        if probe:  # the first round trip: is the cache still the server's state?
+            pre.insert(0, (q.probe, ()))
         got = self._c.run(pre + stmts)
+        if probe:
+            self._probed(got[0])
+            got = got[1:]
         if want:
             found = {bytes(k): bytes(v) for k, v in got[0]}
             for k in want:
@@ -1022,6 +1241,23 @@ class _PgWrite(_PgRead):
             self._note_arounds(arounds, got[0])
             got = got[1:]
         return got
+
+    def _probed(self, rows: list[Any]) -> None:
+        """The store's version, read by the first round trip: the cache holds, or is dropped.
+
+        Raises:
+            _Stale: it is not the cache's and the cache answered reads already: ``fn`` runs
+                again in this transaction, without the cache (``PgKV.write``).
+        """
+        cache = self._cache
+        assert cache is not None
+        if rows and rows[0][0] == cache.version:
+            self._valid = True
+            return
+        self._cache = None
+        self._c.kv._stale()
+        if self._used:
+            raise _Stale
 
     def _note_scan(self, prefix: bytes, rows: list[Any], limit: int) -> None:
         """``_note_scans`` of one prefix read by a plain range read.
@@ -1100,7 +1336,14 @@ class _PgWrite(_PgRead):
             return self._loaded[key]
         self._want[key] = None
         self._flush()
-        return known[key]
+        if key in known:
+            return known[key]
+        # left pending by ``_send``: guessed absent, which the commit checks
+        del self._want[key]
+        self._guessed[key] = None
+        self._used = True
+        known[key] = None
+        return None
 
     def _overlay(self, prefix: bytes, start: bytes | None, reverse: bool) -> list[bytes]:
         s = self._sorted
@@ -1264,8 +1507,11 @@ class _PgWrite(_PgRead):
         buf[key] = value
 
     def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
-        if not overwrite and self.get(key) is not None:
-            return False
+        if not overwrite:
+            if self._cache is not None:
+                self._new.add(key)  # a new key (a new memory's head): guessed absent
+            if self.get(key) is not None:
+                return False
         self._set(bytes(key), bytes(value))
         return True
 
@@ -1308,8 +1554,10 @@ class _PgWrite(_PgRead):
             else:
                 puts_k.append(k)
                 puts_v.append(v)
+        if not puts_k and not dels and not self._confirm():
+            raise _Stale  # nothing to write, but what fn returns came from a stale cache
         if not c.begun and not puts_k and not dels:
-            return  # nothing read, nothing written: no transaction at all
+            return  # nothing read from the server, nothing written: no transaction at all
         size = sum(map(len, puts_k)) + sum(map(len, puts_v)) + sum(map(len, dels))
         if size <= _SMALL:
             # one round trip: (the lock and BEGIN when nothing was read,) the changes, COMMIT
@@ -1328,9 +1576,29 @@ class _PgWrite(_PgRead):
                 fixed = c.kv._fixed(conn)
                 begin = [] if c.begun else _begin_steps(c._begin, fixed)
                 a, b = self._lock_key
+                checks, after = self._checks(bool(changes))
+                more = c.kv._binary_steps(conn, checks + after) if checks or after else []
+                if more is None:  # pragma: no cover - the cache is only used where they are
+                    raise AssertionError("the version statements are not prepared")
                 c.kv.round_trips += 1
                 c.begun = True
-                _pipeline(conn, [*begin, *steps, *_fixed_steps(self._ending(f"({a}, {b})"), fixed)])
+                report: list[Any] = []
+                try:
+                    sets = _pipeline(
+                        conn,
+                        [
+                            *begin,
+                            *more[: len(checks)],
+                            *steps,
+                            *more[len(checks) :],
+                            *_fixed_steps(self._ending(f"({a}, {b})"), fixed),
+                        ],
+                        report,
+                    )
+                except Exception as exc:
+                    self._failed_check(report, exc)
+                    raise
+                self._committed(sets[-1][0][0] if after else None)
                 return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
@@ -1342,6 +1610,9 @@ class _PgWrite(_PgRead):
             c.begun = True
             _send_all(conn, c.inline(parts), keep=0)
             return
+        if not self._confirm():  # no one pipeline for this much: the cache checked first
+            raise _Stale  # fn again in this transaction, without what was wrong
+        self._cache = None  # the version after this commit is not read: start over
         c.start()
         if dels:
             c.execute(c.q.delete_b, (dels,))
@@ -1355,6 +1626,125 @@ class _PgWrite(_PgRead):
             i = j
         c.kv.round_trips += 1
         _send_all(conn, c.inline(self._ending(self._lock_key)), keep=0)
+
+    def _confirm(self) -> bool:
+        """Whether what this write read from the cache and guessed absent is the server's.
+
+        Free when nothing was (or the first round trip found the cache current and nothing
+        was guessed); else one round trip: the version (with the lock and BEGIN when none was
+        sent yet) and the guessed keys. For a write that ends without the one pipeline that
+        checks them: an exception ``fn`` raised, or nothing to write.
+        """
+        cache = self._cache
+        if cache is None or not self._used or (self._valid and not self._guessed):
+            return True
+        c = self._c
+        q = c.q
+        probe = not c.begun
+        stmts: list[tuple[str, tuple[Any, ...]]] = [(q.probe, ())] if probe else []
+        if self._guessed:
+            stmts.append((q.get_any, (list(self._guessed),)))
+        got = c.run(stmts)
+        if probe:
+            if not got[0] or got[0][0][0] != cache.version:
+                self._cache = None
+                c.kv._stale()
+                return False
+            self._valid = True
+            got = got[1:]
+        if self._guessed:
+            if got[0]:  # a guess was wrong: the cache (current) learns the guessed keys
+                found = {bytes(k): bytes(v) for k, v in got[0]}
+                for k in self._guessed:
+                    cache.points[k] = found.get(k)
+                c.kv._guess_missed()
+                return False
+            self._guessed.clear()  # confirmed: no check at commit
+        return True
+
+    def again(self) -> _PgWrite:
+        """A new try of this write in the same transaction.
+
+        With the cache where it was found current (it and the snapshot agree), no guesses.
+        """
+        c = self._c
+        known = self._cache if self._valid else None
+        txn = _PgWrite(c, self._lock_key, c.kv._warm, known)
+        txn._valid = known is not None
+        return txn
+
+    def _checks(self, changes: bool) -> tuple[list[Any], list[Any]]:
+        """The statements a commit's pipeline checks the cache with, and reads the version by.
+
+        Before the changes: the version check (when no round trip has read the version yet:
+        every read was answered by the cache) and the absence check of the guessed keys (with
+        a read of them, for a failure to learn from); after them, the store's new version.
+        """
+        q = self._c.q
+        checks: list[Any] = []
+        cache = self._cache
+        if cache is not None:
+            if not self._c.begun:
+                checks.append((q.vcheck, (cache.version,)))
+            if self._guessed:
+                g = list(self._guessed)
+                checks += [(q.get_any, (g,)), (q.absent, (g,))]
+        after = [(q.currval, ())] if changes and self._c.kv._versioned else []
+        return checks, after
+
+    def _failed_check(self, report: list[Any], exc: BaseException) -> None:
+        """A commit's pipeline failed: when a cache check did, raise ``_Again``.
+
+        Nothing was written (the server skipped the rest of the pipeline); the connection
+        holds the lock in an aborted transaction. A failed version check: the cache was stale.
+        A failed absence check: a guessed key exists; its value, read by the pipeline before
+        the check, joins the cache (which the version check, or the first round trip, found
+        current).
+        """
+        import psycopg
+
+        cache = self._cache
+        c = self._c
+        if (
+            cache is None
+            or not isinstance(exc, psycopg.Error)
+            or not report
+            or not isinstance(report[0], tuple)
+            or c.conn is None
+            or c.conn.closed
+        ):
+            return
+        names = c.kv._sql.versioned
+        name = report[0][0]
+        if name == names[c.q.vcheck].encode():
+            c.kv._stale()
+            raise _Again(c.conn, None) from exc
+        if name == names[c.q.absent].encode() and len(report) > 1 and report[1]:
+            found = {bytes(k): bytes(v) for k, v in report[1][-1]}
+            for k in self._guessed:
+                cache.points[k] = found.get(k)
+            c.kv._guess_missed()
+            raise _Again(c.conn, cache) from exc
+
+    def _committed(self, version: int | None) -> None:
+        """The commit went through: the handle's cache is what this write read and wrote.
+
+        ``version`` is the store's version after it (None: no change, not read). The old cache
+        is kept under it when this write found it current.
+        """
+        kv = self._c.kv
+        cache = self._cache
+        if cache is not None and self._guessed:
+            kv._guessed_right()
+        if version is None:
+            if cache is None:
+                return
+            version = cache.version
+        elif cache is not None:
+            kv._fresh()
+        new = cache if cache is not None else _Known(version)
+        new.absorb(self, version)
+        kv._keep(new)
 
     def _ending(self, lock: Any) -> list[Any]:
         """The statements that end a write: COMMIT, the unlock, the flush.
@@ -1458,8 +1848,22 @@ class PgKV:
                         conn.execute(self._sql.create)
                     finally:
                         conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+                # the write cache (``_Known``, ``specs/postgres.md`` §4 item 7): the store's
+                # version sequence and its trigger, made where missing (an older cortex's)
+                self._versioned = not readonly and self._versioning(conn)
+                """Whether the store has its version sequence (else writes keep no cache)."""
         except psycopg.Error as exc:
             raise _wrap(exc, f"cannot open the store {self.path}") from exc
+        a, b = self._lock_key
+        self._lock_begin = (
+            f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
+        )
+        self._cache: _Known | None = None
+        self._guess: tuple[bytes, ...] = ()  # ``warm_writes``' ``absent``
+        self._skip = self._misses = 0  # writes left without the cache; stale caches in a row
+        self._gskip = self._gmisses = 0  # the same for guesses of absence
+        self.cache_misses = 0
+        """Writes whose cache was found stale (another writer wrote since) so far."""
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
         self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
         # a get's statements by their prepared names (``point_read``)
@@ -1497,11 +1901,14 @@ class PgKV:
         psycopg, _ = _psycopg()
         # the server's start: a restart (after a crash, say) gives a new epoch (``epoch``)
         (started,) = conn.execute("SELECT pg_postmaster_start_time()").fetchone()
+        if self._started is not None and started != self._started:
+            self._cache = None  # a restarted server (a crash, a restore): start over
         self._started = started
         # generic plans need PostgreSQL 12 (plan_cache_mode); an older server plans as before
         generic = f"{self._sql.generic}; " if conn.info.server_version >= 120000 else ""
+        prepare = self._sql.prepare_typed_v if self._versioned else self._sql.prepare_typed
         try:
-            (types,) = _send_all(conn, generic + self._sql.prepare_typed, keep=1)
+            (types,) = _send_all(conn, generic + prepare, keep=1)
         except psycopg.errors.UndefinedTable:
             return
         self._types = {str(name): tuple(oids) for name, oids in types}
@@ -1534,10 +1941,11 @@ class PgKV:
         if not stmts or not self._pipelines or conn not in self._ready:
             return None
         prepared = self._sql.prepared
+        versioned = self._sql.versioned
         types = self._types
         steps: list[_Step] = []
         for query, params in stmts:
-            name = prepared.get(query)
+            name = prepared.get(query) or versioned.get(query)
             if name is None:
                 return None
             oids = types.get(name)
@@ -1549,6 +1957,78 @@ class PgKV:
                 return None
             steps.append((name.encode(), values))
         return steps
+
+    def _versioning(self, conn: Any) -> bool:
+        """Make the store's version sequence and its trigger where missing; whether they are.
+
+        The sequence ``cortex_NAME_v`` starts at a random value (a store dropped and made again
+        never repeats an old store's versions) and belongs to the table; a ``BEFORE ... FOR
+        EACH STATEMENT`` trigger of the table bumps it on every insert, update, delete and
+        truncate, whoever runs them. A role that may not make them (not the table's owner)
+        leaves the store without: its writes keep no cache.
+        """
+        psycopg, _ = _psycopg()
+        (ready,) = conn.execute(self._sql.version_ready).fetchone()
+        if ready:
+            return True
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", self._lock_key)
+            try:
+                with conn.transaction():
+                    (ready,) = conn.execute(self._sql.version_ready).fetchone()
+                    if not ready:
+                        start = random.randrange(1, 1 << 62)
+                        conn.execute(self._sql.version_setup.replace("%s", str(start)))
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", self._lock_key)
+        except psycopg.errors.InsufficientPrivilege:
+            return False
+        return True
+
+    def _claim(self) -> _Known | None:
+        """The handle's write cache, taken by one write at a time (None: none, or skipped)."""
+        if not self._versioned:
+            return None
+        with self._lock:
+            if self._skip:
+                self._skip -= 1
+                self._cache = None
+                return None
+            known, self._cache = self._cache, None
+        return known
+
+    def _keep(self, known: _Known) -> None:
+        """A committed write's cache becomes the handle's (the newest, with threads)."""
+        with self._lock:
+            if self._cache is None or self._cache.version <= known.version:
+                self._cache = known
+
+    def _stale(self) -> None:
+        """A cache was found stale: skip the cache for 1, 2, 4 ... 64 writes."""
+        self.cache_misses += 1
+        with self._lock:
+            self._misses = min(max(1, 2 * self._misses), _SKIP_MAX)
+            self._skip = self._misses
+
+    def _fresh(self) -> None:
+        self._misses = 0
+
+    def _guess_missed(self) -> None:
+        """A guessed-absent key existed: guess no prefix for 1, 2, 4 ... 64 writes."""
+        with self._lock:
+            self._gmisses = min(max(1, 2 * self._gmisses), _SKIP_MAX)
+            self._gskip = self._gmisses
+
+    def _guessed_right(self) -> None:
+        self._gmisses = 0
+
+    def _guesses(self) -> tuple[bytes, ...]:
+        """The prefixes a write may guess absent keys under (none while skipping them)."""
+        if self._gskip:
+            with self._lock:
+                self._gskip = max(0, self._gskip - 1)
+            return ()
+        return self._guess
 
     def _check_fork(self) -> None:
         if os.getpid() != self._pid:
@@ -1597,13 +2077,18 @@ class PgKV:
         """
         return _ReadCtx(self)
 
-    def warm_writes(self, keys: Iterable[bytes], tails: Iterable[bytes] = ()) -> None:
+    def warm_writes(
+        self, keys: Iterable[bytes], tails: Iterable[bytes] = (), absent: Iterable[bytes] = ()
+    ) -> None:
         """Keys, and prefixes whose last pair, (nearly) every write transaction reads.
 
         Each write reads them in its first round trip (with the lock, BEGIN and its first
-        read) instead of one round trip each when it first needs them.
+        read) instead of one round trip each when it first needs them. Keys under an
+        ``absent`` prefix that the write cache does not know are guessed absent (checked by
+        the commit, ``specs/postgres.md`` §4 item 7): keys that are new more often than not.
         """
         self._warm = (tuple(dict.fromkeys(keys)), tuple(dict.fromkeys(tails)))
+        self._guess = tuple(p for p in dict.fromkeys(absent) if p)
 
     def point_read(
         self, keys: list[bytes], last: bytes | None = None
@@ -1694,26 +2179,62 @@ class PgKV:
         errors = psycopg.errors
         # the lock first, in a transaction of its own, then the snapshot: a writer's snapshot
         # is taken only once the previous writer has committed
-        a, b = self._lock_key
-        begin = f"SELECT pg_advisory_lock({a}, {b}); COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
-        for attempt in range(RETRIES):
-            c = _Conn(self, begin)
-            txn = _PgWrite(c, self._lock_key, self._warm)
+        begin = self._lock_begin
+        known = self._claim()
+        held = None  # a connection holding the lock in an aborted transaction (``_Again``)
+        again = 0
+        attempt = 0
+        while True:
+            if held is not None:  # roll the failed try back; the lock stays held
+                c = _Conn(self, _AGAIN_BEGIN, conn=held)
+                held = None
+            else:
+                c = _Conn(self, begin)
+            txn = self._txn(c, known)
+            known = None
             committing = False
             try:
-                result = fn(txn)
-                committing = True
-                txn.commit()
+                while True:
+                    try:
+                        result = fn(txn)
+                        committing = True
+                        txn.commit()
+                        break
+                    except _Stale:  # the cache was stale: again in this transaction, without
+                        committing = False
+                        txn = txn.again()
+                    except Exception as exc:
+                        # fn's error may come of a stale cache or a wrong guess: raised only
+                        # once they are confirmed, else fn runs again without them (the
+                        # server's and the connection's own errors go on as they are)
+                        conn = c.conn
+                        if (
+                            committing
+                            or isinstance(exc, psycopg.Error | EngineError)
+                            or conn is None
+                            or conn.closed
+                            or conn.broken
+                            or txn._confirm()
+                        ):
+                            raise
+                        txn = txn.again()
+            except _Again as exc:  # nothing written; the lock is held: again at once
+                c.conn = None
+                held = exc.conn
+                again += 1
+                known = exc.known if again < 3 else None
+                continue
             except (errors.SerializationFailure, errors.DeadlockDetected) as exc:
                 c.release(failed=True)
                 self.conflicts += 1
-                if attempt + 1 == RETRIES:
+                attempt += 1
+                if attempt == RETRIES:
                     raise ConflictError(
                         f"the write to {self.path} kept conflicting with concurrent writers "
                         f"({RETRIES} tries; last: {exc.sqlstate}); nothing was written: retry "
                         "later"
                     ) from exc
-                time.sleep(min(0.001 * 2**attempt, 0.2) * (0.5 + random.random()))
+                time.sleep(min(0.001 * 2 ** (attempt - 1), 0.2) * (0.5 + random.random()))
                 continue
             except errors.InsufficientPrivilege as exc:
                 c.release(failed=True)
@@ -1744,7 +2265,13 @@ class PgKV:
                 raise
             c.release(failed=False)
             return result
-        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _txn(self, c: _Conn, known: _Known | None) -> _PgWrite:
+        """A write transaction on ``c``, reading from the cache ``known`` where it can."""
+        if known is not None and not (self._pipelines and c.conn in self._ready):
+            known = None  # no prepared version statements on this connection
+        guess = self._guesses() if known is not None else ()
+        return _PgWrite(c, self._lock_key, self._warm, known, guess)
 
     def _flush_wal(self, cause: BaseException) -> None:
         """Make a write committed asynchronously durable without ``_FLUSH``.
@@ -1832,7 +2359,9 @@ class PgKV:
         psycopg, _ = _psycopg()
         conn = self._getconn()
         try:
-            conn.execute(f'DROP TABLE IF EXISTS "{self.table}"')
+            conn.execute(f'DROP TABLE IF EXISTS "{self.table}"')  # its sequence goes with it
+            conn.execute(f'DROP FUNCTION IF EXISTS "{self.table}_v"()')
+            self._cache = None
         except psycopg.Error as exc:
             raise _wrap(exc, f"dropping {self.path}") from exc
         finally:
