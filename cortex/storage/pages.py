@@ -22,7 +22,14 @@ from types import TracebackType
 from typing import Final, NamedTuple, Self
 
 from cortex.errors import IntegrityError
-from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, prefix_end
+from cortex.storage.keys import (
+    DATABASE_PREFIX,
+    DATABASES,
+    DUP_DATABASES,
+    DUP_TAILS,
+    HEAD,
+    prefix_end,
+)
 
 __all__ = [
     "CHECKED",
@@ -50,8 +57,14 @@ P_BRANCH: Final = 0x01
 P_LEAF: Final = 0x02
 P_OVERFLOW: Final = 0x04
 P_META: Final = 0x08
+P_DIRTY: Final = 0x10
+P_LEAF2: Final = 0x20
+P_SUBP: Final = 0x40
 F_BIGDATA: Final = 0x01
 F_SUBDATA: Final = 0x02
+F_DUPDATA: Final = 0x04
+MDB_DUPSORT: Final = 0x04
+MDB_DUPFIXED: Final = 0x10
 DB_RECORD: Final = 48
 """The size of a named database's record in the main tree: an ``MDB_db``."""
 MAGIC: Final = 0xBEEFC0DE
@@ -80,6 +93,13 @@ class Tree(NamedTuple):
     overflow_pages: int
     entries: int
     root: int
+    dup: int = 0
+    """A database of duplicates (``keys.DUP_DATABASES``, format 20): its head length (its
+    keys), else 0."""
+    tail: int = 0
+    """A database of duplicates: the length of each duplicate (``keys.DUP_TAILS``)."""
+    fixed: int = 0
+    """A tree of one key's duplicates (a sub-database): their length (``P_LEAF2`` leaves)."""
 
 
 class Meta(NamedTuple):
@@ -319,6 +339,8 @@ class _Check:
         self.file_pages = f.size // meta.psize
         self.named: list[tuple[bytes, Tree]] = []
         """The named databases the main tree's leaves hold (checked after it)."""
+        self.subs: list[tuple[int, Tree]] = []
+        """The trees of duplicates a database of duplicates' leaves hold (page, tree)."""
         self.in_main = False
 
     def add(self, page: int, what: str) -> None:
@@ -379,7 +401,19 @@ class _Check:
                 continue
             page = self.f.page(pgno)
             leaf = depth == tree.depth
-            children = self.page(page, pgno, leaf=leaf, lo=lo, hi=hi, integer_keys=integer_keys)
+            if leaf and tree.fixed:
+                self.fixed_leaf(page, pgno, tree.fixed, lo, hi)
+                continue
+            children = self.page(
+                page,
+                pgno,
+                leaf=leaf,
+                lo=lo,
+                hi=hi,
+                integer_keys=integer_keys,
+                dup=tree.dup,
+                tail=tree.tail,
+            )
             if not children:
                 continue
             if mode == 1:
@@ -417,8 +451,14 @@ class _Check:
         lo: bytes | None,
         hi: bytes | None,
         integer_keys: bool,
+        dup: int = 0,
+        tail: int = 0,
     ) -> list[tuple[int, bytes | None, bytes | None]] | None:
-        """Check one branch or leaf page; its children (branch) or [] (leaf); None if damaged."""
+        """Check one branch or leaf page; its children (branch) or [] (leaf); None if damaged.
+
+        ``dup``: the head length of a database of duplicates (format 20), whose leaves' nodes
+        hold one duplicate, an inline page of them, or the record of a tree of them.
+        """
         psize = self.psize
         hpgno, _pad, flags, lower, upper = _HDR.unpack_from(page, 0)
         kind = "leaf" if leaf else "branch"
@@ -440,6 +480,7 @@ class _Check:
         children: list[int] = []
         big: list[tuple[int, int]] = []
         filled = 0  # the bytes the nodes take, for the packing check
+        entries = 0
         for i, ptr in enumerate(ptrs):
             if ptr < upper or ptr + NODE_HEADER > psize or ptr % 2:
                 self.add(pgno, f"node {i} lies outside the page's node area (offset {ptr})")
@@ -453,7 +494,15 @@ class _Check:
             end = kend
             if leaf:
                 dsize = nlo | nhi << 16
-                if nflags == F_BIGDATA:
+                entries += 1
+                if dup:
+                    why = self.dup_node(page, pgno, i, nflags, ksize, kend, dsize, dup, tail)
+                    if isinstance(why, str):
+                        self.add(pgno, f"node {i} {why}")
+                        return None
+                    entries += why - 1
+                    end = kend + dsize
+                elif nflags == F_BIGDATA:
                     if kend + 8 > psize:
                         self.add(pgno, f"node {i}'s overflow reference runs off the page")
                         return None
@@ -504,7 +553,7 @@ class _Check:
                 return None
         if leaf:
             self.counts[1] += 1
-            self.counts[3] += n
+            self.counts[3] += entries
             for ovpg, dsize in big:
                 if not self.overflow(pgno, ovpg, dsize):
                     return None
@@ -518,6 +567,68 @@ class _Check:
                 clo = chi = None
             out.append((child, clo, chi))
         return out
+
+    def dup_node(
+        self,
+        page: bytes,
+        pgno: int,
+        i: int,
+        nflags: int,
+        ksize: int,
+        kend: int,
+        dsize: int,
+        dup: int,
+        fixed: int,
+    ) -> int | str:
+        """Check node ``i`` of a leaf of a database of duplicates: how many it holds, or why
+        it is damaged. Its tree of duplicates, if any, is checked after the database's."""
+        if ksize != dup:
+            return f"has a {ksize}-byte key in a database of {dup}-byte heads"
+        if kend + dsize > len(page):
+            return f"has a value ({dsize} bytes) that runs off the page"
+        data = page[kend : kend + dsize]
+        if nflags == 0:
+            return 1 if dsize == fixed else f"holds a {dsize}-byte duplicate ({fixed} expected)"
+        if nflags == F_DUPDATA:
+            got = dup_subpage(data, fixed)
+            return got if isinstance(got, str) else len(got)
+        if nflags == F_SUBDATA | F_DUPDATA:
+            tree = dup_tree(data, fixed)
+            if tree is None:
+                return "is a damaged record of a tree of duplicates"
+            self.subs.append((pgno, tree))
+            return max(tree.entries, 1)
+        return f"has flags {nflags:#06x} cortex never writes"
+
+    def fixed_leaf(
+        self, page: bytes, pgno: int, fixed: int, lo: bytes | None, hi: bytes | None
+    ) -> None:
+        """Check a ``P_LEAF2`` page of a tree of duplicates (``fixed`` bytes each)."""
+        hpgno, pad, flags, lower, upper = _HDR.unpack_from(page, 0)
+        if hpgno != pgno:
+            self.add(pgno, f"its header names page {hpgno} (expected a leaf of duplicates)")
+            return
+        if flags != P_LEAF | P_LEAF2 or pad != fixed:
+            self.add(pgno, f"is not a leaf of duplicates (flags {flags:#06x}, size {pad})")
+            return
+        n = (lower - PAGE_HEADER) >> 1
+        if (
+            lower % 2
+            or not PAGE_HEADER <= lower <= upper <= self.psize
+            or n < 1
+            or lower + self.psize - upper != PAGE_HEADER + n * fixed
+        ):
+            self.add(pgno, f"a leaf of duplicates with impossible bounds ({lower}, {upper})")
+            return
+        keys = [page[PAGE_HEADER + j * fixed : PAGE_HEADER + (j + 1) * fixed] for j in range(n)]
+        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+            self.add(pgno, "its duplicates are out of order")
+            return
+        if (lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi):
+            self.add(pgno, "its duplicates lie outside its parent's separators")
+            return
+        self.counts[1] += 1
+        self.counts[3] += n
 
     def overflow(self, parent: int, ovpg: int, dsize: int) -> bool:
         what = f"the overflow page {ovpg} of a value on page {parent}"
@@ -568,11 +679,15 @@ def _check(
         if tree.depth > MAX_DEPTH:
             c.add(-1, f"the named database {name!r} is {tree.depth} levels deep")
             continue
-        c.tree(
-            tree,
-            f"named database {name[len(DATABASE_PREFIX) :].decode('ascii', 'replace')}",
-            integer_keys=False,
-        )
+        shown = name[len(DATABASE_PREFIX) :].decode("ascii", "replace")
+        c.tree(tree, f"named database {shown}", integer_keys=False)
+        subs, c.subs = c.subs, []
+        kept, c.ranges = c.ranges, None  # a tree of duplicates is checked whole
+        for pgno, sub in subs:
+            if c.full():
+                break
+            c.tree(sub, f"duplicates on page {pgno} of the named database {shown}", False)
+        c.ranges = kept
     if ranges is None:
         c.tree(meta.free, "free-page", integer_keys=True)
     return c
@@ -600,9 +715,54 @@ def named_tree(name: bytes, record: bytes) -> Tree | None:
     if not name.startswith(DATABASE_PREFIX) or len(record) != DB_RECORD:
         return None
     _pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack(record)
-    if flags != 0 or depth > MAX_DEPTH or (root == P_INVALID) != (depth == 0):
+    keyspace = name[len(DATABASE_PREFIX) :]
+    dup = DUP_DATABASES.get(keyspace, 0)
+    if flags != (MDB_DUPSORT | MDB_DUPFIXED if dup else 0):
         return None
-    return Tree(depth, branch, leaf, overflow, entries, root)
+    if depth > MAX_DEPTH or (root == P_INVALID) != (depth == 0):
+        return None
+    return Tree(depth, branch, leaf, overflow, entries, root, dup, DUP_TAILS.get(keyspace, 0))
+
+
+def dup_tree(record: bytes, fixed: int) -> Tree | None:
+    """The tree of one key's duplicates from its record (a node ``F_SUBDATA | F_DUPDATA``).
+
+    None unless it is one LMDB writes for a database of duplicates of ``fixed`` bytes each:
+    flags ``MDB_DUPFIXED``, that size, a plausible depth and root.
+    """
+    if len(record) != DB_RECORD:
+        return None
+    pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack(record)
+    if flags != MDB_DUPFIXED or pad != fixed or not 0 < depth <= MAX_DEPTH or root == P_INVALID:
+        return None
+    return Tree(depth, branch, leaf, overflow, entries, root, fixed=fixed)
+
+
+def dup_subpage(data: bytes, fixed: int) -> list[bytes] | str:
+    """The duplicates of an inline sub-page (the data of a node ``F_DUPDATA``), in order.
+
+    A reason (str) when it is not one LMDB writes for duplicates of ``fixed`` bytes each: its
+    header, bounds, size or order.
+    """
+    if len(data) < PAGE_HEADER:
+        return "an inline page of duplicates shorter than its header"
+    _pg, pad, flags, lower, upper = _HDR.unpack_from(data, 0)
+    # LMDB leaves P_DIRTY (0x10) set on the inline pages it builds: it never clears it there
+    if flags & ~P_DIRTY != P_LEAF | P_SUBP | P_LEAF2 or pad != fixed:
+        return f"an inline page of duplicates with flags {flags:#06x} and size {pad}"
+    n = (lower - PAGE_HEADER) >> 1
+    if (
+        lower % 2
+        or not PAGE_HEADER <= lower <= upper <= len(data)
+        or n < 1
+        or PAGE_HEADER + n * fixed > len(data)
+        or lower + len(data) - upper != PAGE_HEADER + n * fixed
+    ):
+        return f"an inline page of duplicates with impossible bounds ({lower}, {upper})"
+    out = [data[PAGE_HEADER + i * fixed : PAGE_HEADER + (i + 1) * fixed] for i in range(n)]
+    if any(a >= b for a, b in zip(out, out[1:], strict=False)):
+        return "an inline page of duplicates out of order"
+    return out
 
 
 def check_snapshot(
