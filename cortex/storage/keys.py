@@ -27,9 +27,9 @@ _USE_SPEEDUPS: bool = _sp is not None and hasattr(_sp, "index_keys")
 
 __all__ = [
     "DATABASES",
+    "DATABASE_PREFIX",
     "DUP_DATABASES",
     "DUP_TAILS",
-    "DATABASE_PREFIX",
     "EDGE_FROM",
     "EDGE_TO",
     "ENTITY_ALIAS",

@@ -848,7 +848,7 @@ class _LmdbTxn:
             _dup_split(n, k, v)
             split.append((k[:n], k[n:]))
         with self._txn.cursor(db=db) as cur:
-            consumed, added = cur.putmulti(split, dupdata=False, append=True)
+            _, added = cur.putmulti(split, dupdata=False, append=True)
             if added == len(split):
                 return int(added)
             # the refused ones: put plainly (those appended, or stored before, are refused)
@@ -872,8 +872,10 @@ def _dup_split(n: int, key: bytes, value: bytes) -> int:
 
 
 def _dup_seek(cur: lmdb.Cursor, n: int, key: bytes) -> bool:
-    """Position ``cur`` (of a database of duplicates, heads of ``n`` bytes) on the first
-    joined key >= ``key``; False when there is none."""
+    """Position ``cur`` on the first joined key >= ``key``; False when there is none.
+
+    ``cur`` is of a database of duplicates whose heads are ``n`` bytes long.
+    """
     if len(key) <= n:
         return bool(cur.set_range(key))
     head = key[:n]

@@ -17,6 +17,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
+from itertools import pairwise
 from pathlib import Path
 from types import TracebackType
 from typing import Final, NamedTuple, Self
@@ -388,6 +389,21 @@ class _Check:
         if tree.root == P_INVALID:
             return
         counts_before = list(self.counts)
+        self.walk(tree, name, integer_keys)
+        if tree.dup:
+            # a database of duplicates: its trees of duplicates next (checked whole), which
+            # its record counts with its own pages and entries
+            subs, self.subs = self.subs, []
+            kept, self.ranges = self.ranges, None
+            for pgno, sub in subs:
+                if self.full():
+                    break
+                self.tree(sub, f"duplicates on page {pgno} of the {name}", integer_keys=False)
+            self.ranges = kept
+        self.compare(tree, name, counts_before)
+
+    def walk(self, tree: Tree, name: str, integer_keys: bool) -> None:
+        """Check ``tree``'s pages depth-first (those the ranges need)."""
         # depth-first, in key order: (pgno, depth, lo, hi, parent, mode); mode 0 follows the
         # children the ranges need, 1 only the leftmost path, 2 only the rightmost: a cursor
         # leaving a range steps onto the neighbouring leaf, which must be checked too
@@ -431,6 +447,9 @@ class _Check:
             for i, how in reversed(picked):
                 child, clo, chi = children[i]
                 stack.append((child, depth + 1, clo, chi, pgno, how))
+
+    def compare(self, tree: Tree, name: str, counts_before: list[int]) -> None:
+        """Compare the pages and entries found since ``counts_before`` with ``tree``'s record."""
         if self.ranges is None and not self.problems:
             got = [a - b for a, b in zip(self.counts, counts_before, strict=True)]
             want = [tree.branch_pages, tree.leaf_pages, tree.overflow_pages, tree.entries]
@@ -568,7 +587,7 @@ class _Check:
             out.append((child, clo, chi))
         return out
 
-    def dup_node(
+    def dup_node(  # noqa: PLR0917 - one node's parts, as page() unpacked them
         self,
         page: bytes,
         pgno: int,
@@ -580,8 +599,11 @@ class _Check:
         dup: int,
         fixed: int,
     ) -> int | str:
-        """Check node ``i`` of a leaf of a database of duplicates: how many it holds, or why
-        it is damaged. Its tree of duplicates, if any, is checked after the database's."""
+        """Check node ``i`` of a leaf of a database of duplicates.
+
+        Returns how many duplicates it holds, or why it is damaged. Its tree of duplicates, if
+        any, is checked after the database's.
+        """
         if ksize != dup:
             return f"has a {ksize}-byte key in a database of {dup}-byte heads"
         if kend + dsize > len(page):
@@ -597,7 +619,7 @@ class _Check:
             if tree is None:
                 return "is a damaged record of a tree of duplicates"
             self.subs.append((pgno, tree))
-            return max(tree.entries, 1)
+            return 0  # its tree's leaves count them
         return f"has flags {nflags:#06x} cortex never writes"
 
     def fixed_leaf(
@@ -621,7 +643,7 @@ class _Check:
             self.add(pgno, f"a leaf of duplicates with impossible bounds ({lower}, {upper})")
             return
         keys = [page[PAGE_HEADER + j * fixed : PAGE_HEADER + (j + 1) * fixed] for j in range(n)]
-        if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
+        if any(a >= b for a, b in pairwise(keys)):
             self.add(pgno, "its duplicates are out of order")
             return
         if (lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi):
@@ -681,13 +703,6 @@ def _check(
             continue
         shown = name[len(DATABASE_PREFIX) :].decode("ascii", "replace")
         c.tree(tree, f"named database {shown}", integer_keys=False)
-        subs, c.subs = c.subs, []
-        kept, c.ranges = c.ranges, None  # a tree of duplicates is checked whole
-        for pgno, sub in subs:
-            if c.full():
-                break
-            c.tree(sub, f"duplicates on page {pgno} of the named database {shown}", False)
-        c.ranges = kept
     if ranges is None:
         c.tree(meta.free, "free-page", integer_keys=True)
     return c
@@ -760,7 +775,7 @@ def dup_subpage(data: bytes, fixed: int) -> list[bytes] | str:
     ):
         return f"an inline page of duplicates with impossible bounds ({lower}, {upper})"
     out = [data[PAGE_HEADER + i * fixed : PAGE_HEADER + (i + 1) * fixed] for i in range(n)]
-    if any(a >= b for a, b in zip(out, out[1:], strict=False)):
+    if any(a >= b for a, b in pairwise(out)):
         return "an inline page of duplicates out of order"
     return out
 
@@ -956,6 +971,18 @@ class Found(NamedTuple):
     not yield every node within their bounds. ``[(None, None)]`` when no tree could be read."""
 
 
+def _dup_head(key: bytes) -> int:
+    """The length of the duplicates under ``key`` if it is a head of ``DUP_DATABASES``, or 0.
+
+    Such a head is a key of a database of duplicates (format 20). No key of the main database has that length under those prefixes (a store before format
+    20 holds the whole keys there).
+    """
+    for prefix, n in DUP_DATABASES.items():
+        if len(key) == n and key.startswith(prefix):
+            return DUP_TAILS[prefix]
+    return 0
+
+
 def _leaf_nodes(
     f: DataFile,
     page: bytes,
@@ -965,10 +992,31 @@ def _leaf_nodes(
     *,
     outside: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Every node of a leaf page whose bounds hold, overflow values read; damage skipped.
+    """Every record of a leaf page whose bounds hold, overflow values read; damage skipped.
 
     Only keys inside ``bounds`` (the parent's separators), or with ``outside`` only those
     outside them: a damaged key or separator, or a page reached through a damaged pointer.
+    A node of a database of duplicates gives the whole keys it holds (its head joined with
+    each duplicate, inline), with empty values; one holding a tree of them gives none.
+    """
+    for records in _node_records(f, page, psize, next_pgno, bounds, outside=outside):
+        yield from records
+
+
+def _node_records(
+    f: DataFile,
+    page: bytes,
+    psize: int,
+    next_pgno: int,
+    bounds: tuple[bytes | None, bytes | None] = (None, None),
+    *,
+    outside: bool = False,
+    subs: list[tuple[bytes, bytes]] | None = None,
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    """``_leaf_nodes``'s records, node by node.
+
+    ``subs`` collects ``(head, record)`` of each node holding a tree of duplicates (for the
+    caller to walk).
     """
     lo, hi = bounds
     _pg, _pad, _flags, lower, _upper = _HDR.unpack_from(page, 0)
@@ -986,6 +1034,21 @@ def _leaf_nodes(
         if ((lo is not None and key < lo) or (hi is not None and key >= hi)) != outside:
             continue
         dsize = nlo | nhi << 16
+        fixed = _dup_head(key)
+        if fixed:
+            if kend + dsize > psize:
+                continue
+            data = page[kend : kend + dsize]
+            if nflags == 0 and dsize == fixed:
+                yield [(key + data, b"")]
+            elif nflags == F_DUPDATA:
+                got = dup_subpage(data, fixed)
+                if not isinstance(got, str):
+                    yield [(key + d, b"") for d in got]
+            elif nflags == F_SUBDATA | F_DUPDATA and subs is not None:
+                subs.append((key, data))
+                yield []
+            continue
         if nflags == F_BIGDATA:
             if kend + 8 > psize:
                 continue
@@ -999,7 +1062,7 @@ def _leaf_nodes(
             value = page[kend : kend + dsize]
         else:
             continue
-        yield key, value
+        yield [(key, value)]
 
 
 class _Walked(NamedTuple):
@@ -1052,10 +1115,13 @@ def _walk(
             continue
         out.reached.add(pgno)
         hpgno, _pad, flags, lower, _upper = _HDR.unpack_from(page, 0)
-        if flags == P_LEAF or (depth == tree.depth and flags & P_LEAF):
+        leaf_flags = P_LEAF | P_LEAF2 if tree.fixed else P_LEAF
+        if flags == leaf_flags or (depth == tree.depth and flags & P_LEAF):
             out.leaves.append((page, lo, hi))
-            if hpgno != pgno or flags != P_LEAF or depth != tree.depth:
+            if hpgno != pgno or flags != leaf_flags or depth != tree.depth:
                 note(pgno, "a leaf page with a damaged header")
+            if tree.fixed:
+                continue  # duplicates packed: no node, no large value
             for i in range(PAGE_HEADER, min(lower, psize), 2):
                 ptr = struct.unpack_from("<H", page, i)[0]
                 if ptr + NODE_HEADER > psize:
@@ -1159,13 +1225,34 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 main.leaves.extend(sub.leaves)
                 main.lost.extend(sub.lost)
         suspect = list(main.lost)
+        subs: list[tuple[bytes, bytes]] = []
         for page, lo, hi in main.leaves:
             got = 0
-            for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
-                records.setdefault(key, value)
+            for node in _node_records(f, page, psize, next_pgno, (lo, hi), subs=subs):
+                for key, value in node:
+                    records.setdefault(key, value)
                 got += 1
             if got != _node_count(page, psize) - _named_count(page, psize):
                 suspect.append((lo, hi))  # a node dropped, or a key out of its bounds
+        # the trees of duplicates of the databases of duplicates (format 20): each key its
+        # head (the node's) joined with each duplicate of the tree's leaves
+        for head, record in subs:
+            fixed = _dup_head(head)
+            sub_tree = dup_tree(record, fixed)
+            if sub_tree is None:
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append(
+                        PageProblem(-1, f"the tree of duplicates of {head!r} is damaged")
+                    )
+                suspect.append((head, prefix_end(head)))
+                continue
+            sub = _walk(f, meta, sub_tree, problems, skip=skip | frozenset(main.reached))
+            main.reached.update(sub.reached)
+            if sub.lost:
+                suspect.append((head, prefix_end(head)))
+            for page, _lo, _hi in sub.leaves:
+                for dup in _fixed_keys(page, psize, fixed):
+                    records.setdefault(head + dup, b"")
         want = sum(t.branch_pages + t.leaf_pages + t.overflow_pages for t in trees)
         cut_off = (
             len(problems) > before
@@ -1179,7 +1266,7 @@ def read_records(path: str | os.PathLike[str]) -> Found:
         # pages cannot tell); a record that is stale whole (a purged memory's) is what the
         # journal's checks in salvage refuse
         missing = tuple(p for p in DATABASES if p not in named_found and p not in in_main)
-        if in_main - {HEAD}:  # a store before format 17 (it named none)
+        if in_main - {HEAD, *DUP_DATABASES}:  # a store before format 17 (it named none)
             missing = ()
         if cut_off and not free_ok:
             problems += free_problems[: MAX_PROBLEMS - len(problems)]
@@ -1208,6 +1295,13 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
                     records.setdefault(key, value)
         return Found(records, problems, meta.next_pgno, searched, ambiguous, suspect)
+
+
+def _fixed_keys(page: bytes, psize: int, fixed: int) -> list[bytes]:
+    """The duplicates of a ``P_LEAF2`` page (``fixed`` bytes each), as far as its count holds."""
+    lower = _HDR.unpack_from(page, 0)[3]
+    n = max(0, min((lower - PAGE_HEADER) >> 1, (psize - PAGE_HEADER) // fixed))
+    return [page[PAGE_HEADER + i * fixed : PAGE_HEADER + (i + 1) * fixed] for i in range(n)]
 
 
 def _named_nodes(page: bytes, psize: int) -> Iterator[tuple[bytes, bytes]]:
