@@ -85,7 +85,8 @@ def newest_ids(
 ) -> tuple[list[bytes], bytes | None] | None:
     """A page of ``created_scan(prefix, True)``'s raw ids and where to go on; None: declined.
 
-    ``dup``: ``cursor`` is of a database of duplicates and ``prefix`` one of its keys."""
+    ``dup``: ``cursor`` is of a database of duplicates and ``prefix`` one of its keys.
+    """
 
 def ascii_tokens(text: str, /) -> list[str] | None:
     """``tokenize(text)`` for ASCII text; ``None`` when ``text`` is not ASCII."""

@@ -1017,7 +1017,7 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0015-lean-lexical-documents (9 records)",
         "applied 0017-medium-references (14 records)",
         "applied 0018-head-database (11 records)",
-        f"{v1}: now at format 19",
+        f"{v1}: now at format 20",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1068,8 +1068,8 @@ def test_a_format1_store_needs_migrate_then_works(
     assert seventeenth["reason"] == "0017-medium-references: format 17 -> 18"
     assert eighteenth["reason"] == "0018-head-database: format 18 -> 19"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 19)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 19)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 20)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 20)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1254,7 +1254,7 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 19)\n"
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 20)\n"
     rc, out, err = run(capsys, "migrate", "--to", "20")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert err == "cortex: --to 20: format 20 is unknown: this cortex knows formats up to 19\n"
@@ -1264,13 +1264,13 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 19
+    assert run_json(capsys, "migrate")["to_version"] == 20
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 19)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 20)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1293,6 +1293,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         (KD, "pending"),
         ("0017-medium-references", "pending"),
         ("0018-head-database", "pending"),
+        ("0019-index-duplicates", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1524,7 +1525,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 19" in ok("--store", old, "migrate")
+    assert "now at format 20" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

@@ -337,6 +337,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(v10, to=14)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")

@@ -214,6 +214,7 @@ def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> 
         (M.KEYSPACE_DATABASES_MIGRATION, 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v16, to=17, progress=lambda *a: seen.append(a))
@@ -270,7 +271,7 @@ def test_0016_failing_half_way_leaves_format_16(
     assert _raw(v16)[1] == {}
     assert len((v16 / "data.mdb").read_bytes()) >= len(before)
     report = M.migrate(v16)
-    assert report.to_version == 19
+    assert report.to_version == 20
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -386,7 +387,7 @@ def test_0018_failing_half_way_leaves_format_18(tmp_path: Path) -> None:
         M.migrate(v18, progress=failing)
     assert dump_store(v18) == dumped
     assert sorted(_raw(v18)[1]) == sorted(M.FORMAT17_DATABASES)
-    assert M.migrate(v18).to_version == 19
+    assert M.migrate(v18).to_version == 20
     with Cortex.open(v18, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 

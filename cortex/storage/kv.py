@@ -905,7 +905,7 @@ def _dup_position(
             return bool(cur.last())
         return bool(cur.prev())
     if _dup_seek(cur, n, bound):
-        if cur.key() + cur.value() == bound:
+        if bytes(cur.key()) + bytes(cur.value()) == bound:
             return True
         return bool(cur.prev())
     return bool(cur.last())

@@ -974,8 +974,9 @@ class Found(NamedTuple):
 def _dup_head(key: bytes) -> int:
     """The length of the duplicates under ``key`` if it is a head of ``DUP_DATABASES``, or 0.
 
-    Such a head is a key of a database of duplicates (format 20). No key of the main database has that length under those prefixes (a store before format
-    20 holds the whole keys there).
+    Such a head is a key of a database of duplicates (format 20). No key of the main
+    database has that length under those prefixes (a store before format 20 holds the whole
+    keys there).
     """
     for prefix, n in DUP_DATABASES.items():
         if len(key) == n and key.startswith(prefix):

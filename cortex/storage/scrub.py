@@ -682,7 +682,7 @@ def _dirty_gaps(
 
 
 def _subpage_rooms(
-    flat: npt.NDArray[np.uint8], leaf: npt.NDArray[np.int64], psize: int
+    buf: Any, flat: npt.NDArray[np.uint8], leaf: npt.NDArray[np.int64], psize: int
 ) -> list[tuple[int, int]]:
     """``(offset, bytes)`` of each inline page of duplicates' unused room holding a byte.
 
@@ -706,10 +706,10 @@ def _subpage_rooms(
     hits = np.nonzero(nflags == F_DUPDATA)[0]
     out: list[tuple[int, int]] = []
     for at in node[hits].tolist():
-        lo, hi, _, ksize = struct.unpack_from("<HHHH", flat, at)
+        lo, hi, _, ksize = struct.unpack_from("<HHHH", buf, at)
         sp = at + NODESIZE + ksize
         dsize = lo | hi << 16
-        spad, sflags, slower, supper = struct.unpack_from("<HHHH", flat, sp + 8)
+        spad, sflags, slower, supper = struct.unpack_from("<HHHH", buf, sp + 8)
         if not sflags & P_LEAF2 or not PAGEHDRSZ <= slower <= supper <= dsize:
             continue  # not LMDB's inline page of fixed-size duplicates: left alone
         start = PAGEHDRSZ + (slower - PAGEHDRSZ) // 2 * spad
@@ -734,7 +734,7 @@ def unused_ranges(buf: Any, layout: Layout) -> list[tuple[int, int, str]]:
     gap_pages = np.concatenate([layout.branch, layout.leaf, layout.held])
     for page, lower, upper in _dirty_gaps(flat, gap_pages, psize):
         out.append((page * psize + lower, upper - lower, "gap"))
-    for at, n in _subpage_rooms(flat, layout.leaf, psize):
+    for at, n in _subpage_rooms(buf, flat, layout.leaf, psize):
         out.append((at, n, "gap"))
     runs = dict(layout.runs)
     for first, nbytes in layout.values:
