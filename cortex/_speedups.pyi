@@ -81,11 +81,12 @@ def salience(
     """``salience_at`` of a head without use counters, no vector; None where it declines."""
 
 def newest_ids(
-    cursor: Any, prefix: bytes, after: bytes | None, limit: int, dup: bool = False, /
+    cursor: Any, prefix: bytes, after: bytes | None, limit: int, head: int = 0, /
 ) -> tuple[list[bytes], bytes | None] | None:
     """A page of ``created_scan(prefix, True)``'s raw ids and where to go on; None: declined.
 
-    ``dup``: ``cursor`` is of a database of duplicates and ``prefix`` one of its keys.
+    ``head`` > 0: ``cursor`` is of a database of duplicates and ``prefix`` begins with one of
+    its keys, ``head`` bytes long.
     """
 
 def ascii_tokens(text: str, /) -> list[str] | None:

@@ -517,7 +517,7 @@ typedef struct {
 } Nav;
 
 static PyObject *m_set_range_dup = NULL, *m_prev_dup = NULL, *m_next_dup = NULL,
-                *m_last_dup = NULL, *empty_bytes = NULL;
+                *m_last_dup = NULL;
 
 static int
 nav_prev(Nav *nav)
@@ -741,29 +741,28 @@ newest_forward(Nav *nav, PyObject *prefix, uint64_t t, PyObject *from, int skip,
 }
 
 PyDoc_STRVAR(newest_ids_doc,
-             "newest_ids(cursor, prefix, after, limit, dup=False, /)\n--\n\n"
+             "newest_ids(cursor, prefix, after, limit, head=0, /)\n--\n\n"
              "``cortex.query.planner.Executor.created_scan(prefix, True)`` without bounds, in "
              "pages: the raw ids of up to ``limit`` keys ``prefix || u64 created || id16`` after "
              "the key whose suffix is ``after`` (None: from the newest), newest first, ties by id "
              "ascending, read with ``cursor`` (an LMDB cursor). ``(ids, last)``: ``last`` the "
              "suffix of the last key given, to pass as ``after`` (None: the index has no more); "
              "or None where the Python path must decide (a key of another length under the "
-             "prefix). With ``dup`` true, ``cursor`` is of a database of duplicates (format 20) "
-             "and ``prefix`` one of its keys (an index keyspace's head): the keys read are the "
-             "prefix joined with each of its duplicates.");
+             "prefix). With ``head`` > 0, ``cursor`` is of a database of duplicates (format 20) "
+             "and ``prefix`` begins with one of its keys (an index keyspace's head, ``head`` "
+             "bytes): the keys read are that key joined with each of its duplicates.");
+
+static PyObject *newest_page(Nav *nav_in, PyObject *prefix, PyObject *after, Py_ssize_t limit);
 
 static PyObject *
 sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *prefix, *after, *ids = NULL, *last = NULL, *k = NULL, *bound = NULL;
-    PyObject *run[NEWEST_RUN];
-    Py_ssize_t limit, n, nrun = 0, i;
-    uint64_t t;
-    int r, ok, dup = 0;
+    PyObject *prefix, *after, *rest, *out;
+    Py_ssize_t limit, head = 0;
     Nav nav;
     (void)module;
     if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "newest_ids(cursor, prefix, after, limit, dup=False)");
+        PyErr_SetString(PyExc_TypeError, "newest_ids(cursor, prefix, after, limit, head=0)");
         return NULL;
     }
     nav.cursor = args[0];
@@ -775,14 +774,6 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "newest_ids: the prefix is bytes, after 24 bytes or None");
         return NULL;
     }
-    if (nargs == 5 && (dup = PyObject_IsTrue(args[4])) < 0) {
-        return NULL;
-    }
-    if (dup) {
-        /* the head's duplicates are the keys, under an empty prefix */
-        nav.head = prefix;
-        prefix = empty_bytes;
-    }
     limit = PyLong_Check(args[3]) ? PyLong_AsSsize_t(args[3]) : -1;
     if (limit < 1) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
@@ -791,6 +782,46 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
+    if (nargs == 5) {
+        head = PyLong_Check(args[4]) ? PyLong_AsSsize_t(args[4]) : -1;
+        if (head < 0 || head > PyBytes_GET_SIZE(prefix)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError,
+                                "newest_ids: the head is an int from 0 to the prefix's length");
+            }
+            return NULL;
+        }
+    }
+    if (head > 0) {
+        /* the head's duplicates are the keys, under the rest of the prefix */
+        nav.head = PyBytes_FromStringAndSize(PyBytes_AS_STRING(prefix), head);
+        rest = PyBytes_FromStringAndSize(PyBytes_AS_STRING(prefix) + head,
+                                         PyBytes_GET_SIZE(prefix) - head);
+        if (nav.head == NULL || rest == NULL) {
+            Py_XDECREF(nav.head);
+            Py_XDECREF(rest);
+            return NULL;
+        }
+        prefix = rest;
+        out = newest_page(&nav, prefix, after, limit);
+        Py_DECREF(nav.head);
+        Py_DECREF(rest);
+        return out;
+    }
+    return newest_page(&nav, prefix, after, limit);
+}
+
+/* newest_ids's page over ``nav`` (its arguments checked) */
+static PyObject *
+newest_page(Nav *nav_in, PyObject *prefix, PyObject *after, Py_ssize_t limit)
+{
+    PyObject *ids = NULL, *last = NULL, *k = NULL, *bound = NULL;
+    PyObject *run[NEWEST_RUN];
+    Py_ssize_t n, nrun = 0, i;
+    uint64_t t;
+    int r, ok;
+    Nav nav = *nav_in;
     n = PyBytes_GET_SIZE(prefix);
     ids = PyList_New(0);
     if (ids == NULL) {
@@ -957,9 +988,8 @@ cx_cursor_init(PyObject *m)
         m_prev_dup = PyUnicode_InternFromString("prev_dup");
         m_next_dup = PyUnicode_InternFromString("next_dup");
         m_last_dup = PyUnicode_InternFromString("last_dup");
-        empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
         if (m_set_range_dup == NULL || m_prev_dup == NULL || m_next_dup == NULL ||
-            m_last_dup == NULL || empty_bytes == NULL || m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL ||
+            m_last_dup == NULL || m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL ||
             m_prev == NULL || m_last == NULL || m_next == NULL) {
             return -1;
         }

@@ -92,7 +92,7 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_NEWEST: Callable[[Any, bytes, bytes | None, int, bool], Any] | None = getattr(
+_NEWEST: Callable[[Any, bytes, bytes | None, int, int], Any] | None = getattr(
     _sp, "newest_ids", None
 )
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
@@ -763,7 +763,7 @@ class Executor:
 
     def _pages(
         self,
-        page: Callable[[Any, bytes, bytes | None, int, bool], Any],
+        page: Callable[[Any, bytes, bytes | None, int, int], Any],
         prefix: bytes,
         want: int | None,
     ) -> Iterator[Any]:
@@ -773,14 +773,12 @@ class Executor:
         (format 20's index keyspaces, ``_LmdbTxn.dup_cursor``), else over the main cursor.
         """
         dup_cursor = getattr(self.txn, "dup_cursor", None)
-        cur = dup_cursor(prefix) if dup_cursor is not None else None
-        dup = cur is not None
-        if cur is None:
-            cur = self._cursor
+        got = dup_cursor(prefix) if dup_cursor is not None else None
+        cur, head = got if got is not None else (self._cursor, 0)
         size = max(8, want or 0)
         after: bytes | None = None
         while True:
-            got = page(cur, prefix, after, size, dup)
+            got = page(cur, prefix, after, size, head)
             if got is None:
                 yield None
                 return

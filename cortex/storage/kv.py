@@ -480,22 +480,25 @@ class _LmdbTxn:
         v = self._txn.get(key, None, db)
         return None if v is None else bytes(v)
 
-    def dup_cursor(self, prefix: bytes) -> lmdb.Cursor | None:
-        """A cursor of the database of duplicates whose heads ``prefix`` is one of, or None.
+    def dup_cursor(self, prefix: bytes) -> tuple[lmdb.Cursor, int] | None:
+        """A cursor of the database of duplicates holding ``prefix``, and its head length.
 
         For the C accelerator's newest-first index scans (``cortex._speedups.newest_ids`` with
-        its head argument): ``prefix`` is a whole head of a keyspace of ``DUP_DATABASES``
-        (format 20), whose duplicates are the rest of each key. None otherwise (the keyspace
-        is in the main database: ``cursor``). LMDB's only.
+        its head argument): ``prefix`` begins with a whole head of a keyspace of
+        ``DUP_DATABASES`` (format 20), whose duplicates are the rest of each key. None
+        otherwise (the keyspace is in the main database: ``cursor``). LMDB's only.
         """
         routes = self._routes
         db = routes.of(prefix)
-        if db is None or routes.dup.get(db) != len(prefix):
+        if db is None:
+            return None
+        n = routes.dup.get(db, 0)
+        if not n or len(prefix) < n:
             return None
         cur = self._curs.get(db)
         if cur is None:
             cur = self._curs[db] = self._txn.cursor(db=db)
-        return cur
+        return cur, n
 
     def last(self, prefix: bytes) -> tuple[bytes, bytes] | None:
         """The last pair under ``prefix`` (``next(scan(prefix, reverse=True), None)``).
