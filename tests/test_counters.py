@@ -364,7 +364,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     M.migrate(v10)  # 0014 to 0018 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-6].reason == "0013-posting-docnos: format 13 -> 14"
+        assert list(cx.journal())[-7].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st
