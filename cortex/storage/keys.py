@@ -162,9 +162,10 @@ DUP_DATABASES: Final = {
 LMDB keeps in a named database opened ``MDB_DUPSORT | MDB_DUPFIXED`` (format 20).
 
 A key is split at its head length: the head (prefix included) is LMDB's key, the rest its
-duplicate value, all of one length within a keyspace (``DUP_TAILS``), so LMDB packs them without a node header on ``P_LEAF2`` pages and appends a keyspace's newest
-entries at the end of their head's range with ``MDB_APPENDDUP`` (``specs/storage.md`` §2). The
-key-value layer presents the same keys (head and duplicate joined) with empty values.
+duplicate value, all of one length within a keyspace (``DUP_TAILS``), so LMDB packs them
+without a node header on ``P_LEAF2`` pages and appends a keyspace's newest entries at the end
+of their head's range with ``MDB_APPENDDUP`` (``specs/storage.md`` §2). The key-value layer
+presents the same keys (head and duplicate joined) with empty values.
 ``idx/tag/``'s head is the tag's hash without the type byte that follows it: ~200 heads of
 ~1,000 entries at 100,000 memories instead of ~1,800 small ones, so that a commit touches fewer
 pages (measured, the tag index alone replayed in commits of 1,000 memories: 212 B of file per
