@@ -426,6 +426,14 @@ class _LmdbTxn:
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         cur = self._cursor_of(prefix)
         if cur is None:
+            got = self.dup_cursor(prefix)
+            if got is not None:
+                # a database of duplicates (the index joins' seeks): its cursor, kept
+                dcur, n = got
+                if not _dup_position(dcur, n, prefix, start, reverse):
+                    return None
+                k = bytes(dcur.key()) + bytes(dcur.value())
+                return k if k.startswith(prefix) else None
             return next(self.keys(prefix, start=start, reverse=reverse), None)
         if not self._position(cur, prefix, start, reverse):
             return None
