@@ -2110,9 +2110,10 @@ class Store:
         if damage:
             return structural_report(damage)
         try:
-            if isinstance(self._kv, LmdbKV):
+            if isinstance(self._kv, LmdbKV) and self._kv.compact_copy_safe:
                 self._kv.copy(dest)
-            else:  # another engine: an LMDB copy of one read snapshot
+            else:  # another engine, or LMDB's databases of duplicates (format 20, which LMDB's
+                # compacting copy crashes on): an LMDB copy of one read snapshot, record by record
                 copy_kv(self._kv, dest)
         except FileExistsError:
             raise CortexError(f"{dest} exists; a backup goes into a new directory") from None

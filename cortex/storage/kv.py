@@ -1925,9 +1925,29 @@ class LmdbKV:
         with self._file_under_lock() as (_, buf, psize, oldest, _snapshots):
             return fn(buf, _scrub.read_layout(buf, psize, len(buf), oldest))
 
+    @property
+    def compact_copy_safe(self) -> bool:
+        """Whether LMDB's own compacting copy (``copy``) may copy this store.
+
+        Not from format 20: LMDB 0.9's compacting copy (``mdb_env_cwalk``) reads the leaves of
+        a tree of duplicates of fixed size (``P_LEAF2`` pages) as if they held nodes, and
+        crashes the process (measured: a segfault with one key of 100 duplicates of 24 bytes,
+        LMDB 0.9.36). Such a store is copied record by record (``engines.copy_kv``).
+        """
+        return not self._shared.routes.dup
+
     def copy(self, dest: str | os.PathLike[str]) -> None:
-        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
+        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue).
+
+        Raises:
+            CortexError: the store holds databases of duplicates (``compact_copy_safe``).
+        """
         self._check_fork()
+        if not self.compact_copy_safe:
+            raise CortexError(
+                "internal error: LMDB's compacting copy cannot copy a store with databases of "
+                "duplicates (format 20); copy it record by record (engines.copy_kv)"
+            )
         Path(dest).mkdir(parents=True, exist_ok=False)
         self._gate.enter()  # the copy runs its own read transaction
         try:
