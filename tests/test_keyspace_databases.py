@@ -678,3 +678,21 @@ def test_a_damaged_inline_page_of_duplicates_is_refused(tmp_path: Path, field: i
     assert outcome != "ok"
     report_s = salvage(v19, tmp_path / "new")
     assert report_s.verify_ok, report_s
+
+
+def test_a_backup_of_trees_of_duplicates_is_whole(tmp_path: Path) -> None:
+    """LMDB's compacting copy crashes on a tree of duplicates (P_LEAF2 leaves): a backup of
+    a format-20 store copies it record by record, and the copy reads as the store does."""
+    v19 = _copy19(tmp_path)
+    M.migrate(v19)
+    assert _node_kinds(v19)["tree"]
+    kv = LmdbKV(v19)
+    try:
+        assert not kv.compact_copy_safe
+        with pytest.raises(CortexError, match="databases of duplicates"):
+            kv.copy(tmp_path / "raw")
+    finally:
+        kv.close()
+    with Cortex.open(v19, actor="checker", as_owner=True) as cx:
+        assert cx.backup(tmp_path / "backup").ok
+    assert dump_store(tmp_path / "backup") == dump_store(v19)
