@@ -81,9 +81,13 @@ def salience(
     """``salience_at`` of a head without use counters, no vector; None where it declines."""
 
 def newest_ids(
-    cursor: Any, prefix: bytes, after: bytes | None, limit: int, /
+    cursor: Any, prefix: bytes, after: bytes | None, limit: int, head: int = 0, /
 ) -> tuple[list[bytes], bytes | None] | None:
-    """A page of ``created_scan(prefix, True)``'s raw ids and where to go on; None: declined."""
+    """A page of ``created_scan(prefix, True)``'s raw ids and where to go on; None: declined.
+
+    ``head`` > 0: ``cursor`` is of a database of duplicates and ``prefix`` begins with one of
+    its keys, ``head`` bytes long.
+    """
 
 def ascii_tokens(text: str, /) -> list[str] | None:
     """``tokenize(text)`` for ASCII text; ``None`` when ``text`` is not ASCII."""

@@ -18,6 +18,7 @@ import pytest
 
 from cortex import (
     Cortex,
+    CortexError,
     EdgeType,
     Event,
     Fact,
@@ -45,7 +46,7 @@ from cortex.rules.chains import (
     winner,
 )
 from cortex.storage.keys import IDX_CLAIM, SALIENCE, meta_key
-from cortex.storage.kv import unseal
+from cortex.storage.kv import LmdbKV, unseal
 
 from .qsupport import Clock, dump_store, fixture_store
 
@@ -494,9 +495,13 @@ def test_only_current_memories_are_in_the_claim_index(cx: Cortex, clock: Clock) 
     # an entry of a superseded memory, or a value, is a problem verify names
     with cx._kv.read() as txn:
         key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(other.id.bytes))
-    cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
-    assert any("hold no value" in p.what for p in cx.verify().problems)
-    cx._kv.write(lambda txn: txn.put(key, b""))
+    if isinstance(cx._kv, LmdbKV):  # format 20: a database of duplicates holds no value
+        with pytest.raises(CortexError, match="empty values"):
+            cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
+    else:
+        cx._kv.write(lambda txn: txn.put(key, SUPERSEDED))
+        assert any("hold no value" in p.what for p in cx.verify().problems)
+        cx._kv.write(lambda txn: txn.put(key, b""))
     assert cx.verify().ok
     with cx._kv.read() as txn:  # D's entry: the claim A shares with it
         d_key = next(k for k, _ in txn.scan(IDX_CLAIM) if k.endswith(d.id.bytes))

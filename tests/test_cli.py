@@ -983,7 +983,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 19, 18 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 20, 19 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -997,9 +997,11 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 19, 18 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-4].startswith(f"applied {KD} (") and lines[-4].endswith(" records)")
-    assert lines[:-4][-15:] + lines[-3:] == [
+    assert lines[0] == f"{v1}: format 1 → 20, 19 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-5].startswith(f"applied {KD} (") and lines[-5].endswith(" records)")
+    assert lines[-2].startswith("applied 0019-index-duplicates (")
+    assert lines[-2].endswith(" records)")
+    assert lines[:-5][-15:] + lines[-4:-2] + lines[-1:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1017,7 +1019,7 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0015-lean-lexical-documents (9 records)",
         "applied 0017-medium-references (14 records)",
         "applied 0018-head-database (11 records)",
-        f"{v1}: now at format 19",
+        f"{v1}: now at format 20",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1045,6 +1047,7 @@ def test_a_format1_store_needs_migrate_then_works(
         sixteenth,
         seventeenth,
         eighteenth,
+        nineteenth,
     ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
@@ -1067,9 +1070,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert sixteenth["reason"] == f"{KD}: format 16 -> 17"
     assert seventeenth["reason"] == "0017-medium-references: format 17 -> 18"
     assert eighteenth["reason"] == "0018-head-database: format 18 -> 19"
+    assert nineteenth["reason"] == "0019-index-duplicates: format 19 -> 20"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 19)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 19)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 20)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 20)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1211,6 +1215,14 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "unchanged (PostgreSQL: nothing)",
         "records": 11,
     }
+    step19 = {
+        "name": "0019-index-duplicates",
+        "from_version": 19,
+        "to_version": 20,
+        "description": "move the index keyspaces (idx/, prov/e/) into LMDB databases of "
+        "duplicates, keys unchanged (PostgreSQL: nothing)",
+        "records": ANY,  # the dry run counts the records before the steps before it ran
+    }
     steps = (
         step,
         step2,
@@ -1230,12 +1242,13 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         step16,
         step17,
         step18,
+        step19,
     )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 19,
+        "to_version": 20,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1246,7 +1259,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 19, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 20, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1254,23 +1267,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 19)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "20")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 20)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "21")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 20: format 20 is unknown: this cortex knows formats up to 19\n"
+    assert err == "cortex: --to 21: format 21 is unknown: this cortex knows formats up to 20\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 19
+    assert run_json(capsys, "migrate")["to_version"] == 20
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 19)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 20)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1293,6 +1306,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         (KD, "pending"),
         ("0017-medium-references", "pending"),
         ("0018-head-database", "pending"),
+        ("0019-index-duplicates", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1300,9 +1314,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 19 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 20 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 18
+    assert len(listed["applied"]) == 19
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1524,7 +1538,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 19" in ok("--store", old, "migrate")
+    assert "now at format 20" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

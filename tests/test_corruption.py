@@ -379,9 +379,12 @@ def test_stale_pin_entry_added(small: Small) -> None:
 
 def test_damaged_pin_entry(small: Small) -> None:
     hard, _ = _pins(small.path)
-    _edit(small.path, hard, lambda _: b"\x00")  # index entries hold no value
+    # index entries hold no value: format 20 keeps them in a database of duplicates, which
+    # cannot hold one (verify still checks, for an engine that could)
+    with pytest.raises(CortexError, match="empty values"):
+        _edit(small.path, hard, lambda _: b"\x00")
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert _problems(cx) == {f"index {hard.hex()}": ["index entries hold no value"]}
+        assert cx.verify().ok
     moved = hard[:-1] + bytes([hard[-1] ^ 0x01])  # the id damaged: stale, and one missing
     _edit(small.path, hard, lambda _: None)
     _edit(small.path, moved, lambda _: b"")

@@ -337,6 +337,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(v10, to=14)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
@@ -363,7 +364,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     M.migrate(v10)  # 0014 to 0018 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-6].reason == "0013-posting-docnos: format 13 -> 14"
+        assert list(cx.journal())[-7].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

@@ -25,6 +25,7 @@ import pytest
 
 from cortex import Cortex, CortexError, EdgeType, Fact, IntegrityError, MemoryId
 from cortex.storage import pages as pg
+from cortex.storage.kv import LmdbKV
 from cortex.transfer.salvage import salvage
 from tests import workers
 
@@ -363,7 +364,18 @@ def test_every_zeroed_page_of_a_compacted_store_verifies_to_a_report(compact: Pa
     assert got.returncode == 0, got.stderr[-2000:]
     out = json.loads(got.stdout)
     assert len(out) == n - 2
-    assert all(v[0] in ("damaged", "IntegrityError") for v in out.values()), out
+    # format 20: a backup is copied record by record (LMDB's compacting copy crashes on trees of
+    # duplicates), so the copy's own commits leave a free page or two, which no reader reads
+    with tempfile.TemporaryDirectory() as work:
+        shutil.copytree(compact, Path(work) / "c")
+        kv = LmdbKV(Path(work) / "c")
+        try:
+            free = kv.inspect(lambda _b, lay: {str(p) for ps in lay.free.values() for p in ps})
+        finally:
+            kv.close()
+    assert len(free) <= 2, free
+    live = {p: v for p, v in out.items() if p not in free}
+    assert all(v[0] in ("damaged", "IntegrityError") for v in live.values()), out
 
 
 def test_export_and_backup_of_a_structurally_damaged_store(compact: Path, tmp_path: Path) -> None:

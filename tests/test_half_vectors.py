@@ -321,6 +321,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [

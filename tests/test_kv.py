@@ -750,3 +750,60 @@ def test_put_many_routes_an_unsorted_batch_by_database(tmp_path: Path) -> None:
                 assert txn.get(key, db=routes.of(key)) == value
     finally:
         store.close()
+
+
+def test_databases_of_duplicates_read_like_a_sorted_list(tmp_path: Path) -> None:
+    """Format 20: the index keyspaces kept as (head, duplicate) read as the joined keys do.
+
+    Scans both ways from any start, and seeks, under prefixes shorter than a head, a head, and
+    longer (``idx/tag/``'s tag and type), against a sorted list; puts in and out of order
+    (appended, or not), deletes, and an existing key put again.
+    """
+    import random
+
+    from cortex.storage.keys import IDX_CLAIM, IDX_TAG, IDX_TYPE
+
+    rnd = random.Random(5)
+    keys = sorted(
+        {
+            IDX_TAG + bytes([rnd.randrange(3)]) * 8 + bytes([rnd.randrange(4)]) + rnd.randbytes(24)
+            for _ in range(3000)
+        }
+        | {IDX_TYPE + bytes([rnd.randrange(3)]) + rnd.randbytes(24) for _ in range(500)}
+        | {IDX_CLAIM + bytes([rnd.randrange(2)]) * 16 + rnd.randbytes(16) for _ in range(300)}
+    )
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        shuffled = keys[:]
+        rnd.shuffle(shuffled)
+        kv.write(lambda t: t.put_many([(k, b"") for k in shuffled[:2000]]))
+        kv.write(lambda t: [t.put(k, b"") for k in shuffled[2000:]])
+        assert kv.write(lambda t: t.add_many([(k, b"") for k in keys[:50]])) == 0
+        assert kv.write(lambda t: t.put(keys[0], b"", overwrite=False)) is False
+        gone = keys[10:20]
+        assert all(kv.write(lambda t: [t.delete(k) for k in gone]))
+        assert kv.write(lambda t: t.delete(gone[0])) is False
+        keys = [k for k in keys if k not in gone]
+        with kv.read() as txn:
+            assert [k for k, _ in txn.scan(b"idx/")] == keys
+            assert list(txn.keys(b"idx/", reverse=True)) == keys[::-1]
+            assert txn.get(keys[5]) == b"" and txn.get(gone[0]) is None
+            for _ in range(2000):
+                base = rnd.choice(keys)
+                prefix = base[: rnd.choice([4, 8, 9, 10, 16, 17, 18, 26, 27, 30])]
+                start = base[: rnd.randrange(len(base) + 1)]
+                if rnd.random() < 0.5:
+                    start += rnd.randbytes(rnd.randrange(3))
+                under = [k for k in keys if k.startswith(prefix)]
+                for rev in (False, True):
+                    if not rev:
+                        want = next((k for k in under if k >= max(start, prefix)), None)
+                    elif not start.startswith(prefix):
+                        want = None if start < prefix or not under else under[-1]
+                    else:
+                        want = next((k for k in reversed(under) if k <= start), None)
+                    assert txn.seek(prefix, start, reverse=rev) == want, (prefix, start, rev)
+                    got = list(txn.keys(prefix, start=start, reverse=rev))
+                    assert got[:1] == ([want] if want else []), (prefix, start, rev)
+    finally:
+        kv.close()

@@ -70,6 +70,7 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     old = _docs(before, DOC_CODEC_V15)
     assert len(old) > 50 and sum(bool(d.terms) for d in old.values()) == len(old)
@@ -91,12 +92,12 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
         with pytest.raises(Exception):  # noqa: B017 - a schema-1 reader refuses it
             DOC_CODEC_V15.decode(_unseal(k, after[k]), show_key(k))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == 16 and FORMAT_VERSION == 19
+    assert record.format_version == 16 and FORMAT_VERSION == 20
     assert "lexical-lean-documents" in record.features
     M.migrate(v15)  # 0016 and 0018 move records, 0017 the versions' medium forms
     with Cortex.open(v15, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        last = list(cx.journal())[-4]
+        last = list(cx.journal())[-5]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         assert TOOL.fid(160) in {m for m, _ in cx._lexical_search("Ærøskøbing winter", 5)}
         assert TOOL.fid(161) in {m for m, _ in cx._lexical_search("東京 morning", 5)}
@@ -221,7 +222,7 @@ def test_0015_failing_half_way_leaves_format_15(
         M.migrate(v15)
     assert dump(v15) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v15).to_version == 19
+    assert M.migrate(v15).to_version == 20
 
 
 def test_0015_in_small_batches_gives_the_same_store(

@@ -106,9 +106,9 @@ dump = dump_store
 
 
 def _before_0016(seen: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """The progress calls of the steps but ``0016-keyspace-databases`` and
-    ``0018-head-database`` (whose own calls, one per record moved, their tests check)."""
-    moves = (M.KEYSPACE_DATABASES_MIGRATION, "0018-head-database")
+    """The progress calls of the steps but ``0016-keyspace-databases``, ``0018-head-database``
+    and ``0019-index-duplicates`` (whose own calls, one per record moved, their tests check)."""
+    moves = (M.KEYSPACE_DATABASES_MIGRATION, "0018-head-database", "0019-index-duplicates")
     for kd in moves:
         ticks = [t for t in seen if t[0] == kd]
         assert ticks == [(kd, i, len(ticks)) for i in range(1, len(ticks) + 1)]
@@ -211,6 +211,7 @@ STEPS = [
     ("0016-keyspace-databases", 16, 17),
     ("0017-medium-references", 17, 18),
     ("0018-head-database", 18, 19),
+    ("0019-index-duplicates", 19, 20),
 ]
 
 
@@ -225,7 +226,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 19, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 20, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -245,6 +246,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     assert _before_0016(seen) == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -279,7 +281,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-18] == old
+    assert new[:-19] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -303,7 +305,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             fifteenth,
             sixteenth,
             last,
-        ) = entries[-18:-1]
+        ) = entries[-19:-2]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -322,17 +324,18 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert fifteenth.reason == "0015-lean-lexical-documents: format 15 -> 16"
         assert sixteenth.reason == "0016-keyspace-databases: format 16 -> 17"
         assert last.reason == "0017-medium-references: format 17 -> 18"
-        assert entries[-1].reason == "0018-head-database: format 18 -> 19"
-        assert cx.format.format_version == 19 and set(cx.format.features) == FEATURES
+        assert entries[-2].reason == "0018-head-database: format 18 -> 19"
+        assert entries[-1].reason == "0019-index-duplicates: format 19 -> 20"
+        assert cx.format.format_version == 20 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 18
+    assert len(fresh_entries) == len(entries) - 19
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-18]]
-    assert fresh_entries[0].reason == "format 19" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-19]]
+    assert fresh_entries[0].reason == "format 20" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -353,6 +356,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0016-keyspace-databases", 16, 17, ANY),
         ("0017-medium-references", 17, 18, 14),
         ("0018-head-database", 18, 19, ANY),
+        ("0019-index-duplicates", 19, 20, ANY),
     ]
 
 
@@ -409,6 +413,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0016-keyspace-databases",
         "0017-medium-references",
         "0018-head-database",
+        "0019-index-duplicates",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -422,7 +427,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 19)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 20)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -442,6 +447,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0016-keyspace-databases", ANY, False),
         ("0017-medium-references", 14, False),
         ("0018-head-database", ANY, False),
+        ("0019-index-duplicates", ANY, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -449,7 +455,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 19)
+    assert (report.from_version, report.to_version) == (2, 20)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -468,6 +474,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0016-keyspace-databases", ANY, False),
         ("0017-medium-references", 14, False),
         ("0018-head-database", ANY, False),
+        ("0019-index-duplicates", ANY, False),
     ]
     assert dump(v1) == at2
 
@@ -476,7 +483,7 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (19, 19)
+    assert report.steps == () and (report.from_version, report.to_version) == (20, 20)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
@@ -504,7 +511,7 @@ def test_a_migration_failing_half_way_leaves_format_1(
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 19  # and it can be run again
+    assert M.migrate(v1).to_version == 20  # and it can be run again
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -529,7 +536,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 19  # and it can be run again
+    assert M.migrate(v1).to_version == 20  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -605,6 +612,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0016-keyspace-databases",
         "0017-medium-references",
         "0018-head-database",
+        "0019-index-duplicates",
     ]
     report = M.migrate(v2)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -625,6 +633,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     after = dump(v2)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -639,27 +648,28 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     # stemming changed some terms: "Genève" was indexed as "geneve" and is now "genev"
     assert any(k.startswith(b"lex/p/geneve\x00") for k in before)
     assert not any(k.startswith(b"lex/p/geneve\x00") for k in after)
-    assert journal(after)[:-17] == journal(before)
+    assert journal(after)[:-18] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         entries = list(cx.journal())
-        assert entries[-17].reason == "0002-pinned-and-frame-time: format 2 -> 3"
-        assert entries[-16].reason == "0003-tag-index-by-type: format 3 -> 4"
-        assert entries[-15].reason == "0004-lexical-stemming: format 4 -> 5"
-        assert entries[-14].reason == "0005-posting-blocks: format 5 -> 6"
-        assert entries[-13].reason == "0006-episodes: format 6 -> 7"
-        assert entries[-12].reason == "0007-claim-index: format 7 -> 8"
-        assert entries[-11].reason == "0008-sensitivity-in-heads: format 8 -> 9"
-        assert entries[-10].reason == "0009-posting-segments: format 9 -> 10"
-        assert entries[-9].reason == "0010-counters-in-heads: format 10 -> 11"
-        assert entries[-8].reason == "0011-current-claims-named-counters: format 11 -> 12"
-        assert entries[-7].reason == "0012-half-vectors: format 12 -> 13"
-        assert entries[-6].reason == "0013-posting-docnos: format 13 -> 14"
-        assert entries[-5].reason == "0014-compact-forms: format 14 -> 15"
-        assert entries[-4].reason == "0015-lean-lexical-documents: format 15 -> 16"
-        assert entries[-3].reason == "0016-keyspace-databases: format 16 -> 17"
-        assert entries[-2].reason == "0017-medium-references: format 17 -> 18"
-        assert entries[-1].reason == "0018-head-database: format 18 -> 19"
+        assert entries[-18].reason == "0002-pinned-and-frame-time: format 2 -> 3"
+        assert entries[-17].reason == "0003-tag-index-by-type: format 3 -> 4"
+        assert entries[-16].reason == "0004-lexical-stemming: format 4 -> 5"
+        assert entries[-15].reason == "0005-posting-blocks: format 5 -> 6"
+        assert entries[-14].reason == "0006-episodes: format 6 -> 7"
+        assert entries[-13].reason == "0007-claim-index: format 7 -> 8"
+        assert entries[-12].reason == "0008-sensitivity-in-heads: format 8 -> 9"
+        assert entries[-11].reason == "0009-posting-segments: format 9 -> 10"
+        assert entries[-10].reason == "0010-counters-in-heads: format 10 -> 11"
+        assert entries[-9].reason == "0011-current-claims-named-counters: format 11 -> 12"
+        assert entries[-8].reason == "0012-half-vectors: format 12 -> 13"
+        assert entries[-7].reason == "0013-posting-docnos: format 13 -> 14"
+        assert entries[-6].reason == "0014-compact-forms: format 14 -> 15"
+        assert entries[-5].reason == "0015-lean-lexical-documents: format 15 -> 16"
+        assert entries[-4].reason == "0016-keyspace-databases: format 16 -> 17"
+        assert entries[-3].reason == "0017-medium-references: format 17 -> 18"
+        assert entries[-2].reason == "0018-head-database: format 18 -> 19"
+        assert entries[-1].reason == "0019-index-duplicates: format 19 -> 20"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -679,6 +689,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0016-keyspace-databases", ANY),
         ("0017-medium-references", 14),
         ("0018-head-database", ANY),
+        ("0019-index-duplicates", ANY),
     ]
 
 
@@ -702,6 +713,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0016-keyspace-databases",
         "0017-medium-references",
         "0018-head-database",
+        "0019-index-duplicates",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
@@ -721,6 +733,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     after = dump(v5)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
@@ -733,11 +746,11 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     old_postings = [k for k in before if k.startswith(K.LEX_POSTING)]
     new_blocks = [k for k in after if k.startswith(K.LEX_POSTING)]
     assert len(new_blocks) < len(old_postings)
-    assert journal(after)[:-14] == journal(before)
+    assert journal(after)[:-15] == journal(before)
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0018-head-database: format 18 -> 19"
+        assert last.reason == "0019-index-duplicates: format 19 -> 20"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -766,6 +779,7 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
@@ -774,14 +788,14 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         or k in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         for k in changed
     )
-    assert journal(after)[:-13] == journal(before)
+    assert journal(after)[:-14] == journal(before)
     assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 19 and "episodes" in record.features
+    assert record.format_version == 20 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0018-head-database: format 18 -> 19"
+        assert last.reason == "0019-index-duplicates: format 19 -> 20"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -809,6 +823,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     after = dump(v7)
     added = set(after) - set(before)
@@ -836,7 +851,7 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0018-head-database: format 18 -> 19"
+        assert last.reason == "0019-index-duplicates: format 19 -> 20"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -897,6 +912,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(v8)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -911,6 +927,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0016-keyspace-databases", ANY, True),
         ("0017-medium-references", 19, True),
         ("0018-head-database", ANY, True),
+        ("0019-index-duplicates", ANY, True),
     ]
     after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
@@ -941,7 +958,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     assert changed - rewritten - set(labels) <= {key, M.MIGRATIONS_KEY, meta_key("lexical")} | {
         k for k in changed if k.startswith((JOURNAL, b"lex/", K.HEAD, K.VERSION))
     }
-    assert journal(after)[:-11] == journal(before)
+    assert journal(after)[:-12] == journal(before)
     fresh9 = tmp_path / "fresh9"
     with Cortex.open(fresh9, actor=TOOL.ACTOR, clock=TOOL.FixedClock()) as cx:
         TOOL.populate(cx)
@@ -951,7 +968,7 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0018-head-database: format 18 -> 19"
+        assert last.reason == "0019-index-duplicates: format 19 -> 20"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -1025,7 +1042,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 12 migration" in p.what
+            p.record == "meta/migrations" and "journal records 13 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -1059,6 +1076,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(v9, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -1082,7 +1100,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0018-head-database: format 18 -> 19"
+        assert last.reason == "0019-index-duplicates: format 19 -> 20"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -1121,6 +1139,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     report = M.migrate(v13, to=14)
     [step] = report.steps
@@ -1152,7 +1171,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
         assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
-        last = list(cx.journal())[-6]  # then 0014 to 0018
+        last = list(cx.journal())[-7]  # then 0014 to 0019
         assert last.reason == "0013-posting-docnos: format 13 -> 14"
         # the next memory takes the next number; a small write stores a segment again
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -1185,7 +1204,7 @@ def test_0013_failing_half_way_leaves_format_13(
         M.migrate(v13)
     assert dump(v13) == before
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v13).to_version == 19
+    assert M.migrate(v13).to_version == 20
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -1234,6 +1253,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         ("0016-keyspace-databases", 16, 17),
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
+        ("0019-index-duplicates", 19, 20),
     ]
     heads = _records(before, K.HEAD, HEAD_V14)
     versions = _records(before, K.VERSION, VERSION_V14)
@@ -1265,7 +1285,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     assert wide >= 2  # the head and version of memory 152
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 15 and "compact-forms" in record.features
-    assert M.migrate(v14).to_version == 19  # then 0015 to 0018
+    assert M.migrate(v14).to_version == 20  # then 0015 to 0018
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1276,7 +1296,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         assert long is not None and long.short.endswith("…")
         ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
         assert TOOL.fid(140) in ferry
-        last = list(cx.journal())[-4]
+        last = list(cx.journal())[-5]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         assert cx.resolve_latest(new.id).head.forms is not None
@@ -1305,7 +1325,7 @@ def test_0014_failing_half_way_leaves_format_14(
         M.migrate(v14)
     assert dump(v14) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v14).to_version == 19
+    assert M.migrate(v14).to_version == 20
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 

@@ -33,6 +33,7 @@ from cortex import (
     Window,
 )
 from cortex.query import planner
+from cortex.storage import keys as K
 
 from .qsupport import T0, Clock, fact
 
@@ -557,3 +558,68 @@ def test_read_accepted_refuses_bad_arguments() -> None:
                 sp.read_accepted(ok[0], {}.__getitem__, *ok[2:])
             # no such memory: declined
             assert sp.read_accepted(*ok[:7], bytes(16)) is None
+
+
+_TAG_PREFIX = b"idx/tag/" + bytes(range(1, 9)) + b"\x03"
+"""A tag's head (``idx/tag/`` and the tag's hash) and a type byte: in a database of duplicates
+(format 20) the head is LMDB's key, the type byte the first of each duplicate."""
+
+
+@contextmanager
+def _dup_index(keys: list[bytes], prefix: bytes) -> Iterator[Any]:
+    """A read snapshot of an LMDB store holding ``keys`` in the database of duplicates of the
+    keyspace ``prefix`` is of, with neighbours under the same head and beside it."""
+    from cortex.storage.kv import LmdbKV
+
+    head = prefix[: K.DUP_DATABASES[next(p for p in K.DUP_DATABASES if prefix.startswith(p))]]
+    pad = len(prefix) - len(head)
+    tail = bytes(24)
+    around = [head[:-1] + bytes((head[-1] - 1,)) + bytes(pad) + tail]
+    around += [head[:-1] + bytes((head[-1] + 1,)) + bytes(pad) + tail]
+    if pad:  # other types under the same head, before and after the prefix's
+        around += [head + bytes((prefix[-1] - 1,)) + b"\xff" * 24]
+        around += [head + bytes((prefix[-1] + 1,)) + bytes(24)]
+    with tempfile.TemporaryDirectory() as d:
+        kv = LmdbKV(Path(d) / "kv")
+        try:
+            kv.write(lambda t: [t.put(k, b"") for k in (*keys, *around)])
+            with kv.read() as txn:
+                yield txn
+        finally:
+            kv.close()
+
+
+def _dup_paged(txn: Any, prefix: bytes, size: int) -> list[bytes] | None:
+    got = txn.dup_cursor(prefix)
+    assert got is not None
+    cur, head = got
+    out: list[bytes] = []
+    after = None
+    while True:
+        page = sp.newest_ids(cur, prefix, after, size, head)
+        if page is None:
+            return None
+        ids, after = page
+        if after is None:
+            return out + ids
+        assert len(ids) == size and after[8:] == ids[-1]
+        out += ids
+
+
+@needs_c
+@settings(max_examples=60)
+@given(
+    _keys_st(),
+    st.sampled_from([1, 3, 10, 64, 65, 200]),
+    st.sampled_from([K.IDX_TYPE + b"\x02", K.IDX_PIN + b"\x02", _TAG_PREFIX]),
+)
+def test_newest_ids_over_duplicates_is_created_scan(
+    keys: list[bytes], size: int, prefix: bytes
+) -> None:
+    """Format 20: over a head's duplicates (``head`` > 0), the pages are ``created_scan``'s."""
+    keys = [prefix + k[len(_PREFIX) :] for k in keys]
+    with _dup_index(keys, prefix) as txn:
+        want = _scan(txn, prefix)
+        assert len(want) == len(keys)
+        assert _dup_paged(txn, prefix, size) == want
+        assert txn.dup_cursor(b"idx/none/") is None and txn.dup_cursor(_PREFIX) is None

@@ -2271,6 +2271,7 @@ PARITY: dict[str, tuple[str, ...]] = {
     "micros": ("test_micros_is_to_micros",),
     "newest_ids": (
         "tests.test_query_fused::test_newest_ids_is_created_scan",
+        "tests.test_query_fused::test_newest_ids_over_duplicates_is_created_scan",
         "tests.test_query_fused::test_newest_ids_declines_a_key_of_another_length",
         "tests.test_query_fused::test_newest_ids_refuses_bad_arguments",
     ),

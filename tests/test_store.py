@@ -776,7 +776,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
         raw = r.get(K.meta_key("format"))
     assert raw is not None
     record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
-    assert record.format_version == FORMAT_VERSION == 19
+    assert record.format_version == FORMAT_VERSION == 20
     assert set(record.features) == FEATURES
     assert record.owner == "agent-1" == cx.owner
     assert record.created_at == T0

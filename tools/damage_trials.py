@@ -185,6 +185,9 @@ def layout(path: Path) -> Layout:
                 p = stack.pop()
                 page = f.page(p)
                 flags = struct.unpack_from("<H", page, 10)[0]
+                if flags == pg.P_LEAF | pg.P_LEAF2:  # a tree of duplicates' leaf (format 20)
+                    kinds[p] = "leaf"
+                    continue
                 lower = struct.unpack_from("<H", page, 12)[0]
                 ptrs = struct.unpack_from(f"<{(lower - 16) // 2}H", page, 16)
                 if flags == pg.P_BRANCH:
@@ -200,6 +203,13 @@ def layout(path: Path) -> Layout:
                     lo, hi, fl, ks = struct.unpack_from("<HHHH", page, ptr)
                     key = page[ptr + 8 : ptr + 8 + ks]
                     dsize = lo | hi << 16
+                    if fl == pg.F_SUBDATA | pg.F_DUPDATA:  # a tree of duplicates (format 20)
+                        dup = pg.dup_tree(
+                            page[ptr + 8 + ks : ptr + 8 + ks + dsize], pg._dup_head(key)
+                        )
+                        assert dup is not None
+                        trees.append((dup, "main"))
+                        continue
                     if fl == pg.F_SUBDATA:  # a named database's record (format 17)
                         sub = pg.named_tree(key, page[ptr + 8 + ks : ptr + 8 + ks + dsize])
                         assert sub is not None

@@ -41,7 +41,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cortex.storage.pages import F_SUBDATA, DataFile, named_tree, newest, read_metas  # noqa: E402
+from cortex.storage.pages import (  # noqa: E402
+    F_DUPDATA,
+    F_SUBDATA,
+    DataFile,
+    _dup_head,
+    named_tree,
+    newest,
+    read_metas,
+)
 
 # keyspaces of specs/storage.md §2, longest match first
 PREFIXES = sorted(
@@ -207,9 +215,10 @@ def walk(
         for tree, is_free in trees:  # grows: the named databases (format 17) are walked too
             if tree.depth == 0:
                 continue
-            stack = [tree.root]
+            # (page, head): a page of a tree of duplicates (format 20) carries its key's head
+            stack: list[tuple[int, bytes | None]] = [(tree.root, None)]
             while stack:
-                pgno = stack.pop()
+                pgno, head = stack.pop()
                 page = f.page(pgno)
                 flags = _HDR.unpack_from(page, 0)[2]
                 if is_free:
@@ -218,7 +227,18 @@ def walk(
                     if not is_free:
                         branch_pages += 1
                     for _ptr, dsize, nflags, _k in _nodes(page):
-                        stack.append(dsize | nflags << 32)
+                        stack.append((dsize | nflags << 32, head))
+                    continue
+                if head is not None:  # a P_LEAF2 page of duplicates, packed
+                    fixed = _dup_head(head)
+                    n = (_HDR.unpack_from(page, 0)[3] - PAGE_HEADER) // 2
+                    leaf_pages += 1
+                    sp = spaces[keyspace(head)]
+                    sp.entries += n
+                    sp.key_bytes += n * fixed
+                    sp.node_bytes += n * fixed
+                    sp.leaf_pages += 1
+                    leaf_used += n * fixed
                     continue
                 if not flags & P_LEAF:
                     raise SystemExit(f"page {pgno}: flags {flags:#x}")
@@ -240,6 +260,24 @@ def walk(
                 on_page: dict[str, int] = defaultdict(int)
                 for ptr, dsize, nflags, ksize in nodes:
                     key = page[ptr + NODE_HEADER : ptr + NODE_HEADER + ksize]
+                    fixed = _dup_head(key)
+                    if fixed:  # a head of a database of duplicates (format 20)
+                        at = ptr + NODE_HEADER + ksize
+                        sp = spaces[keyspace(key)]
+                        node = NODE_HEADER + ksize + dsize
+                        node += (node & 1) + 2
+                        if nflags == F_SUBDATA | F_DUPDATA:
+                            stack.append((_U64.unpack_from(page, at + 40)[0], key))
+                        elif nflags == F_DUPDATA:
+                            sub = _HDR.unpack_from(page, at)
+                            sp.entries += (sub[3] - PAGE_HEADER) // 2
+                        else:
+                            sp.entries += 1
+                        sp.key_bytes += ksize
+                        sp.value_bytes += dsize
+                        sp.node_bytes += node
+                        on_page[keyspace(key)] += node
+                        continue
                     if nflags & F_SUBDATA:
                         at = ptr + NODE_HEADER + ksize
                         sub = named_tree(key, page[at : at + dsize])

@@ -379,7 +379,9 @@ def lmdb_pairs(path: Path) -> Iterator[tuple[bytes, bytes]]:
 
     From format 17 the keyspaces of ``keys.DATABASES`` live in LMDB named databases of their
     own (keys unchanged): their pairs are merged with the main database's, whose records of
-    those databases (under ``keys.DATABASE_PREFIX``) are not pairs of the store.
+    those databases (under ``keys.DATABASE_PREFIX``) are not pairs of the store. From format 20
+    the index keyspaces' databases hold duplicates: each pair (head, duplicate) is the key
+    ``head || duplicate`` with an empty value, as the store reads it.
     """
     from cortex.storage.keys import DATABASE_PREFIX
 
@@ -391,7 +393,10 @@ def lmdb_pairs(path: Path) -> Iterator[tuple[bytes, bytes]]:
             for key, _ in main:
                 if key.startswith(DATABASE_PREFIX):
                     db = env.open_db(key, txn=txn, create=False)
-                    parts.append([(bytes(k), bytes(v)) for k, v in txn.cursor(db=db)])
+                    if db.flags(txn)["dupsort"]:
+                        parts.append([(bytes(k) + bytes(v), b"") for k, v in txn.cursor(db=db)])
+                    else:
+                        parts.append([(bytes(k), bytes(v)) for k, v in txn.cursor(db=db)])
                     continue
                 try:
                     env.open_db(key, txn=txn, create=False)

@@ -570,11 +570,72 @@ fail:
 
 #define NEWEST_RUN 64 /* planner._RUN: the longest run of one time read backwards */
 
+/* How the scan moves: over the keys of a cursor (``head`` NULL), or over the duplicates of the
+ * key ``head`` of a database of duplicates (format 20: an index keyspace's head is LMDB's key,
+ * the rest of each index key a duplicate), the duplicates standing for the keys under an empty
+ * prefix. */
+typedef struct {
+    PyObject *cursor;
+    PyObject *head;
+} Nav;
+
+static PyObject *m_set_range_dup = NULL, *m_prev_dup = NULL, *m_next_dup = NULL,
+                *m_last_dup = NULL;
+
+static int
+nav_prev(Nav *nav)
+{
+    return cursor_step(nav->cursor, nav->head != NULL ? m_prev_dup : m_prev, NULL);
+}
+
+static int
+nav_next(Nav *nav)
+{
+    return cursor_step(nav->cursor, nav->head != NULL ? m_next_dup : m_next, NULL);
+}
+
+/* the last key (the head's last duplicate) */
+static int
+nav_last(Nav *nav)
+{
+    int ok;
+    if (nav->head == NULL) {
+        return cursor_step(nav->cursor, m_last, NULL);
+    }
+    ok = cursor_step(nav->cursor, m_set_key, nav->head);
+    return ok > 0 ? cursor_step(nav->cursor, m_last_dup, NULL) : ok;
+}
+
+/* the first key >= k (the head's first duplicate >= k) */
+static int
+nav_set_range(Nav *nav, PyObject *k)
+{
+    PyObject *r;
+    int ok;
+    if (nav->head == NULL) {
+        return cursor_step(nav->cursor, m_set_range, k);
+    }
+    r = PyObject_CallMethodObjArgs(nav->cursor, m_set_range_dup, nav->head, k, NULL);
+    if (r == NULL) {
+        return -1;
+    }
+    ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok;
+}
+
+/* the cursor's key (its duplicate, over a head's): a new reference to bytes, or NULL */
+static PyObject *
+nav_get(Nav *nav)
+{
+    return cursor_get(nav->cursor, nav->head != NULL ? m_value : m_key);
+}
+
 /* the cursor's key when it starts with ``prefix`` and is ``keylen`` bytes long: a new
  * reference; Py_None (a new reference) at the end of the prefix; NULL with an error, or NULL
  * without one for a key of another length under the prefix (the caller declines) */
 static PyObject *
-newest_key(PyObject *cursor, int ok, PyObject *prefix, Py_ssize_t keylen)
+newest_key(Nav *nav, int ok, PyObject *prefix, Py_ssize_t keylen)
 {
     PyObject *k;
     if (ok < 0) {
@@ -583,7 +644,7 @@ newest_key(PyObject *cursor, int ok, PyObject *prefix, Py_ssize_t keylen)
     if (!ok) {
         Py_RETURN_NONE;
     }
-    k = cursor_get(cursor, m_key);
+    k = nav_get(nav);
     if (k == NULL) {
         return NULL;
     }
@@ -601,7 +662,7 @@ newest_key(PyObject *cursor, int ok, PyObject *prefix, Py_ssize_t keylen)
 /* the last key <= ``bound`` under ``prefix`` (``bound`` NULL: the prefix's last key), as
  * newest_key gives it; kv._LmdbTxn._position(reverse=True) */
 static PyObject *
-newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
+newest_seek(Nav *nav, PyObject *prefix, PyObject *bound)
 {
     int ok;
     if (bound == NULL) {
@@ -612,8 +673,8 @@ newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
             n--;
         }
         if (n == 0) {
-            ok = cursor_step(cursor, m_last, NULL);
-            return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+            ok = nav_last(nav);
+            return newest_key(nav, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
         }
         end = PyBytes_FromStringAndSize(NULL, n); /* a new object (never a shared one) */
         if (end == NULL) {
@@ -621,14 +682,14 @@ newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
         }
         memcpy(PyBytes_AS_STRING(end), p, (size_t)n);
         PyBytes_AS_STRING(end)[n - 1] = (char)((uint8_t)p[n - 1] + 1);
-        ok = cursor_step(cursor, m_set_range, end);
+        ok = nav_set_range(nav, end);
         Py_DECREF(end);
-        ok = ok < 0 ? ok : (ok ? cursor_step(cursor, m_prev, NULL) : cursor_step(cursor, m_last, NULL));
-        return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+        ok = ok < 0 ? ok : (ok ? nav_prev(nav) : nav_last(nav));
+        return newest_key(nav, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
     }
-    ok = cursor_step(cursor, m_set_range, bound);
+    ok = nav_set_range(nav, bound);
     if (ok > 0) {
-        PyObject *k = cursor_get(cursor, m_key);
+        PyObject *k = nav_get(nav);
         int same;
         if (k == NULL) {
             return NULL;
@@ -638,13 +699,13 @@ newest_seek(PyObject *cursor, PyObject *prefix, PyObject *bound)
                       (size_t)PyBytes_GET_SIZE(k)) == 0;
         Py_DECREF(k);
         if (!same) {
-            ok = cursor_step(cursor, m_prev, NULL);
+            ok = nav_prev(nav);
         }
     }
     else if (ok == 0) {
-        ok = cursor_step(cursor, m_last, NULL);
+        ok = nav_last(nav);
     }
-    return newest_key(cursor, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
+    return newest_key(nav, ok, prefix, PyBytes_GET_SIZE(prefix) + 24);
 }
 
 /* append key k's id (its last 16 bytes) to ids; 1 when ids holds ``limit`` (``last`` set to
@@ -707,7 +768,7 @@ newest_bound(PyObject *prefix, uint64_t t, int ff)
 /* keys of run t read forward from ``from`` (exclusive when ``skip``), emitted until the run
  * ends or ids holds ``limit``: 1 full, 0 not, -1 error, -2 decline */
 static int
-newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, int skip,
+newest_forward(Nav *nav, PyObject *prefix, uint64_t t, PyObject *from, int skip,
                PyObject *ids, Py_ssize_t limit, PyObject **last)
 {
     Py_ssize_t n = PyBytes_GET_SIZE(prefix);
@@ -716,8 +777,8 @@ newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, i
     if (run == NULL) {
         return -1;
     }
-    ok = cursor_step(cursor, m_set_range, from);
-    k = newest_key(cursor, ok, run, PyBytes_GET_SIZE(prefix) + 24);
+    ok = nav_set_range(nav, from);
+    k = newest_key(nav, ok, run, PyBytes_GET_SIZE(prefix) + 24);
     while (k != NULL && k != Py_None) {
         if (skip && PyBytes_GET_SIZE(k) == PyBytes_GET_SIZE(from) &&
             memcmp(PyBytes_AS_STRING(k), PyBytes_AS_STRING(from), (size_t)PyBytes_GET_SIZE(k)) == 0) {
@@ -731,8 +792,8 @@ newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, i
             Py_DECREF(run);
             return r;
         }
-        ok = cursor_step(cursor, m_next, NULL);
-        k = newest_key(cursor, ok, run, PyBytes_GET_SIZE(prefix) + 24);
+        ok = nav_next(nav);
+        k = newest_key(nav, ok, run, PyBytes_GET_SIZE(prefix) + 24);
     }
     Py_DECREF(run);
     if (k == NULL) {
@@ -743,29 +804,32 @@ newest_forward(PyObject *cursor, PyObject *prefix, uint64_t t, PyObject *from, i
 }
 
 PyDoc_STRVAR(newest_ids_doc,
-             "newest_ids(cursor, prefix, after, limit, /)\n--\n\n"
+             "newest_ids(cursor, prefix, after, limit, head=0, /)\n--\n\n"
              "``cortex.query.planner.Executor.created_scan(prefix, True)`` without bounds, in "
              "pages: the raw ids of up to ``limit`` keys ``prefix || u64 created || id16`` after "
              "the key whose suffix is ``after`` (None: from the newest), newest first, ties by id "
              "ascending, read with ``cursor`` (an LMDB cursor). ``(ids, last)``: ``last`` the "
              "suffix of the last key given, to pass as ``after`` (None: the index has no more); "
              "or None where the Python path must decide (a key of another length under the "
-             "prefix).");
+             "prefix). With ``head`` > 0, ``cursor`` is of a database of duplicates (format 20) "
+             "and ``prefix`` begins with one of its keys (an index keyspace's head, ``head`` "
+             "bytes): the keys read are that key joined with each of its duplicates.");
+
+static PyObject *newest_page(Nav *nav_in, PyObject *prefix, PyObject *after, Py_ssize_t limit);
 
 static PyObject *
 sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *cursor, *prefix, *after, *ids = NULL, *last = NULL, *k = NULL, *bound = NULL;
-    PyObject *run[NEWEST_RUN];
-    Py_ssize_t limit, n, nrun = 0, i;
-    uint64_t t;
-    int r, ok;
+    PyObject *prefix, *after, *rest, *out;
+    Py_ssize_t limit, head = 0;
+    Nav nav;
     (void)module;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "newest_ids(cursor, prefix, after, limit)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "newest_ids(cursor, prefix, after, limit, head=0)");
         return NULL;
     }
-    cursor = args[0];
+    nav.cursor = args[0];
+    nav.head = NULL;
     prefix = args[1];
     after = args[2];
     if (!PyBytes_CheckExact(prefix) || (after != Py_None && (!PyBytes_CheckExact(after) ||
@@ -781,6 +845,46 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         return NULL;
     }
+    if (nargs == 5) {
+        head = PyLong_Check(args[4]) ? PyLong_AsSsize_t(args[4]) : -1;
+        if (head < 0 || head > PyBytes_GET_SIZE(prefix)) {
+            if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError,
+                                "newest_ids: the head is an int from 0 to the prefix's length");
+            }
+            return NULL;
+        }
+    }
+    if (head > 0) {
+        /* the head's duplicates are the keys, under the rest of the prefix */
+        nav.head = PyBytes_FromStringAndSize(PyBytes_AS_STRING(prefix), head);
+        rest = PyBytes_FromStringAndSize(PyBytes_AS_STRING(prefix) + head,
+                                         PyBytes_GET_SIZE(prefix) - head);
+        if (nav.head == NULL || rest == NULL) {
+            Py_XDECREF(nav.head);
+            Py_XDECREF(rest);
+            return NULL;
+        }
+        prefix = rest;
+        out = newest_page(&nav, prefix, after, limit);
+        Py_DECREF(nav.head);
+        Py_DECREF(rest);
+        return out;
+    }
+    return newest_page(&nav, prefix, after, limit);
+}
+
+/* newest_ids's page over ``nav`` (its arguments checked) */
+static PyObject *
+newest_page(Nav *nav_in, PyObject *prefix, PyObject *after, Py_ssize_t limit)
+{
+    PyObject *ids = NULL, *last = NULL, *k = NULL, *bound = NULL;
+    PyObject *run[NEWEST_RUN];
+    Py_ssize_t n, nrun = 0, i;
+    uint64_t t;
+    int r, ok;
+    Nav nav = *nav_in;
     n = PyBytes_GET_SIZE(prefix);
     ids = PyList_New(0);
     if (ids == NULL) {
@@ -795,7 +899,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         memcpy(PyBytes_AS_STRING(from), PyBytes_AS_STRING(prefix), (size_t)n);
         memcpy(PyBytes_AS_STRING(from) + n, PyBytes_AS_STRING(after), 24);
         t = newest_time(from, n);
-        r = newest_forward(cursor, prefix, t, from, 1, ids, limit, &last);
+        r = newest_forward(&nav, prefix, t, from, 1, ids, limit, &last);
         Py_DECREF(from);
         if (r != 0) {
             goto done_r;
@@ -808,7 +912,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto fail;
         }
     }
-    k = newest_seek(cursor, prefix, bound);
+    k = newest_seek(&nav, prefix, bound);
     Py_CLEAR(bound);
     for (;;) {
         /* k: the newest key of a run (or the end) */
@@ -824,8 +928,8 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         run[nrun++] = k; /* the run holds k's reference */
         k = NULL;
         for (;;) {
-            ok = cursor_step(cursor, m_prev, NULL);
-            k = newest_key(cursor, ok, prefix, n + 24);
+            ok = nav_prev(&nav);
+            k = newest_key(&nav, ok, prefix, n + 24);
             if (k == NULL || k == Py_None || newest_time(k, n) != t) {
                 break; /* the run ended: k the next run's newest key, or the end */
             }
@@ -846,7 +950,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (start == NULL) {
                 goto fail;
             }
-            r = newest_forward(cursor, prefix, t, start, 0, ids, limit, &last);
+            r = newest_forward(&nav, prefix, t, start, 0, ids, limit, &last);
             Py_DECREF(start);
             if (r != 0) {
                 goto done_r;
@@ -858,7 +962,7 @@ sp_newest_ids(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (bound == NULL) {
                 goto fail;
             }
-            k = newest_seek(cursor, prefix, bound);
+            k = newest_seek(&nav, prefix, bound);
             Py_CLEAR(bound);
             continue;
         }
@@ -943,7 +1047,12 @@ cx_cursor_init(PyObject *m)
         m_last = PyUnicode_InternFromString("last");
         m_next = PyUnicode_InternFromString("next");
         m_set_key = PyUnicode_InternFromString("set_key");
-        if (m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL ||
+        m_set_range_dup = PyUnicode_InternFromString("set_range_dup");
+        m_prev_dup = PyUnicode_InternFromString("prev_dup");
+        m_next_dup = PyUnicode_InternFromString("next_dup");
+        m_last_dup = PyUnicode_InternFromString("last_dup");
+        if (m_set_range_dup == NULL || m_prev_dup == NULL || m_next_dup == NULL ||
+            m_last_dup == NULL || m_set_key == NULL || m_set_range == NULL || m_key == NULL || m_value == NULL ||
             m_prev == NULL || m_last == NULL || m_next == NULL) {
             return -1;
         }

@@ -240,6 +240,7 @@ __all__ = [
     "FORMAT_VERSION",
     "HALF_VECTORS_FEATURE",
     "HEAD_DATABASE_FEATURE",
+    "INDEX_DUPLICATES_FEATURE",
     "KEYSPACE_DATABASES_FEATURE",
     "MEDIUM_REFS_FEATURE",
     "Edge",
@@ -253,7 +254,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 19
+FORMAT_VERSION: Final = 20
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -272,8 +273,9 @@ forms in heads and versions (a short form that begins the medium form is stored 
 format 17 the append-mostly keyspaces in LMDB named databases of their own
 (``specs/storage.md`` §2); format 18 a version's medium form as a reference into its data where
 a text of the data occurs in it (``specs/format.md`` Forms); format 19 the heads (``m/``) in an
-LMDB named database of their own (``specs/storage.md`` §2). ``cortex.transfer.migrate``
-upgrades older formats.
+LMDB named database of their own (``specs/storage.md`` §2); format 20 the index keyspaces
+(``keys.DUP_DATABASES``) in LMDB databases of duplicates (``specs/storage.md`` §2).
+``cortex.transfer.migrate`` upgrades older formats.
 """
 KEYSPACE_DATABASES_FEATURE: Final = "keyspace-databases"
 """Format 17: on LMDB, each keyspace of ``keys.DATABASES`` is kept in a named database of its
@@ -281,6 +283,11 @@ own, keys unchanged (``specs/storage.md`` §2); the PostgreSQL engine keeps one 
 HEAD_DATABASE_FEATURE: Final = "head-database"
 """Format 19: on LMDB, the heads (``keys.HEAD``) are in a named database of their own, keys
 unchanged, as format 17's keyspaces are (``specs/storage.md`` §2); PostgreSQL keeps one table."""
+INDEX_DUPLICATES_FEATURE: Final = "index-duplicates"
+"""Format 20: on LMDB, each index keyspace of ``keys.DUP_DATABASES`` is in a named database
+opened ``MDB_DUPSORT | MDB_DUPFIXED``, a key split into its head (LMDB's key) and the rest (a
+duplicate); the keys the store reads and writes are unchanged (``specs/storage.md`` §2), and
+PostgreSQL keeps one table."""
 COMPACT_FORMS_FEATURE: Final = "compact-forms"
 """Format 15: ``Forms`` in heads and versions hold a short form that begins the medium form as
 its length in UTF-8 bytes (``codec.FormsCodec``, ``specs/format.md``)."""
@@ -349,6 +356,7 @@ FEATURES: Final = frozenset(
         KEYSPACE_DATABASES_FEATURE,
         MEDIUM_REFS_FEATURE,
         HEAD_DATABASE_FEATURE,
+        INDEX_DUPLICATES_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }
@@ -2102,9 +2110,10 @@ class Store:
         if damage:
             return structural_report(damage)
         try:
-            if isinstance(self._kv, LmdbKV):
+            if isinstance(self._kv, LmdbKV) and self._kv.compact_copy_safe:
                 self._kv.copy(dest)
-            else:  # another engine: an LMDB copy of one read snapshot
+            else:  # another engine, or LMDB's databases of duplicates (format 20, which LMDB's
+                # compacting copy crashes on): an LMDB copy of one read snapshot, record by record
                 copy_kv(self._kv, dest)
         except FileExistsError:
             raise CortexError(f"{dest} exists; a backup goes into a new directory") from None

@@ -92,7 +92,9 @@ try:
 except ImportError:  # pragma: no cover - installed without a C compiler
     _sp = None  # type: ignore[assignment]
 
-_NEWEST: Callable[[Any, bytes, bytes | None, int], Any] | None = getattr(_sp, "newest_ids", None)
+_NEWEST: Callable[[Any, bytes, bytes | None, int, int], Any] | None = getattr(
+    _sp, "newest_ids", None
+)
 """``_newest`` in pages from C (``cursor.c``), or None: the Python generator (tests compare)."""
 
 _UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
@@ -760,14 +762,23 @@ class Executor:
         return cands
 
     def _pages(
-        self, page: Callable[[Any, bytes, bytes | None, int], Any], prefix: bytes, want: int | None
+        self,
+        page: Callable[[Any, bytes, bytes | None, int, int], Any],
+        prefix: bytes,
+        want: int | None,
     ) -> Iterator[Any]:
-        """Pages of ``newest_ids`` (None: it declined); the first as long as ``want``."""
-        cur = self._cursor
+        """Pages of ``newest_ids`` (None: it declined); the first as long as ``want``.
+
+        Over the duplicates of ``prefix`` where it is a head of a database of duplicates
+        (format 20's index keyspaces, ``_LmdbTxn.dup_cursor``), else over the main cursor.
+        """
+        dup_cursor = getattr(self.txn, "dup_cursor", None)
+        got = dup_cursor(prefix) if dup_cursor is not None else None
+        cur, head = got if got is not None else (self._cursor, 0)
         size = max(8, want or 0)
         after: bytes | None = None
         while True:
-            got = page(cur, prefix, after, size)
+            got = page(cur, prefix, after, size, head)
             if got is None:
                 yield None
                 return

@@ -33,7 +33,15 @@ import lmdb
 
 from cortex.errors import CortexError, IntegrityError, StoreFullError
 from cortex.storage import scrub as _scrub
-from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, VERSION, prefix_end, show_key
+from cortex.storage.keys import (
+    DATABASE_PREFIX,
+    DATABASES,
+    DUP_DATABASES,
+    HEAD,
+    VERSION,
+    prefix_end,
+    show_key,
+)
 from cortex.storage.pages import (
     PageProblem,
     PageState,
@@ -221,6 +229,7 @@ class _Routes:
         "by_start",
         "damage",
         "dbs",
+        "dup",
         "heads",
         "longest",
         "memories_in_main",
@@ -233,6 +242,9 @@ class _Routes:
         """The damaged pages on the way to the named databases' records (none opened)."""
         self.dbs = dbs
         """Keyspace prefix -> its named database."""
+        self.dup: dict[Any, int] = {dbs[p]: n for p, n in DUP_DATABASES.items() if p in dbs}
+        """A database of duplicates (``keys.DUP_DATABASES``, format 20) -> its head length: a
+        key is stored as the head (LMDB's key) and the rest (its duplicate value)."""
         self.by_start: dict[bytes, tuple[tuple[bytes, Any], ...]] = {}
         """The first two bytes of a prefix -> ``(prefix, database)`` starting so (every prefix
         of ``DATABASES`` has at least two bytes)."""
@@ -300,7 +312,7 @@ def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
     if create:
         with env.begin(write=True) as txn:
             for prefix in DATABASES:
-                dbs[prefix] = env.open_db(DATABASE_PREFIX + prefix, txn=txn, create=True)
+                dbs[prefix] = _open_db(env, prefix, txn=txn, create=True)
         return _Routes(dbs)
     for _ in range(20):
         with env.begin() as txn:
@@ -314,9 +326,17 @@ def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
                 continue
             names = [p for p in DATABASES if txn.get(DATABASE_PREFIX + p) is not None]
         for prefix in names:
-            dbs[prefix] = env.open_db(DATABASE_PREFIX + prefix, create=False)
+            dbs[prefix] = _open_db(env, prefix, create=False)
         return _Routes(dbs)
     raise CortexError("the store changes too fast to open its databases; retry")
+
+
+def _open_db(
+    env: lmdb.Environment, prefix: bytes, *, txn: lmdb.Transaction | None = None, create: bool
+) -> Any:
+    """The named database of the keyspace ``prefix``; of duplicates for ``DUP_DATABASES``."""
+    dup = prefix in DUP_DATABASES
+    return env.open_db(DATABASE_PREFIX + prefix, txn=txn, create=create, dupsort=dup, dupfixed=dup)
 
 
 def _meets_records(prefix: bytes) -> bool:
@@ -396,6 +416,8 @@ class _LmdbTxn:
             if cur is None:
                 cur = self._cur = self._txn.cursor()
             return cur
+        if db in routes.dup:  # a database of duplicates: through the scans (composite keys)
+            return None
         cur = self._curs.get(db)
         if cur is None:
             cur = self._curs[db] = self._txn.cursor(db=db)
@@ -404,6 +426,14 @@ class _LmdbTxn:
     def seek(self, prefix: bytes, start: bytes, *, reverse: bool = False) -> bytes | None:
         cur = self._cursor_of(prefix)
         if cur is None:
+            got = self.dup_cursor(prefix)
+            if got is not None:
+                # a database of duplicates (the index joins' seeks): its cursor, kept
+                dcur, n = got
+                if not _dup_position(dcur, n, prefix, start, reverse):
+                    return None
+                k = bytes(dcur.key()) + bytes(dcur.value())
+                return k if k.startswith(prefix) else None
             return next(self.keys(prefix, start=start, reverse=reverse), None)
         if not self._position(cur, prefix, start, reverse):
             return None
@@ -447,8 +477,36 @@ class _LmdbTxn:
         return k0, v0, k1
 
     def get(self, key: bytes) -> bytes | None:
-        v = self._txn.get(key, None, self._routes.of(key))
+        routes = self._routes
+        db = routes.of(key)
+        if db is not None and db in routes.dup:
+            n = routes.dup[db]
+            if len(key) <= n:
+                return None
+            with self._txn.cursor(db=db) as cur:
+                return b"" if cur.set_key_dup(key[:n], key[n:]) else None
+        v = self._txn.get(key, None, db)
         return None if v is None else bytes(v)
+
+    def dup_cursor(self, prefix: bytes) -> tuple[lmdb.Cursor, int] | None:
+        """A cursor of the database of duplicates holding ``prefix``, and its head length.
+
+        For the C accelerator's newest-first index scans (``cortex._speedups.newest_ids`` with
+        its head argument): ``prefix`` begins with a whole head of a keyspace of
+        ``DUP_DATABASES`` (format 20), whose duplicates are the rest of each key. None
+        otherwise (the keyspace is in the main database: ``cursor``). LMDB's only.
+        """
+        routes = self._routes
+        db = routes.of(prefix)
+        if db is None:
+            return None
+        n = routes.dup.get(db, 0)
+        if not n or len(prefix) < n:
+            return None
+        cur = self._curs.get(db)
+        if cur is None:
+            cur = self._curs[db] = self._txn.cursor(db=db)
+        return cur, n
 
     def last(self, prefix: bytes) -> tuple[bytes, bytes] | None:
         """The last pair under ``prefix`` (``next(scan(prefix, reverse=True), None)``).
@@ -479,7 +537,12 @@ class _LmdbTxn:
         """
         dbs = self._routes.spanned(prefix)
         end = prefix_end(prefix)
-        if len(dbs) > 1 or end is None or (dbs[0] is None and _meets_records(prefix)):
+        if (
+            len(dbs) > 1
+            or end is None
+            or (dbs[0] is None and _meets_records(prefix))
+            or dbs[0] in self._routes.dup
+        ):
             return tuple(self.scan(prefix))
         with self._txn.cursor(db=dbs[0]) as cur:
             if not cur.set_range(prefix):
@@ -520,6 +583,10 @@ class _LmdbTxn:
     def _scan(
         self, db: Any, prefix: bytes, start: bytes | None, reverse: bool
     ) -> Iterator[tuple[bytes, bytes]]:
+        if db is not None and db in self._routes.dup:
+            for k in self._dup_keys(db, prefix, start, reverse):
+                yield k, b""
+            return
         with self._txn.cursor(db=db) as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
@@ -534,6 +601,9 @@ class _LmdbTxn:
                 yield k, v
 
     def _keys(self, db: Any, prefix: bytes, start: bytes | None, reverse: bool) -> Iterator[bytes]:
+        if db is not None and db in self._routes.dup:
+            yield from self._dup_keys(db, prefix, start, reverse)
+            return
         with self._txn.cursor(db=db) as cur:
             if not self._position(cur, prefix, start, reverse):
                 return
@@ -545,6 +615,29 @@ class _LmdbTxn:
                 if not k.startswith(prefix):
                     return
                 yield k
+
+    def _dup_keys(
+        self, db: Any, prefix: bytes, start: bytes | None, reverse: bool
+    ) -> Iterator[bytes]:
+        """``_keys`` of a database of duplicates: each key its head and duplicate joined."""
+        n = self._routes.dup[db]
+        with self._txn.cursor(db=db) as cur:
+            if not _dup_position(cur, n, prefix, start, reverse):
+                return
+            pairs = cast(
+                Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
+            )
+            if len(prefix) == n:  # one head: its duplicates, then stop
+                for k, v in pairs:
+                    if k != prefix:
+                        return
+                    yield k + v
+                return
+            for k, v in pairs:
+                key = k + v
+                if not key.startswith(prefix):
+                    return
+                yield key
 
     @staticmethod
     def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:
@@ -570,10 +663,28 @@ class _LmdbTxn:
         return bool(cur.last())
 
     def put(self, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
-        return bool(self._txn.put(key, value, overwrite=overwrite, db=self._routes.of(key)))
+        routes = self._routes
+        db = routes.of(key)
+        if db is not None and db in routes.dup:
+            n = _dup_split(routes.dup[db], key, value)
+            txn = self._txn
+            # last in its head's range: appended (MDB_APPENDDUP), else a plain put; a key
+            # stored already is kept (its value is empty either way)
+            added = bool(txn.put(key[:n], key[n:], append=True, db=db)) or bool(
+                txn.put(key[:n], key[n:], dupdata=False, db=db)
+            )
+            return added or overwrite
+        return bool(self._txn.put(key, value, overwrite=overwrite, db=db))
 
     def delete(self, key: bytes) -> bool:
-        return bool(self._txn.delete(key, db=self._routes.of(key)))
+        routes = self._routes
+        db = routes.of(key)
+        if db is not None and db in routes.dup:
+            n = routes.dup[db]
+            if len(key) <= n:
+                return False
+            return bool(self._txn.delete(key[:n], key[n:], db=db))
+        return bool(self._txn.delete(key, db=db))
 
     def _split(
         self, pairs: list[tuple[bytes, bytes]]
@@ -619,6 +730,9 @@ class _LmdbTxn:
             self._put_many(db, part)
 
     def _put_many(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+        if db is not None and db in self._routes.dup:
+            self._add_dups(db, pairs)
+            return
         if len(pairs) == 1:  # a single write's part: appended when past every key (LMDB
             # refuses MDB_APPEND otherwise, changing nothing), else a plain put, as below
             key, value = pairs[0]
@@ -683,14 +797,26 @@ class _LmdbTxn:
                     f"the store holds a key {show_key(name)} where a named database would be: "
                     "it is damaged or not a cortex store"
                 )
-            db = dbs[prefix] = env.open_db(name, txn=txn, create=True)
+            db = dbs[prefix] = _open_db(env, prefix, txn=txn, create=True)
+            n = DUP_DATABASES.get(prefix, 0)
             with txn.cursor() as src, txn.cursor(db=db) as dst:
                 found = src.set_range(prefix)
                 while found:
                     key: bytes = src.key()  # type: ignore[assignment]
                     if not key.startswith(prefix):
                         break
-                    if not dst.put(key, src.value(), append=True):
+                    if n:  # a database of duplicates: the head, and the rest as its duplicate
+                        value: bytes = src.value()  # type: ignore[assignment]
+                        if value or len(key) <= n:
+                            raise CortexError(
+                                f"the store's index entry {show_key(key)} holds a value or a "
+                                "key of another length: it is damaged (run cortex verify); "
+                                "nothing was written"
+                            )
+                        put = dst.put(key[:n], key[n:], append=True)
+                    else:
+                        put = dst.put(key, src.value(), append=True)
+                    if not put:
                         raise CortexError(  # never: the keys come in order, once each
                             f"internal error: {show_key(key)} could not be moved; nothing "
                             "was written"
@@ -711,10 +837,89 @@ class _LmdbTxn:
             with self._txn.cursor() as cur:
                 return int(cur.putmulti(items, overwrite=False)[1])
         added = 0
+        dup = self._routes.dup
         for db, part in self._split(items if isinstance(items, list) else list(items)):
+            if db is not None and db in dup:
+                added += self._add_dups(db, part)
+                continue
             with self._txn.cursor(db=db) as cur:
                 added += int(cur.putmulti(part, overwrite=False)[1])
         return added
+
+    def _add_dups(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> int:
+        """Put ``pairs`` (in key order) into a database of duplicates; how many were new.
+
+        Each is appended at the end of its head's range (MDB_APPENDDUP: a full page is left
+        full) when it sorts after every key there; the rest, refused so (a caller-chosen id, an
+        import), are put plainly; a key stored already is kept as it is.
+        """
+        n = self._routes.dup[db]
+        split = []
+        for k, v in pairs:
+            _dup_split(n, k, v)
+            split.append((k[:n], k[n:]))
+        with self._txn.cursor(db=db) as cur:
+            _, added = cur.putmulti(split, dupdata=False, append=True)
+            if added == len(split):
+                return int(added)
+            # the refused ones: put plainly (those appended, or stored before, are refused)
+            return int(added) + int(cur.putmulti(split, dupdata=False)[1])
+
+
+def _dup_split(n: int, key: bytes, value: bytes) -> int:
+    """``n``, where ``key`` of a database of duplicates splits into its head and duplicate.
+
+    Raises:
+        CortexError: ``value`` is not empty, or ``key`` is not longer than its head: the
+            keyspace's entries hold keys only (an engine invariant; nothing was written).
+    """
+    if value or len(key) <= n:
+        raise CortexError(
+            f"internal error: {show_key(key)} is of a keyspace of index entries (keys of more "
+            f"than {n} bytes and empty values); this one has a {len(key)}-byte key and a "
+            f"{len(value)}-byte value; nothing was written"
+        )
+    return n
+
+
+def _dup_seek(cur: lmdb.Cursor, n: int, key: bytes) -> bool:
+    """Position ``cur`` on the first joined key >= ``key``; False when there is none.
+
+    ``cur`` is of a database of duplicates whose heads are ``n`` bytes long.
+    """
+    if len(key) <= n:
+        return bool(cur.set_range(key))
+    head = key[:n]
+    if cur.set_range_dup(head, key[n:]):
+        return True
+    if not cur.set_range(head):
+        return False
+    if cur.key() == head:
+        return bool(cur.next_nodup())
+    return True
+
+
+def _dup_position(
+    cur: lmdb.Cursor, n: int, prefix: bytes, start: bytes | None, reverse: bool
+) -> bool:
+    """``_LmdbTxn._position`` over the joined keys of a database of duplicates."""
+    if not reverse:
+        return _dup_seek(cur, n, start if start is not None and start > prefix else prefix)
+    bound = start
+    if bound is not None and not bound.startswith(prefix):
+        if bound < prefix:
+            return False
+        bound = None
+    if bound is None:
+        end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+        if end is None or not _dup_seek(cur, n, end):
+            return bool(cur.last())
+        return bool(cur.prev())
+    if _dup_seek(cur, n, bound):
+        if bytes(cur.key()) + bytes(cur.value()) == bound:
+            return True
+        return bool(cur.prev())
+    return bool(cur.last())
 
 
 def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
@@ -1720,9 +1925,29 @@ class LmdbKV:
         with self._file_under_lock() as (_, buf, psize, oldest, _snapshots):
             return fn(buf, _scrub.read_layout(buf, psize, len(buf), oldest))
 
+    @property
+    def compact_copy_safe(self) -> bool:
+        """Whether LMDB's own compacting copy (``copy``) may copy this store.
+
+        Not from format 20: LMDB 0.9's compacting copy (``mdb_env_cwalk``) reads the leaves of
+        a tree of duplicates of fixed size (``P_LEAF2`` pages) as if they held nodes, and
+        crashes the process (measured: a segfault with one key of 100 duplicates of 24 bytes,
+        LMDB 0.9.36). Such a store is copied record by record (``engines.copy_kv``).
+        """
+        return not self._shared.routes.dup
+
     def copy(self, dest: str | os.PathLike[str]) -> None:
-        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue)."""
+        """Write a consistent, compacted copy to the directory ``dest`` (writers may continue).
+
+        Raises:
+            CortexError: the store holds databases of duplicates (``compact_copy_safe``).
+        """
         self._check_fork()
+        if not self.compact_copy_safe:
+            raise CortexError(
+                "internal error: LMDB's compacting copy cannot copy a store with databases of "
+                "duplicates (format 20); copy it record by record (engines.copy_kv)"
+            )
         Path(dest).mkdir(parents=True, exist_ok=False)
         self._gate.enter()  # the copy runs its own read transaction
         try:

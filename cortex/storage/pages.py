@@ -17,12 +17,20 @@ import struct
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import suppress
+from itertools import pairwise
 from pathlib import Path
 from types import TracebackType
 from typing import Final, NamedTuple, Self
 
 from cortex.errors import IntegrityError
-from cortex.storage.keys import DATABASE_PREFIX, DATABASES, HEAD, prefix_end
+from cortex.storage.keys import (
+    DATABASE_PREFIX,
+    DATABASES,
+    DUP_DATABASES,
+    DUP_TAILS,
+    HEAD,
+    prefix_end,
+)
 
 __all__ = [
     "CHECKED",
@@ -50,8 +58,14 @@ P_BRANCH: Final = 0x01
 P_LEAF: Final = 0x02
 P_OVERFLOW: Final = 0x04
 P_META: Final = 0x08
+P_DIRTY: Final = 0x10
+P_LEAF2: Final = 0x20
+P_SUBP: Final = 0x40
 F_BIGDATA: Final = 0x01
 F_SUBDATA: Final = 0x02
+F_DUPDATA: Final = 0x04
+MDB_DUPSORT: Final = 0x04
+MDB_DUPFIXED: Final = 0x10
 DB_RECORD: Final = 48
 """The size of a named database's record in the main tree: an ``MDB_db``."""
 MAGIC: Final = 0xBEEFC0DE
@@ -80,6 +94,13 @@ class Tree(NamedTuple):
     overflow_pages: int
     entries: int
     root: int
+    dup: int = 0
+    """A database of duplicates (``keys.DUP_DATABASES``, format 20): its head length (its
+    keys), else 0."""
+    tail: int = 0
+    """A database of duplicates: the length of each duplicate (``keys.DUP_TAILS``)."""
+    fixed: int = 0
+    """A tree of one key's duplicates (a sub-database): their length (``P_LEAF2`` leaves)."""
 
 
 class Meta(NamedTuple):
@@ -319,6 +340,8 @@ class _Check:
         self.file_pages = f.size // meta.psize
         self.named: list[tuple[bytes, Tree]] = []
         """The named databases the main tree's leaves hold (checked after it)."""
+        self.subs: list[tuple[int, Tree]] = []
+        """The trees of duplicates a database of duplicates' leaves hold (page, tree)."""
         self.in_main = False
 
     def add(self, page: int, what: str) -> None:
@@ -366,6 +389,21 @@ class _Check:
         if tree.root == P_INVALID:
             return
         counts_before = list(self.counts)
+        self.walk(tree, name, integer_keys)
+        if tree.dup:
+            # a database of duplicates: its trees of duplicates next (checked whole), which
+            # its record counts with its own pages and entries
+            subs, self.subs = self.subs, []
+            kept, self.ranges = self.ranges, None
+            for pgno, sub in subs:
+                if self.full():
+                    break
+                self.tree(sub, f"duplicates on page {pgno} of the {name}", integer_keys=False)
+            self.ranges = kept
+        self.compare(tree, name, counts_before)
+
+    def walk(self, tree: Tree, name: str, integer_keys: bool) -> None:
+        """Check ``tree``'s pages depth-first (those the ranges need)."""
         # depth-first, in key order: (pgno, depth, lo, hi, parent, mode); mode 0 follows the
         # children the ranges need, 1 only the leftmost path, 2 only the rightmost: a cursor
         # leaving a range steps onto the neighbouring leaf, which must be checked too
@@ -379,7 +417,19 @@ class _Check:
                 continue
             page = self.f.page(pgno)
             leaf = depth == tree.depth
-            children = self.page(page, pgno, leaf=leaf, lo=lo, hi=hi, integer_keys=integer_keys)
+            if leaf and tree.fixed:
+                self.fixed_leaf(page, pgno, tree.fixed, lo, hi)
+                continue
+            children = self.page(
+                page,
+                pgno,
+                leaf=leaf,
+                lo=lo,
+                hi=hi,
+                integer_keys=integer_keys,
+                dup=tree.dup,
+                tail=tree.tail,
+            )
             if not children:
                 continue
             if mode == 1:
@@ -397,6 +447,9 @@ class _Check:
             for i, how in reversed(picked):
                 child, clo, chi = children[i]
                 stack.append((child, depth + 1, clo, chi, pgno, how))
+
+    def compare(self, tree: Tree, name: str, counts_before: list[int]) -> None:
+        """Compare the pages and entries found since ``counts_before`` with ``tree``'s record."""
         if self.ranges is None and not self.problems:
             got = [a - b for a, b in zip(self.counts, counts_before, strict=True)]
             want = [tree.branch_pages, tree.leaf_pages, tree.overflow_pages, tree.entries]
@@ -417,8 +470,14 @@ class _Check:
         lo: bytes | None,
         hi: bytes | None,
         integer_keys: bool,
+        dup: int = 0,
+        tail: int = 0,
     ) -> list[tuple[int, bytes | None, bytes | None]] | None:
-        """Check one branch or leaf page; its children (branch) or [] (leaf); None if damaged."""
+        """Check one branch or leaf page; its children (branch) or [] (leaf); None if damaged.
+
+        ``dup``: the head length of a database of duplicates (format 20), whose leaves' nodes
+        hold one duplicate, an inline page of them, or the record of a tree of them.
+        """
         psize = self.psize
         hpgno, _pad, flags, lower, upper = _HDR.unpack_from(page, 0)
         kind = "leaf" if leaf else "branch"
@@ -440,6 +499,7 @@ class _Check:
         children: list[int] = []
         big: list[tuple[int, int]] = []
         filled = 0  # the bytes the nodes take, for the packing check
+        entries = 0
         for i, ptr in enumerate(ptrs):
             if ptr < upper or ptr + NODE_HEADER > psize or ptr % 2:
                 self.add(pgno, f"node {i} lies outside the page's node area (offset {ptr})")
@@ -453,7 +513,15 @@ class _Check:
             end = kend
             if leaf:
                 dsize = nlo | nhi << 16
-                if nflags == F_BIGDATA:
+                entries += 1
+                if dup:
+                    why = self.dup_node(page, pgno, i, nflags, ksize, kend, dsize, dup, tail)
+                    if isinstance(why, str):
+                        self.add(pgno, f"node {i} {why}")
+                        return None
+                    entries += why - 1
+                    end = kend + dsize
+                elif nflags == F_BIGDATA:
                     if kend + 8 > psize:
                         self.add(pgno, f"node {i}'s overflow reference runs off the page")
                         return None
@@ -504,7 +572,7 @@ class _Check:
                 return None
         if leaf:
             self.counts[1] += 1
-            self.counts[3] += n
+            self.counts[3] += entries
             for ovpg, dsize in big:
                 if not self.overflow(pgno, ovpg, dsize):
                     return None
@@ -518,6 +586,71 @@ class _Check:
                 clo = chi = None
             out.append((child, clo, chi))
         return out
+
+    def dup_node(  # noqa: PLR0917 - one node's parts, as page() unpacked them
+        self,
+        page: bytes,
+        pgno: int,
+        i: int,
+        nflags: int,
+        ksize: int,
+        kend: int,
+        dsize: int,
+        dup: int,
+        fixed: int,
+    ) -> int | str:
+        """Check node ``i`` of a leaf of a database of duplicates.
+
+        Returns how many duplicates it holds, or why it is damaged. Its tree of duplicates, if
+        any, is checked after the database's.
+        """
+        if ksize != dup:
+            return f"has a {ksize}-byte key in a database of {dup}-byte heads"
+        if kend + dsize > len(page):
+            return f"has a value ({dsize} bytes) that runs off the page"
+        data = page[kend : kend + dsize]
+        if nflags == 0:
+            return 1 if dsize == fixed else f"holds a {dsize}-byte duplicate ({fixed} expected)"
+        if nflags == F_DUPDATA:
+            got = dup_subpage(data, fixed)
+            return got if isinstance(got, str) else len(got)
+        if nflags == F_SUBDATA | F_DUPDATA:
+            tree = dup_tree(data, fixed)
+            if tree is None:
+                return "is a damaged record of a tree of duplicates"
+            self.subs.append((pgno, tree))
+            return 0  # its tree's leaves count them
+        return f"has flags {nflags:#06x} cortex never writes"
+
+    def fixed_leaf(
+        self, page: bytes, pgno: int, fixed: int, lo: bytes | None, hi: bytes | None
+    ) -> None:
+        """Check a ``P_LEAF2`` page of a tree of duplicates (``fixed`` bytes each)."""
+        hpgno, pad, flags, lower, upper = _HDR.unpack_from(page, 0)
+        if hpgno != pgno:
+            self.add(pgno, f"its header names page {hpgno} (expected a leaf of duplicates)")
+            return
+        if flags != P_LEAF | P_LEAF2 or pad != fixed:
+            self.add(pgno, f"is not a leaf of duplicates (flags {flags:#06x}, size {pad})")
+            return
+        n = (lower - PAGE_HEADER) >> 1
+        if (
+            lower % 2
+            or not PAGE_HEADER <= lower <= upper <= self.psize
+            or n < 1
+            or lower + self.psize - upper != PAGE_HEADER + n * fixed
+        ):
+            self.add(pgno, f"a leaf of duplicates with impossible bounds ({lower}, {upper})")
+            return
+        keys = [page[PAGE_HEADER + j * fixed : PAGE_HEADER + (j + 1) * fixed] for j in range(n)]
+        if any(a >= b for a, b in pairwise(keys)):
+            self.add(pgno, "its duplicates are out of order")
+            return
+        if (lo is not None and keys[0] < lo) or (hi is not None and keys[-1] >= hi):
+            self.add(pgno, "its duplicates lie outside its parent's separators")
+            return
+        self.counts[1] += 1
+        self.counts[3] += n
 
     def overflow(self, parent: int, ovpg: int, dsize: int) -> bool:
         what = f"the overflow page {ovpg} of a value on page {parent}"
@@ -568,11 +701,8 @@ def _check(
         if tree.depth > MAX_DEPTH:
             c.add(-1, f"the named database {name!r} is {tree.depth} levels deep")
             continue
-        c.tree(
-            tree,
-            f"named database {name[len(DATABASE_PREFIX) :].decode('ascii', 'replace')}",
-            integer_keys=False,
-        )
+        shown = name[len(DATABASE_PREFIX) :].decode("ascii", "replace")
+        c.tree(tree, f"named database {shown}", integer_keys=False)
     if ranges is None:
         c.tree(meta.free, "free-page", integer_keys=True)
     return c
@@ -600,9 +730,54 @@ def named_tree(name: bytes, record: bytes) -> Tree | None:
     if not name.startswith(DATABASE_PREFIX) or len(record) != DB_RECORD:
         return None
     _pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack(record)
-    if flags != 0 or depth > MAX_DEPTH or (root == P_INVALID) != (depth == 0):
+    keyspace = name[len(DATABASE_PREFIX) :]
+    dup = DUP_DATABASES.get(keyspace, 0)
+    if flags != (MDB_DUPSORT | MDB_DUPFIXED if dup else 0):
         return None
-    return Tree(depth, branch, leaf, overflow, entries, root)
+    if depth > MAX_DEPTH or (root == P_INVALID) != (depth == 0):
+        return None
+    return Tree(depth, branch, leaf, overflow, entries, root, dup, DUP_TAILS.get(keyspace, 0))
+
+
+def dup_tree(record: bytes, fixed: int) -> Tree | None:
+    """The tree of one key's duplicates from its record (a node ``F_SUBDATA | F_DUPDATA``).
+
+    None unless it is one LMDB writes for a database of duplicates of ``fixed`` bytes each:
+    flags ``MDB_DUPFIXED``, that size, a plausible depth and root.
+    """
+    if len(record) != DB_RECORD:
+        return None
+    pad, flags, depth, branch, leaf, overflow, entries, root = _DB.unpack(record)
+    if flags != MDB_DUPFIXED or pad != fixed or not 0 < depth <= MAX_DEPTH or root == P_INVALID:
+        return None
+    return Tree(depth, branch, leaf, overflow, entries, root, fixed=fixed)
+
+
+def dup_subpage(data: bytes, fixed: int) -> list[bytes] | str:
+    """The duplicates of an inline sub-page (the data of a node ``F_DUPDATA``), in order.
+
+    A reason (str) when it is not one LMDB writes for duplicates of ``fixed`` bytes each: its
+    header, bounds, size or order.
+    """
+    if len(data) < PAGE_HEADER:
+        return "an inline page of duplicates shorter than its header"
+    _pg, pad, flags, lower, upper = _HDR.unpack_from(data, 0)
+    # LMDB leaves P_DIRTY (0x10) set on the inline pages it builds: it never clears it there
+    if flags & ~P_DIRTY != P_LEAF | P_SUBP | P_LEAF2 or pad != fixed:
+        return f"an inline page of duplicates with flags {flags:#06x} and size {pad}"
+    n = (lower - PAGE_HEADER) >> 1
+    if (
+        lower % 2
+        or not PAGE_HEADER <= lower <= upper <= len(data)
+        or n < 1
+        or PAGE_HEADER + n * fixed > len(data)
+        or lower + len(data) - upper != PAGE_HEADER + n * fixed
+    ):
+        return f"an inline page of duplicates with impossible bounds ({lower}, {upper})"
+    out = [data[PAGE_HEADER + i * fixed : PAGE_HEADER + (i + 1) * fixed] for i in range(n)]
+    if any(a >= b for a, b in pairwise(out)):
+        return "an inline page of duplicates out of order"
+    return out
 
 
 def check_snapshot(
@@ -796,6 +971,19 @@ class Found(NamedTuple):
     not yield every node within their bounds. ``[(None, None)]`` when no tree could be read."""
 
 
+def _dup_head(key: bytes) -> int:
+    """The length of the duplicates under ``key`` if it is a head of ``DUP_DATABASES``, or 0.
+
+    Such a head is a key of a database of duplicates (format 20). No key of the main
+    database has that length under those prefixes (a store before format 20 holds the whole
+    keys there).
+    """
+    for prefix, n in DUP_DATABASES.items():
+        if len(key) == n and key.startswith(prefix):
+            return DUP_TAILS[prefix]
+    return 0
+
+
 def _leaf_nodes(
     f: DataFile,
     page: bytes,
@@ -805,10 +993,31 @@ def _leaf_nodes(
     *,
     outside: bool = False,
 ) -> Iterator[tuple[bytes, bytes]]:
-    """Every node of a leaf page whose bounds hold, overflow values read; damage skipped.
+    """Every record of a leaf page whose bounds hold, overflow values read; damage skipped.
 
     Only keys inside ``bounds`` (the parent's separators), or with ``outside`` only those
     outside them: a damaged key or separator, or a page reached through a damaged pointer.
+    A node of a database of duplicates gives the whole keys it holds (its head joined with
+    each duplicate, inline), with empty values; one holding a tree of them gives none.
+    """
+    for records in _node_records(f, page, psize, next_pgno, bounds, outside=outside):
+        yield from records
+
+
+def _node_records(
+    f: DataFile,
+    page: bytes,
+    psize: int,
+    next_pgno: int,
+    bounds: tuple[bytes | None, bytes | None] = (None, None),
+    *,
+    outside: bool = False,
+    subs: list[tuple[bytes, bytes]] | None = None,
+) -> Iterator[list[tuple[bytes, bytes]]]:
+    """``_leaf_nodes``'s records, node by node.
+
+    ``subs`` collects ``(head, record)`` of each node holding a tree of duplicates (for the
+    caller to walk).
     """
     lo, hi = bounds
     _pg, _pad, _flags, lower, _upper = _HDR.unpack_from(page, 0)
@@ -826,6 +1035,21 @@ def _leaf_nodes(
         if ((lo is not None and key < lo) or (hi is not None and key >= hi)) != outside:
             continue
         dsize = nlo | nhi << 16
+        fixed = _dup_head(key)
+        if fixed:
+            if kend + dsize > psize:
+                continue
+            data = page[kend : kend + dsize]
+            if nflags == 0 and dsize == fixed:
+                yield [(key + data, b"")]
+            elif nflags == F_DUPDATA:
+                got = dup_subpage(data, fixed)
+                if not isinstance(got, str):
+                    yield [(key + d, b"") for d in got]
+            elif nflags == F_SUBDATA | F_DUPDATA and subs is not None:
+                subs.append((key, data))
+                yield []
+            continue
         if nflags == F_BIGDATA:
             if kend + 8 > psize:
                 continue
@@ -839,7 +1063,7 @@ def _leaf_nodes(
             value = page[kend : kend + dsize]
         else:
             continue
-        yield key, value
+        yield [(key, value)]
 
 
 class _Walked(NamedTuple):
@@ -892,10 +1116,13 @@ def _walk(
             continue
         out.reached.add(pgno)
         hpgno, _pad, flags, lower, _upper = _HDR.unpack_from(page, 0)
-        if flags == P_LEAF or (depth == tree.depth and flags & P_LEAF):
+        leaf_flags = P_LEAF | P_LEAF2 if tree.fixed else P_LEAF
+        if flags == leaf_flags or (depth == tree.depth and flags & P_LEAF):
             out.leaves.append((page, lo, hi))
-            if hpgno != pgno or flags != P_LEAF or depth != tree.depth:
+            if hpgno != pgno or flags != leaf_flags or depth != tree.depth:
                 note(pgno, "a leaf page with a damaged header")
+            if tree.fixed:
+                continue  # duplicates packed: no node, no large value
             for i in range(PAGE_HEADER, min(lower, psize), 2):
                 ptr = struct.unpack_from("<H", page, i)[0]
                 if ptr + NODE_HEADER > psize:
@@ -999,13 +1226,34 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 main.leaves.extend(sub.leaves)
                 main.lost.extend(sub.lost)
         suspect = list(main.lost)
+        subs: list[tuple[bytes, bytes]] = []
         for page, lo, hi in main.leaves:
             got = 0
-            for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi)):
-                records.setdefault(key, value)
+            for node in _node_records(f, page, psize, next_pgno, (lo, hi), subs=subs):
+                for key, value in node:
+                    records.setdefault(key, value)
                 got += 1
             if got != _node_count(page, psize) - _named_count(page, psize):
                 suspect.append((lo, hi))  # a node dropped, or a key out of its bounds
+        # the trees of duplicates of the databases of duplicates (format 20): each key its
+        # head (the node's) joined with each duplicate of the tree's leaves
+        for head, record in subs:
+            fixed = _dup_head(head)
+            sub_tree = dup_tree(record, fixed)
+            if sub_tree is None:
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append(
+                        PageProblem(-1, f"the tree of duplicates of {head!r} is damaged")
+                    )
+                suspect.append((head, prefix_end(head)))
+                continue
+            sub = _walk(f, meta, sub_tree, problems, skip=skip | frozenset(main.reached))
+            main.reached.update(sub.reached)
+            if sub.lost:
+                suspect.append((head, prefix_end(head)))
+            for page, _lo, _hi in sub.leaves:
+                for dup in _fixed_keys(page, psize, fixed):
+                    records.setdefault(head + dup, b"")
         want = sum(t.branch_pages + t.leaf_pages + t.overflow_pages for t in trees)
         cut_off = (
             len(problems) > before
@@ -1019,7 +1267,7 @@ def read_records(path: str | os.PathLike[str]) -> Found:
         # pages cannot tell); a record that is stale whole (a purged memory's) is what the
         # journal's checks in salvage refuse
         missing = tuple(p for p in DATABASES if p not in named_found and p not in in_main)
-        if in_main - {HEAD}:  # a store before format 17 (it named none)
+        if in_main - {HEAD, *DUP_DATABASES}:  # a store before format 17 (it named none)
             missing = ()
         if cut_off and not free_ok:
             problems += free_problems[: MAX_PROBLEMS - len(problems)]
@@ -1048,6 +1296,13 @@ def read_records(path: str | os.PathLike[str]) -> Found:
                 for key, value in _leaf_nodes(f, page, psize, next_pgno, (lo, hi), outside=True):
                     records.setdefault(key, value)
         return Found(records, problems, meta.next_pgno, searched, ambiguous, suspect)
+
+
+def _fixed_keys(page: bytes, psize: int, fixed: int) -> list[bytes]:
+    """The duplicates of a ``P_LEAF2`` page (``fixed`` bytes each), as far as its count holds."""
+    lower = _HDR.unpack_from(page, 0)[3]
+    n = max(0, min((lower - PAGE_HEADER) >> 1, (psize - PAGE_HEADER) // fixed))
+    return [page[PAGE_HEADER + i * fixed : PAGE_HEADER + (i + 1) * fixed] for i in range(n)]
 
 
 def _named_nodes(page: bytes, psize: int) -> Iterator[tuple[bytes, bytes]]:

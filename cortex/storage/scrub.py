@@ -62,6 +62,7 @@ P_SUBP: Final = 0x40
 F_BIGDATA: Final = 0x01
 F_SUBDATA: Final = 0x02
 F_DUPDATA: Final = 0x04
+MDB_DUPSORT: Final = 0x04
 MAGIC: Final = 0xBEEFC0DE
 DATA_VERSION: Final = 1
 P_INVALID: Final = (1 << 64) - 1
@@ -440,6 +441,40 @@ def named_dbs(pages: _Pages, root: int, depth: int) -> list[DbStat]:
     return out
 
 
+def dup_dbs(pages: _Pages, db: DbStat) -> list[DbStat]:
+    """The trees of duplicates whose records the leaves of ``db`` hold.
+
+    ``db`` is a database of duplicates (format 20); those trees' pages are counted by their
+    records, not by ``db``'s.
+    """
+    out: list[DbStat] = []
+    if db.root == P_INVALID:
+        return out
+    buf = pages.buf
+    stack = [(db.root, 1)]
+    while stack:
+        page, level = stack.pop()
+        if level > db.depth:
+            raise LayoutError(f"page {page} lies deeper than its database's depth {db.depth}")
+        flags, _, _ = pages.header(page)
+        nodes = list(pages.nodes(page))
+        if flags & P_BRANCH:
+            for node in nodes:
+                lo, hi, top = struct.unpack_from("<HHH", buf, node)
+                stack.append((lo | hi << 16 | top << 32, level + 1))
+            continue
+        if not flags & P_LEAF or flags & (P_LEAF2 | P_SUBP):
+            raise LayoutError(f"page {page} of a database of duplicates is not a leaf")
+        for node in nodes:
+            lo, hi, nflags, ksize = struct.unpack_from("<HHHH", buf, node)
+            if nflags == F_SUBDATA | F_DUPDATA:
+                if (lo | hi << 16) != _DB.size:
+                    raise LayoutError(f"page {page} holds a record cortex never writes")
+                rec = _DB.unpack_from(buf, node + NODESIZE + ksize)
+                out.append(DbStat(*rec[1:]))
+    return out
+
+
 def read_layout(buf: Any, psize: int, size: int, oldest: int, *, details: bool = True) -> Layout:
     """Parse the data file in ``buf`` (the caller holds LMDB's writer lock).
 
@@ -541,6 +576,8 @@ def _big_values(buf: Any, layout: Layout, rows: npt.NDArray[np.uint8]) -> list[t
         return []
     psize = layout.psize
     leaf = layout.leaf
+    # a P_LEAF2 page holds duplicates, not nodes (format 20): no large value
+    leaf = leaf[(rows[leaf, 10] & P_LEAF2) == 0]
     lower = rows[leaf, 12].astype(np.int64) | (rows[leaf, 13].astype(np.int64) << 8)
     nkeys = (lower - PAGEHDRSZ) // 2
     total = int(nkeys.sum())
@@ -622,6 +659,13 @@ def _dirty_gaps(
     pages = np.sort(pages)
     base = pages * psize
     lower, upper = _u16(flat, base + 12), _u16(flat, base + 14)
+    # a P_LEAF2 page (duplicates of a fixed size, format 20) packs them from its header on:
+    # ``lower`` counts them, and its gap is the page's end past them
+    leaf2 = (_u16(flat, base + 10) & P_LEAF2) != 0
+    lower, upper = (
+        np.where(leaf2, lower + psize - upper, lower),
+        np.where(leaf2, psize, upper),
+    )
     keep = upper > lower
     pages, base, lower, upper = pages[keep], base[keep], lower[keep], upper[keep]
     if not len(pages):
@@ -635,6 +679,43 @@ def _dirty_gaps(
         ored[-1] = np.bitwise_or.reduce(flat[bounds[-2] :])
     dirty = np.nonzero(ored)[0]
     return [(int(pages[k]), int(lower[k]), int(upper[k])) for k in dirty.tolist()]
+
+
+def _subpage_rooms(
+    buf: Any, flat: npt.NDArray[np.uint8], leaf: npt.NDArray[np.int64], psize: int
+) -> list[tuple[int, int]]:
+    """``(offset, bytes)`` of each inline page of duplicates' unused room holding a byte.
+
+    The inline pages are the nodes ``F_DUPDATA`` of the live leaves (format 20).
+
+    LMDB grows such a page with room for more duplicates past its last one, and does not clear
+    that room: it holds whatever its page buffer held (``specs/storage.md`` §11).
+    """
+    if not len(leaf):
+        return []
+    base = leaf * psize
+    nkeys = (_u16(flat, base + 12) - PAGEHDRSZ) // 2
+    nkeys = np.where((_u16(flat, base + 10) & (P_LEAF2 | P_SUBP)) != 0, 0, np.maximum(nkeys, 0))
+    total = int(nkeys.sum())
+    if total == 0:
+        return []
+    page_of = np.repeat(base, nkeys)
+    index = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(nkeys) - nkeys, nkeys)
+    node = page_of + _u16(flat, page_of + PAGEHDRSZ + 2 * index)
+    nflags = _u16(flat, node + 4)
+    hits = np.nonzero(nflags == F_DUPDATA)[0]
+    out: list[tuple[int, int]] = []
+    for at in node[hits].tolist():
+        lo, hi, _, ksize = struct.unpack_from("<HHHH", buf, at)
+        sp = at + NODESIZE + ksize
+        dsize = lo | hi << 16
+        spad, sflags, slower, supper = struct.unpack_from("<HHHH", buf, sp + 8)
+        if not sflags & P_LEAF2 or not PAGEHDRSZ <= slower <= supper <= dsize:
+            continue  # not LMDB's inline page of fixed-size duplicates: left alone
+        start = PAGEHDRSZ + (slower - PAGEHDRSZ) // 2 * spad
+        if start < dsize and flat[sp + start : sp + dsize].any():
+            out.append((sp + start, dsize - start))
+    return out
 
 
 def unused_ranges(buf: Any, layout: Layout) -> list[tuple[int, int, str]]:
@@ -653,6 +734,8 @@ def unused_ranges(buf: Any, layout: Layout) -> list[tuple[int, int, str]]:
     gap_pages = np.concatenate([layout.branch, layout.leaf, layout.held])
     for page, lower, upper in _dirty_gaps(flat, gap_pages, psize):
         out.append((page * psize + lower, upper - lower, "gap"))
+    for at, n in _subpage_rooms(buf, flat, layout.leaf, psize):
+        out.append((at, n, "gap"))
     runs = dict(layout.runs)
     for first, nbytes in layout.values:
         start = first * psize + PAGEHDRSZ + nbytes

@@ -42,6 +42,7 @@ from cortex.engine.store import (
     FRAME_TIME_FEATURE,
     HALF_VECTORS_FEATURE,
     HEAD_DATABASE_FEATURE,
+    INDEX_DUPLICATES_FEATURE,
     KEYSPACE_DATABASES_FEATURE,
     MEDIUM_REFS_FEATURE,
     PINNED_FEATURE,
@@ -81,6 +82,7 @@ from cortex.rules.sensitivity import decode_level
 from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
 from cortex.storage.keys import (
+    DUP_DATABASES,
     HEAD,
     IDX_CLAIM,
     IDX_FRAME,
@@ -416,6 +418,14 @@ HEAD_DATABASE_STEP: Final = 18
 database (``keys.DATABASES``), as ``0016-keyspace-databases`` moved format 17's keyspaces."""
 
 
+INDEX_DUPLICATES_STEP: Final = 19
+"""The format ``0019-index-duplicates`` starts from: it moves the index keyspaces of
+``keys.DUP_DATABASES`` into LMDB databases of duplicates (each key split into its head and the
+rest), as ``0018-head-database`` moved the heads."""
+INDEX_DUPLICATES: Final = tuple(DUP_DATABASES)
+"""The keyspaces ``0019-index-duplicates`` moves."""
+
+
 MEDIUM_REFS_STEP: Final = 17
 """The format ``0017-medium-references`` starts from (one number to change: the name, the
 fixture ``tools/make_fixture_v17.py`` and ``MIGRATIONS`` follow it)."""
@@ -645,6 +655,7 @@ _FORMAT16_FEATURES: Final = _FORMAT15_FEATURES | {LEXICAL_LEAN_DOCS_FEATURE}
 _FORMAT17_FEATURES: Final = _FORMAT16_FEATURES | {KEYSPACE_DATABASES_FEATURE}
 _FORMAT18_FEATURES: Final = _FORMAT17_FEATURES | {MEDIUM_REFS_FEATURE}
 _FORMAT19_FEATURES: Final = _FORMAT18_FEATURES | {HEAD_DATABASE_FEATURE}
+_FORMAT20_FEATURES: Final = _FORMAT19_FEATURES | {INDEX_DUPLICATES_FEATURE}
 """The features of each format: every one those of the format before and its own."""
 
 
@@ -858,6 +869,18 @@ MIGRATIONS: Final = (
         _FORMAT19_FEATURES,
         _count_records_of((HEAD,)),
         _split_keyspaces((HEAD,)),
+    ),
+    _Migration(
+        Step(
+            name=f"{INDEX_DUPLICATES_STEP:04d}-index-duplicates",
+            from_version=INDEX_DUPLICATES_STEP,
+            to_version=INDEX_DUPLICATES_STEP + 1,
+            description="move the index keyspaces (idx/, prov/e/) into LMDB databases of "
+            "duplicates, keys unchanged (PostgreSQL: nothing)",
+        ),
+        _FORMAT20_FEATURES,
+        _count_records_of(INDEX_DUPLICATES),
+        _split_keyspaces(INDEX_DUPLICATES),
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""
