@@ -801,6 +801,10 @@ class _Redo(Exception):
     """
 
 
+def _not_sharing(m: _Member) -> bool:
+    return getattr(m.fn, "share", None) is None
+
+
 def _finish_share(pending: tuple[GroupShare, Any, _LmdbTxn]) -> None:
     """Finish a ``GroupShare``'s state in the group's transaction; a failure redoes the group."""
     try:
@@ -1364,6 +1368,9 @@ class LmdbKV:
                         for m in more:
                             m.taken = True
                     batch.extend(more)
+                    if more and sharing:  # the sharing writes first, in one run (``GroupShare``):
+                        # concurrent writes have no order of their own
+                        batch.sort(key=_not_sharing)
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
                     me.result, me.error = me.fn(_LmdbTxn(txn, shared.routes, False, shared)), None
                 env = shared.env
