@@ -380,6 +380,89 @@ def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> 
         kv.close()
 
 
+def test_an_interrupted_writer_put_back_behind_another_withdraws(tmp_path: Path) -> None:
+    """As above, with another writer put back before it: that one leads the next group,
+    which does not take the interrupted writer's write; the interrupted one withdraws."""
+    kv = LmdbKV(tmp_path / "kv")
+    main = threading.get_ident()
+    interrupted = threading.Event()
+    commits = kv._shared.commits
+
+    def raise_signal(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise _Signal
+
+    def alone(go: threading.Event, inside: threading.Event) -> None:
+        with kv.read():  # inside a snapshot: a write of its own, holding LMDB's writer lock
+            kv.write(lambda txn: (inside.set(), go.wait(30), txn.put(b"alone", b"1")))
+
+    def leader_fn(txn: Any) -> None:  # runs with the main thread's write taken into its group
+        txn.put(b"leader", b"1")
+        signal.pthread_kill(main, signal.SIGUSR1)
+        assert interrupted.wait(30)
+        time.sleep(0.2)  # the main thread waits for the group's outcome now
+        raise _Stop  # the leader interrupted: the others go back to the queue, unwritten
+
+    def leader() -> None:
+        with pytest.raises(_Stop):
+            kv.write(leader_fn)
+
+    def rescue() -> None:  # without the fix, only a later writer ends the main thread's wait
+        if not done.wait(10):
+            kv.write(lambda txn: txn.put(b"rescue", b"1"))
+
+    old = signal.signal(signal.SIGUSR1, raise_signal)
+    go, inside, done = threading.Event(), threading.Event(), threading.Event()
+    threads = [threading.Thread(target=alone, args=(go, inside))]
+    try:
+        threads[0].start()
+        assert inside.wait(30)
+        threads.append(threading.Thread(target=leader))
+        threads[1].start()
+        deadline = time.monotonic() + 30
+        while not commits.leading:  # the leader waits for LMDB's writer lock
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+        def other() -> None:
+            kv.write(lambda txn: txn.put(b"other", b"1"))
+
+        threads.append(threading.Thread(target=other))
+        threads[2].start()
+        while _queued(kv) < 1:  # the other writer queues first
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+        def release_when_queued() -> None:
+            while _queued(kv) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            go.set()
+
+        threads += [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
+        threads[3].start()
+        threads[4].start()
+        started = time.monotonic()
+        with pytest.raises(_Signal) as raised:
+            kv.write(lambda txn: txn.put(b"main", b"1"))
+        notes = getattr(raised.value, "__notes__", [])
+        assert not any("IS committed" in n for n in notes), notes
+        elapsed = time.monotonic() - started
+        done.set()
+        for t in threads:
+            t.join(30)
+        assert elapsed < 8
+        assert _queued(kv) == 0
+        with kv.read() as r:
+            assert r.get(b"main") is None and r.get(b"leader") is None
+            assert r.get(b"alone") == b"1" and r.get(b"other") == b"1"
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        go.set()
+        done.set()
+        kv.close()
+
+
 def test_an_interrupt_before_the_leader_starts_frees_the_leadership(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -650,13 +733,15 @@ def test_an_interrupt_as_the_leadership_is_handed_over_passes_it_on(
         def release(self) -> None:
             self.lock.release()
 
+        def locked(self) -> bool:
+            return self.lock.locked()
+
     real = kv_module._Member.__init__
 
     def init(self: Any, *args: Any) -> None:
         real(self, *args)
         if threading.get_ident() == main:
             wake = _Wake()
-            wake.acquire = wake.acquire  # type: ignore[method-assign]
             wake.lock.acquire()
             self.wake = wake
 

@@ -818,7 +818,18 @@ def _finish_share(pending: tuple[GroupShare, Any, _LmdbTxn]) -> None:
 class _Member:
     """One write waiting in the commit queue: its function, its caller's context, its outcome."""
 
-    __slots__ = ("ctx", "done", "durable", "error", "fn", "lead", "result", "taken", "wake")
+    __slots__ = (
+        "ctx",
+        "done",
+        "durable",
+        "error",
+        "fn",
+        "lead",
+        "result",
+        "taken",
+        "wake",
+        "withdrawing",
+    )
 
     def __init__(self, fn: Callable[[WriteTxn], Any], ctx: contextvars.Context, durable: bool):
         self.fn = fn
@@ -833,18 +844,29 @@ class _Member:
         self.result: Any = None
         self.error: BaseException | None = None
         self.wake = threading.Lock()
-        """Held from the start; released once, to end its wait: when it is handed the
-        leadership, or when its group's outcome is known (``done``)."""
+        """Held from the start; released (``signal``) to end its wait: when it is handed the
+        leadership, when its group's outcome is known (``done``), or, interrupted
+        (``withdrawing``), when it is put back in the queue unwritten."""
         self.wake.acquire()
+        self.withdrawing = False
+        """Interrupted while it waits: it re-checks its state at each wake (``_withdraw``)."""
+
+    def signal(self) -> None:
+        """End its wait (with ``_Commits.lock`` held).
+
+        A wake not yet taken is not repeated: the waiter reads its state under the lock.
+        """
+        if self.wake.locked():
+            self.wake.release()
 
 
 class _Commits:
     """The commit queue of one environment: the writes waiting for the current group's commit.
 
-    Each waiting writer sleeps on a lock of its own (``_Member.wake``), released once by the
-    thread that decides its fate: a leader handing it the leadership, or the leader of its group
-    once the group's outcome is known. So a group's end wakes its own writers and the next
-    leader, not every writer waiting.
+    Each waiting writer sleeps on a lock of its own (``_Member.wake``), released by the thread
+    that decides its fate: a leader handing it the leadership, or the leader of its group once
+    the group's outcome is known (or, for an interrupted writer, putting it back unwritten).
+    So a group's end wakes its own writers and the next leader, not every writer waiting.
     """
 
     def __init__(self) -> None:
@@ -858,12 +880,13 @@ class _Commits:
 
         With ``lock`` held.
         """
-        if self.queue:
-            m = self.queue.pop(0)
-            m.taken = m.lead = True
-            m.wake.release()
-        else:
-            self.leading = False
+        for i, m in enumerate(self.queue):
+            if not m.withdrawing:  # an interrupted writer leaves the queue (``_withdraw``)
+                del self.queue[i]
+                m.taken = m.lead = True
+                m.signal()
+                return
+        self.leading = False
 
     @staticmethod
     def finish(members: list[_Member], leader: _Member | None) -> None:
@@ -871,7 +894,7 @@ class _Commits:
         for m in members:
             m.done = True
             if m is not leader:
-                m.wake.release()
+                m.signal()
 
 
 class _Gate:
@@ -1363,10 +1386,15 @@ class LmdbKV:
                 nonlocal committed
                 if len(batch) == 1:  # the writes that queued while this one waited
                     with c.lock:
-                        more = c.queue[: _GROUP_MAX - 1]
-                        del c.queue[: len(more)]
-                        for m in more:
-                            m.taken = True
+                        more: list[_Member] = []
+                        rest: list[_Member] = []
+                        for m in c.queue:  # not those interrupted: they leave (``_withdraw``)
+                            if m.withdrawing or len(more) == _GROUP_MAX - 1:
+                                rest.append(m)
+                            else:
+                                m.taken = True
+                                more.append(m)
+                        c.queue[:] = rest
                     batch.extend(more)
                     if more and sharing:  # the sharing writes first, in one run (``GroupShare``):
                         # concurrent writes have no order of their own
@@ -1478,6 +1506,7 @@ class LmdbKV:
         """
         while True:
             with c.lock:
+                me.withdrawing = True
                 if me.done:
                     break
                 if not me.taken:
@@ -1501,6 +1530,8 @@ class LmdbKV:
             for m in members:
                 m.taken = False
                 m.result = m.error = None
+                if m.withdrawing:  # it leaves the queue now (``_withdraw``)
+                    m.signal()
             c.queue[:0] = members
 
     def _write_alone(self, fn: Callable[[WriteTxn], T]) -> T:
