@@ -805,7 +805,7 @@ def _not_sharing(m: _Member) -> bool:
     return getattr(m.fn, "share", None) is None
 
 
-def _finish_share(pending: tuple[GroupShare, Any, _LmdbTxn]) -> None:
+def _finish_share(pending: tuple[GroupShare, Any]) -> None:
     """Finish a ``GroupShare``'s state in the group's transaction; a failure redoes the group."""
     try:
         pending[0].finish(pending[1])
@@ -1337,7 +1337,9 @@ class LmdbKV:
         this store (a read snapshot) writes alone, as before. A writer interrupted while it
         waits (a signal's exception) withdraws its write if no leader has taken it yet;
         once taken, the interrupt waits for that group's outcome and notes it
-        (``BaseException.add_note``).
+        (``BaseException.add_note``). Each waiting writer sleeps on a lock of its own
+        (``_Commits``). The writes of a group whose functions offer a ``GroupShare``
+        (``Sharing``) run first and share its state.
 
         With an ``epoch_prefix``, a change of the last key under it since this environment's
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
@@ -1402,15 +1404,14 @@ class LmdbKV:
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
                     me.result, me.error = me.fn(_LmdbTxn(txn, shared.routes, False, shared)), None
                 env = shared.env
-                pending: tuple[GroupShare, Any, _LmdbTxn] | None = None  # a share's state
+                pending: tuple[GroupShare, Any] | None = None  # a share and its state
                 for i, m in enumerate(batch if len(batch) > 1 else ()):
                     share = getattr(m.fn, "share", None) if sharing else None
                     if pending is not None and share is not pending[0]:
                         _finish_share(pending)  # before a write that does not share it
                         pending = None
                     if share is not None and pending is None:
-                        top = _LmdbTxn(txn, shared.routes, i > 0, shared)
-                        pending = (share, share.start(top), top)
+                        pending = (share, share.start(_LmdbTxn(txn, shared.routes, i > 0, shared)))
                     child = env.begin(write=True, parent=txn)
                     try:
                         w = _LmdbTxn(child, shared.routes, i > 0)
@@ -1454,7 +1455,6 @@ class LmdbKV:
                 if shared.epoch_prefix is not None and self._gate.held() == 1:
                     shared.epoch_seen = epoch
 
-            sharing = True
             while True:
                 try:
                     self._attempts(attempt, alone=False)
