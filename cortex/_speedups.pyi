@@ -120,7 +120,10 @@ def block_decode(first: int, payload: bytes, block_max: int, /) -> bytes | None:
     """A posting block's 12-byte records from its payload; None when it is not canonical."""
 
 def append_fresh(
-    cursor: Any, items: list[tuple[bytes, bytes | bytearray]], block_max: int, /
+    cursor: Any,
+    items: list[tuple[bytes, Mapping[bytes, bytes | None] | bytes | bytearray]],
+    block_max: int,
+    /,
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
     """New postings appended to their terms' last blocks; the puts and the items left over."""
 
@@ -141,6 +144,11 @@ def segments_folded(
     segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
 ) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]] | None:
     """Every term of the segments combined for a fold (``Overlay.folded``); None if unsure."""
+
+def segments_added(
+    segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
+) -> tuple[dict[str, bytearray], dict[str, int]] | None:
+    """Segments of additions only as each term's records and count (``Overlay.added``)."""
 
 class StemTable:
     """The token -> stem table of ``ascii_term_counts`` (what it found in the stem cache)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -373,6 +374,44 @@ def test_append_fresh_is_the_python_append(tmp_path_factory: Any, batches: Any) 
             kv.close()
 
 
+def test_append_fresh_extends_the_last_block_as_python_cuts_it(tmp_path: Path) -> None:
+    """The C append extends the stored last block's bytes with the new postings' varints (it
+    does not decode and encode the block again): the same blocks as the Python path's, across
+    a block filled exactly, a full block that stays, and appends that cut several blocks."""
+    kvs = [LmdbKV(tmp_path / f"kv{on}") for on in (0, 1)]
+    at = 0
+    try:
+        for size in (1, 126, 1, 1, 127, 128, 300, 2, 255, 129):
+            rows = b"".join(
+                _raw(d) + entry_tail(1 + d % 4, 7 + d % 5) for d in range(at, at + size * 3, 3)
+            )
+            at += size * 3
+            for on, kv in zip((False, True), kvs, strict=True):
+
+                def fn(txn: Any, on: bool = on, rows: bytes = rows) -> None:
+                    puts: list[tuple[bytes, bytes]] = []
+                    old = postings._USE_SPEEDUPS
+                    postings._USE_SPEEDUPS = on and old
+                    try:
+                        postings.apply_many(txn, [("t", bytearray(rows))], puts)
+                    finally:
+                        postings._USE_SPEEDUPS = old
+                    txn.put_many(puts)
+
+                kv.write(fn)
+            dumps = []
+            for kv in kvs:
+                with kv.read() as txn:
+                    dumps.append(list(txn.scan(b"")))
+            assert dumps[0] == dumps[1]
+        layout = _layout(kvs[1], "t")
+        assert [len(es) for _, es in layout][:-1] == [BLOCK_MAX] * (len(layout) - 1)
+        assert [e[0] for _, es in layout for e in es] == list(range(0, at, 3))
+    finally:
+        for kv in kvs:
+            kv.close()
+
+
 def test_append_fresh_leaves_the_unusual_to_python(tmp_path: Path) -> None:
     """A damaged last block, records out of order or cut, a block after the new postings: left
     over (the Python path then names the fault or does the general change)."""
@@ -392,15 +431,21 @@ def test_append_fresh_leaves_the_unusual_to_python(tmp_path: Path) -> None:
                 (posting_prefix("a"), bytearray(_raw(3) + tail)),  # a block after it
                 (posting_prefix("c"), _raw(3) + tail + _raw(4) + tail),  # a new term: done
                 (posting_prefix("a"), _raw(10) + tail + _raw(11) + tail),  # an append: done
+                (posting_prefix("a"), {_raw(12): None}),  # a removal
+                (posting_prefix("d"), {_raw(4): tail, _raw(3): tail}),  # additions: done
+                (posting_prefix("a"), MappingProxyType({_raw(12): tail})),  # another mapping
+                (posting_prefix("a"), {_raw(12): tail[:4]}),  # a cut tail
             ]
             return sp.append_fresh(txn.cursor(), items, BLOCK_MAX)
 
         puts, left = kv.write(fn)
-        assert left == [0, 1, 2, 3, 4]
+        assert left == [0, 1, 2, 3, 4, 7, 9, 10]
         assert [k for k, _ in puts] == [
             posting_prefix("c") + _raw(3),
             posting_prefix("a") + _raw(5),
+            posting_prefix("d") + _raw(3),
         ]
+        assert block_records(*puts[2]) == _raw(3) + tail + _raw(4) + tail
         with pytest.raises(TypeError):
             kv.write(lambda txn: sp.append_fresh(txn.cursor(), [("a", b"")], BLOCK_MAX))
         with pytest.raises(ValueError):

@@ -454,6 +454,87 @@ def test_segments_folded_is_overlay_folded(stack: list[Any]) -> None:
         assert with_c == want
 
 
+def _ascending(stack: list[Any]) -> list[Any]:
+    """``stack`` with each segment's docnos renumbered past the earlier segments' (their order
+    in each group kept): a run of writes of new memories."""
+    out = []
+    for i, groups in enumerate(stack):
+        out.append(
+            {
+                t: {(i * 8 + k).to_bytes(4, "big"): e for k, (_, e) in enumerate(sorted(g.items()))}
+                for t, g in groups.items()
+            }
+        )
+    return out
+
+
+_ADD = st.tuples(st.just(segments.ADD), _TAILS)
+
+
+@settings(max_examples=200)
+@given(
+    stack=st.lists(_groups_of(st.one_of(_ENTRY, _ADD, _ADD)), min_size=1, max_size=5),
+    ascending=st.booleans(),
+)
+def test_overlay_added_is_overlay_folded_of_additions(stack: list[Any], ascending: bool) -> None:
+    """``Overlay.added`` (a fold of segments of new memories' postings) gives each term's
+    records in docno order and its count, as ``folded`` combines them, or None: for a SET, a
+    DEL, or a docno not after the term's earlier ones. The C ``segments_added`` gives the
+    same as the Python definition."""
+    if ascending:
+        stack = _ascending(stack)
+    segs = [
+        (lex_segment_key(i), segments.Segment(segments.encode_groups(g)[1]))
+        for i, g in enumerate(stack)
+    ]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(segments, "_USE_SPEEDUPS", False)
+        want = segments.Overlay(segs).added()
+    if segments._sp is not None and segments._HAS_ADDED:
+        assert segments._sp.segments_added([s for _, s in segs]) == want
+        assert segments.Overlay(segs).added() == want
+    every = [(t, k) for _, s in segs for t, es in s.items() for k, _, _ in es]
+    if all(k == segments.ADD for _, k in every) and ascending:
+        assert want is not None
+    if want is None:
+        return
+    records, counts = want
+    folded = segments.Overlay(segs).folded()
+    assert set(records) == set(folded) == set(counts)
+    for t, (final, d, in_main) in folded.items():
+        assert in_main is None and d == counts[t] == len(final)
+        assert bytes(records[t]) == b"".join(raw + tail for raw, tail in sorted(final.items()))  # type: ignore[operator]
+
+
+def test_a_fold_of_additions_writes_what_the_general_fold_writes(tmp_path: Path) -> None:
+    """A fold whose segments hold only new memories' postings takes them as records
+    (``Overlay.added``) instead of combining them entry by entry: the index's bytes are those
+    the general fold writes, across folds after updates and removals too."""
+    stores = []
+    for general in (False, True):
+        with pytest.MonkeyPatch.context() as m:
+            if general:
+                m.setattr(segments.Overlay, "added", lambda self: None)
+            cx = Cortex.open(tmp_path / f"s{general}", actor="t")
+            ids = [MemoryId((1000 + i).to_bytes(16, "big")) for i in range(150)]  # both alike
+            for i, mid in enumerate(ids):
+                cx.write(
+                    _belief([WORDS[(i * 7 + j) % len(WORDS)] for j in range(1 + i % 4)]), id=mid
+                )
+                if i in (40, 100):
+                    cx.update(ids[i // 2], _belief(["tea", WORDS[i % len(WORDS)]]))
+                if i in (41, 101):
+                    cx.tombstone(ids[i // 3], "t")
+            stores.append(cx)
+    try:
+        assert _raw_lex(stores[0]) == _raw_lex(stores[1])
+        assert all(cx.verify().ok for cx in stores)
+        _same(_rankings(stores[0]), _rankings(stores[1]))
+    finally:
+        for cx in stores:
+            cx.close()
+
+
 @settings(max_examples=100)
 @given(stack=st.lists(_groups_of(_ENTRY), min_size=1, max_size=6), probe=st.lists(_TERM))
 def test_the_counts_a_writer_keeps_are_the_combined_ones(

@@ -2230,6 +2230,7 @@ PARITY: dict[str, tuple[str, ...]] = {
     "block_decode": (f"{_POST}::test_block_decode_is_the_python_definition",),
     "append_fresh": (
         f"{_POST}::test_append_fresh_is_the_python_append",
+        f"{_POST}::test_append_fresh_extends_the_last_block_as_python_cuts_it",
         f"{_POST}::test_append_fresh_leaves_the_unusual_to_python",
     ),
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
@@ -2241,6 +2242,10 @@ PARITY: dict[str, tuple[str, ...]] = {
         "tests.test_bm25::test_bm25_top_declines_what_it_does_not_expect",
     ),
     "segments_folded": ("tests.test_segments::test_segments_folded_is_overlay_folded",),
+    "segments_added": (
+        "tests.test_segments::test_overlay_added_is_overlay_folded_of_additions",
+        "tests.test_segments::test_a_fold_of_additions_writes_what_the_general_fold_writes",
+    ),
     "index_keys": ("test_index_keys_paths_agree",),
     "journal_entry": ("test_journal_entry_paths_agree",),
     "stage_new": ("test_stage_new_paths_agree",),

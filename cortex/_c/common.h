@@ -59,6 +59,10 @@ CX_HIDDEN Py_ssize_t cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ss
                                      unsigned char *out);
 CX_HIDDEN Py_ssize_t cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n,
                                      Py_ssize_t block_max, unsigned char *out);
+CX_HIDDEN Py_ssize_t cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n,
+                                   Py_ssize_t block_max, uint32_t *last);
+CX_HIDDEN Py_ssize_t cx_block_extend(const unsigned char *r, Py_ssize_t n, uint32_t last,
+                                     unsigned char *out);
 CX_HIDDEN int cx_cursor_init(PyObject *m);
 CX_HIDDEN int cx_write_init(PyObject *m);
 CX_HIDDEN int cx_kv_init(PyObject *m);

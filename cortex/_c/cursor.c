@@ -53,7 +53,10 @@ PyDoc_STRVAR(append_fresh_doc,
              "append_fresh(cursor, items, block_max, /)\n--\n\n"
              "``cortex.index.postings._append`` for many terms in one call: ``items`` is "
              "``[(prefix, records), ...]`` (a term's posting prefix, and new postings as bytes "
-             "or a bytearray of 12-byte records: docno, tf, dl, u32 big-endian each). For each "
+             "or a bytearray of 12-byte records: docno, tf, dl, u32 big-endian each; or as a "
+             "dict docno4 -> tail8, whose records are taken in docno order, and which is left "
+             "over when a value is anything else, as a removal's None; any other value is left "
+             "over too). For each "
              "whose docnos ascend strictly and come after every posting of the term (no block "
              "at or after the first; the last block, if any, ends before it), the term's last "
              "block is read with the cursor (set_range, key, value, prev, last: bytes), the "
@@ -67,8 +70,9 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
 {
     /* 1 done, 0 left to Python, -1 error */
     PyObject *key = NULL, *k0 = NULL, *v0 = NULL, *k1 = NULL;
-    unsigned char *all = NULL, *enc = NULL;
-    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), m0 = 0, total, at, step = block_max * 12, i;
+    unsigned char *enc = NULL;
+    Py_ssize_t plen = PyBytes_GET_SIZE(prefix), m0 = 0, at, step = block_max * 12, i;
+    uint32_t last = 0;
     int found, rc = -1;
     if (nr == 0 || nr % 12 != 0) {
         return 0;
@@ -114,16 +118,10 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             Py_CLEAR(k0);
         }
     }
-    all = PyMem_Malloc((size_t)nr + (size_t)(step > 0 ? step : 12) + 16);
-    if (all == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     if (k0 != NULL) {
         const unsigned char *v;
         Py_ssize_t nv;
         uint32_t c;
-        unsigned char *tmp;
         v0 = cursor_get(cursor, m_value);
         if (v0 == NULL) {
             goto done;
@@ -140,38 +138,47 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             rc = 0; /* the block fails its checksum: the Python path says so */
             goto done;
         }
-        tmp = PyMem_Realloc(all, (size_t)nr + (size_t)((nv - 4) / 2 + 1) * 12 + 16);
-        if (tmp == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        all = tmp;
         {
             const unsigned char *f = (const unsigned char *)PyBytes_AS_STRING(k0) + plen;
             uint64_t first = ((uint64_t)f[0] << 24) | ((uint64_t)f[1] << 16) |
                              ((uint64_t)f[2] << 8) | f[3];
-            m0 = cx_block_decode(first, v, nv - 4, block_max, all);
+            /* checked as a decode checks it, without its records: a canonical payload is the
+             * encoding of its postings, so the extended block is its bytes and the varints of
+             * the new postings after them (cut_runs from the block's first posting) */
+            m0 = cx_block_scan(first, v, nv - 4, block_max, &last);
         }
-        if (m0 < 0 || memcmp(all + m0 - 12, r, 4) >= 0) {
+        if (m0 < 0 || (((uint32_t)r[0] << 24) | ((uint32_t)r[1] << 16) |
+                       ((uint32_t)r[2] << 8) | r[3]) <= last) {
             rc = 0; /* damaged, or the new postings do not come after it */
             goto done;
         }
     }
-    memcpy(all + m0, r, (size_t)nr);
-    total = m0 + nr;
-    enc = PyMem_Malloc((size_t)(step / 12) * 15 + 4);
+    enc = PyMem_Malloc((size_t)(k0 != NULL ? PyBytes_GET_SIZE(v0) : 0) +
+                       (size_t)(step / 12) * 15 + 4);
     if (enc == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (at = 0; at < total; at += step) {
-        Py_ssize_t len = total - at < step ? total - at : step, size;
+    at = 0;
+    while (at < nr) {
+        Py_ssize_t len, size;
+        const unsigned char *kb;
         PyObject *k, *val, *pair;
         uint32_t c;
-        if (at == 0 && k0 != NULL && m0 == step) {
-            continue; /* the stored block was full: it stays */
+        if (at == 0 && k0 != NULL && m0 < block_max) {
+            /* the stored block, extended with as many new postings as it has room for */
+            Py_ssize_t old = PyBytes_GET_SIZE(v0) - 4, ext;
+            len = (block_max - m0) * 12 < nr ? (block_max - m0) * 12 : nr;
+            memcpy(enc, PyBytes_AS_STRING(v0), (size_t)old);
+            ext = cx_block_extend(r, len, last, enc + old);
+            size = ext < 0 ? -1 : old + ext;
+            kb = (const unsigned char *)PyBytes_AS_STRING(k0) + plen;
         }
-        size = cx_block_encode(all + at, len, block_max, enc);
+        else { /* a new block (a full stored block stays as it is) */
+            len = nr - at < step ? nr - at : step;
+            size = cx_block_encode(r + at, len, block_max, enc);
+            kb = r + at;
+        }
         if (size < 0) {
             PyErr_SetString(PyExc_RuntimeError, "append_fresh: a run that does not encode");
             goto done;
@@ -189,7 +196,7 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             goto done;
         }
         memcpy(PyBytes_AS_STRING(k), PyBytes_AS_STRING(prefix), (size_t)plen);
-        memcpy(PyBytes_AS_STRING(k) + plen, all + at, 4);
+        memcpy(PyBytes_AS_STRING(k) + plen, kb, 4);
         pair = PyTuple_New(2);
         if (pair == NULL) {
             Py_DECREF(k);
@@ -203,16 +210,57 @@ append_one(PyObject *cursor, PyObject *prefix, const unsigned char *r, Py_ssize_
             goto done;
         }
         Py_DECREF(pair);
+        at += len;
     }
     rc = 1;
 done:
-    PyMem_Free(all);
     PyMem_Free(enc);
     Py_XDECREF(key);
     Py_XDECREF(k0);
     Py_XDECREF(v0);
     Py_XDECREF(k1);
     return rc;
+}
+
+static int
+cmp_docno4(const void *a, const void *b)
+{
+    return memcmp(a, b, 4);
+}
+
+/* A dict of new postings (docno4 -> tail8: a fold's additions) as 12-byte records in docno
+ * order, into *out (PyMem, freed by the caller) with *n set to their size: 1, or 0 when it
+ * holds anything else (a removal's None: left to the Python path), -1 on error. */
+static int
+dict_records(PyObject *held, unsigned char **out, Py_ssize_t *n)
+{
+    Py_ssize_t pos = 0, at = 0, size = PyDict_GET_SIZE(held);
+    PyObject *k, *v;
+    unsigned char *buf;
+    *out = NULL;
+    *n = 0;
+    if (size == 0) {
+        return 0;
+    }
+    buf = PyMem_Malloc((size_t)size * 12);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (PyDict_Next(held, &pos, &k, &v)) {
+        if (!PyBytes_CheckExact(k) || PyBytes_GET_SIZE(k) != 4 || !PyBytes_CheckExact(v) ||
+            PyBytes_GET_SIZE(v) != 8) {
+            PyMem_Free(buf);
+            return 0;
+        }
+        memcpy(buf + at, PyBytes_AS_STRING(k), 4);
+        memcpy(buf + at + 4, PyBytes_AS_STRING(v), 8);
+        at += 12;
+    }
+    qsort(buf, (size_t)size, 12, cmp_docno4);
+    *out = buf;
+    *n = at;
+    return 1;
 }
 
 static PyObject *
@@ -243,27 +291,42 @@ sp_append_fresh(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     n = PyList_GET_SIZE(items);
     for (t = 0; t < n; t++) {
         PyObject *item = PyList_GET_ITEM(items, t), *prefix, *records;
-        const unsigned char *r;
-        Py_ssize_t nr;
+        const unsigned char *r = NULL;
+        Py_ssize_t nr = 0;
         int rc;
+        unsigned char *sorted = NULL;
         if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
-            !(PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
-              PyByteArray_CheckExact(PyTuple_GET_ITEM(item, 1)))) {
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0))) {
             PyErr_SetString(PyExc_TypeError, "append_fresh: items are (bytes, records) pairs");
             goto done;
         }
         prefix = PyTuple_GET_ITEM(item, 0);
         records = PyTuple_GET_ITEM(item, 1);
-        if (PyByteArray_CheckExact(records)) {
+        if (!PyBytes_CheckExact(records) && !PyByteArray_CheckExact(records) &&
+            !PyDict_CheckExact(records)) {
+            rc = 0; /* another mapping of changes: the Python path */
+        }
+        else if (PyDict_CheckExact(records)) {
+            rc = dict_records(records, &sorted, &nr);
+            if (rc < 0) {
+                goto done;
+            }
+            r = sorted;
+        }
+        else if (PyByteArray_CheckExact(records)) {
+            rc = 1;
             r = (const unsigned char *)PyByteArray_AS_STRING(records);
             nr = PyByteArray_GET_SIZE(records);
         }
         else {
+            rc = 1;
             r = (const unsigned char *)PyBytes_AS_STRING(records);
             nr = PyBytes_GET_SIZE(records);
         }
-        rc = append_one(cursor, prefix, r, nr, block_max, puts);
+        if (rc == 1) {
+            rc = append_one(cursor, prefix, r, nr, block_max, puts);
+        }
+        PyMem_Free(sorted);
         if (rc < 0) {
             goto done;
         }

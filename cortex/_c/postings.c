@@ -88,6 +88,17 @@ get_varint(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
     return 0;
 }
 
+/* get_varint, a one-byte varint (most of a block's: small deltas, tf and dl) without its loop */
+static inline int
+get_varint1(const unsigned char *p, Py_ssize_t n, Py_ssize_t *i, uint64_t *v)
+{
+    if (*i < n && p[*i] < 0x80) {
+        *v = p[(*i)++];
+        return 1;
+    }
+    return get_varint(p, n, i, v);
+}
+
 PyDoc_STRVAR(block_encode_doc,
              "block_encode(records, block_max, /)\n--\n\n"
              "``cortex.index.postings.block_encode`` in C: the varint payload of a block of "
@@ -157,6 +168,67 @@ cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t
         put_u32((char *)q + 4, (uint32_t)tf);
         put_u32((char *)q + 8, (uint32_t)dl);
         q += 12;
+    }
+    return q - out;
+}
+
+/* The number of postings of the block payload p[0:n] whose first docno is first, with *last set
+ * to the docno of its last one: cx_block_decode's checks without its records (an append reads
+ * a block only to extend it), -1 when p is not the canonical encoding of 1 to block_max
+ * postings. */
+Py_ssize_t
+cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+              uint32_t *last)
+{
+    Py_ssize_t i = 0, count = 0;
+    uint64_t docno = first, delta, tf, dl;
+    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
+        return -1;
+    }
+    while (i < n) {
+        if (count > 0) {
+            if (!get_varint1(p, n, &i, &delta) || delta < 1) {
+                return -1;
+            }
+            docno += delta;
+            if (docno > 0xFFFFFFFFu) {
+                return -1;
+            }
+        }
+        if (!get_varint1(p, n, &i, &tf) || !get_varint1(p, n, &i, &dl) || tf < 1 || tf > dl ||
+            dl > 0xFFFFFFFFu) {
+            return -1;
+        }
+        if (++count > block_max) {
+            return -1;
+        }
+    }
+    *last = (uint32_t)docno;
+    return count;
+}
+
+/* The varints that continue a block whose last posting has docno last with the 12-byte records
+ * r[0:n] (each posting a delta, tf, dl: the bytes cx_block_encode gives for them after that
+ * block's), into out (room for n / 12 * 15 bytes): their size, or -1 when the docnos do not
+ * ascend strictly from past last or a posting breaks 1 <= tf <= dl. */
+Py_ssize_t
+cx_block_extend(const unsigned char *r, Py_ssize_t n, uint32_t last, unsigned char *out)
+{
+    unsigned char *q = out;
+    Py_ssize_t i;
+    if (n % 12 != 0) {
+        return -1;
+    }
+    for (i = 0; i < n; i += 12) {
+        uint32_t d = get_u32((const char *)r + i), tf = get_u32((const char *)r + i + 4),
+                 dl = get_u32((const char *)r + i + 8);
+        if (tf < 1 || tf > dl || d <= last) {
+            return -1;
+        }
+        q += put_varint(q, d - last);
+        last = d;
+        q += put_varint(q, tf);
+        q += put_varint(q, dl);
     }
     return q - out;
 }
@@ -538,8 +610,103 @@ fail:
     return result;
 }
 
+PyDoc_STRVAR(segments_added_doc,
+             "segments_added(segments, /)\n--\n\n"
+             "``cortex.index.segments.Overlay.added`` in C: ``segments`` as for "
+             "``segments_folded``. ``(records, counts)`` when every entry is an ADD whose docno "
+             "comes after the term's earlier entries' (a run of writes of new memories): term "
+             "-> its postings as 12-byte records (docno4 + tail8, a bytearray, ascending) and "
+             "term -> how many; None otherwise (``folded`` then combines the segments).");
+
+static PyObject *
+sp_segments_added(PyObject *module, PyObject *segs)
+{
+    PyObject *records = NULL, *counts = NULL, *term, *entries, *ba, *res = NULL;
+    Py_ssize_t s, ns, pos, j, ne;
+    (void)module;
+    if (!PyList_CheckExact(segs)) {
+        Py_RETURN_NONE;
+    }
+    records = PyDict_New();
+    if (records == NULL) {
+        return NULL;
+    }
+    ns = PyList_GET_SIZE(segs);
+    for (s = 0; s < ns; s++) {
+        PyObject *seg = PyList_GET_ITEM(segs, s);
+        if (!PyDict_Check(seg)) {
+            goto not_here;
+        }
+        pos = 0;
+        while (PyDict_Next(seg, &pos, &term, &entries)) {
+            Py_ssize_t have;
+            char *at;
+            if (!PyList_CheckExact(entries) || !PyUnicode_CheckExact(term)) {
+                goto not_here;
+            }
+            ba = PyDict_GetItemWithError(records, term);
+            if (ba == NULL) {
+                if (PyErr_Occurred()) {
+                    goto fail;
+                }
+                ba = PyByteArray_FromStringAndSize(NULL, 0);
+                if (ba == NULL) {
+                    goto fail;
+                }
+                if (PyDict_SetItem(records, term, ba) < 0) {
+                    Py_DECREF(ba);
+                    goto fail;
+                }
+                Py_DECREF(ba); /* records holds it */
+            }
+            ne = PyList_GET_SIZE(entries);
+            have = PyByteArray_GET_SIZE(ba);
+            if (PyByteArray_Resize(ba, have + ne * 12) < 0) {
+                goto fail;
+            }
+            at = PyByteArray_AS_STRING(ba) + have;
+            for (j = 0; j < ne; j++) {
+                int kind;
+                PyObject *raw, *tail;
+                if (!folded_entry(PyList_GET_ITEM(entries, j), &kind, &raw, &tail) || kind != 1 ||
+                    PyBytes_GET_SIZE(tail) != 8) {
+                    goto not_here;
+                }
+                if ((have > 0 || j > 0) && memcmp(at - 12, PyBytes_AS_STRING(raw), 4) >= 0) {
+                    goto not_here; /* not after the term's earlier entries: folded decides */
+                }
+                memcpy(at, PyBytes_AS_STRING(raw), 4);
+                memcpy(at + 4, PyBytes_AS_STRING(tail), 8);
+                at += 12;
+            }
+        }
+    }
+    counts = PyDict_New();
+    if (counts == NULL) {
+        goto fail;
+    }
+    pos = 0;
+    while (PyDict_Next(records, &pos, &term, &ba)) {
+        PyObject *n = PyLong_FromSsize_t(PyByteArray_GET_SIZE(ba) / 12);
+        if (n == NULL || PyDict_SetItem(counts, term, n) < 0) {
+            Py_XDECREF(n);
+            goto fail;
+        }
+        Py_DECREF(n);
+    }
+    res = PyTuple_Pack(2, records, counts);
+fail:
+    Py_XDECREF(records);
+    Py_XDECREF(counts);
+    return res;
+not_here:
+    Py_DECREF(records);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef postings_methods[] = {
     {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
+    {"segments_added", (PyCFunction)sp_segments_added, METH_O, segments_added_doc},
     {"block_encode", (PyCFunction)(void (*)(void))sp_block_encode, METH_FASTCALL, block_encode_doc},
     {"block_decode", (PyCFunction)(void (*)(void))sp_block_decode, METH_FASTCALL, block_decode_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},

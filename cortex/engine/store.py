@@ -1204,9 +1204,9 @@ class Store:
                 grouped: Indexer | None = getattr(txn, "share", None)  # ``_GroupIndexer``'s
                 lex = Indexer(txn) if grouped is None else grouped
                 self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
-                txn.put_many(puts)
                 if grouped is None:
-                    lex.flush()
+                    lex.flush(puts)  # a segment's puts join the write's: one put_many
+                txn.put_many(puts)
                 return WriteResult.of(Uri._trusted(p.type, p.head.id, 1), "created")
 
             return self._budgeted(Sharing(one, _GROUP_INDEXER), now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Final
 
@@ -602,13 +602,18 @@ class Indexer:
         group = self._pending.setdefault(term, {})
         group.update(fresh_changes(self._fresh.pop(term)))
 
-    def flush(self) -> None:
+    def flush(self, puts: list[tuple[bytes, bytes]] | None = None) -> None:
         """Write the held-back postings, the changed document frequencies and the statistics.
 
         A commit changing at most ``SEGMENT_POSTINGS`` postings, while the segments stay within
         ``SEGMENT_MAX`` and ``SEGMENT_POSTINGS``, stores its changes as one new segment
         (``lexical.md`` §4b); any other folds every segment and its own changes into the main
         blocks and ``lex/t/`` entries, deleting the segments (§5).
+
+        ``puts``: a list the caller writes with ``put_many`` after this call (a single write's
+        records): a segment's puts (its documents, the segment, the statistics) are appended
+        to it instead of written here, so the write makes one ``put_many``. A fold writes its
+        own. The caller must write ``puts`` before anything reads the ``lex/`` keys again.
         """
         txn = self.txn
         pending, fresh, gone = self._pending, self._fresh, self._gone
@@ -628,72 +633,89 @@ class Indexer:
             and len(ov.keys) < SEGMENT_MAX
             and ov.postings + changed <= SEGMENT_POSTINGS
         ):
-            self._write_segment(ov)
+            self._write_segment(ov, changed, puts)
             return
         if not changed and not (self._fold and ov):
             ov = _segments.overlay_empty()
-        folded = ov.folded()  # every term of the segments combined, in one pass
-        for term in [t for t in fresh if t in pending or t in folded]:
-            self._spill(term)
-        # the changes to the main blocks, and their document frequency changes
-        delta: Counter[str] = Counter()
-        changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
-        for term, group in pending.items():
-            seen = folded.get(term)
-            ovt = None if seen is None else seen[0]
-            out: dict[bytes, bytes | None] = {}
-            for raw, tail in group.items():
-                if ovt is not None and raw in ovt:
-                    continue  # with the segments' entry, below
-                if tail is None:
-                    out[raw] = None
-                    delta[term] -= 1
-                else:
-                    out[raw] = tail
-                    below = gone.get(raw)
-                    if below is None or term not in below:
-                        delta[term] += 1
-            if out:
-                changes_by_term[term] = out
-        for term, (final, counted, in_main) in folded.items():
-            own = pending.get(term)
-            if own is None:  # the segments' final entries, and their count
-                out = final
-                if None in final.values():  # an id added and removed within the segments goes
-                    main = in_main or ()
-                    out = {raw: t for raw, t in final.items() if t is not None or raw in main}
+        additions = None if pending or gone or not ov else ov.added()
+        seg_counts: Mapping[str, int]  # each term's document frequency change in the segments
+        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]]
+        changing: list[str] | None  # the terms whose counts readers saw change (None: all)
+        delta: Counter[str]  # the document frequency changes
+        if additions is not None:
+            # the common fold: segments of new memories' postings only, and this transaction's
+            # new memories; each term's records (ascending: appended after its last block,
+            # ``apply_many``) and counts, without combining the segments entry by entry
+            records, seg_counts = additions
+            delta = Counter(seg_counts)
+            for term, recs in fresh.items():
+                have = records.get(term)
+                records[term] = recs if have is None else have + recs
+                delta[term] += len(recs) // ENTRY
+            changing = list(fresh) if seg_counts else None
+            changes = sorted(records.items(), key=itemgetter(0))
+        else:
+            folded = ov.folded()  # every term of the segments combined, in one pass
+            for term in [t for t in fresh if t in pending or t in folded]:
+                self._spill(term)
+            # the changes to the main blocks, and their document frequency changes
+            delta = Counter()
+            changes_by_term: dict[str, dict[bytes, bytes | None]] = {}
+            for term, group in pending.items():
+                seen = folded.get(term)
+                ovt = None if seen is None else seen[0]
+                out: dict[bytes, bytes | None] = {}
+                for raw, tail in group.items():
+                    if ovt is not None and raw in ovt:
+                        continue  # with the segments' entry, below
+                    if tail is None:
+                        out[raw] = None
+                        delta[term] -= 1
+                    else:
+                        out[raw] = tail
+                        below = gone.get(raw)
+                        if below is None or term not in below:
+                            delta[term] += 1
                 if out:
                     changes_by_term[term] = out
-                delta[term] = counted  # (not touched above: the term is not pending)
-                continue
-            main = in_main or ()
-            out = changes_by_term.setdefault(term, {})
-            d = 0
-            for raw, last in final.items():
-                tail = own.get(raw, last)
-                if tail is not None:
-                    out[raw] = tail
-                    d += raw not in main
-                elif raw in main:
-                    out[raw] = None
-                    d -= 1
-            delta[term] += d
-            if not out:
-                del changes_by_term[term]
-        if delta:
-            for term, records in fresh.items():
-                delta[term] += len(records) // ENTRY
-        else:  # new memories only (a batch's common case): one dict update, no per-term call
-            delta.update({term: len(records) // ENTRY for term, records in fresh.items()})
-        # the terms this transaction changes (the others' counts are the segments' already)
-        changing = [t for t in delta if t in pending or t not in folded] if folded else None
+            for term, (final, counted, in_main) in folded.items():
+                own = pending.get(term)
+                if own is None:  # the segments' final entries, and their count
+                    out = final
+                    if None in final.values():  # an id added and removed in the segments goes
+                        main = in_main or ()
+                        out = {raw: t for raw, t in final.items() if t is not None or raw in main}
+                    if out:
+                        changes_by_term[term] = out
+                    delta[term] = counted  # (not touched above: the term is not pending)
+                    continue
+                main = in_main or ()
+                out = changes_by_term.setdefault(term, {})
+                d = 0
+                for raw, last in final.items():
+                    tail = own.get(raw, last)
+                    if tail is not None:
+                        out[raw] = tail
+                        d += raw not in main
+                    elif raw in main:
+                        out[raw] = None
+                        d -= 1
+                delta[term] += d
+                if not out:
+                    del changes_by_term[term]
+            if delta:
+                for term, recs in fresh.items():
+                    delta[term] += len(recs) // ENTRY
+            else:  # new memories only (a batch's common case): one dict update, no per-term call
+                delta.update({term: len(records) // ENTRY for term, records in fresh.items()})
+            # the terms this transaction changes (the others' counts are the segments' already)
+            changing = [t for t in delta if t in pending or t not in folded] if folded else None
+            changes = list(changes_by_term.items())
+            changes += fresh.items()
+            changes.sort(key=itemgetter(0))
+            seg_counts = {term: seen[1] for term, seen in folded.items()}
         self._put_docs()
         blocks: list[tuple[bytes, bytes]] = []
-        changes: list[tuple[str, dict[bytes, bytes | None] | bytearray]] = list(
-            changes_by_term.items()
-        )
-        changes += fresh.items()
-        changes.sort(key=itemgetter(0))
         prefetch = getattr(txn, "prefetch", None)
         if prefetch is not None and delta:  # an engine across a network sends these reads
             prefetch([lex_term_key(t) for t in delta])  # with the postings' (one round trip)
@@ -722,21 +744,19 @@ class Indexer:
                 else:
                     for term, before in zip(changing, befores, strict=True):
                         n = before + delta[term]
-                        seen = folded.get(term)
-                        held = before if seen is None else before + seen[1]
+                        held = before + seg_counts.get(term, 0)  # what readers counted
                         vocabulary += (n > 0) - (held > 0)
                 for key in deletes:
                     txn.delete(key)
         if got is None:
             puts = []
-            for term in folded:
+            for term in seg_counts:
                 delta.setdefault(term, 0)
             terms = sorted(delta)
             # every entry read (and checked) first, in one call: the loop deletes only others
             for term, before in zip(terms, _main_dfs(txn, terms), strict=True):
                 n = before + delta[term]
-                seen = folded.get(term)
-                held = before if seen is None else before + seen[1]  # what readers counted
+                held = before + seg_counts.get(term, 0)  # what readers counted
                 vocabulary += (n > 0) - (held > 0)
                 if n == before:
                     continue
@@ -758,8 +778,11 @@ class Indexer:
         """How many posting segments the transaction's snapshot holds (``lexical.md`` §4b)."""
         return len(_segments.overlay(self.txn).keys)
 
-    def _put_docs(self) -> None:
-        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change."""
+    def _put_docs(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change.
+
+        ``out``: append the puts to it instead (the deletes are made here).
+        """
         txn = self.txn
         maps, unmaps = self._maps, self._unmaps
         for docno in sorted(unmaps):
@@ -767,19 +790,22 @@ class Indexer:
                 txn.delete(lex_docno_key(docno))
         # one call for both keyspaces; new numbers are past every stored one: their puts
         # append (``put_many``)
-        puts = list(self._docs.items())
+        puts = list(self._docs.items()) if out is None else out
+        if out is not None:
+            puts += self._docs.items()
         if maps:
             puts += [
                 (lex_docno_key(d), seal(raw)) for d, raw in sorted(maps.items()) if d not in unmaps
             ]
-        if puts:
+        if puts and out is None:
             txn.put_many(puts)
         self._docs.clear()
         maps.clear()
         unmaps.clear()
         self._freed.clear()
 
-    def _put_stats(self) -> None:
+    def _put_stats(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
+        """Write the statistics record (``out``: append the put to it instead)."""
         stats = LexStats(
             documents=self._documents,
             total_length=self._total,
@@ -788,43 +814,55 @@ class Indexer:
             next_docno=self._next,
         )
         value = seal(STATS_CODEC.encode(stats, "meta/lexical"))
-        self.txn.put(STATS_KEY, value)
+        if out is None:
+            self.txn.put(STATS_KEY, value)
+        else:
+            out.append((STATS_KEY, value))
         _stats_memo[0] = (value, stats)
 
-    def _write_segment(self, ov: _segments.Overlay) -> None:
-        """Store this transaction's posting changes as the next segment (``lexical.md`` §4b)."""
-        gone = self._gone
+    def _write_segment(
+        self, ov: _segments.Overlay, changed: int, out: list[tuple[bytes, bytes]] | None
+    ) -> None:
+        """Store this transaction's posting changes as the next segment (``lexical.md`` §4b).
+
+        ``changed``: the number of postings changed (held, and new: ``flush``). ``out``: as
+        ``flush``'s ``puts``.
+        """
+        gone, fresh = self._gone, self._fresh
         groups: dict[str, dict[bytes, tuple[int, bytes | None]]] = {}
         delta: dict[str, int] = {}
         if not any(self._pending.values()):  # new memories only (the common write): every
             # entry an ADD, encoded straight from the held records
-            payload, decoded = _segments.encode_fresh(self._fresh)
-            delta = {term: len(records) // ENTRY for term, records in self._fresh.items()}
-            self._put_segment(ov, payload, decoded, delta)
+            payload, decoded = _segments.encode_fresh(fresh)
+            if changed == len(fresh):  # one posting a term (a single write): each adds one
+                delta = dict.fromkeys(fresh, 1)
+            else:
+                delta = {term: len(records) // ENTRY for term, records in fresh.items()}
+            self._put_segment(ov, payload, decoded, delta, out)
             return
         for term, group in self._pending.items():
             if not group:
                 continue
-            out = groups[term] = {}
+            out_ = groups[term] = {}
             d = 0
             for raw, tail in group.items():
                 below = gone.get(raw)
                 if tail is None:
-                    out[raw] = (_segments.DEL, None)
+                    out_[raw] = (_segments.DEL, None)
                     d -= 1
                 elif below is not None and term in below:
-                    out[raw] = (_segments.SET, tail)
+                    out_[raw] = (_segments.SET, tail)
                 else:
-                    out[raw] = (_segments.ADD, tail)
+                    out_[raw] = (_segments.ADD, tail)
                     d += 1
             delta[term] = d
-        for term, records in self._fresh.items():
-            out = groups.setdefault(term, {})
+        for term, records in fresh.items():
+            out_ = groups.setdefault(term, {})
             for raw, tail in fresh_changes(records).items():
-                out[raw] = (_segments.ADD, tail)
+                out_[raw] = (_segments.ADD, tail)
             delta[term] = delta.get(term, 0) + len(records) // ENTRY
         payload, decoded = _segments.encode_groups(groups)
-        self._put_segment(ov, payload, decoded, delta)
+        self._put_segment(ov, payload, decoded, delta, out)
 
     def _put_segment(
         self,
@@ -832,39 +870,48 @@ class Indexer:
         payload: bytes,
         decoded: _segments.Groups,
         delta: dict[str, int],
+        out: list[tuple[bytes, bytes]] | None,
     ) -> None:
         """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics.
 
-        ``delta``: the segment's document frequency change by term (ADDs less DELs).
+        ``delta``: the segment's document frequency change by term (ADDs less DELs). ``out``:
+        append the puts to it instead of writing them (``flush``).
         """
         txn = self.txn
-        self._put_docs()
+        puts: list[tuple[bytes, bytes]] = [] if out is None else out
+        self._put_docs(puts)
         vocabulary = self._terms
         kept = ov.df_changes()
         if kept is None:
             changed = [(term, d) for term, d in delta.items() if d]
         else:  # a term the segments add to is held before and after an addition (a stored
             # count is never below 0): its count need not be read
-            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and kept.get(t, 0) < 1)]
-        limit = ov.postings
-        mains = _main_dfs(txn, [t for t, _ in changed])
-        for (term, d), main in zip(changed, mains, strict=True):
-            if main - limit + min(d, 0) > 0:
-                continue  # held before and after whatever the segments say: no need to combine
-            before = main + ov.df_change(term)
-            after = before + d
-            if after < 0:
-                raise IntegrityError(f"term {term!r} would have a negative frequency: run verify")
-            vocabulary += (after > 0) - (before > 0)
+            get = kept.get
+            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and get(t, 0) < 1)]
+        if changed:
+            limit = ov.postings
+            mains = _main_dfs(txn, [t for t, _ in changed])
+            for (term, d), main in zip(changed, mains, strict=True):
+                if main - limit + min(d, 0) > 0:
+                    continue  # held before and after whatever the segments say: no need to combine
+                before = main + ov.df_change(term)
+                after = before + d
+                if after < 0:
+                    raise IntegrityError(
+                        f"term {term!r} would have a negative frequency: run verify"
+                    )
+                vocabulary += (after > 0) - (before > 0)
         value = seal(payload)
-        txn.put(ov.next_key, value)
+        puts.append((ov.next_key, value))
         _segments.remember(ov.next_key, value, decoded, ov, delta)
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()
         self._delta.clear()
         self._terms = vocabulary
-        self._put_stats()
+        self._put_stats(puts)
+        if out is None:
+            txn.put_many(puts)
 
 
 def fold(txn: WriteTxn) -> int:

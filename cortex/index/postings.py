@@ -373,22 +373,16 @@ def apply_many(
             ]
         )
     if _USE_SPEEDUPS and cursor is not None:
-        # the appends of new postings (a batch of new memories) for every term in one call
-        fresh: list[int] = []
-        items: list[tuple[bytes, bytes | bytearray]] = []
-        for i, (term, held) in enumerate(changes):
-            if isinstance(held, _RECORDS):
-                fresh.append(i)
-                items.append((posting_prefix(term), held))
-            elif None not in held.values():  # additions only (a fold's ADDs): maybe appends
-                fresh.append(i)
-                items.append(
-                    (posting_prefix(term), b"".join([k + v for k, v in sorted(held.items())]))  # type: ignore[operator]
-                )
-        got, left = _sp.append_fresh(cursor(), items, BLOCK_MAX)
+        # the appends of new postings (a batch of new memories; a fold's additions, held as a
+        # dict) for every term in one call; C leaves the rest (removals, postings among the
+        # stored ones) to the loop below
+        got, left = _sp.append_fresh(
+            cursor(),
+            [(posting_prefix(term), held) for term, held in changes],
+            BLOCK_MAX,
+        )
         puts += got
-        done = set(fresh) - {fresh[j] for j in left}
-        changes = [c for i, c in enumerate(changes) if i not in done]
+        changes = [changes[j] for j in left]
     for term, held in changes:
         if not isinstance(held, _RECORDS):
             apply(txn, term, held, puts)

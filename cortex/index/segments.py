@@ -44,6 +44,8 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
 """Encode a segment of new postings, and combine the segments for a fold, in C
 (``cortex._speedups``) when it is built; tests switch this off to compare with the Python
 paths."""
+_HAS_ADDED: bool = _sp is not None and hasattr(_sp, "segments_added")
+"""``Overlay.added`` in C (an extension built before it lacks it: then the Python path)."""
 
 __all__ = [
     "ADD",
@@ -332,17 +334,22 @@ class Overlay:
         counted them), which, on the counts this overlay kept, gives ``df_change`` without
         combining.
         """
-        out = Overlay(())
+        out = Overlay.__new__(Overlay)  # every slot set here: nothing of ``__init__`` to redo
         out.keys = [*self.keys, key]
         out.postings = self.postings + segment.count
         out._segs = [*self._segs, (key, segment)]
+        out._by_term, out._states, out._df, out._sorted, out._full = {}, {}, {}, {}, False
         out.next_key = lex_segment_key(parse_lex_segment_key(key) + 1)
         base = {} if not self._segs else self._dfs
+        out._dfs = None
         if base is not None and dfs is not None:
-            counts = base.copy()
-            get = counts.get
-            for term, d in dfs.items():
-                counts[term] = get(term, 0) + d
+            if base:
+                counts = base.copy()
+                get = counts.get
+                for term, d in dfs.items():
+                    counts[term] = get(term, 0) + d
+            else:
+                counts = dict(dfs)
             out._dfs = counts
         return out
 
@@ -489,6 +496,33 @@ class Overlay:
                     d += _KIND_DF[kind]
                 got[1] = d
         return {term: (final, d, below) for term, (final, d, below) in out.items()}
+
+    def added(self) -> tuple[dict[str, bytearray], dict[str, int]] | None:
+        """The segments' postings when each is an addition after its term's earlier ones.
+
+        The common fold's segments (a run of writes of new memories): every entry an ADD, and
+        each term's docnos ascending from segment to segment. Then ``(records, counts)``: term
+        -> its postings as docno4 + tail8 records in docno order, and term -> how many (its
+        document frequency change); ``folded`` combines them alike. None otherwise (a SET or
+        DEL, a docno not after the term's earlier ones: ``folded`` then combines them, and
+        names an entry that contradicts an older segment's).
+        """
+        if _USE_SPEEDUPS and _HAS_ADDED:
+            return _sp.segments_added([seg for _, seg in self._segs])
+        records: dict[str, bytearray] = {}
+        for _, segment in self._segs:
+            for term, entries in segment.items():
+                out = records.get(term)
+                if out is None:
+                    out = records[term] = bytearray()
+                for kind, raw, tail in entries:
+                    if kind != ADD or tail is None or len(raw) != 4 or len(tail) != 8:
+                        return None
+                    if out[-12:-8] >= raw:  # (none before: b"" is below every docno)
+                        return None
+                    out += raw
+                    out += tail
+        return records, {term: len(out) // 12 for term, out in records.items()}
 
     @property
     def state(self) -> dict[str, dict[bytes, tuple[bytes | None, bool]]]:
