@@ -380,6 +380,89 @@ def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> 
         kv.close()
 
 
+def test_an_interrupted_writer_put_back_behind_another_withdraws(tmp_path: Path) -> None:
+    """As above, with another writer put back before it: that one leads the next group,
+    which does not take the interrupted writer's write; the interrupted one withdraws."""
+    kv = LmdbKV(tmp_path / "kv")
+    main = threading.get_ident()
+    interrupted = threading.Event()
+    commits = kv._shared.commits
+
+    def raise_signal(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise _Signal
+
+    def alone(go: threading.Event, inside: threading.Event) -> None:
+        with kv.read():  # inside a snapshot: a write of its own, holding LMDB's writer lock
+            kv.write(lambda txn: (inside.set(), go.wait(30), txn.put(b"alone", b"1")))
+
+    def leader_fn(txn: Any) -> None:  # runs with the main thread's write taken into its group
+        txn.put(b"leader", b"1")
+        signal.pthread_kill(main, signal.SIGUSR1)
+        assert interrupted.wait(30)
+        time.sleep(0.2)  # the main thread waits for the group's outcome now
+        raise _Stop  # the leader interrupted: the others go back to the queue, unwritten
+
+    def leader() -> None:
+        with pytest.raises(_Stop):
+            kv.write(leader_fn)
+
+    def rescue() -> None:  # without the fix, only a later writer ends the main thread's wait
+        if not done.wait(10):
+            kv.write(lambda txn: txn.put(b"rescue", b"1"))
+
+    old = signal.signal(signal.SIGUSR1, raise_signal)
+    go, inside, done = threading.Event(), threading.Event(), threading.Event()
+    threads = [threading.Thread(target=alone, args=(go, inside))]
+    try:
+        threads[0].start()
+        assert inside.wait(30)
+        threads.append(threading.Thread(target=leader))
+        threads[1].start()
+        deadline = time.monotonic() + 30
+        while not commits.leading:  # the leader waits for LMDB's writer lock
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+        def other() -> None:
+            kv.write(lambda txn: txn.put(b"other", b"1"))
+
+        threads.append(threading.Thread(target=other))
+        threads[2].start()
+        while _queued(kv) < 1:  # the other writer queues first
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+        def release_when_queued() -> None:
+            while _queued(kv) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            go.set()
+
+        threads += [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
+        threads[3].start()
+        threads[4].start()
+        started = time.monotonic()
+        with pytest.raises(_Signal) as raised:
+            kv.write(lambda txn: txn.put(b"main", b"1"))
+        notes = getattr(raised.value, "__notes__", [])
+        assert not any("IS committed" in n for n in notes), notes
+        elapsed = time.monotonic() - started
+        done.set()
+        for t in threads:
+            t.join(30)
+        assert elapsed < 8
+        assert _queued(kv) == 0
+        with kv.read() as r:
+            assert r.get(b"main") is None and r.get(b"leader") is None
+            assert r.get(b"alone") == b"1" and r.get(b"other") == b"1"
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        go.set()
+        done.set()
+        kv.close()
+
+
 def test_an_interrupt_before_the_leader_starts_frees_the_leadership(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -507,3 +590,185 @@ def test_sigkill_while_threads_commit_in_groups_loses_nothing_returned(store_pat
             total += _check_reports(cx, seed, reports)
             _check_whole_store(cx)
     assert total > 0
+
+
+def _queue_in_order(kv: LmdbKV, calls: list[Callable[[], Any]]) -> tuple[list[Any], list[Any]]:
+    """Start one thread per call, each after the one before has queued: the group's order."""
+    threads: list[Any] = []
+    out: list[Any] = []
+    for i, call in enumerate(calls):
+        ts, o = _run_all([call])
+        threads += ts
+        out.append(o)
+        deadline = time.monotonic() + 30
+        while _queued(kv) < i + 1:
+            assert time.monotonic() < deadline, f"{_queued(kv)} of {i + 1} writes queued"
+            time.sleep(0.002)
+    return threads, out
+
+
+def _note(word: str) -> Fact:
+    # no temporal chain (supersede=False below): the fused single write, which shares
+    return Fact(statement=f"note {word}", subject="s", predicate="p")
+
+
+def test_fused_writes_of_a_group_index_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fused single writes of one group stage their terms into one indexer, written once
+    for the group, and each memory is searchable at once."""
+    from cortex.engine import store as engine_store
+
+    finished = []
+    real = engine_store._GroupIndexer.finish
+
+    def counted(state: Any) -> None:
+        finished.append(state)
+        real(state)
+
+    monkeypatch.setattr(engine_store._GroupIndexer, "finish", staticmethod(counted))
+    words = ["alpha", "bravo", "charlie", "delta", "echo"]
+    with Cortex.open(tmp_path / "store", actor="agent") as cx:
+        held = _Held(cx._kv)
+        threads, out = _run_all([lambda w=w: cx.write(_note(w), supersede=False) for w in words])
+        held.release_when_queued(len(words))
+        _join(threads)
+        assert len(finished) == 1  # the five writes: one group, one index write
+        for w, uri in zip(words, out, strict=True):
+            assert cx.resolve(uri).data == _note(w)
+            assert [m for m, _ in cx._engine._lexical_search(w, 5)] == [uri.id]
+        _check_whole_store(cx)
+
+
+def test_a_failing_sharing_write_fails_alone(tmp_path: Path) -> None:
+    """A sharing write that fails (a taken id, a spent budget) fails alone: the group runs
+    again without sharing, the others commit and are indexed, the store verifies."""
+    with Cortex.open(tmp_path / "store", actor="agent") as cx:
+        taken = cx.write(_note("taken"), supersede=False).id
+        with cx.task("spent", limit=1):
+            cx.write(_note("spends"), supersede=False)
+
+        def in_task() -> Any:
+            with cx.task("spent", limit=1):
+                return cx.write(_note("over"), supersede=False)
+
+        calls = [
+            lambda: cx.write(_note("first"), supersede=False),
+            lambda: cx.write(_note("clash"), supersede=False, id=taken),
+            lambda: cx.write(_note("second"), supersede=False),
+            in_task,
+            lambda: cx.write(_note("third"), supersede=False),
+        ]
+        held = _Held(cx._kv)
+        threads, outs = _queue_in_order(cx._kv, calls)
+        held.go.set()
+        held.thread.join(30)
+        _join(threads)
+        out = [o[0] for o in outs]
+        assert isinstance(out[1], ConflictError), out[1]
+        assert isinstance(out[3], WriteBudgetError), out[3]
+        for i, w in ((0, "first"), (2, "second"), (4, "third")):
+            assert cx.resolve(out[i]).data == _note(w)
+            assert [m for m, _ in cx._engine._lexical_search(w, 5)] == [out[i].id]
+        assert cx._engine._lexical_search("clash", 5) == []
+        assert cx._engine._lexical_search("over", 5) == []
+        assert cx.stats()["memories"] == 2 + 3
+        report = cx.verify()
+        assert report.ok, report.problems[:5]
+
+
+def test_sharing_writes_around_other_writes_of_the_group(tmp_path: Path) -> None:
+    """The sharing writes of a group run first, their indexer written before the writes that
+    index on their own (an update, a write with a temporal chain) run: the lexical index and
+    its statistics stay whole."""
+    with Cortex.open(tmp_path / "store", actor="agent") as cx:
+        old = cx.write(_note("old"), supersede=False)
+        gone = cx.write(_note("gone"), supersede=False)
+        calls = [
+            lambda: cx.write(_note("one"), supersede=False),
+            lambda: cx.write(_note("two"), supersede=False),
+            lambda: cx.update(old.id, _note("renewed"), supersede=False),
+            lambda: cx.write(_note("three"), supersede=False),
+            lambda: cx.update(gone.id, _note("replaced"), supersede=False),
+            lambda: cx.write(Fact(statement="chained", subject="s", predicate="p")),
+            lambda: cx.write(_note("four"), supersede=False),
+        ]
+        held = _Held(cx._kv)
+        threads, outs = _queue_in_order(cx._kv, calls)
+        held.go.set()
+        held.thread.join(30)
+        _join(threads)
+        out = [o[0] for o in outs]
+        assert not any(isinstance(x, BaseException) for x in out), out
+        for w in ("one", "two", "renewed", "three", "replaced", "four", "chained"):
+            assert len(cx._engine._lexical_search(w, 5)) == 1, w
+        assert cx._engine._lexical_search("gone", 5) == []
+        assert cx._engine._lexical_search("old", 5) == []
+        _check_whole_store(cx)
+
+
+def test_an_interrupt_as_the_leadership_is_handed_over_passes_it_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer interrupted as the leadership reaches it (the signal's exception raised as
+    its wait ends) withdraws its write and hands the leadership to the next writer queued:
+    that one commits, and the queue is not left led for ever."""
+    from cortex.storage import kv as kv_module
+
+    kv = LmdbKV(tmp_path / "kv")
+    main = threading.get_ident()
+
+    class _Wake:
+        """The main thread's wait lock: its wait ends with an interrupt."""
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def acquire(self) -> bool:
+            self.lock.acquire()
+            if threading.get_ident() == main:
+                raise _Signal
+            return True
+
+        def release(self) -> None:
+            self.lock.release()
+
+        def locked(self) -> bool:
+            return self.lock.locked()
+
+    real = kv_module._Member.__init__
+
+    def init(self: Any, *args: Any) -> None:
+        real(self, *args)
+        if threading.get_ident() == main:
+            wake = _Wake()
+            wake.lock.acquire()
+            self.wake = wake
+
+    monkeypatch.setattr(kv_module._Member, "__init__", init)
+    try:
+        held = _Held(kv)
+        t = threading.Thread(
+            target=lambda: (held.release_when_queued(2), None)  # the main write, then next
+        )
+
+        def next_write() -> Any:
+            deadline = time.monotonic() + 30
+            while _queued(kv) < 1:  # after the main thread's
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+            return kv.write(lambda txn: txn.put(b"next", b"1"))
+
+        threads, out = _run_all([next_write])
+        t.start()
+        with pytest.raises(_Signal) as raised:
+            kv.write(lambda txn: txn.put(b"main", b"1"))
+        assert not any("IS committed" in n for n in getattr(raised.value, "__notes__", []))
+        t.join(30)
+        _join(threads)
+        assert out == [True]
+        assert _queued(kv) == 0 and not kv._shared.commits.leading
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"held", b"next"}
+    finally:
+        kv.close()

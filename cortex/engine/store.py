@@ -169,7 +169,16 @@ from cortex.storage.keys import EPISODE_MEMORY as EPISODE_MEMORY_PREFIX
 from cortex.storage.keys import ERASURE as ERASURE_PREFIX
 from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
 from cortex.storage.keys import VERSION as _VERSION_KEY_PREFIX
-from cortex.storage.kv import KV, LmdbKV, ReadTxn, WriteTxn, seal, sort_by_key, unseal
+from cortex.storage.kv import (
+    KV,
+    LmdbKV,
+    ReadTxn,
+    Sharing,
+    WriteTxn,
+    seal,
+    sort_by_key,
+    unseal,
+)
 from cortex.storage.pages import damage_error
 
 try:
@@ -642,6 +651,26 @@ def decode_stored(mtype: MemoryType, data: bytes) -> Data:
 _FUSED = True
 """Whether a single write without dedupe or chains takes ``_write_new``'s fused transaction:
 the same bytes and errors as the general one (tests switch it off to compare the two)."""
+
+
+class _GroupIndexer:
+    """The lexical indexer the fused single writes of one group commit share (``GroupShare``).
+
+    Each write of the group stages its new memory's terms into it, in its own child
+    transaction; the index is written once for the group, before its commit (one segment or
+    fold, instead of one per write), as ``write_many`` writes it for its items.
+    """
+
+    @staticmethod
+    def start(txn: WriteTxn) -> Indexer:
+        return Indexer(txn)
+
+    @staticmethod
+    def finish(state: Indexer) -> None:
+        state.flush()
+
+
+_GROUP_INDEXER: Final = _GroupIndexer()
 
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
@@ -1180,13 +1209,15 @@ class Store:
                 if not txn.put(head_key_of, head_bytes, overwrite=False):
                     raise ConflictError(f"a memory with id {p.head.id} already exists")
                 puts: list[tuple[bytes, bytes]] = []
-                lex = Indexer(txn)
+                grouped: Indexer | None = getattr(txn, "share", None)  # ``_GroupIndexer``'s
+                lex = Indexer(txn) if grouped is None else grouped
                 self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
-                lex.flush(puts)  # a segment's puts join the write's: one put_many
+                if grouped is None:
+                    lex.flush(puts)  # a segment's puts join the write's: one put_many
                 txn.put_many(puts)
                 return WriteResult.of(Uri._trusted(p.type, p.head.id, 1), "created")
 
-            return self._budgeted(one, now)
+            return self._budgeted(Sharing(one, _GROUP_INDEXER), now)
 
         def txn_fn(txn: WriteTxn) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)

@@ -27,7 +27,7 @@ from operator import itemgetter, le
 from pathlib import Path
 from threading import get_ident
 from types import TracebackType
-from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Final, Generic, Protocol, TypeVar, cast
 
 import lmdb
 
@@ -370,7 +370,17 @@ class _LmdbTxn:
     whose prefix spans several databases merges theirs in key order.
     """
 
-    __slots__ = ("_cur", "_curs", "_routes", "_shared", "_txn", "damage", "grouped", "raw_get")
+    __slots__ = (
+        "_cur",
+        "_curs",
+        "_routes",
+        "_shared",
+        "_txn",
+        "damage",
+        "grouped",
+        "raw_get",
+        "share",
+    )
 
     def __init__(
         self,
@@ -395,6 +405,8 @@ class _LmdbTxn:
         """Structural problems of the snapshot's pages (``LmdbKV.read_checked`` only)."""
         self.grouped = grouped
         """A write of a group commit run after another write of the group (``LmdbKV.write``)."""
+        self.share: Any = None
+        """The state of the ``GroupShare`` its write function offers, in a group commit."""
 
     def _cursor_of(self, prefix: bytes) -> lmdb.Cursor | None:
         """The transaction's cursor of the one database holding ``prefix``'s keys.
@@ -956,10 +968,73 @@ class _Alone(CortexError):
     """
 
 
+class GroupShare(Protocol):
+    """State the writes of one group commit share, made and finished in the group's transaction.
+
+    A write function offering one (``Sharing``) finds the state as its transaction's
+    ``share`` when it runs in a group (``LmdbKV.write``): the leader makes it (``start``) in
+    the group's transaction before the first such write's child transaction, and finishes it
+    there (``finish``) after the last of consecutive such writes, before any other write of
+    the group runs and before the commit. Alone (or on an engine without groups) ``share`` is
+    absent and the function does the work itself. If a sharing write raises, or ``finish``
+    does, the group's transaction is abandoned and the group runs again without sharing, so
+    each write's outcome stays its own.
+    """
+
+    def start(self, txn: WriteTxn) -> Any: ...
+
+    def finish(self, state: Any) -> None: ...
+
+
+class Sharing(Generic[T]):
+    """A write function whose runs in one group commit share a ``GroupShare``'s state."""
+
+    __slots__ = ("fn", "share")
+
+    def __init__(self, fn: Callable[[WriteTxn], T], share: GroupShare) -> None:
+        self.fn = fn
+        self.share = share
+
+    def __call__(self, txn: WriteTxn) -> T:
+        return self.fn(txn)
+
+
+class _Redo(Exception):
+    """A sharing write of a group failed: the group runs again without sharing.
+
+    Its transaction is abandoned first (``GroupShare``); it never reaches a caller.
+    """
+
+
+def _not_sharing(m: _Member) -> bool:
+    return getattr(m.fn, "share", None) is None
+
+
+def _finish_share(pending: tuple[GroupShare, Any]) -> None:
+    """Finish a ``GroupShare``'s state in the group's transaction; a failure redoes the group."""
+    try:
+        pending[0].finish(pending[1])
+    except lmdb.MapFullError:
+        raise
+    except Exception as exc:
+        raise _Redo from exc
+
+
 class _Member:
     """One write waiting in the commit queue: its function, its caller's context, its outcome."""
 
-    __slots__ = ("ctx", "done", "durable", "error", "fn", "result", "taken")
+    __slots__ = (
+        "ctx",
+        "done",
+        "durable",
+        "error",
+        "fn",
+        "lead",
+        "result",
+        "taken",
+        "wake",
+        "withdrawing",
+    )
 
     def __init__(self, fn: Callable[[WriteTxn], Any], ctx: contextvars.Context, durable: bool):
         self.fn = fn
@@ -968,27 +1043,63 @@ class _Member:
         """Its handle asked for durable commits (``metasync``): the leader flushes."""
         self.taken = False
         """A leader took it into its group."""
+        self.lead = False
+        """The leadership was handed to it while it waited (``_Commits.hand_over``)."""
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+        self.wake = threading.Lock()
+        """Held from the start; released (``signal``) to end its wait: when it is handed the
+        leadership, when its group's outcome is known (``done``), or, interrupted
+        (``withdrawing``), when it is put back in the queue unwritten."""
+        self.wake.acquire()
+        self.withdrawing = False
+        """Interrupted while it waits: it re-checks its state at each wake (``_withdraw``)."""
+
+    def signal(self) -> None:
+        """End its wait (with ``_Commits.lock`` held).
+
+        A wake not yet taken is not repeated: the waiter reads its state under the lock.
+        """
+        if self.wake.locked():
+            self.wake.release()
 
 
 class _Commits:
-    """The commit queue of one environment: the writes waiting for the current group's commit."""
+    """The commit queue of one environment: the writes waiting for the current group's commit.
+
+    Each waiting writer sleeps on a lock of its own (``_Member.wake``), released by the thread
+    that decides its fate: a leader handing it the leadership, or the leader of its group once
+    the group's outcome is known (or, for an interrupted writer, putting it back unwritten).
+    So a group's end wakes its own writers and the next leader, not every writer waiting.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
         self.queue: list[_Member] = []
         self.leading = False
         """A leader holds (or is waiting for) LMDB's writer lock for its group."""
-        self.waiting = 0
-        """Writers waiting on ``cond`` (under ``lock``): nobody to wake when 0."""
 
-    def wake(self) -> None:
-        """Wake every waiting writer (with ``lock`` held)."""
-        if self.waiting:
-            self.cond.notify_all()
+    def hand_over(self) -> None:
+        """Give the leadership to the first queued writer, or end it if none waits.
+
+        With ``lock`` held.
+        """
+        for i, m in enumerate(self.queue):
+            if not m.withdrawing:  # an interrupted writer leaves the queue (``_withdraw``)
+                del self.queue[i]
+                m.taken = m.lead = True
+                m.signal()
+                return
+        self.leading = False
+
+    @staticmethod
+    def finish(members: list[_Member], leader: _Member | None) -> None:
+        """Their outcome is known: each returns (``lock`` held; ``leader`` ends no wait)."""
+        for m in members:
+            m.done = True
+            if m is not leader:
+                m.signal()
 
 
 class _Gate:
@@ -1431,7 +1542,9 @@ class LmdbKV:
         this store (a read snapshot) writes alone, as before. A writer interrupted while it
         waits (a signal's exception) withdraws its write if no leader has taken it yet;
         once taken, the interrupt waits for that group's outcome and notes it
-        (``BaseException.add_note``).
+        (``BaseException.add_note``). Each waiting writer sleeps on a lock of its own
+        (``_Commits``). The writes of a group whose functions offer a ``GroupShare``
+        (``Sharing``) run first and share its state.
 
         With an ``epoch_prefix``, a change of the last key under it since this environment's
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
@@ -1445,32 +1558,21 @@ class LmdbKV:
             return self._write_alone(fn)
         me = _Member(fn, contextvars.copy_context(), self.metasync)
         c = self._shared.commits
-        with c.lock:  # the lock of ``c.cond``, without the Condition's Python-level enter
-            c.queue.append(me)
-            try:
-                while not me.done and (c.leading or me.taken):
-                    c.waiting += 1
-                    try:
-                        c.cond.wait()
-                    finally:
-                        c.waiting -= 1
-            except BaseException as exc:  # an interrupt while queued (``cond.wait`` re-locks)
-                self._withdraw(c, me, exc)
-                raise
-            lead = not me.done
+        with c.lock:
+            lead = not c.leading
             if lead:
-                c.leading = True
-                c.queue.remove(me)
-                me.taken = True
-        if lead:
-            try:
+                c.leading = me.taken = me.lead = True
+            else:
+                c.queue.append(me)
+        try:
+            if not lead:
+                me.wake.acquire()  # released once: handed the leadership, or its group done
+            if me.lead:
                 self._lead(c, me)
-            except BaseException:
-                if not me.done:  # interrupted before ``_lead``'s own cleanup could run
-                    with c.lock:
-                        c.leading = False
-                        c.wake()
-                raise
+        except BaseException as exc:  # an interrupt while queued, or before ``_lead``'s cleanup
+            if not me.done:
+                self._withdraw(c, me, exc)
+            raise
         if me.error is not None:
             if isinstance(me.error, _Alone):  # it must see the file as its transaction does
                 return self._write_alone(fn)
@@ -1484,24 +1586,42 @@ class LmdbKV:
         shared = self._shared
         holding = True  # the leadership: given up once the commit is made, before its flush
         committed = False
+        sharing = True  # the writes of a ``GroupShare`` share its state (``_Redo``: not)
         try:
 
             def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> None:
                 nonlocal committed
                 if len(batch) == 1:  # the writes that queued while this one waited
                     with c.lock:
-                        more = c.queue[: _GROUP_MAX - 1]
-                        del c.queue[: len(more)]
-                        for m in more:
-                            m.taken = True
+                        more: list[_Member] = []
+                        rest: list[_Member] = []
+                        for m in c.queue:  # not those interrupted: they leave (``_withdraw``)
+                            if m.withdrawing or len(more) == _GROUP_MAX - 1:
+                                rest.append(m)
+                            else:
+                                m.taken = True
+                                more.append(m)
+                        c.queue[:] = rest
                     batch.extend(more)
+                    if more and sharing:  # the sharing writes first, in one run (``GroupShare``):
+                        # concurrent writes have no order of their own
+                        batch.sort(key=_not_sharing)
                 if len(batch) == 1:  # alone: no child (an exception aborts all)
                     me.result, me.error = me.fn(_LmdbTxn(txn, shared.routes, False, shared)), None
                 env = shared.env
+                pending: tuple[GroupShare, Any] | None = None  # a share and its state
                 for i, m in enumerate(batch if len(batch) > 1 else ()):
+                    share = getattr(m.fn, "share", None) if sharing else None
+                    if pending is not None and share is not pending[0]:
+                        _finish_share(pending)  # before a write that does not share it
+                        pending = None
+                    if share is not None and pending is None:
+                        pending = (share, share.start(_LmdbTxn(txn, shared.routes, i > 0, shared)))
                     child = env.begin(write=True, parent=txn)
                     try:
                         w = _LmdbTxn(child, shared.routes, i > 0)
+                        if share is not None:
+                            w.share = pending[1]  # type: ignore[index]
                         m.result = m.fn(w) if m is me else m.ctx.run(m.fn, w)
                         child.commit()
                         m.error = None
@@ -1510,6 +1630,8 @@ class LmdbKV:
                         raise
                     except lmdb.Error as exc:
                         child.abort()
+                        if share is not None:
+                            raise _Redo from exc
                         wrapped = _wrap(exc, self.path)
                         wrapped.__cause__ = exc
                         m.result, m.error = None, wrapped
@@ -1517,6 +1639,8 @@ class LmdbKV:
                         child.abort()
                         if m is me and not isinstance(exc, Exception):
                             raise  # an interrupt of this thread: the group stops
+                        if share is not None:  # the shared state may hold part of it
+                            raise _Redo from exc
                         m.result, m.error = None, exc
                     if (
                         shared.epoch_prefix is not None
@@ -1529,15 +1653,22 @@ class LmdbKV:
                         self._requeue(c, batch[i + 1 :])
                         del batch[i + 1 :]
                         break
+                if pending is not None:
+                    _finish_share(pending)
                 txn.commit()
                 committed = True
                 if shared.epoch_prefix is not None and self._gate.held() == 1:
                     shared.epoch_seen = epoch
 
-            self._attempts(attempt, alone=False)
+            while True:
+                try:
+                    self._attempts(attempt, alone=False)
+                    break
+                except _Redo:  # a sharing write failed: the group again, each on its own
+                    sharing = False
             with c.lock:  # the next group may start while this one's flush runs
-                c.leading = holding = False
-                c.wake()
+                holding = False
+                c.hand_over()
             durable = me.durable if len(batch) == 1 else any(m.durable for m in batch)
             if durable and not shared.metasync:
                 try:
@@ -1563,32 +1694,35 @@ class LmdbKV:
         finally:
             with c.lock:
                 if holding:
-                    c.leading = False
-                for m in batch:
-                    m.done = True
-                c.wake()
+                    c.hand_over()
+                c.finish(batch, me)
 
     @staticmethod
     def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
-        """A writer interrupted while it waits in the queue (``c.lock`` held).
+        """A writer interrupted while it waits in the queue (or as it starts to lead).
 
-        Still queued: it leaves the queue and nothing of it runs. Taken by a leader: that
-        group's outcome is not the caller's to cancel, so the interrupt waits for it and says
-        what became of the write (a note on the exception); put back in the queue unwritten
+        Still queued: it leaves the queue and nothing of it runs. Holding the leadership
+        (handed it meanwhile, or interrupted before ``_lead`` took its group): it passes the
+        leadership on, unwritten. Taken by a leader: that group's
+        outcome is not the caller's to cancel, so the interrupt waits for it and says what
+        became of the write (a note on the exception); put back in the queue unwritten
         meanwhile (``_requeue``: its leader interrupted, or an erasure), it leaves the queue
         then, rather than wait for a later writer to lead and commit it.
         """
-        while not me.done:
-            if not me.taken:
-                c.queue.remove(me)
-                return
-            c.waiting += 1
-            try:
-                c.cond.wait()
-            except BaseException:  # a second interrupt: keep waiting for the outcome
-                pass
-            finally:
-                c.waiting -= 1
+        while True:
+            with c.lock:
+                me.withdrawing = True
+                if me.done:
+                    break
+                if not me.taken:
+                    c.queue.remove(me)
+                    return
+                if me.lead:
+                    me.taken = me.lead = False
+                    c.hand_over()
+                    return
+            with suppress(BaseException):  # a second interrupt: keep waiting for the outcome
+                me.wake.acquire()
         if me.error is None:
             exc.add_note("cortex: the write had been taken into a group commit and IS committed")
         else:
@@ -1601,6 +1735,8 @@ class LmdbKV:
             for m in members:
                 m.taken = False
                 m.result = m.error = None
+                if m.withdrawing:  # it leaves the queue now (``_withdraw``)
+                    m.signal()
             c.queue[:0] = members
 
     def _write_alone(self, fn: Callable[[WriteTxn], T]) -> T:
