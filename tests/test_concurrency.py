@@ -161,3 +161,33 @@ def test_threads_survive_map_growth(tmp_path: Path) -> None:
     assert result["problems"] == []
     assert result["map_size"] >= 128 << 20
     assert result["reads"] > 0
+
+
+def test_stats_and_backup_after_another_process_grew_the_map(tmp_path: Path) -> None:
+    """A handle whose map another process grew reads its sizes and backs up: it adopts the
+    new size (``stats`` read the named databases' sizes outside the gate and raised
+    MDB_MAP_RESIZED; a backup, which sizes its copy from them, failed under a writer)."""
+    import sys
+
+    path = tmp_path / "store"
+    with Cortex.open(path, actor="a", map_size=0) as cx:  # the minimum map: 64 MiB
+        cx.write(workers.big_fact(0, 0))
+        first = cx.stats()["map_size"]
+        grow = (
+            "import sys\n"
+            "from cortex import Cortex\n"
+            "from tests import workers\n"
+            "with Cortex.open(sys.argv[1], actor='g', map_size=0) as cx:\n"
+            "    i = 1\n"
+            "    while cx.stats()['map_size'] <= int(sys.argv[2]):\n"
+            "        cx.write_many([workers.big_fact(0, i + j) for j in range(50)])\n"
+            "        i += 50\n"
+        )
+        subprocess.run(
+            [sys.executable, "-c", grow, str(path), str(first)],
+            check=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=120,
+        )
+        assert cx._kv.info()["map_size"] > first  # its first look at the store since
+        assert cx.backup(tmp_path / "copy").ok

@@ -1888,12 +1888,15 @@ class LmdbKV:
         """Map size, pages in use and reader counts."""
         routes = self._shared.routes
         try:
-            info = self._env.info()
-            stat = self._env.stat()
-            subs = []
-            if routes.dbs:
-                with self._env.begin() as txn:
-                    subs = [txn.stat(db) for db in routes.dbs.values()]
+            # in a read through the gate: it adopts a map another process has grown
+            txn = self._begin(write=False)
+            try:
+                info = self._env.info()
+                stat = self._env.stat()
+                subs = [txn.stat(db) for db in routes.dbs.values()]
+            finally:
+                txn.abort()
+                self._gate.leave()
         except lmdb.Error as exc:  # e.g. the environment a failed remap is replacing
             raise _wrap(exc, self.path) from exc
         pages = 2  # the two meta pages
