@@ -8,8 +8,9 @@ in a process of its own that builds a store of ``--size`` memories as ``make ben
 (``tools/bench_peers``: the same records and precomputed vectors, ``write_many`` in batches of
 1,000), then waits. The two then take turns, ``--per-round`` single durable writes each (the
 bench's ``ingest_single``), the first to go alternating from round to round, and each reports
-the CPU time (process time: user and kernel) per write of its turn. Printed: each checkout's
-median over the rounds and the median (and quartiles) of the per-round ratio B / A.
+the CPU time (process time: user and kernel) and the wall time per write of its turn. Printed,
+for each: each checkout's median over the rounds and the median (and quartiles) of the
+per-round ratio B / A.
 
 On a shared machine wall-clock figures of one run against another are noise; CPU time in turns
 that follow each other sees the same load. Run A against A once to see the harness's own
@@ -89,26 +90,30 @@ def main() -> None:
     for p in procs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     cpu: list[list[float]] = [[], []]
+    wall: list[list[float]] = [[], []]
     for r in range(args.rounds):
         for j in (0, 1) if r % 2 == 0 else (1, 0):
             p = procs[j]
             assert p.stdin is not None and p.stdout is not None
             p.stdin.write("go\n")
             p.stdin.flush()
-            cpu[j].append(float(p.stdout.readline().split()[0]))
+            c, w = p.stdout.readline().split()
+            cpu[j].append(float(c))
+            wall[j].append(float(w))
     for p in procs:
         assert p.stdin is not None
         p.stdin.close()
         p.wait()
-    ratios = [b / a for a, b in zip(cpu[0], cpu[1], strict=True)]
-    q = statistics.quantiles(ratios, n=4)
     print(
         f"N = {args.size:,}, {args.rounds} rounds of {args.per_round} single durable writes each"
         + (", lexical flush left out" if args.no_lexical_flush else "")
     )
-    for name, t, xs in (("A", trees[0], cpu[0]), ("B", trees[1], cpu[1])):
-        print(f"{name} {t}: CPU {statistics.median(xs):,.0f} µs a write (median of the rounds)")
-    print(f"B / A: median {statistics.median(ratios):.3f}, quartiles {q[0]:.3f}..{q[2]:.3f}")
+    for what, xs in (("CPU", cpu), ("wall time", wall)):
+        for name, t, ys in (("A", trees[0], xs[0]), ("B", trees[1], xs[1])):
+            print(f"{name} {t}: {what} {statistics.median(ys):,.0f} µs a write (median of rounds)")
+        ratios = [b / a for a, b in zip(xs[0], xs[1], strict=True)]
+        q = statistics.quantiles(ratios, n=4)
+        print(f"{what} B / A: median {statistics.median(ratios):.3f}, quartiles {q[0]:.3f}..{q[2]:.3f}")
 
 
 if __name__ == "__main__":
