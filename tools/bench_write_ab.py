@@ -113,7 +113,8 @@ def main() -> None:
             print(f"{name} {t}: {what} {statistics.median(ys):,.0f} µs a write (median of rounds)")
         ratios = [b / a for a, b in zip(xs[0], xs[1], strict=True)]
         q = statistics.quantiles(ratios, n=4)
-        print(f"{what} B / A: median {statistics.median(ratios):.3f}, quartiles {q[0]:.3f}..{q[2]:.3f}")
+        med = statistics.median(ratios)
+        print(f"{what} B / A: median {med:.3f}, quartiles {q[0]:.3f}..{q[2]:.3f}")
 
 
 if __name__ == "__main__":
