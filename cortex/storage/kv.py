@@ -442,7 +442,7 @@ class _LmdbTxn:
             if got is not None:
                 # a database of duplicates (the index joins' seeks): its cursor, kept
                 dcur, n = got
-                if not _dup_position(dcur, n, prefix, start, reverse):
+                if not self._position(dcur, prefix, start, reverse, n):
                     return None
                 k = bytes(dcur.key()) + bytes(dcur.value())
                 return k if k.startswith(prefix) else None
@@ -634,7 +634,7 @@ class _LmdbTxn:
         """``_keys`` of a database of duplicates: each key its head and duplicate joined."""
         n = self._routes.dup[db]
         with self._txn.cursor(db=db) as cur:
-            if not _dup_position(cur, n, prefix, start, reverse):
+            if not self._position(cur, prefix, start, reverse, n):
                 return
             pairs = cast(
                 Iterator[tuple[bytes, bytes]], cur.iterprev() if reverse else cur.iternext()
@@ -652,9 +652,20 @@ class _LmdbTxn:
                 yield key
 
     @staticmethod
-    def _position(cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool) -> bool:
+    def _position(
+        cur: lmdb.Cursor, prefix: bytes, start: bytes | None, reverse: bool, n: int = 0
+    ) -> bool:
+        """Put ``cur`` on a scan's first key (False: the scan is empty).
+
+        ``n`` is a database of duplicates' head length (its joined keys are scanned:
+        ``_dup_seek``), 0 for any other database.
+        """
+
+        def seek(key: bytes) -> bool:
+            return _dup_seek(cur, n, key) if n else bool(cur.set_range(key))
+
         if not reverse:
-            return bool(cur.set_range(start if start is not None and start > prefix else prefix))
+            return seek(start if start is not None and start > prefix else prefix)
         # reverse: land on the last key <= bound
         bound = start
         if bound is not None and not bound.startswith(prefix):
@@ -665,11 +676,11 @@ class _LmdbTxn:
             bound = None
         if bound is None:
             end = prefix_end(prefix) if prefix.strip(b"\xff") else None
-            if end is None or not cur.set_range(end):
+            if end is None or not seek(end):
                 return bool(cur.last())
             return bool(cur.prev())
-        if cur.set_range(bound):
-            if cur.key() == bound:
+        if seek(bound):
+            if (bytes(cur.key()) + bytes(cur.value()) if n else cur.key()) == bound:
                 return True
             return bool(cur.prev())
         return bool(cur.last())
@@ -909,29 +920,6 @@ def _dup_seek(cur: lmdb.Cursor, n: int, key: bytes) -> bool:
     if cur.key() == head:
         return bool(cur.next_nodup())
     return True
-
-
-def _dup_position(
-    cur: lmdb.Cursor, n: int, prefix: bytes, start: bytes | None, reverse: bool
-) -> bool:
-    """``_LmdbTxn._position`` over the joined keys of a database of duplicates."""
-    if not reverse:
-        return _dup_seek(cur, n, start if start is not None and start > prefix else prefix)
-    bound = start
-    if bound is not None and not bound.startswith(prefix):
-        if bound < prefix:
-            return False
-        bound = None
-    if bound is None:
-        end = prefix_end(prefix) if prefix.strip(b"\xff") else None
-        if end is None or not _dup_seek(cur, n, end):
-            return bool(cur.last())
-        return bool(cur.prev())
-    if _dup_seek(cur, n, bound):
-        if bytes(cur.key()) + bytes(cur.value()) == bound:
-            return True
-        return bool(cur.prev())
-    return bool(cur.last())
 
 
 def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
