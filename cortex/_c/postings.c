@@ -134,51 +134,13 @@ cx_block_encode(const unsigned char *r, Py_ssize_t n, Py_ssize_t block_max, unsi
     return q - out;
 }
 
-/* The 12-byte records of the block payload p[0:n] whose first docno is first, into out (room
- * for (n / 2 + 1) * 12 bytes): their size, or -1 when p is not the canonical encoding of 1 to
- * block_max postings. */
-Py_ssize_t
-cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
-                unsigned char *out)
-{
-    unsigned char *q = out;
-    Py_ssize_t i = 0, count = 0;
-    uint64_t docno = first, delta, tf, dl;
-    if (n == 0 || docno > 0xFFFFFFFFu || block_max < 1) {
-        return -1;
-    }
-    while (i < n) {
-        if (count > 0) {
-            if (!get_varint(p, n, &i, &delta) || delta < 1) {
-                return -1;
-            }
-            docno += delta;
-            if (docno > 0xFFFFFFFFu) {
-                return -1;
-            }
-        }
-        if (!get_varint(p, n, &i, &tf) || !get_varint(p, n, &i, &dl) || tf < 1 || tf > dl ||
-            dl > 0xFFFFFFFFu) {
-            return -1;
-        }
-        if (++count > block_max) {
-            return -1;
-        }
-        put_u32((char *)q, (uint32_t)docno);
-        put_u32((char *)q + 4, (uint32_t)tf);
-        put_u32((char *)q + 8, (uint32_t)dl);
-        q += 12;
-    }
-    return q - out;
-}
-
-/* The number of postings of the block payload p[0:n] whose first docno is first, with *last set
- * to the docno of its last one: cx_block_decode's checks without its records (an append reads
- * a block only to extend it), -1 when p is not the canonical encoding of 1 to block_max
- * postings. */
-Py_ssize_t
-cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
-              uint32_t *last)
+/* The walk of the block payload p[0:n] whose first docno is first: the number of its postings,
+ * or -1 when p is not the canonical encoding of 1 to block_max postings; each posting's 12-byte
+ * record goes to out when out is not NULL, and *last gets the last posting's docno. Inlined
+ * into its two callers, so each is compiled with or without the records. */
+static inline Py_ssize_t
+block_walk(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+           unsigned char *out, uint32_t *last)
 {
     Py_ssize_t i = 0, count = 0;
     uint64_t docno = first, delta, tf, dl;
@@ -202,9 +164,38 @@ cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t b
         if (++count > block_max) {
             return -1;
         }
+        if (out != NULL) {
+            put_u32((char *)out, (uint32_t)docno);
+            put_u32((char *)out + 4, (uint32_t)tf);
+            put_u32((char *)out + 8, (uint32_t)dl);
+            out += 12;
+        }
     }
     *last = (uint32_t)docno;
     return count;
+}
+
+/* The 12-byte records of the block payload p[0:n] whose first docno is first, into out (room
+ * for (n / 2 + 1) * 12 bytes): their size, or -1 when p is not the canonical encoding of 1 to
+ * block_max postings. */
+Py_ssize_t
+cx_block_decode(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+                unsigned char *out)
+{
+    uint32_t last;
+    Py_ssize_t count = block_walk(first, p, n, block_max, out, &last);
+    return count < 0 ? -1 : count * 12;
+}
+
+/* The number of postings of the block payload p[0:n] whose first docno is first, with *last set
+ * to the docno of its last one: cx_block_decode's checks without its records (an append reads
+ * a block only to extend it), -1 when p is not the canonical encoding of 1 to block_max
+ * postings. */
+Py_ssize_t
+cx_block_scan(uint64_t first, const unsigned char *p, Py_ssize_t n, Py_ssize_t block_max,
+              uint32_t *last)
+{
+    return block_walk(first, p, n, block_max, NULL, last);
 }
 
 /* The varints that continue a block whose last posting has docno last with the 12-byte records
