@@ -307,10 +307,15 @@ class _Stop(BaseException):
     pass
 
 
-def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> None:
+@pytest.mark.parametrize("behind_another", [False, True], ids=["alone", "behind_another"])
+def test_an_interrupted_writer_taken_then_put_back_withdraws(
+    tmp_path: Path, behind_another: bool
+) -> None:
     """A writer interrupted after a leader took it waits for its group; when the leader puts
     it back in the queue unwritten (the leader itself interrupted), it withdraws then: it
-    neither waits for a later writer to lead nor has its write committed by one."""
+    neither waits for a later writer to lead nor has its write committed by one. With another
+    writer put back before it (``behind_another``), that one leads the next group, which does
+    not take the interrupted writer's write."""
     kv = LmdbKV(tmp_path / "kv")
     main = threading.get_ident()
     interrupted = threading.Event()
@@ -339,77 +344,8 @@ def test_an_interrupted_writer_taken_then_put_back_withdraws(tmp_path: Path) -> 
         if not done.wait(10):
             kv.write(lambda txn: txn.put(b"rescue", b"1"))
 
-    old = signal.signal(signal.SIGUSR1, raise_signal)
-    go, inside, done = threading.Event(), threading.Event(), threading.Event()
-    threads = [threading.Thread(target=alone, args=(go, inside))]
-    try:
-        threads[0].start()
-        assert inside.wait(30)
-        threads.append(threading.Thread(target=leader))
-        threads[1].start()
-        deadline = time.monotonic() + 30
-        while not commits.leading:  # the leader waits for LMDB's writer lock
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-
-        def release_when_queued() -> None:
-            while _queued(kv) < 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.002)
-            go.set()
-
-        threads += [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
-        threads[2].start()
-        threads[3].start()
-        started = time.monotonic()
-        with pytest.raises(_Signal):
-            kv.write(lambda txn: txn.put(b"main", b"1"))
-        elapsed = time.monotonic() - started
-        done.set()
-        for t in threads:
-            t.join(30)
-        assert elapsed < 8
-        assert _queued(kv) == 0
-        with kv.read() as r:
-            assert r.get(b"main") is None and r.get(b"leader") is None
-            assert r.get(b"alone") == b"1"
-    finally:
-        signal.signal(signal.SIGUSR1, old)
-        go.set()
-        done.set()
-        kv.close()
-
-
-def test_an_interrupted_writer_put_back_behind_another_withdraws(tmp_path: Path) -> None:
-    """As above, with another writer put back before it: that one leads the next group,
-    which does not take the interrupted writer's write; the interrupted one withdraws."""
-    kv = LmdbKV(tmp_path / "kv")
-    main = threading.get_ident()
-    interrupted = threading.Event()
-    commits = kv._shared.commits
-
-    def raise_signal(signum: int, frame: Any) -> None:
-        interrupted.set()
-        raise _Signal
-
-    def alone(go: threading.Event, inside: threading.Event) -> None:
-        with kv.read():  # inside a snapshot: a write of its own, holding LMDB's writer lock
-            kv.write(lambda txn: (inside.set(), go.wait(30), txn.put(b"alone", b"1")))
-
-    def leader_fn(txn: Any) -> None:  # runs with the main thread's write taken into its group
-        txn.put(b"leader", b"1")
-        signal.pthread_kill(main, signal.SIGUSR1)
-        assert interrupted.wait(30)
-        time.sleep(0.2)  # the main thread waits for the group's outcome now
-        raise _Stop  # the leader interrupted: the others go back to the queue, unwritten
-
-    def leader() -> None:
-        with pytest.raises(_Stop):
-            kv.write(leader_fn)
-
-    def rescue() -> None:  # without the fix, only a later writer ends the main thread's wait
-        if not done.wait(10):
-            kv.write(lambda txn: txn.put(b"rescue", b"1"))
+    def other() -> None:
+        kv.write(lambda txn: txn.put(b"other", b"1"))
 
     old = signal.signal(signal.SIGUSR1, raise_signal)
     go, inside, done = threading.Event(), threading.Event(), threading.Event()
@@ -423,25 +359,24 @@ def test_an_interrupted_writer_put_back_behind_another_withdraws(tmp_path: Path)
         while not commits.leading:  # the leader waits for LMDB's writer lock
             assert time.monotonic() < deadline
             time.sleep(0.002)
-
-        def other() -> None:
-            kv.write(lambda txn: txn.put(b"other", b"1"))
-
-        threads.append(threading.Thread(target=other))
-        threads[2].start()
-        while _queued(kv) < 1:  # the other writer queues first
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
+        if behind_another:
+            threads.append(threading.Thread(target=other))
+            threads[-1].start()
+            while _queued(kv) < 1:  # the other writer queues first
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+        queued = 1 + behind_another
 
         def release_when_queued() -> None:
-            while _queued(kv) < 2:
+            while _queued(kv) < queued:
                 assert time.monotonic() < deadline
                 time.sleep(0.002)
             go.set()
 
-        threads += [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
-        threads[3].start()
-        threads[4].start()
+        more = [threading.Thread(target=release_when_queued), threading.Thread(target=rescue)]
+        threads += more
+        for t in more:
+            t.start()
         started = time.monotonic()
         with pytest.raises(_Signal) as raised:
             kv.write(lambda txn: txn.put(b"main", b"1"))
@@ -455,7 +390,8 @@ def test_an_interrupted_writer_put_back_behind_another_withdraws(tmp_path: Path)
         assert _queued(kv) == 0
         with kv.read() as r:
             assert r.get(b"main") is None and r.get(b"leader") is None
-            assert r.get(b"alone") == b"1" and r.get(b"other") == b"1"
+            assert r.get(b"alone") == b"1"
+            assert r.get(b"other") == (b"1" if behind_another else None)
     finally:
         signal.signal(signal.SIGUSR1, old)
         go.set()
