@@ -35,7 +35,7 @@ test-pg: $(BIN)/.installed
 		(echo "installing PostgreSQL (Debian's package)"; apt-get update -qq && apt-get install -y -qq postgresql)
 	CORTEX_PG_REQUIRED=1 $(BIN)/python -m pytest tests/test_kv.py tests/test_store.py \
 		tests/test_query.py tests/test_hybrid.py tests/test_vector_store.py tests/test_transfer.py \
-		tests/test_migrate.py tests/test_crash.py tests/test_pgkv.py
+		tests/test_migrate.py tests/test_crash.py tests/test_pgkv.py tests/test_pg_full_disk.py
 
 # sdist + wheel (python -m build), the wheel installed in a fresh virtualenv outside the tree and
 # used there; a second wheel built with no C compiler must work on the pure-Python path
