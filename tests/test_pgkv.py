@@ -504,13 +504,16 @@ def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
         assert set(texts) == {"BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT"}
         # one pipeline each: the key read is the write cache's (``specs/postgres.md`` §4 item 7)
         assert len(sent) == 8 and all(st is None or st for steps in sent for st in steps)
-        with kv._pool.connection() as conn:
+        conn = kv._getconn()  # the connection the writes ran on (kept out of the pool)
+        try:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
             generic, custom = conn.execute(
                 "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements "
                 "WHERE name LIKE 'cortex%%'"
             ).fetchone()
             assert generic >= 8 * 4 and custom == 0  # the writes ran on this connection
+        finally:
+            kv._putconn(conn)
         with kv.read() as r:
             assert (r.get(b"a"), r.get(b"b")) == (b"1", b"7")
     finally:
