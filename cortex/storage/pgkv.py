@@ -625,15 +625,12 @@ def _binary(oid: int, v: Any) -> bytes | None:
     if oid == _BYTEA_ARRAY and isinstance(v, list | tuple):
         if not v:
             return _EMPTY_ARRAY
-        n = len(v)
-        parts: list[Any] = [None] * (2 * n + 1)
-        parts[0] = _ARRAY.pack(1, 0, _BYTEA, n, 1)
-        # each item's length, then the item (``join`` refuses an item that is not bytes-like;
-        # ``len`` one without a length: both TypeError)
-        parts[1::2] = [len(b).to_bytes(4, "big") for b in v]
-        parts[2::2] = v
-        if not all(type(b) is bytes for b in v):
-            raise TypeError("a bytea[] item is not bytes")
+        parts = [_ARRAY.pack(1, 0, _BYTEA, len(v), 1)]
+        for b in v:
+            if not isinstance(b, bytes):
+                raise TypeError(f"a bytea[] item is {type(b).__name__}, not bytes")
+            parts.append(len(b).to_bytes(4, "big"))
+            parts.append(b)
         return b"".join(parts)
     if oid in (_INT8, _INT4) and isinstance(v, int) and not isinstance(v, bool):
         return v.to_bytes(8 if oid == _INT8 else 4, "big", signed=True)
@@ -657,6 +654,14 @@ def _fixed_steps(steps: list[_Step], fixed: dict[str, bytes] | None) -> list[_St
     return [fixed.get(st, st) if isinstance(st, str) else st for st in steps]
 
 
+_TUPLES_OK: Final = 2
+"""libpq's ``PGRES_TUPLES_OK`` (``psycopg.pq.ExecStatus.TUPLES_OK``), as a plain int: a get
+compares it once."""
+_FATAL_ERROR: Final = 7  # ``PGRES_FATAL_ERROR``
+_PIPELINE_SYNC: Final = 10  # ``PGRES_PIPELINE_SYNC``
+_FORMATS: Final = ((), (1,), (1, 1), (1, 1, 1))  # binary parameters, by their number
+
+
 def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) -> list[list[Any]]:
     """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
 
@@ -669,21 +674,21 @@ def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) ->
     then (a lost connection, an interrupt) closes the connection: it is left in the middle of a
     pipeline, and the server rolls back what it had begun.
     """
-    psycopg, _ = _psycopg()
-    pq = psycopg.pq
     pgconn = conn.pgconn
     try:
         pgconn.enter_pipeline_mode()
+        send_prepared = pgconn.send_query_prepared
         for st in steps:
-            if st is None:
-                pgconn.pipeline_sync()
-            elif isinstance(st, str):
-                pgconn.send_query_params(st.encode(), None)
-            elif isinstance(st, bytes):
-                pgconn.send_query_prepared(st, None)
-            else:
+            if isinstance(st, tuple):
                 name, params = st
-                pgconn.send_query_prepared(name, params, [1] * len(params), 1)
+                n = len(params)
+                send_prepared(name, params, _FORMATS[n] if n < 4 else (1,) * n, 1)
+            elif st is None:
+                pgconn.pipeline_sync()
+            elif isinstance(st, bytes):
+                send_prepared(st, None)
+            else:
+                pgconn.send_query_params(st.encode(), None)
         if steps[-1] is not None:
             pgconn.pipeline_sync()
         while pgconn.flush():
@@ -691,32 +696,37 @@ def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) ->
         found: list[Any] = []
         failed = None
         before = 0  # the answers found before the failure
+        is_busy = pgconn.is_busy
+        get_result = pgconn.get_result
         for st in [*steps, None] if steps[-1] is not None else steps:
-            while pgconn.is_busy():
+            while is_busy():
                 _wait(pgconn.socket)
                 pgconn.consume_input()
-            res = pgconn.get_result()
+            res = get_result()
             if res is None:
+                psycopg, _ = _psycopg()
                 raise psycopg.OperationalError(
                     f"the server's answers ended early: {pgconn.get_error_message()}"
                 )
             status = res.status
             if st is None:  # a Sync's answer: no end-of-results marker follows it
-                if status != pq.ExecStatus.PIPELINE_SYNC:
+                if status != _PIPELINE_SYNC:
+                    psycopg, _ = _psycopg()
                     raise psycopg.OperationalError(f"a pipeline out of step: {status}")
                 continue
-            if status == pq.ExecStatus.FATAL_ERROR:
-                if failed is None:
-                    failed = res
-                    before = len(found)
-                    if report is not None:
-                        report.append(st)
-            elif status == pq.ExecStatus.TUPLES_OK and isinstance(st, tuple):
-                found.append(res)
-            while pgconn.is_busy():
+            if status == _TUPLES_OK:
+                if isinstance(st, tuple):
+                    found.append(res)
+            elif status == _FATAL_ERROR and failed is None:
+                failed = res
+                before = len(found)
+                if report is not None:
+                    report.append(st)
+            while is_busy():
                 _wait(pgconn.socket)
                 pgconn.consume_input()
-            if pgconn.get_result() is not None:
+            if get_result() is not None:
+                psycopg, _ = _psycopg()
                 raise psycopg.OperationalError("a statement of a pipeline answered twice")
         pgconn.exit_pipeline_mode()
     except BaseException:
@@ -752,19 +762,35 @@ def _load_binary(conn: Any, res: Any) -> list[tuple[Any, ...]]:
     """The rows of a result in binary (a prepared statement's in a pipeline).
 
     The engine's own column types are decoded here (``_DECODE``: a tuple per row, as
-    psycopg's ``Transformer`` gives them, without building one per result: ~5 µs each); any
-    other by psycopg's loaders.
+    psycopg's ``Transformer`` gives them, without building one per result); any other by
+    psycopg's loaders.
     """
+    nt = res.ntuples
+    if not nt:
+        return []
     nf = res.nfields
-    decode = [_DECODE.get(res.ftype(c), _decode_other) for c in range(nf)]
-    if _decode_other in decode or any(res.fformat(c) != 1 for c in range(nf)):
-        psycopg, _ = _psycopg()
-        rows = psycopg.adapt.Transformer(conn)
-        rows.set_pgresult(res)
-        return list(rows.load_rows(0, res.ntuples, tuple))
+    if nt == 1 and nf == 1 and res.fformat(0) == 1:  # a check's or a version's answer
+        dec = _DECODE.get(res.ftype(0), _decode_other)
+        if dec is not _decode_other:
+            v = res.get_value(0, 0)
+            return [(v if dec is None or v is None else dec(v),)]
+    decode = []
+    for c in range(nf):
+        dec = _DECODE.get(res.ftype(c), _decode_other) if res.fformat(c) == 1 else _decode_other
+        if dec is _decode_other:
+            psycopg, _ = _psycopg()
+            rows = psycopg.adapt.Transformer(conn)
+            rows.set_pgresult(res)
+            return list(rows.load_rows(0, nt, tuple))
+        decode.append(dec)
     get = res.get_value
+    if nf == 1:
+        dec = decode[0]
+        if dec is None:
+            return [(get(r, 0),) for r in range(nt)]
+        return [(None if (v := get(r, 0)) is None else dec(v),) for r in range(nt)]
     out = []
-    for r in range(res.ntuples):
+    for r in range(nt):
         row = []
         for c, dec in enumerate(decode):
             v = get(r, c)
@@ -775,12 +801,6 @@ def _load_binary(conn: Any, res: Any) -> list[tuple[Any, ...]]:
 
 def _decode_other(b: bytes) -> Any:  # pragma: no cover - a marker, never called
     raise AssertionError("decoded by psycopg")
-
-
-_TUPLES_OK: Final = 2
-"""libpq's ``PGRES_TUPLES_OK`` (``psycopg.pq.ExecStatus.TUPLES_OK``), as a plain int: a get
-compares it once."""
-_FORMATS: Final = ((), (1,), (1, 1), (1, 1, 1))  # binary parameters, by their number
 
 
 def _exec_row(conn: Any, name: bytes, params: list[bytes]) -> list[bytes | None]:
@@ -1050,6 +1070,14 @@ class _Again(Exception):
         self.known = known
 
 
+def _under(keys: list[bytes], prefix: bytes) -> list[bytes]:
+    """The keys of the sorted ``keys`` that start with ``prefix``, in order (two bisects)."""
+    i = bisect.bisect_left(keys, prefix)
+    end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    j = len(keys) if end is None else bisect.bisect_left(keys, end, i)
+    return keys[i:j]
+
+
 class _Known:
     """What a handle knows of the server's rows as of its last write (``specs/postgres.md`` §4).
 
@@ -1117,19 +1145,16 @@ class _Known:
             if len(rows) <= _KNOWN_WHOLE and (p not in cached or p not in wholes):
                 wholes[p] = [(bytes(k), bytes(v)) for k, v in rows]
         tails.update(txn._tails)
-        self._relen()
-        lens = self._lens
         buf = txn._buf
-        for k in txn._sorted:
-            v = buf[k]
-            points[k] = v
-            n = len(k)
-            for m in lens:
-                if m > n:
-                    break
-                p = k[:m]
-                rows = wholes.get(p)
-                if rows is not None:
+        points.update(buf)
+        written = txn._sorted
+        if written and (wholes or tails):
+            lo, hi = written[0], written[-1]
+            for p, rows in wholes.items():
+                if p > hi or not (lo < p or lo.startswith(p)):
+                    continue  # no written key under p
+                for k in _under(written, p):
+                    v = buf[k]
                     i = bisect.bisect_left(rows, (k,))
                     hit = i < len(rows) and rows[i][0] == k
                     if v is None:
@@ -1139,7 +1164,11 @@ class _Known:
                         rows[i] = (k, v)
                     else:
                         rows.insert(i, (k, v))
-                if p in tails:
+            for p in [p for p in tails if lo.startswith(p) or lo < p <= hi]:
+                for k in _under(written, p):
+                    if p not in tails:
+                        break  # dropped: which is last now is not known
+                    v = buf[k]
                     t = tails[p]
                     if v is not None and (t is None or k >= t[0]):
                         tails[p] = (k, v)
@@ -1208,15 +1237,25 @@ class _PgWrite(_PgRead):
         cache = self._cache
         assert cache is not None
         known = self._known
-        for k in list(self._want):
-            if k in self._buf or k in known:
-                del self._want[k]  # no read needed
-                continue
-            hit, v = cache.get(k)
-            if hit:
-                known[k] = v
-                del self._want[k]
+        want = self._want
+        if want:
+            # as set operations (dozens of keys a write: a new memory's terms)
+            pending = want.keys() - self._buf.keys() - known.keys()
+            points = cache.points
+            hits = pending & points.keys()
+            if hits:
+                known.update({k: points[k] for k in hits})
                 self._used = True
+            left: dict[bytes, None] = {}
+            for k in pending - hits if len(hits) < len(pending) else ():
+                hit, v = cache.get(k)  # under a prefix kept whole, or a tail's
+                if hit:
+                    known[k] = v
+                    self._used = True
+                else:
+                    left[k] = None
+            want.clear()
+            want.update(left)
         for p in list(self._want_tails):
             if p in self._tails or p not in cache.tails:
                 continue
@@ -1236,10 +1275,16 @@ class _PgWrite(_PgRead):
             self._used = True
             self._loaded_scans[p] = list(rows)
             self._cached.add(p)
-            for k, v in rows:
-                self._loaded.setdefault(k, v)
             if not rows:
                 self._note_empty(p)
+                continue
+            loaded = self._loaded
+            if loaded:
+                for k, v in rows:
+                    if k not in loaded:
+                        loaded[k] = v
+            else:
+                loaded.update(rows)
 
     def _guessable(self, key: bytes) -> bool:
         """Whether ``key``, unknown to the cache, is guessed absent (checked at commit)."""
@@ -1520,9 +1565,7 @@ class _PgWrite(_PgRead):
 
     def prefetch(self, keys: Iterable[bytes]) -> None:
         """Read ``keys`` with the next round trip, for the ``get`` calls that follow."""
-        for k in keys:
-            if k not in self._buf and k not in self._known:
-                self._want[k] = None
+        self._want.update(dict.fromkeys(set(keys) - self._buf.keys() - self._known.keys()))
 
     def prefetch_scan(self, prefixes: Iterable[bytes], limit: int = _PRELOAD_SCAN) -> None:
         """Read short prefixes whole with the next round trip, for the scans that follow.
@@ -1891,7 +1934,8 @@ class PgKV:
         # mutex); two int4 keys: a constant for cortex and a hash of the table name
         self._lock_key = _lock_key(self.table)
         self._closed = False
-        # one connection kept out of the pool for point reads (``_getconn`` takes it first)
+        # one connection kept out of the pool (``_getconn`` takes it first, ``_reuse`` gives
+        # back to it): a get, a read or a write in a loop skips the pool's bookkeeping
         self._hot: list[Any] = []
         self._lock = threading.Lock()
         self._warm: tuple[tuple[bytes, ...], tuple[bytes, ...]] = ((), ())
@@ -2016,6 +2060,7 @@ class PgKV:
             return None
         shapes = self._shapes
         steps: list[_Step] = []
+        packed: dict[int, bytes | None] = {}  # an array given twice is packed once (by id)
         for query, params in stmts:
             shape = shapes.get(query)
             if shape is None:
@@ -2023,8 +2068,16 @@ class PgKV:
             name, oids = shape
             if name is None or len(oids) != len(params):
                 return None
+            values: list[bytes | None] = []
             try:
-                values = [_binary(oid, v) for oid, v in zip(oids, params, strict=True)]
+                for oid, v in zip(oids, params, strict=True):
+                    if oid == _BYTEA_ARRAY:
+                        b = packed.get(id(v))
+                        if b is None:
+                            b = packed[id(v)] = _binary(oid, v)
+                        values.append(b)
+                    else:
+                        values.append(_binary(oid, v))
             except TypeError:
                 return None
             steps.append((name, values))
