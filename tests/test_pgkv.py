@@ -1133,11 +1133,27 @@ def test_a_flush_refused_after_open_still_returns_the_durable_write(
         "MESSAGE = 'permission denied for function pg_logical_emit_message'; END$$"
     )
     kv = PgKV(url)
+    real = kv._flush_wal
+    behind: list[Any] = []
+
+    def flush_wal(cause: BaseException) -> None:
+        # the WAL written so far holds the write's commit record (its COMMIT went through):
+        # the fallback's flush must pass it (a transaction that only takes an id does not)
+        with _raw(url) as conn:
+            (lsn,) = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        real(cause)
+        with _raw(url) as conn:
+            behind.append(
+                conn.execute("SELECT pg_current_wal_flush_lsn() < %s", (lsn,)).fetchone()[0]
+            )
+
+    monkeypatch.setattr(kv, "_flush_wal", flush_wal)
     try:
         assert kv._flushes
         monkeypatch.setattr(pgkv, "_FLUSH", denied)
         kv.write(lambda t: t.put(b"a", b"1"))
         assert not kv._flushes
+        assert behind == [False]
         with _raw(url) as conn:  # nothing waits: no lock held, no transaction open
             assert conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
