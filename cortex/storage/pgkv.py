@@ -69,6 +69,9 @@ _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _AGAIN_BEGIN: Final = "ROLLBACK; COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
 """A write's BEGIN on a connection that holds the lock in a failed transaction (``_Again``)."""
 _SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
+_UPSERT_ROWS: Final = 16
+"""Most rows a commit's INSERT sends as rows of parameters (``_Scan.upsert_rows``); more go
+as two arrays (``unnest``). A write of one memory puts about a dozen."""
 _ASYNC: Final = "SET LOCAL synchronous_commit TO off"
 _FLUSH: Final = "SELECT pg_logical_emit_message(true, 'cortex', '')"
 """A statement whose transaction writes WAL (a message that logical decoding, when used, passes
@@ -268,6 +271,13 @@ class _Scan:
             f"INSERT INTO {t} (k, v) SELECT * FROM unnest(%s::bytea[], %s::bytea[]) "
             "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
         )
+        # a few rows as a list of their own parameters, one statement per count: nothing to
+        # pack into arrays on the client, or to take apart on the server (``_PgWrite.commit``)
+        self.upsert_rows = {
+            n: f"INSERT INTO {t} (k, v) VALUES {', '.join(['(%s, %s)'] * n)} "
+            "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+            for n in range(1, _UPSERT_ROWS + 1)
+        }
         # the same with binary parameters (server-side binding: a large commit's arrays are
         # sent as bytes, not escaped to text, ~100x less CPU to build)
         self.delete_b = self.delete.replace("%s", "%b")
@@ -295,6 +305,7 @@ class _Scan:
             self.tail,
             self.delete,
             self.upsert,
+            *self.upsert_rows.values(),
         ]
         # and the statements without parameters around a write (its lock, the ending's,
         # ``_PgWrite._ending``): a pipeline sends them by name (``_fixed_steps``), so the server
@@ -362,6 +373,17 @@ class _Scan:
         caller appends.
         """
         return (self.point if last else self.get_any), (keys,)
+
+
+def _upsert(q: _Scan, keys: list[bytes], values: list[bytes]) -> tuple[str, tuple[Any, ...]]:
+    """The INSERT ... ON CONFLICT of these pairs: their own parameters, or two arrays."""
+    n = len(keys)
+    if n > _UPSERT_ROWS:
+        return q.upsert, (keys, values)
+    flat: list[bytes] = [b""] * (2 * n)
+    flat[0::2] = keys
+    flat[1::2] = values
+    return q.upsert_rows[n], tuple(flat)
 
 
 def _numbered(query: str) -> str:
@@ -1682,7 +1704,7 @@ class _PgWrite(_PgRead):
             if dels:
                 changes.append((c.q.delete, (dels,)))
             if puts_k:
-                changes.append((c.q.upsert, (puts_k, puts_v)))
+                changes.append(_upsert(c.q, puts_k, puts_v))
             steps = c.kv._binary_steps(conn, changes) if changes else []
             if not c.kv._pipelines:
                 steps = None
@@ -1718,7 +1740,7 @@ class _PgWrite(_PgRead):
             if dels:
                 parts.append((c.q.delete, (dels,)))
             if puts_k:
-                parts.append((c.q.upsert, (puts_k, puts_v)))
+                parts.append(_upsert(c.q, puts_k, puts_v))
             parts += self._ending(self._lock_key)
             c.kv.round_trips += 1
             c.begun = True
@@ -1982,7 +2004,7 @@ class PgKV:
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
         self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
         # a statement's prepared name and parameter types, by its text (``_binary_steps``)
-        self._shapes: dict[str, tuple[bytes | None, tuple[int, ...]]] = {}
+        self._shapes: dict[str, tuple[bytes | None, tuple[int, ...], bool]] = {}
         # a get's statements by their prepared names (``point_read``)
         named = self._sql.prepared
         self._point_vals = {n: named[q].encode() for n, q in self._sql.point_vals.items()}
@@ -2065,9 +2087,12 @@ class PgKV:
             shape = shapes.get(query)
             if shape is None:
                 shape = shapes[query] = self._shape(query)
-            name, oids = shape
+            name, oids, flat = shape
             if name is None or len(oids) != len(params):
                 return None
+            if flat and set(map(type, params)) == {bytes}:
+                steps.append((name, list(params)))  # ``_binary`` of bytea: the bytes
+                continue
             values: list[bytes | None] = []
             try:
                 for oid, v in zip(oids, params, strict=True):
@@ -2083,16 +2108,17 @@ class PgKV:
             steps.append((name, values))
         return steps
 
-    def _shape(self, query: str) -> tuple[bytes | None, tuple[int, ...]]:
-        """The prepared name of ``query`` and its parameters' type oids (None: not prepared).
+    def _shape(self, query: str) -> tuple[bytes | None, tuple[int, ...], bool]:
+        """The prepared name of ``query`` (None: not prepared) and its parameters' types.
 
-        Kept per handle (``_shapes``) until a new connection reads the types again.
+        The types: their oids, and whether they are all ``bytea`` (sent as they are). Kept
+        per handle (``_shapes``) until a new connection reads the types again.
         """
         name = self._sql.prepared.get(query) or self._sql.versioned.get(query)
         oids = self._types.get(name) if name is not None else None
         if name is None or oids is None:
-            return None, ()
-        return name.encode(), oids
+            return None, (), False
+        return name.encode(), oids, bool(oids) and all(o == _BYTEA for o in oids)
 
     def _versioning(self, conn: Any) -> bool:
         """Make the store's version sequence and its trigger where missing; whether they are.
