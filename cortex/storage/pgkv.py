@@ -343,9 +343,17 @@ class _Scan:
         self.vcheck = f"SELECT 1 / (last_value = %s)::int FROM {seq}"
         self.currval = f"SELECT currval('{seq}'::regclass)"
         self.absent = f"SELECT 1 / (NOT EXISTS (SELECT FROM {t} WHERE k = ANY(%s::bytea[])))::int"
+        # the new version and the commit's asynchronous setting (``_ASYNC``) in one statement:
+        # a commit's pipeline sends one statement fewer
+        self.currval_async = (
+            f"SELECT currval('{seq}'::regclass), "
+            "set_config('synchronous_commit', 'off', true) = 'off'"
+        )
         self.versioned = {
             q: f"cortex_v{i}"
-            for i, q in enumerate((self.probe, self.vcheck, self.currval, self.absent))
+            for i, q in enumerate(
+                (self.probe, self.vcheck, self.currval, self.absent, self.currval_async)
+            )
         }
         self.prepare_typed_v = (
             f"{self.prepare}; "
@@ -1727,7 +1735,7 @@ class _PgWrite(_PgRead):
                             *more[: len(checks)],
                             *steps,
                             *more[len(checks) :],
-                            *_fixed_steps(self._ending(f"({a}, {b})"), fixed),
+                            *_fixed_steps(self._ending(f"({a}, {b})", set_async=not after), fixed),
                         ],
                         report,
                     )
@@ -1825,7 +1833,12 @@ class _PgWrite(_PgRead):
             if self._guessed:
                 g = list(self._guessed)
                 checks += [(q.get_any, (g,)), (q.absent, (g,))]
-        after = [(q.currval, ())] if changes and self._c.kv._versioned else []
+        kv = self._c.kv
+        after = (
+            [(q.currval_async if kv._flushes else q.currval, ())]
+            if changes and kv._versioned
+            else []
+        )
         return checks, after
 
     def _failed_check(self, report: list[Any], exc: BaseException) -> None:
@@ -1882,7 +1895,7 @@ class _PgWrite(_PgRead):
         new.absorb(self, version)
         kv._keep(new)
 
-    def _ending(self, lock: Any) -> list[Any]:
+    def _ending(self, lock: Any, *, set_async: bool = True) -> list[Any]:
         """The statements that end a write: COMMIT, the unlock, the flush.
 
         The COMMIT is asynchronous and the unlock follows it at once: the next writer's
@@ -1893,7 +1906,9 @@ class _PgWrite(_PgRead):
         privilege to run ``_FLUSH`` (``PgKV._flushes``): a synchronous COMMIT, then the unlock.
 
         ``lock`` is the unlock's parameters: a string ``(a, b)`` (pipeline steps: SQL without
-        parameters) or the lock key's tuple (``_inline`` parts).
+        parameters) or the lock key's tuple (``_inline`` parts). Without ``set_async`` the
+        asynchronous setting is not sent here: the statement that read the new version set it
+        (``_Scan.currval_async``).
         """
         unlock: Any = (
             f"SELECT pg_advisory_unlock{lock}"
@@ -1902,7 +1917,7 @@ class _PgWrite(_PgRead):
         )
         if not self._c.kv._flushes:
             return ["COMMIT", unlock]
-        return [_ASYNC, "COMMIT", unlock, _FLUSH]
+        return [_ASYNC, "COMMIT", unlock, _FLUSH] if set_async else ["COMMIT", unlock, _FLUSH]
 
 
 class _ReadCtx:
