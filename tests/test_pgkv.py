@@ -504,13 +504,16 @@ def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
         assert set(texts) == {"BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT"}
         # one pipeline each: the key read is the write cache's (``specs/postgres.md`` §4 item 7)
         assert len(sent) == 8 and all(st is None or st for steps in sent for st in steps)
-        with kv._pool.connection() as conn:
+        conn = kv._getconn()  # the connection the writes ran on (kept out of the pool)
+        try:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
             generic, custom = conn.execute(
                 "SELECT sum(generic_plans), sum(custom_plans) FROM pg_prepared_statements "
                 "WHERE name LIKE 'cortex%%'"
             ).fetchone()
             assert generic >= 8 * 4 and custom == 0  # the writes ran on this connection
+        finally:
+            kv._putconn(conn)
         with kv.read() as r:
             assert (r.get(b"a"), r.get(b"b")) == (b"1", b"7")
     finally:
@@ -819,6 +822,42 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+def test_a_small_commit_sends_rows_and_a_larger_one_arrays_and_both_land(
+    url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to 16 puts go as one INSERT of rows of parameters (prepared per count), more as the
+    two arrays of ``unnest``; either way every pair lands and an overwrite replaces its value.
+    The write's connection is kept for the next transaction (out of the pool) and is idle."""
+    from cortex.storage import pgkv
+
+    sent: list[Any] = []
+    real = pgkv._pipeline
+
+    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
+        sent.append(steps)
+        return real(conn, steps, *rest)
+
+    monkeypatch.setattr(pgkv, "_pipeline", spy)
+    sql = _sql_of(kv)
+    for n in (1, 16, 17):
+        pairs = [(b"r%02d/%03d" % (n, i), b"v%d" % i) for i in range(n)]
+        kv.write(lambda t, pairs=pairs: t.put_many(pairs))
+        steps = [sql(st) for st in sent[-1]]
+        if n <= 16:
+            assert kv._sql.upsert_rows[n] in steps and kv._sql.upsert not in steps
+        else:
+            assert kv._sql.upsert in steps
+    kv.write(lambda t: t.put_many([(b"r16/000", b"new"), (b"r17/016", b"new")]))
+    with kv.read() as r:
+        assert len(list(r.scan(b"r16/"))) == 16 and len(list(r.scan(b"r17/"))) == 17
+        assert (r.get(b"r01/000"), r.get(b"r16/000"), r.get(b"r17/016")) == (
+            b"v0",
+            b"new",
+            b"new",
+        )
+    assert len(kv._hot) == 1 and kv._hot[0].pgconn.transaction_status == 0  # idle
+
+
 # --- the write cache (``specs/postgres.md`` §4 item 7) ---------------------------------------
 
 
@@ -1035,8 +1074,15 @@ def test_interleaved_writers_keep_the_journal_and_counts_right(url: str) -> None
 
 def _sql_of(kv: PgKV) -> Any:
     """A pipeline step as SQL: a prepared statement's name as the statement it names."""
-    names = {name.encode(): sql for sql, name in kv._sql.prepared.items()}
-    return lambda step: names.get(step, step) if isinstance(step, bytes) else step
+    named = {**kv._sql.prepared, **kv._sql.versioned}
+    names = {name.encode(): sql for sql, name in named.items()}
+
+    def sql(step: Any) -> Any:
+        if isinstance(step, tuple):  # a prepared statement with parameters: its SQL
+            return names.get(step[0], step[0])
+        return names.get(step, step) if isinstance(step, bytes) else step
+
+    return sql
 
 
 def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
@@ -1065,13 +1111,11 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
 
         monkeypatch.setattr(pgkv, "_pipeline", spy)
         kv.write(lambda t: t.put(b"a", b"1"))
-        # the statements without parameters go by their prepared names
+        # the statements without parameters go by their prepared names; the asynchronous
+        # setting goes with the read of the new version, in the statement before the COMMIT
         *_, set_async, commit, unlock, flush = map(_sql_of(kv), sent[-1])
-        assert (set_async, commit, flush) == (
-            "SELECT set_config('synchronous_commit', 'off', true)",
-            "COMMIT",
-            probe,
-        )
+        assert (set_async, commit, flush) == (kv._sql.currval_async, "COMMIT", probe)
+        assert "set_config('synchronous_commit', 'off', true)" in set_async
         assert unlock.startswith("SELECT pg_advisory_unlock(")
         with _raw(url) as conn:
             held, lsn = conn.execute("SELECT held, lsn FROM cortex_probe").fetchone()
@@ -1111,6 +1155,7 @@ def test_a_role_that_cannot_flush_commits_synchronously(
         *_, commit, unlock = steps = list(map(_sql_of(kv), sent[-1]))
         assert commit == "COMMIT" and unlock.startswith("SELECT pg_advisory_unlock(")
         assert kv._sql.fixed[pgkv._ASYNC] not in steps and pgkv._FLUSH not in steps
+        assert kv._sql.currval_async not in steps and kv._sql.currval in steps
         with kv.read() as r:
             assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
     finally:
@@ -1130,11 +1175,27 @@ def test_a_flush_refused_after_open_still_returns_the_durable_write(
         "MESSAGE = 'permission denied for function pg_logical_emit_message'; END$$"
     )
     kv = PgKV(url)
+    real = kv._flush_wal
+    behind: list[Any] = []
+
+    def flush_wal(cause: BaseException) -> None:
+        # the WAL written so far holds the write's commit record (its COMMIT went through):
+        # the fallback's flush must pass it (a transaction that only takes an id does not)
+        with _raw(url) as conn:
+            (lsn,) = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        real(cause)
+        with _raw(url) as conn:
+            behind.append(
+                conn.execute("SELECT pg_current_wal_flush_lsn() < %s", (lsn,)).fetchone()[0]
+            )
+
+    monkeypatch.setattr(kv, "_flush_wal", flush_wal)
     try:
         assert kv._flushes
         monkeypatch.setattr(pgkv, "_FLUSH", denied)
         kv.write(lambda t: t.put(b"a", b"1"))
         assert not kv._flushes
+        assert behind == [False]
         with _raw(url) as conn:  # nothing waits: no lock held, no transaction open
             assert conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
