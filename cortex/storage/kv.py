@@ -38,6 +38,7 @@ from cortex.storage.keys import (
     DATABASES,
     DUP_DATABASES,
     HEAD,
+    LEX_DOCNO,
     VERSION,
     prefix_end,
     show_key,
@@ -291,6 +292,10 @@ class _Routes:
 
 _NO_ROUTES: Final = _Routes({})
 
+_FORMER_DATABASES: Final = (LEX_DOCNO,)
+"""Keyspaces an older format kept in a named database and format 21 has no more (``lex/i/``,
+formats 17-20): opened when the file holds one, so that its migration finds the records."""
+
 
 _DB_RANGE: Final[list[tuple[bytes, bytes | None]]] = [
     (DATABASE_PREFIX, prefix_end(DATABASE_PREFIX))
@@ -324,7 +329,11 @@ def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
                 return _Routes({}, damage)
             if damage is None:  # two commits since the snapshot began: take a newer one
                 continue
-            names = [p for p in DATABASES if txn.get(DATABASE_PREFIX + p) is not None]
+            names = [
+                p
+                for p in (*DATABASES, *_FORMER_DATABASES)
+                if txn.get(DATABASE_PREFIX + p) is not None
+            ]
         for prefix in names:
             dbs[prefix] = _open_db(env, prefix, create=False)
         return _Routes(dbs)
@@ -802,7 +811,7 @@ class _LmdbTxn:
         if shared is None:
             raise _Alone("split_keyspaces runs in a transaction of its own")
         for prefix in prefixes:
-            if prefix not in DATABASES:
+            if prefix not in DATABASES and prefix not in _FORMER_DATABASES:
                 raise CortexError(f"internal error: {prefix.decode()} is not of DATABASES")
             if prefix in self._routes.dbs:
                 raise CortexError(
@@ -854,6 +863,36 @@ class _LmdbTxn:
         self.raw_get = routes.raw_get(txn, self.get)
         shared.pending = routes
         return moved
+
+    def drop_keyspace(self, prefix: bytes) -> int:
+        """Delete every record under ``prefix``, and its named database if it has one.
+
+        For the migration ``0020-memory-rows`` (``lex/i/`` goes), in its write transaction:
+        the named database is emptied and deleted (LMDB's ``mdb_drop``), so the file holds no
+        record of it; the routes change when the transaction commits. Returns how many records
+        went.
+
+        Raises:
+            CortexError: the transaction is one of a group commit's (it then runs alone).
+        """
+        shared = self._shared
+        if shared is None:
+            raise _Alone("drop_keyspace runs in a transaction of its own")
+        n = sum(1 for _ in self.keys(prefix))
+        db = self._routes.dbs.get(prefix)
+        if db is None:
+            for key in list(self.keys(prefix)):
+                self.delete(key)
+            return n
+        self._txn.drop(db, delete=True)
+        dbs = {p: d for p, d in self._routes.dbs.items() if p != prefix}
+        routes = _Routes(dbs)
+        self._routes = routes
+        self._cur = None
+        self._curs = {}
+        self.raw_get = routes.raw_get(self._txn, self.get)
+        shared.pending = routes
+        return n
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         if not self._routes.dbs:
