@@ -147,7 +147,6 @@ from cortex.storage.keys import (
     LEX_SEGMENT,
     LEX_TERM,
     TASK_PREFIX,
-    VERSION_INFIX,
     claim_index_key,
     claim_index_prefix,
     edge_from_key,
@@ -231,7 +230,7 @@ def _read_context() -> tuple[Any, ...] | None:
         vars(Uri)["version"],
         vars(MemoryId)["_b"],
         _VERSION_KEY_PREFIX,
-        VERSION_INFIX,
+        ID,
         _HEAD_KEY_PREFIX,
         forms_plan,
     )
@@ -242,7 +241,7 @@ _READ: tuple[Any, ...] | None = _read_context()
 executor's rows): the same values as the Python path, or it declines and the Python path runs
 (and raises what is wrong). Tests set it to None to compare the two."""
 
-_C_ROWS = False
+_C_ROWS = True
 """Whether the C readers that make their own reads (``read_current``, ``read_accepted``,
 ``read_latest``) read format 21's keys (the row from ``id/``, then ``m/`` and ``mv/`` by row)."""
 _READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None) if _C_ROWS else None
@@ -715,14 +714,14 @@ class _GroupIndexer:
 
 _GROUP_INDEXER: Final = _GroupIndexer()
 
-_STAGE_ROWS = False
+_STAGE_ROWS = True
 """Whether the C ``stage_new`` stages new memories keyed by rows (format 21); until it does,
 the Python path below it runs."""
 
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
     _VERSION_KEY_PREFIX,
-    VERSION_INFIX,
+    b"",  # format 21: mv/ u32(row) u64(n)
     IDX_PIN,
     LEX_DOC,
     JOURNAL,
@@ -1103,7 +1102,7 @@ class Store:
         while i < n:
             shared = journal.write_shared() if _USE_SPEEDUPS and _STAGE_ROWS else None
             if shared is not None:
-                i, journal.seq, journal.prev, documents, total, postings, nxt = _sp.stage_new(
+                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
                     _STAGE_PLAN,
                     prepared,
                     i,
@@ -1114,10 +1113,8 @@ class Store:
                     shared,
                     journal.seq,
                     journal.prev,
-                    {},
-                    lex._next,
                 )
-                lex.counted(documents, total, postings, nxt)
+                lex.counted(documents, total, postings, lex._next)
                 if i == n:
                     break
             p = prepared[i]
@@ -2571,6 +2568,14 @@ class Store:
         """
         mid = ref if type(ref) is MemoryId else as_id(ref)
         ctx = _READ
+        call = self._point_call
+        if ctx is not None and call is not None and _READ_LATEST is not None:
+            # the row, the head and the last version and read_memory in one C call (one
+            # snapshot, the same checks; the Memory's ids are ``mid`` itself); where it
+            # declines (missing, damaged, unusual), the Python path below reads again
+            got = call(_READ_LATEST, ctx, mid)
+            if got is not None:
+                return got  # type: ignore[no-any-return]
         raw = mid.bytes
         with self._kv.read() as txn:
             # the row, then the head and the last version key: versions are 1..current, so

@@ -38,6 +38,7 @@ from cortex.storage.keys import (
     DATABASES,
     DUP_DATABASES,
     HEAD,
+    ID,
     LEX_DOCNO,
     VERSION,
     prefix_end,
@@ -266,11 +267,15 @@ class _Routes:
         19's layout; None otherwise): the C readers read heads there, versions in main."""
 
     def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any]) -> Any:
-        """The ``get`` of heads and versions for the C readers (``_LmdbTxn.raw_get``)."""
+        """The ``get`` of rows, heads and versions for the C readers (``_LmdbTxn.raw_get``).
+
+        Format 21: ``(get, heads, ids)``, the rows (``id/``) in their named database too.
+        """
         if self.memories_in_main:
             return txn.get
         if self.heads is not None:
-            return (txn.get, self.heads)
+            ids = self.of(ID)
+            return (txn.get, self.heads) if ids is None else (txn.get, self.heads, ids)
         return routed
 
     def of(self, key: bytes) -> Any:
@@ -1514,16 +1519,17 @@ class LmdbKV:
         return values, tail
 
     def point_call(
-        self, fn: Callable[[Any, lmdb.Transaction, Any, Any], T], ctx: Any, arg: Any
+        self, fn: Callable[[Any, lmdb.Transaction, Any, Any, Any], T], ctx: Any, arg: Any
     ) -> T:
-        """``fn(ctx, txn, arg, heads)`` in a read snapshot of LMDB's own transaction (LMDB only).
+        """``fn(ctx, txn, arg, heads, ids)`` in a read snapshot of LMDB's own transaction.
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
         the same snapshot, gate and error wrapping as ``point_read``, without its Python work.
         ``txn`` is begun without buffers, so every value ``fn`` reads is ``bytes``; it must not
         keep ``txn`` or a cursor of it beyond the call. ``heads`` is the named database of the
-        heads (``keys.HEAD``, format 19), None where they are in the main database; versions
-        are in the main database (``keys.DATABASES`` never holds ``VERSION``).
+        heads (``keys.HEAD``, format 19), None where they are in the main database, ``ids``
+        that of the rows (``keys.ID``, format 21); versions are in the main database
+        (``keys.DATABASES`` never holds ``VERSION``). LMDB only.
         """
         # point_read's gate, inline (see there: the hot path of a get)
         if self._closed or _FORKS[0] != self._forks:
@@ -1544,7 +1550,8 @@ class LmdbKV:
             gate.leave()
             raise
         try:
-            return fn(ctx, txn, arg, self._shared.routes.heads)
+            routes = self._shared.routes
+            return fn(ctx, txn, arg, routes.heads, routes.of(ID))
         except lmdb.Error as exc:
             raise _wrap(exc, self.path) from exc
         finally:
