@@ -25,6 +25,7 @@ from cortex import (
     ValidationError,
     render_full,
 )
+from cortex.engine.heads import encode_row
 from cortex.index.lexical import (
     STATS_KEY,
     Indexer,
@@ -40,7 +41,6 @@ from cortex.index.lexical import (
     search_terms,
 )
 from cortex.index.text import tokenize
-from cortex.engine.heads import encode_row
 from cortex.model.codec import HEAD as HEAD_CODEC
 from cortex.model.enums import MemoryType
 from cortex.model.records import Head
