@@ -317,7 +317,8 @@ def _drop_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             txn.delete(key)
     txn.put(STATS_KEY, seal(STATS_CODEC.encode(LexStats(next_docno=0), "meta/lexical")))
     n = _count_live(txn)
-    tick(n)
+    for done in range(1, n + 1):  # (progress as the rebuild gave it: one a live memory)
+        tick(done)
     return n
 
 
