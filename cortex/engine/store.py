@@ -2450,7 +2450,11 @@ class Store:
             )
         head: Head = decode_trusted(HEAD, key, raw)
         if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
-            raise IntegrityError(f"record {_show_key(key)} holds the head of {head.id}")
+            raise IntegrityError(
+                f"record id/{mid} names row {row}, whose head (m/{row}) is memory {head.id}: "
+                "the store is damaged; run cortex verify and restore from a backup (or cortex "
+                "salvage)"
+            )
         return head
 
     def _version(self, txn: ReadTxn, mid: MemoryId, n: int, row: int | None = None) -> Version:
