@@ -2260,6 +2260,10 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (rraw == NULL) {
         goto done;
     }
+    if (rraw != Py_None && !PyBytes_CheckExact(rraw)) {
+        PyErr_SetString(PyExc_TypeError, "read_latest: the transaction must not use buffers");
+        goto done;
+    }
     if (!row_of_value(rraw, row4)) {
         out = Py_NewRef(Py_None); /* declined */
         goto done;
