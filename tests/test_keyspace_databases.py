@@ -232,6 +232,7 @@ def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> 
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v16, to=17, progress=lambda *a: seen.append(a))
@@ -288,7 +289,7 @@ def test_0016_failing_half_way_leaves_format_16(
     assert _raw(v16)[1] == {}
     assert len((v16 / "data.mdb").read_bytes()) >= len(before)
     report = M.migrate(v16)
-    assert report.to_version == 20
+    assert report.to_version == 21
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -342,6 +343,7 @@ def test_migrating_the_format_18_fixture_moves_the_heads(tmp_path: Path) -> None
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v18)] == [
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     dry, _ = M.migrate(v18, dry_run=True).steps
     assert dry.records == len(heads) and not dry.applied
@@ -406,7 +408,7 @@ def test_0018_failing_half_way_leaves_format_18(tmp_path: Path) -> None:
         M.migrate(v18, progress=failing)
     assert dump_store(v18) == dumped
     assert sorted(_raw(v18)[1]) == sorted(M.FORMAT17_DATABASES)
-    assert M.migrate(v18).to_version == 20
+    assert M.migrate(v18).to_version == 21
     with Cortex.open(v18, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -572,7 +574,7 @@ def test_0019_failing_half_way_leaves_format_19(tmp_path: Path) -> None:
         M.migrate(v19, progress=failing)
     assert dump_store(v19) == dumped
     assert sorted(_raw(v19)[1]) == sorted((*M.FORMAT17_DATABASES, HEAD))
-    assert M.migrate(v19).to_version == 20
+    assert M.migrate(v19).to_version == 21
     with Cortex.open(v19, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
