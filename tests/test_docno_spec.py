@@ -568,11 +568,13 @@ def test_the_last_number_and_then_store_full(store_path: Any) -> None:
         with pytest.raises(StoreFullError):
             cx.write_many([NewMemory(data=fact("two too many"))])
         assert digest(dump(cx)) == before
-        # an update keeps its number and still works; the rebuild makes room again
+        # an update keeps its number and still works; a rebuild keeps the rows (format 21):
+        # no room is made, the next write still fails
         cx.update(last, fact("the very last number, changed"))
         assert cx.reindex_lexical() == 2
-        cx.write(fact("room again"), id=MemoryId(b"\x30" * 16))
-        assert next_docno(dump(cx)) == 3 and cx.verify().ok
+        assert next_docno(dump(cx)) == LIMIT and cx.verify().ok
+        with pytest.raises(StoreFullError, match=r"row number"):
+            cx.write(fact("no room"), id=MemoryId(b"\x30" * 16))
 
 
 # --- 7. migration from format 13 ------------------------------------------------------------
