@@ -78,7 +78,7 @@ KEY_FAMILIES = (
     b"lex/d/",
     b"lex/t/",
     b"lex/s/",
-    b"lex/i/",
+    b"id/",
     b"idx/type/",
     b"idx/tag/",
     b"idx/claim/",
@@ -91,7 +91,8 @@ KEY_FAMILIES = (
 )
 """The key families the ``key`` class damages (``cortex.storage.keys``). Format 9 has no
 ``sens/`` keys: a level is in its head or episode record (damaged with ``m/`` and ``ep/``).
-Format 10's posting segments (``lex/s/``): the build ends with small writes that leave some."""
+Format 10's posting segments (``lex/s/``): the build ends with small writes that leave some.
+Format 21 has no ``lex/i/`` (formats 14-20's document numbers) and adds ``id/`` (id16 -> row)."""
 
 
 # ---------------------------------------------------------------------------------------------
