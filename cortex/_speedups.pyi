@@ -40,14 +40,15 @@ def read_memory(
 
 def read_current(
     ctx: tuple[Any, ...],
-    get: Callable[[bytes], Any] | tuple[Callable[..., Any], Any],
+    get: Callable[[bytes], Any] | tuple[Any, ...],
     mid: bytes,
     /,
 ) -> tuple[Any, Any] | None:
     """A memory's head and the version it points at, read with ``get``; or None.
 
     ``get`` is key -> bytes or None, or a pair ``(get, heads)``: heads read as
-    ``get(key, None, heads)`` (their LMDB named database, format 19), versions as ``get(key)``.
+    ``get(key, None, heads)`` (their LMDB named database, format 19), versions as ``get(key)``;
+    or a triple ``(get, heads, ids)``: the rows (``id/``, format 21) read in ``ids`` too.
     """
 
 def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
@@ -55,7 +56,7 @@ def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
 
 def read_accepted(
     ctx: tuple[Any, ...],
-    get: Callable[[bytes], Any] | tuple[Callable[..., Any], Any],
+    get: Callable[[bytes], Any] | tuple[Any, ...],
     cursor: Any,
     edge_to: bytes,
     into: bytes,
@@ -263,11 +264,9 @@ def stage_new(
     shared: bytes,
     seq: int,
     prev: bytes,
-    maps: dict[int, bytes],
-    next_docno: int,
     /,
-) -> tuple[int, int, bytes, int, int, int, int]:
-    """``Store._stage_new``'s loop: what it staged, the journal's and the next document number.
+) -> tuple[int, int, bytes, int, int, int]:
+    """``Store._stage_new``'s loop: what it staged and the journal's last seq and hash.
 
-    ``(next, seq, prev, documents, total_length, postings, next_docno)``.
+    ``(next, seq, prev, documents, total_length, postings)``; each memory under its ``row``.
     """

@@ -52,12 +52,14 @@ from cortex.storage.keys import (
     pin_key,
     posting_key,
     salience_key,
+    show_key,
     tag_key,
     type_key,
     version_key,
 )
 from cortex.storage.kv import LmdbKV, WriteTxn
 from cortex.storage.kv import unseal as _unseal
+from tests import rows as R
 from tests import workers
 
 ACTOR = "builder"
@@ -89,6 +91,16 @@ def _build(path: Path) -> Small:
         assert cx.verify().ok
         created = to_micros(cx.resolve_latest(a).head.created_at)
     return Small(path, a.id, b.id, c.id, created)
+
+
+def _row(path: Path, mid: MemoryId) -> int:
+    """The row of ``mid`` in the (closed) store at ``path`` (format 21: its keys by row)."""
+    kv = LmdbKV(path, check_pages=False)
+    try:
+        with kv.read() as txn:
+            return R.row(txn, mid)
+    finally:
+        kv.close()
 
 
 def _edit(path: Path, key: bytes, change: Callable[[bytes | None], bytes | None]) -> None:
@@ -153,10 +165,10 @@ def _assert_intact(cx: Cortex, s: Small) -> None:
 
 
 def test_head_flip(small: Small) -> None:
-    _edit(small.path, head_key(small.a), _flip)
+    _edit(small.path, head_key(_row(small.path, small.a)), _flip)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _problems(cx)
-        assert "checksum" in problems[f"m/{small.a}"][0]
+        assert "checksum" in problems[f"m/{R.of_kv(cx._kv, small.a)}"][0]
         for read in (
             lambda: cx.resolve_latest(small.a),
             lambda: cx.resolve(_uri(small.a, 1)),
@@ -168,9 +180,9 @@ def test_head_flip(small: Small) -> None:
 
 
 def test_version_payload_flip(small: Small) -> None:
-    _edit(small.path, version_key(small.a, 1), _flip)
+    _edit(small.path, version_key(_row(small.path, small.a), 1), _flip)
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert "checksum" in _problems(cx)[f"mv/{small.a}/v/1"][0]
+        assert "checksum" in _problems(cx)[f"mv/{R.of_kv(cx._kv, small.a)}/1"][0]
         with pytest.raises(IntegrityError):
             cx.resolve(_uri(small.a, 1))
         with pytest.raises(IntegrityError):
@@ -186,9 +198,10 @@ def test_version_data_flip_caught_by_content_hash(small: Small) -> None:
     "What a read checks"): they return what is stored. ``verify`` and ``history`` (the audit
     read) check the sha256 and catch it.
     """
-    _edit(small.path, version_key(small.a, 2), _flip_resealed(b"alpha statement two"))
+    key = version_key(_row(small.path, small.a), 2)
+    _edit(small.path, key, _flip_resealed(b"alpha statement two"))
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert _problems(cx)[f"mv/{small.a}/v/2"] == ["data does not match its hash"]
+        assert _problems(cx)[f"mv/{R.of_kv(cx._kv, small.a)}/2"] == ["data does not match its hash"]
         with pytest.raises(IntegrityError, match="hash"):
             cx.history(small.a)
         for read in (
@@ -208,11 +221,12 @@ def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Sm
     checks"): the reads that find versions by their key range refuse it; ``resolve`` and a
     query read the versions they name by key and return them; ``verify`` reports it."""
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
-        v2 = txn.get(version_key(small.a, 2))
-    _edit(small.path, version_key(small.a, 3), lambda _: v2)
+        v2 = txn.get(R.version_key(txn, small.a, 2))
+    _edit(small.path, version_key(_row(small.path, small.a), 3), lambda _: v2)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         assert (
-            "points at versions 1..2 but the store holds [1, 2, 3]" in _problems(cx)[f"m/{small.a}"]
+            f"{small.a} points at versions 1..2 but the store holds [1, 2, 3]"
+            in _problems(cx)[f"m/{R.of_kv(cx._kv, small.a)}"]
         )
         for refused in (
             lambda: cx.resolve_latest(small.a),
@@ -228,9 +242,9 @@ def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Sm
 
 def test_version_payload_flip_refused_by_every_read(small: Small) -> None:
     """Damage a CRC catches (a flipped byte, not resealed) still fails every read of it."""
-    _edit(small.path, version_key(small.a, 2), _flip)
+    _edit(small.path, version_key(_row(small.path, small.a), 2), _flip)
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert "checksum" in _problems(cx)[f"mv/{small.a}/v/2"][0]
+        assert "checksum" in _problems(cx)[f"mv/{R.of_kv(cx._kv, small.a)}/2"][0]
         for read in (
             lambda: cx.resolve_latest(small.a),
             lambda: cx.resolve(_uri(small.a, 2)),
@@ -396,11 +410,13 @@ def test_damaged_pin_entry(small: Small) -> None:
 
 
 def test_older_version_deleted(small: Small) -> None:
-    _edit(small.path, version_key(small.a, 1), lambda _: None)
+    _edit(small.path, version_key(_row(small.path, small.a), 1), lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
         problems = _problems(cx)
         assert problems == {
-            f"m/{small.a}": ["points at versions 1..2 but the store holds [2]"],
+            f"m/{R.of_kv(cx._kv, small.a)}": [
+                f"{small.a} points at versions 1..2 but the store holds [2]"
+            ],
         }
         with pytest.raises(IntegrityError):
             cx.resolve(_uri(small.a, 1))
@@ -410,9 +426,9 @@ def test_older_version_deleted(small: Small) -> None:
 
 
 def test_current_version_deleted(small: Small) -> None:
-    _edit(small.path, version_key(small.a, 2), lambda _: None)
+    _edit(small.path, version_key(_row(small.path, small.a), 2), lambda _: None)
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert f"m/{small.a}" in _problems(cx)
+        assert f"m/{R.of_kv(cx._kv, small.a)}" in _problems(cx)
         with pytest.raises(IntegrityError):
             cx.resolve_latest(small.a)
         with pytest.raises(IntegrityError):
@@ -596,8 +612,9 @@ def test_a_moved_counters_key_raises_on_every_read_path(store_path: Any, onto: s
         before = cx.salience_state(a)
         assert before.citations == before.accesses == 1
         assert cx.verify().ok
-        target = b.id if onto == "another memory" else _flip_id(a.id, 9)
-        old, new = salience_key(a.id), salience_key(target)
+        ra = R.of_kv(cx._kv, a.id)
+        old = salience_key(ra)  # format 21: by row; onto b's row, or a row of no memory
+        new = salience_key(R.of_kv(cx._kv, b.id) if onto == "another memory" else 999)
 
         def move(txn: Any) -> None:
             value = txn.get(old)
@@ -620,8 +637,8 @@ def test_a_moved_counters_key_raises_on_every_read_path(store_path: Any, onto: s
             cx.attest([a], Outcome.SUCCESS)
         assert cx.salience_state(b).accesses == 0  # b's own state: never used
         problems = _problems(cx)
-        assert any("sal/" in w and "is missing" in w for w in problems[f"m/{a.id}"])
-        stray = problems.get(f"sal/{target}") or problems.get(new.hex())
+        assert any("sal/" in w and "is missing" in w for w in problems[f"m/{ra}"])
+        stray = problems.get(show_key(new)) or problems.get(new.hex())
         assert stray, problems
         assert cx.resolve_latest(b).head.has_counters is False
 
@@ -634,9 +651,9 @@ def test_a_counters_key_flipped_in_place(small: Small, tmp_path: Path) -> None:
         compact = tmp_path / "compact"
         assert cx.backup(compact).ok
     data = bytearray((compact / "data.mdb").read_bytes())
-    key = salience_key(small.a)
+    key = salience_key(_row(small.path, small.a))  # format 21: by row
     assert data.count(key) == 1
-    data[data.find(key) + len(b"sal/") + 11] ^= 0x04
+    data[data.find(key) + len(b"sal/") + 3] ^= 0x04
     (compact / "data.mdb").write_bytes(bytes(data))
     with Cortex.open(compact, actor=ACTOR) as cx:
         with pytest.raises(IntegrityError, match="use counters"):
@@ -645,7 +662,8 @@ def test_a_counters_key_flipped_in_place(small: Small, tmp_path: Path) -> None:
             cx.salience_state(small.a)
         assert cx.salience_state(small.b).citations == 0  # the others read as they are
         _assert_intact(cx, small)
-        assert any("use counters" in w for w in _problems(cx)[f"m/{small.a}"])
+        shown = f"m/{R.of_kv(cx._kv, small.a)}"
+        assert any("use counters" in w for w in _problems(cx)[shown])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,9 +675,10 @@ def _number(small: Small, mid: MemoryId) -> int:
     from cortex.index.lexical import DOC_CODEC
 
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
-        value = txn.get(lex_doc_key(mid))
+        dkey = R.lex_doc_key(txn, mid)
+        value = txn.get(dkey)
     assert value is not None
-    return int(DOC_CODEC.decode(_unseal(lex_doc_key(mid), value), "lex/d").docno)
+    return int(DOC_CODEC.decode(_unseal(dkey, value), "lex/d").docno)
 
 
 def _lex_problems(cx: Cortex) -> dict[str, list[str]]:
@@ -716,9 +735,9 @@ def test_term_frequency_resealed_wrong(small: Small) -> None:
 
 
 def test_document_record_flip(small: Small) -> None:
-    _edit(small.path, lex_doc_key(small.a), _flip)
+    _edit(small.path, lex_doc_key(_row(small.path, small.a)), _flip)
     with Cortex.open(small.path, actor=ACTOR) as cx:
-        assert "checksum" in _lex_problems(cx)[f"lex/d/{small.a}"][0]
+        assert "checksum" in _lex_problems(cx)[f"lex/d/{R.of_kv(cx._kv, small.a)}"][0]
         # unindexing needs the record: a change to the memory refuses rather than guesses
         with pytest.raises(IntegrityError):
             cx.update(small.a, Fact(statement="three", subject="user", predicate="likes"))

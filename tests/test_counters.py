@@ -46,6 +46,7 @@ from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, meta_key, salienc
 from cortex.storage.kv import LmdbKV, seal, unseal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
+from tests import rows as R
 
 from .qsupport import dump_store
 
@@ -69,9 +70,9 @@ def _head(cx: Cortex, mid: MemoryId) -> Head:
 def _flagged(cx: Cortex) -> tuple[set[MemoryId], set[MemoryId]]:
     """The ids whose heads have the flag, and the ids with a ``sal/`` record."""
     with cx._kv.read() as txn:
-        heads = [HEAD_CODEC.decode(v[:-4], "h") for _, v in txn.scan(b"m/")]
-        flags = {h.id for h in heads if h.has_counters}
-        records = {MemoryId(k[len(SALIENCE) :]) for k in txn.keys(SALIENCE)}
+        by_row = {k[2:]: HEAD_CODEC.decode(v[:-4], "h") for k, v in txn.scan(b"m/")}
+        flags = {h.id for h in by_row.values() if h.has_counters}
+        records = {by_row[k[len(SALIENCE) :]].id for k in txn.keys(SALIENCE)}
     return flags, records
 
 
@@ -152,24 +153,25 @@ def test_reads_trust_the_flag_both_ways(store_path: Any) -> None:
         a, b = cx.write(_fact(1)), cx.write(_fact(2))
         cx.attest([a], Outcome.SUCCESS)
         stray = SalienceState(citations=40)
-        cx._kv.write(lambda txn: txn.put(salience_key(b.id), encode_counters(b.id, stray)))
+        cx._kv.write(lambda txn: txn.put(R.salience_key(txn, b.id), encode_counters(b.id, stray)))
         assert cx.salience_state(b) == SalienceState()  # its head says never used
         ranked = [h.memory.id for h in cx.find(Query(text="note", limit=5)).hits]
         assert ranked[0] == a.id  # b's stray citations do not lift it
+        ra, rb = R.of_kv(cx._kv, a.id), R.of_kv(cx._kv, b.id)
         problems = {p.record: p.what for p in cx.verify().problems}
         assert (
-            problems == {f"sal/{b.id}": problems[f"sal/{b.id}"]}
-            and "whose head says it has none" in problems[f"sal/{b.id}"]
+            problems == {f"sal/{rb}": problems[f"sal/{rb}"]}
+            and "whose head says it has none" in problems[f"sal/{rb}"]
         )
-        cx._kv.write(lambda txn: txn.delete(salience_key(b.id)))
-        cx._kv.write(lambda txn: txn.delete(salience_key(a.id)))
+        cx._kv.write(lambda txn: txn.delete(R.salience_key(txn, b.id)))
+        cx._kv.write(lambda txn: txn.delete(R.salience_key(txn, a.id)))
         with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
             cx.salience_state(a)
         with pytest.raises(IntegrityError, match=f"sal/{a.id} is missing"):
             cx.find(Query(text="note", limit=5))
         problems = {p.record: p.what for p in cx.verify().problems}
-        assert list(problems) == [f"m/{a.id}"]
-        assert f"sal/{a.id} is missing" in problems[f"m/{a.id}"]
+        assert list(problems) == [f"m/{ra}"]
+        assert f"sal/{ra} is missing" in problems[f"m/{ra}"]
 
 
 def test_a_find_on_postgresql_fetches_only_the_counters_of_used_memories(pg_url: Any) -> None:
@@ -183,8 +185,11 @@ def test_a_find_on_postgresql_fetches_only_the_counters_of_used_memories(pg_url:
             plan = compile_query(Query(text="note", limit=6), now)
             kept, _ = cx._executor(txn, plan, cx._reader(None), now).run()
             fetched = set(txn._loaded)  # type: ignore[attr-defined]
-        assert len(kept) == 6 and {head_key(m) for m in ids} <= fetched
-        assert {k for k in fetched if k.startswith(SALIENCE)} == {salience_key(ids[2])}
+        with cx._kv.read() as txn:
+            want = {R.head_key(txn, m) for m in ids}
+            used = R.salience_key(txn, ids[2])
+        assert len(kept) == 6 and want <= fetched
+        assert {k for k in fetched if k.startswith(SALIENCE)} == {used}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,8 +223,8 @@ def test_salvage_reports_lost_counters_and_drops_strays(tmp_path: Path) -> None:
     with Cortex.open(path, actor=OWNER) as cx:
         a, b, c = (cx.write(_fact(i)) for i in range(3))
         cx.attest([a, b], Outcome.SUCCESS)
-        lost = salience_key(a.id)
-        stray = salience_key(c.id)  # c never used: a record there is not c's
+        lost = salience_key(R.of_kv(cx._kv, a.id))
+        stray = salience_key(R.of_kv(cx._kv, c.id))  # c never used: a record there is not c's
         value = encode_counters(c.id, SalienceState(citations=7))
         cx._kv.write(lambda txn: (txn.delete(lost), txn.put(stray, value)))
     rep = salvage(path, tmp_path / "new")
@@ -243,9 +248,10 @@ def test_a_record_moved_onto_another_used_memory_is_an_error(store_path: Any) ->
         cx.attest([a], Outcome.SUCCESS)
         cx.attest([b], Outcome.SUCCESS)
         with cx._kv.read() as txn:
-            moved = txn.get(salience_key(a.id))
-        assert moved is not None and unseal(salience_key(a.id), moved)[:16] == a.id.bytes
-        cx._kv.write(lambda txn: txn.put(salience_key(b.id), moved))  # a's record at b's key
+            akey, bkey = R.salience_key(txn, a.id), R.salience_key(txn, b.id)
+            moved = txn.get(akey)
+        assert moved is not None and unseal(akey, moved)[:16] == a.id.bytes
+        cx._kv.write(lambda txn: txn.put(bkey, moved))  # a's record at b's key
         with pytest.raises(IntegrityError, match=f"use counters of {a.id}, not of {b.id}"):
             cx.salience_state(b)
         with pytest.raises(IntegrityError, match="use counters of"):
@@ -258,14 +264,14 @@ def test_counter_records_name_their_memory_in_the_format() -> None:
     mid = new_id()
     st = SalienceState(accesses=3, citations=1)
     value = encode_counters(mid, st)
-    payload = unseal(salience_key(mid), value)
+    payload = unseal(salience_key(7), value)
     assert payload[:16] == mid.bytes and SALIENCE_STATE.decode(payload[16:], "s") == st
-    assert decode_counters(salience_key(mid), value, mid) == st
+    assert decode_counters(salience_key(7), value, mid) == st
     with pytest.raises(IntegrityError, match="not of"):
-        decode_counters(salience_key(mid), value, new_id())
+        decode_counters(salience_key(7), value, new_id())
     bare = seal(SALIENCE_STATE.encode(st, "s"))  # format 11's layout
     with pytest.raises(IntegrityError):
-        decode_counters(salience_key(mid), bare, mid)
+        decode_counters(salience_key(7), bare, mid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,7 +291,7 @@ def test_golden_vectors() -> None:
         assert rec.has_counters is v["has_counters"]
         assert HEAD_CODEC.encode(rec, v["name"]) == raw
         assert HEAD_CODEC.encode(gen.counters_head(v["has_counters"], v["level"]), "h") == raw
-        assert head_key(rec.id).hex() == v["key"]
+        assert head_key(gen.VECTOR_ROW).hex() == v["key"]
         assert (raw + zlib.crc32(raw).to_bytes(4, "big")).hex() == v["value"] == seal(raw).hex()
         if v["has_counters"]:
             base = HEAD_CODEC.encode(gen.counters_head(False, v["level"]), "h")
@@ -323,7 +329,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
     before = dump_store(v10)
     assert {MemoryId(k[len(SALIENCE) :]) for k in before if k.startswith(SALIENCE)} == counted
     states = {
-        m: SALIENCE_STATE.decode(before[salience_key(m)][:-4], "s") for m in counted
+        m: SALIENCE_STATE.decode(before[b"sal/" + m.bytes][:-4], "s") for m in counted
     }  # as format 10 stored them
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v10, actor="x")
@@ -338,6 +344,7 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     report = M.migrate(v10, to=14)
     superseded = sum(1 for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s")
@@ -353,18 +360,18 @@ def test_migrating_the_format_10_fixture_sets_the_flags(tmp_path: Path, store_pa
         meta_key("format"),
         meta_key("lexical"),
         M.MIGRATIONS_KEY,
-    } | {head_key(m) for m in counted} | {salience_key(m) for m in counted} | {
+    } | {b"m/" + m.bytes for m in counted} | {b"sal/" + m.bytes for m in counted} | {
         k for k, v in before.items() if k.startswith(IDX_CLAIM) and v == b"s"
     }  # 0011 drops the superseded memories' claim entries and names each counter's memory
     assert not any(k.startswith(IDX_CLAIM) and v for k, v in after.items())
     for m in counted:
-        old = HEAD_V14.decode(before[head_key(m)][:-4], "h")  # format 10: forms wide
-        new = HEAD_V14.decode(after[head_key(m)][:-4], "h")  # format 14: forms wide
+        old = HEAD_V14.decode(before[b"m/" + m.bytes][:-4], "h")  # format 10: forms wide
+        new = HEAD_V14.decode(after[b"m/" + m.bytes][:-4], "h")  # format 14: forms wide
         assert not old.has_counters and new == Head(**{**_fields(old), "has_counters": True})
     M.migrate(v10)  # 0014 to 0018 (test_migrate, test_lean_docs, test_medium_refs, ...)
     with Cortex.open(v10, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        assert list(cx.journal())[-7].reason == "0013-posting-docnos: format 13 -> 14"
+        assert list(cx.journal())[-8].reason == "0013-posting-docnos: format 13 -> 14"
         assert _flagged(cx) == (counted, counted)
         for m, st in states.items():
             assert cx.salience_state(m) == st

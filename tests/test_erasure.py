@@ -33,6 +33,7 @@ from cortex.engine.values import decode_trusted
 from cortex.index.vectors import VECTOR_RECORD, stored_vector
 from cortex.model.records import Forms, Provenance, SourceRef
 from cortex.storage.keys import ERASURE, vec_key
+from tests import rows as R
 from tests import workers
 from tests.test_crash import Child, occurrences
 from tests.vsupport import E
@@ -44,9 +45,10 @@ def vector_bytes(cx: Cortex, mid: Any) -> list[bytes]:
     """A memory's stored vector and the copy the hnswlib cache holds, as needles (whole: the
     test embedder's vectors are sparse, so a slice of one may be a slice of another's)."""
     with cx._kv.read() as txn:
-        raw = txn.get(vec_key(mid))
+        key = vec_key(R.row(txn, mid))  # format 21: by the memory's row
+        raw = txn.get(key)
         assert raw is not None
-        rec = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
+        rec = decode_trusted(VECTOR_RECORD, key, raw)
     return [rec.vector, sidecar_copy(stored_vector(rec).astype("<f4").tobytes())]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from cortex import Cortex, MigrationRequiredError, Query, ValidationError
+from cortex.engine.heads import id_at
 from cortex.engine.store import FORMAT_VERSION
 from cortex.engine.values import decode_trusted
 from cortex.errors import CodecError
@@ -32,9 +33,10 @@ from cortex.index.vectors import (
     vector_record,
 )
 from cortex.storage.engines import copy_kv
-from cortex.storage.keys import VEC, meta_key, vec_key
+from cortex.storage.keys import VEC, meta_key
 from cortex.storage.kv import LmdbKV, seal, unseal
 from cortex.transfer import migrate as M
+from tests import rows as R
 
 from .qsupport import digest_of_store, dump_store, fixture_store
 from .vsupport import DIM, HALF, E, fact, half, open_store, vec_record, vectors_meta
@@ -51,8 +53,14 @@ def _unit(seed: int) -> np.ndarray:
 
 
 def _records(cx: Cortex) -> dict[bytes, VectorRecord]:
+    """Every ``vec/`` record by its memory's id16 (format 21: the key names the row)."""
     with cx._kv.read() as txn:
-        return {k: VECTOR_RECORD.decode(unseal(k, v), "vector") for k, v in txn.scan(VEC)}
+        out = {}
+        for k, v in txn.scan(VEC):
+            m = id_at(txn, k[len(VEC) :])
+            assert m is not None
+            out[m.bytes] = VECTOR_RECORD.decode(unseal(k, v), "vector")
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +83,7 @@ def test_golden_vectors() -> None:
         assert len(rec.vector) == (2 if rec.float16 else 4) * rec.dim
         assert stored_vector(rec).tolist() == v["widened"]
         key = bytes.fromhex(v["key"])
-        assert key.startswith(VEC) and len(key) == len(VEC) + 16
+        assert key.startswith(VEC) and len(key) == len(VEC) + 4  # format 21: by row
         assert (raw + zlib.crc32(raw).to_bytes(4, "big")).hex() == v["value"] == seal(raw).hex()
         assert decode_trusted(VECTOR_RECORD, key, bytes.fromhex(v["value"])) == rec  # C path
     f16, f32 = doc["vectors"]
@@ -254,7 +262,8 @@ def _put(cx: Cortex, key: bytes, value: bytes) -> None:
 def test_verify_catches_a_damaged_float16_record(store_path: Any) -> None:
     with open_store(store_path, embedder=E) as cx:
         u = cx.write(fact("green tea"))
-        key = vec_key(u.id)
+        with cx._kv.read() as txn:
+            key = R.vec_key(txn, u.id)
         with cx._kv.read() as txn:
             good = txn.get(key)
         assert good is not None
@@ -308,9 +317,9 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
     to the other engine holds the same bytes."""
     where = _fixture(tmp_path, store_path)
     before = dump_store(where)
-    old = {k: v for k, v in before.items() if k.startswith(VEC)}
+    old = {k[len(VEC) :]: v for k, v in before.items() if k.startswith(VEC)}  # by id16
     assert len(old) > 30
-    assert not any(VECTOR_RECORD.decode(unseal(k, v), "v").float16 for k, v in old.items())
+    assert not any(VECTOR_RECORD.decode(unseal(VEC + k, v), "v").float16 for k, v in old.items())
     with pytest.raises(MigrationRequiredError):
         Cortex.open(where, actor="x")
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(where)] == [
@@ -322,6 +331,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     report = M.migrate(where, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -346,7 +356,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         new = cx.write(fact("the harbour master rows to the lighthouse", subject="harbour"))
         given = cx.write(fact("a second caller's vector", subject="sea"), vector=_unit(11).tolist())
         recs = _records(cx)
-        assert {k for k, r in recs.items() if r.float16} == {vec_key(new.id), vec_key(given.id)}
+        assert {k for k, r in recs.items() if r.float16} == {new.id.bytes, given.id.bytes}
         assert {k for k, r in recs.items() if not r.float16} == set(old)
         assert all(r.float16 is False for k, r in recs.items() if k in old)
         report_v = cx.verify()
@@ -355,7 +365,7 @@ def test_migrating_the_format_12_fixture_rewrites_no_vector_and_mixes(
         old_key = next(iter(old))
         old_vec = stored_vector(recs[old_key])
         hit = cx.find(Query(near_vector=old_vec, limit=1)).hits[0]
-        assert vec_key(hit.memory.id) == old_key
+        assert hit.memory.id.bytes == old_key
         assert hit.scores["vector"] == pytest.approx(1.0, abs=1e-5)
         hit = cx.find(Query(near_vector=_unit(11), limit=1)).hits[0]
         assert hit.memory.id == given.id

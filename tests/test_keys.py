@@ -29,6 +29,7 @@ obj_refs = st.text(max_size=40)
 
 ALL_PREFIXES = [
     keys.HEAD,
+    keys.ID,
     keys.VERSION,
     keys.IDX_TYPE,
     keys.IDX_TAG,
@@ -49,9 +50,12 @@ def keyspace_of(key: bytes) -> list[bytes]:
 
 
 # one built key of each keyspace, from drawn parts
+rows = st.integers(0, 2**32 - 1)
+
 any_key = st.one_of(
-    ids.map(keys.head_key),
-    st.tuples(ids, st.integers(0, U64)).map(lambda a: keys.version_key(*a)),
+    rows.map(keys.head_key),
+    ids.map(keys.id_key),
+    st.tuples(rows, st.integers(0, U64)).map(lambda a: keys.version_key(*a)),
     st.tuples(mtypes, micros, ids).map(lambda a: keys.type_key(*a)),
     st.tuples(tag_text, mtypes, micros, ids).map(lambda a: keys.tag_key(*a)),
     st.tuples(verbs, kinds, obj_refs, micros, ids).map(lambda a: keys.frame_key(*a)),
@@ -60,7 +64,7 @@ any_key = st.one_of(
     st.tuples(ids, etypes, ids).map(lambda a: keys.edge_from_key(*a)),
     st.tuples(ids, etypes, ids).map(lambda a: keys.edge_to_key(*a)),
     u64s.map(keys.journal_key),
-    ids.map(keys.vec_key),
+    rows.map(keys.vec_key),
     st.sampled_from(["format", "owner", "cursor.vec"]).map(keys.meta_key),
 )
 
@@ -68,21 +72,39 @@ any_key = st.one_of(
 # --- round trips --------------------------------------------------------------------------------
 
 
+@given(rows)
+@example(0)
+@example(2**32 - 1)
+def test_head_key_round_trip(r: int) -> None:
+    """storage.md §2 (format 21): ``m/`` u32(row)."""
+    k = keys.head_key(r)
+    assert k == b"m/" + r.to_bytes(4, "big")
+    assert keys.parse_head_key(k) == r
+
+
 @given(ids)
-def test_head_key_round_trip(i: MemoryId) -> None:
-    k = keys.head_key(i)
-    assert k == b"m/" + i.bytes
-    assert keys.parse_head_key(k) == i
+def test_id_key_round_trip(i: MemoryId) -> None:
+    """storage.md §2 (format 21): ``id/`` id16 -> the memory's row."""
+    k = keys.id_key(i)
+    assert k == b"id/" + i.bytes
+    assert keys.parse_id_key(k) == i
 
 
-@given(ids, u64s)
-@example(MemoryId(bytes(16)), 0).via("smallest")
-@example(MemoryId(b"\xff" * 16), U64).via("largest")
-def test_version_key_round_trip(i: MemoryId, n: int) -> None:
-    k = keys.version_key(i, n)
-    assert len(k) == 3 + 16 + 3 + 8
-    assert k.startswith(keys.version_prefix(i))
-    assert keys.parse_version_key(k) == (i, n)
+@pytest.mark.parametrize("r", [-1, 2**32])
+def test_rows_out_of_u32_range_are_rejected(r: int) -> None:
+    for build in (keys.head_key, keys.vec_key, keys.salience_key, keys.lex_doc_key):
+        with pytest.raises(ValueError):
+            build(r)
+
+
+@given(rows, u64s)
+@example(0, 0).via("smallest")
+@example(2**32 - 1, U64).via("largest")
+def test_version_key_round_trip(r: int, n: int) -> None:
+    k = keys.version_key(r, n)
+    assert len(k) == 3 + 4 + 8
+    assert k.startswith(keys.version_prefix(r))
+    assert keys.parse_version_key(k) == (r, n)
 
 
 @given(mtypes, micros, ids)
@@ -144,8 +166,8 @@ def test_journal_key_round_trip(seq: int) -> None:
 
 
 def test_vec_and_meta_keys() -> None:
-    i = MemoryId(bytes(range(16)))
-    assert keys.vec_key(i) == b"vec/" + i.bytes
+    assert keys.vec_key(258) == b"vec/\x00\x00\x01\x02"
+    assert keys.salience_key(258) == b"sal/\x00\x00\x01\x02"
     assert keys.meta_key("format") == b"meta/format"
 
 
@@ -160,7 +182,7 @@ def test_integers_out_of_u64_range_are_rejected(n: int) -> None:
     with pytest.raises(ValueError):
         keys.journal_key(n)
     with pytest.raises(ValueError):
-        keys.version_key(MemoryId(bytes(16)), n)
+        keys.version_key(0, n)
 
 
 def test_hashes_are_sha256_prefixes() -> None:
@@ -194,11 +216,20 @@ def test_journal_keys_order_by_seq(a: int, b: int) -> None:
     _agrees(keys.journal_key, (a,), (b,))
 
 
-@given(st.tuples(ids, u64s), st.tuples(ids, u64s))
-@example((MemoryId(bytes(16)), 9), (MemoryId(bytes(16)), 10))
-@example((MemoryId(bytes(16)), U64), (MemoryId(bytes(15) + b"\x01"), 0))
-def test_version_keys_order_by_id_then_n(a: tuple[object, ...], b: tuple[object, ...]) -> None:
+@given(st.tuples(rows, u64s), st.tuples(rows, u64s))
+@example((0, 9), (0, 10))
+@example((0, U64), (1, 0))
+@example((255, 0), (256, 0))
+def test_version_keys_order_by_row_then_n(a: tuple[object, ...], b: tuple[object, ...]) -> None:
     _agrees(keys.version_key, a, b)
+
+
+@given(rows, rows)
+@example(255, 256)
+def test_row_keys_order_by_row(a: int, b: int) -> None:
+    """Format 21: a new memory's keys come after every other memory's (its row is the next)."""
+    for build in (keys.head_key, keys.vec_key, keys.salience_key, keys.lex_doc_key):
+        _agrees(build, (a,), (b,))
 
 
 @given(st.tuples(tag_text, mtypes, micros, ids), st.tuples(tag_text, mtypes, micros, ids))
@@ -291,8 +322,8 @@ def test_every_key_belongs_to_exactly_one_keyspace(k: bytes) -> None:
     assert len(k) <= 511  # LMDB's default maximum key size
 
 
-@given(ids, ids, u64s)
-def test_version_prefix_matches_only_its_own_memory(a: MemoryId, b: MemoryId, n: int) -> None:
+@given(rows, rows, u64s)
+def test_version_prefix_matches_only_its_own_memory(a: int, b: int, n: int) -> None:
     assert keys.version_key(a, n).startswith(keys.version_prefix(a))
     if a != b:
         assert not keys.version_key(b, n).startswith(keys.version_prefix(a))
@@ -370,13 +401,16 @@ D = bytes(4)
 @pytest.mark.parametrize(
     ("parse", "key"),
     [
-        (keys.parse_head_key, b"m/" + bytes(15)),
-        (keys.parse_head_key, b"m/" + bytes(17)),
-        (keys.parse_head_key, b"mv/" + bytes(16)),
+        (keys.parse_head_key, b"m/" + bytes(3)),
+        (keys.parse_head_key, b"m/" + bytes(5)),
+        (keys.parse_head_key, b"m/" + Z),  # format 20: an id16
+        (keys.parse_head_key, b"mv/" + bytes(4)),
         (keys.parse_head_key, b""),
-        (keys.parse_version_key, b"mv/" + Z + b"/v/" + bytes(7)),
-        (keys.parse_version_key, b"mv/" + Z + b"/x/" + bytes(8)),
-        (keys.parse_version_key, b"m/" + Z + b"/v/" + bytes(9)),
+        (keys.parse_id_key, b"id/" + bytes(15)),
+        (keys.parse_id_key, b"id/" + bytes(4)),
+        (keys.parse_version_key, b"mv/" + D + bytes(7)),
+        (keys.parse_version_key, b"mv/" + Z + b"/v/" + bytes(8)),  # format 20
+        (keys.parse_version_key, b"m/" + D + bytes(9)),
         (keys.parse_type_key, b"idx/type/" + b"\x02" + bytes(8) + bytes(15)),
         (keys.parse_type_key, b"idx/type/" + b"\x00" + bytes(8) + Z),
         (keys.parse_type_key, b"idx/type/" + b"\xff" + bytes(8) + Z),
@@ -413,6 +447,7 @@ def test_malformed_keys_raise_codec_error(parse: Callable[[bytes], object], key:
 def test_truncated_or_extended_keys_never_parse_silently(k: bytes, data: st.DataObject) -> None:
     parsers: dict[bytes, Callable[[bytes], object]] = {
         keys.HEAD: keys.parse_head_key,
+        keys.ID: keys.parse_id_key,
         keys.VERSION: keys.parse_version_key,
         keys.IDX_TYPE: keys.parse_type_key,
         keys.IDX_TAG: keys.parse_tag_key,
@@ -476,25 +511,22 @@ terms = st.text(
 docnos = st.integers(0, 2**32 - 1)
 
 
-@given(terms, ids, docnos)
-@example("a", MemoryId(Z), 0)
-@example("caf\u00e9", MemoryId(b"\xff" * 16), 2**32 - 1)
-def test_lexical_keys_round_trip(term: str, i: MemoryId, d: int) -> None:
+@given(terms, docnos)
+@example("a", 0)
+@example("caf\u00e9", 2**32 - 1)
+def test_lexical_keys_round_trip(term: str, d: int) -> None:
     assert keys.parse_posting_key(keys.posting_key(term, d)) == (term, d)
     assert keys.posting_key(term, d).startswith(keys.posting_prefix(term))
     assert keys.parse_lex_term_key(keys.lex_term_key(term)) == term
-    assert keys.parse_lex_doc_key(keys.lex_doc_key(i)) == i
-    assert keys.parse_lex_docno_key(keys.lex_docno_key(d)) == d
+    assert keys.parse_lex_doc_key(keys.lex_doc_key(d)) == d
 
 
 def test_the_lexical_keys_are_the_spec_bytes() -> None:
-    """lexical.md §4: ``lex/p/`` term 0x00 u32be(docno), ``lex/d/`` id16, ``lex/t/`` term (UTF-8),
-    ``lex/i/`` u32be(docno)."""
-    i = MemoryId(bytes(range(16)))
+    """lexical.md §4: ``lex/p/`` term 0x00 u32be(docno), ``lex/d/`` u32be(row) (format 21: the
+    document number is the memory's row), ``lex/t/`` term (UTF-8)."""
     assert keys.posting_key("caf\u00e9", 258) == b"lex/p/caf\xc3\xa9\x00\x00\x00\x01\x02"
-    assert keys.lex_docno_key(258) == b"lex/i/\x00\x00\x01\x02"
     assert keys.posting_prefix("caf\u00e9") == b"lex/p/caf\xc3\xa9\x00"
-    assert keys.lex_doc_key(i) == b"lex/d/" + i.bytes
+    assert keys.lex_doc_key(258) == b"lex/d/\x00\x00\x01\x02"
     assert keys.lex_term_key("caf\u00e9") == b"lex/t/caf\xc3\xa9"
 
 
@@ -544,7 +576,7 @@ def test_malformed_term_keys_raise_codec_error(key: bytes) -> None:
         keys.parse_lex_term_key(key)
 
 
-@pytest.mark.parametrize("key", [b"lex/d/" + bytes(15), b"lex/d/" + bytes(17), b"lex/t/" + Z])
+@pytest.mark.parametrize("key", [b"lex/d/" + bytes(3), b"lex/d/" + Z, b"lex/t/" + D])
 def test_malformed_doc_keys_raise_codec_error(key: bytes) -> None:
     with pytest.raises(CodecError):
         keys.parse_lex_doc_key(key)
@@ -552,12 +584,15 @@ def test_malformed_doc_keys_raise_codec_error(key: bytes) -> None:
 
 def test_show_key_reads_every_named_keyspace() -> None:
     i = MemoryId(bytes(range(16)))
-    assert keys.show_key(keys.head_key(i)) == f"m/{i}"
-    assert keys.show_key(keys.version_key(i, 7)) == f"mv/{i}/v/7"
+    assert keys.show_key(keys.head_key(5)) == "m/5"
+    assert keys.show_key(keys.id_key(i)) == f"id/{i}"
+    assert keys.show_key(keys.version_key(5, 7)) == "mv/5/7"
+    assert keys.show_key(keys.vec_key(5)) == "vec/5"
+    assert keys.show_key(keys.salience_key(5)) == "sal/5"
     assert keys.show_key(keys.journal_key(42)) == "j/42"
     assert keys.show_key(keys.posting_key("caf\u00e9", 7)) == "lex/p/caf\u00e9/7"
     assert keys.show_key(keys.lex_docno_key(7)) == "lex/i/7"
-    assert keys.show_key(keys.lex_doc_key(i)) == f"lex/d/{i}"
+    assert keys.show_key(keys.lex_doc_key(5)) == "lex/d/5"
     assert keys.show_key(keys.lex_term_key("word")) == "lex/t/word"
     assert keys.show_key(keys.meta_key("format")) == "meta/format"
 

@@ -23,13 +23,16 @@ from cortex.storage.keys import (
     DATABASES,
     DUP_DATABASES,
     HEAD,
+    ID,
     IDX_TYPE,
     JOURNAL,
+    LEX_DOCNO,
     meta_key,
 )
 from cortex.storage.kv import LmdbKV, WriteTxn, seal, unseal
 from cortex.transfer import migrate as M
 from cortex.transfer.salvage import salvage
+from tests import rows as R
 
 from .qsupport import dump_store
 from .test_damaged_files import _build, _records, trials_tool
@@ -232,6 +235,7 @@ def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> 
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v16, to=17, progress=lambda *a: seen.append(a))
@@ -259,7 +263,7 @@ def test_migrating_the_format_16_fixture_moves_the_keyspaces(tmp_path: Path) -> 
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
-        assert list(cx.journal())[-4].reason == (
+        assert list(cx.journal())[-5].reason == (
             f"{M.KEYSPACE_DATABASES_MIGRATION}: format 16 -> 17"
         )
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
@@ -288,7 +292,7 @@ def test_0016_failing_half_way_leaves_format_16(
     assert _raw(v16)[1] == {}
     assert len((v16 / "data.mdb").read_bytes()) >= len(before)
     report = M.migrate(v16)
-    assert report.to_version == 20
+    assert report.to_version == 21
     with Cortex.open(v16, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -313,7 +317,7 @@ def _outcome(fn: Any, *args: Any) -> Any:
 
 def _reads(path: Path) -> dict[str, Any]:
     """Every memory as the store reads it: its latest and history, and finds by type and tag."""
-    ids = [MemoryId(k[len(HEAD) :]) for k in dump_store(path) if k.startswith(HEAD)]
+    ids = [MemoryId(k[len(ID) :]) for k in dump_store(path) if k.startswith(ID)]
     assert len(ids) > 100
     with Cortex.open(path, actor="checker", as_owner=True) as cx:
         return {
@@ -342,8 +346,9 @@ def test_migrating_the_format_18_fixture_moves_the_heads(tmp_path: Path) -> None
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v18)] == [
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
-    dry, _ = M.migrate(v18, dry_run=True).steps
+    dry, _, _ = M.migrate(v18, dry_run=True).steps
     assert dry.records == len(heads) and not dry.applied
     assert dump_store(v18) == before
     seen: list[tuple[str, int, int]] = []
@@ -369,11 +374,13 @@ def test_migrating_the_format_18_fixture_moves_the_heads(tmp_path: Path) -> None
     with Cortex.open(v18, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
-        assert list(cx.journal())[-2].reason == "0018-head-database: format 18 -> 19"
+        assert list(cx.journal())[-3].reason == "0018-head-database: format 18 -> 19"
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         assert cx.resolve_latest(new.id).head.id == new.id
         assert cx.verify().ok
-    assert _raw(v18)[1][HEAD][-1] == HEAD + new.id.bytes
+        new_row = R.of_kv(cx._kv, new.id)
+    assert ID + new.id.bytes in _raw(v18)[1][ID]  # format 21: its row's head is the last
+    assert _raw(v18)[1][HEAD][-1] == HEAD + new_row.to_bytes(4, "big")
     assert M.migrate(v18).steps == ()  # again: nothing
     assert got["facts"] and got["tagged"]
 
@@ -406,7 +413,7 @@ def test_0018_failing_half_way_leaves_format_18(tmp_path: Path) -> None:
         M.migrate(v18, progress=failing)
     assert dump_store(v18) == dumped
     assert sorted(_raw(v18)[1]) == sorted(M.FORMAT17_DATABASES)
-    assert M.migrate(v18).to_version == 20
+    assert M.migrate(v18).to_version == 21
     with Cortex.open(v18, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -506,13 +513,14 @@ def test_migrating_the_format_19_fixture_moves_the_indexes(tmp_path: Path) -> No
     before = dump_store(v19)
     moving = sorted(k for k in before if k.startswith(tuple(DUP_DATABASES)))
     assert [(s.name, s.from_version, s.to_version) for s in M.plan(v19)] == [
-        ("0019-index-duplicates", 19, 20)
+        ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
-    [dry] = M.migrate(v19, dry_run=True).steps
+    dry, _ = M.migrate(v19, dry_run=True).steps
     assert dry.records == len(moving) > 300 and not dry.applied
     assert dump_store(v19) == before
     seen: list[tuple[str, int, int]] = []
-    [step] = M.migrate(v19, progress=lambda *a: seen.append(a)).steps
+    [step] = M.migrate(v19, to=20, progress=lambda *a: seen.append(a)).steps
     assert step.step.name == "0019-index-duplicates" and step.applied
     assert step.records == len(moving)
     assert seen == [("0019-index-duplicates", i, len(moving)) for i in range(1, len(moving) + 1)]
@@ -525,17 +533,20 @@ def test_migrating_the_format_19_fixture_moves_the_indexes(tmp_path: Path) -> No
         M.MIGRATIONS_KEY,
     }
     main, named = _raw(v19)
-    assert sorted(named) == sorted(DATABASES)
+    assert sorted(named) == sorted({*DATABASES, LEX_DOCNO} - {ID})  # format 20's
     assert sorted(k for p in DUP_DATABASES for k in named[p]) == moving
     assert not [k for k in main if k.startswith(DATABASES)]
     # every kind of node of a database of duplicates: one duplicate, an inline page, a tree
     kinds = _node_kinds(v19)
     assert all(kinds.values()), kinds
+    M.migrate(v19)  # 0020: the memories by row (tests/test_memory_rows.py)
+    main, named = _raw(v19)
+    assert sorted(named) == sorted(DATABASES)  # id/ made, lex/i/ dropped
     got = _reads(v19)
     with Cortex.open(v19, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
-        assert list(cx.journal())[-1].reason == "0019-index-duplicates: format 19 -> 20"
+        assert list(cx.journal())[-2].reason == "0019-index-duplicates: format 19 -> 20"
         new = cx.write(
             Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"),
             tags=("floor-3",),
@@ -572,7 +583,7 @@ def test_0019_failing_half_way_leaves_format_19(tmp_path: Path) -> None:
         M.migrate(v19, progress=failing)
     assert dump_store(v19) == dumped
     assert sorted(_raw(v19)[1]) == sorted((*M.FORMAT17_DATABASES, HEAD))
-    assert M.migrate(v19).to_version == 20
+    assert M.migrate(v19).to_version == 21
     with Cortex.open(v19, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 

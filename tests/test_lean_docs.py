@@ -20,11 +20,11 @@ from cortex.engine.store import FORMAT_VERSION, _unseal
 from cortex.engine.values import FORMAT_CODEC
 from cortex.index import lexical
 from cortex.index.lexical import DOC_CODEC, DOC_CODEC_V15, LexDoc
-from cortex.model.ids import MemoryId
 from cortex.storage import keys as K
-from cortex.storage.keys import JOURNAL, lex_doc_key, meta_key, show_key, version_key
+from cortex.storage.keys import JOURNAL, meta_key, show_key
 from cortex.storage.kv import LmdbKV, seal
 from cortex.transfer import migrate as M
+from tests import rows as R
 
 from .test_migrate import TOOL, _copy, dump
 
@@ -71,6 +71,7 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     old = _docs(before, DOC_CODEC_V15)
     assert len(old) > 50 and sum(bool(d.terms) for d in old.values()) == len(old)
@@ -92,12 +93,12 @@ def test_migrating_the_format_15_fixture_drops_the_terms(
         with pytest.raises(Exception):  # noqa: B017 - a schema-1 reader refuses it
             DOC_CODEC_V15.decode(_unseal(k, after[k]), show_key(k))
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
-    assert record.format_version == 16 and FORMAT_VERSION == 20
+    assert record.format_version == 16 and FORMAT_VERSION == 21
     assert "lexical-lean-documents" in record.features
     M.migrate(v15)  # 0016 and 0018 move records, 0017 the versions' medium forms
     with Cortex.open(v15, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        last = list(cx.journal())[-5]
+        last = list(cx.journal())[-6]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         assert TOOL.fid(160) in {m for m, _ in cx._lexical_search("Ærøskøbing winter", 5)}
         assert TOOL.fid(161) in {m for m, _ in cx._lexical_search("東京 morning", 5)}
@@ -144,11 +145,11 @@ def test_a_fresh_store_writes_lean_records(tmp_path: Path) -> None:
         cx.update(a.id, Fact(statement="the ferry leaves at one", subject="ferry", predicate="p"))
         with cx._kv.read() as txn:
             for mid, version in ((a.id, 2), (b.id, 1), (c.id, 1)):
-                k = lex_doc_key(mid)
+                k = R.lex_doc_key(txn, mid)
                 payload = _unseal(k, txn.get(k))
                 doc: LexDoc = DOC_CODEC.decode(payload, show_key(k))
                 assert payload[:3] == b"\xa4\x00\x02" and doc.version == version
-                terms = lexical.indexed_terms(txn, mid, version)
+                terms = lexical.indexed_terms(txn, R.row(txn, mid), version)
                 assert terms == sorted(set(terms)) and "ferri" in terms
                 assert doc.length >= len(terms)
         assert cx.verify().ok
@@ -163,7 +164,7 @@ def test_a_missing_indexed_version_stops_the_removal_and_names_reindex(tmp_path:
         mid = w.id
     kv = LmdbKV(path)
     try:
-        kv.write(lambda txn: txn.delete(version_key(mid, 1)))
+        kv.write(lambda txn: txn.delete(R.version_key(txn, mid, 1)))
         with kv.read() as txn:
             before = list(txn.scan(b""))
     finally:
@@ -184,7 +185,7 @@ def test_verify_refuses_a_record_with_terms(tmp_path: Path) -> None:
     try:
 
         def put_old(txn: Any) -> None:
-            k = lex_doc_key(mid)
+            k = R.lex_doc_key(txn, mid)
             doc: LexDoc = DOC_CODEC.decode(_unseal(k, txn.get(k)), show_key(k))
             old = lexical.LexDoc15(
                 version=doc.version, length=doc.length, terms=("ferri", "f"), docno=doc.docno
@@ -196,8 +197,10 @@ def test_verify_refuses_a_record_with_terms(tmp_path: Path) -> None:
         kv.close()
     with Cortex.open(path, actor="t") as cx:
         report = cx.verify()
+        with cx._kv.read() as txn:
+            shown = show_key(R.lex_doc_key(txn, mid))
     assert not report.ok
-    assert any(p.record == show_key(lex_doc_key(mid)) for p in report.problems), report.problems
+    assert any(p.record == shown for p in report.problems), report.problems
 
 
 def test_0015_failing_half_way_leaves_format_15(
@@ -222,7 +225,7 @@ def test_0015_failing_half_way_leaves_format_15(
         M.migrate(v15)
     assert dump(v15) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v15).to_version == 20
+    assert M.migrate(v15).to_version == 21
 
 
 def test_0015_in_small_batches_gives_the_same_store(
@@ -267,9 +270,8 @@ def test_indexed_terms_of_a_missing_memory() -> None:
         def get(self, key: bytes) -> None:
             return None
 
-    mid = MemoryId(bytes(15) + b"\x01")
     with pytest.raises(IntegrityError, match=r"version 3 of .* is missing"):
-        lexical.indexed_terms(Empty(), mid, 3)  # type: ignore[arg-type]
+        lexical.indexed_terms(Empty(), 1, 3)  # type: ignore[arg-type]
 
 
 def test_the_fixture_is_committed_data() -> None:

@@ -92,9 +92,23 @@ def cbor_seal(record: dict[int, Any]) -> bytes:
     return seal(cbor2.dumps(record, canonical=True))
 
 
-def version_key(mid: MemoryId, n: int) -> bytes:
-    """storage.md §2: ``mv/`` id16 ``/v/`` u64(n)."""
-    return VERSION + mid.bytes + b"/v/" + n.to_bytes(8, "big")
+ID = b"id/"
+
+
+def rows(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """storage.md §2 Rows (format 21): ``id/`` id16 -> the memory's row (4 bytes)."""
+    return {k[len(ID) :]: unseal(v) for k, v in items.items() if k.startswith(ID)}
+
+
+def doc_key(items: dict[bytes, bytes], id16: bytes) -> bytes:
+    """The ``lex/d/`` key of a memory: by its row (format 21), by its id (formats 2-20)."""
+    r = rows(items)
+    return LEX_D + (r[id16] if r else id16)
+
+
+def version_key(items: dict[bytes, bytes], mid: MemoryId, n: int) -> bytes:
+    """storage.md §2: ``mv/`` u32(row) u64(n) (format 21)."""
+    return VERSION + rows(items)[mid.bytes] + n.to_bytes(8, "big")
 
 
 def dump(cx: Cortex) -> dict[bytes, bytes]:
@@ -119,11 +133,22 @@ def digest(items: dict[bytes, bytes]) -> str:
 
 
 def lexdocs(items: dict[bytes, bytes]) -> dict[bytes, dict[int, Any]]:
-    return {k[len(LEX_D) :]: canonical(v) for k, v in items.items() if k.startswith(LEX_D)}
+    """Every ``lex/d/`` record by its memory's id16 (format 21: keyed by row, mapped through
+    ``id/``; formats 2-20: keyed by id)."""
+    by_row = {r: m for m, r in rows(items).items()}
+    out = {}
+    for k, v in items.items():
+        if k.startswith(LEX_D):
+            tail = k[len(LEX_D) :]
+            out[by_row.get(tail, tail)] = canonical(v)
+    return out
 
 
 def numbers(items: dict[bytes, bytes]) -> dict[int, bytes]:
-    """``lex/i/``: document number -> id16."""
+    """Document number -> id16: format 21, the memory's row (``id/``); 14-20, ``lex/i/``."""
+    r = rows(items)
+    if r:
+        return {int.from_bytes(row, "big"): m for m, row in r.items()}
     return {
         int.from_bytes(k[len(LEX_I) :], "big"): unseal(v)
         for k, v in items.items()
@@ -132,6 +157,9 @@ def numbers(items: dict[bytes, bytes]) -> dict[int, bytes]:
 
 
 def head_ids(items: dict[bytes, bytes]) -> list[MemoryId]:
+    r = rows(items)
+    if r:
+        return [MemoryId(m) for m in r]
     return [MemoryId(k[len(HEAD) :]) for k in items if k.startswith(HEAD) and len(k) == 18]
 
 
@@ -171,7 +199,7 @@ def check_lean_docs(cx: Cortex) -> None:
         seen.add(doc[3])
     # the exact bytes: the map of four unsigned integers, canonical, sealed
     for id16, doc in docs.items():
-        assert items[LEX_D + id16] == cbor_seal(doc)
+        assert items[doc_key(items, id16)] == cbor_seal(doc)
 
 
 def implied_index(cx: Cortex) -> dict[str, Any]:
@@ -260,8 +288,8 @@ def test_every_write_path_writes_the_lean_record(
         check_lean_docs(cx)
         assert cx.reindex_lexical() == 2
         items = dump(cx)
-        # a rebuild numbers the live memories from 0 in ascending id order (§4)
-        assert {d[3]: m for m, d in lexdocs(items).items()} == {0: c.bytes, 1: a.bytes}
+        # format 21: a rebuild keeps the numbers (the rows: a, then b and c in write order)
+        assert {d[3]: m for m, d in lexdocs(items).items()} == {0: a.bytes, 2: c.bytes}
         check_lean_docs(cx)
         check_exact(cx)
         # export, then `cortex import` into a new store of the same engine
@@ -303,7 +331,7 @@ def test_length_counts_every_term_with_repeats(store_path: Any) -> None:
         assert terms(full).count("tea") == 10
         [doc] = lexdocs(dump(cx)).values()
         assert doc == {0: 2, 1: 3, 2: 14, 3: 0}
-        assert dump(cx)[LEX_D + m.bytes] == seal(bytes.fromhex("a400020103020e0300"))
+        assert dump(cx)[doc_key(dump(cx), m.bytes)] == seal(bytes.fromhex("a400020103020e0300"))
 
 
 # --- 2. removal paths ------------------------------------------------------------------------
@@ -529,7 +557,7 @@ def _erased_value(cx: Cortex, m: MemoryId, n: int) -> bytes:
     """The value a purge leaves for version ``n`` of ``m``; the store is then put back."""
     items = dump(cx)
     cx.purge(m, "to see the erased record")
-    erased = dump(cx)[version_key(m, n)]
+    erased = dump(cx)[version_key(items, m, n)]
 
     def restore(txn: Any) -> None:
         for k, _ in list(txn.scan(b"")):
@@ -594,17 +622,17 @@ def test_a_version_that_cannot_be_rendered_fails_the_removal(
         items = dump(cx)
         doc = lexdocs(items)[m.bytes]
         assert doc[1] == 2
-        vkey = version_key(m, 1 if older else 2)
+        vkey = version_key(items, m, 1 if older else 2)
         assert vkey in items
         flipped = bytearray(items[vkey])
         flipped[len(flipped) // 2] ^= 0x20
 
         def damage(txn: Any) -> None:
             if harm == "LexDoc names a version not stored":
-                txn.put(LEX_D + m.bytes, cbor_seal({**doc, 1: 7}))
+                txn.put(doc_key(items, m.bytes), cbor_seal({**doc, 1: 7}))
                 return
             if older:
-                txn.put(LEX_D + m.bytes, cbor_seal({**doc, 1: 1}))
+                txn.put(doc_key(items, m.bytes), cbor_seal({**doc, 1: 1}))
             if harm == "current version deleted":
                 txn.delete(vkey)
             elif harm.endswith("damaged version") or harm == "current version damaged":
@@ -621,7 +649,8 @@ def test_a_version_that_cannot_be_rendered_fails_the_removal(
             # the memory itself is whole: verify names the record, a rebuild repairs the index
             # and the removal works
             report = cx.verify()
-            assert any(p.record == f"lex/d/{m}" for p in report.problems), report.problems
+            shown = f"lex/d/{int.from_bytes(rows(dump(cx))[m.bytes], 'big')}"
+            assert any(p.record == shown for p in report.problems), report.problems
             if "damaged" not in harm and "erased" not in harm:
                 cx.reindex_lexical()
                 _remove(cx, m, removal)
@@ -664,11 +693,12 @@ def test_a_lexdoc_not_of_schema_2_is_damage(store_path: Any, bad: str) -> None:
         doc = lexdocs(items)[m.bytes]
         _, ts = document(cx, m)
         value = BAD_DOCS[bad](doc, ts)
-        assert value != items[LEX_D + m.bytes]
-        cx._kv.write(lambda txn: txn.put(LEX_D + m.bytes, value))
+        assert value != items[doc_key(items, m.bytes)]
+        cx._kv.write(lambda txn: txn.put(doc_key(items, m.bytes), value))
         report = cx.verify()
         assert not report.ok
-        assert any(p.record == f"lex/d/{m}" for p in report.problems), report.problems
+        shown = f"lex/d/{int.from_bytes(rows(dump(cx))[m.bytes], 'big')}"
+        assert any(p.record == shown for p in report.problems), report.problems
         damaged = digest(dump(cx))
         if bad == "not canonical":
             # the values are unambiguous (a bit flip fails the CRC first, storage.md §3): a
@@ -958,11 +988,12 @@ def test_verify_compares_the_lexdoc_with_the_full_form(store_path: Any, wrong: s
             "older version of the same terms": {**doc, 1: 1},
             "docno": {**doc, 3: doc[3] + 5},
         }[wrong]
-        cx._kv.write(lambda txn: txn.put(LEX_D + m.bytes, cbor_seal(bad)))
+        dkey = doc_key(dump(cx), m.bytes)
+        cx._kv.write(lambda txn: txn.put(dkey, cbor_seal(bad)))
         report = cx.verify()
         assert not report.ok
-        # a wrong number shows as the lex/i/ entry naming another memory, or as the LexDoc
-        named = ("lex/i/", f"lex/d/{m}") if wrong == "docno" else (f"lex/d/{m}",)
+        # format 21: a wrong number shows as the LexDoc's (its number is not its row)
+        named = (f"lex/d/{int.from_bytes(rows(dump(cx))[m.bytes], 'big')}",)
         assert any(p.record.startswith(named) for p in report.problems), report.problems
         cx.reindex_lexical()
         check_exact(cx)

@@ -25,6 +25,7 @@ from cortex import (
     ValidationError,
     render_full,
 )
+from cortex.engine.heads import encode_row
 from cortex.index.lexical import (
     STATS_KEY,
     Indexer,
@@ -40,7 +41,12 @@ from cortex.index.lexical import (
     search_terms,
 )
 from cortex.index.text import tokenize
+from cortex.model.codec import HEAD as HEAD_CODEC
+from cortex.model.enums import MemoryType
+from cortex.model.records import Head
 from cortex.storage.keys import (
+    head_key,
+    id_key,
     lex_doc_key,
     lex_docno_key,
     lex_term_key,
@@ -52,7 +58,7 @@ from cortex.storage.keys import (
     posting_prefix,
     show_key,
 )
-from cortex.storage.kv import LmdbKV
+from cortex.storage.kv import LmdbKV, seal
 from tests.bm25 import check_ranking, scores
 
 STEM = Stemmer.Stemmer("english").stemWord
@@ -80,11 +86,33 @@ def kv(tmp_path: Path) -> Iterator[LmdbKV]:
     k.close()
 
 
+def put_head(txn: object, row: int, m: MemoryId) -> None:
+    """A bare head of ``m`` at ``row`` and its ``id/`` record: the index maps numbers (rows) to
+    ids through the heads, ids to numbers through ``id/``."""
+    h = Head(
+        id=m,
+        type=MemoryType.FACT,
+        current_version=1,
+        actor_scope="t",
+        created_at=T0,
+        last_updated_at=T0,
+    )
+    txn.put(head_key(row), seal(HEAD_CODEC.encode(h, "head")))  # type: ignore[attr-defined]
+    txn.put(id_key(m), encode_row(row))  # type: ignore[attr-defined]
+
+
+def new_row(lex: Indexer, m: MemoryId) -> int:
+    """Give ``m`` the next row (format 21: its document number) and a head there."""
+    row = lex.take_row()
+    put_head(lex.txn, row, m)
+    return row
+
+
 def index(kv: LmdbKV, docs: dict[MemoryId, list[str]]) -> None:
     def fn(txn: object) -> None:
         lex = Indexer(txn)  # type: ignore[arg-type]
         for m, terms in docs.items():
-            lex.add(m, 1, terms)
+            lex.add(new_row(lex, m), 1, terms)
         lex.flush()
 
     kv.write(fn)
@@ -321,7 +349,7 @@ def test_posting_keys_round_trip(term: str) -> None:
     assert key.startswith(posting_prefix(term))
     assert parse_posting_key(key) == (term, 70000)
     assert parse_lex_term_key(lex_term_key(term)) == term
-    assert parse_lex_doc_key(lex_doc_key(m)) == m
+    assert parse_lex_doc_key(lex_doc_key(7)) == 7 and m.bytes[-1] == 7
     assert show_key(key) == f"lex/p/{term}/70000"
     assert parse_lex_docno_key(lex_docno_key(2**32 - 1)) == 2**32 - 1
     assert show_key(lex_docno_key(5)) == "lex/i/5"
@@ -403,6 +431,12 @@ def test_removals_and_additions_held_in_one_transaction(
     kv = LmdbKV(root / "mixed")
     live: dict[int, list[str]] = {}
     version: dict[int, int] = {}
+    rows: dict[int, int] = {}  # each memory's row, given when it is first added
+
+    def row_of(lex: Indexer, n: int) -> int:
+        if n not in rows:
+            rows[n] = new_row(lex, mid(n))
+        return rows[n]
 
     def run(txn: object, batch: list[tuple[str, int, list[str]]]) -> None:
         lex = Indexer(txn)  # type: ignore[arg-type]
@@ -410,14 +444,16 @@ def test_removals_and_additions_held_in_one_transaction(
             if op == "flush":
                 lex.flush()
             elif op == "remove":
-                assert lex.remove(mid(n), terms=sorted(set(live.get(n, [])))) == (n in live)
+                row = row_of(lex, n)
+                assert lex.remove(row, terms=sorted(set(live.get(n, [])))) == (n in live)
                 live.pop(n, None)
             else:  # add, replacing the memory if it is indexed (an update)
                 new = n not in version  # never indexed: held as new postings (a write)
+                row = row_of(lex, n)
                 if not new:
-                    lex.remove(mid(n), terms=sorted(set(live.get(n, []))))
+                    lex.remove(row, terms=sorted(set(live.get(n, []))))
                 version[n] = version.get(n, 0) + 1
-                lex.add_counted(mid(n), version[n], *count_terms(terms), new=new)
+                lex.add_counted(row, version[n], *count_terms(terms), new=new)
                 live[n] = terms
         lex.flush()
 
@@ -437,7 +473,8 @@ def test_removals_and_additions_held_in_one_transaction(
         def build(txn: object) -> None:
             lex = Indexer(txn)  # type: ignore[arg-type]
             for n in sorted(live):
-                lex.add_counted(mid(n), version[n], *count_terms(live[n]), new=n % 2 == 0)
+                row = new_row(lex, mid(n))
+                lex.add_counted(row, version[n], *count_terms(live[n]), new=n % 2 == 0)
             lex.flush()
 
         fresh.write(build)
@@ -450,8 +487,8 @@ def test_removals_and_additions_held_in_one_transaction(
 
 
 def test_the_last_document_number_and_then_a_clear_error(kv: LmdbKV) -> None:
-    """Numbers are u32: the memory that would need 2**32 fails its write (nothing written) and
-    the error names the rebuild, which numbers the live memories from 0 again."""
+    """Numbers are u32 (format 21: the rows): the memory that would need 2**32 fails its write
+    (nothing written), and the error says what to do."""
     from cortex.errors import StoreFullError
     from cortex.index.lexical import STATS_CODEC
     from cortex.index.postings import DOCNO_LIMIT
@@ -463,7 +500,7 @@ def test_the_last_document_number_and_then_a_clear_error(kv: LmdbKV) -> None:
     def add(n: int) -> None:
         def fn(txn: object) -> None:
             lex = Indexer(txn)  # type: ignore[arg-type]
-            lex.add(mid(n), 1, ["x", "y"])
+            lex.add(new_row(lex, mid(n)), 1, ["x", "y"])
             lex.flush()
 
         kv.write(fn)
@@ -473,26 +510,30 @@ def test_the_last_document_number_and_then_a_clear_error(kv: LmdbKV) -> None:
         assert read_stats(txn).next_docno == DOCNO_LIMIT
         assert [m for m, _ in search(txn, "x", limit=3)] == [mid(1)]
         before = dict(txn.scan(b""))
-    with pytest.raises(StoreFullError, match="reindex"):
+    with pytest.raises(StoreFullError, match="row number"):
         add(2)
     with kv.read() as txn:
         assert dict(txn.scan(b"")) == before
 
 
 def test_a_memory_keeps_its_number_and_numbers_are_not_given_again(tmp_path: Path) -> None:
-    """lexical.md §4: numbers in write order; an update keeps the number, a tombstone or a
-    purge removes its lex/i/ entry and leaves a gap; a rebuild numbers the live ones from 0."""
+    """lexical.md §4 (format 21): a memory's number is its row, given at its creation in write
+    order and kept for its life: an update keeps it, a tombstone or a purge takes it out of
+    the index (its lex/d/ record goes) and leaves a gap; a rebuild keeps the rows."""
+    from cortex.engine.heads import id_at
     from cortex.index.lexical import DOC_CODEC
-    from cortex.storage.keys import LEX_DOCNO
+    from cortex.storage.keys import LEX_DOC
     from cortex.storage.kv import unseal
 
     def numbers(cx: Cortex) -> dict[int, MemoryId]:
         with cx._kv.read() as txn:
-            out = {parse_lex_docno_key(k): MemoryId(unseal(k, v)) for k, v in txn.scan(LEX_DOCNO)}
-            for n, m in out.items():  # each LexDoc holds its number
-                value = txn.get(lex_doc_key(m))
-                assert value is not None
-                assert DOC_CODEC.decode(unseal(lex_doc_key(m), value), "d").docno == n
+            out: dict[int, MemoryId] = {}
+            for k, v in txn.scan(LEX_DOC):  # each LexDoc holds its number: its row
+                row = parse_lex_doc_key(k)
+                assert DOC_CODEC.decode(unseal(k, v), "d").docno == row
+                m = id_at(txn, k[len(LEX_DOC) :])
+                assert m is not None
+                out[row] = m
             return out
 
     with Cortex.open(tmp_path / "x", actor="t", clock=Clock()) as cx:
@@ -510,5 +551,7 @@ def test_a_memory_keeps_its_number_and_numbers_are_not_given_again(tmp_path: Pat
         assert [m for m, _ in cx._lexical_search("note", 5)] == [b, d]
         assert cx.verify().ok
         cx.reindex_lexical()
-        assert numbers(cx) == {0: d, 1: b}  # the live memories in id order
+        assert numbers(cx) == {1: b, 3: d}  # the rows stay
+        cx.write(fact("a last note"), id=mid(2))
+        assert numbers(cx)[4] == mid(2)  # past every row given, never a gap's
         assert cx.verify().ok

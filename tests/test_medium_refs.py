@@ -25,6 +25,7 @@ from cortex.errors import CodecError, CortexError, NonCanonicalError
 from cortex.model import codec
 from cortex.model.codec import VERSION, VERSION_FORMS, VERSION_V17, encode_data
 from cortex.transfer.migrate import MEDIUM_REFS_STEP, migrate
+from tests import rows as R
 
 from .test_compact_forms import _gen
 
@@ -179,8 +180,8 @@ def test_the_format_17_fixture_migrates(tmp_path: Path) -> None:
 
     before = versions()
     old = {k: VERSION_V17.decode(v, "v") for k, v in before.items()}
-    report = migrate(store)
-    assert report.from_version == MEDIUM_REFS_STEP and report.to_version == FORMAT_VERSION
+    report = migrate(store, to=20)  # the versions by id (0020 then keys them by row)
+    assert report.from_version == MEDIUM_REFS_STEP and report.to_version == 20
     after = versions()
     assert after.keys() == before.keys()
     changed = 0
@@ -190,6 +191,8 @@ def test_the_format_17_fixture_migrates(tmp_path: Path) -> None:
         assert len(raw) <= len(before[k])
     assert changed > 20
     assert sum(map(len, after.values())) < sum(map(len, before.values()))
+    migrate(store)  # 0020: the same versions, keyed by row
+    assert sorted(versions().values()) == sorted(after.values())
     with Cortex.open(store, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         before_n = len(after)
@@ -306,9 +309,10 @@ def test_read_latest_reads_references_as_the_python_path_does(tmp_path: Path) ->
     same error; the C call itself builds the Memory of a good one and declines every damaged
     one (never a crash, never a wrong value)."""
     from cortex.engine import store as store_module
-    from cortex.storage.keys import head_key, version_key
+    from cortex.engine.heads import encode_row
+    from cortex.storage.keys import head_key, id_key, version_key
     from cortex.storage.kv import seal, unseal
-    from tests.test_speedups import _py_memory, _scratch_env, same
+    from tests.test_speedups import _scratch_env, same
 
     assert store_module._READ_LATEST is not None and store_module._READ is not None
     with Cortex.open(tmp_path / "s", actor="a") as cx:
@@ -356,35 +360,42 @@ def test_read_latest_reads_references_as_the_python_path_does(tmp_path: Path) ->
             return fast
 
         assert [g[0] for g in both()] == ["ok"] * len(ids)
-        stored: dict[Any, tuple[bytes, bytes, bytes]] = {}
+        stored: dict[Any, tuple[int, bytes, bytes, bytes]] = {}
         with cx._kv.read() as txn:
             for mid in ids:
-                vkey = version_key(mid, cx.resolve_latest(mid).head.current_version)
-                stored[mid] = (bytes(txn.get(head_key(mid))), vkey, bytes(txn.get(vkey)))
-        refs = [m for m in ids if 5 in cbor2.loads(unseal(stored[m][1], stored[m][2]))[11]]
+                row = R.row(txn, mid)  # format 21: the head and versions by row
+                vkey = version_key(row, cx.resolve_latest(mid).head.current_version)
+                stored[mid] = (row, bytes(txn.get(head_key(row))), vkey, bytes(txn.get(vkey)))
+        refs = [m for m in ids if 5 in cbor2.loads(unseal(stored[m][2], stored[m][3]))[11]]
         assert refs == [ids[0], ids[1], ids[2], ids[4], ids[5]]  # all but the short topic
         assert cx.resolve_latest(ids[5]).head.forms.short.endswith("…")  # type: ignore[union-attr]
 
         env = _scratch_env()
 
-        def c_read(mid: Any, hraw: bytes, vkey: bytes, vraw: bytes) -> Any:
+        def c_read(mid: Any, row: int, hraw: bytes, vkey: bytes, vraw: bytes) -> Any:
             with env.begin(write=True) as w:
                 w.drop(env.open_db(), delete=False)
-                w.put(head_key(mid), hraw)
+                w.put(id_key(mid), encode_row(row))
+                w.put(head_key(row), hraw)
                 w.put(vkey, vraw)
             with env.begin() as txn:
                 return sp.read_latest(store_module._READ, txn, mid.bytes)
 
+        old, store_module._READ_LATEST = store_module._READ_LATEST, None
+        try:
+            python = {mid: cx.resolve_latest(mid) for mid in ids}
+        finally:
+            store_module._READ_LATEST = old
         for mid in ids:  # the Memory, built in C, its version's forms the head's object
             got = c_read(mid, *stored[mid])
-            assert type(got) is not tuple and same(got, _py_memory(mid, *stored[mid], 0))
+            assert got is not None and same(got, python[mid])
             assert got.version.forms is got.head.forms
         for mid in refs:
-            hraw, vkey, vraw = stored[mid]
+            row, hraw, vkey, vraw = stored[mid]
             for what, bad, refused in _damaged_refs(unseal(vkey, vraw)):
                 put(vkey, seal(bad))
                 kind, _ = both()[ids.index(mid)]  # the same on both paths
                 assert (kind != "ok" and issubclass(kind, CortexError)) is refused, what
-                assert type(c_read(mid, hraw, vkey, seal(bad))) is tuple, what
+                assert c_read(mid, row, hraw, vkey, seal(bad)) is None, what  # C declines
             put(vkey, vraw)
         assert [g[0] for g in both()] == ["ok"] * len(ids)

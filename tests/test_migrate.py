@@ -106,13 +106,29 @@ dump = dump_store
 
 
 def _before_0016(seen: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """The progress calls of the steps but ``0016-keyspace-databases``, ``0018-head-database``
-    and ``0019-index-duplicates`` (whose own calls, one per record moved, their tests check)."""
-    moves = (M.KEYSPACE_DATABASES_MIGRATION, "0018-head-database", "0019-index-duplicates")
+    """The progress calls of the steps but ``0016-keyspace-databases``, ``0018-head-database``,
+    ``0019-index-duplicates`` and ``0020-memory-rows`` (one call per record moved or memory
+    keyed by its row: checked here to count up)."""
+    moves = (
+        M.KEYSPACE_DATABASES_MIGRATION,
+        "0018-head-database",
+        "0019-index-duplicates",
+        "0020-memory-rows",
+    )
     for kd in moves:
         ticks = [t for t in seen if t[0] == kd]
         assert ticks == [(kd, i, len(ticks)) for i in range(1, len(ticks) + 1)]
     return [t for t in seen if t[0] not in moves]
+
+
+def _to_20_then_21(path: Any) -> tuple[tuple[M.StepReport, ...], dict[bytes, bytes]]:
+    """Migrate to format 20, dump the store, then run ``0020-memory-rows``: every step's report
+    and the records at format 20 (what the earlier steps changed, before 0020 keys every
+    per-memory record by its row)."""
+    first = M.migrate(path, to=20)
+    at20 = dump(path)
+    last = M.migrate(path)
+    return first.steps + last.steps, at20
 
 
 def journal(items: dict[bytes, bytes]) -> list[tuple[bytes, bytes]]:
@@ -212,6 +228,7 @@ STEPS = [
     ("0017-medium-references", 17, 18),
     ("0018-head-database", 18, 19),
     ("0019-index-duplicates", 19, 20),
+    ("0020-memory-rows", 20, 21),
 ]
 
 
@@ -226,7 +243,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     before = dump(v1)
     seen: list[tuple[str, int, int]] = []
     report = M.migrate(v1, progress=lambda name, done, total: seen.append((name, done, total)))
-    assert (report.from_version, report.to_version, report.dry_run) == (1, 20, False)
+    assert (report.from_version, report.to_version, report.dry_run) == (1, 21, False)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, True),
         ("0002-pinned-and-frame-time", 11, True),  # every memory, tombstoned and purged too
@@ -247,6 +264,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
     assert _before_0016(seen) == [("0001-lexical-index", i, 9) for i in range(1, 10)] + [
         (name, i, 11)
@@ -259,8 +277,8 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     ] + [("0007-claim-index", i, 11) for i in range(1, 12)] + [
         ("0013-posting-docnos", i, 9) for i in range(1, 10)
     ] + [("0014-compact-forms", i, 25) for i in range(1, 26)] + [
-        ("0015-lean-lexical-documents", i, 9) for i in range(1, 10)
-    ] + [("0017-medium-references", i, 14) for i in range(1, 14 + 1)]
+        ("0017-medium-references", i, 14) for i in range(1, 14 + 1)
+    ]  # (0015 finds no lexical document: 0013 left the index to 0020)
     after = dump(v1)
     want = dump(fresh(tmp_path))
     # everything but the journal (and the record of migrations) is byte-identical
@@ -281,7 +299,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
     assert len(tags) == len(old_tags) > 0 and not set(tags) & set(old_tags)
     assert all(K.parse_tag_key(k).type for k in tags)
     old, new = journal(before), journal(after)
-    assert new[:-19] == old
+    assert new[:-20] == old
     with Cortex.open(v1, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -305,7 +323,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
             fifteenth,
             sixteenth,
             last,
-        ) = entries[-19:-2]
+        ) = entries[-20:-3]
         assert first.kind is last.kind is JournalKind.MIGRATION and last.by == "cortex-migrate"
         assert first.reason == "0001-lexical-index: format 1 -> 2"
         assert second.reason == "0002-pinned-and-frame-time: format 2 -> 3"
@@ -324,18 +342,19 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         assert fifteenth.reason == "0015-lean-lexical-documents: format 15 -> 16"
         assert sixteenth.reason == "0016-keyspace-databases: format 16 -> 17"
         assert last.reason == "0017-medium-references: format 17 -> 18"
-        assert entries[-2].reason == "0018-head-database: format 18 -> 19"
-        assert entries[-1].reason == "0019-index-duplicates: format 19 -> 20"
-        assert cx.format.format_version == 20 and set(cx.format.features) == FEATURES
+        assert entries[-3].reason == "0018-head-database: format 18 -> 19"
+        assert entries[-2].reason == "0019-index-duplicates: format 19 -> 20"
+        assert entries[-1].reason == "0020-memory-rows: format 20 -> 21"
+        assert cx.format.format_version == 21 and set(cx.format.features) == FEATURES
         assert cx.stats()["lexical"]["documents"] == 9
         hits = cx._lexical_search("Genève", 5)
         assert [str(m) for m, _ in hits] == [str(TOOL.fid(2))]
     with Cortex.open(tmp_path / "fresh", actor="checker", as_owner=True) as cx:
         fresh_entries = list(cx.journal())
-    assert len(fresh_entries) == len(entries) - 19
+    assert len(fresh_entries) == len(entries) - 20
 
-    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-19]]
-    assert fresh_entries[0].reason == "format 20" and entries[0].reason == "format 1"
+    assert [essence(e) for e in fresh_entries] == [essence(e) for e in entries[:-20]]
+    assert fresh_entries[0].reason == "format 21" and entries[0].reason == "format 1"
     applied = M.applied(v1)
     assert [(a.name, a.from_version, a.to_version, a.records) for a in applied] == [
         ("0001-lexical-index", 1, 2, 9),
@@ -357,6 +376,7 @@ def test_migrating_the_fixture_equals_a_fresh_store(v1: Path, tmp_path: Path) ->
         ("0017-medium-references", 17, 18, 14),
         ("0018-head-database", 18, 19, ANY),
         ("0019-index-duplicates", 19, 20, ANY),
+        ("0020-memory-rows", 20, 21, ANY),
     ]
 
 
@@ -391,7 +411,9 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
     idx = {k: v for k, v in at2.items() if k.startswith(b"idx/")}
     assert idx == {k: v for k, v in before.items() if k.startswith(b"idx/")}
     assert not any(k.startswith(K.IDX_PIN) for k in at2)
-    assert any(k.startswith(b"lex/p/") for k in at2)
+    # format 21: the lexical index is built under the memories' rows by 0020-memory-rows; the
+    # earlier rebuilds leave its statistics and no posting
+    assert meta_key("lexical") in at2 and not any(k.startswith(b"lex/p/") for k in at2)
     # this cortex reads format 5 only: a format-2 store asks for the rest of the migration
     with pytest.raises(MigrationRequiredError, match="migrate"):
         Cortex.open(v1, actor="x", as_owner=True)
@@ -414,6 +436,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
         "0017-medium-references",
         "0018-head-database",
         "0019-index-duplicates",
+        "0020-memory-rows",
     ]
     assert [s.name for s in M.plan(v1)] == rest
     # and finishing it later gives exactly what migrating in one go gives
@@ -427,7 +450,7 @@ def test_migrating_to_2_stops_after_0001(v1: Path, tmp_path: Path) -> None:
 def test_a_dry_run_writes_nothing(v1: Path) -> None:
     data = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert report.dry_run and (report.from_version, report.to_version) == (1, 20)
+    assert report.dry_run and (report.from_version, report.to_version) == (1, 21)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0001-lexical-index", 9, False),
         ("0002-pinned-and-frame-time", 11, False),
@@ -448,6 +471,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0017-medium-references", 14, False),
         ("0018-head-database", ANY, False),
         ("0019-index-duplicates", ANY, False),
+        ("0020-memory-rows", ANY, False),
     ]
     assert dump(v1) == data
     with pytest.raises(MigrationRequiredError):
@@ -455,7 +479,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
     M.migrate(v1, to=2)
     at2 = dump(v1)
     report = M.migrate(v1, dry_run=True)
-    assert (report.from_version, report.to_version) == (2, 20)
+    assert (report.from_version, report.to_version) == (2, 21)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
         ("0002-pinned-and-frame-time", 11, False),
         ("0003-tag-index-by-type", 11, False),
@@ -475,6 +499,7 @@ def test_a_dry_run_writes_nothing(v1: Path) -> None:
         ("0017-medium-references", 14, False),
         ("0018-head-database", ANY, False),
         ("0019-index-duplicates", ANY, False),
+        ("0020-memory-rows", ANY, False),
     ]
     assert dump(v1) == at2
 
@@ -483,15 +508,19 @@ def test_running_it_again_is_a_no_op(v1: Path) -> None:
     M.migrate(v1)
     once = dump(v1)
     report = M.migrate(v1)
-    assert report.steps == () and (report.from_version, report.to_version) == (20, 20)
+    assert report.steps == () and (report.from_version, report.to_version) == (21, 21)
     assert M.migrate(v1, dry_run=True).steps == ()
     assert dump(v1) == once
     assert M.plan(v1) == []
 
 
-def test_a_migration_failing_half_way_leaves_format_1(
+def test_a_migration_failing_half_way_leaves_format_20(
     v1: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """0020-memory-rows killed half way (an error on the 5th memory it indexes, after it moved
+    every memory's records to their rows): the store is wholly at format 20, as the steps
+    before left it, and the migration runs again."""
+    M.migrate(v1, to=20)
     before = dump(v1)
     original = cortex.index.lexical.Indexer.add
     calls = 0
@@ -508,10 +537,13 @@ def test_a_migration_failing_half_way_leaves_format_1(
         M.migrate(v1)
     assert calls == 5
     assert dump(v1) == before
+    assert M.applied(v1)[-1].name == "0019-index-duplicates"
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v1, actor="x", as_owner=True)
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v1).to_version == 20  # and it can be run again
+    assert M.migrate(v1).to_version == 21  # and it can be run again
+    with Cortex.open(v1, actor="checker", as_owner=True) as cx:
+        assert cx.verify().ok
 
 
 def test_0002_failing_half_way_leaves_format_2(
@@ -536,7 +568,7 @@ def test_0002_failing_half_way_leaves_format_2(
     assert dump(v1) == before  # wholly at format 2: old frame keys, no pins, no record
     assert [a.name for a in M.applied(v1)] == ["0001-lexical-index"]
     monkeypatch.setattr(M, "is_pinned", original)
-    assert M.migrate(v1).to_version == 20  # and it can be run again
+    assert M.migrate(v1).to_version == 21  # and it can be run again
     assert without_journal(dump(v1)) == without_journal(dump(fresh(tmp_path)))
 
 
@@ -613,9 +645,10 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         "0017-medium-references",
         "0018-head-database",
         "0019-index-duplicates",
+        "0020-memory-rows",
     ]
-    report = M.migrate(v2)
-    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+    steps, after = _to_20_then_21(v2)  # after: at format 20
+    assert [(s.step.name, s.records, s.applied) for s in steps] == [
         ("0002-pinned-and-frame-time", 11, True),
         ("0003-tag-index-by-type", 11, True),
         ("0004-lexical-stemming", 9, True),
@@ -634,9 +667,9 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
-    after = dump(v2)
-    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    assert without_journal(dump(v2)) == without_journal(dump(fresh(tmp_path)))
     # only the frame, tag, pinned and lexical indexes and the records of the format changed
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
@@ -651,7 +684,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
     assert journal(after)[:-18] == journal(before)
     with Cortex.open(v2, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
-        entries = list(cx.journal())
+        *entries, last21 = list(cx.journal())
         assert entries[-18].reason == "0002-pinned-and-frame-time: format 2 -> 3"
         assert entries[-17].reason == "0003-tag-index-by-type: format 3 -> 4"
         assert entries[-16].reason == "0004-lexical-stemming: format 4 -> 5"
@@ -670,6 +703,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         assert entries[-3].reason == "0017-medium-references: format 17 -> 18"
         assert entries[-2].reason == "0018-head-database: format 18 -> 19"
         assert entries[-1].reason == "0019-index-duplicates: format 19 -> 20"
+        assert last21.reason == "0020-memory-rows: format 20 -> 21"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
     assert [(a.name, a.records) for a in M.applied(v2)] == [
         ("0002-pinned-and-frame-time", 11),
@@ -690,6 +724,7 @@ def test_migrating_the_format_2_fixture_equals_a_fresh_store(v2: Path, tmp_path:
         ("0017-medium-references", 14),
         ("0018-head-database", ANY),
         ("0019-index-duplicates", ANY),
+        ("0020-memory-rows", ANY),
     ]
 
 
@@ -714,11 +749,12 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         "0017-medium-references",
         "0018-head-database",
         "0019-index-duplicates",
+        "0020-memory-rows",
     ]
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v5, actor="x", as_owner=True)
-    report = M.migrate(v5)
-    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+    steps, after = _to_20_then_21(v5)  # after: at format 20
+    assert [(s.step.name, s.records, s.applied) for s in steps] == [
         ("0005-posting-blocks", 9, True),
         ("0006-episodes", 0, True),
         ("0007-claim-index", 11, True),
@@ -734,9 +770,9 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
-    after = dump(v5)
-    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    assert without_journal(dump(v5)) == without_journal(dump(fresh(tmp_path)))
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((b"lex/", K.IDX_CLAIM, JOURNAL, K.HEAD, K.VERSION))  # 0014: forms
@@ -750,7 +786,7 @@ def test_migrating_the_format_5_fixture_equals_a_fresh_store(v5: Path, tmp_path:
     with Cortex.open(v5, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0019-index-duplicates: format 19 -> 20"
+        assert last.reason == "0020-memory-rows: format 20 -> 21"
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
 
 
@@ -764,8 +800,8 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
     assert FORMAT_CODEC.decode(_unseal(key, before[key]), "meta/format").format_version == 6
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v6, actor="x", as_owner=True)
-    report = M.migrate(v6)
-    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+    steps, after = _to_20_then_21(v6)  # after: at format 20
+    assert [(s.step.name, s.records, s.applied) for s in steps] == [
         ("0006-episodes", 0, True),
         ("0007-claim-index", 11, True),
         ("0008-sensitivity-in-heads", 0, True),
@@ -780,8 +816,8 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
-    after = dump(v6)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert all(
         k.startswith((JOURNAL, K.IDX_CLAIM, b"lex/", K.HEAD, K.VERSION))  # 0014: forms
@@ -789,13 +825,13 @@ def test_migrating_the_format_6_fixture_adds_episodes_and_changes_no_record(
         for k in changed
     )
     assert journal(after)[:-14] == journal(before)
-    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
-    record = FORMAT_CODEC.decode(_unseal(key, after[key]), "meta/format")
-    assert record.format_version == 20 and "episodes" in record.features
+    assert without_journal(dump(v6)) == without_journal(dump(fresh(tmp_path)))
+    record = FORMAT_CODEC.decode(_unseal(key, dump(v6)[key]), "meta/format")
+    assert record.format_version == 21 and "episodes" in record.features
     with Cortex.open(v6, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0019-index-duplicates: format 19 -> 20"
+        assert last.reason == "0020-memory-rows: format 20 -> 21"
 
 
 def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
@@ -809,8 +845,8 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
     assert not any(k.startswith(K.IDX_CLAIM) for k in before)
     with pytest.raises(MigrationRequiredError):
         Cortex.open(v7, actor="x")
-    report = M.migrate(v7)
-    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+    steps, after = _to_20_then_21(v7)  # after: at format 20
+    assert [(s.step.name, s.records, s.applied) for s in steps] == [
         ("0007-claim-index", 11, True),
         ("0008-sensitivity-in-heads", 0, True),
         ("0009-posting-segments", 0, True),
@@ -824,8 +860,8 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         ("0017-medium-references", 14, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
-    after = dump(v7)
     added = set(after) - set(before)
     assert {k for k in added if not k.startswith((JOURNAL, b"lex/")) and k != M.MIGRATIONS_KEY} == {
         k for k in after if k.startswith(K.IDX_CLAIM)
@@ -847,11 +883,11 @@ def test_migrating_the_format_7_fixture_adds_the_claim_index_and_nothing_else(
         if k not in (key, M.MIGRATIONS_KEY, meta_key("lexical"))
         and not k.startswith((b"lex/", K.HEAD, K.VERSION))  # 0014: the forms compact
     )
-    assert without_journal(after) == without_journal(dump(fresh(tmp_path)))
+    assert without_journal(dump(v7)) == without_journal(dump(fresh(tmp_path)))
     with Cortex.open(v7, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0019-index-duplicates: format 19 -> 20"
+        assert last.reason == "0020-memory-rows: format 20 -> 21"
 
 
 def test_a_migrated_format_7_store_has_no_erasure_record_and_scrubs(tmp_path: Path) -> None:
@@ -913,9 +949,10 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
-    report = M.migrate(v8)
-    assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
+    steps, after = _to_20_then_21(v8)  # after: at format 20
+    assert [(s.step.name, s.records, s.applied) for s in steps] == [
         ("0008-sensitivity-in-heads", 6, True),
         ("0009-posting-segments", 0, True),
         ("0010-counters-in-heads", 0, True),
@@ -928,8 +965,8 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         ("0017-medium-references", 19, True),
         ("0018-head-database", ANY, True),
         ("0019-index-duplicates", ANY, True),
+        ("0020-memory-rows", ANY, True),
     ]
-    after = dump(v8)
     assert not any(k.startswith(K.SENS) for k in after)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     # (0014 rewrites every head's forms too: a head counts when its value changed)
@@ -947,11 +984,11 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
     want = set()
     for k, v in labels.items():
         episode, rid = K.parse_sens_key(k)
-        want.add(K.episode_key(rid) if episode else K.head_key(rid))
+        want.add(K.episode_key(rid) if episode else K.HEAD + rid.bytes)  # (format 20's keys)
         code = _unseal(k, v)[0]
         codec = EPISODE if episode else HEAD
-        rec = codec.decode(_unseal(K.episode_key(rid) if episode else K.head_key(rid),
-                                   after[K.episode_key(rid) if episode else K.head_key(rid)]),
+        rk = K.episode_key(rid) if episode else K.HEAD + rid.bytes
+        rec = codec.decode(_unseal(rk, after[rk]),
                            "r")  # fmt: skip
         assert rec.sensitivity is not None and int(rec.sensitivity) == code
     assert rewritten == want
@@ -964,11 +1001,11 @@ def test_migrating_the_format_8_fixture_moves_the_levels_into_the_records(
         TOOL.populate(cx)
         tool8.populate_labels(cx)
         cx.merge_lexical()
-    assert without_journal(after) == without_journal(dump(fresh9))
+    assert without_journal(dump(v8)) == without_journal(dump(fresh9))
     with Cortex.open(v8, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0019-index-duplicates: format 19 -> 20"
+        assert last.reason == "0020-memory-rows: format 20 -> 21"
         assert cx.sensitivity(TOOL.fid(41)).label == "confidential"
         assert cx.sensitivity(TOOL.fid(43)).label == "restricted"
         assert cx.sensitivity(TOOL.fid(40)).label == "internal"
@@ -1042,7 +1079,7 @@ def test_verify_reports_a_damaged_meta_migrations(tmp_path: Path, damage: str) -
         assert any(p.record == "meta/migrations" and "checksum" in p.what for p in report.problems)
     else:
         assert any(
-            p.record == "meta/migrations" and "journal records 13 migration" in p.what
+            p.record == "meta/migrations" and "journal records 14 migration" in p.what
             for p in report.problems
         ), found
     if damage == "key":
@@ -1077,6 +1114,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     report = M.migrate(v9, to=14)
     assert [(s.step.name, s.records, s.applied) for s in report.steps] == [
@@ -1100,7 +1138,7 @@ def test_migrating_the_format_9_fixture_changes_no_record_and_segments_follow(
     with Cortex.open(v9, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
         last = list(cx.journal())[-1]
-        assert last.reason == "0019-index-duplicates: format 19 -> 20"
+        assert last.reason == "0020-memory-rows: format 20 -> 21"
         hits = [m for m, _ in cx._lexical_search("tea garden", 10)]
         assert hits and TOOL.fid(68) in hits and TOOL.fid(62) not in hits
         cx.write(Fact(statement="a tea garden by the lake", subject="lake", predicate="has"))
@@ -1140,6 +1178,7 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     report = M.migrate(v13, to=14)
     [step] = report.steps
@@ -1152,15 +1191,20 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         for k in changed
     )
     assert journal(after)[:-1] == journal(before)
-    assert not any(k.startswith(K.LEX_SEGMENT) for k in after)
-    numbers = sorted(K.parse_lex_docno_key(k) for k in after if k.startswith(K.LEX_DOCNO))
-    assert numbers == list(range(live))
-    # numbered in id order
-    ids = [_unseal(K.lex_docno_key(n), after[K.lex_docno_key(n)]) for n in numbers]
-    assert ids == sorted(ids)
+    assert not any(k.startswith((K.LEX_SEGMENT, K.LEX_POSTING, K.LEX_DOCNO)) for k in after)
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 14 and "lexical-docnos" in record.features
-    M.migrate(v13)  # 0014, the forms (its own test below)
+    M.migrate(v13)  # 0014, the forms (its own test below), ..., 0020: the index by row
+    # format 21: every memory has a row, in id order here (0020 found no document number:
+    # 0013 left the index to it), and the live ones are indexed under them
+    final = dump(v13)
+    rows = {
+        k[len(K.ID) :]: int.from_bytes(_unseal(k, v), "big")
+        for k, v in final.items()
+        if k.startswith(K.ID)
+    }
+    assert [rows[i] for i in sorted(rows)] == list(range(len(rows)))
+    assert sum(1 for k in final if k.startswith(K.LEX_DOC)) == live
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1171,12 +1215,12 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
         assert TOOL.fid(122) not in ferry  # tombstoned in the fixture
         assert TOOL.fid(121) in [m for m, _ in cx._lexical_search("ferry rewritten", 5)]
         assert [m for m, _ in cx._lexical_search("Genève", 5)] == [TOOL.fid(2)]
-        last = list(cx.journal())[-7]  # then 0014 to 0019
+        last = list(cx.journal())[-8]  # then 0014 to 0020
         assert last.reason == "0013-posting-docnos: format 13 -> 14"
-        # the next memory takes the next number; a small write stores a segment again
+        # the next memory takes the next row; a small write stores a segment again
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         with cx._kv.read() as txn:
-            assert txn.get(K.lex_docno_key(live)) is not None
+            assert txn.get(K.lex_doc_key(len(rows))) is not None
             assert len(list(txn.keys(K.LEX_SEGMENT))) == 1
         assert new.id in {m for m, _ in cx._lexical_search("lighthouse ferry", 3)}
         assert cx.verify().ok
@@ -1185,9 +1229,11 @@ def test_migrating_the_format_13_fixture_numbers_the_lexical_index(
 def test_0013_failing_half_way_leaves_format_13(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A crash inside the rebuild (here: an error on the 7th memory indexed) rolls the step
-    back: the store is the format-13 fixture, byte for byte, and the migration runs again."""
+    """A crash inside a step (here 0020's rebuild of the index under the rows: an error on the
+    7th memory indexed) rolls the step back: the store is as the steps before left it, byte
+    for byte, and the migration runs again."""
     v13 = _copy(FIXTURE13, tmp_path / "v13")
+    M.migrate(v13, to=20)
     before = dump(v13)
     original = cortex.index.lexical.Indexer.add
     calls = 0
@@ -1204,7 +1250,7 @@ def test_0013_failing_half_way_leaves_format_13(
         M.migrate(v13)
     assert dump(v13) == before
     monkeypatch.setattr(cortex.index.lexical.Indexer, "add", original)
-    assert M.migrate(v13).to_version == 20
+    assert M.migrate(v13).to_version == 21
     with Cortex.open(v13, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -1254,6 +1300,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         ("0017-medium-references", 17, 18),
         ("0018-head-database", 18, 19),
         ("0019-index-duplicates", 19, 20),
+        ("0020-memory-rows", 20, 21),
     ]
     heads = _records(before, K.HEAD, HEAD_V14)
     versions = _records(before, K.VERSION, VERSION_V14)
@@ -1285,7 +1332,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
     assert wide >= 2  # the head and version of memory 152
     record = FORMAT_CODEC.decode(_unseal(key, after[key]), "f")
     assert record.format_version == 15 and "compact-forms" in record.features
-    assert M.migrate(v14).to_version == 20  # then 0015 to 0018
+    assert M.migrate(v14).to_version == 21  # then 0015 to 0018
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         report_v = cx.verify()
         assert report_v.ok, report_v.problems
@@ -1296,7 +1343,7 @@ def test_migrating_the_format_14_fixture_compacts_the_forms(
         assert long is not None and long.short.endswith("…")
         ferry = {m for m, _ in cx._lexical_search("ferry", 50)}
         assert TOOL.fid(140) in ferry
-        last = list(cx.journal())[-5]
+        last = list(cx.journal())[-6]
         assert last.reason == "0015-lean-lexical-documents: format 15 -> 16"
         new = cx.write(Fact(statement="a ferry to the lighthouse", subject="f", predicate="p"))
         assert cx.resolve_latest(new.id).head.forms is not None
@@ -1325,7 +1372,7 @@ def test_0014_failing_half_way_leaves_format_14(
         M.migrate(v14)
     assert dump(v14) == before
     monkeypatch.setattr(M, "seal", original)
-    assert M.migrate(v14).to_version == 20
+    assert M.migrate(v14).to_version == 21
     with Cortex.open(v14, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
 
@@ -1335,7 +1382,7 @@ def test_0014_refuses_a_damaged_record_and_writes_nothing(tmp_path: Path) -> Non
     with a valid checksum) stops the migration with IntegrityError, the store untouched."""
     v14 = _copy(FIXTURE14, tmp_path / "v14")
     kv = open_kv(v14, create=False)
-    k = K.head_key(TOOL.fid(140))
+    k = K.HEAD + TOOL.fid(140).bytes  # (format 14's key)
 
     def damage(txn: Any) -> None:
         head = HEAD_V14.decode(_unseal(k, txn.get(k)), "head")

@@ -17,7 +17,7 @@ from cortex import Belief, Cortex, MemoryId, NewMemory, Stance
 from cortex.errors import IntegrityError
 from cortex.index import lexical, segments
 from cortex.index.lexical import STATS_KEY
-from cortex.storage.keys import LEX_DOC, LEX_DOCNO, LEX_SEGMENT, lex_segment_key
+from cortex.storage.keys import LEX_DOC, LEX_SEGMENT, lex_segment_key
 from tests import workers
 from tests.test_crash import Child
 
@@ -139,9 +139,8 @@ def test_a_single_write_puts_one_segment_and_no_block(tmp_path: Path) -> None:
         after = _raw_lex(cx)
         changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
         docno = len(WORDS).to_bytes(4, "big")  # the next number
-        assert changed == {
-            LEX_DOC + uri.id.bytes,
-            LEX_DOCNO + docno,
+        assert changed == {  # format 21: the LexDoc by the memory's row, its number
+            LEX_DOC + docno,
             LEX_SEGMENT + bytes(8),
             STATS_KEY,
         }
@@ -362,7 +361,7 @@ def test_a_write_hands_the_next_its_overlay(tmp_path: Path) -> None:
 
         def fail(txn: Any) -> None:
             ix = lexical.Indexer(txn)
-            ix.add(MemoryId(bytes(range(16))), 1, ["never"])
+            ix.add(ix.take_row(), 1, ["never"])
             ix.flush()
             raise RuntimeError("abort")
 

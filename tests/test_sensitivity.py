@@ -58,6 +58,7 @@ from cortex.storage.keys import SENS, episode_key, head_key, sens_key
 from cortex.storage.kv import seal
 from cortex.transfer.bundle import read_bundle
 from cortex.transfer.migrate import migrate
+from tests import rows as R
 from tests.test_serve import http, store  # noqa: F401 - fixtures: a served store and its tokens
 
 OWNER = "owner"
@@ -368,13 +369,14 @@ def test_a_damaged_key_cannot_lower_a_level(tmp_path: Path) -> None:
         assert cx.verify().ok
         # the level byte of the head flipped (confidential -> internal): the seal catches it
         with cx._kv.read() as txn:
-            raw = txn.get(head_key(a.id))
+            hkey = R.head_key(txn, a.id)
+            raw = txn.get(hkey)
         assert raw is not None
         payload = HEAD_CODEC.encode(_head(cx, a.id), "h")
         assert payload.endswith(b"\x0e\x03")
         flipped = bytearray(raw)
         flipped[len(payload) - 1] = 0x02
-        cx._kv.write(lambda txn: txn.put(head_key(a.id), bytes(flipped)))
+        cx._kv.write(lambda txn: txn.put(hkey, bytes(flipped)))
         with pytest.raises(IntegrityError):
             cx.resolve(a)
         with pytest.raises(IntegrityError):
@@ -753,13 +755,14 @@ def test_verify_catches_a_bad_level(tmp_path: Path, name: str, what: str) -> Non
         assert cx.verify().ok
         with cx._kv.read() as txn:
             gone_head = cx.engine.head(txn, gone.id)
+            gone_key = R.head_key(txn, gone.id)
             gone_ep = cx.engine.episode_record(txn, ep.id)
         key, value = {
             "sens entry": (sens_key(uri.id), seal(b"\x03")),
             "sens episode entry": (sens_key(ep.id, episode=True), seal(b"\x03")),
             "malformed sens key": (SENS + b"m/" + b"\x01" * 3, seal(b"\x03")),
             "purged memory": (
-                head_key(gone.id),
+                gone_key,
                 seal(HEAD_CODEC.encode(replace(gone_head, sensitivity=PUBLIC), "h")),
             ),
             "purged episode": (
@@ -931,7 +934,9 @@ def test_golden_vectors() -> None:
     for v in doc["vectors"]:
         head_vector = v["record"] == "head"
         codec, key_of, field = (
-            (HEAD_CODEC, head_key, 14) if head_vector else (EPISODE_CODEC, episode_key, 15)
+            (HEAD_CODEC, lambda _: head_key(gen_vectors.VECTOR_ROW), 14)  # format 21: by row
+            if head_vector
+            else (EPISODE_CODEC, episode_key, 15)
         )
         raw = bytes.fromhex(v["cbor_hex"])
         rec = codec.decode(raw, v["name"])  # bytes -> record

@@ -824,10 +824,12 @@ def test_indexer_paths_write_the_same(tmp_path: Path) -> None:
 
             def fn(txn: Any) -> None:
                 lex = lexical.Indexer(txn)
+                rows = {}
                 for m, terms in docs.items():
-                    lex.add(m, 1, terms)
+                    rows[m] = lex.take_row()  # format 21: the memory's row, its number
+                    lex.add(rows[m], 1, terms)
                 three = MemoryId(bytes([3]) * 16)
-                lex.remove(three, terms=sorted(set(docs[three])))
+                lex.remove(rows[three], terms=sorted(set(docs[three])))
                 lex.flush()
 
             kv.write(fn)
@@ -1324,6 +1326,8 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
     def fn(txn: Any) -> None:
         writer = journal.JournalWriter(txn, now, "agent")
         lex = lexical.Indexer(txn)
+        for p in prepared:  # format 21: rows given as ``_put_heads`` gives them
+            p.row = lex.take_row()
         puts: list[tuple[bytes, bytes]] = []
         s._stage_new(prepared, puts, writer, lex)
         out.extend(
@@ -1333,7 +1337,7 @@ def _staged(tmp_path: Path, items: list[Any], *, vectors: set[int] = frozenset()
                 {t: dict(g) for t, g in lex._pending.items()},
                 {t: bytes(b) for t, b in lex._fresh.items()},
                 (lex._documents, lex._total, lex._postings, lex._next),
-                dict(lex._maps),
+                sorted(p.row for p in prepared),
                 (writer.seq, writer.prev),
             ]
         )
@@ -1392,14 +1396,14 @@ def test_stage_new_arguments(tmp_path: Path) -> None:
 
     from cortex.engine.store import _STAGE_PLAN
 
-    ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32), {}, 7]
-    assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0, 7)
+    ok: list[Any] = [_STAGE_PLAN, [], 0, [], {}, {}, {}, b"\x02", 0, bytes(32)]
+    assert sp.stage_new(*ok) == (0, 0, bytes(32), 0, 0, 0)
     with pytest.raises(TypeError):
         sp.stage_new(*ok[:-1])
     with pytest.raises(TypeError):
         sp.stage_new(_STAGE_PLAN[:-1], *ok[1:])
     with pytest.raises(TypeError):
-        sp.stage_new((b"",) * 5 + _STAGE_PLAN[5:], *ok[1:])
+        sp.stage_new((_STAGE_PLAN[0], b"/v/x", *_STAGE_PLAN[2:]), *ok[1:])  # a long separator
     for i, odd in [
         (1, ()),
         (2, 0.0),
@@ -1408,8 +1412,6 @@ def test_stage_new_arguments(tmp_path: Path) -> None:
         (7, "x"),
         (8, 1.0),
         (9, bytearray(32)),
-        (10, []),
-        (11, 1.0),
     ]:
         args = list(ok)
         args[i] = odd
@@ -1644,11 +1646,15 @@ def test_decoders_refuse_alike(data: Any) -> None:
 # -- the read path: a memory's head, version and data from their stored values (store._READ)
 
 
+ROW = 7
+"""The row of the memory of the read cases (format 21: its head and versions are keyed by it)."""
+
+
 def _py_head(mid: MemoryId, hraw: Any) -> Any:
-    """The definition: ``Store._head_from`` (NotFoundError without a value)."""
+    """The definition: ``Store._head_from`` at ``ROW`` (IntegrityError without a value)."""
     from cortex.engine.store import Store
 
-    return Store._head_from(mid, hraw)
+    return Store._head_from(mid, hraw, ROW)
 
 
 def _py_version(mid: MemoryId, n: int, vraw: Any) -> Any:
@@ -1656,7 +1662,7 @@ def _py_version(mid: MemoryId, n: int, vraw: Any) -> Any:
     from cortex.engine.store import Store
     from cortex.storage.keys import version_key
 
-    return Store._checked_version(version_key(mid, n), vraw, mid, n)
+    return Store._checked_version(version_key(ROW, n), vraw, mid, n)
 
 
 def _py_memory(mid: MemoryId, hraw: Any, vkey: Any, vraw: Any, n: int) -> Any:
@@ -1670,7 +1676,7 @@ def _py_memory(mid: MemoryId, hraw: Any, vkey: Any, vraw: Any, n: int) -> Any:
         n = head.current_version
     elif n > head.current_version:
         raise NotFoundError(f"no version {n} of memory {mid}")
-    if vkey != version_key(mid, n) or vraw is None:
+    if vkey != version_key(ROW, n) or vraw is None:
         raise IntegrityError("not the version's key")
     old, store_module._READ = store_module._READ, None
     try:
@@ -1726,7 +1732,7 @@ def _stored(draw: st.DrawFn) -> tuple[Any, ...]:
     except ValidationError:
         assume(False)
     mid, n = head.id, draw(st.sampled_from([0, version.version]))
-    vkey = version_key(mid, version.version)
+    vkey = version_key(ROW, version.version)
     odd = draw(st.integers(0, 21))  # half of them as stored
     other = (
         MemoryId(bytes(15) + b"\x01") if mid.bytes != bytes(15) + b"\x01" else MemoryId(bytes(16))
@@ -1742,7 +1748,7 @@ def _stored(draw: st.DrawFn) -> tuple[Any, ...]:
     elif odd == 4:
         vraw = None
     elif odd == 5:
-        vkey = version_key(mid, version.version + 1 if version.version < 2**63 - 1 else 1)
+        vkey = version_key(ROW, version.version + 1 if version.version < 2**63 - 1 else 1)
     elif odd == 6:
         n = version.version + 1 if version.version < 2**63 - 1 else 2**63 - 1
     elif odd == 7:  # the head points past the version read
@@ -1783,13 +1789,19 @@ def test_read_head_and_version_are_the_python_reads(case: tuple[Any, ...]) -> No
 
 
 def _py_current(mid: MemoryId, get: Callable[[bytes], Any]) -> Any:
-    """The definition: ``Store._head`` then ``Store._version`` of the version it points at."""
+    """The definition: the row (``id/``), ``Store._head_from`` then ``Store._version`` of the
+    version it points at."""
+    from cortex.engine.heads import decode_row
     from cortex.engine.store import Store
-    from cortex.errors import IntegrityError
-    from cortex.storage.keys import head_key, version_key
+    from cortex.errors import IntegrityError, NotFoundError
+    from cortex.storage.keys import head_key, id_key, version_key
 
-    head = Store._head_from(mid, get(head_key(mid)))
-    vkey = version_key(mid, head.current_version)
+    rraw = get(id_key(mid))
+    if rraw is None:
+        raise NotFoundError(f"no memory {mid}")
+    row = decode_row(id_key(mid), rraw)
+    head = Store._head_from(mid, get(head_key(row)), row)
+    vkey = version_key(row, head.current_version)
     raw = get(vkey)
     if raw is None:
         raise IntegrityError("the version is missing")
@@ -1799,11 +1811,16 @@ def _py_current(mid: MemoryId, get: Callable[[bytes], Any]) -> Any:
 @settings(max_examples=300)
 @given(_stored(), st.booleans())
 def test_read_current_is_the_python_read(case: tuple[Any, ...], as_view: bool) -> None:
+    from cortex.engine.heads import encode_row
     from cortex.engine.store import _READ
-    from cortex.storage.keys import head_key
+    from cortex.storage.keys import head_key, id_key
 
     mid, hraw, vkey, vraw, _ = case
-    stored = {k: v for k, v in ((head_key(mid), hraw), (vkey, vraw)) if v is not None}
+    stored = {
+        k: v
+        for k, v in ((id_key(mid), encode_row(ROW)), (head_key(ROW), hraw), (vkey, vraw))
+        if v is not None
+    }
     if as_view and stored:  # values that are not bytes: the C path declines
         k = sorted(stored)[0]
         stored[k] = memoryview(bytes(stored[k]))
@@ -1814,19 +1831,26 @@ def test_read_current_is_the_python_read(case: tuple[Any, ...], as_view: bool) -
     _agree(got, _py_current, mid, get)
     with pytest.raises(KeyError):  # an error of get is raised, not declined
         sp.read_current(_READ, {}.__getitem__, mid.bytes)
-    # the pair (get, heads): a head read as get(key, None, heads), a version as get(key)
-    heads = object()
+    # the pair (get, heads): a head read as get(key, None, heads), the rest as get(key); the
+    # triple (get, heads, ids) (format 21): the row as get(key, None, ids) too
+    heads, ids = object(), object()
     calls: list[tuple[Any, ...]] = []
 
     def routed(key: bytes, default: Any = None, db: Any = None) -> Any:
         calls.append((key, db))
         assert (db is heads) == key.startswith(b"m/")
+        assert db is not ids or key.startswith(b"id/")
         return stored.get(key, default)
 
     paired = sp.read_current(_READ, (routed, heads), mid.bytes)
     assert type(paired) is type(got) and (got is None or same(paired, got))
-    assert calls[0] == (head_key(mid), heads)
-    for bad in ((routed,), (routed, heads, None)):
+    assert calls[0] == (id_key(mid), None)
+    calls.clear()
+    tripled = sp.read_current(_READ, (routed, heads, ids), mid.bytes)
+    assert type(tripled) is type(got) and (got is None or same(tripled, got))
+    assert calls[0] == (id_key(mid), ids)
+    assert len(calls) == 1 or calls[1] == (head_key(ROW), heads)
+    for bad in ((routed,), (routed, heads, ids, None)):
         with pytest.raises(TypeError):
             sp.read_current(_READ, bad, mid.bytes)
 
@@ -1928,17 +1952,23 @@ def _scratch_heads_env() -> tuple[Any, Any]:
 
     if not _LMDB_HEADS:
         d = tempfile.mkdtemp(prefix="cortex-read-latest-heads-")
-        env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=1)
-        _LMDB_HEADS.extend((env, env.open_db(b"\x01db/m/")))
+        env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=2)
+        _LMDB_HEADS.extend((env, env.open_db(b"\x01db/m/"), env.open_db(b"\x01db/id/")))
     return _LMDB_HEADS[0], _LMDB_HEADS[1]
 
 
-def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None) -> tuple[Any, Any]:
-    """What ``LmdbKV.point_read`` reads for ``resolve_latest``: the head (in the database
-    ``heads``, None: main) and the last pair under the memory's version prefix."""
-    from cortex.storage.keys import head_key, version_prefix
+def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None, ids: Any = None) -> tuple[Any, Any]:
+    """What ``resolve_latest`` reads (format 21): the row in ``id/`` (in the database ``ids``,
+    None: main), the head at that row (in ``heads``) and the last pair under its version
+    prefix. ``(None, None)`` when there is no row."""
+    from cortex.engine.heads import decode_row
+    from cortex.storage.keys import head_key, id_key, version_prefix
 
-    prefix = version_prefix(mid)
+    rraw = txn.get(id_key(mid), None, ids)
+    if rraw is None:
+        return None, None
+    row = decode_row(id_key(mid), rraw)
+    prefix = version_prefix(row)
     last = None
     cur = txn.cursor()
     if cur.set_range(prefix):
@@ -1946,7 +1976,7 @@ def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None) -> tuple[Any, Any
             if not k.startswith(prefix):
                 break
             last = (k, v)
-    return txn.get(head_key(mid), None, heads), last
+    return txn.get(head_key(row), None, heads), last
 
 
 @settings(max_examples=300)
@@ -1954,50 +1984,57 @@ def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None) -> tuple[Any, Any
 def test_read_latest_is_point_read_then_read_memory(
     case: tuple[Any, ...], extra: int, named: bool
 ) -> None:
-    """``read_latest`` reads what ``point_read`` reads in the same snapshot: the Memory
-    ``read_memory`` builds from it, or, where that declines, the values themselves; with
-    ``named``, the head in the heads' named database (format 19), given as ``heads``."""
+    """``read_latest`` reads what ``resolve_latest``'s Python path reads in the same snapshot
+    (format 21: the row in ``id/``, the head at it, the last version under its prefix): the
+    Memory ``read_memory`` builds from them, or None where that declines; with ``named``, the
+    rows and heads in their named databases, given as ``ids`` and ``heads``."""
+    from cortex.engine.heads import encode_row
     from cortex.engine.store import _READ
-    from cortex.storage.keys import head_key, version_key
+    from cortex.storage.keys import head_key, id_key, version_key, version_prefix
 
     mid, hraw, vkey, vraw, _ = case
     env, db = _scratch_heads_env()
-    heads = db if named else None
+    idb = _LMDB_HEADS[2]
+    heads, ids = (db, idb) if named else (None, None)
     with env.begin(write=True) as w:
         w.drop(db, delete=False)
-        with w.cursor() as c:  # main: every key but the heads' database's record
+        w.drop(idb, delete=False)
+        with w.cursor() as c:  # main: every key but the named databases' records
             keys = [bytes(k) for k in c.iternext(values=False) if not k.startswith(b"\x01")]
         for k in keys:
             w.delete(k)
+        w.put(id_key(mid), encode_row(ROW), db=ids)
         if hraw is not None:
-            w.put(head_key(mid), bytes(hraw), db=heads)
+            w.put(head_key(ROW), bytes(hraw), db=heads)
             if named:  # a head in main is not read: the heads are in their database
-                w.put(head_key(mid), b"not this one")
+                w.put(head_key(ROW), b"not this one")
         if vraw is not None:
             w.put(vkey, bytes(vraw))
         if extra == 1:  # a stray version past the head's: the last one stored is it
-            w.put(version_key(mid, 2**63 - 1), bytes(vraw or b"x"))
+            w.put(version_key(ROW, 2**63 - 1), bytes(vraw or b"x"))
         elif extra == 2:  # keys beside the memory's: neither is read
-            w.put(b"mv/" + bytes(16), b"x")
+            w.put(version_key(ROW - 1, 1), b"x")
             w.put(b"mv0", b"y")
-        elif extra == 3:  # a key of another memory sorts right after this one's prefix
-            w.put(b"mv/" + mid.bytes + b"/w", b"z")
+        elif extra == 3:  # a key of the next row sorts right after this one's prefix
+            w.put(version_prefix(ROW + 1) + bytes(8), b"z")
     with env.begin() as txn:
         if named:
-            got = sp.read_latest(_READ, txn, mid.bytes, heads)
-            given = sp.read_latest(_READ, txn, mid, heads)  # a MemoryId: its ids that object
+            got = sp.read_latest(_READ, txn, mid.bytes, heads, ids)
+            given = sp.read_latest(_READ, txn, mid, heads, ids)  # a MemoryId: shared
         else:
             got = sp.read_latest(_READ, txn, mid.bytes)
-            given = sp.read_latest(_READ, txn, mid, None)  # None: the heads are in main
-        hread, last = _point_read_of(txn, mid, heads)
+            given = sp.read_latest(_READ, txn, mid, None, None)  # None: main
+        hread, last = _point_read_of(txn, mid, heads, ids)
     assert type(given) is type(got) and given == got
-    if type(got) is not tuple:
-        assert given.head.id is mid and given.version.id is mid and given.uri.id is mid
-        assert got.head.id is got.version.id is got.uri.id  # one id, decoded once
-    if type(got) is tuple:
-        assert got == (hread, last)
-        assert last is None or sp.read_memory(_READ, mid.bytes, hread, *last, 0) is None
+    if got is None:  # declined: what it read is what read_memory declines or refuses
+        assert (
+            hread is None
+            or last is None
+            or (sp.read_memory(_READ, mid.bytes, hread, *last, 0) is None)
+        )
         return
+    assert given.head.id is mid and given.version.id is mid and given.uri.id is mid
+    assert got.head.id is got.version.id is got.uri.id  # one id, decoded once
     assert last is not None
     want = sp.read_memory(_READ, mid.bytes, hread, *last, 0)
     assert want is not None and same(got, want), (got, want)
@@ -2010,6 +2047,7 @@ def test_resolve_latest_is_the_same_with_and_without_read_latest(tmp_path: Path)
     import cortex
     from cortex.engine import store as store_module
     from cortex.storage.keys import head_key, version_key
+    from tests.rows import of_kv
 
     cx = cortex.Cortex.open(tmp_path / "s", actor="me")
     try:
@@ -2025,8 +2063,8 @@ def test_resolve_latest_is_the_same_with_and_without_read_latest(tmp_path: Path)
 
             cx._kv.write(fn)
 
-        damage(head_key(ids[3]))
-        damage(version_key(ids[4], 1))
+        damage(head_key(of_kv(cx._kv, ids[3])))
+        damage(version_key(of_kv(cx._kv, ids[4]), 1))
         probes = [*ids, MemoryId(bytes(16))]
 
         def reads() -> list[Any]:
@@ -2069,13 +2107,16 @@ def test_read_latest_refuses_bad_arguments() -> None:
         with pytest.raises(TypeError):
             sp.read_latest(_READ, txn)
         with pytest.raises(TypeError):
-            sp.read_latest(_READ, txn, bytes(16), None, None)
+            sp.read_latest(_READ, txn, bytes(16), None, None, None)
         with pytest.raises(TypeError):  # not a database: LMDB's get refuses it
-            sp.read_latest(_READ, txn, bytes(16), "heads")
+            sp.read_latest(_READ, txn, bytes(16), None, "ids")
         with pytest.raises(AttributeError):  # not a transaction: its error is raised
             sp.read_latest(_READ, object(), bytes(16))
+    from cortex.engine.heads import encode_row
+
     with env.begin(write=True) as w:
-        w.put(b"mv/" + bytes(16) + b"/v/" + bytes(7) + b"\x01", b"x")
+        w.put(b"id/" + bytes(16), encode_row(0))
+        w.put(b"mv/" + bytes(4) + bytes(7) + b"\x01", b"x")
     # buffers, not bytes: refused, never read as bytes
     with env.begin(buffers=True) as txn, pytest.raises(TypeError):
         sp.read_latest(_READ, txn, bytes(16))

@@ -58,6 +58,7 @@ from cortex.engine.values import FORMAT_CODEC, FormatRecord
 from cortex.model.codec import HEAD, to_micros
 from cortex.storage import keys as K
 from cortex.storage.engines import open_kv
+from tests import rows as R
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -408,7 +409,8 @@ def test_purge_erases_content_but_keeps_proof(cx: Cortex, clock: Clock) -> None:
     cx.update(uri, Event(kind="call", outcome=Outcome.SUCCESS, summary="more secret"))
     cx.add_edge(uri, "references", other)
     hashes = [m.version.hash for m in cx.history(uri.id)]
-    cx._kv.write(lambda t: t.put(K.vec_key(uri.id), b"fake vector"))
+    row = R.of_kv(cx._kv, uri.id)
+    cx._kv.write(lambda t: t.put(K.vec_key(row), b"fake vector"))
     clock.tick()
     stone = cx.purge(uri, "gdpr request")
     assert stone.reason == "gdpr request" and stone.purged_at == clock.now
@@ -425,8 +427,8 @@ def test_purge_erases_content_but_keeps_proof(cx: Cortex, clock: Clock) -> None:
     assert idx[K.IDX_TAG] == idx[K.IDX_FRAME] == idx[K.IDX_ACTOR_OBJ] == []
     assert len(index_keys(cx, other.id)[K.IDX_TAG]) == 1  # the other memory keeps its tag
     with cx._kv.read() as r:
-        assert r.get(K.vec_key(uri.id)) is None
-        raw = b"".join(k + v for k, v in r.scan(K.VERSION + uri.id.bytes))
+        assert r.get(K.vec_key(row)) is None
+        raw = b"".join(k + v for k, v in r.scan(K.version_prefix(row)))
     assert b"secret" not in raw
     m = cx.resolve(uri)
     assert m.data is None and m.tombstoned
@@ -458,20 +460,21 @@ def test_purge_keeps_an_existing_tombstone(cx: Cortex, clock: Clock) -> None:
 
 def test_purge_drops_the_embedding_reference_with_the_vector(cx: Cortex) -> None:
     uri = cx.write(fact())
-    key = K.head_key(uri.id)
+    row = R.of_kv(cx._kv, uri.id)
+    key = K.head_key(row)
 
     def embed(t: Any) -> None:  # what an embedder does: a vec/ record and the head's ref
         head: Head = HEAD.decode(_unseal(key, t.get(key)), "head")
         ref = VectorRef(model_id="hash-embedder", dim=4, version=1)
         t.put(key, _seal(HEAD.encode(msgspec.structs.replace(head, embedding_ref=ref), "head")))
-        t.put(K.vec_key(uri.id), b"vector")
+        t.put(K.vec_key(row), b"vector")
 
     cx._kv.write(embed)
     assert cx.resolve_latest(uri.id).head.embedding_ref is not None
     cx.purge(uri, "erase")
     assert cx.resolve_latest(uri.id).head.embedding_ref is None
     with cx._kv.read() as r:
-        assert r.get(K.vec_key(uri.id)) is None
+        assert r.get(K.vec_key(row)) is None
     assert cx.verify().ok
 
 
@@ -776,7 +779,7 @@ def test_a_fresh_store_records_its_format(cx: Cortex, path: Path) -> None:
         raw = r.get(K.meta_key("format"))
     assert raw is not None
     record = FORMAT_CODEC.decode(_unseal(b"meta/format", raw), "meta/format")
-    assert record.format_version == FORMAT_VERSION == 20
+    assert record.format_version == FORMAT_VERSION == 21
     assert set(record.features) == FEATURES
     assert record.owner == "agent-1" == cx.owner
     assert record.created_at == T0

@@ -162,11 +162,10 @@ def test_import_keeps_ids_versions_heads_and_journals_it(
 
 
 def _all(cx: Cortex) -> list[Any]:
-    from cortex.storage.keys import HEAD as HEAD_PREFIX
-    from cortex.storage.keys import parse_head_key
+    from cortex.storage.keys import ID, parse_id_key
 
-    with cx._kv.read() as txn:
-        ids = [parse_head_key(k) for k in txn.keys(HEAD_PREFIX)]
+    with cx._kv.read() as txn:  # format 21: the ids in id/, in id order
+        ids = [parse_id_key(k) for k in txn.keys(ID)]
     return [cx.resolve_latest(i) for i in ids]
 
 

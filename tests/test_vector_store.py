@@ -21,6 +21,7 @@ from cortex import (
     import_bundle,
 )
 from cortex.index.embed import HashingEmbedder
+from cortex.storage.keys import vec_key
 
 from .vsupport import (
     DIM,
@@ -176,8 +177,8 @@ def test_verify_catches_a_vector_of_another_model(cx: Cortex) -> None:
 
 def test_verify_catches_a_vector_of_no_memory(cx: Cortex) -> None:
     cx.write(fact("green tea"))
-    ghost = MemoryId(bytes(range(16)))
-    put_raw_vec(cx, ghost, sealed_vector(E.model_id, DIM, 1, E.embed(["ghost"])[0]))
+    ghost = sealed_vector(E.model_id, DIM, 1, E.embed(["ghost"])[0])
+    cx._kv.write(lambda txn: txn.put(vec_key(999), ghost))  # a row no memory has
     assert any("vector of no memory" in p for p in _problems(cx)), _problems(cx)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Final
 import numpy as np
 
 from cortex import Cortex, Fact, MemoryId, Query
+from cortex.engine.heads import id_at, row_of
 from cortex.engine.store import _seal
 from cortex.engine.values import decode_trusted
 from cortex.index import vectors
@@ -40,16 +41,18 @@ def fact(statement: str, **kw: Any) -> Fact:
 def vec_record(cx: Cortex, mid: MemoryId) -> VectorRecord | None:
     """The ``vec/`` record of ``mid`` (checksum checked), or None."""
     with cx._kv.read() as txn:
-        raw = txn.get(vec_key(mid))
-        if raw is None:
+        row = row_of(txn, mid)  # format 21: vec/ by the memory's row
+        raw = None if row is None else txn.get(vec_key(row))
+        if raw is None or row is None:
             return None
-        rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
+        rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(row), raw)
         return rec
 
 
 def vec_ids(cx: Cortex) -> set[MemoryId]:
     with cx._kv.read() as txn:
-        return {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}
+        out = {id_at(txn, k[len(VEC) :]) for k in txn.keys(VEC)}
+        return {m for m in out if m is not None}
 
 
 def vectors_meta(cx: Cortex) -> VectorsMeta | None:
@@ -63,11 +66,17 @@ def vectors_meta(cx: Cortex) -> VectorsMeta | None:
 
 def raw_vec(cx: Cortex, mid: MemoryId) -> bytes | None:
     with cx._kv.read() as txn:
-        return txn.get(vec_key(mid))
+        row = row_of(txn, mid)
+        return None if row is None else txn.get(vec_key(row))
 
 
 def put_raw_vec(cx: Cortex, mid: MemoryId, value: bytes) -> None:
-    cx._kv.write(lambda txn: txn.put(vec_key(mid), value))
+    def fn(txn: Any) -> None:
+        row = row_of(txn, mid)
+        assert row is not None
+        txn.put(vec_key(row), value)
+
+    cx._kv.write(fn)
 
 
 def sealed_vector(model_id: str, dim: int, version: int, vector: np.ndarray) -> bytes:

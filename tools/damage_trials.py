@@ -78,7 +78,7 @@ KEY_FAMILIES = (
     b"lex/d/",
     b"lex/t/",
     b"lex/s/",
-    b"lex/i/",
+    b"id/",
     b"idx/type/",
     b"idx/tag/",
     b"idx/claim/",
@@ -91,7 +91,8 @@ KEY_FAMILIES = (
 )
 """The key families the ``key`` class damages (``cortex.storage.keys``). Format 9 has no
 ``sens/`` keys: a level is in its head or episode record (damaged with ``m/`` and ``ep/``).
-Format 10's posting segments (``lex/s/``): the build ends with small writes that leave some."""
+Format 10's posting segments (``lex/s/``): the build ends with small writes that leave some.
+Format 21 has no ``lex/i/`` (formats 14-20's document numbers) and adds ``id/`` (id16 -> row)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,6 +161,7 @@ class Layout(NamedTuple):
     parents: dict[int, int]  # a page of the main tree below the root -> its branch page
     key_at: dict[bytes, int]  # key -> the file offset of its bytes in its leaf page
     named_roots: frozenset[int] = frozenset()  # the root pages of the named databases
+    rows: dict[bytes, bytes] = {}  # noqa: RUF012 - format 21: id16 -> its row (4 bytes)
 
 
 def layout(path: Path) -> Layout:
@@ -176,6 +178,7 @@ def layout(path: Path) -> Layout:
         parents: dict[int, int] = {}
         key_at: dict[bytes, int] = {}
         named_roots: set[int] = set()
+        rows: dict[bytes, bytes] = {}
         trees = [(meta.main, "main"), (meta.free, "free-tree")]
         for tree, name in trees:  # grows: the named databases' trees are walked as main ones
             if tree.root == pg.P_INVALID:
@@ -229,9 +232,11 @@ def layout(path: Path) -> Layout:
                         values.setdefault(ov, []).append((16, min(dsize, PSIZE - 16), key))
                     elif dsize and name == "main":
                         values.setdefault(p, []).append((ptr + 8 + ks, dsize, key))
+                        if key.startswith(b"id/") and len(key) == 19 and dsize == 8:
+                            rows[key[3:]] = page[ptr + 8 + ks : ptr + 8 + ks + 4]
         for p in range(total):
             kinds.setdefault(p, "free")
-    return Layout(total, kinds, key_pages, values, parents, key_at, frozenset(named_roots))
+    return Layout(total, kinds, key_pages, values, parents, key_at, frozenset(named_roots), rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,10 +520,10 @@ def _attempt(fn: Callable[[], Any]) -> Any:
 
 def _all_heads(cx: Any) -> list[Any]:
     from cortex.model.ids import MemoryId
-    from cortex.storage.keys import HEAD
+    from cortex.storage.keys import ID
 
-    with cx._kv.read() as txn:
-        return [MemoryId(k[len(HEAD) :]) for k in txn.keys(HEAD)]
+    with cx._kv.read() as txn:  # format 21: every memory's id in id/, in id order
+        return [MemoryId(k[len(ID) :]) for k in txn.keys(ID)]
 
 
 def _memory_digest(cx: Any, mid: Any, *, parts: bool = False, counters_lost: bool = False) -> Any:
@@ -761,9 +766,10 @@ def _touched(mid: str, trial: Trial, lay: Layout) -> bool:
     from cortex.storage.keys import HEAD, VERSION
 
     raw = MemoryId.parse(mid).bytes
-    pages: set[int] = set()
+    row = lay.rows.get(raw, raw)  # format 21: its head and versions are keyed by its row
+    pages: set[int] = set(lay.key_pages.get(b"id/" + raw, ()))
     for key, where in lay.key_pages.items():
-        if key == HEAD + raw or key.startswith(VERSION + raw):
+        if key == HEAD + row or key.startswith(VERSION + row):
             pages |= where
 
     def damaged(p: int) -> bool:

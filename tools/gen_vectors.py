@@ -1984,7 +1984,7 @@ def _sensitivity_file() -> dict[str, Any]:
     for level in Sensitivity:
         head, ep = sensitivity_records(level.label)
         for kind, codec, rec, key in (
-            ("head", HEAD, head, head_key(head.id)),
+            ("head", HEAD, head, head_key(VECTOR_ROW)),
             ("episode", EPISODE, ep, episode_key(ep.id)),
         ):
             payload = codec.encode(rec, kind)
@@ -2019,7 +2019,8 @@ def _sensitivity_file() -> dict[str, Any]:
         "conventions": {
             "record": "head (key 14, sensitivity) or episode (key 15): format.md, episodes.md",
             "level": "the level's label; internal is the field's absence, never code 2",
-            "key": "the record's store key (m/ or ep/ and the 16 raw id bytes), hex",
+            "key": "the record's store key, hex (format 21: m/ and the memory's row, u32 "
+            "big-endian, row 258 here; ep/ and the 16 raw id bytes)",
             "cbor_hex": "the record's canonical CBOR",
             "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
             "head": "the memory vectors' head without its level: see SENSITIVITY_HEAD in "
@@ -2063,7 +2064,7 @@ def _counters_file() -> dict[str, Any]:
                 "name": name,
                 "has_counters": flag,
                 "level": level,
-                "key": head_key(head.id).hex(),
+                "key": head_key(VECTOR_ROW).hex(),
                 "cbor_hex": payload.hex(),
                 "value": (payload + zlib.crc32(payload).to_bytes(4, "big")).hex(),
             }
@@ -2085,7 +2086,8 @@ def _counters_file() -> dict[str, Any]:
         "conventions": {
             "record": "a head (m/): key 15, has_counters, is true exactly when the memory has a "
             "sal/ record (format.md, query.md section 2); false is the field's absence",
-            "key": "the head's store key (m/ and the 16 raw id bytes), hex",
+            "key": "the head's store key, hex (format 21: m/ and the memory's row, u32 "
+            "big-endian, row 258 here)",
             "cbor_hex": "the head's canonical CBOR",
             "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
             "head": "sensitivity.json's head (SENSITIVITY_HEAD in tools/gen_vectors.py) at the "
@@ -2125,7 +2127,7 @@ def _stored_vectors_file() -> dict[str, Any]:
 
     dim, model = len(STORED_VECTOR_INPUT), "example/model-8"
     unit = to_bytes(check_vector(STORED_VECTOR_INPUT, dim, model, "vector"))
-    key = vec_key(fixed_id(1))
+    key = vec_key(VECTOR_ROW)
 
     def sealed(payload: bytes) -> str:
         return (payload + zlib.crc32(payload).to_bytes(4, "big")).hex()
@@ -2205,7 +2207,8 @@ def _stored_vectors_file() -> dict[str, Any]:
             "widened": "what a reader gets: the stored values widened to float32",
             "meta": "meta/vectors: key 4, float32, is true when the store keeps float32 "
             "vectors, absent when it stores float16",
-            "key": "the store key, hex (vec/ and the 16 raw id bytes; meta/vectors)",
+            "key": "the store key, hex (format 21: vec/ and the memory's row, u32 big-endian, "
+            "row 258 here; meta/vectors)",
             "cbor_hex": "the canonical CBOR",
             "value": "what the store holds: the CBOR and its CRC-32, big-endian, hex",
             "negative": "vec/ records a reader MUST refuse (CodecError)",
@@ -2532,6 +2535,10 @@ def _chunks_file() -> dict[str, Any]:
 def dumps(doc: Any) -> str:
     """The exact text of a vector file."""
     return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+
+
+VECTOR_ROW = 258
+"""The row of the memories whose records the vectors key (format 21: ``m/``, ``vec/`` by row)."""
 
 
 def main(argv: list[str] | None = None) -> int:

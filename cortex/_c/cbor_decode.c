@@ -1576,7 +1576,7 @@ enum {
     RC_URI_VERSION,
     RC_ID_BYTES,     /* the MemoryId slot of the raw bytes */
     RC_VPREFIX,      /* b"mv/" */
-    RC_VINFIX,       /* b"/v/" */
+    RC_IDPREFIX,     /* b"id/" (format 21: id16 -> the sealed u32 row) */
     RC_HPREFIX,      /* b"m/" */
     RC_FORMS,        /* the Plan of the forms (a head's and its version's: one object) */
     RC_N,
@@ -1596,7 +1596,7 @@ read_ctx_ok(PyObject *ctx)
         !PyType_Check(PyTuple_GET_ITEM(ctx, RC_MEMORY)) ||
         !PyType_Check(PyTuple_GET_ITEM(ctx, RC_URI)) ||
         !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VPREFIX)) ||
-        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_VINFIX)) ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_IDPREFIX)) ||
         !PyBytes_CheckExact(PyTuple_GET_ITEM(ctx, RC_HPREFIX))) {
         PyErr_SetString(PyExc_TypeError, "the read context is malformed");
         return 0;
@@ -1889,9 +1889,9 @@ static PyObject *
 memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject *vraw,
           long long n, Share *share)
 {
-    PyObject *pre, *inf, *v, *out;
+    PyObject *pre, *v, *out;
     long long cur = positive_attr(head, A_CURRENT_VERSION);
-    Py_ssize_t lp, li;
+    Py_ssize_t lp;
     const char *k;
     int i;
     if (cur <= 0 || (n != 0 && n > cur)) {
@@ -1900,22 +1900,19 @@ memory_at(PyObject *ctx, PyObject *mid, PyObject *head, PyObject *vkey, PyObject
     if (n == 0) {
         n = cur;
     }
-    /* the key read must be version n's: mv/ id16 /v/ u64(n) */
+    /* the key read must be version n's: mv/ u32(row) u64(n) (format 21; the version record
+     * names its memory, which version_of checks against mid) */
     pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
-    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
     lp = PyBytes_GET_SIZE(pre);
-    li = PyBytes_GET_SIZE(inf);
-    if (!PyBytes_CheckExact(vkey) || PyBytes_GET_SIZE(vkey) != lp + 16 + li + 8) {
+    if (!PyBytes_CheckExact(vkey) || PyBytes_GET_SIZE(vkey) != lp + 4 + 8) {
         return NULL;
     }
     k = PyBytes_AS_STRING(vkey);
-    if (memcmp(k, PyBytes_AS_STRING(pre), (size_t)lp) != 0 ||
-        memcmp(k + lp, PyBytes_AS_STRING(mid), 16) != 0 ||
-        memcmp(k + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) != 0) {
+    if (memcmp(k, PyBytes_AS_STRING(pre), (size_t)lp) != 0) {
         return NULL;
     }
     for (i = 0; i < 8; i++) {
-        if ((uint8_t)k[lp + 16 + li + i] != (uint8_t)((unsigned long long)n >> (56 - 8 * i))) {
+        if ((uint8_t)k[lp + 4 + i] != (uint8_t)((unsigned long long)n >> (56 - 8 * i))) {
             return NULL;
         }
     }
@@ -1997,12 +1994,13 @@ sp_memory_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return or_none(memory_from(args[0], args[1], args[2]));
 }
 
-/* ``prefix || mid || infix || u64(n)`` (infix NULL: ``prefix || mid``): a new bytes object */
+/* ``prefix || part[0:np]`` then, with ``n >= 0``, ``u64(n)``: a new bytes object (``id/``
+ * id16, ``m/`` u32(row), ``mv/`` u32(row) u64(n)) */
 static PyObject *
-key_of(PyObject *prefix, PyObject *mid, PyObject *infix, long long n)
+key_of(PyObject *prefix, const char *part, Py_ssize_t np, long long n)
 {
-    Py_ssize_t lp = PyBytes_GET_SIZE(prefix), li = infix != NULL ? PyBytes_GET_SIZE(infix) : 0;
-    PyObject *k = PyBytes_FromStringAndSize(NULL, lp + 16 + (infix != NULL ? li + 8 : 0));
+    Py_ssize_t lp = PyBytes_GET_SIZE(prefix);
+    PyObject *k = PyBytes_FromStringAndSize(NULL, lp + np + (n >= 0 ? 8 : 0));
     char *p;
     int i;
     if (k == NULL) {
@@ -2010,14 +2008,33 @@ key_of(PyObject *prefix, PyObject *mid, PyObject *infix, long long n)
     }
     p = PyBytes_AS_STRING(k);
     memcpy(p, PyBytes_AS_STRING(prefix), (size_t)lp);
-    memcpy(p + lp, PyBytes_AS_STRING(mid), 16);
-    if (infix != NULL) {
-        memcpy(p + lp + 16, PyBytes_AS_STRING(infix), (size_t)li);
+    memcpy(p + lp, part, (size_t)np);
+    if (n >= 0) {
         for (i = 0; i < 8; i++) {
-            p[lp + 16 + li + i] = (char)(uint8_t)((unsigned long long)n >> (56 - 8 * i));
+            p[lp + np + i] = (char)(uint8_t)((unsigned long long)n >> (56 - 8 * i));
         }
     }
     return k;
+}
+
+/* The row a sealed ``id/`` value holds (``payload || crc32``, the payload a u32): 1 with
+ * ``row4`` set, 0 when it is not one (missing, damaged: the Python path says what) */
+static int
+row_of_value(PyObject *raw, char row4[4])
+{
+    const uint8_t *p;
+    uint32_t c;
+    if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 8) {
+        return 0;
+    }
+    p = (const uint8_t *)PyBytes_AS_STRING(raw);
+    c = crc32_of(p, 4);
+    if (p[4] != (uint8_t)(c >> 24) || p[5] != (uint8_t)(c >> 16) || p[6] != (uint8_t)(c >> 8) ||
+        p[7] != (uint8_t)c) {
+        return 0;
+    }
+    memcpy(row4, p, 4);
+    return 1;
 }
 
 PyDoc_STRVAR(read_current_doc,
@@ -2031,20 +2048,38 @@ PyDoc_STRVAR(read_current_doc,
 /* ``get(key)`` of a head: with ``get`` a pair ``(get, heads)``, ``get(key, None, heads)`` (the
  * heads in a named database of their own, format 19: LMDB's transaction ``get`` with its db) */
 static PyObject *
-get_head(PyObject *get, PyObject *key)
+get_in(PyObject *get, PyObject *key, Py_ssize_t which)
 {
     if (PyTuple_CheckExact(get)) {
         PyObject *args[3];
-        if (PyTuple_GET_SIZE(get) != 2) {
-            PyErr_SetString(PyExc_TypeError, "get is a callable or a pair (get, heads)");
+        Py_ssize_t n = PyTuple_GET_SIZE(get);
+        if (n != 2 && n != 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "get is a callable, a pair (get, heads) or (get, heads, ids)");
             return NULL;
+        }
+        if (which >= n) { /* no database of its own: the main one's */
+            return PyObject_CallOneArg(PyTuple_GET_ITEM(get, 0), key);
         }
         args[0] = key;
         args[1] = Py_None;
-        args[2] = PyTuple_GET_ITEM(get, 1);
+        args[2] = PyTuple_GET_ITEM(get, which);
         return PyObject_Vectorcall(PyTuple_GET_ITEM(get, 0), args, 3, NULL);
     }
     return PyObject_CallOneArg(get, key);
+}
+
+static PyObject *
+get_head(PyObject *get, PyObject *key)
+{
+    return get_in(get, key, 1);
+}
+
+/* ``get(key)`` of an ``id/`` record (format 21: with ``get`` a triple, in its database) */
+static PyObject *
+get_id(PyObject *get, PyObject *key)
+{
+    return get_in(get, key, 2);
 }
 
 /* ``get(key)`` of a version (``get``'s callable where it is a pair ``(get, heads)``) */
@@ -2052,8 +2087,10 @@ static PyObject *
 get_version(PyObject *get, PyObject *key)
 {
     if (PyTuple_CheckExact(get)) {
-        if (PyTuple_GET_SIZE(get) != 2) {
-            PyErr_SetString(PyExc_TypeError, "get is a callable or a pair (get, heads)");
+        Py_ssize_t n = PyTuple_GET_SIZE(get);
+        if (n != 2 && n != 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "get is a callable, a pair (get, heads) or (get, heads, ids)");
             return NULL;
         }
         get = PyTuple_GET_ITEM(get, 0);
@@ -2065,10 +2102,27 @@ get_version(PyObject *get, PyObject *key)
 static PyObject *
 current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
 {
-    PyObject *key, *hraw, *vraw, *head, *v, *out = NULL;
+    PyObject *key, *hraw, *vraw, *head, *v, *out = NULL, *rraw;
     long long cur;
     Share share;
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    char row4[4];
+    int found;
+    /* format 21: the row (id/), then the head and the version by row */
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), PyBytes_AS_STRING(mid), 16, -1);
+    if (key == NULL) {
+        return NULL;
+    }
+    rraw = get_id(get, key);
+    Py_DECREF(key);
+    if (rraw == NULL) {
+        return NULL;
+    }
+    found = row_of_value(rraw, row4);
+    Py_DECREF(rraw);
+    if (!found) {
+        return NULL; /* no such memory, or a damaged record: the Python path says which */
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), row4, 4, -1);
     if (key == NULL) {
         return NULL;
     }
@@ -2089,7 +2143,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     if (cur <= 0) {
         goto done;
     }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), mid, PyTuple_GET_ITEM(ctx, RC_VINFIX), cur);
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, cur);
     if (key == NULL) {
         goto done;
     }
@@ -2133,15 +2187,15 @@ static PyObject *s_get = NULL, *s_cursor = NULL, *s_prev = NULL, *s_last = NULL,
                 *s_value = NULL; /* transaction and cursor methods (interned once) */
 
 PyDoc_STRVAR(read_latest_doc,
-             "read_latest(ctx, txn, mid, heads=None, /)\n--\n\n"
+             "read_latest(ctx, txn, mid, heads=None, ids=None, /)\n--\n\n"
              "``Store.resolve_latest``'s reads and ``read_memory`` (n = 0) in one call, in the "
-             "LMDB read transaction ``txn`` (begun without buffers): the head of the memory of "
-             "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object), "
-             "read in the named database ``heads`` (None: the main one), "
-             "and the last pair under its version prefix in the main database, as "
-             "``LmdbKV.point_read`` reads them. The Memory, or where ``read_memory`` declines "
-             "``(hraw, last)``, what ``point_read`` returns for them (``hraw`` None: no head; "
-             "``last`` None or ``(vkey, vraw)``), for the Python path to decide.");
+             "LMDB read transaction ``txn`` (begun without buffers): the row of the memory of "
+             "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object) "
+             "in ``id/`` (format 21; read in the named database ``ids``, None: the main one), "
+             "its head under that row in ``heads`` (None: the main one), and the last pair "
+             "under its version prefix (``mv/`` u32(row)) in the main database. The Memory, or "
+             "None where it declines (anything missing, damaged or unusual): the Python path "
+             "then reads again and decides.");
 
 /* a method of ``obj`` called with ``arg`` (or none): a new reference or NULL */
 static PyObject *
@@ -2156,12 +2210,13 @@ static PyObject *
 sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *cur = NULL, *r = NULL, *k = NULL, *v = NULL;
-    PyObject *last = NULL, *out = NULL, *pre, *inf, *given = NULL, *slot;
-    Py_ssize_t lp, li, np;
+    PyObject *rraw = NULL, *out = NULL, *pre, *given = NULL, *slot;
+    Py_ssize_t lp;
+    char row4[4];
     int found;
     (void)module;
-    if (nargs != 3 && nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid, heads=None)");
+    if (nargs < 3 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid, heads=None, ids=None)");
         return NULL;
     }
     ctx = args[0];
@@ -2188,12 +2243,36 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     else {
         Py_INCREF(mid);
     }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), mid, NULL, 0);
+    /* the row: id/ id16 (format 21) */
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), PyBytes_AS_STRING(mid), 16, -1);
     if (key == NULL) {
         Py_DECREF(mid);
         return NULL;
     }
-    if (nargs == 4 && args[3] != Py_None) { /* txn.get(key, None, heads) */
+    if (nargs == 5 && args[4] != Py_None) { /* txn.get(key, None, ids) */
+        PyObject *gargs[4] = {txn, key, Py_None, args[4]};
+        rraw = PyObject_VectorcallMethod(s_get, gargs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    }
+    else {
+        rraw = call_method(txn, s_get, key);
+    }
+    Py_DECREF(key);
+    if (rraw == NULL) {
+        goto done;
+    }
+    if (rraw != Py_None && !PyBytes_CheckExact(rraw)) {
+        PyErr_SetString(PyExc_TypeError, "read_latest: the transaction must not use buffers");
+        goto done;
+    }
+    if (!row_of_value(rraw, row4)) {
+        out = Py_NewRef(Py_None); /* declined */
+        goto done;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), row4, 4, -1);
+    if (key == NULL) {
+        goto done;
+    }
+    if (nargs >= 4 && args[3] != Py_None) { /* txn.get(key, None, heads) */
         PyObject *gargs[4] = {txn, key, Py_None, args[3]};
         hraw = PyObject_VectorcallMethod(s_get, gargs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     }
@@ -2202,28 +2281,24 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_DECREF(key);
     if (hraw == NULL) {
-        Py_DECREF(mid);
-        return NULL;
-    }
-    /* the last key under ``mv/ id16 /v/``: the step before the first key at or after the
-     * prefix's end (the infix's last byte plus one: it is "/", never 0xff), or the last key */
-    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
-    inf = PyTuple_GET_ITEM(ctx, RC_VINFIX);
-    lp = PyBytes_GET_SIZE(pre);
-    li = PyBytes_GET_SIZE(inf);
-    np = lp + 16 + li;
-    if (li < 1 || (uint8_t)PyBytes_AS_STRING(inf)[li - 1] == 0xFF) {
-        PyErr_SetString(PyExc_TypeError, "the read context's version infix is malformed");
         goto done;
     }
-    key = PyBytes_FromStringAndSize(NULL, np);
+    if (hraw == Py_None) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* the last key under ``mv/ u32(row)``: the step before the first key at or after
+     * ``mv/ u32(row) 0xff * 8`` (no version number reaches it), or the last key */
+    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
+    lp = PyBytes_GET_SIZE(pre);
+    key = key_of(pre, row4, 4, -1);
     if (key == NULL) {
         goto done;
     }
-    memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(pre), (size_t)lp);
-    memcpy(PyBytes_AS_STRING(key) + lp, PyBytes_AS_STRING(mid), 16);
-    memcpy(PyBytes_AS_STRING(key) + lp + 16, PyBytes_AS_STRING(inf), (size_t)li);
-    PyBytes_AS_STRING(key)[np - 1] = (char)((uint8_t)PyBytes_AS_STRING(key)[np - 1] + 1);
+    if (_PyBytes_Resize(&key, lp + 4 + 8) < 0) {
+        goto done;
+    }
+    memset(PyBytes_AS_STRING(key) + lp + 4, 0xFF, 8);
     cur = call_method(txn, s_cursor, NULL);
     if (cur == NULL) {
         Py_DECREF(key);
@@ -2259,17 +2334,17 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         kb = PyBytes_AS_STRING(k);
-        /* k.startswith(mv/ id16 /v/), the end's last byte one less */
-        if (PyBytes_GET_SIZE(k) >= np && memcmp(kb, PyBytes_AS_STRING(pre), (size_t)lp) == 0 &&
-            memcmp(kb + lp, PyBytes_AS_STRING(mid), 16) == 0 &&
-            memcmp(kb + lp + 16, PyBytes_AS_STRING(inf), (size_t)li) == 0) {
+        /* k is mv/ u32(row) u64(n) */
+        if (PyBytes_GET_SIZE(k) == lp + 4 + 8 &&
+            memcmp(kb, PyBytes_AS_STRING(pre), (size_t)lp) == 0 &&
+            memcmp(kb + lp, row4, 4) == 0) {
             v = call_method(cur, s_value, NULL);
             if (v == NULL) {
                 goto done;
             }
         }
     }
-    if (v != NULL && hraw != Py_None) {
+    if (v != NULL) {
         Share share;
         PyObject *head;
         share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
@@ -2292,23 +2367,13 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
     }
-    /* declined: what point_read returns, for the Python path */
-    if (v != NULL) {
-        last = PyTuple_Pack(2, k, v);
-        if (last == NULL) {
-            goto done;
-        }
-    }
-    else {
-        last = Py_NewRef(Py_None);
-    }
-    out = PyTuple_Pack(2, hraw, last);
+    out = Py_NewRef(Py_None); /* declined: the Python path reads again and decides */
 done:
-    Py_XDECREF(last);
     Py_XDECREF(v);
     Py_XDECREF(k);
     Py_XDECREF(cur);
     Py_XDECREF(hraw);
+    Py_XDECREF(rraw);
     Py_DECREF(mid);
     return out;
 }

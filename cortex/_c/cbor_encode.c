@@ -22,7 +22,7 @@ static const char *const attr_names[N_ATTRS] = {
     "forms_override", "valid_from", "valid_until", "short",          "medium",
     "verb",       "obj_kind",   "obj_ref",         "bytes",          "digest",
     "head",       "pinned",     "terms",           "vector",         "version_bytes",
-    "sensitivity", "has_counters",
+    "sensitivity", "has_counters", "row",
 };
 
 PyObject *attr[N_ATTRS];

@@ -291,6 +291,7 @@ enum {
     A_VERSION_BYTES,
     A_SENSITIVITY,
     A_HAS_COUNTERS,
+    A_ROW,
     N_ATTRS,
 };
 

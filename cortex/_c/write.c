@@ -375,7 +375,8 @@ done:
 
 /* The plan of stage_new (built once by cortex/engine/store.py, see _STAGE_PLAN). */
 enum {
-    SG_VERSION,   /* the prefixes: mv/, /v/ (before a version number), idx/pin/, lex/d/, j/ */
+    SG_VERSION,   /* the prefixes: mv/, b"" (format 21: nothing between row and number),
+                   * idx/pin/, lex/d/, j/ */
     SG_V,
     SG_PIN,
     SG_LEX_DOC,
@@ -405,18 +406,32 @@ append_pair(PyObject *list, PyObject *key, PyObject *value)
 static int
 stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, PyObject *docs,
           PyObject *fresh, PyObject *memo, PyObject *shared, long long *seq, PyObject **prev,
-          Py_ssize_t *length, Py_ssize_t *nterms, PyObject *maps, unsigned long long docno)
+          Py_ssize_t *length, Py_ssize_t *nterms)
 {
     PyObject *docno_raw = NULL, *docno_obj = NULL;
     PyObject *head = NULL, *id = NULL, *raw = NULL, *mtype = NULL;
     PyObject *created = NULL, *tags = NULL, *frames = NULL, *us_obj = NULL, *keys = NULL;
     PyObject *version = NULL, *hash = NULL, *vbytes = NULL, *pinned = NULL, *terms = NULL;
     PyObject *entry = NULL, *seq_obj = NULL, *doc_key = NULL, *n = NULL, *vkey = NULL;
-    PyObject *tb, *empty = NULL;
+    PyObject *tb, *empty = NULL, *row = NULL;
     long long us;
-    Py_ssize_t i, nk;
+    unsigned long long docno;
+    Py_ssize_t i, nk, lv, lsep;
     int rc = -1;
-    if ((head = get_attr(p, A_HEAD)) == NULL || (id = get_attr(head, A_ID)) == NULL) {
+    if ((head = get_attr(p, A_HEAD)) == NULL || (id = get_attr(head, A_ID)) == NULL ||
+        (row = get_attr(p, A_ROW)) == NULL) {
+        goto done;
+    }
+    /* the memory's row (format 21, given in the transaction): its document number and the
+     * key of its version and lexical document */
+    if (!PyLong_CheckExact(row)) {
+        rc = 0;
+        goto done;
+    }
+    docno = PyLong_AsUnsignedLongLong(row);
+    if (docno == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        rc = 0;
         goto done;
     }
     if ((PyObject *)Py_TYPE(id) != sg[SG_MEMORY_ID]) {
@@ -476,10 +491,6 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         goto done;
     }
     /* the postings and the lex/d record: the one step that changes anything (or nothing) */
-    doc_key = join3(sg[SG_LEX_DOC], "", 0, PyBytes_AS_STRING(raw), 16);
-    if (doc_key == NULL) {
-        goto done;
-    }
     {
         char d4[4];
         d4[0] = (char)(docno >> 24);
@@ -489,6 +500,10 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         docno_raw = PyBytes_FromStringAndSize(d4, 4);
         docno_obj = PyLong_FromUnsignedLongLong(docno);
         if (docno_raw == NULL || docno_obj == NULL) {
+            goto done;
+        }
+        doc_key = join3(sg[SG_LEX_DOC], "", 0, d4, 4);
+        if (doc_key == NULL) {
             goto done;
         }
     }
@@ -501,30 +516,26 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
         rc = n == NULL ? -1 : 0;
         goto done;
     }
-    /* the lex/i/ entry of the new number (``Indexer._maps``) */
-    if (PyDict_SetItem(maps, docno_obj, raw) < 0) {
-        goto done;
-    }
     *length = PyLong_AsSsize_t(n);
     if (*length == -1 && PyErr_Occurred()) {
         goto done;
     }
     *nterms = PyList_GET_SIZE(PyTuple_GET_ITEM(terms, 0)); /* a list: index_doc took it */
     /* what is put: the version, the index entries, the pin, the journal entry */
+    /* mv/ u32(row) u64(1) (format 21) */
+    lv = PyBytes_GET_SIZE(sg[SG_VERSION]);
+    lsep = PyBytes_GET_SIZE(sg[SG_V]);
+    vkey = PyBytes_FromStringAndSize(NULL, lv + 4 + lsep + 8);
+    if (vkey == NULL) {
+        goto done;
+    }
     {
-        char tail[3 + 8];
-        memcpy(tail, PyBytes_AS_STRING(sg[SG_V]), 3);
-        memset(tail + 3, 0, 7);
-        tail[10] = 1;
-        vkey = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(sg[SG_VERSION]) + 16 + 11);
-        if (vkey == NULL) {
-            goto done;
-        }
-        memcpy(PyBytes_AS_STRING(vkey), PyBytes_AS_STRING(sg[SG_VERSION]),
-               (size_t)PyBytes_GET_SIZE(sg[SG_VERSION]));
-        memcpy(PyBytes_AS_STRING(vkey) + PyBytes_GET_SIZE(sg[SG_VERSION]), PyBytes_AS_STRING(raw),
-               16);
-        memcpy(PyBytes_AS_STRING(vkey) + PyBytes_GET_SIZE(sg[SG_VERSION]) + 16, tail, 11);
+        char *q = PyBytes_AS_STRING(vkey);
+        memcpy(q, PyBytes_AS_STRING(sg[SG_VERSION]), (size_t)lv);
+        memcpy(q + lv, PyBytes_AS_STRING(docno_raw), 4);
+        memcpy(q + lv + 4, PyBytes_AS_STRING(sg[SG_V]), (size_t)lsep);
+        memset(q + lv + 4 + lsep, 0, 7);
+        q[lv + 4 + lsep + 7] = 1;
     }
     if (append_pair(puts, vkey, vbytes) < 0) {
         goto done;
@@ -565,6 +576,7 @@ stage_one(PyObject *module, PyObject *const *sg, PyObject *p, PyObject *puts, Py
     Py_SETREF(*prev, PyTuple_GET_ITEM(entry, 2));
     rc = 1;
 done:
+    Py_XDECREF(row);
     Py_XDECREF(docno_raw);
     Py_XDECREF(docno_obj);
     Py_XDECREF(head);
@@ -591,43 +603,31 @@ done:
 }
 
 PyDoc_STRVAR(stage_new_doc,
-             "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, maps, "
-             "next_docno, /)"
+             "stage_new(plan, prepared, start, puts, docs, fresh, memo, shared, seq, prev, /)"
              "\n--\n\n"
              "The loop of ``cortex.engine.store.Store._stage_new`` in C, from ``prepared[start]`` on: "
              "for each new memory (version 1, its head put already) append to ``puts`` its "
              "version, index entries, pin and ``write`` journal entry (``seq + 1`` chained on "
              "``prev``, with the entries' ``shared`` parts; not its vector), and index its "
-             "terms under the document numbers from ``next_docno`` on as ``index_new`` does "
-             "into ``docs``, ``fresh`` and ``memo`` (each number's memory id into ``maps``: "
-             "``Indexer._maps``).  Stops at the first "
+             "terms under its row (``p.row``, format 21: its document number; its version "
+             "and lexical document are keyed by it) as ``index_new`` does "
+             "into ``docs``, ``fresh`` and ``memo``.  Stops at the first "
              "memory that is not the common case (anything ``index_keys``, "
              "``journal_entry`` or ``index_new`` leave to Python), changing nothing for it.  "
-             "Returns ``(next, seq, prev, documents, total_length, postings, next_docno)``: "
+             "Returns ``(next, seq, prev, documents, total_length, postings)``: "
              "where it stopped (``len(prepared)`` when done), the journal's last seq and hash, "
-             "what the staged memories add to the lexical statistics, and the next document "
-             "number.");
+             "and what the staged memories add to the lexical statistics.");
 
 static PyObject *
 sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan, *prepared, *puts, *docs, *fresh, *memo, *shared, *prev, *maps;
+    PyObject *plan, *prepared, *puts, *docs, *fresh, *memo, *shared, *prev;
     PyObject *const *sg;
     Py_ssize_t start, i, n, documents = 0, total = 0, postings = 0;
     long long seq;
-    unsigned long long docno;
     int k;
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "stage_new takes twelve arguments");
-        return NULL;
-    }
-    maps = args[10];
-    if (!PyDict_CheckExact(maps) || !PyLong_CheckExact(args[11])) {
-        PyErr_SetString(PyExc_TypeError, "stage_new: maps must be a dict, next_docno an int");
-        return NULL;
-    }
-    docno = PyLong_AsUnsignedLongLong(args[11]);
-    if (docno == (unsigned long long)-1 && PyErr_Occurred()) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "stage_new takes ten arguments");
         return NULL;
     }
     plan = args[0];
@@ -648,7 +648,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
     }
-    if (PyBytes_GET_SIZE(sg[SG_V]) != 3 || !PyTuple_CheckExact(sg[SG_INDEX_PLAN]) ||
+    if (PyBytes_GET_SIZE(sg[SG_V]) > 3 || !PyTuple_CheckExact(sg[SG_INDEX_PLAN]) ||
         PyTuple_GET_SIZE(sg[SG_INDEX_PLAN]) != IX_LEN ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(sg[SG_INDEX_PLAN], IX_TYPE_BYTE)) ||
         !PyType_Check(sg[SG_MEMORY_ID])) {
@@ -681,7 +681,7 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int rc;
         Py_INCREF(p);
         rc = stage_one(module, sg, p, puts, docs, fresh, memo, shared, &seq, &prev, &length,
-                       &nterms, maps, docno);
+                       &nterms);
         Py_DECREF(p);
         if (rc < 0) {
             Py_DECREF(prev);
@@ -693,10 +693,9 @@ sp_stage_new(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         documents += 1;
         total += length;
         postings += nterms;
-        docno += 1;
         n = PyList_GET_SIZE(prepared);
     }
-    return Py_BuildValue("(nLNnnnK)", i, seq, prev, documents, total, postings, docno);
+    return Py_BuildValue("(nLNnnn)", i, seq, prev, documents, total, postings);
 }
 
 /* -- float16: a vec/ record's values (cortex.index.vectors.vector_record) --------------------- */

@@ -26,7 +26,7 @@ from cortex.agent.ingest import EpisodeLink, IngestResult, visible_episode
 from cortex.agent.ingest import episode_of as _episode_of
 from cortex.agent.ingest import ingest as _ingest
 from cortex.engine.erasure import ErasureReport, ScrubReport
-from cortex.engine.heads import put_counters
+from cortex.engine.heads import head_row, id_at, put_counters, row_of
 from cortex.engine.hooks import Hooks, Visible
 from cortex.engine.hooks import given_vector as plain_given_vector
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
@@ -128,6 +128,7 @@ from cortex.rules.scope import Reader, Scope
 from cortex.storage.engines import vectors_root
 from cortex.storage.keys import (
     EDGE_FROM,
+    ID,
     JOURNAL,
     VEC,
     edge_from_key,
@@ -569,8 +570,8 @@ class Cortex:
             )
             ids: dict[MemoryId, None] = {}
             if everything or since == 0:
-                for key in txn.keys(b"m/"):
-                    ids[MemoryId(key[2:])] = None
+                for key in txn.keys(ID):  # in id order (format 21: id/ id16 -> row)
+                    ids[MemoryId(key[len(ID) :])] = None
             else:
                 for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
                     entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
@@ -626,13 +627,15 @@ class Cortex:
                 head = self._engine.head(txn, mid)
                 if head.tombstone is not None or head.current_version != n:
                     continue
-                txn.put(vec_key(mid), self._seal_vector(e, n, vec))
+                txn.put(vec_key(head_row(txn, head)), self._seal_vector(e, n, vec))
                 journal.append(JournalKind.EMBED, id=mid, type=head.type, version=n)
                 done += 1
             if everything:  # every vector not just written (other models, damaged) goes
-                written = {mid for mid, _, _ in todo}
+                written = {
+                    vec_key(r) for r in (row_of(txn, mid) for mid, _, _ in todo) if r is not None
+                }
                 for key in list(txn.keys(VEC)):
-                    if MemoryId(key[len(VEC) :]) not in written:
+                    if key not in written:
                         txn.delete(key)
             float32 = not self._float16
             old = None if everything else txn.get(meta_key("vectors"))
@@ -780,7 +783,7 @@ class Cortex:
             return report
         started = time.perf_counter()
         with self._kv.read() as txn:
-            live = {MemoryId(k[len(VEC) :]) for k in txn.keys(VEC)}
+            live = {m for k in txn.keys(VEC) if (m := id_at(txn, k[len(VEC) :])) is not None}
         files = erase_saved(directory, live.__contains__)
         return msgspec.structs.replace(
             report, sidecar_files=files, seconds=report.seconds + time.perf_counter() - started
@@ -911,10 +914,9 @@ class Cortex:
                 other = self._engine.memory(*found).data
                 if other is None:
                     continue
-                raw = txn.get(vec_key(mid))
-                if raw is None:
+                rec = _vector_or_none(txn, mid)
+                if rec is None:
                     continue
-                rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
                 if rec.dim != len(vec) or len(rec.vector) != rec.dim * (2 if rec.float16 else 4):
                     continue  # another model's vector (or a damaged one: verify names it)
                 stored = stored_vector(rec)  # scaled to unit length, as the index holds it
@@ -2637,11 +2639,15 @@ def _embedder_of(meta: VectorsMeta) -> Embedder:
 
 def _vector_or_none(txn: ReadTxn, mid: MemoryId) -> VectorRecord | None:
     """The stored vector of ``mid``; ``None`` when there is none or it is damaged (re-embed)."""
-    raw = txn.get(vec_key(mid))
-    if raw is None:
-        return None
     try:
-        rec: VectorRecord = decode_trusted(VECTOR_RECORD, vec_key(mid), raw)
+        row = row_of(txn, mid)
+        if row is None:
+            return None
+        key = vec_key(row)
+        raw = txn.get(key)
+        if raw is None:
+            return None
+        rec: VectorRecord = decode_trusted(VECTOR_RECORD, key, raw)
     except IntegrityError:
         return None
     return rec

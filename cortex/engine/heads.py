@@ -43,11 +43,14 @@ from cortex.rules.salience import SALIENCE_STATE, SalienceState
 from cortex.storage.keys import (
     EDGE_TO,
     head_key,
+    id_key,
     index_keys,
     pin_key,
+    row_bytes,
     salience_key,
     show_key,
 )
+from cortex.storage.keys import HEAD as HEAD_PREFIX
 from cortex.storage.kv import ReadTxn, WriteTxn, seal, unseal
 
 FOREVER: Final = 2**63 - 1
@@ -62,7 +65,85 @@ NEVER_USED: Final = SalienceState()
 """The use counters of a memory never used (all zero)."""
 
 
-def read_counters(txn: ReadTxn, head: Head) -> SalienceState:
+def encode_row(row: int) -> bytes:
+    """The sealed ``id/`` value of a memory's row number (u32 big-endian; format 21)."""
+    return seal(row_bytes(row))
+
+
+def decode_row(key: bytes, raw: bytes) -> int:
+    """The row number an ``id/`` record holds.
+
+    Raises:
+        IntegrityError: the checksum fails or the value is not 4 bytes.
+    """
+    p = unseal(key, raw)
+    if len(p) != 4:
+        raise IntegrityError(
+            f"record {show_key(key)} does not hold a row number: the store is damaged; run "
+            "cortex verify and restore from a backup (or cortex salvage)"
+        )
+    return int.from_bytes(p, "big")
+
+
+def row_of(txn: ReadTxn, mid: MemoryId) -> int | None:
+    """The row number of the memory ``mid`` (its ``id/`` record), or None when it has none."""
+    key = id_key(mid)
+    raw = txn.get(key)
+    return None if raw is None else decode_row(key, raw)
+
+
+def read_head(txn: ReadTxn, mid: MemoryId) -> tuple[int, Head] | None:
+    """The row and head of the memory ``mid``, or None when there is none.
+
+    Raises:
+        IntegrityError: the ``id/`` record names a row without a head, or one whose head is
+            another memory's, or a record does not decode.
+    """
+    row = row_of(txn, mid)
+    if row is None:
+        return None
+    key = head_key(row)
+    raw = txn.get(key)
+    if raw is None:
+        raise IntegrityError(
+            f"memory {mid} has row {row} (id/) but no head there: the store is damaged; run "
+            "cortex verify and restore from a backup (or cortex salvage)"
+        )
+    head: Head = decode_trusted(HEAD, key, raw)
+    if head.id != mid:
+        raise IntegrityError(
+            f"record id/{mid} names row {row}, whose head is memory {head.id}: the store is "
+            "damaged; run cortex verify and restore from a backup (or cortex salvage)"
+        )
+    return row, head
+
+
+def id_at(txn: ReadTxn, row: bytes) -> MemoryId | None:
+    """The id of the memory at ``row`` (4 bytes, as in a key), from its head; None: no head."""
+    key = HEAD_PREFIX + row
+    raw = txn.get(key)
+    if raw is None:
+        return None
+    head: Head = decode_trusted(HEAD, key, raw)
+    return head.id
+
+
+def head_row(txn: ReadTxn, head: Head) -> int:
+    """The row number of ``head``'s memory (which has one: its head was read).
+
+    Raises:
+        IntegrityError: its ``id/`` record is missing or damaged.
+    """
+    row = row_of(txn, head.id)
+    if row is None:
+        raise IntegrityError(
+            f"memory {head.id} has a head but no row record id/{head.id}: the store is "
+            "damaged; run cortex verify and restore from a backup (or cortex salvage)"
+        )
+    return row
+
+
+def read_counters(txn: ReadTxn, head: Head, row: int | None = None) -> SalienceState:
     """The use counters of ``head``'s memory (``specs/query.md`` §2).
 
     A head without ``has_counters`` reads as never used without reading ``sal/`` (format 11); a
@@ -76,7 +157,7 @@ def read_counters(txn: ReadTxn, head: Head) -> SalienceState:
     """
     if not head.has_counters:
         return NEVER_USED
-    key = salience_key(head.id)
+    key = salience_key(head_row(txn, head) if row is None else row)
     raw = txn.get(key)
     if raw is None:
         raise IntegrityError(
@@ -124,18 +205,20 @@ def decode_counters(
     return st
 
 
-def put_counters(txn: WriteTxn, head: Head, state: SalienceState) -> Head:
+def put_counters(txn: WriteTxn, head: Head, state: SalienceState, row: int | None = None) -> Head:
     """Store ``state`` as the use counters of ``head``'s memory; returns the head as stored.
 
     The one way counters are written: the first write also rewrites the head with
     ``has_counters`` set, in the same transaction (the flag changes no index key, and the head
     keeps its ``last_updated_at``: a use is not a change of the memory).
     """
-    txn.put(salience_key(head.id), encode_counters(head.id, state))
+    if row is None:
+        row = head_row(txn, head)
+    txn.put(salience_key(row), encode_counters(head.id, state))
     if head.has_counters:
         return head
     head = msgspec.structs.replace(head, has_counters=True)
-    txn.put(head_key(head.id), seal(HEAD.encode(head, "head")))
+    txn.put(head_key(row), seal(HEAD.encode(head, "head")))
     return head
 
 
@@ -191,10 +274,10 @@ def superseder(txn: ReadTxn, mid: MemoryId, at_us: int) -> MemoryId | None:
             continue
         if rec.removed_at is not None and to_micros(rec.removed_at) <= at_us:
             continue
-        raw = txn.get(head_key(src := MemoryId(key[-16:])))
-        if raw is None:
+        got = read_head(txn, src := MemoryId(key[-16:]))
+        if got is None:
             continue
-        head: Head = decode_trusted(HEAD, head_key(src), raw)
+        head = got[1]
         if to_micros(head.created_at) > at_us:
             continue
         if head.tombstone is not None and to_micros(head.tombstone.at) <= at_us:

@@ -16,9 +16,11 @@ import msgspec
 from cortex import argcheck
 from cortex.engine.heads import (
     claim_hashes,
+    encode_row,
     index_keys_of,
     is_pinned,
     pin_key_of,
+    row_of,
 )
 from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.values import (
@@ -77,6 +79,7 @@ from cortex.storage.keys import (
     episode_key,
     episode_memory_key,
     head_key,
+    id_key,
     version_key,
     version_prefix,
 )
@@ -145,7 +148,10 @@ class Imported:
 
     def held_by(self, txn: ReadTxn) -> bool:
         """Whether the store holds exactly these records."""
-        key = head_key(self.head.id)
+        got = row_of(txn, self.head.id)
+        if got is None:
+            return False
+        key = head_key(got)
         raw = txn.get(key)
         if raw != self.head_bytes:
             if raw is None:
@@ -157,7 +163,7 @@ class Imported:
             bare = msgspec.structs.replace(held, has_counters=False)
             if _seal(HEAD.encode(bare, "head")) != self.head_bytes:
                 return False
-        stored = [value for _, value in txn.scan(version_prefix(self.head.id))]
+        stored = [value for _, value in txn.scan(version_prefix(got))]
         return stored == self.version_bytes
 
 
@@ -263,7 +269,7 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
         lex = Indexer(txn)
         added = same = versions = edges_added = edges_same = 0
         for item in items:
-            if txn.get(head_key(item.head.id)) is not None:
+            if txn.get(id_key(item.head.id)) is not None:
                 if not item.held_by(txn):  # the head holds the level
                     raise ConflictError(
                         f"memory {item.head.id} already exists with other records (head, "
@@ -284,7 +290,7 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
             versions += len(item.versions)
         for fkey, (s, et, d, payload) in links.items():
             for which, mid in (("src", s), ("dst", d)):
-                if txn.get(head_key(mid)) is None:
+                if txn.get(id_key(mid)) is None:
                     raise NotFoundError(f"edge {s} {et.label} {d}: {which} {mid} does not exist")
             old = txn.get(fkey)
             if old is not None:
@@ -345,10 +351,16 @@ def import_records(  # noqa: PLR0917 - Store.import_records with the engine's pa
 
 
 def _put_imported(txn: WriteTxn, item: Imported, lex: Indexer) -> None:
-    """Write an imported memory's head, versions, index entries and lexical postings."""
-    txn.put(head_key(item.head.id), item.head_bytes)
+    """Write an imported memory's row, head, versions, index entries and lexical postings.
+
+    The memory takes the next row (format 21: rows follow the order of the writes here).
+    """
+    row = lex.take_row()
+    if not txn.put(id_key(item.head.id), encode_row(row), overwrite=False):
+        raise ConflictError(f"memory {item.head.id} already exists; nothing was imported")
+    txn.put(head_key(row), item.head_bytes)
     for v, sealed in zip(item.versions, item.version_bytes, strict=True):
-        if not txn.put(version_key(v.id, v.version), sealed, overwrite=False):
+        if not txn.put(version_key(row, v.version), sealed, overwrite=False):
             raise IntegrityError(f"version {v.version} of {v.id} exists without its head")
     for k in index_keys_of(item.head):
         txn.put(k, b"")
@@ -358,7 +370,7 @@ def _put_imported(txn: WriteTxn, item: Imported, lex: Indexer) -> None:
         txn.put(claim_index_key(c, item.head.id), b"")
     last = item.versions[-1]
     if item.head.tombstone is None and item.data is not None:
-        lex.add(item.head.id, last.version, lexical.analyze(item.data))
+        lex.add(row, last.version, lexical.analyze(item.data))
 
 
 def _import_levels(

@@ -27,7 +27,7 @@ from cortex.engine.erasure import (
     Residue,
     ScrubReport,
 )
-from cortex.engine.heads import check_tombstone, set_pin
+from cortex.engine.heads import check_tombstone, head_row, read_head, set_pin
 from cortex.engine.hooks import GuardChange
 from cortex.engine.importer import episode_source
 from cortex.engine.journal import JournalKind, JournalWriter
@@ -140,6 +140,7 @@ def purge(
 
     def txn_fn(txn: WriteTxn) -> Tombstone:
         head = engine.head(txn, mid)
+        row = head_row(txn, head)  # format 21: the row stays the memory's (a gap, never reused)
         engine.guard_change(txn, mid, head)
         if head.tombstone is not None and head.tombstone.purged_at is not None:
             return head.tombstone
@@ -166,11 +167,11 @@ def purge(
         lexical.fold(txn)
         lex = Indexer(rec, fold=True)
         # (before its versions are erased: the removal renders the indexed one again)
-        if lex.remove(mid, head.current_version):  # absent when tombstoned first
+        if lex.remove(row, head.current_version):  # absent when tombstoned first
             lex.flush()
         hashes: list[bytes] = []
         current_hash: bytes | None = None
-        for key, value in list(txn.scan(version_prefix(mid))):
+        for key, value in list(txn.scan(version_prefix(row))):
             v: Version = decode_trusted(VERSION, key, value)
             hashes.append(v.hash)
             if v.version == head.current_version:
@@ -181,9 +182,9 @@ def purge(
             rec.put(key, _seal(VERSION.encode(erased, "version")))
         engine.move_index(txn, head, new_head)
         set_pin(txn, head, False)  # the data is erased
-        rec.delete(vec_key(mid))
-        txn.delete(salience_key(mid))
-        rec.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+        rec.delete(vec_key(row))
+        txn.delete(salience_key(row))
+        rec.put(head_key(row), _seal(HEAD.encode(new_head, "head")))
         engine.remark(txn, engine.losers(txn, mid), to_micros(now))  # tombstoned now
         entry = JournalWriter(txn, now, engine.actor).append(
             JournalKind.PURGE,
@@ -399,26 +400,29 @@ def _leftovers(txn: ReadTxn, rec: ErasureRecord) -> list[tuple[str, str]]:
             if next(txn.keys(prefix + mid.bytes), None) is not None:
                 out.append((f"{prefix.decode()}{mid}", "the erased episode still has chunks here"))
         return out
-    raw = txn.get(head_key(mid))
-    if raw is None:
-        return [(f"m/{mid}", "the erased memory is missing")]
-    head: Head = decode_trusted(HEAD, head_key(mid), raw)
+    try:
+        got = read_head(txn, mid)
+    except IntegrityError as exc:
+        return [(f"id/{mid}", str(exc))]
+    if got is None:
+        return [(f"id/{mid}", "the erased memory is missing")]
+    row, head = got
     if head.tombstone is None or head.tombstone.purged_at is None:
-        out.append((f"m/{mid}", "is not purged"))
+        out.append((f"m/{row}", "is not purged"))
     if head.tags or head.frames or head.forms is not None:
-        out.append((f"m/{mid}", "still holds tags, frames or forms"))
+        out.append((f"m/{row}", "still holds tags, frames or forms"))
     if head.has_counters:
-        out.append((f"m/{mid}", "still says the memory has use counters"))
-    for key, value in txn.scan(version_prefix(mid)):
+        out.append((f"m/{row}", "still says the memory has use counters"))
+    for key, value in txn.scan(version_prefix(row)):
         v: Version = decode_trusted(VERSION, key, value)
         if v.data is not None or v.forms is not None:
             out.append((_show_key(key), "still holds data or forms"))
         if v.provenance != erased_provenance(v.provenance):
             out.append((_show_key(key), "its provenance still holds session or message ids"))
     for key, what in (
-        (lex_doc_key(mid), "a lexical document"),
-        (vec_key(mid), "a vector"),
-        (salience_key(mid), "use counters"),
+        (lex_doc_key(row), "a lexical document"),
+        (vec_key(row), "a vector"),
+        (salience_key(row), "use counters"),
     ):
         if txn.get(key) is not None:
             out.append((_show_key(key), f"the erased memory still has {what}"))

@@ -19,13 +19,17 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from cortex.engine.heads import row_of
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind
 from cortex.engine.values import decode_trusted
 from cortex.errors import CortexError, IndexCacheError, ValidationError
 from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import Embedder
 from cortex.index.vectors import VECTOR_RECORD, VectorRecord, check_vector, stored_vector
+from cortex.model.codec import HEAD
 from cortex.model.ids import MemoryId
+from cortex.model.records import Head
+from cortex.storage.keys import HEAD as HEAD_PREFIX
 from cortex.storage.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
 from cortex.storage.kv import ReadTxn
 
@@ -158,7 +162,12 @@ class VectorSidecar:
             rec = _record(key, value)
             if rec.model_id != self.embedder.model_id or rec.dim != self.embedder.dim:
                 continue  # verify names it; the index holds one model
-            ids.append(MemoryId(key[len(VEC) :]))
+            hkey = HEAD_PREFIX + key[len(VEC) :]  # format 21: keyed by row; the head names it
+            hraw = txn.get(hkey)
+            if hraw is None:
+                continue  # a vector of no memory: verify names it
+            head: Head = decode_trusted(HEAD, hkey, hraw)
+            ids.append(head.id)
             rows.append(stored_vector(rec))
             if len(ids) >= _BATCH:
                 index.add(ids, np.stack(rows))
@@ -185,8 +194,9 @@ class VectorSidecar:
             if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
                 touched[entry.id] = None
         for mid in touched:
-            raw = txn.get(vec_key(mid))
-            rec = None if raw is None else _record(vec_key(mid), raw)
+            row = row_of(txn, mid)  # format 21: the vector is under the memory's row
+            raw = None if row is None else txn.get(vec_key(row))
+            rec = None if raw is None or row is None else _record(vec_key(row), raw)
             if rec is not None and (rec.model_id, rec.dim) == (
                 self.embedder.model_id,
                 self.embedder.dim,

@@ -42,9 +42,13 @@ from cortex.engine.heads import (
     FOREVER,
     check_tombstone,
     claim_hashes,
+    decode_row,
+    encode_row,
+    head_row,
     index_keys_of,
     is_pinned,
     pin_key_of,
+    row_of,
     set_pin,
     superseder,
 )
@@ -135,16 +139,15 @@ from cortex.storage.engines import copy_kv, is_url, open_kv
 from cortex.storage.keys import (
     EDGE_FROM,
     EDGE_TO,
+    ID,
     IDX_PIN,
     INDEX_PLAN,
     JOURNAL,
     LEX_DOC,
-    LEX_DOCNO,
     LEX_POSTING,
     LEX_SEGMENT,
     LEX_TERM,
     TASK_PREFIX,
-    VERSION_INFIX,
     claim_index_key,
     claim_index_prefix,
     edge_from_key,
@@ -152,11 +155,13 @@ from cortex.storage.keys import (
     episode_key,
     episode_memory_key,
     head_key,
+    id_key,
     journal_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
+    parse_head_key,
     parse_journal_key,
     prefix_end,
     show_key,
@@ -226,7 +231,7 @@ def _read_context() -> tuple[Any, ...] | None:
         vars(Uri)["version"],
         vars(MemoryId)["_b"],
         _VERSION_KEY_PREFIX,
-        VERSION_INFIX,
+        ID,
         _HEAD_KEY_PREFIX,
         forms_plan,
     )
@@ -237,7 +242,10 @@ _READ: tuple[Any, ...] | None = _read_context()
 executor's rows): the same values as the Python path, or it declines and the Python path runs
 (and raises what is wrong). Tests set it to None to compare the two."""
 
-_READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None)
+_C_ROWS = True
+"""Whether the C readers that make their own reads (``read_current``, ``read_accepted``,
+``read_latest``) read format 21's keys (the row from ``id/``, then ``m/`` and ``mv/`` by row)."""
+_READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None) if _C_ROWS else None
 """``resolve_latest``'s reads and ``read_memory`` in one C call on an LMDB snapshot
 (``LmdbKV.point_call``), or None: ``point_read`` then ``read_memory``. Tests set it to None to
 compare the two."""
@@ -252,6 +260,7 @@ __all__ = [
     "INDEX_DUPLICATES_FEATURE",
     "KEYSPACE_DATABASES_FEATURE",
     "MEDIUM_REFS_FEATURE",
+    "MEMORY_ROWS_FEATURE",
     "Edge",
     "ImportReport",
     "JournalEntry",
@@ -263,7 +272,7 @@ __all__ = [
     "VerifyReport",
 ]
 
-FORMAT_VERSION: Final = 20
+FORMAT_VERSION: Final = 21
 """The on-disk format this code reads and writes (separate from the package version).
 
 Format 2 adds the lexical index (``specs/lexical.md``); format 3 the pinned index and frame
@@ -283,9 +292,16 @@ format 17 the append-mostly keyspaces in LMDB named databases of their own
 (``specs/storage.md`` §2); format 18 a version's medium form as a reference into its data where
 a text of the data occurs in it (``specs/format.md`` Forms); format 19 the heads (``m/``) in an
 LMDB named database of their own (``specs/storage.md`` §2); format 20 the index keyspaces
-(``keys.DUP_DATABASES``) in LMDB databases of duplicates (``specs/storage.md`` §2).
+(``keys.DUP_DATABASES``) in LMDB databases of duplicates (``specs/storage.md`` §2); format
+21 every per-memory record keyed by the memory's row number (``m/``, ``mv/``, ``vec/``, ``sal/``,
+``lex/d/``), ``id/`` mapping ids to rows, no ``lex/i/`` (``specs/storage.md`` §2).
 ``cortex.transfer.migrate`` upgrades older formats.
 """
+MEMORY_ROWS_FEATURE: Final = "memory-rows"
+"""Format 21: every memory has a row number (u32, given at its creation in write order, kept
+for its life, never given again; its lexical document number): ``m/``, ``mv/``, ``vec/``,
+``sal/`` and ``lex/d/`` are keyed by it, so that they grow at their ends whatever the ids, and
+``id/`` id16 holds the row (``specs/storage.md`` §2)."""
 KEYSPACE_DATABASES_FEATURE: Final = "keyspace-databases"
 """Format 17: on LMDB, each keyspace of ``keys.DATABASES`` is kept in a named database of its
 own, keys unchanged (``specs/storage.md`` §2); the PostgreSQL engine keeps one table."""
@@ -366,6 +382,7 @@ FEATURES: Final = frozenset(
         MEDIUM_REFS_FEATURE,
         HEAD_DATABASE_FEATURE,
         INDEX_DUPLICATES_FEATURE,
+        MEMORY_ROWS_FEATURE,
         ERASURE_FEATURE,
         ALIASES_FEATURE,
     }
@@ -483,6 +500,7 @@ class Prepared:
         "head_bytes",
         "lookup",
         "pinned",
+        "row",
         "sens",
         "terms",
         "type",
@@ -504,6 +522,7 @@ class Prepared:
         self.when = version.created_at  # when its claim starts being true
         self.conf = version.confidence
         self.pinned = pinned
+        self.row = -1  # its row number, given in the write transaction (``_put_heads``)
         self.sens = DEFAULT_SENSITIVITY  # its sensitivity (also in the head, unless internal)
         self.head = head
         self.version = version
@@ -571,15 +590,12 @@ def _prefetch_competitors(txn: WriteTxn, mid: MemoryId, oids: Sequence[MemoryId]
     prefixes: list[bytes] = []
     for o in oids:
         keys += (
-            head_key(o),
+            id_key(o),
             edge_from_key(mid, EdgeType.SUPERSEDES, o),
             edge_from_key(o, EdgeType.SUPERSEDES, mid),
             edge_from_key(mid, EdgeType.CONTRADICTS, o),
         )
-        prefixes += (
-            _VERSION_KEY_PREFIX + o.bytes + VERSION_INFIX,
-            EDGE_TO + o.bytes + bytes((EdgeType.SUPERSEDES,)),
-        )
+        prefixes.append(EDGE_TO + o.bytes + bytes((EdgeType.SUPERSEDES,)))
     prefetch(keys)
     scan(prefixes)
 
@@ -594,18 +610,28 @@ def _mark_superseded(txn: WriteTxn, mid: MemoryId, claims: Iterable[bytes]) -> N
 
 
 def live_heads(txn: ReadTxn) -> list[Head]:
-    """The heads of every memory that is not tombstoned, in id order."""
-    heads = []
+    """The heads of every memory that is not tombstoned, in row order (format 21)."""
+    return [head for _, head in live_rows(txn)]
+
+
+def live_rows(txn: ReadTxn) -> list[tuple[int, Head]]:
+    """The rows and heads of every memory that is not tombstoned, in row order."""
+    out = []
     for key, value in txn.scan(_HEAD_KEY_PREFIX):
         head: Head = decode_trusted(HEAD, key, value)
         if head.tombstone is None:
-            heads.append(head)
-    return heads
+            out.append((parse_head_key(key), head))
+    return out
 
 
-def current_version_of(txn: ReadTxn, head: Head) -> Version:
-    """The version ``head`` points at; an integrity error when it is missing."""
-    key = version_key(head.id, head.current_version)
+def current_version_of(txn: ReadTxn, head: Head, row: int | None = None) -> Version:
+    """The version ``head`` points at; an integrity error when it is missing.
+
+    ``row``: the memory's row, when the caller knows it (else its ``id/`` record is read).
+    """
+    if row is None:
+        row = head_row(txn, head)
+    key = version_key(row, head.current_version)
     raw = txn.get(key)
     if raw is None:
         raise IntegrityError(
@@ -616,15 +642,18 @@ def current_version_of(txn: ReadTxn, head: Head) -> Version:
 
 
 def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
-    """Add every live memory to an empty lexical index; returns how many (reindex, migration)."""
+    """Add every live memory to an empty lexical index; returns how many (reindex, migration).
+
+    Each under its row (format 21: the rows are kept, ``lexical.md`` §4).
+    """
     lex = Indexer(txn, fold=True)  # the main blocks, never a segment (lexical.md §5)
     n = 0
-    for head in live_heads(txn):
-        version = current_version_of(txn, head)
+    for row, head in live_rows(txn):
+        version = current_version_of(txn, head, row)
         if version.data is None:
             raise IntegrityError(f"memory {head.id} is live but holds no data: run `cortex verify`")
         data = decode_stored(head.type, version.data)
-        lex.add(head.id, head.current_version, lexical.analyze(data, is_canonical=True))
+        lex.add(row, head.current_version, lexical.analyze(data, is_canonical=True))
         n += 1
         if tick is not None:
             tick(n)
@@ -633,11 +662,25 @@ def index_live(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
 
 
 def rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) -> int:
-    """Drop the whole lexical index and index every live memory again; returns how many."""
-    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT, LEX_DOCNO):
+    """Drop the whole lexical index and index every live memory again; returns how many.
+
+    The rows stay (format 21): the next row to give is kept, and at least one past the
+    highest row of a head.
+    """
+    try:
+        keep = lexical.read_stats(txn).next_docno
+    except IntegrityError:
+        keep = 0
+    last = next(txn.keys(_HEAD_KEY_PREFIX, reverse=True), None)
+    if last is not None:
+        keep = max(keep, parse_head_key(last) + 1)
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT):
         for key in list(txn.keys(prefix)):
             txn.delete(key)
     txn.delete(lexical.STATS_KEY)
+    lex = Indexer(txn)
+    lex.counted(0, 0, 0, keep)
+    lex.flush()
     return index_live(txn, tick)
 
 
@@ -672,10 +715,14 @@ class _GroupIndexer:
 
 _GROUP_INDEXER: Final = _GroupIndexer()
 
+_STAGE_ROWS = True
+"""Whether the C ``stage_new`` stages new memories keyed by rows (format 21); until it does,
+the Python path below it runs."""
+
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
     _VERSION_KEY_PREFIX,
-    VERSION_INFIX,
+    b"",  # format 21: mv/ u32(row) u64(n)
     IDX_PIN,
     LEX_DOC,
     JOURNAL,
@@ -1033,7 +1080,7 @@ class Store:
     def _put_new(self, p: Prepared, puts: list[tuple[bytes, bytes]]) -> None:
         """Hold in ``puts`` a new memory's version, index entries and pin."""
         h = p.head
-        puts.append((version_key(h.id, 1), p.version_bytes))
+        puts.append((version_key(p.row, 1), p.version_bytes))
         puts += [(k, b"") for k in index_keys_of(h)]
         if p.pinned:
             puts.append((pin_key_of(h), b""))
@@ -1054,9 +1101,9 @@ class Store:
         """
         i, n = 0, len(prepared)
         while i < n:
-            shared = journal.write_shared() if _USE_SPEEDUPS else None
+            shared = journal.write_shared() if _USE_SPEEDUPS and _STAGE_ROWS else None
             if shared is not None:
-                i, journal.seq, journal.prev, documents, total, postings, nxt = _sp.stage_new(
+                i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
                     _STAGE_PLAN,
                     prepared,
                     i,
@@ -1067,15 +1114,13 @@ class Store:
                     shared,
                     journal.seq,
                     journal.prev,
-                    lex._maps,
-                    lex._next,
                 )
-                lex.counted(documents, total, postings, nxt)
+                lex.counted(documents, total, postings, lex._next)
                 if i == n:
                     break
             p = prepared[i]
             self._put_new(p, puts)
-            lex.add_counted(p.head.id, 1, *p.terms, new=True)
+            lex.add_counted(p.row, 1, *p.terms, new=True)
             puts.append(journal.write_entry(p.head.id, p.type, 1, p.version.hash))
             i += 1
         for p in prepared:
@@ -1083,24 +1128,31 @@ class Store:
                 puts.append((claim_index_key(c, p.head.id), b""))
         for p in prepared:  # last: a single write's vector is then appended (``put_many``)
             if p.vector is not None:
-                puts.append((vec_key(p.head.id), self._vector_value(1, p.vector)))
+                puts.append((vec_key(p.row), self._vector_value(1, p.vector)))
 
-    def _put_heads(self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool) -> None:
-        """Put the heads of new memories in one call; a taken or repeated id raises ``_IdTaken``.
+    def _put_heads(
+        self, txn: WriteTxn, prepared: Sequence[Prepared], one_by_one: bool, lex: Indexer
+    ) -> None:
+        """Give new memories their rows and put their ``id/`` records and heads.
 
-        Nothing is overwritten, and the count of heads added tells whether an id was taken (or
-        given twice). Which one is then named by running the transaction again with
-        ``one_by_one`` (the error aborted this one): each head is put on its own, and the first
-        taken id is a ``ConflictError``, the same as for a single write.
+        A taken or repeated id raises ``_IdTaken``: nothing is overwritten, and the count of
+        ``id/`` records added tells whether an id was taken (or given twice). Which one is then
+        named by running the transaction again with ``one_by_one`` (the error aborted this
+        one): each is put on its own, and the first taken id is a ``ConflictError``, the same
+        as for a single write. The rows are the next ones (``lex.take_row``, format 21), so
+        the heads append to ``m/``.
         """
+        for p in prepared:
+            p.row = lex.take_row()
         if one_by_one:
             for p in prepared:
-                if not txn.put(head_key(p.head.id), p.head_bytes, overwrite=False):
+                if not txn.put(id_key(p.head.id), encode_row(p.row), overwrite=False):
                     raise ConflictError(f"a memory with id {p.head.id} already exists")
-        elif txn.add_many(
-            [(_HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes) for p in prepared]
-        ) != len(prepared):
+        elif txn.add_many([(ID + p.head.id.bytes, encode_row(p.row)) for p in prepared]) != len(
+            prepared
+        ):
             raise _IdTaken
+        txn.put_many([(head_key(p.row), p.head_bytes) for p in prepared])
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -1200,17 +1252,20 @@ class Store:
         if _FUSED and duplicate is None and p.lookup is None:
             # the common case: ``txn_fn`` below without what it does not need (no dedupe, no
             # chain to resolve: nothing to prefetch, no competitor), in fewer calls
-            head_key_of, head_bytes = _HEAD_KEY_PREFIX + p.head.id.bytes, p.head_bytes
+            id_key_of, head_bytes = ID + p.head.id.bytes, p.head_bytes
 
             def one(txn: WriteTxn) -> WriteResult:
                 lexical.prefetch_new(txn, [(p.head.id, p.terms[0])])
                 if self._task.get() is not None:
                     self._charge(txn, 1)
-                if not txn.put(head_key_of, head_bytes, overwrite=False):
-                    raise ConflictError(f"a memory with id {p.head.id} already exists")
-                puts: list[tuple[bytes, bytes]] = []
                 grouped: Indexer | None = getattr(txn, "share", None)  # ``_GroupIndexer``'s
                 lex = Indexer(txn) if grouped is None else grouped
+                row = lex.take_row()
+                if not txn.put(id_key_of, encode_row(row), overwrite=False):
+                    raise ConflictError(f"a memory with id {p.head.id} already exists")
+                p.row = row
+                txn.put(head_key(row), head_bytes)
+                puts: list[tuple[bytes, bytes]] = []
                 self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
                 if grouped is None:
                     lex.flush(puts)  # a segment's puts join the write's: one put_many
@@ -1227,9 +1282,9 @@ class Store:
                 if confirmed is not None:
                     return [confirmed]
             self._charge(txn, 1)
-            self._put_heads(txn, prepared, one_by_one=True)
-            puts: list[tuple[bytes, bytes]] = []
             lex = Indexer(txn)
+            self._put_heads(txn, prepared, True, lex)
+            puts: list[tuple[bytes, bytes]] = []
             journal = JournalWriter(txn, now, self.actor)
             self._stage_new(prepared, puts, journal, lex)
             txn.put_many(puts)
@@ -1269,9 +1324,9 @@ class Store:
             _prefetch_lookups(txn, prepared)
             lexical.prefetch_new(txn, [(p.head.id, p.terms[0]) for p in prepared])
             self._charge(txn, len(prepared))
-            self._put_heads(txn, prepared, one_by_one)
-            journal = JournalWriter(txn, now, self.actor)
             lex = Indexer(txn)
+            self._put_heads(txn, prepared, one_by_one, lex)
+            journal = JournalWriter(txn, now, self.actor)
             puts: list[tuple[bytes, bytes]] = []
             self._stage_new(prepared, puts, journal, lex)
             sort_by_key(puts)  # in key order, each put lands beside the last
@@ -1336,8 +1391,8 @@ class Store:
             journal.append(JournalKind.EPISODE, id=ep.id, hash=ep.hash)
             if not prepared:
                 return []
-            self._put_heads(txn, prepared, one_by_one)
             lex = Indexer(txn)
+            self._put_heads(txn, prepared, one_by_one, lex)
             puts: list[tuple[bytes, bytes]] = []
             self._stage_new(prepared, puts, journal, lex)
             puts += [(episode_memory_key(ep.id, p.head.id), b"") for p in prepared]
@@ -1486,9 +1541,9 @@ class Store:
 
     # -- temporal chains (``specs/claims.md`` §6) ------------------------------------------
 
-    def _claims_of(self, txn: ReadTxn, head: Head) -> tuple[bytes, ...]:
+    def _claims_of(self, txn: ReadTxn, head: Head, row: int | None = None) -> tuple[bytes, ...]:
         """The claim hashes a memory is indexed under (its current version's data)."""
-        v = self._version(txn, head.id, head.current_version)
+        v = self._version(txn, head.id, head.current_version, row)
         return () if v.data is None else claim_hashes(decode_stored(head.type, v.data))
 
     def _resolve_chains(
@@ -1551,14 +1606,14 @@ class Store:
             if oid in seen:
                 continue
             seen.add(oid)
-            head = self._head(txn, oid)
+            orow, head = self._row_head(txn, oid)
             if head.tombstone is not None or head.type is not p.type:
                 continue
             if visible is not None and not visible(txn, head):
                 continue  # a memory the writer may not see is no competitor of its write
             if self._superseder(txn, oid, now_us) is not None:
                 continue  # history already
-            v = self._version(txn, oid, head.current_version)
+            v = self._version(txn, oid, head.current_version, orow)
             if v.data is None or (v.expires_at is not None and to_micros(v.expires_at) <= now_us):
                 continue
             data = decode_stored(head.type, v.data)
@@ -1798,7 +1853,8 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> WriteResult:
             self._charge(txn, 1)
-            head = self._head_for_change(txn, mid)
+            row, head = self._row_head(txn, mid)
+            self._check_change(mid, head)
             self._guard_change(txn, mid, head)
             if head.type is not p.type:
                 raise ValidationError(
@@ -1813,25 +1869,25 @@ class Store:
                     "re-read it and retry"
                 )
             n = head.current_version + 1
-            old_claims = self._claims_of(txn, head)
+            old_claims = self._claims_of(txn, head, row)
             version = msgspec.structs.replace(p.version, version=n)
             new_head = msgspec.structs.replace(
                 head, current_version=n, last_updated_at=now, forms=version.forms
             )
             if not txn.put(
-                version_key(mid, n), _seal(VERSION.encode(version, "version")), overwrite=False
+                version_key(row, n), _seal(VERSION.encode(version, "version")), overwrite=False
             ):
                 raise IntegrityError(f"version {n} of {mid} exists beyond the head")
-            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            txn.put(head_key(row), _seal(HEAD.encode(new_head, "head")))
             set_pin(txn, new_head, p.pinned)  # a status or strength may change either way
             lex = Indexer(txn)
-            lex.remove(mid, head.current_version)
-            lex.add_counted(mid, n, *p.terms)
+            lex.remove(row, head.current_version)
+            lex.add_counted(row, n, *p.terms)
             lex.flush()
             if p.vector is not None:
-                txn.put(vec_key(mid), self._vector_value(n, p.vector))
+                txn.put(vec_key(row), self._vector_value(n, p.vector))
             else:  # the old version's vector no longer fits; embedded later (sidecar sweep)
-                txn.delete(vec_key(mid))
+                txn.delete(vec_key(row))
             journal = JournalWriter(txn, now, self.actor)
             journal.append(JournalKind.UPDATE, id=mid, type=head.type, version=n, hash=version.hash)
             for c in set(old_claims) - set(p.claims):
@@ -1898,12 +1954,13 @@ class Store:
         now = self._now()
 
         def txn_fn(txn: WriteTxn) -> Head:
-            head = self._head_for_change(txn, mid)
+            row, head = self._row_head(txn, mid)
+            self._check_change(mid, head)
             self._guard_change(txn, mid, head)
             new_head = msgspec.structs.replace(head, last_updated_at=now, **patch)
             payload = HEAD.encode(new_head, "head")  # validates importance and the rest
             self._move_index(txn, head, new_head)
-            txn.put(head_key(mid), _seal(payload))
+            txn.put(head_key(row), _seal(payload))
             JournalWriter(txn, now, self.actor).append(
                 JournalKind.UPDATE_HEAD,
                 id=mid,
@@ -1945,16 +2002,16 @@ class Store:
         check_tombstone(stone)
 
         def txn_fn(txn: WriteTxn) -> Tombstone:
-            head = self._head(txn, mid)
+            row, head = self._row_head(txn, mid)
             self._guard_change(txn, mid, head)
             if head.tombstone is not None:
                 return head.tombstone
             new_head = msgspec.structs.replace(head, tombstone=stone, last_updated_at=now)
-            txn.put(head_key(mid), _seal(HEAD.encode(new_head, "head")))
+            txn.put(head_key(row), _seal(HEAD.encode(new_head, "head")))
             lex = Indexer(txn)
-            lex.remove(mid, head.current_version)  # a tombstoned memory leaves the index
+            lex.remove(row, head.current_version)  # a tombstoned memory leaves the index
             lex.flush()
-            txn.delete(vec_key(mid))  # and the vector index
+            txn.delete(vec_key(row))  # and the vector index (the row stays the memory's)
             # what it superseded may be the truth again (``claims.md`` §6)
             self._remark(txn, self._losers(txn, mid), to_micros(now))
             JournalWriter(txn, now, self.actor).append(
@@ -2192,7 +2249,7 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> Edge:
             for which, mid in (("src", s), ("dst", d)):
-                if txn.get(head_key(mid)) is None:
+                if txn.get(id_key(mid)) is None:
                     raise NotFoundError(f"{which} memory {mid} does not exist")
             self._guard_change(txn, s)
             self._guard_see(txn, d)
@@ -2301,13 +2358,50 @@ class Store:
     # -- reads -------------------------------------------------------------------------------
 
     def _head(self, txn: ReadTxn, mid: MemoryId) -> Head:
-        raw = txn.get(_HEAD_KEY_PREFIX + mid.bytes)
+        return self._row_head(txn, mid)[1]
+
+    def _row_head(self, txn: ReadTxn, mid: MemoryId) -> tuple[int, Head]:
+        """The row and head of ``mid`` (format 21: its ``id/`` record, then ``m/`` row).
+
+        Raises:
+            NotFoundError: no such memory.
+            IntegrityError: a record is missing or damaged, or names another memory.
+        """
+        row = row_of(txn, mid)
+        if row is None:
+            raise NotFoundError(f"no memory {mid}")
+        raw = txn.get(head_key(row))
         ctx = _READ
-        if ctx is not None:
+        if ctx is not None and raw is not None:
             head: Head | None = _sp.read_head(ctx, mid.bytes, raw)
             if head is not None:
-                return head
-        return self._head_from(mid, raw)
+                return row, head
+        return row, self._head_from(mid, raw, row)
+
+    def _row(self, mid: MemoryId) -> int:
+        """The row of ``mid`` in a point read of its own (an engine with round trips: one).
+
+        A memory's row never changes once written (``specs/storage.md`` §2 Rows) and its head
+        is never deleted, so the head and versions may be read in a later snapshot.
+
+        Raises:
+            NotFoundError: no such memory.
+            IntegrityError: its ``id/`` record is damaged.
+        """
+        key = id_key(mid)
+        (raw,), _ = self._kv.point_read([key])
+        if raw is None:
+            raise NotFoundError(f"no memory {mid}")
+        return decode_row(key, raw)
+
+    @staticmethod
+    def _check_change(mid: MemoryId, head: Head) -> None:
+        """Raise ``TombstonedError`` when ``head`` (of ``mid``) is tombstoned."""
+        if head.tombstone is not None:
+            raise TombstonedError(
+                f"memory {mid} was tombstoned ({head.tombstone.reason}); it can be resolved for "
+                "audit but not changed"
+            )
 
     @staticmethod
     def _current_reader(
@@ -2324,7 +2418,7 @@ class Store:
         """
         ctx = _READ
         raw_get = getattr(txn, "raw_get", None)
-        if ctx is None or raw_get is None:
+        if ctx is None or raw_get is None or not _C_ROWS:
             return None
         return functools.partial(_sp.read_current, ctx, raw_get)
 
@@ -2344,7 +2438,7 @@ class Store:
         raw_get = getattr(txn, "raw_get", None)
         accepted = getattr(_sp, "read_accepted", None)
         cursor = getattr(txn, "cursor", None)
-        if ctx is None or raw_get is None or accepted is None or cursor is None:
+        if ctx is None or raw_get is None or accepted is None or cursor is None or not _C_ROWS:
             return None
         return functools.partial(
             accepted,
@@ -2357,43 +2451,39 @@ class Store:
             tags,
         )
 
-    def _headless(self, mid: MemoryId) -> None:
-        """Raise when ``mid`` has versions but no head: its head's key is damaged.
-
-        Keys carry no checksum; a damaged head key moves the head out of reach, and without
-        this a read would report the memory missing (only reads that found no head look).
-        """
-        with self._kv.read() as txn:
-            if next(txn.keys(version_prefix(mid)), None) is None:
-                return
-        raise IntegrityError(
-            f"memory {mid} has versions but no head: its head's key is damaged; the store is "
-            "damaged: run cortex verify and restore from a backup (or cortex salvage)"
-        )
-
     @staticmethod
-    def _head_from(mid: MemoryId, raw: bytes | None) -> Head:
-        """The head of ``mid`` from its stored value (None: no such memory), checked."""
-        key = head_key(mid)
+    def _head_from(mid: MemoryId, raw: bytes | None, row: int) -> Head:
+        """The head of ``mid`` at ``row`` from its stored value, checked.
+
+        Raises:
+            IntegrityError: no head at the row ``id/`` names (``raw`` None), or it is damaged
+                or another memory's.
+        """
+        key = head_key(row)
         if raw is None:
-            raise NotFoundError(f"no memory {mid}")
+            raise IntegrityError(
+                f"memory {mid} has row {row} (id/) but no head there: the store is damaged; "
+                "run cortex verify and restore from a backup (or cortex salvage)"
+            )
         head: Head = decode_trusted(HEAD, key, raw)
         if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
-            raise IntegrityError(f"record {_show_key(key)} holds the head of {head.id}")
-        return head
-
-    def _head_for_change(self, txn: ReadTxn, mid: MemoryId) -> Head:
-        head = self._head(txn, mid)
-        if head.tombstone is not None:
-            raise TombstonedError(
-                f"memory {mid} was tombstoned ({head.tombstone.reason}); it can be resolved for "
-                "audit but not changed"
+            raise IntegrityError(
+                f"record id/{mid} names row {row}, whose head (m/{row}) is memory {head.id}: "
+                "the store is damaged; run cortex verify and restore from a backup (or cortex "
+                "salvage)"
             )
         return head
 
-    def _version(self, txn: ReadTxn, mid: MemoryId, n: int) -> Version:
-        """Version ``n`` of a memory whose head says it exists (``n <= current_version``)."""
-        key = version_key(mid, n)
+    def _version(self, txn: ReadTxn, mid: MemoryId, n: int, row: int | None = None) -> Version:
+        """Version ``n`` of a memory whose head says it exists (``n <= current_version``).
+
+        ``row``: the memory's row, when the caller read it (else its ``id/`` record is read).
+        """
+        if row is None:
+            row = row_of(txn, mid)
+            if row is None:
+                raise NotFoundError(f"no memory {mid}")
+        key = version_key(row, n)
         raw = txn.get(key)
         if raw is None:
             raise IntegrityError(
@@ -2409,7 +2499,13 @@ class Store:
 
     @staticmethod
     def _checked_version(
-        key: bytes, raw: bytes, mid: MemoryId | None = None, n: int = 0, *, hashed: bool = False
+        key: bytes,
+        raw: bytes,
+        mid: MemoryId | None = None,
+        n: int = 0,
+        *,
+        hashed: bool = False,
+        owner: MemoryId | None = None,
     ) -> Version:
         """The version stored under ``key`` (version ``n`` of ``mid``, when the caller knows).
 
@@ -2421,7 +2517,8 @@ class Store:
         if (
             (v.id != mid or v.version != n)
             if mid is not None
-            else version_key(v.id, v.version) != key
+            else (owner is not None and v.id != owner)
+            or key[len(_VERSION_KEY_PREFIX) + 4 :] != v.version.to_bytes(8, "big")
         ):
             raise IntegrityError(f"record {_show_key(key)} holds version {v.id}#{v.version}")
         if hashed and v.data is not None and content_hash(v.type, v.data) != v.hash:
@@ -2429,9 +2526,12 @@ class Store:
         return v
 
     @staticmethod
-    def _hashed_version(key: bytes, raw: bytes) -> Version:
-        """``_checked_version`` with the sha256 of the data checked (export's, history's)."""
-        return Store._checked_version(key, raw, hashed=True)
+    def _hashed_version(key: bytes, raw: bytes, owner: MemoryId | None = None) -> Version:
+        """``_checked_version`` with the sha256 of the data checked (export's, history's).
+
+        ``owner``: the memory the version must be of, when the caller knows it.
+        """
+        return Store._checked_version(key, raw, hashed=True, owner=owner)
 
     @staticmethod
     def _memory(head: Head, v: Version) -> Memory:
@@ -2457,17 +2557,15 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         u = Uri.parse(uri)
-        # one snapshot read of both keys (one round trip on an engine with round trips)
-        hkey, vkey = head_key(u.id), version_key(u.id, u.version)
+        row = self._row(u.id)
+        hkey, vkey = head_key(row), version_key(row, u.version)
         (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
         ctx = _READ
         if ctx is not None:
             m: Memory | None = _sp.read_memory(ctx, u.id.bytes, hraw, vkey, vraw, u.version)
             if m is not None and m.head.type is u.type:
                 return m
-        if hraw is None:
-            self._headless(u.id)
-        head = self._head_from(u.id, hraw)
+        head = self._head_from(u.id, hraw, row)
         if head.type is not u.type:
             raise NotFoundError(f"no {u.type.type_name} {u.id}")
         if u.version > head.current_version:
@@ -2490,29 +2588,23 @@ class Store:
         ctx = _READ
         call = self._point_call
         if ctx is not None and call is not None and _READ_LATEST is not None:
-            # point_read's reads and read_memory in one C call (the same snapshot and checks;
-            # the Memory's ids are ``mid`` itself); where it declines, the values it read for
-            # the Python path below
+            # the row, the head and the last version and read_memory in one C call (one
+            # snapshot, the same checks; the Memory's ids are ``mid`` itself); where it
+            # declines (missing, damaged, unusual), the Python path below reads again
             got = call(_READ_LATEST, ctx, mid)
-            if type(got) is not tuple:
+            if got is not None:
                 return got  # type: ignore[no-any-return]
-            hraw, last = got
-            raw = mid.bytes
-        else:
-            raw = mid.bytes
-            # the head and the last version key in one snapshot read: versions are
-            # 1..current, so the last key under the memory's prefix is its current version
-            (hraw,), last = self._kv.point_read(
-                [_HEAD_KEY_PREFIX + raw], _VERSION_KEY_PREFIX + raw + VERSION_INFIX
-            )
+        raw = mid.bytes
+        # the row, then the head and the last version key in one snapshot read: versions are
+        # 1..current, so the last key under the memory's prefix is its current version
+        row = self._row(mid)
+        (hraw,), last = self._kv.point_read([head_key(row)], version_prefix(row))
         if ctx is not None and last is not None:
             m: Memory | None = _sp.read_memory(ctx, raw, hraw, last[0], last[1], 0)
             if m is not None:
                 return m
-        if hraw is None and last is not None:
-            self._headless(mid)
-        head = self._head_from(mid, hraw)
-        vkey = version_key(mid, head.current_version)
+        head = self._head_from(mid, hraw, row)
+        vkey = version_key(row, head.current_version)
         if last is None or last[0] != vkey:
             raise IntegrityError(
                 f"version {head.current_version} of memory {mid} is not the last one stored "
@@ -2529,10 +2621,8 @@ class Store:
         """
         mid = as_id(ref)
         with self._kv.read() as txn:
-            if txn.get(head_key(mid)) is None and next(txn.keys(version_prefix(mid)), None):
-                self._headless(mid)
-            head = self._head(txn, mid)
-            versions = [self._hashed_version(k, v) for k, v in txn.scan(version_prefix(mid))]
+            row, head = self._row_head(txn, mid)
+            versions = [self._hashed_version(k, v, mid) for k, v in txn.scan(version_prefix(row))]
         if [(v.id, v.version) for v in versions] != [
             (mid, n) for n in range(1, head.current_version + 1)
         ]:
@@ -2559,11 +2649,11 @@ class Store:
         t = to_micros(when)
         k = to_micros(known_at) if known_at is not None else t
         with self._kv.read() as txn:
-            head = self._head(txn, mid)
+            row, head = self._row_head(txn, mid)
             if head.tombstone is not None and to_micros(head.tombstone.at) <= k:
                 raise NotFoundError(f"memory {mid} was tombstoned at {head.tombstone.at}")
-            for key, raw in txn.scan(version_prefix(mid), reverse=True):
-                v = self._checked_version(key, raw)
+            for key, raw in txn.scan(version_prefix(row), reverse=True):
+                v = self._checked_version(key, raw, owner=mid)
                 if to_micros(v.created_at) > k:
                     continue
                 if v.valid_from is not None and to_micros(v.valid_from) > t:

@@ -26,6 +26,7 @@ from cortex.engine.heads import (
     FOREVER,
     claim_hashes,
     decode_counters,
+    decode_row,
     index_keys_of,
     is_pinned,
     pin_key_of,
@@ -67,6 +68,7 @@ from cortex.rules.aliases import decode_record as decode_alias
 from cortex.storage.keys import (
     EDGE_FROM,
     EDGE_TO,
+    ID,
     IDX_ACTOR_OBJ,
     IDX_CLAIM,
     IDX_FRAME,
@@ -84,13 +86,15 @@ from cortex.storage.keys import (
     claim_index_key,
     edge_from_key,
     edge_to_key,
-    head_key,
     meta_key,
     parse_edge_key,
     parse_episode_key,
     parse_episode_memory_key,
     parse_erasure_key,
+    parse_head_key,
+    parse_id_key,
     parse_journal_key,
+    parse_row_key,
     parse_version_key,
     show_key,
 )
@@ -112,6 +116,8 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
     problems: list[Problem] = []
     add = problems.append
     heads: dict[MemoryId, Head] = {}
+    by_row: dict[int, MemoryId] = {}  # format 21: each head's row and id
+    row_ids: dict[MemoryId, int] = {}
     counts = {"versions": 0, "index": 0, "edges": 0, "journal": 0}
     current: dict[MemoryId, bytes] = {}  # the data of each memory's current version
     pinned: set[MemoryId] = set()  # memories whose current version's data is pinned
@@ -139,34 +145,76 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
         else:
             strict(FORMAT_CODEC, meta_key("format"), fmt)
         tick(0)
+        # format 21: heads by row; id/ and m/ are a bijection (each id/ record names the row
+        # of a head of that id, each head's id has its record)
         for key, value in txn.scan(_HEAD_KEY_PREFIX):
+            try:
+                row = parse_head_key(key)
+            except (CodecError, ValueError):
+                add(Problem(key.hex(), "malformed head key"))
+                continue
             head = strict(HEAD, key, value)
             if head is None:
                 continue
-            if head_key(head.id) != key:
-                add(Problem(_show_key(key), f"holds the head of {head.id}"))
+            if head.id in heads:
+                add(
+                    Problem(
+                        _show_key(key),
+                        f"holds the head of {head.id}, which row {row_ids[head.id]} holds too",
+                    )
+                )
                 continue
             heads[head.id] = head
+            by_row[row] = head.id
+            row_ids[head.id] = row
+        named: set[MemoryId] = set()
+        for key, value in txn.scan(ID):
+            try:
+                imid = parse_id_key(key)
+                row = decode_row(key, value)
+            except (CodecError, ValueError, IntegrityError) as exc:
+                add(Problem(key.hex() if isinstance(exc, CodecError) else _show_key(key), str(exc)))
+                continue
+            owner = by_row.get(row)
+            if owner != imid:
+                add(
+                    Problem(
+                        _show_key(key),
+                        f"names row {row}, "
+                        + ("which has no head" if owner is None else f"the head of {owner}"),
+                    )
+                )
+                continue
+            named.add(imid)
+        for hmid in heads.keys() - named:
+            add(
+                Problem(
+                    f"m/{row_ids[hmid]}",
+                    f"the head of {hmid} has no id/ record naming its row: reads by id miss it",
+                )
+            )
         seen_versions: dict[MemoryId, list[int]] = {}
         tick(1)
         for key, value in txn.scan(_VERSION_KEY_PREFIX):
             counts["versions"] += 1
             try:
-                mid, n = parse_version_key(key)
+                vrow, n = parse_version_key(key)
             except (CodecError, ValueError):
                 add(Problem(key.hex(), "malformed version key"))
                 continue
-            seen_versions.setdefault(mid, []).append(n)
             v = strict(VERSION, key, value)
             if v is None:
                 continue
             name = _show_key(key)
-            if v.id != mid or v.version != n:
-                add(Problem(name, f"holds version {v.id}#{v.version}"))
-            head = heads.get(mid)
-            if head is None:
+            owner = by_row.get(vrow)
+            if owner is None:
                 add(Problem(name, "has no head"))
                 continue
+            mid = owner
+            seen_versions.setdefault(mid, []).append(n)
+            if v.id != mid or v.version != n:
+                add(Problem(name, f"holds version {v.id}#{v.version}"))
+            head = heads[mid]
             if v.type is not head.type:
                 add(Problem(name, f"type {v.type.type_name} differs from the head's"))
             purged = head.tombstone is not None and head.tombstone.purged_at is not None
@@ -195,8 +243,9 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
             if ns != list(range(1, head.current_version + 1)):
                 add(
                     Problem(
-                        f"m/{mid}",
-                        f"points at versions 1..{head.current_version} but the store holds {ns}",
+                        f"m/{row_ids[mid]}",
+                        f"{mid} points at versions 1..{head.current_version} but the store "
+                        f"holds {ns}",
                     )
                 )
         expected: set[bytes] = set()
@@ -290,15 +339,18 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
             strict(SCRUB_CODEC, SCRUB_KEY, raw_scrub)
         counted: set[MemoryId] = set()
         for key, value in txn.scan(SALIENCE):
-            if len(key) != len(SALIENCE) + 16 or MemoryId(key[len(SALIENCE) :]) not in heads:
+            srow = (
+                by_row.get(parse_row_key(key, SALIENCE)) if len(key) == len(SALIENCE) + 4 else None
+            )
+            if srow is None:
                 add(Problem(key.hex(), "salience state of no memory"))
                 continue
-            cmid = MemoryId(key[len(SALIENCE) :])
+            cmid = srow
             counted.add(cmid)
             if not heads[cmid].has_counters:  # format 11: the head records its counters
                 add(
                     Problem(
-                        f"sal/{cmid}",
+                        _show_key(key),
                         f"use counters of memory {cmid}, whose head says it has none (reads "
                         "take it as never used)",
                     )
@@ -311,23 +363,24 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
             if h.has_counters and hmid not in counted:
                 add(
                     Problem(
-                        f"m/{hmid}",
-                        f"the head says the memory has use counters but sal/{hmid} is missing "
-                        "(a damaged key moved it, or it was lost)",
+                        f"m/{row_ids[hmid]}",
+                        f"the head of {hmid} says the memory has use counters but "
+                        f"sal/{row_ids[hmid]} is missing (a damaged key moved it, or it was lost)",
                     )
                 )
         vmeta_raw = txn.get(meta_key("vectors"))
         vmeta = None if vmeta_raw is None else strict(VECTORS_META, meta_key("vectors"), vmeta_raw)
         tick(5)
         for key, value in txn.scan(VEC):
-            if len(key) != len(VEC) + 16 or MemoryId(key[len(VEC) :]) not in heads:
+            vmid = by_row.get(parse_row_key(key, VEC)) if len(key) == len(VEC) + 4 else None
+            if vmid is None:
                 add(Problem(key.hex(), "vector of no memory"))
                 continue
-            vhead = heads[MemoryId(key[len(VEC) :])]
+            vhead = heads[vmid]
             rec = strict(VECTOR_RECORD, key, value)
             if rec is None:
                 continue
-            name = f"vec/{vhead.id}"
+            name = f"{_show_key(key)} ({vhead.id})"
             if vhead.tombstone is not None:
                 add(Problem(name, "a tombstoned memory still has a vector"))
             if rec.version != vhead.current_version:
@@ -353,7 +406,8 @@ def verify_store(kv: KV, progress: Callable[[int, int], None] | None = None) -> 
             if head.tombstone is None and mid in current
         }
         tick(6)
-        lex_problems, lex = lexical.check(txn, live)
+        numbers = {row.to_bytes(4, "big"): mid.bytes for row, mid in by_row.items()}
+        lex_problems, lex = lexical.check(txn, live, numbers)
         problems.extend(Problem(record, what) for record, what in lex_problems)
         n_episodes = _verify_episodes(txn, heads, add)
         _verify_sensitivity(txn, heads, add)

@@ -34,6 +34,7 @@ from cortex.index.postings import (
 from cortex.index.text import STEMS, query_terms
 from cortex.index.text import terms as doc_terms
 from cortex.model.codec import (
+    HEAD,
     VERSION,
     IntField,
     Invalid,
@@ -48,13 +49,15 @@ from cortex.model.forms import FULL_LABELS, FULL_SPECS, render_full
 from cortex.model.ids import MemoryId
 from cortex.model.records import Data
 from cortex.storage.keys import (
+    HEAD as HEAD_PREFIX,
+)
+from cortex.storage.keys import (
     LEX_DOC,
-    LEX_DOCNO,
     LEX_POSTING,
     LEX_SEGMENT,
     LEX_TERM,
+    id_key,
     lex_doc_key,
-    lex_docno_key,
     lex_term_key,
     meta_key,
     parse_lex_doc_key,
@@ -440,13 +443,8 @@ class Indexer:
             s.postings,
             s.next_docno,
         )
-        # document numbers of memories removed in this transaction (id16 -> docno): an update
-        # re-indexes its memory under the same number
-        self._freed: dict[bytes, int] = {}
-        # lex/i/ entries of new numbers (docno -> id16) and numbers removed: at flush, those of
-        # the first not removed are written, those of the second not new are deleted
-        self._maps: dict[int, bytes] = {}
-        self._unmaps: set[int] = set()
+        # format 21: a memory's document number is its row (given at its creation by
+        # ``take_row``, kept for its life): no lex/i/ map, an update re-indexes under it
         # df changes not yet written, by term, of the postings deleted; the held new ones
         # (``_pending``) are counted in by ``flush``
         self._delta: Counter[str] = Counter()
@@ -463,40 +461,49 @@ class Indexer:
         self._gone: dict[bytes, frozenset[str]] = {}
         self._docs: dict[bytes, bytes] = {}  # new lex/d/ records not yet written: key -> value
 
-    def add(self, mid: MemoryId, version: int, terms: Iterable[str]) -> None:
-        """Index a memory (which must not be indexed already) with its terms."""
-        self.add_counted(mid, version, *count_terms(terms))
+    def take_row(self) -> int:
+        """Give a new memory its row number (its document number: ``lexical.md`` §4).
+
+        Raises:
+            StoreFullError: every row (2**32) was given out; nothing is written.
+        """
+        row = self._next
+        if row >= DOCNO_LIMIT:
+            raise StoreFullError(
+                "the store has given out every row number (2**32) to its memories: copy its "
+                "memories into a new store (cortex export, cortex import)"
+            )
+        self._next = row + 1
+        return row
+
+    def add(self, row: int, version: int, terms: Iterable[str]) -> None:
+        """Index the memory of ``row`` (which must not be indexed already) with its terms."""
+        self.add_counted(row, version, *count_terms(terms))
 
     def add_counted(
         self,
-        mid: MemoryId,
+        row: int,
         version: int,
         distinct: list[str],
         counts: list[int],
         *,
         new: bool = False,
     ) -> None:
-        """Index a memory (which must not be indexed already) with its counted terms.
+        """Index the memory of ``row`` (not indexed already) with its counted terms.
 
+        ``row``: the memory's row number, its document number (``take_row`` gave it).
         ``distinct`` and ``counts`` are what ``count_terms`` gives for its terms: the distinct
         terms in code point order and how often each occurs. ``new``: the memory is new to the
         store in this transaction (no posting of it is stored or held), as for a write.
         """
-        docno = self._freed.pop(mid.bytes, None)
-        if docno is None:
-            docno = self._next
-            if docno >= DOCNO_LIMIT:
-                raise StoreFullError(
-                    "the lexical index has given out every document number (2**32): rebuild "
-                    "it with `cortex reindex`, which numbers the live memories from 0 again"
-                )
-            self._next = docno + 1
-            self._maps[docno] = mid.bytes
-        else:
-            self._unmaps.discard(docno)
+        docno = row
+        if not 0 <= docno < self._next:
+            raise IntegrityError(
+                f"row {row} was never given (the next is {self._next}): run cortex verify"
+            )
         raw = docno.to_bytes(4, "big")
         if _USE_SPEEDUPS:
-            key = LEX_DOC + mid.bytes
+            key = LEX_DOC + raw
             if new:
                 n = _sp.index_new(
                     self._docs, key, self._fresh, self._by_length, raw, version, distinct,
@@ -514,7 +521,7 @@ class Indexer:
                 return
         length = sum(counts)
         doc = LexDoc(version=version, length=length, docno=docno)
-        self._docs[lex_doc_key(mid)] = seal(DOC_CODEC.encode(doc, "lex/d"))
+        self._docs[lex_doc_key(row)] = seal(DOC_CODEC.encode(doc, "lex/d"))
         if not distinct:
             self._documents += 1
             return
@@ -533,7 +540,7 @@ class Indexer:
         """Count in documents staged as ``add_counted`` does, numbered up to ``next_docno``.
 
         ``cortex.engine.store.Store._stage_new`` stages them through the C accelerator into
-        ``_docs``, ``_fresh`` and ``_maps``; ``next_docno`` is the next number to give.
+        ``_docs`` and ``_fresh``; ``next_docno`` is the next number (row) to give.
         """
         self._documents += documents
         self._total += total_length
@@ -541,9 +548,9 @@ class Indexer:
         self._next = next_docno
 
     def remove(
-        self, mid: MemoryId, version: int | None = None, *, terms: Sequence[str] | None = None
+        self, row: int, version: int | None = None, *, terms: Sequence[str] | None = None
     ) -> bool:
-        """Take a memory out of the index; False when it was not indexed.
+        """Take the memory of ``row`` out of the index; False when it was not indexed.
 
         Its terms are those of the version its ``lex/d/`` record names, rendered again
         (``indexed_terms``): that version must still hold its data in the transaction (a purge
@@ -557,22 +564,25 @@ class Indexer:
             IntegrityError: the document record, or the version it names, is missing or
                 damaged (``cortex reindex`` rebuilds the index from the memories).
         """
-        key = lex_doc_key(mid)
+        key = lex_doc_key(row)
         raw = self._docs.pop(key, None)
         held_doc = raw is not None
         if raw is None:
             if version is not None:
                 prefetch = getattr(self.txn, "prefetch", None)
                 if prefetch is not None:
-                    prefetch([key, version_key(mid, version)])
+                    prefetch([key, version_key(row, version)])
             raw = self.txn.get(key)
             if raw is None:
                 return False
         doc: LexDoc = _decode(DOC_CODEC, key, raw)
+        if doc.docno != row:
+            raise IntegrityError(
+                f"record {show_key(key)} holds document number {doc.docno}, not its row {row}: "
+                "rebuild the index with `cortex reindex`"
+            )
         if terms is None:
-            terms = indexed_terms(self.txn, mid, doc.version)
-        self._freed[mid.bytes] = doc.docno
-        self._unmaps.add(doc.docno)
+            terms = indexed_terms(self.txn, row, doc.version)
         raw = doc.docno.to_bytes(4, "big")
         pending, gone = self._pending, self._gone
         if held_doc:  # added in this transaction: its postings are held, not stored
@@ -779,30 +789,14 @@ class Indexer:
         return len(_segments.overlay(self.txn).keys)
 
     def _put_docs(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
-        """Write the held ``lex/d/`` records and the ``lex/i/`` entries that change.
-
-        ``out``: append the puts to it instead (the deletes are made here).
-        """
-        txn = self.txn
-        maps, unmaps = self._maps, self._unmaps
-        for docno in sorted(unmaps):
-            if docno not in maps:
-                txn.delete(lex_docno_key(docno))
-        # one call for both keyspaces; new numbers are past every stored one: their puts
-        # append (``put_many``)
+        """Write the held ``lex/d/`` records (``out``: append the puts to it instead)."""
+        # new rows are past every stored one: their puts append (``put_many``)
         puts = list(self._docs.items()) if out is None else out
         if out is not None:
             puts += self._docs.items()
-        if maps:
-            puts += [
-                (lex_docno_key(d), seal(raw)) for d, raw in sorted(maps.items()) if d not in unmaps
-            ]
         if puts and out is None:
-            txn.put_many(puts)
+            self.txn.put_many(puts)
         self._docs.clear()
-        maps.clear()
-        unmaps.clear()
-        self._freed.clear()
 
     def _put_stats(self, out: list[tuple[bytes, bytes]] | None = None) -> None:
         """Write the statistics record (``out``: append the put to it instead)."""
@@ -1035,7 +1029,7 @@ def search_terms(
         wanted = list(allow)
         load = getattr(txn, "preload", None)
         if load is not None:  # an engine with round trips: their documents in one
-            load([lex_doc_key(m) for m in wanted])
+            load([id_key(m) for m in wanted])
         ids = {d for d in (_docno_of(txn, m) for m in wanted) if d is not None}
         if len(ids) * len(plan) < sum(p[3] for p in plan):
             # a small allow-list: probe its members instead of scanning the lists
@@ -1181,33 +1175,32 @@ def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[Mem
 
 
 def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
-    """Name the ``lex/i/`` entries about to be read: one round trip on an engine with them."""
+    """Name the heads about to be read: one round trip on an engine with them."""
     load = getattr(txn, "preload", None)
     if load is not None:
-        load([LEX_DOCNO + raw for raw in raws])
+        load([HEAD_PREFIX + raw for raw in raws])
 
 
 def _id_of(txn: ReadTxn, raw: bytes) -> MemoryId:
-    """The memory a document number (4 bytes, big-endian) names, from ``lex/i/``.
+    """The memory a document number (its row: 4 bytes, big-endian) names, from its head.
 
     Raises:
-        IntegrityError: the number has no entry, or the entry is damaged.
+        IntegrityError: the row has no head, or the head is damaged.
     """
-    key = LEX_DOCNO + raw
+    key = HEAD_PREFIX + raw
     value = txn.get(key)
     if value is None:
         raise IntegrityError(
             f"document number {int.from_bytes(raw, 'big')} of the lexical index names no "
-            "memory (lex/i/): run verify"
+            "memory (no head m/ at that row): run verify"
         )
-    p = unseal(key, value)
-    if len(p) != 16:
-        raise IntegrityError(f"record {show_key(key)} does not hold a memory id: run verify")
-    return MemoryId(p)
+    head = _decode(HEAD, key, value)
+    mid: MemoryId = head.id
+    return mid
 
 
-def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
-    """The distinct terms version ``version`` of ``mid`` was indexed with, in UTF-8 order.
+def indexed_terms(txn: ReadTxn, row: int, version: int) -> list[str]:
+    """The distinct terms version ``version`` of ``row``'s memory was indexed with, in UTF-8 order.
 
     What ``lex/d/`` held as its term list before format 16: the terms of the version's full
     form (``analyze``), which is immutable, so rendering it again gives them back.
@@ -1215,7 +1208,8 @@ def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
     Raises:
         IntegrityError: the version is missing, damaged or erased.
     """
-    key = version_key(mid, version)
+    key = version_key(row, version)
+    mid = f"the memory of row {row}"
     value = txn.get(key)
     if value is None:
         raise IntegrityError(
@@ -1246,13 +1240,15 @@ def indexed_terms(txn: ReadTxn, mid: MemoryId, version: int) -> list[str]:
 
 
 def _docno_of(txn: ReadTxn, mid: MemoryId) -> bytes | None:
-    """A memory's document number (4 bytes, big-endian), or None when it is not indexed."""
-    key = lex_doc_key(mid)
+    """A memory's document number (its row: 4 bytes, big-endian), or None when it has none."""
+    key = id_key(mid)
     value = txn.get(key)
     if value is None:
         return None
-    doc: LexDoc = _decode(DOC_CODEC, key, value)
-    return doc.docno.to_bytes(4, "big")
+    p = unseal(key, value)
+    if len(p) != 4:
+        raise IntegrityError(f"record {show_key(key)} does not hold a row number: run verify")
+    return p
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1260,20 +1256,24 @@ def _docno_of(txn: ReadTxn, mid: MemoryId) -> bytes | None:
 
 
 def check(
-    txn: ReadTxn, live: dict[MemoryId, tuple[MemoryType, int, bytes]]
+    txn: ReadTxn,
+    live: dict[MemoryId, tuple[MemoryType, int, bytes]],
+    numbers: dict[bytes, bytes],
 ) -> tuple[list[tuple[str, str]], LexStats]:
     """Compare the index with what the live memories imply, both ways, by memory id.
 
-    The postings are keyed by document numbers that follow the order of the writes, so the
-    comparison is logical: each posting's number is mapped to its memory through ``lex/i/``
-    (read once into memory: proportional to the memories). Memory otherwise stays
-    proportional to the memories and the vocabulary, not to the postings: the postings are
+    The postings are keyed by document numbers, the memories' rows (format 21), so the
+    comparison is logical: each posting's number is mapped to its memory through ``numbers``
+    (every head's row and id, which the caller read: proportional to the memories). Memory
+    otherwise stays proportional to the memories and the vocabulary, not to the postings: the
+    postings are
     first compared by count and an order-independent digest, and only when those disagree are
     they diffed one by one (rendering every memory a second time) to name them.
 
     Args:
         txn: a read transaction.
         live: every live (not tombstoned) memory: its type, current version and data bytes.
+        numbers: every head's row (4 bytes, big-endian) -> its id16.
 
     Returns:
         ``(problems, actual)``: ``(record, what is wrong)`` pairs and the statistics found.
@@ -1282,7 +1282,7 @@ def check(
     add = problems.append
     want_df: Counter[str] = Counter()
     documents = total = postings = digest = 0
-    numbers = _docno_map(txn, add)  # docno4 -> id16
+    rows = {mid: row for row, mid in numbers.items()}  # id16 -> row4
     named: dict[bytes, bytes] = {}  # docno4 -> id16 of the LexDoc naming it
     for mid, terms in _analyzed(live):
         tfs = Counter(terms)
@@ -1295,7 +1295,10 @@ def check(
         for term, tf in tfs.items():
             digest += hash((term, raw, tf, length))
         want = (live[mid][1], length)
-        key = lex_doc_key(mid)
+        row = rows.get(raw)
+        if row is None:
+            continue  # no head has the id: verify reports it
+        key = LEX_DOC + row
         value = txn.get(key)
         if value is None:
             add((show_key(key), "missing for a live memory"))
@@ -1314,21 +1317,18 @@ def check(
                 )
             )
         number = doc.docno.to_bytes(4, "big")
-        if number in named:
-            add((show_key(key), f"document number {doc.docno} is another memory's too"))
+        if number != row:
+            add((show_key(key), f"holds document number {doc.docno}, not its memory's row"))
         named[number] = raw
-        if numbers.get(number) != raw:
-            add((f"lex/i/{doc.docno}", f"does not name {mid}, whose document has the number"))
     for key in txn.keys(LEX_DOC):
         try:
-            indexed = parse_lex_doc_key(key) in live
+            parse_lex_doc_key(key)
         except CodecError as exc:
             add((key.hex(), str(exc)))
             continue
-        if not indexed:
+        owner = numbers.get(key[len(LEX_DOC) :])
+        if owner is None or MemoryId(owner) not in live:
             add((show_key(key), "indexes a memory that is missing or tombstoned"))
-    for number in sorted(numbers.keys() - named.keys()):
-        add((f"lex/i/{int.from_bytes(number, 'big')}", "names no indexed memory"))
     want_stats = LexStats(
         documents=documents,
         total_length=total,
@@ -1369,8 +1369,8 @@ def check(
         add(("meta/lexical", str(exc)))
         stats = LexStats(next_docno=0)
     else:
-        # the next document number is not implied by the live memories: it is past every
-        # number given out (the stored ones, at least)
+        # the next document number (row) is not implied by the live memories: it is past
+        # every row given out (every head's, at least)
         highest = max((int.from_bytes(n, "big") for n in (*numbers, *named)), default=-1)
         if stats.next_docno <= highest:
             add(
@@ -1388,22 +1388,17 @@ def check(
 _MASK64: Final = (1 << 64) - 1
 
 
-def _docno_map(txn: ReadTxn, add: Callable[[tuple[str, str]], None]) -> dict[bytes, bytes]:
-    """Every ``lex/i/`` entry: docno4 -> id16; a damaged one is reported and left out."""
+def row_ids(txn: ReadTxn) -> dict[bytes, bytes]:
+    """Every head's row (4 bytes) -> its id16 (format 21); a damaged head is left out."""
     out: dict[bytes, bytes] = {}
-    for key, value in txn.scan(LEX_DOCNO):
-        if len(key) != len(LEX_DOCNO) + 4:
-            add((key.hex(), "is not a document number key"))
+    for key, value in txn.scan(HEAD_PREFIX):
+        if len(key) != len(HEAD_PREFIX) + 4:
             continue
         try:
-            p = unseal(key, value)
-        except IntegrityError as exc:
-            add((show_key(key), str(exc)))
+            head = _decode(HEAD, key, value)
+        except IntegrityError:
             continue
-        if len(p) != 16:
-            add((show_key(key), "does not hold a memory id"))
-            continue
-        out[key[len(LEX_DOCNO) :]] = p
+        out[key[len(HEAD_PREFIX) :]] = head.id.bytes
     return out
 
 
@@ -1617,9 +1612,7 @@ def logical(txn: ReadTxn) -> dict[str, Any]:
     Raises:
         IntegrityError: a record is damaged.
     """
-    numbers: dict[bytes, bytes] = {}
-    for key, value in txn.scan(LEX_DOCNO):
-        numbers[key[len(LEX_DOCNO) :]] = unseal(key, value)
+    numbers = row_ids(txn)
     ov = _segments.overlay(txn)
     postings: dict[tuple[str, bytes], tuple[int, int]] = {}
     for _, term, entries in _combined(txn, ov):
@@ -1635,7 +1628,8 @@ def logical(txn: ReadTxn) -> dict[str, Any]:
     docs = {}
     for key, value in txn.scan(LEX_DOC):
         doc: LexDoc = _decode(DOC_CODEC, key, value)
-        docs[key[len(LEX_DOC) :]] = (doc.version, doc.length)
+        row = key[len(LEX_DOC) :]
+        docs[numbers.get(row, row)] = (doc.version, doc.length)
     stats = msgspec.structs.replace(read_stats(txn), next_docno=0)
     return {
         "postings": postings,

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from cortex.engine import store as _store
-from cortex.engine.heads import NEVER_USED, read_counters, superseder
+from cortex.engine.heads import NEVER_USED, read_counters, row_of, superseder
 from cortex.engine.store import Store, check_edge_neighbours
 from cortex.engine.values import EDGE_CODEC, EdgeRecord, Memory, decode_trusted
 from cortex.errors import CodecError, IntegrityError, NotFoundError, ValidationError
@@ -59,6 +59,7 @@ from cortex.storage.keys import (
     IDX_TYPE,
     frame_prefix,
     head_key,
+    id_key,
     obj_hash,
     parse_edge_key,
     salience_key,
@@ -217,8 +218,11 @@ class Executor:
         p = self.plan
         if p.as_of is None:
             return self.store.version(self.txn, head.id, head.current_version)
-        for key, raw in self.txn.scan(version_prefix(head.id), reverse=True):
-            v = self.store.checked_version(key, raw)
+        row = row_of(self.txn, head.id)
+        if row is None:
+            return None
+        for key, raw in self.txn.scan(version_prefix(row), reverse=True):
+            v = self.store.checked_version(key, raw, owner=head.id)
             if to_micros(v.created_at) > p.as_of:
                 continue
             if v.valid_from is not None and to_micros(v.valid_from) > p.as_of:
@@ -245,25 +249,42 @@ class Executor:
         if load is None or not mids:
             return
         into = bytes((EdgeType.SUPERSEDES,))
+        # format 21: the rows (id/) and the edges first, then the heads and last versions
+        load([id_key(m) for m in mids], [EDGE_TO + m.bytes + into for m in mids])
+        rows: dict[MemoryId, int] = {}
+        sources: list[MemoryId] = []
+        for m in mids:
+            try:
+                row = row_of(self.txn, m)
+            except IntegrityError:
+                continue  # the reads below say what is wrong
+            if row is not None:
+                rows[m] = row
+            for key, _ in self.txn.scan(EDGE_TO + m.bytes + into):  # loaded: no query
+                sources.append(MemoryId(key[-16:]))
         load(
-            [head_key(m) for m in mids],
-            [EDGE_TO + m.bytes + into for m in mids],
-            tails=[version_prefix(m) for m in mids] if self.plan.as_of is None else (),
+            [head_key(r) for r in rows.values()] + [id_key(s) for s in sources],
+            tails=[version_prefix(r) for r in rows.values()] if self.plan.as_of is None else (),
         )
         more: list[bytes] = []
         prefixes: list[bytes] = []
-        for m in mids:
+        for m, row in rows.items():
             head = self.head(m)
             if head is None:
                 continue
             if head.has_counters:
-                more.append(salience_key(m))
+                more.append(salience_key(row))
             if self.plan.as_of is None:
-                more.append(version_key(m, head.current_version))
+                more.append(version_key(row, head.current_version))
             else:
-                prefixes.append(version_prefix(m))
-            for key, _ in self.txn.scan(EDGE_TO + m.bytes + into):  # loaded: no query
-                more.append(head_key(MemoryId(key[-16:])))
+                prefixes.append(version_prefix(row))
+        for s in sources:
+            try:
+                srow = row_of(self.txn, s)
+            except IntegrityError:
+                continue
+            if srow is not None:
+                more.append(head_key(srow))
         load(more, prefixes)
 
     def accept(

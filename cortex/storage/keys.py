@@ -37,6 +37,7 @@ __all__ = [
     "EPISODE_MEMORY",
     "ERASURE",
     "HEAD",
+    "ID",
     "IDX_ACTOR_OBJ",
     "IDX_CLAIM",
     "IDX_FRAME",
@@ -70,6 +71,7 @@ __all__ = [
     "frame_key",
     "frame_prefix",
     "head_key",
+    "id_key",
     "index_keys",
     "journal_key",
     "lex_doc_key",
@@ -82,16 +84,20 @@ __all__ = [
     "parse_episode_key",
     "parse_episode_memory_key",
     "parse_erasure_key",
+    "parse_head_key",
+    "parse_id_key",
     "parse_lex_doc_key",
     "parse_lex_docno_key",
     "parse_lex_segment_key",
     "parse_lex_term_key",
     "parse_posting_key",
+    "parse_row_key",
     "parse_sens_key",
     "pin_key",
     "posting_key",
     "posting_prefix",
     "prefix_end",
+    "row_bytes",
     "salience_key",
     "sens_key",
     "show_key",
@@ -105,7 +111,12 @@ __all__ = [
 ]
 
 HEAD: Final = b"m/"
+"""``m/`` u32(row): a memory's head, by its row number (format 21; formats 1-20: ``m/`` id16)."""
 VERSION: Final = b"mv/"
+"""``mv/`` u32(row) u64(n): a memory's versions (format 21; 1-20: ``mv/`` id16 ``/v/`` u64)."""
+ID: Final = b"id/"
+"""``id/`` id16: the sealed u32 row number of the memory of that id (format 21): the one
+per-memory keyspace ordered by id; every other is keyed by the row, given in write order."""
 IDX_TYPE: Final = b"idx/type/"
 IDX_TAG: Final = b"idx/tag/"
 IDX_FRAME: Final = b"idx/frame/"
@@ -124,7 +135,8 @@ LEX_TERM: Final = b"lex/t/"
 LEX_SEGMENT: Final = b"lex/s/"
 """``lex/s/`` seq (u64 big-endian): a posting segment (``lexical.md`` §4b, format 10)."""
 LEX_DOCNO: Final = b"lex/i/"
-"""``lex/i/`` docno (u32 big-endian): the id16 a document number names (``lexical.md`` §4)."""
+"""``lex/i/`` docno (u32 big-endian): the id16 a document number named (formats 14-20; format
+21 numbers documents by the memory's row, whose head names its id: the keyspace is gone)."""
 META: Final = b"meta/"
 EPISODE: Final = b"ep/"
 """``ep/`` id16: an episode record (``specs/episodes.md``, format 7)."""
@@ -177,7 +189,7 @@ DUP_TAILS: Final = {
 """Keyspace of ``DUP_DATABASES`` -> the length of its duplicates (``u64 created || id16``,
 ``type || u64 created || id16`` for ``idx/tag/``, or ``id16``): a key of the keyspace is its
 head and one of these."""
-DATABASES: Final = (HEAD, JOURNAL, LEX_DOC, LEX_DOCNO, VEC, *DUP_DATABASES)
+DATABASES: Final = (HEAD, ID, JOURNAL, LEX_DOC, VEC, *DUP_DATABASES)
 """The keyspaces each kept in an LMDB named database of their own (format 17; ``m/`` format 19).
 
 Their keys are stored whole (prefix included), as in the main database: a named database only
@@ -189,13 +201,17 @@ order) moved in format 19: in the main tree their newest keys landed in the midd
 leaf; 365 in their own tree); a get then looks up the heads' database record in the main tree
 once per read transaction. Versions (``mv/``) stay in the main database: they sort last there
 and are appended as they are. The index keyspaces of ``DUP_DATABASES`` moved in format 20 (into
-databases of duplicates). The PostgreSQL engine keeps one table."""
+databases of duplicates). ``id/`` is format 21's (``lex/i/`` was in one from format 17 to 20).
+The PostgreSQL engine keeps one table."""
 
 
 E = TypeVar("E", MemoryType, EdgeType, Verb, ObjKind)
 
 VERSION_INFIX: Final = b"/v/"
+"""Formats 1-20's infix of a version key (``mv/`` id16 ``/v/`` u64(n))."""
 _U64_MAX: Final = 2**64 - 1
+ROW_LIMIT: Final = 2**32
+"""Rows are u32: a write that would need row ``ROW_LIMIT`` fails (``StoreFullError``)."""
 
 
 def _u64(n: int) -> bytes:
@@ -229,39 +245,58 @@ def prefix_end(prefix: bytes) -> bytes:
     return bytes(p)
 
 
-# --- m/ id16 ----------------------------------------------------------------------------------
+def row_bytes(row: int) -> bytes:
+    """A row number as its 4 key bytes (u32 big-endian)."""
+    if not 0 <= row < ROW_LIMIT:
+        raise ValueError(f"{row} is not a row number (0 <= row < 2**32)")
+    return row.to_bytes(4, "big")
 
 
-def head_key(id_: MemoryId) -> bytes:
-    """``m/`` id16."""
-    return HEAD + id_.bytes
+# --- id/ id16 -> row --------------------------------------------------------------------------
 
 
-def parse_head_key(key: bytes) -> MemoryId:
-    """The id of a head key."""
-    _expect(key, HEAD, 16)
-    return MemoryId(key[2:])
+def id_key(id_: MemoryId) -> bytes:
+    """``id/`` id16: the row number of the memory of that id (format 21)."""
+    return ID + id_.bytes
 
 
-# --- mv/ id16 /v/ u64 -------------------------------------------------------------------------
+def parse_id_key(key: bytes) -> MemoryId:
+    """The id of an ``id/`` key."""
+    _expect(key, ID, 16)
+    return MemoryId(key[len(ID) :])
 
 
-def version_prefix(id_: MemoryId) -> bytes:
-    """``mv/`` id16 ``/v/``: every version of one memory."""
-    return VERSION + id_.bytes + VERSION_INFIX
+# --- m/ u32(row) ------------------------------------------------------------------------------
 
 
-def version_key(id_: MemoryId, n: int) -> bytes:
-    """``mv/`` id16 ``/v/`` u64(n)."""
-    return VERSION + id_.bytes + VERSION_INFIX + _u64(n)
+def head_key(row: int) -> bytes:
+    """``m/`` u32(row) (format 21)."""
+    return HEAD + row_bytes(row)
 
 
-def parse_version_key(key: bytes) -> tuple[MemoryId, int]:
-    """The id and version number of a version key."""
-    _expect(key, VERSION, 16 + 3 + 8)
-    if key[19:22] != VERSION_INFIX:
-        raise CodecError(f"malformed version key {key.hex()}")
-    return MemoryId(key[3:19]), int.from_bytes(key[22:], "big")
+def parse_head_key(key: bytes) -> int:
+    """The row of a head key."""
+    _expect(key, HEAD, 4)
+    return int.from_bytes(key[2:], "big")
+
+
+# --- mv/ u32(row) u64(n) ----------------------------------------------------------------------
+
+
+def version_prefix(row: int) -> bytes:
+    """``mv/`` u32(row): every version of one memory."""
+    return VERSION + row_bytes(row)
+
+
+def version_key(row: int, n: int) -> bytes:
+    """``mv/`` u32(row) u64(n)."""
+    return VERSION + row_bytes(row) + _u64(n)
+
+
+def parse_version_key(key: bytes) -> tuple[int, int]:
+    """The row and version number of a version key."""
+    _expect(key, VERSION, 4 + 8)
+    return int.from_bytes(key[3:7], "big"), int.from_bytes(key[7:], "big")
 
 
 # --- indexes ----------------------------------------------------------------------------------
@@ -503,14 +538,20 @@ def parse_erasure_key(key: bytes) -> int:
     return int.from_bytes(key[len(ERASURE) :], "big")
 
 
-def vec_key(id_: MemoryId) -> bytes:
-    """``vec/`` id16."""
-    return VEC + id_.bytes
+def vec_key(row: int) -> bytes:
+    """``vec/`` u32(row) (format 21)."""
+    return VEC + row_bytes(row)
 
 
-def salience_key(id_: MemoryId) -> bytes:
-    """``sal/`` id16: a memory's use counters (derived data, not hashed)."""
-    return SALIENCE + id_.bytes
+def parse_row_key(key: bytes, prefix: bytes) -> int:
+    """The row of a key ``prefix`` u32(row) (``vec/``, ``sal/``, ``lex/d/``, ``m/``)."""
+    _expect(key, prefix, 4)
+    return int.from_bytes(key[len(prefix) :], "big")
+
+
+def salience_key(row: int) -> bytes:
+    """``sal/`` u32(row): a memory's use counters (derived data, not hashed; format 21)."""
+    return SALIENCE + row_bytes(row)
 
 
 def meta_key(name: str) -> bytes:
@@ -577,15 +618,15 @@ def parse_lex_docno_key(key: bytes) -> int:
     return int.from_bytes(key[len(LEX_DOCNO) :], "big")
 
 
-def lex_doc_key(id_: MemoryId) -> bytes:
-    """``lex/d/`` id16: what the lexical index holds for one memory."""
-    return LEX_DOC + id_.bytes
+def lex_doc_key(row: int) -> bytes:
+    """``lex/d/`` u32(row): what the lexical index holds for one memory (format 21)."""
+    return LEX_DOC + row_bytes(row)
 
 
-def parse_lex_doc_key(key: bytes) -> MemoryId:
-    """The id of a ``lex/d/`` key."""
-    _expect(key, LEX_DOC, 16)
-    return MemoryId(key[len(LEX_DOC) :])
+def parse_lex_doc_key(key: bytes) -> int:
+    """The row (document number) of a ``lex/d/`` key."""
+    _expect(key, LEX_DOC, 4)
+    return int.from_bytes(key[len(LEX_DOC) :], "big")
 
 
 @lru_cache(maxsize=8192)
@@ -661,9 +702,15 @@ def show_key(key: bytes) -> str:
     try:
         if key.startswith(HEAD):
             return f"m/{parse_head_key(key)}"
+        if key.startswith(ID):
+            return f"id/{parse_id_key(key)}"
         if key.startswith(VERSION):
-            i, n = parse_version_key(key)
-            return f"mv/{i}/v/{n}"
+            row, n = parse_version_key(key)
+            return f"mv/{row}/{n}"
+        if key.startswith(VEC):
+            return f"vec/{parse_row_key(key, VEC)}"
+        if key.startswith(SALIENCE):
+            return f"sal/{parse_row_key(key, SALIENCE)}"
         if key.startswith(JOURNAL):
             return f"j/{parse_journal_key(key)}"
         if key.startswith(LEX_POSTING):

@@ -38,6 +38,8 @@ from cortex.storage.keys import (
     DATABASES,
     DUP_DATABASES,
     HEAD,
+    ID,
+    LEX_DOCNO,
     VERSION,
     prefix_end,
     show_key,
@@ -265,11 +267,15 @@ class _Routes:
         19's layout; None otherwise): the C readers read heads there, versions in main."""
 
     def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any]) -> Any:
-        """The ``get`` of heads and versions for the C readers (``_LmdbTxn.raw_get``)."""
+        """The ``get`` of rows, heads and versions for the C readers (``_LmdbTxn.raw_get``).
+
+        Format 21: ``(get, heads, ids)``, the rows (``id/``) in their named database too.
+        """
         if self.memories_in_main:
             return txn.get
         if self.heads is not None:
-            return (txn.get, self.heads)
+            ids = self.of(ID)
+            return (txn.get, self.heads) if ids is None else (txn.get, self.heads, ids)
         return routed
 
     def of(self, key: bytes) -> Any:
@@ -290,6 +296,10 @@ class _Routes:
 
 
 _NO_ROUTES: Final = _Routes({})
+
+_FORMER_DATABASES: Final = (LEX_DOCNO,)
+"""Keyspaces an older format kept in a named database and format 21 has no more (``lex/i/``,
+formats 17-20): opened when the file holds one, so that its migration finds the records."""
 
 
 _DB_RANGE: Final[list[tuple[bytes, bytes | None]]] = [
@@ -324,7 +334,11 @@ def _open_routes(env: lmdb.Environment, path: Path, *, create: bool) -> _Routes:
                 return _Routes({}, damage)
             if damage is None:  # two commits since the snapshot began: take a newer one
                 continue
-            names = [p for p in DATABASES if txn.get(DATABASE_PREFIX + p) is not None]
+            names = [
+                p
+                for p in (*DATABASES, *_FORMER_DATABASES)
+                if txn.get(DATABASE_PREFIX + p) is not None
+            ]
         for prefix in names:
             dbs[prefix] = _open_db(env, prefix, create=False)
         return _Routes(dbs)
@@ -802,7 +816,7 @@ class _LmdbTxn:
         if shared is None:
             raise _Alone("split_keyspaces runs in a transaction of its own")
         for prefix in prefixes:
-            if prefix not in DATABASES:
+            if prefix not in DATABASES and prefix not in _FORMER_DATABASES:
                 raise CortexError(f"internal error: {prefix.decode()} is not of DATABASES")
             if prefix in self._routes.dbs:
                 raise CortexError(
@@ -854,6 +868,36 @@ class _LmdbTxn:
         self.raw_get = routes.raw_get(txn, self.get)
         shared.pending = routes
         return moved
+
+    def drop_keyspace(self, prefix: bytes) -> int:
+        """Delete every record under ``prefix``, and its named database if it has one.
+
+        For the migration ``0020-memory-rows`` (``lex/i/`` goes), in its write transaction:
+        the named database is emptied and deleted (LMDB's ``mdb_drop``), so the file holds no
+        record of it; the routes change when the transaction commits. Returns how many records
+        went.
+
+        Raises:
+            CortexError: the transaction is one of a group commit's (it then runs alone).
+        """
+        shared = self._shared
+        if shared is None:
+            raise _Alone("drop_keyspace runs in a transaction of its own")
+        n = sum(1 for _ in self.keys(prefix))
+        db = self._routes.dbs.get(prefix)
+        if db is None:
+            for key in list(self.keys(prefix)):
+                self.delete(key)
+            return n
+        self._txn.drop(db, delete=True)
+        dbs = {p: d for p, d in self._routes.dbs.items() if p != prefix}
+        routes = _Routes(dbs)
+        self._routes = routes
+        self._cur = None
+        self._curs = {}
+        self.raw_get = routes.raw_get(self._txn, self.get)
+        shared.pending = routes
+        return n
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         if not self._routes.dbs:
@@ -1475,16 +1519,17 @@ class LmdbKV:
         return values, tail
 
     def point_call(
-        self, fn: Callable[[Any, lmdb.Transaction, Any, Any], T], ctx: Any, arg: Any
+        self, fn: Callable[[Any, lmdb.Transaction, Any, Any, Any], T], ctx: Any, arg: Any
     ) -> T:
-        """``fn(ctx, txn, arg, heads)`` in a read snapshot of LMDB's own transaction (LMDB only).
+        """``fn(ctx, txn, arg, heads, ids)`` in a read snapshot of LMDB's own transaction.
 
         For a C reader that makes ``point_read``'s reads itself (``cortex._speedups.read_latest``):
         the same snapshot, gate and error wrapping as ``point_read``, without its Python work.
         ``txn`` is begun without buffers, so every value ``fn`` reads is ``bytes``; it must not
         keep ``txn`` or a cursor of it beyond the call. ``heads`` is the named database of the
-        heads (``keys.HEAD``, format 19), None where they are in the main database; versions
-        are in the main database (``keys.DATABASES`` never holds ``VERSION``).
+        heads (``keys.HEAD``, format 19), None where they are in the main database, ``ids``
+        that of the rows (``keys.ID``, format 21); versions are in the main database
+        (``keys.DATABASES`` never holds ``VERSION``). LMDB only.
         """
         # point_read's gate, inline (see there: the hot path of a get)
         if self._closed or _FORKS[0] != self._forks:
@@ -1505,7 +1550,8 @@ class LmdbKV:
             gate.leave()
             raise
         try:
-            return fn(ctx, txn, arg, self._shared.routes.heads)
+            routes = self._shared.routes
+            return fn(ctx, txn, arg, routes.heads, routes.of(ID))
         except lmdb.Error as exc:
             raise _wrap(exc, self.path) from exc
         finally:

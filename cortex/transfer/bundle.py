@@ -23,6 +23,7 @@ import msgspec
 from cortex import argcheck
 from cortex.agent.api import Cortex
 from cortex.agent.ingest import visible_episode
+from cortex.engine.heads import decode_row
 from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import FORMAT_VERSION, Store, edge_of
 from cortex.engine.values import EDGE_CODEC, Edge, EdgeRecord, ImportReport, decode_trusted
@@ -56,9 +57,12 @@ from cortex.rules.scope import Reader
 from cortex.rules.sensitivity import DEFAULT
 from cortex.storage.keys import (
     EDGE_FROM,
+    ID,
     edge_to_key,
+    head_key,
     parse_edge_key,
     parse_episode_key,
+    parse_id_key,
     version_prefix,
 )
 from cortex.storage.keys import EPISODE as EPISODE_PREFIX
@@ -251,15 +255,31 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
         + sum(1 for _ in txn.keys(EDGE_FROM))
         + sum(1 for _ in txn.keys(EPISODE_PREFIX))
     )
-    for key, value in txn.scan(_HEAD_KEY_PREFIX):
+    # in id order, as before format 21 (``id/`` is the one keyspace ordered by id): a bundle
+    # of the same memories is the same whatever order they were written in
+    for ikey, ivalue in txn.scan(ID):
+        mid = parse_id_key(ikey)
+        row = decode_row(ikey, ivalue)
+        key = head_key(row)
+        value = txn.get(key)
+        if value is None:
+            raise IntegrityError(
+                f"memory {mid} has row {row} but no head there: the store is damaged; run "
+                "`cortex verify`"
+            )
         head: Head = decode_trusted(HEAD, key, value)
+        if head.id != mid:
+            raise IntegrityError(
+                f"record id/{mid} names the head of {head.id}: the store is damaged; run "
+                "`cortex verify`"
+            )
         level = plan.memory(head)
         if level is None:
             yield total, None
             continue
         versions = [
-            (store.hashed_version(k, raw), _unseal(k, raw))
-            for k, raw in txn.scan(version_prefix(head.id))
+            (store.hashed_version(k, raw, mid), _unseal(k, raw))
+            for k, raw in txn.scan(version_prefix(row))
         ]
         if [v.version for v, _ in versions] != list(range(1, head.current_version + 1)):
             raise IntegrityError(

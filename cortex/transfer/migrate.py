@@ -22,10 +22,10 @@ from cortex.engine.heads import (
     SUPERSEDED,
     claim_hashes,
     encode_counters,
+    encode_row,
     index_keys_of,
     is_pinned,
     pin_key_of,
-    superseder,
 )
 from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import (
@@ -45,26 +45,42 @@ from cortex.engine.store import (
     INDEX_DUPLICATES_FEATURE,
     KEYSPACE_DATABASES_FEATURE,
     MEDIUM_REFS_FEATURE,
+    MEMORY_ROWS_FEATURE,
     PINNED_FEATURE,
     SENSITIVITY_FEATURE,
     SENSITIVITY_HEADS_FEATURE,
     TAG_TYPE_FEATURE,
-    current_version_of,
     decode_stored,
     index_live,
-    live_heads,
-    rebuild_lexical,
 )
-from cortex.engine.values import FORMAT_CODEC, FormatRecord, decode_trusted
-from cortex.errors import CodecError, CortexError, FormatError, IntegrityError, ValidationError
+from cortex.engine.values import (
+    EDGE_CODEC,
+    FORMAT_CODEC,
+    EdgeRecord,
+    FormatRecord,
+    decode_trusted,
+)
+from cortex.errors import (
+    CodecError,
+    CortexError,
+    FormatError,
+    IntegrityError,
+    StoreFullError,
+    ValidationError,
+)
 from cortex.index.lexical import (
     BLOCKS_FEATURE,
     DOC_CODEC,
     DOC_CODEC_V15,
     SEGMENTS_FEATURE,
+    STATS_CODEC,
+    STATS_KEY,
     STEM_FEATURE,
+    Indexer,
     LexDoc,
     LexDoc15,
+    LexStats,
+    read_stats,
 )
 from cortex.index.lexical import DOCNO_FEATURE as LEXICAL_DOCNO_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
@@ -75,31 +91,43 @@ from cortex.model.codec import HEAD_V14 as HEAD_CODEC_V14
 from cortex.model.codec import TIME_FIELD, IntField, ListField, StructCodec, TextField
 from cortex.model.codec import VERSION as VERSION_CODEC
 from cortex.model.codec import VERSION_V17 as VERSION_CODEC_V17
+from cortex.model.enums import EdgeType
 from cortex.model.ids import MemoryId
-from cortex.model.records import Episode, Head
+from cortex.model.records import Episode, Head, Version
 from cortex.rules.salience import SALIENCE_STATE
 from cortex.rules.sensitivity import decode_level
 from cortex.rules.sensitivity import stored as stored_level
 from cortex.storage.engines import open_kv
 from cortex.storage.keys import (
     DUP_DATABASES,
+    EDGE_TO,
     HEAD,
+    ID,
     IDX_CLAIM,
     IDX_FRAME,
     IDX_TAG,
     JOURNAL,
     LEX_DOC,
     LEX_DOCNO,
+    LEX_POSTING,
+    LEX_SEGMENT,
+    LEX_TERM,
+    ROW_LIMIT,
     SALIENCE,
     SENS,
     VEC,
     VERSION,
+    VERSION_INFIX,
     claim_index_key,
     episode_key,
     head_key,
+    id_key,
     meta_key,
     parse_sens_key,
+    salience_key,
     show_key,
+    vec_key,
+    version_key,
 )
 from cortex.storage.keys import (
     MIGRATIONS_KEY as _MIGRATIONS_KEY,
@@ -225,13 +253,78 @@ class _Migration:
         self.run = run
 
 
+# Formats 1-20 key every per-memory record by the memory's id; the engine's functions read and
+# write format 21's keys (by row). The steps before 0020 read and write the old keys with these.
+
+
+def _old_head_key(mid: MemoryId) -> bytes:
+    """``m/`` id16: a head's key before format 21."""
+    return HEAD + mid.bytes
+
+
+def _old_version_prefix(mid: MemoryId) -> bytes:
+    """``mv/`` id16 ``/v/``: a memory's versions before format 21."""
+    return VERSION + mid.bytes + VERSION_INFIX
+
+
+def _old_current_version(txn: ReadTxn, head: Head) -> Version:
+    """The version ``head`` points at, in a store before format 21."""
+    key = _old_version_prefix(head.id) + head.current_version.to_bytes(8, "big")
+    raw = txn.get(key)
+    if raw is None:
+        raise IntegrityError(
+            f"version {head.current_version} of {head.id} is missing: run `cortex verify` with "
+            "the cortex of the store's format; nothing was migrated"
+        )
+    version: Version = decode_trusted(VERSION_CODEC_V17, key, raw)
+    return version
+
+
+def _old_superseder(txn: ReadTxn, mid: MemoryId) -> bool:
+    """Whether a live ``supersedes`` edge from a live memory ends ``mid`` (before format 21)."""
+    prefix = EDGE_TO + mid.bytes + bytes((EdgeType.SUPERSEDES,))
+    for key, value in txn.scan(prefix):
+        rec: EdgeRecord = decode_trusted(EDGE_CODEC, key, value)
+        if rec.removed_at is not None:
+            continue
+        raw = txn.get(_old_head_key(MemoryId(key[-16:])))
+        if raw is None:
+            continue
+        head: Head = decode_trusted(HEAD_CODEC, _old_head_key(MemoryId(key[-16:])), raw)
+        if head.tombstone is None:
+            return True
+    return False
+
+
+def _old_live_heads(txn: ReadTxn) -> list[Head]:
+    return [h for h in _all_heads(txn) if h.tombstone is None]
+
+
 def _count_live(txn: ReadTxn) -> int:
-    return len(live_heads(txn))
+    return len(_old_live_heads(txn))
+
+
+def _drop_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """The lexical rebuilds of formats before 21 (0001, 0004, 0005, 0013): the index goes.
+
+    Each of them rebuilt the whole index from the memories; ``0020-memory-rows`` rebuilds it
+    under the memories' rows, so a store that goes through one of them (it is then before
+    format 20) is left without postings until that last step (``cortex`` reads no format
+    between). Returns how many live memories the rebuild will index.
+    """
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT, LEX_DOCNO):
+        for key in list(txn.keys(prefix)):
+            txn.delete(key)
+    txn.put(STATS_KEY, seal(STATS_CODEC.encode(LexStats(next_docno=0), "meta/lexical")))
+    n = _count_live(txn)
+    for done in range(1, n + 1):  # (progress as the rebuild gave it: one a live memory)
+        tick(done)
+    return n
 
 
 def _build_lexical(txn: WriteTxn, tick: Callable[[int], None]) -> int:
-    """0001: index the current version of every live memory (tombstoned ones stay out)."""
-    return index_live(txn, tick)
+    """0001: the lexical index (built by ``0020-memory-rows``, under the rows)."""
+    return _drop_lexical(txn, tick)
 
 
 def _all_heads(txn: ReadTxn) -> list[Head]:
@@ -275,7 +368,7 @@ def _frames_by_time_and_pins(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0002: rewrite every frame index entry with its created time; build the pinned index."""
 
     def pin(head: Head) -> None:
-        version = current_version_of(txn, head)
+        version = _old_current_version(txn, head)
         if version.data is not None and is_pinned(decode_stored(head.type, version.data)):
             txn.put(pin_key_of(head), b"")
 
@@ -289,21 +382,21 @@ def _tags_by_type(txn: WriteTxn, tick: Callable[[int], None]) -> int:
 
 def _stemmed_terms(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0004: rebuild the lexical index with stemmed terms (``lexical.md`` §2, step 4)."""
-    return rebuild_lexical(txn, tick)
+    return _drop_lexical(txn, tick)
 
 
 def _posting_blocks(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0005: rebuild the lexical index with its postings in blocks (``lexical.md`` §4)."""
-    return rebuild_lexical(txn, tick)
+    return _drop_lexical(txn, tick)
 
 
 def _posting_docnos(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     """0013: rebuild the lexical index with its postings keyed by document number (§4, §4a).
 
     Drops every ``lex/`` record of format 13 (blocks by id, segments, documents, counts) and
-    ``meta/lexical``, then numbers the live memories from 0 in id order and indexes them.
+    ``meta/lexical``; ``0020-memory-rows`` numbers and indexes the live memories (by row).
     """
-    return rebuild_lexical(txn, tick)
+    return _drop_lexical(txn, tick)
 
 
 def _count_memory_records(txn: ReadTxn) -> int:
@@ -365,7 +458,9 @@ def _lean_documents(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             if len(batch) == _LEAN_BATCH:
                 break
         if not batch:
-            return done
+            # the count is the live memories' (one record each, specs/storage.md §5), also
+            # where an earlier step left the index to 0020-memory-rows (then none is here)
+            return max(done, _count_live(txn))
         for key, value in batch:
             if _is_lean(key, value):  # written by an earlier step's rebuild of the index
                 done += 1
@@ -492,10 +587,10 @@ def _claim_index(txn: WriteTxn, tick: Callable[[int], None]) -> int:
         txn.delete(key)
     done = 0
     for head in _all_heads(txn):
-        version = current_version_of(txn, head)
+        version = _old_current_version(txn, head)
         if version.data is not None:
             # a supersedes edge added by hand before format 8 already ends a memory's time
-            mark = SUPERSEDED if superseder(txn, head.id, 2**63 - 1) is not None else b""
+            mark = SUPERSEDED if _old_superseder(txn, head.id) else b""
             for c in claim_hashes(decode_stored(head.type, version.data)):
                 txn.put(claim_index_key(c, head.id), mark)
         done += 1
@@ -527,7 +622,7 @@ def _levels_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
                 "`cortex verify` with the format-8 cortex; nothing was migrated"
             ) from None
         level = stored_level(decode_level(key, value))
-        where = episode_key(rid) if episode else head_key(rid)
+        where = episode_key(rid) if episode else _old_head_key(rid)
         raw = txn.get(where)
         if raw is None:
             raise IntegrityError(
@@ -574,7 +669,7 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
     done = 0
     for key, value in list(txn.scan(SALIENCE)):
         mid = MemoryId(key[len(SALIENCE) :]) if len(key) == len(SALIENCE) + 16 else None
-        raw = None if mid is None else txn.get(head_key(mid))
+        raw = None if mid is None else txn.get(_old_head_key(mid))
         if mid is None or raw is None:
             raise IntegrityError(
                 f"record {show_key(key)} holds use counters of no memory (a damaged key, or "
@@ -582,7 +677,7 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
                 "was migrated"
             )
         decode_trusted(SALIENCE_STATE, key, value)  # a damaged record stops it too
-        head: Head = decode_trusted(HEAD_CODEC, head_key(mid), raw)
+        head: Head = decode_trusted(HEAD_CODEC, _old_head_key(mid), raw)
         if head.id != mid:
             raise IntegrityError(
                 f"record m/{mid} holds the head of {head.id} (a damaged key): run `cortex "
@@ -590,7 +685,7 @@ def _counters_into_heads(txn: WriteTxn, tick: Callable[[int], None]) -> int:
             )
         if not head.has_counters:
             head = msgspec.structs.replace(head, has_counters=True)
-            txn.put(head_key(mid), seal(HEAD_CODEC_V14.encode(head, "head")))  # wide until 15
+            txn.put(_old_head_key(mid), seal(HEAD_CODEC_V14.encode(head, "head")))  # wide until 15
         done += 1
         tick(done)
     return done
@@ -656,7 +751,110 @@ _FORMAT17_FEATURES: Final = _FORMAT16_FEATURES | {KEYSPACE_DATABASES_FEATURE}
 _FORMAT18_FEATURES: Final = _FORMAT17_FEATURES | {MEDIUM_REFS_FEATURE}
 _FORMAT19_FEATURES: Final = _FORMAT18_FEATURES | {HEAD_DATABASE_FEATURE}
 _FORMAT20_FEATURES: Final = _FORMAT19_FEATURES | {INDEX_DUPLICATES_FEATURE}
+_FORMAT21_FEATURES: Final = _FORMAT20_FEATURES | {MEMORY_ROWS_FEATURE}
 """The features of each format: every one those of the format before and its own."""
+
+
+MEMORY_ROWS_STEP: Final = 20
+"""The format ``0020-memory-rows`` starts from."""
+
+
+def _count_memories(txn: ReadTxn) -> int:
+    return sum(1 for _ in txn.keys(HEAD))
+
+
+def _memory_rows(txn: WriteTxn, tick: Callable[[int], None]) -> int:
+    """0020: key every per-memory record by the memory's row number; ``id/``; no ``lex/i/``.
+
+    Every memory gets a row (``specs/storage.md`` §2, ``lexical.md`` §4): a memory the lexical
+    index holds keeps its document number as its row; every other (tombstoned, purged, or
+    left out by an earlier step's rebuild) takes the next number from ``next_docno`` up, in id
+    order. Its head (``m/``), versions (``mv/``), vector (``vec/``), use counters (``sal/``)
+    and lexical document (``lex/d/``) move to keys by row, values unchanged, and ``id/`` id16
+    records the row; ``lex/i/`` is deleted (with its LMDB named database), and the postings
+    are rebuilt under the rows (the same numbers for the memories indexed before). On LMDB
+    ``id/`` gets its named database first. One transaction: a store is wholly at format 20 or
+    wholly at 21. Returns how many memories.
+
+    Raises:
+        StoreFullError: the memories would need a row past 2**32 (nothing is written).
+        IntegrityError: a record it reads is damaged (nothing is written).
+    """
+    split = getattr(txn, "split_keyspaces", None)
+    if split is not None:
+        split(lambda _: None, (ID,))
+    try:
+        next_row = read_stats(txn).next_docno
+    except IntegrityError:
+        next_row = 0
+    indexed: dict[bytes, int] = {}  # id16 -> its document number
+    for key, value in txn.scan(LEX_DOC):
+        if len(key) != len(LEX_DOC) + 16:
+            raise IntegrityError(
+                f"record {show_key(key)} is not a lexical document of format 20 (a damaged "
+                "key): run `cortex verify` with the format-20 cortex; nothing was migrated"
+            )
+        doc: LexDoc = decode_trusted(DOC_CODEC, key, value)
+        indexed[key[len(LEX_DOC) :]] = doc.docno
+    heads = list(txn.scan(HEAD))
+    rows: dict[bytes, int] = {}
+    taken: set[int] = set()
+    for key, _ in heads:
+        if len(key) != len(HEAD) + 16:
+            raise IntegrityError(
+                f"record {key.hex()} is not a head key of format 20 (a damaged key): run "
+                "`cortex verify` with the format-20 cortex; nothing was migrated"
+            )
+        row = indexed.get(key[len(HEAD) :])
+        if row is not None and row not in taken and row < next_row:
+            rows[key[len(HEAD) :]] = row
+            taken.add(row)
+    for key, _ in heads:
+        mid = key[len(HEAD) :]
+        if mid not in rows:
+            rows[mid] = next_row
+            next_row += 1
+    if next_row > ROW_LIMIT:
+        raise StoreFullError(
+            f"the store's {len(heads)} memories would need row numbers past 2**32 (the next "
+            "is given after every document number the lexical index gave out): export the "
+            "store and import it into a new one; nothing was migrated"
+        )
+    # the index is rebuilt under the rows (below): its records go first
+    for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT):
+        for key in list(txn.keys(prefix)):
+            txn.delete(key)
+    drop = getattr(txn, "drop_keyspace", None)
+    if drop is not None:
+        drop(LEX_DOCNO)
+    else:
+        for key in list(txn.keys(LEX_DOCNO)):
+            txn.delete(key)
+    done = 0
+    for key, value in heads:
+        memory = MemoryId(key[len(HEAD) :])
+        row = rows[memory.bytes]
+        txn.delete(key)
+        txn.put(head_key(row), value)
+        txn.put(id_key(memory), encode_row(row))
+        for vkey, vvalue in list(txn.scan(_old_version_prefix(memory))):
+            txn.delete(vkey)
+            txn.put(version_key(row, int.from_bytes(vkey[-8:], "big")), vvalue)
+        moves = ((VEC, vec_key(row)), (SALIENCE, salience_key(row)))
+        for prefix, new in moves:
+            old = prefix + memory.bytes
+            raw = txn.get(old)
+            if raw is not None:
+                txn.delete(old)
+                txn.put(new, raw)
+        done += 1
+        tick(done)
+    txn.delete(STATS_KEY)
+    lex = Indexer(txn)
+    lex.counted(0, 0, 0, next_row)
+    lex.flush()
+    index_live(txn)
+    return done
 
 
 MIGRATIONS: Final = (
@@ -881,6 +1079,19 @@ MIGRATIONS: Final = (
         _FORMAT20_FEATURES,
         _count_records_of(INDEX_DUPLICATES),
         _split_keyspaces(INDEX_DUPLICATES),
+    ),
+    _Migration(
+        Step(
+            name=f"{MEMORY_ROWS_STEP:04d}-memory-rows",
+            from_version=MEMORY_ROWS_STEP,
+            to_version=MEMORY_ROWS_STEP + 1,
+            description="key every memory's head, versions, vector, use counters and lexical "
+            "document by its row number (id/ maps ids to rows; lex/i/ goes; the postings are "
+            "rebuilt under the rows)",
+        ),
+        _FORMAT21_FEATURES,
+        _count_memories,
+        _memory_rows,
     ),
 )
 """Every migration, in order; migration ``i`` takes format ``i + 1`` to ``i + 2``."""

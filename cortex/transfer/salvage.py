@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from cortex import argcheck
-from cortex.engine.heads import decode_counters, put_counters
+from cortex.engine.heads import decode_counters, head_row, put_counters
 from cortex.engine.importer import Imported
 from cortex.engine.journal import JOURNAL_CODEC, JournalEntry, JournalKind, JournalWriter
 from cortex.engine.store import FORMAT_VERSION, Store, edge_of
@@ -68,13 +68,13 @@ from cortex.storage.keys import (
     SENS,
     TASK_PREFIX,
     VEC,
+    VERSION_INFIX,
     edge_from_key,
     meta_key,
     parse_edge_key,
     parse_journal_key,
     parse_sens_key,
     parse_type_key,
-    parse_version_key,
     prefix_end,
     show_key,
     vec_key,
@@ -82,6 +82,7 @@ from cortex.storage.keys import (
 from cortex.storage.keys import (
     HEAD as HEAD_PREFIX,
 )
+from cortex.storage.keys import ID as ID_PREFIX
 from cortex.storage.keys import (
     VERSION as VERSION_PREFIX,
 )
@@ -225,7 +226,12 @@ class _Records:
         self.format: FormatRecord | None = None
         self.seen = _Sightings()
         self.said: dict[MemoryId, _Said] = {}
-        for key, value in found.records.items():
+        self.rows: dict[bytes, MemoryId] = {}  # format 21: a head's row (4 bytes) -> its id
+        # the heads first: the records keyed by row (format 21) are then named by their id
+        heads_first = sorted(
+            found.records.items(), key=lambda kv: not kv[0].startswith(HEAD_PREFIX)
+        )
+        for key, value in heads_first:
             try:
                 self._take(key, value)
             except Exception:  # damaged bytes may fail any decoder in any way: a bad record
@@ -249,22 +255,49 @@ class _Records:
                 pass
         return self._strict(codecs[-1], key, value)
 
+    def _owner(self, key: bytes, prefix: bytes) -> MemoryId:
+        """The memory a per-memory key names: its id16 (formats 1-20) or its row (21).
+
+        Raises:
+            ValueError: a row no recovered head has (its memory cannot be told).
+        """
+        rest = key[len(prefix) :]
+        if len(rest) >= 16:
+            return MemoryId(rest[:16])
+        mid = self.rows.get(rest[:4])
+        if mid is None:
+            raise ValueError(key)
+        return mid
+
     def _take(self, key: bytes, value: bytes) -> None:
         if key.startswith(HEAD_PREFIX):
-            mid = MemoryId(key[len(HEAD_PREFIX) :])
-            self.seen.memory(mid, "records")
+            rest = key[len(HEAD_PREFIX) :]
             try:
                 head: Head = self._record((HEAD, HEAD_V14), key, value)
             except (CodecError, IntegrityError) as exc:
-                self.head_problems[mid] = f"its head is damaged ({exc})"
+                if len(rest) == 16:
+                    self.head_problems[MemoryId(rest)] = f"its head is damaged ({exc})"
                 raise
-            if head.id != mid:
+            mid = MemoryId(rest) if len(rest) == 16 else head.id
+            self.seen.memory(mid, "records")
+            if head.id != mid or len(rest) not in (4, 16):
                 self.head_problems[mid] = f"its head record names {head.id}"
                 raise ValueError(mid)
+            if len(rest) == 4:
+                self.rows[rest] = mid
             self.heads[mid] = head
             self.seen.memory(mid, "records", head.type)
+        elif key.startswith(ID_PREFIX):
+            if len(key) == len(ID_PREFIX) + 16:
+                self.seen.memory(MemoryId(key[len(ID_PREFIX) :]), "index")
         elif key.startswith(VERSION_PREFIX):
-            mid, n = parse_version_key(key)
+            if len(key) == len(VERSION_PREFIX) + 4 + 8:  # format 21: mv/ row u64(n)
+                mid = self._owner(key, VERSION_PREFIX)
+                n = int.from_bytes(key[-8:], "big")
+            else:
+                mid, n = MemoryId(key[3:19]), int.from_bytes(key[-8:], "big")
+                if len(key) != 30 or key[19:22] != VERSION_INFIX:
+                    raise ValueError(key)
             self.seen.memory(mid, "records")
             problems = self.version_problems.setdefault(mid, {})
             try:
@@ -316,7 +349,9 @@ class _Records:
         elif key.startswith(IDX_TYPE):
             t = parse_type_key(key)
             self.seen.memory(t.id, "index", t.type)
-        elif key.startswith((IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM, LEX_DOC)):
+        elif key.startswith(LEX_DOC):
+            self.seen.memory(self._owner(key, LEX_DOC), "index")
+        elif key.startswith((IDX_TAG, IDX_FRAME, IDX_ACTOR_OBJ, IDX_PIN, IDX_CLAIM)):
             if len(key) >= 16 + 4:
                 self.seen.memory(MemoryId(key[-16:]), "index")
         elif key.startswith(LEX_DOCNO):  # a document number names its memory in the value
@@ -325,10 +360,10 @@ class _Records:
                 raise ValueError(key)
             self.seen.memory(MemoryId(named), "index")
         elif key.startswith(VEC):
-            mid = MemoryId(key[len(VEC) :])
+            mid = self._owner(key, VEC)
             self.vectors[mid] = self._strict(VECTOR_RECORD, key, value)
         elif key.startswith(SALIENCE):
-            mid = MemoryId(key[len(SALIENCE) :])
+            mid = self._owner(key, SALIENCE)
             # a record naming another memory (a damaged key) is not this one's: left out
             self.salience[mid] = decode_counters(key, value, mid)
         elif key.startswith(SENS):
@@ -777,7 +812,7 @@ def _extras(
             ):
                 missing += 1
                 continue
-            txn.put(vec_key(head.id), seal(VECTOR_RECORD.encode(rec, "vector")))
+            txn.put(vec_key(head_row(txn, head)), seal(VECTOR_RECORD.encode(rec, "vector")))
             journal.append(JournalKind.EMBED, id=head.id, type=head.type, version=rec.version)
             vectors += 1
         last = next(txn.keys(JOURNAL, reverse=True), None)
