@@ -31,6 +31,8 @@ from cortex import (
     Cortex,
     CortexError,
     Fact,
+    IntegrityError,
+    LLMExtractor,
     MemoryId,
     NewMemory,
     NotFoundError,
@@ -43,6 +45,7 @@ from cortex.storage.engines import copy_kv, open_kv
 from cortex.storage.kv import LmdbKV
 from cortex.transfer import migrate as M
 from cortex.transfer.bundle import export_store, import_bundle
+from tests.test_ingest import ANSWER, CHAT, llm
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE20 = ROOT / "tests" / "data" / "format20.cortex"
@@ -894,3 +897,150 @@ def test_export_import_round_trip(place: Callable[[str], Any], tmp_path: Path) -
         cbor_b = export_store(cx, tmp_path / "b.cbor", encoding="cbor")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
     assert first.sha256 == second.sha256 and cbor_a.sha256 == cbor_b.sha256
+
+
+# --- 8. every way a memory is created takes the next row; none that creates nothing --------
+
+
+def test_an_episodes_memories_take_rows_in_order(store_path: Any) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        before = cx.write(fact("before the chat")).uri.id
+        res = cx.ingest(CHAT, extractor=LLMExtractor(llm(ANSWER)))
+        after = cx.write(fact("after the chat")).uri.id
+        drawn = [m.id for m in res.memories]
+        assert len(drawn) == 2
+        items = dump(cx)
+        by_id = check_bijection(items)
+        assert [by_id[m.bytes] for m in (before, *drawn, after)] == [0, 1, 2, 3]
+        assert next_docno(items) == 4
+        assert cx.verify().ok
+
+
+def test_a_deduplicated_write_takes_no_row(store_path: Any) -> None:
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        a = cx.write(fact("the same words twice"))
+        b = cx.write(fact("the same words twice"), dedupe=True)
+        assert a.uri.id == b.uri.id  # a confirmation of the memory, not a new one
+        items = dump(cx)
+        assert rows(items) == {a.uri.id.bytes: 0} and next_docno(items) == 1
+        c = cx.write(fact("other words"))
+        assert rows(dump(cx))[c.uri.id.bytes] == 1
+
+
+def test_an_import_takes_the_next_rows_and_a_repeat_takes_none(
+    place: Callable[[str], Any], tmp_path: Path
+) -> None:
+    rng = random.Random(8)
+    with Cortex.open(place("a"), actor="t", as_owner=True) as cx:
+        ids = [cx.write(fact(f"thing {i}"), id=rid(rng)).uri.id for i in range(4)]
+        cx.tombstone(ids[1], "gone")
+        cx.purge(ids[2], "erased")
+        export_store(cx, tmp_path / "a.jsonl")
+    with Cortex.open(place("b"), actor="t", as_owner=True) as cx:
+        own = [cx.write(fact(f"own {i}")).uri.id for i in range(2)]
+        import_bundle(cx, tmp_path / "a.jsonl")
+        items = dump(cx)
+        by_id = check_bijection(items)
+        assert [by_id[m.bytes] for m in own] == [0, 1]
+        # tombstoned and purged memories are created by the import too: one row each
+        assert sorted(by_id[m.bytes] for m in ids) == [2, 3, 4, 5]
+        assert next_docno(items) == 6
+        import_bundle(cx, tmp_path / "a.jsonl")  # every memory held already: skipped
+        assert rows(dump(cx)) == by_id and next_docno(dump(cx)) == 6
+        late = cx.write(fact("late")).uri.id
+        assert rows(dump(cx))[late.bytes] == 6
+        assert cx.verify().ok
+
+
+def test_concurrent_writes_with_failures_leave_no_gap(tmp_path: Path) -> None:
+    """Group commit (§1): single writes of several threads share a transaction; one that fails
+    (its id taken) aborts only itself and takes no row."""
+    import threading
+
+    rng = random.Random(12)
+    with Cortex.open(tmp_path / "s", actor="t", as_owner=True) as cx:
+        taken = [cx.write(fact(f"taken {i}"), id=rid(rng)).uri.id for i in range(3)]
+        fresh = [rid(rng) for _ in range(40)]
+        failed: list[int] = []
+        done: list[MemoryId] = []
+        lock = threading.Lock()
+
+        def work(i: int) -> None:
+            try:
+                if i % 4 == 0:
+                    cx.write(fact(f"a duplicate {i}"), id=taken[i % 3])
+                else:
+                    cx.write(fact(f"thread {i} words"), id=fresh[i])
+                    with lock:
+                        done.append(fresh[i])
+            except CortexError:
+                with lock:
+                    failed.append(i)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(40)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(failed) == list(range(0, 40, 4))
+        items = dump(cx)
+        by_id = check_bijection(items)
+        assert sorted(by_id.values()) == list(range(3 + len(done)))
+        assert next_docno(items) == 3 + len(done)
+        # the journal orders the writes as their rows do
+        writes = [e.id for e in cx.journal() if e.kind.name.lower() == "write"]
+        assert [by_id[m.bytes] for m in writes] == list(range(len(writes)))
+        assert cx.verify().ok
+
+
+# --- 9. reads through a damaged id/ or head ---------------------------------------------------
+
+
+def test_a_read_by_id_does_not_turn_damage_into_a_miss(store_path: Any) -> None:
+    """§2 Rows (a head names the id whose id/ names its row) and §9 (a read does not turn a
+    damaged record into a silently missing one where the store can tell)."""
+    rng = random.Random(31)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ids = [cx.write(fact(f"lamp {i}"), id=rid(rng), tags=["lamp"]).uri.id for i in range(3)]
+        cx._kv.write(lambda txn: txn.delete(head_key(1)))  # id/ names row 1; no head there
+        with pytest.raises(IntegrityError):
+            cx.resolve_latest(ids[1])
+        with pytest.raises(IntegrityError):
+            cx.history(ids[1])
+        with pytest.raises(IntegrityError):
+            cx.find(Query(tags=["lamp"], limit=10))
+        cx._kv.write(lambda txn: txn.put(id_key(ids[0]), seal(u32(2))))  # row 2 is ids[2]'s
+        with pytest.raises(IntegrityError):
+            cx.resolve_latest(ids[0])
+        assert cx.resolve_latest(ids[2]).id == ids[2]
+
+
+# --- 10. vectors by row: the sidecar's rebuild and catch-up read the head at each row --------
+
+
+def test_vector_search_by_row_rebuild_and_catch_up(tmp_path: Path) -> None:
+    """vector-index.md v5: a rebuild from vec/ (row order) reads the head at each row for its
+    id; catching up from the journal reads the row in id/ first."""
+    rng = random.Random(77)
+    where = tmp_path / "s"
+    texts = [f"{w} lantern by the {v} quay" for w, v in zip("abcdefgh", "stuvwxyz", strict=True)]
+    with (
+        Cortex.open(where, actor="t", as_owner=True, embedder=HashingEmbedder(32)) as a,
+        Cortex.open(where, actor="t", as_owner=True, embedder=HashingEmbedder(32)) as b,
+    ):
+        ids = [a.write(fact(t), id=rid(rng)).uri.id for t in texts[:4]]
+
+        def top(cx: Cortex, text: str) -> MemoryId:
+            return cx.find(Query(near=text, limit=1)).hits[0].memory.id
+
+        assert [top(a, t) for t in texts[:4]] == ids
+        # another handle writes, updates and purges: a catches up from the journal
+        ids += [b.write(fact(t), id=rid(rng)).uri.id for t in texts[4:]]
+        b.update(ids[0], fact("a lantern moved to the harbour wall"))
+        b.purge(ids[1], "erase")
+        assert [top(a, t) for t in texts[2:]] == ids[2:]
+        assert top(a, "a lantern moved to the harbour wall") == ids[0]
+        assert ids[1] not in [h.memory.id for h in a.find(Query(near=texts[1], limit=20)).hits]
+        assert a.reindex_vectors() == 7
+        assert [top(a, t) for t in texts[2:]] == ids[2:]
+        assert a.verify().ok
