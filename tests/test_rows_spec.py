@@ -1044,3 +1044,59 @@ def test_vector_search_by_row_rebuild_and_catch_up(tmp_path: Path) -> None:
         assert a.reindex_vectors() == 7
         assert [top(a, t) for t in texts[2:]] == ids[2:]
         assert a.verify().ok
+
+
+# --- 11. 0020 refuses what it cannot key by row ----------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["head key of 4 bytes", "lex/d/ key of 4 bytes", "2**32 rows"])
+def test_0020_stops_with_nothing_written(tmp_path: Path, damage: str) -> None:
+    """§5: a lex/d/ or head key that is not of format 20 stops it (IntegrityError), as do
+    memories that would need row 2^32 (StoreFullError); nothing is written."""
+    where = _copy20(tmp_path, None)
+    M.migrate(where, to=20)  # a no-op: the fixture is format 20
+    items = dump_at(where)
+    some_head = next(k for k in sorted(items) if k.startswith(HEAD) and len(k) == 18)
+    some_doc = next(k for k in sorted(items) if k.startswith(LEX_D))
+    kv = open_kv(where, create=False)
+    try:
+
+        def hurt(txn: Any) -> None:
+            if damage == "head key of 4 bytes":
+                txn.put(HEAD + u32(5), items[some_head])
+            elif damage == "lex/d/ key of 4 bytes":
+                txn.put(LEX_D + u32(5), items[some_doc])
+            else:
+                stats = cbor_map(items[STATS])
+                stats[5] = 2**32 - 1  # one row left; the fixture has unindexed memories
+                txn.put(STATS, cbor_seal(stats))
+
+        kv.write(hurt)
+    finally:
+        kv.close()
+    before = dump_at(where)
+    error = StoreFullError if damage == "2**32 rows" else IntegrityError
+    with pytest.raises(error):
+        M.migrate(where)
+    assert dump_at(where) == before
+    assert cbor_map(before[b"meta/format"])[1] == 20
+
+
+@pytest.mark.lmdb_only
+def test_0020_drops_the_lex_i_database(tmp_path: Path) -> None:
+    import lmdb
+
+    where = _copy20(tmp_path, None)
+
+    def names() -> list[bytes]:
+        env = lmdb.open(str(where), readonly=True, lock=False, max_dbs=64)
+        try:
+            with env.begin() as txn:
+                return [bytes(k) for k, _ in txn.cursor() if bytes(k).startswith(b"\x01db/")]
+        finally:
+            env.close()
+
+    assert b"\x01db/lex/i/" in names() and b"\x01db/id/" not in names()
+    M.migrate(where)
+    after = names()
+    assert b"\x01db/lex/i/" not in after and b"\x01db/id/" in after
