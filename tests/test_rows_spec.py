@@ -569,6 +569,9 @@ DAMAGE = [
     "vec/ of a row with no head",
     "lex/d/ docno not its row",
     "next_docno not past every row",
+    "sal/ of a row with no head",
+    "mv/ of a row with no head",
+    "lex/d/ of a row with no head",
 ]
 
 
@@ -586,6 +589,9 @@ NAMED = {
     "vec/ of a row with no head": "",
     "lex/d/ docno not its row": "lex/d/1",
     "next_docno not past every row": "meta/lexical",
+    "sal/ of a row with no head": "",
+    "mv/ of a row with no head": "",
+    "lex/d/ of a row with no head": "",
 }
 """Where verify's report must point (a prefix of a problem's record)."""
 
@@ -633,6 +639,14 @@ def test_verify_reports_a_broken_bijection(store_path: Any, damage: str) -> None
                 doc = cbor_map(items[LEX_D + u32(1)])
                 doc[3] = 3
                 txn.put(LEX_D + u32(1), cbor_seal(doc))
+            elif damage == "sal/ of a row with no head":
+                txn.put(SAL + u32(60), seal(a + cbor2.dumps({0: 1, 1: 1, 2: 0, 3: 0, 4: 0})))
+            elif damage == "mv/ of a row with no head":
+                txn.put(version_key(61, 1), items[version_key(1, 1)])
+            elif damage == "lex/d/ of a row with no head":
+                doc = cbor_map(items[LEX_D + u32(1)])
+                doc[3] = 62
+                txn.put(LEX_D + u32(62), cbor_seal(doc))
             elif damage == "next_docno not past every row":
                 stats = cbor_map(items[STATS])
                 stats[5] = 3
@@ -1100,3 +1114,87 @@ def test_0020_drops_the_lex_i_database(tmp_path: Path) -> None:
     M.migrate(where)
     after = names()
     assert b"\x01db/lex/i/" not in after and b"\x01db/id/" in after
+
+
+# --- 12. more rules by row --------------------------------------------------------------------
+
+
+def test_a_purged_id_stays_taken(store_path: Any) -> None:
+    """§2 Rows: a purged memory keeps its id/ record, so its id is taken: a write with it
+    gives no row (nothing is written)."""
+    rng = random.Random(4)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        mid = cx.write(fact("soon erased"), id=rid(rng)).uri.id
+        cx.purge(mid, "erase")
+        before = dump(cx)
+        with pytest.raises(CortexError):
+            cx.write(fact("born again"), id=mid)
+        with pytest.raises(CortexError):
+            cx.write_many([NewMemory(data=fact("born again"), id=mid)])
+        assert dump(cx) == before
+        assert rows(before) == {mid.bytes: 0}
+
+
+def test_lexical_ties_go_to_the_smaller_row(store_path: Any) -> None:
+    """lexical.md §6: equal scores rank by document number (the row): the memory written
+    first, whatever the ids (the lexical ranking; ``find`` orders ties by id, query.md §1)."""
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        high = MemoryId(b"\xf0" + bytes(15))
+        low = MemoryId(b"\x01" + bytes(15))
+        mid = MemoryId(b"\x80" + bytes(15))
+        for m in (high, mid, low):  # write order: the reverse of the id order
+            cx.write(fact("walrus tusks gleam", "walrus"), id=m)
+        for _ in range(2):  # from the segments, then from the blocks
+            ranked = cx._lexical_search("walrus tusks", 3)
+            assert len({score for _, score in ranked}) == 1
+            assert [m for m, _ in ranked] == [high, mid, low]
+            assert [m for m, _ in cx._lexical_search("walrus tusks", 2)] == [high, mid]
+            # find breaks ties by id (query.md §1), over the lexical list it fetched
+            hits = cx.find(Query(text="walrus tusks", limit=2)).hits
+            assert [h.memory.id for h in hits] == [low, mid]
+            cx.merge_lexical()
+
+
+def test_an_export_lists_memories_in_id_order(store_path: Any, tmp_path: Path) -> None:
+    """storage.md v21: export keeps id order (it reads id/), whatever the rows."""
+    import json
+
+    rng = random.Random(6)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ids = [cx.write(fact(f"otter {i}"), id=rid(rng)).uri.id for i in range(12)]
+        assert sorted(ids) != ids
+        export_store(cx, tmp_path / "e.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
+    listed = [x["head"]["id"] for x in lines if x.get("kind") == "memory"]
+    assert listed == sorted(str(m) for m in ids)
+
+
+@pytest.mark.postgres
+def test_a_copy_between_engines_keeps_every_record(tmp_path: Path, pg_url: Any) -> None:
+    """A format-21 store copied LMDB -> PostgreSQL -> LMDB holds the same records (id/ in its
+    named database again) and verifies."""
+    rng = random.Random(9)
+    src = tmp_path / "src"
+    with Cortex.open(src, actor="t", as_owner=True, embedder=HashingEmbedder(8)) as cx:
+        ids = [cx.write(fact(f"heron {i}"), id=rid(rng)).uri.id for i in range(6)]
+        cx.attest([ids[2]], Outcome.SUCCESS)
+        cx.purge(ids[3], "erase")
+        original = dump(cx)
+    url = pg_url()
+    kv = open_kv(src, create=False)
+    try:
+        copy_kv(kv, url)
+    finally:
+        kv.close()
+    assert dump_at(url) == original
+    back = tmp_path / "back"
+    kv = open_kv(url, create=False)
+    try:
+        copy_kv(kv, back)
+    finally:
+        kv.close()
+    assert dump_at(back) == original
+    for where in (url, back):
+        with Cortex.open(where, actor="t", as_owner=True) as cx:
+            assert cx.verify().ok
+            assert cx.resolve_latest(ids[2]).data == fact("heron 2")
