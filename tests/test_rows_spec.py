@@ -1198,3 +1198,64 @@ def test_a_copy_between_engines_keeps_every_record(tmp_path: Path, pg_url: Any) 
         with Cortex.open(where, actor="t", as_owner=True) as cx:
             assert cx.verify().ok
             assert cx.resolve_latest(ids[2]).data == fact("heron 2")
+
+
+# --- 13. a random run against a model of the rows ----------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_operations_against_a_model_of_rows(store_path: Any, seed: int) -> None:
+    """Rows as §2 gives them, checked after every step of a random mix of writes (own and
+    chosen ids, batches, failing ones), updates, tombstones and purges."""
+    rng = random.Random(seed)
+    model: dict[bytes, int] = {}  # id16 -> row
+    state: dict[bytes, str] = {}  # live, tombstoned, purged
+    nxt = 0
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        for step in range(60):
+            op = rng.choice(["own", "chosen", "batch", "bad", "taken", "update", "tomb", "purge"])
+            live = sorted(m for m, s in state.items() if s == "live")
+            if op == "own":
+                m = cx.write(fact(f"own {step} words")).uri.id.bytes
+                model[m], state[m], nxt = nxt, "live", nxt + 1
+            elif op == "chosen":
+                m = rng.randbytes(16)
+                cx.write(fact(f"chosen {step} words"), id=MemoryId(m))
+                model[m], state[m], nxt = nxt, "live", nxt + 1
+            elif op == "batch":
+                items = [
+                    NewMemory(data=fact(f"batch {step} {i}"), id=MemoryId(rng.randbytes(16)))
+                    if rng.random() < 0.5
+                    else NewMemory(data=fact(f"batch {step} {i}"))
+                    for i in range(rng.randint(1, 4))
+                ]
+                for r in cx.write_many(items):
+                    m = r.uri.id.bytes
+                    model[m], state[m], nxt = nxt, "live", nxt + 1
+            elif op == "bad":
+                with pytest.raises(CortexError):
+                    cx.write_many([NewMemory(data=fact(f"fine {step}")), fact("")])
+            elif op == "taken" and model:
+                with pytest.raises(CortexError):
+                    cx.write(fact(f"again {step}"), id=MemoryId(rng.choice(sorted(model))))
+            elif op == "update" and live:
+                cx.update(MemoryId(rng.choice(live)), fact(f"updated at {step}"))
+            elif op == "tomb" and live:
+                m = rng.choice(live)
+                cx.tombstone(MemoryId(m), "gone")
+                state[m] = "tombstoned"
+            elif op == "purge":
+                alive = sorted(m for m, s in state.items() if s != "purged")
+                if alive:
+                    m = rng.choice(alive)
+                    cx.purge(MemoryId(m), "erase", scrub=False)
+                    state[m] = "purged"
+            items_now = dump(cx)
+            assert check_bijection(items_now) == model, (step, op)
+            if model:
+                assert next_docno(items_now) == nxt
+            docs = {
+                int.from_bytes(k[len(LEX_D) :], "big") for k in items_now if k.startswith(LEX_D)
+            }
+            assert docs == {model[m] for m, s in state.items() if s == "live"}, (step, op)
+        assert cx.verify().ok
