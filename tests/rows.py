@@ -54,3 +54,12 @@ def of_kv(kv: Any, mid: MemoryId) -> int:
     """The row of ``mid`` in the store ``kv`` (a read of its own)."""
     with kv.read() as txn:
         return row(txn, mid)
+
+
+def id_at_row(txn: Any, row4: bytes) -> bytes:
+    """The id16 of the memory at ``row4`` (a key's 4 row bytes), from its head."""
+    from cortex.engine.heads import id_at
+
+    m = id_at(txn, row4)
+    assert m is not None, f"no head at row {row4.hex()}"
+    return m.bytes

@@ -854,10 +854,12 @@ def test_log_follow_prints_new_entries_until_interrupted(
 
 
 def _flip_version_byte(store: Path, uri: Uri) -> None:
-    env = lmdb.open(str(store), subdir=True, max_dbs=0)
+    env = lmdb.open(str(store), subdir=True, max_dbs=32)
     try:
+        ids = env.open_db(b"\x01db/id/")  # format 21: the memory's row, in id/'s database
         with env.begin(write=True) as txn:
-            key = version_key(uri.id, uri.version)
+            row = int.from_bytes(txn.get(b"id/" + uri.id.bytes, db=ids)[:4], "big")
+            key = version_key(row, uri.version)
             value = bytearray(txn.get(key))
             value[len(value) // 2] ^= 0x01
             txn.put(key, bytes(value))
@@ -872,11 +874,11 @@ def test_verify_exit_codes(store: Path, fact: Uri, capsys: pytest.CaptureFixture
     _flip_version_byte(store, fact)
     rc, out, err = run(capsys, "verify")
     assert rc == 1 and err == ""
-    assert out.startswith("DAMAGED") and f"mv/{fact.id}/v/1" in out and "checksum" in out
+    assert out.startswith("DAMAGED") and "mv/0/1" in out and "checksum" in out  # row 0
     rc, out, _ = run(capsys, "--json", "verify")
     report = json.loads(out)
     assert rc == 1 and report["ok"] is False
-    assert report["problems"][0]["record"] == f"mv/{fact.id}/v/1"
+    assert report["problems"][0]["record"] == "mv/0/1"
     rc, out, err = run(capsys, "show", str(fact))
     assert rc == 1 and out == "" and "fails its checksum" in err and err.count("\n") == 1
 
@@ -983,7 +985,7 @@ def test_a_format1_store_needs_migrate_then_works(
     before = (v1 / "data.mdb").read_bytes()
     rc, out, err = run(capsys, "migrate", "--dry-run")
     assert (rc, err) == (0, "")
-    assert out.splitlines()[0] == f"{v1}: format 1 → 20, 19 migrations"
+    assert out.splitlines()[0] == f"{v1}: format 1 → 21, 20 migrations"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+9\s+build the lexical", out, re.M)
     assert re.search(r"^0002-pinned-and-frame-time\s+2 → 3\s+11\s+rewrite frame", out, re.M)
     assert re.search(r"^0003-tag-index-by-type\s+3 → 4\s+11\s+rewrite tag", out, re.M)
@@ -997,11 +999,11 @@ def test_a_format1_store_needs_migrate_then_works(
     rc, out, err = run(capsys, "migrate")
     assert (rc, err) == (0, "")  # not a terminal: no bar
     lines = out.splitlines()
-    assert lines[0] == f"{v1}: format 1 → 20, 19 migrations" and "0001-lexical-index" in lines[2]
-    assert lines[-5].startswith(f"applied {KD} (") and lines[-5].endswith(" records)")
-    assert lines[-2].startswith("applied 0019-index-duplicates (")
-    assert lines[-2].endswith(" records)")
-    assert lines[:-5][-15:] + lines[-4:-2] + lines[-1:] == [
+    assert lines[0] == f"{v1}: format 1 → 21, 20 migrations" and "0001-lexical-index" in lines[2]
+    assert lines[-6].startswith(f"applied {KD} (") and lines[-6].endswith(" records)")
+    assert lines[-3].startswith("applied 0019-index-duplicates (")
+    assert lines[-3].endswith(" records)")
+    assert lines[:-6][-15:] + lines[-5:-3] + lines[-2:] == [
         "applied 0001-lexical-index (9 records)",
         "applied 0002-pinned-and-frame-time (11 records)",
         "applied 0003-tag-index-by-type (11 records)",
@@ -1019,7 +1021,8 @@ def test_a_format1_store_needs_migrate_then_works(
         "applied 0015-lean-lexical-documents (9 records)",
         "applied 0017-medium-references (14 records)",
         "applied 0018-head-database (11 records)",
-        f"{v1}: now at format 20",
+        "applied 0020-memory-rows (11 records)",
+        f"{v1}: now at format 21",
     ]
     info = run_json(capsys, "info")
     assert info["format_version"] == FORMAT_VERSION and "lexical-bm25" in info["features"]
@@ -1048,6 +1051,7 @@ def test_a_format1_store_needs_migrate_then_works(
         seventeenth,
         eighteenth,
         nineteenth,
+        twentieth,
     ) = [
         json.loads(line)
         for line in run(capsys, "--json", "log", "--kind", "migration")[1].splitlines()
@@ -1071,9 +1075,10 @@ def test_a_format1_store_needs_migrate_then_works(
     assert seventeenth["reason"] == "0017-medium-references: format 17 -> 18"
     assert eighteenth["reason"] == "0018-head-database: format 18 -> 19"
     assert nineteenth["reason"] == "0019-index-duplicates: format 19 -> 20"
+    assert twentieth["reason"] == "0020-memory-rows: format 20 -> 21"
     rc, out, err = run(capsys, "migrate")
-    assert (rc, out, err) == (0, f"{v1}: up to date (format 20)\n", "")
-    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 20)\n"
+    assert (rc, out, err) == (0, f"{v1}: up to date (format 21)\n", "")
+    assert run(capsys, "migrate", "--dry-run")[1] == f"{v1}: up to date (format 21)\n"
 
 
 def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1223,6 +1228,15 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "duplicates, keys unchanged (PostgreSQL: nothing)",
         "records": ANY,  # the dry run counts the records before the steps before it ran
     }
+    step20 = {
+        "name": "0020-memory-rows",
+        "from_version": 20,
+        "to_version": 21,
+        "description": "key every memory's head, versions, vector, use counters and lexical "
+        "document by its row number (id/ maps ids to rows; lex/i/ goes; the postings are "
+        "rebuilt under the rows)",
+        "records": 11,
+    }
     steps = (
         step,
         step2,
@@ -1243,12 +1257,13 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         step17,
         step18,
         step19,
+        step20,
     )
     planned = run_json(capsys, "migrate", "--dry-run")
     assert planned == {
         "path": str(v1),
         "from_version": 1,
-        "to_version": 20,
+        "to_version": 21,
         "dry_run": True,
         "steps": [{**s, "applied": False} for s in steps],
     }
@@ -1259,7 +1274,7 @@ def test_migrate_json_reports(v1: Path, capsys: pytest.CaptureFixture[str]) -> N
         "steps": [{**s, "applied": True} for s in steps],
     }
     again = run_json(capsys, "migrate")
-    assert again == {**planned, "from_version": 20, "dry_run": False, "steps": []}
+    assert again == {**planned, "from_version": 21, "dry_run": False, "steps": []}
 
 
 def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1267,23 +1282,23 @@ def test_migrate_to(v1: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (rc, err) == (
         0,
         "",
-    ) and out == f"{v1}: already at format 1 (this cortex writes format 20)\n"
-    rc, out, err = run(capsys, "migrate", "--to", "21")
+    ) and out == f"{v1}: already at format 1 (this cortex writes format 21)\n"
+    rc, out, err = run(capsys, "migrate", "--to", "22")
     assert (rc, out) == (1, "") and err.count("\n") == 1
-    assert err == "cortex: --to 21: format 21 is unknown: this cortex knows formats up to 20\n"
+    assert err == "cortex: --to 22: format 22 is unknown: this cortex knows formats up to 21\n"
     assert run_json(capsys, "migrate", "--to", "2")["to_version"] == 2
     rc, out, err = run(capsys, "migrate", "--to", "1")
     assert (rc, out) == (1, "") and err.count("\n") == 1
     assert (
         err.startswith("cortex: --to 1: ") and "is at format 2; migrations only go forward" in err
     )
-    assert run_json(capsys, "migrate")["to_version"] == 20
+    assert run_json(capsys, "migrate")["to_version"] == 21
     assert run(capsys, "migrate", "--to", "two")[0] == 2
 
 
 def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "migrate", "--list")
-    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 20)"
+    assert rc == 0 and out.splitlines()[0] == f"{v1}: format 1 (this cortex writes format 21)"
     assert re.search(r"^0001-lexical-index\s+1 → 2\s+pending\s+build", out, re.M)
     listed = run_json(capsys, "migrate", "--list")
     assert (listed["format_version"], listed["applied"]) == (1, [])
@@ -1307,6 +1322,7 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         ("0017-medium-references", "pending"),
         ("0018-head-database", "pending"),
         ("0019-index-duplicates", "pending"),
+        ("0020-memory-rows", "pending"),
     ]
     run(capsys, "migrate")
     rc, out, _ = run(capsys, "migrate", "--list")
@@ -1314,9 +1330,9 @@ def test_migrate_list(v1: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         r"^0001-lexical-index\s+1 → 2\s+applied \S+Z by tester \(9 records\)", out, re.M
     )
     listed = run_json(capsys, "migrate", "--list")
-    assert listed["format_version"] == 20 and listed["known"][0]["status"] == "applied"
+    assert listed["format_version"] == 21 and listed["known"][0]["status"] == "applied"
     applied, *_ = listed["applied"]
-    assert len(listed["applied"]) == 19
+    assert len(listed["applied"]) == 20
     assert (applied["name"], applied["by"], applied["records"]) == (
         "0001-lexical-index",
         "tester",
@@ -1538,7 +1554,7 @@ def test_every_command_as_a_process(tmp_path: Path) -> None:
     refused = _proc("--store", old, "info", env=env)
     assert refused.returncode == 1 and refused.stdout == "" and refused.stderr.count("\n") == 1
     assert f"run `cortex --store {old} migrate`" in refused.stderr
-    assert "now at format 20" in ok("--store", old, "migrate")
+    assert "now at format 21" in ok("--store", old, "migrate")
     assert ok("--store", old, "verify").startswith("ok:")
     assert v2 in ok("find", "--type", "fact", "--where", "data.subject = ada")
     assert "## pinned" in ok("context", "find", "ada")

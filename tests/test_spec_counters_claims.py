@@ -39,9 +39,11 @@ from cortex import (
     import_bundle,
 )
 from cortex.model.codec import HEAD as HEAD_CODEC
-from cortex.storage.keys import IDX_CLAIM, SALIENCE, head_key, salience_key
+from cortex.storage import keys as key_layout
+from cortex.storage.keys import IDX_CLAIM, SALIENCE
 from cortex.storage.kv import seal, unseal
 from cortex.transfer.salvage import salvage
+from tests import rows as R
 
 from .qsupport import Clock, dump_store
 
@@ -57,11 +59,22 @@ def _raw(cx: Cortex, key: bytes) -> bytes | None:
     return value
 
 
+def hk(cx: Cortex, mid: MemoryId) -> bytes:
+    """The head key of ``mid`` (format 21: ``m/`` and its row)."""
+    return key_layout.head_key(R.of_kv(cx._kv, mid))
+
+
+def sk(cx: Cortex, mid: MemoryId) -> bytes:
+    """The ``sal/`` key of ``mid`` (format 21: by its row)."""
+    return key_layout.salience_key(R.of_kv(cx._kv, mid))
+
+
 def _flags(cx: Cortex) -> tuple[set[bytes], set[bytes]]:
     """(ids whose head has ``has_counters``, ids with a ``sal/`` record), as raw id16."""
     with cx._kv.read() as txn:
-        flagged = {k[2:] for k, v in txn.scan(b"m/") if HEAD_CODEC.decode(v[:-4], "h").has_counters}
-        records = {k[len(SALIENCE) :] for k in txn.keys(SALIENCE)}
+        heads = {k[2:]: HEAD_CODEC.decode(v[:-4], "h") for k, v in txn.scan(b"m/")}
+        flagged = {h.id.bytes for h in heads.values() if h.has_counters}
+        records = {heads[k[len(SALIENCE) :]].id.bytes for k in txn.keys(SALIENCE)}
     return flagged, records
 
 
@@ -91,14 +104,14 @@ def test_each_way_of_counting_sets_the_flag_once_and_verify_stays_clean(store_pa
     with Cortex.open(store_path, actor=OWNER) as cx:
         ids = [cx.write(_note(i)) for i in range(6)]
         assert _flags(cx) == (set(), set())
-        heads0 = {u.id: _raw(cx, head_key(u.id)) for u in ids}
+        heads0 = {u.id: _raw(cx, hk(cx, u.id)) for u in ids}
         hit = _uses(cx, ids)["hit"]
         used = {ids[0].id.bytes, ids[1].id.bytes, ids[2].id.bytes, ids[3].id.bytes, hit.bytes}
         assert len(used) == 5
         assert _flags(cx) == (used, used)
         assert cx.verify().ok
         # the first use rewrote each used head; a never-used head is untouched
-        heads1 = {u.id: _raw(cx, head_key(u.id)) for u in ids}
+        heads1 = {u.id: _raw(cx, hk(cx, u.id)) for u in ids}
         for u in ids:
             assert (heads1[u.id] != heads0[u.id]) == (u.id.bytes in used)
         # decode: only the flag changed (last_updated_at kept: a use is not a change)
@@ -111,7 +124,7 @@ def test_each_way_of_counting_sets_the_flag_once_and_verify_stays_clean(store_pa
         # later uses of every kind: the heads stay byte for byte, the counters move
         _uses(cx, ids)
         cx.find(Query(text="note", limit=6, record_access=True))
-        assert {u.id: _raw(cx, head_key(u.id)) for u in ids if u.id.bytes in used} == {
+        assert {u.id: _raw(cx, hk(cx, u.id)) for u in ids if u.id.bytes in used} == {
             u.id: heads1[u.id] for u in ids if u.id.bytes in used
         }
         st = [cx.salience_state(u) for u in ids]
@@ -152,7 +165,7 @@ def test_purge_clears_record_and_flag_tombstone_keeps_them(store_path: Any) -> N
         cx.purge(a, "erasure")
         cx.purge(c, "erasure")
         assert _flags(cx) == ({b.id.bytes}, {b.id.bytes})
-        assert _raw(cx, salience_key(a.id)) is None
+        assert _raw(cx, sk(cx, a.id)) is None
         assert cx.verify().ok
 
 
@@ -191,13 +204,13 @@ def _damage(cx: Cortex, kind: str, a: Any, b: Any) -> None:
     """a and b both used. missing: a's record gone. moved: a's record moved to a key no memory
     has. foreign: a's record sealed at b's key (b's own record overwritten). crc: a's record
     fails its checksum. unnamed: a's record without the id16 that format 12 puts first."""
-    ka, kb = salience_key(a.id), salience_key(b.id)
+    ka, kb = sk(cx, a.id), sk(cx, b.id)
     va = _raw(cx, ka)
     assert va is not None
     if kind == "missing":
         cx._kv.write(lambda txn: txn.delete(ka))
     elif kind == "moved":
-        kx = salience_key(MemoryId(bytes(16)))
+        kx = key_layout.salience_key(999)  # a row no memory has
         cx._kv.write(lambda txn: (txn.delete(ka), txn.put(kx, seal(unseal(ka, va)))))
     elif kind == "foreign":
         cx._kv.write(lambda txn: txn.put(kb, seal(unseal(ka, va))))
@@ -251,12 +264,13 @@ def test_verify_names_each_disagreement(store_path: Any, kind: str) -> None:
         elif kind == "moved":
             # the flagged head without a record, and the record without a head: two lines
             assert len(problems) == 2, text
-            assert str(a.id) in text and str(MemoryId(bytes(16))) in text
+            assert str(a.id) in text and key_layout.salience_key(999).hex() in text
         elif kind == "foreign":
             assert str(a.id) in text and str(b.id) in text, text
         else:
             assert problems and any(
-                p.record in (f"sal/{a.id}", salience_key(a.id).hex()) or str(a.id) in p.what
+                p.record in (f"sal/{R.of_kv(cx._kv, a.id)}", sk(cx, a.id).hex())
+                or str(a.id) in p.what
                 for p in problems
             ), text
 
@@ -271,7 +285,7 @@ def test_a_stray_record_beside_an_unflagged_head_is_not_read(store_path: Any) ->
         other = next(u for u in ids if u.id == baseline[-1])
         cx.attest([used], Outcome.SUCCESS)
         ranked = [h.memory.id for h in cx.find(Query(text="note gardening", limit=3)).hits]
-        ks, ko = salience_key(used.id), salience_key(other.id)
+        ks, ko = sk(cx, used.id), sk(cx, other.id)
         v = _raw(cx, ks)
         assert v is not None
         # a copy of a much-cited record, relabelled for ``other``: only damage puts it there
@@ -285,7 +299,8 @@ def test_a_stray_record_beside_an_unflagged_head_is_not_read(store_path: Any) ->
         ranked2 = [h.memory.id for h in cx.find(Query(text="note gardening", limit=3)).hits]
         assert ranked2[0] == used.id and ranked2[-1] == ranked[-1] == other.id
         cx.context("analyze", query="note gardening")
-        assert any(p.record == f"sal/{other.id}" for p in cx.verify().problems)
+        shown = f"sal/{R.of_kv(cx._kv, other.id)}"
+        assert any(p.record == shown for p in cx.verify().problems)
 
 
 def test_salvage_reports_lost_counters_and_drops_unflagged_records(tmp_path: Path) -> None:
@@ -297,12 +312,12 @@ def test_salvage_reports_lost_counters_and_drops_unflagged_records(tmp_path: Pat
         a, b, c, d = (cx.write(_note(i)) for i in range(4))
         cx.attest([a, b], Outcome.SUCCESS)
         cx.attest([b], Outcome.FAILURE)
-        kc, kb = salience_key(c.id), salience_key(b.id)
+        kc, kb = sk(cx, c.id), sk(cx, b.id)
         vb = _raw(cx, kb)
         assert vb is not None
         cx._kv.write(
             lambda txn: (
-                txn.delete(salience_key(a.id)),
+                txn.delete(sk(cx, a.id)),
                 txn.put(kc, seal(c.id.bytes + unseal(kb, vb)[16:])),
             )
         )
@@ -697,13 +712,13 @@ def test_claim_index_named_steps(store_path: Any) -> None:
 
 def _false_flag(cx: Cortex, a: Any) -> None:
     """Rewrite a's (flagged) head with key 15 = ``false``, resealed, and drop its record."""
-    key = head_key(a.id)
+    key = hk(cx, a.id)
     value = _raw(cx, key)
     assert value is not None
     payload = unseal(key, value)
     assert payload.endswith(b"\x0f\xf5")  # canonical CBOR: key 15 (the highest) -> true
     bad = seal(payload[:-1] + b"\xf4")  # -> false
-    cx._kv.write(lambda txn: (txn.put(key, bad), txn.delete(salience_key(a.id))))
+    cx._kv.write(lambda txn: (txn.put(key, bad), txn.delete(sk(cx, a.id))))
 
 
 def test_verify_refuses_an_explicit_false_has_counters(store_path: Any) -> None:
@@ -712,7 +727,8 @@ def test_verify_refuses_an_explicit_false_has_counters(store_path: Any) -> None:
         a = cx.write(_note(1))
         cx.attest([a], Outcome.SUCCESS)
         _false_flag(cx, a)
-        assert any(p.record == f"m/{a.id}" for p in cx.verify().problems)
+        shown = f"m/{R.of_kv(cx._kv, a.id)}"
+        assert any(p.record == shown for p in cx.verify().problems)
 
 
 def test_reads_refuse_an_explicit_false_has_counters(store_path: Any) -> None:
@@ -746,8 +762,8 @@ def test_the_migrated_format_11_fixture_matches_the_spec_index(tmp_path: Path) -
         flagged, records = _flags(cx)
         assert flagged == records
         with cx._kv.read() as txn:
-            for k, v in txn.scan(SALIENCE):
-                assert unseal(k, v)[:16] == k[len(SALIENCE) :]
+            for k, v in txn.scan(SALIENCE):  # format 21: the key names the row
+                assert unseal(k, v)[:16] == R.id_at_row(txn, k[len(SALIENCE) :])
         assert cx.verify().ok
 
 
@@ -843,7 +859,7 @@ def test_salvage_rebuilds_the_index_from_what_it_recovered(tmp_path: Path) -> No
         a = cx.write(_city("sam", "paris"))
         assert a.supersedes == (x.uri,)
         cx.attest([a, x], Outcome.SUCCESS)
-        cx._kv.write(lambda txn: txn.delete(head_key(a.id)))
+        cx._kv.write(lambda txn: txn.delete(hk(cx, a.id)))
     rep = salvage(path, tmp_path / "new")
     assert rep.verify_ok
     assert str(a.id) in {x_.id for x_ in rep.lost}

@@ -235,9 +235,7 @@ def layout(path: Path) -> Layout:
                             rows[key[3:]] = page[ptr + 8 + ks : ptr + 8 + ks + 4]
         for p in range(total):
             kinds.setdefault(p, "free")
-    return Layout(
-        total, kinds, key_pages, values, parents, key_at, frozenset(named_roots), rows
-    )
+    return Layout(total, kinds, key_pages, values, parents, key_at, frozenset(named_roots), rows)
 
 
 # ---------------------------------------------------------------------------------------------

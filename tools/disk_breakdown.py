@@ -56,6 +56,7 @@ PREFIXES = sorted(
     [
         b"m/",
         b"mv/",
+        b"id/",
         b"idx/type/",
         b"idx/tag/",
         b"idx/frame/",

@@ -27,7 +27,6 @@ from cortex.storage.keys import (
     head_key,
     journal_key,
     tag_hash,
-    version_key,
     version_prefix,
 )
 
@@ -38,6 +37,7 @@ def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, byte
     """(id, puts) for the first ``count`` memories written to the cortex store, in order."""
     from cortex import Cortex
     from cortex.engine.heads import index_keys_of as _index_keys
+    from cortex.engine.heads import row_of
     from cortex.model.codec import HEAD
 
     groups: list[tuple[bytes, list[tuple[bytes, bytes]]]] = []
@@ -46,9 +46,18 @@ def capture(store: Path, count: int) -> list[tuple[bytes, list[tuple[bytes, byte
         for entry in cx.journal(1):
             if entry.id is None:
                 continue
-            hk = head_key(entry.id)
-            puts = [(hk, bytes(txn.get(hk) or b""))]
-            puts.extend(txn.scan(version_prefix(entry.id)))
+            # cortex keys a memory's head and versions by its row (format 21); the floor keeps
+            # them by id (``head_key_raw``, ``version_raw``): one head and one version a get,
+            # without cortex's id/ lookup (a lower bound still)
+            row = row_of(txn, entry.id)
+            if row is None:
+                continue
+            hk = head_key(row)
+            puts = [(head_key_raw(entry.id.bytes), bytes(txn.get(hk) or b""))]
+            puts.extend(
+                (version_raw(entry.id.bytes, int.from_bytes(k[-8:], "big")), v)
+                for k, v in txn.scan(version_prefix(row))
+            )
             head = decode_trusted(HEAD, hk, puts[0][1])
             puts.extend((k, b"") for k in _index_keys(head))
             jk = journal_key(entry.seq)
@@ -75,11 +84,6 @@ class System:
         if len(self.groups) < ds.n:
             raise NotAvailable(f"the cortex store holds {len(self.groups)} of {ds.n} memories")
         self.ids = {g[0]: i for i, g in enumerate(self.groups)}
-        first = self.groups[0][0]
-        from cortex.model.ids import MemoryId
-
-        assert head_key_raw(first) == head_key(MemoryId(first))
-        assert version_raw(first, 1) == version_key(MemoryId(first), 1)
         path.mkdir(parents=True, exist_ok=True)
         self.env = lmdb.open(str(path / "lmdb"), map_size=_MAP, max_dbs=2, sync=True, metasync=True)
         self.main = self.env.open_db(b"main")
@@ -195,10 +199,13 @@ class System:
 
 
 def head_key_raw(mid: bytes) -> bytes:
-    """The head key of a raw 16-byte id (the layout of ``cortex.storage.keys.head_key``)."""
+    """The floor's head key of a raw 16-byte id (formats 1-20's layout).
+
+    Cortex's format 21 keys the head by the memory's row, found in ``id/``.
+    """
     return HEAD + mid
 
 
 def version_raw(mid: bytes, n: int) -> bytes:
-    """The version key of a raw id (the layout of ``cortex.storage.keys.version_key``)."""
+    """The floor's version key of a raw id (formats 1-20's layout; see ``head_key_raw``)."""
     return VERSION + mid + b"/v/" + n.to_bytes(8, "big")
