@@ -309,22 +309,40 @@ def test_a_failed_write_takes_no_row(store_path: Any) -> None:
             )
         with pytest.raises(CortexError):
             cx.write_many([NewMemory(data=fact("fine b")), NewMemory(data=fact(""))])
+        twice = rid(rng)  # one id twice in a batch
+        with pytest.raises(CortexError):
+            cx.write_many(
+                [NewMemory(data=fact("c"), id=twice), NewMemory(data=fact("d"), id=twice)]
+            )
         assert dump(cx) == before
         nxt = cx.write(fact("second"), id=rid(rng)).uri.id
         assert rows(dump(cx))[nxt.bytes] == 1
         assert next_docno(dump(cx)) == 2
 
 
-def test_a_write_that_would_need_row_2_32_fails(store_path: Any) -> None:
-    """§2 Rows: a write that would need row 2^32 MUST fail (StoreFullError, nothing written)."""
+def test_a_write_that_would_need_row_2_32_fails(store_path: Any, tmp_path: Path) -> None:
+    """§2 Rows: a write that would need row 2^32 MUST fail (StoreFullError, nothing written):
+    a single write, a batch that would cross it, an import."""
     with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        for i in range(3):
+            cx.write(fact(f"to export {i}"), id=MemoryId(bytes([i + 1]) * 16))
+        export_store(cx, tmp_path / "three.jsonl")
+    with Cortex.open(tmp_path / "other", actor="t", as_owner=True) as cx:
         cx.write(fact("first memory"))
         stats = cbor_map(dump(cx)[STATS])
-        stats[5] = 2**32 - 1
+        stats[5] = 2**32 - 2
         cx._kv.write(lambda txn: txn.put(STATS, cbor_seal(stats)))
+        before = dump(cx)
+        with pytest.raises(StoreFullError):
+            cx.write_many([fact("this one fits"), fact("this one too"), fact("not this one")])
+        with pytest.raises(StoreFullError):
+            import_bundle(cx, tmp_path / "three.jsonl")
+        assert dump(cx) == before
+        cx.write(fact("row 2**32 - 2"))
         last = cx.write(fact("the last row")).uri.id
         items = dump(cx)
         assert rows(items)[last.bytes] == 2**32 - 1
+        assert cx.verify().ok
         assert next_docno(items) == 2**32
         before = dump(cx)
         with pytest.raises(StoreFullError):
