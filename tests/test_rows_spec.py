@@ -466,8 +466,9 @@ def test_a_purge_erases_the_records_by_row(store_path: Any, engine: str) -> None
         assert all("lexical" not in h.ranks for h in hits)  # no posting holds the term
         new = cx.write(fact("harbour after"), id=rid(rng)).uri.id
         assert rows(dump(cx))[new.bytes] == 5  # the purged row is a gap, never given again
-        if engine == "lmdb":
-            cx.scrub(wait=5)
+        cx.scrub(wait=5)
+        audit = cx.verify_erasure()  # §11: no record of the memory holds content, no residue
+        assert audit.ok, audit
     if engine == "lmdb":
         data = (Path(store_path) / "data.mdb").read_bytes()
         assert data.count(secret.encode()) == 0
@@ -1276,4 +1277,37 @@ def test_random_operations_against_a_model_of_rows(store_path: Any, seed: int) -
                 int.from_bytes(k[len(LEX_D) :], "big") for k in items_now if k.startswith(LEX_D)
             }
             assert docs == {model[m] for m, s in state.items() if s == "live"}, (step, op)
+        assert cx.verify().ok
+
+
+# --- 14. 0020 after the older steps -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ["format1", "format13", "format14", "format19"])
+def test_0020_rows_from_older_fixtures(tmp_path: Path, fixture: str) -> None:
+    """§5: the steps that rebuilt the lexical index before (0001, 0004, 0005, 0013) leave it
+    empty, so 0020 gives every memory its row from next_docno (0) up in id order; a store of
+    format 14 or later keeps the docnos of its indexed memories and numbers the others after."""
+    where = tmp_path / fixture
+    where.mkdir()
+    shutil.copy(ROOT / "tests" / "data" / f"{fixture}.cortex" / "data.mdb", where / "data.mdb")
+    M.migrate(where, to=20)
+    old = _format20(dump_at(where))
+    M.migrate(where)
+    items = dump_at(where)
+    by_id = check_bijection(items)
+    assert set(by_id) == set(old["head"])
+    if fixture in ("format1", "format13"):
+        assert old["docno"] == {} and old["next"] == 0
+    others = sorted(set(old["head"]) - set(old["docno"]))
+    assert [by_id[m] for m in others] == list(range(old["next"], old["next"] + len(others)))
+    assert all(by_id[m] == n for m, n in old["docno"].items())
+    live = {
+        m
+        for m, v in old["head"].items()
+        if 9 not in cbor_map(v)  # no tombstone
+    }
+    docs = {int.from_bytes(k[len(LEX_D) :], "big") for k in items if k.startswith(LEX_D)}
+    assert docs == {by_id[m] for m in live}  # every live memory indexed under its row
+    with Cortex.open(where, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
