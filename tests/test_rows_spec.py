@@ -1311,3 +1311,37 @@ def test_0020_rows_from_older_fixtures(tmp_path: Path, fixture: str) -> None:
     assert docs == {by_id[m] for m in live}  # every live memory indexed under its row
     with Cortex.open(where, actor="checker", as_owner=True) as cx:
         assert cx.verify().ok
+
+
+# --- 15. a text hit reads the head at its row: the head must be that row's memory ------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="d21 (cb3f438): cortex/index/lexical.py _id_of takes the id of the head at a row "
+    "without checking that the id's id/ record names that row, so a head of another row is "
+    "read as this row's memory (find returns memory 0 twice); remove this mark when fixed",
+)
+def test_a_text_hit_through_a_head_of_another_row_is_not_returned_twice(store_path: Any) -> None:
+    """lexical.md §6 maps a document number to its memory through the head at that row;
+    storage.md §2 Rows: a head MUST name the id whose id/ record names its row, and §9: a read
+    does not turn damage into a wrong answer where the store can tell. Here row 1 holds a copy
+    of row 0's head (its id/ names row 0): a text search that finds rows 0 and 1 must not return
+    memory 0 twice (nor as row 1's memory), and verify reports the broken pair."""
+    rng = random.Random(3)
+    with Cortex.open(store_path, actor="t", as_owner=True) as cx:
+        ids = [cx.write(fact(f"pelican {i} dives"), id=rid(rng)).uri.id for i in range(3)]
+        cx.merge_lexical()
+        items = dump(cx)
+        cx._kv.write(lambda txn: txn.put(head_key(1), items[head_key(0)]))
+        report = cx.verify()
+        assert not report.ok
+        assert any(p.record.startswith(("m/1", f"id/{ids[1]}")) for p in report.problems)
+        try:
+            hits = cx.find(Query(text="pelican", limit=5)).hits
+        except IntegrityError:
+            pass
+        else:
+            got = [h.memory.id for h in hits]
+            assert len(got) == len(set(got)), f"a memory returned twice: {got}"
+            raise AssertionError(f"row 1's memory read silently as another: {got}")
