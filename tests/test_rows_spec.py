@@ -591,6 +591,10 @@ DAMAGE = [
     "sal/ of a row with no head",
     "mv/ of a row with no head",
     "lex/d/ of a row with no head",
+    "lex/d/ key of 5 bytes",
+    "vec/ key of 3 bytes",
+    "sal/ key of 5 bytes",
+    "mv/ key of 11 bytes",
 ]
 
 
@@ -611,6 +615,10 @@ NAMED = {
     "sal/ of a row with no head": "",
     "mv/ of a row with no head": "",
     "lex/d/ of a row with no head": "",
+    "lex/d/ key of 5 bytes": "",
+    "vec/ key of 3 bytes": "",
+    "sal/ key of 5 bytes": "",
+    "mv/ key of 11 bytes": "",
 }
 """Where verify's report must point (a prefix of a problem's record)."""
 
@@ -620,6 +628,7 @@ def test_verify_reports_a_broken_bijection(store_path: Any, damage: str) -> None
     rng = random.Random(17)
     with Cortex.open(store_path, actor="t", as_owner=True, embedder=HashingEmbedder(8)) as cx:
         ids = _small(cx, rng)
+        cx.attest([ids[1]], Outcome.SUCCESS)
         assert cx.verify().ok
         items = dump(cx)
         a, b = ids[1].bytes, ids[2].bytes
@@ -666,6 +675,18 @@ def test_verify_reports_a_broken_bijection(store_path: Any, damage: str) -> None
                 doc = cbor_map(items[LEX_D + u32(1)])
                 doc[3] = 62
                 txn.put(LEX_D + u32(62), cbor_seal(doc))
+            elif damage.endswith(" bytes") and damage.split(maxsplit=1)[0] in (
+                "lex/d/",
+                "vec/",
+                "sal/",
+                "mv/",
+            ):
+                prefix = damage.split(maxsplit=1)[0].encode()
+                key = next(k for k in sorted(items) if k.startswith(prefix))
+                value = items[key]
+                want = int(damage.split()[3]) + len(prefix)
+                txn.delete(key)
+                txn.put((key + b"\x00")[:want], value)
             elif damage == "next_docno not past every row":
                 stats = cbor_map(items[STATS])
                 stats[5] = 3
