@@ -549,6 +549,15 @@ def test_reads_by_id_are_the_same_with_random_ids(place: Callable[[str], Any]) -
             out["get"] = [_norm(cx.resolve_latest(m), pos) for m in got]
             out["resolve"] = [_norm(cx.resolve(f"{cx.resolve_latest(m).uri}"), pos) for m in got]
             out["history"] = [[_norm(v, pos) for v in cx.history(m)] for m in got]
+            when = cx.history(got[1])[0].version.created_at  # before the update of memory 1
+            as_of: list[Any] = []
+            for m in got:
+                try:
+                    as_of.append(_norm(cx.resolve_as_of(m, when), pos))
+                except NotFoundError:  # created later
+                    as_of.append(None)
+            assert as_of[1] is not None and as_of[1][2].version == 1 and as_of[2] is None
+            out["as_of"] = as_of
             out["type"] = _hits(cx.find(Query(types=["Fact"], limit=20)).hits, pos)
             out["tomb"] = _hits(
                 cx.find(Query(types=["Fact"], include_tombstoned=True, limit=20)).hits, pos
