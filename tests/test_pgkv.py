@@ -815,7 +815,9 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
             assert kv.round_trips - before == 1
         before = kv.round_trips
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
-        assert kv.round_trips - before == 1
+        # format 21: two statements, the row (id/) then the head and version by row (a
+        # server-side lookup of both in one statement would make it one again: not done yet)
+        assert kv.round_trips - before == 2
         assert cx.verify().ok
 
 
@@ -1209,8 +1211,9 @@ def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) ->
             for i in range(300)
         )
         for query, most in (
-            (Query(types=["Fact"], tags=["t1"], limit=10), 5),
-            (Query(text="user 5 green tea", limit=10), 5),
+            # format 21: one more (the hits' rows, id/, before their heads and versions)
+            (Query(types=["Fact"], tags=["t1"], limit=10), 6),
+            (Query(text="user 5 green tea", limit=10), 6),
         ):
             before = kv.round_trips
             assert len(cx.find(query).hits) == 10
@@ -1250,7 +1253,7 @@ def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(
                 ]
             assert len(in_c) == 10
             assert in_c == in_python, text
-        assert len(trips) == 1 and trips.pop() <= 5
+        assert len(trips) == 1 and trips.pop() <= 6  # format 21: the hits' rows first
 
 
 def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:

@@ -42,6 +42,7 @@ from cortex.engine.heads import (
     FOREVER,
     check_tombstone,
     claim_hashes,
+    decode_row,
     encode_row,
     head_row,
     index_keys_of,
@@ -2377,6 +2378,22 @@ class Store:
                 return row, head
         return row, self._head_from(mid, raw, row)
 
+    def _row(self, mid: MemoryId) -> int:
+        """The row of ``mid`` in a point read of its own (an engine with round trips: one).
+
+        A memory's row never changes once written (``specs/storage.md`` §2 Rows) and its head
+        is never deleted, so the head and versions may be read in a later snapshot.
+
+        Raises:
+            NotFoundError: no such memory.
+            IntegrityError: its ``id/`` record is damaged.
+        """
+        key = id_key(mid)
+        (raw,), _ = self._kv.point_read([key])
+        if raw is None:
+            raise NotFoundError(f"no memory {mid}")
+        return decode_row(key, raw)
+
     @staticmethod
     def _check_change(mid: MemoryId, head: Head) -> None:
         """Raise ``TombstonedError`` when ``head`` (of ``mid``) is tombstoned."""
@@ -2540,12 +2557,9 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         u = Uri.parse(uri)
-        with self._kv.read() as txn:  # the row, then the head and the version
-            row = row_of(txn, u.id)
-            if row is None:
-                raise NotFoundError(f"no memory {u.id}")
-            hkey, vkey = head_key(row), version_key(row, u.version)
-            hraw, vraw = txn.get(hkey), txn.get(vkey)
+        row = self._row(u.id)
+        hkey, vkey = head_key(row), version_key(row, u.version)
+        (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
         ctx = _READ
         if ctx is not None:
             m: Memory | None = _sp.read_memory(ctx, u.id.bytes, hraw, vkey, vraw, u.version)
@@ -2581,14 +2595,10 @@ class Store:
             if got is not None:
                 return got  # type: ignore[no-any-return]
         raw = mid.bytes
-        with self._kv.read() as txn:
-            # the row, then the head and the last version key: versions are 1..current, so
-            # the last key under the memory's prefix is its current version
-            row = row_of(txn, mid)
-            if row is None:
-                raise NotFoundError(f"no memory {mid}")
-            hraw = txn.get(head_key(row))
-            last = next(iter(txn.scan(version_prefix(row), reverse=True)), None)
+        # the row, then the head and the last version key in one snapshot read: versions are
+        # 1..current, so the last key under the memory's prefix is its current version
+        row = self._row(mid)
+        (hraw,), last = self._kv.point_read([head_key(row)], version_prefix(row))
         if ctx is not None and last is not None:
             m: Memory | None = _sp.read_memory(ctx, raw, hraw, last[0], last[1], 0)
             if m is not None:
