@@ -1346,12 +1346,6 @@ def test_0020_rows_from_older_fixtures(tmp_path: Path, fixture: str) -> None:
 # --- 15. a text hit reads the head at its row: the head must be that row's memory ------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="d21 (cb3f438): cortex/index/lexical.py _id_of takes the id of the head at a row "
-    "without checking that the id's id/ record names that row, so a head of another row is "
-    "read as this row's memory (find returns memory 0 twice); remove this mark when fixed",
-)
 def test_a_text_hit_through_a_head_of_another_row_is_not_returned_twice(store_path: Any) -> None:
     """lexical.md §6 maps a document number to its memory through the head at that row;
     storage.md §2 Rows: a head MUST name the id whose id/ record names its row, and §9: a read

@@ -1023,7 +1023,8 @@ def search_terms(
         def allowed(raw: bytes) -> bool:
             v = verdicts.get(raw)
             if v is None:
-                v = verdicts[raw] = bool(allow(_id_of(txn, raw)))
+                # unchecked: every hit returned is checked (``_ids_of``)
+                v = verdicts[raw] = bool(allow(_head_id(txn, raw)))
             return v
     else:
         wanted = list(allow)
@@ -1063,8 +1064,8 @@ def search_terms(
         ]
         best = _sp.bm25_top(lists, limit, k1, norm_a, norm_b)
         if best is not None:
-            _preload_numbers(txn, [raw for raw, _ in best])
-            return [(_id_of(txn, raw), s) for raw, s in best]
+            found = _ids_of(txn, [raw for raw, _ in best])
+            return [(mid, s) for mid, (_, s) in zip(found, best, strict=True)]
     theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
     for i, (_, term, w, df) in enumerate(plan):
         if rest[i] < theta:
@@ -1170,8 +1171,8 @@ def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes |
 def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
     """The ``limit`` best of ``scores`` (docno4 -> score): by score, ties by docno ascending."""
     best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    _preload_numbers(txn, [raw for raw, _ in best])
-    return [(_id_of(txn, raw), s) for raw, s in best]
+    ids = _ids_of(txn, [raw for raw, _ in best])
+    return [(mid, s) for mid, (_, s) in zip(ids, best, strict=True)]
 
 
 def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
@@ -1181,12 +1182,33 @@ def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
         load([HEAD_PREFIX + raw for raw in raws])
 
 
-def _id_of(txn: ReadTxn, raw: bytes) -> MemoryId:
-    """The memory a document number (its row: 4 bytes, big-endian) names, from its head.
+def _ids_of(txn: ReadTxn, raws: list[bytes]) -> list[MemoryId]:
+    """The memories document numbers (rows: 4 bytes, big-endian) name, from their heads.
+
+    The head at a row names its memory; that memory's ``id/`` record must name the row back
+    (``storage.md`` §2 Rows): a head of another row (a damaged key, a copied value) is an
+    error here, never a second answer for that other memory. The heads, then the ``id/``
+    records, are read in one round trip each on an engine with them.
 
     Raises:
-        IntegrityError: the row has no head, or the head is damaged.
+        IntegrityError: a row has no head, a head is damaged, or its memory's ``id/`` record
+            names another row (or none).
     """
+    _preload_numbers(txn, raws)
+    ids = [_head_id(txn, raw) for raw in raws]
+    load = getattr(txn, "preload", None)
+    if load is not None:
+        load([id_key(m) for m in ids])
+    for raw, mid in zip(raws, ids, strict=True):
+        if _docno_of(txn, mid) != raw:
+            raise IntegrityError(
+                f"the head at row {int.from_bytes(raw, 'big')} names memory {mid}, whose id/ "
+                "record names another row (or none): the store is damaged; run cortex verify"
+            )
+    return ids
+
+
+def _head_id(txn: ReadTxn, raw: bytes) -> MemoryId:
     key = HEAD_PREFIX + raw
     value = txn.get(key)
     if value is None:
@@ -1705,5 +1727,4 @@ def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     term = rarest[1]
     want = entry_tail(counts[term], len(terms))
     same = [raw for raw, tail in _entries(txn, term, ov) if tail == want]
-    _preload_numbers(txn, same)
-    return [_id_of(txn, raw) for raw in same]
+    return _ids_of(txn, same)
