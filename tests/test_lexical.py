@@ -22,10 +22,12 @@ from cortex import (
     NewMemory,
     Outcome,
     Pattern,
+    Query,
     ValidationError,
     render_full,
 )
 from cortex.engine.heads import encode_row
+from cortex.errors import IntegrityError
 from cortex.index.lexical import (
     STATS_KEY,
     Indexer,
@@ -554,4 +556,30 @@ def test_a_memory_keeps_its_number_and_numbers_are_not_given_again(tmp_path: Pat
         assert numbers(cx) == {1: b, 3: d}  # the rows stay
         cx.write(fact("a last note"), id=mid(2))
         assert numbers(cx)[4] == mid(2)  # past every row given, never a gap's
+        assert cx.verify().ok
+
+
+def test_missing_statistics_where_memories_exist_are_damage_not_an_empty_index(
+    tmp_path: Path,
+) -> None:
+    """A store has ``meta/lexical`` from its creation (lexical.md §4): a missing one (its key
+    damaged) with memories in the store is an integrity error for a text search, ``stats`` and
+    a write (which would otherwise give a row another memory has), never an empty index;
+    ``verify`` names it and a rebuild writes it again."""
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        cx.write(Fact(statement="the heron fishes", subject="heron", predicate="fishes"))
+        cx._kv.write(lambda txn: txn.delete(STATS_KEY))
+        with pytest.raises(IntegrityError, match="meta/lexical"):
+            cx.find(Query(text="heron", limit=5))
+        with pytest.raises(IntegrityError, match="meta/lexical"):
+            cx.stats()
+        with pytest.raises(IntegrityError, match="meta/lexical"):
+            cx.write(Fact(statement="the egret waits", subject="egret", predicate="waits"))
+        report = cx.verify()
+        assert any(p.record == "meta/lexical" for p in report.problems), report.problems
+        cx.reindex_lexical()
+        assert [h.memory.data.subject for h in cx.find(Query(text="heron", limit=5)).hits] == [
+            "heron"
+        ]
+        cx.write(Fact(statement="the egret waits", subject="egret", predicate="waits"))
         assert cx.verify().ok

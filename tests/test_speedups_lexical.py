@@ -8,6 +8,7 @@ return None having changed nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +239,13 @@ _D8 = int.from_bytes(b"\x08" * 4, "big")
 
 
 class _NoTxn:
+    """An empty store: no statistics, no memory."""
+
     def get(self, key: bytes) -> None:
         return None
+
+    def keys(self, prefix: bytes) -> Iterator[bytes]:
+        return iter(())
 
 
 def _indexed(

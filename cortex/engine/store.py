@@ -677,10 +677,7 @@ def rebuild_lexical(txn: WriteTxn, tick: Callable[[int], None] | None = None) ->
     for prefix in (LEX_POSTING, LEX_DOC, LEX_TERM, LEX_SEGMENT):
         for key in list(txn.keys(prefix)):
             txn.delete(key)
-    txn.delete(lexical.STATS_KEY)
-    lex = Indexer(txn)
-    lex.counted(0, 0, 0, keep)
-    lex.flush()
+    lexical.reset_stats(txn, keep)
     return index_live(txn, tick)
 
 

@@ -123,6 +123,7 @@ __all__ = [
     "idf",
     "logical",
     "read_stats",
+    "reset_stats",
     "same_terms",
     "search",
     "search_terms",
@@ -405,16 +406,36 @@ write reads back the bytes the last one wrote (frozen; equal bytes decode alike)
 
 
 def read_stats(txn: ReadTxn) -> LexStats:
-    """The collection statistics (all zero when nothing was ever indexed)."""
+    """The collection statistics (all zero when nothing was ever indexed).
+
+    Raises:
+        IntegrityError: the record is damaged, or missing while the store holds a memory: a
+            store has it from its creation (``lexical.md`` §4), so a missing one is a damaged
+            key, never an empty index (which would read every search as finding nothing, and
+            give a write a row another memory has).
+    """
     raw = txn.get(STATS_KEY)
     if raw is None:
-        return LexStats(next_docno=0)
+        if next(iter(txn.keys(HEAD_PREFIX)), None) is None:
+            return LexStats(next_docno=0)  # no memory: nothing was ever indexed
+        raise IntegrityError(
+            "the lexical statistics (meta/lexical) are missing: the store is damaged; run "
+            "cortex verify (cortex reindex rebuilds them)"
+        )
     memo = _stats_memo[0]  # one read: another thread may replace it meanwhile
     if memo[1] is not None and memo[0] == raw:
         return memo[1]
     stats: LexStats = _decode(STATS_CODEC, STATS_KEY, raw)
     _stats_memo[0] = (raw, stats)
     return stats
+
+
+def reset_stats(txn: WriteTxn, next_docno: int) -> None:
+    """Write empty statistics that give ``next_docno`` as the next document number (row).
+
+    The start of a rebuild, after every other lexical record was deleted.
+    """
+    txn.put(STATS_KEY, seal(STATS_CODEC.encode(LexStats(next_docno=next_docno), "meta/lexical")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -76,11 +76,11 @@ from cortex.index.lexical import (
     STATS_CODEC,
     STATS_KEY,
     STEM_FEATURE,
-    Indexer,
     LexDoc,
     LexDoc15,
     LexStats,
     read_stats,
+    reset_stats,
 )
 from cortex.index.lexical import DOCNO_FEATURE as LEXICAL_DOCNO_FEATURE
 from cortex.index.lexical import FEATURE as LEXICAL_FEATURE
@@ -849,10 +849,7 @@ def _memory_rows(txn: WriteTxn, tick: Callable[[int], None]) -> int:
                 txn.put(new, raw)
         done += 1
         tick(done)
-    txn.delete(STATS_KEY)
-    lex = Indexer(txn)
-    lex.counted(0, 0, 0, next_row)
-    lex.flush()
+    reset_stats(txn, next_row)
     index_live(txn)
     return done
 
