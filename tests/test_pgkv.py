@@ -818,9 +818,11 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
             assert kv.round_trips - before == 1
         before = kv.round_trips
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
-        # format 21: two statements, the row (id/) then the head and version by row (a
-        # server-side lookup of both in one statement would make it one again: not done yet)
-        assert kv.round_trips - before == 2
+        # format 21: one statement, the server following id/ to the row (``point_read_row``)
+        assert kv.round_trips - before == 1
+        before = kv.round_trips
+        assert cx.resolve_latest(uris[3].id).data.statement == "user 3 likes green tea"  # type: ignore[union-attr]
+        assert kv.round_trips - before == 1
         assert cx.verify().ok
 
 

@@ -249,6 +249,30 @@ class _Scan:
             f"SELECT {one}, l.k, l.v FROM (VALUES (0)) AS o LEFT JOIN LATERAL "
             f"(SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1) l ON true"
         )
+        # a get by id under format 21 (``PgKV.point_read_row``) as ONE row: the pointer's value
+        # (the ``id/`` record), then per key the value under prefix || its first 4 bytes (the
+        # row) || suffix, then the last pair under a prefix || the row: the server follows the
+        # pointer, so a get is one round trip again. Where the pointer is absent its row is
+        # NULL and so is every key built of it (NULL columns); the client checks the pointer
+        # (its CRC and length) before it trusts a column.
+        ptr = (
+            f"FROM (SELECT (SELECT v FROM {t} WHERE k = %s) AS pv) AS p "
+            "CROSS JOIN LATERAL (SELECT substring(p.pv from 1 for 4) AS r) AS x"
+        )
+        at = f"(SELECT v FROM {t} WHERE k = %s || x.r || %s)"
+        tail = (
+            f"LEFT JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= %s || x.r "
+            "AND k < %s || x.r || %s ORDER BY k DESC LIMIT 1) l ON true"
+        )
+        self.point_row = {
+            (n, last): "SELECT p.pv"
+            + "".join(f", {at}" for _ in range(n))
+            + (", l.k, l.v " if last else " ")
+            + ptr
+            + (f" {tail}" if last else "")
+            for n in (1, 2)
+            for last in (False, True)
+        }
         self.preload = (
             f"SELECT 0, NULL::bigint, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
             "SELECT 1, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -300,6 +324,7 @@ class _Scan:
             self.point,
             *self.point_vals.values(),
             self.point_last,
+            *self.point_row.values(),
             self.preload,
             self.preload_tails,
             self.tail,
@@ -836,11 +861,13 @@ def _decode_other(b: bytes) -> Any:  # pragma: no cover - a marker, never called
 def _exec_row(conn: Any, name: bytes, params: list[bytes]) -> list[bytes | None]:
     """The one row of the prepared statement ``name`` with bytea ``params``: its columns.
 
-    ``name`` is one of ``_Scan.point_vals`` and ``_Scan.point_last`` (bytea columns, None for a
-    NULL). One ``PQexecPrepared`` with binary parameters and results: the server parses no
-    literal and the client decodes no hexadecimal. Errors as ``_send_all`` raises them.
+    ``name`` is one of ``_Scan.point_vals``, ``_Scan.point_last`` and ``_Scan.point_row``
+    (bytea columns, None for a NULL). One ``PQexecPrepared`` with binary parameters and
+    results: the server parses no literal and the client decodes no hexadecimal. Errors as
+    ``_send_all`` raises them.
     """
-    res = conn.pgconn.exec_prepared(name, params, _FORMATS[len(params)], 1)
+    n = len(params)
+    res = conn.pgconn.exec_prepared(name, params, _FORMATS[n] if n < 4 else (1,) * n, 1)
     if res.status != _TUPLES_OK:
         psycopg, _ = _psycopg()
         if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
@@ -879,6 +906,10 @@ def _raise_for(conn: Any, failed: Any) -> None:
     if conn.pgconn.status == psycopg.pq.ConnStatus.BAD:
         raise psycopg.OperationalError(failed.get_error_message())
     raise psycopg.errors.error_from_result(failed, encoding=conn.info.encoding)
+
+
+_ABOVE: Final = b"\xff" * 512
+"""A suffix that puts a prefix above every key under it (keys are shorter than 512 bytes)."""
 
 
 def _end(prefix: bytes) -> bytes:
@@ -2024,6 +2055,7 @@ class PgKV:
         named = self._sql.prepared
         self._point_vals = {n: named[q].encode() for n, q in self._sql.point_vals.items()}
         self._point_last = named[self._sql.point_last].encode()
+        self._point_row = {nl: named[q].encode() for nl, q in self._sql.point_row.items()}
         # libpq's pipeline mode (libpq 14 and later): else every round trip is a query string
         self._pipelines = bool(psycopg.Pipeline.is_supported())
         self._pool = psycopg_pool.ConnectionPool(
@@ -2347,6 +2379,71 @@ class PgKV:
                 elif tail is None:
                     tail = (bytes(k), bytes(v))
             return [found.get(k) for k in keys], tail
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def point_read_row(
+        self, ptr: bytes, keys: list[tuple[bytes, bytes]], last: bytes | None = None
+    ) -> tuple[bytes | None, list[bytes | None], tuple[bytes, bytes] | None]:
+        """A point read that follows a row pointer, in ONE statement (``KV.point_read_row``).
+
+        The server reads ``ptr``'s value, takes its first 4 bytes (the row) and reads each
+        ``prefix || row || suffix`` of ``keys`` and the last pair under ``last || row``: a get
+        by id through ``id/`` in one round trip. One or two keys go as one prepared statement
+        answering one row in binary (``_exec_row``); more keys as two point reads.
+        """
+        name = self._point_row.get((len(keys), last is not None))
+        if name is None:  # not a get's shape: the pointer, then the keys
+            (pv,), _ = self.point_read([ptr])
+            if pv is None:
+                return None, [None] * len(keys), None
+            r = pv[:4]
+            vals, tail = self.point_read(
+                [p + r + x for p, x in keys], None if last is None else last + r
+            )
+            return pv, vals, tail
+        self._check_fork()
+        psycopg, _ = _psycopg()
+        params: list[bytes] = []  # in the statement's order: the keys', the pointer, the tail's
+        for p, x in keys:
+            params += (p, x)
+        params.append(ptr)
+        if last is not None:
+            params += (last, last, _ABOVE)
+        for attempt in (0, 1):
+            try:  # the kept connection, as ``point_read`` takes it
+                conn = self._hot.pop()
+            except IndexError:
+                conn = self._getconn()
+            self.round_trips += 1
+            try:
+                if conn in self._ready:
+                    row = _exec_row(conn, name, params)
+                else:
+                    query = self._sql.point_row[(len(keys), last is not None)]
+                    (got,) = _send_all(conn, _inline([(query, tuple(params))], None), keep=1)
+                    row = [None if c is None else bytes(c) for c in got[0]]
+            except psycopg.OperationalError as exc:
+                dead = conn.broken or conn.closed
+                self._putconn(conn)
+                if dead and attempt == 0:
+                    continue  # a pooled connection the server dropped: once more, fresh
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except psycopg.Error as exc:
+                self._putconn(conn)
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except BaseException:  # an interrupt (a signal's exception): in an unknown state
+                conn.close()
+                self._putconn(conn)  # the pool replaces it
+                raise
+            if self._hot or self._closed:
+                self._putconn(conn)
+            else:
+                self._hot.append(conn)
+            n = 1 + len(keys)
+            if last is None:
+                return row[0], row[1:n], None
+            lk, lv = row[n], row[n + 1]
+            return row[0], row[1:n], None if lk is None or lv is None else (lk, lv)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write(self, fn: Callable[[Any], T]) -> T:
