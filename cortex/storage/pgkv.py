@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -289,6 +289,19 @@ class _Scan:
             f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
             "ORDER BY k DESC LIMIT 1) a ON true"
         )
+        # and values at the rows some pointers hold (format 21: a find's hits' heads and last
+        # versions by id, through ``id/``, in the same statement as their ``id/`` records:
+        # ``_PgRead.preload``'s ``via``): prefix || the pointer value's first 4 bytes, and the
+        # last pair under another prefix || those bytes; rows of the pairs as stored
+        row = "substring(i.v from 1 for 4)"
+        self.preload_via = (
+            f"{self.preload_tails} UNION ALL "
+            f"SELECT 3, NULL::bigint, h.k, h.v FROM {t} i JOIN {t} h ON h.k = %s || {row} "
+            "WHERE i.k = ANY(%s::bytea[]) UNION ALL "
+            f"SELECT 3, NULL::bigint, a.k, a.v FROM {t} i JOIN LATERAL (SELECT k, v FROM {t} "
+            f"WHERE k >= %s || {row} AND k < %s || {row} || %s ORDER BY k DESC LIMIT 1) a "
+            "ON true WHERE i.k = ANY(%s::bytea[])"
+        )
         self.tail = f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1"
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
         self.upsert = (
@@ -327,6 +340,7 @@ class _Scan:
             *self.point_row.values(),
             self.preload,
             self.preload_tails,
+            self.preload_via,
             self.tail,
             self.delete,
             self.upsert,
@@ -947,6 +961,7 @@ class _PgRead:
         """Always empty: the server checks its own pages (``PgKV.read_checked``)."""
         self._loaded: dict[bytes, bytes | None] = {}  # preloaded values (None: absent)
         self._loaded_scans: dict[bytes, list[tuple[bytes, bytes]]] = {}  # whole short prefixes
+        self._loaded_tails: set[bytes] = set()  # prefixes whose last pair is in _loaded
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
         return self._c.rows(query, params)
@@ -964,22 +979,53 @@ class _PgRead:
         limit: int = _PRELOAD_SCAN,
         *,
         tails: Iterable[bytes] = (),
+        via: tuple[Sequence[bytes], bytes, bytes | None] | None = None,
     ) -> None:
         """Read ``keys``, short prefixes and the last pair of ``tails`` in one query.
 
         A prefix is kept whole when it holds at most ``limit`` pairs; ``get`` and ``scan`` (of a
         kept prefix, from its start) then need no query. A tail's last pair is kept as a key
-        read (a ``get`` of that key needs no query).
+        read (a ``get`` of that key needs no query), and a later preload of that tail reads
+        nothing. ``via`` ``(pointers, prefix, tail)``: also the pair under ``prefix || row``
+        and the last pair under ``tail || row`` (None: none), ``row`` being the first 4 bytes
+        of each pointer's value (format 21's ``id/`` records: a find's heads and last versions
+        by id, in the same query as the ``id/`` records, which the pointers should be among the
+        keys of). Every pair read is kept as read (true of the snapshot, whatever a damaged
+        pointer holds: the caller checks the pointer before it asks for a key built of it).
         """
         want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
         pre = [
             p for p in dict.fromkeys(prefixes) if p not in self._loaded_scans and p.strip(b"\xff")
         ]
-        last = [p for p in dict.fromkeys(tails) if p.strip(b"\xff")]
-        if not want and not pre and not last:
+        last = [p for p in dict.fromkeys(tails) if p not in self._loaded_tails and p.strip(b"\xff")]
+        ptrs = list(dict.fromkeys(via[0])) if via is not None else []
+        if not want and not pre and not last and not ptrs:
             return
         params: tuple[Any, ...] = (want, pre, [prefix_end(p) for p in pre], limit + 1)
-        if last:
+        if via is not None and ptrs:
+            _, hp, tp = via
+            rows = self._rows(
+                self._c.q.preload_via,
+                (
+                    *params,
+                    last,
+                    [prefix_end(p) for p in last],
+                    hp,
+                    ptrs,
+                    tp or b"",
+                    tp or b"",
+                    _ABOVE,
+                    ptrs if tp is not None else [],
+                ),
+            )
+            n = len(tp) + 4 if tp is not None else 0
+            for w, _, rk, v in rows:
+                if w == 3:
+                    k = bytes(rk)
+                    self._loaded[k] = bytes(v)
+                    if tp is not None and k.startswith(tp) and len(k) > n:
+                        self._loaded_tails.add(k[:n])
+        elif last:
             rows = self._rows(
                 self._c.q.preload_tails, (*params, last, [prefix_end(p) for p in last])
             )
@@ -991,6 +1037,7 @@ class _PgRead:
         for w, _, k, v in rows:
             if w == 2:
                 self._loaded[bytes(k)] = bytes(v)
+        self._loaded_tails.update(last)
         self._keep_scans(pre, rows, limit)
 
     def _keep_scans(
