@@ -254,9 +254,11 @@ class _Scan:
         # row) || suffix, then the last pair under a prefix || the row: the server follows the
         # pointer, so a get is one round trip again. Where the pointer is absent its row is
         # NULL and so is every key built of it (NULL columns); the client checks the pointer
-        # (its CRC and length) before it trusts a column.
+        # (its CRC and length) before it trusts a column. ``OFFSET 0`` keeps the pointer's
+        # subquery whole: pulled up, the server looked the pointer up once per use (4 index
+        # scans of ``id/`` instead of 1, ``EXPLAIN ANALYZE``)
         ptr = (
-            f"FROM (SELECT (SELECT v FROM {t} WHERE k = %s) AS pv) AS p "
+            f"FROM (SELECT (SELECT v FROM {t} WHERE k = %s) AS pv OFFSET 0) AS p "
             "CROSS JOIN LATERAL (SELECT substring(p.pv from 1 for 4) AS r) AS x"
         )
         at = f"(SELECT v FROM {t} WHERE k = %s || x.r || %s)"
