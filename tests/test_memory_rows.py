@@ -18,7 +18,7 @@ from cortex import Cortex, Fact, MemoryId, NewMemory, Outcome, Query
 from cortex.engine.heads import encode_row, row_of
 from cortex.errors import IntegrityError, NotFoundError
 from cortex.storage import keys as K
-from cortex.storage.kv import LmdbKV
+from cortex.storage.kv import LmdbKV, seal
 
 OWNER = "rows-test"
 
@@ -170,3 +170,110 @@ def test_a_purge_keeps_the_row_and_erases_its_records(tmp_path: Path) -> None:
                 assert txn.get(key) is None
         assert cx.verify_erasure().ok
         assert cx.verify().ok
+
+
+def _point_row_by_two_reads(kv: Any, ptr: bytes, keys: Any, last: bytes | None) -> Any:
+    """``point_read_row``'s answer from two plain point reads (the pointer, then the keys)."""
+    (pv,), _ = kv.point_read([ptr])
+    if pv is None:
+        return None, [None] * len(keys), None
+    r = pv[:4]
+    vals, tail = kv.point_read([p + r + x for p, x in keys], None if last is None else last + r)
+    return pv, vals, tail
+
+
+def test_a_get_by_id_follows_the_row_in_one_read(store_path: Any) -> None:
+    """``KV.point_read_row`` answers what reading ``id/`` and then the keys at its row answers
+    (one, two and three keys, with and without the last version; an absent id: Nones); a get
+    by id and by URI through it (the C path off) reads the memory ``history`` reads."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        for n in range(4):
+            cx.write(fact(n), id=rid(n))
+        cx.update(rid(2), fact(2, "rope"))
+        kv = cx._kv
+        cx._engine._point_call = None  # the Python path (PostgreSQL's)
+        v1 = K.version_key(0, 1)[len(K.VERSION) + 4 :]
+        shapes: list[tuple[list[tuple[bytes, bytes]], bytes | None]] = [
+            ([(K.HEAD, b"")], None),
+            ([(K.HEAD, b"")], K.VERSION),
+            ([(K.HEAD, b""), (K.VERSION, v1)], None),
+            ([(K.HEAD, b""), (K.VERSION, v1)], K.VERSION),
+            ([(K.HEAD, b""), (K.VERSION, v1), (K.SALIENCE, b"")], K.VERSION),
+        ]
+        for n in (0, 2, 3, 99):
+            ptr = K.id_key(rid(n))
+            for keys, last in shapes:
+                got = kv.point_read_row(ptr, keys, last)
+                assert got == _point_row_by_two_reads(kv, ptr, keys, last)
+                assert (got[0] is None) == (n == 99)
+        for n in (0, 2, 3):
+            hist = cx.history(rid(n))
+            assert cx.resolve_latest(rid(n)) == hist[-1]
+            assert [cx.resolve(m.uri) for m in hist] == hist
+        assert len(cx.history(rid(2))) == 2
+        with pytest.raises(NotFoundError, match=str(rid(99))):
+            cx.resolve_latest(rid(99))
+        with pytest.raises(NotFoundError, match=str(rid(99))):
+            cx.resolve(f"{cx.resolve_latest(rid(0)).uri}".replace(str(rid(0)), str(rid(99))))
+
+
+@pytest.mark.parametrize("damage", ["crc", "length", "no head", "no such row"])
+@pytest.mark.parametrize("c_path", [True, False])
+def test_a_get_by_id_through_a_damaged_id_record_says_so(
+    store_path: Any, damage: str, c_path: bool
+) -> None:
+    """A get by id or by URI whose ``id/`` value fails its checksum or is not 4 bytes, or names
+    a row without a head: IntegrityError naming the record (what was read at the row is not
+    used); the other memories read as before."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        for n in range(3):
+            cx.write(fact(n), id=rid(n))
+        uri = cx.resolve_latest(rid(1)).uri
+        key = K.id_key(rid(1))
+
+        def harm(txn: Any) -> None:
+            if damage == "crc":
+                raw = bytearray(encode_row(1))
+                raw[-1] ^= 0x40
+                txn.put(key, bytes(raw))
+            elif damage == "length":  # a well sealed value of 5 bytes: row 1 and one more
+                txn.put(key, seal(b"\x00\x00\x00\x01\x00"))
+            elif damage == "no head":
+                txn.delete(K.head_key(1))
+            else:
+                txn.put(key, encode_row(77))
+
+        cx._kv.write(harm)
+        if not c_path:
+            cx._engine._point_call = None
+        want = {
+            "crc": f"id/{rid(1)}",
+            "length": f"id/{rid(1)} does not hold a row number",
+            "no head": "no head there",
+            "no such row": "row 77",
+        }[damage]
+        with pytest.raises(IntegrityError, match=want):
+            cx.resolve_latest(rid(1))
+        with pytest.raises(IntegrityError, match=want):
+            cx.resolve(uri)
+        assert cx.resolve_latest(rid(0)).data == fact(0)
+        assert cx.resolve_latest(rid(2)).data == fact(2)
+
+
+@pytest.mark.parametrize("damage", ["crc", "no such row"])
+def test_a_find_whose_hit_has_a_damaged_id_record_says_so(store_path: Any, damage: str) -> None:
+    """A find by tag whose hit has a damaged ``id/`` record: IntegrityError on either engine
+    (on PostgreSQL the preload read the pairs at the row the damaged record gave, which are
+    not used); an undamaged find reads as before."""
+    with Cortex.open(store_path, actor=OWNER) as cx:
+        for n in range(6):
+            cx.write(fact(n), id=rid(n), tags=("bad" if n == 4 else "good",))
+        key = K.id_key(rid(4))
+        raw = bytearray(encode_row(4))
+        raw[-1] ^= 0x40
+        cx._kv.write(lambda t: t.put(key, bytes(raw) if damage == "crc" else encode_row(1)))
+        with pytest.raises(IntegrityError):
+            cx.find(Query(tags=["bad"], limit=10))
+        assert {h.memory.id for h in cx.find(Query(tags=["good"], limit=10)).hits} == {
+            rid(n) for n in (0, 1, 2, 3, 5)
+        }

@@ -327,6 +327,54 @@ def test_a_connection_without_prepared_statements_reads_and_writes_as_text(url: 
         kv.close()
 
 
+def test_point_read_row_follows_the_pointer_in_one_statement_binary_or_text(url: str) -> None:
+    """``point_read_row`` (format 21's get by id): the pointer's value, the keys built of its
+    first 4 bytes and the last pair under a prefix + those bytes, in ONE round trip; the same
+    answers on a connection without the prepared statements (a query string), after a dropped
+    kept connection, and for an absent pointer (Nones) or one shorter than 4 bytes."""
+    kv = PgKV(url + "&pool=1")
+    try:
+        r = b"\x00\x00\x00\x07"
+        kv.write(
+            lambda t: t.put_many(
+                [(b"p/x", r + b"crc!"), (b"p/s", b"\x07"), (b"h/" + r, b"H")]
+                + [(b"v/" + r + bytes([0, n]), b"V%d" % n) for n in (1, 2, 3)]
+                + [(b"v/\x00\x00\x00\x08\x00\x01", b"other")]
+            )
+        )
+        want = {
+            (1, False): (r + b"crc!", [b"H"], None),
+            (1, True): (r + b"crc!", [b"H"], (b"v/" + r + b"\x00\x03", b"V3")),
+            (2, False): (r + b"crc!", [b"H", b"V2"], None),
+            (2, True): (r + b"crc!", [b"H", b"V2"], (b"v/" + r + b"\x00\x03", b"V3")),
+        }
+        shapes = {1: [(b"h/", b"")], 2: [(b"h/", b""), (b"v/", b"\x00\x02")]}
+        for text in (False, True):
+            if text:
+                kv._ready.clear()  # as if the kept connection had no prepared statements
+            for (n, last), answer in want.items():
+                before = kv.round_trips
+                assert kv.point_read_row(b"p/x", shapes[n], b"v/" if last else None) == answer
+                assert kv.round_trips - before == 1
+                assert kv.point_read_row(b"p/none", shapes[n], b"v/" if last else None) == (
+                    None,
+                    [None] * n,
+                    None,
+                )
+                assert kv.point_read_row(b"p/s", shapes[n], b"v/" if last else None) == (
+                    b"\x07",
+                    [None] * n,
+                    None,
+                )
+        (conn,) = kv._hot
+        with _raw(url) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        time.sleep(0.2)
+        assert kv.point_read_row(b"p/x", shapes[2], b"v/") == want[(2, True)]
+    finally:
+        kv.close()
+
+
 def test_point_read_of_one_key_survives_a_dropped_connection(url: str) -> None:
     """The binary point read's errors are the text path's: a kept connection the server
     dropped is replaced once, and the read answers."""
@@ -818,9 +866,11 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
             assert kv.round_trips - before == 1
         before = kv.round_trips
         assert cx.resolve(uris[2]).data.statement == "user 2 likes green tea"  # type: ignore[union-attr]
-        # format 21: two statements, the row (id/) then the head and version by row (a
-        # server-side lookup of both in one statement would make it one again: not done yet)
-        assert kv.round_trips - before == 2
+        # format 21: one statement, the server following id/ to the row (``point_read_row``)
+        assert kv.round_trips - before == 1
+        before = kv.round_trips
+        assert cx.resolve_latest(uris[3].id).data.statement == "user 3 likes green tea"  # type: ignore[union-attr]
+        assert kv.round_trips - before == 1
         assert cx.verify().ok
 
 
@@ -1272,9 +1322,10 @@ def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) ->
             for i in range(300)
         )
         for query, most in (
-            # format 21: one more (the hits' rows, id/, before their heads and versions)
-            (Query(types=["Fact"], tags=["t1"], limit=10), 6),
-            (Query(text="user 5 green tea", limit=10), 6),
+            # format 21: the hits' rows (id/) with their heads and versions, the server
+            # following id/ (``_PgRead.preload``'s ``via``): no round trip more than before
+            (Query(types=["Fact"], tags=["t1"], limit=10), 5),
+            (Query(text="user 5 green tea", limit=10), 5),
         ):
             before = kv.round_trips
             assert len(cx.find(query).hits) == 10
@@ -1314,7 +1365,7 @@ def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(
                 ]
             assert len(in_c) == 10
             assert in_c == in_python, text
-        assert len(trips) == 1 and trips.pop() <= 6  # format 21: the hits' rows first
+        assert len(trips) == 1 and trips.pop() <= 5
 
 
 def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url: str) -> None:

@@ -500,11 +500,14 @@ def main() -> None:
                             200,
                         )
                         trips.note(row, engine, "find_text", 200)
+                from cortex.engine.heads import row_of
                 from cortex.storage.keys import head_key
 
                 size = commit_bytes(cluster.url(f"b{n}"))
-                # the floor reads the very heads cortex's gets resolve, in the same order
-                keys = [head_key(u.id) for u in uris]
+                # the floor reads the very heads cortex's gets resolve, in the same order (by
+                # their rows: format 21's ``m/`` keys)
+                with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx, cx._kv.read() as t:
+                    keys = [head_key(row_of(t, u.id)) for u in uris]
                 floor = Floor(cluster.conninfo(), size, keys, f"cortex_b{n}")
                 row["commit_bytes"] = size
                 with Cortex.open(cluster.url(f"b{n}"), actor="bench") as cx:

@@ -2375,21 +2375,25 @@ class Store:
                 return row, head
         return row, self._head_from(mid, raw, row)
 
-    def _row(self, mid: MemoryId) -> int:
-        """The row of ``mid`` in a point read of its own (an engine with round trips: one).
+    def _row_read(
+        self, mid: MemoryId, keys: list[tuple[bytes, bytes]], last: bytes | None = None
+    ) -> tuple[int, list[bytes | None], tuple[bytes, bytes] | None]:
+        """The row of ``mid`` and a point read of keys built of it, in one (one round trip).
 
-        A memory's row never changes once written (``specs/storage.md`` §2 Rows) and its head
-        is never deleted, so the head and versions may be read in a later snapshot.
+        The engine follows the ``id/`` record to the row (``KV.point_read_row``: on
+        PostgreSQL the server does): each of ``keys`` is ``(prefix, suffix)`` around the row,
+        ``last`` a prefix the row ends. The values are used only when the ``id/`` value
+        decodes (its checksum, 4 bytes): else they were read at a row that is not one.
 
         Raises:
             NotFoundError: no such memory.
             IntegrityError: its ``id/`` record is damaged.
         """
         key = id_key(mid)
-        (raw,), _ = self._kv.point_read([key])
+        raw, values, tail = self._kv.point_read_row(key, keys, last)
         if raw is None:
             raise NotFoundError(f"no memory {mid}")
-        return decode_row(key, raw)
+        return decode_row(key, raw), values, tail
 
     @staticmethod
     def _check_change(mid: MemoryId, head: Head) -> None:
@@ -2554,9 +2558,11 @@ class Store:
             IntegrityError: the head or the version is damaged or missing.
         """
         u = Uri.parse(uri)
-        row = self._row(u.id)
-        hkey, vkey = head_key(row), version_key(row, u.version)
-        (hraw, vraw), _ = self._kv.point_read([hkey, vkey])
+        nkey = version_key(0, u.version)[len(_VERSION_KEY_PREFIX) + 4 :]  # u64(version)
+        row, (hraw, vraw), _ = self._row_read(
+            u.id, [(_HEAD_KEY_PREFIX, b""), (_VERSION_KEY_PREFIX, nkey)]
+        )
+        vkey = version_key(row, u.version)
         ctx = _READ
         if ctx is not None:
             m: Memory | None = _sp.read_memory(ctx, u.id.bytes, hraw, vkey, vraw, u.version)
@@ -2592,10 +2598,9 @@ class Store:
             if got is not None:
                 return got  # type: ignore[no-any-return]
         raw = mid.bytes
-        # the row, then the head and the last version key in one snapshot read: versions are
-        # 1..current, so the last key under the memory's prefix is its current version
-        row = self._row(mid)
-        (hraw,), last = self._kv.point_read([head_key(row)], version_prefix(row))
+        # the row, the head and the last version key in one snapshot read (one round trip):
+        # versions are 1..current, so the last key under the memory's prefix is its current one
+        row, (hraw,), last = self._row_read(mid, [(_HEAD_KEY_PREFIX, b"")], _VERSION_KEY_PREFIX)
         if ctx is not None and last is not None:
             m: Memory | None = _sp.read_memory(ctx, raw, hraw, last[0], last[1], 0)
             if m is not None:

@@ -68,6 +68,8 @@ from cortex.storage.keys import (
     version_key,
     version_prefix,
 )
+from cortex.storage.keys import HEAD as _HEAD_KEY_PREFIX
+from cortex.storage.keys import VERSION as _VERSION_KEY_PREFIX
 from cortex.storage.kv import ReadTxn
 
 __all__ = [
@@ -233,7 +235,7 @@ class Executor:
         return None
 
     def preload(self, mids: Sequence[MemoryId]) -> None:
-        """Read what accepting ``mids`` will read, in two round trips where reads have them.
+        """Read what accepting ``mids`` will read, in few round trips where reads have them.
 
         An engine with round trips preloads (``preload`` of a PostgreSQL snapshot); LMDB
         reads in place, and nothing happens.
@@ -249,8 +251,13 @@ class Executor:
         if load is None or not mids:
             return
         into = bytes((EdgeType.SUPERSEDES,))
-        # format 21: the rows (id/) and the edges first, then the heads and last versions
-        load([id_key(m) for m in mids], [EDGE_TO + m.bytes + into for m in mids])
+        # format 21: the rows (id/), the edges and, through the rows, the heads and last
+        # versions in one round trip (the server follows each id/ record: ``via``); the reads
+        # below find them loaded and read them again only where a row was not the one its
+        # checked id/ record holds (a damaged record)
+        ids = [id_key(m) for m in mids]
+        tail = _VERSION_KEY_PREFIX if self.plan.as_of is None else None
+        load(ids, [EDGE_TO + m.bytes + into for m in mids], via=(ids, _HEAD_KEY_PREFIX, tail))
         rows: dict[MemoryId, int] = {}
         sources: list[MemoryId] = []
         for m in mids:

@@ -205,6 +205,18 @@ class KV(Protocol):
         serves in one.
         """
 
+    def point_read_row(
+        self, ptr: bytes, keys: list[tuple[bytes, bytes]], last: bytes | None = None
+    ) -> tuple[bytes | None, list[bytes | None], tuple[bytes, bytes] | None]:
+        """``point_read`` through a row pointer: ``ptr``'s value, then keys built of its row.
+
+        The row is the first 4 bytes of ``ptr``'s value (unchecked: the caller checks the
+        value before it trusts the rest); each of ``keys`` is ``(prefix, suffix)``, read as
+        ``prefix || row || suffix``; ``last``, a prefix, gives the last pair under
+        ``last || row``. Absent ``ptr``: ``(None, [None, ...], None)``. One snapshot; an engine
+        with round trips serves it in one (the server follows the pointer).
+        """
+
     def write(self, fn: Callable[[WriteTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; ``fn`` may be run again on retry.
 
@@ -1517,6 +1529,24 @@ class LmdbKV:
             if gate._remapping or not _GIL:
                 gate.wake()
         return values, tail
+
+    def point_read_row(
+        self, ptr: bytes, keys: list[tuple[bytes, bytes]], last: bytes | None = None
+    ) -> tuple[bytes | None, list[bytes | None], tuple[bytes, bytes] | None]:
+        """``point_read`` through a row pointer, in one snapshot (``KV.point_read_row``)."""
+        with self.read() as txn:
+            pv = txn.get(ptr)
+            if pv is None:
+                return None, [None] * len(keys), None
+            pv = bytes(pv)
+            r = pv[:4]
+            values = [txn.get(p + r + x) for p, x in keys]
+            tail = None
+            if last is not None:
+                for k, v in txn.scan(last + r, reverse=True):
+                    tail = (bytes(k), bytes(v))
+                    break
+        return pv, [None if v is None else bytes(v) for v in values], tail
 
     def point_call(
         self, fn: Callable[[Any, lmdb.Transaction, Any, Any, Any], T], ctx: Any, arg: Any

@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -249,6 +249,32 @@ class _Scan:
             f"SELECT {one}, l.k, l.v FROM (VALUES (0)) AS o LEFT JOIN LATERAL "
             f"(SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1) l ON true"
         )
+        # a get by id under format 21 (``PgKV.point_read_row``) as ONE row: the pointer's value
+        # (the ``id/`` record), then per key the value under prefix || its first 4 bytes (the
+        # row) || suffix, then the last pair under a prefix || the row: the server follows the
+        # pointer, so a get is one round trip again. Where the pointer is absent its row is
+        # NULL and so is every key built of it (NULL columns); the client checks the pointer
+        # (its CRC and length) before it trusts a column. ``OFFSET 0`` keeps the pointer's
+        # subquery whole: pulled up, the server looked the pointer up once per use (4 index
+        # scans of ``id/`` instead of 1, ``EXPLAIN ANALYZE``)
+        ptr = (
+            f"FROM (SELECT (SELECT v FROM {t} WHERE k = %s) AS pv OFFSET 0) AS p "
+            "CROSS JOIN LATERAL (SELECT substring(p.pv from 1 for 4) AS r) AS x"
+        )
+        at = f"(SELECT v FROM {t} WHERE k = %s || x.r || %s)"
+        tail = (
+            f"LEFT JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= %s || x.r "
+            "AND k < %s || x.r || %s ORDER BY k DESC LIMIT 1) l ON true"
+        )
+        self.point_row = {
+            (n, last): "SELECT p.pv"
+            + "".join(f", {at}" for _ in range(n))
+            + (", l.k, l.v " if last else " ")
+            + ptr
+            + (f" {tail}" if last else "")
+            for n in (1, 2)
+            for last in (False, True)
+        }
         self.preload = (
             f"SELECT 0, NULL::bigint, k, v FROM {t} WHERE k = ANY(%s::bytea[]) UNION ALL "
             "SELECT 1, q.i, a.k, a.v FROM unnest(%s::bytea[], %s::bytea[]) "
@@ -264,6 +290,21 @@ class _Scan:
             "WITH ORDINALITY AS q(p, e, i) "
             f"JOIN LATERAL (SELECT k, v FROM {t} WHERE k >= q.p AND k < q.e "
             "ORDER BY k DESC LIMIT 1) a ON true"
+        )
+        # and values at the rows some pointers hold (format 21: a find's hits' heads and last
+        # versions by id, through ``id/``, in the same statement as their ``id/`` records:
+        # ``_PgRead.preload``'s ``via``): prefix || the pointer value's first 4 bytes, and the
+        # last pair under another prefix || those bytes; rows of the pairs as stored. Each
+        # lookup is a LATERAL with LIMIT (kept whole: a plain join was hashed against a
+        # sequential scan of the table, ``EXPLAIN ANALYZE``)
+        row = "substring(i.v from 1 for 4)"
+        self.preload_via = (
+            f"{self.preload_tails} UNION ALL "
+            f"SELECT 3, NULL::bigint, h.k, h.v FROM {t} i JOIN LATERAL (SELECT k, v FROM {t} "
+            f"WHERE k = %s || {row} LIMIT 1) h ON true WHERE i.k = ANY(%s::bytea[]) UNION ALL "
+            f"SELECT 3, NULL::bigint, a.k, a.v FROM {t} i JOIN LATERAL (SELECT k, v FROM {t} "
+            f"WHERE k >= %s || {row} AND k < %s || {row} || %s ORDER BY k DESC LIMIT 1) a "
+            "ON true WHERE i.k = ANY(%s::bytea[])"
         )
         self.tail = f"SELECT k, v FROM {t} WHERE k >= %s AND k < %s ORDER BY k DESC LIMIT 1"
         self.delete = f"DELETE FROM {t} WHERE k = ANY(%s::bytea[])"
@@ -300,8 +341,10 @@ class _Scan:
             self.point,
             *self.point_vals.values(),
             self.point_last,
+            *self.point_row.values(),
             self.preload,
             self.preload_tails,
+            self.preload_via,
             self.tail,
             self.delete,
             self.upsert,
@@ -836,11 +879,13 @@ def _decode_other(b: bytes) -> Any:  # pragma: no cover - a marker, never called
 def _exec_row(conn: Any, name: bytes, params: list[bytes]) -> list[bytes | None]:
     """The one row of the prepared statement ``name`` with bytea ``params``: its columns.
 
-    ``name`` is one of ``_Scan.point_vals`` and ``_Scan.point_last`` (bytea columns, None for a
-    NULL). One ``PQexecPrepared`` with binary parameters and results: the server parses no
-    literal and the client decodes no hexadecimal. Errors as ``_send_all`` raises them.
+    ``name`` is one of ``_Scan.point_vals``, ``_Scan.point_last`` and ``_Scan.point_row``
+    (bytea columns, None for a NULL). One ``PQexecPrepared`` with binary parameters and
+    results: the server parses no literal and the client decodes no hexadecimal. Errors as
+    ``_send_all`` raises them.
     """
-    res = conn.pgconn.exec_prepared(name, params, _FORMATS[len(params)], 1)
+    n = len(params)
+    res = conn.pgconn.exec_prepared(name, params, _FORMATS[n] if n < 4 else (1,) * n, 1)
     if res.status != _TUPLES_OK:
         psycopg, _ = _psycopg()
         if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
@@ -881,6 +926,10 @@ def _raise_for(conn: Any, failed: Any) -> None:
     raise psycopg.errors.error_from_result(failed, encoding=conn.info.encoding)
 
 
+_ABOVE: Final = b"\xff" * 512
+"""A suffix that puts a prefix above every key under it (keys are shorter than 512 bytes)."""
+
+
 def _end(prefix: bytes) -> bytes:
     """An exclusive upper bound of the keys under ``prefix`` (above any key when it has none)."""
     end = prefix_end(prefix) if prefix.strip(b"\xff") else None
@@ -916,6 +965,7 @@ class _PgRead:
         """Always empty: the server checks its own pages (``PgKV.read_checked``)."""
         self._loaded: dict[bytes, bytes | None] = {}  # preloaded values (None: absent)
         self._loaded_scans: dict[bytes, list[tuple[bytes, bytes]]] = {}  # whole short prefixes
+        self._loaded_tails: set[bytes] = set()  # prefixes whose last pair is in _loaded
 
     def _rows(self, query: str, params: tuple[Any, ...]) -> list[Any]:
         return self._c.rows(query, params)
@@ -933,22 +983,53 @@ class _PgRead:
         limit: int = _PRELOAD_SCAN,
         *,
         tails: Iterable[bytes] = (),
+        via: tuple[Sequence[bytes], bytes, bytes | None] | None = None,
     ) -> None:
         """Read ``keys``, short prefixes and the last pair of ``tails`` in one query.
 
         A prefix is kept whole when it holds at most ``limit`` pairs; ``get`` and ``scan`` (of a
         kept prefix, from its start) then need no query. A tail's last pair is kept as a key
-        read (a ``get`` of that key needs no query).
+        read (a ``get`` of that key needs no query), and a later preload of that tail reads
+        nothing. ``via`` ``(pointers, prefix, tail)``: also the pair under ``prefix || row``
+        and the last pair under ``tail || row`` (None: none), ``row`` being the first 4 bytes
+        of each pointer's value (format 21's ``id/`` records: a find's heads and last versions
+        by id, in the same query as the ``id/`` records, which the pointers should be among the
+        keys of). Every pair read is kept as read (true of the snapshot, whatever a damaged
+        pointer holds: the caller checks the pointer before it asks for a key built of it).
         """
         want = [k for k in dict.fromkeys(keys) if k not in self._loaded]
         pre = [
             p for p in dict.fromkeys(prefixes) if p not in self._loaded_scans and p.strip(b"\xff")
         ]
-        last = [p for p in dict.fromkeys(tails) if p.strip(b"\xff")]
-        if not want and not pre and not last:
+        last = [p for p in dict.fromkeys(tails) if p not in self._loaded_tails and p.strip(b"\xff")]
+        ptrs = list(dict.fromkeys(via[0])) if via is not None else []
+        if not want and not pre and not last and not ptrs:
             return
         params: tuple[Any, ...] = (want, pre, [prefix_end(p) for p in pre], limit + 1)
-        if last:
+        if via is not None and ptrs:
+            _, hp, tp = via
+            rows = self._rows(
+                self._c.q.preload_via,
+                (
+                    *params,
+                    last,
+                    [prefix_end(p) for p in last],
+                    hp,
+                    ptrs,
+                    tp or b"",
+                    tp or b"",
+                    _ABOVE,
+                    ptrs if tp is not None else [],
+                ),
+            )
+            n = len(tp) + 4 if tp is not None else 0
+            for w, _, rk, v in rows:
+                if w == 3:
+                    k = bytes(rk)
+                    self._loaded[k] = bytes(v)
+                    if tp is not None and k.startswith(tp) and len(k) > n:
+                        self._loaded_tails.add(k[:n])
+        elif last:
             rows = self._rows(
                 self._c.q.preload_tails, (*params, last, [prefix_end(p) for p in last])
             )
@@ -960,6 +1041,7 @@ class _PgRead:
         for w, _, k, v in rows:
             if w == 2:
                 self._loaded[bytes(k)] = bytes(v)
+        self._loaded_tails.update(last)
         self._keep_scans(pre, rows, limit)
 
     def _keep_scans(
@@ -2024,6 +2106,7 @@ class PgKV:
         named = self._sql.prepared
         self._point_vals = {n: named[q].encode() for n, q in self._sql.point_vals.items()}
         self._point_last = named[self._sql.point_last].encode()
+        self._point_row = {nl: named[q].encode() for nl, q in self._sql.point_row.items()}
         # libpq's pipeline mode (libpq 14 and later): else every round trip is a query string
         self._pipelines = bool(psycopg.Pipeline.is_supported())
         self._pool = psycopg_pool.ConnectionPool(
@@ -2347,6 +2430,71 @@ class PgKV:
                 elif tail is None:
                     tail = (bytes(k), bytes(v))
             return [found.get(k) for k in keys], tail
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def point_read_row(
+        self, ptr: bytes, keys: list[tuple[bytes, bytes]], last: bytes | None = None
+    ) -> tuple[bytes | None, list[bytes | None], tuple[bytes, bytes] | None]:
+        """A point read that follows a row pointer, in ONE statement (``KV.point_read_row``).
+
+        The server reads ``ptr``'s value, takes its first 4 bytes (the row) and reads each
+        ``prefix || row || suffix`` of ``keys`` and the last pair under ``last || row``: a get
+        by id through ``id/`` in one round trip. One or two keys go as one prepared statement
+        answering one row in binary (``_exec_row``); more keys as two point reads.
+        """
+        name = self._point_row.get((len(keys), last is not None))
+        if name is None:  # not a get's shape: the pointer, then the keys
+            (pv,), _ = self.point_read([ptr])
+            if pv is None:
+                return None, [None] * len(keys), None
+            r = pv[:4]
+            vals, tail = self.point_read(
+                [p + r + x for p, x in keys], None if last is None else last + r
+            )
+            return pv, vals, tail
+        self._check_fork()
+        psycopg, _ = _psycopg()
+        params: list[bytes] = []  # in the statement's order: the keys', the pointer, the tail's
+        for p, x in keys:
+            params += (p, x)
+        params.append(ptr)
+        if last is not None:
+            params += (last, last, _ABOVE)
+        for attempt in (0, 1):
+            try:  # the kept connection, as ``point_read`` takes it
+                conn = self._hot.pop()
+            except IndexError:
+                conn = self._getconn()
+            self.round_trips += 1
+            try:
+                if conn in self._ready:
+                    row = _exec_row(conn, name, params)
+                else:
+                    query = self._sql.point_row[(len(keys), last is not None)]
+                    (got,) = _send_all(conn, _inline([(query, tuple(params))], None), keep=1)
+                    row = [None if c is None else bytes(c) for c in got[0]]
+            except psycopg.OperationalError as exc:
+                dead = conn.broken or conn.closed
+                self._putconn(conn)
+                if dead and attempt == 0:
+                    continue  # a pooled connection the server dropped: once more, fresh
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except psycopg.Error as exc:
+                self._putconn(conn)
+                raise _wrap(exc, f"reading {self.path}") from exc
+            except BaseException:  # an interrupt (a signal's exception): in an unknown state
+                conn.close()
+                self._putconn(conn)  # the pool replaces it
+                raise
+            if self._hot or self._closed:
+                self._putconn(conn)
+            else:
+                self._hot.append(conn)
+            n = 1 + len(keys)
+            if last is None:
+                return row[0], row[1:n], None
+            lk, lv = row[n], row[n + 1]
+            return row[0], row[1:n], None if lk is None or lv is None else (lk, lv)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write(self, fn: Callable[[Any], T]) -> T:
