@@ -245,6 +245,7 @@ class _Routes:
         "dbs",
         "dup",
         "heads",
+        "ids",
         "longest",
         "memories_in_main",
         "names",
@@ -277,6 +278,9 @@ class _Routes:
         self.heads = self.of(HEAD) if self.of(VERSION) is None else None
         """The named database of the heads while the versions are in the main database (format
         19's layout; None otherwise): the C readers read heads there, versions in main."""
+        self.ids = self.of(ID)
+        """The named database of the rows (``id/``, format 21; None: the main database), kept:
+        ``LmdbKV.point_call`` passes it on every get without routing the prefix again."""
 
     def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any]) -> Any:
         """The ``get`` of rows, heads and versions for the C readers (``_LmdbTxn.raw_get``).
@@ -286,7 +290,7 @@ class _Routes:
         if self.memories_in_main:
             return txn.get
         if self.heads is not None:
-            ids = self.of(ID)
+            ids = self.ids
             return (txn.get, self.heads) if ids is None else (txn.get, self.heads, ids)
         return routed
 
@@ -1581,7 +1585,7 @@ class LmdbKV:
             raise
         try:
             routes = self._shared.routes
-            return fn(ctx, txn, arg, routes.heads, routes.of(ID))
+            return fn(ctx, txn, arg, routes.heads, routes.ids)
         except lmdb.Error as exc:
             raise _wrap(exc, self.path) from exc
         finally:
