@@ -242,10 +242,7 @@ _READ: tuple[Any, ...] | None = _read_context()
 executor's rows): the same values as the Python path, or it declines and the Python path runs
 (and raises what is wrong). Tests set it to None to compare the two."""
 
-_C_ROWS = True
-"""Whether the C readers that make their own reads (``read_current``, ``read_accepted``,
-``read_latest``) read format 21's keys (the row from ``id/``, then ``m/`` and ``mv/`` by row)."""
-_READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None) if _C_ROWS else None
+_READ_LATEST: Callable[..., Any] | None = getattr(_sp, "read_latest", None)
 """``resolve_latest``'s reads and ``read_memory`` in one C call on an LMDB snapshot
 (``LmdbKV.point_call``), or None: ``point_read`` then ``read_memory``. Tests set it to None to
 compare the two."""
@@ -712,9 +709,6 @@ class _GroupIndexer:
 
 _GROUP_INDEXER: Final = _GroupIndexer()
 
-_STAGE_ROWS = True
-"""Whether the C ``stage_new`` stages new memories keyed by rows (format 21); until it does,
-the Python path below it runs."""
 
 # what the C ``stage_new`` needs (``Store._stage_new``)
 _STAGE_PLAN: Final = (
@@ -1098,7 +1092,7 @@ class Store:
         """
         i, n = 0, len(prepared)
         while i < n:
-            shared = journal.write_shared() if _USE_SPEEDUPS and _STAGE_ROWS else None
+            shared = journal.write_shared() if _USE_SPEEDUPS else None
             if shared is not None:
                 i, journal.seq, journal.prev, documents, total, postings = _sp.stage_new(
                     _STAGE_PLAN,
@@ -2419,7 +2413,7 @@ class Store:
         """
         ctx = _READ
         raw_get = getattr(txn, "raw_get", None)
-        if ctx is None or raw_get is None or not _C_ROWS:
+        if ctx is None or raw_get is None:
             return None
         return functools.partial(_sp.read_current, ctx, raw_get)
 
@@ -2439,7 +2433,7 @@ class Store:
         raw_get = getattr(txn, "raw_get", None)
         accepted = getattr(_sp, "read_accepted", None)
         cursor = getattr(txn, "cursor", None)
-        if ctx is None or raw_get is None or accepted is None or cursor is None or not _C_ROWS:
+        if ctx is None or raw_get is None or accepted is None or cursor is None:
             return None
         return functools.partial(
             accepted,

@@ -2362,44 +2362,22 @@ class PgKV:
         self._warm = (tuple(dict.fromkeys(keys)), tuple(dict.fromkeys(tails)))
         self._guess = tuple(p for p in dict.fromkeys(absent) if p)
 
-    def point_read(
-        self, keys: list[bytes], last: bytes | None = None
-    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
-        """The values of ``keys`` and the last pair under the prefix ``last``, in ONE statement.
+    def _on_kept(self, run: Callable[[Any], T]) -> T:
+        """``run(conn)`` on the kept connection (a point read's), one round trip.
 
-        One round trip and one snapshot (a statement sees one), no transaction to begin or
-        end: for reads of a few known keys (get by id). One or two keys, or one key and a
-        prefix, go as one prepared statement answering one row in binary (``_exec_row``); more
-        keys as a query string.
+        The kept connection goes without the pool's bookkeeping (~10-25 us a get); one the
+        server dropped is replaced and ``run`` tried once more; errors become CortexErrors;
+        an interrupt closes the connection (its state unknown) for the pool to replace.
         """
-        self._check_fork()
         psycopg, _ = _psycopg()
-        lo = hi = b""
-        n = len(keys)
-        if last is not None:
-            end = prefix_end(last) if last.strip(b"\xff") else None
-            lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
-            name = self._point_last if n == 1 else None
-        else:
-            name = self._point_vals.get(n)
         for attempt in (0, 1):
-            try:  # the kept connection, without the pool's bookkeeping (~10-25 us a get)
+            try:
                 conn = self._hot.pop()
             except IndexError:
                 conn = self._getconn()
             self.round_trips += 1
             try:
-                if name is not None and conn in self._ready:
-                    row = _exec_row(conn, name, keys if last is None else [keys[0], lo, hi])
-                    rows = None
-                elif last is None:
-                    query, params = self._sql.keys_in(keys)
-                    (got,) = _send_all(conn, _inline([(query, params)], self._names(conn)), keep=1)
-                    rows = [(0, k, v) for k, v in got]
-                else:
-                    query, params = self._sql.keys_in(keys, last=True)
-                    sql = _inline([(query, (*params, lo, hi))], self._names(conn))
-                    (rows,) = _send_all(conn, sql, keep=1)
+                got = run(conn)
             except psycopg.OperationalError as exc:
                 dead = conn.broken or conn.closed
                 self._putconn(conn)
@@ -2417,20 +2395,55 @@ class PgKV:
                 self._putconn(conn)
             else:
                 self._hot.append(conn)
-            if rows is None:
-                if last is None:
-                    return row, None
-                lk, lv = row[1], row[2]
-                return row[:1], None if lk is None or lv is None else (lk, lv)
-            found = {}
-            tail = None
-            for w, k, v in rows:
-                if w == 0:
-                    found[bytes(k)] = bytes(v)
-                elif tail is None:
-                    tail = (bytes(k), bytes(v))
-            return [found.get(k) for k in keys], tail
+            return got
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def point_read(
+        self, keys: list[bytes], last: bytes | None = None
+    ) -> tuple[list[bytes | None], tuple[bytes, bytes] | None]:
+        """The values of ``keys`` and the last pair under the prefix ``last``, in ONE statement.
+
+        One round trip and one snapshot (a statement sees one), no transaction to begin or
+        end: for reads of a few known keys (get by id). One or two keys, or one key and a
+        prefix, go as one prepared statement answering one row in binary (``_exec_row``); more
+        keys as a query string.
+        """
+        self._check_fork()
+        lo = hi = b""
+        n = len(keys)
+        if last is not None:
+            end = prefix_end(last) if last.strip(b"\xff") else None
+            lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
+            name = self._point_last if n == 1 else None
+        else:
+            name = self._point_vals.get(n)
+
+        def run(conn: Any) -> tuple[Any, Any]:
+            if name is not None and conn in self._ready:
+                return _exec_row(conn, name, keys if last is None else [keys[0], lo, hi]), None
+            if last is None:
+                query, params = self._sql.keys_in(keys)
+                (got,) = _send_all(conn, _inline([(query, params)], self._names(conn)), keep=1)
+                return None, [(0, k, v) for k, v in got]
+            query, params = self._sql.keys_in(keys, last=True)
+            sql = _inline([(query, (*params, lo, hi))], self._names(conn))
+            (rows,) = _send_all(conn, sql, keep=1)
+            return None, rows
+
+        row, rows = self._on_kept(run)
+        if rows is None:
+            if last is None:
+                return row, None
+            lk, lv = row[1], row[2]
+            return row[:1], None if lk is None or lv is None else (lk, lv)
+        found = {}
+        tail = None
+        for w, k, v in rows:
+            if w == 0:
+                found[bytes(k)] = bytes(v)
+            elif tail is None:
+                tail = (bytes(k), bytes(v))
+        return [found.get(k) for k in keys], tail
 
     def point_read_row(
         self, ptr: bytes, keys: list[tuple[bytes, bytes]], last: bytes | None = None
@@ -2453,49 +2466,26 @@ class PgKV:
             )
             return pv, vals, tail
         self._check_fork()
-        psycopg, _ = _psycopg()
         params: list[bytes] = []  # in the statement's order: the keys', the pointer, the tail's
         for p, x in keys:
             params += (p, x)
         params.append(ptr)
         if last is not None:
             params += (last, last, _ABOVE)
-        for attempt in (0, 1):
-            try:  # the kept connection, as ``point_read`` takes it
-                conn = self._hot.pop()
-            except IndexError:
-                conn = self._getconn()
-            self.round_trips += 1
-            try:
-                if conn in self._ready:
-                    row = _exec_row(conn, name, params)
-                else:
-                    query = self._sql.point_row[(len(keys), last is not None)]
-                    (got,) = _send_all(conn, _inline([(query, tuple(params))], None), keep=1)
-                    row = [None if c is None else bytes(c) for c in got[0]]
-            except psycopg.OperationalError as exc:
-                dead = conn.broken or conn.closed
-                self._putconn(conn)
-                if dead and attempt == 0:
-                    continue  # a pooled connection the server dropped: once more, fresh
-                raise _wrap(exc, f"reading {self.path}") from exc
-            except psycopg.Error as exc:
-                self._putconn(conn)
-                raise _wrap(exc, f"reading {self.path}") from exc
-            except BaseException:  # an interrupt (a signal's exception): in an unknown state
-                conn.close()
-                self._putconn(conn)  # the pool replaces it
-                raise
-            if self._hot or self._closed:
-                self._putconn(conn)
-            else:
-                self._hot.append(conn)
-            n = 1 + len(keys)
-            if last is None:
-                return row[0], row[1:n], None
-            lk, lv = row[n], row[n + 1]
-            return row[0], row[1:n], None if lk is None or lv is None else (lk, lv)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def run(conn: Any) -> Any:
+            if conn in self._ready:
+                return _exec_row(conn, name, params)
+            query = self._sql.point_row[(len(keys), last is not None)]
+            (got,) = _send_all(conn, _inline([(query, tuple(params))], None), keep=1)
+            return [None if c is None else bytes(c) for c in got[0]]
+
+        row = self._on_kept(run)
+        n = 1 + len(keys)
+        if last is None:
+            return row[0], row[1:n], None
+        lk, lv = row[n], row[n + 1]
+        return row[0], row[1:n], None if lk is None or lv is None else (lk, lv)
 
     def write(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` in one SERIALIZABLE transaction and commit; re-run on conflict.
