@@ -216,10 +216,16 @@ def test_version_data_flip_caught_by_content_hash(small: Small) -> None:
         _assert_intact(cx, small)
 
 
-def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Small) -> None:
+def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(
+    small: Small, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A version stored past the one its head points at (``specs/storage.md``, "What a read
-    checks"): the reads that find versions by their key range refuse it; ``resolve`` and a
-    query read the versions they name by key and return them; ``verify`` reports it."""
+    checks"): ``verify`` reports it and ``history`` (which reads every version) refuses it;
+    ``resolve_latest``, ``resolve`` and a query read the version they name by its key and return
+    it (the C path and the Python path alike); ``resolve_as_of``, which reads the range, refuses
+    this one (a record of version 2 under version 3's key)."""
+    import cortex.engine.store as engine_store
+
     with Cortex.open(small.path, actor=ACTOR) as cx, cx._kv.read() as txn:
         v2 = txn.get(R.version_key(txn, small.a, 2))
     _edit(small.path, version_key(_row(small.path, small.a), 3), lambda _: v2)
@@ -229,7 +235,6 @@ def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Sm
             in _problems(cx)[f"m/{R.of_kv(cx._kv, small.a)}"]
         )
         for refused in (
-            lambda: cx.resolve_latest(small.a),
             lambda: cx.resolve_as_of(small.a, datetime.now(UTC) + timedelta(days=1)),
             lambda: cx.history(small.a),
         ):
@@ -238,6 +243,14 @@ def test_a_stray_version_past_the_heads_is_checked_where_the_spec_says(small: Sm
         assert cx.resolve(_uri(small.a, 2)).data.statement == "alpha statement two"  # type: ignore[union-attr]
         [m] = [m for m in cx.find(Query(tags=["alpha"], limit=10)).memories if m.id == small.a]
         assert m.version.version == 2
+        for read_latest, read in ((True, True), (False, True), (False, False)):
+            if not read_latest:
+                monkeypatch.setattr(engine_store, "_READ_LATEST", None)
+            if not read:
+                monkeypatch.setattr(engine_store, "_READ", None)
+            m = cx.resolve_latest(small.a)
+            assert m.version.version == 2, (read_latest, read)
+            assert m.data.statement == "alpha statement two"  # type: ignore[union-attr]
 
 
 def test_version_payload_flip_refused_by_every_read(small: Small) -> None:

@@ -1959,24 +1959,28 @@ def _scratch_heads_env() -> tuple[Any, Any]:
 
 def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None, ids: Any = None) -> tuple[Any, Any]:
     """What ``resolve_latest`` reads (format 21): the row in ``id/`` (in the database ``ids``,
-    None: main), the head at that row (in ``heads``) and the last pair under its version
-    prefix. ``(None, None)`` when there is no row."""
+    None: main), the head at that row (in ``heads``) and the version it points at, read by its
+    key (``specs/storage.md``, "What a read checks": a later version is not looked for).
+    ``(None, None)`` when there is no row; ``(head, None)`` when the head does not decode or
+    its version is not stored."""
     from cortex.engine.heads import decode_row
-    from cortex.storage.keys import head_key, id_key, version_prefix
+    from cortex.errors import CortexError
+    from cortex.engine.values import decode_trusted
+    from cortex.model.codec import HEAD
+    from cortex.storage.keys import head_key, id_key, version_key
 
     rraw = txn.get(id_key(mid), None, ids)
     if rraw is None:
         return None, None
     row = decode_row(id_key(mid), rraw)
-    prefix = version_prefix(row)
-    last = None
-    cur = txn.cursor()
-    if cur.set_range(prefix):
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
-            last = (k, v)
-    return txn.get(head_key(row), None, heads), last
+    hraw = txn.get(head_key(row), None, heads)
+    try:
+        head = decode_trusted(HEAD, head_key(row), hraw)
+    except (CortexError, TypeError):
+        return hraw, None
+    vkey = version_key(row, head.current_version)
+    vraw = txn.get(vkey)
+    return hraw, None if vraw is None else (vkey, vraw)
 
 
 @settings(max_examples=300)
@@ -1985,7 +1989,7 @@ def test_read_latest_is_point_read_then_read_memory(
     case: tuple[Any, ...], extra: int, named: bool
 ) -> None:
     """``read_latest`` reads what ``resolve_latest``'s Python path reads in the same snapshot
-    (format 21: the row in ``id/``, the head at it, the last version under its prefix): the
+    (format 21: the row in ``id/``, the head at it, the version it points at by key): the
     Memory ``read_memory`` builds from them, or None where that declines; with ``named``, the
     rows and heads in their named databases, given as ``ids`` and ``heads``."""
     from cortex.engine.heads import encode_row
@@ -2010,7 +2014,7 @@ def test_read_latest_is_point_read_then_read_memory(
                 w.put(head_key(ROW), b"not this one")
         if vraw is not None:
             w.put(vkey, bytes(vraw))
-        if extra == 1:  # a stray version past the head's: the last one stored is it
+        if extra == 1:  # a stray version past the head's: not read (the head's is, by key)
             w.put(version_key(ROW, 2**63 - 1), bytes(vraw or b"x"))
         elif extra == 2:  # keys beside the memory's: neither is read
             w.put(version_key(ROW - 1, 1), b"x")

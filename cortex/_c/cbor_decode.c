@@ -2183,8 +2183,7 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
 
-static PyObject *s_get = NULL, *s_cursor = NULL, *s_prev = NULL, *s_last = NULL,
-                *s_value = NULL; /* transaction and cursor methods (interned once) */
+static PyObject *s_get = NULL; /* the transaction's get (interned once) */
 
 PyDoc_STRVAR(read_latest_doc,
              "read_latest(ctx, txn, mid, heads=None, ids=None, /)\n--\n\n"
@@ -2192,8 +2191,9 @@ PyDoc_STRVAR(read_latest_doc,
              "LMDB read transaction ``txn`` (begun without buffers): the row of the memory of "
              "id ``mid`` (16 raw bytes, or a MemoryId: the Memory's ids are then that object) "
              "in ``id/`` (format 21; read in the named database ``ids``, None: the main one), "
-             "its head under that row in ``heads`` (None: the main one), and the last pair "
-             "under its version prefix (``mv/`` u32(row)) in the main database. The Memory, or "
+             "its head under that row in ``heads`` (None: the main one), and the version the "
+             "head points at by its key (``mv/`` u32(row) u64(current)) in the main database "
+             "(a later version stored is not looked for). The Memory, or "
              "None where it declines (anything missing, damaged or unusual): the Python path "
              "then reads again and decides.");
 
@@ -2209,11 +2209,10 @@ call_method(PyObject *obj, PyObject *name, PyObject *arg)
 static PyObject *
 sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *cur = NULL, *r = NULL, *k = NULL, *v = NULL;
-    PyObject *rraw = NULL, *out = NULL, *pre, *given = NULL, *slot;
-    Py_ssize_t lp;
+    PyObject *ctx, *txn, *mid, *key, *hraw = NULL, *k = NULL, *v = NULL, *head;
+    PyObject *rraw = NULL, *out = NULL, *given = NULL, *slot;
+    Share share;
     char row4[4];
-    int found;
     (void)module;
     if (nargs < 3 || nargs > 5) {
         PyErr_SetString(PyExc_TypeError, "read_latest(ctx, txn, mid, heads=None, ids=None)");
@@ -2287,91 +2286,46 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         out = Py_NewRef(Py_None);
         goto done;
     }
-    /* the last key under ``mv/ u32(row)``: the step before the first key at or after
-     * ``mv/ u32(row) 0xff * 8`` (no version number reaches it), or the last key */
-    pre = PyTuple_GET_ITEM(ctx, RC_VPREFIX);
-    lp = PyBytes_GET_SIZE(pre);
-    key = key_of(pre, row4, 4, -1);
-    if (key == NULL) {
-        goto done;
+    /* the version the head points at, by its key: mv/ u32(row) u64(current) (a stray version
+     * past it is verify's and history's to report: specs/storage.md, "What a read checks") */
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    share.time = NULL;
+    share.id = NULL;
+    if (given != NULL) {
+        share.id = Py_NewRef(given);
+        memcpy(share.id_raw, PyBytes_AS_STRING(mid), 16);
     }
-    if (_PyBytes_Resize(&key, lp + 4 + 8) < 0) {
-        goto done;
-    }
-    memset(PyBytes_AS_STRING(key) + lp + 4, 0xFF, 8);
-    cur = call_method(txn, s_cursor, NULL);
-    if (cur == NULL) {
-        Py_DECREF(key);
-        goto done;
-    }
-    r = call_method(cur, s_set_range, key);
-    Py_DECREF(key);
-    if (r == NULL) {
-        goto done;
-    }
-    found = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    if (found < 0) {
-        goto done;
-    }
-    r = call_method(cur, found ? s_prev : s_last, NULL);
-    if (r == NULL) {
-        goto done;
-    }
-    found = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    if (found < 0) {
-        goto done;
-    }
-    if (found) {
-        const char *kb;
-        k = call_method(cur, s_key, NULL);
-        if (k == NULL) {
-            goto done;
-        }
-        if (!PyBytes_CheckExact(k)) {
-            PyErr_SetString(PyExc_TypeError, "read_latest: the transaction must not use buffers");
-            goto done;
-        }
-        kb = PyBytes_AS_STRING(k);
-        /* k is mv/ u32(row) u64(n) */
-        if (PyBytes_GET_SIZE(k) == lp + 4 + 8 &&
-            memcmp(kb, PyBytes_AS_STRING(pre), (size_t)lp) == 0 &&
-            memcmp(kb + lp, row4, 4) == 0) {
-            v = call_method(cur, s_value, NULL);
-            if (v == NULL) {
-                goto done;
+    head = head_of(ctx, mid, hraw, &share);
+    if (head != NULL) {
+        long long n = positive_attr(head, A_CURRENT_VERSION);
+        if (n > 0) {
+            k = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, n);
+            if (k != NULL) {
+                v = call_method(txn, s_get, k);
+            }
+            if (v != NULL && v != Py_None) {
+                if (PyBytes_CheckExact(v)) {
+                    out = memory_at(ctx, mid, head, k, v, 0, &share);
+                }
+                else {
+                    PyErr_SetString(PyExc_TypeError,
+                                    "read_latest: the transaction must not use buffers");
+                }
             }
         }
+        Py_DECREF(head);
     }
-    if (v != NULL) {
-        Share share;
-        PyObject *head;
-        share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-        share.obj = NULL;
-        share.time = NULL;
-        share.id = NULL;
-        if (given != NULL) {
-            share.id = Py_NewRef(given);
-            memcpy(share.id_raw, PyBytes_AS_STRING(mid), 16);
-        }
-        head = head_of(ctx, mid, hraw, &share);
-        if (head != NULL) {
-            out = memory_at(ctx, mid, head, k, v, 0, &share);
-            Py_DECREF(head);
-        }
-        Py_XDECREF(share.obj);
-        Py_XDECREF(share.time);
-        Py_XDECREF(share.id);
-        if (out != NULL || PyErr_Occurred()) {
-            goto done;
-        }
+    Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
+    Py_XDECREF(share.id);
+    if (out != NULL || PyErr_Occurred()) {
+        goto done;
     }
     out = Py_NewRef(Py_None); /* declined: the Python path reads again and decides */
 done:
     Py_XDECREF(v);
     Py_XDECREF(k);
-    Py_XDECREF(cur);
     Py_XDECREF(hraw);
     Py_XDECREF(rraw);
     Py_DECREF(mid);
@@ -2606,12 +2560,7 @@ cx_decode_init(PyObject *m)
     }
     if (s_get == NULL) {
         s_get = PyUnicode_InternFromString("get");
-        s_cursor = PyUnicode_InternFromString("cursor");
-        s_prev = PyUnicode_InternFromString("prev");
-        s_last = PyUnicode_InternFromString("last");
-        s_value = PyUnicode_InternFromString("value");
-        if (s_get == NULL || s_cursor == NULL || s_prev == NULL || s_last == NULL ||
-            s_value == NULL) {
+        if (s_get == NULL) {
             return -1;
         }
     }
