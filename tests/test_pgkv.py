@@ -874,6 +874,30 @@ def test_a_write_makes_one_round_trip_in_a_row_and_a_get_one(url: str) -> None:
         assert cx.verify().ok
 
 
+def test_resolve_latest_returns_the_heads_version_past_a_stray_one(url: str) -> None:
+    """A version stored past the one its head points at (``specs/storage.md`` §3, "What a read
+    checks"): ``resolve_latest`` returns the head's version as on LMDB (its one statement
+    answers the last pair under the row; a second snapshot reads the head's by its key),
+    ``history`` refuses it and ``verify`` reports it."""
+    from cortex.engine.store import _READ
+    from cortex.errors import IntegrityError
+    from tests import rows as R
+
+    with Cortex.open(url, actor="a") as cx:
+        u = cx.write(Fact(statement="one", subject="u", predicate="p"))
+        cx.update(u.id, Fact(statement="two", subject="u", predicate="p"))
+        with cx._kv.read() as txn:
+            key2 = R.version_key(txn, u.id, 2)
+            v2 = bytes(txn.get(key2))
+        cx._kv.write(lambda txn: txn.put(key2[:-8] + (3).to_bytes(8, "big"), v2))
+        assert _READ is not None
+        m = cx.resolve_latest(u.id)
+        assert m.version.version == 2 and m.data.statement == "two"  # type: ignore[union-attr]
+        with pytest.raises(IntegrityError):
+            cx.history(u.id)
+        assert not cx.verify().ok
+
+
 def test_a_small_commit_sends_rows_and_a_larger_one_arrays_and_both_land(
     url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
 ) -> None:
