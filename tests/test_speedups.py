@@ -1964,8 +1964,8 @@ def _point_read_of(txn: Any, mid: MemoryId, heads: Any = None, ids: Any = None) 
     ``(None, None)`` when there is no row; ``(head, None)`` when the head does not decode or
     its version is not stored."""
     from cortex.engine.heads import decode_row
-    from cortex.errors import CortexError
     from cortex.engine.values import decode_trusted
+    from cortex.errors import CortexError
     from cortex.model.codec import HEAD
     from cortex.storage.keys import head_key, id_key, version_key
 
