@@ -961,13 +961,13 @@ def compile_query(q: Query, now: datetime, *, token_cap: int | None = None) -> P
     """
     if not isinstance(q, Query):
         raise ValidationError("query", "type", f"find takes a Query, got {type(q).__name__}")
-    # a type given by its name looked up at once (memory_type's common case, without a call)
-    types = frozenset(
-        named
-        if type(t) is str and (named := MemoryType.from_name(t)) is not None
-        else memory_type(t)
-        for t in _as_tuple(q.types, "types")
-    )
+    # a type given by its name looked up at once (memory_type's common case, without a call);
+    # a loop, not a generator (no frame of its own: a find's fixed cost)
+    named_types = []
+    for t in _as_tuple(q.types, "types"):
+        named = MemoryType.from_name(t) if type(t) is str else None
+        named_types.append(named if named is not None else memory_type(t))
+    types = frozenset(named_types)
     tags = argcheck.texts(_as_tuple(q.tags, "tags"), "tags")
     frames = (
         tuple(FrameMatch.of(f) for f in _as_tuple(q.frames, "frames"))
