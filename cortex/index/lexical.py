@@ -853,7 +853,7 @@ class Indexer:
                 delta = dict.fromkeys(fresh, 1)
             else:
                 delta = {term: len(records) // ENTRY for term, records in fresh.items()}
-            self._put_segment(ov, payload, decoded, delta, out)
+            self._put_segment(ov, payload, decoded, delta, out, additions=True)
             return
         for term, group in self._pending.items():
             if not group:
@@ -886,11 +886,14 @@ class Indexer:
         decoded: _segments.Groups,
         delta: dict[str, int],
         out: list[tuple[bytes, bytes]] | None,
+        *,
+        additions: bool = False,
     ) -> None:
         """Put the segment ``payload`` (its groups ``decoded``) and the documents, statistics.
 
         ``delta``: the segment's document frequency change by term (ADDs less DELs). ``out``:
-        append the puts to it instead of writing them (``flush``).
+        append the puts to it instead of writing them (``flush``). ``additions``: every entry
+        is an ADD (each change in ``delta`` is positive).
         """
         txn = self.txn
         puts: list[tuple[bytes, bytes]] = [] if out is None else out
@@ -898,15 +901,18 @@ class Indexer:
         vocabulary = self._terms
         kept = ov.df_changes()
         if kept is None:
-            changed = [(term, d) for term, d in delta.items() if d]
-        else:  # a term the segments add to is held before and after an addition (a stored
-            # count is never below 0): its count need not be read
+            changed = [term for term, d in delta.items() if d]
+        elif additions:  # every change an addition (new memories): a term the segments add
+            # to is held before and after (a stored count is never below 0): not read
             get = kept.get
-            changed = [(t, d) for t, d in delta.items() if d < 0 or (d > 0 and get(t, 0) < 1)]
+            changed = [t for t in delta if get(t, 0) < 1]
+        else:
+            get = kept.get
+            changed = [t for t, d in delta.items() if d < 0 or (d > 0 and get(t, 0) < 1)]
         if changed:
             limit = ov.postings
-            mains = _main_dfs(txn, [t for t, _ in changed])
-            for (term, d), main in zip(changed, mains, strict=True):
+            for term, main in zip(changed, _main_dfs(txn, changed), strict=True):
+                d = delta[term]
                 if main - limit + min(d, 0) > 0:
                     continue  # held before and after whatever the segments say: no need to combine
                 before = main + ov.df_change(term)

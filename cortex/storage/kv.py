@@ -249,6 +249,7 @@ class _Routes:
         "longest",
         "memories_in_main",
         "names",
+        "pairs_plans",
         "ranges",
     )
 
@@ -268,6 +269,9 @@ class _Routes:
             grouped.setdefault(prefix[:2], []).append((prefix, db))
         self.by_start = {k: tuple(v) for k, v in grouped.items()}
         self.names = tuple(sorted(dbs))
+        self.pairs_plans: dict[bytes, tuple[Any, bytes] | None] = {}
+        """``_LmdbTxn.pairs``'s routing by prefix, kept (the routes never change): the
+        database and the prefix's end for one walk, or None to ``scan``."""
         self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
         """Each named database's keys as a range ``[prefix, prefix_end)``, in key order (no
         prefix of ``DATABASES`` starts another, so the ranges do not overlap)."""
@@ -577,16 +581,24 @@ class _LmdbTxn:
         pair): a write's posting segments (``cortex.index.segments.overlay``). LMDB's only; a
         caller falls back to ``scan`` on an engine without it.
         """
-        dbs = self._routes.spanned(prefix)
-        end = prefix_end(prefix)
-        if (
-            len(dbs) > 1
-            or end is None
-            or (dbs[0] is None and _meets_records(prefix))
-            or dbs[0] in self._routes.dup
-        ):
+        plans = self._routes.pairs_plans
+        if prefix in plans:
+            plan = plans[prefix]
+        else:  # routed once per prefix (a write's segments: every write)
+            dbs = self._routes.spanned(prefix)
+            end = prefix_end(prefix)
+            plan = plans[prefix] = (
+                None
+                if len(dbs) > 1
+                or end is None
+                or (dbs[0] is None and _meets_records(prefix))
+                or dbs[0] in self._routes.dup
+                else (dbs[0], end)
+            )
+        if plan is None:
             return tuple(self.scan(prefix))
-        with self._txn.cursor(db=dbs[0]) as cur:
+        db, end = plan
+        with self._txn.cursor(db=db) as cur:
             if not cur.set_range(prefix):
                 return ()
             # a pair sorts below ``(end,)`` exactly when its key is below ``end``
