@@ -685,8 +685,10 @@ def test_an_append_lmdb_refuses_fails_the_write_whole(
     try:
         store.write(lambda t: t.put(b"m", b"old"))
         monkeypatch.setattr(kv_module, "_append_from", lambda cur, pairs: 0)  # a wrong answer
-        # put_many sorts the keys of a batch: a key given twice is the one out of order
-        batch = [(b"n", b"1"), (b"z", b"3"), (b"n", b"2")]
+        # put_many sorts the keys of a batch: a key given twice is the one out of order (more
+        # pairs than ``_FEW_PUTS``, which are put one at a time)
+        zs = [(b"z%03d" % i, b"3") for i in range(kv_module._FEW_PUTS)]
+        batch = [(b"n", b"1"), *zs, (b"n", b"2")]
         with pytest.raises(CortexError, match="appended put was refused"):
             store.write(lambda t: t.put_many(batch))
         with store.read() as r:

@@ -250,6 +250,7 @@ class _Routes:
         "memories_in_main",
         "names",
         "ranges",
+        "whole",
     )
 
     def __init__(self, dbs: dict[bytes, Any], damage: list[PageProblem] | None = None) -> None:
@@ -271,6 +272,9 @@ class _Routes:
         self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
         """Each named database's keys as a range ``[prefix, prefix_end)``, in key order (no
         prefix of ``DATABASES`` starts another, so the ranges do not overlap)."""
+        self.whole: dict[bytes, Any] = {p: db for p, db in dbs.items() if p not in DUP_DATABASES}
+        """A keyspace prefix -> its named database, which holds its keys and nothing else (not
+        of duplicates: their keys are split)."""
         self.longest = max(map(len, dbs), default=0)
         """A prefix longer than this lies in one database (``spanned``'s quick answer)."""
         self.memories_in_main = self.of(HEAD) is None and self.of(VERSION) is None
@@ -557,11 +561,19 @@ class _LmdbTxn:
         tail (``cortex.engine.journal.JournalWriter``). LMDB's only; a caller falls back to
         ``scan`` on an engine without it.
         """
-        cur = self._cursor_of(prefix)
-        if cur is None:
-            return next(self.scan(prefix, reverse=True), None)
-        if not self._position(cur, prefix, None, True):
-            return None
+        db = self._routes.whole.get(prefix)
+        if db is not None:  # the database holds this prefix's keys only: its last is the one
+            cur = self._curs.get(db)
+            if cur is None:
+                cur = self._curs[db] = self._txn.cursor(db=db)
+            if not cur.last():
+                return None
+        else:
+            cur = self._cursor_of(prefix)
+            if cur is None:
+                return next(self.scan(prefix, reverse=True), None)
+            if not self._position(cur, prefix, None, True):
+                return None
         k = bytes(cur.key())
         return (k, bytes(cur.value())) if k.startswith(prefix) else None
 
@@ -779,8 +791,35 @@ class _LmdbTxn:
         if not self._routes.dbs:
             self._put_many(None, pairs)
             return
+        if len(pairs) <= _FEW_PUTS:
+            self._put_few(pairs)
+            return
         for db, part in self._split(pairs):
             self._put_many(db, part)
+
+    def _put_few(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """``put_many`` of a few pairs (a single write's): each routed and put on its own.
+
+        The same puts as ``_put_many`` part by part, in key order (stably: the last put of a
+        key wins), each appended when it sorts past every key of its database (at the end of
+        its head's range, in a database of duplicates, where a key stored already is kept),
+        else a plain put; without a split into lists, a cursor or a frame a database.
+        """
+        if not all(map(le, map(_first_key, pairs), map(_first_key, islice(pairs, 1, None)))):
+            pairs = pairs.copy()
+            sort_by_key(pairs)
+        routes = self._routes
+        of, dup, put = routes.of, routes.dup, self._txn.put
+        for key, value in pairs:
+            db = of(key)
+            n = dup.get(db, 0) if db is not None else 0
+            if n:
+                _dup_split(n, key, value)
+                head, rest = key[:n], key[n:]
+                if not put(head, rest, append=True, db=db):
+                    put(head, rest, dupdata=False, db=db)
+            elif not put(key, value, append=True, db=db):
+                put(key, value, db=db)
 
     def _put_many(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> None:
         if db is not None and db in self._routes.dup:
@@ -1004,6 +1043,11 @@ def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
         at -= 1
     return at
 
+
+_FEW_PUTS: Final = 24
+"""``put_many`` of at most this many pairs puts each on its own (``_put_few``): a single
+write's ten or so records land in as many databases, where a cursor and a list a database cost
+more than the puts."""
 
 _GROUP_MAX: Final = 64
 """Writes committed together at most (``LmdbKV.write``)."""
