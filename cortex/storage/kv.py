@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import errno
+import functools
 import heapq
 import mmap
 import os
@@ -249,6 +250,7 @@ class _Routes:
         "longest",
         "memories_in_main",
         "names",
+        "put_routes",
         "ranges",
         "whole",
     )
@@ -268,6 +270,10 @@ class _Routes:
         for prefix, db in sorted(dbs.items()):
             grouped.setdefault(prefix[:2], []).append((prefix, db))
         self.by_start = {k: tuple(v) for k, v in grouped.items()}
+        self.put_routes: dict[bytes, tuple[tuple[bytes, Any, int], ...]] = {
+            k: tuple((p, db, self.dup.get(db, 0)) for p, db in v) for k, v in grouped.items()
+        }
+        """``by_start`` with each database's head length of duplicates (0: not of them)."""
         self.names = tuple(sorted(dbs))
         self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
         """Each named database's keys as a range ``[prefix, prefix_end)``, in key order (no
@@ -808,11 +814,13 @@ class _LmdbTxn:
         if not all(map(le, map(_first_key, pairs), map(_first_key, islice(pairs, 1, None)))):
             pairs = pairs.copy()
             sort_by_key(pairs)
-        routes = self._routes
-        of, dup, put = routes.of, routes.dup, self._txn.put
+        by_start, put = self._routes.put_routes, self._txn.put
         for key, value in pairs:
-            db = of(key)
-            n = dup.get(db, 0) if db is not None else 0
+            db, n = None, 0  # ``_Routes.of``, inline, and the head length of duplicates
+            for prefix, d, m in by_start.get(key[:2], ()):
+                if key.startswith(prefix):
+                    db, n = d, m
+                    break
             if n:
                 _dup_split(n, key, value)
                 head, rest = key[:n], key[n:]
@@ -1048,6 +1056,9 @@ _FEW_PUTS: Final = 24
 """``put_many`` of at most this many pairs puts each on its own (``_put_few``): a single
 write's ten or so records land in as many databases, where a cursor and a list a database cost
 more than the puts."""
+
+_epoch_end: Final = functools.lru_cache(maxsize=4)(prefix_end)
+"""``prefix_end`` of an ``epoch_prefix`` (read at every write), kept."""
 
 _GROUP_MAX: Final = 64
 """Writes committed together at most (``LmdbKV.write``)."""
@@ -1920,7 +1931,7 @@ class LmdbKV:
         prefix = self._shared.epoch_prefix
         assert prefix is not None
         with txn.cursor(db=self._shared.routes.of(prefix)) as cur:
-            end = prefix_end(prefix)
+            end = _epoch_end(prefix)
             found = cur.set_range(end) if end is not None else False
             moved = cur.prev() if found else cur.last()
             if not moved:
