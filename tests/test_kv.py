@@ -685,8 +685,10 @@ def test_an_append_lmdb_refuses_fails_the_write_whole(
     try:
         store.write(lambda t: t.put(b"m", b"old"))
         monkeypatch.setattr(kv_module, "_append_from", lambda cur, pairs: 0)  # a wrong answer
-        # put_many sorts the keys of a batch: a key given twice is the one out of order
-        batch = [(b"n", b"1"), (b"z", b"3"), (b"n", b"2")]
+        # put_many sorts the keys of a batch: a key given twice is the one out of order (more
+        # pairs than ``_FEW_PUTS``, which are put one at a time)
+        zs = [(b"z%03d" % i, b"3") for i in range(kv_module._FEW_PUTS)]
+        batch = [(b"n", b"1"), *zs, (b"n", b"2")]
         with pytest.raises(CortexError, match="appended put was refused"):
             store.write(lambda t: t.put_many(batch))
         with store.read() as r:
@@ -807,3 +809,54 @@ def test_databases_of_duplicates_read_like_a_sorted_list(tmp_path: Path) -> None
                     assert got[:1] == ([want] if want else []), (prefix, start, rev)
     finally:
         kv.close()
+
+
+@pytest.mark.lmdb_only
+def test_a_few_puts_store_what_the_split_puts_store(tmp_path: Path) -> None:
+    """``put_many`` of a few pairs (``_put_few``, one put each) stores what the same pairs put
+    through the split into databases (``_split``, a cursor each) do: in and out of order, a
+    key given twice (the last put wins), an index entry stored already (kept), keys of the
+    main database, of named ones and of databases of duplicates; a malformed index entry fails
+    the write whole."""
+    import random
+
+    from cortex.storage import kv as kv_module
+    from cortex.storage.keys import IDX_TAG, IDX_TYPE, JOURNAL, VEC
+
+    rnd = random.Random(7)
+    stores = [LmdbKV(tmp_path / "few"), LmdbKV(tmp_path / "split")]
+    assert stores[0]._shared.routes.dup  # a new store: its named databases and of duplicates
+
+    def split_puts(t: Any, pairs: list[tuple[bytes, bytes]]) -> None:
+        for db, part in t._split(pairs):
+            t._put_many(db, part)
+
+    try:
+        for n in range(40):
+            pairs = [
+                (IDX_TAG + bytes([rnd.randrange(3)]) * 8 + rnd.randbytes(25), b""),
+                (IDX_TYPE + bytes([rnd.randrange(2)]) + rnd.randbytes(24), b""),
+                (JOURNAL + n.to_bytes(8, "big"), rnd.randbytes(30)),
+                (VEC + rnd.randbytes(4), rnd.randbytes(rnd.choice([8, 1600]))),
+                (b"mv/" + rnd.randbytes(9), rnd.randbytes(20)),
+                (b"meta/x", rnd.randbytes(5)),
+                (b"meta/x", rnd.randbytes(6)),  # the last put of a key wins
+            ]
+            if n:
+                pairs.append((IDX_TAG + b"\x01" * 8 + bytes(25), b""))  # stored already
+            rnd.shuffle(pairs)
+            assert len(pairs) <= kv_module._FEW_PUTS
+            stores[0].write(lambda t, p=pairs: t.put_many(p))
+            stores[1].write(lambda t, p=pairs: split_puts(t, p))
+        bad = [(b"meta/y", b"1"), (IDX_TYPE + b"\x01", b"")]  # an index key of no duplicate
+        with pytest.raises(CortexError, match="keyspace of index entries"):
+            stores[0].write(lambda t: t.put_many(bad))
+        got = []
+        for store in stores:
+            with store.read() as r:
+                got.append(list(r.scan(b"")))
+                assert r.get(b"meta/y") is None
+        assert got[0] == got[1] and len(got[0]) > 200
+    finally:
+        for store in stores:
+            store.close()

@@ -49,7 +49,7 @@ def child(size: int, per_round: int, rounds: int, no_flush: bool) -> None:
     if no_flush:
         from cortex.index import lexical
 
-        lexical.Indexer.flush = lambda self: None  # type: ignore[method-assign]
+        lexical.Indexer.flush = lambda self, *puts: None  # type: ignore[method-assign]
     print("ready", flush=True)
     for _ in sys.stdin:
         c, w = time.process_time(), time.perf_counter()

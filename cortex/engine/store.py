@@ -1255,8 +1255,7 @@ class Store:
                 if not txn.put(id_key_of, encode_row(row), overwrite=False):
                     raise ConflictError(f"a memory with id {p.head.id} already exists")
                 p.row = row
-                txn.put(head_key(row), head_bytes)
-                puts: list[tuple[bytes, bytes]] = []
+                puts = [(head_key(row), head_bytes)]  # with the rest: one put_many
                 self._stage_new(prepared, puts, JournalWriter(txn, now, self.actor), lex)
                 if grouped is None:
                     lex.flush(puts)  # a segment's puts join the write's: one put_many

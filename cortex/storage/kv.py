@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import errno
+import functools
 import heapq
 import mmap
 import os
@@ -250,7 +251,9 @@ class _Routes:
         "memories_in_main",
         "names",
         "pairs_plans",
+        "put_routes",
         "ranges",
+        "whole",
     )
 
     def __init__(self, dbs: dict[bytes, Any], damage: list[PageProblem] | None = None) -> None:
@@ -268,6 +271,10 @@ class _Routes:
         for prefix, db in sorted(dbs.items()):
             grouped.setdefault(prefix[:2], []).append((prefix, db))
         self.by_start = {k: tuple(v) for k, v in grouped.items()}
+        self.put_routes: dict[bytes, tuple[tuple[bytes, Any, int], ...]] = {
+            k: tuple((p, db, self.dup.get(db, 0)) for p, db in v) for k, v in grouped.items()
+        }
+        """``by_start`` with each database's head length of duplicates (0: not of them)."""
         self.names = tuple(sorted(dbs))
         self.pairs_plans: dict[bytes, tuple[Any, bytes] | None] = {}
         """``_LmdbTxn.pairs``'s routing by prefix, kept (the routes never change): the
@@ -275,6 +282,9 @@ class _Routes:
         self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
         """Each named database's keys as a range ``[prefix, prefix_end)``, in key order (no
         prefix of ``DATABASES`` starts another, so the ranges do not overlap)."""
+        self.whole: dict[bytes, Any] = {p: db for p, db in dbs.items() if p not in DUP_DATABASES}
+        """A keyspace prefix -> its named database, which holds its keys and nothing else (not
+        of duplicates: their keys are split)."""
         self.longest = max(map(len, dbs), default=0)
         """A prefix longer than this lies in one database (``spanned``'s quick answer)."""
         self.memories_in_main = self.of(HEAD) is None and self.of(VERSION) is None
@@ -561,11 +571,19 @@ class _LmdbTxn:
         tail (``cortex.engine.journal.JournalWriter``). LMDB's only; a caller falls back to
         ``scan`` on an engine without it.
         """
-        cur = self._cursor_of(prefix)
-        if cur is None:
-            return next(self.scan(prefix, reverse=True), None)
-        if not self._position(cur, prefix, None, True):
-            return None
+        db = self._routes.whole.get(prefix)
+        if db is not None:  # the database holds this prefix's keys only: its last is the one
+            cur = self._curs.get(db)
+            if cur is None:
+                cur = self._curs[db] = self._txn.cursor(db=db)
+            if not cur.last():
+                return None
+        else:
+            cur = self._cursor_of(prefix)
+            if cur is None:
+                return next(self.scan(prefix, reverse=True), None)
+            if not self._position(cur, prefix, None, True):
+                return None
         k = bytes(cur.key())
         return (k, bytes(cur.value())) if k.startswith(prefix) else None
 
@@ -791,8 +809,37 @@ class _LmdbTxn:
         if not self._routes.dbs:
             self._put_many(None, pairs)
             return
+        if len(pairs) <= _FEW_PUTS:
+            self._put_few(pairs)
+            return
         for db, part in self._split(pairs):
             self._put_many(db, part)
+
+    def _put_few(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """``put_many`` of a few pairs (a single write's): each routed and put on its own.
+
+        The same puts as ``_put_many`` part by part, in key order (stably: the last put of a
+        key wins), each appended when it sorts past every key of its database (at the end of
+        its head's range, in a database of duplicates, where a key stored already is kept),
+        else a plain put; without a split into lists, a cursor or a frame a database.
+        """
+        if not all(map(le, map(_first_key, pairs), map(_first_key, islice(pairs, 1, None)))):
+            pairs = pairs.copy()
+            sort_by_key(pairs)
+        by_start, put = self._routes.put_routes, self._txn.put
+        for key, value in pairs:
+            db, n = None, 0  # ``_Routes.of``, inline, and the head length of duplicates
+            for prefix, d, m in by_start.get(key[:2], ()):
+                if key.startswith(prefix):
+                    db, n = d, m
+                    break
+            if n:
+                _dup_split(n, key, value)
+                head, rest = key[:n], key[n:]
+                if not put(head, rest, append=True, db=db):
+                    put(head, rest, dupdata=False, db=db)
+            elif not put(key, value, append=True, db=db):
+                put(key, value, db=db)
 
     def _put_many(self, db: Any, pairs: list[tuple[bytes, bytes]]) -> None:
         if db is not None and db in self._routes.dup:
@@ -1016,6 +1063,14 @@ def _append_from(cur: lmdb.Cursor, pairs: list[tuple[bytes, bytes]]) -> int:
         at -= 1
     return at
 
+
+_FEW_PUTS: Final = 24
+"""``put_many`` of at most this many pairs puts each on its own (``_put_few``): a single
+write's ten or so records land in as many databases, where a cursor and a list a database cost
+more than the puts."""
+
+_epoch_end: Final = functools.lru_cache(maxsize=4)(prefix_end)
+"""``prefix_end`` of an ``epoch_prefix`` (read at every write), kept."""
 
 _GROUP_MAX: Final = 64
 """Writes committed together at most (``LmdbKV.write``)."""
@@ -1888,7 +1943,7 @@ class LmdbKV:
         prefix = self._shared.epoch_prefix
         assert prefix is not None
         with txn.cursor(db=self._shared.routes.of(prefix)) as cur:
-            end = prefix_end(prefix)
+            end = _epoch_end(prefix)
             found = cur.set_range(end) if end is not None else False
             moved = cur.prev() if found else cur.last()
             if not moved:
