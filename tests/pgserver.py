@@ -45,9 +45,12 @@ def find_bin() -> Path | None:
 class PgCluster:
     """One throw-away cluster; ``start()`` then ``url(store)``; ``stop()`` (also at exit)."""
 
-    def __init__(self, bindir: Path, *, fsync: bool = True) -> None:
+    def __init__(self, bindir: Path, *, fsync: bool = True, shared_buffers: str = "64MB") -> None:
         self.bindir = bindir
         self.fsync = fsync
+        self.shared_buffers = shared_buffers
+        """The server's buffer cache (``shared_buffers``): small for the tests, as large as a
+        benchmark's stores for ``tools/bench_pg.py`` (operators give it ~25% of the memory)."""
         self.root = Path(tempfile.mkdtemp(prefix="cortex-pg-"))
         self.data = self.root / "data"
         self.socket_dir = self.root
@@ -94,7 +97,7 @@ class PgCluster:
                     "\nlisten_addresses = ''\n"
                     f"unix_socket_directories = '{self.socket_dir}'\n"
                     "max_connections = 200\n"
-                    "shared_buffers = 64MB\n"
+                    f"shared_buffers = {self.shared_buffers}\n"
                     f"fsync = {'on' if self.fsync else 'off'}\n"
                     "log_min_messages = warning\n"
                 )
