@@ -1040,6 +1040,79 @@ def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: s
         kv.close()
 
 
+def test_guesses_that_go_wrong_stop_and_come_back_once_they_would_be_right(url: str) -> None:
+    """A handle guesses absent keys only while its guesses are mostly right (issue 16): after
+    a wrong one its writes read such keys in their first round trip instead (no re-run of
+    ``fn``), and learn from it whether a guess would have been right; once guesses would be
+    right again, writes guess again (one round trip each)."""
+    setup = PgKV(url)
+    setup.write(lambda t: t.put_many([(b"g/%02d" % i, b"old%d" % i) for i in range(20)]))
+    setup.close()
+    kv = PgKV(url)
+    try:
+        kv.warm_writes([], [], absent=[b"g/"])
+        kv.write(lambda t: t.put(b"x", b"1"))
+        runs = 0
+
+        def copy(key: bytes) -> Callable[[Any], None]:
+            def fn(t: Any) -> None:
+                nonlocal runs
+                runs += 1
+                t.put(b"y/" + key, t.get(key) or b"none")
+
+            return fn
+
+        before = kv.round_trips
+        for i in range(20):  # each reads a key that exists and that the cache does not know
+            kv.write(copy(b"g/%02d" % i))
+        assert runs == 21  # the first guess was wrong (and ran fn again), no other guess
+        assert kv.round_trips - before == 40  # a read and a commit each
+        with kv.read() as r:
+            assert [r.get(b"y/g/%02d" % i) for i in range(20)] == [b"old%d" % i for i in range(20)]
+        runs = 0
+        trips = []
+        for i in range(40):  # new keys: read, found absent (a guess would have been right)
+            before = kv.round_trips
+            kv.write(copy(b"g/new%02d" % i))
+            trips.append(kv.round_trips - before)
+        assert runs == 40 and trips[0] == 2 and trips[-10:] == [1] * 10
+        with kv.read() as r:
+            assert r.get(b"y/g/new39") == b"none" and r.get(b"g/new39") is None
+    finally:
+        kv.close()
+
+
+def test_a_write_of_terms_another_handle_wrote_runs_once_and_counts_them(url: str) -> None:
+    """Single writes whose terms exist but are not in the handle's cache (a realistic
+    vocabulary: issue 16) run ``fn`` once each but for the first wrong guess, and that wrong
+    guess commits nothing stale: every term's count includes both memories."""
+    words = ["kestrel", "heron", "osprey", "plover", "curlew", "dunlin", "gannet", "merlin"]
+    with Cortex.open(url, actor="a") as b:  # another handle
+        b.write_many([Fact(statement=f"the {w} flew", subject="s", predicate="p") for w in words])
+    with Cortex.open(url, actor="a") as a:
+        a.write(Fact(statement="the first flew", subject="s", predicate="p"))  # a cache
+        kv = a._engine._kv
+        runs = 0
+        write = kv.write
+
+        def counted(fn: Callable[[Any], Any]) -> Any:
+            def run(t: Any) -> Any:
+                nonlocal runs
+                runs += 1
+                return fn(t)
+
+            return write(run)
+
+        kv.write = counted  # type: ignore[method-assign]
+        for w in words:
+            a.write(Fact(statement=f"a {w} again", subject="s", predicate="p"))
+        assert runs <= len(words) + 1
+        for w in words:
+            assert len(a.find(Query(text=w, limit=10)).hits) == 2
+        report = a.verify()
+        assert report.ok, report.problems
+
+
 def test_an_error_of_a_write_is_raised_only_once_its_cache_and_guesses_are_confirmed(
     url: str,
 ) -> None:

@@ -1162,7 +1162,14 @@ _KNOWN_KEYS: Final = 4096
 _KNOWN_WHOLE: Final = 256
 """Longest prefix a ``_Known`` keeps whole."""
 _SKIP_MAX: Final = 64
-"""Most writes a handle skips its cache (or its guesses of absence) for after a miss."""
+"""Most writes a handle skips its cache for after a miss."""
+_GUESS_WEIGHT: Final = 1 / 8
+"""The weight of a write's outcome in a handle's rate of wrong guesses (a moving average)."""
+_GUESS_MAX_RATE: Final = 0.125
+"""The rate of wrong guesses of absence below which a handle's writes guess.
+
+A right guess saves a write its first round trip; a wrong one costs a run of ``fn`` and a
+failed pipeline, several times a round trip's CPU."""
 
 
 class _Stale(Exception):
@@ -1324,6 +1331,7 @@ class _PgWrite(_PgRead):
         self._valid = False  # the server's version was found to be the cache's
         self._guess = guess  # prefixes whose keys, unknown, are guessed absent
         self._guessed: dict[bytes, None] = {}  # keys guessed absent: checked at commit
+        self._would: bool | None = None  # not guessing: whether guesses would have been wrong
         self._new: set[bytes] = set()  # keys a put(overwrite=False) expects absent
         self._cached: set[bytes] = set()  # prefixes whose whole read was the cache's
         self._buf: dict[bytes, bytes | None] = {}
@@ -1441,6 +1449,16 @@ class _PgWrite(_PgRead):
         probe = self._cache is not None and not self._c.begun
         if probe:  # the first round trip: is the cache still the server's state?
             pre.insert(0, (q.probe, ()))
+        # a write that does not guess but could have (this round trip reads only keys it
+        # would have guessed absent) learns whether its guesses would have been right
+        would = (
+            probe
+            and not self._guess
+            and not stmts
+            and len(pre) == 2
+            and bool(want)
+            and self._c.kv._could_guess(self._new, want)
+        )
         got = self._c.run(pre + stmts)
         if probe:
             self._probed(got[0])
@@ -1450,6 +1468,8 @@ class _PgWrite(_PgRead):
             for k in want:
                 self._known[k] = found.get(k)
             got = got[1:]
+            if would and self._cache is not None:
+                self._would = bool(found)
         for p, rows in zip(tails, got, strict=False):
             if rows:
                 k, v = bytes(rows[0][0]), bytes(rows[0][1])
@@ -1965,8 +1985,15 @@ class _PgWrite(_PgRead):
         """
         kv = self._c.kv
         cache = self._cache
-        if cache is not None and self._guessed:
-            kv._guessed_right()
+        if (
+            cache is not None
+            and self._guess
+            and any(k.startswith(self._guess) for k in self._guessed)
+        ):
+            kv._guessed_right()  # the rate counts guesses under the prefixes (a new head's
+            # guess, ``put(..., overwrite=False)``, is nearly always right)
+        elif cache is not None and self._would is not None:
+            kv._guess_seen(self._would)
         if version is None:
             if cache is None:
                 return
@@ -2095,7 +2122,7 @@ class PgKV:
         self._cache: _Known | None = None
         self._guess: tuple[bytes, ...] = ()  # ``warm_writes``' ``absent``
         self._skip = self._misses = 0  # writes left without the cache; stale caches in a row
-        self._gskip = self._gmisses = 0  # the same for guesses of absence
+        self._grate = 0.0  # how often a write's guesses of absence would be wrong (average)
         self.cache_misses = 0
         """Writes whose cache was found stale (another writer wrote since) so far."""
         self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
@@ -2274,21 +2301,33 @@ class PgKV:
         self._misses = 0
 
     def _guess_missed(self) -> None:
-        """A guessed-absent key existed: guess no prefix for 1, 2, 4 ... 64 writes."""
-        with self._lock:
-            self._gmisses = min(max(1, 2 * self._gmisses), _SKIP_MAX)
-            self._gskip = self._gmisses
+        """A guessed-absent key existed (the write runs again)."""
+        self._guess_seen(True)
 
     def _guessed_right(self) -> None:
-        self._gmisses = 0
+        self._guess_seen(False)
+
+    def _could_guess(self, new: set[bytes], keys: list[bytes]) -> bool:
+        """Whether a write guessing absent keys would have guessed all of ``keys``."""
+        g = self._guess
+        return (
+            bool(g)
+            and any(k.startswith(g) for k in keys)
+            and all(k in new or k.startswith(g) for k in keys)
+        )
+
+    def _guess_seen(self, wrong: bool) -> None:
+        """One write's guesses were (or, had it guessed, would have been) wrong, or right."""
+        with self._lock:
+            self._grate += _GUESS_WEIGHT * (wrong - self._grate)
 
     def _guesses(self) -> tuple[bytes, ...]:
-        """The prefixes a write may guess absent keys under (none while skipping them)."""
-        if self._gskip:
-            with self._lock:
-                self._gskip = max(0, self._gskip - 1)
-            return ()
-        return self._guess
+        """The prefixes a write may guess absent keys under (none while they go wrong).
+
+        ``_grate``: a write that does not guess still learns whether it would have been
+        right, from its first round trip.
+        """
+        return self._guess if self._grate < _GUESS_MAX_RATE else ()
 
     def _check_fork(self) -> None:
         if os.getpid() != self._pid:
@@ -2517,7 +2556,7 @@ class PgKV:
                 held = None
             else:
                 c = _Conn(self, begin)
-            txn = self._txn(c, known)
+            txn = self._txn(c, known, guess=again == 0)
             known = None
             committing = False
             try:
@@ -2593,12 +2632,16 @@ class PgKV:
             c.release(failed=False)
             return result
 
-    def _txn(self, c: _Conn, known: _Known | None) -> _PgWrite:
-        """A write transaction on ``c``, reading from the cache ``known`` where it can."""
+    def _txn(self, c: _Conn, known: _Known | None, *, guess: bool = True) -> _PgWrite:
+        """A write transaction on ``c``, reading from the cache ``known`` where it can.
+
+        It guesses absent keys (``warm_writes``' ``absent``) only when ``guess`` (not after a
+        failed try) and while the handle's guesses are mostly right (``_guesses``).
+        """
         if known is not None and not (self._pipelines and c.conn in self._ready):
             known = None  # no prepared version statements on this connection
-        guess = self._guesses() if known is not None else ()
-        return _PgWrite(c, self._lock_key, self._warm, known, guess)
+        prefixes = self._guesses() if known is not None and guess else ()
+        return _PgWrite(c, self._lock_key, self._warm, known, prefixes)
 
     def _flush_wal(self, cause: BaseException) -> None:
         """Make a write committed asynchronously durable without ``_FLUSH``.
