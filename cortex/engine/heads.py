@@ -92,6 +92,29 @@ def row_of(txn: ReadTxn, mid: MemoryId) -> int | None:
     return None if raw is None else decode_row(key, raw)
 
 
+def head_from(mid: MemoryId, raw: bytes | None, row: int) -> Head:
+    """The head of ``mid`` at ``row`` (the row its ``id/`` record names) from its stored value.
+
+    Raises:
+        IntegrityError: no head at the row (``raw`` None), or it is damaged or another
+            memory's.
+    """
+    key = head_key(row)
+    if raw is None:
+        raise IntegrityError(
+            f"memory {mid} has row {row} (id/) but no head there: the store is damaged; "
+            "run cortex verify and restore from a backup (or cortex salvage)"
+        )
+    head: Head = decode_trusted(HEAD, key, raw)
+    if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
+        raise IntegrityError(
+            f"record id/{mid} names row {row}, whose head (m/{row}) is memory {head.id}: "
+            "the store is damaged; run cortex verify and restore from a backup (or cortex "
+            "salvage)"
+        )
+    return head
+
+
 def read_head(txn: ReadTxn, mid: MemoryId) -> tuple[int, Head] | None:
     """The row and head of the memory ``mid``, or None when there is none.
 
@@ -102,20 +125,7 @@ def read_head(txn: ReadTxn, mid: MemoryId) -> tuple[int, Head] | None:
     row = row_of(txn, mid)
     if row is None:
         return None
-    key = head_key(row)
-    raw = txn.get(key)
-    if raw is None:
-        raise IntegrityError(
-            f"memory {mid} has row {row} (id/) but no head there: the store is damaged; run "
-            "cortex verify and restore from a backup (or cortex salvage)"
-        )
-    head: Head = decode_trusted(HEAD, key, raw)
-    if head.id != mid:
-        raise IntegrityError(
-            f"record id/{mid} names row {row}, whose head is memory {head.id}: the store is "
-            "damaged; run cortex verify and restore from a backup (or cortex salvage)"
-        )
-    return row, head
+    return row, head_from(mid, txn.get(head_key(row)), row)
 
 
 def id_at(txn: ReadTxn, row: bytes) -> MemoryId | None:

@@ -44,6 +44,7 @@ from cortex.engine.heads import (
     claim_hashes,
     decode_row,
     encode_row,
+    head_from,
     head_row,
     index_keys_of,
     is_pinned,
@@ -2445,28 +2446,8 @@ class Store:
             tags,
         )
 
-    @staticmethod
-    def _head_from(mid: MemoryId, raw: bytes | None, row: int) -> Head:
-        """The head of ``mid`` at ``row`` from its stored value, checked.
-
-        Raises:
-            IntegrityError: no head at the row ``id/`` names (``raw`` None), or it is damaged
-                or another memory's.
-        """
-        key = head_key(row)
-        if raw is None:
-            raise IntegrityError(
-                f"memory {mid} has row {row} (id/) but no head there: the store is damaged; "
-                "run cortex verify and restore from a backup (or cortex salvage)"
-            )
-        head: Head = decode_trusted(HEAD, key, raw)
-        if head.id != mid:  # keys carry no checksum: a damaged key can point at another record
-            raise IntegrityError(
-                f"record id/{mid} names row {row}, whose head (m/{row}) is memory {head.id}: "
-                "the store is damaged; run cortex verify and restore from a backup (or cortex "
-                "salvage)"
-            )
-        return head
+    _head_from = staticmethod(head_from)
+    """The head of ``mid`` at ``row`` from its stored value, checked (``heads.head_from``)."""
 
     def _version(self, txn: ReadTxn, mid: MemoryId, n: int, row: int | None = None) -> Version:
         """Version ``n`` of a memory whose head says it exists (``n <= current_version``).

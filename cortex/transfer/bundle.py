@@ -23,7 +23,7 @@ import msgspec
 from cortex import argcheck
 from cortex.agent.api import Cortex
 from cortex.agent.ingest import visible_episode
-from cortex.engine.heads import decode_row
+from cortex.engine.heads import decode_row, head_from
 from cortex.engine.journal import JournalKind, JournalWriter
 from cortex.engine.store import FORMAT_VERSION, Store, edge_of
 from cortex.engine.values import EDGE_CODEC, Edge, EdgeRecord, ImportReport, decode_trusted
@@ -262,17 +262,8 @@ def _snapshot(store: Store, txn: ReadTxn, plan: _Plan) -> Iterator[tuple[int, An
         row = decode_row(ikey, ivalue)
         key = head_key(row)
         value = txn.get(key)
-        if value is None:
-            raise IntegrityError(
-                f"memory {mid} has row {row} but no head there: the store is damaged; run "
-                "`cortex verify`"
-            )
-        head: Head = decode_trusted(HEAD, key, value)
-        if head.id != mid:
-            raise IntegrityError(
-                f"record id/{mid} names the head of {head.id}: the store is damaged; run "
-                "`cortex verify`"
-            )
+        head = head_from(mid, value, row)  # checked: a head, and this memory's
+        assert value is not None  # head_from raised otherwise
         level = plan.memory(head)
         if level is None:
             yield total, None
