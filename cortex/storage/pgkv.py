@@ -160,6 +160,13 @@ def _psycopg() -> tuple[Any, Any]:
 _MODULES: list[tuple[Any, Any]] = []
 
 
+_BAD_OPTION: Final = re.compile(
+    r"invalid \w+ value|for connection option|invalid port number|bad value for \w+"
+)
+"""What libpq and psycopg say of a connection option's value they refuse (``sslmode=bogus``,
+``connect_timeout=soon``): the URL's fault, not the server's."""
+
+
 def _wrap(exc: BaseException, what: str) -> CortexError:
     """A psycopg error as a CortexError naming what to do."""
     psycopg, _ = _psycopg()
@@ -176,6 +183,8 @@ def _wrap(exc: BaseException, what: str) -> CortexError:
         return CortexError(f"{what}: the database role lacks a privilege ({exc})")
     if isinstance(exc, errors.ReadOnlySqlTransaction):
         return CortexError(f"{what}: the server is read-only (a replica?): {exc}")
+    if not state and _BAD_OPTION.search(str(exc)):  # libpq's or psycopg's, before connecting
+        return CortexError(f"{what}: the URL has a value libpq refuses ({exc}); fix it in the URL")
     if isinstance(exc, psycopg.OperationalError) or state.startswith(("08", "57")):
         return EngineError(
             f"{what}: the PostgreSQL server is unreachable or went away ({exc}); nothing was "
@@ -2092,7 +2101,10 @@ class PgKV:
         """Write transactions re-run after a serialization failure or a deadlock so far."""
         self._started: object = None  # ``epoch``: set by each new connection (``_configure``)
         try:
-            with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
+            # the URL's own connect_timeout where it gives one (libpq checks its value)
+            given = re.search(r"[?&]connect_timeout=", self.url.conninfo)
+            timeout = {} if given else {"connect_timeout": 10}
+            with psycopg.connect(self.url.conninfo, autocommit=True, **timeout) as conn:
                 exists, flush = conn.execute(
                     f"SELECT to_regclass(%s) IS NOT NULL, {_CAN_FLUSH}", (f'"{self.table}"',)
                 ).fetchone()
