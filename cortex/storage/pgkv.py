@@ -193,6 +193,23 @@ def _wrap(exc: BaseException, what: str) -> CortexError:
     return EngineError(f"{what}: PostgreSQL error: {exc}")
 
 
+def _quiet(conn: Any) -> bool:
+    """Whether an idle connection is open with nothing waiting on its socket.
+
+    An idle connection has nothing to read: bytes there (the server's FATAL goodbye at a
+    shutdown) or the end of the stream mean the server is gone from it. One ``poll`` without
+    waiting (~1 us).
+    """
+    if conn.closed or conn.broken:
+        return False
+    try:
+        p = select.poll()
+        p.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+        return not p.poll(0)
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 class _Scan:
     """The SQL of one engine's table, composed once."""
 
@@ -2351,18 +2368,31 @@ class PgKV:
             raise CortexError(f"the store {self.path} is closed")
 
     def _getconn(self) -> Any:
-        try:  # the connection a get by id kept for the next one: the pool may have no other
-            return self._hot.pop()
-        except IndexError:
-            pass
+        """An idle connection for one transaction: the kept one first, else the pool's.
+
+        One the server closed while it sat idle (a restart: the server's goodbye, or the end
+        of the stream, is waiting on its socket) is dropped for the pool to replace before
+        anything is sent on it (``_quiet``), so that a transaction never starts on it:
+        otherwise a write whose first round trip is its commit could not tell a connection
+        dead before it sent from one lost while committing.
+        """
         psycopg, psycopg_pool = _psycopg()
-        try:
-            return self._pool.getconn()
-        except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
-            raise EngineError(
-                f"no connection to the PostgreSQL server of {self.path} ({exc}); nothing was "
-                "read or written: check that the server is up and retry"
-            ) from exc
+        for _ in range(self.url.pool + 2):
+            try:  # the connection a get by id kept for the next one: the pool may have no other
+                conn = self._hot.pop()
+            except IndexError:
+                try:
+                    conn = self._pool.getconn()
+                except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as exc:
+                    raise EngineError(
+                        f"no connection to the PostgreSQL server of {self.path} ({exc}); "
+                        "nothing was read or written: check that the server is up and retry"
+                    ) from exc
+            if _quiet(conn):
+                return conn
+            conn.close()
+            self._putconn(conn)  # the pool replaces a closed connection
+        return conn  # every one was stale: the transaction's first round trip says why
 
     def _reuse(self, conn: Any) -> None:
         """A transaction's connection, ended well: kept for the next one when it is idle.
@@ -2422,10 +2452,7 @@ class PgKV:
         """
         psycopg, _ = _psycopg()
         for attempt in (0, 1):
-            try:
-                conn = self._hot.pop()
-            except IndexError:
-                conn = self._getconn()
+            conn = self._getconn()
             self.round_trips += 1
             try:
                 got = run(conn)
