@@ -90,6 +90,11 @@ def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
         for scan_in_c, accept_in_c in ((False, True), (True, False), (False, False)):
             with _switched(scan_in_c, accept_in_c):
                 assert _seen(cx.find(q)) == fused
+        old, planner._FAST = planner._FAST, False
+        try:  # the fused loop in the Executor, not newest_first
+            assert _seen(cx.find(q)) == fused
+        finally:
+            planner._FAST = old
     return general, fused
 
 

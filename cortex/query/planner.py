@@ -78,6 +78,8 @@ __all__ = [
     "TextSearch",
     "VectorSearch",
     "memory_of",
+    "newest_first",
+    "newest_prefix",
     "read_state",
     "result",
     "to_hits",
@@ -1111,6 +1113,120 @@ class Executor:
         if lists > 1:
             return (1 - w) * score + w * sal
         return score
+
+
+_FAST = True
+"""Whether ``newest_first`` runs where it applies (tests turn it off to compare with
+``Executor.run``)."""
+
+
+def newest_prefix(plan: Plan) -> bytes | None:
+    """The one index prefix of a plain find newest first, where ``newest_first`` may run it.
+
+    A find of one type, alone or with one tag, ordered by created time newest first, with a
+    limit and nothing else to filter, order, skip or trim (no frames, where, window, as_of,
+    offset or budget): ``Executor.run`` streams it through ``_stream`` over this one prefix.
+    None for every other plan.
+    """
+    p = plan
+    if (
+        p.order_by != "created"
+        or not p.descending
+        or p.limit is None
+        or p.offset
+        or p.budget is not None
+        or p.as_of is not None
+        or p.window is not None
+        or p.where is not None
+        or p.frames
+        or len(p.types) != 1
+    ):
+        return None
+    (t,) = p.types
+    if p.start == "type":
+        return IDX_TYPE + bytes((t,))
+    if p.start == "tag" and len(set(p.tags)) == 1:
+        return tag_prefix(p.tags[0], t)
+    return None
+
+
+def newest_first(
+    store: Store,
+    txn: ReadTxn,
+    plan: Plan,
+    prefix: bytes,
+    now_us: int,
+    decay: dict[MemoryType, DecayClass],
+    weights: Weights,
+) -> list[Candidate] | None:
+    """``Executor.run`` of a plan ``newest_prefix`` gave ``prefix``, for the store's owner.
+
+    The same candidates in the same order, their salience and memories set, without building an
+    ``Executor``: the ids of ``prefix`` newest first in pages from C (``newest_ids``), each read
+    with its first filters in one C call (``Store.accepted_reader``), the way ``_stream`` reads
+    them. None (nothing decided; the caller runs the ``Executor`` in the same snapshot) where
+    any of it is not plain: no C read on this engine, an index key of another length, a row
+    whose tombstone, superseder or expiry ``passes`` must weigh, a read the C path declines.
+    The caller checks the reader sees every memory (``Executor._sees_all``).
+    """
+    page = _NEWEST
+    build = _MEMORY_OF
+    ctx = _store._READ
+    dup_cursor = getattr(txn, "dup_cursor", None)
+    if not (_FAST and _FUSED and _ACCEPTED) or page is None or build is None or ctx is None:
+        return None
+    if dup_cursor is None:
+        return None
+    accepted = store.accepted_reader(txn, plan.types, plan.tags, plan.include_superseded)
+    if accepted is None:
+        return None
+    got = dup_cursor(prefix)
+    cur, head_len = got if got is not None else (txn.cursor(), 0)  # type: ignore[attr-defined]
+    want = plan.limit
+    assert want is not None
+    cands: list[Candidate] = []
+    size = max(8, want)
+    after: bytes | None = None
+    while True:
+        pg = page(cur, prefix, after, size, head_len)
+        if pg is None:
+            return None
+        ids, after = pg
+        for raw in ids:
+            if len(raw) != _ID:
+                return None
+            row = accepted(raw)
+            if row is False:
+                continue
+            if row is None or not row[2]:
+                return None
+            cands.append(Candidate(Row(row[0], row[1], _decode)))
+            if len(cands) >= want:
+                break
+        if after is None or len(cands) >= want:
+            break
+        size = min(size * 4, 512)
+    fast = _SALIENCE if type(decay) is dict else None
+    w = (weights.recency, weights.access, weights.citation, weights.importance)
+    permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
+    for c in cands:
+        r = c.row
+        head = r.head
+        s = fast(head, now_us, decay, permanent, half_lives, w) if fast is not None else None
+        c.salience = (
+            s
+            if s is not None
+            else salience_at(
+                head,
+                read_state(txn, head) if head.has_counters else NEVER_USED,
+                now_us,
+                decay=decay[head.type],
+                weights=weights,
+            )
+        )
+        m = build(ctx, head, r.version)
+        c.memory = m if m is not None else memory_of(r)
+    return cands
 
 
 def _decode(v: Version) -> Data | None:
