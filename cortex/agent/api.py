@@ -177,10 +177,7 @@ def _plain_kinds(q: Query) -> bool:
     for t in q.types:
         if type(t) is not str:
             return False
-    for t in q.tags:
-        if type(t) is not str:
-            return False
-    return True
+    return all(type(t) is str for t in q.tags)
 
 
 def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
@@ -1071,9 +1068,7 @@ class Cortex:
             fusion=self.fusion,
         )
 
-    def _plan_of(
-        self, query: Query, now: datetime, cap: int | None
-    ) -> tuple[Plan, bytes | None]:
+    def _plan_of(self, query: Query, now: datetime, cap: int | None) -> tuple[Plan, bytes | None]:
         """``compile_query`` of ``query`` and its ``newest_prefix``; plain finds kept.
 
         A plan ``newest_prefix`` serves does not depend on ``now`` (it has no window), so it is
@@ -1130,22 +1125,33 @@ class Cortex:
             if narrowed is None:
                 return Result(hits=(), tokens=0, plan="episode: no matching episode")
             query = narrowed
-        plan, prefix = self._plan_of(query, now, reader.token_cap(now))
-        owner = self._engine.owner
-        if prefix is not None and not (
-            type(reader) is Reader and reader.actor == owner and _sens.gate(reader, owner) is None
-        ):
-            prefix = None  # newest_first reads as the owner (``Executor._sees_all``)
+        # the owner's own Reader (``_reader``): no scopes, no token cap, every level
+        own = reader is self._own
+        plan, prefix = self._plan_of(query, now, None if own else reader.token_cap(now))
+        if prefix is not None and not own:
+            owner = self._engine.owner
+            if not (
+                type(reader) is Reader
+                and reader.actor == owner
+                and _sens.gate(reader, owner) is None
+            ):
+                prefix = None  # newest_first reads as the owner (``Executor._sees_all``)
         with self._kv.read() as txn:
-            kept = (
+            fast = (
                 newest_first(
-                    self._engine, txn, plan, prefix, to_micros(now), self.decay, self.weights
+                    self._engine,
+                    txn,
+                    plan,
+                    prefix=prefix,
+                    now_us=to_micros(now),
+                    decay=self.decay,
+                    weights=self.weights,
                 )
                 if prefix is not None
                 else None
             )
-            if kept is not None:
-                res = result(kept, (), plan)
+            if fast is not None:
+                res = fast
             else:
                 kept, dropped = self._executor(txn, plan, reader, now).run()
                 res = result(kept, dropped, plan)

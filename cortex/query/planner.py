@@ -108,6 +108,9 @@ _UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
 _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
 
+_READ_PAGE: Callable[..., list[Any] | None] | None = getattr(_sp, "read_page", None)
+"""A page of ``newest_first``'s reads, filters, salience and memories in C (None: one by one)."""
+
 _MEMORY_OF: Callable[..., Memory | None] | None = getattr(_sp, "memory_of", None)
 """``Store.memory`` of a row whose data is not decoded, in C (``run``; None: ``memory_of``)."""
 
@@ -1154,19 +1157,21 @@ def newest_first(
     store: Store,
     txn: ReadTxn,
     plan: Plan,
+    *,
     prefix: bytes,
     now_us: int,
     decay: dict[MemoryType, DecayClass],
     weights: Weights,
-) -> list[Candidate] | None:
-    """``Executor.run`` of a plan ``newest_prefix`` gave ``prefix``, for the store's owner.
+) -> Result | None:
+    """``result`` of ``Executor.run`` of a plan ``newest_prefix`` gave ``prefix``, as the owner.
 
-    The same candidates in the same order, their salience and memories set, without building an
-    ``Executor``: the ids of ``prefix`` newest first in pages from C (``newest_ids``), each read
-    with its first filters in one C call (``Store.accepted_reader``), the way ``_stream`` reads
-    them. None (nothing decided; the caller runs the ``Executor`` in the same snapshot) where
-    any of it is not plain: no C read on this engine, an index key of another length, a row
-    whose tombstone, superseder or expiry ``passes`` must weigh, a read the C path declines.
+    The same hits in the same order, without building an ``Executor`` or its candidates: the
+    ids of ``prefix`` newest first in pages from C (``newest_ids``), each read with its first
+    filters (``read_accepted``, as ``_stream`` reads them), its salience and its memory, a page
+    at a time in one C call (``read_page``). None (nothing decided; the caller runs the
+    ``Executor`` in the same snapshot) where any of it is not plain: no C read on this engine,
+    an index key of another length, a row whose tombstone, superseder or expiry ``passes``
+    must weigh, a read the C path declines.
     The caller checks the reader sees every memory (``Executor._sees_all``).
     """
     page = _NEWEST
@@ -1177,14 +1182,22 @@ def newest_first(
         return None
     if dup_cursor is None:
         return None
-    accepted = store.accepted_reader(txn, plan.types, plan.tags, plan.include_superseded)
-    if accepted is None:
+    args = store.accepted_args(txn, plan.types, plan.tags, plan.include_superseded)
+    if args is None:
         return None
     got = dup_cursor(prefix)
     cur, head_len = got if got is not None else (txn.cursor(), 0)  # type: ignore[attr-defined]
     want = plan.limit
     assert want is not None
-    cands: list[Candidate] = []
+    fast = _SALIENCE if type(decay) is dict else None
+    # a page's reads, filters, salience and memories in one C call (None: one id at a time)
+    read_page = _READ_PAGE if fast is not None else None
+    accepted: Callable[..., Any] | None = getattr(_sp, "read_accepted", None)
+    if read_page is None and accepted is None:
+        return None
+    w = (weights.recency, weights.access, weights.citation, weights.importance)
+    permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
+    rows: list[tuple[Head, Version, Memory | None, float | None]] = []
     size = max(8, want)
     after: bytes | None = None
     while True:
@@ -1192,41 +1205,66 @@ def newest_first(
         if pg is None:
             return None
         ids, after = pg
-        for raw in ids:
-            if len(raw) != _ID:
+        if read_page is not None:
+            some = read_page(*args, ids, want - len(rows), now_us, decay, permanent, half_lives, w)
+            if some is None:
                 return None
-            row = accepted(raw)
-            if row is False:
-                continue
-            if row is None or not row[2]:
-                return None
-            cands.append(Candidate(Row(row[0], row[1], _decode)))
-            if len(cands) >= want:
-                break
-        if after is None or len(cands) >= want:
+            rows += some
+        else:
+            assert accepted is not None
+            for raw in ids:
+                if len(raw) != _ID:
+                    return None
+                row = accepted(*args, raw)
+                if row is False:
+                    continue
+                if row is None or not row[2]:
+                    return None
+                head = row[0]
+                s = (
+                    fast(head, now_us, decay, permanent, half_lives, w)
+                    if fast is not None
+                    else None
+                )
+                rows.append((head, row[1], build(ctx, head, row[1]), s))
+                if len(rows) >= want:
+                    break
+        if after is None or len(rows) >= want:
             break
         size = min(size * 4, 512)
-    fast = _SALIENCE if type(decay) is dict else None
-    w = (weights.recency, weights.access, weights.citation, weights.importance)
-    permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
-    for c in cands:
-        r = c.row
-        head = r.head
-        s = fast(head, now_us, decay, permanent, half_lives, w) if fast is not None else None
-        c.salience = (
-            s
-            if s is not None
-            else salience_at(
+    # to_hits and result, inline: a hit straight from each memory (no Candidate, no Row)
+    form = plan.form
+    utf8_len = _UTF8_LEN
+    hits = []
+    total = 0
+    for head, version, built, sal in rows:
+        s = sal
+        if s is None:
+            s = salience_at(
                 head,
                 read_state(txn, head) if head.has_counters else NEVER_USED,
                 now_us,
                 decay=decay[head.type],
                 weights=weights,
             )
+        m = built if built is not None else Store.memory(head, version)
+        if form == "full":
+            text = render_form(m, form)
+        else:
+            forms = m.version.forms or m.head.forms
+            text = "" if forms is None else forms.short if form == "short" else forms.medium
+        n = (
+            -(-len(text) // 4)
+            if text.isascii()
+            else -(-u // 4)
+            if utf8_len is not None and (u := utf8_len(text)) >= 0
+            else count_tokens(text)
         )
-        m = build(ctx, head, r.version)
-        c.memory = m if m is not None else memory_of(r)
-    return cands
+        total += n
+        hits.append(Hit(memory=m, text=text, tokens=n, salience=s, score=s))
+    return Result(
+        hits=tuple(hits), tokens=total, plan=f"{plan.start} index, order by {plan.order_by}"
+    )
 
 
 def _decode(v: Version) -> Data | None:
