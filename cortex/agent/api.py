@@ -1126,7 +1126,7 @@ class Cortex:
                 return Result(hits=(), tokens=0, plan="episode: no matching episode")
             query = narrowed
         # the owner's own Reader (``_reader``): no scopes, no token cap, every level
-        own = reader is self._own
+        own = reader is self._own and reader.actor == self._engine.format.owner
         plan, prefix = self._plan_of(query, now, None if own else reader.token_cap(now))
         if prefix is not None and not own:
             owner = self._engine.owner
