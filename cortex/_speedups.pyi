@@ -67,6 +67,25 @@ def read_accepted(
 ) -> tuple[Any, Any, bool] | bool | None:
     """``read_current`` and the first filters of a find (``Store._accepted_reader``)."""
 
+def read_page(
+    ctx: tuple[Any, ...],
+    get: Callable[[bytes], Any] | tuple[Any, ...],
+    cursor: Any,
+    edge_to: bytes,
+    into: bytes,
+    types: frozenset[Any],
+    tags: tuple[str, ...],
+    ids: list[bytes],
+    want: int,
+    now_us: int,
+    decay: dict[Any, Any],
+    permanent: Any,
+    half_lives: dict[Any, float],
+    weights: tuple[float, float, float, float],
+    /,
+) -> list[tuple[Any, Any, Any | None, float | None]] | None:
+    """``read_accepted``, ``salience`` and ``memory_of`` of a page of ids (``newest_first``)."""
+
 def micros(when: Any, /) -> int | None:
     """``to_micros`` of a UTC datetime; None for anything else."""
 

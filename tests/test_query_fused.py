@@ -30,6 +30,7 @@ from cortex import (
     NewMemory,
     Query,
     Reader,
+    ValidationError,
     Window,
 )
 from cortex.query import planner
@@ -90,6 +91,16 @@ def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
         for scan_in_c, accept_in_c in ((False, True), (True, False), (False, False)):
             with _switched(scan_in_c, accept_in_c):
                 assert _seen(cx.find(q)) == fused
+        old, planner._FAST = planner._FAST, False
+        try:  # the fused loop in the Executor, not newest_first
+            assert _seen(cx.find(q)) == fused
+        finally:
+            planner._FAST = old
+        page, planner._READ_PAGE = planner._READ_PAGE, None
+        try:  # newest_first one id at a time, not a page in one C call
+            assert _seen(cx.find(q)) == fused
+        finally:
+            planner._READ_PAGE = page
     return general, fused
 
 
@@ -623,3 +634,174 @@ def test_newest_ids_over_duplicates_is_created_scan(
         assert len(want) == len(keys)
         assert _dup_paged(txn, prefix, size) == want
         assert txn.dup_cursor(b"idx/none/") is None and txn.dup_cursor(_PREFIX) is None
+
+
+# -- newest_first: a plain find newest first by the owner, without an Executor ------------------
+
+
+@needs_c
+@settings(max_examples=60)
+@given(
+    items=st.lists(item_st, min_size=1, max_size=14),
+    tags=st.sampled_from([(), ("a",), ("b",)]),
+    superseded=st.booleans(),
+    want=st.integers(1, 16),
+    damaged=st.booleans(),
+)
+def test_read_page_is_read_accepted(
+    items: list[tuple[Any, ...]],
+    tags: tuple[str, ...],
+    superseded: bool,
+    want: int,
+    damaged: bool,
+) -> None:
+    """``read_page`` is ``read_accepted``, ``salience`` and ``memory_of`` of each id in turn."""
+    from cortex.engine.store import _READ
+    from cortex.model.codec import to_micros
+    from cortex.model.enums import DecayClass
+    from cortex.rules.salience import HALF_LIFE_DAYS
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = _fill(cx, clock, items)
+        types = frozenset({MemoryType.FACT})
+        ids = [m.bytes for m in reversed(mids)] + [bytes(16)]
+        if damaged:  # an id off a damaged index key: declined
+            ids.insert(len(ids) // 2, b"\x01" * 15)
+        w = cx.weights
+        weights = (w.recency, w.access, w.citation, w.importance)
+        now_us = to_micros(cx._now())
+        rest = (now_us, cx.decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, weights)
+        with cx._kv.read() as txn:
+            args = cx._engine.accepted_args(txn, types, tags, superseded)
+            assert args is not None
+            got = sp.read_page(*args, ids, want, *rest)
+            expected: list[Any] | None = []
+            for raw in ids:
+                if len(raw) != 16:
+                    expected = None
+                    break
+                row = sp.read_accepted(*args, raw)
+                if row is False:
+                    continue
+                if row is None or not row[2]:
+                    expected = None
+                    break
+                head, version, _ = row
+                memory = sp.memory_of(_READ, head, version)
+                assert expected is not None
+                expected.append((head, version, memory, sp.salience(head, *rest)))
+                if len(expected) >= want:
+                    break
+            assert got == expected
+
+
+@needs_c
+def test_read_page_refuses_bad_arguments() -> None:
+    from cortex.model.enums import DecayClass
+    from cortex.rules.salience import HALF_LIFE_DAYS
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        mid = cx.write(fact(1), tags=["a"]).id
+        with cx._kv.read() as txn:
+            args = cx._engine.accepted_args(txn, frozenset(_TYPES), ("a",), False)
+            assert args is not None
+            rest = [1, cx.decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, (1.0, 1.0, 1.0, 1.0)]
+            ok = [*args, [mid.bytes], 3, *rest]
+            (row,) = sp.read_page(*ok)
+            assert row[0].id == mid and row[2].id == mid and type(row[3]) is float
+            assert sp.read_page(*ok[:7], [], 3, *rest) == []
+            for i, bad in ((7, (mid.bytes,)), (8, 1.5), (9, 1.5), (10, list(cx.decay.items()))):
+                wrong = list(ok)
+                wrong[i] = bad
+                with pytest.raises(TypeError):
+                    sp.read_page(*wrong)
+            for want in (0, -1):
+                with pytest.raises(ValueError):
+                    sp.read_page(*ok[:8], want, *rest)
+            with pytest.raises(TypeError):
+                sp.read_page(*ok[:13])
+            with pytest.raises(AttributeError):  # the cursor's error is raised, not declined
+                sp.read_page(*ok[:2], object(), *ok[3:])
+            # a string among the ids, or an id of another length: declined
+            assert sp.read_page(*ok[:7], [str(mid)], 3, *rest) is None
+            assert sp.read_page(*ok[:7], [mid.bytes[:15]], 3, *rest) is None
+
+
+def test_newest_first_runs_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A find of one type (and one tag) newest first by the owner takes it; others do not."""
+    from cortex.agent import api
+
+    ran: list[bool] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        got = planner.newest_first(*args, **kw)
+        ran.append(got is not None)
+        return got
+
+    monkeypatch.setattr(api, "newest_first", spy)
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        for i in range(4):
+            cx.write(fact(i), tags=["a"])
+        c_read = sp is not None
+        for q, takes in (
+            (Query(types=("Fact",), limit=3), True),
+            (Query(types=("Fact",), tags=("a",), limit=3), True),
+            (Query(types=("Fact",), tags=("a",), limit=3, include_superseded=True), True),
+            (Query(types=("Fact",), tags=("a",), limit=3, offset=1), False),
+            (Query(types=("Fact",), tags=("a",), limit=3, budget_tokens=5), False),
+            (Query(types=("Fact",), tags=("a",), limit=3, descending=False), False),
+            (Query(types=("Fact", "Event"), limit=3), False),
+            (Query(types=("Fact",), tags=("a", "b"), limit=3), False),
+            (Query(types=("Fact",), limit=3, reader=Reader(actor="someone")), False),
+            (Query(types=("Fact",), limit=3, where=Gt("head.importance", 1)), False),
+        ):
+            ran.clear()
+            cx.find(q)
+            assert ran == ([c_read] if takes else []), q
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"limit": True},
+        {"limit": 1.0},
+        {"offset": False},
+        {"offset": 0.0},
+        {"types": (MemoryType.FACT,)},
+        {"types": ("fact",)},
+        {"tags": (type("Tag", (str,), {})("a"),)},
+        {"types": ["Fact"]},  # a list: cannot be hashed, never kept
+    ],
+)
+def test_a_kept_plan_serves_only_the_kinds_it_was_compiled_from(odd: dict[str, Any]) -> None:
+    """``1 == True == 1.0``: a query equal to a kept one but of other kinds compiles again."""
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=Clock()) as cx,
+    ):
+        cx.write(fact(1), tags=["a"])
+        base = {"types": ("Fact",), "tags": ("a",), "limit": 1}
+        plain = _seen(cx.find(Query(**base)))
+        assert len(cx._plans) == 1
+        assert _seen(cx.find(Query(**base))) == plain  # the kept plan
+        q = Query(**{**base, **odd})
+        kept = _outcome(cx, q)
+        cx._plans.clear()
+        assert _outcome(cx, q) == kept  # as compiled afresh
+        if isinstance(kept, tuple) and kept and kept[0] is ValidationError:
+            return
+        assert kept == plain
+
+
+def test_kept_plans_are_bounded() -> None:
+    from cortex.agent.api import _PLANS_KEPT
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        cx.write(fact(1), tags=["a"])
+        for n in range(1, _PLANS_KEPT + 10):
+            cx.find(Query(types=("Fact",), limit=n))
+            assert 1 <= len(cx._plans) <= _PLANS_KEPT

@@ -2500,6 +2500,109 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(read_page_doc,
+             "read_page(ctx, get, cursor, edge_to, into, types, tags, ids, want, now_us, decay, "
+             "permanent, half_lives, weights, /)\n--\n\n"
+             "``read_accepted`` of each raw id of the list ``ids`` in order until ``want`` pass, "
+             "with the ``salience`` and the ``memory_of`` of each that passes: a list of "
+             "``(head, version, memory, salience)`` (memory or salience None where those "
+             "decline: the Python path computes it), dropping the ids whose type or tags do not "
+             "match; or None (nothing decided) at the first id that is not 16 bytes, that "
+             "read_accepted declines or leaves to ``passes`` (``planner.newest_first``).");
+
+static PyObject *
+sp_read_page(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *ids, *out, *row, *head, *v, *mem, *sal, *item;
+    PyObject *acc[8], *sargs[6];
+    Py_ssize_t i, n, want;
+    int k;
+    if (nargs != 14) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_page(ctx, get, cursor, edge_to, into, types, tags, ids, want, "
+                        "now_us, decay, permanent, half_lives, weights)");
+        return NULL;
+    }
+    ids = args[7];
+    if (!PyList_CheckExact(ids) || !PyLong_CheckExact(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "read_page: ids is a list, want an int");
+        return NULL;
+    }
+    want = PyLong_AsSsize_t(args[8]);
+    if (want == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (want < 1) {
+        PyErr_SetString(PyExc_ValueError, "read_page: want is at least 1");
+        return NULL;
+    }
+    for (k = 0; k < 7; k++) {
+        acc[k] = args[k];
+    }
+    sargs[1] = args[9];
+    for (k = 2; k < 6; k++) {
+        sargs[k] = args[8 + k];
+    }
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    n = PyList_GET_SIZE(ids);
+    for (i = 0; i < n && PyList_GET_SIZE(out) < want; i++) {
+        acc[7] = PyList_GET_ITEM(ids, i);
+        if (!PyBytes_CheckExact(acc[7]) || PyBytes_GET_SIZE(acc[7]) != 16) {
+            goto declined; /* a damaged index key: the general path says what is wrong */
+        }
+        Py_INCREF(acc[7]); /* the list is the caller's: keep the id while it is read */
+        row = sp_read_accepted(module, acc, 8);
+        Py_DECREF(acc[7]);
+        if (row == NULL) {
+            goto fail;
+        }
+        if (row == Py_False) {
+            Py_DECREF(row);
+            continue;
+        }
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_ITEM(row, 2) != Py_True) {
+            Py_DECREF(row);
+            goto declined; /* declined, or left to passes */
+        }
+        head = PyTuple_GET_ITEM(row, 0);
+        v = PyTuple_GET_ITEM(row, 1);
+        sargs[0] = head;
+        sal = sp_salience(module, sargs, 6);
+        if (sal == NULL) {
+            Py_DECREF(row);
+            goto fail;
+        }
+        mem = or_none(memory_from(args[0], head, v));
+        if (mem == NULL) {
+            Py_DECREF(sal);
+            Py_DECREF(row);
+            goto fail;
+        }
+        item = PyTuple_Pack(4, head, v, mem, sal);
+        Py_DECREF(mem);
+        Py_DECREF(sal);
+        Py_DECREF(row);
+        if (item == NULL) {
+            goto fail;
+        }
+        k = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (k < 0) {
+            goto fail;
+        }
+    }
+    return out;
+declined:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef decode_methods[] = {
     {"decode", (PyCFunction)(void (*)(void))sp_decode, METH_FASTCALL, decode_doc},
     {"read_head", (PyCFunction)(void (*)(void))sp_read_head, METH_FASTCALL, read_head_doc},
@@ -2516,6 +2619,7 @@ static PyMethodDef decode_methods[] = {
     {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
      read_accepted_doc},
+    {"read_page", (PyCFunction)(void (*)(void))sp_read_page, METH_FASTCALL, read_page_doc},
     {NULL, NULL, 0, NULL},
 };
 

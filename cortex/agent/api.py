@@ -104,7 +104,15 @@ from cortex.query.language import (
     compile_query,
     memory_type,
 )
-from cortex.query.planner import Executor, TextSearch, VectorSearch, read_state, result
+from cortex.query.planner import (
+    Executor,
+    TextSearch,
+    VectorSearch,
+    newest_first,
+    newest_prefix,
+    read_state,
+    result,
+)
 from cortex.query.search import SearchResult, known_entities
 from cortex.query.search import search as _search
 from cortex.rules import sensitivity as _sens
@@ -152,6 +160,24 @@ DEDUPE_COSINE: Final = 0.92
 
 
 _NEW_KINDS: Final = frozenset({JournalKind.WRITE, JournalKind.UPDATE, JournalKind.IMPORT})
+
+
+_PLANS_KEPT: Final = 256
+"""How many plans ``Cortex._plan_of`` keeps (all dropped when it is full)."""
+
+
+def _plain_kinds(q: Query) -> bool:
+    """Whether ``q``'s limit and offset are ints and its types and tags plain text.
+
+    What a kept plan asks of a query equal to the one it was compiled from: equal values of
+    other kinds (``True``, ``1.0``, a ``str`` subclass, a ``MemoryType``) are compiled again.
+    """
+    if type(q.limit) is not int or type(q.offset) is not int:
+        return False
+    for t in q.types:
+        if type(t) is not str:
+            return False
+    return all(type(t) is str for t in q.tags)
 
 
 def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
@@ -296,6 +322,8 @@ class Cortex:
         """The reader every call of a restricted handle reads as; ``None``: the owner."""
         self._own: Reader | None = None
         """The owner's ``Reader``, kept for the calls that read as the owner (``_reader``)."""
+        self._plans: dict[tuple[Query, int | None], tuple[Plan, bytes]] = {}
+        """Plans of plain finds newest first by query and token cap (``_plan_of``)."""
         if actor is not None and actor != self.owner and not as_owner:
             self._as = Reader(
                 actor=actor,
@@ -1040,6 +1068,31 @@ class Cortex:
             fusion=self.fusion,
         )
 
+    def _plan_of(self, query: Query, now: datetime, cap: int | None) -> tuple[Plan, bytes | None]:
+        """``compile_query`` of ``query`` and its ``newest_prefix``; plain finds kept.
+
+        A plan ``newest_prefix`` serves does not depend on ``now`` (it has no window), so it is
+        kept by ``(query, cap)`` and a query equal to one seen before takes it without being
+        compiled again, when its fields are of the kinds that compiled (an int limit and
+        offset, types and tags given as plain text: ``1 == True == 1.0`` and a ``str``
+        subclass equals its text, but ``compile_query`` does not accept them alike).
+        """
+        plans = self._plans
+        key: tuple[Query, int | None] | None = (query, cap)
+        try:
+            got = plans.get(key)  # type: ignore[arg-type]
+        except TypeError:  # a field that cannot be hashed (a list, an array): not kept
+            got = key = None
+        if got is not None and _plain_kinds(query):
+            return got
+        plan = compile_query(query, now, token_cap=cap)
+        prefix = newest_prefix(plan)
+        if prefix is not None and key is not None and _plain_kinds(query):
+            if len(plans) >= _PLANS_KEPT:
+                plans.clear()
+            plans[key] = (plan, prefix)
+        return plan, prefix
+
     def find(self, query: Query) -> Result:
         """Find memories: start from an index, filter, order, limit, fit a token budget.
 
@@ -1072,10 +1125,36 @@ class Cortex:
             if narrowed is None:
                 return Result(hits=(), tokens=0, plan="episode: no matching episode")
             query = narrowed
-        plan = compile_query(query, now, token_cap=reader.token_cap(now))
+        # the owner's own Reader (``_reader``): no scopes, no token cap, every level
+        own = reader is self._own and reader.actor == self._engine.format.owner
+        plan, prefix = self._plan_of(query, now, None if own else reader.token_cap(now))
+        if prefix is not None and not own:
+            owner = self._engine.owner
+            if not (
+                type(reader) is Reader
+                and reader.actor == owner
+                and _sens.gate(reader, owner) is None
+            ):
+                prefix = None  # newest_first reads as the owner (``Executor._sees_all``)
         with self._kv.read() as txn:
-            kept, dropped = self._executor(txn, plan, reader, now).run()
-            res = result(kept, dropped, plan)
+            fast = (
+                newest_first(
+                    self._engine,
+                    txn,
+                    plan,
+                    prefix=prefix,
+                    now_us=to_micros(now),
+                    decay=self.decay,
+                    weights=self.weights,
+                )
+                if prefix is not None
+                else None
+            )
+            if fast is not None:
+                res = fast
+            else:
+                kept, dropped = self._executor(txn, plan, reader, now).run()
+                res = result(kept, dropped, plan)
             if wanted:
                 found = evidence.search(
                     txn,

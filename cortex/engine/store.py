@@ -2429,14 +2429,27 @@ class Store:
         declines). ``cortex.query.planner.Executor._stream`` uses it for the store's owner;
         None without the C read, or on an engine without it (``_current_reader``).
         """
+        accepted: Callable[..., Any] | None = getattr(_sp, "read_accepted", None)
+        if accepted is None:
+            return None
+        args = Store._accepted_args(txn, types, tags, superseded)
+        return None if args is None else functools.partial(accepted, *args)
+
+    @staticmethod
+    def _accepted_args(
+        txn: ReadTxn, types: frozenset[MemoryType], tags: tuple[str, ...], superseded: bool
+    ) -> tuple[Any, ...] | None:
+        """The arguments ``read_accepted`` (and ``read_page``) take before the id, or None.
+
+        ``(ctx, get, cursor, edge_to, into, types, tags)`` as ``_accepted_reader`` binds them;
+        None without the C read, or on an engine without it.
+        """
         ctx = _READ
         raw_get = getattr(txn, "raw_get", None)
-        accepted = getattr(_sp, "read_accepted", None)
         cursor = getattr(txn, "cursor", None)
-        if ctx is None or raw_get is None or accepted is None or cursor is None:
+        if ctx is None or raw_get is None or cursor is None:
             return None
-        return functools.partial(
-            accepted,
+        return (
             ctx,
             raw_get,
             None if superseded else cursor(),
@@ -2909,6 +2922,7 @@ class Store:
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
     current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
     accepted_reader = _accepted_reader  # (txn, types, tags, superseded) -> raw id -> ... | None
+    accepted_args = _accepted_args  # (txn, types, tags, superseded) -> read_accepted's | None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)
     hashed_version = _hashed_version  # (key, raw) -> Version, its data's sha256 checked too
     memory = _memory  # (head, version) -> Memory

@@ -78,6 +78,8 @@ __all__ = [
     "TextSearch",
     "VectorSearch",
     "memory_of",
+    "newest_first",
+    "newest_prefix",
     "read_state",
     "result",
     "to_hits",
@@ -105,6 +107,9 @@ _UTF8_LEN: Callable[[str], int] | None = getattr(_sp, "utf8_len", None)
 
 _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 """``salience_at`` of a memory never used, in C (None: the definition; tests compare)."""
+
+_READ_PAGE: Callable[..., list[Any] | None] | None = getattr(_sp, "read_page", None)
+"""A page of ``newest_first``'s reads, filters, salience and memories in C (None: one by one)."""
 
 _MEMORY_OF: Callable[..., Memory | None] | None = getattr(_sp, "memory_of", None)
 """``Store.memory`` of a row whose data is not decoded, in C (``run``; None: ``memory_of``)."""
@@ -1111,6 +1116,155 @@ class Executor:
         if lists > 1:
             return (1 - w) * score + w * sal
         return score
+
+
+_FAST = True
+"""Whether ``newest_first`` runs where it applies (tests turn it off to compare with
+``Executor.run``)."""
+
+
+def newest_prefix(plan: Plan) -> bytes | None:
+    """The one index prefix of a plain find newest first, where ``newest_first`` may run it.
+
+    A find of one type, alone or with one tag, ordered by created time newest first, with a
+    limit and nothing else to filter, order, skip or trim (no frames, where, window, as_of,
+    offset or budget): ``Executor.run`` streams it through ``_stream`` over this one prefix.
+    None for every other plan.
+    """
+    p = plan
+    if (
+        p.order_by != "created"
+        or not p.descending
+        or p.limit is None
+        or p.offset
+        or p.budget is not None
+        or p.as_of is not None
+        or p.window is not None
+        or p.where is not None
+        or p.frames
+        or len(p.types) != 1
+    ):
+        return None
+    (t,) = p.types
+    if p.start == "type":
+        return IDX_TYPE + bytes((t,))
+    if p.start == "tag" and len(set(p.tags)) == 1:
+        return tag_prefix(p.tags[0], t)
+    return None
+
+
+def newest_first(
+    store: Store,
+    txn: ReadTxn,
+    plan: Plan,
+    *,
+    prefix: bytes,
+    now_us: int,
+    decay: dict[MemoryType, DecayClass],
+    weights: Weights,
+) -> Result | None:
+    """``result`` of ``Executor.run`` of a plan ``newest_prefix`` gave ``prefix``, as the owner.
+
+    The same hits in the same order, without building an ``Executor`` or its candidates: the
+    ids of ``prefix`` newest first in pages from C (``newest_ids``), each read with its first
+    filters (``read_accepted``, as ``_stream`` reads them), its salience and its memory, a page
+    at a time in one C call (``read_page``). None (nothing decided; the caller runs the
+    ``Executor`` in the same snapshot) where any of it is not plain: no C read on this engine,
+    an index key of another length, a row whose tombstone, superseder or expiry ``passes``
+    must weigh, a read the C path declines.
+    The caller checks the reader sees every memory (``Executor._sees_all``).
+    """
+    page = _NEWEST
+    build = _MEMORY_OF
+    ctx = _store._READ
+    dup_cursor = getattr(txn, "dup_cursor", None)
+    if not (_FAST and _FUSED and _ACCEPTED) or page is None or build is None or ctx is None:
+        return None
+    if dup_cursor is None:
+        return None
+    args = store.accepted_args(txn, plan.types, plan.tags, plan.include_superseded)
+    if args is None:
+        return None
+    got = dup_cursor(prefix)
+    cur, head_len = got if got is not None else (txn.cursor(), 0)  # type: ignore[attr-defined]
+    want = plan.limit
+    assert want is not None
+    fast = _SALIENCE if type(decay) is dict else None
+    # a page's reads, filters, salience and memories in one C call (None: one id at a time)
+    read_page = _READ_PAGE if fast is not None else None
+    accepted: Callable[..., Any] | None = getattr(_sp, "read_accepted", None)
+    if read_page is None and accepted is None:
+        return None
+    w = (weights.recency, weights.access, weights.citation, weights.importance)
+    permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
+    rows: list[tuple[Head, Version, Memory | None, float | None]] = []
+    size = max(8, want)
+    after: bytes | None = None
+    while True:
+        pg = page(cur, prefix, after, size, head_len)
+        if pg is None:
+            return None
+        ids, after = pg
+        if read_page is not None:
+            some = read_page(*args, ids, want - len(rows), now_us, decay, permanent, half_lives, w)
+            if some is None:
+                return None
+            rows += some
+        else:
+            assert accepted is not None
+            for raw in ids:
+                if len(raw) != _ID:
+                    return None
+                row = accepted(*args, raw)
+                if row is False:
+                    continue
+                if row is None or not row[2]:
+                    return None
+                head = row[0]
+                s = (
+                    fast(head, now_us, decay, permanent, half_lives, w)
+                    if fast is not None
+                    else None
+                )
+                rows.append((head, row[1], build(ctx, head, row[1]), s))
+                if len(rows) >= want:
+                    break
+        if after is None or len(rows) >= want:
+            break
+        size = min(size * 4, 512)
+    # to_hits and result, inline: a hit straight from each memory (no Candidate, no Row)
+    form = plan.form
+    utf8_len = _UTF8_LEN
+    hits = []
+    total = 0
+    for head, version, built, sal in rows:
+        s = sal
+        if s is None:
+            s = salience_at(
+                head,
+                read_state(txn, head) if head.has_counters else NEVER_USED,
+                now_us,
+                decay=decay[head.type],
+                weights=weights,
+            )
+        m = built if built is not None else Store.memory(head, version)
+        if form == "full":
+            text = render_form(m, form)
+        else:
+            forms = m.version.forms or m.head.forms
+            text = "" if forms is None else forms.short if form == "short" else forms.medium
+        n = (
+            -(-len(text) // 4)
+            if text.isascii()
+            else -(-u // 4)
+            if utf8_len is not None and (u := utf8_len(text)) >= 0
+            else count_tokens(text)
+        )
+        total += n
+        hits.append(Hit(memory=m, text=text, tokens=n, salience=s, score=s))
+    return Result(
+        hits=tuple(hits), tokens=total, plan=f"{plan.start} index, order by {plan.order_by}"
+    )
 
 
 def _decode(v: Version) -> Data | None:

@@ -232,6 +232,10 @@ class KV(Protocol):
         """Release the engine."""
 
 
+_DUP_PLANS_KEPT: Final = 4096
+"""How many prefixes ``_Routes.dup_plans`` keeps (all dropped when it is full)."""
+
+
 class _Routes:
     """Which LMDB database holds each key: a named one per keyspace of ``DATABASES``, or main.
 
@@ -245,6 +249,7 @@ class _Routes:
         "damage",
         "dbs",
         "dup",
+        "dup_plans",
         "heads",
         "ids",
         "longest",
@@ -277,6 +282,9 @@ class _Routes:
         """``by_start`` with each database's head length of duplicates (0: not of them)."""
         self.names = tuple(sorted(dbs))
         self.pairs_plans: dict[bytes, tuple[Any, bytes] | None] = {}
+        self.dup_plans: dict[bytes, tuple[Any, int] | None] = {}
+        """``_LmdbTxn.dup_cursor``'s routing by prefix, kept (at most ``_DUP_PLANS_KEPT``): the
+        database of duplicates and its head length, or None."""
         """``_LmdbTxn.pairs``'s routing by prefix, kept (the routes never change): the
         database and the prefix's end for one walk, or None to ``scan``."""
         self.ranges = tuple((p, prefix_end(p), dbs[p]) for p in self.names)
@@ -553,12 +561,19 @@ class _LmdbTxn:
         otherwise (the keyspace is in the main database: ``cursor``). LMDB's only.
         """
         routes = self._routes
-        db = routes.of(prefix)
-        if db is None:
+        plans = routes.dup_plans
+        if prefix in plans:
+            plan = plans[prefix]
+        else:  # routed once per prefix (a find's index prefix: every find)
+            db = routes.of(prefix)
+            n = routes.dup.get(db, 0) if db is not None else 0
+            plan = (db, n) if n and len(prefix) >= n else None
+            if len(plans) >= _DUP_PLANS_KEPT:
+                plans.clear()
+            plans[prefix] = plan
+        if plan is None:
             return None
-        n = routes.dup.get(db, 0)
-        if not n or len(prefix) < n:
-            return None
+        db, n = plan
         cur = self._curs.get(db)
         if cur is None:
             cur = self._curs[db] = self._txn.cursor(db=db)
