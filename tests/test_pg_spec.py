@@ -1219,3 +1219,177 @@ def test_s6_purged_bytes_are_gone_from_the_table(pg_url: Callable[[], str]) -> N
         assert report.ok
         assert cx.verify().ok
         assert cx.resolve(keep).data == _fact(1, "kept")
+
+
+# === §1 vectors=DIR / issue item 2: each process's vector index is a cache ======================
+
+_NEAR_WRITER = """
+import sys
+from cortex import Cortex, Fact
+from cortex.index.embed import HashingEmbedder
+with Cortex.open(sys.argv[1], actor="a", embedder=HashingEmbedder(64)) as cx:
+    print(cx.write(Fact(statement=sys.argv[2], subject="music", predicate="likes")).id, flush=True)
+"""
+
+
+def test_s1_vectors_dir_and_a_write_found_by_the_next_vector_search(
+    pg_url: Callable[[], str], tmp_path: Path
+) -> None:
+    """§1: with ``vectors=DIR`` the store's vector index cache is kept in
+    ``DIR/cortex_NAME/vectors/``; issue item 2: the index is a cache caught up from the journal,
+    so a write by another process is found by this one's next vector search."""
+    from cortex.index.embed import HashingEmbedder
+
+    vdir = tmp_path / "vec"
+    url = _with(pg_url(), vectors=str(vdir))
+    emb = HashingEmbedder(64)
+    with Cortex.open(url, actor="a", embedder=emb) as cx:
+        for i, text in enumerate(["green tea leaves", "black coffee beans", "red wine grapes"]):
+            cx.write(Fact(statement=text, subject=f"s{i}", predicate="likes"))
+        assert len(cx.find(Query(near="green tea", limit=1)).hits) == 1
+        cx.save_vectors()
+        where = vdir / f"cortex_{_store_of(url)}" / "vectors"
+        assert where.is_dir() and any(where.iterdir())
+        got = subprocess.run(
+            [sys.executable, "-c", _NEAR_WRITER, url, "violin concerto in d minor"],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert got.returncode == 0, got.stderr
+        mid = got.stdout.strip()
+        hits = cx.find(Query(near="violin concerto in d minor", limit=1)).hits
+        assert [str(h.memory.head.id) for h in hits] == [mid]
+    with Cortex.open(url, actor="a", embedder=emb) as cx:  # from the saved cache, caught up
+        hits = cx.find(Query(near="violin concerto in d minor", limit=1)).hits
+        assert [str(h.memory.head.id) for h in hits] == [mid]
+        assert cx.verify().ok
+
+
+# === §4 item 7: the write cache never answers for a changed table =============================
+
+
+def _lock_key(table: str) -> int:
+    """The store's advisory lock's second key: FNV-1a 32-bit of the table name, signed."""
+    h = 0x811C9DC5
+    for ch in table.encode():
+        h = ((h ^ ch) * 0x01000193) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+@pytest.mark.parametrize("how", ["update", "delete", "truncate", "insert"])
+def test_s4_the_write_cache_sees_sql_outside_cortex(pg_url: Callable[[], str], how: str) -> None:
+    """§2 / §4 item 7: every statement that changes the table, whoever runs it, bumps the
+    store's version, so a handle's next write reads the server, not its cache: SQL committed
+    outside cortex (under the store's lock, as item 7 asks) is seen by the next write."""
+    import psycopg
+
+    url = pg_url()
+    t = f"cortex_{_store_of(url)}"
+    kv = open_kv(url)
+    try:
+        kv.write(lambda w: w.put_many([(b"x", b"1"), (b"n/1", b"a"), (b"n/2", b"b")]))
+        kv.write(lambda w: (w.get(b"x"), w.get(b"y"), list(w.scan(b"n/")), w.put(b"z", b"0")))
+        with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", (0x636F7278, _lock_key(t)))
+            if how == "update":
+                conn.execute(f"UPDATE \"{t}\" SET v = 'outside'::bytea WHERE k = 'x'::bytea")
+            elif how == "delete":
+                conn.execute(f"DELETE FROM \"{t}\" WHERE k = 'x'::bytea")
+            elif how == "truncate":
+                conn.execute(f'TRUNCATE "{t}"')
+            else:
+                conn.execute(f"INSERT INTO \"{t}\" VALUES ('y'::bytea, 'outside'::bytea)")
+                conn.execute(f"INSERT INTO \"{t}\" VALUES ('n/3'::bytea, 'c'::bytea)")
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (0x636F7278, _lock_key(t)))
+
+        def fn(w: Any) -> tuple[Any, ...]:
+            seen = (w.get(b"x"), w.get(b"y"), [k for k, _ in w.scan(b"n/")])
+            w.put(b"seen", repr(seen).encode())
+            return seen
+
+        seen = kv.write(fn)
+        with kv.read() as r:
+            truth = (r.get(b"x"), r.get(b"y"), [k for k, _ in r.scan(b"n/")])
+        assert seen == truth
+        expect = {
+            "update": (b"outside", None, [b"n/1", b"n/2"]),
+            "delete": (None, None, [b"n/1", b"n/2"]),
+            "truncate": (None, None, []),
+            "insert": (b"1", b"outside", [b"n/1", b"n/2", b"n/3"]),
+        }[how]
+        assert seen == expect
+    finally:
+        kv.close()
+
+
+def test_s4_the_write_cache_under_another_process_writes(pg_url: Callable[[], str]) -> None:
+    """§4 item 7 through the API: a handle that wrote last keeps a cache; another process then
+    updates the same memory and writes more: this handle's next update gets the next version
+    number and the journal stays whole."""
+    url = pg_url()
+    with Cortex.open(url, actor="a") as cx:
+        r = cx.write(Fact(statement="v1", subject="s", predicate="p"))
+        cx.update(r, Fact(statement="v2", subject="s", predicate="p"))
+        got = subprocess.run(
+            [sys.executable, "-c", _UPDATER, url, str(r.id), "3"],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert got.returncode == 0, got.stderr
+        u = cx.update(r, Fact(statement="mine", subject="s", predicate="p"))
+        assert u.version == 6
+        assert [m.version.version for m in cx.history(r.id)] == [1, 2, 3, 4, 5, 6]
+        assert cx.resolve_latest(r.id).data.statement == "mine"
+        assert cx.verify().ok
+
+
+def test_s4_connection_lost_inside_a_write_writes_nothing(pg_url: Callable[[], str]) -> None:
+    """§4 item 6: a connection lost before the commit was sent is an ``EngineError`` ("nothing
+    was written"), and nothing of the write is there."""
+    from cortex.errors import EngineError
+
+    app = f"wlost{os.getpid()}"
+    url = _with(pg_url(), application_name=app)
+    kv = open_kv(url)
+    try:
+        kv.write(lambda w: w.put(b"a", b"0"))
+
+        def fn(w: Any) -> None:
+            w.get(b"never-read-before")
+            _sql(
+                url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                app,
+            )
+            time.sleep(0.2)
+            w.put(b"a", b"1")
+            w.get(b"another-key")  # a round trip on the dead connection
+
+        with pytest.raises(EngineError, match="nothing was written"):
+            kv.write(fn)
+        kv.write(lambda w: w.put(b"b", b"1"))
+        with kv.read() as r:
+            assert r.get(b"a") == b"0" and r.get(b"b") == b"1"
+    finally:
+        kv.close()
+
+
+def test_s3_lmdb_options_are_accepted_and_ignored(pg_url: Callable[[], str]) -> None:
+    """§3: ``check_pages=True`` is accepted and ignored, as ``metasync`` and ``map_size`` are;
+    ``read_checked`` reports no damage."""
+    url = pg_url()
+    with Cortex.open(url, actor="a", check_pages=True, metasync=False, map_size=1 << 20) as cx:
+        cx.write(_fact(1))
+        assert cx.verify().ok
+    kv = open_kv(url, check_pages=True, metasync=False, map_size=1 << 20)
+    try:
+        with kv.read_checked() as t:
+            assert t.damage == []
+            assert len(list(t.scan(b""))) > 3
+    finally:
+        kv.close()
