@@ -198,7 +198,7 @@ def test_s1_pool_of_one_serves_a_handle(pg_url: Callable[[], str]) -> None:
     url = _with(pg_url(), pool="1", application_name="specpool1")
     with Cortex.open(url, actor="a") as cx:
         ids = [cx.write(_fact(i)).id for i in range(5)]
-        assert len(cx.find(Query(types=["Fact"], limit=10)).hits) == 5
+        assert len(cx.find(Query(types=("Fact",), limit=10)).hits) == 5
         assert [cx.resolve_latest(i).id for i in ids] == ids
         n = _sql(
             url,
@@ -284,7 +284,7 @@ def test_s1_two_stores_in_one_database_are_independent(pg_url: Callable[[], str]
         hits_a = ca.find(Query(text="alpha", limit=10)).hits
         assert {h.memory.head.id for h in hits_a} == set(ids_a)
         assert cb.find(Query(text="alpha", limit=10)).hits == ()
-        assert {h.memory.head.id for h in cb.find(Query(types=["Fact"], limit=10)).hits} == set(
+        assert {h.memory.head.id for h in cb.find(Query(types=("Fact",), limit=10)).hits} == set(
             ids_b
         )
         assert len(_seqs(ca)) == 5 and len(_seqs(cb)) == 3  # init + writes
@@ -508,12 +508,12 @@ def test_s2_same_bytes_same_answers_on_both_engines(
             out.append([(e.seq, e.kind, e.id, e.version) for e in cx.journal()])
             for tag in _TAGS:
                 for order in ("created", "importance", "salience"):
-                    q = Query(tags=[tag], limit=7, order_by=order, record_access=False)
+                    q = Query(tags=(tag,), limit=7, order_by=order, record_access=False)
                     out.append([h.memory.uri for h in cx.find(q).hits])
             for text in ("wordx", "wordy statement", "statement"):
                 q = Query(text=text, limit=9, record_access=False)
                 out.append([(h.memory.uri, round(h.score, 9)) for h in cx.find(q).hits])
-            q = Query(types=["Fact"], limit=100, record_access=False)
+            q = Query(types=("Fact",), limit=100, record_access=False)
             hits = cx.find(q).hits
             out.append([h.memory.uri for h in hits])
             out.append([[m.uri for m in cx.history(h.memory.head.id)] for h in hits[:15]])
@@ -602,7 +602,7 @@ def test_s3_get_by_id_sees_head_and_version_of_one_snapshot(pg_url: Callable[[],
             while proc.poll() is None:
                 m = cx.resolve_latest(r.id)
                 assert m.head.current_version == m.version.version
-                assert m.data.statement == f"v{m.version.version}"
+                assert m.data == Fact(statement=f"v{m.version.version}", subject="s", predicate="p")
                 seen.add(m.version.version)
         finally:
             out, _ = proc.communicate(timeout=120)
@@ -716,7 +716,7 @@ class _Counted:
         self.url = _with(own.url(), application_name=app)
         Cortex.open(self.url, actor="a").close()  # cx's first write is then its first
         self.cx = Cortex.open(self.url, actor="a")
-        self.kv = self.cx._kv
+        self.kv: Any = self.cx._kv
 
     def rt(self, op: Callable[[], Any]) -> int:
         """The round trips ``op`` costs (``PgKV.round_trips``, which §4 names)."""
@@ -745,7 +745,11 @@ def test_s4_round_trips_of_a_write_after_the_handles_own(counted: _Counted) -> N
     competitor) is 1 round trip; so again once the handle writes on after another writer."""
     cx = counted.cx
     cx.write(_fact(0, "alpha"), tags=["x"])
-    again = [counted.rt(lambda i=i: cx.write(_fact(i, "alpha"), tags=["x"])) for i in range(1, 6)]
+
+    def one(i: int) -> Callable[[], Any]:
+        return lambda: cx.write(_fact(i, "alpha"), tags=["x"])
+
+    again = [counted.rt(one(i)) for i in range(1, 6)]
     assert again == [1] * 5
     with Cortex.open(counted.url, actor="a") as other:
         other.write(_fact(99, "beta"))
@@ -800,7 +804,7 @@ def test_s4_round_trips_of_find_by_type_and_tag(counted: _Counted) -> None:
     """§4 table: ``find(types=..., tags=..., limit=10)`` is 3-5 round trips, whatever the
     store's size."""
     cx = counted.cx
-    q = Query(types=["Fact"], tags=["x"], limit=10)
+    q = Query(types=("Fact",), tags=("x",), limit=10)
     cx.write_many([NewMemory(data=_fact(i, "alpha"), tags=["x"]) for i in range(12)])
     small = counted.rt(lambda: cx.find(q))
     cx.write_many([NewMemory(data=_fact(i, "alpha"), tags=["x"]) for i in range(100, 500)])
@@ -855,9 +859,12 @@ def test_s4_one_writer_at_a_time_and_the_lock_outlives_no_session(
         with psycopg.connect(_conninfo(url), autocommit=True) as conn:
             conn.execute("SELECT pg_advisory_lock(%s, %s)", (0x636F7278, h))
             done = threading.Event()
-            th = threading.Thread(
-                target=lambda: (kv.write(lambda t: t.put(b"x", b"1")), done.set())
-            )
+
+            def writer() -> None:
+                kv.write(lambda t: t.put(b"x", b"1"))
+                done.set()
+
+            th = threading.Thread(target=writer)
             th.start()
             assert not done.wait(1.0)  # the cortex write waits for the lock
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", (0x636F7278, h))
@@ -983,7 +990,7 @@ def test_s4_server_stopped_mid_writes_loses_no_acknowledged_write(own: _Own) -> 
                 held.write(_fact(2))
             assert type(got.value).__module__.startswith("cortex")
             with pytest.raises(CortexError):
-                held.find(Query(types=["Fact"], limit=3))
+                held.find(Query(types=("Fact",), limit=3))
         finally:
             own.cluster.start_server()
         errors = [x for x in lines if "error" in x]
@@ -1141,7 +1148,7 @@ def test_s5_cortex_copy_both_directions_exports_identical(
     pg, back = pg_url(), tmp_path / "back"
     assert main(["copy", str(src), pg]) == 0
     assert main(["copy", pg, str(back)]) == 0
-    bundles = []
+    bundles: list[bytes] = []
     for where in (src, pg, back):
         f = tmp_path / f"b{len(bundles)}.jsonl"
         assert main(["--store", str(where), "export", str(f)]) == 0
@@ -1343,7 +1350,7 @@ def test_s4_the_write_cache_under_another_process_writes(pg_url: Callable[[], st
         u = cx.update(r, Fact(statement="mine", subject="s", predicate="p"))
         assert u.version == 6
         assert [m.version.version for m in cx.history(r.id)] == [1, 2, 3, 4, 5, 6]
-        assert cx.resolve_latest(r.id).data.statement == "mine"
+        assert cx.resolve_latest(r.id).data == Fact(statement="mine", subject="s", predicate="p")
         assert cx.verify().ok
 
 
@@ -1393,3 +1400,90 @@ def test_s3_lmdb_options_are_accepted_and_ignored(pg_url: Callable[[], str]) -> 
             assert len(list(t.scan(b""))) > 3
     finally:
         kv.close()
+
+
+# === roles: a non-owner, and a role without pg_logical_emit_message ==========================
+
+
+def _role(own: _Own, url: str, name: str) -> str:
+    """A login role ``name`` that may read and write the store's table (not its owner); the
+    URL that connects as it."""
+    t = f"cortex_{_store_of(url)}"
+    with contextlib.suppress(Exception):
+        _sql(url, f'CREATE ROLE "{name}" LOGIN')
+    _sql(url, f'GRANT SELECT, INSERT, UPDATE, DELETE ON "{t}" TO "{name}"')
+    with contextlib.suppress(Exception):
+        _sql(url, f'GRANT USAGE, SELECT, UPDATE ON SEQUENCE "{t}_v" TO "{name}"')
+    return url.replace("user=cortex", f"user={name}")
+
+
+def test_s2_an_older_table_gets_its_version_on_the_owners_open(own: _Own) -> None:
+    """§2: the sequence and trigger are made on the first writable open of a table without
+    them (an older cortex's) by a role that may; a role that may not (not the owner) opens the
+    store without them, and its writes keep no cache (each reads the server: 2+ round trips)."""
+    url = own.url()
+    t = f"cortex_{_store_of(url)}"
+    with Cortex.open(url, actor="a") as cx:
+        cx.write(_fact(0))
+    _sql(url, f'DROP TRIGGER "{t}_v" ON "{t}"')
+    _sql(url, f'DROP FUNCTION "{t}_v"()')
+    _sql(url, f'DROP SEQUENCE "{t}_v"')
+    other = _role(own, url, "spec_nonowner")
+    with Cortex.open(other, actor="a") as cx:
+        kv: Any = cx._kv
+        trips = []
+        for i in range(1, 5):
+            before = kv.round_trips
+            cx.write(_fact(i))
+            trips.append(kv.round_trips - before)
+        assert min(trips) >= 2, trips
+        assert cx.verify().ok
+    assert _sql(url, "SELECT to_regclass(%s)", f"{t}_v") == [(None,)]
+    with Cortex.open(url, actor="a") as cx:
+        cx.write(_fact(9))
+        assert cx.stats()["memories"] == 6 and cx.verify().ok
+    assert _sql(url, "SELECT to_regclass(%s)::text", f"{t}_v") == [(f"{t}_v",)]
+    trig = _sql(url, "SELECT count(*) FROM pg_trigger WHERE tgname = %s", f"{t}_v")
+    assert trig == [(1,)]
+
+
+def _emits(logged: list[str]) -> int:
+    """How many of the logged statements ran ``pg_logical_emit_message`` (a prepared
+    statement's log line quotes the whole string that prepared it: match by its name)."""
+    names = set(re.findall(r"PREPARE (\w+) AS SELECT pg_logical_emit_message", "\n".join(logged)))
+    direct = [
+        x for x in logged if re.search(r"(statement|execute [^:]*): SELECT pg_logical_emit", x)
+    ]
+    runs = [x for x in logged if any(f"execute {n}:" in x for n in names)]
+    return len(direct) + len(runs)
+
+
+def test_s4_a_role_without_emit_message_commits_synchronously(own: _Own) -> None:
+    """§4 item 3: a role that may not execute ``pg_logical_emit_message`` (checked when the
+    store opens) ends its writes with a synchronous COMMIT and the unlock instead: its writes
+    land and verify; no emit-message statement runs for it."""
+    url = own.url()
+    with Cortex.open(url, actor="a") as cx:
+        cx.write(_fact(0))
+    fn = "pg_logical_emit_message(boolean, text, text)"
+    control = f"emit{os.getpid()}"
+    with Cortex.open(_with(url, application_name=control), actor="a") as cx:
+        for i in range(3):
+            cx.write(_fact(10 + i))
+    assert _emits(_logged(own, control)) >= 3  # the control: the flush statement is seen
+    app = f"noemit{os.getpid()}"
+    plain = _with(_role(own, url, "spec_noemit"), application_name=app)
+    _sql(url, f"REVOKE EXECUTE ON FUNCTION {fn} FROM PUBLIC")
+    try:
+        assert _sql(url, "SELECT has_function_privilege('spec_noemit', %s, 'execute')", fn) == [
+            (False,)
+        ]
+        with Cortex.open(plain, actor="a") as cx:
+            rs = [cx.write(_fact(i)) for i in range(1, 4)]
+            assert [cx.resolve(r).data for r in rs] == [_fact(i) for i in range(1, 4)]
+            assert cx.verify().ok
+        logged = _logged(own, app)
+        assert any("COMMIT" in line for line in logged)
+        assert _emits(logged) == 0
+    finally:
+        _sql(url, f"GRANT EXECUTE ON FUNCTION {fn} TO PUBLIC")
