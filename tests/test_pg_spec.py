@@ -1575,3 +1575,76 @@ def test_s4_after_a_restart_a_failed_operation_is_the_last(own: _Own) -> None:
         assert cx.resolve(r).data == _fact(1)
         assert cx.stats()["memories"] in (3, 4)
         assert cx.verify().ok
+
+
+# === §2 / §5 odds and ends =====================================================================
+
+
+def test_s2_a_store_made_again_does_not_repeat_its_versions(pg_server: Any) -> None:
+    """§2: the version sequence starts at a random value in [1, 2^62): a store dropped and made
+    again does not repeat an old one's versions."""
+    name = f"again{os.getpid()}"
+    url = pg_server.url(name)
+    starts = []
+    try:
+        for _ in range(2):
+            Cortex.open(url, actor="a").close()
+            got = _sql(
+                url,
+                "SELECT start_value FROM pg_sequences WHERE sequencename = %s",
+                f"cortex_{name}_v",
+            )
+            starts.append(got[0][0])
+            pg_server.drop(name)
+        assert _sql(url, "SELECT to_regclass(%s)", f"cortex_{name}_v") == [(None,)]  # owned
+    finally:
+        pg_server.drop(name)
+    assert starts[0] != starts[1]
+    assert all(1 <= s < 2**62 for s in starts)
+
+
+def test_s5_copy_into_an_empty_table_and_not_over_a_directory(
+    tmp_path: Path, pg_url: Callable[[], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """§5: the copy goes into an absent or EMPTY PostgreSQL store (the table made, no record),
+    and into a new LMDB directory only (an existing one is refused)."""
+    src = tmp_path / "src"
+    with Cortex.open(src, actor="a") as cx:
+        rs = [cx.write(_fact(i)) for i in range(5)]
+    dest = pg_url()
+    open_kv(dest).close()  # the table, empty
+    assert _sql(dest, f'SELECT count(*) FROM "cortex_{_store_of(dest)}"') == [(0,)]
+    assert main(["copy", str(src), dest]) == 0
+    with Cortex.open(dest, actor="a", create=False) as cx:
+        assert [cx.resolve(r).data for r in rs] == [_fact(i) for i in range(5)]
+    taken = tmp_path / "taken"
+    Cortex.open(taken, actor="a").close()
+    capsys.readouterr()
+    assert main(["copy", dest, str(taken)]) == 1
+    assert "exists" in capsys.readouterr().err
+
+
+def test_s3_scans_are_paged_8_64_512_2048(pg_url: Callable[[], str]) -> None:
+    """§3: "Scans are keyset-paged: 8 rows, then 64, 512, 2048 per query": a scan of n keys
+    costs the queries of those pages (the first with the BEGIN, the ROLLBACK one more), and a
+    scan stopped early reads only the pages it reached."""
+    url = pg_url()
+    kv: Any = open_kv(url)
+    try:
+        kv.write(lambda t: t.put_many([(b"p/%05d" % i, b"v") for i in range(3000)]))
+
+        def trips(limit: int | None = None) -> int:
+            before = kv.round_trips
+            with kv.read() as t:
+                for got, _ in enumerate(t.scan(b"p/"), 1):
+                    if got == limit:
+                        break
+            return int(kv.round_trips - before)
+
+        # one round trip per page reached (the first with the BEGIN), and the ROLLBACK
+        assert trips() == 5 + 1  # 8 + 64 + 512 + 2048 < 3000: five pages
+        assert trips(8) in (1 + 1, 2 + 1)  # the first page (and, at most, the next)
+        assert trips(9) == 2 + 1
+        assert trips(8 + 64 + 1) == 3 + 1
+    finally:
+        kv.close()
