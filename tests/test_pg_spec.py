@@ -227,12 +227,6 @@ def test_s1_a_parameter_libpq_refuses_is_a_cortex_error(pg_url: Callable[[], str
     assert time.monotonic() - t0 < 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: a bad libpq value (connect_timeout=soon, sslmode=bogus) is reported as "
-    "'the PostgreSQL server is unreachable or went away ... retry when it is back' (after 15 s "
-    "for connect_timeout, not naming it), not as a bad URL naming the parameter",
-)
 @pytest.mark.parametrize("param", ["connect_timeout=soon", "sslmode=bogus"])
 def test_s1_a_bad_libpq_value_names_the_parameter(pg_url: Callable[[], str], param: str) -> None:
     """§1 "Every other query parameter is passed to libpq unchanged" with the standards (bad
@@ -1491,42 +1485,13 @@ def test_s4_a_role_without_emit_message_commits_synchronously(own: _Own) -> None
 
 # === §4 item 6: a server restart under an open handle ==========================================
 
-_RESTART_FINDING = (
-    "FINDING: §4 item 6 / §4 table: after a server restart an open handle's dead connection "
-    "is not replaced transparently: "
-)
-
 
 @pytest.mark.parametrize(
     ("mode", "op"),
     [
-        pytest.param(
-            "immediate",
-            "write",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=_RESTART_FINDING + "the one-pipeline write (write cache) raises "
-                "EngineError 'lost while committing' (outcome unknown)",
-            ),
-        ),
-        pytest.param(
-            "fast",
-            "write",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=_RESTART_FINDING + "the one-pipeline write (write cache) raises "
-                "EngineError 'lost while committing' (outcome unknown)",
-            ),
-        ),
-        pytest.param(
-            "immediate",
-            "resolve",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=_RESTART_FINDING + "get by id after `pg_ctl stop -m immediate` raises "
-                "EngineError 'server closed the connection unexpectedly'",
-            ),
-        ),
+        ("immediate", "write"),
+        ("fast", "write"),
+        ("immediate", "resolve"),
         ("fast", "resolve"),
         ("immediate", "find"),
         ("fast", "find"),
