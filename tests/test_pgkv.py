@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from cortex import Cortex, CortexError, Fact, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.index import lexical
+from cortex.storage import pgkv as pgkv_module
 from cortex.storage.engines import copy_kv, exists, open_kv
 from cortex.storage.pgkv import (
     RETRIES,
@@ -1040,6 +1041,43 @@ def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: s
         kv.close()
 
 
+def test_a_stale_cache_and_a_wrong_guess_together_count_as_stale(url: str) -> None:
+    """The one pipeline checks the version and the guessed keys in one statement, the version
+    first: when another writer changed the store and also made a guessed key exist, the write
+    runs again without the cache (its guesses are not checked against a stale version), and
+    sees the other writer's key."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.warm_writes([], [], absent=[b"g/"])
+        a.write(lambda t: t.put(b"x", b"1"))
+        b.write(lambda t: t.put(b"g/old", b"here"))
+        seen: list[Any] = []
+
+        def fn(t: Any) -> None:
+            seen.append(t.get(b"g/old"))
+            t.put(b"y", b"%d" % len(seen))
+
+        sent: list[Any] = []
+        real = pgkv_module._pipeline
+
+        def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
+            sent.append(list(map(_sql_of(a), steps)))
+            return real(conn, steps, *rest)
+
+        pgkv_module._pipeline = spy
+        try:
+            a.write(fn)
+        finally:
+            pgkv_module._pipeline = real
+        assert a._sql.vcheck_absent in sent[0] and a._sql.vcheck not in sent[0]
+        assert seen == [None, b"here"] and a.cache_misses == 1
+        with a.read() as r:
+            assert dict(r.scan(b"")) == {b"g/old": b"here", b"x": b"1", b"y": b"2"}
+    finally:
+        a.close()
+        b.close()
+
+
 def test_guesses_that_go_wrong_stop_and_come_back_once_they_would_be_right(url: str) -> None:
     """A handle guesses absent keys only while its guesses are mostly right (issue 16): after
     a wrong one its writes read such keys in their first round trip instead (no re-run of
@@ -1276,6 +1314,38 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
     finally:
         with _raw(url) as conn:
             conn.execute("DROP TABLE cortex_probe")
+
+
+def test_a_write_ends_with_the_unlock_and_the_flush_in_one_statement(url: str, kv: PgKV) -> None:
+    """With the flush a SELECT (as it is), the unlock and the flush go as one prepared
+    statement after the COMMIT: once the write returns no lock is held and it is there."""
+    from cortex.storage import pgkv
+
+    sent: list[Any] = []
+    real = pgkv._pipeline
+
+    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
+        sent.append(steps)
+        return real(conn, steps, *rest)
+
+    pgkv._pipeline = spy
+    try:
+        kv.write(lambda t: t.put(b"a", b"1"))
+        kv.write(lambda t: t.put(b"b", b"2"))
+    finally:
+        pgkv._pipeline = real
+    for steps in sent[-2:]:
+        *_, commit, ending = map(_sql_of(kv), steps)
+        assert commit == "COMMIT"
+        assert ending.startswith("SELECT pg_advisory_unlock(")
+        assert ending.endswith(", pg_logical_emit_message(true, 'cortex', '')")
+        assert isinstance(steps[-1], bytes)  # prepared: sent by its name
+    with _raw(url) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+        ).fetchone() == (0,)
+    with kv.read() as r:
+        assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
 
 
 def test_a_role_that_cannot_flush_commits_synchronously(

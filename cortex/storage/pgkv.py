@@ -78,6 +78,20 @@ _FLUSH: Final = "SELECT pg_logical_emit_message(true, 'cortex', '')"
 on under the prefix ``cortex``), so its synchronous commit flushes the WAL up to its commit
 record, and with it every commit made before (``PgKV.write``: the lock is released before the
 flush)."""
+
+
+def _unlock_flush(lock: str) -> str:
+    """The unlock of ``lock`` (``(a, b)``) and ``_FLUSH`` as one statement, in that order.
+
+    Its implicit transaction is the flush's, as when they are two statements: the unlock is
+    not transactional (a session lock), so the lock is released before the message is
+    written and the WAL flushed. A role without the right to run the flush fails the
+    statement before the unlock runs; the write's error handling then releases every lock
+    of the session (``_Conn.release``).
+    """
+    return f"SELECT pg_advisory_unlock{lock}, {_FLUSH.removeprefix('SELECT ')}"
+
+
 _CAN_FLUSH: Final = (
     "coalesce(has_function_privilege("
     "to_regprocedure('pg_logical_emit_message(boolean,text,text)'), 'execute'), false)"
@@ -386,6 +400,7 @@ class _Scan:
             f"SELECT pg_advisory_unlock({a}, {b})": f"SELECT pg_advisory_unlock({a}, {b})",
             _ASYNC: "SELECT set_config('synchronous_commit', 'off', true)",
             _FLUSH: _FLUSH,
+            _unlock_flush(f"({a}, {b})"): _unlock_flush(f"({a}, {b})"),
         }
         texts += self.fixed.values()
         self.prepared = {q: f"cortex_q{i}" for i, q in enumerate(dict.fromkeys(texts))}
@@ -412,6 +427,14 @@ class _Scan:
         self.vcheck = f"SELECT 1 / (last_value = %s)::int FROM {seq}"
         self.currval = f"SELECT currval('{seq}'::regclass)"
         self.absent = f"SELECT 1 / (NOT EXISTS (SELECT FROM {t} WHERE k = ANY(%s::bytea[])))::int"
+        # both checks in one statement (a commit's pipeline that has both sends one fewer):
+        # the version first, then the absence; each fails its own way so the client knows
+        # which (a stale version: division by zero, 22012; a guessed key that exists: an
+        # integer overflow, 22003), and the absence is not checked against a stale version
+        self.vcheck_absent = (
+            f"SELECT CASE WHEN last_value = %s THEN 2147483647 + (EXISTS (SELECT FROM {t} "
+            f"WHERE k = ANY(%s::bytea[])))::int ELSE 1 / (last_value = %s)::int END FROM {seq}"
+        )
         # the new version and the commit's asynchronous setting (``_ASYNC``) in one statement:
         # a commit's pipeline sends one statement fewer
         self.currval_async = (
@@ -421,7 +444,14 @@ class _Scan:
         self.versioned = {
             q: f"cortex_v{i}"
             for i, q in enumerate(
-                (self.probe, self.vcheck, self.currval, self.absent, self.currval_async)
+                (
+                    self.probe,
+                    self.vcheck,
+                    self.currval,
+                    self.absent,
+                    self.currval_async,
+                    self.vcheck_absent,
+                )
             )
         }
         self.prepare_typed_v = (
@@ -1956,11 +1986,17 @@ class _PgWrite(_PgRead):
         checks: list[Any] = []
         cache = self._cache
         if cache is not None:
-            if not self._c.begun:
-                checks.append((q.vcheck, (cache.version,)))
+            vcheck = not self._c.begun
             if self._guessed:
                 g = list(self._guessed)
-                checks += [(q.get_any, (g,)), (q.absent, (g,))]
+                checks.append((q.get_any, (g,)))
+                if vcheck:
+                    v = cache.version
+                    checks.append((q.vcheck_absent, (v, g, v)))
+                else:
+                    checks.append((q.absent, (g,)))
+            elif vcheck:
+                checks.append((q.vcheck, (cache.version,)))
         kv = self._c.kv
         after = (
             [(q.currval_async if kv._flushes else q.currval, ())]
@@ -1993,10 +2029,20 @@ class _PgWrite(_PgRead):
             return
         names = c.kv._sql.versioned
         name = report[0][0]
-        if name == names[c.q.vcheck].encode():
+        both = name == names[c.q.vcheck_absent].encode()
+        if name == names[c.q.vcheck].encode() or (
+            both and isinstance(exc, psycopg.errors.DivisionByZero)
+        ):
             c.kv._stale()
             raise _Again(c.conn, None) from exc
-        if name == names[c.q.absent].encode() and len(report) > 1 and report[1]:
+        if (
+            (
+                name == names[c.q.absent].encode()
+                or (both and isinstance(exc, psycopg.errors.NumericValueOutOfRange))
+            )
+            and len(report) > 1
+            and report[1]
+        ):
             found = {bytes(k): bytes(v) for k, v in report[1][-1]}
             for k in self._guessed:
                 cache.points[k] = found.get(k)
@@ -2052,7 +2098,13 @@ class _PgWrite(_PgRead):
         )
         if not self._c.kv._flushes:
             return ["COMMIT", unlock]
-        return [_ASYNC, "COMMIT", unlock, _FLUSH] if set_async else ["COMMIT", unlock, _FLUSH]
+        if isinstance(lock, str) and _FLUSH.startswith("SELECT "):
+            # the unlock and the flush as one statement (its items run in order: the lock is
+            # released, then the message written): one statement fewer for the server
+            ending: list[Any] = ["COMMIT", _unlock_flush(lock)]
+        else:
+            ending = ["COMMIT", unlock, _FLUSH]
+        return [_ASYNC, *ending] if set_async else ending
 
 
 class _ReadCtx:
@@ -2645,8 +2697,10 @@ class PgKV:
                 c.release(failed=True)
                 if not (committing and self._flushes and "pg_logical_emit_message" in str(exc)):
                     raise _wrap(exc, f"writing {self.path}") from exc
-                # the flush is the ending's last statement: the COMMIT and the unlock went
-                # through (the right to run it was taken away since the store opened)
+                # the flush is the ending's last statement: the COMMIT went through (the
+                # right to run it was taken away since the store opened); the unlock too, or,
+                # in the same statement as the flush, it was refused with it and ``release``
+                # dropped the lock
                 self._flushes = False
                 self._flush_wal(exc)
                 return result
