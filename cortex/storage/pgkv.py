@@ -427,14 +427,6 @@ class _Scan:
         self.vcheck = f"SELECT 1 / (last_value = %s)::int FROM {seq}"
         self.currval = f"SELECT currval('{seq}'::regclass)"
         self.absent = f"SELECT 1 / (NOT EXISTS (SELECT FROM {t} WHERE k = ANY(%s::bytea[])))::int"
-        # both checks in one statement (a commit's pipeline that has both sends one fewer):
-        # the version first, then the absence; each fails its own way so the client knows
-        # which (a stale version: division by zero, 22012; a guessed key that exists: an
-        # integer overflow, 22003), and the absence is not checked against a stale version
-        self.vcheck_absent = (
-            f"SELECT CASE WHEN last_value = %s THEN 2147483647 + (EXISTS (SELECT FROM {t} "
-            f"WHERE k = ANY(%s::bytea[])))::int ELSE 1 / (last_value = %s)::int END FROM {seq}"
-        )
         # the new version and the commit's asynchronous setting (``_ASYNC``) in one statement:
         # a commit's pipeline sends one statement fewer
         self.currval_async = (
@@ -444,14 +436,7 @@ class _Scan:
         self.versioned = {
             q: f"cortex_v{i}"
             for i, q in enumerate(
-                (
-                    self.probe,
-                    self.vcheck,
-                    self.currval,
-                    self.absent,
-                    self.currval_async,
-                    self.vcheck_absent,
-                )
+                (self.probe, self.vcheck, self.currval, self.absent, self.currval_async)
             )
         }
         self.prepare_typed_v = (
@@ -506,7 +491,7 @@ class _Conn:
     simple-protocol query string, so a transaction costs no round trip of its own to start.
     """
 
-    __slots__ = ("_begin", "begun", "conn", "kv", "locked", "q")
+    __slots__ = ("_begin", "begun", "conn", "early", "kv", "locked", "q")
 
     def __init__(self, kv: PgKV, begin: str, conn: Any = None) -> None:
         self.kv = kv
@@ -516,6 +501,42 @@ class _Conn:
         self.begun = False
         self.locked = conn is not None
         """The connection came holding the writer's lock (``_Again``: ``begin`` rolls back)."""
+        self.early: list[_Step] | None = None
+        """The steps of a round trip sent and not yet answered (``send_early``)."""
+
+    def send_early(self) -> bool:
+        """Send a writer's lock, BEGIN and the store's version read now; read the answers later.
+
+        One pipeline of prepared statements (``PgKV._ahead``), whose answers ``collect``
+        reads: the server runs it while the client works (a write's ``fn``), and the client
+        reads its answers, there by then, without waiting. False (nothing sent) where the
+        statements are not prepared on this connection.
+        """
+        steps = self.kv._ahead(self.conn)
+        if self.begun or steps is None:
+            return False
+        psycopg, _ = _psycopg()
+        try:
+            _pipeline_send(self.conn.pgconn, steps)
+        except BaseException as exc:
+            self.conn.close()
+            if not isinstance(exc, psycopg.OperationalError):
+                raise
+            # a dead pooled connection (a server restart): another; nothing goes ahead
+            self.kv._putconn(self.conn)
+            self.conn = None
+            self.conn = self.kv._getconn()
+            return False
+        self.kv.overlapped += 1
+        self.early = steps
+        self.begun = True
+        return True
+
+    def collect(self) -> list[list[Any]]:
+        """The rows of ``send_early``'s statements (the lock's and BEGIN's are not returned)."""
+        steps, self.early = self.early, None
+        assert steps is not None
+        return _pipeline_answers(self.conn, steps)
 
     def inline(self, stmts: list[str | tuple[str, tuple[Any, ...]]]) -> str:
         """``_inline`` with this connection's prepared statements."""
@@ -594,6 +615,11 @@ class _Conn:
         """
         conn, self.conn = self.conn, None
         if conn is None:
+            return
+        if self.early is not None:  # answers never read: the session goes, and its lock
+            self.early = None
+            conn.close()
+            self.kv._putconn(conn)
             return
         if failed and not conn.closed:
             psycopg, _ = _psycopg()
@@ -803,25 +829,41 @@ def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) ->
     then (a lost connection, an interrupt) closes the connection: it is left in the middle of a
     pipeline, and the server rolls back what it had begun.
     """
+    try:
+        _pipeline_send(conn.pgconn, steps)
+    except BaseException:
+        conn.close()
+        raise
+    return _pipeline_answers(conn, steps, report)
+
+
+def _pipeline_send(pgconn: Any, steps: list[_Step]) -> None:
+    """Send ``steps`` as one pipeline, ended by a Sync (``_pipeline``'s first half)."""
+    pgconn.enter_pipeline_mode()
+    send_prepared = pgconn.send_query_prepared
+    for st in steps:
+        if isinstance(st, tuple):
+            name, params = st
+            n = len(params)
+            send_prepared(name, params, _FORMATS[n] if n < 4 else (1,) * n, 1)
+        elif st is None:
+            pgconn.pipeline_sync()
+        elif isinstance(st, bytes):
+            send_prepared(st, None)
+        else:
+            pgconn.send_query_params(st.encode(), None)
+    if steps[-1] is not None:
+        pgconn.pipeline_sync()
+    while pgconn.flush():
+        _wait(pgconn.socket, write=True)
+
+
+def _pipeline_answers(
+    conn: Any, steps: list[_Step], report: list[Any] | None = None
+) -> list[list[Any]]:
+    """Read the answers of the pipeline ``_pipeline_send`` sent of ``steps``: as ``_pipeline``."""
     pgconn = conn.pgconn
     try:
-        pgconn.enter_pipeline_mode()
-        send_prepared = pgconn.send_query_prepared
-        for st in steps:
-            if isinstance(st, tuple):
-                name, params = st
-                n = len(params)
-                send_prepared(name, params, _FORMATS[n] if n < 4 else (1,) * n, 1)
-            elif st is None:
-                pgconn.pipeline_sync()
-            elif isinstance(st, bytes):
-                send_prepared(st, None)
-            else:
-                pgconn.send_query_params(st.encode(), None)
-        if steps[-1] is not None:
-            pgconn.pipeline_sync()
-        while pgconn.flush():
-            _wait(pgconn.socket, write=True)
         found: list[Any] = []
         failed = None
         before = 0  # the answers found before the failure
@@ -1502,16 +1544,19 @@ class _PgWrite(_PgRead):
             pre.append((q.around_many, ([p for p, _ in arounds], [k for _, k in arounds])))
         if not pre and not stmts:
             return []  # every pending read was answered meanwhile
+        first = self._c.early is not None  # the version went ahead (``PgKV.write``)
+        if first:
+            self._collect()
         probe = self._cache is not None and not self._c.begun
         if probe:  # the first round trip: is the cache still the server's state?
             pre.insert(0, (q.probe, ()))
         # a write that does not guess but could have (this round trip reads only keys it
         # would have guessed absent) learns whether its guesses would have been right
         would = (
-            probe
+            (probe or (first and self._cache is not None))
             and not self._guess
             and not stmts
-            and len(pre) == 2
+            and len(pre) == 1 + probe
             and bool(want)
             and self._c.kv._could_guess(self._new, want)
         )
@@ -1545,6 +1590,30 @@ class _PgWrite(_PgRead):
             self._note_arounds(arounds, got[0])
             got = got[1:]
         return got
+
+    def _collect(self) -> None:
+        """Read the answer of the round trip sent ahead (``PgKV.write``): the store's version.
+
+        Before any other round trip of the transaction. A pooled connection found dead by it
+        (a server restart) is replaced, nothing having run on the server: the next round trip
+        carries the lock, BEGIN and the version read as when nothing went ahead.
+
+        Raises:
+            _Stale: as ``_probed``.
+        """
+        c = self._c
+        psycopg, _ = _psycopg()
+        try:
+            sets = c.collect()
+        except psycopg.OperationalError:
+            if not (c.conn.broken or c.conn.closed) or c.locked:
+                raise
+            c.kv._putconn(c.conn)
+            c.conn = None
+            c.conn = c.kv._getconn()
+            c.begun = False
+            return
+        self._probed(sets[0])
 
     def _probed(self, rows: list[Any]) -> None:
         """The store's version, read by the first round trip: the cache holds, or is dropped.
@@ -1716,6 +1785,20 @@ class _PgWrite(_PgRead):
         for k, _ in self._merged(prefix, start, reverse, "k"):
             yield k
 
+    def pairs(self, prefix: bytes) -> tuple[tuple[bytes, bytes], ...]:
+        """Every pair under ``prefix`` in key order (``tuple(scan(prefix))``).
+
+        Without a generator frame a pair when the prefix was read whole (``prefetch_scan``, or
+        the cache's) and this transaction changed nothing under it: a write's posting
+        segments (``cortex.index.segments.overlay``), read by every write.
+        """
+        if prefix in self._want_scans:
+            self._flush()
+        rows = self._loaded_scans.get(prefix)
+        if rows is None or self._overlay(prefix, None, False):
+            return tuple(self.scan(prefix))
+        return tuple([(bytes(k), bytes(v)) for k, v in rows])
+
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
         if (prefix, key) in self._want_arounds:
             self._flush()
@@ -1843,6 +1926,8 @@ class _PgWrite(_PgRead):
     def commit(self) -> None:
         """Send the overlay, COMMIT and the unlock (small changes: in one query string)."""
         c = self._c
+        if c.early is not None:
+            self._collect()
         conn = c.conn
         puts_k: list[bytes] = []
         puts_v: list[bytes] = []
@@ -1937,6 +2022,11 @@ class _PgWrite(_PgRead):
         sent yet) and the guessed keys. For a write that ends without the one pipeline that
         checks them: an exception ``fn`` raised, or nothing to write.
         """
+        if self._c.early is not None:
+            try:
+                self._collect()
+            except _Stale:  # what fn read from the cache was stale
+                return False
         cache = self._cache
         if cache is None or not self._used or (self._valid and not self._guessed):
             return True
@@ -1986,17 +2076,11 @@ class _PgWrite(_PgRead):
         checks: list[Any] = []
         cache = self._cache
         if cache is not None:
-            vcheck = not self._c.begun
+            if not self._c.begun:
+                checks.append((q.vcheck, (cache.version,)))
             if self._guessed:
                 g = list(self._guessed)
-                checks.append((q.get_any, (g,)))
-                if vcheck:
-                    v = cache.version
-                    checks.append((q.vcheck_absent, (v, g, v)))
-                else:
-                    checks.append((q.absent, (g,)))
-            elif vcheck:
-                checks.append((q.vcheck, (cache.version,)))
+                checks += [(q.get_any, (g,)), (q.absent, (g,))]
         kv = self._c.kv
         after = (
             [(q.currval_async if kv._flushes else q.currval, ())]
@@ -2029,20 +2113,10 @@ class _PgWrite(_PgRead):
             return
         names = c.kv._sql.versioned
         name = report[0][0]
-        both = name == names[c.q.vcheck_absent].encode()
-        if name == names[c.q.vcheck].encode() or (
-            both and isinstance(exc, psycopg.errors.DivisionByZero)
-        ):
+        if name == names[c.q.vcheck].encode():
             c.kv._stale()
             raise _Again(c.conn, None) from exc
-        if (
-            (
-                name == names[c.q.absent].encode()
-                or (both and isinstance(exc, psycopg.errors.NumericValueOutOfRange))
-            )
-            and len(report) > 1
-            and report[1]
-        ):
+        if name == names[c.q.absent].encode() and len(report) > 1 and report[1]:
             found = {bytes(k): bytes(v) for k, v in report[1][-1]}
             for k in self._guessed:
                 cache.points[k] = found.get(k)
@@ -2166,6 +2240,11 @@ class PgKV:
         self.round_trips = 0
         """Round trips to the server so far (statements, or pipelines of them, sent and
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
+        self._ahead_steps: list[_Step] | None = None  # ``_ahead``
+        self.overlapped = 0
+        """Round trips sent ahead of the work that needs their answers, answered while the
+        client works (a write's lock, BEGIN and version read, sent before ``fn`` runs:
+        ``_Conn.send_early``); not in ``round_trips``, which counts the waits."""
         self.conflicts = 0
         """Write transactions re-run after a serialization failure or a deadlock so far."""
         self._started: object = None  # ``epoch``: set by each new connection (``_configure``)
@@ -2268,6 +2347,23 @@ class PgKV:
         crash before their WAL flush (``specs/postgres.md`` §4).
         """
         return self._started
+
+    def _ahead(self, conn: Any) -> list[_Step] | None:
+        """A write's round trip sent ahead on ``conn`` (``_Conn.send_early``), as steps.
+
+        The lock, a Sync, BEGIN and the version read (all prepared: the same steps for every
+        ready connection, built once). None where they are not prepared on ``conn``.
+        """
+        if conn not in self._ready:
+            return None
+        steps = self._ahead_steps
+        if steps is None:
+            probe = self._binary_steps(conn, [(self._sql.probe, ())])
+            if probe is None:
+                return None
+            steps = [*_begin_steps(self._lock_begin, self._sql.fixed_names), *probe]
+            self._ahead_steps = steps
+        return steps
 
     def _names(self, conn: Any) -> dict[str, str] | None:
         """The statements prepared on ``conn`` (None: none)."""
@@ -2651,6 +2747,11 @@ class PgKV:
             known = None
             committing = False
             try:
+                if txn._cache is not None and not c.locked:
+                    # the lock, BEGIN and the version read go now: the server runs them
+                    # while fn runs, and the commit's round trip (or the first read's) finds
+                    # their answers there
+                    c.send_early()
                 while True:
                     try:
                         result = fn(txn)
