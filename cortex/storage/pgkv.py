@@ -1255,7 +1255,7 @@ class _PgRead:
         return k0, v0, k1
 
 
-_KNOWN_KEYS: Final = 4096
+_KNOWN_KEYS: Final = 16384
 """Most keys a handle's ``_Known`` holds; past it, it keeps only the last write's."""
 _KNOWN_WHOLE: Final = 256
 """Longest prefix a ``_Known`` keeps whole."""
@@ -1315,10 +1315,9 @@ class _Known:
         self.points: dict[bytes, bytes | None] = {}
         self.wholes: dict[bytes, list[tuple[bytes, bytes]]] = {}
         self.tails: dict[bytes, tuple[bytes, bytes] | None] = {}
-        self._lens: tuple[int, ...] = ()  # the lengths of the prefixes of wholes and tails
-
-    def _relen(self) -> None:
-        self._lens = tuple(sorted({len(p) for p in self.wholes} | {len(p) for p in self.tails}))
+        # the lengths of the prefixes of wholes and tails, in order (and perhaps of some
+        # dropped since: a lookup more)
+        self._lens: tuple[int, ...] = ()
 
     def get(self, key: bytes) -> tuple[bool, bytes | None]:
         """Whether the value of ``key`` is known, and the value (None: absent)."""
@@ -1356,44 +1355,68 @@ class _Known:
             points.clear()
             wholes.clear()
             tails.clear()
+            self._lens = ()
         points.update(txn._known)
         cached = txn._cached
         for p, rows in txn._loaded_scans.items():
             if len(rows) <= _KNOWN_WHOLE and (p not in cached or p not in wholes):
                 wholes[p] = [(bytes(k), bytes(v)) for k, v in rows]
         tails.update(txn._tails)
+        lens = {len(p) for p in txn._loaded_scans} | {len(p) for p in txn._tails}
+        if not lens.issubset(self._lens):  # a superset of the kept prefixes' lengths
+            self._lens = tuple(sorted(lens.union(self._lens)))
         buf = txn._buf
         points.update(buf)
         written = txn._sorted
-        if written and (wholes or tails):
+        if not written or not (wholes or tails):
+            return
+        # the kept prefixes a written key is under: by the keys' prefixes of the kept lengths
+        # (a small write), or by a look at each kept prefix (a write of more keys than the
+        # cache keeps prefixes: a fold); the cache keeps hundreds of them after a while
+        if len(written) * len(self._lens) <= len(wholes) + len(tails):
+            under_w: dict[bytes, None] = {}
+            under_t: dict[bytes, None] = {}
+            for k in written:
+                n = len(k)
+                for m in self._lens:
+                    if m > n:
+                        break
+                    q = k[:m]
+                    if q in wholes:
+                        under_w[q] = None
+                    if q in tails:
+                        under_t[q] = None
+            touched_w: Iterable[bytes] = under_w
+            touched_t: Iterable[bytes] = under_t
+        else:
             lo, hi = written[0], written[-1]
-            for p, rows in wholes.items():
-                if p > hi or not (lo < p or lo.startswith(p)):
-                    continue  # no written key under p
-                for k in _under(written, p):
-                    v = buf[k]
-                    i = bisect.bisect_left(rows, (k,))
-                    hit = i < len(rows) and rows[i][0] == k
-                    if v is None:
-                        if hit:
-                            del rows[i]
-                    elif hit:
-                        rows[i] = (k, v)
-                    else:
-                        rows.insert(i, (k, v))
-            for p in [p for p in tails if lo.startswith(p) or lo < p <= hi]:
-                for k in _under(written, p):
-                    if p not in tails:
-                        break  # dropped: which is last now is not known
-                    v = buf[k]
-                    t = tails[p]
-                    if v is not None and (t is None or k >= t[0]):
-                        tails[p] = (k, v)
-                    elif v is None and t is not None and k == t[0]:
-                        del tails[p]  # the last pair went: which is last now is not known
-        for p in [p for p, rows in wholes.items() if len(rows) > _KNOWN_WHOLE]:
-            del wholes[p]
-        self._relen()
+            touched_w = [p for p in wholes if p <= hi and (lo < p or lo.startswith(p))]
+            touched_t = [p for p in tails if lo.startswith(p) or lo < p <= hi]
+        for p in touched_w:
+            rows = wholes[p]
+            for k in _under(written, p):
+                v = buf[k]
+                i = bisect.bisect_left(rows, (k,))
+                hit = i < len(rows) and rows[i][0] == k
+                if v is None:
+                    if hit:
+                        del rows[i]
+                elif hit:
+                    rows[i] = (k, v)
+                else:
+                    rows.insert(i, (k, v))
+            if len(rows) > _KNOWN_WHOLE:
+                del wholes[p]
+        for p in touched_t:
+            for k in _under(written, p):
+                if p not in tails:
+                    break  # dropped: which is last now is not known
+                v = buf[k]
+                t = tails[p]
+                if v is not None and (t is None or k >= t[0]):
+                    tails[p] = (k, v)
+                elif v is None and t is not None and k == t[0]:
+                    del tails[p]  # the last pair went: which is last now is not known
 
 
 class _PgWrite(_PgRead):
@@ -1548,6 +1571,8 @@ class _PgWrite(_PgRead):
         if first:
             self._collect()
         probe = self._cache is not None and not self._c.begun
+        if first or probe:  # a write with the cache that needs a read round trip
+            self._c.kv._ahead_note(True)
         if probe:  # the first round trip: is the cache still the server's state?
             pre.insert(0, (q.probe, ()))
         # a write that does not guess but could have (this round trip reads only keys it
@@ -1926,8 +1951,11 @@ class _PgWrite(_PgRead):
     def commit(self) -> None:
         """Send the overlay, COMMIT and the unlock (small changes: in one query string)."""
         c = self._c
-        if c.early is not None:
+        if c.early is not None:  # nothing read from the server: the commit collects it
+            self._c.kv._ahead_note(False)
             self._collect()
+        elif not c.begun and self._cache is not None:
+            self._c.kv._ahead_note(False)
         conn = c.conn
         puts_k: list[bytes] = []
         puts_v: list[bytes] = []
@@ -1999,7 +2027,8 @@ class _PgWrite(_PgRead):
             return
         if not self._confirm():  # no one pipeline for this much: the cache checked first
             raise _Stale  # fn again in this transaction, without what was wrong
-        self._cache = None  # the version after this commit is not read: start over
+        if not self._valid:
+            self._cache = None  # not found current: the next cache is this write's alone
         c.start()
         if dels:
             c.execute(c.q.delete_b, (dels,))
@@ -2012,7 +2041,13 @@ class _PgWrite(_PgRead):
             c.execute(c.q.upsert_b, (puts_k[i:j], puts_v[i:j]))
             i = j
         c.kv.round_trips += 1
-        _send_all(conn, c.inline(self._ending(self._lock_key)), keep=0)
+        if not c.kv._versioned:
+            _send_all(conn, c.inline(self._ending(self._lock_key)), keep=0)
+            return
+        # the new version with the ending: the cache goes on past a large commit (a fold of
+        # the posting segments, every few dozen writes) as past a small one
+        sets = _send_all(conn, c.inline([(c.q.currval, ()), *self._ending(self._lock_key)]))
+        self._committed(sets[0][0][0])
 
     def _confirm(self) -> bool:
         """Whether what this write read from the cache and guessed absent is the server's.
@@ -2241,6 +2276,9 @@ class PgKV:
         """Round trips to the server so far (statements, or pipelines of them, sent and
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
         self._ahead_steps: list[_Step] | None = None  # ``_ahead``
+        # how often a write with the cache needed a read round trip (a moving average, weight
+        # 1/8 a write): the lock, BEGIN and version read go ahead of fn while it is below 1/2
+        self._ahead_rate = 0.0
         self.overlapped = 0
         """Round trips sent ahead of the work that needs their answers, answered while the
         client works (a write's lock, BEGIN and version read, sent before ``fn`` runs:
@@ -2347,6 +2385,10 @@ class PgKV:
         crash before their WAL flush (``specs/postgres.md`` §4).
         """
         return self._started
+
+    def _ahead_note(self, missed: bool) -> None:
+        """Count a write with the cache: it needed a read round trip (``missed``) or not."""
+        self._ahead_rate += (float(missed) - self._ahead_rate) / 8
 
     def _ahead(self, conn: Any) -> list[_Step] | None:
         """A write's round trip sent ahead on ``conn`` (``_Conn.send_early``), as steps.
@@ -2747,10 +2789,11 @@ class PgKV:
             known = None
             committing = False
             try:
-                if txn._cache is not None and not c.locked:
+                if txn._cache is not None and not c.locked and self._ahead_rate < 0.5:
                     # the lock, BEGIN and the version read go now: the server runs them
-                    # while fn runs, and the commit's round trip (or the first read's) finds
-                    # their answers there
+                    # while fn runs, and the commit's round trip finds their answers there
+                    # (while most writes need no read of their own: else the read's round
+                    # trip carries them, as when nothing goes ahead)
                     c.send_early()
                 while True:
                     try:
