@@ -1050,6 +1050,27 @@ def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: s
         kv.close()
 
 
+def test_the_cache_goes_on_past_a_large_commit(url: str) -> None:
+    """A commit of ~100 KiB (a fold of the posting segments) goes in the one pipeline, and
+    one past 1 MiB as statements of its own, then the ending with the new version: either
+    way the cache goes on, so the next write that reads what they wrote needs no read."""
+    kv = PgKV(url)
+    try:
+        kv.write(lambda t: t.put(b"n", b"0"))
+        for size, trips in ((100, 1), (1500, 2)):  # KiB; the large one: the INSERT, the end
+            pairs = [(b"big/%04d/%d" % (i, size), b"x" * 1024) for i in range(size)]
+            before = kv.round_trips
+            kv.write(lambda t, pairs=pairs: t.put_many(pairs))
+            assert kv.round_trips - before == trips
+            before = kv.round_trips
+            kv.write(lambda t, k=pairs[-1][0]: t.put(b"n", b"%d" % len(t.get(k))))
+            assert kv.round_trips - before == 1  # the key read is the cache's
+        with kv.read() as r:
+            assert r.get(b"n") == b"1024" and len(list(r.keys(b"big/"))) == 1600
+    finally:
+        kv.close()
+
+
 def test_a_stale_cache_and_a_wrong_guess_together_count_as_stale(url: str) -> None:
     """When another writer changed the store and also made a guessed key exist, the write
     runs again without the cache (the version read sent ahead finds it stale before any guess

@@ -68,7 +68,7 @@ _BATCH_BYTES: Final = 16 << 20
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _AGAIN_BEGIN: Final = "ROLLBACK; COMMIT; BEGIN ISOLATION LEVEL SERIALIZABLE"
 """A write's BEGIN on a connection that holds the lock in a failed transaction (``_Again``)."""
-_SMALL: Final = 64 << 10  # changes up to this many bytes commit in one query string
+_SMALL: Final = 1 << 20  # changes up to this many bytes commit in one round trip
 _UPSERT_ROWS: Final = 16
 """Most rows a commit's INSERT sends as rows of parameters (``_Scan.upsert_rows``); more go
 as two arrays (``unnest``). A write of one memory puts about a dozen."""
