@@ -1606,6 +1606,28 @@ def test_a_server_restart_is_survived_by_an_open_store(pg_server: Any, url: str)
         assert cx.verify().ok
 
 
+def test_a_write_sending_ahead_on_a_connection_a_restart_killed_is_retried(
+    pg_server: Any, url: str
+) -> None:
+    """A write that sends its lock, BEGIN and version read ahead (its handle has a cache) on a
+    pooled connection the server's restart killed: the connection is replaced and the write
+    goes through as if nothing had gone ahead."""
+    cluster = _cluster(pg_server)
+    kv = PgKV(url)
+    try:
+        kv.write(lambda t: t.put(b"a", b"1"))
+        kv.write(lambda t: t.put(b"b", t.get(b"a")))  # the cache answers: sent ahead
+        assert kv.overlapped == 1
+        cluster.stop_server("fast")
+        cluster.start_server()
+        kv.write(lambda t: t.put(b"c", t.get(b"b")))
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"a": b"1", b"b": b"1", b"c": b"1"}
+        assert not any(c.closed for c in kv._hot)
+    finally:
+        kv.close()
+
+
 def test_a_vector_index_drops_writes_the_server_lost(pg_server: Any, url: str) -> None:
     """A write is visible before its WAL flush (specs/postgres.md §4): a crash of the server in
     between loses it, and its journal position goes to a later write. A handle whose vector
