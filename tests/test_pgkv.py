@@ -1292,19 +1292,22 @@ def _sql_of(kv: PgKV) -> Any:
 def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
     url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ending of a write: an asynchronous COMMIT, the unlock, then a statement whose
-    synchronous commit flushes the WAL past the write (here it also records, in a table of its
-    own, whether any writer's lock is held when it runs: none is)."""
+    """The ending of a write: an asynchronous COMMIT, then the unlock and a statement whose
+    synchronous commit flushes the WAL past the write, in one statement (here the flush also
+    records, in a table of its own, whether any writer's lock is held when it runs: none is,
+    the unlock ran first)."""
     from cortex.storage import pgkv
 
     with _raw(url) as conn:
         conn.execute("CREATE TABLE cortex_probe (held int NOT NULL, lsn pg_lsn NOT NULL)")
+        conn.execute(
+            "CREATE FUNCTION cortex_probe() RETURNS void LANGUAGE sql AS $$ INSERT INTO "
+            "cortex_probe SELECT count(*), pg_current_wal_insert_lsn() FROM pg_locks "
+            "WHERE locktype = 'advisory' AND granted $$"
+        )
     try:
         assert kv._flushes
-        probe = (
-            "INSERT INTO cortex_probe SELECT count(*), pg_current_wal_insert_lsn() FROM pg_locks "
-            "WHERE locktype = 'advisory' AND granted"
-        )
+        probe = "SELECT cortex_probe()"
         monkeypatch.setattr(pgkv, "_FLUSH", probe)
         sent: list[Any] = []
         real = pgkv._pipeline
@@ -1317,10 +1320,11 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
         kv.write(lambda t: t.put(b"a", b"1"))
         # the statements without parameters go by their prepared names; the asynchronous
         # setting goes with the read of the new version, in the statement before the COMMIT
-        *_, set_async, commit, unlock, flush = map(_sql_of(kv), sent[-1])
-        assert (set_async, commit, flush) == (kv._sql.currval_async, "COMMIT", probe)
+        *_, set_async, commit, ending = map(_sql_of(kv), sent[-1])
+        assert (set_async, commit) == (kv._sql.currval_async, "COMMIT")
         assert "set_config('synchronous_commit', 'off', true)" in set_async
-        assert unlock.startswith("SELECT pg_advisory_unlock(")
+        assert ending.startswith("SELECT pg_advisory_unlock(")
+        assert ending.endswith("), cortex_probe()")
         with _raw(url) as conn:
             held, lsn = conn.execute("SELECT held, lsn FROM cortex_probe").fetchone()
             assert held == 0
@@ -1330,6 +1334,7 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
             assert r.get(b"a") == b"1"
     finally:
         with _raw(url) as conn:
+            conn.execute("DROP FUNCTION cortex_probe()")
             conn.execute("DROP TABLE cortex_probe")
 
 
