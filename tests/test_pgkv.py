@@ -536,22 +536,29 @@ def test_a_write_plans_nothing_and_parses_only_its_begin_and_commit(
     from cortex.storage import pgkv
 
     sent: list[Any] = []
-    real = pgkv._pipeline
+    real = pgkv._pipeline_send
 
-    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
+    def spy(pgconn: Any, steps: list[Any]) -> None:
         sent.append(steps)
-        return real(conn, steps, *rest)
+        real(pgconn, steps)
 
     kv = PgKV(url)
     try:
         kv.write(lambda txn: txn.put(b"a", b"1"))
-        monkeypatch.setattr(pgkv, "_pipeline", spy)
+        monkeypatch.setattr(pgkv, "_pipeline_send", spy)
+        ahead = kv.overlapped
         for i in range(8):
+            before = kv.round_trips
             kv.write(lambda txn, i=i: txn.put(b"b", b"%d" % i) if txn.get(b"a") else None)
+            # one round trip waited for: the key read is the write cache's
+            # (``specs/postgres.md`` §4 item 7)
+            assert kv.round_trips - before == 1
         texts = [st for steps in sent for st in steps if isinstance(st, str)]
         assert set(texts) == {"BEGIN ISOLATION LEVEL SERIALIZABLE", "COMMIT"}
-        # one pipeline each: the key read is the write cache's (``specs/postgres.md`` §4 item 7)
-        assert len(sent) == 8 and all(st is None or st for steps in sent for st in steps)
+        # two pipelines each where the lock, BEGIN and the version read went ahead (before
+        # fn), then the commit's; one where they went with it (a busy machine)
+        assert len(sent) == 8 + kv.overlapped - ahead
+        assert all(st is None or st for steps in sent for st in steps)
         conn = kv._getconn()  # the connection the writes ran on (kept out of the pool)
         try:
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
@@ -818,7 +825,9 @@ def test_a_serialization_failure_mid_pipeline_is_retried_whole(url: str, kv: PgK
     """Two reads sent in one round trip (a pipeline); the server cancels the transaction on the
     first of them (SSI: it read a row written by a committed pivot). The whole write is run
     again; nothing of the first try lands."""
-    kv.write(lambda t: t.put_many([(b"h", b"0"), (b"x", b"0"), (b"b", b"0"), (b"p/5", b"0")]))
+    setup = PgKV(url)  # another handle: ``kv`` has no write cache, its reads go to the server
+    setup.write(lambda t: t.put_many([(b"h", b"0"), (b"x", b"0"), (b"b", b"0"), (b"p/5", b"0")]))
+    setup.close()
     tries: list[int] = []
     reached: list[int] = []
 
@@ -960,7 +969,9 @@ def test_another_writer_makes_the_cache_stale_and_the_next_write_reads_the_serve
         before = a.round_trips
         a.write(bump)
         assert tries == [b"1", b"5"] and a.cache_misses == 1
-        assert a.round_trips - before == 3  # the failed pipeline, then the reads and the commit
+        # the version read sent ahead found the cache stale (at the commit): fn again in the
+        # same transaction, then the read and the commit
+        assert a.round_trips - before == 2
         with a.read() as r:
             assert dict(r.scan(b"")) == {
                 b"j/1": b"x",
@@ -1001,8 +1012,9 @@ def test_a_stale_cache_found_by_a_first_round_trip_reruns_the_write_in_its_trans
         a.write(fn)
         # the first try stopped at its read of z (the round trip that found the cache stale)
         assert seen == [(b"7", b"9")] and a.cache_misses == 1
-        # that round trip, then as without a cache: a read each (nothing prefetched), the commit
-        assert a.round_trips - before == 4
+        # the version read sent ahead found it (read with z's round trip), then as without a
+        # cache: a read each (nothing prefetched), the commit
+        assert a.round_trips - before == 3
         with a.read() as r:
             assert r.get(b"s") == b"79"
     finally:
@@ -1038,6 +1050,53 @@ def test_a_wrong_guess_of_absence_writes_nothing_and_the_write_runs_again(url: s
         assert kv.write(lambda t: t.put(b"g/3", b"new", overwrite=False)) is True
     finally:
         kv.close()
+
+
+def test_the_cache_goes_on_past_a_large_commit(url: str) -> None:
+    """A commit of ~100 KiB (a fold of the posting segments) goes in the one pipeline, and
+    one past 1 MiB as statements of its own, then the ending with the new version: either
+    way the cache goes on, so the next write that reads what they wrote needs no read."""
+    kv = PgKV(url)
+    try:
+        kv.write(lambda t: t.put(b"n", b"0"))
+        for size, trips in ((100, 1), (1500, 3)):  # KiB; the large one: BEGIN, INSERT, end
+            pairs = [(b"big/%04d/%d" % (i, size), b"x" * 1024) for i in range(size)]
+            before, ahead = kv.round_trips, kv.overlapped
+            kv.write(lambda t, pairs=pairs: t.put_many(pairs))
+            if size > 1024:  # the BEGIN went ahead, unless the machine was busy
+                trips -= kv.overlapped - ahead
+            assert kv.round_trips - before == trips
+            before = kv.round_trips
+            kv.write(lambda t, k=pairs[-1][0]: t.put(b"n", b"%d" % len(t.get(k))))
+            assert kv.round_trips - before == 1  # the key read is the cache's
+        with kv.read() as r:
+            assert r.get(b"n") == b"1024" and len(list(r.keys(b"big/"))) == 1600
+    finally:
+        kv.close()
+
+
+def test_a_stale_cache_and_a_wrong_guess_together_count_as_stale(url: str) -> None:
+    """When another writer changed the store and also made a guessed key exist, the write
+    runs again without the cache (the version read sent ahead finds it stale before any guess
+    is checked) and sees the other writer's key; its first try wrote nothing."""
+    a, b = PgKV(url), PgKV(url)
+    try:
+        a.warm_writes([], [], absent=[b"g/"])
+        a.write(lambda t: t.put(b"x", b"1"))
+        b.write(lambda t: t.put(b"g/old", b"here"))
+        seen: list[Any] = []
+
+        def fn(t: Any) -> None:
+            seen.append(t.get(b"g/old"))
+            t.put(b"y", b"%d" % len(seen))
+
+        a.write(fn)
+        assert seen == [None, b"here"] and a.cache_misses == 1
+        with a.read() as r:
+            assert dict(r.scan(b"")) == {b"g/old": b"here", b"x": b"1", b"y": b"2"}
+    finally:
+        a.close()
+        b.close()
 
 
 def test_guesses_that_go_wrong_stop_and_come_back_once_they_would_be_right(url: str) -> None:
@@ -1237,19 +1296,22 @@ def _sql_of(kv: PgKV) -> Any:
 def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
     url: str, kv: PgKV, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ending of a write: an asynchronous COMMIT, the unlock, then a statement whose
-    synchronous commit flushes the WAL past the write (here it also records, in a table of its
-    own, whether any writer's lock is held when it runs: none is)."""
+    """The ending of a write: an asynchronous COMMIT, then the unlock and a statement whose
+    synchronous commit flushes the WAL past the write, in one statement (here the flush also
+    records, in a table of its own, whether any writer's lock is held when it runs: none is,
+    the unlock ran first)."""
     from cortex.storage import pgkv
 
     with _raw(url) as conn:
         conn.execute("CREATE TABLE cortex_probe (held int NOT NULL, lsn pg_lsn NOT NULL)")
+        conn.execute(
+            "CREATE FUNCTION cortex_probe() RETURNS void LANGUAGE sql AS $$ INSERT INTO "
+            "cortex_probe SELECT count(*), pg_current_wal_insert_lsn() FROM pg_locks "
+            "WHERE locktype = 'advisory' AND granted $$"
+        )
     try:
         assert kv._flushes
-        probe = (
-            "INSERT INTO cortex_probe SELECT count(*), pg_current_wal_insert_lsn() FROM pg_locks "
-            "WHERE locktype = 'advisory' AND granted"
-        )
+        probe = "SELECT cortex_probe()"
         monkeypatch.setattr(pgkv, "_FLUSH", probe)
         sent: list[Any] = []
         real = pgkv._pipeline
@@ -1262,10 +1324,11 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
         kv.write(lambda t: t.put(b"a", b"1"))
         # the statements without parameters go by their prepared names; the asynchronous
         # setting goes with the read of the new version, in the statement before the COMMIT
-        *_, set_async, commit, unlock, flush = map(_sql_of(kv), sent[-1])
-        assert (set_async, commit, flush) == (kv._sql.currval_async, "COMMIT", probe)
+        *_, set_async, commit, ending = map(_sql_of(kv), sent[-1])
+        assert (set_async, commit) == (kv._sql.currval_async, "COMMIT")
         assert "set_config('synchronous_commit', 'off', true)" in set_async
-        assert unlock.startswith("SELECT pg_advisory_unlock(")
+        assert ending.startswith("SELECT pg_advisory_unlock(")
+        assert ending.endswith("), cortex_probe()")
         with _raw(url) as conn:
             held, lsn = conn.execute("SELECT held, lsn FROM cortex_probe").fetchone()
             assert held == 0
@@ -1275,7 +1338,40 @@ def test_a_write_releases_the_lock_before_its_flush_and_returns_after_it(
             assert r.get(b"a") == b"1"
     finally:
         with _raw(url) as conn:
+            conn.execute("DROP FUNCTION cortex_probe()")
             conn.execute("DROP TABLE cortex_probe")
+
+
+def test_a_write_ends_with_the_unlock_and_the_flush_in_one_statement(url: str, kv: PgKV) -> None:
+    """With the flush a SELECT (as it is), the unlock and the flush go as one prepared
+    statement after the COMMIT: once the write returns no lock is held and it is there."""
+    from cortex.storage import pgkv
+
+    sent: list[Any] = []
+    real = pgkv._pipeline
+
+    def spy(conn: Any, steps: list[Any], *rest: Any) -> list[list[Any]]:
+        sent.append(steps)
+        return real(conn, steps, *rest)
+
+    pgkv._pipeline = spy
+    try:
+        kv.write(lambda t: t.put(b"a", b"1"))
+        kv.write(lambda t: t.put(b"b", b"2"))
+    finally:
+        pgkv._pipeline = real
+    for steps in sent[-2:]:
+        *_, commit, ending = map(_sql_of(kv), steps)
+        assert commit == "COMMIT"
+        assert ending.startswith("SELECT pg_advisory_unlock(")
+        assert ending.endswith(", pg_logical_emit_message(true, 'cortex', '')")
+        assert isinstance(steps[-1], bytes)  # prepared: sent by its name
+    with _raw(url) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+        ).fetchone() == (0,)
+    with kv.read() as r:
+        assert (r.get(b"a"), r.get(b"b")) == (b"1", b"2")
 
 
 def test_a_role_that_cannot_flush_commits_synchronously(
@@ -1517,6 +1613,48 @@ def test_a_server_restart_is_survived_by_an_open_store(pg_server: Any, url: str)
         cx.write(Fact(statement="after", subject="s", predicate="p"))
         assert cx.stats()["memories"] == 2
         assert cx.verify().ok
+
+
+def test_a_write_sends_ahead_only_while_that_pays(url: str) -> None:
+    """A write with the cache sends its lock, BEGIN and version read ahead of fn while most
+    such writes need no read round trip, and while their answers came in beside fn; where
+    they did not (a busy machine), one write in 16 still does, to see whether they do again."""
+    kv = PgKV(url)
+    try:
+        assert kv._sends_ahead()
+        for _ in range(16):
+            kv._ahead_note(False, late=True)
+        assert sum(kv._sends_ahead() for _ in range(64)) == 4
+        for _ in range(16):
+            kv._ahead_note(False, late=False)
+        assert kv._sends_ahead()
+        for _ in range(16):
+            kv._ahead_note(True)  # reads of their own: the first read carries the lock
+        assert not any(kv._sends_ahead() for _ in range(64))
+    finally:
+        kv.close()
+
+
+def test_a_write_sending_ahead_on_a_connection_a_restart_killed_is_retried(
+    pg_server: Any, url: str
+) -> None:
+    """A write that sends its lock, BEGIN and version read ahead (its handle has a cache) on a
+    pooled connection the server's restart killed: the connection is replaced and the write
+    goes through as if nothing had gone ahead."""
+    cluster = _cluster(pg_server)
+    kv = PgKV(url)
+    try:
+        kv.write(lambda t: t.put(b"a", b"1"))
+        kv.write(lambda t: t.put(b"b", t.get(b"a")))  # the cache answers: sent ahead
+        assert kv.overlapped == 1
+        cluster.stop_server("fast")
+        cluster.start_server()
+        kv.write(lambda t: t.put(b"c", t.get(b"b")))
+        with kv.read() as r:
+            assert dict(r.scan(b"")) == {b"a": b"1", b"b": b"1", b"c": b"1"}
+        assert not any(c.closed for c in kv._hot)
+    finally:
+        kv.close()
 
 
 def test_a_vector_index_drops_writes_the_server_lost(pg_server: Any, url: str) -> None:
