@@ -752,14 +752,10 @@ def test_s4_round_trips_of_a_write_after_the_handles_own(counted: _Counted) -> N
     assert counted.rt(lambda: cx.write(_fact(10, "alpha"), tags=["x"])) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: §4 table says a write after another writer wrote is 3 round trips when "
-    "the one-pipeline try found its cache stale (2 otherwise); it is 4, and the next one 3",
-)
 def test_s4_round_trips_of_a_write_after_another_writer(counted: _Counted) -> None:
-    """§4 table: "`write` of one memory when another writer wrote since ... | 2 ...; 3 when the
-    one-pipeline try found its cache stale (the next writes skip the cache, item 7)"."""
+    """§4 table: "`write` of one memory when another writer wrote since ... | 2 ...; the same
+    when the version read sent ahead found its cache stale ..., 3 when a one-pipeline try
+    without it did (the next writes skip the cache, item 7)"."""
     cx = counted.cx
     for i in range(3):
         cx.write(_fact(i, "alpha"))
@@ -767,13 +763,9 @@ def test_s4_round_trips_of_a_write_after_another_writer(counted: _Counted) -> No
         other.write(_fact(99, "beta"))
     stale = counted.rt(lambda: cx.write(_fact(5, "alpha")))
     skipping = counted.rt(lambda: cx.write(_fact(6, "alpha")))
-    assert (stale, skipping) == (3, 2)
+    assert stale in (2, 3) and skipping == 2, (stale, skipping)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: §4 table says the first write of a handle is 2 round trips; it is 3",
-)
 def test_s4_round_trips_of_a_handles_first_write(counted: _Counted) -> None:
     """§4 table: "`write` of one memory when another writer wrote since, or the first of a
     handle | 2: lock + BEGIN + version + head + warm reads + term counts + postings around the
@@ -806,12 +798,8 @@ def test_s4_round_trips_of_find_by_type_and_tag(counted: _Counted) -> None:
     assert 3 <= small <= 5 and 3 <= big <= 5, (small, big)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FINDING: §4 table says find(text=..., limit=10) is 5 round trips; it is 6",
-)
 def test_s4_round_trips_of_find_by_text(counted: _Counted) -> None:
-    """§4 table: "`find(text=..., limit=10)` (no allow filter) | 5, whatever the lists'
+    """§4 table: "`find(text=..., limit=10)` (no allow filter) | 6, whatever the lists'
     lengths"."""
     cx = counted.cx
     q = Query(text="alpha", limit=10)
@@ -819,7 +807,7 @@ def test_s4_round_trips_of_find_by_text(counted: _Counted) -> None:
     small = counted.rt(lambda: cx.find(q))
     cx.write_many([_fact(i, "alpha") for i in range(100, 500)])
     big = counted.rt(lambda: cx.find(q))
-    assert small == big == 5, (small, big)
+    assert small == big == 6, (small, big)
 
 
 def test_s4_round_trips_of_find_by_text_do_not_grow(counted: _Counted) -> None:
@@ -1442,11 +1430,15 @@ def test_s2_an_older_table_gets_its_version_on_the_owners_open(own: _Own) -> Non
 
 
 def _emits(logged: list[str]) -> int:
-    """How many of the logged statements ran ``pg_logical_emit_message`` (a prepared
-    statement's log line quotes the whole string that prepared it: match by its name)."""
-    names = set(re.findall(r"PREPARE (\w+) AS SELECT pg_logical_emit_message", "\n".join(logged)))
+    """How many of the logged statements ran ``pg_logical_emit_message`` (alone or after the
+    unlock in one statement; a prepared statement's log line quotes the whole string that
+    prepared it: match by its name; the open's privilege probe names it in a string only)."""
+    prepared = r"PREPARE (\w+) AS SELECT [^;\n]*pg_logical_emit_message\(true"
+    names = set(re.findall(prepared, "\n".join(logged)))
     direct = [
-        x for x in logged if re.search(r"(statement|execute [^:]*): SELECT pg_logical_emit", x)
+        x
+        for x in logged
+        if re.search(r"(statement|execute [^:]*): SELECT [^;\n]*pg_logical_emit_message\(true", x)
     ]
     runs = [x for x in logged if any(f"execute {n}:" in x for n in names)]
     return len(direct) + len(runs)

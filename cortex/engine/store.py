@@ -1247,7 +1247,7 @@ class Store:
             id_key_of, head_bytes = ID + p.head.id.bytes, p.head_bytes
 
             def one(txn: WriteTxn) -> WriteResult:
-                lexical.prefetch_new(txn, [(p.head.id, p.terms[0])])
+                lexical.prefetch_new(txn, [(p.head.id, p.terms[0])], (id_key_of,))
                 if self._task.get() is not None:
                     self._charge(txn, 1)
                 grouped: Indexer | None = getattr(txn, "share", None)  # ``_GroupIndexer``'s
@@ -1267,7 +1267,11 @@ class Store:
 
         def txn_fn(txn: WriteTxn) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)
-            lexical.prefetch_new(txn, [(p.head.id, p.terms[0]) for p in prepared])
+            lexical.prefetch_new(
+                txn,
+                [(p.head.id, p.terms[0]) for p in prepared],
+                [ID + p.head.id.bytes for p in prepared],
+            )
             if duplicate is not None:
                 confirmed = duplicate(txn)
                 if confirmed is not None:
@@ -1313,7 +1317,11 @@ class Store:
 
         def txn_fn(txn: WriteTxn, one_by_one: bool = False) -> list[WriteResult]:
             _prefetch_lookups(txn, prepared)
-            lexical.prefetch_new(txn, [(p.head.id, p.terms[0]) for p in prepared])
+            lexical.prefetch_new(
+                txn,
+                [(p.head.id, p.terms[0]) for p in prepared],
+                [ID + p.head.id.bytes for p in prepared],
+            )
             self._charge(txn, len(prepared))
             lex = Indexer(txn)
             self._put_heads(txn, prepared, one_by_one, lex)

@@ -1688,8 +1688,13 @@ def logical(txn: ReadTxn) -> dict[str, Any]:
     }
 
 
-def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) -> None:
+def prefetch_new(
+    txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]], new: Sequence[bytes] = ()
+) -> None:
     """Name what ``Indexer.flush`` will read for new documents, before the write's first read.
+
+    ``new``: keys the write will put expecting them absent (the new memories' ``id/``
+    records), named to the engine's ``expect_new`` so that they cost no round trip of their own.
 
     On an engine with round trips (PostgreSQL: ``prefetch``, ``prefetch_around(now=False)``)
     the terms' counts, the segments and, for a commit too large for a segment, the postings
@@ -1701,6 +1706,8 @@ def prefetch_new(txn: WriteTxn, docs: Iterable[tuple[MemoryId, Sequence[str]]]) 
     prefetch = getattr(txn, "prefetch", None)
     if around is None or prefetch is None:
         return
+    if new:
+        txn.expect_new(new)  # type: ignore[attr-defined]
     first: dict[str, bytes] = {}
     postings = 0
     last = b"\xff\xff\xff\xff"  # new document numbers follow every other: the last block

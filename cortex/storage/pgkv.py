@@ -1866,6 +1866,18 @@ class _PgWrite(_PgRead):
         """Read ``keys`` with the next round trip, for the ``get`` calls that follow."""
         self._want.update(dict.fromkeys(set(keys) - self._buf.keys() - self._known.keys()))
 
+    def expect_new(self, keys: Iterable[bytes]) -> None:
+        """Keys a ``put(overwrite=False)`` of this write will expect absent.
+
+        A new memory's ``id/`` record: guessed absent with the write cache, as that put
+        guesses them (checked at commit), else read with the next round trip instead of one
+        of their own.
+        """
+        if self._cache is not None:
+            self._new.update(keys)
+        else:
+            self.prefetch(keys)
+
     def prefetch_scan(self, prefixes: Iterable[bytes], limit: int = _PRELOAD_SCAN) -> None:
         """Read short prefixes whole with the next round trip, for the scans that follow.
 
