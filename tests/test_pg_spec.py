@@ -60,6 +60,17 @@ def _sql(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
         return list(cur.fetchall()) if cur.description is not None else []
 
 
+def _terminate(url: str, app: str) -> None:
+    """End every server process of ``app``'s connections (not this one), then let it die."""
+    _sql(
+        url,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE application_name = %s AND pid <> pg_backend_pid()",
+        app,
+    )
+    time.sleep(0.2)
+
+
 def _with(url: str, **params: str) -> str:
     """``url`` with more query parameters."""
     extra = "&".join(f"{k}={v}" for k, v in params.items())
@@ -1087,22 +1098,10 @@ def test_s4_connection_lost_is_a_cortex_error(pg_url: Callable[[], str]) -> None
         kv = cx._kv
         with pytest.raises(CortexError) as got, kv.read() as t:
             t.get(b"x")
-            _sql(
-                url,
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s AND pid <> pg_backend_pid()",
-                app,
-            )
-            time.sleep(0.2)
+            _terminate(url, app)
             t.get(b"y")
         assert type(got.value).__module__.startswith("cortex")
-        _sql(
-            url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            app,
-        )
-        time.sleep(0.2)
+        _terminate(url, app)
         for _ in range(3):  # a dead pooled connection is replaced (once per transaction)
             with contextlib.suppress(CortexError):
                 cx.resolve(r)
@@ -1349,13 +1348,7 @@ def test_s4_connection_lost_inside_a_write_writes_nothing(pg_url: Callable[[], s
 
         def fn(w: Any) -> None:
             w.get(b"never-read-before")
-            _sql(
-                url,
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s AND pid <> pg_backend_pid()",
-                app,
-            )
-            time.sleep(0.2)
+            _terminate(url, app)
             w.put(b"a", b"1")
             w.get(b"another-key")  # a round trip on the dead connection
 
