@@ -1706,8 +1706,9 @@ def prefetch_new(
     prefetch = getattr(txn, "prefetch", None)
     if around is None or prefetch is None:
         return
-    if new:
-        txn.expect_new(new)  # type: ignore[attr-defined]
+    expect = getattr(txn, "expect_new", None)
+    if new and expect is not None:
+        expect(new)
     first: dict[str, bytes] = {}
     postings = 0
     last = b"\xff\xff\xff\xff"  # new document numbers follow every other: the last block

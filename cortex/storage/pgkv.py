@@ -2616,7 +2616,8 @@ class PgKV:
         dead before it sent from one lost while committing.
         """
         psycopg, psycopg_pool = _psycopg()
-        for _ in range(self.url.pool + 2):
+        last = self.url.pool + 1
+        for attempt in range(last + 1):
             try:  # the connection a get by id kept for the next one: the pool may have no other
                 conn = self._hot.pop()
             except IndexError:
@@ -2627,11 +2628,11 @@ class PgKV:
                         f"no connection to the PostgreSQL server of {self.path} ({exc}); "
                         "nothing was read or written: check that the server is up and retry"
                     ) from exc
-            if _quiet(conn):
-                return conn
+            if attempt == last or _quiet(conn):
+                return conn  # the last unchecked: the transaction's first round trip says why
             conn.close()
             self._putconn(conn)  # the pool replaces a closed connection
-        return conn  # every one was stale: the transaction's first round trip says why
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _reuse(self, conn: Any) -> None:
         """A transaction's connection, ended well: kept for the next one when it is idle.
