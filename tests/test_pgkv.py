@@ -268,6 +268,41 @@ def test_binary_parameters_refuse_what_they_cannot_write() -> None:
             _binary(oid, v)
 
 
+def test_a_pipeline_hands_the_rows_answered_so_far_to_then_mid_pipeline(url: str) -> None:
+    """``_pipeline(..., then=(i, f))`` calls ``f`` once, with the rows of the prepared steps
+    answered up to step ``i`` (the commit's cache update while the server flushes), before the
+    steps after it are read; the rows returned are the same as without it. A failure at or
+    before step ``i`` never calls ``f``; one after it has called it already."""
+    import psycopg
+
+    kv = PgKV(url)
+    try:
+        with _raw(url) as conn:
+            conn.execute(kv._sql.prepare)
+            get = kv._sql.prepared[kv._sql.get].encode()
+            conn.execute("CREATE TEMP TABLE th (x int)")
+            calls: list[Any] = []
+
+            def then(rows: list[list[Any]]) -> None:
+                # the steps after the marked one are not read yet
+                calls.append((rows, conn.pgconn.pipeline_status))
+
+            steps: list[Any] = ["BEGIN", (get, [b"a"]), "COMMIT", (get, [b"b"]), "SELECT 1"]
+            assert _pipeline(conn, steps, None, (2, then)) == [[], []]
+            assert calls == [([[]], 1)]  # PQ_PIPELINE_ON
+            assert _pipeline(conn, steps) == [[], []]
+            calls.clear()
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                _pipeline(conn, ["SELECT 1 / 0", "INSERT INTO th VALUES (1)"], None, (1, then))
+            assert calls == []
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                _pipeline(conn, [(get, [b"a"]), "COMMIT", "SELECT 1 / 0"], None, (1, then))
+            assert calls == [([[]], 1)]
+            assert conn.pgconn.pipeline_status == 0
+    finally:
+        kv.close()
+
+
 def test_a_pipeline_raises_the_first_error_once_every_answer_is_read(url: str) -> None:
     """The server's first error, typed as psycopg types it, after every answer is read: the
     connection is out of pipeline mode and usable; the statements after a Sync ran; a

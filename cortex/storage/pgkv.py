@@ -820,11 +820,20 @@ _PIPELINE_SYNC: Final = 10  # ``PGRES_PIPELINE_SYNC``
 _FORMATS: Final = ((), (1,), (1, 1), (1, 1, 1))  # binary parameters, by their number
 
 
-def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) -> list[list[Any]]:
+def _pipeline(
+    conn: Any,
+    steps: list[_Step],
+    report: list[Any] | None = None,
+    then: tuple[int, Callable[[list[list[Any]]], None]] | None = None,
+) -> list[list[Any]]:
     """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
 
     With ``report``, a failure puts in it the failed step and the rows of the prepared
     queries answered before it (a write's version and absence checks, ``_PgWrite.commit``).
+    With ``then`` (a step's index and a function), the function gets the rows answered so far
+    as soon as that step is answered, every step before it having succeeded, while the server
+    still works on the rest (a write's commit: its cache is updated during the WAL flush). The
+    step is found by identity: the object at that index must appear only there.
 
     libpq's pipeline mode, straight through libpq as ``_send_all``: every step is sent, then
     every answer read. The server's first error is raised once every answer is read (as
@@ -837,7 +846,7 @@ def _pipeline(conn: Any, steps: list[_Step], report: list[Any] | None = None) ->
     except BaseException:
         conn.close()
         raise
-    return _pipeline_answers(conn, steps, report)
+    return _pipeline_answers(conn, steps, report, then)
 
 
 def _pipeline_send(pgconn: Any, steps: list[_Step]) -> None:
@@ -861,17 +870,25 @@ def _pipeline_send(pgconn: Any, steps: list[_Step]) -> None:
         _wait(pgconn.socket, write=True)
 
 
+_NO_STEP: Final[Any] = object()  # a step no pipeline holds
+
+
 def _pipeline_answers(
-    conn: Any, steps: list[_Step], report: list[Any] | None = None
+    conn: Any,
+    steps: list[_Step],
+    report: list[Any] | None = None,
+    then: tuple[int, Callable[[list[list[Any]]], None]] | None = None,
 ) -> list[list[Any]]:
     """Read the answers of the pipeline ``_pipeline_send`` sent of ``steps``: as ``_pipeline``."""
     pgconn = conn.pgconn
+    early: list[list[Any]] = []  # the rows ``then`` was given
     try:
         found: list[Any] = []
         failed = None
         before = 0  # the answers found before the failure
         is_busy = pgconn.is_busy
         get_result = pgconn.get_result
+        mark = _NO_STEP if then is None else steps[then[0]]  # ``then`` after its answer
         for st in [*steps, None] if steps[-1] is not None else steps:
             while is_busy():
                 _wait(pgconn.socket)
@@ -902,13 +919,22 @@ def _pipeline_answers(
             if get_result() is not None:
                 psycopg, _ = _psycopg()
                 raise psycopg.OperationalError("a statement of a pipeline answered twice")
+            if st is mark and failed is None and then is not None:
+                early = [_load_binary(conn, res) for res in found]
+                then[1](early)
         pgconn.exit_pipeline_mode()
     except BaseException:
         conn.close()
         raise
-    sets = [
+    sets = early + [
         _load_binary(conn, res)
-        for res in (found if failed is None else found[:before] if report is not None else ())
+        for res in (
+            found[len(early) :]
+            if failed is None
+            else found[len(early) : before]
+            if report is not None
+            else ()
+        )
     ]
     if failed is not None:
         if report is not None:
@@ -2025,22 +2051,26 @@ class _PgWrite(_PgRead):
                 c.kv.round_trips += 1
                 c.begun = True
                 report: list[Any] = []
+                ending = self._ending(f"({a}, {b})", set_async=not after)
+                pipe = [
+                    *begin,
+                    *more[: len(checks)],
+                    *steps,
+                    *more[len(checks) :],
+                    *_fixed_steps(ending, fixed),
+                ]
+
+                def committed(sets: list[list[Any]]) -> None:
+                    self._committed(sets[-1][0][0] if after else None)
+
+                # the cache learns the write once the COMMIT is answered, while the server
+                # flushes the WAL (the statement after it)
+                at = len(pipe) - len(ending) + ending.index("COMMIT")
                 try:
-                    sets = _pipeline(
-                        conn,
-                        [
-                            *begin,
-                            *more[: len(checks)],
-                            *steps,
-                            *more[len(checks) :],
-                            *_fixed_steps(self._ending(f"({a}, {b})", set_async=not after), fixed),
-                        ],
-                        report,
-                    )
+                    _pipeline(conn, pipe, report, (at, committed))
                 except Exception as exc:
                     self._failed_check(report, exc)
                     raise
-                self._committed(sets[-1][0][0] if after else None)
                 return
             parts: list[str | tuple[str, tuple[Any, ...]]] = [] if c.begun else [c._begin]
             if dels:
