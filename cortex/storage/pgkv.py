@@ -1448,6 +1448,18 @@ class _Known:
                     del tails[p]  # the last pair went: which is last now is not known
 
 
+def _keep_first(loaded: dict[bytes, bytes | None], rows: Iterable[tuple[bytes, bytes]]) -> None:
+    """Add the pairs ``rows`` to ``loaded`` where it has no value yet (``setdefault`` each).
+
+    In C: the rows as a dict, the keys both hold (usually none) keeping ``loaded``'s value.
+    """
+    fresh: dict[bytes, bytes | None] = dict(rows)
+    both = fresh.keys() & loaded.keys()
+    for k in both:
+        fresh[k] = loaded[k]
+    loaded.update(fresh)
+
+
 class _PgWrite(_PgRead):
     """A write transaction: the server's state under an overlay of this transaction's changes.
 
@@ -1548,13 +1560,7 @@ class _PgWrite(_PgRead):
             if not rows:
                 self._note_empty(p)
                 continue
-            loaded = self._loaded
-            if loaded:
-                for k, v in rows:
-                    if k not in loaded:
-                        loaded[k] = v
-            else:
-                loaded.update(rows)
+            _keep_first(self._loaded, rows)
 
     def _guessable(self, key: bytes) -> bool:
         """Whether ``key``, unknown to the cache, is guessed absent (checked at commit)."""
@@ -1694,9 +1700,7 @@ class _PgWrite(_PgRead):
         if len(rows) > limit:
             return
         self._loaded_scans[prefix] = rows
-        loaded = self._loaded
-        for k, v in rows:
-            loaded.setdefault(k, v)
+        _keep_first(self._loaded, rows)
         if not rows:
             self._note_empty(prefix)
 
@@ -1761,6 +1765,17 @@ class _PgWrite(_PgRead):
             return known[key]
         if key in self._loaded:
             return self._loaded[key]
+        cache = self._cache
+        if cache is not None and not (self._want_tails or self._want_scans or self._want_arounds):
+            # what ``_send`` would do for this key (other pending keys wait for their reads)
+            hit, v = cache.get(key)
+            if hit or self._guessable(key):
+                self._want.pop(key, None)
+                if not hit:
+                    self._guessed[key] = None
+                known[key] = v
+                self._used = True
+                return v
         self._want[key] = None
         self._flush()
         if key in known:
@@ -1851,7 +1866,7 @@ class _PgWrite(_PgRead):
         rows = self._loaded_scans.get(prefix)
         if rows is None or self._overlay(prefix, None, False):
             return tuple(self.scan(prefix))
-        return tuple([(bytes(k), bytes(v)) for k, v in rows])
+        return tuple(rows)  # pairs of bytes, as a result's or the cache's rows are
 
     def around(self, prefix: bytes, key: bytes) -> tuple[bytes | None, bytes | None, bytes | None]:
         if (prefix, key) in self._want_arounds:
@@ -1973,8 +1988,14 @@ class _PgWrite(_PgRead):
         return existed
 
     def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
-        for k, v in items:
-            self._set(bytes(k), bytes(v))
+        buf = self._buf
+        insort = bisect.insort
+        s = self._sorted
+        for key, v in items:
+            k = bytes(key)
+            if k not in buf:
+                insort(s, k)
+            buf[k] = bytes(v)
 
     def add_many(self, items: Iterable[tuple[bytes, bytes]]) -> int:
         pairs = [(bytes(k), bytes(v)) for k, v in items]
@@ -2051,14 +2072,13 @@ class _PgWrite(_PgRead):
                 c.kv.round_trips += 1
                 c.begun = True
                 report: list[Any] = []
-                ending = self._ending(f"({a}, {b})", set_async=not after)
-                pipe = [
-                    *begin,
-                    *more[: len(checks)],
-                    *steps,
-                    *more[len(checks) :],
-                    *_fixed_steps(ending, fixed),
-                ]
+                # the ending's steps are the same for every write of the handle: made once
+                key = (not after, fixed is not None, c.kv._flushes, _FLUSH)
+                ending = c.kv._endings.get(key)
+                if ending is None:
+                    ending = _fixed_steps(self._ending(f"({a}, {b})", set_async=not after), fixed)
+                    c.kv._endings[key] = ending
+                pipe = [*begin, *more[: len(checks)], *steps, *more[len(checks) :], *ending]
 
                 def committed(sets: list[list[Any]]) -> None:
                     self._committed(sets[-1][0][0] if after else None)
@@ -2333,6 +2353,7 @@ class PgKV:
         """Round trips to the server so far (statements, or pipelines of them, sent and
         answered): the figure ``tools/bench_pg.py`` reports per operation."""
         self._ahead_steps: list[_Step] | None = None  # ``_ahead``
+        self._endings: dict[tuple[Any, ...], list[_Step]] = {}  # ``_PgWrite.commit``'s
         # how often a write with the cache needed a read round trip (a moving average, weight
         # 1/8 a write): the lock, BEGIN and version read go ahead of fn while it is below 1/2
         self._ahead_rate = 0.0
@@ -2382,7 +2403,9 @@ class PgKV:
         self._grate = 0.0  # how often a write's guesses of absence would be wrong (average)
         self.cache_misses = 0
         """Writes whose cache was found stale (another writer wrote since) so far."""
-        self._ready: weakref.WeakSet[Any] = weakref.WeakSet()  # connections with prepared SQL
+        # the connections with the SQL prepared, by id (a set lookup: every statement of a
+        # write asks), each id dropped when its connection is collected
+        self._ready: set[int] = set()
         self._types: dict[str, tuple[int, ...]] = {}  # their parameters' type oids, by name
         # a statement's prepared name and parameter types, by its text (``_binary_steps``)
         self._shapes: dict[str, tuple[bytes | None, tuple[int, ...], bool]] = {}
@@ -2434,7 +2457,9 @@ class PgKV:
             return
         self._types = {str(name): tuple(oids) for name, oids in types}
         self._shapes = {}
-        self._ready.add(conn)
+        if id(conn) not in self._ready:
+            self._ready.add(id(conn))
+            weakref.finalize(conn, self._ready.discard, id(conn))
 
     def epoch(self) -> object:
         """The server's history epoch: the start of the server the newest connection reached.
@@ -2475,7 +2500,7 @@ class PgKV:
         The lock, a Sync, BEGIN and the version read (all prepared: the same steps for every
         ready connection, built once). None where they are not prepared on ``conn``.
         """
-        if conn not in self._ready:
+        if id(conn) not in self._ready:
             return None
         steps = self._ahead_steps
         if steps is None:
@@ -2488,11 +2513,11 @@ class PgKV:
 
     def _names(self, conn: Any) -> dict[str, str] | None:
         """The statements prepared on ``conn`` (None: none)."""
-        return self._sql.prepared if conn in self._ready else None
+        return self._sql.prepared if id(conn) in self._ready else None
 
     def _fixed(self, conn: Any) -> dict[str, bytes] | None:
         """The prepared names of the parameterless ``_Scan.fixed`` on ``conn`` (None: none)."""
-        return self._sql.fixed_names if conn in self._ready else None
+        return self._sql.fixed_names if id(conn) in self._ready else None
 
     def _binary_steps(
         self, conn: Any, stmts: list[tuple[str, tuple[Any, ...]]]
@@ -2501,7 +2526,7 @@ class PgKV:
 
         None when one of them is not prepared there, or has a parameter with no binary form.
         """
-        if not stmts or not self._pipelines or conn not in self._ready:
+        if not stmts or not self._pipelines or id(conn) not in self._ready:
             return None
         shapes = self._shapes
         steps: list[_Step] = []
@@ -2767,7 +2792,7 @@ class PgKV:
             name = self._point_vals.get(n)
 
         def run(conn: Any) -> tuple[Any, Any]:
-            if name is not None and conn in self._ready:
+            if name is not None and id(conn) in self._ready:
                 return _exec_row(conn, name, keys if last is None else [keys[0], lo, hi]), None
             if last is None:
                 query, params = self._sql.keys_in(keys)
@@ -2822,7 +2847,7 @@ class PgKV:
             params += (last, last, _ABOVE)
 
         def run(conn: Any) -> Any:
-            if conn in self._ready:
+            if id(conn) in self._ready:
                 return _exec_row(conn, name, params)
             query = self._sql.point_row[(len(keys), last is not None)]
             (got,) = _send_all(conn, _inline([(query, tuple(params))], None), keep=1)
@@ -2955,7 +2980,7 @@ class PgKV:
         It guesses absent keys (``warm_writes``' ``absent``) only when ``guess`` (not after a
         failed try) and while the handle's guesses are mostly right (``_guesses``).
         """
-        if known is not None and not (self._pipelines and c.conn in self._ready):
+        if known is not None and not (self._pipelines and id(c.conn) in self._ready):
             known = None  # no prepared version statements on this connection
         prefixes = self._guesses() if known is not None and guess else ()
         return _PgWrite(c, self._lock_key, self._warm, known, prefixes)
