@@ -29,6 +29,7 @@ from cortex.storage.pgkv import (
     _binary,
     _Conn,
     _inline,
+    _load_binary,
     _pipeline,
     _send_all,
     parse_url,
@@ -269,10 +270,10 @@ def test_binary_parameters_refuse_what_they_cannot_write() -> None:
 
 
 def test_a_pipeline_hands_the_rows_answered_so_far_to_then_mid_pipeline(url: str) -> None:
-    """``_pipeline(..., then=(i, f))`` calls ``f`` once, with the rows of the prepared steps
-    answered up to step ``i`` (the commit's cache update while the server flushes), before the
-    steps after it are read; the rows returned are the same as without it. A failure at or
-    before step ``i`` never calls ``f``; one after it has called it already."""
+    """``_pipeline(..., then=(i, f))`` calls ``f`` once, with the connection and the results
+    of the prepared steps answered up to step ``i`` (the commit's cache update while the server
+    flushes), before the steps after it are read; the rows are then ``f``'s to read. A failure
+    at or before step ``i`` never calls ``f``; one after it has called it already."""
     import psycopg
 
     kv = PgKV(url)
@@ -283,12 +284,13 @@ def test_a_pipeline_hands_the_rows_answered_so_far_to_then_mid_pipeline(url: str
             conn.execute("CREATE TEMP TABLE th (x int)")
             calls: list[Any] = []
 
-            def then(rows: list[list[Any]]) -> None:
+            def then(c: Any, results: list[Any]) -> None:
                 # the steps after the marked one are not read yet
-                calls.append((rows, conn.pgconn.pipeline_status))
+                rows = [_load_binary(c, r) for r in results]
+                calls.append((rows, c.pgconn.pipeline_status))
 
             steps: list[Any] = ["BEGIN", (get, [b"a"]), "COMMIT", (get, [b"b"]), "SELECT 1"]
-            assert _pipeline(conn, steps, None, (2, then)) == [[], []]
+            assert _pipeline(conn, steps, None, (2, then)) == []
             assert calls == [([[]], 1)]  # PQ_PIPELINE_ON
             assert _pipeline(conn, steps) == [[], []]
             calls.clear()
@@ -758,6 +760,7 @@ def test_a_write_transaction_reads_its_own_changes_like_the_model(
                     rev = []
                 assert list(t.keys(prefix, start=start)) == fwd
                 assert [k2 for k2, _ in t.scan(prefix, start=start, reverse=True)] == rev
+                assert t.last(prefix) == ((ks[-1], model[ks[-1]]) if ks else None)
                 probe = prefix + b"1"
                 before = [x for x in ks if x <= probe]
                 after = [x for x in ks if x > probe]

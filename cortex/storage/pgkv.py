@@ -24,6 +24,7 @@ shared (``_PgWrite._ending``). See ``specs/postgres.md``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import random
 import re
@@ -824,16 +825,18 @@ def _pipeline(
     conn: Any,
     steps: list[_Step],
     report: list[Any] | None = None,
-    then: tuple[int, Callable[[list[list[Any]]], None]] | None = None,
+    then: tuple[int, Callable[[Any, list[Any]], None]] | None = None,
 ) -> list[list[Any]]:
     """Run ``steps`` (``_Step``) in ONE round trip; the rows of each prepared query.
 
     With ``report``, a failure puts in it the failed step and the rows of the prepared
     queries answered before it (a write's version and absence checks, ``_PgWrite.commit``).
-    With ``then`` (a step's index and a function), the function gets the rows answered so far
-    as soon as that step is answered, every step before it having succeeded, while the server
-    still works on the rest (a write's commit: its cache is updated during the WAL flush). The
-    step is found by identity: the object at that index must appear only there.
+    With ``then`` (a step's index and a function), the function gets the connection and the
+    results (libpq's, undecoded: ``_load_binary`` reads one) of the prepared steps answered so
+    far as soon as that step is answered, every step before it having succeeded, while the
+    server still works on the rest (a write's commit: its cache is updated during the WAL
+    flush); the rows are then the function's to read, and none are returned. The step is found
+    by identity: the object at that index must appear only there.
 
     libpq's pipeline mode, straight through libpq as ``_send_all``: every step is sent, then
     every answer read. The server's first error is raised once every answer is read (as
@@ -877,11 +880,12 @@ def _pipeline_answers(
     conn: Any,
     steps: list[_Step],
     report: list[Any] | None = None,
-    then: tuple[int, Callable[[list[list[Any]]], None]] | None = None,
+    then: tuple[int, Callable[[Any, list[Any]], None]] | None = None,
 ) -> list[list[Any]]:
     """Read the answers of the pipeline ``_pipeline_send`` sent of ``steps``: as ``_pipeline``."""
     pgconn = conn.pgconn
-    early: list[list[Any]] = []  # the rows ``then`` was given
+    ran = False  # ``then``'s function ran: the rows are its to read
+    fn = None if then is None else then[1]
     try:
         found: list[Any] = []
         failed = None
@@ -919,28 +923,19 @@ def _pipeline_answers(
             if get_result() is not None:
                 psycopg, _ = _psycopg()
                 raise psycopg.OperationalError("a statement of a pipeline answered twice")
-            if st is mark and failed is None and then is not None:
-                early = [_load_binary(conn, res) for res in found]
-                then[1](early)
+            if st is mark and failed is None and fn is not None:
+                ran = True
+                fn(conn, found)
         pgconn.exit_pipeline_mode()
     except BaseException:
         conn.close()
         raise
-    sets = early + [
-        _load_binary(conn, res)
-        for res in (
-            found[len(early) :]
-            if failed is None
-            else found[len(early) : before]
-            if report is not None
-            else ()
-        )
-    ]
-    if failed is not None:
-        if report is not None:
-            report.append(sets)
-        _raise_for(conn, failed)
-    return sets
+    if failed is None:
+        return [] if ran else [_load_binary(conn, res) for res in found]
+    if report is not None:
+        report.append([_load_binary(conn, res) for res in found[:before]])
+    _raise_for(conn, failed)
+    raise AssertionError("unreachable")  # pragma: no cover - _raise_for raises
 
 
 def _int(b: bytes) -> int:
@@ -1501,7 +1496,7 @@ class _PgWrite(_PgRead):
         self._known: dict[bytes, bytes | None] = {}  # server values read in this transaction
         self._arounds: dict[tuple[bytes, bytes], tuple[Any, Any, Any]] = {}  # server arounds
         self._want: dict[bytes, None] = dict.fromkeys(warm[0])  # pending gets
-        self._want_tails: dict[bytes, None] = dict.fromkeys(p for p in warm[1] if p.strip(b"\xff"))
+        self._want_tails: dict[bytes, None] = dict.fromkeys(warm[1])  # ``warm_writes``
         self._want_scans: dict[bytes, int] = {}  # pending whole reads of short prefixes (limit)
         self._want_arounds: dict[tuple[bytes, bytes], None] = {}  # pending arounds
         self._tails: dict[bytes, tuple[bytes, bytes] | None] = {}  # server's last pair of a prefix
@@ -1854,6 +1849,21 @@ class _PgWrite(_PgRead):
         for k, _ in self._merged(prefix, start, reverse, "k"):
             yield k
 
+    def last(self, prefix: bytes) -> tuple[bytes, bytes] | None:
+        """The last pair under ``prefix`` (``next(scan(prefix, reverse=True), None)``).
+
+        Without a generator where the prefix's last pair was read (a ``warm_writes`` tail: the
+        journal's, answered by the cache or with the transaction's first round trip) and this
+        transaction wrote nothing under it: a write's journal tail
+        (``cortex.engine.journal.JournalWriter``).
+        """
+        tails = self._tails
+        if prefix not in tails and prefix in self._want_tails:
+            self._flush()
+        if prefix in tails and not self._overlay(prefix, None, True):
+            return tails[prefix]
+        return next(self.scan(prefix, reverse=True), None)
+
     def pairs(self, prefix: bytes) -> tuple[tuple[bytes, bytes], ...]:
         """Every pair under ``prefix`` in key order (``tuple(scan(prefix))``).
 
@@ -2080,8 +2090,8 @@ class _PgWrite(_PgRead):
                     c.kv._endings[key] = ending
                 pipe = [*begin, *more[: len(checks)], *steps, *more[len(checks) :], *ending]
 
-                def committed(sets: list[list[Any]]) -> None:
-                    self._committed(sets[-1][0][0] if after else None)
+                def committed(conn: Any, results: list[Any]) -> None:
+                    self._committed(_load_binary(conn, results[-1])[0][0] if after else None)
 
                 # the cache learns the write once the COMMIT is answered, while the server
                 # flushes the WAL (the statement after it)
@@ -2246,7 +2256,7 @@ class _PgWrite(_PgRead):
         if (
             cache is not None
             and self._guess
-            and any(k.startswith(self._guess) for k in self._guessed)
+            and any(map(bytes.startswith, self._guessed, itertools.repeat(self._guess)))
         ):
             kv._guessed_right()  # the rate counts guesses under the prefixes (a new head's
             # guess, ``put(..., overwrite=False)``, is nearly always right)
@@ -2735,7 +2745,11 @@ class PgKV:
         ``absent`` prefix that the write cache does not know are guessed absent (checked by
         the commit, ``specs/postgres.md`` §4 item 7): keys that are new more often than not.
         """
-        self._warm = (tuple(dict.fromkeys(keys)), tuple(dict.fromkeys(tails)))
+        # a tail of every key (b"" or all 0xff: no prefix of its own) is not a warm tail
+        self._warm = (
+            tuple(dict.fromkeys(keys)),
+            tuple(p for p in dict.fromkeys(tails) if p.strip(b"\xff")),
+        )
         self._guess = tuple(p for p in dict.fromkeys(absent) if p)
 
     def _on_kept(self, run: Callable[[Any], T]) -> T:
