@@ -1052,15 +1052,34 @@ _ABOVE: Final = b"\xff" * 512
 """A suffix that puts a prefix above every key under it (keys are shorter than 512 bytes)."""
 
 
+_HI: dict[bytes, bytes | None] = {}
+
+
+def _hi(prefix: bytes) -> bytes | None:
+    """``prefix_end(prefix)``, None for a prefix of only 0xff bytes (none), remembered.
+
+    A write asks it of the same few prefixes every time (its segments', its journal's).
+    """
+    try:
+        return _HI[prefix]
+    except KeyError:
+        pass
+    hi = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    if len(_HI) >= 4096:
+        _HI.clear()
+    _HI[prefix] = hi
+    return hi
+
+
 def _end(prefix: bytes) -> bytes:
     """An exclusive upper bound of the keys under ``prefix`` (above any key when it has none)."""
-    end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    end = _hi(prefix)
     return end if end is not None else b"\xff" * 512
 
 
 def _fwd_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes, bytes | None]:
     lo = start if start is not None and start > prefix else prefix
-    hi = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    hi = _hi(prefix)
     return lo, hi
 
 
@@ -1070,7 +1089,7 @@ def _rev_bounds(prefix: bytes, start: bytes | None) -> tuple[bytes | None, bool]
         return start, True
     if start is not None and start < prefix:
         return None
-    hi = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    hi = _hi(prefix)
     return hi, False
 
 
@@ -1314,7 +1333,7 @@ class _Again(Exception):
 def _under(keys: list[bytes], prefix: bytes) -> list[bytes]:
     """The keys of the sorted ``keys`` that start with ``prefix``, in order (two bisects)."""
     i = bisect.bisect_left(keys, prefix)
-    end = prefix_end(prefix) if prefix.strip(b"\xff") else None
+    end = _hi(prefix)
     j = len(keys) if end is None else bisect.bisect_left(keys, end, i)
     return keys[i:j]
 
@@ -2799,7 +2818,7 @@ class PgKV:
         lo = hi = b""
         n = len(keys)
         if last is not None:
-            end = prefix_end(last) if last.strip(b"\xff") else None
+            end = _hi(last)
             lo, hi = last, end if end is not None else b"\xff" * 512  # above any key
             name = self._point_last if n == 1 else None
         else:
