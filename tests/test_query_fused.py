@@ -101,6 +101,14 @@ def _both(cx: Cortex, q: Query) -> tuple[Any, Any]:
             assert _seen(cx.find(q)) == fused
         finally:
             planner._READ_PAGE = page
+        whole, planner._READ_NEWEST = planner._READ_NEWEST, None
+        try:  # newest_first a page at a time, not every page and its hits in one C call
+            assert _seen(cx.find(q)) == fused
+        finally:
+            planner._READ_NEWEST = whole
+        cx._newest.clear()  # find's checks, then newest_first; then the kept find without them
+        assert _seen(cx.find(q)) == fused
+        assert _seen(cx.find(msgspec.structs.replace(q))) == fused
     return general, fused
 
 
@@ -729,6 +737,163 @@ def test_read_page_refuses_bad_arguments() -> None:
             # a string among the ids, or an id of another length: declined
             assert sp.read_page(*ok[:7], [str(mid)], 3, *rest) is None
             assert sp.read_page(*ok[:7], [mid.bytes[:15]], 3, *rest) is None
+
+
+@needs_c
+@settings(max_examples=60)
+@given(
+    items=st.lists(item_st, min_size=1, max_size=14),
+    tags=st.sampled_from([(), ("a",), ("b",)]),
+    superseded=st.booleans(),
+    want=st.integers(1, 16),
+    form=st.sampled_from([-1, 0, 1]),
+    size=st.sampled_from([1, 2, 8]),
+)
+def test_read_newest_is_newest_ids_and_read_page(  # noqa: PLR0917 - hypothesis's draws
+    items: list[tuple[Any, ...]],
+    tags: tuple[str, ...],
+    superseded: bool,
+    want: int,
+    form: int,
+    size: int,
+) -> None:
+    """``read_newest`` is ``newest_ids`` in pages and ``read_page`` of each, with the hits of
+    ``newest_first`` (a page's size changes nothing)."""
+    from cortex.model.codec import to_micros
+    from cortex.model.enums import DecayClass
+    from cortex.query.language import Hit
+    from cortex.rules.salience import HALF_LIFE_DAYS
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        _fill(cx, clock, items)
+        t = MemoryType.FACT
+        prefix = K.tag_prefix(tags[0], t) if tags else K.IDX_TYPE + bytes((t,))
+        types = frozenset({t})
+        w = cx.weights
+        weights = (w.recency, w.access, w.citation, w.importance)
+        now_us = to_micros(cx._now())
+        rest = (now_us, cx.decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, weights)
+        with cx._kv.read() as txn:
+            args = cx._engine.accepted_args(txn, types, tags, superseded)
+            assert args is not None
+            got = txn.dup_cursor(prefix)
+            cur, head = got if got is not None else (txn.cursor(), 0)
+            done = sp.read_newest(*args, cur, prefix, head, want, *rest, Hit, form)
+            rows: list[Any] | None = []
+            after = None
+            while rows is not None:  # newest_ids and read_page by their own definitions
+                pg = sp.newest_ids(cur, prefix, after, size, head)
+                if pg is None:
+                    rows = None
+                    break
+                ids, after = pg
+                some = sp.read_page(*args, ids, want - len(rows), *rest)
+                if some is None:
+                    rows = None
+                    break
+                rows += some
+                if after is None or len(rows) >= want:
+                    break
+            if rows is None:
+                assert done is None
+                return
+            assert done is not None
+            items_, total, left = done
+            assert len(items_) == len(rows)
+            assert left == sum(type(i) is tuple for i in items_)
+            assert total == sum(i.tokens for i in items_ if type(i) is not tuple)
+            for item, (h, v, m, sal) in zip(items_, rows, strict=True):
+                if form < 0 or m is None or sal is None:
+                    assert item == (h, v, m, sal)
+                    continue
+                forms = m.version.forms or m.head.forms
+                text = "" if forms is None else forms.medium if form else forms.short
+                n = -(-len(text.encode()) // 4)
+                assert item == Hit(memory=m, text=text, tokens=n, salience=sal, score=sal)
+
+
+@needs_c
+def test_read_newest_refuses_bad_arguments() -> None:
+    from cortex.model.enums import DecayClass
+    from cortex.query.language import Hit
+    from cortex.rules.salience import HALF_LIFE_DAYS
+
+    with tempfile.TemporaryDirectory() as d, Cortex.open(Path(d) / "s", actor="m") as cx:
+        mid = cx.write(fact(1), tags=["a"]).id
+        prefix = K.tag_prefix("a", MemoryType.FACT)
+        with cx._kv.read() as txn:
+            args = cx._engine.accepted_args(txn, frozenset(_TYPES), ("a",), False)
+            assert args is not None
+            got = txn.dup_cursor(prefix)
+            cur, head = got if got is not None else (txn.cursor(), 0)
+            rest = [1, cx.decay, DecayClass.PERMANENT, HALF_LIFE_DAYS, (1.0, 1.0, 1.0, 1.0)]
+            ok = [*args, cur, prefix, head, 3, *rest, Hit, 0]
+            (hit,), total, left = sp.read_newest(*ok)
+            assert type(hit) is Hit and hit.memory.id == mid and total == hit.tokens and not left
+            ((h, _, m, sal),), total, left = sp.read_newest(*ok[:-1], -1)
+            assert (
+                h.id == mid
+                and m == hit.memory
+                and sal == hit.salience
+                and (total, left)
+                == (
+                    0,
+                    1,
+                )
+            )
+            for i, bad in ((10, 1.5), (16, "Hit"), (17, 0.0), (8, "idx")):
+                wrong = list(ok)
+                wrong[i] = bad
+                with pytest.raises(TypeError):
+                    sp.read_newest(*wrong)
+            for i, bad in ((10, 0), (17, 2), (17, -2), (9, 99)):
+                wrong = list(ok)
+                wrong[i] = bad
+                with pytest.raises(ValueError):
+                    sp.read_newest(*wrong)
+            with pytest.raises(TypeError):
+                sp.read_newest(*ok[:17])
+            # an index key of another length under the prefix: declined (newest_ids's None)
+            assert sp.read_newest(*ok[:8], prefix[:-1], 0, *ok[10:]) in (None, ([], 0, 0))
+
+
+def test_the_kept_find_gives_what_find_gives() -> None:
+    """A find kept by query (``Cortex._newest``) gives what a find compiled afresh gives: the
+    forms, texts of more than ASCII, memories with use counters, a changed weighting."""
+    from cortex.rules.salience import DEFAULT_WEIGHTS, Weights
+
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids = []
+        for i in range(6):
+            mids.append(cx.write(fact(f"caf\u00e9 \u2014 {i} \U0001f600"), tags=["a"]).id)
+            clock.tick(1)
+        cx.find(Query(types=("Fact",), limit=2, record_access=True))  # counters on two
+        cx.attest([mids[0]])
+        clock.tick(5)
+        for q in (
+            Query(types=("Fact",), tags=("a",), limit=4),
+            Query(types=("Fact",), tags=("a",), limit=10, form="medium"),
+            Query(types=("Fact",), limit=10, form="full"),
+        ):
+            cx._newest.clear()
+            first = _seen(cx.find(q))
+            assert q in cx._newest
+            assert _seen(cx.find(q)) == first
+            with _fused(False):
+                assert _seen(cx.find(q)) == first
+            cx.weights = Weights(recency=0.5, access=0.1, citation=0.1, importance=0.3)
+            changed = _seen(cx.find(q))
+            cx._newest.clear()
+            assert _seen(cx.find(q)) == changed
+            cx.weights = DEFAULT_WEIGHTS
 
 
 def test_newest_first_runs_where_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:

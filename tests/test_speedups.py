@@ -2334,6 +2334,12 @@ PARITY: dict[str, tuple[str, ...]] = {
         "tests.test_query_fused::test_read_page_refuses_bad_arguments",
         "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
     ),
+    "read_newest": (
+        "tests.test_query_fused::test_read_newest_is_newest_ids_and_read_page",
+        "tests.test_query_fused::test_read_newest_refuses_bad_arguments",
+        "tests.test_query_fused::test_the_kept_find_gives_what_find_gives",
+        "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
+    ),
 }
 """Each name ``cortex._speedups`` exports, and the tests comparing it with its Python definition
 (``module::test``, or a test of this module). A new export must name its test here."""

@@ -2510,13 +2510,166 @@ PyDoc_STRVAR(read_page_doc,
              "match; or None (nothing decided) at the first id that is not 16 bytes, that "
              "read_accepted declines or leaves to ``passes`` (``planner.newest_first``).");
 
+static PyObject *hit_kwnames = NULL; /* ("memory", "text", "tokens", "salience", "score") */
+
+/* The Hit of a row read_accepted passed, its memory and salience built: ``Hit(memory=mem,
+ * text=text, tokens=n, salience=sal, score=sal)``, the text the form ``form`` (0 short, 1
+ * medium) of the version's forms, or of the head's where the version has none (``planner.
+ * newest_first``), with its token count added to ``*total``. A new reference; NULL without an
+ * error where the Python path builds it (a text that is not str, or holds a lone surrogate:
+ * count_tokens says what), NULL with an error on failure. */
+static PyObject *
+hit_of(PyObject *cls, PyObject *head, PyObject *v, PyObject *mem, PyObject *sal, int form,
+       long long *total)
+{
+    PyObject *forms, *text, *tok, *out, *hargs[5];
+    Py_ssize_t n;
+    int truth;
+    forms = attr_get(v, A_FORMS);
+    if (forms == NULL) {
+        return NULL;
+    }
+    truth = PyObject_IsTrue(forms);
+    if (truth < 0) {
+        Py_DECREF(forms);
+        return NULL;
+    }
+    if (!truth) {
+        Py_DECREF(forms);
+        forms = attr_get(head, A_FORMS);
+        if (forms == NULL) {
+            return NULL;
+        }
+    }
+    if (forms == Py_None) {
+        text = PyUnicode_New(0, 0);
+    }
+    else {
+        text = attr_get(forms, form ? A_MEDIUM : A_SHORT);
+    }
+    Py_DECREF(forms);
+    if (text == NULL) {
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(text)) {
+        Py_DECREF(text);
+        return NULL; /* the Python path says what */
+    }
+    n = PyUnicode_IS_ASCII(text) ? PyUnicode_GET_LENGTH(text) : cx_utf8_len(text);
+    if (n < 0) {
+        Py_DECREF(text);
+        return NULL; /* a lone surrogate: count_tokens raises */
+    }
+    n = n / 4 + (n % 4 != 0);
+    tok = PyLong_FromSsize_t(n);
+    if (tok == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    hargs[0] = mem;
+    hargs[1] = text;
+    hargs[2] = tok;
+    hargs[3] = sal;
+    hargs[4] = sal;
+    out = PyObject_Vectorcall(cls, hargs, 0, hit_kwnames);
+    Py_DECREF(tok);
+    Py_DECREF(text);
+    if (out != NULL) {
+        *total += n;
+    }
+    return out;
+}
+
+/* The rows of the raw ids of the list ``ids`` appended to ``out`` until it holds ``want``:
+ * ``acc`` read_accepted's first 7 arguments, ``rest`` salience's 5 after the head. Each row
+ * ``(head, version, memory, salience)`` (memory or salience None where those decline); with
+ * ``cls``, the Hit of each row whose memory and salience were built (hit_of), the rows left
+ * counted in ``*left``. 0 done, 1 declined (an id not 16 bytes, a row read_accepted declines
+ * or leaves to passes), -1 error. */
+static int
+read_rows(PyObject *module, PyObject *const *acc_in, PyObject *const *rest, PyObject *ids,
+          Py_ssize_t want, PyObject *out, PyObject *cls, int form, long long *total,
+          Py_ssize_t *left)
+{
+    PyObject *row, *head, *v, *mem, *sal, *item, *acc[8], *sargs[6];
+    Py_ssize_t i, n;
+    int k;
+    for (k = 0; k < 7; k++) {
+        acc[k] = acc_in[k];
+    }
+    for (k = 0; k < 5; k++) {
+        sargs[k + 1] = rest[k];
+    }
+    n = PyList_GET_SIZE(ids);
+    for (i = 0; i < n && PyList_GET_SIZE(out) < want; i++) {
+        acc[7] = PyList_GET_ITEM(ids, i);
+        if (!PyBytes_CheckExact(acc[7]) || PyBytes_GET_SIZE(acc[7]) != 16) {
+            return 1; /* a damaged index key: the general path says what is wrong */
+        }
+        Py_INCREF(acc[7]); /* the list is the caller's: keep the id while it is read */
+        row = sp_read_accepted(module, acc, 8);
+        Py_DECREF(acc[7]);
+        if (row == NULL) {
+            return -1;
+        }
+        if (row == Py_False) {
+            Py_DECREF(row);
+            continue;
+        }
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_ITEM(row, 2) != Py_True) {
+            Py_DECREF(row);
+            return 1; /* declined, or left to passes */
+        }
+        head = PyTuple_GET_ITEM(row, 0);
+        v = PyTuple_GET_ITEM(row, 1);
+        sargs[0] = head;
+        sal = sp_salience(module, sargs, 6);
+        if (sal == NULL) {
+            Py_DECREF(row);
+            return -1;
+        }
+        mem = or_none(memory_from(acc[0], head, v));
+        if (mem == NULL) {
+            Py_DECREF(sal);
+            Py_DECREF(row);
+            return -1;
+        }
+        item = NULL;
+        if (cls != NULL && mem != Py_None && sal != Py_None) {
+            item = hit_of(cls, head, v, mem, sal, form, total);
+            if (item == NULL && PyErr_Occurred()) {
+                Py_DECREF(mem);
+                Py_DECREF(sal);
+                Py_DECREF(row);
+                return -1;
+            }
+        }
+        if (item == NULL) {
+            item = PyTuple_Pack(4, head, v, mem, sal);
+            *left += 1;
+        }
+        Py_DECREF(mem);
+        Py_DECREF(sal);
+        Py_DECREF(row);
+        if (item == NULL) {
+            return -1;
+        }
+        k = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (k < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 sp_read_page(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *ids, *out, *row, *head, *v, *mem, *sal, *item;
-    PyObject *acc[8], *sargs[6];
-    Py_ssize_t i, n, want;
-    int k;
+    PyObject *ids, *out;
+    Py_ssize_t want, left = 0;
+    long long total = 0;
+    int r;
     if (nargs != 14) {
         PyErr_SetString(PyExc_TypeError,
                         "read_page(ctx, get, cursor, edge_to, into, types, tags, ids, want, "
@@ -2536,69 +2689,122 @@ sp_read_page(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "read_page: want is at least 1");
         return NULL;
     }
-    for (k = 0; k < 7; k++) {
-        acc[k] = args[k];
-    }
-    sargs[1] = args[9];
-    for (k = 2; k < 6; k++) {
-        sargs[k] = args[8 + k];
-    }
     out = PyList_New(0);
     if (out == NULL) {
         return NULL;
     }
-    n = PyList_GET_SIZE(ids);
-    for (i = 0; i < n && PyList_GET_SIZE(out) < want; i++) {
-        acc[7] = PyList_GET_ITEM(ids, i);
-        if (!PyBytes_CheckExact(acc[7]) || PyBytes_GET_SIZE(acc[7]) != 16) {
-            goto declined; /* a damaged index key: the general path says what is wrong */
-        }
-        Py_INCREF(acc[7]); /* the list is the caller's: keep the id while it is read */
-        row = sp_read_accepted(module, acc, 8);
-        Py_DECREF(acc[7]);
-        if (row == NULL) {
-            goto fail;
-        }
-        if (row == Py_False) {
-            Py_DECREF(row);
-            continue;
-        }
-        if (!PyTuple_CheckExact(row) || PyTuple_GET_ITEM(row, 2) != Py_True) {
-            Py_DECREF(row);
-            goto declined; /* declined, or left to passes */
-        }
-        head = PyTuple_GET_ITEM(row, 0);
-        v = PyTuple_GET_ITEM(row, 1);
-        sargs[0] = head;
-        sal = sp_salience(module, sargs, 6);
-        if (sal == NULL) {
-            Py_DECREF(row);
-            goto fail;
-        }
-        mem = or_none(memory_from(args[0], head, v));
-        if (mem == NULL) {
-            Py_DECREF(sal);
-            Py_DECREF(row);
-            goto fail;
-        }
-        item = PyTuple_Pack(4, head, v, mem, sal);
-        Py_DECREF(mem);
-        Py_DECREF(sal);
-        Py_DECREF(row);
-        if (item == NULL) {
-            goto fail;
-        }
-        k = PyList_Append(out, item);
-        Py_DECREF(item);
-        if (k < 0) {
-            goto fail;
-        }
+    r = read_rows(module, args, args + 9, ids, want, out, NULL, 0, &total, &left);
+    if (r == 0) {
+        return out;
     }
-    return out;
+    Py_DECREF(out);
+    if (r < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(read_newest_doc,
+             "read_newest(ctx, get, cursor, edge_to, into, types, tags, icur, prefix, head, want, "
+             "now_us, decay, permanent, half_lives, weights, hit, form, /)\n--\n\n"
+             "``planner.newest_first``'s reads in one call: the ids of ``prefix`` newest first "
+             "in pages (``newest_ids(icur, prefix, after, size, head)``, ``size`` ``max(8, "
+             "want)`` then four times the last up to 512) and ``read_page`` of each page until "
+             "``want`` rows pass or the index ends. With ``form`` 0 (short) or 1 (medium), each "
+             "row whose memory and salience were built is its hit, ``hit(memory=memory, "
+             "text=text, tokens=n, salience=s, score=s)`` (the text the form of the version's "
+             "forms, or the head's where the version has none; ``n`` its tokens); ``form`` -1: "
+             "rows only. ``(items, tokens, left)``: the hits and the rows ``(head, version, "
+             "memory, salience)`` in order, the hits' token total, and how many rows the caller "
+             "must still make hits of; or None (nothing decided) where newest_ids or read_page "
+             "declines.");
+
+static PyObject *
+sp_read_newest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *out, *after, *pg = NULL, *cls, *pargs[5];
+    Py_ssize_t want, size, left = 0;
+    long long total = 0, form;
+    int r;
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_newest(ctx, get, cursor, edge_to, into, types, tags, icur, prefix, "
+                        "head, want, now_us, decay, permanent, half_lives, weights, hit, form)");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[10]) || !PyLong_CheckExact(args[17]) || !PyType_Check(args[16])) {
+        PyErr_SetString(PyExc_TypeError, "read_newest: want and form are ints, hit a class");
+        return NULL;
+    }
+    want = PyLong_AsSsize_t(args[10]);
+    if (want == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (want < 1) {
+        PyErr_SetString(PyExc_ValueError, "read_newest: want is at least 1");
+        return NULL;
+    }
+    form = PyLong_AsLongLong(args[17]);
+    if (form == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (form < -1 || form > 1) {
+        PyErr_SetString(PyExc_ValueError, "read_newest: form is -1, 0 or 1");
+        return NULL;
+    }
+    cls = form >= 0 ? args[16] : NULL;
+    out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    size = want > 8 ? want : 8;
+    after = Py_NewRef(Py_None);
+    pargs[0] = args[7];
+    pargs[1] = args[8];
+    pargs[4] = args[9];
+    for (;;) {
+        PyObject *n = PyLong_FromSsize_t(size);
+        if (n == NULL) {
+            goto fail;
+        }
+        pargs[2] = after;
+        pargs[3] = n;
+        pg = cx_newest_ids(pargs, 5);
+        Py_DECREF(n);
+        if (pg == NULL) {
+            goto fail;
+        }
+        if (pg == Py_None) {
+            goto declined;
+        }
+        r = read_rows(module, args, args + 11, PyTuple_GET_ITEM(pg, 0), want, out, cls,
+                      (int)form, &total, &left);
+        if (r < 0) {
+            goto fail;
+        }
+        if (r > 0) {
+            goto declined;
+        }
+        Py_SETREF(after, Py_NewRef(PyTuple_GET_ITEM(pg, 1)));
+        Py_CLEAR(pg);
+        if (after == Py_None || PyList_GET_SIZE(out) >= want) {
+            break;
+        }
+        size = size * 4 < 512 ? size * 4 : 512;
+    }
+    Py_DECREF(after);
+    {
+        PyObject *res = Py_BuildValue("(NLn)", out, total, left);
+        return res;
+    }
 declined:
+    Py_XDECREF(pg);
+    Py_DECREF(after);
     Py_DECREF(out);
     Py_RETURN_NONE;
 fail:
+    Py_XDECREF(pg);
+    Py_DECREF(after);
     Py_DECREF(out);
     return NULL;
 }
@@ -2620,6 +2826,7 @@ static PyMethodDef decode_methods[] = {
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
      read_accepted_doc},
     {"read_page", (PyCFunction)(void (*)(void))sp_read_page, METH_FASTCALL, read_page_doc},
+    {"read_newest", (PyCFunction)(void (*)(void))sp_read_newest, METH_FASTCALL, read_newest_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2660,6 +2867,22 @@ cx_decode_init(PyObject *m)
         s_key = PyUnicode_InternFromString("key");
         if (s_set_range == NULL || s_key == NULL) {
             return -1;
+        }
+    }
+    if (hit_kwnames == NULL) {
+        static const char *names[5] = {"memory", "text", "tokens", "salience", "score"};
+        int i;
+        hit_kwnames = PyTuple_New(5);
+        if (hit_kwnames == NULL) {
+            return -1;
+        }
+        for (i = 0; i < 5; i++) {
+            PyObject *name = PyUnicode_InternFromString(names[i]);
+            if (name == NULL) {
+                Py_CLEAR(hit_kwnames);
+                return -1;
+            }
+            PyTuple_SET_ITEM(hit_kwnames, i, name);
         }
     }
     if (s_get == NULL) {

@@ -64,6 +64,10 @@ CX_HIDDEN Py_ssize_t cx_block_scan(uint64_t first, const unsigned char *p, Py_ss
 CX_HIDDEN Py_ssize_t cx_block_extend(const unsigned char *r, Py_ssize_t n, uint32_t last,
                                      unsigned char *out);
 CX_HIDDEN int cx_cursor_init(PyObject *m);
+/* ``newest_ids(cursor, prefix, after, limit, head)`` (cursor.c) for read_newest */
+CX_HIDDEN PyObject *cx_newest_ids(PyObject *const *args, Py_ssize_t nargs);
+/* ``utf8_len`` of a str (tokenize.c): its UTF-8 length, or -1 (a lone surrogate) */
+CX_HIDDEN Py_ssize_t cx_utf8_len(PyObject *text);
 CX_HIDDEN int cx_write_init(PyObject *m);
 CX_HIDDEN int cx_kv_init(PyObject *m);
 

@@ -1027,6 +1027,13 @@ fail:
     return NULL;
 }
 
+/* newest_ids for the other parts (cbor_decode.c's read_newest): its arguments, its answer */
+PyObject *
+cx_newest_ids(PyObject *const *args, Py_ssize_t nargs)
+{
+    return sp_newest_ids(NULL, args, nargs);
+}
+
 static PyMethodDef cursor_methods[] = {
     {"df_values", (PyCFunction)(void (*)(void))sp_df_values, METH_FASTCALL, df_values_doc},
     {"append_fresh", (PyCFunction)(void (*)(void))sp_append_fresh, METH_FASTCALL,

@@ -731,17 +731,13 @@ PyDoc_STRVAR(utf8_len_doc,
              "``len(text.encode('utf-8'))`` without encoding (cortex.model.forms.count_tokens), "
              "or -1 where the encoding fails (a lone surrogate).");
 
-static PyObject *
-sp_utf8_len(PyObject *module, PyObject *text)
+/* ``len(text.encode('utf-8'))`` of a str, or -1 where the encoding fails (a lone surrogate) */
+Py_ssize_t
+cx_utf8_len(PyObject *text)
 {
     Py_ssize_t i, n, extra = 0;
     int kind;
     const void *data;
-    (void)module;
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "utf8_len: text must be str");
-        return NULL;
-    }
     n = PyUnicode_GET_LENGTH(text);
     kind = PyUnicode_KIND(text);
     data = PyUnicode_DATA(text);
@@ -772,7 +768,7 @@ sp_utf8_len(PyObject *module, PyObject *text)
             sur |= (c & 0xF800) == 0xD800;
         }
         if (sur) {
-            return PyLong_FromLong(-1);
+            return -1;
         }
     }
     else {
@@ -780,12 +776,23 @@ sp_utf8_len(PyObject *module, PyObject *text)
         for (i = 0; i < n; i++) {
             Py_UCS4 c = u[i];
             if ((c & 0xFFFFF800u) == 0xD800) {
-                return PyLong_FromLong(-1);
+                return -1;
             }
             extra += (c >= 0x80) + (c >= 0x800) + (c >= 0x10000);
         }
     }
-    return PyLong_FromSsize_t(n + extra);
+    return n + extra;
+}
+
+static PyObject *
+sp_utf8_len(PyObject *module, PyObject *text)
+{
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_len: text must be str");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(cx_utf8_len(text));
 }
 
 static PyMethodDef tokenize_methods[] = {

@@ -65,7 +65,14 @@ from cortex.index.vectors import (
     to_bytes,
     vector_record,
 )
-from cortex.model.codec import data_codec, decode_data, encode_data, encode_tags, to_micros
+from cortex.model.codec import (
+    data_codec,
+    decode_data,
+    encode_data,
+    encode_tags,
+    from_micros,
+    to_micros,
+)
 from cortex.model.enums import (
     DecayClass,
     EdgeType,
@@ -106,10 +113,13 @@ from cortex.query.language import (
 )
 from cortex.query.planner import (
     Executor,
+    Newest,
     TextSearch,
     VectorSearch,
     newest_first,
     newest_prefix,
+    newest_prep,
+    newest_read,
     read_state,
     result,
 )
@@ -177,7 +187,10 @@ def _plain_kinds(q: Query) -> bool:
     for t in q.types:
         if type(t) is not str:
             return False
-    return all(type(t) is str for t in q.tags)
+    for t in q.tags:  # noqa: SIM110 - a loop, not all() of a generator: every kept find asks
+        if type(t) is not str:
+            return False
+    return True
 
 
 def _written_since(txn: ReadTxn, since: int, t: MemoryType) -> list[MemoryId]:
@@ -324,6 +337,12 @@ class Cortex:
         """The owner's ``Reader``, kept for the calls that read as the owner (``_reader``)."""
         self._plans: dict[tuple[Query, int | None], tuple[Plan, bytes]] = {}
         """Plans of plain finds newest first by query and token cap (``_plan_of``)."""
+        self._newest: dict[Query, tuple[Plan, Newest]] = {}
+        """The plain finds newest first of the owner's own reader, by query (``find``): those
+        ``_plan_of`` keeps with no token cap, with what ``newest_read`` reads them with, read
+        without ``find``'s checks (at most ``_PLANS_KEPT``)."""
+        self._read_newest: Callable[..., Any] | None = getattr(kv, "read_newest", None)
+        """The engine's one-shot snapshot of an index newest first (``LmdbKV.read_newest``)."""
         if actor is not None and actor != self.owner and not as_owner:
             self._as = Reader(
                 actor=actor,
@@ -1109,6 +1128,32 @@ class Cortex:
                 add or change. Nothing is read or written.
             NotFoundError: a walk starts from a memory that does not exist (or is hidden).
         """
+        if type(query) is Query:
+            try:
+                entry = self._newest.get(query)
+            except TypeError:  # a field that cannot be hashed: the general path
+                entry = None
+            # a find kept below, as the owner's own reader: none of the checks below has more
+            # to say (its evidence, episode and reader were 0 and None, of the same kinds)
+            me = self._own
+            if (
+                entry is not None
+                and self._as is None
+                and me is not None
+                and me.actor == self._engine.format.owner
+                and type(query.evidence) is int
+                and _plain_kinds(query)
+            ):
+                kplan, kprep = entry
+                call = self._read_newest
+                if call is not None and kprep[8] is self.decay and kprep[12] is self.weights:
+                    # the default clock read as microseconds: a datetime only where it is needed
+                    us = self._engine.now_us()
+                    at = None
+                    if us is None:
+                        at = self._now()
+                        us = to_micros(at)
+                    return call(kprep[6], self._newest_or_run, (kplan, kprep, at, us, me))  # type: ignore[no-any-return]
         now = self._now()
         if not isinstance(query, Query):
             raise ValidationError(
@@ -1136,6 +1181,25 @@ class Cortex:
                 and _sens.gate(reader, owner) is None
             ):
                 prefix = None  # newest_first reads as the owner (``Executor._sees_all``)
+        if (
+            prefix is not None
+            and own
+            and not wanted
+            and not plan.record_access
+            and query.reader is None
+            and self._read_newest is not None
+            and type(query) is Query
+            and _plain_kinds(query)
+        ):
+            prep = newest_prep(plan, prefix, self.decay, self.weights)
+            if prep is not None:
+                try:
+                    newest = self._newest
+                    if len(newest) >= _PLANS_KEPT:
+                        newest.clear()
+                    newest[query] = (plan, prep)
+                except TypeError:  # a field that cannot be hashed: not kept
+                    pass
         with self._kv.read() as txn:
             fast = (
                 newest_first(
@@ -1167,6 +1231,40 @@ class Cortex:
         if plan.record_access and res.hits:
             self._record_access([h.memory.id for h in res.hits], now)
         return res
+
+    def _newest_or_run(  # noqa: PLR0917 - the snapshot's parts, as LmdbKV.read_newest hands them
+        self,
+        get: Any,
+        cursor: Any,
+        icur: Any,
+        head: int,
+        snapshot: Callable[[], ReadTxn],
+        kept: tuple[Plan, Newest, datetime | None, int, Reader],
+    ) -> Result:
+        """A kept find (``_newest``) in ``LmdbKV.read_newest``'s snapshot.
+
+        ``newest_read``, else ``newest_first``, else the ``Executor``, as ``find`` runs them.
+        """
+        plan, prep, at, now_us, reader = kept
+        got = newest_read(get, cursor, icur, head, snapshot, prep, now_us)
+        if isinstance(got, Result):
+            return got
+        now = at if at is not None else from_micros(now_us)
+        txn = snapshot()
+        if got is False:
+            fast = newest_first(
+                self._engine,
+                txn,
+                plan,
+                prefix=prep[6],
+                now_us=now_us,
+                decay=self.decay,
+                weights=self.weights,
+            )
+            if fast is not None:
+                return fast
+        kept_rows, dropped = self._executor(txn, plan, reader, now).run()
+        return result(kept_rows, dropped, plan)
 
     def _record_access(self, ids: Sequence[MemoryId], now: datetime) -> None:
         def txn_fn(txn: WriteTxn) -> None:

@@ -18,6 +18,7 @@ import itertools
 import os
 import shutil
 import sys
+import time
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -899,6 +900,16 @@ class Store:
         if now < _EPOCH:  # index keys hold created times as unsigned microseconds
             raise CortexError(f"the store's clock returned {now.isoformat()}, before 1970")
         return now
+
+    def now_us(self) -> int | None:
+        """``to_micros(now())`` of the default clock, without making its datetime; else None.
+
+        None where the store was opened with a clock of its own: the caller reads ``now()``.
+        ``datetime.now(UTC)`` is the system clock floored to the microsecond, as this is.
+        """
+        if self._clock is _now_utc:
+            return time.time_ns() // 1000
+        return None
 
     # -- format ------------------------------------------------------------------------------
 

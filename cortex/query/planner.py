@@ -111,6 +111,15 @@ _SALIENCE: Callable[..., float | None] | None = getattr(_sp, "salience", None)
 _READ_PAGE: Callable[..., list[Any] | None] | None = getattr(_sp, "read_page", None)
 """A page of ``newest_first``'s reads, filters, salience and memories in C (None: one by one)."""
 
+_READ_NEWEST: Callable[..., tuple[list[Any], int, int] | None] | None = getattr(
+    _sp, "read_newest", None
+)
+"""``newest_first``'s pages, reads and hits in one C call (None: a page at a time, tests
+compare)."""
+
+_FORM_CODE: Final = {"short": 0, "medium": 1}
+"""``read_newest``'s code of a hit's form (-1, any other: the rows only, ``render_form``)."""
+
 _MEMORY_OF: Callable[..., Memory | None] | None = getattr(_sp, "memory_of", None)
 """``Store.memory`` of a row whose data is not decoded, in C (``run``; None: ``memory_of``)."""
 
@@ -1167,8 +1176,9 @@ def newest_first(
 
     The same hits in the same order, without building an ``Executor`` or its candidates: the
     ids of ``prefix`` newest first in pages from C (``newest_ids``), each read with its first
-    filters (``read_accepted``, as ``_stream`` reads them), its salience and its memory, a page
-    at a time in one C call (``read_page``). None (nothing decided; the caller runs the
+    filters (``read_accepted``, as ``_stream`` reads them), its salience and its memory, and
+    its hit: every page in one C call (``read_newest``), else a page at a time in one
+    (``read_page``). None (nothing decided; the caller runs the
     ``Executor`` in the same snapshot) where any of it is not plain: no C read on this engine,
     an index key of another length, a row whose tombstone, superseder or expiry ``passes``
     must weigh, a read the C path declines.
@@ -1197,6 +1207,37 @@ def newest_first(
         return None
     w = (weights.recency, weights.access, weights.citation, weights.importance)
     permanent, half_lives = DecayClass.PERMANENT, HALF_LIFE_DAYS
+    form = plan.form
+    plan_text = f"{plan.start} index, order by {plan.order_by}"
+    whole = _READ_NEWEST if read_page is not None else None
+    if whole is not None:
+        # every page and its hits in one C call; the rows it leaves (salience from counters,
+        # a memory or text C declines, the full form) are made hits of here, in order
+        done = whole(
+            *args,
+            cur,
+            prefix,
+            head_len,
+            want,
+            now_us,
+            decay,
+            permanent,
+            half_lives,
+            w,
+            Hit,
+            _FORM_CODE.get(form, -1),
+        )
+        if done is None:
+            return None
+        items, total, left = done
+        if left:
+            for i, item in enumerate(items):
+                if type(item) is tuple:
+                    items[i], n = _hit_of_row(
+                        txn, item, form=form, now_us=now_us, decay=decay, weights=weights
+                    )
+                    total += n
+        return Result(hits=tuple(items), tokens=total, plan=plan_text)
     rows: list[tuple[Head, Version, Memory | None, float | None]] = []
     size = max(8, want)
     after: bytes | None = None
@@ -1233,38 +1274,152 @@ def newest_first(
             break
         size = min(size * 4, 512)
     # to_hits and result, inline: a hit straight from each memory (no Candidate, no Row)
-    form = plan.form
-    utf8_len = _UTF8_LEN
     hits = []
     total = 0
-    for head, version, built, sal in rows:
-        s = sal
-        if s is None:
-            s = salience_at(
-                head,
-                read_state(txn, head) if head.has_counters else NEVER_USED,
-                now_us,
-                decay=decay[head.type],
-                weights=weights,
-            )
-        m = built if built is not None else Store.memory(head, version)
-        if form == "full":
-            text = render_form(m, form)
-        else:
-            forms = m.version.forms or m.head.forms
-            text = "" if forms is None else forms.short if form == "short" else forms.medium
-        n = (
-            -(-len(text) // 4)
-            if text.isascii()
-            else -(-u // 4)
-            if utf8_len is not None and (u := utf8_len(text)) >= 0
-            else count_tokens(text)
-        )
+    for row in rows:
+        hit, n = _hit_of_row(txn, row, form=form, now_us=now_us, decay=decay, weights=weights)
         total += n
-        hits.append(Hit(memory=m, text=text, tokens=n, salience=s, score=s))
-    return Result(
-        hits=tuple(hits), tokens=total, plan=f"{plan.start} index, order by {plan.order_by}"
+        hits.append(hit)
+    return Result(hits=tuple(hits), tokens=total, plan=plan_text)
+
+
+Newest = tuple[Any, ...]
+"""What ``newest_read`` reads a plan with, made once (``newest_prep``)."""
+
+
+def newest_prep(
+    plan: Plan, prefix: bytes, decay: dict[MemoryType, DecayClass], weights: Weights
+) -> Newest | None:
+    """What ``newest_read`` needs of a plan ``newest_prefix`` gave ``prefix``, or None.
+
+    None without the C read (``read_newest``) or with a decay that is not a dict. Made once
+    for a kept plan (``Cortex.find``); the caller checks ``decay`` and ``weights`` are still
+    the handle's.
+    """
+    ctx = _store._READ
+    if ctx is None or _READ_NEWEST is None or type(decay) is not dict or plan.limit is None:
+        return None
+    w = (weights.recency, weights.access, weights.citation, weights.importance)
+    return (
+        ctx,
+        EDGE_TO,
+        _INTO,
+        plan.types,
+        plan.tags,
+        plan.include_superseded,
+        prefix,
+        plan.limit,
+        decay,
+        w,
+        _FORM_CODE.get(plan.form, -1),
+        plan.form,
+        weights,
+        f"{plan.start} index, order by {plan.order_by}",
     )
+
+
+def newest_read(  # noqa: PLR0917 - the snapshot's parts, as LmdbKV.read_newest hands them
+    get: Any,
+    cursor: Any,
+    icur: Any,
+    head: int,
+    snapshot: Callable[[], ReadTxn],
+    prep: Newest,
+    now_us: int,
+) -> Result | bool | None:
+    """``newest_first`` of a kept plan (``newest_prep``) in one C call, or False, or None.
+
+    ``get``, ``cursor``, ``icur`` and ``head`` are those of the snapshot ``LmdbKV.read_newest``
+    hands out (``newest_first`` takes them from its ``ReadTxn``); ``snapshot()`` is that
+    snapshot, read where a row's hit needs more (its use counters). False where
+    ``newest_first`` would not read through ``read_newest`` (the caller runs it in the same
+    snapshot); None where ``read_newest`` declines (so would ``newest_first``: the caller runs
+    the ``Executor``).
+    """
+    whole = _READ_NEWEST
+    if (
+        whole is None
+        or not (_FAST and _FUSED and _ACCEPTED)
+        or _NEWEST is None
+        or _MEMORY_OF is None
+        or _SALIENCE is None
+        or _READ_PAGE is None
+    ):
+        return False
+    (ctx, edge_to, into, types, tags, superseded, prefix, want, decay, w, code, form, weights,
+     plan_text) = prep  # fmt: skip
+    done = whole(
+        ctx,
+        get,
+        None if superseded else cursor,
+        edge_to,
+        into,
+        types,
+        tags,
+        icur,
+        prefix,
+        head,
+        want,
+        now_us,
+        decay,
+        DecayClass.PERMANENT,
+        HALF_LIFE_DAYS,
+        w,
+        Hit,
+        code,
+    )
+    if done is None:
+        return None
+    items, total, left = done
+    if left:
+        txn = snapshot()
+        for i, item in enumerate(items):
+            if type(item) is tuple:
+                items[i], n = _hit_of_row(
+                    txn, item, form=form, now_us=now_us, decay=decay, weights=weights
+                )
+                total += n
+    return Result(hits=tuple(items), tokens=total, plan=plan_text)
+
+
+def _hit_of_row(
+    txn: ReadTxn,
+    row: tuple[Head, Version, Memory | None, float | None],
+    *,
+    form: Form,
+    now_us: int,
+    decay: dict[MemoryType, DecayClass],
+    weights: Weights,
+) -> tuple[Hit, int]:
+    """``newest_first``'s hit of a row ``(head, version, memory, salience)`` and its tokens.
+
+    The memory built where the row has none, the salience computed (the counters read) where
+    the row has none.
+    """
+    head, version, built, s = row
+    if s is None:
+        s = salience_at(
+            head,
+            read_state(txn, head) if head.has_counters else NEVER_USED,
+            now_us,
+            decay=decay[head.type],
+            weights=weights,
+        )
+    m = built if built is not None else Store.memory(head, version)
+    if form == "full":
+        text = render_form(m, form)
+    else:
+        forms = m.version.forms or m.head.forms
+        text = "" if forms is None else forms.short if form == "short" else forms.medium
+    utf8_len = _UTF8_LEN
+    n = (
+        -(-len(text) // 4)
+        if text.isascii()
+        else -(-u // 4)
+        if utf8_len is not None and (u := utf8_len(text)) >= 0
+        else count_tokens(text)
+    )
+    return Hit(memory=m, text=text, tokens=n, salience=s, score=s), n
 
 
 def _decode(v: Version) -> Data | None:

@@ -304,7 +304,24 @@ class _Routes:
         """The named database of the rows (``id/``, format 21; None: the main database), kept:
         ``LmdbKV.point_call`` passes it on every get without routing the prefix again."""
 
-    def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any]) -> Any:
+    def dup_plan(self, prefix: bytes) -> tuple[Any, int] | None:
+        """The database of duplicates holding ``prefix`` and its head length, or None.
+
+        ``_LmdbTxn.dup_cursor``'s routing, once per prefix (a find's index prefix: every
+        find; ``dup_plans``).
+        """
+        plans = self.dup_plans
+        if prefix in plans:
+            return plans[prefix]
+        db = self.of(prefix)
+        n = self.dup.get(db, 0) if db is not None else 0
+        plan = (db, n) if n and len(prefix) >= n else None
+        if len(plans) >= _DUP_PLANS_KEPT:
+            plans.clear()
+        plans[prefix] = plan
+        return plan
+
+    def raw_get(self, txn: lmdb.Transaction, routed: Callable[[bytes], Any] | None) -> Any:
         """The ``get`` of rows, heads and versions for the C readers (``_LmdbTxn.raw_get``).
 
         Format 21: ``(get, heads, ids)``, the rows (``id/``) in their named database too.
@@ -560,17 +577,7 @@ class _LmdbTxn:
         ``DUP_DATABASES`` (format 20), whose duplicates are the rest of each key. None
         otherwise (the keyspace is in the main database: ``cursor``). LMDB's only.
         """
-        routes = self._routes
-        plans = routes.dup_plans
-        if prefix in plans:
-            plan = plans[prefix]
-        else:  # routed once per prefix (a find's index prefix: every find)
-            db = routes.of(prefix)
-            n = routes.dup.get(db, 0) if db is not None else 0
-            plan = (db, n) if n and len(prefix) >= n else None
-            if len(plans) >= _DUP_PLANS_KEPT:
-                plans.clear()
-            plans[prefix] = plan
+        plan = self._routes.dup_plan(prefix)
         if plan is None:
             return None
         db, n = plan
@@ -1633,6 +1640,59 @@ class LmdbKV:
                     tail = (bytes(k), bytes(v))
                     break
         return pv, [None if v is None else bytes(v) for v in values], tail
+
+    def read_newest(self, prefix: bytes, fn: Callable[..., T], arg: Any) -> T:
+        """``fn(get, cursor, icur, head, snapshot, arg)`` in a read snapshot.
+
+        For a one-shot find newest first over the index ``prefix`` read by the C reader
+        (``cortex._speedups.read_newest``, ``Cortex.find``): ``get`` is the snapshot's
+        ``_LmdbTxn.raw_get``, ``cursor`` its main database's cursor, ``(icur, head)`` its
+        ``dup_cursor(prefix)`` (``(cursor, 0)`` where ``prefix`` is in the main database), and
+        ``snapshot()`` the snapshot as a ``ReadTxn`` (a new one each call, with cursors of its
+        own), for whatever ``fn`` reads otherwise. The same snapshot, gate and error wrapping
+        as ``read``, without its context manager's Python frames or a ``_LmdbTxn`` unless
+        ``fn`` asks for one (``point_call``'s). ``fn`` must not keep anything of the snapshot.
+        LMDB only.
+        """
+        if self._closed or _FORKS[0] != self._forks:
+            self._check_fork()  # raises
+        gate = self._gate
+        mine = gate._mine
+        me = get_ident()
+        mine[me] = mine.get(me, 0) + 1  # _Gate.enter, inline
+        txn: lmdb.Transaction
+        try:
+            if gate._remapping or not _GIL:
+                gate.admit(me)
+            txn = self._shared.env.begin()
+        except lmdb.Error:
+            gate.leave()
+            txn = self._begin(write=False)
+        except BaseException:
+            gate.leave()
+            raise
+        try:
+            routes = self._shared.routes
+            snapshot = functools.partial(_LmdbTxn, txn, routes)
+            get = routes.raw_get(txn, None)
+            if get is None:  # rows, heads or versions routed in Python
+                get = snapshot().raw_get
+            cur = txn.cursor()
+            plan = routes.dup_plan(prefix)
+            if plan is None:
+                return fn(get, cur, cur, 0, snapshot, arg)
+            return fn(get, cur, txn.cursor(db=plan[0]), plan[1], snapshot, arg)
+        except lmdb.Error as exc:
+            raise _wrap(exc, self.path) from exc
+        finally:
+            txn.abort()
+            n = mine[me] - 1  # _Gate.leave, inline
+            if n:
+                mine[me] = n
+            else:
+                del mine[me]
+            if gate._remapping or not _GIL:
+                gate.wake()
 
     def point_call(
         self, fn: Callable[[Any, lmdb.Transaction, Any, Any, Any], T], ctx: Any, arg: Any
