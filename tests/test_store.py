@@ -1183,6 +1183,20 @@ def test_bad_input_leaves_the_store_unchanged(
 # -- the write path's journal entries, built from shared parts ---------------------------------
 
 
+def test_a_write_leaves_its_journal_tail_remembered(cx: Cortex) -> None:
+    """The next write takes the last entry's digest from the memo, not by hashing it again.
+
+    ``Store._stage_new`` puts entries made in C (``JournalWriter.staged``): the memo holds the
+    stored tail and its digest after a single write and after a batch.
+    """
+    for write in (lambda: cx.write(fact(1)), lambda: cx.write_many([fact(2), fact(3)])):
+        write()
+        with cx._kv.read() as r:
+            key, value = next(r.scan(K.JOURNAL, reverse=True))
+        memo = cortex.engine.journal._tail_memo[0]
+        assert memo == (value, hashlib.sha256(_unseal(key, value)).digest())
+
+
 def _journal_at(
     seq: int, prev: bytes, at: datetime, by: str
 ) -> cortex.engine.journal.JournalWriter:

@@ -311,11 +311,18 @@ PyDoc_STRVAR(segment_fresh_doc,
              "when anything is not the common case (the Python definition then runs and names "
              "the fault).");
 
+#define FRESH_MADE 4
+
 static PyObject *
 sp_segment_fresh(PyObject *module, PyObject *fresh)
 {
     Py_ssize_t nt, pos = 0, i, j, size = 4, count = 0, scratch_n = 0;
     PyObject *k, *v, *payload = NULL, *groups = NULL, *add = NULL, *result = NULL;
+    /* the last entries made, by their 12 record bytes: a write's terms share its docno and
+     * mostly a few tails, so their (immutable) entries are one object each, not one a term */
+    PyObject *made[FRESH_MADE] = {NULL};
+    char made_rec[FRESH_MADE][12];
+    int nmade = 0, c;
     FreshTerm *terms = NULL;
     char *scratch = NULL, *q;
     if (!PyDict_CheckExact(fresh) || (nt = PyDict_GET_SIZE(fresh)) == 0) {
@@ -419,13 +426,36 @@ sp_segment_fresh(PyObject *module, PyObject *fresh)
             q[0] = 1; /* ADD */
             memcpy(q + 1, e, 12);
             q += 13;
-            raw = PyBytes_FromStringAndSize(e, 4);
-            tail = PyBytes_FromStringAndSize(e + 4, 8);
-            entry = raw == NULL || tail == NULL ? NULL : PyTuple_Pack(3, add, raw, tail);
-            Py_XDECREF(raw);
-            Py_XDECREF(tail);
+            entry = NULL;
+            raw = NULL;
+            for (c = 0; c < nmade; c++) {
+                if (memcmp(made_rec[c], e, 12) == 0) {
+                    entry = made[c];
+                    Py_INCREF(entry);
+                    break;
+                }
+                if (raw == NULL && memcmp(made_rec[c], e, 4) == 0) {
+                    raw = PyTuple_GET_ITEM(made[c], 1);
+                }
+            }
             if (entry == NULL) {
-                goto fail;
+                if (raw != NULL) {
+                    Py_INCREF(raw);
+                }
+                else {
+                    raw = PyBytes_FromStringAndSize(e, 4);
+                }
+                tail = PyBytes_FromStringAndSize(e + 4, 8);
+                entry = raw == NULL || tail == NULL ? NULL : PyTuple_Pack(3, add, raw, tail);
+                Py_XDECREF(raw);
+                Py_XDECREF(tail);
+                if (entry == NULL) {
+                    goto fail;
+                }
+                c = nmade < FRESH_MADE ? nmade++ : (int)(j % FRESH_MADE);
+                Py_XSETREF(made[c], entry);
+                Py_INCREF(entry);
+                memcpy(made_rec[c], e, 12);
             }
             PyList_SET_ITEM(listed, j, entry);
         }
@@ -436,6 +466,9 @@ common_case_not:
     Py_INCREF(Py_None);
     result = Py_None;
 fail:
+    for (c = 0; c < nmade; c++) {
+        Py_DECREF(made[c]);
+    }
     Py_XDECREF(payload);
     Py_XDECREF(groups);
     Py_XDECREF(add);

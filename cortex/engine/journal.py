@@ -164,6 +164,14 @@ class JournalWriter:
         self.prev = hashlib.sha256(payload).digest()
         return entry
 
+    def staged(self, value: bytes) -> None:
+        """Note ``value``, the sealed last entry put outside ``write_entry``; ``prev`` its digest.
+
+        ``Store._stage_new`` puts entries made in C: the next writer takes its tail's digest
+        from here instead of hashing the entry again.
+        """
+        _tail_memo[0] = (value, self.prev)
+
     def write_shared(self) -> bytes | None:
         """The encoded parts every ``write`` entry of this transaction shares (kind, at, by).
 

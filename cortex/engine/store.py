@@ -1119,6 +1119,9 @@ class Store:
                     journal.prev,
                 )
                 lex.counted(documents, total, postings, lex._next)
+                last = puts[-1] if puts else None
+                if last is not None and last[0].startswith(JOURNAL):  # the last memory's entry
+                    journal.staged(last[1])
                 if i == n:
                     break
             p = prepared[i]

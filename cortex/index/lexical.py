@@ -466,9 +466,6 @@ class Indexer:
         )
         # format 21: a memory's document number is its row (given at its creation by
         # ``take_row``, kept for its life): no lex/i/ map, an update re-indexes under it
-        # df changes not yet written, by term, of the postings deleted; the held new ones
-        # (``_pending``) are counted in by ``flush``
-        self._delta: Counter[str] = Counter()
         # postings not yet written: term -> {id16: tf and length (8 bytes), or None to remove a
         # stored one}; ids of one batch mostly arrive in ascending order (ULIDs), so new
         # postings mostly append, and an update's removal and addition meet in one rewrite
@@ -620,7 +617,6 @@ class Indexer:
             gone[raw] = frozenset(terms)
             for term in terms:
                 pending.setdefault(term, {})[raw] = None
-                self._delta[term] -= 1
         if not held_doc:
             self.txn.delete(key)
         self._documents -= 1
@@ -754,7 +750,6 @@ class Indexer:
         pending.clear()
         fresh.clear()
         gone.clear()
-        self._delta.clear()
         if blocks:
             txn.put_many(blocks)
         for key in ov.keys:
@@ -928,7 +923,6 @@ class Indexer:
         self._pending.clear()
         self._fresh.clear()
         self._gone.clear()
-        self._delta.clear()
         self._terms = vocabulary
         self._put_stats(puts)
         if out is None:

@@ -89,6 +89,17 @@ class Segment(dict[str, list[tuple[int, bytes, bytes | None]]]):
         self.count = sum(map(len, self.values()))
 
 
+_new_dict: Final = dict.__new__
+
+
+def _segment(groups: Groups) -> Segment:
+    """``Segment(groups)`` without running a Python ``__init__`` (a write's segment, each write)."""
+    segment: Segment = _new_dict(Segment)
+    segment.update(groups)
+    segment.count = sum(map(len, segment.values()))
+    return segment
+
+
 class SegmentError(ValueError):
     """A segment payload that is not canonical (``decode``)."""
 
@@ -621,7 +632,7 @@ def remember(
     """
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
-    segment = Segment(groups)
+    segment = _segment(groups)
     _DECODED[key] = (value, segment)
     last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile
     if on is _EMPTY:

@@ -576,7 +576,7 @@ META_RECORDS: Final = frozenset(
 
 def _term(term: str) -> bytes:
     b = term.encode("utf-8")
-    if not b or b"\x00" in b:
+    if not b or 0 in b:  # (the byte as an int: a bytes operand costs a failed int conversion)
         raise ValueError(f"bad search term {term!r}")
     return b
 
