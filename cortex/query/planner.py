@@ -1231,12 +1231,7 @@ def newest_first(
             return None
         items, total, left = done
         if left:
-            for i, item in enumerate(items):
-                if type(item) is tuple:
-                    items[i], n = _hit_of_row(
-                        txn, item, form=form, now_us=now_us, decay=decay, weights=weights
-                    )
-                    total += n
+            total += _hits_of_left(txn, items, form, now_us, decay, weights)
         return Result(hits=tuple(items), tokens=total, plan=plan_text)
     rows: list[tuple[Head, Version, Memory | None, float | None]] = []
     size = max(8, want)
@@ -1372,14 +1367,27 @@ def newest_read(  # noqa: PLR0917 - the snapshot's parts, as LmdbKV.read_newest 
         return None
     items, total, left = done
     if left:
-        txn = snapshot()
-        for i, item in enumerate(items):
-            if type(item) is tuple:
-                items[i], n = _hit_of_row(
-                    txn, item, form=form, now_us=now_us, decay=decay, weights=weights
-                )
-                total += n
+        total += _hits_of_left(snapshot(), items, form, now_us, decay, weights)
     return Result(hits=tuple(items), tokens=total, plan=plan_text)
+
+
+def _hits_of_left(  # noqa: PLR0917 - newest_first's and newest_read's own arguments
+    txn: ReadTxn,
+    items: list[Any],
+    form: Form,
+    now_us: int,
+    decay: dict[MemoryType, DecayClass],
+    weights: Weights,
+) -> int:
+    """Make hits, in place, of the rows ``read_newest`` left in ``items``; their tokens."""
+    total = 0
+    for i, item in enumerate(items):
+        if type(item) is tuple:
+            items[i], n = _hit_of_row(
+                txn, item, form=form, now_us=now_us, decay=decay, weights=weights
+            )
+            total += n
+    return total
 
 
 def _hit_of_row(
