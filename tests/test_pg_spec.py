@@ -28,7 +28,7 @@ import pytest
 from cortex import ConflictError, Cortex, CortexError, Fact, JournalKind, NewMemory, Query
 from cortex.cli.app import main
 from cortex.storage.engines import copy_kv, open_kv
-from tests import pgserver
+from tests import pgserver, workers
 
 pytestmark = pytest.mark.postgres
 
@@ -977,7 +977,7 @@ def test_s4_server_stopped_mid_writes_loses_no_acknowledged_write(own: _Own) -> 
         _read_lines(proc, lines, 40)
         own.cluster.stop_server("immediate")
         try:
-            out, _ = proc.communicate(timeout=60)
+            out = workers.rest_of_output(proc, 60)  # not communicate(): see its docstring
             lines += [json.loads(x) for x in out.splitlines() if x.strip()]
             with pytest.raises(CortexError) as got:
                 held.write(_fact(2))
@@ -1046,7 +1046,7 @@ def test_s4_client_killed_mid_transaction_leaves_nothing_half_applied(
     assert first.strip() == "0"
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    out, _ = proc.communicate(timeout=30)
+    out = workers.rest_of_output(proc, 30)
     acked = 1 + len(out.split())
     with Cortex.open(url, actor="a", create=False) as cx:
         t0 = time.monotonic()

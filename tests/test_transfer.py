@@ -516,7 +516,7 @@ def test_backup_under_a_concurrent_writer_opens_and_verifies(tmp_path: Path) -> 
                 reports.append((cx.backup(tmp_path / f"backup{i}"), cx.stats()["memories"]))
     finally:
         stop.touch()
-        out, _ = writer.communicate(timeout=30)
+        out = workers.rest_of_output(writer, 30)
     assert writer.returncode == 0, out
     written = json.loads(out.splitlines()[-1])["n"]
     assert written > 0

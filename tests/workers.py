@@ -40,6 +40,29 @@ def command(name: str, *args: object) -> list[str]:
     return [sys.executable, "-c", code, name, *map(str, args)]
 
 
+def rest_of_output(proc: Any, timeout: float) -> str:
+    """What a child started with ``stdout=PIPE, text=True`` prints until it exits (the parent's
+    side), read through ``proc.stdout`` itself.
+
+    Not ``proc.communicate(timeout=...)`` after reading some lines with ``readline`` or by
+    iterating: with a timeout it reads the pipe's descriptor directly, and the lines the file
+    object had already read ahead into its buffer are lost (a test then counts fewer
+    acknowledged writes than the child made). Kills the child and fails after ``timeout``.
+    """
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        proc.kill()
+        reader.join(10)
+        proc.stdout.close()
+        raise AssertionError(f"the child did not finish within {timeout} s")
+    proc.stdout.close()
+    proc.wait(timeout=10)
+    return got[0] if got else ""
+
+
 # ---------------------------------------------------------------------------------------------
 # Crash safety
 
