@@ -39,8 +39,10 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def cx(tmp_path: Path, clock: Clock) -> Iterator[Cortex]:
-    with Cortex.open(tmp_path / "store", actor="agent", clock=clock, metasync=False) as store:
+def cx(store_path: Any, clock: Clock) -> Iterator[Cortex]:
+    # on both engines (conftest's ``store_path``): the context's tiers read their candidates
+    # in preloaded chunks where a read costs a round trip
+    with Cortex.open(store_path, actor="agent", clock=clock, metasync=False) as store:
         yield store
 
 

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex import Cortex, CortexError, Fact, NewMemory, Query
+from cortex import Constraint, Cortex, CortexError, Fact, Identity, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.index import lexical
 from cortex.storage.engines import copy_kv, exists, open_kv
@@ -1565,6 +1565,31 @@ def test_a_find_makes_a_fixed_number_of_round_trips_not_one_per_hit(url: str) ->
             before = kv.round_trips
             assert len(cx.find(query).hits) == 10
             assert kv.round_trips - before <= most, query
+
+
+def test_a_context_reads_its_candidates_in_chunks_not_one_by_one(url: str) -> None:
+    """``context``'s tiers accept their index's candidates in preloaded chunks (8, 32, 128,
+    ...), so its round trips grow with the logarithm of the candidates it reads, not with
+    them: 60 identities and 60 hard constraints in the pinned tier cost over 600 round trips
+    (five per candidate: its row, head, superseder and version, one by one), now fewer than
+    30."""
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        pinned = {u.id for u in cx.write_many(Identity(name=f"agent {i}") for i in range(60))}
+        pinned |= {
+            u.id
+            for u in cx.write_many(
+                Constraint(
+                    statement=f"never {i}", polarity="dont", strength="hard", source="user_declared"
+                )
+                for i in range(60)
+            )
+        }
+        before = kv.round_trips
+        bundle = cx.context(verb="find", objects=(), budget_tokens=4000)
+        assert kv.round_trips - before < 30
+    assert {h.uri.id for h in bundle.hits if h.tier == "pinned"} == pinned
 
 
 def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(

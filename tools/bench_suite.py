@@ -10,7 +10,9 @@ beside them).
     python tools/bench_suite.py --systems cortex,floor --sizes 10000
 
 Peers (chromadb, sqlite-vec, mem0ai) come from ``tools/bench-requirements.txt``; ``make bench``
-installs them into ``.venv-bench``. A missing peer is reported, not fatal.
+installs them into ``.venv-bench``. A missing peer is reported, not fatal. ``cortex-pg`` is cortex
+itself on PostgreSQL (a private cluster of Debian's server binaries per size, at 10k and 100k):
+the same workloads as the LMDB store's, its column's ratios are LMDB's time over PostgreSQL's.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from bench_peers.report import markdown  # noqa: E402
 QUICK = {
     "cortex": (1_000, 10_000, 100_000),
     "floor": (1_000, 10_000, 100_000),
+    "cortex-pg": (10_000, 100_000),  # the PostgreSQL issue's sizes
     "sqlite": (1_000, 10_000, 100_000),
     "chroma": (1_000, 10_000),
     "mem0": (1_000,),
@@ -46,6 +49,7 @@ QUICK = {
 FULL = {
     "cortex": (10_000, 100_000, 1_000_000),
     "floor": (10_000, 100_000, 1_000_000),
+    "cortex-pg": (10_000, 100_000),
     "sqlite": (10_000, 100_000, 1_000_000),
     "chroma": (10_000, 100_000),
     "mem0": (10_000,),
@@ -83,7 +87,9 @@ def worker(args: argparse.Namespace) -> int:
     from bench_peers import harness
 
     modname = {"cortex": "cortex_adapter", "sqlite": "sqlite_peer"}.get(args.worker, args.worker)
-    modname = {"chroma": "chroma_peer", "mem0": "mem0_peer"}.get(args.worker, modname)
+    modname = {"chroma": "chroma_peer", "mem0": "mem0_peer", "cortex-pg": "cortex_pg"}.get(
+        args.worker, modname
+    )
 
     def log(msg: str) -> None:
         print(f"[{args.worker} {args.n:,}] {msg}", file=sys.stderr, flush=True)

@@ -5,4 +5,4 @@ data set (``dataset.py``); ``harness.run`` drives it through the workloads in a 
 its own, so imports and peak memory do not interfere between systems.
 """
 
-SYSTEMS = ("cortex", "floor", "sqlite", "chroma", "mem0")
+SYSTEMS = ("cortex", "floor", "cortex-pg", "sqlite", "chroma", "mem0")

@@ -137,7 +137,8 @@ def run(
         "spread": None,
     }
     system.after_ingest()
-    out["disk_bytes"] = dir_bytes(path)
+    # a store in a server (cortex on PostgreSQL) says what it holds; the others are their files
+    out["disk_bytes"] = system.disk_bytes() if hasattr(system, "disk_bytes") else dir_bytes(path)
     out["disk_bytes_per_memory"] = out["disk_bytes"] / n
     if hasattr(system, "vector_bytes"):
         out["disk_bytes_vectors"] = system.vector_bytes()

@@ -8,11 +8,18 @@ from typing import Any
 NAMES = {
     "cortex": "cortex",
     "floor": "raw LMDB floor",
+    "cortex-pg": "cortex on PostgreSQL",
     "sqlite": "SQLite WAL+FTS5+sqlite-vec",
     "chroma": "Chroma (embedded)",
     "mem0": "mem0 OSS (infer=False)",
 }
-SHORT = {"floor": "floor", "sqlite": "SQLite", "chroma": "Chroma", "mem0": "mem0"}
+SHORT = {
+    "floor": "floor",
+    "cortex-pg": "PostgreSQL",
+    "sqlite": "SQLite",
+    "chroma": "Chroma",
+    "mem0": "mem0",
+}
 ROWS = (
     ("ingest_batch", "ingest, durable batches of 1,000"),
     ("ingest_single", "ingest, one durable commit each"),
@@ -96,7 +103,7 @@ def markdown(doc: dict[str, Any]) -> str:
     spreads: list[tuple[float, str]] = []
     for n in sorted(by):
         res = by[n]
-        peers = [s for s in ("floor", "sqlite", "chroma", "mem0") if s in res]
+        peers = [s for s in ("floor", "cortex-pg", "sqlite", "chroma", "mem0") if s in res]
         systems = [s for s in ("cortex", *peers) if s in res]
         out += ["", f"### N = {n:,}", ""]
         head = ["operation"] + [f"cortex ÷ {SHORT[p]}" for p in peers]
