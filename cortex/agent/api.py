@@ -1465,7 +1465,7 @@ class Cortex:
         with self._kv.read() as txn:
             ex = self._executor(txn, plan, rd, now)
             for t in sorted(plan.types):
-                for mid in ex.ids_of_type(t):
+                for mid in ex.preloaded(ex.ids_of_type(t)):
                     row = ex.accept(mid)
                     if row is None:
                         continue

@@ -9,10 +9,11 @@ before every search, so writes by other handles and processes are seen. See
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -30,7 +31,7 @@ from cortex.model.codec import HEAD
 from cortex.model.ids import MemoryId
 from cortex.model.records import Head
 from cortex.storage.keys import HEAD as HEAD_PREFIX
-from cortex.storage.keys import JOURNAL, VEC, journal_key, parse_journal_key, vec_key
+from cortex.storage.keys import JOURNAL, VEC, id_key, journal_key, parse_journal_key, vec_key
 from cortex.storage.kv import ReadTxn
 
 __all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
@@ -158,7 +159,7 @@ class VectorSidecar:
         index = VectorIndex(self.embedder.dim, ef=self.ef)
         ids: list[MemoryId] = []
         rows: list[npt.NDArray[np.float32]] = []
-        for key, value in txn.scan(VEC):
+        for key, value in _heads_preloaded(txn, txn.scan(VEC)):
             rec = _record(key, value)
             if rec.model_id != self.embedder.model_id or rec.dim != self.embedder.dim:
                 continue  # verify names it; the index holds one model
@@ -193,6 +194,14 @@ class VectorSidecar:
             last = value
             if entry.id is not None and entry.kind in _CHANGES_VECTORS and entry.edge is None:
                 touched[entry.id] = None
+        load = getattr(txn, "preload", None)
+        if load is not None and touched:
+            # where a read is a round trip (PostgreSQL): every touched memory's row and vector
+            # in one query (the server follows each id/ record), not two reads a memory
+            ids = [id_key(m) for m in touched]
+            for i in range(0, len(ids), _BATCH):
+                chunk = ids[i : i + _BATCH]
+                load(chunk, via=(chunk, VEC, None))
         for mid in touched:
             row = row_of(txn, mid)  # format 21: the vector is under the memory's row
             raw = None if row is None else txn.get(vec_key(row))
@@ -281,6 +290,25 @@ def _anchor(txn: ReadTxn, seq: int) -> str:
         return ""
     raw = txn.get(journal_key(seq))
     return "" if raw is None else hashlib.sha256(raw).hexdigest()
+
+
+def _heads_preloaded(
+    txn: ReadTxn, pairs: Iterable[tuple[bytes, bytes]]
+) -> Iterator[tuple[bytes, bytes]]:
+    """The ``vec/`` pairs of ``pairs`` in order, the heads at their rows preloaded first.
+
+    Where a read is a round trip (PostgreSQL's ``preload``), a chunk of heads is one query, not
+    one a vector, when a process builds its index from the stored vectors; on LMDB the pairs
+    are given as they are.
+    """
+    load = getattr(txn, "preload", None)
+    if load is None:
+        yield from pairs
+        return
+    it = iter(pairs)
+    while chunk := list(itertools.islice(it, _BATCH)):
+        load([HEAD_PREFIX + k[len(VEC) :] for k, _ in chunk])
+        yield from chunk
 
 
 def _record(key: bytes, value: bytes) -> VectorRecord:

@@ -18,8 +18,7 @@ URIs are returned so the agent can resolve them later. Assembling a context is a
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -186,32 +185,13 @@ def _tokens(c: Candidate, form: Form) -> int:
     return count_tokens(render_form(c.memory, form))
 
 
-def _preloaded(ex: Executor, scan: Iterator[tuple[int, MemoryId]]) -> Iterator[MemoryId]:
-    """The ids of an index scan in its order, each chunk of them preloaded first.
-
-    An engine with round trips (a PostgreSQL snapshot's ``preload``) then reads a chunk's rows,
-    heads, versions and edges together, not each candidate's one by one (a context of 128
-    candidates made 655 round trips); chunks grow 8, 32, 128, 512 while the caller goes on.
-    LMDB reads in place: the scan is given as it is, nothing read ahead.
-    """
-    ids = (mid for _, mid in scan)
-    if getattr(ex.txn, "preload", None) is None:
-        yield from ids
-        return
-    size = 8
-    while chunk := list(itertools.islice(ids, size)):
-        ex.preload(chunk)
-        yield from chunk
-        size = min(size * 4, 512)
-
-
 def _pinned(ex: Executor, limit: int) -> list[Candidate]:
     out: list[Candidate] = []
     for t, keep in _PIN_RULES:
         kept = 0
         # the pinned index holds what the current versions imply; the version a query sees
         # (as_of) is checked again, like tags and frames are
-        for mid in _preloaded(ex, ex.created_scan(IDX_PIN + bytes((t,)), True)):
+        for mid in ex.preloaded(m for _, m in ex.created_scan(IDX_PIN + bytes((t,)), True)):
             if kept >= limit:
                 break
             row = ex.accept(mid)
@@ -240,7 +220,7 @@ def _outcomes(ex: Executor, verb: Verb, objects: list[FrameMatch], per: int) -> 
         prefix = IDX_ACTOR_OBJ + bytes((verb,)) + obj_hash(o.obj_ref)
         n = 0
         # newest first, ties by id ascending
-        for mid in _preloaded(ex, ex.created_scan(prefix, True)):
+        for mid in ex.preloaded(m for _, m in ex.created_scan(prefix, True)):
             if n >= per:
                 break
             if mid in got:
@@ -275,7 +255,8 @@ def _framed(ex: Executor, verb: Verb, objects: list[FrameMatch], limit: int) -> 
         for kind in kinds:
             n = 0
             # newest first, ties by id ascending (format 3 keys carry the created time)
-            for mid in _preloaded(ex, ex.created_scan(frame_prefix(verb, kind, o.obj_ref), True)):
+            scan = ex.created_scan(frame_prefix(verb, kind, o.obj_ref), True)
+            for mid in ex.preloaded(m for _, m in scan):
                 if n >= limit:
                     break
                 if mid in out:

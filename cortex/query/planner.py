@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -247,6 +247,26 @@ class Executor:
                 continue
             return v
         return None
+
+    def preloaded(self, ids: Iterable[MemoryId]) -> Iterator[MemoryId]:
+        """``ids`` in their order, each chunk of them preloaded before its first is given.
+
+        For a caller that accepts the ids of an index scan one by one: where reads cost a
+        round trip (a PostgreSQL snapshot's ``preload``), a chunk's rows, heads, versions and
+        edges are read together, not each candidate's in turn (``context``'s tiers made 655
+        round trips for 128 candidates, ``facets`` five a memory); chunks grow 8, 32, 128, 512
+        while the caller goes on. LMDB reads in place: ``ids`` is given as it is, nothing
+        read ahead.
+        """
+        it = iter(ids)
+        if getattr(self.txn, "preload", None) is None:
+            yield from it
+            return
+        size = 8
+        while chunk := list(itertools.islice(it, size)):
+            self.preload(chunk)
+            yield from chunk
+            size = min(size * 4, 512)
 
     def preload(self, mids: Sequence[MemoryId]) -> None:
         """Read what accepting ``mids`` will read, in few round trips where reads have them.
@@ -1034,7 +1054,11 @@ class Executor:
         """
         q_tokens = tokenize(fold(text))
         names: dict[str, None] = {}
-        for mid, _ in lexical[: self.fusion.depth]:
+        first = lexical[: self.fusion.depth]
+        # their heads, last versions and supersedes edges together where reads cost a round
+        # trip (PostgreSQL: one preload, not two reads of each of the list's 32)
+        self.preload([mid for mid, _ in first if mid not in self._seen])
+        for mid, _ in first:
             row = self._seen_row(mid)
             if row is None:
                 continue
