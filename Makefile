@@ -82,7 +82,7 @@ $(BENCH_VENV)/.installed: pyproject.toml tools/bench-requirements.txt
 		-e . -r tools/bench-requirements.txt
 	touch $@
 
-bench: $(BENCH_VENV)/.installed  ## quick mode: about five minutes on 2 cores, then PostgreSQL
+bench: $(BENCH_VENV)/.installed  ## quick mode: about ten minutes on 2 cores (PostgreSQL column included), then bench_pg
 	$(BENCH_VENV)/bin/python tools/bench_suite.py --out bench-results/latest
 	$(BENCH_VENV)/bin/python tools/bench_pg.py --sizes 10000,100000 --out bench-results/latest-pg
 
