@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex import Cortex, Event, Fact, Preference, ValidationError
+from cortex import Cortex, Event, Fact, Identity, Preference, Query, ValidationError
 from cortex.query.router import QUERY_TYPES, RouterOutput, Temporal, route
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)  # a Monday
@@ -195,6 +195,46 @@ def test_search_aspects_and_facets(cx: Cortex) -> None:
     res = cx.search("who did I talk to most this month")
     assert res.route.query_type == "temporal_facets"
     assert res.facets["counterparty"] == {"Ana": 1}
+
+
+def test_search_entity_names_follow_the_store_without_reading_it_all(
+    cx: Cortex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``search``'s entity names are ``known_entities`` of the store as it is: after new
+    memories they are the kept names and theirs (no read of every memory), after anything that
+    may remove a name (a tombstone, an update, an Identity) all are read again; either way the
+    same names as reading them all."""
+    from cortex.agent import api
+
+    reads = []
+    real = api.known_entities
+
+    def counted(*a: Any, **k: Any) -> list[str]:
+        reads.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(api, "known_entities", counted)
+
+    def names() -> set[str]:
+        return set(cx._entities[1])  # type: ignore[index]
+
+    cx.search("what is Ana's phone number?")
+    assert len(reads) == 1 and names() == set(real(cx))
+    cx.write(Fact(statement="Zed plays chess", subject="Zed", predicate="hobby"))
+    cx.write(Event(kind="call", summary="a call with Bo", counterparty="Bo",
+                   occurred_at=datetime(2026, 11, 21, tzinfo=UTC)))  # fmt: skip
+    res = cx.search("what does Zed play?")
+    assert len(reads) == 1  # carried over: two new memories' names added
+    assert names() == set(real(cx)) >= {"Ana", "Zed", "Bo"}
+    assert res.route.entity_hints == ("Zed",)
+    zed = cx.find(Query(text="chess", limit=1)).hits[0].uri.id
+    cx.tombstone(zed, reason="wrong")
+    cx.search("what does Zed play?")
+    assert len(reads) == 2 and "Zed" not in names()  # a removal: read again
+    assert names() == set(real(cx))
+    cx.write(Identity(name="Quinn"))
+    cx.search("who is Quinn?")
+    assert len(reads) == 3 and "Quinn" in names() == set(real(cx))
 
 
 def test_search_arguments(cx: Cortex) -> None:
