@@ -381,7 +381,8 @@ class Cortex:
         self.reembedded: int | None = None
         """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
-        self._entities: tuple[object, list[str]] | None = None  # search's names, by journal
+        # search's names, by (journal head, server epoch)
+        self._entities: tuple[tuple[int, Any], list[str]] | None = None
         self._float16 = True
         """Whether this handle stores new vectors in float16 (the store's ``meta/vectors``)."""
         self._vector_frame: tuple[tuple[Any, ...], bytes | None, bytes] | None = None
@@ -1606,7 +1607,7 @@ class Cortex:
         import, an Identity: ``known_entities`` takes at most 1,000) reads them all again.
         """
         kept = self._entities
-        if kept is not None and isinstance(kept[0], tuple) and kept[0][1] == head[1]:
+        if kept is not None and kept[0][1] == head[1]:
             since = kept[0][0]
             if since < head[0]:
                 more = self._names_written(since, head[0])

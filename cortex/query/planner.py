@@ -248,21 +248,21 @@ class Executor:
             return v
         return None
 
-    def preloaded(self, ids: Iterable[MemoryId]) -> Iterator[MemoryId]:
+    def preloaded(self, ids: Iterable[MemoryId], first: int = 8) -> Iterator[MemoryId]:
         """``ids`` in their order, each chunk of them preloaded before its first is given.
 
         For a caller that accepts the ids of an index scan one by one: where reads cost a
         round trip (a PostgreSQL snapshot's ``preload``), a chunk's rows, heads, versions and
         edges are read together, not each candidate's in turn (``context``'s tiers made 655
-        round trips for 128 candidates, ``facets`` five a memory); chunks grow 8, 32, 128, 512
-        while the caller goes on. LMDB reads in place: ``ids`` is given as it is, nothing
-        read ahead.
+        round trips for 128 candidates, ``facets`` five a memory); chunks grow from ``first``
+        four times at a step, to 512, while the caller goes on. LMDB reads in place: ``ids``
+        is given as it is, nothing read ahead.
         """
         it = iter(ids)
         if getattr(self.txn, "preload", None) is None:
             yield from it
             return
-        size = 8
+        size = first
         while chunk := list(itertools.islice(it, size)):
             self.preload(chunk)
             yield from chunk
@@ -659,19 +659,12 @@ class Executor:
             # a frame start here has a full pattern: it joins like a tag
             ids = self._type_ids(p.descending) if p.start == "type" else self._tag_ids(p.descending)
             cands = []
-            size = max(8, want or 0)
-            while want is None or len(cands) < want:
-                chunk = list(itertools.islice(ids, size))
-                if not chunk:
-                    break
-                self.preload(chunk)
-                for mid in chunk:
-                    row = self.accept(mid, indexed=True)
-                    if row is not None:
-                        cands.append(Candidate(row))
-                        if want is not None and len(cands) >= want:
-                            break
-                size = min(size * 4, 512)
+            for mid in self.preloaded(ids, max(8, want or 0)):
+                row = self.accept(mid, indexed=True)
+                if row is not None:
+                    cands.append(Candidate(row))
+                    if want is not None and len(cands) >= want:
+                        break
         else:
             joined = p.start == "tag" or (p.start == "frame" and self._full_pattern())
             ids = (
@@ -679,15 +672,11 @@ class Executor:
                 if joined
                 else (self._frame_ids() if p.start == "frame" else self._type_ids(True))
             )
-            cands = []
-            it = iter(ids)
-            while chunk := list(itertools.islice(it, 512)):
-                self.preload(chunk)
-                cands += [
-                    Candidate(r)
-                    for r in (self.accept(m, indexed=True) for m in chunk)
-                    if r is not None
-                ]
+            cands = [
+                Candidate(r)
+                for r in (self.accept(m, indexed=True) for m in self.preloaded(ids, 512))
+                if r is not None
+            ]
         if p.start not in ("vector", "text"):
             # ``salience_of`` of each row, its per-query values looked up once; in C for a
             # memory never used (None: the definition runs)
