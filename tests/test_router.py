@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cortex import Cortex, Event, Fact, Identity, Preference, Query, ValidationError
 from cortex.query.router import QUERY_TYPES, RouterOutput, Temporal, route
+from cortex.query.search import known_entities
 
 NOW = datetime(2026, 11, 23, 12, tzinfo=UTC)  # a Monday
 
@@ -200,41 +201,100 @@ def test_search_aspects_and_facets(cx: Cortex) -> None:
 def test_search_entity_names_follow_the_store_without_reading_it_all(
     cx: Cortex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``search``'s entity names are ``known_entities`` of the store as it is: after new
-    memories they are the kept names and theirs (no read of every memory), after anything that
-    may remove a name (a tombstone, an update, an Identity) all are read again; either way the
-    same names as reading them all."""
-    from cortex.agent import api
-
+    """``search``'s entity names are ``known_entities`` of the store as it is, without a read
+    of every memory after a change: new memories add their names; an update, a tombstone, a
+    change of visibility and a supersedes edge count their memories again; only an Identity
+    (and the first search) reads them all."""
     reads = []
-    real = api.known_entities
+    real = Cortex._names_read
 
-    def counted(*a: Any, **k: Any) -> list[str]:
+    def counted(self: Cortex, head: Any) -> Any:
         reads.append(1)
-        return real(*a, **k)
+        return real(self, head)
 
-    monkeypatch.setattr(api, "known_entities", counted)
+    monkeypatch.setattr(Cortex, "_names_read", counted)
 
-    def names() -> set[str]:
-        return set(cx._entities[1])  # type: ignore[index]
+    def names() -> list[str]:
+        assert cx._entities is not None
+        return cx._entities.names
+
+    def check() -> None:
+        assert names() == known_entities(cx)  # the same names, in the same order
 
     cx.search("what is Ana's phone number?")
-    assert len(reads) == 1 and names() == set(real(cx))
+    assert len(reads) == 1
+    check()
     cx.write(Fact(statement="Zed plays chess", subject="Zed", predicate="hobby"))
     cx.write(Event(kind="call", summary="a call with Bo", counterparty="Bo",
                    occurred_at=datetime(2026, 11, 21, tzinfo=UTC)))  # fmt: skip
     res = cx.search("what does Zed play?")
     assert len(reads) == 1  # carried over: two new memories' names added
-    assert names() == set(real(cx)) >= {"Ana", "Zed", "Bo"}
+    check()
+    assert {"Ana", "Zed", "Bo"} <= set(names())
     assert res.route.entity_hints == ("Zed",)
     zed = cx.find(Query(text="chess", limit=1)).hits[0].uri.id
+    bo = cx.find(Query(text="call with Bo", limit=1)).hits[0].uri.id
+    cx.update(bo, Event(kind="call", summary="a call with Cy", counterparty="Cy",
+                        occurred_at=datetime(2026, 11, 21, tzinfo=UTC)))  # fmt: skip
+    cx.search("who is Cy?")
+    assert "Bo" not in names() and "Cy" in names()
+    check()
     cx.tombstone(zed, reason="wrong")
     cx.search("what does Zed play?")
-    assert len(reads) == 2 and "Zed" not in names()  # a removal: read again
-    assert names() == set(real(cx))
+    assert "Zed" not in names()
+    check()
+    cx.update_head(bo, visibility="private")
+    cx.search("who is Cy?")
+    check()
+    assert len(reads) == 1  # an update, a tombstone, a change of visibility: counted again
     cx.write(Identity(name="Quinn"))
     cx.search("who is Quinn?")
-    assert len(reads) == 3 and "Quinn" in names() == set(real(cx))
+    assert len(reads) == 2 and "Quinn" in names()  # an Identity: read again
+    check()
+
+
+def test_search_entity_names_after_supersession_and_expiry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory superseded (a temporal chain's edge) is counted again and its name goes; a
+    name whose memory expires goes at the first search after the expiry (everything is read
+    again then); several processes' writes are counted from the journal alike."""
+    reads = []
+    real = Cortex._names_read
+
+    def counted(self: Cortex, head: Any) -> Any:
+        reads.append(1)
+        return real(self, head)
+
+    monkeypatch.setattr(Cortex, "_names_read", counted)
+    clock = [NOW]
+    with Cortex.open(tmp_path / "s", actor="me", clock=lambda: clock[0]) as cx:
+
+        def check() -> list[str]:
+            assert cx._entities is not None
+            assert cx._entities.names == known_entities(cx)
+            return cx._entities.names
+
+        cx.write(Fact(statement="Ana lives in Bern", subject="Ana", predicate="home_city"))
+        cx.write(Fact(statement="Kai's phone is 1", subject="Kai", predicate="phone"),
+                 expires_at=NOW + timedelta(days=1))  # fmt: skip
+        cx.search("where does Ana live?")
+        assert reads == [1] and {"Ana", "Kai"} <= set(check())
+        # the same claim again, newer: a temporal chain (an edge to the first)
+        clock[0] = NOW + timedelta(hours=1)
+        res = cx.write(Fact(statement="Ana lives in Basel", subject="Ana", predicate="home_city"))
+        assert res.outcome == "superseded"
+        cx.search("where does Ana live?")
+        assert reads == [1] and check().count("Ana") == 1
+        assert cx._entities is not None
+        assert cx._entities.subjects == cx.facets(by="subject")
+        with Cortex.open(tmp_path / "s", actor="me", clock=lambda: clock[0]) as other:
+            other.write(Fact(statement="Lu sings", subject="Lu", predicate="hobby"))
+        cx.search("what does Lu do?")
+        assert reads == [1] and "Lu" in check()
+        clock[0] = NOW + timedelta(days=2)  # Kai's fact has expired
+        cx.search("what is Kai's phone?")
+        assert reads == [1, 1] and "Kai" not in check()
 
 
 def test_search_arguments(cx: Cortex) -> None:

@@ -173,10 +173,113 @@ _NEW_KINDS: Final = frozenset({JournalKind.WRITE, JournalKind.UPDATE, JournalKin
 
 
 _NAMELESS_KINDS: Final = frozenset(
-    {JournalKind.EMBED, JournalKind.EPISODE, JournalKind.EXPORT, JournalKind.CONFIRM}
+    {
+        JournalKind.EMBED,
+        JournalKind.EPISODE,
+        JournalKind.EXPORT,
+        JournalKind.CONFIRM,
+        JournalKind.ATTEST,
+        JournalKind.BUDGET_DROP,
+        JournalKind.ALIAS,
+    }
 )
 """Journal entries that change no memory's subject, counterparty or liveness (``search``'s
 entity names carry over them)."""
+
+_NAMED_KINDS: Final = frozenset(
+    {
+        JournalKind.WRITE,
+        JournalKind.UPDATE,
+        JournalKind.UPDATE_HEAD,
+        JournalKind.TOMBSTONE,
+        JournalKind.PURGE,
+        JournalKind.ADD_EDGE,
+        JournalKind.REMOVE_EDGE,
+    }
+)
+"""Journal entries whose memories (``id``, and an edge's ``dst``) ``search``'s entity names
+count again; any other kind (an import, a migration...) reads every memory again."""
+
+
+class _Names:
+    """``search``'s entity names (``known_entities``), kept with what each memory adds.
+
+    ``subjects`` and ``counterparties`` count the live memories (as ``facets`` accepts them)
+    naming each; ``by_memory`` is what each counted memory added, so that a memory a later
+    journal entry names is taken out and counted again as it is then (an update, a tombstone,
+    a change of visibility, a supersedes edge). Identities are read as ``known_entities``
+    reads them (the newest 1,000); a change to one reads everything again, as does reaching
+    ``expires``, the earliest expiry among the memories counted.
+    """
+
+    __slots__ = (
+        "by_memory",
+        "counterparties",
+        "expires",
+        "head",
+        "identities",
+        "names",
+        "subjects",
+    )
+
+    def __init__(self, head: tuple[int, Any]) -> None:
+        self.head = head
+        self.subjects: dict[str, int] = {}
+        self.counterparties: dict[str, int] = {}
+        self.by_memory: dict[MemoryId, tuple[str | None, str | None]] = {}
+        self.identities: dict[MemoryId, str] = {}
+        self.expires: datetime | None = None
+        self.names: list[str] = []
+
+    def count(self, mid: MemoryId, row: Any) -> None:
+        """Count in the memory ``row`` (accepted) of id ``mid``."""
+        subject = getattr(row.data, "subject", None)
+        party = getattr(row.data, "counterparty", None)
+        subject = subject if isinstance(subject, str) else None
+        party = party if isinstance(party, str) else None
+        if subject is None and party is None:
+            return
+        self.by_memory[mid] = (subject, party)
+        for name, counts in ((subject, self.subjects), (party, self.counterparties)):
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
+        at = row.version.expires_at
+        if at is not None and (self.expires is None or at < self.expires):
+            self.expires = at
+
+    def expired(self, now: datetime) -> bool:
+        """Whether a memory counted may have expired by ``now``."""
+        return self.expires is not None and self.expires <= now
+
+    def uncount(self, mid: MemoryId) -> None:
+        """Take out what the memory ``mid`` added, if it added anything."""
+        added = self.by_memory.pop(mid, None)
+        if added is None:
+            return
+        for name, counts in ((added[0], self.subjects), (added[1], self.counterparties)):
+            if name is not None:
+                left = counts[name] - 1
+                if left:
+                    counts[name] = left
+                else:
+                    del counts[name]
+
+    def listed(self) -> list[str]:
+        """The names in ``known_entities``' order, empty ones left out.
+
+        Subjects, then counterparties, most counted first (ties by name), then the
+        identities' names.
+        """
+
+        def ordered(counts: dict[str, int]) -> list[str]:
+            return [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+        out = dict.fromkeys(ordered(self.subjects))
+        out |= dict.fromkeys(ordered(self.counterparties))
+        out |= dict.fromkeys(self.identities.values())
+        self.names = [n for n in out if n]
+        return self.names
+
 
 _PLANS_KEPT: Final = 256
 """How many plans ``Cortex._plan_of`` keeps (all dropped when it is full)."""
@@ -381,8 +484,8 @@ class Cortex:
         self.reembedded: int | None = None
         """How many memories opening with ``reembed=True`` re-embedded (None: it did not)."""
         self._sidecar: VectorSidecar | None = None
-        # search's names, by (journal head, server epoch)
-        self._entities: tuple[tuple[int, Any], list[str]] | None = None
+        # search's names, at (journal head, server epoch)
+        self._entities: _Names | None = None
         self._float16 = True
         """Whether this handle stores new vectors in float16 (the store's ``meta/vectors``)."""
         self._vector_frame: tuple[tuple[Any, ...], bytes | None, bytes] | None = None
@@ -1591,63 +1694,94 @@ class Cortex:
             # a PostgreSQL server's restart may have lost writes whose positions others reuse
             epoch = getattr(self._kv, "epoch", None)
             head = (journal_head(txn), None if epoch is None else epoch())
-        if self._entities is None or self._entities[0] != head:
-            self._entities = (head, self._entity_names(head))  # the owner's, until a change
-        return _search(self, question, limit=limit, entities=self._entities[1])
+        kept = self._entities
+        if kept is None or kept.head != head or kept.expired(self._now()):
+            kept = self._entities = self._entity_names(head)  # the owner's, until a change
+        return _search(self, question, limit=limit, entities=kept.names)
 
-    def _entity_names(self, head: tuple[int, Any]) -> list[str]:
+    def _entity_names(self, head: tuple[int, Any]) -> _Names:
         """The owner's entity names for the router (``known_entities``) as of ``head``.
 
         ``known_entities`` reads every memory (two ``facets``): after each write that was the
-        cost of the next ``search`` (470 ms at 20k memories on LMDB). When every journal entry
-        since the names kept at an earlier head is a new memory without an edge, or changes
-        no memory's fields (an embedding, an episode, an export, a confirmation), no name can
-        have gone: the names are the kept ones and the new memories' own, each accepted as
-        ``facets`` accepts it. Anything else (an update, a tombstone, an edge, a purge, an
-        import, an Identity: ``known_entities`` takes at most 1,000) reads them all again.
+        cost of the next ``search`` (470 ms at 20k memories on LMDB). The names kept at an
+        earlier head (``_Names``) are carried over the journal entries since: each memory an
+        entry names is counted again as it is now (a new memory, an update, a tombstone, a
+        change of visibility, an edge), and entries that change no memory pass. Everything is
+        read again (one pass over the memories) for the first search, another server epoch,
+        an entry of another kind (an import, a migration), a change to an Identity, a memory
+        counted reaching its expiry, or more changed memories than a tenth of those counted.
         """
         kept = self._entities
-        if kept is not None and kept[0][1] == head[1]:
-            since = kept[0][0]
-            if since < head[0]:
-                more = self._names_written(since, head[0])
-                if more is not None:
-                    return list(dict.fromkeys([*kept[1], *more]))
-        return known_entities(self)
+        if (
+            kept is not None
+            and kept.head[1] == head[1]
+            and kept.head[0] < head[0]
+            and self._names_since(kept, head)
+        ):
+            kept.head = head
+            kept.listed()
+            return kept
+        return self._names_read(head)
 
-    def _names_written(self, since: int, upto: int) -> list[str] | None:
-        """The subjects and counterparties of the memories written in ``(since, upto]``.
+    def _names_executor(self, txn: Any, now: datetime) -> Executor:
+        """An executor that accepts memories as ``facets`` does (the owner's, every type)."""
+        rd = self._reader(None)
+        plan = compile_query(
+            Query(types=tuple(MemoryType), window=Window.all(), limit=1, reader=rd), now
+        )
+        return self._executor(txn, plan, rd, now)
 
-        None when an entry there may have removed a name (``_entity_names``).
+    def _names_read(self, head: tuple[int, Any]) -> _Names:
+        """``_Names`` read from every memory (as ``known_entities`` reads them)."""
+        out = _Names(head)
+        with self._kv.read() as txn:
+            ex = self._names_executor(txn, self._now())
+            for t in sorted(MemoryType):
+                for mid in ex.preloaded(ex.ids_of_type(t)):
+                    row = ex.accept(mid)
+                    if row is not None:
+                        out.count(mid, row)
+        found = self.find(Query(types=(MemoryType.IDENTITY,), limit=1000)).memories
+        out.identities = {m.uri.id: getattr(m.data, "name", "") for m in found}
+        out.listed()
+        return out
+
+    def _names_since(self, kept: _Names, head: tuple[int, Any]) -> bool:
+        """Count again in ``kept`` the memories named by the entries in ``(kept.head, head]``.
+
+        False (``kept`` then unusable) where everything must be read again.
         """
         now = self._now()
-        rd = self._reader(None)
-        plan = compile_query(Query(types=tuple(MemoryType), limit=1, reader=rd), now)
-        written: list[MemoryId] = []
-        names: list[str] = []
+        if kept.expired(now):
+            return False
+        touched: dict[MemoryId, None] = {}
+        most = len(kept.by_memory) // 10 + 64
         with self._kv.read() as txn:
-            for key, value in txn.scan(JOURNAL, start=journal_key(since + 1)):
+            for key, value in txn.scan(JOURNAL, start=journal_key(kept.head[0] + 1)):
                 entry: JournalEntry = decode_trusted(JOURNAL_CODEC, key, value)
-                if entry.seq > upto:
+                if entry.seq > head[0]:
                     break
                 if entry.kind in _NAMELESS_KINDS:
                     continue
-                if entry.kind is not JournalKind.WRITE or entry.edge is not None:
-                    return None
-                if entry.id is not None:
-                    written.append(entry.id)
-            ex = self._executor(txn, plan, rd, now)
-            for mid in ex.preloaded(written):
+                if entry.kind not in _NAMED_KINDS:
+                    return False
+                for mid in (entry.id, entry.dst):
+                    if mid is not None:
+                        if mid in kept.identities:
+                            return False
+                        touched[mid] = None
+                if len(touched) > most:
+                    return False  # one pass over every memory costs less
+            ex = self._names_executor(txn, now)
+            for mid in ex.preloaded(list(touched)):
+                kept.uncount(mid)
                 row = ex.accept(mid)
                 if row is None:
                     continue
                 if row.head.type is MemoryType.IDENTITY:
-                    return None
-                for by in ("subject", "counterparty"):
-                    value = getattr(row.data, by, None)
-                    if isinstance(value, str) and value:
-                        names.append(value)
-        return names
+                    return False
+                kept.count(mid, row)
+        return True
 
     # -- episodes and ingest (cortex.agent.ingest) ------------------------------------------------
 
