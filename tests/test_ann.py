@@ -414,3 +414,31 @@ def test_save_validates_its_arguments(tmp_path: Path) -> None:
         VectorIndex(DIM).save(tmp_path, model_id="", watermark=0)
     with pytest.raises(ValidationError):
         VectorIndex(DIM).save(tmp_path, model_id=MODEL, watermark=-1)
+
+
+def test_tags_by_id_kept_until_removed_not_saved(tmp_path: Path) -> None:
+    """``set_tags``/``tags``: a small int per held id (a memory's type for the sidecar), None
+    where not held or not given; kept over a second ``add``, gone with ``remove``, not saved."""
+    rng = np.random.default_rng(5)
+    ids = _ids(6)
+    idx = VectorIndex(DIM)
+    idx.add(ids, _unit(rng, 6))
+    assert idx.tags(ids) == [None] * 6
+    idx.set_tags(ids[:3], [1, 2, 254])
+    idx.set_tags([MemoryId(b"\xee" * 16)], [3])  # not held: left out
+    idx.note_tag(ids[3], 9)
+    assert idx.tags([*ids, MemoryId(b"\xee" * 16)]) == [1, 2, 254, 9, None, None, None]
+    idx.add(ids[:1], _unit(rng, 1))  # a new vector for a held id keeps its tag
+    assert idx.tags(ids[:1]) == [1]
+    assert idx.remove(ids[1])
+    assert idx.tags(ids[1:2]) == [None]
+    idx.add(ids[1:2], _unit(rng, 1))  # back, as a new label: untagged until tagged again
+    assert idx.tags(ids[1:2]) == [None]
+    for bad in ([255], [-1], ["1"], [1.0]):
+        with pytest.raises(ValidationError):
+            idx.set_tags(ids[:1], bad)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        idx.set_tags(ids[:2], [1])
+    idx.save(tmp_path, model_id=MODEL, watermark=0)
+    loaded, _ = VectorIndex.load(tmp_path, model_id=MODEL, dim=DIM)
+    assert loaded.tags(ids) == [None] * 6  # tags are not saved: the sidecar reads them again

@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from cortex.storage.pgkv import (
     _Conn,
     _inline,
     _load_binary,
+    _PgRead,
     _pipeline,
     _send_all,
     parse_url,
@@ -1661,6 +1663,57 @@ def test_a_search_after_a_change_counts_again_only_what_changed(url: str) -> Non
         # the journal's new entries and the two memories: a few round trips (a read of every
         # memory is one a chunk: ``first``)
         assert again - plain <= 4 < first - plain, (first, again, plain)
+
+
+def test_a_vector_search_with_a_type_filter_preloads_only_that_type(url: str) -> None:
+    """The vector index knows each memory's type (``VectorSidecar.types_of``): a vector search
+    with a type filter preloads only the candidates of that type (and of types not known),
+    not every candidate of the list, and finds what a search without the types known finds."""
+    from cortex import Event, Preference
+    from cortex.engine import sidecar as sidecar_mod
+    from cortex.index.embed import HashingEmbedder
+
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    with Cortex.open(url, actor="a", embedder=HashingEmbedder(64)) as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        items: list[Any] = []
+        for i in range(300):
+            text = f"topic{i % 9} tea number {i}"
+            if i % 3 == 0:
+                items.append(Event(kind="note", summary=text, occurred_at=when))
+            elif i % 3 == 1:
+                items.append(Preference(topic=text, polarity="prefer"))
+            else:
+                items.append(Fact(statement=text, subject="s", predicate="p"))
+        cx.write_many(items)
+        query = Query(near="topic4 tea number", types=("event",), limit=10)
+        first = cx.find(query).uris  # the index built: every type known
+        loaded: list[int] = []
+        real = _PgRead.preload
+
+        def counted(self: Any, keys: Any, *a: Any, **k: Any) -> Any:
+            keys = list(keys)
+            loaded.append(len(keys))
+            return real(self, keys, *a, **k)
+
+        _PgRead.preload = counted  # type: ignore[method-assign]
+        try:
+            assert cx.find(query).uris == first
+            hinted = sum(loaded)
+            loaded.clear()
+            real_types = sidecar_mod.VectorSidecar.types_of
+            sidecar_mod.VectorSidecar.types_of = (  # type: ignore[method-assign]
+                lambda self, ids: [None] * len(ids)
+            )
+            try:
+                assert cx.find(query).uris == first
+            finally:
+                sidecar_mod.VectorSidecar.types_of = real_types  # type: ignore[method-assign]
+            unhinted = sum(loaded)
+        finally:
+            _PgRead.preload = real  # type: ignore[method-assign]
+        assert len(first) == 10 and hinted * 2 < unhinted, (hinted, unhinted)
 
 
 def test_a_text_search_reads_its_lists_in_one_query_and_scores_them_in_c(

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from cortex.index.embed import HashingEmbedder
 
 from .vsupport import (
     DIM,
+    TOPICS,
     E,
     fact,
     fresh_snapshot,
@@ -458,3 +461,92 @@ def test_embed_checked_keeps_finite_rows_whose_norm_overflows() -> None:
             norms = np.linalg.norm(take, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         assert got.tobytes() == (take / norms).astype(np.float32).tobytes()
+
+
+def _typed(cx: Any, text: str, types: tuple[str, ...], limit: int = 5) -> list[str]:
+    return [str(u) for u in cx.find(Query(near=text, types=types, limit=limit)).uris]
+
+
+def test_a_type_filter_leaves_out_candidates_of_other_types_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector index keeps each memory's type (read when the index is built or caught up,
+    or noted when a query reads the memory; a loaded cache knows none at first): a vector
+    search with a type filter leaves out candidates of another type without reading them, and
+    returns what it returns without the types known, on a rebuilt, a caught-up and a loaded
+    index, after a tombstone and a purge."""
+    from cortex import Event, MemoryType, Preference
+    from cortex.engine import sidecar as sidecar_mod
+    from cortex.query import planner
+
+    accepted: list[Any] = []
+    real_accept = planner.Executor.accept
+
+    def counted(self: Any, mid: Any) -> Any:
+        accepted.append(mid)
+        return real_accept(self, mid)
+
+    monkeypatch.setattr(planner.Executor, "accept", counted)
+    path = tmp_path / "s"
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    items: list[Any] = []
+    for i in range(60):
+        topic = f"{TOPICS[i % len(TOPICS)]} number {i}"
+        if i % 3 == 0:
+            items.append(Event(kind="note", summary=topic, occurred_at=when))
+        elif i % 3 == 1:
+            items.append(Preference(topic=topic, polarity="prefer"))
+        else:
+            items.append(fact(topic))
+    questions = [f"{t} number" for t in TOPICS[:6]]
+
+    def answers(cx: Any) -> list[list[str]]:
+        hybrid = [  # text and vector, fused: the same filter on the fused list
+            [str(u) for u in cx.find(Query(text=q, types=("event",), limit=5)).uris]
+            for q in questions
+        ]
+        return (
+            [_typed(cx, q, ("event",)) for q in questions]
+            + [_typed(cx, q, ("fact", "preference"), 8) for q in questions]
+            + hybrid
+        )
+
+    def unhinted(cx: Any) -> list[list[str]]:
+        with monkeypatch.context() as m:
+            m.setattr(sidecar_mod.VectorSidecar, "types_of", lambda self, ids: [None] * len(ids))
+            m.setattr(sidecar_mod.VectorSidecar, "note_type", lambda self, mid, kind: None)
+            return answers(cx)
+
+    with open_store(path, embedder=E) as cx:
+        uris = cx.write_many(items)
+        expected = unhinted(cx)  # the index is built here: every type known
+        accepted.clear()
+        assert answers(cx) == expected
+        hinted = len(accepted)
+        accepted.clear()
+        unhinted(cx)
+        assert hinted < len(accepted) / 2, (hinted, len(accepted))
+        # caught up: a new Event is found as one, a tombstoned one is gone
+        new = cx.write(Event(kind="note", summary=f"{TOPICS[0]} number 999", occurred_at=when))
+        cx.tombstone(uris[0], reason="gone")
+        expected = unhinted(cx)
+        assert answers(cx) == expected and str(new) in expected[0]
+        assert all(str(uris[0]) not in xs for xs in expected)
+    with open_store(path, embedder=E) as cx:  # loaded from the cache: no type known yet
+        assert answers(cx) == expected
+        assert cx.vector_state() == "loaded"
+        accepted.clear()
+        assert answers(cx) == expected  # the first queries noted the types they read
+        assert len(accepted) < hinted * 2
+        assert cx._sidecar is not None
+        kinds = cx._sidecar.types_of([u.id for u in uris[:3]])
+        assert kinds[1:] == [int(MemoryType.PREFERENCE), int(MemoryType.FACT)]
+        # a purge: out of the index and its types (an id is never given again: the type a
+        # held id is tagged with cannot change)
+        target = uris[3]  # an Event
+        cx.purge(target.id, reason="erase")
+        assert cx._sidecar.types_of([target.id]) == [None] or answers(cx)
+        expected = unhinted(cx)
+        assert answers(cx) == expected
+        assert cx._sidecar.types_of([target.id]) == [None]
+        assert all(str(target) not in xs for xs in expected)

@@ -1195,6 +1195,8 @@ class Cortex:
             vector_search=self._vector_search(plan),
             salience_blend=self.salience_blend,
             fusion=self.fusion,
+            types_of=None if self._sidecar is None else self._sidecar.types_of,
+            type_seen=None if self._sidecar is None else self._sidecar.note_type,
         )
 
     def _plan_of(self, query: Query, now: datetime, cap: int | None) -> tuple[Plan, bytes | None]:
@@ -1777,6 +1779,9 @@ class Cortex:
                 kept.uncount(mid)
                 row = ex.accept(mid)
                 if row is None:
+                    head_of = ex.head(mid)  # an Identity past the newest 1,000 may have gone
+                    if head_of is not None and head_of.type is MemoryType.IDENTITY:
+                        return False
                     continue
                 if row.head.type is MemoryType.IDENTITY:
                     return False

@@ -28,10 +28,19 @@ from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import Embedder
 from cortex.index.vectors import VECTOR_RECORD, VectorRecord, check_vector, stored_vector
 from cortex.model.codec import HEAD
+from cortex.model.enums import MemoryType
 from cortex.model.ids import MemoryId
 from cortex.model.records import Head
 from cortex.storage.keys import HEAD as HEAD_PREFIX
-from cortex.storage.keys import JOURNAL, VEC, id_key, journal_key, parse_journal_key, vec_key
+from cortex.storage.keys import (
+    JOURNAL,
+    VEC,
+    head_key,
+    id_key,
+    journal_key,
+    parse_journal_key,
+    vec_key,
+)
 from cortex.storage.kv import ReadTxn
 
 __all__ = ["DIRECTORY", "VectorSidecar", "embed_checked", "journal_head"]
@@ -158,6 +167,7 @@ class VectorSidecar:
     def _rebuild(self, txn: ReadTxn) -> VectorIndex:
         index = VectorIndex(self.embedder.dim, ef=self.ef)
         ids: list[MemoryId] = []
+        kinds: list[int] = []
         rows: list[npt.NDArray[np.float32]] = []
         for key, value in _heads_preloaded(txn, txn.scan(VEC)):
             rec = _record(key, value)
@@ -169,12 +179,15 @@ class VectorSidecar:
                 continue  # a vector of no memory: verify names it
             head: Head = decode_trusted(HEAD, hkey, hraw)
             ids.append(head.id)
+            kinds.append(int(head.type))
             rows.append(stored_vector(rec))
             if len(ids) >= _BATCH:
                 index.add(ids, np.stack(rows))
-                ids, rows = [], []
+                index.set_tags(ids, kinds)
+                ids, kinds, rows = [], [], []
         if ids:
             index.add(ids, np.stack(rows))
+            index.set_tags(ids, kinds)
         self.watermark = journal_head(txn)
         self._digest = _anchor(txn, self.watermark)
         self._dirty = True
@@ -201,16 +214,24 @@ class VectorSidecar:
             ids = [id_key(m) for m in touched]
             for i in range(0, len(ids), _BATCH):
                 chunk = ids[i : i + _BATCH]
-                load(chunk, via=(chunk, VEC, None))
+                load(chunk, via=(chunk, HEAD_PREFIX, VEC))  # VEC || row: one key
         for mid in touched:
             row = row_of(txn, mid)  # format 21: the vector is under the memory's row
             raw = None if row is None else txn.get(vec_key(row))
             rec = None if raw is None or row is None else _record(vec_key(row), raw)
-            if rec is not None and (rec.model_id, rec.dim) == (
-                self.embedder.model_id,
-                self.embedder.dim,
+            if (
+                rec is not None
+                and row is not None
+                and (rec.model_id, rec.dim)
+                == (
+                    self.embedder.model_id,
+                    self.embedder.dim,
+                )
             ):
                 index.add([mid], stored_vector(rec)[None, :])
+                kind = _type_at(txn, row)
+                if kind is not None:  # a memory's type is fixed for its life
+                    index.set_tags([mid], [int(kind)])
             else:
                 index.remove(mid)
         self.watermark = head
@@ -230,6 +251,25 @@ class VectorSidecar:
             vector = check_vector(query, self.embedder.dim, self.embedder.model_id, "near_vector")
         index = self.ready(txn)
         return index.search(vector, n)
+
+    def types_of(self, ids: list[MemoryId]) -> list[int | None]:
+        """The types (``int(MemoryType)``) of memories the index holds, None where not known.
+
+        Known for the memories the index was built with or caught up on, and those noted
+        (``note_type``); an index loaded from its cache knows none at first. A vector search
+        with a type filter leaves out candidates of another type without reading them
+        (``Executor``'s ``types_of``).
+        """
+        index = self.index
+        if index is None:
+            return [None] * len(ids)
+        return index.tags(ids)
+
+    def note_type(self, mid: MemoryId, kind: MemoryType) -> None:
+        """Keep the type of a memory the index holds (read by a query that accepted it)."""
+        index = self.index
+        if index is not None:
+            index.note_tag(mid, int(kind))
 
     def query_vector(self, text: str) -> npt.NDArray[np.float32]:
         """``text`` embedded as a query (read-only).
@@ -309,6 +349,16 @@ def _heads_preloaded(
     while chunk := list(itertools.islice(it, _BATCH)):
         load([HEAD_PREFIX + k[len(VEC) :] for k, _ in chunk])
         yield from chunk
+
+
+def _type_at(txn: ReadTxn, row: int) -> MemoryType | None:
+    """The type of the memory at ``row`` (its head's), or None when it has no head."""
+    key = head_key(row)
+    raw = txn.get(key)
+    if raw is None:
+        return None
+    head: Head = decode_trusted(HEAD, key, raw)
+    return head.type
 
 
 def _record(key: bytes, value: bytes) -> VectorRecord:

@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_M",
     "EXACT_BELOW",
     "INDEX_FORMAT",
+    "UNTAGGED",
     "IndexFile",
     "IndexMeta",
     "VectorIndex",
@@ -56,6 +57,8 @@ DEFAULT_M: Final = 32
 DEFAULT_EF_CONSTRUCTION: Final = 400
 DEFAULT_EF: Final = 64
 EXACT_BELOW: Final = 5000
+UNTAGGED: Final = 255
+"""The tag of an id given none (``VectorIndex.set_tags``)."""
 """Below this many vectors ``search`` is an exact numpy scan: as fast, and never misses."""
 
 INDEX_FORMAT: Final = 1
@@ -203,6 +206,8 @@ class VectorIndex:
         self._labels: dict[MemoryId, int] = {}
         self._ids: dict[int, MemoryId] = {}
         self._next_label = 0
+        self._tags = bytearray()
+        """Each label's tag (``set_tags``; ``UNTAGGED`` when not given), by label."""
         self._exact: tuple[list[MemoryId], npt.NDArray[np.float32]] | None = None
         self._index = _hnswlib().Index(space=SPACE, dim=self._dim)
 
@@ -335,6 +340,8 @@ class VectorIndex:
                 self._index.add_items(
                     rows[new], labels, num_threads=self._threads, replace_deleted=True
                 )
+                # first: ``tags`` reads without the lock, a label found must have its byte
+                self._tags += bytes([UNTAGGED]) * len(new)
                 for i, label in zip(new, labels.tolist(), strict=True):
                     self._labels[ids[i]] = label
                     self._ids[label] = ids[i]
@@ -353,8 +360,46 @@ class VectorIndex:
                 return False
             del self._ids[label]
             self._index.mark_deleted(label)
+            self._tags[label] = UNTAGGED  # labels are never given again
             self._exact = None
             return True
+
+    def set_tags(self, ids: Sequence[MemoryId], tags: Sequence[int]) -> None:
+        """Tag held ids with a small int each (0 to 254: a memory's type, say).
+
+        For callers that filter what ``search`` returns (``tag``). Ids not held are left
+        out; an id keeps its tag until it is removed (``add`` again keeps it).
+
+        Raises:
+            ValidationError: a tag out of range, or not one tag for each id.
+        """
+        if len(ids) != len(tags):
+            raise ValidationError("tags", "length", "one tag for each id")
+        for i, t in enumerate(tags):
+            if type(t) is not int or not 0 <= t < UNTAGGED:
+                raise ValidationError(f"tags[{i}]", "range", f"must be an int 0-254, got {t!r}")
+        with self._lock:
+            held, labels = self._tags, self._labels
+            for memory_id, t in zip(ids, tags, strict=True):
+                label = labels.get(memory_id)
+                if label is not None:
+                    held[label] = t
+
+    def note_tag(self, memory_id: MemoryId, tag: int) -> None:
+        """``set_tags`` of one id whose tag the caller knows to be in range (0 to 254)."""
+        label = self._labels.get(memory_id)
+        if label is not None:
+            self._tags[label] = tag
+
+    def tags(self, ids: Sequence[MemoryId]) -> list[int | None]:
+        """The tags of ``ids``: None for an id not held or given no tag."""
+        get, held = self._labels.get, self._tags  # dict reads: no lock needed
+        out: list[int | None] = []
+        for memory_id in ids:
+            label = get(memory_id)
+            t = UNTAGGED if label is None else held[label]
+            out.append(None if t == UNTAGGED else t)
+        return out
 
     # -- search -------------------------------------------------------------------------------
 
@@ -648,6 +693,7 @@ class VectorIndex:
         self._labels = {mid: label for label, mid in pairs}
         self._ids = dict(pairs)
         self._next_label = meta.next_label
+        self._tags = bytearray([UNTAGGED]) * meta.next_label  # tags are not saved
         self._index.set_ef(self._ef)
         return self, meta
 

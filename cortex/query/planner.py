@@ -135,6 +135,12 @@ TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
 VectorSearch = Callable[[ReadTxn, Any, int], list[tuple[MemoryId, float]]]
 """``(txn, query vector or text, n) -> [(id, cosine)]`` best first."""
+TypesOf = Callable[[list[MemoryId]], list[int | None]]
+"""Memories' types (``int(MemoryType)``) where known without a read (the vector index keeps
+them), else None for each."""
+
+
+_NO_TYPES: Final[frozenset[int | None]] = frozenset()
 
 
 class Candidate:
@@ -174,6 +180,8 @@ class Executor:
         vector_search: VectorSearch | None = None,
         salience_blend: float = 0.2,
         fusion: Fusion | None = None,
+        types_of: TypesOf | None = None,
+        type_seen: Callable[[MemoryId, MemoryType], None] | None = None,
     ) -> None:
         self.store = store
         self.txn = txn
@@ -194,6 +202,9 @@ class Executor:
         self.vector_search = vector_search
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
+        self.types_of = types_of
+        self._wanted: frozenset[int | None] = _NO_TYPES
+        self.type_seen = type_seen
         # rows the reader may see, by id, read once per query (``_seen_row``)
         self._seen: dict[MemoryId, Row | None] = {}
         # the time a query looks at: as_of when given, else now
@@ -928,8 +939,25 @@ class Executor:
                 ]
             )
             out = []
-            self.preload([mid for mid, _, _, _ in fused])
-            for mid, score, ranks, scores in fused:
+            # a type filter: candidates whose type is known to be another are left out
+            # unread (they would not pass); the others are read, and their types kept
+            ids = [mid for mid, _, _, _ in fused]
+            kinds = self._known_types(ids)
+            wanted = self._wanted
+            if kinds is not None:
+                self.preload([m for m, k in zip(ids, kinds, strict=True) if k in wanted])
+            else:
+                self.preload(ids)
+            for i, (mid, score, ranks, scores) in enumerate(fused):
+                if kinds is not None:
+                    kind = kinds[i]
+                    if kind is None:
+                        seen = self.type_seen
+                        head = self.head(mid) if seen is not None else None
+                        if head is not None and seen is not None:  # what ``accept`` reads first
+                            seen(mid, head.type)
+                    elif kind not in wanted:
+                        continue  # of another type: it would not pass
                 row = self.accept(mid)
                 if row is None:
                     continue
@@ -956,6 +984,19 @@ class Executor:
             for i, c in enumerate(out, start=1):
                 c.ranks["fused"] = i
         return out
+
+    def _known_types(self, ids: list[MemoryId]) -> list[int | None] | None:
+        """With a type filter, each of ``ids``' type where known without a read (``types_of``).
+
+        None without a filter (or no ``types_of``). ``_wanted`` then holds the plan's types,
+        and None (a type not known: the memory is read).
+        """
+        types, types_of = self.plan.types, self.types_of
+        if not types or types_of is None or len(types) == len(MemoryType):
+            return None
+        if self._wanted is _NO_TYPES:
+            self._wanted = frozenset((*map(int, types), None))
+        return types_of(ids)
 
     def _rerank(
         self,

@@ -494,6 +494,8 @@ def _entities(q: str, known: Iterable[str]) -> list[str]:
     lower = q.lower()
     for name in sorted({k for k in known if k}, key=len, reverse=True):
         n = name.lower()
+        if n not in lower:  # most names of a store: no pattern made (and cached) for them
+            continue
         if re.search(rf"(?<![\w@]){re.escape(n)}(?![\w])", lower) and not any(
             n in o.lower() for o in out
         ):
