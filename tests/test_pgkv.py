@@ -12,7 +12,6 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1669,24 +1668,15 @@ def test_a_vector_search_with_a_type_filter_preloads_only_that_type(url: str) ->
     """The vector index knows each memory's type (``VectorSidecar.types_of``): a vector search
     with a type filter preloads only the candidates of that type (and of types not known),
     not every candidate of the list, and finds what a search without the types known finds."""
-    from cortex import Event, Preference
     from cortex.engine import sidecar as sidecar_mod
     from cortex.index.embed import HashingEmbedder
 
-    when = datetime(2026, 11, 1, tzinfo=UTC)
+    from .vsupport import mixed_types
+
     with Cortex.open(url, actor="a", embedder=HashingEmbedder(64)) as cx:
         kv = cx._kv
         assert isinstance(kv, PgKV)
-        items: list[Any] = []
-        for i in range(300):
-            text = f"topic{i % 9} tea number {i}"
-            if i % 3 == 0:
-                items.append(Event(kind="note", summary=text, occurred_at=when))
-            elif i % 3 == 1:
-                items.append(Preference(topic=text, polarity="prefer"))
-            else:
-                items.append(Fact(statement=text, subject="s", predicate="p"))
-        cx.write_many(items)
+        cx.write_many(mixed_types(f"topic{i % 9} tea number {i}" for i in range(300)))
         query = Query(near="topic4 tea number", types=("event",), limit=10)
         first = cx.find(query).uris  # the index built: every type known
         loaded: list[int] = []

@@ -27,6 +27,7 @@ from .vsupport import (
     E,
     fact,
     fresh_snapshot,
+    mixed_types,
     open_store,
     run_child,
     snapshot,
@@ -475,7 +476,7 @@ def test_a_type_filter_leaves_out_candidates_of_other_types_unread(
     search with a type filter leaves out candidates of another type without reading them, and
     returns what it returns without the types known, on a rebuilt, a caught-up and a loaded
     index, after a tombstone and a purge."""
-    from cortex import Event, MemoryType, Preference
+    from cortex import Event, MemoryType
     from cortex.engine import sidecar as sidecar_mod
     from cortex.query import planner
 
@@ -489,15 +490,7 @@ def test_a_type_filter_leaves_out_candidates_of_other_types_unread(
     monkeypatch.setattr(planner.Executor, "accept", counted)
     path = tmp_path / "s"
     when = datetime(2026, 11, 1, tzinfo=UTC)
-    items: list[Any] = []
-    for i in range(60):
-        topic = f"{TOPICS[i % len(TOPICS)]} number {i}"
-        if i % 3 == 0:
-            items.append(Event(kind="note", summary=topic, occurred_at=when))
-        elif i % 3 == 1:
-            items.append(Preference(topic=topic, polarity="prefer"))
-        else:
-            items.append(fact(topic))
+    items = mixed_types(f"{TOPICS[i % len(TOPICS)]} number {i}" for i in range(60))
     questions = [f"{t} number" for t in TOPICS[:6]]
 
     def answers(cx: Any) -> list[list[str]]:

@@ -6,12 +6,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-from cortex import Cortex, Fact, MemoryId, Query
+from cortex import Cortex, Event, Fact, MemoryId, Preference, Query
 from cortex.engine.heads import id_at, row_of
 from cortex.engine.store import _seal
 from cortex.engine.values import decode_trusted
@@ -206,3 +208,17 @@ def child_main() -> None:
                 res = cx.find(Query(near=op["search"], limit=3))
                 print(len(res.hits))
         sys.stdout.flush()
+
+
+def mixed_types(texts: Iterable[str]) -> list[Any]:
+    """One memory a text, in turn an Event, a Preference and a Fact (type-filter tests)."""
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    out: list[Any] = []
+    for i, text in enumerate(texts):
+        if i % 3 == 0:
+            out.append(Event(kind="note", summary=text, occurred_at=when))
+        elif i % 3 == 1:
+            out.append(Preference(topic=text, polarity="prefer"))
+        else:
+            out.append(fact(text))
+    return out

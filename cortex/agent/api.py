@@ -1569,11 +1569,22 @@ class Cortex:
         """
         if by not in _FACETS:
             raise ValidationError("by", "enum", f"must be one of {', '.join(_FACETS)}")
+        return self._facets_many(window, (by,), types=types, reader=reader)[by]
+
+    def _facets_many(
+        self,
+        window: Window | None,
+        dims: Sequence[Literal["type", "tag", "subject", "counterparty"]],
+        *,
+        types: Sequence[MemoryType | str] = (),
+        reader: Reader | None = None,
+    ) -> dict[str, dict[str, int]]:
+        """``facets`` by each of ``dims``, in one read of the window's memories."""
         now = self._now()
         rd = self._reader(reader)
         ts = argcheck.items(types, "types") or tuple(MemoryType)
         plan = compile_query(Query(types=ts, window=window, limit=1, reader=rd), now)
-        counts: dict[str, int] = {}
+        out: dict[str, dict[str, int]] = {by: {} for by in dims}
         with self._kv.read() as txn:
             ex = self._executor(txn, plan, rd, now)
             for t in sorted(plan.types):
@@ -1581,16 +1592,20 @@ class Cortex:
                     row = ex.accept(mid)
                     if row is None:
                         continue
-                    if by == "type":
-                        labels: Iterable[str] = (row.head.type.type_name,)
-                    elif by == "tag":
-                        labels = row.head.tags
-                    else:
-                        value = getattr(row.data, by, None)
-                        labels = (value,) if isinstance(value, str) else ()
-                    for label in labels:
-                        counts[label] = counts.get(label, 0) + 1
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+                    for by, counts in out.items():
+                        if by == "type":
+                            labels: Iterable[str] = (row.head.type.type_name,)
+                        elif by == "tag":
+                            labels = row.head.tags
+                        else:
+                            value = getattr(row.data, by, None)
+                            labels = (value,) if isinstance(value, str) else ()
+                        for label in labels:
+                            counts[label] = counts.get(label, 0) + 1
+        return {
+            by: dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            for by, counts in out.items()
+        }
 
     def about(
         self,
@@ -2766,6 +2781,17 @@ class ReaderView:
     ) -> dict[str, int]:
         """``Cortex.facets`` as this reader."""
         return self._cx.facets(window, by, types=types, reader=self.reader)
+
+    def _facets_many(
+        self,
+        window: Window | None,
+        dims: Sequence[Literal["type", "tag", "subject", "counterparty"]],
+        *,
+        types: Sequence[MemoryType | str] = (),
+        reader: Reader | None = None,
+    ) -> dict[str, dict[str, int]]:
+        """``Cortex._facets_many`` as this reader."""
+        return self._cx._facets_many(window, dims, types=types, reader=self.reader)
 
     def resolve(self, uri: Uri | str) -> Memory:
         """``Cortex.resolve`` as this reader."""

@@ -103,8 +103,13 @@ def known_entities(cx: Searchable, reader: Reader | None = None) -> list[str]:
     """
     names: dict[str, None] = {}
     dims: tuple[Literal["subject", "counterparty"], ...] = ("subject", "counterparty")
+    many = getattr(cx, "_facets_many", None)  # the two in one read of every memory
+    if many is not None:
+        counted = many(Window.all(), dims, reader=reader)
+    else:
+        counted = {by: cx.facets(Window.all(), by=by, reader=reader) for by in dims}
     for by in dims:
-        names |= dict.fromkeys(cx.facets(Window.all(), by=by, reader=reader))
+        names |= dict.fromkeys(counted[by])
     for m in cx.find(Query(types=(MemoryType.IDENTITY,), limit=1000, reader=reader)).memories:
         names[getattr(m.data, "name", "")] = None
     return [n for n in names if n]
@@ -241,9 +246,11 @@ def search(
             "tag",
             "type",
         )
-        for by in every:
-            counts = cx.facets(asked or Window.all(), by=by, reader=reader)
-            if counts:
-                facets[by] = counts
+        many = getattr(cx, "_facets_many", None)  # one read of the window for the four
+        if many is not None:
+            counted = many(asked or Window.all(), every, reader=reader)
+        else:
+            counted = {by: cx.facets(asked or Window.all(), by=by, reader=reader) for by in every}
+        facets.update((by, counts) for by, counts in counted.items() if counts)
     hits = _fuse(lists, limit) if len(lists) > 1 else tuple(base[:limit])
     return SearchResult(hits=hits, route=r, window=window, facets=facets, notes=tuple(notes))
