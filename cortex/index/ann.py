@@ -57,9 +57,9 @@ DEFAULT_M: Final = 32
 DEFAULT_EF_CONSTRUCTION: Final = 400
 DEFAULT_EF: Final = 64
 EXACT_BELOW: Final = 5000
+"""Below this many vectors ``search`` is an exact numpy scan: as fast, and never misses."""
 UNTAGGED: Final = 255
 """The tag of an id given none (``VectorIndex.set_tags``)."""
-"""Below this many vectors ``search`` is an exact numpy scan: as fast, and never misses."""
 
 INDEX_FORMAT: Final = 1
 SPACE: Final = "cosine"
@@ -367,7 +367,7 @@ class VectorIndex:
     def set_tags(self, ids: Sequence[MemoryId], tags: Sequence[int]) -> None:
         """Tag held ids with a small int each (0 to 254: a memory's type, say).
 
-        For callers that filter what ``search`` returns (``tag``). Ids not held are left
+        For callers that filter what ``search`` returns (``tags``). Ids not held are left
         out; an id keeps its tag until it is removed (``add`` again keeps it).
 
         Raises:
