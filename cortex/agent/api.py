@@ -107,6 +107,7 @@ from cortex.query.language import (
     Predicate,
     Query,
     Result,
+    Row,
     Window,
     compile_query,
     memory_type,
@@ -264,8 +265,8 @@ class _Names:
                 else:
                     del counts[name]
 
-    def listed(self) -> list[str]:
-        """The names in ``known_entities``' order, empty ones left out.
+    def listed(self) -> None:
+        """Set ``names``: the names in ``known_entities``' order, empty ones left out.
 
         Subjects, then counterparties, most counted first (ties by name), then the
         identities' names.
@@ -278,7 +279,15 @@ class _Names:
         out |= dict.fromkeys(ordered(self.counterparties))
         out |= dict.fromkeys(self.identities.values())
         self.names = [n for n in out if n]
-        return self.names
+
+
+def _accepted(ex: Executor) -> Iterator[tuple[MemoryId, Row]]:
+    """Every memory of ``ex``'s plan's types (newest first, type by type) that it accepts."""
+    for t in sorted(ex.plan.types):
+        for mid in ex.preloaded(ex.ids_of_type(t)):
+            row = ex.accept(mid)
+            if row is not None:
+                yield mid, row
 
 
 _PLANS_KEPT: Final = 256
@@ -1580,28 +1589,21 @@ class Cortex:
         reader: Reader | None = None,
     ) -> dict[str, dict[str, int]]:
         """``facets`` by each of ``dims``, in one read of the window's memories."""
-        now = self._now()
-        rd = self._reader(reader)
         ts = argcheck.items(types, "types") or tuple(MemoryType)
-        plan = compile_query(Query(types=ts, window=window, limit=1, reader=rd), now)
         out: dict[str, dict[str, int]] = {by: {} for by in dims}
         with self._kv.read() as txn:
-            ex = self._executor(txn, plan, rd, now)
-            for t in sorted(plan.types):
-                for mid in ex.preloaded(ex.ids_of_type(t)):
-                    row = ex.accept(mid)
-                    if row is None:
-                        continue
-                    for by, counts in out.items():
-                        if by == "type":
-                            labels: Iterable[str] = (row.head.type.type_name,)
-                        elif by == "tag":
-                            labels = row.head.tags
-                        else:
-                            value = getattr(row.data, by, None)
-                            labels = (value,) if isinstance(value, str) else ()
-                        for label in labels:
-                            counts[label] = counts.get(label, 0) + 1
+            ex = self._counting(txn, window, ts, reader, self._now())
+            for _, row in _accepted(ex):
+                for by, counts in out.items():
+                    if by == "type":
+                        labels: Iterable[str] = (row.head.type.type_name,)
+                    elif by == "tag":
+                        labels = row.head.tags
+                    else:
+                        value = getattr(row.data, by, None)
+                        labels = (value,) if isinstance(value, str) else ()
+                    for label in labels:
+                        counts[label] = counts.get(label, 0) + 1
         return {
             by: dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
             for by, counts in out.items()
@@ -1740,24 +1742,26 @@ class Cortex:
             return kept
         return self._names_read(head)
 
-    def _names_executor(self, txn: Any, now: datetime) -> Executor:
-        """An executor that accepts memories as ``facets`` does (the owner's, every type)."""
-        rd = self._reader(None)
-        plan = compile_query(
-            Query(types=tuple(MemoryType), window=Window.all(), limit=1, reader=rd), now
-        )
+    def _counting(
+        self,
+        txn: ReadTxn,
+        window: Window | None,
+        types: tuple[MemoryType | str, ...],
+        reader: Reader | None,
+        now: datetime,
+    ) -> Executor:
+        """An executor that accepts memories as ``facets`` counts them (``_accepted``)."""
+        rd = self._reader(reader)
+        plan = compile_query(Query(types=types, window=window, limit=1, reader=rd), now)
         return self._executor(txn, plan, rd, now)
 
     def _names_read(self, head: tuple[int, Any]) -> _Names:
         """``_Names`` read from every memory (as ``known_entities`` reads them)."""
         out = _Names(head)
         with self._kv.read() as txn:
-            ex = self._names_executor(txn, self._now())
-            for t in sorted(MemoryType):
-                for mid in ex.preloaded(ex.ids_of_type(t)):
-                    row = ex.accept(mid)
-                    if row is not None:
-                        out.count(mid, row)
+            ex = self._counting(txn, Window.all(), tuple(MemoryType), None, self._now())
+            for mid, row in _accepted(ex):
+                out.count(mid, row)
         found = self.find(Query(types=(MemoryType.IDENTITY,), limit=1000)).memories
         out.identities = {m.uri.id: getattr(m.data, "name", "") for m in found}
         out.listed()
@@ -1789,7 +1793,7 @@ class Cortex:
                         touched[mid] = None
                 if len(touched) > most:
                     return False  # one pass over every memory costs less
-            ex = self._names_executor(txn, now)
+            ex = self._counting(txn, Window.all(), tuple(MemoryType), None, now)
             for mid in ex.preloaded(list(touched)):
                 kept.uncount(mid)
                 row = ex.accept(mid)

@@ -140,9 +140,6 @@ TypesOf = Callable[[list[MemoryId]], list[int | None]]
 them), else None for each."""
 
 
-_NO_TYPES: Final[frozenset[int | None]] = frozenset()
-
-
 class Candidate:
     """An accepted memory on its way to becoming a hit."""
 
@@ -203,7 +200,6 @@ class Executor:
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
         self.types_of = types_of
-        self._wanted: frozenset[int | None] = _NO_TYPES
         self.type_seen = type_seen
         # rows the reader may see, by id, read once per query (``_seen_row``)
         self._seen: dict[MemoryId, Row | None] = {}
@@ -942,14 +938,14 @@ class Executor:
             # a type filter: candidates whose type is known to be another are left out
             # unread (they would not pass); the others are read, and their types kept
             ids = [mid for mid, _, _, _ in fused]
-            kinds = self._known_types(ids)
-            wanted = self._wanted
-            if kinds is not None:
+            known = self._known_types(ids)
+            if known is not None:
+                kinds, wanted = known
                 self.preload([m for m, k in zip(ids, kinds, strict=True) if k in wanted])
             else:
                 self.preload(ids)
             for i, (mid, score, ranks, scores) in enumerate(fused):
-                if kinds is not None:
+                if known is not None:
                     kind = kinds[i]
                     if kind is None:
                         seen = self.type_seen
@@ -985,18 +981,18 @@ class Executor:
                 c.ranks["fused"] = i
         return out
 
-    def _known_types(self, ids: list[MemoryId]) -> list[int | None] | None:
-        """With a type filter, each of ``ids``' type where known without a read (``types_of``).
+    def _known_types(
+        self, ids: list[MemoryId]
+    ) -> tuple[list[int | None], frozenset[int | None]] | None:
+        """With a type filter, ``ids``' types where known without a read, and those read on.
 
-        None without a filter (or no ``types_of``). ``_wanted`` then holds the plan's types,
-        and None (a type not known: the memory is read).
+        Those read on are the plan's types and None (a type not known: the memory is read).
+        None without a filter (or no ``types_of``).
         """
         types, types_of = self.plan.types, self.types_of
         if not types or types_of is None or len(types) == len(MemoryType):
             return None
-        if self._wanted is _NO_TYPES:
-            self._wanted = frozenset((*map(int, types), None))
-        return types_of(ids)
+        return types_of(ids), frozenset((*map(int, types), None))
 
     def _rerank(
         self,
