@@ -51,6 +51,14 @@ def read_current(
     or a triple ``(get, heads, ids)``: the rows (``id/``, format 21) read in ``ids`` too.
     """
 
+def read_rows(
+    ctx: tuple[Any, ...],
+    get: Callable[[bytes], Any] | tuple[Any, ...],
+    rows: list[bytes],
+    /,
+) -> list[tuple[Any, Any]] | None:
+    """The ``(head, version)`` of the memory at each row (its ``id/`` naming it back); or None."""
+
 def memory_of(ctx: tuple[Any, ...], head: Any, version: Any, /) -> Any | None:
     """``Store._memory``: the Memory of a head and a version, data decoded; or None."""
 
@@ -96,9 +104,11 @@ def salience(
     permanent: Any,
     half_lives: dict[Any, Any],
     weights: tuple[Any, Any, Any, Any],
+    w_vector: float | None = None,
+    vector: float | None = None,
     /,
 ) -> float | None:
-    """``salience_at`` of a head without use counters, no vector; None where it declines."""
+    """``salience_at`` of a head without use counters; None where it declines."""
 
 def newest_ids(
     cursor: Any, prefix: bytes, after: bytes | None, limit: int, head: int = 0, /
@@ -289,3 +299,6 @@ def stage_new(
 
     ``(next, seq, prev, documents, total_length, postings)``; each memory under its ``row``.
     """
+
+def id_slots(cls: type, /) -> None:
+    """``MemoryId``'s hash and comparisons in C, as its methods define them (once, at import)."""

@@ -402,7 +402,7 @@ class _Lexical(Cortex):
 
     docs: dict[MemoryId, str]
 
-    def _text_search(self) -> Any:
+    def _text_search(self, found: Any = None) -> Any:
         def search(txn: Any, text: str, n: int) -> list[tuple[MemoryId, float]]:
             scored = [(mid, float(doc.count(text))) for mid, doc in self.docs.items()]
             scored = [p for p in scored if p[1] > 0]

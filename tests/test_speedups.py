@@ -2323,11 +2323,27 @@ PARITY: dict[str, tuple[str, ...]] = {
     "salience": (
         "tests.test_salience::test_the_c_salience_is_salience_at",
         "tests.test_salience::test_the_c_salience_refuses_bad_arguments",
+        "tests.test_search_reads::test_c_salience_with_a_vector_is_the_definition",
     ),
     "read_accepted": (
         "tests.test_query_fused::test_read_accepted_is_passes",
         "tests.test_query_fused::test_read_accepted_refuses_bad_arguments",
         "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
+    ),
+    "read_rows": (
+        "tests.test_search_reads::test_the_lexical_hits_read_in_c_are_the_reads_one_by_one",
+        "tests.test_search_reads::test_a_damaged_head_of_a_hit_is_the_python_paths_error",
+        "tests.test_search_reads::test_accept_pair_and_read_rows_refuse_bad_arguments",
+        "tests.test_search_reads::test_searches_give_what_the_python_reads_give",
+    ),
+    "accept_pair": (
+        "tests.test_search_reads::test_accept_pair_is_read_accepted",
+        "tests.test_search_reads::test_accept_pair_and_read_rows_refuse_bad_arguments",
+        "tests.test_search_reads::test_searches_give_what_the_python_reads_give",
+    ),
+    "id_slots": (
+        "tests.test_search_reads::test_memory_id_hash_and_comparisons_are_its_methods",
+        "tests.test_search_reads::test_id_slots_takes_only_the_class_of_one_bytes_slot",
     ),
     "read_page": (
         "tests.test_query_fused::test_read_page_is_read_accepted",

@@ -459,10 +459,12 @@ exact_double(PyObject *v, double *x)
 }
 
 PyDoc_STRVAR(salience_doc,
-             "salience(head, now_us, decay, permanent, half_lives, weights, /)\n--\n\n"
+             "salience(head, now_us, decay, permanent, half_lives, weights, w_vector=None, "
+             "vector=None, /)\n--\n\n"
              "``cortex.rules.salience.salience_at(head, NEVER_USED, now_us, "
-             "decay=decay[head.type], weights=w)`` without a vector, for a head without use "
+             "decay=decay[head.type], weights=w, vector=vector)`` for a head without use "
              "counters: ``weights`` is ``(w.recency, w.access, w.citation, w.importance)``, "
+             "``w_vector`` ``w.vector`` (with a ``vector``, a float; both None: no vector), "
              "``permanent`` the decay class that never decays, ``half_lives`` its "
              "``HALF_LIFE_DAYS``. None where the Python path must decide (counters, a time or a "
              "number out of the ordinary).");
@@ -472,14 +474,27 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *head, *decay, *half_lives, *weights, *v, *cls;
     long long now_us, last_us, age;
-    double w[4], r, d, half;
-    volatile double t0, t1, t2, t3, total, norm;
-    int i, ok;
+    double w[4], r, d, half, wv = 0.0, cos = 0.0;
+    volatile double t0, t1, t2, t3, t4, total, norm;
+    int i, ok, with_vector = 0;
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError,
-                        "salience(head, now_us, decay, permanent, half_lives, weights)");
+    if (nargs != 6 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "salience(head, now_us, decay, permanent, half_lives, "
+                                         "weights, w_vector=None, vector=None)");
         return NULL;
+    }
+    if (nargs == 8 && args[7] != Py_None) {
+        /* the cosine, clamped as salience_at clamps it: max(0.0, min(1.0, vector)) */
+        if (!exact_double(args[6], &wv) || !PyFloat_CheckExact(args[7])) {
+            Py_RETURN_NONE;
+        }
+        cos = PyFloat_AS_DOUBLE(args[7]);
+        if (isnan(cos)) {
+            Py_RETURN_NONE;
+        }
+        cos = cos < 1.0 ? cos : 1.0;
+        cos = cos > 0.0 ? cos : 0.0;
+        with_vector = 1;
     }
     head = args[0];
     decay = args[2];
@@ -593,6 +608,11 @@ sp_salience(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     norm = w[0] + w[1];
     norm = norm + w[2];
     norm = norm + w[3];
+    if (with_vector) {
+        t4 = wv * cos;
+        total = total + t4;
+        norm = norm + wv;
+    }
     return PyFloat_FromDouble(total / norm);
 }
 
@@ -2181,6 +2201,136 @@ sp_read_current(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return or_none(current_pair(args[0], args[1], args[2]));
 }
 
+PyDoc_STRVAR(read_rows_doc,
+             "read_rows(ctx, get, rows, /)\n--\n\n"
+             "The memories at document numbers ``rows`` (4-byte big-endian rows: the lexical "
+             "index's postings), read with ``get`` as ``read_current`` reads: for each row its "
+             "head, which must be the head of a memory whose ``id/`` record names that row "
+             "back, and the version the head points at: a list of ``(head, version)`` in the "
+             "order of ``rows``, or None where the Python path must decide for any of them "
+             "(anything missing, damaged or unusual: ``lexical._ids_of`` says what).");
+
+/* read_rows of one row: (head, version), or NULL (an error set or not) */
+static PyObject *
+row_pair(PyObject *ctx, PyObject *get, PyObject *raw)
+{
+    PyObject *key, *hraw, *rraw, *vraw, *head = NULL, *id = NULL, *mid = NULL, *v, *out = NULL;
+    PyObject *slot = PyTuple_GET_ITEM(ctx, RC_ID_BYTES);
+    long long cur;
+    Share share;
+    char row4[4];
+    Reader r;
+    int found;
+    if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 4) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), PyBytes_AS_STRING(raw), 4, -1);
+    if (key == NULL) {
+        return NULL;
+    }
+    hraw = get_head(get, key);
+    Py_DECREF(key);
+    if (hraw == NULL) {
+        return NULL;
+    }
+    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share.obj = NULL;
+    share.time = NULL;
+    share.id = NULL;
+    if (!unsealed(hraw, &r, &share)) {
+        goto done;
+    }
+    head = whole_record(PyTuple_GET_ITEM(ctx, RC_HEAD), &r); /* hraw is kept: r points in it */
+    if (head == NULL) {
+        goto done;
+    }
+    /* the memory the head names, and its id/ record naming this row back (storage.md §2) */
+    id = attr_get(head, A_ID);
+    if (id == NULL || !PyObject_TypeCheck(id, PyDescr_TYPE(slot))) {
+        goto done;
+    }
+    mid = Py_TYPE(slot)->tp_descr_get(slot, id, (PyObject *)Py_TYPE(id));
+    if (mid == NULL || !PyBytes_CheckExact(mid) || PyBytes_GET_SIZE(mid) != 16) {
+        goto done;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), PyBytes_AS_STRING(mid), 16, -1);
+    if (key == NULL) {
+        goto done;
+    }
+    rraw = get_id(get, key);
+    Py_DECREF(key);
+    if (rraw == NULL) {
+        goto done;
+    }
+    found = row_of_value(rraw, row4);
+    Py_DECREF(rraw);
+    if (!found || memcmp(row4, PyBytes_AS_STRING(raw), 4) != 0) {
+        goto done;
+    }
+    cur = positive_attr(head, A_CURRENT_VERSION);
+    if (cur <= 0) {
+        goto done;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, cur);
+    if (key == NULL) {
+        goto done;
+    }
+    vraw = get_version(get, key);
+    Py_DECREF(key);
+    if (vraw == NULL) {
+        goto done;
+    }
+    v = version_of(ctx, mid, cur, vraw, &share);
+    Py_DECREF(vraw);
+    if (v != NULL) {
+        out = PyTuple_Pack(2, head, v);
+        Py_DECREF(v);
+    }
+done:
+    Py_XDECREF(mid);
+    Py_XDECREF(id);
+    Py_XDECREF(head);
+    Py_XDECREF(share.obj);
+    Py_XDECREF(share.time);
+    Py_XDECREF(share.id);
+    Py_DECREF(hraw);
+    return out;
+}
+
+static PyObject *
+sp_read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *rows, *out;
+    Py_ssize_t i, n;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "read_rows(ctx, get, rows)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0])) {
+        return NULL;
+    }
+    rows = args[2];
+    if (!PyList_CheckExact(rows)) {
+        PyErr_SetString(PyExc_TypeError, "read_rows: rows is a list of bytes");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(rows);
+    out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *pair = row_pair(args[0], args[1], PyList_GET_ITEM(rows, i));
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return or_none(NULL);
+        }
+        PyList_SET_ITEM(out, i, pair);
+    }
+    return out;
+}
+
 static PyObject *s_set_range = NULL, *s_key = NULL; /* cursor methods (interned once) */
 
 static PyObject *s_get = NULL; /* the transaction's get (interned once) */
@@ -2387,41 +2537,16 @@ PyDoc_STRVAR(read_accepted_doc,
              "tag, no expiry); ``(head, version, False)`` where ``passes`` must decide; None "
              "where read_current declines.");
 
+/* read_accepted's filters of a memory's head and version (``pair``): False, (head, version,
+ * passes), or NULL with an error */
 static PyObject *
-sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+accepted_of(PyObject *pair, PyObject *cursor, PyObject *edge_to, PyObject *into, PyObject *types,
+            PyObject *tags, PyObject *mid)
 {
-    PyObject *ctx, *cursor, *edge_to, *into, *types, *tags, *mid, *pair, *head, *v, *t;
+    PyObject *head = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1), *t;
     PyObject *out = NULL;
     Py_ssize_t i;
     int r;
-    (void)module;
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid)");
-        return NULL;
-    }
-    ctx = args[0];
-    cursor = args[2];
-    edge_to = args[3];
-    into = args[4];
-    types = args[5];
-    tags = args[6];
-    mid = args[7];
-    if (!read_ctx_ok(ctx) || !is_mid(mid)) {
-        return NULL;
-    }
-    if (!PyBytes_CheckExact(edge_to) || !PyBytes_CheckExact(into) ||
-        !PyAnySet_CheckExact(types) || !PyTuple_CheckExact(tags)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read_accepted: edge_to and into are bytes, types a set, tags a tuple");
-        return NULL;
-    }
-    pair = current_pair(ctx, args[1], mid);
-    if (pair == NULL) {
-        return or_none(NULL);
-    }
-    head = PyTuple_GET_ITEM(pair, 0);
-    v = PyTuple_GET_ITEM(pair, 1);
     /* the type (passes' first filter) */
     t = attr_get(head, A_TYPE);
     if (t == NULL) {
@@ -2496,8 +2621,70 @@ sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 defer:
     out = PyTuple_Pack(3, head, v, Py_False);
 done:
+    return out;
+}
+
+static int
+accepted_args_ok(PyObject *edge_to, PyObject *into, PyObject *types, PyObject *tags)
+{
+    if (!PyBytes_CheckExact(edge_to) || !PyBytes_CheckExact(into) ||
+        !PyAnySet_CheckExact(types) || !PyTuple_CheckExact(tags)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted: edge_to and into are bytes, types a set, tags a tuple");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+sp_read_accepted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *pair, *out;
+    (void)module;
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_accepted(ctx, get, cursor, edge_to, into, types, tags, mid)");
+        return NULL;
+    }
+    if (!read_ctx_ok(args[0]) || !is_mid(args[7]) ||
+        !accepted_args_ok(args[3], args[4], args[5], args[6])) {
+        return NULL;
+    }
+    pair = current_pair(args[0], args[1], args[7]);
+    if (pair == NULL) {
+        return or_none(NULL);
+    }
+    out = accepted_of(pair, args[2], args[3], args[4], args[5], args[6], args[7]);
     Py_DECREF(pair);
     return out;
+}
+
+PyDoc_STRVAR(accept_pair_doc,
+             "accept_pair(ctx, get, cursor, edge_to, into, types, tags, mid, pair, /)\n--\n\n"
+             "``read_accepted`` of a memory whose head and version the caller has read in this "
+             "snapshot as ``read_current`` reads them (``pair``: ``(head, version)``, the "
+             "lexical hits' ``read_rows``): the same answer, without reading them again.");
+
+static PyObject *
+sp_accept_pair(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *pair;
+    (void)module;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "accept_pair(ctx, get, cursor, edge_to, into, types, tags, mid, pair)");
+        return NULL;
+    }
+    pair = args[8];
+    if (!read_ctx_ok(args[0]) || !is_mid(args[7]) ||
+        !accepted_args_ok(args[3], args[4], args[5], args[6])) {
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "accept_pair: pair is (head, version)");
+        return NULL;
+    }
+    return accepted_of(pair, args[2], args[3], args[4], args[5], args[6], args[7]);
 }
 
 PyDoc_STRVAR(read_page_doc,
@@ -2821,10 +3008,12 @@ static PyMethodDef decode_methods[] = {
      read_current_doc},
     {"read_latest", (PyCFunction)(void (*)(void))sp_read_latest, METH_FASTCALL,
      read_latest_doc},
+    {"read_rows", (PyCFunction)(void (*)(void))sp_read_rows, METH_FASTCALL, read_rows_doc},
     {"micros", (PyCFunction)sp_micros, METH_O, micros_doc},
     {"salience", (PyCFunction)(void (*)(void))sp_salience, METH_FASTCALL, salience_doc},
     {"read_accepted", (PyCFunction)(void (*)(void))sp_read_accepted, METH_FASTCALL,
      read_accepted_doc},
+    {"accept_pair", (PyCFunction)(void (*)(void))sp_accept_pair, METH_FASTCALL, accept_pair_doc},
     {"read_page", (PyCFunction)(void (*)(void))sp_read_page, METH_FASTCALL, read_page_doc},
     {"read_newest", (PyCFunction)(void (*)(void))sp_read_newest, METH_FASTCALL, read_newest_doc},
     {NULL, NULL, 0, NULL},

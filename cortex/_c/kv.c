@@ -6,6 +6,8 @@
 
 #include "common.h"
 
+#include <structmember.h>
+
 uint32_t crc_table[8][256];
 
 static void
@@ -282,7 +284,95 @@ sp_crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         tables ? crc32_tables(0xFFFFFFFFu, p, n) ^ 0xFFFFFFFFu : crc32_of(p, n));
 }
 
+/* MemoryId's hash and comparisons in C (cortex/model/ids.py keeps the definitions, which
+ * ``id_slots`` puts these in front of): hash(self._b); == and != between ids by their bytes, an
+ * id equal to nothing else; <, <=, >, >= between ids by their bytes, NotImplemented with
+ * anything else (Python then tries the other operand, as it does for the class's own methods,
+ * which define < and <= and leave > and >= to the reflection). */
+static PyTypeObject *id_type = NULL;
+static Py_ssize_t id_offset = 0; /* of the slot of the raw bytes */
+
+static PyObject *
+id_raw(PyObject *obj)
+{
+    PyObject *raw = *(PyObject **)((char *)obj + id_offset); /* borrowed */
+    if (raw == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_b");
+    }
+    return raw;
+}
+
+static Py_hash_t
+id_hash(PyObject *self)
+{
+    PyObject *raw = id_raw(self);
+    return raw == NULL ? -1 : PyObject_Hash(raw);
+}
+
+static PyObject *
+id_richcompare(PyObject *self, PyObject *other, int op)
+{
+    PyObject *a, *b;
+    if (!PyObject_TypeCheck(other, id_type) || !PyObject_TypeCheck(self, id_type)) {
+        if (op == Py_EQ) {
+            Py_RETURN_FALSE;
+        }
+        if (op == Py_NE) {
+            Py_RETURN_TRUE;
+        }
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    if ((a = id_raw(self)) == NULL || (b = id_raw(other)) == NULL) {
+        return NULL;
+    }
+    return PyObject_RichCompare(a, b, op);
+}
+
+PyDoc_STRVAR(id_slots_doc, "id_slots(cls, /)\n--\n\n"
+                           "Give ``cortex.model.ids.MemoryId`` (``cls``: one object slot, ``_b``, "
+                           "no __dict__) its hash and comparisons in C, as its methods define "
+                           "them; once, at import.");
+
+static PyObject *
+sp_id_slots(PyObject *module, PyObject *cls)
+{
+    PyTypeObject *t;
+    PyObject *d;
+    PyMemberDef *m;
+    (void)module;
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "id_slots: a class");
+        return NULL;
+    }
+    t = (PyTypeObject *)cls;
+    d = PyDict_GetItemString(t->tp_dict, "_b"); /* borrowed */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) || PyDescr_TYPE(d) != t ||
+        t->tp_dictoffset != 0 ||
+        t->tp_basicsize != (Py_ssize_t)(sizeof(PyObject) + sizeof(PyObject *))) {
+        PyErr_SetString(PyExc_TypeError, "id_slots: a class of one slot, _b, and no __dict__");
+        return NULL;
+    }
+    m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX) {
+        PyErr_SetString(PyExc_TypeError, "id_slots: _b is an object slot");
+        return NULL;
+    }
+    if (id_type != NULL && id_type != t) {
+        PyErr_SetString(PyExc_RuntimeError, "id_slots: given another class already");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    Py_XDECREF((PyObject *)id_type);
+    id_type = t;
+    id_offset = m->offset;
+    t->tp_hash = id_hash;
+    t->tp_richcompare = id_richcompare;
+    PyType_Modified(t);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef kv_methods[] = {
+    {"id_slots", (PyCFunction)sp_id_slots, METH_O, id_slots_doc},
     {"crc32", (PyCFunction)(void (*)(void))sp_crc32, METH_FASTCALL, crc32_doc},
     {"seal", (PyCFunction)sp_seal, METH_O, seal_doc},
     {"sort_pairs", (PyCFunction)sp_sort_pairs, METH_O, sort_pairs_doc},

@@ -969,11 +969,16 @@ class Cortex:
 
     # -- seams for the search indexes --------------------------------------------------------
 
-    def _text_search(self) -> TextSearch | None:
-        """The lexical index's search (BM25 over each live memory's full form)."""
+    def _text_search(self, found: dict[bytes, Any] | None = None) -> TextSearch | None:
+        """The lexical index's search (BM25 over each live memory's full form).
+
+        ``found``: where the hits' heads and current versions, read in one C call, are kept
+        by raw id for the executor that reads them next (``Executor.accept``).
+        """
+        rows_reader = self._engine.rows_reader
 
         def search(txn: ReadTxn, text: str, n: int) -> list[tuple[MemoryId, float]]:
-            return lexical.search(txn, text, limit=n)
+            return lexical.search(txn, text, limit=n, rows=rows_reader(txn), found=found)
 
         return search
 
@@ -1192,6 +1197,7 @@ class Cortex:
         return reader
 
     def _executor(self, txn: ReadTxn, plan: Plan, reader: Reader, now: datetime) -> Executor:
+        found: dict[bytes, Any] = {}  # the text search's reads, for ``accept``
         return Executor(
             self._engine,
             txn,
@@ -1200,12 +1206,13 @@ class Cortex:
             reader=reader,
             decay=self.decay,
             weights=self.weights,
-            text_search=self._text_search(),
+            text_search=self._text_search(found),
             vector_search=self._vector_search(plan),
             salience_blend=self.salience_blend,
             fusion=self.fusion,
             types_of=None if self._sidecar is None else self._sidecar.types_of,
             type_seen=None if self._sidecar is None else self._sidecar.note_type,
+            found=found,
         )
 
     def _plan_of(self, query: Query, now: datetime, cap: int | None) -> tuple[Plan, bytes | None]:

@@ -2440,6 +2440,24 @@ class Store:
         return functools.partial(_sp.read_current, ctx, raw_get)
 
     @staticmethod
+    def _rows_reader(
+        txn: ReadTxn,
+    ) -> Callable[[list[bytes]], list[tuple[Head, Version]] | None] | None:
+        """A reader of the memories at document numbers (rows), one C call for all of them.
+
+        Rows (4 bytes, big-endian: the lexical index's postings) -> each row's ``(head,
+        version)`` as ``_current_reader`` reads them, the head's ``id/`` record naming the row
+        back; None where the C path declines for any (``lexical._ids_of`` then reads and says
+        what is wrong). None without the C read path or on an engine with round trips.
+        """
+        ctx = _READ
+        raw_get = getattr(txn, "raw_get", None)
+        rows: Any = getattr(_sp, "read_rows", None)
+        if ctx is None or raw_get is None or rows is None:
+            return None
+        return functools.partial(rows, ctx, raw_get)
+
+    @staticmethod
     def _accepted_reader(
         txn: ReadTxn, types: frozenset[MemoryType], tags: tuple[str, ...], superseded: bool
     ) -> Callable[[bytes], Any] | None:
@@ -2943,6 +2961,7 @@ class Store:
     head = _head  # (txn, mid) -> Head; NotFoundError, IntegrityError
     version = _version  # (txn, mid, n) -> Version, checked as a read checks (no sha256)
     current_reader = _current_reader  # (txn) -> (raw id -> (head, version) or None) | None
+    rows_reader = _rows_reader  # (txn) -> (rows -> [(head, version)] or None) | None
     accepted_reader = _accepted_reader  # (txn, types, tags, superseded) -> raw id -> ... | None
     accepted_args = _accepted_args  # (txn, types, tags, superseded) -> read_accepted's | None
     checked_version = _checked_version  # (key, raw) -> Version, decoded and checked (no sha256)

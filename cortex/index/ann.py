@@ -498,8 +498,8 @@ class VectorIndex:
                 scores = scores[mask]
             if len(ids) > k:  # keep the chunk's best k, ties included, to bound the work
                 cut = np.partition(scores, len(scores) - k)[len(scores) - k]
-                keep = scores >= cut
-                ids = [i for i, kp in zip(ids, keep.tolist(), strict=True) if kp]
+                keep = np.flatnonzero(scores >= cut)  # ascending: the ids stay in id order
+                ids = [ids[j] for j in keep.tolist()]
                 scores = scores[keep]
             kept_ids.extend(ids)
             kept_scores.append(scores)

@@ -941,12 +941,18 @@ def fold(txn: WriteTxn) -> int:
     return n
 
 
+RowsReader = Callable[[list[bytes]], "list[tuple[Any, Any]] | None"]
+"""Rows -> each one's ``(head, version)``, or None (``Store.rows_reader``)."""
+
+
 def search(
     txn: ReadTxn,
     query: str,
     *,
     limit: int,
     allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+    rows: RowsReader | None = None,
+    found: dict[bytes, tuple[Any, Any]] | None = None,
 ) -> list[tuple[MemoryId, float]]:
     """The ``limit`` best memories for ``query`` by BM25, best first, ties by document number.
 
@@ -959,6 +965,10 @@ def search(
             left out) are searched.
         limit: how many results at most (>= 1).
         allow: only memories this accepts are ranked: a predicate, or a collection of ids.
+        rows: the store's reader of the memories at rows (``Store.rows_reader``: one C call
+            for the hits), or None: each hit's head and ``id/`` record read here.
+        found: where ``rows`` read the hits, their ``(head, version)`` by raw id, for a
+            caller that reads them next (``Executor.accept``).
 
     Returns:
         ``(id, score)`` pairs, at most ``limit``; empty when no term of the query is indexed.
@@ -966,7 +976,7 @@ def search(
     Raises:
         IntegrityError: an index record is damaged.
     """
-    return search_terms(txn, query_terms(query), limit=limit, allow=allow)
+    return search_terms(txn, query_terms(query), limit=limit, allow=allow, rows=rows, found=found)
 
 
 def document_frequencies(txn: ReadTxn, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
@@ -986,6 +996,8 @@ def search_terms(
     *,
     limit: int,
     allow: Callable[[MemoryId], bool] | Collection[MemoryId] | None = None,
+    rows: RowsReader | None = None,
+    found: dict[bytes, tuple[Any, Any]] | None = None,
 ) -> list[tuple[MemoryId, float]]:
     """``search`` for terms already analysed (``query_terms``: folded, stemmed), each counted once.
 
@@ -1064,7 +1076,7 @@ def search_terms(
                         hit = True
                 if hit:
                     scores[raw] = total
-            return _top(txn, scores, limit)
+            return _top(txn, scores, limit, rows, found)
         allowed = ids.__contains__
 
     if allowed is None and _USE_SPEEDUPS and _USE_BM25:
@@ -1085,8 +1097,8 @@ def search_terms(
         ]
         best = _sp.bm25_top(lists, limit, k1, norm_a, norm_b)
         if best is not None:
-            found = _ids_of(txn, [raw for raw, _ in best])
-            return [(mid, s) for mid, (_, s) in zip(found, best, strict=True)]
+            hits = _ids_of(txn, [raw for raw, _ in best], rows, found)
+            return [(mid, s) for mid, (_, s) in zip(hits, best, strict=True)]
     theta = -math.inf  # the limit-th best partial score: a lower bound of the final one
     for i, (_, term, w, df) in enumerate(plan):
         if rest[i] < theta:
@@ -1124,7 +1136,7 @@ def search_terms(
                 scores[raw] = s + w * (f if f is not None else factor(tail))
         if len(scores) >= limit:
             theta = heapq.nlargest(limit, scores.values())[-1]
-    return _top(txn, scores, limit)
+    return _top(txn, scores, limit, rows, found)
 
 
 def _main_df(txn: ReadTxn, term: str) -> int:
@@ -1189,10 +1201,16 @@ def _find(txn: ReadTxn, term: str, raw: bytes, ov: _segments.Overlay) -> bytes |
     return find(txn, posting_prefix(term), raw)
 
 
-def _top(txn: ReadTxn, scores: dict[bytes, float], limit: int) -> list[tuple[MemoryId, float]]:
+def _top(
+    txn: ReadTxn,
+    scores: dict[bytes, float],
+    limit: int,
+    rows: RowsReader | None = None,
+    found: dict[bytes, tuple[Any, Any]] | None = None,
+) -> list[tuple[MemoryId, float]]:
     """The ``limit`` best of ``scores`` (docno4 -> score): by score, ties by docno ascending."""
     best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    ids = _ids_of(txn, [raw for raw, _ in best])
+    ids = _ids_of(txn, [raw for raw, _ in best], rows, found)
     return [(mid, s) for mid, (_, s) in zip(ids, best, strict=True)]
 
 
@@ -1203,18 +1221,37 @@ def _preload_numbers(txn: ReadTxn, raws: Iterable[bytes]) -> None:
         load([HEAD_PREFIX + raw for raw in raws])
 
 
-def _ids_of(txn: ReadTxn, raws: list[bytes]) -> list[MemoryId]:
+def _ids_of(
+    txn: ReadTxn,
+    raws: list[bytes],
+    rows: RowsReader | None = None,
+    found: dict[bytes, tuple[Any, Any]] | None = None,
+) -> list[MemoryId]:
     """The memories document numbers (rows: 4 bytes, big-endian) name, from their heads.
 
     The head at a row names its memory; that memory's ``id/`` record must name the row back
     (``storage.md`` §2 Rows): a head of another row (a damaged key, a copied value) is an
     error here, never a second answer for that other memory. The heads, then the ``id/``
-    records, are read in one round trip each on an engine with them.
+    records, are read in one round trip each on an engine with them. With ``rows`` (the C
+    reader) all of it is one call, which reads each memory's current version too: kept in
+    ``found`` (raw id -> ``(head, version)``) when given; where it declines, the reads below
+    say what is wrong.
 
     Raises:
         IntegrityError: a row has no head, a head is damaged, or its memory's ``id/`` record
             names another row (or none).
     """
+    if rows is not None and raws:
+        pairs = rows(raws)
+        if pairs is not None:
+            if found is None:
+                return [h.id for h, _ in pairs]
+            out = []
+            for pair in pairs:
+                mid = pair[0].id
+                found[mid.bytes] = pair
+                out.append(mid)
+            return out
     _preload_numbers(txn, raws)
     ids = [_head_id(txn, raw) for raw in raws]
     load = getattr(txn, "preload", None)

@@ -99,6 +99,13 @@ _new = object.__new__
 # the slot itself, past the immutability guard (one C call)
 _set_raw: Callable[[MemoryId, bytes], None] = vars(MemoryId)["_b"].__set__
 
+try:  # the hash and comparisons above in C (dicts and sets of ids are everywhere in a query)
+    from cortex import _speedups as _sp
+
+    _sp.id_slots(MemoryId)
+except (ImportError, AttributeError):  # pragma: no cover - installed without a C compiler
+    pass
+
 
 class _Generator:
     """Monotonic ULIDs: within one millisecond the random part counts up by one."""

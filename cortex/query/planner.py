@@ -131,6 +131,12 @@ _ACCEPTED = True
 """Whether the fused loop runs the first filters in the C read (``Store.accepted_reader``)
 where it can; tests turn it off to compare."""
 
+_READ_ACCEPTED: Callable[..., Any] | None = getattr(_sp, "read_accepted", None)
+_ACCEPT_PAIR: Callable[..., Any] | None = getattr(_sp, "accept_pair", None)
+"""``read_accepted`` of a head and version already read (a search's ``found``), in C."""
+
+_ALL_TYPES: Final = frozenset(MemoryType)
+
 TextSearch = Callable[[ReadTxn, str, int], list[tuple[MemoryId, float]]]
 """``(txn, text, n) -> [(id, score)]`` best first: the lexical index's top ``n``."""
 VectorSearch = Callable[[ReadTxn, Any, int], list[tuple[MemoryId, float]]]
@@ -179,6 +185,7 @@ class Executor:
         fusion: Fusion | None = None,
         types_of: TypesOf | None = None,
         type_seen: Callable[[MemoryId, MemoryType], None] | None = None,
+        found: dict[bytes, tuple[Head, Version]] | None = None,
     ) -> None:
         self.store = store
         self.txn = txn
@@ -207,6 +214,24 @@ class Executor:
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
         # a memory's head and current version in one C call (None: the Python reads)
         self._current = store.current_reader(txn) if plan.as_of is None else None
+        # heads and current versions a search has read in this snapshot, by raw id (the
+        # lexical list's: ``lexical.search``'s ``found``), taken before reading again
+        self._found = found if found is not None and self._current is not None else None
+        # a search's first filters in C (``read_accepted``), where they are all the plan has
+        # and the reader is the owner (as ``_stream``'s): ``accept``'s arguments before the id
+        self._accepting = (
+            store.accepted_args(txn, plan.types or _ALL_TYPES, plan.tags, plan.include_superseded)
+            if plan.start in ("text", "vector")
+            and _ACCEPTED
+            and _READ_ACCEPTED is not None
+            and _ACCEPT_PAIR is not None
+            and self._current is not None
+            and self._sees_all
+            and not plan.frames
+            and plan.window is None
+            and plan.where is None
+            else None
+        )
         # the snapshot's cursor, where the engine has one (LMDB): the superseder check's look
         self._cursor = txn.cursor() if hasattr(txn, "cursor") else None
 
@@ -349,7 +374,22 @@ class Executor:
         # the head and its version in one C call (which takes 16 bytes: an id off a damaged
         # index key of another length takes the Python path, which says what is wrong)
         if head is None and current is not None and len(mid.bytes) == _ID:
-            pair = current(mid.bytes)
+            raw = mid.bytes
+            found = self._found
+            pair = found.get(raw) if found else None
+            accepting = self._accepting
+            if accepting is not None:
+                got = (
+                    _READ_ACCEPTED(*accepting, raw)  # type: ignore[misc]
+                    if pair is None
+                    else _ACCEPT_PAIR(*accepting, raw, pair)  # type: ignore[misc]
+                )
+                if got is False:
+                    return None
+                if got is not None:
+                    return Row(got[0], got[1], _decode) if got[2] else self.passes(got[0], got[1])
+            elif pair is None:
+                pair = current(raw)
             if pair is not None:
                 return self.passes(pair[0], pair[1])
         if head is None:
@@ -375,21 +415,8 @@ class Executor:
             return None
         if not self.visible(head):
             return None
-        if not p.include_superseded:
-            cur = self._cursor
-            if cur is None:
-                if superseder(self.txn, head.id, self.at_us):
-                    return None
-            else:
-                # no key under the memory's supersedes edges (the common case): no superseder
-                # without a Python call (``heads.superseder`` looks the same way first)
-                into = EDGE_TO + head.id.bytes + _INTO
-                if (
-                    cur.set_range(into)
-                    and cur.key().startswith(into)
-                    and superseder(self.txn, head.id, self.at_us)
-                ):
-                    return None
+        if not p.include_superseded and self._superseded(head):
+            return None
         if p.tags:
             have = head.tags
             for t in p.tags:
@@ -418,13 +445,42 @@ class Executor:
             return None
         return row
 
+    def _superseded(self, head: Head) -> bool:
+        """Whether another memory supersedes ``head``'s at the time the query looks at."""
+        cur = self._cursor
+        if cur is None:
+            return superseder(self.txn, head.id, self.at_us) is not None
+        # no key under the memory's supersedes edges (the common case): no superseder
+        # without a Python call (``heads.superseder`` looks the same way first)
+        into = EDGE_TO + head.id.bytes + _INTO
+        return bool(
+            cur.set_range(into)
+            and cur.key().startswith(into)
+            and superseder(self.txn, head.id, self.at_us)
+        )
+
     def state(self, head: Head) -> SalienceState:
         """The use counters of ``head``'s memory (all zero when never used)."""
         return read_state(self.txn, head) if head.has_counters else NEVER_USED
 
     def salience_of(self, row: Row, vector: float | None = None) -> float:
-        """The salience of an accepted row now."""
+        """The salience of an accepted row now (in C for a memory never used)."""
         head = row.head
+        fast = _SALIENCE
+        if fast is not None and type(self.decay) is dict and not head.has_counters:
+            w = self.weights
+            s = fast(
+                head,
+                self.now_us,
+                self.decay,
+                DecayClass.PERMANENT,
+                HALF_LIFE_DAYS,
+                (w.recency, w.access, w.citation, w.importance),
+                w.vector,
+                vector,
+            )
+            if s is not None:
+                return s
         return salience_at(
             head,
             read_state(self.txn, head) if head.has_counters else NEVER_USED,
@@ -917,6 +973,19 @@ class Executor:
         # each list counts its first ``depth`` (§1.8): fetched at least that deep, so a small
         # limit scores what a larger one does
         n = max(32, self.fusion.depth, 4 * (want or 0))
+        f = self.fusion
+        # one list and nothing to rerank: relevance is the list's score, so its order is the
+        # hits' order (ties by id, as the list breaks them; the lexical list breaks them by
+        # document number, so accepting goes on through a tie at the cut) and accepting stops
+        # once ``want`` pass and the score falls below the last of them
+        final = (
+            _STOP_AT_WANT
+            and want is not None
+            and len(lists) == 1
+            and p.order_by == "score"
+            and p.descending
+            and not (p.text is not None and (f.context_weight > 0 or f.entity_weight > 0))
+        )
         while True:
             ranked: dict[str, list[tuple[MemoryId, float]]] = {}
             for name, fn in lists.items():
@@ -944,7 +1013,10 @@ class Executor:
                 self.preload([m for m, k in zip(ids, kinds, strict=True) if k in wanted])
             else:
                 self.preload(ids)
+            cut: float | None = None  # with ``final``: the score of the ``want``-th to pass
             for i, (mid, score, ranks, scores) in enumerate(fused):
+                if cut is not None and score < cut:
+                    break
                 if known is not None:
                     kind = kinds[i]
                     if kind is None:
@@ -969,10 +1041,11 @@ class Executor:
                     c.ranks["fused"] = 0
                     c.scores["fused"] = score
                 out.append(c)
+                if final and cut is None and len(out) >= want:  # type: ignore[operator]
+                    cut = score
             if exhausted or (want is not None and len(out) >= want):
                 break
             n *= 4
-        f = self.fusion
         if p.text is not None and (f.context_weight > 0 or f.entity_weight > 0):
             out = self._rerank(out, ranked, fused)
         out.sort(key=lambda c: (-c.relevance, c.id.bytes))
@@ -1015,30 +1088,35 @@ class Executor:
         many = len(ranked) > 1
         (name, items), *_ = ranked.items()
         hi = items[0][1] if items else 0.0
-        q_tokens = tokenize(fold(p.text or ""))
+        q_tokens = tuple(tokenize(fold(p.text or "")))
 
         def base_of(score: float, scores: dict[str, float]) -> float:
             b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
             return min(1.0, max(0.0, b))
 
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
-        self._seen.update((c.id, c.row) for c in cands)  # accepted rows are seen rows
+        seen = self._seen
+        by_id: dict[MemoryId, Candidate] = {}
+        for c in cands:  # accepted rows are seen rows
+            mid = c.row.head.id
+            seen[mid] = c.row
+            by_id[mid] = c
         base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
         rows: dict[MemoryId, Row] = {}
         named: set[MemoryId] = set()
+        entities = f.entity_weight > 0
         for mid, score, _, scores in fused:
             if mid not in within:
                 continue
-            row = self._seen_row(mid)
+            row = seen[mid] if mid in seen else self._seen_row(mid)
             if row is None:
                 continue
             base[mid] = b = base_of(score, scores)
             rows[mid] = row
-            if f.entity_weight > 0 and b > 0 and names_any(q_tokens, entity_names(row.data)):
+            if entities and b > 0 and names_any(q_tokens, entity_names(row.data)):
                 named.add(mid)
         cw, ew = f.context_weight, f.entity_weight
         own = {m: combine(b, m in named, 0.0, cw, ew) for m, b in base.items()}
-        by_id = {c.id: c for c in cands}
         links: dict[MemoryId, list[MemoryId]] = {}
         if f.context > 0 and f.context_weight > 0:
             best = sorted(own, key=lambda m: (-own[m], m.bytes))[:CONTEXT_SOURCES]
@@ -1116,12 +1194,29 @@ class Executor:
 
     def _read_seen(self, mid: MemoryId) -> Row | None:
         p = self.plan
-        head = self.head(mid)
-        if head is None or not self.visible(head):
+        version: Version | None = None
+        current = self._current
+        # the head and its version in one C call where it reads them (as ``accept``), or as
+        # the text search read them
+        pair = None
+        if current is not None and len(raw := mid.bytes) == _ID:
+            found = self._found
+            pair = found.get(raw) if found else None
+            if pair is None:
+                pair = current(raw)
+        if pair is not None:
+            head, version = pair
+        else:
+            got = self.head(mid)
+            if got is None:
+                return None
+            head = got
+        if not self.visible(head):
             return None
-        if not p.include_superseded and self.store.superseder(self.txn, head.id, self.at_us):
+        if not p.include_superseded and self._superseded(head):
             return None
-        version = self.version_for(head)
+        if version is None:
+            version = self.version_for(head)
         if version is None:
             return None
         if (
@@ -1180,6 +1275,9 @@ class Executor:
 _FAST = True
 """Whether ``newest_first`` runs where it applies (tests turn it off to compare with
 ``Executor.run``)."""
+_STOP_AT_WANT = True
+"""A search of one list and nothing to rerank accepts until the limit passes (``_from_search``);
+off, it accepts every candidate fetched (the same hits: tests compare the two)."""
 
 
 def newest_prefix(plan: Plan) -> bytes | None:

@@ -23,6 +23,7 @@ in the type index and calls them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -67,7 +68,9 @@ def entity_names(data: Any) -> tuple[str, ...]:
     return tuple(v for f in _ENTITY_FIELDS if isinstance(v := getattr(data, f, None), str) and v)
 
 
+@functools.lru_cache(maxsize=8192)
 def _tokens(text: str) -> tuple[str, ...]:
+    """A name's tokens, as ``names_any`` compares them (kept: a store's names recur)."""
     return tuple(tokenize(fold(text)))
 
 
@@ -78,11 +81,14 @@ def names_any(query_tokens: Sequence[str], names: Iterable[str]) -> bool:
     way, so case, accents and punctuation do not matter ("Melanie's kids" names "melanie"),
     but a part of a word does not match ("Anabel" does not name "Ana").
     """
-    q = tuple(query_tokens)
+    q = query_tokens if type(query_tokens) is tuple else tuple(query_tokens)
     for name in names:
         t = _tokens(name)
         n = len(t)
-        if n and any(q[i : i + n] == t for i in range(len(q) - n + 1)):
+        if n == 1:
+            if t[0] in q:
+                return True
+        elif n and any(q[i : i + n] == t for i in range(len(q) - n + 1)):
             return True
     return False
 
