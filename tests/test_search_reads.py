@@ -22,13 +22,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortex import Cortex, Event, Fact, Fusion, IntegrityError, MemoryId, Query, Reader
+from cortex import (
+    Constraint,
+    Cortex,
+    Event,
+    Fact,
+    Fusion,
+    Goal,
+    Identity,
+    IntegrityError,
+    MemoryId,
+    Query,
+    Reader,
+)
 from cortex.engine import store as store_mod
 from cortex.engine.heads import NEVER_USED, row_of
 from cortex.engine.store import Store
 from cortex.index import lexical
 from cortex.model.codec import to_micros
-from cortex.model.enums import DecayClass, MemoryType
+from cortex.model.enums import (
+    ConstraintSource,
+    DecayClass,
+    GoalStatus,
+    MemoryType,
+    Polarity,
+    Strength,
+)
 from cortex.query import planner
 from cortex.rules.salience import HALF_LIFE_DAYS, Weights, salience_at
 from cortex.storage.keys import head_key
@@ -480,3 +499,264 @@ def test_accept_pair_and_read_rows_refuse_bad_arguments(tmp_path: Path) -> None:
             assert sp.read_rows(store_mod._READ, txn.raw_get, [raw, b"\xff" * 4]) is None
             with pytest.raises(KeyError):  # get's error is raised, not declined
                 sp.read_rows(store_mod._READ, {}.__getitem__, [raw])
+
+
+# -- context: its tiers read with the same fast paths -------------------------------------------
+
+pinned_st = st.tuples(
+    st.sampled_from(["identity", "hard", "soft", "active", "paused", "event"]),
+    st.sampled_from(["none", "none", "tomb", "update", "supersede", "expired", "public"]),
+    st.sampled_from(_WORDS),
+    st.sampled_from([0, 1, 60]),
+)
+
+
+@contextmanager
+def _newest_in_python() -> Iterator[None]:
+    saved = planner._NEWEST
+    planner._NEWEST = None
+    try:
+        yield
+    finally:
+        planner._NEWEST = saved
+
+
+@settings(max_examples=30)
+@given(
+    items=st.lists(pinned_st, max_size=30),
+    budget=st.sampled_from([40, 200, 3000]),
+    query=st.sampled_from([None, "tea", "paris hike"]),
+    other_reader=st.booleans(),
+)
+def test_context_gives_what_the_python_reads_give(
+    items: list[tuple[Any, ...]], budget: int, query: str | None, other_reader: bool
+) -> None:
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False, embedder=E) as cx,
+    ):
+        mids: list[MemoryId] = []
+        for i, (kind, change, word, step) in enumerate(items):
+            data: Any
+            if kind == "identity":
+                data = Identity(name=f"{word} {i}")
+            elif kind in ("hard", "soft"):
+                data = Constraint(
+                    statement=f"{word} rule {i}",
+                    polarity=Polarity.AVOID,
+                    strength=Strength.HARD if kind == "hard" else Strength.SOFT,
+                    source=ConstraintSource.USER_DECLARED,
+                )
+            elif kind in ("active", "paused"):
+                data = Goal(
+                    statement=f"{word} goal {i}",
+                    status=GoalStatus.ACTIVE if kind == "active" else GoalStatus.PAUSED,
+                )
+            else:
+                data = Event(kind="chat", summary=f"{word} said {i}")
+            kw: dict[str, Any] = {}
+            if change == "expired":
+                kw["expires_at"] = clock.now + timedelta(seconds=1)
+            elif change == "public":
+                kw["visibility"] = "actor_public"
+            mid = cx.write(data, **kw).id
+            if change == "tomb":
+                cx.tombstone(mid, "x")
+            elif change == "update" and kind in ("active", "paused"):
+                cx.update(mid, Goal(statement=f"{word} done {i}", status=GoalStatus.COMPLETED))
+            elif change == "supersede" and mids:
+                cx.add_edge(mid, "supersedes", mids[i % len(mids)])
+            mids.append(mid)
+            clock.tick(step)
+        clock.tick(2)
+        reader = Reader(actor="someone-else") if other_reader else None
+        want = cx.context("find", budget_tokens=budget, query=query, reader=reader)
+        for flags in ((True, True, True, False), (False, False, False, False)):
+            with _python_paths(*flags):
+                assert cx.context("find", budget_tokens=budget, query=query, reader=reader) == want
+        with _newest_in_python():
+            assert cx.context("find", budget_tokens=budget, query=query, reader=reader) == want
+
+
+def test_the_pinned_tier_past_its_limit_reads_in_the_same_order(tmp_path: Path) -> None:
+    """More pinned memories than the tier takes (64 of a type), some written in one batch (one
+    created time: ties by id): the C pages give the ones ``created_scan`` gives."""
+    clock = Clock()
+    with Cortex.open(tmp_path / "s", actor="m", clock=clock, metasync=False) as cx:
+        cx.write_many([Identity(name=f"batch {i}") for i in range(50)])
+        clock.tick(5)
+        for i in range(10):
+            cx.write(Identity(name=f"single {i}"))
+            clock.tick(1)
+        cx.write_many([Identity(name=f"late {i}") for i in range(30)])
+        clock.tick(5)
+        want = cx.context("find", budget_tokens=4000)
+        assert len(want.hits) == 64
+        with _newest_in_python():
+            assert cx.context("find", budget_tokens=4000) == want
+
+
+# -- about: the memories naming the entity, found through the lexical index --------------------
+
+_SPELLINGS = (
+    "Sarah",
+    "sarah",
+    "@Sarah",
+    " SARAH!",
+    "Sarah Jane",
+    "sarah  jane",
+    "Kim",
+    "Kım",
+    "KIM",
+    "O'Brien",
+    "o'brien",
+    "Zoë",
+    "Sarahs",
+    "Jane",
+)
+
+about_st = st.tuples(
+    st.sampled_from(["fact", "belief", "event", "identity", "preference", "goal", "cap"]),
+    st.sampled_from(_SPELLINGS),
+    st.sampled_from(["lives_in", "Home City", "likes"]),
+    st.sampled_from(["none", "none", "tomb", "update", "supersede", "expired", "public"]),
+)
+
+
+def _about_data(kind: str, name: str, attr: str, i: int) -> Any:
+    from cortex import Belief, Capability, Preference
+
+    if kind == "fact":
+        return Fact(statement=f"says {i}", subject=name, predicate=attr)
+    if kind == "belief":
+        return Belief(statement=f"thinks {i}", subject=name, stance="believe", confidence=0.5)
+    if kind == "event":
+        return Event(kind="chat", summary=f"talked {i}", counterparty=name)
+    if kind == "identity":
+        return Identity(name=name)
+    if kind == "preference":
+        return Preference(topic=f"tea {i}", polarity=Polarity.PREFER, subject=name)
+    if kind == "goal":
+        return Goal(statement=f"run {i}", status=GoalStatus.ACTIVE, subject=name)
+    return Capability(subject=name, capability=attr)
+
+
+@contextmanager
+def _about_scans() -> Iterator[None]:
+    from cortex.agent import api
+
+    saved = api._name_terms
+    api._name_terms = lambda name: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        api._name_terms = saved
+
+
+@settings(max_examples=40)
+@given(
+    items=st.lists(about_st, max_size=24),
+    asks=st.lists(
+        st.tuples(
+            st.sampled_from(_SPELLINGS),
+            st.sampled_from([None, "lives_in", "home_city"]),
+            st.sampled_from([None, ("Fact",), ("Event", "Identity")]),
+            st.sampled_from([1, 3, 100]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    alias=st.booleans(),
+)
+def test_about_finds_what_the_scan_finds(
+    items: list[tuple[Any, ...]], asks: list[tuple[Any, ...]], alias: bool
+) -> None:
+    clock = Clock()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Cortex.open(Path(d) / "s", actor="m", clock=clock, metasync=False) as cx,
+    ):
+        mids: list[MemoryId] = []
+        for i, (kind, name, attr, change) in enumerate(items):
+            if kind == "identity" and change == "update":
+                change = "none"
+            kw: dict[str, Any] = {}
+            if change == "expired":
+                kw["expires_at"] = clock.now + timedelta(seconds=1)
+            elif change == "public":
+                kw["visibility"] = "actor_public"
+            mid = cx.write(_about_data(kind, name, attr, i), **kw).id
+            if change == "tomb":
+                cx.tombstone(mid, "x")
+            elif change == "update":
+                cx.update(mid, _about_data(kind, "Jane", attr, i + 100))
+            elif change == "supersede" and mids:
+                cx.add_edge(mid, "supersedes", mids[i % len(mids)])
+            mids.append(mid)
+            clock.tick(1)
+        if alias:
+            cx.alias("Sarah", "Kim")
+        clock.tick(2)
+        for name, attribute, types, limit, other in asks:
+            kw = {"attribute": attribute, "types": types, "limit": limit}
+            if other:
+                kw["reader"] = Reader(actor="someone-else")
+            if attribute is not None and types == ("Event", "Identity"):
+                kw["types"] = None
+            got = cx.about(name, **kw)
+            with _about_scans():
+                want = cx.about(name, **kw)
+            assert _seen(got) == _seen(want) and got.plan == want.plan, (name, kw)
+
+
+def test_about_reads_only_the_memories_naming_the_entity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Cortex.open(tmp_path / "s", actor="m", clock=Clock(), metasync=False) as cx:
+        for i in range(200):
+            cx.write(Fact(statement=f"s {i}", subject=f"person {i}", predicate="likes"))
+        cx.write(Fact(statement="tea", subject="Ada", predicate="likes"))
+        accepted: list[MemoryId] = []
+        real = planner.Executor.accept
+
+        def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
+            accepted.append(mid)
+            return real(self, mid, *a, **k)
+
+        monkeypatch.setattr(planner.Executor, "accept", counting)
+        assert [h.memory.data.subject for h in cx.about("ada").hits] == ["Ada"]
+        assert len(accepted) == 1
+        accepted.clear()
+        with _about_scans():
+            assert len(cx.about("ada").hits) == 1
+        assert len(accepted) == 201
+
+
+def test_about_a_name_meets_its_spellings_the_scan_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dotless ``ı`` matches an ``i`` case-insensitively (as the scan's pattern matches it),
+    a name of two words needs both, punctuation and case aside."""
+    with Cortex.open(tmp_path / "s", actor="m", clock=Clock(), metasync=False) as cx:
+        for name in ("Kım", "KIM", "kim!", "Kimi", "Sarah Jane", "Jane", "Sarah", "@sarah  JANE"):
+            cx.write(Fact(statement="x", subject=name, predicate="likes"))
+        accepted: list[MemoryId] = []
+        real = planner.Executor.accept
+
+        def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
+            accepted.append(mid)
+            return real(self, mid, *a, **k)
+
+        monkeypatch.setattr(planner.Executor, "accept", counting)
+        for name, subjects, reads in (
+            ("Kim", {"Kım", "KIM", "kim!"}, 3),
+            ("sarah jane", {"Sarah Jane", "@sarah  JANE"}, 2),
+        ):
+            accepted.clear()
+            got = cx.about(name)
+            assert {h.memory.data.subject for h in got.hits} == subjects
+            assert len(accepted) == reads
+            with _about_scans():
+                assert _seen(cx.about(name)) == _seen(got)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import math
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Final, Literal, Self, TypeVar
+from typing import Any, Final, Literal, Self, TypeVar, cast
 
 import msgspec
 import numpy as np
@@ -53,6 +54,8 @@ from cortex.index import evidence, lexical
 from cortex.index.ann import DEFAULT_EF, erase_saved
 from cortex.index.embed import Embedder, External, embedder_for
 from cortex.index.evidence import search as evidence_search
+from cortex.index.text import terms as doc_terms
+from cortex.index.text import tokenize
 from cortex.index.vectors import (
     PRECISIONS,
     VECTOR_RECORD,
@@ -1196,8 +1199,16 @@ class Cortex:
             raise ValidationError("reader", "type", "must be a cortex.Reader")
         return reader
 
-    def _executor(self, txn: ReadTxn, plan: Plan, reader: Reader, now: datetime) -> Executor:
-        found: dict[bytes, Any] = {}  # the text search's reads, for ``accept``
+    def _executor(
+        self,
+        txn: ReadTxn,
+        plan: Plan,
+        reader: Reader,
+        now: datetime,
+        found: dict[bytes, Any] | None = None,
+    ) -> Executor:
+        if found is None:
+            found = {}  # the text search's reads, for ``accept``
         return Executor(
             self._engine,
             txn,
@@ -1700,7 +1711,45 @@ class Cortex:
             what = _predicate_pattern(attribute)
             of = {MemoryType.FACT: "data.predicate", MemoryType.CAPABILITY: "data.capability"}
             where = where & Or(*(Matches(of[t], what) for t in chosen))
-        return self.find(Query(types=chosen, where=where, limit=limit, reader=reader, as_of=as_of))
+        query = Query(types=chosen, where=where, limit=limit, reader=reader, as_of=as_of)
+        named = [_name_terms(s) for s in spellings] if as_of is None else []
+        if named and all(g is not None for g in named):
+            got = self._find_naming(query, cast(list[list[list[str]]], named))
+            if got is not None:
+                return got
+        return self.find(query)
+
+    def _find_naming(self, query: Query, named: list[list[list[str]]]) -> Result | None:
+        """``find(query)`` of an ``about`` among the memories whose indexed terms name it.
+
+        A memory whose entity field matches a spelling holds that spelling's terms (its full
+        form, which the lexical index holds, has the field: ``_name_terms``), so the plan's
+        answer is among the memories holding, for each of some spelling's groups, one of the
+        group's terms (``lexical.containing``): each is accepted and filtered as the scan of
+        the plan's types would, without reading the memories that do not name the entity.
+
+        None (``find`` scans instead) for a name so common that the scan, newest first, is
+        likely to meet the limit sooner: with C such memories of N, the scan reads about
+        ``limit × N / C`` before ``limit`` pass, this C, so C above ``√(limit × N)`` scans.
+        """
+        now = self._now()
+        reader = self._reader(query.reader)
+        own = reader is self._own and reader.actor == self._engine.format.owner
+        plan, _ = self._plan_of(query, now, None if own else reader.token_cap(now))
+        with self._kv.read() as txn:
+            found: dict[bytes, Any] = {}
+            rows = self._engine.rows_reader(txn)
+            most = math.isqrt(max(1, plan.offset + (plan.limit or 0)) * lexical.documents(txn))
+            among: dict[MemoryId, None] = {}
+            for groups in named:
+                ids = lexical.containing(txn, groups, rows=rows, found=found, most=most)
+                if ids is None:
+                    return None
+                among.update(dict.fromkeys(ids))
+                if len(among) > most:
+                    return None
+            kept, dropped = self._executor(txn, plan, reader, now, found).run(list(among))
+            return result(kept, dropped, plan)
 
     def search(
         self, question: str, *, limit: int = 10, reader: Reader | None = None
@@ -3003,6 +3052,38 @@ _EPISODE_KINDS: Final = (
     JournalKind.EPISODE_PURGE,
     JournalKind.EPISODE_UPDATE,
 )
+
+
+def _name_terms(name: str) -> list[list[str]] | None:
+    """The lexical index's terms every memory ``about(name)`` finds holds, in groups.
+
+    ``name`` is a spelling ``norm_entity`` gave. A memory's entity field matches it when the
+    field is the name's words, case aside, between punctuation and spaces (``_entity_pattern``),
+    and the field is a line of the memory's full form, whose terms the lexical index holds: so
+    the memory holds each token's term. Case-insensitive matching also takes a dotless ``ı``
+    for an ``i`` (which folding keeps apart), so a token's group holds its spellings with any of
+    its ``i``s dotless. None (the caller scans instead) for a name of other than ASCII, of no
+    token, or with a token of more than four ``i``s.
+    """
+    if not name.isascii():
+        return None
+    groups: list[list[str]] = []
+    for token in tokenize(name):
+        at = [i for i, c in enumerate(token) if c == "i"]
+        if len(at) > 4:
+            return None
+        group: set[str] = set()
+        for mask in range(1 << len(at)):
+            chars = list(token)
+            for bit, i in enumerate(at):
+                if mask >> bit & 1:
+                    chars[i] = "\u0131"
+            got = doc_terms("".join(chars))
+            if len(got) != 1:
+                return None
+            group.add(got[0])
+        groups.append(sorted(group))
+    return groups or None
 
 
 def _entity_pattern(name: str) -> str:

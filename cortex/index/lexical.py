@@ -1760,6 +1760,53 @@ def prefetch_new(
     # reads them in one round trip of its own (postings.apply_many)
 
 
+def containing(
+    txn: ReadTxn,
+    groups: Sequence[Sequence[str]],
+    *,
+    rows: RowsReader | None = None,
+    found: dict[bytes, tuple[Any, Any]] | None = None,
+    most: int | None = None,
+) -> list[MemoryId] | None:
+    """Live memories whose indexed terms hold, for each group, one of the group's terms.
+
+    In document-number order (write order). The group the fewest postings name is read first;
+    each other group is then probed for those documents (a posting lookup each) where they are
+    fewer than its postings, else read and intersected. ``rows`` and ``found`` as in ``search``.
+    None, without reading the memories, where there are more than ``most``.
+
+    Raises:
+        IntegrityError: an index record is damaged.
+    """
+    if not groups:
+        return []
+    ov = _segments.overlay(txn)
+    by_df = sorted(
+        ((sum(_combined_df(txn, t, ov) for t in set(g)), sorted(set(g))) for g in groups),
+        key=itemgetter(0),
+    )
+    if most is not None and len(by_df) == 1 and by_df[0][0] > most:
+        return None  # one group: its postings are the memories (a term counts a memory once)
+    docs: set[bytes] = set()
+    for i, (df, group) in enumerate(by_df):
+        if i == 0:
+            docs = {raw for t in group for raw, _ in _entries(txn, t, ov)}
+        elif len(docs) * len(group) < df:
+            docs = {r for r in docs if any(_find(txn, t, r, ov) is not None for t in group)}
+        else:
+            docs &= {raw for t in group for raw, _ in _entries(txn, t, ov)}
+        if not docs:
+            return []
+    if most is not None and len(docs) > most:
+        return None
+    return _ids_of(txn, sorted(docs), rows, found)
+
+
+def documents(txn: ReadTxn) -> int:
+    """How many live memories the index holds (its statistics' count)."""
+    return read_stats(txn).documents
+
+
 def same_terms(txn: ReadTxn, terms: Sequence[str]) -> list[MemoryId]:
     """Live memories indexed with exactly these terms (the candidates of an exact duplicate).
 

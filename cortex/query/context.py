@@ -19,6 +19,7 @@ URIs are returned so the agent can resolve them later. Assembling a context is a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 import msgspec
@@ -152,18 +153,15 @@ def assemble(
     take("frame", _framed(ex, verb, objects, tier_limit))
     if recall is not None:
         take("recall", recall())
-    flat: list[tuple[str, Candidate]] = [(n, c) for n, cs in tiers for c in cs]
-    for _, c in flat:
-        c.memory = _memory(c)
-    kept, dropped = trim_to_budget(
-        flat,
-        lambda t: _tokens(t[1], form),
-        lambda t: t[1].salience,
-        budget,
-    )
+    flat: list[tuple[str, Candidate, int]] = []  # each with its tokens, counted once
+    for tier, cs in tiers:
+        for c in cs:
+            c.memory = _memory(c)
+            flat.append((tier, c, _tokens(c, form)))
+    kept, dropped = trim_to_budget(flat, itemgetter(2), lambda t: t[1].salience, budget)
     hits: list[Hit] = []
     total = 0
-    for name, c in kept:
+    for name, c, _ in kept:
         [hit], n = to_hits([c], form, "salience")
         hits.append(msgspec.structs.replace(hit, tier=name))
         total += n
@@ -172,7 +170,7 @@ def assemble(
         hits=tuple(hits),
         tokens=total,
         budget=budget,
-        dropped=tuple(c.memory.uri for _, c in dropped if c.memory is not None),
+        dropped=tuple(c.memory.uri for _, c, _ in dropped if c.memory is not None),
     )
 
 
@@ -191,7 +189,7 @@ def _pinned(ex: Executor, limit: int) -> list[Candidate]:
         kept = 0
         # the pinned index holds what the current versions imply; the version a query sees
         # (as_of) is checked again, like tags and frames are
-        for mid in ex.preloaded(m for _, m in ex.created_scan(IDX_PIN + bytes((t,)), True)):
+        for mid in ex.preloaded(ex.newest(IDX_PIN + bytes((t,)))):
             if kept >= limit:
                 break
             row = ex.accept(mid)

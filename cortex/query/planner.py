@@ -217,12 +217,11 @@ class Executor:
         # heads and current versions a search has read in this snapshot, by raw id (the
         # lexical list's: ``lexical.search``'s ``found``), taken before reading again
         self._found = found if found is not None and self._current is not None else None
-        # a search's first filters in C (``read_accepted``), where they are all the plan has
-        # and the reader is the owner (as ``_stream``'s): ``accept``'s arguments before the id
+        # ``accept``'s first filters in C (``read_accepted``), where they are all the plan has
+        # and the reader is the owner (as ``_stream``'s): its arguments before the id
         self._accepting = (
             store.accepted_args(txn, plan.types or _ALL_TYPES, plan.tags, plan.include_superseded)
-            if plan.start in ("text", "vector")
-            and _ACCEPTED
+            if _ACCEPTED
             and _READ_ACCEPTED is not None
             and _ACCEPT_PAIR is not None
             and self._current is not None
@@ -544,6 +543,35 @@ class Executor:
                 yield run_at, MemoryId._trusted(k[n + _U64 :])
             top = run_at - 1
 
+    def newest(self, prefix: bytes) -> Iterator[MemoryId]:
+        """The ids of ``created_scan(prefix, True)``, in the same order.
+
+        In pages of raw ids from C (``newest_ids``, as ``_stream`` reads them) where the plan
+        has no created window or ``as_of`` and the engine has a cursor (LMDB); where a page
+        declines (a key of another length under the prefix), ``created_scan`` gives the rest.
+        """
+        p = self.plan
+        page = _NEWEST
+        n = 0
+        if (
+            page is not None
+            and self._cursor is not None
+            and p.as_of is None
+            and not (p.window is not None and p.window_on == "created")
+        ):
+            trusted = MemoryId._trusted
+            for ids in self._pages(page, prefix, None):
+                if ids is None:
+                    break
+                for raw in ids:
+                    n += 1
+                    yield trusted(raw)
+            else:
+                return
+        for i, (_, mid) in enumerate(self.created_scan(prefix, True)):
+            if i >= n:
+                yield mid
+
     def _type_ids(self, descending: bool) -> Iterator[MemoryId]:
         streams = [
             self.created_scan(IDX_TYPE + bytes((t,)), descending) for t in sorted(self.plan.types)
@@ -700,14 +728,29 @@ class Executor:
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self) -> tuple[list[Candidate], list[Candidate]]:
-        """The hits in order and the candidates the budget dropped."""
+    def run(
+        self, among: Sequence[MemoryId] | None = None
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """The hits in order and the candidates the budget dropped.
+
+        ``among``: the memories to consider, in place of the plan's index scan, for a caller
+        that knows every memory the plan can find is among them (``Cortex.about``: those whose
+        indexed terms name the entity); each is accepted and the hits are ordered as the plan
+        orders them, so the result is the scan's.
+        """
         p = self.plan
         want = None if p.limit is None else p.offset + p.limit
-        streaming = p.order_by == "created" and (
-            p.start in ("type", "tag") or (p.start == "frame" and self._full_pattern())
+        streaming = among is None and (
+            p.order_by == "created"
+            and (p.start in ("type", "tag") or (p.start == "frame" and self._full_pattern()))
         )
-        if p.start == "walk":
+        if among is not None:
+            cands = [
+                Candidate(r)
+                for r in (self.accept(m) for m in self.preloaded(among, 512))
+                if r is not None
+            ]
+        elif p.start == "walk":
             cands = self._from_walk()
         elif p.start in ("text", "vector"):
             cands = self._from_search(want)
