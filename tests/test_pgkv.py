@@ -1768,6 +1768,32 @@ def test_the_chain_rules_add_one_round_trip_only_when_they_find_a_competitor(url
         assert cx.verify().ok
 
 
+def test_about_a_rare_name_reads_its_memories_not_the_store(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``about`` through the lexical index on PostgreSQL: the scan's hits, in fewer round
+    trips than the scan of every memory of its types."""
+    from cortex.agent import api
+
+    with Cortex.open(url, actor="a") as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        cx.write_many(
+            [Fact(statement=f"s {i}", subject=f"p{i}", predicate="likes") for i in range(300)]
+        )
+        for i in range(3):
+            cx.write(Fact(statement=f"tea {i}", subject="Ada", predicate="likes"))
+        before = kv.round_trips
+        got = cx.about("ada")
+        fast = kv.round_trips - before
+        monkeypatch.setattr(api, "_name_terms", lambda name: None)
+        before = kv.round_trips
+        want = cx.about("ada")
+        slow = kv.round_trips - before
+        assert got.uris == want.uris and len(got.hits) == 3
+        assert fast < slow, (fast, slow)
+
+
 def _cluster(pg_server: Any) -> Any:
     if pg_server.cluster is None:
         pytest.skip("CORTEX_PG_URL names an outside server: it is not ours to stop")
