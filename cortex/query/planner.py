@@ -208,8 +208,10 @@ class Executor:
         self.fusion = fusion or Fusion()
         self.types_of = types_of
         self.type_seen = type_seen
-        # rows the reader may see, by id, read once per query (``_seen_row``)
+        # rows the reader may see, by id, read once per query (``_seen_row``), and the entity
+        # names of their data (``_names_of``)
         self._seen: dict[MemoryId, Row | None] = {}
+        self._entity_names: dict[MemoryId, tuple[str, ...]] = {}
         # the time a query looks at: as_of when given, else now
         self.at_us = plan.as_of if plan.as_of is not None else self.now_us
         # a memory's head and current version in one C call (None: the Python reads)
@@ -1140,9 +1142,10 @@ class Executor:
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
         seen = self._seen
         by_id: dict[MemoryId, Candidate] = {}
-        for c in cands:  # accepted rows are seen rows
+        for c in cands:  # accepted rows are seen rows (a row read before is the same row)
             mid = c.row.head.id
-            seen[mid] = c.row
+            if seen.get(mid) is None:
+                seen[mid] = c.row
             by_id[mid] = c
         base: dict[MemoryId, float] = {}  # of the first ``depth`` the reader may see
         rows: dict[MemoryId, Row] = {}
@@ -1156,7 +1159,7 @@ class Executor:
                 continue
             base[mid] = b = base_of(score, scores)
             rows[mid] = row
-            if entities and b > 0 and names_any(q_tokens, entity_names(row.data)):
+            if entities and b > 0 and names_any(q_tokens, self._names_of(mid, row)):
                 named.add(mid)
         cw, ew = f.context_weight, f.entity_weight
         own = {m: combine(b, m in named, 0.0, cw, ew) for m, b in base.items()}
@@ -1209,10 +1212,17 @@ class Executor:
             row = self._seen_row(mid)
             if row is None:
                 continue
-            for name in entity_names(row.data):
+            for name in self._names_of(mid, row):
                 if name not in names and names_any(q_tokens, (name,)):
                     names[name] = None
         return unnamed(text, names)
+
+    def _names_of(self, mid: MemoryId, row: Row) -> tuple[str, ...]:
+        """``entity_names`` of a seen row's data, once a query (``_unnamed``, ``_rerank`` ask)."""
+        names = self._entity_names.get(mid)
+        if names is None:
+            names = self._entity_names[mid] = entity_names(row.data)
+        return names
 
     def _passes(self, row: Row) -> bool:
         """Whether a row the reader may see (``_seen_row``) passes the query's filters too."""
