@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cortex import Constraint, Cortex, CortexError, Fact, Identity, NewMemory, Query
+from cortex import Constraint, Cortex, CortexError, Event, Fact, Identity, NewMemory, Query
 from cortex.errors import ConflictError, EngineError, StoreFullError
 from cortex.index import lexical
 from cortex.storage.engines import copy_kv, exists, open_kv
@@ -1591,6 +1591,35 @@ def test_a_context_reads_its_candidates_in_chunks_not_one_by_one(url: str) -> No
         bundle = cx.context(verb="find", objects=(), budget_tokens=4000)
         assert kv.round_trips - before < 30
     assert {h.uri.id for h in bundle.hits if h.tier == "pinned"} == pinned
+
+
+def test_a_text_querys_context_term_reads_each_neighbourhood_together(url: str) -> None:
+    """The context term reads the turns around each of a text query's best Events (``planner.
+    _neighbours``): on PostgreSQL a side's first turns are preloaded together, not read one by
+    one (a head, its row, its superseder and its version, each a round trip)."""
+    from datetime import UTC, datetime, timedelta
+
+    from .qsupport import Clock
+
+    clock = Clock(datetime(2024, 5, 8, 13, 56, tzinfo=UTC))
+    with Cortex.open(url, actor="a", clock=clock) as cx:
+        kv = cx._kv
+        assert isinstance(kv, PgKV)
+        for i in range(40):
+            word = "kayak" if i % 10 == 5 else f"filler{i}"
+            cx.write(Event(kind="chat", summary=f"turn {i} about {word}"))
+            clock.advance(timedelta(minutes=1))
+
+        def trips(q: str) -> tuple[int, Any]:
+            before = kv.round_trips
+            res = cx.find(Query(text=q, limit=12))
+            return kv.round_trips - before, res
+
+        n, res = trips("kayak")
+        assert sum("context" in h.scores for h in res.hits) >= 4  # the neighbours came in
+        # the lists and the hits' reads (8), and per best Event two sides of keys and their
+        # memories: 4 Events x 2 sides x 2 (22 here; 94 when each turn was read on its own)
+        assert n <= 8 + 4 * 2 * 2, n
 
 
 def test_facets_and_a_hybrid_search_read_their_memories_in_chunks(url: str) -> None:

@@ -1293,14 +1293,22 @@ class Executor:
         at = own_time(row, "own")
         gap = int(CONTEXT_GAP.total_seconds() * 1_000_000)
         out: list[Row] = []
+        load = getattr(self.txn, "preload", None)
         for reverse in (True, False):
             taken = read = 0
-            for k in self.txn.keys(prefix, start=key, reverse=reverse):
+            keys: Iterable[bytes] = self.txn.keys(prefix, start=key, reverse=reverse)
+            if load is not None:  # an engine with round trips: a side's memories read together
+                keys = list(itertools.islice(keys, window + CONTEXT_SCAN + 2))
+                ids = [MemoryId(bytes(k[-_ID:])) for k in keys if k != key]
+                self.preload([m for m in ids[:window] if m not in self._seen])
+            for k in keys:
                 if k == key:
                     continue
                 read += 1
                 if read > window + CONTEXT_SCAN:
                     break
+                if load is not None and read == window + 1:  # past the first few: the rest
+                    self.preload([m for m in ids[window:] if m not in self._seen])
                 other = self._seen_row(MemoryId(bytes(k[-_ID:])))
                 if other is None:
                     continue
