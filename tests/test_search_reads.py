@@ -376,6 +376,19 @@ def test_searches_give_what_the_python_reads_give(
                     assert _seen(cx.find(query)) == fast, (flags, kw)
 
 
+def _count_accepts(monkeypatch: pytest.MonkeyPatch) -> list[MemoryId]:
+    """The ids ``Executor.accept`` is asked for from now on (until the test ends)."""
+    accepted: list[MemoryId] = []
+    real = planner.Executor.accept
+
+    def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
+        accepted.append(mid)
+        return real(self, mid, *a, **k)
+
+    monkeypatch.setattr(planner.Executor, "accept", counting)
+    return accepted
+
+
 def test_a_vector_search_accepts_only_what_its_limit_needs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,14 +396,7 @@ def test_a_vector_search_accepts_only_what_its_limit_needs(
     with Cortex.open(tmp_path / "s", actor="m", clock=Clock(), metasync=False, embedder=E) as cx:
         for i in range(60):
             cx.write(Fact(statement=f"{_WORDS[i % 8]} {i}", subject="u", predicate="p"))
-        accepted: list[MemoryId] = []
-        real = planner.Executor.accept
-
-        def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
-            accepted.append(mid)
-            return real(self, mid, *a, **k)
-
-        monkeypatch.setattr(planner.Executor, "accept", counting)
+        accepted = _count_accepts(monkeypatch)
         res = cx.find(Query(near="tea", limit=3))
         assert len(res.hits) == 3 and len(accepted) == 3
         accepted.clear()
@@ -512,13 +518,18 @@ pinned_st = st.tuples(
 
 
 @contextmanager
-def _newest_in_python() -> Iterator[None]:
-    saved = planner._NEWEST
-    planner._NEWEST = None
+def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` is ``value`` inside the block (a path's switch, for a comparison)."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        planner._NEWEST = saved
+        setattr(owner, name, saved)
+
+
+def _newest_in_python() -> Any:
+    return _swapped(planner, "_NEWEST", None)
 
 
 @settings(max_examples=30)
@@ -642,16 +653,10 @@ def _about_data(kind: str, name: str, attr: str, i: int) -> Any:
     return Capability(subject=name, capability=attr)
 
 
-@contextmanager
-def _about_scans() -> Iterator[None]:
+def _about_scans() -> Any:
     from cortex.agent import api
 
-    saved = api._name_terms
-    api._name_terms = lambda name: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        api._name_terms = saved
+    return _swapped(api, "_name_terms", lambda name: None)
 
 
 @settings(max_examples=40)
@@ -718,14 +723,7 @@ def test_about_reads_only_the_memories_naming_the_entity(
         for i in range(200):
             cx.write(Fact(statement=f"s {i}", subject=f"person {i}", predicate="likes"))
         cx.write(Fact(statement="tea", subject="Ada", predicate="likes"))
-        accepted: list[MemoryId] = []
-        real = planner.Executor.accept
-
-        def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
-            accepted.append(mid)
-            return real(self, mid, *a, **k)
-
-        monkeypatch.setattr(planner.Executor, "accept", counting)
+        accepted = _count_accepts(monkeypatch)
         assert [h.memory.data.subject for h in cx.about("ada").hits] == ["Ada"]
         assert len(accepted) == 1
         accepted.clear()
@@ -742,14 +740,7 @@ def test_about_a_name_meets_its_spellings_the_scan_meets(
     with Cortex.open(tmp_path / "s", actor="m", clock=Clock(), metasync=False) as cx:
         for name in ("Kım", "KIM", "kim!", "Kimi", "Sarah Jane", "Jane", "Sarah", "@sarah  JANE"):
             cx.write(Fact(statement="x", subject=name, predicate="likes"))
-        accepted: list[MemoryId] = []
-        real = planner.Executor.accept
-
-        def counting(self: planner.Executor, mid: MemoryId, *a: Any, **k: Any) -> Any:
-            accepted.append(mid)
-            return real(self, mid, *a, **k)
-
-        monkeypatch.setattr(planner.Executor, "accept", counting)
+        accepted = _count_accepts(monkeypatch)
         for name, subjects, reads in (
             ("Kim", {"Kım", "KIM", "kim!"}, 3),
             ("sarah jane", {"Sarah Jane", "@sarah  JANE"}, 2),

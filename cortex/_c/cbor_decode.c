@@ -2118,66 +2118,94 @@ get_version(PyObject *get, PyObject *key)
     return PyObject_CallOneArg(get, key);
 }
 
-/* read_current after its argument checks: (head, version), or NULL (an error set or not) */
+/* ``(head, version)``: the version ``head`` (of raw id ``mid``, at row ``row4``) points at, read
+ * with ``get`` and checked; NULL (an error set or not) */
 static PyObject *
-current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
+with_current(PyObject *ctx, PyObject *get, PyObject *mid, PyObject *head, const char row4[4],
+             Share *share)
 {
-    PyObject *key, *hraw, *vraw, *head, *v, *out = NULL, *rraw;
-    long long cur;
-    Share share;
-    char row4[4];
-    int found;
-    /* format 21: the row (id/), then the head and the version by row */
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), PyBytes_AS_STRING(mid), 16, -1);
+    PyObject *key, *vraw, *v, *out;
+    long long cur = positive_attr(head, A_CURRENT_VERSION);
+    if (cur <= 0) {
+        return NULL;
+    }
+    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, cur);
     if (key == NULL) {
         return NULL;
+    }
+    vraw = get_version(get, key);
+    Py_DECREF(key);
+    if (vraw == NULL) {
+        return NULL;
+    }
+    v = version_of(ctx, mid, cur, vraw, share);
+    Py_DECREF(vraw);
+    if (v == NULL) {
+        return NULL;
+    }
+    out = PyTuple_Pack(2, head, v);
+    Py_DECREF(v);
+    return out;
+}
+
+/* The row the ``id/`` record of raw id ``mid16`` holds into ``row4``: 1, 0 where there is none
+ * or it is damaged (the Python path says which), -1 on error */
+static int
+row_of_id(PyObject *ctx, PyObject *get, const char *mid16, char row4[4])
+{
+    PyObject *key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), mid16, 16, -1), *rraw;
+    int found;
+    if (key == NULL) {
+        return -1;
     }
     rraw = get_id(get, key);
     Py_DECREF(key);
     if (rraw == NULL) {
-        return NULL;
+        return -1;
     }
     found = row_of_value(rraw, row4);
     Py_DECREF(rraw);
-    if (!found) {
-        return NULL; /* no such memory, or a damaged record: the Python path says which */
-    }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), row4, 4, -1);
+    return found;
+}
+
+/* The stored head at row ``row4`` (``m/`` u32(row)): a new reference (None where there is none),
+ * NULL on error; ``share`` set up for decoding it */
+static PyObject *
+head_raw_at(PyObject *ctx, PyObject *get, const char row4[4], Share *share)
+{
+    PyObject *key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), row4, 4, -1), *hraw;
     if (key == NULL) {
         return NULL;
     }
     hraw = get_head(get, key);
     Py_DECREF(key);
+    share->plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share->obj = NULL;
+    share->time = NULL;
+    share->id = NULL;
+    return hraw;
+}
+
+/* read_current after its argument checks: (head, version), or NULL (an error set or not) */
+static PyObject *
+current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
+{
+    PyObject *hraw, *head, *out = NULL;
+    Share share;
+    char row4[4];
+    /* format 21: the row (id/), then the head and the version by row */
+    if (row_of_id(ctx, get, PyBytes_AS_STRING(mid), row4) <= 0) {
+        return NULL; /* an error, no such memory, or a damaged record */
+    }
+    hraw = head_raw_at(ctx, get, row4, &share);
     if (hraw == NULL) {
         return NULL;
     }
-    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-    share.obj = NULL;
-    share.time = NULL;
-    share.id = NULL;
     head = head_of(ctx, mid, hraw, &share); /* hraw is kept: share.p points into it */
     if (head == NULL) {
         goto done;
     }
-    cur = positive_attr(head, A_CURRENT_VERSION);
-    if (cur <= 0) {
-        goto done;
-    }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, cur);
-    if (key == NULL) {
-        goto done;
-    }
-    vraw = get_version(get, key);
-    Py_DECREF(key);
-    if (vraw == NULL) {
-        goto done;
-    }
-    v = version_of(ctx, mid, cur, vraw, &share);
-    Py_DECREF(vraw);
-    if (v != NULL) {
-        out = PyTuple_Pack(2, head, v);
-        Py_DECREF(v);
-    }
+    out = with_current(ctx, get, mid, head, row4, &share);
 done:
     Py_XDECREF(head);
     Py_XDECREF(share.obj);
@@ -2214,29 +2242,18 @@ PyDoc_STRVAR(read_rows_doc,
 static PyObject *
 row_pair(PyObject *ctx, PyObject *get, PyObject *raw)
 {
-    PyObject *key, *hraw, *rraw, *vraw, *head = NULL, *id = NULL, *mid = NULL, *v, *out = NULL;
+    PyObject *hraw, *head = NULL, *id = NULL, *mid = NULL, *out = NULL;
     PyObject *slot = PyTuple_GET_ITEM(ctx, RC_ID_BYTES);
-    long long cur;
     Share share;
     char row4[4];
     Reader r;
-    int found;
     if (!PyBytes_CheckExact(raw) || PyBytes_GET_SIZE(raw) != 4) {
         return NULL;
     }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_HPREFIX), PyBytes_AS_STRING(raw), 4, -1);
-    if (key == NULL) {
-        return NULL;
-    }
-    hraw = get_head(get, key);
-    Py_DECREF(key);
+    hraw = head_raw_at(ctx, get, PyBytes_AS_STRING(raw), &share);
     if (hraw == NULL) {
         return NULL;
     }
-    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-    share.obj = NULL;
-    share.time = NULL;
-    share.id = NULL;
     if (!unsealed(hraw, &r, &share)) {
         goto done;
     }
@@ -2253,39 +2270,11 @@ row_pair(PyObject *ctx, PyObject *get, PyObject *raw)
     if (mid == NULL || !PyBytes_CheckExact(mid) || PyBytes_GET_SIZE(mid) != 16) {
         goto done;
     }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_IDPREFIX), PyBytes_AS_STRING(mid), 16, -1);
-    if (key == NULL) {
+    if (row_of_id(ctx, get, PyBytes_AS_STRING(mid), row4) <= 0 ||
+        memcmp(row4, PyBytes_AS_STRING(raw), 4) != 0) {
         goto done;
     }
-    rraw = get_id(get, key);
-    Py_DECREF(key);
-    if (rraw == NULL) {
-        goto done;
-    }
-    found = row_of_value(rraw, row4);
-    Py_DECREF(rraw);
-    if (!found || memcmp(row4, PyBytes_AS_STRING(raw), 4) != 0) {
-        goto done;
-    }
-    cur = positive_attr(head, A_CURRENT_VERSION);
-    if (cur <= 0) {
-        goto done;
-    }
-    key = key_of(PyTuple_GET_ITEM(ctx, RC_VPREFIX), row4, 4, cur);
-    if (key == NULL) {
-        goto done;
-    }
-    vraw = get_version(get, key);
-    Py_DECREF(key);
-    if (vraw == NULL) {
-        goto done;
-    }
-    v = version_of(ctx, mid, cur, vraw, &share);
-    Py_DECREF(vraw);
-    if (v != NULL) {
-        out = PyTuple_Pack(2, head, v);
-        Py_DECREF(v);
-    }
+    out = with_current(ctx, get, mid, head, row4, &share);
 done:
     Py_XDECREF(mid);
     Py_XDECREF(id);
