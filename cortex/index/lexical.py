@@ -1786,7 +1786,7 @@ def containing(
         key=itemgetter(0),
     )
     if most is not None and len(by_df) == 1 and by_df[0][0] > most:
-        return None  # one group: its postings are the memories (a term counts a memory once)
+        return None  # one group: its postings' count bounds the memories from above
     docs: set[bytes] = set()
     for i, (df, group) in enumerate(by_df):
         if i == 0:
