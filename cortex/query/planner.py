@@ -1039,15 +1039,14 @@ class Executor:
                     vec_query = self._unnamed(p.text or "", ranked["lexical"])
                 ranked[name] = fn(n)
             exhausted = all(len(r) < n for r in ranked.values())
-            fused = (
-                fuse(ranked, self.fusion)
+            # one list: its order, each one's rank and score made into dicts only when it passes
+            # (None here: the rank is its place, the score the list's)
+            fused: list[tuple[MemoryId, float, dict[str, int] | None, dict[str, float] | None]] = (
+                fuse(ranked, self.fusion)  # type: ignore[assignment]
                 if len(ranked) > 1
-                else [
-                    (mid, s, {name: i}, {name: s})
-                    for name, r in ranked.items()
-                    for i, (mid, s) in enumerate(r, start=1)
-                ]
+                else [(mid, s, None, None) for r in ranked.values() for mid, s in r]
             )
+            one = next(iter(ranked))
             out = []
             # a type filter: candidates whose type is known to be another are left out
             # unread (they would not pass); the others are read, and their types kept
@@ -1075,11 +1074,17 @@ class Executor:
                 if row is None:
                     continue
                 c = Candidate(row)
-                c.ranks = dict(ranks)
-                c.scores = dict(scores)
+                if ranks is None or scores is None:
+                    c.ranks, c.scores = {one: i + 1}, {one: score}
+                else:
+                    c.ranks, c.scores = dict(ranks), dict(scores)
                 # the cosine counts (salience's V) among the vector list's first ``depth`` only,
                 # like the list itself: a deeper fetch does not change a memory's relevance
-                vec = scores.get("vector") if ranks.get("vector", 0) <= self.fusion.depth else None
+                vec = (
+                    c.scores.get("vector")
+                    if c.ranks.get("vector", 0) <= self.fusion.depth
+                    else None
+                )
                 c.salience = self.salience_of(row, vector=vec)
                 c.relevance = self._blend(score, c.salience, len(ranked))
                 if len(ranked) > 1:
@@ -1116,7 +1121,7 @@ class Executor:
         self,
         cands: list[Candidate],
         ranked: dict[str, list[tuple[MemoryId, float]]],
-        fused: list[tuple[MemoryId, float, dict[str, int], dict[str, float]]],
+        fused: list[tuple[MemoryId, float, dict[str, int] | None, dict[str, float] | None]],
     ) -> list[Candidate]:
         """A text query's context and entity terms (``rerank``, ``specs/query.md`` §1.9).
 
@@ -1135,8 +1140,12 @@ class Executor:
         hi = items[0][1] if items else 0.0
         q_tokens = tuple(tokenize(fold(p.text or "")))
 
-        def base_of(score: float, scores: dict[str, float]) -> float:
-            b = score if many else (scores.get(name, 0.0) / hi if hi > 0 else 0.0)
+        def base_of(score: float, scores: dict[str, float] | None) -> float:
+            if many:
+                b = score
+            else:  # the list's score (a fused list's entry holds it as ``score``: None)
+                own = score if scores is None else scores.get(name, 0.0)
+                b = own / hi if hi > 0 else 0.0
             return min(1.0, max(0.0, b))
 
         within = {m for r in ranked.values() for m, _ in r[: f.depth]}
