@@ -290,6 +290,19 @@ query_st = st.fixed_dictionaries(
 )
 
 
+def _write_with(cx: Cortex, clock: Clock, data: Any, change: str, **kw: Any) -> MemoryId:
+    """Write ``data``: expiring in a second (``expired``), public (``public``), or tombstoned
+    once written (``tomb``); the other changes are the caller's."""
+    if change == "expired":
+        kw["expires_at"] = clock.now + timedelta(seconds=1)
+    elif change == "public":
+        kw["visibility"] = "actor_public"
+    mid = cx.write(data, **kw).id
+    if change == "tomb":
+        cx.tombstone(mid, "x")
+    return mid
+
+
 def _fill(cx: Cortex, clock: Clock, items: list[tuple[Any, ...]]) -> None:
     mids: list[MemoryId] = []
     for i, (kind, words, name, change, imp, step) in enumerate(items):
@@ -300,15 +313,8 @@ def _fill(cx: Cortex, clock: Clock, items: list[tuple[Any, ...]]) -> None:
             data = Fact(statement=f"{text} {i}", subject=name or "u", predicate="p")
         else:
             data = Event(kind="chat", summary=f"{text} {i}", counterparty=name)
-        kw: dict[str, Any] = {"importance": imp}
-        if change == "expired":
-            kw["expires_at"] = clock.now + timedelta(seconds=1)
-        elif change == "public":
-            kw["visibility"] = "actor_public"
-        mid = cx.write(data, **kw).id
-        if change == "tomb":
-            cx.tombstone(mid, "x")
-        elif change == "update":
+        mid = _write_with(cx, clock, data, change, importance=imp)
+        if change == "update":
             cx.update(
                 mid,
                 Fact(statement=f"{text} changed {i}", subject="u", predicate="p")
@@ -566,15 +572,8 @@ def test_context_gives_what_the_python_reads_give(
                 )
             else:
                 data = Event(kind="chat", summary=f"{word} said {i}")
-            kw: dict[str, Any] = {}
-            if change == "expired":
-                kw["expires_at"] = clock.now + timedelta(seconds=1)
-            elif change == "public":
-                kw["visibility"] = "actor_public"
-            mid = cx.write(data, **kw).id
-            if change == "tomb":
-                cx.tombstone(mid, "x")
-            elif change == "update" and kind in ("active", "paused"):
+            mid = _write_with(cx, clock, data, change)
+            if change == "update" and kind in ("active", "paused"):
                 cx.update(mid, Goal(statement=f"{word} done {i}", status=GoalStatus.COMPLETED))
             elif change == "supersede" and mids:
                 cx.add_edge(mid, "supersedes", mids[i % len(mids)])
@@ -687,15 +686,8 @@ def test_about_finds_what_the_scan_finds(
         for i, (kind, name, attr, change) in enumerate(items):
             if kind == "identity" and change == "update":
                 change = "none"
-            kw: dict[str, Any] = {}
-            if change == "expired":
-                kw["expires_at"] = clock.now + timedelta(seconds=1)
-            elif change == "public":
-                kw["visibility"] = "actor_public"
-            mid = cx.write(_about_data(kind, name, attr, i), **kw).id
-            if change == "tomb":
-                cx.tombstone(mid, "x")
-            elif change == "update":
+            mid = _write_with(cx, clock, _about_data(kind, name, attr, i), change)
+            if change == "update":
                 cx.update(mid, _about_data(kind, "Jane", attr, i + 100))
             elif change == "supersede" and mids:
                 cx.add_edge(mid, "supersedes", mids[i % len(mids)])

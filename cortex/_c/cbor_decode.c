@@ -1630,6 +1630,25 @@ read_ctx_ok(PyObject *ctx)
     return 1;
 }
 
+/* A read's Share, empty: the forms of the read context's plan, nothing decoded yet */
+static void
+share_start(Share *share, PyObject *ctx)
+{
+    share->plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
+    share->obj = NULL;
+    share->time = NULL;
+    share->id = NULL;
+}
+
+/* The references a read's Share holds, dropped */
+static void
+share_release(Share *share)
+{
+    Py_CLEAR(share->obj);
+    Py_CLEAR(share->time);
+    Py_CLEAR(share->id);
+}
+
 /* 1 when ``raw`` is bytes ``payload || crc32(payload)`` (kv.unseal), with the payload's span */
 static int
 unsealed(PyObject *raw, Reader *r, Share *share)
@@ -1976,22 +1995,15 @@ sp_read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n < 0) {
         Py_RETURN_NONE;
     }
-    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-    share.obj = NULL;
-    share.time = NULL;
-    share.id = NULL;
+    share_start(&share, ctx);
     head = head_of(ctx, mid, args[2], &share);
     if (head == NULL) {
-        Py_XDECREF(share.obj);
-        Py_XDECREF(share.time);
-        Py_XDECREF(share.id);
+        share_release(&share);
         return or_none(NULL);
     }
     out = memory_at(ctx, mid, head, args[3], args[4], n, &share);
     Py_DECREF(head);
-    Py_XDECREF(share.obj);
-    Py_XDECREF(share.time);
-    Py_XDECREF(share.id);
+    share_release(&share);
     return or_none(out);
 }
 
@@ -2179,10 +2191,7 @@ head_raw_at(PyObject *ctx, PyObject *get, const char row4[4], Share *share)
     }
     hraw = get_head(get, key);
     Py_DECREF(key);
-    share->plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-    share->obj = NULL;
-    share->time = NULL;
-    share->id = NULL;
+    share_start(share, ctx);
     return hraw;
 }
 
@@ -2208,9 +2217,7 @@ current_pair(PyObject *ctx, PyObject *get, PyObject *mid)
     out = with_current(ctx, get, mid, head, row4, &share);
 done:
     Py_XDECREF(head);
-    Py_XDECREF(share.obj);
-    Py_XDECREF(share.time);
-    Py_XDECREF(share.id);
+    share_release(&share);
     Py_DECREF(hraw);
     return out;
 }
@@ -2279,9 +2286,7 @@ done:
     Py_XDECREF(mid);
     Py_XDECREF(id);
     Py_XDECREF(head);
-    Py_XDECREF(share.obj);
-    Py_XDECREF(share.time);
-    Py_XDECREF(share.id);
+    share_release(&share);
     Py_DECREF(hraw);
     return out;
 }
@@ -2427,10 +2432,7 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* the version the head points at, by its key: mv/ u32(row) u64(current) (a stray version
      * past it is verify's and history's to report: specs/storage.md, "What a read checks") */
-    share.plan = PyTuple_GET_ITEM(ctx, RC_FORMS);
-    share.obj = NULL;
-    share.time = NULL;
-    share.id = NULL;
+    share_start(&share, ctx);
     if (given != NULL) {
         share.id = Py_NewRef(given);
         memcpy(share.id_raw, PyBytes_AS_STRING(mid), 16);
@@ -2455,9 +2457,7 @@ sp_read_latest(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_DECREF(head);
     }
-    Py_XDECREF(share.obj);
-    Py_XDECREF(share.time);
-    Py_XDECREF(share.id);
+    share_release(&share);
     if (out != NULL || PyErr_Occurred()) {
         goto done;
     }

@@ -2477,22 +2477,27 @@ class Store:
 
     @staticmethod
     def _accepted_args(
-        txn: ReadTxn, types: frozenset[MemoryType], tags: tuple[str, ...], superseded: bool
+        txn: ReadTxn,
+        types: frozenset[MemoryType],
+        tags: tuple[str, ...],
+        superseded: bool,
+        cursor: Any = None,
     ) -> tuple[Any, ...] | None:
         """The arguments ``read_accepted`` (and ``read_page``) take before the id, or None.
 
         ``(ctx, get, cursor, edge_to, into, types, tags)`` as ``_accepted_reader`` binds them;
-        None without the C read, or on an engine without it.
+        None without the C read, or on an engine without it. ``cursor``: the snapshot's cursor
+        where the caller has one (each look positions it afresh), else a new one.
         """
         ctx = _READ
         raw_get = getattr(txn, "raw_get", None)
-        cursor = getattr(txn, "cursor", None)
-        if ctx is None or raw_get is None or cursor is None:
+        make = getattr(txn, "cursor", None)
+        if ctx is None or raw_get is None or make is None:
             return None
         return (
             ctx,
             raw_get,
-            None if superseded else cursor(),
+            None if superseded else (cursor if cursor is not None else make()),
             EDGE_TO,
             bytes((EdgeType.SUPERSEDES,)),
             types,

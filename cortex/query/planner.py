@@ -219,10 +219,18 @@ class Executor:
         # heads and current versions a search has read in this snapshot, by raw id (the
         # lexical list's: ``lexical.search``'s ``found``), taken before reading again
         self._found = found if found is not None and self._current is not None else None
+        # the snapshot's cursor, where the engine has one (LMDB): the superseder check's look
+        self._cursor = txn.cursor() if hasattr(txn, "cursor") else None
         # ``accept``'s first filters in C (``read_accepted``), where they are all the plan has
         # and the reader is the owner (as ``_stream``'s): its arguments before the id
         self._accepting = (
-            store.accepted_args(txn, plan.types or _ALL_TYPES, plan.tags, plan.include_superseded)
+            store.accepted_args(
+                txn,
+                plan.types or _ALL_TYPES,
+                plan.tags,
+                plan.include_superseded,
+                self._cursor,
+            )
             if _ACCEPTED
             and _READ_ACCEPTED is not None
             and _ACCEPT_PAIR is not None
@@ -233,8 +241,6 @@ class Executor:
             and plan.where is None
             else None
         )
-        # the snapshot's cursor, where the engine has one (LMDB): the superseder check's look
-        self._cursor = txn.cursor() if hasattr(txn, "cursor") else None
 
     # -- reading ----------------------------------------------------------------------------
 
