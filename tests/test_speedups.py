@@ -2350,6 +2350,23 @@ PARITY: dict[str, tuple[str, ...]] = {
         "tests.test_query_fused::test_read_page_refuses_bad_arguments",
         "tests.test_query_fused::test_a_flipped_byte_fails_the_fused_loop_as_the_general_path",
     ),
+    "MapFile": (
+        "tests.test_map_reads::test_a_meta_page_two_commits_old_is_declined",
+        "tests.test_map_reads::test_a_short_mapping_asks_for_a_new_one",
+        "tests.test_map_reads::test_the_map_refuses_bad_arguments",
+        "tests.test_map_reads::test_store_reads_agree_with_the_map_on_and_off",
+    ),
+    "MapTxn": (
+        "tests.test_map_reads::test_gets_are_lmdbs",
+        "tests.test_map_reads::test_a_snapshot_keeps_its_pages_while_commits_rewrite_the_tree",
+        "tests.test_map_reads::test_damaged_pages_are_declined_never_followed",
+        "tests.test_map_reads::test_after_abort_the_map_is_not_read",
+    ),
+    "MapCursor": (
+        "tests.test_map_reads::test_cursor_operations_are_lmdbs",
+        "tests.test_map_reads::test_whole_scans_both_ways",
+        "tests.test_map_reads::test_damaged_pages_are_declined_never_followed",
+    ),
     "read_newest": (
         "tests.test_query_fused::test_read_newest_is_newest_ids_and_read_page",
         "tests.test_query_fused::test_read_newest_refuses_bad_arguments",

@@ -16,6 +16,7 @@
  *   cursor.c       driving an LMDB cursor: posting blocks and document frequencies of a flush
  *   write.c        the write path's records: index keys, journal entries, stage_new
  *   kv.c           CRC-32 sealing (cortex.storage.kv.seal / unseal) and the stable sort of puts
+ *   mapread.c      a read snapshot's gets and cursors on the data file's map, holding the lock
  *
  * The Python code keeps every definition (cortex/model/codec.py, text.py, lexical.py, postings.py,
  * keys.py, kv.py, store.py): each function here returns exactly what its Python definition
@@ -70,6 +71,7 @@ CX_HIDDEN PyObject *cx_newest_ids(PyObject *const *args, Py_ssize_t nargs);
 CX_HIDDEN Py_ssize_t cx_utf8_len(PyObject *text);
 CX_HIDDEN int cx_write_init(PyObject *m);
 CX_HIDDEN int cx_kv_init(PyObject *m);
+CX_HIDDEN int cx_mapread_init(PyObject *m);
 
 /* -- record plans (plan.c): how a record struct is decoded and encoded ---------------------- */
 

@@ -24,7 +24,8 @@ PyInit__speedups(void)
     /* kv first: its CRC tables are filled before any part can seal */
     if (cx_kv_init(m) < 0 || cx_plan_init(m) < 0 || cx_decode_init(m) < 0 ||
         cx_encode_init(m) < 0 || cx_tokenize_init(m) < 0 || cx_staging_init(m) < 0 ||
-        cx_postings_init(m) < 0 || cx_bm25_init(m) < 0 || cx_cursor_init(m) < 0 || cx_write_init(m) < 0) {
+        cx_postings_init(m) < 0 || cx_bm25_init(m) < 0 || cx_cursor_init(m) < 0 || cx_write_init(m) < 0 ||
+        cx_mapread_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -87,6 +87,12 @@ _GIL: Final[bool] = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
 """Whether the GIL orders every thread's dict and attribute operations (``_Gate``): False on a
 free-threaded build running without it, where the gate's checks take its lock."""
 
+_MAP_READS: bool = _GIL and _sp is not None and hasattr(_sp, "MapFile")
+"""Whether read snapshots get from the data file's map in C, holding the interpreter lock
+(``cortex._speedups.MapFile``; ``specs/storage.md`` "Reads from the map"): py-lmdb gives the
+lock away at every call, which a thread running Python beside a reader then holds for up to
+the switch interval. Tests switch it off to compare with LMDB's own reads."""
+
 
 def seal(payload: bytes) -> bytes:
     """The stored form of a value: ``payload || crc32(payload)`` (4 bytes, big-endian)."""
@@ -1359,6 +1365,7 @@ class _Read:
         except BaseException:
             gate.leave()
             raise
+        txn = kv._shared.mapped(txn)
         self._txn = txn
         return _LmdbTxn(txn, kv._shared.routes)
 
@@ -1580,6 +1587,7 @@ class LmdbKV:
         except BaseException:
             gate.leave()
             raise
+        txn = self._shared.mapped(txn)
         try:
             # bytes, not buffers (the transaction is not begun with buffers=True): nothing
             # outlives the transaction; map and the one-byte step of the end: no Python frame
@@ -1671,6 +1679,7 @@ class LmdbKV:
         except BaseException:
             gate.leave()
             raise
+        txn = self._shared.mapped(txn)
         try:
             routes = self._shared.routes
             snapshot = functools.partial(_LmdbTxn, txn, routes)
@@ -1725,6 +1734,7 @@ class LmdbKV:
         except BaseException:
             gate.leave()
             raise
+        txn = self._shared.mapped(txn)
         try:
             routes = self._shared.routes
             return fn(ctx, txn, arg, routes.heads, routes.ids)
@@ -2379,6 +2389,50 @@ class _Shared:
         self.pending: _Routes | None = None
         """The routes a write transaction made (``LmdbKV.split_keyspaces``): ``routes`` once it
         commits."""
+        self.view: Any = None
+        """The data file mapped read-only for the read snapshots' gets (``_MAP_READS``), made
+        at the first read (``mapped``); None while not made, False where it cannot be."""
+        self.view_names: dict[Any, bytes] = {}
+        """Each named database of ``view_routes`` -> its name in the main tree."""
+        self.view_routes: _Routes | None = None
+
+    def mapped(self, txn: lmdb.Transaction) -> Any:
+        """``txn``, a read snapshot, as a ``MapTxn`` whose gets read the map; else ``txn``.
+
+        The file is mapped at the first call, and again when a snapshot's pages lie past the
+        mapping (the file grew); where it cannot be mapped (a read-only open without the lock
+        file: no reader slot pins the pages), LMDB reads.
+        """
+        if not _MAP_READS:
+            return txn
+        view = self.view
+        if view is None:
+            view = self._map()
+        if view is False:
+            return txn
+        routes = self.routes
+        if self.view_routes is not routes:
+            self.view_names = {db: DATABASE_PREFIX + p for p, db in routes.dbs.items()}
+            self.view_routes = routes
+        try:
+            got = view.txn(txn, self.view_names)
+            if got is False:  # the file outgrew the mapping
+                view = self._map()
+                got = view.txn(txn, self.view_names) if view is not False else None
+        except (lmdb.Error, OverflowError, TypeError):  # LMDB reads it, which says what is wrong
+            return txn
+        return got or txn
+
+    def _map(self) -> Any:
+        """Map ``data.mdb`` as long as the environment's map (``view``; False if it cannot)."""
+        view: Any = False
+        if self.locked:
+            try:
+                view = _sp.MapFile(str(self.path / "data.mdb"), int(self.env.info()["map_size"]))
+            except (OSError, ValueError, lmdb.Error):
+                view = False
+        self.view = view
+        return view
 
     @classmethod
     def acquire(
@@ -2435,6 +2489,7 @@ class _Shared:
         )
         # a database handle belongs to the environment that opened it
         self.routes = _routes_at_open(self.env, self.path, self.readonly)
+        self.view = None
 
     def release(self) -> None:
         with self._lock:
