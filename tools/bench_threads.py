@@ -10,7 +10,8 @@ map"). This measures both ways in one process, alternating (``cortex.storage.kv.
 on a store of ``--size`` memories built as ``make bench`` builds its own (``bench_store``):
 
 - **get**: ``resolve_latest`` of random ids (a get by id: its row, head and version);
-- **text**: ``find(Query(text=word, limit=10))`` (BM25 over the lexical index, then accept);
+- **text**: ``find(Query(text=two words, limit=10))`` (BM25 over the lexical index, then
+  accept);
 - **type + tag**: ``find(Query(types=[Event], tags=[tag], limit=10))``;
 
 each with 1, 2, 4 threads reading together (all of the threads' operations per second), and
@@ -37,12 +38,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "tools"))
 
-from bench_store import TAGS, make_item  # noqa: E402
+from bench_store import TAGS, WORDS, make_item  # noqa: E402
 
 from cortex import AsyncCortex, Cortex, MemoryType, Query  # noqa: E402
 from cortex.storage import kv as kvmod  # noqa: E402
 
-WORDS = ["project", "meeting", "coffee", "budget", "travel", "design", "python", "review"]
+
+def _words(rng: random.Random) -> str:
+    """A text query: two of the store's words (``bench_store.WORDS``)."""
+    return f"{rng.choice(WORDS)} {rng.choice(WORDS)}"
 
 
 def _build(path: Path, n: int) -> None:
@@ -108,7 +112,7 @@ def _async_rate(path: Path, tasks: int, seconds: float) -> float:
             async def task(i: int) -> None:
                 rng = random.Random(i)
                 while time.perf_counter() < until:
-                    await acx.find(Query(text=rng.choice(WORDS), limit=10))
+                    await acx.find(Query(text=_words(rng), limit=10))
                     counts[i] += 1
 
             await asyncio.gather(*(task(i) for i in range(tasks)))
@@ -133,7 +137,7 @@ def main() -> None:
             ids = [h.uri.id for h in res.hits]
             ops: dict[str, Callable[[random.Random], Any]] = {
                 "get": lambda rng: cx.resolve_latest(rng.choice(ids)),
-                "text": lambda rng: cx.find(Query(text=rng.choice(WORDS), limit=10)),
+                "text": lambda rng: cx.find(Query(text=_words(rng), limit=10)),
                 "type + tag": lambda rng: cx.find(
                     Query(types=[MemoryType.EVENT], tags=[rng.choice(TAGS)], limit=10)
                 ),
