@@ -286,6 +286,8 @@ def test_a_lock_file_the_user_may_not_write(store: Path) -> None:
             Cortex.open(store, actor="builder")
         with Cortex.open(store, actor="builder", readonly=True) as cx:
             assert not cx._kv.locked  # a snapshot read without the lock file
+            with cx._kv.read() as txn:  # no reader slot pins its pages: LMDB reads them
+                assert type(txn._txn).__name__ == "Transaction"
             assert cx.verify().ok
             assert cx.stats()["memories"] == 30
             # the fallback is the process's environment: a second reader shares it, a writer

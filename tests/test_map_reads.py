@@ -437,6 +437,18 @@ def sys_interval() -> float:
     return sys.getswitchinterval()
 
 
+def test_a_file_grown_past_the_mapping_is_mapped_again(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "s", actor="test") as cx:
+        for i in range(40):
+            cx.write(Fact(statement=f"s{i} is p", subject=f"s{i}", predicate="p"))
+        shared = cx._kv._shared
+        shared.view = sp.MapFile(str(shared.path / "data.mdb"), 3 * 4096)  # the file outgrew it
+        with cx._kv.read() as txn:
+            assert isinstance(txn._txn, sp.MapTxn)
+        assert shared.view.length == int(shared.env.info()["map_size"])
+        assert len(cx.find(Query(text="p", limit=50)).hits) == 40
+
+
 def test_store_reads_agree_with_the_map_on_and_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -118,7 +118,7 @@ typedef struct {
 
 static PyTypeObject MapTxn_Type;
 
-static PyObject *s_id = NULL, *s_get = NULL;
+static PyObject *s_id = NULL, *s_get = NULL, *s_abort = NULL;
 
 static PyObject *
 mapfile_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -379,7 +379,8 @@ read_meta(MapFile *f, uint64_t txnid)
     main_root = rd64(m + META_DBS + DB_RECORD + 40);
     last_pg = rd64(m + META_LAST);
     /* ours is rewritten by the commit after the next: taken only while the other page holds
-     * no newer transaction, and ours still this one */
+     * no newer transaction, and ours still this one (the record read before both checks) */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (rd64_acquire(other + META_TXNID) > txnid || rd64_acquire(m + META_TXNID) != txnid) {
         return 0;
     }
@@ -614,7 +615,7 @@ static PyObject *
 maptxn_abort(MapTxn *self, PyObject *unused)
 {
     self->live = 0;
-    return PyObject_CallMethod(self->txn, "abort", NULL);
+    return PyObject_CallMethodNoArgs(self->txn, s_abort);
 }
 
 /* every other attribute is the LMDB transaction's (cursor, id, abort, stat, ...) */
@@ -1784,6 +1785,7 @@ cx_mapread_init(PyObject *m)
         int i;
         s_id = PyUnicode_InternFromString("id");
         s_get = PyUnicode_InternFromString("get");
+        s_abort = PyUnicode_InternFromString("abort");
         s_cursor = PyUnicode_InternFromString("cursor");
         s_db = PyUnicode_InternFromString("db");
         s_key = PyUnicode_InternFromString("key");
@@ -1792,7 +1794,7 @@ cx_mapread_init(PyObject *m)
         s_iternext = PyUnicode_InternFromString("iternext");
         s_iterprev = PyUnicode_InternFromString("iterprev");
         s_close = PyUnicode_InternFromString("close");
-        if (s_id == NULL || s_get == NULL || s_cursor == NULL || s_db == NULL || s_key == NULL ||
+        if (s_id == NULL || s_get == NULL || s_abort == NULL || s_cursor == NULL || s_db == NULL || s_key == NULL ||
             s_value == NULL || s_item == NULL || s_iternext == NULL || s_iterprev == NULL ||
             s_close == NULL) {
             return -1;
