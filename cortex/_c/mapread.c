@@ -243,23 +243,130 @@ key_cmp(const uint8_t *a, Py_ssize_t na, const uint8_t *b, Py_ssize_t nb)
     return na < nb ? -1 : (na > nb ? 1 : 0);
 }
 
-/* Find ``key`` in the tree of ``root``: FOUND with its leaf node in ``*out``, ABSENT, or
- * DECLINE (a page or node fails a check). */
-static int
-tree_find(const View *v, uint64_t root, const uint8_t *key, Py_ssize_t klen,
-          const uint8_t **out)
+/* a path from a root to a leaf: the keys' tree (fixed 0) or a key's tree of duplicates */
+typedef struct {
+    const uint8_t *pg[TREE_DEPTH];
+    Py_ssize_t ki[TREE_DEPTH], nk[TREE_DEPTH];
+    int top;
+    uint64_t root;
+    Py_ssize_t fixed; /* > 0: the duplicates' size, the leaves P_LEAF2 */
+} Stack;
+
+static inline uint64_t
+branch_child(const uint8_t *node)
 {
-    uint64_t pgno = root;
-    int depth;
-    for (depth = 0; depth < TREE_DEPTH; depth++) {
+    return (uint64_t)rd16(node) | ((uint64_t)rd16(node + 2) << 16) |
+           ((uint64_t)rd16(node + 4) << 32);
+}
+
+/* page ``pgno`` of a path: a branch page, or a leaf (P_LEAF2 of ``fixed``-byte entries when
+ * ``fixed`` > 0); NULL when it is not one */
+static const uint8_t *
+stack_page(const View *v, uint64_t pgno, Py_ssize_t fixed, Py_ssize_t *n)
+{
+    const uint8_t *p;
+    uint16_t flags, lower, upper;
+    if (fixed == 0) {
+        return tree_page(v, pgno, n);
+    }
+    if (pgno < 2 || pgno > v->last_pg || pgno >= v->len / v->psize) {
+        return NULL;
+    }
+    p = v->base + pgno * (uint64_t)v->psize;
+    if (rd64(p) != pgno) {
+        return NULL;
+    }
+    flags = rd16(p + 10);
+    if ((flags & (P_OVERFLOW | P_META | P_SUBP)) != 0) {
+        return NULL;
+    }
+    lower = rd16(p + 12);
+    upper = rd16(p + 14);
+    if (lower < PAGE_HEADER + 2 || lower > upper || upper > v->psize || (lower & 1) != 0) {
+        return NULL;
+    }
+    *n = (lower - PAGE_HEADER) / 2;
+    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == P_BRANCH) {
+        return p;
+    }
+    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == (P_LEAF | P_LEAF2) && rd16(p + 8) == fixed &&
+        PAGE_HEADER + *n * fixed <= (Py_ssize_t)v->psize) {
+        return p;
+    }
+    return NULL;
+}
+
+/* key ``i`` of a path's page: a node's key, or a P_LEAF2 entry; NULL when it fails a check */
+static inline const uint8_t *
+page_key(const View *v, const uint8_t *p, Py_ssize_t i, Py_ssize_t fixed, const uint8_t **k,
+         Py_ssize_t *kn)
+{
+    if (fixed > 0 && (rd16(p + 10) & P_LEAF2)) {
+        *k = p + PAGE_HEADER + i * fixed;
+        *kn = fixed;
+        return *k;
+    }
+    return tree_node(v, p, i, k, kn);
+}
+
+/* from the child of node ki[level] (or the root: level -1) down to a leaf, along the first or
+ * last nodes: 1, or DECLINE */
+static int
+stack_descend(Stack *s, const View *v, int level, int last)
+{
+    uint64_t pgno;
+    const uint8_t *k, *node;
+    Py_ssize_t kn;
+    if (level < 0) {
+        pgno = s->root;
+    }
+    else {
+        node = tree_node(v, s->pg[level], s->ki[level], &k, &kn);
+        if (node == NULL) {
+            return DECLINE;
+        }
+        pgno = branch_child(node);
+    }
+    for (level++; level < TREE_DEPTH; level++) {
+        Py_ssize_t n;
+        const uint8_t *p = stack_page(v, pgno, s->fixed, &n);
+        if (p == NULL) {
+            return DECLINE;
+        }
+        s->pg[level] = p;
+        s->nk[level] = n;
+        s->ki[level] = last ? n - 1 : 0;
+        if ((rd16(p + 10) & P_BRANCH) == 0) {
+            s->top = level;
+            return 1;
+        }
+        node = tree_node(v, p, s->ki[level], &k, &kn);
+        if (node == NULL) {
+            return DECLINE;
+        }
+        pgno = branch_child(node);
+    }
+    return DECLINE;
+}
+
+/* down to the leaf where ``key`` lies, at the first key >= it (maybe one past the leaf's
+ * last); ``*exact`` when equal: 1, or DECLINE */
+static int
+stack_seek(Stack *s, const View *v, const uint8_t *key, Py_ssize_t klen, int *exact)
+{
+    uint64_t pgno = s->root;
+    int level;
+    *exact = 0;
+    for (level = 0; level < TREE_DEPTH; level++) {
         Py_ssize_t n, lo, hi;
-        const uint8_t *p = tree_page(v, pgno, &n), *node, *k;
+        const uint8_t *p = stack_page(v, pgno, s->fixed, &n), *node, *k;
         Py_ssize_t kn;
         if (p == NULL) {
             return DECLINE;
         }
+        s->pg[level] = p;
+        s->nk[level] = n;
         if (rd16(p + 10) & P_BRANCH) {
-            /* the last node whose key is <= key; node 0's key stands for every smaller one */
             lo = 1;
             hi = n - 1;
             while (lo <= hi) {
@@ -274,38 +381,106 @@ tree_find(const View *v, uint64_t root, const uint8_t *key, Py_ssize_t klen,
                     hi = mid - 1;
                 }
             }
+            s->ki[level] = lo - 1;
             node = tree_node(v, p, lo - 1, &k, &kn);
             if (node == NULL) {
                 return DECLINE;
             }
-            pgno = (uint64_t)rd16(node) | ((uint64_t)rd16(node + 2) << 16) |
-                   ((uint64_t)rd16(node + 4) << 32);
+            pgno = branch_child(node);
             continue;
         }
         lo = 0;
         hi = n - 1;
         while (lo <= hi) {
             Py_ssize_t mid = lo + (hi - lo) / 2;
-            int c;
-            node = tree_node(v, p, mid, &k, &kn);
-            if (node == NULL) {
+            int cmp;
+            if (page_key(v, p, mid, s->fixed, &k, &kn) == NULL) {
                 return DECLINE;
             }
-            c = key_cmp(k, kn, key, klen);
-            if (c == 0) {
-                *out = node;
-                return FOUND;
+            cmp = key_cmp(k, kn, key, klen);
+            if (cmp == 0) {
+                lo = mid;
+                *exact = 1;
+                break;
             }
-            if (c < 0) {
+            if (cmp < 0) {
                 lo = mid + 1;
             }
             else {
                 hi = mid - 1;
             }
         }
-        return ABSENT;
+        s->ki[level] = lo;
+        s->top = level;
+        return 1;
     }
     return DECLINE;
+}
+
+/* one step along the leaves: 1, ABSENT (none: the path unchanged), DECLINE */
+static int
+stack_step(Stack *s, const View *v, int forward)
+{
+    int level = s->top;
+    if (forward ? s->ki[level] + 1 < s->nk[level] : s->ki[level] > 0) {
+        s->ki[level] += forward ? 1 : -1;
+        return 1;
+    }
+    while (level > 0) {
+        level--;
+        if (forward ? s->ki[level] + 1 < s->nk[level] : s->ki[level] > 0) {
+            s->ki[level] += forward ? 1 : -1;
+            return stack_descend(s, v, level, !forward);
+        }
+    }
+    return ABSENT;
+}
+
+/* after a seek one past a leaf's last key: the next leaf's first (1), ABSENT, DECLINE */
+static int
+stack_settle(Stack *s, const View *v)
+{
+    int level = s->top;
+    if (s->ki[level] < s->nk[level]) {
+        return 1;
+    }
+    s->ki[level] = s->nk[level] - 1;
+    while (level > 0) {
+        level--;
+        if (s->ki[level] + 1 < s->nk[level]) {
+            s->ki[level]++;
+            return stack_descend(s, v, level, 0);
+        }
+    }
+    return ABSENT;
+}
+
+static inline const uint8_t *
+stack_key(const Stack *s, const View *v, const uint8_t **k, Py_ssize_t *kn)
+{
+    return page_key(v, s->pg[s->top], s->ki[s->top], s->fixed, k, kn);
+}
+
+/* Find ``key`` in the tree of ``root``: FOUND with its leaf node in ``*out``, ABSENT, or
+ * DECLINE (a page or node fails a check). */
+static int
+tree_find(const View *v, uint64_t root, const uint8_t *key, Py_ssize_t klen,
+          const uint8_t **out)
+{
+    Stack s;
+    const uint8_t *k;
+    Py_ssize_t kn;
+    int exact;
+    s.root = root;
+    s.fixed = 0;
+    if (stack_seek(&s, v, key, klen, &exact) != 1) {
+        return DECLINE;
+    }
+    if (!exact) {
+        return ABSENT;
+    }
+    *out = tree_node(v, s.pg[s.top], s.ki[s.top], &k, &kn);
+    return *out != NULL ? FOUND : DECLINE;
 }
 
 /* The data of leaf node ``node`` (on its page, or on its overflow pages), checked: 0, or -1
@@ -664,15 +839,6 @@ enum {
     OP_COUNT
 };
 
-/* a path from a root to a leaf: the keys' tree (fixed 0) or a key's tree of duplicates */
-typedef struct {
-    const uint8_t *pg[TREE_DEPTH];
-    Py_ssize_t ki[TREE_DEPTH], nk[TREE_DEPTH];
-    int top;
-    uint64_t root;
-    Py_ssize_t fixed; /* > 0: the duplicates' size, the leaves P_LEAF2 */
-} Stack;
-
 typedef struct {
     PyObject_HEAD
     MapTxn *t;
@@ -705,215 +871,6 @@ static PyTypeObject MapIter_Type;
 static PyObject *s_cursor = NULL, *s_db = NULL, *s_key = NULL, *s_value = NULL, *s_item = NULL,
                 *s_iternext = NULL, *s_iterprev = NULL, *s_close = NULL;
 static PyObject *op_names[OP_COUNT];
-
-static inline uint64_t
-branch_child(const uint8_t *node)
-{
-    return (uint64_t)rd16(node) | ((uint64_t)rd16(node + 2) << 16) |
-           ((uint64_t)rd16(node + 4) << 32);
-}
-
-/* page ``pgno`` of a path: a branch page, or a leaf (P_LEAF2 of ``fixed``-byte entries when
- * ``fixed`` > 0); NULL when it is not one */
-static const uint8_t *
-stack_page(const View *v, uint64_t pgno, Py_ssize_t fixed, Py_ssize_t *n)
-{
-    const uint8_t *p;
-    uint16_t flags, lower, upper;
-    if (fixed == 0) {
-        return tree_page(v, pgno, n);
-    }
-    if (pgno < 2 || pgno > v->last_pg || pgno >= v->len / v->psize) {
-        return NULL;
-    }
-    p = v->base + pgno * (uint64_t)v->psize;
-    if (rd64(p) != pgno) {
-        return NULL;
-    }
-    flags = rd16(p + 10);
-    if ((flags & (P_OVERFLOW | P_META | P_SUBP)) != 0) {
-        return NULL;
-    }
-    lower = rd16(p + 12);
-    upper = rd16(p + 14);
-    if (lower < PAGE_HEADER + 2 || lower > upper || upper > v->psize || (lower & 1) != 0) {
-        return NULL;
-    }
-    *n = (lower - PAGE_HEADER) / 2;
-    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == P_BRANCH) {
-        return p;
-    }
-    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == (P_LEAF | P_LEAF2) && rd16(p + 8) == fixed &&
-        PAGE_HEADER + *n * fixed <= (Py_ssize_t)v->psize) {
-        return p;
-    }
-    return NULL;
-}
-
-/* key ``i`` of a path's page: a node's key, or a P_LEAF2 entry; NULL when it fails a check */
-static inline const uint8_t *
-page_key(const View *v, const uint8_t *p, Py_ssize_t i, Py_ssize_t fixed, const uint8_t **k,
-         Py_ssize_t *kn)
-{
-    if (fixed > 0 && (rd16(p + 10) & P_LEAF2)) {
-        *k = p + PAGE_HEADER + i * fixed;
-        *kn = fixed;
-        return *k;
-    }
-    return tree_node(v, p, i, k, kn);
-}
-
-/* from the child of node ki[level] (or the root: level -1) down to a leaf, along the first or
- * last nodes: 1, or DECLINE */
-static int
-stack_descend(Stack *s, const View *v, int level, int last)
-{
-    uint64_t pgno;
-    const uint8_t *k, *node;
-    Py_ssize_t kn;
-    if (level < 0) {
-        pgno = s->root;
-    }
-    else {
-        node = tree_node(v, s->pg[level], s->ki[level], &k, &kn);
-        if (node == NULL) {
-            return DECLINE;
-        }
-        pgno = branch_child(node);
-    }
-    for (level++; level < TREE_DEPTH; level++) {
-        Py_ssize_t n;
-        const uint8_t *p = stack_page(v, pgno, s->fixed, &n);
-        if (p == NULL) {
-            return DECLINE;
-        }
-        s->pg[level] = p;
-        s->nk[level] = n;
-        s->ki[level] = last ? n - 1 : 0;
-        if ((rd16(p + 10) & P_BRANCH) == 0) {
-            s->top = level;
-            return 1;
-        }
-        node = tree_node(v, p, s->ki[level], &k, &kn);
-        if (node == NULL) {
-            return DECLINE;
-        }
-        pgno = branch_child(node);
-    }
-    return DECLINE;
-}
-
-/* down to the leaf where ``key`` lies, at the first key >= it (maybe one past the leaf's
- * last); ``*exact`` when equal: 1, or DECLINE */
-static int
-stack_seek(Stack *s, const View *v, const uint8_t *key, Py_ssize_t klen, int *exact)
-{
-    uint64_t pgno = s->root;
-    int level;
-    *exact = 0;
-    for (level = 0; level < TREE_DEPTH; level++) {
-        Py_ssize_t n, lo, hi;
-        const uint8_t *p = stack_page(v, pgno, s->fixed, &n), *node, *k;
-        Py_ssize_t kn;
-        if (p == NULL) {
-            return DECLINE;
-        }
-        s->pg[level] = p;
-        s->nk[level] = n;
-        if (rd16(p + 10) & P_BRANCH) {
-            lo = 1;
-            hi = n - 1;
-            while (lo <= hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (tree_node(v, p, mid, &k, &kn) == NULL) {
-                    return DECLINE;
-                }
-                if (key_cmp(k, kn, key, klen) <= 0) {
-                    lo = mid + 1;
-                }
-                else {
-                    hi = mid - 1;
-                }
-            }
-            s->ki[level] = lo - 1;
-            node = tree_node(v, p, lo - 1, &k, &kn);
-            if (node == NULL) {
-                return DECLINE;
-            }
-            pgno = branch_child(node);
-            continue;
-        }
-        lo = 0;
-        hi = n - 1;
-        while (lo <= hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            int cmp;
-            if (page_key(v, p, mid, s->fixed, &k, &kn) == NULL) {
-                return DECLINE;
-            }
-            cmp = key_cmp(k, kn, key, klen);
-            if (cmp == 0) {
-                lo = mid;
-                *exact = 1;
-                break;
-            }
-            if (cmp < 0) {
-                lo = mid + 1;
-            }
-            else {
-                hi = mid - 1;
-            }
-        }
-        s->ki[level] = lo;
-        s->top = level;
-        return 1;
-    }
-    return DECLINE;
-}
-
-/* one step along the leaves: 1, ABSENT (none: the path unchanged), DECLINE */
-static int
-stack_step(Stack *s, const View *v, int forward)
-{
-    int level = s->top;
-    if (forward ? s->ki[level] + 1 < s->nk[level] : s->ki[level] > 0) {
-        s->ki[level] += forward ? 1 : -1;
-        return 1;
-    }
-    while (level > 0) {
-        level--;
-        if (forward ? s->ki[level] + 1 < s->nk[level] : s->ki[level] > 0) {
-            s->ki[level] += forward ? 1 : -1;
-            return stack_descend(s, v, level, !forward);
-        }
-    }
-    return ABSENT;
-}
-
-/* after a seek one past a leaf's last key: the next leaf's first (1), ABSENT, DECLINE */
-static int
-stack_settle(Stack *s, const View *v)
-{
-    int level = s->top;
-    if (s->ki[level] < s->nk[level]) {
-        return 1;
-    }
-    s->ki[level] = s->nk[level] - 1;
-    while (level > 0) {
-        level--;
-        if (s->ki[level] + 1 < s->nk[level]) {
-            s->ki[level]++;
-            return stack_descend(s, v, level, 0);
-        }
-    }
-    return ABSENT;
-}
-
-static inline const uint8_t *
-stack_key(const Stack *s, const View *v, const uint8_t **k, Py_ssize_t *kn)
-{
-    return page_key(v, s->pg[s->top], s->ki[s->top], s->fixed, k, kn);
-}
 
 /* -- a key's duplicates -- */
 
