@@ -449,6 +449,21 @@ def test_a_file_grown_past_the_mapping_is_mapped_again(tmp_path: Path) -> None:
         assert len(cx.find(Query(text="p", limit=50)).hits) == 40
 
 
+class _Failing:
+    def txn(self, *args: Any) -> Any:
+        raise MemoryError
+
+
+def test_a_map_that_fails_leaves_the_read_to_lmdb(tmp_path: Path) -> None:
+    with Cortex.open(tmp_path / "s", actor="test") as cx:
+        uri = cx.write(Fact(statement="a is p", subject="a", predicate="p"))
+        cx._kv._shared.view = _Failing()
+        with cx._kv.read() as txn:
+            assert type(txn._txn).__name__ == "Transaction"
+        assert cx.resolve_latest(uri.id).head.id == uri.id
+        assert cx._kv._gate.held() == 0  # the transaction and the gate were released
+
+
 def test_store_reads_agree_with_the_map_on_and_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2390,36 +2390,38 @@ class _Shared:
         """The routes a write transaction made (``LmdbKV.split_keyspaces``): ``routes`` once it
         commits."""
         self.view: Any = None
-        """The data file mapped read-only for the read snapshots' gets (``_MAP_READS``), made
-        at the first read (``mapped``); None while not made, False where it cannot be."""
+        """The data file mapped read-only for the read snapshots' gets and cursors
+        (``_MAP_READS``), made at the first read (``mapped``); None while not made, False where
+        it cannot be."""
         self.view_names: dict[Any, bytes] = {}
         """Each named database of ``view_routes`` -> its name in the main tree."""
         self.view_routes: _Routes | None = None
 
     def mapped(self, txn: lmdb.Transaction) -> Any:
-        """``txn``, a read snapshot, as a ``MapTxn`` whose gets read the map; else ``txn``.
+        """``txn``, a read snapshot, as a ``MapTxn`` whose gets and cursors read the map.
 
-        The file is mapped at the first call, and again when a snapshot's pages lie past the
-        mapping (the file grew); where it cannot be mapped (a read-only open without the lock
-        file: no reader slot pins the pages), LMDB reads.
+        ``txn`` itself where LMDB reads. The file is mapped at the first call, and again when a
+        snapshot's pages lie past the mapping (the file grew); where it cannot be mapped (a
+        read-only open without the lock file: no reader slot pins the pages), LMDB reads.
         """
         if not _MAP_READS:
             return txn
-        view = self.view
-        if view is None:
-            view = self._map()
-        if view is False:
-            return txn
-        routes = self.routes
-        if self.view_routes is not routes:
-            self.view_names = {db: DATABASE_PREFIX + p for p, db in routes.dbs.items()}
-            self.view_routes = routes
+        # never raises: the caller holds the transaction and the gate (LMDB reads on failure)
         try:
+            view = self.view
+            if view is None:
+                view = self._map()
+            if view is False:
+                return txn
+            routes = self.routes
+            if self.view_routes is not routes:
+                self.view_names = {db: DATABASE_PREFIX + p for p, db in routes.dbs.items()}
+                self.view_routes = routes
             got = view.txn(txn, self.view_names)
             if got is False:  # the file outgrew the mapping
                 view = self._map()
                 got = view.txn(txn, self.view_names) if view is not False else None
-        except (lmdb.Error, OverflowError, TypeError):  # LMDB reads it, which says what is wrong
+        except Exception:  # LMDB reads it, and says what is wrong if anything is
             return txn
         return got or txn
 
