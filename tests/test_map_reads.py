@@ -112,12 +112,29 @@ _OPS = st.lists(
         st.sampled_from(["first", "last", "next", "prev", "key", "value", "item"]),
         st.tuples(st.sampled_from(["set_range", "set_key"]), st.integers(0, 10**6)),
         st.tuples(st.sampled_from(["iternext", "iterprev"]), st.integers(0, 6)),
+        st.sampled_from(["mkiter", "mkiterprev", "step"]),
     ),
     max_size=40,
 )
 
+_ITERS: dict[int, Any] = {}
+
+
+def _kept_iterator(cur: Any, op: str) -> Any:
+    """An iterator kept across operations (made by ``mkiter``, advanced by ``step``)."""
+    if op == "mkiter":
+        _ITERS[id(cur)] = cur.iternext()
+        return None
+    if op == "mkiterprev":
+        _ITERS[id(cur)] = cur.iterprev()
+        return None
+    it = _ITERS.get(id(cur))
+    return None if it is None else next(it, "end")
+
 
 def _apply(cur: Any, op: Any, probes: list[bytes]) -> Any:
+    if op in ("mkiter", "mkiterprev", "step"):
+        return _kept_iterator(cur, op)
     if isinstance(op, str):
         return getattr(cur, op)()
     name, arg = op
@@ -141,6 +158,7 @@ def test_cursor_operations_are_lmdbs(store: Any, ops: list[Any], which: int, see
             assert _apply(mine, op, probes) == _apply(theirs, op, probes), op
             assert mine.key() == theirs.key() and mine.value() == theirs.value(), op
     finally:
+        _ITERS.clear()
         mt.abort()
 
 
@@ -189,6 +207,7 @@ _DUP_OPS = st.lists(
             st.integers(0, 10**6),
         ),
         st.tuples(st.sampled_from(["iternext", "iterprev"]), st.integers(0, 6)),
+        st.sampled_from(["mkiter", "mkiterprev", "step"]),
     ),
     max_size=40,
 )
@@ -196,6 +215,8 @@ _DUP_OPS = st.lists(
 
 def _apply_dup(cur: Any, op: Any, heads: list[bytes], values: list[bytes]) -> Any:
     try:
+        if op in ("mkiter", "mkiterprev", "step"):
+            return _kept_iterator(cur, op)
         if isinstance(op, str):
             return getattr(cur, op)()
         if op[0] in ("set_range", "set_key"):
@@ -229,6 +250,7 @@ def test_cursor_operations_on_duplicates_are_lmdbs(dups: Any, ops: list[Any]) ->
             assert _apply_dup(mine, op, heads, values) == _apply_dup(theirs, op, heads, values), op
             assert mine.key() == theirs.key() and mine.value() == theirs.value(), op
     finally:
+        _ITERS.clear()
         mt.abort()
 
 
@@ -346,6 +368,34 @@ def test_the_map_refuses_bad_arguments(store: Any, tmp_path: Path) -> None:
         cur.set_key(b"")
     assert cur.set_range(b"") == txn.cursor().set_range(b"")
     mt.abort()
+
+
+def test_a_closed_cursor_refuses_as_lmdbs_does(store: Any) -> None:
+    env, path, names = store
+    txn, mt = _mapped(env, path, names)
+    mine, theirs = mt.cursor(), txn.cursor()
+    assert list(iter(mine))[:5] == list(iter(theirs))[:5]  # iter(cursor) is iternext()
+    mine.close()
+    theirs.close()
+    for op in ("first", "next", "key", "value", "item", "iternext"):
+        with pytest.raises(lmdb.Error):
+            getattr(theirs, op)()
+        with pytest.raises(lmdb.Error):
+            getattr(mine, op)()
+    with pytest.raises(lmdb.Error):
+        mine.set_range(b"a")
+    mt.abort()
+
+
+def test_a_committed_snapshot_is_not_read_from_the_map(store: Any) -> None:
+    env, path, names = store
+    _, mt = _mapped(env, path, names)
+    cur = mt.cursor()
+    mt.commit()  # py-lmdb ends a read transaction by commit too
+    with pytest.raises(lmdb.Error):
+        mt.get(b"x")
+    with pytest.raises(lmdb.Error):
+        cur.first()
 
 
 class _Fallback:

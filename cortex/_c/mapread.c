@@ -118,7 +118,7 @@ typedef struct {
 
 static PyTypeObject MapTxn_Type;
 
-static PyObject *s_id = NULL, *s_get = NULL, *s_abort = NULL;
+static PyObject *s_id = NULL, *s_get = NULL, *s_abort = NULL, *s_commit = NULL;
 
 static PyObject *
 mapfile_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -540,6 +540,12 @@ read_meta(MapFile *f, uint64_t txnid)
     if (f->len < 2 * 4096) {
         return 0;
     }
+    /* page 0 a meta page of data version 1 (LMDB 0.9: a 16-byte page header) before its
+     * page size is trusted (another version lays the page out otherwise) */
+    if (rd32(f->base + PAGE_HEADER) != LMDB_MAGIC ||
+        rd32(f->base + PAGE_HEADER + 4) != LMDB_DATA_VERSION || (rd16(f->base + 10) & P_META) == 0) {
+        return 0;
+    }
     psize = rd32(f->base + META_DBS); /* mm_dbs[FREE].md_pad: the page size */
     if (psize < 4096 || psize > 65536 || (psize & (psize - 1)) != 0 || f->len < 2 * psize) {
         return 0;
@@ -697,11 +703,13 @@ maptxn_root(MapTxn *t, PyObject *db, uint64_t *root, int *dup)
     if (found == FOUND && (rd16(node + 4) & (F_SUBDATA | F_DUPDATA | F_BIGDATA)) == F_SUBDATA) {
         uint64_t size = (uint64_t)rd16(node) | ((uint64_t)rd16(node + 2) << 16);
         rn = rd16(node + 6);
+        uint16_t flags = 0xFFFF;
         rec = node + NODE_HEADER + rn;
-        uint16_t flags = size == DB_RECORD ? rd16(rec + 4) : 0xFFFF;
         if (size == DB_RECORD &&
-            (size_t)(node - v.base) % v.psize + NODE_HEADER + rn + DB_RECORD <= v.psize &&
-            (flags == 0 || flags == (DB_DUPSORT | DB_DUPFIXED))) {
+            (size_t)(node - v.base) % v.psize + NODE_HEADER + rn + DB_RECORD <= v.psize) {
+            flags = rd16(rec + 4); /* read only once the record is known to lie in the page */
+        }
+        if (flags == 0 || flags == (DB_DUPSORT | DB_DUPFIXED)) {
             Py_DECREF(got);
             got = Py_BuildValue("(KO)", (unsigned long long)rd64(rec + 40),
                                 flags != 0 ? Py_True : Py_False);
@@ -785,12 +793,20 @@ lmdb:
     }
 }
 
-/* MapTxn.abort(): ends LMDB's transaction; the map is not read for it again */
+/* MapTxn.abort() / commit(): end LMDB's transaction; the map is not read for it again (so
+ * ``txn`` must be ended through these, never directly) */
 static PyObject *
 maptxn_abort(MapTxn *self, PyObject *unused)
 {
     self->live = 0;
     return PyObject_CallMethodNoArgs(self->txn, s_abort);
+}
+
+static PyObject *
+maptxn_commit(MapTxn *self, PyObject *unused)
+{
+    self->live = 0;
+    return PyObject_CallMethodNoArgs(self->txn, s_commit);
 }
 
 /* every other attribute is the LMDB transaction's (cursor, id, abort, stat, ...) */
@@ -854,6 +870,9 @@ typedef struct {
     PyObject *fail_key;  /* its key, or the key it stepped from */
     PyObject *fail_val;  /* its duplicate (set_key_dup, set_range_dup), or the one it left */
     PyObject *lmdb;      /* LMDB's cursor (C_LMDB) */
+    int closed;          /* close() was called: every operation raises, as py-lmdb's */
+    int lpos;            /* LMDB's cursor's ``positioned`` as its last operation left it (its
+                          * boolean answer), -1 when unknown (an operation handed out) */
 } MapCursor;
 
 static PyTypeObject MapCursor_Type;
@@ -1071,17 +1090,31 @@ cur_here(MapCursor *c, const View *v, PyObject **key, PyObject **val)
 static PyObject *
 lmdb_call(PyObject *cur, PyObject *name, PyObject *a, PyObject *b)
 {
-    PyObject *args[3] = {cur, a, b};
+    PyObject *args[3] = {cur, a, b}, *r;
     size_t n = a == NULL ? 1 : (b == NULL ? 2 : 3);
-    return PyObject_VectorcallMethod(name, args, n, NULL);
+    Py_INCREF(cur); /* py-lmdb gives the lock away in the call: a close() meanwhile drops ours */
+    r = PyObject_VectorcallMethod(name, args, n, NULL);
+    Py_DECREF(cur);
+    return r;
+}
+
+/* operation ``op`` on LMDB's cursor; its answer is py-lmdb's ``positioned`` (kept: ``lpos``) */
+static PyObject *
+lmdb_step(MapCursor *c, int op, PyObject *a, PyObject *b)
+{
+    PyObject *r = lmdb_call(c->lmdb, op_names[op], a, b);
+    if (r != NULL) {
+        c->lpos = r == Py_True ? 1 : (r == Py_False ? 0 : -1);
+    }
+    return r;
 }
 
 /* put LMDB's cursor where ``key`` (and ``val``) are: True, or NULL */
 static PyObject *
 lmdb_goto(MapCursor *c, PyObject *key, PyObject *val)
 {
-    return val != NULL ? lmdb_call(c->lmdb, op_names[OP_SET_KEY_DUP], key, val)
-                       : lmdb_call(c->lmdb, op_names[OP_SET_KEY], key, NULL);
+    return val != NULL ? lmdb_step(c, OP_SET_KEY_DUP, key, val)
+                       : lmdb_step(c, OP_SET_KEY, key, NULL);
 }
 
 /* LMDB's cursor, positioned as this one is: the cursor goes C_LMDB; NULL on error */
@@ -1100,6 +1133,7 @@ cur_to_lmdb(MapCursor *c)
         kw = Py_BuildValue("{OO}", s_db, c->db);
         none = kw == NULL ? NULL : PyTuple_New(0);
         c->lmdb = none == NULL ? NULL : PyObject_Call(fn, none, kw);
+        c->lpos = 0;
         Py_DECREF(fn);
         Py_XDECREF(kw);
         Py_XDECREF(none);
@@ -1124,21 +1158,21 @@ cur_to_lmdb(MapCursor *c)
         switch (c->fail_op) {
         case OP_FIRST:
         case OP_LAST:
-            r = lmdb_call(c->lmdb, op_names[c->fail_op], NULL, NULL);
+            r = lmdb_step(c, c->fail_op, NULL, NULL);
             break;
         case OP_SET_RANGE:
         case OP_SET_KEY:
-            r = lmdb_call(c->lmdb, op_names[c->fail_op], c->fail_key, NULL);
+            r = lmdb_step(c, c->fail_op, c->fail_key, NULL);
             break;
         case OP_SET_KEY_DUP:
         case OP_SET_RANGE_DUP:
-            r = lmdb_call(c->lmdb, op_names[c->fail_op], c->fail_key, c->fail_val);
+            r = lmdb_step(c, c->fail_op, c->fail_key, c->fail_val);
             break;
         default: /* a step that found nothing: from where it was, then the step again */
             r = lmdb_goto(c, c->fail_key, c->fail_val);
             if (r != NULL) {
                 Py_DECREF(r);
-                r = lmdb_call(c->lmdb, op_names[c->fail_op], NULL, NULL);
+                r = lmdb_step(c, c->fail_op, NULL, NULL);
             }
         }
         break;
@@ -1175,7 +1209,25 @@ cur_lmdb_op(MapCursor *c, int op, PyObject *a, PyObject *b)
     if (cur == NULL) {
         return NULL;
     }
-    return lmdb_call(cur, op_names[op], a, b);
+    return lmdb_step(c, op, a, b);
+}
+
+/* 0, or -1 with lmdb.Error set: the cursor was closed (py-lmdb's error) */
+static int
+cur_closed(MapCursor *c)
+{
+    PyObject *mod, *err;
+    if (!c->closed) {
+        return 0;
+    }
+    mod = PyImport_ImportModule("lmdb");
+    err = mod == NULL ? NULL : PyObject_GetAttrString(mod, "Error");
+    Py_XDECREF(mod);
+    if (err != NULL) {
+        PyErr_SetString(err, "Attempt to operate on closed/deleted/dropped object.");
+        Py_DECREF(err);
+    }
+    return -1;
 }
 
 /* a positioning: first, last, set_range, set_key, set_key_dup, set_range_dup */
@@ -1184,6 +1236,9 @@ cur_position(MapCursor *c, int op, PyObject *key, PyObject *val)
 {
     View v;
     int r = 1, exact;
+    if (cur_closed(c) < 0) {
+        return NULL;
+    }
     if (!c->t->live || ((op == OP_SET_KEY_DUP || op == OP_SET_RANGE_DUP) && !c->dup)) {
         goto lmdb;
     }
@@ -1249,7 +1304,7 @@ lmdb:
     if (cur_to_lmdb(c) == NULL) {
         return NULL;
     }
-    return lmdb_call(c->lmdb, op_names[op], key, val);
+    return lmdb_step(c, op, key, val);
 }
 
 /* a step: next, prev, next_dup, prev_dup, next_nodup; or first_dup, last_dup */
@@ -1261,6 +1316,9 @@ cur_move(MapCursor *c, int op)
     int r, forward = op == OP_NEXT || op == OP_NEXT_DUP || op == OP_NEXT_NODUP;
     int dup_op = op == OP_NEXT_DUP || op == OP_PREV_DUP || op == OP_NEXT_NODUP ||
                  op == OP_FIRST_DUP || op == OP_LAST_DUP;
+    if (cur_closed(c) < 0) {
+        return NULL;
+    }
     if (!c->t->live || c->state == C_LMDB || c->state == C_FAILED || (dup_op && !c->dup) ||
         (c->state == C_UNSET && dup_op)) {
         return cur_lmdb_op(c, op, NULL, NULL);
@@ -1307,6 +1365,7 @@ cur_move(MapCursor *c, int op)
     /* a page failed its check: LMDB's cursor from where this one was, then the step */
     c->state = C_UNSET;
     if (cur_to_lmdb(c) == NULL) {
+        c->state = C_LMDB; /* the path is not to be trusted: LMDB's cursor from here on */
         Py_DECREF(k);
         Py_XDECREF(d);
         return NULL;
@@ -1320,7 +1379,7 @@ cur_move(MapCursor *c, int op)
         }
         Py_DECREF(got);
     }
-    return lmdb_call(c->lmdb, op_names[op], NULL, NULL);
+    return lmdb_step(c, op, NULL, NULL);
 }
 
 /* what = 0: (key, value); 1: key; 2: value */
@@ -1331,6 +1390,9 @@ cur_current(MapCursor *c, int what)
     const uint8_t *k, *d, *node;
     Py_ssize_t kn, dn;
     PyObject *kb, *vb, *tup;
+    if (cur_closed(c) < 0) {
+        return NULL;
+    }
     if (c->state == C_LMDB || !c->t->live) {
         PyObject *cur = cur_to_lmdb(c);
         if (cur == NULL) {
@@ -1424,6 +1486,32 @@ cur_set_range_dup(MapCursor *c, PyObject *const *args, Py_ssize_t nargs)
     return cur_position(c, OP_SET_RANGE_DUP, args[0], args[1]);
 }
 
+/* whether the cursor is on a pair (py-lmdb's ``positioned``) */
+static int
+cur_positioned(MapCursor *c)
+{
+    if (cur_closed(c) < 0) {
+        return -1;
+    }
+    if (c->state == C_AT) {
+        return 1;
+    }
+    if (c->state == C_LMDB && c->lmdb != NULL && c->lpos >= 0) {
+        return c->lpos;
+    }
+    if (c->state == C_LMDB && c->lmdb != NULL) { /* unknown: its key says */
+        PyObject *k = lmdb_call(c->lmdb, s_key, NULL, NULL);
+        int r;
+        if (k == NULL) {
+            return -1;
+        }
+        r = PyBytes_Check(k) && PyBytes_GET_SIZE(k) > 0;
+        Py_DECREF(k);
+        return r;
+    }
+    return 0;
+}
+
 /* iternext / iterprev(keys=True, values=True): py-lmdb's iterators: an unset cursor is
  * positioned (first / last) when the iterator is made; each item is the current one, and each
  * after the first a step */
@@ -1433,10 +1521,11 @@ cur_iter(MapCursor *c, PyObject *args, PyObject *kwds, int op)
     int keys = 1, values = 1;
     MapIter *it;
     static char *kwlist[] = {"keys", "values", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pp", kwlist, &keys, &values)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pp", kwlist, &keys, &values) ||
+        cur_closed(c) < 0) {
         return NULL;
     }
-    if (c->state == C_LMDB || !c->t->live) {
+    if (!c->t->live) {
         PyObject *cur = cur_to_lmdb(c), *fn, *r;
         if (cur == NULL) {
             return NULL;
@@ -1449,12 +1538,20 @@ cur_iter(MapCursor *c, PyObject *args, PyObject *kwds, int op)
         Py_DECREF(fn);
         return r;
     }
-    if (c->state != C_AT) {
-        PyObject *r = cur_position(c, op == OP_NEXT ? OP_FIRST : OP_LAST, NULL, NULL);
-        if (r == NULL) {
+    {
+        /* py-lmdb positions an unpositioned cursor when the iterator is made; the iterator
+         * steps through this cursor, on the map or on LMDB's, whichever holds the position */
+        int at = cur_positioned(c);
+        if (at < 0) {
             return NULL;
         }
-        Py_DECREF(r);
+        if (!at) {
+            PyObject *r = cur_position(c, op == OP_NEXT ? OP_FIRST : OP_LAST, NULL, NULL);
+            if (r == NULL) {
+                return NULL;
+            }
+            Py_DECREF(r);
+        }
     }
     it = PyObject_New(MapIter, &MapIter_Type);
     if (it == NULL) {
@@ -1480,39 +1577,35 @@ cur_iterprev(MapCursor *c, PyObject *args, PyObject *kwds)
     return cur_iter(c, args, kwds, OP_PREV);
 }
 
-/* whether the cursor is on a pair (py-lmdb's ``positioned``) */
-static int
-cur_positioned(MapCursor *c)
+/* iter(cursor): iternext() */
+static PyObject *
+cur_tp_iter(MapCursor *c)
 {
-    if (c->state == C_AT) {
-        return 1;
+    PyObject *none = PyTuple_New(0), *r;
+    if (none == NULL) {
+        return NULL;
     }
-    if (c->state == C_LMDB && c->lmdb != NULL) {
-        PyObject *k = lmdb_call(c->lmdb, s_key, NULL, NULL);
-        int r;
-        if (k == NULL) {
-            return -1;
-        }
-        r = PyBytes_Check(k) && PyBytes_GET_SIZE(k) > 0;
-        Py_DECREF(k);
-        return r;
-    }
-    return 0;
+    r = cur_iter(c, none, NULL, OP_NEXT);
+    Py_DECREF(none);
+    return r;
 }
 
 static PyObject *
 mapiter_next(MapIter *it)
 {
     MapCursor *c = it->c;
+    if (cur_positioned(c) <= 0) { /* py-lmdb: an unpositioned cursor ends the iteration */
+        return NULL;              /* StopIteration (or the error raised) */
+    }
     if (it->started) {
         PyObject *r = cur_move(c, it->op);
         if (r == NULL) {
             return NULL;
         }
         Py_DECREF(r);
-    }
-    if (cur_positioned(c) <= 0) {
-        return NULL; /* StopIteration (or the error raised) */
+        if (cur_positioned(c) <= 0) {
+            return NULL;
+        }
     }
     it->started = 1;
     return cur_current(c, it->what);
@@ -1528,6 +1621,7 @@ mapiter_dealloc(MapIter *it)
 static PyObject *
 cur_close(MapCursor *c, PyObject *unused)
 {
+    c->closed = 1;
     c->state = C_UNSET;
     Py_CLEAR(c->fail_key);
     Py_CLEAR(c->fail_val);
@@ -1568,6 +1662,7 @@ cur_getattro(MapCursor *c, PyObject *name)
     if (cur == NULL) {
         return NULL;
     }
+    c->lpos = -1; /* what the caller does with it is not seen here */
     return PyObject_GetAttr(cur, name);
 }
 
@@ -1612,6 +1707,7 @@ static PyTypeObject MapCursor_Type = {
     .tp_basicsize = sizeof(MapCursor),
     .tp_dealloc = (destructor)mapcursor_dealloc,
     .tp_getattro = (getattrofunc)cur_getattro,
+    .tp_iter = (getiterfunc)cur_tp_iter,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "LMDB's cursor of a read snapshot's database, over the map (mapread.c).",
     .tp_methods = mapcursor_methods,
@@ -1673,12 +1769,15 @@ maptxn_cursor(MapTxn *self, PyObject *args, PyObject *kwds)
     c->fail_key = NULL;
     c->fail_val = NULL;
     c->lmdb = NULL;
+    c->closed = 0;
+    c->lpos = 0;
     return (PyObject *)c;
 }
 static PyMethodDef maptxn_methods[] = {
     {"get", (PyCFunction)(void (*)(void))maptxn_get, METH_FASTCALL | METH_KEYWORDS,
      "get(key, default=None, db=None): the value of key in the snapshot (LMDB's get)."},
     {"abort", (PyCFunction)maptxn_abort, METH_NOARGS, "abort(): end LMDB's transaction."},
+    {"commit", (PyCFunction)maptxn_commit, METH_NOARGS, "commit(): end LMDB's transaction."},
     {"cursor", (PyCFunction)(void (*)(void))maptxn_cursor, METH_VARARGS | METH_KEYWORDS,
      "cursor(db=None): a cursor of the snapshot (the map's, or LMDB's for duplicates)."},
     {NULL, NULL, 0, NULL},
@@ -1743,6 +1842,7 @@ cx_mapread_init(PyObject *m)
         s_id = PyUnicode_InternFromString("id");
         s_get = PyUnicode_InternFromString("get");
         s_abort = PyUnicode_InternFromString("abort");
+        s_commit = PyUnicode_InternFromString("commit");
         s_cursor = PyUnicode_InternFromString("cursor");
         s_db = PyUnicode_InternFromString("db");
         s_key = PyUnicode_InternFromString("key");
@@ -1751,7 +1851,7 @@ cx_mapread_init(PyObject *m)
         s_iternext = PyUnicode_InternFromString("iternext");
         s_iterprev = PyUnicode_InternFromString("iterprev");
         s_close = PyUnicode_InternFromString("close");
-        if (s_id == NULL || s_get == NULL || s_abort == NULL || s_cursor == NULL || s_db == NULL || s_key == NULL ||
+        if (s_id == NULL || s_get == NULL || s_abort == NULL || s_commit == NULL || s_cursor == NULL || s_db == NULL || s_key == NULL ||
             s_value == NULL || s_item == NULL || s_iternext == NULL || s_iterprev == NULL ||
             s_close == NULL) {
             return -1;

@@ -87,11 +87,17 @@ _GIL: Final[bool] = bool(getattr(sys, "_is_gil_enabled", lambda: True)())
 """Whether the GIL orders every thread's dict and attribute operations (``_Gate``): False on a
 free-threaded build running without it, where the gate's checks take its lock."""
 
-_MAP_READS: bool = _GIL and _sp is not None and hasattr(_sp, "MapFile")
+_MAP_READS: bool = (
+    _GIL
+    and _sp is not None
+    and hasattr(_sp, "MapFile")
+    and int(getattr(lmdb, "__version__", "0").split(".")[0]) >= 3
+)
 """Whether read snapshots get from the data file's map in C, holding the interpreter lock
 (``cortex._speedups.MapFile``; ``specs/storage.md`` "Reads from the map"): py-lmdb gives the
 lock away at every call, which a thread running Python beside a reader then holds for up to
-the switch interval. Tests switch it off to compare with LMDB's own reads."""
+the switch interval. py-lmdb 3 or later: the cursor's answers are compared with its own (an
+earlier one shows a failed ``set_range_dup``'s position). Tests switch it off to compare."""
 
 
 def seal(payload: bytes) -> bytes:
