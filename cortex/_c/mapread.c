@@ -185,10 +185,11 @@ typedef struct {
     uint32_t psize;
 } View;
 
-/* page ``pgno`` of the snapshot, checked to be a branch or a (plain) leaf page: its node
- * count in ``*n``; NULL when it is not one */
+/* page ``pgno`` of the snapshot, checked to be a branch page, or a leaf page: plain (``fixed``
+ * 0) or of ``fixed``-byte duplicates (P_LEAF2, a tree of a key's duplicates); its node count
+ * in ``*n``; NULL when it is not one */
 static const uint8_t *
-tree_page(const View *v, uint64_t pgno, Py_ssize_t *n)
+stack_page(const View *v, uint64_t pgno, Py_ssize_t fixed, Py_ssize_t *n)
 {
     const uint8_t *p;
     uint16_t flags, lower, upper;
@@ -199,18 +200,27 @@ tree_page(const View *v, uint64_t pgno, Py_ssize_t *n)
     if (rd64(p) != pgno) {
         return NULL;
     }
-    flags = rd16(p + 10);
-    if ((flags & (P_BRANCH | P_LEAF)) == 0 || (flags & (P_BRANCH | P_LEAF)) == (P_BRANCH | P_LEAF) ||
-        (flags & (P_OVERFLOW | P_META | P_LEAF2 | P_SUBP)) != 0) {
-        return NULL;
-    }
+    flags = rd16(p + 10) & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2 | P_SUBP);
     lower = rd16(p + 12);
     upper = rd16(p + 14);
     if (lower < PAGE_HEADER + 2 || lower > upper || upper > v->psize || (lower & 1) != 0) {
         return NULL;
     }
     *n = (lower - PAGE_HEADER) / 2;
-    return p;
+    if (flags == P_BRANCH || (flags == P_LEAF && fixed == 0)) {
+        return p;
+    }
+    if (flags == (P_LEAF | P_LEAF2) && fixed > 0 && rd16(p + 8) == fixed &&
+        PAGE_HEADER + *n * fixed <= (Py_ssize_t)v->psize) {
+        return p;
+    }
+    return NULL;
+}
+
+static inline const uint8_t *
+tree_page(const View *v, uint64_t pgno, Py_ssize_t *n)
+{
+    return stack_page(v, pgno, 0, n);
 }
 
 /* node ``i`` of page ``p`` (``n`` nodes), its key checked to lie within the page: NULL if not */
@@ -257,43 +267,6 @@ branch_child(const uint8_t *node)
 {
     return (uint64_t)rd16(node) | ((uint64_t)rd16(node + 2) << 16) |
            ((uint64_t)rd16(node + 4) << 32);
-}
-
-/* page ``pgno`` of a path: a branch page, or a leaf (P_LEAF2 of ``fixed``-byte entries when
- * ``fixed`` > 0); NULL when it is not one */
-static const uint8_t *
-stack_page(const View *v, uint64_t pgno, Py_ssize_t fixed, Py_ssize_t *n)
-{
-    const uint8_t *p;
-    uint16_t flags, lower, upper;
-    if (fixed == 0) {
-        return tree_page(v, pgno, n);
-    }
-    if (pgno < 2 || pgno > v->last_pg || pgno >= v->len / v->psize) {
-        return NULL;
-    }
-    p = v->base + pgno * (uint64_t)v->psize;
-    if (rd64(p) != pgno) {
-        return NULL;
-    }
-    flags = rd16(p + 10);
-    if ((flags & (P_OVERFLOW | P_META | P_SUBP)) != 0) {
-        return NULL;
-    }
-    lower = rd16(p + 12);
-    upper = rd16(p + 14);
-    if (lower < PAGE_HEADER + 2 || lower > upper || upper > v->psize || (lower & 1) != 0) {
-        return NULL;
-    }
-    *n = (lower - PAGE_HEADER) / 2;
-    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == P_BRANCH) {
-        return p;
-    }
-    if ((flags & (P_BRANCH | P_LEAF | P_LEAF2)) == (P_LEAF | P_LEAF2) && rd16(p + 8) == fixed &&
-        PAGE_HEADER + *n * fixed <= (Py_ssize_t)v->psize) {
-        return p;
-    }
-    return NULL;
 }
 
 /* key ``i`` of a path's page: a node's key, or a P_LEAF2 entry; NULL when it fails a check */
@@ -1466,24 +1439,26 @@ cur_set_key(MapCursor *c, PyObject *key)
     return cur_position(c, OP_SET_KEY, key, NULL);
 }
 
+/* set_key_dup / set_range_dup(key, value) */
+static PyObject *
+cur_dup_position(MapCursor *c, int op, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) { /* LMDB's own refusal */
+        return cur_lmdb_op(c, op, nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL);
+    }
+    return cur_position(c, op, args[0], args[1]);
+}
+
 static PyObject *
 cur_set_key_dup(MapCursor *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        return cur_lmdb_op(c, OP_SET_KEY_DUP, nargs > 0 ? args[0] : NULL,
-                           nargs > 1 ? args[1] : NULL);
-    }
-    return cur_position(c, OP_SET_KEY_DUP, args[0], args[1]);
+    return cur_dup_position(c, OP_SET_KEY_DUP, args, nargs);
 }
 
 static PyObject *
 cur_set_range_dup(MapCursor *c, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        return cur_lmdb_op(c, OP_SET_RANGE_DUP, nargs > 0 ? args[0] : NULL,
-                           nargs > 1 ? args[1] : NULL);
-    }
-    return cur_position(c, OP_SET_RANGE_DUP, args[0], args[1]);
+    return cur_dup_position(c, OP_SET_RANGE_DUP, args, nargs);
 }
 
 /* whether the cursor is on a pair (py-lmdb's ``positioned``) */
