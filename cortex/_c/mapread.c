@@ -1033,30 +1033,49 @@ cur_valid(MapCursor *c, const View *v)
     return !c->dup || dup_value(c, v, &d, &dn) == 0;
 }
 
-/* the current key (and duplicate) as new bytes (C_AT, valid) */
-static int
-cur_here(MapCursor *c, const View *v, PyObject **key, PyObject **val)
-{
+/* the current key and duplicate (C_AT) as pointers into the map: its pages are fixed while
+ * the snapshot lives, so a step can keep them and make bytes only if it fails */
+typedef struct {
     const uint8_t *k, *d;
-    Py_ssize_t kn, dn;
-    *key = *val = NULL;
-    if (tree_node(v, c->o.pg[c->o.top], c->o.ki[c->o.top], &k, &kn) == NULL ||
-        (c->dup && dup_value(c, v, &d, &dn) < 0)) {
+    Py_ssize_t kn, dn; /* dn -1: no duplicate (a database without duplicates) */
+} Spot;
+
+static int
+cur_spot(MapCursor *c, const View *v, Spot *at)
+{
+    at->dn = -1;
+    if (tree_node(v, c->o.pg[c->o.top], c->o.ki[c->o.top], &at->k, &at->kn) == NULL ||
+        (c->dup && dup_value(c, v, &at->d, &at->dn) < 0)) {
         PyErr_SetString(PyExc_RuntimeError, "cortex: the map's cursor lost its position");
         return -1;
     }
-    *key = PyBytes_FromStringAndSize((const char *)k, kn);
+    return 0;
+}
+
+static int
+spot_bytes(const Spot *at, PyObject **key, PyObject **val)
+{
+    *val = NULL;
+    *key = PyBytes_FromStringAndSize((const char *)at->k, at->kn);
     if (*key == NULL) {
         return -1;
     }
-    if (c->dup) {
-        *val = PyBytes_FromStringAndSize((const char *)d, dn);
+    if (at->dn >= 0) {
+        *val = PyBytes_FromStringAndSize((const char *)at->d, at->dn);
         if (*val == NULL) {
             Py_CLEAR(*key);
             return -1;
         }
     }
     return 0;
+}
+
+/* the current key (and duplicate) as new bytes (C_AT, valid) */
+static int
+cur_here(MapCursor *c, const View *v, PyObject **key, PyObject **val)
+{
+    Spot at;
+    return cur_spot(c, v, &at) < 0 ? -1 : spot_bytes(&at, key, val);
 }
 
 /* call ``name`` on LMDB's cursor with up to two arguments; a new reference or NULL */
@@ -1285,6 +1304,7 @@ static PyObject *
 cur_move(MapCursor *c, int op)
 {
     View v;
+    Spot from;
     PyObject *k, *d;
     int r, forward = op == OP_NEXT || op == OP_NEXT_DUP || op == OP_NEXT_NODUP;
     int dup_op = op == OP_NEXT_DUP || op == OP_PREV_DUP || op == OP_NEXT_NODUP ||
@@ -1300,7 +1320,7 @@ cur_move(MapCursor *c, int op)
         return cur_position(c, op == OP_NEXT ? OP_FIRST : OP_LAST, NULL, NULL);
     }
     cur_view(c, &v);
-    if (cur_here(c, &v, &k, &d) < 0) { /* where a failed step leaves LMDB's cursor */
+    if (cur_spot(c, &v, &from) < 0) { /* where a failed step leaves LMDB's cursor */
         return NULL;
     }
     if (op == OP_FIRST_DUP || op == OP_LAST_DUP) {
@@ -1325,9 +1345,10 @@ cur_move(MapCursor *c, int op)
         r = DECLINE;
     }
     if (r == 1) {
-        Py_DECREF(k);
-        Py_XDECREF(d);
         Py_RETURN_TRUE;
+    }
+    if (spot_bytes(&from, &k, &d) < 0) {
+        return NULL;
     }
     if (r == ABSENT) {
         cur_fail(c, op, k, d);
