@@ -1929,12 +1929,15 @@ _LMDB_ENV: list[Any] = []
 
 def _scratch_env() -> Any:
     """One small LMDB environment for the read_latest cases (emptied by each)."""
+    import atexit
+    import shutil
     import tempfile
 
     import lmdb
 
     if not _LMDB_ENV:
         d = tempfile.mkdtemp(prefix="cortex-read-latest-")
+        atexit.register(shutil.rmtree, d, True)
         _LMDB_ENV.append(lmdb.open(d, map_size=1 << 24, lock=False))
     return _LMDB_ENV[0]
 
@@ -1946,12 +1949,15 @@ def _scratch_heads_env() -> tuple[Any, Any]:
     """One small LMDB environment with the heads' named database (format 19), and that
     database, for the read_latest cases (each empties both; the main database keeps the
     named database's record)."""
+    import atexit
+    import shutil
     import tempfile
 
     import lmdb
 
     if not _LMDB_HEADS:
         d = tempfile.mkdtemp(prefix="cortex-read-latest-heads-")
+        atexit.register(shutil.rmtree, d, True)
         env = lmdb.open(d, map_size=1 << 24, lock=False, max_dbs=2)
         _LMDB_HEADS.extend((env, env.open_db(b"\x01db/m/"), env.open_db(b"\x01db/id/")))
     return _LMDB_HEADS[0], _LMDB_HEADS[1]

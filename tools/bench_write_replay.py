@@ -10,12 +10,21 @@ same records, tags, importance and precomputed vectors, ``write_many`` in durabl
 
 - **cortex** writes ``--per-round`` memories, one durable ``write`` each (the bench's
   ``ingest_single``), and every put, delete and ``put_many`` of each transaction is recorded;
-- **replay, all** applies those same operations, transaction by transaction, with raw py-lmdb
-  (``sync=True``, ``metasync=True``: two flushes a commit, as cortex's commit and sync make) to
-  the first copy: the same keys and bytes into the same B-tree, so the same dirty pages reach
-  the disk, and none of cortex's code runs;
+- **replay, all** applies those same operations, transaction by transaction, to the first copy
+  through the key-value layer alone (``cortex.storage.kv.LmdbKV``: each key to the named
+  database that holds its keyspace, durable commits, two flushes each, as cortex's): the same
+  keys and bytes into the same B-trees, so the same dirty pages reach the disk, and none of
+  the store's code runs;
 - **replay, no lexical** does the same without the lexical index's records (``lex/``,
-  ``meta/lexical``) on the second copy;
+  ``meta/lexical``) on the second copy, and **replay, no idx/** without the type, tag, frame
+  and other ``idx/`` entries (the databases of duplicates) on the third: what each index's
+  pages cost a write;
+- **replay, one tree** applies all of them with raw py-lmdb (``sync=True``, ``metasync=True``)
+  into the main tree of another copy, where those keyspaces are otherwise absent (they live in
+  named databases since format 17): not the store's layout, and fewer pages than any layout of
+  a full store would dirty (a write's keys land together in a few new leaves). Before
+  2026-11-29 this was the tool's "replay, all", which therefore measured less than the store's
+  own pages cost;
 - **floor** puts, on the third copy, what the bench's floor (``tools/bench_peers/floor.py``)
   puts for one record: its head, version, index and journal entries, and its float32 vector in
   a database of its own.
@@ -36,6 +45,7 @@ floor on this disk: no code can make cortex's commit cheaper than writing its ow
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import statistics
 import sys
@@ -53,11 +63,16 @@ from bench_peers import cortex_adapter  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
 
 from cortex.storage import kv as kvmod  # noqa: E402
+from cortex.storage.kv import LmdbKV  # noqa: E402
 
 Op = tuple[str, Any]
 
 _LEXICAL = (b"lex/", b"meta/lexical")
 _FLOOR = (b"m/", b"mv/", b"idx/", b"j/")  # what the bench's floor puts for a record
+
+
+_RECORDING = [True]
+"""Off while a replay writes through the same key-value layer (its puts are not cortex's)."""
 
 
 def _record(log: list[list[Op]]) -> Callable[[], None]:
@@ -66,21 +81,25 @@ def _record(log: list[list[Op]]) -> Callable[[], None]:
     saved = {name: getattr(cls, name) for name in ("put", "delete", "put_many", "add_many")}
 
     def put(self: Any, key: bytes, value: bytes, *, overwrite: bool = True) -> bool:
-        log[-1].append(("put", (key, value, overwrite)))
+        if _RECORDING[0]:
+            log[-1].append(("put", (key, value, overwrite)))
         return bool(saved["put"](self, key, value, overwrite=overwrite))
 
     def delete(self: Any, key: bytes) -> bool:
-        log[-1].append(("delete", key))
+        if _RECORDING[0]:
+            log[-1].append(("delete", key))
         return bool(saved["delete"](self, key))
 
     def put_many(self: Any, items: Any) -> None:
         pairs = list(items)
-        log[-1].append(("put_many", pairs))
+        if _RECORDING[0]:
+            log[-1].append(("put_many", pairs))
         saved["put_many"](self, pairs)
 
     def add_many(self: Any, items: Any) -> int:
         pairs = list(items)
-        log[-1].append(("add_many", pairs))
+        if _RECORDING[0]:
+            log[-1].append(("add_many", pairs))
         return int(saved["add_many"](self, pairs))
 
     for name, fn in (("put", put), ("delete", delete), ("put_many", put_many)):
@@ -110,12 +129,32 @@ def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
                     cur.putmulti(pairs, overwrite=kind == "put_many")
 
 
+def _apply_kv(txn: Any, *, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
+    """``ops`` through the key-value layer's write transaction (routed as the store routes)."""
+    for kind, arg in ops:
+        if kind == "put":
+            key, value, overwrite = arg
+            if keep(key):
+                txn.put(key, value, overwrite=overwrite)
+        elif kind == "delete":
+            if keep(arg):
+                txn.delete(arg)
+        else:
+            pairs = [p for p in arg if keep(p[0])]
+            if pairs:
+                getattr(txn, kind)(pairs)
+
+
 def _everything(key: bytes) -> bool:
     return True
 
 
 def _not_lexical(key: bytes) -> bool:
     return not key.startswith(_LEXICAL)
+
+
+def _not_idx(key: bytes) -> bool:
+    return not key.startswith(b"idx/")
 
 
 def _floor_keys(key: bytes) -> bool:
@@ -134,6 +173,16 @@ def _replay(
     Returns the microseconds of each transaction.
     """
     out = []
+    if isinstance(env, LmdbKV):  # the store's own layout
+        _RECORDING[0] = False
+        try:
+            for ops in batch:
+                t0 = time.perf_counter()
+                env.write(functools.partial(_apply_kv, ops=ops, keep=keep))
+                out.append((time.perf_counter() - t0) * 1e6)
+        finally:
+            _RECORDING[0] = True
+        return out
     for j, ops in enumerate(batch):
         t0 = time.perf_counter()
         with env.begin(write=True) as txn:
@@ -197,13 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         for start in range(0, args.size, 1000):
             cx.ingest_batch(start, min(start + 1000, args.size))
         cx.cx.close()
-        envs = {}
-        names = ("all", "nolex", "floor", "log") if args.log else ("all", "nolex", "floor")
+        envs: dict[str, Any] = {}
+        names = ("all", "nolex", "noidx", "tree", "floor", *(("log",) if args.log else ()))
         for name in names:
             shutil.copytree(cx.path, tmp / name)
-            envs[name] = lmdb.open(
-                str(tmp / name), map_size=1 << 34, sync=True, metasync=True, max_dbs=2
-            )
+            if name in ("all", "nolex", "noidx"):
+                envs[name] = LmdbKV(tmp / name, map_size=1 << 34)
+            else:
+                envs[name] = lmdb.open(
+                    str(tmp / name), map_size=1 << 34, sync=True, metasync=True, max_dbs=2
+                )
         vec_db = envs["floor"].open_db(b"floor-vec")
         cx.cx = cx._open(cx.mode)  # with the embedder, as the bench's ingest_single
         log: list[list[Op]] = []
@@ -235,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                 ] = [
                     ("all", _everything, None),
                     ("nolex", _not_lexical, None),
+                    ("noidx", _not_idx, None),
+                    ("tree", _everything, None),
                     ("floor", _floor_keys, vectors),
                 ]
                 if args.log:
@@ -278,11 +332,13 @@ def main(argv: list[str] | None = None) -> int:
             ("cortex", "cortex write"),
             ("all", "replay, all its operations"),
             ("nolex", "replay, no lexical index"),
+            ("noidx", "replay, no idx/ entries"),
+            ("tree", "replay, one tree (not the layout)"),
             ("floor", "the bench floor's write"),
             *([("log", f"replay, logged (fold /{args.log})")] if args.log else []),
         ):
             print(
-                f"{label:28} p50 {p50[name]:7,.0f} µs {p50[name] / p50['floor']:5.2f}x the floor;"
+                f"{label:34} p50 {p50[name]:7,.0f} µs {p50[name] / p50['floor']:5.2f}x the floor;"
                 f" mean {med[name]:7,.0f} µs {med[name] / med['floor']:5.2f}x"
                 f" (round means {min(times[name]):,.0f}..{max(times[name]):,.0f})"
             )
