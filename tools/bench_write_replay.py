@@ -29,7 +29,14 @@ same records, tags, importance and precomputed vectors, ``write_many`` in durabl
   puts for one record: its head, version, index and journal entries, and its float32 vector in
   a database of its own.
 
-With ``--log F`` a fifth store measures a design not built: **replay, logged** puts each write's
+With ``--held F`` another copy measures a second design not built: **replay, idx/ held** applies a
+write's operations as "replay, all" does except its ``idx/`` entries, which go as ONE record at
+the end of the main tree (appended); every ``F``-th write also puts the held entries into their
+databases of duplicates and deletes the held records, in the same durable transaction (an
+overlay over the index keyspaces only, as the lexical segments are over the postings; readers
+would merge the held entries). Its p50 is a write that holds; its mean counts the folds.
+
+With ``--log F`` another store measures a design not built: **replay, logged** puts each write's
 operations as ONE record (their keys and values, length-prefixed) at the end of the tree
 (appended), and every ``F``-th write also applies the ``F`` logged writes' operations to the
 B-tree and deletes their records, in the same durable transaction (an LSM-style write log over
@@ -145,6 +152,59 @@ def _apply_kv(txn: Any, *, ops: list[Op], keep: Callable[[bytes], bool]) -> None
                 getattr(txn, kind)(pairs)
 
 
+def _replay_held(
+    kv: LmdbKV, batch: list[list[Op]], every: int, state: dict[str, Any]
+) -> list[float]:
+    """``_replay`` through ``kv`` with each write's ``idx/`` entries held (``--held``)."""
+    out = []
+    _RECORDING[0] = False
+    try:
+        for ops in batch:
+            held = [
+                k
+                for kind, arg in ops
+                for k in (
+                    [arg[0]] if kind == "put" else [p[0] for p in arg] if kind != "delete" else []
+                )
+                if k.startswith(b"idx/")
+            ]
+            n = state["seq"]
+            state["seq"] = n + 1
+            state["held"].append(held)
+            fold = len(state["held"]) >= every
+
+            def fn(
+                txn: Any,
+                ops: list[Op] = ops,
+                held: list[bytes] = held,
+                n: int = n,
+                fold: bool = fold,
+            ) -> None:
+                _apply_kv(txn, ops=ops, keep=_not_idx)
+                if any(kind == "delete" and arg.startswith(b"idx/") for kind, arg in ops):
+                    _apply_kv(txn, ops=[op for op in ops if op[0] == "delete"], keep=_everything)
+                txn.put(
+                    _HELD + n.to_bytes(8, "big"),
+                    b"".join(len(k).to_bytes(1, "big") + k for k in held),
+                )
+                if fold:
+                    txn.put_many(sorted((k, b"") for h in state["held"] for k in h))
+                    for m in range(n + 1 - len(state["held"]), n + 1):
+                        txn.delete(_HELD + m.to_bytes(8, "big"))
+
+            t0 = time.perf_counter()
+            kv.write(fn)
+            out.append((time.perf_counter() - t0) * 1e6)
+            if fold:
+                state["held"] = []
+    finally:
+        _RECORDING[0] = True
+    return out
+
+
+_HELD = b"\xfe~held/"  # after every key of the main tree: the held records append
+
+
 def _everything(key: bytes) -> bool:
     return True
 
@@ -237,6 +297,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="F",
         help="also replay through a write log folded every F writes",
     )
+    ap.add_argument(
+        "--held",
+        type=int,
+        default=0,
+        metavar="F",
+        help="also replay with the idx/ entries held, folded every F writes",
+    )
     args = ap.parse_args(argv)
     singles = args.rounds * args.per_round
     ds = make(args.size, n_extra=singles)
@@ -247,10 +314,18 @@ def main(argv: list[str] | None = None) -> int:
             cx.ingest_batch(start, min(start + 1000, args.size))
         cx.cx.close()
         envs: dict[str, Any] = {}
-        names = ("all", "nolex", "noidx", "tree", "floor", *(("log",) if args.log else ()))
+        names = (
+            "all",
+            "nolex",
+            "noidx",
+            "tree",
+            "floor",
+            *(("held",) if args.held else ()),
+            *(("log",) if args.log else ()),
+        )
         for name in names:
             shutil.copytree(cx.path, tmp / name)
-            if name in ("all", "nolex", "noidx"):
+            if name in ("all", "nolex", "noidx", "held"):
                 envs[name] = LmdbKV(tmp / name, map_size=1 << 34)
             else:
                 envs[name] = lmdb.open(
@@ -262,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         undo = _record(log)
         times: dict[str, list[float]] = {k: [] for k in ("cortex", *names)}
         logged: dict[str, Any] = {"seq": 0, "held": []}
+        held_state: dict[str, Any] = {"seq": 0, "held": []}
         each: dict[str, list[float]] = {k: [] for k in times}
         keys_per_write: list[int] = []
         bytes_per_write: list[int] = []
@@ -291,12 +367,16 @@ def main(argv: list[str] | None = None) -> int:
                     ("tree", _everything, None),
                     ("floor", _floor_keys, vectors),
                 ]
+                if args.held:
+                    runs.append(("held", _everything, None))
                 if args.log:
                     runs.append(("log", _everything, None))
                 k = r % len(runs)
                 for name, keep, vecs in runs[k:] + runs[:k]:  # rotating
                     t0 = time.perf_counter()
-                    if name == "log":
+                    if name == "held":
+                        each[name] += _replay_held(envs[name], batch, args.held, held_state)
+                    elif name == "log":
                         each[name] += _replay_logged(envs[name], batch, args.log, logged)
                     else:
                         each[name] += _replay(envs[name], batch, keep, vecs, vec_db)
@@ -335,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             ("noidx", "replay, no idx/ entries"),
             ("tree", "replay, one tree (not the layout)"),
             ("floor", "the bench floor's write"),
+            *([("held", f"replay, idx/ held (fold /{args.held})")] if args.held else []),
             *([("log", f"replay, logged (fold /{args.log})")] if args.log else []),
         ):
             print(
