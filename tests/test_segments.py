@@ -604,3 +604,57 @@ def test_the_counts_a_write_keeps_are_its_segments_entries(
                     assert last[1].df_change(term) == stored.delta(term), (i, term)
         assert cx.verify().ok
     assert len(seen) > 20
+
+
+def _stored_overlay(cx: Cortex) -> tuple[Any, segments.Overlay]:
+    """The stored segments' pairs, and an overlay built from them without any memo."""
+    with cx._kv.read() as txn:
+        pairs = tuple(txn.scan(LEX_SEGMENT))
+    return pairs, segments.Overlay(
+        [(k, segments.Segment(segments.decode_value(k, v))) for k, v in pairs]
+    )
+
+
+def test_another_writers_segments_extend_the_kept_overlay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segments another process wrote on top of the ones this process last read extend its kept
+    overlay (no rebuild, nothing decoded twice), and its counts stay the combined ones; an
+    overlay built from scratch (none kept, or a fold between) keeps each term's count too."""
+    with Cortex.open(tmp_path / "s", actor="t") as cx:
+        for i in range(3):
+            cx.write(_belief(["tea", f"w{i}"]))
+        segments._LAST.clear()  # as in a process that has read nothing yet
+        with cx._kv.read() as txn:
+            built = segments.overlay(txn)
+        pairs, stored = _stored_overlay(cx)
+        terms = sorted({t for _, s in stored._segs for t in s})
+        assert built.df_changes() == {t: stored.delta(t) for t in terms}
+        assert _overlay_view(built, terms) == _overlay_view(stored, terms)
+
+        # another process's writes: what this process keeps is left as it was
+        kept = list(segments._LAST)
+        for i in range(3, 6):
+            cx.write(_belief(["tea", "coffee", f"w{i}"]))
+        segments._LAST[:] = kept
+        pairs2, _ = _stored_overlay(cx)
+        for k, _ in pairs2[3:]:
+            segments._DECODED.pop(k, None)
+        decoded: list[bytes] = []
+        real = segments.decode_value
+        monkeypatch.setattr(segments, "decode_value", lambda k, v: decoded.append(k) or real(k, v))
+        with cx._kv.read() as txn:
+            got = segments.overlay(txn)
+        assert decoded == [k for k, _ in pairs2[3:]]  # only the new segments were decoded
+        pairs2, stored2 = _stored_overlay(cx)
+        assert len(pairs2) == 6 and pairs2[:3] == pairs
+        assert got.keys == stored2.keys and got.next_key == stored2.next_key
+        terms = sorted({t for _, s in stored2._segs for t in s})
+        assert got.df_changes() == {t: stored2.delta(t) for t in terms}
+        assert _overlay_view(got, [*terms, "absent"]) == _overlay_view(stored2, [*terms, "absent"])
+        monkeypatch.undo()
+        # the next write reads it and counts its terms from the kept changes
+        cx.write(_belief(["tea", "w6"]))
+        assert len(cx._lexical_search("coffee", 10)) == 3
+        assert len(cx._lexical_search("tea", 10)) == 7
+        assert cx.verify().ok
