@@ -321,7 +321,7 @@ class Overlay:
         self._sorted: dict[str, list[tuple[bytes, bytes | None]]] = {}
         self._full = False
         # every term's document frequency change, kept from the overlay a write extended
-        # (``extended``) or counted when ``overlay`` built it: None when built otherwise
+        # (``extended``): None when this overlay was built from stored segments
         self._dfs: dict[str, int] | None = None
         for key, groups in segments:  # each key was checked when its segment was decoded
             self.keys.append(key)
@@ -367,9 +367,8 @@ class Overlay:
     def df_changes(self) -> Mapping[str, int] | None:
         """Every term's ``delta`` as kept when a write extended this overlay, or None.
 
-        A term no segment names is absent. ``overlay`` counts them when it builds one from the
-        stored segments (each segment's ADDs less its DELs, as a writer counts its own). None:
-        no counts were kept (an ``Overlay`` made directly).
+        A term no segment names is absent. None: no counts were kept (an overlay built from
+        the stored segments).
         """
         return self._dfs
 
@@ -603,53 +602,20 @@ def overlay(txn: ReadTxn) -> Overlay:
     last = _LAST[0] if _LAST else None  # one read: another thread may replace it meanwhile
     if last is not None and last[0] == pairs:
         return last[1]
-    if (
-        last is not None
-        and last[0]
-        and len(pairs) > len(last[0])
-        and pairs[: len(last[0])] == last[0]
-        and last[1].df_changes() is not None
-    ):
-        # the last overlay with newer segments on top (another process's writes): extended,
-        # the counts kept with it
-        built = last[1]
-        for key, value in pairs[len(last[0]) :]:
-            seg = _decoded(key, value)
-            built = built.extended(key, seg, _segment_dfs(seg))
-    else:
-        segs = [(key, _decoded(key, value)) for key, value in pairs]
-        built = Overlay(segs)
-        # each term's document frequency change, as writes extending overlays keep it
-        # (``extended``): a write then reads only the terms it brings to the segments
-        dfs: dict[str, int] = {}
-        get = dfs.get
-        for _, seg in segs:
-            for term, d in _segment_dfs(seg).items():
-                dfs[term] = get(term, 0) + d
-        built._dfs = dfs
+    segs = []
+    for key, value in pairs:
+        hit = _DECODED.get(key)
+        if hit is not None and hit[0] == value:
+            segs.append((key, hit[1]))
+            continue
+        groups = Segment(decode_value(key, value))
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
+        _DECODED[key] = (value, groups)
+        segs.append((key, groups))
+    built = Overlay(segs)
     _LAST[:] = [(pairs, built)]
     return built
-
-
-def _decoded(key: bytes, value: bytes) -> Segment:
-    """The segment stored as ``value`` under ``key``, decoded once (kept in ``_DECODED``).
-
-    Raises:
-        IntegrityError: the segment is damaged.
-    """
-    hit = _DECODED.get(key)
-    if hit is not None and hit[0] == value:
-        return hit[1]
-    seg = Segment(decode_value(key, value))
-    if len(_DECODED) >= _DECODED_MAX:
-        _DECODED.clear()
-    _DECODED[key] = (value, seg)
-    return seg
-
-
-def _segment_dfs(seg: Segment) -> dict[str, int]:
-    """A segment's document frequency change by term: its ADDs less its DELs."""
-    return {term: sum([_KIND_DF[e[0]] for e in entries]) for term, entries in seg.items()}
 
 
 def remember(
