@@ -120,7 +120,12 @@ def _record(log: list[list[Op]]) -> Callable[[], None]:
     return undo
 
 
-def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
+def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool], *, kv: bool = False) -> None:
+    """``ops`` (those ``keep`` passes) in ``txn``, raw py-lmdb's or the key-value layer's.
+
+    With ``kv``, ``txn`` is the key-value layer's write transaction: each key routed to its
+    database, as the store routes.
+    """
     for kind, arg in ops:
         if kind == "put":
             key, value, overwrite = arg
@@ -131,25 +136,16 @@ def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
                 txn.delete(arg)
         else:
             pairs = [p for p in arg if keep(p[0])]
-            if pairs:
+            if pairs and kv:
+                getattr(txn, kind)(pairs)
+            elif pairs:
                 with txn.cursor() as cur:
                     cur.putmulti(pairs, overwrite=kind == "put_many")
 
 
 def _apply_kv(txn: Any, *, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
-    """``ops`` through the key-value layer's write transaction (routed as the store routes)."""
-    for kind, arg in ops:
-        if kind == "put":
-            key, value, overwrite = arg
-            if keep(key):
-                txn.put(key, value, overwrite=overwrite)
-        elif kind == "delete":
-            if keep(arg):
-                txn.delete(arg)
-        else:
-            pairs = [p for p in arg if keep(p[0])]
-            if pairs:
-                getattr(txn, kind)(pairs)
+    """``_apply`` through the key-value layer (``LmdbKV.write``'s function)."""
+    _apply(txn, ops, keep, kv=True)
 
 
 def _replay_held(
