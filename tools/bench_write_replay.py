@@ -16,8 +16,8 @@ same records, tags, importance and precomputed vectors, ``write_many`` in durabl
   keys and bytes into the same B-trees, so the same dirty pages reach the disk, and none of
   the store's code runs;
 - **replay, no lexical** does the same without the lexical index's records (``lex/``,
-  ``meta/lexical``) on the second copy, and **replay, no idx/** without the type, tag, frame
-  and other ``idx/`` entries (the databases of duplicates) on the third: what each index's
+  ``meta/lexical``) on another copy, and **replay, no idx/** without the type, tag, frame
+  and other ``idx/`` entries (the databases of duplicates) on another: what each index's
   pages cost a write;
 - **replay, one tree** applies all of them with raw py-lmdb (``sync=True``, ``metasync=True``)
   into the main tree of another copy, where those keyspaces are otherwise absent (they live in
@@ -25,7 +25,7 @@ same records, tags, importance and precomputed vectors, ``write_many`` in durabl
   a full store would dirty (a write's keys land together in a few new leaves). Before
   2026-11-29 this was the tool's "replay, all", which therefore measured less than the store's
   own pages cost;
-- **floor** puts, on the third copy, what the bench's floor (``tools/bench_peers/floor.py``)
+- **floor** puts, on another copy, what the bench's floor (``tools/bench_peers/floor.py``)
   puts for one record: its head, version, index and journal entries, and its float32 vector in
   a database of its own.
 
