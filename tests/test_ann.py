@@ -416,6 +416,26 @@ def test_save_validates_its_arguments(tmp_path: Path) -> None:
         VectorIndex(DIM).save(tmp_path, model_id=MODEL, watermark=-1)
 
 
+def test_share_of_tags_among_the_tagged() -> None:
+    """``share``: the held ids tagged one of the tags, over those tagged; None until half the
+    held ids have a tag (an index loaded from its cache), and a removed id counts no more."""
+    rng = np.random.default_rng(6)
+    ids = _ids(8)
+    idx = VectorIndex(DIM)
+    assert idx.share([1]) is None  # nothing held
+    idx.add(ids, _unit(rng, 8))
+    assert idx.share([1]) is None  # none tagged
+    idx.set_tags(ids[:3], [1, 2, 2])
+    assert idx.share([2]) is None  # 3 of 8 tagged
+    idx.set_tags(ids[3:4], [1])
+    assert idx.share([2]) == 0.5 and idx.share([1]) == 0.5  # 4 of 8 tagged: of those
+    assert idx.share([1, 2, 2]) == 1.0 and idx.share([7]) == 0.0 and idx.share([]) == 0.0
+    idx.set_tags(ids[4:], [3, 3, 3, 3])
+    assert idx.share([3]) == 0.5 and idx.share([1, 3]) == 0.75
+    assert idx.remove(ids[4]) and idx.remove(ids[0])
+    assert idx.share([3]) == 0.5 and idx.share([1]) == 1 / 6
+
+
 def test_tags_by_id_kept_until_removed_not_saved(tmp_path: Path) -> None:
     """``set_tags``/``tags``: a small int per held id (a memory's type for the sidecar), None
     where not held or not given; kept over a second ``add``, gone with ``remove``, not saved."""

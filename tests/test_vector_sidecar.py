@@ -5,6 +5,7 @@ equal to a fresh build after crash-like states."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortex import MemoryId, Query, Uri, ValidationError
+from cortex import MemoryId, MemoryType, Query, Uri, ValidationError
 from cortex.engine.sidecar import embed_checked
 from cortex.index.ann import DEFAULT_EF, VectorIndex
 from cortex.index.embed import HashingEmbedder
@@ -466,6 +467,46 @@ def test_embed_checked_keeps_finite_rows_whose_norm_overflows() -> None:
 
 def _typed(cx: Any, text: str, types: tuple[str, ...], limit: int = 5) -> list[str]:
     return [str(u) for u in cx.find(Query(near=text, types=types, limit=limit)).uris]
+
+
+def test_a_type_filter_sized_by_the_types_share_fetches_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vector search with a type filter fetches its list first deep enough for twice its
+    limit of memories of those types at the share the index holds them in (one round where
+    they are spread as that share says), and answers as the rounds that widen four times from
+    the depth do (the share not known)."""
+    from cortex.engine import sidecar as sidecar_mod
+
+    fetched: list[int] = []
+    real = sidecar_mod.VectorSidecar.search
+
+    def counted(self: Any, txn: Any, query: Any, n: int) -> Any:
+        fetched.append(n)
+        return real(self, txn, query, n)
+
+    monkeypatch.setattr(sidecar_mod.VectorSidecar, "search", counted)
+    items = mixed_types(f"{TOPICS[i % len(TOPICS)]} number {i}" for i in range(90))
+    questions = [f"{t} number" for t in TOPICS[:6]]
+    with open_store(tmp_path / "s", embedder=E) as cx:
+        cx.write_many(items)
+
+        def answers() -> list[list[str]]:
+            return [_typed(cx, q, ("event",), 10) for q in questions] + [
+                _typed(cx, q, ("fact", "preference"), 4) for q in questions
+            ]
+
+        with monkeypatch.context() as m:
+            m.setattr(sidecar_mod.VectorSidecar, "type_share", lambda self, types: None)
+            expected = answers()
+        rounds = len(fetched)
+        fetched.clear()
+        assert cx._sidecar is not None
+        share = cx._sidecar.type_share([int(MemoryType.EVENT)])
+        assert share is not None and 0 < share < 1
+        assert answers() == expected
+        assert len(fetched) < rounds, (fetched, rounds)  # fewer rounds, most of them one
+        assert fetched[0] == max(40, math.ceil(2 * 10 / share))
 
 
 def test_a_type_filter_leaves_out_candidates_of_other_types_unread(

@@ -1222,6 +1222,7 @@ class Cortex:
             salience_blend=self.salience_blend,
             fusion=self.fusion,
             types_of=None if self._sidecar is None else self._sidecar.types_of,
+            type_share=None if self._sidecar is None else self._sidecar.type_share,
             type_seen=None if self._sidecar is None else self._sidecar.note_type,
             found=found,
         )

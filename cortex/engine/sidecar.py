@@ -265,6 +265,15 @@ class VectorSidecar:
             return [None] * len(ids)
         return index.tags(ids)
 
+    def type_share(self, types: list[int]) -> float | None:
+        """The share of the indexed memories of one of ``types``, among those of a known type.
+
+        None where not known (``VectorIndex.share``): a vector search with a type filter then
+        widens round by round (``Executor``'s ``type_share``).
+        """
+        index = self.index
+        return None if index is None else index.share(types)
+
     def note_type(self, mid: MemoryId, kind: MemoryType) -> None:
         """Keep the type of a memory the index holds (read by a query that accepted it)."""
         index = self.index

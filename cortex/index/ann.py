@@ -24,7 +24,7 @@ import re
 import secrets
 import struct
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -400,6 +400,18 @@ class VectorIndex:
             t = UNTAGGED if label is None else held[label]
             out.append(None if t == UNTAGGED else t)
         return out
+
+    def share(self, tags: Collection[int]) -> float | None:
+        """The share of the held ids whose tag is one of ``tags``, among those with a tag.
+
+        None when fewer than half the held ids have a tag (an index loaded from its cache
+        knows none at first: ``set_tags``), or none is held.
+        """
+        held, live = self._tags, len(self._labels)  # reads only: no lock needed
+        known = len(held) - held.count(UNTAGGED)  # a removed id's tag is UNTAGGED
+        if not live or known * 2 < live:
+            return None
+        return sum(held.count(t) for t in set(tags)) / known
 
     # -- search -------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Final
@@ -184,6 +185,7 @@ class Executor:
         salience_blend: float = 0.2,
         fusion: Fusion | None = None,
         types_of: TypesOf | None = None,
+        type_share: Callable[[list[int]], float | None] | None = None,
         type_seen: Callable[[MemoryId, MemoryType], None] | None = None,
         found: dict[bytes, tuple[Head, Version]] | None = None,
     ) -> None:
@@ -207,6 +209,7 @@ class Executor:
         self.salience_blend = salience_blend
         self.fusion = fusion or Fusion()
         self.types_of = types_of
+        self.type_share = type_share
         self.type_seen = type_seen
         # rows the reader may see, by id, read once per query (``_seen_row``), and the entity
         # names of their data (``_names_of``)
@@ -1024,6 +1027,14 @@ class Executor:
         # each list counts its first ``depth`` (§1.8): fetched at least that deep, so a small
         # limit scores what a larger one does
         n = max(32, self.fusion.depth, 4 * (want or 0))
+        share = (
+            self.type_share([int(t) for t in p.types])
+            if want and p.types and self.type_share is not None and list(lists) == ["vector"]
+            else None
+        )
+        if share and want:  # a type filter alone on a vector list: deep enough in one round
+            # for twice ``want`` of the types where the index holds them in that share
+            n = max(n, min(_SHARE_FETCH_MAX, math.ceil(2 * want / share)))
         f = self.fusion
         # one list and nothing to rerank: relevance is the list's score, so its order is the
         # hits' order (ties by id, as the list breaks them; the lexical list breaks them by
@@ -1354,6 +1365,9 @@ _FAST = True
 _STOP_AT_WANT = True
 """A search of one list and nothing to rerank accepts until the limit passes (``_from_search``);
 off, it accepts every candidate fetched (the same hits: tests compare the two)."""
+_SHARE_FETCH_MAX: Final = 1024
+"""The deepest first round of a vector search with a type filter sized by the types' share
+(``_from_search``); rarer types widen from there round by round."""
 
 
 def newest_prefix(plan: Plan) -> bytes | None:
