@@ -507,6 +507,11 @@ def test_a_type_filter_sized_by_the_types_share_fetches_once(
         assert answers() == expected
         assert len(fetched) < rounds, (fetched, rounds)  # fewer rounds, most of them one
         assert fetched[0] == max(40, math.ceil(2 * 10 / share))
+        # in another order the rounds decide which candidates are ranked: as before
+        fetched.clear()
+        q = Query(near=questions[0], types=("event",), limit=10, order_by="created")
+        cx.find(q)
+        assert fetched[0] == 40
 
 
 def test_a_type_filter_leaves_out_candidates_of_other_types_unread(
