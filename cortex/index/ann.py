@@ -208,6 +208,8 @@ class VectorIndex:
         self._next_label = 0
         self._tags = bytearray()
         """Each label's tag (``set_tags``; ``UNTAGGED`` when not given), by label."""
+        self._tag_counts = [0] * (UNTAGGED + 1)
+        """How many held ids carry each tag (``share``); a removed label counts in none."""
         self._exact: tuple[list[MemoryId], npt.NDArray[np.float32]] | None = None
         self._index = _hnswlib().Index(space=SPACE, dim=self._dim)
 
@@ -342,6 +344,7 @@ class VectorIndex:
                 )
                 # first: ``tags`` reads without the lock, a label found must have its byte
                 self._tags += bytes([UNTAGGED]) * len(new)
+                self._tag_counts[UNTAGGED] += len(new)
                 for i, label in zip(new, labels.tolist(), strict=True):
                     self._labels[ids[i]] = label
                     self._ids[label] = ids[i]
@@ -360,6 +363,7 @@ class VectorIndex:
                 return False
             del self._ids[label]
             self._index.mark_deleted(label)
+            self._tag_counts[self._tags[label]] -= 1
             self._tags[label] = UNTAGGED  # labels are never given again
             self._exact = None
             return True
@@ -379,17 +383,22 @@ class VectorIndex:
             if type(t) is not int or not 0 <= t < UNTAGGED:
                 raise ValidationError(f"tags[{i}]", "range", f"must be an int 0-254, got {t!r}")
         with self._lock:
-            held, labels = self._tags, self._labels
             for memory_id, t in zip(ids, tags, strict=True):
-                label = labels.get(memory_id)
-                if label is not None:
-                    held[label] = t
+                self._tag(memory_id, t)
 
     def note_tag(self, memory_id: MemoryId, tag: int) -> None:
         """``set_tags`` of one id whose tag the caller knows to be in range (0 to 254)."""
+        with self._lock:
+            self._tag(memory_id, tag)
+
+    def _tag(self, memory_id: MemoryId, tag: int) -> None:
+        """Tag a held id (with the lock held), keeping the counts of ``share``."""
         label = self._labels.get(memory_id)
         if label is not None:
-            self._tags[label] = tag
+            counts, held = self._tag_counts, self._tags
+            counts[held[label]] -= 1
+            counts[tag] += 1
+            held[label] = tag
 
     def tags(self, ids: Sequence[MemoryId]) -> list[int | None]:
         """The tags of ``ids``: None for an id not held or given no tag."""
@@ -407,11 +416,11 @@ class VectorIndex:
         None when fewer than half the held ids have a tag (an index loaded from its cache
         knows none at first: ``set_tags``), or none is held.
         """
-        held, live = self._tags, len(self._labels)  # reads only: no lock needed
-        known = len(held) - held.count(UNTAGGED)  # a removed id's tag is UNTAGGED
+        counts, live = self._tag_counts, len(self._labels)  # reads only: no lock needed
+        known = live - counts[UNTAGGED]
         if not live or known * 2 < live:
             return None
-        return sum(held.count(t) for t in set(tags)) / known
+        return sum(counts[t] for t in set(tags) if type(t) is int and 0 <= t < UNTAGGED) / known
 
     # -- search -------------------------------------------------------------------------------
 
@@ -706,6 +715,8 @@ class VectorIndex:
         self._ids = dict(pairs)
         self._next_label = meta.next_label
         self._tags = bytearray([UNTAGGED]) * meta.next_label  # tags are not saved
+        self._tag_counts = [0] * (UNTAGGED + 1)
+        self._tag_counts[UNTAGGED] = len(self._labels)
         self._index.set_ef(self._ef)
         return self, meta
 
