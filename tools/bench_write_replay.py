@@ -143,11 +143,6 @@ def _apply(txn: Any, ops: list[Op], keep: Callable[[bytes], bool], *, kv: bool =
                     cur.putmulti(pairs, overwrite=kind == "put_many")
 
 
-def _apply_kv(txn: Any, *, ops: list[Op], keep: Callable[[bytes], bool]) -> None:
-    """``_apply`` through the key-value layer (``LmdbKV.write``'s function)."""
-    _apply(txn, ops, keep, kv=True)
-
-
 def _replay_held(
     kv: LmdbKV, batch: list[list[Op]], every: int, state: dict[str, Any]
 ) -> list[float]:
@@ -176,9 +171,9 @@ def _replay_held(
                 n: int = n,
                 fold: bool = fold,
             ) -> None:
-                _apply_kv(txn, ops=ops, keep=_not_idx)
-                if any(kind == "delete" and arg.startswith(b"idx/") for kind, arg in ops):
-                    _apply_kv(txn, ops=[op for op in ops if op[0] == "delete"], keep=_everything)
+                _apply(txn, ops, _not_idx, kv=True)
+                # a deleted index entry goes now (only new entries are held)
+                _apply(txn, [op for op in ops if op[0] == "delete"], _is_idx, kv=True)
                 txn.put(
                     _HELD + n.to_bytes(8, "big"),
                     b"".join(len(k).to_bytes(1, "big") + k for k in held),
@@ -209,8 +204,12 @@ def _not_lexical(key: bytes) -> bool:
     return not key.startswith(_LEXICAL)
 
 
+def _is_idx(key: bytes) -> bool:
+    return key.startswith(b"idx/")
+
+
 def _not_idx(key: bytes) -> bool:
-    return not key.startswith(b"idx/")
+    return not _is_idx(key)
 
 
 def _floor_keys(key: bytes) -> bool:
@@ -234,7 +233,7 @@ def _replay(
         try:
             for ops in batch:
                 t0 = time.perf_counter()
-                env.write(functools.partial(_apply_kv, ops=ops, keep=keep))
+                env.write(functools.partial(_apply, ops=ops, keep=keep, kv=True))
                 out.append((time.perf_counter() - t0) * 1e6)
         finally:
             _RECORDING[0] = True

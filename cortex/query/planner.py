@@ -1027,20 +1027,19 @@ class Executor:
         # each list counts its first ``depth`` (§1.8): fetched at least that deep, so a small
         # limit scores what a larger one does
         n = max(32, self.fusion.depth, 4 * (want or 0))
-        share = (
-            self.type_share([int(t) for t in p.types])
-            if want
+        if (
+            want
             and p.types
             and self.type_share is not None
             and list(lists) == ["vector"]
             and p.order_by == "score"
             and p.descending
-            else None
-        )
-        if share and want:  # a type filter alone on a vector list in its order (final: the
-            # same hits whatever the depth): deep enough in one round for twice ``want`` of the
-            # types where the index holds them in that share
-            n = max(n, min(_SHARE_FETCH_MAX, math.ceil(2 * want / share)))
+        ):  # a type filter alone on a vector list in its order (final: the same hits whatever
+            # the depth): deep enough in one round for twice ``want`` of the types where the
+            # index holds them in that share
+            share = self.type_share([int(t) for t in p.types])
+            if share:
+                n = max(n, min(_SHARE_FETCH_MAX, math.ceil(2 * want / share)))
         f = self.fusion
         # one list and nothing to rerank: relevance is the list's score, so its order is the
         # hits' order (ties by id, as the list breaks them; the lexical list breaks them by
