@@ -43,6 +43,16 @@ B-tree and deletes their records, in the same durable transaction (an LSM-style 
 the whole key space, as the lexical index's segments are over its postings). Its p50 is a write
 that only logs; its mean counts the folds.
 
+With ``--rows`` another copy measures a third design not built: **replay, row-major** first
+rewrites the copy's heads (``m/``), versions (``mv/``), lexical documents (``lex/d/``) and
+vectors (``vec/``) as one keyspace ordered by row and then by kind (``r/`` u32(row) kind,
+a version's number after its kind), so that a new memory's four records are neighbours in one
+tree (in the main tree here) instead of the last leaves of four, and replays every write's
+operations with those keys mapped alike. Its control, **replay, all, rewritten**, deletes and
+puts back the same four keyspaces unchanged in one commit before replaying as "replay, all"
+does: a rewrite leaves a run of free pages that later commits take their pages from, which
+alone changes what a commit costs on a disk.
+
 The runs go in a rotating order each round, so a slow stretch of a shared machine falls on
 each alike. Printed: the median microseconds per write of each over the rounds, and the ratios
 to the floor. ``replay, all ÷ floor`` is the closest a write of today's records can come to the
@@ -70,6 +80,7 @@ from bench_peers import cortex_adapter  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
 
 from cortex.storage import kv as kvmod  # noqa: E402
+from cortex.storage.keys import DATABASE_PREFIX  # noqa: E402
 from cortex.storage.kv import LmdbKV  # noqa: E402
 
 Op = tuple[str, Any]
@@ -279,6 +290,64 @@ def _replay_logged(
     return out
 
 
+_ROWS = b"r/"
+_ROW_KINDS = ((b"m/", b"\x00"), (b"mv/", b"\x01"), (b"lex/d/", b"\x02"), (b"vec/", b"\x03"))
+
+
+def _row_key(key: bytes) -> bytes:
+    """``key`` in the row-major layout of ``--rows`` (unchanged outside its four keyspaces)."""
+    for prefix, kind in _ROW_KINDS:
+        if key.startswith(prefix):
+            rest = key[len(prefix) :]
+            return _ROWS + rest[:4] + kind + rest[4:]
+    return key
+
+
+def _row_ops(ops: list[Op]) -> list[Op]:
+    """A write's operations with their keys in the row-major layout."""
+    out: list[Op] = []
+    for kind, arg in ops:
+        if kind == "put":
+            out.append((kind, (_row_key(arg[0]), *arg[1:])))
+        elif kind == "delete":
+            out.append((kind, _row_key(arg)))
+        else:
+            out.append((kind, sorted((_row_key(k), v) for k, v in arg)))
+    return out
+
+
+def _to_rows(path: Path, row_major: bool = True) -> None:
+    """Rewrite the store at ``path`` into the row-major layout (``--rows``), in one commit.
+
+    Not ``row_major``: the same four keyspaces deleted and put back unchanged, in one commit
+    alike (the control: a rewrite frees and reuses pages, which changes how a commit's dirty
+    pages lie in the file whatever the layout).
+    """
+    env = lmdb.open(str(path), map_size=1 << 34, max_dbs=64)
+    try:
+        with env.begin(write=True) as txn:
+            main = env.open_db(None, txn=txn)
+            moved: list[tuple[Any, list[tuple[bytes, bytes]]]] = []
+            for prefix, _ in _ROW_KINDS:
+                name = DATABASE_PREFIX + prefix
+                db = env.open_db(name, txn=txn) if txn.get(name) is not None else main
+                pairs: list[tuple[bytes, bytes]] = []
+                with txn.cursor(db=db) as cur:
+                    ok = cur.set_range(prefix)
+                    while ok and cur.key().startswith(prefix):
+                        key = _row_key(cur.key()) if row_major else cur.key()
+                        pairs.append((key, cur.value()))
+                        ok = cur.delete()  # moves to the next entry
+                moved.append((main if row_major else db, pairs))
+            if row_major:
+                moved = [(main, sorted(p for _, pairs in moved for p in pairs))]
+            for db, pairs in moved:
+                with txn.cursor(db=db) as cur:
+                    cur.putmulti(pairs, append=not row_major or db is main)
+    finally:
+        env.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=100_000)
@@ -299,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="F",
         help="also replay with the idx/ entries held, folded every F writes",
     )
+    ap.add_argument(
+        "--rows",
+        action="store_true",
+        help="also replay into a row-major layout of heads, versions, documents and vectors",
+    )
     args = ap.parse_args(argv)
     singles = args.rounds * args.per_round
     ds = make(args.size, n_extra=singles)
@@ -317,10 +391,13 @@ def main(argv: list[str] | None = None) -> int:
             "floor",
             *(("held",) if args.held else ()),
             *(("log",) if args.log else ()),
+            *(("rows", "rows0") if args.rows else ()),
         )
         for name in names:
             shutil.copytree(cx.path, tmp / name)
-            if name in ("all", "nolex", "noidx", "held"):
+            if name in ("rows", "rows0"):
+                _to_rows(tmp / name, row_major=name == "rows")
+            if name in ("all", "nolex", "noidx", "held", "rows", "rows0"):
                 envs[name] = LmdbKV(tmp / name, map_size=1 << 34)
             else:
                 envs[name] = lmdb.open(
@@ -366,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(("held", _everything, None))
                 if args.log:
                     runs.append(("log", _everything, None))
+                if args.rows:
+                    runs += [("rows", _everything, None), ("rows0", _everything, None)]
+                rows = [_row_ops(ops) for ops in batch] if args.rows else []
                 k = r % len(runs)
                 for name, keep, vecs in runs[k:] + runs[:k]:  # rotating
                     t0 = time.perf_counter()
@@ -373,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
                         each[name] += _replay_held(envs[name], batch, args.held, held_state)
                     elif name == "log":
                         each[name] += _replay_logged(envs[name], batch, args.log, logged)
+                    elif name == "rows":
+                        each[name] += _replay(envs[name], rows, keep, vecs, vec_db)
                     else:
                         each[name] += _replay(envs[name], batch, keep, vecs, vec_db)
                     times[name].append((time.perf_counter() - t0) / args.per_round * 1e6)
@@ -412,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
             ("floor", "the bench floor's write"),
             *([("held", f"replay, idx/ held (fold /{args.held})")] if args.held else []),
             *([("log", f"replay, logged (fold /{args.log})")] if args.log else []),
+            *(
+                [("rows0", "replay, all, rewritten (control)"), ("rows", "replay, row-major")]
+                if args.rows
+                else []
+            ),
         ):
             print(
                 f"{label:34} p50 {p50[name]:7,.0f} µs {p50[name] / p50['floor']:5.2f}x the floor;"
