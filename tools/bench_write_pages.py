@@ -48,6 +48,7 @@ sys.path.insert(1, str(ROOT / "tools"))
 
 from bench_peers import cortex_adapter, floor  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
+from bench_peers.harness import build  # noqa: E402
 
 from cortex.storage import pages  # noqa: E402
 from cortex.storage.keys import DATABASE_PREFIX  # noqa: E402
@@ -142,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="cortex-write-pages-", dir=args.dir))
     try:
         (tmp / "cortex").mkdir()
-        cx = cortex_adapter.System(tmp / "cortex", ds, print)
-        for start in range(0, args.size, 1000):
-            cx.ingest_batch(start, min(start + 1000, args.size))
+        cx = build(cortex_adapter.System(tmp / "cortex", ds, print), args.size)
         cx.prepare("ingest_single")
         extra = iter(ds.extra)
         for _ in range(warm):
@@ -167,9 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             before = after
         cx.close()
 
-        fl = floor.System(tmp / "floor", ds, print)
-        for start in range(0, args.size, 1000):
-            fl.ingest_batch(start, min(start + 1000, args.size))
+        fl = build(floor.System(tmp / "floor", ds, print), args.size)
         extra = iter(ds.extra)
         for _ in range(warm):
             fl.ingest_one(next(extra))

@@ -36,6 +36,7 @@ sys.path.insert(1, str(ROOT / "tools"))
 
 from bench_peers import cortex_adapter  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
+from bench_peers.harness import build  # noqa: E402
 from bench_write_pages import _io  # noqa: E402
 from bench_write_replay import _to_rows  # noqa: E402
 
@@ -53,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="cortex-write-placement-", dir=args.dir))
     try:
         (tmp / "as built").mkdir()
-        built = cortex_adapter.System(tmp / "as built", ds, print)
-        for start in range(0, args.size, 1000):
-            built.ingest_batch(start, min(start + 1000, args.size))
-        built.close()
+        build(cortex_adapter.System(tmp / "as built", ds, print), args.size).close()
         shutil.copytree(tmp / "as built", tmp / "rewritten")
         _to_rows(tmp / "rewritten" / "store", row_major=False)
         names = ("as built", "rewritten")

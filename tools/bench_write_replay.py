@@ -78,6 +78,7 @@ sys.path.insert(1, str(ROOT / "tools"))
 import lmdb  # noqa: E402
 from bench_peers import cortex_adapter  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
+from bench_peers.harness import build  # noqa: E402
 
 from cortex.storage import kv as kvmod  # noqa: E402
 from cortex.storage.keys import DATABASE_PREFIX  # noqa: E402
@@ -378,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     ds = make(args.size, n_extra=singles)
     tmp = Path(tempfile.mkdtemp(prefix="cortex-write-replay-", dir=args.dir))
     try:
-        cx = cortex_adapter.System(tmp, ds, print)
-        for start in range(0, args.size, 1000):
-            cx.ingest_batch(start, min(start + 1000, args.size))
+        cx = build(cortex_adapter.System(tmp, ds, print), args.size)
         cx.cx.close()
         envs: dict[str, Any] = {}
         names = (

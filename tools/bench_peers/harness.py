@@ -248,3 +248,13 @@ def run(
     out["rss_after_dataset_mib"] = rss0
     out["peak_rss_above_dataset_mib"] = max(0.0, rss_mib() - rss0)
     return out
+
+
+def build(system: Any, n: int) -> Any:
+    """``system`` (a peer's ``System``) with the data set's first ``n`` records.
+
+    As ``run`` ingests them (durable batches of ``BATCH``), untimed. Returns ``system``.
+    """
+    for start in range(0, n, BATCH):
+        system.ingest_batch(start, min(start + BATCH, n))
+    return system
