@@ -342,9 +342,12 @@ def _to_rows(path: Path, row_major: bool = True) -> None:
                 moved.append((main if row_major else db, pairs))
             if row_major:
                 moved = [(main, sorted(p for _, pairs in moved for p in pairs))]
-            for db, pairs in moved:
+            for db, pairs in moved:  # appended (full pages) when past every key of the tree
                 with txn.cursor(db=db) as cur:
-                    cur.putmulti(pairs, append=not row_major or db is main)
+                    after = not pairs or not cur.last() or cur.key() < pairs[0][0]
+                    added = cur.putmulti(pairs, append=after)[1]
+                if added != len(pairs):
+                    raise RuntimeError(f"put back {added} of {len(pairs)} records")
     finally:
         env.close()
 
