@@ -3,9 +3,10 @@
     python tools/bench_write_placement.py [--size 100000] [--rounds 10] [--per-round 100]
 
 LMDB never rewrites a page in place: a commit writes every page it changes to a free page
-(from the oldest records of its free list, lowest page number first) or past the end of the file, and writes each run of
-consecutive page numbers in one system call. So what a durable commit costs on a disk depends
-on how the store's free pages lie, not only on how many pages it changes.
+(from the oldest records of its free list, lowest page number first) or past the end of the
+file, and writes each run of consecutive page numbers in one system call. So what a durable
+commit costs on a disk depends on how the store's free pages lie, not only on how many pages
+it changes.
 
 This builds a store of ``--size`` memories as ``make bench`` does (``tools/bench_peers``:
 ``write_many`` in durable batches of 1,000, the same records and precomputed vectors), copies
