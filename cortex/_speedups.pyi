@@ -179,6 +179,11 @@ def segments_folded(
 ) -> dict[str, tuple[dict[bytes, bytes | None], int, set[bytes] | None]] | None:
     """Every term of the segments combined for a fold (``Overlay.folded``); None if unsure."""
 
+def segment_decode(
+    payload: object, /
+) -> list[tuple[str, list[tuple[int, bytes, bytes | None]]]] | None:
+    """A canonical segment payload's groups (``decode``); None if it is not one."""
+
 def segments_added(
     segments: list[Mapping[str, list[tuple[int, bytes, bytes | None]]]], /
 ) -> tuple[dict[str, bytearray], dict[str, int]] | None:

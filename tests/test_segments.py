@@ -308,6 +308,67 @@ def test_segment_fresh_is_encode_fresh(fresh: Any, odd: Any, as_bytearray: bool)
     assert segments._sp.segment_fresh(records) == want
 
 
+def _decoded_by_definition(payload: Any) -> Any:
+    """``decode``'s Python definition: the groups, or None where it refuses the payload."""
+    saved, segments._HAS_DECODE = segments._HAS_DECODE, False
+    try:
+        return segments.decode(payload)
+    except segments.SegmentError:
+        return None
+    finally:
+        segments._HAS_DECODE = saved
+
+
+@pytest.mark.parametrize("which", ["cases", "refused"])
+def test_segment_decode_agrees_with_the_definition_on_the_vectors(which: str) -> None:
+    """The C ``segment_decode`` reads every golden segment as the definition does, and refuses
+    (None) every payload the vectors list as refused."""
+    _needs_c()
+    import json
+
+    doc = json.loads((Path(__file__).parent.parent / "specs/vectors/segments.json").read_text())
+    for case in doc[which]:
+        payload = bytes.fromhex(case["value"])[:-4]  # the checksum off: unseal's part
+        want = _decoded_by_definition(payload)
+        assert (want is None) == (which == "refused"), case
+        assert segments._sp.segment_decode(payload) == want, case
+
+
+@settings(max_examples=300)
+@given(
+    groups=_groups_of(_ENTRY),
+    flips=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=3),
+    cut=st.one_of(st.none(), st.integers(0, 1 << 16)),
+    extra=st.binary(max_size=14),
+)
+def test_segment_decode_is_decode(groups: Any, flips: Any, cut: Any, extra: bytes) -> None:
+    """On canonical payloads and on payloads with bytes changed, cut or added, the C
+    ``segment_decode`` gives the definition's groups, or None exactly where it refuses."""
+    _needs_c()
+    payload = bytearray(segments.encode(groups))
+    for at, byte in flips:
+        payload[at % len(payload)] = byte
+    if cut is not None:
+        del payload[cut % (len(payload) + 1) :]
+    data = bytes(payload) + extra
+    assert segments._sp.segment_decode(data) == _decoded_by_definition(data)
+
+
+def test_segment_decode_leaves_other_inputs_to_the_definition() -> None:
+    """Anything but ``bytes`` gets None from C (the definition then reads it or says why)."""
+    _needs_c()
+    payload = segments.encode({"tea": {bytes(4): (segments.ADD, _T)}})
+    assert segments._sp.segment_decode(payload) == [("tea", [(segments.ADD, bytes(4), _T)])]
+    for other in (bytearray(payload), memoryview(payload), None, 7):
+        assert segments._sp.segment_decode(other) is None
+    assert segments.decode(bytearray(payload)) == segments.decode(payload)
+    # a count of entries past the payload's end is refused before anything is allocated
+    huge = b"\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff" + bytes(5)
+    assert segments._sp.segment_decode(huge) is None
+    with pytest.raises(segments.SegmentError):
+        segments.decode(huge)
+
+
 def _overlay_view(ov: segments.Overlay, terms: list[str]) -> Any:
     """Everything an overlay answers, for ``terms`` and as a whole (or the error it raises)."""
     out: list[Any] = [list(ov.keys), ov.postings, ov.next_key]

@@ -728,12 +728,180 @@ not_here:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(segment_decode_doc,
+             "segment_decode(payload, /)\n--\n\n"
+             "``cortex.index.segments.decode`` in C: the groups of a canonical segment payload "
+             "(bytes), ``[(term, [(kind, docno4, tail8 or None), ...]), ...]``, or None when it "
+             "is not one (the Python definition then names the fault).");
+
+static PyObject *
+sp_segment_decode(PyObject *module, PyObject *arg)
+{
+    const unsigned char *p, *last_term = NULL;
+    Py_ssize_t n, i = 4, tlen, last_len = 0;
+    uint64_t seen = 0;
+    uint32_t count;
+    PyObject *groups, *kinds[4] = {NULL, NULL, NULL, NULL};
+    int k;
+    if (!PyBytes_CheckExact(arg)) {
+        Py_RETURN_NONE;
+    }
+    p = (const unsigned char *)PyBytes_AS_STRING(arg);
+    n = PyBytes_GET_SIZE(arg);
+    if (n < 4) {
+        Py_RETURN_NONE;
+    }
+    count = get_u32((const char *)p);
+    groups = PyList_New(0);
+    if (groups == NULL) {
+        return NULL;
+    }
+    for (k = 1; k <= 3; k++) {
+        kinds[k] = PyLong_FromLong(k);
+        if (kinds[k] == NULL) {
+            goto fail;
+        }
+    }
+    while (i < n) {
+        const unsigned char *term;
+        uint32_t m, j;
+        PyObject *str, *entries, *group;
+        int cmp;
+        if (i + 2 > n) {
+            goto not_canonical;
+        }
+        tlen = (Py_ssize_t)p[i] << 8 | p[i + 1];
+        i += 2;
+        if (tlen < 1 || tlen > 256 || i + tlen > n || memchr(p + i, 0, (size_t)tlen) != NULL) {
+            goto not_canonical;
+        }
+        term = p + i;
+        if (last_term != NULL) { /* terms strictly ascending by their bytes */
+            cmp = memcmp(term, last_term, (size_t)(tlen < last_len ? tlen : last_len));
+            if (cmp < 0 || (cmp == 0 && tlen <= last_len)) {
+                goto not_canonical;
+            }
+        }
+        last_term = term;
+        last_len = tlen;
+        i += tlen;
+        if (i + 4 > n) {
+            goto not_canonical;
+        }
+        m = get_u32((const char *)p + i);
+        i += 4;
+        /* every entry takes at least 5 bytes: a count past what is left is refused before
+         * anything is allocated for it */
+        if (m < 1 || (uint64_t)m > (uint64_t)(n - i) / 5) {
+            goto not_canonical;
+        }
+        str = PyUnicode_DecodeUTF8((const char *)term, tlen, "strict");
+        if (str == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                goto fail;
+            }
+            PyErr_Clear();
+            goto not_canonical;
+        }
+        entries = PyList_New((Py_ssize_t)m);
+        group = entries == NULL ? NULL : PyTuple_Pack(2, str, entries);
+        Py_DECREF(str);
+        if (group == NULL) {
+            Py_XDECREF(entries);
+            goto fail;
+        }
+        Py_DECREF(entries); /* the group holds it */
+        if (PyList_Append(groups, group) < 0) {
+            Py_DECREF(group);
+            goto fail;
+        }
+        Py_DECREF(group);
+        for (j = 0; j < m; j++) {
+            unsigned kind;
+            PyObject *raw, *tail, *entry;
+            if (i + 5 > n) {
+                goto not_canonical;
+            }
+            kind = p[i];
+            if (kind < 1 || kind > 3) {
+                goto not_canonical;
+            }
+            raw = PyBytes_FromStringAndSize((const char *)p + i + 1, 4);
+            if (raw == NULL) {
+                goto fail;
+            }
+            i += 5;
+            if (kind != 3) {
+                uint32_t tf, dl;
+                if (i + 8 > n) {
+                    Py_DECREF(raw);
+                    goto not_canonical;
+                }
+                tf = get_u32((const char *)p + i);
+                dl = get_u32((const char *)p + i + 4);
+                if (tf < 1 || tf > dl) {
+                    Py_DECREF(raw);
+                    goto not_canonical;
+                }
+                tail = PyBytes_FromStringAndSize((const char *)p + i, 8);
+                if (tail == NULL) {
+                    Py_DECREF(raw);
+                    goto fail;
+                }
+                i += 8;
+            }
+            else {
+                tail = Py_NewRef(Py_None);
+            }
+            if (j > 0) { /* docnos strictly ascending within a group */
+                PyObject *prev = PyTuple_GET_ITEM(PyList_GET_ITEM(entries, j - 1), 1);
+                if (memcmp(PyBytes_AS_STRING(prev), PyBytes_AS_STRING(raw), 4) >= 0) {
+                    Py_DECREF(raw);
+                    Py_DECREF(tail);
+                    goto not_canonical;
+                }
+            }
+            entry = PyTuple_New(3);
+            if (entry == NULL) {
+                Py_DECREF(raw);
+                Py_DECREF(tail);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(entry, 0, Py_NewRef(kinds[kind]));
+            PyTuple_SET_ITEM(entry, 1, raw);
+            PyTuple_SET_ITEM(entry, 2, tail);
+            PyList_SET_ITEM(entries, j, entry);
+        }
+        seen += m;
+    }
+    if (PyList_GET_SIZE(groups) == 0 || seen != count) {
+        goto not_canonical;
+    }
+    for (k = 1; k <= 3; k++) {
+        Py_DECREF(kinds[k]);
+    }
+    return groups;
+not_canonical:
+    for (k = 1; k <= 3; k++) {
+        Py_XDECREF(kinds[k]);
+    }
+    Py_DECREF(groups);
+    Py_RETURN_NONE;
+fail:
+    for (k = 1; k <= 3; k++) {
+        Py_XDECREF(kinds[k]);
+    }
+    Py_DECREF(groups);
+    return NULL;
+}
+
 static PyMethodDef postings_methods[] = {
     {"segments_folded", (PyCFunction)sp_segments_folded, METH_O, segments_folded_doc},
     {"segments_added", (PyCFunction)sp_segments_added, METH_O, segments_added_doc},
     {"block_encode", (PyCFunction)(void (*)(void))sp_block_encode, METH_FASTCALL, block_encode_doc},
     {"block_decode", (PyCFunction)(void (*)(void))sp_block_decode, METH_FASTCALL, block_decode_doc},
     {"segment_fresh", (PyCFunction)sp_segment_fresh, METH_O, segment_fresh_doc},
+    {"segment_decode", (PyCFunction)sp_segment_decode, METH_O, segment_decode_doc},
     {NULL, NULL, 0, NULL},
 };
 

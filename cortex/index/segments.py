@@ -46,6 +46,8 @@ _USE_SPEEDUPS: bool = _sp is not None and all(
 paths."""
 _HAS_ADDED: bool = _sp is not None and hasattr(_sp, "segments_added")
 """``Overlay.added`` in C (an extension built before it lacks it: then the Python path)."""
+_HAS_DECODE: bool = _sp is not None and hasattr(_sp, "segment_decode")
+"""``decode`` in C (an extension built before it lacks it: then the Python path)."""
 
 __all__ = [
     "ADD",
@@ -205,6 +207,10 @@ def decode(payload: bytes) -> Groups:
     Raises:
         SegmentError: the payload is not the canonical encoding of a segment.
     """
+    if _USE_SPEEDUPS and _HAS_DECODE:
+        fast: Groups | None = _sp.segment_decode(payload)
+        if fast is not None:  # else the loop below says what is wrong
+            return fast
     n = len(payload)
     if n < 4:
         raise SegmentError("shorter than its count")
