@@ -2287,6 +2287,10 @@ PARITY: dict[str, tuple[str, ...]] = {
     "df_updates": (f"{_LEX}::test_df_updates_agree",),
     "df_values": (f"{_LEX}::test_df_values_agree",),
     "segment_fresh": ("tests.test_segments::test_segment_fresh_is_encode_fresh",),
+    "segment_decode": (
+        "tests.test_segments::test_segment_decode_is_decode",
+        "tests.test_segments::test_segment_decode_agrees_with_the_definition_on_the_vectors",
+    ),
     "bm25_top": (
         "tests.test_bm25::test_bm25_top_is_search_terms_over_blocks_and_segments",
         "tests.test_bm25::test_bm25_top_is_search_terms_after_any_writes",
