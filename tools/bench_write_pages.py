@@ -56,7 +56,7 @@ from cortex.storage.keys import DATABASE_PREFIX  # noqa: E402
 PAGE = 4096
 
 
-def _io() -> tuple[int, int]:
+def io_counts() -> tuple[int, int]:
     """Bytes this process has handed to write system calls so far, and how many calls."""
     got = {}
     with open("/proc/self/io", encoding="ascii") as f:
@@ -124,9 +124,9 @@ def _measure(system: Any, extra: Any, n: int) -> tuple[list[float], list[int]]:
     written: list[float] = []
     calls: list[int] = []
     for _ in range(n):
-        w0, c0 = _io()
+        w0, c0 = io_counts()
         system.ingest_one(next(extra))
-        w1, c1 = _io()
+        w1, c1 = io_counts()
         written.append((w1 - w0) / PAGE)
         calls.append(c1 - c0)
     return written, calls

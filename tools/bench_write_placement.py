@@ -38,8 +38,8 @@ sys.path.insert(1, str(ROOT / "tools"))
 from bench_peers import cortex_adapter  # noqa: E402
 from bench_peers.dataset import make  # noqa: E402
 from bench_peers.harness import build  # noqa: E402
-from bench_write_pages import _io  # noqa: E402
-from bench_write_replay import _to_rows  # noqa: E402
+from bench_write_pages import io_counts  # noqa: E402
+from bench_write_replay import rewrite_records  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         (tmp / "as built").mkdir()
         build(cortex_adapter.System(tmp / "as built", ds, print), args.size).close()
         shutil.copytree(tmp / "as built", tmp / "rewritten")
-        _to_rows(tmp / "rewritten" / "store", row_major=False)
+        rewrite_records(tmp / "rewritten" / "store", row_major=False)
         names = ("as built", "rewritten")
         systems = {}
         extra = {}
@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in names if r % 2 == 0 else names[::-1]:
                 s, it = systems[name], extra[name]
                 for _ in range(args.per_round):
-                    c0 = _io()[1]
+                    c0 = io_counts()[1]
                     t0 = time.perf_counter()
                     s.ingest_one(next(it))
                     lat[name].append((time.perf_counter() - t0) * 1e6)
-                    calls[name].append(_io()[1] - c0)
+                    calls[name].append(io_counts()[1] - c0)
         for s in systems.values():
             s.close()
         print(

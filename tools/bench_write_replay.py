@@ -317,12 +317,12 @@ def _row_ops(ops: list[Op]) -> list[Op]:
     return out
 
 
-def _to_rows(path: Path, row_major: bool = True) -> None:
-    """Rewrite the store at ``path`` into the row-major layout (``--rows``), in one commit.
+def rewrite_records(path: Path, row_major: bool = True) -> None:
+    """Delete and put back the store's heads, versions, documents and vectors in one commit.
 
-    Not ``row_major``: the same four keyspaces deleted and put back unchanged, in one commit
-    alike (the control: a rewrite frees and reuses pages, which changes how a commit's dirty
-    pages lie in the file whatever the layout).
+    In the row-major layout (``--rows``), or unchanged when not ``row_major`` (the control,
+    and ``bench_write_placement.py``'s rewritten store: a rewrite frees and reuses pages, which
+    changes how a commit's dirty pages lie in the file whatever the layout).
     """
     env = lmdb.open(str(path), map_size=1 << 34, max_dbs=64)
     try:
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             shutil.copytree(cx.path, tmp / name)
             if name in ("rows", "rows0"):
-                _to_rows(tmp / name, row_major=name == "rows")
+                rewrite_records(tmp / name, row_major=name == "rows")
             if name in ("all", "nolex", "noidx", "held", "rows", "rows0"):
                 envs[name] = LmdbKV(tmp / name, map_size=1 << 34)
             else:
