@@ -708,3 +708,144 @@ def test_an_interrupt_as_the_leadership_is_handed_over_passes_it_on(
             assert {k for k, _ in r.scan(b"")} == {b"held", b"next"}
     finally:
         kv.close()
+
+
+class _Pair:
+    """Two threads A and B whose first writes commit in one group of two, then each waits.
+
+    ``second(i)`` lets thread ``i`` make its second write (``b"a2"``, ``b"b2"``; the first
+    are ``b"a1"``, ``b"b1"``), ``end(i)`` lets it end without one.
+    """
+
+    def __init__(self, kv: LmdbKV) -> None:
+        self.go = [threading.Event(), threading.Event()]
+        self.write = [True, True]
+        held = _Held(kv)
+
+        def writer(i: int, name: bytes) -> None:
+            kv.write(lambda t: t.put(name + b"1", b"1"))
+            if self.go[i].wait(30) and self.write[i]:
+                kv.write(lambda t: t.put(name + b"2", b"2"))
+
+        self.threads = [
+            threading.Thread(target=writer, args=(i, n)) for i, n in enumerate((b"a", b"b"))
+        ]
+        for t in self.threads:
+            t.start()
+        held.release_when_queued(2)
+        c = kv._shared.commits
+        deadline = time.monotonic() + 30
+        while len(c.back) < 2:  # the group of two is done: both expected back
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+    def second(self, i: int) -> None:
+        self.go[i].set()
+
+    def end(self, i: int) -> None:
+        self.write[i] = False
+        self.go[i].set()
+
+    def join(self) -> None:
+        for i in (0, 1):
+            if not self.go[i].is_set():
+                self.end(i)
+        _join(self.threads)
+
+
+def test_a_leader_waits_for_the_writers_of_the_last_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.storage import kv as kv_module
+
+    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 30.0)
+    kv = LmdbKV(tmp_path / "kv")
+    pair = None
+    try:
+        pair = _Pair(kv)
+        a, b = pair.threads
+        c = kv._shared.commits
+        assert c.flushing == 0 and set(c.back) == {a.ident, b.ident}
+        c.commit_time = 30.0  # the wait's bound is the last commit's time: not the test's
+        before = kv.last_txnid()
+        pair.second(0)  # A writes again and leads: B, of its last group, is expected back
+        time.sleep(0.2)
+        assert a.is_alive() and kv.last_txnid() == before  # A waits, nothing committed
+        pair.second(1)
+        pair.join()
+        assert kv.last_txnid() == before + 1  # A's and B's second writes in one commit
+        with kv.read() as r:
+            assert r.get(b"a2") == b"2" and r.get(b"b2") == b"2"
+        assert set(c.back) == {a.ident, b.ident}  # a group of two again
+    finally:
+        if pair is not None:
+            pair.join()
+        kv.close()
+
+
+def test_a_leader_stops_waiting_for_writers_that_do_not_come(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.storage import kv as kv_module
+
+    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 0.3)
+    kv = LmdbKV(tmp_path / "kv")
+    pair = None
+    try:
+        pair = _Pair(kv)
+        a = pair.threads[0]
+        c = kv._shared.commits
+        c.commit_time = 0.3
+        started = time.monotonic()
+        pair.second(0)  # A writes again; B does not
+        a.join(30)
+        assert not a.is_alive()
+        waited = time.monotonic() - started
+        assert 0.2 <= waited < 10  # A waited for B, for the bound (a slow machine: slack)
+        assert c.back == {}  # B is no longer expected: the next leader does not wait for it
+        with kv.read() as r:
+            assert r.get(b"a2") == b"2" and r.get(b"b2") is None
+        c.commit_time = 30.0
+        started = time.monotonic()
+        kv.write(lambda t: t.put(b"c", b"1"))
+        assert time.monotonic() - started < 10  # not the 30 s a wait would take
+    finally:
+        if pair is not None:
+            pair.join()
+        kv.close()
+
+
+def test_a_lone_writer_is_never_waited_for(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        c = kv._shared.commits
+        for i in range(20):
+            kv.write(lambda t, i=i: t.put(b"k%d" % i, b"v"))
+            # a group of one is no sign of concurrent writers: nobody is expected back
+            assert c.flushing == 0 and c.back == {}
+    finally:
+        kv.close()
+
+
+def test_a_wait_for_the_last_group_ends_at_the_commit_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex.storage import kv as kv_module
+
+    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 30.0)
+    kv = LmdbKV(tmp_path / "kv")
+    pair = None
+    try:
+        pair = _Pair(kv)
+        a = pair.threads[0]
+        c = kv._shared.commits
+        c.commit_time = 0.2  # the bound: a wait never costs more than the commit it may save
+        started = time.monotonic()
+        pair.second(0)
+        a.join(30)
+        assert not a.is_alive()
+        assert 0.15 <= time.monotonic() - started < 10  # 0.2 s, not the 30 s of _GROUP_WAIT
+    finally:
+        if pair is not None:
+            pair.join()
+        kv.close()

@@ -1109,6 +1109,10 @@ _epoch_end: Final = functools.lru_cache(maxsize=4)(prefix_end)
 _GROUP_MAX: Final = 64
 """Writes committed together at most (``LmdbKV.write``)."""
 
+_GROUP_WAIT: Final = 0.001
+"""Seconds a group's leader waits at most for the writers of the groups before it to queue
+again (``_Commits.gather``), and no longer than the last commit took."""
+
 
 class _Alone(CortexError):
     """Raised inside a grouped write that must run in a transaction of its own.
@@ -1181,11 +1185,13 @@ class _Member:
         "lead",
         "result",
         "taken",
+        "thread",
         "wake",
         "withdrawing",
     )
 
     def __init__(self, fn: Callable[[WriteTxn], Any], ctx: contextvars.Context, durable: bool):
+        self.thread = get_ident()
         self.fn = fn
         self.ctx = ctx
         self.durable = durable
@@ -1221,6 +1227,11 @@ class _Commits:
     that decides its fate: a leader handing it the leadership, or the leader of its group once
     the group's outcome is known (or, for an interrupted writer, putting it back unwritten).
     So a group's end wakes its own writers and the next leader, not every writer waiting.
+
+    A leader first waits, briefly, for the writers of the groups before it (``gather``): writers
+    that commit together come back together, and a leader that starts while they are still on
+    their way (in the last group's flush, or preparing their next write) would commit a group
+    of half of them, the other half the next, each paying a commit and a flush.
     """
 
     def __init__(self) -> None:
@@ -1228,6 +1239,44 @@ class _Commits:
         self.queue: list[_Member] = []
         self.leading = False
         """A leader holds (or is waiting for) LMDB's writer lock for its group."""
+        self.arrived = threading.Condition(self.lock)
+        """Notified, while a leader gathers, when a writer queues or a group's writers are done."""
+        self.gathering = False
+        self.flushing = 0
+        """Writes of groups of more than one that are committed, their group not yet done."""
+        self.back: dict[int, float] = {}
+        """The threads of those groups once done (``perf_counter`` then), until each writes
+        again or ``_GROUP_WAIT`` has passed: the writers a leader waits for."""
+        self.commit_time = 0.0
+        """How long the last group's commit took (seconds)."""
+
+    def gather(self) -> None:
+        """Wait until the writers of the groups before have queued again (``lock`` held).
+
+        Only writers of groups of more than one are waited for (concurrent writers), each for
+        ``_GROUP_WAIT`` at most after its group was done, and the wait ends after
+        ``min(_GROUP_WAIT, commit_time)``: no longer than the commit it may save. Writers that
+        did not come back by then are not waited for again.
+        """
+        if not (self.flushing or self.back):
+            return
+        now = time.perf_counter()
+        end = now + min(_GROUP_WAIT, self.commit_time)
+        back = self.back
+        self.gathering = True
+        try:
+            while True:
+                for t in [t for t, at in back.items() if now - at > _GROUP_WAIT]:
+                    del back[t]
+                if not (self.flushing or back) or len(self.queue) >= _GROUP_MAX - 1:
+                    return
+                if now >= end:
+                    back.clear()
+                    return
+                self.arrived.wait(end - now)
+                now = time.perf_counter()
+        finally:
+            self.gathering = False
 
     def hand_over(self) -> None:
         """Give the leadership to the first queued writer, or end it if none waits.
@@ -1242,9 +1291,18 @@ class _Commits:
                 return
         self.leading = False
 
-    @staticmethod
-    def finish(members: list[_Member], leader: _Member | None) -> None:
-        """Their outcome is known: each returns (``lock`` held; ``leader`` ends no wait)."""
+    def finish(self, members: list[_Member], leader: _Member | None, flushed: bool) -> None:
+        """Their outcome is known: each returns (``lock`` held; ``leader`` ends no wait).
+
+        ``flushed``: they are a group of more than one, committed (counted in ``flushing``).
+        """
+        if flushed:
+            self.flushing -= len(members)
+            now = time.perf_counter()
+            for m in members:
+                self.back[m.thread] = now
+            if self.gathering:
+                self.arrived.notify()
         for m in members:
             m.done = True
             if m is not leader:
@@ -1770,7 +1828,10 @@ class LmdbKV:
         once taken, the interrupt waits for that group's outcome and notes it
         (``BaseException.add_note``). Each waiting writer sleeps on a lock of its own
         (``_Commits``). The writes of a group whose functions offer a ``GroupShare``
-        (``Sharing``) run first and share its state.
+        (``Sharing``) run first and share its state. A leader first waits for the writers of
+        the last groups of more than one to queue again (``_Commits.gather``: at most as long as
+        the last commit took, and ``_GROUP_WAIT``), so that writers that commit together go on
+        committing together.
 
         With an ``epoch_prefix``, a change of the last key under it since this environment's
         last write (an erasure: ``specs/storage.md`` §11) first renews the environment, so that
@@ -1785,11 +1846,15 @@ class LmdbKV:
         me = _Member(fn, contextvars.copy_context(), self.metasync)
         c = self._shared.commits
         with c.lock:
+            if c.back:  # back, if its last group's leader waits for it (``_Commits.gather``)
+                c.back.pop(me.thread, None)
             lead = not c.leading
             if lead:
                 c.leading = me.taken = me.lead = True
             else:
                 c.queue.append(me)
+                if c.gathering:
+                    c.arrived.notify()
         try:
             if not lead:
                 me.wake.acquire()  # released once: handed the leadership, or its group done
@@ -1811,12 +1876,15 @@ class LmdbKV:
         batch = [me]
         shared = self._shared
         holding = True  # the leadership: given up once the commit is made, before its flush
-        committed = False
+        committed = flushed = False  # ``flushed``: a group of more than one, committed
         sharing = True  # the writes of a ``GroupShare`` share its state (``_Redo``: not)
         try:
+            if c.flushing or c.back:  # concurrent writers: the last groups' first
+                with c.lock:
+                    c.gather()
 
             def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> None:
-                nonlocal committed
+                nonlocal committed, flushed
                 if len(batch) == 1:  # the writes that queued while this one waited
                     with c.lock:
                         more: list[_Member] = []
@@ -1881,8 +1949,14 @@ class LmdbKV:
                         break
                 if pending is not None:
                     _finish_share(pending)
+                began = time.perf_counter()
                 txn.commit()
                 committed = True
+                c.commit_time = time.perf_counter() - began
+                if len(batch) > 1:
+                    with c.lock:
+                        c.flushing += len(batch)
+                    flushed = True
                 if shared.epoch_prefix is not None and self._gate.held() == 1:
                     shared.epoch_seen = epoch
 
@@ -1921,7 +1995,7 @@ class LmdbKV:
             with c.lock:
                 if holding:
                     c.hand_over()
-                c.finish(batch, me)
+                c.finish(batch, me, flushed)
 
     @staticmethod
     def _withdraw(c: _Commits, me: _Member, exc: BaseException) -> None:
