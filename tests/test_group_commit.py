@@ -9,12 +9,13 @@ reported as returned is in the store, and the store verifies.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import random
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -753,16 +754,38 @@ class _Pair:
         _join(self.threads)
 
 
-def test_a_leader_waits_for_the_writers_of_the_last_group(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def _paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_wait: float
+) -> Iterator[tuple[LmdbKV, _Pair]]:
+    """A store with a ``_Pair`` of threads done with their group, ``_GROUP_WAIT`` set so."""
     from cortex.storage import kv as kv_module
 
-    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 30.0)
+    monkeypatch.setattr(kv_module, "_GROUP_WAIT", group_wait)
     kv = LmdbKV(tmp_path / "kv")
     pair = None
     try:
         pair = _Pair(kv)
+        yield kv, pair
+    finally:
+        if pair is not None:
+            pair.join()
+        kv.close()
+
+
+def _second_of_a(pair: _Pair) -> float:
+    """Let thread A (alone) make its second write; how long it took to return (seconds)."""
+    started = time.monotonic()
+    pair.second(0)
+    pair.threads[0].join(30)
+    assert not pair.threads[0].is_alive()
+    return time.monotonic() - started
+
+
+def test_a_leader_waits_for_the_writers_of_the_last_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _paired(tmp_path, monkeypatch, 30.0) as (kv, pair):
         a, b = pair.threads
         c = kv._shared.commits
         assert c.flushing == 0 and set(c.back) == {a.ident, b.ident}
@@ -777,31 +800,16 @@ def test_a_leader_waits_for_the_writers_of_the_last_group(
         with kv.read() as r:
             assert r.get(b"a2") == b"2" and r.get(b"b2") == b"2"
         assert set(c.back) == {a.ident, b.ident}  # a group of two again
-    finally:
-        if pair is not None:
-            pair.join()
-        kv.close()
 
 
 def test_a_leader_stops_waiting_for_writers_that_do_not_come(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cortex.storage import kv as kv_module
-
-    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 0.3)
-    kv = LmdbKV(tmp_path / "kv")
-    pair = None
-    try:
-        pair = _Pair(kv)
-        a = pair.threads[0]
+    with _paired(tmp_path, monkeypatch, 0.3) as (kv, pair):
         c = kv._shared.commits
         c.commit_time = 0.3
-        started = time.monotonic()
-        pair.second(0)  # A writes again; B does not
-        a.join(30)
-        assert not a.is_alive()
-        waited = time.monotonic() - started
-        assert 0.2 <= waited < 10  # A waited for B, for the bound (a slow machine: slack)
+        # A writes again, B does not: A waited for B, for the bound (a slow machine: slack)
+        assert 0.2 <= _second_of_a(pair) < 10
         assert c.back == {}  # B is no longer expected: the next leader does not wait for it
         with kv.read() as r:
             assert r.get(b"a2") == b"2" and r.get(b"b2") is None
@@ -809,10 +817,6 @@ def test_a_leader_stops_waiting_for_writers_that_do_not_come(
         started = time.monotonic()
         kv.write(lambda t: t.put(b"c", b"1"))
         assert time.monotonic() - started < 10  # not the 30 s a wait would take
-    finally:
-        if pair is not None:
-            pair.join()
-        kv.close()
 
 
 def test_a_lone_writer_is_never_waited_for(tmp_path: Path) -> None:
@@ -830,22 +834,7 @@ def test_a_lone_writer_is_never_waited_for(tmp_path: Path) -> None:
 def test_a_wait_for_the_last_group_ends_at_the_commit_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cortex.storage import kv as kv_module
-
-    monkeypatch.setattr(kv_module, "_GROUP_WAIT", 30.0)
-    kv = LmdbKV(tmp_path / "kv")
-    pair = None
-    try:
-        pair = _Pair(kv)
-        a = pair.threads[0]
-        c = kv._shared.commits
-        c.commit_time = 0.2  # the bound: a wait never costs more than the commit it may save
-        started = time.monotonic()
-        pair.second(0)
-        a.join(30)
-        assert not a.is_alive()
-        assert 0.15 <= time.monotonic() - started < 10  # 0.2 s, not the 30 s of _GROUP_WAIT
-    finally:
-        if pair is not None:
-            pair.join()
-        kv.close()
+    with _paired(tmp_path, monkeypatch, 30.0) as (kv, pair):
+        # the bound: a wait never costs more than the commit it may save
+        kv._shared.commits.commit_time = 0.2
+        assert 0.15 <= _second_of_a(pair) < 10  # 0.2 s, not the 30 s of _GROUP_WAIT
