@@ -838,3 +838,24 @@ def test_a_wait_for_the_last_group_ends_at_the_commit_time(
         # the bound: a wait never costs more than the commit it may save
         kv._shared.commits.commit_time = 0.2
         assert 0.15 <= _second_of_a(pair) < 10  # 0.2 s, not the 30 s of _GROUP_WAIT
+
+
+def test_a_trace_gets_each_groups_times(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        c = kv._shared.commits
+        c.trace = []
+        kv.write(lambda t: t.put(b"a", b"1"))
+        held = _Held(kv)  # its group (of one) is traced as it ends
+        threads, _ = _run_all(
+            [lambda i=i: kv.write(lambda t: t.put(b"k%d" % i, b"v")) for i in range(3)]
+        )
+        held.release_when_queued(3)
+        _join(threads)
+        assert [g[4] for g in c.trace] == [1, 1, 3]
+        for led, gathered, began, ended, _ in c.trace:
+            assert led <= gathered <= began <= ended
+        c.trace = None
+        kv.write(lambda t: t.put(b"b", b"1"))
+    finally:
+        kv.close()

@@ -2,6 +2,7 @@
 
     python tools/bench_concurrent.py [--sizes 10000,100000] [--seconds 2] [--repeat 3]
                                      [--writers 1,2,4,8] [--modes threads,processes] [--json OUT]
+                                     [--trace]
 
 For each store size a store is built once (``write_many`` in batches of 1,000, the data of
 ``tools/bench_store.py``); then, for each repeat, for each mode and each writer count (in that
@@ -16,11 +17,19 @@ moves once per commit); and the CPU time per write (the writers' process CPU tim
 run, kernel time included: threads share one interpreter lock, so the Python part of it bounds
 their throughput). The machine may be shared: the ratios measured in the same repeat are the
 figures to read, not the absolute times.
+
+``--trace`` (threads): each group's leader records its times (``_Commits.trace``), and a second
+table gives, per writer count, the medians over the groups of the middle 80% of each run (then
+over the repeats): the group's size; ``gather``, the leader's wait for the last groups' writers
+to queue again; ``functions``, from then until its commit (the group's writes, run under the
+interpreter lock); ``commit``, LMDB's commit (the data pages' flush included, under LMDB's writer
+lock); and ``cycle``, from one group's start to the next one's.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -64,10 +73,13 @@ def _kv_txnid(cx: Cortex) -> int:
     return int(cx._kv.last_txnid())
 
 
-def run_threads(path: Path, k: int, seconds: float, seed: int) -> tuple[list[float], int, float]:
+def run_threads(
+    path: Path, k: int, seconds: float, seed: int, trace: list[Any] | None = None
+) -> tuple[list[float], int, float]:
     pools = [_items(seed * 16 + w, int(seconds * 3000) + 100) for w in range(k)]
     with Cortex.open(path, actor="bench", map_size=MAP, check_pages=False) as cx:
         cx.write(pools[0][-1].data)  # warm: caches, the sidecar, the first commit
+        cx._kv._shared.commits.trace = trace  # each group's times (``_Commits.trace``)
         start_txn = _kv_txnid(cx)
         barrier = threading.Barrier(k + 1)
         lats: list[list[float]] = [[] for _ in range(k)]
@@ -87,7 +99,29 @@ def run_threads(path: Path, k: int, seconds: float, seed: int) -> tuple[list[flo
             t.join()
         cpu = time.process_time() - cpu
         commits = _kv_txnid(cx) - start_txn
+        cx._kv._shared.commits.trace = None
     return [x for xs in lats for x in xs], commits, cpu
+
+
+def group_times(trace: list[tuple[float, float, float, float, int]]) -> dict[str, float]:
+    """Medians over a threads run's groups (``--trace``), in milliseconds but ``size``.
+
+    ``gather``: the leader's wait for the last groups' writers; ``functions``: from then to its
+    commit (the group's writes run, under the interpreter lock); ``commit``: LMDB's commit
+    (its data flush included); ``cycle``: from one group's start to the next one's.
+    """
+    if len(trace) < 3:
+        return {}
+    t = trace[len(trace) // 10 : len(trace) - len(trace) // 10] or trace  # the steady middle
+    med = statistics.median
+    return {
+        "groups": len(trace),
+        "size": med(g[4] for g in t),
+        "gather": med(g[1] - g[0] for g in t) * 1e3,
+        "functions": med(g[2] - g[1] for g in t) * 1e3,
+        "commit": med(g[3] - g[2] for g in t) * 1e3,
+        "cycle": med(b[0] - a[0] for a, b in itertools.pairwise(t)) * 1e3,
+    }
 
 
 def _proc_main(path: str, seed: int, seconds: float, queues: tuple[Any, Any, Any]) -> None:
@@ -147,6 +181,9 @@ def main() -> None:
     ap.add_argument("--writers", default="1,2,4,8")
     ap.add_argument("--modes", default="threads,processes")
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--trace", action="store_true", help="threads: each group's gather, functions, commit"
+    )
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     counts = [int(x) for x in args.writers.split(",")]
@@ -161,11 +198,18 @@ def main() -> None:
             build(path, n)
             print(f"\nN = {n:,} (built in {time.perf_counter() - t0:.0f} s)")
             rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+            traced: dict[int, list[dict[str, float]]] = {}
             for r in range(args.repeat):
                 for mode in modes:
                     one = None
                     for k in counts:
-                        lat, commits, cpu = runners[mode](path, k, args.seconds, r * 100 + k)
+                        seed = r * 100 + k
+                        if mode == "threads" and args.trace:
+                            trace: list[Any] = []
+                            lat, commits, cpu = run_threads(path, k, args.seconds, seed, trace)
+                            traced.setdefault(k, []).append(group_times(trace))
+                        else:
+                            lat, commits, cpu = runners[mode](path, k, args.seconds, seed)
                         rate = len(lat) / args.seconds
                         one = rate if k == counts[0] else one
                         rows.setdefault((mode, k), []).append(
@@ -190,6 +234,21 @@ def main() -> None:
                     f"{med['per_commit']:>10.2f} {med['cpu'] * 1e3:>12.2f}"
                 )
                 results.append({"n": n, "mode": mode, "writers": k, **med, "repeats": rs})
+            if traced:
+                print(
+                    f"\n{'threads':>7} {'groups':>7} {'size':>5} {'gather ms':>9} "
+                    f"{'functions ms':>12} {'commit ms':>9} {'cycle ms':>8}  (medians)"
+                )
+                for k, runs in traced.items():
+                    ts = [t for t in runs if t]
+                    if not ts:
+                        continue
+                    m = {f: statistics.median(x[f] for x in ts) for f in ts[0]}
+                    print(
+                        f"{k:>7} {m['groups']:>7,.0f} {m['size']:>5.1f} {m['gather']:>9.2f} "
+                        f"{m['functions']:>12.2f} {m['commit']:>9.2f} {m['cycle']:>8.2f}"
+                    )
+                    results.append({"n": n, "mode": "threads-trace", "writers": k, **m})
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -1249,6 +1249,10 @@ class _Commits:
         again or ``_GROUP_WAIT`` has passed: the writers a leader waits for."""
         self.commit_time = 0.0
         """How long the last group's commit took (seconds)."""
+        self.trace: list[tuple[float, float, float, float, int]] | None = None
+        """When a list (a benchmark's: ``tools/bench_concurrent.py --trace``), each group's
+        leader appends its times (``perf_counter``): it began to lead, its gathering ended, its
+        commit began, its commit ended; and its size."""
 
     def gather(self) -> None:
         """Wait until the writers of the groups before have queued again (``lock`` held).
@@ -1878,10 +1882,13 @@ class LmdbKV:
         holding = True  # the leadership: given up once the commit is made, before its flush
         committed = flushed = False  # ``flushed``: a group of more than one, committed
         sharing = True  # the writes of a ``GroupShare`` share its state (``_Redo``: not)
+        trace = c.trace
+        led = time.perf_counter() if trace is not None else 0.0
         try:
             if c.flushing or c.back:  # concurrent writers: the last groups' first
                 with c.lock:
                     c.gather()
+            gathered = time.perf_counter() if trace is not None else 0.0
 
             def attempt(txn: lmdb.Transaction, epoch: bytes | None) -> None:
                 nonlocal committed, flushed
@@ -1953,6 +1960,8 @@ class LmdbKV:
                 txn.commit()
                 committed = True
                 c.commit_time = time.perf_counter() - began
+                if trace is not None:
+                    trace.append((led, gathered, began, began + c.commit_time, len(batch)))
                 if len(batch) > 1:
                     with c.lock:
                         c.flushing += len(batch)
