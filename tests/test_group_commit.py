@@ -859,3 +859,30 @@ def test_a_trace_gets_each_groups_times(tmp_path: Path) -> None:
         kv.write(lambda t: t.put(b"b", b"1"))
     finally:
         kv.close()
+
+
+def test_an_interrupt_while_the_leader_gathers_frees_the_leadership(tmp_path: Path) -> None:
+    kv = LmdbKV(tmp_path / "kv")
+    try:
+        c = kv._shared.commits
+        real = c.arrived
+
+        class Interrupted:
+            def wait(self, timeout: float) -> bool:
+                raise Stop
+
+        c.back[-1] = time.perf_counter() + 3600  # a writer expected back (for an hour)
+        c.commit_time = 3600.0
+        c.arrived = Interrupted()  # type: ignore[assignment]
+        with pytest.raises(Stop):
+            kv.write(lambda txn: txn.put(b"lost", b"1"))
+        c.arrived = real
+        c.back.clear()
+        assert not c.leading and not c.gathering
+        threads, out = _run_all([lambda: kv.write(lambda txn: txn.put(b"next", b"1"))])
+        _join(threads)
+        assert out == [True]
+        with kv.read() as r:
+            assert {k for k, _ in r.scan(b"")} == {b"next"}
+    finally:
+        kv.close()
