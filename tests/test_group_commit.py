@@ -29,6 +29,8 @@ from cortex import (
     Fact,
     JournalKind,
     NewMemory,
+    Polarity,
+    Preference,
     WriteBudgetError,
 )
 from cortex.storage.kv import LmdbKV
@@ -886,3 +888,46 @@ def test_an_interrupt_while_the_leader_gathers_frees_the_leadership(tmp_path: Pa
             assert {k for k, _ in r.scan(b"")} == {b"next"}
     finally:
         kv.close()
+
+
+def test_chain_writes_of_a_group_share_its_indexer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single writes that apply the chain rules (a claim: supersede not False) share the group's
+    indexer too: one index write for the group, the same outcomes as one by one, each memory
+    searchable at once."""
+    from cortex.engine import store as engine_store
+
+    finished = []
+    real = engine_store._GroupIndexer.finish
+
+    def counted(state: Any) -> None:
+        finished.append(state)
+        real(state)
+
+    monkeypatch.setattr(engine_store._GroupIndexer, "finish", staticmethod(counted))
+    words = ["alpha", "bravo", "charlie", "delta"]
+
+    def pref(word: str) -> Preference:  # one topic: each later one supersedes the one before
+        return Preference(topic="editor", polarity=Polarity.PREFER, rationale=f"because {word}")
+
+    with Cortex.open(tmp_path / "store", actor="agent") as cx:
+        held = _Held(cx._kv)
+        threads, out = _run_all([lambda w=w: cx.write(pref(w)) for w in words])
+        held.release_when_queued(len(words))
+        _join(threads)
+        assert len(finished) == 1  # the four writes: one group, one index write
+        assert all(not isinstance(r, BaseException) for r in out), out
+        # the group ran them in some order: the first created, each later one superseding the
+        # one before it (the chain rules saw each earlier write of the group)
+        assert sorted(r.outcome for r in out) == ["created"] + ["superseded"] * 3
+        by_id = {r.id: r for r in out}
+        first = next(r for r in out if r.outcome == "created")
+        chain = [first]
+        while len(chain) < len(out):
+            chain.append(next(r for r in out if r.supersedes == (chain[-1],)))
+        assert {r.id for r in chain} == set(by_id)
+        for w, uri in zip(words, out, strict=True):
+            assert cx.resolve(uri).data == pref(w)
+            assert [m for m, _ in cx._engine._lexical_search(w, 5)] == [uri.id]
+        _check_whole_store(cx)

@@ -693,7 +693,8 @@ the same bytes and errors as the general one (tests switch it off to compare the
 
 
 class _GroupIndexer:
-    """The lexical indexer the fused single writes of one group commit share (``GroupShare``).
+    """The lexical indexer the single writes of new memories of one group commit share
+    (``GroupShare``): the fused ones, and those that apply the chain rules (without dedupe).
 
     Each write of the group stages its new memory's terms into it, in its own child
     transaction; the index is written once for the group, before its commit (one segment or
@@ -1291,15 +1292,21 @@ class Store:
                 if confirmed is not None:
                     return [confirmed]
             self._charge(txn, 1)
-            lex = Indexer(txn)
+            # in a group commit, the group's indexer (``_GroupIndexer``): the chain rules below
+            # read claims, heads and edges, never the lexical index, so its terms may wait
+            grouped: Indexer | None = getattr(txn, "share", None)
+            lex = Indexer(txn) if grouped is None else grouped
             self._put_heads(txn, prepared, True, lex)
             puts: list[tuple[bytes, bytes]] = []
             journal = JournalWriter(txn, now, self.actor)
             self._stage_new(prepared, puts, journal, lex)
             txn.put_many(puts)
-            lex.flush()
+            if grouped is None:
+                lex.flush()
             return self._resolve_chains(txn, prepared, journal, now, visible)
 
+        if duplicate is None:  # a single write of a new memory: it may share (above)
+            return self._budgeted(Sharing(txn_fn, _GROUP_INDEXER), now)[0]
         return self._budgeted(txn_fn, now)[0]
 
     def write_many(self, items: Iterable[NewMemory | Data]) -> list[WriteResult]:
