@@ -77,7 +77,9 @@ _OP = st.one_of(
 )
 
 
-@pytest.mark.parametrize("limits", [(32, 1024), (3, 40)], ids=["default", "tight"])
+@pytest.mark.parametrize(
+    "limits", [(lexical.SEGMENT_MAX, lexical.SEGMENT_POSTINGS), (3, 40)], ids=["default", "tight"]
+)
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_OP, min_size=1, max_size=14))
 def test_the_combined_index_is_a_fresh_one_of_the_live_set(
@@ -152,8 +154,9 @@ def test_a_large_commit_folds_every_segment(tmp_path: Path) -> None:
         for w in WORDS:
             cx.write(_belief([w, "single"]))
         assert _segments(cx) == len(WORDS)
-        cx.write_many([NewMemory(data=_belief([f"bulk{i}", *WORDS])) for i in range(150)])
-        assert _segments(cx) == 0  # 150 memories x ~12 terms: more than SEGMENT_POSTINGS
+        n = lexical.SEGMENT_POSTINGS // 10  # n memories x ~12 terms: more than SEGMENT_POSTINGS
+        cx.write_many([NewMemory(data=_belief([f"bulk{i}", *WORDS])) for i in range(n)])
+        assert _segments(cx) == 0
         assert cx.verify().ok
 
 

@@ -693,12 +693,12 @@ the same bytes and errors as the general one (tests switch it off to compare the
 
 
 class _GroupIndexer:
-    """The lexical indexer the single writes of new memories of one group commit share
-    (``GroupShare``): the fused ones, and those that apply the chain rules (without dedupe).
+    """The lexical indexer a group commit's single writes of new memories share (``GroupShare``).
 
-    Each write of the group stages its new memory's terms into it, in its own child
-    transaction; the index is written once for the group, before its commit (one segment or
-    fold, instead of one per write), as ``write_many`` writes it for its items.
+    They are the fused ones and those that apply the chain rules (without dedupe). Each write
+    of the group stages its new memory's terms into it, in its own child transaction; the
+    index is written once for the group, before its commit (one segment or fold, instead of
+    one per write), as ``write_many`` writes it for its items.
     """
 
     @staticmethod
