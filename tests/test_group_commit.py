@@ -551,14 +551,11 @@ def _note(word: str) -> Fact:
     return Fact(statement=f"note {word}", subject="s", predicate="p")
 
 
-def test_fused_writes_of_a_group_index_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The fused single writes of one group stage their terms into one indexer, written once
-    for the group, and each memory is searchable at once."""
+def _index_writes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The group indexers written from now on (``_GroupIndexer.finish``), in a list."""
     from cortex.engine import store as engine_store
 
-    finished = []
+    finished: list[Any] = []
     real = engine_store._GroupIndexer.finish
 
     def counted(state: Any) -> None:
@@ -566,6 +563,15 @@ def test_fused_writes_of_a_group_index_once(
         real(state)
 
     monkeypatch.setattr(engine_store._GroupIndexer, "finish", staticmethod(counted))
+    return finished
+
+
+def test_fused_writes_of_a_group_index_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fused single writes of one group stage their terms into one indexer, written once
+    for the group, and each memory is searchable at once."""
+    finished = _index_writes(monkeypatch)
     words = ["alpha", "bravo", "charlie", "delta", "echo"]
     with Cortex.open(tmp_path / "store", actor="agent") as cx:
         held = _Held(cx._kv)
@@ -896,16 +902,7 @@ def test_chain_writes_of_a_group_share_its_indexer(
     """Single writes that apply the chain rules (a claim: supersede not False) share the group's
     indexer too: one index write for the group, the same outcomes as one by one, each memory
     searchable at once."""
-    from cortex.engine import store as engine_store
-
-    finished = []
-    real = engine_store._GroupIndexer.finish
-
-    def counted(state: Any) -> None:
-        finished.append(state)
-        real(state)
-
-    monkeypatch.setattr(engine_store._GroupIndexer, "finish", staticmethod(counted))
+    finished = _index_writes(monkeypatch)
     words = ["alpha", "bravo", "charlie", "delta"]
 
     def pref(word: str) -> Preference:  # one topic: each later one supersedes the one before
